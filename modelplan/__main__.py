@@ -1,0 +1,5 @@
+"""`python -m modelplan` is the same as the `modelplan` command."""
+
+from modelplan.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Collectives: operations, bytes and steps per algorithm, alpha-beta times on cluster links."""

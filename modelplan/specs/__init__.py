@@ -1,0 +1,1 @@
+"""Validated inputs: model, training settings, hardware/cluster and plan specs (pydantic)."""

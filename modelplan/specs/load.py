@@ -1,0 +1,59 @@
+"""Turn what a user names (preset, TOML/JSON spec file, HuggingFace config.json) into a spec."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Union
+
+from pydantic import ValidationError
+
+from modelplan.errors import SpecError, format_validation_error
+from modelplan.presets import load_preset, read_toml
+from modelplan.specs.network import NetworkSpec
+from modelplan.specs.transformer import TransformerSpec
+
+ModelSpec = Union[TransformerSpec, NetworkSpec]
+
+
+def model_from_dict(data: dict, source: str = "") -> ModelSpec:
+    """Validate a raw table as a transformer or network spec (by its `kind`, default transformer)."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{source or 'model'}: expected a table/object, got {type(data).__name__}")
+    kind = data.get("kind", "transformer")
+    cls = {"transformer": TransformerSpec, "network": NetworkSpec}.get(kind)
+    if cls is None:
+        raise SpecError(f"{source or 'model'}: kind: unknown model kind '{kind}' (transformer, network)")
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(exc, source)) from None
+
+
+def read_json(path: Path) -> dict:
+    """Parse a JSON file; a syntax error becomes a one-line SpecError naming the file."""
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{path.name}: malformed JSON: {exc}") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def load_model(ref: str) -> ModelSpec:
+    """A preset name, a .toml/.json spec file, or a HuggingFace config.json (has `model_type`)."""
+    path = Path(ref)
+    if path.suffix.lower() in {".toml", ".json"} or path.is_file():
+        if not path.is_file():
+            raise SpecError(f"{ref}: no such file")
+        if path.suffix.lower() == ".json":
+            data = read_json(path)
+            if isinstance(data, dict) and "model_type" in data:
+                from modelplan.specs.hf import from_hf_config
+
+                return from_hf_config(data, source=path.name)
+            if isinstance(data, dict) and "model" in data and "kind" not in data:
+                data = data["model"]
+            return model_from_dict(data, path.name)
+        return model_from_dict(read_toml(path), path.name)
+    return model_from_dict(load_preset("models", ref), ref)

@@ -1,0 +1,70 @@
+"""A parallel plan: how one training step is split over dp x pp x tp (x cp, ep) ranks.
+
+A plan is what the planner outputs and what a user may write by hand; its validity against a
+model and a training spec is checked in `modelplan.plan.validate` (one place, every number in
+the message).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from modelplan.specs.base import Spec
+
+Schedule = Literal["gpipe", "1f1b", "interleaved"]
+
+
+class Plan(Spec):
+    """Parallel degrees and the per-step settings that go with them (Megatron-LM vocabulary)."""
+
+    dp: int = Field(1, gt=0)
+    """Data-parallel size (replicas; with zero>=1 also the sharding degree)."""
+    tp: int = Field(1, gt=0)
+    """Tensor-parallel size (Megatron column/row split inside each layer)."""
+    pp: int = Field(1, gt=0)
+    """Pipeline-parallel size (stages)."""
+    vpp: int = Field(1, gt=0)
+    """Virtual pipeline stages (model chunks) per pipeline rank; > 1 only with 'interleaved'."""
+    cp: int = Field(1, gt=0)
+    """Context-parallel size (sequence split for attention)."""
+    ep: int = Field(1, gt=0)
+    """Expert-parallel size (MoE experts split over this many data-parallel ranks)."""
+    micro_batch: int = Field(1, gt=0)
+    """Sequences per micro-batch per data-parallel rank."""
+    schedule: Schedule = "1f1b"
+    """Pipeline schedule: gpipe (all forwards then backwards), 1f1b, or interleaved 1f1b."""
+    sequence_parallel: bool = False
+    """Megatron sequence parallelism: norms/dropout sharded over tp, AllReduce -> RS + AG."""
+    recompute: Literal["none", "selective", "full"] | None = None
+    """Activation recompute; None means the training spec's setting."""
+    zero: Literal[0, 1, 2, 3] = 0
+    """ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights (FSDP)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "Plan":
+        if self.vpp > 1 and self.schedule != "interleaved":
+            raise ValueError(f"vpp ({self.vpp}) > 1 needs schedule 'interleaved', not '{self.schedule}'")
+        if self.schedule == "interleaved" and self.pp == 1:
+            raise ValueError("schedule 'interleaved' needs pp > 1")
+        if self.sequence_parallel and self.tp == 1:
+            raise ValueError("sequence_parallel needs tp > 1")
+        if self.dp % self.ep:
+            raise ValueError(f"ep ({self.ep}) must divide dp ({self.dp})")
+        return self
+
+    @property
+    def world_size(self) -> int:
+        """Ranks the plan needs: dp * tp * pp * cp (ep lives inside dp)."""
+        return self.dp * self.tp * self.pp * self.cp
+
+    def num_microbatches(self, global_batch: int) -> int:
+        """Micro-batches per pipeline per step: global_batch / (micro_batch * dp)."""
+        per_step = self.micro_batch * self.dp
+        if global_batch % per_step:
+            raise ValueError(
+                f"global_batch ({global_batch}) must be divisible by micro_batch * dp "
+                f"({self.micro_batch} * {self.dp} = {per_step})"
+            )
+        return global_batch // per_step

@@ -1,0 +1,58 @@
+"""Training settings: batch, sequence length, precision, optimizer and activation recompute."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from modelplan.specs.base import Spec
+
+Precision = Literal["fp32", "bf16", "fp16", "fp8"]
+Optimizer = Literal["sgd", "momentum", "adam", "adamw"]
+Recompute = Literal["none", "selective", "full"]
+
+# Bytes per element of the compute dtype (fp8 mixed precision keeps bf16 activations and
+# weights in bf16 copies; Transformer Engine convention).
+DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+
+
+class TrainingSpec(Spec):
+    """What one optimizer step processes and how numbers are stored."""
+
+    global_batch: int = Field(1, gt=0)
+    """Sequences (or samples) per optimizer step, over all data-parallel ranks."""
+    seq_len: int = Field(2048, gt=0)
+    """Tokens per sequence (ignored by non-sequence networks)."""
+    precision: Precision = "bf16"
+    """fp32, or mixed precision with bf16 / fp16 / fp8 matmuls."""
+    optimizer: Optimizer = "adamw"
+    """sgd (no state), momentum (1 state), adam/adamw (2 states)."""
+    master_weights: bool | None = None
+    """Keep fp32 master weights; None means yes for mixed precision, no for fp32."""
+    grad_dtype: Literal["fp32", "same"] = "fp32"
+    """Gradient accumulation buffer: fp32 (Megatron default) or the compute dtype."""
+    recompute: Recompute = "none"
+    """Activation recomputation: none, selective (attention core) or full (per layer)."""
+
+    @property
+    def dtype_bytes(self) -> int:
+        """Bytes per element of weights and activations in the compute dtype."""
+        return DTYPE_BYTES[self.precision]
+
+    @property
+    def uses_master_weights(self) -> bool:
+        """fp32 master copy present (default: yes whenever the compute dtype is not fp32)."""
+        if self.master_weights is not None:
+            return self.master_weights
+        return self.precision != "fp32"
+
+    @property
+    def grad_bytes(self) -> int:
+        """Bytes per gradient element."""
+        return 4 if self.grad_dtype == "fp32" else self.dtype_bytes
+
+    @property
+    def optimizer_states(self) -> int:
+        """fp32 state tensors per parameter: Adam m and v, momentum buffer, or none."""
+        return {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}[self.optimizer]
