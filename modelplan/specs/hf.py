@@ -347,7 +347,7 @@ def from_hf_config(data: dict, source: str = "config.json") -> TransformerSpec:
             f"{source}: model_type: unsupported '{model_type}' (supported: {', '.join(sorted(MAPPERS))})"
         )
     fields = mapper(_Config(data, source))
-    name = data.get("_name_or_path") or source
+    name = data.get("_name_or_path") or source.removesuffix(".json")
     fields = {"name": str(name), "source": f"HuggingFace config.json ({source})", **fields}
     if fields.get("head_dim") is None:
         fields.pop("head_dim", None)
