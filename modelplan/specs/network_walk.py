@@ -52,7 +52,7 @@ class Leaf:
     """Position of the top-level item this leaf belongs to (the unit a pipeline stage holds)."""
 
 
-def _tuple(value: int | tuple[int, ...], n: int, field: str, where: str) -> Shape:
+def as_tuple(value: int | tuple[int, ...], n: int, field: str, where: str) -> Shape:
     """An int-or-tuple field as n ints."""
     if isinstance(value, int):
         return (value,) * n
@@ -90,14 +90,14 @@ def _conv(layer: Conv, shape: Shape, where: str) -> Shape:
         )
     if channels % layer.groups:
         raise SpecError(f"{where}: groups ({layer.groups}) must divide in_channels ({channels})")
-    kernel = _tuple(layer.kernel_size, n, "kernel_size", where)
-    stride = _tuple(layer.stride, n, "stride", where)
-    dilation = _tuple(layer.dilation, n, "dilation", where)
+    kernel = as_tuple(layer.kernel_size, n, "kernel_size", where)
+    stride = as_tuple(layer.stride, n, "stride", where)
+    dilation = as_tuple(layer.dilation, n, "dilation", where)
     if layer.padding == "same":
         if any(s != 1 for s in stride):
             raise SpecError(f"{where}: padding 'same' needs stride 1, got {list(stride)}")
         return (layer.out_channels,) + shape[1:]
-    pad = (0,) * n if layer.padding == "valid" else _tuple(layer.padding, n, "padding", where)
+    pad = (0,) * n if layer.padding == "valid" else as_tuple(layer.padding, n, "padding", where)
     out = []
     for axis in range(n):
         size = _conv_out(shape[1 + axis], pad[axis], dilation[axis], kernel[axis], stride[axis])
@@ -115,9 +115,9 @@ def _pool(layer: Pool, shape: Shape, where: str) -> Shape:
     n = layer.spatial_dims
     if len(shape) != n + 1:
         raise SpecError(f"{where}: needs a {n + 1}-dim [channels, ...] input, got {_fmt(shape)}")
-    kernel = _tuple(layer.kernel_size, n, "kernel_size", where)
-    stride = kernel if layer.stride is None else _tuple(layer.stride, n, "stride", where)
-    pad = _tuple(layer.padding, n, "padding", where)
+    kernel = as_tuple(layer.kernel_size, n, "kernel_size", where)
+    stride = kernel if layer.stride is None else as_tuple(layer.stride, n, "stride", where)
+    pad = as_tuple(layer.padding, n, "padding", where)
     out = []
     for axis in range(n):
         size, k, s, p = shape[1 + axis], kernel[axis], stride[axis], pad[axis]
@@ -181,7 +181,7 @@ def leaf_output_shape(layer: LeafLayer, shape: Shape, where: str) -> Shape:
         n = layer.spatial_dims
         if len(shape) != n + 1:
             raise SpecError(f"{where}: needs a {n + 1}-dim [channels, ...] input, got {_fmt(shape)}")
-        return (shape[0], *_tuple(layer.output_size, n, "output_size", where))
+        return (shape[0], *as_tuple(layer.output_size, n, "output_size", where))
     if isinstance(layer, Embedding):
         return shape + (layer.embedding_dim,)
     if isinstance(layer, Flatten):
