@@ -4,9 +4,9 @@ Expected numbers come from hand formulas (shown in each test), published counts 
 ResNet-18 11,689,512 and ResNet-50 25,557,032) and PyTorch's own modules and FlopCounterMode.
 """
 
-import math
-
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from modelplan.count.network import (
     count_network_flops,
@@ -370,9 +370,6 @@ def test_full_recompute_checkpoints_blocks_not_leaves():
 
 
 # --- random stacks (hypothesis) ----------------------------------------------------------------
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 ACTIVATIONS = ["relu", "gelu", "tanh", "sigmoid", "silu"]
 

@@ -10,7 +10,7 @@ when given. Shapes are per sample: the batch dimension is never written (PyTorch
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
@@ -274,74 +274,8 @@ class Recurrent(LayerBase):
         return self.proj_size or self.hidden_size
 
 
-class Sequential(LayerBase):
-    """`nn.Sequential`: a named group of layers (children named by name or position)."""
-
-    type: Literal["sequential"]
-    layers: list["Layer"] = Field(min_length=1)
-    """Layers in order."""
-
-
-class Repeat(LayerBase):
-    """`layers` repeated `times` times (identical copies, separate parameters).
-
-    Unnamed, the copies are spliced into the parent list, each item taking the next position
-    (torch's `nn.Sequential(*[block() for _ in range(n)])`). Named, it is an `nn.Sequential` of
-    the copies, copy i at `<name>/i`; a one-item sub-list's copy is that item itself, a longer
-    one is an `nn.Sequential` of its items.
-    """
-
-    type: Literal["repeat"]
-    times: int = Field(gt=0)
-    """Number of copies."""
-    layers: list["Layer"] = Field(min_length=1)
-    """The repeated sub-list."""
-
-
-class Residual(LayerBase):
-    """main(x) + shortcut(x), then an optional activation (ResNet BasicBlock / Bottleneck).
-
-    Main items are children of the block (by name or position); unnamed shortcut items sit
-    at `shortcut/<i>`; an empty shortcut is the identity. The sum is the leaf `<block>/add`,
-    the activation `<block>/act`.
-    """
-
-    type: Literal["residual"]
-    main: list["Layer"] = Field(min_length=1)
-    """The main branch."""
-    shortcut: list["Layer"] = Field(default_factory=list)
-    """The shortcut branch (torchvision's `downsample`); empty: identity."""
-    activation: ActivationName | None = None
-    """Activation applied after the sum (ResNet: relu)."""
-
-
-Layer = Annotated[
-    Union[
-        Linear,
-        Conv,
-        BatchNorm,
-        LayerNorm,
-        Embedding,
-        Pool,
-        AdaptiveAvgPool,
-        Activation,
-        Softmax,
-        Flatten,
-        Dropout,
-        Recurrent,
-        Sequential,
-        Repeat,
-        Residual,
-    ],
-    Field(discriminator="type"),
-]
-"""Any layer spec, chosen by its `type`."""
-
 LeafLayer = Union[
     Linear, Conv, BatchNorm, LayerNorm, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
     Flatten, Dropout, Recurrent,
 ]
 """Layers that compute (everything but the composite blocks)."""
-
-for _cls in (Sequential, Repeat, Residual):
-    _cls.model_rebuild()

@@ -25,11 +25,9 @@ from modelplan.specs.layers import (
     Linear,
     Pool,
     Recurrent,
-    Repeat,
-    Residual,
-    Sequential,
     Softmax,
 )
+from modelplan.specs.network import Repeat, Residual, Sequential
 
 Shape = tuple[int, ...]
 
