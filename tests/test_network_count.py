@@ -65,6 +65,20 @@ def test_lstm_lm_count_by_hand():
     assert count_network_params(load_model("lstm-lm")).total == expected == 19_780_400
 
 
+@pytest.mark.torch
+def test_lstm_lm_tensors_match_torch():
+    """lstm-lm equals word_language_model's RNNModel parts (Embedding, LSTM, Linear) tensor by tensor."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    model = nn.Module()
+    model.encoder = nn.Embedding(10_000, 650)
+    model.rnn = nn.LSTM(650, 650, num_layers=2, dropout=0.5, batch_first=True)
+    model.decoder = nn.Linear(650, 10_000)
+    breakdown = count_network_params(load_model("lstm-lm")).breakdown
+    expected = {n.replace(".", "/"): p.numel() for n, p in model.named_parameters()}
+    assert {k: v for k, v in breakdown.items() if k.count("/") == 1} == expected
+
+
 def test_breakdown_parents_are_sums():
     """Every parent key equals the sum of its direct tensor leaves (layer2/0/downsample)."""
     breakdown = count_network_params(load_model("resnet-18")).breakdown

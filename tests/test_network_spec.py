@@ -194,3 +194,16 @@ def test_rnn_needs_sequence_input():
     """An LSTM on a [3, 8, 8] image is rejected."""
     message = spec_error([3, 8, 8], {"type": "lstm", "hidden_size": 4})
     assert "[seq, features]" in message and "[3, 8, 8]" in message
+
+
+@pytest.mark.parametrize("preset", ["mlp", "small-cnn", "lstm-lm", "resnet-18", "resnet-50"])
+def test_network_presets_cite_a_source(preset):
+    """Every network preset loads as kind 'network' and states where it comes from."""
+    spec = load_model(preset)
+    assert isinstance(spec, NetworkSpec) and spec.name == preset and len(spec.source) > 20
+
+
+def test_lstm_lm_output_is_per_step_logits():
+    """lstm-lm: 35 token ids -> [35, 650] embeddings -> LSTM [35, 650] -> logits [35, 10000]."""
+    spec = load_model("lstm-lm")
+    assert [s for _, s in shapes(spec)] == [(35, 650), (35, 650), (35, 650), (35, 650), (35, 10_000)]
