@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 from pydantic import ValidationError
 
 from modelplan.errors import SpecError, format_validation_error
 from modelplan.presets import load_preset, read_toml
-from modelplan.specs.network import NetworkSpec
 from modelplan.specs.transformer import TransformerSpec
 
-ModelSpec = Union[TransformerSpec, NetworkSpec]
+if TYPE_CHECKING:  # the network layer union is costly to build: import it only when used
+    from modelplan.specs.network import NetworkSpec
+
+ModelSpec = Union[TransformerSpec, "NetworkSpec"]
 
 
 def model_from_dict(data: dict, source: str = "") -> ModelSpec:
@@ -21,8 +23,13 @@ def model_from_dict(data: dict, source: str = "") -> ModelSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{source or 'model'}: expected a table/object, got {type(data).__name__}")
     kind = data.get("kind", "transformer")
-    cls = {"transformer": TransformerSpec, "network": NetworkSpec}.get(kind)
-    if cls is None:
+    if kind == "network":
+        from modelplan.specs.network import NetworkSpec
+
+        cls = NetworkSpec
+    elif kind == "transformer":
+        cls = TransformerSpec
+    else:
         raise SpecError(f"{source or 'model'}: kind: unknown model kind '{kind}' (transformer, network)")
     try:
         return cls.model_validate(data)
