@@ -200,3 +200,22 @@ def test_log2_helper_matches_math():
 
     for p in range(1, 200):
         assert ceil_lg(p) == math.ceil(math.log2(p))
+
+
+def test_explicit_ranks_placement():
+    """Ranks (0..5, 8, 9) on 4-GPU nodes sit 4 + 2 + 2 on 3 nodes: the 2-rank nodes have 2 NICs,
+    so a ring's busbw -> 2 x 10 GB/s."""
+    from modelplan.comm.topology import shape_of_ranks
+
+    shape = shape_of_ranks((0, 1, 2, 3, 4, 5, 8, 9), gpus_per_node=4)
+    c = collective_cost("all_reduce", 2**40, 8, shape, toy_cluster(), algo="ring")
+    assert (c.nodes, c.ranks_per_node) == (3, 4)
+    assert c.busbw_gbps == pytest.approx(2 * B_E / 1e9, rel=1e-3)
+
+
+def test_placement_size_must_match():
+    """A GroupShape of 8 ranks cannot price a group of 16."""
+    from modelplan.comm.topology import group_shape
+
+    with pytest.raises(SpecError, match=r"group_size \(16\) differs from the placement's 8 ranks"):
+        collective_time_s("all_reduce", 1, 16, group_shape(8, 4, 4), toy_cluster())
