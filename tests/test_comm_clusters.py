@@ -153,3 +153,13 @@ def test_duplicate_fit_rejected(tmp_path):
     f.write_text('extends = "dgx-a100"\n' + fit + fit)
     with pytest.raises(SpecError, match="two fits for op 'all_reduce', scope 'intra'"):
         load_cluster(str(f))
+
+
+def test_fit_op_names_match_collectives():
+    """The spec's CollectiveName literal lists exactly the Collective enum's values."""
+    from typing import get_args
+
+    from modelplan.comm.ops import Collective
+    from modelplan.specs.hardware import CollectiveName
+
+    assert set(get_args(CollectiveName)) == {c.value for c in Collective}
