@@ -1,0 +1,68 @@
+"""Wall time of `modelplan count llama-3-8b` as a subprocess, and the import time of `modelplan`.
+
+Target: the command finishes in under 0.5 s on 2 cores. Prints the median (and min) of several
+runs next to a bare `python -c pass` baseline, so interpreter start-up on the machine at hand can
+be told apart from modelplan's own cost.
+
+    python benchmarks/bench_count.py [--runs 9] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def command_prefix() -> list[str]:
+    """The installed `modelplan` script if it is on PATH, else `python -m modelplan`."""
+    script = shutil.which("modelplan")
+    return [script] if script else [sys.executable, "-m", "modelplan"]
+
+
+def wall_times_s(argv: list[str], runs: int) -> list[float]:
+    """Wall-clock seconds of `runs` executions of argv (stdout discarded; must exit 0)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def report(label: str, times: list[float]) -> None:
+    print(f"{label:44s} median {statistics.median(times):6.3f} s   min {min(times):6.3f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=9, help="runs per measurement (median reported)")
+    parser.add_argument("--smoke", action="store_true", help="2 runs each (CI smoke mode)")
+    args = parser.parse_args()
+    runs = 2 if args.smoke else args.runs
+
+    print(f"cpus: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}, runs: {runs}")
+    report("python -c pass (interpreter baseline)", wall_times_s([sys.executable, "-c", "pass"], runs))
+    report("python -c 'import modelplan'", wall_times_s([sys.executable, "-c", "import modelplan"], runs))
+    report(
+        "python -c 'import modelplan.cli' (typer app)",
+        wall_times_s([sys.executable, "-c", "import modelplan.cli"], runs),
+    )
+    prefix = command_prefix()
+    report("modelplan count llama-3-8b --json", wall_times_s([*prefix, "count", "llama-3-8b", "--json"], runs))
+    count = wall_times_s([*prefix, "count", "llama-3-8b"], runs)
+    report("modelplan count llama-3-8b", count)
+    verdict = "meets" if statistics.median(count) < 0.5 else "misses"
+    print(f"target < 0.5 s for `modelplan count llama-3-8b`: {verdict}")
+
+
+if __name__ == "__main__":
+    main()
