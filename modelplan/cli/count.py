@@ -69,6 +69,7 @@ def count_cmd(
 def _print_document(doc: dict) -> None:
     """The count document as rich tables: parameters, FLOPs, memory."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from modelplan.cli.render import (
@@ -83,7 +84,8 @@ def _print_document(doc: dict) -> None:
     model, tr, params, flops, mem = (
         doc["model"], doc["training"], doc["params"], doc["flops"], doc["memory"]
     )
-    console.print(f"[bold]{model['name']}[/bold]" + (f"  [dim]{model['source']}[/dim]" if model["source"] else ""))
+    source = f"  [dim]{escape(model['source'])}[/dim]" if model["source"] else ""
+    console.print(f"[bold]{escape(model['name'])}[/bold]{source}")
     active = "" if params["active"] == params["total"] else f", {human_count(params['active'])} active per token ({params['active']:,})"
     console.print(f"parameters: [bold]{human_count(params['total'])}[/bold] ({params['total']:,}){active}")
     console.print(breakdown_table("Parameters", params["breakdown"], params["total"], human_count, "params"))
@@ -107,7 +109,7 @@ def _print_document(doc: dict) -> None:
         summary.add_row(label, human_flops(value), f"{value:,}")
     console.print(summary)
     console.print(breakdown_table("Forward FLOPs per step", flops["breakdown"], flops["forward"], human_flops, "FLOPs"))
-    console.print(f"[dim]convention: {flops['convention']}[/dim]\n")
+    console.print(f"[dim]convention: {escape(flops['convention'])}[/dim]\n")
 
     console.print(
         f"[bold]Memory[/bold] (one unsharded replica): {tr['precision']}, {tr['optimizer']}, "
