@@ -55,3 +55,6 @@ RecomputeOpt = Annotated[
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable JSON document instead of tables.")
 ]
+DepthOpt = Annotated[
+    int, typer.Option("--depth", min=1, help="Levels of the slash-path breakdown shown in tables.")
+]
