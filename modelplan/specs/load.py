@@ -12,9 +12,10 @@ from modelplan.errors import SpecError, format_validation_error
 from modelplan.presets import load_preset, read_toml
 from modelplan.specs.transformer import TransformerSpec
 
-if TYPE_CHECKING:  # the network layer union is costly to build: import it only when used
+if TYPE_CHECKING:
     from modelplan.specs.network import NetworkSpec
 
+# NetworkSpec is imported only when a network is loaded (keeps `modelplan count` start-up short).
 ModelSpec = Union[TransformerSpec, "NetworkSpec"]
 
 
@@ -23,13 +24,12 @@ def model_from_dict(data: dict, source: str = "") -> ModelSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{source or 'model'}: expected a table/object, got {type(data).__name__}")
     kind = data.get("kind", "transformer")
+    cls: type | None = TransformerSpec if kind == "transformer" else None
     if kind == "network":
         from modelplan.specs.network import NetworkSpec
 
         cls = NetworkSpec
-    elif kind == "transformer":
-        cls = TransformerSpec
-    else:
+    if cls is None:
         raise SpecError(f"{source or 'model'}: kind: unknown model kind '{kind}' (transformer, network)")
     try:
         return cls.model_validate(data)
