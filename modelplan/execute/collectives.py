@@ -64,8 +64,12 @@ class P2PCommunicator(Communicator):
 
     # -- transport, supplied by each backend -------------------------------------------------
     @abstractmethod
-    def _post(self, group: Group, peer: int, arr: np.ndarray, channel: Channel) -> None:
-        """Hand `arr` (contiguous, never modified afterwards) to group index `peer`; no blocking."""
+    def _post(self, group: Group, peer: int, arr: np.ndarray, channel: Channel,
+              with_shape: bool) -> None:
+        """Hand `arr` (contiguous, never modified afterwards) to group index `peer`; no blocking.
+
+        `with_shape`: the receiver does not know the shape and dtype (it passes `like=None`).
+        """
 
     @abstractmethod
     def _take(self, group: Group, peer: int, channel: Channel, like: Like) -> np.ndarray:
@@ -101,10 +105,10 @@ class P2PCommunicator(Communicator):
         return group.index(rank)
 
     def _send(self, group: Group, peer: int, arr: np.ndarray, t: _Tally,
-              channel: Channel = Channel.COLL) -> None:
+              channel: Channel = Channel.COLL, with_shape: bool = False) -> None:
         arr = np.ascontiguousarray(arr)
         t.sent += arr.nbytes
-        self._post(group, peer, arr, channel)
+        self._post(group, peer, arr, channel, with_shape)
 
     def _recv(self, group: Group, peer: int, t: _Tally, like: Like,
               channel: Channel = Channel.COLL) -> np.ndarray:
@@ -237,7 +241,7 @@ class P2PCommunicator(Communicator):
         out[me] = chunks[me].copy()
         for s in range(1, p):
             dst, src = (me + s) % p, (me - s) % p
-            self._send(group, dst, chunks[dst], t)
+            self._send(group, dst, chunks[dst], t, with_shape=True)
             out[src] = self._recv(group, src, t, None)
             t.steps += 1
         self._record(Collective.ALL_TO_ALL, group, t, label)
@@ -247,7 +251,7 @@ class P2PCommunicator(Communicator):
         """Post a copy of `x` to global rank `dst`; returns at once (never waits for recv)."""
         self._enter(Collective.SEND_RECV, group)
         peer, t = self._member(group, dst, "send dst"), _Tally()
-        self._send(group, peer, np.array(x, copy=True), t, Channel.P2P)
+        self._send(group, peer, np.array(x, copy=True), t, Channel.P2P, with_shape=True)
         t.steps += 1
         self.ledger.record(LedgerEntry(Collective.SEND_RECV, group.axis, group.size, t.sent, 0,
                                        t.steps, label))

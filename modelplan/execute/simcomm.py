@@ -161,7 +161,8 @@ class SimCommunicator(P2PCommunicator):
         if op is not Collective.SEND_RECV:
             self._seq[group] = self._seq.get(group, 0) + 1
 
-    def _post(self, group: Group, peer: int, arr: np.ndarray, channel: Channel) -> None:
+    def _post(self, group: Group, peer: int, arr: np.ndarray, channel: Channel,
+              with_shape: bool) -> None:
         seq = self._seq.get(group, 0) if channel is Channel.COLL else 0
         op = self._op if channel is Channel.COLL else None
         self._fabric.put((self.rank, group.ranks[peer], group, channel),
