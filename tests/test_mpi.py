@@ -23,16 +23,20 @@ import mpi_programs  # noqa: E402
 
 
 def _mpi_available() -> bool:
+    """mpi4py, its MPI library and mpiexec are there (checked without MPI_Init: importing
+    mpi4py.MPI in this process would start a singleton MPI that leaves files in /dev/shm)."""
     if importlib.util.find_spec("mpi4py") is None:
         return False
     try:
         from modelplan.execute.mpilaunch import mpiexec_path
 
         mpiexec_path()
-        from mpi4py import MPI  # noqa: F401
-    except Exception:  # noqa: BLE001 - no MPI library, no mpiexec
+    except Exception:  # noqa: BLE001 - no mpiexec
         return False
-    return True
+    probe = ("import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI; "
+             "MPI.Get_library_version()")
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True,
+                          timeout=60).returncode == 0
 
 
 pytestmark = [
@@ -41,15 +45,31 @@ pytestmark = [
 ]
 
 
+SHM = Path("/dev/shm")
+
+
+def _segments() -> set[Path]:
+    return set(SHM.glob("sm_segment.*")) if SHM.is_dir() else set()
+
+
 def launch(num_ranks: int, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
-    """Run tests/mpi_programs.py on `num_ranks` ranks; the job and the subprocess are bounded."""
+    """Run tests/mpi_programs.py on `num_ranks` ranks; the job and the subprocess are bounded.
+
+    An aborted Open MPI job leaves its shared-memory segments in /dev/shm (16 MiB each); the
+    ones that appeared during this job are removed afterwards.
+    """
     from modelplan.execute.mpilaunch import mpi_env, mpiexec_command
 
     env = mpi_env(num_ranks, timeout_s=timeout_s)
     env["PRTE_MCA_rmaps_default_mapping_policy"] = ":oversubscribe"  # 8 ranks on 2 cores
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    return subprocess.run(mpiexec_command(num_ranks, [str(PROGRAMS), *args]), env=env,
-                          capture_output=True, text=True, timeout=timeout_s + 30, cwd=ROOT)
+    before = _segments()
+    try:
+        return subprocess.run(mpiexec_command(num_ranks, [str(PROGRAMS), *args]), env=env,
+                              capture_output=True, text=True, timeout=timeout_s + 30, cwd=ROOT)
+    finally:
+        for seg in _segments() - before:
+            seg.unlink(missing_ok=True)
 
 
 def same(a, b) -> bool:
@@ -110,3 +130,23 @@ def test_wrong_world_size_is_one_line_on_every_rank():
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert lines == ["error: world_size (8) must equal the number of MPI ranks (4): "
                      "launch with mpiexec -n 8"] * 4, proc.stderr
+
+
+@pytest.mark.slow
+def test_calibrate_starts_its_own_job(tmp_path):
+    """`modelplan calibrate --np 2` re-launches itself under mpiexec; rank 0 alone prints the
+    tables and writes a profile with the six fits."""
+    from modelplan.execute.mpilaunch import mpi_env
+
+    out = tmp_path / "profile.toml"
+    env = mpi_env(2)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "modelplan", "calibrate", "--np", "2", "-b", "1K",
+                           "-e", "4K", "-n", "2", "-w", "1", "-o", str(out)], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("# modelplan calibrate: 2 ranks, mpi") == 1
+    import tomllib
+
+    doc = tomllib.loads(out.read_text())
+    assert len(doc["fitted"]) == 6 and doc["backend"] == "mpi"

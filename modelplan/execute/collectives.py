@@ -166,7 +166,7 @@ class P2PCommunicator(Communicator):
         """Every rank's `x` (all the same shape) concatenated along `axis` in group order."""
         me = self._enter(Collective.ALL_GATHER, group)
         x, t = np.asarray(x), _Tally()
-        chunks = [x.copy() if j == me else x for j in range(group.size)]
+        chunks = [x] * group.size  # slot j is replaced by rank j's block as it arrives
         self._ring_all_gather(group, me, chunks, [(x.shape, x.dtype)] * group.size, t)
         self._record(Collective.ALL_GATHER, group, t, label)
         return np.concatenate(chunks, axis=axis)
