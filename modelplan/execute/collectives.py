@@ -60,7 +60,6 @@ class P2PCommunicator(Communicator):
         self.world_size = world_size
         self.ledger = Ledger(rank)
         self._op: Collective | None = None
-        self._group: Group | None = None
 
     # -- transport, supplied by each backend -------------------------------------------------
     @abstractmethod
@@ -94,7 +93,7 @@ class P2PCommunicator(Communicator):
         if self.rank not in group.ranks:
             raise CommError(f"rank {self.rank} called {op} on {group.axis} group {group.ranks} "
                             "it does not belong to")
-        self._op, self._group = op, group
+        self._op = op
         self._begin(op, group)
         return group.index(self.rank)
 
