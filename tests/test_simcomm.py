@@ -334,3 +334,9 @@ def test_unreceived_send_is_an_error():
     """A message nobody receives is reported when the run ends."""
     with pytest.raises(SpmdError, match=r"rank 0 sent 1 message\(s\) to rank 1 that were never"):
         run_spmd(2, lambda c: c.send(np.ones(1), 1, world(2)) if c.rank == 0 else None)
+
+
+def test_object_arrays_are_rejected():
+    """Python objects cannot travel as bytes between processes, so no backend sends them."""
+    with pytest.raises(SpmdError, match=r"cannot send an array of dtype object"):
+        run_spmd(2, lambda c: c.all_gather(np.array([None]), world(2)))

@@ -102,25 +102,29 @@ def _call(comm: Communicator, op: Collective, world: Group, x: np.ndarray) -> No
 
 
 def measure(comm: Communicator, sweep: Sweep) -> list[tuple[Collective, int, int, list[float]]]:
-    """Rank program: (op, size_bytes, count, [seconds per timed call]) on this rank."""
+    """Rank program: (op, size_bytes, count, [seconds per timed call]) on this rank.
+
+    Repeats are interleaved (round i times every collective at every size once), so a burst
+    of load from elsewhere on the machine spreads over all points instead of spoiling one.
+    """
     world = Group(Axis.WORLD, tuple(range(comm.world_size)))
-    p, samples = world.size, []
+    p = world.size
+    points = []  # (op, nccl-tests count, this rank's input)
     for op in sweep.collectives:
-        sizes = (0,) if op is Collective.BARRIER else sweep.sizes
-        for size in sizes:
+        for size in ((0,) if op is Collective.BARRIER else sweep.sizes):
             n = 0 if op is Collective.BARRIER else _elements(op, size, p)
+            grouped = op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER)
             local = n * p if op is Collective.REDUCE_SCATTER else n
-            x = np.ones(local)
-            times = []
-            for i in range(sweep.warmup + sweep.iters):
-                comm.barrier(world, label="calibrate/sync")
-                start = time.perf_counter()
-                _call(comm, op, world, x)
-                if i >= sweep.warmup:
-                    times.append(time.perf_counter() - start)
-            nccl_count = n * p if op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER) else n
-            samples.append((op, nccl_count * _ITEM, nccl_count, times))
-    return samples
+            points.append((op, n * p if grouped else n, np.ones(local)))
+    times: list[list[float]] = [[] for _ in points]
+    for i in range(sweep.warmup + sweep.iters):
+        for k, (op, _, x) in enumerate(points):
+            comm.barrier(world, label="calibrate/sync")
+            start = time.perf_counter()
+            _call(comm, op, world, x)
+            if i >= sweep.warmup:
+                times[k].append(time.perf_counter() - start)
+    return [(op, count * _ITEM, count, t) for (op, count, _), t in zip(points, times)]
 
 
 def summarize(per_rank: Any) -> tuple[Measurement, ...]:

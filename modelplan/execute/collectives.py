@@ -106,6 +106,9 @@ class P2PCommunicator(Communicator):
     def _send(self, group: Group, peer: int, arr: np.ndarray, t: _Tally,
               channel: Channel = Channel.COLL, with_shape: bool = False) -> None:
         arr = np.ascontiguousarray(arr)
+        if arr.dtype.hasobject:  # bytes on the wire would be pointers (MPI), so never allowed
+            raise CommError(f"{self._op} on {group.axis} group {group.ranks}: cannot send an "
+                            f"array of dtype {arr.dtype}; use a numeric dtype")
         t.sent += arr.nbytes
         self._post(group, peer, arr, channel, with_shape)
 
