@@ -27,7 +27,8 @@ TARGET = 0.25
 
 
 def calibrate(args: list[str]) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=path)
     proc = subprocess.run([sys.executable, "-m", "modelplan", "calibrate", *args], env=env,
                           capture_output=True, text=True, timeout=900, cwd=ROOT)
     if proc.returncode != 0:

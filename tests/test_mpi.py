@@ -52,11 +52,22 @@ def _segments() -> set[Path]:
     return set(SHM.glob("sm_segment.*")) if SHM.is_dir() else set()
 
 
+def _mapped_anywhere(seg: Path) -> bool:
+    """Some live process still maps the segment (another MPI job running right now)."""
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            if str(seg) in maps.read_text():
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def launch(num_ranks: int, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
     """Run tests/mpi_programs.py on `num_ranks` ranks; the job and the subprocess are bounded.
 
     An aborted Open MPI job leaves its shared-memory segments in /dev/shm (16 MiB each); the
-    ones that appeared during this job are removed afterwards.
+    ones that appeared during this job and that no live process maps are removed afterwards.
     """
     from modelplan.execute.mpilaunch import mpi_env, mpiexec_command
 
@@ -69,7 +80,8 @@ def launch(num_ranks: int, *args: str, timeout_s: float = 60) -> subprocess.Comp
                               capture_output=True, text=True, timeout=timeout_s + 30, cwd=ROOT)
     finally:
         for seg in _segments() - before:
-            seg.unlink(missing_ok=True)
+            if not _mapped_anywhere(seg):  # never pull a segment from under a running job
+                seg.unlink(missing_ok=True)
 
 
 def same(a, b) -> bool:

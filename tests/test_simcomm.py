@@ -35,7 +35,7 @@ def rank_inputs(p: int, shape: tuple[int, ...], seed: int = 0) -> list[np.ndarra
 
 
 def test_megatron_rank_id_all_reduce():
-    """Each rank holds its rank id; the AllReduce over ranks 0..3 is 0+1+2+3 = 6 (Megatron tests)."""
+    """Each rank holds its rank id; AllReduce over ranks 0..3 is 0+1+2+3 = 6 (Megatron tests)."""
     run = run_spmd(4, lambda c: c.all_reduce(np.array([float(c.rank)]), world(4)))
     assert [float(v[0]) for v in run.results] == [6.0] * 4
 
@@ -137,7 +137,7 @@ def test_inputs_are_not_modified():
 
 
 def test_float64_all_reduce_is_deterministic_and_identical_on_all_ranks():
-    """Two runs give bitwise the same sum, every rank holds the same bits, within 1e-15 of np.sum."""
+    """Two runs give bitwise the same sum on every rank, within 1e-15 (relative) of np.sum."""
     xs = rank_inputs(6, (1000,))
     a = run_spmd(6, lambda c: c.all_reduce(xs[c.rank], world(6))).results
     b = run_spmd(6, lambda c: c.all_reduce(xs[c.rank], world(6))).results
@@ -208,7 +208,7 @@ def test_binomial_broadcast_ledger(p, root_sends):
 
 
 def test_binomial_reduce_ledger():
-    """Binomial reduce to rank 0 over 8: the root receives 3 partial sums; each other rank sends one."""
+    """Binomial reduce to rank 0 of 8: the root gets 3 partial sums; every other rank sends 1."""
     n = 4 * 8
     run = run_spmd(8, lambda c: c.reduce(np.ones(4), world(8), root=0))
     root = run.ledgers[0].entries[0]
@@ -227,7 +227,7 @@ def test_dissemination_barrier_ledger(p):
 
 
 def test_all_to_all_and_send_recv_ledgers():
-    """all_to_all over 3 ranks: 2 steps, sends every chunk but its own; a send records its nbytes."""
+    """all_to_all over 3 ranks: 2 steps, every chunk but its own is sent; a send records nbytes."""
     p = 3
     chunks = [np.ones(r + 1) for r in range(p)]  # chunk j has j+1 float64
 
@@ -307,13 +307,15 @@ def test_timeout_names_waiting_and_running_ranks():
 
 def test_reduce_scatter_needs_divisible_axis():
     """reduce_scatter of 10 rows over 4 ranks is a one-line error with both numbers."""
-    with pytest.raises(SpmdError, match=r"group size \(4\) must divide axis 0 of shape \[10\] \(10\)"):
+    with pytest.raises(SpmdError,
+                       match=r"group size \(4\) must divide axis 0 of shape \[10\] \(10\)"):
         run_spmd(4, lambda c: c.reduce_scatter(np.ones(10), world(4)))
 
 
 def test_rank_outside_group_is_an_error():
     """Calling a collective on a group without this rank is a CommError naming rank and group."""
-    with pytest.raises(SpmdError, match=r"CommError: rank 2 called all_reduce on tp group \(0, 1\)"):
+    with pytest.raises(SpmdError,
+                       match=r"CommError: rank 2 called all_reduce on tp group \(0, 1\)"):
         run_spmd(3, lambda c: c.all_reduce(np.ones(1), Group(Axis.TP, (0, 1))))
     assert issubclass(CommError, Exception)
 

@@ -98,7 +98,7 @@ class CollectiveFit(BaseModel):
 
 
 def fit_collective(op: Collective, p: int, points: list[Measurement]) -> CollectiveFit:
-    """Least squares on relative error of time = steps*alpha + volume*size*beta, alpha, beta >= 0."""
+    """Least squares on the relative error of time = steps*alpha + volume*size*beta (>= 0)."""
     f = algorithm_factors(op, p)
     t = np.array([m.time_s for m in points])
     a = np.full_like(t, float(f.steps)) / t  # rows divided by the measured time
@@ -207,8 +207,8 @@ def profile_toml(cal: Calibration) -> str:
                "call_alpha_us": fit.call_alpha_us, "busbw_gbps": fit.busbw_gbps,
                "points": fit.points, "max_rel_err": fit.max_rel_err}
         lines += [f"{k} = {_toml_value(v)}" for k, v in row.items() if v is not None]
-    lines += ["", "# The same fits in the cluster spec's form (Cluster.collective_fits: alpha_us is",
-              "# per call, busbw_gbps in the nccl-tests convention); paste into a cluster TOML."]
+    lines += ["", "# The same fits in the cluster spec's form (Cluster.collective_fits: alpha_us",
+              "# per call, busbw_gbps in the nccl-tests convention), to paste into a cluster TOML."]
     for fit in cal.fits:
         if fit.busbw_gbps is None:
             continue

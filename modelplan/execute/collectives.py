@@ -212,7 +212,7 @@ class P2PCommunicator(Communicator):
         return buf
 
     def reduce(self, x: Any, group: Group, root: int, label: str = "") -> np.ndarray | None:
-        """Sum on `root` (others get None), up a binomial tree (MPICH MPIR_Reduce_intra_binomial)."""
+        """Sum on `root` (others get None), up a binomial tree (MPICH's binomial reduce)."""
         me = self._enter(Collective.REDUCE, group)
         root_i = self._member(group, root, "reduce root")
         x, t, p = np.asarray(x), _Tally(), group.size
