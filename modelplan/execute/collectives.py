@@ -75,7 +75,7 @@ class P2PCommunicator(Communicator):
         """The next array group index `peer` posted to this rank on `channel` (blocks)."""
 
     def _begin(self, op: Collective, group: Group) -> None:
-        """Hook before every call (the simulator numbers collectives, MPI finds the sub-comm)."""
+        """Hook before every call (the simulator numbers collectives, MPI reaps finished sends)."""
 
     def _complete(self) -> None:
         """Hook after every collective (MPI waits for its posted sends)."""

@@ -14,7 +14,8 @@ sends on pp then all-reduces on world while rank 1 all-reduces first); tags keep
 non-blocking. Two groups with the same tag on one rank are reported, never mixed up.
 When the receiver cannot know the shape (send/recv, all_to_all) the sender first posts a small
 pickled `(dtype, shape)` header; headers are not payload and are not counted in the ledger (the
-simulator has no headers either).
+simulator has no headers either). A receiver that knows the shape checks the byte count, so a
+dtype mismatch of equal size (float32[4] against float64[2]) is caught by the simulator only.
 
 `run_spmd_mpi(world_size, fn, *args, timeout_s)` is the drop-in for `run_spmd` inside an mpiexec
 job: launch with `mpiexec -n N python -m mpi4py -m modelplan ...`.
