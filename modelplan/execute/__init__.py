@@ -1,0 +1,31 @@
+"""Numpy executor: SPMD rank programs over a communicator that keeps a byte ledger.
+
+`run_spmd(world_size, fn, *args)` runs one thread per rank in this process (the default);
+`run_spmd_mpi` (in `modelplan.execute.mpicomm`, needs the `mpi` extra) runs the same `fn` as one
+MPI process per rank. Both return an `SpmdResult`.
+"""
+
+from modelplan.execute.simcomm import SimCommunicator, run_spmd
+from modelplan.execute.spmd import (
+    CommError,
+    RankAborted,
+    SpmdBackend,
+    SpmdDeadlock,
+    SpmdError,
+    SpmdResult,
+    SpmdTimeout,
+    spmd_runner,
+)
+
+__all__ = [
+    "CommError",
+    "RankAborted",
+    "SimCommunicator",
+    "SpmdBackend",
+    "SpmdDeadlock",
+    "SpmdError",
+    "SpmdResult",
+    "SpmdTimeout",
+    "run_spmd",
+    "spmd_runner",
+]
