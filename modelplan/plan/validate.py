@@ -59,7 +59,7 @@ def tp_problems(spec: TransformerSpec, tp: int) -> list[Problem]:
     if spec.heads % tp:
         out.append(Problem(Reason.TP_HEADS, f"tp ({tp}) must divide heads ({spec.heads})"))
     kv = spec.num_kv_heads
-    if kv % tp and tp % kv:
+    if kv != spec.heads and kv % tp and tp % kv:
         out.append(
             Problem(
                 Reason.TP_KV_HEADS,
