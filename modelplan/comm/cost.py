@@ -37,14 +37,19 @@ class CollectiveCost(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     op: Collective
+    """The operation priced."""
     algo: Algo
     """The algorithm priced (the one `auto` picked, or `fitted`)."""
     nbytes: int
     """Message size in nccl-tests' convention for `op`."""
     group_size: int
+    """p: ranks in the group."""
     ranks_per_node: int
+    """g: most of the group's ranks on one node."""
     nodes: int
+    """k: nodes the group spans."""
     time_s: float
+    """Predicted seconds (alpha-beta; the fit when algo is 'fitted')."""
     bytes_sent_per_rank: float
     """Bytes sent by the busiest rank (all ranks alike for ring, pairwise, halving-doubling)."""
     bytes_received_per_rank: float
@@ -85,10 +90,24 @@ class _Plan(NamedTuple):
     """(alpha_s, busbw_Bps) when the fitted model prices this call."""
 
 
+def _place(group_size: int, placement: int | None | GroupShape, links: ClusterLinks) -> GroupShape:
+    """The group's shape from ranks-per-node (or None: fill nodes) or a ready GroupShape."""
+    if not isinstance(placement, GroupShape):
+        return group_shape(group_size, placement, links.gpus_per_node, links.nodes)
+    if placement.size != group_size:
+        raise SpecError(f"group_size ({group_size}) differs from the placement's {placement.size} ranks")
+    if placement.ranks_per_node > links.gpus_per_node:
+        raise SpecError(f"ranks_per_node ({placement.ranks_per_node}) must be <= gpus_per_node "
+                        f"({links.gpus_per_node})")
+    if links.nodes is not None and placement.nodes > links.nodes:
+        raise SpecError(f"the group spans {placement.nodes} nodes, but the cluster has {links.nodes}")
+    return placement
+
+
 @lru_cache(maxsize=8192)
-def _plan(op: Collective, algo: Algo, group_size: int, ranks_per_node: int | None,
+def _plan(op: Collective, algo: Algo, group_size: int, placement: int | None | GroupShape,
           links: ClusterLinks) -> _Plan:
-    shape = group_shape(group_size, ranks_per_node, links.gpus_per_node, links.nodes)
+    shape = _place(group_size, placement, links)
     if group_size == 1:
         return _Plan(shape, None, (), None)
     L = path_links(links, group_size, shape.ranks_per_node, shape.min_ranks_per_node)
@@ -135,21 +154,26 @@ def _prepare(op, nbytes, group_size, ranks_per_node, cluster, algo) -> tuple[Col
     if nbytes < 0:
         raise SpecError(f"nbytes ({nbytes}) must be >= 0")
     links = cluster_links(cluster)
-    return op, _plan(op, algo, group_size, ranks_per_node, links), links
+    return op, _plan(op, algo, group_size, ranks_per_node, links), links  # type: ignore[arg-type]
 
 
 def collective_time_s(
     op: Collective | str,
     nbytes: float,
     group_size: int,
-    ranks_per_node: int | None,
+    ranks_per_node: int | None | GroupShape,
     cluster: Cluster | ClusterLinks,
     algo: Algo | str = Algo.AUTO,
 ) -> float:
     """Seconds one collective takes (alpha-beta; 0 for a group of one rank).
 
-    `nbytes` in nccl-tests' convention for `op` (module docstring); `ranks_per_node` is how many
-    of the group's ranks share a node (None: fill nodes, min(group_size, gpus_per_node)).
+    nbytes (nccl-tests' convention): AllReduce / Broadcast / Reduce / SendRecv: the per-rank
+    buffer; AllGather: the whole gathered output (p x per-rank input); ReduceScatter: the whole
+    input (p x per-rank output); AllToAll: the whole per-rank send buffer; Barrier: ignored.
+    ranks_per_node: how many of the group's ranks share a node (None: fill nodes, i.e.
+    min(group_size, gpus_per_node)), or a `GroupShape` from `shape_of_ranks(global ranks)`.
+    algo: 'auto' (fastest modelled, or the cluster's measured fit), 'nccl' (fastest of what
+    NCCL runs), or one `Algo`. For hot loops pass `cluster_links(cluster)` as `cluster`.
     """
     op = op if isinstance(op, Collective) else parse_collective(op)
     algo = algo if isinstance(algo, Algo) else parse_algo(algo)
@@ -160,7 +184,7 @@ def collective_time_s(
 
 
 @lru_cache(maxsize=65536)
-def _time_s(op: Collective, nbytes: float, group_size: int, ranks_per_node: int | None,
+def _time_s(op: Collective, nbytes: float, group_size: int, ranks_per_node: int | None | GroupShape,
             links: ClusterLinks, algo: Algo) -> float:
     """Memoised body of `collective_time_s` (planners ask the same question many times)."""
     plan = _plan(op, algo, group_size, ranks_per_node, links)
@@ -176,11 +200,15 @@ def collective_cost(
     op: Collective | str,
     nbytes: int,
     group_size: int,
-    ranks_per_node: int | None,
+    ranks_per_node: int | None | GroupShape,
     cluster: Cluster | ClusterLinks,
     algo: Algo | str = Algo.AUTO,
 ) -> CollectiveCost:
-    """Time, bytes per rank, steps, links and nccl-tests bandwidths of one collective."""
+    """Time, bytes per rank, steps, links and nccl-tests bandwidths of one collective.
+
+    Arguments as `collective_time_s` (nbytes in nccl-tests' convention: AllReduce per-rank
+    buffer, AllGather whole output, ReduceScatter whole input, AllToAll whole send buffer).
+    """
     op, plan, links = _prepare(op, nbytes, group_size, ranks_per_node, cluster, algo)
     shape = plan.shape
     if plan.path is None:
@@ -211,12 +239,11 @@ def collective_cost(
     )
 
 
-def valid_algos(op: Collective | str, group_size: int, ranks_per_node: int | None,
+def valid_algos(op: Collective | str, group_size: int, ranks_per_node: int | None | GroupShape,
                 cluster: Cluster | ClusterLinks) -> list[Algo]:
     """The concrete algorithms that can run `op` on this group (no auto, nccl or fitted)."""
     op = parse_collective(op)
-    links = cluster_links(cluster)
-    shape = group_shape(group_size, ranks_per_node, links.gpus_per_node, links.nodes)
+    shape = _place(group_size, ranks_per_node, cluster_links(cluster))
     return [
         a for a in FORMULAS[op]
         if invalid_reason(op, a, group_size, shape.ranks_per_node, shape.nodes) is None
