@@ -27,7 +27,7 @@ from modelplan.plan.memory import (
     stage_memory,
     state_bytes_per_param,
 )
-from modelplan.plan.sizes import embedding_params_per_rank, head_params_per_rank, layer_params_per_rank
+from modelplan.plan.shard import rank_elements, unit_shards
 from modelplan.plan.steptime import dp_exposure, optimizer_bytes_per_param, pipeline_time_s
 from modelplan.plan.validate import padded_vocab
 from modelplan.specs.costmodel import CostModel
@@ -140,17 +140,17 @@ class Evaluator:
         return hit  # type: ignore[return-value]
 
     def params(self, tp: int, pp: int) -> tuple[int, int, int, int]:
-        """(per block, first stage, last stage, embedding) parameters on one rank."""
+        """(per block, first stage, last stage, word embedding) parameters on one rank, from the
+        shard counts verify checks (`modelplan.plan.shard`)."""
         key = ("params", tp, pp)
         hit = self._cache.get(key)
         if hit is None:
-            vp = self.vocab_padded(tp)
-            layer = layer_params_per_rank(self.spec, tp)
-            blocks = layer * (self.spec.layers // pp)
-            emb = embedding_params_per_rank(self.spec, tp, vp)
-            head = head_params_per_rank(self.spec, tp, vp, pp)
-            first, last = (blocks + emb + head,) * 2 if pp == 1 else (blocks + emb, blocks + head)
-            hit = self._cache[key] = (layer, first, last, emb)
+            plan = Plan(tp=tp, pp=pp)
+            ranks = rank_elements(self.spec, plan, self.training)
+            units = unit_shards(self.spec, plan)
+            layer = max(units[f"layers/{i}"].numel for i in range(self.spec.layers))
+            emb = units["embedding/word"].numel if "embedding/word" in units else 0
+            hit = self._cache[key] = (layer, ranks[0].weights, ranks[-1].weights, emb)
         return hit  # type: ignore[return-value]
 
     def stage(self, tp: int, sp: bool, micro_batch: int, recompute: str, pp: int) -> StageTerms:
