@@ -75,6 +75,8 @@ class StageTerms(NamedTuple):
     fwd_s: float
     bwd_s: float
     critical_is_first: bool
+    tp_hidden_s: float
+    """TP traffic overlapped with compute on one stage."""
 
 
 def planning_spec(model: object) -> TransformerSpec:
@@ -115,15 +117,19 @@ class Evaluator:
         return self._cache[key]  # type: ignore[return-value]
 
     def tp_list_prices(self, tp: int, sp: bool, micro_batch: int, recompute: str) -> TpPrices:
-        """Price the communication list of a 2-block copy of the model on pp 2 (one micro-batch)."""
+        """Price the communication list of a 2-block copy of the model on pp 2 (one sequence,
+        scaled to the micro-batch)."""
         key = ("tp_list", tp, sp, micro_batch, recompute)
         hit = self._cache.get(key)
         if hit is None:
-            two_blocks = self.spec.model_copy(update={"layers": 2})
-            one_mb = self.training.model_copy(update={"global_batch": micro_batch})
-            plan = Plan(tp=tp, pp=2, micro_batch=micro_batch, sequence_parallel=sp, recompute=recompute)
-            items = communication_list(two_blocks, one_mb, plan)
-            hit = self._cache[key] = tp_prices(items, self.pricer, self.shapes(tp, 1, 2))
+            list_key = ("tp_items", tp, sp, recompute)
+            items = self._cache.get(list_key)
+            if items is None:
+                two_blocks = self.spec.model_copy(update={"layers": 2})
+                one_seq = self.training.model_copy(update={"global_batch": 1})
+                plan = Plan(tp=tp, pp=2, micro_batch=1, sequence_parallel=sp, recompute=recompute)
+                items = self._cache[list_key] = communication_list(two_blocks, one_seq, plan)
+            hit = self._cache[key] = tp_prices(items, self.pricer, self.shapes(tp, 1, 2), micro_batch)  # type: ignore[arg-type]
         return hit  # type: ignore[return-value]
 
     def terms(self, tp: int, sequence_parallel: bool, micro_batch: int, recompute: str) -> LayerTerms:
@@ -176,7 +182,7 @@ class Evaluator:
             hit = self._cache[key] = StageTerms(
                 first, last, lps * (blk_compute + blk_tp) + rec,
                 first_c if crit_first else last_c, first_tp if crit_first else last_tp,
-                rec, fwd, bwd, crit_first,
+                rec, fwd, bwd, crit_first, lps * t.tp_hidden_s,
             )
         return hit  # type: ignore[return-value]
 
@@ -191,19 +197,26 @@ class Evaluator:
         return hit  # type: ignore[return-value]
 
     def dp_list_prices(self, tp: int, pp: int, dp: int, zero: int, sp: bool, first_stage: bool) -> DpPrices:
-        """Price the DP items of one stage in the communication list of one micro-batch per step."""
-        # with one micro-batch per step ZeRO-1 and ZeRO-2 lists are identical (one ReduceScatter,
-        # one AllGather per unit): share the cache entry
-        key = ("dp_list", tp, pp, dp, 1 if zero == 2 else zero, sp)
+        """Price the DP items of one stage in the communication list of one micro-batch per step.
+
+        With one micro-batch per step the lists of ZeRO 1, 2 and 3 hold the same collectives per
+        unit (one ReduceScatter, one AllGather per pass), and the DP items do not depend on
+        sequence parallelism (only the TP AllReduce of partial gradients does, which is absent
+        without it): one list per (tp, pp, dp, zero 0 or >= 1) serves all of them.
+        """
+        list_zero = min(zero, 1)
+        key = ("dp_list", tp, pp, dp, list_zero)
         hit = self._cache.get(key)
         if hit is None:
             plan = Plan(tp=tp, pp=pp, dp=dp, micro_batch=self.training.global_batch // dp,
-                        sequence_parallel=sp, zero=zero, recompute="none")
+                        sequence_parallel=tp > 1, zero=list_zero, recompute="none")
             items = communication_list(self.spec, self.training, plan)
             shapes = self.shapes(tp, dp, pp)
-            hit = self._cache[key] = (dp_prices(items, self.pricer, shapes, 0, zero),
-                                      dp_prices(items, self.pricer, shapes, pp - 1, zero))
-        return hit[0] if first_stage else hit[1]  # type: ignore[index]
+            first = dp_prices(items, self.pricer, shapes, 0, list_zero)
+            last = dp_prices(items, self.pricer, shapes, pp - 1, list_zero)
+            hit = self._cache[key] = (first, last, first._replace(partial_grads_s=0.0),
+                                      last._replace(partial_grads_s=0.0))
+        return hit[(0 if first_stage else 1) + (0 if sp else 2)]  # type: ignore[index]
 
     def flops_per_sequence(self, recompute: str) -> tuple[float, float]:
         """(model, hardware) FLOPs of one sequence (`modelplan.count.flops` convention)."""
@@ -243,6 +256,19 @@ class Evaluator:
                             False, True, groups, self.cost)
         return first, last
 
+    def step_lower_bound_s(
+        self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
+        sp: bool, recompute: str, zero: int,
+    ) -> float:
+        """The step time without its data-parallel terms (all >= 0): a lower bound the search
+        uses to skip plans that cannot enter the top-k, before pricing their DP traffic."""
+        st = self.stage(tp, sp, micro_batch, recompute, pp)
+        m = self.training.global_batch // (micro_batch * dp)
+        p2p = 2 * vpp * self.p2p_s(tp, sp, micro_batch, dp, pp) * self.cost.pp_p2p_exposed_fraction if pp > 1 else 0.0
+        t_max = max(st.first_s, st.last_s) + p2p
+        t_mean = ((st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s) + p2p
+        return pipeline_time_s(m, pp, vpp, t_max, t_mean)
+
     def evaluate(
         self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
         sp: bool, recompute: str, zero: int,
@@ -276,7 +302,7 @@ class Evaluator:
             compute_s=m * st.compute_s, recompute_s=m * st.recompute_s, tp_comm_s=m * st.tp_s,
             pp_comm_s=m * p2p, bubble_s=pipeline - m * t_max, dp_comm_s=dp_after + m * dp_mb,
             dp_comm_total_s=dp_total, embedding_sync_s=emb_sync, optimizer_s=optimizer,
-            tp_hidden_s=m * (self.spec.layers // pp) * self.terms(tp, sp, micro_batch, recompute).tp_hidden_s,
+            tp_hidden_s=m * st.tp_hidden_s,
             model_flops=batch * model_seq, hardware_flops=batch * hardware_seq,
             memory_first=mem_first, memory_last=mem_last, num_microbatches=m,
         )

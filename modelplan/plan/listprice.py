@@ -3,9 +3,10 @@ from the same list `verify` checks against the executor's ledger, so the two can
 
 Each item is priced as count x one collective on the links its group crosses (`CommPricer`).
 The planner builds lists for canonical plans and caches the sums it needs:
-- tensor parallel, per micro-batch: a 2-block copy of the model on pp 2 and one micro-batch gives
-  the block items of one block (rank 0 holds one block), the embedding's (first stage) and the
-  head's and loss's (last stage), and the stage-boundary message;
+- tensor parallel, per micro-batch: a 2-block copy of the model on pp 2 and one micro-batch of
+  one sequence gives the block items of one block (rank 0 holds one block), the embedding's
+  (first stage) and the head's and loss's (last stage), and the stage-boundary message; their
+  sizes are linear in the micro-batch, so they are scaled to b sequences before pricing;
 - data parallel, per (tp, pp, dp, zero, sp) with one micro-batch per step: the gradient and
   parameter collectives of each stage's units, the TP AllReduce of partial gradients and the
   tied-embedding AllReduce. Items whose count grows with the micro-batches (ZeRO-2/3) are
@@ -23,13 +24,13 @@ from modelplan.plan.commlist import CommItem
 from modelplan.plan.steptime import DpTimes
 
 
-def item_time_s(item: CommItem, pricer: CommPricer, shapes: dict[Axis, GroupShape]) -> float:
-    """One call of `item` on its group's links (pipeline pairs and the tied-embedding pair sit
-    on different nodes whenever the pipeline axis crosses nodes)."""
+def item_time_s(item: CommItem, pricer: CommPricer, shapes: dict[Axis, GroupShape], scale: int = 1) -> float:
+    """One call of `item` (its message `scale` times larger) on its group's links; pipeline
+    pairs and the tied-embedding pair sit on different nodes whenever the pipeline axis does."""
     if item.axis is Axis.PP:
         pair = GroupShape(2, 1 if shapes[Axis.PP].crosses_nodes else 2)
-        return pricer.time_s(item.op, item.nbytes, pair)
-    return pricer.time_s(item.op, item.nbytes, shapes[item.axis])
+        return pricer.time_s(item.op, item.nbytes * scale, pair)
+    return pricer.time_s(item.op, item.nbytes * scale, shapes[item.axis])
 
 
 class TpPrices(NamedTuple):
@@ -44,18 +45,22 @@ class TpPrices(NamedTuple):
     """Bytes of one pipeline send (activation forward, gradient backward)."""
 
 
-def tp_prices(items: list[CommItem], pricer: CommPricer, shapes: dict[Axis, GroupShape]) -> TpPrices:
-    """Sums over a canonical list (2 blocks, pp 2, one micro-batch: rank 0 holds one block)."""
+def tp_prices(
+    items: list[CommItem], pricer: CommPricer, shapes: dict[Axis, GroupShape], micro_batch: int = 1
+) -> TpPrices:
+    """Sums over a canonical list (2 blocks, pp 2, one micro-batch of one sequence: rank 0 holds
+    one block). Every TP and pipeline message of the list is linear in the micro-batch
+    (b*s*h activations, b*s loss values), so a micro-batch of b sequences scales them by b."""
     block = embedding = head = 0.0
     boundary = 0
     for item in items:
         if item.startup:
             continue
         if item.axis is Axis.PP and item.op is Collective.SEND_RECV and item.label == "pp/forward":
-            boundary = item.nbytes
+            boundary = item.nbytes * micro_batch
         if item.axis is not Axis.TP or item.label == "tp/partial-grads":
             continue
-        t = item.count * item_time_s(item, pricer, shapes)
+        t = item.count * item_time_s(item, pricer, shapes, micro_batch)
         if item.label.startswith(("tp/attention", "tp/mlp")):
             if 0 in item.pp_ranks:
                 block += t
