@@ -33,7 +33,7 @@ from modelplan.execute.scale import check_executable, scale_down
 from modelplan.execute.spmd import SpmdError, spmd_runner
 from modelplan.execute.timeline import lamport_spans
 from modelplan.plan.commlist import communication_list
-from modelplan.plan.grid import RankGrid
+from modelplan.plan.schedule import pipeline_schedule
 from modelplan.plan.shard import rank_elements
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -93,7 +93,7 @@ def verify(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: s
     items = communication_list(spec, training, plan, element_bytes=8)
     rows += check_ledgers(results, list(run.ledgers), items, plan)
     rows += check_memory(results, rank_elements(spec, plan, training))
-    schedules = job.schedules()
+    schedules = pipeline_schedule(plan.schedule, plan.pp, job.num_microbatches, plan.vpp)
     rows.append(check_schedule(results, schedules))
     spans = lamport_spans({r.rank: list(r.trace) for r in results})
     rows.append(check_bubble(spans, grid.groups(Axis.PP), plan, job.num_microbatches))
