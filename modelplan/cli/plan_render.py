@@ -16,6 +16,7 @@ TIME_LABELS = {
     "embedding_sync_s": "tied-embedding sync",
     "optimizer_s": "optimizer step",
 }
+SHORT = {"interleaved": "intl", "1f1b": "1f1b", "gpipe": "gpipe", "none": "none", "selective": "sel", "full": "full"}
 MEMORY_LABELS = ("weights", "gradients", "optimizer", "activations", "comm_buffers", "fragmentation", "reserved")
 
 
@@ -57,7 +58,7 @@ def print_estimate(spec, training, cluster, est, title: str | None = None, conso
         _header(console, spec, training, cluster, plan.world_size)
     console.print(
         f"[bold]{plan_label(plan)}[/bold]  schedule {plan.schedule}, sequence parallel "
-        f"{'on' if plan.sequence_parallel else 'off'}, recompute {plan.recompute}, ZeRO {plan.zero}, "
+        f"{'on' if plan.sequence_parallel else 'off'}, recompute {plan.recompute or training.recompute}, ZeRO {plan.zero}, "
         f"{est.num_microbatches} micro-batches"
     )
     step = est.step.step_time_s
@@ -100,17 +101,18 @@ def print_search(spec, training, cluster, result, headroom: float, output: Path 
 
     console = Console(highlight=False)
     _header(console, spec, training, cluster, result.gpus)
-    table = Table(title=f"Top {len(result.best)} plans", title_justify="left", show_edge=False, pad_edge=False)
-    cols = ("#", "tp", "pp", "dp", "vpp", "mb", "schedule", "SP", "recompute", "ZeRO", "step s", "tokens/s", "MFU", "memory")
+    table = Table(title=f"Top {len(result.best)} plans", title_justify="left", box=None, pad_edge=False,
+                  padding=(0, 1), header_style="bold")
+    cols = ("#", "tp", "pp", "dp", "vpp", "mb", "sched", "SP", "recomp", "ZeRO", "step s", "tokens/s", "MFU", "memory")
     for col in cols:
-        table.add_column(col, justify="left" if col in ("schedule", "recompute") else "right")
+        table.add_column(col, justify="left" if col in ("sched", "recomp") else "right", no_wrap=True)
     for i, est in enumerate(result.best, 1):
         p = est.plan
         table.add_row(
-            str(i), str(p.tp), str(p.pp), str(p.dp), str(p.vpp), str(p.micro_batch), p.schedule,
-            "on" if p.sequence_parallel else "off", str(p.recompute), str(p.zero),
+            str(i), str(p.tp), str(p.pp), str(p.dp), str(p.vpp), str(p.micro_batch), SHORT.get(p.schedule, p.schedule),
+            "on" if p.sequence_parallel else "off", SHORT.get(str(p.recompute or training.recompute), ""), str(p.zero),
             f"{est.step.step_time_s:.3f}", f"{est.tokens_per_s:,.0f}", f"{100 * est.mfu:.1f}%",
-            f"{human_bytes(est.peak_memory_bytes)}", style="bold" if i == 1 else None,
+            f"{est.peak_memory_bytes / 1e9:.1f}G", style="bold" if i == 1 else None,
         )
     console.print(table)
     console.print()

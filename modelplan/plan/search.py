@@ -94,11 +94,18 @@ def search_plans(
     budget = ev.memory_bytes * (1 - space.memory_headroom)
     rejected: Counter[str] = Counter()
     examples: dict[str, str] = {}
+    closest_need = [float("inf")]
 
-    def reject(problem: Problem, count: int) -> None:
+    def reject(problem: Problem, count: int, need_bytes: float = 0.0) -> None:
+        """Count `count` plans under the problem's reason; keep one example per reason (for
+        memory: the plan that came closest to fitting)."""
         if count:
-            rejected[problem.reason.value] += count
-            examples.setdefault(problem.reason.value, problem.message)
+            reason = problem.reason.value
+            rejected[reason] += count
+            if reason not in examples or (need_bytes and need_bytes < closest_need[0]):
+                examples[reason] = problem.message
+                if need_bytes:
+                    closest_need[0] = need_bytes
 
     schedules = space.schedule or ["1f1b", "interleaved"]
     recomputes = space.recompute or ["none", "selective", "full"]
@@ -125,7 +132,8 @@ def search_plans(
     def svs_of(pp: int) -> list[tuple[str, int]]:
         out = [(s, 1) for s in schedules if s != "interleaved"]
         if "interleaved" in schedules:
-            vdefault = [v for v in divisors(layers // pp) if v >= 2] if layers % pp == 0 else []
+            # pp 1 has no interleaved schedule: only a vpp the user asked for is tried (and rejected)
+            vdefault = [v for v in divisors(layers // pp) if v >= 2] if layers % pp == 0 and pp > 1 else []
             out += [("interleaved", v) for v in _choose(space.vpp, vdefault, layers) if v >= 2]
         if space.vpp is not None:
             allowed = set(_choose(space.vpp, [], layers))
@@ -168,10 +176,12 @@ def search_plans(
                 ok_zeros = []
                 for zero in zeros:  # memory lower bound: model states alone
                     states = max(sum(x) for x in ev.states(tp, pp, dp, zero))
-                    if states * (1 + cost.fragmentation_fraction) + cost.runtime_reserved_bytes > budget:
+                    need = states * (1 + cost.fragmentation_fraction) + cost.runtime_reserved_bytes
+                    if need > budget:
                         per = len(sps_of(tp)) * len(recomputes) * max(1, len(svs_of(pp))) * len(mbs)
-                        reject(Problem(Reason.MEMORY, f"model states alone need {states / 1e9:.1f} GB per GPU "
-                                       f"(tp {tp}, pp {pp}, dp {dp}, zero {zero}) > {budget / 1e9:.1f} GB"), per)
+                        reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
+                                       f"with allowances (tp {tp}, pp {pp}, dp {dp}, zero {zero}) > "
+                                       f"{budget / 1e9:.1f} GB"), per, need)
                     else:
                         ok_zeros.append(zero)
                 if not ok_zeros:
@@ -191,7 +201,7 @@ def search_plans(
                                     problem = pp_problem(layers, pp, vpp)
                                     if problem is None and sched == "interleaved":
                                         if pp == 1:
-                                            problem = Problem(Reason.INTERLEAVED, "schedule 'interleaved' needs pp > 1 (pp = 1)")
+                                            problem = Problem(Reason.INTERLEAVED_PP, "schedule 'interleaved' needs pp > 1 (pp = 1)")
                                         elif m % pp:
                                             problem = Problem(Reason.INTERLEAVED, f"interleaved schedule needs "
                                                               f"num_microbatches ({m}) divisible by pp ({pp})")
@@ -202,8 +212,9 @@ def search_plans(
                                     first, last = ev.memory(*args)
                                     peak = max(first.total, last.total)
                                     if peak > budget:
-                                        reject(Problem(Reason.MEMORY, f"needs {peak / 1e9:.1f} GB per GPU > "
-                                                       f"{budget / 1e9:.1f} GB"), 1)
+                                        reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}, micro_batch {mb}, "
+                                                       f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > "
+                                                       f"{budget / 1e9:.1f} GB"), 1, peak)
                                         if closest is None or peak < closest[0]:
                                             closest = (peak, args)
                                         continue

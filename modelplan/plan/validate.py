@@ -33,6 +33,7 @@ class Reason(StrEnum):
     PP_LAYERS = "pp*vpp vs layers"
     BATCH = "batch divisibility"
     INTERLEAVED = "interleaved needs m % pp == 0"
+    INTERLEAVED_PP = "interleaved needs pp > 1"
     SEQUENCE_PARALLEL = "sequence parallel needs tp > 1"
     CP_SEQ = "cp vs seq_len"
     EP = "expert parallel"
