@@ -269,5 +269,4 @@ def _blocker(ev: Evaluator, n: int, rejected: Counter, examples: dict, closest, 
         return f"no plan of {n} GPUs fits in {mem_gb:g} GB: {examples[Reason.MEMORY.value]}"
     if not rejected:
         return f"no candidate plan of {n} GPUs matches the given constraints"
-    reason, _ = rejected.most_common(1)[0]
-    return f"no valid plan of {n} GPUs: {examples[reason]}"
+    return f"no valid plan of {n} GPUs: " + "; ".join(examples[reason] for reason, _ in rejected.most_common())
