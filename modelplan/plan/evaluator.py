@@ -14,7 +14,6 @@ from typing import NamedTuple
 
 from modelplan.comm.ops import Axis
 from modelplan.count.flops import count_flops
-from modelplan.errors import SpecError
 from modelplan.plan.commcost import CommPricer, GroupShape, plan_group_shapes
 from modelplan.plan.compute import Roofline
 from modelplan.plan.commlist import communication_list
@@ -29,7 +28,7 @@ from modelplan.plan.memory import (
 )
 from modelplan.plan.shard import rank_elements, unit_shards
 from modelplan.plan.steptime import dp_exposure, optimizer_bytes_per_param, pipeline_time_s
-from modelplan.plan.validate import padded_vocab
+from modelplan.plan.validate import padded_vocab, planning_spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
@@ -77,15 +76,6 @@ class StageTerms(NamedTuple):
     critical_is_first: bool
     tp_hidden_s: float
     """TP traffic overlapped with compute on one stage."""
-
-
-def planning_spec(model: object) -> TransformerSpec:
-    """The model as a dense TransformerSpec, or a one-line error for what cannot be planned yet."""
-    if not isinstance(model, TransformerSpec):
-        raise SpecError("planning network specs is not supported yet (transformers only)")
-    if model.moe is not None:
-        raise SpecError(f"planning MoE models is not supported yet (moe.num_experts = {model.moe.num_experts})")
-    return model
 
 
 class Evaluator:

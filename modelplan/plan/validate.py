@@ -204,3 +204,12 @@ def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128)
     if kv < plan.tp and plan.tp % kv == 0:
         notes.append(f"each of the {kv} KV heads is replicated on {plan.tp // kv} TP ranks")
     return notes
+
+
+def planning_spec(model: object) -> TransformerSpec:
+    """The model as a dense TransformerSpec, or a one-line error for what cannot be planned yet."""
+    if not isinstance(model, TransformerSpec):
+        raise SpecError("planning network specs is not supported yet (transformers only)")
+    if model.moe is not None:
+        raise SpecError(f"planning MoE models is not supported yet (moe.num_experts = {model.moe.num_experts})")
+    return model
