@@ -216,3 +216,19 @@ def test_unpipelined_order_fails_schedule_and_bubble(monkeypatch):
     monkeypatch.setattr(engine, "pipeline_schedule", naive)
     bad = failed(verify(GPT, TRAIN, Plan(pp=2, schedule="1f1b"), scale=False))
     assert set(bad) == {"schedule order", "bubble fraction"}
+
+
+def test_a_failing_rank_is_a_failed_execution_row(monkeypatch):
+    """A rank that raises ends the run; the report has one failing 'execution' row naming it."""
+    original = engine.RankProgram.finish
+
+    def finish(self):
+        if self.comm.rank == 1:
+            raise RuntimeError("injected")
+        original(self)
+
+    monkeypatch.setattr(engine.RankProgram, "finish", finish)
+    report = verify(GPT, TRAIN, Plan(dp=2), scale=False)
+    assert not report.passed
+    assert [r.name for r in report.rows] == ["execution"]
+    assert "rank 1" in report.rows[0].detail and "injected" in report.rows[0].detail

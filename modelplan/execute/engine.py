@@ -23,9 +23,10 @@ from modelplan.execute.mappings import TensorParallel
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import Batch, ParamDef, init_params, make_batch, param_defs
 from modelplan.execute.pipeline import COST, PipelineP2P, StepRecord
-from modelplan.execute.stage import StageModel, stage_layout, stage_units
+from modelplan.execute.stage import StageModel, stage_layout
 from modelplan.plan.grid import RankCoords, RankGrid
 from modelplan.plan.schedule import Step, pipeline_schedule, stage_index
+from modelplan.plan.stages import stage_units
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
