@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from modelplan.comm.ops import Collective
 from modelplan.errors import SpecError
 from modelplan.execute import data_parallel, engine, mappings
 from modelplan.execute.pipeline import PipelineP2P
@@ -163,7 +164,7 @@ def test_skipping_the_zero1_parameter_gather_fails_parameters(monkeypatch):
     original = data_parallel.DataParallel._collective
 
     def collective(self, name, group, x, label):
-        if name == "all_gather" and label == "dp/params":
+        if name is Collective.ALL_GATHER and label == "dp/params":
             me = group.index(self.comm.rank)
             return np.concatenate([x if k == me else np.zeros_like(x) for k in range(group.size)])
         return original(self, name, group, x, label)

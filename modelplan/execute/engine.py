@@ -159,7 +159,7 @@ class RankProgram:
             TensorParallel(comm, self.groups.tp, self.plan.sequence_parallel),
             ExpertParallel(comm, self.groups.ep), self.spec, job.recompute_full,
         )
-        self.dp = DataParallel(comm, self.plan.zero, self.plan.dp, self.groups.tp, self.groups.embedding, job.optimizer)
+        self.dp = DataParallel(comm, self.plan.dp, self.groups.tp, self.groups.embedding, job.optimizer)
         self.m = job.num_microbatches
         self.schedules = job.schedules()
         self.p2p = PipelineP2P(comm, self.groups.pp, self.schedules, self.plan.vpp)
