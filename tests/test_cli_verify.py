@@ -68,6 +68,7 @@ def test_failing_check_exits_1(model_file, monkeypatch):
     (["--tp", "3"], "tp (3) must divide heads (32)"),
     (["--zero", "4"], "zero"),
     (["--dp", "2", "--global-batch", "3"], "global_batch (3) must be divisible"),
+    (["--dp", "64", "--tp", "8"], "the plan needs 512 ranks"),
 ])
 def test_bad_input_is_one_line_and_exit_2(model_file, args, message):
     """Bad plans exit 2 with a one-line error naming the numbers, never a traceback."""

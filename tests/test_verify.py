@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from modelplan.comm.ops import Collective
 from modelplan.errors import SpecError
 from modelplan.execute import data_parallel, engine, mappings
 from modelplan.execute.pipeline import PipelineP2P
@@ -163,7 +164,7 @@ def test_skipping_the_zero1_parameter_gather_fails_parameters(monkeypatch):
     original = data_parallel.DataParallel._collective
 
     def collective(self, name, group, x, label):
-        if name == "all_gather" and label == "dp/params":
+        if name is Collective.ALL_GATHER and label == "dp/params":
             me = group.index(self.comm.rank)
             return np.concatenate([x if k == me else np.zeros_like(x) for k in range(group.size)])
         return original(self, name, group, x, label)
@@ -216,3 +217,19 @@ def test_unpipelined_order_fails_schedule_and_bubble(monkeypatch):
     monkeypatch.setattr(engine, "pipeline_schedule", naive)
     bad = failed(verify(GPT, TRAIN, Plan(pp=2, schedule="1f1b"), scale=False))
     assert set(bad) == {"schedule order", "bubble fraction"}
+
+
+def test_a_failing_rank_is_a_failed_execution_row(monkeypatch):
+    """A rank that raises ends the run; the report has one failing 'execution' row naming it."""
+    original = engine.RankProgram.finish
+
+    def finish(self):
+        if self.comm.rank == 1:
+            raise RuntimeError("injected")
+        original(self)
+
+    monkeypatch.setattr(engine.RankProgram, "finish", finish)
+    report = verify(GPT, TRAIN, Plan(dp=2), scale=False)
+    assert not report.passed
+    assert [r.name for r in report.rows] == ["execution"]
+    assert "rank 1" in report.rows[0].detail and "injected" in report.rows[0].detail

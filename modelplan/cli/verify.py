@@ -91,6 +91,7 @@ def verify_cmd(
     optimizer: Annotated[Optional[OptimizerChoice], typer.Option(help="Optimizer of the step.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the initial weights and the data.")] = 0,
     layers_per_stage: Annotated[int, typer.Option("--layers-per-stage", help="Blocks per pipeline stage in the scaled-down model.")] = 1,
+    max_ranks: Annotated[int, typer.Option("--max-ranks", help="Refuse plans needing more simulated ranks than this.")] = 256,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     timeline: Annotated[bool, typer.Option("--timeline", help="Draw the executed pipeline schedule.")] = False,
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Write the executed schedule as SVG to this file.")] = None,
@@ -118,7 +119,8 @@ def verify_cmd(
             progress.update(task, description=message, completed=next(
                 (i for i, p in enumerate(phases) if message.startswith(p.split()[0])), 0))
 
-        report = verify(spec, training, plan, seed=seed, layers_per_stage=layers_per_stage, progress=step)
+        report = verify(spec, training, plan, seed=seed, layers_per_stage=layers_per_stage,
+                        max_ranks=max_ranks, progress=step)
         progress.update(task, completed=len(phases))
 
     if svg is not None:

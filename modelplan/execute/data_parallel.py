@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from modelplan.comm.communicator import Communicator, Group
+from modelplan.comm.ops import Collective
 from modelplan.execute.optim import OptimizerConfig, optimizer_step
 
 
@@ -67,7 +68,7 @@ class Bucket:
     """Full local shards (zero < 3)."""
     param_shard: np.ndarray | None = None
     """This rank's slice of the flat parameters (zero 3)."""
-    grad: np.ndarray = field(default=None)  # type: ignore[assignment]
+    grad: np.ndarray = field(default_factory=lambda: np.zeros(0))
     """Padded flat gradient (zero 0, 1) or this rank's slice of it (zero 2, 3)."""
     optim: list[np.ndarray] = field(default_factory=list)
     """Optimizer state over the padded flat buffer (zero 0) or this rank's slice (zero >= 1)."""
@@ -115,7 +116,6 @@ class DataParallel:
     """The collectives and update of data parallelism / ZeRO for one rank."""
 
     comm: Communicator
-    zero: int
     dp: int
     """Data-parallel size: the divisor of the summed gradients."""
     tp_group: Group
@@ -123,12 +123,13 @@ class DataParallel:
     """First and last pipeline rank when the output head is tied and pp > 1."""
     optimizer: OptimizerConfig
 
-    def _collective(self, name: str, group: Group, x: np.ndarray, label: str) -> np.ndarray:
+    def _collective(self, op: Collective, group: Group, x: np.ndarray, label: str) -> np.ndarray:
+        """AllReduce / AllGather / ReduceScatter of a flat buffer over `group` (nothing for one rank)."""
         if group.size == 1:
             return x
-        if name == "all_reduce":
+        if op is Collective.ALL_REDUCE:
             return self.comm.all_reduce(x, group, label=label)
-        if name == "all_gather":
+        if op is Collective.ALL_GATHER:
             return self.comm.all_gather(x, group, label=label)
         return self.comm.reduce_scatter(x, group, label=label)
 
@@ -151,7 +152,7 @@ class DataParallel:
         """The unit's full local parameters (zero 3: AllGather of the slices)."""
         if bucket.zero < 3:
             return bucket.params
-        return bucket.unflatten(self._collective("all_gather", bucket.group, bucket.param_shard, "dp/params"))
+        return bucket.unflatten(self._collective(Collective.ALL_GATHER, bucket.group, bucket.param_shard, "dp/params"))
 
     def _reduce_partial_over_tp(self, bucket: Bucket, flat: np.ndarray) -> None:
         idx = bucket.partial_index()
@@ -165,17 +166,17 @@ class DataParallel:
             return
         flat = bucket.flatten(grads)
         self._reduce_partial_over_tp(bucket, flat)
-        bucket.grad += self._collective("reduce_scatter", bucket.group, flat, "dp/grads")
+        bucket.grad += self._collective(Collective.REDUCE_SCATTER, bucket.group, flat, "dp/grads")
 
     def finish_grads(self, bucket: Bucket) -> None:
         """After the last micro-batch: complete the reduction and divide by dp."""
         lo, hi = bucket.shard
         if bucket.zero == 0:
             self._reduce_partial_over_tp(bucket, bucket.grad)
-            bucket.grad = self._collective("all_reduce", bucket.group, bucket.grad, "dp/grads") / self.dp
+            bucket.grad = self._collective(Collective.ALL_REDUCE, bucket.group, bucket.grad, "dp/grads") / self.dp
         elif bucket.zero == 1:  # full buffer kept; only [lo, hi) holds the reduced gradient
             self._reduce_partial_over_tp(bucket, bucket.grad)
-            bucket.grad[lo:hi] = self._collective("reduce_scatter", bucket.group, bucket.grad, "dp/grads") / self.dp
+            bucket.grad[lo:hi] = self._collective(Collective.REDUCE_SCATTER, bucket.group, bucket.grad, "dp/grads") / self.dp
         else:
             bucket.grad /= self.dp
         if bucket.tied and self.embedding_group is not None:
@@ -194,7 +195,7 @@ class DataParallel:
         else:
             grad = bucket.grad[lo:hi] if bucket.zero == 1 else bucket.grad
             mine = optimizer_step(cfg, bucket.flatten(bucket.params)[lo:hi], grad, bucket.optim, step)
-            bucket.params = bucket.unflatten(self._collective("all_gather", bucket.group, mine, "dp/params"))
+            bucket.params = bucket.unflatten(self._collective(Collective.ALL_GATHER, bucket.group, mine, "dp/params"))
 
     @staticmethod
     def held(bucket: Bucket) -> tuple[int, int, int]:

@@ -23,9 +23,10 @@ from modelplan.execute.mappings import TensorParallel
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import Batch, ParamDef, init_params, make_batch, param_defs
 from modelplan.execute.pipeline import COST, PipelineP2P, StepRecord
-from modelplan.execute.stage import StageModel, stage_layout, stage_units
+from modelplan.execute.stage import StageModel, stage_layout
 from modelplan.plan.grid import RankCoords, RankGrid
 from modelplan.plan.schedule import Step, pipeline_schedule, stage_index
+from modelplan.plan.stages import stage_units
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -158,7 +159,7 @@ class RankProgram:
             TensorParallel(comm, self.groups.tp, self.plan.sequence_parallel),
             ExpertParallel(comm, self.groups.ep), self.spec, job.recompute_full,
         )
-        self.dp = DataParallel(comm, self.plan.zero, self.plan.dp, self.groups.tp, self.groups.embedding, job.optimizer)
+        self.dp = DataParallel(comm, self.plan.dp, self.groups.tp, self.groups.embedding, job.optimizer)
         self.m = job.num_microbatches
         self.schedules = job.schedules()
         self.p2p = PipelineP2P(comm, self.groups.pp, self.schedules, self.plan.vpp)

@@ -17,7 +17,7 @@ from modelplan.execute.layers.attention import attention_backward, attention_for
 from modelplan.execute.layers.embedding import embedding_backward, embedding_forward
 from modelplan.execute.layers.loss import cross_entropy_backward, cross_entropy_forward
 from modelplan.execute.layers.mlp import mlp_backward, mlp_forward
-from modelplan.execute.layers.moe import router_backward, router_forward
+from modelplan.execute.layers.moe import expert_params, router_backward, router_forward
 from modelplan.execute.optim import OptimizerConfig, optimizer_step
 from modelplan.execute.params import Batch
 from modelplan.execute.shapes import attention_shape, norm_b, norm_f, sub
@@ -35,10 +35,10 @@ def _moe_forward(spec: TransformerSpec, p: Params, x: np.ndarray):
     per_expert = []
     for e in range(moe.num_experts):
         rows, slots = np.nonzero(experts == e)
-        pe = {k[len("experts/"):]: v[e] for k, v in p.items() if k.startswith("experts/")}
+        pe = expert_params(p, e)
         y, c = mlp_forward(tokens[rows], pe, spec.activation, spec.gated_mlp)  # (n_e, h)
-        if "out/bias" in pe:
-            y = y + pe["out/bias"]
+        if "experts/out/bias" in p:
+            y = y + p["experts/out/bias"][e]
         np.add.at(out, rows, weights[rows, slots][:, None] * y)
         per_expert.append((rows, slots, pe, y, c))
     shared = None
@@ -58,7 +58,7 @@ def _moe_backward(spec: TransformerSpec, p: Params, cache, dout: np.ndarray, gra
         dweights[rows, slots] = (dy[rows] * y).sum(axis=-1)
         dy_e = weights[rows, slots][:, None] * dy[rows]
         dx_e, g = mlp_backward(c, pe, spec.activation, spec.gated_mlp, dy_e)
-        if "out/bias" in pe:
+        if "experts/out/bias" in p:
             g["out/bias"] = dy_e.sum(axis=0)
         np.add.at(dx, rows, dx_e)
         for k, v in g.items():

@@ -20,6 +20,7 @@ from modelplan.execute.vocab_parallel import (
     head_backward_tp,
     head_forward_tp,
 )
+from modelplan.plan.stages import stage_layers
 from modelplan.specs.transformer import TransformerSpec
 
 Params = dict[str, np.ndarray]
@@ -48,31 +49,9 @@ class StageLayout:
 
 
 def stage_layout(spec: TransformerSpec, index: int, num_stages: int) -> StageLayout:
-    """Blocks split evenly over the virtual stages (layers divisible by pp * vpp)."""
-    per_stage = spec.layers // num_stages
-    return StageLayout(index, num_stages, index * per_stage, per_stage)
-
-
-def stage_units(spec: TransformerSpec, num_stages: int) -> list[list[str]]:
-    """Units (buckets) of each virtual stage in forward order.
-
-    With tied embeddings and more than one stage the last stage holds its own copy of
-    `embedding/word` (Megatron keeps the word embedding on the first and last stage and
-    all-reduces its gradient between them). Units without parameters are listed too."""
-    stages: list[list[str]] = []
-    for v in range(num_stages):
-        st = stage_layout(spec, v, num_stages)
-        units = ["embedding/word", "embedding/extra"] if st.is_first_stage else []
-        for i in st.layers:
-            units.append(f"layers/{i}")
-            if spec.is_moe_layer(i):
-                units.append(f"layers/{i}/experts")
-        if st.is_last_stage:
-            units.append("head")
-            if spec.tied_embeddings and num_stages > 1:
-                units.append("embedding/word")
-        stages.append(units)
-    return stages
+    """Virtual stage `index`'s blocks (plan/stages.py: split evenly, layers divisible by pp * vpp)."""
+    layers = stage_layers(spec.layers, num_stages, index)
+    return StageLayout(index, num_stages, layers.start, len(layers))
 
 
 def _add(into: Params, grads: Params) -> None:

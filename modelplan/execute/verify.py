@@ -16,6 +16,7 @@ import time
 from typing import Callable
 
 from modelplan.comm.ops import Axis
+from modelplan.errors import ModelplanError
 from modelplan.execute.checks import (
     check_bubble,
     check_ledgers,
@@ -55,9 +56,15 @@ def _notes(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> list[st
 
 def verify(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *, seed: int = 0,
            scale: bool = True, layers_per_stage: int = 1, optimizer: OptimizerConfig | None = None,
-           timeout_s: float = 120.0, progress: Progress | None = None) -> VerifyReport | None:
+           timeout_s: float = 120.0, max_ranks: int = 256, progress: Progress | None = None
+           ) -> VerifyReport | None:
     """Run `plan` on a (scaled-down) copy of `spec` and check it; None on MPI ranks other than 0."""
     say = progress or (lambda _msg: None)
+    if plan.world_size > max_ranks:
+        raise ModelplanError(
+            f"the plan needs {plan.world_size} ranks (dp {plan.dp} x tp {plan.tp} x pp {plan.pp} x cp {plan.cp}); "
+            f"verify runs at most max_ranks ({max_ranks}): verify a smaller dp (its code path is the same "
+            "from dp = 2) or raise max_ranks")
     notes = _notes(spec, training, plan)
     if scale:
         spec, training = scale_down(spec, plan, training, layers_per_stage=layers_per_stage)

@@ -35,7 +35,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from modelplan.comm.ops import Axis, Collective
-from modelplan.plan.shard import stage_units, unit_shards
+from modelplan.plan.shard import unit_shards
+from modelplan.plan.stages import stage_layers, stage_units
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -130,7 +131,7 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
 
         for c in range(vpp):
             v = c * pp + r
-            layers = range(v * spec.layers // (pp * vpp), (v + 1) * spec.layers // (pp * vpp))
+            layers = stage_layers(spec.layers, pp * vpp, v)
             moe_layers = sum(spec.is_moe_layer(i) for i in layers)
             A = tokens * h * act  # one (b, s, h) activation
             # tensor parallel: (op, label) per direction, Megatron f/g or the sequence-parallel pair

@@ -4,7 +4,7 @@ The cost side's model of what the executor holds (verify compares the two): para
 grouped into communication units, split over tp (column/row-parallel matrices, vocab rows) and
 over ep (routed experts), and each unit's local elements are flattened and padded to a multiple
 of its data-parallel group (dp, or dp/ep for routed experts), as Megatron's grad buffer is for
-the distributed optimizer. Per rank, for each unit of numel n and padded size P over a group of
+the distributed optimizer. Units and their stages come from `plan/stages.py`. Per rank, for each unit of numel n and padded size P over a group of
 D ranks (ZeRO stages as in Rajbhandari et al. SC'20, sec. 5):
 
 | zero | weights | gradients | optimizer state |
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from modelplan.plan.stages import stage_units
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -61,21 +62,6 @@ class RankElements(BaseModel):
 
 def _split(n: int, parts: int) -> int:
     return -(-n // parts)
-
-
-def stage_units(spec: TransformerSpec, num_stages: int) -> list[list[str]]:
-    """Units of each virtual stage: embeddings first, then blocks, then the head (and the tied
-    word-embedding copy on the last stage when there is more than one stage)."""
-    per_stage = spec.layers // num_stages
-    out = []
-    for v in range(num_stages):
-        units = ["embedding/word", "embedding/extra"] if v == 0 else []
-        for i in range(v * per_stage, (v + 1) * per_stage):
-            units += [f"layers/{i}"] + ([f"layers/{i}/experts"] if spec.is_moe_layer(i) else [])
-        if v == num_stages - 1:
-            units += ["head"] + (["embedding/word"] if spec.tied_embeddings and num_stages > 1 else [])
-        out.append(units)
-    return out
 
 
 def _norm(spec: TransformerSpec) -> int:

@@ -55,7 +55,7 @@ def router_backward(
     return dx, grads
 
 
-def _expert(p: Mapping[str, np.ndarray], e: int) -> dict[str, np.ndarray]:
+def expert_params(p: Mapping[str, np.ndarray], e: int) -> dict[str, np.ndarray]:
     """Expert e's MLP parameters (stacked names without the 'experts/' prefix, biases but out/bias)."""
     out = {}
     for key, value in p.items():
@@ -70,7 +70,7 @@ def experts_forward(
     """Each expert e on its own rows x[e] (E_local, C, h) -> (E_local, C, h)."""
     outs, caches = [], []
     for e in range(x.shape[0]):
-        y, cache = mlp_forward(x[e], _expert(p, e), activation, gated)  # (C, h) -> (C, h)
+        y, cache = mlp_forward(x[e], expert_params(p, e), activation, gated)  # (C, h) -> (C, h)
         if add_out_bias and "experts/out/bias" in p:
             y = y + p["experts/out/bias"][e]
         outs.append(y)
@@ -84,7 +84,7 @@ def experts_backward(
     """(dx (E_local, C, h), stacked grads); the out/bias grad is returned whether or not it was added."""
     dxs, per_expert = [], []
     for e, cache in enumerate(caches):
-        dx, g = mlp_backward(cache, _expert(p, e), activation, gated, dy[e])
+        dx, g = mlp_backward(cache, expert_params(p, e), activation, gated, dy[e])
         dxs.append(dx)
         per_expert.append(g)
     grads = {f"experts/{k}": np.stack([g[k] for g in per_expert]) for k in per_expert[0]}
