@@ -1,0 +1,115 @@
+"""SVG pictures: well-formed XML, the chosen plan and the memory limit where the axes put them."""
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from modelplan.export.plan_picture import write_plan_svg
+from modelplan.export.svg import (
+    CandidatePoint,
+    StageMemory,
+    nice_ticks,
+    render_candidates_svg,
+    render_memory_stages_svg,
+)
+
+NS = {"s": "http://www.w3.org/2000/svg"}
+POINTS = [
+    CandidatePoint(label="dp=8", step_time_s=1.0, memory_gb=75.0, feasible=False),
+    CandidatePoint(label="dp=4 tp=2", step_time_s=1.2, memory_gb=50.0),
+    CandidatePoint(label="dp=2 tp=4", step_time_s=1.6, memory_gb=30.0),
+]
+
+
+def _by_id(root, element_id):
+    found = [e for e in root.iter() if e.get("id") == element_id]
+    assert len(found) == 1, f"{element_id}: {len(found)} elements"
+    return found[0]
+
+
+def _tick_x(root, axis_id, label):
+    """x of the tick whose text is `label` on the axis group `axis_id`."""
+    axis = _by_id(root, axis_id)
+    for text in axis.findall("s:text", NS):
+        if text.text == label:
+            return float(text.get("x"))
+    raise AssertionError(f"no tick {label}")
+
+
+def test_nice_ticks_hand_values():
+    """hi 105, 5 ticks: raw step 21 -> 25 (1, 2, 2.5, 5 x 10^k) -> 0, 25, ..., 125."""
+    assert nice_ticks(105) == [0, 25, 50, 75, 100, 125]
+
+
+def test_candidates_svg_parses_and_marks_chosen_and_limit():
+    """The SVG is XML with one #chosen-plan and one #memory-limit element."""
+    root = ET.fromstring(render_candidates_svg(POINTS, 1, memory_limit_gb=60))
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    _by_id(root, "chosen-plan")
+    _by_id(root, "memory-limit")
+
+
+def test_memory_limit_line_sits_on_its_tick():
+    """Limit 60 GB: the dashed line's x equals the x of the '60' tick label on the memory axis
+    (ticks 0, 20, ..., 80 for a largest value of 75 GB)."""
+    root = ET.fromstring(render_candidates_svg(POINTS, 1, memory_limit_gb=60))
+    line = _by_id(root, "memory-limit")
+    assert float(line.get("x1")) == pytest.approx(_tick_x(root, "x-axis", "60"), abs=0.1)
+    assert line.get("x1") == line.get("x2")
+
+
+def test_chosen_ring_is_on_the_chosen_point():
+    """The ring of #chosen-plan is centred on the candidate circle of 'dp=4 tp=2'."""
+    root = ET.fromstring(render_candidates_svg(POINTS, 1, memory_limit_gb=60))
+    ring = _by_id(root, "chosen-plan").find("s:circle", NS)
+    dots = [c for c in _by_id(root, "candidates").findall("s:circle", NS)
+            if c.find("s:title", NS).text.startswith("dp=4 tp=2:")]
+    assert (ring.get("cx"), ring.get("cy")) == (dots[0].get("cx"), dots[0].get("cy"))
+
+
+def test_infeasible_candidates_are_marked():
+    """Only the plan over the limit carries the 'infeasible' class."""
+    root = ET.fromstring(render_candidates_svg(POINTS, 1, memory_limit_gb=60))
+    classes = [c.get("class") for c in _by_id(root, "candidates").findall("s:circle", NS)]
+    assert classes == ["candidate infeasible", "candidate", "candidate"]
+
+
+def test_labels_are_escaped():
+    """A label with <, & and quotes still yields well-formed XML and keeps its text."""
+    points = [CandidatePoint(label='a<b & "c"', step_time_s=1, memory_gb=1)]
+    root = ET.fromstring(render_candidates_svg(points, 0, memory_limit_gb=2, title="x<y"))
+    assert 'a<b & "c"' in [t.text for t in _by_id(root, "chosen-plan").iter()]
+
+
+def test_stage_bars_stack_in_proportion():
+    """Stage 0: weights 10 GB and optimizer 20 GB -> the optimizer rect is twice as tall; the
+    legend lists the five components."""
+    stages = [StageMemory(stage=0, weights_gb=10, optimizer_gb=20, activations_gb=5),
+              StageMemory(stage=1, weights_gb=10, optimizer_gb=20, activations_gb=1)]
+    root = ET.fromstring(render_memory_stages_svg(stages, memory_limit_gb=40))
+    rects = {r.get("class"): float(r.get("height"))
+             for r in _by_id(root, "stage-0").findall("s:rect", NS)}
+    assert rects["optimizer"] == pytest.approx(2 * rects["weights"], abs=0.2)
+    legend = [t.text for t in _by_id(root, "legend").findall("s:text", NS)]
+    assert legend == ["weights", "gradients", "optimizer", "activations", "buffers"]
+    _by_id(root, "stage-memory-limit")
+
+
+def test_write_plan_svg_from_a_search_result(tmp_path):
+    """A duck-typed search result (bytes, index) becomes one SVG file holding both pictures."""
+    result = {
+        "candidates": [
+            {"plan": {"dp": 8, "tp": 1, "pp": 1}, "step_time_s": 1.0, "memory_bytes": 90e9,
+             "fits": False},
+            {"plan": {"dp": 4, "tp": 2, "pp": 1}, "step_time_s": 1.2, "memory_bytes": 50e9},
+        ],
+        "chosen": 1,
+        "memory_limit_bytes": 80e9,
+        "stages": [{"stage": 0, "weights_bytes": 20e9, "activations_bytes": 30e9}],
+    }
+    path = write_plan_svg(result, tmp_path / "plan.svg")
+    root = ET.fromstring(path.read_text())
+    assert _by_id(root, "chosen-plan").find("s:text", NS).text == "dp=4 tp=2 pp=1"
+    _by_id(root, "memory-limit")
+    _by_id(root, "legend")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.svg"]
