@@ -34,7 +34,7 @@ def _one_line_error(result):
 
 
 def test_json_round_trip(tmp_path):
-    """export --to json -o out.json reads back to the same plan, and re-exporting is a fixed point."""
+    """export --to json -o out.json reads back to the same plan; re-exporting is a fixed point."""
     src = _write(tmp_path / "plan.json", PLAN_B, {"step_time_s": 1.0})
     out = tmp_path / "out.json"
     result = runner.invoke(app, ["export", str(src), "--to", "json", "-o", str(out)])

@@ -46,7 +46,9 @@ def export_cmd(
     plan_file: Annotated[
         Path, typer.Argument(help="A plan document (JSON), e.g. from `modelplan plan`.")
     ],
-    to: Annotated[str, typer.Option("--to", help="Target: megatron, deepspeed, torchtitan or json.")],
+    to: Annotated[
+        str, typer.Option("--to", help="Target: megatron, deepspeed, torchtitan or json.")
+    ],
     output: Annotated[
         Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")
     ] = None,

@@ -2,7 +2,8 @@
 
 Key names from deepspeedai/DeepSpeed `docs/_pages/config-json.md` at commit
 00376da49967bc6a15d70a550200ac67277b1fb4 (batch sizes, optimizer, fp16/bf16, zero_optimization,
-activation_checkpointing), `docs/_tutorials/autotp-training.md` at 0e2a0c24aa833dbf8e9ba5f4c4f8785021ac3fc2
+activation_checkpointing), `docs/_tutorials/autotp-training.md` at
+0e2a0c24aa833dbf8e9ba5f4c4f8785021ac3fc2
 (`tensor_parallel.autotp_size`; ZeRO-3 unsupported with AutoTP) and
 `deepspeed/runtime/pipe/engine.py` at 03f6f75c5caadf213b53a7b3f5438bb46a30d278 (pipeline engine:
 `pipeline.activation_checkpoint_interval`; asserts ZeRO stage < 2 under pipeline parallelism).
@@ -64,7 +65,8 @@ def deepspeed_config(model: TransformerSpec, training: TrainingSpec, plan: Plan)
         notes.append("fp8 matmuls: DeepSpeed's config has no fp8 switch (use Transformer Engine in "
                      "the model); exported as bf16")
     if not training.uses_master_weights and training.precision != "fp32":
-        notes.append("no fp32 master weights: bf16/fp16 master weights need ZeRO-Offload in DeepSpeed")
+        notes.append("no fp32 master weights: bf16/fp16 master weights need ZeRO-Offload "
+                     "in DeepSpeed")
     notes.append("optimizer.params: learning rate, betas and weight decay are not part of a plan")
 
     recompute = plan.recompute if plan.recompute is not None else training.recompute

@@ -1,4 +1,4 @@
-"""Atomic text writes: a reader never sees half a file (temp file in the same folder + os.replace)."""
+"""Atomic text writes: a reader never sees half a file (temp file in the folder + os.replace)."""
 
 from __future__ import annotations
 

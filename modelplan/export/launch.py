@@ -41,7 +41,9 @@ def launch_geometry(plan: Plan, cluster: Cluster | None) -> LaunchGeometry:
             f"the last of {nnodes} nodes is partly used; torchrun needs equal nodes"
         )
     if cluster is not None and cluster.nodes is not None and nnodes > cluster.nodes:
-        notes.append(f"the plan needs {nnodes} nodes but cluster '{cluster.name}' has {cluster.nodes}")
+        notes.append(
+            f"the plan needs {nnodes} nodes but cluster '{cluster.name}' has {cluster.nodes}"
+        )
     return LaunchGeometry(
         world_size=world, nproc_per_node=per_node, nnodes=nnodes, notes=tuple(notes)
     )

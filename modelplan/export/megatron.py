@@ -3,9 +3,9 @@
 Argument names are those of NVIDIA/Megatron-LM `megatron/training/arguments.py` at commit
 000c4ac24f61159c138b0975def722c65245983c (2025; has both `--num-layers-per-virtual-pipeline-stage`
 and `--num-virtual-stages-per-pipeline-rank`; this export uses the latter, which states the
-virtual stages per rank directly). Launch layout follows `examples/gpt3/train_gpt3_175b_distributed.sh`
-(argument arrays, `torchrun ... pretrain_gpt.py`). What Megatron cannot express is listed in
-`unsupported` and as `#` comments in the snippet.
+virtual stages per rank directly). Launch layout follows
+`examples/gpt3/train_gpt3_175b_distributed.sh` (argument arrays, `torchrun ... pretrain_gpt.py`).
+What Megatron cannot express is listed in `unsupported` and as `#` comments in the snippet.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class MegatronArgs(Spec):
     model: tuple[Arg, ...]
     """Network size and architecture (`_add_network_size_args`, `_add_moe_args`)."""
     training: tuple[Arg, ...]
-    """Batch, precision, recompute, optimizer (`_add_training_args`, `_add_mixed_precision_args`)."""
+    """Batch, precision, recompute, optimizer (`_add_training_args`, mixed precision group)."""
     parallel: tuple[Arg, ...]
     """Parallel degrees and sharding (`_add_distributed_args`)."""
     unsupported: tuple[str, ...] = ()
@@ -280,7 +280,8 @@ def to_megatron(
         ")",
         "",
         'torchrun "${DISTRIBUTED_ARGS[@]}" "$PRETRAIN_SCRIPT" \\',
-        '    "${MODEL_ARGS[@]}" "${TRAINING_ARGS[@]}" "${MODEL_PARALLEL_ARGS[@]}" "${DATA_ARGS[@]}"',
+        '    "${MODEL_ARGS[@]}" "${TRAINING_ARGS[@]}" \\',
+        '    "${MODEL_PARALLEL_ARGS[@]}" "${DATA_ARGS[@]}"',
         "",
     ]
     return EngineExport(

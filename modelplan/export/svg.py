@@ -126,7 +126,8 @@ def _document(width: int, height: int, title: str, body: list[str]) -> str:
     head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}">')
     heading = (f'<text x="{width / 2:.1f}" y="20" text-anchor="middle" '
-               f'style="font-family:sans-serif;font-size:14px;font-weight:bold">{escape(title)}</text>')
+               'style="font-family:sans-serif;font-size:14px;font-weight:bold">'
+               f"{escape(title)}</text>")
     return "\n".join([head, f"<title>{escape(title)}</title>",
                       f'<rect width="{width}" height="{height}" fill="white"/>', heading,
                       *body, "</svg>"]) + "\n"
@@ -142,7 +143,8 @@ def render_candidates_svg(
     height: int = 420,
 ) -> str:
     """Step time (y) against memory per GPU (x) for `points`; `chosen` (index or point) is ringed
-    and labelled (id "chosen-plan"); the memory limit is a dashed vertical line (id "memory-limit")."""
+    and labelled (id "chosen-plan"); the memory limit is a dashed vertical line
+    (id "memory-limit")."""
     if isinstance(chosen, int):
         if not 0 <= chosen < len(points):
             raise ValueError(f"chosen ({chosen}) is not an index into {len(points)} points")

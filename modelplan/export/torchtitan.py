@@ -1,4 +1,4 @@
-"""A torchtitan job-config TOML for a plan: `[parallelism]`, `[training]`, `[activation_checkpoint]`.
+"""A torchtitan job-config TOML: `[parallelism]`, `[training]`, `[activation_checkpoint]`.
 
 Field names from pytorch/torchtitan `torchtitan/config/job_config.py` at commit
 000204a4a8bf3d0f31adc44fc29855fbb6ea13d8 (dataclasses Parallelism, Training, ActivationCheckpoint,
