@@ -181,6 +181,15 @@ def render_candidates_svg(
                     f'stroke="#dd8452" stroke-width="3"><title>{escape(tip)}</title></circle>'
                     f'<text x="{cx + 11:.1f}" y="{cy - 9:.1f}" style="{FONT}">'
                     f"{escape(chosen_point.label)}</text></g>")
+    legend_x, legend_y = frame.left + frame.width - 110, frame.top + 8
+    body.append(f'<g id="candidates-legend" style="{FONT}">'
+                f'<circle cx="{legend_x}" cy="{legend_y}" r="4" fill="#4c72b0" stroke="#4c72b0"/>'
+                f'<text x="{legend_x + 10}" y="{legend_y + 4}">fits</text>'
+                f'<circle cx="{legend_x}" cy="{legend_y + 18}" r="4" fill="none" stroke="#999999"/>'
+                f'<text x="{legend_x + 10}" y="{legend_y + 22}">does not fit</text>'
+                f'<circle cx="{legend_x}" cy="{legend_y + 36}" r="6" fill="none" '
+                'stroke="#dd8452" stroke-width="3"/>'
+                f'<text x="{legend_x + 10}" y="{legend_y + 40}">chosen</text></g>')
     return _document(width, height, title, body)
 
 
