@@ -83,3 +83,35 @@ def test_missing_predictions_use_the_evaluate_hook():
     b = _doc(Plan(dp=8), {"step_time_s": 3.0})
     comparison = compare_documents(a, b, evaluate=lambda doc: {"step_time_s": 1.0})
     assert (comparison.terms[0].a, comparison.terms[0].b) == (1.0, 3.0)
+
+
+@pytest.mark.parametrize("path, unit", [
+    ("step/compute_s", "s"),
+    ("tokens_per_s", ""),
+    ("model_tflops_per_gpu", ""),
+    ("memory/0/weights", "bytes"),
+    ("memory/0/stage", ""),
+    ("peak_memory_bytes", "bytes"),
+    ("bubble_fraction", "ratio"),
+    ("mfu", "ratio"),
+])
+def test_units_from_names(path, unit):
+    """Suffix rules: _s seconds (but _per_ is a rate), _bytes, _fraction/mfu ratios, and
+    unitless byte counts inside a memory table (the stage index is not bytes)."""
+    from modelplan.export.compare import unit_of
+
+    assert unit_of(path) == unit
+
+
+def test_nested_step_terms_follow_compute():
+    """In a nested `step` table, recompute and the comm terms sort by their own names."""
+    pred = {"step": {"step_time_s": 3, "optimizer_s": 1, "tp_comm_s": 1, "recompute_s": 1,
+                     "compute_s": 1}}
+    rows = compare_predictions(pred, pred)
+    assert [r.term for r in rows] == ["step/compute_s", "step/recompute_s", "step/tp_comm_s",
+                                      "step/optimizer_s", "step/step_time_s"]
+
+
+def test_plan_subtree_is_not_a_term():
+    """A top-level `plan` table inside predictions (the planner's estimate) is skipped."""
+    assert compare_predictions({"plan": {"dp": 8}, "mfu": 0.4}, {"mfu": 0.4})[0].term == "mfu"

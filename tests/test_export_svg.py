@@ -113,3 +113,24 @@ def test_write_plan_svg_from_a_search_result(tmp_path):
     _by_id(root, "memory-limit")
     _by_id(root, "legend")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.svg"]
+
+
+def test_write_plan_svg_from_planner_estimates(tmp_path):
+    """The planner's shape: `best` estimates (nested step time, memory list in plain bytes,
+    memory_budget_bytes); the first is chosen, the limit is its budget, buffers add up."""
+    from types import SimpleNamespace as NS_
+
+    def estimate(dp, tp, step_s, peak):
+        stage = NS_(stage=0, weights=8e9, gradients=4e9, optimizer=16e9, activations=10e9,
+                    comm_buffers=1e9, fragmentation=1e9, reserved=1e9, total=41e9)
+        return NS_(plan=NS_(dp=dp, tp=tp, pp=1, cp=1, ep=1, vpp=1), step=NS_(step_time_s=step_s),
+                   peak_memory_bytes=peak, memory_budget_bytes=72e9, fits=True, memory=[stage])
+
+    result = NS_(gpus=8, best=[estimate(4, 2, 1.0, 41e9), estimate(8, 1, 1.1, 60e9)],
+                 candidates=120)
+    root = ET.fromstring(write_plan_svg(result, tmp_path / "p.svg").read_text())
+    assert _by_id(root, "chosen-plan").find("s:text", NS).text == "dp=4 tp=2 pp=1"
+    assert "72 GB" in _by_id(root, "memory-limit").find("s:title", NS).text
+    buffers = [r for r in _by_id(root, "stage-0").findall("s:rect", NS)
+               if r.get("class") == "buffers"]
+    assert "3 GB" in buffers[0].find("s:title", NS).text  # 1 + 1 + 1 GB

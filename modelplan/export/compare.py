@@ -20,10 +20,15 @@ Better = Literal["a", "b", "same"]
 
 # Terms in reading order: a path is placed by the first of these words it contains.
 TERM_ORDER = (
-    "compute", "bubble", "tp", "cp", "ep", "pp", "dp", "comm", "optimizer", "step",
-    "weights", "param", "grad", "activation", "buffer", "memory", "mfu", "hfu", "tflops",
-    "tokens",
+    "compute", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "comm", "embedding",
+    "optimizer", "step", "weights", "param", "gradients", "grad", "activations", "activation",
+    "buffers", "buffer", "fragmentation", "reserved", "total", "peak", "memory", "mfu", "hfu",
+    "tflops", "tokens",
 )
+# Byte counts named without a unit inside a memory table (weights, activations, total, ...).
+MEMORY_WORDS = ("memory", "mem")
+# Subtrees of a prediction table that are settings, not predicted terms.
+SKIPPED_KEYS = ("plan",)
 # Higher is better for these (utilisation, throughput); lower is better for the rest.
 HIGHER_IS_BETTER = ("mfu", "hfu", "tflops", "tokens_per_s", "throughput", "samples_per_s")
 PLAN_FIELDS = ("dp", "tp", "pp", "vpp", "cp", "ep", "micro_batch", "schedule",
@@ -74,7 +79,8 @@ class PlanComparison(Spec):
 
 
 def flatten_numbers(table: Any, prefix: str = "") -> dict[str, float]:
-    """Every int/float leaf of nested dicts/lists as `path -> value` (bools skipped)."""
+    """Every int/float leaf of nested dicts/lists as `path -> value` (bools and a top-level
+    `plan` table skipped)."""
     out: dict[str, float] = {}
     if isinstance(table, dict):
         items = ((str(k), v) for k, v in table.items())
@@ -83,6 +89,8 @@ def flatten_numbers(table: Any, prefix: str = "") -> dict[str, float]:
     else:
         return out
     for key, value in items:
+        if not prefix and key in SKIPPED_KEYS:
+            continue
         path = f"{prefix}/{key}" if prefix else key
         if isinstance(value, bool):
             continue
@@ -94,8 +102,11 @@ def flatten_numbers(table: Any, prefix: str = "") -> dict[str, float]:
 
 
 def unit_of(path: str) -> Unit:
-    """Unit from the last path segment's suffix."""
-    leaf = path.rsplit("/", 1)[-1].lower()
+    """Unit from the last path segment's suffix; unitless leaves under `memory` are bytes."""
+    segments = path.lower().split("/")
+    leaf = segments[-1]
+    if "_per_" in leaf:
+        return ""  # a rate (tokens_per_s, tflops_per_gpu)
     if leaf.endswith("_bytes") or leaf == "bytes":
         return "bytes"
     if leaf.endswith("_gb"):
@@ -104,14 +115,18 @@ def unit_of(path: str) -> Unit:
         return "s"
     if "mfu" in leaf or "hfu" in leaf or leaf.endswith("_fraction") or leaf.endswith("_ratio"):
         return "ratio"
+    if any(seg.startswith(MEMORY_WORDS) for seg in segments[:-1]) and leaf not in ("stage",):
+        return "bytes"
     return ""
 
 
 def _order_key(path: str, appearance: int) -> tuple[int, int]:
-    words = path.lower().replace("/", "_").split("_")
-    for rank, word in enumerate(TERM_ORDER):
-        if word in words:
-            return rank, appearance
+    """Rank by the leaf's words first (`step/compute_s` is compute), then by the whole path."""
+    leaf = path.lower().rsplit("/", 1)[-1]
+    for words in (leaf.split("_"), path.lower().replace("/", "_").split("_")):
+        for rank, word in enumerate(TERM_ORDER):
+            if word in words:
+                return rank, appearance
     return len(TERM_ORDER), appearance
 
 

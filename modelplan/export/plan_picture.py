@@ -1,15 +1,19 @@
 """One SVG for a planner search: the candidates picture above the chosen plan's memory per stage.
 
 `write_plan_svg(search_result, path)` is the single call the planner CLI makes for
-`plan --svg FILE`. It reads `search_result` by duck typing (attributes or mapping keys):
+`plan --svg FILE`. It reads `search_result` by duck typing (attributes or mapping keys), so it
+follows the planner's result types without importing them:
 
-- `candidates`: items with `step_time_s` and a memory per GPU as `memory_gb` or one of
-  `memory_bytes` / `memory_per_gpu_bytes` / `peak_memory_bytes`; optional `label` (else built from
-  the item's `plan`) and `feasible` / `fits`;
-- `chosen` (or `best`): an index into the candidates or one of them; may be missing;
-- `memory_limit_gb` or `memory_limit_bytes`;
-- optional `stages`: items with `stage` and `<component>_gb` or `<component>_bytes` for the
-  components weights, gradients, optimizer, activations, buffers.
+- candidates: `candidates` when it is a list, else `best` (fastest first); each item has a step
+  time (`step_time_s`, or `step.step_time_s`), a memory per GPU (`memory_gb`, or one of
+  `memory_bytes` / `memory_per_gpu_bytes` / `peak_memory_bytes`), optionally `label` (else built
+  from its `plan`) and `feasible` / `fits`;
+- `chosen`: an index or an item; without it the first of `best` is the chosen plan;
+- the limit: `memory_limit_gb` / `memory_limit_bytes`, else the chosen item's
+  `memory_budget_bytes`;
+- stages: `stages`, else the chosen item's `memory` list; per component (weights, gradients,
+  optimizer, activations, buffers) `<name>_gb`, `<name>_bytes` or plain `<name>` in bytes;
+  buffers default to comm_buffers + fragmentation + reserved.
 """
 
 from __future__ import annotations
@@ -50,6 +54,13 @@ def _memory_gb(obj: Any, stem: str = "memory") -> float | None:
     return None
 
 
+def _step_time_s(obj: Any) -> float | None:
+    value = _get(obj, "step_time_s")
+    if value is None:
+        value = _get(_get(obj, "step"), "step_time_s")
+    return None if value is None else float(value)
+
+
 def _label(item: Any) -> str:
     label = _get(item, "label")
     if label:
@@ -66,7 +77,7 @@ def candidate_point(item: Any) -> CandidatePoint:
     """A CandidatePoint from a planner candidate (see the module docstring for the names read)."""
     if isinstance(item, CandidatePoint):
         return item
-    step = _get(item, "step_time_s")
+    step = _step_time_s(item)
     memory = _memory_gb(item)
     if step is None or memory is None:
         raise ModelplanError("plan picture: a candidate lacks step_time_s or its memory per GPU")
@@ -79,8 +90,17 @@ def stage_memory(item: Any, index: int) -> StageMemory:
     """A StageMemory from a planner stage breakdown (GB or bytes per component)."""
     if isinstance(item, StageMemory):
         return item
-    values = {f"{name}_gb": _memory_gb(item, name) or 0.0 for name in COMPONENT_COLORS}
-    return StageMemory(stage=int(_get(item, "stage", default=index)), **values)
+    values = {}
+    for name in COMPONENT_COLORS:
+        gb = _memory_gb(item, name)
+        if gb is None and isinstance(_get(item, name), (int, float)):
+            gb = float(_get(item, name)) / GB  # plain component name: bytes
+        values[f"{name}_gb"] = gb
+    if values["buffers_gb"] is None:
+        extra = [_get(item, key) for key in ("comm_buffers", "fragmentation", "reserved")]
+        values["buffers_gb"] = sum(float(v) for v in extra if v is not None) / GB
+    clean = {key: value or 0.0 for key, value in values.items()}
+    return StageMemory(stage=int(_get(item, "stage", default=index)), **clean)
 
 
 def plan_svg(
@@ -106,16 +126,30 @@ def plan_svg(
 
 def write_plan_svg(search_result: Any, path: str | Path) -> Path:
     """Write the planner search picture to `path` (atomically); returns the path."""
-    items = list(_get(search_result, "candidates", default=()) or ())
+    items = _get(search_result, "candidates")
+    from_best = not isinstance(items, (list, tuple))
+    if from_best:
+        items = _get(search_result, "best", default=()) or ()
+    items = list(items)
+    if not items:
+        raise ModelplanError("plan picture: the search result has no candidate plans")
     points = [candidate_point(item) for item in items]
-    chosen = _get(search_result, "chosen", "best")
+    chosen = _get(search_result, "chosen")
+    if chosen is None and from_best:
+        chosen = 0
+    chosen_item = items[chosen] if isinstance(chosen, int) else chosen
     if chosen is not None and not isinstance(chosen, int):
         chosen = points[items.index(chosen)] if chosen in items else candidate_point(chosen)
     limit = _get(search_result, "memory_limit_gb")
     if limit is None:
         limit_bytes = _get(search_result, "memory_limit_bytes")
+        if limit_bytes is None and chosen_item is not None:
+            limit_bytes = _get(chosen_item, "memory_budget_bytes")
         if limit_bytes is None:
             raise ModelplanError("plan picture: the search result names no memory limit")
         limit = float(limit_bytes) / GB
-    stages = [stage_memory(s, i) for i, s in enumerate(_get(search_result, "stages") or ())]
+    stage_items = _get(search_result, "stages")
+    if stage_items is None and chosen_item is not None:
+        stage_items = _get(chosen_item, "memory")
+    stages = [stage_memory(s, i) for i, s in enumerate(stage_items or ())]
     return write_text_atomic(path, plan_svg(points, chosen, float(limit), stages))
