@@ -6,6 +6,8 @@ Sources: docs/_pages/config-json.md (commit 00376da4), docs/_tutorials/autotp-tr
 
 import json
 
+import pytest
+
 from modelplan.export.deepspeed import LAUNCH_KEY, UNSUPPORTED_KEY, deepspeed_config, to_deepspeed
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -90,3 +92,35 @@ def test_text_is_the_config_as_json():
     export = to_deepspeed(MODEL, training, plan)
     assert json.loads(export.text) == deepspeed_config(MODEL, training, plan)
     assert export.unsupported and export.filename == "ds_config.json"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plan, training", [
+    (Plan(dp=2, tp=2, pp=2, zero=1, micro_batch=2),
+     TrainingSpec(global_batch=64, recompute="full")),
+    (Plan(dp=8, zero=3, micro_batch=2), TrainingSpec(global_batch=64, precision="fp16",
+                                                     optimizer="adam")),
+    (Plan(dp=4, tp=2, zero=2), TrainingSpec(global_batch=64, optimizer="momentum",
+                                            recompute="selective")),
+])
+def test_deepspeed_parses_the_config(monkeypatch, plan, training):
+    """DeepSpeed's own DeepSpeedConfig accepts the export and reads back the batch split, ZeRO
+    stage, precision and AutoTP size (skipped where deepspeed is not installed; checked with
+    deepspeed 0.19.8). A stub mpu supplies the data-parallel size, as Megatron's mpu would."""
+    ds_runtime_config = pytest.importorskip("deepspeed.runtime.config")
+    monkeypatch.setattr(ds_runtime_config.dist, "get_rank", lambda: 0)
+
+    class DataParallelOnly:
+        def get_data_parallel_world_size(self):
+            return plan.dp
+
+    config = deepspeed_config(MODEL, training, plan)
+    parsed = ds_runtime_config.DeepSpeedConfig(json.loads(json.dumps(config)),
+                                               mpu=DataParallelOnly())
+    assert parsed.train_batch_size == training.global_batch
+    accumulation = training.global_batch // (plan.micro_batch * plan.dp)
+    assert parsed.gradient_accumulation_steps == accumulation
+    assert parsed.zero_optimization_stage == plan.zero
+    assert parsed.float16_config.enabled == (training.precision == "fp16")
+    if plan.tp > 1:
+        assert parsed.tensor_parallel_config.autotp_size == plan.tp

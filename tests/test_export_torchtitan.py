@@ -120,3 +120,51 @@ def test_notes_are_toml_comments():
     assert any("sgd" in line for line in comments)
     assert any("fp16" in line for line in comments)
     tomllib.loads(export.text)
+
+
+def _torchtitan_config_manager():
+    """torchtitan's ConfigManager, loaded without torchtitan/__init__.py (which imports every
+    model and needs triton); skipped unless a TOML-era torchtitan (<= 0.2) is installed."""
+    import importlib.util
+    import os
+    import sys
+    import types
+
+    if "torchtitan" in sys.modules:  # already loaded (possibly by an earlier call)
+        root = list(sys.modules["torchtitan"].__path__)[0]
+    else:
+        spec = importlib.util.find_spec("torchtitan")
+        if spec is None or spec.origin is None:
+            pytest.skip("torchtitan is not installed")
+        root = os.path.dirname(spec.origin)
+    if not os.path.exists(os.path.join(root, "config", "job_config.py")):
+        pytest.skip("torchtitan >= 0.3 has no TOML job config")
+    if "torchtitan" not in sys.modules:
+        package = types.ModuleType("torchtitan")
+        package.__path__ = [root]
+        sys.modules["torchtitan"] = package
+    from torchtitan.config import ConfigManager
+
+    return ConfigManager
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plan", [
+    Plan(dp=4, tp=2, pp=2, vpp=2, schedule="interleaved", sequence_parallel=True, zero=1),
+    Plan(dp=8, cp=2, ep=4, zero=3),
+    Plan(dp=8),
+])
+def test_torchtitan_loads_the_toml(tmp_path, plan):
+    """torchtitan's ConfigManager (which rejects unknown field names) loads the export and reads
+    back the degrees and batch (checked with torchtitan 0.2.2)."""
+    manager = _torchtitan_config_manager()
+    path = tmp_path / "job.toml"
+    training = TrainingSpec(global_batch=64, seq_len=1024, recompute="selective")
+    path.write_text(to_torchtitan(LLAMA3_70B, training, plan).text)
+    config = manager().parse_args(["--job.config_file", str(path)])
+    par = config.parallelism
+    assert (par.tensor_parallel_degree, par.pipeline_parallel_degree, par.context_parallel_degree,
+            par.expert_parallel_degree) == (plan.tp, plan.pp, plan.cp, plan.ep)
+    assert par.data_parallel_shard_degree * par.data_parallel_replicate_degree == plan.dp
+    assert (config.training.global_batch_size, config.training.seq_len) == (64, 1024)
+    assert config.activation_checkpoint.mode == "selective"

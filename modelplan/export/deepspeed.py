@@ -8,6 +8,8 @@ activation_checkpointing), `docs/_tutorials/autotp-training.md` at
 `deepspeed/runtime/pipe/engine.py` at 03f6f75c5caadf213b53a7b3f5438bb46a30d278 (pipeline engine:
 `pipeline.activation_checkpoint_interval`; asserts ZeRO stage < 2 under pipeline parallelism).
 
+Checked: deepspeed 0.19.8's own `DeepSpeedConfig` parses these configs (tests skip without it).
+
 DeepSpeed takes pipeline stages, expert parallelism and the model itself in code, not in the
 config; what the config cannot carry is listed under the sibling key `_modelplan_unsupported`
 (DeepSpeed ignores keys it does not know).
