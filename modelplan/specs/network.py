@@ -1,16 +1,120 @@
-"""Generic network spec for MLPs, CNNs and RNNs (filled in by the network-spec work)."""
+"""Generic network spec for MLPs, CNNs and RNNs: an input shape and a tree of layer specs.
+
+Leaf layers live in `modelplan.specs.layers`; this module adds the composite blocks
+(`sequential`, `repeat`, `residual`), the `Layer` union and `NetworkSpec`. Shapes are inferred
+and checked on construction (`modelplan.specs.network_walk`), so an invalid stack never exists
+as a spec. Example (the 2-3-2-1 MLP preset):
+
+    kind = "network"
+    input_shape = [2]
+    layers = [
+      {type = "linear", out_features = 3}, {type = "sigmoid"},
+      {type = "linear", out_features = 2}, {type = "sigmoid"},
+      {type = "linear", out_features = 1},
+    ]
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from modelplan.specs.base import Spec
+from modelplan.specs.layers import (
+    Activation,
+    ActivationName,
+    AdaptiveAvgPool,
+    BatchNorm,
+    Conv,
+    Dropout,
+    Embedding,
+    Flatten,
+    LayerBase,
+    LayerNorm,
+    LeafLayer,
+    Linear,
+    Pool,
+    Recurrent,
+    Softmax,
+)
+
+__all__ = [
+    "Activation", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten",
+    "Layer", "LayerNorm", "LeafLayer", "Linear", "NetworkSpec", "Pool", "Recurrent", "Repeat",
+    "Residual", "Sequential", "Softmax",
+]
+
+
+class Sequential(LayerBase):
+    """`nn.Sequential`: a named group of layers (children named by name or position)."""
+
+    type: Literal["sequential"]
+    layers: list["Layer"] = Field(min_length=1)
+    """Layers in order."""
+
+
+class Repeat(LayerBase):
+    """`layers` repeated `times` times (identical copies, separate parameters).
+
+    Unnamed, the copies are spliced into the parent list, each item taking the next position
+    (torch's `nn.Sequential(*[block() for _ in range(n)])`). Named, it is an `nn.Sequential` of
+    the copies, copy i at `<name>/i`; a one-item sub-list's copy is that item itself, a longer
+    one is an `nn.Sequential` of its items.
+    """
+
+    type: Literal["repeat"]
+    times: int = Field(gt=0)
+    """Number of copies."""
+    layers: list["Layer"] = Field(min_length=1)
+    """The repeated sub-list."""
+
+
+class Residual(LayerBase):
+    """main(x) + shortcut(x), then an optional activation (ResNet BasicBlock / Bottleneck).
+
+    Main items are children of the block (by name or position); unnamed shortcut items sit
+    at `shortcut/<i>`; an empty shortcut is the identity. The sum is the leaf `<block>/add`,
+    the activation `<block>/act`.
+    """
+
+    type: Literal["residual"]
+    main: list["Layer"] = Field(min_length=1)
+    """The main branch."""
+    shortcut: list["Layer"] = Field(default_factory=list)
+    """The shortcut branch (torchvision's `downsample`); empty: identity."""
+    activation: ActivationName | None = None
+    """Activation applied after the sum (ResNet: relu)."""
+
+
+Layer = Annotated[
+    Union[
+        Linear,
+        Conv,
+        BatchNorm,
+        LayerNorm,
+        Embedding,
+        Pool,
+        AdaptiveAvgPool,
+        Activation,
+        Softmax,
+        Flatten,
+        Dropout,
+        Recurrent,
+        Sequential,
+        Repeat,
+        Residual,
+    ],
+    Field(discriminator="type"),
+]
+"""Any layer spec, chosen by its `type`."""
+
+for _cls in (Sequential, Repeat, Residual):
+    _cls.model_rebuild()
 
 
 class NetworkSpec(Spec):
-    """A feed-forward list of layers (placeholder: the full layer union lands with issue 2)."""
+    """A feed-forward tree of layers applied to one input tensor per sample."""
 
     kind: Literal["network"] = "network"
     """Spec discriminator."""
@@ -18,7 +122,29 @@ class NetworkSpec(Spec):
     """Display name."""
     source: str = ""
     """Where the architecture comes from."""
-    input_shape: list[int] = Field(default_factory=list)
-    """Shape of one sample, without the batch dimension."""
-    layers: list[dict] = Field(default_factory=list)
-    """Layers in order."""
+    input_shape: list[int] = Field(min_length=1)
+    """Shape of one sample, without the batch dimension: [3, 224, 224], [seq, features], or
+    [seq] token ids when the first layer is an embedding."""
+    layers: list[Layer] = Field(min_length=1)
+    """Layers in order (torch `nn.Sequential` naming: a layer's name, else its position)."""
+
+    @field_validator("input_shape")
+    @classmethod
+    def _check_input(cls, value: list[int]) -> list[int]:
+        if any(d < 1 for d in value):
+            raise ValueError(f"input_shape ({value}) must be positive sizes")
+        return value
+
+    @model_validator(mode="after")
+    def _check_shapes(self) -> "NetworkSpec":
+        from modelplan.specs.network_walk import walk
+
+        walk(self.layers, tuple(self.input_shape))  # raises a one-line SpecError on a mismatch
+        return self
+
+    @property
+    def tokens_input(self) -> bool:
+        """Whether the input is token ids (the first leaf is an embedding)."""
+        from modelplan.specs.network_walk import walk
+
+        return walk(self.layers, tuple(self.input_shape))[0].type == "embedding"

@@ -38,6 +38,8 @@ class MoESpec(Spec):
     """Whether the router (gate) linear layer has a bias."""
     capacity_factor: float | None = Field(None, gt=0)
     """Token capacity factor for expert buffers (None: dropless)."""
+    shared_expert_gate: bool = False
+    """A sigmoid gate (h x 1 linear, no bias) scaling the shared experts' output (Qwen2-MoE)."""
 
     @model_validator(mode="after")
     def _check(self) -> "MoESpec":
@@ -45,6 +47,8 @@ class MoESpec(Spec):
             raise ValueError(
                 f"moe.top_k ({self.top_k}) must not exceed moe.num_experts ({self.num_experts})"
             )
+        if self.shared_expert_gate and self.shared_experts == 0:
+            raise ValueError("moe.shared_expert_gate needs moe.shared_experts > 0 (got 0)")
         return self
 
 
@@ -69,10 +73,15 @@ class TransformerSpec(Spec):
     """Key/value heads (GQA/MQA); None means heads (MHA)."""
     head_dim: int | None = Field(None, gt=0)
     """Per-head dimension; None means hidden // heads (then heads must divide hidden)."""
+    qk_norm: bool = False
+    """A per-head norm (head_dim wide) on queries and on keys (Phi qk_layernorm, Qwen3, OLMo-2)."""
     ffn_hidden: int = Field(gt=0)
     """Dense MLP hidden size (HF intermediate_size; 4h for GPT)."""
     vocab: int = Field(gt=0)
     """Vocabulary size (rows of the token embedding)."""
+    embedding_dim: int | None = Field(None, gt=0)
+    """Token-embedding width when it differs from hidden (OPT-350m word_embed_proj_dim): adds
+    bias-free project_in (embedding_dim -> hidden) and project_out (hidden -> embedding_dim)."""
     max_positions: int = Field(2048, gt=0)
     """Rows of the learned position table (HF max_position_embeddings)."""
     position: Position = "rotary"
@@ -96,7 +105,7 @@ class TransformerSpec(Spec):
     tied_embeddings: bool = False
     """Output head shares the token embedding matrix."""
     lm_head_bias: bool = False
-    """Bias on the output head (phi)."""
+    """Bias on the output head (Phi; BERT's MLM decoder bias)."""
     parallel_block: bool = False
     """Attention and MLP read the same input and are summed (GPT-J, Falcon, GPT-NeoX)."""
     norms_per_layer: int | None = Field(None, ge=1, le=2)
@@ -112,7 +121,8 @@ class TransformerSpec(Spec):
     lm_head: bool = True
     """Whether an output projection to the vocabulary exists (counted unless tied)."""
     mlm_transform: bool = False
-    """BERT MLM head transform: dense h x h + bias, activation, norm; decoder bias of size vocab."""
+    """BERT MLM head transform before the output head: dense h x h + bias, activation, norm
+    (the decoder's vocab-sized bias is `lm_head_bias`)."""
     dropout: bool = False
     """Dropout is active in training (adds 1-byte masks to activation memory, Korthikanti et al.)."""
     moe: MoESpec | None = None
@@ -127,6 +137,10 @@ class TransformerSpec(Spec):
         kv = self.kv_heads if self.kv_heads is not None else self.heads
         if self.heads % kv:
             raise ValueError(f"kv_heads ({kv}) must divide heads ({self.heads})")
+        if self.lm_head_bias and not self.lm_head:
+            raise ValueError("lm_head_bias needs lm_head (there is no output head to carry it)")
+        if self.mlm_transform and not self.lm_head:
+            raise ValueError("mlm_transform needs lm_head (it feeds the output head)")
         if self.moe is not None and self.moe.first_dense_layers > self.layers:
             raise ValueError(
                 f"moe.first_dense_layers ({self.moe.first_dense_layers}) "
@@ -144,6 +158,21 @@ class TransformerSpec(Spec):
     def dim_head(self) -> int:
         """Per-head dimension with the hidden // heads default applied."""
         return self.head_dim if self.head_dim is not None else self.hidden // self.heads
+
+    @property
+    def embed_dim(self) -> int:
+        """Token-embedding width with the hidden default applied."""
+        return self.embedding_dim if self.embedding_dim is not None else self.hidden
+
+    @property
+    def q_width(self) -> int:
+        """Width of all query heads together: heads * head_dim (= hidden unless head_dim is set)."""
+        return self.heads * self.dim_head
+
+    @property
+    def kv_width(self) -> int:
+        """Width of all key (or value) heads together: kv_heads * head_dim."""
+        return self.num_kv_heads * self.dim_head
 
     @property
     def num_norms_per_layer(self) -> int:

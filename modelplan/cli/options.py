@@ -1,0 +1,57 @@
+"""Command-line options defined once (Annotated aliases) so every command spells them the same.
+
+A command declares `batch: GlobalBatchOpt = None` and gets `--batch/--global-batch` with the
+same help text, bounds and choices as every other command.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional
+
+import typer
+
+# The choices of modelplan.specs.training, repeated here so that `modelplan --help` does not
+# import pydantic; tests/test_cli_count.py checks that the two stay equal.
+Precision = Literal["fp32", "bf16", "fp16", "fp8"]
+Optimizer = Literal["sgd", "momentum", "adam", "adamw"]
+Recompute = Literal["none", "selective", "full"]
+
+ModelArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="MODEL",
+        help="Preset name (`modelplan presets`), TOML/JSON spec file, or HuggingFace config.json.",
+        show_default=False,
+    ),
+]
+GlobalBatchOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--batch", "--global-batch", min=1,
+        help="Sequences per optimizer step over all data-parallel ranks [default: micro-batch].",
+        show_default=False,
+    ),
+]
+SeqOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--seq", "--seq-len", min=1,
+        help="Tokens per sequence [default: 2048, or the model's max_positions if smaller].",
+        show_default=False,
+    ),
+]
+MicroBatchOpt = Annotated[
+    int, typer.Option("--micro-batch", min=1, help="Sequences per micro-batch (activation memory).")
+]
+PrecisionOpt = Annotated[
+    Precision, typer.Option("--precision", help="fp32, or mixed precision with bf16/fp16/fp8 matmuls.")
+]
+OptimizerOpt = Annotated[
+    Optimizer, typer.Option("--optimizer", help="Optimizer (sets the fp32 state tensors per parameter).")
+]
+RecomputeOpt = Annotated[
+    Recompute, typer.Option("--recompute", help="Activation recompute: none, selective, or full.")
+]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print a machine-readable JSON document instead of tables.")
+]

@@ -1,0 +1,65 @@
+"""Rendering helpers for the terminal: human units and rich tables of slash-path breakdowns."""
+
+from __future__ import annotations
+
+COUNT_UNITS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
+BYTE_UNITS = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB"))
+FLOP_UNITS = ((1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"))
+
+
+def _scaled(value: float, units: tuple[tuple[float, str], ...], plain: str) -> str:
+    """At least 3 significant digits in the largest unit not above the value: 124.4M, 8.03B."""
+    if value == 0:
+        return "0"
+    for scale, suffix in units:
+        if abs(value) >= scale:
+            x = value / scale
+            return f"{x:.2f}{suffix}" if abs(x) < 10 else f"{x:.1f}{suffix}"
+    return f"{value:,.0f}{plain}"
+
+
+def human_count(n: int) -> str:
+    """Parameters: 124.4M, 8.03B (decimal K/M/B/T)."""
+    return _scaled(n, COUNT_UNITS, "")
+
+
+def human_bytes(n: int) -> str:
+    """Bytes in decimal units: 16.06 GB (1 GB = 1e9 bytes)."""
+    return _scaled(n, tuple((s, " " + u) for s, u in BYTE_UNITS), " B")
+
+
+def human_flops(n: int) -> str:
+    """FLOPs: 1.23 PFLOP."""
+    return _scaled(n, tuple((s, " " + u) for s, u in FLOP_UNITS), " FLOP")
+
+
+def tree_rows(breakdown: dict[str, int]) -> list[tuple[int, str, int]]:
+    """(depth, last path segment, value) per key; keys arrive parent-first, depth-first."""
+    return [(key.count("/"), key.rsplit("/", 1)[-1], value) for key, value in breakdown.items()]
+
+
+def breakdown_table(title: str, breakdown: dict[str, int], total: int, fmt, unit_header: str):
+    """A rich Table of a slash-path breakdown, indented by depth, with each row's share of total."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("component")
+    table.add_column(unit_header, justify="right")
+    table.add_column("exact", justify="right", style="dim")
+    table.add_column("share", justify="right")
+    for depth, name, value in tree_rows(breakdown):
+        label = "  " * depth + name
+        share = f"{100 * value / total:.1f}%" if total else "-"
+        style = "bold" if depth == 0 else None
+        table.add_row(label, fmt(value), f"{value:,}", share, style=style)
+    return table
+
+
+def summarise_layers(per_layer: list[int]) -> str:
+    """`12 x 7.09M` when all blocks are equal, else the distinct sizes with their counts."""
+    if not per_layer:
+        return "-"
+    groups: dict[int, int] = {}
+    for value in per_layer:
+        groups[value] = groups.get(value, 0) + 1
+    return ", ".join(f"{count} x {human_count(value)}" for value, count in groups.items())

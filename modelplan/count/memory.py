@@ -1,0 +1,184 @@
+"""Memory of training a transformer: model states per precision/optimizer, activations, KV cache.
+
+Model states per parameter (mixed precision keeps fp32 master weights and fp32 Adam states):
+    fp32:            4 weight + 4 grad + 4 x states
+    bf16/fp16/fp8:   2 weight + grad_bytes (4 fp32 default, or 2) + 4 master + 4 x states
+which gives Megatron-LM's 18 bytes/parameter for Adam with fp32 gradients (training_formulas.md
+1.2, "Model-state memory"). Activations follow Korthikanti et al. 2022 (arXiv 2205.05198),
+section 4, per layer; see `activation_bytes_per_layer` for the generalisation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from modelplan.count.flops import check_seq_len
+from modelplan.count.params import count_params
+from modelplan.count.result import MemoryCount
+
+if TYPE_CHECKING:
+    from modelplan.specs.training import TrainingSpec
+    from modelplan.specs.transformer import TransformerSpec
+
+FP32_BYTES = 4  # master weights and optimizer states are fp32 (Micikevicius et al. 2018)
+TOKEN_ID_BYTES = 8  # int64 token ids kept by the embedding (Megatron's estimator)
+
+
+def _ceil_div(x: int, t: int) -> int:
+    """Bytes per rank of `x` bytes split over `t` ranks (exact when t divides x)."""
+    return -(-x // t)
+
+
+def _layer_terms(spec: "TransformerSpec", moe_layer: bool, d: int) -> tuple[int, int, int]:
+    """(replicated bytes per token, tp-sharded bytes per token, score bytes per b*s^2) of a block.
+
+    `replicated` is what tensor parallelism leaves whole (sharded only by sequence parallelism),
+    `sharded` is split by tp, `score` is the a*s^2 part dropped by selective recompute.
+    """
+    h, mask = spec.hidden, (1 if spec.dropout else 0)
+    # Norm inputs: each sequential norm keeps its own input; a parallel block's norms share one.
+    norm_inputs = 1 if spec.parallel_block else spec.num_norms_per_layer
+    # Attention input and MLP input (norm outputs); one shared tensor in a 1-norm parallel block.
+    shared_input = spec.parallel_block and spec.num_norms_per_layer == 1
+    block_inputs = 1 if shared_input else 2
+    replicated = d * h * (norm_inputs + block_inputs) + 2 * mask * h  # + 2 dropout masks (1 B)
+    # Q, K, V (K, V at kv width: GQA keeps kv heads, no repeat) and the output-projection input.
+    sharded = d * (2 * spec.q_width + 2 * spec.kv_width)
+    if spec.qk_norm:
+        sharded += d * (spec.q_width + spec.kv_width)  # pre-norm Q and K kept for the norm backward
+    inner = 3 if spec.gated_mlp else 2  # plain: act in + act out; gated: fc1 out (2f) + fc2 in (f)
+    moe = spec.moe
+    if moe_layer and moe is not None:
+        replicated += moe.top_k * d * h  # each token's input copied to its top_k experts
+        shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
+        sharded += inner * d * (moe.top_k * moe.expert_ffn_hidden + moe.shared_experts * shared_hidden)
+    else:
+        sharded += inner * d * spec.ffn_hidden
+    # Softmax output (d), its dropout mask (1) and the dropout output (d); without dropout the
+    # softmax output is the AV input itself.
+    score = spec.heads * (2 * d + 1 if spec.dropout else d)
+    return replicated, sharded, score
+
+
+def activation_bytes_per_layer(
+    spec: "TransformerSpec",
+    micro_batch: int,
+    seq_len: int,
+    dtype_bytes: int,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    recompute: Literal["none", "selective", "full"] = "none",
+    layer_index: int | None = None,
+) -> int:
+    """Activation bytes one block keeps for backward, per GPU, for one micro-batch.
+
+    Korthikanti et al. 2022 (section 4, eq. 1-2 and Table 2), for the GPT layer they derive it
+    for (dtype_bytes 2, dropout, LayerNorm, MHA, plain 4h MLP) this is exactly
+        none:                 s b h (34 + 5 a s / h)            tp: s b h (10 + 24/t + 5as/(ht))
+        tp + sp:              s b h (34 + 5 a s / h) / t
+        selective (+ tp):     s b h (10 + 24/t)                 selective + sp: 34 s b h / t
+        full:                 2 s b h  (/t with sp: only the block input is kept)
+    Generalisation (what changes against the paper, all in bytes per token unless noted):
+    - dtype: every 2 of the paper becomes dtype_bytes (d); dropout masks stay 1 byte.
+    - no dropout (`spec.dropout` False): the 2 masks (2h) and the softmax-dropout mask and output
+      (a s^2 (d + 1) per sequence) disappear: the score term is d a s^2 b instead of 5 a s^2 b.
+    - GQA/MQA and head_dim: Q and the output-projection input are q_width = a*head_dim wide, K and
+      V kv_width = kv_heads*head_dim wide (kept before any repeat, as fused kernels do):
+      d (2 q_width + 2 kv_width) instead of 8h; qk_norm adds the pre-norm Q and K.
+    - gated MLP (SwiGLU/GeGLU): 3 d f (fc1 output of width 2f, fc2 input f, Megatron's fused
+      bias-swiglu) instead of 2 d f (GeLU input and output, 16h for f = 4h).
+    - RMSNorm: keeps its input like LayerNorm (d h per norm); no change (norm statistics, 4 s b
+      bytes per norm, are ignored as in the paper).
+    - parallel blocks (GPT-J/NeoX/Falcon): the norms share one input (d h), and with one norm the
+      attention and MLP read the same tensor (d h once, not twice).
+    - MoE layers: each token's input is copied to top_k experts (top_k d h, not split by tp) and
+      each expert keeps its MLP inner activations; routing probabilities are ignored.
+    `layer_index` picks a block (MoE and dense blocks differ); None gives the largest block.
+    Division by t rounds up (exact when t divides the sizes).
+    """
+    if layer_index is None:
+        kinds = {spec.is_moe_layer(i) for i in range(spec.layers)}
+    else:
+        kinds = {spec.is_moe_layer(layer_index)}
+    sb = seq_len * micro_batch
+    best = 0
+    for moe_layer in kinds:
+        replicated, sharded, score = _layer_terms(spec, moe_layer, dtype_bytes)
+        if recompute == "full":
+            kept = dtype_bytes * sb * spec.hidden  # only the block input (Korthikanti section 5)
+            value = _ceil_div(kept, tp) if sequence_parallel else kept
+        else:
+            replicated_bytes = sb * replicated
+            sharded_bytes = sb * sharded
+            if recompute != "selective":  # selective recompute drops the a s^2 part (section 5)
+                sharded_bytes += score * seq_len * seq_len * micro_batch
+            rep = _ceil_div(replicated_bytes, tp) if sequence_parallel else replicated_bytes
+            value = rep + _ceil_div(sharded_bytes, tp)
+        best = max(best, value)
+    return best
+
+
+def embedding_activation_bytes(
+    spec: "TransformerSpec", micro_batch: int, seq_len: int, tp: int = 1,
+    sequence_parallel: bool = False,
+) -> int:
+    """Input-side activations of one micro-batch: int64 token ids and the embedding-dropout mask.
+
+    Per micro-batch; under 1F1B the first pipeline stage holds p of them (Megatron's 8 s b p +
+    s b h p), which the planner multiplies in.
+    """
+    sb = seq_len * micro_batch
+    mask = sb * spec.hidden if spec.dropout else 0  # 1-byte mask, /t with sp (Megatron estimator)
+    return TOKEN_ID_BYTES * sb + (_ceil_div(mask, tp) if sequence_parallel else mask)
+
+
+def output_activation_bytes(
+    spec: "TransformerSpec", micro_batch: int, seq_len: int, dtype_bytes: int, tp: int = 1
+) -> int:
+    """Output layer + cross-entropy activations of one micro-batch (last pipeline stage).
+
+    Megatron's estimator: 4 s b h (1 + V/h) / t for 16-bit activations, read as the final-norm
+    output and head input (2 d s b h) plus fp32 logits for the loss (4 s b V); 0 without lm_head.
+    """
+    if not spec.lm_head:
+        return 0
+    sb = seq_len * micro_batch
+    return _ceil_div(2 * dtype_bytes * sb * spec.hidden + FP32_BYTES * sb * spec.vocab, tp)
+
+
+def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_bytes: int) -> int:
+    """Inference KV cache: K and V of every layer, kv_heads * head_dim wide (0 for encoders)."""
+    if not spec.causal:
+        return 0
+    return 2 * spec.layers * batch * seq_len * spec.kv_width * dtype_bytes
+
+
+def count_memory(spec, training: "TrainingSpec", micro_batch: int) -> MemoryCount:
+    """Model states and the activations of one micro-batch, for one unsharded replica."""
+    if spec.kind == "network":
+        from modelplan.count.network import count_network_memory
+
+        return count_network_memory(spec, training, micro_batch)
+    seq_len, d = training.seq_len, training.dtype_bytes
+    check_seq_len(spec, seq_len)
+    params = count_params(spec).total
+    per_layer = [
+        activation_bytes_per_layer(
+            spec, micro_batch, seq_len, d, recompute=training.recompute, layer_index=i
+        )
+        for i in range(spec.layers)
+    ]
+    activations = (
+        embedding_activation_bytes(spec, micro_batch, seq_len)
+        + sum(per_layer)
+        + output_activation_bytes(spec, micro_batch, seq_len, d)
+    )
+    return MemoryCount(
+        weights=params * d,
+        gradients=params * training.grad_bytes,
+        optimizer=params * FP32_BYTES * training.optimizer_states,
+        master_weights=params * FP32_BYTES if training.uses_master_weights else 0,
+        activations=activations,
+        activations_per_layer=per_layer,
+        kv_cache=kv_cache_bytes(spec, micro_batch, seq_len, d),
+    )

@@ -1,0 +1,58 @@
+"""The `modelplan count` document: params, FLOPs and memory of one model under one training setting.
+
+The JSON form (`modelplan count MODEL --json`) is this dict, schema version 1:
+
+    schema_version  1 (bumped on any incompatible change; fields are only ever added otherwise)
+    model           {name, kind, source}
+    training        {global_batch, seq_len, micro_batch, precision, optimizer, recompute,
+                     grad_dtype, master_weights}
+    params          {total, trainable, active, breakdown{slash/path: int}, per_layer[int]}
+    flops           {forward_per_token, forward, model, hardware, breakdown{slash/path: int},
+                     convention}   (FLOPs of one optimizer step over global_batch sequences)
+    memory          {weights, gradients, optimizer, master_weights, model_states, activations,
+                     activations_per_layer[int], kv_cache}   (bytes, one unsharded replica;
+                     activations and kv_cache for one micro-batch of micro_batch sequences)
+
+All numbers are exact Python ints; parents in a breakdown are the sums of their children.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from modelplan.errors import SpecError
+
+if TYPE_CHECKING:
+    from modelplan.specs.training import TrainingSpec
+
+SCHEMA_VERSION = 1
+
+
+def count_document(spec, training: "TrainingSpec", micro_batch: int) -> dict:
+    """Params, FLOPs and memory of `spec` as one JSON-ready dict (see the module docstring)."""
+    from modelplan.count.flops import count_flops
+    from modelplan.count.memory import count_memory
+    from modelplan.count.params import count_params
+
+    if micro_batch > training.global_batch:
+        raise SpecError(
+            f"micro_batch ({micro_batch}) must not exceed global_batch ({training.global_batch})"
+        )
+    memory = count_memory(spec, training, micro_batch)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "model": {"name": spec.name, "kind": spec.kind, "source": spec.source},
+        "training": {
+            "global_batch": training.global_batch,
+            "seq_len": training.seq_len,
+            "micro_batch": micro_batch,
+            "precision": training.precision,
+            "optimizer": training.optimizer,
+            "recompute": training.recompute,
+            "grad_dtype": training.grad_dtype,
+            "master_weights": training.uses_master_weights,
+        },
+        "params": count_params(spec).model_dump(),
+        "flops": count_flops(spec, training).model_dump(),
+        "memory": {**memory.model_dump(), "model_states": memory.model_states},
+    }

@@ -1,0 +1,281 @@
+"""Layer specs of a generic network (MLP, CNN, RNN), discriminated by `type`.
+
+Names, fields and defaults follow the `torch.nn` module of the same name (`type = "conv2d"` is
+`nn.Conv2d`), so a spec reads like the PyTorch model it describes. Sizes that the previous
+layer determines (`in_features`, `in_channels`, `num_features`, `input_size`) may be left out:
+`modelplan.specs.network_walk` infers them from `NetworkSpec.input_shape`, and checks them
+when given. Shapes are per sample: the batch dimension is never written (PyTorch's
+`batch_first=True` layout, so a sequence sample is `[seq, features]`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import Field, field_validator, model_validator
+
+from modelplan.specs.base import Spec
+
+IntOrTuple = Union[int, tuple[int, ...]]
+
+
+class LayerBase(Spec):
+    """Fields every layer has."""
+
+    name: str | None = None
+    """Path segment of this layer (torch attribute name, e.g. 'conv1'); None: its position."""
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str | None) -> str | None:
+        if value is not None and (not value or "/" in value or "." in value):
+            raise ValueError(f"name '{value}' must be non-empty without '/' or '.'")
+        return value
+
+
+def _positive(values: IntOrTuple, field: str, minimum: int = 1) -> IntOrTuple:
+    """Every entry of an int-or-tuple field is >= minimum."""
+    items = values if isinstance(values, tuple) else (values,)
+    if not items or any(v < minimum for v in items):
+        raise ValueError(f"{field} ({values}) must be >= {minimum}")
+    return values
+
+
+class Linear(LayerBase):
+    """`nn.Linear`: y = x W^T + b over the last dimension."""
+
+    type: Literal["linear"]
+    out_features: int = Field(gt=0)
+    """Output size."""
+    in_features: int | None = Field(None, gt=0)
+    """Input size; None: the input's last dimension."""
+    bias: bool = True
+    """Learnable additive bias."""
+
+
+class Conv(LayerBase):
+    """`nn.Conv1d` / `nn.Conv2d` over a [channels, length] or [channels, height, width] sample."""
+
+    type: Literal["conv1d", "conv2d"]
+    out_channels: int = Field(gt=0)
+    """Output channels."""
+    kernel_size: IntOrTuple
+    """Kernel size (an int applies to every spatial dimension)."""
+    in_channels: int | None = Field(None, gt=0)
+    """Input channels; None: the input's first dimension."""
+    stride: IntOrTuple = 1
+    """Stride."""
+    padding: IntOrTuple | Literal["same", "valid"] = 0
+    """Zero padding on both sides, or 'same' (stride 1 only) / 'valid' (no padding)."""
+    dilation: IntOrTuple = 1
+    """Spacing between kernel elements."""
+    groups: int = Field(1, gt=0)
+    """Blocked connections: groups must divide in_channels and out_channels."""
+    bias: bool = True
+    """Learnable additive bias per output channel."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "Conv":
+        _positive(self.kernel_size, "kernel_size")
+        _positive(self.stride, "stride")
+        _positive(self.dilation, "dilation")
+        if not isinstance(self.padding, str):
+            _positive(self.padding, "padding", minimum=0)
+        if self.out_channels % self.groups:
+            raise ValueError(
+                f"groups ({self.groups}) must divide out_channels ({self.out_channels})"
+            )
+        return self
+
+    @property
+    def spatial_dims(self) -> int:
+        """1 for conv1d, 2 for conv2d."""
+        return int(self.type[-2])
+
+
+class BatchNorm(LayerBase):
+    """`nn.BatchNorm1d` ([C] or [C, L] samples) / `nn.BatchNorm2d` ([C, H, W] samples)."""
+
+    type: Literal["batchnorm1d", "batchnorm2d"]
+    num_features: int | None = Field(None, gt=0)
+    """Channels C; None: the input's first dimension."""
+    affine: bool = True
+    """Learnable gamma and beta (2*C parameters)."""
+    track_running_stats: bool = True
+    """Keep running mean/var and a batch counter: buffers (2*C + 1), not parameters."""
+    eps: float = Field(1e-5, gt=0)
+    """Added to the variance (used by the executor)."""
+
+
+class LayerNorm(LayerBase):
+    """`nn.LayerNorm` over the trailing `normalized_shape` dimensions."""
+
+    type: Literal["layernorm"]
+    normalized_shape: list[int] | None = None
+    """Trailing dimensions normalised together; None: the last dimension."""
+    elementwise_affine: bool = True
+    """Learnable per-element weight (and bias, see `bias`)."""
+    bias: bool = True
+    """With elementwise_affine, also a learnable bias (torch >= 2.1 flag)."""
+    eps: float = Field(1e-5, gt=0)
+    """Added to the variance (used by the executor)."""
+
+    @field_validator("normalized_shape")
+    @classmethod
+    def _check_shape(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and (not value or any(v < 1 for v in value)):
+            raise ValueError(f"normalized_shape ({value}) must be non-empty positive sizes")
+        return value
+
+
+class Embedding(LayerBase):
+    """`nn.Embedding`: the network input is then token ids, output appends embedding_dim."""
+
+    type: Literal["embedding"]
+    num_embeddings: int = Field(gt=0)
+    """Rows of the table (vocabulary size)."""
+    embedding_dim: int = Field(gt=0)
+    """Size of each vector."""
+
+
+class Pool(LayerBase):
+    """`nn.MaxPool1d/2d`, `nn.AvgPool1d/2d` over [C, L] or [C, H, W] samples."""
+
+    type: Literal["maxpool1d", "maxpool2d", "avgpool1d", "avgpool2d"]
+    kernel_size: IntOrTuple
+    """Window size."""
+    stride: IntOrTuple | None = None
+    """Window stride; None: kernel_size (torch default)."""
+    padding: IntOrTuple = 0
+    """Implicit padding on both sides (at most half the kernel, as torch requires)."""
+    ceil_mode: bool = False
+    """Round the output size up instead of down (torch rule: last window starts inside)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "Pool":
+        _positive(self.kernel_size, "kernel_size")
+        if self.stride is not None:
+            _positive(self.stride, "stride")
+        _positive(self.padding, "padding", minimum=0)
+        return self
+
+    @property
+    def spatial_dims(self) -> int:
+        """1 or 2."""
+        return int(self.type[-2])
+
+    @property
+    def op(self) -> Literal["max", "avg"]:
+        """Max or average."""
+        return "max" if self.type.startswith("max") else "avg"
+
+
+class AdaptiveAvgPool(LayerBase):
+    """`nn.AdaptiveAvgPool1d/2d`: fixed output size, windows [floor(i*L/o), ceil((i+1)*L/o))."""
+
+    type: Literal["adaptiveavgpool1d", "adaptiveavgpool2d"]
+    output_size: IntOrTuple
+    """Output length, or (height, width)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "AdaptiveAvgPool":
+        _positive(self.output_size, "output_size")
+        return self
+
+    @property
+    def spatial_dims(self) -> int:
+        """1 or 2."""
+        return int(self.type[-2])
+
+
+ActivationName = Literal["relu", "gelu", "tanh", "sigmoid", "silu"]
+
+
+class Activation(LayerBase):
+    """Elementwise `nn.ReLU`, `nn.GELU`, `nn.Tanh`, `nn.Sigmoid`, `nn.SiLU`."""
+
+    type: ActivationName
+
+
+class Softmax(LayerBase):
+    """`nn.Softmax` along one sample dimension."""
+
+    type: Literal["softmax"]
+    dim: int = -1
+    """Sample dimension (no batch dim: 0 is the first sample dim; negative counts from the end)."""
+
+
+class Flatten(LayerBase):
+    """`nn.Flatten`; dims count without the batch dim (torch's start_dim=1 is start_dim=0 here)."""
+
+    type: Literal["flatten"]
+    start_dim: int = 0
+    """First sample dimension to flatten."""
+    end_dim: int = -1
+    """Last sample dimension to flatten."""
+
+
+class Dropout(LayerBase):
+    """`nn.Dropout` (elementwise; any sample shape)."""
+
+    type: Literal["dropout"]
+    p: float = Field(0.5, ge=0, lt=1)
+    """Probability of zeroing an element in training."""
+
+
+class Recurrent(LayerBase):
+    """`nn.RNN` / `nn.LSTM` / `nn.GRU` over a [seq, features] sample (batch_first=True layout)."""
+
+    type: Literal["rnn", "lstm", "gru"]
+    hidden_size: int = Field(gt=0)
+    """Hidden state size h."""
+    input_size: int | None = Field(None, gt=0)
+    """Features per time step; None: the input's last dimension."""
+    num_layers: int = Field(1, gt=0)
+    """Stacked recurrent layers."""
+    bidirectional: bool = False
+    """A second, time-reversed direction per layer; outputs are concatenated (2*h_out)."""
+    bias: bool = True
+    """Two bias vectors per layer and direction (b_ih and b_hh), as torch has."""
+    dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout on the outputs of every layer except the last (torch's `dropout`)."""
+    proj_size: int = Field(0, ge=0)
+    """LSTM only: project h to proj_size (weight_hr); 0: no projection."""
+    nonlinearity: Literal["tanh", "relu"] = "tanh"
+    """RNN only: the cell's nonlinearity."""
+    output: Literal["sequence", "last"] = "sequence"
+    """'sequence': all steps [seq, D*h_out]; 'last': output[-1] of the sequence, [D*h_out]."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "Recurrent":
+        if self.proj_size and self.type != "lstm":
+            raise ValueError(f"proj_size ({self.proj_size}) is only valid for lstm, not {self.type}")
+        if self.proj_size >= self.hidden_size and self.proj_size:
+            raise ValueError(
+                f"proj_size ({self.proj_size}) must be smaller than hidden_size ({self.hidden_size})"
+            )
+        if self.nonlinearity != "tanh" and self.type != "rnn":
+            raise ValueError(f"nonlinearity is only valid for rnn, not {self.type}")
+        return self
+
+    @property
+    def gates(self) -> int:
+        """Gate blocks G stacked in weight_ih: LSTM 4 (i, f, g, o), GRU 3 (r, z, n), RNN 1."""
+        return {"lstm": 4, "gru": 3, "rnn": 1}[self.type]
+
+    @property
+    def directions(self) -> int:
+        """D: 2 if bidirectional else 1."""
+        return 2 if self.bidirectional else 1
+
+    @property
+    def h_out(self) -> int:
+        """Size of the emitted hidden state per direction: proj_size if set, else hidden_size."""
+        return self.proj_size or self.hidden_size
+
+
+LeafLayer = Union[
+    Linear, Conv, BatchNorm, LayerNorm, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
+    Flatten, Dropout, Recurrent,
+]
+"""Layers that compute (everything but the composite blocks)."""
