@@ -6,7 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from modelplan.cli import app
-from modelplan.export.plan_file import SCHEMA_VERSION, parse_plan_document, plan_document_dict
+from modelplan.export.engines import export_plan
+from modelplan.plan.document import SCHEMA_VERSION, parse_plan_document
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -20,7 +21,7 @@ PLAN_B = Plan(dp=4, tp=2, sequence_parallel=True, zero=1)
 
 
 def _write(path, plan, predictions=None, **changes):
-    data = plan_document_dict(MODEL, TRAINING, plan, None, predictions)
+    data = json.loads(export_plan("json", MODEL, TRAINING, plan, None, predictions).text)
     data.update(changes)
     path.write_text(json.dumps(data))
     return path
@@ -83,18 +84,18 @@ def test_newer_schema_is_one_line_exit_2(tmp_path):
 
 
 def test_truncated_file_is_one_line_exit_2(tmp_path):
-    """A plan file cut in the middle: one line saying malformed JSON (truncated?)."""
+    """A plan file cut in the middle: one line saying truncated JSON."""
     src = _write(tmp_path / "plan.json", PLAN_A)
     src.write_text(src.read_text()[:200])
     line = _one_line_error(runner.invoke(app, ["export", str(src), "--to", "megatron"]))
-    assert "malformed JSON (truncated?)" in line
+    assert "truncated JSON" in line
 
 
 def test_missing_file_is_one_line_exit_2(tmp_path):
     """A path that does not exist: one line, exit 2."""
     line = _one_line_error(runner.invoke(app, ["export", str(tmp_path / "nope.json"),
                                                "--to", "json"]))
-    assert "no such file" in line
+    assert "nope.json" in line
 
 
 def test_compare_shows_both_plans_and_the_difference(tmp_path):
@@ -117,7 +118,19 @@ def test_compare_json(tmp_path):
     assert (row["a"], row["b"], row["diff"], row["better"]) == (2.0, 1.5, -0.5, "b")
 
 
-def test_compare_without_predictions_is_one_line_exit_2(tmp_path):
-    """A document without predictions (and no planner to price it): one line, exit 2."""
+def test_compare_without_predictions_uses_the_planner(tmp_path):
+    """Documents without predictions are priced by the planner (document cluster, else the
+    `plan` default): the step-time and MFU rows appear for both."""
     a = _write(tmp_path / "a.json", PLAN_A)
+    b = _write(tmp_path / "b.json", PLAN_B)
+    result = runner.invoke(app, ["compare", str(a), str(b), "--json"])
+    assert result.exit_code == 0, result.output
+    terms = {row["term"]: row for row in json.loads(result.output)["terms"]}
+    assert terms["step_time/step_time_s"]["a"] > 0 and terms["step_time/step_time_s"]["b"] > 0
+    assert "throughput/mfu" in terms
+
+
+def test_compare_a_plan_the_planner_cannot_price_is_one_line_exit_2(tmp_path):
+    """No predictions and a plan outside the planner's model (cp = 2): one line, exit 2."""
+    a = _write(tmp_path / "a.json", Plan(dp=4, cp=2))
     _one_line_error(runner.invoke(app, ["compare", str(a), str(a)]))

@@ -1,10 +1,13 @@
 """Comparing two plan documents term by term (hand-made predictions, hand-computed differences)."""
 
+import json
+
 import pytest
 
 from modelplan.errors import ModelplanError
 from modelplan.export.compare import compare_documents, compare_predictions, flatten_numbers
-from modelplan.export.plan_file import parse_plan_document, plan_document_dict
+from modelplan.export.engines import export_plan
+from modelplan.plan.document import parse_plan_document
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -14,7 +17,8 @@ TRAINING = TrainingSpec(global_batch=16)
 
 
 def _doc(plan, predictions):
-    return parse_plan_document(plan_document_dict(MODEL, TRAINING, plan, None, predictions))
+    text = export_plan("json", MODEL, TRAINING, plan, None, predictions).text
+    return parse_plan_document(json.loads(text))
 
 
 def test_flatten_makes_slash_paths_and_skips_bools():
@@ -115,3 +119,29 @@ def test_nested_step_terms_follow_compute():
 def test_plan_subtree_is_not_a_term():
     """A top-level `plan` table inside predictions (the planner's estimate) is skipped."""
     assert compare_predictions({"plan": {"dp": 8}, "mfu": 0.4}, {"mfu": 0.4})[0].term == "mfu"
+
+
+def test_counts_and_budgets_have_no_winner():
+    """num_microbatches, memory budgets and FLOP totals are settings-like: no better side."""
+    rows = compare_predictions({"num_microbatches": 8, "budget_bytes": 80e9, "model_flops": 1e16},
+                               {"num_microbatches": 16, "budget_bytes": 70e9, "model_flops": 2e16})
+    assert [r.better for r in rows] == [None, None, None]
+
+
+def test_memory_stages_before_peak_and_time_before_memory():
+    """Planner layout: step-time terms, then memory per stage (stage 0, 1), then peak."""
+    pred = {"memory": {"peak_bytes": 3, "stages": [{"stage": 0, "total_bytes": 1},
+                                                  {"stage": 1, "total_bytes": 2}]},
+            "step_time": {"step_time_s": 1.0, "compute_s": 0.9}}
+    rows = compare_predictions(pred, pred)
+    assert [r.term for r in rows] == ["step_time/compute_s", "step_time/step_time_s",
+                                      "memory/stages/0/total_bytes",
+                                      "memory/stages/1/total_bytes", "memory/peak_bytes"]
+
+
+def test_predicted_fit_is_a_setting_row():
+    """memory.fits of each document shows as the 'fits (predicted)' settings row."""
+    a = _doc(Plan(dp=8), {"memory": {"fits": False, "peak_bytes": 90e9}})
+    b = _doc(Plan(dp=8, zero=3), {"memory": {"fits": True, "peak_bytes": 60e9}})
+    settings = {row.field: (row.a, row.b) for row in compare_documents(a, b).settings}
+    assert settings["fits (predicted)"] == ("false", "true")

@@ -41,6 +41,12 @@ def test_nice_ticks_hand_values():
     assert nice_ticks(105) == [0, 25, 50, 75, 100, 125]
 
 
+def test_nice_ticks_from_a_lower_bound():
+    """[13.3, 14.3]: raw step 0.2 -> 0.2 -> 13.2, 13.4, ..., 14.4 (13.2 = largest multiple
+    of 0.2 <= 13.3)."""
+    assert nice_ticks(14.3, lo=13.3) == pytest.approx([13.2, 13.4, 13.6, 13.8, 14.0, 14.2, 14.4])
+
+
 def test_candidates_svg_parses_and_marks_chosen_and_limit():
     """The SVG is XML with one #chosen-plan and one #memory-limit element."""
     root = ET.fromstring(render_candidates_svg(POINTS, 1, memory_limit_gb=60))
@@ -134,3 +140,23 @@ def test_write_plan_svg_from_planner_estimates(tmp_path):
     buffers = [r for r in _by_id(root, "stage-0").findall("s:rect", NS)
                if r.get("class") == "buffers"]
     assert "3 GB" in buffers[0].find("s:title", NS).text  # 1 + 1 + 1 GB
+
+
+def test_plan_command_writes_the_svg(tmp_path):
+    """`modelplan plan ... --svg FILE` writes a well-formed picture with the chosen plan (the
+    one the table ranks first, also written by -o) and the 80 GB limit of an H100."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from modelplan.cli import app
+
+    svg, doc = tmp_path / "plan.svg", tmp_path / "best.json"
+    result = CliRunner().invoke(app, ["plan", "llama-3-8b", "--gpus", "16", "--cluster",
+                                      "dgx-h100", "--svg", str(svg), "-o", str(doc)])
+    assert result.exit_code == 0, result.output
+    root = ET.fromstring(svg.read_text())
+    best = json.loads(doc.read_text())["plan"]
+    label = _by_id(root, "chosen-plan").find("s:text", NS).text
+    assert label.startswith(f"dp={best['dp']} tp={best['tp']} pp={best['pp']}")
+    assert "memory limit 80 GB" in _by_id(root, "memory-limit").find("s:title", NS).text

@@ -13,31 +13,9 @@ from modelplan.cli.app import app, user_errors
 
 if TYPE_CHECKING:
     from modelplan.export.compare import PlanComparison, TermRow
-    from modelplan.export.plan_file import PlanDocument
+    from modelplan.plan.document import PlanDocument
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print a machine-readable JSON document.")]
-
-
-def read_plan_document(path: Path) -> "PlanDocument":
-    """Read and validate a plan document file; every failure is one SpecError line."""
-    from modelplan.errors import SpecError
-    from modelplan.export.plan_file import parse_plan_document
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise SpecError(f"{path.name}: not a text file") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        hint = " (truncated?)" if exc.pos >= len(text.rstrip()) else ""
-        raise SpecError(f"{path.name}: malformed JSON{hint}: {exc.msg} at line {exc.lineno} "
-                        f"column {exc.colno}") from None
-    return parse_plan_document(data, path.name)
 
 
 @app.command("export")
@@ -55,14 +33,11 @@ def export_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Turn a plan into a launch config: Megatron-LM arguments, ds_config.json, torchtitan TOML."""
-    from modelplan.export.engines import export_plan, parse_engine
+    from modelplan.export.engines import export_document, parse_engine
+    from modelplan.plan.document import read_plan_document
 
     engine = parse_engine(to)
-    document = read_plan_document(plan_file)
-    result = export_plan(
-        engine, document.model, document.training, document.plan, document.cluster,
-        document.predictions,
-    )
+    result = export_document(engine, read_plan_document(plan_file))
     if output is not None:
         from modelplan.export.files import write_text_atomic
 
@@ -79,6 +54,19 @@ def export_cmd(
     typer.echo(f"wrote {output} ({result.engine.value})")
     for note in result.unsupported:
         typer.echo(f"  not expressible: {note}")
+
+
+def _evaluate(doc: "PlanDocument") -> dict:
+    """Predictions for a document written without them: the planner's estimate on the document's
+    cluster (or `modelplan plan`'s default cluster), in the document's prediction layout."""
+    from modelplan.cli.plan import DEFAULT_CLUSTER
+    from modelplan.comm.clusters import load_cluster
+    from modelplan.plan.document import predictions_dict
+    from modelplan.plan.estimate import estimate_plan
+
+    cluster = doc.cluster if doc.cluster is not None else load_cluster(DEFAULT_CLUSTER)
+    estimate = estimate_plan(doc.model, doc.training, doc.plan, cluster, doc.cost_model)
+    return predictions_dict(estimate)
 
 
 def _format(value: float | None, unit: str) -> str:
@@ -146,9 +134,10 @@ def compare_cmd(
 ) -> None:
     """Two plans side by side: compute, bubble, communication, optimizer, memory, step time, MFU."""
     from modelplan.export.compare import compare_documents
+    from modelplan.plan.document import read_plan_document
 
     doc_a, doc_b = read_plan_document(plan_a), read_plan_document(plan_b)
-    comparison = compare_documents(doc_a, doc_b, plan_a.name, plan_b.name)
+    comparison = compare_documents(doc_a, doc_b, plan_a.name, plan_b.name, evaluate=_evaluate)
     if as_json:
         typer.echo(json.dumps(comparison.model_dump(mode="json"), indent=2))
         return

@@ -12,23 +12,24 @@ from __future__ import annotations
 from typing import Any, Callable, Literal
 
 from modelplan.errors import ModelplanError
-from modelplan.export.plan_file import PlanDocument
+from modelplan.plan.document import PlanDocument
 from modelplan.specs.base import Spec
 
 Unit = Literal["s", "bytes", "GB", "ratio", ""]
 Better = Literal["a", "b", "same"]
 
-# Terms in reading order: a path is placed by the first of these words it contains.
-TERM_ORDER = (
-    "compute", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "comm", "embedding",
-    "optimizer", "step", "weights", "param", "gradients", "grad", "activations", "activation",
-    "buffers", "buffer", "fragmentation", "reserved", "total", "peak", "memory", "mfu", "hfu",
-    "tflops", "tokens",
-)
+# Reading order: time terms (step time last), then memory per stage (peak and budget last),
+# then throughput; inside each section a term is placed by the first of these words its name has.
+TIME_ORDER = ("compute", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "comm", "embedding",
+              "optimizer")
+MEMORY_ORDER = ("weights", "param", "gradients", "grad", "optimizer", "activations", "comm",
+                "buffers", "fragmentation", "reserved", "total", "peak", "budget")
+OTHER_ORDER = ("mfu", "hfu", "tflops", "tokens", "bubble", "microbatches", "flops")
 # Byte counts named without a unit inside a memory table (weights, activations, total, ...).
 MEMORY_WORDS = ("memory", "mem")
-# Subtrees of a prediction table that are settings, not predicted terms.
+# Subtrees of a prediction table that are settings, not predicted terms; leaves that are indices.
 SKIPPED_KEYS = ("plan",)
+INDEX_LEAVES = ("stage",)
 # Higher is better for these (utilisation, throughput); lower is better for the rest.
 HIGHER_IS_BETTER = ("mfu", "hfu", "tflops", "tokens_per_s", "throughput", "samples_per_s")
 PLAN_FIELDS = ("dp", "tp", "pp", "vpp", "cp", "ep", "micro_batch", "schedule",
@@ -92,7 +93,7 @@ def flatten_numbers(table: Any, prefix: str = "") -> dict[str, float]:
         if not prefix and key in SKIPPED_KEYS:
             continue
         path = f"{prefix}/{key}" if prefix else key
-        if isinstance(value, bool):
+        if isinstance(value, bool) or (prefix and key in INDEX_LEAVES):
             continue
         if isinstance(value, (int, float)):
             out[path] = float(value)
@@ -120,17 +121,30 @@ def unit_of(path: str) -> Unit:
     return ""
 
 
-def _order_key(path: str, appearance: int) -> tuple[int, int]:
-    """Rank by the leaf's words first (`step/compute_s` is compute), then by the whole path."""
-    leaf = path.lower().rsplit("/", 1)[-1]
-    for words in (leaf.split("_"), path.lower().replace("/", "_").split("_")):
-        for rank, word in enumerate(TERM_ORDER):
+def _order_key(path: str, appearance: int) -> tuple[int, int, int, int]:
+    """(section, stage, rank of the term's name, first appearance) -> time, memory, throughput."""
+    unit = unit_of(path)
+    segments = path.lower().split("/")
+    if unit == "s" or "time" in segments[0] and len(segments) > 1:
+        section, order = 0, TIME_ORDER
+    elif unit in ("bytes", "GB") or segments[0].startswith(MEMORY_WORDS):
+        section, order = 1, MEMORY_ORDER
+    else:
+        section, order = 2, OTHER_ORDER
+    indices = [int(seg) for seg in segments if seg.isdigit()]
+    stage = indices[0] if indices else (10**9 if section == 1 else 0)  # peak/budget after stages
+    for words in (segments[-1].split("_"), "_".join(segments).split("_")):
+        for rank, word in enumerate(order):
             if word in words:
-                return rank, appearance
-    return len(TERM_ORDER), appearance
+                return section, stage, rank, appearance
+    return section, stage, len(order), appearance
 
 
-def _better(path: str, a: float, b: float) -> Better:
+def _better(path: str, a: float, b: float) -> Better | None:
+    """Which side is better; None for settings-like terms (counts, budgets, FLOP totals)."""
+    leaf = path.lower().rsplit("/", 1)[-1]
+    if leaf.startswith("num_") or "budget" in leaf or leaf.endswith("_flops"):
+        return None
     if a == b:
         return "same"
     higher = any(word in path.lower() for word in HIGHER_IS_BETTER)
@@ -158,6 +172,14 @@ def compare_predictions(pred_a: dict[str, Any], pred_b: dict[str, Any]) -> tuple
             )
         )
     return tuple(rows)
+
+
+def _fits(predictions: dict[str, Any]) -> bool | None:
+    """The predicted `fits` flag (top level or in a memory table), if the document has one."""
+    for table in (predictions, predictions.get("memory")):
+        if isinstance(table, dict) and isinstance(table.get("fits"), bool):
+            return table["fits"]
+    return None
 
 
 def _setting(value: Any) -> str:
@@ -196,6 +218,9 @@ def compare_documents(
                 field=name, a=_setting(getattr(a.plan, name)), b=_setting(getattr(b.plan, name))
             )
         )
+    fits = [_fits(pred) for pred in (pred_a, pred_b)]
+    if fits != [None, None]:
+        settings.append(PlanRow(field="fits (predicted)", a=_setting(fits[0]), b=_setting(fits[1])))
     if a.model.name != b.model.name:
         settings.insert(0, PlanRow(field="model", a=a.model.name, b=b.model.name))
     return PlanComparison(

@@ -68,8 +68,14 @@ def _label(item: Any) -> str:
     plan = _get(item, "plan")
     if plan is None:
         return "plan"
-    parts = [f"{axis}={_get(plan, axis)}" for axis in ("dp", "tp", "pp", "cp", "ep", "vpp")
+    parts = [f"{axis}={_get(plan, axis)}" for axis in ("dp", "tp", "pp", "vpp", "cp", "ep")
              if _get(plan, axis, default=1) != 1 or axis in ("dp", "tp", "pp")]
+    if _get(plan, "zero", default=0):
+        parts.append(f"zero={_get(plan, 'zero')}")
+    if _get(plan, "micro_batch", default=1) != 1:
+        parts.append(f"mb={_get(plan, 'micro_batch')}")
+    if _get(plan, "recompute") not in (None, "none"):
+        parts.append(f"recompute={_get(plan, 'recompute')}")
     return " ".join(parts)
 
 
@@ -113,7 +119,10 @@ def plan_svg(
     top = render_candidates_svg(points, chosen, memory_limit_gb)
     parts = [top]
     if stages:
-        parts.append(render_memory_stages_svg(stages, memory_limit_gb=memory_limit_gb))
+        if isinstance(chosen, int):
+            chosen = points[chosen]
+        title = "Memory per pipeline stage" + (f": {chosen.label}" if chosen is not None else "")
+        parts.append(render_memory_stages_svg(stages, memory_limit_gb=memory_limit_gb, title=title))
     height = 420 * len(parts)
     inner = []
     for k, part in enumerate(parts):

@@ -63,15 +63,25 @@ class StageMemory(Spec):
         return sum(getattr(self, f"{name}_gb") for name in COMPONENT_COLORS)
 
 
-def nice_ticks(hi: float, count: int = 5) -> list[float]:
-    """Ticks 0, step, 2*step, ... covering [0, hi], with step 1, 2, 2.5 or 5 times a power of 10."""
-    if hi <= 0:
-        return [0.0, 1.0]
-    raw = hi / count
+def nice_ticks(hi: float, count: int = 5, lo: float = 0.0) -> list[float]:
+    """Ticks covering [lo, hi] at a step of 1, 2, 2.5 or 5 times a power of 10, starting at the
+    largest multiple of the step <= lo."""
+    if hi <= lo:
+        hi = lo + (abs(lo) or 1.0)
+    raw = (hi - lo) / count
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    n = math.ceil(hi / step - 1e-9)
-    return [round(i * step, 12) for i in range(n + 1)]
+    first = math.floor(lo / step + 1e-9)
+    last = math.ceil(hi / step - 1e-9)
+    return [round(i * step, 12) for i in range(first, last + 1)]
+
+
+def _padded_range(values: list[float]) -> tuple[float, float]:
+    """A y range around the data with 10 % padding (never below 0): step times of candidate
+    plans usually differ by a few %, which a zero-based axis would flatten."""
+    lo, hi = min(values), max(values)
+    pad = 0.1 * (hi - lo) if hi > lo else 0.1 * (abs(hi) or 1.0)
+    return max(0.0, lo - pad), hi + pad
 
 
 def _fmt(value: float) -> str:
@@ -82,15 +92,15 @@ class _Frame:
     """Maps data (x, y) into a plot box inside the SVG canvas (y grows upwards)."""
 
     def __init__(self, left: float, top: float, width: float, height: float,
-                 x_max: float, y_max: float) -> None:
+                 x_max: float, y_max: float, y_min: float = 0.0) -> None:
         self.left, self.top, self.width, self.height = left, top, width, height
-        self.x_max, self.y_max = x_max, y_max
+        self.x_max, self.y_max, self.y_min = x_max, y_max, y_min
 
     def x(self, value: float) -> float:
         return self.left + self.width * value / self.x_max
 
     def y(self, value: float) -> float:
-        return self.top + self.height * (1 - value / self.y_max)
+        return self.top + self.height * (1 - (value - self.y_min) / (self.y_max - self.y_min))
 
     def axes(self, x_ticks: list[float], y_ticks: list[float], x_label: str, y_label: str,
              x_tick_labels: list[str] | None = None, id_prefix: str = "") -> list[str]:
@@ -152,17 +162,22 @@ def render_candidates_svg(
     else:
         chosen_point = chosen
     every = list(points) + ([chosen_point] if chosen_point is not None else [])
+    if not every:
+        raise ValueError("points: need at least one candidate plan")
     x_ticks = nice_ticks(max([p.memory_gb for p in every] + [memory_limit_gb]) * 1.05)
-    y_ticks = nice_ticks(max([p.step_time_s for p in every] + [0.0]) * 1.05)
-    frame = _Frame(70, 40, width - 100, height - 100, x_ticks[-1], y_ticks[-1])
+    y_lo, y_hi = _padded_range([p.step_time_s for p in every])
+    y_ticks = nice_ticks(y_hi, lo=y_lo)
+    # Top margin holds the title and a one-row legend; the plot box sits below them.
+    frame = _Frame(70, 56, width - 100, height - 116, x_ticks[-1], y_ticks[-1], y_ticks[0])
     body = frame.axes(x_ticks, y_ticks, "memory per GPU (GB)", "step time (s)")
+    bottom = frame.top + frame.height
     limit_x = frame.x(memory_limit_gb)
     body.append(
         f'<line id="memory-limit" x1="{limit_x:.1f}" y1="{frame.top}" x2="{limit_x:.1f}" '
-        f'y2="{frame.top + frame.height}" stroke="#c44e52" stroke-dasharray="6,4">'
+        f'y2="{bottom}" stroke="#c44e52" stroke-dasharray="6,4">'
         f"<title>memory limit {_fmt(memory_limit_gb)} GB</title></line>"
     )
-    body.append(f'<text x="{limit_x + 4:.1f}" y="{frame.top + 12}" fill="#c44e52" '
+    body.append(f'<text x="{limit_x - 4:.1f}" y="{bottom - 6}" fill="#c44e52" text-anchor="end" '
                 f'style="{FONT}">limit {escape(_fmt(memory_limit_gb))} GB</text>')
     body.append('<g id="candidates">')
     for point in points:
@@ -177,19 +192,25 @@ def render_candidates_svg(
     if chosen_point is not None:
         cx, cy = frame.x(chosen_point.memory_gb), frame.y(chosen_point.step_time_s)
         tip = f"chosen: {chosen_point.label}"
+        # Label on the side with more room: left of the ring in the right half of the plot.
+        right_half = cx > frame.left + frame.width / 2
+        tx, anchor = (cx - 11, "end") if right_half else (cx + 11, "start")
         body.append(f'<g id="chosen-plan"><circle cx="{cx:.1f}" cy="{cy:.1f}" r="8" fill="none" '
                     f'stroke="#dd8452" stroke-width="3"><title>{escape(tip)}</title></circle>'
-                    f'<text x="{cx + 11:.1f}" y="{cy - 9:.1f}" style="{FONT}">'
-                    f"{escape(chosen_point.label)}</text></g>")
-    legend_x, legend_y = frame.left + frame.width - 110, frame.top + 8
+                    f'<text x="{tx:.1f}" y="{cy + 20:.1f}" text-anchor="{anchor}" '
+                    f'style="{FONT}">{escape(chosen_point.label)}</text></g>')
+    lx, ly = frame.left + 10, 38
     body.append(f'<g id="candidates-legend" style="{FONT}">'
-                f'<circle cx="{legend_x}" cy="{legend_y}" r="4" fill="#4c72b0" stroke="#4c72b0"/>'
-                f'<text x="{legend_x + 10}" y="{legend_y + 4}">fits</text>'
-                f'<circle cx="{legend_x}" cy="{legend_y + 18}" r="4" fill="none" stroke="#999999"/>'
-                f'<text x="{legend_x + 10}" y="{legend_y + 22}">does not fit</text>'
-                f'<circle cx="{legend_x}" cy="{legend_y + 36}" r="6" fill="none" '
+                f'<circle cx="{lx}" cy="{ly}" r="4" fill="#4c72b0" stroke="#4c72b0"/>'
+                f'<text x="{lx + 10}" y="{ly + 4}">fits</text>'
+                f'<circle cx="{lx + 60}" cy="{ly}" r="4" fill="none" stroke="#999999"/>'
+                f'<text x="{lx + 70}" y="{ly + 4}">does not fit</text>'
+                f'<circle cx="{lx + 170}" cy="{ly}" r="6" fill="none" '
                 'stroke="#dd8452" stroke-width="3"/>'
-                f'<text x="{legend_x + 10}" y="{legend_y + 40}">chosen</text></g>')
+                f'<text x="{lx + 182}" y="{ly + 4}">chosen</text>'
+                f'<line x1="{lx + 250}" y1="{ly}" x2="{lx + 270}" y2="{ly}" stroke="#c44e52" '
+                'stroke-dasharray="6,4"/>'
+                f'<text x="{lx + 276}" y="{ly + 4}">memory limit</text></g>')
     return _document(width, height, title, body)
 
 
