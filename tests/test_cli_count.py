@@ -151,3 +151,11 @@ def test_seq_beyond_learned_positions_is_rejected():
     result = run("count", "gpt2", "--seq", "4096")
     assert result.exit_code == 2
     assert "seq_len (4096) exceeds max_positions (1024)" in result.stderr
+
+
+def test_depth_limits_the_table_not_the_json():
+    """--depth 1 shows only top-level groups in the table; the JSON keeps every path."""
+    result = run("count", "gpt2", "--depth", "1")
+    assert result.exit_code == 0, result.output
+    assert "qkv" not in result.stdout and "mlp" not in result.stdout and "layers" in result.stdout
+    assert "layers/attention/qkv" in count_json("gpt2", "--depth", "1")["params"]["breakdown"]

@@ -96,3 +96,10 @@ def test_invalid_explained_plan_exit_2(tmp_path):
     result = run("plan", "--explain", str(path))
     assert result.exit_code == 2
     assert result.output.startswith("error: tp (5) must divide heads (12); ") and result.output.count("\n") == 1
+
+
+def test_network_spec_exit_2_one_line():
+    """Planning an MLP is a later issue: one line, exit 2."""
+    result = run("plan", "mlp", "--gpus", "8", "--cluster", "dgx-a100")
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: planning network specs is not supported yet (transformers only)"

@@ -12,7 +12,6 @@ from modelplan.errors import PlanInfeasible, SpecError
 from modelplan.plan.estimate import estimate_plan
 from modelplan.plan.search import IntRange, SearchSpace, search_plans
 from modelplan.specs.load import load_model
-from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import MoESpec
@@ -89,7 +88,7 @@ def test_unfactorable_gpu_count_is_one_line():
 def test_network_specs_are_not_planned_yet():
     """MLP/CNN/RNN specs get a one-line error."""
     with pytest.raises(SpecError, match="planning network specs is not supported yet"):
-        search_plans(NetworkSpec(), TRAIN, A100, 8)
+        search_plans(load_model("mlp"), TRAIN, A100, 8)
 
 
 def test_moe_models_are_not_planned_yet():

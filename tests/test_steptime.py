@@ -84,7 +84,7 @@ def test_dp_volume_is_2_d_minus_1_over_d_times_params():
     spec = gpt()
     training = TrainingSpec(global_batch=8, seq_len=1024)
     ev = Evaluator(spec, training, ideal_cluster())
-    times = ev.dp_times(1, 1, 8, True)
+    times = ev.dp_list_prices(1, 1, 8, 0, False, True).times
     elements = times.all_reduce * INTRA_BPS / training.grad_bytes
     assert elements == pytest.approx(2 * 7 / 8 * count_params(spec).total)
 
@@ -93,7 +93,8 @@ def test_dp_across_nodes_uses_one_nic_per_rank():
     """tp 8 fills a node, so each DP rank is alone on its node and its ring runs over its NIC."""
     ev = Evaluator(gpt(), TrainingSpec(global_batch=8, seq_len=1024), ideal_cluster())
     _, first, _, _ = ev.params(8, 1)
-    assert ev.dp_times(8, 1, 4, True).all_reduce == pytest.approx(2 * 3 / 4 * first * 4 / INTER_BPS)
+    got = ev.dp_list_prices(8, 1, 4, 0, False, True).times.all_reduce
+    assert got == pytest.approx(2 * 3 / 4 * first * 4 / INTER_BPS)
 
 
 def test_dp_reduction_hidden_behind_backward_except_a_bucket():
@@ -164,11 +165,11 @@ def test_invalid_plan_is_a_one_line_error():
         estimate_plan(gpt(), TrainingSpec(global_batch=6), Plan(dp=2, tp=3), ideal_cluster())
 
 
-def test_pipeline_send_uses_scatter_gather():
-    """tp 4 without SP: each rank sends b s h / 4 over the NIC, then the stage all-gathers b s h."""
+def test_pipeline_send_is_the_lists_activation():
+    """The communication list sends b*s*h between stages (b*s*h/t with SP: already sharded),
+    over one NIC when tp x dp fills a node."""
     b, s, h = 1, 1024, 1024
     ev = Evaluator(gpt(hidden=h), TrainingSpec(global_batch=8, seq_len=s), ideal_cluster())
-    send = b * s * h * 2 / 4 / INTER_BPS  # tp 4 x dp 2 = 8 fills a node: stages sit on different nodes
-    gather = 3 / 4 * b * s * h * 2 / INTRA_BPS
-    assert ev.p2p_s(4, False, b, 2, 2) == pytest.approx(send + gather)
     assert ev.shapes(4, 2, 2)[Axis.PP].crosses_nodes
+    assert ev.p2p_s(4, False, b, 2, 2) == pytest.approx(b * s * h * 2 / INTER_BPS)
+    assert ev.p2p_s(4, True, b, 2, 2) == pytest.approx(b * s * h * 2 / 4 / INTER_BPS)

@@ -117,8 +117,8 @@ def print_search(spec, training, cluster, result, headroom: float, output: Path 
     print_estimate(spec, training, cluster, result.best[0], console=console)
     rejected = ", ".join(f"{reason} {count:,}" for reason, count in result.rejected.items()) or "none"
     console.print(
-        f"\n[dim]searched {result.candidates:,} plans in {result.wall_s:.2f} s: {result.evaluated:,} timed; "
-        f"rejected: {rejected}[/dim]"
+        f"\n[dim]searched {result.candidates:,} plans in {result.wall_s:.2f} s: {result.evaluated:,} timed, "
+        f"{result.bounded:,} skipped by a step-time bound; rejected: {rejected}[/dim]"
     )
     for reason, example in result.examples.items():
         console.print(f"[dim]  e.g. {reason}: {example}[/dim]")
@@ -138,6 +138,7 @@ def search_json(spec, training, cluster, result) -> dict:
         "cluster": cluster.model_dump(mode="json"),
         "search": {
             "gpus": result.gpus, "candidates": result.candidates, "evaluated": result.evaluated,
+            "bounded": result.bounded,
             "rejected": result.rejected, "examples": result.examples, "wall_s": result.wall_s,
         },
         "plans": [{"plan": e.plan.model_dump(mode="json"), "predictions": predictions_dict(e)} for e in result.best],

@@ -1,21 +1,25 @@
 """Price plans fast: cache everything a plan shares with its neighbours, keep the hot loop floats.
 
 Caches: block / embedding / head terms per (tp, sequence_parallel, micro_batch, recompute);
-stage sums per that and pp; pipeline send/recv per (tp, sp, micro_batch, dp, pp); raw DP
-collective times per (tp, pp, dp, stage); collective times per (op, bytes, group shape).
-The formulas themselves are in steptime.py (time) and memory.py (bytes).
+stage sums per that and pp; pipeline send/recv per (tp, sp, micro_batch, dp, pp); priced DP
+items per (tp, pp, dp, zero, sp); collective times per (op, bytes, group shape). Every
+communication term is a priced item of `modelplan.plan.commlist.communication_list` (what
+verify checks against the executor's ledger), see listprice.py. The formulas themselves are in
+steptime.py (time) and memory.py (bytes).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from modelplan.comm.ops import Axis, Collective
+from modelplan.comm.ops import Axis
 from modelplan.count.flops import count_flops
 from modelplan.errors import SpecError
 from modelplan.plan.commcost import CommPricer, GroupShape, plan_group_shapes
 from modelplan.plan.compute import Roofline
+from modelplan.plan.commlist import communication_list
 from modelplan.plan.layerterms import LayerTerms, build_layer_terms
+from modelplan.plan.listprice import DpPrices, TpPrices, dp_prices, tp_prices
 from modelplan.plan.memory import (
     StageMemory,
     inflight_microbatches,
@@ -23,11 +27,12 @@ from modelplan.plan.memory import (
     stage_memory,
     state_bytes_per_param,
 )
-from modelplan.plan.sizes import embedding_params_per_rank, head_params_per_rank, layer_params_per_rank
-from modelplan.plan.steptime import DpTimes, dp_exposure, optimizer_bytes_per_param, pipeline_time_s
+from modelplan.plan.shard import rank_elements, unit_shards
+from modelplan.plan.steptime import dp_exposure, optimizer_bytes_per_param, pipeline_time_s
 from modelplan.plan.validate import padded_vocab
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
+from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
@@ -70,6 +75,8 @@ class StageTerms(NamedTuple):
     fwd_s: float
     bwd_s: float
     critical_is_first: bool
+    tp_hidden_s: float
+    """TP traffic overlapped with compute on one stage."""
 
 
 def planning_spec(model: object) -> TransformerSpec:
@@ -109,6 +116,22 @@ class Evaluator:
             self._cache[key] = plan_group_shapes(tp, 1, dp, pp, self.cluster.gpus_per_node)
         return self._cache[key]  # type: ignore[return-value]
 
+    def tp_list_prices(self, tp: int, sp: bool, micro_batch: int, recompute: str) -> TpPrices:
+        """Price the communication list of a 2-block copy of the model on pp 2 (one sequence,
+        scaled to the micro-batch)."""
+        key = ("tp_list", tp, sp, micro_batch, recompute)
+        hit = self._cache.get(key)
+        if hit is None:
+            list_key = ("tp_items", tp, sp, recompute)
+            items = self._cache.get(list_key)
+            if items is None:
+                two_blocks = self.spec.model_copy(update={"layers": 2})
+                one_seq = self.training.model_copy(update={"global_batch": 1})
+                plan = Plan(tp=tp, pp=2, micro_batch=1, sequence_parallel=sp, recompute=recompute)
+                items = self._cache[list_key] = communication_list(two_blocks, one_seq, plan)
+            hit = self._cache[key] = tp_prices(items, self.pricer, self.shapes(tp, 1, 2), micro_batch)  # type: ignore[arg-type]
+        return hit  # type: ignore[return-value]
+
     def terms(self, tp: int, sequence_parallel: bool, micro_batch: int, recompute: str) -> LayerTerms:
         """Per-micro-batch block / embedding / head terms."""
         key = ("terms", tp, sequence_parallel, micro_batch, recompute)
@@ -116,23 +139,24 @@ class Evaluator:
         if hit is None:
             hit = self._cache[key] = build_layer_terms(
                 self.spec, tp, sequence_parallel, micro_batch, recompute, self.training.seq_len,
-                self.dtype_bytes, self.vocab_padded(tp), self.roofline, self.pricer,
-                self.shapes(tp, 1, 1)[Axis.TP], self.cost,
+                self.dtype_bytes, self.vocab_padded(tp), self.roofline,
+                self.tp_list_prices(tp, sequence_parallel, micro_batch, recompute),
+                self.tp_list_prices(tp, sequence_parallel, micro_batch, "none"), self.cost,
             )
         return hit  # type: ignore[return-value]
 
     def params(self, tp: int, pp: int) -> tuple[int, int, int, int]:
-        """(per block, first stage, last stage, embedding) parameters on one rank."""
+        """(per block, first stage, last stage, word embedding) parameters on one rank, from the
+        shard counts verify checks (`modelplan.plan.shard`)."""
         key = ("params", tp, pp)
         hit = self._cache.get(key)
         if hit is None:
-            vp = self.vocab_padded(tp)
-            layer = layer_params_per_rank(self.spec, tp)
-            blocks = layer * (self.spec.layers // pp)
-            emb = embedding_params_per_rank(self.spec, tp, vp)
-            head = head_params_per_rank(self.spec, tp, vp, pp)
-            first, last = (blocks + emb + head,) * 2 if pp == 1 else (blocks + emb, blocks + head)
-            hit = self._cache[key] = (layer, first, last, emb)
+            plan = Plan(tp=tp, pp=pp)
+            ranks = rank_elements(self.spec, plan, self.training)
+            units = unit_shards(self.spec, plan)
+            layer = max(units[f"layers/{i}"].numel for i in range(self.spec.layers))
+            emb = units["embedding/word"].numel if "embedding/word" in units else 0
+            hit = self._cache[key] = (layer, ranks[0].weights, ranks[-1].weights, emb)
         return hit  # type: ignore[return-value]
 
     def stage(self, tp: int, sp: bool, micro_batch: int, recompute: str, pp: int) -> StageTerms:
@@ -158,56 +182,41 @@ class Evaluator:
             hit = self._cache[key] = StageTerms(
                 first, last, lps * (blk_compute + blk_tp) + rec,
                 first_c if crit_first else last_c, first_tp if crit_first else last_tp,
-                rec, fwd, bwd, crit_first,
+                rec, fwd, bwd, crit_first, lps * t.tp_hidden_s,
             )
         return hit  # type: ignore[return-value]
 
     def p2p_s(self, tp: int, sp: bool, micro_batch: int, dp: int, pp: int) -> float:
-        """One stage-boundary transfer: 1/tp of b*s*h over the link, re-gathered over TP unless
-        SP keeps it sharded (Narayanan et al. 2021 sec. 4.1 scatter/gather)."""
+        """One stage-boundary send of the communication list (b*s*h, /tp with SP) on the link
+        between neighbouring stages."""
         key = ("p2p", tp, sp, micro_batch, dp, pp)
         hit = self._cache.get(key)
         if hit is None:
-            t = self.terms(tp, sp, micro_batch, "none")
+            msg = self.tp_list_prices(tp, sp, micro_batch, "none").boundary_bytes
+            hit = self._cache[key] = self.pricer.p2p_time_s(msg, self.shapes(tp, dp, pp)[Axis.PP].crosses_nodes)
+        return hit  # type: ignore[return-value]
+
+    def dp_list_prices(self, tp: int, pp: int, dp: int, zero: int, sp: bool, first_stage: bool) -> DpPrices:
+        """Price the DP items of one stage in the communication list of one micro-batch per step.
+
+        With one micro-batch per step the lists of ZeRO 1, 2 and 3 hold the same collectives per
+        unit (one ReduceScatter, one AllGather per pass), and the DP items do not depend on
+        sequence parallelism (only the TP AllReduce of partial gradients does, which is absent
+        without it): one list per (tp, pp, dp, zero 0 or >= 1) serves all of them.
+        """
+        list_zero = min(zero, 1)
+        key = ("dp_list", tp, pp, dp, list_zero)
+        hit = self._cache.get(key)
+        if hit is None:
+            plan = Plan(tp=tp, pp=pp, dp=dp, micro_batch=self.training.global_batch // dp,
+                        sequence_parallel=tp > 1, zero=list_zero, recompute="none")
+            items = communication_list(self.spec, self.training, plan)
             shapes = self.shapes(tp, dp, pp)
-            hit = self.pricer.p2p_time_s(t.boundary_bytes, shapes[Axis.PP].crosses_nodes)
-            if tp > 1 and not sp:
-                hit += self.pricer.time_s(Collective.ALL_GATHER, t.boundary_bytes * tp, shapes[Axis.TP])
-            self._cache[key] = hit
-        return hit  # type: ignore[return-value]
-
-    def dp_times(self, tp: int, pp: int, dp: int, first_stage: bool) -> DpTimes:
-        """Raw DP collective times for one stage's parameters."""
-        key = ("dp", tp, pp, dp, first_stage)
-        hit = self._cache.get(key)
-        if hit is None:
-            layer_p, first_p, last_p, _ = self.params(tp, pp)
-            n = first_p if first_stage else last_p
-            shape = self.shapes(tp, dp, pp)[Axis.DP]
-            grad_b, param_b = n * self.grad_bytes, n * self.dtype_bytes
-            bucket = min(self.cost.dp_bucket_bytes, grad_b)
-            time_s = self.pricer.time_s
-            hit = self._cache[key] = DpTimes(
-                time_s(Collective.ALL_REDUCE, grad_b, shape), time_s(Collective.ALL_REDUCE, bucket, shape),
-                time_s(Collective.REDUCE_SCATTER, grad_b, shape), time_s(Collective.REDUCE_SCATTER, bucket, shape),
-                time_s(Collective.ALL_GATHER, param_b, shape),
-                time_s(Collective.ALL_GATHER, min(bucket, param_b), shape),
-                time_s(Collective.ALL_GATHER, layer_p * self.dtype_bytes, shape),
-            )
-        return hit  # type: ignore[return-value]
-
-    def embedding_sync_s(self, tp: int, dp: int, pp: int) -> float:
-        """Tied word embeddings: AllReduce of their gradients between first and last stage."""
-        if pp == 1 or not (self.spec.tied_embeddings and self.spec.lm_head):
-            return 0.0
-        key = ("emb_sync", tp, dp, pp)
-        hit = self._cache.get(key)
-        if hit is None:
-            crosses = self.shapes(tp, dp, pp)[Axis.PP].crosses_nodes
-            hit = self._cache[key] = self.pricer.time_s(
-                Collective.ALL_REDUCE, self.params(tp, pp)[3] * self.grad_bytes, GroupShape(2, 1 if crosses else 2)
-            )
-        return hit  # type: ignore[return-value]
+            first = dp_prices(items, self.pricer, shapes, 0, list_zero)
+            last = dp_prices(items, self.pricer, shapes, pp - 1, list_zero)
+            hit = self._cache[key] = (first, last, first._replace(partial_grads_s=0.0),
+                                      last._replace(partial_grads_s=0.0))
+        return hit[(0 if first_stage else 1) + (0 if sp else 2)]  # type: ignore[index]
 
     def flops_per_sequence(self, recompute: str) -> tuple[float, float]:
         """(model, hardware) FLOPs of one sequence (`modelplan.count.flops` convention)."""
@@ -247,6 +256,19 @@ class Evaluator:
                             False, True, groups, self.cost)
         return first, last
 
+    def step_lower_bound_s(
+        self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
+        sp: bool, recompute: str, zero: int,
+    ) -> float:
+        """The step time without its data-parallel terms (all >= 0): a lower bound the search
+        uses to skip plans that cannot enter the top-k, before pricing their DP traffic."""
+        st = self.stage(tp, sp, micro_batch, recompute, pp)
+        m = self.training.global_batch // (micro_batch * dp)
+        p2p = 2 * vpp * self.p2p_s(tp, sp, micro_batch, dp, pp) * self.cost.pp_p2p_exposed_fraction if pp > 1 else 0.0
+        t_max = max(st.first_s, st.last_s) + p2p
+        t_mean = ((st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s) + p2p
+        return pipeline_time_s(m, pp, vpp, t_max, t_mean)
+
     def evaluate(
         self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
         sp: bool, recompute: str, zero: int,
@@ -256,16 +278,19 @@ class Evaluator:
         m = self.training.global_batch // (micro_batch * dp)
         p2p = 2 * vpp * self.p2p_s(tp, sp, micro_batch, dp, pp) * self.cost.pp_p2p_exposed_fraction if pp > 1 else 0.0
         cost = self.cost
+        dpp = self.dp_list_prices(tp, pp, dp, zero, sp, st.critical_is_first)
         if dp > 1:
-            dpx = dp_exposure(zero, self.dp_times(tp, pp, dp, st.critical_is_first), m, st.fwd_s, st.bwd_s,
-                              cost.dp_overlap, cost.dp_overlap_fraction, cost.overlap_interference)
-            dp_after, dp_mb, dp_total = dpx
+            dp_after, dp_mb, dp_total = dp_exposure(
+                zero, dpp.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap, cost.dp_overlap_fraction,
+                cost.overlap_interference,
+            )
         else:
             dp_after = dp_mb = dp_total = 0.0
+        dp_after += dpp.partial_grads_s * (m if zero >= 2 else 1)
         t_max = max(st.first_s, st.last_s) + p2p + dp_mb
         t_mean = ((st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s) + p2p + dp_mb
         pipeline = pipeline_time_s(m, pp, vpp, t_max, t_mean)
-        emb_sync = self.embedding_sync_s(tp, dp, pp)
+        emb_sync = dpp.tied_embedding_s
         _, first_p, last_p, _ = self.params(tp, pp)
         n_params = first_p if st.critical_is_first else last_p
         optimizer = self.roofline.memory_time_s(n_params / (dp if zero >= 1 else 1) * self.opt_bytes)
@@ -277,7 +302,7 @@ class Evaluator:
             compute_s=m * st.compute_s, recompute_s=m * st.recompute_s, tp_comm_s=m * st.tp_s,
             pp_comm_s=m * p2p, bubble_s=pipeline - m * t_max, dp_comm_s=dp_after + m * dp_mb,
             dp_comm_total_s=dp_total, embedding_sync_s=emb_sync, optimizer_s=optimizer,
-            tp_hidden_s=m * (self.spec.layers // pp) * self.terms(tp, sp, micro_batch, recompute).tp_hidden_s,
+            tp_hidden_s=m * st.tp_hidden_s,
             model_flops=batch * model_seq, hardware_flops=batch * hardware_seq,
             memory_first=mem_first, memory_last=mem_last, num_microbatches=m,
         )

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from modelplan.comm.ops import Collective
-from modelplan.plan.commcost import CommPricer, GroupShape
 from modelplan.plan.compute import Roofline
 from modelplan.plan.kernels import embedding_kernels, head_kernels, layer_kernels
+from modelplan.plan.listprice import TpPrices
 from modelplan.count.memory import (
     activation_bytes_per_layer,
     embedding_activation_bytes,
@@ -36,7 +35,7 @@ class LayerTerms:
     tp_bwd_s: float
     tp_recompute_s: float
     tp_hidden_s: float
-    """TP traffic overlapped with compute (SP's input re-gather for the weight gradient)."""
+    """TP traffic overlapped with compute (when tp_exposed_fraction < 1)."""
     embedding_fwd_s: float
     embedding_bwd_s: float
     head_fwd_s: float
@@ -52,7 +51,7 @@ class LayerTerms:
     embedding_activation_bytes: int
     head_activation_bytes: int
     boundary_bytes: int
-    """Bytes of the activation crossing a stage boundary, per micro-batch (b*s*h*dtype)."""
+    """Bytes of one stage-boundary send per micro-batch (b*s*h*dtype, /tp with SP)."""
 
     @property
     def layer_fwd_s(self) -> float:
@@ -75,11 +74,12 @@ def build_layer_terms(
     dtype_bytes: int,
     vocab_padded: int,
     roofline: Roofline,
-    pricer: CommPricer,
-    tp_shape: GroupShape,
+    tp_priced: TpPrices,
+    tp_priced_no_recompute: TpPrices,
     cost: CostModel,
 ) -> LayerTerms:
-    """Price one block, the embedding and the head for one micro-batch on one TP rank."""
+    """Price one block, the embedding and the head for one micro-batch on one TP rank; the TP
+    collectives come from the priced communication list (with and without recompute)."""
     d = dtype_bytes
     k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel)
     gemm_f = sum(roofline.gemm_time_s(g, d) for g in k.gemms)
@@ -95,29 +95,12 @@ def build_layer_terms(
     else:
         recompute_s = 0.0
 
-    # Tensor-parallel collectives on the b*s*h activation (Shoeybi et al. 2019 f/g operators;
-    # Korthikanti et al. 2022 sec. 4.2.2 for sequence parallelism).
-    tokens = micro_batch * seq_len
-    act = tokens * spec.hidden * d
+    # Tensor-parallel collectives (Shoeybi et al. 2019 f/g operators; Korthikanti et al. 2022
+    # sec. 4.2.2 for sequence parallelism): forward and backward move the same volume.
     exposed = cost.tp_exposed_fraction
-    ar = pricer.time_s(Collective.ALL_REDUCE, act, tp_shape)
-    ag = pricer.time_s(Collective.ALL_GATHER, act, tp_shape)
-    rs = pricer.time_s(Collective.REDUCE_SCATTER, act, tp_shape)
-    if sequence_parallel:
-        tp_fwd = 2 * (ag + rs)
-        tp_bwd = 2 * (ag + rs)  # conjugates: RS -> AG, AG -> RS
-        tp_hidden = 2 * ag  # input re-gathered for the weight gradient, overlapped with dgrad
-    else:
-        tp_fwd = 2 * ar
-        tp_bwd = 2 * ar
-        tp_hidden = 0.0
-    tp_rec = tp_fwd if recompute == "full" else 0.0
-    # embedding: vocab-parallel lookup sums its partial rows (AllReduce; ReduceScatter with SP);
-    # head: copy_to_tensor_model_parallel_region (bwd AllReduce; with SP fwd AG + bwd RS) and
-    # vocab-parallel cross-entropy's three small AllReduces of b*s fp32 values.
-    emb_tp = rs if sequence_parallel else ar
-    head_tp = (ag + rs) if sequence_parallel else ar
-    head_tp += 3 * pricer.time_s(Collective.ALL_REDUCE, tokens * 4, tp_shape)
+    block = tp_priced_no_recompute.block_s
+    tp_rec = tp_priced.block_s - block
+    hidden = (1 - exposed) * tp_priced.block_s
 
     head_gemms, head_ew = head_kernels(spec, tp, micro_batch, seq_len, d, vocab_padded)
     emb_ew = embedding_kernels(spec, micro_batch, seq_len, d)
@@ -139,26 +122,25 @@ def build_layer_terms(
     # output layer + cross-entropy 4sbh(1 + V/h)/t (last stage).
     emb_act = embedding_activation_bytes(spec, micro_batch, seq_len, tp, sequence_parallel)
     head_act = output_activation_bytes(spec, micro_batch, seq_len, d, tp)
-    boundary = act // tp if tp > 1 else act  # scatter/gather or SP: each rank sends 1/tp
     return LayerTerms(
         fwd_gemm_s=gemm_f,
         fwd_elementwise_s=ew_f,
         bwd_gemm_s=gemm_b,
         bwd_elementwise_s=ew_b,
         recompute_s=recompute_s,
-        tp_fwd_s=exposed * tp_fwd,
-        tp_bwd_s=exposed * tp_bwd + cost.overlap_interference * tp_hidden,
+        tp_fwd_s=exposed * block / 2,
+        tp_bwd_s=exposed * block / 2 + cost.overlap_interference * hidden,
         tp_recompute_s=exposed * tp_rec,
-        tp_hidden_s=tp_hidden + (1 - exposed) * (tp_fwd + tp_bwd + tp_rec),
+        tp_hidden_s=hidden,
         embedding_fwd_s=sum(roofline.elementwise_fwd_s(e) for e in emb_ew),
         embedding_bwd_s=sum(roofline.elementwise_bwd_s(e) for e in emb_ew),
         head_fwd_s=head_f,
         head_bwd_s=head_b,
-        embedding_tp_s=exposed * emb_tp,
-        head_tp_s=exposed * head_tp,
+        embedding_tp_s=exposed * tp_priced.embedding_s,
+        head_tp_s=exposed * tp_priced.head_s,
         activation_bytes=stored,
         working_bytes=working,
         embedding_activation_bytes=emb_act,
         head_activation_bytes=head_act,
-        boundary_bytes=boundary,
+        boundary_bytes=tp_priced.boundary_bytes,
     )

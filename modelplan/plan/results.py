@@ -96,8 +96,11 @@ class SearchResult(Result):
     """Fitting plans, fastest first (top-k)."""
     evaluated: int
     """Plans timed in full."""
+    bounded: int
+    """Valid plans that fit but were skipped: a lower bound of their step time (without DP
+    traffic) was already slower than the k-th best."""
     candidates: int
-    """Plan combinations considered (evaluated + rejected)."""
+    """Plan combinations considered (evaluated + bounded + rejected)."""
     rejected: dict[str, int]
     """Plans rejected per reason."""
     examples: dict[str, str]

@@ -140,7 +140,7 @@ def search_plans(
         return per_mb * max(1, len(mbs if mbs is not None else mbs_of(dp)))
 
     heap: list[tuple[float, float, int, tuple]] = []
-    evaluated = 0
+    evaluated = bounded = 0
     tie = 0
     closest: tuple[float, tuple] | None = None
     for tp in tps:
@@ -207,6 +207,9 @@ def search_plans(
                                         if closest is None or peak < closest[0]:
                                             closest = (peak, args)
                                         continue
+                                    if len(heap) == top_k and ev.step_lower_bound_s(*args) >= -heap[0][0]:
+                                        bounded += 1  # cannot enter the top-k: skip pricing DP
+                                        continue
                                     e = ev.evaluate(*args)
                                     evaluated += 1
                                     tie += 1
@@ -225,7 +228,8 @@ def search_plans(
         e = ev.evaluate(tp, pp, dp, vpp, mb, sched, sp, rc, zero)
         best.append(to_estimate(ev, e, plan, space.memory_headroom))
     return SearchResult(
-        gpus=n, best=best, evaluated=evaluated, candidates=evaluated + sum(rejected.values()),
+        gpus=n, best=best, evaluated=evaluated, bounded=bounded,
+        candidates=evaluated + bounded + sum(rejected.values()),
         rejected=dict(rejected.most_common()), examples=examples, wall_s=time.perf_counter() - start,
     )
 

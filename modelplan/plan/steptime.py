@@ -65,11 +65,14 @@ def dp_exposure(
     raw = _dp_exposure(zero, times, num_microbatches, t_fwd, t_bwd, overlap, overlap_fraction)
     if interference == 0.0:
         return raw
+    after, per_mb, total = raw
     m = num_microbatches
-    hidden = max(0.0, raw.total_s - raw.after_pipeline_s - m * raw.per_microbatch_s)
+    hidden = total - after - m * per_mb
+    if hidden <= 0.0:
+        return raw
     if zero == 3:
-        return raw._replace(per_microbatch_s=raw.per_microbatch_s + interference * hidden / m)
-    return raw._replace(after_pipeline_s=raw.after_pipeline_s + interference * hidden)
+        return DpExposure(after, per_mb + interference * hidden / m, total)
+    return DpExposure(after + interference * hidden, per_mb, total)
 
 
 def _dp_exposure(
