@@ -34,7 +34,7 @@ DOCUMENTED_FLAGS = {
     "--use-distributed-optimizer", "--use-megatron-fsdp", "--data-parallel-sharding-strategy",
     "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
     "--moe-shared-expert-intermediate-size", "--moe-layer-freq", "--moe-expert-capacity-factor",
-    "--moe-token-dispatcher-type",
+    "--moe-token-dispatcher-type", "--qk-layernorm",
 }
 
 # GPT-3 175B (Brown et al. 2020 Table 2.1: 96 layers, d_model 12288, 96 heads, context 2048);
@@ -225,3 +225,11 @@ def test_script_is_valid_bash(tmp_path):
     script.write_text(export.text)
     result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_qk_norm_flag():
+    """Per-head q/k norms (Qwen3, OLMo-2) -> --qk-layernorm (arguments.py: 'Whether to layer
+    normalize the q and k attention embeddings')."""
+    model = LLAMA3_8B.model_copy(update={"qk_norm": True})
+    assert "--qk-layernorm" in _flags(model, TrainingSpec(global_batch=8), Plan(dp=8))
+    assert "--qk-layernorm" not in _flags(LLAMA3_8B, TrainingSpec(global_batch=8), Plan(dp=8))

@@ -86,6 +86,8 @@ def _model_args(model: TransformerSpec, plan: Plan, notes: list[str]) -> list[Ar
             f"linear biases qkv={model.qkv_bias} attn_out={model.attn_out_bias} "
             f"mlp={model.mlp_bias}: Megatron sets all linear biases together (or QKV only)"
         )
+    if model.qk_norm:
+        args.append(("--qk-layernorm", None))  # norm type follows --normalization in mcore
     if not model.tied_embeddings:
         args.append(("--untie-embeddings-and-output-weights", None))
     if not model.dropout:
@@ -95,6 +97,8 @@ def _model_args(model: TransformerSpec, plan: Plan, notes: list[str]) -> list[Ar
         "a bias on the output head": model.lm_head_bias,
         "a norm after the embeddings": model.embedding_norm,
         "no final norm": not model.final_norm,
+        f"an embedding width ({model.embedding_dim}) other than hidden": model.embedding_dim
+        not in (None, model.hidden),
     }
     for what, present in extras.items():
         if present:
@@ -126,6 +130,8 @@ def _moe_args(model: TransformerSpec, plan: Plan, notes: list[str]) -> list[Arg]
         args.append(("--moe-expert-capacity-factor", repr(moe.capacity_factor)))
     if moe.router_bias:
         notes.append("router bias: Megatron's router linear has no bias")
+    if moe.shared_expert_gate:
+        notes.append("shared-expert gate (Qwen2-MoE): not expressed by these arguments")
     if plan.ep > 1:
         args.append(("--moe-token-dispatcher-type", "alltoall"))
     return args
