@@ -125,13 +125,14 @@ def plan_cmd(
     top: Annotated[int, typer.Option("--top", min=1, help="How many ranked plans to show.")] = 5,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the best (or explained) plan's document here (atomic).", show_default=False)] = None,
     explain: Annotated[Optional[Path], typer.Option("--explain", help="Evaluate this plan document and say why it does or does not fit.", show_default=False)] = None,
+    svg: Annotated[Optional[Path], typer.Option("--svg", help="Also draw the ranked plans (step time vs memory, limit marked) and the best plan's memory per stage to this SVG file (atomic).", show_default=False)] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Find the fastest data / tensor / pipeline split that fits, ranked and explained."""
     from modelplan.errors import SpecError
 
     if explain is not None:
-        _explain(explain, model, gpus, cluster, memory_headroom, allow_tp_across_nodes, output, json_out)
+        _explain(explain, model, gpus, cluster, memory_headroom, allow_tp_across_nodes, output, json_out, svg)
         return
     if model is None:
         raise SpecError("MODEL is required (or give --explain PLAN.json)")
@@ -157,6 +158,10 @@ def plan_cmd(
         allow_tp_across_nodes=allow_tp_across_nodes, memory_headroom=memory_headroom,
     )
     result = search_plans(spec, training, cl, gpus, space, top_k=top)
+    if svg is not None:
+        from modelplan.export.plan_picture import write_plan_svg
+
+        write_plan_svg(result, svg)
     if output is not None:
         _write_atomic(output, dumps_plan_document(plan_document(spec, training, result.best[0], cl)))
     if json_out:
@@ -195,7 +200,7 @@ def _training(spec, batch, seq, precision, optimizer):
         raise SpecError(format_validation_error(exc, "training")) from None
 
 
-def _explain(path: Path, model, gpus, cluster, headroom, allow_tp, output, json_out) -> None:
+def _explain(path: Path, model, gpus, cluster, headroom, allow_tp, output, json_out, svg=None) -> None:
     """Evaluate one plan document; exit 1 when it does not fit."""
     from modelplan.cli.plan_render import print_estimate
     from modelplan.comm.clusters import load_cluster
@@ -215,6 +220,10 @@ def _explain(path: Path, model, gpus, cluster, headroom, allow_tp, output, json_
     est = estimate_plan(doc.model, doc.training, doc.plan, cl, doc.cost_model,
                         world_size=gpus, memory_headroom=headroom, allow_tp_across_nodes=allow_tp)
     line = fit_explanation(est, cl.accelerator.memory_gb, headroom)
+    if svg is not None:
+        from modelplan.export.plan_picture import write_plan_svg
+
+        write_plan_svg({"best": [est]}, svg)
     if output is not None:
         _write_atomic(output, dumps_plan_document(plan_document(doc.model, doc.training, est, cl, doc.cost_model)))
     if json_out:

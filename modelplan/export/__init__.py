@@ -1,0 +1,1 @@
+"""Plan document (versioned JSON), engine launch configs, plan comparison and SVG pictures."""
