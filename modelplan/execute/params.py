@@ -143,28 +143,6 @@ def param_defs(spec: TransformerSpec) -> list[ParamDef]:
     return defs + head_param_defs(spec)
 
 
-def stage_units(spec: TransformerSpec, num_stages: int) -> list[list[str]]:
-    """Units of each (virtual) pipeline stage in forward order; layers split evenly.
-
-    With tied embeddings and more than one stage the last stage holds its own copy of
-    `embedding/word` (Megatron keeps the word embedding on the first and last stage and
-    all-reduces its gradient between them)."""
-    per_stage = spec.layers // num_stages
-    stages: list[list[str]] = []
-    for v in range(num_stages):
-        units = ["embedding/word", "embedding/extra"] if v == 0 else []
-        for i in range(v * per_stage, (v + 1) * per_stage):
-            units.append(f"layers/{i}")
-            if spec.is_moe_layer(i):
-                units.append(f"layers/{i}/experts")
-        if v == num_stages - 1:
-            units.append("head")
-            if spec.tied_embeddings and num_stages > 1:
-                units.append("embedding/word")
-        stages.append(units)
-    return stages
-
-
 def init_params(spec: TransformerSpec, rng: np.random.Generator, std: float = 0.2) -> dict[str, np.ndarray]:
     """Every parameter, drawn in `param_defs` order from `rng` (float64).
 

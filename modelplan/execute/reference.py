@@ -13,42 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from modelplan.execute.layers.attention import AttentionShape, attention_backward, attention_forward
+from modelplan.execute.layers.attention import attention_backward, attention_forward
 from modelplan.execute.layers.embedding import embedding_backward, embedding_forward
 from modelplan.execute.layers.loss import cross_entropy_backward, cross_entropy_forward
 from modelplan.execute.layers.mlp import mlp_backward, mlp_forward
 from modelplan.execute.layers.moe import router_backward, router_forward
-from modelplan.execute.layers.norm import norm_backward, norm_forward
 from modelplan.execute.optim import OptimizerConfig, optimizer_step
 from modelplan.execute.params import Batch
+from modelplan.execute.shapes import attention_shape, norm_b, norm_f, sub
 from modelplan.specs.transformer import TransformerSpec
 
 Params = dict[str, np.ndarray]
-
-
-def sub(params: Params, prefix: str) -> Params:
-    """The parameters under `prefix/`, keyed by their relative names."""
-    n = len(prefix) + 1
-    return {k[n:]: v for k, v in params.items() if k.startswith(prefix + "/")}
-
-
-def _norm_f(spec: TransformerSpec, p: Params, x: np.ndarray):
-    return norm_forward(spec.norm, x, p["weight"], p.get("bias"), spec.norm_eps)
-
-
-def _norm_b(p: Params, cache, dy: np.ndarray, grads: Params, prefix: str) -> np.ndarray:
-    dx, dw, db = norm_backward(cache, p["weight"], dy, "bias" in p)
-    grads[f"{prefix}/weight"] = dw
-    if db is not None:
-        grads[f"{prefix}/bias"] = db
-    return dx
-
-
-def attention_shape(spec: TransformerSpec, tp: int = 1) -> AttentionShape:
-    """Head counts per tensor-parallel rank."""
-    return AttentionShape(
-        spec.heads // tp, spec.num_kv_heads // tp, spec.dim_head, spec.causal, spec.position == "rotary"
-    )
 
 
 def _moe_forward(spec: TransformerSpec, p: Params, x: np.ndarray):
@@ -105,12 +80,12 @@ def _block_forward(spec: TransformerSpec, i: int, params: Params, x: np.ndarray)
     p = sub(params, f"layers/{i}")
     pa, pm = sub(p, "attention"), sub(p, "mlp")
     c: dict[str, Any] = {}
-    h1, c["norm_a"] = _norm_f(spec, sub(pa, "norm"), x)
+    h1, c["norm_a"] = norm_f(spec, sub(pa, "norm"), x)
     a, c["attn"] = attention_forward(h1, pa, attention_shape(spec))
     a = a + pa.get("out/bias", 0.0)
     x_mid = x if spec.parallel_block else x + a
     if "norm/weight" in pm:
-        h2, c["norm_m"] = _norm_f(spec, sub(pm, "norm"), x_mid)
+        h2, c["norm_m"] = norm_f(spec, sub(pm, "norm"), x_mid)
     else:
         h2 = h1 if spec.parallel_block else x_mid
     if spec.is_moe_layer(i):
@@ -134,7 +109,7 @@ def _block_backward(spec: TransformerSpec, i: int, params: Params, c, dy: np.nda
             grads[f"{prefix}/mlp/out/bias"] = dy.reshape(-1, dy.shape[-1]).sum(axis=0)
     dh1_extra = 0.0
     if "norm_m" in c:
-        dx_mid = dy + _norm_b(sub(pm, "norm"), c["norm_m"], dh2, grads, f"{prefix}/mlp/norm")
+        dx_mid = dy + norm_b(sub(pm, "norm"), c["norm_m"], dh2, grads, f"{prefix}/mlp/norm")
     elif spec.parallel_block:
         dx_mid, dh1_extra = dy, dh2
     else:
@@ -144,7 +119,7 @@ def _block_backward(spec: TransformerSpec, i: int, params: Params, c, dy: np.nda
         grads[f"{prefix}/attention/out/bias"] = da.reshape(-1, da.shape[-1]).sum(axis=0)
     dh1, g = attention_backward(c["attn"], pa, attention_shape(spec), da)
     grads.update({f"{prefix}/attention/{k}": v for k, v in g.items()})
-    dx = _norm_b(sub(pa, "norm"), c["norm_a"], dh1 + dh1_extra, grads, f"{prefix}/attention/norm")
+    dx = norm_b(sub(pa, "norm"), c["norm_a"], dh1 + dh1_extra, grads, f"{prefix}/attention/norm")
     return dx_mid + dx
 
 
@@ -163,14 +138,14 @@ def loss_and_grads(spec: TransformerSpec, params: Params, batch: Batch) -> tuple
         x = x + embedding_forward(params["embedding/type/weight"], batch.types)
     emb_norm = None
     if spec.embedding_norm:
-        x, emb_norm = _norm_f(spec, sub(params, "embedding/norm"), x)
+        x, emb_norm = norm_f(spec, sub(params, "embedding/norm"), x)
     caches = []
     for i in range(spec.layers):
         x, c = _block_forward(spec, i, params, x)
         caches.append(c)
     final = None
     if spec.final_norm:
-        x_out, final = _norm_f(spec, sub(params, "head/norm"), x)
+        x_out, final = norm_f(spec, sub(params, "head/norm"), x)
     else:
         x_out = x
     w = _lm_weight(spec, params)
@@ -188,11 +163,11 @@ def loss_and_grads(spec: TransformerSpec, params: Params, batch: Batch) -> tuple
         grads["head/lm/bias"] = flat_d.sum(axis=0)
     dx = dlogits @ w.T  # (B, s, V) @ (V, h)
     if final is not None:
-        dx = _norm_b(sub(params, "head/norm"), final, dx, grads, "head/norm")
+        dx = norm_b(sub(params, "head/norm"), final, dx, grads, "head/norm")
     for i in reversed(range(spec.layers)):
         dx = _block_backward(spec, i, params, caches[i], dx, grads)
     if emb_norm is not None:
-        dx = _norm_b(sub(params, "embedding/norm"), emb_norm, dx, grads, "embedding/norm")
+        dx = norm_b(sub(params, "embedding/norm"), emb_norm, dx, grads, "embedding/norm")
     if batch.types is not None:
         grads["embedding/type/weight"] = embedding_backward(spec.type_vocab, batch.types, dx)
     if "embedding/position/weight" in params:

@@ -1,0 +1,173 @@
+"""The checks of `verify`: the executed run against the reference and against the plan's data.
+
+Each function returns report rows. Tensors are reassembled from the pieces every rank reports
+(its shard of each unit's flat buffer), replicas must agree bit for bit, and every element of
+every parameter must be covered. Relative error of a tensor is max|x - ref| / max|ref|, where
+max|ref| is floored at 1e-6 of the largest value of that kind in the model (a key bias has an
+exactly-zero gradient under softmax, computed as float64 noise).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from modelplan.comm.communicator import Ledger
+from modelplan.comm.ops import Axis, Collective
+from modelplan.execute.engine import RankResult
+from modelplan.execute.params import ParamDef
+from modelplan.execute.report import VerifyRow
+from modelplan.execute.timeline import Span, bubble_fraction
+from modelplan.plan.commlist import EXECUTOR_ALGO, CommItem, bytes_per_rank
+from modelplan.plan.grid import RankCoords
+from modelplan.plan.schedule import Step
+from modelplan.plan.shard import RankElements
+from modelplan.specs.plan import Plan
+
+REL_TOL = 1e-9
+ITEMSIZE = 8  # float64
+
+
+def reassemble(results: list[RankResult], defs: list[ParamDef], kind: str) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Full tensors from every rank's pieces (`kind` 'grads' or 'params'), and the problems found."""
+    full = {d.name: np.full(d.shape, np.nan) for d in defs}
+    problems = []
+    for r in results:
+        for piece in getattr(r, kind):
+            lo, hi = piece.start, piece.start + piece.values.size
+            for e in r.layouts[piece.unit]:
+                a, b = max(lo, e.offset), min(hi, e.offset + e.numel)
+                if a >= b:
+                    continue
+                target = full[e.name]
+                where = np.arange(target.size).reshape(target.shape)[tuple(slice(x, y) for x, y in e.index)]
+                idx = where.reshape(-1)[a - e.offset : b - e.offset]
+                vals = piece.values[a - lo : b - lo]
+                old = target.flat[idx]
+                seen = ~np.isnan(old)
+                if np.any(old[seen] != vals[seen]):
+                    problems.append(f"{e.name}: rank {r.rank} differs from another replica by "
+                                    f"{np.max(np.abs(old[seen] - vals[seen])):.1e}")
+                target.flat[idx] = vals
+    for name, t in full.items():
+        missing = int(np.isnan(t).sum())
+        if missing:
+            problems.append(f"{name}: {missing} of {t.size} elements held by no rank")
+    return full, problems
+
+
+def compare_tensors(name: str, got: dict[str, np.ndarray], ref: dict[str, np.ndarray], problems: list[str]) -> VerifyRow:
+    """Worst relative error over all tensors; fails on any reassembly problem."""
+    floor = 1e-6 * max(float(np.max(np.abs(v))) for v in ref.values())
+    errors = {n: float(np.nanmax(np.abs(got[n] - ref[n]))) / max(float(np.max(np.abs(ref[n]))), floor) for n in ref}
+    worst = max(errors, key=errors.get)
+    err = errors[worst]
+    bad = [n for n, e in errors.items() if not e < REL_TOL]
+    detail = f"{len(ref)} tensors; worst {worst} ({err:.1e})"
+    if bad:
+        detail += f"; {len(bad)} over {REL_TOL:g}: {', '.join(bad[:3])}"
+    if problems:
+        detail += "; " + "; ".join(problems[:3])
+    return VerifyRow(name=name, passed=not bad and not problems, detail=detail, measured=err, expected=f"< {REL_TOL:g}")
+
+
+def group_rank(axis: Axis, size: int, c: RankCoords, plan: Plan, rank: int) -> int:
+    """This rank's index in its group of `axis` with `size` ranks (grid order tp-cp-dp-pp)."""
+    if axis is Axis.TP:
+        return c.tp_rank
+    if axis is Axis.PP:
+        return c.pp_rank if size == plan.pp else int(c.pp_rank != 0)  # the tied-embedding pair
+    if axis is Axis.DP:
+        return c.dp_rank if size == plan.dp else c.dp_rank // plan.ep  # expert-data-parallel group
+    if axis is Axis.EP:
+        return c.dp_rank % plan.ep
+    return rank
+
+
+def expected_traffic(items: list[CommItem], c: RankCoords, plan: Plan, rank: int) -> dict[tuple[Collective, Axis], list[int]]:
+    """(op, axis) -> [bytes sent, bytes received, calls] this rank should show in its ledger."""
+    out: dict[tuple[Collective, Axis], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for it in items:
+        if c.pp_rank not in it.pp_ranks:
+            continue
+        if it.op is Collective.SEND_RECV:
+            sent, recv = (it.nbytes, 0) if it.role == "send" else (0, it.nbytes)
+        else:
+            gr = group_rank(it.axis, it.group_size, c, plan, rank)
+            sent, recv = bytes_per_rank(it.op, EXECUTOR_ALGO[it.op], it.nbytes, it.group_size, gr, it.root or 0, ITEMSIZE)
+        row = out[(it.op, it.axis)]
+        row[0] += sent * it.count
+        row[1] += recv * it.count
+        row[2] += it.count
+    return out
+
+
+def measured_traffic(ledger: Ledger) -> dict[tuple[Collective, Axis], list[int]]:
+    """(op, axis) -> [bytes sent, bytes received, calls] from one rank's ledger."""
+    out: dict[tuple[Collective, Axis], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for e in ledger.entries:
+        row = out[(e.op, e.axis)]
+        row[0] += e.bytes_sent
+        row[1] += e.bytes_received
+        row[2] += 1
+    return out
+
+
+def check_ledgers(results: list[RankResult], ledgers: list[Ledger], items: list[CommItem], plan: Plan) -> list[VerifyRow]:
+    """One row per (operation, axis): every rank's ledger equals the communication list."""
+    measured = [measured_traffic(led) for led in ledgers]
+    expected = [expected_traffic(items, r.coords, plan, r.rank) for r in results]
+    keys = sorted({k for per in measured + expected for k in per}, key=lambda k: (k[1].value, k[0].value))
+    rows = []
+    for op, axis in keys:
+        got = [m.get((op, axis), [0, 0, 0]) for m in measured]
+        want = [e.get((op, axis), [0, 0, 0]) for e in expected]
+        wrong = [r for r in range(len(got)) if got[r] != want[r]]
+        detail = f"{sum(g[2] for g in got)} calls on {len(got)} ranks"
+        if wrong:
+            r = wrong[0]
+            detail = (f"{len(wrong)} rank(s) differ; rank {r}: ledger {got[r][0]} B sent, {got[r][1]} B received "
+                      f"in {got[r][2]} calls, list {want[r][0]} B, {want[r][1]} B in {want[r][2]} calls")
+        rows.append(VerifyRow(name=f"bytes {op.value}/{axis.value}", passed=not wrong, detail=detail,
+                              measured=sum(g[0] for g in got), expected=sum(w[0] for w in want)))
+    return rows
+
+
+def check_memory(results: list[RankResult], expected: list[RankElements]) -> list[VerifyRow]:
+    """Weights, gradients and optimizer-state elements held per rank against plan/shard.py."""
+    rows = []
+    for field, label in (("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optimizer state")):
+        got = [getattr(r.held, field) for r in results]
+        want = [getattr(expected[r.coords.pp_rank], field) for r in results]
+        wrong = [i for i in range(len(got)) if got[i] != want[i]]
+        detail = f"per rank {min(got)}..{max(got)} elements"
+        if wrong:
+            i = wrong[0]
+            detail = f"{len(wrong)} rank(s) differ; rank {results[i].rank} holds {got[i]}, shard.py says {want[i]}"
+        rows.append(VerifyRow(name=f"held {label}", passed=not wrong, detail=detail, measured=sum(got), expected=sum(want)))
+    return rows
+
+
+def check_schedule(results: list[RankResult], schedules: list[list[Step]]) -> VerifyRow:
+    """Every rank ran exactly its pipeline rank's steps, in order."""
+    wrong = [r for r in results if r.executed != schedules[r.coords.pp_rank]]
+    detail = f"{len(results)} ranks ran their {len(schedules[0])} steps in schedule order"
+    if wrong:
+        r = wrong[0]
+        got = " ".join(map(str, r.executed))
+        want = " ".join(map(str, schedules[r.coords.pp_rank]))
+        detail = f"rank {r.rank} ran [{got}], schedule says [{want}]"
+    return VerifyRow(name="schedule order", passed=not wrong, detail=detail,
+                     measured=len(results) - len(wrong), expected=len(results))
+
+
+def check_bubble(spans: dict[int, list[Span]], pipelines: list[tuple[int, ...]], plan: Plan, m: int) -> VerifyRow:
+    """Measured bubble of every pipeline against (p-1)/m, or (p-1)/(v*m) interleaved."""
+    expected = (plan.pp - 1) / (plan.vpp * m)  # Narayanan et al. SC'21, sec. 2.2.1 and 2.2.2
+    measured = [bubble_fraction(spans, p) for p in pipelines]
+    worst = max(measured, key=lambda b: abs(b - expected))
+    ok = all(abs(b - expected) <= 1e-12 for b in measured)
+    formula = f"(p-1)/(v*m) = {plan.pp - 1}/({plan.vpp}*{m})" if plan.vpp > 1 else f"(p-1)/m = {plan.pp - 1}/{m}"
+    return VerifyRow(name="bubble fraction", passed=ok, detail=f"{len(pipelines)} pipelines; {formula}",
+                     measured=worst, expected=expected)

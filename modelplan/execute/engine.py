@@ -1,0 +1,275 @@
+"""The per-rank training step: `train_step(comm, job)` runs on every rank (SPMD) and returns
+what that rank computed, held and executed. Nothing here reads another rank's arrays except
+through the communicator, so the same function runs on threads (simcomm) or MPI processes.
+
+Order of one step, as a real engine does it: build the process groups from the rank grid;
+initialise the parameters on the first data-parallel rank and Broadcast them; Barrier; run the
+pipeline schedule's steps in order (forward/backward of one micro-batch on one model chunk,
+with point-to-point sends between stages); finish the gradient reductions; optimizer step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from modelplan.comm.communicator import Communicator, Group
+from modelplan.comm.ops import Axis
+from modelplan.execute.data_parallel import Bucket, DataParallel, Entry
+from modelplan.execute.expert_parallel import ExpertParallel
+from modelplan.execute.mappings import TensorParallel
+from modelplan.execute.optim import OptimizerConfig
+from modelplan.execute.params import Batch, ParamDef, init_params, make_batch, param_defs
+from modelplan.execute.pipeline import COST, PipelineP2P, StepRecord
+from modelplan.execute.stage import StageModel, stage_layout, stage_units
+from modelplan.plan.grid import RankCoords, RankGrid
+from modelplan.plan.schedule import Step, pipeline_schedule, stage_index
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
+from modelplan.specs.transformer import TransformerSpec
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything every rank needs: the (scaled-down) model, training settings, plan and seed."""
+
+    spec: TransformerSpec
+    training: TrainingSpec
+    plan: Plan
+    seed: int = 0
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+
+    @property
+    def grid(self) -> RankGrid:
+        p = self.plan
+        return RankGrid(dp=p.dp, tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep)
+
+    @property
+    def num_microbatches(self) -> int:
+        return self.plan.num_microbatches(self.training.global_batch)
+
+    @property
+    def recompute_full(self) -> bool:
+        mode = self.plan.recompute if self.plan.recompute is not None else self.training.recompute
+        return mode == "full"
+
+    def schedules(self) -> list[list[Step]]:
+        """Per pipeline rank, the ordered steps (the same data the cost model prices)."""
+        return pipeline_schedule(self.plan.schedule, self.plan.pp, self.num_microbatches, self.plan.vpp)
+
+    def rngs(self) -> tuple[np.random.Generator, np.random.Generator]:
+        """Independent generators for the initial weights and for the data, from the seed."""
+        a, b = np.random.SeedSequence(self.seed).spawn(2)
+        return np.random.default_rng(a), np.random.default_rng(b)
+
+
+@dataclass(frozen=True)
+class Held:
+    """Elements of persistent model state on one rank at the end of the step."""
+
+    weights: int
+    gradients: int
+    optimizer: int
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Flat elements [start, start + len(values)) of one unit's bucket, as held by a rank."""
+
+    unit: str
+    start: int
+    values: np.ndarray
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """What one rank computed, held and executed."""
+
+    rank: int
+    coords: RankCoords
+    losses: tuple[float, ...]
+    """Mean loss of each micro-batch (last pipeline stage only)."""
+    trace: tuple[StepRecord, ...]
+    held: Held
+    layouts: dict[str, tuple[Entry, ...]]
+    grads: tuple[Piece, ...]
+    params: tuple[Piece, ...]
+
+    @property
+    def executed(self) -> list[Step]:
+        """Compute steps in the order this rank ran them."""
+        return [r.step for r in self.trace]
+
+
+@dataclass(frozen=True)
+class Groups:
+    """This rank's process groups, built from the rank grid (Megatron order tp-cp-dp-pp)."""
+
+    tp: Group
+    dp: Group
+    pp: Group
+    ep: Group
+    expert_dp: Group
+    """Data-parallel ranks holding the same experts: they reduce the expert gradients."""
+    world: Group
+    embedding: Group | None
+    """First and last pipeline rank, when the output head is tied to the word embedding and pp > 1."""
+
+    @classmethod
+    def build(cls, grid: RankGrid, rank: int, tied: bool) -> "Groups":
+        g = {a: Group(a, grid.group(a, rank)) for a in (Axis.TP, Axis.DP, Axis.PP, Axis.EP)}
+        me = grid.coords(rank).dp_rank % grid.ep
+        expert_dp = Group(Axis.DP, tuple(r for r in g[Axis.DP].ranks if grid.coords(r).dp_rank % grid.ep == me))
+        pp = g[Axis.PP]
+        embedding = None
+        if tied and pp.size > 1 and rank in (pp.ranks[0], pp.ranks[-1]):
+            embedding = Group(Axis.PP, (pp.ranks[0], pp.ranks[-1]))
+        world = Group(Axis.WORLD, tuple(range(grid.world_size)))
+        return cls(g[Axis.TP], g[Axis.DP], pp, g[Axis.EP], expert_dp, world, embedding)
+
+
+def local_entries(defs: list[ParamDef], tp: Group, ep: Group, rank: int, sequence_parallel: bool) -> tuple[Entry, ...]:
+    """This rank's shard of each parameter: split dims, offsets in the flat bucket."""
+    entries, offset = [], 0
+    for d in defs:
+        index = []
+        for dim, n in enumerate(d.shape):
+            parts, k = (tp.size, tp.index(rank)) if dim == d.tp_dim else (ep.size, ep.index(rank)) if dim == d.ep_dim else (1, 0)
+            index.append((k * n // parts, (k + 1) * n // parts))
+        shape = tuple(b - a for a, b in index)
+        partial = tp.size > 1 and (d.tensor_partial_grad or (sequence_parallel and d.sequence_parallel_grad))
+        entry = Entry(d.name, shape, offset, tuple(index), partial)
+        entries.append(entry)
+        offset += entry.numel
+    return tuple(entries)
+
+
+class RankProgram:
+    """One rank's state during the step."""
+
+    def __init__(self, comm: Communicator, job: Job) -> None:
+        self.comm, self.job, self.spec, self.plan = comm, job, job.spec, job.plan
+        grid = job.grid
+        self.coords = grid.coords(comm.rank)
+        self.groups = Groups.build(grid, comm.rank, self.spec.tied_embeddings)
+        self.model = StageModel(
+            TensorParallel(comm, self.groups.tp, self.plan.sequence_parallel),
+            ExpertParallel(comm, self.groups.ep), self.spec, job.recompute_full,
+        )
+        self.dp = DataParallel(comm, self.plan.zero, self.plan.dp, self.groups.tp, self.groups.embedding, job.optimizer)
+        self.m = job.num_microbatches
+        self.schedules = job.schedules()
+        self.p2p = PipelineP2P(comm, self.groups.pp, self.schedules, self.plan.vpp)
+        num_stages = self.plan.pp * self.plan.vpp
+        all_units = stage_units(self.spec, num_stages)
+        self.stages = [stage_index(self.coords.pp_rank, c, self.plan.pp) for c in range(self.plan.vpp)]
+        self.layouts = [stage_layout(self.spec, v, num_stages) for v in self.stages]
+        self.chunk_units = [all_units[v] for v in self.stages]
+        self.buckets: dict[str, Bucket] = {}
+
+    @cached_property
+    def batch(self) -> Batch:
+        """This data-parallel rank's sequences of the global batch."""
+        _, rng_data = self.job.rngs()
+        b = self.plan.micro_batch
+        start = self.coords.dp_rank * self.m * b
+        return make_batch(self.spec, self.job.training, rng_data).rows(start, start + self.m * b)
+
+    def microbatch(self, i: int) -> Batch:
+        b = self.plan.micro_batch
+        return self.batch.rows(i * b, (i + 1) * b)
+
+    def start(self) -> None:
+        """Buckets, initial weights from the seed on each group's first rank, Broadcast, Barrier."""
+        defs_by_unit: dict[str, list[ParamDef]] = {}
+        for d in param_defs(self.spec):
+            defs_by_unit.setdefault(d.unit, []).append(d)
+        full = None
+        rank = self.comm.rank
+        for units in self.chunk_units:
+            for unit in units:
+                if unit not in defs_by_unit:
+                    continue
+                group = self.groups.expert_dp if unit.endswith("/experts") else self.groups.dp
+                entries = local_entries(defs_by_unit[unit], self.groups.tp, self.groups.ep, rank, self.plan.sequence_parallel)
+                tied = unit == "embedding/word" and self.groups.embedding is not None
+                bucket = Bucket(unit, entries, group, group.index(rank), self.plan.zero, tied)
+                values = None
+                if group.ranks[0] == rank:
+                    if full is None:
+                        full = init_params(self.spec, self.job.rngs()[0])
+                    values = {e.name: full[e.name][tuple(slice(a, b) for a, b in e.index)] for e in entries}
+                self.dp.place(bucket, values)
+                self.buckets[unit] = bucket
+        if self.comm.world_size > 1:
+            self.comm.barrier(self.groups.world, label="world/start")
+
+    def params(self, chunk: int) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for unit in self.chunk_units[chunk]:
+            if unit in self.buckets:
+                out.update(self.dp.materialize(self.buckets[unit]))
+        return out
+
+    def run(self) -> tuple[list[float], list[StepRecord]]:
+        """Run this pipeline rank's schedule; returns the micro-batch losses and the trace."""
+        losses: dict[int, float] = {}
+        caches: dict[tuple[int, int], dict] = {}
+        trace: list[StepRecord] = []
+        for step in self.schedules[self.coords.pp_rank]:
+            c, i = step.chunk, step.microbatch
+            st, v = self.layouts[c], self.stages[c]
+            p = self.params(c)
+            received, sent = [], []
+            if step.kind == "F":
+                x = None
+                if not st.is_first_stage:
+                    x, rec = self.p2p.recv(("F", i, v), v - 1)
+                    received.append(rec)
+                out, caches[(i, c)] = self.model.forward(st, p, x, self.microbatch(i))
+                if st.is_last_stage:
+                    losses[i] = out
+                else:
+                    sent.append(self.p2p.send(("F", i, v + 1), out))
+            else:
+                if st.is_last_stage:
+                    dout = 1.0 / self.m  # the step's loss is the mean over micro-batches
+                else:
+                    dout, rec = self.p2p.recv(("B", i, v), v + 1)
+                    received.append(rec)
+                dx, grads = self.model.backward(st, p, caches.pop((i, c)), dout, self.microbatch(i))
+                if not st.is_first_stage:
+                    sent.append(self.p2p.send(("B", i, v - 1), dx))
+                for unit in self.chunk_units[c]:
+                    if unit in self.buckets:
+                        self.dp.add_grads(self.buckets[unit], grads)
+            trace.append(StepRecord(step, v, COST[step.kind], tuple(received), tuple(sent)))
+        return [losses[i] for i in sorted(losses)], trace
+
+    def finish(self) -> None:
+        """Complete the gradient reductions and take the optimizer step, unit by unit."""
+        for bucket in self.buckets.values():
+            self.dp.finish_grads(bucket)
+        for bucket in self.buckets.values():
+            self.dp.step(bucket)
+
+    def result(self, losses: list[float], trace: list[StepRecord]) -> RankResult:
+        held = [DataParallel.held(b) for b in self.buckets.values()]
+        grads = tuple(Piece(b.unit, *DataParallel.valid_grad(b)) for b in self.buckets.values())
+        params = tuple(Piece(b.unit, *DataParallel.valid_params(b)) for b in self.buckets.values())
+        return RankResult(
+            self.comm.rank, self.coords, tuple(losses), tuple(trace),
+            Held(*(sum(h[k] for h in held) for k in range(3))),
+            {b.unit: b.entries for b in self.buckets.values()}, grads, params,
+        )
+
+
+def train_step(comm: Communicator, job: Job) -> RankResult:
+    """One training step of `job` on this rank (the SPMD entry point)."""
+    program = RankProgram(comm, job)
+    program.start()
+    losses, trace = program.run()
+    program.finish()
+    return program.result(losses, trace)

@@ -1,0 +1,95 @@
+"""Pipeline point-to-point traffic and the record of what each rank executed.
+
+Stage v's forward output goes to stage v+1 and its input gradient back to stage v-1
+(Megatron's `send_forward` / `send_backward`). The communicator delivers messages FIFO per
+(sender, group) without tags, and with interleaving and pp = 2 a rank receives both activations
+and gradients from the same neighbour. Each rank therefore derives, from the sender's schedule
+(data every rank has), the order in which that sender posts messages to it, and files every
+arriving message under its (kind, micro-batch, stage) key until the step that needs it runs.
+
+Every executed step is recorded with the messages it consumed and sent, numbered per
+(sender, receiver) pair: enough to rebuild a Lamport clock of the run afterwards.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from modelplan.comm.communicator import Communicator, Group
+from modelplan.plan.schedule import Step, stage_index
+
+MessageKey = tuple[str, int, int]
+"""(F or B, micro-batch, stage that consumes it)."""
+
+COST = {"F": 1, "B": 2}
+"""Logical time of one chunk's forward and backward (t_b = 2 t_f, Narayanan et al. 2021)."""
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One executed compute step and the messages it depended on and produced."""
+
+    step: Step
+    stage: int
+    cost: int
+    received: tuple[tuple[int, int], ...]
+    """(source global rank, message number from that source) consumed by this step."""
+    sent: tuple[tuple[int, int], ...]
+    """(destination global rank, message number to that destination) posted by this step."""
+
+
+def _messages_to(schedules: list[list[Step]], src: int, dst: int, pp: int, vpp: int) -> list[MessageKey]:
+    """Keys of the messages pipeline rank `src` posts to `dst`, in its posting order."""
+    last = pp * vpp - 1
+    keys: list[MessageKey] = []
+    for step in schedules[src]:
+        stage = stage_index(src, step.chunk, pp)
+        if step.kind == "F" and stage < last:
+            target = stage + 1
+        elif step.kind == "B" and stage > 0:
+            target = stage - 1
+        else:
+            continue
+        if target % pp == dst:
+            keys.append((step.kind, step.microbatch, target))
+    return keys
+
+
+class PipelineP2P:
+    """This rank's pipeline sends/receives with keyed mailboxes and message numbering."""
+
+    def __init__(self, comm: Communicator, pp_group: Group, schedules: list[list[Step]], vpp: int) -> None:
+        self.comm, self.group, self.vpp = comm, pp_group, vpp
+        self.pp = pp_group.size
+        self.pp_rank = pp_group.index(comm.rank)
+        self._expected = {src: deque(_messages_to(schedules, src, self.pp_rank, self.pp, vpp)) for src in range(self.pp)}
+        self._mailbox: dict[MessageKey, tuple[np.ndarray, tuple[int, int]]] = {}
+        self._sent: dict[int, int] = {}
+        self._received: dict[int, int] = {}
+
+    def owner(self, stage: int) -> int:
+        """Global rank (in this pipeline group) running `stage`."""
+        return self.group.ranks[stage % self.pp]
+
+    def send(self, key: MessageKey, x: np.ndarray) -> tuple[int, int]:
+        """Post x to the owner of key's stage; returns (destination, message number)."""
+        dst = self.owner(key[2])
+        self.comm.send(x, dst, self.group, label="pp/forward" if key[0] == "F" else "pp/backward")
+        self._sent[dst] = self._sent.get(dst, 0) + 1
+        return dst, self._sent[dst]
+
+    def recv(self, key: MessageKey, src_stage: int) -> tuple[np.ndarray, tuple[int, int]]:
+        """The message `key` from the owner of `src_stage`, and its (source, message number)."""
+        src = self.owner(src_stage)
+        src_pp = src_stage % self.pp
+        while key not in self._mailbox:
+            if not self._expected[src_pp]:
+                raise RuntimeError(f"pipeline rank {self.pp_rank} waits for {key} that rank {src} never sends")
+            arrived = self._expected[src_pp].popleft()
+            x = self.comm.recv(src, self.group, label="pp/forward" if arrived[0] == "F" else "pp/backward")
+            self._received[src] = self._received.get(src, 0) + 1
+            self._mailbox[arrived] = (x, (src, self._received[src]))
+        return self._mailbox.pop(key)

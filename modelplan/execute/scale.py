@@ -1,0 +1,109 @@
+"""What verify can execute, and a scaled-down copy of a model that keeps its family and options.
+
+`check_executable` raises a one-line `SpecError` for a plan the executor cannot run (every number
+in the message). `scale_down` keeps every flag of the model (norm, biases, gated MLP, GQA, tied
+head, positions, parallel block, MoE routing) and shrinks the dimensions so that every split of
+the plan is exact and the whole step runs in seconds: heads = 2*tp, kv_heads = tp for GQA
+(kv_heads = heads for MHA, 1 for MQA), head_dim 4, vocab 16*tp, layers = pp*vpp*layers_per_stage,
+sequence 8 (a multiple of tp), experts a multiple of ep, and num_microbatches = min(m, 2*pp).
+"""
+
+from __future__ import annotations
+
+from modelplan.errors import SpecError
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
+from modelplan.specs.transformer import MoESpec, TransformerSpec
+
+HEAD_DIM = 4
+"""head_dim of every scaled-down model (even, for rotary)."""
+
+
+def _divides(what: str, n: int, by_what: str, by: int) -> None:
+    if n % by:
+        raise SpecError(f"{by_what} ({by}) must divide {what} ({n})")
+
+
+def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int:
+    """The splits a real engine needs (Megatron-LM's own checks); returns num_microbatches."""
+    if not isinstance(spec, TransformerSpec):
+        raise SpecError(f"verify executes transformer models only, not '{getattr(spec, 'kind', type(spec).__name__)}'")
+    if plan.cp > 1:
+        raise SpecError(f"cp ({plan.cp}) > 1: context parallelism is not executed by verify yet")
+    _divides("heads", spec.heads, "tp", plan.tp)
+    _divides("kv_heads", spec.num_kv_heads, "tp", plan.tp)
+    _divides("layers", spec.layers, "pp * vpp", plan.pp * plan.vpp)
+    _divides("ffn_hidden", spec.ffn_hidden, "tp", plan.tp)
+    if plan.sequence_parallel:
+        _divides("seq_len", training.seq_len, "tp", plan.tp)
+    if spec.moe is not None:
+        _divides("moe.num_experts", spec.moe.num_experts, "ep", plan.ep)
+        _divides("moe.expert_ffn_hidden", spec.moe.expert_ffn_hidden, "tp", plan.tp)
+    elif plan.ep > 1:
+        raise SpecError(f"ep ({plan.ep}) > 1 needs an MoE model (moe is not set)")
+    try:
+        m = plan.num_microbatches(training.global_batch)
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
+    if plan.schedule == "interleaved":
+        _divides("num_microbatches", m, "pp", plan.pp)
+    return m
+
+
+def _check_features(spec: TransformerSpec) -> None:
+    for flag in ("pooler", "mlm_transform"):
+        if getattr(spec, flag):
+            raise SpecError(f"{flag} is not executed by verify yet (set {flag} = false)")
+    if spec.position == "alibi":
+        raise SpecError("position 'alibi' is not executed by verify yet")
+
+
+def check_executable(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> None:
+    """check_plan plus what the numpy executor itself needs (exact splits, supported features)."""
+    check_plan(spec, training, plan)
+    _check_features(spec)
+    _divides("vocab", spec.vocab, "tp", plan.tp)
+    if spec.position == "learned" and spec.max_positions < training.seq_len:
+        raise SpecError(f"max_positions ({spec.max_positions}) must be >= seq_len ({training.seq_len})")
+
+
+def _width(ratio: float, hidden: int, tp: int) -> int:
+    """A hidden width close to ratio * hidden that tp divides."""
+    return tp * max(1, round(ratio * hidden / tp))
+
+
+def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, layers_per_stage: int = 1
+               ) -> tuple[TransformerSpec, TrainingSpec]:
+    """A small model of the same family, and its training settings, that `plan` splits exactly."""
+    m = check_plan(spec, training, plan)
+    _check_features(spec)
+    if layers_per_stage < 1:
+        raise SpecError(f"layers_per_stage ({layers_per_stage}) must be >= 1")
+    tp = plan.tp
+    heads = 2 * tp
+    kv = heads if spec.num_kv_heads == spec.heads else 1 if spec.num_kv_heads == 1 else tp
+    decoupled = spec.head_dim is not None and spec.head_dim * spec.heads != spec.hidden
+    hidden = 12 * tp if decoupled else heads * HEAD_DIM
+    layers = plan.pp * plan.vpp * layers_per_stage
+    seq = tp * -(-8 // tp)
+    small_m = min(m, 2 * plan.pp)
+    moe = None
+    if spec.moe is not None:
+        src = spec.moe
+        experts = plan.ep * -(-max(4, 2 * plan.ep) // plan.ep)
+        first_dense = min(src.first_dense_layers, 1) if layers > 1 else 0
+        moe = MoESpec(
+            num_experts=experts, top_k=min(src.top_k, 2),
+            expert_ffn_hidden=_width(src.expert_ffn_hidden / spec.hidden, hidden, tp),
+            shared_experts=min(src.shared_experts, 1), router_bias=src.router_bias,
+            layer_freq=min(src.layer_freq, max(1, layers - first_dense)), first_dense_layers=first_dense,
+        )
+    small = spec.model_copy(update={
+        "name": f"{spec.name} (scaled down)", "layers": layers, "hidden": hidden, "heads": heads,
+        "kv_heads": kv, "head_dim": HEAD_DIM if decoupled else None,
+        "ffn_hidden": _width(spec.ffn_hidden / spec.hidden, hidden, tp), "vocab": 16 * tp,
+        "max_positions": seq, "type_vocab": min(spec.type_vocab, 2), "dropout": False, "moe": moe,
+    })
+    small = TransformerSpec.model_validate(small.model_dump())
+    small_training = training.model_copy(update={"seq_len": seq, "global_batch": plan.dp * plan.micro_batch * small_m})
+    return small, small_training

@@ -1,0 +1,124 @@
+"""One pipeline stage (model chunk) on one rank: embedding on the first stage, its blocks, and the
+head with the loss on the last one. Full activation recomputation keeps only each block's input
+in forward and re-runs the block (with its communication) just before its backward, as
+Megatron-LM's `--recompute-granularity full` does for transformer layers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from modelplan.execute.expert_parallel import ExpertParallel
+from modelplan.execute.mappings import TensorParallel
+from modelplan.execute.params import Batch
+from modelplan.execute.tensor_parallel import block_backward, block_forward
+from modelplan.execute.vocab_parallel import (
+    embedding_backward_tp,
+    embedding_forward_tp,
+    head_backward_tp,
+    head_forward_tp,
+)
+from modelplan.specs.transformer import TransformerSpec
+
+Params = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class StageLayout:
+    """Virtual stage `index` of `num_stages`: blocks [first_layer, first_layer + num_layers)."""
+
+    index: int
+    num_stages: int
+    first_layer: int
+    num_layers: int
+
+    @property
+    def is_first_stage(self) -> bool:
+        return self.index == 0
+
+    @property
+    def is_last_stage(self) -> bool:
+        return self.index == self.num_stages - 1
+
+    @property
+    def layers(self) -> range:
+        return range(self.first_layer, self.first_layer + self.num_layers)
+
+
+def stage_layout(spec: TransformerSpec, index: int, num_stages: int) -> StageLayout:
+    """Blocks split evenly over the virtual stages (layers divisible by pp * vpp)."""
+    per_stage = spec.layers // num_stages
+    return StageLayout(index, num_stages, index * per_stage, per_stage)
+
+
+def stage_units(spec: TransformerSpec, num_stages: int) -> list[list[str]]:
+    """Units (buckets) of each virtual stage in forward order.
+
+    With tied embeddings and more than one stage the last stage holds its own copy of
+    `embedding/word` (Megatron keeps the word embedding on the first and last stage and
+    all-reduces its gradient between them). Units without parameters are listed too."""
+    stages: list[list[str]] = []
+    for v in range(num_stages):
+        st = stage_layout(spec, v, num_stages)
+        units = ["embedding/word", "embedding/extra"] if st.is_first_stage else []
+        for i in st.layers:
+            units.append(f"layers/{i}")
+            if spec.is_moe_layer(i):
+                units.append(f"layers/{i}/experts")
+        if st.is_last_stage:
+            units.append("head")
+            if spec.tied_embeddings and num_stages > 1:
+                units.append("embedding/word")
+        stages.append(units)
+    return stages
+
+
+def _add(into: Params, grads: Params) -> None:
+    for k, v in grads.items():
+        into[k] = into[k] + v if k in into else v
+
+
+@dataclass(frozen=True)
+class StageModel:
+    """What a stage computes with: the parallel groups, the spec and whether to recompute."""
+
+    tp: TensorParallel
+    ep: ExpertParallel
+    spec: TransformerSpec
+    recompute: bool
+
+    def forward(self, st: StageLayout, p: Params, x: np.ndarray | None, mb: Batch) -> tuple[Any, dict[str, Any]]:
+        """Output activation (b, s or s/tp, h), or the micro-batch's mean loss on the last stage."""
+        c: dict[str, Any] = {"blocks": []}
+        if st.is_first_stage:
+            x, c["embedding"] = embedding_forward_tp(self.tp, self.spec, p, mb)
+        for i in st.layers:
+            x_in = x
+            x, cache = block_forward(self.tp, self.ep, self.spec, i, p, x_in)
+            c["blocks"].append(x_in if self.recompute else cache)
+        if st.is_last_stage:
+            loss, c["head"] = head_forward_tp(self.tp, self.spec, p, x, mb.labels)
+            return loss, c
+        return x, c
+
+    def backward(self, st: StageLayout, p: Params, c: dict[str, Any], dout: Any, mb: Batch
+                 ) -> tuple[np.ndarray | None, Params]:
+        """(gradient of the stage input or None on the first stage, grads of this stage's shards).
+
+        On the last stage `dout` is dL/dloss of this micro-batch (1/num_microbatches)."""
+        grads: Params = {}
+        dx = dout
+        if st.is_last_stage:
+            dx, g = head_backward_tp(self.tp, self.spec, p, c["head"], mb.labels, dout)
+            _add(grads, g)
+        for i, cache in zip(reversed(st.layers), reversed(c["blocks"])):
+            if self.recompute:  # cache is the block input: run its forward again
+                _, cache = block_forward(self.tp, self.ep, self.spec, i, p, cache)
+            dx, g = block_backward(self.tp, self.ep, self.spec, i, p, cache, dx)
+            _add(grads, g)
+        if st.is_first_stage:
+            _add(grads, embedding_backward_tp(self.tp, self.spec, p, c["embedding"], mb, dx))
+            return None, grads
+        return dx, grads

@@ -1,0 +1,196 @@
+"""The communication list: every collective one training step under a plan performs, as data.
+
+Derived from the plan and the model's shapes only (the planner prices it, `verify` compares it
+with the ledger the executor keeps; the executor never reads it). Each item is one kind of call
+made `count` times per step by each rank of the pipeline stages in `pp_ranks`:
+
+- tensor parallel, per micro-batch and model chunk (Shoeybi et al. 2019; Korthikanti et al.
+  2022): per block sub-layer (attention, MLP) an AllReduce of b*s*h in forward (g) and one in
+  backward (f); with sequence parallelism an AllGather + ReduceScatter of the same size in each
+  direction instead. The embedding leaves through g, the output head enters through f, and the
+  vocabulary-parallel loss combines per-token max (AllGather), target logit and sum of
+  exponentials (AllReduce, b*s each). Full recompute repeats every block's forward calls.
+- expert parallel: per MoE layer and micro-batch, AllToAll dispatch and combine in forward and
+  in backward, each of num_experts * b*s * h elements (fixed-capacity dispatch buffers).
+- pipeline: per micro-batch and chunk, a send of b*s*h (b*s/tp*h under sequence parallelism)
+  to the next stage in forward and to the previous one in backward, and the matching receives.
+- data parallel / ZeRO, per unit (see `plan/shard.py` for units and padding): AllReduce of the
+  gradients (zero 0); ReduceScatter once (zero 1) or per micro-batch (zero 2, 3); AllGather of
+  the parameters after the update (zero 1, 2) or before every forward and backward (zero 3).
+  Gradients that are partial sums over tp are all-reduced over tp first; the tied word
+  embedding's gradient is all-reduced between the first and last stage.
+- start-up: a Broadcast of every unit from the first data-parallel rank, then a Barrier.
+
+`nbytes` follows the nccl-tests size convention (AllReduce/Broadcast/send: the buffer;
+AllGather: the gathered output; ReduceScatter: the input; AllToAll: the whole send buffer).
+Activations use the compute dtype, gradients the grad dtype, the loss's per-token values fp32,
+unless `element_bytes` fixes one size for all (the float64 executor: 8).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from modelplan.comm.ops import Axis, Collective
+from modelplan.plan.shard import stage_units, unit_shards
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
+from modelplan.specs.transformer import TransformerSpec
+
+A2A, AG, AR, BC, BAR, RS, P2P = (Collective.ALL_TO_ALL, Collective.ALL_GATHER, Collective.ALL_REDUCE,
+                                 Collective.BROADCAST, Collective.BARRIER, Collective.REDUCE_SCATTER,
+                                 Collective.SEND_RECV)
+
+EXECUTOR_ALGO: dict[Collective, str] = {
+    AR: "ring", AG: "ring", RS: "ring", BC: "binomial", Collective.REDUCE: "binomial",
+    A2A: "pairwise", P2P: "direct", BAR: "dissemination",
+}
+"""The algorithm the executor's communicator runs for each operation (modelplan.execute.collectives)."""
+
+
+class CommItem(BaseModel):
+    """One kind of communication call in a training step."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op: Collective
+    axis: Axis
+    group_size: int
+    nbytes: int
+    """Message size in the nccl-tests convention."""
+    count: int
+    """Calls per step by each rank of `pp_ranks` (start-up items: once per run)."""
+    label: str
+    overlappable: bool
+    """Can hide behind compute (DP gradient reduction, ZeRO parameter prefetch/gather)."""
+    pp_ranks: tuple[int, ...]
+    """Pipeline ranks whose ranks make this call."""
+    startup: bool = False
+    """Done once before training (weight Broadcast, Barrier), not every step."""
+    root: int | None = None
+    """Group rank of the root (Broadcast)."""
+    role: Literal["send", "recv"] | None = None
+    """Side of a point-to-point transfer (price the sends; receives mirror them)."""
+
+
+def bytes_per_rank(op: Collective, algo: str, nbytes: int, group_size: int, group_rank: int = 0,
+                   root: int = 0, itemsize: int = 1) -> tuple[int, int]:
+    """(sent, received) bytes of one call on `group_rank` for the executor's algorithms.
+
+    TODO: switch to modelplan.comm.exact.bytes_per_rank when the comm branch lands (same rules).
+    """
+    p, n = group_size, nbytes
+    if p == 1 or op is BAR:
+        return 0, 0
+    if op is AR and algo == "ring":  # ring RS + AG over np.array_split chunks (Patarasuk & Yuan 2009)
+        q, rest = divmod(n // itemsize, p)
+        c = [(q + (i < rest)) * itemsize for i in range(p)]
+        r = group_rank
+        return 2 * n - c[r] - c[(r + 1) % p], 2 * n - c[(r - 1) % p] - c[r]
+    if op in (AG, RS, A2A):  # every block but one's own: (p-1)/p * n (nccl-tests busbw factor)
+        return n - n // p, n - n // p
+    if op is BC:  # binomial tree (MPICH): relative rank v receives once, sends to its children
+        v = (group_rank - root) % p
+        low = v & -v if v else p
+        children = sum(1 for k in range(p.bit_length()) if (1 << k) < low and v + (1 << k) < p)
+        return children * n, (n if v else 0)
+    raise ValueError(f"no per-rank byte rule for {op} with {algo}")
+
+
+def _sizes(spec: TransformerSpec, training: TrainingSpec, element_bytes: int | None) -> tuple[int, int, int]:
+    """(activation, gradient, loss-value) bytes per element."""
+    if element_bytes is not None:
+        return element_bytes, element_bytes, element_bytes
+    return training.dtype_bytes, training.grad_bytes, 4
+
+
+def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan,
+                       element_bytes: int | None = None) -> list[CommItem]:
+    """Every communication call of one step (and of the start-up) under `plan`."""
+    act, grad, loss_b = _sizes(spec, training, element_bytes)
+    param = act
+    m = plan.num_microbatches(training.global_batch)
+    b, s, h, tp, pp, vpp = plan.micro_batch, training.seq_len, spec.hidden, plan.tp, plan.pp, plan.vpp
+    recompute = (plan.recompute or training.recompute) == "full"
+    sp = plan.sequence_parallel
+    tokens = b * s
+    last = pp * vpp - 1
+    units = stage_units(spec, pp * vpp)
+    shards = unit_shards(spec, plan)
+    per_rank: list[dict[tuple, int]] = []
+    for r in range(pp):
+        calls: dict[tuple, int] = defaultdict(int)
+
+        def add(op, axis, size, nbytes, count, label, overlap=False, startup=False, root=None, role=None):
+            if size > 1 and count:
+                calls[(op, axis, size, nbytes, label, overlap, startup, root, role)] += count
+
+        for c in range(vpp):
+            v = c * pp + r
+            layers = range(v * spec.layers // (pp * vpp), (v + 1) * spec.layers // (pp * vpp))
+            moe_layers = sum(spec.is_moe_layer(i) for i in layers)
+            A = tokens * h * act  # one (b, s, h) activation
+            # tensor parallel: (op, label) per direction, Megatron f/g or the sequence-parallel pair
+            g_fwd, g_bwd, f_fwd, f_bwd = (RS, AG, AG, RS) if sp else (AR, None, None, AR)
+            per_sublayer = [(f_fwd, "in"), (g_fwd, "out")]
+            fwd_runs = m * (2 if recompute else 1)
+            for sub in ("attention", "mlp"):
+                for op, where in per_sublayer:
+                    if op is not None:
+                        add(op, Axis.TP, tp, A, fwd_runs * len(layers), f"tp/{sub}/{where}")
+                add(f_bwd, Axis.TP, tp, A, m * len(layers), f"tp/{sub}/in")
+                if g_bwd is not None:
+                    add(g_bwd, Axis.TP, tp, A, m * len(layers), f"tp/{sub}/out")
+            if v == 0:
+                add(g_fwd, Axis.TP, tp, A, m, "tp/embedding")
+                if g_bwd is not None:
+                    add(g_bwd, Axis.TP, tp, A, m, "tp/embedding")
+            if v == last:
+                if f_fwd is not None:
+                    add(f_fwd, Axis.TP, tp, A, m, "tp/lm-head/in")
+                add(f_bwd, Axis.TP, tp, A, m, "tp/lm-head/in")
+                add(AG, Axis.TP, tp, tp * tokens * loss_b, m, "tp/cross-entropy/max")
+                add(AR, Axis.TP, tp, tokens * loss_b, m, "tp/cross-entropy/target")
+                add(AR, Axis.TP, tp, tokens * loss_b, m, "tp/cross-entropy/sum")
+            # expert parallel: dispatch + combine, forward (again under recompute) and backward
+            if spec.moe is not None:
+                a2a = spec.moe.num_experts * tokens * h * act
+                for label in ("ep/dispatch", "ep/combine"):
+                    add(A2A, Axis.EP, plan.ep, a2a, (fwd_runs + m) * moe_layers, label)
+            # pipeline: activations forward, gradients backward
+            msg = b * (s // tp if sp else s) * h * act
+            if v < last:
+                add(P2P, Axis.PP, pp, msg, m, "pp/forward", role="send")
+                add(P2P, Axis.PP, pp, msg, m, "pp/backward", role="recv")
+            if v > 0:
+                add(P2P, Axis.PP, pp, msg, m, "pp/forward", role="recv")
+                add(P2P, Axis.PP, pp, msg, m, "pp/backward", role="send")
+            # data parallel / ZeRO, unit by unit
+            for unit in units[v]:
+                if unit not in shards:
+                    continue
+                u = shards[unit]
+                D, P = u.group_size, u.padded
+                add(BC, Axis.DP, D, u.numel * param, 1, "dp/broadcast", startup=True, root=0)
+                per_mb = plan.zero >= 2
+                if u.partial_over_tp:
+                    add(AR, Axis.TP, tp, u.partial_over_tp * grad, m if per_mb else 1, "tp/partial-grads")
+                if plan.zero == 0:
+                    add(AR, Axis.DP, D, P * grad, 1, "dp/grads", overlap=True)
+                else:
+                    add(RS, Axis.DP, D, P * grad, m if per_mb else 1, "dp/grads", overlap=True)
+                    add(AG, Axis.DP, D, P * param, 2 * m if plan.zero == 3 else 1, "dp/params", overlap=True)
+                if unit == "embedding/word" and spec.tied_embeddings and pp > 1:
+                    tied = P if plan.zero == 0 else P // D
+                    add(AR, Axis.PP, 2, tied * grad, 1, "pp/tied-embedding-grads")
+        add(BAR, Axis.WORLD, plan.world_size, 0, 1, "world/start", startup=True)
+        per_rank.append(calls)
+    merged: dict[tuple, list[int]] = defaultdict(list)
+    for r, calls in enumerate(per_rank):
+        for key, count in calls.items():
+            merged[(*key, count)].append(r)
+    fields = ("op", "axis", "group_size", "nbytes", "label", "overlappable", "startup", "root", "role", "count")
+    return [CommItem(**dict(zip(fields, key)), pp_ranks=tuple(ranks)) for key, ranks in merged.items()]

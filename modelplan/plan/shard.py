@@ -1,0 +1,160 @@
+"""Per-rank element counts of weights, gradients and optimizer state under a plan.
+
+The cost side's model of what the executor holds (verify compares the two): parameters are
+grouped into communication units, split over tp (column/row-parallel matrices, vocab rows) and
+over ep (routed experts), and each unit's local elements are flattened and padded to a multiple
+of its data-parallel group (dp, or dp/ep for routed experts), as Megatron's grad buffer is for
+the distributed optimizer. Per rank, for each unit of numel n and padded size P over a group of
+D ranks (ZeRO stages as in Rajbhandari et al. SC'20, sec. 5):
+
+| zero | weights | gradients | optimizer state |
+|---|---|---|---|
+| 0 | n | P | k * P |
+| 1 | n | P (Megatron keeps the full grad buffer) | k * P / D |
+| 2 | n | P / D | k * P / D |
+| 3 | P / D | P / D | k * P / D |
+
+with k optimizer states per element (Adam 2, momentum 1, SGD 0). Counts are elements, not
+bytes, and exact Python ints. Vocabulary padding to a multiple of 128*tp (Megatron) is not
+modelled: the vocabulary is split as ceil(vocab / tp) rows per rank.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
+from modelplan.specs.transformer import TransformerSpec
+
+
+class UnitShard(BaseModel):
+    """One communication unit as one rank holds it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    unit: str
+    """`embedding/word`, `embedding/extra`, `layers/<i>`, `layers/<i>/experts` or `head`."""
+    numel: int
+    """Local parameter elements (after the tp/ep split)."""
+    partial_over_tp: int
+    """Of those, elements whose gradient is a partial sum over tp (all-reduced over tp)."""
+    group_size: int
+    """Ranks sharing the unit's data-parallel reduction: dp, or dp/ep for routed experts."""
+
+    @property
+    def padded(self) -> int:
+        """numel rounded up to a multiple of group_size."""
+        return -(-self.numel // self.group_size) * self.group_size
+
+
+class RankElements(BaseModel):
+    """Elements one rank of a pipeline stage keeps (every tp/dp rank of a stage holds the same)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pp_rank: int
+    weights: int
+    gradients: int
+    optimizer: int
+
+
+def _split(n: int, parts: int) -> int:
+    return -(-n // parts)
+
+
+def stage_units(spec: TransformerSpec, num_stages: int) -> list[list[str]]:
+    """Units of each virtual stage: embeddings first, then blocks, then the head (and the tied
+    word-embedding copy on the last stage when there is more than one stage)."""
+    per_stage = spec.layers // num_stages
+    out = []
+    for v in range(num_stages):
+        units = ["embedding/word", "embedding/extra"] if v == 0 else []
+        for i in range(v * per_stage, (v + 1) * per_stage):
+            units += [f"layers/{i}"] + ([f"layers/{i}/experts"] if spec.is_moe_layer(i) else [])
+        if v == num_stages - 1:
+            units += ["head"] + (["embedding/word"] if spec.tied_embeddings and num_stages > 1 else [])
+        out.append(units)
+    return out
+
+
+def _norm(spec: TransformerSpec) -> int:
+    return spec.hidden * (2 if spec.norm_bias else 1)
+
+
+def _mlp(spec: TransformerSpec, ffn: int, tp: int, sp: bool) -> tuple[int, int]:
+    """(local elements, partial-over-tp elements) of a column/row-parallel MLP of width ffn."""
+    h, f = spec.hidden, _split(ffn, tp)
+    inputs = 2 if spec.gated_mlp else 1
+    numel = inputs * (h * f + (f if spec.mlp_bias else 0)) + f * h + (h if spec.mlp_bias else 0)
+    return numel, (h if spec.mlp_bias and sp else 0)
+
+
+def _block(spec: TransformerSpec, i: int, tp: int, sp: bool) -> tuple[int, int]:
+    """(local elements, partial elements) of block i without its routed experts."""
+    h, d = spec.hidden, spec.dim_head
+    q, kv = _split(spec.heads, tp) * d, _split(spec.num_kv_heads, tp) * d
+    norms = _norm(spec) * spec.num_norms_per_layer
+    numel = norms + h * (q + 2 * kv) + (q + 2 * kv if spec.qkv_bias else 0) + q * h
+    numel += h if spec.attn_out_bias else 0
+    partial = (norms + (h if spec.attn_out_bias else 0)) if sp else 0
+    if not spec.is_moe_layer(i):
+        n, p = _mlp(spec, spec.ffn_hidden, tp, sp)
+        return numel + n, partial + p
+    moe = spec.moe
+    router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
+    numel += router
+    partial += router if tp > 1 else 0  # the router's gradient is a partial sum over tp
+    if moe.shared_experts:
+        n, p = _mlp(spec, moe.shared_experts * (moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden), tp, sp)
+        numel, partial = numel + n, partial + p
+    return numel, partial
+
+
+def _experts(spec: TransformerSpec, tp: int, ep: int) -> int:
+    """Local elements of one layer's routed experts (the out bias is replicated over tp)."""
+    h, f = spec.hidden, _split(spec.moe.expert_ffn_hidden, tp)
+    inputs = 2 if spec.gated_mlp else 1
+    one = inputs * (h * f + (f if spec.mlp_bias else 0)) + f * h + (h if spec.mlp_bias else 0)
+    return _split(spec.moe.num_experts, ep) * one
+
+
+def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
+    """Every non-empty unit of the model as one rank holds it."""
+    tp, sp, h = plan.tp, plan.sequence_parallel, spec.hidden
+    expert_group = plan.dp // plan.ep
+    sizes: dict[str, tuple[int, int, int]] = {"embedding/word": (_split(spec.vocab, tp) * h, 0, plan.dp)}
+    extra = (spec.max_positions * h if spec.position == "learned" else 0) + spec.type_vocab * h
+    extra += _norm(spec) if spec.embedding_norm else 0
+    sizes["embedding/extra"] = (extra, extra if sp else 0, plan.dp)
+    for i in range(spec.layers):
+        n, p = _block(spec, i, tp, sp)
+        sizes[f"layers/{i}"] = (n, p, plan.dp)
+        if spec.is_moe_layer(i):
+            sizes[f"layers/{i}/experts"] = (_experts(spec, tp, plan.ep), 0, expert_group)
+    norm = _norm(spec) if spec.final_norm else 0
+    head = norm + (0 if spec.tied_embeddings else h * _split(spec.vocab, tp))
+    head += _split(spec.vocab, tp) if spec.lm_head_bias else 0
+    sizes["head"] = (head, norm if sp else 0, plan.dp)
+    return {u: UnitShard(unit=u, numel=n, partial_over_tp=p, group_size=g) for u, (n, p, g) in sizes.items() if n}
+
+
+def rank_elements(spec: TransformerSpec, plan: Plan, training: TrainingSpec) -> list[RankElements]:
+    """Per pipeline rank: weight, gradient and optimizer-state elements held (table above)."""
+    shards = unit_shards(spec, plan)
+    units = stage_units(spec, plan.pp * plan.vpp)
+    states = training.optimizer_states
+    out = []
+    for r in range(plan.pp):
+        w = g = o = 0
+        for c in range(plan.vpp):
+            for unit in units[c * plan.pp + r]:
+                if unit not in shards:
+                    continue
+                s = shards[unit]
+                mine = s.padded // s.group_size
+                w += mine if plan.zero == 3 else s.numel
+                g += s.padded if plan.zero <= 1 else mine
+                o += states * (s.padded if plan.zero == 0 else mine)
+        out.append(RankElements(pp_rank=r, weights=w, gradients=g, optimizer=o))
+    return out
