@@ -58,6 +58,11 @@ def verify(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: s
            scale: bool = True, layers_per_stage: int = 1, optimizer: OptimizerConfig | None = None,
            timeout_s: float = 120.0, progress: Progress | None = None) -> VerifyReport | None:
     """Run `plan` on a (scaled-down) copy of `spec` and check it; None on MPI ranks other than 0."""
+    if getattr(spec, "kind", None) == "network":  # MLP / CNN / RNN: modelplan.execute.net
+        from modelplan.execute.net.verify import verify_network
+
+        return verify_network(spec, training, plan, backend, seed=seed, scale=scale, optimizer=optimizer,
+                              timeout_s=timeout_s, progress=progress)
     say = progress or (lambda _msg: None)
     notes = _notes(spec, training, plan)
     if scale:
