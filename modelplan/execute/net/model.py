@@ -36,6 +36,9 @@ class LeafHooks:
         """The (axis, slice) of the activations this rank holds (tensor-parallel shard)."""
         return None
 
+    def before_forward(self, node: LeafNode, x: np.ndarray, p: Params) -> None:
+        """Called with the leaf's input and parameters (for recording; changes nothing)."""
+
     def add_bias(self, node: LeafNode) -> bool:
         """Whether the leaf adds its bias itself (row-parallel adds it after the reduce)."""
         return True
@@ -82,6 +85,7 @@ def forward_nodes(nodes: tuple[Node, ...], params: Params, x: np.ndarray, ctx: R
 def _leaf_forward(node: LeafNode, params: Params, x, ctx, buffers: Params, hooks: LeafHooks):
     p = sub(params, node.path)
     own = sub(buffers, node.path)
+    hooks.before_forward(node, x, p)
     y, saved = leaf_forward(node, p, x, ctx, hooks.feature(node), hooks.add_bias(node), own)
     buffers.update({f"{node.path}/{k}": v for k, v in own.items()})
     return hooks.after_forward(node, y, p), saved
