@@ -85,8 +85,10 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
                    loss: LossKind | None = None) -> VerifyReport | None:
     """Run `plan` on a (scaled-down) copy of the network and check it; None on MPI ranks but 0."""
     say = progress or (lambda _msg: None)
-    notes = ["float64 throughout; BatchNorm statistics per micro-batch on every replica (the "
-             "reference runs the same micro-batches with gradient accumulation)"]
+    notes = ["float64 throughout; the reference runs the same micro-batches with gradient accumulation"]
+    if any(r.type.startswith("batchnorm") for r in network_layers(spec)):
+        notes.append("BatchNorm: statistics of each micro-batch on every replica, as nn.BatchNorm2d under "
+                     "DDP (no SyncBatchNorm); running statistics stay local and are not compared")
     if scale:
         scaled = scale_network(spec, plan)
         if scaled is not spec:
