@@ -366,18 +366,19 @@ def test_lstm_bptt_activations_by_hand():
     assert memory.activations == 4 * (5 * 3 + 5 * (4 * 4 + 4 + 4))
 
 
-def test_full_recompute_keeps_top_level_inputs():
-    """Full recompute keeps each top-level item's input: MLP 2+3+3+2+2 floats per sample."""
+def test_full_recompute_keeps_unit_inputs():
+    """Full recompute keeps each unit's input: MLP 2+3+3+2+2 floats per sample."""
     memory = count_network_memory(load_model("mlp"), TrainingSpec(precision="fp32", recompute="full"), 2)
     assert memory.activations == 2 * 4 * (2 + 3 + 3 + 2 + 2)
 
 
 def test_full_recompute_checkpoints_blocks_not_leaves():
-    """ResNet-18 under full recompute keeps one input per top-level item (11 items), fewer bytes."""
+    """ResNet-18 under full recompute keeps one input per unit: 4 stem leaves + 8 residual
+    blocks + avgpool, flatten, fc = 15 checkpoints, fewer bytes than keeping everything."""
     spec = load_model("resnet-18")
     full = count_network_memory(spec, TrainingSpec(recompute="full"), 1)
     none = count_network_memory(spec, TrainingSpec(), 1)
-    assert sum(1 for b in full.activations_per_layer if b) == 11
+    assert sum(1 for b in full.activations_per_layer if b) == 4 + 8 + 3
     # the first checkpoint is the bf16 image: 3*224*224*2 bytes
     assert full.activations_per_layer[0] == 3 * 224 * 224 * 2
     assert full.activations < none.activations

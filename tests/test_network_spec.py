@@ -207,3 +207,15 @@ def test_lstm_lm_output_is_per_step_logits():
     """lstm-lm: 35 token ids -> [35, 650] embeddings -> LSTM [35, 650] -> logits [35, 10000]."""
     spec = load_model("lstm-lm")
     assert [s for _, s in shapes(spec)] == [(35, 650), (35, 650), (35, 650), (35, 650), (35, 10_000)]
+
+
+def test_units_residual_block_is_one_unit_groups_are_transparent():
+    """Units: a leaf outside blocks is one; a whole residual block is one; repeat copies are separate."""
+    block = {"type": "residual", "main": [{"type": "linear", "out_features": 4}, {"type": "relu"}]}
+    spec = net([4], {"type": "linear", "out_features": 4}, {"type": "repeat", "name": "blocks", "times": 2, "layers": [block]})
+    leaves = walk(spec.layers, tuple(spec.input_shape))
+    assert [(leaf.path, leaf.unit) for leaf in leaves] == [
+        ("0", 0),
+        ("blocks/0/0", 1), ("blocks/0/1", 1), ("blocks/0/add", 1),
+        ("blocks/1/0", 2), ("blocks/1/1", 2), ("blocks/1/add", 2),
+    ]

@@ -8,6 +8,7 @@ import typer
 
 from modelplan.cli.app import app, user_errors
 from modelplan.cli.options import (
+    DepthOpt,
     GlobalBatchOpt,
     JsonOpt,
     MicroBatchOpt,
@@ -37,6 +38,7 @@ def count_cmd(
     optimizer: OptimizerOpt = "adamw",
     recompute: RecomputeOpt = "none",
     json_out: JsonOpt = False,
+    depth: DepthOpt = 3,
 ) -> None:
     """Parameters (total, per component, per layer, MoE active), FLOPs and memory of a model."""
     from pydantic import ValidationError
@@ -63,12 +65,13 @@ def count_cmd(
 
         typer.echo(json.dumps(doc, indent=2))
         return
-    _print_document(doc)
+    _print_document(doc, depth)
 
 
-def _print_document(doc: dict) -> None:
+def _print_document(doc: dict, depth: int) -> None:
     """The count document as rich tables: parameters, FLOPs, memory."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from modelplan.cli.render import (
@@ -83,17 +86,20 @@ def _print_document(doc: dict) -> None:
     model, tr, params, flops, mem = (
         doc["model"], doc["training"], doc["params"], doc["flops"], doc["memory"]
     )
-    console.print(f"[bold]{model['name']}[/bold]" + (f"  [dim]{model['source']}[/dim]" if model["source"] else ""))
+    source = f"  [dim]{escape(model['source'])}[/dim]" if model["source"] else ""
+    console.print(f"[bold]{escape(model['name'])}[/bold]{source}")
     active = "" if params["active"] == params["total"] else f", {human_count(params['active'])} active per token ({params['active']:,})"
     console.print(f"parameters: [bold]{human_count(params['total'])}[/bold] ({params['total']:,}){active}")
-    console.print(breakdown_table("Parameters", params["breakdown"], params["total"], human_count, "params"))
+    shown = {k: v for k, v in params["breakdown"].items() if k.count("/") < depth}
+    console.print(breakdown_table("Parameters", shown, params["total"], human_count, "params"))
     console.print(f"per layer: {summarise_layers(params['per_layer'])}\n")
 
-    tokens = tr["global_batch"] * tr["seq_len"]
-    console.print(
-        f"[bold]FLOPs[/bold] per step: global batch {tr['global_batch']} x seq {tr['seq_len']} "
-        f"= {tokens:,} tokens, recompute {tr['recompute']}"
-    )
+    if model["kind"] == "transformer":
+        tokens = tr["global_batch"] * tr["seq_len"]
+        step = f"global batch {tr['global_batch']} x seq {tr['seq_len']} = {tokens:,} tokens"
+    else:
+        step = f"global batch {tr['global_batch']} samples"
+    console.print(f"[bold]FLOPs[/bold] per step: {step}, recompute {tr['recompute']}")
     summary = Table(show_header=False, show_edge=False, pad_edge=False, box=None)
     summary.add_column()
     summary.add_column(justify="right")
@@ -106,8 +112,9 @@ def _print_document(doc: dict) -> None:
     ):
         summary.add_row(label, human_flops(value), f"{value:,}")
     console.print(summary)
-    console.print(breakdown_table("Forward FLOPs per step", flops["breakdown"], flops["forward"], human_flops, "FLOPs"))
-    console.print(f"[dim]convention: {flops['convention']}[/dim]\n")
+    shown = {k: v for k, v in flops["breakdown"].items() if k.count("/") < depth}
+    console.print(breakdown_table("Forward FLOPs per step", shown, flops["forward"], human_flops, "FLOPs"))
+    console.print(f"[dim]convention: {escape(flops['convention'])}[/dim]\n")
 
     console.print(
         f"[bold]Memory[/bold] (one unsharded replica): {tr['precision']}, {tr['optimizer']}, "

@@ -28,7 +28,7 @@ GlobalBatchOpt = Annotated[
     Optional[int],
     typer.Option(
         "--batch", "--global-batch", min=1,
-        help="Sequences per optimizer step over all data-parallel ranks [default: micro-batch].",
+        help="Sequences per optimizer step over all data-parallel ranks (default: the micro-batch).",
         show_default=False,
     ),
 ]
@@ -36,7 +36,7 @@ SeqOpt = Annotated[
     Optional[int],
     typer.Option(
         "--seq", "--seq-len", min=1,
-        help="Tokens per sequence [default: 2048, or the model's max_positions if smaller].",
+        help="Tokens per sequence (default: 2048, or the model's max_positions if smaller).",
         show_default=False,
     ),
 ]
@@ -54,4 +54,7 @@ RecomputeOpt = Annotated[
 ]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable JSON document instead of tables.")
+]
+DepthOpt = Annotated[
+    int, typer.Option("--depth", min=1, help="Levels of the slash-path breakdown shown in tables.")
 ]

@@ -24,7 +24,7 @@ def human_count(n: int) -> str:
 
 
 def human_bytes(n: int) -> str:
-    """Bytes in decimal units: 16.06 GB (1 GB = 1e9 bytes)."""
+    """Bytes in decimal units: 16.1 GB (1 GB = 1e9 bytes)."""
     return _scaled(n, tuple((s, " " + u) for s, u in BYTE_UNITS), " B")
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from modelplan.errors import SpecError
+
 
 class Collective(StrEnum):
     """Communication operations (names as in NCCL / torch.distributed)."""
@@ -27,3 +29,74 @@ class Axis(StrEnum):
     PP = "pp"
     EP = "ep"
     WORLD = "world"
+
+
+class Algo(StrEnum):
+    """Collective algorithms the cost model knows (which op takes which: `comm.algorithms`)."""
+
+    AUTO = "auto"
+    """The fastest valid algorithm for the size, as NCCL's tuner picks (or a measured fit)."""
+    NCCL = "nccl"
+    """The fastest of the algorithms NCCL itself runs for the op (ring, tree; grouped send/recv)."""
+    RING = "ring"
+    """Ring: AllReduce = ring ReduceScatter + ring AllGather; Broadcast/Reduce = pipelined chain."""
+    TREE = "tree"
+    """NCCL's double binary tree AllReduce: a tree over nodes, a chain inside each node."""
+    BINOMIAL = "binomial"
+    """Binomial tree: Broadcast, Reduce; AllReduce = binomial Reduce + binomial Broadcast."""
+    RECURSIVE_DOUBLING = "recursive_doubling"
+    """Recursive doubling: AllGather, and AllReduce exchanging the whole vector each round."""
+    HALVING_DOUBLING = "halving_doubling"
+    """Rabenseifner: recursive-halving ReduceScatter (+ recursive-doubling AllGather for AllReduce)."""
+    HIERARCHICAL = "hierarchical"
+    """Two-level: ring inside each node, ring across nodes over the 1/g shard, ring inside again."""
+    PAIRWISE = "pairwise"
+    """All-to-all in p-1 rounds, one peer per round."""
+    DIRECT = "direct"
+    """All messages posted at once (NCCL grouped send/recv): all-to-all, send/recv."""
+    DISSEMINATION = "dissemination"
+    """Barrier in ceil(lg p) rounds (Hensgen, Finkel & Manber 1988)."""
+    FITTED = "fitted"
+    """The cluster's measured alpha-beta fit for this op (Cluster.collective_fits)."""
+
+
+def _squash(name: str) -> str:
+    return name.strip().lower().replace("-", "").replace("_", "").replace(" ", "")
+
+
+_COLLECTIVE_ALIASES = {_squash(c.value): c for c in Collective} | {
+    "bcast": Collective.BROADCAST,
+    "alltoallv": Collective.ALL_TO_ALL,
+    "a2a": Collective.ALL_TO_ALL,
+    "p2p": Collective.SEND_RECV,
+}
+_ALGO_ALIASES = {_squash(a.value): a for a in Algo} | {
+    "rabenseifner": Algo.HALVING_DOUBLING,
+    "doublebinarytree": Algo.TREE,
+    "recursivehalving": Algo.HALVING_DOUBLING,
+    "twolevel": Algo.HIERARCHICAL,
+}
+
+
+def parse_collective(name: str | Collective) -> Collective:
+    """A collective from any common spelling: all_reduce, all-reduce, allreduce, AllReduce,
+    all_reduce_perf (the nccl-tests binary)."""
+    if isinstance(name, Collective):
+        return name
+    key = _squash(name)
+    key = key[: -len("perf")] if key.endswith("perf") else key
+    if key not in _COLLECTIVE_ALIASES:
+        names = ", ".join(c.value for c in Collective)
+        raise SpecError(f"unknown collective '{name}' (one of {names})")
+    return _COLLECTIVE_ALIASES[key]
+
+
+def parse_algo(name: str | Algo) -> Algo:
+    """An algorithm from its name or a common alias (rabenseifner, double-binary-tree)."""
+    if isinstance(name, Algo):
+        return name
+    key = _squash(name)
+    if key not in _ALGO_ALIASES:
+        names = ", ".join(a.value for a in Algo)
+        raise SpecError(f"unknown algorithm '{name}' (one of {names})")
+    return _ALGO_ALIASES[key]

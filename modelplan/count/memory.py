@@ -122,7 +122,11 @@ def embedding_activation_bytes(
     spec: "TransformerSpec", micro_batch: int, seq_len: int, tp: int = 1,
     sequence_parallel: bool = False,
 ) -> int:
-    """Input-side activations of one micro-batch: int64 token ids and the embedding-dropout mask."""
+    """Input-side activations of one micro-batch: int64 token ids and the embedding-dropout mask.
+
+    Per micro-batch; under 1F1B the first pipeline stage holds p of them (Megatron's 8 s b p +
+    s b h p), which the planner multiplies in.
+    """
     sb = seq_len * micro_batch
     mask = sb * spec.hidden if spec.dropout else 0  # 1-byte mask, /t with sp (Megatron estimator)
     return TOKEN_ID_BYTES * sb + (_ceil_div(mask, tp) if sequence_parallel else mask)

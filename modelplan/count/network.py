@@ -36,8 +36,9 @@ class LayerInfo(Result):
     """Slash path (torch module name with '/' for '.'), e.g. 'layer1/0/conv1' or 'layer1/0/add'."""
     type: str
     """The layer's `type` ('linear', 'conv2d', 'lstm', ...) or 'add' for a residual sum."""
-    top_index: int
-    """Position of the enclosing top-level item: the smallest unit a pipeline stage can hold."""
+    unit: int
+    """Smallest unit a pipeline stage or recompute checkpoint holds, in order from 0: each leaf
+    outside residual blocks, or a whole residual block (sequential/repeat are transparent)."""
     input_shape: tuple[int, ...]
     """Per-sample input shape (no batch dim)."""
     output_shape: tuple[int, ...]
@@ -73,7 +74,7 @@ def network_layers(spec: NetworkSpec, dtype_bytes: int = 4) -> list[LayerInfo]:
             LayerInfo(
                 path=leaf.path,
                 type=leaf.type,
-                top_index=leaf.top_index,
+                unit=leaf.unit,
                 input_shape=leaf.input_shape,
                 output_shape=leaf.output_shape,
                 params=sum(_numel(s) for s in shapes.values()),
@@ -155,9 +156,9 @@ def count_network_memory(spec: NetworkSpec, training: TrainingSpec, micro_batch:
     (4 bytes each); an fp32 master copy under mixed precision (ZeRO paper, Rajbhandari et al.
     2020, sec. 3.1: 2 + 2 + 12 bytes per parameter for Adam). BatchNorm buffers are left out.
     Activations: micro_batch * the per-sample bytes of `network_layers` (all float activations
-    in the compute dtype). With recompute 'full', only each top-level item's input is kept
-    (checkpoint per item, as Megatron's full recompute keeps each layer's input); the
-    recomputed working set of one item during its backward is not included.
+    in the compute dtype). With recompute 'full', only each unit's input is kept (a checkpoint per
+    unit, as Megatron's full recompute keeps each layer's input; see `LayerInfo.unit`); the
+    recomputed working set of one unit during its backward is not included.
     """
     if micro_batch < 1:
         raise ModelplanError(f"micro_batch ({micro_batch}) must be >= 1")
@@ -167,8 +168,8 @@ def count_network_memory(spec: NetworkSpec, training: TrainingSpec, micro_batch:
     if training.recompute == "full":
         per_layer, seen = [], set()
         for row in layers:
-            first = row.top_index not in seen
-            seen.add(row.top_index)
+            first = row.unit not in seen
+            seen.add(row.unit)
             width = INDEX_BYTES if row.type == "embedding" else dtype_bytes
             per_layer.append(_numel(row.input_shape) * width * micro_batch if first else 0)
     else:

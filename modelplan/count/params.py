@@ -45,8 +45,11 @@ def layer_params(spec: "TransformerSpec", index: int) -> dict[str, int]:
     h = spec.hidden
     qkv_width = spec.q_width + 2 * spec.kv_width  # fused or separate q, k, v projections
     out: dict[str, int] = {
+        # HF q_proj/k_proj/v_proj (or fused c_attn / query_key_value): Linear(h, qkv_width)
         "attention/qkv": h * qkv_width + (qkv_width if spec.qkv_bias else 0),
+        # HF o_proj / c_proj / dense: Linear(heads * head_dim, h)
         "attention/out": spec.q_width * h + (h if spec.attn_out_bias else 0),
+        # Phi q_layernorm/k_layernorm, Qwen3 q_norm/k_norm: one norm over head_dim each
         "attention/qk_norm": 2 * norm_params(spec, spec.dim_head) if spec.qk_norm else 0,
     }
     moe = spec.moe
@@ -61,7 +64,7 @@ def layer_params(spec: "TransformerSpec", index: int) -> dict[str, int]:
         out["mlp/shared_gate"] = h if moe.shared_expert_gate else 0
     else:
         out["mlp/in"], out["mlp/out"] = mlp_params(spec, spec.ffn_hidden)
-    out["norm"] = spec.num_norms_per_layer * norm_params(spec, h)
+    out["norm"] = spec.num_norms_per_layer * norm_params(spec, h)  # input/post-attention norms
     return out
 
 
@@ -78,8 +81,9 @@ def embedding_params(spec: "TransformerSpec") -> dict[str, int]:
     h, e = spec.hidden, spec.embed_dim
     return {
         "token": spec.vocab * e,  # nn.Embedding(vocab, embed_dim)
+        # GPT-2 wpe / BERT position_embeddings: Embedding(max_positions, h); rotary/ALiBi: none
         "position": spec.max_positions * h if spec.position == "learned" else 0,
-        "token_type": spec.type_vocab * h,  # BERT token_type_embeddings
+        "token_type": spec.type_vocab * h,  # BERT token_type_embeddings: Embedding(type_vocab, h)
         "norm": norm_params(spec, h) if spec.embedding_norm else 0,  # BLOOM/BERT embedding LN
         "proj": e * h if e != h else 0,  # OPT project_in: Linear(embed_dim, h, bias=False)
     }
@@ -92,6 +96,7 @@ def head_params(spec: "TransformerSpec") -> dict[str, int]:
         "proj": h * e if e != h else 0,  # OPT project_out: Linear(h, embed_dim, bias=False)
         # BERT BertPredictionHeadTransform: dense h x h + bias, then a norm
         "transform": h * h + h + norm_params(spec, h) if spec.mlm_transform else 0,
+        # lm_head: Linear(embed_dim, vocab, bias=False); tied heads reuse the token embedding
         "output": spec.vocab * e if spec.lm_head and not spec.tied_embeddings else 0,
         "bias": spec.vocab if spec.lm_head_bias else 0,
         "pooler": h * h + h if spec.pooler else 0,  # BertPooler: dense h x h + bias

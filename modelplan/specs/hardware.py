@@ -6,9 +6,17 @@ microseconds. Presets live in presets/accelerators and presets/clusters, each ci
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
+
+CollectiveName = Literal[
+    "all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
+    "send_recv", "barrier",
+]
+"""The values of `modelplan.comm.ops.Collective` (specs sit left of comm, so spelled out here)."""
 
 
 class Accelerator(Spec):
@@ -60,12 +68,40 @@ class Link(Spec):
     efficiency: float = Field(1.0, gt=0, le=1)
     """Fraction of the nominal bandwidth that collectives achieve (ring busbw / line rate)."""
     latency_us: float = Field(ge=0)
-    """Per-message start-up latency alpha in microseconds."""
+    """Per-message start-up latency alpha in microseconds (one hop of one algorithm step)."""
+    fabric: Literal["switch", "mesh"] = "switch"
+    """'switch': each GPU reaches any peer at the full bandwidth_gbps (NVSwitch, a NIC).
+    'mesh': bandwidth_gbps is the sum of direct links, one to each other GPU of the node (AMD
+    xGMI), so g of a node's G GPUs together get (g-1)/(G-1) of it and one peer 1/(G-1)."""
+    source: str = ""
+    """Where the bandwidth, efficiency and latency come from."""
 
     @property
     def effective_bandwidth_Bps(self) -> float:  # noqa: N802 - unit in the name
         """Achievable bytes per second per GPU per direction."""
         return self.bandwidth_gbps * 1e9 * self.efficiency
+
+
+class CollectiveFit(Spec):
+    """A measured alpha-beta fit of one collective (written by `modelplan calibrate`).
+
+    When a cluster carries a fit for an operation and scope, the cost model's `auto` uses it
+    instead of its analytic algorithms: time_s = alpha_us*1e-6 + nbytes*busbw_factor/busbw,
+    with nccl-tests' message size and busbw factor for the operation.
+    """
+
+    op: CollectiveName
+    """The operation measured, e.g. 'all_reduce'."""
+    scope: Literal["intra", "inter"]
+    """'intra': groups inside one node; 'inter': groups that span nodes."""
+    ranks: int | None = Field(None, ge=2)
+    """Group size the fit was measured at; None applies to every group size of this scope."""
+    alpha_us: float = Field(ge=0)
+    """Fitted start-up time of one call in microseconds."""
+    busbw_gbps: float = Field(gt=0)
+    """Fitted saturated bus bandwidth in GB/s (nccl-tests convention; 1/beta)."""
+    source: str = ""
+    """Where the measurement comes from (tool, date, message sizes)."""
 
 
 class Cluster(Spec):
@@ -83,8 +119,25 @@ class Cluster(Spec):
     """Link between accelerators of one node."""
     inter: Link
     """Network link between nodes, per accelerator (its NIC share)."""
+    call_latency_us: float = Field(0.0, ge=0)
+    """Fixed start-up of one collective call in microseconds, paid once per call (NCCL's
+    per-algorithm base latency)."""
+    collective_fits: tuple[CollectiveFit, ...] = ()
+    """Measured overrides per collective and scope (from `modelplan calibrate`), else empty."""
     source: str = ""
     """Where the figures come from."""
+
+    @model_validator(mode="after")
+    def _check_fits(self) -> "Cluster":
+        seen = set()
+        for fit in self.collective_fits:
+            key = (fit.op, fit.scope, fit.ranks)
+            if key in seen:
+                raise ValueError(
+                    f"collective_fits: two fits for op '{fit.op}', scope '{fit.scope}', ranks {fit.ranks}"
+                )
+            seen.add(key)
+        return self
 
     @property
     def max_gpus(self) -> int | None:

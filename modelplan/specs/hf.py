@@ -23,6 +23,13 @@ _ACTIVATIONS = {
 }
 
 
+# GPT-2 style blocks: LayerNorm with bias, a bias on every linear, plain (non-gated) MLP.
+_GPT_STYLE: dict[str, Any] = dict(
+    norm="layernorm", norm_bias=True, qkv_bias=True, attn_out_bias=True, mlp_bias=True,
+    gated_mlp=False,
+)
+
+
 class _Config:
     """Key lookup over a raw config dict with aliases, HF defaults and one-line errors."""
 
@@ -138,13 +145,8 @@ def _gpt2(c: _Config, multi_query: bool = False) -> dict:
         vocab=c.req("vocab_size"),
         max_positions=c.get("n_positions", 1024, "max_position_embeddings"),
         position="learned",
-        norm="layernorm",
-        norm_bias=True,
+        **_GPT_STYLE,
         norm_eps=c.get("layer_norm_epsilon", 1e-5),
-        qkv_bias=True,
-        attn_out_bias=True,
-        mlp_bias=True,
-        gated_mlp=False,
         activation=c.activation("gelu_new", "activation_function"),
         tied_embeddings=c.get("tie_word_embeddings", True),
         dropout=c.dropout(0.1, "resid_pdrop", "embd_pdrop", "attn_pdrop"),
@@ -168,13 +170,10 @@ def _gpt_neox(c: _Config) -> dict:
         vocab=c.req("vocab_size"),
         max_positions=c.get("max_position_embeddings", 2048),
         position="rotary",
-        norm="layernorm",
-        norm_bias=True,
+        # query_key_value and dense: bias=attention_bias; the MLP always has biases
+        **{**_GPT_STYLE, "qkv_bias": c.get("attention_bias", True),
+           "attn_out_bias": c.get("attention_bias", True)},
         norm_eps=c.get("layer_norm_eps", 1e-5),
-        qkv_bias=c.get("attention_bias", True),  # query_key_value and dense: bias=attention_bias
-        attn_out_bias=c.get("attention_bias", True),
-        mlp_bias=True,
-        gated_mlp=False,
         activation=c.activation("gelu", "hidden_act"),
         tied_embeddings=c.get("tie_word_embeddings", False),
         parallel_block=c.get("use_parallel_residual", True),
@@ -205,13 +204,8 @@ def _falcon(c: _Config) -> dict:
         vocab=c.req("vocab_size"),
         max_positions=c.get("max_position_embeddings", 2048),
         position="alibi" if c.get("alibi", False) else "rotary",
-        norm="layernorm",
-        norm_bias=True,
+        **{**_GPT_STYLE, "qkv_bias": bias, "attn_out_bias": bias, "mlp_bias": bias},
         norm_eps=c.get("layer_norm_epsilon", 1e-5),
-        qkv_bias=bias,
-        attn_out_bias=bias,
-        mlp_bias=bias,
-        gated_mlp=False,
         activation=c.activation("gelu", "activation"),
         tied_embeddings=c.get("tie_word_embeddings", True),
         parallel_block=parallel,
@@ -230,13 +224,8 @@ def _bloom(c: _Config) -> dict:
         ffn_hidden=4 * hidden,  # BloomMLP: dense_h_to_4h
         vocab=c.req("vocab_size"),
         position="alibi",
-        norm="layernorm",
-        norm_bias=True,
+        **_GPT_STYLE,
         norm_eps=c.get("layer_norm_epsilon", 1e-5),
-        qkv_bias=True,
-        attn_out_bias=True,
-        mlp_bias=True,
-        gated_mlp=False,
         activation="gelu_tanh",
         tied_embeddings=c.get("tie_word_embeddings", True),
         embedding_norm=True,  # word_embeddings_layernorm
@@ -262,12 +251,7 @@ def _opt(c: _Config) -> dict:
         # OPTLearnedPositionalEmbedding: max_position_embeddings + 2 rows (offset 2)
         max_positions=c.get("max_position_embeddings", 2048) + 2,
         position="learned",
-        norm="layernorm",
-        norm_bias=True,
-        qkv_bias=bias,
-        attn_out_bias=bias,
-        mlp_bias=bias,
-        gated_mlp=False,
+        **{**_GPT_STYLE, "qkv_bias": bias, "attn_out_bias": bias, "mlp_bias": bias},
         activation=c.activation("relu", "activation_function"),
         tied_embeddings=c.get("tie_word_embeddings", True),
         final_norm=pre_norm and not c.get("_remove_final_layer_norm", False),
@@ -286,13 +270,8 @@ def _phi(c: _Config) -> dict:
         vocab=c.req("vocab_size"),
         max_positions=c.get("max_position_embeddings", 2048),
         position="rotary",
-        norm="layernorm",
-        norm_bias=True,
+        **_GPT_STYLE,
         norm_eps=c.get("layer_norm_eps", 1e-5),
-        qkv_bias=True,
-        attn_out_bias=True,
-        mlp_bias=True,
-        gated_mlp=False,
         activation=c.activation("gelu_new", "hidden_act"),
         qk_norm=c.get("qk_layernorm", False),
         tied_embeddings=c.get("tie_word_embeddings", False),
@@ -314,13 +293,8 @@ def _bert(c: _Config) -> dict:
         max_positions=c.get("max_position_embeddings", 512),
         type_vocab=c.get("type_vocab_size", 2),
         position="learned",
-        norm="layernorm",
-        norm_bias=True,
+        **_GPT_STYLE,
         norm_eps=c.get("layer_norm_eps", 1e-12),
-        qkv_bias=True,
-        attn_out_bias=True,
-        mlp_bias=True,
-        gated_mlp=False,
         activation=c.activation("gelu", "hidden_act"),
         embedding_norm=True,
         final_norm=False,

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 from pydantic import ValidationError
 
 from modelplan.errors import SpecError, format_validation_error
 from modelplan.presets import load_preset, read_toml
-from modelplan.specs.network import NetworkSpec
 from modelplan.specs.transformer import TransformerSpec
 
-ModelSpec = Union[TransformerSpec, NetworkSpec]
+if TYPE_CHECKING:
+    from modelplan.specs.network import NetworkSpec
+
+# NetworkSpec is imported only when a network is loaded (keeps `modelplan count` start-up short).
+ModelSpec = Union[TransformerSpec, "NetworkSpec"]
 
 
 def model_from_dict(data: dict, source: str = "") -> ModelSpec:
@@ -21,7 +24,11 @@ def model_from_dict(data: dict, source: str = "") -> ModelSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{source or 'model'}: expected a table/object, got {type(data).__name__}")
     kind = data.get("kind", "transformer")
-    cls = {"transformer": TransformerSpec, "network": NetworkSpec}.get(kind)
+    cls: type | None = TransformerSpec if kind == "transformer" else None
+    if kind == "network":
+        from modelplan.specs.network import NetworkSpec
+
+        cls = NetworkSpec
     if cls is None:
         raise SpecError(f"{source or 'model'}: kind: unknown model kind '{kind}' (transformer, network)")
     try:

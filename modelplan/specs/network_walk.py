@@ -46,8 +46,10 @@ class Leaf:
     """Per-sample input shape."""
     output_shape: Shape
     """Per-sample output shape."""
-    top_index: int
-    """Position of the top-level item this leaf belongs to (the unit a pipeline stage holds)."""
+    unit: int
+    """Index of the smallest unit a pipeline stage or a recompute checkpoint can hold: every
+    leaf outside residual blocks is one unit, a whole residual block is one; sequential and
+    repeat groups are transparent. Units count from 0 in execution order."""
 
 
 def as_tuple(value: int | tuple[int, ...], n: int, field: str, where: str) -> Shape:
@@ -201,7 +203,13 @@ class _Walker:
 
     def __init__(self) -> None:
         self.leaves: list[Leaf] = []
-        self.top = 0
+        self.unit = -1
+        self.in_residual = 0
+
+    def _open_unit(self) -> None:
+        """A leaf or residual block outside any residual block starts a new unit."""
+        if not self.in_residual:
+            self.unit += 1
 
     @staticmethod
     def _join(parent: str, segment: str) -> str:
@@ -214,8 +222,6 @@ class _Walker:
             copies = item.times if isinstance(item, Repeat) and item.name is None else 0
             expanded = [sub for _ in range(copies) for sub in item.layers] if copies else [item]
             for sub in expanded:
-                if not parent:
-                    self.top = position
                 segment = sub.name if sub.name is not None else f"{index_prefix}{position}"
                 shape = self.item(sub, shape, self._join(parent, segment))
                 position += 1
@@ -239,23 +245,27 @@ class _Walker:
                     shape = self.items(item.layers, shape, copy_path)
             return shape
         if isinstance(item, Residual):
+            self._open_unit()
+            self.in_residual += 1
             main = self.items(item.main, shape, path)
             short = self.items(item.shortcut, shape, path, index_prefix="shortcut/")
+            self.in_residual -= 1
             if main != short:
                 raise SpecError(
                     f"layer '{path}' (residual): main branch output {_fmt(main)} != "
                     f"shortcut output {_fmt(short)}"
                 )
-            self.leaves.append(Leaf(self._join(path, "add"), "add", None, main, main, self.top))
+            self.leaves.append(Leaf(self._join(path, "add"), "add", None, main, main, self.unit))
             if item.activation is not None:
                 act = Activation(type=item.activation)
-                self.leaves.append(Leaf(self._join(path, "act"), act.type, act, main, main, self.top))
+                self.leaves.append(Leaf(self._join(path, "act"), act.type, act, main, main, self.unit))
             return main
         where = f"layer '{path}' ({item.type})"
         if isinstance(item, Embedding) and self.leaves:
             raise SpecError(f"{where}: an embedding must be the first layer (it reads token ids)")
         out = leaf_output_shape(item, shape, where)
-        self.leaves.append(Leaf(path, item.type, item, shape, out, self.top))
+        self._open_unit()
+        self.leaves.append(Leaf(path, item.type, item, shape, out, self.unit))
         return out
 
 

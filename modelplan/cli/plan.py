@@ -1,0 +1,227 @@
+"""`modelplan plan MODEL --gpus N --cluster PRESET`: the fastest data/tensor/pipeline split that fits.
+
+Every plan field can be fixed (`--tp 8`), ranged (`--pp 1..16`) or listed (`--zero 0,1`); fixing
+all of them evaluates that one plan. `--explain PLAN.json` evaluates a given plan document and
+says why it does or does not fit (exit code 1 when it does not).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from modelplan.cli.app import app, user_errors
+from modelplan.cli.options import GlobalBatchOpt, JsonOpt, OptimizerOpt, PrecisionOpt, SeqOpt
+
+DEFAULT_GLOBAL_BATCH = 1024
+DEFAULT_CLUSTER = "dgx-h100"
+
+
+def _range_opt(flag: str, help_text: str):
+    return Annotated[Optional[str], typer.Option(flag, help=help_text, show_default=False)]
+
+
+TpOpt = _range_opt("--tp", "Tensor-parallel size: 8, 1..8 or 2,4,8 [default: every valid value].")
+PpOpt = _range_opt("--pp", "Pipeline-parallel size: 4, 1..16 or 2,4 [default: every valid value].")
+DpOpt = _range_opt("--dp", "Data-parallel size (fixing it fixes pp = gpus / (tp * dp)).")
+VppOpt = _range_opt("--vpp", "Model chunks per pipeline rank (>= 2 means the interleaved schedule).")
+MicroOpt = _range_opt("--micro-batch", "Sequences per micro-batch: 1, 1..8 or 1,2,4.")
+ZeroOpt = _range_opt("--zero", "ZeRO stages to consider: 1, 0..1 or 0,1,3 [default: 0..3].")
+RecomputeListOpt = _range_opt("--recompute", "Activation recompute: none, selective, full, or a comma list.")
+ScheduleOpt = _range_opt("--schedule", "Pipeline schedules: 1f1b, interleaved, gpipe (comma list) [default: 1f1b,interleaved].")
+
+
+def parse_ints(text: str, what: str, minimum: int = 1) -> list[int] | tuple[int, int]:
+    """`8` -> [8]; `2,4,8` -> [2, 4, 8]; `1..16` -> (1, 16); one-line error otherwise."""
+    from modelplan.errors import SpecError
+
+    text = text.strip()
+    try:
+        if ".." in text:
+            lo, hi = (int(x) for x in text.split("..", 1))
+        else:
+            values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SpecError(f"--{what}: expected N, N..M or N,M,... (got '{text}')") from None
+    if ".." in text:
+        if lo < minimum or hi < lo:
+            raise SpecError(f"--{what}: range {text} must be lo..hi with {minimum} <= lo <= hi")
+        return lo, hi
+    if not values or min(values) < minimum:
+        raise SpecError(f"--{what}: values must be >= {minimum} (got '{text}')")
+    return values
+
+
+def parse_choice(text: str | None, what: str):
+    """A plan-field option as the search takes it: a list of values or an IntRange."""
+    from modelplan.plan.search import IntRange
+
+    if text is None:
+        return None
+    parsed = parse_ints(text, what)
+    return IntRange(lo=parsed[0], hi=parsed[1]) if isinstance(parsed, tuple) else parsed
+
+
+def parse_words(text: str | None, what: str, allowed: tuple[str, ...]) -> list[str] | None:
+    """Comma list of names from `allowed`."""
+    from modelplan.errors import SpecError
+
+    if text is None:
+        return None
+    words = [w.strip().lower() for w in text.split(",") if w.strip()]
+    bad = [w for w in words if w not in allowed]
+    if bad or not words:
+        raise SpecError(f"--{what}: unknown value '{', '.join(bad) or text}' (choose from {', '.join(allowed)})")
+    return words
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary sibling and os.replace (a reader never sees half a file)."""
+    import os
+    import tempfile
+
+    from modelplan.errors import ModelplanError
+
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ModelplanError(f"{path}: folder {folder} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise ModelplanError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+@app.command("plan")
+@user_errors
+def plan_cmd(
+    model: Annotated[Optional[str], typer.Argument(metavar="MODEL", help="Preset, spec file or HF config.json (omit with --explain).", show_default=False)] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="Number of GPUs to split over.", show_default=False)] = None,
+    cluster: Annotated[Optional[str], typer.Option("--cluster", help=f"Cluster preset or file [default: {DEFAULT_CLUSTER}].", show_default=False)] = None,
+    batch: GlobalBatchOpt = None,
+    seq: SeqOpt = None,
+    precision: PrecisionOpt = "bf16",
+    optimizer: OptimizerOpt = "adamw",
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    dp: DpOpt = None,
+    vpp: VppOpt = None,
+    micro_batch: MicroOpt = None,
+    max_tp: Annotated[Optional[int], typer.Option("--max-tp", min=1, help="Largest tensor-parallel size to consider.", show_default=False)] = None,
+    recompute: RecomputeListOpt = None,
+    sequence_parallel: Annotated[Optional[bool], typer.Option("--sequence-parallel/--no-sequence-parallel", help="Fix sequence parallelism on or off [default: try both].", show_default=False)] = None,
+    zero: ZeroOpt = None,
+    schedule: ScheduleOpt = None,
+    memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, help="Fraction of GPU memory to keep free.")] = 0.0,
+    allow_tp_across_nodes: Annotated[bool, typer.Option("--allow-tp-across-nodes", help="Let TP groups span nodes.")] = False,
+    top: Annotated[int, typer.Option("--top", min=1, help="How many ranked plans to show.")] = 5,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the best (or explained) plan's document here (atomic).", show_default=False)] = None,
+    explain: Annotated[Optional[Path], typer.Option("--explain", help="Evaluate this plan document and say why it does or does not fit.", show_default=False)] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Find the fastest data / tensor / pipeline split that fits, ranked and explained."""
+    from modelplan.errors import SpecError
+
+    if explain is not None:
+        _explain(explain, model, gpus, cluster, memory_headroom, allow_tp_across_nodes, output, json_out)
+        return
+    if model is None:
+        raise SpecError("MODEL is required (or give --explain PLAN.json)")
+    if gpus is None:
+        raise SpecError("--gpus is required: how many GPUs to split over")
+    from modelplan.cli.plan_render import print_search, search_json
+    from modelplan.comm.clusters import load_cluster
+    from modelplan.plan.document import dumps_plan_document, plan_document
+    from modelplan.plan.search import SearchSpace, search_plans
+    from modelplan.specs.load import load_model
+
+    spec = load_model(model)
+    training = _training(spec, batch, seq, precision, optimizer)
+    cl = load_cluster(cluster or DEFAULT_CLUSTER)
+    space = SearchSpace(
+        tp=parse_choice(tp, "tp"), pp=parse_choice(pp, "pp"), dp=parse_choice(dp, "dp"),
+        vpp=parse_choice(vpp, "vpp"), micro_batch=parse_choice(micro_batch, "micro-batch"),
+        max_tp=max_tp,
+        recompute=parse_words(recompute, "recompute", ("none", "selective", "full")),
+        sequence_parallel=None if sequence_parallel is None else [sequence_parallel],
+        zero=_zero_values(zero) if zero is not None else None,
+        schedule=parse_words(schedule, "schedule", ("1f1b", "interleaved", "gpipe")),
+        allow_tp_across_nodes=allow_tp_across_nodes, memory_headroom=memory_headroom,
+    )
+    result = search_plans(spec, training, cl, gpus, space, top_k=top)
+    if output is not None:
+        _write_atomic(output, dumps_plan_document(plan_document(spec, training, result.best[0], cl)))
+    if json_out:
+        import json
+
+        typer.echo(json.dumps(search_json(spec, training, cl, result), indent=2))
+        return
+    print_search(spec, training, cl, result, memory_headroom, output)
+
+
+def _zero_values(text: str) -> list[int]:
+    """ZeRO stages from `1`, `0..1` or `0,1,3`."""
+    from modelplan.errors import SpecError
+
+    parsed = parse_ints(text, "zero", minimum=0)
+    values = list(range(parsed[0], parsed[1] + 1)) if isinstance(parsed, tuple) else parsed
+    if max(values) > 3:
+        raise SpecError(f"--zero: stages are 0..3 (got {max(values)})")
+    return values
+
+
+def _training(spec, batch, seq, precision, optimizer):
+    from pydantic import ValidationError
+
+    from modelplan.cli.count import default_seq_len
+    from modelplan.errors import SpecError, format_validation_error
+    from modelplan.specs.training import TrainingSpec
+
+    try:
+        return TrainingSpec(
+            global_batch=batch if batch is not None else DEFAULT_GLOBAL_BATCH,
+            seq_len=seq if seq is not None else default_seq_len(spec),
+            precision=precision, optimizer=optimizer,
+        )
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(exc, "training")) from None
+
+
+def _explain(path: Path, model, gpus, cluster, headroom, allow_tp, output, json_out) -> None:
+    """Evaluate one plan document; exit 1 when it does not fit."""
+    from modelplan.cli.plan_render import print_estimate
+    from modelplan.comm.clusters import load_cluster
+    from modelplan.errors import SpecError
+    from modelplan.plan.document import dumps_plan_document, plan_document, read_plan_document
+    from modelplan.plan.estimate import estimate_plan, fit_explanation
+
+    if model is not None:
+        raise SpecError("--explain takes the model from the plan document: drop MODEL")
+    doc = read_plan_document(path)
+    if cluster is not None:
+        cl = load_cluster(cluster)
+    elif doc.cluster is not None:
+        cl = doc.cluster
+    else:
+        cl = load_cluster(DEFAULT_CLUSTER)
+    est = estimate_plan(doc.model, doc.training, doc.plan, cl, doc.cost_model,
+                        world_size=gpus, memory_headroom=headroom, allow_tp_across_nodes=allow_tp)
+    line = fit_explanation(est, cl.accelerator.memory_gb, headroom)
+    if output is not None:
+        _write_atomic(output, dumps_plan_document(plan_document(doc.model, doc.training, est, cl, doc.cost_model)))
+    if json_out:
+        typer.echo(dumps_plan_document({**plan_document(doc.model, doc.training, est, cl, doc.cost_model),
+                                        "explanation": line}).rstrip())
+    else:
+        print_estimate(doc.model, doc.training, cl, est, title=f"{path.name}: {doc.model.name}")
+        typer.echo(line)
+    if not est.fits:
+        raise typer.Exit(1)

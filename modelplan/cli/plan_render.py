@@ -1,0 +1,147 @@
+"""Terminal and JSON rendering of `modelplan plan`: ranked table, best plan's breakdowns, bars."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from modelplan.cli.render import human_bytes
+
+TIME_LABELS = {
+    "compute_s": "compute (GEMMs + memory-bound ops)",
+    "recompute_s": "recompute forward",
+    "tp_comm_s": "TP collectives (exposed)",
+    "pp_comm_s": "PP send/recv (exposed)",
+    "bubble_s": "pipeline bubble",
+    "dp_comm_s": "DP / ZeRO traffic (exposed)",
+    "embedding_sync_s": "tied-embedding sync",
+    "optimizer_s": "optimizer step",
+}
+SHORT = {"interleaved": "intl", "1f1b": "1f1b", "gpipe": "gpipe", "none": "none", "selective": "sel", "full": "full"}
+MEMORY_LABELS = ("weights", "gradients", "optimizer", "activations", "comm_buffers", "fragmentation", "reserved")
+
+
+def bar(value: float, total: float, width: int = 24) -> str:
+    """A horizontal bar of eighth-blocks, `width` characters for `total`."""
+    if total <= 0 or value <= 0:
+        return ""
+    eighths = round(8 * width * min(value / total, 1.0))
+    full, rest = divmod(eighths, 8)
+    return "█" * full + ("" if rest == 0 else " ▏▎▍▌▋▊▉"[rest])
+
+
+def plan_label(plan) -> str:
+    """tp8 pp4 dp32 vpp3 mb2: a compact name of a plan."""
+    parts = [f"tp{plan.tp}", f"pp{plan.pp}", f"dp{plan.dp}"]
+    if plan.vpp > 1:
+        parts.append(f"vpp{plan.vpp}")
+    parts.append(f"mb{plan.micro_batch}")
+    return " ".join(parts)
+
+
+def _header(console, spec, training, cluster, gpus: int) -> None:
+    acc = cluster.accelerator
+    console.print(
+        f"[bold]{spec.name}[/bold] on {gpus} x {acc.name} ({cluster.name}, {cluster.gpus_per_node}/node, "
+        f"{acc.memory_gb:g} GB): global batch {training.global_batch} x seq {training.seq_len}, "
+        f"{training.precision}, {training.optimizer}"
+    )
+
+
+def print_estimate(spec, training, cluster, est, title: str | None = None, console=None) -> None:
+    """One plan in detail: time breakdown and memory per stage, each with bars."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(highlight=False)
+    plan = est.plan
+    if title:
+        _header(console, spec, training, cluster, plan.world_size)
+    console.print(
+        f"[bold]{plan_label(plan)}[/bold]  schedule {plan.schedule}, sequence parallel "
+        f"{'on' if plan.sequence_parallel else 'off'}, recompute {plan.recompute or training.recompute}, ZeRO {plan.zero}, "
+        f"{est.num_microbatches} micro-batches"
+    )
+    step = est.step.step_time_s
+    console.print(
+        f"step {step:.3f} s, {est.tokens_per_s:,.0f} tokens/s, {est.model_tflops_per_gpu:.1f} model "
+        f"TFLOP/s/GPU (MFU {100 * est.mfu:.1f}%), {est.hardware_tflops_per_gpu:.1f} hardware "
+        f"(HFU {100 * est.hfu:.1f}%), bubble {100 * est.bubble_fraction:.1f}%"
+    )
+    table = Table(title="Step time", title_justify="left", show_edge=False, pad_edge=False)
+    for col, justify in (("term", "left"), ("seconds", "right"), ("share", "right"), ("", "left")):
+        table.add_column(col, justify=justify)
+    for key, value in est.step.terms().items():
+        table.add_row(TIME_LABELS[key], f"{value:.3f}", f"{100 * value / step:.1f}%", bar(value, step))
+    table.add_row("[bold]step[/bold]", f"[bold]{step:.3f}[/bold]", "100%", "")
+    console.print(table)
+    hidden = []
+    if est.step.dp_comm_total_s > 0:
+        hidden.append(f"DP traffic {est.step.dp_comm_total_s:.3f} s in all")
+    if est.step.tp_hidden_s > 0:
+        hidden.append(f"TP traffic hidden {est.step.tp_hidden_s:.3f} s")
+    if hidden:
+        console.print(f"[dim]{'; '.join(hidden)}[/dim]")
+    mem = Table(title="Memory per GPU (largest stages)", title_justify="left", show_edge=False, pad_edge=False)
+    mem.add_column("")
+    for stage in est.memory:
+        mem.add_column(f"stage {stage.stage}", justify="right")
+    for key in MEMORY_LABELS:
+        mem.add_row(key.replace("_", " "), *[human_bytes(getattr(s, key)) for s in est.memory])
+    mem.add_row("[bold]total[/bold]", *[f"[bold]{human_bytes(s.total)}[/bold]" for s in est.memory])
+    mem.add_row("of budget", *[bar(s.total, est.memory_budget_bytes, 12) + f" {100 * s.total / est.memory_budget_bytes:.0f}%" for s in est.memory])
+    console.print(mem)
+    for note in est.notes:
+        console.print(f"[dim]note: {note}[/dim]")
+
+
+def print_search(spec, training, cluster, result, headroom: float, output: Path | None) -> None:
+    """Ranked table of the top plans, the best in detail, and what the search rejected."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    _header(console, spec, training, cluster, result.gpus)
+    table = Table(title=f"Top {len(result.best)} plans", title_justify="left", box=None, pad_edge=False,
+                  padding=(0, 1), header_style="bold")
+    cols = ("#", "tp", "pp", "dp", "vpp", "mb", "sched", "SP", "recomp", "ZeRO", "step s", "tokens/s", "MFU", "memory")
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("sched", "recomp") else "right", no_wrap=True)
+    for i, est in enumerate(result.best, 1):
+        p = est.plan
+        table.add_row(
+            str(i), str(p.tp), str(p.pp), str(p.dp), str(p.vpp), str(p.micro_batch), SHORT.get(p.schedule, p.schedule),
+            "on" if p.sequence_parallel else "off", SHORT.get(str(p.recompute or training.recompute), ""), str(p.zero),
+            f"{est.step.step_time_s:.3f}", f"{est.tokens_per_s:,.0f}", f"{100 * est.mfu:.1f}%",
+            f"{est.peak_memory_bytes / 1e9:.1f}G", style="bold" if i == 1 else None,
+        )
+    console.print(table)
+    console.print()
+    print_estimate(spec, training, cluster, result.best[0], console=console)
+    rejected = ", ".join(f"{reason} {count:,}" for reason, count in result.rejected.items()) or "none"
+    console.print(
+        f"\n[dim]searched {result.candidates:,} plans in {result.wall_s:.2f} s: {result.evaluated:,} timed, "
+        f"{result.bounded:,} skipped by a step-time bound; rejected: {rejected}[/dim]"
+    )
+    for reason, example in result.examples.items():
+        console.print(f"[dim]  e.g. {reason}: {example}[/dim]")
+    if output is not None:
+        console.print(f"wrote {output}")
+
+
+def search_json(spec, training, cluster, result) -> dict:
+    """The search as one JSON document: inputs, search statistics, ranked plans with predictions."""
+    from modelplan.plan.document import SCHEMA_VERSION, predictions_dict
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "modelplan.search",
+        "model": spec.model_dump(mode="json"),
+        "training": training.model_dump(mode="json"),
+        "cluster": cluster.model_dump(mode="json"),
+        "search": {
+            "gpus": result.gpus, "candidates": result.candidates, "evaluated": result.evaluated,
+            "bounded": result.bounded,
+            "rejected": result.rejected, "examples": result.examples, "wall_s": result.wall_s,
+        },
+        "plans": [{"plan": e.plan.model_dump(mode="json"), "predictions": predictions_dict(e)} for e in result.best],
+    }

@@ -1,0 +1,64 @@
+"""Time of one kernel on one accelerator: a roofline with a per-kernel overhead.
+
+GEMM: t = overhead + max(FLOPs / (peak * matmul_efficiency), bytes / (HBM * hbm_efficiency)),
+all divided by the sustained fraction. The roofline makes the efficiency depend on shape:
+large square GEMMs saturate at the accelerator's measured matmul efficiency (MAMF / peak,
+comm_hw.md section 4.3); skinny ones (attention's K = head_dim) hit the memory roof; tiny ones
+pay the fixed overhead (Williams et al. 2009 roofline; Calculon's size-dependent efficiency).
+Elementwise kernels are memory-bound: bytes / (HBM * hbm_efficiency).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from modelplan.plan.kernels import Elementwise, Gemm
+from modelplan.specs.costmodel import CostModel
+from modelplan.specs.hardware import Accelerator
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """The rates a kernel time needs, resolved once per (accelerator, precision, cost model)."""
+
+    matmul_flops_per_s: float
+    """peak * matmul_efficiency * sustained_fraction."""
+    hbm_bytes_per_s: float
+    """HBM peak * hbm_efficiency * sustained_fraction."""
+    overhead_s: float
+    """Fixed time per kernel."""
+    peak_flops_per_s: float
+    """Dense peak of the precision (the MFU / HFU denominator)."""
+
+    @classmethod
+    def of(cls, accelerator: Accelerator, precision: str, cost: CostModel) -> "Roofline":
+        """Rates for one accelerator running one precision under one cost model."""
+        peak = accelerator.peak_flops(precision)
+        return cls(
+            matmul_flops_per_s=peak * accelerator.matmul_efficiency * cost.sustained_fraction,
+            hbm_bytes_per_s=accelerator.memory_bw_tbps * 1e12 * cost.hbm_efficiency * cost.sustained_fraction,
+            overhead_s=cost.kernel_overhead_us * 1e-6,
+            peak_flops_per_s=peak,
+        )
+
+    def gemm_time_s(self, gemm: Gemm, dtype_bytes: int) -> float:
+        """Roofline time of one GEMM (Williams et al. 2009) plus the per-kernel overhead."""
+        compute_s = gemm.flops / self.matmul_flops_per_s
+        memory_s = gemm.bytes_moved(dtype_bytes) / self.hbm_bytes_per_s
+        return self.overhead_s + max(compute_s, memory_s)
+
+    def gemm_efficiency(self, gemm: Gemm, dtype_bytes: int) -> float:
+        """Achieved fraction of the dense peak for this shape."""
+        return gemm.flops / (self.gemm_time_s(gemm, dtype_bytes) * self.peak_flops_per_s)
+
+    def memory_time_s(self, nbytes: float) -> float:
+        """Time to stream `nbytes` through HBM (memory-bound kernels, optimizer step)."""
+        return nbytes / self.hbm_bytes_per_s
+
+    def elementwise_fwd_s(self, op: Elementwise) -> float:
+        """Forward time of a memory-bound kernel."""
+        return self.overhead_s + op.fwd_bytes / self.hbm_bytes_per_s
+
+    def elementwise_bwd_s(self, op: Elementwise) -> float:
+        """Backward time of a memory-bound kernel."""
+        return self.overhead_s + op.bwd_bytes / self.hbm_bytes_per_s

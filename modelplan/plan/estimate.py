@@ -1,0 +1,106 @@
+"""Evaluate one given plan: validate it, price it, and say whether and why it fits."""
+
+from __future__ import annotations
+
+from modelplan.errors import SpecError
+from modelplan.plan.memory import StageMemory as StageBytes
+from modelplan.plan.results import PlanEstimate, StageMemory, StepTime
+from modelplan.plan.evaluator import Evaluation, Evaluator
+from modelplan.plan.validate import plan_notes, plan_problems
+from modelplan.specs.costmodel import CostModel
+from modelplan.specs.hardware import Cluster
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
+from modelplan.specs.transformer import TransformerSpec
+
+
+def _stage(stage: int, mem: StageBytes) -> StageMemory:
+    return StageMemory(stage=stage, **mem._asdict())
+
+
+def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroom: float = 0.0) -> PlanEstimate:
+    """Turn the hot loop's tuple into the frozen, documented result."""
+    budget = evaluator.memory_bytes * (1 - memory_headroom)
+    n = plan.world_size
+    step = ev.step_time_s
+    peak = evaluator.roofline.peak_flops_per_s
+    tokens = evaluator.training.global_batch * evaluator.training.seq_len
+    busy = step - ev.bubble_s - ev.dp_comm_s - ev.embedding_sync_s - ev.optimizer_s
+    memory = [_stage(0, ev.memory_first)]
+    if plan.pp > 1:
+        memory.append(_stage(plan.pp - 1, ev.memory_last))
+    return PlanEstimate(
+        plan=plan,
+        num_microbatches=ev.num_microbatches,
+        step=StepTime(
+            step_time_s=step, compute_s=ev.compute_s, recompute_s=ev.recompute_s,
+            tp_comm_s=ev.tp_comm_s, pp_comm_s=ev.pp_comm_s, bubble_s=ev.bubble_s,
+            dp_comm_s=ev.dp_comm_s, embedding_sync_s=ev.embedding_sync_s,
+            optimizer_s=ev.optimizer_s, dp_comm_total_s=ev.dp_comm_total_s,
+            tp_hidden_s=ev.tp_hidden_s,
+        ),
+        tokens_per_s=tokens / step,
+        model_tflops_per_gpu=ev.model_flops / step / n / 1e12,
+        hardware_tflops_per_gpu=ev.hardware_flops / step / n / 1e12,
+        mfu=ev.model_flops / (step * n * peak),
+        hfu=ev.hardware_flops / (step * n * peak),
+        model_flops=ev.model_flops,
+        hardware_flops=ev.hardware_flops,
+        bubble_fraction=ev.bubble_s / busy if busy > 0 else 0.0,
+        memory=memory,
+        peak_memory_bytes=ev.peak_memory_bytes,
+        memory_budget_bytes=budget,
+        fits=ev.peak_memory_bytes <= budget,
+        notes=plan_notes(evaluator.spec, plan, evaluator.cost.vocab_divisible_by),
+    )
+
+
+def evaluate_plan(
+    evaluator: Evaluator, plan: Plan, memory_headroom: float = 0.0
+) -> PlanEstimate:
+    """Price a plan already known to be valid (the search's final step)."""
+    if plan.cp != 1 or plan.ep != 1:
+        raise SpecError(f"cp ({plan.cp}) and ep ({plan.ep}) > 1 are not modelled by the planner yet")
+    recompute = plan.recompute or evaluator.training.recompute
+    ev = evaluator.evaluate(
+        plan.tp, plan.pp, plan.dp, plan.vpp, plan.micro_batch, plan.schedule,
+        plan.sequence_parallel, recompute, plan.zero,
+    )
+    return to_estimate(evaluator, ev, plan, memory_headroom)
+
+
+def estimate_plan(
+    spec: TransformerSpec,
+    training: TrainingSpec,
+    plan: Plan,
+    cluster: Cluster,
+    cost: CostModel | None = None,
+    *,
+    world_size: int | None = None,
+    memory_headroom: float = 0.0,
+    allow_tp_across_nodes: bool = False,
+) -> PlanEstimate:
+    """Validate `plan` (SpecError naming every broken rule) and predict its step and memory."""
+    evaluator = Evaluator(spec, training, cluster, cost)
+    problems = plan_problems(spec, training, plan, cluster, world_size, allow_tp_across_nodes)
+    if problems:
+        raise SpecError("; ".join(p.message for p in problems))
+    return evaluate_plan(evaluator, plan, memory_headroom)
+
+
+def fit_explanation(est: PlanEstimate, memory_gb: float, memory_headroom: float) -> str:
+    """One line: does the plan fit, and what dominates its largest stage."""
+    worst = max(est.memory, key=lambda s: s.total)
+    parts = {
+        "weights": worst.weights, "gradients": worst.gradients, "optimizer": worst.optimizer,
+        "activations": worst.activations, "buffers": worst.comm_buffers,
+        "fragmentation": worst.fragmentation, "reserved": worst.reserved,
+    }
+    top = ", ".join(f"{k} {v / 1e9:.1f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1])[:3])
+    verdict = "fits" if est.fits else "does not fit"
+    cmp = "<=" if est.fits else ">"
+    return (
+        f"{verdict}: stage {worst.stage} needs {worst.total / 1e9:.1f} GB {cmp} "
+        f"{est.memory_budget_bytes / 1e9:.1f} GB ({memory_gb:g} GB x (1 - {memory_headroom:g} headroom)); "
+        f"largest: {top} GB"
+    )

@@ -1,0 +1,154 @@
+"""The kernels one tensor-parallel rank runs for one transformer block, the embedding and the head.
+
+GEMMs with their shapes (so their efficiency can depend on shape) and memory-bound elementwise
+kernels with the bytes they move, for one micro-batch, following Megatron-LM's fused kernels
+(fused scale-mask-softmax, fused bias-GeLU, fused bias-dropout-add, apex LayerNorm) and its
+unfused attention (the s x s score matrix goes through HBM). Shapes are per tensor-parallel
+rank: column-parallel GEMMs split N, row-parallel GEMMs split K (Shoeybi et al. 2019).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from modelplan.specs.transformer import TransformerSpec
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """out (m, n) = a (m, k) @ b (k, n), `batch` times (batched matmul for attention)."""
+
+    name: str
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+
+    @property
+    def flops(self) -> int:
+        """2 FLOPs per multiply-add."""
+        return 2 * self.m * self.n * self.k * self.batch
+
+    def bytes_moved(self, dtype_bytes: int) -> int:
+        """Read both operands, write the output once (the roofline's memory traffic)."""
+        return dtype_bytes * (self.m * self.k + self.k * self.n + self.m * self.n) * self.batch
+
+    def backward(self) -> tuple["Gemm", "Gemm"]:
+        """Input gradient (m, k) = dy (m, n) @ b.T and weight gradient (k, n) = a.T @ dy."""
+        return (
+            Gemm(self.name + "/dgrad", self.m, self.k, self.n, self.batch),
+            Gemm(self.name + "/wgrad", self.k, self.n, self.m, self.batch),
+        )
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """A memory-bound kernel over `elements` values with its HBM bytes per value, fwd and bwd."""
+
+    name: str
+    elements: int
+    fwd_bytes_per_element: float
+    bwd_bytes_per_element: float
+
+    @property
+    def fwd_bytes(self) -> float:
+        """HBM bytes of the forward kernel."""
+        return self.elements * self.fwd_bytes_per_element
+
+    @property
+    def bwd_bytes(self) -> float:
+        """HBM bytes of the backward kernel(s)."""
+        return self.elements * self.bwd_bytes_per_element
+
+
+@dataclass(frozen=True)
+class LayerKernels:
+    """One block's kernels on one TP rank; `attention_core` is what selective recompute redoes."""
+
+    gemms: tuple[Gemm, ...]
+    elementwise: tuple[Elementwise, ...]
+    attention_core_gemms: tuple[Gemm, ...]
+    attention_core_elementwise: tuple[Elementwise, ...]
+
+
+def local_kv_heads(kv_heads: int, tp: int) -> int:
+    """KV heads held by one TP rank: kv/tp, or 1 (replicated) when tp is a multiple of kv."""
+    return kv_heads // tp if kv_heads >= tp else 1
+
+
+def layer_kernels(
+    spec: TransformerSpec,
+    tp: int,
+    micro_batch: int,
+    seq_len: int,
+    dtype_bytes: int,
+    sequence_parallel: bool = False,
+) -> LayerKernels:
+    """Kernels of one dense block for one micro-batch on one TP rank (Megatron-LM layout)."""
+    d, b, s, h = dtype_bytes, micro_batch, seq_len, spec.hidden
+    tokens = b * s
+    heads_local = spec.heads // tp
+    kv_local = local_kv_heads(spec.num_kv_heads, tp)
+    dh = spec.dim_head
+    ffn_local = spec.ffn_hidden // tp
+    # LayerNorm, dropout and residual run on all b*s*h values unless sequence parallel shards them
+    # (Korthikanti et al. 2022, sec. 4.2.2).
+    hidden_values = tokens * h // tp if sequence_parallel else tokens * h
+    mask = 1 if spec.dropout else 0  # 1-byte dropout mask (Korthikanti et al. 2022, sec. 4.1)
+    gemms = [
+        Gemm("attention/qkv", tokens, (heads_local + 2 * kv_local) * dh, h),  # column-parallel
+        Gemm("attention/scores", s, s, dh, b * heads_local),  # Q K^T per head, full s x s
+        Gemm("attention/context", s, dh, s, b * heads_local),  # softmax(QK^T) V per head
+        Gemm("attention/out", tokens, h, heads_local * dh),  # row-parallel
+        Gemm("mlp/in", tokens, (2 if spec.gated_mlp else 1) * ffn_local, h),  # column-parallel
+        Gemm("mlp/out", tokens, h, ffn_local),  # row-parallel
+    ]
+    scores = b * heads_local * s * s
+    # Fused scale-mask-softmax: fwd reads scores, writes probs; bwd reads probs and dprobs,
+    # writes dscores (Megatron FusedScaleMaskSoftmax).
+    core = [Elementwise("attention/softmax", scores, 2 * d, 3 * d)]
+    if spec.dropout:
+        # attention dropout: fwd reads probs, writes output and mask; bwd reads grad and mask
+        core.append(Elementwise("attention/dropout", scores, 2 * d + mask, 2 * d + mask))
+    norm = Elementwise("norm", hidden_values, 2 * d, 3 * d)  # fwd x -> y; bwd x, dy -> dx
+    # fused bias-dropout-add after each row-parallel GEMM: reads out and residual, writes sum
+    # (+ mask); bwd reads dy (+ mask), writes dx and reads dy again for the bias gradient.
+    bda = Elementwise("bias_dropout_add", hidden_values, 3 * d + mask, 3 * d + mask)
+    # fused bias-activation on the MLP input projection output(s): gated reads 2, writes 1.
+    act = (
+        Elementwise("mlp/act", tokens * ffn_local, 3 * d, 5 * d)
+        if spec.gated_mlp
+        else Elementwise("mlp/act", tokens * ffn_local, 2 * d, 3 * d)
+    )
+    other = [norm] * spec.num_norms_per_layer + [bda, bda, act]
+    if spec.position == "rotary":
+        # rotary on q and k: read and write each (fwd and bwd)
+        other.append(Elementwise("attention/rotary", tokens * (heads_local + kv_local) * dh, 2 * d, 2 * d))
+    if spec.parallel_block:
+        other.remove(bda)  # one residual sum of attention + MLP
+    core_gemms = tuple(g for g in gemms if g.name in ("attention/scores", "attention/context"))
+    return LayerKernels(tuple(gemms), tuple(other) + tuple(core), core_gemms, tuple(core))
+
+
+def head_kernels(
+    spec: TransformerSpec, tp: int, micro_batch: int, seq_len: int, dtype_bytes: int, vocab_padded: int
+) -> tuple[tuple[Gemm, ...], tuple[Elementwise, ...]]:
+    """Output projection and vocab-parallel cross-entropy on the last stage (Megatron-LM)."""
+    tokens = micro_batch * seq_len
+    vocab_local = vocab_padded // tp
+    gemms = (Gemm("head/logits", tokens, vocab_local, spec.hidden),) if spec.lm_head else ()
+    # vocab_parallel_cross_entropy on fp32 upcast logits: fwd reads logits, writes fp32 copy,
+    # max/exp/sum passes over fp32 (~ d + 4 * 4 bytes); bwd writes the fp32 softmax grad and
+    # its dtype copy (~ 4 + 4 + d).
+    d = dtype_bytes
+    loss = Elementwise("head/cross_entropy", tokens * vocab_local, d + 16, 8 + d)
+    final_norm = Elementwise("final_norm", tokens * spec.hidden, 2 * d, 3 * d)
+    return gemms, (loss, final_norm) if spec.final_norm else (loss,)
+
+
+def embedding_kernels(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int) -> tuple[Elementwise, ...]:
+    """Token (+ position) lookup and embedding dropout on the first stage: write b*s*h values."""
+    values = micro_batch * seq_len * spec.hidden
+    d = dtype_bytes
+    reads = 2 if spec.position == "learned" else 1
+    return (Elementwise("embedding", values, (reads + 1) * d, (reads + 1) * d),)

@@ -1,0 +1,146 @@
+"""Per-micro-batch quantities of one block, the embedding and the head on one TP rank, for one
+(tp, sequence_parallel, micro_batch, recompute) choice: compute times, exposed TP collectives,
+activation bytes. The search computes each once and reuses it for every pp / dp / vpp /
+zero / schedule around it (plain floats, no pydantic in the hot loop).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from modelplan.plan.compute import Roofline
+from modelplan.plan.kernels import embedding_kernels, head_kernels, layer_kernels
+from modelplan.plan.listprice import TpPrices
+from modelplan.count.memory import (
+    activation_bytes_per_layer,
+    embedding_activation_bytes,
+    output_activation_bytes,
+)
+from modelplan.specs.costmodel import CostModel
+from modelplan.specs.transformer import TransformerSpec
+
+
+@dataclass(frozen=True)
+class LayerTerms:
+    """Seconds and bytes per micro-batch on one TP rank (block terms are per block)."""
+
+    fwd_gemm_s: float
+    fwd_elementwise_s: float
+    bwd_gemm_s: float
+    bwd_elementwise_s: float
+    recompute_s: float
+    """Compute of the recomputed forward (full: the whole block; selective: attention core)."""
+    tp_fwd_s: float
+    """Exposed TP collectives of the forward (2 AllReduce, or 2 AllGather + 2 ReduceScatter)."""
+    tp_bwd_s: float
+    tp_recompute_s: float
+    tp_hidden_s: float
+    """TP traffic overlapped with compute (when tp_exposed_fraction < 1)."""
+    embedding_fwd_s: float
+    embedding_bwd_s: float
+    head_fwd_s: float
+    head_bwd_s: float
+    embedding_tp_s: float
+    """Exposed TP collective of the vocab-parallel embedding (first stage)."""
+    head_tp_s: float
+    """Exposed TP collectives of the head and the vocab-parallel loss (last stage)."""
+    activation_bytes: int
+    """Bytes one block keeps per in-flight micro-batch (Korthikanti et al. 2022)."""
+    working_bytes: int
+    """Transient bytes of the block being recomputed / back-propagated (full: a whole block)."""
+    embedding_activation_bytes: int
+    head_activation_bytes: int
+    boundary_bytes: int
+    """Bytes of one stage-boundary send per micro-batch (b*s*h*dtype, /tp with SP)."""
+
+    @property
+    def layer_fwd_s(self) -> float:
+        """Forward of one block, with its exposed TP collectives."""
+        return self.fwd_gemm_s + self.fwd_elementwise_s + self.tp_fwd_s
+
+    @property
+    def layer_bwd_s(self) -> float:
+        """Backward of one block with recompute and exposed TP collectives."""
+        return self.bwd_gemm_s + self.bwd_elementwise_s + self.recompute_s + self.tp_bwd_s + self.tp_recompute_s
+
+
+def build_layer_terms(
+    spec: TransformerSpec,
+    tp: int,
+    sequence_parallel: bool,
+    micro_batch: int,
+    recompute: str,
+    seq_len: int,
+    dtype_bytes: int,
+    vocab_padded: int,
+    roofline: Roofline,
+    tp_priced: TpPrices,
+    tp_priced_no_recompute: TpPrices,
+    cost: CostModel,
+) -> LayerTerms:
+    """Price one block, the embedding and the head for one micro-batch on one TP rank; the TP
+    collectives come from the priced communication list (with and without recompute)."""
+    d = dtype_bytes
+    k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel)
+    gemm_f = sum(roofline.gemm_time_s(g, d) for g in k.gemms)
+    gemm_b = sum(roofline.gemm_time_s(x, d) for g in k.gemms for x in g.backward())
+    ew_f = sum(roofline.elementwise_fwd_s(e) for e in k.elementwise)
+    ew_b = sum(roofline.elementwise_bwd_s(e) for e in k.elementwise)
+    if recompute == "full":
+        recompute_s = gemm_f + ew_f
+    elif recompute == "selective":
+        # Korthikanti et al. 2022 sec. 5: redo QK^T, softmax, dropout and the context matmul
+        recompute_s = sum(roofline.gemm_time_s(g, d) for g in k.attention_core_gemms)
+        recompute_s += sum(roofline.elementwise_fwd_s(e) for e in k.attention_core_elementwise)
+    else:
+        recompute_s = 0.0
+
+    # Tensor-parallel collectives (Shoeybi et al. 2019 f/g operators; Korthikanti et al. 2022
+    # sec. 4.2.2 for sequence parallelism): forward and backward move the same volume.
+    exposed = cost.tp_exposed_fraction
+    block = tp_priced_no_recompute.block_s
+    tp_rec = tp_priced.block_s - block
+    hidden = (1 - exposed) * tp_priced.block_s
+
+    head_gemms, head_ew = head_kernels(spec, tp, micro_batch, seq_len, d, vocab_padded)
+    emb_ew = embedding_kernels(spec, micro_batch, seq_len, d)
+    head_f = sum(roofline.gemm_time_s(g, d) for g in head_gemms) + sum(roofline.elementwise_fwd_s(e) for e in head_ew)
+    head_b = sum(roofline.gemm_time_s(x, d) for g in head_gemms for x in g.backward())
+    head_b += sum(roofline.elementwise_bwd_s(e) for e in head_ew)
+
+    def acts(rc: str) -> int:
+        return activation_bytes_per_layer(spec, micro_batch, seq_len, d, tp, sequence_parallel, rc)
+
+    stored = acts(recompute)
+    if recompute == "full":
+        working = acts("none")
+    elif recompute == "selective":
+        working = acts("none") - stored
+    else:
+        working = 0
+    # Korthikanti et al. 2022 sec. 4.3: token ids and embedding-dropout mask (first stage);
+    # output layer + cross-entropy 4sbh(1 + V/h)/t (last stage).
+    emb_act = embedding_activation_bytes(spec, micro_batch, seq_len, tp, sequence_parallel)
+    head_act = output_activation_bytes(spec, micro_batch, seq_len, d, tp)
+    return LayerTerms(
+        fwd_gemm_s=gemm_f,
+        fwd_elementwise_s=ew_f,
+        bwd_gemm_s=gemm_b,
+        bwd_elementwise_s=ew_b,
+        recompute_s=recompute_s,
+        tp_fwd_s=exposed * block / 2,
+        tp_bwd_s=exposed * block / 2 + cost.overlap_interference * hidden,
+        tp_recompute_s=exposed * tp_rec,
+        tp_hidden_s=hidden,
+        embedding_fwd_s=sum(roofline.elementwise_fwd_s(e) for e in emb_ew),
+        embedding_bwd_s=sum(roofline.elementwise_bwd_s(e) for e in emb_ew),
+        head_fwd_s=head_f,
+        head_bwd_s=head_b,
+        embedding_tp_s=exposed * tp_priced.embedding_s,
+        head_tp_s=exposed * tp_priced.head_s,
+        activation_bytes=stored,
+        working_bytes=working,
+        embedding_activation_bytes=emb_act,
+        head_activation_bytes=head_act,
+        boundary_bytes=tp_priced.boundary_bytes,
+    )

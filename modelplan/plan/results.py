@@ -1,0 +1,108 @@
+"""Frozen results of the planner: a plan's step-time and memory breakdown, and a search's answer."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from modelplan.specs.plan import Plan
+
+
+class Result(BaseModel):
+    """Frozen result model."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StepTime(Result):
+    """Seconds of one optimizer step on the slowest pipeline stage; the terms sum to step_time_s."""
+
+    step_time_s: float
+    compute_s: float
+    """Block, embedding and head kernels of all micro-batches (forward + backward)."""
+    recompute_s: float
+    """The recomputed forward (full: whole blocks; selective: attention core)."""
+    tp_comm_s: float
+    """Exposed tensor-parallel collectives (AllReduce, or AllGather + ReduceScatter with SP)."""
+    pp_comm_s: float
+    """Exposed pipeline send/recv (one per micro-batch per direction per chunk)."""
+    bubble_s: float
+    """Pipeline fill and drain: (pp - 1)/vpp times one micro-batch's stage time."""
+    dp_comm_s: float
+    """Exposed data-parallel traffic (gradient reduction, ZeRO gathers) not hidden by backward."""
+    embedding_sync_s: float
+    """AllReduce of tied word-embedding gradients between first and last stage."""
+    optimizer_s: float
+    """Optimizer step (memory-bound)."""
+    dp_comm_total_s: float
+    """All data-parallel traffic, hidden or not (for reference)."""
+    tp_hidden_s: float
+    """Tensor-parallel traffic overlapped with compute (for reference)."""
+
+    def terms(self) -> dict[str, float]:
+        """The additive terms in display order."""
+        names = ("compute_s", "recompute_s", "tp_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s",
+                 "embedding_sync_s", "optimizer_s")
+        return {n: getattr(self, n) for n in names}
+
+
+class StageMemory(Result):
+    """Bytes on one GPU of one pipeline stage."""
+
+    stage: int
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    comm_buffers: float
+    fragmentation: float
+    reserved: float
+    total: float
+
+
+class PlanEstimate(Result):
+    """A valid plan with its predicted step time, throughput and per-stage memory."""
+
+    plan: Plan
+    num_microbatches: int
+    step: StepTime
+    tokens_per_s: float
+    model_tflops_per_gpu: float
+    """Model FLOPs (fwd + bwd, no recompute) per second per GPU."""
+    hardware_tflops_per_gpu: float
+    """FLOPs the GPUs execute (with recompute) per second per GPU."""
+    mfu: float
+    """Model FLOPs utilisation (PaLM, Chowdhery et al. 2022 app. B)."""
+    hfu: float
+    """Hardware FLOPs utilisation (recompute included)."""
+    model_flops: float
+    hardware_flops: float
+    bubble_fraction: float
+    """Bubble time over the pipeline's busy time."""
+    memory: list[StageMemory]
+    """First and last stage (one entry when pp = 1): the largest stages."""
+    peak_memory_bytes: float
+    memory_budget_bytes: float
+    """Accelerator memory * (1 - headroom)."""
+    fits: bool
+    notes: list[str] = Field(default_factory=list)
+    """Conventions this plan relies on (vocab padding, KV replication)."""
+
+
+class SearchResult(Result):
+    """The ranked answer of a search and what it rejected."""
+
+    gpus: int
+    best: list[PlanEstimate]
+    """Fitting plans, fastest first (top-k)."""
+    evaluated: int
+    """Plans timed in full."""
+    bounded: int
+    """Valid plans that fit but were skipped: a lower bound of their step time (without DP
+    traffic) was already slower than the k-th best."""
+    candidates: int
+    """Plan combinations considered (evaluated + bounded + rejected)."""
+    rejected: dict[str, int]
+    """Plans rejected per reason."""
+    examples: dict[str, str]
+    """One message per rejection reason, with its numbers."""
+    wall_s: float

@@ -1,0 +1,273 @@
+"""Search every valid data / tensor / pipeline split of N GPUs and rank the ones that fit.
+
+Enumeration order tp -> pp -> dp -> micro_batch -> (sequence_parallel, recompute) -> zero ->
+(schedule, vpp); each level applies the rules of `validate.py` and a memory lower bound (model
+states before activations) so whole subtrees are dropped before any timing. Rejections are
+counted in plans (leaves of the pruned subtree), by reason. Per-(tp, sp, micro_batch, recompute)
+block terms and per-group-shape collective times are cached by the `Evaluator`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections import Counter
+from typing import Literal
+
+from pydantic import Field
+
+from modelplan.errors import PlanInfeasible
+from modelplan.plan.estimate import to_estimate
+from modelplan.plan.results import SearchResult
+from modelplan.plan.evaluator import Evaluator
+from modelplan.plan.validate import Problem, Reason, batch_problem, pp_problem, tp_node_problem, tp_problems
+from modelplan.specs.base import Spec
+from modelplan.specs.costmodel import CostModel
+from modelplan.specs.hardware import Cluster
+from modelplan.specs.plan import Plan, Schedule
+from modelplan.specs.training import Recompute, TrainingSpec
+from modelplan.specs.transformer import TransformerSpec
+
+
+class IntRange(Spec):
+    """Inclusive range of integers, e.g. `--pp 1..16`."""
+
+    lo: int = Field(ge=1)
+    hi: int = Field(ge=1)
+
+
+IntChoice = list[int] | IntRange
+
+
+class SearchSpace(Spec):
+    """Which values each plan field may take; None means every value that can be valid."""
+
+    tp: IntChoice | None = None
+    pp: IntChoice | None = None
+    dp: IntChoice | None = None
+    vpp: IntChoice | None = None
+    """Model chunks per pipeline rank; values >= 2 use the interleaved schedule."""
+    micro_batch: IntChoice | None = None
+    max_tp: int | None = Field(None, ge=1)
+    schedule: list[Schedule] | None = None
+    """Default: 1f1b and interleaved (GPipe has 1F1B's bubble and more memory: asked for only)."""
+    sequence_parallel: list[bool] | None = None
+    recompute: list[Recompute] | None = None
+    zero: list[Literal[0, 1, 2, 3]] | None = None
+    allow_tp_across_nodes: bool = False
+    memory_headroom: float = Field(0.0, ge=0, lt=1)
+    """Fraction of accelerator memory kept free."""
+
+
+def divisors(n: int) -> list[int]:
+    """Positive divisors of n, ascending."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def _choose(choice: IntChoice | None, defaults: list[int], cap: int) -> list[int]:
+    """User values (explicit list, or every integer of a range up to cap) or the defaults."""
+    if choice is None:
+        return defaults
+    if isinstance(choice, IntRange):
+        return list(range(choice.lo, min(choice.hi, cap) + 1))
+    return sorted(set(choice))
+
+
+def search_plans(
+    spec: TransformerSpec,
+    training: TrainingSpec,
+    cluster: Cluster,
+    gpus: int,
+    space: SearchSpace | None = None,
+    cost: CostModel | None = None,
+    top_k: int = 5,
+) -> SearchResult:
+    """Every valid plan of `gpus` GPUs ranked by predicted step time (raises PlanInfeasible with
+    the nearest blocker when none fits)."""
+    start = time.perf_counter()
+    space = space or SearchSpace()
+    ev = Evaluator(spec, training, cluster, cost)
+    spec, cost = ev.spec, ev.cost
+    n, gb, layers, gpn = gpus, training.global_batch, spec.layers, cluster.gpus_per_node
+    budget = ev.memory_bytes * (1 - space.memory_headroom)
+    rejected: Counter[str] = Counter()
+    examples: dict[str, str] = {}
+    closest_need = [float("inf")]
+
+    def reject(problem: Problem, count: int, need_bytes: float = 0.0) -> None:
+        """Count `count` plans under the problem's reason; keep one example per reason (for
+        memory: the plan that came closest to fitting)."""
+        if count:
+            reason = problem.reason.value
+            rejected[reason] += count
+            if reason not in examples or (need_bytes and need_bytes < closest_need[0]):
+                examples[reason] = problem.message
+                if need_bytes:
+                    closest_need[0] = need_bytes
+
+    schedules = space.schedule or ["1f1b", "interleaved"]
+    recomputes = space.recompute or ["none", "selective", "full"]
+    zeros = space.zero if space.zero is not None else [0, 1, 2, 3]
+    sp_user = space.sequence_parallel or [False, True]
+
+    tp_default = [t for t in divisors(n) if space.allow_tp_across_nodes or t <= gpn]
+    tps = [t for t in _choose(space.tp, tp_default, n) if space.max_tp is None or t <= space.max_tp]
+
+    def pps_of(tp: int) -> list[int]:
+        if isinstance(space.dp, list):
+            default = sorted({n // (tp * d) for d in space.dp if n % (tp * d) == 0})
+        else:
+            default = divisors(n // tp) if n % tp == 0 else []
+        return _choose(space.pp, default, n)
+
+    def dps_of(tp: int, pp: int) -> list[int]:
+        default = [n // (tp * pp)] if n % (tp * pp) == 0 else []
+        return _choose(space.dp, default, n)
+
+    def mbs_of(dp: int) -> list[int]:
+        return _choose(space.micro_batch, divisors(gb // dp) if gb % dp == 0 else [], gb)
+
+    def svs_of(pp: int) -> list[tuple[str, int]]:
+        out = [(s, 1) for s in schedules if s != "interleaved"]
+        if "interleaved" in schedules:
+            # pp 1 has no interleaved schedule: only a vpp the user asked for is tried (and rejected)
+            vdefault = [v for v in divisors(layers // pp) if v >= 2] if layers % pp == 0 and pp > 1 else []
+            out += [("interleaved", v) for v in _choose(space.vpp, vdefault, layers) if v >= 2]
+        if space.vpp is not None:
+            allowed = set(_choose(space.vpp, [], layers))
+            out = [(s, v) for s, v in out if v in allowed]
+        return out
+
+    def sps_of(tp: int) -> list[bool]:
+        return [x for x in sp_user if tp > 1 or not x] or [False]
+
+    def leaves(tp: int, pp: int, dp: int, mbs: list[int] | None = None) -> int:
+        per_mb = len(sps_of(tp)) * len(recomputes) * len(zeros) * max(1, len(svs_of(pp)))
+        return per_mb * max(1, len(mbs if mbs is not None else mbs_of(dp)))
+
+    heap: list[tuple[float, float, int, tuple]] = []
+    evaluated = bounded = 0
+    tie = 0
+    closest: tuple[float, tuple] | None = None
+    for tp in tps:
+        tp_probs = tp_problems(spec, tp)
+        node = None if space.allow_tp_across_nodes else tp_node_problem(tp, gpn)
+        if node:
+            tp_probs.append(node)
+        for pp in pps_of(tp):
+            for dp in dps_of(tp, pp):
+                if tp_probs:
+                    reject(tp_probs[0], leaves(tp, pp, dp))
+                    continue
+                if tp * pp * dp != n:
+                    reject(Problem(Reason.WORLD_SIZE, f"dp * tp * pp ({dp} * {tp} * {pp} = {dp * tp * pp}) "
+                                   f"must equal the GPU count ({n})"), leaves(tp, pp, dp))
+                    continue
+                problem = pp_problem(layers, pp, 1)
+                if problem:
+                    reject(problem, leaves(tp, pp, dp))
+                    continue
+                mbs = mbs_of(dp)
+                if not mbs:
+                    reject(batch_problem(gb, 1, dp), leaves(tp, pp, dp))
+                    continue
+                ok_zeros = []
+                for zero in zeros:  # memory lower bound: model states alone
+                    states = max(sum(x) for x in ev.states(tp, pp, dp, zero))
+                    need = states * (1 + cost.fragmentation_fraction) + cost.runtime_reserved_bytes
+                    if need > budget:
+                        per = len(sps_of(tp)) * len(recomputes) * max(1, len(svs_of(pp))) * len(mbs)
+                        reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
+                                       f"with allowances (tp {tp}, pp {pp}, dp {dp}, zero {zero}) > "
+                                       f"{budget / 1e9:.1f} GB"), per, need)
+                    else:
+                        ok_zeros.append(zero)
+                if not ok_zeros:
+                    continue
+                svs = svs_of(pp)
+                for mb in mbs:
+                    problem = batch_problem(gb, mb, dp)
+                    if problem:
+                        reject(problem, leaves(tp, pp, dp, [mb]))
+                        continue
+                    m = gb // (mb * dp)
+                    for sp in sps_of(tp):
+                        for rc in recomputes:
+                            terms = ev.terms(tp, sp, mb, rc)
+                            for zero in ok_zeros:
+                                for sched, vpp in svs:
+                                    problem = pp_problem(layers, pp, vpp)
+                                    if problem is None and sched == "interleaved":
+                                        if pp == 1:
+                                            problem = Problem(Reason.INTERLEAVED_PP, "schedule 'interleaved' needs pp > 1 (pp = 1)")
+                                        elif m % pp:
+                                            problem = Problem(Reason.INTERLEAVED, f"interleaved schedule needs "
+                                                              f"num_microbatches ({m}) divisible by pp ({pp})")
+                                    if problem:
+                                        reject(problem, 1)
+                                        continue
+                                    args = (tp, pp, dp, vpp, mb, sched, sp, rc, zero)
+                                    first, last = ev.memory(*args)
+                                    peak = max(first.total, last.total)
+                                    if peak > budget:
+                                        reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}, micro_batch {mb}, "
+                                                       f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > "
+                                                       f"{budget / 1e9:.1f} GB"), 1, peak)
+                                        if closest is None or peak < closest[0]:
+                                            closest = (peak, args)
+                                        continue
+                                    if len(heap) == top_k and ev.step_lower_bound_s(*args) >= -heap[0][0]:
+                                        bounded += 1  # cannot enter the top-k: skip pricing DP
+                                        continue
+                                    e = ev.evaluate(*args)
+                                    evaluated += 1
+                                    tie += 1
+                                    item = (-e.step_time_s, -peak, tie, args)
+                                    if len(heap) < top_k:
+                                        heapq.heappush(heap, item)
+                                    elif item > heap[0]:
+                                        heapq.heapreplace(heap, item)
+    if not heap:
+        raise PlanInfeasible(_blocker(ev, n, rejected, examples, closest, space.memory_headroom))
+    best = []
+    for *_, args in sorted(heap, reverse=True):
+        tp, pp, dp, vpp, mb, sched, sp, rc, zero = args
+        plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
+                    sequence_parallel=sp, recompute=rc, zero=zero)
+        e = ev.evaluate(tp, pp, dp, vpp, mb, sched, sp, rc, zero)
+        best.append(to_estimate(ev, e, plan, space.memory_headroom))
+    return SearchResult(
+        gpus=n, best=best, evaluated=evaluated, bounded=bounded,
+        candidates=evaluated + bounded + sum(rejected.values()),
+        rejected=dict(rejected.most_common()), examples=examples, wall_s=time.perf_counter() - start,
+    )
+
+
+def total_state_bytes(ev: Evaluator) -> float:
+    """Weights + gradients + optimizer states of the whole model (what no split can avoid)."""
+    _, first, _, _ = ev.params(1, 1)
+    return first * (ev.dtype_bytes + ev.grad_bytes + ev.state_bytes)
+
+
+def _blocker(ev: Evaluator, n: int, rejected: Counter, examples: dict, closest, headroom: float) -> str:
+    """One line naming the nearest blocker of an impossible request."""
+    mem_gb = ev.cluster.accelerator.memory_gb
+    if rejected.get(Reason.MEMORY.value):
+        states = total_state_bytes(ev)
+        usable = (ev.memory_bytes * (1 - headroom) - ev.cost.runtime_reserved_bytes) / (1 + ev.cost.fragmentation_fraction)
+        need = math.ceil(states / usable) if usable > 0 else math.inf
+        if need > n:
+            return (f"needs at least {need} GPUs of {mem_gb:g} GB: weights+gradients+optimizer states alone "
+                    f"are {states / 1e12:.2f} TB ({ev.dtype_bytes + ev.grad_bytes + ev.state_bytes} bytes x "
+                    f"{states / (ev.dtype_bytes + ev.grad_bytes + ev.state_bytes) / 1e9:.2f} B parameters)")
+        if closest is not None:
+            tp, pp, dp, vpp, mb, sched, sp, rc, zero = closest[1]
+            return (f"no plan of {n} GPUs fits in {mem_gb:g} GB: the smallest needs {closest[0] / 1e9:.1f} GB per GPU "
+                    f"(tp {tp}, pp {pp}, dp {dp}, micro_batch {mb}, recompute {rc}, zero {zero})")
+        return f"no plan of {n} GPUs fits in {mem_gb:g} GB: {examples[Reason.MEMORY.value]}"
+    if not rejected:
+        return f"no candidate plan of {n} GPUs matches the given constraints"
+    reason, _ = rejected.most_common(1)[0]
+    return f"no valid plan of {n} GPUs: {examples[reason]}"

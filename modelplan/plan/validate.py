@@ -1,0 +1,206 @@
+"""Is a plan valid for this model, training batch and cluster? All checks in one place.
+
+torchtitan's `parallel_dims` style: every rule lives here, every number is in its message,
+and the search uses the same functions to count why it rejected plans. Conventions stated:
+- the vocabulary is padded to a multiple of `vocab_divisible_by * tp` (Megatron-LM's
+  make-vocab-size-divisible-by), so tp never has to divide vocab;
+- when kv_heads < tp and tp is a multiple of kv_heads, each KV head is replicated on
+  tp / kv_heads ranks (vLLM / Megatron-core GQA convention); otherwise tp must divide kv_heads;
+- layers are split evenly: pp * vpp must divide layers (uneven splits are not modelled).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from modelplan.errors import SpecError
+from modelplan.specs.hardware import Cluster
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
+from modelplan.specs.transformer import TransformerSpec
+
+
+class Reason(StrEnum):
+    """Why a plan is rejected (the search counts rejections by these)."""
+
+    WORLD_SIZE = "world size"
+    CLUSTER_SIZE = "cluster size"
+    TP_HEADS = "tp vs heads"
+    TP_KV_HEADS = "tp vs kv_heads"
+    TP_FFN = "tp vs ffn_hidden"
+    TP_NODE = "tp across nodes"
+    PP_LAYERS = "pp*vpp vs layers"
+    BATCH = "batch divisibility"
+    INTERLEAVED = "interleaved needs m % pp == 0"
+    INTERLEAVED_PP = "interleaved needs pp > 1"
+    SEQUENCE_PARALLEL = "sequence parallel needs tp > 1"
+    CP_SEQ = "cp vs seq_len"
+    EP = "expert parallel"
+    MEMORY = "out of memory"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One broken rule: its reason and a one-line message with every number."""
+
+    reason: Reason
+    message: str
+
+
+def padded_vocab(vocab: int, tp: int, divisible_by: int = 128) -> int:
+    """Vocabulary rounded up to a multiple of divisible_by * tp (Megatron _vocab_size_with_padding)."""
+    multiple = divisible_by * tp
+    return -(-vocab // multiple) * multiple
+
+
+def tp_problems(spec: TransformerSpec, tp: int) -> list[Problem]:
+    """Tensor-parallel divisibility: heads, kv_heads (or replication), ffn_hidden."""
+    out = []
+    if spec.heads % tp:
+        out.append(Problem(Reason.TP_HEADS, f"tp ({tp}) must divide heads ({spec.heads})"))
+    kv = spec.num_kv_heads
+    if kv != spec.heads and kv % tp and tp % kv:
+        out.append(
+            Problem(
+                Reason.TP_KV_HEADS,
+                f"tp ({tp}) must divide kv_heads ({kv}) or be a multiple of it (KV heads replicated)",
+            )
+        )
+    ffn = spec.moe.expert_ffn_hidden if spec.moe is not None else spec.ffn_hidden
+    name = "moe.expert_ffn_hidden" if spec.moe is not None else "ffn_hidden"
+    if ffn % tp:
+        out.append(Problem(Reason.TP_FFN, f"tp ({tp}) must divide {name} ({ffn})"))
+    return out
+
+
+def tp_node_problem(tp: int, gpus_per_node: int) -> Problem | None:
+    """TP groups (consecutive ranks) stay inside one node only when tp divides gpus_per_node."""
+    if gpus_per_node % tp == 0:
+        return None
+    return Problem(
+        Reason.TP_NODE,
+        f"tp ({tp}) must divide gpus_per_node ({gpus_per_node}) so TP groups stay inside a node "
+        "(allow with --allow-tp-across-nodes)",
+    )
+
+
+def pp_problem(layers: int, pp: int, vpp: int) -> Problem | None:
+    """Even split of the blocks over pp * vpp model chunks."""
+    if layers % (pp * vpp) == 0:
+        return None
+    return Problem(
+        Reason.PP_LAYERS,
+        f"pp * vpp ({pp} * {vpp} = {pp * vpp}) must divide layers ({layers}); "
+        "uneven stage splits are not modelled",
+    )
+
+
+def batch_problem(global_batch: int, micro_batch: int, dp: int) -> Problem | None:
+    """Every data-parallel rank runs a whole number of micro-batches."""
+    if global_batch % (micro_batch * dp) == 0:
+        return None
+    return Problem(
+        Reason.BATCH,
+        f"micro_batch * dp ({micro_batch} * {dp} = {micro_batch * dp}) must divide "
+        f"global_batch ({global_batch})",
+    )
+
+
+def interleaved_problem(num_microbatches: int, pp: int) -> Problem | None:
+    """Megatron's interleaved schedule needs num_microbatches % pp == 0."""
+    if num_microbatches % pp == 0:
+        return None
+    return Problem(
+        Reason.INTERLEAVED,
+        f"interleaved schedule needs num_microbatches ({num_microbatches}) divisible by pp ({pp})",
+    )
+
+
+def plan_problems(
+    spec: TransformerSpec,
+    training: TrainingSpec,
+    plan: Plan,
+    cluster: Cluster | None = None,
+    world_size: int | None = None,
+    allow_tp_across_nodes: bool = False,
+) -> list[Problem]:
+    """Every rule `plan` breaks for this model, batch, cluster and GPU count (empty: valid)."""
+    out: list[Problem] = []
+    if world_size is not None and plan.world_size != world_size:
+        out.append(
+            Problem(
+                Reason.WORLD_SIZE,
+                f"dp * tp * pp * cp ({plan.dp} * {plan.tp} * {plan.pp} * {plan.cp} = "
+                f"{plan.world_size}) must equal the GPU count ({world_size})",
+            )
+        )
+    if cluster is not None and cluster.max_gpus is not None and plan.world_size > cluster.max_gpus:
+        out.append(
+            Problem(
+                Reason.CLUSTER_SIZE,
+                f"plan needs {plan.world_size} GPUs but cluster {cluster.name} has "
+                f"{cluster.max_gpus} ({cluster.nodes} nodes x {cluster.gpus_per_node})",
+            )
+        )
+    out += tp_problems(spec, plan.tp)
+    if cluster is not None and not allow_tp_across_nodes:
+        problem = tp_node_problem(plan.tp, cluster.gpus_per_node)
+        if problem:
+            out.append(problem)
+    for problem in (
+        pp_problem(spec.layers, plan.pp, plan.vpp),
+        batch_problem(training.global_batch, plan.micro_batch, plan.dp),
+    ):
+        if problem:
+            out.append(problem)
+    if plan.schedule == "interleaved" and training.global_batch % (plan.micro_batch * plan.dp) == 0:
+        problem = interleaved_problem(plan.num_microbatches(training.global_batch), plan.pp)
+        if problem:
+            out.append(problem)
+    if plan.sequence_parallel and plan.tp == 1:
+        out.append(Problem(Reason.SEQUENCE_PARALLEL, "sequence_parallel needs tp > 1 (tp = 1)"))
+    if training.seq_len % plan.cp:
+        out.append(
+            Problem(Reason.CP_SEQ, f"cp ({plan.cp}) must divide seq_len ({training.seq_len})")
+        )
+    if plan.ep > 1:
+        if spec.moe is None:
+            out.append(Problem(Reason.EP, f"ep ({plan.ep}) > 1 needs an MoE model"))
+        elif spec.moe.num_experts % plan.ep:
+            out.append(
+                Problem(
+                    Reason.EP,
+                    f"ep ({plan.ep}) must divide moe.num_experts ({spec.moe.num_experts})",
+                )
+            )
+    return out
+
+
+def validate_plan(
+    spec: TransformerSpec,
+    training: TrainingSpec,
+    plan: Plan,
+    cluster: Cluster | None = None,
+    world_size: int | None = None,
+    allow_tp_across_nodes: bool = False,
+) -> None:
+    """Raise SpecError naming every broken rule (joined by '; ') unless the plan is valid."""
+    problems = plan_problems(spec, training, plan, cluster, world_size, allow_tp_across_nodes)
+    if problems:
+        raise SpecError("; ".join(p.message for p in problems))
+
+
+def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128) -> list[str]:
+    """Conventions the plan relies on, stated (vocab padding, KV-head replication)."""
+    notes = []
+    padded = padded_vocab(spec.vocab, plan.tp, vocab_divisible_by)
+    if padded != spec.vocab:
+        notes.append(
+            f"vocab padded from {spec.vocab} to {padded} (multiple of {vocab_divisible_by} * tp "
+            f"{plan.tp}, Megatron-LM)"
+        )
+    kv = spec.num_kv_heads
+    if kv < plan.tp and plan.tp % kv == 0:
+        notes.append(f"each of the {kv} KV heads is replicated on {plan.tp // kv} TP ranks")
+    return notes

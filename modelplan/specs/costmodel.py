@@ -1,0 +1,61 @@
+"""Constants of the planner's step-time and memory model that are neither model nor hardware.
+
+Hardware figures (peak TFLOP/s, measured matmul efficiency, HBM bandwidth, link bandwidths)
+live in the accelerator / cluster presets. What is left are properties of the training
+software and of running kernels back to back inside a real step; they are gathered here, each
+with its source, so no formula hides a constant. ONE instance (the defaults) reproduces all
+ten Megatron-LM runs of Narayanan et al. 2021 Table 1 (see benchmarks/bench_calibration.py).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from modelplan.specs.base import Spec
+
+
+class CostModel(Spec):
+    """Software/overlap constants of the step-time and memory model (defaults: Megatron-LM)."""
+
+    sustained_fraction: float = Field(0.8, gt=0, le=1)
+    """Fraction of the isolated-kernel rate (the accelerator's measured MAMF and HBM figures)
+    that kernels keep inside a whole training step: clocks under sustained power draw, cuBLAS
+    heuristic tiles instead of the brute-force best shape, launch gaps and host overhead.
+    Fitted once to Narayanan et al. 2021 Table 1 (the ten rows agree within a few % with 0.8);
+    physically 0.75-0.95 (PaLM reports 57.8 % HFU on TPU v4, Megatron 52 % on A100 with
+    MAMF at 87 %)."""
+    hbm_efficiency: float = Field(0.85, gt=0, le=1)
+    """Fraction of the HBM peak that streaming elementwise kernels reach (STREAM-like copy /
+    fused softmax; Calculon's A100 profile uses 0.9 for >= 100 MB transfers)."""
+    kernel_overhead_us: float = Field(4.0, ge=0)
+    """Fixed time per kernel (launch + ramp-up + tail wave), added to every GEMM; makes small
+    GEMMs less efficient (CUDA launch latency is 3-5 us; nsys traces of small matmuls)."""
+    tp_exposed_fraction: float = Field(1.0, ge=0, le=1)
+    """Share of tensor-parallel collectives on the critical path (1.0: classic Megatron TP,
+    no userbuffer overlap; comm_hw.md section 5.3 suggests 0.2-0.5 with TE tp_comm_overlap)."""
+    dp_overlap: bool = True
+    """Overlap the data-parallel gradient reduction with the backward pass of the last
+    micro-batch (PyTorch DDP buckets / Megatron overlap_grad_reduce)."""
+    dp_overlap_fraction: float = Field(0.9, ge=0, le=1)
+    """Share of that backward pass usable to hide the reduction; exposed time is
+    max(one bucket, t_comm - fraction * t_backward) (comm_hw.md section 5.6 heuristic)."""
+    overlap_interference: float = Field(0.1, ge=0, le=1)
+    """Cost of hiding communication behind compute: each hidden second still adds this much
+    (NCCL kernels take SMs and HBM bandwidth from the overlapped GEMMs; comm_hw.md section 5.1
+    says "some percent, make it a parameter"; Calculon's A100 profile charges 15 % on NVLink)."""
+    dp_bucket_bytes: int = Field(40_000_000 * 4, gt=0)
+    """Gradient bucket size in bytes; the last bucket is never hidden (Megatron-core default
+    bucket of 40M parameters, fp32 grads: 160 MB)."""
+    pp_p2p_exposed_fraction: float = Field(1.0, ge=0, le=1)
+    """Share of each pipeline send/recv on the critical path (1.0: Megatron's blocking
+    batched p2p of 2021; comm_hw.md section 5.4)."""
+    vocab_divisible_by: int = Field(128, gt=0)
+    """Megatron pads the vocabulary to a multiple of this times tp (make-vocab-size-divisible-by)."""
+    fragmentation_fraction: float = Field(0.05, ge=0, lt=1)
+    """Allowance for the caching allocator's block rounding and fragmentation, as a fraction of
+    the bytes the model allocates (PyTorch CUDA caching allocator, 512-byte / 2 MB blocks)."""
+    runtime_reserved_bytes: int = Field(1_000_000_000, ge=0)
+    """Memory the model never sees: CUDA context, cuBLAS/cuDNN workspaces (~0.5-1 GB on A100/H100)."""
+    nccl_buffer_bytes_per_group: int = Field(200_000_000, ge=0)
+    """NCCL buffers per communicator this rank belongs to: 4 MiB Simple buffer x ~24 channels
+    x 2 ring peers (+ LL/LL128 buffers) (NCCL_BUFFSIZE default 4 MiB)."""

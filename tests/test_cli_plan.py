@@ -1,0 +1,105 @@
+"""`modelplan plan` through Typer's CliRunner: tables, JSON, documents, explain, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from modelplan.cli import app
+from modelplan.plan.document import read_plan_document
+
+runner = CliRunner()
+BASE = ["plan", "gpt2", "--gpus", "8", "--cluster", "dgx-a100", "--batch", "64", "--seq", "1024"]
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_ranked_table_and_best_plan_detail():
+    """Top plans, the step-time breakdown and memory per stage of the best."""
+    result = run(*BASE, "--top", "3")
+    assert result.exit_code == 0, result.output
+    assert "Top 3 plans" in result.output and "Step time" in result.output and "Memory per GPU" in result.output
+
+
+def test_json_lists_the_ranked_plans():
+    """--json: a search document with `top` plans and their predictions."""
+    result = run(*BASE, "--top", "2", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["kind"] == "modelplan.search" and len(doc["plans"]) == 2
+    times = [p["predictions"]["step_time"]["step_time_s"] for p in doc["plans"]]
+    assert times == sorted(times)
+
+
+def test_output_writes_the_best_plan_document(tmp_path):
+    """-o writes a plan document that reads back with the best plan."""
+    out = tmp_path / "plan.json"
+    result = run(*BASE, "--json", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    best = json.loads(result.output)["plans"][0]["plan"]
+    assert read_plan_document(out).plan.model_dump(mode="json") == best
+
+
+def test_explain_a_plan_that_fits(tmp_path):
+    """--explain re-evaluates a written plan and says it fits (exit 0)."""
+    out = tmp_path / "plan.json"
+    assert run(*BASE, "-o", str(out)).exit_code == 0
+    result = run("plan", "--explain", str(out))
+    assert result.exit_code == 0, result.output
+    assert "fits: stage 0 needs" in result.output
+
+
+def test_explain_a_plan_that_does_not_fit(tmp_path):
+    """GPT-3 175B on 8 GPUs with no sharding: 'does not fit', exit 1, and what dominates."""
+    path = tmp_path / "big.json"
+    from modelplan.specs.load import load_model
+
+    doc = {"schema_version": 1, "model": load_model("gpt3-175b").model_dump(mode="json"),
+           "training": {"global_batch": 8, "seq_len": 2048}, "plan": {"dp": 1, "tp": 8}}
+    path.write_text(json.dumps(doc))
+    result = run("plan", "--explain", str(path), "--cluster", "dgx-a100")
+    assert result.exit_code == 1, result.output
+    assert "does not fit: stage 0 needs" in result.output and "optimizer" in result.output
+
+
+def test_too_few_gpus_exit_2_one_line():
+    """GPT-3 175B on 8 x 80 GB: one line naming the GPUs it needs, exit code 2."""
+    result = run("plan", "gpt3-175b", "--gpus", "8", "--cluster", "dgx-a100")
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: needs at least")
+
+
+def test_batch_not_divisible_exit_2():
+    """A batch of 7 cannot be split over 8 data-parallel ranks."""
+    result = run("plan", "gpt2", "--gpus", "8", "--cluster", "dgx-a100", "--batch", "7", "--tp", "1", "--pp", "1")
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: no valid plan of 8 GPUs: micro_batch * dp (1 * 8 = 8) must divide global_batch (7)"
+
+
+def test_bad_range_exit_2():
+    """--pp 4..2 is not a range."""
+    result = run(*BASE, "--pp", "4..2")
+    assert result.exit_code == 2 and "--pp: range 4..2 must be lo..hi" in result.output
+
+
+def test_invalid_explained_plan_exit_2(tmp_path):
+    """A hand-written plan whose tp does not divide the heads: one line, exit 2."""
+    from modelplan.specs.load import load_model
+
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"schema_version": 1, "model": load_model("gpt2").model_dump(mode="json"),
+                                "training": {"global_batch": 8, "seq_len": 1024}, "plan": {"dp": 1, "tp": 5}}))
+    result = run("plan", "--explain", str(path))
+    assert result.exit_code == 2
+    assert result.output.startswith("error: tp (5) must divide heads (12); ") and result.output.count("\n") == 1
+
+
+def test_network_spec_exit_2_one_line():
+    """Planning an MLP is a later issue: one line, exit 2."""
+    result = run("plan", "mlp", "--gpus", "8", "--cluster", "dgx-a100")
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: planning network specs is not supported yet (transformers only)"

@@ -1,0 +1,73 @@
+"""The planner prices the communication list verify checks (listprice.py): its cached canonical
+lists give the same sums as the full list of the real plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from modelplan.comm.ops import Axis, Collective
+from modelplan.plan.commlist import communication_list
+from modelplan.plan.evaluator import Evaluator
+from modelplan.plan.listprice import item_time_s
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
+from modelplan.specs.load import load_model
+from modelplan.comm.clusters import load_cluster
+
+SPEC = load_model("gpt2")  # 12 blocks
+TRAIN = TrainingSpec(global_batch=32, seq_len=1024)
+CLUSTER = load_cluster("dgx-a100")
+
+
+def _sum(items, ev, shapes, rank, keep) -> float:
+    return sum(i.count * item_time_s(i, ev.pricer, shapes) for i in items
+               if not i.startup and rank in i.pp_ranks and keep(i))
+
+
+@pytest.mark.parametrize("sp,recompute", [(False, "none"), (True, "full"), (False, "selective")])
+def test_block_tp_time_matches_the_full_list(sp, recompute):
+    """Per block per micro-batch, the TP items of the real plan's list = the evaluator's block term."""
+    plan = Plan(dp=2, tp=4, pp=2, micro_batch=2, sequence_parallel=sp, recompute=recompute)
+    ev = Evaluator(SPEC, TRAIN, CLUSTER)
+    items = communication_list(SPEC, TRAIN, plan)
+    shapes = ev.shapes(4, 2, 2)
+    m, blocks = plan.num_microbatches(TRAIN.global_batch), SPEC.layers // 2
+    listed = _sum(items, ev, shapes, 0, lambda i: i.label.startswith(("tp/attention", "tp/mlp")))
+    t = ev.terms(4, sp, 2, recompute)
+    assert listed / (m * blocks) == pytest.approx(t.tp_fwd_s + t.tp_bwd_s + t.tp_recompute_s)
+
+
+def test_edge_tp_and_boundary_match_the_full_list():
+    """Embedding (first stage) and head + loss (last stage) TP items, and the stage-boundary send."""
+    plan = Plan(dp=2, tp=4, pp=2, micro_batch=2)
+    ev = Evaluator(SPEC, TRAIN, CLUSTER)
+    items = communication_list(SPEC, TRAIN, plan)
+    shapes, m = ev.shapes(4, 2, 2), plan.num_microbatches(TRAIN.global_batch)
+    t = ev.terms(4, False, 2, "none")
+    emb = _sum(items, ev, shapes, 0, lambda i: i.label == "tp/embedding")
+    head = _sum(items, ev, shapes, 1, lambda i: i.label.startswith(("tp/lm-head", "tp/cross-entropy")))
+    assert (emb / m, head / m) == pytest.approx((t.embedding_tp_s, t.head_tp_s))
+    send = next(i for i in items if i.label == "pp/forward" and i.role == "send")
+    assert send.nbytes == t.boundary_bytes
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_dp_sums_match_the_full_list(zero):
+    """The DP items of the real plan (m = 4 micro-batches) per micro-batch-independent pass equal
+    the evaluator's priced list of one micro-batch per step."""
+    plan = Plan(dp=2, tp=2, pp=2, micro_batch=4, zero=zero)
+    ev = Evaluator(SPEC, TRAIN, CLUSTER)
+    items = communication_list(SPEC, TRAIN, plan)
+    shapes, m = ev.shapes(2, 2, 2), plan.num_microbatches(TRAIN.global_batch)
+    times = ev.dp_list_prices(2, 2, 2, zero, False, True).times
+    grads = _sum(items, ev, shapes, 0, lambda i: i.label == "dp/grads")
+    params = _sum(items, ev, shapes, 0, lambda i: i.label == "dp/params")
+    if zero == 0:
+        assert grads == pytest.approx(times.all_reduce)
+        return
+    per_step_rs = m if zero >= 2 else 1  # ZeRO-2/3 reduce-scatter after every micro-batch
+    per_step_ag = 2 * m if zero == 3 else 1  # ZeRO-3 gathers for every forward and backward
+    assert grads == pytest.approx(per_step_rs * times.reduce_scatter)
+    assert params == pytest.approx(per_step_ag * times.all_gather)
+    assert all(i.op in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER) for i in items
+               if i.axis is Axis.DP and not i.startup)

@@ -1,0 +1,109 @@
+"""Planner memory (modelplan.plan.memory): ZeRO model states, in-flight micro-batches, stage totals."""
+
+from __future__ import annotations
+
+import pytest
+
+from modelplan.plan.evaluator import Evaluator
+from modelplan.plan.memory import inflight_microbatches, model_state_bytes, state_bytes_per_param
+from modelplan.plan.schedule import pipeline_schedule
+from modelplan.specs.costmodel import CostModel
+from modelplan.specs.hardware import Accelerator, Cluster, Link
+from modelplan.specs.training import TrainingSpec
+from modelplan.specs.transformer import TransformerSpec
+
+P = 1_000_000_000
+ADAM_MIXED = state_bytes_per_param(optimizer_states=2, master_weights=True)  # 12 = 4 master + 8 m, v
+
+
+def test_megatron_18_bytes_per_parameter():
+    """bf16 weight 2 + fp32 grad 4 + fp32 master/m/v 12 = 18 bytes (training_formulas.md 1.2)."""
+    assert sum(model_state_bytes(P, 0, 1, 0, 2, 4, ADAM_MIXED)) == 18 * P
+
+
+def test_distributed_optimizer_6_plus_12_over_d():
+    """ZeRO-1 / Megatron distributed optimizer: 6 + 12/d bytes per parameter (d = 8: 7.5)."""
+    assert sum(model_state_bytes(P, 0, 8, 1, 2, 4, ADAM_MIXED)) == pytest.approx(7.5 * P)
+
+
+def test_zero2_shards_gradients():
+    """ZeRO-2 with K = 12 and 2-byte grads: 2 + (2 + 12)/d (Rajbhandari et al. 2020, fig. 1)."""
+    assert sum(model_state_bytes(P, 0, 64, 2, 2, 2, ADAM_MIXED)) == pytest.approx((2 + 14 / 64) * P)
+
+
+def test_zero3_shards_everything_and_holds_two_gathered_blocks():
+    """ZeRO-3: (2 + 2 + 12)/d per parameter, plus the current and the prefetched block in bf16."""
+    layer = 10_000_000
+    got = sum(model_state_bytes(P, layer, 64, 3, 2, 2, ADAM_MIXED))
+    assert got == pytest.approx(16 * P / 64 + 2 * layer * 2)
+
+
+def _max_in_flight(steps) -> int:
+    """Largest number of forwards whose backward has not run yet, counted on the schedule itself."""
+    live = peak = 0
+    for step in steps:
+        live += 1 if step.kind == "F" else -1
+        peak = max(peak, live)
+    return peak
+
+
+@pytest.mark.parametrize("pp,m", [(4, 8), (4, 2), (8, 16), (2, 1)])
+def test_1f1b_in_flight_matches_the_schedule(pp, m):
+    """1F1B: rank r holds min(pp - r, m) micro-batches (Narayanan et al. 2021), read off the schedule."""
+    steps = pipeline_schedule("1f1b", pp, m)
+    for rank in range(pp):
+        assert inflight_microbatches("1f1b", pp, rank, m) == _max_in_flight(steps[rank])
+
+
+@pytest.mark.parametrize("pp,m,vpp", [(4, 8, 2), (4, 4, 3), (2, 8, 4)])
+def test_interleaved_in_flight_matches_the_schedule(pp, m, vpp):
+    """Interleaved: chunks in flight per rank, counted on Megatron's interleaved order, / vpp."""
+    steps = pipeline_schedule("interleaved", pp, m, vpp)
+    for rank in range(pp):
+        assert inflight_microbatches("interleaved", pp, rank, m, vpp) == _max_in_flight(steps[rank]) / vpp
+
+
+def test_interleaved_first_stage_factor():
+    """First stage holds 1 + (p-1)/(p v) of 1F1B's p micro-batches (Korthikanti et al. 2022, sec. 4.3)."""
+    pp, vpp = 4, 2
+    assert inflight_microbatches("interleaved", pp, 0, 64, vpp) == pytest.approx(pp * (1 + (pp - 1) / (pp * vpp)))
+
+
+def test_gpipe_holds_every_micro_batch():
+    """GPipe stashes all m micro-batches on every stage."""
+    assert inflight_microbatches("gpipe", 4, 3, 16) == 16
+
+
+def _gpt(layers: int = 8) -> TransformerSpec:
+    return TransformerSpec(layers=layers, hidden=1024, heads=16, ffn_hidden=4096, vocab=51200,
+                           position="learned", norm="layernorm", norm_bias=True, qkv_bias=True,
+                           attn_out_bias=True, mlp_bias=True, gated_mlp=False, activation="gelu",
+                           tied_embeddings=True, dropout=True)
+
+
+def _cluster() -> Cluster:
+    acc = Accelerator(name="gpu", peak_tflops={"bf16": 100.0}, memory_gb=80, memory_bw_tbps=2.0)
+    link = Link(name="l", bandwidth_gbps=100.0, latency_us=1.0)
+    return Cluster(name="c", accelerator=acc, gpus_per_node=8, intra=link, inter=link)
+
+
+def test_first_stage_activations_korthikanti():
+    """TP 2 + SP, 1F1B, pp 4, L 8, s 2048, b 1: the first stage keeps L/p blocks x p micro-batches
+    of s b h (34 + 5 a s / h) / t bytes, plus p embedding inputs (8 s b token ids + s b h / t mask)
+    (Korthikanti et al. 2022, sec. 4.2.2 and 4.3: 'about L x per-layer, independent of p')."""
+    s, b, h, a, t, pp, layers = 2048, 1, 1024, 16, 2, 4, 8
+    ev = Evaluator(_gpt(layers), TrainingSpec(global_batch=8, seq_len=s), _cluster())
+    first, _ = ev.memory(tp=t, pp=pp, dp=1, vpp=1, micro_batch=b, schedule="1f1b", sp=True, recompute="none", zero=0)
+    per_layer = s * b * h * (34 + 5 * a * s // h) // t
+    embedding = 8 * s * b + s * b * h // t
+    assert first.activations == layers // pp * pp * per_layer + pp * embedding
+
+
+def test_stage_total_adds_buffers_fragmentation_and_reserved():
+    """total = allocated x (1 + fragmentation) + reserved, allocated = states + activations + buffers."""
+    cost = CostModel(fragmentation_fraction=0.1, runtime_reserved_bytes=123)
+    ev = Evaluator(_gpt(), TrainingSpec(global_batch=8, seq_len=1024), _cluster(), cost)
+    first, _ = ev.memory(tp=2, pp=2, dp=2, vpp=1, micro_batch=1, schedule="1f1b", sp=False, recompute="full", zero=1)
+    allocated = first.weights + first.gradients + first.optimizer + first.activations + first.comm_buffers
+    assert first.fragmentation == pytest.approx(0.1 * allocated)
+    assert first.total == pytest.approx(1.1 * allocated + 123)

@@ -1,0 +1,98 @@
+"""Plan search (modelplan.plan.search): enumeration, pruning, ranking, impossible requests."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from modelplan.comm.clusters import load_cluster
+from modelplan.count.params import count_params
+from modelplan.errors import PlanInfeasible, SpecError
+from modelplan.plan.estimate import estimate_plan
+from modelplan.plan.search import IntRange, SearchSpace, search_plans
+from modelplan.specs.load import load_model
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
+from modelplan.specs.transformer import MoESpec
+
+A100 = load_cluster("dgx-a100")
+GPT2 = load_model("gpt2")
+TRAIN = TrainingSpec(global_batch=64, seq_len=1024)
+
+
+def test_every_field_fixed_evaluates_that_one_plan():
+    """Fixing tp, pp, dp, vpp, micro-batch, schedule, SP, recompute and ZeRO leaves one candidate."""
+    space = SearchSpace(tp=[2], pp=[2], dp=[4], vpp=[2], micro_batch=[2], schedule=["interleaved"],
+                        sequence_parallel=[True], recompute=["selective"], zero=[1])
+    result = search_plans(GPT2, TRAIN, A100, 16, space)
+    want = Plan(dp=4, tp=2, pp=2, vpp=2, micro_batch=2, schedule="interleaved", sequence_parallel=True,
+                recompute="selective", zero=1)
+    assert [e.plan for e in result.best] == [want]
+    assert result.evaluated == 1 and result.candidates == 1
+
+
+def test_fixed_plan_matches_estimate_plan():
+    """The search and estimate_plan price a plan identically (one evaluator)."""
+    plan = Plan(dp=8, micro_batch=4, recompute="none", zero=0)
+    space = SearchSpace(tp=[1], pp=[1], micro_batch=[4], recompute=["none"], zero=[0], sequence_parallel=[False])
+    found = search_plans(GPT2, TRAIN, A100, 8, space).best[0]
+    assert found.step.step_time_s == pytest.approx(estimate_plan(GPT2, TRAIN, plan, A100).step.step_time_s)
+
+
+def test_best_is_at_least_as_fast_as_any_given_plan():
+    """The full search's winner is no slower than a hand-picked valid plan of the same GPUs."""
+    best = search_plans(GPT2, TRAIN, A100, 8).best[0]
+    hand = estimate_plan(GPT2, TRAIN, Plan(dp=2, tp=4, micro_batch=1, recompute="full"), A100)
+    assert best.step.step_time_s <= hand.step.step_time_s
+
+
+def test_ranked_fastest_first():
+    """Top-k is sorted by predicted step time."""
+    times = [e.step.step_time_s for e in search_plans(GPT2, TRAIN, A100, 8, top_k=5).best]
+    assert times == sorted(times) and len(times) == 5
+
+
+def test_ranges_restrict_the_search():
+    """--pp 2..4 keeps every returned plan's pp within 2..4."""
+    result = search_plans(GPT2, TRAIN, A100, 16, SearchSpace(pp=IntRange(lo=2, hi=4)), top_k=10)
+    assert all(2 <= e.plan.pp <= 4 for e in result.best)
+
+
+def test_rejections_are_counted_by_reason():
+    """tp 5 does not divide GPT-2's 12 heads: its plans are counted under 'tp vs heads'."""
+    training = TrainingSpec(global_batch=80, seq_len=1024)
+    result = search_plans(GPT2, training, A100, 40, SearchSpace(tp=[1, 5], pp=[1], micro_batch=[1]))
+    assert result.rejected["tp vs heads"] > 0
+    assert "tp (5) must divide heads (12)" in result.examples["tp vs heads"]
+    assert all(e.plan.tp == 1 for e in result.best)
+
+
+def test_too_few_gpus_names_the_minimum():
+    """GPT-3 175B: 18 bytes x P of model states over (80 GB - 1 GB reserved) / 1.05 fragmentation."""
+    spec = load_model("gpt3-175b")
+    params = count_params(spec).total
+    need = math.ceil(18 * params / ((80e9 - 1e9) / 1.05))
+    with pytest.raises(PlanInfeasible) as exc:
+        search_plans(spec, TrainingSpec(global_batch=64, seq_len=2048), A100, 8)
+    assert str(exc.value).startswith(f"needs at least {need} GPUs of 80 GB: weights+gradients+optimizer states")
+
+
+def test_unfactorable_gpu_count_is_one_line():
+    """7 GPUs: tp 7 breaks 12 heads, pp 7 breaks 12 layers, dp 7 breaks a batch of 64."""
+    with pytest.raises(PlanInfeasible) as exc:
+        search_plans(GPT2, TRAIN, A100, 7)
+    assert str(exc.value).startswith("no valid plan of 7 GPUs: ") and "\n" not in str(exc.value)
+
+
+def test_network_specs_are_not_planned_yet():
+    """MLP/CNN/RNN specs get a one-line error."""
+    with pytest.raises(SpecError, match="planning network specs is not supported yet"):
+        search_plans(load_model("mlp"), TRAIN, A100, 8)
+
+
+def test_moe_models_are_not_planned_yet():
+    """MoE planning is a later issue: one-line error naming the experts."""
+    moe = GPT2.model_copy(update={"moe": MoESpec(num_experts=8, top_k=2, expert_ffn_hidden=3072)})
+    with pytest.raises(SpecError, match=r"planning MoE models is not supported yet \(moe.num_experts = 8\)"):
+        search_plans(moe, TRAIN, A100, 8)
