@@ -39,7 +39,7 @@ def test_mlp_three_stages_minimise_the_largest_stage():
 
 def test_more_stages_than_units_is_a_one_line_error():
     """pp * vpp (6) > 5 units of the MLP."""
-    with pytest.raises(SpecError, match=r"pp \* vpp \(6\) must not exceed the network's top-level units \(5\)"):
+    with pytest.raises(SpecError, match=r"pp \* vpp \(6\) must not exceed the network's units \(5\)"):
         split_units(network_tree(load_model("mlp")), 6)
 
 

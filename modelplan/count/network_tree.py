@@ -3,8 +3,9 @@
 `network_layers` lists the leaves flat; running them needs the residual structure back (a
 block's shortcut reads the block's input). `network_tree` walks the spec tree in the walker's
 depth-first order (main items, shortcut items, `add`, `act`), pairing each spec item with its
-`LayerInfo` row, so paths, shapes and costs come from the one table. A **unit** is the nodes of
-one top-level item (`LayerInfo.top_index`): the smallest block a pipeline stage can hold.
+`LayerInfo` row, so paths, shapes and costs come from the one table. A **unit**
+(`LayerInfo.unit`) is the smallest block a pipeline stage can hold: a leaf outside residual
+blocks, or a whole block.
 """
 
 from __future__ import annotations
@@ -95,13 +96,13 @@ class _Builder:
 
 
 def network_tree(spec: NetworkSpec, dtype_bytes: int = 4) -> list[tuple[Node, ...]]:
-    """The network as units (one per top-level item), each a tuple of nodes in execution order."""
+    """The network as units (`LayerInfo.unit`), each a tuple of nodes in execution order."""
     leaves = walk(spec.layers, tuple(spec.input_shape))
     rows = network_layers(spec, dtype_bytes)
     nodes = _Builder(list(zip(leaves, rows))).items(spec.layers)
     units: dict[int, list[Node]] = {}
     for node in nodes:
-        units.setdefault(node.info.top_index, []).append(node)
+        units.setdefault(node.info.unit, []).append(node)
     return [tuple(units[k]) for k in sorted(units)]
 
 

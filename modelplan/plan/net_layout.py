@@ -1,7 +1,7 @@
 """How a generic network (MLP, CNN, RNN) is cut into pipeline stages, shared by the planner and
 the executor so both run the same split.
 
-**Pipeline**: the units (top-level items, `LayerInfo.top_index`) are cut into `pp * vpp`
+**Pipeline**: the units (`LayerInfo.unit`: a leaf, or a whole residual block) are cut into `pp * vpp`
 contiguous stages minimising the largest stage's training FLOPs (3x matmul + 2x elementwise
 forward FLOPs, the count's convention), the classic linear-partition problem; among optimal
 splits the one that packs the earlier stages fullest is taken, so the answer is unique.
@@ -40,7 +40,7 @@ def split_units(units: list[tuple[Node, ...]], stages: int) -> UnitsSplit:
     weights = [sum(training_flops(leaf) for leaf in leaves_of(u)) for u in units]
     n = len(weights)
     if stages > n:
-        raise SpecError(f"pp * vpp ({stages}) must not exceed the network's top-level units ({n})")
+        raise SpecError(f"pp * vpp ({stages}) must not exceed the network's units ({n})")
     prefix = [0]
     for w in weights:
         prefix.append(prefix[-1] + w)
@@ -64,8 +64,8 @@ def split_units(units: list[tuple[Node, ...]], stages: int) -> UnitsSplit:
 
 
 def unit_name(unit: tuple[Node, ...]) -> str:
-    """A unit's name: the first path segment of its leaves (the top-level item's name or index)."""
-    return next(leaves_of(unit)).path.split("/")[0]
+    """A unit's name: the path of its leaf or residual block (e.g. 'conv1', 'layer1/0')."""
+    return unit[0].path
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class StagePlan:
         return self.nodes[-1].info.output_shape
 
     def needs_input_grad(self, leaf: LeafNode) -> bool:
-        """Whether the leaf's backward computes dx: all but the network's first top-level leaf."""
+        """Whether the leaf's backward computes dx: all but the network's very first leaf."""
         return not (self.is_first_stage and self.nodes[0] is leaf)
 
 

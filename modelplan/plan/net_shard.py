@@ -1,6 +1,6 @@
 """What one rank holds when it trains a network under a plan: model state and activations.
 
-Model state per unit (one DP bucket per top-level item) follows `plan/shard.py`'s table (weights,
+Model state per unit (one DP bucket per unit: a leaf or a residual block) follows `plan/shard.py`'s table (weights,
 gradients and optimizer state under ZeRO 0-3, padded to a multiple of dp); a unit's local
 elements are its parameters after the tensor-parallel split of `plan/net_tp.py`: column- and
 row-parallel weights, column biases and the BatchNorm affine of a sharded run hold 1/tp;
