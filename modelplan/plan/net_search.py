@@ -286,3 +286,44 @@ def why_notes(ev: NetEvaluator, best: PlanEstimate, best_of: dict[str, PlanEstim
 
     return explain_choice(ev, best, best_of)
 
+
+
+def network_plan_problems(ev: NetEvaluator, plan: Plan, cluster: Cluster | None = None,
+                          world_size: int | None = None, allow_tp_across_nodes: bool = False) -> list[str]:
+    """Every rule a network plan breaks (the network counterpart of `validate.plan_problems`)."""
+    out = []
+    if world_size is not None and plan.world_size != world_size:
+        out.append(f"dp * tp * pp ({plan.dp} * {plan.tp} * {plan.pp} = {plan.world_size}) must equal the "
+                   f"GPU count ({world_size})")
+    if cluster is not None and cluster.max_gpus is not None and plan.world_size > cluster.max_gpus:
+        out.append(f"plan needs {plan.world_size} GPUs but cluster {cluster.name} has {cluster.max_gpus}")
+    if cluster is not None and not allow_tp_across_nodes and cluster.gpus_per_node % plan.tp:
+        out.append(f"tp ({plan.tp}) must divide gpus_per_node ({cluster.gpus_per_node})")
+    for name in ("cp", "ep"):
+        if getattr(plan, name) > 1:
+            out.append(f"{name} ({getattr(plan, name)}) > 1 applies to transformers, not network '{ev.spec.name}'")
+    if plan.sequence_parallel:
+        out.append(f"sequence_parallel applies to transformers, not network '{ev.spec.name}'")
+    if plan.pp * plan.vpp > len(ev.units):
+        out.append(f"pp * vpp ({plan.pp} * {plan.vpp}) must not exceed the network's units ({len(ev.units)})")
+    gb = ev.training.global_batch
+    if gb % (plan.micro_batch * plan.dp):
+        out.append(f"micro_batch * dp ({plan.micro_batch} * {plan.dp} = {plan.micro_batch * plan.dp}) must "
+                   f"divide global_batch ({gb})")
+    elif plan.schedule == "interleaved" and plan.num_microbatches(gb) % plan.pp:
+        out.append(f"interleaved schedule needs num_microbatches ({plan.num_microbatches(gb)}) divisible by "
+                   f"pp ({plan.pp})")
+    return out
+
+
+def estimate_network_plan(spec: NetworkSpec, training: TrainingSpec, plan: Plan, cluster: Cluster,
+                          cost: CostModel | None = None, *, world_size: int | None = None,
+                          memory_headroom: float = 0.0, allow_tp_across_nodes: bool = False) -> PlanEstimate:
+    """Validate a network plan (one SpecError naming every broken rule) and predict it."""
+    from modelplan.errors import SpecError
+
+    ev = NetEvaluator(spec, training, cluster, cost)
+    problems = network_plan_problems(ev, plan, cluster, world_size, allow_tp_across_nodes)
+    if problems:
+        raise SpecError("; ".join(problems))
+    return ev.estimate(plan, memory_headroom)
