@@ -50,6 +50,11 @@ DDP_BUCKET_BYTES = 25 * 1024 * 1024
 are trained with DDP; the transformer planner keeps Megatron's 40M-parameter buckets)."""
 
 
+MAX_DEFAULT_MICROBATCHES = 64
+"""Micro-batch sizes tried by default give at most this many micro-batches per step: more only
+shrink the GEMMs, and the pipeline bubble is already below (pp - 1)/64."""
+
+
 @dataclass(frozen=True)
 class RankCost:
     """One pipeline rank's terms (seconds per step) and bytes."""
@@ -121,9 +126,7 @@ class NetEvaluator:
                 for edge in ([v] if v < pp * vpp - 1 else []) + ([v - 1] if v > 0 else []):
                     nbytes = boundary_bytes(stages[edge], b, self.dtype_bytes)
                     p2p += self.pricer.p2p_time_s(nbytes, shapes[Axis.PP].crosses_nodes) * self.cost.pp_p2p_exposed_fraction
-        shards = net_unit_shards([stages[v] for v in mine], plan)
-        local = sum(s.numel for s in shards.values())
-        largest = max((s.numel for s in shards.values()), default=0)
+        local, largest = self._local_params(plan, r)
         dpt = self._dp_times(local, largest, shapes[Axis.DP])
         dp_exp = dp_exposure(plan.zero, dpt, m, fwd, bwd, self.cost.dp_overlap, self.cost.dp_overlap_fraction,
                              self.cost.overlap_interference) if dp > 1 else None
@@ -137,6 +140,25 @@ class NetEvaluator:
             dp_total_s=dp_exp.total_s if dp_exp else 0.0, optimizer_s=optimizer,
             t_mb_s=fwd + bwd + p2p + per_mb, bwd_mb_s=bwd, memory=self._memory(plan, r, m, local, largest, stages),
         )
+
+    def _local_params(self, plan: Plan, r: int) -> tuple[int, int]:
+        """(parameters on pipeline rank r after the tp split, its largest unit)."""
+        key = ("local", plan.tp, plan.pp, plan.vpp, r)
+        if key not in self._cache:
+            stages = self.stages(plan.tp, plan.pp * plan.vpp)
+            shards = net_unit_shards([stages[stage_index(r, c, plan.pp)] for c in range(plan.vpp)], plan)
+            self._cache[key] = (sum(s.numel for s in shards.values()), max((s.numel for s in shards.values()), default=0))
+        return self._cache[key]  # type: ignore[return-value]
+
+    def _activations(self, plan: Plan, m: int, stages: list[StagePlan]):
+        """Peak activations per pipeline rank (`net_shard.rank_activations` over the schedule)."""
+        key = ("act", plan.tp, plan.pp, plan.vpp, plan.micro_batch, plan.schedule, m)
+        if key not in self._cache:
+            skey = ("schedule", plan.schedule, plan.pp, m, plan.vpp)
+            if skey not in self._cache:
+                self._cache[skey] = pipeline_schedule(plan.schedule, plan.pp, m, plan.vpp)
+            self._cache[key] = rank_activations(stages, plan, self._cache[skey])  # type: ignore[arg-type]
+        return self._cache[key]  # type: ignore[return-value]
 
     def _dp_times(self, params: int, largest: int, shape) -> DpTimes:
         grads, weights = params * self.grad_bytes, params * self.dtype_bytes
@@ -154,11 +176,7 @@ class NetEvaluator:
     def _memory(self, plan: Plan, r: int, m: int, local: int, largest: int, stages: list[StagePlan]) -> StageBytes:
         weights, gradients, optimizer = model_state_bytes(local, largest, plan.dp, plan.zero, self.dtype_bytes,
                                                           self.grad_bytes, self.state_bytes)
-        key = ("act", plan.tp, plan.pp, plan.vpp, plan.micro_batch, plan.schedule, m)
-        if key not in self._cache:
-            schedules = pipeline_schedule(plan.schedule, plan.pp, m, plan.vpp)
-            self._cache[key] = rank_activations(stages, plan, schedules)
-        act = self._cache[key][r]  # type: ignore[index]
+        act = self._activations(plan, m, stages)[r]
         activations = float(act.elements * self.dtype_bytes + act.fixed_bytes)
         groups = (plan.tp > 1) + (plan.dp > 1) + (plan.pp > 1)
         edges = 0.0
@@ -244,7 +262,8 @@ def search_network_plans(spec: NetworkSpec, training: TrainingSpec, cluster: Clu
                 if gb % dp:
                     reject("batch divisibility", f"global_batch ({gb}) must be divisible by dp ({dp})")
                     continue
-                for mb in _choose(space.micro_batch, divisors(gb // dp), gb):
+                default_mbs = [b for b in divisors(gb // dp) if gb // (dp * b) <= MAX_DEFAULT_MICROBATCHES]
+                for mb in _choose(space.micro_batch, default_mbs, gb):
                     if gb % (mb * dp):
                         reject("batch divisibility", f"global_batch ({gb}) must be divisible by micro_batch * dp ({mb} * {dp})")
                         continue

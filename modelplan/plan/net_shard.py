@@ -91,14 +91,15 @@ def stage_activations(stage: StagePlan, plan: Plan) -> StageActivations:
 
 def in_flight_peak(steps: list[Step], per_chunk: list[StageActivations]) -> StageActivations:
     """Peak of the activations held along one pipeline rank's schedule."""
-    held = [0, 0]
-    peak = [0, 0]
+    held_e = held_f = peak_e = peak_f = 0
     for step in steps:
         a = per_chunk[step.chunk]
-        sign = 1 if step.kind == "F" else -1
-        held = [held[0] + sign * a.elements, held[1] + sign * a.fixed_bytes]
-        peak = [max(peak[0], held[0]), max(peak[1], held[1])]
-    return StageActivations(*peak)
+        if step.kind == "F":
+            held_e, held_f = held_e + a.elements, held_f + a.fixed_bytes
+            peak_e, peak_f = max(peak_e, held_e), max(peak_f, held_f)
+        else:
+            held_e, held_f = held_e - a.elements, held_f - a.fixed_bytes
+    return StageActivations(peak_e, peak_f)
 
 
 def rank_activations(stages: list[StagePlan], plan: Plan, schedules: list[list[Step]]) -> list[StageActivations]:
