@@ -118,3 +118,10 @@ def network_stages(units: list[tuple[Node, ...]], num_stages: int, tp: int) -> l
         out.append(StagePlan(v, num_stages, tuple(unit_name(u) for u in mine), nodes,
                              assign_tp(nodes, tp), tuple(mine), split.flops[v]))
     return out
+
+
+def describe_stages(stages: list[StagePlan]) -> str:
+    """One line: each stage's first..last unit and its training FLOPs per sample."""
+    parts = [(f"{st.units[0]}..{st.units[-1]}" if len(st.units) > 1 else st.units[0])
+             + f" ({st.train_flops:,} FLOPs/sample)" for st in stages]
+    return "pipeline stages (balanced by training FLOPs): " + " | ".join(parts)

@@ -31,7 +31,7 @@ from modelplan.plan.commcost import CommPricer, plan_group_shapes
 from modelplan.plan.compute import Roofline
 from modelplan.plan.memory import StageMemory as StageBytes, model_state_bytes, state_bytes_per_param
 from modelplan.plan.net_cost import StageTime, boundary_bytes, stage_time
-from modelplan.plan.net_layout import StagePlan, network_stages
+from modelplan.plan.net_layout import StagePlan, describe_stages, network_stages
 from modelplan.plan.net_shard import net_unit_shards, rank_activations
 from modelplan.plan.net_tp import TpRole
 from modelplan.plan.results import PlanEstimate, SearchResult, StageMemory, StepTime
@@ -141,6 +141,18 @@ class NetEvaluator:
             t_mb_s=fwd + bwd + p2p + per_mb, bwd_mb_s=bwd, memory=self._memory(plan, r, m, local, largest, stages),
         )
 
+    def _notes(self, plan: Plan) -> list[str]:
+        """Throughput unit, stage boundaries and the tensor-parallel split of this plan."""
+        notes = ["throughput counts samples (the JSON field tokens_per_s holds samples per second)"]
+        stages = self.stages(plan.tp, plan.pp * plan.vpp)
+        if len(stages) > 1:
+            notes.append(describe_stages(stages))
+        if plan.tp > 1:
+            split = sum(1 for st in stages for r in st.roles.values() if r.role in (TpRole.COLUMN, TpRole.ROW))
+            notes.append(f"tensor parallel splits {split} Linear/Conv layers (column/row pairs or column + "
+                         "AllGather); every other layer, recurrent ones included, is replicated")
+        return notes
+
     def _local_params(self, plan: Plan, r: int) -> tuple[int, int]:
         """(parameters on pipeline rank r after the tp split, its largest unit)."""
         key = ("local", plan.tp, plan.pp, plan.vpp, r)
@@ -215,7 +227,7 @@ class NetEvaluator:
             model_flops=self.model_flops, hardware_flops=self.model_flops,
             bubble_fraction=(pipeline - busy) / busy if busy > 0 else 0.0, memory=memory,
             peak_memory_bytes=worst, memory_budget_bytes=budget, fits=worst <= budget,
-            notes=["network: throughput is samples/s (tokens_per_s holds samples per second)"],
+            notes=self._notes(plan),
         )
 
 

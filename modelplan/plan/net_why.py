@@ -38,10 +38,12 @@ def explain_choice(ev, best: PlanEstimate, best_of: dict[str, PlanEstimate]) -> 
     plan = best.plan
     if plan.dp > 1:
         rank = ev.rank_cost(plan, 0, best.num_microbatches)
-        grads = sum(s.numel for s in _shards(ev, plan).values()) * ev.grad_bytes
+        local = sum(s.numel for s in _shards(ev, plan).values())
+        grads = local * ev.grad_bytes
+        where = "" if plan.pp == 1 and plan.tp == 1 else " on the first pipeline rank"
         exposed = best.step.dp_comm_s
         how = "AllReduce" if plan.zero == 0 else f"ZeRO-{plan.zero} ReduceScatter + AllGather"
-        lines.append(f"why: data parallel over {plan.dp}: the gradients ({ev.params:,} parameters, {_mb(grads)}) are "
+        lines.append(f"why: data parallel over {plan.dp}: the gradients of {local:,} parameters{where} ({_mb(grads)}) are "
                      f"reduced by {how} in {_ms(best.step.dp_comm_total_s)} per step, overlapped with the "
                      f"backward ({_ms(rank.bwd_mb_s)} per micro-batch): {_ms(exposed)} exposed = "
                      f"{100 * exposed / best.step.step_time_s:.1f}% of the step")

@@ -35,7 +35,7 @@ from modelplan.execute.spmd import SpmdError, spmd_runner
 from modelplan.execute.timeline import lamport_spans
 from modelplan.execute.verify import Progress, _check_loss
 from modelplan.plan.net_commlist import net_communication_list
-from modelplan.plan.net_layout import StagePlan
+from modelplan.plan.net_layout import StagePlan, describe_stages
 from modelplan.plan.net_shard import rank_activations, net_rank_elements
 from modelplan.plan.net_tp import TpRole
 from modelplan.specs.network import NetworkSpec
@@ -48,11 +48,7 @@ ADAM_EPS = 1e-6
 
 def stage_notes(stages: list[StagePlan]) -> list[str]:
     """Stage boundaries and tensor-parallel layout, one line each."""
-    notes = []
-    if len(stages) > 1:
-        parts = [f"{st.units[0]}..{st.units[-1]} ({st.train_flops:,} FLOPs/sample)" if len(st.units) > 1
-                 else f"{st.units[0]} ({st.train_flops:,} FLOPs/sample)" for st in stages]
-        notes.append("pipeline stages (balanced by training FLOPs): " + " | ".join(parts))
+    notes = [describe_stages(stages)] if len(stages) > 1 else []
     split = {}
     for st in stages:
         for path, r in st.roles.items():
