@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from modelplan.count.network_tree import LeafNode, Node, ResidualNode
+from modelplan.count.network_tree import LeafNode, Node
 from modelplan.execute.net.loss import loss_backward, loss_forward
 from modelplan.execute.net.ops import leaf_backward, leaf_forward
 from modelplan.execute.net.params import NetBatch
