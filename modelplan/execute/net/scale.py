@@ -3,8 +3,9 @@
 `scale_network` leaves small networks alone (at most 200,000 parameters and 20 MFLOPs of
 forward per sample: the 2-3-2-1 MLP, LeNet-5) and otherwise caps every width (out_features,
 out_channels, hidden_size, embedding_dim) at 8 * q, q = lcm(tp, the largest conv groups), keeping
-a width that q divided a multiple of q; the vocabulary at 32 rows; images at 32 x 32 (64 x 64,
-then the original size, if the stack needs more); sequences at 6 steps. Inferred sizes
+a width that q divided a multiple of q; the vocabulary at 32 rows; images at 32 x 32, or 64 x 64
+when every BatchNorm2d would otherwise see fewer than 2 x 2 pixels (ResNet's last stage) or the
+stack needs more; sequences at 6 steps. Inferred sizes
 (in_features, in_channels, num_features, input_size) are re-inferred. Every layer, residual
 block, norm, pool and flag stays, so the executed step exercises the same code paths.
 """
@@ -76,13 +77,23 @@ def scale_network(spec: NetworkSpec, plan: Plan) -> NetworkSpec:
     data = spec.model_dump(exclude_none=True)
     q = math.lcm(plan.tp, _groups(data["layers"]))
     layers = _shrink(data["layers"], 8 * q, q)
+    fallback = spec
     for shape in _inputs(list(spec.input_shape), spec.tokens_input):
         try:
-            return NetworkSpec.model_validate(data | {"layers": layers, "input_shape": shape,
-                                                      "name": f"{spec.name} (scaled down)"})
+            small = NetworkSpec.model_validate(data | {"layers": layers, "input_shape": shape,
+                                                       "name": f"{spec.name} (scaled down)"})
         except (SpecError, ValueError):
             continue
-    return spec
+        if _well_conditioned(small):
+            return small
+        fallback = small if fallback is spec else fallback
+    return fallback
+
+
+def _well_conditioned(spec: NetworkSpec) -> bool:
+    """Every BatchNorm2d sees at least 2 x 2 pixels per sample: with 1 x 1 and a micro-batch of 2
+    the statistics rest on 2 values and float64 gradients lose the 1e-9 agreement."""
+    return all(math.prod(r.input_shape[1:]) >= 4 for r in network_layers(spec) if r.type == "batchnorm2d")
 
 
 def check_network_plan(spec: NetworkSpec, training: TrainingSpec, plan: Plan) -> int:
