@@ -34,6 +34,8 @@ from modelplan.specs.plan import Plan
 
 MAX_SHOWN = 64
 """Largest matrix (elements) whose values are shown; bigger ones are given by shape."""
+MAX_STEPS = 12
+"""Layer steps shown in full; the rest are summarised in one step."""
 
 
 class _Frozen(BaseModel):
@@ -157,8 +159,10 @@ def tp_walkthrough(spec: NetworkSpec, plan: Plan, seed: int = 0, scale: bool = T
     ref_loss, ref_grads = _one_micro_batch(stage.nodes, full, batch, ref)
     steps = [WalkStep(title="Input", text=f"One micro-batch of {b} sample(s) enters every rank whole.",
                       result=[_matrix("x", batch.inputs)])]
-    for leaf in leaves_of(stage.nodes):
-        steps += _leaf_steps(leaf, stage.roles[leaf.path], seen, ref.seen[leaf.path], tp)
+    split = [leaf for leaf in leaves_of(stage.nodes)
+             if stage.roles[leaf.path].role is not TpRole.REPLICATED or stage.roles[leaf.path].gather_after]
+    layer_steps = [s for leaf in split for s in _leaf_steps(leaf, stage.roles[leaf.path], seen, ref.seen[leaf.path], tp)]
+    steps += _capped(layer_steps, MAX_STEPS, "split layers")
     replicated = [leaf.path for leaf in leaves_of(stage.nodes) if stage.roles[leaf.path].role is TpRole.REPLICATED]
     out_path = list(leaves_of(stage.nodes))[-1].path
     text, ok = _diff(seen[0][out_path]["y"], ref.seen[out_path]["y"])
@@ -170,8 +174,22 @@ def tp_walkthrough(spec: NetworkSpec, plan: Plan, seed: int = 0, scale: bool = T
         else f"Loss on every rank {run.results[0][2]:.12g}, single device {ref_loss:.12g}.",
         result=[_matrix("output (rank 0)", seen[0][out_path]["y"]), _matrix("output (one device)", ref.seen[out_path]["y"])],
         check=text, passed=ok))
-    steps += _gradient_steps(stage, defs, [r[1] for r in run.results], ref_grads, tp)
+    steps += _capped(_gradient_steps(stage, defs, [r[1] for r in run.results], ref_grads, tp), MAX_STEPS // 3,
+                     "weight gradients")
     return TpWalkthrough(model=spec.name, tp=tp, micro_batch=b, steps=steps)
+
+
+def _capped(steps: list[WalkStep], keep: int, what: str) -> list[WalkStep]:
+    """The first `keep` steps, then one step summarising the comparisons of the rest."""
+    if len(steps) <= keep:
+        return steps
+    rest = steps[keep:]
+    checked = sum(1 for s in rest if s.check)
+    ok = all(s.passed for s in rest)
+    return steps[:keep] + [WalkStep(
+        title=f"... {len(rest)} more steps ({what})",
+        text=(f"They repeat the same pattern; {checked} of their results were compared with one device: "
+              + ("all equal." if ok else "NOT all equal.")), passed=ok)]
 
 
 def _leaf_steps(leaf, role, seen, ref, tp) -> list[WalkStep]:
