@@ -98,8 +98,8 @@ def test_invalid_explained_plan_exit_2(tmp_path):
     assert result.output.startswith("error: tp (5) must divide heads (12); ") and result.output.count("\n") == 1
 
 
-def test_network_spec_exit_2_one_line():
-    """Planning an MLP is a later issue: one line, exit 2."""
+def test_network_spec_is_planned():
+    """Network specs are planned since issue 8 (details in tests/test_net_plan.py): exit 0."""
     result = run("plan", "mlp", "--gpus", "8", "--cluster", "dgx-a100")
-    assert result.exit_code == 2
-    assert result.output.strip() == "error: planning network specs is not supported yet (transformers only)"
+    assert result.exit_code == 0, result.output
+    assert "samples/s" in result.output

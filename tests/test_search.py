@@ -85,10 +85,10 @@ def test_unfactorable_gpu_count_is_one_line():
     assert str(exc.value).startswith("no valid plan of 7 GPUs: ") and "\n" not in str(exc.value)
 
 
-def test_network_specs_are_not_planned_yet():
-    """MLP/CNN/RNN specs get a one-line error."""
-    with pytest.raises(SpecError, match="planning network specs is not supported yet"):
-        search_plans(load_model("mlp"), TRAIN, A100, 8)
+def test_network_specs_are_planned():
+    """MLP/CNN/RNN specs are planned since issue 8 (details in tests/test_net_plan.py)."""
+    result = search_plans(load_model("mlp"), TRAIN, A100, 8)
+    assert result.best and result.best[0].plan.world_size == 8
 
 
 def test_moe_models_are_not_planned_yet():

@@ -38,11 +38,18 @@ def plan_label(plan) -> str:
     return " ".join(parts)
 
 
+def _rate(spec) -> str:
+    """What the throughput counts: tokens for transformers, samples for networks."""
+    return "samples/s" if getattr(spec, "kind", None) == "network" else "tokens/s"
+
+
 def _header(console, spec, training, cluster, gpus: int) -> None:
     acc = cluster.accelerator
+    batch = (f"{training.global_batch} samples" if getattr(spec, "kind", None) == "network"
+             else f"{training.global_batch} x seq {training.seq_len}")
     console.print(
         f"[bold]{spec.name}[/bold] on {gpus} x {acc.name} ({cluster.name}, {cluster.gpus_per_node}/node, "
-        f"{acc.memory_gb:g} GB): global batch {training.global_batch} x seq {training.seq_len}, "
+        f"{acc.memory_gb:g} GB): global batch {batch}, "
         f"{training.precision}, {training.optimizer}"
     )
 
@@ -63,7 +70,7 @@ def print_estimate(spec, training, cluster, est, title: str | None = None, conso
     )
     step = est.step.step_time_s
     console.print(
-        f"step {step:.3f} s, {est.tokens_per_s:,.0f} tokens/s, {est.model_tflops_per_gpu:.1f} model "
+        f"step {step:.3f} s, {est.tokens_per_s:,.0f} {_rate(spec)}, {est.model_tflops_per_gpu:.1f} model "
         f"TFLOP/s/GPU (MFU {100 * est.mfu:.1f}%), {est.hardware_tflops_per_gpu:.1f} hardware "
         f"(HFU {100 * est.hfu:.1f}%), bubble {100 * est.bubble_fraction:.1f}%"
     )
@@ -103,7 +110,7 @@ def print_search(spec, training, cluster, result, headroom: float, output: Path 
     _header(console, spec, training, cluster, result.gpus)
     table = Table(title=f"Top {len(result.best)} plans", title_justify="left", box=None, pad_edge=False,
                   padding=(0, 1), header_style="bold")
-    cols = ("#", "tp", "pp", "dp", "vpp", "mb", "sched", "SP", "recomp", "ZeRO", "step s", "tokens/s", "MFU", "memory")
+    cols = ("#", "tp", "pp", "dp", "vpp", "mb", "sched", "SP", "recomp", "ZeRO", "step s", _rate(spec), "MFU", "memory")
     for col in cols:
         table.add_column(col, justify="left" if col in ("sched", "recomp") else "right", no_wrap=True)
     for i, est in enumerate(result.best, 1):

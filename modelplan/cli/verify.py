@@ -95,6 +95,7 @@ def verify_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     timeline: Annotated[bool, typer.Option("--timeline", help="Draw the executed pipeline schedule.")] = False,
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Write the executed schedule as SVG to this file.")] = None,
+    explain: Annotated[bool, typer.Option("--explain", help="Networks: walk through the tensor-parallel math step by step.")] = False,
 ) -> None:
     """Execute the plan's sharded math on a scaled-down model and check it against one device."""
     from rich.console import Console
@@ -126,9 +127,22 @@ def verify_cmd(
     if svg is not None:
         _write_atomic(svg, timeline_svg(report))
     console = Console()
+    walk = None
+    if explain and getattr(spec, "kind", None) == "network" and plan.tp > 1:
+        from modelplan.execute.net.explain import tp_walkthrough
+
+        walk = tp_walkthrough(spec, plan, seed=seed)
     if json_out:
-        typer.echo(json.dumps({"passed": report.passed, **report.model_dump(mode="json")}, indent=2))
+        extra = {"explain": walk.model_dump(mode="json")} if walk is not None else {}
+        typer.echo(json.dumps({"passed": report.passed, **report.model_dump(mode="json"), **extra}, indent=2))
     else:
+        if walk is not None:
+            from modelplan.cli.net_explain import walkthrough_renderables
+
+            for item in walkthrough_renderables(walk):
+                console.print(item)
+        elif explain:
+            console.print("note: --explain walks through tensor parallelism of network models (tp > 1)", style="dim")
         console.print(report_table(report))
         for note in report.notes:
             console.print(f"note: {note}", style="dim")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -38,7 +39,7 @@ class TimelineStep(_Frozen):
 class VerifyReport(_Frozen):
     """Result of `verify`: the checks and the run they were made on."""
 
-    model: TransformerSpec
+    model: TransformerSpec | NetworkSpec
     """The (scaled-down) model that was executed."""
     training: TrainingSpec
     plan: Plan

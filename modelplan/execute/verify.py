@@ -59,6 +59,11 @@ def verify(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: s
            timeout_s: float = 120.0, max_ranks: int = 256, progress: Progress | None = None
            ) -> VerifyReport | None:
     """Run `plan` on a (scaled-down) copy of `spec` and check it; None on MPI ranks other than 0."""
+    if getattr(spec, "kind", None) == "network":  # MLP / CNN / RNN: modelplan.execute.net
+        from modelplan.execute.net.verify import verify_network
+
+        return verify_network(spec, training, plan, backend, seed=seed, scale=scale, optimizer=optimizer,
+                              timeout_s=timeout_s, progress=progress)
     say = progress or (lambda _msg: None)
     if plan.world_size > max_ranks:
         raise ModelplanError(

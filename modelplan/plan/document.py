@@ -22,6 +22,7 @@ from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
+from modelplan.specs.network import NetworkSpec
 from modelplan.specs.transformer import TransformerSpec
 
 SCHEMA_VERSION = 1
@@ -37,7 +38,7 @@ class PlanDocument(BaseModel):
 
     schema_version: int
     """Document schema version (bumped on incompatible changes)."""
-    model: TransformerSpec
+    model: TransformerSpec | NetworkSpec
     """The model the plan splits."""
     training: TrainingSpec
     """Batch, sequence length, precision, optimizer, recompute."""
@@ -80,7 +81,7 @@ def predictions_dict(est: PlanEstimate) -> dict[str, Any]:
 
 
 def plan_document(
-    spec: TransformerSpec,
+    spec: TransformerSpec | NetworkSpec,
     training: TrainingSpec,
     estimate: PlanEstimate,
     cluster: Cluster | None = None,

@@ -81,6 +81,11 @@ def estimate_plan(
     allow_tp_across_nodes: bool = False,
 ) -> PlanEstimate:
     """Validate `plan` (SpecError naming every broken rule) and predict its step and memory."""
+    if getattr(spec, "kind", None) == "network":  # MLP / CNN / RNN: modelplan.plan.net_search
+        from modelplan.plan.net_search import estimate_network_plan
+
+        return estimate_network_plan(spec, training, plan, cluster, cost, world_size=world_size,
+                                     memory_headroom=memory_headroom, allow_tp_across_nodes=allow_tp_across_nodes)
     evaluator = Evaluator(spec, training, cluster, cost)
     problems = plan_problems(spec, training, plan, cluster, world_size, allow_tp_across_nodes)
     if problems:

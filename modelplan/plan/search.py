@@ -86,6 +86,10 @@ def search_plans(
 ) -> SearchResult:
     """Every valid plan of `gpus` GPUs ranked by predicted step time (raises PlanInfeasible with
     the nearest blocker when none fits)."""
+    if getattr(spec, "kind", None) == "network":  # MLP / CNN / RNN: modelplan.plan.net_search
+        from modelplan.plan.net_search import search_network_plans
+
+        return search_network_plans(spec, training, cluster, gpus, space, cost, top_k)
     start = time.perf_counter()
     space = space or SearchSpace()
     ev = Evaluator(spec, training, cluster, cost)

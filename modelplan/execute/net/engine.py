@@ -1,0 +1,247 @@
+"""The per-rank training step of a network: `net_train_step(comm, job)` runs on every rank (SPMD).
+
+The same order as the transformer engine (`modelplan.execute.engine`), whose pieces it reuses:
+process groups from the rank grid; each unit's parameters initialised on the first data-parallel
+rank and broadcast (`DataParallel.place`, one bucket per unit, ZeRO 0-3); Barrier; the pipeline
+schedule's steps in order with point-to-point sends between stages (`PipelineP2P`); gradient
+reductions; optimizer step. Stages and tensor-parallel roles come from `plan/net_layout.py`.
+Each rank also records the peak of the activations its in-flight micro-batches keep for
+backward (what `Saved` holds), for the memory check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from modelplan.comm.communicator import Communicator
+from modelplan.count.network import network_layers
+from modelplan.count.network_tree import leaves_of, network_tree
+from modelplan.execute.data_parallel import Bucket, DataParallel
+from modelplan.execute.engine import Groups, Held, Piece, RankResult, local_entries
+from modelplan.execute.net.loss import LossKind, loss_backward, loss_forward
+from modelplan.execute.net.model import backward_nodes, forward_nodes, tape_leaves
+from modelplan.execute.net.params import NetBatch, executor_shape, init_buffers, init_params, make_batch
+from modelplan.execute.net.saved import RunContext
+from modelplan.execute.net.tensor_parallel import NetTensorParallel, shard_slice
+from modelplan.execute.optim import OptimizerConfig
+from modelplan.execute.params import ParamDef
+from modelplan.execute.pipeline import COST, PipelineP2P, StepRecord
+from modelplan.plan.grid import RankGrid
+from modelplan.plan.net_layout import StagePlan, network_stages
+from modelplan.plan.net_tp import TpRole, param_tp_dim
+from modelplan.plan.schedule import Step, pipeline_schedule, stage_index
+from modelplan.specs.network import NetworkSpec
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
+
+
+@dataclass(frozen=True)
+class NetJob:
+    """Everything every rank needs: network, training settings, plan, seed, optimizer, loss."""
+
+    spec: NetworkSpec
+    training: TrainingSpec
+    plan: Plan
+    seed: int = 0
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    loss: LossKind | None = None
+    """None: cross-entropy for several outputs, MSE for one (`default_loss`)."""
+
+    @property
+    def grid(self) -> RankGrid:
+        return RankGrid(dp=self.plan.dp, tp=self.plan.tp, pp=self.plan.pp)
+
+    @property
+    def num_microbatches(self) -> int:
+        return self.plan.num_microbatches(self.training.global_batch)
+
+    def schedules(self) -> list[list[Step]]:
+        return pipeline_schedule(self.plan.schedule, self.plan.pp, self.num_microbatches, self.plan.vpp)
+
+    def stages(self) -> list[StagePlan]:
+        return network_stages(network_tree(self.spec), self.plan.pp * self.plan.vpp, self.plan.tp)
+
+    def batch(self) -> NetBatch:
+        """The global batch (every rank draws the same and keeps its rows)."""
+        return make_batch(network_layers(self.spec), self.training.global_batch, self.seed, self.loss)
+
+
+def net_param_defs(stages: list[StagePlan]) -> list[ParamDef]:
+    """Every parameter in executor layout with its unit (bucket) and tensor-parallel split dim."""
+    defs = []
+    for st in stages:
+        for unit, nodes in zip(st.units, st.unit_nodes):
+            for leaf in leaves_of(nodes):
+                for attr, torch_shape in leaf.info.param_shapes.items():
+                    shape = executor_shape(leaf.info.type, attr, torch_shape)
+                    tp_dim = param_tp_dim(leaf, st.roles[leaf.path].role, attr, len(shape))
+                    defs.append(ParamDef(f"{leaf.path}/{attr}", shape, unit, tp_dim=tp_dim))
+    return defs
+
+
+@dataclass(frozen=True)
+class NetRankResult(RankResult):
+    """A RankResult plus the activation memory peak of this rank."""
+
+    activation_elements: int = 0
+    """Peak float elements kept for backward by the in-flight micro-batches."""
+    activation_fixed_bytes: int = 0
+    """Peak bytes of masks and indices kept for backward."""
+
+
+class NetRankProgram:
+    """One rank's state during the step."""
+
+    def __init__(self, comm: Communicator, job: NetJob) -> None:
+        self.comm, self.job, self.plan = comm, job, job.plan
+        grid = job.grid
+        self.coords = grid.coords(comm.rank)
+        self.groups = Groups.build(grid, comm.rank, False)
+        self.dp = DataParallel(comm, self.plan.zero, self.plan.dp, self.groups.tp, None, job.optimizer)
+        self.m = job.num_microbatches
+        self.schedules = job.schedules()
+        self.p2p = PipelineP2P(comm, self.groups.pp, self.schedules, self.plan.vpp)
+        all_stages = job.stages()
+        self.defs = net_param_defs(all_stages)
+        self.stages = [all_stages[stage_index(self.coords.pp_rank, c, self.plan.pp)] for c in range(self.plan.vpp)]
+        self.hooks = [NetTensorParallel(comm, self.groups.tp, st.roles) for st in self.stages]
+        self.buckets: dict[str, Bucket] = {}
+        self.buffers = self._local_buffers()
+
+    def _local_buffers(self) -> dict[str, np.ndarray]:
+        """BatchNorm running statistics of this rank's stages (its channel slice when sharded)."""
+        out = {}
+        full = init_buffers(network_layers(self.job.spec))
+        for st in self.stages:
+            for leaf in leaves_of(st.nodes):
+                for name in ("running_mean", "running_var"):
+                    key = f"{leaf.path}/{name}"
+                    if key in full:
+                        value = full[key]
+                        if st.roles[leaf.path].role is TpRole.SHARDED:
+                            value = value[shard_slice(value.size, self.plan.tp, self.coords.tp_rank)]
+                        out[key] = value.copy()
+        return out
+
+    @cached_property
+    def batch(self) -> NetBatch:
+        """This data-parallel rank's samples of the global batch."""
+        b = self.plan.micro_batch
+        start = self.coords.dp_rank * self.m * b
+        return self.job.batch().rows(start, start + self.m * b)
+
+    def context(self, i: int) -> RunContext:
+        b = self.plan.micro_batch
+        offset = (self.coords.dp_rank * self.m + i) * b
+        return RunContext(self.job.seed, offset, self.job.training.global_batch)
+
+    def start(self) -> None:
+        """Buckets, initial weights on each group's first rank, Broadcast, Barrier."""
+        by_unit: dict[str, list[ParamDef]] = {}
+        for d in self.defs:
+            by_unit.setdefault(d.unit, []).append(d)
+        full = None
+        rank = self.comm.rank
+        for st in self.stages:
+            for unit in st.units:
+                if unit not in by_unit:
+                    continue
+                group = self.groups.dp
+                entries = local_entries(by_unit[unit], self.groups.tp, self.groups.ep, rank, False)
+                bucket = Bucket(unit, entries, group, group.index(rank), self.plan.zero, False)
+                values = None
+                if group.ranks[0] == rank:
+                    if full is None:
+                        full = init_params(network_layers(self.job.spec), self.job.seed)
+                    values = {e.name: full[e.name][tuple(slice(a, b) for a, b in e.index)] for e in entries}
+                self.dp.place(bucket, values)
+                self.buckets[unit] = bucket
+        if self.comm.world_size > 1:
+            self.comm.barrier(self.groups.world, label="world/start")
+
+    def params(self, chunk: int) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for unit in self.stages[chunk].units:
+            if unit in self.buckets:
+                out.update(self.dp.materialize(self.buckets[unit]))
+        return out
+
+    def run(self) -> tuple[list[float], list[StepRecord], tuple[int, int]]:
+        """Run this pipeline rank's schedule: losses, trace, peak (activation elements, fixed bytes)."""
+        losses: dict[int, float] = {}
+        tapes: dict[tuple[int, int], tuple] = {}
+        trace: list[StepRecord] = []
+        b = self.plan.micro_batch
+        held, peak = [0, 0], [0, 0]
+        for step in self.schedules[self.coords.pp_rank]:
+            c, i = step.chunk, step.microbatch
+            st, hooks = self.stages[c], self.hooks[c]
+            p = self.params(c)
+            received, sent = [], []
+            part = self.batch.rows(i * b, (i + 1) * b)
+            if step.kind == "F":
+                if st.is_first_stage:
+                    x = part.inputs
+                else:
+                    x, rec = self.p2p.recv(("F", i, st.index), st.index - 1)
+                    received.append(rec)
+                tape: list = []
+                y = forward_nodes(st.nodes, p, x, self.context(i), self.buffers, hooks, tape)
+                size = [0, 0]
+                for _, saved in tape_leaves(st.nodes, tape):
+                    size[0] += saved.float_elements
+                    size[1] += saved.fixed_bytes
+                held = [held[0] + size[0], held[1] + size[1]]
+                peak = [max(peak[0], held[0]), max(peak[1], held[1])]
+                cache = None
+                if st.is_last_stage:
+                    losses[i], cache = loss_forward(part.loss, y, part.targets)
+                else:
+                    sent.append(self.p2p.send(("F", i, st.index + 1), y))
+                tapes[(i, c)] = (tape, cache, size)
+            else:
+                tape, cache, size = tapes.pop((i, c))
+                if st.is_last_stage:
+                    dy = loss_backward(part.loss, cache, part.targets, 1.0 / self.m)  # mean over micro-batches
+                else:
+                    dy, rec = self.p2p.recv(("B", i, st.index), st.index + 1)
+                    received.append(rec)
+                grads: dict[str, np.ndarray] = {}
+                dx = backward_nodes(st.nodes, p, tape, dy, grads, hooks, need_dx=not st.is_first_stage)
+                held = [held[0] - size[0], held[1] - size[1]]
+                if not st.is_first_stage:
+                    sent.append(self.p2p.send(("B", i, st.index - 1), dx))
+                for unit in st.units:
+                    if unit in self.buckets:
+                        self.dp.add_grads(self.buckets[unit], grads)
+            trace.append(StepRecord(step, st.index, COST[step.kind], tuple(received), tuple(sent)))
+        return [losses[i] for i in sorted(losses)], trace, (peak[0], peak[1])
+
+    def finish(self) -> None:
+        """Complete the gradient reductions and take the optimizer step, unit by unit."""
+        for bucket in self.buckets.values():
+            self.dp.finish_grads(bucket)
+        for bucket in self.buckets.values():
+            self.dp.step(bucket)
+
+    def result(self, losses: list[float], trace: list[StepRecord], peak: tuple[int, int]) -> NetRankResult:
+        held = [DataParallel.held(b) for b in self.buckets.values()]
+        grads = tuple(Piece(b.unit, *DataParallel.valid_grad(b)) for b in self.buckets.values())
+        params = tuple(Piece(b.unit, *DataParallel.valid_params(b)) for b in self.buckets.values())
+        return NetRankResult(
+            self.comm.rank, self.coords, tuple(losses), tuple(trace),
+            Held(*(sum(h[k] for h in held) for k in range(3))),
+            {b.unit: b.entries for b in self.buckets.values()}, grads, params, *peak,
+        )
+
+
+def net_train_step(comm: Communicator, job: NetJob) -> NetRankResult:
+    """One training step of `job` on this rank (the SPMD entry point)."""
+    program = NetRankProgram(comm, job)
+    program.start()
+    losses, trace, peak = program.run()
+    program.finish()
+    return program.result(losses, trace, peak)

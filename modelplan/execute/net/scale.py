@@ -1,0 +1,112 @@
+"""What verify can execute for a network, and a scaled-down copy that keeps its structure.
+
+`scale_network` leaves small networks alone (at most 200,000 parameters and 20 MFLOPs of
+forward per sample: the 2-3-2-1 MLP, LeNet-5) and otherwise caps every width (out_features,
+out_channels, hidden_size, embedding_dim) at 8 * q, q = lcm(tp, the largest conv groups), keeping
+a width that q divided a multiple of q; the vocabulary at 32 rows; images at 32 x 32, or 64 x 64
+when every BatchNorm2d would otherwise see fewer than 2 x 2 pixels (ResNet's last stage) or the
+stack needs more; sequences at 6 steps. Inferred sizes
+(in_features, in_channels, num_features, input_size) are re-inferred. Every layer, residual
+block, norm, pool and flag stays, so the executed step exercises the same code paths.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from modelplan.count.network import count_network_params, network_layers
+from modelplan.errors import SpecError
+from modelplan.specs.network import NetworkSpec
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
+
+SMALL_PARAMS = 200_000
+SMALL_FLOPS = 20_000_000
+WIDTHS = ("out_features", "out_channels", "hidden_size", "embedding_dim")
+INFERRED = ("in_features", "in_channels", "num_features", "input_size")
+
+
+def _groups(node: Any) -> int:
+    if isinstance(node, dict):
+        own = node.get("groups", 1) if node.get("type", "").startswith("conv") else 1
+        return max([own] + [_groups(v) for v in node.values()])
+    if isinstance(node, list):
+        return max([1] + [_groups(v) for v in node])
+    return 1
+
+
+def _shrink(node: Any, cap: int, q: int) -> Any:
+    """A copy of a spec tree (dicts/lists) with capped widths and inferred sizes cleared."""
+    if isinstance(node, list):
+        return [_shrink(v, cap, q) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _shrink(v, cap, q) for k, v in node.items() if k not in INFERRED}
+    for key in WIDTHS:
+        if key in out and out[key] > cap:
+            out[key] = cap if node[key] % q == 0 else cap + 1
+    if out.get("type") == "embedding":
+        out["num_embeddings"] = min(out["num_embeddings"], 32)
+    if out.get("proj_size"):
+        out["proj_size"] = min(out["proj_size"], max(out["hidden_size"] // 2, 1))
+    if out.get("type") == "layernorm" and out.get("normalized_shape") and len(out["normalized_shape"]) == 1:
+        out["normalized_shape"] = None
+    return out
+
+
+def _inputs(shape: list[int], tokens: bool) -> list[list[int]]:
+    """Candidate smaller input shapes, smallest first, ending with the original."""
+    if len(shape) == 3:
+        return [[shape[0], min(shape[1], s), min(shape[2], s)] for s in (32, 64)] + [shape]
+    if tokens or len(shape) <= 2:
+        return [[min(shape[0], 6)] + shape[1:], shape]
+    return [shape]
+
+
+def is_small(spec: NetworkSpec) -> bool:
+    """Small enough to execute as it is."""
+    flops = sum(row.forward_flops for row in network_layers(spec))
+    return count_network_params(spec).total <= SMALL_PARAMS and flops <= SMALL_FLOPS
+
+
+def scale_network(spec: NetworkSpec, plan: Plan) -> NetworkSpec:
+    """A copy small enough for a seconds-long float64 step (see the module docstring)."""
+    if is_small(spec):
+        return spec
+    data = spec.model_dump(exclude_none=True)
+    q = math.lcm(plan.tp, _groups(data["layers"]))
+    layers = _shrink(data["layers"], 8 * q, q)
+    fallback = spec
+    for shape in _inputs(list(spec.input_shape), spec.tokens_input):
+        try:
+            small = NetworkSpec.model_validate(data | {"layers": layers, "input_shape": shape,
+                                                       "name": f"{spec.name} (scaled down)"})
+        except (SpecError, ValueError):
+            continue
+        if _well_conditioned(small):
+            return small
+        fallback = small if fallback is spec else fallback
+    return fallback
+
+
+def _well_conditioned(spec: NetworkSpec) -> bool:
+    """Every BatchNorm2d sees at least 2 x 2 pixels per sample: with 1 x 1 and a micro-batch of 2
+    the statistics rest on 2 values and float64 gradients lose the 1e-9 agreement."""
+    return all(math.prod(r.input_shape[1:]) >= 4 for r in network_layers(spec) if r.type == "batchnorm2d")
+
+
+def check_network_plan(spec: NetworkSpec, training: TrainingSpec, plan: Plan) -> int:
+    """What the network executor supports; returns num_microbatches (one-line SpecError otherwise)."""
+    for name in ("cp", "ep"):
+        if getattr(plan, name) > 1:
+            raise SpecError(f"{name} ({getattr(plan, name)}) > 1 applies to transformers, not network '{spec.name}'")
+    if plan.sequence_parallel:
+        raise SpecError(f"sequence_parallel applies to transformers, not network '{spec.name}'")
+    try:
+        m = plan.num_microbatches(training.global_batch)
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
+    if plan.schedule == "interleaved" and m % plan.pp:
+        raise SpecError(f"interleaved schedule needs num_microbatches ({m}) divisible by pp ({plan.pp})")
+    return m

@@ -1,0 +1,148 @@
+"""`verify` for a network (MLP, CNN, RNN): the plan's sharded step against one device.
+
+The same checks as for transformers (`modelplan.execute.verify`), from the same functions:
+loss; every gradient and updated parameter reassembled from its shards (1e-9 relative); each
+rank's ledger against the communication list (`plan/net_commlist.py`); weights, gradients and
+optimizer state held per rank against `plan/net_shard.py`; plus the peak activations each rank
+kept for backward against the activation model; step order against the schedule; bubble.
+
+BatchNorm: statistics are those of each forward call's batch, as `nn.BatchNorm2d` computes them
+on each data-parallel replica (no SyncBatchNorm). The single-device reference therefore runs
+the global batch as the same micro-batches with gradient accumulation, normalising each by its
+own statistics; a reference with whole-batch statistics would differ by design, not by error.
+Running statistics are local to each rank (DDP would broadcast rank 0's at the next forward)
+and are not compared.
+"""
+
+from __future__ import annotations
+
+import time
+
+from modelplan.comm.ops import Axis
+from modelplan.count.network import network_layers
+from modelplan.count.network_tree import network_tree
+from modelplan.execute.checks import (
+    check_bubble, check_ledgers, check_memory, check_schedule, compare_tensors, reassemble,
+)
+from modelplan.execute.net.engine import NetJob, NetRankResult, net_param_defs, net_train_step
+from modelplan.execute.net.loss import LossKind
+from modelplan.execute.net.model import reference_step
+from modelplan.execute.net.params import init_buffers, init_params
+from modelplan.execute.net.scale import check_network_plan, scale_network
+from modelplan.execute.optim import OptimizerConfig
+from modelplan.execute.report import TimelineStep, VerifyReport, VerifyRow
+from modelplan.execute.spmd import SpmdError, spmd_runner
+from modelplan.execute.timeline import lamport_spans
+from modelplan.execute.verify import Progress, _check_loss
+from modelplan.plan.net_commlist import net_communication_list
+from modelplan.plan.net_layout import StagePlan, describe_stages
+from modelplan.plan.net_shard import rank_activations, net_rank_elements
+from modelplan.plan.net_tp import TpRole
+from modelplan.specs.network import NetworkSpec
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
+
+ADAM_EPS = 1e-6
+"""Adam's eps in verify runs (see the note it adds)."""
+
+
+def stage_notes(stages: list[StagePlan]) -> list[str]:
+    """Stage boundaries and tensor-parallel layout, one line each."""
+    notes = [describe_stages(stages)] if len(stages) > 1 else []
+    split = {}
+    for st in stages:
+        for path, r in st.roles.items():
+            if r.role is not TpRole.REPLICATED or r.gather_after:
+                split[path] = r.role.value + (" + all-gather" if r.gather_after else "")
+    if split:
+        notes.append("tensor parallel: " + ", ".join(f"{p} {r}" for p, r in split.items())
+                     + "; every other layer replicated")
+    return notes
+
+
+def check_activations(results: list[NetRankResult], expected) -> VerifyRow:
+    """Peak activation elements and fixed bytes per rank against `plan/net_shard.py`."""
+    got = [(r.activation_elements, r.activation_fixed_bytes) for r in results]
+    want = [(expected[r.coords.pp_rank].elements, expected[r.coords.pp_rank].fixed_bytes) for r in results]
+    wrong = [i for i in range(len(got)) if got[i] != want[i]]
+    detail = (f"peak per rank {min(g[0] for g in got)}..{max(g[0] for g in got)} float elements, "
+              f"{min(g[1] for g in got)}..{max(g[1] for g in got)} B of masks/indices")
+    if wrong:
+        i = wrong[0]
+        detail = (f"{len(wrong)} rank(s) differ; rank {results[i].rank} kept {got[i][0]} elements + "
+                  f"{got[i][1]} B, net_shard.py says {want[i][0]} + {want[i][1]} B")
+    return VerifyRow(name="held activations", passed=not wrong, detail=detail,
+                     measured=sum(g[0] for g in got), expected=sum(w[0] for w in want))
+
+
+def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *,
+                   seed: int = 0, scale: bool = True, optimizer: OptimizerConfig | None = None,
+                   timeout_s: float = 120.0, progress: Progress | None = None,
+                   loss: LossKind | None = None) -> VerifyReport | None:
+    """Run `plan` on a (scaled-down) copy of the network and check it; None on MPI ranks but 0."""
+    say = progress or (lambda _msg: None)
+    notes = ["float64 throughout; the reference runs the same micro-batches with gradient accumulation"]
+    if any(r.type.startswith("batchnorm") for r in network_layers(spec)):
+        notes.append("BatchNorm: statistics of each micro-batch on every replica, as nn.BatchNorm2d under "
+                     "DDP (no SyncBatchNorm); running statistics stay local and are not compared")
+    if scale:
+        scaled = scale_network(spec, plan)
+        if scaled is not spec:
+            notes.append(f"scaled down: {spec.name} widths and inputs shrunk (structure kept)")
+        spec = scaled
+    m = check_network_plan(spec, training, plan)
+    if (plan.recompute or training.recompute) != "none":
+        notes.append("recompute not executed for networks (same math, same communication)")
+    if optimizer is None:
+        has_bn = any(r.type.startswith("batchnorm") for r in network_layers(spec))
+        optimizer = OptimizerConfig(kind=training.optimizer, **({"eps": ADAM_EPS} if has_bn else {}))
+        if has_bn and training.optimizer in ("adam", "adamw"):
+            notes.append(f"Adam eps {ADAM_EPS:g}: BatchNorm makes some gradients exactly zero in exact "
+                         "arithmetic; their float noise is divided by eps in the first update (lr/eps "
+                         "amplification), which eps 1e-8 would push past the 1e-9 check")
+    job = NetJob(spec, training, plan, seed, optimizer, loss)
+    stages = job.stages()
+    notes += stage_notes(stages)
+    grid = job.grid
+
+    say(f"sharded step on {grid.world_size} ranks")
+    t0 = time.perf_counter()
+    try:
+        run = spmd_runner(backend)(grid.world_size, net_train_step, job, timeout_s=timeout_s)
+    except SpmdError as exc:
+        row = VerifyRow(name="execution", passed=False, detail=str(exc))
+        return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend,
+                            rows=[row], notes=notes)
+    if run is None:
+        return None
+    sharded_s = time.perf_counter() - t0
+
+    say("single-device reference step")
+    t0 = time.perf_counter()
+    layers = network_layers(spec)
+    nodes = tuple(n for unit in network_tree(spec) for n in unit)
+    ref = reference_step(nodes, init_params(layers, seed), job.batch(), job.optimizer, plan.micro_batch,
+                         seed, init_buffers(layers))
+    reference_s = time.perf_counter() - t0
+
+    say("checks")
+    results = list(run.results)
+    rows = [_check_loss(results, ref.loss)]
+    defs = net_param_defs(stages)
+    for kind, label, expected in (("grads", "gradients", ref.grads), ("params", "updated parameters", ref.params)):
+        got, problems = reassemble(results, defs, kind)
+        rows.append(compare_tensors(label, got, expected, problems))
+    items = net_communication_list(stages, training, plan, element_bytes=8)
+    rows += check_ledgers(results, list(run.ledgers), items, plan)
+    rows += check_memory(results, net_rank_elements(stages, plan, job.optimizer.num_states))
+    schedules = job.schedules()
+    rows.append(check_activations(results, rank_activations(stages, plan, schedules)))
+    rows.append(check_schedule(results, schedules))
+    spans = lamport_spans({r.rank: list(r.trace) for r in results})
+    rows.append(check_bubble(spans, grid.groups(Axis.PP), plan, m))
+    timeline = [[TimelineStep(kind=s.record.step.kind, microbatch=s.record.step.microbatch,
+                              chunk=s.record.step.chunk, start=s.start, end=s.end) for s in spans[r]]
+                for r in grid.group(Axis.PP, 0)]
+    return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
+                        timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s)
+

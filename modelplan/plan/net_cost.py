@@ -1,0 +1,158 @@
+"""Time of one micro-batch on one stage of a network, per tensor-parallel rank.
+
+Kernels per leaf (shapes from `count/network_layers.py`, tensor-parallel roles from
+`plan/net_tp.py`; the planner's roofline `plan/compute.py` times them):
+- Linear: one GEMM (rows = b * leading dims, k = in, n = out); backward dgrad + wgrad
+  (the network's first leaf skips dgrad). Column-parallel splits n, row-parallel k.
+- Conv: implicit GEMM (cuDNN): m = b * output pixels, k = C_in/groups * kernel, n = C_out/groups,
+  `groups` times, moving input + weight + output once (not the im2col matrix).
+- RNN/LSTM/GRU per layer and direction: the input projection over the whole sequence as one
+  GEMM, then `seq` small recurrent GEMMs (b, G*h, h_out) one after the other, each paying the
+  kernel overhead (cuDNN's persistent kernels are not modelled), plus one fused cell kernel per
+  step; backward twice the GEMMs.
+- Every other leaf is memory-bound (Williams et al. 2009): bytes = accesses per element x
+  elements x dtype; forward reads the input and writes the output (2 accesses; norms 3 with
+  their statistics pass), backward reads dy and what was saved and writes dx (3; norms 5).
+  Bias adds ride in the GEMM epilogue; flatten is free. A sharded leaf works on 1/tp.
+Tensor-parallel collectives are those of `net_commlist.tp_calls` (the list verify checks),
+priced on the tp group and exposed by `tp_exposed_fraction`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from modelplan.count.network_tree import LeafNode, leaves_of
+from modelplan.plan.commcost import CommPricer, GroupShape
+from modelplan.plan.compute import Roofline
+from modelplan.plan.kernels import Elementwise, Gemm
+from modelplan.plan.net_commlist import tp_calls
+from modelplan.plan.net_layout import StagePlan
+from modelplan.plan.net_tp import TpRole
+from modelplan.specs.costmodel import CostModel
+from modelplan.specs.layers import Conv, Linear, Recurrent
+from modelplan.specs.network_walk import as_tuple
+
+NORMS = ("batchnorm1d", "batchnorm2d", "layernorm")
+
+
+@dataclass(frozen=True)
+class ConvGemm(Gemm):
+    """An implicit-GEMM convolution: moves input, weight and output once (cuDNN)."""
+
+    io_elements: int = 0
+
+    def bytes_moved(self, dtype_bytes: int) -> int:
+        return dtype_bytes * self.io_elements
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """One micro-batch of one stage on one tp rank (seconds)."""
+
+    fwd_s: float
+    """Forward kernels (compute only)."""
+    bwd_s: float
+    """Backward kernels (compute only)."""
+    tp_s: float
+    """Exposed tensor-parallel collectives, forward and backward."""
+    tp_hidden_s: float
+    """Tensor-parallel time overlapped with compute."""
+    gemm_flops: float
+    """FLOPs of the stage's GEMMs, forward + backward (per tp rank)."""
+
+    @property
+    def total_s(self) -> float:
+        return self.fwd_s + self.bwd_s + self.tp_s
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)
+
+
+def _split(role: TpRole, tp: int) -> tuple[int, int]:
+    """(n divisor, k divisor) of a leaf's GEMM under its role."""
+    if role is TpRole.COLUMN:
+        return tp, 1
+    if role is TpRole.ROW:
+        return 1, tp
+    return 1, 1
+
+
+def leaf_gemms(leaf: LeafNode, b: int, tp: int, role: TpRole) -> list[tuple[Gemm, int]]:
+    """(forward GEMM, how many times) of a matmul leaf on one tp rank."""
+    info, layer = leaf.info, leaf.layer
+    n_div, k_div = _split(role, tp)
+    if isinstance(layer, Linear):
+        rows = b * _numel(info.input_shape[:-1])
+        return [(Gemm(leaf.path, rows, layer.out_features // n_div, info.input_shape[-1] // k_div), 1)]
+    if isinstance(layer, Conv):
+        kernel = _numel(as_tuple(layer.kernel_size, layer.spatial_dims, "kernel_size", leaf.path))
+        g = layer.groups
+        m = b * _numel(info.output_shape[1:])
+        k = info.input_shape[0] // g // k_div * kernel
+        n = layer.out_channels // g // n_div
+        io = b * (_numel(info.input_shape) // k_div + _numel(info.output_shape) // n_div) + g * k * n
+        return [(ConvGemm(leaf.path, m, n, k, g, io), 1)]
+    if isinstance(layer, Recurrent):
+        seq, gh = info.input_shape[0], layer.gates * layer.hidden_size
+        out = []
+        for k in range(layer.num_layers):
+            in_l = info.input_shape[1] if k == 0 else layer.directions * layer.h_out
+            out.append((Gemm(f"{leaf.path}/ih{k}", b * seq, gh, in_l), layer.directions))
+            out.append((Gemm(f"{leaf.path}/hh{k}", b, gh, layer.h_out), layer.directions * seq))
+            if layer.proj_size:
+                out.append((Gemm(f"{leaf.path}/hr{k}", b, layer.proj_size, layer.hidden_size), layer.directions * seq))
+        return out
+    return []
+
+
+def leaf_elementwise(leaf: LeafNode, b: int, share: int) -> list[tuple[Elementwise, int]]:
+    """(memory-bound kernel, how many times) of a non-matmul leaf, per tp rank."""
+    info, t = leaf.info, leaf.info.type
+    n = b * max(_numel(info.input_shape), _numel(info.output_shape)) // share
+    if t == "flatten" or t in ("linear", "conv1d", "conv2d"):
+        return []
+    if isinstance(leaf.layer, Recurrent):
+        layer = leaf.layer
+        cells = b * layer.gates * layer.hidden_size
+        return [(Elementwise(f"{leaf.path}/cell", cells, 3, 4), layer.num_layers * layer.directions * info.input_shape[0])]
+    if t in NORMS:
+        return [(Elementwise(leaf.path, n, 3, 5), 1)]
+    if t == "embedding":
+        return [(Elementwise(leaf.path, b * _numel(info.output_shape), 1, 2), 1)]
+    return [(Elementwise(leaf.path, n, 2, 3), 1)]
+
+
+def stage_time(stage: StagePlan, b: int, tp: int, roofline: Roofline, pricer: CommPricer,
+               tp_shape: GroupShape, dtype_bytes: int, cost: CostModel) -> StageTime:
+    """Forward/backward compute and tensor-parallel time of one micro-batch of `b` samples."""
+    fwd = bwd = flops = 0.0
+    for leaf in leaves_of(stage.nodes):
+        role = stage.roles[leaf.path].role
+        for gemm, times in leaf_gemms(leaf, b, tp, role):
+            dgrad, wgrad = gemm.backward()
+            if isinstance(gemm, ConvGemm):
+                dgrad = ConvGemm(dgrad.name, dgrad.m, dgrad.n, dgrad.k, dgrad.batch, gemm.io_elements)
+                wgrad = ConvGemm(wgrad.name, wgrad.m, wgrad.n, wgrad.k, wgrad.batch, gemm.io_elements)
+            fwd += times * roofline.gemm_time_s(gemm, dtype_bytes)
+            bwd += times * roofline.gemm_time_s(wgrad, dtype_bytes)
+            flops += times * 2 * gemm.flops
+            if stage.needs_input_grad(leaf):
+                bwd += times * roofline.gemm_time_s(dgrad, dtype_bytes)
+                flops += times * gemm.flops
+        for op, times in leaf_elementwise(leaf, b, tp if role is TpRole.SHARDED else 1):
+            op = Elementwise(op.name, op.elements, op.fwd_bytes_per_element * dtype_bytes,
+                             op.bwd_bytes_per_element * dtype_bytes)
+            fwd += times * roofline.elementwise_fwd_s(op)
+            bwd += times * roofline.elementwise_bwd_s(op)
+    comm = sum(pricer.time_s(op, elements * dtype_bytes, tp_shape) for op, _, elements, _ in tp_calls(stage, b)) \
+        if tp > 1 else 0.0
+    exposed = comm * cost.tp_exposed_fraction
+    return StageTime(fwd, bwd, exposed, comm - exposed, flops)
+
+
+def boundary_bytes(stage: StagePlan, b: int, dtype_bytes: int) -> int:
+    """Bytes of one forward send from this stage to the next (`net_commlist` pp/forward)."""
+    return b * _numel(stage.output_shape) * dtype_bytes

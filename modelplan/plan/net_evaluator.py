@@ -1,0 +1,209 @@
+"""Price one network plan: step-time terms per pipeline rank and memory per GPU (see net_search)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from modelplan.comm.ops import Axis, Collective
+from modelplan.count.network import count_network_flops, count_network_params
+from modelplan.count.network_tree import network_tree
+from modelplan.plan.commcost import CommPricer, plan_group_shapes
+from modelplan.plan.compute import Roofline
+from modelplan.plan.memory import StageMemory as StageBytes, model_state_bytes, state_bytes_per_param
+from modelplan.plan.net_cost import StageTime, boundary_bytes, stage_time
+from modelplan.plan.net_layout import StagePlan, describe_stages, network_stages
+from modelplan.plan.net_shard import net_unit_shards, rank_activations
+from modelplan.plan.net_tp import TpRole
+from modelplan.plan.results import PlanEstimate, StageMemory, StepTime
+from modelplan.plan.schedule import pipeline_schedule, stage_index
+from modelplan.plan.steptime import DpTimes, dp_exposure, optimizer_bytes_per_param, pipeline_time_s
+from modelplan.specs.costmodel import CostModel
+from modelplan.specs.hardware import Cluster
+from modelplan.specs.network import NetworkSpec
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
+
+DDP_BUCKET_BYTES = 25 * 1024 * 1024
+"""Gradient bucket of the default network cost model: PyTorch DDP's bucket_cap_mb = 25 (networks
+are trained with DDP; the transformer planner keeps Megatron's 40M-parameter buckets)."""
+
+
+MAX_DEFAULT_MICROBATCHES = 64
+"""Micro-batch sizes tried by default give at most this many micro-batches per step: more only
+shrink the GEMMs, and the pipeline bubble is already below (pp - 1)/64."""
+
+
+@dataclass(frozen=True)
+class RankCost:
+    """One pipeline rank's terms (seconds per step) and bytes."""
+
+    compute_s: float
+    tp_s: float
+    tp_hidden_s: float
+    p2p_s: float
+    dp_after_s: float
+    dp_per_mb_s: float
+    dp_total_s: float
+    optimizer_s: float
+    t_mb_s: float
+    """One micro-batch on the rank: compute + exposed TP + p2p + ZeRO-3 per-micro-batch traffic."""
+    bwd_mb_s: float
+    """One micro-batch's backward on the rank (what hides the gradient reduction)."""
+    memory: StageBytes
+
+
+class NetEvaluator:
+    """Prices plans for one network, training batch, cluster and cost model (with caches)."""
+
+    def __init__(self, spec: NetworkSpec, training: TrainingSpec, cluster: Cluster, cost: CostModel | None = None):
+        self.spec, self.training, self.cluster = spec, training, cluster
+        self.cost = cost or CostModel(dp_bucket_bytes=DDP_BUCKET_BYTES)
+        self.units = network_tree(spec)
+        self.roofline = Roofline.of(cluster.accelerator, training.precision, self.cost)
+        self.pricer = CommPricer(cluster)
+        self.dtype_bytes, self.grad_bytes = training.dtype_bytes, training.grad_bytes
+        self.state_bytes = state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
+        self.opt_bytes = optimizer_bytes_per_param(self.grad_bytes, self.state_bytes, self.dtype_bytes,
+                                                   training.uses_master_weights)
+        self.memory_bytes = cluster.accelerator.memory_gb * 1e9
+        self.params = count_network_params(spec).total
+        self.model_flops = float(count_network_flops(spec, training).model)
+        self._cache: dict[tuple, object] = {}
+
+    def stages(self, tp: int, num_stages: int) -> list[StagePlan]:
+        key = ("stages", tp, num_stages)
+        if key not in self._cache:
+            self._cache[key] = network_stages(self.units, num_stages, tp)
+        return self._cache[key]  # type: ignore[return-value]
+
+    def splits(self, tp: int) -> int:
+        """Matmul leaves tp splits (0: tensor parallelism would only replicate)."""
+        roles = self.stages(tp, 1)[0].roles.values()
+        return sum(1 for r in roles if r.role in (TpRole.COLUMN, TpRole.ROW))
+
+    def times(self, tp: int, num_stages: int, b: int, dp: int, pp: int) -> list[StageTime]:
+        key = ("times", tp, num_stages, b)
+        if key not in self._cache:
+            shape = plan_group_shapes(tp, 1, dp, pp, self.cluster.gpus_per_node)[Axis.TP]
+            self._cache[key] = [stage_time(st, b, tp, self.roofline, self.pricer, shape, self.dtype_bytes, self.cost)
+                                for st in self.stages(tp, num_stages)]
+        return self._cache[key]  # type: ignore[return-value]
+
+    def rank_cost(self, plan: Plan, r: int, m: int) -> RankCost:
+        """Terms of pipeline rank r."""
+        tp, pp, dp, vpp, b = plan.tp, plan.pp, plan.dp, plan.vpp, plan.micro_batch
+        stages = self.stages(tp, pp * vpp)
+        times = self.times(tp, pp * vpp, b, dp, pp)
+        shapes = plan_group_shapes(tp, 1, dp, pp, self.cluster.gpus_per_node)
+        mine = [stage_index(r, c, pp) for c in range(vpp)]
+        fwd = sum(times[v].fwd_s for v in mine)
+        bwd = sum(times[v].bwd_s + times[v].tp_s for v in mine)
+        p2p = 0.0
+        if pp > 1:
+            for v in mine:
+                for edge in ([v] if v < pp * vpp - 1 else []) + ([v - 1] if v > 0 else []):
+                    nbytes = boundary_bytes(stages[edge], b, self.dtype_bytes)
+                    p2p += self.pricer.p2p_time_s(nbytes, shapes[Axis.PP].crosses_nodes) * self.cost.pp_p2p_exposed_fraction
+        local, largest = self._local_params(plan, r)
+        dpt = self._dp_times(local, largest, shapes[Axis.DP])
+        dp_exp = dp_exposure(plan.zero, dpt, m, fwd, bwd, self.cost.dp_overlap, self.cost.dp_overlap_fraction,
+                             self.cost.overlap_interference) if dp > 1 else None
+        owned = local / (dp if plan.zero >= 1 else 1)
+        optimizer = self.roofline.memory_time_s(owned * self.opt_bytes)
+        per_mb = dp_exp.per_microbatch_s if dp_exp else 0.0
+        return RankCost(
+            compute_s=m * sum(times[v].fwd_s + times[v].bwd_s for v in mine),
+            tp_s=m * sum(times[v].tp_s for v in mine), tp_hidden_s=m * sum(times[v].tp_hidden_s for v in mine),
+            p2p_s=m * p2p, dp_after_s=dp_exp.after_pipeline_s if dp_exp else 0.0, dp_per_mb_s=per_mb,
+            dp_total_s=dp_exp.total_s if dp_exp else 0.0, optimizer_s=optimizer,
+            t_mb_s=fwd + bwd + p2p + per_mb, bwd_mb_s=bwd, memory=self._memory(plan, r, m, local, largest, stages),
+        )
+
+    def _notes(self, plan: Plan) -> list[str]:
+        """Throughput unit, stage boundaries and the tensor-parallel split of this plan."""
+        notes = ["throughput counts samples (the JSON field tokens_per_s holds samples per second)"]
+        stages = self.stages(plan.tp, plan.pp * plan.vpp)
+        if len(stages) > 1:
+            notes.append(describe_stages(stages))
+        if plan.tp > 1:
+            split = sum(1 for st in stages for r in st.roles.values() if r.role in (TpRole.COLUMN, TpRole.ROW))
+            notes.append(f"tensor parallel splits {split} Linear/Conv layers (column/row pairs or column + "
+                         "AllGather); every other layer, recurrent ones included, is replicated")
+        return notes
+
+    def _local_params(self, plan: Plan, r: int) -> tuple[int, int]:
+        """(parameters on pipeline rank r after the tp split, its largest unit)."""
+        key = ("local", plan.tp, plan.pp, plan.vpp, r)
+        if key not in self._cache:
+            stages = self.stages(plan.tp, plan.pp * plan.vpp)
+            shards = net_unit_shards([stages[stage_index(r, c, plan.pp)] for c in range(plan.vpp)], plan)
+            self._cache[key] = (sum(s.numel for s in shards.values()), max((s.numel for s in shards.values()), default=0))
+        return self._cache[key]  # type: ignore[return-value]
+
+    def _activations(self, plan: Plan, m: int, stages: list[StagePlan]):
+        """Peak activations per pipeline rank (`net_shard.rank_activations` over the schedule)."""
+        key = ("act", plan.tp, plan.pp, plan.vpp, plan.micro_batch, plan.schedule, m)
+        if key not in self._cache:
+            skey = ("schedule", plan.schedule, plan.pp, m, plan.vpp)
+            if skey not in self._cache:
+                self._cache[skey] = pipeline_schedule(plan.schedule, plan.pp, m, plan.vpp)
+            self._cache[key] = rank_activations(stages, plan, self._cache[skey])  # type: ignore[arg-type]
+        return self._cache[key]  # type: ignore[return-value]
+
+    def _dp_times(self, params: int, largest: int, shape) -> DpTimes:
+        grads, weights = params * self.grad_bytes, params * self.dtype_bytes
+        bucket = min(grads, self.cost.dp_bucket_bytes)
+        t = self.pricer.time_s
+        return DpTimes(
+            all_reduce=t(Collective.ALL_REDUCE, grads, shape), all_reduce_bucket=t(Collective.ALL_REDUCE, bucket, shape),
+            reduce_scatter=t(Collective.REDUCE_SCATTER, grads, shape),
+            reduce_scatter_bucket=t(Collective.REDUCE_SCATTER, bucket, shape),
+            all_gather=t(Collective.ALL_GATHER, weights, shape),
+            all_gather_bucket=t(Collective.ALL_GATHER, min(weights, bucket), shape),
+            all_gather_block=t(Collective.ALL_GATHER, largest * self.dtype_bytes, shape),
+        )
+
+    def _memory(self, plan: Plan, r: int, m: int, local: int, largest: int, stages: list[StagePlan]) -> StageBytes:
+        weights, gradients, optimizer = model_state_bytes(local, largest, plan.dp, plan.zero, self.dtype_bytes,
+                                                          self.grad_bytes, self.state_bytes)
+        act = self._activations(plan, m, stages)[r]
+        activations = float(act.elements * self.dtype_bytes + act.fixed_bytes)
+        groups = (plan.tp > 1) + (plan.dp > 1) + (plan.pp > 1)
+        edges = 0.0
+        if plan.pp > 1:  # send/recv buffers of one boundary activation each way
+            edges = 2.0 * boundary_bytes(stages[stage_index(r, 0, plan.pp)], plan.micro_batch, self.dtype_bytes)
+        comm = groups * self.cost.nccl_buffer_bytes_per_group + edges
+        allocated = weights + gradients + optimizer + activations + comm
+        frag = allocated * self.cost.fragmentation_fraction
+        reserved = float(self.cost.runtime_reserved_bytes)
+        return StageBytes(weights, gradients, optimizer, activations, comm, frag, reserved, allocated + frag + reserved)
+
+    def estimate(self, plan: Plan, memory_headroom: float = 0.0) -> PlanEstimate:
+        """Step time, throughput and per-rank memory of one valid plan."""
+        m = plan.num_microbatches(self.training.global_batch)
+        ranks = [self.rank_cost(plan, r, m) for r in range(plan.pp)]
+        t_max = max(rc.t_mb_s for rc in ranks)
+        t_mean = sum(rc.t_mb_s for rc in ranks) / plan.pp
+        pipeline = pipeline_time_s(m, plan.pp, plan.vpp, t_max, t_mean)
+        steps = [pipeline + rc.dp_after_s + rc.optimizer_s for rc in ranks]
+        crit = ranks[max(range(plan.pp), key=lambda r: steps[r])]
+        step_s = max(steps)
+        busy = m * crit.t_mb_s
+        step = StepTime(step_time_s=step_s, compute_s=crit.compute_s, recompute_s=0.0, tp_comm_s=crit.tp_s,
+                        pp_comm_s=crit.p2p_s, bubble_s=pipeline - busy, dp_comm_s=crit.dp_after_s + m * crit.dp_per_mb_s,
+                        embedding_sync_s=0.0, optimizer_s=crit.optimizer_s, dp_comm_total_s=crit.dp_total_s,
+                        tp_hidden_s=crit.tp_hidden_s)
+        n, peak = plan.world_size, self.roofline.peak_flops_per_s
+        memory = [StageMemory(stage=r, **rc.memory._asdict()) for r, rc in enumerate(ranks)]
+        worst = max(rc.memory.total for rc in ranks)
+        budget = self.memory_bytes * (1 - memory_headroom)
+        return PlanEstimate(
+            plan=plan, num_microbatches=m, step=step, tokens_per_s=self.training.global_batch / step_s,
+            model_tflops_per_gpu=self.model_flops / step_s / n / 1e12,
+            hardware_tflops_per_gpu=self.model_flops / step_s / n / 1e12,
+            mfu=self.model_flops / (step_s * n * peak), hfu=self.model_flops / (step_s * n * peak),
+            model_flops=self.model_flops, hardware_flops=self.model_flops,
+            bubble_fraction=(pipeline - busy) / busy if busy > 0 else 0.0, memory=memory,
+            peak_memory_bytes=worst, memory_budget_bytes=budget, fits=worst <= budget,
+            notes=self._notes(plan),
+        )
