@@ -100,7 +100,7 @@ class NetRankProgram:
         grid = job.grid
         self.coords = grid.coords(comm.rank)
         self.groups = Groups.build(grid, comm.rank, False)
-        self.dp = DataParallel(comm, self.plan.zero, self.plan.dp, self.groups.tp, None, job.optimizer)
+        self.dp = DataParallel(comm, self.plan.dp, self.groups.tp, None, job.optimizer)
         self.m = job.num_microbatches
         self.schedules = job.schedules()
         self.p2p = PipelineP2P(comm, self.groups.pp, self.schedules, self.plan.vpp)
