@@ -40,13 +40,22 @@ def group_shape(size: int, stride: int, gpus_per_node: int) -> GroupShape:
     return GroupShape(size, max(1, min(size, gpus_per_node // stride)))
 
 
-def plan_group_shapes(tp: int, cp: int, dp: int, pp: int, gpus_per_node: int) -> dict[Axis, GroupShape]:
-    """Group shape of every axis of a tp-cp-dp-pp grid (Megatron order: tp fastest)."""
+EXPERT_DP = "expert_dp"
+"""Key of the expert-data-parallel group in `plan_group_shapes` (the dp/ep ranks that hold the
+same experts and reduce their gradients; the ledger files it under the DP axis)."""
+
+
+def plan_group_shapes(tp: int, cp: int, dp: int, pp: int, gpus_per_node: int, ep: int = 1
+                      ) -> dict[Axis | str, GroupShape]:
+    """Group shape of every axis of a tp-cp-dp-pp grid (Megatron order: tp fastest); ep groups
+    are blocks of ep consecutive dp ranks, the expert-data-parallel group every ep-th dp rank."""
     return {
         Axis.TP: group_shape(tp, 1, gpus_per_node),
         Axis.CP: group_shape(cp, tp, gpus_per_node),
         Axis.DP: group_shape(dp, tp * cp, gpus_per_node),
         Axis.PP: group_shape(pp, tp * cp * dp, gpus_per_node),
+        Axis.EP: group_shape(ep, tp * cp, gpus_per_node),
+        EXPERT_DP: group_shape(dp // ep, tp * cp * ep, gpus_per_node),
     }
 
 

@@ -11,7 +11,9 @@ made `count` times per step by each rank of the pipeline stages in `pp_ranks`:
   vocabulary-parallel loss combines per-token max (AllGather), target logit and sum of
   exponentials (AllReduce, b*s each). Full recompute repeats every block's forward calls.
 - expert parallel: per MoE layer and micro-batch, AllToAll dispatch and combine in forward and
-  in backward, each of num_experts * b*s * h elements (fixed-capacity dispatch buffers).
+  in backward (and again in the recompute forward), each of num_experts * capacity * h elements
+  (`plan/experts.py`: capacity = b*s token slots per expert for the executor's dense dispatch,
+  ceil(cf * b*s * top_k / num_experts) when `capacity_factor` is given, as the planner does).
 - pipeline: per micro-batch and chunk, a send of b*s*h (b*s/tp*h under sequence parallelism)
   to the next stage in forward and to the previous one in backward, and the matching receives.
 - data parallel / ZeRO, per unit (see `plan/shard.py` for units and padding): AllReduce of the
@@ -35,6 +37,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from modelplan.comm.ops import Axis, Collective
+from modelplan.plan.experts import expert_capacity
 from modelplan.plan.shard import unit_shards
 from modelplan.plan.stages import stage_layers, stage_units
 from modelplan.specs.plan import Plan
@@ -109,8 +112,11 @@ def _sizes(spec: TransformerSpec, training: TrainingSpec, element_bytes: int | N
 
 
 def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan,
-                       element_bytes: int | None = None) -> list[CommItem]:
-    """Every communication call of one step (and of the start-up) under `plan`."""
+                       element_bytes: int | None = None, capacity_factor: float | None = None) -> list[CommItem]:
+    """Every communication call of one step (and of the start-up) under `plan`.
+
+    `capacity_factor` sizes the MoE dispatch buffers (None: the executor's one slot per local
+    token per expert; see `plan/experts.py`)."""
     act, grad, loss_b = _sizes(spec, training, element_bytes)
     param = act
     m = plan.num_microbatches(training.global_batch)
@@ -158,7 +164,8 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
                 add(AR, Axis.TP, tp, tokens * loss_b, m, "tp/cross-entropy/sum")
             # expert parallel: dispatch + combine, forward (again under recompute) and backward
             if spec.moe is not None:
-                a2a = spec.moe.num_experts * tokens * h * act
+                capacity = expert_capacity(tokens, spec.moe, capacity_factor)
+                a2a = spec.moe.num_experts * capacity * h * act  # (E, capacity, h) buffer
                 for label in ("ep/dispatch", "ep/combine"):
                     add(A2A, Axis.EP, plan.ep, a2a, (fwd_runs + m) * moe_layers, label)
             # pipeline: activations forward, gradients backward

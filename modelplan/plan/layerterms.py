@@ -52,16 +52,36 @@ class LayerTerms:
     head_activation_bytes: int
     boundary_bytes: int
     """Bytes of one stage-boundary send per micro-batch (b*s*h*dtype, /tp with SP)."""
+    ep_fwd_s: float = 0.0
+    """Expert-parallel AllToAll of the forward (dispatch + combine; MoE blocks only), exposed."""
+    ep_bwd_s: float = 0.0
+    ep_recompute_s: float = 0.0
 
     @property
     def layer_fwd_s(self) -> float:
-        """Forward of one block, with its exposed TP collectives."""
-        return self.fwd_gemm_s + self.fwd_elementwise_s + self.tp_fwd_s
+        """Forward of one block, with its exposed TP and EP collectives."""
+        return self.fwd_gemm_s + self.fwd_elementwise_s + self.tp_fwd_s + self.ep_fwd_s
 
     @property
     def layer_bwd_s(self) -> float:
-        """Backward of one block with recompute and exposed TP collectives."""
-        return self.bwd_gemm_s + self.bwd_elementwise_s + self.recompute_s + self.tp_bwd_s + self.tp_recompute_s
+        """Backward of one block with recompute and exposed TP and EP collectives."""
+        return (self.bwd_gemm_s + self.bwd_elementwise_s + self.recompute_s + self.tp_bwd_s + self.tp_recompute_s
+                + self.ep_bwd_s + self.ep_recompute_s)
+
+    @property
+    def compute_s(self) -> float:
+        """Kernels of one block's forward and backward (no recompute, no communication)."""
+        return self.fwd_gemm_s + self.fwd_elementwise_s + self.bwd_gemm_s + self.bwd_elementwise_s
+
+    @property
+    def tp_s(self) -> float:
+        """Exposed TP collectives of one block, recompute included."""
+        return self.tp_fwd_s + self.tp_bwd_s + self.tp_recompute_s
+
+    @property
+    def ep_s(self) -> float:
+        """Exposed EP AllToAlls of one block, recompute included."""
+        return self.ep_fwd_s + self.ep_bwd_s + self.ep_recompute_s
 
 
 def build_layer_terms(
@@ -77,11 +97,22 @@ def build_layer_terms(
     tp_priced: TpPrices,
     tp_priced_no_recompute: TpPrices,
     cost: CostModel,
+    *,
+    moe_layer: bool = False,
+    ep: int = 1,
+    capacity: int | None = None,
+    ep_priced: tuple[float, float] = (0.0, 0.0),
 ) -> LayerTerms:
     """Price one block, the embedding and the head for one micro-batch on one TP rank; the TP
-    collectives come from the priced communication list (with and without recompute)."""
+    collectives come from the priced communication list (with and without recompute).
+
+    `moe_layer`: the block's MLP is a mixture of experts over `ep` ranks with `capacity` token
+    slots per expert; `ep_priced` is its AllToAll time per micro-batch from the list (without,
+    with recompute), all on the critical path (comm_hw.md section 5.6: EP all-to-all 100 %
+    exposed unless overlap is enabled)."""
     d = dtype_bytes
-    k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel)
+    k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel, moe_layer=moe_layer, ep=ep,
+                      capacity=capacity)
     gemm_f = sum(roofline.gemm_time_s(g, d) for g in k.gemms)
     gemm_b = sum(roofline.gemm_time_s(x, d) for g in k.gemms for x in g.backward())
     ew_f = sum(roofline.elementwise_fwd_s(e) for e in k.elementwise)
@@ -108,8 +139,10 @@ def build_layer_terms(
     head_b = sum(roofline.gemm_time_s(x, d) for g in head_gemms for x in g.backward())
     head_b += sum(roofline.elementwise_bwd_s(e) for e in head_ew)
 
+    kind = next((i for i in range(spec.layers) if spec.is_moe_layer(i) == moe_layer), None)
+
     def acts(rc: str) -> int:
-        return activation_bytes_per_layer(spec, micro_batch, seq_len, d, tp, sequence_parallel, rc)
+        return activation_bytes_per_layer(spec, micro_batch, seq_len, d, tp, sequence_parallel, rc, kind)
 
     stored = acts(recompute)
     if recompute == "full":
@@ -143,4 +176,7 @@ def build_layer_terms(
         embedding_activation_bytes=emb_act,
         head_activation_bytes=head_act,
         boundary_bytes=tp_priced.boundary_bytes,
+        ep_fwd_s=ep_priced[0] / 2,
+        ep_bwd_s=ep_priced[0] / 2,
+        ep_recompute_s=ep_priced[1] - ep_priced[0],
     )

@@ -19,18 +19,22 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from modelplan.comm.ops import Axis, Collective
-from modelplan.plan.commcost import CommPricer, GroupShape
+from modelplan.plan.commcost import EXPERT_DP, CommPricer, GroupShape
 from modelplan.plan.commlist import CommItem
 from modelplan.plan.steptime import DpTimes
 
 
-def item_time_s(item: CommItem, pricer: CommPricer, shapes: dict[Axis, GroupShape], scale: int = 1) -> float:
+def item_time_s(item: CommItem, pricer: CommPricer, shapes: dict, scale: int = 1) -> float:
     """One call of `item` (its message `scale` times larger) on its group's links; pipeline
-    pairs and the tied-embedding pair sit on different nodes whenever the pipeline axis does."""
+    pairs and the tied-embedding pair sit on different nodes whenever the pipeline axis does;
+    a DP item smaller than the DP group is the routed experts' expert-data-parallel reduction."""
     if item.axis is Axis.PP:
         pair = GroupShape(2, 1 if shapes[Axis.PP].crosses_nodes else 2)
         return pricer.time_s(item.op, item.nbytes * scale, pair)
-    return pricer.time_s(item.op, item.nbytes * scale, shapes[item.axis])
+    shape = shapes[item.axis]
+    if item.axis is Axis.DP and item.group_size != shape.size:
+        shape = shapes[EXPERT_DP]
+    return pricer.time_s(item.op, item.nbytes * scale, shape)
 
 
 class TpPrices(NamedTuple):
@@ -109,3 +113,10 @@ def dp_prices(
         all_gather_block=largest[Collective.ALL_GATHER],
     )
     return DpPrices(times, partial, tied)
+
+
+def ep_prices(items: list[CommItem], pricer: CommPricer, shapes: dict) -> float:
+    """AllToAll seconds of one MoE block and one micro-batch: the expert-parallel items of
+    pipeline rank 0 in a canonical list (one MoE block per stage, one micro-batch per step)."""
+    return sum(item.count * item_time_s(item, pricer, shapes) for item in items
+               if item.axis is Axis.EP and not item.startup and 0 in item.pp_ranks)

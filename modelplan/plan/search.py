@@ -1,7 +1,7 @@
 """Search every valid data / tensor / pipeline split of N GPUs and rank the ones that fit.
 
-Enumeration order tp -> pp -> dp -> micro_batch -> (sequence_parallel, recompute) -> zero ->
-(schedule, vpp); each level applies the rules of `validate.py` and a memory lower bound (model
+Enumeration order tp -> pp -> dp -> ep (MoE: divisors of dp that divide num_experts) ->
+micro_batch -> (sequence_parallel, recompute) -> zero -> (schedule, vpp); each level applies the rules of `validate.py` and a memory lower bound (model
 states before activations) so whole subtrees are dropped before any timing. Rejections are
 counted in plans (leaves of the pruned subtree), by reason. Per-(tp, sp, micro_batch, recompute)
 block terms and per-group-shape collective times are cached by the `Evaluator`.
@@ -21,7 +21,15 @@ from modelplan.errors import PlanInfeasible
 from modelplan.plan.estimate import to_estimate
 from modelplan.plan.results import SearchResult
 from modelplan.plan.evaluator import Evaluator
-from modelplan.plan.validate import Problem, Reason, batch_problem, pp_problem, tp_node_problem, tp_problems
+from modelplan.plan.validate import (
+    Problem,
+    Reason,
+    batch_problem,
+    ep_problem,
+    pp_problem,
+    tp_node_problem,
+    tp_problems,
+)
 from modelplan.specs.base import Spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
@@ -49,6 +57,8 @@ class SearchSpace(Spec):
     vpp: IntChoice | None = None
     """Model chunks per pipeline rank; values >= 2 use the interleaved schedule."""
     micro_batch: IntChoice | None = None
+    ep: IntChoice | None = None
+    """Expert-parallel sizes (MoE); default: every divisor of dp that divides num_experts."""
     max_tp: int | None = Field(None, ge=1)
     schedule: list[Schedule] | None = None
     """Default: 1f1b and interleaved (GPipe has 1F1B's bubble and more memory: asked for only)."""
@@ -64,6 +74,11 @@ def divisors(n: int) -> list[int]:
     """Positive divisors of n, ascending."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
+
+
+def _ep(ep: int) -> str:
+    """', ep N' for messages when expert parallelism is on."""
+    return f", ep {ep}" if ep > 1 else ""
 
 
 def _choose(choice: IntChoice | None, defaults: list[int], cap: int) -> list[int]:
@@ -143,8 +158,14 @@ def search_plans(
     def sps_of(tp: int) -> list[bool]:
         return [x for x in sp_user if tp > 1 or not x] or [False]
 
-    def leaves(tp: int, pp: int, dp: int, mbs: list[int] | None = None) -> int:
+    def eps_of(dp: int) -> list[int]:
+        # MoE: every ep that divides dp and num_experts (expert parallelism lives inside dp)
+        default = [e for e in divisors(dp) if spec.moe.num_experts % e == 0] if spec.moe is not None else [1]
+        return _choose(space.ep, default, dp)
+
+    def leaves(tp: int, pp: int, dp: int, mbs: list[int] | None = None, eps: list[int] | None = None) -> int:
         per_mb = len(sps_of(tp)) * len(recomputes) * len(zeros) * max(1, len(svs_of(pp)))
+        per_mb *= max(1, len(eps if eps is not None else eps_of(dp)))
         return per_mb * max(1, len(mbs if mbs is not None else mbs_of(dp)))
 
     heap: list[tuple[float, float, int, tuple]] = []
@@ -173,70 +194,74 @@ def search_plans(
                 if not mbs:
                     reject(batch_problem(gb, 1, dp), leaves(tp, pp, dp))
                     continue
-                ok_zeros = []
-                for zero in zeros:  # memory lower bound: model states alone
-                    states = max(sum(x) for x in ev.states(tp, pp, dp, zero))
-                    need = states * (1 + cost.fragmentation_fraction) + cost.runtime_reserved_bytes
-                    if need > budget:
-                        per = len(sps_of(tp)) * len(recomputes) * max(1, len(svs_of(pp))) * len(mbs)
-                        reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
-                                       f"with allowances (tp {tp}, pp {pp}, dp {dp}, zero {zero}) > "
-                                       f"{budget / 1e9:.1f} GB"), per, need)
-                    else:
-                        ok_zeros.append(zero)
-                if not ok_zeros:
-                    continue
-                svs = svs_of(pp)
-                for mb in mbs:
-                    problem = batch_problem(gb, mb, dp)
+                for ep in eps_of(dp):
+                    problem = ep_problem(spec, dp, ep)
                     if problem:
-                        reject(problem, leaves(tp, pp, dp, [mb]))
+                        reject(problem, leaves(tp, pp, dp, mbs, [ep]))
                         continue
-                    m = gb // (mb * dp)
-                    for sp in sps_of(tp):
-                        for rc in recomputes:
-                            terms = ev.terms(tp, sp, mb, rc)
-                            for zero in ok_zeros:
-                                for sched, vpp in svs:
-                                    problem = pp_problem(layers, pp, vpp)
-                                    if problem is None and sched == "interleaved":
-                                        if pp == 1:
-                                            problem = Problem(Reason.INTERLEAVED_PP, "schedule 'interleaved' needs pp > 1 (pp = 1)")
-                                        elif m % pp:
-                                            problem = Problem(Reason.INTERLEAVED, f"interleaved schedule needs "
-                                                              f"num_microbatches ({m}) divisible by pp ({pp})")
-                                    if problem:
-                                        reject(problem, 1)
-                                        continue
-                                    args = (tp, pp, dp, vpp, mb, sched, sp, rc, zero)
-                                    first, last = ev.memory(*args)
-                                    peak = max(first.total, last.total)
-                                    if peak > budget:
-                                        reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}, micro_batch {mb}, "
-                                                       f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > "
-                                                       f"{budget / 1e9:.1f} GB"), 1, peak)
-                                        if closest is None or peak < closest[0]:
-                                            closest = (peak, args)
-                                        continue
-                                    if len(heap) == top_k and ev.step_lower_bound_s(*args) >= -heap[0][0]:
-                                        bounded += 1  # cannot enter the top-k: skip pricing DP
-                                        continue
-                                    e = ev.evaluate(*args)
-                                    evaluated += 1
-                                    tie += 1
-                                    item = (-e.step_time_s, -peak, tie, args)
-                                    if len(heap) < top_k:
-                                        heapq.heappush(heap, item)
-                                    elif item > heap[0]:
-                                        heapq.heapreplace(heap, item)
+                    ok_zeros = []
+                    for zero in zeros:  # memory lower bound: model states alone
+                        states = max(sum(x) for x in ev.states(tp, pp, dp, zero, ep))
+                        need = states * (1 + cost.fragmentation_fraction) + cost.runtime_reserved_bytes
+                        if need > budget:
+                            per = len(sps_of(tp)) * len(recomputes) * max(1, len(svs_of(pp))) * len(mbs)
+                            reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
+                                           f"with allowances (tp {tp}, pp {pp}, dp {dp}{_ep(ep)}, zero {zero}) > "
+                                           f"{budget / 1e9:.1f} GB"), per, need)
+                        else:
+                            ok_zeros.append(zero)
+                    if not ok_zeros:
+                        continue
+                    svs = svs_of(pp)
+                    for mb in mbs:
+                        problem = batch_problem(gb, mb, dp)
+                        if problem:
+                            reject(problem, leaves(tp, pp, dp, [mb], [ep]))
+                            continue
+                        m = gb // (mb * dp)
+                        for sp in sps_of(tp):
+                            for rc in recomputes:
+                                for zero in ok_zeros:
+                                    for sched, vpp in svs:
+                                        problem = pp_problem(layers, pp, vpp)
+                                        if problem is None and sched == "interleaved":
+                                            if pp == 1:
+                                                problem = Problem(Reason.INTERLEAVED_PP, "schedule 'interleaved' needs pp > 1 (pp = 1)")
+                                            elif m % pp:
+                                                problem = Problem(Reason.INTERLEAVED, f"interleaved schedule needs "
+                                                                  f"num_microbatches ({m}) divisible by pp ({pp})")
+                                        if problem:
+                                            reject(problem, 1)
+                                            continue
+                                        args = (tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep)
+                                        first, last = ev.memory(*args)
+                                        peak = max(first.total, last.total)
+                                        if peak > budget:
+                                            reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_ep(ep)}, micro_batch {mb}, "
+                                                           f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > "
+                                                           f"{budget / 1e9:.1f} GB"), 1, peak)
+                                            if closest is None or peak < closest[0]:
+                                                closest = (peak, args)
+                                            continue
+                                        if len(heap) == top_k and ev.step_lower_bound_s(*args) >= -heap[0][0]:
+                                            bounded += 1  # cannot enter the top-k: skip pricing DP
+                                            continue
+                                        e = ev.evaluate(*args)
+                                        evaluated += 1
+                                        tie += 1
+                                        item = (-e.step_time_s, -peak, tie, args)
+                                        if len(heap) < top_k:
+                                            heapq.heappush(heap, item)
+                                        elif item > heap[0]:
+                                            heapq.heapreplace(heap, item)
     if not heap:
         raise PlanInfeasible(_blocker(ev, n, rejected, examples, closest, space.memory_headroom))
     best = []
     for *_, args in sorted(heap, reverse=True):
-        tp, pp, dp, vpp, mb, sched, sp, rc, zero = args
+        tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep = args
         plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
-                    sequence_parallel=sp, recompute=rc, zero=zero)
-        e = ev.evaluate(tp, pp, dp, vpp, mb, sched, sp, rc, zero)
+                    sequence_parallel=sp, recompute=rc, zero=zero, ep=ep)
+        e = ev.evaluate(*args)
         best.append(to_estimate(ev, e, plan, space.memory_headroom))
     return SearchResult(
         gpus=n, best=best, evaluated=evaluated, bounded=bounded,
@@ -263,9 +288,9 @@ def _blocker(ev: Evaluator, n: int, rejected: Counter, examples: dict, closest, 
                     f"are {states / 1e12:.2f} TB ({ev.dtype_bytes + ev.grad_bytes + ev.state_bytes} bytes x "
                     f"{states / (ev.dtype_bytes + ev.grad_bytes + ev.state_bytes) / 1e9:.2f} B parameters)")
         if closest is not None:
-            tp, pp, dp, vpp, mb, sched, sp, rc, zero = closest[1]
+            tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep = closest[1]
             return (f"no plan of {n} GPUs fits in {mem_gb:g} GB: the smallest needs {closest[0] / 1e9:.1f} GB per GPU "
-                    f"(tp {tp}, pp {pp}, dp {dp}, micro_batch {mb}, recompute {rc}, zero {zero})")
+                    f"(tp {tp}, pp {pp}, dp {dp}{_ep(ep)}, micro_batch {mb}, recompute {rc}, zero {zero})")
         return f"no plan of {n} GPUs fits in {mem_gb:g} GB: {examples[Reason.MEMORY.value]}"
     if not rejected:
         return f"no candidate plan of {n} GPUs matches the given constraints"
