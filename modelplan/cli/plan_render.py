@@ -11,14 +11,15 @@ TIME_LABELS = {
     "recompute_s": "recompute forward",
     "tp_comm_s": "TP collectives (exposed)",
     "ep_comm_s": "EP all-to-all (exposed)",
+    "cp_comm_s": "CP K/V ring (exposed)",
     "pp_comm_s": "PP send/recv (exposed)",
     "bubble_s": "pipeline bubble",
     "dp_comm_s": "DP / ZeRO traffic (exposed)",
     "embedding_sync_s": "tied-embedding sync",
     "optimizer_s": "optimizer step",
 }
-OPTIONAL_TERMS = ("ep_comm_s",)
-"""Time terms shown only when the plan has them (MoE all-to-all)."""
+OPTIONAL_TERMS = ("ep_comm_s", "cp_comm_s")
+"""Time terms shown only when the plan has them (MoE all-to-all, context-parallel ring)."""
 SHORT = {"interleaved": "intl", "1f1b": "1f1b", "gpipe": "gpipe", "none": "none", "selective": "sel", "full": "full"}
 MEMORY_LABELS = ("weights", "gradients", "optimizer", "activations", "comm_buffers", "fragmentation", "reserved")
 
@@ -37,6 +38,8 @@ def plan_label(plan) -> str:
     parts = [f"tp{plan.tp}", f"pp{plan.pp}", f"dp{plan.dp}"]
     if plan.ep > 1:
         parts.append(f"ep{plan.ep}")
+    if plan.cp > 1:
+        parts.append(f"cp{plan.cp}")
     if plan.vpp > 1:
         parts.append(f"vpp{plan.vpp}")
     parts.append(f"mb{plan.micro_batch}")
@@ -86,6 +89,8 @@ def print_estimate(spec, training, cluster, est, title: str | None = None, conso
         hidden.append(f"DP traffic {est.step.dp_comm_total_s:.3f} s in all")
     if est.step.tp_hidden_s > 0:
         hidden.append(f"TP traffic hidden {est.step.tp_hidden_s:.3f} s")
+    if est.step.cp_hidden_s > 0:
+        hidden.append(f"CP ring traffic hidden behind attention {est.step.cp_hidden_s:.3f} s")
     if hidden:
         console.print(f"[dim]{'; '.join(hidden)}[/dim]")
     mem = Table(title="Memory per GPU (largest stages)", title_justify="left", show_edge=False, pad_edge=False)
@@ -114,7 +119,7 @@ def print_search(spec, training, cluster, result, headroom: float, output: Path 
     for col in cols:
         table.add_column(col, justify="left" if col in ("sched", "recomp") else "right", no_wrap=True)
 
-    extra = [axis for axis in ("ep",) if any(getattr(e.plan, axis) > 1 for e in result.best)]
+    extra = [axis for axis in ("ep", "cp") if any(getattr(e.plan, axis) > 1 for e in result.best)]
     for col in extra:  # parallel axes shown only when some ranked plan uses them
         table.add_column(col, justify="right", no_wrap=True)
     for i, est in enumerate(result.best, 1):

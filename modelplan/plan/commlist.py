@@ -16,7 +16,14 @@ made `count` times per step by each rank of the pipeline stages in `pp_ranks`:
   ceil(cf * b*s * top_k / num_experts) when `capacity_factor` is given, as the planner does).
 - pipeline: per micro-batch and chunk, a send of b*s*h (b*s/tp*h under sequence parallelism)
   to the next stage in forward and to the previous one in backward, and the matching receives.
-- data parallel / ZeRO, per unit (see `plan/shard.py` for units and padding): AllReduce of the
+- context parallel (planner only: the executor refuses cp > 1): every rank holds s/cp tokens of
+  each sequence, so every activation message above is b*(s/cp)*h; per block and micro-batch the
+  K and V blocks (2*b*(s/cp)*kv_width/tp) travel the cp ring in cp - 1 send/recv steps in forward
+  (again in the recompute forward) and in backward, where the dK, dV accumulators travel with
+  them (ring attention, Liu et al. 2023; Megatron-core/TE cp_comm_type 'p2p'). The forward's
+  (cp-1)/cp * 2*b*s*kv_width/tp per rank is the volume of an AllGather of K and V.
+- data parallel / ZeRO, per unit (see `plan/shard.py` for units and padding; the group is the
+  dp*cp ranks, or dp*cp/ep for routed experts, Megatron's data-parallel group with cp): AllReduce of the
   gradients (zero 0); ReduceScatter once (zero 1) or per micro-batch (zero 2, 3); AllGather of
   the parameters after the update (zero 1, 2) or before every forward and backward (zero 3).
   Gradients that are partial sums over tp are all-reduced over tp first; the tied word
@@ -38,6 +45,7 @@ from pydantic import BaseModel, ConfigDict
 
 from modelplan.comm.ops import Axis, Collective
 from modelplan.plan.experts import expert_capacity
+from modelplan.plan.kernels import local_kv_heads
 from modelplan.plan.shard import unit_shards
 from modelplan.plan.stages import stage_layers, stage_units
 from modelplan.specs.plan import Plan
@@ -120,10 +128,11 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
     act, grad, loss_b = _sizes(spec, training, element_bytes)
     param = act
     m = plan.num_microbatches(training.global_batch)
-    b, s, h, tp, pp, vpp = plan.micro_batch, training.seq_len, spec.hidden, plan.tp, plan.pp, plan.vpp
+    b, s, h, tp, pp, vpp = plan.micro_batch, training.seq_len // plan.cp, spec.hidden, plan.tp, plan.pp, plan.vpp
     recompute = (plan.recompute or training.recompute) == "full"
     sp = plan.sequence_parallel
-    tokens = b * s
+    tokens = b * s  # this rank's tokens of the micro-batch (s is the local sequence s/cp)
+    kv = 2 * tokens * local_kv_heads(spec.num_kv_heads, tp) * spec.dim_head * act  # K and V blocks
     last = pp * vpp - 1
     units = stage_units(spec, pp * vpp)
     shards = unit_shards(spec, plan)
@@ -168,6 +177,11 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
                 a2a = spec.moe.num_experts * capacity * h * act  # (E, capacity, h) buffer
                 for label in ("ep/dispatch", "ep/combine"):
                     add(A2A, Axis.EP, plan.ep, a2a, (fwd_runs + m) * moe_layers, label)
+            # context parallel: K, V around the ring (forward, recompute, backward) and dK, dV (backward)
+            ring = (plan.cp - 1) * len(layers)
+            for role in ("send", "recv"):
+                add(P2P, Axis.CP, plan.cp, kv, (fwd_runs + m) * ring, "cp/attention/kv", role=role)
+                add(P2P, Axis.CP, plan.cp, kv, m * ring, "cp/attention/dkv", role=role)
             # pipeline: activations forward, gradients backward
             msg = b * (s // tp if sp else s) * h * act
             if v < last:

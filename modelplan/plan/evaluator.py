@@ -53,6 +53,8 @@ class Evaluation(NamedTuple):
     memory_last: StageMemory
     num_microbatches: int
     ep_comm_s: float = 0.0
+    cp_comm_s: float = 0.0
+    cp_hidden_s: float = 0.0
 
     @property
     def peak_memory_bytes(self) -> float:
@@ -89,81 +91,99 @@ class Evaluator(StateTerms):
         """Vocabulary padded for this tp (Megatron)."""
         return padded_vocab(self.spec.vocab, tp, self.cost.vocab_divisible_by)
 
-    def shapes(self, tp: int, dp: int, pp: int, ep: int = 1) -> dict[Axis, GroupShape]:
-        """Process-group shapes of a tp x dp x pp grid (ep inside dp) on this cluster."""
-        return self._memo(("shapes", tp, dp, pp, ep),
-                          lambda: plan_group_shapes(tp, 1, dp, pp, self.cluster.gpus_per_node, ep))
+    def shapes(self, tp: int, dp: int, pp: int, ep: int = 1, cp: int = 1) -> dict[Axis, GroupShape]:
+        """Process-group shapes of a tp x cp x dp x pp grid (ep inside dp) on this cluster."""
+        return self._memo(("shapes", tp, dp, pp, ep, cp),
+                          lambda: plan_group_shapes(tp, cp, dp, pp, self.cluster.gpus_per_node, ep))
 
-    def tp_list_prices(self, tp: int, sp: bool, micro_batch: int, recompute: str) -> TpPrices:
+    def tp_list_prices(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int = 1) -> TpPrices:
         """Price the communication list of a 2-block copy of the model on pp 2 (one sequence,
         scaled to the micro-batch)."""
         def items():
             two_blocks = self.spec.model_copy(update={"layers": 2})
             one_seq = self.training.model_copy(update={"global_batch": 1})
-            plan = Plan(tp=tp, pp=2, micro_batch=1, sequence_parallel=sp, recompute=recompute)
+            plan = Plan(tp=tp, pp=2, cp=cp, micro_batch=1, sequence_parallel=sp, recompute=recompute)
             return communication_list(two_blocks, one_seq, plan)
 
-        return self._memo(("tp_list", tp, sp, micro_batch, recompute), lambda: tp_prices(
-            self._memo(("tp_items", tp, sp, recompute), items), self.pricer, self.shapes(tp, 1, 2), micro_batch))
+        return self._memo(("tp_list", tp, sp, micro_batch, recompute, cp), lambda: tp_prices(
+            self._memo(("tp_items", tp, sp, recompute, cp), items), self.pricer, self.shapes(tp, 1, 2, cp=cp),
+            micro_batch))
 
-    def ep_list_prices(self, tp: int, sp: bool, micro_batch: int, recompute: str, ep: int) -> float:
+    def cp_kv_send_s(self, tp: int, sp: bool, micro_batch: int, cp: int) -> float:
+        """One K, V block of the communication list sent to the next rank of the cp ring."""
+        return self._memo(("cp_kv", tp, sp, micro_batch, cp), lambda: self.pricer.p2p_time_s(
+            self.tp_list_prices(tp, sp, micro_batch, "none", cp).cp_kv_bytes,
+            self.shapes(tp, 1, 1, cp=cp)[Axis.CP].crosses_nodes))
+
+    def ep_list_prices(self, tp: int, sp: bool, micro_batch: int, recompute: str, ep: int, cp: int = 1) -> float:
         """AllToAll seconds of one MoE block per micro-batch: the list of a 2-block all-MoE copy
         of the model on pp 2 with dp = ep, its buffers sized with the planned capacity factor."""
         def price():
             moe = self.spec.moe.model_copy(update={"first_dense_layers": 0, "layer_freq": 1})
             two_blocks = self.spec.model_copy(update={"layers": 2, "moe": moe})
             training = self.training.model_copy(update={"global_batch": micro_batch * ep})
-            plan = Plan(tp=tp, pp=2, dp=ep, ep=ep, micro_batch=micro_batch, sequence_parallel=sp, recompute=recompute)
+            plan = Plan(tp=tp, pp=2, dp=ep, ep=ep, cp=cp, micro_batch=micro_batch, sequence_parallel=sp,
+                        recompute=recompute)
             items = communication_list(two_blocks, training, plan, capacity_factor=self.capacity_factor)
-            return ep_prices(items, self.pricer, self.shapes(tp, ep, 2, ep))
+            return ep_prices(items, self.pricer, self.shapes(tp, ep, 2, ep, cp))
 
-        return self._memo(("ep_list", tp, sp, micro_batch, recompute, ep), price)
+        return self._memo(("ep_list", tp, sp, micro_batch, recompute, ep, cp), price)
 
-    def terms(self, tp: int, sequence_parallel: bool, micro_batch: int, recompute: str) -> LayerTerms:
+    def terms(self, tp: int, sequence_parallel: bool, micro_batch: int, recompute: str, cp: int = 1) -> LayerTerms:
         """Per-micro-batch terms of a dense block, the embedding and the head."""
-        return self._memo(("terms", tp, sequence_parallel, micro_batch, recompute),
-                          lambda: self._layer_terms(tp, sequence_parallel, micro_batch, recompute))
+        return self._memo(("terms", tp, sequence_parallel, micro_batch, recompute, cp),
+                          lambda: self._layer_terms(tp, sequence_parallel, micro_batch, recompute, cp))
 
-    def moe_terms(self, tp: int, sequence_parallel: bool, micro_batch: int, recompute: str, ep: int) -> LayerTerms:
+    def moe_terms(self, tp: int, sequence_parallel: bool, micro_batch: int, recompute: str, ep: int,
+                  cp: int = 1) -> LayerTerms:
         """Per-micro-batch terms of an MoE block over ep ranks (AllToAll included)."""
-        return self._memo(("moe_terms", tp, sequence_parallel, micro_batch, recompute, ep),
-                          lambda: self._layer_terms(tp, sequence_parallel, micro_batch, recompute, ep))
+        return self._memo(("moe_terms", tp, sequence_parallel, micro_batch, recompute, ep, cp),
+                          lambda: self._layer_terms(tp, sequence_parallel, micro_batch, recompute, cp, ep))
 
-    def _layer_terms(self, tp: int, sp: bool, micro_batch: int, recompute: str, ep: int | None = None) -> LayerTerms:
-        moe = {}
+    def _layer_terms(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int,
+                     ep: int | None = None) -> LayerTerms:
+        extra: dict = {"cp": cp, "cp_kv_send_s": self.cp_kv_send_s(tp, sp, micro_batch, cp) if cp > 1 else 0.0}
         if ep is not None:
-            tokens = micro_batch * self.training.seq_len
-            moe = dict(moe_layer=True, ep=ep, capacity=expert_capacity(tokens, self.spec.moe, self.capacity_factor),
-                       ep_priced=(self.ep_list_prices(tp, sp, micro_batch, "none", ep),
-                                  self.ep_list_prices(tp, sp, micro_batch, recompute, ep)))
+            tokens = micro_batch * self.training.seq_len // cp
+            extra.update(moe_layer=True, ep=ep, capacity=expert_capacity(tokens, self.spec.moe, self.capacity_factor),
+                         ep_priced=(self.ep_list_prices(tp, sp, micro_batch, "none", ep, cp),
+                                    self.ep_list_prices(tp, sp, micro_batch, recompute, ep, cp)))
         return build_layer_terms(
             self.spec, tp, sp, micro_batch, recompute, self.training.seq_len,
             self.dtype_bytes, self.vocab_padded(tp), self.roofline,
-            self.tp_list_prices(tp, sp, micro_batch, recompute),
-            self.tp_list_prices(tp, sp, micro_batch, "none"), self.cost, **moe,
+            self.tp_list_prices(tp, sp, micro_batch, recompute, cp),
+            self.tp_list_prices(tp, sp, micro_batch, "none", cp), self.cost, **extra,
         )
 
-    def stage(self, tp: int, sp: bool, micro_batch: int, recompute: str, pp: int, ep: int = 1) -> StageTerms:
+    def stage(self, tp: int, sp: bool, micro_batch: int, recompute: str, pp: int, ep: int = 1,
+              cp: int = 1) -> StageTerms:
         """Per-micro-batch stage times: each rank's dense and MoE blocks, the first stage adds the
         embedding, the last the head + loss."""
         def make():
-            moe = self.moe_terms(tp, sp, micro_batch, recompute, ep) if self.spec.moe is not None else None
-            return compose_stages(moe_layer_counts(self.spec, pp), self.terms(tp, sp, micro_batch, recompute), moe)
+            moe = self.moe_terms(tp, sp, micro_batch, recompute, ep, cp) if self.spec.moe is not None else None
+            dense = self.terms(tp, sp, micro_batch, recompute, cp)
+            return compose_stages(self.layer_counts(pp), dense, moe)
 
-        return self._memo(("stage", tp, sp, micro_batch, recompute, pp, ep), make)
+        return self._memo(("stage", tp, sp, micro_batch, recompute, pp, ep, cp), make)
 
-    def p2p_s(self, tp: int, sp: bool, micro_batch: int, dp: int, pp: int) -> float:
-        """One stage-boundary send of the communication list (b*s*h, /tp with SP) on the link
-        between neighbouring stages."""
-        return self._memo(("p2p", tp, sp, micro_batch, dp, pp), lambda: self.pricer.p2p_time_s(
-            self.tp_list_prices(tp, sp, micro_batch, "none").boundary_bytes,
-            self.shapes(tp, dp, pp)[Axis.PP].crosses_nodes))
+    def layer_counts(self, pp: int) -> list[tuple[int, int]]:
+        """(dense, MoE) blocks of each pipeline rank (`plan/experts.py`)."""
+        return self._memo(("layer_counts", pp), lambda: moe_layer_counts(self.spec, pp))
 
-    def dp_list_prices(self, tp: int, pp: int, dp: int, zero: int, sp: bool, first_stage: bool, ep: int = 1) -> DpPrices:
+    def p2p_s(self, tp: int, sp: bool, micro_batch: int, dp: int, pp: int, cp: int = 1) -> float:
+        """One stage-boundary send of the communication list (b*s*h, /tp with SP, /cp) on the
+        link between neighbouring stages."""
+        return self._memo(("p2p", tp, sp, micro_batch, dp, pp, cp), lambda: self.pricer.p2p_time_s(
+            self.tp_list_prices(tp, sp, micro_batch, "none", cp).boundary_bytes,
+            self.shapes(tp, dp, pp, cp=cp)[Axis.PP].crosses_nodes))
+
+    def dp_list_prices(self, tp: int, pp: int, dp: int, zero: int, sp: bool, first_stage: bool, ep: int = 1,
+                       cp: int = 1) -> DpPrices:
         """The DP items of the first (or the last) stage, see `dp_rank_prices`."""
-        return self.dp_rank_prices(tp, pp, dp, zero, sp, 0 if first_stage else pp - 1, ep)
+        return self.dp_rank_prices(tp, pp, dp, zero, sp, 0 if first_stage else pp - 1, ep, cp)
 
-    def dp_rank_prices(self, tp: int, pp: int, dp: int, zero: int, sp: bool, pp_rank: int, ep: int = 1) -> DpPrices:
+    def dp_rank_prices(self, tp: int, pp: int, dp: int, zero: int, sp: bool, pp_rank: int, ep: int = 1,
+                       cp: int = 1) -> DpPrices:
         """Price the DP items of one stage in the communication list of one micro-batch per step.
 
         With one micro-batch per step the lists of ZeRO 1, 2 and 3 hold the same collectives per
@@ -177,15 +197,15 @@ class Evaluator(StateTerms):
         list_sp = sp if moe else tp > 1
 
         def items():
-            plan = Plan(tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=self.training.global_batch // dp,
+            plan = Plan(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, micro_batch=self.training.global_batch // dp,
                         sequence_parallel=list_sp, zero=list_zero, recompute="none")
             return communication_list(self.spec, self.training, plan)
 
         def price():
-            listed = self._memo(("dp_items", tp, pp, dp, list_zero, list_sp, ep), items)
-            return dp_prices(listed, self.pricer, self.shapes(tp, dp, pp, ep), pp_rank, list_zero)
+            listed = self._memo(("dp_items", tp, pp, dp, list_zero, list_sp, ep, cp), items)
+            return dp_prices(listed, self.pricer, self.shapes(tp, dp, pp, ep, cp), pp_rank, list_zero)
 
-        hit = self._memo(("dp_list", tp, pp, dp, list_zero, list_sp, ep, pp_rank), price)
+        hit = self._memo(("dp_list", tp, pp, dp, list_zero, list_sp, ep, cp, pp_rank), price)
         return hit if sp or moe else hit._replace(partial_grads_s=0.0)
 
     def flops_per_sequence(self, recompute: str) -> tuple[float, float]:
@@ -199,28 +219,28 @@ class Evaluator(StateTerms):
 
     def step_lower_bound_s(
         self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
-        sp: bool, recompute: str, zero: int, ep: int = 1,
+        sp: bool, recompute: str, zero: int, ep: int = 1, cp: int = 1,
     ) -> float:
         """The step time without its data-parallel terms (all >= 0): a lower bound the search
         uses to skip plans that cannot enter the top-k, before pricing their DP traffic."""
-        st = self.stage(tp, sp, micro_batch, recompute, pp, ep)
+        st = self.stage(tp, sp, micro_batch, recompute, pp, ep, cp)
         m = self.training.global_batch // (micro_batch * dp)
-        p2p = 2 * vpp * self.p2p_s(tp, sp, micro_batch, dp, pp) * self.cost.pp_p2p_exposed_fraction if pp > 1 else 0.0
+        p2p = 2 * vpp * self.p2p_s(tp, sp, micro_batch, dp, pp, cp) * self.cost.pp_p2p_exposed_fraction if pp > 1 else 0.0
         t_max = max(st.first_s, st.last_s, st.mid_max_s) + p2p
         t_mean = ((st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s) + p2p
         return pipeline_time_s(m, pp, vpp, t_max, t_mean)
 
     def evaluate(
         self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
-        sp: bool, recompute: str, zero: int, ep: int = 1,
+        sp: bool, recompute: str, zero: int, ep: int = 1, cp: int = 1,
     ) -> Evaluation:
         """All terms of one valid plan (validity is the caller's job: see validate.py)."""
-        st = self.stage(tp, sp, micro_batch, recompute, pp, ep)
+        st = self.stage(tp, sp, micro_batch, recompute, pp, ep, cp)
         m = self.training.global_batch // (micro_batch * dp)
-        p2p = 2 * vpp * self.p2p_s(tp, sp, micro_batch, dp, pp) * self.cost.pp_p2p_exposed_fraction if pp > 1 else 0.0
+        p2p = 2 * vpp * self.p2p_s(tp, sp, micro_batch, dp, pp, cp) * self.cost.pp_p2p_exposed_fraction if pp > 1 else 0.0
         cost = self.cost
-        dpp = self.dp_rank_prices(tp, pp, dp, zero, sp, st.critical_rank, ep)
-        if dp > 1:
+        dpp = self.dp_rank_prices(tp, pp, dp, zero, sp, st.critical_rank, ep, cp)
+        if dp * cp > 1:
             dp_after, dp_mb, dp_total = dp_exposure(
                 zero, dpp.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap, cost.dp_overlap_fraction,
                 cost.overlap_interference,
@@ -233,10 +253,11 @@ class Evaluator(StateTerms):
         pipeline = pipeline_time_s(m, pp, vpp, t_max, t_mean)
         emb_sync = dpp.tied_embedding_s
         dense, experts = self.rank_params(tp, pp, ep)[0][st.critical_rank]
-        sharded = dense / (dp if zero >= 1 else 1) + experts / (dp // ep if zero >= 1 else 1)
+        shards = (dp * cp, dp * cp // ep) if zero >= 1 else (1, 1)  # ZeRO: the gradient-reduction groups
+        sharded = dense / shards[0] + experts / shards[1]
         optimizer = self.roofline.memory_time_s(sharded * self.opt_bytes)
         model_seq, hardware_seq = self.flops_per_sequence(recompute)
-        mem_first, mem_last = self.memory(tp, pp, dp, vpp, micro_batch, schedule, sp, recompute, zero, ep)
+        mem_first, mem_last = self.memory(tp, pp, dp, vpp, micro_batch, schedule, sp, recompute, zero, ep, cp)
         batch = self.training.global_batch
         return Evaluation(
             step_time_s=pipeline + dp_after + emb_sync + optimizer,
@@ -246,4 +267,5 @@ class Evaluator(StateTerms):
             tp_hidden_s=m * st.tp_hidden_s,
             model_flops=batch * model_seq, hardware_flops=batch * hardware_seq,
             memory_first=mem_first, memory_last=mem_last, num_microbatches=m, ep_comm_s=m * st.ep_s,
+            cp_comm_s=m * st.cp_s, cp_hidden_s=m * st.cp_hidden_s,
         )

@@ -45,6 +45,8 @@ def moe_layer_counts(spec: TransformerSpec, pp: int) -> list[tuple[int, int]]:
     """(dense blocks, MoE blocks) of each pipeline rank when the blocks are split evenly over pp
     (vpp is not taken into account: interleaved chunks of a mixed model are counted as if
     contiguous)."""
+    if spec.moe is None:
+        return [(len(stage_layers(spec.layers, pp, r)), 0) for r in range(pp)]
     out = []
     for r in range(pp):
         layers = stage_layers(spec.layers, pp, r)

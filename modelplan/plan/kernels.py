@@ -119,12 +119,16 @@ def layer_kernels(
     moe_layer: bool = False,
     ep: int = 1,
     capacity: int | None = None,
+    cp: int = 1,
 ) -> LayerKernels:
     """Kernels of one block for one micro-batch on one TP rank (Megatron-LM layout); with
     `moe_layer` the MLP is the mixture of experts of `moe_mlp_kernels` (capacity: token slots per
-    expert, default one per token)."""
+    expert, default one per token). With context parallelism a rank holds s/cp tokens of each
+    sequence and scores its s/cp queries against all s keys (ring attention: cp blocks of
+    (s/cp)^2, priced as one (s/cp) x s product; Liu et al. 2023)."""
     d, b, s, h = dtype_bytes, micro_batch, seq_len, spec.hidden
-    tokens = b * s
+    s_q = s // cp  # this rank's queries (and tokens) of each sequence
+    tokens = b * s_q
     heads_local = spec.heads // tp
     kv_local = local_kv_heads(spec.num_kv_heads, tp)
     dh = spec.dim_head
@@ -135,8 +139,8 @@ def layer_kernels(
     mask = 1 if spec.dropout else 0  # 1-byte dropout mask (Korthikanti et al. 2022, sec. 4.1)
     gemms = [
         Gemm("attention/qkv", tokens, (heads_local + 2 * kv_local) * dh, h),  # column-parallel
-        Gemm("attention/scores", s, s, dh, b * heads_local),  # Q K^T per head, full s x s
-        Gemm("attention/context", s, dh, s, b * heads_local),  # softmax(QK^T) V per head
+        Gemm("attention/scores", s_q, s, dh, b * heads_local),  # Q K^T per head, full s_q x s
+        Gemm("attention/context", s_q, dh, s, b * heads_local),  # softmax(QK^T) V per head
         Gemm("attention/out", tokens, h, heads_local * dh),  # row-parallel
     ]
     if not moe_layer:
@@ -144,7 +148,7 @@ def layer_kernels(
             Gemm("mlp/in", tokens, (2 if spec.gated_mlp else 1) * ffn_local, h),  # column-parallel
             Gemm("mlp/out", tokens, h, ffn_local),  # row-parallel
         ]
-    scores = b * heads_local * s * s
+    scores = b * heads_local * s_q * s
     # Fused scale-mask-softmax: fwd reads scores, writes probs; bwd reads probs and dprobs,
     # writes dscores (Megatron FusedScaleMaskSoftmax).
     core = [Elementwise("attention/softmax", scores, 2 * d, 3 * d)]

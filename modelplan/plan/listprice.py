@@ -28,8 +28,8 @@ def item_time_s(item: CommItem, pricer: CommPricer, shapes: dict, scale: int = 1
     """One call of `item` (its message `scale` times larger) on its group's links; pipeline
     pairs and the tied-embedding pair sit on different nodes whenever the pipeline axis does;
     a DP item smaller than the DP group is the routed experts' expert-data-parallel reduction."""
-    if item.axis is Axis.PP:
-        pair = GroupShape(2, 1 if shapes[Axis.PP].crosses_nodes else 2)
+    if item.axis in (Axis.PP, Axis.CP):  # neighbours on a pipeline or on the cp ring
+        pair = GroupShape(2, 1 if shapes[item.axis].crosses_nodes else 2)
         return pricer.time_s(item.op, item.nbytes * scale, pair)
     shape = shapes[item.axis]
     if item.axis is Axis.DP and item.group_size != shape.size:
@@ -47,6 +47,8 @@ class TpPrices(NamedTuple):
     """Output head and vocab-parallel cross-entropy."""
     boundary_bytes: int
     """Bytes of one pipeline send (activation forward, gradient backward)."""
+    cp_kv_bytes: int = 0
+    """Bytes of one K, V block sent to the next rank of the cp ring (context parallelism)."""
 
 
 def tp_prices(
@@ -56,12 +58,14 @@ def tp_prices(
     one block). Every TP and pipeline message of the list is linear in the micro-batch
     (b*s*h activations, b*s loss values), so a micro-batch of b sequences scales them by b."""
     block = embedding = head = 0.0
-    boundary = 0
+    boundary = kv = 0
     for item in items:
         if item.startup:
             continue
         if item.axis is Axis.PP and item.op is Collective.SEND_RECV and item.label == "pp/forward":
             boundary = item.nbytes * micro_batch
+        if item.label == "cp/attention/kv":
+            kv = item.nbytes * micro_batch
         if item.axis is not Axis.TP or item.label == "tp/partial-grads":
             continue
         t = item.count * item_time_s(item, pricer, shapes, micro_batch)
@@ -72,7 +76,7 @@ def tp_prices(
             embedding += t
         else:
             head += t
-    return TpPrices(block, embedding, head, boundary)
+    return TpPrices(block, embedding, head, boundary, kv)
 
 
 class DpPrices(NamedTuple):

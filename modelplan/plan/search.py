@@ -1,7 +1,7 @@
 """Search every valid data / tensor / pipeline split of N GPUs and rank the ones that fit.
 
-Enumeration order tp -> pp -> dp -> ep (MoE: divisors of dp that divide num_experts) ->
-micro_batch -> (sequence_parallel, recompute) -> zero -> (schedule, vpp); each level applies the rules of `validate.py` and a memory lower bound (model
+Enumeration order tp -> cp (see LONG_SEQUENCE) -> pp -> dp -> ep (MoE: divisors of dp that
+divide num_experts) -> micro_batch -> (sequence_parallel, recompute) -> zero -> (schedule, vpp); each level applies the rules of `validate.py` and a memory lower bound (model
 states before activations) so whole subtrees are dropped before any timing. Rejections are
 counted in plans (leaves of the pruned subtree), by reason. Per-(tp, sp, micro_batch, recompute)
 block terms and per-group-shape collective times are cached by the `Evaluator`.
@@ -19,6 +19,7 @@ from pydantic import Field
 
 from modelplan.errors import PlanInfeasible
 from modelplan.plan.estimate import to_estimate
+from modelplan.plan.infeasible import _axes, nearest_blocker
 from modelplan.plan.results import SearchResult
 from modelplan.plan.evaluator import Evaluator
 from modelplan.plan.validate import (
@@ -47,6 +48,11 @@ class IntRange(Spec):
 
 IntChoice = list[int] | IntRange
 
+LONG_SEQUENCE = 32768
+"""The search tries context parallelism by default from this sequence length on (below it a
+sequence's activations fit with sequence parallelism and recompute, and CP's ring only adds
+traffic; Megatron-core documents CP for long-context training); `--cp` asks for it at any length."""
+
 
 class SearchSpace(Spec):
     """Which values each plan field may take; None means every value that can be valid."""
@@ -59,6 +65,9 @@ class SearchSpace(Spec):
     micro_batch: IntChoice | None = None
     ep: IntChoice | None = None
     """Expert-parallel sizes (MoE); default: every divisor of dp that divides num_experts."""
+    cp: IntChoice | None = None
+    """Context-parallel sizes; default: 1, or from seq_len >= LONG_SEQUENCE on every divisor of
+    gpus/tp that divides seq_len."""
     max_tp: int | None = Field(None, ge=1)
     schedule: list[Schedule] | None = None
     """Default: 1f1b and interleaved (GPipe has 1F1B's bubble and more memory: asked for only)."""
@@ -74,11 +83,6 @@ def divisors(n: int) -> list[int]:
     """Positive divisors of n, ascending."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
-
-
-def _ep(ep: int) -> str:
-    """', ep N' for messages when expert parallelism is on."""
-    return f", ep {ep}" if ep > 1 else ""
 
 
 def _choose(choice: IntChoice | None, defaults: list[int], cap: int) -> list[int]:
@@ -130,6 +134,12 @@ def search_plans(
     tp_default = [t for t in divisors(n) if space.allow_tp_across_nodes or t <= gpn]
     tps = [t for t in _choose(space.tp, tp_default, n) if space.max_tp is None or t <= space.max_tp]
 
+    def cps_of(tp: int) -> list[int]:
+        default = [1]
+        if training.seq_len >= LONG_SEQUENCE and n % tp == 0:  # the rule stated at LONG_SEQUENCE
+            default = [c for c in divisors(n // tp) if training.seq_len % c == 0]
+        return _choose(space.cp, default, n)
+
     def pps_of(tp: int) -> list[int]:
         if isinstance(space.dp, list):
             default = sorted({n // (tp * d) for d in space.dp if n % (tp * d) == 0})
@@ -172,19 +182,21 @@ def search_plans(
     evaluated = bounded = 0
     tie = 0
     closest: tuple[float, tuple] | None = None
-    for tp in tps:
+    for tp, cp in ((t, c) for t in tps for c in cps_of(t)):
         tp_probs = tp_problems(spec, tp)
         node = None if space.allow_tp_across_nodes else tp_node_problem(tp, gpn)
         if node:
             tp_probs.append(node)
-        for pp in pps_of(tp):
-            for dp in dps_of(tp, pp):
+        if training.seq_len % cp:
+            tp_probs.append(Problem(Reason.CP_SEQ, f"cp ({cp}) must divide seq_len ({training.seq_len})"))
+        for pp in pps_of(tp * cp):
+            for dp in dps_of(tp * cp, pp):
                 if tp_probs:
                     reject(tp_probs[0], leaves(tp, pp, dp))
                     continue
-                if tp * pp * dp != n:
-                    reject(Problem(Reason.WORLD_SIZE, f"dp * tp * pp ({dp} * {tp} * {pp} = {dp * tp * pp}) "
-                                   f"must equal the GPU count ({n})"), leaves(tp, pp, dp))
+                if tp * cp * pp * dp != n:
+                    reject(Problem(Reason.WORLD_SIZE, f"dp * tp * pp * cp ({dp} * {tp} * {pp} * {cp} = "
+                                   f"{dp * tp * pp * cp}) must equal the GPU count ({n})"), leaves(tp, pp, dp))
                     continue
                 problem = pp_problem(layers, pp, 1)
                 if problem:
@@ -201,12 +213,12 @@ def search_plans(
                         continue
                     ok_zeros = []
                     for zero in zeros:  # memory lower bound: model states alone
-                        states = max(sum(x) for x in ev.states(tp, pp, dp, zero, ep))
+                        states = max(sum(x) for x in ev.states(tp, pp, dp, zero, ep, cp))
                         need = states * (1 + cost.fragmentation_fraction) + cost.runtime_reserved_bytes
                         if need > budget:
                             per = len(sps_of(tp)) * len(recomputes) * max(1, len(svs_of(pp))) * len(mbs)
                             reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
-                                           f"with allowances (tp {tp}, pp {pp}, dp {dp}{_ep(ep)}, zero {zero}) > "
+                                           f"with allowances (tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, zero {zero}) > "
                                            f"{budget / 1e9:.1f} GB"), per, need)
                         else:
                             ok_zeros.append(zero)
@@ -233,11 +245,11 @@ def search_plans(
                                         if problem:
                                             reject(problem, 1)
                                             continue
-                                        args = (tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep)
+                                        args = (tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp)
                                         first, last = ev.memory(*args)
                                         peak = max(first.total, last.total)
                                         if peak > budget:
-                                            reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_ep(ep)}, micro_batch {mb}, "
+                                            reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
                                                            f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > "
                                                            f"{budget / 1e9:.1f} GB"), 1, peak)
                                             if closest is None or peak < closest[0]:
@@ -255,12 +267,12 @@ def search_plans(
                                         elif item > heap[0]:
                                             heapq.heapreplace(heap, item)
     if not heap:
-        raise PlanInfeasible(_blocker(ev, n, rejected, examples, closest, space.memory_headroom))
+        raise PlanInfeasible(nearest_blocker(ev, n, rejected, examples, closest, space.memory_headroom))
     best = []
     for *_, args in sorted(heap, reverse=True):
-        tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep = args
+        tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp = args
         plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
-                    sequence_parallel=sp, recompute=rc, zero=zero, ep=ep)
+                    sequence_parallel=sp, recompute=rc, zero=zero, ep=ep, cp=cp)
         e = ev.evaluate(*args)
         best.append(to_estimate(ev, e, plan, space.memory_headroom))
     return SearchResult(
@@ -268,30 +280,3 @@ def search_plans(
         candidates=evaluated + bounded + sum(rejected.values()),
         rejected=dict(rejected.most_common()), examples=examples, wall_s=time.perf_counter() - start,
     )
-
-
-def total_state_bytes(ev: Evaluator) -> float:
-    """Weights + gradients + optimizer states of the whole model (what no split can avoid)."""
-    _, first, _, _ = ev.params(1, 1)
-    return first * (ev.dtype_bytes + ev.grad_bytes + ev.state_bytes)
-
-
-def _blocker(ev: Evaluator, n: int, rejected: Counter, examples: dict, closest, headroom: float) -> str:
-    """One line naming the nearest blocker of an impossible request."""
-    mem_gb = ev.cluster.accelerator.memory_gb
-    if rejected.get(Reason.MEMORY.value):
-        states = total_state_bytes(ev)
-        usable = (ev.memory_bytes * (1 - headroom) - ev.cost.runtime_reserved_bytes) / (1 + ev.cost.fragmentation_fraction)
-        need = math.ceil(states / usable) if usable > 0 else math.inf
-        if need > n:
-            return (f"needs at least {need} GPUs of {mem_gb:g} GB: weights+gradients+optimizer states alone "
-                    f"are {states / 1e12:.2f} TB ({ev.dtype_bytes + ev.grad_bytes + ev.state_bytes} bytes x "
-                    f"{states / (ev.dtype_bytes + ev.grad_bytes + ev.state_bytes) / 1e9:.2f} B parameters)")
-        if closest is not None:
-            tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep = closest[1]
-            return (f"no plan of {n} GPUs fits in {mem_gb:g} GB: the smallest needs {closest[0] / 1e9:.1f} GB per GPU "
-                    f"(tp {tp}, pp {pp}, dp {dp}{_ep(ep)}, micro_batch {mb}, recompute {rc}, zero {zero})")
-        return f"no plan of {n} GPUs fits in {mem_gb:g} GB: {examples[Reason.MEMORY.value]}"
-    if not rejected:
-        return f"no candidate plan of {n} GPUs matches the given constraints"
-    return f"no valid plan of {n} GPUs: " + "; ".join(examples[reason] for reason, _ in rejected.most_common())

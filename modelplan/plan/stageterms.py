@@ -30,34 +30,46 @@ class StageTerms(NamedTuple):
     """Pipeline rank of the slowest stage."""
     ep_s: float = 0.0
     """Exposed expert-parallel AllToAll on the critical stage."""
+    cp_s: float = 0.0
+    """Exposed context-parallel ring traffic on the critical stage."""
+    cp_hidden_s: float = 0.0
 
 
 def compose_stages(counts: list[tuple[int, int]], dense: LayerTerms, moe: LayerTerms | None) -> StageTerms:
-    """Stage times from (dense blocks, MoE blocks) per pipeline rank and the per-block terms."""
+    """Stage times from (dense blocks, MoE blocks) per pipeline rank and the per-block terms
+    (middle ranks with the same blocks are priced once)."""
     pp = len(counts)
-    rows = []
-    for r, (n_dense, n_moe) in enumerate(counts):
+
+    def row(n_dense: int, n_moe: int, first: bool, last: bool) -> tuple:
         kinds = [(n_dense, dense)] + ([(n_moe, moe)] if moe is not None and n_moe else [])
         compute = sum(n * t.compute_s for n, t in kinds)
         tp = sum(n * t.tp_s for n, t in kinds)
         ep = sum(n * t.ep_s for n, t in kinds)
+        cp = sum(n * t.cp_s for n, t in kinds)
         rec = sum(n * t.recompute_s for n, t in kinds)
         fwd = sum(n * t.layer_fwd_s for n, t in kinds)
         bwd = sum(n * t.layer_bwd_s for n, t in kinds)
         hidden = sum(n * t.tp_hidden_s for n, t in kinds)
-        if r == 0:
+        cp_hidden = sum(n * t.cp_hidden_s for n, t in kinds)
+        if first:
             compute += dense.embedding_fwd_s + dense.embedding_bwd_s
             tp += dense.embedding_tp_s
-        if r == pp - 1:
+        if last:
             compute += dense.head_fwd_s + dense.head_bwd_s
             tp += dense.head_tp_s
-        rows.append((compute + tp + ep + rec, compute, tp, ep, rec, fwd, bwd, hidden))
-    first, last, mid = rows[0], rows[-1], rows[1:-1]
-    crit = 0 if first[0] >= last[0] else pp - 1
-    mid_max = max((row[0] for row in mid), default=0.0)
-    if mid and mid_max > rows[crit][0]:
-        crit = 1 + max(range(len(mid)), key=lambda i: mid[i][0])
-    c = rows[crit]
-    mid_mean = sum(row[0] for row in mid) / len(mid) if mid else 0.0
+        return (compute + tp + ep + cp + rec, compute, tp, ep, rec, fwd, bwd, hidden, cp, cp_hidden)
+
+    first, last = row(*counts[0], True, pp == 1), row(*counts[-1], pp == 1, True)
+    mids: dict[tuple[int, int], tuple] = {}
+    for kind in counts[1:-1]:
+        if kind not in mids:
+            mids[kind] = row(*kind, False, False)
+    crit, c = (0, first) if first[0] >= last[0] else (pp - 1, last)
+    mid_rows = [mids[kind] for kind in counts[1:-1]]
+    mid_max = max((r[0] for r in mids.values()), default=0.0)
+    if mids and mid_max > c[0]:
+        crit = 1 + next(i for i, r in enumerate(mid_rows) if r[0] == mid_max)
+        c = mid_rows[crit - 1]
+    mid_mean = sum(r[0] for r in mid_rows) / len(mid_rows) if mid_rows else 0.0
     return StageTerms(first[0], last[0], mid_mean, c[1], c[2], c[4], c[5], c[6], crit == 0, c[7],
-                      mid_max, crit, c[3])
+                      mid_max, crit, c[3], c[8], c[9])

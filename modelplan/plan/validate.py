@@ -217,7 +217,14 @@ def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128,
         notes.append(
             f"MoE: {moe.num_experts // plan.ep} of {moe.num_experts} experts per GPU (ep {plan.ep}), each token "
             f"runs top_k {moe.top_k}; AllToAll buffers {cf:g} x tokens x top_k x h ({how}); every tp rank "
-            f"dispatches all tokens of its micro-batch; expert gradients reduced over dp/ep = {plan.dp // plan.ep}")
+            f"dispatches all tokens of its micro-batch; expert gradients reduced over dp*cp/ep = "
+            f"{plan.dp * plan.cp // plan.ep}")
+    if plan.cp > 1:
+        notes.append(
+            f"context parallel cp {plan.cp}: {plan.cp} ranks hold seq/cp tokens of each sequence; K, V go "
+            f"around the cp ring (send/recv, overlapped with the attention core); gradients reduced over "
+            f"dp*cp = {plan.dp * plan.cp}; planned only: `modelplan verify` does not execute context "
+            "parallelism")
     return notes
 
 
