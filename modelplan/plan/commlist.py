@@ -15,7 +15,10 @@ made `count` times per step by each rank of the pipeline stages in `pp_ranks`:
   (`plan/experts.py`: capacity = b*s token slots per expert for the executor's dense dispatch,
   ceil(cf * b*s * top_k / num_experts) when `capacity_factor` is given, as the planner does).
 - pipeline: per micro-batch and chunk, a send of b*s*h (b*s/tp*h under sequence parallelism)
-  to the next stage in forward and to the previous one in backward, and the matching receives.
+  to the next stage in forward and to the previous one in backward, and the matching receives;
+  with Megatron's scatter/gather (`Plan.pipeline_scatter_gather`: tp > 1, no sequence
+  parallelism; Narayanan et al. 2021 sec. 4.1) the send is b*s*h/tp and the receiving stage
+  all-gathers the b*s*h tensor over TP.
 - context parallel (planner only: the executor refuses cp > 1): every rank holds s/cp tokens of
   each sequence, so every activation message above is b*(s/cp)*h; per block and micro-batch the
   K and V blocks (2*b*(s/cp)*kv_width/tp) travel the cp ring in cp - 1 send/recv steps in forward
@@ -182,14 +185,21 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
             for role in ("send", "recv"):
                 add(P2P, Axis.CP, plan.cp, kv, (fwd_runs + m) * ring, "cp/attention/kv", role=role)
                 add(P2P, Axis.CP, plan.cp, kv, m * ring, "cp/attention/dkv", role=role)
-            # pipeline: activations forward, gradients backward
-            msg = b * (s // tp if sp else s) * h * act
+            # pipeline: activations forward, gradients backward; with scatter/gather each TP rank
+            # sends its 1/tp chunk and the receiving stage all-gathers them over TP
+            numel = b * (s // tp if sp else s) * h
+            split = plan.pipeline_scatter_gather(numel)
+            msg = (numel // tp if split else numel) * act
             if v < last:
                 add(P2P, Axis.PP, pp, msg, m, "pp/forward", role="send")
                 add(P2P, Axis.PP, pp, msg, m, "pp/backward", role="recv")
+                if split:
+                    add(AG, Axis.TP, tp, numel * act, m, "pp/backward/gather")
             if v > 0:
                 add(P2P, Axis.PP, pp, msg, m, "pp/forward", role="recv")
                 add(P2P, Axis.PP, pp, msg, m, "pp/backward", role="send")
+                if split:
+                    add(AG, Axis.TP, tp, numel * act, m, "pp/forward/gather")
             # data parallel / ZeRO, unit by unit
             for unit in units[v]:
                 if unit not in shards:

@@ -63,7 +63,7 @@ def evaluate_plan(
     recompute = plan.recompute or evaluator.training.recompute
     ev = evaluator.evaluate(
         plan.tp, plan.pp, plan.dp, plan.vpp, plan.micro_batch, plan.schedule,
-        plan.sequence_parallel, recompute, plan.zero, plan.ep, plan.cp,
+        plan.sequence_parallel, recompute, plan.zero, plan.ep, plan.cp, plan.scatter_gather,
     )
     return to_estimate(evaluator, ev, plan, memory_headroom)
 

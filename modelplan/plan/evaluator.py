@@ -96,18 +96,20 @@ class Evaluator(StateTerms):
         return self._memo(("shapes", tp, dp, pp, ep, cp),
                           lambda: plan_group_shapes(tp, cp, dp, pp, self.cluster.gpus_per_node, ep))
 
-    def tp_list_prices(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int = 1) -> TpPrices:
+    def tp_list_prices(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int = 1,
+                       scatter_gather: bool = True) -> TpPrices:
         """Price the communication list of a 2-block copy of the model on pp 2 (one sequence,
         scaled to the micro-batch)."""
         def items():
             two_blocks = self.spec.model_copy(update={"layers": 2})
             one_seq = self.training.model_copy(update={"global_batch": 1})
-            plan = Plan(tp=tp, pp=2, cp=cp, micro_batch=1, sequence_parallel=sp, recompute=recompute)
+            plan = Plan(tp=tp, pp=2, cp=cp, micro_batch=1, sequence_parallel=sp, recompute=recompute,
+                        scatter_gather=scatter_gather)
             return communication_list(two_blocks, one_seq, plan)
 
-        return self._memo(("tp_list", tp, sp, micro_batch, recompute, cp), lambda: tp_prices(
-            self._memo(("tp_items", tp, sp, recompute, cp), items), self.pricer, self.shapes(tp, 1, 2, cp=cp),
-            micro_batch))
+        return self._memo(("tp_list", tp, sp, micro_batch, recompute, cp, scatter_gather), lambda: tp_prices(
+            self._memo(("tp_items", tp, sp, recompute, cp, scatter_gather), items), self.pricer,
+            self.shapes(tp, 1, 2, cp=cp), micro_batch))
 
     def cp_kv_send_s(self, tp: int, sp: bool, micro_batch: int, cp: int) -> float:
         """One K, V block of the communication list sent to the next rank of the cp ring."""
@@ -170,12 +172,17 @@ class Evaluator(StateTerms):
         """(dense, MoE) blocks of each pipeline rank (`plan/experts.py`)."""
         return self._memo(("layer_counts", pp), lambda: moe_layer_counts(self.spec, pp))
 
-    def p2p_s(self, tp: int, sp: bool, micro_batch: int, dp: int, pp: int, cp: int = 1) -> float:
-        """One stage-boundary send of the communication list (b*s*h, /tp with SP, /cp) on the
-        link between neighbouring stages."""
-        return self._memo(("p2p", tp, sp, micro_batch, dp, pp, cp), lambda: self.pricer.p2p_time_s(
-            self.tp_list_prices(tp, sp, micro_batch, "none", cp).boundary_bytes,
-            self.shapes(tp, dp, pp, cp=cp)[Axis.PP].crosses_nodes))
+    def p2p_s(self, tp: int, sp: bool, micro_batch: int, dp: int, pp: int, cp: int = 1,
+              scatter_gather: bool = True) -> float:
+        """One stage-boundary message of the communication list on the link between neighbouring
+        stages: b*s*h (/tp with SP, /cp), or with scatter/gather a b*s*h/tp send plus the
+        receiver's TP AllGather (Narayanan et al. 2021 sec. 4.1)."""
+        def price():
+            listed = self.tp_list_prices(tp, sp, micro_batch, "none", cp, scatter_gather)
+            send = self.pricer.p2p_time_s(listed.boundary_bytes, self.shapes(tp, dp, pp, cp=cp)[Axis.PP].crosses_nodes)
+            return send + listed.boundary_gather_s
+
+        return self._memo(("p2p", tp, sp, micro_batch, dp, pp, cp, scatter_gather), price)
 
     def dp_list_prices(self, tp: int, pp: int, dp: int, zero: int, sp: bool, first_stage: bool, ep: int = 1,
                        cp: int = 1) -> DpPrices:
@@ -219,25 +226,30 @@ class Evaluator(StateTerms):
 
     def step_lower_bound_s(
         self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
-        sp: bool, recompute: str, zero: int, ep: int = 1, cp: int = 1,
+        sp: bool, recompute: str, zero: int, ep: int = 1, cp: int = 1, scatter_gather: bool = True,
     ) -> float:
         """The step time without its data-parallel terms (all >= 0): a lower bound the search
         uses to skip plans that cannot enter the top-k, before pricing their DP traffic."""
         st = self.stage(tp, sp, micro_batch, recompute, pp, ep, cp)
         m = self.training.global_batch // (micro_batch * dp)
-        p2p = 2 * vpp * self.p2p_s(tp, sp, micro_batch, dp, pp, cp) * self.cost.pp_p2p_exposed_fraction if pp > 1 else 0.0
+        p2p = self.p2p_s(tp, sp, micro_batch, dp, pp, cp, scatter_gather) if pp > 1 else 0.0
+        p2p *= 2 * vpp * self.cost.pp_p2p_exposed_fraction
         t_max = max(st.first_s, st.last_s, st.mid_max_s) + p2p
         t_mean = ((st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s) + p2p
         return pipeline_time_s(m, pp, vpp, t_max, t_mean)
 
     def evaluate(
         self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
-        sp: bool, recompute: str, zero: int, ep: int = 1, cp: int = 1,
+        sp: bool, recompute: str, zero: int, ep: int = 1, cp: int = 1, scatter_gather: bool = True,
     ) -> Evaluation:
-        """All terms of one valid plan (validity is the caller's job: see validate.py)."""
+        """All terms of one valid plan (validity is the caller's job: see validate.py).
+
+        Pipeline messages: one per micro-batch, direction and model chunk on the critical path
+        (`p2p_s`, times `pp_p2p_exposed_fraction`)."""
         st = self.stage(tp, sp, micro_batch, recompute, pp, ep, cp)
         m = self.training.global_batch // (micro_batch * dp)
-        p2p = 2 * vpp * self.p2p_s(tp, sp, micro_batch, dp, pp, cp) * self.cost.pp_p2p_exposed_fraction if pp > 1 else 0.0
+        p2p = self.p2p_s(tp, sp, micro_batch, dp, pp, cp, scatter_gather) if pp > 1 else 0.0
+        p2p *= 2 * vpp * self.cost.pp_p2p_exposed_fraction
         cost = self.cost
         dpp = self.dp_rank_prices(tp, pp, dp, zero, sp, st.critical_rank, ep, cp)
         if dp * cp > 1:

@@ -5,7 +5,8 @@ Each item is priced as count x one collective on the links its group crosses (`C
 The planner builds lists for canonical plans and caches the sums it needs:
 - tensor parallel, per micro-batch: a 2-block copy of the model on pp 2 and one micro-batch of
   one sequence gives the block items of one block (rank 0 holds one block), the embedding's
-  (first stage) and the head's and loss's (last stage), and the stage-boundary message; their
+  (first stage) and the head's and loss's (last stage), and the stage-boundary message with
+  its scatter/gather AllGather; their
   sizes are linear in the micro-batch, so they are scaled to b sequences before pricing;
 - data parallel, per (tp, pp, dp, zero, sp) with one micro-batch per step: the gradient and
   parameter collectives of each stage's units, the TP AllReduce of partial gradients and the
@@ -49,6 +50,9 @@ class TpPrices(NamedTuple):
     """Bytes of one pipeline send (activation forward, gradient backward)."""
     cp_kv_bytes: int = 0
     """Bytes of one K, V block sent to the next rank of the cp ring (context parallelism)."""
+    boundary_gather_s: float = 0.0
+    """The receiving stage's TP AllGather of one boundary message (Megatron's pipeline
+    scatter/gather; 0 without it)."""
 
 
 def tp_prices(
@@ -57,7 +61,7 @@ def tp_prices(
     """Sums over a canonical list (2 blocks, pp 2, one micro-batch of one sequence: rank 0 holds
     one block). Every TP and pipeline message of the list is linear in the micro-batch
     (b*s*h activations, b*s loss values), so a micro-batch of b sequences scales them by b."""
-    block = embedding = head = 0.0
+    block = embedding = head = gather = 0.0
     boundary = kv = 0
     for item in items:
         if item.startup:
@@ -66,7 +70,9 @@ def tp_prices(
             boundary = item.nbytes * micro_batch
         if item.label == "cp/attention/kv":
             kv = item.nbytes * micro_batch
-        if item.axis is not Axis.TP or item.label == "tp/partial-grads":
+        if item.label == "pp/forward/gather":  # one per boundary message (count m = 1 here)
+            gather = item_time_s(item, pricer, shapes, micro_batch)
+        if item.axis is not Axis.TP or item.label == "tp/partial-grads" or item.label.startswith("pp/"):
             continue
         t = item.count * item_time_s(item, pricer, shapes, micro_batch)
         if item.label.startswith(("tp/attention", "tp/mlp")):
@@ -76,7 +82,7 @@ def tp_prices(
             embedding += t
         else:
             head += t
-    return TpPrices(block, embedding, head, boundary, kv)
+    return TpPrices(block, embedding, head, boundary, kv, gather)
 
 
 class DpPrices(NamedTuple):
