@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from modelplan.comm.ops import Axis, Collective
-from modelplan.plan.commlist import EXECUTOR_ALGO, bytes_per_rank, communication_list
+from modelplan.comm.exact import bytes_per_rank
+from modelplan.plan.commlist import EXECUTOR_ALGO, communication_list
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import MoESpec, TransformerSpec

@@ -46,7 +46,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from modelplan.comm.ops import Axis, Collective
+from modelplan.comm.ops import Algo, Axis, Collective
 from modelplan.plan.experts import expert_capacity
 from modelplan.plan.kernels import local_kv_heads
 from modelplan.plan.shard import unit_shards
@@ -59,11 +59,12 @@ A2A, AG, AR, BC, BAR, RS, P2P = (Collective.ALL_TO_ALL, Collective.ALL_GATHER, C
                                  Collective.BROADCAST, Collective.BARRIER, Collective.REDUCE_SCATTER,
                                  Collective.SEND_RECV)
 
-EXECUTOR_ALGO: dict[Collective, str] = {
-    AR: "ring", AG: "ring", RS: "ring", BC: "binomial", Collective.REDUCE: "binomial",
-    A2A: "pairwise", P2P: "direct", BAR: "dissemination",
+EXECUTOR_ALGO: dict[Collective, Algo] = {
+    AR: Algo.RING, AG: Algo.RING, RS: Algo.RING, BC: Algo.BINOMIAL, Collective.REDUCE: Algo.BINOMIAL,
+    A2A: Algo.PAIRWISE, P2P: Algo.DIRECT, BAR: Algo.DISSEMINATION,
 }
-"""The algorithm the executor's communicator runs for each operation (modelplan.execute.collectives)."""
+"""The algorithm the executor's communicator runs for each operation (modelplan.execute.collectives);
+the bytes each rank moves in one call of an item are `modelplan.comm.exact.bytes_per_rank` of it."""
 
 
 class CommItem(BaseModel):
@@ -89,30 +90,6 @@ class CommItem(BaseModel):
     """Group rank of the root (Broadcast)."""
     role: Literal["send", "recv"] | None = None
     """Side of a point-to-point transfer (price the sends; receives mirror them)."""
-
-
-def bytes_per_rank(op: Collective, algo: str, nbytes: int, group_size: int, group_rank: int = 0,
-                   root: int = 0, itemsize: int = 1) -> tuple[int, int]:
-    """(sent, received) bytes of one call on `group_rank` for the executor's algorithms.
-
-    TODO: switch to modelplan.comm.exact.bytes_per_rank when the comm branch lands (same rules).
-    """
-    p, n = group_size, nbytes
-    if p == 1 or op is BAR:
-        return 0, 0
-    if op is AR and algo == "ring":  # ring RS + AG over np.array_split chunks (Patarasuk & Yuan 2009)
-        q, rest = divmod(n // itemsize, p)
-        c = [(q + (i < rest)) * itemsize for i in range(p)]
-        r = group_rank
-        return 2 * n - c[r] - c[(r + 1) % p], 2 * n - c[(r - 1) % p] - c[r]
-    if op in (AG, RS, A2A):  # every block but one's own: (p-1)/p * n (nccl-tests busbw factor)
-        return n - n // p, n - n // p
-    if op is BC:  # binomial tree (MPICH): relative rank v receives once, sends to its children
-        v = (group_rank - root) % p
-        low = v & -v if v else p
-        children = sum(1 for k in range(p.bit_length()) if (1 << k) < low and v + (1 << k) < p)
-        return children * n, (n if v else 0)
-    raise ValueError(f"no per-rank byte rule for {op} with {algo}")
 
 
 def _sizes(spec: TransformerSpec, training: TrainingSpec, element_bytes: int | None) -> tuple[int, int, int]:
