@@ -121,4 +121,3 @@ def test_network_spec_exit_2_one_line():
     result = run("plan", "mlp", "--gpus", "8", "--cluster", "dgx-a100")
     assert result.exit_code == 2
     assert result.output.strip() == "error: planning network specs is not supported yet (transformers only)"
-
