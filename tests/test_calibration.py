@@ -38,7 +38,8 @@ def test_published_plan_fits_in_80_gb(run):
 
 
 def test_mean_absolute_error_stays_small():
-    """Drift guard: the whole table's mean absolute error is under 8 % (2.4 % when written)."""
+    """Drift guard: the whole table's mean absolute error is under 8 % (2.4 % when written, 1.5 %
+    with the pipeline scatter/gather)."""
     errors = [abs(calibrate(case, A100).error) for case in CASES.values()]
     assert sum(errors) / len(errors) < 0.08
 

@@ -131,6 +131,7 @@ def test_compare_without_predictions_uses_the_planner(tmp_path):
 
 
 def test_compare_a_plan_the_planner_cannot_price_is_one_line_exit_2(tmp_path):
-    """No predictions and a plan outside the planner's model (cp = 2): one line, exit 2."""
-    a = _write(tmp_path / "a.json", Plan(dp=4, cp=2))
-    _one_line_error(runner.invoke(app, ["compare", str(a), str(a)]))
+    """No predictions and a plan the planner cannot price (cp = 3 does not divide seq_len): one
+    line naming the numbers, exit 2 (cp itself is planned since context parallelism was added)."""
+    a = _write(tmp_path / "a.json", Plan(dp=4, cp=3))
+    assert "cp (3) must divide seq_len" in _one_line_error(runner.invoke(app, ["compare", str(a), str(a)]))

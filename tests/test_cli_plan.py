@@ -43,6 +43,24 @@ def test_output_writes_the_best_plan_document(tmp_path):
     assert read_plan_document(out).plan.model_dump(mode="json") == best
 
 
+def test_ep_option_fixes_expert_parallelism():
+    """--ep 8 on Mixtral 8x7B: every ranked plan splits the 8 experts over 8 ranks (ep column)."""
+    result = run("plan", "mixtral-8x7b", "--gpus", "64", "--cluster", "dgx-h100", "--ep", "8", "--tp", "1",
+                 "--pp", "2", "--zero", "1", "--recompute", "none", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["plans"] and {p["plan"]["ep"] for p in doc["plans"]} == {8}
+    assert all(p["predictions"]["step_time"]["ep_comm_s"] > 0 for p in doc["plans"])
+
+
+def test_ep_that_does_not_divide_the_experts_exit_2():
+    """--ep 3 on 8 experts: one line naming both numbers, exit 2."""
+    result = run("plan", "mixtral-8x7b", "--gpus", "48", "--cluster", "dgx-h100", "--tp", "1", "--pp", "1",
+                 "--batch", "96", "--ep", "3")
+    assert result.exit_code == 2
+    assert "ep (3) must divide moe.num_experts (8)" in result.output and result.output.count("\n") == 1
+
+
 def test_explain_a_plan_that_fits(tmp_path):
     """--explain re-evaluates a written plan and says it fits (exit 0)."""
     out = tmp_path / "plan.json"

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from modelplan.comm.ops import Axis, Collective
-from modelplan.plan.commlist import EXECUTOR_ALGO, bytes_per_rank, communication_list
+from modelplan.comm.exact import bytes_per_rank
+from modelplan.plan.commlist import EXECUTOR_ALGO, communication_list
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import MoESpec, TransformerSpec
@@ -88,6 +89,37 @@ def test_pipeline_sends_bsh_each_way_per_microbatch():
     msg = 2048 * 4096 * 2
     assert sent(items, pp_rank=1, axis=Axis.PP) == 16 * msg
     assert sent(items, pp_rank=0, axis=Axis.PP) == sent(items, pp_rank=3, axis=Axis.PP) == 8 * msg
+
+
+def test_scatter_gather_sends_one_tp_chunk_and_gathers_over_tp():
+    """tp 4, pp 2, m 8, b 1, s 2048, h 4096, bf16, no SP (Narayanan et al. 2021 sec. 4.1): each TP
+    rank of stage 0 sends 8 activations of 2048*4096*2/4 = 4,194,304 B; stage 1 all-gathers each
+    into the 16,777,216-B tensor over TP, sending (t-1)/t of it: 8 x 12,582,912 B."""
+    training = TrainingSpec(global_batch=8, seq_len=2048)
+    items = communication_list(LLAMA_7B, training, Plan(tp=4, pp=2))
+    assert sent(items, pp_rank=0, axis=Axis.PP) == 8 * 2048 * 4096 * 2 // 4 == 8 * 4_194_304
+    gathers = [i for i in items if i.label == "pp/forward/gather"]
+    assert [(i.op, i.axis, i.nbytes, i.count, i.pp_ranks) for i in gathers] == [
+        (Collective.ALL_GATHER, Axis.TP, 16_777_216, 8, (1,))]
+    assert sent(items, pp_rank=1, label_prefix="pp/forward/gather") == 8 * 12_582_912
+
+
+def test_scatter_gather_is_off_with_sequence_parallelism_or_when_asked():
+    """With SP the boundary tensor is already a b*s/t*h sequence shard, different on each TP rank:
+    Megatron sends it whole and gathers nothing; scatter_gather=False sends the full b*s*h."""
+    training = TrainingSpec(global_batch=8, seq_len=2048)
+    for plan, msg in ((Plan(tp=4, pp=2, sequence_parallel=True), 2048 // 4 * 4096 * 2),
+                      (Plan(tp=4, pp=2, scatter_gather=False), 2048 * 4096 * 2)):
+        items = communication_list(LLAMA_7B, training, plan)
+        assert {i.nbytes for i in items if i.axis is Axis.PP and i.op is Collective.SEND_RECV} == {msg}
+        assert not [i for i in items if i.label.endswith("/gather")]
+
+
+def test_scatter_gather_falls_back_when_tp_does_not_divide_the_tensor():
+    """Megatron sends whole tensors when tp does not divide their size: 12 elements split over
+    tp 4, 10 do not."""
+    plan = Plan(tp=4, pp=2)
+    assert plan.pipeline_scatter_gather(12) and not plan.pipeline_scatter_gather(10)
 
 
 def test_interleaving_multiplies_pipeline_traffic():

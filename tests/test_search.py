@@ -91,8 +91,9 @@ def test_network_specs_are_planned():
     assert result.best and result.best[0].plan.world_size == 8
 
 
-def test_moe_models_are_not_planned_yet():
-    """MoE planning is a later issue: one-line error naming the experts."""
+def test_moe_models_are_planned():
+    """MoE specs are planned (details in tests/test_plan_moe.py): every ranked plan's ep divides
+    both dp and the 8 experts."""
     moe = GPT2.model_copy(update={"moe": MoESpec(num_experts=8, top_k=2, expert_ffn_hidden=3072)})
-    with pytest.raises(SpecError, match=r"planning MoE models is not supported yet \(moe.num_experts = 8\)"):
-        search_plans(moe, TRAIN, A100, 8)
+    result = search_plans(moe, TRAIN, A100, 8, top_k=5)
+    assert result.best and all(e.plan.dp % e.plan.ep == 0 and 8 % e.plan.ep == 0 for e in result.best)

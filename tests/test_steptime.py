@@ -166,10 +166,14 @@ def test_invalid_plan_is_a_one_line_error():
 
 
 def test_pipeline_send_is_the_lists_activation():
-    """The communication list sends b*s*h between stages (b*s*h/t with SP: already sharded),
-    over one NIC when tp x dp fills a node."""
-    b, s, h = 1, 1024, 1024
+    """The communication list sends b*s*h between stages over one NIC when tp x dp fills a node;
+    with Megatron's scatter/gather (default, tp 4, no SP) each TP rank sends b*s*h/4 and the
+    receiver all-gathers b*s*h over NVLink, (t-1)/t of it per rank (Narayanan et al. 2021 sec.
+    4.1); with SP the tensor is already b*s*h/t and nothing is gathered."""
+    b, s, h, t = 1, 1024, 1024, 4
     ev = Evaluator(gpt(hidden=h), TrainingSpec(global_batch=8, seq_len=s), ideal_cluster())
-    assert ev.shapes(4, 2, 2)[Axis.PP].crosses_nodes
-    assert ev.p2p_s(4, False, b, 2, 2) == pytest.approx(b * s * h * 2 / INTER_BPS)
-    assert ev.p2p_s(4, True, b, 2, 2) == pytest.approx(b * s * h * 2 / 4 / INTER_BPS)
+    tensor = b * s * h * 2  # bytes, bf16
+    assert ev.shapes(t, 2, 2)[Axis.PP].crosses_nodes
+    assert ev.p2p_s(t, False, b, 2, 2, scatter_gather=False) == pytest.approx(tensor / INTER_BPS)
+    assert ev.p2p_s(t, False, b, 2, 2) == pytest.approx(tensor / t / INTER_BPS + (t - 1) / t * tensor / INTRA_BPS)
+    assert ev.p2p_s(t, True, b, 2, 2) == pytest.approx(tensor / t / INTER_BPS)

@@ -71,6 +71,18 @@ def test_dp_tp_pp_2x2x2():
     assert_passes(LLAMA, Plan(dp=2, tp=2, pp=2))
 
 
+@pytest.mark.parametrize("scatter_gather", [True, False])
+def test_pipeline_scatter_gather_matches_the_list(scatter_gather):
+    """tp 2, pp 2, no SP: with Megatron's scatter/gather each TP rank sends its half of every
+    boundary tensor and the receiver all-gathers it; the ledger matches the list byte for byte.
+    Each of the 4 ranks sends m = 8 messages (stage 0 activations, stage 1 gradients) of
+    1 x 8 x 16 float64 = 1,024 B, or its 512-B half with the split."""
+    report = assert_passes(GPT, Plan(tp=2, pp=2, scatter_gather=scatter_gather))
+    pp_row = next(r for r in report.rows if r.name == "bytes send_recv/pp")
+    per_rank = 1 * 8 * 16 * 8 // (2 if scatter_gather else 1)
+    assert pp_row.measured == 4 * 8 * per_rank  # 4 ranks (2 TP x 2 stages), each sends m = 8 messages
+
+
 def test_tensor_parallel_with_sequence_parallel():
     """tp = 2 with sequence parallelism: AllGather/ReduceScatter, norms on sequence shards."""
     report = assert_passes(GPT, Plan(tp=2, sequence_parallel=True))

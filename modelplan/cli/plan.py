@@ -28,6 +28,10 @@ PpOpt = _range_opt("--pp", "Pipeline-parallel size: 4, 1..16 or 2,4 [default: ev
 DpOpt = _range_opt("--dp", "Data-parallel size (fixing it fixes pp = gpus / (tp * dp)).")
 VppOpt = _range_opt("--vpp", "Model chunks per pipeline rank (>= 2 means the interleaved schedule).")
 MicroOpt = _range_opt("--micro-batch", "Sequences per micro-batch: 1, 1..8 or 1,2,4.")
+CpOpt = _range_opt("--cp", "Context-parallel size (sequence split for attention; planned only, not executed by "
+                   "verify): 2, 1..8 or 2,4 [default: 1, or every valid value from seq 32768 on].")
+EpOpt = _range_opt("--ep", "Expert-parallel size (MoE; experts split over data-parallel ranks): 8, 1..8 or 2,4,8 "
+                   "[default: every divisor of dp that divides num_experts].")
 ZeroOpt = _range_opt("--zero", "ZeRO stages to consider: 1, 0..1 or 0,1,3 [default: 0..3].")
 RecomputeListOpt = _range_opt("--recompute", "Activation recompute: none, selective, full, or a comma list.")
 ScheduleOpt = _range_opt("--schedule", "Pipeline schedules: 1f1b, interleaved, gpipe (comma list) [default: 1f1b,interleaved].")
@@ -115,6 +119,8 @@ def plan_cmd(
     dp: DpOpt = None,
     vpp: VppOpt = None,
     micro_batch: MicroOpt = None,
+    ep: EpOpt = None,
+    cp: CpOpt = None,
     max_tp: Annotated[Optional[int], typer.Option("--max-tp", min=1, help="Largest tensor-parallel size to consider.", show_default=False)] = None,
     recompute: RecomputeListOpt = None,
     sequence_parallel: Annotated[Optional[bool], typer.Option("--sequence-parallel/--no-sequence-parallel", help="Fix sequence parallelism on or off [default: try both].", show_default=False)] = None,
@@ -150,7 +156,7 @@ def plan_cmd(
     space = SearchSpace(
         tp=parse_choice(tp, "tp"), pp=parse_choice(pp, "pp"), dp=parse_choice(dp, "dp"),
         vpp=parse_choice(vpp, "vpp"), micro_batch=parse_choice(micro_batch, "micro-batch"),
-        max_tp=max_tp,
+        ep=parse_choice(ep, "ep"), cp=parse_choice(cp, "cp"), max_tp=max_tp,
         recompute=parse_words(recompute, "recompute", ("none", "selective", "full")),
         sequence_parallel=None if sequence_parallel is None else [sequence_parallel],
         zero=_zero_values(zero) if zero is not None else None,

@@ -10,12 +10,16 @@ TIME_LABELS = {
     "compute_s": "compute (GEMMs + memory-bound ops)",
     "recompute_s": "recompute forward",
     "tp_comm_s": "TP collectives (exposed)",
+    "ep_comm_s": "EP all-to-all (exposed)",
+    "cp_comm_s": "CP K/V ring (exposed)",
     "pp_comm_s": "PP send/recv (exposed)",
     "bubble_s": "pipeline bubble",
     "dp_comm_s": "DP / ZeRO traffic (exposed)",
     "embedding_sync_s": "tied-embedding sync",
     "optimizer_s": "optimizer step",
 }
+OPTIONAL_TERMS = ("ep_comm_s", "cp_comm_s")
+"""Time terms shown only when the plan has them (MoE all-to-all, context-parallel ring)."""
 SHORT = {"interleaved": "intl", "1f1b": "1f1b", "gpipe": "gpipe", "none": "none", "selective": "sel", "full": "full"}
 MEMORY_LABELS = ("weights", "gradients", "optimizer", "activations", "comm_buffers", "fragmentation", "reserved")
 
@@ -32,6 +36,10 @@ def bar(value: float, total: float, width: int = 24) -> str:
 def plan_label(plan) -> str:
     """tp8 pp4 dp32 vpp3 mb2: a compact name of a plan."""
     parts = [f"tp{plan.tp}", f"pp{plan.pp}", f"dp{plan.dp}"]
+    if plan.ep > 1:
+        parts.append(f"ep{plan.ep}")
+    if plan.cp > 1:
+        parts.append(f"cp{plan.cp}")
     if plan.vpp > 1:
         parts.append(f"vpp{plan.vpp}")
     parts.append(f"mb{plan.micro_batch}")
@@ -78,6 +86,8 @@ def print_estimate(spec, training, cluster, est, title: str | None = None, conso
     for col, justify in (("term", "left"), ("seconds", "right"), ("share", "right"), ("", "left")):
         table.add_column(col, justify=justify)
     for key, value in est.step.terms().items():
+        if key in OPTIONAL_TERMS and value == 0:
+            continue
         table.add_row(TIME_LABELS[key], f"{value:.3f}", f"{100 * value / step:.1f}%", bar(value, step))
     table.add_row("[bold]step[/bold]", f"[bold]{step:.3f}[/bold]", "100%", "")
     console.print(table)
@@ -86,6 +96,8 @@ def print_estimate(spec, training, cluster, est, title: str | None = None, conso
         hidden.append(f"DP traffic {est.step.dp_comm_total_s:.3f} s in all")
     if est.step.tp_hidden_s > 0:
         hidden.append(f"TP traffic hidden {est.step.tp_hidden_s:.3f} s")
+    if est.step.cp_hidden_s > 0:
+        hidden.append(f"CP ring traffic hidden behind attention {est.step.cp_hidden_s:.3f} s")
     if hidden:
         console.print(f"[dim]{'; '.join(hidden)}[/dim]")
     mem = Table(title="Memory per GPU (largest stages)", title_justify="left", show_edge=False, pad_edge=False)
@@ -113,13 +125,18 @@ def print_search(spec, training, cluster, result, headroom: float, output: Path 
     cols = ("#", "tp", "pp", "dp", "vpp", "mb", "sched", "SP", "recomp", "ZeRO", "step s", _rate(spec), "MFU", "memory")
     for col in cols:
         table.add_column(col, justify="left" if col in ("sched", "recomp") else "right", no_wrap=True)
+
+    extra = [axis for axis in ("ep", "cp") if any(getattr(e.plan, axis) > 1 for e in result.best)]
+    for col in extra:  # parallel axes shown only when some ranked plan uses them
+        table.add_column(col, justify="right", no_wrap=True)
     for i, est in enumerate(result.best, 1):
         p = est.plan
         table.add_row(
             str(i), str(p.tp), str(p.pp), str(p.dp), str(p.vpp), str(p.micro_batch), SHORT.get(p.schedule, p.schedule),
             "on" if p.sequence_parallel else "off", SHORT.get(str(p.recompute or training.recompute), ""), str(p.zero),
             f"{est.step.step_time_s:.3f}", f"{est.tokens_per_s:,.0f}", f"{100 * est.mfu:.1f}%",
-            f"{est.peak_memory_bytes / 1e9:.1f}G", style="bold" if i == 1 else None,
+            f"{est.peak_memory_bytes / 1e9:.1f}G", *[str(getattr(p, axis)) for axis in extra],
+            style="bold" if i == 1 else None,
         )
     console.print(table)
     console.print()

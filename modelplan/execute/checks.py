@@ -14,12 +14,13 @@ from collections import defaultdict
 import numpy as np
 
 from modelplan.comm.communicator import Ledger
+from modelplan.comm.exact import bytes_per_rank
 from modelplan.comm.ops import Axis, Collective
 from modelplan.execute.engine import RankResult
 from modelplan.execute.params import ParamDef
 from modelplan.execute.report import VerifyRow
 from modelplan.execute.timeline import Span, bubble_fraction
-from modelplan.plan.commlist import EXECUTOR_ALGO, CommItem, bytes_per_rank
+from modelplan.plan.commlist import EXECUTOR_ALGO, CommItem
 from modelplan.plan.grid import RankCoords
 from modelplan.plan.schedule import Step
 from modelplan.plan.shard import RankElements

@@ -162,7 +162,10 @@ class RankProgram:
         self.dp = DataParallel(comm, self.plan.dp, self.groups.tp, self.groups.embedding, job.optimizer)
         self.m = job.num_microbatches
         self.schedules = job.schedules()
-        self.p2p = PipelineP2P(comm, self.groups.pp, self.schedules, self.plan.vpp)
+        shape = (self.plan.micro_batch, job.training.seq_len, self.spec.hidden)  # boundary tensor without SP
+        split = self.plan.pipeline_scatter_gather(shape[0] * shape[1] * shape[2])
+        self.p2p = PipelineP2P(comm, self.groups.pp, self.schedules, self.plan.vpp,
+                               self.groups.tp if split else None, shape)
         num_stages = self.plan.pp * self.plan.vpp
         all_units = stage_units(self.spec, num_stages)
         self.stages = [stage_index(self.coords.pp_rank, c, self.plan.pp) for c in range(self.plan.vpp)]

@@ -9,6 +9,11 @@ arriving message under its (kind, micro-batch, stage) key until the step that ne
 
 Every executed step is recorded with the messages it consumed and sent, numbered per
 (sender, receiver) pair: enough to rebuild a Lamport clock of the run afterwards.
+
+Scatter/gather (Narayanan et al. 2021, sec. 4.1; Megatron-LM `split_tensor_into_1d_equal_chunks`
+and `gather_split_1d_tensor`): when the plan's rule says so, every TP rank sends only its 1/tp
+slice of the flattened boundary tensor (all TP ranks hold the same tensor) and the receiver
+AllGathers the slices over its TP group before the step that consumes them.
 """
 
 from __future__ import annotations
@@ -61,8 +66,12 @@ def _messages_to(schedules: list[list[Step]], src: int, dst: int, pp: int, vpp: 
 class PipelineP2P:
     """This rank's pipeline sends/receives with keyed mailboxes and message numbering."""
 
-    def __init__(self, comm: Communicator, pp_group: Group, schedules: list[list[Step]], vpp: int) -> None:
+    def __init__(self, comm: Communicator, pp_group: Group, schedules: list[list[Step]], vpp: int,
+                 scatter_gather: Group | None = None, boundary_shape: tuple[int, ...] = ()) -> None:
+        """`scatter_gather`: the TP group to split sends over and gather receives from (None: whole
+        tensors); `boundary_shape`: the (b, s, h) shape a gathered message takes."""
         self.comm, self.group, self.vpp = comm, pp_group, vpp
+        self.tp_group, self.boundary_shape = scatter_gather, boundary_shape
         self.pp = pp_group.size
         self.pp_rank = pp_group.index(comm.rank)
         self._expected = {src: deque(_messages_to(schedules, src, self.pp_rank, self.pp, vpp)) for src in range(self.pp)}
@@ -77,6 +86,8 @@ class PipelineP2P:
     def send(self, key: MessageKey, x: np.ndarray) -> tuple[int, int]:
         """Post x to the owner of key's stage; returns (destination, message number)."""
         dst = self.owner(key[2])
+        if self.tp_group is not None:  # this TP rank's 1/tp slice of the flattened tensor
+            x = np.split(np.ravel(x), self.tp_group.size)[self.tp_group.index(self.comm.rank)].copy()
         self.comm.send(x, dst, self.group, label="pp/forward" if key[0] == "F" else "pp/backward")
         self._sent[dst] = self._sent.get(dst, 0) + 1
         return dst, self._sent[dst]
@@ -92,4 +103,8 @@ class PipelineP2P:
             x = self.comm.recv(src, self.group, label="pp/forward" if arrived[0] == "F" else "pp/backward")
             self._received[src] = self._received.get(src, 0) + 1
             self._mailbox[arrived] = (x, (src, self._received[src]))
-        return self._mailbox.pop(key)
+        x, number = self._mailbox.pop(key)
+        if self.tp_group is not None:  # every TP rank of this stage consumes the same keys in order
+            label = "pp/forward/gather" if key[0] == "F" else "pp/backward/gather"
+            x = self.comm.all_gather(x, self.tp_group, axis=0, label=label).reshape(self.boundary_shape)
+        return x, number

@@ -40,13 +40,28 @@ def group_shape(size: int, stride: int, gpus_per_node: int) -> GroupShape:
     return GroupShape(size, max(1, min(size, gpus_per_node // stride)))
 
 
-def plan_group_shapes(tp: int, cp: int, dp: int, pp: int, gpus_per_node: int) -> dict[Axis, GroupShape]:
-    """Group shape of every axis of a tp-cp-dp-pp grid (Megatron order: tp fastest)."""
+EXPERT_DP = "expert_dp"
+"""Key of the expert-data-parallel group in `plan_group_shapes` (the dp/ep ranks that hold the
+same experts and reduce their gradients; the ledger files it under the DP axis)."""
+
+
+def plan_group_shapes(tp: int, cp: int, dp: int, pp: int, gpus_per_node: int, ep: int = 1
+                      ) -> dict[Axis | str, GroupShape]:
+    """Group shape of every axis of a tp-cp-dp-pp grid (Megatron order: tp fastest). The DP
+    entry is the gradient-reduction group, dp x cp consecutive ranks of stride tp (Megatron's
+    data-parallel group with cp); ep groups are blocks of ep consecutive dp ranks; the
+    expert-data-parallel group is every ep-th dp rank, with all its cp ranks."""
+    expert_ranks = [tp * (c + cp * d) for d in range(0, dp, ep) for c in range(cp)]
+    per_node: dict[int, int] = {}
+    for r in expert_ranks:
+        per_node[r // gpus_per_node] = per_node.get(r // gpus_per_node, 0) + 1
     return {
         Axis.TP: group_shape(tp, 1, gpus_per_node),
         Axis.CP: group_shape(cp, tp, gpus_per_node),
-        Axis.DP: group_shape(dp, tp * cp, gpus_per_node),
+        Axis.DP: group_shape(dp * cp, tp, gpus_per_node),
         Axis.PP: group_shape(pp, tp * cp * dp, gpus_per_node),
+        Axis.EP: group_shape(ep, tp * cp, gpus_per_node),
+        EXPERT_DP: GroupShape(len(expert_ranks), max(per_node.values())) if len(expert_ranks) > 1 else GroupShape(1, 1),
     }
 
 

@@ -11,10 +11,22 @@ made `count` times per step by each rank of the pipeline stages in `pp_ranks`:
   vocabulary-parallel loss combines per-token max (AllGather), target logit and sum of
   exponentials (AllReduce, b*s each). Full recompute repeats every block's forward calls.
 - expert parallel: per MoE layer and micro-batch, AllToAll dispatch and combine in forward and
-  in backward, each of num_experts * b*s * h elements (fixed-capacity dispatch buffers).
+  in backward (and again in the recompute forward), each of num_experts * capacity * h elements
+  (`plan/experts.py`: capacity = b*s token slots per expert for the executor's dense dispatch,
+  ceil(cf * b*s * top_k / num_experts) when `capacity_factor` is given, as the planner does).
 - pipeline: per micro-batch and chunk, a send of b*s*h (b*s/tp*h under sequence parallelism)
-  to the next stage in forward and to the previous one in backward, and the matching receives.
-- data parallel / ZeRO, per unit (see `plan/shard.py` for units and padding): AllReduce of the
+  to the next stage in forward and to the previous one in backward, and the matching receives;
+  with Megatron's scatter/gather (`Plan.pipeline_scatter_gather`: tp > 1, no sequence
+  parallelism; Narayanan et al. 2021 sec. 4.1) the send is b*s*h/tp and the receiving stage
+  all-gathers the b*s*h tensor over TP.
+- context parallel (planner only: the executor refuses cp > 1): every rank holds s/cp tokens of
+  each sequence, so every activation message above is b*(s/cp)*h; per block and micro-batch the
+  K and V blocks (2*b*(s/cp)*kv_width/tp) travel the cp ring in cp - 1 send/recv steps in forward
+  (again in the recompute forward) and in backward, where the dK, dV accumulators travel with
+  them (ring attention, Liu et al. 2023; Megatron-core/TE cp_comm_type 'p2p'). The forward's
+  (cp-1)/cp * 2*b*s*kv_width/tp per rank is the volume of an AllGather of K and V.
+- data parallel / ZeRO, per unit (see `plan/shard.py` for units and padding; the group is the
+  dp*cp ranks, or dp*cp/ep for routed experts, Megatron's data-parallel group with cp): AllReduce of the
   gradients (zero 0); ReduceScatter once (zero 1) or per micro-batch (zero 2, 3); AllGather of
   the parameters after the update (zero 1, 2) or before every forward and backward (zero 3).
   Gradients that are partial sums over tp are all-reduced over tp first; the tied word
@@ -34,7 +46,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from modelplan.comm.ops import Axis, Collective
+from modelplan.comm.ops import Algo, Axis, Collective
+from modelplan.plan.experts import expert_capacity
+from modelplan.plan.kernels import local_kv_heads
 from modelplan.plan.shard import unit_shards
 from modelplan.plan.stages import stage_layers, stage_units
 from modelplan.specs.plan import Plan
@@ -45,11 +59,12 @@ A2A, AG, AR, BC, BAR, RS, P2P = (Collective.ALL_TO_ALL, Collective.ALL_GATHER, C
                                  Collective.BROADCAST, Collective.BARRIER, Collective.REDUCE_SCATTER,
                                  Collective.SEND_RECV)
 
-EXECUTOR_ALGO: dict[Collective, str] = {
-    AR: "ring", AG: "ring", RS: "ring", BC: "binomial", Collective.REDUCE: "binomial",
-    A2A: "pairwise", P2P: "direct", BAR: "dissemination",
+EXECUTOR_ALGO: dict[Collective, Algo] = {
+    AR: Algo.RING, AG: Algo.RING, RS: Algo.RING, BC: Algo.BINOMIAL, Collective.REDUCE: Algo.BINOMIAL,
+    A2A: Algo.PAIRWISE, P2P: Algo.DIRECT, BAR: Algo.DISSEMINATION,
 }
-"""The algorithm the executor's communicator runs for each operation (modelplan.execute.collectives)."""
+"""The algorithm the executor's communicator runs for each operation (modelplan.execute.collectives);
+the bytes each rank moves in one call of an item are `modelplan.comm.exact.bytes_per_rank` of it."""
 
 
 class CommItem(BaseModel):
@@ -77,30 +92,6 @@ class CommItem(BaseModel):
     """Side of a point-to-point transfer (price the sends; receives mirror them)."""
 
 
-def bytes_per_rank(op: Collective, algo: str, nbytes: int, group_size: int, group_rank: int = 0,
-                   root: int = 0, itemsize: int = 1) -> tuple[int, int]:
-    """(sent, received) bytes of one call on `group_rank` for the executor's algorithms.
-
-    TODO: switch to modelplan.comm.exact.bytes_per_rank when the comm branch lands (same rules).
-    """
-    p, n = group_size, nbytes
-    if p == 1 or op is BAR:
-        return 0, 0
-    if op is AR and algo == "ring":  # ring RS + AG over np.array_split chunks (Patarasuk & Yuan 2009)
-        q, rest = divmod(n // itemsize, p)
-        c = [(q + (i < rest)) * itemsize for i in range(p)]
-        r = group_rank
-        return 2 * n - c[r] - c[(r + 1) % p], 2 * n - c[(r - 1) % p] - c[r]
-    if op in (AG, RS, A2A):  # every block but one's own: (p-1)/p * n (nccl-tests busbw factor)
-        return n - n // p, n - n // p
-    if op is BC:  # binomial tree (MPICH): relative rank v receives once, sends to its children
-        v = (group_rank - root) % p
-        low = v & -v if v else p
-        children = sum(1 for k in range(p.bit_length()) if (1 << k) < low and v + (1 << k) < p)
-        return children * n, (n if v else 0)
-    raise ValueError(f"no per-rank byte rule for {op} with {algo}")
-
-
 def _sizes(spec: TransformerSpec, training: TrainingSpec, element_bytes: int | None) -> tuple[int, int, int]:
     """(activation, gradient, loss-value) bytes per element."""
     if element_bytes is not None:
@@ -109,15 +100,19 @@ def _sizes(spec: TransformerSpec, training: TrainingSpec, element_bytes: int | N
 
 
 def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan,
-                       element_bytes: int | None = None) -> list[CommItem]:
-    """Every communication call of one step (and of the start-up) under `plan`."""
+                       element_bytes: int | None = None, capacity_factor: float | None = None) -> list[CommItem]:
+    """Every communication call of one step (and of the start-up) under `plan`.
+
+    `capacity_factor` sizes the MoE dispatch buffers (None: the executor's one slot per local
+    token per expert; see `plan/experts.py`)."""
     act, grad, loss_b = _sizes(spec, training, element_bytes)
     param = act
     m = plan.num_microbatches(training.global_batch)
-    b, s, h, tp, pp, vpp = plan.micro_batch, training.seq_len, spec.hidden, plan.tp, plan.pp, plan.vpp
+    b, s, h, tp, pp, vpp = plan.micro_batch, training.seq_len // plan.cp, spec.hidden, plan.tp, plan.pp, plan.vpp
     recompute = (plan.recompute or training.recompute) == "full"
     sp = plan.sequence_parallel
-    tokens = b * s
+    tokens = b * s  # this rank's tokens of the micro-batch (s is the local sequence s/cp)
+    kv = 2 * tokens * local_kv_heads(spec.num_kv_heads, tp) * spec.dim_head * act  # K and V blocks
     last = pp * vpp - 1
     units = stage_units(spec, pp * vpp)
     shards = unit_shards(spec, plan)
@@ -158,17 +153,30 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
                 add(AR, Axis.TP, tp, tokens * loss_b, m, "tp/cross-entropy/sum")
             # expert parallel: dispatch + combine, forward (again under recompute) and backward
             if spec.moe is not None:
-                a2a = spec.moe.num_experts * tokens * h * act
+                capacity = expert_capacity(tokens, spec.moe, capacity_factor)
+                a2a = spec.moe.num_experts * capacity * h * act  # (E, capacity, h) buffer
                 for label in ("ep/dispatch", "ep/combine"):
                     add(A2A, Axis.EP, plan.ep, a2a, (fwd_runs + m) * moe_layers, label)
-            # pipeline: activations forward, gradients backward
-            msg = b * (s // tp if sp else s) * h * act
+            # context parallel: K, V around the ring (forward, recompute, backward) and dK, dV (backward)
+            ring = (plan.cp - 1) * len(layers)
+            for role in ("send", "recv"):
+                add(P2P, Axis.CP, plan.cp, kv, (fwd_runs + m) * ring, "cp/attention/kv", role=role)
+                add(P2P, Axis.CP, plan.cp, kv, m * ring, "cp/attention/dkv", role=role)
+            # pipeline: activations forward, gradients backward; with scatter/gather each TP rank
+            # sends its 1/tp chunk and the receiving stage all-gathers them over TP
+            numel = b * (s // tp if sp else s) * h
+            split = plan.pipeline_scatter_gather(numel)
+            msg = (numel // tp if split else numel) * act
             if v < last:
                 add(P2P, Axis.PP, pp, msg, m, "pp/forward", role="send")
                 add(P2P, Axis.PP, pp, msg, m, "pp/backward", role="recv")
+                if split:
+                    add(AG, Axis.TP, tp, numel * act, m, "pp/backward/gather")
             if v > 0:
                 add(P2P, Axis.PP, pp, msg, m, "pp/forward", role="recv")
                 add(P2P, Axis.PP, pp, msg, m, "pp/backward", role="send")
+                if split:
+                    add(AG, Axis.TP, tp, numel * act, m, "pp/forward/gather")
             # data parallel / ZeRO, unit by unit
             for unit in units[v]:
                 if unit not in shards:

@@ -37,7 +37,8 @@ def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroo
             tp_comm_s=ev.tp_comm_s, pp_comm_s=ev.pp_comm_s, bubble_s=ev.bubble_s,
             dp_comm_s=ev.dp_comm_s, embedding_sync_s=ev.embedding_sync_s,
             optimizer_s=ev.optimizer_s, dp_comm_total_s=ev.dp_comm_total_s,
-            tp_hidden_s=ev.tp_hidden_s,
+            tp_hidden_s=ev.tp_hidden_s, ep_comm_s=ev.ep_comm_s, cp_comm_s=ev.cp_comm_s,
+            cp_hidden_s=ev.cp_hidden_s,
         ),
         tokens_per_s=tokens / step,
         model_tflops_per_gpu=ev.model_flops / step / n / 1e12,
@@ -51,7 +52,7 @@ def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroo
         peak_memory_bytes=ev.peak_memory_bytes,
         memory_budget_bytes=budget,
         fits=ev.peak_memory_bytes <= budget,
-        notes=plan_notes(evaluator.spec, plan, evaluator.cost.vocab_divisible_by),
+        notes=plan_notes(evaluator.spec, plan, evaluator.cost.vocab_divisible_by, evaluator.capacity_factor),
     )
 
 
@@ -59,12 +60,10 @@ def evaluate_plan(
     evaluator: Evaluator, plan: Plan, memory_headroom: float = 0.0
 ) -> PlanEstimate:
     """Price a plan already known to be valid (the search's final step)."""
-    if plan.cp != 1 or plan.ep != 1:
-        raise SpecError(f"cp ({plan.cp}) and ep ({plan.ep}) > 1 are not modelled by the planner yet")
     recompute = plan.recompute or evaluator.training.recompute
     ev = evaluator.evaluate(
         plan.tp, plan.pp, plan.dp, plan.vpp, plan.micro_batch, plan.schedule,
-        plan.sequence_parallel, recompute, plan.zero,
+        plan.sequence_parallel, recompute, plan.zero, plan.ep, plan.cp, plan.scatter_gather,
     )
     return to_estimate(evaluator, ev, plan, memory_headroom)
 

@@ -76,6 +76,38 @@ def local_kv_heads(kv_heads: int, tp: int) -> int:
     return kv_heads // tp if kv_heads >= tp else 1
 
 
+def moe_mlp_kernels(
+    spec: TransformerSpec, tp: int, ep: int, tokens: int, dtype_bytes: int, capacity: int
+) -> tuple[list[Gemm], list[Elementwise]]:
+    """The MoE MLP of one block on one TP rank of one expert-parallel rank (Megatron-core
+    grouped GEMM experts, all-to-all dispatcher): the router on every token (replicated over tp),
+    permute into the (E, capacity, h) dispatch buffer, the E/ep local experts each on the
+    ep * capacity slots received (column/row split over tp like a dense MLP), unpermute with the
+    combine weights, and the shared experts on every token. `capacity`: `plan/experts.py`."""
+    moe, d, h = spec.moe, dtype_bytes, spec.hidden
+    E, local, rows = moe.num_experts, moe.num_experts // ep, ep * capacity
+    f = moe.expert_ffn_hidden // tp
+    inputs = 2 if spec.gated_mlp else 1
+    gemms = [
+        Gemm("mlp/router", tokens, E, h),  # (T, h) @ (h, E), every tp rank
+        Gemm("mlp/experts/in", rows, inputs * f, h, local),  # column-parallel, one per local expert
+        Gemm("mlp/experts/out", rows, h, f, local),  # row-parallel
+    ]
+    buffer = E * capacity * h  # values of one dispatch buffer
+    act_bytes = (3 * d, 5 * d) if spec.gated_mlp else (2 * d, 3 * d)
+    ew = [
+        Elementwise("mlp/router/softmax_topk", tokens * E, 2 * d, 3 * d),
+        Elementwise("mlp/permute", buffer, 2 * d, 2 * d),  # gather tokens into slots (bwd: scatter-add)
+        Elementwise("mlp/unpermute", buffer, 2 * d, 3 * d),  # weighted combine (bwd: also dweights)
+        Elementwise("mlp/experts/act", local * rows * f, *act_bytes),
+    ]
+    if moe.shared_experts:
+        fs = moe.shared_experts * (moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden) // tp
+        gemms += [Gemm("mlp/shared/in", tokens, inputs * fs, h), Gemm("mlp/shared/out", tokens, h, fs)]
+        ew.append(Elementwise("mlp/shared/act", tokens * fs, *act_bytes))
+    return gemms, ew
+
+
 def layer_kernels(
     spec: TransformerSpec,
     tp: int,
@@ -83,10 +115,20 @@ def layer_kernels(
     seq_len: int,
     dtype_bytes: int,
     sequence_parallel: bool = False,
+    *,
+    moe_layer: bool = False,
+    ep: int = 1,
+    capacity: int | None = None,
+    cp: int = 1,
 ) -> LayerKernels:
-    """Kernels of one dense block for one micro-batch on one TP rank (Megatron-LM layout)."""
+    """Kernels of one block for one micro-batch on one TP rank (Megatron-LM layout); with
+    `moe_layer` the MLP is the mixture of experts of `moe_mlp_kernels` (capacity: token slots per
+    expert, default one per token). With context parallelism a rank holds s/cp tokens of each
+    sequence and scores its s/cp queries against all s keys (ring attention: cp blocks of
+    (s/cp)^2, priced as one (s/cp) x s product; Liu et al. 2023)."""
     d, b, s, h = dtype_bytes, micro_batch, seq_len, spec.hidden
-    tokens = b * s
+    s_q = s // cp  # this rank's queries (and tokens) of each sequence
+    tokens = b * s_q
     heads_local = spec.heads // tp
     kv_local = local_kv_heads(spec.num_kv_heads, tp)
     dh = spec.dim_head
@@ -97,13 +139,16 @@ def layer_kernels(
     mask = 1 if spec.dropout else 0  # 1-byte dropout mask (Korthikanti et al. 2022, sec. 4.1)
     gemms = [
         Gemm("attention/qkv", tokens, (heads_local + 2 * kv_local) * dh, h),  # column-parallel
-        Gemm("attention/scores", s, s, dh, b * heads_local),  # Q K^T per head, full s x s
-        Gemm("attention/context", s, dh, s, b * heads_local),  # softmax(QK^T) V per head
+        Gemm("attention/scores", s_q, s, dh, b * heads_local),  # Q K^T per head, full s_q x s
+        Gemm("attention/context", s_q, dh, s, b * heads_local),  # softmax(QK^T) V per head
         Gemm("attention/out", tokens, h, heads_local * dh),  # row-parallel
-        Gemm("mlp/in", tokens, (2 if spec.gated_mlp else 1) * ffn_local, h),  # column-parallel
-        Gemm("mlp/out", tokens, h, ffn_local),  # row-parallel
     ]
-    scores = b * heads_local * s * s
+    if not moe_layer:
+        gemms += [
+            Gemm("mlp/in", tokens, (2 if spec.gated_mlp else 1) * ffn_local, h),  # column-parallel
+            Gemm("mlp/out", tokens, h, ffn_local),  # row-parallel
+        ]
+    scores = b * heads_local * s_q * s
     # Fused scale-mask-softmax: fwd reads scores, writes probs; bwd reads probs and dprobs,
     # writes dscores (Megatron FusedScaleMaskSoftmax).
     core = [Elementwise("attention/softmax", scores, 2 * d, 3 * d)]
@@ -120,7 +165,13 @@ def layer_kernels(
         if spec.gated_mlp
         else Elementwise("mlp/act", tokens * ffn_local, 2 * d, 3 * d)
     )
-    other = [norm] * spec.num_norms_per_layer + [bda, bda, act]
+    other = [norm] * spec.num_norms_per_layer + [bda, bda]
+    if moe_layer:
+        moe_gemms, moe_ew = moe_mlp_kernels(spec, tp, ep, tokens, d, capacity if capacity is not None else tokens)
+        gemms += moe_gemms
+        other += moe_ew
+    else:
+        other.append(act)
     if spec.position == "rotary":
         # rotary on q and k: read and write each (fwd and bwd)
         other.append(Elementwise("attention/rotary", tokens * (heads_local + kv_local) * dh, 2 * d, 2 * d))

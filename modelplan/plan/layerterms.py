@@ -52,16 +52,61 @@ class LayerTerms:
     head_activation_bytes: int
     boundary_bytes: int
     """Bytes of one stage-boundary send per micro-batch (b*s*h*dtype, /tp with SP)."""
+    ep_fwd_s: float = 0.0
+    """Expert-parallel AllToAll of the forward (dispatch + combine; MoE blocks only), exposed."""
+    ep_bwd_s: float = 0.0
+    ep_recompute_s: float = 0.0
+    cp_fwd_s: float = 0.0
+    """Context-parallel K, V ring of the forward not hidden behind the attention core, exposed."""
+    cp_bwd_s: float = 0.0
+    """K, V and dK, dV ring of the backward, exposed, plus the interference of the hidden part."""
+    cp_recompute_s: float = 0.0
+    cp_hidden_s: float = 0.0
+    """Ring traffic hidden behind the attention core (for reference)."""
 
     @property
     def layer_fwd_s(self) -> float:
-        """Forward of one block, with its exposed TP collectives."""
-        return self.fwd_gemm_s + self.fwd_elementwise_s + self.tp_fwd_s
+        """Forward of one block, with its exposed TP and EP collectives."""
+        return self.fwd_gemm_s + self.fwd_elementwise_s + self.tp_fwd_s + self.ep_fwd_s + self.cp_fwd_s
 
     @property
     def layer_bwd_s(self) -> float:
-        """Backward of one block with recompute and exposed TP collectives."""
-        return self.bwd_gemm_s + self.bwd_elementwise_s + self.recompute_s + self.tp_bwd_s + self.tp_recompute_s
+        """Backward of one block with recompute and exposed TP and EP collectives."""
+        return (self.bwd_gemm_s + self.bwd_elementwise_s + self.recompute_s + self.tp_bwd_s + self.tp_recompute_s
+                + self.ep_bwd_s + self.ep_recompute_s + self.cp_bwd_s + self.cp_recompute_s)
+
+    @property
+    def compute_s(self) -> float:
+        """Kernels of one block's forward and backward (no recompute, no communication)."""
+        return self.fwd_gemm_s + self.fwd_elementwise_s + self.bwd_gemm_s + self.bwd_elementwise_s
+
+    @property
+    def tp_s(self) -> float:
+        """Exposed TP collectives of one block, recompute included."""
+        return self.tp_fwd_s + self.tp_bwd_s + self.tp_recompute_s
+
+    @property
+    def ep_s(self) -> float:
+        """Exposed EP AllToAlls of one block, recompute included."""
+        return self.ep_fwd_s + self.ep_bwd_s + self.ep_recompute_s
+
+    @property
+    def cp_s(self) -> float:
+        """Exposed context-parallel ring traffic of one block, recompute included."""
+        return self.cp_fwd_s + self.cp_bwd_s + self.cp_recompute_s
+
+
+def cp_ring_exposure(cp: int, kv_send_s: float, core_fwd_s: float, core_bwd_s: float) -> tuple[float, float, float]:
+    """(forward exposed, backward exposed, hidden) seconds of one block's ring attention.
+
+    Each of the cp - 1 ring steps sends one K, V block (forward) or K, V and dK, dV (backward) to
+    the next rank while computing attention on the block it holds, 1/cp of the attention core
+    (Liu et al. 2023, ring attention: 'overlapping the communication of key-value blocks with
+    the computation of blockwise attention'); a step is exposed by what its send outlasts it."""
+    steps = cp - 1
+    fwd = steps * max(0.0, kv_send_s - core_fwd_s / cp)
+    bwd = steps * max(0.0, 2 * kv_send_s - core_bwd_s / cp)
+    return fwd, bwd, steps * 3 * kv_send_s - fwd - bwd
 
 
 def build_layer_terms(
@@ -77,11 +122,28 @@ def build_layer_terms(
     tp_priced: TpPrices,
     tp_priced_no_recompute: TpPrices,
     cost: CostModel,
+    *,
+    moe_layer: bool = False,
+    ep: int = 1,
+    capacity: int | None = None,
+    ep_priced: tuple[float, float] = (0.0, 0.0),
+    cp: int = 1,
+    cp_kv_send_s: float = 0.0,
 ) -> LayerTerms:
     """Price one block, the embedding and the head for one micro-batch on one TP rank; the TP
-    collectives come from the priced communication list (with and without recompute)."""
+    collectives come from the priced communication list (with and without recompute).
+
+    `moe_layer`: the block's MLP is a mixture of experts over `ep` ranks with `capacity` token
+    slots per expert; `ep_priced` is its AllToAll time per micro-batch from the list (without,
+    with recompute), all on the critical path (comm_hw.md section 5.6: EP all-to-all 100 %
+    exposed unless overlap is enabled).
+
+    `cp`: context parallelism, the rank holds seq_len/cp tokens of each sequence; one K, V block
+    takes `cp_kv_send_s` to the next rank of the ring (`cp_ring_exposure`)."""
     d = dtype_bytes
-    k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel)
+    s_local = seq_len // cp
+    k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel, moe_layer=moe_layer, ep=ep,
+                      capacity=capacity, cp=cp)
     gemm_f = sum(roofline.gemm_time_s(g, d) for g in k.gemms)
     gemm_b = sum(roofline.gemm_time_s(x, d) for g in k.gemms for x in g.backward())
     ew_f = sum(roofline.elementwise_fwd_s(e) for e in k.elementwise)
@@ -102,14 +164,30 @@ def build_layer_terms(
     tp_rec = tp_priced.block_s - block
     hidden = (1 - exposed) * tp_priced.block_s
 
-    head_gemms, head_ew = head_kernels(spec, tp, micro_batch, seq_len, d, vocab_padded)
-    emb_ew = embedding_kernels(spec, micro_batch, seq_len, d)
+    core_f = sum(roofline.gemm_time_s(g, d) for g in k.attention_core_gemms)
+    core_f += sum(roofline.elementwise_fwd_s(e) for e in k.attention_core_elementwise)
+    core_b = sum(roofline.gemm_time_s(x, d) for g in k.attention_core_gemms for x in g.backward())
+    core_b += sum(roofline.elementwise_bwd_s(e) for e in k.attention_core_elementwise)
+    cp_f, cp_b, ring_hidden = cp_ring_exposure(cp, cp_kv_send_s, core_f, core_b) if cp > 1 else (0.0, 0.0, 0.0)
+    rec_f = rec_hidden = 0.0
+    if recompute == "full" and cp > 1:  # the recomputed forward runs the ring again
+        rec_f, rec_hidden = cp_f, (cp - 1) * cp_kv_send_s - cp_f
+
+    head_gemms, head_ew = head_kernels(spec, tp, micro_batch, s_local, d, vocab_padded)
+    emb_ew = embedding_kernels(spec, micro_batch, s_local, d)
     head_f = sum(roofline.gemm_time_s(g, d) for g in head_gemms) + sum(roofline.elementwise_fwd_s(e) for e in head_ew)
     head_b = sum(roofline.gemm_time_s(x, d) for g in head_gemms for x in g.backward())
     head_b += sum(roofline.elementwise_bwd_s(e) for e in head_ew)
 
+    kind = next((i for i in range(spec.layers) if spec.is_moe_layer(i) == moe_layer), None)
+
     def acts(rc: str) -> int:
-        return activation_bytes_per_layer(spec, micro_batch, seq_len, d, tp, sequence_parallel, rc)
+        kept = activation_bytes_per_layer(spec, micro_batch, s_local, d, tp, sequence_parallel, rc, kind)
+        if cp > 1 and rc == "none":  # s/cp queries against all s keys: cp x the (s/cp)^2 score term
+            score = kept - activation_bytes_per_layer(spec, micro_batch, s_local, d, tp, sequence_parallel,
+                                                      "selective", kind)
+            kept += (cp - 1) * score
+        return kept
 
     stored = acts(recompute)
     if recompute == "full":
@@ -120,8 +198,8 @@ def build_layer_terms(
         working = 0
     # Korthikanti et al. 2022 sec. 4.3: token ids and embedding-dropout mask (first stage);
     # output layer + cross-entropy 4sbh(1 + V/h)/t (last stage).
-    emb_act = embedding_activation_bytes(spec, micro_batch, seq_len, tp, sequence_parallel)
-    head_act = output_activation_bytes(spec, micro_batch, seq_len, d, tp)
+    emb_act = embedding_activation_bytes(spec, micro_batch, s_local, tp, sequence_parallel)
+    head_act = output_activation_bytes(spec, micro_batch, s_local, d, tp)
     return LayerTerms(
         fwd_gemm_s=gemm_f,
         fwd_elementwise_s=ew_f,
@@ -143,4 +221,11 @@ def build_layer_terms(
         embedding_activation_bytes=emb_act,
         head_activation_bytes=head_act,
         boundary_bytes=tp_priced.boundary_bytes,
+        ep_fwd_s=ep_priced[0] / 2,
+        ep_bwd_s=ep_priced[0] / 2,
+        ep_recompute_s=ep_priced[1] - ep_priced[0],
+        cp_fwd_s=cp_f,
+        cp_bwd_s=cp_b + cost.overlap_interference * ring_hidden,
+        cp_recompute_s=rec_f + cost.overlap_interference * rec_hidden,
+        cp_hidden_s=ring_hidden + rec_hidden,
     )

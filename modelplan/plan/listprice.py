@@ -5,7 +5,8 @@ Each item is priced as count x one collective on the links its group crosses (`C
 The planner builds lists for canonical plans and caches the sums it needs:
 - tensor parallel, per micro-batch: a 2-block copy of the model on pp 2 and one micro-batch of
   one sequence gives the block items of one block (rank 0 holds one block), the embedding's
-  (first stage) and the head's and loss's (last stage), and the stage-boundary message; their
+  (first stage) and the head's and loss's (last stage), and the stage-boundary message with
+  its scatter/gather AllGather; their
   sizes are linear in the micro-batch, so they are scaled to b sequences before pricing;
 - data parallel, per (tp, pp, dp, zero, sp) with one micro-batch per step: the gradient and
   parameter collectives of each stage's units, the TP AllReduce of partial gradients and the
@@ -19,18 +20,22 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from modelplan.comm.ops import Axis, Collective
-from modelplan.plan.commcost import CommPricer, GroupShape
+from modelplan.plan.commcost import EXPERT_DP, CommPricer, GroupShape
 from modelplan.plan.commlist import CommItem
 from modelplan.plan.steptime import DpTimes
 
 
-def item_time_s(item: CommItem, pricer: CommPricer, shapes: dict[Axis, GroupShape], scale: int = 1) -> float:
+def item_time_s(item: CommItem, pricer: CommPricer, shapes: dict, scale: int = 1) -> float:
     """One call of `item` (its message `scale` times larger) on its group's links; pipeline
-    pairs and the tied-embedding pair sit on different nodes whenever the pipeline axis does."""
-    if item.axis is Axis.PP:
-        pair = GroupShape(2, 1 if shapes[Axis.PP].crosses_nodes else 2)
+    pairs and the tied-embedding pair sit on different nodes whenever the pipeline axis does;
+    a DP item smaller than the DP group is the routed experts' expert-data-parallel reduction."""
+    if item.axis in (Axis.PP, Axis.CP):  # neighbours on a pipeline or on the cp ring
+        pair = GroupShape(2, 1 if shapes[item.axis].crosses_nodes else 2)
         return pricer.time_s(item.op, item.nbytes * scale, pair)
-    return pricer.time_s(item.op, item.nbytes * scale, shapes[item.axis])
+    shape = shapes[item.axis]
+    if item.axis is Axis.DP and item.group_size != shape.size:
+        shape = shapes[EXPERT_DP]
+    return pricer.time_s(item.op, item.nbytes * scale, shape)
 
 
 class TpPrices(NamedTuple):
@@ -43,6 +48,11 @@ class TpPrices(NamedTuple):
     """Output head and vocab-parallel cross-entropy."""
     boundary_bytes: int
     """Bytes of one pipeline send (activation forward, gradient backward)."""
+    cp_kv_bytes: int = 0
+    """Bytes of one K, V block sent to the next rank of the cp ring (context parallelism)."""
+    boundary_gather_s: float = 0.0
+    """The receiving stage's TP AllGather of one boundary message (Megatron's pipeline
+    scatter/gather; 0 without it)."""
 
 
 def tp_prices(
@@ -51,14 +61,18 @@ def tp_prices(
     """Sums over a canonical list (2 blocks, pp 2, one micro-batch of one sequence: rank 0 holds
     one block). Every TP and pipeline message of the list is linear in the micro-batch
     (b*s*h activations, b*s loss values), so a micro-batch of b sequences scales them by b."""
-    block = embedding = head = 0.0
-    boundary = 0
+    block = embedding = head = gather = 0.0
+    boundary = kv = 0
     for item in items:
         if item.startup:
             continue
         if item.axis is Axis.PP and item.op is Collective.SEND_RECV and item.label == "pp/forward":
             boundary = item.nbytes * micro_batch
-        if item.axis is not Axis.TP or item.label == "tp/partial-grads":
+        if item.label == "cp/attention/kv":
+            kv = item.nbytes * micro_batch
+        if item.label == "pp/forward/gather":  # one per boundary message (count m = 1 here)
+            gather = item_time_s(item, pricer, shapes, micro_batch)
+        if item.axis is not Axis.TP or item.label == "tp/partial-grads" or item.label.startswith("pp/"):
             continue
         t = item.count * item_time_s(item, pricer, shapes, micro_batch)
         if item.label.startswith(("tp/attention", "tp/mlp")):
@@ -68,7 +82,7 @@ def tp_prices(
             embedding += t
         else:
             head += t
-    return TpPrices(block, embedding, head, boundary)
+    return TpPrices(block, embedding, head, boundary, kv, gather)
 
 
 class DpPrices(NamedTuple):
@@ -109,3 +123,10 @@ def dp_prices(
         all_gather_block=largest[Collective.ALL_GATHER],
     )
     return DpPrices(times, partial, tied)
+
+
+def ep_prices(items: list[CommItem], pricer: CommPricer, shapes: dict) -> float:
+    """AllToAll seconds of one MoE block and one micro-batch: the expert-parallel items of
+    pipeline rank 0 in a canonical list (one MoE block per stage, one micro-batch per step)."""
+    return sum(item.count * item_time_s(item, pricer, shapes) for item in items
+               if item.axis is Axis.EP and not item.startup and 0 in item.pp_ranks)

@@ -71,11 +71,19 @@ def stage_memory(
     is_last: bool,
     groups: int,
     cost: CostModel,
+    moe_terms: LayerTerms | None = None,
+    moe_layers: int = 0,
 ) -> StageMemory:
     """Memory of one stage's GPU: model states, `layers` blocks' activations for `inflight`
-    micro-batches plus one block's working set, edge activations, buffers and allowances."""
+    micro-batches plus one block's working set, edge activations, buffers and allowances;
+    `moe_layers` of the blocks are MoE blocks with `moe_terms`."""
     weights, gradients, optimizer = states
-    activations = layers * inflight * terms.activation_bytes + terms.working_bytes
+    block_bytes = (layers - moe_layers) * terms.activation_bytes
+    working = terms.working_bytes
+    if moe_terms is not None and moe_layers:
+        block_bytes += moe_layers * moe_terms.activation_bytes
+        working = max(working, moe_terms.working_bytes)
+    activations = inflight * block_bytes + working
     if is_first:
         activations += inflight * terms.embedding_activation_bytes
     if is_last:

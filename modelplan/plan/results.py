@@ -37,11 +37,17 @@ class StepTime(Result):
     """All data-parallel traffic, hidden or not (for reference)."""
     tp_hidden_s: float
     """Tensor-parallel traffic overlapped with compute (for reference)."""
+    ep_comm_s: float = 0.0
+    """Expert-parallel AllToAll dispatch and combine (MoE), on the critical path."""
+    cp_comm_s: float = 0.0
+    """Context-parallel K, V (and dK, dV) ring traffic not hidden behind the attention core."""
+    cp_hidden_s: float = 0.0
+    """Context-parallel ring traffic hidden behind the attention core (for reference)."""
 
     def terms(self) -> dict[str, float]:
         """The additive terms in display order."""
-        names = ("compute_s", "recompute_s", "tp_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s",
-                 "embedding_sync_s", "optimizer_s")
+        names = ("compute_s", "recompute_s", "tp_comm_s", "ep_comm_s", "cp_comm_s", "pp_comm_s", "bubble_s",
+                 "dp_comm_s", "embedding_sync_s", "optimizer_s")
         return {n: getattr(self, n) for n in names}
 
 

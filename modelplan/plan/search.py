@@ -1,7 +1,7 @@
 """Search every valid data / tensor / pipeline split of N GPUs and rank the ones that fit.
 
-Enumeration order tp -> pp -> dp -> micro_batch -> (sequence_parallel, recompute) -> zero ->
-(schedule, vpp); each level applies the rules of `validate.py` and a memory lower bound (model
+Enumeration order tp -> cp (see LONG_SEQUENCE) -> pp -> dp -> ep (MoE: divisors of dp that
+divide num_experts) -> micro_batch -> (sequence_parallel, recompute) -> zero -> (schedule, vpp); each level applies the rules of `validate.py` and a memory lower bound (model
 states before activations) so whole subtrees are dropped before any timing. Rejections are
 counted in plans (leaves of the pruned subtree), by reason. Per-(tp, sp, micro_batch, recompute)
 block terms and per-group-shape collective times are cached by the `Evaluator`.
@@ -19,9 +19,18 @@ from pydantic import Field
 
 from modelplan.errors import PlanInfeasible
 from modelplan.plan.estimate import to_estimate
+from modelplan.plan.infeasible import _axes, nearest_blocker
 from modelplan.plan.results import SearchResult
 from modelplan.plan.evaluator import Evaluator
-from modelplan.plan.validate import Problem, Reason, batch_problem, pp_problem, tp_node_problem, tp_problems
+from modelplan.plan.validate import (
+    Problem,
+    Reason,
+    batch_problem,
+    ep_problem,
+    pp_problem,
+    tp_node_problem,
+    tp_problems,
+)
 from modelplan.specs.base import Spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
@@ -39,6 +48,11 @@ class IntRange(Spec):
 
 IntChoice = list[int] | IntRange
 
+LONG_SEQUENCE = 32768
+"""The search tries context parallelism by default from this sequence length on (below it a
+sequence's activations fit with sequence parallelism and recompute, and CP's ring only adds
+traffic; Megatron-core documents CP for long-context training); `--cp` asks for it at any length."""
+
 
 class SearchSpace(Spec):
     """Which values each plan field may take; None means every value that can be valid."""
@@ -49,6 +63,11 @@ class SearchSpace(Spec):
     vpp: IntChoice | None = None
     """Model chunks per pipeline rank; values >= 2 use the interleaved schedule."""
     micro_batch: IntChoice | None = None
+    ep: IntChoice | None = None
+    """Expert-parallel sizes (MoE); default: every divisor of dp that divides num_experts."""
+    cp: IntChoice | None = None
+    """Context-parallel sizes; default: 1, or from seq_len >= LONG_SEQUENCE on every divisor of
+    gpus/tp that divides seq_len."""
     max_tp: int | None = Field(None, ge=1)
     schedule: list[Schedule] | None = None
     """Default: 1f1b and interleaved (GPipe has 1F1B's bubble and more memory: asked for only)."""
@@ -119,6 +138,12 @@ def search_plans(
     tp_default = [t for t in divisors(n) if space.allow_tp_across_nodes or t <= gpn]
     tps = [t for t in _choose(space.tp, tp_default, n) if space.max_tp is None or t <= space.max_tp]
 
+    def cps_of(tp: int) -> list[int]:
+        default = [1]
+        if training.seq_len >= LONG_SEQUENCE and n % tp == 0:  # the rule stated at LONG_SEQUENCE
+            default = [c for c in divisors(n // tp) if training.seq_len % c == 0]
+        return _choose(space.cp, default, n)
+
     def pps_of(tp: int) -> list[int]:
         if isinstance(space.dp, list):
             default = sorted({n // (tp * d) for d in space.dp if n % (tp * d) == 0})
@@ -147,27 +172,35 @@ def search_plans(
     def sps_of(tp: int) -> list[bool]:
         return [x for x in sp_user if tp > 1 or not x] or [False]
 
-    def leaves(tp: int, pp: int, dp: int, mbs: list[int] | None = None) -> int:
+    def eps_of(dp: int) -> list[int]:
+        # MoE: every ep that divides dp and num_experts (expert parallelism lives inside dp)
+        default = [e for e in divisors(dp) if spec.moe.num_experts % e == 0] if spec.moe is not None else [1]
+        return _choose(space.ep, default, dp)
+
+    def leaves(tp: int, pp: int, dp: int, mbs: list[int] | None = None, eps: list[int] | None = None) -> int:
         per_mb = len(sps_of(tp)) * len(recomputes) * len(zeros) * max(1, len(svs_of(pp)))
+        per_mb *= max(1, len(eps if eps is not None else eps_of(dp)))
         return per_mb * max(1, len(mbs if mbs is not None else mbs_of(dp)))
 
     heap: list[tuple[float, float, int, tuple]] = []
     evaluated = bounded = 0
     tie = 0
     closest: tuple[float, tuple] | None = None
-    for tp in tps:
+    for tp, cp in ((t, c) for t in tps for c in cps_of(t)):
         tp_probs = tp_problems(spec, tp)
         node = None if space.allow_tp_across_nodes else tp_node_problem(tp, gpn)
         if node:
             tp_probs.append(node)
-        for pp in pps_of(tp):
-            for dp in dps_of(tp, pp):
+        if training.seq_len % cp:
+            tp_probs.append(Problem(Reason.CP_SEQ, f"cp ({cp}) must divide seq_len ({training.seq_len})"))
+        for pp in pps_of(tp * cp):
+            for dp in dps_of(tp * cp, pp):
                 if tp_probs:
                     reject(tp_probs[0], leaves(tp, pp, dp))
                     continue
-                if tp * pp * dp != n:
-                    reject(Problem(Reason.WORLD_SIZE, f"dp * tp * pp ({dp} * {tp} * {pp} = {dp * tp * pp}) "
-                                   f"must equal the GPU count ({n})"), leaves(tp, pp, dp))
+                if tp * cp * pp * dp != n:
+                    reject(Problem(Reason.WORLD_SIZE, f"dp * tp * pp * cp ({dp} * {tp} * {pp} * {cp} = "
+                                   f"{dp * tp * pp * cp}) must equal the GPU count ({n})"), leaves(tp, pp, dp))
                     continue
                 problem = pp_problem(layers, pp, 1)
                 if problem:
@@ -177,100 +210,77 @@ def search_plans(
                 if not mbs:
                     reject(batch_problem(gb, 1, dp), leaves(tp, pp, dp))
                     continue
-                ok_zeros = []
-                for zero in zeros:  # memory lower bound: model states alone
-                    states = max(sum(x) for x in ev.states(tp, pp, dp, zero))
-                    need = states * (1 + cost.fragmentation_fraction) + cost.runtime_reserved_bytes
-                    if need > budget:
-                        per = len(sps_of(tp)) * len(recomputes) * max(1, len(svs_of(pp))) * len(mbs)
-                        reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
-                                       f"with allowances (tp {tp}, pp {pp}, dp {dp}, zero {zero}) > "
-                                       f"{budget / 1e9:.1f} GB"), per, need)
-                    else:
-                        ok_zeros.append(zero)
-                if not ok_zeros:
-                    continue
-                svs = svs_of(pp)
-                for mb in mbs:
-                    problem = batch_problem(gb, mb, dp)
+                for ep in eps_of(dp):
+                    problem = ep_problem(spec, dp, ep)
                     if problem:
-                        reject(problem, leaves(tp, pp, dp, [mb]))
+                        reject(problem, leaves(tp, pp, dp, mbs, [ep]))
                         continue
-                    m = gb // (mb * dp)
-                    for sp in sps_of(tp):
-                        for rc in recomputes:
-                            terms = ev.terms(tp, sp, mb, rc)
-                            for zero in ok_zeros:
-                                for sched, vpp in svs:
-                                    problem = pp_problem(layers, pp, vpp)
-                                    if problem is None and sched == "interleaved":
-                                        if pp == 1:
-                                            problem = Problem(Reason.INTERLEAVED_PP, "schedule 'interleaved' needs pp > 1 (pp = 1)")
-                                        elif m % pp:
-                                            problem = Problem(Reason.INTERLEAVED, f"interleaved schedule needs "
-                                                              f"num_microbatches ({m}) divisible by pp ({pp})")
-                                    if problem:
-                                        reject(problem, 1)
-                                        continue
-                                    args = (tp, pp, dp, vpp, mb, sched, sp, rc, zero)
-                                    first, last = ev.memory(*args)
-                                    peak = max(first.total, last.total)
-                                    if peak > budget:
-                                        reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}, micro_batch {mb}, "
-                                                       f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > "
-                                                       f"{budget / 1e9:.1f} GB"), 1, peak)
-                                        if closest is None or peak < closest[0]:
-                                            closest = (peak, args)
-                                        continue
-                                    if len(heap) == top_k and ev.step_lower_bound_s(*args) >= -heap[0][0]:
-                                        bounded += 1  # cannot enter the top-k: skip pricing DP
-                                        continue
-                                    e = ev.evaluate(*args)
-                                    evaluated += 1
-                                    tie += 1
-                                    item = (-e.step_time_s, -peak, tie, args)
-                                    if len(heap) < top_k:
-                                        heapq.heappush(heap, item)
-                                    elif item > heap[0]:
-                                        heapq.heapreplace(heap, item)
+                    ok_zeros = []
+                    for zero in zeros:  # memory lower bound: model states alone
+                        states = max(sum(x) for x in ev.states(tp, pp, dp, zero, ep, cp))
+                        need = states * (1 + cost.fragmentation_fraction) + cost.runtime_reserved_bytes
+                        if need > budget:
+                            per = len(sps_of(tp)) * len(recomputes) * max(1, len(svs_of(pp))) * len(mbs)
+                            reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
+                                           f"with allowances (tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, zero {zero}) > "
+                                           f"{budget / 1e9:.1f} GB"), per, need)
+                        else:
+                            ok_zeros.append(zero)
+                    if not ok_zeros:
+                        continue
+                    svs = svs_of(pp)
+                    for mb in mbs:
+                        problem = batch_problem(gb, mb, dp)
+                        if problem:
+                            reject(problem, leaves(tp, pp, dp, [mb], [ep]))
+                            continue
+                        m = gb // (mb * dp)
+                        for sp in sps_of(tp):
+                            for rc in recomputes:
+                                for zero in ok_zeros:
+                                    for sched, vpp in svs:
+                                        problem = pp_problem(layers, pp, vpp)
+                                        if problem is None and sched == "interleaved":
+                                            if pp == 1:
+                                                problem = Problem(Reason.INTERLEAVED_PP, "schedule 'interleaved' needs pp > 1 (pp = 1)")
+                                            elif m % pp:
+                                                problem = Problem(Reason.INTERLEAVED, f"interleaved schedule needs "
+                                                                  f"num_microbatches ({m}) divisible by pp ({pp})")
+                                        if problem:
+                                            reject(problem, 1)
+                                            continue
+                                        args = (tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp)
+                                        first, last = ev.memory(*args)
+                                        peak = max(first.total, last.total)
+                                        if peak > budget:
+                                            reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
+                                                           f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > "
+                                                           f"{budget / 1e9:.1f} GB"), 1, peak)
+                                            if closest is None or peak < closest[0]:
+                                                closest = (peak, args)
+                                            continue
+                                        if len(heap) == top_k and ev.step_lower_bound_s(*args) >= -heap[0][0]:
+                                            bounded += 1  # cannot enter the top-k: skip pricing DP
+                                            continue
+                                        e = ev.evaluate(*args)
+                                        evaluated += 1
+                                        tie += 1
+                                        item = (-e.step_time_s, -peak, tie, args)
+                                        if len(heap) < top_k:
+                                            heapq.heappush(heap, item)
+                                        elif item > heap[0]:
+                                            heapq.heapreplace(heap, item)
     if not heap:
-        raise PlanInfeasible(_blocker(ev, n, rejected, examples, closest, space.memory_headroom))
+        raise PlanInfeasible(nearest_blocker(ev, n, rejected, examples, closest, space.memory_headroom))
     best = []
     for *_, args in sorted(heap, reverse=True):
-        tp, pp, dp, vpp, mb, sched, sp, rc, zero = args
+        tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp = args
         plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
-                    sequence_parallel=sp, recompute=rc, zero=zero)
-        e = ev.evaluate(tp, pp, dp, vpp, mb, sched, sp, rc, zero)
+                    sequence_parallel=sp, recompute=rc, zero=zero, ep=ep, cp=cp)
+        e = ev.evaluate(*args)
         best.append(to_estimate(ev, e, plan, space.memory_headroom))
     return SearchResult(
         gpus=n, best=best, evaluated=evaluated, bounded=bounded,
         candidates=evaluated + bounded + sum(rejected.values()),
         rejected=dict(rejected.most_common()), examples=examples, wall_s=time.perf_counter() - start,
     )
-
-
-def total_state_bytes(ev: Evaluator) -> float:
-    """Weights + gradients + optimizer states of the whole model (what no split can avoid)."""
-    _, first, _, _ = ev.params(1, 1)
-    return first * (ev.dtype_bytes + ev.grad_bytes + ev.state_bytes)
-
-
-def _blocker(ev: Evaluator, n: int, rejected: Counter, examples: dict, closest, headroom: float) -> str:
-    """One line naming the nearest blocker of an impossible request."""
-    mem_gb = ev.cluster.accelerator.memory_gb
-    if rejected.get(Reason.MEMORY.value):
-        states = total_state_bytes(ev)
-        usable = (ev.memory_bytes * (1 - headroom) - ev.cost.runtime_reserved_bytes) / (1 + ev.cost.fragmentation_fraction)
-        need = math.ceil(states / usable) if usable > 0 else math.inf
-        if need > n:
-            return (f"needs at least {need} GPUs of {mem_gb:g} GB: weights+gradients+optimizer states alone "
-                    f"are {states / 1e12:.2f} TB ({ev.dtype_bytes + ev.grad_bytes + ev.state_bytes} bytes x "
-                    f"{states / (ev.dtype_bytes + ev.grad_bytes + ev.state_bytes) / 1e9:.2f} B parameters)")
-        if closest is not None:
-            tp, pp, dp, vpp, mb, sched, sp, rc, zero = closest[1]
-            return (f"no plan of {n} GPUs fits in {mem_gb:g} GB: the smallest needs {closest[0] / 1e9:.1f} GB per GPU "
-                    f"(tp {tp}, pp {pp}, dp {dp}, micro_batch {mb}, recompute {rc}, zero {zero})")
-        return f"no plan of {n} GPUs fits in {mem_gb:g} GB: {examples[Reason.MEMORY.value]}"
-    if not rejected:
-        return f"no candidate plan of {n} GPUs matches the given constraints"
-    return f"no valid plan of {n} GPUs: " + "; ".join(examples[reason] for reason, _ in rejected.most_common())

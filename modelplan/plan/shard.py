@@ -3,8 +3,9 @@
 The cost side's model of what the executor holds (verify compares the two): parameters are
 grouped into communication units, split over tp (column/row-parallel matrices, vocab rows) and
 over ep (routed experts), and each unit's local elements are flattened and padded to a multiple
-of its data-parallel group (dp, or dp/ep for routed experts), as Megatron's grad buffer is for
-the distributed optimizer. Units and their stages come from `plan/stages.py`. Per rank, for each unit of numel n and padded size P over a group of
+of its data-parallel group (dp, or dp/ep for routed experts; times cp with context parallelism,
+whose ranks reduce gradients together: Megatron's data-parallel group with cp), as Megatron's
+grad buffer is for the distributed optimizer. Units and their stages come from `plan/stages.py`. Per rank, for each unit of numel n and padded size P over a group of
 D ranks (ZeRO stages as in Rajbhandari et al. SC'20, sec. 5):
 
 | zero | weights | gradients | optimizer state |
@@ -41,7 +42,7 @@ class UnitShard(BaseModel):
     partial_over_tp: int
     """Of those, elements whose gradient is a partial sum over tp (all-reduced over tp)."""
     group_size: int
-    """Ranks sharing the unit's data-parallel reduction: dp, or dp/ep for routed experts."""
+    """Ranks sharing the unit's data-parallel reduction: dp*cp, or dp*cp/ep for routed experts."""
 
     @property
     def padded(self) -> int:
@@ -108,20 +109,21 @@ def _experts(spec: TransformerSpec, tp: int, ep: int) -> int:
 def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     """Every non-empty unit of the model as one rank holds it."""
     tp, sp, h = plan.tp, plan.sequence_parallel, spec.hidden
-    expert_group = plan.dp // plan.ep
-    sizes: dict[str, tuple[int, int, int]] = {"embedding/word": (_split(spec.vocab, tp) * h, 0, plan.dp)}
+    dp = plan.dp * plan.cp  # gradients are reduced over the dp x cp ranks
+    expert_group = dp // plan.ep
+    sizes: dict[str, tuple[int, int, int]] = {"embedding/word": (_split(spec.vocab, tp) * h, 0, dp)}
     extra = (spec.max_positions * h if spec.position == "learned" else 0) + spec.type_vocab * h
     extra += _norm(spec) if spec.embedding_norm else 0
-    sizes["embedding/extra"] = (extra, extra if sp else 0, plan.dp)
+    sizes["embedding/extra"] = (extra, extra if sp else 0, dp)
     for i in range(spec.layers):
         n, p = _block(spec, i, tp, sp)
-        sizes[f"layers/{i}"] = (n, p, plan.dp)
+        sizes[f"layers/{i}"] = (n, p, dp)
         if spec.is_moe_layer(i):
             sizes[f"layers/{i}/experts"] = (_experts(spec, tp, plan.ep), 0, expert_group)
     norm = _norm(spec) if spec.final_norm else 0
     head = norm + (0 if spec.tied_embeddings else h * _split(spec.vocab, tp))
     head += _split(spec.vocab, tp) if spec.lm_head_bias else 0
-    sizes["head"] = (head, norm if sp else 0, plan.dp)
+    sizes["head"] = (head, norm if sp else 0, dp)
     return {u: UnitShard(unit=u, numel=n, partial_over_tp=p, group_size=g) for u, (n, p, g) in sizes.items() if n}
 
 

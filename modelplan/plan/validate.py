@@ -164,17 +164,23 @@ def plan_problems(
         out.append(
             Problem(Reason.CP_SEQ, f"cp ({plan.cp}) must divide seq_len ({training.seq_len})")
         )
-    if plan.ep > 1:
-        if spec.moe is None:
-            out.append(Problem(Reason.EP, f"ep ({plan.ep}) > 1 needs an MoE model"))
-        elif spec.moe.num_experts % plan.ep:
-            out.append(
-                Problem(
-                    Reason.EP,
-                    f"ep ({plan.ep}) must divide moe.num_experts ({spec.moe.num_experts})",
-                )
-            )
+    problem = ep_problem(spec, plan.dp, plan.ep)
+    if problem:
+        out.append(problem)
     return out
+
+
+def ep_problem(spec: TransformerSpec, dp: int, ep: int) -> Problem | None:
+    """Expert parallelism: an MoE model, ep dividing num_experts and dp (ep lives inside dp)."""
+    if ep == 1:
+        return None
+    if spec.moe is None:
+        return Problem(Reason.EP, f"ep ({ep}) > 1 needs an MoE model")
+    if spec.moe.num_experts % ep:
+        return Problem(Reason.EP, f"ep ({ep}) must divide moe.num_experts ({spec.moe.num_experts})")
+    if dp % ep:
+        return Problem(Reason.EP, f"ep ({ep}) must divide dp ({dp}): experts are split over data-parallel ranks")
+    return None
 
 
 def validate_plan(
@@ -191,8 +197,9 @@ def validate_plan(
         raise SpecError("; ".join(p.message for p in problems))
 
 
-def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128) -> list[str]:
-    """Conventions the plan relies on, stated (vocab padding, KV-head replication)."""
+def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128,
+               capacity_factor: float | None = None) -> list[str]:
+    """Conventions the plan relies on, stated (vocab padding, KV-head replication, MoE dispatch)."""
     notes = []
     padded = padded_vocab(spec.vocab, plan.tp, vocab_divisible_by)
     if padded != spec.vocab:
@@ -203,13 +210,26 @@ def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128)
     kv = spec.num_kv_heads
     if kv < plan.tp and plan.tp % kv == 0:
         notes.append(f"each of the {kv} KV heads is replicated on {plan.tp // kv} TP ranks")
+    moe = spec.moe
+    if moe is not None:
+        cf = capacity_factor if capacity_factor is not None else 1.0
+        how = "dropless, priced at balanced routing" if moe.capacity_factor is None else "capacity factor"
+        notes.append(
+            f"MoE: {moe.num_experts // plan.ep} of {moe.num_experts} experts per GPU (ep {plan.ep}), each token "
+            f"runs top_k {moe.top_k}; AllToAll buffers {cf:g} x tokens x top_k x h ({how}); every tp rank "
+            f"dispatches all tokens of its micro-batch; expert gradients reduced over dp*cp/ep = "
+            f"{plan.dp * plan.cp // plan.ep}")
+    if plan.cp > 1:
+        notes.append(
+            f"context parallel cp {plan.cp}: {plan.cp} ranks hold seq/cp tokens of each sequence; K, V go "
+            f"around the cp ring (send/recv, overlapped with the attention core); gradients reduced over "
+            f"dp*cp = {plan.dp * plan.cp}; planned only: `modelplan verify` does not execute context "
+            "parallelism")
     return notes
 
 
 def planning_spec(model: object) -> TransformerSpec:
-    """The model as a dense TransformerSpec, or a one-line error for what cannot be planned yet."""
+    """The model as a TransformerSpec (dense or MoE), or a one-line error for what cannot be planned yet."""
     if not isinstance(model, TransformerSpec):
         raise SpecError("planning network specs is not supported yet (transformers only)")
-    if model.moe is not None:
-        raise SpecError(f"planning MoE models is not supported yet (moe.num_experts = {model.moe.num_experts})")
     return model

@@ -41,6 +41,13 @@ class Plan(Spec):
     """Activation recompute; None means the training spec's setting."""
     zero: Literal[0, 1, 2, 3] = 0
     """ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights (FSDP)."""
+    scatter_gather: bool = True
+    """Megatron's pipeline scatter/gather (Narayanan et al. 2021, sec. 4.1; on by default,
+    --no-scatter-gather-tensors-in-pipeline turns it off): every TP rank of a stage holds the same
+    boundary tensor, so each sends only its 1/tp chunk to the next stage, which all-gathers the
+    chunks over TP. Applies only with tp > 1 and without sequence parallelism (then the tensors
+    are already sequence shards, different on every TP rank, and Megatron skips it); see
+    `pipeline_scatter_gather`."""
 
     @model_validator(mode="after")
     def _check(self) -> "Plan":
@@ -58,6 +65,13 @@ class Plan(Spec):
     def world_size(self) -> int:
         """Ranks the plan needs: dp * tp * pp * cp (ep lives inside dp)."""
         return self.dp * self.tp * self.pp * self.cp
+
+    def pipeline_scatter_gather(self, numel: int) -> bool:
+        """Whether a stage-boundary tensor of `numel` elements travels as 1/tp chunks plus a TP
+        AllGather: `scatter_gather`, tp > 1, no sequence parallelism, and tp dividing the tensor
+        (Megatron-LM p2p_communication._communicate falls back to whole tensors otherwise). The
+        executor and the communication list both ask this one rule."""
+        return self.scatter_gather and self.tp > 1 and not self.sequence_parallel and numel % self.tp == 0
 
     def num_microbatches(self, global_batch: int) -> int:
         """Micro-batches per pipeline per step: global_batch / (micro_batch * dp)."""

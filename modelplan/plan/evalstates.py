@@ -1,0 +1,80 @@
+"""Model states and memory of a plan's stages, for the `Evaluator` (a mixin sharing its caches).
+
+Parameters per GPU come from the shard counts verify checks (`plan/shard.py`): dense parameters
+split over tp, routed experts over tp and ep. ZeRO shards dense states over the dp ranks and
+expert states over the dp/ep ranks that hold the same experts (Megatron-core's expert data
+parallel group); the byte formulas are `plan/memory.py`'s.
+"""
+
+from __future__ import annotations
+
+from modelplan.plan.memory import StageMemory, inflight_microbatches, model_state_bytes, stage_memory
+from modelplan.plan.shard import unit_shards
+from modelplan.plan.stages import stage_units
+from modelplan.specs.plan import Plan
+
+
+class StateTerms:
+    """Parameter, model-state and memory terms; expects the Evaluator's spec, training, cost,
+    byte sizes, `_memo`, `layer_counts`, `terms` and `moe_terms`."""
+
+    def rank_params(self, tp: int, pp: int, ep: int = 1) -> tuple[list[tuple[int, int]], int, int]:
+        """Per pipeline rank (dense, routed-expert) parameters on one GPU, and the largest block's
+        dense and expert parameters, from the shard counts verify checks (`plan/shard.py`)."""
+        def count():
+            units = unit_shards(self.spec, Plan(tp=tp, pp=pp, dp=ep, ep=ep))
+            per_rank = []
+            for names in stage_units(self.spec, pp):
+                held = [(u, units[u].numel) for u in names if u in units]
+                experts = sum(n for u, n in held if u.endswith("/experts"))
+                per_rank.append((sum(n for _, n in held) - experts, experts))
+            layers = range(self.spec.layers)
+            dense = max(units[f"layers/{i}"].numel for i in layers)
+            expert = max((units[f"layers/{i}/experts"].numel for i in layers if f"layers/{i}/experts" in units), default=0)
+            return per_rank, dense, expert
+
+        return self._memo(("rank_params", tp, pp, ep), count)
+
+    def params(self, tp: int, pp: int) -> tuple[int, int, int, int]:
+        """(per block, first stage, last stage, word embedding) parameters on one rank (ep = 1)."""
+        per_rank, layer, expert = self.rank_params(tp, pp)
+        emb = unit_shards(self.spec, Plan(tp=tp, pp=pp)).get("embedding/word")
+        return layer + expert, sum(per_rank[0]), sum(per_rank[-1]), emb.numel if emb else 0
+
+    def rank_states(self, tp: int, pp: int, dp: int, zero: int, pp_rank: int, ep: int = 1,
+                    cp: int = 1) -> tuple[float, float, float]:
+        """Model-state bytes (weights, gradients, optimizer) of one GPU of stage `pp_rank`: dense
+        parameters sharded by ZeRO over the dp x cp ranks that reduce their gradients, routed
+        experts over the dp x cp / ep ranks holding the same experts."""
+        per_rank, layer, expert_layer = self.rank_params(tp, pp, ep)
+        dense, experts = per_rank[pp_rank]
+        sizes = (self.dtype_bytes, self.grad_bytes, self.state_bytes)
+        a = model_state_bytes(dense, layer, dp * cp, zero, *sizes)
+        b = model_state_bytes(experts, expert_layer, dp * cp // ep, zero, *sizes)
+        return a[0] + b[0], a[1] + b[1], a[2] + b[2]
+
+    def states(self, tp: int, pp: int, dp: int, zero: int, ep: int = 1, cp: int = 1
+               ) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+        """Model-state bytes (weights, gradients, optimizer) of the first and the last stage."""
+        return self._memo(("states", tp, pp, dp, zero, ep, cp), lambda: (
+            self.rank_states(tp, pp, dp, zero, 0, ep, cp), self.rank_states(tp, pp, dp, zero, pp - 1, ep, cp)))
+
+    def memory(
+        self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
+        sp: bool, recompute: str, zero: int, ep: int = 1, cp: int = 1,
+    ) -> tuple[StageMemory, StageMemory]:
+        """Memory of the first and the last stage (the largest two)."""
+        t = self.terms(tp, sp, micro_batch, recompute, cp)
+        mt = self.moe_terms(tp, sp, micro_batch, recompute, ep, cp) if self.spec.moe is not None else None
+        first_states, last_states = self.states(tp, pp, dp, zero, ep, cp)
+        counts = self.layer_counts(pp)
+        m = self.training.global_batch // (micro_batch * dp)
+        groups = (tp > 1) + (dp * cp > 1) + (pp > 1) + (pp > 1 and self.spec.tied_embeddings)
+        groups += (ep > 1) + (1 < ep < dp * cp) + (cp > 1)  # expert, expert-data and context parallel
+        first = stage_memory(first_states, sum(counts[0]), inflight_microbatches(schedule, pp, 0, m, vpp), t,
+                             True, pp == 1, groups, self.cost, mt, counts[0][1])
+        if pp == 1:
+            return first, first
+        last = stage_memory(last_states, sum(counts[-1]), inflight_microbatches(schedule, pp, pp - 1, m, vpp), t,
+                            False, True, groups, self.cost, mt, counts[-1][1])
+        return first, last

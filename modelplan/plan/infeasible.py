@@ -1,0 +1,42 @@
+"""Why a search found no plan: one line naming the nearest blocker (too little memory for the
+model states at any split, the plan closest to fitting, or the rules every candidate broke)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from modelplan.plan.evaluator import Evaluator
+from modelplan.plan.validate import Reason
+
+
+def _axes(ep: int, cp: int) -> str:
+    """', ep N, cp M' for messages when those axes are on."""
+    return (f", ep {ep}" if ep > 1 else "") + (f", cp {cp}" if cp > 1 else "")
+
+
+def total_state_bytes(ev: Evaluator) -> float:
+    """Weights + gradients + optimizer states of the whole model (what no split can avoid)."""
+    _, first, _, _ = ev.params(1, 1)
+    return first * (ev.dtype_bytes + ev.grad_bytes + ev.state_bytes)
+
+
+def nearest_blocker(ev: Evaluator, n: int, rejected: Counter, examples: dict, closest, headroom: float) -> str:
+    """One line naming the nearest blocker of an impossible request."""
+    mem_gb = ev.cluster.accelerator.memory_gb
+    if rejected.get(Reason.MEMORY.value):
+        states = total_state_bytes(ev)
+        usable = (ev.memory_bytes * (1 - headroom) - ev.cost.runtime_reserved_bytes) / (1 + ev.cost.fragmentation_fraction)
+        need = math.ceil(states / usable) if usable > 0 else math.inf
+        if need > n:
+            return (f"needs at least {need} GPUs of {mem_gb:g} GB: weights+gradients+optimizer states alone "
+                    f"are {states / 1e12:.2f} TB ({ev.dtype_bytes + ev.grad_bytes + ev.state_bytes} bytes x "
+                    f"{states / (ev.dtype_bytes + ev.grad_bytes + ev.state_bytes) / 1e9:.2f} B parameters)")
+        if closest is not None:
+            tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp = closest[1]
+            return (f"no plan of {n} GPUs fits in {mem_gb:g} GB: the smallest needs {closest[0] / 1e9:.1f} GB per GPU "
+                    f"(tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, recompute {rc}, zero {zero})")
+        return f"no plan of {n} GPUs fits in {mem_gb:g} GB: {examples[Reason.MEMORY.value]}"
+    if not rejected:
+        return f"no candidate plan of {n} GPUs matches the given constraints"
+    return f"no valid plan of {n} GPUs: " + "; ".join(examples[reason] for reason, _ in rejected.most_common())
