@@ -121,3 +121,11 @@ def test_network_spec_is_planned():
     result = run("plan", "mlp", "--gpus", "8", "--cluster", "dgx-a100")
     assert result.exit_code == 0, result.output
     assert "samples/s" in result.output
+
+def test_gpus_not_factorable_under_fixed_tp_names_the_constraint():
+    """7 GPUs cannot hold tp 2 (2 does not divide the prime 7): the one-line error names tp 2 and 7."""
+    result = run("plan", "gpt2", "--gpus", "7", "--cluster", "dgx-a100", "--tp", "2")
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1
+    assert "7 GPUs" in lines[0] and "tp 2" in lines[0] and "must equal 7" in lines[0]

@@ -21,7 +21,26 @@ def total_state_bytes(ev: Evaluator) -> float:
     return first * (ev.dtype_bytes + ev.grad_bytes + ev.state_bytes)
 
 
-def nearest_blocker(ev: Evaluator, n: int, rejected: Counter, examples: dict, closest, headroom: float) -> str:
+def _choice(value) -> str:
+    """`2`, `2/4/8` or `1..16` for a fixed, listed or ranged plan field."""
+    if isinstance(value, list):
+        return "/".join(str(v) for v in value)
+    return f"{value.lo}..{value.hi}"
+
+
+def constraint_summary(space, gpus_per_node: int) -> str:
+    """The user's fixed or ranged degrees, e.g. 'tp 2, pp 1..4' (tp stays inside a node unless allowed)."""
+    parts = [f"{axis} {_choice(getattr(space, axis))}" for axis in ("tp", "pp", "dp", "cp")
+             if getattr(space, axis) is not None]
+    if space.max_tp is not None:
+        parts.append(f"max_tp {space.max_tp}")
+    if not space.allow_tp_across_nodes:
+        parts.append(f"tp <= {gpus_per_node} GPUs per node")
+    return ", ".join(parts)
+
+
+def nearest_blocker(ev: Evaluator, n: int, rejected: Counter, examples: dict, closest, headroom: float,
+                    space=None) -> str:
     """One line naming the nearest blocker of an impossible request."""
     mem_gb = ev.cluster.accelerator.memory_gb
     if rejected.get(Reason.MEMORY.value):
@@ -38,5 +57,7 @@ def nearest_blocker(ev: Evaluator, n: int, rejected: Counter, examples: dict, cl
                     f"(tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, recompute {rc}, zero {zero})")
         return f"no plan of {n} GPUs fits in {mem_gb:g} GB: {examples[Reason.MEMORY.value]}"
     if not rejected:
-        return f"no candidate plan of {n} GPUs matches the given constraints"
+        allowed = f" ({constraint_summary(space, ev.cluster.gpus_per_node)})" if space is not None else ""
+        return (f"no candidate plan of {n} GPUs matches the given constraints{allowed}: "
+                f"tp x pp x dp x cp must equal {n}")
     return f"no valid plan of {n} GPUs: " + "; ".join(examples[reason] for reason, _ in rejected.most_common())

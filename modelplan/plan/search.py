@@ -271,7 +271,7 @@ def search_plans(
                                         elif item > heap[0]:
                                             heapq.heapreplace(heap, item)
     if not heap:
-        raise PlanInfeasible(nearest_blocker(ev, n, rejected, examples, closest, space.memory_headroom))
+        raise PlanInfeasible(nearest_blocker(ev, n, rejected, examples, closest, space.memory_headroom, space))
     best = []
     for *_, args in sorted(heap, reverse=True):
         tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp = args
