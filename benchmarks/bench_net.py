@@ -3,7 +3,11 @@ planner's ResNet-50 prediction. Run: python benchmarks/bench_net.py"""
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout, not an installed copy
 
 from modelplan.comm.clusters import load_cluster
 from modelplan.execute.verify import verify
