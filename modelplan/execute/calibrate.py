@@ -41,10 +41,10 @@ class Sweep(BaseModel):
     """Message sizes in bytes (nccl-tests meaning per collective, see the module docstring)."""
     collectives: tuple[Collective, ...] = CALIBRATED
     """Collectives to measure."""
-    iters: int = Field(10, ge=1)
+    iters: int = Field(20, ge=1)
     """Timed calls per size; the median is kept."""
-    warmup: int = Field(2, ge=0)
-    """Untimed calls per size before the timed ones."""
+    warmup: int = Field(3, ge=0)
+    """Untimed rounds before the timed ones."""
 
 
 class Measurement(BaseModel):
@@ -104,8 +104,10 @@ def _call(comm: Communicator, op: Collective, world: Group, x: np.ndarray) -> No
 def measure(comm: Communicator, sweep: Sweep) -> list[tuple[Collective, int, int, list[float]]]:
     """Rank program: (op, size_bytes, count, [seconds per timed call]) on this rank.
 
-    Repeats are interleaved (round i times every collective at every size once), so a burst
-    of load from elsewhere on the machine spreads over all points instead of spoiling one.
+    Repeats are interleaved (round i times every collective at every size once, in an order
+    shuffled per round, the same on every rank), so a burst of load from elsewhere on the
+    machine spreads over all points instead of spoiling one, and no point always follows the
+    same neighbour. The first `warmup` rounds are not kept.
     """
     world = Group(Axis.WORLD, tuple(range(comm.world_size)))
     p = world.size
@@ -117,8 +119,10 @@ def measure(comm: Communicator, sweep: Sweep) -> list[tuple[Collective, int, int
             local = n * p if op is Collective.REDUCE_SCATTER else n
             points.append((op, n * p if grouped else n, np.ones(local)))
     times: list[list[float]] = [[] for _ in points]
+    order = np.random.default_rng(0)  # same seed on every rank: the same order everywhere
     for i in range(sweep.warmup + sweep.iters):
-        for k, (op, _, x) in enumerate(points):
+        for k in order.permutation(len(points)):
+            op, _, x = points[k]
             comm.barrier(world, label="calibrate/sync")
             start = time.perf_counter()
             _call(comm, op, world, x)
