@@ -37,11 +37,14 @@ def mpi_available() -> bool:
                           timeout=60).returncode == 0
 
 
+if os.environ.get("MODELPLAN_REQUIRE_MPI") == "1" and not mpi_available():
+    raise RuntimeError("MODELPLAN_REQUIRE_MPI=1 (CI) but mpi4py, its MPI library or mpiexec is "
+                       "missing: pip install '.[mpi]'")  # CI must run the MPI tests, not skip them
 needs_mpi = [
     pytest.mark.mpi,
     pytest.mark.skipif(not mpi_available(), reason="mpi4py / an MPI library not installed"),
 ]
-"""`pytestmark = needs_mpi` (or `@pytest.mark...` each) for a module of MPI tests."""
+"""`pytestmark = needs_mpi` for a module of MPI tests."""
 
 
 def _segments() -> set[Path]:
