@@ -16,8 +16,9 @@ from modelplan.cli import app
 from modelplan.cli.calibrate import parse_size
 from modelplan.comm.communicator import Group
 from modelplan.comm.ops import Axis, Collective
+from modelplan.errors import ModelplanError
 from modelplan.execute import run_spmd
-from modelplan.execute.calibrate import CALIBRATED, Measurement, size_sweep
+from modelplan.execute.calibrate import CALIBRATED, Measurement, combine_jobs, size_sweep
 from modelplan.execute.calibrate_fit import algorithm_factors, fit_all, fit_collective
 from modelplan.execute.calibrate_profile import profile_toml
 
@@ -267,3 +268,23 @@ def test_cli_unwritable_output(tmp_path):
                                  str(tmp_path / "missing" / "p.toml")])
     assert result.exit_code == 2
     assert "--output" in result.output and "does not exist" in result.output
+
+
+def test_combine_jobs_keeps_the_median_over_jobs():
+    """Three jobs measured one point at 1, 3 and 2 ms: the median is 2 ms over 3 x 10 repeats."""
+    def job(ms):
+        return (Measurement(op=Collective.ALL_REDUCE, size_bytes=1024, count=128, time_s=ms * 1e-3,
+                            repeats=10),)
+
+    (m,) = combine_jobs([job(1), job(3), job(2)])
+    assert (m.time_s, m.repeats) == (pytest.approx(2e-3), 30)
+    other = (job(1)[0].model_copy(update={"size_bytes": 2048}),)
+    with pytest.raises(ModelplanError, match="different points"):
+        combine_jobs([job(1), other])
+
+
+def test_cli_jobs_needs_np():
+    """--jobs starts its own MPI jobs: with the simulator it is a one-line error."""
+    result = runner.invoke(app, ["calibrate", "--backend", "sim", "--jobs", "2"])
+    assert result.exit_code == 2
+    assert "--jobs (2) starts its own MPI jobs" in result.output

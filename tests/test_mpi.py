@@ -89,13 +89,13 @@ def test_wrong_world_size_is_one_line_on_every_rank():
 
 @pytest.mark.slow
 def test_calibrate_starts_its_own_job(tmp_path):
-    """`modelplan calibrate --np 2` (a small sweep) re-launches itself under mpiexec; rank 0 alone
-    prints the tables and writes a profile with the six fits that loads as a cluster."""
+    """`modelplan calibrate --np 2 --jobs 2` (a small sweep) runs two mpiexec jobs and fits the
+    median over them: one set of tables and a profile with the six fits that loads as a cluster."""
     out = tmp_path / "profile.toml"
     env = env_for(2)
-    proc = run_bounded([sys.executable, "-m", "modelplan", "calibrate", "--np", "2", "-b", "1K",
-                        "-e", "4K", "-n", "2", "-w", "1", "--extends", "dgx-h100", "-o", str(out)],
-                       env, timeout_s=120)
+    proc = run_bounded([sys.executable, "-m", "modelplan", "calibrate", "--np", "2", "--jobs", "2",
+                        "-b", "1K", "-e", "4K", "-n", "2", "-w", "1", "--extends", "dgx-h100",
+                        "-o", str(out)], env, timeout_s=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("# modelplan calibrate: 2 ranks, mpi") == 1
     import tomllib
@@ -103,6 +103,7 @@ def test_calibrate_starts_its_own_job(tmp_path):
     from modelplan.comm.clusters import load_cluster
 
     doc = tomllib.loads(out.read_text())
+    assert "median over 2 jobs" in doc["source"]
     assert len(doc["calibration"]["fitted"]) == 6 and doc["calibration"]["backend"] == "mpi"
     # every fit with a bandwidth (not the barrier's) is in the cluster the profile loads as
     fits = load_cluster(str(out)).collective_fits

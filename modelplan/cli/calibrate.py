@@ -103,6 +103,9 @@ def calibrate_cmd(
                                              help="Size multiplier between points.")] = 4,
     iters: Annotated[int, typer.Option("--iters", "-n", help="Timed calls per size (median kept).")] = 20,
     warmup: Annotated[int, typer.Option("--warmup", "-w", help="Untimed rounds first.")] = 3,
+    jobs: Annotated[int, typer.Option(
+        min=1, help="With --np: measure in this many separate MPI jobs and keep the median over "
+                    "jobs (one job's memory layout can shift all its points alike).")] = 1,
     split: Annotated[str, typer.Option(
         help="Fit sizes below this and from it up separately (0: one line per collective).")] = "1M",
     ops: Annotated[Optional[list[str]], typer.Option(
@@ -141,6 +144,11 @@ def calibrate_cmd(
     sweep = Sweep(sizes=sizes, collectives=collectives, iters=iters, warmup=warmup)
     report = dict(output=output, extends=extends, split_bytes=split_bytes, json_out=json_out,
                   link_alpha_us=link_alpha_us, link_bandwidth_gbps=link_bandwidth_gbps)
+    from modelplan.execute.mpilaunch import inside_mpi_job
+
+    if jobs > 1 and (backend_kind is SpmdBackend.SIM or num_ranks is None or inside_mpi_job()):
+        raise ModelplanError(f"--jobs ({jobs}) starts its own MPI jobs: use it with --np outside "
+                             "mpiexec (--backend mpi)")
 
     if backend_kind is SpmdBackend.SIM:
         from modelplan.execute.simcomm import run_spmd
@@ -149,10 +157,9 @@ def calibrate_cmd(
         if world_size < 2:
             raise ModelplanError(f"--np ({world_size}) must be >= 2 for calibrate")
         run = run_spmd(world_size, _rank_program, sweep, timeout_s=timeout_s)
-        _report(run, "sim", "modelplan simulator (threads)", sweep, **report)
+        _report(*_measured(run), "sim", "modelplan simulator (threads)", f"median of {iters}",
+                sweep, **report)
         return
-
-    from modelplan.execute.mpilaunch import inside_mpi_job
 
     if not inside_mpi_job():
         if num_ranks is None:
@@ -160,7 +167,10 @@ def calibrate_cmd(
                                  "python -m mpi4py -m modelplan calibrate ...`, or add --np 4")
         from modelplan.cli.mpirun import command_args, run_job
 
-        raise typer.Exit(run_job(num_ranks, command_args(ctx, drop={"num_ranks"}), timeout_s))
+        if jobs == 1:
+            raise typer.Exit(run_job(num_ranks, command_args(ctx, drop={"num_ranks"}), timeout_s))
+        _report_jobs(ctx, num_ranks, jobs, timeout_s, sweep, report)
+        return
     from modelplan.execute.mpicomm import exit_rank, load_mpi, run_spmd_mpi, share_from_root
 
     MPI = load_mpi()
@@ -171,7 +181,8 @@ def calibrate_cmd(
     code = 0
     if run is not None:  # rank 0 reports; the others wait for its exit code
         try:
-            _report(run, "mpi", MPI.Get_library_version().split(",")[0].strip(), sweep, **report)
+            _report(*_measured(run), "mpi", MPI.Get_library_version().split(",")[0].strip(),
+                    f"median of {iters}", sweep, **report)
         except ModelplanError as exc:
             typer.echo(f"error: {exc}", err=True)
             code = 2
@@ -190,24 +201,43 @@ def _check_extends(ref: str) -> str:
     return str(path.resolve()) if path.suffix.lower() in (".toml", ".json") or path.is_file() else ref
 
 
-def _report(run: Any, backend: str, library: str, sweep: Any, *, output: Path | None,
-            extends: str | None, split_bytes: int, json_out: bool, link_alpha_us: float | None,
-            link_bandwidth_gbps: float | None) -> None:
-    """Fit, write the profile, print the tables or the JSON document (rank 0)."""
+def _measured(run: Any) -> tuple[Any, int, str]:
+    """(measurements, ranks, scope) of one job: medians of the slowest rank per point."""
     from modelplan.execute.calibrate import summarize
+
+    hosts = {r["host"] for r in run.results}
+    return (summarize([r["samples"] for r in run.results]), run.world_size,
+            "intra" if len(hosts) == 1 else "inter")
+
+
+def _report_jobs(ctx: typer.Context, num_ranks: int, jobs: int, timeout_s: float, sweep: Any,
+                 report: dict) -> None:
+    """--jobs K: K separate jobs print their measurements; the median over jobs is fitted here."""
+    from modelplan.cli.mpirun import command_args, run_job_output
+    from modelplan.execute.calibrate import Measurement, combine_jobs
+
+    args = command_args(ctx, drop={"num_ranks", "jobs", "output", "extends", "json_out"})
+    docs = [json.loads(run_job_output(num_ranks, [*args, "--json"], timeout_s)) for _ in range(jobs)]
+    measured = combine_jobs([tuple(Measurement(**m) for m in d["measurements"]) for d in docs])
+    scope = "inter" if any(d["scope"] == "inter" for d in docs) else "intra"
+    _report(measured, docs[0]["world_size"], scope, "mpi", docs[0]["library"],
+            f"median over {jobs} jobs of medians of {sweep.iters}", sweep, **report)
+
+
+def _report(measured: Any, world_size: int, scope: str, backend: str, library: str, detail: str,
+            sweep: Any, *, output: Path | None, extends: str | None, split_bytes: int,
+            json_out: bool, link_alpha_us: float | None, link_bandwidth_gbps: float | None) -> None:
+    """Fit, write the profile, print the tables or the JSON document (rank 0)."""
     from modelplan.execute.calibrate_fit import fit_all
     from modelplan.execute.calibrate_profile import profile_toml
     from modelplan.export.files import write_text_atomic
 
-    hosts = {r["host"] for r in run.results}
-    world_size = run.world_size
-    source = (f"modelplan calibrate, {world_size} ranks on {len(hosts)} host(s), {library}, "
-              f"{min(sweep.sizes)}-{max(sweep.sizes)} B, median of {sweep.iters}, "
-              f"{date.today().isoformat()}")
-    cal = fit_all(summarize([r["samples"] for r in run.results]), world_size,
-                  backend=backend, library=library, split_bytes=split_bytes,
-                  scope="intra" if len(hosts) == 1 else "inter", source=source,
-                  link_alpha_us=link_alpha_us, link_bandwidth_gbps=link_bandwidth_gbps)
+    hosts = "1 host" if scope == "intra" else "several hosts"
+    source = (f"modelplan calibrate, {world_size} ranks on {hosts}, {library}, "
+              f"{min(sweep.sizes)}-{max(sweep.sizes)} B, {detail}, {date.today().isoformat()}")
+    cal = fit_all(measured, world_size, backend=backend, library=library, split_bytes=split_bytes,
+                  scope=scope, source=source, link_alpha_us=link_alpha_us,
+                  link_bandwidth_gbps=link_bandwidth_gbps)
     if output is not None:
         try:
             write_text_atomic(output, profile_toml(cal, extends))

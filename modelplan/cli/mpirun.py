@@ -62,23 +62,37 @@ def command_args(ctx: Any, drop: Iterable[str] = ()) -> list[str]:
     return args
 
 
-def run_job(num_ranks: int, args: list[str], timeout_s: float) -> int:
-    """Run `modelplan <args>` on `num_ranks` MPI processes; the job's exit status.
-
-    mpiexec's MPIEXEC_TIMEOUT ends the job `timeout_s` + 60 s after it starts (the ranks' own
-    watchdog fires first and says which rank waited for what).
-    """
+def _job(num_ranks: int, args: list[str], timeout_s: float, **run: Any) -> subprocess.CompletedProcess:
     from modelplan.execute.mpilaunch import mpi_env, mpiexec_command
 
     require_mpi4py()
     command = mpiexec_command(num_ranks, ["-m", "modelplan", *args])
     env = mpi_env(num_ranks, timeout_s=timeout_s + 60)
     # Open MPI gives each rank a pseudo-terminal: tell rich what our own stdout really is
-    tty = sys.stdout.isatty()
+    tty = sys.stdout.isatty() and "stdout" not in run
     env.setdefault("TTY_COMPATIBLE", "1" if tty else "0")
     if tty:
         env.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
-    return subprocess.run(command, env=env).returncode
+    return subprocess.run(command, env=env, **run)
+
+
+def run_job(num_ranks: int, args: list[str], timeout_s: float) -> int:
+    """Run `modelplan <args>` on `num_ranks` MPI processes; the job's exit status.
+
+    mpiexec's MPIEXEC_TIMEOUT ends the job `timeout_s` + 60 s after it starts (the ranks' own
+    watchdog fires first and says which rank waited for what).
+    """
+    return _job(num_ranks, args, timeout_s).returncode
+
+
+def run_job_output(num_ranks: int, args: list[str], timeout_s: float) -> str:
+    """`run_job`, returning what the job printed on stdout (its stderr goes to ours); a failed
+    job is a one-line error."""
+    proc = _job(num_ranks, args, timeout_s, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise ModelplanError(f"the job `modelplan {' '.join(args)}` on {num_ranks} ranks failed "
+                             f"(exit code {proc.returncode})")
+    return proc.stdout
 
 
 def rank_is_terminal() -> bool:

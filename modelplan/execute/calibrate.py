@@ -58,7 +58,7 @@ class Measurement(BaseModel):
     count: int
     """float64 elements in the nccl-tests size."""
     time_s: float
-    """Median over the repeats of the slowest rank's time."""
+    """Median over the repeats of the slowest rank's time (several jobs: the median of theirs)."""
     repeats: int
 
 
@@ -138,4 +138,18 @@ def summarize(per_rank: Any) -> tuple[Measurement, ...]:
         slowest = [max(rank[k][3][i] for rank in per_rank) for i in range(len(per_rank[0][k][3]))]
         out.append(Measurement(op=op, size_bytes=size, count=count,
                                time_s=statistics.median(slowest), repeats=len(slowest)))
+    return tuple(out)
+
+
+def combine_jobs(jobs: list[tuple[Measurement, ...]]) -> tuple[Measurement, ...]:
+    """Points measured by several jobs of the same sweep: the median over jobs of each point's
+    median (a job's memory layout can shift all its points alike), repeats added up."""
+    if not jobs or any(len(j) != len(jobs[0]) for j in jobs):
+        raise ModelplanError(f"combine_jobs: {len(jobs)} jobs with different sweeps")
+    out = []
+    for same in zip(*jobs):
+        if len({(m.op, m.size_bytes) for m in same}) != 1:
+            raise ModelplanError("combine_jobs: the jobs measured different points")
+        out.append(same[0].model_copy(update={"time_s": statistics.median(m.time_s for m in same),
+                                              "repeats": sum(m.repeats for m in same)}))
     return tuple(out)
