@@ -4,8 +4,9 @@ Run: python benchmarks/bench_calibrate.py [--np N] [--iters K] [--smoke]
 1. Job A: `modelplan calibrate --np N -b 1K -e 16M --json` measures (not fitted on): the same
    sweep as the fit, since what ran just before changes a collective's time on a CPU box
    (caches, the allocator), by up to a third here for a 1M..16M-only sweep.
-2. Job B: `modelplan calibrate --np N -b 1K -e 16M --extends dgx-h100 -o PROFILE` fits alpha and
-   bandwidth per collective and size range (below / from 1 MiB) and writes the profile.
+2. Job B: `modelplan calibrate --np N --jobs 3 -b 1K -e 16M --extends dgx-h100 -o PROFILE` fits
+   alpha and bandwidth per collective and size range (below / from 1 MiB) to the median over
+   three jobs and writes the profile (`--fit-jobs`).
 3. Job C: as job A, after the fit. A and C bracket B in time, so a load that drifts during the
    run biases both sides alike; their difference is the machine's noise floor ("spread").
 4. Each row: `collective_time_s(op, size, N, N, load_cluster(PROFILE))`, the cost model that
@@ -95,6 +96,7 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--max-wait-s", type=float, default=300.0)
     parser.add_argument("--tries", type=int, default=5)
+    parser.add_argument("--fit-jobs", type=int, default=3)
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     top, iters = ("1M", "3") if args.smoke else ("16M", str(args.iters))
@@ -104,8 +106,9 @@ def main() -> None:
         profile_path = Path(tmp) / "profile.toml"
         wait_s, tries = (0.0, 1) if args.smoke else (args.max_wait_s, args.tries)
         job_a, quiet_a = quiet_job([*common, "-b", "1K", "-e", top], wait_s, tries)
-        job_b, quiet_b = quiet_job([*common, "-b", "1K", "-e", top, "--extends", "dgx-h100",
-                                    "-o", str(profile_path)], wait_s, tries)
+        fit_jobs = "1" if args.smoke else str(args.fit_jobs)
+        job_b, quiet_b = quiet_job([*common, "--jobs", fit_jobs, "-b", "1K", "-e", top, "--extends",
+                                    "dgx-h100", "-o", str(profile_path)], wait_s, tries)
         job_c, quiet_c = quiet_job([*common, "-b", "1K", "-e", top], wait_s, tries)
         quiet = {"A": quiet_a, "B": quiet_b, "C": quiet_c}
         cluster = load_cluster(str(profile_path))
