@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -84,3 +85,67 @@ def test_plan_document_without_model_is_rejected(tmp_path):
     result = runner.invoke(app, ["verify", str(doc)])
     assert result.exit_code == 2
     assert "needs a 'model' key" in result.output
+
+
+@pytest.fixture
+def outside_mpi(monkeypatch):
+    """This process is not a rank of an MPI job (whatever launched pytest)."""
+    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_mpi_backend_starts_the_plans_ranks_with_the_same_arguments(model_file, outside_mpi, monkeypatch):
+    """Outside mpiexec, --backend mpi re-runs the command on dp*tp*pp = 4 ranks with the arguments
+    given (defaults and --np left out) and exits with the job's status."""
+    from modelplan.cli import mpirun
+
+    calls = []
+    monkeypatch.setattr(mpirun, "require_mpi4py", lambda: None)
+    monkeypatch.setattr(mpirun, "run_job", lambda n, args, timeout_s: calls.append((n, args, timeout_s)) or 1)
+    result = runner.invoke(app, ["verify", str(model_file), "--dp", "2", "--tp", "2", "--no-sequence-parallel",
+                                 "--backend", "mpi", "--np", "4", "--json"])
+    assert result.exit_code == 1, result.output
+    assert calls == [(4, ["verify", str(model_file), "--dp", "2", "--tp", "2", "--no-sequence-parallel",
+                          "--backend", "mpi", "--json"], 120.0)]
+
+
+def test_mpi_backend_without_mpi4py_is_one_line(model_file, outside_mpi, monkeypatch):
+    """No mpi4py installed: exit 2 and one line saying to install modelplan[mpi]."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # makes `import mpi4py` raise ImportError
+    result = runner.invoke(app, ["verify", str(model_file), "--dp", "2", "--backend", "mpi"])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: ") and result.output.count("\n") == 1
+    assert "install modelplan[mpi]" in result.output
+
+
+def test_np_other_than_the_plans_ranks_is_one_line(model_file, outside_mpi):
+    """--np 3 for a dp 2 x tp 2 plan is refused before any process starts."""
+    result = runner.invoke(app, ["verify", str(model_file), "--dp", "2", "--tp", "2", "--backend", "mpi",
+                                 "--np", "3"])
+    assert result.exit_code == 2, result.output
+    assert "--np (3) must equal the plan's ranks (4 = dp 2 x tp 2 x pp 1 x cp 1)" in result.output
+
+
+def test_ledger_needs_json(model_file):
+    """--ledger only adds to the JSON document: without --json it is a one-line error."""
+    result = runner.invoke(app, ["verify", str(model_file), "--ledger"])
+    assert result.exit_code == 2
+    assert "add --json" in result.output
+
+
+def test_json_ledger_and_tensors(model_file):
+    """--json --ledger --tensors: one ledger per rank (dp 2: each rank all-reduces its gradients
+    over the 2 dp ranks) and every gradient at the full shape of the scaled-down model."""
+    result = runner.invoke(app, ["verify", str(model_file), "--dp", "2", "--json", "--ledger", "--tensors"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert len(doc["ledgers"]) == 2
+    dp_ops = {(e["op"], e["group_size"]) for lg in doc["ledgers"] for e in lg if e["axis"] == "dp"}
+    assert ("all_reduce", 2) in dp_ops
+    hidden, vocab = doc["model"]["hidden"], doc["model"]["vocab"]
+    grads = doc["tensors"]["gradients"]
+    assert np.array(grads["embedding/word/weight"]).shape == (vocab, hidden)  # (vocab, hidden) table
+    assert np.array(grads["head/lm/weight"]).shape == (hidden, vocab)  # y = x @ w, (in, out)
+    assert grads.keys() == doc["tensors"]["updated_parameters"].keys()

@@ -4,8 +4,6 @@ Each test starts `mpiexec -n N python -m mpi4py tests/mpi_programs.py SCENARIO` 
 with a timeout (never pytest under mpiexec: see shared/reference/distributed_backend.md, section 5).
 """
 
-import importlib.util
-import os
 import pickle
 import subprocess
 import sys
@@ -16,72 +14,17 @@ import pytest
 
 from modelplan.execute import run_spmd
 
-ROOT = Path(__file__).resolve().parent.parent
-PROGRAMS = Path(__file__).resolve().parent / "mpi_programs.py"
-sys.path.insert(0, str(PROGRAMS.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mpi_programs  # noqa: E402
+from _mpi_support import env_for, mpiexec, needs_mpi, run_bounded  # noqa: E402
 
-
-def _mpi_available() -> bool:
-    """mpi4py, its MPI library and mpiexec are there (checked without MPI_Init: importing
-    mpi4py.MPI in this process would start a singleton MPI that leaves files in /dev/shm)."""
-    if importlib.util.find_spec("mpi4py") is None:
-        return False
-    try:
-        from modelplan.execute.mpilaunch import mpiexec_path
-
-        mpiexec_path()
-    except Exception:  # noqa: BLE001 - no mpiexec
-        return False
-    probe = ("import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI; "
-             "MPI.Get_library_version()")
-    return subprocess.run([sys.executable, "-c", probe], capture_output=True,
-                          timeout=60).returncode == 0
-
-
-pytestmark = [
-    pytest.mark.mpi,
-    pytest.mark.skipif(not _mpi_available(), reason="mpi4py / an MPI library not installed"),
-]
-
-
-SHM = Path("/dev/shm")
-
-
-def _segments() -> set[Path]:
-    return set(SHM.glob("sm_segment.*")) if SHM.is_dir() else set()
-
-
-def _mapped_anywhere(seg: Path) -> bool:
-    """Some live process still maps the segment (another MPI job running right now)."""
-    for maps in Path("/proc").glob("[0-9]*/maps"):
-        try:
-            if str(seg) in maps.read_text():
-                return True
-        except OSError:
-            continue
-    return False
+PROGRAMS = Path(mpi_programs.__file__)
+pytestmark = needs_mpi
 
 
 def launch(num_ranks: int, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
-    """Run tests/mpi_programs.py on `num_ranks` ranks; the job and the subprocess are bounded.
-
-    An aborted Open MPI job leaves its shared-memory segments in /dev/shm (16 MiB each); the
-    ones that appeared during this job and that no live process maps are removed afterwards.
-    """
-    from modelplan.execute.mpilaunch import mpi_env, mpiexec_command
-
-    env = mpi_env(num_ranks, timeout_s=timeout_s)
-    env["PRTE_MCA_rmaps_default_mapping_policy"] = ":oversubscribe"  # 8 ranks on 2 cores
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    before = _segments()
-    try:
-        return subprocess.run(mpiexec_command(num_ranks, [str(PROGRAMS), *args]), env=env,
-                              capture_output=True, text=True, timeout=timeout_s + 30, cwd=ROOT)
-    finally:
-        for seg in _segments() - before:
-            if not _mapped_anywhere(seg):  # never pull a segment from under a running job
-                seg.unlink(missing_ok=True)
+    """Run tests/mpi_programs.py on `num_ranks` ranks; the job and the subprocess are bounded."""
+    return mpiexec(num_ranks, [str(PROGRAMS), *args], timeout_s=timeout_s)
 
 
 def same(a, b) -> bool:
@@ -146,19 +89,23 @@ def test_wrong_world_size_is_one_line_on_every_rank():
 
 @pytest.mark.slow
 def test_calibrate_starts_its_own_job(tmp_path):
-    """`modelplan calibrate --np 2` re-launches itself under mpiexec; rank 0 alone prints the
-    tables and writes a profile with the six fits."""
-    from modelplan.execute.mpilaunch import mpi_env
-
+    """`modelplan calibrate --np 2 --jobs 2` (a small sweep) runs two mpiexec jobs and fits the
+    median over them: one set of tables and a profile with the six fits that loads as a cluster."""
     out = tmp_path / "profile.toml"
-    env = mpi_env(2)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-m", "modelplan", "calibrate", "--np", "2", "-b", "1K",
-                           "-e", "4K", "-n", "2", "-w", "1", "-o", str(out)], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    env = env_for(2)
+    proc = run_bounded([sys.executable, "-m", "modelplan", "calibrate", "--np", "2", "--jobs", "2",
+                        "-b", "1K", "-e", "4K", "-n", "2", "-w", "1", "--extends", "dgx-h100",
+                        "-o", str(out)], env, timeout_s=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("# modelplan calibrate: 2 ranks, mpi") == 1
     import tomllib
 
+    from modelplan.comm.clusters import load_cluster
+
     doc = tomllib.loads(out.read_text())
-    assert len(doc["fitted"]) == 6 and doc["backend"] == "mpi"
+    assert "median over 2 jobs" in doc["source"]
+    assert len(doc["calibration"]["fitted"]) == 6 and doc["calibration"]["backend"] == "mpi"
+    # every fit with a bandwidth (not the barrier's) is in the cluster the profile loads as
+    fits = load_cluster(str(out)).collective_fits
+    assert sorted(f.op for f in fits) == sorted(
+        f["op"] for f in doc["calibration"]["fitted"] if "bandwidth_gbps" in f)

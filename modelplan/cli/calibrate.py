@@ -9,10 +9,8 @@ fitted prediction beside each measurement, then the fits, and writes the profile
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
-import subprocess
 from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -40,20 +38,14 @@ def _rank_program(comm: Any, sweep: Any) -> dict:
     return {"host": socket.gethostname(), "samples": measure(comm, sweep)}
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise ModelplanError(f"--output {path}: cannot write: {exc.strerror}") from None
-
-
 def _pct(pred: float | None, measured: float) -> str:
     if pred is None:
         return f"{'-':>16}"
     return f"{pred * 1e6:>9.1f} ({(pred - measured) / measured:+4.0%})"
+
+
+def _range(fit: Any) -> str:
+    return f">= {fit.min_bytes}" if fit.min_bytes else "all" if fit.op == "barrier" else "from 0"
 
 
 def render(cal: Any) -> str:
@@ -66,35 +58,41 @@ def render(cal: Any) -> str:
         out.append(f"# link model (before the fit): alpha {cal.link_alpha_us:.2f} us, bandwidth "
                    f"{cal.link_bandwidth_gbps:.3f} GB/s per round, times each algorithm's "
                    "steps and volume")
-    for fit in cal.fits:
-        f = algorithm_factors(fit.op, cal.world_size)
-        out += ["", f"# {fit.op}: {f.algorithm}, {f.steps} steps, volume {f.volume_factor:.3g} x "
+    if cal.split_bytes:
+        out.append(f"# sizes below {cal.split_bytes} B and from it up are fitted separately")
+    for op in dict.fromkeys(f.op for f in cal.fits):
+        f = algorithm_factors(op, cal.world_size)
+        out += ["", f"# {op}: {f.algorithm}, {f.steps} steps, volume {f.volume_factor:.3g} x "
                 f"size, busbw = algbw x {f.busbw_factor:.3g}",
                 f"# {'size(B)':>12} {'count':>10} {'time(us)':>10} {'algbw':>7} {'busbw':>7}"
                 f" {'link model(us)':>16} {'fit(us)':>16}"]
-        for m in (m for m in cal.measurements if m.op == fit.op):
+        for m in (m for m in cal.measurements if m.op == op):
             algbw = m.size_bytes / m.time_s / 1e9  # nccl-tests: algbw = size / time
             bws = (f"{algbw:>7.3f} {algbw * f.busbw_factor:>7.3f}" if m.size_bytes
                    else f"{'-':>7} {'-':>7}")
             out.append(f"  {m.size_bytes:>12} {m.count:>10} {m.time_s * 1e6:>10.1f} {bws} "
                        f"{_pct(cal.link_predict_s(m), m.time_s)}"
-                       f" {_pct(fit.predict_s(m.size_bytes), m.time_s)}")
-    out += ["", "# fitted: time = steps*alpha + volume*size/bandwidth (per collective)",
-            f"# {'collective':<15} {'alpha(us)':>9} {'bw(GB/s)':>9} {'call alpha(us)':>14} "
-            f"{'busbw(GB/s)':>11} {'max err':>8}"]
+                       f" {_pct(cal.predict_s(m), m.time_s)}")
+    out += ["", "# fitted: time = steps*alpha + volume*size/bandwidth (per collective and size range)",
+            f"# {'collective':<15} {'sizes(B)':>11} {'alpha(us)':>9} {'bw(GB/s)':>9} "
+            f"{'call alpha(us)':>14} {'busbw(GB/s)':>11} {'max err':>8}"]
     for fit in cal.fits:
         bw = "-" if fit.bandwidth_gbps is None else f"{fit.bandwidth_gbps:.3f}"
         busbw = "-" if fit.busbw_gbps is None else f"{fit.busbw_gbps:.3f}"
-        out.append(f"  {fit.op:<15} {fit.alpha_us:>9.2f} {bw:>9} {fit.call_alpha_us:>14.2f} "
-                   f"{busbw:>11} {fit.max_rel_err:>8.0%}")
+        out.append(f"  {fit.op:<15} {_range(fit):>11} {fit.alpha_us:>9.2f} {bw:>9} "
+                   f"{fit.call_alpha_us:>14.2f} {busbw:>11} {fit.max_rel_err:>8.0%}")
     return "\n".join(out)
 
 
 @app.command("calibrate")
 @user_errors
 def calibrate_cmd(
+    ctx: typer.Context,
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", help="Write the cluster profile TOML here (atomically).")] = None,
+    extends: Annotated[Optional[str], typer.Option(
+        help="Cluster (preset or file) the profile takes everything else from, so that "
+             "`--cluster PROFILE` works in comm and plan, e.g. dgx-h100.")] = None,
     num_ranks: Annotated[Optional[int], typer.Option(
         "--np", help="Start the job: mpiexec -n NP (mpi, outside mpiexec); ranks for sim.")] = None,
     backend: Annotated[str, typer.Option(
@@ -103,8 +101,13 @@ def calibrate_cmd(
     max_size: Annotated[str, typer.Option("--max-size", "-e", help="Sweep end size.")] = "16M",
     step_factor: Annotated[int, typer.Option("--step-factor", "-f",
                                              help="Size multiplier between points.")] = 4,
-    iters: Annotated[int, typer.Option("--iters", "-n", help="Timed calls per size.")] = 10,
-    warmup: Annotated[int, typer.Option("--warmup", "-w", help="Untimed calls per size.")] = 2,
+    iters: Annotated[int, typer.Option("--iters", "-n", help="Timed calls per size (median kept).")] = 20,
+    warmup: Annotated[int, typer.Option("--warmup", "-w", help="Untimed rounds first.")] = 3,
+    jobs: Annotated[int, typer.Option(
+        min=1, help="With --np: measure in this many separate MPI jobs and keep the median over "
+                    "jobs (one job's memory layout can shift all its points alike).")] = 1,
+    split: Annotated[str, typer.Option(
+        help="Fit sizes below this and from it up separately (0: one line per collective).")] = "1M",
     ops: Annotated[Optional[list[str]], typer.Option(
         "--op", help="Collective to measure (repeatable); default all six.")] = None,
     link_alpha_us: Annotated[Optional[float], typer.Option(
@@ -115,10 +118,10 @@ def calibrate_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
 ) -> None:
     """Measure all_reduce, all_gather, reduce_scatter, broadcast, send_recv and barrier; fit
-    alpha-beta per collective; print nccl-tests style tables; write a cluster profile."""
+    alpha-beta per collective and size range; print nccl-tests style tables; write a cluster
+    profile."""
     from modelplan.comm.ops import Collective
-    from modelplan.execute.calibrate import CALIBRATED, Sweep, size_sweep, summarize
-    from modelplan.execute.calibrate_fit import fit_all, profile_toml
+    from modelplan.execute.calibrate import CALIBRATED, Sweep, size_sweep
     from modelplan.execute.spmd import SpmdBackend
 
     try:
@@ -133,62 +136,119 @@ def calibrate_cmd(
         raise ModelplanError(f"--op: calibrate measures {', '.join(CALIBRATED)}")
     sizes = size_sweep(parse_size(min_size, "--min-size"), parse_size(max_size, "--max-size"),
                        step_factor)
+    split_bytes = parse_size(split, "--split")
     if iters < 1 or warmup < 0:
         raise ModelplanError(f"--iters ({iters}) must be >= 1 and --warmup ({warmup}) >= 0")
+    if extends is not None:
+        extends = _check_extends(extends)
     sweep = Sweep(sizes=sizes, collectives=collectives, iters=iters, warmup=warmup)
+    report = dict(output=output, extends=extends, split_bytes=split_bytes, json_out=json_out,
+                  link_alpha_us=link_alpha_us, link_bandwidth_gbps=link_bandwidth_gbps)
+    from modelplan.execute.mpilaunch import inside_mpi_job
 
-    if backend_kind is SpmdBackend.MPI:
-        from modelplan.execute.mpilaunch import inside_mpi_job, mpi_env, mpiexec_command
+    if jobs > 1 and (backend_kind is SpmdBackend.SIM or num_ranks is None or inside_mpi_job()):
+        raise ModelplanError(f"--jobs ({jobs}) starts its own MPI jobs: use it with --np outside "
+                             "mpiexec (--backend mpi)")
 
-        if not inside_mpi_job():
-            if num_ranks is None:
-                raise ModelplanError("calibrate --backend mpi runs in an MPI job: `mpiexec -n 4 "
-                                     "python -m mpi4py -m modelplan calibrate ...`, or add --np 4")
-            args = ["-m", "modelplan", "calibrate", "-b", str(min(sizes)), "-e", str(max(sizes)),
-                    "-f", str(step_factor), "-n", str(iters), "-w", str(warmup),
-                    "--timeout-s", str(timeout_s), *[a for op in collectives for a in ("--op", op)]]
-            args += ["-o", str(output)] if output else []
-            args += ["--json"] if json_out else []
-            for flag, value in (("--link-alpha-us", link_alpha_us),
-                                ("--link-bandwidth-gbps", link_bandwidth_gbps)):
-                args += [flag, str(value)] if value is not None else []
-            proc = subprocess.run(mpiexec_command(num_ranks, args),
-                                  env=mpi_env(num_ranks, timeout_s=timeout_s + 60))
-            raise typer.Exit(proc.returncode)
-        from modelplan.execute.mpicomm import load_mpi, run_spmd_mpi
-
-        MPI = load_mpi()
-        world_size = MPI.COMM_WORLD.Get_size()
-        library = MPI.Get_library_version().split(",")[0].strip()
-        if world_size < 2:
-            raise ModelplanError(f"calibrate needs at least 2 ranks, the job has {world_size}")
-        run = run_spmd_mpi(world_size, _rank_program, sweep, timeout_s=timeout_s)
-        if run is None:
-            return  # not rank 0: rank 0 reports
-    else:
+    if backend_kind is SpmdBackend.SIM:
         from modelplan.execute.simcomm import run_spmd
 
         world_size = num_ranks if num_ranks is not None else 4
         if world_size < 2:
             raise ModelplanError(f"--np ({world_size}) must be >= 2 for calibrate")
-        library = "modelplan simulator (threads)"
         run = run_spmd(world_size, _rank_program, sweep, timeout_s=timeout_s)
+        _report(*_measured(run), "sim", "modelplan simulator (threads)", f"median of {iters}",
+                sweep, **report)
+        return
+
+    if not inside_mpi_job():
+        if num_ranks is None:
+            raise ModelplanError("calibrate --backend mpi runs in an MPI job: `mpiexec -n 4 "
+                                 "python -m mpi4py -m modelplan calibrate ...`, or add --np 4")
+        from modelplan.cli.mpirun import command_args, run_job
+
+        if jobs == 1:
+            raise typer.Exit(run_job(num_ranks, command_args(ctx, drop={"num_ranks"}), timeout_s))
+        _report_jobs(ctx, num_ranks, jobs, timeout_s, sweep, report)
+        return
+    from modelplan.execute.mpicomm import exit_rank, load_mpi, run_spmd_mpi, share_from_root
+
+    MPI = load_mpi()
+    world_size = MPI.COMM_WORLD.Get_size()
+    if world_size < 2:
+        raise ModelplanError(f"calibrate needs at least 2 ranks, the job has {world_size}")
+    run = run_spmd_mpi(world_size, _rank_program, sweep, timeout_s=timeout_s)
+    code = 0
+    if run is not None:  # rank 0 reports; the others wait for its exit code
+        try:
+            _report(*_measured(run), "mpi", MPI.Get_library_version().split(",")[0].strip(),
+                    f"median of {iters}", sweep, **report)
+        except ModelplanError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            code = 2
+    code = share_from_root(code)
+    if code:
+        exit_rank(code)  # a plain exit on every rank, not MPI_Abort
+
+
+def _check_extends(ref: str) -> str:
+    """The cluster to extend, loaded once now (a one-line error before measuring); a file is
+    written as an absolute path so the profile works from any folder."""
+    from modelplan.comm.clusters import load_cluster
+
+    load_cluster(ref)
+    path = Path(ref)
+    return str(path.resolve()) if path.suffix.lower() in (".toml", ".json") or path.is_file() else ref
+
+
+def _measured(run: Any) -> tuple[Any, int, str]:
+    """(measurements, ranks, scope) of one job: medians of the slowest rank per point."""
+    from modelplan.execute.calibrate import summarize
 
     hosts = {r["host"] for r in run.results}
-    source = (f"modelplan calibrate, {world_size} ranks on {len(hosts)} host(s), {library}, "
-              f"{min(sizes)}-{max(sizes)} B, median of {iters}, {date.today().isoformat()}")
-    cal = fit_all(summarize([r["samples"] for r in run.results]), world_size,
-                  backend=str(backend_kind), library=library,
-                  scope="intra" if len(hosts) == 1 else "inter", source=source,
-                  link_alpha_us=link_alpha_us, link_bandwidth_gbps=link_bandwidth_gbps)
+    return (summarize([r["samples"] for r in run.results]), run.world_size,
+            "intra" if len(hosts) == 1 else "inter")
+
+
+def _report_jobs(ctx: typer.Context, num_ranks: int, jobs: int, timeout_s: float, sweep: Any,
+                 report: dict) -> None:
+    """--jobs K: K separate jobs print their measurements; the median over jobs is fitted here."""
+    from modelplan.cli.mpirun import command_args, run_job_output
+    from modelplan.execute.calibrate import Measurement, combine_jobs
+
+    args = command_args(ctx, drop={"num_ranks", "jobs", "output", "extends", "json_out"})
+    docs = [json.loads(run_job_output(num_ranks, [*args, "--json"], timeout_s)) for _ in range(jobs)]
+    measured = combine_jobs([tuple(Measurement(**m) for m in d["measurements"]) for d in docs])
+    scope = "inter" if any(d["scope"] == "inter" for d in docs) else "intra"
+    _report(measured, docs[0]["world_size"], scope, "mpi", docs[0]["library"],
+            f"median over {jobs} jobs of medians of {sweep.iters}", sweep, **report)
+
+
+def _report(measured: Any, world_size: int, scope: str, backend: str, library: str, detail: str,
+            sweep: Any, *, output: Path | None, extends: str | None, split_bytes: int,
+            json_out: bool, link_alpha_us: float | None, link_bandwidth_gbps: float | None) -> None:
+    """Fit, write the profile, print the tables or the JSON document (rank 0)."""
+    from modelplan.execute.calibrate_fit import fit_all
+    from modelplan.execute.calibrate_profile import profile_toml
+    from modelplan.export.files import write_text_atomic
+
+    hosts = "1 host" if scope == "intra" else "several hosts"
+    source = (f"modelplan calibrate, {world_size} ranks on {hosts}, {library}, "
+              f"{min(sweep.sizes)}-{max(sweep.sizes)} B, {detail}, {date.today().isoformat()}")
+    cal = fit_all(measured, world_size, backend=backend, library=library, split_bytes=split_bytes,
+                  scope=scope, source=source, link_alpha_us=link_alpha_us,
+                  link_bandwidth_gbps=link_bandwidth_gbps)
     if output is not None:
-        _write_atomic(output, profile_toml(cal))
+        try:
+            write_text_atomic(output, profile_toml(cal, extends))
+        except ModelplanError as exc:
+            raise ModelplanError(f"--output {exc}") from None
     if json_out:
         doc = cal.model_dump(mode="json")
         doc["predictions"] = [
             {"op": m.op, "size_bytes": m.size_bytes, "time_s": m.time_s,
-             "link_model_s": cal.link_predict_s(m),
-             "fit_s": cal.fit(m.op).predict_s(m.size_bytes)} for m in cal.measurements]
+             "link_model_s": cal.link_predict_s(m), "fit_s": cal.predict_s(m)}
+            for m in cal.measurements]
         typer.echo(json.dumps(doc, indent=2))
     else:
         typer.echo(render(cal))

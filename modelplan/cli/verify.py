@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from modelplan.cli.app import app, user_errors
+from modelplan.cli.mpirun import BackendChoice
+from modelplan.errors import ModelplanError
 
 
 class ScheduleChoice(StrEnum):
@@ -25,19 +25,6 @@ class OptimizerChoice(StrEnum):
     momentum = "momentum"
     adam = "adam"
     adamw = "adamw"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Temp file in the target folder, then os.replace: a reader never sees half a file."""
-    path = path.resolve()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _inputs(target: str, overrides_plan: dict, overrides_training: dict):
@@ -76,6 +63,7 @@ def _inputs(target: str, overrides_plan: dict, overrides_training: dict):
 @app.command("verify")
 @user_errors
 def verify_cmd(
+    ctx: typer.Context,
     target: Annotated[str, typer.Argument(help="PLAN.json (keys model, training, plan) or a model: preset name, spec file, HF config.json.")],
     dp: Annotated[Optional[int], typer.Option(help="Data-parallel size.")] = None,
     tp: Annotated[Optional[int], typer.Option(help="Tensor-parallel size.")] = None,
@@ -91,25 +79,61 @@ def verify_cmd(
     optimizer: Annotated[Optional[OptimizerChoice], typer.Option(help="Optimizer of the step.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the initial weights and the data.")] = 0,
     layers_per_stage: Annotated[int, typer.Option("--layers-per-stage", help="Blocks per pipeline stage in the scaled-down model.")] = 1,
-    max_ranks: Annotated[int, typer.Option("--max-ranks", help="Refuse plans needing more simulated ranks than this.")] = 256,
+    max_ranks: Annotated[int, typer.Option("--max-ranks", help="Refuse plans needing more ranks than this.")] = 256,
+    backend: Annotated[BackendChoice, typer.Option(help="sim: one thread per rank in this process; mpi: one MPI process per rank (pip install 'modelplan[mpi]').")] = BackendChoice.sim,
+    num_ranks: Annotated[Optional[int], typer.Option("--np", min=1, help="mpi outside mpiexec: start the job with this many ranks (default: the plan's).")] = None,
+    timeout_s: Annotated[float, typer.Option("--timeout-s", min=1, help="End the sharded step after this many seconds, naming what each rank waited for.")] = 120.0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    ledger: Annotated[bool, typer.Option("--ledger", help="With --json: add every rank's ledger (op, axis, bytes, steps, label per call).")] = False,
+    tensors: Annotated[bool, typer.Option("--tensors", help="With --json: add the sharded run's gradients and updated parameters, reassembled.")] = False,
     timeline: Annotated[bool, typer.Option("--timeline", help="Draw the executed pipeline schedule.")] = False,
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Write the executed schedule as SVG to this file.")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Networks: walk through the tensor-parallel math step by step.")] = False,
 ) -> None:
-    """Execute the plan's sharded math on a scaled-down model and check it against one device."""
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    """Execute the plan's sharded math on a scaled-down model and check it against one device.
 
-    from modelplan.cli.verify_render import report_table, timeline_svg, timeline_text
-    from modelplan.execute.verify import verify
-
+    With --backend mpi run it as `mpiexec -n N python -m mpi4py -m modelplan verify ...`, or let
+    it start that job itself (N = the plan's ranks, or --np).
+    """
     plan_opts = {k: v for k, v in dict(dp=dp, tp=tp, pp=pp, vpp=vpp, ep=ep, micro_batch=micro_batch,
                                         schedule=schedule.value if schedule else None,
                                         sequence_parallel=sequence_parallel, zero=zero).items() if v is not None}
     training_opts = {k: v for k, v in dict(global_batch=global_batch, seq_len=seq,
                                             optimizer=optimizer.value if optimizer else None).items() if v is not None}
+    if (ledger or tensors) and not json_out:
+        raise ModelplanError("--ledger and --tensors add to the --json document: add --json")
     spec, training, plan = _inputs(target, plan_opts, training_opts)
+    run_args = dict(seed=seed, layers_per_stage=layers_per_stage, max_ranks=max_ranks, timeout_s=timeout_s)
+    show = dict(json_out=json_out, ledger=ledger, tensors=tensors, timeline=timeline, svg=svg)
+    if backend is BackendChoice.sim:
+        out = _verify_sim(spec, training, plan, run_args)
+        raise typer.Exit(_show(out, **show, walk=_walkthrough(spec, plan, seed, explain)))
+
+    from modelplan.execute.mpilaunch import inside_mpi_job
+
+    if not inside_mpi_job():
+        raise typer.Exit(_launch(ctx, plan, num_ranks, max_ranks, timeout_s))
+    _verify_on_this_rank(spec, training, plan, run_args, show)
+
+
+def _walkthrough(spec, plan, seed: int, explain: bool):
+    """The recorded tensor-parallel walk-through of a network (--explain with tp > 1), else None."""
+    if not explain:
+        return None
+    if getattr(spec, "kind", None) != "network" or plan.tp == 1:
+        typer.echo("note: --explain walks through tensor parallelism of network models (tp > 1)", err=True)
+        return None
+    from modelplan.execute.net.explain import tp_walkthrough
+
+    return tp_walkthrough(spec, plan, seed=seed)
+
+
+def _verify_sim(spec, training, plan, run_args: dict):
+    """verify on threads, with a progress bar on stderr."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from modelplan.execute.verify import verify_run
 
     phases = ["sharded step", "single-device reference step", "checks"]
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
@@ -120,34 +144,83 @@ def verify_cmd(
             progress.update(task, description=message, completed=next(
                 (i for i, p in enumerate(phases) if message.startswith(p.split()[0])), 0))
 
-        report = verify(spec, training, plan, seed=seed, layers_per_stage=layers_per_stage,
-                        max_ranks=max_ranks, progress=step)
+        out = verify_run(spec, training, plan, "sim", progress=step, **run_args)
         progress.update(task, completed=len(phases))
+    return out
 
+
+def _launch(ctx: typer.Context, plan, num_ranks: int | None, max_ranks: int, timeout_s: float) -> int:
+    """Outside an MPI job: run this same command on the plan's ranks under mpiexec."""
+    from modelplan.cli.mpirun import command_args, require_mpi4py, run_job
+    from modelplan.execute.verify import check_rank_count
+
+    require_mpi4py()
+    check_rank_count(plan, max_ranks)
+    n = plan.world_size if num_ranks is None else num_ranks
+    if n != plan.world_size:
+        raise ModelplanError(f"--np ({n}) must equal the plan's ranks ({plan.world_size} = dp {plan.dp} x "
+                             f"tp {plan.tp} x pp {plan.pp} x cp {plan.cp})")
+    return run_job(n, command_args(ctx, drop={"num_ranks"}), timeout_s)
+
+
+def _verify_on_this_rank(spec, training, plan, run_args: dict, show: dict) -> None:
+    """One rank of an MPI job. Rank 0 prints the report; every rank ends with rank 0's exit code
+    (an error every rank meets, such as a wrong world size, is printed by every rank)."""
+    from modelplan.cli.mpirun import rank_is_terminal
+    from modelplan.execute.mpicomm import exit_rank, share_from_root
+    from modelplan.execute.verify import verify_run
+
+    code: int | None = None
+    try:
+        out = verify_run(spec, training, plan, "mpi", **run_args)
+        if out is not None:  # rank 0
+            code = _show(out, **show, terminal=rank_is_terminal())
+    except ModelplanError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        code = 2
+    try:
+        code = share_from_root(code)
+    except ModelplanError:  # no MPI library: every rank printed the same error
+        pass
+    if code:
+        exit_rank(code)  # a plain exit, not the MPI_Abort of `python -m mpi4py` on sys.exit(1)
+
+
+def _show(out: Any, *, json_out: bool, ledger: bool, tensors: bool, timeline: bool, svg: Path | None,
+          terminal: bool | None = None, walk: Any = None) -> int:
+    """Print the report (table or JSON), write the SVG; the exit code (0 all checks pass, else 1)."""
+    from dataclasses import asdict
+
+    from rich.console import Console
+
+    from modelplan.cli.verify_render import report_table, timeline_svg, timeline_text
+    from modelplan.export.files import write_text_atomic
+
+    report = out.report
     if svg is not None:
-        _write_atomic(svg, timeline_svg(report))
-    console = Console()
-    walk = None
-    if explain and getattr(spec, "kind", None) == "network" and plan.tp > 1:
-        from modelplan.execute.net.explain import tp_walkthrough
-
-        walk = tp_walkthrough(spec, plan, seed=seed)
+        write_text_atomic(svg, timeline_svg(report))
     if json_out:
-        extra = {"explain": walk.model_dump(mode="json")} if walk is not None else {}
-        typer.echo(json.dumps({"passed": report.passed, **report.model_dump(mode="json"), **extra}, indent=2))
-    else:
+        doc = {"passed": report.passed, **report.model_dump(mode="json")}
         if walk is not None:
-            from modelplan.cli.net_explain import walkthrough_renderables
+            doc["explain"] = walk.model_dump(mode="json")
+        if ledger:
+            doc["ledgers"] = [[asdict(e) for e in lg.entries] for lg in out.ledgers]
+        if tensors:
+            doc["tensors"] = {"gradients": {k: v.tolist() for k, v in out.grads.items()},
+                              "updated_parameters": {k: v.tolist() for k, v in out.params.items()}}
+        typer.echo(json.dumps(doc, indent=2))
+        return 0 if report.passed else 1
+    console = Console(force_terminal=terminal)
+    if walk is not None:
+        from modelplan.cli.net_explain import walkthrough_renderables
 
-            for item in walkthrough_renderables(walk):
-                console.print(item)
-        elif explain:
-            console.print("note: --explain walks through tensor parallelism of network models (tp > 1)", style="dim")
-        console.print(report_table(report))
-        for note in report.notes:
-            console.print(f"note: {note}", style="dim")
-        if timeline:
-            console.print(timeline_text(report))
-        verdict = "[bold green]all checks passed[/]" if report.passed else "[bold red]some checks failed[/]"
-        console.print(f"{verdict} (sharded step {report.sharded_s:.2f} s, reference {report.reference_s:.2f} s)")
-    raise typer.Exit(0 if report.passed else 1)
+        for item in walkthrough_renderables(walk):
+            console.print(item)
+    console.print(report_table(report))
+    for note in report.notes:
+        console.print(f"note: {note}", style="dim")
+    if timeline:
+        console.print(timeline_text(report))
+    verdict = "[bold green]all checks passed[/]" if report.passed else "[bold red]some checks failed[/]"
+    console.print(f"{verdict} (sharded step {report.sharded_s:.2f} s, reference {report.reference_s:.2f} s)")
+    return 0 if report.passed else 1

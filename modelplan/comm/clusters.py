@@ -3,7 +3,9 @@
 A cluster table names its accelerator by preset (`accelerator = "a100-80gb"`), by a file path
 (relative to the cluster file), or embeds it as a table. `extends = "dgx-h100"` starts from
 another cluster (preset or file) and overrides the keys given, table by table; this is how a
-profile written by `modelplan calibrate` adds `[[collective_fits]]` to a shipped preset.
+profile written by `modelplan calibrate` adds `[[collective_fits]]` to a shipped preset. Its
+`[calibration]` table (what was measured and the per-algorithm fits) is for people and tools,
+not part of the cluster.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from modelplan.presets import load_preset, read_toml
 from modelplan.specs.hardware import Accelerator, Cluster
 
 _MAX_EXTENDS = 8
+_CALIBRATION = "calibration"
+"""The table of a `modelplan calibrate` profile that is not part of the cluster spec."""
 
 
 def _is_file_ref(ref: str) -> bool:
@@ -90,7 +94,11 @@ def _resolve_extends(data: dict, source: str, base_dir: Path | None, depth: int 
 
 def cluster_from_dict(data: dict, source: str = "cluster", base_dir: Path | None = None) -> Cluster:
     """Validate a raw cluster table, resolving `extends` and a named accelerator."""
-    data = _resolve_extends(data, source, base_dir)
+    if _CALIBRATION in data and "extends" not in data:
+        raise SpecError(f"{source}: a `modelplan calibrate` profile is a cluster only with "
+                        'extends = "<cluster preset or file>" (e.g. dgx-h100) to take the rest from: '
+                        "add that line, or rerun calibrate with --extends")
+    data = {k: v for k, v in _resolve_extends(data, source, base_dir).items() if k != _CALIBRATION}
     acc = data.get("accelerator")
     if isinstance(acc, str):
         data = {**data, "accelerator": load_accelerator(acc, base_dir)}

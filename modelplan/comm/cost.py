@@ -66,17 +66,22 @@ class CollectiveCost(BaseModel):
     """nccl-tests bus bandwidth: algbw x busbw_factor(op, group_size), GB/s."""
 
 
-def _fit(links: ClusterLinks, op: Collective, p: int, k: int) -> tuple[float, float] | None:
-    """The measured (alpha_s, busbw_Bps) for this op and scope: exact group size first."""
+Fit = tuple[tuple[int, float, float], ...]
+"""A cluster's measured (min_bytes, alpha_s, busbw_Bps) for one op and group, by min_bytes."""
+
+
+def _fit(links: ClusterLinks, op: Collective, p: int, k: int) -> Fit | None:
+    """The measured fits for this op and scope: those for the exact group size, else the
+    size-independent ones (ranks = None)."""
     scope = "inter" if k > 1 else "intra"
-    generic = None
-    for f_op, f_scope, f_ranks, alpha_s, busbw_Bps in links.fits:
+    exact, generic = [], []
+    for f_op, f_scope, f_ranks, min_bytes, alpha_s, busbw_Bps in links.fits:
         if f_op == op and f_scope == scope:
             if f_ranks == p:
-                return alpha_s, busbw_Bps
-            if f_ranks is None:
-                generic = (alpha_s, busbw_Bps)
-    return generic
+                exact.append((min_bytes, alpha_s, busbw_Bps))
+            elif f_ranks is None:
+                generic.append((min_bytes, alpha_s, busbw_Bps))
+    return tuple(sorted(exact or generic)) or None
 
 
 class _Plan(NamedTuple):
@@ -86,8 +91,8 @@ class _Plan(NamedTuple):
     path: PathLinks | None
     """None for a group of one rank (nothing to send)."""
     candidates: tuple[tuple[Algo, Formula], ...]
-    fit: tuple[float, float] | None
-    """(alpha_s, busbw_Bps) when the fitted model prices this call."""
+    fit: Fit | None
+    """The measured fits when the fitted model prices this call."""
 
 
 def _place(group_size: int, placement: int | None | GroupShape, links: ClusterLinks) -> GroupShape:
@@ -131,7 +136,9 @@ def _plan(op: Collective, algo: Algo, group_size: int, placement: int | None | G
 
 def _fitted(op: Collective, n: float, plan: _Plan) -> Estimate:
     """Fitted alpha + n * busbw_factor / busbw; bytes and steps from the op's first algorithm."""
-    alpha_s, busbw_Bps = plan.fit  # type: ignore[misc]
+    fits: Fit = plan.fit  # type: ignore[assignment]
+    # the fit of the largest min_bytes <= n (the first one for messages below them all)
+    _, alpha_s, busbw_Bps = next((f for f in reversed(fits) if f[0] <= n), fits[0])
     base = next(iter(FORMULAS[op].values()))(n, plan.path)  # type: ignore[arg-type]
     return base._replace(time_s=alpha_s + n * busbw_factor(op, plan.path.p) / busbw_Bps)  # type: ignore[union-attr]
 

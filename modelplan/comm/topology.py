@@ -37,8 +37,8 @@ class ClusterLinks(NamedTuple):
     inter_Bps: float
     """Achievable bytes/s of one GPU's NIC share per direction."""
     inter_name: str
-    fits: tuple[tuple[str, str, int | None, float, float], ...]
-    """Measured (op, scope, ranks, alpha_s, busbw_Bps) overrides."""
+    fits: tuple[tuple[str, str, int | None, int, float, float], ...]
+    """Measured (op, scope, ranks, min_bytes, alpha_s, busbw_Bps) overrides."""
 
 
 def cluster_links(cluster: Cluster | ClusterLinks) -> ClusterLinks:
@@ -59,7 +59,7 @@ def cluster_links(cluster: Cluster | ClusterLinks) -> ClusterLinks:
         inter_Bps=inter.effective_bandwidth_Bps,
         inter_name=inter.name,
         fits=tuple(
-            (f.op, f.scope, f.ranks, f.alpha_us * 1e-6, f.busbw_gbps * 1e9)
+            (f.op, f.scope, f.ranks, f.min_bytes, f.alpha_us * 1e-6, f.busbw_gbps * 1e9)
             for f in cluster.collective_fits
         ),
     )

@@ -41,10 +41,10 @@ class Sweep(BaseModel):
     """Message sizes in bytes (nccl-tests meaning per collective, see the module docstring)."""
     collectives: tuple[Collective, ...] = CALIBRATED
     """Collectives to measure."""
-    iters: int = Field(10, ge=1)
+    iters: int = Field(20, ge=1)
     """Timed calls per size; the median is kept."""
-    warmup: int = Field(2, ge=0)
-    """Untimed calls per size before the timed ones."""
+    warmup: int = Field(3, ge=0)
+    """Untimed rounds before the timed ones."""
 
 
 class Measurement(BaseModel):
@@ -58,7 +58,7 @@ class Measurement(BaseModel):
     count: int
     """float64 elements in the nccl-tests size."""
     time_s: float
-    """Median over the repeats of the slowest rank's time."""
+    """Median over the repeats of the slowest rank's time (several jobs: the median of theirs)."""
     repeats: int
 
 
@@ -104,8 +104,10 @@ def _call(comm: Communicator, op: Collective, world: Group, x: np.ndarray) -> No
 def measure(comm: Communicator, sweep: Sweep) -> list[tuple[Collective, int, int, list[float]]]:
     """Rank program: (op, size_bytes, count, [seconds per timed call]) on this rank.
 
-    Repeats are interleaved (round i times every collective at every size once), so a burst
-    of load from elsewhere on the machine spreads over all points instead of spoiling one.
+    Repeats are interleaved (round i times every collective at every size once, in an order
+    shuffled per round, the same on every rank), so a burst of load from elsewhere on the
+    machine spreads over all points instead of spoiling one, and no point always follows the
+    same neighbour. The first `warmup` rounds are not kept.
     """
     world = Group(Axis.WORLD, tuple(range(comm.world_size)))
     p = world.size
@@ -117,8 +119,10 @@ def measure(comm: Communicator, sweep: Sweep) -> list[tuple[Collective, int, int
             local = n * p if op is Collective.REDUCE_SCATTER else n
             points.append((op, n * p if grouped else n, np.ones(local)))
     times: list[list[float]] = [[] for _ in points]
+    order = np.random.default_rng(0)  # same seed on every rank: the same order everywhere
     for i in range(sweep.warmup + sweep.iters):
-        for k, (op, _, x) in enumerate(points):
+        for k in order.permutation(len(points)):
+            op, _, x = points[k]
             comm.barrier(world, label="calibrate/sync")
             start = time.perf_counter()
             _call(comm, op, world, x)
@@ -134,4 +138,18 @@ def summarize(per_rank: Any) -> tuple[Measurement, ...]:
         slowest = [max(rank[k][3][i] for rank in per_rank) for i in range(len(per_rank[0][k][3]))]
         out.append(Measurement(op=op, size_bytes=size, count=count,
                                time_s=statistics.median(slowest), repeats=len(slowest)))
+    return tuple(out)
+
+
+def combine_jobs(jobs: list[tuple[Measurement, ...]]) -> tuple[Measurement, ...]:
+    """Points measured by several jobs of the same sweep: the median over jobs of each point's
+    median (a job's memory layout can shift all its points alike), repeats added up."""
+    if not jobs or any(len(j) != len(jobs[0]) for j in jobs):
+        raise ModelplanError(f"combine_jobs: {len(jobs)} jobs with different sweeps")
+    out = []
+    for same in zip(*jobs):
+        if len({(m.op, m.size_bytes) for m in same}) != 1:
+            raise ModelplanError("combine_jobs: the jobs measured different points")
+        out.append(same[0].model_copy(update={"time_s": statistics.median(m.time_s for m in same),
+                                              "repeats": sum(m.repeats for m in same)}))
     return tuple(out)

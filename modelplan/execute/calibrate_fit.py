@@ -4,12 +4,19 @@ Model of one call of a collective on p ranks, for the algorithm the communicator
 (`collectives.py`): time_s = steps * alpha_s + volume_factor * size_bytes * beta, where steps are
 the rounds on the critical path and volume_factor * size_bytes the bytes the busiest rank sends
 (Hockney's alpha-beta model; size_bytes in the nccl-tests sense, see `calibrate.py`). alpha and
-beta are fitted per collective by least squares on the relative error (each row divided by its
-measured time, so 1 KiB and 16 MiB points weigh the same).
+beta are fitted per collective to minimise the largest relative error over the measured points
+(a Chebyshev fit: each row divided by its measured time, so 1 KiB and 16 MiB points weigh the
+same, and the fit's `max_rel_err` is the best any such line achieves on them).
+
+One line rarely covers both regimes: small messages pay start-up, protocol switches and cache
+effects that large ones do not. So sizes below `split_bytes` (default 1 MiB) and sizes from it
+up are fitted separately, and each fit says from which size it applies (`min_bytes`); the
+cluster profile and the cost model (`Cluster.collective_fits`) use the same ranges.
 """
 
 from __future__ import annotations
 
+from itertools import combinations
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -73,6 +80,8 @@ class CollectiveFit(BaseModel):
     """Fitted 1/beta in GB/s (1e9 bytes/s) per rank and direction; None without payload."""
     points: int
     max_rel_err: float
+    min_bytes: int = 0
+    """Smallest nccl-tests size this fit covers (the sizes below belong to the previous fit)."""
     """Largest |fit - measured| / measured over the fitted points."""
 
     @property
@@ -97,33 +106,52 @@ class CollectiveFit(BaseModel):
         return predict_s(self.factors, size_bytes, self.alpha_us * 1e-6, bw)
 
 
-def fit_collective(op: Collective, p: int, points: list[Measurement]) -> CollectiveFit:
-    """Least squares on the relative error of time = steps*alpha + volume*size*beta (>= 0)."""
+def minimax_fit(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """alpha, beta >= 0 minimising max_i |a_i*alpha + b_i*beta - 1| (a Chebyshev fit; a_i > 0).
+
+    A linear program in (alpha, beta, e): minimise e with -e <= a_i*alpha + b_i*beta - 1 <= e.
+    Its optimum is a vertex where three of the constraints (or alpha = 0, beta = 0) hold with
+    equality, so every such triple is solved and the best feasible one kept (a handful of points
+    per fit: a few thousand 3x3 systems at most).
+    """
+    if not b.any():  # latency only: equal errors at the two extremes
+        return 2.0 / float(a.min() + a.max()), 0.0
+    sa, sb = float(a.max()), float(b.max())
+    A, B = a / sa, b / sb  # unknowns alpha*sa, beta*sb, both of order 1
+    ones = np.ones_like(A)
+    rows = np.concatenate([
+        np.stack([A, B, -ones, ones], axis=1),  # residual = +e
+        np.stack([A, B, ones, ones], axis=1),  # residual = -e
+        np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]),  # alpha = 0, beta = 0
+    ])
+    triples = np.array(list(combinations(range(len(rows)), 3)))
+    mats, rhs = rows[triples, :3], rows[triples, 3]
+    solvable = np.abs(np.linalg.det(mats)) > 1e-12
+    x, y, _ = np.linalg.solve(mats[solvable], rhs[solvable][..., None])[..., 0].T
+    x, y = np.maximum(x, 0.0), np.maximum(y, 0.0)
+    worst = np.max(np.abs(A[None, :] * x[:, None] + B[None, :] * y[:, None] - 1.0), axis=1)
+    k = int(np.argmin(worst))
+    return float(x[k]) / sa, float(y[k]) / sb
+
+
+def fit_collective(op: Collective, p: int, points: list[Measurement], min_bytes: int = 0
+                   ) -> CollectiveFit:
+    """time = steps*alpha + volume*size*beta (alpha, beta >= 0) with the smallest largest
+    relative error over the points: `max_rel_err` is then the best any such line achieves."""
     f = algorithm_factors(op, p)
+    if not points:
+        raise ModelplanError(f"{op}: no measurements to fit")
     t = np.array([m.time_s for m in points])
     a = np.full_like(t, float(f.steps)) / t  # rows divided by the measured time
     b = np.array([f.volume_factor * m.size_bytes for m in points]) / t
-    ones = np.ones_like(t)
-    candidates = []  # (alpha_s, beta_s_per_byte)
-    if f.volume_factor and p > 1 and len(points) >= 2:
-        (alpha, beta), *_ = np.linalg.lstsq(np.stack([a, b], axis=1), ones, rcond=None)
-        if alpha >= 0 and beta > 0:
-            candidates.append((alpha, beta))
-    if f.volume_factor and b.any():  # bandwidth only, alpha = 0
-        candidates.append((0.0, float(b @ ones / (b @ b))))
-    if a.any():  # latency only
-        candidates.append((float(a @ ones / (a @ a)), 0.0))
-    if not candidates:
+    if not a.any():
         raise ModelplanError(f"{op} on {p} rank(s) moves nothing: nothing to fit")
-
-    def worst(c: tuple[float, float]) -> float:
-        return float(np.max(np.abs(a * c[0] + b * c[1] - 1.0)))
-
-    alpha, beta = min(candidates, key=lambda c: float(np.sum((a * c[0] + b * c[1] - 1.0) ** 2)))
+    alpha, beta = minimax_fit(a, b)
     return CollectiveFit(op=op, algorithm=f.algorithm, ranks=p, steps=f.steps,
                          volume_factor=f.volume_factor, busbw_factor=f.busbw_factor,
                          alpha_us=alpha * 1e6, bandwidth_gbps=(1 / beta / 1e9) if beta else None,
-                         points=len(points), max_rel_err=worst((alpha, beta)))
+                         points=len(points), max_rel_err=float(np.max(np.abs(a * alpha + b * beta - 1.0))),
+                         min_bytes=min_bytes)
 
 
 class Calibration(BaseModel):
@@ -143,8 +171,22 @@ class Calibration(BaseModel):
     """The point-to-point link the 'link model' column uses (default: the send_recv fit)."""
     link_bandwidth_gbps: float | None
 
-    def fit(self, op: Collective) -> CollectiveFit | None:
-        return next((f for f in self.fits if f.op == op), None)
+    split_bytes: int = 0
+    """Sizes below and from this one were fitted separately (0: one fit per collective)."""
+
+    def fits_for(self, op: Collective) -> list[CollectiveFit]:
+        """The fits of one collective, by size range."""
+        return sorted((f for f in self.fits if f.op == op), key=lambda f: f.min_bytes)
+
+    def fit_for(self, op: Collective, size_bytes: int) -> CollectiveFit | None:
+        """The fit that covers this size (the first one below them all), as the cost model picks."""
+        fits = self.fits_for(op)
+        return next((f for f in reversed(fits) if f.min_bytes <= size_bytes), fits[0] if fits else None)
+
+    def predict_s(self, m: Measurement) -> float | None:
+        """The fitted time of a measured point."""
+        fit = self.fit_for(m.op, m.size_bytes)
+        return None if fit is None else fit.predict_s(m.size_bytes)
 
     def link_predict_s(self, m: Measurement) -> float | None:
         """The analytic model before the fit: the link's alpha and bandwidth, the algorithm's
@@ -157,63 +199,27 @@ class Calibration(BaseModel):
 
 def fit_all(measurements: tuple[Measurement, ...], world_size: int, *, backend: str,
             library: str, scope: Literal["intra", "inter"], source: str,
-            link_alpha_us: float | None = None,
+            split_bytes: int = 1 << 20, link_alpha_us: float | None = None,
             link_bandwidth_gbps: float | None = None) -> Calibration:
-    """Fit every measured collective; the link defaults to the send_recv fit."""
+    """Fit every measured collective, sizes below and from `split_bytes` apart when both were
+    measured (0: one fit each). The link defaults to the send_recv fits: alpha from the small
+    messages, bandwidth from the large ones."""
     fits = []
     for op in dict.fromkeys(m.op for m in measurements):
-        fits.append(fit_collective(op, world_size, [m for m in measurements if m.op == op]))
-    p2p = next((f for f in fits if f.op is Collective.SEND_RECV), None)
-    if link_alpha_us is None and p2p is not None:
-        link_alpha_us = p2p.alpha_us
-    if link_bandwidth_gbps is None and p2p is not None:
-        link_bandwidth_gbps = p2p.bandwidth_gbps
+        points = [m for m in measurements if m.op == op]
+        small = [m for m in points if m.size_bytes < split_bytes]
+        large = [m for m in points if m.size_bytes >= split_bytes]
+        if small and large:
+            fits += [fit_collective(op, world_size, small),
+                     fit_collective(op, world_size, large, min_bytes=split_bytes)]
+        else:
+            fits.append(fit_collective(op, world_size, points))
+    p2p = [f for f in fits if f.op is Collective.SEND_RECV]
+    if link_alpha_us is None and p2p:
+        link_alpha_us = p2p[0].alpha_us
+    if link_bandwidth_gbps is None and p2p:
+        link_bandwidth_gbps = p2p[-1].bandwidth_gbps
     return Calibration(world_size=world_size, backend=backend, library=library, scope=scope,
                        source=source, measurements=measurements, fits=tuple(fits),
-                       link_alpha_us=link_alpha_us, link_bandwidth_gbps=link_bandwidth_gbps)
-
-
-def _toml_value(value: object) -> str:
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, float):
-        text = f"{value:.6g}"  # TOML needs a '.' or an exponent to read a float back
-        return text if any(c in text for c in ".ein") else text + ".0"
-    return str(value)
-
-
-def profile_toml(cal: Calibration) -> str:
-    """The cluster profile: `[fitted.<collective>]` tables, plus the cluster-spec form."""
-    lines = [
-        "# Cluster profile written by `modelplan calibrate`: an alpha-beta fit per collective.",
-        "# Per call: time_s = steps * alpha_us * 1e-6 + volume_factor * size_bytes / "
-        "(bandwidth_gbps * 1e9),",
-        "#   steps / volume_factor: rounds and bytes sent by the busiest rank per byte of the",
-        "#   nccl-tests size (all_gather: gathered output; reduce_scatter: input per rank).",
-        "# Same fit, nccl-tests form: time_s = call_alpha_us * 1e-6 + size_bytes * busbw_factor"
-        " / (busbw_gbps * 1e9).",
-        "# GB/s = 1e9 bytes/s.",
-        f"source = {_toml_value(cal.source)}",
-        f"world_size = {cal.world_size}",
-        f"scope = {_toml_value(cal.scope)}",
-        f"backend = {_toml_value(cal.backend)}",
-        f"library = {_toml_value(cal.library)}",
-    ]
-    for fit in cal.fits:
-        lines += ["", f"[fitted.{fit.op}]"]
-        row = {"algorithm": fit.algorithm, "ranks": fit.ranks, "steps": fit.steps,
-               "volume_factor": fit.volume_factor, "busbw_factor": fit.busbw_factor,
-               "alpha_us": fit.alpha_us, "bandwidth_gbps": fit.bandwidth_gbps,
-               "call_alpha_us": fit.call_alpha_us, "busbw_gbps": fit.busbw_gbps,
-               "points": fit.points, "max_rel_err": fit.max_rel_err}
-        lines += [f"{k} = {_toml_value(v)}" for k, v in row.items() if v is not None]
-    lines += ["", "# The same fits in the cluster spec's form (Cluster.collective_fits: alpha_us",
-              "# per call, busbw_gbps in the nccl-tests convention), to paste into a cluster TOML."]
-    for fit in cal.fits:
-        if fit.busbw_gbps is None:
-            continue
-        lines += ["", "[[collective_fits]]"]
-        row = {"op": str(fit.op), "scope": cal.scope, "ranks": fit.ranks,
-               "alpha_us": fit.call_alpha_us, "busbw_gbps": fit.busbw_gbps, "source": cal.source}
-        lines += [f"{k} = {_toml_value(v)}" for k, v in row.items()]
-    return "\n".join(lines) + "\n"
+                       link_alpha_us=link_alpha_us, link_bandwidth_gbps=link_bandwidth_gbps,
+                       split_bytes=split_bytes if any(f.min_bytes for f in fits) else 0)

@@ -23,18 +23,20 @@ job: launch with `mpiexec -n N python -m mpi4py -m modelplan ...`.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 import traceback
 import zlib
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import numpy as np
 
 from modelplan.comm.communicator import Group
 from modelplan.errors import ModelplanError
 from modelplan.execute.collectives import Channel, Like, P2PCommunicator
+from modelplan.execute.mpilaunch import MPI_MISSING
 from modelplan.execute.spmd import CommError, SpmdError, SpmdResult, check_world_size
 
 _CHANNEL_BIT = {Channel.COLL: 0, Channel.P2P: 1}
@@ -47,8 +49,7 @@ def load_mpi() -> Any:
     try:
         from mpi4py import MPI
     except ImportError:
-        raise ModelplanError("the mpi backend needs mpi4py and an MPI library: "
-                             "pip install 'modelplan[mpi]'") from None
+        raise ModelplanError(MPI_MISSING) from None
     except RuntimeError as exc:
         raise ModelplanError(f"mpi4py cannot load its MPI library: {exc}") from None
     return MPI
@@ -207,3 +208,22 @@ def run_spmd_mpi(world_size: int, fn: Callable[..., Any], *args: Any,
     if lines:
         raise SpmdError("; ".join(lines))
     return SpmdResult(tuple(g[0] for g in gathered), tuple(g[1] for g in gathered))
+
+
+def share_from_root(value: Any) -> Any:
+    """Rank 0's `value` on every rank of COMM_WORLD (collective: every rank must call it)."""
+    return load_mpi().COMM_WORLD.bcast(value, root=0)
+
+
+def exit_rank(status: int) -> NoReturn:
+    """End this rank with `status` as a normal exit, not MPI_Abort.
+
+    `python -m mpi4py` turns a non-zero `sys.exit` into MPI_Abort, which makes mpiexec report an
+    abort. Every rank of the job must call this with the same status (MPI_Finalize waits for all).
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    MPI = sys.modules.get("mpi4py.MPI")
+    if MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized():
+        MPI.Finalize()
+    os._exit(status)

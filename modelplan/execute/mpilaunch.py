@@ -17,6 +17,10 @@ from typing import Sequence
 
 from modelplan.errors import ModelplanError
 
+MPI_MISSING = ("the mpi backend needs mpi4py and an MPI library: install modelplan[mpi] "
+               "(pip install 'modelplan[mpi]': mpi4py + the Open MPI wheel)")
+"""The one-line error when mpi4py (or its MPI library) is not installed."""
+
 _LAUNCHED_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
 """Set by Open MPI, by MPICH/Hydra (and srun's PMI) and by PMIx launchers in every rank."""
 

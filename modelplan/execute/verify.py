@@ -13,8 +13,11 @@
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
+import numpy as np
+
+from modelplan.comm.communicator import Ledger
 from modelplan.comm.ops import Axis
 from modelplan.errors import ModelplanError
 from modelplan.execute.checks import (
@@ -31,7 +34,7 @@ from modelplan.execute.params import init_params, make_batch, param_defs
 from modelplan.execute.reference import reference_step
 from modelplan.execute.report import TimelineStep, VerifyReport, VerifyRow
 from modelplan.execute.scale import check_executable, scale_down
-from modelplan.execute.spmd import SpmdError, spmd_runner
+from modelplan.execute.spmd import SpmdBackend, SpmdError, spmd_runner
 from modelplan.execute.timeline import lamport_spans
 from modelplan.plan.commlist import communication_list
 from modelplan.plan.schedule import pipeline_schedule
@@ -54,28 +57,70 @@ def _notes(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> list[st
     return notes
 
 
+class Verified(NamedTuple):
+    """A verify report with what the sharded run produced (on MPI: rank 0 only)."""
+
+    report: VerifyReport
+    ledgers: tuple[Ledger, ...]
+    """Each rank's ledger, by global rank (empty when the sharded step failed)."""
+    grads: dict[str, np.ndarray]
+    """Gradients reassembled from every rank's shards, full shape, by parameter name."""
+    params: dict[str, np.ndarray]
+    """Updated parameters reassembled the same way."""
+
+
 def verify(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *, seed: int = 0,
            scale: bool = True, layers_per_stage: int = 1, optimizer: OptimizerConfig | None = None,
            timeout_s: float = 120.0, max_ranks: int = 256, progress: Progress | None = None
            ) -> VerifyReport | None:
     """Run `plan` on a (scaled-down) copy of `spec` and check it; None on MPI ranks other than 0."""
-    if getattr(spec, "kind", None) == "network":  # MLP / CNN / RNN: modelplan.execute.net
-        from modelplan.execute.net.verify import verify_network
+    out = verify_run(spec, training, plan, backend, seed=seed, scale=scale, layers_per_stage=layers_per_stage,
+                     optimizer=optimizer, timeout_s=timeout_s, max_ranks=max_ranks, progress=progress)
+    return None if out is None else out.report
 
-        return verify_network(spec, training, plan, backend, seed=seed, scale=scale, optimizer=optimizer,
-                              timeout_s=timeout_s, progress=progress)
-    say = progress or (lambda _msg: None)
+
+def check_rank_count(plan: Plan, max_ranks: int) -> None:
+    """Refuse plans with more ranks than `max_ranks` (each rank is a thread or a process)."""
     if plan.world_size > max_ranks:
         raise ModelplanError(
             f"the plan needs {plan.world_size} ranks (dp {plan.dp} x tp {plan.tp} x pp {plan.pp} x cp {plan.cp}); "
             f"verify runs at most max_ranks ({max_ranks}): verify a smaller dp (its code path is the same "
             "from dp = 2) or raise max_ranks")
+
+
+def _require_mpi_world(world_size: int, plan: Plan) -> None:
+    """Every rank of the job raises the same one-line error when the job has the wrong size."""
+    from modelplan.execute.mpicomm import load_mpi
+
+    ranks = load_mpi().COMM_WORLD.Get_size()
+    if ranks != world_size:
+        raise SpmdError(f"the plan needs {world_size} ranks (dp {plan.dp} x tp {plan.tp} x pp {plan.pp} x "
+                        f"cp {plan.cp}) but the MPI job has {ranks}: launch with mpiexec -n {world_size}")
+
+
+def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *, seed: int = 0,
+               scale: bool = True, layers_per_stage: int = 1, optimizer: OptimizerConfig | None = None,
+               timeout_s: float = 120.0, max_ranks: int = 256, progress: Progress | None = None
+               ) -> Verified | None:
+    """`verify`, also returning the ledgers and the reassembled tensors; None on MPI ranks other than 0.
+    Network specs (MLP / CNN / RNN) run in `modelplan.execute.net` and return the report alone."""
+    if getattr(spec, "kind", None) == "network":
+        from modelplan.execute.net.verify import verify_network
+
+        check_rank_count(plan, max_ranks)
+        report = verify_network(spec, training, plan, backend, seed=seed, scale=scale, optimizer=optimizer,
+                                timeout_s=timeout_s, progress=progress)
+        return None if report is None else Verified(report, (), {}, {})
+    say = progress or (lambda _msg: None)
+    check_rank_count(plan, max_ranks)
     notes = _notes(spec, training, plan)
     if scale:
         spec, training = scale_down(spec, plan, training, layers_per_stage=layers_per_stage)
     check_executable(spec, training, plan)
     job = Job(spec, training, plan, seed, optimizer or OptimizerConfig(kind=training.optimizer))
     grid = job.grid
+    if SpmdBackend(backend) is SpmdBackend.MPI:
+        _require_mpi_world(grid.world_size, plan)
 
     say(f"sharded step on {grid.world_size} ranks")
     t0 = time.perf_counter()
@@ -83,7 +128,9 @@ def verify(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: s
         run = spmd_runner(backend)(grid.world_size, train_step, job, timeout_s=timeout_s)
     except SpmdError as exc:
         row = VerifyRow(name="execution", passed=False, detail=str(exc))
-        return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=[row], notes=notes)
+        report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=[row],
+                              notes=notes)
+        return Verified(report, (), {}, {})
     if run is None:
         return None
     sharded_s = time.perf_counter() - t0
@@ -98,8 +145,10 @@ def verify(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: s
     results = list(run.results)
     rows = [_check_loss(results, ref.loss)]
     defs = param_defs(spec)
+    tensors = {}
     for kind, label, expected in (("grads", "gradients", ref.grads), ("params", "updated parameters", ref.params)):
         got, problems = reassemble(results, defs, kind)
+        tensors[kind] = got
         rows.append(compare_tensors(label, got, expected, problems))
     items = communication_list(spec, training, plan, element_bytes=8)
     rows += check_ledgers(results, list(run.ledgers), items, plan)
@@ -110,8 +159,9 @@ def verify(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: s
     rows.append(check_bubble(spans, grid.groups(Axis.PP), plan, job.num_microbatches))
     timeline = [[TimelineStep(kind=s.record.step.kind, microbatch=s.record.step.microbatch, chunk=s.record.step.chunk,
                               start=s.start, end=s.end) for s in spans[r]] for r in grid.group(Axis.PP, 0)]
-    return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
-                        timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s)
+    report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
+                          timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s)
+    return Verified(report, tuple(run.ledgers), tensors["grads"], tensors["params"])
 
 
 def _check_loss(results, ref_loss: float) -> VerifyRow:

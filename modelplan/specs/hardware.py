@@ -87,7 +87,9 @@ class CollectiveFit(Spec):
 
     When a cluster carries a fit for an operation and scope, the cost model's `auto` uses it
     instead of its analytic algorithms: time_s = alpha_us*1e-6 + nbytes*busbw_factor/busbw,
-    with nccl-tests' message size and busbw factor for the operation.
+    with nccl-tests' message size and busbw factor for the operation. Fits of one operation,
+    scope and group size may cover size ranges (`min_bytes`): latency-bound small messages and
+    bandwidth-bound large ones rarely sit on one line.
     """
 
     op: CollectiveName
@@ -100,6 +102,9 @@ class CollectiveFit(Spec):
     """Fitted start-up time of one call in microseconds."""
     busbw_gbps: float = Field(gt=0)
     """Fitted saturated bus bandwidth in GB/s (nccl-tests convention; 1/beta)."""
+    min_bytes: int = Field(0, ge=0)
+    """Smallest message (nccl-tests size) the fit covers; a message takes the fit with the largest
+    min_bytes <= its size (the smallest one when it is below them all)."""
     source: str = ""
     """Where the measurement comes from (tool, date, message sizes)."""
 
@@ -131,10 +136,11 @@ class Cluster(Spec):
     def _check_fits(self) -> "Cluster":
         seen = set()
         for fit in self.collective_fits:
-            key = (fit.op, fit.scope, fit.ranks)
+            key = (fit.op, fit.scope, fit.ranks, fit.min_bytes)
             if key in seen:
                 raise ValueError(
-                    f"collective_fits: two fits for op '{fit.op}', scope '{fit.scope}', ranks {fit.ranks}"
+                    f"collective_fits: two fits for op '{fit.op}', scope '{fit.scope}', ranks {fit.ranks}, "
+                    f"min_bytes {fit.min_bytes}"
                 )
             seen.add(key)
         return self
