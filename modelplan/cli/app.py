@@ -1,8 +1,15 @@
-"""The Typer application object, the shared error handling and the entry point."""
+"""The Typer application object, the shared error handling and the entry point.
+
+Commands live in one module per group and register themselves on `app` when imported. Importing
+them all costs start-up time that `modelplan count` should not pay, so `app` loads them on
+demand: `main()` imports only the module of the command on the command line, and anything that
+reads the command list (`--help`, completion, CliRunner in tests) imports them all.
+"""
 
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 from typing import Callable, TypeVar
 
@@ -10,7 +17,52 @@ import typer
 
 from modelplan.errors import ModelplanError
 
-app = typer.Typer(
+# Command name -> the module of modelplan.cli that defines it.
+COMMAND_MODULES: dict[str, str] = {
+    "count": "count",
+    "presets": "count",
+    "comm": "comm",
+    "calibrate": "calibrate",
+    "plan": "plan",
+    "verify": "verify",
+    "export": "export",
+    "compare": "export",
+}
+
+
+class LazyTyper(typer.Typer):
+    """A Typer app whose command modules are imported the first time the command list is read."""
+
+    _loading = False
+    _loaded: set[str]
+
+    def load(self, names: list[str] | None = None) -> None:
+        """Import the modules of `names` (every command module when None)."""
+        modules = list(dict.fromkeys(COMMAND_MODULES.values())) if names is None else [
+            COMMAND_MODULES[n] for n in names if n in COMMAND_MODULES]
+        self._loading = True
+        try:
+            for module in modules:
+                if module not in self._loaded:
+                    importlib.import_module(f"modelplan.cli.{module}")
+                    self._loaded.add(module)
+        finally:
+            self._loading = False
+
+    @property
+    def registered_commands(self):  # type: ignore[override]
+        if not self._loading and len(self._loaded) < len(set(COMMAND_MODULES.values())) and not self._partial:
+            self.load()
+        return self._commands
+
+    @registered_commands.setter
+    def registered_commands(self, value) -> None:
+        self._commands = value
+        self._loaded = set()
+        self._partial = False
+
+
+app = LazyTyper(
     name="modelplan",
     help="Size a model, price its training, split it over GPUs and verify the split.",
     no_args_is_help=True,
@@ -36,7 +88,11 @@ def user_errors(fn: F) -> F:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: load only the command being run (all of them for help)."""
+    name = sys.argv[1] if len(sys.argv) > 1 else ""
+    if name in COMMAND_MODULES:
+        app.load([name])
+        app._partial = True
     try:
         app()
     except ModelplanError as exc:  # defensive: commands normally handle their own

@@ -82,7 +82,7 @@ def _print_document(doc: dict, depth: int) -> None:
         summarise_layers,
     )
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)
     model, tr, params, flops, mem = (
         doc["model"], doc["training"], doc["params"], doc["flops"], doc["memory"]
     )

@@ -8,4 +8,4 @@ from pydantic import BaseModel, ConfigDict
 class Spec(BaseModel):
     """Frozen pydantic model that rejects unknown fields (torchtitan/fastapi style)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
