@@ -6,6 +6,10 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Spec(BaseModel):
-    """Frozen pydantic model that rejects unknown fields (torchtitan/fastapi style)."""
+    """Frozen pydantic model that rejects unknown fields (torchtitan/fastapi style).
+
+    Fields are documented by attribute docstrings for readers and IDEs; pydantic is not asked to
+    parse them (`use_attribute_docstrings` reads the source at import and slows start-up).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
