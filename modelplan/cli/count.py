@@ -92,7 +92,9 @@ def _print_document(doc: dict, depth: int) -> None:
     console.print(f"parameters: [bold]{human_count(params['total'])}[/bold] ({params['total']:,}){active}")
     shown = {k: v for k, v in params["breakdown"].items() if k.count("/") < depth}
     console.print(breakdown_table("Parameters", shown, params["total"], human_count, "params"))
-    console.print(f"per layer: {summarise_layers(params['per_layer'])}\n")
+    if model["kind"] == "transformer":  # a network's layers are the rows of the table above
+        console.print(f"per layer: {summarise_layers(params['per_layer'])}")
+    console.print()
 
     if model["kind"] == "transformer":
         tokens = tr["global_batch"] * tr["seq_len"]
@@ -105,7 +107,8 @@ def _print_document(doc: dict, depth: int) -> None:
     summary.add_column(justify="right")
     summary.add_column(justify="right", style="dim")
     for label, value in (
-        ("forward per token", flops["forward_per_token"]),
+        ("forward per token" if model["kind"] == "transformer" else "forward per sample",
+         flops["forward_per_token"]),
         ("forward per step", flops["forward"]),
         ("model (fwd + bwd, MFU numerator)", flops["model"]),
         ("hardware (+ recompute, HFU numerator)", flops["hardware"]),
