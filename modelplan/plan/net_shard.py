@@ -22,7 +22,7 @@ from modelplan.count.network_tree import leaves_of
 from modelplan.plan.net_layout import StagePlan
 from modelplan.plan.net_tp import TpRole
 from modelplan.plan.schedule import Step, stage_index
-from modelplan.plan.shard import RankElements, UnitShard
+from modelplan.plan.shard import RankElements, UnitShard, held_elements
 from modelplan.specs.plan import Plan
 
 
@@ -51,21 +51,7 @@ def net_unit_shards(stages: list[StagePlan], plan: Plan) -> dict[str, UnitShard]
 
 def net_rank_elements(stages: list[StagePlan], plan: Plan, optimizer_states: int) -> list[RankElements]:
     """Per pipeline rank: weight, gradient and optimizer-state elements held (plan/shard.py table)."""
-    shards = net_unit_shards(stages, plan)
-    out = []
-    for r in range(plan.pp):
-        w = g = o = 0
-        for c in range(plan.vpp):
-            for unit in stages[stage_index(r, c, plan.pp)].units:
-                if unit not in shards:
-                    continue
-                s = shards[unit]
-                mine = s.padded // s.group_size
-                w += mine if plan.zero == 3 else s.numel
-                g += s.padded if plan.zero <= 1 else mine
-                o += optimizer_states * (s.padded if plan.zero == 0 else mine)
-        out.append(RankElements(pp_rank=r, weights=w, gradients=g, optimizer=o))
-    return out
+    return held_elements([st.units for st in stages], net_unit_shards(stages, plan), plan, optimizer_states)
 
 
 @dataclass(frozen=True)
