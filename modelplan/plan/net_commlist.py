@@ -18,6 +18,8 @@ convention, same start-up items), derived from the stages and tensor-parallel ro
 
 from __future__ import annotations
 
+import math
+
 from modelplan.comm.ops import Axis, Collective
 from modelplan.count.network_tree import leaves_of
 from modelplan.plan.commlist import CommItem, RankCalls, add_unit_calls, merge_rank_calls
@@ -30,24 +32,17 @@ from modelplan.specs.training import TrainingSpec
 AG, AR, BAR, P2P = Collective.ALL_GATHER, Collective.ALL_REDUCE, Collective.BARRIER, Collective.SEND_RECV
 
 
-def _numel(shape: tuple[int, ...]) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
-
-
 def tp_calls(stage: StagePlan, micro_batch: int) -> list[tuple[Collective, str, int, str]]:
     """(op, direction 'F'/'B', elements, label) of one micro-batch's tensor-parallel calls."""
     out = []
     for leaf in leaves_of(stage.nodes):
         r = stage.roles[leaf.path]
         if r.role is TpRole.ROW:
-            out.append((AR, "F", micro_batch * _numel(leaf.info.output_shape), f"tp/{leaf.path}/row"))
+            out.append((AR, "F", micro_batch * math.prod(leaf.info.output_shape), f"tp/{leaf.path}/row"))
         if r.gather_after:
-            out.append((AG, "F", micro_batch * _numel(leaf.info.output_shape), f"tp/{leaf.path}/gather"))
+            out.append((AG, "F", micro_batch * math.prod(leaf.info.output_shape), f"tp/{leaf.path}/gather"))
         if r.role is TpRole.COLUMN and stage.needs_input_grad(leaf):
-            out.append((AR, "B", micro_batch * _numel(leaf.info.input_shape), f"tp/{leaf.path}/column-dx"))
+            out.append((AR, "B", micro_batch * math.prod(leaf.info.input_shape), f"tp/{leaf.path}/column-dx"))
     return out
 
 
@@ -69,8 +64,8 @@ def net_communication_list(stages: list[StagePlan], training: TrainingSpec, plan
             st = stages[v]
             for op, _, elements, label in tp_calls(st, b):
                 add(op, Axis.TP, tp, elements * act, m, label)
-            out_msg = b * _numel(st.output_shape) * act
-            in_msg = b * _numel(st.input_shape) * act
+            out_msg = b * math.prod(st.output_shape) * act
+            in_msg = b * math.prod(st.input_shape) * act
             if v < last:
                 add(P2P, Axis.PP, pp, out_msg, m, "pp/forward", role="send")
                 add(P2P, Axis.PP, pp, out_msg, m, "pp/backward", role="recv")

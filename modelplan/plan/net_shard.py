@@ -16,6 +16,7 @@ per-micro-batch amount of each chunk is the activation memory of that rank.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from modelplan.count.network_tree import leaves_of
@@ -24,13 +25,6 @@ from modelplan.plan.net_tp import TpRole
 from modelplan.plan.schedule import Step, stage_index
 from modelplan.plan.shard import RankElements, UnitShard, held_elements
 from modelplan.specs.plan import Plan
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
 
 
 def net_unit_shards(stages: list[StagePlan], plan: Plan) -> dict[str, UnitShard]:
@@ -43,7 +37,7 @@ def net_unit_shards(stages: list[StagePlan], plan: Plan) -> dict[str, UnitShard]
                 role = st.roles[leaf.path].role
                 for name, shape in leaf.info.param_shapes.items():
                     split = role in (TpRole.COLUMN, TpRole.SHARDED) or (role is TpRole.ROW and name == "weight")
-                    numel += _numel(shape) // (plan.tp if split else 1)
+                    numel += math.prod(shape) // (plan.tp if split else 1)
             if numel:
                 out[unit] = UnitShard(unit=unit, numel=numel, partial_over_tp=0, group_size=plan.dp)
     return out
