@@ -6,6 +6,10 @@ The CLI prints `error: <message>` and exits with code 2; the library raises thes
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
+M = TypeVar("M")
+
 
 class ModelplanError(ValueError):
     """A user-facing error with a one-line message."""
@@ -35,3 +39,14 @@ def format_validation_error(exc: "object", source: str = "") -> str:
         parts.append(f"{loc}: {msg}" if loc else msg)
     prefix = f"{source}: " if source else ""
     return prefix + "; ".join(parts)
+
+
+def validate_model(cls: type[M], data: Any, source: str = "") -> M:
+    """`cls.model_validate(data)` for a pydantic model class; its validation errors become one
+    SpecError line (`format_validation_error`, prefixed with `source`)."""
+    from pydantic import ValidationError
+
+    try:
+        return cls.model_validate(data)  # type: ignore[attr-defined]
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(exc, source)) from None

@@ -9,6 +9,8 @@ and activation conventions are stated in `modelplan.count.network_layers`.
 
 from __future__ import annotations
 
+import math
+
 from modelplan.count.network_layers import (
     INDEX_BYTES,
     buffer_count,
@@ -77,7 +79,7 @@ def network_layers(spec: NetworkSpec, dtype_bytes: int = 4) -> list[LayerInfo]:
                 unit=leaf.unit,
                 input_shape=leaf.input_shape,
                 output_shape=leaf.output_shape,
-                params=sum(_numel(s) for s in shapes.values()),
+                params=sum(math.prod(s) for s in shapes.values()),
                 param_shapes=shapes,
                 buffers=buffer_count(leaf),
                 forward_flops=matmul + other,
@@ -88,13 +90,6 @@ def network_layers(spec: NetworkSpec, dtype_bytes: int = 4) -> list[LayerInfo]:
             )
         )
     return rows
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
 
 
 def _with_parents(leaves: dict[str, int]) -> dict[str, int]:
@@ -112,7 +107,7 @@ def count_network_params(spec: NetworkSpec) -> ParamCount:
     """Exact parameters: breakdown per tensor (`0/weight`) with parent sums; per_layer per leaf."""
     layers = network_layers(spec)
     tensors = {
-        f"{row.path}/{name}": _numel(shape)
+        f"{row.path}/{name}": math.prod(shape)
         for row in layers
         for name, shape in row.param_shapes.items()
     }
@@ -171,7 +166,7 @@ def count_network_memory(spec: NetworkSpec, training: TrainingSpec, micro_batch:
             first = row.unit not in seen
             seen.add(row.unit)
             width = INDEX_BYTES if row.type == "embedding" else dtype_bytes
-            per_layer.append(_numel(row.input_shape) * width * micro_batch if first else 0)
+            per_layer.append(math.prod(row.input_shape) * width * micro_batch if first else 0)
     else:
         per_layer = [row.activation_bytes * micro_batch for row in layers]
     return MemoryCount(

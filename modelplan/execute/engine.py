@@ -10,6 +10,7 @@ with point-to-point sends between stages); finish the gradient reductions; optim
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -147,6 +148,46 @@ def local_entries(defs: list[ParamDef], tp: Group, ep: Group, rank: int, sequenc
     return tuple(entries)
 
 
+def defs_by_unit(defs: list[ParamDef]) -> dict[str, list[ParamDef]]:
+    """Parameter definitions grouped by unit (one DP bucket each), in definition order."""
+    out: dict[str, list[ParamDef]] = {}
+    for d in defs:
+        out.setdefault(d.unit, []).append(d)
+    return out
+
+
+def local_values(full: dict[str, np.ndarray], entries: tuple[Entry, ...]) -> dict[str, np.ndarray]:
+    """This rank's slices of the full initial parameters."""
+    return {e.name: full[e.name][tuple(slice(a, b) for a, b in e.index)] for e in entries}
+
+
+def materialize_units(dp: DataParallel, buckets: dict[str, Bucket], units: Iterable[str]) -> dict[str, np.ndarray]:
+    """The parameters of `units` (those with a bucket) as the step's compute uses them."""
+    out: dict[str, np.ndarray] = {}
+    for unit in units:
+        if unit in buckets:
+            out.update(dp.materialize(buckets[unit]))
+    return out
+
+
+def finish_buckets(dp: DataParallel, buckets: dict[str, Bucket]) -> None:
+    """Complete the gradient reductions, then take the optimizer step, unit by unit."""
+    for bucket in buckets.values():
+        dp.finish_grads(bucket)
+    for bucket in buckets.values():
+        dp.step(bucket)
+
+
+def bucket_state(buckets: dict[str, Bucket]
+                 ) -> tuple[Held, dict[str, tuple[Entry, ...]], tuple[Piece, ...], tuple[Piece, ...]]:
+    """(elements held, layout per unit, valid gradient pieces, valid parameter pieces) of a rank."""
+    held = [DataParallel.held(b) for b in buckets.values()]
+    grads = tuple(Piece(b.unit, *DataParallel.valid_grad(b)) for b in buckets.values())
+    params = tuple(Piece(b.unit, *DataParallel.valid_params(b)) for b in buckets.values())
+    return (Held(*(sum(h[k] for h in held) for k in range(3))), {b.unit: b.entries for b in buckets.values()},
+            grads, params)
+
+
 class RankProgram:
     """One rank's state during the step."""
 
@@ -187,35 +228,29 @@ class RankProgram:
 
     def start(self) -> None:
         """Buckets, initial weights from the seed on each group's first rank, Broadcast, Barrier."""
-        defs_by_unit: dict[str, list[ParamDef]] = {}
-        for d in param_defs(self.spec):
-            defs_by_unit.setdefault(d.unit, []).append(d)
+        by_unit = defs_by_unit(param_defs(self.spec))
         full = None
         rank = self.comm.rank
         for units in self.chunk_units:
             for unit in units:
-                if unit not in defs_by_unit:
+                if unit not in by_unit:
                     continue
                 group = self.groups.expert_dp if unit.endswith("/experts") else self.groups.dp
-                entries = local_entries(defs_by_unit[unit], self.groups.tp, self.groups.ep, rank, self.plan.sequence_parallel)
+                entries = local_entries(by_unit[unit], self.groups.tp, self.groups.ep, rank, self.plan.sequence_parallel)
                 tied = unit == "embedding/word" and self.groups.embedding is not None
                 bucket = Bucket(unit, entries, group, group.index(rank), self.plan.zero, tied)
                 values = None
                 if group.ranks[0] == rank:
                     if full is None:
                         full = init_params(self.spec, self.job.rngs()[0])
-                    values = {e.name: full[e.name][tuple(slice(a, b) for a, b in e.index)] for e in entries}
+                    values = local_values(full, entries)
                 self.dp.place(bucket, values)
                 self.buckets[unit] = bucket
         if self.comm.world_size > 1:
             self.comm.barrier(self.groups.world, label="world/start")
 
     def params(self, chunk: int) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        for unit in self.chunk_units[chunk]:
-            if unit in self.buckets:
-                out.update(self.dp.materialize(self.buckets[unit]))
-        return out
+        return materialize_units(self.dp, self.buckets, self.chunk_units[chunk])
 
     def run(self) -> tuple[list[float], list[StepRecord]]:
         """Run this pipeline rank's schedule; returns the micro-batch losses and the trace."""
@@ -254,20 +289,11 @@ class RankProgram:
 
     def finish(self) -> None:
         """Complete the gradient reductions and take the optimizer step, unit by unit."""
-        for bucket in self.buckets.values():
-            self.dp.finish_grads(bucket)
-        for bucket in self.buckets.values():
-            self.dp.step(bucket)
+        finish_buckets(self.dp, self.buckets)
 
     def result(self, losses: list[float], trace: list[StepRecord]) -> RankResult:
-        held = [DataParallel.held(b) for b in self.buckets.values()]
-        grads = tuple(Piece(b.unit, *DataParallel.valid_grad(b)) for b in self.buckets.values())
-        params = tuple(Piece(b.unit, *DataParallel.valid_params(b)) for b in self.buckets.values())
-        return RankResult(
-            self.comm.rank, self.coords, tuple(losses), tuple(trace),
-            Held(*(sum(h[k] for h in held) for k in range(3))),
-            {b.unit: b.entries for b in self.buckets.values()}, grads, params,
-        )
+        return RankResult(self.comm.rank, self.coords, tuple(losses), tuple(trace),
+                          *bucket_state(self.buckets))
 
 
 def train_step(comm: Communicator, job: Job) -> RankResult:

@@ -20,6 +20,7 @@ from modelplan.execute.vocab_parallel import (
     head_backward_tp,
     head_forward_tp,
 )
+from modelplan.plan.schedule import VirtualStage
 from modelplan.plan.stages import stage_layers
 from modelplan.specs.transformer import TransformerSpec
 
@@ -27,21 +28,11 @@ Params = dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
-class StageLayout:
+class StageLayout(VirtualStage):
     """Virtual stage `index` of `num_stages`: blocks [first_layer, first_layer + num_layers)."""
 
-    index: int
-    num_stages: int
     first_layer: int
     num_layers: int
-
-    @property
-    def is_first_stage(self) -> bool:
-        return self.index == 0
-
-    @property
-    def is_last_stage(self) -> bool:
-        return self.index == self.num_stages - 1
 
     @property
     def layers(self) -> range:

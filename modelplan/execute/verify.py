@@ -30,14 +30,15 @@ from modelplan.execute.checks import (
 )
 from modelplan.execute.engine import Job, train_step
 from modelplan.execute.optim import OptimizerConfig
-from modelplan.execute.params import init_params, make_batch, param_defs
+from modelplan.execute.params import ParamDef, init_params, make_batch, param_defs
 from modelplan.execute.reference import reference_step
 from modelplan.execute.report import TimelineStep, VerifyReport, VerifyRow
 from modelplan.execute.scale import check_executable, scale_down
 from modelplan.execute.spmd import SpmdBackend, SpmdError, spmd_runner
 from modelplan.execute.timeline import lamport_spans
 from modelplan.plan.commlist import communication_list
-from modelplan.plan.schedule import pipeline_schedule
+from modelplan.plan.grid import RankGrid
+from modelplan.plan.schedule import Step, pipeline_schedule
 from modelplan.plan.shard import rank_elements
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -144,21 +145,14 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
     say("checks")
     results = list(run.results)
     rows = [_check_loss(results, ref.loss)]
-    defs = param_defs(spec)
-    tensors = {}
-    for kind, label, expected in (("grads", "gradients", ref.grads), ("params", "updated parameters", ref.params)):
-        got, problems = reassemble(results, defs, kind)
-        tensors[kind] = got
-        rows.append(compare_tensors(label, got, expected, problems))
+    tensor_rows, tensors = compare_state(results, param_defs(spec), ref.grads, ref.params)
+    rows += tensor_rows
     items = communication_list(spec, training, plan, element_bytes=8)
     rows += check_ledgers(results, list(run.ledgers), items, plan)
     rows += check_memory(results, rank_elements(spec, plan, training))
     schedules = pipeline_schedule(plan.schedule, plan.pp, job.num_microbatches, plan.vpp)
-    rows.append(check_schedule(results, schedules))
-    spans = lamport_spans({r.rank: list(r.trace) for r in results})
-    rows.append(check_bubble(spans, grid.groups(Axis.PP), plan, job.num_microbatches))
-    timeline = [[TimelineStep(kind=s.record.step.kind, microbatch=s.record.step.microbatch, chunk=s.record.step.chunk,
-                              start=s.start, end=s.end) for s in spans[r]] for r in grid.group(Axis.PP, 0)]
+    order_rows, timeline = check_step_order(results, schedules, grid, plan, job.num_microbatches)
+    rows += order_rows
     report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
                           timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s)
     return Verified(report, tuple(run.ledgers), tensors["grads"], tensors["params"])
@@ -171,3 +165,27 @@ def _check_loss(results, ref_loss: float) -> VerifyRow:
     err = abs(loss - ref_loss) / abs(ref_loss)
     return VerifyRow(name="loss", passed=err < 1e-9, detail=f"relative error {err:.1e} (< 1e-09)",
                      measured=loss, expected=ref_loss)
+
+
+def compare_state(results, defs: list[ParamDef], ref_grads: dict[str, np.ndarray], ref_params: dict[str, np.ndarray]
+                  ) -> tuple[list[VerifyRow], dict[str, dict[str, np.ndarray]]]:
+    """Rows comparing the gradients and updated parameters reassembled from the ranks' shards with
+    the reference's, and the reassembled tensors by kind ('grads', 'params')."""
+    rows, tensors = [], {}
+    for kind, label, expected in (("grads", "gradients", ref_grads), ("params", "updated parameters", ref_params)):
+        got, problems = reassemble(results, defs, kind)
+        tensors[kind] = got
+        rows.append(compare_tensors(label, got, expected, problems))
+    return rows, tensors
+
+
+def check_step_order(results, schedules: list[list[Step]], grid: RankGrid, plan: Plan, num_microbatches: int
+                     ) -> tuple[list[VerifyRow], list[list[TimelineStep]]]:
+    """Rows for the executed step order against the schedule and for the executed timeline's bubble,
+    and the timeline of the first pipeline group's ranks."""
+    rows = [check_schedule(results, schedules)]
+    spans = lamport_spans({r.rank: list(r.trace) for r in results})
+    rows.append(check_bubble(spans, grid.groups(Axis.PP), plan, num_microbatches))
+    timeline = [[TimelineStep(kind=s.record.step.kind, microbatch=s.record.step.microbatch, chunk=s.record.step.chunk,
+                              start=s.start, end=s.end) for s in spans[r]] for r in grid.group(Axis.PP, 0)]
+    return rows, timeline

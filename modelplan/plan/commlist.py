@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict
 from modelplan.comm.ops import Algo, Axis, Collective
 from modelplan.plan.experts import expert_capacity
 from modelplan.plan.kernels import local_kv_heads
-from modelplan.plan.shard import unit_shards
+from modelplan.plan.shard import UnitShard, unit_shards
 from modelplan.plan.stages import stage_layers, stage_units
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -92,6 +92,46 @@ class CommItem(BaseModel):
     """Side of a point-to-point transfer (price the sends; receives mirror them)."""
 
 
+class RankCalls:
+    """One pipeline rank's calls, counted by kind (a CommItem's fields but `count` and `pp_ranks`)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple, int] = defaultdict(int)
+
+    def add(self, op: Collective, axis: Axis, size: int, nbytes: int, count: int, label: str,
+            overlap: bool = False, startup: bool = False, root: int | None = None,
+            role: Literal["send", "recv"] | None = None) -> None:
+        """Count `count` calls of one kind; calls in a group of one rank and zero counts are dropped."""
+        if size > 1 and count:
+            self.counts[(op, axis, size, nbytes, label, overlap, startup, root, role)] += count
+
+
+def add_unit_calls(calls: RankCalls, u: UnitShard, plan: Plan, m: int, param: int, grad: int) -> None:
+    """A unit's data-parallel calls (module docstring): start-up Broadcast, the tp AllReduce of its
+    partial-sum gradients, then the ZeRO gradient reduction and parameter gather; `param` and
+    `grad` are bytes per element, `m` the micro-batches per step."""
+    D, P = u.group_size, u.padded
+    calls.add(BC, Axis.DP, D, u.numel * param, 1, "dp/broadcast", startup=True, root=0)
+    per_mb = plan.zero >= 2
+    if u.partial_over_tp:
+        calls.add(AR, Axis.TP, plan.tp, u.partial_over_tp * grad, m if per_mb else 1, "tp/partial-grads")
+    if plan.zero == 0:
+        calls.add(AR, Axis.DP, D, P * grad, 1, "dp/grads", overlap=True)
+    else:
+        calls.add(RS, Axis.DP, D, P * grad, m if per_mb else 1, "dp/grads", overlap=True)
+        calls.add(AG, Axis.DP, D, P * param, 2 * m if plan.zero == 3 else 1, "dp/params", overlap=True)
+
+
+def merge_rank_calls(per_rank: list[RankCalls]) -> list[CommItem]:
+    """One CommItem per kind of call and count, listing the pipeline ranks that make it."""
+    merged: dict[tuple, list[int]] = defaultdict(list)
+    for r, calls in enumerate(per_rank):
+        for key, count in calls.counts.items():
+            merged[(*key, count)].append(r)
+    fields = ("op", "axis", "group_size", "nbytes", "label", "overlappable", "startup", "root", "role", "count")
+    return [CommItem(**dict(zip(fields, key)), pp_ranks=tuple(ranks)) for key, ranks in merged.items()]
+
+
 def _sizes(spec: TransformerSpec, training: TrainingSpec, element_bytes: int | None) -> tuple[int, int, int]:
     """(activation, gradient, loss-value) bytes per element."""
     if element_bytes is not None:
@@ -116,14 +156,10 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
     last = pp * vpp - 1
     units = stage_units(spec, pp * vpp)
     shards = unit_shards(spec, plan)
-    per_rank: list[dict[tuple, int]] = []
+    per_rank: list[RankCalls] = []
     for r in range(pp):
-        calls: dict[tuple, int] = defaultdict(int)
-
-        def add(op, axis, size, nbytes, count, label, overlap=False, startup=False, root=None, role=None):
-            if size > 1 and count:
-                calls[(op, axis, size, nbytes, label, overlap, startup, root, role)] += count
-
+        calls = RankCalls()
+        add = calls.add
         for c in range(vpp):
             v = c * pp + r
             layers = stage_layers(spec.layers, pp * vpp, v)
@@ -182,24 +218,10 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
                 if unit not in shards:
                     continue
                 u = shards[unit]
-                D, P = u.group_size, u.padded
-                add(BC, Axis.DP, D, u.numel * param, 1, "dp/broadcast", startup=True, root=0)
-                per_mb = plan.zero >= 2
-                if u.partial_over_tp:
-                    add(AR, Axis.TP, tp, u.partial_over_tp * grad, m if per_mb else 1, "tp/partial-grads")
-                if plan.zero == 0:
-                    add(AR, Axis.DP, D, P * grad, 1, "dp/grads", overlap=True)
-                else:
-                    add(RS, Axis.DP, D, P * grad, m if per_mb else 1, "dp/grads", overlap=True)
-                    add(AG, Axis.DP, D, P * param, 2 * m if plan.zero == 3 else 1, "dp/params", overlap=True)
+                add_unit_calls(calls, u, plan, m, param, grad)
                 if unit == "embedding/word" and spec.tied_embeddings and pp > 1:
-                    tied = P if plan.zero == 0 else P // D
+                    tied = u.padded if plan.zero == 0 else u.padded // u.group_size
                     add(AR, Axis.PP, 2, tied * grad, 1, "pp/tied-embedding-grads")
         add(BAR, Axis.WORLD, plan.world_size, 0, 1, "world/start", startup=True)
         per_rank.append(calls)
-    merged: dict[tuple, list[int]] = defaultdict(list)
-    for r, calls in enumerate(per_rank):
-        for key, count in calls.items():
-            merged[(*key, count)].append(r)
-    fields = ("op", "axis", "group_size", "nbytes", "label", "overlappable", "startup", "root", "role", "count")
-    return [CommItem(**dict(zip(fields, key)), pp_ranks=tuple(ranks)) for key, ranks in merged.items()]
+    return merge_rank_calls(per_rank)

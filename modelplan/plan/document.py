@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from modelplan.errors import SpecError, format_validation_error
+from modelplan.errors import SpecError, validate_model
 from modelplan.plan.results import PlanEstimate
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
@@ -122,10 +122,7 @@ def parse_plan_document(data: object, source: str = "plan") -> PlanDocument:
         )
     if version < 1:
         raise SpecError(f"{source}: schema_version ({version}) must be >= 1")
-    try:
-        return PlanDocument.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(format_validation_error(exc, source)) from None
+    return validate_model(PlanDocument, data, source)
 
 
 def _unclosed(text: str) -> bool:

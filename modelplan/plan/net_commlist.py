@@ -18,26 +18,18 @@ convention, same start-up items), derived from the stages and tensor-parallel ro
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
 
 from modelplan.comm.ops import Axis, Collective
 from modelplan.count.network_tree import leaves_of
-from modelplan.plan.commlist import CommItem
+from modelplan.plan.commlist import CommItem, RankCalls, add_unit_calls, merge_rank_calls
 from modelplan.plan.net_layout import StagePlan
 from modelplan.plan.net_shard import net_unit_shards
 from modelplan.plan.net_tp import TpRole
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 
-AG, AR, BC, BAR, RS, P2P = (Collective.ALL_GATHER, Collective.ALL_REDUCE, Collective.BROADCAST,
-                            Collective.BARRIER, Collective.REDUCE_SCATTER, Collective.SEND_RECV)
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
+AG, AR, BAR, P2P = Collective.ALL_GATHER, Collective.ALL_REDUCE, Collective.BARRIER, Collective.SEND_RECV
 
 
 def tp_calls(stage: StagePlan, micro_batch: int) -> list[tuple[Collective, str, int, str]]:
@@ -46,11 +38,11 @@ def tp_calls(stage: StagePlan, micro_batch: int) -> list[tuple[Collective, str, 
     for leaf in leaves_of(stage.nodes):
         r = stage.roles[leaf.path]
         if r.role is TpRole.ROW:
-            out.append((AR, "F", micro_batch * _numel(leaf.info.output_shape), f"tp/{leaf.path}/row"))
+            out.append((AR, "F", micro_batch * math.prod(leaf.info.output_shape), f"tp/{leaf.path}/row"))
         if r.gather_after:
-            out.append((AG, "F", micro_batch * _numel(leaf.info.output_shape), f"tp/{leaf.path}/gather"))
+            out.append((AG, "F", micro_batch * math.prod(leaf.info.output_shape), f"tp/{leaf.path}/gather"))
         if r.role is TpRole.COLUMN and stage.needs_input_grad(leaf):
-            out.append((AR, "B", micro_batch * _numel(leaf.info.input_shape), f"tp/{leaf.path}/column-dx"))
+            out.append((AR, "B", micro_batch * math.prod(leaf.info.input_shape), f"tp/{leaf.path}/column-dx"))
     return out
 
 
@@ -63,21 +55,17 @@ def net_communication_list(stages: list[StagePlan], training: TrainingSpec, plan
     b, tp, pp, vpp = plan.micro_batch, plan.tp, plan.pp, plan.vpp
     last = pp * vpp - 1
     shards = net_unit_shards(stages, plan)
-    per_rank: list[dict[tuple, int]] = []
+    per_rank: list[RankCalls] = []
     for r in range(pp):
-        calls: dict[tuple, int] = defaultdict(int)
-
-        def add(op, axis, size, nbytes, count, label, overlap=False, startup=False, root=None, role=None):
-            if size > 1 and count:
-                calls[(op, axis, size, nbytes, label, overlap, startup, root, role)] += count
-
+        calls = RankCalls()
+        add = calls.add
         for c in range(vpp):
             v = c * pp + r
             st = stages[v]
             for op, _, elements, label in tp_calls(st, b):
                 add(op, Axis.TP, tp, elements * act, m, label)
-            out_msg = b * _numel(st.output_shape) * act
-            in_msg = b * _numel(st.input_shape) * act
+            out_msg = b * math.prod(st.output_shape) * act
+            in_msg = b * math.prod(st.input_shape) * act
             if v < last:
                 add(P2P, Axis.PP, pp, out_msg, m, "pp/forward", role="send")
                 add(P2P, Axis.PP, pp, out_msg, m, "pp/backward", role="recv")
@@ -87,20 +75,7 @@ def net_communication_list(stages: list[StagePlan], training: TrainingSpec, plan
             for unit in st.units:
                 if unit not in shards:
                     continue
-                u = shards[unit]
-                D, P = u.group_size, u.padded
-                add(BC, Axis.DP, D, u.numel * act, 1, "dp/broadcast", startup=True, root=0)
-                per_mb = plan.zero >= 2
-                if plan.zero == 0:
-                    add(AR, Axis.DP, D, P * grad, 1, "dp/grads", overlap=True)
-                else:
-                    add(RS, Axis.DP, D, P * grad, m if per_mb else 1, "dp/grads", overlap=True)
-                    add(AG, Axis.DP, D, P * act, 2 * m if plan.zero == 3 else 1, "dp/params", overlap=True)
+                add_unit_calls(calls, shards[unit], plan, m, act, grad)  # partial_over_tp is 0 here
         add(BAR, Axis.WORLD, plan.world_size, 0, 1, "world/start", startup=True)
         per_rank.append(calls)
-    merged: dict[tuple, list[int]] = defaultdict(list)
-    for r, calls in enumerate(per_rank):
-        for key, count in calls.items():
-            merged[(*key, count)].append(r)
-    fields = ("op", "axis", "group_size", "nbytes", "label", "overlappable", "startup", "root", "role", "count")
-    return [CommItem(**dict(zip(fields, key)), pp_ranks=tuple(ranks)) for key, ranks in merged.items()]
+    return merge_rank_calls(per_rank)

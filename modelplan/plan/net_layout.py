@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from modelplan.count.network_tree import LeafNode, Node, leaves_of
 from modelplan.errors import SpecError
 from modelplan.plan.net_tp import LeafTp, assign_tp
+from modelplan.plan.schedule import VirtualStage
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,9 @@ def unit_name(unit: tuple[Node, ...]) -> str:
 
 
 @dataclass(frozen=True)
-class StagePlan:
+class StagePlan(VirtualStage):
     """One (virtual) pipeline stage of a network under a plan."""
 
-    index: int
-    num_stages: int
     units: tuple[str, ...]
     """Names of the units it holds, in order (each unit is one DP bucket)."""
     nodes: tuple[Node, ...]
@@ -84,14 +83,6 @@ class StagePlan:
     """Nodes of each unit."""
     train_flops: int
     """Training FLOPs per sample of the stage."""
-
-    @property
-    def is_first_stage(self) -> bool:
-        return self.index == 0
-
-    @property
-    def is_last_stage(self) -> bool:
-        return self.index == self.num_stages - 1
 
     @property
     def input_shape(self) -> tuple[int, ...]:

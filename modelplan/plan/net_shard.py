@@ -16,21 +16,15 @@ per-micro-batch amount of each chunk is the activation memory of that rank.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from modelplan.count.network_tree import leaves_of
 from modelplan.plan.net_layout import StagePlan
 from modelplan.plan.net_tp import TpRole
 from modelplan.plan.schedule import Step, stage_index
-from modelplan.plan.shard import RankElements, UnitShard
+from modelplan.plan.shard import RankElements, UnitShard, held_elements
 from modelplan.specs.plan import Plan
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
 
 
 def net_unit_shards(stages: list[StagePlan], plan: Plan) -> dict[str, UnitShard]:
@@ -43,7 +37,7 @@ def net_unit_shards(stages: list[StagePlan], plan: Plan) -> dict[str, UnitShard]
                 role = st.roles[leaf.path].role
                 for name, shape in leaf.info.param_shapes.items():
                     split = role in (TpRole.COLUMN, TpRole.SHARDED) or (role is TpRole.ROW and name == "weight")
-                    numel += _numel(shape) // (plan.tp if split else 1)
+                    numel += math.prod(shape) // (plan.tp if split else 1)
             if numel:
                 out[unit] = UnitShard(unit=unit, numel=numel, partial_over_tp=0, group_size=plan.dp)
     return out
@@ -51,21 +45,7 @@ def net_unit_shards(stages: list[StagePlan], plan: Plan) -> dict[str, UnitShard]
 
 def net_rank_elements(stages: list[StagePlan], plan: Plan, optimizer_states: int) -> list[RankElements]:
     """Per pipeline rank: weight, gradient and optimizer-state elements held (plan/shard.py table)."""
-    shards = net_unit_shards(stages, plan)
-    out = []
-    for r in range(plan.pp):
-        w = g = o = 0
-        for c in range(plan.vpp):
-            for unit in stages[stage_index(r, c, plan.pp)].units:
-                if unit not in shards:
-                    continue
-                s = shards[unit]
-                mine = s.padded // s.group_size
-                w += mine if plan.zero == 3 else s.numel
-                g += s.padded if plan.zero <= 1 else mine
-                o += optimizer_states * (s.padded if plan.zero == 0 else mine)
-        out.append(RankElements(pp_rank=r, weights=w, gradients=g, optimizer=o))
-    return out
+    return held_elements([st.units for st in stages], net_unit_shards(stages, plan), plan, optimizer_states)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ tensor-parallel rank computes it whole. Shards never cross a residual block or a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -60,13 +61,6 @@ class LeafTp:
 def _out_size(leaf: LeafNode) -> int:
     """Output features (linear) or channels (conv)."""
     return leaf.layer.out_features if leaf.info.type == "linear" else leaf.layer.out_channels
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
 
 
 def _splittable(leaf: LeafNode, tp: int) -> bool:
@@ -138,8 +132,8 @@ def _column_run(nodes: tuple[Node, ...], i: int, tp: int, roles: dict[str, LeafT
     partner = nodes[j] if j < len(nodes) and isinstance(nodes[j], LeafNode) else None
     pair = partner is not None and _row_ok(partner, axes[-1])
     if pair and not _splittable(partner, tp):
-        gathered = _numel(run[-1].info.output_shape if run else column.info.output_shape)
-        pair = not gathered < 2 * _numel(partner.info.output_shape)  # AllGather cheaper than AllReduce
+        gathered = math.prod(run[-1].info.output_shape if run else column.info.output_shape)
+        pair = not gathered < 2 * math.prod(partner.info.output_shape)  # AllGather cheaper than AllReduce
     roles[column.path] = LeafTp(TpRole.COLUMN, axis, gather_after=not pair and not run)
     for k, leaf in enumerate(run):
         roles[leaf.path] = LeafTp(TpRole.SHARDED, axes[k], gather_after=not pair and k == len(run) - 1)

@@ -26,6 +26,22 @@ class Step:
         return f"{self.kind}{self.microbatch}{suffix}"
 
 
+@dataclass(frozen=True)
+class VirtualStage:
+    """Virtual pipeline stage `index` of `num_stages` (pp * vpp model chunks, in forward order)."""
+
+    index: int
+    num_stages: int
+
+    @property
+    def is_first_stage(self) -> bool:
+        return self.index == 0
+
+    @property
+    def is_last_stage(self) -> bool:
+        return self.index == self.num_stages - 1
+
+
 def stage_index(pp_rank: int, chunk: int, pp: int) -> int:
     """Global (virtual) stage of a model chunk: chunk-major, as in Megatron's interleaving."""
     return chunk * pp + pp_rank

@@ -22,6 +22,8 @@ modelled: the vocabulary is split as ceil(vocab / tp) rows per rank.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import BaseModel, ConfigDict
 
 from modelplan.plan.stages import stage_units
@@ -129,9 +131,14 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
 
 def rank_elements(spec: TransformerSpec, plan: Plan, training: TrainingSpec) -> list[RankElements]:
     """Per pipeline rank: weight, gradient and optimizer-state elements held (table above)."""
-    shards = unit_shards(spec, plan)
     units = stage_units(spec, plan.pp * plan.vpp)
-    states = training.optimizer_states
+    return held_elements(units, unit_shards(spec, plan), plan, training.optimizer_states)
+
+
+def held_elements(units: Sequence[Sequence[str]], shards: dict[str, UnitShard], plan: Plan,
+                  optimizer_states: int) -> list[RankElements]:
+    """Per pipeline rank, the table above summed over the units of its virtual stages (`units[v]`:
+    the units of virtual stage v; units missing from `shards` hold no parameters)."""
     out = []
     for r in range(plan.pp):
         w = g = o = 0
@@ -143,6 +150,6 @@ def rank_elements(spec: TransformerSpec, plan: Plan, training: TrainingSpec) -> 
                 mine = s.padded // s.group_size
                 w += mine if plan.zero == 3 else s.numel
                 g += s.padded if plan.zero <= 1 else mine
-                o += states * (s.padded if plan.zero == 0 else mine)
+                o += optimizer_states * (s.padded if plan.zero == 0 else mine)
         out.append(RankElements(pp_rank=r, weights=w, gradients=g, optimizer=o))
     return out

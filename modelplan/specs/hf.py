@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from pydantic import ValidationError
-
-from modelplan.errors import SpecError, format_validation_error
+from modelplan.errors import SpecError, validate_model
 from modelplan.specs.transformer import TransformerSpec
 
 _ACTIVATIONS = {
@@ -325,7 +323,4 @@ def from_hf_config(data: dict, source: str = "config.json") -> TransformerSpec:
     fields = {"name": str(name), "source": f"HuggingFace config.json ({source})", **fields}
     if fields.get("head_dim") is None:
         fields.pop("head_dim", None)
-    try:
-        return TransformerSpec.model_validate(fields)
-    except ValidationError as exc:
-        raise SpecError(format_validation_error(exc, source)) from None
+    return validate_model(TransformerSpec, fields, source)

@@ -6,9 +6,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
-from pydantic import ValidationError
-
-from modelplan.errors import SpecError, format_validation_error
+from modelplan.errors import SpecError, validate_model
 from modelplan.presets import load_preset, read_toml
 from modelplan.specs.transformer import TransformerSpec
 
@@ -31,10 +29,7 @@ def model_from_dict(data: dict, source: str = "") -> ModelSpec:
         cls = NetworkSpec
     if cls is None:
         raise SpecError(f"{source or 'model'}: kind: unknown model kind '{kind}' (transformer, network)")
-    try:
-        return cls.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(format_validation_error(exc, source)) from None
+    return validate_model(cls, data, source)
 
 
 def read_json(path: Path) -> dict:

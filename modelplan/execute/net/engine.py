@@ -20,7 +20,16 @@ from modelplan.comm.communicator import Communicator
 from modelplan.count.network import network_layers
 from modelplan.count.network_tree import leaves_of, network_tree
 from modelplan.execute.data_parallel import Bucket, DataParallel
-from modelplan.execute.engine import Groups, Held, Piece, RankResult, local_entries
+from modelplan.execute.engine import (
+    Groups,
+    RankResult,
+    bucket_state,
+    defs_by_unit,
+    finish_buckets,
+    local_entries,
+    local_values,
+    materialize_units,
+)
 from modelplan.execute.net.loss import LossKind, loss_backward, loss_forward
 from modelplan.execute.net.model import backward_nodes, forward_nodes, tape_leaves
 from modelplan.execute.net.params import NetBatch, executor_shape, init_buffers, init_params, make_batch
@@ -140,9 +149,7 @@ class NetRankProgram:
 
     def start(self) -> None:
         """Buckets, initial weights on each group's first rank, Broadcast, Barrier."""
-        by_unit: dict[str, list[ParamDef]] = {}
-        for d in self.defs:
-            by_unit.setdefault(d.unit, []).append(d)
+        by_unit = defs_by_unit(self.defs)
         full = None
         rank = self.comm.rank
         for st in self.stages:
@@ -156,18 +163,14 @@ class NetRankProgram:
                 if group.ranks[0] == rank:
                     if full is None:
                         full = init_params(network_layers(self.job.spec), self.job.seed)
-                    values = {e.name: full[e.name][tuple(slice(a, b) for a, b in e.index)] for e in entries}
+                    values = local_values(full, entries)
                 self.dp.place(bucket, values)
                 self.buckets[unit] = bucket
         if self.comm.world_size > 1:
             self.comm.barrier(self.groups.world, label="world/start")
 
     def params(self, chunk: int) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        for unit in self.stages[chunk].units:
-            if unit in self.buckets:
-                out.update(self.dp.materialize(self.buckets[unit]))
-        return out
+        return materialize_units(self.dp, self.buckets, self.stages[chunk].units)
 
     def run(self) -> tuple[list[float], list[StepRecord], tuple[int, int]]:
         """Run this pipeline rank's schedule: losses, trace, peak (activation elements, fixed bytes)."""
@@ -222,20 +225,11 @@ class NetRankProgram:
 
     def finish(self) -> None:
         """Complete the gradient reductions and take the optimizer step, unit by unit."""
-        for bucket in self.buckets.values():
-            self.dp.finish_grads(bucket)
-        for bucket in self.buckets.values():
-            self.dp.step(bucket)
+        finish_buckets(self.dp, self.buckets)
 
     def result(self, losses: list[float], trace: list[StepRecord], peak: tuple[int, int]) -> NetRankResult:
-        held = [DataParallel.held(b) for b in self.buckets.values()]
-        grads = tuple(Piece(b.unit, *DataParallel.valid_grad(b)) for b in self.buckets.values())
-        params = tuple(Piece(b.unit, *DataParallel.valid_params(b)) for b in self.buckets.values())
-        return NetRankResult(
-            self.comm.rank, self.coords, tuple(losses), tuple(trace),
-            Held(*(sum(h[k] for h in held) for k in range(3))),
-            {b.unit: b.entries for b in self.buckets.values()}, grads, params, *peak,
-        )
+        return NetRankResult(self.comm.rank, self.coords, tuple(losses), tuple(trace), *bucket_state(self.buckets),
+                             *peak)
 
 
 def net_train_step(comm: Communicator, job: NetJob) -> NetRankResult:

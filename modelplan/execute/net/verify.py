@@ -18,22 +18,18 @@ from __future__ import annotations
 
 import time
 
-from modelplan.comm.ops import Axis
 from modelplan.count.network import network_layers
 from modelplan.count.network_tree import network_tree
-from modelplan.execute.checks import (
-    check_bubble, check_ledgers, check_memory, check_schedule, compare_tensors, reassemble,
-)
+from modelplan.execute.checks import check_ledgers, check_memory
 from modelplan.execute.net.engine import NetJob, NetRankResult, net_param_defs, net_train_step
 from modelplan.execute.net.loss import LossKind
 from modelplan.execute.net.model import reference_step
 from modelplan.execute.net.params import init_buffers, init_params
 from modelplan.execute.net.scale import check_network_plan, scale_network
 from modelplan.execute.optim import OptimizerConfig
-from modelplan.execute.report import TimelineStep, VerifyReport, VerifyRow
+from modelplan.execute.report import VerifyReport, VerifyRow
 from modelplan.execute.spmd import SpmdError, spmd_runner
-from modelplan.execute.timeline import lamport_spans
-from modelplan.execute.verify import Progress, _check_loss
+from modelplan.execute.verify import Progress, _check_loss, check_step_order, compare_state
 from modelplan.plan.net_commlist import net_communication_list
 from modelplan.plan.net_layout import StagePlan, describe_stages
 from modelplan.plan.net_shard import rank_activations, net_rank_elements
@@ -128,21 +124,14 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
     say("checks")
     results = list(run.results)
     rows = [_check_loss(results, ref.loss)]
-    defs = net_param_defs(stages)
-    for kind, label, expected in (("grads", "gradients", ref.grads), ("params", "updated parameters", ref.params)):
-        got, problems = reassemble(results, defs, kind)
-        rows.append(compare_tensors(label, got, expected, problems))
+    rows += compare_state(results, net_param_defs(stages), ref.grads, ref.params)[0]
     items = net_communication_list(stages, training, plan, element_bytes=8)
     rows += check_ledgers(results, list(run.ledgers), items, plan)
     rows += check_memory(results, net_rank_elements(stages, plan, job.optimizer.num_states))
     schedules = job.schedules()
     rows.append(check_activations(results, rank_activations(stages, plan, schedules)))
-    rows.append(check_schedule(results, schedules))
-    spans = lamport_spans({r.rank: list(r.trace) for r in results})
-    rows.append(check_bubble(spans, grid.groups(Axis.PP), plan, m))
-    timeline = [[TimelineStep(kind=s.record.step.kind, microbatch=s.record.step.microbatch,
-                              chunk=s.record.step.chunk, start=s.start, end=s.end) for s in spans[r]]
-                for r in grid.group(Axis.PP, 0)]
+    order_rows, timeline = check_step_order(results, schedules, grid, plan, m)
+    rows += order_rows
     return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
                         timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s)
 
