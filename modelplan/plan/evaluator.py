@@ -202,15 +202,21 @@ class Evaluator(StateTerms):
         """
         list_zero, moe = min(zero, 1), self.spec.moe is not None
         list_sp = sp if moe else tp > 1
+        # A dense model's blocks are all alike, so its first and last stage are those of a copy
+        # with 2 * layers/pp blocks on pp 2 (same units, shards and counts): a list of 2 ranks
+        # instead of pp (the list's cost grows with its ranks and blocks).
+        edge = not moe and pp > 2 and pp_rank in (0, pp - 1)
+        list_pp, list_rank = (2, min(pp_rank, 1)) if edge else (pp, pp_rank)
 
         def items():
-            plan = Plan(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, micro_batch=self.training.global_batch // dp,
+            spec = self.spec.model_copy(update={"layers": 2 * (self.spec.layers // pp)}) if edge else self.spec
+            plan = Plan(tp=tp, pp=list_pp, dp=dp, ep=ep, cp=cp, micro_batch=self.training.global_batch // dp,
                         sequence_parallel=list_sp, zero=list_zero, recompute="none")
-            return communication_list(self.spec, self.training, plan)
+            return communication_list(spec, self.training, plan)
 
         def price():
-            listed = self._memo(("dp_items", tp, pp, dp, list_zero, list_sp, ep, cp), items)
-            return dp_prices(listed, self.pricer, self.shapes(tp, dp, pp, ep, cp), pp_rank, list_zero)
+            listed = self._memo(("dp_items", tp, pp, dp, list_zero, list_sp, ep, cp, edge), items)
+            return dp_prices(listed, self.pricer, self.shapes(tp, dp, pp, ep, cp), list_rank, list_zero)
 
         hit = self._memo(("dp_list", tp, pp, dp, list_zero, list_sp, ep, cp, pp_rank), price)
         return hit if sp or moe else hit._replace(partial_grads_s=0.0)
