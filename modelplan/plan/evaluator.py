@@ -20,7 +20,7 @@ from modelplan.plan.compute import Roofline
 from modelplan.plan.commlist import communication_list
 from modelplan.plan.evalstates import StateTerms
 from modelplan.plan.experts import expert_capacity, moe_layer_counts, planned_capacity_factor
-from modelplan.plan.layerterms import LayerTerms, build_layer_terms
+from modelplan.plan.layerterms import LayerTerms, build_layer_terms, kernel_times
 from modelplan.plan.listprice import DpPrices, TpPrices, dp_prices, ep_prices, tp_prices
 from modelplan.plan.memory import StageMemory, state_bytes_per_param
 from modelplan.plan.stageterms import StageTerms, compose_stages
@@ -175,11 +175,15 @@ class Evaluator(StateTerms):
     def _layer_terms(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int,
                      ep: int | None = None) -> LayerTerms:
         extra: dict = {"cp": cp, "cp_kv_send_s": self.cp_kv_send_s(tp, sp, micro_batch, cp) if cp > 1 else 0.0}
+        kernels: dict = {"cp": cp}
         if ep is not None:
             tokens = micro_batch * self.training.seq_len // cp
-            extra.update(moe_layer=True, ep=ep, capacity=expert_capacity(tokens, self.spec.moe, self.capacity_factor),
-                         ep_priced=(self.ep_list_prices(tp, sp, micro_batch, "none", ep, cp),
-                                    self.ep_list_prices(tp, sp, micro_batch, recompute, ep, cp)))
+            kernels.update(moe_layer=True, ep=ep, capacity=expert_capacity(tokens, self.spec.moe, self.capacity_factor))
+            extra.update(kernels, ep_priced=(self.ep_list_prices(tp, sp, micro_batch, "none", ep, cp),
+                                             self.ep_list_prices(tp, sp, micro_batch, recompute, ep, cp)))
+        extra["times"] = self._memo(("kernel_times", tp, sp, micro_batch, cp, ep), lambda: kernel_times(
+            self.spec, tp, sp, micro_batch, self.training.seq_len, self.dtype_bytes, self.vocab_padded(tp),
+            self.roofline, **kernels))
         return build_layer_terms(
             self.spec, tp, sp, micro_batch, recompute, self.training.seq_len,
             self.dtype_bytes, self.vocab_padded(tp), self.roofline,
