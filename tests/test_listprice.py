@@ -71,3 +71,28 @@ def test_dp_sums_match_the_full_list(zero):
     assert params == pytest.approx(per_step_ag * times.all_gather)
     assert all(i.op in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER) for i in items
                if i.axis is Axis.DP and not i.startup)
+
+
+@pytest.mark.parametrize("zero,rank", [(0, 0), (0, 3), (1, 0), (1, 3)])
+def test_first_and_last_stage_dp_prices_match_the_full_list_on_pp4(zero, rank):
+    """pp 4 (the evaluator prices a 2-stage copy of the dense model): the DP sums, the largest
+    bucket, the tied-embedding AllReduce and the TP AllReduce of partial gradients of the first
+    and the last stage equal those of the real plan's full list (one micro-batch per step)."""
+    plan = Plan(dp=2, tp=2, pp=4, micro_batch=16, sequence_parallel=True, zero=zero)
+    ev = Evaluator(SPEC, TRAIN, CLUSTER)
+    items = communication_list(SPEC, TRAIN, plan)
+    shapes = ev.shapes(2, 2, 4)
+    got = ev.dp_rank_prices(2, 4, 2, zero, True, rank)
+    grads = _sum(items, ev, shapes, rank, lambda i: i.label == "dp/grads")
+    params = _sum(items, ev, shapes, rank, lambda i: i.label == "dp/params")
+    largest = max(item_time_s(i, ev.pricer, shapes) for i in items
+                  if not i.startup and rank in i.pp_ranks and i.label == "dp/grads")
+    tied = _sum(items, ev, shapes, rank, lambda i: i.label == "pp/tied-embedding-grads")
+    partial = _sum(items, ev, shapes, rank, lambda i: i.label == "tp/partial-grads")
+    assert tied > 0 and partial > 0  # GPT-2 ties its embeddings; LayerNorm grads are partial under SP
+    assert (got.tied_embedding_s, got.partial_grads_s) == pytest.approx((tied, partial))
+    if zero == 0:
+        assert (got.times.all_reduce, got.times.all_reduce_bucket) == pytest.approx((grads, largest))
+    else:
+        assert (got.times.reduce_scatter, got.times.all_gather) == pytest.approx((grads, params))
+        assert got.times.reduce_scatter_bucket == pytest.approx(largest)

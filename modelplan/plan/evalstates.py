@@ -8,23 +8,28 @@ parallel group); the byte formulas are `plan/memory.py`'s.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from modelplan.plan.memory import StageMemory, inflight_microbatches, model_state_bytes, stage_memory
 from modelplan.plan.shard import unit_shards
 from modelplan.plan.stages import stage_units
 from modelplan.specs.plan import Plan
 
+if TYPE_CHECKING:
+    from modelplan.plan.evaluator import StageEntry
+
 
 class StateTerms:
     """Parameter, model-state and memory terms; expects the Evaluator's spec, training, cost,
-    byte sizes, `_memo`, `layer_counts`, `terms` and `moe_terms`."""
+    byte sizes, `_memo`, its `_states` cache and `stage_entry`."""
 
     def rank_params(self, tp: int, pp: int, ep: int = 1) -> tuple[list[tuple[int, int]], int, int]:
         """Per pipeline rank (dense, routed-expert) parameters on one GPU, and the largest block's
         dense and expert parameters, from the shard counts verify checks (`plan/shard.py`)."""
         def count():
-            units = unit_shards(self.spec, Plan(tp=tp, pp=pp, dp=ep, ep=ep))
+            units = self.shards(tp, ep)
             per_rank = []
-            for names in stage_units(self.spec, pp):
+            for names in self._memo(("stage_units", pp), lambda: stage_units(self.spec, pp)):
                 held = [(u, units[u].numel) for u in names if u in units]
                 experts = sum(n for u, n in held if u.endswith("/experts"))
                 per_rank.append((sum(n for _, n in held) - experts, experts))
@@ -35,10 +40,15 @@ class StateTerms:
 
         return self._memo(("rank_params", tp, pp, ep), count)
 
+    def shards(self, tp: int, ep: int = 1) -> dict:
+        """Every unit's shard on one rank (`plan/shard.py`); the element counts depend on tp and
+        ep only (dp = ep here: the counts do not depend on dp, only the padding does)."""
+        return self._memo(("shards", tp, ep), lambda: unit_shards(self.spec, Plan(tp=tp, dp=ep, ep=ep)))
+
     def params(self, tp: int, pp: int) -> tuple[int, int, int, int]:
         """(per block, first stage, last stage, word embedding) parameters on one rank (ep = 1)."""
         per_rank, layer, expert = self.rank_params(tp, pp)
-        emb = unit_shards(self.spec, Plan(tp=tp, pp=pp)).get("embedding/word")
+        emb = self.shards(tp).get("embedding/word")
         return layer + expert, sum(per_rank[0]), sum(per_rank[-1]), emb.numel if emb else 0
 
     def rank_states(self, tp: int, pp: int, dp: int, zero: int, pp_rank: int, ep: int = 1,
@@ -64,13 +74,19 @@ class StateTerms:
         sp: bool, recompute: str, zero: int, ep: int = 1, cp: int = 1,
     ) -> tuple[StageMemory, StageMemory]:
         """Memory of the first and the last stage (the largest two)."""
-        t = self.terms(tp, sp, micro_batch, recompute, cp)
-        mt = self.moe_terms(tp, sp, micro_batch, recompute, ep, cp) if self.spec.moe is not None else None
-        first_states, last_states = self.states(tp, pp, dp, zero, ep, cp)
-        counts = self.layer_counts(pp)
+        stage = self.stage_entry(tp, sp, micro_batch, recompute, pp, ep, cp)
         m = self.training.global_batch // (micro_batch * dp)
-        groups = (tp > 1) + (dp * cp > 1) + (pp > 1) + (pp > 1 and self.spec.tied_embeddings)
-        groups += (ep > 1) + (1 < ep < dp * cp) + (cp > 1)  # expert, expert-data and context parallel
+        return self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp)
+
+    def stage_memories(self, stage: StageEntry, tp: int, pp: int, dp: int, vpp: int, m: int, schedule: str, zero: int,
+                       ep: int, cp: int) -> tuple[StageMemory, StageMemory]:
+        """`memory` from the plan's cached `StageEntry` and its m micro-batches per step."""
+        key = (tp, pp, dp, zero, ep, cp)
+        hit = self._states.get(key)
+        if hit is None:
+            hit = self._states[key] = (*self.states(*key), self.groups(tp, pp, dp, ep, cp))
+        first_states, last_states, groups = hit
+        t, mt, counts = stage.dense, stage.moe, stage.counts
         first = stage_memory(first_states, sum(counts[0]), inflight_microbatches(schedule, pp, 0, m, vpp), t,
                              True, pp == 1, groups, self.cost, mt, counts[0][1])
         if pp == 1:
@@ -78,3 +94,8 @@ class StateTerms:
         last = stage_memory(last_states, sum(counts[-1]), inflight_microbatches(schedule, pp, pp - 1, m, vpp), t,
                             False, True, groups, self.cost, mt, counts[-1][1])
         return first, last
+
+    def groups(self, tp: int, pp: int, dp: int, ep: int, cp: int) -> int:
+        """Communicators a GPU belongs to (each keeps NCCL buffers)."""
+        groups = (tp > 1) + (dp * cp > 1) + (pp > 1) + (pp > 1 and self.spec.tied_embeddings)
+        return groups + (ep > 1) + (1 < ep < dp * cp) + (cp > 1)  # expert, expert-data and context parallel

@@ -1,10 +1,12 @@
 """Price plans fast: cache everything a plan shares with its neighbours, keep the hot loop floats.
 
-Caches: block / embedding / head terms per (tp, sequence_parallel, micro_batch, recompute),
-MoE blocks also per ep; stage sums per that and pp; pipeline send/recv per (tp, sp, micro_batch, dp, pp); priced DP
-items per (tp, pp, dp, zero, sp); collective times per (op, bytes, group shape). Every
-communication term is a priced item of `modelplan.plan.commlist.communication_list` (what
-verify checks against the executor's ledger), see listprice.py. The formulas themselves are in
+Caches: kernel times per (tp, sequence_parallel, micro_batch, cp); block / embedding / head
+terms per that and recompute, MoE blocks also per ep; stage sums (`StageEntry`) per that and pp;
+pipeline send/recv per (tp, sp, micro_batch, dp, pp); priced DP items and the optimizer step
+(`DpEntry`) per (tp, pp, dp, zero, sp, critical stage); collective times per (op, bytes, group
+shape). The hot loop (`evaluate`) reads its entries from plain dicts. Every communication term
+is a priced item of `modelplan.plan.commlist.communication_list` (what verify checks against the
+executor's ledger), see evallists.py and listprice.py. The formulas themselves are in
 steptime.py (time) and memory.py (bytes); model states and memory per plan are in
 evalstates.py.
 """
@@ -13,22 +15,19 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from modelplan.comm.ops import Axis
 from modelplan.count.flops import count_flops
-from modelplan.plan.commcost import CommPricer, GroupShape, plan_group_shapes
+from modelplan.plan.commcost import CommPricer
 from modelplan.plan.compute import Roofline
-from modelplan.plan.commlist import communication_list
+from modelplan.plan.evallists import ListTerms
 from modelplan.plan.evalstates import StateTerms
 from modelplan.plan.experts import expert_capacity, moe_layer_counts, planned_capacity_factor
-from modelplan.plan.layerterms import LayerTerms, build_layer_terms
-from modelplan.plan.listprice import DpPrices, TpPrices, dp_prices, ep_prices, tp_prices
+from modelplan.plan.layerterms import LayerTerms, build_layer_terms, kernel_times
 from modelplan.plan.memory import StageMemory, state_bytes_per_param
 from modelplan.plan.stageterms import StageTerms, compose_stages
-from modelplan.plan.steptime import dp_exposure, optimizer_bytes_per_param, pipeline_time_s
+from modelplan.plan.steptime import DpTimes, dp_exposure, optimizer_bytes_per_param, pipeline_time_s
 from modelplan.plan.validate import padded_vocab, planning_spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
-from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
@@ -62,7 +61,31 @@ class Evaluation(NamedTuple):
         return max(self.memory_first.total, self.memory_last.total)
 
 
-class Evaluator(StateTerms):
+class StageEntry(NamedTuple):
+    """What every plan with one (tp, sp, micro_batch, recompute, pp, ep, cp) shares (cached)."""
+
+    terms: StageTerms
+    slowest_s: float
+    """The slowest stage's micro-batch (before pipeline and ZeRO-3 messages)."""
+    mean_s: float
+    """The mean stage's micro-batch."""
+    dense: LayerTerms
+    moe: LayerTerms | None
+    counts: list[tuple[int, int]]
+    """(dense, MoE) blocks of each pipeline rank."""
+
+
+class DpEntry(NamedTuple):
+    """What every plan with one (tp, pp, dp, zero, sp, critical rank, ep, cp) shares (cached)."""
+
+    times: DpTimes
+    partial_grads_s: float
+    tied_embedding_s: float
+    optimizer_s: float
+    """Optimizer step of the critical stage's (ZeRO-sharded) parameters."""
+
+
+class Evaluator(StateTerms, ListTerms):
     """Prices plans for one model, training batch, cluster and cost model."""
 
     def __init__(self, spec: TransformerSpec, training: TrainingSpec, cluster: Cluster, cost: CostModel | None = None):
@@ -80,6 +103,12 @@ class Evaluator(StateTerms):
         moe = self.spec.moe
         self.capacity_factor = planned_capacity_factor(moe) if moe is not None else None
         self._cache: dict[tuple, object] = {}
+        # the hot path's caches, one dict per kind (no key prefix, no closure per lookup)
+        self._stages: dict[tuple, StageEntry] = {}
+        self._dps: dict[tuple, DpEntry] = {}
+        self._p2ps: dict[tuple, float] = {}
+        self._flops: dict[str, tuple[float, float]] = {}
+        self._states: dict[tuple, tuple] = {}
 
     def _memo(self, key: tuple, make):
         hit = self._cache.get(key)
@@ -90,46 +119,6 @@ class Evaluator(StateTerms):
     def vocab_padded(self, tp: int) -> int:
         """Vocabulary padded for this tp (Megatron)."""
         return padded_vocab(self.spec.vocab, tp, self.cost.vocab_divisible_by)
-
-    def shapes(self, tp: int, dp: int, pp: int, ep: int = 1, cp: int = 1) -> dict[Axis, GroupShape]:
-        """Process-group shapes of a tp x cp x dp x pp grid (ep inside dp) on this cluster."""
-        return self._memo(("shapes", tp, dp, pp, ep, cp),
-                          lambda: plan_group_shapes(tp, cp, dp, pp, self.cluster.gpus_per_node, ep))
-
-    def tp_list_prices(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int = 1,
-                       scatter_gather: bool = True) -> TpPrices:
-        """Price the communication list of a 2-block copy of the model on pp 2 (one sequence,
-        scaled to the micro-batch)."""
-        def items():
-            two_blocks = self.spec.model_copy(update={"layers": 2})
-            one_seq = self.training.model_copy(update={"global_batch": 1})
-            plan = Plan(tp=tp, pp=2, cp=cp, micro_batch=1, sequence_parallel=sp, recompute=recompute,
-                        scatter_gather=scatter_gather)
-            return communication_list(two_blocks, one_seq, plan)
-
-        return self._memo(("tp_list", tp, sp, micro_batch, recompute, cp, scatter_gather), lambda: tp_prices(
-            self._memo(("tp_items", tp, sp, recompute, cp, scatter_gather), items), self.pricer,
-            self.shapes(tp, 1, 2, cp=cp), micro_batch))
-
-    def cp_kv_send_s(self, tp: int, sp: bool, micro_batch: int, cp: int) -> float:
-        """One K, V block of the communication list sent to the next rank of the cp ring."""
-        return self._memo(("cp_kv", tp, sp, micro_batch, cp), lambda: self.pricer.p2p_time_s(
-            self.tp_list_prices(tp, sp, micro_batch, "none", cp).cp_kv_bytes,
-            self.shapes(tp, 1, 1, cp=cp)[Axis.CP].crosses_nodes))
-
-    def ep_list_prices(self, tp: int, sp: bool, micro_batch: int, recompute: str, ep: int, cp: int = 1) -> float:
-        """AllToAll seconds of one MoE block per micro-batch: the list of a 2-block all-MoE copy
-        of the model on pp 2 with dp = ep, its buffers sized with the planned capacity factor."""
-        def price():
-            moe = self.spec.moe.model_copy(update={"first_dense_layers": 0, "layer_freq": 1})
-            two_blocks = self.spec.model_copy(update={"layers": 2, "moe": moe})
-            training = self.training.model_copy(update={"global_batch": micro_batch * ep})
-            plan = Plan(tp=tp, pp=2, dp=ep, ep=ep, cp=cp, micro_batch=micro_batch, sequence_parallel=sp,
-                        recompute=recompute)
-            items = communication_list(two_blocks, training, plan, capacity_factor=self.capacity_factor)
-            return ep_prices(items, self.pricer, self.shapes(tp, ep, 2, ep, cp))
-
-        return self._memo(("ep_list", tp, sp, micro_batch, recompute, ep, cp), price)
 
     def terms(self, tp: int, sequence_parallel: bool, micro_batch: int, recompute: str, cp: int = 1) -> LayerTerms:
         """Per-micro-batch terms of a dense block, the embedding and the head."""
@@ -145,11 +134,15 @@ class Evaluator(StateTerms):
     def _layer_terms(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int,
                      ep: int | None = None) -> LayerTerms:
         extra: dict = {"cp": cp, "cp_kv_send_s": self.cp_kv_send_s(tp, sp, micro_batch, cp) if cp > 1 else 0.0}
+        kernels: dict = {"cp": cp}
         if ep is not None:
             tokens = micro_batch * self.training.seq_len // cp
-            extra.update(moe_layer=True, ep=ep, capacity=expert_capacity(tokens, self.spec.moe, self.capacity_factor),
-                         ep_priced=(self.ep_list_prices(tp, sp, micro_batch, "none", ep, cp),
-                                    self.ep_list_prices(tp, sp, micro_batch, recompute, ep, cp)))
+            kernels.update(moe_layer=True, ep=ep, capacity=expert_capacity(tokens, self.spec.moe, self.capacity_factor))
+            extra.update(kernels, ep_priced=(self.ep_list_prices(tp, sp, micro_batch, "none", ep, cp),
+                                             self.ep_list_prices(tp, sp, micro_batch, recompute, ep, cp)))
+        extra["times"] = self._memo(("kernel_times", tp, sp, micro_batch, cp, ep), lambda: kernel_times(
+            self.spec, tp, sp, micro_batch, self.training.seq_len, self.dtype_bytes, self.vocab_padded(tp),
+            self.roofline, **kernels))
         return build_layer_terms(
             self.spec, tp, sp, micro_batch, recompute, self.training.seq_len,
             self.dtype_bytes, self.vocab_padded(tp), self.roofline,
@@ -161,68 +154,49 @@ class Evaluator(StateTerms):
               cp: int = 1) -> StageTerms:
         """Per-micro-batch stage times: each rank's dense and MoE blocks, the first stage adds the
         embedding, the last the head + loss."""
-        def make():
+        return self.stage_entry(tp, sp, micro_batch, recompute, pp, ep, cp).terms
+
+    def stage_entry(self, tp: int, sp: bool, micro_batch: int, recompute: str, pp: int, ep: int = 1,
+                    cp: int = 1) -> StageEntry:
+        """`stage` with the slowest and mean stage and the block terms the memory model needs."""
+        key = (tp, sp, micro_batch, recompute, pp, ep, cp)
+        hit = self._stages.get(key)
+        if hit is None:
             moe = self.moe_terms(tp, sp, micro_batch, recompute, ep, cp) if self.spec.moe is not None else None
             dense = self.terms(tp, sp, micro_batch, recompute, cp)
-            return compose_stages(self.layer_counts(pp), dense, moe)
-
-        return self._memo(("stage", tp, sp, micro_batch, recompute, pp, ep, cp), make)
+            counts = self.layer_counts(pp)
+            st = compose_stages(counts, dense, moe)
+            mean = (st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s
+            hit = self._stages[key] = StageEntry(st, max(st.first_s, st.last_s, st.mid_max_s), mean, dense, moe,
+                                                 counts)
+        return hit
 
     def layer_counts(self, pp: int) -> list[tuple[int, int]]:
         """(dense, MoE) blocks of each pipeline rank (`plan/experts.py`)."""
         return self._memo(("layer_counts", pp), lambda: moe_layer_counts(self.spec, pp))
 
-    def p2p_s(self, tp: int, sp: bool, micro_batch: int, dp: int, pp: int, cp: int = 1,
-              scatter_gather: bool = True) -> float:
-        """One stage-boundary message of the communication list on the link between neighbouring
-        stages: b*s*h (/tp with SP, /cp), or with scatter/gather a b*s*h/tp send plus the
-        receiver's TP AllGather (Narayanan et al. 2021 sec. 4.1)."""
-        def price():
-            listed = self.tp_list_prices(tp, sp, micro_batch, "none", cp, scatter_gather)
-            send = self.pricer.p2p_time_s(listed.boundary_bytes, self.shapes(tp, dp, pp, cp=cp)[Axis.PP].crosses_nodes)
-            return send + listed.boundary_gather_s
-
-        return self._memo(("p2p", tp, sp, micro_batch, dp, pp, cp, scatter_gather), price)
-
-    def dp_list_prices(self, tp: int, pp: int, dp: int, zero: int, sp: bool, first_stage: bool, ep: int = 1,
-                       cp: int = 1) -> DpPrices:
-        """The DP items of the first (or the last) stage, see `dp_rank_prices`."""
-        return self.dp_rank_prices(tp, pp, dp, zero, sp, 0 if first_stage else pp - 1, ep, cp)
-
-    def dp_rank_prices(self, tp: int, pp: int, dp: int, zero: int, sp: bool, pp_rank: int, ep: int = 1,
-                       cp: int = 1) -> DpPrices:
-        """Price the DP items of one stage in the communication list of one micro-batch per step.
-
-        With one micro-batch per step the lists of ZeRO 1, 2 and 3 hold the same collectives per
-        unit (one ReduceScatter, one AllGather per pass), and for dense models the DP items do not
-        depend on sequence parallelism (only the TP AllReduce of partial gradients does, which is
-        absent without it): one list per (tp, pp, dp, zero 0 or >= 1) serves all of them. MoE
-        routers' gradients are partial over tp with or without it, so MoE models get one list
-        per sequence-parallel setting.
-        """
-        list_zero, moe = min(zero, 1), self.spec.moe is not None
-        list_sp = sp if moe else tp > 1
-
-        def items():
-            plan = Plan(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, micro_batch=self.training.global_batch // dp,
-                        sequence_parallel=list_sp, zero=list_zero, recompute="none")
-            return communication_list(self.spec, self.training, plan)
-
-        def price():
-            listed = self._memo(("dp_items", tp, pp, dp, list_zero, list_sp, ep, cp), items)
-            return dp_prices(listed, self.pricer, self.shapes(tp, dp, pp, ep, cp), pp_rank, list_zero)
-
-        hit = self._memo(("dp_list", tp, pp, dp, list_zero, list_sp, ep, cp, pp_rank), price)
-        return hit if sp or moe else hit._replace(partial_grads_s=0.0)
-
     def flops_per_sequence(self, recompute: str) -> tuple[float, float]:
         """(model, hardware) FLOPs of one sequence (`modelplan.count.flops` convention)."""
-        def count():
+        hit = self._flops.get(recompute)
+        if hit is None:
             one = self.training.model_copy(update={"global_batch": 1, "recompute": recompute})
             counted = count_flops(self.spec, one)
-            return float(counted.model), float(counted.hardware)
+            hit = self._flops[recompute] = float(counted.model), float(counted.hardware)
+        return hit
 
-        return self._memo(("flops", recompute), count)
+    def dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, pp_rank: int, ep: int = 1,
+                 cp: int = 1) -> DpEntry:
+        """The priced DP items of stage `pp_rank` (`dp_rank_prices`) and its optimizer step."""
+        key = (tp, pp, dp, zero, sp, pp_rank, ep, cp)
+        hit = self._dps.get(key)
+        if hit is None:
+            dpp = self.dp_rank_prices(tp, pp, dp, zero, sp, pp_rank, ep, cp)
+            dense, experts = self.rank_params(tp, pp, ep)[0][pp_rank]
+            shards = (dp * cp, dp * cp // ep) if zero >= 1 else (1, 1)  # ZeRO: the gradient-reduction groups
+            sharded = dense / shards[0] + experts / shards[1]
+            optimizer = self.roofline.memory_time_s(sharded * self.opt_bytes)
+            hit = self._dps[key] = DpEntry(dpp.times, dpp.partial_grads_s, dpp.tied_embedding_s, optimizer)
+        return hit
 
     def step_lower_bound_s(
         self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
@@ -230,13 +204,11 @@ class Evaluator(StateTerms):
     ) -> float:
         """The step time without its data-parallel terms (all >= 0): a lower bound the search
         uses to skip plans that cannot enter the top-k, before pricing their DP traffic."""
-        st = self.stage(tp, sp, micro_batch, recompute, pp, ep, cp)
+        stage = self.stage_entry(tp, sp, micro_batch, recompute, pp, ep, cp)
         m = self.training.global_batch // (micro_batch * dp)
         p2p = self.p2p_s(tp, sp, micro_batch, dp, pp, cp, scatter_gather) if pp > 1 else 0.0
         p2p *= 2 * vpp * self.cost.pp_p2p_exposed_fraction
-        t_max = max(st.first_s, st.last_s, st.mid_max_s) + p2p
-        t_mean = ((st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s) + p2p
-        return pipeline_time_s(m, pp, vpp, t_max, t_mean)
+        return pipeline_time_s(m, pp, vpp, stage.slowest_s + p2p, stage.mean_s + p2p)
 
     def evaluate(
         self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
@@ -246,31 +218,39 @@ class Evaluator(StateTerms):
 
         Pipeline messages: one per micro-batch, direction and model chunk on the critical path
         (`p2p_s`, times `pp_p2p_exposed_fraction`)."""
-        st = self.stage(tp, sp, micro_batch, recompute, pp, ep, cp)
-        m = self.training.global_batch // (micro_batch * dp)
-        p2p = self.p2p_s(tp, sp, micro_batch, dp, pp, cp, scatter_gather) if pp > 1 else 0.0
-        p2p *= 2 * vpp * self.cost.pp_p2p_exposed_fraction
+        # the hot loop: cache hits are plain dict lookups (`stage_entry`, `dp_entry`, `p2p_s` on a miss)
+        stage = self._stages.get((tp, sp, micro_batch, recompute, pp, ep, cp))
+        if stage is None:
+            stage = self.stage_entry(tp, sp, micro_batch, recompute, pp, ep, cp)
+        st = stage.terms
+        batch = self.training.global_batch
+        m = batch // (micro_batch * dp)
+        if pp > 1:
+            p2p = self._p2ps.get((tp, sp, micro_batch, dp, pp, cp, scatter_gather))
+            if p2p is None:
+                p2p = self.p2p_s(tp, sp, micro_batch, dp, pp, cp, scatter_gather)
+        else:
+            p2p = 0.0
         cost = self.cost
-        dpp = self.dp_rank_prices(tp, pp, dp, zero, sp, st.critical_rank, ep, cp)
+        p2p *= 2 * vpp * cost.pp_p2p_exposed_fraction
+        crit = st.critical_rank
+        dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp))
+        if dpe is None:
+            dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp)
         if dp * cp > 1:
             dp_after, dp_mb, dp_total = dp_exposure(
-                zero, dpp.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap, cost.dp_overlap_fraction,
+                zero, dpe.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap, cost.dp_overlap_fraction,
                 cost.overlap_interference,
             )
         else:
             dp_after = dp_mb = dp_total = 0.0
-        dp_after += dpp.partial_grads_s * (m if zero >= 2 else 1)
-        t_max = max(st.first_s, st.last_s, st.mid_max_s) + p2p + dp_mb
-        t_mean = ((st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s) + p2p + dp_mb
-        pipeline = pipeline_time_s(m, pp, vpp, t_max, t_mean)
-        emb_sync = dpp.tied_embedding_s
-        dense, experts = self.rank_params(tp, pp, ep)[0][st.critical_rank]
-        shards = (dp * cp, dp * cp // ep) if zero >= 1 else (1, 1)  # ZeRO: the gradient-reduction groups
-        sharded = dense / shards[0] + experts / shards[1]
-        optimizer = self.roofline.memory_time_s(sharded * self.opt_bytes)
-        model_seq, hardware_seq = self.flops_per_sequence(recompute)
-        mem_first, mem_last = self.memory(tp, pp, dp, vpp, micro_batch, schedule, sp, recompute, zero, ep, cp)
-        batch = self.training.global_batch
+        dp_after += dpe.partial_grads_s * (m if zero >= 2 else 1)
+        t_max = stage.slowest_s + p2p + dp_mb
+        pipeline = pipeline_time_s(m, pp, vpp, t_max, stage.mean_s + p2p + dp_mb)
+        emb_sync = dpe.tied_embedding_s
+        optimizer = dpe.optimizer_s
+        model_seq, hardware_seq = self._flops.get(recompute) or self.flops_per_sequence(recompute)
+        mem_first, mem_last = self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp)
         return Evaluation(
             step_time_s=pipeline + dp_after + emb_sync + optimizer,
             compute_s=m * st.compute_s, recompute_s=m * st.recompute_s, tp_comm_s=m * st.tp_s,

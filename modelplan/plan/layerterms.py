@@ -7,6 +7,7 @@ zero / schedule around it (plain floats, no pydantic in the hot loop).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from modelplan.plan.compute import Roofline
 from modelplan.plan.kernels import embedding_kernels, head_kernels, layer_kernels
@@ -109,6 +110,50 @@ def cp_ring_exposure(cp: int, kv_send_s: float, core_fwd_s: float, core_bwd_s: f
     return fwd, bwd, steps * 3 * kv_send_s - fwd - bwd
 
 
+class KernelTimes(NamedTuple):
+    """Kernel seconds of one micro-batch on one TP rank that do not depend on recompute."""
+
+    fwd_gemm_s: float
+    bwd_gemm_s: float
+    fwd_elementwise_s: float
+    bwd_elementwise_s: float
+    core_fwd_s: float
+    """Attention core (what selective recompute redoes): QK^T, softmax, dropout, context."""
+    core_bwd_s: float
+    head_fwd_s: float
+    head_bwd_s: float
+    embedding_fwd_s: float
+    embedding_bwd_s: float
+
+
+def kernel_times(
+    spec: TransformerSpec, tp: int, sequence_parallel: bool, micro_batch: int, seq_len: int, dtype_bytes: int,
+    vocab_padded: int, roofline: Roofline, *, moe_layer: bool = False, ep: int = 1, capacity: int | None = None,
+    cp: int = 1,
+) -> KernelTimes:
+    """Roofline times of one block's, the head's and the embedding's kernels (`plan/kernels.py`);
+    a backward GEMM is the dgrad + wgrad pair of its forward."""
+    d, s_local = dtype_bytes, seq_len // cp
+    k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel, moe_layer=moe_layer, ep=ep,
+                      capacity=capacity, cp=cp)
+    gemm_f = sum(roofline.gemm_time_s(g, d) for g in k.gemms)
+    gemm_b = sum(roofline.gemm_time_s(x, d) for g in k.gemms for x in g.backward())
+    ew_f = sum(roofline.elementwise_fwd_s(e) for e in k.elementwise)
+    ew_b = sum(roofline.elementwise_bwd_s(e) for e in k.elementwise)
+    core_f = sum(roofline.gemm_time_s(g, d) for g in k.attention_core_gemms)
+    core_f += sum(roofline.elementwise_fwd_s(e) for e in k.attention_core_elementwise)
+    core_b = sum(roofline.gemm_time_s(x, d) for g in k.attention_core_gemms for x in g.backward())
+    core_b += sum(roofline.elementwise_bwd_s(e) for e in k.attention_core_elementwise)
+    head_gemms, head_ew = head_kernels(spec, tp, micro_batch, s_local, d, vocab_padded)
+    emb_ew = embedding_kernels(spec, micro_batch, s_local, d)
+    head_f = sum(roofline.gemm_time_s(g, d) for g in head_gemms) + sum(roofline.elementwise_fwd_s(e) for e in head_ew)
+    head_b = sum(roofline.gemm_time_s(x, d) for g in head_gemms for x in g.backward())
+    head_b += sum(roofline.elementwise_bwd_s(e) for e in head_ew)
+    return KernelTimes(gemm_f, gemm_b, ew_f, ew_b, core_f, core_b, head_f, head_b,
+                       sum(roofline.elementwise_fwd_s(e) for e in emb_ew),
+                       sum(roofline.elementwise_bwd_s(e) for e in emb_ew))
+
+
 def build_layer_terms(
     spec: TransformerSpec,
     tp: int,
@@ -129,6 +174,7 @@ def build_layer_terms(
     ep_priced: tuple[float, float] = (0.0, 0.0),
     cp: int = 1,
     cp_kv_send_s: float = 0.0,
+    times: KernelTimes | None = None,
 ) -> LayerTerms:
     """Price one block, the embedding and the head for one micro-batch on one TP rank; the TP
     collectives come from the priced communication list (with and without recompute).
@@ -139,21 +185,21 @@ def build_layer_terms(
     exposed unless overlap is enabled).
 
     `cp`: context parallelism, the rank holds seq_len/cp tokens of each sequence; one K, V block
-    takes `cp_kv_send_s` to the next rank of the ring (`cp_ring_exposure`)."""
+    takes `cp_kv_send_s` to the next rank of the ring (`cp_ring_exposure`).
+
+    `times`: the `kernel_times` of the same block (the evaluator shares them between recompute
+    choices); computed here when not given."""
     d = dtype_bytes
     s_local = seq_len // cp
-    k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel, moe_layer=moe_layer, ep=ep,
-                      capacity=capacity, cp=cp)
-    gemm_f = sum(roofline.gemm_time_s(g, d) for g in k.gemms)
-    gemm_b = sum(roofline.gemm_time_s(x, d) for g in k.gemms for x in g.backward())
-    ew_f = sum(roofline.elementwise_fwd_s(e) for e in k.elementwise)
-    ew_b = sum(roofline.elementwise_bwd_s(e) for e in k.elementwise)
+    if times is None:
+        times = kernel_times(spec, tp, sequence_parallel, micro_batch, seq_len, d, vocab_padded, roofline,
+                             moe_layer=moe_layer, ep=ep, capacity=capacity, cp=cp)
+    gemm_f, gemm_b, ew_f, ew_b, core_f, core_b, head_f, head_b, emb_f, emb_b = times
     if recompute == "full":
         recompute_s = gemm_f + ew_f
     elif recompute == "selective":
         # Korthikanti et al. 2022 sec. 5: redo QK^T, softmax, dropout and the context matmul
-        recompute_s = sum(roofline.gemm_time_s(g, d) for g in k.attention_core_gemms)
-        recompute_s += sum(roofline.elementwise_fwd_s(e) for e in k.attention_core_elementwise)
+        recompute_s = core_f
     else:
         recompute_s = 0.0
 
@@ -164,20 +210,10 @@ def build_layer_terms(
     tp_rec = tp_priced.block_s - block
     hidden = (1 - exposed) * tp_priced.block_s
 
-    core_f = sum(roofline.gemm_time_s(g, d) for g in k.attention_core_gemms)
-    core_f += sum(roofline.elementwise_fwd_s(e) for e in k.attention_core_elementwise)
-    core_b = sum(roofline.gemm_time_s(x, d) for g in k.attention_core_gemms for x in g.backward())
-    core_b += sum(roofline.elementwise_bwd_s(e) for e in k.attention_core_elementwise)
     cp_f, cp_b, ring_hidden = cp_ring_exposure(cp, cp_kv_send_s, core_f, core_b) if cp > 1 else (0.0, 0.0, 0.0)
     rec_f = rec_hidden = 0.0
     if recompute == "full" and cp > 1:  # the recomputed forward runs the ring again
         rec_f, rec_hidden = cp_f, (cp - 1) * cp_kv_send_s - cp_f
-
-    head_gemms, head_ew = head_kernels(spec, tp, micro_batch, s_local, d, vocab_padded)
-    emb_ew = embedding_kernels(spec, micro_batch, s_local, d)
-    head_f = sum(roofline.gemm_time_s(g, d) for g in head_gemms) + sum(roofline.elementwise_fwd_s(e) for e in head_ew)
-    head_b = sum(roofline.gemm_time_s(x, d) for g in head_gemms for x in g.backward())
-    head_b += sum(roofline.elementwise_bwd_s(e) for e in head_ew)
 
     kind = next((i for i in range(spec.layers) if spec.is_moe_layer(i) == moe_layer), None)
 
@@ -210,8 +246,8 @@ def build_layer_terms(
         tp_bwd_s=exposed * block / 2 + cost.overlap_interference * hidden,
         tp_recompute_s=exposed * tp_rec,
         tp_hidden_s=hidden,
-        embedding_fwd_s=sum(roofline.elementwise_fwd_s(e) for e in emb_ew),
-        embedding_bwd_s=sum(roofline.elementwise_bwd_s(e) for e in emb_ew),
+        embedding_fwd_s=emb_f,
+        embedding_bwd_s=emb_b,
         head_fwd_s=head_f,
         head_bwd_s=head_b,
         embedding_tp_s=exposed * tp_priced.embedding_s,

@@ -11,7 +11,8 @@ The planner builds lists for canonical plans and caches the sums it needs:
 - data parallel, per (tp, pp, dp, zero, sp) with one micro-batch per step: the gradient and
   parameter collectives of each stage's units, the TP AllReduce of partial gradients and the
   tied-embedding AllReduce. Items whose count grows with the micro-batches (ZeRO-2/3) are
-  divided back to one micro-batch's worth.
+  divided back to one micro-batch's worth. For a dense model with pp > 2 the first and the last
+  stage come from a 2-stage copy with 2 * layers/pp blocks (its blocks are all alike).
 Start-up items (Broadcast of the initial weights, Barrier) are not part of a step.
 """
 

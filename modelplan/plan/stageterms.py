@@ -35,22 +35,25 @@ class StageTerms(NamedTuple):
     cp_hidden_s: float = 0.0
 
 
+def block_row(t: LayerTerms) -> tuple[float, ...]:
+    """One block's (compute, tp, ep, cp, recompute, fwd, bwd, tp hidden, cp hidden) seconds."""
+    return (t.compute_s, t.tp_s, t.ep_s, t.cp_s, t.recompute_s, t.layer_fwd_s, t.layer_bwd_s, t.tp_hidden_s,
+            t.cp_hidden_s)
+
+
 def compose_stages(counts: list[tuple[int, int]], dense: LayerTerms, moe: LayerTerms | None) -> StageTerms:
     """Stage times from (dense blocks, MoE blocks) per pipeline rank and the per-block terms
     (middle ranks with the same blocks are priced once)."""
     pp = len(counts)
+    dense_row = block_row(dense)
+    moe_row = block_row(moe) if moe is not None else None
 
     def row(n_dense: int, n_moe: int, first: bool, last: bool) -> tuple:
-        kinds = [(n_dense, dense)] + ([(n_moe, moe)] if moe is not None and n_moe else [])
-        compute = sum(n * t.compute_s for n, t in kinds)
-        tp = sum(n * t.tp_s for n, t in kinds)
-        ep = sum(n * t.ep_s for n, t in kinds)
-        cp = sum(n * t.cp_s for n, t in kinds)
-        rec = sum(n * t.recompute_s for n, t in kinds)
-        fwd = sum(n * t.layer_fwd_s for n, t in kinds)
-        bwd = sum(n * t.layer_bwd_s for n, t in kinds)
-        hidden = sum(n * t.tp_hidden_s for n, t in kinds)
-        cp_hidden = sum(n * t.cp_hidden_s for n, t in kinds)
+        if moe_row is not None and n_moe:
+            compute, tp, ep, cp, rec, fwd, bwd, hidden, cp_hidden = (
+                n_dense * d + n_moe * e for d, e in zip(dense_row, moe_row))
+        else:
+            compute, tp, ep, cp, rec, fwd, bwd, hidden, cp_hidden = (n_dense * d for d in dense_row)
         if first:
             compute += dense.embedding_fwd_s + dense.embedding_bwd_s
             tp += dense.embedding_tp_s
@@ -60,16 +63,13 @@ def compose_stages(counts: list[tuple[int, int]], dense: LayerTerms, moe: LayerT
         return (compute + tp + ep + cp + rec, compute, tp, ep, rec, fwd, bwd, hidden, cp, cp_hidden)
 
     first, last = row(*counts[0], True, pp == 1), row(*counts[-1], pp == 1, True)
-    mids: dict[tuple[int, int], tuple] = {}
-    for kind in counts[1:-1]:
-        if kind not in mids:
-            mids[kind] = row(*kind, False, False)
+    middle = counts[1:-1]
+    mids = {kind: row(*kind, False, False) for kind in set(middle)}
     crit, c = (0, first) if first[0] >= last[0] else (pp - 1, last)
-    mid_rows = [mids[kind] for kind in counts[1:-1]]
     mid_max = max((r[0] for r in mids.values()), default=0.0)
     if mids and mid_max > c[0]:
-        crit = 1 + next(i for i, r in enumerate(mid_rows) if r[0] == mid_max)
-        c = mid_rows[crit - 1]
-    mid_mean = sum(r[0] for r in mid_rows) / len(mid_rows) if mid_rows else 0.0
+        crit = 1 + next(i for i, kind in enumerate(middle) if mids[kind][0] == mid_max)
+        c = mids[middle[crit - 1]]
+    mid_mean = sum(mids[kind][0] for kind in middle) / len(middle) if middle else 0.0
     return StageTerms(first[0], last[0], mid_mean, c[1], c[2], c[4], c[5], c[6], crit == 0, c[7],
                       mid_max, crit, c[3], c[8], c[9])

@@ -79,24 +79,21 @@ def _dp_exposure(
     zero: int, times: DpTimes, num_microbatches: int, t_fwd: float, t_bwd: float,
     overlap: bool, overlap_fraction: float,
 ) -> DpExposure:
-    """The overlap rules without interference."""
+    """The overlap rules without interference (hidden behind the backward: max(bucket, t - f t_bwd))."""
     m = num_microbatches
-    f = overlap_fraction if overlap else 0.0
-    hide = f * t_bwd
-
-    def hidden_behind_backward(t: float, bucket: float) -> float:
-        return max(bucket, t - hide) if overlap else t
-
+    hide = overlap_fraction * t_bwd if overlap else 0.0
     if zero == 0:
-        return DpExposure(hidden_behind_backward(times.all_reduce, times.all_reduce_bucket), 0.0, times.all_reduce)
+        ar = times.all_reduce
+        return DpExposure(max(times.all_reduce_bucket, ar - hide) if overlap else ar, 0.0, ar)
     rs, ag = times.reduce_scatter, times.all_gather
     gather_after = times.all_gather_bucket if overlap else ag  # overlap_param_gather: one bucket
+    last_rs = max(times.reduce_scatter_bucket, rs - hide) if overlap else rs
     if zero == 1:
-        return DpExposure(hidden_behind_backward(rs, times.reduce_scatter_bucket) + gather_after, 0.0, rs + ag)
+        return DpExposure(last_rs + gather_after, 0.0, rs + ag)
     if zero == 2:
         per_mb = max(0.0, rs - hide) if overlap else rs
-        after = (m - 1) * per_mb + hidden_behind_backward(rs, times.reduce_scatter_bucket) + gather_after
-        return DpExposure(after, 0.0, m * rs + ag)
+        return DpExposure((m - 1) * per_mb + last_rs + gather_after, 0.0, m * rs + ag)
+    f = overlap_fraction if overlap else 0.0
     per_mb = max(0.0, ag - f * t_fwd) + max(0.0, ag + rs - hide) + times.all_gather_block
     return DpExposure(0.0, per_mb, m * (2 * ag + rs))
 
