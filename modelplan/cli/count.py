@@ -69,64 +69,60 @@ def count_cmd(
 
 
 def _print_document(doc: dict, depth: int) -> None:
-    """The count document as rich tables: parameters, FLOPs, memory."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
+    """The count document as aligned text: parameters, FLOPs, memory (bold headings on a terminal)."""
     from modelplan.cli.render import (
-        breakdown_table,
+        breakdown_rows,
         human_bytes,
         human_count,
         human_flops,
         summarise_layers,
+        text_table,
     )
 
-    console = Console(highlight=False, emoji=False)
+    def heading(text: str, rest: str = "") -> None:
+        typer.echo(typer.style(text, bold=True) + rest)
+
+    def lines(rows, align, header=None) -> None:
+        for text in text_table(rows, align, header):
+            typer.echo(text)
+
     model, tr, params, flops, mem = (
         doc["model"], doc["training"], doc["params"], doc["flops"], doc["memory"]
     )
-    source = f"  [dim]{escape(model['source'])}[/dim]" if model["source"] else ""
-    console.print(f"[bold]{escape(model['name'])}[/bold]{source}")
+    heading(model["name"], f"  {model['source']}" if model["source"] else "")
     active = "" if params["active"] == params["total"] else f", {human_count(params['active'])} active per token ({params['active']:,})"
-    console.print(f"parameters: [bold]{human_count(params['total'])}[/bold] ({params['total']:,}){active}")
+    heading(f"parameters: {human_count(params['total'])}", f" ({params['total']:,}){active}")
+    typer.echo()
     shown = {k: v for k, v in params["breakdown"].items() if k.count("/") < depth}
-    console.print(breakdown_table("Parameters", shown, params["total"], human_count, "params"))
+    lines(breakdown_rows(shown, params["total"], human_count), "lrrr", ("component", "params", "exact", "share"))
     if model["kind"] == "transformer":  # a network's layers are the rows of the table above
-        console.print(f"per layer: {summarise_layers(params['per_layer'])}")
-    console.print()
+        typer.echo(f"per layer: {summarise_layers(params['per_layer'])}")
+    typer.echo()
 
     if model["kind"] == "transformer":
         tokens = tr["global_batch"] * tr["seq_len"]
         step = f"global batch {tr['global_batch']} x seq {tr['seq_len']} = {tokens:,} tokens"
     else:
         step = f"global batch {tr['global_batch']} samples"
-    console.print(f"[bold]FLOPs[/bold] per step: {step}, recompute {tr['recompute']}")
-    summary = Table(show_header=False, show_edge=False, pad_edge=False, box=None)
-    summary.add_column()
-    summary.add_column(justify="right")
-    summary.add_column(justify="right", style="dim")
-    for label, value in (
+    heading("FLOPs", f" per step: {step}, recompute {tr['recompute']}")
+    summary = [
         ("forward per token" if model["kind"] == "transformer" else "forward per sample",
          flops["forward_per_token"]),
         ("forward per step", flops["forward"]),
         ("model (fwd + bwd, MFU numerator)", flops["model"]),
         ("hardware (+ recompute, HFU numerator)", flops["hardware"]),
-    ):
-        summary.add_row(label, human_flops(value), f"{value:,}")
-    console.print(summary)
+    ]
+    lines([(label, human_flops(v), f"{v:,}") for label, v in summary], "lrr")
+    typer.echo()
     shown = {k: v for k, v in flops["breakdown"].items() if k.count("/") < depth}
-    console.print(breakdown_table("Forward FLOPs per step", shown, flops["forward"], human_flops, "FLOPs"))
-    console.print(f"[dim]convention: {escape(flops['convention'])}[/dim]\n")
+    lines(breakdown_rows(shown, flops["forward"], human_flops), "lrrr", ("forward FLOPs per step", "FLOPs", "exact", "share"))
+    import textwrap
 
-    console.print(
-        f"[bold]Memory[/bold] (one unsharded replica): {tr['precision']}, {tr['optimizer']}, "
-        f"grads {tr['grad_dtype']}, master weights {'yes' if tr['master_weights'] else 'no'}"
-    )
-    table = Table(show_header=False, show_edge=False, pad_edge=False, box=None)
-    table.add_column()
-    table.add_column(justify="right")
-    table.add_column(justify="right", style="dim")
+    typer.echo(typer.style(textwrap.fill(f"convention: {flops['convention']}", 100), dim=True))
+    typer.echo()
+
+    heading("Memory", f" (one unsharded replica): {tr['precision']}, {tr['optimizer']}, "
+            f"grads {tr['grad_dtype']}, master weights {'yes' if tr['master_weights'] else 'no'}")
     per_param = mem["model_states"] / params["total"] if params["total"] else 0.0
     rows = (
         ("weights", mem["weights"]),
@@ -137,9 +133,7 @@ def _print_document(doc: dict, depth: int) -> None:
         (f"activations (micro-batch {tr['micro_batch']}, recompute {tr['recompute']})", mem["activations"]),
         (f"KV cache (inference, batch {tr['micro_batch']})", mem["kv_cache"]),
     )
-    for label, value in rows:
-        table.add_row(label, human_bytes(value), f"{value:,}")
-    console.print(table)
+    lines([(label, human_bytes(v), f"{v:,}") for label, v in rows], "lrr")
 
 
 @app.command("presets")

@@ -1,4 +1,4 @@
-"""Rendering helpers for the terminal: human units and rich tables of slash-path breakdowns."""
+"""Rendering helpers for the terminal: human units and aligned text tables of slash-path breakdowns."""
 
 from __future__ import annotations
 
@@ -38,21 +38,33 @@ def tree_rows(breakdown: dict[str, int]) -> list[tuple[int, str, int]]:
     return [(key.count("/"), key.rsplit("/", 1)[-1], value) for key, value in breakdown.items()]
 
 
-def breakdown_table(title: str, breakdown: dict[str, int], total: int, fmt, unit_header: str):
-    """A rich Table of a slash-path breakdown, indented by depth, with each row's share of total."""
-    from rich.table import Table
+def text_table(rows: list[tuple[str, ...]], align: str, header: tuple[str, ...] | None = None,
+               gap: int = 3) -> list[str]:
+    """Rows as aligned text lines (`align`: one 'l' or 'r' per column), header first if given.
 
-    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("component")
-    table.add_column(unit_header, justify="right")
-    table.add_column("exact", justify="right", style="dim")
-    table.add_column("share", justify="right")
+    `modelplan count` prints with this instead of rich tables: the output stays a plain, greppable
+    column layout and the command does not pay rich's import and layout time at start-up.
+    """
+    table = ([header] if header else []) + rows
+    widths = [max(len(row[i]) for row in table) for i in range(len(align))]
+
+    def line(row: tuple[str, ...]) -> str:
+        cells = [c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(row, widths, align)]
+        return (" " * gap).join(cells).rstrip()
+
+    out = [line(row) for row in table]
+    if header:
+        out.insert(1, "-" * len(out[0]))
+    return out
+
+
+def breakdown_rows(breakdown: dict[str, int], total: int, fmt) -> list[tuple[str, str, str, str]]:
+    """(indented component, human value, exact value, share of total) per slash path."""
+    rows = []
     for depth, name, value in tree_rows(breakdown):
-        label = "  " * depth + name
         share = f"{100 * value / total:.1f}%" if total else "-"
-        style = "bold" if depth == 0 else None
-        table.add_row(label, fmt(value), f"{value:,}", share, style=style)
-    return table
+        rows.append(("  " * depth + name, fmt(value), f"{value:,}", share))
+    return rows
 
 
 def summarise_layers(per_layer: list[int]) -> str:
