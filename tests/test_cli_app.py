@@ -39,3 +39,32 @@ def test_help_lists_every_command():
     assert result.exit_code == 0, result.output
     for name in COMMAND_MODULES:
         assert name in result.output
+
+
+def _modelplan(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "modelplan", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_bad_option_value_is_one_line_exit_2():
+    """`--seq -5` breaks the option's bound (>= 1): one `error:` line naming --seq, exit 2, no traceback."""
+    proc = _modelplan("count", "gpt2", "--seq", "-5")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "--seq" in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_missing_required_option_and_unknown_option_are_one_line():
+    """A missing --cluster and an unknown --bogus each give one `error:` line and exit 2."""
+    for args, word in ((("comm", "allreduce", "--ranks", "8"), "--cluster"), (("count", "gpt2", "--bogus"), "--bogus")):
+        proc = _modelplan(*args)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and word in lines[0], proc.stderr
+
+
+def test_command_exit_code_passes_through_the_entry_point():
+    """The entry point returns the command's own exit code: a verify whose checks all pass exits 0."""
+    proc = _modelplan("verify", "gpt2", "--tp", "2", "--json")
+    assert proc.returncode == 0, proc.stderr

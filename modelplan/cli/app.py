@@ -88,16 +88,35 @@ def user_errors(fn: F) -> F:
 
 
 def main() -> None:
-    """Console-script entry point: load only the command being run (all of them for help)."""
+    """Console-script entry point: load only the command being run (all of them for help).
+
+    Usage errors (a bad option value, a missing argument) print one line, `error: <message>`,
+    and exit 2, like the library's own errors, instead of click's usage box.
+    """
+    try:  # recent typer vendors click as typer._click; older typer uses click itself
+        from typer._click.exceptions import ClickException, NoArgsIsHelpError
+    except ImportError:  # pragma: no cover - depends on the installed typer
+        from click.exceptions import ClickException, NoArgsIsHelpError
+
     name = sys.argv[1] if len(sys.argv) > 1 else ""
     if name in COMMAND_MODULES:
         app.load([name])
         app._partial = True
     try:
-        app()
+        code = app(standalone_mode=False)
+    except NoArgsIsHelpError as exc:  # `modelplan` alone, or a group without its command: help
+        print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        sys.exit(exc.exit_code)
+    except ClickException as exc:
+        print(f"error: {exc.format_message()}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("error: aborted", file=sys.stderr)
+        sys.exit(1)
     except ModelplanError as exc:  # defensive: commands normally handle their own
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 @app.callback()
