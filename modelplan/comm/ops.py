@@ -37,7 +37,7 @@ class Algo(StrEnum):
     AUTO = "auto"
     """The fastest valid algorithm for the size, as NCCL's tuner picks (or a measured fit)."""
     NCCL = "nccl"
-    """The fastest of the algorithms NCCL itself runs for the op (ring, tree; grouped send/recv)."""
+    """The fastest of the algorithms NCCL itself runs for the op (ring, tree, nvls; grouped send/recv)."""
     RING = "ring"
     """Ring: AllReduce = ring ReduceScatter + ring AllGather; Broadcast/Reduce = pipelined chain."""
     TREE = "tree"
