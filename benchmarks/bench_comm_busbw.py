@@ -2,6 +2,7 @@
 
 Run: python benchmarks/bench_comm_busbw.py [--algo auto|nccl|ring]
 Rows and sources: benchmarks/published_busbw.toml (from shared/reference/comm_hw.md §1.2).
+--algo prices the rows that ran NCCL's own choice; rows with a pinned `algo` (NVLS off) keep it.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def main() -> None:
           f"{'error':>7}  algo  (check)")
     errors = []
     for row in load_rows():
-        model, algo = model_busbw(row, args.algo)
+        model, algo = model_busbw(row, row.get("algo", args.algo))
         err = model / row["busbw_gbps"] - 1
         if row["check"]:
             errors.append(abs(err))

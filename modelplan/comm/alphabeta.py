@@ -103,6 +103,19 @@ def all_reduce_hierarchical(n: float, L: PathLinks) -> Estimate:
     return Estimate(t, intra + inter, intra + inter, 2 * (g - 1) + 2 * (k - 1), inter)
 
 
+def all_reduce_nvls(n: float, L: PathLinks) -> Estimate:
+    """NVLink SHARP in one node: each GPU sends its n to the switch, which reduces, and gets n/p
+    back (multimem.ld_reduce); then sends n/p, which the switch multicasts, getting n back
+    (multimem.st): n(p+1)/p each way per GPU at nvlsEfficiency of the link (comm_hw.md §3.1)."""
+    p = L.p
+    # busbw = B_intra x nvlsEfficiency x 2(p-1)/(p+1): NCCL tuning.cc nvlsEfficiency (comm_hw.md
+    # §3.1) on n(p+1)/p bytes per direction instead of the ring's 2(p-1)/p n
+    busbw_Bps = L.b_nvls * 2 * (p - 1) / (p + 1)
+    vol = (p + 1) / p * n
+    # time = latency + 2(p-1)/p n / busbw; NCCL tuning.cc: NVLS latency, no base latency added
+    return Estimate(L.a_nvls + 2 * (p - 1) / p * n / busbw_Bps, vol, vol, 2, 0.0)
+
+
 # ---- AllGather / ReduceScatter (n = whole gathered output / whole input) -----------------
 
 
@@ -207,6 +220,7 @@ FORMULAS: dict[Collective, dict[Algo, Formula]] = {
         Algo.RECURSIVE_DOUBLING: all_reduce_recursive_doubling,
         Algo.BINOMIAL: all_reduce_binomial,
         Algo.HIERARCHICAL: all_reduce_hierarchical,
+        Algo.NVLS: all_reduce_nvls,
     },
     Collective.ALL_GATHER: {
         Algo.RING: gather_ring,
@@ -227,19 +241,24 @@ FORMULAS: dict[Collective, dict[Algo, Formula]] = {
 """The algorithms each collective supports, in NCCL's order of preference for ties."""
 
 NCCL_ALGOS: dict[Collective, frozenset[Algo]] = {
-    Collective.ALL_REDUCE: frozenset({Algo.RING, Algo.TREE}),
+    Collective.ALL_REDUCE: frozenset({Algo.RING, Algo.TREE, Algo.NVLS}),
     Collective.ALL_TO_ALL: frozenset({Algo.DIRECT}),
     Collective.SEND_RECV: frozenset({Algo.DIRECT}),
     Collective.BARRIER: frozenset({Algo.DISSEMINATION}),
 }
-"""What NCCL runs (tuning.cc without NVLS/CollNet/PAT, which are not modelled); ring otherwise."""
+"""What NCCL runs (tuning.cc without NVLSTree/CollNet/PAT, which are not modelled); ring otherwise.
+NVLS is AllReduce only here: NCCL's NVLS AllGather/ReduceScatter are not modelled (measured AG/RS
+on 8xH200 stay on ring, comm_hw.md §1.2)."""
 
 POWER_OF_TWO_ONLY = frozenset({Algo.RECURSIVE_DOUBLING, Algo.HALVING_DOUBLING})
 """Algorithms modelled for power-of-two group sizes only."""
 
 
-def invalid_reason(op: Collective, algo: Algo, p: int, g: int, k: int) -> str | None:
-    """Why `algo` cannot run `op` on this group shape, or None when it can."""
+def invalid_reason(op: Collective, algo: Algo, p: int, g: int, k: int,
+                   nvls_min_ranks: int = 0) -> str | None:
+    """Why `algo` cannot run `op` on this group shape, or None when it can.
+
+    nvls_min_ranks: the cluster's fewest ranks for NVLS in one node (0: no NVLS)."""
     table = FORMULAS[op]
     if algo not in table:
         names = ", ".join(a.value for a in table)
@@ -248,4 +267,12 @@ def invalid_reason(op: Collective, algo: Algo, p: int, g: int, k: int) -> str | 
         return f"{algo.value} needs a power-of-two group size, not {p}"
     if algo is Algo.HIERARCHICAL and (k < 2 or g < 2):
         return f"hierarchical needs >= 2 nodes with >= 2 ranks each, not {k} node(s) x {g}"
+    if algo is Algo.NVLS:
+        # NVLSTree (NVLS in each node + a tree across nodes) is not modelled
+        if nvls_min_ranks == 0:
+            return "nvls needs a node whose intra link has NVLink SHARP (intra.nvls = true)"
+        if k > 1:
+            return f"nvls runs inside one node; this group spans {k} nodes (NVLSTree is not modelled)"
+        if p < nvls_min_ranks:
+            return f"nvls needs >= {nvls_min_ranks} ranks (intra.nvls_min_ranks), not {p}"
     return None

@@ -124,10 +124,10 @@ def _plan(op: Collective, algo: Algo, group_size: int, placement: int | None | G
         allowed = NCCL_ALGOS.get(op, frozenset({Algo.RING})) if algo is Algo.NCCL else FORMULAS[op]
         cands = tuple(
             (a, f) for a, f in FORMULAS[op].items()
-            if a in allowed and invalid_reason(op, a, L.p, L.g, L.k) is None
+            if a in allowed and invalid_reason(op, a, L.p, L.g, L.k, L.nvls_min) is None
         )
     else:
-        reason = invalid_reason(op, algo, L.p, L.g, L.k)
+        reason = invalid_reason(op, algo, L.p, L.g, L.k, L.nvls_min)
         if reason is not None:
             raise SpecError(reason)
         cands = ((algo, FORMULAS[op][algo]),)
@@ -250,8 +250,9 @@ def valid_algos(op: Collective | str, group_size: int, ranks_per_node: int | Non
                 cluster: Cluster | ClusterLinks) -> list[Algo]:
     """The concrete algorithms that can run `op` on this group (no auto, nccl or fitted)."""
     op = parse_collective(op)
-    shape = _place(group_size, ranks_per_node, cluster_links(cluster))
+    links = cluster_links(cluster)
+    shape = _place(group_size, ranks_per_node, links)
     return [
         a for a in FORMULAS[op]
-        if invalid_reason(op, a, group_size, shape.ranks_per_node, shape.nodes) is None
+        if invalid_reason(op, a, group_size, shape.ranks_per_node, shape.nodes, links.nvls_min_ranks) is None
     ]

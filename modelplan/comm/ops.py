@@ -37,11 +37,13 @@ class Algo(StrEnum):
     AUTO = "auto"
     """The fastest valid algorithm for the size, as NCCL's tuner picks (or a measured fit)."""
     NCCL = "nccl"
-    """The fastest of the algorithms NCCL itself runs for the op (ring, tree; grouped send/recv)."""
+    """The fastest of the algorithms NCCL itself runs for the op (ring, tree, nvls; grouped send/recv)."""
     RING = "ring"
     """Ring: AllReduce = ring ReduceScatter + ring AllGather; Broadcast/Reduce = pipelined chain."""
     TREE = "tree"
     """NCCL's double binary tree AllReduce: a tree over nodes, a chain inside each node."""
+    NVLS = "nvls"
+    """NVLink SHARP AllReduce inside one NVSwitch node: the switch reduces and multicasts."""
     BINOMIAL = "binomial"
     """Binomial tree: Broadcast, Reduce; AllReduce = binomial Reduce + binomial Broadcast."""
     RECURSIVE_DOUBLING = "recursive_doubling"
@@ -75,6 +77,7 @@ _ALGO_ALIASES = {_squash(a.value): a for a in Algo} | {
     "doublebinarytree": Algo.TREE,
     "recursivehalving": Algo.HALVING_DOUBLING,
     "twolevel": Algo.HIERARCHICAL,
+    "nvlinksharp": Algo.NVLS,
 }
 
 

@@ -39,6 +39,12 @@ class ClusterLinks(NamedTuple):
     inter_name: str
     fits: tuple[tuple[str, str, int | None, int, float, float], ...]
     """Measured (op, scope, ranks, min_bytes, alpha_s, busbw_Bps) overrides."""
+    nvls_min_ranks: int = 0
+    """Fewest ranks for NVLS in-switch AllReduce inside one node; 0: the node has no NVLS."""
+    nvls_Bps: float = 0.0
+    """Bytes/s per GPU per direction an NVLS reduction gets (intra_Bps x nvlsEfficiency)."""
+    nvls_alpha_s: float = 0.0
+    """Latency of one NVLS call (no per-call base added, as NCCL tuning.cc)."""
 
 
 def cluster_links(cluster: Cluster | ClusterLinks) -> ClusterLinks:
@@ -62,6 +68,9 @@ def cluster_links(cluster: Cluster | ClusterLinks) -> ClusterLinks:
             (f.op, f.scope, f.ranks, f.min_bytes, f.alpha_us * 1e-6, f.busbw_gbps * 1e9)
             for f in cluster.collective_fits
         ),
+        nvls_min_ranks=intra.nvls_min_ranks if intra.nvls else 0,
+        nvls_Bps=intra.effective_bandwidth_Bps * intra.nvls_efficiency if intra.nvls else 0.0,
+        nvls_alpha_s=intra.nvls_latency_us * 1e-6 if intra.nvls else 0.0,
     )
 
 
@@ -155,6 +164,12 @@ class PathLinks(NamedTuple):
     """ceil(lg p): rounds of a recursive (binomial, doubling, halving) algorithm."""
     lg_k: int
     """ceil(lg k): how many of those rounds cross nodes (node-aware order)."""
+    nvls_min: int = 0
+    """Fewest ranks for NVLS in one node (0: no NVLS)."""
+    b_nvls: float = 0.0
+    """Bytes/s per GPU per direction of an NVLS reduction."""
+    a_nvls: float = 0.0
+    """Latency of one NVLS call."""
 
 
 @lru_cache(maxsize=4096)
@@ -174,7 +189,8 @@ def path_links(links: ClusterLinks, size: int, ranks_per_node: int, min_ranks_pe
     b_ring = bi if k == 1 else min(bi, min_ranks_per_node * be) if g > 1 else be
     lg_p, lg_k = (size - 1).bit_length(), (k - 1).bit_length()
     return PathLinks(size, g, k, links.call_s, links.intra_alpha_s, bi, bi_pair,
-                     links.inter_alpha_s, be, b_ring, lg_p, lg_k)
+                     links.inter_alpha_s, be, b_ring, lg_p, lg_k,
+                     links.nvls_min_ranks, links.nvls_Bps, links.nvls_alpha_s)
 
 
 def path_for(links: ClusterLinks, shape: GroupShape) -> PathLinks:

@@ -73,8 +73,25 @@ class Link(Spec):
     """'switch': each GPU reaches any peer at the full bandwidth_gbps (NVSwitch, a NIC).
     'mesh': bandwidth_gbps is the sum of direct links, one to each other GPU of the node (AMD
     xGMI), so g of a node's G GPUs together get (g-1)/(G-1) of it and one peer 1/(G-1)."""
+    nvls: bool = False
+    """NVLink SHARP: the switch reduces in-network (NCCL's NVLS AllReduce; NVSwitch of Hopper and
+    later). Only an intra-node link of fabric 'switch' can have it."""
+    nvls_min_ranks: int = Field(2, ge=2)
+    """Fewest ranks of a group that NCCL runs NVLS for (5 on H200, 6 on B200: comm_hw.md §1.2)."""
+    nvls_efficiency: float = Field(1.0, gt=0, le=1)
+    """NCCL's nvlsEfficiency: the fraction of the link's achievable bandwidth an NVLS reduction
+    gets (tuning.cc: Hopper 0.85, Blackwell 0.74)."""
+    nvls_latency_us: float = Field(0.0, ge=0)
+    """Latency of one NVLS call in microseconds (tuning.cc: NVLS NVLink Simple 25 us; NCCL adds no
+    base latency to it)."""
     source: str = ""
     """Where the bandwidth, efficiency and latency come from."""
+
+    @model_validator(mode="after")
+    def _check_nvls(self) -> "Link":
+        if self.nvls and self.fabric != "switch":
+            raise ValueError(f"nvls: in-switch reduction needs fabric 'switch', not '{self.fabric}'")
+        return self
 
     @property
     def effective_bandwidth_Bps(self) -> float:  # noqa: N802 - unit in the name
@@ -134,6 +151,8 @@ class Cluster(Spec):
 
     @model_validator(mode="after")
     def _check_fits(self) -> "Cluster":
+        if self.inter.nvls:
+            raise ValueError("inter.nvls: NVLS is an in-node NVSwitch capability; set it on intra")
         seen = set()
         for fit in self.collective_fits:
             key = (fit.op, fit.scope, fit.ranks, fit.min_bytes)
