@@ -81,29 +81,6 @@ def parse_words(text: str | None, what: str, allowed: tuple[str, ...]) -> list[s
     return words
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary sibling and os.replace (a reader never sees half a file)."""
-    import os
-    import tempfile
-
-    from modelplan.errors import ModelplanError
-
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise ModelplanError(f"{path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise ModelplanError(f"{path}: cannot write: {exc.strerror}") from None
-
-
 @app.command("plan")
 @user_errors
 def plan_cmd(
@@ -169,7 +146,9 @@ def plan_cmd(
 
         write_plan_svg(result, svg)
     if output is not None:
-        _write_atomic(output, dumps_plan_document(plan_document(spec, training, result.best[0], cl)))
+        from modelplan.export.files import write_text_atomic
+
+        write_text_atomic(output, dumps_plan_document(plan_document(spec, training, result.best[0], cl)))
     if json_out:
         import json
 
@@ -231,7 +210,9 @@ def _explain(path: Path, model, gpus, cluster, headroom, allow_tp, output, json_
 
         write_plan_svg({"best": [est]}, svg)
     if output is not None:
-        _write_atomic(output, dumps_plan_document(plan_document(doc.model, doc.training, est, cl, doc.cost_model)))
+        from modelplan.export.files import write_text_atomic
+
+        write_text_atomic(output, dumps_plan_document(plan_document(doc.model, doc.training, est, cl, doc.cost_model)))
     if json_out:
         typer.echo(dumps_plan_document({**plan_document(doc.model, doc.training, est, cl, doc.cost_model),
                                         "explanation": line}).rstrip())

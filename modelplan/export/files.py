@@ -17,6 +17,9 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
         raise ModelplanError(f"{target}: folder {folder} does not exist")
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
