@@ -136,13 +136,16 @@ def test_killed_rank_ends_the_job_with_a_clear_message():
     assert "rank 1" in proc.stderr and "signal 9" in proc.stderr, proc.stderr
 
 
-def test_wrong_world_size_is_one_line_on_every_rank():
-    """A 4-rank plan (dp 2 x tp 2) in a 3-rank job: the same one-line error on each of the 3
-    ranks, exit code 2, no traceback, nothing on stdout."""
-    proc = mpiexec(3, ["-m", "modelplan", "verify", MODEL, "--dp", "2", "--tp", "2", "--backend", "mpi"],
-                   timeout_s=60)
+@pytest.mark.parametrize("model,args,shape", [
+    (MODEL, ["--dp", "2", "--tp", "2"], "dp 2 x tp 2 x pp 1 x cp 1"),
+    ("small-cnn", ["--dp", "2", "--pp", "2"], "dp 2 x tp 1 x pp 2 x cp 1"),  # network specs too
+])
+def test_wrong_world_size_is_one_line_on_every_rank(model, args, shape):
+    """A 4-rank plan in a 3-rank job: the same one-line error on each of the 3 ranks, exit code 2,
+    no traceback, nothing on stdout (transformer and network specs alike)."""
+    proc = mpiexec(3, ["-m", "modelplan", "verify", model, *args, "--backend", "mpi"], timeout_s=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
-    assert errors == ["error: the plan needs 4 ranks (dp 2 x tp 2 x pp 1 x cp 1) but the MPI job "
+    assert errors == [f"error: the plan needs 4 ranks ({shape}) but the MPI job "
                       "has 3: launch with mpiexec -n 4"] * 3, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""

@@ -105,23 +105,22 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
                ) -> Verified | None:
     """`verify`, also returning the ledgers and the reassembled tensors; None on MPI ranks other than 0.
     Network specs (MLP / CNN / RNN) run in `modelplan.execute.net` and return the report alone."""
+    check_rank_count(plan, max_ranks)
+    if SpmdBackend(backend) is SpmdBackend.MPI:
+        _require_mpi_world(plan.world_size, plan)
     if getattr(spec, "kind", None) == "network":
         from modelplan.execute.net.verify import verify_network
 
-        check_rank_count(plan, max_ranks)
         report = verify_network(spec, training, plan, backend, seed=seed, scale=scale, optimizer=optimizer,
                                 timeout_s=timeout_s, progress=progress)
         return None if report is None else Verified(report, (), {}, {})
     say = progress or (lambda _msg: None)
-    check_rank_count(plan, max_ranks)
     notes = _notes(spec, training, plan)
     if scale:
         spec, training = scale_down(spec, plan, training, layers_per_stage=layers_per_stage)
     check_executable(spec, training, plan)
     job = Job(spec, training, plan, seed, optimizer or OptimizerConfig(kind=training.optimizer))
     grid = job.grid
-    if SpmdBackend(backend) is SpmdBackend.MPI:
-        _require_mpi_world(grid.world_size, plan)
 
     say(f"sharded step on {grid.world_size} ranks")
     t0 = time.perf_counter()
