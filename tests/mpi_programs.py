@@ -79,7 +79,7 @@ def main(argv: list[str]) -> None:
     from mpi4py import MPI
 
     from modelplan.errors import ModelplanError
-    from modelplan.execute.mpicomm import run_spmd_mpi
+    from modelplan.execute.mpicomm import exit_rank, run_spmd_mpi
 
     size = MPI.COMM_WORLD.Get_size()
     scenario = argv[0]
@@ -95,9 +95,9 @@ def main(argv: list[str]) -> None:
     elif scenario == "wrong_world":
         try:
             run_spmd_mpi(int(argv[1]), workload, int(argv[1]))
-        except ModelplanError as exc:  # what modelplan.cli.app.user_errors does
+        except ModelplanError as exc:  # what modelplan.cli.verify does on each rank of a job
             print(f"error: {exc}", file=sys.stderr)
-            sys.exit(2)
+            exit_rank(2)  # not sys.exit: under `python -m mpi4py` that aborts the other ranks
     else:
         raise SystemExit(f"unknown scenario {scenario}")
 

@@ -154,12 +154,12 @@ def _launch(ctx: typer.Context, plan, num_ranks: int | None, max_ranks: int, tim
     from modelplan.cli.mpirun import command_args, require_mpi4py, run_job
     from modelplan.execute.verify import check_rank_count
 
-    require_mpi4py()
     check_rank_count(plan, max_ranks)
     n = plan.world_size if num_ranks is None else num_ranks
     if n != plan.world_size:
         raise ModelplanError(f"--np ({n}) must equal the plan's ranks ({plan.world_size} = dp {plan.dp} x "
                              f"tp {plan.tp} x pp {plan.pp} x cp {plan.cp})")
+    require_mpi4py()  # after the checks of the user's arguments, which need no MPI
     return run_job(n, command_args(ctx, drop={"num_ranks"}), timeout_s)
 
 

@@ -219,11 +219,14 @@ def exit_rank(status: int) -> NoReturn:
     """End this rank with `status` as a normal exit, not MPI_Abort.
 
     `python -m mpi4py` turns a non-zero `sys.exit` into MPI_Abort, which makes mpiexec report an
-    abort. Every rank of the job must call this with the same status (MPI_Finalize waits for all).
+    abort. Every rank of the job must call this with the same status: the barrier makes every rank
+    finish printing before any of them exits, since mpiexec kills the others as soon as one rank
+    ends with a non-zero status (a rank that exited first used to cut the others' lines).
     """
     sys.stdout.flush()
     sys.stderr.flush()
     MPI = sys.modules.get("mpi4py.MPI")
     if MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized():
+        MPI.COMM_WORLD.Barrier()
         MPI.Finalize()
     os._exit(status)
