@@ -99,7 +99,7 @@ def price(run: dict) -> dict:
         if "case" in run:
             case = run["case"]
             spec, plan = case.spec, case.plan
-            training = case.training.model_copy(update={"attention": "eager"}) if "attention" in TrainingSpec.model_fields else case.training
+            training = case.training
             cluster = load_cluster("dgx-a100")
         else:
             spec = model_from_dict(dict(run["spec"]), run["id"]) if "spec" in run else load_model(run["model"])

@@ -42,11 +42,12 @@ def test_json_has_documented_sections():
 
 
 def test_options_reach_the_training_spec():
-    """--global-batch, --seq, --micro-batch, --precision, --optimizer, --recompute are applied."""
+    """--global-batch, --seq, --micro-batch, --precision, --optimizer, --recompute, --attention are applied."""
     doc = count_json("llama-3-8b", "--global-batch", "8", "--seq", "512", "--micro-batch", "2",
-                     "--precision", "fp32", "--optimizer", "sgd", "--recompute", "full")
+                     "--precision", "fp32", "--optimizer", "sgd", "--recompute", "full",
+                     "--attention", "eager")
     assert doc["training"] == {"global_batch": 8, "seq_len": 512, "micro_batch": 2,
-                               "precision": "fp32", "optimizer": "sgd", "recompute": "full",
+                               "precision": "fp32", "optimizer": "sgd", "recompute": "full", "attention": "eager",
                                "grad_dtype": "fp32", "master_weights": False}
     assert doc["memory"]["model_states"] == 8 * 8_030_261_248  # fp32 weight 4 + grad 4, no state
 

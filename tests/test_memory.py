@@ -118,7 +118,7 @@ def test_embedding_and_output_layer_terms():
 def test_whole_model_activations_add_up():
     """count_memory's activations = embedding + every layer + output layer."""
     spec = gpt_layer()
-    mem = count_memory(spec, TrainingSpec(global_batch=b, seq_len=s), micro_batch=b)
+    mem = count_memory(spec, TrainingSpec(global_batch=b, seq_len=s, attention="eager"), micro_batch=b)
     per_layer = SBH * (34 + 5 * a * s // h)
     assert mem.activations_per_layer == [per_layer, per_layer]
     assert mem.activations == 8 * s * b + SBH + 2 * per_layer + 4 * SBH + 4 * s * b * 51200

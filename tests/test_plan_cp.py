@@ -92,14 +92,14 @@ def test_gradients_reduce_over_dp_times_cp():
 def test_activations_are_split_over_cp():
     """SP + selective recompute keeps 34 (s/cp) b h / t bytes per block (Korthikanti et al. 2022
     Table 2 with s/cp tokens): s 8192, cp 2, b 1, h 1024, t 2 -> 34 x 4096 x 1024 / 2 = 71,303,168."""
-    ev = Evaluator(gpt(), TrainingSpec(global_batch=8, seq_len=8192), ideal_cluster())
+    ev = Evaluator(gpt(), TrainingSpec(global_batch=8, seq_len=8192, attention="eager"), ideal_cluster())
     assert ev.terms(2, True, 1, "selective", cp=2).activation_bytes == 34 * 4096 * 1024 // 2 == 71_303_168
 
 
 def test_scores_of_local_queries_against_all_keys():
     """Without recompute the 5 a s^2 b score term becomes 5 a (s/cp) s b (s/cp queries, all s
     keys): s 8192, cp 2, a 16, b 1, h 1024, t 2, SP -> (34 x 4096 x 1024 + 5 x 16 x 4096 x 8192) / 2."""
-    ev = Evaluator(gpt(), TrainingSpec(global_batch=8, seq_len=8192), ideal_cluster())
+    ev = Evaluator(gpt(), TrainingSpec(global_batch=8, seq_len=8192, attention="eager"), ideal_cluster())
     want = (34 * 4096 * 1024 + 5 * 16 * 4096 * 8192) // 2
     assert ev.terms(2, True, 1, "none", cp=2).activation_bytes == want == 1_413_480_448
 

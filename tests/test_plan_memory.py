@@ -92,7 +92,7 @@ def test_first_stage_activations_korthikanti():
     of s b h (34 + 5 a s / h) / t bytes, plus p embedding inputs (8 s b token ids + s b h / t mask)
     (Korthikanti et al. 2022, sec. 4.2.2 and 4.3: 'about L x per-layer, independent of p')."""
     s, b, h, a, t, pp, layers = 2048, 1, 1024, 16, 2, 4, 8
-    ev = Evaluator(_gpt(layers), TrainingSpec(global_batch=8, seq_len=s), _cluster())
+    ev = Evaluator(_gpt(layers), TrainingSpec(global_batch=8, seq_len=s, attention="eager"), _cluster())
     first, _ = ev.memory(tp=t, pp=pp, dp=1, vpp=1, micro_batch=b, schedule="1f1b", sp=True, recompute="none", zero=0)
     per_layer = s * b * h * (34 + 5 * a * s // h) // t
     embedding = 8 * s * b + s * b * h // t

@@ -8,6 +8,7 @@ import typer
 
 from modelplan.cli.app import app, user_errors
 from modelplan.cli.options import (
+    AttentionOpt,
     DepthOpt,
     GlobalBatchOpt,
     JsonOpt,
@@ -37,6 +38,7 @@ def count_cmd(
     precision: PrecisionOpt = "bf16",
     optimizer: OptimizerOpt = "adamw",
     recompute: RecomputeOpt = "none",
+    attention: AttentionOpt = "flash",
     json_out: JsonOpt = False,
     depth: DepthOpt = 3,
 ) -> None:
@@ -56,6 +58,7 @@ def count_cmd(
             precision=precision,
             optimizer=optimizer,
             recompute=recompute,
+            attention=attention,
         )
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, "training")) from None
@@ -122,7 +125,8 @@ def _print_document(doc: dict, depth: int) -> None:
     typer.echo()
 
     heading("Memory", f" (one unsharded replica): {tr['precision']}, {tr['optimizer']}, "
-            f"grads {tr['grad_dtype']}, master weights {'yes' if tr['master_weights'] else 'no'}")
+            f"grads {tr['grad_dtype']}, master weights {'yes' if tr['master_weights'] else 'no'}, "
+            f"attention {tr.get('attention', 'eager')}")
     per_param = mem["model_states"] / params["total"] if params["total"] else 0.0
     rows = (
         ("weights", mem["weights"]),

@@ -15,6 +15,7 @@ import typer
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 Optimizer = Literal["sgd", "momentum", "adam", "adamw"]
 Recompute = Literal["none", "selective", "full"]
+Attention = Literal["flash", "sdpa", "eager"]
 
 ModelArg = Annotated[
     str,
@@ -51,6 +52,14 @@ OptimizerOpt = Annotated[
 ]
 RecomputeOpt = Annotated[
     Recompute, typer.Option("--recompute", help="Activation recompute: none, selective, or full.")
+]
+AttentionOpt = Annotated[
+    Attention,
+    typer.Option(
+        "--attention",
+        help="Attention kernel: flash (fused; no s x s tensors kept, its own sustained rate, causal "
+        "tiles skipped), sdpa (PyTorch SDPA, fused the same way) or eager (unfused, Megatron-LM 2021-22).",
+    ),
 ]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable JSON document instead of tables.")

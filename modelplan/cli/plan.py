@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from modelplan.cli.app import app, user_errors
-from modelplan.cli.options import GlobalBatchOpt, JsonOpt, OptimizerOpt, PrecisionOpt, SeqOpt
+from modelplan.cli.options import AttentionOpt, GlobalBatchOpt, JsonOpt, OptimizerOpt, PrecisionOpt, SeqOpt
 
 DEFAULT_GLOBAL_BATCH = 1024
 DEFAULT_CLUSTER = "dgx-h100"
@@ -91,6 +91,7 @@ def plan_cmd(
     seq: SeqOpt = None,
     precision: PrecisionOpt = "bf16",
     optimizer: OptimizerOpt = "adamw",
+    attention: AttentionOpt = "flash",
     tp: TpOpt = None,
     pp: PpOpt = None,
     dp: DpOpt = None,
@@ -128,7 +129,7 @@ def plan_cmd(
     from modelplan.specs.load import load_model
 
     spec = load_model(model)
-    training = _training(spec, batch, seq, precision, optimizer)
+    training = _training(spec, batch, seq, precision, optimizer, attention)
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     space = SearchSpace(
         tp=parse_choice(tp, "tp"), pp=parse_choice(pp, "pp"), dp=parse_choice(dp, "dp"),
@@ -168,7 +169,7 @@ def _zero_values(text: str) -> list[int]:
     return values
 
 
-def _training(spec, batch, seq, precision, optimizer):
+def _training(spec, batch, seq, precision, optimizer, attention="flash"):
     from pydantic import ValidationError
 
     from modelplan.cli.count import default_seq_len
@@ -179,7 +180,7 @@ def _training(spec, batch, seq, precision, optimizer):
         return TrainingSpec(
             global_batch=batch if batch is not None else DEFAULT_GLOBAL_BATCH,
             seq_len=seq if seq is not None else default_seq_len(spec),
-            precision=precision, optimizer=optimizer,
+            precision=precision, optimizer=optimizer, attention=attention,
         )
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, "training")) from None

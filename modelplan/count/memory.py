@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from modelplan.count.attention import is_fused, lse_bytes_per_token
 from modelplan.count.flops import check_seq_len
 from modelplan.count.params import count_params
 from modelplan.count.result import MemoryCount
@@ -29,11 +30,14 @@ def _ceil_div(x: int, t: int) -> int:
     return -(-x // t)
 
 
-def _layer_terms(spec: "TransformerSpec", moe_layer: bool, d: int) -> tuple[int, int, int]:
+def _layer_terms(spec: "TransformerSpec", moe_layer: bool, d: int, attention: str = "eager") -> tuple[int, int, int]:
     """(replicated bytes per token, tp-sharded bytes per token, score bytes per b*s^2) of a block.
 
     `replicated` is what tensor parallelism leaves whole (sharded only by sequence parallelism),
-    `sharded` is split by tp, `score` is the a*s^2 part dropped by selective recompute.
+    `sharded` is split by tp, `score` is the a*s^2 part dropped by selective recompute. A fused
+    (flash / sdpa) kernel keeps no s x s tensor (score 0) but one fp32 log-sum-exp per token and
+    head (Dao 2023, FlashAttention-2, Algorithm 1); its output is the output-projection input,
+    already counted.
     """
     h, mask = spec.hidden, (1 if spec.dropout else 0)
     # Norm inputs: each sequential norm keeps its own input; a parallel block's norms share one.
@@ -54,6 +58,8 @@ def _layer_terms(spec: "TransformerSpec", moe_layer: bool, d: int) -> tuple[int,
         sharded += inner * d * (moe.top_k * moe.expert_ffn_hidden + moe.shared_experts * shared_hidden)
     else:
         sharded += inner * d * spec.ffn_hidden
+    if is_fused(attention):
+        return replicated, sharded + lse_bytes_per_token(spec.heads), 0
     # Softmax output (d), its dropout mask (1) and the dropout output (d); without dropout the
     # softmax output is the AV input itself.
     score = spec.heads * (2 * d + 1 if spec.dropout else d)
@@ -69,6 +75,7 @@ def activation_bytes_per_layer(
     sequence_parallel: bool = False,
     recompute: Literal["none", "selective", "full"] = "none",
     layer_index: int | None = None,
+    attention: str = "eager",
 ) -> int:
     """Activation bytes one block keeps for backward, per GPU, for one micro-batch.
 
@@ -93,6 +100,9 @@ def activation_bytes_per_layer(
       attention and MLP read the same tensor (d h once, not twice).
     - MoE layers: each token's input is copied to top_k experts (top_k d h, not split by tp) and
       each expert keeps its MLP inner activations; routing probabilities are ignored.
+    - attention 'flash' / 'sdpa' (fused kernels): no 5as/h score term (no s x s scores,
+      probabilities or dropout mask are stored), plus 4 bytes of fp32 log-sum-exp per token and
+      head (/t); 'eager' (the default here) is the paper's unfused attention.
     `layer_index` picks a block (MoE and dense blocks differ); None gives the largest block.
     Division by t rounds up (exact when t divides the sizes).
     """
@@ -103,7 +113,7 @@ def activation_bytes_per_layer(
     sb = seq_len * micro_batch
     best = 0
     for moe_layer in kinds:
-        replicated, sharded, score = _layer_terms(spec, moe_layer, dtype_bytes)
+        replicated, sharded, score = _layer_terms(spec, moe_layer, dtype_bytes, attention)
         if recompute == "full":
             kept = dtype_bytes * sb * spec.hidden  # only the block input (Korthikanti section 5)
             value = _ceil_div(kept, tp) if sequence_parallel else kept
@@ -164,7 +174,8 @@ def count_memory(spec, training: "TrainingSpec", micro_batch: int) -> MemoryCoun
     params = count_params(spec).total
     per_layer = [
         activation_bytes_per_layer(
-            spec, micro_batch, seq_len, d, recompute=training.recompute, layer_index=i
+            spec, micro_batch, seq_len, d, recompute=training.recompute, layer_index=i,
+            attention=training.attention,
         )
         for i in range(spec.layers)
     ]

@@ -49,6 +49,7 @@ def count_document(spec, training: "TrainingSpec", micro_batch: int) -> dict:
             "precision": training.precision,
             "optimizer": training.optimizer,
             "recompute": training.recompute,
+            "attention": training.attention,
             "grad_dtype": training.grad_dtype,
             "master_weights": training.uses_master_weights,
         },

@@ -5,7 +5,7 @@ settings of Megatron-LM's examples/sc21 scripts) names a GPT's sizes, the parall
 batch and the reported TFLOP/s per GPU. Megatron GPT defaults of 2021 that the table does not
 print are stated here: LayerNorm with bias, biases on every linear layer, learned positions,
 GeLU MLP of ffn_hidden, tied embeddings, dropout, fp16 with fp32 master weights and fp32 grads,
-Adam, full recompute, no ZeRO.
+Adam, full recompute, no ZeRO, unfused (eager) attention.
 
 The paper's FLOP count 96 B s l h^2 (1 + s/6h + V/16lh) includes the recompute forward; it is
 exactly the planner's hardware FLOPs for these models (count.flops convention), so the predicted
@@ -67,7 +67,7 @@ def megatron_gpt(record: dict) -> CalibrationCase:
     )
     training = TrainingSpec(
         global_batch=p["global_batch"], seq_len=m["seq_len"], precision=record["precision"],
-        optimizer="adam", recompute=p["recompute"],
+        optimizer="adam", recompute=p["recompute"], attention="eager",  # 2021: unfused softmax
     )
     plan = Plan(
         dp=p["dp"], tp=p["tp"], pp=p["pp"], vpp=p["vpp"], micro_batch=p["micro_batch"],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from modelplan.count.attention import FusedAttention
 from modelplan.plan.kernels import Elementwise, Gemm
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Accelerator
@@ -29,16 +30,24 @@ class Roofline:
     """Fixed time per kernel."""
     peak_flops_per_s: float
     """Dense peak of the precision (the MFU / HFU denominator)."""
+    flash_fwd_flops_per_s: float = 0.0
+    """Fused attention forward: 16-bit peak * flash_fwd_efficiency * sustained_fraction."""
+    flash_bwd_flops_per_s: float = 0.0
+    """Fused attention backward: 16-bit peak * flash_bwd_efficiency * sustained_fraction."""
 
     @classmethod
     def of(cls, accelerator: Accelerator, precision: str, cost: CostModel) -> "Roofline":
         """Rates for one accelerator running one precision under one cost model."""
         peak = accelerator.peak_flops(precision)
+        # attention runs in 16 bits also under fp8 training (Transformer Engine keeps it in bf16)
+        attn_peak = accelerator.peak_flops("bf16" if precision == "fp8" else precision)
         return cls(
             matmul_flops_per_s=peak * accelerator.matmul_efficiency * cost.sustained_fraction,
             hbm_bytes_per_s=accelerator.memory_bw_tbps * 1e12 * cost.hbm_efficiency * cost.sustained_fraction,
             overhead_s=cost.kernel_overhead_us * 1e-6,
             peak_flops_per_s=peak,
+            flash_fwd_flops_per_s=attn_peak * cost.flash_fwd_efficiency * cost.sustained_fraction,
+            flash_bwd_flops_per_s=attn_peak * cost.flash_bwd_efficiency * cost.sustained_fraction,
         )
 
     def gemm_time_s(self, gemm: Gemm, dtype_bytes: int) -> float:
@@ -50,6 +59,14 @@ class Roofline:
     def gemm_efficiency(self, gemm: Gemm, dtype_bytes: int) -> float:
         """Achieved fraction of the dense peak for this shape."""
         return gemm.flops / (self.gemm_time_s(gemm, dtype_bytes) * self.peak_flops_per_s)
+
+    def fused_fwd_s(self, op: FusedAttention) -> float:
+        """Forward of a fused attention kernel at its own sustained rate, plus the overhead."""
+        return self.overhead_s + op.fwd_flops / self.flash_fwd_flops_per_s
+
+    def fused_bwd_s(self, op: FusedAttention) -> float:
+        """Backward of a fused attention kernel (recomputes the scores) at its own rate."""
+        return self.overhead_s + op.bwd_flops / self.flash_bwd_flops_per_s
 
     def memory_time_s(self, nbytes: float) -> float:
         """Time to stream `nbytes` through HBM (memory-bound kernels, optimizer step)."""

@@ -133,8 +133,10 @@ class Evaluator(StateTerms, ListTerms):
 
     def _layer_terms(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int,
                      ep: int | None = None) -> LayerTerms:
-        extra: dict = {"cp": cp, "cp_kv_send_s": self.cp_kv_send_s(tp, sp, micro_batch, cp) if cp > 1 else 0.0}
-        kernels: dict = {"cp": cp}
+        attention = self.training.attention
+        extra: dict = {"cp": cp, "cp_kv_send_s": self.cp_kv_send_s(tp, sp, micro_batch, cp) if cp > 1 else 0.0,
+                       "attention": attention}
+        kernels: dict = {"cp": cp, "attention": attention}
         if ep is not None:
             tokens = micro_batch * self.training.seq_len // cp
             kernels.update(moe_layer=True, ep=ep, capacity=expert_capacity(tokens, self.spec.moe, self.capacity_factor))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from modelplan.count.attention import FusedAttention, is_fused
 from modelplan.specs.transformer import TransformerSpec
 
 
@@ -63,12 +64,15 @@ class Elementwise:
 
 @dataclass(frozen=True)
 class LayerKernels:
-    """One block's kernels on one TP rank; `attention_core` is what selective recompute redoes."""
+    """One block's kernels on one TP rank; `attention_core` is what selective recompute redoes
+    (eager: the score and context GEMMs and the softmax / dropout kernels, which are also in
+    `gemms` and `elementwise`; flash: the one fused kernel, in `fused` only)."""
 
     gemms: tuple[Gemm, ...]
     elementwise: tuple[Elementwise, ...]
     attention_core_gemms: tuple[Gemm, ...]
     attention_core_elementwise: tuple[Elementwise, ...]
+    fused: tuple[FusedAttention, ...] = ()
 
 
 def local_kv_heads(kv_heads: int, tp: int) -> int:
@@ -120,12 +124,15 @@ def layer_kernels(
     ep: int = 1,
     capacity: int | None = None,
     cp: int = 1,
+    attention: str = "eager",
 ) -> LayerKernels:
     """Kernels of one block for one micro-batch on one TP rank (Megatron-LM layout); with
     `moe_layer` the MLP is the mixture of experts of `moe_mlp_kernels` (capacity: token slots per
     expert, default one per token). With context parallelism a rank holds s/cp tokens of each
     sequence and scores its s/cp queries against all s keys (ring attention: cp blocks of
-    (s/cp)^2, priced as one (s/cp) x s product; Liu et al. 2023)."""
+    (s/cp)^2, priced as one (s/cp) x s product; Liu et al. 2023). `attention` 'flash' / 'sdpa'
+    replaces the score GEMM, softmax, dropout and context GEMM by one fused kernel
+    (`modelplan.count.attention.FusedAttention`), causal for decoders."""
     d, b, s, h = dtype_bytes, micro_batch, seq_len, spec.hidden
     s_q = s // cp  # this rank's queries (and tokens) of each sequence
     tokens = b * s_q
@@ -137,12 +144,14 @@ def layer_kernels(
     # (Korthikanti et al. 2022, sec. 4.2.2).
     hidden_values = tokens * h // tp if sequence_parallel else tokens * h
     mask = 1 if spec.dropout else 0  # 1-byte dropout mask (Korthikanti et al. 2022, sec. 4.1)
-    gemms = [
-        Gemm("attention/qkv", tokens, (heads_local + 2 * kv_local) * dh, h),  # column-parallel
-        Gemm("attention/scores", s_q, s, dh, b * heads_local),  # Q K^T per head, full s_q x s
-        Gemm("attention/context", s_q, dh, s, b * heads_local),  # softmax(QK^T) V per head
-        Gemm("attention/out", tokens, h, heads_local * dh),  # row-parallel
-    ]
+    fused = is_fused(attention)
+    gemms = [Gemm("attention/qkv", tokens, (heads_local + 2 * kv_local) * dh, h)]  # column-parallel
+    if not fused:
+        gemms += [
+            Gemm("attention/scores", s_q, s, dh, b * heads_local),  # Q K^T per head, full s_q x s
+            Gemm("attention/context", s_q, dh, s, b * heads_local),  # softmax(QK^T) V per head
+        ]
+    gemms.append(Gemm("attention/out", tokens, h, heads_local * dh))  # row-parallel
     if not moe_layer:
         gemms += [
             Gemm("mlp/in", tokens, (2 if spec.gated_mlp else 1) * ffn_local, h),  # column-parallel
@@ -151,8 +160,8 @@ def layer_kernels(
     scores = b * heads_local * s_q * s
     # Fused scale-mask-softmax: fwd reads scores, writes probs; bwd reads probs and dprobs,
     # writes dscores (Megatron FusedScaleMaskSoftmax).
-    core = [Elementwise("attention/softmax", scores, 2 * d, 3 * d)]
-    if spec.dropout:
+    core = [] if fused else [Elementwise("attention/softmax", scores, 2 * d, 3 * d)]
+    if spec.dropout and not fused:
         # attention dropout: fwd reads probs, writes output and mask; bwd reads grad and mask
         core.append(Elementwise("attention/dropout", scores, 2 * d + mask, 2 * d + mask))
     norm = Elementwise("norm", hidden_values, 2 * d, 3 * d)  # fwd x -> y; bwd x, dy -> dx
@@ -178,7 +187,8 @@ def layer_kernels(
     if spec.parallel_block:
         other.remove(bda)  # one residual sum of attention + MLP
     core_gemms = tuple(g for g in gemms if g.name in ("attention/scores", "attention/context"))
-    return LayerKernels(tuple(gemms), tuple(other) + tuple(core), core_gemms, tuple(core))
+    flash = (FusedAttention("attention/core", b * heads_local, s_q, s, dh, spec.causal),) if fused else ()
+    return LayerKernels(tuple(gemms), tuple(other) + tuple(core), core_gemms, tuple(core), flash)
 
 
 def head_kernels(

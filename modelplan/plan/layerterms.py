@@ -129,21 +129,25 @@ class KernelTimes(NamedTuple):
 def kernel_times(
     spec: TransformerSpec, tp: int, sequence_parallel: bool, micro_batch: int, seq_len: int, dtype_bytes: int,
     vocab_padded: int, roofline: Roofline, *, moe_layer: bool = False, ep: int = 1, capacity: int | None = None,
-    cp: int = 1,
+    cp: int = 1, attention: str = "eager",
 ) -> KernelTimes:
     """Roofline times of one block's, the head's and the embedding's kernels (`plan/kernels.py`);
-    a backward GEMM is the dgrad + wgrad pair of its forward."""
+    a backward GEMM is the dgrad + wgrad pair of its forward. A fused attention kernel (flash /
+    sdpa) runs at its own sustained rate (`Roofline.fused_fwd_s`) and is the attention core."""
     d, s_local = dtype_bytes, seq_len // cp
     k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel, moe_layer=moe_layer, ep=ep,
-                      capacity=capacity, cp=cp)
-    gemm_f = sum(roofline.gemm_time_s(g, d) for g in k.gemms)
-    gemm_b = sum(roofline.gemm_time_s(x, d) for g in k.gemms for x in g.backward())
+                      capacity=capacity, cp=cp, attention=attention)
+    fused_f = sum(roofline.fused_fwd_s(a) for a in k.fused)
+    fused_b = sum(roofline.fused_bwd_s(a) for a in k.fused)
+    gemm_f = sum(roofline.gemm_time_s(g, d) for g in k.gemms) + fused_f
+    gemm_b = sum(roofline.gemm_time_s(x, d) for g in k.gemms for x in g.backward()) + fused_b
     ew_f = sum(roofline.elementwise_fwd_s(e) for e in k.elementwise)
     ew_b = sum(roofline.elementwise_bwd_s(e) for e in k.elementwise)
     core_f = sum(roofline.gemm_time_s(g, d) for g in k.attention_core_gemms)
     core_f += sum(roofline.elementwise_fwd_s(e) for e in k.attention_core_elementwise)
     core_b = sum(roofline.gemm_time_s(x, d) for g in k.attention_core_gemms for x in g.backward())
     core_b += sum(roofline.elementwise_bwd_s(e) for e in k.attention_core_elementwise)
+    core_f, core_b = core_f + fused_f, core_b + fused_b
     head_gemms, head_ew = head_kernels(spec, tp, micro_batch, s_local, d, vocab_padded)
     emb_ew = embedding_kernels(spec, micro_batch, s_local, d)
     head_f = sum(roofline.gemm_time_s(g, d) for g in head_gemms) + sum(roofline.elementwise_fwd_s(e) for e in head_ew)
@@ -175,6 +179,7 @@ def build_layer_terms(
     cp: int = 1,
     cp_kv_send_s: float = 0.0,
     times: KernelTimes | None = None,
+    attention: str = "eager",
 ) -> LayerTerms:
     """Price one block, the embedding and the head for one micro-batch on one TP rank; the TP
     collectives come from the priced communication list (with and without recompute).
@@ -188,12 +193,12 @@ def build_layer_terms(
     takes `cp_kv_send_s` to the next rank of the ring (`cp_ring_exposure`).
 
     `times`: the `kernel_times` of the same block (the evaluator shares them between recompute
-    choices); computed here when not given."""
+    choices); computed here when not given. `attention`: the kernel (`TrainingSpec.attention`)."""
     d = dtype_bytes
     s_local = seq_len // cp
     if times is None:
         times = kernel_times(spec, tp, sequence_parallel, micro_batch, seq_len, d, vocab_padded, roofline,
-                             moe_layer=moe_layer, ep=ep, capacity=capacity, cp=cp)
+                             moe_layer=moe_layer, ep=ep, capacity=capacity, cp=cp, attention=attention)
     gemm_f, gemm_b, ew_f, ew_b, core_f, core_b, head_f, head_b, emb_f, emb_b = times
     if recompute == "full":
         recompute_s = gemm_f + ew_f
@@ -218,10 +223,10 @@ def build_layer_terms(
     kind = next((i for i in range(spec.layers) if spec.is_moe_layer(i) == moe_layer), None)
 
     def acts(rc: str) -> int:
-        kept = activation_bytes_per_layer(spec, micro_batch, s_local, d, tp, sequence_parallel, rc, kind)
+        kept = activation_bytes_per_layer(spec, micro_batch, s_local, d, tp, sequence_parallel, rc, kind, attention)
         if cp > 1 and rc == "none":  # s/cp queries against all s keys: cp x the (s/cp)^2 score term
             score = kept - activation_bytes_per_layer(spec, micro_batch, s_local, d, tp, sequence_parallel,
-                                                      "selective", kind)
+                                                      "selective", kind, attention)
             kept += (cp - 1) * score
         return kept
 

@@ -49,6 +49,15 @@ class CostModel(Spec):
     pp_p2p_exposed_fraction: float = Field(1.0, ge=0, le=1)
     """Share of each pipeline send/recv on the critical path (1.0: Megatron's blocking
     batched p2p of 2021; comm_hw.md section 5.4)."""
+    flash_fwd_efficiency: float = Field(0.6, gt=0, le=1)
+    """Fraction of the dense peak a fused (flash) attention forward sustains in isolation, on
+    FLOPs of the tiles it computes: FlashAttention-2 on A100 reaches ~190-200 of 312 TFLOP/s
+    (causal, head dim 128, seq 2k-16k; Dao 2023, arXiv 2307.08691, Fig. 6), FlashAttention-3 on
+    H100 ~500-640 of 989 (Shah et al. 2024, arXiv 2407.08608, Fig. 4 causal): ~0.6 on both."""
+    flash_bwd_efficiency: float = Field(0.5, gt=0, le=1)
+    """The same for the fused backward (recomputes the scores; 2.5x the forward's FLOPs):
+    FlashAttention-2 on A100 ~150-170 of 312 TFLOP/s, FlashAttention-3 on H100 ~450-500 of 989
+    (same papers' backward figures): ~0.5."""
     vocab_divisible_by: int = Field(128, gt=0)
     """Megatron pads the vocabulary to a multiple of this times tp (make-vocab-size-divisible-by)."""
     fragmentation_fraction: float = Field(0.05, ge=0, lt=1)

@@ -11,6 +11,7 @@ from modelplan.specs.base import Spec
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 Optimizer = Literal["sgd", "momentum", "adam", "adamw"]
 Recompute = Literal["none", "selective", "full"]
+AttentionKernel = Literal["flash", "sdpa", "eager"]
 
 # Bytes per element of the compute dtype (fp8 mixed precision keeps bf16 activations and
 # weights in bf16 copies; Transformer Engine convention).
@@ -34,6 +35,12 @@ class TrainingSpec(Spec):
     """Gradient accumulation buffer: fp32 (Megatron default) or the compute dtype."""
     recompute: Recompute = "none"
     """Activation recomputation: none, selective (attention core) or full (per layer)."""
+    attention: AttentionKernel = "flash"
+    """Attention kernel: flash (FlashAttention / cuDNN / Transformer Engine fused attention: keeps
+    only the output and the row log-sum-exp, no s x s tensors; what Megatron-core, torchtitan,
+    llm-foundry and NeMo run), sdpa (PyTorch scaled_dot_product_attention, whose 16-bit training
+    backends are fused the same way) or eager (unfused matmul-softmax-matmul: the s x s scores,
+    probabilities and dropout mask go through HBM and are kept; Megatron-LM 2021-22)."""
 
     @property
     def dtype_bytes(self) -> int:
