@@ -20,12 +20,12 @@ import numpy as np
 
 from modelplan.comm.communicator import Group
 from modelplan.comm.ops import Axis
-from modelplan.plan.grid import RankGrid
+from modelplan.plan.dims import ParallelDims
 
 
-def grid_for(world_size: int) -> RankGrid:
+def grid_for(world_size: int) -> ParallelDims:
     """tp=2, pp=2 and the rest dp (4 ranks: dp=1; 8 ranks: dp=2)."""
-    return RankGrid(tp=2, pp=2, dp=world_size // 4)
+    return ParallelDims(tp=2, pp=2, dp=world_size // 4)
 
 
 def workload(comm, world_size: int) -> dict:

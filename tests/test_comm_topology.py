@@ -5,19 +5,19 @@ from _comm_toy import B_E, B_I, toy_cluster
 
 from modelplan.comm.topology import cluster_links, group_shape, path_links, shape_of_ranks
 from modelplan.errors import SpecError
-from modelplan.plan.grid import RankGrid
+from modelplan.plan.dims import ParallelDims
 
 
 def test_tp_group_inside_a_node():
     """Megatron order tp-dp: a tp=8 group is ranks 0..7, one node of 8."""
-    grid = RankGrid(dp=8, tp=8)
+    grid = ParallelDims(dp=8, tp=8)
     shape = shape_of_ranks(grid.group("tp", 0), gpus_per_node=8)
     assert (shape.size, shape.nodes, shape.ranks_per_node) == (8, 1, 8)
 
 
 def test_dp_group_one_rank_per_node():
     """tp=8, dp=8 on 8-GPU nodes: a dp group is ranks 0, 8, ..., 56: 8 nodes, 1 rank each."""
-    grid = RankGrid(dp=8, tp=8)
+    grid = ParallelDims(dp=8, tp=8)
     shape = shape_of_ranks(grid.group("dp", 0), gpus_per_node=8)
     assert (shape.size, shape.nodes, shape.ranks_per_node) == (8, 8, 1)
 

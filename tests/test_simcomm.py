@@ -17,7 +17,7 @@ from modelplan.execute import (
     SpmdTimeout,
     run_spmd,
 )
-from modelplan.plan.grid import RankGrid
+from modelplan.plan.dims import ParallelDims
 
 SIZES = list(range(1, 9))  # group sizes 1..8, including non-powers of two
 
@@ -149,7 +149,7 @@ def test_float64_all_reduce_is_deterministic_and_identical_on_all_ranks():
 
 def test_concurrent_sub_groups_of_a_rank_grid():
     """tp groups all-reduce and dp groups all-gather at the same time on a dp=2, tp=2, pp=2 grid."""
-    grid = RankGrid(dp=2, tp=2, pp=2)
+    grid = ParallelDims(dp=2, tp=2, pp=2)
 
     def fn(c):
         tp = Group(Axis.TP, grid.group(Axis.TP, c.rank))

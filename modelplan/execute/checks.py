@@ -21,7 +21,7 @@ from modelplan.execute.params import ParamDef
 from modelplan.execute.report import VerifyRow
 from modelplan.execute.timeline import Span, bubble_fraction
 from modelplan.plan.commlist import EXECUTOR_ALGO, CommItem
-from modelplan.plan.grid import RankCoords
+from modelplan.plan.dims import ParallelDims
 from modelplan.plan.schedule import Step
 from modelplan.plan.shard import RankElements
 from modelplan.specs.plan import Plan
@@ -73,29 +73,17 @@ def compare_tensors(name: str, got: dict[str, np.ndarray], ref: dict[str, np.nda
     return VerifyRow(name=name, passed=not bad and not problems, detail=detail, measured=err, expected=f"< {REL_TOL:g}")
 
 
-def group_rank(axis: Axis, size: int, c: RankCoords, plan: Plan, rank: int) -> int:
-    """This rank's index in its group of `axis` with `size` ranks (grid order tp-cp-dp-pp)."""
-    if axis is Axis.TP:
-        return c.tp_rank
-    if axis is Axis.PP:
-        return c.pp_rank if size == plan.pp else int(c.pp_rank != 0)  # the tied-embedding pair
-    if axis is Axis.DP:
-        return c.dp_rank if size == plan.dp else c.dp_rank // plan.ep  # expert-data-parallel group
-    if axis is Axis.EP:
-        return c.dp_rank % plan.ep
-    return rank
-
-
-def expected_traffic(items: list[CommItem], c: RankCoords, plan: Plan, rank: int) -> dict[tuple[Collective, Axis], list[int]]:
+def expected_traffic(items: list[CommItem], dims: ParallelDims, rank: int) -> dict[tuple[Collective, Axis], list[int]]:
     """(op, axis) -> [bytes sent, bytes received, calls] this rank should show in its ledger."""
     out: dict[tuple[Collective, Axis], list[int]] = defaultdict(lambda: [0, 0, 0])
+    c = dims.coords(rank)
     for it in items:
         if c.pp_rank not in it.pp_ranks:
             continue
         if it.op is Collective.SEND_RECV:
             sent, recv = (it.nbytes, 0) if it.role == "send" else (0, it.nbytes)
         else:
-            gr = group_rank(it.axis, it.group_size, c, plan, rank)
+            gr = dims.group_index(it.axis, rank, it.group_size)
             sent, recv = bytes_per_rank(it.op, EXECUTOR_ALGO[it.op], it.nbytes, it.group_size, gr, it.root or 0, ITEMSIZE)
         row = out[(it.op, it.axis)]
         row[0] += sent * it.count
@@ -118,7 +106,8 @@ def measured_traffic(ledger: Ledger) -> dict[tuple[Collective, Axis], list[int]]
 def check_ledgers(results: list[RankResult], ledgers: list[Ledger], items: list[CommItem], plan: Plan) -> list[VerifyRow]:
     """One row per (operation, axis): every rank's ledger equals the communication list."""
     measured = [measured_traffic(led) for led in ledgers]
-    expected = [expected_traffic(items, r.coords, plan, r.rank) for r in results]
+    dims = ParallelDims.from_plan(plan)
+    expected = [expected_traffic(items, dims, r.rank) for r in results]
     keys = sorted({k for per in measured + expected for k in per}, key=lambda k: (k[1].value, k[0].value))
     rows = []
     for op, axis in keys:

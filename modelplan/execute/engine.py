@@ -25,7 +25,7 @@ from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import Batch, ParamDef, init_params, make_batch, param_defs
 from modelplan.execute.pipeline import COST, PipelineP2P, StepRecord
 from modelplan.execute.stage import StageModel, stage_layout
-from modelplan.plan.grid import RankCoords, RankGrid
+from modelplan.plan.dims import ParallelDims, RankCoords
 from modelplan.plan.schedule import Step, pipeline_schedule, stage_index
 from modelplan.plan.stages import stage_units
 from modelplan.specs.plan import Plan
@@ -44,9 +44,8 @@ class Job:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
 
     @property
-    def grid(self) -> RankGrid:
-        p = self.plan
-        return RankGrid(dp=p.dp, tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep)
+    def dims(self) -> ParallelDims:
+        return ParallelDims.from_plan(self.plan)
 
     @property
     def num_microbatches(self) -> int:
@@ -107,7 +106,7 @@ class RankResult:
 
 @dataclass(frozen=True)
 class Groups:
-    """This rank's process groups, built from the rank grid (Megatron order tp-cp-dp-pp)."""
+    """This rank's process groups, built from the rank grid (`ParallelDims`, Megatron order)."""
 
     tp: Group
     dp: Group
@@ -120,15 +119,14 @@ class Groups:
     """First and last pipeline rank, when the output head is tied to the word embedding and pp > 1."""
 
     @classmethod
-    def build(cls, grid: RankGrid, rank: int, tied: bool) -> "Groups":
-        g = {a: Group(a, grid.group(a, rank)) for a in (Axis.TP, Axis.DP, Axis.PP, Axis.EP)}
-        me = grid.coords(rank).dp_rank % grid.ep
-        expert_dp = Group(Axis.DP, tuple(r for r in g[Axis.DP].ranks if grid.coords(r).dp_rank % grid.ep == me))
+    def build(cls, dims: ParallelDims, rank: int, tied: bool) -> "Groups":
+        g = {a: Group(a, dims.group(a, rank)) for a in (Axis.TP, Axis.DP, Axis.PP, Axis.EP)}
+        expert_dp = Group(Axis.DP, dims.expert_dp_group(rank))
         pp = g[Axis.PP]
         embedding = None
         if tied and pp.size > 1 and rank in (pp.ranks[0], pp.ranks[-1]):
             embedding = Group(Axis.PP, (pp.ranks[0], pp.ranks[-1]))
-        world = Group(Axis.WORLD, tuple(range(grid.world_size)))
+        world = Group(Axis.WORLD, dims.group(Axis.WORLD, rank))
         return cls(g[Axis.TP], g[Axis.DP], pp, g[Axis.EP], expert_dp, world, embedding)
 
 
@@ -193,9 +191,9 @@ class RankProgram:
 
     def __init__(self, comm: Communicator, job: Job) -> None:
         self.comm, self.job, self.spec, self.plan = comm, job, job.spec, job.plan
-        grid = job.grid
-        self.coords = grid.coords(comm.rank)
-        self.groups = Groups.build(grid, comm.rank, self.spec.tied_embeddings)
+        dims = job.dims
+        self.coords = dims.coords(comm.rank)
+        self.groups = Groups.build(dims, comm.rank, self.spec.tied_embeddings)
         self.model = StageModel(
             TensorParallel(comm, self.groups.tp, self.plan.sequence_parallel),
             ExpertParallel(comm, self.groups.ep), self.spec, job.recompute_full,

@@ -37,7 +37,7 @@ from modelplan.execute.scale import check_executable, scale_down
 from modelplan.execute.spmd import SpmdBackend, SpmdError, spmd_runner
 from modelplan.execute.timeline import lamport_spans
 from modelplan.plan.commlist import communication_list
-from modelplan.plan.grid import RankGrid
+from modelplan.plan.dims import ParallelDims
 from modelplan.plan.schedule import Step, pipeline_schedule
 from modelplan.plan.shard import rank_elements
 from modelplan.specs.plan import Plan
@@ -120,12 +120,12 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
         spec, training = scale_down(spec, plan, training, layers_per_stage=layers_per_stage)
     check_executable(spec, training, plan)
     job = Job(spec, training, plan, seed, optimizer or OptimizerConfig(kind=training.optimizer))
-    grid = job.grid
+    dims = job.dims
 
-    say(f"sharded step on {grid.world_size} ranks")
+    say(f"sharded step on {dims.world_size} ranks")
     t0 = time.perf_counter()
     try:
-        run = spmd_runner(backend)(grid.world_size, train_step, job, timeout_s=timeout_s)
+        run = spmd_runner(backend)(dims.world_size, train_step, job, timeout_s=timeout_s)
     except SpmdError as exc:
         row = VerifyRow(name="execution", passed=False, detail=str(exc))
         report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=[row],
@@ -150,7 +150,7 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
     rows += check_ledgers(results, list(run.ledgers), items, plan)
     rows += check_memory(results, rank_elements(spec, plan, training))
     schedules = pipeline_schedule(plan.schedule, plan.pp, job.num_microbatches, plan.vpp)
-    order_rows, timeline = check_step_order(results, schedules, grid, plan, job.num_microbatches)
+    order_rows, timeline = check_step_order(results, schedules, dims, plan, job.num_microbatches)
     rows += order_rows
     report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
                           timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s)
@@ -178,13 +178,13 @@ def compare_state(results, defs: list[ParamDef], ref_grads: dict[str, np.ndarray
     return rows, tensors
 
 
-def check_step_order(results, schedules: list[list[Step]], grid: RankGrid, plan: Plan, num_microbatches: int
+def check_step_order(results, schedules: list[list[Step]], dims: ParallelDims, plan: Plan, num_microbatches: int
                      ) -> tuple[list[VerifyRow], list[list[TimelineStep]]]:
     """Rows for the executed step order against the schedule and for the executed timeline's bubble,
     and the timeline of the first pipeline group's ranks."""
     rows = [check_schedule(results, schedules)]
     spans = lamport_spans({r.rank: list(r.trace) for r in results})
-    rows.append(check_bubble(spans, grid.groups(Axis.PP), plan, num_microbatches))
+    rows.append(check_bubble(spans, dims.groups(Axis.PP), plan, num_microbatches))
     timeline = [[TimelineStep(kind=s.record.step.kind, microbatch=s.record.step.microbatch, chunk=s.record.step.chunk,
-                              start=s.start, end=s.end) for s in spans[r]] for r in grid.group(Axis.PP, 0)]
+                              start=s.start, end=s.end) for s in spans[r]] for r in dims.group(Axis.PP, 0)]
     return rows, timeline

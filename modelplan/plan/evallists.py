@@ -6,8 +6,9 @@ the items; see there which canonical lists stand for which plans).
 from __future__ import annotations
 
 from modelplan.comm.ops import Axis
-from modelplan.plan.commcost import GroupShape, plan_group_shapes
+from modelplan.comm.topology import GroupShape
 from modelplan.plan.commlist import communication_list
+from modelplan.plan.dims import ParallelDims
 from modelplan.plan.listprice import DpPrices, TpPrices, dp_prices, ep_prices, tp_prices
 from modelplan.specs.plan import Plan
 
@@ -19,7 +20,7 @@ class ListTerms:
     def shapes(self, tp: int, dp: int, pp: int, ep: int = 1, cp: int = 1) -> dict[Axis, GroupShape]:
         """Process-group shapes of a tp x cp x dp x pp grid (ep inside dp) on this cluster."""
         return self._memo(("shapes", tp, dp, pp, ep, cp),
-                          lambda: plan_group_shapes(tp, cp, dp, pp, self.cluster.gpus_per_node, ep))
+                          lambda: ParallelDims(dp=dp, tp=tp, pp=pp, cp=cp, ep=ep).group_shapes(self.cluster.gpus_per_node))
 
     def tp_list_prices(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int = 1,
                        scatter_gather: bool = True) -> TpPrices:

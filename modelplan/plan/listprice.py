@@ -21,7 +21,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from modelplan.comm.ops import Axis, Collective
-from modelplan.plan.commcost import EXPERT_DP, CommPricer, GroupShape
+from modelplan.comm.topology import GroupShape
+from modelplan.plan.commcost import CommPricer
+from modelplan.plan.dims import EXPERT_DP, pair_shape
 from modelplan.plan.commlist import CommItem
 from modelplan.plan.steptime import DpTimes
 
@@ -31,8 +33,7 @@ def item_time_s(item: CommItem, pricer: CommPricer, shapes: dict, scale: int = 1
     pairs and the tied-embedding pair sit on different nodes whenever the pipeline axis does;
     a DP item smaller than the DP group is the routed experts' expert-data-parallel reduction."""
     if item.axis in (Axis.PP, Axis.CP):  # neighbours on a pipeline or on the cp ring
-        pair = GroupShape(2, 1 if shapes[item.axis].crosses_nodes else 2)
-        return pricer.time_s(item.op, item.nbytes * scale, pair)
+        return pricer.time_s(item.op, item.nbytes * scale, pair_shape(shapes[item.axis].crosses_nodes))
     shape = shapes[item.axis]
     if item.axis is Axis.DP and item.group_size != shape.size:
         shape = shapes[EXPERT_DP]

@@ -24,7 +24,8 @@ import math
 from dataclasses import dataclass
 
 from modelplan.count.network_tree import LeafNode, leaves_of
-from modelplan.plan.commcost import CommPricer, GroupShape
+from modelplan.comm.topology import GroupShape
+from modelplan.plan.commcost import CommPricer
 from modelplan.plan.compute import Roofline
 from modelplan.plan.kernels import Elementwise, Gemm
 from modelplan.plan.net_commlist import tp_calls

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from modelplan.comm.ops import Axis, Collective
 from modelplan.count.network import count_network_flops, count_network_params
 from modelplan.count.network_tree import network_tree
-from modelplan.plan.commcost import CommPricer, plan_group_shapes
+from modelplan.plan.commcost import CommPricer
+from modelplan.plan.dims import ParallelDims
 from modelplan.plan.compute import Roofline
 from modelplan.plan.memory import StageMemory as StageBytes, model_state_bytes, state_bytes_per_param
 from modelplan.plan.net_cost import StageTime, boundary_bytes, stage_time
@@ -84,7 +85,7 @@ class NetEvaluator:
     def times(self, tp: int, num_stages: int, b: int, dp: int, pp: int) -> list[StageTime]:
         key = ("times", tp, num_stages, b)
         if key not in self._cache:
-            shape = plan_group_shapes(tp, 1, dp, pp, self.cluster.gpus_per_node)[Axis.TP]
+            shape = ParallelDims(dp=dp, tp=tp, pp=pp).group_shapes(self.cluster.gpus_per_node)[Axis.TP]
             self._cache[key] = [stage_time(st, b, tp, self.roofline, self.pricer, shape, self.dtype_bytes, self.cost)
                                 for st in self.stages(tp, num_stages)]
         return self._cache[key]  # type: ignore[return-value]
@@ -94,7 +95,7 @@ class NetEvaluator:
         tp, pp, dp, vpp, b = plan.tp, plan.pp, plan.dp, plan.vpp, plan.micro_batch
         stages = self.stages(tp, pp * vpp)
         times = self.times(tp, pp * vpp, b, dp, pp)
-        shapes = plan_group_shapes(tp, 1, dp, pp, self.cluster.gpus_per_node)
+        shapes = ParallelDims(dp=dp, tp=tp, pp=pp).group_shapes(self.cluster.gpus_per_node)
         mine = [stage_index(r, c, pp) for c in range(vpp)]
         fwd = sum(times[v].fwd_s for v in mine)
         bwd = sum(times[v].bwd_s + times[v].tp_s for v in mine)

@@ -38,7 +38,7 @@ from modelplan.execute.net.tensor_parallel import NetTensorParallel, shard_slice
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import ParamDef
 from modelplan.execute.pipeline import COST, PipelineP2P, StepRecord
-from modelplan.plan.grid import RankGrid
+from modelplan.plan.dims import ParallelDims
 from modelplan.plan.net_layout import StagePlan, network_stages
 from modelplan.plan.net_tp import TpRole, param_tp_dim
 from modelplan.plan.schedule import Step, pipeline_schedule, stage_index
@@ -60,8 +60,8 @@ class NetJob:
     """None: cross-entropy for several outputs, MSE for one (`default_loss`)."""
 
     @property
-    def grid(self) -> RankGrid:
-        return RankGrid(dp=self.plan.dp, tp=self.plan.tp, pp=self.plan.pp)
+    def dims(self) -> ParallelDims:
+        return ParallelDims(dp=self.plan.dp, tp=self.plan.tp, pp=self.plan.pp)
 
     @property
     def num_microbatches(self) -> int:
@@ -106,9 +106,9 @@ class NetRankProgram:
 
     def __init__(self, comm: Communicator, job: NetJob) -> None:
         self.comm, self.job, self.plan = comm, job, job.plan
-        grid = job.grid
-        self.coords = grid.coords(comm.rank)
-        self.groups = Groups.build(grid, comm.rank, False)
+        dims = job.dims
+        self.coords = dims.coords(comm.rank)
+        self.groups = Groups.build(dims, comm.rank, False)
         self.dp = DataParallel(comm, self.plan.dp, self.groups.tp, None, job.optimizer)
         self.m = job.num_microbatches
         self.schedules = job.schedules()

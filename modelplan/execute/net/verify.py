@@ -99,12 +99,12 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
     job = NetJob(spec, training, plan, seed, optimizer, loss)
     stages = job.stages()
     notes += stage_notes(stages)
-    grid = job.grid
+    dims = job.dims
 
-    say(f"sharded step on {grid.world_size} ranks")
+    say(f"sharded step on {dims.world_size} ranks")
     t0 = time.perf_counter()
     try:
-        run = spmd_runner(backend)(grid.world_size, net_train_step, job, timeout_s=timeout_s)
+        run = spmd_runner(backend)(dims.world_size, net_train_step, job, timeout_s=timeout_s)
     except SpmdError as exc:
         row = VerifyRow(name="execution", passed=False, detail=str(exc))
         return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend,
@@ -130,7 +130,7 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
     rows += check_memory(results, net_rank_elements(stages, plan, job.optimizer.num_states))
     schedules = job.schedules()
     rows.append(check_activations(results, rank_activations(stages, plan, schedules)))
-    order_rows, timeline = check_step_order(results, schedules, grid, plan, m)
+    order_rows, timeline = check_step_order(results, schedules, dims, plan, m)
     rows += order_rows
     return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
                         timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s)
