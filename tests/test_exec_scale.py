@@ -51,7 +51,7 @@ def test_moe_experts_divide_by_ep():
 
 @pytest.mark.parametrize("spec,plan,training,message", [
     (LLAMA3_8B, Plan(tp=3), TrainingSpec(), r"tp \(3\) must divide heads \(32\)"),
-    (LLAMA3_8B, Plan(pp=3), TrainingSpec(), r"pp \* vpp \(3\) must divide layers \(32\)"),
+    (LLAMA3_8B, Plan(pp=33), TrainingSpec(), r"pp \* vpp \(33 \* 1 = 33\) must not exceed layers \(32\)"),
     (LLAMA3_8B, Plan(dp=2, ep=2), TrainingSpec(global_batch=2), r"ep \(2\) > 1 needs an MoE model"),
     (LLAMA3_8B, Plan(cp=2), TrainingSpec(), r"cp \(2\) > 1"),
     (LLAMA3_8B, Plan(dp=4), TrainingSpec(global_batch=6), r"global_batch \(6\) must be divisible"),
@@ -61,3 +61,13 @@ def test_unexecutable_plans_name_the_numbers(spec, plan, training, message):
     """Each bad plan is a one-line SpecError with the numbers involved."""
     with pytest.raises(SpecError, match=message):
         scale_down(spec, plan, training)
+
+
+def test_uneven_split_stays_uneven_when_scaled_down():
+    """Llama-3-8B (32 layers) on pp 3 splits 10 + 11 + 11; the scaled copy keeps the remainder:
+    3 + 2 = 5 layers, split 1 + 2 + 2 (same shape)."""
+    from modelplan.plan.stages import split_layers
+
+    small, _ = scale_down(LLAMA3_8B, Plan(pp=3), TrainingSpec(global_batch=8))
+    assert split_layers(32, 3) == (10, 11, 11)
+    assert small.layers == 5 and split_layers(small.layers, 3) == (1, 2, 2)

@@ -79,10 +79,10 @@ def test_too_few_gpus_names_the_minimum():
 
 
 def test_unfactorable_gpu_count_is_one_line():
-    """7 GPUs: tp 7 breaks 12 heads, pp 7 breaks 12 layers, dp 7 breaks a batch of 64."""
+    """13 GPUs: tp 13 breaks 12 heads, pp 13 exceeds 12 layers, dp 13 breaks a batch of 64."""
     with pytest.raises(PlanInfeasible) as exc:
-        search_plans(GPT2, TRAIN, A100, 7)
-    assert str(exc.value).startswith("no valid plan of 7 GPUs: ") and "\n" not in str(exc.value)
+        search_plans(GPT2, TRAIN, A100, 13)
+    assert str(exc.value).startswith("no valid plan of 13 GPUs: ") and "\n" not in str(exc.value)
 
 
 def test_network_specs_are_planned():

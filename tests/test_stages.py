@@ -1,6 +1,9 @@
-"""Stage layout as data: blocks split evenly over virtual stages, units in forward order."""
+"""Stage layout as data: blocks split over virtual stages (evenly when they divide, first and
+last stage lighter otherwise), units in forward order."""
 
-from modelplan.plan.stages import stage_layers, stage_units
+import pytest
+
+from modelplan.plan.stages import split_layers, stage_layers, stage_units
 from modelplan.specs.transformer import MoESpec, TransformerSpec
 
 
@@ -24,3 +27,41 @@ def test_one_stage_holds_the_tied_embedding_once():
     """Without pipelining the tied head reuses the one word embedding."""
     spec = TransformerSpec(layers=1, hidden=8, heads=2, ffn_hidden=8, vocab=8, tied_embeddings=True)
     assert stage_units(spec, 1) == [["embedding/word", "embedding/extra", "layers/0", "head"]]
+
+
+def test_llama3_405b_on_16_stages():
+    """126 layers on 16 stages: first and last hold 7, the other 14 hold 8 (Dubey et al. 2024,
+    sec. 3.3.2: one layer fewer on the first and the last stage)."""
+    assert split_layers(126, 16) == (7,) + (8,) * 14 + (7,)
+
+
+def test_bloom_on_12_stages():
+    """70 layers on 12 stages: 70 = 5 + 10 x 6 + 5 (the 10 extra layers go to the middle stages)."""
+    assert split_layers(70, 12) == (5,) + (6,) * 10 + (5,)
+
+
+def test_remainder_beyond_the_middle_goes_to_the_last_then_the_first_stage():
+    """7 layers on 4 stages: 1 each, +1 to the 2 middle stages, then the last: (1, 2, 2, 2)."""
+    assert split_layers(7, 4) == (1, 2, 2, 2)
+    assert split_layers(3, 2) == (1, 2)
+
+
+def test_uneven_stages_cover_every_layer_once():
+    """stage_layers of an uneven split are contiguous and cover 0..layers-1."""
+    covered = [i for v in range(5) for i in stage_layers(23, 5, v)]
+    assert covered == list(range(23))
+
+
+def test_fewer_layers_than_stages_is_an_error():
+    """Every stage needs a layer."""
+    with pytest.raises(ValueError, match=r"layers \(3\) must be >= pipeline stages \(4\)"):
+        split_layers(3, 4)
+
+
+def test_planner_counts_the_blocks_of_each_uneven_stage():
+    """10 dense blocks on pp 4: the pipeline ranks hold 2, 3, 3, 2 blocks (what the stage times
+    and stage memories multiply)."""
+    from modelplan.plan.experts import moe_layer_counts
+
+    spec = TransformerSpec(layers=10, hidden=8, heads=2, ffn_hidden=8, vocab=8)
+    assert moe_layer_counts(spec, 4) == [(2, 0), (3, 0), (3, 0), (2, 0)]

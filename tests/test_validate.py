@@ -77,10 +77,11 @@ def test_vocab_padding_is_stated():
     ]
 
 
-def test_pp_times_vpp_must_divide_layers():
-    """24 layers over pp 4 x vpp 4 = 16 chunks is uneven."""
-    plan = Plan(pp=4, vpp=4, schedule="interleaved")
-    assert "pp * vpp (4 * 4 = 16) must divide layers (24)" in messages(plan)
+def test_pp_times_vpp_must_not_exceed_layers():
+    """24 layers cannot fill pp 4 x vpp 8 = 32 chunks; 16 chunks (uneven) are valid."""
+    plan = Plan(pp=4, vpp=8, schedule="interleaved")
+    assert "pp * vpp (4 * 8 = 32) must not exceed layers (24): every pipeline stage needs at least one layer" in messages(plan)
+    assert "layers" not in messages(Plan(pp=4, vpp=4, schedule="interleaved"))
 
 
 def test_micro_batch_times_dp_must_divide_global_batch():

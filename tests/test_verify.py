@@ -66,6 +66,14 @@ def test_pipeline_only(schedule, vpp):
     assert len(report.timeline) == 2
 
 
+@pytest.mark.parametrize("pp,vpp,schedule", [(3, 1, "1f1b"), (2, 2, "interleaved")])
+def test_uneven_pipeline_stages(pp, vpp, schedule):
+    """5 layers over 3 stages (1 + 2 + 2) and over 2 x 2 chunks (1 + 2 + 1 + 1): the uneven step
+    equals the single-device step and its traffic matches the communication list."""
+    spec = GPT.model_copy(update={"layers": 5})
+    assert_passes(spec, Plan(pp=pp, vpp=vpp, schedule=schedule), TrainingSpec(global_batch=12, seq_len=8))
+
+
 def test_dp_tp_pp_2x2x2():
     """The 8-rank grid dp x tp x pp = 2 x 2 x 2 with 1F1B."""
     assert_passes(LLAMA, Plan(dp=2, tp=2, pp=2))

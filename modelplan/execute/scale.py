@@ -4,7 +4,8 @@
 in the message). `scale_down` keeps every flag of the model (norm, biases, gated MLP, GQA, tied
 head, positions, parallel block, MoE routing) and shrinks the dimensions so that every split of
 the plan is exact and the whole step runs in seconds: heads = 2*tp, kv_heads = tp for GQA
-(kv_heads = heads for MHA, 1 for MQA), head_dim 4, vocab 16*tp, layers = pp*vpp*layers_per_stage,
+(kv_heads = heads for MHA, 1 for MQA), head_dim 4, vocab 16*tp, layers = pp*vpp*layers_per_stage
+plus the model's remainder layers % (pp*vpp) (an uneven split stays uneven, same shape),
 sequence 8 (a multiple of tp), experts a multiple of ep, and num_microbatches = min(m, 2*pp).
 """
 
@@ -32,7 +33,9 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
         raise SpecError(f"cp ({plan.cp}) > 1: context parallelism is not executed by verify yet")
     _divides("heads", spec.heads, "tp", plan.tp)
     _divides("kv_heads", spec.num_kv_heads, "tp", plan.tp)
-    _divides("layers", spec.layers, "pp * vpp", plan.pp * plan.vpp)
+    if spec.layers < plan.pp * plan.vpp:
+        raise SpecError(f"pp * vpp ({plan.pp} * {plan.vpp} = {plan.pp * plan.vpp}) must not exceed "
+                        f"layers ({spec.layers})")
     _divides("ffn_hidden", spec.ffn_hidden, "tp", plan.tp)
     if plan.sequence_parallel:
         _divides("seq_len", training.seq_len, "tp", plan.tp)
@@ -84,7 +87,8 @@ def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, lay
     kv = heads if spec.num_kv_heads == spec.heads else 1 if spec.num_kv_heads == 1 else tp
     decoupled = spec.head_dim is not None and spec.head_dim * spec.heads != spec.hidden
     hidden = 12 * tp if decoupled else heads * HEAD_DIM
-    layers = plan.pp * plan.vpp * layers_per_stage
+    # keep an uneven split uneven: the same remainder gives the same shape of `split_layers`
+    layers = plan.pp * plan.vpp * layers_per_stage + spec.layers % (plan.pp * plan.vpp)
     seq = tp * -(-8 // tp)
     small_m = min(m, 2 * plan.pp)
     moe = None

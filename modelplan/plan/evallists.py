@@ -10,6 +10,7 @@ from modelplan.comm.topology import GroupShape
 from modelplan.plan.commlist import communication_list
 from modelplan.plan.dims import ParallelDims
 from modelplan.plan.listprice import DpPrices, TpPrices, dp_prices, ep_prices, tp_prices
+from modelplan.plan.stages import split_layers
 from modelplan.specs.plan import Plan
 
 
@@ -91,11 +92,13 @@ class ListTerms:
         # A dense model's blocks are all alike, so its first and last stage are those of a copy
         # with 2 * layers/pp blocks on pp 2 (same units, shards and counts): a list of 2 ranks
         # instead of pp (the list's cost grows with its ranks and blocks).
-        edge = not moe and pp > 2 and pp_rank in (0, pp - 1)
+        # (uneven splits: when the first and last stage hold the same blocks, `plan/stages.py`)
+        counts = split_layers(self.spec.layers, pp)
+        edge = not moe and pp > 2 and pp_rank in (0, pp - 1) and counts[0] == counts[-1]
         list_pp, list_rank = (2, min(pp_rank, 1)) if edge else (pp, pp_rank)
 
         def items():
-            spec = self.spec.model_copy(update={"layers": 2 * (self.spec.layers // pp)}) if edge else self.spec
+            spec = self.spec.model_copy(update={"layers": 2 * counts[0]}) if edge else self.spec
             plan = Plan(tp=tp, pp=list_pp, dp=dp, ep=ep, cp=cp, micro_batch=self.training.global_batch // dp,
                         sequence_parallel=list_sp, zero=list_zero, recompute="none")
             return communication_list(spec, self.training, plan)

@@ -6,7 +6,8 @@ and the search uses the same functions to count why it rejected plans. Conventio
   make-vocab-size-divisible-by), so tp never has to divide vocab;
 - when kv_heads < tp and tp is a multiple of kv_heads, each KV head is replicated on
   tp / kv_heads ranks (vLLM / Megatron-core GQA convention); otherwise tp must divide kv_heads;
-- layers are split evenly: pp * vpp must divide layers (uneven splits are not modelled).
+- every virtual stage holds at least one block: layers >= pp * vpp (uneven splits leave the
+  first and last stage lighter, `plan/stages.py`).
 """
 
 from __future__ import annotations
@@ -86,13 +87,13 @@ def tp_node_problem(tp: int, gpus_per_node: int) -> Problem | None:
 
 
 def pp_problem(layers: int, pp: int, vpp: int) -> Problem | None:
-    """Even split of the blocks over pp * vpp model chunks."""
-    if layers % (pp * vpp) == 0:
+    """At least one block per model chunk (uneven splits: `plan.stages.split_layers`)."""
+    if layers >= pp * vpp:
         return None
     return Problem(
         Reason.PP_LAYERS,
-        f"pp * vpp ({pp} * {vpp} = {pp * vpp}) must divide layers ({layers}); "
-        "uneven stage splits are not modelled",
+        f"pp * vpp ({pp} * {vpp} = {pp * vpp}) must not exceed layers ({layers}): every "
+        "pipeline stage needs at least one layer",
     )
 
 
