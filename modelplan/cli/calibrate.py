@@ -213,11 +213,15 @@ def _measured(run: Any) -> tuple[Any, int, str]:
 def _report_jobs(ctx: typer.Context, num_ranks: int, jobs: int, timeout_s: float, sweep: Any,
                  report: dict) -> None:
     """--jobs K: K separate jobs print their measurements; the median over jobs is fitted here."""
-    from modelplan.cli.mpirun import command_args, run_job_output
+    from modelplan.cli.mpirun import JobFailed, command_args, run_job_output
     from modelplan.execute.calibrate import Measurement, combine_jobs
 
     args = command_args(ctx, drop={"num_ranks", "jobs", "output", "extends", "json_out"})
-    docs = [json.loads(run_job_output(num_ranks, [*args, "--json"], timeout_s)) for _ in range(jobs)]
+    try:
+        docs = [json.loads(run_job_output(num_ranks, [*args, "--json"], timeout_s))
+                for _ in range(jobs)]
+    except JobFailed as exc:  # its one-line reason is printed
+        raise typer.Exit(exc.returncode) from None
     measured = combine_jobs([tuple(Measurement(**m) for m in d["measurements"]) for d in docs])
     scope = "inter" if any(d["scope"] == "inter" for d in docs) else "intra"
     _report(measured, docs[0]["world_size"], scope, "mpi", docs[0]["library"],
