@@ -84,7 +84,7 @@ def test_plan_document_without_model_is_rejected(tmp_path):
     doc.write_text(json.dumps({"plan": {"dp": 2}}))
     result = runner.invoke(app, ["verify", str(doc)])
     assert result.exit_code == 2
-    assert "needs a 'model' key" in result.output
+    assert "not a plan document: missing model" in result.output
 
 
 @pytest.fixture

@@ -115,6 +115,7 @@ def plan_cmd(
     """Find the fastest data / tensor / pipeline split that fits, ranked and explained."""
     from modelplan.errors import SpecError
 
+    _check_outputs(output, svg, json_out)
     if explain is not None:
         _explain(explain, model, gpus, cluster, memory_headroom, allow_tp_across_nodes, output, json_out, svg)
         return
@@ -150,12 +151,32 @@ def plan_cmd(
         from modelplan.export.files import write_text_atomic
 
         write_text_atomic(output, dumps_plan_document(plan_document(spec, training, result.best[0], cl)))
+        if str(output) == "-":  # the document is the output
+            return
     if json_out:
         import json
 
         typer.echo(json.dumps(search_json(spec, training, cl, result), indent=2))
         return
     print_search(spec, training, cl, result, memory_headroom, output)
+
+
+def _check_outputs(output: Path | None, svg: Path | None, json_out: bool) -> None:
+    """-o and --svg checked together, before the search: writable, distinct, one stdout."""
+    from modelplan.errors import SpecError
+    from modelplan.export.files import check_writable
+
+    targets = {}
+    for flag, path in (("-o", output), ("--svg", svg)):
+        if path is not None:
+            targets[flag] = check_writable(path, flag)
+    if svg is not None and str(svg) == "-":
+        raise SpecError("--svg -: the picture goes to a file, not standard output")
+    if output is not None and str(output) == "-" and json_out:
+        raise SpecError("-o - prints the plan document on standard output: drop --json (or write "
+                        "it to a file)")
+    if len(targets) == 2 and targets["-o"] == targets["--svg"]:
+        raise SpecError(f"-o and --svg name the same file ({output}): give two names")
 
 
 def _zero_values(text: str) -> list[int]:
@@ -214,11 +235,15 @@ def _explain(path: Path, model, gpus, cluster, headroom, allow_tp, output, json_
         from modelplan.export.files import write_text_atomic
 
         write_text_atomic(output, dumps_plan_document(plan_document(doc.model, doc.training, est, cl, doc.cost_model)))
-    if json_out:
+    if str(output) == "-":
+        pass
+    elif json_out:
         typer.echo(dumps_plan_document({**plan_document(doc.model, doc.training, est, cl, doc.cost_model),
                                         "explanation": line}).rstrip())
     else:
-        print_estimate(doc.model, doc.training, cl, est, title=f"{path.name}: {doc.model.name}")
+        from modelplan.inputs import source_name
+
+        print_estimate(doc.model, doc.training, cl, est, title=f"{source_name(path)}: {doc.model.name}")
         typer.echo(line)
     if not est.fits:
         raise typer.Exit(1)
