@@ -36,7 +36,7 @@ def test_json_total_params_of_gpt2():
 def test_json_has_documented_sections():
     """The document has the sections README and modelplan.count.report describe."""
     doc = count_json("mixtral-8x7b", "--seq", "128")
-    assert set(doc) == {"schema_version", "model", "training", "params", "flops", "memory"}
+    assert set(doc) == {"schema_version", "kind", "model", "training", "params", "flops", "memory"}
     assert doc["params"]["active"] == 12_879_925_248  # Mixtral model card
     assert doc["memory"]["model_states"] == 18 * 46_702_792_704  # Megatron 18 B/param
 

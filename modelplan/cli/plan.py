@@ -13,10 +13,22 @@ from typing import Annotated, Optional
 import typer
 
 from modelplan.cli.app import app, user_errors
-from modelplan.cli.options import AttentionOpt, GlobalBatchOpt, JsonOpt, OptimizerOpt, PrecisionOpt, SeqOpt
+from modelplan.specs.limits import MAX_BATCH, MAX_RANKS
+from modelplan.cli.options import (
+    AttentionOpt,
+    JsonOpt,
+    OptimizerOpt,
+    PrecisionOpt,
+    SeqOpt,
+    complete_clusters,
+    complete_models,
+    finite,
+    global_batch_option,
+)
 
 DEFAULT_GLOBAL_BATCH = 1024
 DEFAULT_CLUSTER = "dgx-h100"
+PlanBatchOpt = global_batch_option(str(DEFAULT_GLOBAL_BATCH))
 
 
 def _range_opt(flag: str, help_text: str):
@@ -48,13 +60,18 @@ def parse_ints(text: str, what: str, minimum: int = 1) -> list[int] | tuple[int,
         else:
             values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise SpecError(f"--{what}: expected N, N..M or N,M,... (got '{text}')") from None
+        raise SpecError(f"--{what}: expected N, N..M or N,M,... (got '{text[:40]}')") from None
+    top = MAX_BATCH if what == "micro-batch" else MAX_RANKS
     if ".." in text:
         if lo < minimum or hi < lo:
             raise SpecError(f"--{what}: range {text} must be lo..hi with {minimum} <= lo <= hi")
+        if hi > top:
+            raise SpecError(f"--{what}: {hi} is larger than {top:,}")
         return lo, hi
     if not values or min(values) < minimum:
         raise SpecError(f"--{what}: values must be >= {minimum} (got '{text}')")
+    if max(values) > top:
+        raise SpecError(f"--{what}: {max(values)} is larger than {top:,}")
     return values
 
 
@@ -84,10 +101,10 @@ def parse_words(text: str | None, what: str, allowed: tuple[str, ...]) -> list[s
 @app.command("plan")
 @user_errors
 def plan_cmd(
-    model: Annotated[Optional[str], typer.Argument(metavar="MODEL", help="Preset, spec file or HF config.json (omit with --explain).", show_default=False)] = None,
-    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="Number of GPUs to split over.", show_default=False)] = None,
-    cluster: Annotated[Optional[str], typer.Option("--cluster", help=f"Cluster preset or file [default: {DEFAULT_CLUSTER}].", show_default=False)] = None,
-    batch: GlobalBatchOpt = None,
+    model: Annotated[Optional[str], typer.Argument(metavar="MODEL", help="Preset, spec file, HF config.json or - for standard input (omit with --explain).", show_default=False, autocompletion=complete_models)] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, max=MAX_RANKS, help="Number of GPUs to split over.", show_default=False)] = None,
+    cluster: Annotated[Optional[str], typer.Option("--cluster", help=f"Cluster preset or file [default: {DEFAULT_CLUSTER}].", show_default=False, autocompletion=complete_clusters)] = None,
+    batch: PlanBatchOpt = None,
     seq: SeqOpt = None,
     precision: PrecisionOpt = "bf16",
     optimizer: OptimizerOpt = "adamw",
@@ -99,16 +116,16 @@ def plan_cmd(
     micro_batch: MicroOpt = None,
     ep: EpOpt = None,
     cp: CpOpt = None,
-    max_tp: Annotated[Optional[int], typer.Option("--max-tp", min=1, help="Largest tensor-parallel size to consider.", show_default=False)] = None,
+    max_tp: Annotated[Optional[int], typer.Option("--max-tp", min=1, max=MAX_RANKS, help="Largest tensor-parallel size to consider.", show_default=False)] = None,
     recompute: RecomputeListOpt = None,
     sequence_parallel: Annotated[Optional[bool], typer.Option("--sequence-parallel/--no-sequence-parallel", help="Fix sequence parallelism on or off [default: try both].", show_default=False)] = None,
     zero: ZeroOpt = None,
     schedule: ScheduleOpt = None,
-    memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, help="Fraction of GPU memory to keep free.")] = 0.0,
+    memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, callback=finite, help="Fraction of GPU memory to keep free.")] = 0.0,
     allow_tp_across_nodes: Annotated[bool, typer.Option("--allow-tp-across-nodes", help="Let TP groups span nodes.")] = False,
-    top: Annotated[int, typer.Option("--top", min=1, help="How many ranked plans to show.")] = 5,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the best (or explained) plan's document here (atomic).", show_default=False)] = None,
-    explain: Annotated[Optional[Path], typer.Option("--explain", help="Evaluate this plan document and say why it does or does not fit.", show_default=False)] = None,
+    top: Annotated[int, typer.Option("--top", min=1, max=1000, help="How many ranked plans to show.")] = 5,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the best (or explained) plan's document here (atomic; - prints it instead of the tables).", show_default=False)] = None,
+    explain: Annotated[Optional[Path], typer.Option("--explain", help="Evaluate this plan document (- reads it from standard input) and say why it does or does not fit.", show_default=False)] = None,
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Also draw the ranked plans (step time vs memory, limit marked) and the best plan's memory per stage to this SVG file (atomic).", show_default=False)] = None,
     json_out: JsonOpt = False,
 ) -> None:

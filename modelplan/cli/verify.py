@@ -12,6 +12,7 @@ import typer
 
 from modelplan.cli.app import app, user_errors
 from modelplan.cli.mpirun import BackendChoice
+from modelplan.cli.options import complete_models, finite
 from modelplan.errors import ModelplanError
 
 
@@ -74,7 +75,7 @@ def _inputs(target: str, overrides_plan: dict, overrides_training: dict):
 @user_errors
 def verify_cmd(
     ctx: typer.Context,
-    target: Annotated[str, typer.Argument(help="PLAN.json (keys model, training, plan) or a model: preset name, spec file, HF config.json.")],
+    target: Annotated[str, typer.Argument(help="PLAN.json (keys model, training, plan) or a model: preset name, spec file, HF config.json; - reads either from standard input.", autocompletion=complete_models)],
     dp: Annotated[Optional[int], typer.Option(min=1, help="Data-parallel size.")] = None,
     tp: Annotated[Optional[int], typer.Option(min=1, help="Tensor-parallel size.")] = None,
     pp: Annotated[Optional[int], typer.Option(min=1, help="Pipeline-parallel size.")] = None,
@@ -92,7 +93,7 @@ def verify_cmd(
     max_ranks: Annotated[int, typer.Option("--max-ranks", min=1, max=4096, help="Refuse plans needing more ranks than this (each is a thread, or an MPI process).")] = 256,
     backend: Annotated[BackendChoice, typer.Option(help="sim: one thread per rank in this process; mpi: one MPI process per rank (pip install 'modelplan[mpi]').")] = BackendChoice.sim,
     num_ranks: Annotated[Optional[int], typer.Option("--np", min=1, max=4096, help="mpi outside mpiexec: start the job with this many ranks (default: the plan's).")] = None,
-    timeout_s: Annotated[float, typer.Option("--timeout-s", min=1, max=86400, help="End the sharded step after this many seconds, naming what each rank waited for.")] = 120.0,
+    timeout_s: Annotated[float, typer.Option("--timeout-s", min=1, max=86400, callback=finite, help="End the sharded step after this many seconds, naming what each rank waited for.")] = 120.0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     ledger: Annotated[bool, typer.Option("--ledger", help="With --json: add every rank's ledger (op, axis, bytes, steps, label per call).")] = False,
     tensors: Annotated[bool, typer.Option("--tensors", help="With --json: add the sharded run's gradients and updated parameters, reassembled.")] = False,
@@ -264,7 +265,7 @@ def _show(out: Any, *, json_out: bool, ledger: bool, tensors: bool, timeline: bo
     """Print the report (table or JSON), write the SVG; the exit code (0 all checks pass, else 1)."""
     from dataclasses import asdict
 
-    from rich.console import Console
+    from modelplan.cli.render import console as make_console
 
     from modelplan.cli.verify_render import report_table, timeline_svg, timeline_text
     from modelplan.export.files import write_text_atomic
@@ -273,7 +274,8 @@ def _show(out: Any, *, json_out: bool, ledger: bool, tensors: bool, timeline: bo
     if svg is not None:
         write_text_atomic(svg, timeline_svg(report))
     if json_out:
-        doc = {"passed": report.passed, **report.model_dump(mode="json")}
+        doc = {"schema_version": 1, "kind": "modelplan.verify", "passed": report.passed,
+               **report.model_dump(mode="json")}
         if walk is not None:
             doc["explain"] = walk.model_dump(mode="json")
         if ledger:
@@ -283,7 +285,7 @@ def _show(out: Any, *, json_out: bool, ledger: bool, tensors: bool, timeline: bo
                               "updated_parameters": {k: v.tolist() for k, v in out.params.items()}}
         typer.echo(json.dumps(doc, indent=2))
         return 0 if report.passed else 1
-    console = Console(force_terminal=terminal)
+    console = make_console(force_terminal=terminal)
     if walk is not None:
         from modelplan.cli.net_explain import walkthrough_renderables
 
