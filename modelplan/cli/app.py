@@ -84,8 +84,12 @@ TRACEBACK_VAR = "MODELPLAN_TRACEBACK"
 
 
 def one_line(text: object) -> str:
-    """A message on one line: newlines and other control characters become spaces."""
-    return " ".join(str(text).split()) if any(c in str(text) for c in "\n\r\t\v\f") else str(text)
+    """A message on one line: newlines and other unprintable characters (a user's input quoted in
+    it may hold any) are written as escapes, `\\n`, `\\x1e`."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def print_error(message: object) -> None:
@@ -184,16 +188,27 @@ def main() -> None:
 
 
 def _run(argv: list[str], name: str) -> int:
+    if name in COMMAND_MODULES:
+        app.load([name])
+        app._partial = True
+    return run(argv)
+
+
+def run(argv: list[str], command=None) -> int:
+    """`modelplan ARGV` in this process, as the console script runs it; its exit code.
+
+    `command` is the click command built from `app` (typer.main.get_command); building it takes
+    a while, so a caller running many command lines (the fuzz test) builds it once."""
     try:  # recent typer vendors click as typer._click; older typer uses click itself
         from typer._click.exceptions import ClickException, NoArgsIsHelpError
     except ImportError:  # pragma: no cover - depends on the installed typer
         from click.exceptions import ClickException, NoArgsIsHelpError
 
-    if name in COMMAND_MODULES:
-        app.load([name])
-        app._partial = True
+    name = argv[0] if argv else ""
     try:
-        code = app(args=argv, prog_name="modelplan", standalone_mode=False)
+        if command is None:
+            command = typer.main.get_command(app)
+        code = command.main(args=argv, prog_name="modelplan", standalone_mode=False)
     except NoArgsIsHelpError as exc:  # `modelplan` alone, or a group without its command: help
         print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
         return exc.exit_code
