@@ -157,9 +157,9 @@ def check_ranks(plan, max_ranks: int) -> None:
     hint = (f"verify the same code path on fewer ranks with `{fits[0][0]}` ({fits[0][1]} ranks)"
             if fits else "this plan cannot be scaled under it")
     full = steps[0][1] if steps else world
-    more = (f", or run {steps[0][0]} with all its pipeline and tensor ranks by adding "
-            f"--max-ranks {full} (one thread or MPI process per rank)"
-            if steps and full > max_ranks and full <= 4096 and len(fits) and fits[0][1] != full else "")
+    more = (f", or keep all {plan.pp} pipeline stages and {plan.tp} tensor ranks with "
+            f"`{steps[0][0]} --max-ranks {full}` (one thread or MPI process per rank)"
+            if steps and max_ranks < full <= 4096 and fits and fits[0][1] != full else "")
     raise ModelplanError(f"the plan needs {world} ranks ({shape}) and verify runs at most "
                          f"--max-ranks ({max_ranks}): {hint}{more}")
 
