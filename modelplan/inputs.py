@@ -21,7 +21,8 @@ MAX_DEPTH = 64
 MAX_BYTES = 64 * 2**20
 """Largest input read (64 MiB; a plan document is tens of KB)."""
 
-_stdin_text: str | None = None
+_stdin_read: tuple[object, str] | None = None
+"""(the sys.stdin it came from, its text): standard input is read once per stream."""
 
 
 def source_name(ref: str | Path) -> str:
@@ -46,16 +47,16 @@ def _decode(data: bytes, name: str) -> str:
 
 
 def read_text(ref: str | Path) -> str:
-    """The UTF-8 text of a file, or of standard input for `-` (read once, then remembered, so
-    two arguments of `-` see the same text)."""
-    global _stdin_text
+    """The UTF-8 text of a file, or of standard input for `-` (read once per stream, then
+    remembered, so two arguments of `-` see the same text)."""
+    global _stdin_read
     name = source_name(ref)
     if is_stdin(ref):
-        if _stdin_text is None:
+        if _stdin_read is None or _stdin_read[0] is not sys.stdin:
             stream = getattr(sys.stdin, "buffer", None)
             raw = stream.read(MAX_BYTES + 1) if stream is not None else sys.stdin.read().encode()
-            _stdin_text = _decode(raw, name)
-        return _stdin_text
+            _stdin_read = (sys.stdin, _decode(raw, name))
+        return _stdin_read[1]
     path = Path(ref)
     if path.is_dir():
         raise SpecError(f"{ref}: is a folder, not a file")
@@ -71,8 +72,8 @@ def read_text(ref: str | Path) -> str:
 
 def forget_stdin() -> None:
     """Drop the remembered standard input (tests that run several commands in one process)."""
-    global _stdin_text
-    _stdin_text = None
+    global _stdin_read
+    _stdin_read = None
 
 
 def check_depth(data: Any, name: str) -> Any:
