@@ -28,6 +28,7 @@ COMMAND_MODULES: dict[str, str] = {
     "export": "export",
     "compare": "export",
     "budget": "budget",
+    "serve": "serve",
 }
 
 
