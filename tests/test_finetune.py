@@ -82,3 +82,29 @@ def test_base_quant_needs_qlora():
     """base_quant without method qlora is rejected where it enters."""
     with pytest.raises(ValueError, match="base_quant"):
         FinetuneSpec(method="lora", base_quant="int8")
+
+
+def test_cli_count_finetune_json():
+    """`count --finetune lora --json`: a finetune section with PEFT's counts and memory in bytes."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from modelplan.cli.app import app
+
+    result = CliRunner().invoke(app, ["count", "gpt2", "--finetune", "lora", "--lora-targets", "c_attn", "--json"])
+    assert result.exit_code == 0, result.output
+    section = json.loads(result.output)["finetune"]
+    assert section["trainable_params"] == 12 * 8 * (768 + 2304)
+    assert section["all_params"] == 124_439_808 + 294_912
+    assert all(key.endswith("_bytes") for key in section["memory"])
+
+
+def test_cli_lora_options_need_finetune():
+    """--lora-targets without --finetune is a one-line error (exit 2)."""
+    from typer.testing import CliRunner
+
+    from modelplan.cli.app import app
+
+    result = CliRunner().invoke(app, ["count", "gpt2", "--lora-targets", "c_attn"])
+    assert result.exit_code == 2 and "--finetune" in result.output

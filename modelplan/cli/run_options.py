@@ -98,8 +98,15 @@ def price_run(spec, training, cluster, est, run):
     mem = count_memory(spec, training, est.plan.micro_batch)
 
     def step_time_at(batch: int) -> float:
+        from modelplan.cli.plan_render import plan_label
+        from modelplan.errors import SpecError
+
         smaller = training.model_copy(update={"global_batch": batch})
-        return estimate_plan(spec, smaller, est.plan, cluster).step.step_time_s
+        try:
+            return estimate_plan(spec, smaller, est.plan, cluster).step.step_time_s
+        except SpecError as exc:
+            raise SpecError(f"rampup: batch {batch} does not run under the plan ({plan_label(est.plan)}, "
+                            f"{est.plan.schedule}): {exc}") from None
 
     return run_cost(run, cluster, est.plan.world_size, training.global_batch, training.seq_len,
                     est.step.step_time_s, checkpoint_bytes(mem.weights, mem.master_weights, mem.optimizer),
@@ -120,10 +127,12 @@ def print_run(cost) -> None:
 
     typer.echo()
     typer.echo(typer.style("Whole run", bold=True) + f": {cost.steps:,} steps, {cost.tokens:,} tokens on {cost.gpus:,} GPUs")
-    ramp = f" ({cost.rampup_steps:,} ramp-up steps)" if cost.rampup_steps else ""
+    how = f"{cost.steps - cost.rampup_steps:,} x {cost.step_time_s:.3f} s"
+    if cost.rampup_steps:
+        how += f" + {cost.rampup_steps:,} ramp-up steps at their smaller batches"
     rule = "Young's optimum" if cost.checkpoint_every_rule == "young" else "given"
     rows = [
-        ("training steps" + ramp, _duration(cost.train_time_s), f"{cost.steps:,} x {cost.step_time_s:.3f} s"),
+        ("training steps", _duration(cost.train_time_s), how),
         ("checkpoints", _duration(cost.checkpoint_time_s),
          f"{cost.checkpoints:,} x {human_bytes(cost.checkpoint_bytes)} at {cost.checkpoint_write_gbps:,.1f} GB/s "
          f"= {cost.checkpoint_write_s:.1f} s, every {cost.checkpoint_every_steps:,} steps ({rule})"),
