@@ -3,14 +3,15 @@ shape, its plan and how long it trains."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
 from modelplan.cli.app import app, user_errors
 from modelplan.cli.options import JsonOpt, PrecisionOpt
 
-SizeBy = __import__("typing").Literal["tokens-per-param", "hoffmann", "besiroglu"]
+SizeBy = Literal["tokens-per-param", "hoffmann", "besiroglu"]
+"""The values of modelplan.cost.budget.SizeBy (repeated so that --help does not import pydantic)."""
 
 
 @app.command("budget")

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from modelplan.cost.run import RunCost, run_cost
-from modelplan.cost.scaling import CHINCHILLA_TOKENS_PER_PARAM, LAWS, rule_optimum, training_flops
+from modelplan.cost.scaling import (
+    CHINCHILLA_TOKENS_PER_PARAM,
+    LAWS,
+    rule_optimum,
+    training_flops,
+)
 from modelplan.cost.shape import LLAMA3_VOCAB, shape_for_params
 from modelplan.count.memory import count_memory
 from modelplan.count.params import count_params
+from modelplan.count.result import Result
 from modelplan.errors import SpecError
 from modelplan.plan.results import PlanEstimate
 from modelplan.specs.hardware import Cluster
@@ -35,10 +39,9 @@ CONVERGED = 0.01
 """A GPU-days budget stops re-sizing once the run's wall clock is within 1 % of the days given."""
 
 
-class Allocation(BaseModel):
+class Allocation(Result):
     """One way to split a FLOP budget: parameters, tokens and the loss each fitted law predicts."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     rule: str
     params: float
@@ -48,10 +51,9 @@ class Allocation(BaseModel):
     loss_besiroglu_nats: float
 
 
-class Budget(BaseModel):
+class Budget(Result):
     """The answer of `modelplan budget`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     compute_flops: float
     """The FLOP budget (given, or GPUs x days x the achieved rate)."""

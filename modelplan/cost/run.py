@@ -19,9 +19,8 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from pydantic import BaseModel, ConfigDict
-
 from modelplan.cost.rampup import check_rampup, ramp_stages, ramp_time_s
+from modelplan.count.result import Result
 from modelplan.errors import SpecError
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.run import RunSpec
@@ -29,10 +28,9 @@ from modelplan.specs.run import RunSpec
 SECONDS_PER_DAY = 86_400
 
 
-class RunCost(BaseModel):
+class RunCost(Result):
     """The whole run; every figure's unit is in its name (counts are plain: steps, tokens)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     gpus: int
     steps: int

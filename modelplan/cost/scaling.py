@@ -18,8 +18,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from modelplan.count.result import Result
 from modelplan.errors import SpecError
 
 LawName = Literal["hoffmann", "besiroglu"]
@@ -27,10 +26,9 @@ CHINCHILLA_TOKENS_PER_PARAM = 20.0
 """The rule of thumb Chinchilla's Approaches 1 and 2 give (Hoffmann et al. Table 3: 67B on 1.5T tokens)."""
 
 
-class LossLaw(BaseModel):
+class LossLaw(Result):
     """L(N, D) = E + A / N^alpha + B / D^beta, in nats per token on the fit's corpus (MassiveText)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     E: float

@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict
-
 from modelplan.comm.cost import collective_time_s
 from modelplan.count.linears import Linear, linear_modules
 from modelplan.count.quant import quantized_tensor_bytes
+from modelplan.count.result import Result
 from modelplan.count.serve import ServeMemory, count_serve_memory, serving_layout
 from modelplan.errors import SpecError
 from modelplan.specs.costmodel import CostModel
@@ -41,10 +40,9 @@ from modelplan.specs.transformer import TransformerSpec
 LOGITS_BYTES = 4  # fp32 logits (vLLM's sampler upcasts)
 
 
-class Phase(BaseModel):
+class Phase(Result):
     """Roofline time of one forward step, its terms and which bound dominates."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     tokens: int
     """Tokens the step processes (decode: the batch; prefill: the prompt)."""
@@ -59,10 +57,9 @@ class Phase(BaseModel):
     compute_per_gpu_flops: float
 
 
-class ServeEstimate(BaseModel):
+class ServeEstimate(Result):
     """What fits on the GPUs and how fast it runs (per-GPU figures are one TP rank's)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     gpus: int
     tp: int

@@ -78,7 +78,7 @@ def _mlp(spec: "TransformerSpec", layout: Layout, ffn_hidden: int) -> list[tuple
 
 
 def check_layout(spec: "TransformerSpec", layout: Layout) -> None:
-    """A layout fits the spec: llama names a gated MLP, the others a plain one; no MoE blocks."""
+    """A layout fits the spec: llama names a gated MLP, the others a plain one."""
     if spec.kind != "transformer":
         raise SpecError(f"linear-module layouts are for transformer specs, not '{spec.kind}'")
     if layout not in LAYOUTS:

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from modelplan.count.linears import LAYOUTS, Layout, Linear, check_layout, linear_modules
+from modelplan.count.linears import (
+    LAYOUTS,
+    Layout,
+    Linear,
+    check_layout,
+    linear_modules,
+)
 from modelplan.count.result import Result
 from modelplan.errors import SpecError
 from modelplan.specs.finetune import ALL_LINEAR
