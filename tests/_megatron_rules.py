@@ -46,6 +46,19 @@ HAND_FLAGS = {
     "--train-iters": "training_config.py:46 TrainingConfig",
     "--ckpt-format": "training_config.py:411 CheckpointConfig",
 }
+# Flags the exporter may write that ArgumentGroupFactory generates from TransformerConfig /
+# ModelParallelConfig fields (test_export_engines checks them against megatron-core 0.16.1).
+GENERATED_FLAGS = {
+    "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads",
+    "--kv-channels", "--num-query-groups", "--normalization", "--norm-epsilon",
+    "--disable-bias-linear", "--add-qkv-bias", "--qk-layernorm", "--attention-dropout",
+    "--hidden-dropout", "--bf16", "--fp16", "--fp8-format", "--recompute-granularity",
+    "--recompute-method", "--recompute-num-layers", "--tensor-model-parallel-size",
+    "--pipeline-model-parallel-size", "--context-parallel-size", "--expert-model-parallel-size",
+    "--expert-tensor-parallel-size", "--sequence-parallel", "--microbatch-group-size-per-vp-stage",
+    "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
+    "--moe-expert-capacity-factor", "--moe-token-dispatcher-type",
+}
 # TransformerConfig fields _add_network_size_args excludes from generation (those we could emit).
 EXCLUDED_FIELDS = {"virtual_pipeline_model_parallel_size", "pipeline_model_parallel_layout",
                    "moe_layer_freq", "num_moe_experts", "fp8_param", "overlap_p2p_comm",

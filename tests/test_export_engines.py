@@ -25,7 +25,7 @@ import pytest
 from _engines import engine_module
 from _golden import GOLDEN, IDS, model
 from _megatron_rules import (
-    HAND_FLAGS, RENAMED, broken_rules, generated_flags, parse_flags, read_script,
+    GENERATED_FLAGS, HAND_FLAGS, RENAMED, broken_rules, generated_flags, parse_flags, read_script,
     transformer_config_kwargs,
 )
 from modelplan.count.params import count_params
@@ -66,6 +66,16 @@ def test_deepspeed_accepts(monkeypatch, gid, name, training, plan):
 
 
 # --- Megatron --------------------------------------------------------------------------------
+
+def test_generated_flag_table_is_megatron_cores():
+    """Every flag the table says Megatron-LM generates from TransformerConfig is generated from a
+    field of megatron-core 0.16.1's TransformerConfig (or a field renamed by its metadata)."""
+    transformer_config = engine_module("megatron.core.transformer.transformer_config")
+    fields = generated_flags(transformer_config.TransformerConfig)
+    assert sorted(GENERATED_FLAGS - set(fields) - set(RENAMED)) == []
+    names = {f.name for f in __import__("dataclasses").fields(transformer_config.TransformerConfig)}
+    assert set(RENAMED.values()) <= names
+
 
 @pytest.mark.parametrize("gid, name, training, plan", GOLDEN, ids=IDS)
 def test_megatron_flags_exist_and_rules_hold(gid, name, training, plan):

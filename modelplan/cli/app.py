@@ -27,6 +27,7 @@ COMMAND_MODULES: dict[str, str] = {
     "verify": "verify",
     "export": "export",
     "compare": "export",
+    "launch": "launch",
 }
 
 
