@@ -23,6 +23,7 @@ from typing import Any
 
 from modelplan.export.result import Engine, EngineExport, LaunchCommand
 from modelplan.export.versions import release
+from modelplan.plan.stages import split_layers
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -101,6 +102,13 @@ def deepspeed_config(model: TransformerSpec, training: TrainingSpec, plan: Plan)
             f"pipeline parallel ({plan.pp} stages): build the model as "
             f"deepspeed.pipe.PipelineModule(layers, num_stages={plan.pp}) in code"
         )
+        counts = split_layers(model.layers, plan.pp)
+        if len(set(counts)) > 1:
+            notes.append(
+                f"uneven stages {list(counts)} blocks (first and last lighter): PipelineModule's "
+                "partition_method 'uniform' balances block counts only; set the stage boundaries "
+                "in code"
+            )
         if plan.zero >= 2:
             notes.append(
                 f"ZeRO-{plan.zero} with pipeline parallel: DeepSpeed's pipeline engine asserts "
