@@ -55,7 +55,7 @@ GENERATED_FLAGS = {
     "--hidden-dropout", "--bf16", "--fp16", "--fp8-format", "--recompute-granularity",
     "--recompute-method", "--recompute-num-layers", "--tensor-model-parallel-size",
     "--pipeline-model-parallel-size", "--context-parallel-size", "--expert-model-parallel-size",
-    "--expert-tensor-parallel-size", "--sequence-parallel", "--microbatch-group-size-per-vp-stage",
+    "--expert-tensor-parallel-size", "--sequence-parallel", "--microbatch-group-size-per-virtual-pipeline-stage",
     "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
     "--moe-expert-capacity-factor", "--moe-token-dispatcher-type",
 }
@@ -218,7 +218,7 @@ def transformer_config_kwargs(flags: dict) -> dict:
             "tensor_model_parallel_size", "pipeline_model_parallel_size",
             "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size",
             "moe_router_topk", "moe_ffn_hidden_size", "recompute_num_layers",
-            "microbatch_group_size_per_vp_stage", "moe_shared_expert_intermediate_size")
+            "moe_shared_expert_intermediate_size")
     kw: dict = {}
     for name in ints:
         value = flags.get("--" + name.replace("_", "-"))
@@ -237,6 +237,9 @@ def transformer_config_kwargs(flags: dict) -> dict:
                         ("--moe-expert-capacity-factor", "moe_expert_capacity_factor")):
         if flags.get(flag) is not None:
             kw[field] = float(flags[flag])
+    group = flags.get("--microbatch-group-size-per-virtual-pipeline-stage")
+    if group is not None:  # field metadata renames microbatch_group_size_per_vp_stage's flag
+        kw["microbatch_group_size_per_vp_stage"] = int(group)
     kw["sequence_parallel"] = "--sequence-parallel" in flags
     kw["add_bias_linear"] = "--disable-bias-linear" not in flags
     kw["add_qkv_bias"] = "--add-qkv-bias" in flags or kw["add_bias_linear"]

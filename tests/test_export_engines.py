@@ -31,6 +31,8 @@ from _megatron_rules import (
 from modelplan.count.params import count_params
 from modelplan.export.engines import export_plan
 from modelplan.plan.stages import split_layers
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
 
 pytestmark = pytest.mark.slow
 
@@ -173,6 +175,22 @@ def test_torchtitan_accepts(tmp_path, monkeypatch, gid, name, training, plan):
             assert stages == tuple(range(rank, plan.pp * plan.vpp, plan.pp))
         blocks = [sum(n.startswith("layers.") for n in part) for part in parts]
         assert tuple(blocks) == split_layers(model(name).layers, plan.pp * plan.vpp)
+
+
+def test_torchtitan_refuses_the_old_layers_per_stage_export(tmp_path, monkeypatch):
+    """The check can fail: a layers-per-stage split like the previous export's (126 layers,
+    3 per stage, first/last stage weight 1 each: ceil((126 + 1 + 1) / 3) = 43 virtual stages,
+    not divisible by pp 8) is refused by torchtitan's own _get_pipeline_metadata."""
+    name, training, plan = "llama-3-405b", TrainingSpec(global_batch=64), Plan(dp=1, pp=8)
+    config = _torchtitan_config(tmp_path, monkeypatch, _export("torchtitan", name, training, plan).text)
+    dims_mod = engine_module("torchtitan.distributed.parallel_dims")
+    pipeline = engine_module("torchtitan.distributed.pipeline_parallel")
+    par = config.parallelism
+    par.pipeline_parallel_schedule = "Interleaved1F1B"
+    par.pipeline_parallel_layers_per_stage = 3
+    dims = dims_mod.ParallelDims.from_config(par, plan.world_size)
+    with pytest.raises(ValueError, match="must be divisible by pipeline parallel size"):
+        pipeline._get_pipeline_metadata(dims, par, config.model_spec.model)
 
 
 @pytest.mark.parametrize("gid, name, training, plan", GOLDEN, ids=IDS)

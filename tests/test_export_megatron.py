@@ -275,3 +275,41 @@ def test_moe_names_dispatcher_and_expert_tensor_parallel():
     flags = _flags(MIXTRAL, TrainingSpec(global_batch=64), Plan(dp=8, ep=4, tp=2))
     assert flags["--expert-tensor-parallel-size"] == "2"
     assert flags["--moe-token-dispatcher-type"] == "alltoall"
+
+
+def test_interleaved_remainder_sets_one_microbatch_group():
+    """megatron-core schedules.py (interleaved): micro-batches run in groups of
+    microbatch_group_size_per_vp_stage (default pp) and a last group smaller than pp is refused;
+    18 micro-batches on pp 4 (remainder 2) -> one group of 18
+    (--microbatch-group-size-per-virtual-pipeline-stage, the field's argparse name)."""
+    flags = _flags(LLAMA3_8B, TrainingSpec(global_batch=36),
+                   Plan(dp=2, pp=4, vpp=2, schedule="interleaved"))
+    assert flags["--microbatch-group-size-per-virtual-pipeline-stage"] == "18"
+    even = _flags(LLAMA3_8B, TrainingSpec(global_batch=32),
+                  Plan(dp=2, pp=4, vpp=2, schedule="interleaved"))
+    assert "--microbatch-group-size-per-virtual-pipeline-stage" not in even
+
+
+@pytest.mark.parametrize("change, rule", [
+    # The issue's failures: FSDP under CUDA_DEVICE_MAX_CONNECTIONS=1, FSDP without fsdp_dtensor,
+    # a long-context plan with max_position_embeddings < seq_length.
+    ({"env": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}}, "CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset"),
+    ({"drop": "--ckpt-format"}, "--ckpt-format fsdp_dtensor"),
+    ({"set": ("--max-position-embeddings", "4096")}, "max-position-embeddings >= seq-length"),
+    ({"set": ("--num-layers", "30")}, "layers divisible by pp"),
+])
+def test_rules_table_rejects_known_bad_launches(change, rule):
+    """The validate_args table (tests/_megatron_rules.py) fails the launches Megatron refuses:
+    start from an accepted ZeRO-3 pp-4 export at 8K tokens and break one thing."""
+    from _megatron_rules import broken_rules, parse_flags, read_script
+
+    export = to_megatron(LLAMA3_8B, TrainingSpec(global_batch=64, seq_len=8192),
+                         Plan(dp=2, pp=4, zero=3))
+    env, argv = read_script(export.text)
+    flags = parse_flags(argv)
+    assert broken_rules(flags, env, 8) == []
+    env.update(change.get("env", {}))
+    flags.pop(change.get("drop", ""), None)
+    if "set" in change:
+        flags[change["set"][0]] = change["set"][1]
+    assert any(rule in broken for broken in broken_rules(flags, env, 8))

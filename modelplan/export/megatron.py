@@ -146,7 +146,7 @@ def _parallel_args(
             notes.append(f"interleaved schedule with {m} micro-batches < pp ({plan.pp}): "
                          "Megatron's interleaved schedule refuses it")
         elif m % plan.pp:
-            args.append(("--microbatch-group-size-per-vp-stage", str(m)))
+            args.append(("--microbatch-group-size-per-virtual-pipeline-stage", str(m)))
     return args
 
 
