@@ -5,6 +5,8 @@ import json
 
 from typer.testing import CliRunner
 
+from test_cli_export import _one_line_error
+
 from modelplan.cli import app
 from modelplan.export.cluster_launch import launch_text
 from modelplan.export.ddp import ddp_config
@@ -28,13 +30,6 @@ def _document(tmp_path, model, plan, training=TRAINING):
     path = tmp_path / "plan.json"
     path.write_text(export_plan("json", model, training, plan).text)
     return path
-
-
-def _one_line_error(result):
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    return lines[0]
 
 
 def test_launch_prints_a_torchrun_line_per_node(tmp_path):
