@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 
 from modelplan.plan.evaluator import Evaluator
-from modelplan.plan.memory import inflight_microbatches, model_state_bytes, state_bytes_per_param
-from modelplan.plan.schedule import pipeline_schedule
+from modelplan.plan.memory import model_state_bytes, state_bytes_per_param
+from modelplan.plan.pipeline import pipeline_schedule
+from modelplan.plan.pipeline.profile import inflight_microbatches
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Accelerator, Cluster, Link
 from modelplan.specs.training import TrainingSpec
@@ -49,18 +52,22 @@ def _max_in_flight(steps) -> int:
 
 @pytest.mark.parametrize("pp,m", [(4, 8), (4, 2), (8, 16), (2, 1)])
 def test_1f1b_in_flight_matches_the_schedule(pp, m):
-    """1F1B: rank r holds min(pp - r, m) micro-batches (Narayanan et al. 2021), read off the schedule."""
-    steps = pipeline_schedule("1f1b", pp, m)
+    """1F1B: rank r holds min(pp - r, m) micro-batches (Narayanan et al. 2021), and that is what
+    the schedule itself keeps in flight."""
+    steps = pipeline_schedule("1f1b", pp, m).actions
     for rank in range(pp):
-        assert inflight_microbatches("1f1b", pp, rank, m) == _max_in_flight(steps[rank])
+        assert inflight_microbatches("1f1b", pp, rank, m) == min(pp - rank, m) == _max_in_flight(steps[rank])
 
 
 @pytest.mark.parametrize("pp,m,vpp", [(4, 8, 2), (4, 4, 3), (2, 8, 4)])
 def test_interleaved_in_flight_matches_the_schedule(pp, m, vpp):
-    """Interleaved: chunks in flight per rank, counted on Megatron's interleaved order, / vpp."""
-    steps = pipeline_schedule("interleaved", pp, m, vpp)
+    """Interleaved: Megatron's warmup + 1 chunks, min(2(pp - r - 1) + (vpp - 1) pp + 1, m vpp), per
+    vpp chunks (Megatron-LM schedules.py num_warmup_microbatches), counted on its order."""
+    steps = pipeline_schedule("interleaved", pp, m, vpp).actions
     for rank in range(pp):
-        assert inflight_microbatches("interleaved", pp, rank, m, vpp) == _max_in_flight(steps[rank]) / vpp
+        chunks = min(2 * (pp - rank - 1) + (vpp - 1) * pp + 1, m * vpp)
+        assert inflight_microbatches("interleaved", pp, rank, m, vpp) == Fraction(chunks, vpp)
+        assert _max_in_flight(steps[rank]) == chunks
 
 
 def test_interleaved_first_stage_factor():

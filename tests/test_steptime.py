@@ -9,7 +9,8 @@ from modelplan.count.params import count_params
 from modelplan.errors import SpecError
 from modelplan.plan.estimate import estimate_plan
 from modelplan.plan.evaluator import Evaluator
-from modelplan.plan.schedule import pipeline_schedule, simulate
+from modelplan.plan.pipeline import pipeline_schedule
+from modelplan.plan.pipeline.profile import bubble_microbatches, simulate
 from modelplan.plan.steptime import DpTimes, dp_exposure, optimizer_bytes_per_param, pipeline_time_s
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Accelerator, Cluster, Link
@@ -43,16 +44,20 @@ def gpt(layers: int = 4, hidden: int = 1024, heads: int = 16, vocab: int = 51200
     [("gpipe", 4, 8, 1), ("1f1b", 4, 8, 1), ("1f1b", 8, 3, 1), ("interleaved", 4, 8, 2), ("interleaved", 4, 12, 3)],
 )
 def test_pipeline_closed_form_matches_the_schedule_simulation(schedule, pp, m, vpp):
-    """m t + (p-1)/v t equals the makespan of the schedule run on simulate()'s idealised clock."""
+    """m t + (p-1)/v t (Narayanan et al. 2021, sec. 2.2) equals the makespan of the schedule run on
+    simulate()'s idealised clock (a chunk's forward 1/v, its backward 2/v of a micro-batch's t)."""
     tf, tb = 1.0, 2.0
-    timeline = simulate(pipeline_schedule(schedule, pp, m, vpp), pp, vpp, tf, tb)
-    assert pipeline_time_s(m, pp, vpp, tf + tb, tf + tb) == pytest.approx(timeline.makespan)
+    timeline = simulate(pipeline_schedule(schedule, pp, m, vpp), tf / vpp, tb / vpp / 2, tb / vpp / 2)
+    bubble = float(bubble_microbatches(schedule, pp, m, vpp))
+    assert bubble == pytest.approx((pp - 1) / vpp)
+    assert pipeline_time_s(m, bubble, tf + tb, tf + tb) == pytest.approx(timeline.makespan)
 
 
 def test_bubble_fraction_p_minus_1_over_v_m():
     """pp 8, m 32, v 2: bubble / ideal = 7 / 64 (Narayanan et al. 2021, sec. 2.2.2)."""
     t = 3.0
-    assert pipeline_time_s(32, 8, 2, t, t) - 32 * t == pytest.approx(7 / 64 * 32 * t)
+    bubble = float(bubble_microbatches("interleaved", 8, 32, 2))
+    assert pipeline_time_s(32, bubble, t, t) - 32 * t == pytest.approx(7 / 64 * 32 * t)
 
 
 def test_tp_volume_per_layer_is_8bsh_t_minus_1_over_t():

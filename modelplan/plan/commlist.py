@@ -49,8 +49,10 @@ from pydantic import BaseModel, ConfigDict
 from modelplan.comm.ops import Algo, Axis, Collective
 from modelplan.plan.experts import expert_capacity
 from modelplan.plan.kernels import local_kv_heads
+from modelplan.plan.pipeline import ActionKind, PipelineSchedule, pipeline_schedule
+from modelplan.plan.pipeline.actions import COMPUTE
 from modelplan.plan.shard import UnitShard, unit_shards
-from modelplan.plan.stages import stage_layers, stage_units
+from modelplan.plan.stages import rank_units, replica_label, stage_layers, stage_units, unit_replicas
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -139,6 +141,15 @@ def _sizes(spec: TransformerSpec, training: TrainingSpec, element_bytes: int | N
     return training.dtype_bytes, training.grad_bytes, 4
 
 
+def pipeline_calls(schedule: PipelineSchedule, pp_rank: int) -> dict[tuple[int, ActionKind], int]:
+    """(chunk, SEND_F / RECV_F / SEND_B / RECV_B) -> calls per step, from the lowered action list."""
+    out: dict[tuple[int, ActionKind], int] = defaultdict(int)
+    for a in schedule.lowered[pp_rank]:
+        if a.kind not in COMPUTE:
+            out[(a.chunk, a.kind)] += 1
+    return out
+
+
 def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan,
                        element_bytes: int | None = None, capacity_factor: float | None = None) -> list[CommItem]:
     """Every communication call of one step (and of the start-up) under `plan`.
@@ -153,75 +164,84 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
     sp = plan.sequence_parallel
     tokens = b * s  # this rank's tokens of the micro-batch (s is the local sequence s/cp)
     kv = 2 * tokens * local_kv_heads(spec.num_kv_heads, tp) * spec.dim_head * act  # K and V blocks
-    last = pp * vpp - 1
-    units = stage_units(spec, pp * vpp)
+    schedule = pipeline_schedule(plan.schedule, pp, m, vpp)
+    num_stages = schedule.num_stages
+    last = num_stages - 1
+    units = stage_units(spec, num_stages)
+    held = rank_units(spec, schedule.layout)
+    replicas = unit_replicas(held)
     shards = unit_shards(spec, plan)
     per_rank: list[RankCalls] = []
     for r in range(pp):
         calls = RankCalls()
         add = calls.add
-        for c in range(vpp):
-            v = c * pp + r
-            layers = stage_layers(spec.layers, pp * vpp, v)
+        p2p = pipeline_calls(schedule, r)
+        uses: dict[str, int] = defaultdict(int)  # micro-batches whose backward touches each unit
+        for c, v in enumerate(schedule.layout.rank_stages[r]):
+            for unit in units[v]:
+                uses[unit] += schedule.microbatches(r, c)
+        placed: set[str] = set()
+        for c, v in enumerate(schedule.layout.rank_stages[r]):
+            mc = schedule.microbatches(r, c)  # micro-batches through this chunk (m, or m/2 for DualPipe)
+            layers = stage_layers(spec.layers, num_stages, v)
             moe_layers = sum(spec.is_moe_layer(i) for i in layers)
             A = tokens * h * act  # one (b, s, h) activation
             # tensor parallel: (op, label) per direction, Megatron f/g or the sequence-parallel pair
             g_fwd, g_bwd, f_fwd, f_bwd = (RS, AG, AG, RS) if sp else (AR, None, None, AR)
             per_sublayer = [(f_fwd, "in"), (g_fwd, "out")]
-            fwd_runs = m * (2 if recompute else 1)
+            fwd_runs = mc * (2 if recompute else 1)
             for sub in ("attention", "mlp"):
                 for op, where in per_sublayer:
                     if op is not None:
                         add(op, Axis.TP, tp, A, fwd_runs * len(layers), f"tp/{sub}/{where}")
-                add(f_bwd, Axis.TP, tp, A, m * len(layers), f"tp/{sub}/in")
+                add(f_bwd, Axis.TP, tp, A, mc * len(layers), f"tp/{sub}/in")
                 if g_bwd is not None:
-                    add(g_bwd, Axis.TP, tp, A, m * len(layers), f"tp/{sub}/out")
+                    add(g_bwd, Axis.TP, tp, A, mc * len(layers), f"tp/{sub}/out")
             if v == 0:
-                add(g_fwd, Axis.TP, tp, A, m, "tp/embedding")
+                add(g_fwd, Axis.TP, tp, A, mc, "tp/embedding")
                 if g_bwd is not None:
-                    add(g_bwd, Axis.TP, tp, A, m, "tp/embedding")
+                    add(g_bwd, Axis.TP, tp, A, mc, "tp/embedding")
             if v == last:
                 if f_fwd is not None:
-                    add(f_fwd, Axis.TP, tp, A, m, "tp/lm-head/in")
-                add(f_bwd, Axis.TP, tp, A, m, "tp/lm-head/in")
-                add(AG, Axis.TP, tp, tp * tokens * loss_b, m, "tp/cross-entropy/max")
-                add(AR, Axis.TP, tp, tokens * loss_b, m, "tp/cross-entropy/target")
-                add(AR, Axis.TP, tp, tokens * loss_b, m, "tp/cross-entropy/sum")
+                    add(f_fwd, Axis.TP, tp, A, mc, "tp/lm-head/in")
+                add(f_bwd, Axis.TP, tp, A, mc, "tp/lm-head/in")
+                add(AG, Axis.TP, tp, tp * tokens * loss_b, mc, "tp/cross-entropy/max")
+                add(AR, Axis.TP, tp, tokens * loss_b, mc, "tp/cross-entropy/target")
+                add(AR, Axis.TP, tp, tokens * loss_b, mc, "tp/cross-entropy/sum")
             # expert parallel: dispatch + combine, forward (again under recompute) and backward
             if spec.moe is not None:
                 capacity = expert_capacity(tokens, spec.moe, capacity_factor)
                 a2a = spec.moe.num_experts * capacity * h * act  # (E, capacity, h) buffer
                 for label in ("ep/dispatch", "ep/combine"):
-                    add(A2A, Axis.EP, plan.ep, a2a, (fwd_runs + m) * moe_layers, label)
+                    add(A2A, Axis.EP, plan.ep, a2a, (fwd_runs + mc) * moe_layers, label)
             # context parallel: K, V around the ring (forward, recompute, backward) and dK, dV (backward)
             ring = (plan.cp - 1) * len(layers)
             for role in ("send", "recv"):
-                add(P2P, Axis.CP, plan.cp, kv, (fwd_runs + m) * ring, "cp/attention/kv", role=role)
-                add(P2P, Axis.CP, plan.cp, kv, m * ring, "cp/attention/dkv", role=role)
-            # pipeline: activations forward, gradients backward; with scatter/gather each TP rank
-            # sends its 1/tp chunk and the receiving stage all-gathers them over TP
+                add(P2P, Axis.CP, plan.cp, kv, (fwd_runs + mc) * ring, "cp/attention/kv", role=role)
+                add(P2P, Axis.CP, plan.cp, kv, mc * ring, "cp/attention/dkv", role=role)
+            # pipeline: activations forward, gradients backward, as the lowered schedule moves them;
+            # with scatter/gather each TP rank sends its 1/tp chunk and the receiver all-gathers them
             numel = b * (s // tp if sp else s) * h
             split = plan.pipeline_scatter_gather(numel)
             msg = (numel // tp if split else numel) * act
-            if v < last:
-                add(P2P, Axis.PP, pp, msg, m, "pp/forward", role="send")
-                add(P2P, Axis.PP, pp, msg, m, "pp/backward", role="recv")
-                if split:
-                    add(AG, Axis.TP, tp, numel * act, m, "pp/backward/gather")
-            if v > 0:
-                add(P2P, Axis.PP, pp, msg, m, "pp/forward", role="recv")
-                add(P2P, Axis.PP, pp, msg, m, "pp/backward", role="send")
-                if split:
-                    add(AG, Axis.TP, tp, numel * act, m, "pp/forward/gather")
-            # data parallel / ZeRO, unit by unit
+            add(P2P, Axis.PP, pp, msg, p2p[(c, ActionKind.SEND_F)], "pp/forward", role="send")
+            add(P2P, Axis.PP, pp, msg, p2p[(c, ActionKind.RECV_B)], "pp/backward", role="recv")
+            if split:
+                add(AG, Axis.TP, tp, numel * act, p2p[(c, ActionKind.RECV_B)], "pp/backward/gather")
+            add(P2P, Axis.PP, pp, msg, p2p[(c, ActionKind.RECV_F)], "pp/forward", role="recv")
+            add(P2P, Axis.PP, pp, msg, p2p[(c, ActionKind.SEND_B)], "pp/backward", role="send")
+            if split:
+                add(AG, Axis.TP, tp, numel * act, p2p[(c, ActionKind.RECV_F)], "pp/forward/gather")
+            # data parallel / ZeRO, unit by unit (a unit two chunks share is placed once)
             for unit in units[v]:
-                if unit not in shards:
+                if unit not in shards or unit in placed:
                     continue
+                placed.add(unit)
                 u = shards[unit]
-                add_unit_calls(calls, u, plan, m, param, grad)
-                if unit == "embedding/word" and spec.tied_embeddings and pp > 1:
-                    tied = u.padded if plan.zero == 0 else u.padded // u.group_size
-                    add(AR, Axis.PP, 2, tied * grad, 1, "pp/tied-embedding-grads")
+                add_unit_calls(calls, u, plan, uses[unit], param, grad)
+                if unit in replicas and r in replicas[unit]:
+                    owned = u.padded if plan.zero == 0 else u.padded // u.group_size
+                    add(AR, Axis.PP, len(replicas[unit]), owned * grad, 1, replica_label(unit))
         add(BAR, Axis.WORLD, plan.world_size, 0, 1, "world/start", startup=True)
         per_rank.append(calls)
     return merge_rank_calls(per_rank)

@@ -20,14 +20,18 @@ from modelplan.plan.commcost import CommPricer
 from modelplan.plan.compute import Roofline
 from modelplan.plan.evallists import ListTerms
 from modelplan.plan.evalstates import StateTerms
-from modelplan.plan.experts import expert_capacity, moe_layer_counts, planned_capacity_factor
+from modelplan.plan.experts import expert_capacity, planned_capacity_factor
 from modelplan.plan.layerterms import LayerTerms, build_layer_terms, kernel_times
 from modelplan.plan.memory import StageMemory, state_bytes_per_param
+from modelplan.plan.pipeline import schedule_layout
+from modelplan.plan.pipeline.profile import boundary_messages, bubble_microbatches, chunk_shares
+from modelplan.plan.stages import RankBlocks, rank_blocks
 from modelplan.plan.stageterms import StageTerms, compose_stages
 from modelplan.plan.steptime import DpTimes, dp_exposure, optimizer_bytes_per_param, pipeline_time_s
 from modelplan.plan.validate import padded_vocab, planning_spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
+from modelplan.specs.plan import Schedule
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
@@ -71,8 +75,8 @@ class StageEntry(NamedTuple):
     """The mean stage's micro-batch."""
     dense: LayerTerms
     moe: LayerTerms | None
-    counts: list[tuple[int, int]]
-    """(dense, MoE) blocks of each pipeline rank."""
+    blocks: list[RankBlocks]
+    """What each pipeline rank holds and runs (`plan/stages.py`)."""
 
 
 class DpEntry(NamedTuple):
@@ -109,6 +113,10 @@ class Evaluator(StateTerms, ListTerms):
         self._p2ps: dict[tuple, float] = {}
         self._flops: dict[str, tuple[float, float]] = {}
         self._states: dict[tuple, tuple] = {}
+        self._blocks: dict[tuple, tuple[int, list[RankBlocks]]] = {}
+        self._block_ids: dict[tuple, int] = {}
+        self._pipes: dict[tuple, tuple[float, int | float]] = {}
+        self._inflight: dict[tuple, tuple[float, float]] = {}
 
     def _memo(self, key: tuple, make):
         hit = self._cache.get(key)
@@ -153,29 +161,46 @@ class Evaluator(StateTerms, ListTerms):
         )
 
     def stage(self, tp: int, sp: bool, micro_batch: int, recompute: str, pp: int, ep: int = 1,
-              cp: int = 1) -> StageTerms:
+              cp: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1) -> StageTerms:
         """Per-micro-batch stage times: each rank's dense and MoE blocks, the first stage adds the
         embedding, the last the head + loss."""
-        return self.stage_entry(tp, sp, micro_batch, recompute, pp, ep, cp).terms
+        return self.stage_entry(tp, sp, micro_batch, recompute, pp, ep, cp, schedule, vpp).terms
 
     def stage_entry(self, tp: int, sp: bool, micro_batch: int, recompute: str, pp: int, ep: int = 1,
-                    cp: int = 1) -> StageEntry:
+                    cp: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1) -> StageEntry:
         """`stage` with the slowest and mean stage and the block terms the memory model needs."""
-        key = (tp, sp, micro_batch, recompute, pp, ep, cp)
+        bid, blocks = self.rank_blocks(schedule, pp, vpp)
+        key = (tp, sp, micro_batch, recompute, pp, ep, cp, bid)
         hit = self._stages.get(key)
         if hit is None:
             moe = self.moe_terms(tp, sp, micro_batch, recompute, ep, cp) if self.spec.moe is not None else None
             dense = self.terms(tp, sp, micro_batch, recompute, cp)
-            counts = self.layer_counts(pp)
-            st = compose_stages(counts, dense, moe)
+            st = compose_stages(blocks, dense, moe)
             mean = (st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s
             hit = self._stages[key] = StageEntry(st, max(st.first_s, st.last_s, st.mid_max_s), mean, dense, moe,
-                                                 counts)
+                                                 blocks)
         return hit
 
-    def layer_counts(self, pp: int) -> list[tuple[int, int]]:
-        """(dense, MoE) blocks of each pipeline rank (`plan/experts.py`)."""
-        return self._memo(("layer_counts", pp), lambda: moe_layer_counts(self.spec, pp))
+    def rank_blocks(self, schedule: str, pp: int, vpp: int) -> tuple[int, list[RankBlocks]]:
+        """(id, blocks) of what each pipeline rank holds and runs under the schedule's layout; the id
+        is shared by layouts that give every rank the same blocks (cache keys)."""
+        key = (schedule, pp, vpp)
+        hit = self._blocks.get(key)
+        if hit is None:
+            blocks = rank_blocks(self.spec, schedule_layout(schedule, pp, vpp), chunk_shares(Schedule(schedule), pp, vpp))
+            bid = self._block_ids.setdefault(tuple(blocks), len(self._block_ids))
+            hit = self._blocks[key] = (bid, blocks)
+        return hit
+
+    def pipe(self, schedule: str, pp: int, m: int, vpp: int) -> tuple[float, int | float]:
+        """(bubble in micro-batch times, stage-boundary messages per micro-batch) of a schedule,
+        read off its action list (`pipeline/profile.py`)."""
+        key = (schedule, pp, m, vpp)
+        hit = self._pipes.get(key)
+        if hit is None:
+            kind = Schedule(schedule)
+            hit = self._pipes[key] = (float(bubble_microbatches(kind, pp, m, vpp)), boundary_messages(kind, pp, vpp))
+        return hit
 
     def flops_per_sequence(self, recompute: str) -> tuple[float, float]:
         """(model, hardware) FLOPs of one sequence (`modelplan.count.flops` convention)."""
@@ -206,11 +231,12 @@ class Evaluator(StateTerms, ListTerms):
     ) -> float:
         """The step time without its data-parallel terms (all >= 0): a lower bound the search
         uses to skip plans that cannot enter the top-k, before pricing their DP traffic."""
-        stage = self.stage_entry(tp, sp, micro_batch, recompute, pp, ep, cp)
+        stage = self.stage_entry(tp, sp, micro_batch, recompute, pp, ep, cp, schedule, vpp)
         m = self.training.global_batch // (micro_batch * dp)
+        bubble, hops = self.pipe(schedule, pp, m, vpp)
         p2p = self.p2p_s(tp, sp, micro_batch, dp, pp, cp, scatter_gather) if pp > 1 else 0.0
-        p2p *= 2 * vpp * self.cost.pp_p2p_exposed_fraction
-        return pipeline_time_s(m, pp, vpp, stage.slowest_s + p2p, stage.mean_s + p2p)
+        p2p *= hops * self.cost.pp_p2p_exposed_fraction
+        return pipeline_time_s(m, bubble, stage.slowest_s + p2p, stage.mean_s + p2p)
 
     def evaluate(
         self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
@@ -221,12 +247,15 @@ class Evaluator(StateTerms, ListTerms):
         Pipeline messages: one per micro-batch, direction and model chunk on the critical path
         (`p2p_s`, times `pp_p2p_exposed_fraction`)."""
         # the hot loop: cache hits are plain dict lookups (`stage_entry`, `dp_entry`, `p2p_s` on a miss)
-        stage = self._stages.get((tp, sp, micro_batch, recompute, pp, ep, cp))
+        blocks = self._blocks.get((schedule, pp, vpp))
+        stage = self._stages.get((tp, sp, micro_batch, recompute, pp, ep, cp, blocks[0])) if blocks else None
         if stage is None:
-            stage = self.stage_entry(tp, sp, micro_batch, recompute, pp, ep, cp)
+            stage = self.stage_entry(tp, sp, micro_batch, recompute, pp, ep, cp, schedule, vpp)
         st = stage.terms
         batch = self.training.global_batch
         m = batch // (micro_batch * dp)
+        pipe = self._pipes.get((schedule, pp, m, vpp))
+        bubble, hops = pipe if pipe is not None else self.pipe(schedule, pp, m, vpp)
         if pp > 1:
             p2p = self._p2ps.get((tp, sp, micro_batch, dp, pp, cp, scatter_gather))
             if p2p is None:
@@ -234,7 +263,7 @@ class Evaluator(StateTerms, ListTerms):
         else:
             p2p = 0.0
         cost = self.cost
-        p2p *= 2 * vpp * cost.pp_p2p_exposed_fraction
+        p2p *= hops * cost.pp_p2p_exposed_fraction
         crit = st.critical_rank
         dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp))
         if dpe is None:
@@ -248,7 +277,7 @@ class Evaluator(StateTerms, ListTerms):
             dp_after = dp_mb = dp_total = 0.0
         dp_after += dpe.partial_grads_s * (m if zero >= 2 else 1)
         t_max = stage.slowest_s + p2p + dp_mb
-        pipeline = pipeline_time_s(m, pp, vpp, t_max, stage.mean_s + p2p + dp_mb)
+        pipeline = pipeline_time_s(m, bubble, t_max, stage.mean_s + p2p + dp_mb)
         emb_sync = dpe.tied_embedding_s
         optimizer = dpe.optimizer_s
         model_seq, hardware_seq = self._flops.get(recompute) or self.flops_per_sequence(recompute)

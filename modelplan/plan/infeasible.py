@@ -7,7 +7,7 @@ import math
 from collections import Counter
 
 from modelplan.plan.evaluator import Evaluator
-from modelplan.plan.validate import Reason
+from modelplan.plan.problems import Reason
 
 
 def _axes(ep: int, cp: int) -> str:

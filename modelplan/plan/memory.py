@@ -6,9 +6,10 @@ Adam = 2 weight + 4 fp32 grad + 4 master + 8 Adam m, v): stage 1 shards master w
 optimizer states over dp, stage 2 also gradients, stage 3 also weights (and then holds two
 gathered blocks: the current one and the prefetched next).
 Activations (Korthikanti et al. 2022 sec. 4.3): a block's stored bytes times the blocks in
-flight; 1F1B's rank r holds min(pp - r, m) micro-batches, GPipe all m, interleaved
+flight, which the schedule's action list gives (`pipeline.profile.inflight_microbatches`: 1F1B's
+rank r holds min(pp - r, m) micro-batches, GPipe all m, interleaved
 min(2(pp - r - 1) + (vpp - 1) pp + 1, m vpp) chunks of layers/(pp vpp) blocks, which is
-L (1 + (pp - 1)/(pp vpp)) blocks on the first stage; plus one block's transient working set when
+L (1 + (pp - 1)/(pp vpp)) blocks on the first stage); plus one block's transient working set when
 recomputing; token ids and embedding dropout mask on the first stage; logits and loss on the last.
 """
 
@@ -18,18 +19,6 @@ from typing import NamedTuple
 
 from modelplan.plan.layerterms import LayerTerms
 from modelplan.specs.costmodel import CostModel
-
-
-def inflight_microbatches(schedule: str, pp: int, pp_rank: int, num_microbatches: int, vpp: int = 1) -> float:
-    """Micro-batches (in units of the rank's whole share of layers) whose activations rank
-    `pp_rank` holds at its peak (Megatron schedules' num_warmup_microbatches + 1)."""
-    m = num_microbatches
-    if schedule == "gpipe":
-        return float(m)
-    if schedule == "1f1b":
-        return float(min(pp - pp_rank, m))
-    chunks = min((pp - pp_rank - 1) * 2 + (vpp - 1) * pp + 1, m * vpp)
-    return chunks / vpp
 
 
 class StageMemory(NamedTuple):
@@ -73,10 +62,12 @@ def stage_memory(
     cost: CostModel,
     moe_terms: LayerTerms | None = None,
     moe_layers: int = 0,
+    pipelined: bool = False,
 ) -> StageMemory:
     """Memory of one stage's GPU: model states, `layers` blocks' activations for `inflight`
     micro-batches plus one block's working set, edge activations, buffers and allowances;
-    `moe_layers` of the blocks are MoE blocks with `moe_terms`."""
+    `moe_layers` of the blocks are MoE blocks with `moe_terms`; a `pipelined` stage (pp > 1) keeps
+    send/recv buffers."""
     weights, gradients, optimizer = states
     block_bytes = (layers - moe_layers) * terms.activation_bytes
     working = terms.working_bytes
@@ -89,7 +80,7 @@ def stage_memory(
     if is_last:
         activations += terms.head_activation_bytes
     # NCCL buffers per communicator; pipeline ranks also keep send/recv buffers of one activation
-    comm = groups * cost.nccl_buffer_bytes_per_group + (0 if is_first and is_last else 2 * terms.boundary_bytes)
+    comm = groups * cost.nccl_buffer_bytes_per_group + (2 * terms.boundary_bytes if pipelined else 0)
     allocated = weights + gradients + optimizer + activations + comm
     fragmentation = allocated * cost.fragmentation_fraction
     reserved = float(cost.runtime_reserved_bytes)

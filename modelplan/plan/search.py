@@ -20,11 +20,11 @@ from pydantic import Field
 from modelplan.errors import PlanInfeasible
 from modelplan.plan.estimate import to_estimate
 from modelplan.plan.infeasible import _axes, nearest_blocker
+from modelplan.plan.pipeline import schedule_problem
+from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.results import SearchResult
 from modelplan.plan.evaluator import Evaluator
 from modelplan.plan.validate import (
-    Problem,
-    Reason,
     batch_problem,
     ep_problem,
     pp_problem,
@@ -70,7 +70,8 @@ class SearchSpace(Spec):
     gpus/tp that divides seq_len."""
     max_tp: int | None = Field(None, ge=1)
     schedule: list[Schedule] | None = None
-    """Default: 1f1b and interleaved (GPipe has 1F1B's bubble and more memory: asked for only)."""
+    """Default: 1f1b and interleaved (GPipe has 1F1B's bubble and more memory; the others are
+    asked for by name)."""
     sequence_parallel: list[bool] | None = None
     recompute: list[Recompute] | None = None
     zero: list[Literal[0, 1, 2, 3]] | None = None
@@ -130,7 +131,7 @@ def search_plans(
                 if need_bytes:
                     closest_need[0] = need_bytes
 
-    schedules = space.schedule or ["1f1b", "interleaved"]
+    schedules = space.schedule or [Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED]
     recomputes = space.recompute or ["none", "selective", "full"]
     zeros = space.zero if space.zero is not None else [0, 1, 2, 3]
     sp_user = space.sequence_parallel or [False, True]
@@ -159,11 +160,11 @@ def search_plans(
         return _choose(space.micro_batch, divisors(gb // dp) if gb % dp == 0 else [], gb)
 
     def svs_of(pp: int) -> list[tuple[str, int]]:
-        out = [(s, 1) for s in schedules if s != "interleaved"]
-        if "interleaved" in schedules:
+        out = [(s, 1) for s in schedules if s != Schedule.INTERLEAVED]
+        if Schedule.INTERLEAVED in schedules:
             # pp 1 has no interleaved schedule: only a vpp the user asked for is tried (and rejected)
             vdefault = [v for v in divisors(layers // pp) if v >= 2] if layers % pp == 0 and pp > 1 else []
-            out += [("interleaved", v) for v in _choose(space.vpp, vdefault, layers) if v >= 2]
+            out += [(Schedule.INTERLEAVED, v) for v in _choose(space.vpp, vdefault, layers) if v >= 2]
         if space.vpp is not None:
             allowed = set(_choose(space.vpp, [], layers))
             out = [(s, v) for s, v in out if v in allowed]
@@ -239,13 +240,7 @@ def search_plans(
                             for rc in recomputes:
                                 for zero in ok_zeros:
                                     for sched, vpp in svs:
-                                        problem = pp_problem(layers, pp, vpp)
-                                        if problem is None and sched == "interleaved":
-                                            if pp == 1:
-                                                problem = Problem(Reason.INTERLEAVED_PP, "schedule 'interleaved' needs pp > 1 (pp = 1)")
-                                            elif m % pp:
-                                                problem = Problem(Reason.INTERLEAVED, f"interleaved schedule needs "
-                                                                  f"num_microbatches ({m}) divisible by pp ({pp})")
+                                        problem = pp_problem(layers, pp, vpp) or schedule_problem(sched, pp, m, vpp)
                                         if problem:
                                             reject(problem, 1)
                                             continue

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from modelplan.plan.layerterms import LayerTerms
+from modelplan.plan.stages import RankBlocks
 
 
 class StageTerms(NamedTuple):
@@ -41,30 +42,31 @@ def block_row(t: LayerTerms) -> tuple[float, ...]:
             t.cp_hidden_s)
 
 
-def compose_stages(counts: list[tuple[int, int]], dense: LayerTerms, moe: LayerTerms | None) -> StageTerms:
-    """Stage times from (dense blocks, MoE blocks) per pipeline rank and the per-block terms
-    (middle ranks with the same blocks are priced once)."""
-    pp = len(counts)
+def compose_stages(blocks: list[RankBlocks], dense: LayerTerms, moe: LayerTerms | None) -> StageTerms:
+    """Stage times from what one micro-batch runs on each pipeline rank (`plan/stages.py`
+    RankBlocks: dense and MoE blocks, embedding and head shares) and the per-block terms (middle
+    ranks that run the same are priced once)."""
+    pp = len(blocks)
     dense_row = block_row(dense)
     moe_row = block_row(moe) if moe is not None else None
 
-    def row(n_dense: int, n_moe: int, first: bool, last: bool) -> tuple:
-        if moe_row is not None and n_moe:
+    def row(rb: RankBlocks) -> tuple:
+        if moe_row is not None and rb.moe_run:
             compute, tp, ep, cp, rec, fwd, bwd, hidden, cp_hidden = (
-                n_dense * d + n_moe * e for d, e in zip(dense_row, moe_row))
+                rb.dense_run * d + rb.moe_run * e for d, e in zip(dense_row, moe_row))
         else:
-            compute, tp, ep, cp, rec, fwd, bwd, hidden, cp_hidden = (n_dense * d for d in dense_row)
-        if first:
-            compute += dense.embedding_fwd_s + dense.embedding_bwd_s
-            tp += dense.embedding_tp_s
-        if last:
-            compute += dense.head_fwd_s + dense.head_bwd_s
-            tp += dense.head_tp_s
+            compute, tp, ep, cp, rec, fwd, bwd, hidden, cp_hidden = (rb.dense_run * d for d in dense_row)
+        if rb.embedding:
+            compute += rb.embedding * (dense.embedding_fwd_s + dense.embedding_bwd_s)
+            tp += rb.embedding * dense.embedding_tp_s
+        if rb.head:
+            compute += rb.head * (dense.head_fwd_s + dense.head_bwd_s)
+            tp += rb.head * dense.head_tp_s
         return (compute + tp + ep + cp + rec, compute, tp, ep, rec, fwd, bwd, hidden, cp, cp_hidden)
 
-    first, last = row(*counts[0], True, pp == 1), row(*counts[-1], pp == 1, True)
-    middle = counts[1:-1]
-    mids = {kind: row(*kind, False, False) for kind in set(middle)}
+    first, last = row(blocks[0]), row(blocks[-1])
+    middle = blocks[1:-1]
+    mids = {kind: row(kind) for kind in set(middle)}
     crit, c = (0, first) if first[0] >= last[0] else (pp - 1, last)
     mid_max = max((r[0] for r in mids.values()), default=0.0)
     if mids and mid_max > c[0]:

@@ -1,9 +1,9 @@
 """The step-time formulas of the planner, as small pure functions of floats.
 
 step = pipeline + exposed DP communication + tied-embedding sync + optimizer step, with
-pipeline = m * t_max + (pp - 1)/vpp * t_mean (Narayanan et al. 2021 sec. 2.2: bubble fraction
-(p-1)/m, (p-1)/(v m) interleaved; `modelplan.plan.schedule.simulate` is the authority and a test
-checks this closed form against it), where t is one micro-batch's forward + backward on one
+pipeline = m * t_max + bubble * t_mean, the bubble read off the schedule's own action list on an
+idealised clock (`modelplan.plan.pipeline.profile`; (p-1)/v micro-batch times for Megatron's
+schedules, Narayanan et al. 2021 sec. 2.2), where t is one micro-batch's forward + backward on one
 stage: block kernels (roofline times), recompute, exposed TP collectives, pipeline send/recv,
 plus the embedding on the first stage and the head + loss on the last.
 Exposure rules (comm_hw.md section 5; the constants are in `CostModel`):
@@ -23,10 +23,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 
-def pipeline_time_s(num_microbatches: int, pp: int, vpp: int, t_max: float, t_mean: float) -> float:
-    """m * t_max + (pp - 1)/vpp * t_mean: steady state on the slowest stage plus fill/drain
-    (uniform stages: (m + (p-1)/v) t, i.e. bubble fraction (p-1)/(v m); Narayanan et al. 2021)."""
-    return num_microbatches * t_max + (pp - 1) / vpp * t_mean
+def pipeline_time_s(num_microbatches: int, bubble: float, t_max: float, t_mean: float) -> float:
+    """m * t_max + bubble * t_mean: steady state on the slowest stage plus fill/drain, `bubble`
+    being the schedule's idle time in micro-batch times (`pipeline.profile.bubble_microbatches`:
+    (p-1)/v for Megatron's schedules, i.e. bubble fraction (p-1)/(v m); Narayanan et al. 2021)."""
+    return num_microbatches * t_max + bubble * t_mean
 
 
 class DpTimes(NamedTuple):
