@@ -7,7 +7,8 @@ from fractions import Fraction
 import pytest
 
 from modelplan.plan.evaluator import Evaluator
-from modelplan.plan.memory import model_state_bytes, state_bytes_per_param
+from modelplan.plan.evaluator import PlanPoint
+from modelplan.plan.parallel.dp_zero import state_bytes as model_state_bytes, state_bytes_per_param
 from modelplan.plan.pipeline import pipeline_schedule
 from modelplan.plan.pipeline.profile import inflight_microbatches
 from modelplan.specs.costmodel import CostModel
@@ -100,7 +101,7 @@ def test_first_stage_activations_korthikanti():
     (Korthikanti et al. 2022, sec. 4.2.2 and 4.3: 'about L x per-layer, independent of p')."""
     s, b, h, a, t, pp, layers = 2048, 1, 1024, 16, 2, 4, 8
     ev = Evaluator(_gpt(layers), TrainingSpec(global_batch=8, seq_len=s, attention="eager"), _cluster())
-    first, _ = ev.memory(tp=t, pp=pp, dp=1, vpp=1, micro_batch=b, schedule="1f1b", sp=True, recompute="none", zero=0)
+    first, _ = ev.memory(PlanPoint(tp=t, pp=pp, dp=1, micro_batch=b, sequence_parallel=True))
     per_layer = s * b * h * (34 + 5 * a * s // h) // t
     embedding = 8 * s * b + s * b * h // t
     assert first.activations == layers // pp * pp * per_layer + pp * embedding
@@ -110,7 +111,7 @@ def test_stage_total_adds_buffers_fragmentation_and_reserved():
     """total = allocated x (1 + fragmentation) + reserved, allocated = states + activations + buffers."""
     cost = CostModel(fragmentation_fraction=0.1, runtime_reserved_bytes=123)
     ev = Evaluator(_gpt(), TrainingSpec(global_batch=8, seq_len=1024), _cluster(), cost)
-    first, _ = ev.memory(tp=2, pp=2, dp=2, vpp=1, micro_batch=1, schedule="1f1b", sp=False, recompute="full", zero=1)
+    first, _ = ev.memory(PlanPoint(tp=2, pp=2, dp=2, recompute="full", zero=1))
     allocated = first.weights + first.gradients + first.optimizer + first.activations + first.comm_buffers
     assert first.fragmentation == pytest.approx(0.1 * allocated)
     assert first.total == pytest.approx(1.1 * allocated + 123)

@@ -10,7 +10,15 @@ from modelplan.count.network_tree import network_tree
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.dims import ParallelDims
 from modelplan.plan.compute import Roofline
-from modelplan.plan.memory import StageMemory as StageBytes, model_state_bytes, state_bytes_per_param
+from modelplan.plan.memory import StageMemory as StageBytes
+from modelplan.plan.parallel.dp_zero import (
+    DpTimes,
+    dp_exposure,
+    optimizer_bytes_per_param,
+    state_bytes as model_state_bytes,
+    state_bytes_per_param,
+)
+from modelplan.plan.parallel.pp import pipeline_time_s
 from modelplan.plan.net_cost import StageTime, boundary_bytes, stage_time
 from modelplan.plan.net_layout import StagePlan, describe_stages, network_stages
 from modelplan.plan.net_shard import net_unit_shards, rank_activations
@@ -18,7 +26,6 @@ from modelplan.plan.net_tp import TpRole
 from modelplan.plan.results import PlanEstimate, StageMemory, StepTime
 from modelplan.plan.pipeline import pipeline_schedule, schedule_layout
 from modelplan.plan.pipeline.profile import bubble_microbatches
-from modelplan.plan.steptime import DpTimes, dp_exposure, optimizer_bytes_per_param, pipeline_time_s
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.network import NetworkSpec

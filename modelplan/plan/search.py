@@ -23,7 +23,7 @@ from modelplan.plan.infeasible import _axes, nearest_blocker
 from modelplan.plan.pipeline import schedule_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.results import SearchResult
-from modelplan.plan.evaluator import Evaluator
+from modelplan.plan.evaluator import Evaluator, PlanPoint
 from modelplan.plan.validate import (
     batch_problem,
     ep_problem,
@@ -218,7 +218,7 @@ def search_plans(
                         continue
                     ok_zeros = []
                     for zero in zeros:  # memory lower bound: model states alone
-                        states = max(sum(x) for x in ev.states(tp, pp, dp, zero, ep, cp))
+                        states = max(sum(x) for x in ev.held.states(tp, pp, dp, zero, ep, cp))
                         need = states * (1 + cost.fragmentation_fraction) + cost.runtime_reserved_bytes
                         if need > budget:
                             per = len(sps_of(tp)) * len(recomputes) * max(1, len(svs_of(pp))) * len(mbs)
@@ -244,23 +244,23 @@ def search_plans(
                                         if problem:
                                             reject(problem, 1)
                                             continue
-                                        args = (tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp)
-                                        first, last = ev.memory(*args)
+                                        point = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp)
+                                        first, last = ev.memory(point)
                                         peak = max(first.total, last.total)
                                         if peak > budget:
                                             reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
                                                            f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > "
                                                            f"{budget / 1e9:.1f} GB"), 1, peak)
                                             if closest is None or peak < closest[0]:
-                                                closest = (peak, args)
+                                                closest = (peak, point)
                                             continue
-                                        if len(heap) == top_k and ev.step_lower_bound_s(*args) >= -heap[0][0]:
+                                        if len(heap) == top_k and ev.step_lower_bound_s(point) >= -heap[0][0]:
                                             bounded += 1  # cannot enter the top-k: skip pricing DP
                                             continue
-                                        e = ev.evaluate(*args)
+                                        e = ev.evaluate(point)
                                         evaluated += 1
                                         tie += 1
-                                        item = (-e.step_time_s, -peak, tie, args)
+                                        item = (-e.step.step_time_s, -peak, tie, point)
                                         if len(heap) < top_k:
                                             heapq.heappush(heap, item)
                                         elif item > heap[0]:
@@ -268,11 +268,11 @@ def search_plans(
     if not heap:
         raise PlanInfeasible(nearest_blocker(ev, n, rejected, examples, closest, space.memory_headroom, space))
     best = []
-    for *_, args in sorted(heap, reverse=True):
-        tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp = args
+    for *_, point in sorted(heap, reverse=True):
+        tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, _ = point
         plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
                     sequence_parallel=sp, recompute=rc, zero=zero, ep=ep, cp=cp)
-        e = ev.evaluate(*args)
+        e = ev.evaluate(point)
         best.append(to_estimate(ev, e, plan, space.memory_headroom))
     return SearchResult(
         gpus=n, best=best, evaluated=evaluated, bounded=bounded,

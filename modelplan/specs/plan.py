@@ -82,7 +82,7 @@ class Plan(Spec):
         AllGather: `scatter_gather`, tp > 1, no sequence parallelism, and tp dividing the tensor
         (Megatron-LM p2p_communication._communicate falls back to whole tensors otherwise). The
         executor and the communication list both ask this one rule."""
-        return self.scatter_gather and self.tp > 1 and not self.sequence_parallel and numel % self.tp == 0
+        return pipeline_scatter_gather(self.scatter_gather, self.tp, self.sequence_parallel, numel)
 
     def num_microbatches(self, global_batch: int) -> int:
         """Micro-batches per pipeline per step: global_batch / (micro_batch * dp)."""
@@ -93,3 +93,8 @@ class Plan(Spec):
                 f"({self.micro_batch} * {self.dp} = {per_step})"
             )
         return global_batch // per_step
+
+
+def pipeline_scatter_gather(scatter_gather: bool, tp: int, sequence_parallel: bool, numel: int) -> bool:
+    """`Plan.pipeline_scatter_gather` for the bare fields (the planner's hot path)."""
+    return scatter_gather and tp > 1 and not sequence_parallel and numel % tp == 0
