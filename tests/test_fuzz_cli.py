@@ -1,6 +1,7 @@
 """Property-based fuzzing of the whole command line: no input makes modelplan crash.
 
-Every command (count, presets, comm, plan, plan --explain, export, compare, verify, calibrate)
+Every command (count, presets, comm, plan with --tokens and the run options, plan --explain,
+export, compare, verify, calibrate, launch, budget, serve)
 is driven with generated command lines: model specs, HuggingFace configs, plan documents and
 cluster files (valid ones mutated at random places: wrong types, NaN/inf, huge or negative
 sizes, missing or unknown keys), raw bytes (not UTF-8, truncated, nested 100,000 levels deep),
@@ -474,6 +475,18 @@ PLAN_FLAGS = {
     "--memory-headroom": mostly(st.sampled_from(["0.1", "0.5"]), st.sampled_from(["0.95", "-1", "nan", "inf"])),
     "--precision": st.sampled_from(["bf16", "fp32", "fp8"]), "--top": INTS,
     "--sequence-parallel": None, "--allow-tp-across-nodes": None, "--json": None,
+    # the whole run (cost of the best plan)
+    "--tokens": mostly(st.sampled_from(["15T", "300B", "2.5e12", "1e9"]),
+                       st.sampled_from(["0", "-1", "inf", "nan", "1e400", "x", "1e40"])),
+    "--steps": mostly(st.sampled_from([1, 100, 10**6]), BAD_INTS),
+    "--price-per-gpu-hour": mostly(st.sampled_from(["2.5", "0"]), st.sampled_from(["-1", "nan", "inf"])),
+    "--pue": mostly(st.sampled_from(["1.1", "1.5"]), st.sampled_from(["0.5", "nan", "inf"])),
+    "--checkpoint-every": INTS,
+    "--checkpoint-write-gbps": mostly(st.sampled_from(["10", "0.5"]), st.sampled_from(["0", "nan", "inf", "-1"])),
+    "--mtbf-gpu-hours": mostly(st.sampled_from(["50000", "10"]), st.sampled_from(["0", "nan", "inf"])),
+    "--restart-minutes": mostly(st.sampled_from(["10", "0"]), st.sampled_from(["nan", "inf", "-3"])),
+    "--rampup-batch": mostly(st.sampled_from(["16,16,1000", "32,32,100000"]),
+                             st.sampled_from(["1,2", "0,0,0", "a,b,c", "-1,1,1", ",,"])),
 }
 
 
@@ -622,6 +635,74 @@ def test_calibrate(case, result):
 
 
 @st.composite
+def launch_cases(draw):
+    name, files = draw(plan_doc_file())
+    argv = ["launch", name, "--to", draw(mostly(st.sampled_from(["megatron", "deepspeed", "torchtitan", "ddp"]),
+                                                 st.just("nemo"))),
+            *draw(flags({"--nodes": mostly(st.sampled_from([1, 2]), BAD_INTS),
+                         "--emit": mostly(st.sampled_from(["shell", "slurm"]), st.just("pbs")),
+                         "--engine-version": mostly(st.just("0.19.8"), st.sampled_from(["9.9", ""]))}))]
+    if not draw(rarely(6)):  # the documents' plans have 2 or 4 ranks
+        argv += ["--gpus-per-node", str(draw(mostly(st.sampled_from([2, 4]), BAD_INTS)))]
+    return Case(argv, files)
+
+
+@fuzz(launch_cases(), 80)
+def test_launch(case, result):
+    """`modelplan launch` of generated plan documents for every engine and cluster shape."""
+
+
+@st.composite
+def budget_cases(draw):
+    cluster, files = draw(cluster_ref())
+    flops = mostly(st.sampled_from(["1e24", "3.8e25", "1e21", "6e23"]),
+                   st.sampled_from(["0", "-1", "inf", "nan", "1e400", "x", "1e60", ""]))
+    argv = ["budget", *draw(flags({
+        "--flops": flops, "--gpus": mostly(st.sampled_from([8, 64, 2048]), BAD_INTS),
+        "--days": mostly(st.sampled_from(["1", "30", "0.5"]), st.sampled_from(["0", "-1", "nan", "inf", "1e9"])),
+        "--size-by": mostly(st.sampled_from(["tokens-per-param", "hoffmann", "besiroglu"]), st.just("kaplan")),
+        "--tokens-per-param": mostly(st.sampled_from(["20", "100"]), st.sampled_from(["0", "nan", "inf"])),
+        "--seq": mostly(st.sampled_from([2048, 4096]), BAD_INTS),
+        "--batch": mostly(st.sampled_from([256, 1024]), BAD_INTS),
+        "--vocab": mostly(st.sampled_from([32000, 128256]), BAD_INTS),
+        "--precision": mostly(st.sampled_from(["bf16", "fp8"]), st.just("int4")), "--json": None}))]
+    if not draw(rarely(3)):
+        argv += ["--flops", draw(flops)] if "--flops" not in argv and "--days" not in argv else []
+    if draw(st.booleans()):
+        argv += ["--cluster", cluster]
+    return Case(argv, files)
+
+
+@fuzz(budget_cases(), 80)
+def test_budget(case, result):
+    """`modelplan budget` with generated FLOP and GPU-day budgets, clusters and shapes."""
+
+
+@st.composite
+def serve_cases(draw):
+    ref, files, stdin = draw(model_ref(presets=SMALL_PRESETS + ["llama-3-8b", "mixtral-8x7b"]))
+    cluster, cluster_files = draw(cluster_ref())
+    argv = ["serve", ref, *draw(flags({
+        "--gpus": mostly(st.sampled_from([1, 2, 8]), BAD_INTS), "--batch": INTS, "--concurrency": INTS,
+        "--tp": mostly(st.sampled_from([1, 2, 8]), BAD_INTS),
+        "--weights": mostly(st.sampled_from(["bf16", "fp8", "int4"]), st.just("int2")),
+        "--kv-cache": mostly(st.sampled_from(["bf16", "fp8"]), st.just("int4")),
+        "--block-size": mostly(st.sampled_from([16, 32]), BAD_INTS),
+        "--gpu-memory-utilization": mostly(st.sampled_from(["0.9", "0.5"]), st.sampled_from(["0", "2", "nan"])),
+        "--max-batched-tokens": mostly(st.sampled_from([8192, 512]), BAD_INTS), "--json": None}))]
+    if not draw(rarely(8)):
+        argv += ["--context", str(draw(mostly(st.sampled_from([1024, 32768, 10**6]), BAD_INTS)))]
+    if draw(st.booleans()):
+        argv += ["--cluster", cluster]
+    return Case(argv, {**files, **cluster_files}, stdin)
+
+
+@fuzz(serve_cases(), 100)
+def test_serve(case, result):
+    """`modelplan serve` of generated models with generated context lengths, GPUs and dtypes."""
+
+
+@st.composite
 def reader_cases(draw):
     """Every reader with a file it cannot read: a broken file as a model, cluster or plan document."""
     name, data = draw(RAW_FILES("input"))
@@ -648,7 +729,7 @@ def test_examples_reach_the_floor():
     """The fuzz tests above ask for at least 2,000 command lines per run (both modes together),
     and when they all ran in this session, they ran that many (printed by command and exit code
     with `pytest -s`)."""
-    assert len(EXAMPLES) >= 10  # every command has its test
+    assert len(EXAMPLES) >= 13  # every command has its test
     assert sum(EXAMPLES.values()) * len(MODES) >= 2000, EXAMPLES
     for (name, code), n in sorted(RAN.items()):
         print(f"fuzz: {name:<10} exit {code}: {n}")
@@ -657,5 +738,6 @@ def test_examples_reach_the_floor():
     for (name, line), n in REFUSED.most_common(int(os.environ.get("MODELPLAN_FUZZ_REASONS", "40"))):
         print(f"fuzz refused {n:>4}: {name:<10} {line}")
     if SCALE == 1 and {name for name, _ in RAN} >= {"count", "comm", "plan", "export", "compare",
-                                                     "verify", "calibrate", "presets"}:
+                                                     "verify", "calibrate", "presets", "launch",
+                                                     "budget", "serve"}:
         assert sum(RAN.values()) >= 2000, RAN

@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from modelplan.plan.document import PlanDocument
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print a machine-readable JSON document.")]
+EngineVersionOption = Annotated[
+    Optional[str],
+    typer.Option("--engine-version", help="Engine release to write for (default: the newest "
+                 "supported: Megatron-LM core_v0.16.1, deepspeed 0.19.8, torchtitan 0.3.0)."),
+]
 
 
 @app.command("export")
@@ -27,15 +32,17 @@ def export_cmd(
                                   "output); - reads it from standard input.")
     ],
     to: Annotated[
-        str, typer.Option("--to", help="Target: megatron, deepspeed, torchtitan or json.",
-                          autocompletion=complete_words(("megatron", "deepspeed", "torchtitan", "json")))
+        str, typer.Option("--to", help="Target: megatron, deepspeed, torchtitan, ddp or json.",
+                          autocompletion=complete_words(("megatron", "deepspeed", "torchtitan", "ddp", "json")))
     ],
     output: Annotated[
         Optional[Path], typer.Option("-o", "--output", help="Write to this file (atomically) instead of stdout.")
     ] = None,
+    engine_version: EngineVersionOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Turn a plan into a launch config: Megatron-LM arguments, ds_config.json, torchtitan TOML."""
+    """Turn a plan into a launch config: a Megatron-LM script, ds_config.json, a torchtitan 0.3
+    config module, or a plain PyTorch DDP/FSDP config (network plans)."""
     from modelplan.export.engines import export_document, parse_engine
     from modelplan.plan.document import read_plan_document
 
@@ -44,7 +51,7 @@ def export_cmd(
         from modelplan.export.files import check_writable
 
         check_writable(output, "-o")
-    result = export_document(engine, read_plan_document(plan_file))
+    result = export_document(engine, read_plan_document(plan_file), engine_version)
     if output is not None:
         from modelplan.export.files import write_text_atomic
 

@@ -24,6 +24,9 @@ MAX_BATCH = 2**24
 """Sequences per optimizer step or micro-batch (16,777,216)."""
 MAX_RANKS = 2**20
 """GPUs, or the degree of one parallel axis (1,048,576; the largest clusters have about 10**5)."""
+MAX_TRAINING_FLOPS = 1e32
+"""A training compute budget (FLOP): about a million times the largest published runs (~5e26);
+a model shaped for more would be wider than MAX_WIDTH."""
 MAX_REPEAT = MAX_LAYERS
 """Copies of a repeated network block."""
 
