@@ -47,11 +47,17 @@ def maps_segment(pid: int) -> bool:
         return False
 
 
+def _interactive_signals() -> None:
+    """SIGINT as a terminal's foreground job gets it (a test runner started in the background,
+    e.g. under nohup, passes SIGINT down ignored, and Python then never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_job() -> tuple[subprocess.Popen, int, list[int]]:
     """The launcher, its mpiexec and the 2 ranks, once both ranks are inside MPI."""
     launcher = subprocess.Popen([sys.executable, "-m", "modelplan", *LONG_SWEEP], cwd=ROOT,
                                 env=env_for(2), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+                                text=True, preexec_fn=_interactive_signals)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         procs = children(launcher.pid)
