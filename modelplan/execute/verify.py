@@ -30,8 +30,8 @@ from modelplan.execute.checks import (
 )
 from modelplan.execute.engine import Job, train_step
 from modelplan.execute.optim import OptimizerConfig
+from modelplan.execute.oracle import OracleKind, OracleStep, OracleUnavailable, check_oracle, oracle_note, run_oracle
 from modelplan.execute.params import ParamDef, init_params, make_batch, param_defs
-from modelplan.execute.reference import reference_step
 from modelplan.execute.report import TimelineStep, VerifyReport, VerifyRow
 from modelplan.execute.scale import check_executable, scale_down
 from modelplan.execute.spmd import SpmdBackend, SpmdError, spmd_runner
@@ -72,11 +72,12 @@ class Verified(NamedTuple):
 
 def verify(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *, seed: int = 0,
            scale: bool = True, layers_per_stage: int = 1, optimizer: OptimizerConfig | None = None,
-           timeout_s: float = 120.0, max_ranks: int = 256, progress: Progress | None = None
-           ) -> VerifyReport | None:
+           timeout_s: float = 120.0, max_ranks: int = 256, progress: Progress | None = None,
+           oracle: OracleKind | str = OracleKind.NUMPY) -> VerifyReport | None:
     """Run `plan` on a (scaled-down) copy of `spec` and check it; None on MPI ranks other than 0."""
     out = verify_run(spec, training, plan, backend, seed=seed, scale=scale, layers_per_stage=layers_per_stage,
-                     optimizer=optimizer, timeout_s=timeout_s, max_ranks=max_ranks, progress=progress)
+                     optimizer=optimizer, timeout_s=timeout_s, max_ranks=max_ranks, progress=progress,
+                     oracle=oracle)
     return None if out is None else out.report
 
 
@@ -101,21 +102,23 @@ def _require_mpi_world(world_size: int, plan: Plan) -> None:
 
 def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *, seed: int = 0,
                scale: bool = True, layers_per_stage: int = 1, optimizer: OptimizerConfig | None = None,
-               timeout_s: float = 120.0, max_ranks: int = 256, progress: Progress | None = None
-               ) -> Verified | None:
+               timeout_s: float = 120.0, max_ranks: int = 256, progress: Progress | None = None,
+               oracle: OracleKind | str = OracleKind.NUMPY) -> Verified | None:
     """`verify`, also returning the ledgers and the reassembled tensors; None on MPI ranks other than 0.
-    Network specs (MLP / CNN / RNN) run in `modelplan.execute.net` and return the report alone."""
+    Network specs (MLP / CNN / RNN) run in `modelplan.execute.net` and return the report alone.
+    `oracle`: the single-device run compared with (numpy: the executor's reference; torch: PyTorch)."""
     check_rank_count(plan, max_ranks)
+    oracle = check_oracle(oracle)
     if SpmdBackend(backend) is SpmdBackend.MPI:
         _require_mpi_world(plan.world_size, plan)
     if getattr(spec, "kind", None) == "network":
         from modelplan.execute.net.verify import verify_network
 
         report = verify_network(spec, training, plan, backend, seed=seed, scale=scale, optimizer=optimizer,
-                                timeout_s=timeout_s, progress=progress)
+                                timeout_s=timeout_s, progress=progress, oracle=oracle)
         return None if report is None else Verified(report, (), {}, {})
     say = progress or (lambda _msg: None)
-    notes = _notes(spec, training, plan)
+    notes = _notes(spec, training, plan) + [oracle_note(oracle)]
     if scale:
         spec, training = scale_down(spec, plan, training, layers_per_stage=layers_per_stage)
     check_executable(spec, training, plan)
@@ -129,23 +132,22 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
     except SpmdError as exc:
         row = VerifyRow(name="execution", passed=False, detail=str(exc))
         report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=[row],
-                              notes=notes)
+                              notes=notes, oracle=oracle.value)
         return Verified(report, (), {}, {})
     if run is None:
         return None
     sharded_s = time.perf_counter() - t0
 
-    say("single-device reference step")
+    say(f"single-device reference step ({oracle.value})")
     t0 = time.perf_counter()
     rng_params, rng_data = job.rngs()
-    ref = reference_step(spec, init_params(spec, rng_params), make_batch(spec, training, rng_data), job.optimizer)
+    ref = oracle_steps(oracle, spec, init_params(spec, rng_params), [make_batch(spec, training, rng_data)],
+                       job.optimizer)
     reference_s = time.perf_counter() - t0
 
     say("checks")
     results = list(run.results)
-    rows = [_check_loss(results, ref.loss)]
-    tensor_rows, tensors = compare_state(results, param_defs(spec), ref.grads, ref.params)
-    rows += tensor_rows
+    rows, tensors = check_against_oracle(results, param_defs(spec), ref)
     items = communication_list(spec, training, plan, element_bytes=8)
     rows += check_ledgers(results, list(run.ledgers), items, plan)
     rows += check_memory(results, rank_elements(spec, plan, training))
@@ -153,8 +155,30 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
     order_rows, timeline = check_step_order(results, schedules, dims, plan, job.num_microbatches)
     rows += order_rows
     report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
-                          timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s)
-    return Verified(report, tuple(run.ledgers), tensors["grads"], tensors["params"])
+                          timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s,
+                          oracle=oracle.value)
+    return Verified(report, tuple(run.ledgers), tensors.get("grads", {}), tensors.get("params", {}))
+
+
+def oracle_steps(oracle: OracleKind, spec, params, batches, optimizer: OptimizerConfig, **kwargs
+                 ) -> list[OracleStep] | str:
+    """The oracle's steps, or the one-line reason it cannot build this model."""
+    try:
+        return list(run_oracle(oracle, spec, params, batches, optimizer, **kwargs).steps)
+    except OracleUnavailable as exc:
+        return str(exc)
+
+
+def check_against_oracle(results, defs: list[ParamDef], ref: list[OracleStep] | str
+                         ) -> tuple[list[VerifyRow], dict[str, dict[str, np.ndarray]]]:
+    """Loss, gradient and updated-parameter rows against the oracle's last step (one failed
+    'oracle' row when the oracle could not build the model)."""
+    if isinstance(ref, str):
+        return [VerifyRow(name="oracle", passed=False, detail=ref)], {}
+    last = ref[-1]
+    rows = [_check_loss(results, last.loss)]
+    tensor_rows, tensors = compare_state(results, defs, last.grads, last.params)
+    return rows + tensor_rows, tensors
 
 
 def _check_loss(results, ref_loss: float) -> VerifyRow:

@@ -19,17 +19,16 @@ from __future__ import annotations
 import time
 
 from modelplan.count.network import network_layers
-from modelplan.count.network_tree import network_tree
 from modelplan.execute.checks import check_ledgers, check_memory
 from modelplan.execute.net.engine import NetJob, NetRankResult, net_param_defs, net_train_step
 from modelplan.execute.net.loss import LossKind
-from modelplan.execute.net.model import reference_step
-from modelplan.execute.net.params import init_buffers, init_params
+from modelplan.execute.net.params import init_params
 from modelplan.execute.net.scale import check_network_plan, scale_network
 from modelplan.execute.optim import OptimizerConfig
+from modelplan.execute.oracle import OracleKind, oracle_note
 from modelplan.execute.report import VerifyReport, VerifyRow
 from modelplan.execute.spmd import SpmdError, spmd_runner
-from modelplan.execute.verify import Progress, _check_loss, check_step_order, compare_state
+from modelplan.execute.verify import Progress, check_against_oracle, check_step_order, oracle_steps
 from modelplan.plan.net_commlist import net_communication_list
 from modelplan.plan.net_layout import StagePlan, describe_stages
 from modelplan.plan.net_shard import rank_activations, net_rank_elements
@@ -74,10 +73,12 @@ def check_activations(results: list[NetRankResult], expected) -> VerifyRow:
 def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *,
                    seed: int = 0, scale: bool = True, optimizer: OptimizerConfig | None = None,
                    timeout_s: float = 120.0, progress: Progress | None = None,
-                   loss: LossKind | None = None) -> VerifyReport | None:
+                   loss: LossKind | None = None, oracle: OracleKind | str = OracleKind.NUMPY) -> VerifyReport | None:
     """Run `plan` on a (scaled-down) copy of the network and check it; None on MPI ranks but 0."""
     say = progress or (lambda _msg: None)
-    notes = ["float64 throughout; the reference runs the same micro-batches with gradient accumulation"]
+    oracle = OracleKind(oracle)
+    notes = ["float64 throughout; the reference runs the same micro-batches with gradient accumulation",
+             oracle_note(oracle)]
     if any(r.type.startswith("batchnorm") for r in network_layers(spec)):
         notes.append("BatchNorm: statistics of each micro-batch on every replica, as nn.BatchNorm2d under "
                      "DDP (no SyncBatchNorm); running statistics stay local and are not compared")
@@ -108,23 +109,20 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
     except SpmdError as exc:
         row = VerifyRow(name="execution", passed=False, detail=str(exc))
         return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend,
-                            rows=[row], notes=notes)
+                            rows=[row], notes=notes, oracle=oracle.value)
     if run is None:
         return None
     sharded_s = time.perf_counter() - t0
 
-    say("single-device reference step")
+    say(f"single-device reference step ({oracle.value})")
     t0 = time.perf_counter()
-    layers = network_layers(spec)
-    nodes = tuple(n for unit in network_tree(spec) for n in unit)
-    ref = reference_step(nodes, init_params(layers, seed), job.batch(), job.optimizer, plan.micro_batch,
-                         seed, init_buffers(layers))
+    ref = oracle_steps(oracle, spec, init_params(network_layers(spec), seed), [job.batch()], job.optimizer,
+                       micro_batch=plan.micro_batch, seed=seed)
     reference_s = time.perf_counter() - t0
 
     say("checks")
     results = list(run.results)
-    rows = [_check_loss(results, ref.loss)]
-    rows += compare_state(results, net_param_defs(stages), ref.grads, ref.params)[0]
+    rows = check_against_oracle(results, net_param_defs(stages), ref)[0]
     items = net_communication_list(stages, training, plan, element_bytes=8)
     rows += check_ledgers(results, list(run.ledgers), items, plan)
     rows += check_memory(results, net_rank_elements(stages, plan, job.optimizer.num_states))
@@ -133,5 +131,6 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
     order_rows, timeline = check_step_order(results, schedules, dims, plan, m)
     rows += order_rows
     return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
-                        timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s)
+                        timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s,
+                        oracle=oracle.value)
 
