@@ -34,6 +34,7 @@ from modelplan.execute.oracle import OracleKind, OracleStep, OracleUnavailable, 
 from modelplan.execute.params import ParamDef, init_params, make_batch, param_defs
 from modelplan.execute.report import TimelineStep, VerifyReport, VerifyRow
 from modelplan.execute.scale import check_executable, scale_down
+from modelplan.execute.schedule_check import check_executed_schedule
 from modelplan.execute.spmd import SpmdBackend, SpmdError, spmd_runner
 from modelplan.execute.timeline import lamport_spans
 from modelplan.plan.commlist import communication_list
@@ -147,7 +148,7 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
 
     say("checks")
     results = list(run.results)
-    rows, tensors = check_against_oracle(results, param_defs(spec), ref)
+    rows, tensors = check_against_oracle(results, param_defs(spec), ref, plan_factors(plan, job.num_microbatches))
     items = communication_list(spec, training, plan, element_bytes=8)
     rows += check_ledgers(results, list(run.ledgers), items, plan)
     rows += check_memory(results, rank_elements(spec, plan, training))
@@ -169,7 +170,8 @@ def oracle_steps(oracle: OracleKind, spec, params, batches, optimizer: Optimizer
         return str(exc)
 
 
-def check_against_oracle(results, defs: list[ParamDef], ref: list[OracleStep] | str
+def check_against_oracle(results, defs: list[ParamDef], ref: list[OracleStep] | str,
+                         factors: dict[str, int] | None = None
                          ) -> tuple[list[VerifyRow], dict[str, dict[str, np.ndarray]]]:
     """Loss, gradient and updated-parameter rows against the oracle's last step (one failed
     'oracle' row when the oracle could not build the model)."""
@@ -177,7 +179,7 @@ def check_against_oracle(results, defs: list[ParamDef], ref: list[OracleStep] | 
         return [VerifyRow(name="oracle", passed=False, detail=ref)], {}
     last = ref[-1]
     rows = [_check_loss(results, last.loss)]
-    tensor_rows, tensors = compare_state(results, defs, last.grads, last.params)
+    tensor_rows, tensors = compare_state(results, defs, last.grads, last.params, factors)
     return rows + tensor_rows, tensors
 
 
@@ -190,16 +192,21 @@ def _check_loss(results, ref_loss: float) -> VerifyRow:
                      measured=loss, expected=ref_loss)
 
 
-def compare_state(results, defs: list[ParamDef], ref_grads: dict[str, np.ndarray], ref_params: dict[str, np.ndarray]
-                  ) -> tuple[list[VerifyRow], dict[str, dict[str, np.ndarray]]]:
+def compare_state(results, defs: list[ParamDef], ref_grads: dict[str, np.ndarray], ref_params: dict[str, np.ndarray],
+                  factors: dict[str, int] | None = None) -> tuple[list[VerifyRow], dict[str, dict[str, np.ndarray]]]:
     """Rows comparing the gradients and updated parameters reassembled from the ranks' shards with
     the reference's, and the reassembled tensors by kind ('grads', 'params')."""
     rows, tensors = [], {}
     for kind, label, expected in (("grads", "gradients", ref_grads), ("params", "updated parameters", ref_params)):
         got, problems = reassemble(results, defs, kind)
         tensors[kind] = got
-        rows.append(compare_tensors(label, got, expected, problems))
+        rows.append(compare_tensors(label, got, expected, problems, factors))
     return rows, tensors
+
+
+def plan_factors(plan: Plan, num_microbatches: int) -> dict[str, int]:
+    """The plan's sizes a wrongly scaled gradient is usually off by, by name."""
+    return {"dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "num_microbatches": num_microbatches}
 
 
 def check_step_order(results, schedules: list[list[Step]], dims: ParallelDims, plan: Plan, num_microbatches: int
@@ -209,6 +216,7 @@ def check_step_order(results, schedules: list[list[Step]], dims: ParallelDims, p
     rows = [check_schedule(results, schedules)]
     spans = lamport_spans({r.rank: list(r.trace) for r in results})
     rows.append(check_bubble(spans, dims.groups(Axis.PP), plan, num_microbatches))
+    rows += check_executed_schedule(spans, dims.groups(Axis.PP), plan, num_microbatches)
     timeline = [[TimelineStep(kind=s.record.step.kind, microbatch=s.record.step.microbatch, chunk=s.record.step.chunk,
                               start=s.start, end=s.end) for s in spans[r]] for r in dims.group(Axis.PP, 0)]
     return rows, timeline

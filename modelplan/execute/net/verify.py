@@ -28,7 +28,7 @@ from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.oracle import OracleKind, oracle_note
 from modelplan.execute.report import VerifyReport, VerifyRow
 from modelplan.execute.spmd import SpmdError, spmd_runner
-from modelplan.execute.verify import Progress, check_against_oracle, check_step_order, oracle_steps
+from modelplan.execute.verify import Progress, check_against_oracle, check_step_order, oracle_steps, plan_factors
 from modelplan.plan.net_commlist import net_communication_list
 from modelplan.plan.net_layout import StagePlan, describe_stages
 from modelplan.plan.net_shard import rank_activations, net_rank_elements
@@ -122,7 +122,7 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
 
     say("checks")
     results = list(run.results)
-    rows = check_against_oracle(results, net_param_defs(stages), ref)[0]
+    rows = check_against_oracle(results, net_param_defs(stages), ref, plan_factors(plan, m))[0]
     items = net_communication_list(stages, training, plan, element_bytes=8)
     rows += check_ledgers(results, list(run.ledgers), items, plan)
     rows += check_memory(results, net_rank_elements(stages, plan, job.optimizer.num_states))
