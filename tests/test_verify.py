@@ -230,13 +230,14 @@ def test_missing_sequence_parallel_grad_reduction_fails_gradients(monkeypatch):
 
 
 def test_unpipelined_order_fails_schedule_and_bubble(monkeypatch):
-    """Ranks that run F_i B_i per micro-batch (no pipelining) break the order and the bubble."""
+    """Ranks that run F_i B_i per micro-batch (no pipelining) break the order, the bubble and the
+    1F1B warm-up (rank 0 must run pp - 0 = 2 forwards before its first backward)."""
     def naive(schedule, pp, m, vpp=1):
         return [[Step(k, i) for i in range(m) for k in "FB"] for _ in range(pp)]
 
     monkeypatch.setattr(engine, "pipeline_schedule", naive)
     bad = failed(verify(GPT, TRAIN, Plan(pp=2, schedule="1f1b"), scale=False))
-    assert set(bad) == {"schedule order", "bubble fraction"}
+    assert set(bad) == {"schedule order", "bubble fraction", "warm-up forwards", "measured bubble"}
 
 
 def test_a_failing_rank_is_a_failed_execution_row(monkeypatch):
