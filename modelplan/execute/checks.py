@@ -122,8 +122,10 @@ def compare_tensors(name: str, got: dict[str, np.ndarray], ref: dict[str, np.nda
     return VerifyRow(name=name, passed=not bad and not problems, detail=detail, measured=err, expected=f"< {REL_TOL:g}")
 
 
-def expected_traffic(items: list[CommItem], dims: ParallelDims, rank: int) -> dict[tuple[Collective, Axis], list[int]]:
-    """(op, axis) -> [bytes sent, bytes received, calls] this rank should show in its ledger."""
+def expected_traffic(items: list[CommItem], dims: ParallelDims, rank: int, steps: int = 1
+                     ) -> dict[tuple[Collective, Axis], list[int]]:
+    """(op, axis) -> [bytes sent, bytes received, calls] this rank should show in its ledger after
+    `steps` training steps (start-up items once)."""
     out: dict[tuple[Collective, Axis], list[int]] = defaultdict(lambda: [0, 0, 0])
     c = dims.coords(rank)
     for it in items:
@@ -134,10 +136,11 @@ def expected_traffic(items: list[CommItem], dims: ParallelDims, rank: int) -> di
         else:
             gr = dims.group_index(it.axis, rank, it.group_size)
             sent, recv = bytes_per_rank(it.op, EXECUTOR_ALGO[it.op], it.nbytes, it.group_size, gr, it.root or 0, ITEMSIZE)
+        count = it.count * (1 if it.startup else steps)
         row = out[(it.op, it.axis)]
-        row[0] += sent * it.count
-        row[1] += recv * it.count
-        row[2] += it.count
+        row[0] += sent * count
+        row[1] += recv * count
+        row[2] += count
     return out
 
 
@@ -152,11 +155,13 @@ def measured_traffic(ledger: Ledger) -> dict[tuple[Collective, Axis], list[int]]
     return out
 
 
-def check_ledgers(results: list[RankResult], ledgers: list[Ledger], items: list[CommItem], plan: Plan) -> list[VerifyRow]:
-    """One row per (operation, axis): every rank's ledger equals the communication list."""
+def check_ledgers(results: list[RankResult], ledgers: list[Ledger], items: list[CommItem], plan: Plan,
+                  steps: int = 1) -> list[VerifyRow]:
+    """One row per (operation, axis): every rank's ledger equals the communication list (its
+    per-step items `steps` times, its start-up items once)."""
     measured = [measured_traffic(led) for led in ledgers]
     dims = ParallelDims.from_plan(plan)
-    expected = [expected_traffic(items, dims, r.rank) for r in results]
+    expected = [expected_traffic(items, dims, r.rank, steps) for r in results]
     keys = sorted({k for per in measured + expected for k in per}, key=lambda k: (k[1].value, k[0].value))
     rows = []
     for op, axis in keys:

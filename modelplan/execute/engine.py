@@ -2,10 +2,17 @@
 what that rank computed, held and executed. Nothing here reads another rank's arrays except
 through the communicator, so the same function runs on threads (simcomm) or MPI processes.
 
-Order of one step, as a real engine does it: build the process groups from the rank grid;
-initialise the parameters on the first data-parallel rank and Broadcast them; Barrier; run the
-pipeline schedule's steps in order (forward/backward of one micro-batch on one model chunk,
-with point-to-point sends between stages); finish the gradient reductions; optimizer step.
+Order of a run, as a real engine does it: build the process groups from the rank grid;
+initialise the parameters on the first data-parallel rank and Broadcast them; Barrier; then for
+each of `Job.steps` optimizer steps: zero the gradient buffers, run the pipeline schedule's steps
+in order (forward/backward of one micro-batch on one model chunk, with point-to-point sends
+between stages), finish the gradient reductions, optimizer step (its step number drives Adam's
+bias correction and the LR schedule). Each step draws a fresh global batch.
+
+Memory is measured, not declared: after the chunk's parameters are materialised and after every
+compute step and optimizer step, the rank adds up the live arrays its state reaches
+(`memory_probe.py`: buckets, gathered parameters, saved activations, mailbox, data) and keeps
+each term's peak.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from modelplan.comm.ops import Axis
 from modelplan.execute.data_parallel import Bucket, DataParallel, Entry
 from modelplan.execute.expert_parallel import ExpertParallel
 from modelplan.execute.mappings import TensorParallel
+from modelplan.execute.memory_probe import PeakTracker, RankMemory, bucket_roots
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import Batch, ParamDef, init_params, make_batch, param_defs
 from modelplan.execute.pipeline import COST, PipelineP2P, StepRecord
@@ -42,10 +50,17 @@ class Job:
     plan: Plan
     seed: int = 0
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    steps: int = 1
+    """Optimizer steps to run, each on its own global batch."""
 
     @property
     def dims(self) -> ParallelDims:
         return ParallelDims.from_plan(self.plan)
+
+    def batches(self) -> list[Batch]:
+        """The global batch of every step, drawn in turn from the data generator."""
+        _, rng_data = self.rngs()
+        return [make_batch(self.spec, self.training, rng_data) for _ in range(self.steps)]
 
     @property
     def num_microbatches(self) -> int:
@@ -85,8 +100,18 @@ class Piece:
 
 
 @dataclass(frozen=True)
+class StepState:
+    """One optimizer step as one rank saw it."""
+
+    losses: tuple[float, ...]
+    trace: tuple[StepRecord, ...]
+    grads: tuple[Piece, ...]
+    params: tuple[Piece, ...]
+
+
+@dataclass(frozen=True)
 class RankResult:
-    """What one rank computed, held and executed."""
+    """What one rank computed, held and executed (the fields without a default: the last step)."""
 
     rank: int
     coords: RankCoords
@@ -97,6 +122,10 @@ class RankResult:
     layouts: dict[str, tuple[Entry, ...]]
     grads: tuple[Piece, ...]
     params: tuple[Piece, ...]
+    history: tuple[StepState, ...] = ()
+    """Every optimizer step, in order (the last one is also in losses/trace/grads/params)."""
+    memory: RankMemory | None = None
+    """Peak live bytes per memory term over the whole run."""
 
     @property
     def executed(self) -> list[Step]:
@@ -168,12 +197,18 @@ def materialize_units(dp: DataParallel, buckets: dict[str, Bucket], units: Itera
     return out
 
 
-def finish_buckets(dp: DataParallel, buckets: dict[str, Bucket]) -> None:
-    """Complete the gradient reductions, then take the optimizer step, unit by unit."""
+def finish_buckets(dp: DataParallel, buckets: dict[str, Bucket], step: int = 1) -> None:
+    """Complete the gradient reductions, then take optimizer step `step`, unit by unit."""
     for bucket in buckets.values():
         dp.finish_grads(bucket)
     for bucket in buckets.values():
-        dp.step(bucket)
+        dp.step(bucket, step)
+
+
+def zero_buckets(dp: DataParallel, buckets: dict[str, Bucket]) -> None:
+    """Clear every gradient buffer before a step's first backward."""
+    for bucket in buckets.values():
+        dp.zero_grad(bucket)
 
 
 def bucket_state(buckets: dict[str, Bucket]
@@ -211,14 +246,27 @@ class RankProgram:
         self.layouts = [stage_layout(self.spec, v, num_stages) for v in self.stages]
         self.chunk_units = [all_units[v] for v in self.stages]
         self.buckets: dict[str, Bucket] = {}
+        self.step = 1
+        self.memory = PeakTracker()
 
     @cached_property
-    def batch(self) -> Batch:
-        """This data-parallel rank's sequences of the global batch."""
-        _, rng_data = self.job.rngs()
+    def batches(self) -> list[Batch]:
+        """This data-parallel rank's sequences of every step's global batch."""
         b = self.plan.micro_batch
         start = self.coords.dp_rank * self.m * b
-        return make_batch(self.spec, self.job.training, rng_data).rows(start, start + self.m * b)
+        return [full.rows(start, start + self.m * b) for full in self.job.batches()]
+
+    @property
+    def batch(self) -> Batch:
+        """This rank's sequences of the current step's global batch."""
+        return self.batches[self.step - 1]
+
+    def observe(self, activations=None, gathered=None) -> None:
+        """Add up the live arrays of this rank's state (memory_probe.py) and keep the peaks."""
+        roots = bucket_roots(self.buckets.values())
+        roots.update(gathered=gathered, activations=activations, comm_buffers=self.p2p, inputs=self.batches,
+                     other=self)
+        self.memory.observe(roots)
 
     def microbatch(self, i: int) -> Batch:
         b = self.plan.micro_batch
@@ -259,6 +307,7 @@ class RankProgram:
             c, i = step.chunk, step.microbatch
             st, v = self.layouts[c], self.stages[c]
             p = self.params(c)
+            self.observe(caches, p)
             received, sent = [], []
             if step.kind == "F":
                 x = None
@@ -283,21 +332,46 @@ class RankProgram:
                     if unit in self.buckets:
                         self.dp.add_grads(self.buckets[unit], grads)
             trace.append(StepRecord(step, v, COST[step.kind], tuple(received), tuple(sent)))
+            del p
+            self.observe(caches)
         return [losses[i] for i in sorted(losses)], trace
+
+    def begin(self, step: int) -> None:
+        """Start optimizer step `step` (from 1): its batch, zeroed gradient buffers."""
+        self.step = step
+        zero_buckets(self.dp, self.buckets)
+        self.p2p.next_step()
 
     def finish(self) -> None:
         """Complete the gradient reductions and take the optimizer step, unit by unit."""
-        finish_buckets(self.dp, self.buckets)
+        finish_buckets(self.dp, self.buckets, self.step)
+        self.observe()
 
-    def result(self, losses: list[float], trace: list[StepRecord]) -> RankResult:
-        return RankResult(self.comm.rank, self.coords, tuple(losses), tuple(trace),
-                          *bucket_state(self.buckets))
+    def state(self, losses: list[float], trace: list[StepRecord]) -> StepState:
+        """This step's losses, trace and valid gradient / parameter pieces (copies)."""
+        _, _, grads, params = bucket_state(self.buckets)
+        copy = lambda pieces: tuple(Piece(q.unit, q.start, q.values.copy()) for q in pieces)  # noqa: E731
+        return StepState(tuple(losses), tuple(trace), copy(grads), copy(params))
+
+    def result(self, history: list[StepState]) -> RankResult:
+        held, layouts, _, _ = bucket_state(self.buckets)
+        last = history[-1]
+        return RankResult(self.comm.rank, self.coords, last.losses, last.trace, held, layouts, last.grads,
+                          last.params, tuple(history), self.memory.result())
+
+
+def run_steps(program, steps: int):
+    """start, then `steps` times: begin, run the schedule, finish; the rank's result."""
+    program.start()
+    history = []
+    for step in range(1, steps + 1):
+        program.begin(step)
+        losses, trace = program.run()
+        program.finish()
+        history.append(program.state(losses, trace))
+    return program.result(history)
 
 
 def train_step(comm: Communicator, job: Job) -> RankResult:
-    """One training step of `job` on this rank (the SPMD entry point)."""
-    program = RankProgram(comm, job)
-    program.start()
-    losses, trace = program.run()
-    program.finish()
-    return program.result(losses, trace)
+    """`job.steps` training steps of `job` on this rank (the SPMD entry point)."""
+    return run_steps(RankProgram(comm, job), job.steps)

@@ -74,8 +74,14 @@ class PipelineP2P:
         self.tp_group, self.boundary_shape = scatter_gather, boundary_shape
         self.pp = pp_group.size
         self.pp_rank = pp_group.index(comm.rank)
-        self._expected = {src: deque(_messages_to(schedules, src, self.pp_rank, self.pp, vpp)) for src in range(self.pp)}
+        self._schedules = schedules
         self._mailbox: dict[MessageKey, tuple[np.ndarray, tuple[int, int]]] = {}
+        self.next_step()
+
+    def next_step(self) -> None:
+        """Expect a new training step's messages; numbering restarts (one Lamport clock per step)."""
+        self._expected = {src: deque(_messages_to(self._schedules, src, self.pp_rank, self.pp, self.vpp))
+                          for src in range(self.pp)}
         self._sent: dict[int, int] = {}
         self._received: dict[int, int] = {}
 

@@ -22,14 +22,19 @@ from modelplan.count.network_tree import leaves_of, network_tree
 from modelplan.execute.data_parallel import Bucket, DataParallel
 from modelplan.execute.engine import (
     Groups,
+    Piece,
     RankResult,
+    StepState,
     bucket_state,
     defs_by_unit,
     finish_buckets,
     local_entries,
     local_values,
     materialize_units,
+    run_steps,
+    zero_buckets,
 )
+from modelplan.execute.memory_probe import PeakTracker, bucket_roots
 from modelplan.execute.net.loss import LossKind, loss_backward, loss_forward
 from modelplan.execute.net.model import backward_nodes, forward_nodes, tape_leaves
 from modelplan.execute.net.params import NetBatch, executor_shape, init_buffers, init_params, make_batch
@@ -58,6 +63,8 @@ class NetJob:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     loss: LossKind | None = None
     """None: cross-entropy for several outputs, MSE for one (`default_loss`)."""
+    steps: int = 1
+    """Optimizer steps to run, each on its own global batch."""
 
     @property
     def dims(self) -> ParallelDims:
@@ -73,9 +80,13 @@ class NetJob:
     def stages(self) -> list[StagePlan]:
         return network_stages(network_tree(self.spec), self.plan.pp * self.plan.vpp, self.plan.tp)
 
-    def batch(self) -> NetBatch:
-        """The global batch (every rank draws the same and keeps its rows)."""
-        return make_batch(network_layers(self.spec), self.training.global_batch, self.seed, self.loss)
+    def batch(self, step: int = 0) -> NetBatch:
+        """The global batch of step `step` (0-based; every rank draws the same and keeps its rows)."""
+        return make_batch(network_layers(self.spec), self.training.global_batch, self.seed, self.loss, step=step)
+
+    def batches(self) -> list[NetBatch]:
+        """The global batch of every step."""
+        return [self.batch(t) for t in range(self.steps)]
 
 
 def net_param_defs(stages: list[StagePlan]) -> list[ParamDef]:
@@ -119,6 +130,9 @@ class NetRankProgram:
         self.hooks = [NetTensorParallel(comm, self.groups.tp, st.roles) for st in self.stages]
         self.buckets: dict[str, Bucket] = {}
         self.buffers = self._local_buffers()
+        self.step = 1
+        self.memory = PeakTracker()
+        self.activation_peak = (0, 0)
 
     def _local_buffers(self) -> dict[str, np.ndarray]:
         """BatchNorm running statistics of this rank's stages (its channel slice when sharded)."""
@@ -136,11 +150,22 @@ class NetRankProgram:
         return out
 
     @cached_property
-    def batch(self) -> NetBatch:
-        """This data-parallel rank's samples of the global batch."""
+    def batches(self) -> list[NetBatch]:
+        """This data-parallel rank's samples of every step's global batch."""
         b = self.plan.micro_batch
         start = self.coords.dp_rank * self.m * b
-        return self.job.batch().rows(start, start + self.m * b)
+        return [full.rows(start, start + self.m * b) for full in self.job.batches()]
+
+    @property
+    def batch(self) -> NetBatch:
+        return self.batches[self.step - 1]
+
+    def observe(self, activations=None, gathered=None) -> None:
+        """Add up the live arrays of this rank's state (memory_probe.py) and keep the peaks."""
+        roots = bucket_roots(self.buckets.values())
+        roots.update(gathered=gathered, activations=activations, comm_buffers=self.p2p, inputs=self.batches,
+                     buffers=self.buffers, other=self)
+        self.memory.observe(roots)
 
     def context(self, i: int) -> RunContext:
         b = self.plan.micro_batch
@@ -183,6 +208,7 @@ class NetRankProgram:
             c, i = step.chunk, step.microbatch
             st, hooks = self.stages[c], self.hooks[c]
             p = self.params(c)
+            self.observe(tapes, p)
             received, sent = [], []
             part = self.batch.rows(i * b, (i + 1) * b)
             if step.kind == "F":
@@ -221,21 +247,34 @@ class NetRankProgram:
                     if unit in self.buckets:
                         self.dp.add_grads(self.buckets[unit], grads)
             trace.append(StepRecord(step, st.index, COST[step.kind], tuple(received), tuple(sent)))
-        return [losses[i] for i in sorted(losses)], trace, (peak[0], peak[1])
+            del p
+            self.observe(tapes)
+        self.activation_peak = tuple(max(a, b) for a, b in zip(self.activation_peak, peak))
+        return [losses[i] for i in sorted(losses)], trace
+
+    def begin(self, step: int) -> None:
+        """Start optimizer step `step` (from 1): its batch, zeroed gradient buffers."""
+        self.step = step
+        zero_buckets(self.dp, self.buckets)
+        self.p2p.next_step()
 
     def finish(self) -> None:
         """Complete the gradient reductions and take the optimizer step, unit by unit."""
-        finish_buckets(self.dp, self.buckets)
+        finish_buckets(self.dp, self.buckets, self.step)
+        self.observe()
 
-    def result(self, losses: list[float], trace: list[StepRecord], peak: tuple[int, int]) -> NetRankResult:
-        return NetRankResult(self.comm.rank, self.coords, tuple(losses), tuple(trace), *bucket_state(self.buckets),
-                             *peak)
+    def state(self, losses: list[float], trace: list[StepRecord]) -> StepState:
+        _, _, grads, params = bucket_state(self.buckets)
+        copy = lambda pieces: tuple(Piece(q.unit, q.start, q.values.copy()) for q in pieces)  # noqa: E731
+        return StepState(tuple(losses), tuple(trace), copy(grads), copy(params))
+
+    def result(self, history: list[StepState]) -> NetRankResult:
+        held, layouts, _, _ = bucket_state(self.buckets)
+        last = history[-1]
+        return NetRankResult(self.comm.rank, self.coords, last.losses, last.trace, held, layouts, last.grads,
+                             last.params, tuple(history), self.memory.result(), *self.activation_peak)
 
 
 def net_train_step(comm: Communicator, job: NetJob) -> NetRankResult:
-    """One training step of `job` on this rank (the SPMD entry point)."""
-    program = NetRankProgram(comm, job)
-    program.start()
-    losses, trace, peak = program.run()
-    program.finish()
-    return program.result(losses, trace, peak)
+    """`job.steps` training steps of `job` on this rank (the SPMD entry point)."""
+    return run_steps(NetRankProgram(comm, job), job.steps)

@@ -17,9 +17,11 @@ and are not compared.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from modelplan.count.network import network_layers
 from modelplan.execute.checks import check_ledgers, check_memory
+from modelplan.execute.memory_check import check_measured_memory, planned_network_memory
 from modelplan.execute.net.engine import NetJob, NetRankResult, net_param_defs, net_train_step
 from modelplan.execute.net.loss import LossKind
 from modelplan.execute.net.params import init_params
@@ -28,7 +30,15 @@ from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.oracle import OracleKind, oracle_note
 from modelplan.execute.report import VerifyReport, VerifyRow
 from modelplan.execute.spmd import SpmdError, spmd_runner
-from modelplan.execute.verify import Progress, check_against_oracle, check_step_order, oracle_steps, plan_factors
+from modelplan.execute.verify import (
+    DEFAULT_STEPS,
+    Progress,
+    check_against_oracle,
+    check_step_order,
+    default_optimizer,
+    oracle_steps,
+    plan_factors,
+)
 from modelplan.plan.net_commlist import net_communication_list
 from modelplan.plan.net_layout import StagePlan, describe_stages
 from modelplan.plan.net_shard import rank_activations, net_rank_elements
@@ -73,7 +83,8 @@ def check_activations(results: list[NetRankResult], expected) -> VerifyRow:
 def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *,
                    seed: int = 0, scale: bool = True, optimizer: OptimizerConfig | None = None,
                    timeout_s: float = 120.0, progress: Progress | None = None,
-                   loss: LossKind | None = None, oracle: OracleKind | str = OracleKind.NUMPY) -> VerifyReport | None:
+                   loss: LossKind | None = None, oracle: OracleKind | str = OracleKind.NUMPY,
+                   steps: int = DEFAULT_STEPS) -> VerifyReport | None:
     """Run `plan` on a (scaled-down) copy of the network and check it; None on MPI ranks but 0."""
     say = progress or (lambda _msg: None)
     oracle = OracleKind(oracle)
@@ -92,12 +103,14 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
         notes.append("recompute not executed for networks (same math, same communication)")
     if optimizer is None:
         has_bn = any(r.type.startswith("batchnorm") for r in network_layers(spec))
-        optimizer = OptimizerConfig(kind=training.optimizer, **({"eps": ADAM_EPS} if has_bn else {}))
+        optimizer = default_optimizer(training, steps)
+        if has_bn:
+            optimizer = replace(optimizer, eps=ADAM_EPS)
         if has_bn and training.optimizer in ("adam", "adamw"):
             notes.append(f"Adam eps {ADAM_EPS:g}: BatchNorm makes some gradients exactly zero in exact "
                          "arithmetic; their float noise is divided by eps in the first update (lr/eps "
                          "amplification), which eps 1e-8 would push past the 1e-9 check")
-    job = NetJob(spec, training, plan, seed, optimizer, loss)
+    job = NetJob(spec, training, plan, seed, optimizer, loss, steps)
     stages = job.stages()
     notes += stage_notes(stages)
     dims = job.dims
@@ -116,7 +129,7 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
 
     say(f"single-device reference step ({oracle.value})")
     t0 = time.perf_counter()
-    ref = oracle_steps(oracle, spec, init_params(network_layers(spec), seed), [job.batch()], job.optimizer,
+    ref = oracle_steps(oracle, spec, init_params(network_layers(spec), seed), job.batches(), job.optimizer,
                        micro_batch=plan.micro_batch, seed=seed)
     reference_s = time.perf_counter() - t0
 
@@ -124,10 +137,11 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
     results = list(run.results)
     rows = check_against_oracle(results, net_param_defs(stages), ref, plan_factors(plan, m))[0]
     items = net_communication_list(stages, training, plan, element_bytes=8)
-    rows += check_ledgers(results, list(run.ledgers), items, plan)
+    rows += check_ledgers(results, list(run.ledgers), items, plan, steps)
     rows += check_memory(results, net_rank_elements(stages, plan, job.optimizer.num_states))
     schedules = job.schedules()
     rows.append(check_activations(results, rank_activations(stages, plan, schedules)))
+    rows += check_measured_memory(results, planned_network_memory(stages, plan, job.optimizer.num_states, schedules))
     order_rows, timeline = check_step_order(results, schedules, dims, plan, m)
     rows += order_rows
     return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
