@@ -89,4 +89,5 @@ class Fault:
     """Runs verify under the fault and returns its report."""
     must_fail: frozenset[str]
     needs_torch: bool = False
-    description: str = ""
+    detail_contains: tuple[str, ...] = ()
+    """Words the first failing check's detail must contain (diagnostics that point)."""

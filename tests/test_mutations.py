@@ -12,7 +12,9 @@ collective the bytes of that collective, a wrong schedule the schedule propertie
 from __future__ import annotations
 
 import math
+import threading
 import types
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -37,12 +39,25 @@ MOE = LLAMA.model_copy(update={"name": "moe-hd8", "moe": MoESpec(
 TRAIN = TrainingSpec(global_batch=4, seq_len=8, optimizer="adamw")
 
 
-def _verify(spec, plan, training=TRAIN, **kw):
-    return lambda: verify(spec, training, plan, scale=False, **kw)
+@dataclass(frozen=True)
+class Run:
+    """One verify configuration a fault runs under (unscaled tiny model)."""
+
+    spec: TransformerSpec
+    plan: Plan
+    training: TrainingSpec = TRAIN
+    oracle: str = "numpy"
+
+    def __call__(self):
+        return verify(self.spec, self.training, self.plan, scale=False, oracle=self.oracle)
+
+
+def _verify(spec, plan, training=TRAIN):
+    return Run(spec, plan, training)
 
 
 def _torch(spec, plan, training=TRAIN):
-    return _verify(spec, plan, training, oracle="torch")
+    return Run(spec, plan, training, "torch")
 
 
 # --- layer math shared by the executor and its numpy reference (caught by the torch oracle) ---
@@ -243,7 +258,8 @@ def _zero1_parameters_not_gathered(inj: Injector) -> None:
     inj.wrap("modelplan.execute.data_parallel:DataParallel._collective", make)
 
 
-def _zero3_keeps_gathered_units(inj: Injector) -> None:
+def _zero3_stale_parameters(inj: Injector) -> None:
+    """ZeRO-3 gathers each unit once and reuses it: later steps compute with the step-1 weights."""
     def make(original):
         def materialize(self, bucket):
             kept = bucket.__dict__.setdefault("_gathered", None)
@@ -252,6 +268,135 @@ def _zero3_keeps_gathered_units(inj: Injector) -> None:
             return kept
         return materialize
     inj.wrap("modelplan.execute.data_parallel:DataParallel.materialize", make)
+
+
+def _zero3_gathered_never_freed(inj: Injector) -> None:
+    """ZeRO-3 gathers every time (same math, same traffic) but keeps each gathered copy."""
+    def make(original):
+        def materialize(self, bucket):
+            out = original(self, bucket)
+            if bucket.zero == 3:
+                bucket.__dict__.setdefault("_kept", []).append(out)
+            return out
+        return materialize
+    inj.wrap("modelplan.execute.data_parallel:DataParallel.materialize", make)
+
+
+def _activations_never_freed(inj: Injector) -> None:
+    """Each micro-batch's saved activations keep the previous one's alive (a dangling reference)."""
+    def make(original):
+        last: dict = {}
+
+        def forward(self, st, p, x, mb):
+            out, cache = original(self, st, p, x, mb)
+            key = (id(self), st.index)
+            block = cache["blocks"][0]  # the first block's cache holds on to the previous micro-batch's
+            block["_earlier"], last[key] = last.get(key), cache
+            return out, cache
+        return forward
+    inj.wrap("modelplan.execute.stage:StageModel.forward", make)
+
+
+def _full_recompute_keeps_the_cache(inj: Injector) -> None:
+    """Full recomputation that also keeps every block's forward cache (nothing saved, all kept)."""
+    local = threading.local()
+
+    def make_block(original):
+        def block_forward(*args):
+            out, cache = original(*args)
+            if getattr(local, "kept", None) is not None:
+                local.kept.append(cache)
+            return out, cache
+        return block_forward
+
+    class Inputs(list):
+        """The recompute inputs, with the full caches riding along."""
+
+    def make_forward(original):
+        def forward(self, st, p, x, mb):
+            local.kept = []
+            out, cache = original(self, st, p, x, mb)
+            cache["blocks"] = Inputs(cache["blocks"])
+            cache["blocks"].full, local.kept = local.kept, None
+            return out, cache
+        return forward
+    inj.wrap("modelplan.execute.tensor_parallel:block_forward", make_block)
+    inj.wrap("modelplan.execute.stage:StageModel.forward", make_forward)
+
+
+# --- optimizer state over several steps --------------------------------------------------------
+
+
+def _optimizer_state_discarded(inj: Injector) -> None:
+    def make(original):
+        def step(self, bucket, step=1):
+            bucket.optim = self.optimizer.init_state(sum(s.size for s in bucket.optim) // max(len(bucket.optim), 1))
+            return original(self, bucket, step)
+        return step
+    inj.wrap("modelplan.execute.data_parallel:DataParallel.step", make)
+
+
+def _step_counter_stuck(inj: Injector) -> None:
+    """Every update is taken as step 1: Adam's bias correction and the LR schedule never advance."""
+    inj.wrap("modelplan.execute.data_parallel:DataParallel.step", lambda original: lambda self, bucket, step=1:
+             original(self, bucket, 1))
+
+
+def _momentum_not_kept_on_zero_shards(inj: Injector) -> None:
+    """ZeRO shards update a copy of their momentum buffer: the buffer stays zero."""
+    def make(original):
+        def step(self, bucket, step=1):
+            kept = [s.copy() for s in bucket.optim]
+            original(self, bucket, step)
+            if bucket.zero >= 1:
+                bucket.optim = kept
+        return step
+    inj.wrap("modelplan.execute.data_parallel:DataParallel.step", make)
+
+
+def _momentum_dampened(inj: Injector) -> None:
+    """The shared optimizer dampens momentum, buf = mu buf + (1 - mu) g (not torch.optim.SGD's)."""
+    def make(original):
+        def optimizer_step(cfg, w, g, state, step):
+            if cfg.kind != "momentum":
+                return original(cfg, w, g, state, step)
+            (buf,) = state
+            buf[:] = g if step == 1 else cfg.momentum * buf + (1 - cfg.momentum) * g
+            return w - cfg.lr_at(step) * buf
+        return optimizer_step
+    inj.wrap("modelplan.execute.optim:optimizer_step", make)
+
+
+def _lr_schedule_ignored_on_ranks(inj: Injector) -> None:
+    """The ranks update with the peak learning rate, skipping the warm-up the reference applies."""
+    from dataclasses import replace
+
+    def make(original):
+        def step(self, bucket, step=1):
+            flat = replace(self, optimizer=replace(self.optimizer, warmup_steps=0, decay_steps=0))
+            return original(flat, bucket, step)
+        return step
+    inj.wrap("modelplan.execute.data_parallel:DataParallel.step", make)
+
+
+def _gradients_not_zeroed(inj: Injector) -> None:
+    inj.wrap("modelplan.execute.data_parallel:DataParallel.zero_grad", lambda _o: lambda bucket: None)
+
+
+# --- diagnostics ---------------------------------------------------------------------------------
+
+
+def _pipeline_message_dropped(inj: Injector) -> None:
+    def make(original):
+        def send(self, key, x):
+            return (-1, 0) if key == ("F", 1, 1) else original(self, key, x)
+        return send
+    inj.wrap("modelplan.execute.pipeline:PipelineP2P.send", make)
+
+
+def _shape_error_in_a_rank(inj: Injector) -> None:
+    inj.wrap("modelplan.execute.layers.mlp:mlp_forward",
+             lambda original: lambda x, p, activation, gated: original(x[..., :-1], p, activation, gated))
 
 
 def _schedule_fault(inj: Injector, transform) -> None:
@@ -300,7 +445,7 @@ FAULTS = [
     Fault("DP gradient AllReduce padded by one element", "collective", _pad_dp_allreduce, _verify(GPT, Plan(dp=2)),
           frozenset({"bytes all_reduce/dp"})),
     Fault("DP gradients summed, not averaged", "data parallel", _dp_sum_not_mean, _verify(LLAMA, Plan(dp=2)),
-          frozenset({"gradients", "updated parameters"})),
+          frozenset({"gradients", "updated parameters"}), detail_contains=("expected ones x2 (= dp",)),
     Fault("ZeRO-1 rank updates its neighbour's shard", "ZeRO", _zero_wrong_shard_owner,
           _verify(GPT, Plan(dp=2, zero=1)), frozenset({"updated parameters"})),
     Fault("vocab-parallel loss without the sum AllReduce", "collective", _vocab_parallel_loss_without_sum,
@@ -315,8 +460,33 @@ FAULTS = [
           _verify(GPT, Plan(pp=2)), frozenset({"loss"})),
     Fault("ZeRO-1 updated parameters not gathered", "ZeRO", _zero1_parameters_not_gathered,
           _verify(GPT, Plan(dp=2, zero=1)), frozenset({"updated parameters", "bytes all_gather/dp"})),
-    Fault("ZeRO-3 keeps every gathered unit", "memory", _zero3_keeps_gathered_units,
-          _verify(GPT, Plan(dp=2, zero=3)), frozenset({"bytes all_gather/dp"})),
+    Fault("stale ZeRO-3 parameters: gathered once, reused", "ZeRO", _zero3_stale_parameters,
+          _verify(GPT, Plan(dp=2, zero=3)), frozenset({"loss", "bytes all_gather/dp"})),
+    Fault("ZeRO-3 keeps every gathered unit", "memory", _zero3_gathered_never_freed,
+          _verify(GPT, Plan(dp=2, zero=3)), frozenset({"memory weights"})),
+    Fault("activations never freed", "memory", _activations_never_freed, _verify(LLAMA, Plan(pp=2)),
+          frozenset({"memory activations"})),
+    Fault("full recompute also keeps the full cache", "memory", _full_recompute_keeps_the_cache,
+          _verify(GPT, Plan(tp=2, recompute="full")), frozenset({"memory activations"})),
+    Fault("optimizer state discarded every step", "optimizer", _optimizer_state_discarded,
+          _verify(LLAMA, Plan(dp=2, zero=1)), frozenset({"loss", "updated parameters"})),
+    Fault("Adam step counter stuck at 1", "optimizer", _step_counter_stuck, _verify(GPT, Plan(dp=2)),
+          frozenset({"updated parameters"})),
+    Fault("momentum buffer not kept on ZeRO shards", "optimizer", _momentum_not_kept_on_zero_shards,
+          _verify(GPT, Plan(dp=2, zero=2), TRAIN.model_copy(update={"optimizer": "momentum"})),
+          frozenset({"updated parameters"})),
+    Fault("shared optimizer dampens momentum", "optimizer", _momentum_dampened,
+          _torch(GPT, Plan(dp=2), TRAIN.model_copy(update={"optimizer": "momentum"})),
+          frozenset({"updated parameters"}), needs_torch=True),
+    Fault("LR warm-up not applied on the ranks", "optimizer", _lr_schedule_ignored_on_ranks,
+          _verify(LLAMA, Plan(tp=2)), frozenset({"updated parameters"})),
+    Fault("gradients not zeroed between steps", "optimizer", _gradients_not_zeroed, _verify(LLAMA, Plan(dp=2)),
+          frozenset({"gradients"})),
+    Fault("pipeline message never sent (deadlock)", "diagnostics", _pipeline_message_dropped,
+          _verify(GPT, Plan(pp=2)), frozenset({"execution"}),
+          detail_contains=("deadlock", "waits for", "stage 1 needs the activation", "stages: pp rank 0: stage 0")),
+    Fault("numpy shape error inside a rank", "diagnostics", _shape_error_in_a_rank, _verify(LLAMA, Plan(tp=2)),
+          frozenset({"execution"}), detail_contains=("RankStepError", "stage 0: F0 of optimizer step 1", "ValueError")),
     Fault("1F1B warm-up one micro-batch too long", "schedule", _one_f_one_b_warmup_one_too_long,
           _verify(GPT, Plan(pp=2)), frozenset({"warm-up forwards", "in-flight micro-batches"})),
     Fault("no pipelining: F_i B_i per micro-batch", "schedule", _unpipelined_order, _verify(GPT, Plan(pp=2)),
@@ -336,10 +506,37 @@ def test_verify_fails_on_the_named_check(fault, monkeypatch):
     failed = {r.name: r.detail for r in report.rows if not r.passed}
     assert not report.passed, f"{fault.name}: verify passed"
     assert fault.must_fail <= set(failed), f"{fault.name}: expected {sorted(fault.must_fail)} to fail, got {failed}"
+    if fault.detail_contains:
+        detail = " ".join(failed[name] for name in sorted(fault.must_fail))
+        missing = [w for w in fault.detail_contains if w not in detail]
+        assert not missing, f"{fault.name}: the report does not say {missing}: {detail}"
 
 
 def test_the_suite_covers_the_issue_classes():
     """At least 25 faults, across layer math, collectives, memory, optimizer and schedule."""
     families = {f.family for f in FAULTS}
-    assert {"layer math", "collective", "memory", "schedule"} <= families
-    assert len({f.name for f in FAULTS}) == len(FAULTS)
+    assert {"layer math", "collective", "memory", "optimizer", "schedule", "ZeRO", "diagnostics"} <= families
+    assert len({f.name for f in FAULTS}) == len(FAULTS) >= 25
+
+
+def test_the_numpy_oracle_cannot_see_shared_layer_faults(monkeypatch):
+    """Why the layer-math faults need --oracle torch: the numpy reference calls the same broken
+    RoPE as the sharded run, so verify with it passes (issue 15's first bullet)."""
+    inj = Injector(monkeypatch)
+    _rope_base_1e3(inj)
+    assert verify(LLAMA, TRAIN, Plan(dp=2), scale=False, steps=1).passed
+
+
+RUNS = list(dict.fromkeys(f.run for f in FAULTS))
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[f"{r.spec.name} {r.plan.dp}x{r.plan.tp}x{r.plan.pp} z{r.plan.zero} "
+                                           f"{r.training.optimizer} {r.oracle}" + (" rc" if r.plan.recompute else "")
+                                           for r in RUNS])
+def test_every_fault_run_passes_without_the_fault(run):
+    """The control: each configuration the faults run under passes when nothing is broken, so
+    every failure above is the fault's."""
+    if run.oracle == "torch":
+        pytest.importorskip("torch")
+    report = run()
+    assert report.passed, {r.name: r.detail for r in report.rows if not r.passed}

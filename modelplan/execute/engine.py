@@ -32,7 +32,8 @@ from modelplan.execute.memory_probe import PeakTracker, RankMemory, bucket_roots
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import Batch, ParamDef, init_params, make_batch, param_defs
 from modelplan.execute.pipeline import COST, PipelineP2P, StepRecord
-from modelplan.execute.stage import StageModel, stage_layout
+from modelplan.execute.spmd import named_step
+from modelplan.execute.stage import StageModel, split_cache, stage_layout
 from modelplan.plan.dims import ParallelDims, RankCoords
 from modelplan.plan.schedule import Step, pipeline_schedule, stage_index
 from modelplan.plan.stages import stage_units
@@ -261,11 +262,12 @@ class RankProgram:
         """This rank's sequences of the current step's global batch."""
         return self.batches[self.step - 1]
 
-    def observe(self, activations=None, gathered=None) -> None:
+    def observe(self, caches=None, gathered=None) -> None:
         """Add up the live arrays of this rank's state (memory_probe.py) and keep the peaks."""
+        split = [split_cache(c) for c in (caches or {}).values()]
         roots = bucket_roots(self.buckets.values())
-        roots.update(gathered=gathered, activations=activations, comm_buffers=self.p2p, inputs=self.batches,
-                     other=self)
+        roots.update(gathered=gathered, activations=[b for b, _ in split], edge_activations=[e for _, e in split],
+                     comm_buffers=self.p2p, inputs=self.batches, other=self)
         self.memory.observe(roots)
 
     def microbatch(self, i: int) -> Batch:
@@ -308,30 +310,32 @@ class RankProgram:
             st, v = self.layouts[c], self.stages[c]
             p = self.params(c)
             self.observe(caches, p)
-            received, sent = [], []
-            if step.kind == "F":
-                x = None
-                if not st.is_first_stage:
-                    x, rec = self.p2p.recv(("F", i, v), v - 1)
-                    received.append(rec)
-                out, caches[(i, c)] = self.model.forward(st, p, x, self.microbatch(i))
-                if st.is_last_stage:
-                    losses[i] = out
+            where = f"pp rank {self.coords.pp_rank}, stage {v}: {step} of optimizer step {self.step}"
+            with named_step(where):
+                received, sent = [], []
+                if step.kind == "F":
+                    x = None
+                    if not st.is_first_stage:
+                        x, rec = self.p2p.recv(("F", i, v), v - 1)
+                        received.append(rec)
+                    out, caches[(i, c)] = self.model.forward(st, p, x, self.microbatch(i))
+                    if st.is_last_stage:
+                        losses[i] = out
+                    else:
+                        sent.append(self.p2p.send(("F", i, v + 1), out))
                 else:
-                    sent.append(self.p2p.send(("F", i, v + 1), out))
-            else:
-                if st.is_last_stage:
-                    dout = 1.0 / self.m  # the step's loss is the mean over micro-batches
-                else:
-                    dout, rec = self.p2p.recv(("B", i, v), v + 1)
-                    received.append(rec)
-                dx, grads = self.model.backward(st, p, caches.pop((i, c)), dout, self.microbatch(i))
-                if not st.is_first_stage:
-                    sent.append(self.p2p.send(("B", i, v - 1), dx))
-                for unit in self.chunk_units[c]:
-                    if unit in self.buckets:
-                        self.dp.add_grads(self.buckets[unit], grads)
-            trace.append(StepRecord(step, v, COST[step.kind], tuple(received), tuple(sent)))
+                    if st.is_last_stage:
+                        dout = 1.0 / self.m  # the step's loss is the mean over micro-batches
+                    else:
+                        dout, rec = self.p2p.recv(("B", i, v), v + 1)
+                        received.append(rec)
+                    dx, grads = self.model.backward(st, p, caches.pop((i, c)), dout, self.microbatch(i))
+                    if not st.is_first_stage:
+                        sent.append(self.p2p.send(("B", i, v - 1), dx))
+                    for unit in self.chunk_units[c]:
+                        if unit in self.buckets:
+                            self.dp.add_grads(self.buckets[unit], grads)
+                trace.append(StepRecord(step, v, COST[step.kind], tuple(received), tuple(sent)))
             del p
             self.observe(caches)
         return [losses[i] for i in sorted(losses)], trace

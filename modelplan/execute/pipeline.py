@@ -63,6 +63,22 @@ def _messages_to(schedules: list[list[Step]], src: int, dst: int, pp: int, vpp: 
     return keys
 
 
+def _describe(key: MessageKey) -> str:
+    kind, microbatch, stage = key
+    what = "the activation" if kind == "F" else "the gradient"
+    return f"{what} of micro-batch {microbatch} for stage {stage}"
+
+
+def stage_map(pp: int, vpp: int) -> str:
+    """'pp rank 0: stages 0, 2 (chunks 0, 1); pp rank 1: stages 1, 3': where every stage runs."""
+    parts = []
+    for r in range(pp):
+        stages = ", ".join(str(stage_index(r, c, pp)) for c in range(vpp))
+        parts.append(f"pp rank {r}: stage{'s' if vpp > 1 else ''} {stages}"
+                     + (f" (chunks {', '.join(map(str, range(vpp)))})" if vpp > 1 else ""))
+    return "; ".join(parts)
+
+
 class PipelineP2P:
     """This rank's pipeline sends/receives with keyed mailboxes and message numbering."""
 
@@ -106,7 +122,10 @@ class PipelineP2P:
             if not self._expected[src_pp]:
                 raise RuntimeError(f"pipeline rank {self.pp_rank} waits for {key} that rank {src} never sends")
             arrived = self._expected[src_pp].popleft()
+            self.comm.context = (f"pipeline: stage {key[2]} needs {_describe(key)} from stage {src_stage} on "
+                                 f"rank {src}; the next message from there should be {_describe(arrived)}")
             x = self.comm.recv(src, self.group, label="pp/forward" if arrived[0] == "F" else "pp/backward")
+            self.comm.context = ""
             self._received[src] = self._received.get(src, 0) + 1
             self._mailbox[arrived] = (x, (src, self._received[src]))
         x, number = self._mailbox.pop(key)

@@ -36,7 +36,8 @@ from modelplan.execute.params import ParamDef, init_params, param_defs
 from modelplan.execute.report import TimelineStep, VerifyReport, VerifyRow
 from modelplan.execute.scale import check_executable, scale_down
 from modelplan.execute.schedule_check import check_executed_schedule
-from modelplan.execute.spmd import SpmdBackend, SpmdError, spmd_runner
+from modelplan.execute.pipeline import stage_map
+from modelplan.execute.spmd import SpmdBackend, SpmdDeadlock, SpmdError, SpmdTimeout, spmd_runner
 from modelplan.execute.timeline import lamport_spans
 from modelplan.plan.commlist import communication_list
 from modelplan.plan.dims import ParallelDims
@@ -151,7 +152,7 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
     try:
         run = spmd_runner(backend)(dims.world_size, train_step, job, timeout_s=timeout_s)
     except SpmdError as exc:
-        row = VerifyRow(name="execution", passed=False, detail=str(exc))
+        row = execution_row(exc, plan)
         report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=[row],
                               notes=notes, oracle=oracle.value)
         return Verified(report, (), {}, {})
@@ -179,6 +180,15 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
                           timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s,
                           oracle=oracle.value)
     return Verified(report, tuple(run.ledgers), tensors.get("grads", {}), tensors.get("params", {}))
+
+
+def execution_row(exc: SpmdError, plan: Plan) -> VerifyRow:
+    """The failed 'execution' row of a run that did not finish: the failing rank and the step it
+    ran, or, for a deadlock or timeout, what each rank waited for and where every stage runs."""
+    detail = str(exc)
+    if isinstance(exc, (SpmdDeadlock, SpmdTimeout)) and plan.pp > 1:
+        detail += f"; stages: {stage_map(plan.pp, plan.vpp)}"
+    return VerifyRow(name="execution", passed=False, detail=detail)
 
 
 def oracle_steps(oracle: OracleKind, spec, params, batches, optimizer: OptimizerConfig, **kwargs

@@ -43,6 +43,7 @@ from modelplan.execute.net.tensor_parallel import NetTensorParallel, shard_slice
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import ParamDef
 from modelplan.execute.pipeline import COST, PipelineP2P, StepRecord
+from modelplan.execute.spmd import named_step
 from modelplan.plan.dims import ParallelDims
 from modelplan.plan.net_layout import StagePlan, network_stages
 from modelplan.plan.net_tp import TpRole, param_tp_dim
@@ -160,11 +161,13 @@ class NetRankProgram:
     def batch(self) -> NetBatch:
         return self.batches[self.step - 1]
 
-    def observe(self, activations=None, gathered=None) -> None:
-        """Add up the live arrays of this rank's state (memory_probe.py) and keep the peaks."""
+    def observe(self, tapes=None, gathered=None) -> None:
+        """Add up the live arrays of this rank's state (memory_probe.py) and keep the peaks: the
+        layers' tapes are activations, the loss's cache an edge activation."""
+        kept = list((tapes or {}).values())
         roots = bucket_roots(self.buckets.values())
-        roots.update(gathered=gathered, activations=activations, comm_buffers=self.p2p, inputs=self.batches,
-                     buffers=self.buffers, other=self)
+        roots.update(gathered=gathered, activations=[t[0] for t in kept], edge_activations=[t[1] for t in kept],
+                     comm_buffers=self.p2p, inputs=self.batches, buffers=self.buffers, other=self)
         self.memory.observe(roots)
 
     def context(self, i: int) -> RunContext:
@@ -209,44 +212,46 @@ class NetRankProgram:
             st, hooks = self.stages[c], self.hooks[c]
             p = self.params(c)
             self.observe(tapes, p)
-            received, sent = [], []
-            part = self.batch.rows(i * b, (i + 1) * b)
-            if step.kind == "F":
-                if st.is_first_stage:
-                    x = part.inputs
+            where = f"pp rank {self.coords.pp_rank}, stage {st.index}: {step} of optimizer step {self.step}"
+            with named_step(where):
+                received, sent = [], []
+                part = self.batch.rows(i * b, (i + 1) * b)
+                if step.kind == "F":
+                    if st.is_first_stage:
+                        x = part.inputs
+                    else:
+                        x, rec = self.p2p.recv(("F", i, st.index), st.index - 1)
+                        received.append(rec)
+                    tape: list = []
+                    y = forward_nodes(st.nodes, p, x, self.context(i), self.buffers, hooks, tape)
+                    size = [0, 0]
+                    for _, saved in tape_leaves(st.nodes, tape):
+                        size[0] += saved.float_elements
+                        size[1] += saved.fixed_bytes
+                    held = [held[0] + size[0], held[1] + size[1]]
+                    peak = [max(peak[0], held[0]), max(peak[1], held[1])]
+                    cache = None
+                    if st.is_last_stage:
+                        losses[i], cache = loss_forward(part.loss, y, part.targets)
+                    else:
+                        sent.append(self.p2p.send(("F", i, st.index + 1), y))
+                    tapes[(i, c)] = (tape, cache, size)
                 else:
-                    x, rec = self.p2p.recv(("F", i, st.index), st.index - 1)
-                    received.append(rec)
-                tape: list = []
-                y = forward_nodes(st.nodes, p, x, self.context(i), self.buffers, hooks, tape)
-                size = [0, 0]
-                for _, saved in tape_leaves(st.nodes, tape):
-                    size[0] += saved.float_elements
-                    size[1] += saved.fixed_bytes
-                held = [held[0] + size[0], held[1] + size[1]]
-                peak = [max(peak[0], held[0]), max(peak[1], held[1])]
-                cache = None
-                if st.is_last_stage:
-                    losses[i], cache = loss_forward(part.loss, y, part.targets)
-                else:
-                    sent.append(self.p2p.send(("F", i, st.index + 1), y))
-                tapes[(i, c)] = (tape, cache, size)
-            else:
-                tape, cache, size = tapes.pop((i, c))
-                if st.is_last_stage:
-                    dy = loss_backward(part.loss, cache, part.targets, 1.0 / self.m)  # mean over micro-batches
-                else:
-                    dy, rec = self.p2p.recv(("B", i, st.index), st.index + 1)
-                    received.append(rec)
-                grads: dict[str, np.ndarray] = {}
-                dx = backward_nodes(st.nodes, p, tape, dy, grads, hooks, need_dx=not st.is_first_stage)
-                held = [held[0] - size[0], held[1] - size[1]]
-                if not st.is_first_stage:
-                    sent.append(self.p2p.send(("B", i, st.index - 1), dx))
-                for unit in st.units:
-                    if unit in self.buckets:
-                        self.dp.add_grads(self.buckets[unit], grads)
-            trace.append(StepRecord(step, st.index, COST[step.kind], tuple(received), tuple(sent)))
+                    tape, cache, size = tapes.pop((i, c))
+                    if st.is_last_stage:
+                        dy = loss_backward(part.loss, cache, part.targets, 1.0 / self.m)  # mean over micro-batches
+                    else:
+                        dy, rec = self.p2p.recv(("B", i, st.index), st.index + 1)
+                        received.append(rec)
+                    grads: dict[str, np.ndarray] = {}
+                    dx = backward_nodes(st.nodes, p, tape, dy, grads, hooks, need_dx=not st.is_first_stage)
+                    held = [held[0] - size[0], held[1] - size[1]]
+                    if not st.is_first_stage:
+                        sent.append(self.p2p.send(("B", i, st.index - 1), dx))
+                    for unit in st.units:
+                        if unit in self.buckets:
+                            self.dp.add_grads(self.buckets[unit], grads)
+                trace.append(StepRecord(step, st.index, COST[step.kind], tuple(received), tuple(sent)))
             del p
             self.observe(tapes)
         self.activation_peak = tuple(max(a, b) for a, b in zip(self.activation_peak, peak))

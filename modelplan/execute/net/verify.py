@@ -36,6 +36,7 @@ from modelplan.execute.verify import (
     check_against_oracle,
     check_step_order,
     default_optimizer,
+    execution_row,
     oracle_steps,
     plan_factors,
 )
@@ -120,7 +121,7 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
     try:
         run = spmd_runner(backend)(dims.world_size, net_train_step, job, timeout_s=timeout_s)
     except SpmdError as exc:
-        row = VerifyRow(name="execution", passed=False, detail=str(exc))
+        row = execution_row(exc, plan)
         return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend,
                             rows=[row], notes=notes, oracle=oracle.value)
     if run is None:
