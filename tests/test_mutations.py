@@ -27,7 +27,7 @@ from modelplan.plan.schedule import Step
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import MoESpec, TransformerSpec
-from tests._faults import Fault, Injector
+from _faults import Fault, Injector
 
 LLAMA = TransformerSpec(name="llama-hd8", layers=2, hidden=32, heads=4, kv_heads=2, ffn_hidden=48, vocab=32,
                         position="rotary", norm="rmsnorm", gated_mlp=True, activation="silu")

@@ -23,6 +23,7 @@ from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import MoESpec, TransformerSpec
+from _hf_llama import hf_llama
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
@@ -130,26 +131,6 @@ def test_lr_schedule_matches_hand_values_and_torch_schedulers():
     assert got == pytest.approx(expected, rel=1e-12)
 
 
-def _hf_llama(transformers, spec):
-    cfg = transformers.LlamaConfig(vocab_size=spec.vocab, hidden_size=spec.hidden, intermediate_size=spec.ffn_hidden,
-                                   num_hidden_layers=spec.layers, num_attention_heads=spec.heads,
-                                   num_key_value_heads=spec.kv_heads, rms_norm_eps=spec.norm_eps,
-                                   rope_theta=10000.0, max_position_embeddings=64, tie_word_embeddings=False)
-    cfg._attn_implementation = "eager"
-    model = transformers.LlamaForCausalLM(cfg).double()
-    pairs = {"model.embed_tokens.weight": ("embedding/word/weight", False), "lm_head.weight": ("head/lm/weight", True),
-             "model.norm.weight": ("head/norm/weight", False)}
-    for i in range(spec.layers):
-        hf, p = f"model.layers.{i}", f"layers/{i}"
-        for ours, theirs in (("attention/q", "self_attn.q_proj"), ("attention/k", "self_attn.k_proj"),
-                             ("attention/v", "self_attn.v_proj"), ("attention/out", "self_attn.o_proj"),
-                             ("mlp/gate", "mlp.gate_proj"), ("mlp/in", "mlp.up_proj"), ("mlp/out", "mlp.down_proj")):
-            pairs[f"{hf}.{theirs}.weight"] = (f"{p}/{ours}/weight", True)
-        pairs[f"{hf}.input_layernorm.weight"] = (f"{p}/attention/norm/weight", False)
-        pairs[f"{hf}.post_attention_layernorm.weight"] = (f"{p}/mlp/norm/weight", False)
-    return model, pairs
-
-
 @pytest.mark.slow
 def test_torch_oracle_equals_huggingface_llama_at_head_dim_8():
     """The oracle's loss and gradients equal LlamaForCausalLM's (rope_theta 1e4, head_dim 8, GQA).
@@ -164,7 +145,7 @@ def test_torch_oracle_equals_huggingface_llama_at_head_dim_8():
     params = init_params(spec, rng)
     batch = make_batch(spec, TrainingSpec(global_batch=2, seq_len=8), rng)
     step = torch_transformer_run(spec, params, [batch], OptimizerConfig(kind="sgd")).steps[0]
-    model, pairs = _hf_llama(transformers, spec)
+    model, pairs = hf_llama(transformers, spec)
     hp = dict(model.named_parameters())
     assert sorted(hp) == sorted(pairs)
     with torch.no_grad():

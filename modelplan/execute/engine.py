@@ -222,7 +222,29 @@ def bucket_state(buckets: dict[str, Bucket]
             grads, params)
 
 
-class RankProgram:
+class SteppedProgram:
+    """What a rank program does around each optimizer step (shared by transformers and networks):
+    needs `dp`, `buckets`, `p2p`, `step` and `observe`."""
+
+    def begin(self, step: int) -> None:
+        """Start optimizer step `step` (from 1): its batch, zeroed gradient buffers, fresh messages."""
+        self.step = step
+        zero_buckets(self.dp, self.buckets)
+        self.p2p.next_step()
+
+    def finish(self) -> None:
+        """Complete the gradient reductions and take the optimizer step, unit by unit."""
+        finish_buckets(self.dp, self.buckets, self.step)
+        self.observe()
+
+    def state(self, losses: list[float], trace: list[StepRecord]) -> StepState:
+        """This step's losses, trace and valid gradient / parameter pieces (copies)."""
+        _, _, grads, params = bucket_state(self.buckets)
+        copy = lambda pieces: tuple(Piece(q.unit, q.start, q.values.copy()) for q in pieces)  # noqa: E731
+        return StepState(tuple(losses), tuple(trace), copy(grads), copy(params))
+
+
+class RankProgram(SteppedProgram):
     """One rank's state during the step."""
 
     def __init__(self, comm: Communicator, job: Job) -> None:
@@ -339,23 +361,6 @@ class RankProgram:
             del p
             self.observe(caches)
         return [losses[i] for i in sorted(losses)], trace
-
-    def begin(self, step: int) -> None:
-        """Start optimizer step `step` (from 1): its batch, zeroed gradient buffers."""
-        self.step = step
-        zero_buckets(self.dp, self.buckets)
-        self.p2p.next_step()
-
-    def finish(self) -> None:
-        """Complete the gradient reductions and take the optimizer step, unit by unit."""
-        finish_buckets(self.dp, self.buckets, self.step)
-        self.observe()
-
-    def state(self, losses: list[float], trace: list[StepRecord]) -> StepState:
-        """This step's losses, trace and valid gradient / parameter pieces (copies)."""
-        _, _, grads, params = bucket_state(self.buckets)
-        copy = lambda pieces: tuple(Piece(q.unit, q.start, q.values.copy()) for q in pieces)  # noqa: E731
-        return StepState(tuple(losses), tuple(trace), copy(grads), copy(params))
 
     def result(self, history: list[StepState]) -> RankResult:
         held, layouts, _, _ = bucket_state(self.buckets)

@@ -22,17 +22,15 @@ from modelplan.count.network_tree import leaves_of, network_tree
 from modelplan.execute.data_parallel import Bucket, DataParallel
 from modelplan.execute.engine import (
     Groups,
-    Piece,
     RankResult,
+    SteppedProgram,
     StepState,
     bucket_state,
     defs_by_unit,
-    finish_buckets,
     local_entries,
     local_values,
     materialize_units,
     run_steps,
-    zero_buckets,
 )
 from modelplan.execute.memory_probe import PeakTracker, bucket_roots
 from modelplan.execute.net.loss import LossKind, loss_backward, loss_forward
@@ -113,7 +111,7 @@ class NetRankResult(RankResult):
     """Peak bytes of masks and indices kept for backward."""
 
 
-class NetRankProgram:
+class NetRankProgram(SteppedProgram):
     """One rank's state during the step."""
 
     def __init__(self, comm: Communicator, job: NetJob) -> None:
@@ -256,22 +254,6 @@ class NetRankProgram:
             self.observe(tapes)
         self.activation_peak = tuple(max(a, b) for a, b in zip(self.activation_peak, peak))
         return [losses[i] for i in sorted(losses)], trace
-
-    def begin(self, step: int) -> None:
-        """Start optimizer step `step` (from 1): its batch, zeroed gradient buffers."""
-        self.step = step
-        zero_buckets(self.dp, self.buckets)
-        self.p2p.next_step()
-
-    def finish(self) -> None:
-        """Complete the gradient reductions and take the optimizer step, unit by unit."""
-        finish_buckets(self.dp, self.buckets, self.step)
-        self.observe()
-
-    def state(self, losses: list[float], trace: list[StepRecord]) -> StepState:
-        _, _, grads, params = bucket_state(self.buckets)
-        copy = lambda pieces: tuple(Piece(q.unit, q.start, q.values.copy()) for q in pieces)  # noqa: E731
-        return StepState(tuple(losses), tuple(trace), copy(grads), copy(params))
 
     def result(self, history: list[StepState]) -> NetRankResult:
         held, layouts, _, _ = bucket_state(self.buckets)
