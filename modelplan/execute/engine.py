@@ -28,7 +28,7 @@ from modelplan.comm.ops import Axis
 from modelplan.execute.data_parallel import Bucket, DataParallel, Entry
 from modelplan.execute.expert_parallel import ExpertParallel
 from modelplan.execute.mappings import TensorParallel
-from modelplan.execute.memory_probe import PeakTracker, RankMemory, bucket_roots
+from modelplan.execute.memory_probe import PeakTracker, RankMemory, bucket_roots, program_rest
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import Batch, ParamDef, init_params, make_batch, param_defs
 from modelplan.execute.pipeline import COST, PipelineP2P, StepRecord
@@ -247,6 +247,10 @@ class SteppedProgram:
 class RankProgram(SteppedProgram):
     """One rank's state during the step."""
 
+    STATIC = ("comm", "job", "spec", "plan", "coords", "groups", "model", "dp", "m", "schedules", "stages",
+              "layouts", "chunk_units", "defs", "hooks", "memory")
+    """Attributes that hold configuration and no arrays (memory_probe.program_rest skips them)."""
+
     def __init__(self, comm: Communicator, job: Job) -> None:
         self.comm, self.job, self.spec, self.plan = comm, job, job.spec, job.plan
         dims = job.dims
@@ -289,7 +293,8 @@ class RankProgram(SteppedProgram):
         split = [split_cache(c) for c in (caches or {}).values()]
         roots = bucket_roots(self.buckets.values())
         roots.update(gathered=gathered, activations=[b for b, _ in split], edge_activations=[e for _, e in split],
-                     comm_buffers=self.p2p, inputs=self.batches, other=self)
+                     comm_buffers=self.p2p, inputs=self.batches,
+                     other=program_rest(self, ("buckets", "p2p", "batches")))
         self.memory.observe(roots)
 
     def microbatch(self, i: int) -> Batch:
@@ -331,7 +336,8 @@ class RankProgram(SteppedProgram):
             c, i = step.chunk, step.microbatch
             st, v = self.layouts[c], self.stages[c]
             p = self.params(c)
-            self.observe(caches, p)
+            if self.plan.zero == 3:  # gathered copies exist only now; otherwise nothing changed since the last look
+                self.observe(caches, p)
             where = f"pp rank {self.coords.pp_rank}, stage {v}: {step} of optimizer step {self.step}"
             with named_step(where):
                 received, sent = [], []

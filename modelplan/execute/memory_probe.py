@@ -93,6 +93,14 @@ def bucket_roots(buckets: Iterable[Any]) -> dict[str, list[Any]]:
     return out
 
 
+def program_rest(program: Any, walked: tuple[str, ...]) -> dict[str, Any]:
+    """The attributes of a rank program not walked under another term and not in its class's
+    STATIC list (configuration without arrays), to be walked as 'other': whatever else the
+    program keeps, including attributes nobody declared."""
+    skip = set(walked) | set(getattr(type(program), "STATIC", ()))
+    return {k: v for k, v in vars(program).items() if k not in skip}
+
+
 def live_bytes(roots: Mapping[str, Any]) -> dict[str, int]:
     """Bytes per term of every array reachable from the roots (term -> object or list of objects)."""
     walk = Walk()

@@ -32,7 +32,7 @@ from modelplan.execute.engine import (
     materialize_units,
     run_steps,
 )
-from modelplan.execute.memory_probe import PeakTracker, bucket_roots
+from modelplan.execute.memory_probe import PeakTracker, bucket_roots, program_rest
 from modelplan.execute.net.loss import LossKind, loss_backward, loss_forward
 from modelplan.execute.net.model import backward_nodes, forward_nodes, tape_leaves
 from modelplan.execute.net.params import NetBatch, executor_shape, init_buffers, init_params, make_batch
@@ -114,6 +114,10 @@ class NetRankResult(RankResult):
 class NetRankProgram(SteppedProgram):
     """One rank's state during the step."""
 
+    STATIC = ("comm", "job", "spec", "plan", "coords", "groups", "model", "dp", "m", "schedules", "stages",
+              "layouts", "chunk_units", "defs", "hooks", "memory")
+    """Attributes that hold configuration and no arrays (memory_probe.program_rest skips them)."""
+
     def __init__(self, comm: Communicator, job: NetJob) -> None:
         self.comm, self.job, self.plan = comm, job, job.plan
         dims = job.dims
@@ -165,7 +169,8 @@ class NetRankProgram(SteppedProgram):
         kept = list((tapes or {}).values())
         roots = bucket_roots(self.buckets.values())
         roots.update(gathered=gathered, activations=[t[0] for t in kept], edge_activations=[t[1] for t in kept],
-                     comm_buffers=self.p2p, inputs=self.batches, buffers=self.buffers, other=self)
+                     comm_buffers=self.p2p, inputs=self.batches, buffers=self.buffers,
+                     other=program_rest(self, ("buckets", "p2p", "batches", "buffers")))
         self.memory.observe(roots)
 
     def context(self, i: int) -> RunContext:
@@ -209,7 +214,8 @@ class NetRankProgram(SteppedProgram):
             c, i = step.chunk, step.microbatch
             st, hooks = self.stages[c], self.hooks[c]
             p = self.params(c)
-            self.observe(tapes, p)
+            if self.plan.zero == 3:  # gathered copies exist only now; otherwise nothing changed since the last look
+                self.observe(tapes, p)
             where = f"pp rank {self.coords.pp_rank}, stage {st.index}: {step} of optimizer step {self.step}"
             with named_step(where):
                 received, sent = [], []
