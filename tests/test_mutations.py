@@ -23,7 +23,7 @@ import modelplan.execute.verify  # noqa: F401  (load the executor before patchin
 from modelplan.comm.ops import Collective
 from modelplan.execute.layers.moe import RouterCache
 from modelplan.execute.verify import verify
-from modelplan.plan.schedule import Step
+from modelplan.plan.pipeline import Action, ActionKind
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import MoESpec, TransformerSpec
@@ -237,12 +237,13 @@ def _sequence_parallel_grads_not_reduced(inj: Injector) -> None:
 
 
 def _wrong_microbatch_sent(inj: Injector) -> None:
+    """Each forward send carries the previous micro-batch's activation."""
     def make(original):
-        def send(self, key, x):
-            kept = self.__dict__.setdefault("_previous", {})
-            kept[key] = x
-            previous = (key[0], key[1] - 1, key[2])
-            return original(self, key, kept.get(previous, x) if key[0] == "F" else x)
+        def send(self, action, x):
+            if action.kind is ActionKind.SEND_F:
+                previous, self.__dict__["_previous"] = self.__dict__.get("_previous"), x
+                x = x if previous is None else previous
+            return original(self, action, x)
         return send
     inj.wrap("modelplan.execute.pipeline:PipelineP2P.send", make)
 
@@ -388,8 +389,9 @@ def _gradients_not_zeroed(inj: Injector) -> None:
 
 def _pipeline_message_dropped(inj: Injector) -> None:
     def make(original):
-        def send(self, key, x):
-            return (-1, 0) if key == ("F", 1, 1) else original(self, key, x)
+        def send(self, action, x):
+            skip = action.kind is ActionKind.SEND_F and action.microbatch == 1
+            return (-1, 0) if skip else original(self, action, x)
         return send
     inj.wrap("modelplan.execute.pipeline:PipelineP2P.send", make)
 
@@ -401,11 +403,14 @@ def _shape_error_in_a_rank(inj: Injector) -> None:
 
 def _schedule_fault(inj: Injector, transform) -> None:
     """Patch the schedule generator everywhere: the executor and the schedule-order check agree."""
+    from dataclasses import replace
+
     def make(original):
-        def pipeline_schedule(schedule, pp, m, vpp=1):
-            return transform(original(schedule, pp, m, vpp))
+        def pipeline_schedule(kind, pp, m, vpp=1):
+            schedule = original(kind, pp, m, vpp)
+            return replace(schedule, actions=tuple(tuple(a) for a in transform(schedule.actions)))
         return pipeline_schedule
-    inj.wrap("modelplan.plan.schedule:pipeline_schedule", make)
+    inj.wrap("modelplan.plan.pipeline:pipeline_schedule", make)
 
 
 def _one_f_one_b_warmup_one_too_long(inj: Injector) -> None:
@@ -413,8 +418,8 @@ def _one_f_one_b_warmup_one_too_long(inj: Injector) -> None:
         out = []
         for steps in schedules:
             steps = list(steps)
-            first_b = next((k for k, s in enumerate(steps) if s.kind == "B"), None)
-            if first_b is not None and first_b + 1 < len(steps) and steps[first_b + 1].kind == "F":
+            first_b = next((k for k, s in enumerate(steps) if s.kind is ActionKind.B), None)
+            if first_b is not None and first_b + 1 < len(steps) and steps[first_b + 1].kind is ActionKind.F:
                 steps[first_b], steps[first_b + 1] = steps[first_b + 1], steps[first_b]  # one more forward first
             out.append(steps)
         return out
@@ -422,7 +427,8 @@ def _one_f_one_b_warmup_one_too_long(inj: Injector) -> None:
 
 
 def _unpipelined_order(inj: Injector) -> None:
-    _schedule_fault(inj, lambda schedules: [[Step(k, i) for i in range(len(s) // 2) for k in "FB"] for s in schedules])
+    _schedule_fault(inj, lambda schedules: [[Action(k, i) for i in range(len(s) // 2) for k in (ActionKind.F, ActionKind.B)]
+                                            for s in schedules])
 
 
 FAULTS = [
@@ -484,7 +490,7 @@ FAULTS = [
           frozenset({"gradients"})),
     Fault("pipeline message never sent (deadlock)", "diagnostics", _pipeline_message_dropped,
           _verify(GPT, Plan(pp=2)), frozenset({"execution"}),
-          detail_contains=("deadlock", "waits for", "stage 1 needs the activation", "stages: pp rank 0: stage 0")),
+          detail_contains=("deadlock", "waits for", "needs the activation of micro-batch", "stages: pp rank 0: stage 0")),
     Fault("numpy shape error inside a rank", "diagnostics", _shape_error_in_a_rank, _verify(LLAMA, Plan(tp=2)),
           frozenset({"execution"}), detail_contains=("RankStepError", "stage 0: F0 of optimizer step 1", "ValueError")),
     Fault("1F1B warm-up one micro-batch too long", "schedule", _one_f_one_b_warmup_one_too_long,

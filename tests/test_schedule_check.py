@@ -11,7 +11,7 @@ from __future__ import annotations
 from modelplan.execute.pipeline import StepRecord
 from modelplan.execute.schedule_check import check_executed_schedule, warmup_closed_form
 from modelplan.execute.timeline import Span
-from modelplan.plan.schedule import Step
+from modelplan.plan.pipeline import Action, ActionKind
 from modelplan.specs.plan import Plan
 
 PLAN = Plan(pp=2)
@@ -19,7 +19,7 @@ PLAN = Plan(pp=2)
 
 def span(kind, i, stage, start):
     cost = 1 if kind == "F" else 2
-    return Span(StepRecord(Step(kind, i), stage, cost, (), ()), start, start + cost)
+    return Span(StepRecord(Action(ActionKind(kind), i), stage, cost, (), ()), start, start + cost)
 
 
 def one_f_one_b(last_start: int = 7):

@@ -4,15 +4,20 @@ through the communicator, so the same function runs on threads (simcomm) or MPI 
 
 Order of a run, as a real engine does it: build the process groups from the rank grid;
 initialise the parameters on the first data-parallel rank and Broadcast them; Barrier; then for
-each of `Job.steps` optimizer steps: zero the gradient buffers, run the pipeline schedule's steps
-in order (forward/backward of one micro-batch on one model chunk, with point-to-point sends
+each of `Job.steps` optimizer steps: zero the gradient buffers, run the pipeline schedule's
+lowered action list in order (F / B / W of one micro-batch on one model chunk, SEND / RECV
 between stages), finish the gradient reductions, optimizer step (its step number drives Adam's
 bias correction and the LR schedule). Each step draws a fresh global batch.
 
-Memory is measured, not declared: after the chunk's parameters are materialised and after every
-compute step and optimizer step, the rank adds up the live arrays its state reaches
-(`memory_probe.py`: buckets, gathered parameters, saved activations, mailbox, data) and keeps
-each term's peak.
+Memory is measured, not declared: after every compute action and optimizer step (and, under
+ZeRO-3, while a chunk's gathered parameters exist) the rank adds up the live arrays its state
+reaches (`memory_probe.py`: buckets, gathered parameters, data, saved activations, received
+tensors, anything else it keeps) and keeps each term's peak.
+
+B and W (Qi et al. 2024): when the schedule lists a W for a micro-batch and chunk, its B computes
+the input gradient (and, in this numpy executor, the weight gradients too, kept aside) and its W
+adds the weight gradients to the gradient buffers, where ZeRO-2/3 reduce-scatter them; a B
+without a W adds them at once (the fused backward of 1F1B).
 """
 
 from __future__ import annotations
@@ -31,12 +36,11 @@ from modelplan.execute.mappings import TensorParallel
 from modelplan.execute.memory_probe import PeakTracker, RankMemory, bucket_roots, program_rest
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import Batch, ParamDef, init_params, make_batch, param_defs
-from modelplan.execute.pipeline import COST, PipelineP2P, StepRecord
-from modelplan.execute.spmd import named_step
+from modelplan.execute.pipeline import PipelineP2P, StepRecord, run_actions
 from modelplan.execute.stage import StageModel, split_cache, stage_layout
 from modelplan.plan.dims import ParallelDims, RankCoords
-from modelplan.plan.schedule import Step, pipeline_schedule, stage_index
-from modelplan.plan.stages import stage_units
+from modelplan.plan.pipeline import Action, PipelineSchedule, pipeline_schedule
+from modelplan.plan.stages import rank_units, replica_label, stage_units, unit_replicas
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -72,8 +76,8 @@ class Job:
         mode = self.plan.recompute if self.plan.recompute is not None else self.training.recompute
         return mode == "full"
 
-    def schedules(self) -> list[list[Step]]:
-        """Per pipeline rank, the ordered steps (the same data the cost model prices)."""
+    def schedule(self) -> PipelineSchedule:
+        """Every pipeline rank's ordered actions (the same data the cost model prices)."""
         return pipeline_schedule(self.plan.schedule, self.plan.pp, self.num_microbatches, self.plan.vpp)
 
     def rngs(self) -> tuple[np.random.Generator, np.random.Generator]:
@@ -104,10 +108,14 @@ class Piece:
 class StepState:
     """One optimizer step as one rank saw it."""
 
-    losses: tuple[float, ...]
+    losses: tuple[tuple[int, float], ...]
     trace: tuple[StepRecord, ...]
     grads: tuple[Piece, ...]
     params: tuple[Piece, ...]
+
+    @property
+    def executed(self) -> list[Action]:
+        return [r.step for r in self.trace]
 
 
 @dataclass(frozen=True)
@@ -116,8 +124,8 @@ class RankResult:
 
     rank: int
     coords: RankCoords
-    losses: tuple[float, ...]
-    """Mean loss of each micro-batch (last pipeline stage only)."""
+    losses: tuple[tuple[int, float], ...]
+    """(micro-batch, its mean loss) of each micro-batch whose last stage ran here."""
     trace: tuple[StepRecord, ...]
     held: Held
     layouts: dict[str, tuple[Entry, ...]]
@@ -129,8 +137,8 @@ class RankResult:
     """Peak live bytes per memory term over the whole run."""
 
     @property
-    def executed(self) -> list[Step]:
-        """Compute steps in the order this rank ran them."""
+    def executed(self) -> list[Action]:
+        """Compute actions in the order this rank ran them."""
         return [r.step for r in self.trace]
 
 
@@ -145,19 +153,17 @@ class Groups:
     expert_dp: Group
     """Data-parallel ranks holding the same experts: they reduce the expert gradients."""
     world: Group
-    embedding: Group | None
-    """First and last pipeline rank, when the output head is tied to the word embedding and pp > 1."""
 
     @classmethod
-    def build(cls, dims: ParallelDims, rank: int, tied: bool) -> "Groups":
+    def build(cls, dims: ParallelDims, rank: int) -> "Groups":
         g = {a: Group(a, dims.group(a, rank)) for a in (Axis.TP, Axis.DP, Axis.PP, Axis.EP)}
         expert_dp = Group(Axis.DP, dims.expert_dp_group(rank))
-        pp = g[Axis.PP]
-        embedding = None
-        if tied and pp.size > 1 and rank in (pp.ranks[0], pp.ranks[-1]):
-            embedding = Group(Axis.PP, (pp.ranks[0], pp.ranks[-1]))
         world = Group(Axis.WORLD, dims.group(Axis.WORLD, rank))
-        return cls(g[Axis.TP], g[Axis.DP], pp, g[Axis.EP], expert_dp, world, embedding)
+        return cls(g[Axis.TP], g[Axis.DP], g[Axis.PP], g[Axis.EP], expert_dp, world)
+
+    def replicas(self, pp_ranks: tuple[int, ...] | None) -> Group | None:
+        """The group of this rank's pipeline peers at `pp_ranks` (a replicated unit's copies)."""
+        return None if pp_ranks is None else Group(Axis.PP, tuple(self.pp.ranks[r] for r in pp_ranks))
 
 
 def local_entries(defs: list[ParamDef], tp: Group, ep: Group, rank: int, sequence_parallel: bool) -> tuple[Entry, ...]:
@@ -224,57 +230,84 @@ def bucket_state(buckets: dict[str, Bucket]
 
 class SteppedProgram:
     """What a rank program does around each optimizer step (shared by transformers and networks):
-    needs `dp`, `buckets`, `p2p`, `step` and `observe`."""
+    needs `dp`, `buckets`, `p2p`, `schedule`, `coords`, `step`, `memory_roots` and `memory`."""
 
     def begin(self, step: int) -> None:
         """Start optimizer step `step` (from 1): its batch, zeroed gradient buffers, fresh messages."""
         self.step = step
         zero_buckets(self.dp, self.buckets)
         self.p2p.next_step()
+        self.live: dict = {}
+
+
+    def run(self) -> tuple[list[tuple[int, float]], list[StepRecord]]:
+        """Run this pipeline rank's lowered actions; returns the micro-batch losses and the trace."""
+        return run_actions(self.schedule, self.coords.pp_rank, self.p2p, self, self.observe, self.step)
+
+    def observe(self, live: dict | None = None, gathered=None) -> None:
+        """Add up the live arrays of this rank's state (memory_probe.py) and keep the peaks;
+        `live` is what `run_actions` holds between actions."""
+        if live is not None:
+            self.live = live
+        self.memory.observe(self.memory_roots(self.live, gathered))
 
     def finish(self) -> None:
         """Complete the gradient reductions and take the optimizer step, unit by unit."""
         finish_buckets(self.dp, self.buckets, self.step)
-        self.observe()
+        self.observe({})
 
-    def state(self, losses: list[float], trace: list[StepRecord]) -> StepState:
+    def state(self, losses: list[tuple[int, float]], trace: list[StepRecord]) -> StepState:
         """This step's losses, trace and valid gradient / parameter pieces (copies)."""
         _, _, grads, params = bucket_state(self.buckets)
         copy = lambda pieces: tuple(Piece(q.unit, q.start, q.values.copy()) for q in pieces)  # noqa: E731
         return StepState(tuple(losses), tuple(trace), copy(grads), copy(params))
 
 
-class RankProgram(SteppedProgram):
-    """One rank's state during the step."""
+def run_steps(program: SteppedProgram, steps: int):
+    """start, then `steps` times: begin, run the schedule, finish; the rank's result."""
+    program.start()
+    history = []
+    for step in range(1, steps + 1):
+        program.begin(step)
+        losses, trace = program.run()
+        program.finish()
+        history.append(program.state(losses, trace))
+    return program.result(history)
 
-    STATIC = ("comm", "job", "spec", "plan", "coords", "groups", "model", "dp", "m", "schedules", "stages",
-              "layouts", "chunk_units", "defs", "hooks", "memory")
-    """Attributes that hold configuration and no arrays (memory_probe.program_rest skips them)."""
+
+class RankProgram(SteppedProgram):
+    """One rank's state during the run."""
+
+    STATIC = ("comm", "job", "spec", "plan", "coords", "groups", "model", "dp", "m", "schedule", "stages",
+              "layouts", "chunk_units", "replicas", "memory", "live")
+    """Attributes that hold configuration and no arrays, or are walked under their own term
+    (memory_probe.program_rest skips them)."""
 
     def __init__(self, comm: Communicator, job: Job) -> None:
         self.comm, self.job, self.spec, self.plan = comm, job, job.spec, job.plan
         dims = job.dims
         self.coords = dims.coords(comm.rank)
-        self.groups = Groups.build(dims, comm.rank, self.spec.tied_embeddings)
+        self.groups = Groups.build(dims, comm.rank)
         self.model = StageModel(
             TensorParallel(comm, self.groups.tp, self.plan.sequence_parallel),
             ExpertParallel(comm, self.groups.ep), self.spec, job.recompute_full,
         )
-        self.dp = DataParallel(comm, self.plan.dp, self.groups.tp, self.groups.embedding, job.optimizer)
+        self.dp = DataParallel(comm, self.plan.dp, self.groups.tp, job.optimizer)
         self.m = job.num_microbatches
-        self.schedules = job.schedules()
+        self.schedule = job.schedule()
         shape = (self.plan.micro_batch, job.training.seq_len, self.spec.hidden)  # boundary tensor without SP
         split = self.plan.pipeline_scatter_gather(shape[0] * shape[1] * shape[2])
-        self.p2p = PipelineP2P(comm, self.groups.pp, self.schedules, self.plan.vpp,
-                               self.groups.tp if split else None, shape)
-        num_stages = self.plan.pp * self.plan.vpp
-        all_units = stage_units(self.spec, num_stages)
-        self.stages = [stage_index(self.coords.pp_rank, c, self.plan.pp) for c in range(self.plan.vpp)]
-        self.layouts = [stage_layout(self.spec, v, num_stages) for v in self.stages]
+        self.p2p = PipelineP2P(comm, self.groups.pp, self.schedule, self.groups.tp if split else None, shape)
+        layout = self.schedule.layout
+        all_units = stage_units(self.spec, layout.num_stages)
+        self.stages = list(layout.rank_stages[self.coords.pp_rank])
+        self.layouts = [stage_layout(self.spec, v, layout.num_stages) for v in self.stages]
         self.chunk_units = [all_units[v] for v in self.stages]
+        self.replicas = unit_replicas(rank_units(self.spec, layout))
         self.buckets: dict[str, Bucket] = {}
         self.step = 1
         self.memory = PeakTracker()
+        self.live: dict = {}
 
     @cached_property
     def batches(self) -> list[Batch]:
@@ -288,14 +321,14 @@ class RankProgram(SteppedProgram):
         """This rank's sequences of the current step's global batch."""
         return self.batches[self.step - 1]
 
-    def observe(self, caches=None, gathered=None) -> None:
-        """Add up the live arrays of this rank's state (memory_probe.py) and keep the peaks."""
-        split = [split_cache(c) for c in (caches or {}).values()]
+    def memory_roots(self, live: dict, gathered) -> dict:
+        """What memory_probe walks, by term (saved activations split into blocks and edges)."""
+        split = [split_cache(c) for c in live.get("caches", {}).values()]
         roots = bucket_roots(self.buckets.values())
-        roots.update(gathered=gathered, activations=[b for b, _ in split], edge_activations=[e for _, e in split],
-                     comm_buffers=self.p2p, inputs=self.batches,
-                     other=program_rest(self, ("buckets", "p2p", "batches")))
-        self.memory.observe(roots)
+        roots.update(gathered=gathered, inputs=self.batches, activations=[b for b, _ in split],
+                     edge_activations=[e for _, e in split], comm_buffers=(self.p2p, live.get("inbox")),
+                     deferred=live.get("deferred"), other=program_rest(self, ("buckets", "p2p", "batches")))
+        return roots
 
     def microbatch(self, i: int) -> Batch:
         b = self.plan.micro_batch
@@ -308,12 +341,12 @@ class RankProgram(SteppedProgram):
         rank = self.comm.rank
         for units in self.chunk_units:
             for unit in units:
-                if unit not in by_unit:
+                if unit not in by_unit or unit in self.buckets:
                     continue
                 group = self.groups.expert_dp if unit.endswith("/experts") else self.groups.dp
                 entries = local_entries(by_unit[unit], self.groups.tp, self.groups.ep, rank, self.plan.sequence_parallel)
-                tied = unit == "embedding/word" and self.groups.embedding is not None
-                bucket = Bucket(unit, entries, group, group.index(rank), self.plan.zero, tied)
+                bucket = Bucket(unit, entries, group, group.index(rank), self.plan.zero,
+                                self.groups.replicas(self.replicas.get(unit)), replica_label(unit))
                 values = None
                 if group.ranks[0] == rank:
                     if full is None:
@@ -325,66 +358,34 @@ class RankProgram(SteppedProgram):
             self.comm.barrier(self.groups.world, label="world/start")
 
     def params(self, chunk: int) -> dict[str, np.ndarray]:
-        return materialize_units(self.dp, self.buckets, self.chunk_units[chunk])
+        """The chunk's parameters as its compute uses them (ZeRO-3: gathered, looked at, then freed
+        when the caller drops them)."""
+        p = materialize_units(self.dp, self.buckets, self.chunk_units[chunk])
+        if self.plan.zero == 3:
+            self.observe(gathered=p)
+        return p
 
-    def run(self) -> tuple[list[float], list[StepRecord]]:
-        """Run this pipeline rank's schedule; returns the micro-batch losses and the trace."""
-        losses: dict[int, float] = {}
-        caches: dict[tuple[int, int], dict] = {}
-        trace: list[StepRecord] = []
-        for step in self.schedules[self.coords.pp_rank]:
-            c, i = step.chunk, step.microbatch
-            st, v = self.layouts[c], self.stages[c]
-            p = self.params(c)
-            if self.plan.zero == 3:  # gathered copies exist only now; otherwise nothing changed since the last look
-                self.observe(caches, p)
-            where = f"pp rank {self.coords.pp_rank}, stage {v}: {step} of optimizer step {self.step}"
-            with named_step(where):
-                received, sent = [], []
-                if step.kind == "F":
-                    x = None
-                    if not st.is_first_stage:
-                        x, rec = self.p2p.recv(("F", i, v), v - 1)
-                        received.append(rec)
-                    out, caches[(i, c)] = self.model.forward(st, p, x, self.microbatch(i))
-                    if st.is_last_stage:
-                        losses[i] = out
-                    else:
-                        sent.append(self.p2p.send(("F", i, v + 1), out))
-                else:
-                    if st.is_last_stage:
-                        dout = 1.0 / self.m  # the step's loss is the mean over micro-batches
-                    else:
-                        dout, rec = self.p2p.recv(("B", i, v), v + 1)
-                        received.append(rec)
-                    dx, grads = self.model.backward(st, p, caches.pop((i, c)), dout, self.microbatch(i))
-                    if not st.is_first_stage:
-                        sent.append(self.p2p.send(("B", i, v - 1), dx))
-                    for unit in self.chunk_units[c]:
-                        if unit in self.buckets:
-                            self.dp.add_grads(self.buckets[unit], grads)
-                trace.append(StepRecord(step, v, COST[step.kind], tuple(received), tuple(sent)))
-            del p
-            self.observe(caches)
-        return [losses[i] for i in sorted(losses)], trace
+    def forward(self, chunk: int, microbatch: int, x):
+        """`ChunkModel.forward` of chunk `chunk` (its embedding, blocks and head with the loss)."""
+        return self.model.forward(self.layouts[chunk], self.params(chunk), x, self.microbatch(microbatch))
+
+    def backward(self, chunk: int, microbatch: int, cache, dout):
+        """`ChunkModel.backward`; on the last stage dL/dloss is 1/m (the step's loss is the mean
+        over micro-batches)."""
+        dout = 1.0 / self.m if dout is None else dout
+        return self.model.backward(self.layouts[chunk], self.params(chunk), cache, dout, self.microbatch(microbatch))
+
+    def add_grads(self, chunk: int, microbatch: int, grads: dict[str, np.ndarray]) -> None:
+        """`ChunkModel.add_grads`: into the buckets of the chunk's units."""
+        for unit in self.chunk_units[chunk]:
+            if unit in self.buckets:
+                self.dp.add_grads(self.buckets[unit], grads)
 
     def result(self, history: list[StepState]) -> RankResult:
         held, layouts, _, _ = bucket_state(self.buckets)
         last = history[-1]
         return RankResult(self.comm.rank, self.coords, last.losses, last.trace, held, layouts, last.grads,
                           last.params, tuple(history), self.memory.result())
-
-
-def run_steps(program, steps: int):
-    """start, then `steps` times: begin, run the schedule, finish; the rank's result."""
-    program.start()
-    history = []
-    for step in range(1, steps + 1):
-        program.begin(step)
-        losses, trace = program.run()
-        program.finish()
-        history.append(program.state(losses, trace))
-    return program.result(history)
 
 
 def train_step(comm: Communicator, job: Job) -> RankResult:

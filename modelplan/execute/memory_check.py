@@ -9,36 +9,36 @@ planner's functions for the same (scaled-down) plan, at 8 bytes per element (flo
 - gathered (ZeRO-3): the units of the largest chunk the rank computes (`plan/stages.py`,
   `plan/shard.py`), exact; the executor gathers a whole chunk before computing it, where the
   planner's model (`plan/memory.py`) allows two blocks (current and prefetched, FSDP);
-- activations (what the blocks keep) and edge activations (the embedding's, the head's and the
-  loss's): `plan/memory.py`'s `stage_memory` with Korthikanti et al.'s per-block bytes
-  (`count/memory.py` at 8 bytes, eager attention: the executor keeps the s x s probabilities)
-  times the micro-batches the schedule keeps in flight, within ACTIVATION_TOLERANCE (wider below
-  than above); its embedding and head terms are shown beside what the executor keeps there, not
-  compared (EDGE_NOTE). MoE blocks are priced with every expert slot filled (top_k = num_experts):
-  the executor's fixed-shape dispatch gives every expert one slot per token (GShard's dispatch
-  tensor at capacity = tokens), where a dropless engine keeps only the top_k routed copies; the executor's caches differ from the paper's tally in known small ways
-  (norm statistics, K/V kept after the GQA repeat, float64 logits, the scaled-down tensors'
-  sizes); a wrong free or a kept cache moves it by whole micro-batches or whole blocks;
+- activations (what the blocks keep): `plan/memory.py`'s `block_activations` (Korthikanti et
+  al.'s per-block bytes at 8 bytes, eager attention: the executor keeps the s x s probabilities)
+  times the micro-batches the schedule keeps in flight (`pipeline.profile.inflight_microbatches`),
+  within ACTIVATION_TOLERANCE (wider below than above). The executor's caches differ from the
+  paper's tally in known small ways (norm statistics, K/V kept after the GQA repeat); a wrong free
+  or a kept cache moves the figure by whole micro-batches or whole blocks. MoE blocks are priced
+  with every expert slot filled (top_k = num_experts): the executor's fixed-shape dispatch gives
+  every expert one slot per token (GShard's dispatch tensor at capacity = tokens), where a
+  dropless engine keeps only the top_k routed copies;
+- edge activations (the embedding's, the head's, the loss's): `plan/memory.py`'s
+  `edge_activations`, shown beside what the executor keeps there, not compared (EDGE_NOTE);
 - unaccounted: arrays the rank's state reaches outside every term above: none expected.
 
-Observation happens between steps, so transient working buffers are not seen (the planner's
+Observation happens between actions, so transient working buffers are not seen (the planner's
 working-set term is left out of the comparison). Communication buffers (messages received and
-not consumed yet) are reported, not compared: the simulator's in-flight messages live in its
-fabric, not in the rank.
+not consumed yet) and weight gradients a split backward defers to its W are reported in the
+rank's memory, not compared: the simulator's in-flight messages live in its fabric, not in the
+rank.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import fields
 
-from modelplan.count.memory import activation_bytes_per_layer, embedding_activation_bytes, output_activation_bytes
 from modelplan.execute.report import VerifyRow
-from modelplan.plan.layerterms import LayerTerms
-from modelplan.plan.memory import inflight_microbatches, stage_memory
+from modelplan.plan.memory import block_activations, edge_activations
+from modelplan.plan.pipeline import schedule_layout
+from modelplan.plan.pipeline.profile import inflight_microbatches
 from modelplan.plan.shard import rank_elements, unit_shards
 from modelplan.plan.stages import stage_layers, stage_units
-from modelplan.specs.costmodel import CostModel
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -52,50 +52,37 @@ EDGE_NOTE = ("reported, not compared: the planner's edge terms are Megatron's es
              "4 s b h (1 + V/h) / t with fp32 logits), whose s b h part tp does not split without sequence "
              "parallelism and weighs as much as the logits at the scaled-down widths")
 """Why the embedding's, head's and loss's activations are shown but not checked."""
-STATE_TERMS = ("weights", "gradients", "optimizer")
-
-
-def _terms(activation: int, embedding: int, head: int) -> LayerTerms:
-    """LayerTerms carrying only the byte terms stage_memory reads (times are irrelevant here)."""
-    values = {f.name: 0.0 for f in fields(LayerTerms) if f.type in ("float", float)}
-    return LayerTerms(**values, activation_bytes=activation, working_bytes=0, embedding_activation_bytes=embedding,
-                      head_activation_bytes=head, boundary_bytes=0)
 
 
 def planned_stage_memory(spec: TransformerSpec, training: TrainingSpec, plan: Plan, num_microbatches: int,
                          recompute: str) -> list[dict[str, float]]:
-    """Per pipeline rank, the planner's bytes per term for this (scaled) plan at float64."""
+    """Per pipeline rank, the planner's bytes per term for this (scaled) plan at float64, composed
+    as `plan/memory.py`'s `stage_memory` does (in-flight micro-batches x the rank's blocks, plus
+    the first stage's embedding term per in-flight micro-batch and the last stage's head term)."""
     b, s, tp, sp = plan.micro_batch, training.seq_len, plan.tp, plan.sequence_parallel
     elements = rank_elements(spec, plan, training)
     shards = unit_shards(spec, plan)
-    stages = plan.pp * plan.vpp
+    layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
+    stages = layout.num_stages
     units = stage_units(spec, stages)
-    emb = embedding_activation_bytes(spec, b, s, tp, sp)
-    head = output_activation_bytes(spec, b, s, ITEMSIZE, tp)
+    first_edge, last_edge = edge_activations(spec, b, s, ITEMSIZE, tp, sp)
+    # every expert slot filled: the executor's fixed-shape dispatch (module docstring)
+    dispatched = spec if spec.moe is None else spec.model_copy(
+        update={"moe": spec.moe.model_copy(update={"top_k": spec.moe.num_experts})})
+    per_block = {moe: block_activations(dispatched if moe else spec, b, s, ITEMSIZE, tp, sp, recompute, moe,
+                                        "eager")[0] for moe in (False, True) if moe is False or spec.moe is not None}
     out = []
-    for r in range(plan.pp):
-        mine = [c * plan.pp + r for c in range(plan.vpp)]
-        layers = [i for v in mine for i in stage_layers(spec.layers, stages, v)]
-        moe = [i for i in layers if spec.is_moe_layer(i)]
-        dispatched = spec if spec.moe is None else spec.model_copy(
-            update={"moe": spec.moe.model_copy(update={"top_k": spec.moe.num_experts})})
-        per = {kind: activation_bytes_per_layer(model, b, s, ITEMSIZE, tp, sp, recompute, layer_index=group[0],
-                                                attention="eager") if group else 0
-               for kind, model, group in (("dense", spec, [i for i in layers if i not in moe]),
-                                          ("moe", dispatched, moe))}
+    for r, mine in enumerate(layout.rank_stages):
+        inflight = float(inflight_microbatches(plan.schedule, plan.pp, r, num_microbatches, plan.vpp))
+        blocks = sum(per_block[spec.is_moe_layer(i)] for v in mine for i in stage_layers(spec.layers, stages, v))
+        edges = (first_edge * inflight if 0 in mine else 0) + (last_edge if stages - 1 in mine else 0)
         e = elements[r]
-        states = (e.weights * ITEMSIZE, e.gradients * ITEMSIZE, e.optimizer * ITEMSIZE)
-        inflight = inflight_microbatches(plan.schedule, plan.pp, r, num_microbatches, plan.vpp)
-        first, last = 0 in mine, stages - 1 in mine
-        mem = stage_memory(states, len(layers), inflight, _terms(per["dense"], emb, head), first, last, 0, CostModel(),
-                           _terms(per["moe"], emb, head), len(moe))
-        blocks = stage_memory(states, len(layers), inflight, _terms(per["dense"], 0, 0), first, last, 0, CostModel(),
-                              _terms(per["moe"], 0, 0), len(moe)).activations
         gathered = 0
         if plan.zero == 3:
             gathered = max(sum(shards[u].numel for u in units[v] if u in shards) for v in mine) * ITEMSIZE
-        out.append({"weights": mem.weights, "gradients": mem.gradients, "optimizer": mem.optimizer,
-                    "gathered": float(gathered), "activations": blocks, "edge_activations": mem.activations - blocks})
+        out.append({"weights": e.weights * ITEMSIZE, "gradients": e.gradients * ITEMSIZE,
+                    "optimizer": e.optimizer * ITEMSIZE, "gathered": float(gathered),
+                    "activations": inflight * blocks, "edge_activations": float(edges)})
     return out
 
 
@@ -139,12 +126,11 @@ def check_measured_memory(results, expected: list[dict[str, float]]) -> list[Ver
     return rows
 
 
-def planned_network_memory(stages, plan: Plan, optimizer_states: int, schedules) -> list[dict[str, float]]:
+def planned_network_memory(stages, plan: Plan, optimizer_states: int, schedule) -> list[dict[str, float]]:
     """Per pipeline rank, the network planner's bytes per term (`plan/net_shard.py`) at float64:
-    states exact; activations the peak, over the schedule, of what the in-flight micro-batches
-    keep (float elements x 8 plus masks and indices), the last stage's also counting what its loss
-    keeps for backward (the softmax or the residual, one output per sample), which
-    `plan/net_shard.py` leaves out."""
+    states exact; activations the peak, over the rank's actions, of what the in-flight micro-batches
+    keep (float elements x 8 plus masks and indices); the loss's own cache (the softmax or the
+    residual, one output per sample, which `plan/net_shard.py` leaves out) as the edge term."""
     from modelplan.plan.net_shard import StageActivations, in_flight_peak, net_rank_elements, net_unit_shards
     from modelplan.plan.net_shard import stage_activations
 
@@ -152,14 +138,11 @@ def planned_network_memory(stages, plan: Plan, optimizer_states: int, schedules)
     shards = net_unit_shards(stages, plan)
     last = len(stages) - 1
     out = []
-    for r in range(plan.pp):
-        mine = [c * plan.pp + r for c in range(plan.vpp)]
-        layers, losses = [], []
-        for v in mine:
-            layers.append(stage_activations(stages[v], plan))
-            loss = math.prod(stages[v].nodes[-1].info.output_shape) * plan.micro_batch if v == last else 0
-            losses.append(StageActivations(loss, 0))
-        a, loss = in_flight_peak(schedules[r], layers), in_flight_peak(schedules[r], losses)
+    for r, mine in enumerate(schedule.layout.rank_stages):
+        layers = [stage_activations(stages[v], plan) for v in mine]
+        losses = [StageActivations(math.prod(stages[v].nodes[-1].info.output_shape) * plan.micro_batch
+                                   if v == last else 0, 0) for v in mine]
+        a, loss = in_flight_peak(schedule.actions[r], layers), in_flight_peak(schedule.actions[r], losses)
         e = elements[r]
         gathered = 0
         if plan.zero == 3:

@@ -25,11 +25,12 @@ from pydantic import BaseModel
 from modelplan.comm.communicator import Communicator, Group
 
 TERMS = ("weights", "gradients", "optimizer", "gathered", "inputs", "buffers", "activations", "edge_activations",
-         "comm_buffers", "other")
+         "deferred", "comm_buffers", "other")
 """Memory terms, in the order a buffer reachable from several roots is attributed (the data
 before the activations: a first layer keeps a view of its input batch, which is resident anyway;
 buffers are non-trained state such as BatchNorm running statistics; activations are what the
-blocks / layers keep, edge_activations what the embedding, the output head and the loss keep)."""
+blocks / layers keep, edge_activations what the embedding, the output head and the loss keep,
+deferred the weight gradients a split backward (B) leaves for its W)."""
 
 _SKIP = (Communicator, Group, BaseModel, str, bytes, int, float, complex, bool, type(None), type, types.FunctionType,
          types.MethodType, types.BuiltinFunctionType, types.ModuleType, np.random.Generator)

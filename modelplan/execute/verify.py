@@ -41,7 +41,7 @@ from modelplan.execute.spmd import SpmdBackend, SpmdDeadlock, SpmdError, SpmdTim
 from modelplan.execute.timeline import lamport_spans
 from modelplan.plan.commlist import communication_list
 from modelplan.plan.dims import ParallelDims
-from modelplan.plan.schedule import Step, pipeline_schedule
+from modelplan.plan.pipeline import PipelineSchedule, pipeline_schedule, schedule_layout
 from modelplan.plan.shard import rank_elements
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -173,8 +173,8 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
     rows += check_memory(results, rank_elements(spec, plan, training))
     recompute = "full" if job.recompute_full else "none"
     rows += check_measured_memory(results, planned_stage_memory(spec, training, plan, job.num_microbatches, recompute))
-    schedules = pipeline_schedule(plan.schedule, plan.pp, job.num_microbatches, plan.vpp)
-    order_rows, timeline = check_step_order(results, schedules, dims, plan, job.num_microbatches)
+    schedule = pipeline_schedule(plan.schedule, plan.pp, job.num_microbatches, plan.vpp)  # not the executor's copy
+    order_rows, timeline = check_step_order(results, schedule, dims, plan, job.num_microbatches)
     rows += order_rows
     report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
                           timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s,
@@ -187,7 +187,7 @@ def execution_row(exc: SpmdError, plan: Plan) -> VerifyRow:
     ran, or, for a deadlock or timeout, what each rank waited for and where every stage runs."""
     detail = str(exc)
     if isinstance(exc, (SpmdDeadlock, SpmdTimeout)) and plan.pp > 1:
-        detail += f"; stages: {stage_map(plan.pp, plan.vpp)}"
+        detail += f"; stages: {stage_map(schedule_layout(plan.schedule, plan.pp, plan.vpp))}"
     return VerifyRow(name="execution", passed=False, detail=detail)
 
 
@@ -256,17 +256,22 @@ def check_against_oracle(results, defs: list[ParamDef], ref: list[OracleStep] | 
     losses, grads, params, tensors = [], [], [], {}
     for t, expected in enumerate(ref):
         views = step_views(results, t)
-        losses.append(_check_loss(views, expected.loss))
+        losses.append(check_loss(views, expected.loss))
         (g, p), tensors = compare_state(views, defs, expected.grads, expected.params, factors)
         grads.append(g)
         params.append(p)
     return [_loss_curve_row(losses), _merge_steps("gradients", grads), _merge_steps("updated parameters", params)], tensors
 
 
-def _check_loss(results, ref_loss: float) -> VerifyRow:
-    """Mean over data-parallel ranks of each last stage's mean micro-batch loss."""
-    per_dp = {r.coords.dp_rank: sum(r.losses) / len(r.losses) for r in results if r.losses and r.coords.tp_rank == 0}
-    loss = sum(per_dp.values()) / len(per_dp)
+def check_loss(results, ref_loss: float) -> VerifyRow:
+    """Mean over data-parallel ranks of the mean micro-batch loss (each micro-batch's from the
+    rank that ran its last stage: one rank, or DualPipe's two ends)."""
+    per_dp: dict[int, dict[int, float]] = {}
+    for r in results:
+        if r.losses and r.coords.tp_rank == 0:
+            per_dp.setdefault(r.coords.dp_rank, {}).update(r.losses)
+    means = {d: sum(v for _, v in sorted(got.items())) / len(got) for d, got in per_dp.items()}
+    loss = sum(means[d] for d in sorted(means)) / len(means)
     err = abs(loss - ref_loss) / abs(ref_loss)
     return VerifyRow(name="loss", passed=err < 1e-9, detail=f"relative error {err:.1e} (< 1e-09)",
                      measured=loss, expected=ref_loss)
@@ -301,27 +306,27 @@ class TraceView(NamedTuple):
         return [r.step for r in self.trace]
 
 
-def _order_rows(results, schedules: list[list[Step]], dims: ParallelDims, plan: Plan, num_microbatches: int):
-    rows = [check_schedule(results, schedules)]
+def _order_rows(results, schedule: PipelineSchedule, dims: ParallelDims, plan: Plan, num_microbatches: int):
+    rows = [check_schedule(results, schedule)]
     spans = lamport_spans({r.rank: list(r.trace) for r in results})
     rows.append(check_bubble(spans, dims.groups(Axis.PP), plan, num_microbatches))
     rows += check_executed_schedule(spans, dims.groups(Axis.PP), plan, num_microbatches)
     return rows, spans
 
 
-def check_step_order(results, schedules: list[list[Step]], dims: ParallelDims, plan: Plan, num_microbatches: int
+def check_step_order(results, schedule: PipelineSchedule, dims: ParallelDims, plan: Plan, num_microbatches: int
                      ) -> tuple[list[VerifyRow], list[list[TimelineStep]]]:
     """Rows for the executed step order against the schedule and for the executed timeline's
     properties, every optimizer step checked (the first failing one reported), and the timeline
     of the first pipeline group's ranks in the first step."""
     steps = max((len(r.history) for r in results), default=0)
     per_step = [[TraceView(r.rank, r.coords, r.history[t].trace) for r in results] for t in range(steps)] or [results]
-    checked = [_order_rows(views, schedules, dims, plan, num_microbatches) for views in per_step]
+    checked = [_order_rows(views, schedule, dims, plan, num_microbatches) for views in per_step]
     rows = checked[0][0]
     if len(checked) > 1:
         rows = [_first_failing([c[0][k] for c in checked]) for k in range(len(rows))]
     spans = checked[0][1]
-    timeline = [[TimelineStep(kind=s.record.step.kind, microbatch=s.record.step.microbatch, chunk=s.record.step.chunk,
+    timeline = [[TimelineStep(kind=s.record.step.kind.value, microbatch=s.record.step.microbatch, chunk=s.record.step.chunk,
                               start=s.start, end=s.end) for s in spans[r]] for r in dims.group(Axis.PP, 0)]
     return rows, timeline
 

@@ -4,9 +4,10 @@ The same order as the transformer engine (`modelplan.execute.engine`), whose pie
 process groups from the rank grid; each unit's parameters initialised on the first data-parallel
 rank and broadcast (`DataParallel.place`, one bucket per unit, ZeRO 0-3); Barrier; the pipeline
 schedule's steps in order with point-to-point sends between stages (`PipelineP2P`); gradient
-reductions; optimizer step. Stages and tensor-parallel roles come from `plan/net_layout.py`.
-Each rank also records the peak of the activations its in-flight micro-batches keep for
-backward (what `Saved` holds), for the memory check.
+reductions; optimizer step, `NetJob.steps` times (`engine.run_steps`). Stages and
+tensor-parallel roles come from `plan/net_layout.py`. Each rank also records the peak of the
+activations its in-flight micro-batches declare they keep for backward (what `Saved` holds) and,
+like the transformer engine, measures the live arrays it holds (`memory_probe.py`).
 """
 
 from __future__ import annotations
@@ -40,12 +41,11 @@ from modelplan.execute.net.saved import RunContext
 from modelplan.execute.net.tensor_parallel import NetTensorParallel, shard_slice
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import ParamDef
-from modelplan.execute.pipeline import COST, PipelineP2P, StepRecord
-from modelplan.execute.spmd import named_step
+from modelplan.execute.pipeline import PipelineP2P
 from modelplan.plan.dims import ParallelDims
 from modelplan.plan.net_layout import StagePlan, network_stages
 from modelplan.plan.net_tp import TpRole, param_tp_dim
-from modelplan.plan.schedule import Step, pipeline_schedule, stage_index
+from modelplan.plan.pipeline import PipelineSchedule, pipeline_schedule
 from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -73,7 +73,7 @@ class NetJob:
     def num_microbatches(self) -> int:
         return self.plan.num_microbatches(self.training.global_batch)
 
-    def schedules(self) -> list[list[Step]]:
+    def schedule(self) -> PipelineSchedule:
         return pipeline_schedule(self.plan.schedule, self.plan.pp, self.num_microbatches, self.plan.vpp)
 
     def stages(self) -> list[StagePlan]:
@@ -112,30 +112,33 @@ class NetRankResult(RankResult):
 
 
 class NetRankProgram(SteppedProgram):
-    """One rank's state during the step."""
+    """One rank's state during the run."""
 
-    STATIC = ("comm", "job", "spec", "plan", "coords", "groups", "model", "dp", "m", "schedules", "stages",
-              "layouts", "chunk_units", "defs", "hooks", "memory")
-    """Attributes that hold configuration and no arrays (memory_probe.program_rest skips them)."""
+    STATIC = ("comm", "job", "plan", "coords", "groups", "dp", "m", "schedule", "defs", "stages", "hooks",
+              "memory", "live", "_sizes", "_held", "_peak")
+    """Attributes that hold configuration and no arrays, or are walked under their own term
+    (memory_probe.program_rest skips them)."""
 
     def __init__(self, comm: Communicator, job: NetJob) -> None:
         self.comm, self.job, self.plan = comm, job, job.plan
         dims = job.dims
         self.coords = dims.coords(comm.rank)
-        self.groups = Groups.build(dims, comm.rank, False)
-        self.dp = DataParallel(comm, self.plan.dp, self.groups.tp, None, job.optimizer)
+        self.groups = Groups.build(dims, comm.rank)
+        self.dp = DataParallel(comm, self.plan.dp, self.groups.tp, job.optimizer)
         self.m = job.num_microbatches
-        self.schedules = job.schedules()
-        self.p2p = PipelineP2P(comm, self.groups.pp, self.schedules, self.plan.vpp)
+        self.schedule = job.schedule()
+        self.p2p = PipelineP2P(comm, self.groups.pp, self.schedule)
         all_stages = job.stages()
         self.defs = net_param_defs(all_stages)
-        self.stages = [all_stages[stage_index(self.coords.pp_rank, c, self.plan.pp)] for c in range(self.plan.vpp)]
+        self.stages = [all_stages[v] for v in self.schedule.layout.rank_stages[self.coords.pp_rank]]
+        self._held, self._peak = [0, 0], [0, 0]
+        self._sizes: dict[tuple[int, int], tuple[int, int]] = {}
         self.hooks = [NetTensorParallel(comm, self.groups.tp, st.roles) for st in self.stages]
         self.buckets: dict[str, Bucket] = {}
         self.buffers = self._local_buffers()
         self.step = 1
         self.memory = PeakTracker()
-        self.activation_peak = (0, 0)
+        self.live: dict = {}
 
     def _local_buffers(self) -> dict[str, np.ndarray]:
         """BatchNorm running statistics of this rank's stages (its channel slice when sharded)."""
@@ -163,15 +166,16 @@ class NetRankProgram(SteppedProgram):
     def batch(self) -> NetBatch:
         return self.batches[self.step - 1]
 
-    def observe(self, tapes=None, gathered=None) -> None:
-        """Add up the live arrays of this rank's state (memory_probe.py) and keep the peaks: the
-        layers' tapes are activations, the loss's cache an edge activation."""
-        kept = list((tapes or {}).values())
+    def memory_roots(self, live: dict, gathered) -> dict:
+        """What memory_probe walks, by term: the layers' tapes are activations, the loss's cache an
+        edge activation."""
+        kept = list(live.get("caches", {}).values())
         roots = bucket_roots(self.buckets.values())
-        roots.update(gathered=gathered, activations=[t[0] for t in kept], edge_activations=[t[1] for t in kept],
-                     comm_buffers=self.p2p, inputs=self.batches, buffers=self.buffers,
+        roots.update(gathered=gathered, inputs=self.batches, buffers=self.buffers,
+                     activations=[t[0] for t in kept], edge_activations=[t[1] for t in kept],
+                     comm_buffers=(self.p2p, live.get("inbox")), deferred=live.get("deferred"),
                      other=program_rest(self, ("buckets", "p2p", "batches", "buffers")))
-        self.memory.observe(roots)
+        return roots
 
     def context(self, i: int) -> RunContext:
         b = self.plan.micro_batch
@@ -189,7 +193,7 @@ class NetRankProgram(SteppedProgram):
                     continue
                 group = self.groups.dp
                 entries = local_entries(by_unit[unit], self.groups.tp, self.groups.ep, rank, False)
-                bucket = Bucket(unit, entries, group, group.index(rank), self.plan.zero, False)
+                bucket = Bucket(unit, entries, group, group.index(rank), self.plan.zero)
                 values = None
                 if group.ranks[0] == rank:
                     if full is None:
@@ -201,71 +205,56 @@ class NetRankProgram(SteppedProgram):
             self.comm.barrier(self.groups.world, label="world/start")
 
     def params(self, chunk: int) -> dict[str, np.ndarray]:
-        return materialize_units(self.dp, self.buckets, self.stages[chunk].units)
+        p = materialize_units(self.dp, self.buckets, self.stages[chunk].units)
+        if self.plan.zero == 3:
+            self.observe(gathered=p)
+        return p
 
-    def run(self) -> tuple[list[float], list[StepRecord], tuple[int, int]]:
-        """Run this pipeline rank's schedule: losses, trace, peak (activation elements, fixed bytes)."""
-        losses: dict[int, float] = {}
-        tapes: dict[tuple[int, int], tuple] = {}
-        trace: list[StepRecord] = []
-        b = self.plan.micro_batch
-        held, peak = [0, 0], [0, 0]
-        for step in self.schedules[self.coords.pp_rank]:
-            c, i = step.chunk, step.microbatch
-            st, hooks = self.stages[c], self.hooks[c]
-            p = self.params(c)
-            if self.plan.zero == 3:  # gathered copies exist only now; otherwise nothing changed since the last look
-                self.observe(tapes, p)
-            where = f"pp rank {self.coords.pp_rank}, stage {st.index}: {step} of optimizer step {self.step}"
-            with named_step(where):
-                received, sent = [], []
-                part = self.batch.rows(i * b, (i + 1) * b)
-                if step.kind == "F":
-                    if st.is_first_stage:
-                        x = part.inputs
-                    else:
-                        x, rec = self.p2p.recv(("F", i, st.index), st.index - 1)
-                        received.append(rec)
-                    tape: list = []
-                    y = forward_nodes(st.nodes, p, x, self.context(i), self.buffers, hooks, tape)
-                    size = [0, 0]
-                    for _, saved in tape_leaves(st.nodes, tape):
-                        size[0] += saved.float_elements
-                        size[1] += saved.fixed_bytes
-                    held = [held[0] + size[0], held[1] + size[1]]
-                    peak = [max(peak[0], held[0]), max(peak[1], held[1])]
-                    cache = None
-                    if st.is_last_stage:
-                        losses[i], cache = loss_forward(part.loss, y, part.targets)
-                    else:
-                        sent.append(self.p2p.send(("F", i, st.index + 1), y))
-                    tapes[(i, c)] = (tape, cache, size)
-                else:
-                    tape, cache, size = tapes.pop((i, c))
-                    if st.is_last_stage:
-                        dy = loss_backward(part.loss, cache, part.targets, 1.0 / self.m)  # mean over micro-batches
-                    else:
-                        dy, rec = self.p2p.recv(("B", i, st.index), st.index + 1)
-                        received.append(rec)
-                    grads: dict[str, np.ndarray] = {}
-                    dx = backward_nodes(st.nodes, p, tape, dy, grads, hooks, need_dx=not st.is_first_stage)
-                    held = [held[0] - size[0], held[1] - size[1]]
-                    if not st.is_first_stage:
-                        sent.append(self.p2p.send(("B", i, st.index - 1), dx))
-                    for unit in st.units:
-                        if unit in self.buckets:
-                            self.dp.add_grads(self.buckets[unit], grads)
-                trace.append(StepRecord(step, st.index, COST[step.kind], tuple(received), tuple(sent)))
-            del p
-            self.observe(tapes)
-        self.activation_peak = tuple(max(a, b) for a, b in zip(self.activation_peak, peak))
-        return [losses[i] for i in sorted(losses)], trace
+    def forward(self, chunk: int, microbatch: int, x):
+        """`ChunkModel.forward`: the chunk's nodes, and the loss on the last stage; counts what the
+        micro-batch keeps for backward (held until its weight gradient is added)."""
+        st, b = self.stages[chunk], self.plan.micro_batch
+        part = self.batch.rows(microbatch * b, (microbatch + 1) * b)
+        tape: list = []
+        y = forward_nodes(st.nodes, self.params(chunk), part.inputs if st.is_first_stage else x, self.context(microbatch),
+                          self.buffers, self.hooks[chunk], tape)
+        size = [0, 0]
+        for _, saved in tape_leaves(st.nodes, tape):
+            size[0] += saved.float_elements
+            size[1] += saved.fixed_bytes
+        self._sizes[(microbatch, chunk)] = (size[0], size[1])
+        self._held = [self._held[0] + size[0], self._held[1] + size[1]]
+        self._peak = [max(self._peak[0], self._held[0]), max(self._peak[1], self._held[1])]
+        if st.is_last_stage:
+            loss, cache = loss_forward(part.loss, y, part.targets)
+            return loss, (tape, cache)
+        return y, (tape, None)
+
+    def backward(self, chunk: int, microbatch: int, cache, dout):
+        """`ChunkModel.backward` (dL/dloss of the mean over micro-batches on the last stage)."""
+        st, b = self.stages[chunk], self.plan.micro_batch
+        part = self.batch.rows(microbatch * b, (microbatch + 1) * b)
+        tape, loss_cache = cache
+        if st.is_last_stage:
+            dout = loss_backward(part.loss, loss_cache, part.targets, 1.0 / self.m)
+        grads: dict[str, np.ndarray] = {}
+        dx = backward_nodes(st.nodes, self.params(chunk), tape, dout, grads, self.hooks[chunk],
+                            need_dx=not st.is_first_stage)
+        return dx, grads
+
+    def add_grads(self, chunk: int, microbatch: int, grads: dict) -> None:
+        """`ChunkModel.add_grads`; the micro-batch's saved activations are released."""
+        e, f = self._sizes.pop((microbatch, chunk))
+        self._held = [self._held[0] - e, self._held[1] - f]
+        for unit in self.stages[chunk].units:
+            if unit in self.buckets:
+                self.dp.add_grads(self.buckets[unit], grads)
 
     def result(self, history: list[StepState]) -> NetRankResult:
         held, layouts, _, _ = bucket_state(self.buckets)
         last = history[-1]
         return NetRankResult(self.comm.rank, self.coords, last.losses, last.trace, held, layouts, last.grads,
-                             last.params, tuple(history), self.memory.result(), *self.activation_peak)
+                             last.params, tuple(history), self.memory.result(), *self._peak)
 
 
 def net_train_step(comm: Communicator, job: NetJob) -> NetRankResult:

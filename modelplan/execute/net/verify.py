@@ -41,6 +41,7 @@ from modelplan.execute.verify import (
     plan_factors,
 )
 from modelplan.plan.net_commlist import net_communication_list
+from modelplan.plan.pipeline import pipeline_schedule
 from modelplan.plan.net_layout import StagePlan, describe_stages
 from modelplan.plan.net_shard import rank_activations, net_rank_elements
 from modelplan.plan.net_tp import TpRole
@@ -140,10 +141,10 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
     items = net_communication_list(stages, training, plan, element_bytes=8)
     rows += check_ledgers(results, list(run.ledgers), items, plan, steps)
     rows += check_memory(results, net_rank_elements(stages, plan, job.optimizer.num_states))
-    schedules = job.schedules()
-    rows.append(check_activations(results, rank_activations(stages, plan, schedules)))
-    rows += check_measured_memory(results, planned_network_memory(stages, plan, job.optimizer.num_states, schedules))
-    order_rows, timeline = check_step_order(results, schedules, dims, plan, m)
+    schedule = pipeline_schedule(plan.schedule, plan.pp, m, plan.vpp)  # not the executor's copy
+    rows.append(check_activations(results, rank_activations(stages, plan, schedule)))
+    rows += check_measured_memory(results, planned_network_memory(stages, plan, job.optimizer.num_states, schedule))
+    order_rows, timeline = check_step_order(results, schedule, dims, plan, m)
     rows += order_rows
     return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
                         timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s,
