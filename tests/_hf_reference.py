@@ -81,3 +81,49 @@ def hf_mtp_numel(data: dict) -> int:
         mtp = MtpModel(main, main.config.get_text_config().num_mtp_layers)
     own = {id(p) for p in main.parameters()}
     return sum(p.numel() for p in mtp.parameters() if id(p) not in own)
+
+
+def hf_training_flops(data: dict, batch: int, seq: int, decoder_seq: int | None = None) -> int:
+    """FLOPs FlopCounterMode counts for one forward + backward (loss on the model's own head)
+    of the HF model of `data` on CPU, eager attention and eager experts, seed 0; the rotary
+    embedding's inv_freq x positions outer product (no weight, no backward) is left out."""
+    return sum(hf_training_flop_counts(data, batch, seq, decoder_seq).values())
+
+
+def hf_training_flop_counts(data: dict, batch: int, seq: int, decoder_seq: int | None = None) -> dict[str, int]:
+    """`hf_training_flops` by aten op (aten.mm, aten.bmm, aten.convolution, ...)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    transformers_module()
+    cfg = hf_config(data)
+    cfg._attn_implementation = "eager"
+    for sub in ("text_config", "vision_config"):
+        if getattr(cfg, sub, None) is not None:
+            getattr(cfg, sub)._attn_implementation = "eager"
+    if hasattr(cfg, "_experts_implementation"):
+        cfg._experts_implementation = "eager"
+    torch.manual_seed(0)
+    cls = hf_class(data)
+    import transformers
+
+    model = (cls or transformers.AutoModelForCausalLM)._from_config(cfg)
+    vocab = cfg.get_text_config().vocab_size
+    ids = torch.randint(0, vocab, (batch, seq))
+    if decoder_seq is not None:
+        inputs = {"input_ids": ids, "labels": torch.randint(0, vocab, (batch, decoder_seq))}
+    elif getattr(cfg, "num_labels", None) and (cls is not None and "Classification" in cls.__name__):
+        inputs = {"input_ids": ids, "labels": torch.zeros(batch, dtype=torch.long)}
+    else:
+        inputs = {"input_ids": ids, "labels": ids}
+    counter = FlopCounterMode(display=False)
+    with counter:
+        out = model(**inputs)
+        out.loss.backward()
+    by_module = counter.get_flop_counts()
+    totals = {str(op): n for op, n in by_module["Global"].items()}
+    for name, ops in by_module.items():
+        if name.endswith("rotary_emb"):
+            for op, n in ops.items():
+                totals[str(op)] -= n
+    return totals
