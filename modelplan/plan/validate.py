@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from modelplan.errors import SpecError
+from modelplan.specs.features import architecture_features
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -226,6 +227,10 @@ def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128,
             f"around the cp ring (send/recv, overlapped with the attention core); gradients reduced over "
             f"dp*cp = {plan.dp * plan.cp}; planned only: `modelplan verify` does not execute context "
             "parallelism")
+    features = architecture_features(spec)
+    if features:  # the kernels and shards are the baseline block's: say what that leaves out
+        notes.append(f"step time and per-GPU parameters are priced as baseline blocks: {', '.join(features)} "
+                     "not modelled by the planner yet (FLOPs and activation memory are counted)")
     return notes
 
 

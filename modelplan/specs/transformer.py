@@ -109,8 +109,7 @@ class TransformerSpec(Spec):
     """Epsilon of the norms (used by the executor)."""
     norm_placement: NormPlacement | None = None
     """pre: x + f(norm(x)); post: norm(x + f(x)) (BERT); sandwich: x + norm(f(norm(x))), four
-    norms a block (Gemma 2/3, GLM-4); output: x + norm(f(x)) (OLMo-2). None: post for encoders,
-    pre otherwise."""
+    norms a block (Gemma 2/3, GLM-4); output: x + norm(f(x)) (OLMo-2). None: pre."""
     qkv_bias: bool = False
     """Bias on the Q, K, V projections (MLA: on the down projections q_a and kv_a)."""
     attn_out_bias: bool = False
@@ -200,10 +199,8 @@ class TransformerSpec(Spec):
 
     @property
     def placement(self) -> NormPlacement:
-        """Norm placement with the default applied (post for encoders, pre otherwise)."""
-        if self.norm_placement is not None:
-            return self.norm_placement
-        return "post" if self.arch == "encoder" else "pre"
+        """Norm placement with the default (pre) applied."""
+        return self.norm_placement if self.norm_placement is not None else "pre"
 
     @property
     def num_norms_per_layer(self) -> int:
