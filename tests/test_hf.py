@@ -336,3 +336,9 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested = {config(name)["model_type"] for name in fixture_names()}
     tested |= {config(name, **o).get("model_type") for name, o in VARIANTS}
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
+
+
+def test_absurd_depth_is_refused_before_any_loop():
+    """num_hidden_layers 10**12 is a one-line error, not a hang building per-block lists."""
+    with pytest.raises(SpecError, match=r"num_hidden_layers: 1000000000000 exceeds 100,000 blocks"):
+        from_hf_config(config("gemma-3-1b-it", num_hidden_layers=10**12), "config.json")

@@ -85,6 +85,22 @@ def apply_head(fields: dict, c: HFConfig, name: str | None) -> dict:
     return {**bare, "pooler": False, "classifier": {"num_labels": labels, "per_token": True}}
 
 
+MAX_LAYERS = 100_000
+"""Largest block count read from a config: mappers build per-block lists, so a size like 10**12
+is refused up front instead of hanging."""
+
+
+def _check_depth(c: HFConfig) -> None:
+    for key in ("num_hidden_layers", "n_layer", "num_layers", "num_decoder_layers"):
+        value = c.integer(key, None)
+        if value is not None and value > MAX_LAYERS:
+            raise SpecError(f"{c.source}: {key}: {value} exceeds {MAX_LAYERS:,} blocks")
+    for nested in ("text_config",):
+        sub = c.sub(nested)
+        if sub is not None:
+            _check_depth(sub)
+
+
 def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     """A TransformerSpec from a parsed HuggingFace config.json; unknown model_type -> SpecError."""
     if not isinstance(data, dict):
@@ -99,6 +115,7 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
         raise SpecError(
             f"{source}: model_type: unsupported '{model_type}' (supported: {', '.join(sorted(MAPPERS))})"
         )
+    _check_depth(c)
     fields = apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}
