@@ -1,26 +1,35 @@
 """The planner against published training runs: iteration time and memory, each run priced with
 its own published settings (`modelplan plan` with every plan field fixed).
 
-Runs: benchmarks/published_runs.toml (Megatron-LM, Megatron-DeepSpeed, torchtitan, PyTorch
-FSDP, llm-foundry; A100 / H100; bf16 / fp8; every figure with its source) plus the ten
-Narayanan et al. 2021 runs of tests/data/calibration_runs.json. A run is IN-SAMPLE when it was
-used to choose a constant of the cost model (the Narayanan runs chose `sustained_fraction`,
-`kernel_overhead_us`, ...; see specs/costmodel.py); every other run is OUT-OF-SAMPLE.
+Runs: benchmarks/published_runs.toml (Megatron-LM/NeMo, Megatron-DeepSpeed, torchtitan, PyTorch
+FSDP, llm-foundry, Llama 3; A100 / H100 / H200 / B200; bf16 / fp16 / fp8; every figure with its
+source), benchmarks/published_runs_vtrain.toml (vTrain's 109 measured multi-node Megatron-DeepSpeed
+runs) and the ten Narayanan et al. 2021 runs of tests/data/calibration_runs.json.
+
+Split: every run carries `split = "fit"` (the modeller may choose constants with it; the Narayanan
+runs chose `sustained_fraction`, `kernel_overhead_us`, ... in specs/costmodel.py) or
+`split = "holdout"` (never used to choose a constant), by the rule in the TOML header; this script
+checks the rule. Figures are reported per split, per engine and per source file.
 
 Per run: published and predicted iteration time and their error (predicted / published - 1),
 published and predicted peak memory per GPU where the source gives one, or why the run could not
-be priced (rejected as invalid or as not fitting in memory). Then mean / max absolute errors,
-in-sample and out-of-sample separately, and the count of rejected runs.
+be priced. A run is UNPRICED when it used a setting this version of modelplan does not take (a
+run key with no TrainingSpec/Plan field, e.g. op-level selective checkpointing, fp8 recipe,
+reshard_after_forward=False under ZeRO-3, HSDP, an architecture the spec cannot express); such a
+run is still priced approximately (the setting ignored) and listed with a `~`, but kept out of the
+exact statistics. A run is REJECTED when modelplan says it is invalid or does not fit in memory.
 
-    python benchmarks/bench_published_runs.py [--only SUBSTRING] [--json]
+    python benchmarks/bench_published_runs.py [--only SUBSTRING] [--split fit|holdout] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import tomllib
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,14 +44,55 @@ from modelplan.specs.load import load_model, model_from_dict  # noqa: E402
 from modelplan.specs.plan import Plan  # noqa: E402
 from modelplan.specs.training import TrainingSpec  # noqa: E402
 
-RUNS = ROOT / "benchmarks" / "published_runs.toml"
+RUN_FILES = (ROOT / "benchmarks" / "published_runs.toml", ROOT / "benchmarks" / "published_runs_vtrain.toml")
 NARAYANAN = ROOT / "tests" / "data" / "calibration_runs.json"
 GIB = 2**30
 # Settings a run may carry that the training spec takes when this version of modelplan has them.
-OPTIONAL_TRAINING = ("attention", "framework")
+OPTIONAL_TRAINING = ("attention", "framework", "ac_mode", "fp8_recipe")
+# Settings the plan takes when this version of modelplan has them.
+OPTIONAL_PLAN = ("reshard_after_forward", "fsdp_shard_size", "etp")
+ENGINE_FRAMEWORK = {"megatron": "megatron", "deepspeed": "deepspeed", "torchtitan": "torchtitan", "fsdp": "fsdp",
+                    "foundry": "fsdp"}
 
 
-def _training(run: dict, spec) -> TrainingSpec:
+def split_rule(run_id: str) -> str:
+    """The split fixed in the TOML header: Narayanan runs fit; else sha256(id) % 10 < 3 -> holdout."""
+    if run_id.startswith("narayanan21_"):
+        return "fit"
+    return "holdout" if int(hashlib.sha256(run_id.encode()).hexdigest()[:8], 16) % 10 < 3 else "fit"
+
+
+def _implicit(run: dict, key: str) -> bool:
+    """True when a setting the model has no field for equals what the model assumes anyway."""
+    value = run[key]
+    if key == "ac_mode":  # modelplan's `selective` is Megatron's attention-core recompute
+        return run.get("recompute") != "selective" or value == "attention_core"
+    if key == "reshard_after_forward":  # ZeRO-3 re-gathers in backward; ZeRO-2 keeps params
+        return value in (True, "default") if run.get("zero", 0) == 3 else value is False or run.get("zero", 0) < 2
+    if key == "fsdp_shard_size":  # shard over the whole data-parallel group
+        return value == run.get("dp", 1) * run.get("cp", 1)
+    if key == "etp":  # expert tensor parallel = tp (MoE experts split like dense MLPs)
+        return value == run.get("tp", 1)
+    if key == "fp8_recipe":  # modelplan's fp8: every GEMM at the fp8 rate, no recipe overhead
+        return run.get("precision") != "fp8"
+    return False
+
+
+def unsupported(run: dict) -> list[str]:
+    """Settings of the run that this version of modelplan cannot take (empty: priced exactly)."""
+    reasons = []
+    if run.get("unsupported"):
+        reasons.append(run["unsupported"])
+    for key in OPTIONAL_TRAINING[2:]:
+        if key in run and key not in TrainingSpec.model_fields and not _implicit(run, key):
+            reasons.append(f"{key}={run[key]!r} not modelled")
+    for key in OPTIONAL_PLAN:
+        if key in run and key not in Plan.model_fields and not _implicit(run, key):
+            reasons.append(f"{key}={run[key]!r} not modelled")
+    return reasons
+
+
+def _training(run: dict) -> TrainingSpec:
     fields = {
         "global_batch": run["global_batch"], "seq_len": run["seq"], "precision": run["precision"],
         "optimizer": "adamw", "recompute": run["recompute"],
@@ -51,20 +101,39 @@ def _training(run: dict, spec) -> TrainingSpec:
     for name in OPTIONAL_TRAINING:
         if name in run and name in known:
             fields[name] = run[name]
-    if "framework" in known and "framework" not in run and run.get("engine") in ("megatron", "deepspeed", "torchtitan", "fsdp"):
-        fields["framework"] = run["engine"]
+    if "framework" in known and "framework" not in run and run.get("engine") in ENGINE_FRAMEWORK:
+        fields["framework"] = ENGINE_FRAMEWORK[run["engine"]]
     return TrainingSpec(**fields)
 
 
 def _plan(run: dict) -> Plan:
     vpp = run.get("vpp", 1)
     pp = run.get("pp", 1)
-    return Plan(
-        dp=run.get("dp", 1), tp=run.get("tp", 1), pp=pp, vpp=vpp, cp=run.get("cp", 1),
-        micro_batch=run["micro_batch"], schedule="interleaved" if vpp > 1 else "1f1b",
+    fields = dict(
+        dp=run.get("dp", 1), tp=run.get("tp", 1), pp=pp, vpp=vpp, cp=run.get("cp", 1), ep=run.get("ep", 1),
+        micro_batch=run["micro_batch"], schedule=run.get("schedule", "interleaved" if vpp > 1 else "1f1b"),
         sequence_parallel=run.get("sequence_parallel", False), recompute=run["recompute"],
         zero=run.get("zero", 0),
     )
+    if fields["schedule"] == "interleaved" and vpp == 1:
+        fields["schedule"] = "1f1b"  # interleaved with an unpublished vpp (Llama 3): priced as 1F1B
+    for name in OPTIONAL_PLAN:
+        if name in run and name in Plan.model_fields:
+            fields[name] = run[name]
+    return Plan(**fields)
+
+
+def megatron_core_flops(spec, training: TrainingSpec) -> float:
+    """Megatron-core r0.8.0 megatron/training/training.py num_floating_point_operations."""
+    B, s, l, h = training.global_batch, training.seq_len, spec.layers, spec.hidden
+    heads = spec.heads
+    groups = spec.kv_heads or heads
+    q_ratio = (spec.head_dim or h // heads) * heads / h
+    moe = getattr(spec, "moe", None)
+    ffn, routed = (moe.expert_ffn_hidden, moe.top_k) if moe else (spec.ffn_hidden, 1)
+    gated = 1.5 if spec.gated_mlp else 1.0
+    return 12 * B * s * l * h * h * (
+        (1 + groups / heads + s / h) * q_ratio + (ffn / h) * routed * gated + spec.vocab / (2 * l * h))
 
 
 def published_step_s(run: dict, spec, training: TrainingSpec) -> float:
@@ -76,42 +145,81 @@ def published_step_s(run: dict, spec, training: TrainingSpec) -> float:
         return training.global_batch * training.seq_len / (rep["tokens_per_s_per_gpu"] * run["gpus"])
     if rep.get("flops") == "megatron96":  # Narayanan et al. 2021 sec. 5.1 (includes full recompute)
         flops = paper_flops(spec, training)
+    elif rep.get("flops") == "megatron_core":
+        flops = megatron_core_flops(spec, training)
     else:  # model FLOPs, forward + backward, no recompute (PaLM convention)
         flops = count_flops(spec, training).model
     return flops / (rep["tflops_per_gpu"] * 1e12 * run["gpus"])
 
 
 def narayanan_runs() -> list[dict]:
-    """The ten Narayanan et al. 2021 runs, as rows of the same shape (in-sample)."""
+    """The ten Narayanan et al. 2021 runs, as rows of the same shape (split fit)."""
     out = []
     for record in json.loads(NARAYANAN.read_text()):
         case = megatron_gpt(record)
-        out.append({"id": case.id, "engine": "megatron", "in_sample": True, "case": case,
+        out.append({"id": case.id, "engine": "megatron", "split": "fit", "case": case, "file": "calibration_runs.json",
                     "gpus": case.gpus, "reported": {"tflops_per_gpu": case.reported_tflops_per_gpu,
                                                     "flops": "megatron96"}})
     return out
 
 
+def load_runs() -> list[dict]:
+    runs = narayanan_runs()
+    for path in RUN_FILES:
+        for run in tomllib.loads(path.read_text())["runs"]:
+            runs.append({**run, "file": path.name})
+    ids = [r["id"] for r in runs]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise SystemExit(f"error: duplicate run ids: {', '.join(dup)}")
+    wrong = [r["id"] for r in runs if r.get("split") != split_rule(r["id"])]
+    if wrong:
+        raise SystemExit(f"error: split does not follow the rule in the TOML header: {', '.join(wrong)}")
+    return runs
+
+
+def _cluster(run: dict):
+    cluster = load_cluster(run["cluster"])
+    acc_update = {}
+    if "memory_gb" in run:
+        acc_update["memory_gb"] = float(run["memory_gb"])
+    hardware = run.get("hardware", {})
+    if "memory_bw_tbps" in hardware:
+        acc_update["memory_bw_tbps"] = float(hardware["memory_bw_tbps"])
+    update = {}
+    if acc_update:
+        update["accelerator"] = cluster.accelerator.model_copy(update=acc_update)
+    if "inter_gbps" in hardware:
+        update["inter"] = cluster.inter.model_copy(update={"bandwidth_gbps": float(hardware["inter_gbps"])})
+    return cluster.model_copy(update=update) if update else cluster
+
+
 def price(run: dict) -> dict:
-    """One run priced: published and predicted step and memory, or the reason it was rejected."""
-    row = {"id": run["id"], "engine": run["engine"], "in_sample": bool(run.get("in_sample", False))}
+    """One run priced: published and predicted step and memory, or why it was not priced."""
+    row = {"id": run["id"], "engine": run["engine"], "split": run["split"], "file": run["file"]}
+    reasons = [] if "case" in run else unsupported(run)
+    if reasons:
+        row["unpriced"] = "; ".join(reasons)
     try:
         if "case" in run:
             case = run["case"]
-            spec, plan = case.spec, case.plan
-            training = case.training
+            spec, plan, training = case.spec, case.plan, case.training
             cluster = load_cluster("dgx-a100")
+            row["published_s"] = published_step_s(run, spec, training)
+        elif "spec" not in run and "model" not in run:  # architecture the spec cannot express
+            row["published_s"] = run["global_batch"] * run["seq"] / (run["reported"]["tokens_per_s_per_gpu"] * run["gpus"])
+            return row
         else:
             spec = model_from_dict(dict(run["spec"]), run["id"]) if "spec" in run else load_model(run["model"])
-            training, plan = _training(run, spec), _plan(run)
-            cluster = load_cluster(run["cluster"])
-            if "memory_gb" in run:
-                acc = cluster.accelerator.model_copy(update={"memory_gb": float(run["memory_gb"])})
-                cluster = cluster.model_copy(update={"accelerator": acc})
-        row["published_s"] = published_step_s(run, spec, training)
-        est = estimate_plan(spec, training, plan, cluster, world_size=run["gpus"])
+            training = _training(run)
+            row["published_s"] = published_step_s(run, spec, training)
+            plan, cluster = _plan(run), _cluster(run)
+        if run.get("unsupported"):
+            return row
+        tp_span = plan.tp > cluster.gpus_per_node or cluster.gpus_per_node % plan.tp != 0  # as published
+        est = estimate_plan(spec, training, plan, cluster, world_size=run["gpus"], allow_tp_across_nodes=tp_span)
     except (SpecError, ValueError) as exc:
-        row["rejected"] = str(exc).splitlines()[0]
+        row["rejected"] = " ".join(line.strip() for line in str(exc).splitlines()[:3])
         return row
     row["predicted_s"] = est.step.step_time_s
     row["time_error"] = est.step.step_time_s / row["published_s"] - 1
@@ -133,44 +241,69 @@ def _stats(errors: list[float]) -> str:
     return f"n={len(a)}  mean |error| {100 * sum(a) / len(a):5.1f}%  max {100 * max(a):5.1f}%"
 
 
+def _exact(r: dict) -> bool:
+    return "time_error" in r and "unpriced" not in r
+
+
+def _summary(label: str, rows: list[dict]) -> None:
+    exact = [r for r in rows if _exact(r)]
+    approx = [r for r in rows if "unpriced" in r and "time_error" in r]
+    rejected = sum(1 for r in rows if "rejected" in r and "unpriced" not in r)
+    unpriced = sum(1 for r in rows if "unpriced" in r)
+    print(f"{label:<13} iteration time: {_stats([r['time_error'] for r in exact])}")
+    print(f"{'':<13} peak memory:    {_stats([r['memory_error'] for r in exact if 'memory_error' in r])}")
+    print(f"{'':<13} rejected (invalid or not fitting): {rejected} of {len(rows)}; unpriced (settings not modelled): {unpriced}")
+    if approx:
+        print(f"{'':<13} unpriced, approximate (setting ignored): time {_stats([r['time_error'] for r in approx])};"
+              f" memory {_stats([r['memory_error'] for r in approx if 'memory_error' in r])}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="price only runs whose id contains this")
+    parser.add_argument("--split", choices=("fit", "holdout"), help="price only runs of this split")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
-    runs = narayanan_runs() + tomllib.loads(RUNS.read_text())["runs"]
+    runs = load_runs()
     if args.only:
         runs = [r for r in runs if args.only in r["id"]]
+    if args.split:
+        runs = [r for r in runs if r["split"] == args.split]
     rows = [price(r) for r in runs]
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    head = f"{'run':<36} {'engine':<10} {'set':<4} {'published':>9} {'predicted':>9} {'error':>7}  {'mem pub':>7} {'mem pred':>8} {'error':>7}"
+    head = f"{'run':<52} {'engine':<10} {'set':<4} {'published':>9} {'predicted':>9} {'error':>7}  {'mem pub':>7} {'mem pred':>8} {'error':>7}"
     print(head)
     print("-" * len(head))
     for r in rows:
-        sample = "in" if r["in_sample"] else "out"
+        sample = {"fit": "fit", "holdout": "hold"}[r["split"]]
         pub = f"{r['published_s']:9.3f}" if "published_s" in r else " " * 9
+        mark = "~" if "unpriced" in r else " "
         if "predicted_s" in r:
-            line = f"{r['id']:<36} {r['engine']:<10} {sample:<4} {pub}s {r['predicted_s']:8.3f}s {100 * r['time_error']:+6.1f}%"
+            line = f"{r['id']:<52} {r['engine']:<10} {sample:<4} {pub}s {r['predicted_s']:8.3f}s{mark}{100 * r['time_error']:+6.1f}%"
         else:
-            line = f"{r['id']:<36} {r['engine']:<10} {sample:<4} {pub}s {'-':>9} {'':>7}"
+            line = f"{r['id']:<52} {r['engine']:<10} {sample:<4} {pub}s {'-':>9} {'':>7}"
         if "published_gib" in r:
             line += f"  {r['published_gib']:6.1f}G {r['predicted_gib']:7.1f}G {100 * r['memory_error']:+6.1f}%"
         elif "predicted_gib" in r:
             line += f"  {'':>7} {r['predicted_gib']:7.1f}G"
+        if "unpriced" in r:
+            line += f"\n    unpriced: {r['unpriced']}"
         if "rejected" in r:
             line += f"\n    REJECTED: {r['rejected']}"
         print(line)
     print()
-    for label, flag in (("in-sample ", True), ("out-of-sample", False)):
-        priced = [r for r in rows if r["in_sample"] == flag and "time_error" in r]
-        mem = [r["memory_error"] for r in priced if "memory_error" in r]
-        rejected = sum(1 for r in rows if r["in_sample"] == flag and "rejected" in r)
-        total = sum(1 for r in rows if r["in_sample"] == flag)
-        print(f"{label:<13} iteration time: {_stats([r['time_error'] for r in priced])}")
-        print(f"{'':<13} peak memory:    {_stats(mem)}")
-        print(f"{'':<13} rejected (invalid or not fitting): {rejected} of {total}")
+    for split in ("fit", "holdout"):
+        _summary(split, [r for r in rows if r["split"] == split])
+    for title, key in (("by engine", "engine"), ("by source file", "file")):
+        print()
+        print(f"{title} (both splits; exact = priced with all its settings):")
+        names = sorted({r[key] for r in rows})
+        for name in names:
+            if key == "file":
+                print(f"{name}:")
+            _summary("" if key == "file" else name, [r for r in rows if r[key] == name])
     return 0
 
 

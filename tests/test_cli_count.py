@@ -46,7 +46,7 @@ def test_options_reach_the_training_spec():
     doc = count_json("llama-3-8b", "--global-batch", "8", "--seq", "512", "--micro-batch", "2",
                      "--precision", "fp32", "--optimizer", "sgd", "--recompute", "full",
                      "--attention", "eager")
-    assert doc["training"] == {"global_batch": 8, "seq_len": 512, "micro_batch": 2,
+    assert doc["training"] == {"global_batch": 8, "seq_len": 512, "decoder_seq_len": None, "micro_batch": 2,
                                "precision": "fp32", "optimizer": "sgd", "recompute": "full", "attention": "eager",
                                "grad_dtype": "fp32", "master_weights": False}
     assert doc["memory"]["model_states"] == 8 * 8_030_261_248  # fp32 weight 4 + grad 4, no state

@@ -27,6 +27,9 @@ COMMAND_MODULES: dict[str, str] = {
     "verify": "verify",
     "export": "export",
     "compare": "export",
+    "budget": "budget",
+    "serve": "serve",
+    "launch": "launch",
 }
 
 

@@ -32,6 +32,10 @@ class Accelerator(Spec):
     """HBM bandwidth in TB/s."""
     matmul_efficiency: float = Field(0.8, gt=0, le=1)
     """Best achievable fraction of peak on large GEMMs (measured MAMF / peak)."""
+    board_power_w: float | None = Field(None, gt=0)
+    """Maximum board power (TDP) in watts, the figure whole-run energy is priced at; None: unknown."""
+    power_source: str = ""
+    """Where board_power_w comes from (datasheet)."""
     source: str = ""
     """Where the figures come from."""
 
@@ -146,6 +150,11 @@ class Cluster(Spec):
     per-algorithm base latency)."""
     collective_fits: tuple[CollectiveFit, ...] = ()
     """Measured overrides per collective and scope (from `modelplan calibrate`), else empty."""
+    price_per_gpu_hour_usd: float | None = Field(None, gt=0)
+    """A list price of renting one of these accelerators for an hour, in US dollars; None: none stated
+    (`plan --price-per-gpu-hour` gives one)."""
+    price_source: str = ""
+    """Where price_per_gpu_hour_usd comes from, with its date (list prices change)."""
     source: str = ""
     """Where the figures come from."""
 
