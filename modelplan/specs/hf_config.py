@@ -9,7 +9,7 @@ class default the mapper passes; aliases follow the class's `attribute_map`.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from modelplan.errors import SpecError
 
@@ -88,45 +88,34 @@ class HFConfig:
             raise self._error(name, f"must be > 0, got {value!r}")
         return float(value)
 
+    def _checked(self, keys: tuple[str, ...], default: Any, ok: Callable[[Any], bool], expected: str) -> Any:
+        """The value under `keys` if `ok` accepts it (None passes), else a one-line error."""
+        name, value = self._raw(keys, default)
+        if value is _MISSING:
+            raise self._missing(keys[0])
+        if value is None or ok(value):
+            return value
+        raise self._error(name, f"expected {expected}, got {value!r} ({_kind(value)})")
+
     def flag(self, key: str, default: Any = _MISSING, *aliases: str) -> Any:
         """A JSON boolean; `default` may be None."""
-        name, value = self._raw((key, *aliases), default)
-        if value is _MISSING:
-            raise self._missing(key)
-        if value is None or isinstance(value, bool):
-            return value
-        raise self._error(name, f"expected true or false, got {value!r} ({_kind(value)})")
+        return self._checked((key, *aliases), default, lambda v: isinstance(v, bool), "true or false")
 
     def text(self, key: str, default: Any = _MISSING, *aliases: str) -> Any:
         """A string; `default` may be None."""
-        name, value = self._raw((key, *aliases), default)
-        if value is _MISSING:
-            raise self._missing(key)
-        if value is None or isinstance(value, str):
-            return value
-        raise self._error(name, f"expected a string, got {value!r} ({_kind(value)})")
+        return self._checked((key, *aliases), default, lambda v: isinstance(v, str), "a string")
 
     def ints(self, key: str, default: Any = _MISSING) -> Any:
         """A list of integers; `default` may be None."""
-        name, value = self._raw((key,), default)
-        if value is _MISSING:
-            raise self._missing(key)
-        if value is None:
-            return None
-        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
-            raise self._error(name, f"expected a list of integers, got {value!r} ({_kind(value)})")
-        return list(value)
+        value = self._checked((key,), default, lambda v: isinstance(v, list) and all(
+            isinstance(x, int) and not isinstance(x, bool) for x in v), "a list of integers")
+        return None if value is None else list(value)
 
     def texts(self, key: str, default: Any = _MISSING) -> Any:
         """A list of strings; `default` may be None."""
-        name, value = self._raw((key,), default)
-        if value is _MISSING:
-            raise self._missing(key)
-        if value is None:
-            return None
-        if not isinstance(value, list) or any(not isinstance(v, str) for v in value):
-            raise self._error(name, f"expected a list of strings, got {value!r} ({_kind(value)})")
-        return list(value)
+        value = self._checked((key,), default, lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                              "a list of strings")
+        return None if value is None else list(value)
 
     def sub(self, key: str, defaults: dict | None = None) -> "HFConfig | None":
         """A nested config object (`text_config`, `vision_config`); None when absent. With
