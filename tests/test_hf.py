@@ -342,3 +342,18 @@ def test_absurd_depth_is_refused_before_any_loop():
     """num_hidden_layers 10**12 is a one-line error, not a hang building per-block lists."""
     with pytest.raises(SpecError, match=r"num_hidden_layers: 1000000000000 exceeds 100,000 blocks"):
         from_hf_config(config("gemma-3-1b-it", num_hidden_layers=10**12), "config.json")
+
+
+def test_cli_config_without_model_type_names_the_missing_key(tmp_path):
+    """`modelplan count` on a config.json without model_type: one line naming it, exit 2."""
+    from typer.testing import CliRunner
+
+    from modelplan.cli.app import app
+
+    data = config("llama-3-8b")
+    del data["model_type"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    result = CliRunner().invoke(app, ["count", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "config.json: model_type: missing" in result.output and result.output.count("\n") == 1
