@@ -95,11 +95,15 @@ def test_the_report_names_the_oracle():
     assert any(n.startswith("oracle numpy") for n in report.notes)
 
 
-def test_an_unbuildable_feature_is_a_failed_oracle_row():
-    """qk_norm has no executor parameters: the torch oracle refuses it by name, verify fails."""
-    report = verify(LLAMA.model_copy(update={"qk_norm": True}), TRAIN, Plan(dp=2), scale=False, oracle="torch")
-    rows = {r.name: r for r in report.rows}
-    assert not rows["oracle"].passed and "qk_norm" in rows["oracle"].detail
+def test_the_torch_oracle_refuses_a_feature_it_does_not_build():
+    """qk_norm has no executor parameters (verify refuses it before running, `execute/support.py`);
+    asked directly, the torch oracle names it instead of building a model without it."""
+    from modelplan.execute.oracle import OracleUnavailable
+    from modelplan.execute.oracle.torch_transformer import torch_transformer_run
+
+    spec = LLAMA.model_copy(update={"qk_norm": True})
+    with pytest.raises(OracleUnavailable, match="qk_norm"):
+        torch_transformer_run(spec, init_params(spec, np.random.default_rng(0)), [], OptimizerConfig())
 
 
 def test_missing_torch_is_a_one_line_error(monkeypatch):

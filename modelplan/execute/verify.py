@@ -38,6 +38,7 @@ from modelplan.execute.scale import check_executable, scale_down
 from modelplan.execute.schedule_check import check_executed_schedule
 from modelplan.execute.pipeline import stage_map
 from modelplan.execute.spmd import SpmdBackend, SpmdDeadlock, SpmdError, SpmdTimeout, spmd_runner
+from modelplan.execute.support import check_supported
 from modelplan.execute.timeline import lamport_spans
 from modelplan.plan.commlist import communication_list
 from modelplan.plan.dims import ParallelDims
@@ -128,6 +129,7 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
     Network specs (MLP / CNN / RNN) run in `modelplan.execute.net` and return the report alone.
     `oracle`: the single-device run compared with (numpy: the executor's reference; torch: PyTorch);
     `steps`: optimizer steps run and compared one by one."""
+    check_supported(spec)
     check_rank_count(plan, max_ranks)
     check_steps(steps)
     oracle = check_oracle(oracle)
