@@ -51,6 +51,9 @@ GIB = 2**30
 OPTIONAL_TRAINING = ("attention", "framework", "ac_mode", "fp8_recipe")
 # Settings the plan takes when this version of modelplan has them.
 OPTIONAL_PLAN = ("reshard_after_forward", "fsdp_shard_size", "etp")
+# `features` a run lists that name a TrainingSpec / Plan field (or one of these aliases) are passed
+# to it; the others stay informational.
+FEATURE_ALIASES = {"async_tp": "tp_comm_overlap"}
 ENGINE_FRAMEWORK = {"megatron": "megatron", "deepspeed": "deepspeed", "torchtitan": "torchtitan", "fsdp": "fsdp",
                     "foundry": "fsdp"}
 
@@ -103,7 +106,19 @@ def _training(run: dict) -> TrainingSpec:
             fields[name] = run[name]
     if "framework" in known and "framework" not in run and run.get("engine") in ENGINE_FRAMEWORK:
         fields["framework"] = ENGINE_FRAMEWORK[run["engine"]]
+    fields.update(_features(run, known))
     return TrainingSpec(**fields)
+
+
+def _features(run: dict, known: dict) -> dict:
+    """The run's `features` that name a field of the model (`known`), aliases resolved; a
+    feature and its alias both set keep the first true one."""
+    out: dict = {}
+    for key, value in run.get("features", {}).items():
+        name = FEATURE_ALIASES.get(key, key)
+        if name in known and not out.get(name):
+            out[name] = value
+    return out
 
 
 def _plan(run: dict) -> Plan:
@@ -120,6 +135,7 @@ def _plan(run: dict) -> Plan:
     for name in OPTIONAL_PLAN:
         if name in run and name in Plan.model_fields:
             fields[name] = run[name]
+    fields.update(_features(run, Plan.model_fields))
     return Plan(**fields)
 
 

@@ -33,27 +33,43 @@ class Roofline:
     flash_fwd_flops_per_s: float = 0.0
     """Fused attention forward: 16-bit peak * flash_fwd_efficiency * sustained_fraction."""
     flash_bwd_flops_per_s: float = 0.0
-    """Fused attention backward: 16-bit peak * flash_bwd_efficiency * sustained_fraction."""
+    """Fused attention backward: 16-bit peak * its backward efficiency * sustained_fraction."""
+    fp8_matmul_flops_per_s: float = 0.0
+    """fp8 GEMMs (fp8 training's linear layers): fp8 peak * fp8 matmul efficiency *
+    sustained_fraction (0 when the precision is not fp8: every GEMM is 16-bit)."""
 
     @classmethod
-    def of(cls, accelerator: Accelerator, precision: str, cost: CostModel) -> "Roofline":
-        """Rates for one accelerator running one precision under one cost model."""
+    def of(cls, accelerator: Accelerator, precision: str, cost: CostModel,
+           attention_kernels: tuple[str, ...] = ()) -> "Roofline":
+        """Rates for one accelerator running one precision under one cost model. The fused
+        attention rates are those of the first of `attention_kernels` (the engine's preference)
+        the accelerator lists, else the cost model's flash efficiencies. Under fp8 training only
+        the linear layers' GEMMs run at the fp8 rate (`plan/fp8.py`); the other GEMMs and
+        attention stay 16-bit (Transformer Engine / torchao)."""
+        fp8 = precision == "fp8"
         peak = accelerator.peak_flops(precision)
-        # attention runs in 16 bits also under fp8 training (Transformer Engine keeps it in bf16)
-        attn_peak = accelerator.peak_flops("bf16" if precision == "fp8" else precision)
+        half = accelerator.peak_flops("bf16") if fp8 else peak
+        rates = accelerator.attention_rates(attention_kernels) or (cost.flash_fwd_efficiency, cost.flash_bwd_efficiency)
+        fp8_eff = accelerator.matmul_efficiency_fp8 or accelerator.matmul_efficiency
         return cls(
-            matmul_flops_per_s=peak * accelerator.matmul_efficiency * cost.sustained_fraction,
+            matmul_flops_per_s=half * accelerator.matmul_efficiency * cost.sustained_fraction,
             hbm_bytes_per_s=accelerator.memory_bw_tbps * 1e12 * cost.hbm_efficiency * cost.sustained_fraction,
             overhead_s=cost.kernel_overhead_us * 1e-6,
             peak_flops_per_s=peak,
-            flash_fwd_flops_per_s=attn_peak * cost.flash_fwd_efficiency * cost.sustained_fraction,
-            flash_bwd_flops_per_s=attn_peak * cost.flash_bwd_efficiency * cost.sustained_fraction,
+            flash_fwd_flops_per_s=half * rates[0] * cost.sustained_fraction,
+            flash_bwd_flops_per_s=half * rates[1] * cost.sustained_fraction,
+            fp8_matmul_flops_per_s=peak * fp8_eff * cost.sustained_fraction if fp8 else 0.0,
         )
 
-    def gemm_time_s(self, gemm: Gemm, dtype_bytes: int) -> float:
-        """Roofline time of one GEMM (Williams et al. 2009) plus the per-kernel overhead."""
-        compute_s = gemm.flops / self.matmul_flops_per_s
-        memory_s = gemm.bytes_moved(dtype_bytes) / self.hbm_bytes_per_s
+    def gemm_time_s(self, gemm: Gemm, dtype_bytes: int, fp8_factor: float = 0.0) -> float:
+        """Roofline time of one GEMM (Williams et al. 2009) plus the per-kernel overhead;
+        `fp8_factor` > 0: an fp8 GEMM at that fraction of the fp8 rate, 1-byte operands."""
+        if fp8_factor and self.fp8_matmul_flops_per_s:
+            compute_s = gemm.flops / (self.fp8_matmul_flops_per_s * fp8_factor)
+            memory_s = gemm.bytes_moved(1) / self.hbm_bytes_per_s
+        else:
+            compute_s = gemm.flops / self.matmul_flops_per_s
+            memory_s = gemm.bytes_moved(dtype_bytes) / self.hbm_bytes_per_s
         return self.overhead_s + max(compute_s, memory_s)
 
     def gemm_efficiency(self, gemm: Gemm, dtype_bytes: int) -> float:

@@ -20,6 +20,7 @@ from modelplan.plan.commcost import CommPricer
 from modelplan.plan.compute import Roofline
 from modelplan.plan.evallists import ListTerms
 from modelplan.plan.evalstates import StateTerms
+from modelplan.plan.engine import engine_settings
 from modelplan.plan.experts import expert_capacity, moe_layer_counts, planned_capacity_factor
 from modelplan.plan.layerterms import LayerTerms, build_layer_terms, kernel_times
 from modelplan.plan.memory import StageMemory, state_bytes_per_param
@@ -28,6 +29,7 @@ from modelplan.plan.steptime import DpTimes, dp_exposure, optimizer_bytes_per_pa
 from modelplan.plan.validate import padded_vocab, planning_spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
+from modelplan.specs.load import load_engine
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
@@ -91,8 +93,14 @@ class Evaluator(StateTerms, ListTerms):
     def __init__(self, spec: TransformerSpec, training: TrainingSpec, cluster: Cluster, cost: CostModel | None = None):
         self.spec = planning_spec(spec)
         self.training, self.cluster = training, cluster
-        self.cost = cost or CostModel()
-        self.roofline = Roofline.of(cluster.accelerator, training.precision, self.cost)
+        profile = load_engine(training.framework)
+        self.software = engine_settings(training, profile)
+        self.cost = cost or profile.cost_model()
+        if training.dp_overlap is not None:
+            self.cost = self.cost.model_copy(update={"dp_overlap": training.dp_overlap})
+        if training.tp_comm_overlap is not None:
+            self.software = self.software._replace(tp_comm_overlap=training.tp_comm_overlap)
+        self.roofline = Roofline.of(cluster.accelerator, training.precision, self.cost, self.software.attention_kernels)
         self.pricer = CommPricer(cluster)
         self.dtype_bytes, self.grad_bytes = training.dtype_bytes, training.grad_bytes
         self.state_bytes = state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
@@ -135,8 +143,9 @@ class Evaluator(StateTerms, ListTerms):
                      ep: int | None = None) -> LayerTerms:
         attention = self.training.attention
         extra: dict = {"cp": cp, "cp_kv_send_s": self.cp_kv_send_s(tp, sp, micro_batch, cp) if cp > 1 else 0.0,
-                       "attention": attention}
-        kernels: dict = {"cp": cp, "attention": attention}
+                       "attention": attention, "software": self.software}
+        kernels: dict = {"cp": cp, "attention": attention, "software": self.software,
+                         "scaled_gemm_factor": self.cost.fp8_scaled_gemm_factor}
         if ep is not None:
             tokens = micro_batch * self.training.seq_len // cp
             kernels.update(moe_layer=True, ep=ep, capacity=expert_capacity(tokens, self.spec.moe, self.capacity_factor))
@@ -145,6 +154,7 @@ class Evaluator(StateTerms, ListTerms):
         extra["times"] = self._memo(("kernel_times", tp, sp, micro_batch, cp, ep), lambda: kernel_times(
             self.spec, tp, sp, micro_batch, self.training.seq_len, self.dtype_bytes, self.vocab_padded(tp),
             self.roofline, **kernels))
+        extra.pop("scaled_gemm_factor", None)
         return build_layer_terms(
             self.spec, tp, sp, micro_batch, recompute, self.training.seq_len,
             self.dtype_bytes, self.vocab_padded(tp), self.roofline,

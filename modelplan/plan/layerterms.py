@@ -9,7 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from modelplan.count.checkpointing import checkpointed_share, op_sac_recomputed_fraction
 from modelplan.plan.compute import Roofline
+from modelplan.plan.engine import MEGATRON_2021, EngineSettings
+from modelplan.plan.fp8 import gemm_rate_factor, is_fp8_gemm, quantisation_bytes
 from modelplan.plan.kernels import embedding_kernels, head_kernels, layer_kernels
 from modelplan.plan.listprice import TpPrices
 from modelplan.count.memory import (
@@ -110,6 +113,16 @@ def cp_ring_exposure(cp: int, kv_send_s: float, core_fwd_s: float, core_bwd_s: f
     return fwd, bwd, steps * 3 * kv_send_s - fwd - bwd
 
 
+def tp_exposure(tp_s: float, gemm_s: float, tp: int) -> float:
+    """Exposed fraction of a block's TP collectives when they overlap the GEMMs (Transformer
+    Engine userbuffers ring-exchange / torchtitan async TP: each AllGather / ReduceScatter is cut
+    into tp chunks that move while the GEMM works on the previous one, so the first chunk waits and
+    traffic beyond the GEMMs' time is exposed): max(tp_s - gemm_s, tp_s / tp) / tp_s."""
+    if tp_s <= 0.0:
+        return 1.0
+    return max(tp_s - gemm_s, tp_s / tp) / tp_s
+
+
 class KernelTimes(NamedTuple):
     """Kernel seconds of one micro-batch on one TP rank that do not depend on recompute."""
 
@@ -124,38 +137,57 @@ class KernelTimes(NamedTuple):
     head_bwd_s: float
     embedding_fwd_s: float
     embedding_bwd_s: float
+    linear_fwd_s: float = 0.0
+    """The block's linear-layer GEMMs of the forward (no attention core), fp8 casts included."""
 
 
 def kernel_times(
     spec: TransformerSpec, tp: int, sequence_parallel: bool, micro_batch: int, seq_len: int, dtype_bytes: int,
     vocab_padded: int, roofline: Roofline, *, moe_layer: bool = False, ep: int = 1, capacity: int | None = None,
-    cp: int = 1, attention: str = "eager",
+    cp: int = 1, attention: str = "eager", software: EngineSettings = MEGATRON_2021, scaled_gemm_factor: float = 1.0,
 ) -> KernelTimes:
     """Roofline times of one block's, the head's and the embedding's kernels (`plan/kernels.py`);
     a backward GEMM is the dgrad + wgrad pair of its forward. A fused attention kernel (flash /
-    sdpa) runs at its own sustained rate (`Roofline.fused_fwd_s`) and is the attention core."""
+    sdpa) runs at its own sustained rate (`Roofline.fused_fwd_s`) and is the attention core.
+    `software`: the engine's element-wise mode and, under fp8, its recipe: the linear layers'
+    GEMMs at the fp8 rate (times `scaled_gemm_factor` for row- / block-scaled recipes) and their
+    operands' quantisation passes as memory-bound time (`plan/fp8.py`)."""
     d, s_local = dtype_bytes, seq_len // cp
     k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel, moe_layer=moe_layer, ep=ep,
-                      capacity=capacity, cp=cp, attention=attention)
+                      capacity=capacity, cp=cp, attention=attention, elementwise=software.elementwise)
+    recipe = software.fp8_recipe
+    factor = gemm_rate_factor(recipe, scaled_gemm_factor) if recipe else 0.0
+
+    def gemm_s(g) -> float:
+        return roofline.gemm_time_s(g, d, factor if factor and is_fp8_gemm(g.name) else 0.0)
+
     fused_f = sum(roofline.fused_fwd_s(a) for a in k.fused)
     fused_b = sum(roofline.fused_bwd_s(a) for a in k.fused)
-    gemm_f = sum(roofline.gemm_time_s(g, d) for g in k.gemms) + fused_f
-    gemm_b = sum(roofline.gemm_time_s(x, d) for g in k.gemms for x in g.backward()) + fused_b
+    linear_f = sum(gemm_s(g) for g in k.gemms if g not in k.attention_core_gemms)
+    gemm_f = sum(gemm_s(g) for g in k.gemms) + fused_f
+    gemm_b = sum(gemm_s(x) for g in k.gemms for x in g.backward()) + fused_b
     ew_f = sum(roofline.elementwise_fwd_s(e) for e in k.elementwise)
     ew_b = sum(roofline.elementwise_bwd_s(e) for e in k.elementwise)
+    if recipe:  # quantise each fp8 GEMM's input (fwd) and output gradient (bwd)
+        for g in k.gemms:
+            if is_fp8_gemm(g.name):
+                q_f, q_b = quantisation_bytes(recipe, d, g.m * g.batch, g.k, g.n, software.fp8_weight_cache)
+                ew_f += roofline.overhead_s + roofline.memory_time_s(q_f)
+                ew_b += roofline.overhead_s + roofline.memory_time_s(q_b)
+                linear_f += roofline.memory_time_s(q_f)
     core_f = sum(roofline.gemm_time_s(g, d) for g in k.attention_core_gemms)
     core_f += sum(roofline.elementwise_fwd_s(e) for e in k.attention_core_elementwise)
     core_b = sum(roofline.gemm_time_s(x, d) for g in k.attention_core_gemms for x in g.backward())
     core_b += sum(roofline.elementwise_bwd_s(e) for e in k.attention_core_elementwise)
     core_f, core_b = core_f + fused_f, core_b + fused_b
-    head_gemms, head_ew = head_kernels(spec, tp, micro_batch, s_local, d, vocab_padded)
+    head_gemms, head_ew = head_kernels(spec, tp, micro_batch, s_local, d, vocab_padded, software.elementwise)
     emb_ew = embedding_kernels(spec, micro_batch, s_local, d)
     head_f = sum(roofline.gemm_time_s(g, d) for g in head_gemms) + sum(roofline.elementwise_fwd_s(e) for e in head_ew)
     head_b = sum(roofline.gemm_time_s(x, d) for g in head_gemms for x in g.backward())
     head_b += sum(roofline.elementwise_bwd_s(e) for e in head_ew)
     return KernelTimes(gemm_f, gemm_b, ew_f, ew_b, core_f, core_b, head_f, head_b,
                        sum(roofline.elementwise_fwd_s(e) for e in emb_ew),
-                       sum(roofline.elementwise_bwd_s(e) for e in emb_ew))
+                       sum(roofline.elementwise_bwd_s(e) for e in emb_ew), linear_f)
 
 
 def build_layer_terms(
@@ -180,6 +212,7 @@ def build_layer_terms(
     cp_kv_send_s: float = 0.0,
     times: KernelTimes | None = None,
     attention: str = "eager",
+    software: EngineSettings = MEGATRON_2021,
 ) -> LayerTerms:
     """Price one block, the embedding and the head for one micro-batch on one TP rank; the TP
     collectives come from the priced communication list (with and without recompute).
@@ -193,15 +226,26 @@ def build_layer_terms(
     takes `cp_kv_send_s` to the next rank of the ring (`cp_ring_exposure`).
 
     `times`: the `kernel_times` of the same block (the evaluator shares them between recompute
-    choices); computed here when not given. `attention`: the kernel (`TrainingSpec.attention`)."""
+    choices); computed here when not given. `attention`: the kernel (`TrainingSpec.attention`).
+    `software`: the engine (`plan/engine.py`): what 'selective' recomputes (`ac_mode`), element-wise
+    mode, loss, fp8 recipe and whether TP collectives overlap the GEMMs (`tp_exposure`)."""
     d = dtype_bytes
     s_local = seq_len // cp
     if times is None:
         times = kernel_times(spec, tp, sequence_parallel, micro_batch, seq_len, d, vocab_padded, roofline,
-                             moe_layer=moe_layer, ep=ep, capacity=capacity, cp=cp, attention=attention)
-    gemm_f, gemm_b, ew_f, ew_b, core_f, core_b, head_f, head_b, emb_f, emb_b = times
+                             moe_layer=moe_layer, ep=ep, capacity=capacity, cp=cp, attention=attention,
+                             software=software)
+    gemm_f, gemm_b, ew_f, ew_b, core_f, core_b = times[:6]
+    head_f, head_b, emb_f, emb_b = times.head_fwd_s, times.head_bwd_s, times.embedding_fwd_s, times.embedding_bwd_s
+    mode = software.ac_mode if not moe_layer or software.ac_mode != "op_sac" else "attention_core"
+    layer_level = recompute == "selective" and mode in ("layer_sac", "every_nth_block")
     if recompute == "full":
         recompute_s = gemm_f + ew_f
+    elif layer_level:  # one block in ac_every recomputed whole
+        recompute_s = checkpointed_share(software.ac_every) * (gemm_f + ew_f)
+    elif recompute == "selective" and mode == "op_sac" and attention != "eager":
+        # torchtitan per-op SAC: the unsaved matmuls and every element-wise op (attention saved)
+        recompute_s = op_sac_recomputed_fraction(spec) * times.linear_fwd_s + ew_f
     elif recompute == "selective":
         # Korthikanti et al. 2022 sec. 5: redo QK^T, softmax, dropout and the context matmul
         recompute_s = core_f
@@ -210,10 +254,14 @@ def build_layer_terms(
 
     # Tensor-parallel collectives (Shoeybi et al. 2019 f/g operators; Korthikanti et al. 2022
     # sec. 4.2.2 for sequence parallelism): forward and backward move the same volume.
-    exposed = cost.tp_exposed_fraction
     block = tp_priced_no_recompute.block_s
     tp_rec = tp_priced.block_s - block
-    hidden = (1 - exposed) * tp_priced.block_s
+    if layer_level:  # the checkpointed blocks' forward collectives run again
+        tp_rec = checkpointed_share(software.ac_every) * block / 2
+    total_tp = block + tp_rec
+    linear_s = times.linear_fwd_s * 3  # forward, dgrad and wgrad GEMMs of the linear layers
+    exposed = tp_exposure(total_tp, linear_s, tp) if software.tp_comm_overlap else cost.tp_exposed_fraction
+    hidden = (1 - exposed) * total_tp
 
     cp_f, cp_b, ring_hidden = cp_ring_exposure(cp, cp_kv_send_s, core_f, core_b) if cp > 1 else (0.0, 0.0, 0.0)
     rec_f = rec_hidden = 0.0
@@ -222,16 +270,17 @@ def build_layer_terms(
 
     kind = next((i for i in range(spec.layers) if spec.is_moe_layer(i) == moe_layer), None)
 
-    def acts(rc: str) -> int:
-        kept = activation_bytes_per_layer(spec, micro_batch, s_local, d, tp, sequence_parallel, rc, kind, attention)
+    def acts(rc: str, ac_mode: str = "attention_core") -> int:
+        kept = activation_bytes_per_layer(spec, micro_batch, s_local, d, tp, sequence_parallel, rc, kind, attention,
+                                          ac_mode, software.elementwise, software.ac_every)
         if cp > 1 and rc == "none":  # s/cp queries against all s keys: cp x the (s/cp)^2 score term
             score = kept - activation_bytes_per_layer(spec, micro_batch, s_local, d, tp, sequence_parallel,
-                                                      "selective", kind, attention)
+                                                      "selective", kind, attention, elementwise=software.elementwise)
             kept += (cp - 1) * score
         return kept
 
-    stored = acts(recompute)
-    if recompute == "full":
+    stored = acts(recompute, mode)
+    if recompute == "full" or layer_level:
         working = acts("none")
     elif recompute == "selective":
         working = acts("none") - stored
@@ -240,7 +289,7 @@ def build_layer_terms(
     # Korthikanti et al. 2022 sec. 4.3: token ids and embedding-dropout mask (first stage);
     # output layer + cross-entropy 4sbh(1 + V/h)/t (last stage).
     emb_act = embedding_activation_bytes(spec, micro_batch, s_local, tp, sequence_parallel)
-    head_act = output_activation_bytes(spec, micro_batch, s_local, d, tp)
+    head_act = output_activation_bytes(spec, micro_batch, s_local, d, tp, software.fused_cross_entropy)
     return LayerTerms(
         fwd_gemm_s=gemm_f,
         fwd_elementwise_s=ew_f,
