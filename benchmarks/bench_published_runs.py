@@ -48,14 +48,14 @@ RUN_FILES = (ROOT / "benchmarks" / "published_runs.toml", ROOT / "benchmarks" / 
 NARAYANAN = ROOT / "tests" / "data" / "calibration_runs.json"
 GIB = 2**30
 # Settings a run may carry that the training spec takes when this version of modelplan has them.
-OPTIONAL_TRAINING = ("attention", "framework", "ac_mode", "fp8_recipe")
+OPTIONAL_TRAINING = ("attention", "framework", "grad_dtype", "fp8_param_gather", "ac_mode", "fp8_recipe")
 # Settings the plan takes when this version of modelplan has them.
 OPTIONAL_PLAN = ("reshard_after_forward", "fsdp_shard_size", "etp")
 # `features` a run lists that name a TrainingSpec / Plan field (or one of these aliases) are passed
 # to it; the others stay informational.
-FEATURE_ALIASES = {"async_tp": "tp_comm_overlap"}
+FEATURE_ALIASES = {"async_tp": "tp_comm_overlap", "fp8_all_gather": "fp8_param_gather"}
 ENGINE_FRAMEWORK = {"megatron": "megatron", "deepspeed": "deepspeed", "torchtitan": "torchtitan", "fsdp": "fsdp",
-                    "foundry": "fsdp"}
+                    "foundry": "foundry"}
 
 
 def split_rule(run_id: str) -> str:
@@ -86,7 +86,7 @@ def unsupported(run: dict) -> list[str]:
     reasons = []
     if run.get("unsupported"):
         reasons.append(run["unsupported"])
-    for key in OPTIONAL_TRAINING[2:]:
+    for key in OPTIONAL_TRAINING[4:]:
         if key in run and key not in TrainingSpec.model_fields and not _implicit(run, key):
             reasons.append(f"{key}={run[key]!r} not modelled")
     for key in OPTIONAL_PLAN:

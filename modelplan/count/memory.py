@@ -87,6 +87,7 @@ def activation_bytes_per_layer(
     ac_mode: str = "attention_core",
     elementwise: str = "fused",
     ac_every: int = 2,
+    fp8_inputs: bool = False,
 ) -> int:
     """Activation bytes one block keeps for backward, per GPU, for one micro-batch.
 
@@ -120,14 +121,16 @@ def activation_bytes_per_layer(
       recomputed (the mean over blocks, rounded up).
     - `elementwise` 'eager' (PyTorch composites, `modelplan.count.eager`): an RMSNorm keeps its
       fp32 input and its output, SwiGLU also keeps silu's output.
+    - `fp8_inputs` (Transformer Engine fp8): the linear layers keep their inputs as 1-byte fp8
+      copies (the two norm outputs, the output-projection input and the second MLP GEMM's input).
     `layer_index` picks a block (MoE and dense blocks differ); None gives the largest block.
     Division by t rounds up (exact when t divides the sizes).
     """
     if recompute == "selective" and ac_mode in ("layer_sac", "every_nth_block"):
         full = activation_bytes_per_layer(spec, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, "full",
-                                          layer_index, attention, elementwise=elementwise)
+                                          layer_index, attention, elementwise=elementwise, fp8_inputs=fp8_inputs)
         none = activation_bytes_per_layer(spec, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, "none",
-                                          layer_index, attention, elementwise=elementwise)
+                                          layer_index, attention, elementwise=elementwise, fp8_inputs=fp8_inputs)
         return _ceil_div(full + (ac_every - 1) * none, ac_every)
     if layer_index is None:
         kinds = {spec.is_moe_layer(i) for i in range(spec.layers)}
@@ -137,6 +140,11 @@ def activation_bytes_per_layer(
     best = 0
     for moe_layer in kinds:
         replicated, sharded, score = _layer_terms(spec, moe_layer, dtype_bytes, attention, elementwise)
+        if fp8_inputs and not moe_layer:  # TE keeps the linear inputs as fp8 (1 byte) copies
+            saved = dtype_bytes - 1
+            shared_input = spec.parallel_block and spec.num_norms_per_layer == 1
+            replicated -= saved * spec.hidden * (1 if shared_input else 2)
+            sharded -= saved * (spec.q_width + spec.ffn_hidden)
         if recompute == "selective" and ac_mode == "op_sac" and not moe_layer and is_fused(attention):
             replicated, sharded = op_sac_kept_per_token(spec, dtype_bytes, tp)
             score = 0

@@ -21,7 +21,8 @@ class EngineSettings(NamedTuple):
     fused_cross_entropy: bool
     fp8_recipe: str | None
     """The fp8 scaling recipe, None when the precision is not fp8."""
-    fp8_weight_cache: bool
+    fp8_backend: str
+    """te | torchao (`EngineProfile.fp8_backend`)."""
     attention_kernels: tuple[str, ...]
     sharded_low_precision_copy: bool
     reduce_in_fp32: bool
@@ -38,7 +39,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
     return EngineSettings(
         framework=profile.name, elementwise=elementwise, ac_mode=training.ac_mode or profile.selective,
         ac_every=profile.layer_sac_every, fused_cross_entropy=profile.fused_cross_entropy, fp8_recipe=fp8,
-        fp8_weight_cache=profile.fp8_weight_cache, attention_kernels=profile.attention_kernels,
+        fp8_backend=profile.fp8_backend, attention_kernels=profile.attention_kernels,
         sharded_low_precision_copy=profile.sharded_low_precision_copy, reduce_in_fp32=profile.reduce_in_fp32,
         reshard_after_forward=profile.reshard_after_forward,
         reshard_after_forward_pp=profile.reshard_after_forward_pp, tp_comm_overlap=profile.tp_comm_overlap,
@@ -47,7 +48,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
 
 MEGATRON_2021 = EngineSettings(
     framework="megatron", elementwise="fused", ac_mode="attention_core", ac_every=2, fused_cross_entropy=True,
-    fp8_recipe=None, fp8_weight_cache=True, attention_kernels=(), sharded_low_precision_copy=True,
+    fp8_recipe=None, fp8_backend="te", attention_kernels=(), sharded_low_precision_copy=True,
     reduce_in_fp32=True, reshard_after_forward=True, reshard_after_forward_pp=True, tp_comm_overlap=False,
 )
 """The settings the kernel and layer-term functions assume when none are given (Megatron-LM)."""

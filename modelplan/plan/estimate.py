@@ -64,6 +64,7 @@ def evaluate_plan(
     ev = evaluator.evaluate(
         plan.tp, plan.pp, plan.dp, plan.vpp, plan.micro_batch, plan.schedule,
         plan.sequence_parallel, recompute, plan.zero, plan.ep, plan.cp, plan.scatter_gather,
+        plan.reshard_after_forward, plan.fsdp_shard_size,
     )
     return to_estimate(evaluator, ev, plan, memory_headroom)
 

@@ -101,7 +101,7 @@ class ListTerms:
             spec = self.spec.model_copy(update={"layers": 2 * counts[0]}) if edge else self.spec
             plan = Plan(tp=tp, pp=list_pp, dp=dp, ep=ep, cp=cp, micro_batch=self.training.global_batch // dp,
                         sequence_parallel=list_sp, zero=list_zero, recompute="none")
-            return communication_list(spec, self.training, plan)
+            return communication_list(spec, self.dp_training, plan)
 
         def price():
             listed = self._memo(("dp_items", tp, pp, dp, list_zero, list_sp, ep, cp, edge), items)

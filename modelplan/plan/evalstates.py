@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.plan.fsdp import UNITS_IN_FLIGHT, zero3_mode
 from modelplan.plan.memory import StageMemory, inflight_microbatches, model_state_bytes, stage_memory
 from modelplan.plan.shard import unit_shards
 from modelplan.plan.stages import stage_units
@@ -52,36 +53,56 @@ class StateTerms:
         return layer + expert, sum(per_rank[0]), sum(per_rank[-1]), emb.numel if emb else 0
 
     def rank_states(self, tp: int, pp: int, dp: int, zero: int, pp_rank: int, ep: int = 1,
-                    cp: int = 1) -> tuple[float, float, float]:
+                    cp: int = 1, reshard: bool | str = "default", shard: int | None = None) -> tuple[float, float, float]:
         """Model-state bytes (weights, gradients, optimizer) of one GPU of stage `pp_rank`: dense
-        parameters sharded by ZeRO over the dp x cp ranks that reduce their gradients, routed
-        experts over the dp x cp / ep ranks holding the same experts."""
+        parameters sharded by ZeRO over the dp x cp ranks that reduce their gradients (the HSDP
+        shard group of `shard` ranks when given), routed experts over the dp x cp / ep ranks
+        holding the same experts; ZeRO-3 as the engine runs it (`plan/fsdp.py`), `reshard`: the
+        plan's reshard_after_forward."""
         per_rank, layer, expert_layer = self.rank_params(tp, pp, ep)
         dense, experts = per_rank[pp_rank]
         sizes = (self.dtype_bytes, self.grad_bytes, self.state_bytes)
-        a = model_state_bytes(dense, layer, dp * cp, zero, *sizes)
-        b = model_state_bytes(experts, expert_layer, dp * cp // ep, zero, *sizes)
-        return a[0] + b[0], a[1] + b[1], a[2] + b[2]
+        sw = self.software
+        mode = zero3_mode(reshard, sw, pp)
+        reduce_bytes = 4 if sw.reduce_in_fp32 else self.dtype_bytes
+        group = dp * cp
+        zero3 = (mode, shard or group, sw.sharded_low_precision_copy, reduce_bytes)
+        a = model_state_bytes(dense, layer, group, zero, *sizes, zero3=zero3)
+        b = model_state_bytes(experts, expert_layer, group // ep, zero, *sizes, zero3=zero3)
+        weights, gradients, optimizer = a[0] + b[0], a[1] + b[1], a[2] + b[2]
+        if sw.fp8_recipe is not None and sw.fp8_backend == "te":
+            # TE keeps fp8 weights and their transposes (cached across micro-batches); with
+            # fp8_param_gather they are the parameters and no 16-bit copy exists
+            fp8_copy = 2 * (dense + experts)
+            weights += fp8_copy - (self.dtype_bytes * (dense + experts) if self.training.fp8_param_gather and zero < 3 else 0)
+        elif sw.fp8_recipe is not None and self.training.fp8_param_gather and zero >= 3:
+            # torchao fp8 all-gather: the gathered units are fp8 (1 byte) instead of 16-bit
+            weights -= (self.dtype_bytes - 1) * layer * UNITS_IN_FLIGHT
+        return weights, gradients, optimizer
 
-    def states(self, tp: int, pp: int, dp: int, zero: int, ep: int = 1, cp: int = 1
+    def states(self, tp: int, pp: int, dp: int, zero: int, ep: int = 1, cp: int = 1,
+               reshard: bool | str = "default", shard: int | None = None
                ) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
         """Model-state bytes (weights, gradients, optimizer) of the first and the last stage."""
-        return self._memo(("states", tp, pp, dp, zero, ep, cp), lambda: (
-            self.rank_states(tp, pp, dp, zero, 0, ep, cp), self.rank_states(tp, pp, dp, zero, pp - 1, ep, cp)))
+        return self._memo(("states", tp, pp, dp, zero, ep, cp, reshard, shard), lambda: (
+            self.rank_states(tp, pp, dp, zero, 0, ep, cp, reshard, shard),
+            self.rank_states(tp, pp, dp, zero, pp - 1, ep, cp, reshard, shard)))
 
     def memory(
         self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
         sp: bool, recompute: str, zero: int, ep: int = 1, cp: int = 1,
+        reshard: bool | str = "default", shard: int | None = None,
     ) -> tuple[StageMemory, StageMemory]:
         """Memory of the first and the last stage (the largest two)."""
         stage = self.stage_entry(tp, sp, micro_batch, recompute, pp, ep, cp)
         m = self.training.global_batch // (micro_batch * dp)
-        return self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp)
+        return self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard)
 
     def stage_memories(self, stage: StageEntry, tp: int, pp: int, dp: int, vpp: int, m: int, schedule: str, zero: int,
-                       ep: int, cp: int) -> tuple[StageMemory, StageMemory]:
+                       ep: int, cp: int, reshard: bool | str = "default", shard: int | None = None
+                       ) -> tuple[StageMemory, StageMemory]:
         """`memory` from the plan's cached `StageEntry` and its m micro-batches per step."""
-        key = (tp, pp, dp, zero, ep, cp)
+        key = (tp, pp, dp, zero, ep, cp, reshard, shard)
         hit = self._states.get(key)
         if hit is None:
             hit = self._states[key] = (*self.states(*key), self.groups(tp, pp, dp, ep, cp))

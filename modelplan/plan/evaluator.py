@@ -20,7 +20,10 @@ from modelplan.plan.commcost import CommPricer
 from modelplan.plan.compute import Roofline
 from modelplan.plan.evallists import ListTerms
 from modelplan.plan.evalstates import StateTerms
+from modelplan.comm.ops import Axis, Collective
+from modelplan.plan.dims import ParallelDims, strided_shape
 from modelplan.plan.engine import engine_settings
+from modelplan.plan.fsdp import hsdp_groups, reduces_every_microbatch, zero3_mode
 from modelplan.plan.experts import expert_capacity, moe_layer_counts, planned_capacity_factor
 from modelplan.plan.layerterms import LayerTerms, build_layer_terms, kernel_times
 from modelplan.plan.memory import StageMemory, state_bytes_per_param
@@ -103,6 +106,10 @@ class Evaluator(StateTerms, ListTerms):
         self.roofline = Roofline.of(cluster.accelerator, training.precision, self.cost, self.software.attention_kernels)
         self.pricer = CommPricer(cluster)
         self.dtype_bytes, self.grad_bytes = training.dtype_bytes, training.grad_bytes
+        # bytes per gradient element the data-parallel reduction moves (the engine's reduce dtype)
+        self.dp_grad_bytes = 4 if self.software.reduce_in_fp32 and training.grad_dtype == "fp32" else self.dtype_bytes
+        self.dp_training = training if self.dp_grad_bytes == training.grad_bytes else training.model_copy(
+            update={"grad_dtype": "same"})
         self.state_bytes = state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
         self.opt_bytes = optimizer_bytes_per_param(
             self.grad_bytes, self.state_bytes, self.dtype_bytes, training.uses_master_weights
@@ -197,14 +204,26 @@ class Evaluator(StateTerms, ListTerms):
         return hit
 
     def dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, pp_rank: int, ep: int = 1,
-                 cp: int = 1) -> DpEntry:
-        """The priced DP items of stage `pp_rank` (`dp_rank_prices`) and its optimizer step."""
-        key = (tp, pp, dp, zero, sp, pp_rank, ep, cp)
+                 cp: int = 1, shard: int | None = None) -> DpEntry:
+        """The priced DP items of stage `pp_rank` (`dp_rank_prices`) and its optimizer step.
+        HSDP (`shard` < dp, ZeRO >= 2): gathers and ReduceScatters priced in the shard group of
+        `shard` data-parallel ranks, plus the AllReduce of each gradient shard over the replicas
+        (`plan/fsdp.py`), hidden like the ReduceScatter it follows."""
+        key = (tp, pp, dp, zero, sp, pp_rank, ep, cp, shard)
         hit = self._dps.get(key)
         if hit is None:
-            dpp = self.dp_rank_prices(tp, pp, dp, zero, sp, pp_rank, ep, cp)
+            group, replicas = hsdp_groups(dp * cp, shard if zero >= 2 and ep == 1 and cp == 1 else None)
             dense, experts = self.rank_params(tp, pp, ep)[0][pp_rank]
-            shards = (dp * cp, dp * cp // ep) if zero >= 1 else (1, 1)  # ZeRO: the gradient-reduction groups
+            if replicas > 1:
+                dpp = self.dp_rank_prices(tp, pp, group, zero, sp, pp_rank, ep, cp)
+                stride = ParallelDims(dp=dp, tp=tp, pp=pp, cp=cp).stride(Axis.DP) * group
+                ar = self.pricer.time_s(Collective.ALL_REDUCE, dense * self.dp_grad_bytes / group,
+                                        strided_shape(replicas, stride, self.cluster.gpus_per_node))
+                times = dpp.times._replace(reduce_scatter=dpp.times.reduce_scatter + ar)
+                dpp = dpp._replace(times=times)
+            else:
+                dpp = self.dp_rank_prices(tp, pp, dp, zero, sp, pp_rank, ep, cp)
+            shards = (group, dp * cp // ep) if zero >= 1 else (1, 1)  # ZeRO: the gradient-reduction groups
             sharded = dense / shards[0] + experts / shards[1]
             optimizer = self.roofline.memory_time_s(sharded * self.opt_bytes)
             hit = self._dps[key] = DpEntry(dpp.times, dpp.partial_grads_s, dpp.tied_embedding_s, optimizer)
@@ -225,11 +244,15 @@ class Evaluator(StateTerms, ListTerms):
     def evaluate(
         self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
         sp: bool, recompute: str, zero: int, ep: int = 1, cp: int = 1, scatter_gather: bool = True,
+        reshard: bool | str = "default", shard: int | None = None,
     ) -> Evaluation:
         """All terms of one valid plan (validity is the caller's job: see validate.py).
 
         Pipeline messages: one per micro-batch, direction and model chunk on the critical path
-        (`p2p_s`, times `pp_p2p_exposed_fraction`)."""
+        (`p2p_s`, times `pp_p2p_exposed_fraction`). ZeRO-3 gathers per micro-batch follow the
+        plan's reshard_after_forward (`plan/fsdp.py`): not resharded under pipeline parallelism,
+        the stage gathers once and reduces once per step (priced as ZeRO-1's traffic); not
+        resharded without it, no backward gather. `shard`: the HSDP shard group (`dp_entry`)."""
         # the hot loop: cache hits are plain dict lookups (`stage_entry`, `dp_entry`, `p2p_s` on a miss)
         stage = self._stages.get((tp, sp, micro_batch, recompute, pp, ep, cp))
         if stage is None:
@@ -246,13 +269,15 @@ class Evaluator(StateTerms, ListTerms):
         cost = self.cost
         p2p *= 2 * vpp * cost.pp_p2p_exposed_fraction
         crit = st.critical_rank
-        dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp))
+        dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp, shard))
         if dpe is None:
-            dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp)
+            dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp, shard)
+        mode = zero3_mode(reshard, self.software, pp) if zero == 3 else None
+        priced_zero = 1 if mode is not None and not reduces_every_microbatch(mode) else zero
         if dp * cp > 1:
             dp_after, dp_mb, dp_total = dp_exposure(
-                zero, dpe.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap, cost.dp_overlap_fraction,
-                cost.overlap_interference,
+                priced_zero, dpe.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap, cost.dp_overlap_fraction,
+                cost.overlap_interference, backward_gathers=mode is None or mode.reshard_after_forward,
             )
         else:
             dp_after = dp_mb = dp_total = 0.0
@@ -262,7 +287,7 @@ class Evaluator(StateTerms, ListTerms):
         emb_sync = dpe.tied_embedding_s
         optimizer = dpe.optimizer_s
         model_seq, hardware_seq = self._flops.get(recompute) or self.flops_per_sequence(recompute)
-        mem_first, mem_last = self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp)
+        mem_first, mem_last = self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard)
         return Evaluation(
             step_time_s=pipeline + dp_after + emb_sync + optimizer,
             compute_s=m * st.compute_s, recompute_s=m * st.recompute_s, tp_comm_s=m * st.tp_s,

@@ -40,14 +40,16 @@ def cast_bytes_per_element(recipe: str, dtype_bytes: int) -> int:
     return 2 * d + 2
 
 
-def quantisation_bytes(recipe: str, dtype_bytes: int, m: int, k: int, n: int, weight_cached: bool) -> tuple[int, int]:
+def quantisation_bytes(recipe: str, dtype_bytes: int, m: int, k: int, n: int, backend: str) -> tuple[int, int]:
     """(forward, backward) HBM bytes of quantising one linear layer's operands, out (m, n) =
-    in (m, k) @ w (k, n): the input in forward (and the weight unless cached), the output gradient
-    in backward."""
+    in (m, k) @ w (k, n). te: the input in forward (with its transpose for wgrad), the output
+    gradient in backward, the weight once per step (cached: counted 0 per micro-batch). torchao:
+    input and weight in forward, and in backward the output gradient plus the input and weight
+    again from their 16-bit copies."""
     per = cast_bytes_per_element(recipe, dtype_bytes)
-    fwd = per * m * k + (0 if weight_cached else per * k * n)
-    bwd = per * m * n
-    return fwd, bwd
+    if backend == "te":
+        return per * m * k, per * m * n
+    return per * (m * k + k * n), per * (m * n + m * k + k * n)
 
 
 def gemm_rate_factor(recipe: str, scaled_gemm_factor: float) -> float:

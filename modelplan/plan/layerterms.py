@@ -171,7 +171,7 @@ def kernel_times(
     if recipe:  # quantise each fp8 GEMM's input (fwd) and output gradient (bwd)
         for g in k.gemms:
             if is_fp8_gemm(g.name):
-                q_f, q_b = quantisation_bytes(recipe, d, g.m * g.batch, g.k, g.n, software.fp8_weight_cache)
+                q_f, q_b = quantisation_bytes(recipe, d, g.m * g.batch, g.k, g.n, software.fp8_backend)
                 ew_f += roofline.overhead_s + roofline.memory_time_s(q_f)
                 ew_b += roofline.overhead_s + roofline.memory_time_s(q_b)
                 linear_f += roofline.memory_time_s(q_f)
@@ -270,9 +270,11 @@ def build_layer_terms(
 
     kind = next((i for i in range(spec.layers) if spec.is_moe_layer(i) == moe_layer), None)
 
+    fp8_inputs = software.fp8_recipe is not None and software.fp8_backend == "te"
+
     def acts(rc: str, ac_mode: str = "attention_core") -> int:
         kept = activation_bytes_per_layer(spec, micro_batch, s_local, d, tp, sequence_parallel, rc, kind, attention,
-                                          ac_mode, software.elementwise, software.ac_every)
+                                          ac_mode, software.elementwise, software.ac_every, fp8_inputs)
         if cp > 1 and rc == "none":  # s/cp queries against all s keys: cp x the (s/cp)^2 score term
             score = kept - activation_bytes_per_layer(spec, micro_batch, s_local, d, tp, sequence_parallel,
                                                       "selective", kind, attention, elementwise=software.elementwise)

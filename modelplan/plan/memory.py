@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from modelplan.plan.fsdp import zero3_state_bytes
 from modelplan.plan.layerterms import LayerTerms
 from modelplan.specs.costmodel import CostModel
 
@@ -49,11 +50,17 @@ class StageMemory(NamedTuple):
 
 def model_state_bytes(
     params: int, layer_params: int, dp: int, zero: int, dtype_bytes: int, grad_bytes: int,
-    state_bytes_per_param: int,
+    state_bytes_per_param: int, zero3: tuple | None = None,
 ) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes of `params` parameters on one GPU under ZeRO `zero`
     (Rajbhandari et al. 2020: stage 1 shards optimizer states, 2 also gradients, 3 also weights;
-    stage 3 also holds two gathered blocks, the current one and the prefetched next)."""
+    stage 3 also holds two gathered blocks, the current one and the prefetched next).
+    `zero3`: (Zero3Mode, shard ranks, low-precision shard copy, reduce bytes) for stage 3 as the
+    engine runs it (`plan/fsdp.py`), else the plain rule above."""
+    if zero >= 3 and zero3 is not None:
+        mode, shard, low_copy, reduce_bytes = zero3
+        return zero3_state_bytes(params, layer_params, min(shard, dp), dtype_bytes, grad_bytes,
+                                 state_bytes_per_param, mode, low_copy, reduce_bytes)
     weights = params * dtype_bytes / (dp if zero >= 3 else 1)
     if zero >= 3:
         weights += 2 * layer_params * dtype_bytes

@@ -55,14 +55,16 @@ class DpExposure(NamedTuple):
 
 def dp_exposure(
     zero: int, times: DpTimes, num_microbatches: int, t_fwd: float, t_bwd: float,
-    overlap: bool, overlap_fraction: float, interference: float = 0.0,
+    overlap: bool, overlap_fraction: float, interference: float = 0.0, backward_gathers: bool = True,
 ) -> DpExposure:
     """Exposed data-parallel communication under the overlap rules of the module docstring;
     every hidden second still costs `interference` seconds (SMs shared with NCCL).
 
     t_fwd / t_bwd: one micro-batch's forward / backward (with recompute) on the stage.
+    `backward_gathers` False: ZeRO-3 keeps the forward's gathered parameters for backward
+    (reshard_after_forward False, `plan/fsdp.py`): no second AllGather per micro-batch.
     """
-    raw = _dp_exposure(zero, times, num_microbatches, t_fwd, t_bwd, overlap, overlap_fraction)
+    raw = _dp_exposure(zero, times, num_microbatches, t_fwd, t_bwd, overlap, overlap_fraction, backward_gathers)
     if interference == 0.0:
         return raw
     after, per_mb, total = raw
@@ -77,7 +79,7 @@ def dp_exposure(
 
 def _dp_exposure(
     zero: int, times: DpTimes, num_microbatches: int, t_fwd: float, t_bwd: float,
-    overlap: bool, overlap_fraction: float,
+    overlap: bool, overlap_fraction: float, backward_gathers: bool = True,
 ) -> DpExposure:
     """The overlap rules without interference (hidden behind the backward: max(bucket, t - f t_bwd))."""
     m = num_microbatches
@@ -94,8 +96,9 @@ def _dp_exposure(
         per_mb = max(0.0, rs - hide) if overlap else rs
         return DpExposure((m - 1) * per_mb + last_rs + gather_after, 0.0, m * rs + ag)
     f = overlap_fraction if overlap else 0.0
-    per_mb = max(0.0, ag - f * t_fwd) + max(0.0, ag + rs - hide) + times.all_gather_block
-    return DpExposure(0.0, per_mb, m * (2 * ag + rs))
+    ag_bwd = ag if backward_gathers else 0.0
+    per_mb = max(0.0, ag - f * t_fwd) + max(0.0, ag_bwd + rs - hide) + times.all_gather_block
+    return DpExposure(0.0, per_mb, m * (ag + ag_bwd + rs))
 
 
 def optimizer_bytes_per_param(grad_bytes: int, state_bytes: int, dtype_bytes: int, master_weights: bool) -> int:

@@ -18,10 +18,10 @@ from pydantic import Field, model_validator
 from modelplan.specs.base import Spec
 from modelplan.specs.costmodel import CostModel
 
-Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp"]
+Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp", "foundry"]
 """megatron: Megatron-LM / Megatron-core / NeMo / Megatron-Bridge; deepspeed: DeepSpeed ZeRO and
 Megatron-DeepSpeed; torchtitan: PyTorch FSDP2 + DTensor TP/PP/CP; fsdp: PyTorch FSDP1 stacks
-(HF Trainer / accelerate, llm-foundry / Composer, fms-fsdp)."""
+(HF Trainer / accelerate, fms-fsdp); foundry: llm-foundry / Composer (FSDP1, MPT's kernels)."""
 
 AcMode = Literal["attention_core", "op_sac", "layer_sac", "every_nth_block"]
 """What `recompute = "selective"` recomputes: attention_core (Megatron / Korthikanti et al. 2022:
@@ -65,9 +65,11 @@ class EngineProfile(Spec):
     keeps the fp32 log-softmax and builds fp32 gradients beside it (`count.eager.loss_peak_bytes`)."""
     fp8_recipe: Fp8Recipe
     """The engine's default fp8 scaling recipe."""
-    fp8_weight_cache: bool
-    """fp8 weights cast once per step and reused by every micro-batch (TE `is_first_microbatch`);
-    False: cast in every forward and backward (torchao Float8Linear)."""
+    fp8_backend: Literal["te", "torchao"]
+    """Who runs fp8 linear layers: te (Transformer Engine: fp8 weights cast once per step and
+    cached with their transposes for every micro-batch, `is_first_microbatch`; the inputs kept
+    for backward are the fp8 copies) or torchao (Float8Linear: weights cast in every pass, the
+    16-bit input and weight kept and cast again in backward)."""
     sharded_low_precision_copy: bool
     """ZeRO-3 / FSDP keeps a 16-bit copy of its parameter shard besides the fp32 master
     (DeepSpeed ZeRO-3, Megatron-FSDP); False: the fp32 shard is the only copy and the 16-bit

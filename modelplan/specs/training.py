@@ -54,6 +54,11 @@ class TrainingSpec(Spec):
     compile: bool = False
     """torch.compile: element-wise ops fused into generated kernels (eager engines only; the
     fused engines' kernels are fused already)."""
+    fp8_param_gather: bool = False
+    """fp8 training keeps the parameters themselves in fp8 and gathers them in fp8 (Megatron
+    `--fp8-param-gather`, set by NeMo / Megatron-Bridge's fp8 mixed-precision recipes; torchao
+    `enable_fsdp_float8_all_gather`): no 16-bit weight copy beside the fp8 one (Transformer
+    Engine) or fp8 gathered FSDP units (torchao)."""
     tp_comm_overlap: bool | None = None
     """Tensor-parallel collectives overlapped with the GEMMs (Transformer Engine userbuffers
     `tp_comm_overlap`, torchtitan async TP); None: the engine's default (off)."""
@@ -63,6 +68,8 @@ class TrainingSpec(Spec):
 
     @model_validator(mode="after")
     def _check_fp8(self) -> "TrainingSpec":
+        if self.fp8_param_gather and self.precision != "fp8":
+            raise ValueError(f"fp8_param_gather needs precision 'fp8', not '{self.precision}'")
         if self.fp8_recipe is not None and self.precision != "fp8":
             raise ValueError(f"fp8_recipe ('{self.fp8_recipe}') needs precision 'fp8', not '{self.precision}'")
         return self
