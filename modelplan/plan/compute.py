@@ -51,14 +51,15 @@ class Roofline:
         half = accelerator.peak_flops("bf16") if fp8 else peak
         rates = accelerator.attention_rates(attention_kernels) or (cost.flash_fwd_efficiency, cost.flash_bwd_efficiency)
         fp8_eff = accelerator.matmul_efficiency_fp8 or accelerator.matmul_efficiency
+        sustained = cost.sustained_fraction * accelerator.sustained_clock_fraction  # tensor-core work
         return cls(
-            matmul_flops_per_s=half * accelerator.matmul_efficiency * cost.sustained_fraction,
+            matmul_flops_per_s=half * accelerator.matmul_efficiency * sustained,
             hbm_bytes_per_s=accelerator.memory_bw_tbps * 1e12 * cost.hbm_efficiency * cost.sustained_fraction,
             overhead_s=cost.kernel_overhead_us * 1e-6,
             peak_flops_per_s=peak,
-            flash_fwd_flops_per_s=half * rates[0] * cost.sustained_fraction,
-            flash_bwd_flops_per_s=half * rates[1] * cost.sustained_fraction,
-            fp8_matmul_flops_per_s=peak * fp8_eff * cost.sustained_fraction if fp8 else 0.0,
+            flash_fwd_flops_per_s=half * rates[0] * sustained,
+            flash_bwd_flops_per_s=half * rates[1] * sustained,
+            fp8_matmul_flops_per_s=peak * fp8_eff * sustained if fp8 else 0.0,
         )
 
     def gemm_time_s(self, gemm: Gemm, dtype_bytes: int, fp8_factor: float = 0.0) -> float:

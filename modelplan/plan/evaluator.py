@@ -88,6 +88,8 @@ class DpEntry(NamedTuple):
     tied_embedding_s: float
     optimizer_s: float
     """Optimizer step of the critical stage's (ZeRO-sharded) parameters."""
+    grad_copy_s: float = 0.0
+    """The engine's memory-bound gradient copies before one ZeRO-2/3 ReduceScatter of the stage."""
 
 
 class Evaluator(StateTerms, ListTerms):
@@ -226,7 +228,8 @@ class Evaluator(StateTerms, ListTerms):
             shards = (group, dp * cp // ep) if zero >= 1 else (1, 1)  # ZeRO: the gradient-reduction groups
             sharded = dense / shards[0] + experts / shards[1]
             optimizer = self.roofline.memory_time_s(sharded * self.opt_bytes)
-            hit = self._dps[key] = DpEntry(dpp.times, dpp.partial_grads_s, dpp.tied_embedding_s, optimizer)
+            grad_copy = self.roofline.memory_time_s((dense + experts) * self.software.grad_copy_bytes)
+            hit = self._dps[key] = DpEntry(dpp.times, dpp.partial_grads_s, dpp.tied_embedding_s, optimizer, grad_copy)
         return hit
 
     def step_lower_bound_s(
@@ -282,6 +285,11 @@ class Evaluator(StateTerms, ListTerms):
         else:
             dp_after = dp_mb = dp_total = 0.0
         dp_after += dpe.partial_grads_s * (m if zero >= 2 else 1)
+        if zero >= 2 and dp * cp > 1:  # the engine's gradient copies before each ReduceScatter
+            if mode is None or reduces_every_microbatch(mode):
+                dp_mb += dpe.grad_copy_s
+            else:
+                dp_after += dpe.grad_copy_s
         t_max = stage.slowest_s + p2p + dp_mb
         pipeline = pipeline_time_s(m, pp, vpp, t_max, stage.mean_s + p2p + dp_mb)
         emb_sync = dpe.tied_embedding_s

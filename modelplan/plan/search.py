@@ -162,7 +162,13 @@ def search_plans(
         out = [(s, 1) for s in schedules if s != "interleaved"]
         if "interleaved" in schedules:
             # pp 1 has no interleaved schedule: only a vpp the user asked for is tried (and rejected)
-            vdefault = [v for v in divisors(layers // pp) if v >= 2] if layers % pp == 0 and pp > 1 else []
+            # (an uneven split, layers % pp != 0, tries every vpp that leaves each chunk a block)
+            if pp == 1:
+                vdefault = []
+            elif layers % pp == 0:
+                vdefault = [v for v in divisors(layers // pp) if v >= 2]
+            else:
+                vdefault = list(range(2, layers // pp + 1))
             out += [("interleaved", v) for v in _choose(space.vpp, vdefault, layers) if v >= 2]
         if space.vpp is not None:
             allowed = set(_choose(space.vpp, [], layers))

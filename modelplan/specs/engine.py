@@ -77,6 +77,11 @@ class EngineProfile(Spec):
     reduce_in_fp32: bool
     """Gradient reduction in fp32 (Megatron `accumulate_allreduce_grads_in_fp32` under bf16;
     FSDP `reduce_dtype=float32`); False: in the compute dtype."""
+    grad_copy_bytes: int = Field(0, ge=0)
+    """HBM bytes per unsharded gradient element the engine moves before each ZeRO-2/3 gradient
+    ReduceScatter besides the collective: FSDP casts the unit's 16-bit gradient into an fp32
+    reduce buffer (d + 4) and pre-divides it in place (4 + 4); Megatron's GEMMs accumulate
+    straight into the fp32 main_grad buffer and average inside the collective (0)."""
     reshard_after_forward: bool
     """ZeRO-3 / FSDP frees gathered parameters after each unit's forward and gathers them again for
     backward; under pipeline parallelism the engine's own rule may differ

@@ -32,6 +32,11 @@ class Accelerator(Spec):
     """HBM bandwidth in TB/s."""
     matmul_efficiency: float = Field(0.8, gt=0, le=1)
     """Best achievable fraction of peak on large GEMMs (measured MAMF / peak)."""
+    sustained_clock_fraction: float = Field(1.0, gt=0, le=1)
+    """Tensor-core throughput a whole training step keeps relative to the A100 the cost model's
+    `sustained_fraction` was fitted on (Narayanan et al. 2021): < 1 where the part's clocks drop
+    further under sustained tensor load at its power limit than in the short MAMF measurement.
+    1.0 unless fitted (each preset says to what)."""
     matmul_efficiency_fp8: float | None = Field(None, gt=0, le=1)
     """The same for fp8 GEMMs (measured fp8 MAMF / fp8 peak); None: `matmul_efficiency`."""
     attention_efficiency: dict[str, tuple[float, float]] = {}
