@@ -1,4 +1,4 @@
-"""Data flows one way (STYLE.md): spec -> counts -> costs -> plans -> verification -> export -> cli.
+"""Data flows one way (STYLE.md): spec -> counts -> costs -> plans -> run costs -> verification -> export -> cli.
 
 A module may import only from its own layer or layers to its left, and numpy / typer / rich stay
 where STYLE.md puts them, so `import modelplan` and `modelplan count` stay cheap.
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "modelplan"
-ORDER = ["errors", "presets", "specs", "count", "comm", "plan", "execute", "export", "cli"]
+ORDER = ["errors", "presets", "specs", "count", "comm", "plan", "cost", "execute", "export", "cli"]
 RANK = {layer: i for i, layer in enumerate(ORDER)}
 
 

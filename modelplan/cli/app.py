@@ -27,6 +27,8 @@ COMMAND_MODULES: dict[str, str] = {
     "verify": "verify",
     "export": "export",
     "compare": "export",
+    "budget": "budget",
+    "serve": "serve",
 }
 
 

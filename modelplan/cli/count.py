@@ -19,6 +19,8 @@ from modelplan.cli.options import (
     RecomputeOpt,
     SeqOpt,
 )
+from modelplan.cli.finetune_options import (AdapterDtypeOpt, BaseQuantOpt, DoubleQuantOpt, FinetuneOpt, LoraDropoutOpt,
+                                            LoraLayoutOpt, LoraRankOpt, LoraTargetsOpt)
 
 DEFAULT_SEQ = 2048
 
@@ -41,6 +43,14 @@ def count_cmd(
     attention: AttentionOpt = "flash",
     json_out: JsonOpt = False,
     depth: DepthOpt = 3,
+    finetune: FinetuneOpt = None,
+    lora_rank: LoraRankOpt = 8,
+    lora_targets: LoraTargetsOpt = None,
+    lora_layout: LoraLayoutOpt = None,
+    lora_dropout: LoraDropoutOpt = 0.0,
+    adapter_dtype: AdapterDtypeOpt = "fp32",
+    base_quant: BaseQuantOpt = None,
+    double_quant: DoubleQuantOpt = True,
 ) -> None:
     """Parameters (total, per component, per layer, MoE active), FLOPs and memory of a model."""
     from pydantic import ValidationError
@@ -62,13 +72,20 @@ def count_cmd(
         )
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, "training")) from None
+    from modelplan.cli.finetune_options import finetune_document, finetune_spec, print_finetune
+
+    ft = finetune_spec(finetune, lora_rank, lora_targets, lora_layout, lora_dropout, adapter_dtype, base_quant, double_quant)
     doc = count_document(spec, training, micro_batch)
+    if ft is not None:
+        doc["finetune"] = finetune_document(spec, training, ft, micro_batch)
     if json_out:
         import json
 
         typer.echo(json.dumps(doc, indent=2))
         return
     _print_document(doc, depth)
+    if ft is not None:
+        print_finetune(doc["finetune"])
 
 
 def _print_document(doc: dict, depth: int) -> None:

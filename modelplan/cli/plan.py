@@ -14,6 +14,8 @@ import typer
 
 from modelplan.cli.app import app, user_errors
 from modelplan.cli.options import AttentionOpt, GlobalBatchOpt, JsonOpt, OptimizerOpt, PrecisionOpt, SeqOpt
+from modelplan.cli.run_options import (CheckpointEveryOpt, CheckpointWriteOpt, MtbfOpt, PriceOpt, PueOpt, RampupOpt,
+                                       RestartOpt, StepsOpt, TokensOpt)
 
 DEFAULT_GLOBAL_BATCH = 1024
 DEFAULT_CLUSTER = "dgx-h100"
@@ -110,6 +112,15 @@ def plan_cmd(
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the best (or explained) plan's document here (atomic).", show_default=False)] = None,
     explain: Annotated[Optional[Path], typer.Option("--explain", help="Evaluate this plan document and say why it does or does not fit.", show_default=False)] = None,
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Also draw the ranked plans (step time vs memory, limit marked) and the best plan's memory per stage to this SVG file (atomic).", show_default=False)] = None,
+    tokens: TokensOpt = None,
+    steps: StepsOpt = None,
+    price_per_gpu_hour: PriceOpt = None,
+    pue: PueOpt = None,
+    checkpoint_every: CheckpointEveryOpt = None,
+    checkpoint_write_gbps: CheckpointWriteOpt = None,
+    mtbf_gpu_hours: MtbfOpt = None,
+    restart_minutes: RestartOpt = None,
+    rampup_batch: RampupOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Find the fastest data / tensor / pipeline split that fits, ranked and explained."""
@@ -128,6 +139,10 @@ def plan_cmd(
     from modelplan.plan.search import SearchSpace, search_plans
     from modelplan.specs.load import load_model
 
+    from modelplan.cli.run_options import price_run, print_run, run_spec
+
+    run = run_spec(tokens, steps, price_per_gpu_hour, pue, checkpoint_every, checkpoint_write_gbps, mtbf_gpu_hours,
+                   restart_minutes, rampup_batch)
     spec = load_model(model)
     training = _training(spec, batch, seq, precision, optimizer, attention)
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
@@ -142,6 +157,7 @@ def plan_cmd(
         allow_tp_across_nodes=allow_tp_across_nodes, memory_headroom=memory_headroom,
     )
     result = search_plans(spec, training, cl, gpus, space, top_k=top)
+    run_cost = None if run is None else price_run(spec, training, cl, result.best[0], run)
     if svg is not None:
         from modelplan.export.plan_picture import write_plan_svg
 
@@ -153,9 +169,12 @@ def plan_cmd(
     if json_out:
         import json
 
-        typer.echo(json.dumps(search_json(spec, training, cl, result), indent=2))
+        doc = search_json(spec, training, cl, result)
+        typer.echo(json.dumps(doc if run_cost is None else {**doc, "run": run_cost.model_dump()}, indent=2))
         return
     print_search(spec, training, cl, result, memory_headroom, output)
+    if run_cost is not None:
+        print_run(run_cost)
 
 
 def _zero_values(text: str) -> list[int]:

@@ -43,6 +43,10 @@ class Accelerator(Spec):
     """Per fused-attention kernel (fa2, fa3, cudnn: `modelplan.specs.engine.AttentionImpl`), the
     fraction of the 16-bit dense peak its forward and its backward sustain in isolation on long
     sequences (head dim 128); kernels not listed do not run here (FlashAttention-3 needs Hopper)."""
+    board_power_w: float | None = Field(None, gt=0)
+    """Maximum board power (TDP) in watts, the figure whole-run energy is priced at; None: unknown."""
+    power_source: str = ""
+    """Where board_power_w comes from (datasheet)."""
     source: str = ""
     """Where the figures come from."""
 
@@ -170,6 +174,11 @@ class Cluster(Spec):
     per-algorithm base latency)."""
     collective_fits: tuple[CollectiveFit, ...] = ()
     """Measured overrides per collective and scope (from `modelplan calibrate`), else empty."""
+    price_per_gpu_hour_usd: float | None = Field(None, gt=0)
+    """A list price of renting one of these accelerators for an hour, in US dollars; None: none stated
+    (`plan --price-per-gpu-hour` gives one)."""
+    price_source: str = ""
+    """Where price_per_gpu_hour_usd comes from, with its date (list prices change)."""
     source: str = ""
     """Where the figures come from."""
 

@@ -1,0 +1,88 @@
+"""Exact serving memory: weights at the serving precision, KV cache per token and per sequence.
+
+KV cache of a sequence (K and V of every layer): the count layer's `kv_cache_bytes` (one function
+for every attention kind, MHA / GQA exact: 2 x layers x kv_heads x head_dim x bytes per token).
+A tensor-parallel rank holds kv_heads / tp heads (or one, replicated, when tp exceeds kv_heads:
+vLLM's rule). Paged attention (vLLM, Kwon et al. 2023) allocates whole blocks of `block_size`
+tokens, so a sequence of c tokens takes ceil(c / block) blocks; the tail of the last block is the
+paging overhead.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from modelplan.count.linears import linear_modules
+from modelplan.count.memory import kv_cache_bytes
+from modelplan.count.params import count_params
+from modelplan.count.quant import weights_bytes
+from modelplan.count.result import Result
+from modelplan.errors import SpecError
+
+if TYPE_CHECKING:
+    from modelplan.specs.serve import ServeSpec
+    from modelplan.specs.transformer import TransformerSpec
+
+
+def serving_layout(spec: "TransformerSpec") -> str:
+    """Module table for quantized weights: separate q/k/v (llama for gated MLPs, opt for plain
+    ones); fused and separate projections quantize to the same bytes up to per-tensor constants."""
+    return "llama" if spec.gated_mlp else "opt"
+
+
+def local_kv_fraction(spec: "TransformerSpec", tp: int) -> tuple[int, int]:
+    """(KV heads one TP rank holds, KV heads of the model): kv/tp, or 1 when tp > kv (replicated)."""
+    kv = spec.num_kv_heads
+    if tp > kv and tp % kv:
+        raise SpecError(f"tp ({tp}) must divide kv_heads ({kv}) or be a multiple of it")
+    if tp <= kv and kv % tp:
+        raise SpecError(f"tp ({tp}) must divide kv_heads ({kv})")
+    return max(1, kv // tp), kv
+
+
+def kv_bytes_per_gpu(spec: "TransformerSpec", tokens: int, kv_bytes: int, tp: int) -> int:
+    """KV-cache bytes of `tokens` tokens of one sequence on one TP rank."""
+    local, kv = local_kv_fraction(spec, tp)
+    return kv_cache_bytes(spec, 1, tokens, kv_bytes) * local // kv
+
+
+class ServeMemory(Result):
+    """Bytes of one serving replica; per-GPU figures are one TP rank's."""
+
+    weights_bytes: int
+    """All weights at the serving precision (the whole model)."""
+    weights_per_gpu_bytes: int
+    """weights / tp, rounded up (norms, a few KB per layer, counted as split too)."""
+    kv_per_token_bytes: int
+    """K and V of one token over every layer, whole model."""
+    kv_per_token_per_gpu_bytes: int
+    kv_per_block_per_gpu_bytes: int
+    """One paged-attention block of `block_size` tokens on one GPU."""
+    blocks_per_sequence: int
+    """ceil(context / block_size)."""
+    kv_per_sequence_per_gpu_bytes: int
+    """The cache of one sequence of `context` tokens on one GPU, in whole blocks (the cache of
+    blocks x block_size tokens)."""
+    paging_overhead_per_sequence_per_gpu_bytes: int
+    """The unused tail of a sequence's last block."""
+
+
+def count_serve_memory(spec: "TransformerSpec", serve: "ServeSpec") -> ServeMemory:
+    """Weights and KV-cache bytes of serving `spec` with `serve` (exact integers)."""
+    if not spec.causal:
+        raise SpecError(f"serve: {spec.name} is an encoder (arch '{spec.arch}'): it keeps no KV cache")
+    total = count_params(spec).total
+    fmt = None if serve.weights in ("bf16", "fp16") else serve.weights
+    weights = weights_bytes(total, linear_modules(spec, serving_layout(spec)), fmt, dtype_bytes=serve.weight_bytes)
+    per_token = kv_cache_bytes(spec, 1, 1, serve.kv_bytes)
+    per_token_gpu = kv_bytes_per_gpu(spec, 1, serve.kv_bytes, serve.tp)
+    blocks = -(-serve.context // serve.block_size)
+    per_block = kv_bytes_per_gpu(spec, serve.block_size, serve.kv_bytes, serve.tp)
+    used = kv_bytes_per_gpu(spec, serve.context, serve.kv_bytes, serve.tp)
+    paged = kv_bytes_per_gpu(spec, blocks * serve.block_size, serve.kv_bytes, serve.tp)
+    return ServeMemory(
+        weights_bytes=weights, weights_per_gpu_bytes=-(-weights // serve.tp), kv_per_token_bytes=per_token,
+        kv_per_token_per_gpu_bytes=per_token_gpu, kv_per_block_per_gpu_bytes=per_block,
+        blocks_per_sequence=blocks, kv_per_sequence_per_gpu_bytes=paged,
+        paging_overhead_per_sequence_per_gpu_bytes=paged - used,
+    )
