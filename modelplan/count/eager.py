@@ -13,6 +13,12 @@ from __future__ import annotations
 
 FP32 = 4
 
+# Kernels each composite launches (forward, backward), counted from the same decompositions.
+RMSNORM_KERNELS = (7, 10)
+SWIGLU_KERNELS = (2, 3)
+ROTARY_KERNELS = (3, 3)
+CROSS_ENTROPY_KERNELS = (5, 5)
+
 
 def rmsnorm_bytes(d: int) -> tuple[int, int]:
     """(forward, backward) HBM bytes per element of `x.float() * rsqrt(pow(2).mean(-1) + eps)`,

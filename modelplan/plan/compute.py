@@ -90,9 +90,9 @@ class Roofline:
         return nbytes / self.hbm_bytes_per_s
 
     def elementwise_fwd_s(self, op: Elementwise) -> float:
-        """Forward time of a memory-bound kernel."""
-        return self.overhead_s + op.fwd_bytes / self.hbm_bytes_per_s
+        """Forward time of a memory-bound op (each of its kernels pays the overhead)."""
+        return op.kernels[0] * self.overhead_s + op.fwd_bytes / self.hbm_bytes_per_s
 
     def elementwise_bwd_s(self, op: Elementwise) -> float:
-        """Backward time of a memory-bound kernel."""
-        return self.overhead_s + op.bwd_bytes / self.hbm_bytes_per_s
+        """Backward time of a memory-bound op."""
+        return op.kernels[1] * self.overhead_s + op.bwd_bytes / self.hbm_bytes_per_s

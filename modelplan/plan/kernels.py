@@ -12,7 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from modelplan.count.attention import FusedAttention, is_fused
-from modelplan.count.eager import cross_entropy_bytes, rmsnorm_bytes, rotary_bytes, swiglu_bytes
+from modelplan.count.eager import (
+    CROSS_ENTROPY_KERNELS,
+    RMSNORM_KERNELS,
+    ROTARY_KERNELS,
+    SWIGLU_KERNELS,
+    cross_entropy_bytes,
+    rmsnorm_bytes,
+    rotary_bytes,
+    swiglu_bytes,
+)
 from modelplan.specs.transformer import TransformerSpec
 
 
@@ -51,6 +60,8 @@ class Elementwise:
     elements: int
     fwd_bytes_per_element: float
     bwd_bytes_per_element: float
+    kernels: tuple[int, int] = (1, 1)
+    """Kernels the op launches in forward and in backward (an eager composite launches several)."""
 
     @property
     def fwd_bytes(self) -> float:
@@ -174,7 +185,8 @@ def layer_kernels(
     bda = Elementwise("bias_dropout_add", hidden_values, 3 * d + mask, 3 * d + mask)
     # fused bias-activation on the MLP input projection output(s): gated reads 2, writes 1.
     if spec.gated_mlp:
-        act = Elementwise("mlp/act", tokens * ffn_local, *(swiglu_bytes(d) if eager else (3 * d, 5 * d)))
+        act = (Elementwise("mlp/act", tokens * ffn_local, *swiglu_bytes(d), SWIGLU_KERNELS) if eager
+               else Elementwise("mlp/act", tokens * ffn_local, 3 * d, 5 * d))
     else:
         act = Elementwise("mlp/act", tokens * ffn_local, 2 * d, 3 * d)
     other = [norm] * spec.num_norms_per_layer + [bda, bda]
@@ -186,7 +198,7 @@ def layer_kernels(
         other.append(act)
     if spec.position == "rotary":
         # rotary on q and k: read and write each (fwd and bwd)
-        rot = rotary_bytes(d) if eager else (2 * d, 2 * d)
+        rot = (*rotary_bytes(d), ROTARY_KERNELS) if eager else (2 * d, 2 * d)
         other.append(Elementwise("attention/rotary", tokens * (heads_local + kv_local) * dh, *rot))
     if spec.parallel_block:
         other.remove(bda)  # one residual sum of attention + MLP
@@ -200,7 +212,7 @@ def norm_kernel(name: str, spec: TransformerSpec, values: int, d: int, eager: bo
     dx) or, for RMSNorm in eager PyTorch, its composite (`count.eager.rmsnorm_bytes`; LayerNorm
     is one native kernel either way)."""
     if eager and spec.norm == "rmsnorm":
-        return Elementwise(name, values, *rmsnorm_bytes(d))
+        return Elementwise(name, values, *rmsnorm_bytes(d), RMSNORM_KERNELS)
     return Elementwise(name, values, 2 * d, 3 * d)
 
 
@@ -218,7 +230,8 @@ def head_kernels(
     # its dtype copy (~ 4 + 4 + d).
     d = dtype_bytes
     eager = elementwise == "eager"
-    loss = Elementwise("head/cross_entropy", tokens * vocab_local, *(cross_entropy_bytes(d) if eager else (d + 16, 8 + d)))
+    loss = (Elementwise("head/cross_entropy", tokens * vocab_local, *cross_entropy_bytes(d), CROSS_ENTROPY_KERNELS)
+            if eager else Elementwise("head/cross_entropy", tokens * vocab_local, d + 16, 8 + d))
     final_norm = norm_kernel("final_norm", spec, tokens * spec.hidden, d, eager)
     return gemms, (loss, final_norm) if spec.final_norm else (loss,)
 
