@@ -45,7 +45,7 @@ def nearest_blocker(ev: Evaluator, n: int, rejected: Counter, examples: dict, cl
     mem_gb = ev.cluster.accelerator.memory_gb
     if rejected.get(Reason.MEMORY.value):
         states = total_state_bytes(ev)
-        usable = (ev.memory_bytes * (1 - headroom) - ev.cost.runtime_reserved_bytes) / (1 + ev.cost.fragmentation_fraction)
+        usable = ev.memory_bytes * (1 - headroom) - ev.cost.runtime_reserved_bytes
         need = math.ceil(states / usable) if usable > 0 else math.inf
         if need > n:
             return (f"needs at least {need} GPUs of {mem_gb:g} GB: weights+gradients+optimizer states alone "

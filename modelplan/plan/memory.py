@@ -98,7 +98,10 @@ def stage_memory(
     # NCCL buffers per communicator; pipeline ranks also keep send/recv buffers of one activation
     comm = groups * cost.nccl_buffer_bytes_per_group + (0 if is_first and is_last else 2 * terms.boundary_bytes)
     allocated = weights + gradients + optimizer + activations + comm
-    fragmentation = allocated * cost.fragmentation_fraction
+    # the caching allocator fragments around the tensors that come and go (activations, buffers);
+    # model states are allocated once, as a few large contiguous buffers (Megatron's param and
+    # grad buffers, FSDP's flat shards)
+    fragmentation = (activations + comm) * cost.fragmentation_fraction
     reserved = float(cost.runtime_reserved_bytes)
     return StageMemory(weights, gradients, optimizer, activations, comm, fragmentation, reserved,
                        allocated + fragmentation + reserved)

@@ -224,7 +224,7 @@ def search_plans(
                     ok_zeros = []
                     for zero in zeros:  # memory lower bound: model states alone
                         states = max(sum(x) for x in ev.states(tp, pp, dp, zero, ep, cp))
-                        need = states * (1 + cost.fragmentation_fraction) + cost.runtime_reserved_bytes
+                        need = states + cost.runtime_reserved_bytes  # fragmentation: activations only
                         if need > budget:
                             per = len(sps_of(tp)) * len(recomputes) * max(1, len(svs_of(pp))) * len(mbs)
                             reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "

@@ -67,7 +67,9 @@ class CostModel(Spec):
     """Megatron pads the vocabulary to a multiple of this times tp (make-vocab-size-divisible-by)."""
     fragmentation_fraction: float = Field(0.05, ge=0, lt=1)
     """Allowance for the caching allocator's block rounding and fragmentation, as a fraction of
-    the bytes the model allocates (PyTorch CUDA caching allocator, 512-byte / 2 MB blocks)."""
+    the activation and buffer bytes (the tensors allocated and freed every step; model states
+    are a few contiguous buffers allocated once) (PyTorch CUDA caching allocator, 512-byte / 2 MB
+    blocks)."""
     runtime_reserved_bytes: int = Field(1_000_000_000, ge=0)
     """Memory the model never sees: CUDA context, cuBLAS/cuDNN workspaces (~0.5-1 GB on A100/H100)."""
     nccl_buffer_bytes_per_group: int = Field(200_000_000, ge=0)
