@@ -29,6 +29,7 @@ COMMAND_MODULES: dict[str, str] = {
     "compare": "export",
     "budget": "budget",
     "serve": "serve",
+    "launch": "launch",
 }
 
 

@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from modelplan.plan.document import PlanDocument
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print a machine-readable JSON document.")]
+EngineVersionOption = Annotated[
+    Optional[str],
+    typer.Option("--engine-version", help="Engine release to write for (default: the newest "
+                 "supported: Megatron-LM core_v0.16.1, deepspeed 0.19.8, torchtitan 0.3.0)."),
+]
 
 
 @app.command("export")
@@ -25,19 +30,21 @@ def export_cmd(
         Path, typer.Argument(help="A plan document (JSON), e.g. from `modelplan plan`.")
     ],
     to: Annotated[
-        str, typer.Option("--to", help="Target: megatron, deepspeed, torchtitan or json.")
+        str, typer.Option("--to", help="Target: megatron, deepspeed, torchtitan, ddp or json.")
     ],
     output: Annotated[
         Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")
     ] = None,
+    engine_version: EngineVersionOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Turn a plan into a launch config: Megatron-LM arguments, ds_config.json, torchtitan TOML."""
+    """Turn a plan into a launch config: a Megatron-LM script, ds_config.json, a torchtitan 0.3
+    config module, or a plain PyTorch DDP/FSDP config (network plans)."""
     from modelplan.export.engines import export_document, parse_engine
     from modelplan.plan.document import read_plan_document
 
     engine = parse_engine(to)
-    result = export_document(engine, read_plan_document(plan_file))
+    result = export_document(engine, read_plan_document(plan_file), engine_version)
     if output is not None:
         from modelplan.export.files import write_text_atomic
 
