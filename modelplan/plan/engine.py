@@ -53,3 +53,25 @@ MEGATRON_2021 = EngineSettings(
     reduce_in_fp32=True, grad_copy_bytes=0, reshard_after_forward=True, reshard_after_forward_pp=True, tp_comm_overlap=False,
 )
 """The settings the kernel and layer-term functions assume when none are given (Megatron-LM)."""
+
+
+def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, float] | None,
+                       fragmentation_fraction: float, runtime_reserved_bytes: int) -> str:
+    """One line stating what the step time and memory assume about the engine."""
+    kernel = next(iter(software.attention_kernels), "flash")
+    rates = f" {attention_rates[0]:.2f}/{attention_rates[1]:.2f} of peak" if attention_rates else ""
+    parts = [
+        f"engine {software.framework}: attention {kernel}{rates}",
+        f"element-wise {software.elementwise}",
+        f"selective = {software.ac_mode}",
+        f"loss {'fused' if software.fused_cross_entropy else 'eager'} cross-entropy "
+        f"({4 if software.fused_cross_entropy else 12} B/logit)",
+        f"gradients reduced in {'fp32' if software.reduce_in_fp32 else '16 bits'}",
+    ]
+    if software.fp8_recipe:
+        parts.append(f"fp8 {software.fp8_recipe} ({software.fp8_backend})")
+    if software.tp_comm_overlap:
+        parts.append("TP overlapped with GEMMs")
+    parts.append(f"allocator reserve {100 * fragmentation_fraction:g}% of activations + "
+                 f"{runtime_reserved_bytes / 1e9:g} GB runtime")
+    return "; ".join(parts)
