@@ -108,12 +108,14 @@ class StateTerms:
             hit = self._states[key] = (*self.states(*key), self.groups(tp, pp, dp, ep, cp))
         first_states, last_states, groups = hit
         t, mt, counts = stage.dense, stage.moe, stage.counts
+        # DeepSpeed stages gradients in a reduce bucket and parameters in an all-gather bucket
+        buckets = self.software.dp_bucket_elements * (self.dp_grad_bytes + self.dtype_bytes) if zero >= 1 else 0.0
         first = stage_memory(first_states, sum(counts[0]), inflight_microbatches(schedule, pp, 0, m, vpp), t,
-                             True, pp == 1, groups, self.cost, mt, counts[0][1])
+                             True, pp == 1, groups, self.cost, mt, counts[0][1], buckets)
         if pp == 1:
             return first, first
         last = stage_memory(last_states, sum(counts[-1]), inflight_microbatches(schedule, pp, pp - 1, m, vpp), t,
-                            False, True, groups, self.cost, mt, counts[-1][1])
+                            False, True, groups, self.cost, mt, counts[-1][1], buckets)
         return first, last
 
     def groups(self, tp: int, pp: int, dp: int, ep: int, cp: int) -> int:

@@ -80,10 +80,12 @@ def stage_memory(
     cost: CostModel,
     moe_terms: LayerTerms | None = None,
     moe_layers: int = 0,
+    bucket_bytes: float = 0.0,
 ) -> StageMemory:
     """Memory of one stage's GPU: model states, `layers` blocks' activations for `inflight`
     micro-batches plus one block's working set, edge activations, buffers and allowances;
-    `moe_layers` of the blocks are MoE blocks with `moe_terms`."""
+    `moe_layers` of the blocks are MoE blocks with `moe_terms`; `bucket_bytes`: the engine's
+    data-parallel staging buckets (DeepSpeed's reduce and all-gather buckets)."""
     weights, gradients, optimizer = states
     block_bytes = (layers - moe_layers) * terms.activation_bytes
     working = terms.working_bytes
@@ -97,6 +99,7 @@ def stage_memory(
         activations += terms.head_activation_bytes
     # NCCL buffers per communicator; pipeline ranks also keep send/recv buffers of one activation
     comm = groups * cost.nccl_buffer_bytes_per_group + (0 if is_first and is_last else 2 * terms.boundary_bytes)
+    comm += bucket_bytes
     allocated = weights + gradients + optimizer + activations + comm
     # the caching allocator fragments around the tensors that come and go (activations, buffers);
     # model states are allocated once, as a few large contiguous buffers (Megatron's param and

@@ -77,6 +77,11 @@ class EngineProfile(Spec):
     reduce_in_fp32: bool
     """Gradient reduction in fp32 (Megatron `accumulate_allreduce_grads_in_fp32` under bf16;
     FSDP `reduce_dtype=float32`); False: in the compute dtype."""
+    dp_bucket_elements: int = Field(0, ge=0)
+    """Elements of the data-parallel staging buffers ZeRO-1/2/3 allocates beside the model states,
+    one for the gradient reduction and one for the parameter all-gather (DeepSpeed
+    reduce_bucket_size / allgather_bucket_size, 5e8 each); 0: the collectives run in place on the
+    engine's contiguous buffers (Megatron, FSDP)."""
     grad_copy_bytes: int = Field(0, ge=0)
     """HBM bytes per unsharded gradient element the engine moves before each ZeRO-2/3 gradient
     ReduceScatter besides the collective: FSDP casts the unit's 16-bit gradient into an fp32
