@@ -18,7 +18,7 @@ from modelplan.plan.engine import engine_settings
 from modelplan.plan.fp8 import cast_bytes_per_element, is_fp8_gemm, quantisation_bytes
 from modelplan.plan.fsdp import Zero3Mode, hsdp_groups, zero3_mode, zero3_state_bytes
 from modelplan.plan.kernels import Gemm
-from modelplan.plan.layerterms import tp_exposure
+from modelplan.plan.parallel.tp import overlapped_fraction
 from modelplan.presets import preset_names
 from modelplan.specs import engine
 from modelplan.specs.costmodel import CostModel
@@ -199,8 +199,8 @@ def test_fp8_rate_only_for_fp8_gemms():
 
 def test_tp_overlap_exposure():
     """Chunked overlap: the first of tp chunks waits, traffic beyond the GEMMs is exposed."""
-    assert tp_exposure(1.0, 10.0, 8) == pytest.approx(1 / 8)
-    assert tp_exposure(10.0, 4.0, 8) == pytest.approx(0.6)
+    assert overlapped_fraction(1.0, 10.0, 8) == pytest.approx(1 / 8)
+    assert overlapped_fraction(10.0, 4.0, 8) == pytest.approx(0.6)
 
 
 def test_zero3_mode_follows_torchtitan():

@@ -1,14 +1,12 @@
 """Memory of one GPU of one pipeline stage: model states sharded by ZeRO, activations of the
 micro-batches the schedule keeps in flight, communication buffers, and stated allowances.
 
-Model states (Rajbhandari et al. 2020, ZeRO; Megatron's 18 bytes/parameter for mixed-precision
-Adam = 2 weight + 4 fp32 grad + 4 master + 8 Adam m, v): stage 1 shards master weights and
-optimizer states over dp, stage 2 also gradients, stage 3 also weights (and then holds two
-gathered blocks: the current one and the prefetched next).
+Model states: `parallel/dp_zero.py` (`state_bytes`: ZeRO's shards, Rajbhandari et al. 2020).
 Activations (Korthikanti et al. 2022 sec. 4.3): a block's stored bytes times the blocks in
-flight; 1F1B's rank r holds min(pp - r, m) micro-batches, GPipe all m, interleaved
+flight, which the schedule's action list gives (`pipeline.profile.inflight_microbatches`: 1F1B's
+rank r holds min(pp - r, m) micro-batches, GPipe all m, interleaved
 min(2(pp - r - 1) + (vpp - 1) pp + 1, m vpp) chunks of layers/(pp vpp) blocks, which is
-L (1 + (pp - 1)/(pp vpp)) blocks on the first stage; plus one block's transient working set when
+L (1 + (pp - 1)/(pp vpp)) blocks on the first stage); plus one block's transient working set when
 recomputing; token ids and embedding dropout mask on the first stage; logits and loss on the last.
 """
 
@@ -16,21 +14,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from modelplan.plan.fsdp import zero3_state_bytes
-from modelplan.plan.layerterms import LayerTerms
+from modelplan.count.memory import activation_bytes_per_layer, embedding_activation_bytes, output_activation_bytes
+from modelplan.plan.engine import MEGATRON_2021, EngineSettings
+from modelplan.plan.stage_time import BlockTerms
 from modelplan.specs.costmodel import CostModel
-
-
-def inflight_microbatches(schedule: str, pp: int, pp_rank: int, num_microbatches: int, vpp: int = 1) -> float:
-    """Micro-batches (in units of the rank's whole share of layers) whose activations rank
-    `pp_rank` holds at its peak (Megatron schedules' num_warmup_microbatches + 1)."""
-    m = num_microbatches
-    if schedule == "gpipe":
-        return float(m)
-    if schedule == "1f1b":
-        return float(min(pp - pp_rank, m))
-    chunks = min((pp - pp_rank - 1) * 2 + (vpp - 1) * pp + 1, m * vpp)
-    return chunks / vpp
+from modelplan.specs.transformer import TransformerSpec
 
 
 class StageMemory(NamedTuple):
@@ -48,44 +36,67 @@ class StageMemory(NamedTuple):
     total: float
 
 
-def model_state_bytes(
-    params: int, layer_params: int, dp: int, zero: int, dtype_bytes: int, grad_bytes: int,
-    state_bytes_per_param: int, zero3: tuple | None = None,
-) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer) bytes of `params` parameters on one GPU under ZeRO `zero`
-    (Rajbhandari et al. 2020: stage 1 shards optimizer states, 2 also gradients, 3 also weights;
-    stage 3 also holds two gathered blocks, the current one and the prefetched next).
-    `zero3`: (Zero3Mode, shard ranks, low-precision shard copy, reduce bytes) for stage 3 as the
-    engine runs it (`plan/fsdp.py`), else the plain rule above."""
-    if zero >= 3 and zero3 is not None:
-        mode, shard, low_copy, reduce_bytes = zero3
-        return zero3_state_bytes(params, layer_params, min(shard, dp), dtype_bytes, grad_bytes,
-                                 state_bytes_per_param, mode, low_copy, reduce_bytes)
-    weights = params * dtype_bytes / (dp if zero >= 3 else 1)
-    if zero >= 3:
-        weights += 2 * layer_params * dtype_bytes
-    gradients = params * grad_bytes / (dp if zero >= 2 else 1)
-    optimizer = params * state_bytes_per_param / (dp if zero >= 1 else 1)
-    return weights, gradients, optimizer
+def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
+                      sequence_parallel: bool, recompute: str, moe_layer: bool, attention: str, cp: int = 1,
+                      software: EngineSettings = MEGATRON_2021) -> tuple[int, int]:
+    """(bytes one block keeps per in-flight micro-batch, transient bytes of the block being
+    recomputed or back-propagated) on one TP rank (Korthikanti et al. 2022 sec. 4; full recompute
+    keeps the block input and works on a whole block, selective keeps what the engine's policy
+    keeps, `software.ac_mode`: all but the attention core for Megatron). With context parallelism
+    a rank's s/cp queries score all s keys: cp x the (s/cp)^2 score term. `software` also gives
+    the element-wise mode (eager composites keep more) and TE fp8's 1-byte linear inputs."""
+    s_local = seq_len // cp
+    kind = next((i for i in range(spec.layers) if spec.is_moe_layer(i) == moe_layer), None)
+    mode = "attention_core" if moe_layer and software.ac_mode == "op_sac" else software.ac_mode
+    fp8_inputs = software.fp8_recipe is not None and software.fp8_backend == "te"
+    ew = software.elementwise
+
+    def kept(rc: str, ac_mode: str = "attention_core") -> int:
+        out = activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel, rc, kind,
+                                         attention, ac_mode, ew, software.ac_every, fp8_inputs)
+        if cp > 1 and rc == "none":
+            score = out - activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel,
+                                                     "selective", kind, attention, elementwise=ew,
+                                                     fp8_inputs=fp8_inputs)
+            out += (cp - 1) * score
+        return out
+
+    stored = kept(recompute, mode)
+    if recompute == "full" or (recompute == "selective" and mode in ("layer_sac", "every_nth_block")):
+        return stored, kept("none")
+    if recompute == "selective":
+        return stored, kept("none") - stored
+    return stored, 0
+
+
+def edge_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
+                     sequence_parallel: bool, cp: int = 1, fused_cross_entropy: bool = True) -> tuple[int, int]:
+    """(first stage, last stage) bytes per in-flight micro-batch (Korthikanti et al. 2022 sec. 4.3:
+    token ids and embedding-dropout mask; output layer + cross-entropy 4sbh(1 + V/h)/t, or the
+    eager loss's 12 bytes per logit)."""
+    s_local = seq_len // cp
+    return (embedding_activation_bytes(spec, micro_batch, s_local, tp, sequence_parallel),
+            output_activation_bytes(spec, micro_batch, s_local, dtype_bytes, tp, fused_cross_entropy))
 
 
 def stage_memory(
     states: tuple[float, float, float],
     layers: int,
     inflight: float,
-    terms: LayerTerms,
+    terms: BlockTerms,
     is_first: bool,
     is_last: bool,
     groups: int,
     cost: CostModel,
-    moe_terms: LayerTerms | None = None,
+    moe_terms: BlockTerms | None = None,
     moe_layers: int = 0,
+    pipelined: bool = False,
     bucket_bytes: float = 0.0,
 ) -> StageMemory:
     """Memory of one stage's GPU: model states, `layers` blocks' activations for `inflight`
     micro-batches plus one block's working set, edge activations, buffers and allowances;
-    `moe_layers` of the blocks are MoE blocks with `moe_terms`; `bucket_bytes`: the engine's
-    data-parallel staging buckets (DeepSpeed's reduce and all-gather buckets)."""
+    `moe_layers` of the blocks are MoE blocks with `moe_terms`; a `pipelined` stage (pp > 1) keeps
+    send/recv buffers; `bucket_bytes`: the engine's data-parallel staging buckets (DeepSpeed)."""
     weights, gradients, optimizer = states
     block_bytes = (layers - moe_layers) * terms.activation_bytes
     working = terms.working_bytes
@@ -98,8 +109,7 @@ def stage_memory(
     if is_last:
         activations += terms.head_activation_bytes
     # NCCL buffers per communicator; pipeline ranks also keep send/recv buffers of one activation
-    comm = groups * cost.nccl_buffer_bytes_per_group + (0 if is_first and is_last else 2 * terms.boundary_bytes)
-    comm += bucket_bytes
+    comm = groups * cost.nccl_buffer_bytes_per_group + (2 * terms.boundary_bytes if pipelined else 0) + bucket_bytes
     allocated = weights + gradients + optimizer + activations + comm
     # the caching allocator fragments around the tensors that come and go (activations, buffers);
     # model states are allocated once, as a few large contiguous buffers (Megatron's param and
@@ -110,6 +120,3 @@ def stage_memory(
                        allocated + fragmentation + reserved)
 
 
-def state_bytes_per_param(optimizer_states: int, master_weights: bool) -> int:
-    """fp32 optimizer states (Adam m and v: 2) plus the fp32 master copy (ZeRO's K = 12 for Adam)."""
-    return 4 * optimizer_states + (4 if master_weights else 0)
