@@ -155,6 +155,9 @@ class Evaluator:
         self.dtype_bytes, self.grad_bytes = training.dtype_bytes, training.grad_bytes
         # bytes per gradient element the data-parallel reduction moves (the engine's reduce dtype)
         self.dp_grad_bytes = 4 if self.software.reduce_in_fp32 and training.grad_dtype == "fp32" else self.dtype_bytes
+        # DeepSpeed stages gradients in a reduce bucket and parameters in an all-gather bucket (ZeRO >= 1)
+        self.bucket_bytes = self.software.dp_bucket_elements * (self.dp_grad_bytes + self.dtype_bytes)
+        self._modes: dict[tuple, object] = {}
         self.state_bytes = dp_zero.state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
         self.opt_bytes = dp_zero.optimizer_bytes_per_param(
             self.grad_bytes, self.state_bytes, self.dtype_bytes, training.uses_master_weights
@@ -385,8 +388,7 @@ class Evaluator:
             kind = Schedule(schedule)
             inflight = self._inflight[(schedule, pp, m, vpp)] = (
                 float(inflight_microbatches(kind, pp, 0, m, vpp)), float(inflight_microbatches(kind, pp, pp - 1, m, vpp)))
-        # DeepSpeed stages gradients in a reduce bucket and parameters in an all-gather bucket
-        buckets = self.software.dp_bucket_elements * (self.dp_grad_bytes + self.dtype_bytes) if zero >= 1 else 0.0
+        buckets = self.bucket_bytes if zero >= 1 else 0.0
         b = blocks[0]
         first = stage_memory(first_states, b.dense + b.moe, inflight[0], t, b.embedding > 0, b.head > 0, groups,
                              self.cost, mt, b.moe, pp > 1, buckets)
@@ -438,8 +440,13 @@ class Evaluator:
         dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard))
         if dpe is None:
             dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard)
-        mode = zero3_mode(reshard, self.software, pp) if zero == 3 else None
-        every_mb = mode is None or reduces_every_microbatch(mode)
+        if zero == 3:
+            mode = self._modes.get((reshard, pp))
+            if mode is None:
+                mode = self._modes[(reshard, pp)] = zero3_mode(reshard, self.software, pp)
+            every_mb = reduces_every_microbatch(mode)
+        else:
+            mode, every_mb = None, True
         if dp * cp > 1:
             dp_after, dp_mb, dp_total = dp_zero.dp_exposure(
                 zero if every_mb else 1, dpe.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap, cost.dp_overlap_fraction,
