@@ -35,6 +35,7 @@ from modelplan.execute.reference import reference_step
 from modelplan.execute.report import TimelineStep, VerifyReport, VerifyRow
 from modelplan.execute.scale import check_executable, scale_down
 from modelplan.execute.spmd import SpmdBackend, SpmdError, spmd_runner
+from modelplan.execute.support import check_supported
 from modelplan.execute.timeline import lamport_spans
 from modelplan.plan.commlist import communication_list
 from modelplan.plan.dims import ParallelDims
@@ -105,6 +106,7 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
                ) -> Verified | None:
     """`verify`, also returning the ledgers and the reassembled tensors; None on MPI ranks other than 0.
     Network specs (MLP / CNN / RNN) run in `modelplan.execute.net` and return the report alone."""
+    check_supported(spec)
     check_rank_count(plan, max_ranks)
     if SpmdBackend(backend) is SpmdBackend.MPI:
         _require_mpi_world(plan.world_size, plan)
