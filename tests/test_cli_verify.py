@@ -110,8 +110,10 @@ def test_too_many_ranks_names_the_options_that_verify_it(tmp_path):
     assert result.exit_code == 2
     assert "verify the same code path on fewer ranks with `--dp 2 --pp 2` (32 ranks)" in result.stderr
     assert "`--dp 2 --max-ranks 512`" in result.stderr
-    result = runner.invoke(app, ["verify", str(doc), "--dp", "2", "--pp", "2"])
-    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["verify", str(doc), "--dp", "2", "--pp", "2", "--json"])
+    assert result.exit_code in (0, 1), result.output  # it runs: the checks decide, not bad input
+    rows = {r["name"]: r["passed"] for r in json.loads(result.stdout)["rows"]}
+    assert rows["loss"] and rows["gradients"] and len(rows) > 5
 
 
 def test_large_micro_batch_is_executed_scaled_down():

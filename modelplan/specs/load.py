@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
@@ -10,6 +11,7 @@ from modelplan.presets import load_preset
 from modelplan.specs.transformer import TransformerSpec
 
 if TYPE_CHECKING:
+    from modelplan.specs.engine import EngineProfile
     from modelplan.specs.network import NetworkSpec
 
 # NetworkSpec is imported only when a network is loaded (keeps `modelplan count` start-up short).
@@ -41,7 +43,7 @@ def read_json(path: Path) -> dict:
 def model_from_data(data: object, source: str) -> ModelSpec:
     """A spec from parsed file content: a HuggingFace config (has `model_type`), a plan
     document's or wrapper's `model`, or a spec table."""
-    if isinstance(data, dict) and "model_type" in data:
+    if isinstance(data, dict) and ("model_type" in data or _looks_like_hf(data)):
         from modelplan.specs.hf import from_hf_config
 
         return from_hf_config(data, source=source)
@@ -50,6 +52,15 @@ def model_from_data(data: object, source: str) -> ModelSpec:
         if isinstance(data, str):  # a plan document may name a preset
             return model_from_dict(load_preset("models", data), data)
     return model_from_dict(data, source)  # type: ignore[arg-type]
+
+
+_HF_KEYS = ("architectures", "transformers_version", "num_hidden_layers", "hidden_size", "n_layer", "d_model")
+
+
+def _looks_like_hf(data: dict) -> bool:
+    """A HuggingFace config.json (a key only HF configs have) even when model_type is missing:
+    the HF reader then says which key is missing instead of listing every unknown spec field."""
+    return "kind" not in data and "model" not in data and any(key in data for key in _HF_KEYS)
 
 
 def load_model(ref: str) -> ModelSpec:
@@ -71,3 +82,15 @@ def _is_file(path: Path) -> bool:
         return path.is_file()
     except (OSError, ValueError):
         return False
+
+
+@lru_cache(maxsize=None)
+def load_engine(name: str) -> "EngineProfile":
+    """The profile of a training engine (presets/frameworks/<name>.toml), read once."""
+    from modelplan.specs.engine import EngineProfile
+
+    data = load_preset("frameworks", name)
+    try:
+        return EngineProfile(**data)
+    except ValueError as exc:
+        raise SpecError(f"frameworks/{name}.toml: {exc}") from None
