@@ -25,11 +25,11 @@ from modelplan.plan.net_shard import net_unit_shards, rank_activations
 from modelplan.plan.net_tp import TpRole
 from modelplan.plan.results import PlanEstimate, StageMemory, StepTime
 from modelplan.plan.pipeline import pipeline_schedule, schedule_layout
-from modelplan.plan.pipeline.profile import bubble_microbatches
+from modelplan.plan.pipeline.profile import bubble_microbatches, chunk_shares
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.network import NetworkSpec
-from modelplan.specs.plan import Plan
+from modelplan.specs.plan import Plan, Schedule
 from modelplan.specs.training import TrainingSpec
 
 DDP_BUCKET_BYTES = 25 * 1024 * 1024
@@ -106,14 +106,19 @@ class NetEvaluator:
         times = self.times(tp, layout.num_stages, b, dp, pp)
         shapes = ParallelDims(dp=dp, tp=tp, pp=pp).group_shapes(self.cluster.gpus_per_node)
         mine = list(layout.rank_stages[r])
-        fwd = sum(times[v].fwd_s for v in mine)
-        bwd = sum(times[v].bwd_s + times[v].tp_s for v in mine)
+        shares = [_whole(w) for w in chunk_shares(Schedule(plan.schedule), pp, vpp)[r]]  # micro-batches per chunk / m
+        fwd = sum(w * times[v].fwd_s for v, w in zip(mine, shares))
+        bwd = sum(w * (times[v].bwd_s + times[v].tp_s) for v, w in zip(mine, shares))
         p2p = 0.0
         if pp > 1:
-            for v in mine:
-                for edge in ([v] if v < layout.num_stages - 1 else []) + ([v - 1] if v > 0 else []):
+            route = {(rr, cc): p for p, path in enumerate(layout.routes) for rr, cc in path}
+            for c, (v, w) in enumerate(zip(mine, shares)):
+                path = layout.routes[route[(r, c)]]
+                for edge, other in ([(v, v + 1)] if v < layout.num_stages - 1 else []) + ([(v - 1, v - 1)] if v > 0 else []):
+                    if path[other][0] == r:  # the neighbouring stage runs on this rank (ZB-V's turn)
+                        continue
                     nbytes = boundary_bytes(stages[edge], b, self.dtype_bytes)
-                    p2p += self.pricer.p2p_time_s(nbytes, shapes[Axis.PP].crosses_nodes) * self.cost.pp_p2p_exposed_fraction
+                    p2p += w * self.pricer.p2p_time_s(nbytes, shapes[Axis.PP].crosses_nodes) * self.cost.pp_p2p_exposed_fraction
         local, largest = self._local_params(plan, r)
         dpt = self._dp_times(local, largest, shapes[Axis.DP])
         dp_exp = dp_exposure(plan.zero, dpt, m, fwd, bwd, self.cost.dp_overlap, self.cost.dp_overlap_fraction,
@@ -122,8 +127,9 @@ class NetEvaluator:
         optimizer = self.roofline.memory_time_s(owned * self.opt_bytes)
         per_mb = dp_exp.per_microbatch_s if dp_exp else 0.0
         return RankCost(
-            compute_s=m * sum(times[v].fwd_s + times[v].bwd_s for v in mine),
-            tp_s=m * sum(times[v].tp_s for v in mine), tp_hidden_s=m * sum(times[v].tp_hidden_s for v in mine),
+            compute_s=m * sum(w * (times[v].fwd_s + times[v].bwd_s) for v, w in zip(mine, shares)),
+            tp_s=m * sum(w * times[v].tp_s for v, w in zip(mine, shares)),
+            tp_hidden_s=m * sum(w * times[v].tp_hidden_s for v, w in zip(mine, shares)),
             p2p_s=m * p2p, dp_after_s=dp_exp.after_pipeline_s if dp_exp else 0.0, dp_per_mb_s=per_mb,
             dp_total_s=dp_exp.total_s if dp_exp else 0.0, optimizer_s=optimizer,
             t_mb_s=fwd + bwd + p2p + per_mb, bwd_mb_s=bwd, memory=self._memory(plan, r, m, local, largest, stages),
@@ -217,3 +223,8 @@ class NetEvaluator:
             peak_memory_bytes=worst, memory_budget_bytes=budget, fits=worst <= budget,
             notes=self._notes(plan),
         )
+
+
+def _whole(share):
+    """A chunk's share of the micro-batches: an int when whole (every chunk of Megatron's schedules)."""
+    return int(share) if share == 1 else float(share)

@@ -24,6 +24,7 @@ from collections import Counter
 
 from modelplan.errors import PlanInfeasible, SpecError
 from modelplan.plan.net_evaluator import MAX_DEFAULT_MICROBATCHES, NetEvaluator
+from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.results import PlanEstimate, SearchResult
 from modelplan.plan.search import SearchSpace, _choose, divisors
 from modelplan.specs.costmodel import CostModel
@@ -82,7 +83,8 @@ def search_network_plans(spec: NetworkSpec, training: TrainingSpec, cluster: Clu
                         reject("batch divisibility", f"global_batch ({gb}) must be divisible by micro_batch * dp ({mb} * {dp})")
                         continue
                     m = gb // (mb * dp)
-                    svs = [(s, 1) for s in schedules if s != "interleaved"]
+                    svs = [(s, 1) for s in schedules if s != "interleaved" and schedule_problem(s, pp, m, 1) is None
+                           and schedule_layout(s, pp, 1).num_stages <= units]
                     if "interleaved" in schedules and pp > 1 and m % pp == 0:
                         vpps = _choose(space.vpp, [v for v in (2, 3, 4) if pp * v <= units], units)
                         svs += [("interleaved", v) for v in vpps if v >= 2 and pp * v <= units]
@@ -137,15 +139,16 @@ def network_plan_problems(ev: NetEvaluator, plan: Plan, cluster: Cluster | None 
             out.append(f"{name} ({getattr(plan, name)}) > 1 applies to transformers, not network '{ev.spec.name}'")
     if plan.sequence_parallel:
         out.append(f"sequence_parallel applies to transformers, not network '{ev.spec.name}'")
-    if plan.pp * plan.vpp > len(ev.units):
-        out.append(f"pp * vpp ({plan.pp} * {plan.vpp}) must not exceed the network's units ({len(ev.units)})")
+    stages = schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages
+    if stages > len(ev.units):
+        what = f"pp * vpp ({plan.pp} * {plan.vpp})" if stages == plan.pp * plan.vpp else f"the schedule's {stages} stages"
+        out.append(f"{what} must not exceed the network's units ({len(ev.units)})")
     gb = ev.training.global_batch
     if gb % (plan.micro_batch * plan.dp):
         out.append(f"micro_batch * dp ({plan.micro_batch} * {plan.dp} = {plan.micro_batch * plan.dp}) must "
                    f"divide global_batch ({gb})")
-    elif plan.schedule == "interleaved" and plan.num_microbatches(gb) % plan.pp:
-        out.append(f"interleaved schedule needs num_microbatches ({plan.num_microbatches(gb)}) divisible by "
-                   f"pp ({plan.pp})")
+    elif schedule_problem(plan.schedule, plan.pp, plan.num_microbatches(gb), plan.vpp) is not None:
+        out.append(schedule_problem(plan.schedule, plan.pp, plan.num_microbatches(gb), plan.vpp).message)
     return out
 
 

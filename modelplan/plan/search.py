@@ -20,7 +20,7 @@ from pydantic import Field
 from modelplan.errors import PlanInfeasible
 from modelplan.plan.estimate import to_estimate
 from modelplan.plan.infeasible import _axes, nearest_blocker
-from modelplan.plan.pipeline import schedule_problem
+from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.results import SearchResult
 from modelplan.plan.evaluator import Evaluator, PlanPoint
@@ -170,6 +170,14 @@ def search_plans(
             out = [(s, v) for s, v in out if v in allowed]
         return out
 
+    num_stages: dict[tuple, int] = {}
+
+    def stages_of(sched: str, pp: int, vpp: int) -> int:
+        key = (sched, pp, vpp)
+        if key not in num_stages:
+            num_stages[key] = schedule_layout(sched, pp, vpp).num_stages
+        return num_stages[key]
+
     def sps_of(tp: int) -> list[bool]:
         return [x for x in sp_user if tp > 1 or not x] or [False]
 
@@ -240,7 +248,8 @@ def search_plans(
                             for rc in recomputes:
                                 for zero in ok_zeros:
                                     for sched, vpp in svs:
-                                        problem = pp_problem(layers, pp, vpp) or schedule_problem(sched, pp, m, vpp)
+                                        problem = (pp_problem(layers, pp, vpp, stages_of(sched, pp, vpp))
+                                                   or schedule_problem(sched, pp, m, vpp))
                                         if problem:
                                             reject(problem, 1)
                                             continue

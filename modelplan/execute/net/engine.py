@@ -41,7 +41,7 @@ from modelplan.execute.pipeline import PipelineP2P, StepRecord, run_actions
 from modelplan.plan.dims import ParallelDims
 from modelplan.plan.net_layout import StagePlan, network_stages
 from modelplan.plan.net_tp import TpRole, param_tp_dim
-from modelplan.plan.pipeline import PipelineSchedule, pipeline_schedule
+from modelplan.plan.pipeline import PipelineSchedule, pipeline_schedule, schedule_layout
 from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -71,7 +71,8 @@ class NetJob:
         return pipeline_schedule(self.plan.schedule, self.plan.pp, self.num_microbatches, self.plan.vpp)
 
     def stages(self) -> list[StagePlan]:
-        return network_stages(network_tree(self.spec), self.plan.pp * self.plan.vpp, self.plan.tp)
+        num_stages = schedule_layout(self.plan.schedule, self.plan.pp, self.plan.vpp).num_stages
+        return network_stages(network_tree(self.spec), num_stages, self.plan.tp)
 
     def batch(self) -> NetBatch:
         """The global batch (every rank draws the same and keeps its rows)."""
