@@ -73,8 +73,9 @@ def test_deadlocking_order_is_reported():
         simulate(bad)
 
 
-CASES = [(k, pp, v) for k in ("gpipe", "1f1b") for pp in (1, 2, 3, 4, 6) for v in (1,)] + \
-    [("interleaved", pp, v) for pp in (2, 3, 4) for v in (2, 3, 4)]
+CASES = [(k, pp, v) for k in Schedule if k is not Schedule.INTERLEAVED for pp in (1, 2, 3, 4, 6) for v in (1,)] + \
+    [(Schedule.INTERLEAVED, pp, v) for pp in (2, 3, 4) for v in (2, 3, 4)]
+"""Every schedule (new ones included, by the enum) on small pipelines."""
 
 
 @pytest.mark.parametrize("kind,pp,vpp", CASES)
@@ -89,7 +90,33 @@ def test_profile_equals_the_full_simulation(kind, pp, vpp):
         busy = max(tl.busy(r) for r in range(pp))
         assert bubble_microbatches(kind, pp, m, vpp) == Fraction(tl.makespan - busy) * m / Fraction(busy)
         for r in range(pp):
-            assert inflight_microbatches(kind, pp, r, m, vpp) == Fraction(held_peak(sched.actions[r]), vpp)
+            chunks = sched.layout.chunks(r)
+            assert inflight_microbatches(kind, pp, r, m, vpp) == Fraction(held_peak(sched.actions[r]), chunks)
+
+
+@pytest.mark.parametrize("kind", list(Schedule))
+def test_every_action_runs_once_and_in_dependency_order(kind):
+    """Each (micro-batch, stage) runs F once, B once and W at most once, W after its B; the
+    lowered list's sends and receives pair up between ranks (schedule data every kind must obey)."""
+    pp, vpp = 4, 2 if kind is Schedule.INTERLEAVED else 1
+    m = next(n for n in range(8, 64) if schedule_problem(kind, pp, n, vpp) is None)
+    sched = pipeline_schedule(kind, pp, m, vpp)
+    seen = {}
+    for r, acts in enumerate(sched.actions):
+        for k, a in enumerate(acts):
+            key = (a.kind, a.microbatch, sched.stage(r, a.chunk))
+            assert key not in seen
+            seen[key] = k
+    for i in range(m):
+        for s in range(sched.num_stages):
+            assert ("F", i, s) in seen and ("B", i, s) in seen
+            if ("W", i, s) in seen:
+                assert seen[("W", i, s)] > seen[("B", i, s)]
+    sends = sorted((r, a.peer, a.kind.value[-1], a.microbatch) for r, acts in enumerate(sched.lowered)
+                   for a in acts if a.kind.value.startswith("SEND"))
+    recvs = sorted((a.peer, r, a.kind.value[-1], a.microbatch) for r, acts in enumerate(sched.lowered)
+                   for a in acts if a.kind.value.startswith("RECV"))
+    assert sends == recvs
 
 
 @pytest.mark.parametrize("kind,pp,vpp", [("1f1b", 4, 1), ("interleaved", 4, 2), ("gpipe", 3, 1)])
