@@ -25,6 +25,9 @@ class Schedule(StrEnum):
     """PipeDream-Flush: warmup forwards, then one forward one backward (Narayanan et al. 2021)."""
     INTERLEAVED = "interleaved"
     """Interleaved 1F1B over vpp model chunks per rank (Narayanan et al. 2021, sec. 2.2.2)."""
+    ZB_H1 = "zb-h1"
+    """1F1B with the backward split into B (input) and W (weights), W delayed to fill the bubble
+    (Qi et al. 2024, Zero Bubble Pipeline Parallelism, sec. 2.1)."""
 
 
 class Plan(Spec):
