@@ -86,3 +86,50 @@ def test_zb_h1_verifies(model, plan):
     report = verify(load_model(model), training, plan)
     assert report.passed, [(r.name, r.detail) for r in report.rows if not r.passed]
     assert any(r.name == "bubble fraction" and r.expected > 0 for r in report.rows)
+
+
+@pytest.mark.parametrize("pp,m", [(2, 4), (4, 8), (4, 13), (6, 12), (8, 32)])
+def test_zb_v_ranks_never_wait_once_started(pp, m):
+    """ZB-V with T_F = T_B = T_W and m >= 2p: every rank runs its 6 m chunk actions without a gap
+    from its first to its last (Qi et al. 2024, sec. 6: zero bubble; sail-sg's README: bubble rate
+    0, measured per stage as 1 - (F+B+W) m / stage time); the pipeline's makespan adds only the
+    p - 1 chunk forwards by which rank r starts after rank 0."""
+    t = simulate(pipeline_schedule("zb-v", pp, m))
+    for r in range(pp):
+        assert t.ends[r][-1] - t.starts[r][0] == pytest.approx(t.busy(r)) == pytest.approx(6 * m)
+    assert t.makespan - t.busy(0) == pytest.approx(pp - 1)
+
+
+@pytest.mark.parametrize("pp,m", [(2, 4), (4, 8), (8, 16)])
+def test_zb_v_holds_what_1f1b_holds(pp, m):
+    """Peak activations: 2 p chunk activations (half a rank's layers each) = p micro-batches, 1F1B's
+    first-stage peak p M_B (Qi et al. 2024, sec. 6; sail-sg README: activation memory 1x)."""
+    assert [held_peak(a) for a in pipeline_schedule("zb-v", pp, m).actions] == [2 * pp] * pp
+
+
+@pytest.mark.parametrize("pp,m", [(2, 4), (4, 8)])
+def test_zb_v_doubles_the_pipeline_messages(pp, m):
+    """Two chunks per rank and a local turn at rank p - 1: 2 m (2p - 2) boundary messages against
+    1F1B's 2 m (p - 1) (sail-sg README: pipeline communication volume 2x)."""
+    def sends(kind):
+        return sum(1 for acts in pipeline_schedule(kind, pp, m).lowered for a in acts if a.kind.value.startswith("SEND"))
+    assert sends("zb-v") == 2 * m * (2 * pp - 2) == 2 * sends("1f1b")
+
+
+def test_zb_v_puts_the_first_and_last_stage_on_rank_0():
+    """The V: rank r holds stages r and 2p - 1 - r; a micro-batch turns at rank p - 1 without a send."""
+    sched = pipeline_schedule("zb-v", 4, 8)
+    assert sched.layout.rank_stages == ((0, 7), (1, 6), (2, 5), (3, 4))
+    assert not any(a.kind.value.startswith("SEND") and a.peer == 3 for a in sched.lowered[3])
+
+
+@pytest.mark.parametrize("model,plan", [
+    ("llama-3-8b", Plan(pp=4, schedule="zb-v")),
+    ("gpt2", Plan(dp=2, tp=2, pp=2, zero=3, schedule="zb-v")),  # tied head on rank 0 with the embedding
+    ("resnet-18", Plan(pp=2, schedule="zb-v")),
+])
+def test_zb_v_verifies(model, plan):
+    """The executor runs ZB-V's two chunks per rank, the turn and B / W: every check passes."""
+    training = TrainingSpec(global_batch=plan.dp * 8, seq_len=8)
+    report = verify(load_model(model), training, plan)
+    assert report.passed, [(r.name, r.detail) for r in report.rows if not r.passed]

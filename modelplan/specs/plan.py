@@ -28,6 +28,9 @@ class Schedule(StrEnum):
     ZB_H1 = "zb-h1"
     """1F1B with the backward split into B (input) and W (weights), W delayed to fill the bubble
     (Qi et al. 2024, Zero Bubble Pipeline Parallelism, sec. 2.1)."""
+    ZB_V = "zb-v"
+    """Zero bubble on two chunks per rank in a V (stage r and 2 pp - 1 - r), B and W split
+    (Qi et al. 2024, sec. 6)."""
 
 
 class Plan(Spec):
