@@ -129,3 +129,18 @@ def test_profile_of_many_microbatches_is_the_closed_form(kind, pp, vpp):
         assert [inflight_microbatches(kind, pp, r, m) for r in range(pp)] == [pp - r for r in range(pp)]
     if kind == "gpipe":
         assert inflight_microbatches(kind, pp, 0, m) == m
+
+
+def test_an_overlapped_pair_starts_when_both_inputs_are_there():
+    """Rank 0 runs F0, then F1 overlapped with B0 (an F&B chunk): F1 could start at t=1 but waits
+    for B0's gradient from rank 1 (rank 1: F0 [1,2], B0 [2,4]), so the pair runs [4,5] + [5,7]
+    instead of F1 [1,2], B0 [4,6]; hand-worked on the unit clock (t_b = 2 t_f)."""
+    plain = ((Action(F, 0), Action(F, 1), Action(B, 0), Action(B, 1)), (Action(F, 0), Action(B, 0), Action(F, 1), Action(B, 1)))
+    paired = ((Action(F, 0), Action(F, 1, overlap=True), Action(B, 0), Action(B, 1)), plain[1])
+    times = []
+    for acts in (plain, paired):
+        t = simulate(PipelineSchedule(Schedule.ONE_F_ONE_B, 2, 2, 1, strided_layout(2, 1), acts))
+        times.append((t.starts[0][1], t.ends[0][2]))
+    assert times == [(1.0, 6.0), (4.0, 7.0)]
+    lowered = PipelineSchedule(Schedule.ONE_F_ONE_B, 2, 2, 1, strided_layout(2, 1), paired).lowered[0]
+    assert [str(a) for a in lowered[:6]] == ["F0", "SEND_F0->1", "RECV_B0<-1", "F1&", "B0", "SEND_F1->1"]

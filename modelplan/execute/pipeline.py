@@ -138,7 +138,7 @@ def run_actions(schedule: PipelineSchedule, pp_rank: int, p2p: PipelineP2P, mode
     deferred: dict[tuple[int, int], dict] = {}  # weight gradients a B leaves to its W
     records: list[tuple[Action, int, list, list]] = []
     received: list[tuple[int, int]] = []
-    outbox: Any = None
+    outbox: dict[tuple[str, int, int], Any] = {}  # (F/B, micro-batch, chunk) -> tensor a SEND posts
     for a in schedule.lowered[pp_rank]:
         c, i = a.chunk, a.microbatch
         v = schedule.stage(pp_rank, c)
@@ -147,8 +147,8 @@ def run_actions(schedule: PipelineSchedule, pp_rank: int, p2p: PipelineP2P, mode
             inbox[("F" if a.kind is ActionKind.RECV_F else "B", i, v)] = x
             received.append(number)
             continue
-        if a.kind in SENDS:
-            records[-1][3].append(p2p.send(a, outbox))
+        if a.kind in SENDS:  # posted when the action before it (or its overlapped pair) ends
+            records[-1][3].append(p2p.send(a, outbox.pop((SENDS[a.kind], i, c))))
             continue
         records.append((a, v, received, []))
         received = []
@@ -159,16 +159,18 @@ def run_actions(schedule: PipelineSchedule, pp_rank: int, p2p: PipelineP2P, mode
             if v == last:
                 losses[i] = out
             else:  # to the next stage: a SEND follows, or that stage runs on this rank
-                outbox = out
                 if schedule.where(i, v + 1)[0] == pp_rank:
                     inbox[("F", i, v + 1)] = out
+                else:
+                    outbox[("F", i, c)] = out
         else:
             dout = inbox.pop(("B", i, v)) if v < last else None
             dx, grads = model.backward(c, i, caches.pop((i, c)), dout)
             if v > 0:
-                outbox = dx
                 if schedule.where(i, v - 1)[0] == pp_rank:
                     inbox[("B", i, v - 1)] = dx
+                else:
+                    outbox[("B", i, c)] = dx
             if schedule.has_w(pp_rank, c, i):
                 deferred[(i, c)] = grads
             else:
