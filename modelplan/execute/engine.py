@@ -171,11 +171,13 @@ def materialize_units(dp: DataParallel, buckets: dict[str, Bucket], units: Itera
     return out
 
 
-def finish_buckets(dp: DataParallel, buckets: dict[str, Bucket]) -> None:
-    """Complete the gradient reductions, then take the optimizer step, unit by unit."""
-    for bucket in buckets.values():
+def finish_buckets(dp: DataParallel, buckets: dict[str, Bucket], order: list[str]) -> None:
+    """Complete the gradient reductions, then take the optimizer step, unit by unit in the model's
+    unit order `order` (the ranks that share a replicated unit reduce it in the same order)."""
+    mine = sorted(buckets.values(), key=lambda b: order.index(b.unit))
+    for bucket in mine:
         dp.finish_grads(bucket)
-    for bucket in buckets.values():
+    for bucket in mine:
         dp.step(bucket)
 
 
@@ -212,6 +214,7 @@ class RankProgram:
         self.stages = list(layout.rank_stages[self.coords.pp_rank])
         self.layouts = [stage_layout(self.spec, v, layout.num_stages) for v in self.stages]
         self.chunk_units = [all_units[v] for v in self.stages]
+        self.unit_order = list(dict.fromkeys(u for units in all_units for u in units))
         self.replicas = unit_replicas(rank_units(self.spec, layout))
         self.buckets: dict[str, Bucket] = {}
 
@@ -275,7 +278,7 @@ class RankProgram:
 
     def finish(self) -> None:
         """Complete the gradient reductions and take the optimizer step, unit by unit."""
-        finish_buckets(self.dp, self.buckets)
+        finish_buckets(self.dp, self.buckets, self.unit_order)
 
     def result(self, losses: list[tuple[int, float]], trace: list[StepRecord]) -> RankResult:
         return RankResult(self.comm.rank, self.coords, tuple(losses), tuple(trace),

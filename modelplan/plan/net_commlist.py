@@ -23,12 +23,13 @@ import math
 from modelplan.comm.ops import Axis, Collective
 from modelplan.count.network_tree import leaves_of
 from modelplan.plan.commlist import pipeline_calls
-from modelplan.plan.parallel import dp_zero
+from modelplan.plan.parallel import dp_zero, pp as pp_mod
 from modelplan.plan.parallel.calls import CommItem, RankCalls, merge_rank_calls
 from modelplan.plan.net_layout import StagePlan
 from modelplan.plan.net_shard import net_unit_shards
 from modelplan.plan.net_tp import TpRole
 from modelplan.plan.pipeline import ActionKind, pipeline_schedule
+from modelplan.plan.stages import unit_replicas
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 
@@ -59,6 +60,7 @@ def net_communication_list(stages: list[StagePlan], training: TrainingSpec, plan
     schedule = pipeline_schedule(plan.schedule, pp, m, plan.vpp)
     last = schedule.num_stages - 1
     shards = net_unit_shards(stages, plan)
+    replicas = unit_replicas([[u for v in chunks for u in stages[v].units] for chunks in schedule.layout.rank_stages])
     per_rank: list[RankCalls] = []
     for r in range(pp):
         calls = RankCalls()
@@ -79,7 +81,11 @@ def net_communication_list(stages: list[StagePlan], training: TrainingSpec, plan
             for unit in st.units:
                 if unit not in shards:
                     continue
-                dp_zero.unit_calls(calls, shards[unit], plan.tp, plan.zero, mc, act, grad)  # partial_over_tp is 0 here
+                u = shards[unit]
+                dp_zero.unit_calls(calls, u, plan.tp, plan.zero, mc, act, grad)  # partial_over_tp is 0 here
+                if unit in replicas:
+                    owned = u.padded if plan.zero == 0 else u.padded // u.group_size
+                    pp_mod.replica_calls(calls, unit, len(replicas[unit]), owned * grad)
         add(BAR, Axis.WORLD, plan.world_size, 0, 1, "world/start", startup=True)
         per_rank.append(calls)
     return merge_rank_calls(per_rank)

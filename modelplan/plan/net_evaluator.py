@@ -8,7 +8,7 @@ from modelplan.comm.ops import Axis, Collective
 from modelplan.count.network import count_network_flops, count_network_params
 from modelplan.count.network_tree import network_tree
 from modelplan.plan.commcost import CommPricer
-from modelplan.plan.dims import ParallelDims
+from modelplan.plan.dims import ParallelDims, pair_shape
 from modelplan.plan.compute import Roofline
 from modelplan.plan.memory import StageMemory as StageBytes
 from modelplan.plan.parallel.dp_zero import (
@@ -18,7 +18,9 @@ from modelplan.plan.parallel.dp_zero import (
     state_bytes as model_state_bytes,
     state_bytes_per_param,
 )
-from modelplan.plan.parallel.pp import pipeline_time_s
+from modelplan.plan.parallel.calls import RankCalls
+from modelplan.plan.parallel.pp import pipeline_time_s, replica_calls
+from modelplan.plan.stages import unit_replicas
 from modelplan.plan.net_cost import StageTime, boundary_bytes, stage_time
 from modelplan.plan.net_layout import StagePlan, describe_stages, network_stages
 from modelplan.plan.net_shard import net_unit_shards, rank_activations
@@ -54,6 +56,8 @@ class RankCost:
     dp_per_mb_s: float
     dp_total_s: float
     optimizer_s: float
+    replica_s: float
+    """AllReduce of the units this rank shares with other pipeline ranks (`parallel/pp.py`)."""
     t_mb_s: float
     """One micro-batch on the rank: compute + exposed TP + p2p + ZeRO-3 per-micro-batch traffic."""
     bwd_mb_s: float
@@ -125,13 +129,14 @@ class NetEvaluator:
                              self.cost.overlap_interference) if dp > 1 else None
         owned = local / (dp if plan.zero >= 1 else 1)
         optimizer = self.roofline.memory_time_s(owned * self.opt_bytes)
+        replica = self._replica_s(plan, r, shapes)
         per_mb = dp_exp.per_microbatch_s if dp_exp else 0.0
         return RankCost(
             compute_s=m * sum(w * (times[v].fwd_s + times[v].bwd_s) for v, w in zip(mine, shares)),
             tp_s=m * sum(w * times[v].tp_s for v, w in zip(mine, shares)),
             tp_hidden_s=m * sum(w * times[v].tp_hidden_s for v, w in zip(mine, shares)),
             p2p_s=m * p2p, dp_after_s=dp_exp.after_pipeline_s if dp_exp else 0.0, dp_per_mb_s=per_mb,
-            dp_total_s=dp_exp.total_s if dp_exp else 0.0, optimizer_s=optimizer,
+            dp_total_s=dp_exp.total_s if dp_exp else 0.0, optimizer_s=optimizer, replica_s=replica,
             t_mb_s=fwd + bwd + p2p + per_mb, bwd_mb_s=bwd, memory=self._memory(plan, r, m, local, largest, stages),
         )
 
@@ -149,13 +154,26 @@ class NetEvaluator:
 
     def _local_params(self, plan: Plan, r: int) -> tuple[int, int]:
         """(parameters on pipeline rank r after the tp split, its largest unit)."""
-        key = ("local", plan.tp, plan.pp, plan.vpp, r)
+        key = ("local", plan.tp, plan.pp, plan.vpp, plan.schedule, r)
         if key not in self._cache:
             layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
             stages = self.stages(plan.tp, layout.num_stages)
             shards = net_unit_shards([stages[v] for v in layout.rank_stages[r]], plan)
             self._cache[key] = (sum(s.numel for s in shards.values()), max((s.numel for s in shards.values()), default=0))
         return self._cache[key]  # type: ignore[return-value]
+
+    def _replica_s(self, plan: Plan, r: int, shapes) -> float:
+        """The AllReduce of every unit rank r shares with other pipeline ranks (`parallel/pp.py`)."""
+        layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
+        stages = self.stages(plan.tp, layout.num_stages)
+        replicas = unit_replicas([[u for v in chunks for u in stages[v].units] for chunks in layout.rank_stages])
+        calls = RankCalls()
+        shards = net_unit_shards([stages[v] for v in layout.rank_stages[r]], plan)
+        for unit, u in shards.items():
+            if unit in replicas:
+                owned = u.padded if plan.zero == 0 else u.padded // u.group_size
+                replica_calls(calls, unit, len(replicas[unit]), owned * self.grad_bytes)
+        return calls.price(self.pricer, lambda axis, size: pair_shape(shapes[Axis.PP].crosses_nodes))
 
     def _activations(self, plan: Plan, m: int, stages: list[StagePlan]):
         """Peak activations per pipeline rank (`net_shard.rank_activations` over the schedule)."""
@@ -201,13 +219,13 @@ class NetEvaluator:
         t_max = max(rc.t_mb_s for rc in ranks)
         t_mean = sum(rc.t_mb_s for rc in ranks) / plan.pp
         pipeline = pipeline_time_s(m, float(bubble_microbatches(plan.schedule, plan.pp, m, plan.vpp)), t_max, t_mean)
-        steps = [pipeline + rc.dp_after_s + rc.optimizer_s for rc in ranks]
+        steps = [pipeline + rc.dp_after_s + rc.replica_s + rc.optimizer_s for rc in ranks]
         crit = ranks[max(range(plan.pp), key=lambda r: steps[r])]
         step_s = max(steps)
         busy = m * crit.t_mb_s
         step = StepTime(step_time_s=step_s, compute_s=crit.compute_s, recompute_s=0.0, tp_comm_s=crit.tp_s,
                         pp_comm_s=crit.p2p_s, bubble_s=pipeline - busy, dp_comm_s=crit.dp_after_s + m * crit.dp_per_mb_s,
-                        embedding_sync_s=0.0, optimizer_s=crit.optimizer_s, dp_comm_total_s=crit.dp_total_s,
+                        embedding_sync_s=crit.replica_s, optimizer_s=crit.optimizer_s, dp_comm_total_s=crit.dp_total_s,
                         tp_hidden_s=crit.tp_hidden_s)
         n, peak = plan.world_size, self.roofline.peak_flops_per_s
         memory = [StageMemory(stage=r, **rc.memory._asdict()) for r, rc in enumerate(ranks)]

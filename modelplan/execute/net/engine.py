@@ -42,6 +42,7 @@ from modelplan.plan.dims import ParallelDims
 from modelplan.plan.net_layout import StagePlan, network_stages
 from modelplan.plan.net_tp import TpRole, param_tp_dim
 from modelplan.plan.pipeline import PipelineSchedule, pipeline_schedule, schedule_layout
+from modelplan.plan.stages import replica_label, unit_replicas
 from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -117,6 +118,9 @@ class NetRankProgram:
         all_stages = job.stages()
         self.defs = net_param_defs(all_stages)
         self.stages = [all_stages[v] for v in self.schedule.layout.rank_stages[self.coords.pp_rank]]
+        self.unit_order = [u for st in all_stages for u in st.units]
+        held = [[u for v in chunks for u in all_stages[v].units] for chunks in self.schedule.layout.rank_stages]
+        self.replicas = unit_replicas(held)
         self._held, self._peak = [0, 0], [0, 0]
         self._sizes: dict[tuple[int, int], tuple[int, int]] = {}
         self.hooks = [NetTensorParallel(comm, self.groups.tp, st.roles) for st in self.stages]
@@ -161,7 +165,8 @@ class NetRankProgram:
                     continue
                 group = self.groups.dp
                 entries = local_entries(by_unit[unit], self.groups.tp, self.groups.ep, rank, False)
-                bucket = Bucket(unit, entries, group, group.index(rank), self.plan.zero)
+                bucket = Bucket(unit, entries, group, group.index(rank), self.plan.zero,
+                                self.groups.replicas(self.replicas.get(unit)), replica_label(unit))
                 values = None
                 if group.ranks[0] == rank:
                     if full is None:
@@ -222,7 +227,7 @@ class NetRankProgram:
 
     def finish(self) -> None:
         """Complete the gradient reductions and take the optimizer step, unit by unit."""
-        finish_buckets(self.dp, self.buckets)
+        finish_buckets(self.dp, self.buckets, self.unit_order)
 
     def result(self, losses: list[tuple[int, float]], trace: list[StepRecord], peak: tuple[int, int]) -> NetRankResult:
         return NetRankResult(self.comm.rank, self.coords, tuple(losses), tuple(trace), *bucket_state(self.buckets),
