@@ -31,6 +31,9 @@ class Schedule(StrEnum):
     ZB_V = "zb-v"
     """Zero bubble on two chunks per rank in a V (stage r and 2 pp - 1 - r), B and W split
     (Qi et al. 2024, sec. 6)."""
+    DUALPIPE = "dualpipe"
+    """Bidirectional: half the micro-batches from each end, two copies of every stage per rank
+    pair (DeepSeek-V3 technical report, sec. 3.2.1)."""
 
 
 class Plan(Spec):
