@@ -15,7 +15,7 @@ TIME_LABELS = {
     "pp_comm_s": "PP send/recv (exposed)",
     "bubble_s": "pipeline bubble",
     "dp_comm_s": "DP / ZeRO traffic (exposed)",
-    "embedding_sync_s": "tied-embedding sync",
+    "embedding_sync_s": "pipeline copies' grad sync",
     "optimizer_s": "optimizer step",
 }
 OPTIONAL_TERMS = ("ep_comm_s", "cp_comm_s")

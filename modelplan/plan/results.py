@@ -26,11 +26,13 @@ class StepTime(Result):
     pp_comm_s: float
     """Exposed pipeline send/recv (one per micro-batch per direction per chunk)."""
     bubble_s: float
-    """Pipeline fill and drain: (pp - 1)/vpp times one micro-batch's stage time."""
+    """Pipeline fill and drain: the schedule's idle micro-batch times ((pp - 1)/vpp for Megatron's
+    schedules) times one micro-batch's mean stage time (`parallel/pp.py`)."""
     dp_comm_s: float
     """Exposed data-parallel traffic (gradient reduction, ZeRO gathers) not hidden by backward."""
     embedding_sync_s: float
-    """AllReduce of tied word-embedding gradients between first and last stage."""
+    """AllReduce of the gradients of units held by several pipeline ranks: the tied word
+    embedding (first and last stage), every stage under DualPipe (`parallel/pp.py`)."""
     optimizer_s: float
     """Optimizer step (memory-bound)."""
     dp_comm_total_s: float
