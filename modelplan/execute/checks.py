@@ -10,6 +10,7 @@ exactly-zero gradient under softmax, computed as float64 noise).
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Callable
 
 import numpy as np
 
@@ -18,14 +19,17 @@ from modelplan.comm.exact import bytes_per_rank
 from modelplan.comm.ops import Axis, Collective
 from modelplan.execute.engine import RankResult
 from modelplan.execute.params import ParamDef
-from modelplan.execute.report import VerifyRow
-from modelplan.execute.timeline import Span, bubble_fraction
+from modelplan.execute.report import TimelineStep, VerifyRow
+from modelplan.execute.timeline import Span, bubble_fraction, lamport_spans
 from modelplan.plan.commlist import EXECUTOR_ALGO, CommItem
 from modelplan.plan.dims import ParallelDims
 from modelplan.plan.pipeline import PipelineSchedule, schedule_module
 from modelplan.plan.pipeline.profile import bubble_microbatches
 from modelplan.plan.shard import RankElements
 from modelplan.specs.plan import Plan
+
+Progress = Callable[[str], None]
+"""A callback that prints what verify does next."""
 
 REL_TOL = 1e-9
 ITEMSIZE = 8  # float64
@@ -165,3 +169,41 @@ def check_bubble(spans: dict[int, list[Span]], pipelines: list[tuple[int, ...]],
     formula = schedule_module(plan.schedule).bubble_formula(plan.pp, m, plan.vpp)
     return VerifyRow(name="bubble fraction", passed=ok, detail=f"{len(pipelines)} pipelines; {formula}",
                      measured=worst, expected=expected)
+
+
+def check_loss(results, ref_loss: float) -> VerifyRow:
+    """Mean over data-parallel ranks of the mean micro-batch loss (each micro-batch's from the
+    rank that ran its last stage: one rank, or DualPipe's two ends)."""
+    per_dp: dict[int, dict[int, float]] = {}
+    for r in results:
+        if r.losses and r.coords.tp_rank == 0:
+            per_dp.setdefault(r.coords.dp_rank, {}).update(r.losses)
+    means = {d: sum(v for _, v in sorted(got.items())) / len(got) for d, got in per_dp.items()}
+    loss = sum(means[d] for d in sorted(means)) / len(means)
+    err = abs(loss - ref_loss) / abs(ref_loss)
+    return VerifyRow(name="loss", passed=err < 1e-9, detail=f"relative error {err:.1e} (< 1e-09)",
+                     measured=loss, expected=ref_loss)
+
+
+def compare_state(results, defs: list[ParamDef], ref_grads: dict[str, np.ndarray], ref_params: dict[str, np.ndarray]
+                  ) -> tuple[list[VerifyRow], dict[str, dict[str, np.ndarray]]]:
+    """Rows comparing the gradients and updated parameters reassembled from the ranks' shards with
+    the reference's, and the reassembled tensors by kind ('grads', 'params')."""
+    rows, tensors = [], {}
+    for kind, label, expected in (("grads", "gradients", ref_grads), ("params", "updated parameters", ref_params)):
+        got, problems = reassemble(results, defs, kind)
+        tensors[kind] = got
+        rows.append(compare_tensors(label, got, expected, problems))
+    return rows, tensors
+
+
+def check_step_order(results, schedule: PipelineSchedule, dims: ParallelDims, plan: Plan, num_microbatches: int
+                     ) -> tuple[list[VerifyRow], list[list[TimelineStep]]]:
+    """Rows for the executed step order against the schedule and for the executed timeline's bubble,
+    and the timeline of the first pipeline group's ranks."""
+    rows = [check_schedule(results, schedule)]
+    spans = lamport_spans({r.rank: list(r.trace) for r in results})
+    rows.append(check_bubble(spans, dims.groups(Axis.PP), plan, num_microbatches))
+    timeline = [[TimelineStep(kind=s.record.step.kind.value, microbatch=s.record.step.microbatch, chunk=s.record.step.chunk,
+                              start=s.start, end=s.end) for s in spans[r]] for r in dims.group(Axis.PP, 0)]
+    return rows, timeline

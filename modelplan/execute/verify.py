@@ -13,39 +13,35 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
 from modelplan.comm.communicator import Ledger
-from modelplan.comm.ops import Axis
 from modelplan.errors import ModelplanError
 from modelplan.execute.checks import (
-    check_bubble,
+    Progress,
     check_ledgers,
+    check_loss,
     check_memory,
-    check_schedule,
-    compare_tensors,
-    reassemble,
+    check_step_order,
+    compare_state,
 )
+from modelplan.execute.backends import spmd_runner
 from modelplan.execute.engine import Job, train_step
 from modelplan.execute.optim import OptimizerConfig
-from modelplan.execute.params import ParamDef, init_params, make_batch, param_defs
+from modelplan.execute.params import init_params, make_batch, param_defs
 from modelplan.execute.reference import reference_step
-from modelplan.execute.report import TimelineStep, VerifyReport, VerifyRow
+from modelplan.execute.report import VerifyReport, VerifyRow
 from modelplan.execute.scale import check_executable, scale_down
-from modelplan.execute.spmd import SpmdBackend, SpmdError, spmd_runner
-from modelplan.execute.timeline import lamport_spans
+from modelplan.execute.spmd import SpmdBackend, SpmdError
 from modelplan.plan.commlist import communication_list
 from modelplan.plan.dims import ParallelDims
-from modelplan.plan.pipeline import PipelineSchedule, pipeline_schedule
+from modelplan.plan.pipeline import pipeline_schedule
 from modelplan.plan.shard import rank_elements
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
-
-Progress = Callable[[str], None]
-
 
 def _notes(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> list[str]:
     notes = ["executed in float64: the communication list is sized at 8 bytes per element for the comparison"]
@@ -155,41 +151,3 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
     report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
                           timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s)
     return Verified(report, tuple(run.ledgers), tensors["grads"], tensors["params"])
-
-
-def check_loss(results, ref_loss: float) -> VerifyRow:
-    """Mean over data-parallel ranks of the mean micro-batch loss (each micro-batch's from the
-    rank that ran its last stage: one rank, or DualPipe's two ends)."""
-    per_dp: dict[int, dict[int, float]] = {}
-    for r in results:
-        if r.losses and r.coords.tp_rank == 0:
-            per_dp.setdefault(r.coords.dp_rank, {}).update(r.losses)
-    means = {d: sum(v for _, v in sorted(got.items())) / len(got) for d, got in per_dp.items()}
-    loss = sum(means[d] for d in sorted(means)) / len(means)
-    err = abs(loss - ref_loss) / abs(ref_loss)
-    return VerifyRow(name="loss", passed=err < 1e-9, detail=f"relative error {err:.1e} (< 1e-09)",
-                     measured=loss, expected=ref_loss)
-
-
-def compare_state(results, defs: list[ParamDef], ref_grads: dict[str, np.ndarray], ref_params: dict[str, np.ndarray]
-                  ) -> tuple[list[VerifyRow], dict[str, dict[str, np.ndarray]]]:
-    """Rows comparing the gradients and updated parameters reassembled from the ranks' shards with
-    the reference's, and the reassembled tensors by kind ('grads', 'params')."""
-    rows, tensors = [], {}
-    for kind, label, expected in (("grads", "gradients", ref_grads), ("params", "updated parameters", ref_params)):
-        got, problems = reassemble(results, defs, kind)
-        tensors[kind] = got
-        rows.append(compare_tensors(label, got, expected, problems))
-    return rows, tensors
-
-
-def check_step_order(results, schedule: PipelineSchedule, dims: ParallelDims, plan: Plan, num_microbatches: int
-                     ) -> tuple[list[VerifyRow], list[list[TimelineStep]]]:
-    """Rows for the executed step order against the schedule and for the executed timeline's bubble,
-    and the timeline of the first pipeline group's ranks."""
-    rows = [check_schedule(results, schedule)]
-    spans = lamport_spans({r.rank: list(r.trace) for r in results})
-    rows.append(check_bubble(spans, dims.groups(Axis.PP), plan, num_microbatches))
-    timeline = [[TimelineStep(kind=s.record.step.kind.value, microbatch=s.record.step.microbatch, chunk=s.record.step.chunk,
-                              start=s.start, end=s.end) for s in spans[r]] for r in dims.group(Axis.PP, 0)]
-    return rows, timeline

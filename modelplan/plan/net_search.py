@@ -26,7 +26,7 @@ from modelplan.errors import PlanInfeasible, SpecError
 from modelplan.plan.net_evaluator import MAX_DEFAULT_MICROBATCHES, NetEvaluator
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.results import PlanEstimate, SearchResult
-from modelplan.plan.search import SearchSpace, _choose, divisors
+from modelplan.plan.space import SearchSpace, _choose, divisors
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.network import NetworkSpec

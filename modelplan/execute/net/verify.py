@@ -20,7 +20,7 @@ import time
 
 from modelplan.count.network import network_layers
 from modelplan.count.network_tree import network_tree
-from modelplan.execute.checks import check_ledgers, check_memory
+from modelplan.execute.checks import Progress, check_ledgers, check_loss, check_memory, check_step_order, compare_state
 from modelplan.execute.net.engine import NetJob, NetRankResult, net_param_defs, net_train_step
 from modelplan.execute.net.loss import LossKind
 from modelplan.execute.net.model import reference_step
@@ -28,8 +28,9 @@ from modelplan.execute.net.params import init_buffers, init_params
 from modelplan.execute.net.scale import check_network_plan, scale_network
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.report import VerifyReport, VerifyRow
-from modelplan.execute.spmd import SpmdError, spmd_runner
-from modelplan.execute.verify import Progress, check_loss, check_step_order, compare_state
+from modelplan.execute.backends import spmd_runner
+from modelplan.execute.spmd import SpmdError
+
 from modelplan.plan.net_commlist import net_communication_list
 from modelplan.plan.pipeline import pipeline_schedule
 from modelplan.plan.net_layout import StagePlan, describe_stages
