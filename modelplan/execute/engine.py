@@ -21,6 +21,7 @@ from functools import cached_property
 
 import numpy as np
 
+from modelplan.comm.regions import Region
 from modelplan.comm.communicator import Communicator, Group
 from modelplan.comm.ops import Axis
 from modelplan.execute.data_parallel import Bucket, DataParallel, Entry
@@ -251,7 +252,7 @@ class RankProgram:
                 self.dp.place(bucket, values)
                 self.buckets[unit] = bucket
         if self.comm.world_size > 1:
-            self.comm.barrier(self.groups.world, label="world/start")
+            self.comm.barrier(self.groups.world, label=Region.WORLD_START)
 
     def params(self, chunk: int) -> dict[str, np.ndarray]:
         return materialize_units(self.dp, self.buckets, self.chunk_units[chunk])

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from modelplan.comm.regions import Region
 from modelplan.comm.communicator import Communicator, Group
 from modelplan.plan.pipeline import Action, ActionKind, PipelineSchedule
 
@@ -89,7 +90,7 @@ class PipelineP2P:
         dst = self.group.ranks[action.peer]
         if self.tp_group is not None:  # this TP rank's 1/tp slice of the flattened tensor
             x = np.split(np.ravel(x), self.tp_group.size)[self.tp_group.index(self.comm.rank)].copy()
-        self.comm.send(x, dst, self.group, label="pp/forward" if action.kind is ActionKind.SEND_F else "pp/backward")
+        self.comm.send(x, dst, self.group, label=Region.PP_FORWARD if action.kind is ActionKind.SEND_F else Region.PP_BACKWARD)
         self._sent[dst] = self._sent.get(dst, 0) + 1
         return dst, self._sent[dst]
 
@@ -103,12 +104,12 @@ class PipelineP2P:
             if not self._expected[src_pp]:
                 raise RuntimeError(f"pipeline rank {self.pp_rank} waits for {key} that rank {src} never sends")
             arrived = self._expected[src_pp].popleft()
-            x = self.comm.recv(src, self.group, label="pp/forward" if arrived[0] == "F" else "pp/backward")
+            x = self.comm.recv(src, self.group, label=Region.PP_FORWARD if arrived[0] == "F" else Region.PP_BACKWARD)
             self._received[src] = self._received.get(src, 0) + 1
             self._mailbox[arrived] = (x, (src, self._received[src]))
         x, number = self._mailbox.pop(key)
         if self.tp_group is not None:  # every TP rank of this stage consumes the same keys in order
-            label = "pp/forward/gather" if key[0] == "F" else "pp/backward/gather"
+            label = Region.PP_FORWARD_GATHER if key[0] == "F" else Region.PP_BACKWARD_GATHER
             x = self.comm.all_gather(x, self.tp_group, axis=0, label=label).reshape(self.boundary_shape)
         return x, number
 

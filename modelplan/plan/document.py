@@ -72,7 +72,7 @@ def predictions_dict(est: PlanEstimate) -> dict[str, Any]:
             "peak_bytes": est.peak_memory_bytes,
             "budget_bytes": est.memory_budget_bytes,
             "stages": [
-                {"stage": s.stage, **{f"{k}_bytes": v for k, v in s.model_dump().items() if k != "stage"}}
+                {"stage": s.stage, **{f"{k}_bytes": v for k, v in s._asdict().items() if k != "stage"}}
                 for s in est.memory
             ],
         },

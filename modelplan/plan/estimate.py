@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from modelplan.errors import SpecError
-from modelplan.plan.memory import StageMemory as StageBytes
-from modelplan.plan.results import PlanEstimate, StageMemory, StepTime
+from modelplan.plan.results import PlanEstimate, StepTime
 from modelplan.plan.evaluator import Evaluation, Evaluator, PlanPoint
 from modelplan.plan.validate import plan_notes, plan_problems
 from modelplan.specs.costmodel import CostModel
@@ -12,10 +11,6 @@ from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
-
-
-def _stage(stage: int, mem: StageBytes) -> StageMemory:
-    return StageMemory(stage=stage, **mem._asdict())
 
 
 def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroom: float = 0.0) -> PlanEstimate:
@@ -27,9 +22,9 @@ def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroo
     peak = evaluator.roofline.peak_flops_per_s
     tokens = evaluator.training.global_batch * evaluator.training.seq_len
     busy = step - s.bubble_s - s.dp_comm_s - s.embedding_sync_s - s.optimizer_s
-    memory = [_stage(0, ev.memory_first)]
+    memory = [ev.memory_first]
     if plan.pp > 1:
-        memory.append(_stage(plan.pp - 1, ev.memory_last))
+        memory.append(ev.memory_last)
     return PlanEstimate(
         plan=plan,
         num_microbatches=ev.num_microbatches,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
 from modelplan.count.network_tree import leaves_of
 from modelplan.plan.commlist import pipeline_calls
@@ -73,11 +74,11 @@ def net_communication_list(stages: list[StagePlan], training: TrainingSpec, plan
             out_msg = b * math.prod(st.output_shape) * act
             in_msg = b * math.prod(st.input_shape) * act
             if v < last:
-                add(P2P, Axis.PP, pp, out_msg, moves[c][ActionKind.SEND_F], "pp/forward", role="send")
-                add(P2P, Axis.PP, pp, out_msg, moves[c][ActionKind.RECV_B], "pp/backward", role="recv")
+                add(P2P, Axis.PP, pp, out_msg, moves[c][ActionKind.SEND_F], Region.PP_FORWARD, role="send")
+                add(P2P, Axis.PP, pp, out_msg, moves[c][ActionKind.RECV_B], Region.PP_BACKWARD, role="recv")
             if v > 0:
-                add(P2P, Axis.PP, pp, in_msg, moves[c][ActionKind.RECV_F], "pp/forward", role="recv")
-                add(P2P, Axis.PP, pp, in_msg, moves[c][ActionKind.SEND_B], "pp/backward", role="send")
+                add(P2P, Axis.PP, pp, in_msg, moves[c][ActionKind.RECV_F], Region.PP_FORWARD, role="recv")
+                add(P2P, Axis.PP, pp, in_msg, moves[c][ActionKind.SEND_B], Region.PP_BACKWARD, role="send")
             for unit in st.units:
                 if unit not in shards:
                     continue
@@ -86,6 +87,6 @@ def net_communication_list(stages: list[StagePlan], training: TrainingSpec, plan
                 if unit in replicas:
                     owned = u.padded if plan.zero == 0 else u.padded // u.group_size
                     pp_mod.replica_calls(calls, unit, len(replicas[unit]), owned * grad)
-        add(BAR, Axis.WORLD, plan.world_size, 0, 1, "world/start", startup=True)
+        add(BAR, Axis.WORLD, plan.world_size, 0, 1, Region.WORLD_START, startup=True)
         per_rank.append(calls)
     return merge_rank_calls(per_rank)

@@ -10,7 +10,6 @@ from modelplan.count.network_tree import network_tree
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.dims import ParallelDims, pair_shape
 from modelplan.plan.compute import Roofline
-from modelplan.plan.memory import StageMemory as StageBytes
 from modelplan.plan.parallel.dp_zero import (
     DpTimes,
     dp_exposure,
@@ -62,7 +61,7 @@ class RankCost:
     """One micro-batch on the rank: compute + exposed TP + p2p + ZeRO-3 per-micro-batch traffic."""
     bwd_mb_s: float
     """One micro-batch's backward on the rank (what hides the gradient reduction)."""
-    memory: StageBytes
+    memory: StageMemory
 
 
 class NetEvaluator:
@@ -196,7 +195,7 @@ class NetEvaluator:
             all_gather_block=t(Collective.ALL_GATHER, largest * self.dtype_bytes, shape),
         )
 
-    def _memory(self, plan: Plan, r: int, m: int, local: int, largest: int, stages: list[StagePlan]) -> StageBytes:
+    def _memory(self, plan: Plan, r: int, m: int, local: int, largest: int, stages: list[StagePlan]) -> StageMemory:
         weights, gradients, optimizer = model_state_bytes(local, largest, plan.dp, plan.zero, self.dtype_bytes,
                                                           self.grad_bytes, self.state_bytes)
         act = self._activations(plan, m, stages)[r]
@@ -210,7 +209,7 @@ class NetEvaluator:
         allocated = weights + gradients + optimizer + activations + comm
         frag = allocated * self.cost.fragmentation_fraction
         reserved = float(self.cost.runtime_reserved_bytes)
-        return StageBytes(weights, gradients, optimizer, activations, comm, frag, reserved, allocated + frag + reserved)
+        return StageMemory(r, weights, gradients, optimizer, activations, comm, frag, reserved, allocated + frag + reserved)
 
     def estimate(self, plan: Plan, memory_headroom: float = 0.0) -> PlanEstimate:
         """Step time, throughput and per-rank memory of one valid plan."""
@@ -228,7 +227,7 @@ class NetEvaluator:
                         embedding_sync_s=crit.replica_s, optimizer_s=crit.optimizer_s, dp_comm_total_s=crit.dp_total_s,
                         tp_hidden_s=crit.tp_hidden_s)
         n, peak = plan.world_size, self.roofline.peak_flops_per_s
-        memory = [StageMemory(stage=r, **rc.memory._asdict()) for r, rc in enumerate(ranks)]
+        memory = [rc.memory for rc in ranks]
         worst = max(rc.memory.total for rc in ranks)
         budget = self.memory_bytes * (1 - memory_headroom)
         return PlanEstimate(

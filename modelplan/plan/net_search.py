@@ -25,6 +25,7 @@ from collections import Counter
 from modelplan.errors import PlanInfeasible, SpecError
 from modelplan.plan.net_evaluator import MAX_DEFAULT_MICROBATCHES, NetEvaluator
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
+from modelplan.plan.problems import Reason
 from modelplan.plan.results import PlanEstimate, SearchResult
 from modelplan.plan.space import SearchSpace, _choose, divisors
 from modelplan.specs.costmodel import CostModel
@@ -51,7 +52,8 @@ def search_network_plans(spec: NetworkSpec, training: TrainingSpec, cluster: Clu
     best_of: dict[str, PlanEstimate] = {}
     evaluated = 0
 
-    def reject(reason: str, message: str) -> None:
+    def reject(reason: Reason, message: str) -> None:
+        reason = reason.value
         rejected[reason] += 1
         examples.setdefault(reason, message)
 
@@ -61,26 +63,26 @@ def search_network_plans(spec: NetworkSpec, training: TrainingSpec, cluster: Clu
            if space.max_tp is None or t <= space.max_tp]
     for tp in tps:
         if tp > 1 and (gpn % tp and not space.allow_tp_across_nodes):
-            reject("tp across nodes", f"tp ({tp}) must divide gpus_per_node ({gpn})")
+            reject(Reason.TP_NODE, f"tp ({tp}) must divide gpus_per_node ({gpn})")
             continue
         if tp > 1 and ev.splits(tp) == 0:
-            reject("tp splits no layer", f"tp ({tp}) divides no Linear/Conv output of {spec.name}: it would only replicate")
+            reject(Reason.TP_SPLITS_NOTHING, f"tp ({tp}) divides no Linear/Conv output of {spec.name}: it would only replicate")
             continue
         for pp in _choose(space.pp, divisors(n // tp) if n % tp == 0 else [], n):
             if pp > units:
-                reject("pp vs units", f"pp ({pp}) must not exceed the network's units ({units})")
+                reject(Reason.PP_UNITS, f"pp ({pp}) must not exceed the network's units ({units})")
                 continue
             for dp in _choose(space.dp, [n // (tp * pp)] if n % (tp * pp) == 0 else [], n):
                 if dp * tp * pp != n:
-                    reject("world size", f"dp * tp * pp ({dp} * {tp} * {pp}) must equal the GPU count ({n})")
+                    reject(Reason.WORLD_SIZE, f"dp * tp * pp ({dp} * {tp} * {pp}) must equal the GPU count ({n})")
                     continue
                 if gb % dp:
-                    reject("batch divisibility", f"global_batch ({gb}) must be divisible by dp ({dp})")
+                    reject(Reason.BATCH, f"global_batch ({gb}) must be divisible by dp ({dp})")
                     continue
                 default_mbs = [b for b in divisors(gb // dp) if gb // (dp * b) <= MAX_DEFAULT_MICROBATCHES]
                 for mb in _choose(space.micro_batch, default_mbs, gb):
                     if gb % (mb * dp):
-                        reject("batch divisibility", f"global_batch ({gb}) must be divisible by micro_batch * dp ({mb} * {dp})")
+                        reject(Reason.BATCH, f"global_batch ({gb}) must be divisible by micro_batch * dp ({mb} * {dp})")
                         continue
                     m = gb // (mb * dp)
                     svs = [(s, 1) for s in schedules if s != "interleaved" and schedule_problem(s, pp, m, 1) is None
@@ -94,7 +96,7 @@ def search_network_plans(spec: NetworkSpec, training: TrainingSpec, cluster: Clu
                             est = ev.estimate(plan, space.memory_headroom)
                             evaluated += 1
                             if not est.fits:
-                                reject("out of memory", f"tp {tp}, pp {pp}, dp {dp}, micro_batch {mb}, zero {zero} "
+                                reject(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}, micro_batch {mb}, zero {zero} "
                                        f"needs {est.peak_memory_bytes / 1e9:.1f} GB per GPU > {budget / 1e9:.1f} GB")
                                 continue
                             for family, member in (("tp", tp > 1), ("pp", pp > 1), ("dp", tp == pp == 1)):
@@ -111,7 +113,7 @@ def search_network_plans(spec: NetworkSpec, training: TrainingSpec, cluster: Clu
     best = [e for *_, e in sorted(heap, key=lambda it: (-it[0], -it[1]))]
     best[0] = best[0].model_copy(update={"notes": best[0].notes + why_notes(ev, best[0], best_of)})
     return SearchResult(gpus=n, best=best, evaluated=evaluated, bounded=0, candidates=evaluated + sum(
-        v for k, v in rejected.items() if k != "out of memory"), rejected=dict(rejected.most_common()),
+        v for k, v in rejected.items() if k != Reason.MEMORY.value), rejected=dict(rejected.most_common()),
         examples=examples, wall_s=time.perf_counter() - start)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from modelplan.specs.plan import Plan
 
@@ -53,18 +55,24 @@ class StepTime(Result):
         return {n: getattr(self, n) for n in names}
 
 
-class StageMemory(Result):
-    """Bytes on one GPU of one pipeline stage."""
+class StageMemory(NamedTuple):
+    """Bytes on one GPU of one pipeline stage; `total` is what must fit (a tuple: the search
+    builds two per plan; results serialize it field by field)."""
 
     stage: int
     weights: float
     gradients: float
     optimizer: float
+    """fp32 master weights and optimizer states."""
     activations: float
     comm_buffers: float
     fragmentation: float
     reserved: float
+    """CUDA context and library workspaces."""
     total: float
+
+
+StageMemoryField = Annotated[StageMemory, PlainSerializer(lambda s: s._asdict())]
 
 
 class PlanEstimate(Result):
@@ -86,7 +94,7 @@ class PlanEstimate(Result):
     hardware_flops: float
     bubble_fraction: float
     """Bubble time over the pipeline's busy time."""
-    memory: list[StageMemory]
+    memory: list[StageMemoryField]
     """First and last stage (one entry when pp = 1): the largest stages."""
     peak_memory_bytes: float
     memory_budget_bytes: float

@@ -16,6 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
+from modelplan.comm.regions import Region
 from modelplan.comm.communicator import Communicator
 from modelplan.count.network import network_layers
 from modelplan.count.network_tree import leaves_of, network_tree
@@ -175,7 +176,7 @@ class NetRankProgram:
                 self.dp.place(bucket, values)
                 self.buckets[unit] = bucket
         if self.comm.world_size > 1:
-            self.comm.barrier(self.groups.world, label="world/start")
+            self.comm.barrier(self.groups.world, label=Region.WORLD_START)
 
     def params(self, chunk: int) -> dict[str, np.ndarray]:
         return materialize_units(self.dp, self.buckets, self.stages[chunk].units)
