@@ -37,6 +37,7 @@ from modelplan.execute.scale import check_executable, scale_down
 from modelplan.execute.spmd import SpmdBackend, SpmdError
 from modelplan.plan.commlist import communication_list
 from modelplan.plan.dims import ParallelDims
+from modelplan.plan.family import family_of
 from modelplan.plan.pipeline import pipeline_schedule
 from modelplan.plan.shard import rank_elements
 from modelplan.specs.plan import Plan
@@ -100,16 +101,24 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
                timeout_s: float = 120.0, max_ranks: int = 256, progress: Progress | None = None
                ) -> Verified | None:
     """`verify`, also returning the ledgers and the reassembled tensors; None on MPI ranks other than 0.
-    Network specs (MLP / CNN / RNN) run in `modelplan.execute.net` and return the report alone."""
+    Each model family runs its own (`plan/family.py`: transformers here, networks in
+    `modelplan.execute.net`, which return the report alone)."""
     check_rank_count(plan, max_ranks)
     if SpmdBackend(backend) is SpmdBackend.MPI:
         _require_mpi_world(plan.world_size, plan)
-    if getattr(spec, "kind", None) == "network":
-        from modelplan.execute.net.verify import verify_network
+    out = family_of(spec).call("verify", spec, training, plan, backend, seed=seed, scale=scale,
+                               layers_per_stage=layers_per_stage, optimizer=optimizer, timeout_s=timeout_s,
+                               progress=progress)
+    if out is None or isinstance(out, Verified):
+        return out
+    return Verified(out, (), {}, {})  # a family whose verify gives the report alone
 
-        report = verify_network(spec, training, plan, backend, seed=seed, scale=scale, optimizer=optimizer,
-                                timeout_s=timeout_s, progress=progress)
-        return None if report is None else Verified(report, (), {}, {})
+
+def verify_transformer(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *,
+                       seed: int = 0, scale: bool = True, layers_per_stage: int = 1,
+                       optimizer: OptimizerConfig | None = None, timeout_s: float = 120.0,
+                       progress: Progress | None = None) -> Verified | None:
+    """`verify_run` of a transformer: scale down, run the sharded step and the reference, check."""
     say = progress or (lambda _msg: None)
     notes = _notes(spec, training, plan)
     if scale:

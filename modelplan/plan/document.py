@@ -57,7 +57,7 @@ def predictions_dict(est: PlanEstimate) -> dict[str, Any]:
     return {
         "step_time": est.step.model_dump(),
         "throughput": {
-            "tokens_per_s": est.tokens_per_s,
+            f"{est.throughput_unit}_per_s": est.throughput_per_s,
             "model_tflops_per_gpu": est.model_tflops_per_gpu,
             "hardware_tflops_per_gpu": est.hardware_tflops_per_gpu,
             "mfu": est.mfu,

@@ -141,7 +141,7 @@ class NetEvaluator:
 
     def _notes(self, plan: Plan) -> list[str]:
         """Throughput unit, stage boundaries and the tensor-parallel split of this plan."""
-        notes = ["throughput counts samples (the JSON field tokens_per_s holds samples per second)"]
+        notes = []
         stages = self.stages(plan.tp, schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages)
         if len(stages) > 1:
             notes.append(describe_stages(stages))
@@ -231,7 +231,8 @@ class NetEvaluator:
         worst = max(rc.memory.total for rc in ranks)
         budget = self.memory_bytes * (1 - memory_headroom)
         return PlanEstimate(
-            plan=plan, num_microbatches=m, step=step, tokens_per_s=self.training.global_batch / step_s,
+            plan=plan, num_microbatches=m, step=step, throughput_per_s=self.training.global_batch / step_s,
+            throughput_unit="samples",
             model_tflops_per_gpu=self.model_flops / step_s / n / 1e12,
             hardware_tflops_per_gpu=self.model_flops / step_s / n / 1e12,
             mfu=self.model_flops / (step_s * n * peak), hfu=self.model_flops / (step_s * n * peak),

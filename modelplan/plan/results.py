@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, NamedTuple
+from typing import Annotated, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
@@ -81,7 +81,10 @@ class PlanEstimate(Result):
     plan: Plan
     num_microbatches: int
     step: StepTime
-    tokens_per_s: float
+    throughput_per_s: float
+    """The global batch per second, in `throughput_unit`."""
+    throughput_unit: Literal["tokens", "samples"] = "tokens"
+    """What the family's batches count: tokens (batch x seq_len) or samples (`plan/family.py`)."""
     model_tflops_per_gpu: float
     """Model FLOPs (fwd + bwd, no recompute) per second per GPU."""
     hardware_tflops_per_gpu: float
@@ -102,6 +105,11 @@ class PlanEstimate(Result):
     fits: bool
     notes: list[str] = Field(default_factory=list)
     """Conventions this plan relies on (vocab padding, KV replication)."""
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Tokens per second (None for a family that counts samples)."""
+        return self.throughput_per_s if self.throughput_unit == "tokens" else None
 
 
 class SearchResult(Result):

@@ -15,6 +15,7 @@ from collections import Counter
 
 from modelplan.errors import PlanInfeasible
 from modelplan.plan.estimate import to_estimate
+from modelplan.plan.family import family_of
 from modelplan.plan.infeasible import _axes, nearest_blocker
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
@@ -34,10 +35,17 @@ from modelplan.specs.plan import Plan, Schedule
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
-__all__ = ["IntRange", "SearchSpace", "divisors", "search_plans"]  # the space lives in space.py
+__all__ = ["IntRange", "SearchSpace", "divisors", "search_plans", "search_transformer_plans"]  # the space lives in space.py
 
 
-def search_plans(
+def search_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, space: SearchSpace | None = None,
+                 cost: CostModel | None = None, top_k: int = 5) -> SearchResult:
+    """Every valid plan of `gpus` GPUs ranked by predicted step time, by the model's family
+    (`plan/family.py`; raises PlanInfeasible with the nearest blocker when none fits)."""
+    return family_of(spec).call("search", spec, training, cluster, gpus, space, cost, top_k)
+
+
+def search_transformer_plans(
     spec: TransformerSpec,
     training: TrainingSpec,
     cluster: Cluster,
@@ -46,12 +54,7 @@ def search_plans(
     cost: CostModel | None = None,
     top_k: int = 5,
 ) -> SearchResult:
-    """Every valid plan of `gpus` GPUs ranked by predicted step time (raises PlanInfeasible with
-    the nearest blocker when none fits)."""
-    if getattr(spec, "kind", None) == "network":  # MLP / CNN / RNN: modelplan.plan.net_search
-        from modelplan.plan.net_search import search_network_plans
-
-        return search_network_plans(spec, training, cluster, gpus, space, cost, top_k)
+    """`search_plans` of a transformer (dense or MoE): the enumeration of the module docstring."""
     start = time.perf_counter()
     space = space or SearchSpace()
     ev = Evaluator(spec, training, cluster, cost)

@@ -76,8 +76,9 @@ def check_activations(results: list[NetRankResult], expected) -> VerifyRow:
 def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *,
                    seed: int = 0, scale: bool = True, optimizer: OptimizerConfig | None = None,
                    timeout_s: float = 120.0, progress: Progress | None = None,
-                   loss: LossKind | None = None) -> VerifyReport | None:
-    """Run `plan` on a (scaled-down) copy of the network and check it; None on MPI ranks but 0."""
+                   loss: LossKind | None = None, layers_per_stage: int = 1) -> VerifyReport | None:
+    """Run `plan` on a (scaled-down) copy of the network and check it; None on MPI ranks but 0.
+    (`layers_per_stage` is the transformers' option; a network's stages are its units.)"""
     say = progress or (lambda _msg: None)
     notes = ["float64 throughout; the reference runs the same micro-batches with gradient accumulation"]
     if any(r.type.startswith("batchnorm") for r in network_layers(spec)):
