@@ -13,6 +13,8 @@ from modelplan.plan.compute import Roofline
 from modelplan.plan.parallel.dp_zero import (
     DpTimes,
     dp_exposure,
+    dp_seconds,
+    unit_calls,
     optimizer_bytes_per_param,
     state_bytes as model_state_bytes,
     state_bytes_per_param,
@@ -32,11 +34,6 @@ from modelplan.specs.hardware import Cluster
 from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan, Schedule
 from modelplan.specs.training import TrainingSpec
-
-DDP_BUCKET_BYTES = 25 * 1024 * 1024
-"""Gradient bucket of the default network cost model: PyTorch DDP's bucket_cap_mb = 25 (networks
-are trained with DDP; the transformer planner keeps Megatron's 40M-parameter buckets)."""
-
 
 MAX_DEFAULT_MICROBATCHES = 64
 """Micro-batch sizes tried by default give at most this many micro-batches per step: more only
@@ -69,7 +66,7 @@ class NetEvaluator:
 
     def __init__(self, spec: NetworkSpec, training: TrainingSpec, cluster: Cluster, cost: CostModel | None = None):
         self.spec, self.training, self.cluster = spec, training, cluster
-        self.cost = cost or CostModel(dp_bucket_bytes=DDP_BUCKET_BYTES)
+        self.cost = cost or CostModel()
         self.units = network_tree(spec)
         self.roofline = Roofline.of(cluster.accelerator, training.precision, self.cost)
         self.pricer = CommPricer(cluster)
@@ -114,7 +111,10 @@ class NetEvaluator:
         bwd = sum(w * (times[v].bwd_s + times[v].tp_s) for v, w in zip(mine, shares))
         p2p = 0.0
         if pp > 1:
-            route = {(rr, cc): p for p, path in enumerate(layout.routes) for rr, cc in path}
+            key = ("route", plan.schedule, pp, vpp)
+            if key not in self._cache:
+                self._cache[key] = {(rr, cc): p for p, path in enumerate(layout.routes) for rr, cc in path}
+            route = self._cache[key]
             for c, (v, w) in enumerate(zip(mine, shares)):
                 path = layout.routes[route[(r, c)]]
                 for edge, other in ([(v, v + 1)] if v < layout.num_stages - 1 else []) + ([(v - 1, v - 1)] if v > 0 else []):
@@ -123,7 +123,7 @@ class NetEvaluator:
                     nbytes = boundary_bytes(stages[edge], b, self.dtype_bytes)
                     p2p += w * self.pricer.p2p_time_s(nbytes, shapes[Axis.PP].crosses_nodes) * self.cost.pp_p2p_exposed_fraction
         local, largest = self._local_params(plan, r)
-        dpt = self._dp_times(local, largest, shapes[Axis.DP])
+        dpt = self._dp_times(plan, r, shapes[Axis.DP])
         dp_exp = dp_exposure(plan.zero, dpt, m, fwd, bwd, self.cost.dp_overlap, self.cost.dp_overlap_fraction,
                              self.cost.overlap_interference) if dp > 1 else None
         owned = local / (dp if plan.zero >= 1 else 1)
@@ -165,7 +165,12 @@ class NetEvaluator:
         """The AllReduce of every unit rank r shares with other pipeline ranks (`parallel/pp.py`)."""
         layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
         stages = self.stages(plan.tp, layout.num_stages)
-        replicas = unit_replicas([[u for v in chunks for u in stages[v].units] for chunks in layout.rank_stages])
+        key = ("replicas", plan.tp, plan.pp, plan.vpp, plan.schedule)
+        if key not in self._cache:
+            self._cache[key] = unit_replicas([[u for v in chunks for u in stages[v].units] for chunks in layout.rank_stages])
+        replicas = self._cache[key]
+        if not replicas:
+            return 0.0
         calls = RankCalls()
         shards = net_unit_shards([stages[v] for v in layout.rank_stages[r]], plan)
         for unit, u in shards.items():
@@ -182,18 +187,19 @@ class NetEvaluator:
             self._cache[key] = rank_activations(stages, plan, schedule)
         return self._cache[key]  # type: ignore[return-value]
 
-    def _dp_times(self, params: int, largest: int, shape) -> DpTimes:
-        grads, weights = params * self.grad_bytes, params * self.dtype_bytes
-        bucket = min(grads, self.cost.dp_bucket_bytes)
-        t = self.pricer.time_s
-        return DpTimes(
-            all_reduce=t(Collective.ALL_REDUCE, grads, shape), all_reduce_bucket=t(Collective.ALL_REDUCE, bucket, shape),
-            reduce_scatter=t(Collective.REDUCE_SCATTER, grads, shape),
-            reduce_scatter_bucket=t(Collective.REDUCE_SCATTER, bucket, shape),
-            all_gather=t(Collective.ALL_GATHER, weights, shape),
-            all_gather_bucket=t(Collective.ALL_GATHER, min(weights, bucket), shape),
-            all_gather_block=t(Collective.ALL_GATHER, largest * self.dtype_bytes, shape),
-        )
+    def _dp_times(self, plan: Plan, r: int, shape) -> DpTimes:
+        """Rank r's data-parallel calls of one micro-batch per step, one bucket per unit as the
+        communication list holds them (`net_commlist.py`, `parallel/dp_zero.py`), priced."""
+        key = ("dp", plan.tp, plan.pp, plan.dp, plan.vpp, plan.schedule, plan.zero, r)
+        if key not in self._cache:
+            layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
+            stages = self.stages(plan.tp, layout.num_stages)
+            calls = RankCalls()
+            for u in net_unit_shards([stages[v] for v in layout.rank_stages[r]], plan).values():
+                unit_calls(calls, u, plan.tp, plan.zero, 1, self.dtype_bytes, self.grad_bytes)
+            self._cache[key] = dp_seconds(calls, lambda op, axis, size, nbytes: self.pricer.time_s(op, nbytes, shape),
+                                          plan.zero).times
+        return self._cache[key]  # type: ignore[return-value]
 
     def _memory(self, plan: Plan, r: int, m: int, local: int, largest: int, stages: list[StagePlan]) -> StageMemory:
         weights, gradients, optimizer = model_state_bytes(local, largest, plan.dp, plan.zero, self.dtype_bytes,

@@ -1,17 +1,18 @@
 """Plan a network (MLP, CNN, RNN): price data / tensor / pipeline splits and rank them.
 
 Per plan (tp x pp x dp, vpp, micro-batch, ZeRO, schedule), on each pipeline rank:
-- pipeline: m * t_max + (pp - 1)/vpp * t_mean (`steptime.pipeline_time_s`, Narayanan et al.
-  2021), t = one micro-batch's forward + backward of the rank's stages (`net_cost.stage_time`)
-  plus its exposed stage-boundary send/recv (the communication list's pp items);
-- data parallel: the rank's gradients reduced over dp, hidden behind the last micro-batch's
-  backward by the transformer planner's overlap rules (`steptime.dp_exposure`), plus the
-  optimizer step streamed through HBM;
-- memory: model states by ZeRO stage (`memory.model_state_bytes`), the activations the rank's
+- pipeline: m * t_max + bubble * t_mean (`parallel/pp.py`, the bubble of the schedule's action
+  list; (pp - 1)/vpp for Megatron's schedules, Narayanan et al. 2021), t = one micro-batch's
+  forward + backward of the rank's stages (`net_cost.stage_time`) plus its exposed
+  stage-boundary send/recv (the communication list's pp items);
+- data parallel: the rank's calls of the communication list, one bucket per unit
+  (`parallel/dp_zero.py`), hidden behind the last micro-batch's backward by the transformer
+  planner's overlap rules (`dp_zero.dp_exposure`), plus the optimizer step streamed through HBM;
+- memory: model states by ZeRO stage (`dp_zero.state_bytes`), the activations the rank's
   in-flight micro-batches keep (`net_shard.rank_activations`, the model verify checks against
   the executor), NCCL and boundary buffers, fragmentation and the runtime reserve.
 The step is the slowest rank's. Full recompute and sequence/context/expert parallelism are not
-offered for networks; gradient buckets are DDP's 25 MB unless a cost model says otherwise.
+offered for networks.
 Each search also says, in the best plan's notes, why it won against the
 best plan with tensor parallelism and the best with pipeline parallelism.
 """
