@@ -144,3 +144,21 @@ def test_an_overlapped_pair_starts_when_both_inputs_are_there():
     assert times == [(1.0, 6.0), (4.0, 7.0)]
     lowered = PipelineSchedule(Schedule.ONE_F_ONE_B, 2, 2, 1, strided_layout(2, 1), paired).lowered[0]
     assert [str(a) for a in lowered[:6]] == ["F0", "SEND_F0->1", "RECV_B0<-1", "F1&", "B0", "SEND_F1->1"]
+
+
+def test_plan_and_verify_take_the_new_schedules_by_name():
+    """`plan --schedule zb-h1,zb-v,dualpipe` ranks only those; `verify --schedule dualpipe` runs it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from modelplan.cli import app
+
+    runner = CliRunner()
+    out = runner.invoke(app, ["plan", "llama-3-8b", "--gpus", "16", "--pp", "4", "--batch", "64",
+                              "--schedule", "zb-h1,zb-v,dualpipe", "--top", "20", "--json"])
+    assert out.exit_code == 0, out.output
+    assert {p["plan"]["schedule"] for p in json.loads(out.output)["plans"]} <= {"zb-h1", "zb-v", "dualpipe"}
+    out = runner.invoke(app, ["verify", "gpt2", "--pp", "2", "--schedule", "dualpipe", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["passed"]
