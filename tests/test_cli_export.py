@@ -49,7 +49,7 @@ def test_json_round_trip(tmp_path):
 @pytest.mark.parametrize("engine, marker", [
     ("megatron", "--tensor-model-parallel-size 2"),
     ("deepspeed", '"autotp_size": 2'),
-    ("torchtitan", "tensor_parallel_degree = 2"),
+    ("torchtitan", "tensor_parallel_degree=2,"),
 ])
 def test_export_to_stdout(tmp_path, engine, marker):
     """Each engine prints its config with the plan's tp degree in that engine's spelling."""

@@ -80,10 +80,12 @@ def test_zero3_with_pipeline_is_stated():
     assert any("ZeRO-3" in note and "pipeline" in note for note in config[UNSUPPORTED_KEY])
 
 
-def test_zero3_with_autotp_is_stated():
-    """autotp-training.md Limitations: 'ZeRO Stage 3 not supported' with AutoTP."""
+def test_zero3_with_autotp_is_not_refused():
+    """deepspeed 0.19.8 runtime/engine.py: 'AutoTP + ZeRO stage 3 is supported for both inference
+    and training' (the autotp-training.md limitation is out of date): no note, AutoTP kept."""
     config = deepspeed_config(MODEL, TrainingSpec(global_batch=8), Plan(dp=2, tp=4, zero=3))
-    assert any("AutoTP" in note for note in config[UNSUPPORTED_KEY])
+    assert not any("AutoTP" in note for note in config[UNSUPPORTED_KEY])
+    assert config["tensor_parallel"] == {"autotp_size": 4}
 
 
 def test_text_is_the_config_as_json():

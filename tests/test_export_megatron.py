@@ -11,31 +11,17 @@ import subprocess
 
 import pytest
 
+from _megatron_rules import GENERATED_FLAGS, HAND_FLAGS
+
 from modelplan.export.megatron import megatron_arguments, to_megatron
 from modelplan.specs.hardware import Accelerator, Cluster, Link
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import MoESpec, TransformerSpec
 
-# Every flag defined in megatron/training/arguments.py that this export may emit (copied from
-# the add_argument calls of _add_network_size_args, _add_training_args, _add_regularization_args,
-# _add_mixed_precision_args, _add_distributed_args, _add_moe_args, _add_transformer_engine_args).
-DOCUMENTED_FLAGS = {
-    "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads",
-    "--kv-channels", "--group-query-attention", "--num-query-groups",
-    "--max-position-embeddings", "--position-embedding-type", "--normalization",
-    "--norm-epsilon", "--swiglu", "--openai-gelu", "--disable-bias-linear", "--add-qkv-bias",
-    "--untie-embeddings-and-output-weights", "--attention-dropout", "--hidden-dropout",
-    "--micro-batch-size", "--global-batch-size", "--seq-length", "--bf16", "--fp16",
-    "--fp8-format", "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
-    "--optimizer", "--sgd-momentum", "--tensor-model-parallel-size",
-    "--pipeline-model-parallel-size", "--num-virtual-stages-per-pipeline-rank",
-    "--context-parallel-size", "--expert-model-parallel-size", "--sequence-parallel",
-    "--use-distributed-optimizer", "--use-megatron-fsdp", "--data-parallel-sharding-strategy",
-    "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
-    "--moe-shared-expert-intermediate-size", "--moe-layer-freq", "--moe-expert-capacity-factor",
-    "--moe-token-dispatcher-type", "--qk-layernorm",
-}
+# Every flag Megatron-LM core_v0.16.1 defines that this export may emit: written in arguments.py
+# or generated there from megatron-core's TransformerConfig (tests/_megatron_rules.py).
+DOCUMENTED_FLAGS = set(HAND_FLAGS) | GENERATED_FLAGS
 
 # GPT-3 175B (Brown et al. 2020 Table 2.1: 96 layers, d_model 12288, 96 heads, context 2048);
 # GPT-2-style blocks: learned positions, LayerNorm with bias, GeLU MLP 4h, all biases, tied head.
@@ -233,3 +219,97 @@ def test_qk_norm_flag():
     model = LLAMA3_8B.model_copy(update={"qk_norm": True})
     assert "--qk-layernorm" in _flags(model, TrainingSpec(global_batch=8), Plan(dp=8))
     assert "--qk-layernorm" not in _flags(LLAMA3_8B, TrainingSpec(global_batch=8), Plan(dp=8))
+
+
+def test_fsdp_unsets_cuda_device_max_connections():
+    """validate_args (core_v0.16.1 l. 687-691): Megatron-FSDP needs CUDA_DEVICE_MAX_CONNECTIONS
+    unset or > 1 and --ckpt-format fsdp_dtensor; ZeRO-3 -> optim_grads_params."""
+    export = to_megatron(LLAMA3_8B, TrainingSpec(global_batch=64), Plan(dp=8, zero=3))
+    assert "unset CUDA_DEVICE_MAX_CONNECTIONS" in export.text
+    assert "export CUDA_DEVICE_MAX_CONNECTIONS=1" not in export.text
+    flags = _flags(LLAMA3_8B, TrainingSpec(global_batch=64), Plan(dp=8, zero=3))
+    assert flags["--ckpt-format"] == "fsdp_dtensor"
+    assert flags["--data-parallel-sharding-strategy"] == "optim_grads_params"
+
+
+def test_long_context_raises_max_positions():
+    """validate_args l. 829-832: max_position_embeddings >= seq_length; 64K tokens on an 8K
+    rotary model -> 65536."""
+    flags = _flags(LLAMA3_8B, TrainingSpec(global_batch=8, seq_len=65536), Plan(dp=8))
+    assert flags["--max-position-embeddings"] == "65536"
+
+
+def test_uneven_stages_use_first_and_last_flags():
+    """Llama 3 405B: 126 layers on 16 stages = 7 + 14 x 8 + 7 (Dubey et al. 2024, sec. 3.3.2):
+    --decoder-first/last-pipeline-num-layers 7, and the middle (126 - 14) / 14 = 8 each."""
+    model = LLAMA3_8B.model_copy(update={"layers": 126})
+    flags = _flags(model, TrainingSpec(global_batch=64), Plan(dp=4, pp=16))
+    assert (flags["--decoder-first-pipeline-num-layers"],
+            flags["--decoder-last-pipeline-num-layers"]) == ("7", "7")
+
+
+def test_uneven_virtual_stages_use_the_layout():
+    """80 layers on pp 4 x vpp 3 = 12 virtual stages: 80 = 12 * 6 + 8, the 8 extra blocks on
+    the middle stages 1..8, so the layout is E+6 | 7 x 8 | 6 | 6 | 6+L, and no
+    --num-virtual-stages-per-pipeline-rank (validate_args l. 503-514 allows only one)."""
+    model = LLAMA3_8B.model_copy(update={"layers": 80})
+    flags = _flags(model, TrainingSpec(global_batch=64),
+                   Plan(dp=4, pp=4, vpp=3, schedule="interleaved"))
+    assert flags["--pipeline-model-parallel-layout"] == "|".join(
+        ["Et*6"] + ["t*7"] * 8 + ["t*6", "t*6", "t*6L"])
+    assert "--num-virtual-stages-per-pipeline-rank" not in flags
+
+
+def test_vocab_is_padded_as_the_plan_priced_it():
+    """--make-vocab-size-divisible-by follows the plan's cost model (default 128, Megatron's)."""
+    from modelplan.specs.costmodel import CostModel
+
+    args = megatron_arguments(LLAMA3_8B, TrainingSpec(global_batch=8), Plan(dp=8),
+                              CostModel(vocab_divisible_by=64))
+    assert args.flags()["--make-vocab-size-divisible-by"] == "64"
+
+
+def test_moe_names_dispatcher_and_expert_tensor_parallel():
+    """Experts split over tp as modelplan plans them: --expert-tensor-parallel-size = tp, and
+    tokens go to experts by all-to-all (--moe-token-dispatcher-type alltoall)."""
+    flags = _flags(MIXTRAL, TrainingSpec(global_batch=64), Plan(dp=8, ep=4, tp=2))
+    assert flags["--expert-tensor-parallel-size"] == "2"
+    assert flags["--moe-token-dispatcher-type"] == "alltoall"
+
+
+def test_interleaved_remainder_sets_one_microbatch_group():
+    """megatron-core schedules.py (interleaved): micro-batches run in groups of
+    microbatch_group_size_per_vp_stage (default pp) and a last group smaller than pp is refused;
+    18 micro-batches on pp 4 (remainder 2) -> one group of 18
+    (--microbatch-group-size-per-virtual-pipeline-stage, the field's argparse name)."""
+    flags = _flags(LLAMA3_8B, TrainingSpec(global_batch=36),
+                   Plan(dp=2, pp=4, vpp=2, schedule="interleaved"))
+    assert flags["--microbatch-group-size-per-virtual-pipeline-stage"] == "18"
+    even = _flags(LLAMA3_8B, TrainingSpec(global_batch=32),
+                  Plan(dp=2, pp=4, vpp=2, schedule="interleaved"))
+    assert "--microbatch-group-size-per-virtual-pipeline-stage" not in even
+
+
+@pytest.mark.parametrize("change, rule", [
+    # The issue's failures: FSDP under CUDA_DEVICE_MAX_CONNECTIONS=1, FSDP without fsdp_dtensor,
+    # a long-context plan with max_position_embeddings < seq_length.
+    ({"env": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}}, "CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset"),
+    ({"drop": "--ckpt-format"}, "--ckpt-format fsdp_dtensor"),
+    ({"set": ("--max-position-embeddings", "4096")}, "max-position-embeddings >= seq-length"),
+    ({"set": ("--num-layers", "30")}, "layers divisible by pp"),
+])
+def test_rules_table_rejects_known_bad_launches(change, rule):
+    """The validate_args table (tests/_megatron_rules.py) fails the launches Megatron refuses:
+    start from an accepted ZeRO-3 pp-4 export at 8K tokens and break one thing."""
+    from _megatron_rules import broken_rules, parse_flags, read_script
+
+    export = to_megatron(LLAMA3_8B, TrainingSpec(global_batch=64, seq_len=8192),
+                         Plan(dp=2, pp=4, zero=3))
+    env, argv = read_script(export.text)
+    flags = parse_flags(argv)
+    assert broken_rules(flags, env, 8) == []
+    env.update(change.get("env", {}))
+    flags.pop(change.get("drop", ""), None)
+    if "set" in change:
+        flags[change["set"][0]] = change["set"][1]
+    assert any(rule in broken for broken in broken_rules(flags, env, 8))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "modelplan"
-ORDER = ["errors", "presets", "specs", "count", "comm", "plan", "cost", "execute", "export", "cli"]
+ORDER = ["errors", "inputs", "presets", "specs", "count", "comm", "plan", "cost", "execute", "export", "cli"]
 RANK = {layer: i for i, layer in enumerate(ORDER)}
 
 
@@ -51,7 +51,8 @@ def test_no_top_level_numpy_typer_or_rich_outside_execute_and_cli(path, layer):
 
 def _module_graph() -> dict[str, set[str]]:
     """modelplan module -> the modelplan modules it imports (anywhere in the file, lazy imports
-    included; `from package import name` counts the submodule `name` when there is one)."""
+    included, `if TYPE_CHECKING:` blocks not; `from package import name` counts the submodule
+    `name` when there is one)."""
     mods = {}
     for path in PACKAGE.rglob("*.py"):
         parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -61,7 +62,13 @@ def _module_graph() -> dict[str, set[str]]:
     graph = {}
     for name, path in mods.items():
         deps = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and getattr(block.test, "id", getattr(block.test, "attr", None)) == "TYPE_CHECKING"
+                       for stmt in block.body for n in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:  # annotations only: no import at run time
+                continue
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("modelplan"):
                 for alias in node.names:
                     sub = f"{node.module}.{alias.name}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -51,6 +51,8 @@ def count_cmd(
     adapter_dtype: AdapterDtypeOpt = "fp32",
     base_quant: BaseQuantOpt = None,
     double_quant: DoubleQuantOpt = True,
+    decoder_seq: Annotated[Optional[int], typer.Option(
+        "--decoder-seq", help="Encoder-decoder models (T5): target tokens per sequence (default: --seq).")] = None,
 ) -> None:
     """Parameters (total, per component, per layer, MoE active), FLOPs and memory of a model."""
     from pydantic import ValidationError
@@ -65,6 +67,7 @@ def count_cmd(
         training = TrainingSpec(
             global_batch=batch if batch is not None else micro_batch,
             seq_len=seq if seq is not None else default_seq_len(spec),
+            decoder_seq_len=decoder_seq,
             precision=precision,
             optimizer=optimizer,
             recompute=recompute,
@@ -81,7 +84,8 @@ def count_cmd(
     if json_out:
         import json
 
-        typer.echo(json.dumps(doc, indent=2))
+        typer.echo(json.dumps({"schema_version": doc["schema_version"], "kind": "modelplan.count",
+                               **doc}, indent=2))
         return
     _print_document(doc, depth)
     if ft is not None:
@@ -153,15 +157,23 @@ def _print_document(doc: dict, depth: int) -> None:
         (f"model states ({per_param:g} B/param)", mem["model_states"]),
         (f"activations (micro-batch {tr['micro_batch']}, recompute {tr['recompute']})", mem["activations"]),
         (f"KV cache (inference, batch {tr['micro_batch']})", mem["kv_cache"]),
+        ("KV cache per further token (each sequence)", mem.get("kv_cache_per_token", 0)),
     )
     lines([(label, human_bytes(v), f"{v:,}") for label, v in rows], "lrr")
 
 
 @app.command("presets")
 @user_errors
-def presets_cmd() -> None:
+def presets_cmd(json_out: JsonOpt = False) -> None:
     """List the shipped model, accelerator and cluster presets."""
     from modelplan.presets import preset_names
 
-    for category in ("models", "accelerators", "clusters"):
+    categories = ("models", "accelerators", "clusters")
+    if json_out:
+        import json
+
+        typer.echo(json.dumps({"schema_version": 1, "kind": "modelplan.presets",
+                               **{c: preset_names(c) for c in categories}}, indent=2))
+        return
+    for category in categories:
         typer.echo(f"{category}: {', '.join(preset_names(category)) or '-'}")

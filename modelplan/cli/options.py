@@ -16,23 +16,62 @@ Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 Optimizer = Literal["sgd", "momentum", "adam", "adamw"]
 Recompute = Literal["none", "selective", "full"]
 Attention = Literal["flash", "sdpa", "eager"]
+# The choices of modelplan.specs.engine (tests/test_engine.py checks that they stay equal).
+Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp", "foundry"]
+AcMode = Literal["attention_core", "op_sac", "layer_sac", "every_nth_block"]
+Fp8Recipe = Literal["delayed", "current", "tensorwise", "rowwise", "blockwise"]
+
+
+def complete_presets(category: str):
+    """Shell completion of the preset names of `category` (typer `autocompletion`)."""
+
+    def complete(incomplete: str) -> list[str]:
+        from modelplan.presets import preset_names
+
+        return [n for n in preset_names(category) if n.startswith(incomplete)]
+
+    return complete
+
+
+def complete_words(words):
+    """Shell completion of a list of names (or of a function returning them, called lazily)."""
+
+    def complete(incomplete: str) -> list[str]:
+        names = words() if callable(words) else words
+        return [w for w in names if w.startswith(incomplete)]
+
+    return complete
+
+
+complete_models = complete_presets("models")
+complete_clusters = complete_presets("clusters")
+
 
 ModelArg = Annotated[
     str,
     typer.Argument(
         metavar="MODEL",
-        help="Preset name (`modelplan presets`), TOML/JSON spec file, or HuggingFace config.json.",
+        help="Preset name (`modelplan presets`), TOML/JSON spec file, HuggingFace config.json, "
+             "or - for a spec on standard input.",
         show_default=False,
+        autocompletion=complete_models,
     ),
 ]
-GlobalBatchOpt = Annotated[
-    Optional[int],
-    typer.Option(
-        "--batch", "--global-batch", min=1,
-        help="Sequences per optimizer step over all data-parallel ranks (default: the micro-batch).",
-        show_default=False,
-    ),
-]
+
+
+def global_batch_option(default: str):
+    """`--batch/--global-batch`, its default described as `default`."""
+    return Annotated[
+        Optional[int],
+        typer.Option(
+            "--batch", "--global-batch", min=1,
+            help=f"Sequences per optimizer step over all data-parallel ranks (default: {default}).",
+            show_default=False,
+        ),
+    ]
+
+
+GlobalBatchOpt = global_batch_option("the micro-batch")
 SeqOpt = Annotated[
     Optional[int],
     typer.Option(
@@ -61,9 +100,44 @@ AttentionOpt = Annotated[
         "tiles skipped), sdpa (PyTorch SDPA, fused the same way) or eager (unfused, Megatron-LM 2021-22).",
     ),
 ]
+FrameworkOpt = Annotated[
+    Framework,
+    typer.Option(
+        "--framework",
+        help="Training engine: its kernels, what its selective recompute keeps, its loss and allocator "
+        "(presets/frameworks/<name>.toml).",
+    ),
+]
+AcModeOpt = Annotated[
+    Optional[AcMode],
+    typer.Option("--ac-mode", help="What 'selective' recompute keeps [default: the engine's own].", show_default=False),
+]
+Fp8RecipeOpt = Annotated[
+    Optional[Fp8Recipe],
+    typer.Option("--fp8-recipe", help="fp8 scaling recipe with --precision fp8 [default: the engine's].",
+                 show_default=False),
+]
+CompileOpt = Annotated[
+    bool, typer.Option("--compile/--no-compile", help="torch.compile: element-wise ops fused (eager engines).")
+]
+TpOverlapOpt = Annotated[
+    Optional[bool],
+    typer.Option("--tp-comm-overlap/--no-tp-comm-overlap",
+                 help="Overlap TP collectives with GEMMs (TE userbuffers, async TP) [default: the engine's].",
+                 show_default=False),
+]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable JSON document instead of tables.")
 ]
 DepthOpt = Annotated[
     int, typer.Option("--depth", min=1, help="Levels of the slash-path breakdown shown in tables.")
 ]
+
+
+def finite(value: float | None) -> float | None:
+    """Option callback: refuse nan and inf (click's float ranges let nan through)."""
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value

@@ -10,7 +10,6 @@ exactly-zero gradient under softmax, computed as float64 noise).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable
 
 import numpy as np
 
@@ -19,17 +18,14 @@ from modelplan.comm.exact import bytes_per_rank
 from modelplan.comm.ops import Axis, Collective
 from modelplan.execute.engine import RankResult
 from modelplan.execute.params import ParamDef
-from modelplan.execute.report import TimelineStep, VerifyRow
-from modelplan.execute.timeline import Span, bubble_fraction, lamport_spans
+from modelplan.execute.report import VerifyRow
+from modelplan.execute.timeline import Span, bubble_fraction
 from modelplan.plan.commlist import EXECUTOR_ALGO, CommItem
 from modelplan.plan.dims import ParallelDims
 from modelplan.plan.pipeline import PipelineSchedule, schedule_module
 from modelplan.plan.pipeline.profile import bubble_microbatches
 from modelplan.plan.shard import RankElements
 from modelplan.specs.plan import Plan
-
-Progress = Callable[[str], None]
-"""A callback that prints what verify does next."""
 
 REL_TOL = 1e-9
 ITEMSIZE = 8  # float64
@@ -63,8 +59,54 @@ def reassemble(results: list[RankResult], defs: list[ParamDef], kind: str) -> tu
     return full, problems
 
 
-def compare_tensors(name: str, got: dict[str, np.ndarray], ref: dict[str, np.ndarray], problems: list[str]) -> VerifyRow:
-    """Worst relative error over all tensors; fails on any reassembly problem."""
+def _fraction(r: float) -> str:
+    """x2, x1/4, x0.731: a ratio as a user reads it."""
+    for n in range(1, 65):
+        if abs(r - n) <= 1e-9 * n:
+            return f"x{n}"
+        if abs(r - 1 / n) <= 1e-9 / n:
+            return f"x1/{n}"
+        if abs(r + n) <= 1e-9 * n:
+            return f"x-{n}"
+    return f"x{r:.4g}"
+
+
+def scale_ratio(got: np.ndarray, ref: np.ndarray) -> float | None:
+    """r when got equals r * ref to 1e-9 (least squares over the finite elements), else None."""
+    ok = np.isfinite(got)
+    g, e = got[ok], ref[ok]
+    denom = float(np.dot(e, e))
+    if not g.size or denom == 0.0:
+        return None
+    r = float(np.dot(g, e)) / denom
+    return r if float(np.max(np.abs(g - r * e))) <= REL_TOL * float(np.max(np.abs(e))) else None
+
+
+def scale_hint(got: dict[str, np.ndarray], ref: dict[str, np.ndarray], bad: list[str],
+               factors: dict[str, int] | None = None) -> str:
+    """'all N failing tensors are the expected ones x2 (= dp)' when one ratio explains them all,
+    else the ratio of each that is a clean multiple; '' when none is."""
+    ratios = {n: scale_ratio(got[n].reshape(-1), ref[n].reshape(-1)) for n in bad}
+    scaled = {n: r for n, r in ratios.items() if r is not None}
+    if not scaled:
+        return ""
+
+    def named(r: float) -> str:
+        text = _fraction(r)
+        names = [f"{k}" for k, v in (factors or {}).items() if v > 1 and abs(r - v) <= 1e-9 * v]
+        names += [f"1/{k}" for k, v in (factors or {}).items() if v > 1 and abs(r - 1 / v) <= 1e-9 / v]
+        return text + (f" (= {' or '.join(names)})" if names else "")
+
+    values = list(scaled.values())
+    if len(scaled) == len(bad) and all(abs(v - values[0]) <= 1e-9 * abs(values[0]) for v in values):
+        return f"all {len(bad)} failing tensors are the expected ones {named(values[0])}"
+    return "scaled: " + ", ".join(f"{n} {named(r)}" for n, r in list(scaled.items())[:3])
+
+
+def compare_tensors(name: str, got: dict[str, np.ndarray], ref: dict[str, np.ndarray], problems: list[str],
+                    factors: dict[str, int] | None = None) -> VerifyRow:
+    """Worst relative error over all tensors; fails on any reassembly problem. A failure that is a
+    uniform scaling is named as a ratio (x2, x1/dp), `factors` naming the plan's sizes."""
     floor = 1e-6 * max(float(np.max(np.abs(v))) for v in ref.values())
     errors = {n: float(np.nanmax(np.abs(got[n] - ref[n]))) / max(float(np.max(np.abs(ref[n]))), floor) for n in ref}
     worst = max(errors, key=errors.get)
@@ -73,13 +115,18 @@ def compare_tensors(name: str, got: dict[str, np.ndarray], ref: dict[str, np.nda
     detail = f"{len(ref)} tensors; worst {worst} ({err:.1e})"
     if bad:
         detail += f"; {len(bad)} over {REL_TOL:g}: {', '.join(bad[:3])}"
+        hint = scale_hint(got, ref, bad, factors)
+        if hint:
+            detail += f"; {hint}"
     if problems:
         detail += "; " + "; ".join(problems[:3])
     return VerifyRow(name=name, passed=not bad and not problems, detail=detail, measured=err, expected=f"< {REL_TOL:g}")
 
 
-def expected_traffic(items: list[CommItem], dims: ParallelDims, rank: int) -> dict[tuple[Collective, Axis], list[int]]:
-    """(op, axis) -> [bytes sent, bytes received, calls] this rank should show in its ledger."""
+def expected_traffic(items: list[CommItem], dims: ParallelDims, rank: int, steps: int = 1
+                     ) -> dict[tuple[Collective, Axis], list[int]]:
+    """(op, axis) -> [bytes sent, bytes received, calls] this rank should show in its ledger after
+    `steps` training steps (start-up items once)."""
     out: dict[tuple[Collective, Axis], list[int]] = defaultdict(lambda: [0, 0, 0])
     c = dims.coords(rank)
     for it in items:
@@ -90,10 +137,11 @@ def expected_traffic(items: list[CommItem], dims: ParallelDims, rank: int) -> di
         else:
             gr = dims.group_index(it.axis, rank, it.group_size)
             sent, recv = bytes_per_rank(it.op, EXECUTOR_ALGO[it.op], it.nbytes, it.group_size, gr, it.root or 0, ITEMSIZE)
+        count = it.count * (1 if it.startup else steps)
         row = out[(it.op, it.axis)]
-        row[0] += sent * it.count
-        row[1] += recv * it.count
-        row[2] += it.count
+        row[0] += sent * count
+        row[1] += recv * count
+        row[2] += count
     return out
 
 
@@ -108,11 +156,13 @@ def measured_traffic(ledger: Ledger) -> dict[tuple[Collective, Axis], list[int]]
     return out
 
 
-def check_ledgers(results: list[RankResult], ledgers: list[Ledger], items: list[CommItem], plan: Plan) -> list[VerifyRow]:
-    """One row per (operation, axis): every rank's ledger equals the communication list."""
+def check_ledgers(results: list[RankResult], ledgers: list[Ledger], items: list[CommItem], plan: Plan,
+                  steps: int = 1) -> list[VerifyRow]:
+    """One row per (operation, axis): every rank's ledger equals the communication list (its
+    per-step items `steps` times, its start-up items once)."""
     measured = [measured_traffic(led) for led in ledgers]
     dims = ParallelDims.from_plan(plan)
-    expected = [expected_traffic(items, dims, r.rank) for r in results]
+    expected = [expected_traffic(items, dims, r.rank, steps) for r in results]
     keys = sorted({k for per in measured + expected for k in per}, key=lambda k: (k[1].value, k[0].value))
     rows = []
     for op, axis in keys:
@@ -169,41 +219,3 @@ def check_bubble(spans: dict[int, list[Span]], pipelines: list[tuple[int, ...]],
     formula = schedule_module(plan.schedule).bubble_formula(plan.pp, m, plan.vpp)
     return VerifyRow(name="bubble fraction", passed=ok, detail=f"{len(pipelines)} pipelines; {formula}",
                      measured=worst, expected=expected)
-
-
-def check_loss(results, ref_loss: float) -> VerifyRow:
-    """Mean over data-parallel ranks of the mean micro-batch loss (each micro-batch's from the
-    rank that ran its last stage: one rank, or DualPipe's two ends)."""
-    per_dp: dict[int, dict[int, float]] = {}
-    for r in results:
-        if r.losses and r.coords.tp_rank == 0:
-            per_dp.setdefault(r.coords.dp_rank, {}).update(r.losses)
-    means = {d: sum(v for _, v in sorted(got.items())) / len(got) for d, got in per_dp.items()}
-    loss = sum(means[d] for d in sorted(means)) / len(means)
-    err = abs(loss - ref_loss) / abs(ref_loss)
-    return VerifyRow(name="loss", passed=err < 1e-9, detail=f"relative error {err:.1e} (< 1e-09)",
-                     measured=loss, expected=ref_loss)
-
-
-def compare_state(results, defs: list[ParamDef], ref_grads: dict[str, np.ndarray], ref_params: dict[str, np.ndarray]
-                  ) -> tuple[list[VerifyRow], dict[str, dict[str, np.ndarray]]]:
-    """Rows comparing the gradients and updated parameters reassembled from the ranks' shards with
-    the reference's, and the reassembled tensors by kind ('grads', 'params')."""
-    rows, tensors = [], {}
-    for kind, label, expected in (("grads", "gradients", ref_grads), ("params", "updated parameters", ref_params)):
-        got, problems = reassemble(results, defs, kind)
-        tensors[kind] = got
-        rows.append(compare_tensors(label, got, expected, problems))
-    return rows, tensors
-
-
-def check_step_order(results, schedule: PipelineSchedule, dims: ParallelDims, plan: Plan, num_microbatches: int
-                     ) -> tuple[list[VerifyRow], list[list[TimelineStep]]]:
-    """Rows for the executed step order against the schedule and for the executed timeline's bubble,
-    and the timeline of the first pipeline group's ranks."""
-    rows = [check_schedule(results, schedule)]
-    spans = lamport_spans({r.rank: list(r.trace) for r in results})
-    rows.append(check_bubble(spans, dims.groups(Axis.PP), plan, num_microbatches))
-    timeline = [[TimelineStep(kind=s.record.step.kind.value, microbatch=s.record.step.microbatch, chunk=s.record.step.chunk,
-                              start=s.start, end=s.end) for s in spans[r]] for r in dims.group(Axis.PP, 0)]
-    return rows, timeline

@@ -19,30 +19,38 @@ import numpy as np
 
 from modelplan.comm.communicator import Ledger
 from modelplan.errors import ModelplanError
-from modelplan.execute.checks import (
-    Progress,
-    check_ledgers,
-    check_loss,
-    check_memory,
-    check_step_order,
-    compare_state,
-)
 from modelplan.execute.backends import spmd_runner
+from modelplan.execute.checks import check_ledgers, check_memory
 from modelplan.execute.engine import Job, train_step
+from modelplan.execute.memory_check import check_measured_memory, planned_stage_memory
 from modelplan.execute.optim import OptimizerConfig
-from modelplan.execute.params import init_params, make_batch, param_defs
-from modelplan.execute.reference import reference_step
-from modelplan.execute.report import VerifyReport, VerifyRow
+from modelplan.execute.oracle import OracleKind, check_oracle, oracle_note
+from modelplan.execute.params import init_params, param_defs
+from modelplan.execute.report import VerifyReport
 from modelplan.execute.scale import check_executable, scale_down
 from modelplan.execute.spmd import SpmdBackend, SpmdError
+from modelplan.execute.step_checks import (
+    DEFAULT_STEPS,
+    Progress,
+    check_against_oracle,
+    check_step_order,
+    check_steps,
+    default_optimizer,
+    execution_row,
+    oracle_steps,
+    plan_factors,
+)
+from modelplan.execute.support import check_supported
 from modelplan.plan.commlist import communication_list
-from modelplan.plan.dims import ParallelDims
 from modelplan.plan.family import family_of
 from modelplan.plan.pipeline import pipeline_schedule
 from modelplan.plan.shard import rank_elements
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
+
+__all__ = ["DEFAULT_STEPS", "Verified", "check_rank_count", "verify", "verify_run", "verify_transformer"]
+
 
 def _notes(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> list[str]:
     notes = ["executed in float64: the communication list is sized at 8 bytes per element for the comparison"]
@@ -69,11 +77,12 @@ class Verified(NamedTuple):
 
 def verify(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *, seed: int = 0,
            scale: bool = True, layers_per_stage: int = 1, optimizer: OptimizerConfig | None = None,
-           timeout_s: float = 120.0, max_ranks: int = 256, progress: Progress | None = None
-           ) -> VerifyReport | None:
+           timeout_s: float = 120.0, max_ranks: int = 256, progress: Progress | None = None,
+           oracle: OracleKind | str = OracleKind.NUMPY, steps: int = DEFAULT_STEPS) -> VerifyReport | None:
     """Run `plan` on a (scaled-down) copy of `spec` and check it; None on MPI ranks other than 0."""
     out = verify_run(spec, training, plan, backend, seed=seed, scale=scale, layers_per_stage=layers_per_stage,
-                     optimizer=optimizer, timeout_s=timeout_s, max_ranks=max_ranks, progress=progress)
+                     optimizer=optimizer, timeout_s=timeout_s, max_ranks=max_ranks, progress=progress,
+                     oracle=oracle, steps=steps)
     return None if out is None else out.report
 
 
@@ -98,17 +107,22 @@ def _require_mpi_world(world_size: int, plan: Plan) -> None:
 
 def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *, seed: int = 0,
                scale: bool = True, layers_per_stage: int = 1, optimizer: OptimizerConfig | None = None,
-               timeout_s: float = 120.0, max_ranks: int = 256, progress: Progress | None = None
-               ) -> Verified | None:
+               timeout_s: float = 120.0, max_ranks: int = 256, progress: Progress | None = None,
+               oracle: OracleKind | str = OracleKind.NUMPY, steps: int = DEFAULT_STEPS) -> Verified | None:
     """`verify`, also returning the ledgers and the reassembled tensors; None on MPI ranks other than 0.
     Each model family runs its own (`plan/family.py`: transformers here, networks in
-    `modelplan.execute.net`, which return the report alone)."""
+    `modelplan.execute.net`, which return the report alone).
+    `oracle`: the single-device run compared with (numpy: the executor's reference; torch: PyTorch);
+    `steps`: optimizer steps run and compared one by one."""
+    check_supported(spec)
     check_rank_count(plan, max_ranks)
+    check_steps(steps)
+    oracle = check_oracle(oracle)
     if SpmdBackend(backend) is SpmdBackend.MPI:
         _require_mpi_world(plan.world_size, plan)
     out = family_of(spec).call("verify", spec, training, plan, backend, seed=seed, scale=scale,
                                layers_per_stage=layers_per_stage, optimizer=optimizer, timeout_s=timeout_s,
-                               progress=progress)
+                               progress=progress, oracle=oracle, steps=steps)
     if out is None or isinstance(out, Verified):
         return out
     return Verified(out, (), {}, {})  # a family whose verify gives the report alone
@@ -117,46 +131,49 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
 def verify_transformer(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *,
                        seed: int = 0, scale: bool = True, layers_per_stage: int = 1,
                        optimizer: OptimizerConfig | None = None, timeout_s: float = 120.0,
-                       progress: Progress | None = None) -> Verified | None:
-    """`verify_run` of a transformer: scale down, run the sharded step and the reference, check."""
+                       progress: Progress | None = None, oracle: OracleKind = OracleKind.NUMPY,
+                       steps: int = DEFAULT_STEPS) -> Verified | None:
+    """`verify_run` of a transformer: scale down, run the sharded steps and the oracle, check."""
     say = progress or (lambda _msg: None)
-    notes = _notes(spec, training, plan)
+    notes = _notes(spec, training, plan) + [oracle_note(oracle)]
     if scale:
         spec, training = scale_down(spec, plan, training, layers_per_stage=layers_per_stage)
     check_executable(spec, training, plan)
-    job = Job(spec, training, plan, seed, optimizer or OptimizerConfig(kind=training.optimizer))
+    job = Job(spec, training, plan, seed, optimizer or default_optimizer(training, steps), steps)
     dims = job.dims
 
-    say(f"sharded step on {dims.world_size} ranks")
+    say(f"sharded step on {dims.world_size} ranks ({steps} optimizer steps)")
     t0 = time.perf_counter()
     try:
         run = spmd_runner(backend)(dims.world_size, train_step, job, timeout_s=timeout_s)
     except SpmdError as exc:
-        row = VerifyRow(name="execution", passed=False, detail=str(exc))
+        row = execution_row(exc, plan)
         report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=[row],
-                              notes=notes)
+                              notes=notes, oracle=oracle.value)
         return Verified(report, (), {}, {})
     if run is None:
         return None
     sharded_s = time.perf_counter() - t0
 
-    say("single-device reference step")
+    say(f"single-device reference step ({oracle.value})")
     t0 = time.perf_counter()
-    rng_params, rng_data = job.rngs()
-    ref = reference_step(spec, init_params(spec, rng_params), make_batch(spec, training, rng_data), job.optimizer)
+    ref = oracle_steps(oracle, spec, init_params(spec, job.rngs()[0]), job.batches(), job.optimizer)
     reference_s = time.perf_counter() - t0
 
     say("checks")
     results = list(run.results)
-    rows = [check_loss(results, ref.loss)]
-    tensor_rows, tensors = compare_state(results, param_defs(spec), ref.grads, ref.params)
-    rows += tensor_rows
+    rows, tensors = check_against_oracle(results, param_defs(spec), ref, plan_factors(plan, job.num_microbatches))
     items = communication_list(spec, training, plan, element_bytes=8)
-    rows += check_ledgers(results, list(run.ledgers), items, plan)
+    rows += check_ledgers(results, list(run.ledgers), items, plan, steps)
     rows += check_memory(results, rank_elements(spec, plan, training))
+    recompute = "full" if job.recompute_full else "none"
+    rows += check_measured_memory(results, planned_stage_memory(spec, training, plan, job.num_microbatches, recompute))
     schedule = pipeline_schedule(plan.schedule, plan.pp, job.num_microbatches, plan.vpp)  # not the executor's copy
     order_rows, timeline = check_step_order(results, schedule, dims, plan, job.num_microbatches)
     rows += order_rows
     report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
-                          timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s)
-    return Verified(report, tuple(run.ledgers), tensors["grads"], tensors["params"])
+                          timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s,
+                          oracle=oracle.value)
+    return Verified(report, tuple(run.ledgers), tensors.get("grads", {}), tensors.get("params", {}))
+
+

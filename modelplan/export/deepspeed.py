@@ -4,11 +4,12 @@ Key names from deepspeedai/DeepSpeed `docs/_pages/config-json.md` at commit
 00376da49967bc6a15d70a550200ac67277b1fb4 (batch sizes, optimizer, fp16/bf16, zero_optimization,
 activation_checkpointing), `docs/_tutorials/autotp-training.md` at
 0e2a0c24aa833dbf8e9ba5f4c4f8785021ac3fc2
-(`tensor_parallel.autotp_size`; ZeRO-3 unsupported with AutoTP) and
+(`tensor_parallel.autotp_size`; that tutorial's "ZeRO-3 unsupported" is out of date) and
 `deepspeed/runtime/pipe/engine.py` at 03f6f75c5caadf213b53a7b3f5438bb46a30d278 (pipeline engine:
 `pipeline.activation_checkpoint_interval`; asserts ZeRO stage < 2 under pipeline parallelism).
-
-Checked: deepspeed 0.19.8's own `DeepSpeedConfig` parses these configs (tests skip without it).
+The release written for is `modelplan.export.versions` (deepspeed 0.19.8, whose
+`runtime/engine.py` supports AutoTP with ZeRO stage 3); tests/test_export_engines.py feeds every
+golden export to that release's own `DeepSpeedConfig` in CI.
 
 DeepSpeed takes pipeline stages, expert parallelism and the model itself in code, not in the
 config; what the config cannot carry is listed under the sibling key `_modelplan_unsupported`
@@ -20,7 +21,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from modelplan.export.result import Engine, EngineExport
+from modelplan.export.result import Engine, EngineExport, LaunchCommand
+from modelplan.export.versions import release
+from modelplan.plan.stages import split_layers
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -31,6 +34,8 @@ DEEPSPEED_SOURCE = (
 )
 UNSUPPORTED_KEY = "_modelplan_unsupported"
 """Sibling key listing what DeepSpeed cannot express from the plan."""
+TRAIN_SCRIPT = "train.py"
+"""The user's training script: it builds the model and calls deepspeed.initialize(config=...)."""
 LAUNCH_KEY = "_modelplan_launch"
 """Sibling key with the world size and degrees the config assumes (launch on that many GPUs)."""
 
@@ -70,6 +75,8 @@ def deepspeed_config(model: TransformerSpec, training: TrainingSpec, plan: Plan)
         notes.append("no fp32 master weights: bf16/fp16 master weights need ZeRO-Offload "
                      "in DeepSpeed")
     notes.append("optimizer.params: learning rate, betas and weight decay are not part of a plan")
+    notes.append(f"the model is built in code: {TRAIN_SCRIPT} is your script, which builds it and "
+                 "calls deepspeed.initialize(config='ds_config.json')")
 
     recompute = plan.recompute if plan.recompute is not None else training.recompute
     if recompute != "none":
@@ -86,8 +93,6 @@ def deepspeed_config(model: TransformerSpec, training: TrainingSpec, plan: Plan)
 
     if plan.tp > 1:
         config["tensor_parallel"] = {"autotp_size": plan.tp}
-        if plan.zero == 3:
-            notes.append(f"ZeRO-3 with tensor parallel ({plan.tp}): AutoTP supports ZeRO 0-2 only")
     if plan.sequence_parallel:
         notes.append("Megatron sequence parallelism: AutoTP has no equivalent")
     if plan.pp > 1:
@@ -97,6 +102,13 @@ def deepspeed_config(model: TransformerSpec, training: TrainingSpec, plan: Plan)
             f"pipeline parallel ({plan.pp} stages): build the model as "
             f"deepspeed.pipe.PipelineModule(layers, num_stages={plan.pp}) in code"
         )
+        counts = split_layers(model.layers, plan.pp)
+        if len(set(counts)) > 1:
+            notes.append(
+                f"uneven stages {list(counts)} blocks (first and last lighter): PipelineModule's "
+                "partition_method 'uniform' balances block counts only; set the stage boundaries "
+                "in code"
+            )
         if plan.zero >= 2:
             notes.append(
                 f"ZeRO-{plan.zero} with pipeline parallel: DeepSpeed's pipeline engine asserts "
@@ -131,13 +143,23 @@ def deepspeed_config(model: TransformerSpec, training: TrainingSpec, plan: Plan)
 
 
 def to_deepspeed(
-    model: TransformerSpec, training: TrainingSpec, plan: Plan, cluster: Cluster | None = None
+    model: TransformerSpec,
+    training: TrainingSpec,
+    plan: Plan,
+    cluster: Cluster | None = None,
+    version: str | None = None,
 ) -> EngineExport:
     """ds_config.json text (2-space indent) with the `_modelplan_unsupported` notes inside."""
+    target = release(Engine.deepspeed, version)
     config = deepspeed_config(model, training, plan)
     return EngineExport(
         engine=Engine.deepspeed,
+        engine_version=target.version,
         text=json.dumps(config, indent=2) + "\n",
         unsupported=tuple(config[UNSUPPORTED_KEY]),
         filename="ds_config.json",
+        launch=LaunchCommand(
+            program=(TRAIN_SCRIPT, "--deepspeed", "--deepspeed_config", "ds_config.json"),
+            files=("ds_config.json",),
+        ),
     )

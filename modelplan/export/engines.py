@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from modelplan.errors import ModelplanError
+from modelplan.export.ddp import to_ddp
 from modelplan.export.deepspeed import to_deepspeed
 from modelplan.export.megatron import to_megatron
 from modelplan.export.result import Engine, EngineExport
 from modelplan.export.torchtitan import to_torchtitan
 from modelplan.plan.document import KIND, SCHEMA_VERSION, PlanDocument, dumps_plan_document
+from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
+from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -38,35 +41,55 @@ def to_json(doc: PlanDocument) -> EngineExport:
     )
 
 
+BUILDERS = {
+    Engine.megatron: to_megatron,
+    Engine.deepspeed: to_deepspeed,
+    Engine.torchtitan: to_torchtitan,
+    Engine.ddp: to_ddp,
+}
+"""Engine -> exporter(model, training, plan, cluster, version)."""
+
+
 def export_plan(
     engine: Engine | str,
-    model: TransformerSpec,
+    model: TransformerSpec | NetworkSpec,
     training: TrainingSpec,
     plan: Plan,
     cluster: Cluster | None = None,
     predictions: dict[str, Any] | None = None,
+    version: str | None = None,
+    cost: CostModel | None = None,
 ) -> EngineExport:
-    """The launch config of `plan` for `engine` (megatron, deepspeed, torchtitan or json)."""
+    """The launch config of `plan` for `engine` (megatron, deepspeed, torchtitan, ddp or json),
+    written for the engine release `version` (`modelplan.export.versions`; None: the newest);
+    `cost` is the cost model the plan was priced with (Megatron pads the vocabulary as it says)."""
     engine = parse_engine(engine) if isinstance(engine, str) else engine
     try:
         plan.num_microbatches(training.global_batch)
     except ValueError as exc:
         raise ModelplanError(f"plan: {exc}") from None
     if engine is Engine.json:
+        if version is not None:
+            raise ModelplanError("--engine-version: the json plan document has no engine version")
         doc = PlanDocument(schema_version=SCHEMA_VERSION, model=model, training=training,
                            plan=plan, cluster=cluster, predictions=predictions)
         return to_json(doc)
-    builder = {
-        Engine.megatron: to_megatron,
-        Engine.deepspeed: to_deepspeed,
-        Engine.torchtitan: to_torchtitan,
-    }[engine]
-    return builder(model, training, plan, cluster)
+    if isinstance(model, NetworkSpec) and engine is not Engine.ddp:
+        raise ModelplanError(
+            f"--to {engine.value}: '{model.name}' is a network (MLP/CNN/RNN) plan; "
+            f"{engine.value} trains transformers only: export it with --to ddp"
+        )
+    if engine is Engine.megatron:
+        return to_megatron(model, training, plan, cluster, version, cost)
+    return BUILDERS[engine](model, training, plan, cluster, version)
 
 
-def export_document(engine: Engine | str, doc: PlanDocument) -> EngineExport:
+def export_document(
+    engine: Engine | str, doc: PlanDocument, version: str | None = None
+) -> EngineExport:
     """`export_plan` for a plan document; json keeps its cost model and predictions."""
     engine = parse_engine(engine) if isinstance(engine, str) else engine
-    if engine is Engine.json:
+    if engine is Engine.json and version is None:
         return to_json(doc)
-    return export_plan(engine, doc.model, doc.training, doc.plan, doc.cluster)
+    return export_plan(engine, doc.model, doc.training, doc.plan, doc.cluster, version=version,
+                       cost=doc.cost_model)

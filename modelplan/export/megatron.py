@@ -1,11 +1,12 @@
-"""Megatron-LM command-line arguments for a plan, as a ready-to-paste `torchrun` snippet.
+"""Megatron-LM command-line arguments for a plan, as a ready-to-run `torchrun` script.
 
-Argument names are those of NVIDIA/Megatron-LM `megatron/training/arguments.py` at commit
-000c4ac24f61159c138b0975def722c65245983c (2025; has both `--num-layers-per-virtual-pipeline-stage`
-and `--num-virtual-stages-per-pipeline-rank`; this export uses the latter, which states the
-virtual stages per rank directly). Launch layout follows
-`examples/gpt3/train_gpt3_175b_distributed.sh` (argument arrays, `torchrun ... pretrain_gpt.py`).
-What Megatron cannot express is listed in `unsupported` and as `#` comments in the snippet.
+Argument names and the rules they must satisfy are those of NVIDIA/Megatron-LM
+`megatron/training/arguments.py` (`validate_args`) at the release named in
+`modelplan.export.versions` (tag core_v0.16.1, commit 55ac7082); tests/test_export_engines.py
+checks every golden export against a table of those rules and megatron-core 0.16.1's own
+`TransformerConfig`. Launch layout follows `examples/gpt3/train_gpt3_175b_distributed.sh`
+(argument arrays, `torchrun ... pretrain_gpt.py`, the script at the repository root).
+What Megatron cannot express is listed in `unsupported` and as `#` comments in the script.
 """
 
 from __future__ import annotations
@@ -13,19 +14,19 @@ from __future__ import annotations
 import shlex
 
 from modelplan.export.launch import launch_geometry
-from modelplan.export.result import Engine, EngineExport
+from modelplan.export.megatron_model import Arg, model_args
+from modelplan.export.result import Engine, EngineExport, LaunchCommand
+from modelplan.export.versions import release
+from modelplan.plan.stages import split_layers
 from modelplan.specs.base import Spec
+from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
-MEGATRON_SOURCE = (
-    "NVIDIA/Megatron-LM megatron/training/arguments.py @ 000c4ac24f61159c138b0975def722c65245983c"
-)
-
-Arg = tuple[str, str | None]
-"""One argument: the flag and its value (None for a store_true flag)."""
+PRETRAIN_SCRIPT = "pretrain_gpt.py"
+"""At the root of Megatron-LM (core_v0.16.1)."""
 
 
 class MegatronArgs(Spec):
@@ -36,7 +37,9 @@ class MegatronArgs(Spec):
     training: tuple[Arg, ...]
     """Batch, precision, recompute, optimizer (`_add_training_args`, mixed precision group)."""
     parallel: tuple[Arg, ...]
-    """Parallel degrees and sharding (`_add_distributed_args`)."""
+    """Parallel degrees, pipeline split and sharding (`_add_distributed_args`)."""
+    env: tuple[tuple[str, str | None], ...]
+    """Environment the launch sets (None: unset)."""
     unsupported: tuple[str, ...] = ()
     """Parts of the plan Megatron-LM cannot express."""
 
@@ -44,97 +47,12 @@ class MegatronArgs(Spec):
         """Every flag -> value, across the three groups."""
         return dict(self.model + self.training + self.parallel)
 
-
-def _model_args(model: TransformerSpec, plan: Plan, notes: list[str]) -> list[Arg]:
-    args: list[Arg] = [
-        ("--num-layers", str(model.layers)),
-        ("--hidden-size", str(model.hidden)),
-        ("--ffn-hidden-size", str(model.ffn_hidden)),
-        ("--num-attention-heads", str(model.heads)),
-        ("--kv-channels", str(model.dim_head)),
-    ]
-    if model.num_kv_heads != model.heads:
-        # --num-query-groups is the number of key/value heads (arguments.py, network size group).
-        args += [("--group-query-attention", None), ("--num-query-groups", str(model.num_kv_heads))]
-    args.append(("--max-position-embeddings", str(model.max_positions)))
-    position = {"rotary": "rope", "learned": "learned_absolute", "none": "none"}.get(model.position)
-    if position is None:
-        notes.append(f"position encoding '{model.position}' has no --position-embedding-type")
-    else:
-        args.append(("--position-embedding-type", position))
-    args.append(("--normalization", {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}[model.norm]))
-    args.append(("--norm-epsilon", repr(model.norm_eps)))
-    if model.norm == "layernorm" and not model.norm_bias:
-        notes.append("LayerNorm without bias: Megatron's LayerNorm always has a bias")
-    if model.norm == "rmsnorm" and model.norm_bias:
-        notes.append("RMSNorm with a bias: Megatron's RMSNorm has none")
-    if model.gated_mlp and model.activation == "silu":
-        args.append(("--swiglu", None))
-    elif model.gated_mlp:
-        notes.append(f"gated MLP with '{model.activation}': Megatron offers --swiglu (SiLU) only")
-    elif model.activation == "gelu_tanh":
-        args.append(("--openai-gelu", None))
-    elif model.activation != "gelu":
-        notes.append(f"activation '{model.activation}': Megatron's plain MLP uses GeLU")
-    biases = (model.qkv_bias, model.attn_out_bias, model.mlp_bias)
-    if biases == (False, False, False):
-        args.append(("--disable-bias-linear", None))
-    elif biases == (True, False, False):
-        args += [("--disable-bias-linear", None), ("--add-qkv-bias", None)]
-    elif biases != (True, True, True):
-        notes.append(
-            f"linear biases qkv={model.qkv_bias} attn_out={model.attn_out_bias} "
-            f"mlp={model.mlp_bias}: Megatron sets all linear biases together (or QKV only)"
-        )
-    if model.qk_norm:
-        args.append(("--qk-layernorm", None))  # norm type follows --normalization in mcore
-    if not model.tied_embeddings:
-        args.append(("--untie-embeddings-and-output-weights", None))
-    if not model.dropout:
-        args += [("--attention-dropout", "0.0"), ("--hidden-dropout", "0.0")]
-    extras = {
-        "parallel attention+MLP blocks": model.parallel_block,
-        "a bias on the output head": model.lm_head_bias,
-        "a norm after the embeddings": model.embedding_norm,
-        "no final norm": not model.final_norm,
-        f"an embedding width ({model.embedding_dim}) other than hidden": model.embedding_dim
-        not in (None, model.hidden),
-    }
-    for what, present in extras.items():
-        if present:
-            notes.append(f"{what}: not a Megatron GPT option")
-    if model.arch == "encoder":
-        notes.append("encoder (BERT) models launch with pretrain_bert.py, not pretrain_gpt.py")
-    if model.moe is not None:
-        args += _moe_args(model, plan, notes)
-    return args
-
-
-def _moe_args(model: TransformerSpec, plan: Plan, notes: list[str]) -> list[Arg]:
-    moe = model.moe
-    assert moe is not None  # caller checks
-    args: list[Arg] = [
-        ("--num-experts", str(moe.num_experts)),
-        ("--moe-router-topk", str(moe.top_k)),
-        ("--moe-ffn-hidden-size", str(moe.expert_ffn_hidden)),
-    ]
-    if moe.shared_experts:
-        # "total ffn hidden size" of all shared experts (arguments.py, moe group).
-        shared = moe.shared_experts * (moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden)
-        args.append(("--moe-shared-expert-intermediate-size", str(shared)))
-    if moe.first_dense_layers or moe.layer_freq != 1:
-        # Explicit per-layer pattern (1 = MoE): Megatron's integer form puts MoE on layer 0.
-        pattern = ",".join("1" if model.is_moe_layer(i) else "0" for i in range(model.layers))
-        args.append(("--moe-layer-freq", f"[{pattern}]"))
-    if moe.capacity_factor is not None:
-        args.append(("--moe-expert-capacity-factor", repr(moe.capacity_factor)))
-    if moe.router_bias:
-        notes.append("router bias: Megatron's router linear has no bias")
-    if moe.shared_expert_gate:
-        notes.append("shared-expert gate (Qwen2-MoE): not expressed by these arguments")
-    if plan.ep > 1:
-        args.append(("--moe-token-dispatcher-type", "alltoall"))
-    return args
+    def argv(self) -> tuple[str, ...]:
+        """The flags as one argument list."""
+        out: list[str] = []
+        for flag, value in self.model + self.training + self.parallel:
+            out += [flag] if value is None else [flag, value]
+        return tuple(out)
 
 
 def _training_args(training: TrainingSpec, plan: Plan, notes: list[str]) -> list[Arg]:
@@ -171,6 +89,34 @@ def _training_args(training: TrainingSpec, plan: Plan, notes: list[str]) -> list
     return args
 
 
+def pipeline_layout(layers: int, pp: int, vpp: int) -> str:
+    """Megatron's --pipeline-model-parallel-layout for modelplan's split (`split_layers`): one
+    `|`-separated entry per virtual stage in layer order (virtual stage v on rank v % pp, as in
+    megatron-core's PipelineParallelLayerLayout), E = embedding, t = a block, L = loss."""
+    stages = []
+    for v, count in enumerate(split_layers(layers, pp * vpp)):
+        stage = ("E" if v == 0 else "") + (f"t*{count}" if count else "")
+        stages.append(stage + ("L" if v == pp * vpp - 1 else ""))
+    return "|".join(stages)
+
+
+def _pipeline_args(model: TransformerSpec, plan: Plan) -> list[Arg]:
+    """The stage split in Megatron's terms: even (plus virtual stages), lighter first/last
+    stage (--decoder-first/last-pipeline-num-layers) when the middle stays even, or the layout."""
+    if plan.pp == 1:
+        return []
+    counts = split_layers(model.layers, plan.pp * plan.vpp)
+    if len(set(counts)) == 1:
+        return [("--num-virtual-stages-per-pipeline-rank", str(plan.vpp))] if plan.vpp > 1 else []
+    middle = set(counts[1:-1])
+    if plan.vpp == 1 and len(middle) <= 1:
+        # validate_args: middle stages hold (layers - first - last) / (pp - 2) blocks each.
+        return [("--decoder-first-pipeline-num-layers", str(counts[0])),
+                ("--decoder-last-pipeline-num-layers", str(counts[-1]))]
+    # The layout sets vpp itself; validate_args allows no --num-virtual-stages-per-pipeline-rank.
+    return [("--pipeline-model-parallel-layout", pipeline_layout(model.layers, plan.pp, plan.vpp))]
+
+
 def _parallel_args(
     model: TransformerSpec, training: TrainingSpec, plan: Plan, notes: list[str]
 ) -> list[Arg]:
@@ -178,50 +124,66 @@ def _parallel_args(
         ("--tensor-model-parallel-size", str(plan.tp)),
         ("--pipeline-model-parallel-size", str(plan.pp)),
     ]
-    if plan.vpp > 1:
-        args.append(("--num-virtual-stages-per-pipeline-rank", str(plan.vpp)))
+    args += _pipeline_args(model, plan)
     if plan.cp > 1:
         args.append(("--context-parallel-size", str(plan.cp)))
+        if training.seq_len % (2 * plan.cp):
+            notes.append(f"seq_len ({training.seq_len}) must be a multiple of 2 * cp "
+                         f"({2 * plan.cp}) in Megatron (validate_args)")
     if plan.ep > 1:
         args.append(("--expert-model-parallel-size", str(plan.ep)))
     if plan.sequence_parallel:
         args.append(("--sequence-parallel", None))
-    if plan.zero == 1:
-        args.append(("--use-distributed-optimizer", None))
-    elif plan.zero in (2, 3):
-        strategy = {2: "optim_grads", 3: "optim_grads_params"}[plan.zero]
-        args += [("--use-megatron-fsdp", None), ("--data-parallel-sharding-strategy", strategy)]
+    args += _sharding_args(plan)
     if plan.pp > 1 and plan.schedule == "gpipe":
         notes.append("GPipe schedule: Megatron runs 1F1B (same bubble, fewer live activations)")
-    if model.layers % (plan.pp * plan.vpp):
-        notes.append(
-            f"layers ({model.layers}) not divisible by pp * vpp ({plan.pp} * {plan.vpp}): "
-            "set --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers"
-        )
     if plan.vpp > 1:
         m = plan.num_microbatches(training.global_batch)
-        if m % plan.pp:
-            notes.append(
-                f"interleaved schedule with {m} micro-batches not a multiple of pp ({plan.pp}): "
-                "older Megatron versions refuse it"
-            )
+        # megatron-core schedules.py (interleaved): micro-batches run in groups of
+        # microbatch_group_size_per_vp_stage (default pp) in [pp, m]; the last group must be
+        # empty or hold >= pp. One group of all m satisfies it whenever m >= pp.
+        if m < plan.pp:
+            notes.append(f"interleaved schedule with {m} micro-batches < pp ({plan.pp}): "
+                         "Megatron's interleaved schedule refuses it")
+        elif m % plan.pp:
+            args.append(("--microbatch-group-size-per-virtual-pipeline-stage", str(m)))
     return args
 
 
-def megatron_arguments(model: TransformerSpec, training: TrainingSpec, plan: Plan) -> MegatronArgs:
-    """The Megatron-LM arguments that reproduce `plan` for `model` under `training`."""
+def _sharding_args(plan: Plan) -> list[Arg]:
+    """ZeRO-1: the distributed optimizer. ZeRO-2/3: Megatron-FSDP, whose checkpoints must be
+    fsdp_dtensor (validate_args)."""
+    if plan.zero == 1:
+        return [("--use-distributed-optimizer", None)]
+    if plan.zero in (2, 3):
+        strategy = {2: "optim_grads", 3: "optim_grads_params"}[plan.zero]
+        return [("--use-megatron-fsdp", None), ("--data-parallel-sharding-strategy", strategy),
+                ("--ckpt-format", "fsdp_dtensor")]
+    return []
+
+
+def _environment(plan: Plan) -> tuple[tuple[str, str | None], ...]:
+    """validate_args (pre-Blackwell): tp > 1 or cp > 1 needs CUDA_DEVICE_MAX_CONNECTIONS=1 unless
+    FSDP runs, and Megatron-FSDP needs it unset or > 1."""
+    if plan.zero in (2, 3):
+        return (("CUDA_DEVICE_MAX_CONNECTIONS", None),)
+    return (("CUDA_DEVICE_MAX_CONNECTIONS", "1"),)
+
+
+def megatron_arguments(model: TransformerSpec, training: TrainingSpec, plan: Plan,
+                       cost: CostModel | None = None) -> MegatronArgs:
+    """The Megatron-LM arguments that reproduce `plan` for `model` under `training` (vocabulary
+    padded as `cost` prices it)."""
     notes: list[str] = []
-    model_args = _model_args(model, plan, notes)
-    training_args = _training_args(training, plan, notes)
-    parallel_args = _parallel_args(model, training, plan, notes)
-    notes.append(
-        f"vocabulary ({model.vocab}) comes from the tokenizer; Megatron pads it to a multiple of "
-        f"128 * tp ({128 * plan.tp}) unless --make-vocab-size-divisible-by says otherwise"
-    )
+    divisible_by = (cost or CostModel()).vocab_divisible_by
+    model_flags = model_args(model, training, plan, notes, divisible_by)
+    training_flags = _training_args(training, plan, notes)
+    parallel_flags = _parallel_args(model, training, plan, notes)
     return MegatronArgs(
-        model=tuple(model_args),
-        training=tuple(training_args),
-        parallel=tuple(parallel_args),
+        model=tuple(model_flags),
+        training=tuple(training_flags),
+        parallel=tuple(parallel_flags),
+        env=_environment(plan),
         unsupported=tuple(notes),
     )
 
@@ -234,32 +196,39 @@ def _array(name: str, args: tuple[Arg, ...] | list[Arg]) -> list[str]:
     return lines
 
 
+DATA_ARGS = ("--mock-data", "--tokenizer-type", "NullTokenizer", "--train-iters", "100",
+             "--lr", "3.0e-4")
+"""Placeholders so the script runs as is: mock data, a short run, a learning rate."""
+
+
 def to_megatron(
-    model: TransformerSpec, training: TrainingSpec, plan: Plan, cluster: Cluster | None = None
+    model: TransformerSpec,
+    training: TrainingSpec,
+    plan: Plan,
+    cluster: Cluster | None = None,
+    version: str | None = None,
+    cost: CostModel | None = None,
 ) -> EngineExport:
-    """A bash snippet: argument arrays and one `torchrun ... pretrain_gpt.py` line."""
-    margs = megatron_arguments(model, training, plan)
+    """A bash script: argument arrays and one `torchrun ... pretrain_gpt.py` line."""
+    target = release(Engine.megatron, version)
+    margs = megatron_arguments(model, training, plan, cost)
     geometry = launch_geometry(plan, cluster)
     unsupported = margs.unsupported + geometry.notes
-    dp = plan.dp
     lines = [
         "#!/usr/bin/env bash",
-        f"# Megatron-LM launch for {model.name}: dp={dp} tp={plan.tp} pp={plan.pp} "
+        f"# Megatron-LM launch for {model.name}: dp={plan.dp} tp={plan.tp} pp={plan.pp} "
         f"vpp={plan.vpp} cp={plan.cp} ep={plan.ep} zero={plan.zero} "
         f"micro_batch={plan.micro_batch} global_batch={training.global_batch}",
-        f"# Generated by modelplan; argument names from {MEGATRON_SOURCE}.",
+        f"# Generated by modelplan for Megatron-LM {target.version}: {target.source}.",
         "# Megatron derives dp = world_size / (tp * pp * cp) from the torchrun world below.",
+        f"# Run from a Megatron-LM checkout ({PRETRAIN_SCRIPT} is at its root) on every node.",
     ]
     if unsupported:
         lines.append("# Not expressible in Megatron-LM (check these by hand):")
         lines += [f"#   - {note}" for note in unsupported]
-    lines += [
-        "set -euo pipefail",
-        "export CUDA_DEVICE_MAX_CONNECTIONS=1",
-        "# newer Megatron-LM keeps the script in examples/classes/pretrain_gpt.py",
-        'PRETRAIN_SCRIPT="${PRETRAIN_SCRIPT:-pretrain_gpt.py}"',
-        "",
-    ]
+    lines.append("set -euo pipefail")
+    lines += [f"export {k}={v}" if v is not None else f"unset {k}" for k, v in margs.env]
+    lines += [f'PRETRAIN_SCRIPT="${{PRETRAIN_SCRIPT:-{PRETRAIN_SCRIPT}}}"', ""]
     distributed = [
         ("--nproc_per_node", str(geometry.nproc_per_node)),
         ("--nnodes", str(geometry.nnodes)),
@@ -274,15 +243,12 @@ def to_megatron(
     lines += _array("MODEL_ARGS", margs.model)
     lines += _array("TRAINING_ARGS", margs.training)
     lines += _array("MODEL_PARALLEL_ARGS", margs.parallel)
+    data = DATA_ARGS[:3] + ("--vocab-size", str(model.vocab)) + DATA_ARGS[3:]
     lines += [
-        "# Placeholders so the snippet runs as is (mock data, a short run, a learning rate):",
+        "# Placeholders so the script runs as is (mock data, a short run, a learning rate):",
         "# replace with --data-path / --tokenizer-model / your schedule for real training.",
         "DATA_ARGS=(",
-        "    --mock-data",
-        "    --tokenizer-type NullTokenizer",
-        f"    --vocab-size {model.vocab}",
-        "    --train-iters 100",
-        "    --lr 3.0e-4",
+        "    " + " ".join(data),
         ")",
         "",
         'torchrun "${DISTRIBUTED_ARGS[@]}" "$PRETRAIN_SCRIPT" \\',
@@ -292,7 +258,9 @@ def to_megatron(
     ]
     return EngineExport(
         engine=Engine.megatron,
+        engine_version=target.version,
         text="\n".join(lines),
         unsupported=unsupported,
         filename="launch_megatron.sh",
+        launch=LaunchCommand(program=(PRETRAIN_SCRIPT,) + margs.argv() + data, env=margs.env),
     )

@@ -1,0 +1,155 @@
+"""Megatron-LM's model flags from a transformer spec: the network the launch trains.
+
+Flag names are those of NVIDIA/Megatron-LM `megatron/training/arguments.py` at the release in
+`modelplan.export.versions` (core_v0.16.1): `_add_network_size_args` (many flags there are
+generated from megatron-core's `TransformerConfig` field names) and `_add_moe_args`.
+What Megatron cannot express is appended to `notes`.
+"""
+
+from __future__ import annotations
+
+from modelplan.plan.validate import padded_vocab
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
+from modelplan.specs.transformer import TransformerSpec
+
+Arg = tuple[str, str | None]
+"""One argument: the flag and its value (None for a store_true flag)."""
+
+MEGATRON_DEFAULT_ROTARY_BASE = 10000
+"""arguments.py `--rotary-base` default (core_v0.16.1)."""
+
+
+def max_position_embeddings(model: TransformerSpec, training: TrainingSpec, notes: list[str]) -> int:
+    """arguments.py asserts max_position_embeddings >= seq_length; a rotary model has no position
+    table, so the flag only sizes the RoPE cache and may grow to the sequence."""
+    if training.seq_len <= model.max_positions:
+        return model.max_positions
+    if model.position == "learned":
+        notes.append(
+            f"seq_len ({training.seq_len}) exceeds the learned position table "
+            f"({model.max_positions}): --max-position-embeddings grows it to {training.seq_len}"
+        )
+    return training.seq_len
+
+
+def model_args(
+    model: TransformerSpec, training: TrainingSpec, plan: Plan, notes: list[str],
+    vocab_divisible_by: int = 128,
+) -> list[Arg]:
+    """Size and architecture flags (GQA groups, SwiGLU, RMSNorm, RoPE, tied head, vocab padded
+    as the plan's cost model priced it: to a multiple of vocab_divisible_by * tp)."""
+    args: list[Arg] = [
+        ("--num-layers", str(model.layers)),
+        ("--hidden-size", str(model.hidden)),
+        ("--ffn-hidden-size", str(model.ffn_hidden)),
+        ("--num-attention-heads", str(model.heads)),
+        ("--kv-channels", str(model.dim_head)),
+    ]
+    if model.num_kv_heads != model.heads:
+        # --num-query-groups is the number of key/value heads (arguments.py, network size group).
+        args += [("--group-query-attention", None), ("--num-query-groups", str(model.num_kv_heads))]
+    args.append(("--max-position-embeddings", str(max_position_embeddings(model, training, notes))))
+    position = {"rotary": "rope", "learned": "learned_absolute", "none": "none"}.get(model.position)
+    if position is None:
+        notes.append(f"position encoding '{model.position}' has no --position-embedding-type")
+    else:
+        args.append(("--position-embedding-type", position))
+    if model.position == "rotary":
+        notes.append(
+            f"RoPE base: the spec has no rotary base, so Megatron's --rotary-base default "
+            f"({MEGATRON_DEFAULT_ROTARY_BASE}) applies; set it to the model's (e.g. 500000 for Llama 3)"
+        )
+    args.append(("--normalization", {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}[model.norm]))
+    args.append(("--norm-epsilon", repr(model.norm_eps)))
+    if model.norm == "layernorm" and not model.norm_bias:
+        notes.append("LayerNorm without bias: Megatron's LayerNorm always has a bias")
+    if model.norm == "rmsnorm" and model.norm_bias:
+        notes.append("RMSNorm with a bias: Megatron's RMSNorm has none")
+    args += _mlp_args(model, notes)
+    if model.qk_norm:
+        args.append(("--qk-layernorm", None))  # norm type follows --normalization in mcore
+    if not model.tied_embeddings:
+        args.append(("--untie-embeddings-and-output-weights", None))
+    # Megatron pads the table to a multiple of this times tp (tokenizer _vocab_size_with_padding).
+    args.append(("--make-vocab-size-divisible-by", str(vocab_divisible_by)))
+    padded = padded_vocab(model.vocab, plan.tp, vocab_divisible_by)
+    if padded != model.vocab:
+        notes.append(f"vocabulary {model.vocab} is padded to {padded} (a multiple of "
+                     f"{vocab_divisible_by} * tp {plan.tp}), as the plan priced it")
+    if not model.dropout:
+        args += [("--attention-dropout", "0.0"), ("--hidden-dropout", "0.0")]
+    _architecture_notes(model, notes)
+    if model.moe is not None:
+        args += moe_args(model, plan, notes)
+    return args
+
+
+def _mlp_args(model: TransformerSpec, notes: list[str]) -> list[Arg]:
+    args: list[Arg] = []
+    if model.gated_mlp and model.activation == "silu":
+        args.append(("--swiglu", None))
+    elif model.gated_mlp:
+        notes.append(f"gated MLP with '{model.activation}': Megatron offers --swiglu (SiLU) only")
+    elif model.activation == "gelu_tanh":
+        args.append(("--openai-gelu", None))
+    elif model.activation != "gelu":
+        notes.append(f"activation '{model.activation}': Megatron's plain MLP uses GeLU")
+    biases = (model.qkv_bias, model.attn_out_bias, model.mlp_bias)
+    if biases == (False, False, False):
+        args.append(("--disable-bias-linear", None))
+    elif biases == (True, False, False):
+        args += [("--disable-bias-linear", None), ("--add-qkv-bias", None)]
+    elif biases != (True, True, True):
+        notes.append(
+            f"linear biases qkv={model.qkv_bias} attn_out={model.attn_out_bias} "
+            f"mlp={model.mlp_bias}: Megatron sets all linear biases together (or QKV only)"
+        )
+    return args
+
+
+def _architecture_notes(model: TransformerSpec, notes: list[str]) -> None:
+    extras = {
+        "parallel attention+MLP blocks": model.parallel_block,
+        "a bias on the output head": model.lm_head_bias,
+        "a norm after the embeddings": model.embedding_norm,
+        "no final norm": not model.final_norm,
+        f"an embedding width ({model.embedding_dim}) other than hidden": model.embedding_dim
+        not in (None, model.hidden),
+    }
+    for what, present in extras.items():
+        if present:
+            notes.append(f"{what}: not a Megatron GPT option")
+    if model.arch == "encoder":
+        notes.append("encoder (BERT) models launch with pretrain_bert.py, not pretrain_gpt.py")
+
+
+def moe_args(model: TransformerSpec, plan: Plan, notes: list[str]) -> list[Arg]:
+    """MoE flags: experts, router, expert parallel and expert-tensor parallel, dispatcher."""
+    moe = model.moe
+    assert moe is not None  # caller checks
+    args: list[Arg] = [
+        ("--num-experts", str(moe.num_experts)),
+        ("--moe-router-topk", str(moe.top_k)),
+        ("--moe-ffn-hidden-size", str(moe.expert_ffn_hidden)),
+        # modelplan splits each expert's MLP over tp (plan/shard.py): expert-tensor parallel = tp.
+        ("--expert-tensor-parallel-size", str(plan.tp)),
+        # alltoall: tokens go to the ep ranks holding their experts (the dispatch modelplan prices;
+        # Megatron's default 'allgather' gathers every token on every rank).
+        ("--moe-token-dispatcher-type", "alltoall"),
+    ]
+    if moe.shared_experts:
+        # "total ffn hidden size" of all shared experts (arguments.py, moe group).
+        shared = moe.shared_experts * (moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden)
+        args.append(("--moe-shared-expert-intermediate-size", str(shared)))
+    if moe.first_dense_layers or moe.layer_freq != 1:
+        # Explicit per-layer pattern (1 = MoE): Megatron's integer form puts MoE on layer 0.
+        pattern = ",".join("1" if model.is_moe_layer(i) else "0" for i in range(model.layers))
+        args.append(("--moe-layer-freq", f"[{pattern}]"))
+    if moe.capacity_factor is not None:
+        args.append(("--moe-expert-capacity-factor", repr(moe.capacity_factor)))
+    if moe.router_bias:
+        notes.append("router bias: Megatron's router linear has no bias")
+    if moe.shared_expert_gate:
+        notes.append("shared-expert gate (Qwen2-MoE): not expressed by these arguments")
+    return args
