@@ -29,6 +29,8 @@ from modelplan.cli.options import (
     finite,
     global_batch_option,
 )
+from modelplan.cli.finetune_options import (AdapterDtypeOpt, BaseQuantOpt, DoubleQuantOpt, FinetuneOpt, LoraDropoutOpt,
+                                            LoraLayoutOpt, LoraRankOpt, LoraTargetsOpt, finetune_spec)
 from modelplan.cli.run_options import (CheckpointEveryOpt, CheckpointWriteOpt, MtbfOpt, PriceOpt, PueOpt, RampupOpt,
                                        RestartOpt, StepsOpt, TokensOpt)
 from modelplan.specs.limits import MAX_BATCH, MAX_RANKS
@@ -149,6 +151,14 @@ def plan_cmd(
     mtbf_gpu_hours: MtbfOpt = None,
     restart_minutes: RestartOpt = None,
     rampup_batch: RampupOpt = None,
+    finetune: FinetuneOpt = None,
+    lora_rank: LoraRankOpt = 8,
+    lora_targets: LoraTargetsOpt = None,
+    lora_layout: LoraLayoutOpt = None,
+    lora_dropout: LoraDropoutOpt = 0.0,
+    adapter_dtype: AdapterDtypeOpt = "fp32",
+    base_quant: BaseQuantOpt = None,
+    double_quant: DoubleQuantOpt = True,
     json_out: JsonOpt = False,
 ) -> None:
     """Find the fastest data / tensor / pipeline split that fits, ranked and explained."""
@@ -172,10 +182,14 @@ def plan_cmd(
 
     run = run_spec(tokens, steps, price_per_gpu_hour, pue, checkpoint_every, checkpoint_write_gbps, mtbf_gpu_hours,
                    restart_minutes, rampup_batch)
+    ft = finetune_spec(finetune, lora_rank, lora_targets, lora_layout, lora_dropout, adapter_dtype, base_quant,
+                       double_quant)
     spec = load_model(model)
+    if ft is not None and spec.kind != "transformer":
+        raise SpecError(f"--finetune: {spec.name} is a '{spec.kind}' spec; fine-tuning is modelled for transformers")
     training = _training(spec, batch, seq, precision, optimizer, attention,
                          dict(framework=framework, ac_mode=ac_mode, fp8_recipe=fp8_recipe, compile=compile_,
-                              tp_comm_overlap=tp_comm_overlap))
+                              tp_comm_overlap=tp_comm_overlap, finetune=ft))
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     space = SearchSpace(
         tp=parse_choice(tp, "tp"), pp=parse_choice(pp, "pp"), dp=parse_choice(dp, "dp"),

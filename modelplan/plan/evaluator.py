@@ -167,6 +167,11 @@ class Evaluator:
         moe = self.spec.moe
         self.capacity_factor = planned_capacity_factor(moe) if moe is not None else None
         self.held = RankStates(self.spec, training, self.software)
+        self.finetune = self.held.finetune  # LoRA / QLoRA: frozen base, adapters train (`plan/finetune.py`)
+        if self.finetune is not None:
+            self.dp_grad_bytes = self.finetune.adapter_bytes
+            self.bucket_bytes = self.software.dp_bucket_elements * 2 * self.finetune.adapter_bytes
+            self.opt_bytes = self.finetune.optimizer_bytes_per_param()
         self._cache: dict[tuple, object] = {}
         # the hot path's caches, one dict per kind
         self._stages: dict[tuple, StageEntry] = {}
@@ -213,6 +218,10 @@ class Evaluator:
             spec, tp, sp, b, training.seq_len, d, self.vocab_padded(tp), self.roofline, moe_layer=moe,
             ep=ep or 1, capacity=capacity, cp=cp, attention=training.attention, software=sw,
             scaled_gemm_factor=self.cost.fp8_scaled_gemm_factor))
+        ft = self.finetune
+        if ft is not None:
+            times = ft.kernel_times(times, tp, sp, b, cp, self.vocab_padded(tp), self.roofline, training.attention,
+                                    sw.elementwise)
         full = recompute == "full"
         # what 'selective' recomputes under this engine (`count/checkpointing.py`; MoE blocks: attention core)
         mode = "attention_core" if moe and sw.ac_mode == "op_sac" else sw.ac_mode
@@ -234,6 +243,9 @@ class Evaluator:
         cp_x = cp_mod.cp_exposure(cp, kv_send, times.core_fwd_s, times.core_bwd_s, full, self.cost)
         stored, working = block_activations(spec, b, training.seq_len, d, tp, sp, recompute, moe, training.attention, cp,
                                             sw)
+        if ft is not None:  # lora_A outputs kept for backward (full recompute: only while recomputed)
+            adapters = ft.adapter_activation_bytes(tp, b, s_local)
+            stored, working = (stored, working + adapters) if full else (stored + adapters, working)
         emb_act, head_act = edge_activations(spec, b, training.seq_len, d, tp, sp, cp, sw.fused_cross_entropy)
         message, _ = self.boundary(tp, sp, b, cp, True)
         overlap = 3 * times.linear_fwd_s if sw.tp_comm_overlap else None  # forward, dgrad and wgrad GEMMs
@@ -311,6 +323,8 @@ class Evaluator:
             one = self.training.model_copy(update={"global_batch": 1, "recompute": recompute})
             counted = count_flops(self.spec, one)
             hit = self._flops[recompute] = float(counted.model), float(counted.hardware)
+            if self.finetune is not None:
+                hit = self._flops[recompute] = self.finetune.flops_per_sequence(*hit, recompute)
         return hit
 
     # -- data parallel, model states and memory ----------------------------------------------------
@@ -331,6 +345,8 @@ class Evaluator:
             replicas = self._memo(("replicas", schedule, pp, vpp), lambda: unit_replicas(self.held.rank_units(schedule, pp, vpp)))
             mine = tuple(len(replicas[u]) if u in replicas else 0 for u, _ in kinds)
             params = self.held.rank_params(tp, pp, ep, schedule, vpp)[0][pp_rank]
+            if self.finetune is not None:  # only the adapters reduce gradients and step
+                params = (self.held.rank_blocks(schedule, pp, vpp)[pp_rank] * self.finetune.adapter_params_per_block(tp), 0)
             hit = self._memo(("dp", tp, pp, dp_list, zero, sp, ep, cp, kid, mine), lambda: self._dp_entry(
                 tp, pp, dp_list, zero, sp, ep, cp, kinds, mine, params))
             if replicas_n > 1:
@@ -347,6 +363,12 @@ class Evaluator:
             self.spec, Plan(tp=tp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp)))
         shapes = self.shapes(tp, dp, pp, ep, cp)
         calls, tied = RankCalls(), RankCalls()
+        if self.finetune is not None:
+            blocks = sum(count for unit, count in kinds if unit.startswith("layers/"))
+            rest = sum(shards[unit].numel * count for unit, count in kinds
+                       if unit in shards and not unit.startswith("layers/"))
+            self.finetune.dp_calls(calls, blocks, tp, dp * cp, zero, rest * self.dtype_bytes)
+            kinds = ()
         for (unit, count), n in zip(kinds, copies):
             if unit in shards:
                 u = shards[unit]
