@@ -87,3 +87,13 @@ def test_export_refuses_a_fine_tuning_plan_for_an_engine(tmp_path):
     out = tmp_path / "ft.json"
     assert run(*QLORA_7B, "-o", str(out)).exit_code == 0
     _one_line_error(run("export", str(out), "--to", "megatron", "-o", str(tmp_path / "x")), "fine-tuning plan")
+
+
+def test_full_fine_tune_plans_like_training_and_says_so():
+    """--finetune full: every parameter trains, so the plan equals the training plan; the header says fine-tuning."""
+    base = ["plan", "gpt2", "--gpus", "2", "--batch", "8", "--seq", "512", "--top", "1", "--json"]
+    plain, full = run(*base), run(*base, "--finetune", "full")
+    assert plain.exit_code == 0 and full.exit_code == 0, full.output
+    a, b = json.loads(plain.output), json.loads(full.output)
+    assert a["plans"][0]["predictions"]["step_time"] == b["plans"][0]["predictions"]["step_time"]
+    assert b["finetune"]["method"] == "full" and "finetune" not in a

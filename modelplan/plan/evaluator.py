@@ -170,7 +170,9 @@ class Evaluator:
         self.finetune = self.held.finetune  # LoRA / QLoRA: frozen base, adapters train (`plan/finetune.py`)
         if self.finetune is not None:
             self.dp_grad_bytes = self.finetune.adapter_bytes
-            self.bucket_bytes = self.software.dp_bucket_elements * 2 * self.finetune.adapter_bytes
+            # DeepSpeed's buckets hold at most the adapters (min(bucket, trainable) elements)
+            staged = min(self.software.dp_bucket_elements, self.finetune.lora.trainable_params)
+            self.bucket_bytes = staged * 2 * self.finetune.adapter_bytes
             self.opt_bytes = self.finetune.optimizer_bytes_per_param()
         self._cache: dict[tuple, object] = {}
         # the hot path's caches, one dict per kind

@@ -70,6 +70,14 @@ class FinetunePlanner:
         self.adapter_bytes = self.finetune.adapter_bytes
         self.state_bytes = FP32 * training.optimizer_states  # fp32 m (and v); the adapters are their own master
         self.dtype_bytes = training.dtype_bytes
+        self._by_tp: dict[tuple[str, int], int] = {}
+
+    def _cached(self, what: str, tp: int, make) -> int:
+        key = (what, tp)
+        hit = self._by_tp.get(key)
+        if hit is None:
+            hit = self._by_tp[key] = make()
+        return hit
 
     # -- sizes on one TP rank -----------------------------------------------------------------
 
@@ -85,6 +93,9 @@ class FinetunePlanner:
     def adapter_params_per_block(self, tp: int) -> int:
         """Adapter parameters of one block on one TP rank: r (in + out) of each adapted module,
         the split factor divided by tp (Hu et al. eq. 3; ParallelLinearAdapter)."""
+        return self._cached("adapters", tp, lambda: self._adapter_params_per_block(tp))
+
+    def _adapter_params_per_block(self, tp: int) -> int:
         out = 0.0
         for m in self.adapted:
             fan_in, fan_out = self._shard(m, tp)
@@ -94,6 +105,9 @@ class FinetunePlanner:
     def frozen_saving_per_block(self, tp: int) -> int:
         """Bytes a quantized base saves per block on one TP rank against the training dtype
         (`count/quant.py` per tensor, its block constants split evenly over tp); 0 for lora."""
+        return self._cached("saving", tp, lambda: self._frozen_saving_per_block(tp))
+
+    def _frozen_saving_per_block(self, tp: int) -> int:
         fmt = self.finetune.frozen_format
         if fmt == "training":
             return 0
@@ -198,7 +212,7 @@ class FinetunePlanner:
 
     def frozen_block_bytes(self, tp: int) -> int:
         """One block's frozen base weights on one TP rank, as stored (quantized for qlora)."""
-        return self._block_params(tp) * self.dtype_bytes - self.frozen_saving_per_block(tp)
+        return self._cached("block", tp, lambda: self._block_params(tp)) * self.dtype_bytes - self.frozen_saving_per_block(tp)
 
     def _block_params(self, tp: int) -> int:
         from modelplan.plan.shard import unit_shards
