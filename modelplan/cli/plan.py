@@ -29,8 +29,7 @@ from modelplan.cli.options import (
     finite,
     global_batch_option,
 )
-from modelplan.cli.finetune_options import (AdapterDtypeOpt, BaseQuantOpt, DoubleQuantOpt, FinetuneOpt, LoraDropoutOpt,
-                                            LoraLayoutOpt, LoraRankOpt, LoraTargetsOpt, finetune_spec)
+from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.cli.run_options import (CheckpointEveryOpt, CheckpointWriteOpt, MtbfOpt, PriceOpt, PueOpt, RampupOpt,
                                        RestartOpt, StepsOpt, TokensOpt)
 from modelplan.specs.limits import MAX_BATCH, MAX_RANKS
@@ -110,6 +109,7 @@ def parse_words(text: str | None, what: str, allowed: tuple[str, ...]) -> list[s
 
 @app.command("plan")
 @user_errors
+@with_finetune_options
 def plan_cmd(
     model: Annotated[Optional[str], typer.Argument(metavar="MODEL", help="Preset, spec file, HF config.json or - for standard input (omit with --explain).", show_default=False, autocompletion=complete_models)] = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, max=MAX_RANKS, help="Number of GPUs to split over.", show_default=False)] = None,
@@ -151,15 +151,8 @@ def plan_cmd(
     mtbf_gpu_hours: MtbfOpt = None,
     restart_minutes: RestartOpt = None,
     rampup_batch: RampupOpt = None,
-    finetune: FinetuneOpt = None,
-    lora_rank: LoraRankOpt = 8,
-    lora_targets: LoraTargetsOpt = None,
-    lora_layout: LoraLayoutOpt = None,
-    lora_dropout: LoraDropoutOpt = 0.0,
-    adapter_dtype: AdapterDtypeOpt = "fp32",
-    base_quant: BaseQuantOpt = None,
-    double_quant: DoubleQuantOpt = True,
     json_out: JsonOpt = False,
+    finetune=None,  # FinetuneSpec | None, from the options `with_finetune_options` adds
 ) -> None:
     """Find the fastest data / tensor / pipeline split that fits, ranked and explained."""
     from modelplan.errors import SpecError
@@ -182,8 +175,7 @@ def plan_cmd(
 
     run = run_spec(tokens, steps, price_per_gpu_hour, pue, checkpoint_every, checkpoint_write_gbps, mtbf_gpu_hours,
                    restart_minutes, rampup_batch)
-    ft = finetune_spec(finetune, lora_rank, lora_targets, lora_layout, lora_dropout, adapter_dtype, base_quant,
-                       double_quant)
+    ft = finetune
     spec = load_model(model)
     if ft is not None and spec.kind != "transformer":
         raise SpecError(f"--finetune: {spec.name} is a '{spec.kind}' spec; fine-tuning is modelled for transformers")
