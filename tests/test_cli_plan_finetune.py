@@ -97,3 +97,11 @@ def test_full_fine_tune_plans_like_training_and_says_so():
     a, b = json.loads(plain.output), json.loads(full.output)
     assert a["plans"][0]["predictions"]["step_time"] == b["plans"][0]["predictions"]["step_time"]
     assert b["finetune"]["method"] == "full" and "finetune" not in a
+
+
+def test_run_checkpoints_hold_the_adapters_and_their_adam_states():
+    """--tokens: a LoRA checkpoint is the fp32 adapters (4 B) and Adam m, v (8 B): 12 x 4,194,304 B, not the base."""
+    result = run("plan", "llama-2-7b", "--gpus", "2", "--batch", "8", "--seq", "512", "--finetune", "lora",
+                 "--tokens", "1M", "--top", "1", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["run"]["checkpoint_bytes"] == 12 * 4_194_304
