@@ -144,3 +144,54 @@ def test_qlora_with_fp8_is_refused():
     """fp8 training of adapters on a frozen base is not modelled."""
     with pytest.raises(ValueError, match="fp8"):
         TrainingSpec(precision="fp8", finetune=QLORA)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore")
+def test_lora_flops_against_pytorch_flop_counter():
+    """PyTorch's FlopCounterMode on a small Llama (transformers, eager attention) with PEFT LoRA r 4 on
+    q_proj, v_proj: one fwd + bwd skips every frozen weight gradient and adds 6 x tokens x adapters, as
+    the planner counts; it also skips the input gradients below the first adapters (block 0's q, k, v
+    projections and lora_A, and its dK), which the planner's convention keeps (every block back-propagates)."""
+    peft = pytest.importorskip("peft")
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from _hf_reference import config, hf_config, transformers_module
+    from modelplan.count.flops import count_flops
+    from modelplan.specs.hf import from_hf_config
+
+    h, q, kv, heads, d, ffn, vocab, layers, r, batch, seq = 64, 64, 32, 4, 16, 96, 128, 2, 4, 2, 12
+    data = config("llama-3-8b", hidden_size=h, intermediate_size=ffn, num_attention_heads=heads,
+                  num_key_value_heads=2, head_dim=d, vocab_size=vocab, num_hidden_layers=layers, pad_token_id=None)
+    transformers = transformers_module()
+
+    def measured(lora: bool) -> int:
+        cfg = hf_config(data)
+        cfg._attn_implementation = "eager"
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+        if lora:
+            model = peft.get_peft_model(model, peft.LoraConfig(r=r, target_modules=["q_proj", "v_proj"]))
+        ids = torch.randint(0, vocab, (batch, seq))
+        counter = FlopCounterMode(display=False)
+        with counter:
+            model(input_ids=ids, labels=ids).loss.backward()
+        counts = counter.get_flop_counts()
+        rotary = sum(n for name, ops in counts.items() if name.endswith("rotary_emb") for n in ops.values())
+        return sum(counts["Global"].values()) - rotary
+
+    tokens = batch * seq
+    linears = layers * (h * q + 2 * h * kv + q * h + 3 * h * ffn) + h * vocab  # block projections + lm_head
+    adapters = layers * r * ((h + q) + (h + kv))  # q_proj (64 -> 64), v_proj (64 -> 32)
+    first_block = 2 * tokens * h * (q + 2 * kv) + 2 * 2 * tokens * h * r + 2 * batch * heads * seq * seq * d
+    full, lora = measured(False), measured(True)
+    assert lora == full - 2 * tokens * linears + 6 * tokens * adapters - first_block
+    spec = from_hf_config(data, "config.json")
+    plain = TrainingSpec(global_batch=batch, seq_len=seq, attention="eager")
+    tuned = plain.model_copy(update={"finetune": FinetuneSpec(method="lora", lora_rank=r)})
+    assert count_flops(spec, plain).model == full  # the convention equals FlopCounterMode for full training
+    planner = FinetunePlanner(spec, tuned)
+    ours = batch * planner.flops_per_sequence(full / batch, full / batch, "none")[0]
+    assert ours == lora + first_block

@@ -13,7 +13,11 @@ also shards the frozen base and gathers it per block in forward and backward.
 Compute: forward of the base + adapters; backward input gradients through every frozen GEMM
 but weight gradients only for the adapters (a frozen matmul skips its wgrad: backward = 2 x
 forward becomes 1 x forward for the base, so a step is about 2/3 of a full fine-tuning step's
-FLOPs, Kaplan et al. 2020's 6N per token minus the 2N of weight gradients). The r-wide adapter
+FLOPs, Kaplan et al. 2020's 6N per token minus the 2N of weight gradients). Every block
+back-propagates its input gradient; autograd also skips those below the first adapter (block 0's
+frozen projections reading the embedding, about 0.4% of a Llama-2-7B step), which are counted here
+(PyTorch's FlopCounterMode on a PEFT model agrees to the FLOP once that term is written out,
+tests/test_plan_finetune.py). The r-wide adapter
 GEMMs run as real (memory-bound) GEMMs on the roofline; the adapter's tp partial sums (one
 tokens x r AllReduce per adapted module) are not priced (r << h). Activations: the base's, plus
 each adapter's lora_A output (and with dropout its dropped input and mask) held for backward.
