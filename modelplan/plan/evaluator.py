@@ -348,7 +348,8 @@ class Evaluator:
             mine = tuple(len(replicas[u]) if u in replicas else 0 for u, _ in kinds)
             params = self.held.rank_params(tp, pp, ep, schedule, vpp)[0][pp_rank]
             if self.finetune is not None:  # only the adapters reduce gradients and step
-                params = (self.held.rank_blocks(schedule, pp, vpp)[pp_rank] * self.finetune.adapter_params_per_block(tp), 0)
+                blocks = self.held.rank_blocks(schedule, pp, vpp)[pp_rank]
+                params = (blocks * self.finetune.adapter_params_per_block(tp), 0)
             hit = self._memo(("dp", tp, pp, dp_list, zero, sp, ep, cp, kid, mine), lambda: self._dp_entry(
                 tp, pp, dp_list, zero, sp, ep, cp, kinds, mine, params))
             if replicas_n > 1:

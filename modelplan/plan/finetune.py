@@ -216,7 +216,8 @@ class FinetunePlanner:
 
     def frozen_block_bytes(self, tp: int) -> int:
         """One block's frozen base weights on one TP rank, as stored (quantized for qlora)."""
-        return self._cached("block", tp, lambda: self._block_params(tp)) * self.dtype_bytes - self.frozen_saving_per_block(tp)
+        params = self._cached("block", tp, lambda: self._block_params(tp))
+        return params * self.dtype_bytes - self.frozen_saving_per_block(tp)
 
     def _block_params(self, tp: int) -> int:
         from modelplan.plan.shard import unit_shards
