@@ -197,8 +197,9 @@ def load_runs() -> list[dict]:
 def _cluster(run: dict):
     cluster = load_cluster(run["cluster"])
     acc_update = {}
-    if "memory_gb" in run:
+    if "memory_gb" in run:  # another part (torchtitan's 96 GB H100): its marketed size, no NVML figure
         acc_update["memory_gb"] = float(run["memory_gb"])
+        acc_update["memory_total_mib"] = None
     hardware = run.get("hardware", {})
     for key, value in hardware.items():  # accelerator overrides (memory_bw_tbps, sustained_clock_fraction, ...)
         if key in type(cluster.accelerator).model_fields:

@@ -86,7 +86,8 @@ def estimate_plan(
 
 
 def fit_explanation(est: PlanEstimate, memory_gb: float, memory_headroom: float) -> str:
-    """One line: does the plan fit, and what dominates its largest stage."""
+    """One line: does the plan fit, and what dominates its largest stage (`memory_gb`: the
+    device's capacity, `Accelerator.memory_capacity_bytes` / 1e9)."""
     worst = max(est.memory, key=lambda s: s.total)
     parts = {
         "weights": worst.weights, "gradients": worst.gradients, "optimizer": worst.optimizer,
@@ -98,6 +99,6 @@ def fit_explanation(est: PlanEstimate, memory_gb: float, memory_headroom: float)
     cmp = "<=" if est.fits else ">"
     return (
         f"{verdict}: stage {worst.stage} needs {worst.total / 1e9:.1f} GB {cmp} "
-        f"{est.memory_budget_bytes / 1e9:.1f} GB ({memory_gb:g} GB x (1 - {memory_headroom:g} headroom)); "
+        f"{est.memory_budget_bytes / 1e9:.1f} GB ({memory_gb:.1f} GB x (1 - {memory_headroom:g} headroom)); "
         f"largest: {top} GB"
     )

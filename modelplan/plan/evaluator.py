@@ -162,7 +162,7 @@ class Evaluator:
         self.opt_bytes = dp_zero.optimizer_bytes_per_param(
             self.grad_bytes, self.state_bytes, self.dtype_bytes, training.uses_master_weights
         )
-        self.memory_bytes = cluster.accelerator.memory_gb * 1e9
+        self.memory_bytes = cluster.accelerator.memory_capacity_bytes
         moe = self.spec.moe
         self.capacity_factor = planned_capacity_factor(moe) if moe is not None else None
         self.held = RankStates(self.spec, training, self.software)
