@@ -150,6 +150,19 @@ def test_te_fp8_keeps_linear_inputs_in_fp8():
     assert bf16 - fp8 == 2 * 4096 + 4096 + 14336
 
 
+def test_te_fp8_keeps_expert_inputs_in_fp8():
+    """TE GroupedLinear experts keep 1-byte casts of each routed token copy and of each expert's
+    fc2 input; the attention norm output and projection input are fp8 as in a dense block, the
+    MLP norm output stays 16-bit for the router. Qwen3-235B-A22B sizes (HF config: h 4096, 64
+    heads of 128, top_k 8, expert ffn 1536): (h + q_width + 8 h + 8 x 1536) bytes less per token."""
+    spec = load_model("qwen3-235b-a22b")
+    assert (spec.hidden, spec.q_width, spec.moe.top_k, spec.moe.expert_ffn_hidden) == (4096, 8192, 8, 1536)
+    kw = dict(recompute="none", attention="flash", layer_index=0)
+    bf16 = activation_bytes_per_layer(spec, 1, 1, 2, **kw)
+    fp8 = activation_bytes_per_layer(spec, 1, 1, 2, fp8_inputs=True, **kw)
+    assert bf16 - fp8 == 4096 + 8192 + 8 * 4096 + 8 * 1536
+
+
 def test_fp8_cast_bytes_per_recipe():
     """Delayed scaling casts in one pass (read 2, write fp8 + transpose); current / tensorwise /
     rowwise read the 16-bit tensor twice."""

@@ -64,6 +64,26 @@ def _out_proj_width(spec: "TransformerSpec", block: Block) -> int:
     return spec.q_width
 
 
+def _fp8_kept(spec: "TransformerSpec", block: Block, saved: int, replicated: int, sharded: int) -> tuple[int, int]:
+    """(replicated, sharded) bytes per token once Transformer Engine keeps each fp8 GEMM's input
+    as its 1-byte cast (`saved` = dtype bytes - 1 less per element): TE LayerNormLinear / Linear
+    save the fp8 copy, not the 16-bit tensor. Dense block: both norm outputs (or the one shared
+    input), the output-projection input, the second MLP GEMM's input. MoE block (TE GroupedLinear
+    experts): the attention norm output and output-projection input, each routed copy of a token
+    (top_k h: the permuted input is cast, the 16-bit copy freed) and the expert fc2 inputs; the
+    MLP norm output stays 16-bit (the router reads it)."""
+    moe = spec.moe
+    if block.mlp and block.moe and moe is not None:
+        shared_ffn = moe.shared_experts * (moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden)
+        replicated -= saved * spec.hidden * (1 + moe.top_k)
+        sharded -= saved * (_out_proj_width(spec, block) + moe.top_k * moe.expert_ffn_hidden + shared_ffn)
+        return replicated, sharded
+    shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp
+    replicated -= saved * spec.hidden * (1 if shared_input else 2)
+    sharded -= saved * (_out_proj_width(spec, block) + (spec.ffn_hidden if block.mlp else 0))
+    return replicated, sharded
+
+
 def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str = "eager",
                  elementwise: str = "fused") -> tuple[int, int, int]:
     """(replicated bytes per token, tp-sharded bytes per token, score bytes per query and key) of
@@ -125,11 +145,8 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
         kept = dtype_bytes * sb * spec.hidden  # only the block input (Korthikanti section 5)
         return _ceil_div(kept, tp) if sequence_parallel else kept
     replicated, sharded, score = _layer_terms(spec, block, dtype_bytes, attention, elementwise)
-    if fp8_inputs and not block.moe:  # TE keeps the linear inputs as fp8 (1 byte) copies
-        saved = dtype_bytes - 1
-        shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp
-        replicated -= saved * spec.hidden * (1 if shared_input else 2)
-        sharded -= saved * (_out_proj_width(spec, block) + (spec.ffn_hidden if block.mlp else 0))
+    if fp8_inputs:  # TE keeps the linear inputs as fp8 (1 byte) copies instead of 16-bit ones
+        replicated, sharded = _fp8_kept(spec, block, dtype_bytes - 1, replicated, sharded)
     standard = block.mixer != "mamba" and spec.mla is None and not block.cross and block.mlp
     if recompute == "selective" and ac_mode == "op_sac" and not block.moe and standard and is_fused(attention):
         replicated, sharded = op_sac_kept_per_token(spec, dtype_bytes, tp)
