@@ -148,6 +148,7 @@ def kernel_times(
     spec: TransformerSpec, tp: int, sequence_parallel: bool, micro_batch: int, seq_len: int, dtype_bytes: int,
     vocab_padded: int, roofline: Roofline, *, moe_layer: bool = False, ep: int = 1, capacity: int | None = None,
     cp: int = 1, attention: str = "eager", software: EngineSettings = MEGATRON_2021, scaled_gemm_factor: float = 1.0,
+    etp: int | None = None,
 ) -> KernelTimes:
     """Roofline times of one block's, the head's and the embedding's kernels (`plan/kernels.py`);
     a backward GEMM is the dgrad + wgrad pair of its forward. A fused attention kernel (flash /
@@ -157,7 +158,7 @@ def kernel_times(
     operands' quantisation passes as memory-bound time (`plan/fp8.py`)."""
     d, s_local = dtype_bytes, seq_len // cp
     k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel, moe_layer=moe_layer, ep=ep,
-                      capacity=capacity, cp=cp, attention=attention, elementwise=software.elementwise)
+                      capacity=capacity, cp=cp, attention=attention, elementwise=software.elementwise, etp=etp)
     recipe = software.fp8_recipe
     factor = gemm_rate_factor(recipe, scaled_gemm_factor) if recipe else 0.0
 

@@ -68,12 +68,14 @@ class PlanPoint(NamedTuple):
     """ZeRO-3 / FSDP (`Plan.reshard_after_forward`, `plan/fsdp.py`)."""
     fsdp_shard_size: int | None = None
     """HSDP shard group (`Plan.fsdp_shard_size`)."""
+    etp: int | None = None
+    """Expert tensor-parallel size when it differs from tp (`Plan.etp`; None: tp, ep inside dp)."""
 
     @classmethod
     def of(cls, plan: Plan, training: TrainingSpec) -> "PlanPoint":
         return cls(plan.tp, plan.pp, plan.dp, plan.vpp, plan.micro_batch, plan.schedule, plan.sequence_parallel,
                    plan.recompute or training.recompute, plan.zero, plan.ep, plan.cp, plan.scatter_gather,
-                   plan.reshard_after_forward, plan.fsdp_shard_size)
+                   plan.reshard_after_forward, plan.fsdp_shard_size, None if plan.etp in (None, plan.tp) else plan.etp)
 
 
 class StepTerms(NamedTuple):
@@ -196,22 +198,26 @@ class Evaluator:
     # -- one block, the embedding and the head, per micro-batch on one TP rank -------------------
 
     def block_terms(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int = 1,
-                    ep: int | None = None) -> BlockTerms:
-        """A dense block (or with `ep` an MoE block over ep ranks), the embedding and the head."""
-        return self._memo(("block", tp, sp, micro_batch, recompute, cp, ep),
-                          lambda: self._block_terms(tp, sp, micro_batch, recompute, cp, ep))
+                    ep: int | None = None, etp: int | None = None) -> BlockTerms:
+        """A dense block (or with `ep` an MoE block over ep ranks, its experts over `etp` ranks
+        when that is not tp), the embedding and the head."""
+        return self._memo(("block", tp, sp, micro_batch, recompute, cp, ep, etp),
+                          lambda: self._block_terms(tp, sp, micro_batch, recompute, cp, ep, etp))
 
-    def _block_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None) -> BlockTerms:
+    def _block_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
+                     etp: int | None = None) -> BlockTerms:
         spec, training, d = self.spec, self.training, self.dtype_bytes
         s_local = training.seq_len // cp
         tokens = b * s_local
         moe = ep is not None
-        capacity = expert_capacity(tokens, spec.moe, self.capacity_factor) if moe else None
+        etp = etp if moe else None
+        routed = tokens * etp // tp if etp else tokens  # tokens one rank dispatches
+        capacity = expert_capacity(routed, spec.moe, self.capacity_factor) if moe else None
         sw = self.software
-        times = self._memo(("kernel_times", tp, sp, b, cp, ep), lambda: kernel_times(
+        times = self._memo(("kernel_times", tp, sp, b, cp, ep, etp), lambda: kernel_times(
             spec, tp, sp, b, training.seq_len, d, self.vocab_padded(tp), self.roofline, moe_layer=moe,
             ep=ep or 1, capacity=capacity, cp=cp, attention=training.attention, software=sw,
-            scaled_gemm_factor=self.cost.fp8_scaled_gemm_factor))
+            scaled_gemm_factor=self.cost.fp8_scaled_gemm_factor, etp=etp))
         full = recompute == "full"
         # what 'selective' recomputes under this engine (`count/checkpointing.py`; MoE blocks: attention core)
         mode = "attention_core" if moe and sw.ac_mode == "op_sac" else sw.ac_mode
@@ -222,11 +228,15 @@ class Evaluator:
         rerun = 1.0 if full else (checkpointed_share(sw.ac_every) if layer_level else 0.0)
         act = tokens * spec.hidden * d  # one (b, s/cp, h) activation
         tp_shape = self.shapes(tp, 1, 1)[Axis.TP]
-        tp_t = self._memo(("tp", tp, sp, b, cp), lambda: tp_mod.tp_seconds(self.pricer, tp_shape, tp, sp, act, tokens,
-                                                                             tp_mod.LOSS_VALUE_BYTES))
+        gpn = self.cluster.gpus_per_node
+        tp_t = self._memo(("tp", tp, sp, b, cp, etp), lambda: tp_mod.tp_seconds(
+            self.pricer, tp_shape, tp, sp, act, tokens, tp_mod.LOSS_VALUE_BYTES, etp,
+            strided_shape(etp, 1, gpn) if etp else None))
         if moe:
             a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, capacity, spec.hidden, d)
-            ep_x = ep_mod.ep_exposure(self.pricer, self.shapes(tp, ep, 2, ep, cp)[Axis.EP], ep, a2a, full)
+            # Megatron-core's expert grid: etp fastest, then ep (stride etp); else ep inside dp
+            ep_shape = strided_shape(ep, etp, gpn) if etp else self.shapes(tp, ep, 2, ep, cp)[Axis.EP]
+            ep_x = ep_mod.ep_exposure(self.pricer, ep_shape, ep, a2a, full)
         else:
             ep_x = ep_mod.EpExposure(0.0, 0.0, 0.0)
         kv_send = self.cp_kv_send_s(tp, b, cp) if cp > 1 else 0.0
@@ -267,13 +277,15 @@ class Evaluator:
         return hit
 
     def stage_entry(self, tp: int, sp: bool, micro_batch: int, recompute: str, pp: int, ep: int = 1,
-                    cp: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1) -> StageEntry:
+                    cp: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1,
+                    etp: int | None = None) -> StageEntry:
         """Per-micro-batch stage times (`stage_time.py`) with the slowest and the mean stage."""
         bid, blocks = self.rank_blocks(schedule, pp, vpp)
-        key = (tp, sp, micro_batch, recompute, pp, ep, cp, bid)
+        key = (tp, sp, micro_batch, recompute, pp, ep, cp, bid) if etp is None else (
+            tp, sp, micro_batch, recompute, pp, ep, cp, bid, etp)
         hit = self._stages.get(key)
         if hit is None:
-            moe = self.block_terms(tp, sp, micro_batch, recompute, cp, ep) if self.spec.moe is not None else None
+            moe = self.block_terms(tp, sp, micro_batch, recompute, cp, ep, etp) if self.spec.moe is not None else None
             dense = self.block_terms(tp, sp, micro_batch, recompute, cp)
             st = compose_stages(blocks, dense, moe)
             mean = (st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s
@@ -315,13 +327,16 @@ class Evaluator:
     # -- data parallel, model states and memory ----------------------------------------------------
 
     def dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, pp_rank: int, ep: int = 1, cp: int = 1,
-                 schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1, shard: int | None = None) -> DpEntry:
+                 schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1, shard: int | None = None,
+                 etp: int | None = None) -> DpEntry:
         """The DP calls of rank `pp_rank`'s units for one micro-batch per step, priced
         (`parallel/dp_zero.py`), its replicated units' AllReduce and its optimizer step. HSDP
         (`shard` < dp, ZeRO >= 2, `plan/fsdp.py`): gathers and ReduceScatters in the shard group of
         `shard` data-parallel ranks, plus the AllReduce of each gradient shard over the replicas,
-        hidden like the ReduceScatter it follows."""
-        key = (tp, pp, dp, zero, sp, pp_rank, ep, cp, schedule, vpp, shard)
+        hidden like the ReduceScatter it follows. `etp`: routed experts reduced over Megatron-core's
+        expert-data-parallel group, tp x dp x cp / (ep x etp) ranks `etp * ep` apart."""
+        key = (tp, pp, dp, zero, sp, pp_rank, ep, cp, schedule, vpp, shard) if etp is None else (
+            tp, pp, dp, zero, sp, pp_rank, ep, cp, schedule, vpp, shard, etp)
         hit = self._dps.get(key)
         if hit is None:
             group, replicas_n = hsdp_groups(dp * cp, shard if zero >= 2 and ep == 1 and cp == 1 else None)
@@ -329,9 +344,9 @@ class Evaluator:
             kid, kinds = self.held.unit_kinds(schedule, pp, vpp)[pp_rank]
             replicas = self._memo(("replicas", schedule, pp, vpp), lambda: unit_replicas(self.held.rank_units(schedule, pp, vpp)))
             mine = tuple(len(replicas[u]) if u in replicas else 0 for u, _ in kinds)
-            params = self.held.rank_params(tp, pp, ep, schedule, vpp)[0][pp_rank]
-            hit = self._memo(("dp", tp, pp, dp_list, zero, sp, ep, cp, kid, mine), lambda: self._dp_entry(
-                tp, pp, dp_list, zero, sp, ep, cp, kinds, mine, params))
+            params = self.held.rank_params(tp, pp, ep, schedule, vpp, etp)[0][pp_rank]
+            hit = self._memo(("dp", tp, pp, dp_list, zero, sp, ep, cp, kid, mine, etp), lambda: self._dp_entry(
+                tp, pp, dp_list, zero, sp, ep, cp, kinds, mine, params, etp))
             if replicas_n > 1:
                 stride = ParallelDims(dp=dp, tp=tp, pp=pp, cp=cp).stride(Axis.DP) * group
                 ar = self.pricer.time_s(Collective.ALL_REDUCE, params[0] * self.dp_grad_bytes / group,
@@ -341,10 +356,15 @@ class Evaluator:
         return hit
 
     def _dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, ep: int, cp: int,
-                  kinds: tuple[tuple[str, int], ...], copies: tuple[int, ...], params: tuple[int, int]) -> DpEntry:
-        shards = self._memo(("dp_shards", tp, dp, ep, cp, sp), lambda: unit_shards(
-            self.spec, Plan(tp=tp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp)))
-        shapes = self.shapes(tp, dp, pp, ep, cp)
+                  kinds: tuple[tuple[str, int], ...], copies: tuple[int, ...], params: tuple[int, int],
+                  etp: int | None = None) -> DpEntry:
+        shards = self._memo(("dp_shards", tp, dp, ep, cp, sp, etp), lambda: unit_shards(
+            self.spec, Plan(tp=tp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, etp=etp)))
+        if etp is None:
+            shapes = self.shapes(tp, dp, pp, ep, cp)
+        else:  # Megatron-core's expert grid over the stage's tp x cp x dp ranks: etp, ep, expert dp
+            shapes = dict(self.shapes(tp, dp, pp, 1, cp))
+            shapes[EXPERT_DP] = strided_shape(tp * dp * cp // (ep * etp), ep * etp, self.cluster.gpus_per_node)
         calls, tied = RankCalls(), RankCalls()
         for (unit, count), n in zip(kinds, copies):
             if unit in shards:
@@ -356,7 +376,8 @@ class Evaluator:
         priced = dp_zero.dp_seconds(calls, lambda op, axis, size, nbytes: self.pricer.time_s(
             op, nbytes, self._dp_shape(shapes, axis, size)), zero)
         replica_s = tied.price(self.pricer, lambda axis, size: pair_shape(shapes[Axis.PP].crosses_nodes))
-        optimizer = dp_zero.optimizer_s(*params, dp * cp, ep, zero, self.opt_bytes, self.roofline)
+        optimizer = dp_zero.optimizer_s(*params, dp * cp, ep, zero, self.opt_bytes, self.roofline,
+                                        tp * dp * cp // (ep * etp) if etp else None)
         grad_copy = self.roofline.memory_time_s(sum(params) * self.software.grad_copy_bytes)
         return DpEntry(priced.times, priced.partial_grads_s, replica_s, optimizer, grad_copy)
 
@@ -368,16 +389,17 @@ class Evaluator:
 
     def memory(self, point: PlanPoint) -> tuple[StageMemory, StageMemory]:
         """Memory of the first and the last pipeline rank (the largest two)."""
-        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, _, reshard, shard = point
-        stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp)
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, _, reshard, shard, etp = point
+        stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp, etp)
         m = self.training.global_batch // (mb * dp)
-        return self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard)
+        return self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard, etp)
 
     def stage_memories(self, stage: StageEntry, tp: int, pp: int, dp: int, vpp: int, m: int, schedule: str,
-                       zero: int, ep: int, cp: int, reshard: bool | str = "default", shard: int | None = None
-                       ) -> tuple[StageMemory, StageMemory]:
+                       zero: int, ep: int, cp: int, reshard: bool | str = "default", shard: int | None = None,
+                       etp: int | None = None) -> tuple[StageMemory, StageMemory]:
         """`memory` from the plan's cached `StageEntry` and its m micro-batches per step."""
-        key = (tp, pp, dp, zero, ep, cp, schedule, vpp, reshard, shard)
+        key = (tp, pp, dp, zero, ep, cp, schedule, vpp, reshard, shard) if etp is None else (
+            tp, pp, dp, zero, ep, cp, schedule, vpp, reshard, shard, etp)
         hit = self._states.get(key)
         if hit is None:
             hit = self._states[key] = (*self.held.states(*key), self.held.groups(tp, pp, dp, ep, cp))
@@ -417,12 +439,12 @@ class Evaluator:
         gathers per micro-batch follow the plan's reshard_after_forward (`plan/fsdp.py`): not
         resharded under pipeline parallelism, the stage gathers and reduces once per step (priced as
         ZeRO-1's traffic); not resharded without it, no backward gather. HSDP: `dp_entry`."""
-        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg, reshard, shard = point
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg, reshard, shard, etp = point
         # the hot loop: cache hits are plain dict lookups (`stage_entry`, `dp_entry`, ... on a miss)
         blocks = self._blocks.get((schedule, pp, vpp))
-        stage = self._stages.get((tp, sp, mb, recompute, pp, ep, cp, blocks[0])) if blocks else None
+        stage = self._stages.get((tp, sp, mb, recompute, pp, ep, cp, blocks[0])) if blocks and etp is None else None
         if stage is None:
-            stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp)
+            stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp, etp)
         st = stage.terms
         batch = self.training.global_batch
         m = batch // (mb * dp)
@@ -437,9 +459,9 @@ class Evaluator:
         cost = self.cost
         p2p *= hops * cost.pp_p2p_exposed_fraction
         crit = st.critical_rank
-        dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard))
+        dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard)) if etp is None else None
         if dpe is None:
-            dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard)
+            dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard, etp)
         if zero == 3:
             mode = self._modes.get((reshard, pp))
             if mode is None:
@@ -465,7 +487,8 @@ class Evaluator:
         replica_sync = dpe.replica_s
         optimizer = dpe.optimizer_s
         model_seq, hardware_seq = self._flops.get(recompute) or self.flops_per_sequence(recompute)
-        mem_first, mem_last = self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard)
+        mem_first, mem_last = self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard,
+                                                  etp)
         step = StepTerms(
             step_time_s=pipeline + dp_after + replica_sync + optimizer,
             compute_s=m * st.compute_s, recompute_s=m * st.recompute_s, tp_comm_s=m * st.tp_s,

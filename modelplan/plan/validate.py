@@ -128,14 +128,28 @@ def plan_problems(
         out.append(
             Problem(Reason.CP_SEQ, f"cp ({plan.cp}) must divide seq_len ({training.seq_len})")
         )
-    problem = ep_problem(spec, plan.dp, plan.ep)
+    problem = ep_problem(spec, plan.dp, plan.ep, plan.tp, plan.cp, plan.etp)
     if problem:
         out.append(problem)
     return out
 
 
-def ep_problem(spec: TransformerSpec, dp: int, ep: int) -> Problem | None:
-    """Expert parallelism: an MoE model, ep dividing num_experts and dp (ep lives inside dp)."""
+def ep_problem(spec: TransformerSpec, dp: int, ep: int, tp: int = 1, cp: int = 1,
+               etp: int | None = None) -> Problem | None:
+    """Expert parallelism: an MoE model, ep dividing num_experts and dp (ep lives inside dp), or
+    with an expert tensor-parallel size `etp` (Megatron-core's expert grid: etp x ep x expert-dp
+    over the tp x dp x cp ranks of a stage) ep x etp dividing tp x dp x cp and etp the experts'
+    width."""
+    if etp is not None and etp != tp:
+        if spec.moe is None:
+            return Problem(Reason.EP, f"etp ({etp}) needs an MoE model")
+        if spec.moe.expert_ffn_hidden % etp:
+            return Problem(Reason.EP, f"etp ({etp}) must divide moe.expert_ffn_hidden ({spec.moe.expert_ffn_hidden})")
+        if spec.moe.num_experts % ep:
+            return Problem(Reason.EP, f"ep ({ep}) must divide moe.num_experts ({spec.moe.num_experts})")
+        if (tp * dp * cp) % (ep * etp):
+            return Problem(Reason.EP, f"ep * etp ({ep} * {etp}) must divide tp * dp * cp ({tp} * {dp} * {cp})")
+        return None
     if ep == 1:
         return None
     if spec.moe is None:
@@ -178,11 +192,16 @@ def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128,
     if moe is not None:
         cf = capacity_factor if capacity_factor is not None else 1.0
         how = "dropless, priced at balanced routing" if moe.capacity_factor is None else "capacity factor"
+        if plan.etp is not None and plan.etp != plan.tp:  # Megatron-core's expert grid over the stage
+            layout = (f"experts split over etp {plan.etp} ranks; each tp rank dispatches its sequence shard "
+                      f"x etp; expert gradients reduced over tp*dp*cp/(ep*etp) = "
+                      f"{plan.tp * plan.dp * plan.cp // (plan.ep * plan.etp)}")
+        else:
+            layout = (f"every tp rank dispatches all tokens of its micro-batch; expert gradients reduced over "
+                      f"dp*cp/ep = {plan.dp * plan.cp // plan.ep}")
         notes.append(
             f"MoE: {moe.num_experts // plan.ep} of {moe.num_experts} experts per GPU (ep {plan.ep}), each token "
-            f"runs top_k {moe.top_k}; AllToAll buffers {cf:g} x tokens x top_k x h ({how}); every tp rank "
-            f"dispatches all tokens of its micro-batch; expert gradients reduced over dp*cp/ep = "
-            f"{plan.dp * plan.cp // plan.ep}")
+            f"runs top_k {moe.top_k}; AllToAll buffers {cf:g} x tokens x top_k x h ({how}); {layout}")
     if plan.cp > 1:
         notes.append(
             f"context parallel cp {plan.cp}: {plan.cp} ranks hold seq/cp tokens of each sequence; K, V go "

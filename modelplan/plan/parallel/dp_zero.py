@@ -187,9 +187,10 @@ def optimizer_bytes_per_param(grad_bytes: int, state_bytes: int, dtype_bytes: in
 
 
 def optimizer_s(dense_params: int, expert_params: int, dp: int, ep: int, zero: int, bytes_per_param: int,
-                roofline) -> float:
+                roofline, expert_group: int | None = None) -> float:
     """The optimizer step of one rank: its ZeRO shard of the dense parameters (over the dp*cp
-    gradient-reduction group `dp`) and of the routed experts (over dp/ep), streamed through HBM."""
-    shards = (dp, dp // ep) if zero >= 1 else (1, 1)
+    gradient-reduction group `dp`) and of the routed experts (over dp/ep, or `expert_group`
+    ranks), streamed through HBM."""
+    shards = (dp, expert_group or dp // ep) if zero >= 1 else (1, 1)
     sharded = dense_params / shards[0] + expert_params / shards[1]
     return roofline.memory_time_s(sharded * bytes_per_param)

@@ -39,17 +39,23 @@ def local_kv_heads(kv_heads: int, tp: int) -> int:
     return kv_heads // tp if kv_heads >= tp else 1
 
 
-def block_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, fwd_runs: int, bwd_runs: int) -> None:
+def block_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, fwd_runs: int, bwd_runs: int,
+                mlp_tp: int | None = None) -> None:
     """f and g of the attention and MLP sub-layers: `fwd_runs` forwards (recompute included) and
-    `bwd_runs` backwards of blocks whose (b, s, h) activation is `nbytes`."""
+    `bwd_runs` backwards of blocks whose (b, s, h) activation is `nbytes`. `mlp_tp`: the MLP's
+    group when it is not tp (an MoE MLP under Megatron-core expert tensor parallelism gathers
+    and scatters its tokens over the etp ranks only, none when etp = 1)."""
     g_fwd, g_bwd, f_fwd, f_bwd = region_ops(sp)
-    for sub in ("attention", "mlp"):
+    for sub, group in (("attention", tp), ("mlp", tp if mlp_tp is None else mlp_tp)):
+        if group == 1 < tp:
+            continue
+        size = nbytes * group // tp  # the group's share of the (b, s, h) activation
         for op, where in ((f_fwd, "in"), (g_fwd, "out")):
             if op is not None:
-                calls.add(op, TP, tp, nbytes, fwd_runs, f"tp/{sub}/{where}")
-        calls.add(f_bwd, TP, tp, nbytes, bwd_runs, f"tp/{sub}/in")
+                calls.add(op, TP, group, size, fwd_runs, f"tp/{sub}/{where}")
+        calls.add(f_bwd, TP, group, size, bwd_runs, f"tp/{sub}/in")
         if g_bwd is not None:
-            calls.add(g_bwd, TP, tp, nbytes, bwd_runs, f"tp/{sub}/out")
+            calls.add(g_bwd, TP, group, size, bwd_runs, f"tp/{sub}/out")
 
 
 def embedding_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, runs: int) -> None:
@@ -83,16 +89,18 @@ class TpSeconds(NamedTuple):
     """Output head and vocab-parallel cross-entropy."""
 
 
-def tp_seconds(pricer: CommPricer, shape, tp: int, sp: bool, nbytes: int, tokens: int, loss_bytes: int) -> TpSeconds:
-    """Price the calls above for one micro-batch on the TP group's `shape`."""
+def tp_seconds(pricer: CommPricer, shape, tp: int, sp: bool, nbytes: int, tokens: int, loss_bytes: int,
+               mlp_tp: int | None = None, mlp_shape=None) -> TpSeconds:
+    """Price the calls above for one micro-batch on the TP group's `shape` (an MLP group of
+    `mlp_tp` ranks on `mlp_shape`)."""
     def priced(add) -> float:
         calls = RankCalls()
         add(calls)
-        return calls.price(pricer, lambda axis, size: shape)
+        return calls.price(pricer, lambda axis, size: shape if size == tp else mlp_shape)
 
     return TpSeconds(
-        priced(lambda c: block_calls(c, tp, sp, nbytes, 1, 1)),
-        priced(lambda c: block_calls(c, tp, sp, nbytes, 2, 1)),
+        priced(lambda c: block_calls(c, tp, sp, nbytes, 1, 1, mlp_tp)),
+        priced(lambda c: block_calls(c, tp, sp, nbytes, 2, 1, mlp_tp)),
         priced(lambda c: embedding_calls(c, tp, sp, nbytes, 1)),
         priced(lambda c: head_calls(c, tp, sp, nbytes, tokens, loss_bytes, 1)),
     )
