@@ -147,6 +147,15 @@ def test_moe_flags():
             flags["--expert-model-parallel-size"]) == ("8", "2", "14336", "8")
 
 
+def test_expert_tensor_parallel_flag():
+    """Plan.etp is Megatron-core's --expert-tensor-parallel-size (etp 1 folds ep 8 over tp 2 x
+    dp 4); unset, the experts are split like the dense MLPs: tp."""
+    flags = _flags(MIXTRAL, TrainingSpec(global_batch=64), Plan(dp=4, ep=8, tp=2, etp=1, sequence_parallel=True))
+    assert (flags["--expert-model-parallel-size"], flags["--expert-tensor-parallel-size"]) == ("8", "1")
+    flags = _flags(MIXTRAL, TrainingSpec(global_batch=64), Plan(dp=8, ep=8, tp=2))
+    assert flags["--expert-tensor-parallel-size"] == "2"
+
+
 def test_moe_layer_pattern_with_dense_prefix():
     """4 layers, first one dense: per-layer pattern [0,1,1,1] (1 = expert layer, arguments.py
     moe_freq_type's list form)."""
