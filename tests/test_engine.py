@@ -141,6 +141,26 @@ def test_eager_norm_keeps_its_fp32_input():
     assert eager - fused == 2 * 4 * 4096 + 2 * 14336
 
 
+def test_fused_norm_alone_keeps_the_norm_input_only():
+    """torchtitan's fused_rmsnorm under an otherwise eager engine: the two norms keep their
+    16-bit input (2 B) instead of the eager composite's fp32 input and output (4 + 2 B), SwiGLU
+    still keeps silu's output: eager - (eager, fused norm) = 2 x 4 h per token; the fused norm is
+    one kernel each way (Elementwise 2d / 3d bytes) where the eager one launches 7 and 10."""
+    from modelplan.count.eager import RMSNORM_KERNELS
+    from modelplan.plan.kernels import layer_kernels
+
+    kw = dict(recompute="none", attention="flash", elementwise="eager")
+    eager = activation_bytes_per_layer(LLAMA, 1, 1, 2, **kw)
+    fused_norm = activation_bytes_per_layer(LLAMA, 1, 1, 2, norm_elementwise="fused", **kw)
+    assert eager - fused_norm == 2 * 4 * 4096
+    norms = [e for e in layer_kernels(LLAMA, 1, 1, 16, 2, elementwise="eager", norm_elementwise="fused",
+                                      attention="flash").elementwise if e.name == "norm"]
+    assert {(e.kernels, e.fwd_bytes_per_element, e.bwd_bytes_per_element) for e in norms} == {((1, 1), 4, 6)}
+    assert RMSNORM_KERNELS == (7, 10)
+    settings = engine_settings(TrainingSpec(framework="torchtitan", fused_norm=True), load_engine("torchtitan"))
+    assert (settings.elementwise, settings.norm_elementwise) == ("eager", "fused")
+
+
 def test_te_fp8_keeps_linear_inputs_in_fp8():
     """Transformer Engine keeps 1-byte copies of the two norm outputs, the projection input and
     the second MLP GEMM's input: (2 h + q_width + f) bytes less per token (d = 2)."""

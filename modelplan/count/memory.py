@@ -85,7 +85,7 @@ def _fp8_kept(spec: "TransformerSpec", block: Block, saved: int, replicated: int
 
 
 def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str = "eager",
-                 elementwise: str = "fused") -> tuple[int, int, int]:
+                 elementwise: str = "fused", norm_elementwise: str | None = None) -> tuple[int, int, int]:
     """(replicated bytes per token, tp-sharded bytes per token, score bytes per query and key) of
     a block.
 
@@ -103,7 +103,7 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
     block_inputs = 1 if shared_input else 2
     replicated = d * h * (norm_inputs + block_inputs) + (2 if block.mlp else 1) * mask * h  # dropout masks (1 B)
     eager = elementwise == "eager"
-    if eager and spec.norm == "rmsnorm":  # eager RMSNorm keeps its fp32 input and its output
+    if (norm_elementwise or elementwise) == "eager" and spec.norm == "rmsnorm":  # eager RMSNorm keeps fp32 input + output
         replicated += (rmsnorm_kept_bytes(d) - d) * h * norm_inputs
     rep_mixer, sharded, scores = _mixer_terms(spec, block, d)
     replicated += rep_mixer
@@ -132,11 +132,12 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
 def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_len: int, dtype_bytes: int,
                  tp: int, sequence_parallel: bool, recompute: str, attention: str, memory_len: int = 0,
                  ac_mode: str = "attention_core", elementwise: str = "fused", ac_every: int = 2,
-                 fp8_inputs: bool = False) -> int:
+                 fp8_inputs: bool = False, norm_elementwise: str | None = None) -> int:
     """Activation bytes of one block of kind `block` (see activation_bytes_per_layer)."""
     if recompute == "selective" and ac_mode in ("layer_sac", "every_nth_block"):
         args = (spec, block, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel)
-        extra = dict(memory_len=memory_len, elementwise=elementwise, fp8_inputs=fp8_inputs)
+        extra = dict(memory_len=memory_len, elementwise=elementwise, fp8_inputs=fp8_inputs,
+                     norm_elementwise=norm_elementwise)
         full = _block_bytes(*args, "full", attention, **extra)
         none = _block_bytes(*args, "none", attention, **extra)
         return _ceil_div(full + (ac_every - 1) * none, ac_every)  # one block in ac_every recomputed whole
@@ -144,7 +145,7 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
     if recompute == "full":
         kept = dtype_bytes * sb * spec.hidden  # only the block input (Korthikanti section 5)
         return _ceil_div(kept, tp) if sequence_parallel else kept
-    replicated, sharded, score = _layer_terms(spec, block, dtype_bytes, attention, elementwise)
+    replicated, sharded, score = _layer_terms(spec, block, dtype_bytes, attention, elementwise, norm_elementwise)
     if fp8_inputs:  # TE keeps the linear inputs as fp8 (1 byte) copies instead of 16-bit ones
         replicated, sharded = _fp8_kept(spec, block, dtype_bytes - 1, replicated, sharded)
     standard = block.mixer != "mamba" and spec.mla is None and not block.cross and block.mlp
@@ -178,6 +179,7 @@ def activation_bytes_per_layer(
     elementwise: str = "fused",
     ac_every: int = 2,
     fp8_inputs: bool = False,
+    norm_elementwise: str | None = None,
 ) -> int:
     """Activation bytes one block keeps for backward, per GPU, for one micro-batch.
 
@@ -215,7 +217,8 @@ def activation_bytes_per_layer(
       layer_sac / every_nth_block keep a whole block in `ac_every` blocks fully recomputed (the
       mean over blocks, rounded up).
     - `elementwise` 'eager' (PyTorch composites, `modelplan.count.eager`): an RMSNorm keeps its
-      fp32 input and its output, SwiGLU also keeps silu's output.
+      fp32 input and its output, SwiGLU also keeps silu's output; `norm_elementwise` (None: the
+      same) says how the norms alone run (a fused RMSNorm keeps its input only).
     - `fp8_inputs` (Transformer Engine fp8): the linear layers of dense blocks keep their inputs
       as 1-byte fp8 copies (the norm outputs, the output-projection input, the second MLP GEMM's).
     `layer_index` picks a block (block kinds differ); None gives the largest block. Division by t
@@ -227,7 +230,7 @@ def activation_bytes_per_layer(
     return max(
         _block_bytes(spec, kind, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, recompute, attention,
                      memory_len=seq_len, ac_mode=ac_mode, elementwise=elementwise, ac_every=ac_every,
-                     fp8_inputs=fp8_inputs)
+                     fp8_inputs=fp8_inputs, norm_elementwise=norm_elementwise)
         for kind in kinds
     )
 

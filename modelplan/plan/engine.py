@@ -15,6 +15,8 @@ class EngineSettings(NamedTuple):
     framework: str
     elementwise: str
     """fused | eager (an eager engine under torch.compile is fused)."""
+    norm_elementwise: str
+    """fused | eager: how the norms run (`TrainingSpec.fused_norm` fuses them alone)."""
     ac_mode: str
     """What recompute 'selective' means."""
     ac_every: int
@@ -39,7 +41,8 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
     elementwise = "fused" if training.compile else profile.elementwise
     fp8 = (training.fp8_recipe or profile.fp8_recipe) if training.precision == "fp8" else None
     return EngineSettings(
-        framework=profile.name, elementwise=elementwise, ac_mode=training.ac_mode or profile.selective,
+        framework=profile.name, elementwise=elementwise,
+        norm_elementwise="fused" if training.fused_norm else elementwise, ac_mode=training.ac_mode or profile.selective,
         ac_every=profile.layer_sac_every, fused_cross_entropy=profile.fused_cross_entropy, fp8_recipe=fp8,
         fp8_backend=profile.fp8_backend, attention_kernels=profile.attention_kernels,
         sharded_low_precision_copy=profile.sharded_low_precision_copy, reduce_in_fp32=profile.reduce_in_fp32,
@@ -49,7 +52,8 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
 
 
 MEGATRON_2021 = EngineSettings(
-    framework="megatron", elementwise="fused", ac_mode="attention_core", ac_every=2, fused_cross_entropy=True,
+    framework="megatron", elementwise="fused", norm_elementwise="fused", ac_mode="attention_core", ac_every=2,
+    fused_cross_entropy=True,
     fp8_recipe=None, fp8_backend="te", attention_kernels=(), sharded_low_precision_copy=True,
     reduce_in_fp32=True, grad_copy_bytes=0, dp_bucket_elements=0, reshard_after_forward=True, reshard_after_forward_pp=True, tp_comm_overlap=False,
 )
@@ -63,7 +67,8 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
     rates = f" {attention_rates[0]:.2f}/{attention_rates[1]:.2f} of peak" if attention_rates else ""
     parts = [
         f"engine {software.framework}: attention {kernel}{rates}",
-        f"element-wise {software.elementwise}",
+        f"element-wise {software.elementwise}" + (f" (norms {software.norm_elementwise})"
+                                                  if software.norm_elementwise != software.elementwise else ""),
         f"selective = {software.ac_mode}",
         f"loss {'fused' if software.fused_cross_entropy else 'eager'} cross-entropy "
         f"({4 if software.fused_cross_entropy else 12} B/logit)",

@@ -141,6 +141,7 @@ def layer_kernels(
     attention: str = "eager",
     elementwise: str = "fused",
     etp: int | None = None,
+    norm_elementwise: str | None = None,
 ) -> LayerKernels:
     """Kernels of one block for one micro-batch on one TP rank (Megatron-LM layout); with
     `moe_layer` the MLP is the mixture of experts of `moe_mlp_kernels` (capacity: token slots per
@@ -182,7 +183,7 @@ def layer_kernels(
         # attention dropout: fwd reads probs, writes output and mask; bwd reads grad and mask
         core.append(Elementwise("attention/dropout", scores, 2 * d + mask, 2 * d + mask))
     eager = elementwise == "eager"
-    norm = norm_kernel("norm", spec, hidden_values, d, eager)
+    norm = norm_kernel("norm", spec, hidden_values, d, (norm_elementwise or elementwise) == "eager")
     # fused bias-dropout-add after each row-parallel GEMM: reads out and residual, writes sum
     # (+ mask); bwd reads dy (+ mask), writes dx and reads dy again for the bias gradient.
     bda = Elementwise("bias_dropout_add", hidden_values, 3 * d + mask, 3 * d + mask)
@@ -223,7 +224,7 @@ def norm_kernel(name: str, spec: TransformerSpec, values: int, d: int, eager: bo
 
 def head_kernels(
     spec: TransformerSpec, tp: int, micro_batch: int, seq_len: int, dtype_bytes: int, vocab_padded: int,
-    elementwise: str = "fused",
+    elementwise: str = "fused", norm_elementwise: str | None = None,
 ) -> tuple[tuple[Gemm, ...], tuple[Elementwise, ...]]:
     """Output projection and vocab-parallel cross-entropy on the last stage (Megatron-LM), or
     eager `F.cross_entropy(logits.float())` (`count.eager.cross_entropy_bytes`)."""
@@ -237,7 +238,7 @@ def head_kernels(
     eager = elementwise == "eager"
     loss = (Elementwise("head/cross_entropy", tokens * vocab_local, *cross_entropy_bytes(d), CROSS_ENTROPY_KERNELS)
             if eager else Elementwise("head/cross_entropy", tokens * vocab_local, d + 16, 8 + d))
-    final_norm = norm_kernel("final_norm", spec, tokens * spec.hidden, d, eager)
+    final_norm = norm_kernel("final_norm", spec, tokens * spec.hidden, d, (norm_elementwise or elementwise) == "eager")
     return gemms, (loss, final_norm) if spec.final_norm else (loss,)
 
 

@@ -56,6 +56,10 @@ class TrainingSpec(Spec):
     compile: bool = False
     """torch.compile: element-wise ops fused into generated kernels (eager engines only; the
     fused engines' kernels are fused already)."""
+    fused_norm: bool = False
+    """The norm runs as one fused kernel that keeps its input (torchtitan `norm_type =
+    "fused_rmsnorm"`, a Triton RMSNorm saving x, weight and rstd; apex) while the engine's other
+    element-wise ops run as it runs them (eager engines: PyTorch composites)."""
     fp8_param_gather: bool = False
     """fp8 training keeps the parameters themselves in fp8 and gathers them in fp8 (Megatron
     `--fp8-param-gather`, set by NeMo / Megatron-Bridge's fp8 mixed-precision recipes; torchao
