@@ -262,3 +262,20 @@ def test_hsdp_groups():
     """HSDP over 96 ranks in shards of 8: 12 replicas; no shard size: one group."""
     assert hsdp_groups(96, 8) == (8, 12)
     assert hsdp_groups(96, None) == (96, 1)
+
+
+def test_deepspeed_bf16_zero1_keeps_bf16_grads_beside_fp32_ones():
+    """DeepSpeed's BF16_Optimizer (bf16, ZeRO 0/1): the full fp32 gradient buffer (4 B/param)
+    plus every parameter's bf16 .grad (2 B/param) at the end of backward; Megatron accumulates
+    into its fp32 main_grad only (4 B/param). One rank of Llama 3 8B on tp 1, pp 1, dp 8."""
+    from modelplan.plan.evaluator import Evaluator
+
+    cluster = load_cluster("dgx-a100")
+    grads = {}
+    for framework in ("deepspeed", "megatron"):
+        training = TrainingSpec(framework=framework, precision="bf16", global_batch=8)
+        ev = Evaluator(LLAMA, training, cluster)
+        params = sum(ev.held.rank_params(1, 1)[0][0])
+        (_, grads[framework], _), _ = ev.held.states(1, 1, 8, 1)
+    assert grads["megatron"] == 4 * params
+    assert grads["deepspeed"] == (4 + 2) * params

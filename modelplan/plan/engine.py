@@ -29,6 +29,7 @@ class EngineSettings(NamedTuple):
     sharded_low_precision_copy: bool
     reduce_in_fp32: bool
     grad_copy_bytes: int
+    low_precision_grads: bool
     dp_bucket_elements: int
     reshard_after_forward: bool
     reshard_after_forward_pp: bool
@@ -46,7 +47,8 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         ac_every=profile.layer_sac_every, fused_cross_entropy=profile.fused_cross_entropy, fp8_recipe=fp8,
         fp8_backend=profile.fp8_backend, attention_kernels=profile.attention_kernels,
         sharded_low_precision_copy=profile.sharded_low_precision_copy, reduce_in_fp32=profile.reduce_in_fp32,
-        grad_copy_bytes=profile.grad_copy_bytes, dp_bucket_elements=profile.dp_bucket_elements, reshard_after_forward=profile.reshard_after_forward,
+        grad_copy_bytes=profile.grad_copy_bytes, low_precision_grads=profile.low_precision_grads,
+        dp_bucket_elements=profile.dp_bucket_elements, reshard_after_forward=profile.reshard_after_forward,
         reshard_after_forward_pp=profile.reshard_after_forward_pp, tp_comm_overlap=profile.tp_comm_overlap,
     )
 
@@ -55,7 +57,7 @@ MEGATRON_2021 = EngineSettings(
     framework="megatron", elementwise="fused", norm_elementwise="fused", ac_mode="attention_core", ac_every=2,
     fused_cross_entropy=True,
     fp8_recipe=None, fp8_backend="te", attention_kernels=(), sharded_low_precision_copy=True,
-    reduce_in_fp32=True, grad_copy_bytes=0, dp_bucket_elements=0, reshard_after_forward=True, reshard_after_forward_pp=True, tp_comm_overlap=False,
+    reduce_in_fp32=True, grad_copy_bytes=0, low_precision_grads=False, dp_bucket_elements=0, reshard_after_forward=True, reshard_after_forward_pp=True, tp_comm_overlap=False,
 )
 """The settings the kernel and layer-term functions assume when none are given (Megatron-LM)."""
 

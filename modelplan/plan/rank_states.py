@@ -115,6 +115,8 @@ class RankStates:
         expert_group = tp * group // (ep * etp) if etp else group // ep
         b = dp_zero.state_bytes(experts, expert_layer, expert_group, zero, *sizes, zero3=zero3)
         weights, gradients, optimizer = a[0] + b[0], a[1] + b[1], a[2] + b[2]
+        if sw.low_precision_grads and zero <= 1 and self.training.precision == "bf16" and self.grad_bytes == 4:
+            gradients += self.dtype_bytes * (dense + experts)  # the bf16 .grad beside the fp32 buffer
         if sw.fp8_recipe is not None and sw.fp8_backend == "te":
             # TE keeps fp8 weights and their transposes (cached across micro-batches); with
             # fp8_param_gather they are the parameters and no 16-bit copy exists
