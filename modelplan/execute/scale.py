@@ -89,6 +89,9 @@ def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, lay
     hidden = 12 * tp if decoupled else heads * HEAD_DIM
     # keep an uneven split uneven: the same remainder gives the same shape of `split_layers`
     layers = plan.pp * plan.vpp * layers_per_stage + spec.layers % (plan.pp * plan.vpp)
+    if plan.stage_split is not None:  # the plan's fixed first / last stage keep their blocks
+        fixed = [n for n in plan.stage_split if n is not None]
+        layers = sum(fixed) + (plan.pp * plan.vpp - len(fixed)) * layers_per_stage
     seq = tp * -(-8 // tp)
     small_m = min(m, 2 * plan.pp)
     moe = None

@@ -136,7 +136,7 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
 
 def rank_elements(spec: TransformerSpec, plan: Plan, training: TrainingSpec) -> list[RankElements]:
     """Per pipeline rank: weight, gradient and optimizer-state elements held (table above)."""
-    units = rank_units(spec, schedule_layout(plan.schedule, plan.pp, plan.vpp))
+    units = rank_units(spec, schedule_layout(plan.schedule, plan.pp, plan.vpp), plan.stage_split)
     return held_elements(units, unit_shards(spec, plan), plan, training.optimizer_states)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from modelplan.errors import SpecError
 from modelplan.plan.pipeline import schedule_problem
 from modelplan.plan.problems import Problem, Reason
+from modelplan.plan.stages import split_layers
 from modelplan.specs.features import architecture_features
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
@@ -70,6 +71,20 @@ def pp_problem(layers: int, pp: int, vpp: int) -> Problem | None:
     )
 
 
+def split_problem(layers: int, pp: int, vpp: int, split) -> Problem | None:
+    """A fixed first / last stage (`Plan.stage_split`) needs pipeline stages and must leave every
+    other virtual stage at least one block (`plan.stages.split_layers`)."""
+    if split is None:
+        return None
+    if pp * vpp == 1:
+        return Problem(Reason.PP_LAYERS, "first_stage_layers / last_stage_layers need pp > 1")
+    try:
+        split_layers(layers, pp * vpp, split)
+    except ValueError as exc:
+        return Problem(Reason.PP_LAYERS, str(exc))
+    return None
+
+
 def batch_problem(global_batch: int, micro_batch: int, dp: int) -> Problem | None:
     """Every data-parallel rank runs a whole number of micro-batches."""
     if global_batch % (micro_batch * dp) == 0:
@@ -113,7 +128,7 @@ def plan_problems(
         if problem:
             out.append(problem)
     for problem in (
-        pp_problem(spec.layers, plan.pp, plan.vpp),
+        pp_problem(spec.layers, plan.pp, plan.vpp) or split_problem(spec.layers, plan.pp, plan.vpp, plan.stage_split),
         batch_problem(training.global_batch, plan.micro_batch, plan.dp),
     ):
         if problem:
