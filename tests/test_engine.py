@@ -92,6 +92,29 @@ def test_loss_peak_per_logit():
     assert loss_peak_bytes(2, fused=False) == 12
 
 
+def test_compiled_loss_keeps_the_16_bit_logits_and_their_gradient():
+    """torch.compile over F.cross_entropy(logits.float()): the bf16 logits saved and the bf16
+    gradient written by one fused backward kernel, 2 + 2 bytes per logit (fp32: 4 + 4)."""
+    assert loss_peak_bytes(2, fused=False, compiled=True) == 4
+    assert loss_peak_bytes(4, fused=False, compiled=True) == 8
+    sb = 1024
+    eager = output_activation_bytes(LLAMA, 1, sb, 2, fused_cross_entropy=False)
+    compiled = output_activation_bytes(LLAMA, 1, sb, 2, fused_cross_entropy=False, compiled_loss=True)
+    assert eager - compiled == (12 - 4) * sb * LLAMA.vocab
+
+
+def test_torchtitan_compiles_its_loss_unless_the_run_says_otherwise():
+    """torchtitan's build_cross_entropy_loss compiles the loss under training.compile (since
+    bbb1b616e); its Dec 2024 version (9dec370) did not; Megatron's loss is fused regardless."""
+    titan, megatron = load_engine("torchtitan"), load_engine("megatron")
+    base = dict(global_batch=8, seq_len=128, precision="bf16")
+    assert engine_settings(TrainingSpec(**base, framework="torchtitan", compile=True), titan).compiled_loss
+    assert not engine_settings(TrainingSpec(**base, framework="torchtitan"), titan).compiled_loss
+    assert not engine_settings(TrainingSpec(**base, framework="torchtitan", compile=True, compile_loss=False),
+                               titan).compiled_loss
+    assert not engine_settings(TrainingSpec(**base, compile=True), megatron).compiled_loss
+
+
 def test_eager_loss_memory_on_the_last_stage():
     """Output activations: 2 d s b h plus 12 bytes per logit eager vs 4 fused."""
     sb = 1024

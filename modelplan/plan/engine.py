@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from modelplan.count.eager import loss_peak_bytes
 from modelplan.specs.engine import EngineProfile
 from modelplan.specs.training import TrainingSpec
 
@@ -21,6 +22,8 @@ class EngineSettings(NamedTuple):
     """What recompute 'selective' means."""
     ac_every: int
     fused_cross_entropy: bool
+    compiled_loss: bool
+    """The eager loss runs under torch.compile (2 d bytes per logit)."""
     fp8_recipe: str | None
     """The fp8 scaling recipe, None when the precision is not fp8."""
     fp8_backend: str
@@ -44,7 +47,8 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
     return EngineSettings(
         framework=profile.name, elementwise=elementwise,
         norm_elementwise="fused" if training.fused_norm else elementwise, ac_mode=training.ac_mode or profile.selective,
-        ac_every=profile.layer_sac_every, fused_cross_entropy=profile.fused_cross_entropy, fp8_recipe=fp8,
+        ac_every=profile.layer_sac_every, fused_cross_entropy=profile.fused_cross_entropy,
+        compiled_loss=_compiled_loss(training, profile), fp8_recipe=fp8,
         fp8_backend=profile.fp8_backend, attention_kernels=profile.attention_kernels,
         sharded_low_precision_copy=profile.sharded_low_precision_copy, reduce_in_fp32=profile.reduce_in_fp32,
         grad_copy_bytes=profile.grad_copy_bytes, low_precision_grads=profile.low_precision_grads,
@@ -53,13 +57,29 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
     )
 
 
+def _compiled_loss(training: TrainingSpec, profile: EngineProfile) -> bool:
+    """An eager loss under torch.compile: the run's `compile_loss` where it says, else the engine's
+    rule (`EngineProfile.compiles_loss`); never without `compile` or with a fused loss kernel."""
+    if not training.compile or profile.fused_cross_entropy:
+        return False
+    return profile.compiles_loss if training.compile_loss is None else training.compile_loss
+
+
 MEGATRON_2021 = EngineSettings(
     framework="megatron", elementwise="fused", norm_elementwise="fused", ac_mode="attention_core", ac_every=2,
-    fused_cross_entropy=True,
+    fused_cross_entropy=True, compiled_loss=False,
     fp8_recipe=None, fp8_backend="te", attention_kernels=(), sharded_low_precision_copy=True,
     reduce_in_fp32=True, grad_copy_bytes=0, low_precision_grads=False, dp_bucket_elements=0, reshard_after_forward=True, reshard_after_forward_pp=True, tp_comm_overlap=False,
 )
 """The settings the kernel and layer-term functions assume when none are given (Megatron-LM)."""
+
+
+def _loss_kind(software: EngineSettings) -> str:
+    return "fused" if software.fused_cross_entropy else "compiled" if software.compiled_loss else "eager"
+
+
+def _loss_bytes(software: EngineSettings, dtype_bytes: int = 2) -> int:
+    return loss_peak_bytes(dtype_bytes, software.fused_cross_entropy, software.compiled_loss)
 
 
 def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, float] | None,
@@ -72,8 +92,7 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         f"element-wise {software.elementwise}" + (f" (norms {software.norm_elementwise})"
                                                   if software.norm_elementwise != software.elementwise else ""),
         f"selective = {software.ac_mode}",
-        f"loss {'fused' if software.fused_cross_entropy else 'eager'} cross-entropy "
-        f"({4 if software.fused_cross_entropy else 12} B/logit)",
+        f"loss {_loss_kind(software)} cross-entropy ({_loss_bytes(software)} B/logit)",
         f"gradients reduced in {'fp32' if software.reduce_in_fp32 else '16 bits'}",
     ]
     if software.fp8_recipe:

@@ -63,6 +63,10 @@ class EngineProfile(Spec):
     """The loss is one fused vocab-parallel cross-entropy that keeps its fp32 softmax in place
     (Megatron `_VocabParallelCrossEntropy`); False: eager `F.cross_entropy(logits.float())`, which
     keeps the fp32 log-softmax and builds fp32 gradients beside it (`count.eager.loss_peak_bytes`)."""
+    compiles_loss: bool = False
+    """Under `TrainingSpec.compile` the engine compiles its eager loss too, so the loss holds 2 d
+    bytes per logit instead of 12 (`count.eager.loss_peak_bytes`; torchtitan's
+    `build_cross_entropy_loss` since pytorch/torchtitan bbb1b616e, 2025-04-02)."""
     fp8_recipe: Fp8Recipe
     """The engine's default fp8 scaling recipe."""
     fp8_backend: Literal["te", "torchao"]
