@@ -302,3 +302,23 @@ def test_deepspeed_bf16_zero1_keeps_bf16_grads_beside_fp32_ones():
         (_, grads[framework], _), _ = ev.held.states(1, 1, 8, 1)
     assert grads["megatron"] == 4 * params
     assert grads["deepspeed"] == (4 + 2) * params
+
+
+def test_bf16_optimizer_accumulates_fp32_gradients_every_micro_batch():
+    """DeepSpeed's BF16_Optimizer zeroes the bf16 .grad before every backward and adds it into the
+    fp32 gradient after it (bf16_optimizer.py backward_prologue / update_hp_grads): 2 + (2 + 4 + 4)
+    + (4 + 4) = 20 HBM bytes per parameter per micro-batch; ZeRO 2 reduces instead and does not."""
+    from modelplan.plan.estimate import evaluate_plan
+    from modelplan.plan.evaluator import Evaluator
+
+    cluster = load_cluster("dgx-a100")
+    training = TrainingSpec(framework="deepspeed", precision="bf16", global_batch=64)
+    ev = Evaluator(LLAMA, training, cluster)
+    params = sum(ev.held.rank_params(1, 1)[0][0])
+    m = 64 // (2 * 8)  # micro-batches of 2 on each of 8 data-parallel ranks
+    hbm = cluster.accelerator.memory_bw_tbps * 1e12 * ev.cost.hbm_efficiency * ev.cost.sustained_fraction
+    step = {zero: evaluate_plan(ev, Plan(dp=8, micro_batch=2, zero=zero)).step for zero in (1, 2)}
+    accumulate = step[1].optimizer_s - ev.dp_entry(1, 1, 8, 1, False, 0).optimizer_s
+    assert accumulate == pytest.approx(m * params * 20 / hbm)
+    assert step[2].optimizer_s == pytest.approx(ev.dp_entry(1, 1, 8, 2, False, 0).optimizer_s)
+    assert sum(step[1].terms().values()) == pytest.approx(step[1].step_time_s)

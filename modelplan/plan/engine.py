@@ -57,6 +57,13 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
     )
 
 
+def keeps_low_precision_grads(software: EngineSettings, zero: int, precision: str, grad_bytes: int) -> bool:
+    """DeepSpeed's BF16_Optimizer is in charge (bf16 parameters, fp32 gradient accumulation, ZeRO
+    0/1): backward writes each parameter's bf16 `.grad`, kept beside the flat fp32 gradients
+    (`EngineProfile.low_precision_grads`, deepspeed/runtime/engine.py _do_optimizer_sanity_check)."""
+    return software.low_precision_grads and zero <= 1 and precision == "bf16" and grad_bytes == 4
+
+
 def _compiled_loss(training: TrainingSpec, profile: EngineProfile) -> bool:
     """An eager loss under torch.compile: the run's `compile_loss` where it says, else the engine's
     rule (`EngineProfile.compiles_loss`); never without `compile` or with a fused loss kernel."""

@@ -29,7 +29,7 @@ from modelplan.plan.commcost import CommPricer
 from modelplan.plan.compute import Roofline, kernel_times
 from modelplan.count.checkpointing import checkpointed_share, op_sac_recomputed_fraction
 from modelplan.plan.dims import EXPERT_DP, ParallelDims, pair_shape, strided_shape
-from modelplan.plan.engine import engine_settings
+from modelplan.plan.engine import engine_settings, keeps_low_precision_grads
 from modelplan.plan.fsdp import hsdp_groups, reduces_every_microbatch, zero3_mode
 from modelplan.plan.experts import expert_capacity, planned_capacity_factor
 from modelplan.plan.memory import StageMemory, block_activations, edge_activations, stage_memory
@@ -149,6 +149,9 @@ class DpEntry(NamedTuple):
     """Optimizer step of the rank's (ZeRO-sharded) parameters."""
     grad_copy_s: float = 0.0
     """The engine's memory-bound gradient copies before one ZeRO-2/3 ReduceScatter of the rank."""
+    accumulate_s: float = 0.0
+    """Per micro-batch: the engine's accumulation of 16-bit gradients into fp32 ones (DeepSpeed
+    BF16_Optimizer, `dp_zero.hp_grad_accumulate_s`), after every backward on the critical path."""
 
 
 class Evaluator:
@@ -450,7 +453,9 @@ class Evaluator:
         optimizer = dp_zero.optimizer_s(*params, dp * cp, ep, zero, self.opt_bytes, self.roofline,
                                         tp * dp * cp // (ep * etp) if etp else None)
         grad_copy = self.roofline.memory_time_s(sum(params) * self.software.grad_copy_bytes)
-        return DpEntry(priced.times, priced.partial_grads_s, replica_s, optimizer, grad_copy)
+        accumulate = dp_zero.hp_grad_accumulate_s(*params, self.roofline) if keeps_low_precision_grads(
+            self.software, zero, self.training.precision, self.grad_bytes) else 0.0
+        return DpEntry(priced.times, priced.partial_grads_s, replica_s, optimizer, grad_copy, accumulate)
 
     @staticmethod
     def _dp_shape(shapes: dict, axis: Axis, size: int):
@@ -595,8 +600,9 @@ class Evaluator:
         else:
             dp_after = dp_mb = dp_total = 0.0
         dp_after += dpe.partial_grads_s * (m if zero >= 2 else 1)
-        t_max = stage.slowest_s + p2p + dp_mb
-        pipeline = pp_mod.pipeline_time_s(m, bubble, t_max, stage.mean_s + p2p + dp_mb)
+        per_mb = p2p + dp_mb + dpe.accumulate_s
+        t_max = stage.slowest_s + per_mb
+        pipeline = pp_mod.pipeline_time_s(m, bubble, t_max, stage.mean_s + per_mb)
         replica_sync = dpe.replica_s
         optimizer = dpe.optimizer_s
         model_seq, hardware_seq = self._flops.get(recompute) or self.flops_per_sequence(recompute)
@@ -607,7 +613,7 @@ class Evaluator:
             step_time_s=pipeline + dp_after + replica_sync + optimizer,
             compute_s=m * st.compute_s, recompute_s=m * st.recompute_s, tp_comm_s=m * st.tp_s,
             pp_comm_s=m * p2p, bubble_s=pipeline - m * t_max, dp_comm_s=dp_after + m * dp_mb,
-            embedding_sync_s=replica_sync, optimizer_s=optimizer, dp_comm_total_s=dp_total,
+            embedding_sync_s=replica_sync, optimizer_s=optimizer + m * dpe.accumulate_s, dp_comm_total_s=dp_total,
             tp_hidden_s=m * st.tp_hidden_s, ep_comm_s=m * st.ep_s, cp_comm_s=m * st.cp_s,
             cp_hidden_s=m * st.cp_hidden_s,
         )

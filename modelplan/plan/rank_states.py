@@ -8,7 +8,7 @@ experts (Megatron-core's expert data-parallel group).
 
 from __future__ import annotations
 
-from modelplan.plan.engine import MEGATRON_2021, EngineSettings
+from modelplan.plan.engine import MEGATRON_2021, EngineSettings, keeps_low_precision_grads
 from modelplan.plan.fsdp import UNITS_IN_FLIGHT, zero3_mode
 from modelplan.plan.parallel import dp_zero
 from modelplan.plan.pipeline import schedule_layout
@@ -116,7 +116,7 @@ class RankStates:
         expert_group = tp * group // (ep * etp) if etp else group // ep
         b = dp_zero.state_bytes(experts, expert_layer, expert_group, zero, *sizes, zero3=zero3)
         weights, gradients, optimizer = a[0] + b[0], a[1] + b[1], a[2] + b[2]
-        if sw.low_precision_grads and zero <= 1 and self.training.precision == "bf16" and self.grad_bytes == 4:
+        if keeps_low_precision_grads(sw, zero, self.training.precision, self.grad_bytes):
             gradients += self.dtype_bytes * (dense + experts)  # the bf16 .grad beside the fp32 buffer
         if sw.fp8_recipe is not None and sw.fp8_backend == "te":
             # TE keeps fp8 weights and their transposes (cached across micro-batches); with

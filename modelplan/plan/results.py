@@ -32,7 +32,8 @@ class StepTime(Result):
     embedding_sync_s: float
     """AllReduce of tied word-embedding gradients between first and last stage."""
     optimizer_s: float
-    """Optimizer step (memory-bound)."""
+    """Optimizer step (memory-bound), plus each micro-batch's accumulation of 16-bit gradients into
+    fp32 ones where the engine does it apart from backward (DeepSpeed BF16_Optimizer)."""
     dp_comm_total_s: float
     """All data-parallel traffic, hidden or not (for reference)."""
     tp_hidden_s: float
