@@ -64,7 +64,8 @@ def planned_stage_memory(spec: TransformerSpec, training: TrainingSpec, plan: Pl
     shards = unit_shards(spec, plan)
     layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
     stages = layout.num_stages
-    units = stage_units(spec, stages)
+    split = plan.stage_split
+    units = stage_units(spec, stages, split)
     first_edge, last_edge = edge_activations(spec, b, s, ITEMSIZE, tp, sp)
     # every expert slot filled: the executor's fixed-shape dispatch (module docstring)
     dispatched = spec if spec.moe is None else spec.model_copy(
@@ -74,7 +75,7 @@ def planned_stage_memory(spec: TransformerSpec, training: TrainingSpec, plan: Pl
     out = []
     for r, mine in enumerate(layout.rank_stages):
         inflight = float(inflight_microbatches(plan.schedule, plan.pp, r, num_microbatches, plan.vpp))
-        blocks = sum(per_block[spec.is_moe_layer(i)] for v in mine for i in stage_layers(spec.layers, stages, v))
+        blocks = sum(per_block[spec.is_moe_layer(i)] for v in mine for i in stage_layers(spec.layers, stages, v, split))
         edges = (first_edge * inflight if 0 in mine else 0) + (last_edge if stages - 1 in mine else 0)
         e = elements[r]
         gathered = 0
