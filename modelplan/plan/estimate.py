@@ -89,11 +89,17 @@ def estimate_transformer_plan(
     allow_tp_across_nodes: bool = False,
 ) -> PlanEstimate:
     """`estimate_plan` of a transformer."""
-    evaluator = Evaluator(spec, training, cluster, cost)
+    evaluator = _validated(spec, training, plan, cluster, cost, world_size, allow_tp_across_nodes)
+    return evaluate_plan(evaluator, plan, memory_headroom)
+
+
+def _validated(spec: TransformerSpec, training: TrainingSpec, plan: Plan, cluster: Cluster, cost: CostModel | None,
+               world_size: int | None, allow_tp_across_nodes: bool) -> Evaluator:
+    """The plan's evaluator, once `plan_problems` finds nothing (else SpecError naming every rule)."""
     problems = plan_problems(spec, training, plan, cluster, world_size, allow_tp_across_nodes)
     if problems:
         raise SpecError("; ".join(p.message for p in problems))
-    return evaluate_plan(evaluator, plan, memory_headroom)
+    return Evaluator(spec, training, cluster, cost)
 
 
 def estimate_split(
@@ -113,10 +119,7 @@ def estimate_split(
     if plan.pp == 1 or plan.stage_split is not None or getattr(spec, "kind", None) == "network":
         return estimate_plan(spec, training, plan, cluster, cost, world_size=world_size,
                              memory_headroom=memory_headroom, allow_tp_across_nodes=allow_tp_across_nodes)
-    evaluator = Evaluator(spec, training, cluster, cost)
-    problems = plan_problems(spec, training, plan, cluster, world_size, allow_tp_across_nodes)
-    if problems:
-        raise SpecError("; ".join(p.message for p in problems))
+    evaluator = _validated(spec, training, plan, cluster, cost, world_size, allow_tp_across_nodes)
     point = PlanPoint.of(plan, training)
     budget = evaluator.memory_bytes * (1 - memory_headroom)
     best = None
