@@ -91,7 +91,7 @@ def print_estimate(spec, training, cluster, est, title: str | None = None, conso
     console.print(
         f"[bold]{plan_label(plan)}[/bold]  schedule {plan.schedule}, sequence parallel "
         f"{'on' if plan.sequence_parallel else 'off'}, recompute {plan.recompute or training.recompute}, ZeRO {plan.zero}, "
-        f"{est.num_microbatches} micro-batches"
+        f"{est.num_microbatches} micro-batches" + _split_note(spec, plan)
     )
     step = est.step.step_time_s
     console.print(
@@ -199,3 +199,13 @@ def _finetune_section(spec, training, result) -> dict:
 
     micro_batch = result.best[0].plan.micro_batch if result.best else 1
     return {"finetune": {"plan": "fine-tuning", **finetune_document(spec, training, ft, micro_batch)}}
+
+
+def _split_note(spec, plan) -> str:
+    """', blocks per stage 2+4+4+2' when the plan has pipeline stages of unequal size."""
+    if plan.pp == 1 or getattr(spec, "kind", None) != "transformer":
+        return ""
+    from modelplan.plan.stages import split_layers
+
+    counts = split_layers(spec.layers, plan.pp * plan.vpp, plan.stage_split)
+    return "" if len(set(counts)) == 1 else f", blocks per stage {'+'.join(map(str, counts))}"

@@ -37,6 +37,11 @@ from modelplan.specs.transformer import TransformerSpec
 
 __all__ = ["IntRange", "SearchSpace", "divisors", "search_plans", "search_transformer_plans"]  # the space lives in space.py
 
+NO_SPLIT = (None,)
+RELIEF_REACH = 1.05
+"""The stage-split search tries its memory-relief splits (blocks moved to the last stage) only for
+plans within this factor of the memory budget: moving one or two blocks frees a few per cent."""
+
 
 def search_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, space: SearchSpace | None = None,
                  cost: CostModel | None = None, top_k: int = 5) -> SearchResult:
@@ -61,6 +66,7 @@ def search_transformer_plans(
     spec, cost = ev.spec, ev.cost
     n, gb, layers, gpn = gpus, training.global_batch, spec.layers, cluster.gpus_per_node
     budget = ev.memory_bytes * (1 - space.memory_headroom)
+    search_split = space.search_split
     rejected: Counter[str] = Counter()
     examples: dict[str, str] = {}
     closest_need = [float("inf")]
@@ -205,9 +211,19 @@ def search_transformer_plans(
                                         if problem:
                                             reject(problem, 1)
                                             continue
-                                        point = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp)
-                                        first, last = ev.memory(point)
-                                        peak = max(first.total, last.total)
+                                        # the stage split: the fastest, else the first relief that fits
+                                        if pp > 1 and search_split:
+                                            splits = ev.split_candidates(tp, sp, mb, rc, pp, ep, cp, sched, vpp)
+                                        else:
+                                            splits = NO_SPLIT
+                                        for i, split in enumerate(splits):
+                                            point = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp,
+                                                              split=split)
+                                            first, last = ev.memory(point)
+                                            peak = max(first.total, last.total)
+                                            # relief moves a block or two: it cannot close a wide gap
+                                            if peak <= budget or (i == 0 and peak > RELIEF_REACH * budget):
+                                                break
                                         if peak > budget:
                                             reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
                                                            f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > "
@@ -231,8 +247,10 @@ def search_transformer_plans(
     best = []
     for *_, point in sorted(heap, reverse=True):
         tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, _ = point[:12]
+        first_layers, last_layers = point.split if point.split is not None else (None, None)
         plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
-                    sequence_parallel=sp, recompute=rc, zero=zero, ep=ep, cp=cp)
+                    sequence_parallel=sp, recompute=rc, zero=zero, ep=ep, cp=cp,
+                    first_stage_layers=first_layers, last_stage_layers=last_layers)
         e = ev.evaluate(point)
         best.append(to_estimate(ev, e, plan, space.memory_headroom))
     return SearchResult(

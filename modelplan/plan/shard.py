@@ -45,7 +45,8 @@ class UnitShard(BaseModel):
     partial_over_tp: int
     """Of those, elements whose gradient is a partial sum over tp (all-reduced over tp)."""
     group_size: int
-    """Ranks sharing the unit's data-parallel reduction: dp*cp, or dp*cp/ep for routed experts."""
+    """Ranks sharing the unit's data-parallel reduction: dp*cp, or tp*dp*cp/(ep*etp) for routed
+    experts (dp*cp/ep when etp = tp)."""
 
     @property
     def padded(self) -> int:
@@ -113,7 +114,10 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     """Every non-empty unit of the model as one rank holds it."""
     tp, sp, h = plan.tp, plan.sequence_parallel, spec.hidden
     dp = plan.dp * plan.cp  # gradients are reduced over the dp x cp ranks
-    expert_group = dp // plan.ep
+    # routed experts: over ep and etp (Megatron-core's expert grid folds ep x etp over the stage's
+    # tp x dp x cp ranks; etp None: tp, ep inside dp), reduced over the rest
+    etp = plan.etp or tp
+    expert_group = tp * dp // (plan.ep * etp)
     sizes: dict[str, tuple[int, int, int]] = {"embedding/word": (_split(spec.vocab, tp) * h, 0, dp)}
     extra = (spec.max_positions * h if spec.position == "learned" else 0) + spec.type_vocab * h
     extra += _norm(spec) if spec.embedding_norm else 0
@@ -122,7 +126,7 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
         n, p = _block(spec, i, tp, sp)
         sizes[f"layers/{i}"] = (n, p, dp)
         if spec.is_moe_layer(i):
-            sizes[f"layers/{i}/experts"] = (_experts(spec, tp, plan.ep), 0, expert_group)
+            sizes[f"layers/{i}/experts"] = (_experts(spec, etp, plan.ep), 0, expert_group)
     norm = _norm(spec) if spec.final_norm else 0
     head = norm + (0 if spec.tied_embeddings else h * _split(spec.vocab, tp))
     head += _split(spec.vocab, tp) if spec.lm_head_bias else 0
@@ -132,7 +136,7 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
 
 def rank_elements(spec: TransformerSpec, plan: Plan, training: TrainingSpec) -> list[RankElements]:
     """Per pipeline rank: weight, gradient and optimizer-state elements held (table above)."""
-    units = rank_units(spec, schedule_layout(plan.schedule, plan.pp, plan.vpp))
+    units = rank_units(spec, schedule_layout(plan.schedule, plan.pp, plan.vpp), plan.stage_split)
     return held_elements(units, unit_shards(spec, plan), plan, training.optimizer_states)
 
 

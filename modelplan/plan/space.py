@@ -54,6 +54,9 @@ class SearchSpace(Spec):
     allow_tp_across_nodes: bool = False
     memory_headroom: float = Field(0.0, ge=0, lt=1)
     """Fraction of accelerator memory kept free."""
+    search_split: bool = True
+    """Search the first / last stage's blocks (`Evaluator.split_candidates`); False: the default
+    split of `plan.stages.split_layers`."""
 
 
 def divisors(n: int) -> list[int]:

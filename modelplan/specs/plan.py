@@ -81,6 +81,13 @@ class Plan(Spec):
     etp: int | None = Field(None, gt=0)
     """Expert tensor-parallel size (Megatron-core `--expert-tensor-parallel-size`): experts split
     over etp ranks and the expert-parallel group folded over the tp x dp ranks; None: tp."""
+    first_stage_layers: int | None = Field(None, gt=0)
+    """Blocks of the first virtual pipeline stage, the one that also runs the embedding
+    (Megatron-LM `--decoder-first-pipeline-num-layers`); None: the planner's split
+    (`plan.stages.split_layers`, searched by `modelplan plan`)."""
+    last_stage_layers: int | None = Field(None, gt=0)
+    """Blocks of the last virtual pipeline stage, the one that also runs the output layer and the
+    loss (`--decoder-last-pipeline-num-layers`); None: the planner's split."""
     @model_validator(mode="after")
     def _check(self) -> "Plan":
         if self.vpp > 1 and self.schedule is not Schedule.INTERLEAVED:
@@ -97,6 +104,13 @@ class Plan(Spec):
         if self.fsdp_shard_size is not None and (self.dp * self.cp) % self.fsdp_shard_size:
             raise ValueError(f"fsdp_shard_size ({self.fsdp_shard_size}) must divide dp * cp ({self.dp} * {self.cp})")
         return self
+
+    @property
+    def stage_split(self) -> tuple[int | None, int | None] | None:
+        """(first, last) stage blocks the plan fixes (`plan.stages.split_layers`), or None."""
+        if self.first_stage_layers is None and self.last_stage_layers is None:
+            return None
+        return (self.first_stage_layers, self.last_stage_layers)
 
     @property
     def world_size(self) -> int:
