@@ -20,9 +20,16 @@ import numpy as np
 from modelplan.comm.communicator import Communicator, Group
 from modelplan.execute import mappings
 from modelplan.execute.layers.mlp import mlp_backward, mlp_forward
-from modelplan.execute.layers.moe import experts_backward, experts_forward, router_backward, router_forward
+from modelplan.execute.layers.moe import (
+    experts_backward,
+    experts_forward,
+    router_backward,
+    router_forward,
+    shared_gate_backward,
+    shared_gate_forward,
+)
 from modelplan.execute.mappings import TensorParallel
-from modelplan.execute.shapes import sub
+from modelplan.execute.shapes import router, sub
 from modelplan.specs.transformer import TransformerSpec
 
 
@@ -50,7 +57,7 @@ def moe_forward(
     x_in = mappings.enter_region(tp, x, "tp/mlp/in")  # (b, s, h)
     tokens = x_in.reshape(-1, x_in.shape[-1])  # (T, h)
     T = tokens.shape[0]
-    weights, experts, rcache = router_forward(tokens, p, k)
+    weights, experts, rcache = router_forward(tokens, p, router(spec))
     dispatch = np.zeros((E, T, tokens.shape[1]))
     for j in range(k):
         dispatch[experts[:, j], np.arange(T)] = tokens
@@ -61,15 +68,17 @@ def moe_forward(
     combined = np.concatenate(returned, axis=0)  # (E, T, h)
     picked = combined[experts, np.arange(T)[:, None]]  # (T, k, h)
     out = np.einsum("tk,tkh->th", weights, picked)
-    shared = None
+    shared = gate = None
     if moe.shared_experts:
-        y, shared = mlp_forward(tokens, sub(p, "shared"), spec.activation, spec.gated_mlp)
-        out = out + y
+        y, shared = mlp_forward(tokens, sub(p, "shared"), spec.activation, spec.gated_mlp)  # partial over tp
+        gate = shared_gate_forward(tokens, p) if moe.shared_expert_gate else None
+        out = out + (y if gate is None else gate * y)
+        shared = (shared, y)
     y = mappings.exit_region(tp, out.reshape(x_in.shape), "tp/mlp/out")
     if "shared/out/bias" in p:
         y = y + p["shared/out/bias"]
     return y, {"rcache": rcache, "weights": weights, "experts": experts, "picked": picked,
-               "ecache": ecache, "shared": shared, "shape": x_in.shape}
+               "ecache": ecache, "shared": shared, "gate": gate, "tokens": tokens, "shape": x_in.shape}
 
 
 def moe_backward(
@@ -86,7 +95,13 @@ def moe_backward(
     weights, experts = c["weights"], c["experts"]
     dtokens = np.zeros_like(dout)
     if c["shared"] is not None:
-        dtokens, g = mlp_backward(c["shared"], sub(p, "shared"), spec.activation, spec.gated_mlp, dout)
+        cache, y = c["shared"]
+        dshared = dout
+        if c["gate"] is not None:  # the gate's gradients are partial over tp, like the shared output
+            dtokens, grads["shared_gate/weight"] = shared_gate_backward(c["tokens"], p, c["gate"], y, dout)
+            dshared = c["gate"] * dout
+        dx_s, g = mlp_backward(cache, sub(p, "shared"), spec.activation, spec.gated_mlp, dshared)
+        dtokens = dtokens + dx_s
         grads.update({f"shared/{n}": v for n, v in g.items()})
     dweights = np.einsum("th,tkh->tk", dout, c["picked"])  # partial over tp, like the outputs
     dcombined = np.zeros((E, T, dout.shape[1]))
@@ -99,7 +114,7 @@ def moe_backward(
     ddispatch = np.concatenate(returned, axis=0)  # (E, T, h)
     for j in range(experts.shape[1]):
         dtokens = dtokens + ddispatch[experts[:, j], np.arange(T)]
-    drouter, g = router_backward(c["rcache"], p, dweights)
+    drouter, g = router_backward(c["rcache"], p, dweights, router(spec))
     grads.update(g)
     dx_in = (dtokens + drouter).reshape(c["shape"])
     return mappings.enter_region_backward(tp, dx_in, "tp/mlp/in"), grads

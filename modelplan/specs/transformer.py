@@ -74,6 +74,9 @@ class TransformerSpec(Spec):
     """Factor on Q K^T; None means 1 / sqrt(head_dim) (Gemma query_pre_attn_scalar, Granite)."""
     qkv_clip: float | None = Field(None, gt=0)
     """Q, K, V clamped to [-clip, clip] (OLMo clip_qkv)."""
+    nope_full_attention: bool = False
+    """full_attention blocks have no position encoding (Llama 4: rotary on its chunked blocks
+    only, no_rope_layers)."""
     rotary_fraction: float = Field(1.0, gt=0, le=1)
     """Share of each head's dims that rotary rotates (HF partial_rotary_factor)."""
     mla: MLASpec | None = None
@@ -152,6 +155,9 @@ class TransformerSpec(Spec):
     mtp_layers: int = Field(0, ge=0)
     """Multi-token prediction modules (DeepSeek-V3 sec. 2.2, num_nextn_predict_layers): each two
     norms, a Linear(2h, h), one block and a norm; embedding and output head shared."""
+    mtp_loss_weight: float = Field(0.1, gt=0)
+    """lambda of the training loss L_main + lambda / D * sum_k L_k over the D MTP modules
+    (DeepSeek-V3 sec. 2.2: 0.3, then 0.1; Megatron-core --mtp-loss-scaling-factor 0.1)."""
     vision: VisionSpec | None = None
     """A vision tower and projector (Gemma 3, Mistral 3); parameters only."""
     dropout: bool = False

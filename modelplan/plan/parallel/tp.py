@@ -25,6 +25,7 @@ from modelplan.plan.commcost import CommPricer
 from modelplan.plan.parallel.calls import RankCalls
 from modelplan.plan.parallel.sp import region_ops
 from modelplan.specs.costmodel import CostModel
+from modelplan.specs.transformer import TransformerSpec
 
 AG, AR = Collective.ALL_GATHER, Collective.ALL_REDUCE
 TP = Axis.TP
@@ -50,12 +51,26 @@ def block_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, fwd_runs: int,
             calls.add(g_bwd, TP, tp, nbytes, bwd_runs, f"tp/{sub}/out")
 
 
-def embedding_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, runs: int) -> None:
-    """g after the vocab-parallel embedding (forward and backward of `runs` micro-batches)."""
+def qk_norm_calls(calls: RankCalls, spec: TransformerSpec, tp: int, tokens: int, value_bytes: int, fwd_runs: int,
+                  bwd_runs: int) -> None:
+    """A q/k norm over all heads (OLMo-2, OLMoE) whose heads are split over tp: per norm, the
+    AllReduce of its per-token statistics in forward (sum x^2; LayerNorm also sum x) and of
+    its gradient statistics in backward."""
+    if not spec.qk_norm or spec.qk_norm_scope != "all_heads" or spec.mla is not None:
+        return
+    stats = tokens * (2 if spec.norm == "layernorm" else 1) * value_bytes
+    for name in ("q_norm", "k_norm"):
+        calls.add(AR, TP, tp, stats, fwd_runs, f"tp/attention/{name}/stats")
+        calls.add(AR, TP, tp, stats, bwd_runs, f"tp/attention/{name}/grad-stats")
+
+
+def embedding_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, runs: int, label: str = "tp/embedding") -> None:
+    """g after the vocab-parallel embedding (forward and backward of `runs` micro-batches); the
+    MTP modules' lookups on the last stage are `tp/mtp/embedding`."""
     g_fwd, g_bwd, _, _ = region_ops(sp)
-    calls.add(g_fwd, TP, tp, nbytes, runs, "tp/embedding")
+    calls.add(g_fwd, TP, tp, nbytes, runs, label)
     if g_bwd is not None:
-        calls.add(g_bwd, TP, tp, nbytes, runs, "tp/embedding")
+        calls.add(g_bwd, TP, tp, nbytes, runs, label)
 
 
 def head_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, tokens: int, loss_bytes: int, runs: int) -> None:
