@@ -44,6 +44,8 @@ def _inputs(target: str, overrides_plan: dict, overrides_training: dict):
         spec, plan_data, training_data = load_model(target), {}, {}
     plan_data.update(overrides_plan)
     training_data.update(overrides_training)
+    if plan_data.get("ep", 1) > 1 and "dp" not in plan_data:
+        plan_data["dp"] = plan_data["ep"]  # experts split over data-parallel ranks: the smallest dp ep divides
     if plan_data.get("vpp", 1) > 1 and "schedule" not in plan_data:
         plan_data["schedule"] = "interleaved"
     if "global_batch" not in training_data:
@@ -64,7 +66,7 @@ def verify_cmd(
     tp: Annotated[Optional[int], typer.Option(help="Tensor-parallel size.")] = None,
     pp: Annotated[Optional[int], typer.Option(help="Pipeline-parallel size.")] = None,
     vpp: Annotated[Optional[int], typer.Option(help="Model chunks per pipeline rank (interleaved).")] = None,
-    ep: Annotated[Optional[int], typer.Option(help="Expert-parallel size (MoE; divides dp).")] = None,
+    ep: Annotated[Optional[int], typer.Option(help="Expert-parallel size (MoE; divides dp, which defaults to ep).")] = None,
     micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", help="Sequences per micro-batch.")] = None,
     global_batch: Annotated[Optional[int], typer.Option("--global-batch", help="Sequences per step (default dp*micro_batch*2*pp).")] = None,
     seq: Annotated[Optional[int], typer.Option(help="Sequence length of the real run.")] = None,

@@ -47,3 +47,11 @@ def check_supported(spec) -> None:
             f"verify cannot execute {', '.join(missing)} of {spec.name} yet: a feature the numpy "
             "executor does not run is refused rather than dropped"
         )
+
+
+def text_only_notes(spec) -> list[str]:
+    """Verify's notes on what a text-only step leaves out (`TEXT_ONLY`)."""
+    if getattr(spec, "kind", None) != "transformer" or spec.vision is None:
+        return []
+    return ["text-only step: the vision tower and projector are not run (no images; transformers "
+            "skips them without pixel_values) and are left out of the scaled-down model"]

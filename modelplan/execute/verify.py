@@ -35,7 +35,7 @@ from modelplan.execute.reference import reference_step
 from modelplan.execute.report import TimelineStep, VerifyReport, VerifyRow
 from modelplan.execute.scale import check_executable, scale_down
 from modelplan.execute.spmd import SpmdBackend, SpmdError, spmd_runner
-from modelplan.execute.support import check_supported
+from modelplan.execute.support import check_supported, text_only_notes
 from modelplan.execute.timeline import lamport_spans
 from modelplan.plan.commlist import communication_list
 from modelplan.plan.dims import ParallelDims
@@ -50,6 +50,7 @@ Progress = Callable[[str], None]
 
 def _notes(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> list[str]:
     notes = ["executed in float64: the communication list is sized at 8 bytes per element for the comparison"]
+    notes += text_only_notes(spec)
     if spec.dropout:
         notes.append("dropout off: the executed step is deterministic")
     if spec.moe is not None and spec.moe.capacity_factor is not None:
