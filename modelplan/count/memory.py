@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Literal
 from modelplan.count.attention import is_fused, lse_bytes_per_token
 from modelplan.count.block_flops import keys_per_query
 from modelplan.count.blocks import Block, block_of, mtp_block
+from modelplan.count.checkpointing import op_sac_kept_per_token
+from modelplan.count.eager import loss_peak_bytes, rmsnorm_kept_bytes, swiglu_kept_bytes
 from modelplan.count.flops import check_seq_len, decoder_seq_len
 from modelplan.count.params import count_params
 from modelplan.count.result import MemoryCount
@@ -53,7 +55,17 @@ def _mixer_terms(spec: "TransformerSpec", block: Block, d: int) -> tuple[int, in
     return 0, sharded, True
 
 
-def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str = "eager") -> tuple[int, int, int]:
+def _out_proj_width(spec: "TransformerSpec", block: Block) -> int:
+    """Width of the mixer's output-projection input (attention values, MLA's v dims, Mamba's y)."""
+    if block.mixer == "mamba":
+        return spec.ssm.inner
+    if spec.mla is not None:
+        return spec.heads * spec.mla.v_head_dim
+    return spec.q_width
+
+
+def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str = "eager",
+                 elementwise: str = "fused") -> tuple[int, int, int]:
     """(replicated bytes per token, tp-sharded bytes per token, score bytes per query and key) of
     a block.
 
@@ -70,15 +82,19 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
     shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp
     block_inputs = 1 if shared_input else 2
     replicated = d * h * (norm_inputs + block_inputs) + (2 if block.mlp else 1) * mask * h  # dropout masks (1 B)
+    eager = elementwise == "eager"
+    if eager and spec.norm == "rmsnorm":  # eager RMSNorm keeps its fp32 input and its output
+        replicated += (rmsnorm_kept_bytes(d) - d) * h * norm_inputs
     rep_mixer, sharded, scores = _mixer_terms(spec, block, d)
     replicated += rep_mixer
     if block.cross:  # T5 cross-attention: its norm input and block input, Q and the out-proj input
         replicated += 2 * d * h + mask * h
         sharded += 2 * d * spec.q_width
     inner = 3 if spec.gated_mlp else 2  # plain: act in + act out; gated: fc1 out (2f) + fc2 in (f)
+    if eager and spec.gated_mlp:  # eager SwiGLU also keeps silu(a) for the product's backward
+        inner += swiglu_kept_bytes(d) // d
     moe = spec.moe
-    if block.mlp and block.moe and moe is not None:
-        replicated += moe.top_k * d * h  # each token's input copied to its top_k experts
+    if block.mlp and block.moe and moe is not None:  # (the top_k routed copies: _dispatch_bytes)
         shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
         sharded += inner * d * (moe.top_k * moe.expert_ffn_hidden + moe.shared_experts * shared_hidden)
     elif block.mlp:
@@ -93,24 +109,56 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
 
 
 def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_len: int, dtype_bytes: int,
-                 tp: int, sequence_parallel: bool, recompute: str, attention: str, memory_len: int = 0) -> int:
+                 tp: int, sequence_parallel: bool, recompute: str, attention: str, memory_len: int = 0,
+                 ac_mode: str = "attention_core", elementwise: str = "fused", ac_every: int = 2,
+                 fp8_inputs: bool = False) -> int:
     """Activation bytes of one block of kind `block` (see activation_bytes_per_layer)."""
+    if recompute == "selective" and ac_mode in ("layer_sac", "every_nth_block"):
+        args = (spec, block, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel)
+        extra = dict(memory_len=memory_len, elementwise=elementwise, fp8_inputs=fp8_inputs)
+        full = _block_bytes(*args, "full", attention, **extra)
+        none = _block_bytes(*args, "none", attention, **extra)
+        return _ceil_div(full + (ac_every - 1) * none, ac_every)  # one block in ac_every recomputed whole
     sb = seq_len * micro_batch
     if recompute == "full":
         kept = dtype_bytes * sb * spec.hidden  # only the block input (Korthikanti section 5)
         return _ceil_div(kept, tp) if sequence_parallel else kept
-    replicated, sharded, score = _layer_terms(spec, block, dtype_bytes, attention)
+    replicated, sharded, score = _layer_terms(spec, block, dtype_bytes, attention, elementwise)
+    if fp8_inputs and not block.moe:  # TE keeps the linear inputs as fp8 (1 byte) copies
+        saved = dtype_bytes - 1
+        shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp
+        replicated -= saved * spec.hidden * (1 if shared_input else 2)
+        sharded -= saved * (_out_proj_width(spec, block) + (spec.ffn_hidden if block.mlp else 0))
+    standard = block.mixer != "mamba" and spec.mla is None and not block.cross and block.mlp
+    if recompute == "selective" and ac_mode == "op_sac" and not block.moe and standard and is_fused(attention):
+        replicated, sharded = op_sac_kept_per_token(spec, dtype_bytes, tp)
+        score = 0
     sharded_bytes = sb * sharded
     if block.cross:  # K and V over the encoder tokens, per decoder layer
         sharded_bytes += dtype_bytes * micro_batch * memory_len * 2 * spec.kv_width
     if recompute != "selective":  # selective recompute drops the a s^2 part (section 5)
-        keys = keys_per_query(spec, block.mixer, seq_len)
-        sharded_bytes += score * sb * keys
+        # the score term is eager attention's (a fused kernel keeps none): it materialises every
+        # query's s scores and masks them also in sliding / chunked blocks (HF eager attention,
+        # Megatron's unfused softmax), so its keys are the whole sequence
+        sharded_bytes += score * sb * seq_len
         if block.cross and not is_fused(attention):
             sharded_bytes += spec.heads * dtype_bytes * sb * memory_len
     replicated_bytes = sb * replicated
     rep = _ceil_div(replicated_bytes, tp) if sequence_parallel else replicated_bytes
-    return rep + _ceil_div(sharded_bytes, tp)
+    return rep + _ceil_div(sharded_bytes, tp) + _dispatch_bytes(spec, block, sb, dtype_bytes)
+
+
+def _dispatch_bytes(spec: "TransformerSpec", block: Block, tokens: int, d: int) -> int:
+    """The top_k copies of each token the MoE layer keeps: the permuted expert inputs, and the
+    expert outputs the combine multiplies by the routing weights (kept for the weights' gradient:
+    Megatron-core moe_utils.unpermute, permuted_tokens * probs). They live on the
+    tensor-parallel group's tokens: the all-to-all dispatcher gathers a sequence-parallel
+    group's shards before it permutes (MoEAlltoAllTokenDispatcher with expert tensor parallelism
+    = tp), so sequence parallelism does not split them."""
+    moe = spec.moe
+    if not (block.mlp and block.moe and moe is not None):
+        return 0
+    return 2 * tokens * moe.top_k * d * spec.hidden
 
 
 def activation_bytes_per_layer(
@@ -123,6 +171,10 @@ def activation_bytes_per_layer(
     recompute: Literal["none", "selective", "full"] = "none",
     layer_index: int | None = None,
     attention: str = "eager",
+    ac_mode: str = "attention_core",
+    elementwise: str = "fused",
+    ac_every: int = 2,
+    fp8_inputs: bool = False,
 ) -> int:
     """Activation bytes one block keeps for backward, per GPU, for one micro-batch.
 
@@ -154,6 +206,15 @@ def activation_bytes_per_layer(
     - attention 'flash' / 'sdpa' (fused kernels): no score term (no s x s scores, probabilities
       or dropout mask are stored), plus 4 bytes of fp32 log-sum-exp per token and head (/t);
       'eager' (the default here) is the paper's unfused attention.
+    - `ac_mode` says what 'selective' keeps (`modelplan.count.checkpointing`): attention_core is
+      the paper's; op_sac keeps the block input, every other matmul output, attention's output
+      and log-sum-exp (q/k/v attention blocks with a dense MLP; others keep attention_core's);
+      layer_sac / every_nth_block keep a whole block in `ac_every` blocks fully recomputed (the
+      mean over blocks, rounded up).
+    - `elementwise` 'eager' (PyTorch composites, `modelplan.count.eager`): an RMSNorm keeps its
+      fp32 input and its output, SwiGLU also keeps silu's output.
+    - `fp8_inputs` (Transformer Engine fp8): the linear layers of dense blocks keep their inputs
+      as 1-byte fp8 copies (the norm outputs, the output-projection input, the second MLP GEMM's).
     `layer_index` picks a block (block kinds differ); None gives the largest block. Division by t
     rounds up (exact when t divides the sizes). These are estimates of what a Megatron-style
     implementation keeps, not measured.
@@ -162,7 +223,8 @@ def activation_bytes_per_layer(
     kinds = {block_of(spec, i) for i in indices}
     return max(
         _block_bytes(spec, kind, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, recompute, attention,
-                     memory_len=seq_len)
+                     memory_len=seq_len, ac_mode=ac_mode, elementwise=elementwise, ac_every=ac_every,
+                     fp8_inputs=fp8_inputs)
         for kind in kinds
     )
 
@@ -182,17 +244,21 @@ def embedding_activation_bytes(
 
 
 def output_activation_bytes(
-    spec: "TransformerSpec", micro_batch: int, seq_len: int, dtype_bytes: int, tp: int = 1
+    spec: "TransformerSpec", micro_batch: int, seq_len: int, dtype_bytes: int, tp: int = 1,
+    fused_cross_entropy: bool = True,
 ) -> int:
     """Output layer + cross-entropy activations of one micro-batch (last pipeline stage).
 
     Megatron's estimator: 4 s b h (1 + V/h) / t for 16-bit activations, read as the final-norm
     output and head input (2 d s b h) plus fp32 logits for the loss (4 s b V); 0 without lm_head.
+    An eager `F.cross_entropy(logits.float())` holds 12 bytes per logit at its peak instead of 4
+    (`modelplan.count.eager.loss_peak_bytes`).
     """
     if not spec.lm_head:
         return 0
     sb = seq_len * micro_batch
-    return _ceil_div(2 * dtype_bytes * sb * spec.hidden + FP32_BYTES * sb * spec.vocab, tp)
+    per_logit = loss_peak_bytes(dtype_bytes, fused_cross_entropy)
+    return _ceil_div(2 * dtype_bytes * sb * spec.hidden + per_logit * sb * spec.vocab, tp)
 
 
 def kv_cache_tokens(spec: "TransformerSpec", block: Block, seq_len: int, memory_len: int = 0) -> int:
