@@ -81,8 +81,9 @@ def test_cli_verify_exits_2_naming_the_feature(tmp_path):
 
 
 def test_planner_notes_what_it_prices_as_baseline():
-    """plan's notes name the features its step time leaves out instead of dropping them silently."""
-    spec = LLAMA.model_copy(update={"qk_norm": True, "attention_sinks": True})
+    """plan's notes name the features its step time leaves out instead of dropping them silently;
+    the ones it prices (q/k norms, sinks) are not named."""
+    spec = LLAMA.model_copy(update={"qk_norm": True, "attention_sinks": True, "embedding_dim": 8})
     notes = plan_notes(spec, Plan(dp=1))
-    assert any("qk_norm, attention_sinks not modelled by the planner" in n for n in notes)
+    assert any("baseline blocks: embedding_dim not modelled by the planner" in n for n in notes)
     assert not any("not modelled" in n for n in plan_notes(LLAMA, Plan(dp=1)))

@@ -175,6 +175,7 @@ def activation_bytes_per_layer(
     elementwise: str = "fused",
     ac_every: int = 2,
     fp8_inputs: bool = False,
+    block: Block | None = None,
 ) -> int:
     """Activation bytes one block keeps for backward, per GPU, for one micro-batch.
 
@@ -197,9 +198,11 @@ def activation_bytes_per_layer(
       bytes per norm, are ignored as in the paper). Sandwich norms keep four inputs.
     - parallel blocks (GPT-J/NeoX/Falcon): the norms share one input (d h), and with one norm the
       attention and MLP read the same tensor (d h once, not twice).
-    - MoE layers: each token's input is copied to top_k experts (top_k d h, not split by tp) and
-      each expert keeps its MLP inner activations; routing probabilities are ignored.
-    - sliding / chunked layers: the eager score term covers min(s, window) keys per query.
+    - MoE layers: each token's input is copied to top_k experts and the combine keeps the top_k
+      expert outputs for the routing weights' gradient (2 top_k d h, on the tp group's tokens:
+      not split by tp, also under sequence parallelism); each expert keeps its MLP inner
+      activations; routing probabilities are ignored.
+    - sliding / chunked layers: an eager kernel still keeps all s scores of a query (masked).
     - MLA: per-head Q, K (nope + rope dims), V and the out-proj input; the latents replicated.
     - Mamba blocks: the selective-scan kernel keeps its inputs (x, z, conv output, delta, B, C,
       y: 5 d_inner + dt_rank + 2N per token) and recomputes the states; no score term.
@@ -215,12 +218,13 @@ def activation_bytes_per_layer(
       fp32 input and its output, SwiGLU also keeps silu's output.
     - `fp8_inputs` (Transformer Engine fp8): the linear layers of dense blocks keep their inputs
       as 1-byte fp8 copies (the norm outputs, the output-projection input, the second MLP GEMM's).
-    `layer_index` picks a block (block kinds differ); None gives the largest block. Division by t
+    `layer_index` picks a block (block kinds differ), or `block` names its kind (an MTP module's);
+    None gives the largest block. Division by t
     rounds up (exact when t divides the sizes). These are estimates of what a Megatron-style
     implementation keeps, not measured.
     """
     indices = range(spec.num_blocks) if layer_index is None else (layer_index,)
-    kinds = {block_of(spec, i) for i in indices}
+    kinds = {block} if block is not None else {block_of(spec, i) for i in indices}
     return max(
         _block_bytes(spec, kind, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, recompute, attention,
                      memory_len=seq_len, ac_mode=ac_mode, elementwise=elementwise, ac_every=ac_every,

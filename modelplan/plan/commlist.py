@@ -25,9 +25,10 @@ unless `element_bytes` fixes one size for all (the float64 executor: 8).
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from modelplan.comm.ops import Axis, Collective
+from modelplan.count.blocks import block_of, mtp_block
 from modelplan.plan.experts import expert_capacity
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
 from modelplan.plan.parallel.calls import EXECUTOR_ALGO, CommItem, RankCalls, merge_rank_calls
@@ -95,9 +96,10 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
             fwd_runs = mc * (2 if recompute else 1)
             # MTP modules (last stage): a block (not recomputed), a lookup and the head each
             mtp = spec.mtp_layers if v == last else 0
-            blocks, block_fwd = len(layers) + mtp, fwd_runs * len(layers) + mc * mtp
-            tp_mod.block_calls(calls, tp, sp, A, block_fwd, mc * blocks)
-            tp_mod.qk_norm_calls(calls, spec, tp, tokens, act, block_fwd, mc * blocks)
+            for block, n in Counter(block_of(spec, i) for i in layers).items():
+                tp_mod.block_kind_calls(calls, spec, block, tp, sp, A, tokens, act, fwd_runs * n, mc * n)
+            if mtp:
+                tp_mod.block_kind_calls(calls, spec, mtp_block(spec), tp, sp, A, tokens, act, mc * mtp, mc * mtp)
             if v == 0:
                 tp_mod.embedding_calls(calls, tp, sp, A, mc)
             if v == last:

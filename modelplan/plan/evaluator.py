@@ -23,8 +23,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from modelplan.comm.ops import Axis, Collective
+from modelplan.count.blocks import Block, mtp_block
 from modelplan.count.flops import count_flops
 from modelplan.plan.commcost import CommPricer
+from modelplan.plan.block_mix import block_kinds, mean_terms, with_mtp
 from modelplan.plan.compute import Roofline, kernel_times
 from modelplan.count.checkpointing import checkpointed_share, op_sac_recomputed_fraction
 from modelplan.plan.dims import EXPERT_DP, ParallelDims, pair_shape, strided_shape
@@ -196,22 +198,40 @@ class Evaluator:
     # -- one block, the embedding and the head, per micro-batch on one TP rank -------------------
 
     def block_terms(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int = 1,
-                    ep: int | None = None) -> BlockTerms:
-        """A dense block (or with `ep` an MoE block over ep ranks), the embedding and the head."""
-        return self._memo(("block", tp, sp, micro_batch, recompute, cp, ep),
-                          lambda: self._block_terms(tp, sp, micro_batch, recompute, cp, ep))
+                    ep: int | None = None, mtp_ep: int = 1) -> BlockTerms:
+        """A dense block (or with `ep` an MoE block over ep ranks), the embedding and the head;
+        block kinds mixed at the model's shares, the dense terms' head with the MTP modules
+        (`block_mix.py`; an MoE MTP block over `mtp_ep` ranks)."""
+        return self._memo(("block", tp, sp, micro_batch, recompute, cp, ep, mtp_ep),
+                          lambda: self._mixed_terms(tp, sp, micro_batch, recompute, cp, ep, mtp_ep))
 
-    def _block_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None) -> BlockTerms:
+    def _mixed_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
+                     mtp_ep: int) -> BlockTerms:
+        spec = self.spec
+        kinds = block_kinds(spec, ep is not None)
+        if not kinds:
+            terms = self._block_terms(tp, sp, b, recompute, cp, ep, None)
+        else:
+            terms = mean_terms([self._block_terms(tp, sp, b, recompute, cp, ep, block) for block, _ in kinds],
+                               [n for _, n in kinds])
+        if ep is None and spec.mtp_layers:
+            block = mtp_block(spec)
+            mtp = self._block_terms(tp, sp, b, "none", cp, mtp_ep if block.moe else None, block)
+            terms = with_mtp(terms, mtp, spec.mtp_layers)
+        return terms
+
+    def _block_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
+                     block: Block | None) -> BlockTerms:
         spec, training, d = self.spec, self.training, self.dtype_bytes
         s_local = training.seq_len // cp
         tokens = b * s_local
         moe = ep is not None
         capacity = expert_capacity(tokens, spec.moe, self.capacity_factor) if moe else None
         sw = self.software
-        times = self._memo(("kernel_times", tp, sp, b, cp, ep), lambda: kernel_times(
+        times = self._memo(("kernel_times", tp, sp, b, cp, ep, block), lambda: kernel_times(
             spec, tp, sp, b, training.seq_len, d, self.vocab_padded(tp), self.roofline, moe_layer=moe,
             ep=ep or 1, capacity=capacity, cp=cp, attention=training.attention, software=sw,
-            scaled_gemm_factor=self.cost.fp8_scaled_gemm_factor))
+            scaled_gemm_factor=self.cost.fp8_scaled_gemm_factor, block=block))
         full = recompute == "full"
         # what 'selective' recomputes under this engine (`count/checkpointing.py`; MoE blocks: attention core)
         mode = "attention_core" if moe and sw.ac_mode == "op_sac" else sw.ac_mode
@@ -222,8 +242,8 @@ class Evaluator:
         rerun = 1.0 if full else (checkpointed_share(sw.ac_every) if layer_level else 0.0)
         act = tokens * spec.hidden * d  # one (b, s/cp, h) activation
         tp_shape = self.shapes(tp, 1, 1)[Axis.TP]
-        tp_t = self._memo(("tp", tp, sp, b, cp), lambda: tp_mod.tp_seconds(self.pricer, tp_shape, tp, sp, act, tokens,
-                                                                             tp_mod.LOSS_VALUE_BYTES))
+        tp_t = self._memo(("tp", tp, sp, b, cp, block), lambda: tp_mod.tp_seconds(
+            self.pricer, tp_shape, tp, sp, act, tokens, tp_mod.LOSS_VALUE_BYTES, spec, block, d))
         if moe:
             a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, capacity, spec.hidden, d)
             ep_x = ep_mod.ep_exposure(self.pricer, self.shapes(tp, ep, 2, ep, cp)[Axis.EP], ep, a2a, full)
@@ -232,7 +252,7 @@ class Evaluator:
         kv_send = self.cp_kv_send_s(tp, b, cp) if cp > 1 else 0.0
         cp_x = cp_mod.cp_exposure(cp, kv_send, times.core_fwd_s, times.core_bwd_s, full, self.cost)
         stored, working = block_activations(spec, b, training.seq_len, d, tp, sp, recompute, moe, training.attention, cp,
-                                            sw)
+                                            sw, block)
         emb_act, head_act = edge_activations(spec, b, training.seq_len, d, tp, sp, cp, sw.fused_cross_entropy)
         message, _ = self.boundary(tp, sp, b, cp, True)
         overlap = 3 * times.linear_fwd_s if sw.tp_comm_overlap else None  # forward, dgrad and wgrad GEMMs
@@ -274,7 +294,7 @@ class Evaluator:
         hit = self._stages.get(key)
         if hit is None:
             moe = self.block_terms(tp, sp, micro_batch, recompute, cp, ep) if self.spec.moe is not None else None
-            dense = self.block_terms(tp, sp, micro_batch, recompute, cp)
+            dense = self.block_terms(tp, sp, micro_batch, recompute, cp, mtp_ep=ep)
             st = compose_stages(blocks, dense, moe)
             mean = (st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s
             hit = self._stages[key] = StageEntry(st, max(st.first_s, st.last_s, st.mid_max_s), mean, dense, moe,

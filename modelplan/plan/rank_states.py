@@ -8,6 +8,7 @@ experts (Megatron-core's expert data-parallel group).
 
 from __future__ import annotations
 
+from modelplan.count.blocks import block_of
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings
 from modelplan.plan.fsdp import UNITS_IN_FLIGHT, zero3_mode
 from modelplan.plan.parallel import dp_zero
@@ -42,7 +43,7 @@ class RankStates:
 
     def unit_kinds(self, schedule: str, pp: int, vpp: int) -> list[tuple[int, tuple[tuple[str, int], ...]]]:
         """Per pipeline rank (id, ((unit, count), ...)): its units with the alike ones merged (every
-        dense block's unit is the same size, every MoE block's and expert set's too), in order of
+        block of one kind, `count.blocks.Block`, holds a unit of the same size, its expert set too), in order of
         first appearance; the id is shared by ranks and layouts holding the same kinds."""
         def kinds():
             out = []
@@ -52,7 +53,8 @@ class RankStates:
                     kind = unit
                     if unit.startswith("layers/"):
                         index = int(unit.split("/")[1])
-                        kind = "experts" if unit.endswith("/experts") else ("moe" if self.spec.is_moe_layer(index) else "dense")
+                        block = block_of(self.spec, index)  # alike blocks are the same size
+                        kind = ("experts", block) if unit.endswith("/experts") else block
                     merged.setdefault(kind, [unit, 0])[1] += 1
                 sig = tuple((unit, count) for unit, count in merged.values())
                 out.append((self._ids.setdefault(tuple((k, c) for k, (_, c) in merged.items()), len(self._ids)),

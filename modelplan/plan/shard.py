@@ -119,11 +119,27 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
     return numel, norms_partial + (out_bias if sp else 0)
 
 
+def _mamba(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
+    """(local, partial) of a Mamba mixer with its d_inner channels split over tp (Megatron-core's
+    Mamba mixer: in_proj, conv, dt_proj, A_log, D split by channel; x_proj and out_proj split by
+    their input channels, out_proj's bias replicated; Jamba's dt/B/C norms replicated, their
+    gradients partial over tp)."""
+    ssm, h = spec.ssm, spec.hidden
+    d, n, r = _split(ssm.inner, tp), ssm.state_size, ssm.dt_rank
+    numel = h * 2 * d + (2 * d if ssm.proj_bias else 0)  # in_proj: x and z
+    numel += d * ssm.conv_kernel + (d if ssm.conv_bias else 0)  # depthwise conv
+    numel += d * (r + 2 * n) + r * d + d + d * n + d  # x_proj, dt_proj (+ bias), A_log, D
+    out_bias = h if ssm.proj_bias else 0
+    norms = r + 2 * n if ssm.bc_dt_norm else 0
+    numel += d * h + out_bias + norms
+    return numel, (norms if tp > 1 else 0) + (out_bias if sp else 0)
+
+
 def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int, int]:
     """(local elements, partial elements) of one block of kind `block` without its routed experts."""
     h = spec.hidden
     norms = _norm(spec) * spec.num_norms_per_layer
-    numel, partial = _attention(spec, tp, sp)
+    numel, partial = _mamba(spec, tp, sp) if block.mixer == "mamba" else _attention(spec, tp, sp)
     numel, partial = numel + norms, partial + (norms if sp else 0)
     if not block.mlp:
         return numel, partial

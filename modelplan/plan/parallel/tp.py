@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from modelplan.comm.ops import Axis, Collective
+from modelplan.count.blocks import Block
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.parallel.calls import RankCalls
 from modelplan.plan.parallel.sp import region_ops
@@ -45,6 +46,39 @@ def block_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, fwd_runs: int,
     `bwd_runs` backwards of blocks whose (b, s, h) activation is `nbytes`."""
     g_fwd, g_bwd, f_fwd, f_bwd = region_ops(sp)
     for sub in ("attention", "mlp"):
+        for op, where in ((f_fwd, "in"), (g_fwd, "out")):
+            if op is not None:
+                calls.add(op, TP, tp, nbytes, fwd_runs, f"tp/{sub}/{where}")
+        calls.add(f_bwd, TP, tp, nbytes, bwd_runs, f"tp/{sub}/in")
+        if g_bwd is not None:
+            calls.add(g_bwd, TP, tp, nbytes, bwd_runs, f"tp/{sub}/out")
+
+
+def block_kind_calls(calls: RankCalls, spec: TransformerSpec, block: Block, tp: int, sp: bool, nbytes: int,
+                     tokens: int, value_bytes: int, fwd_runs: int, bwd_runs: int) -> None:
+    """One block of kind `block`: f and g around each of its sublayers (the mixer, a decoder
+    block's cross-attention, the MLP if it has one), a q/k norm's statistics, and the Mamba
+    mixer's AllReduce of its x_proj output (dt, B, C of all channels, with d_inner split over tp)
+    in forward and of its gradient in backward."""
+    mixer = "mamba" if block.mixer == "mamba" else "attention"
+    subs = [mixer] + (["cross_attention"] if block.cross else []) + (["mlp"] if block.mlp else [])
+    if subs == ["attention", "mlp"]:
+        block_calls(calls, tp, sp, nbytes, fwd_runs, bwd_runs)
+    else:
+        _sublayer_calls(calls, subs, tp, sp, nbytes, fwd_runs, bwd_runs)
+    if block.mixer == "mamba":
+        ssm = spec.ssm
+        x_proj = tokens * (ssm.dt_rank + 2 * ssm.state_size) * value_bytes
+        calls.add(AR, TP, tp, x_proj, fwd_runs, "tp/mamba/x_proj")
+        calls.add(AR, TP, tp, x_proj, bwd_runs, "tp/mamba/x_proj")
+    else:
+        qk_norm_calls(calls, spec, tp, tokens, value_bytes, fwd_runs, bwd_runs)
+
+
+def _sublayer_calls(calls: RankCalls, subs: list[str], tp: int, sp: bool, nbytes: int, fwd_runs: int,
+                    bwd_runs: int) -> None:
+    g_fwd, g_bwd, f_fwd, f_bwd = region_ops(sp)
+    for sub in subs:
         for op, where in ((f_fwd, "in"), (g_fwd, "out")):
             if op is not None:
                 calls.add(op, TP, tp, nbytes, fwd_runs, f"tp/{sub}/{where}")
@@ -98,16 +132,24 @@ class TpSeconds(NamedTuple):
     """Output head and vocab-parallel cross-entropy."""
 
 
-def tp_seconds(pricer: CommPricer, shape, tp: int, sp: bool, nbytes: int, tokens: int, loss_bytes: int) -> TpSeconds:
-    """Price the calls above for one micro-batch on the TP group's `shape`."""
+def tp_seconds(pricer: CommPricer, shape, tp: int, sp: bool, nbytes: int, tokens: int, loss_bytes: int,
+               spec: TransformerSpec | None = None, block: Block | None = None, value_bytes: int = 2) -> TpSeconds:
+    """Price the calls above for one micro-batch on the TP group's `shape`; with a `block` kind
+    (and its spec), that block's calls (`block_kind_calls`)."""
     def priced(add) -> float:
         calls = RankCalls()
         add(calls)
         return calls.price(pricer, lambda axis, size: shape)
 
+    def block_of_runs(c: RankCalls, fwd: int) -> None:
+        if block is None:
+            block_calls(c, tp, sp, nbytes, fwd, 1)
+        else:
+            block_kind_calls(c, spec, block, tp, sp, nbytes, tokens, value_bytes, fwd, 1)
+
     return TpSeconds(
-        priced(lambda c: block_calls(c, tp, sp, nbytes, 1, 1)),
-        priced(lambda c: block_calls(c, tp, sp, nbytes, 2, 1)),
+        priced(lambda c: block_of_runs(c, 1)),
+        priced(lambda c: block_of_runs(c, 2)),
         priced(lambda c: embedding_calls(c, tp, sp, nbytes, 1)),
         priced(lambda c: head_calls(c, tp, sp, nbytes, tokens, loss_bytes, 1)),
     )
