@@ -16,6 +16,7 @@ import pytest
 
 from _hf_reference import hf_config, transformers_module
 from _hf_weights import (
+    Link,
     experts_down,
     float64_everywhere,
     grads_in_our_names,
@@ -75,6 +76,13 @@ FAMILIES = {
     # Granite: embedding, residual, attention and logit multipliers
     "granite": dict(model_type="granite", embedding_multiplier=3.0, residual_multiplier=0.4,
                     attention_multiplier=0.3, logits_scaling=2.0),
+    # Mamba: attention-free blocks of a selective-scan mixer, tied head
+    "mamba": dict(model_type="mamba", state_size=3, expand=2, conv_kernel=3, time_step_rank=2, use_bias=False,
+                  use_conv_bias=True, tie_word_embeddings=True, layer_norm_epsilon=1e-5),
+    # Jamba: Mamba (dt/B/C norms) and attention blocks, MoE every second block
+    "jamba": dict(model_type="jamba", mamba_d_state=3, mamba_expand=2, mamba_d_conv=3, mamba_dt_rank=2,
+                  attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1,
+                  num_experts=4, num_experts_per_tok=2, use_mamba_kernels=False),
     # Starcoder2: LayerNorm with bias, plain GELU MLP with biases, sliding window everywhere
     "starcoder2": dict(model_type="starcoder2", sliding_window=3, use_bias=True, norm_epsilon=1e-5),
 }
@@ -147,8 +155,51 @@ NORM_NAMES = {  # HF block norm -> ours, by placement
 }
 
 
+def _mamba_links(hf: str, p: str, spec) -> list:
+    """HF MambaMixer tensors: in_proj (2d, h) = [x; z] rows, conv1d (d, 1, k)."""
+    links = [Link(f"{hf}.in_proj.weight", (f"{p}/in_x/weight", f"{p}/in_z/weight"),
+                  lambda a, b: np.concatenate([a.T, b.T], axis=0),
+                  lambda g: [g[: g.shape[0] // 2].T, g[g.shape[0] // 2:].T]),
+             Link(f"{hf}.conv1d.weight", (f"{p}/conv/weight",), lambda a: a[:, None, :], lambda g: [g[:, 0, :]]),
+             same(f"{hf}.conv1d.bias", f"{p}/conv/bias"), linear(f"{hf}.x_proj.weight", f"{p}/x_proj/weight"),
+             linear(f"{hf}.dt_proj.weight", f"{p}/dt_proj/weight"), same(f"{hf}.dt_proj.bias", f"{p}/dt_proj/bias"),
+             same(f"{hf}.A_log", f"{p}/A_log"), same(f"{hf}.D", f"{p}/D"), linear(f"{hf}.out_proj.weight", f"{p}/out/weight")]
+    if spec.ssm.bc_dt_norm:
+        links += [same(f"{hf}.{n}_layernorm.weight", f"{p}/{n}_norm/weight") for n in ("dt", "b", "c")]
+    return links
+
+
+def _ssm_links(spec, family: str) -> list:
+    """MambaForCausalLM / JambaForCausalLM."""
+    if family == "mamba":
+        links = [same("backbone.embeddings.weight", "embedding/word/weight"),
+                 same("backbone.norm_f.weight", "head/norm/weight")]
+        for i in range(spec.layers):
+            links += [same(f"backbone.layers.{i}.norm.weight", f"layers/{i}/mamba/norm/weight")]
+            links += _mamba_links(f"backbone.layers.{i}.mixer", f"layers/{i}/mamba", spec)
+        return links
+    links = [same("model.embed_tokens.weight", "embedding/word/weight"), linear("lm_head.weight", "head/lm/weight"),
+             same("model.final_layernorm.weight", "head/norm/weight")]
+    for i in range(spec.layers):
+        hf, p = f"model.layers.{i}", f"layers/{i}"
+        mixer = "mamba" if spec.layer_type(i) == "mamba" else "attention"
+        links += [same(f"{hf}.input_layernorm.weight", f"{p}/{mixer}/norm/weight"),
+                  same(f"{hf}.pre_ff_layernorm.weight", f"{p}/mlp/norm/weight")]
+        links += _mamba_links(f"{hf}.mamba", f"{p}/mamba", spec) if mixer == "mamba" else _attention_links(i, spec)
+        if spec.is_moe_layer(i):
+            links += [linear(f"{hf}.feed_forward.router.weight", f"{p}/mlp/router/weight"),
+                      stacked_gate_up(f"{hf}.feed_forward.experts.gate_up_proj", f"{p}/mlp/experts/gate/weight",
+                                      f"{p}/mlp/experts/in/weight"),
+                      experts_down(f"{hf}.feed_forward.experts.down_proj", f"{p}/mlp/experts/out/weight")]
+        else:
+            links += _dense_mlp_links(f"{hf}.feed_forward", f"{p}/mlp", spec)
+    return links
+
+
 def links_of(spec, family: str) -> list:
     """Every HF parameter of the family's CausalLM in terms of ours."""
+    if family in ("mamba", "jamba"):
+        return _ssm_links(spec, family)
     gemma = family.startswith("gemma")
     norm = offset_norm if gemma else same
     links = [same("model.embed_tokens.weight", "embedding/word/weight")]

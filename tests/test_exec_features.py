@@ -17,7 +17,7 @@ from modelplan.execute.layers.mlp import mlp_backward, mlp_forward
 from modelplan.execute.layers.moe import Router, router_backward, router_forward
 from modelplan.execute.params import init_params, make_batch
 from modelplan.execute.reference import loss_and_grads
-from modelplan.specs.blocks import MLASpec
+from modelplan.specs.blocks import MLASpec, SSMSpec
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import MoESpec, TransformerSpec
 
@@ -209,6 +209,11 @@ MODELS = {
                              moe=MoESpec(num_experts=4, top_k=2, expert_ffn_hidden=6, shared_experts=1,
                                          first_dense_layers=1, router="sigmoid", router_score_correction=True,
                                          router_groups=2, router_group_top_k=1, routed_scaling=2.5)),
+    "mamba-like": dict(layer_types=["mamba"], mlp=False, heads=1, kv_heads=None, tied_embeddings=True,
+                       ssm=SSMSpec(inner=12, state_size=3, dt_rank=2, conv_kernel=3)),
+    "jamba-like": dict(layer_types=["mamba", "full_attention"], ssm=SSMSpec(inner=12, state_size=3, dt_rank=2,
+                                                                            conv_kernel=3, bc_dt_norm=True),
+                       moe=MoESpec(num_experts=4, top_k=2, expert_ffn_hidden=6, layers=[1])),
     "llama4-chunked-nope": dict(layer_types=["chunked_attention", "full_attention"], attention_chunk=2,
                                 nope_full_attention=True, qk_norm=True, qk_norm_weight="none"),
 }
@@ -224,3 +229,36 @@ def test_model_feature_gradients_match_finite_differences(name):
     _, grads = loss_and_grads(spec, params, batch)
     assert sorted(grads) == sorted(params)
     directional_check(lambda: loss_and_grads(spec, params, batch)[0], params, grads, rng)
+
+
+@pytest.mark.parametrize("norms,bias", [(False, False), (True, True)], ids=["mamba", "jamba-norms-biases"])
+def test_mamba_mixer_gradients(norms, bias):
+    """The selective scan's backward through time, the causal conv, softplus, A = -exp(A_log)."""
+    from modelplan.execute.layers.mamba import MambaShape, mamba_backward, mamba_forward
+
+    rng = np.random.default_rng(16)
+    h, d, N, r, k = 4, 6, 3, 2, 3
+    p = {"in_x/weight": rng.normal(size=(h, d)), "in_z/weight": rng.normal(size=(h, d)),
+         "conv/weight": rng.normal(size=(d, k)), "conv/bias": rng.normal(size=d),
+         "x_proj/weight": rng.normal(size=(d, r + 2 * N)), "dt_proj/weight": rng.normal(size=(r, d)),
+         "dt_proj/bias": rng.normal(size=d), "A_log": rng.normal(size=(d, N)) * 0.3, "D": rng.normal(size=d),
+         "out/weight": rng.normal(size=(d, h))}
+    if norms:
+        p.update({f"{n}_norm/weight": 1 + 0.2 * rng.normal(size=w) for n, w in (("dt", r), ("b", N), ("c", N))})
+    if bias:
+        p.update({"in_x/bias": rng.normal(size=d), "in_z/bias": rng.normal(size=d)})
+    shape = MambaShape(d, N, r, k, norms, 1e-6)
+    x = rng.normal(size=(2, 5, h)) * 0.5
+    R = rng.normal(size=(2, 5, h))
+    _, cache = mamba_forward(x, p, shape)
+    dx, grads = mamba_backward(cache, p, shape, R)
+    assert sorted(grads) == sorted(p)
+    directional_check(lambda: float(np.sum(mamba_forward(x, p, shape)[0] * R)), {"x": x, **p}, {"x": dx, **grads}, rng)
+
+
+def test_causal_conv_sees_only_the_past():
+    """Kernel taps (0.5, 2): out_t = 2 x_t + x_{t-1} / 2, with zeros before the sequence."""
+    from modelplan.execute.layers.mamba import causal_conv
+
+    x = np.arange(1.0, 5.0).reshape(1, 4, 1)
+    assert causal_conv(x, np.array([[0.5, 2.0]]), None)[0, :, 0].tolist() == [2.0, 4.5, 7.0, 9.5]  # 2 x_t + x_{t-1}/2

@@ -165,6 +165,26 @@ def _attention(p: str, unit: str, spec: TransformerSpec) -> list[ParamDef]:
     return defs + _linear(f"{p}/attention/out", unit, spec.heads * d, h, spec.attn_out_bias, "row")
 
 
+def _mamba(p: str, unit: str, spec: TransformerSpec) -> list[ParamDef]:
+    """The Mamba mixer (layers/mamba.py): channels split over tp, x_proj and out_proj by their
+    input channels; Jamba's dt/B/C norms replicated (applied after x_proj's AllReduce)."""
+    ssm, h, pm = spec.ssm, spec.hidden, f"{p}/mamba"
+    d, n, r = ssm.inner, ssm.state_size, ssm.dt_rank
+    defs = _linear(f"{pm}/in_x", unit, h, d, ssm.proj_bias, "column")
+    defs += _linear(f"{pm}/in_z", unit, h, d, ssm.proj_bias, "column")
+    defs.append(ParamDef(f"{pm}/conv/weight", (d, ssm.conv_kernel), unit, tp_dim=0))
+    if ssm.conv_bias:
+        defs.append(ParamDef(f"{pm}/conv/bias", (d,), unit, tp_dim=0, init="bias"))
+    defs.append(ParamDef(f"{pm}/x_proj/weight", (d, r + 2 * n), unit, tp_dim=0))
+    if ssm.bc_dt_norm:
+        defs += [ParamDef(f"{pm}/{name}_norm/weight", (w,), unit, init="norm_weight")
+                 for name, w in (("dt", r), ("b", n), ("c", n))]
+    defs += _linear(f"{pm}/dt_proj", unit, r, d, True, "column")
+    defs.append(ParamDef(f"{pm}/A_log", (d, n), unit, tp_dim=0))
+    defs.append(ParamDef(f"{pm}/D", (d,), unit, tp_dim=0, init="norm_weight"))
+    return defs + _linear(f"{pm}/out", unit, d, h, ssm.proj_bias, "row")
+
+
 def _mlp_block(p: str, unit: str, spec: TransformerSpec, moe_layer: bool) -> list[ParamDef]:
     """Dense MLP, or router, shared experts (+ gate) and routed experts (their own unit)."""
     if not moe_layer:
@@ -189,6 +209,8 @@ def _block_defs(spec: TransformerSpec, block: Block, p: str, unit: str) -> list[
             defs += _norm(f"{p}/{name}/norm", unit, spec)
         if name == "attention":
             defs += _attention(p, unit, spec)
+        elif name == "mamba":
+            defs += _mamba(p, unit, spec)
         elif name == "mlp":
             defs += _mlp_block(p, unit, spec, block.moe)
         if slot.post:

@@ -31,8 +31,11 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
         raise SpecError(f"verify executes transformer models only, not '{getattr(spec, 'kind', type(spec).__name__)}'")
     if plan.cp > 1:
         raise SpecError(f"cp ({plan.cp}) > 1: context parallelism is not executed by verify yet")
-    _divides("heads", spec.heads, "tp", plan.tp)
-    _divides("kv_heads", spec.num_kv_heads, "tp", plan.tp)
+    if any(spec.layer_type(i) != "mamba" for i in range(spec.layers)):  # attention-free models: no heads to split
+        _divides("heads", spec.heads, "tp", plan.tp)
+        _divides("kv_heads", spec.num_kv_heads, "tp", plan.tp)
+    if spec.ssm is not None:
+        _divides("ssm.inner", spec.ssm.inner, "tp", plan.tp)
     if spec.layers < plan.pp * plan.vpp:
         raise SpecError(f"pp * vpp ({plan.pp} * {plan.vpp} = {plan.pp * plan.vpp}) must not exceed "
                         f"layers ({spec.layers})")

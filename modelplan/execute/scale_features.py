@@ -10,6 +10,7 @@ model uses stays on, at sizes the small model runs in seconds and the plan split
   embedding_scale stays sqrt(hidden) when it was (Gemma), else keeps its value;
 - MoE: its router options, biases and gate as they are; two router groups with one picked
   when the model groups its experts; explicit MoE layer lists become the last block;
+- Mamba: d_inner 2 hidden, state 4, dt_rank 2, conv kernel at most 4;
 - MTP: at most two modules; the vision tower is left out (`support.TEXT_ONLY`).
 """
 
@@ -73,6 +74,9 @@ def scaled_features(spec: TransformerSpec, hidden: int, dim: int) -> dict:
         out["sliding_window"] = min(spec.sliding_window, SLIDING_WINDOW)
     if spec.attention_chunk is not None:
         out["attention_chunk"] = min(spec.attention_chunk, ATTENTION_CHUNK)
+    if spec.ssm is not None:
+        out["ssm"] = spec.ssm.model_copy(update={"inner": 2 * hidden, "state_size": 4, "dt_rank": 2,
+                                                 "conv_kernel": min(spec.ssm.conv_kernel, 4)})
     if spec.mla is not None:
         out["mla"] = MLASpec(kv_lora_rank=4, q_lora_rank=None if spec.mla.q_lora_rank is None else 4,
                              qk_nope_head_dim=4, qk_rope_head_dim=2, v_head_dim=4)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from modelplan.execute.layers.attention import AttentionShape, QKNorm
+from modelplan.execute.layers.mamba import MambaShape
 from modelplan.execute.layers.mla import MLAShape
 from modelplan.execute.layers.moe import Router
 from modelplan.execute.layers.norm import NormCache, norm_backward, norm_forward
@@ -56,6 +57,12 @@ def mla_shape(spec: TransformerSpec, tp: int = 1, mixer: str = "full_attention")
                           scale=spec.attention_scale, softcap=spec.attn_logit_softcap, **_window(spec, mixer))
     return MLAShape(spec.heads // tp, mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim,
                     mla.kv_lora_rank, mla.q_lora_rank, spec.norm, spec.norm_eps, core)
+
+
+def mamba_shape(spec: TransformerSpec, tp: int = 1) -> MambaShape:
+    """The Mamba mixer with d_inner / tp local channels."""
+    ssm = spec.ssm
+    return MambaShape(ssm.inner // tp, ssm.state_size, ssm.dt_rank, ssm.conv_kernel, ssm.bc_dt_norm, spec.norm_eps)
 
 
 def score_correction_bias(num_experts: int) -> np.ndarray:

@@ -122,8 +122,8 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
 def _mamba(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
     """(local, partial) of a Mamba mixer with its d_inner channels split over tp (Megatron-core's
     Mamba mixer: in_proj, conv, dt_proj, A_log, D split by channel; x_proj and out_proj split by
-    their input channels, out_proj's bias replicated; Jamba's dt/B/C norms replicated, their
-    gradients partial over tp)."""
+    their input channels, out_proj's bias replicated; Jamba's dt/B/C norms replicated after the
+    AllReduce of x_proj's output, so their gradients are whole on every rank)."""
     ssm, h = spec.ssm, spec.hidden
     d, n, r = _split(ssm.inner, tp), ssm.state_size, ssm.dt_rank
     numel = h * 2 * d + (2 * d if ssm.proj_bias else 0)  # in_proj: x and z
@@ -132,7 +132,7 @@ def _mamba(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
     out_bias = h if ssm.proj_bias else 0
     norms = r + 2 * n if ssm.bc_dt_norm else 0
     numel += d * h + out_bias + norms
-    return numel, (norms if tp > 1 else 0) + (out_bias if sp else 0)
+    return numel, out_bias if sp else 0
 
 
 def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int, int]:
