@@ -1,6 +1,6 @@
 """verify --oracle torch on today's families: the sharded run equals PyTorch float64 rebuilt from the
-spec alone (`execute/oracle/torch_blocks.py`: masks, sinks, soft-caps, q/k norms, MLA, routers,
-written with torch's functions; autograd and torch.optim), over two AdamW steps."""
+spec alone (`execute/oracle/torch_blocks.py`: masks, sinks, soft-caps, q/k norms, MLA, routers;
+`torch_mamba.py`: the selective scan and causal conv; written with torch's functions; autograd and torch.optim), over two AdamW steps."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ CASES = {
     "gpt-oss-20b": Plan(dp=2, ep=2, tp=2),  # sinks, expert biases, clamped SwiGLU
     "olmo-2-32b": Plan(tp=2, pp=2),  # output norms, q/k norms over all heads (statistics over tp)
     "granite-3.1-8b": Plan(tp=2),  # embedding, residual, attention and logit multipliers
+    "jamba-v0.1": Plan(dp=2, tp=2, pp=2, ep=2),  # Mamba mixers (dt/B/C norms, x_proj reduce), MoE every other block
+    "mamba-2.8b": Plan(tp=2, pp=2),  # attention-free: selective scan, causal conv, no MLP
 }
 
 

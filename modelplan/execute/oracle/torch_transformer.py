@@ -9,7 +9,7 @@ paired with j + d/2, the layout of GPT-NeoX and HF Llama checkpoints), MLPs with
 / F.relu (gated: Shazeer 2020), top-k routing with the softmax over the k chosen logits
 (Mixtral, Jiang et al. 2024, eq. 1-2) plus shared experts, a parallel block (GPT-J), a tied or
 separate output head, and F.cross_entropy (mean over tokens). Today's families' attention, MLA
-and routers are `torch_blocks.py`'s; norm placements (pre, post, sandwich, output), Granite's
+and routers are `torch_blocks.py`'s, Mamba mixers `torch_mamba.py`'s; norm placements (pre, post, sandwich, output), Granite's
 scales, Gemma's embedding scale and soft-caps and DeepSeek-V3's MTP modules are here.
 
 Weights arrive as the executor's tensors (names and `(in, out)` layout), are copied into leaf
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from modelplan.execute.optim import OptimizerConfig
-from modelplan.execute.oracle import torch_blocks
+from modelplan.execute.oracle import torch_blocks, torch_mamba
 from modelplan.execute.oracle.result import OracleRun, OracleUnavailable, require_torch
 from modelplan.execute.oracle.torch_train import train_torch
 from modelplan.execute.params import Batch
@@ -39,8 +39,8 @@ def unsupported(spec: TransformerSpec) -> list[str]:
     out = []
     if spec.embed_dim != spec.hidden:
         out.append(f"embedding_dim ({spec.embed_dim}) != hidden ({spec.hidden})")
-    if spec.arch == "encoder_decoder" or spec.ssm is not None:
-        out.append("encoder_decoder / mamba blocks")
+    if spec.arch == "encoder_decoder":
+        out.append("encoder_decoder blocks")
     if spec.moe is not None and (spec.moe.router == "sparsemixer" or spec.moe.weights_on_input):
         out.append("moe.router sparsemixer / weights_on_input")
     for flag in ("pooler", "mlm_transform"):
@@ -123,6 +123,8 @@ class _Model:
         return out.reshape(x.shape)
 
     def sublayer(self, name: str, x, prefix: str, mixer: str, moe: bool):
+        if name == "mamba":
+            return torch_mamba.mamba(self, x, f"{prefix}/mamba")
         if name == "attention":
             return self.attention(x, f"{prefix}/attention", mixer)
         return self.moe(x, f"{prefix}/mlp") if moe else self.mlp(x, f"{prefix}/mlp")
@@ -135,7 +137,8 @@ class _Model:
             h1 = self.norm(x, f"{prefix}/attention/norm")
             h2 = self.norm(x, f"{prefix}/mlp/norm") if s.num_norms_per_layer == 2 else h1
             return x + r * (self.sublayer("attention", h1, prefix, mixer, moe) + self.sublayer("mlp", h2, prefix, mixer, moe))
-        for i, name in enumerate(("attention", "mlp")):
+        names = ["mamba" if mixer == "mamba" else "attention"] + (["mlp"] if s.mlp else [])  # mixer, then MLP
+        for i, name in enumerate(names):
             pre = s.placement == "sandwich" or (s.placement == "pre" and (i == 0 or s.num_norms_per_layer == 2))
             h = self.norm(x, f"{prefix}/{name}/norm") if pre else x
             y = self.sublayer(name, h, prefix, mixer, moe)
