@@ -83,6 +83,12 @@ FAMILIES = {
     "jamba": dict(model_type="jamba", mamba_d_state=3, mamba_expand=2, mamba_d_conv=3, mamba_dt_rank=2,
                   attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1,
                   num_experts=4, num_experts_per_tok=2, use_mamba_kernels=False),
+    # Llama 4: chunked rotary blocks with a weight-free L2 q/k norm, a global NoPE block without it,
+    # top-1 sigmoid router whose weight scales the expert's input, shared expert, dense block of its own width
+    "llama4_text": dict(model_type="llama4_text", num_local_experts=4, num_experts_per_tok=1, intermediate_size=6,
+                        intermediate_size_mlp=12, attention_chunk_size=3, no_rope_layer_interval=2,
+                        interleave_moe_layer_step=2, use_qk_norm=True, rms_norm_eps=1e-5,
+                        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
     # Starcoder2: LayerNorm with bias, plain GELU MLP with biases, sliding window everywhere
     "starcoder2": dict(model_type="starcoder2", sliding_window=3, use_bias=True, norm_epsilon=1e-5),
 }
@@ -196,10 +202,48 @@ def _ssm_links(spec, family: str) -> list:
     return links
 
 
+def _pairs_to_halves(hf: str, ours: str, head_dim: int) -> Link:
+    """Llama 4's q/k projection: its rotary pairs channels (2j, 2j + 1) of a head (complex form),
+    ours (j, j + d/2), so each head's output columns are permuted (scores and L2 norms unchanged)."""
+    order = np.concatenate([np.arange(0, head_dim, 2), np.arange(1, head_dim, 2)])  # HF channel at our j
+
+    def perm(width: int) -> np.ndarray:
+        return (np.arange(width).reshape(-1, head_dim)[:, np.argsort(order)]).reshape(-1)
+
+    return Link(hf, (ours,), lambda a: a[:, perm(a.shape[1])].T, lambda g: [g.T[:, np.argsort(perm(g.shape[0]))]])
+
+
+def _llama4_links(spec) -> list:
+    """Llama4ForCausalLM: feed_forward is Llama4TextMoe (router, experts gate_up (E, h, 2f) gate
+    first and down (E, f, h), shared_expert) or a dense MLP."""
+    links = [same("model.embed_tokens.weight", "embedding/word/weight"), linear("lm_head.weight", "head/lm/weight"),
+             same("model.norm.weight", "head/norm/weight")]
+    for i in range(spec.layers):
+        hf, p = f"model.layers.{i}", f"layers/{i}"
+        links += [_pairs_to_halves(f"{hf}.self_attn.{n}_proj.weight", f"{p}/attention/{n}/weight", spec.dim_head)
+                  for n in "qk"]
+        links += [linear(f"{hf}.self_attn.v_proj.weight", f"{p}/attention/v/weight"),
+                  linear(f"{hf}.self_attn.o_proj.weight", f"{p}/attention/out/weight"),
+                  same(f"{hf}.input_layernorm.weight", f"{p}/attention/norm/weight"),
+                  same(f"{hf}.post_attention_layernorm.weight", f"{p}/mlp/norm/weight")]
+        ff, m = f"{hf}.feed_forward", f"{p}/mlp"
+        if not spec.is_moe_layer(i):
+            links += _dense_mlp_links(ff, m, spec)
+            continue
+        links += [linear(f"{ff}.router.weight", f"{m}/router/weight"), same(f"{ff}.experts.down_proj", f"{m}/experts/out/weight"),
+                  Link(f"{ff}.experts.gate_up_proj", (f"{m}/experts/gate/weight", f"{m}/experts/in/weight"),
+                       lambda g, u: np.concatenate([g, u], axis=-1),
+                       lambda t: [t[..., : t.shape[-1] // 2], t[..., t.shape[-1] // 2:]])]
+        links += _dense_mlp_links(f"{ff}.shared_expert", f"{m}/shared", spec)
+    return links
+
+
 def links_of(spec, family: str) -> list:
     """Every HF parameter of the family's CausalLM in terms of ours."""
     if family in ("mamba", "jamba"):
         return _ssm_links(spec, family)
+    if family == "llama4_text":
+        return _llama4_links(spec)
     gemma = family.startswith("gemma")
     norm = offset_norm if gemma else same
     links = [same("model.embed_tokens.weight", "embedding/word/weight")]

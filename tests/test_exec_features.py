@@ -214,6 +214,8 @@ MODELS = {
     "jamba-like": dict(layer_types=["mamba", "full_attention"], ssm=SSMSpec(inner=12, state_size=3, dt_rank=2,
                                                                             conv_kernel=3, bc_dt_norm=True),
                        moe=MoESpec(num_experts=4, top_k=2, expert_ffn_hidden=6, layers=[1])),
+    "llama4-routed-inputs": dict(moe=MoESpec(num_experts=4, top_k=2, expert_ffn_hidden=6, shared_experts=1,
+                                             router="sigmoid", norm_topk_prob=False, weights_on_input=True)),
     "llama4-chunked-nope": dict(layer_types=["chunked_attention", "full_attention"], attention_chunk=2,
                                 nope_full_attention=True, qk_norm=True, qk_norm_weight="none"),
 }
@@ -262,3 +264,14 @@ def test_causal_conv_sees_only_the_past():
 
     x = np.arange(1.0, 5.0).reshape(1, 4, 1)
     assert causal_conv(x, np.array([[0.5, 2.0]]), None)[0, :, 0].tolist() == [2.0, 4.5, 7.0, 9.5]  # 2 x_t + x_{t-1}/2
+
+
+def test_nope_blocks_take_only_weight_free_qk_norms():
+    """HF Llama 4 puts its q/k norm on the rotary blocks only (use_qk_norm and use_rope); a norm
+    with weights there would have parameters on blocks that skip it, so the spec refuses it."""
+    fields = dict(name="t", layers=2, hidden=8, heads=2, ffn_hidden=12, vocab=13, layer_types=["chunked_attention",
+                  "full_attention"], attention_chunk=2, nope_full_attention=True, qk_norm=True)
+    with pytest.raises(ValueError, match="qk_norm_weight .* with nope_full_attention"):
+        TransformerSpec(**fields)
+    spec = TransformerSpec(**fields, qk_norm_weight="none")
+    assert [spec.qk_norm_in(t) for t in ("chunked_attention", "full_attention")] == [True, False]

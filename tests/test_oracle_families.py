@@ -22,7 +22,8 @@ CASES = {
     "olmo-2-32b": Plan(tp=2, pp=2),  # output norms, q/k norms over all heads (statistics over tp)
     "granite-3.1-8b": Plan(tp=2),  # embedding, residual, attention and logit multipliers
     "jamba-v0.1": Plan(dp=2, tp=2, pp=2, ep=2),  # Mamba mixers (dt/B/C norms, x_proj reduce), MoE every other block
-    "mamba-2.8b": Plan(tp=2, pp=2),  # attention-free: selective scan, causal conv, no MLP
+    "mamba-2.8b": Plan(tp=2, pp=2),
+    "llama-4-maverick-text": Plan(dp=2, tp=2, ep=2),  # chunked + NoPE blocks, router weights on the expert inputs  # attention-free: selective scan, causal conv, no MLP
 }
 
 

@@ -21,7 +21,7 @@ PLANS = {
 }
 PRESETS = ["deepseek-v3", "deepseek-v2-lite", "gemma-3-27b", "gemma-2-27b", "qwen3-8b", "qwen3-235b-a22b",
            "gpt-oss-120b", "olmo-2-32b", "olmoe-1b-7b", "phi-4", "granite-3.1-8b", "command-r-plus",
-           "glm-4-32b", "starcoder2-15b", "jamba-v0.1", "mamba-2.8b"]
+           "glm-4-32b", "starcoder2-15b", "jamba-v0.1", "mamba-2.8b", "llama-4-maverick-text"]
 
 
 def _plan(spec, name: str) -> Plan:

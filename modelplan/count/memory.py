@@ -50,7 +50,7 @@ def _mixer_terms(spec: "TransformerSpec", block: Block, d: int) -> tuple[int, in
         return replicated, d * spec.heads * (2 * mla.qk_head_dim + 2 * mla.v_head_dim), True
     # Q, K, V (K, V at kv width: GQA keeps kv heads, no repeat) and the output-projection input
     sharded = d * (2 * spec.q_width + 2 * spec.kv_width)
-    if spec.qk_norm:
+    if spec.qk_norm_in(block.mixer):
         sharded += d * (spec.q_width + spec.kv_width)  # pre-norm Q and K kept for the norm backward
     return 0, sharded, True
 

@@ -59,15 +59,15 @@ def moe_forward(
     T = tokens.shape[0]
     weights, experts, rcache = router_forward(tokens, p, router(spec))
     dispatch = np.zeros((E, T, tokens.shape[1]))
-    for j in range(k):
-        dispatch[experts[:, j], np.arange(T)] = tokens
+    for j in range(k):  # Llama 4 (weights_on_input): each copy sent already times its weight
+        dispatch[experts[:, j], np.arange(T)] = weights[:, j, None] * tokens if moe.weights_on_input else tokens
     received = ep.all_to_all(np.split(dispatch, ep.size, axis=0), "ep/dispatch")  # ep x (E/ep, T, h)
     expert_in = np.concatenate(received, axis=1)  # (E/ep, ep*T, h)
     expert_out, ecache = experts_forward(expert_in, p, spec.activation, spec.gated_mlp, add_out_bias=tp.rank == 0)
     returned = ep.all_to_all(np.split(expert_out, ep.size, axis=1), "ep/combine")  # ep x (E/ep, T, h)
     combined = np.concatenate(returned, axis=0)  # (E, T, h)
     picked = combined[experts, np.arange(T)[:, None]]  # (T, k, h)
-    out = np.einsum("tk,tkh->th", weights, picked)
+    out = picked.sum(axis=1) if moe.weights_on_input else np.einsum("tk,tkh->th", weights, picked)
     shared = gate = None
     if moe.shared_experts:
         y, shared = mlp_forward(tokens, sub(p, "shared"), spec.activation, spec.gated_mlp)  # partial over tp
@@ -103,17 +103,22 @@ def moe_backward(
         dx_s, g = mlp_backward(cache, sub(p, "shared"), spec.activation, spec.gated_mlp, dshared)
         dtokens = dtokens + dx_s
         grads.update({f"shared/{n}": v for n, v in g.items()})
-    dweights = np.einsum("th,tkh->tk", dout, c["picked"])  # partial over tp, like the outputs
+    on_input = spec.moe.weights_on_input
     dcombined = np.zeros((E, T, dout.shape[1]))
     for j in range(experts.shape[1]):
-        dcombined[experts[:, j], np.arange(T)] = weights[:, j, None] * dout
+        dcombined[experts[:, j], np.arange(T)] = dout if on_input else weights[:, j, None] * dout
     back = ep.all_to_all(np.split(dcombined, ep.size, axis=0), "ep/combine")  # ep x (E/ep, T, h)
     dexpert_in, g = experts_backward(c["ecache"], p, spec.activation, spec.gated_mlp, np.concatenate(back, axis=1))
     grads.update(g)
     returned = ep.all_to_all(np.split(dexpert_in, ep.size, axis=1), "ep/dispatch")  # ep x (E/ep, T, h)
     ddispatch = np.concatenate(returned, axis=0)  # (E, T, h)
-    for j in range(experts.shape[1]):
-        dtokens = dtokens + ddispatch[experts[:, j], np.arange(T)]
+    dslots = ddispatch[experts, np.arange(T)[:, None]]  # (T, k, h): d(expert input) per pick
+    if on_input:  # input w x: dw = <d input, x>, dx = w d input; partial over tp like dslots
+        dweights = np.einsum("tkh,th->tk", dslots, c["tokens"])
+        dtokens = dtokens + np.einsum("tk,tkh->th", weights, dslots)
+    else:  # output w y: dw = <dout, y>, partial over tp like the outputs
+        dweights = np.einsum("th,tkh->tk", dout, c["picked"])
+        dtokens = dtokens + dslots.sum(axis=1)
     drouter, g = router_backward(c["rcache"], p, dweights, router(spec))
     grads.update(g)
     dx_in = (dtokens + drouter).reshape(c["shape"])

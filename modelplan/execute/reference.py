@@ -51,10 +51,12 @@ def _moe_forward(spec: TransformerSpec, p: Params, x: np.ndarray):
     for e in range(moe.num_experts):
         rows, slots = np.nonzero(experts == e)
         pe = expert_params(p, e)
-        y, c = mlp_forward(tokens[rows], pe, spec.activation, spec.gated_mlp)  # (n_e, h)
+        w = weights[rows, slots][:, None]  # (n_e, 1)
+        x_e = w * tokens[rows] if moe.weights_on_input else tokens[rows]  # Llama 4: routed_in = x * score
+        y, c = mlp_forward(x_e, pe, spec.activation, spec.gated_mlp)  # (n_e, h)
         if "experts/out/bias" in p:
             y = y + p["experts/out/bias"][e]
-        np.add.at(out, rows, weights[rows, slots][:, None] * y)
+        np.add.at(out, rows, y if moe.weights_on_input else w * y)
         per_expert.append((rows, slots, pe, y, c))
     shared = None
     if moe.shared_experts:
@@ -73,12 +75,18 @@ def _moe_backward(spec: TransformerSpec, p: Params, cache, dout: np.ndarray) -> 
     dx = np.zeros_like(dy)
     dweights = np.zeros_like(weights)
     stacked: dict[str, list] = {}
+    on_input = spec.moe.weights_on_input
     for rows, slots, pe, y, c in per_expert:
-        dweights[rows, slots] = (dy[rows] * y).sum(axis=-1)
-        dy_e = weights[rows, slots][:, None] * dy[rows]
+        w = weights[rows, slots][:, None]  # (n_e, 1)
+        dy_e = dy[rows] if on_input else w * dy[rows]
         dx_e, g = mlp_backward(c, pe, spec.activation, spec.gated_mlp, dy_e)
         if "experts/out/bias" in p:
             g["out/bias"] = dy_e.sum(axis=0)
+        if on_input:  # x_e = w x: dw = <dx_e, x>, dx = w dx_e
+            dweights[rows, slots] = (dx_e * tokens[rows]).sum(axis=-1)
+            dx_e = w * dx_e
+        else:
+            dweights[rows, slots] = (dy[rows] * y).sum(axis=-1)
         np.add.at(dx, rows, dx_e)
         for k, v in g.items():
             stacked.setdefault(k, []).append(v)

@@ -30,8 +30,8 @@ def _window(spec: TransformerSpec, mixer: str) -> dict:
     return {}
 
 
-def _qk_norm(spec: TransformerSpec) -> QKNorm | None:
-    if not spec.qk_norm:
+def _qk_norm(spec: TransformerSpec, mixer: str) -> QKNorm | None:
+    if not spec.qk_norm_in(mixer):
         return None
     affine = spec.norm_affine and spec.qk_norm_weight != "none"
     return QKNorm(spec.norm, spec.norm_eps, spec.qk_norm_scope, spec.qk_norm_weight if affine else "none",
@@ -41,12 +41,12 @@ def _qk_norm(spec: TransformerSpec) -> QKNorm | None:
 def attention_shape(spec: TransformerSpec, tp: int = 1, mixer: str = "full_attention") -> AttentionShape:
     """Head counts per tensor-parallel rank (heads/tp query heads, kv_heads/tp key/value heads)
     and the attention options of a block whose mixer is `mixer`."""
-    rotary = spec.position == "rotary" and not (spec.nope_full_attention and mixer == "full_attention")
+    rotary = spec.rotary_in(mixer)
     rotary_dims = int(spec.dim_head * spec.rotary_fraction) if rotary and spec.rotary_fraction != 1.0 else None
     return AttentionShape(
         spec.heads // tp, spec.num_kv_heads // tp, spec.dim_head, spec.causal, rotary,
         rotary_dims=rotary_dims, scale=spec.attention_scale, softcap=spec.attn_logit_softcap,
-        sinks=spec.attention_sinks, clip=spec.qkv_clip, qk_norm=_qk_norm(spec), **_window(spec, mixer),
+        sinks=spec.attention_sinks, clip=spec.qkv_clip, qk_norm=_qk_norm(spec, mixer), **_window(spec, mixer),
     )
 
 

@@ -22,6 +22,7 @@ EXECUTED: frozenset[str] = frozenset({
     # MLP and experts (layers/mlp.py, layers/moe.py)
     "activation=swiglu_clamp", "moe.router=sigmoid", "moe.norm_topk_prob=false", "moe.router_score_correction",
     "moe.routed_scaling", "moe.router_groups", "moe.shared_expert_gate", "moe.expert_bias",
+    "moe.weights_on_input",
     # Mamba mixers (layers/mamba.py) and MLP-free blocks
     "layer_types=mamba", "mlp=false",
     # multi-token prediction on the last stage (mtp.py)

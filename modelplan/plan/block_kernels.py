@@ -85,7 +85,7 @@ def _core(name: str, spec: TransformerSpec, block: Block, b: int, heads: int, s_
 
 
 def _rotary(spec: TransformerSpec, block: Block, values: int, d: int, eager: bool) -> list[Elementwise]:
-    if spec.position != "rotary" or (spec.nope_full_attention and block.mixer == "full_attention"):
+    if not spec.rotary_in(block.mixer):
         return []
     rot = (*rotary_bytes(d), ROTARY_KERNELS) if eager else (2 * d, 2 * d)  # read and write q, k (fwd and bwd)
     return [Elementwise("attention/rotary", values, *rot)]
@@ -100,7 +100,7 @@ def attention_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q:
     g, core, flash = _core("attention", spec, block, b, heads, s_q, s, dh, dh, d, fused)
     rotated = int(dh * spec.rotary_fraction) if spec.rotary_fraction != 1.0 else dh
     ew = _rotary(spec, block, tokens * (heads + kv) * rotated, d, eager)
-    if spec.qk_norm:  # a norm pass over Q and K
+    if spec.qk_norm_in(block.mixer):  # a norm pass over Q and K
         ew.append(Elementwise("attention/qk_norm", tokens * (heads + kv) * dh, 2 * d, 3 * d))
     return MixerKernels(gemms + g, ew, core, flash, Gemm("attention/out", tokens, h, heads * dh))  # row-parallel
 

@@ -76,7 +76,7 @@ class TransformerSpec(Spec):
     """Q, K, V clamped to [-clip, clip] (OLMo clip_qkv)."""
     nope_full_attention: bool = False
     """full_attention blocks have no position encoding (Llama 4: rotary on its chunked blocks
-    only, no_rope_layers)."""
+    only, no_rope_layers); they have no q/k norm either (HF Llama 4: use_qk_norm and use_rope)."""
     rotary_fraction: float = Field(1.0, gt=0, le=1)
     """Share of each head's dims that rotary rotates (HF partial_rotary_factor)."""
     mla: MLASpec | None = None
@@ -247,6 +247,14 @@ class TransformerSpec(Spec):
         if self.layer_types is None:
             return "full_attention"
         return self.layer_types[index % len(self.layer_types)]
+
+    def rotary_in(self, mixer: str) -> bool:
+        """Whether blocks whose mixer is `mixer` rotate q and k (NoPE full-attention blocks do not)."""
+        return self.position == "rotary" and not (self.nope_full_attention and mixer == "full_attention")
+
+    def qk_norm_in(self, mixer: str) -> bool:
+        """Whether blocks whose mixer is `mixer` normalise q and k (Llama 4: its rotary blocks only)."""
+        return self.qk_norm and not (self.nope_full_attention and mixer == "full_attention")
 
     def is_moe_layer(self, index: int) -> bool:
         """Whether block `index` (0-based) has an MoE MLP."""

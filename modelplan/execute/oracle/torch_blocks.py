@@ -81,16 +81,16 @@ def attention(model, x, prefix: str, mixer: str):
     b, seq, _ = x.shape
     d, heads, kv = s.dim_head, s.heads, s.num_kv_heads
     q, k, v = (model.linear(x, f"{prefix}/{n}") for n in "qkv")  # (b, s, n*d)
-    if s.qk_norm and s.qk_norm_scope == "all_heads":
+    if s.qk_norm_in(mixer) and s.qk_norm_scope == "all_heads":
         q, k = qk_norm(torch, s, q, w, f"{prefix}/q_norm"), qk_norm(torch, s, k, w, f"{prefix}/k_norm")
     q = q.view(b, seq, heads, d).transpose(1, 2)  # (b, H, s, d)
     k = k.view(b, seq, kv, d).transpose(1, 2)
     v = v.view(b, seq, kv, d).transpose(1, 2)
-    if s.qk_norm and s.qk_norm_scope == "head":
+    if s.qk_norm_in(mixer) and s.qk_norm_scope == "head":
         q, k = qk_norm(torch, s, q, w, f"{prefix}/q_norm"), qk_norm(torch, s, k, w, f"{prefix}/k_norm")
     if s.qkv_clip is not None:
         q, k, v = (t.clamp(-s.qkv_clip, s.qkv_clip) for t in (q, k, v))
-    if s.position == "rotary" and not (s.nope_full_attention and mixer == "full_attention"):
+    if s.rotary_in(mixer):
         dims = int(d * s.rotary_fraction)
         q, k = rotary(torch, q, dims), rotary(torch, k, dims)
     k = k.repeat_interleave(heads // kv, dim=1)  # GQA: query head i reads kv head i // (H / KV)

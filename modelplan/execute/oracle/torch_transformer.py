@@ -41,8 +41,8 @@ def unsupported(spec: TransformerSpec) -> list[str]:
         out.append(f"embedding_dim ({spec.embed_dim}) != hidden ({spec.hidden})")
     if spec.arch == "encoder_decoder":
         out.append("encoder_decoder blocks")
-    if spec.moe is not None and (spec.moe.router == "sparsemixer" or spec.moe.weights_on_input):
-        out.append("moe.router sparsemixer / weights_on_input")
+    if spec.moe is not None and spec.moe.router == "sparsemixer":
+        out.append("moe.router sparsemixer")
     for flag in ("pooler", "mlm_transform"):
         if getattr(spec, flag):
             out.append(flag)
@@ -111,10 +111,15 @@ class _Model:
         bias = self.w.get(f"{prefix}/experts/out/bias")
         for e in range(moe.num_experts):
             rows, slot = torch.where(experts == e)
-            y = self.mlp(tokens[rows], f"{prefix}/experts", expert=e)
+            gate = gates[rows, slot].unsqueeze(-1)  # (n_e, 1)
+            if moe.weights_on_input:  # Llama 4: routed_in = hidden * score, summed unweighted
+                y = self.mlp(gate * tokens[rows], f"{prefix}/experts", expert=e)
+                gate = 1.0
+            else:
+                y = self.mlp(tokens[rows], f"{prefix}/experts", expert=e)
             if bias is not None:
                 y = y + bias[e]
-            out = out.index_add(0, rows, gates[rows, slot].unsqueeze(-1) * y)
+            out = out.index_add(0, rows, gate * y)
         if moe.shared_experts:
             shared = self.mlp(tokens, f"{prefix}/shared")
             if moe.shared_expert_gate:  # Qwen2-MoE: sigmoid(x W_g) * shared_expert(x)
