@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from modelplan.comm.communicator import Communicator, Group
+from modelplan.comm.regions import Region
 from modelplan.execute import mappings
 from modelplan.execute.layers.mlp import mlp_backward, mlp_forward
 from modelplan.execute.layers.moe import (
@@ -54,17 +55,17 @@ def moe_forward(
     """MoE MLP of x (b, s_local, h); p holds the `mlp/` parameters with local expert shards."""
     moe = spec.moe
     E, k = moe.num_experts, moe.top_k
-    x_in = mappings.enter_region(tp, x, "tp/mlp/in")  # (b, s, h)
+    x_in = mappings.enter_region(tp, x, Region.TP_MLP_IN)  # (b, s, h)
     tokens = x_in.reshape(-1, x_in.shape[-1])  # (T, h)
     T = tokens.shape[0]
     weights, experts, rcache = router_forward(tokens, p, router(spec))
     dispatch = np.zeros((E, T, tokens.shape[1]))
     for j in range(k):  # Llama 4 (weights_on_input): each copy sent already times its weight
         dispatch[experts[:, j], np.arange(T)] = weights[:, j, None] * tokens if moe.weights_on_input else tokens
-    received = ep.all_to_all(np.split(dispatch, ep.size, axis=0), "ep/dispatch")  # ep x (E/ep, T, h)
+    received = ep.all_to_all(np.split(dispatch, ep.size, axis=0), Region.EP_DISPATCH)  # ep x (E/ep, T, h)
     expert_in = np.concatenate(received, axis=1)  # (E/ep, ep*T, h)
     expert_out, ecache = experts_forward(expert_in, p, spec.activation, spec.gated_mlp, add_out_bias=tp.rank == 0)
-    returned = ep.all_to_all(np.split(expert_out, ep.size, axis=1), "ep/combine")  # ep x (E/ep, T, h)
+    returned = ep.all_to_all(np.split(expert_out, ep.size, axis=1), Region.EP_COMBINE)  # ep x (E/ep, T, h)
     combined = np.concatenate(returned, axis=0)  # (E, T, h)
     picked = combined[experts, np.arange(T)[:, None]]  # (T, k, h)
     out = picked.sum(axis=1) if moe.weights_on_input else np.einsum("tk,tkh->th", weights, picked)
@@ -74,7 +75,7 @@ def moe_forward(
         gate = shared_gate_forward(tokens, p) if moe.shared_expert_gate else None
         out = out + (y if gate is None else gate * y)
         shared = (shared, y)
-    y = mappings.exit_region(tp, out.reshape(x_in.shape), "tp/mlp/out")
+    y = mappings.exit_region(tp, out.reshape(x_in.shape), Region.TP_MLP_OUT)
     if "shared/out/bias" in p:
         y = y + p["shared/out/bias"]
     return y, {"rcache": rcache, "weights": weights, "experts": experts, "picked": picked,
@@ -90,7 +91,7 @@ def moe_backward(
     grads: dict[str, np.ndarray] = {}
     if "shared/out/bias" in p:
         grads["shared/out/bias"] = dy.reshape(-1, dy.shape[-1]).sum(axis=0)
-    dout = mappings.exit_region_backward(tp, dy, "tp/mlp/out").reshape(-1, dy.shape[-1])  # (T, h)
+    dout = mappings.exit_region_backward(tp, dy, Region.TP_MLP_OUT).reshape(-1, dy.shape[-1])  # (T, h)
     T = dout.shape[0]
     weights, experts = c["weights"], c["experts"]
     dtokens = np.zeros_like(dout)
@@ -107,10 +108,10 @@ def moe_backward(
     dcombined = np.zeros((E, T, dout.shape[1]))
     for j in range(experts.shape[1]):
         dcombined[experts[:, j], np.arange(T)] = dout if on_input else weights[:, j, None] * dout
-    back = ep.all_to_all(np.split(dcombined, ep.size, axis=0), "ep/combine")  # ep x (E/ep, T, h)
+    back = ep.all_to_all(np.split(dcombined, ep.size, axis=0), Region.EP_COMBINE)  # ep x (E/ep, T, h)
     dexpert_in, g = experts_backward(c["ecache"], p, spec.activation, spec.gated_mlp, np.concatenate(back, axis=1))
     grads.update(g)
-    returned = ep.all_to_all(np.split(dexpert_in, ep.size, axis=1), "ep/dispatch")  # ep x (E/ep, T, h)
+    returned = ep.all_to_all(np.split(dexpert_in, ep.size, axis=1), Region.EP_DISPATCH)  # ep x (E/ep, T, h)
     ddispatch = np.concatenate(returned, axis=0)  # (E, T, h)
     dslots = ddispatch[experts, np.arange(T)[:, None]]  # (T, k, h): d(expert input) per pick
     if on_input:  # input w x: dw = <d input, x>, dx = w d input; partial over tp like dslots
@@ -122,4 +123,4 @@ def moe_backward(
     drouter, g = router_backward(c["rcache"], p, dweights, router(spec))
     grads.update(g)
     dx_in = (dtokens + drouter).reshape(c["shape"])
-    return mappings.enter_region_backward(tp, dx_in, "tp/mlp/in"), grads
+    return mappings.enter_region_backward(tp, dx_in, Region.TP_MLP_IN), grads

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from modelplan.comm.regions import Region
+
 from modelplan.count.blocks import mtp_block
 from modelplan.execute.expert_parallel import ExpertParallel
 from modelplan.execute.mappings import TensorParallel
@@ -33,7 +35,7 @@ from modelplan.execute.vocab_parallel import (
 from modelplan.specs.transformer import TransformerSpec
 
 Params = dict[str, np.ndarray]
-EMBEDDING_LABEL = "tp/mtp/embedding"
+EMBEDDING_LABEL = Region.TP_MTP_EMBEDDING
 
 
 def mtp_forward_tp(tp: TensorParallel, ep: ExpertParallel, spec: TransformerSpec, params: Params, h0: np.ndarray,

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from modelplan.count.blocks import Block, block_of
+from modelplan.comm.regions import Region
 from modelplan.execute import mappings
 from modelplan.execute.expert_parallel import ExpertParallel, moe_backward, moe_forward
 from modelplan.execute.layers.attention import attention_backward, attention_forward
@@ -42,12 +43,12 @@ def _stats(tp: TensorParallel):
 
 
 def _attention_f(tp: TensorParallel, spec: TransformerSpec, block: Block, pa: Params, h: np.ndarray):
-    a_in = mappings.enter_region(tp, h, "tp/attention/in")  # (b, s, h)
+    a_in = mappings.enter_region(tp, h, Region.TP_ATTENTION_IN)  # (b, s, h)
     if spec.mla is not None:
         a_part, cache = mla_forward(a_in, pa, mla_shape(spec, tp.size, block.mixer))  # partial over tp
     else:
         a_part, cache = attention_forward(a_in, pa, attention_shape(spec, tp.size, block.mixer), _stats(tp))
-    a = mappings.exit_region(tp, a_part, "tp/attention/out")
+    a = mappings.exit_region(tp, a_part, Region.TP_ATTENTION_OUT)
     return a + pa.get("out/bias", 0.0), cache
 
 
@@ -55,37 +56,37 @@ def _attention_b(tp: TensorParallel, spec: TransformerSpec, block: Block, pa: Pa
     grads: Params = {}
     if "out/bias" in pa:
         grads["out/bias"] = _bias_grad(da)
-    da_part = mappings.exit_region_backward(tp, da, "tp/attention/out")
+    da_part = mappings.exit_region_backward(tp, da, Region.TP_ATTENTION_OUT)
     if spec.mla is not None:
         dh, g = mla_backward(cache, pa, mla_shape(spec, tp.size, block.mixer), da_part)
     else:
         dh, g = attention_backward(cache, pa, attention_shape(spec, tp.size, block.mixer), da_part, _stats(tp))
     grads.update(g)
-    return mappings.enter_region_backward(tp, dh, "tp/attention/in"), grads
+    return mappings.enter_region_backward(tp, dh, Region.TP_ATTENTION_IN), grads
 
 
 def _mamba_f(tp: TensorParallel, spec: TransformerSpec, pm: Params, h: np.ndarray):
-    m_in = mappings.enter_region(tp, h, "tp/mamba/in")  # (b, s, h)
+    m_in = mappings.enter_region(tp, h, Region.TP_MAMBA_IN)  # (b, s, h)
     m_part, cache = mamba_forward(m_in, pm, mamba_shape(spec, tp.size), _stats(tp))  # partial over tp
-    return mappings.exit_region(tp, m_part, "tp/mamba/out") + pm.get("out/bias", 0.0), cache
+    return mappings.exit_region(tp, m_part, Region.TP_MAMBA_OUT) + pm.get("out/bias", 0.0), cache
 
 
 def _mamba_b(tp: TensorParallel, spec: TransformerSpec, pm: Params, cache, dm: np.ndarray):
     grads: Params = {}
     if "out/bias" in pm:
         grads["out/bias"] = _bias_grad(dm)
-    dm_part = mappings.exit_region_backward(tp, dm, "tp/mamba/out")
+    dm_part = mappings.exit_region_backward(tp, dm, Region.TP_MAMBA_OUT)
     dh, g = mamba_backward(cache, pm, mamba_shape(spec, tp.size), dm_part, _stats(tp))
     grads.update(g)
-    return mappings.enter_region_backward(tp, dh, "tp/mamba/in"), grads
+    return mappings.enter_region_backward(tp, dh, Region.TP_MAMBA_IN), grads
 
 
 def _mlp_f(tp: TensorParallel, ep: ExpertParallel, spec: TransformerSpec, block: Block, pm: Params, h: np.ndarray):
     if block.moe:
         return moe_forward(tp, ep, spec, pm, h)
-    m_in = mappings.enter_region(tp, h, "tp/mlp/in")
+    m_in = mappings.enter_region(tp, h, Region.TP_MLP_IN)
     m_part, cache = mlp_forward(m_in, pm, spec.activation, spec.gated_mlp)
-    m = mappings.exit_region(tp, m_part, "tp/mlp/out")
+    m = mappings.exit_region(tp, m_part, Region.TP_MLP_OUT)
     return m + pm.get("out/bias", 0.0), cache
 
 
@@ -96,10 +97,10 @@ def _mlp_b(tp: TensorParallel, ep: ExpertParallel, spec: TransformerSpec, block:
     grads: Params = {}
     if "out/bias" in pm:
         grads["out/bias"] = _bias_grad(dm)
-    dm_part = mappings.exit_region_backward(tp, dm, "tp/mlp/out")
+    dm_part = mappings.exit_region_backward(tp, dm, Region.TP_MLP_OUT)
     dh, g = mlp_backward(cache, pm, spec.activation, spec.gated_mlp, dm_part)
     grads.update(g)
-    return mappings.enter_region_backward(tp, dh, "tp/mlp/in"), grads
+    return mappings.enter_region_backward(tp, dh, Region.TP_MLP_IN), grads
 
 
 def kind_forward(tp: TensorParallel, ep: ExpertParallel, spec: TransformerSpec, block: Block, p: Params,

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from modelplan.comm.regions import Region
 from modelplan.execute import mappings
 from modelplan.execute.layers.embedding import embedding_backward, embedding_forward
 from modelplan.execute.layers.loss import logits_backward, logits_forward
@@ -56,7 +57,7 @@ def word_embedding_backward_tp(tp: TensorParallel, spec: TransformerSpec, p: Par
 
 def embedding_forward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, mb: Batch) -> tuple[np.ndarray, dict[str, Any]]:
     """Embeddings of micro-batch mb: (b, s) ids -> (b, s or s/tp, h)."""
-    x = word_embedding_tp(tp, spec, p, mb.tokens, "tp/embedding")
+    x = word_embedding_tp(tp, spec, p, mb.tokens, Region.TP_EMBEDDING)
     lo, hi = _seq_range(tp, mb.tokens.shape[1])
     if "embedding/position/weight" in p:
         x = x + p["embedding/position/weight"][lo:hi]
@@ -81,7 +82,7 @@ def embedding_backward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, 
         grads["embedding/position/weight"] = dpos
     if mb.types is not None:
         grads["embedding/type/weight"] = embedding_backward(spec.type_vocab, mb.types[:, lo:hi], dx)
-    grads["embedding/word/weight"] = word_embedding_backward_tp(tp, spec, p, mb.tokens, dx, "tp/embedding")
+    grads["embedding/word/weight"] = word_embedding_backward_tp(tp, spec, p, mb.tokens, dx, Region.TP_EMBEDDING)
     return grads
 
 
@@ -92,14 +93,14 @@ def vocab_parallel_cross_entropy(tp: TensorParallel, logits: np.ndarray, labels:
     vocab_local = logits.shape[-1]
     first = tp.rank * vocab_local
     local_max = logits.max(axis=-1)  # (b, s)
-    maxima = tp.all_gather(local_max[None], 0, "tp/cross-entropy/max")  # (tp, b, s)
+    maxima = tp.all_gather(local_max[None], 0, Region.TP_CROSS_ENTROPY_MAX)  # (tp, b, s)
     shifted = logits - maxima.max(axis=0)[..., None]
     exp = np.exp(shifted)
     local = labels - first
     inside = (local >= 0) & (local < vocab_local)
     target = np.take_along_axis(shifted, np.where(inside, local, 0)[..., None], axis=-1)[..., 0] * inside
-    target = tp.all_reduce(target, "tp/cross-entropy/target")  # the owner's logit, 0 elsewhere
-    sum_exp = tp.all_reduce(exp.sum(axis=-1), "tp/cross-entropy/sum")
+    target = tp.all_reduce(target, Region.TP_CROSS_ENTROPY_TARGET)  # the owner's logit, 0 elsewhere
+    sum_exp = tp.all_reduce(exp.sum(axis=-1), Region.TP_CROSS_ENTROPY_SUM)
     per_token = np.log(sum_exp) - target
     loss = float(np.mean(per_token)) if mask is None else float((per_token * mask).sum() / mask.sum())
     return loss, exp / sum_exp[..., None], inside
@@ -115,7 +116,7 @@ def head_forward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, x: np.
     c: dict[str, Any] = {"norm_name": norm, "mask": mask}
     if c["norm_name"]:
         x, c["norm"] = norm_f(spec, sub(p, norm), x)
-    x_in = mappings.enter_region(tp, x, "tp/lm-head/in")  # (b, s, h)
+    x_in = mappings.enter_region(tp, x, Region.TP_LM_HEAD_IN)  # (b, s, h)
     w = p["embedding/word/weight"].T if spec.tied_embeddings else p["head/lm/weight"]  # (h, V/tp)
     logits = x_in @ w + p.get("head/lm/bias", 0.0)  # (b, s, h) @ (h, V/tp)
     logits, c["capped"] = logits_forward(logits, spec.logit_scale, spec.final_logit_softcap)
@@ -146,7 +147,7 @@ def head_backward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, c: di
         w = p["head/lm/weight"]
     if "head/lm/bias" in p:
         grads["head/lm/bias"] = dlogits.reshape(-1, vocab_local).sum(axis=0)
-    dx = mappings.enter_region_backward(tp, dlogits @ w.T, "tp/lm-head/in")  # (b, s, V/tp) @ (V/tp, h)
+    dx = mappings.enter_region_backward(tp, dlogits @ w.T, Region.TP_LM_HEAD_IN)  # (b, s, V/tp) @ (V/tp, h)
     if "norm" in c:
         dx = norm_b(sub(p, c["norm_name"]), c["norm"], dx, grads, c["norm_name"])
     return dx, grads

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
 from modelplan.count.blocks import block_of, mtp_block
 from modelplan.plan.experts import expert_capacity
@@ -104,7 +105,7 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
                 tp_mod.embedding_calls(calls, tp, sp, A, mc)
             if v == last:
                 tp_mod.head_calls(calls, tp, sp, A, tokens, loss_b, mc * (1 + mtp))
-                tp_mod.embedding_calls(calls, tp, sp, A, mc * mtp, "tp/mtp/embedding")
+                tp_mod.embedding_calls(calls, tp, sp, A, mc * mtp, Region.TP_MTP_EMBEDDING)
             if spec.moe is not None:
                 a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, expert_capacity(tokens, spec.moe, capacity_factor),
                                             h, act)
@@ -121,6 +122,6 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
                 if unit in replicas and r in replicas[unit]:
                     owned = u.padded if plan.zero == 0 else u.padded // u.group_size
                     pp_mod.replica_calls(calls, unit, len(replicas[unit]), owned * grad)
-        calls.add(Collective.BARRIER, Axis.WORLD, plan.world_size, 0, 1, "world/start", startup=True)
+        calls.add(Collective.BARRIER, Axis.WORLD, plan.world_size, 0, 1, Region.WORLD_START, startup=True)
         per_rank.append(calls)
     return merge_rank_calls(per_rank)

@@ -33,7 +33,8 @@ from modelplan.plan.dims import EXPERT_DP, ParallelDims, pair_shape, strided_sha
 from modelplan.plan.engine import engine_settings
 from modelplan.plan.fsdp import hsdp_groups, reduces_every_microbatch, zero3_mode
 from modelplan.plan.experts import expert_capacity, planned_capacity_factor
-from modelplan.plan.memory import StageMemory, block_activations, edge_activations, stage_memory
+from modelplan.plan.memory import block_activations, edge_activations, stage_memory
+from modelplan.plan.results import StageMemory
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
 from modelplan.plan.parallel.calls import RankCalls
 from modelplan.plan.pipeline import schedule_layout
@@ -416,7 +417,7 @@ class Evaluator:
             return first, first
         b = blocks[-1]
         last = stage_memory(last_states, b.dense + b.moe, inflight[1], t, b.embedding > 0, b.head > 0, groups,
-                            self.cost, mt, b.moe, True, buckets)
+                            self.cost, mt, b.moe, True, buckets, pp - 1)
         return first, last
 
     # -- the step ---------------------------------------------------------------------------------

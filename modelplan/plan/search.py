@@ -10,20 +10,18 @@ block terms and per-group-shape collective times are cached by the `Evaluator`.
 from __future__ import annotations
 
 import heapq
-import math
 import time
 from collections import Counter
-from typing import Literal
-
-from pydantic import Field
 
 from modelplan.errors import PlanInfeasible
 from modelplan.plan.estimate import to_estimate
+from modelplan.plan.family import family_of
 from modelplan.plan.infeasible import _axes, nearest_blocker
-from modelplan.plan.pipeline import schedule_problem
+from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.results import SearchResult
 from modelplan.plan.evaluator import Evaluator, PlanPoint
+from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, _choose, divisors
 from modelplan.plan.validate import (
     batch_problem,
     ep_problem,
@@ -31,71 +29,23 @@ from modelplan.plan.validate import (
     tp_node_problem,
     tp_problems,
 )
-from modelplan.specs.base import Spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan, Schedule
-from modelplan.specs.training import Recompute, TrainingSpec
+from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
-
-class IntRange(Spec):
-    """Inclusive range of integers, e.g. `--pp 1..16`."""
-
-    lo: int = Field(ge=1)
-    hi: int = Field(ge=1)
+__all__ = ["IntRange", "SearchSpace", "divisors", "search_plans", "search_transformer_plans"]  # the space lives in space.py
 
 
-IntChoice = list[int] | IntRange
-
-LONG_SEQUENCE = 32768
-"""The search tries context parallelism by default from this sequence length on (below it a
-sequence's activations fit with sequence parallelism and recompute, and CP's ring only adds
-traffic; Megatron-core documents CP for long-context training); `--cp` asks for it at any length."""
-
-
-class SearchSpace(Spec):
-    """Which values each plan field may take; None means every value that can be valid."""
-
-    tp: IntChoice | None = None
-    pp: IntChoice | None = None
-    dp: IntChoice | None = None
-    vpp: IntChoice | None = None
-    """Model chunks per pipeline rank; values >= 2 use the interleaved schedule."""
-    micro_batch: IntChoice | None = None
-    ep: IntChoice | None = None
-    """Expert-parallel sizes (MoE); default: every divisor of dp that divides num_experts."""
-    cp: IntChoice | None = None
-    """Context-parallel sizes; default: 1, or from seq_len >= LONG_SEQUENCE on every divisor of
-    gpus/tp that divides seq_len."""
-    max_tp: int | None = Field(None, ge=1)
-    schedule: list[Schedule] | None = None
-    """Default: 1f1b and interleaved (GPipe has 1F1B's bubble and more memory; the others are
-    asked for by name)."""
-    sequence_parallel: list[bool] | None = None
-    recompute: list[Recompute] | None = None
-    zero: list[Literal[0, 1, 2, 3]] | None = None
-    allow_tp_across_nodes: bool = False
-    memory_headroom: float = Field(0.0, ge=0, lt=1)
-    """Fraction of accelerator memory kept free."""
+def search_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, space: SearchSpace | None = None,
+                 cost: CostModel | None = None, top_k: int = 5) -> SearchResult:
+    """Every valid plan of `gpus` GPUs ranked by predicted step time, by the model's family
+    (`plan/family.py`; raises PlanInfeasible with the nearest blocker when none fits)."""
+    return family_of(spec).call("search", spec, training, cluster, gpus, space, cost, top_k)
 
 
-def divisors(n: int) -> list[int]:
-    """Positive divisors of n, ascending."""
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
-def _choose(choice: IntChoice | None, defaults: list[int], cap: int) -> list[int]:
-    """User values (explicit list, or every integer of a range up to cap) or the defaults."""
-    if choice is None:
-        return defaults
-    if isinstance(choice, IntRange):
-        return list(range(choice.lo, min(choice.hi, cap) + 1))
-    return sorted(set(choice))
-
-
-def search_plans(
+def search_transformer_plans(
     spec: TransformerSpec,
     training: TrainingSpec,
     cluster: Cluster,
@@ -104,12 +54,7 @@ def search_plans(
     cost: CostModel | None = None,
     top_k: int = 5,
 ) -> SearchResult:
-    """Every valid plan of `gpus` GPUs ranked by predicted step time (raises PlanInfeasible with
-    the nearest blocker when none fits)."""
-    if getattr(spec, "kind", None) == "network":  # MLP / CNN / RNN: modelplan.plan.net_search
-        from modelplan.plan.net_search import search_network_plans
-
-        return search_network_plans(spec, training, cluster, gpus, space, cost, top_k)
+    """`search_plans` of a transformer (dense or MoE): the enumeration of the module docstring."""
     start = time.perf_counter()
     space = space or SearchSpace()
     ev = Evaluator(spec, training, cluster, cost)
@@ -176,6 +121,14 @@ def search_plans(
             allowed = set(_choose(space.vpp, [], layers))
             out = [(s, v) for s, v in out if v in allowed]
         return out
+
+    num_stages: dict[tuple, int] = {}
+
+    def stages_of(sched: str, pp: int, vpp: int) -> int:
+        key = (sched, pp, vpp)
+        if key not in num_stages:
+            num_stages[key] = schedule_layout(sched, pp, vpp).num_stages
+        return num_stages[key]
 
     def sps_of(tp: int) -> list[bool]:
         return [x for x in sp_user if tp > 1 or not x] or [False]
@@ -247,7 +200,8 @@ def search_plans(
                             for rc in recomputes:
                                 for zero in ok_zeros:
                                     for sched, vpp in svs:
-                                        problem = pp_problem(layers, pp, vpp) or schedule_problem(sched, pp, m, vpp)
+                                        problem = (pp_problem(layers, pp, vpp, stages_of(sched, pp, vpp))
+                                                   or schedule_problem(sched, pp, m, vpp))
                                         if problem:
                                             reject(problem, 1)
                                             continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from modelplan.comm.regions import Region
 from modelplan.plan.pipeline.actions import StageLayout
 from modelplan.specs.transformer import TransformerSpec
 
@@ -139,4 +140,4 @@ class RankBlocks(NamedTuple):
 
 def replica_label(unit: str) -> str:
     """Ledger label of the AllReduce of a replicated unit's gradient (`unit_replicas`)."""
-    return "pp/tied-embedding-grads" if unit == "embedding/word" else "pp/replica-grads"
+    return Region.PP_TIED_EMBEDDING if unit == "embedding/word" else Region.PP_REPLICA

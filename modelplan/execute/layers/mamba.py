@@ -25,11 +25,13 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from modelplan.comm.regions import Region
+
 from modelplan.execute.layers.linear import linear_backward, linear_forward
 from modelplan.execute.layers.norm import norm_backward, norm_forward
 
 Reduce = Callable[[np.ndarray, str], np.ndarray]
-X_PROJ_LABEL = "tp/mamba/x_proj"
+X_PROJ_LABEL = Region.TP_MAMBA_X_PROJ
 
 
 @dataclass(frozen=True)

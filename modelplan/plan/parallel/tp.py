@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from modelplan.comm.ops import Axis, Collective
+from modelplan.comm.regions import SUBLAYER_REGIONS, Region
 from modelplan.count.blocks import Block
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.parallel.calls import RankCalls
@@ -44,14 +45,7 @@ def local_kv_heads(kv_heads: int, tp: int) -> int:
 def block_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, fwd_runs: int, bwd_runs: int) -> None:
     """f and g of the attention and MLP sub-layers: `fwd_runs` forwards (recompute included) and
     `bwd_runs` backwards of blocks whose (b, s, h) activation is `nbytes`."""
-    g_fwd, g_bwd, f_fwd, f_bwd = region_ops(sp)
-    for sub in ("attention", "mlp"):
-        for op, where in ((f_fwd, "in"), (g_fwd, "out")):
-            if op is not None:
-                calls.add(op, TP, tp, nbytes, fwd_runs, f"tp/{sub}/{where}")
-        calls.add(f_bwd, TP, tp, nbytes, bwd_runs, f"tp/{sub}/in")
-        if g_bwd is not None:
-            calls.add(g_bwd, TP, tp, nbytes, bwd_runs, f"tp/{sub}/out")
+    _sublayer_calls(calls, ["attention", "mlp"], tp, sp, nbytes, fwd_runs, bwd_runs)
 
 
 def block_kind_calls(calls: RankCalls, spec: TransformerSpec, block: Block, tp: int, sp: bool, nbytes: int,
@@ -62,15 +56,12 @@ def block_kind_calls(calls: RankCalls, spec: TransformerSpec, block: Block, tp: 
     in forward and of its gradient in backward."""
     mixer = "mamba" if block.mixer == "mamba" else "attention"
     subs = [mixer] + (["cross_attention"] if block.cross else []) + (["mlp"] if block.mlp else [])
-    if subs == ["attention", "mlp"]:
-        block_calls(calls, tp, sp, nbytes, fwd_runs, bwd_runs)
-    else:
-        _sublayer_calls(calls, subs, tp, sp, nbytes, fwd_runs, bwd_runs)
+    _sublayer_calls(calls, subs, tp, sp, nbytes, fwd_runs, bwd_runs)
     if block.mixer == "mamba":
         ssm = spec.ssm
         x_proj = tokens * (ssm.dt_rank + 2 * ssm.state_size) * value_bytes
-        calls.add(AR, TP, tp, x_proj, fwd_runs, "tp/mamba/x_proj")
-        calls.add(AR, TP, tp, x_proj, bwd_runs, "tp/mamba/x_proj")
+        calls.add(AR, TP, tp, x_proj, fwd_runs, Region.TP_MAMBA_X_PROJ)
+        calls.add(AR, TP, tp, x_proj, bwd_runs, Region.TP_MAMBA_X_PROJ)
     else:
         qk_norm_calls(calls, spec, tp, tokens, value_bytes, fwd_runs, bwd_runs)
 
@@ -79,12 +70,13 @@ def _sublayer_calls(calls: RankCalls, subs: list[str], tp: int, sp: bool, nbytes
                     bwd_runs: int) -> None:
     g_fwd, g_bwd, f_fwd, f_bwd = region_ops(sp)
     for sub in subs:
-        for op, where in ((f_fwd, "in"), (g_fwd, "out")):
+        f_region, g_region = SUBLAYER_REGIONS[sub]
+        for op, region in ((f_fwd, f_region), (g_fwd, g_region)):
             if op is not None:
-                calls.add(op, TP, tp, nbytes, fwd_runs, f"tp/{sub}/{where}")
-        calls.add(f_bwd, TP, tp, nbytes, bwd_runs, f"tp/{sub}/in")
+                calls.add(op, TP, tp, nbytes, fwd_runs, region)
+        calls.add(f_bwd, TP, tp, nbytes, bwd_runs, f_region)
         if g_bwd is not None:
-            calls.add(g_bwd, TP, tp, nbytes, bwd_runs, f"tp/{sub}/out")
+            calls.add(g_bwd, TP, tp, nbytes, bwd_runs, g_region)
 
 
 def qk_norm_calls(calls: RankCalls, spec: TransformerSpec, tp: int, tokens: int, value_bytes: int, fwd_runs: int,
@@ -95,14 +87,16 @@ def qk_norm_calls(calls: RankCalls, spec: TransformerSpec, tp: int, tokens: int,
     if not spec.qk_norm or spec.qk_norm_scope != "all_heads" or spec.mla is not None:
         return
     stats = tokens * (2 if spec.norm == "layernorm" else 1) * value_bytes
-    for name in ("q_norm", "k_norm"):
-        calls.add(AR, TP, tp, stats, fwd_runs, f"tp/attention/{name}/stats")
-        calls.add(AR, TP, tp, stats, bwd_runs, f"tp/attention/{name}/grad-stats")
+    for fwd, bwd in ((Region.TP_Q_NORM_STATS, Region.TP_Q_NORM_GRAD_STATS),
+                     (Region.TP_K_NORM_STATS, Region.TP_K_NORM_GRAD_STATS)):
+        calls.add(AR, TP, tp, stats, fwd_runs, fwd)
+        calls.add(AR, TP, tp, stats, bwd_runs, bwd)
 
 
-def embedding_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, runs: int, label: str = "tp/embedding") -> None:
+def embedding_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, runs: int,
+                    label: Region = Region.TP_EMBEDDING) -> None:
     """g after the vocab-parallel embedding (forward and backward of `runs` micro-batches); the
-    MTP modules' lookups on the last stage are `tp/mtp/embedding`."""
+    MTP modules' lookups on the last stage are `Region.TP_MTP_EMBEDDING`."""
     g_fwd, g_bwd, _, _ = region_ops(sp)
     calls.add(g_fwd, TP, tp, nbytes, runs, label)
     if g_bwd is not None:
@@ -113,11 +107,11 @@ def head_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, tokens: int, lo
     """f before the output head and the vocab-parallel cross-entropy's three reductions."""
     _, _, f_fwd, f_bwd = region_ops(sp)
     if f_fwd is not None:
-        calls.add(f_fwd, TP, tp, nbytes, runs, "tp/lm-head/in")
-    calls.add(f_bwd, TP, tp, nbytes, runs, "tp/lm-head/in")
-    calls.add(AG, TP, tp, tp * tokens * loss_bytes, runs, "tp/cross-entropy/max")
-    calls.add(AR, TP, tp, tokens * loss_bytes, runs, "tp/cross-entropy/target")
-    calls.add(AR, TP, tp, tokens * loss_bytes, runs, "tp/cross-entropy/sum")
+        calls.add(f_fwd, TP, tp, nbytes, runs, Region.TP_LM_HEAD_IN)
+    calls.add(f_bwd, TP, tp, nbytes, runs, Region.TP_LM_HEAD_IN)
+    calls.add(AG, TP, tp, tp * tokens * loss_bytes, runs, Region.TP_CROSS_ENTROPY_MAX)
+    calls.add(AR, TP, tp, tokens * loss_bytes, runs, Region.TP_CROSS_ENTROPY_TARGET)
+    calls.add(AR, TP, tp, tokens * loss_bytes, runs, Region.TP_CROSS_ENTROPY_SUM)
 
 
 class TpSeconds(NamedTuple):
