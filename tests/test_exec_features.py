@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_exec_layers import directional_check
+from test_exec_layers import _attention_params, directional_check
 from modelplan.execute.layers.attention import AttentionShape, QKNorm, attention_backward, attention_forward, attention_mask
 from modelplan.execute.layers.mla import MLAShape, mla_backward, mla_forward
 from modelplan.execute.layers.mlp import mlp_backward, mlp_forward
@@ -20,15 +20,6 @@ from modelplan.execute.reference import loss_and_grads
 from modelplan.specs.blocks import MLASpec, SSMSpec
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import MoESpec, TransformerSpec
-
-
-def _attention_params(rng, h, heads, kv, d, bias=False):
-    p = {"q/weight": rng.normal(size=(h, heads * d)), "k/weight": rng.normal(size=(h, kv * d)),
-         "v/weight": rng.normal(size=(h, kv * d)), "out/weight": rng.normal(size=(heads * d, h))}
-    if bias:
-        for n, width in (("q", heads * d), ("k", kv * d), ("v", kv * d)):
-            p[f"{n}/bias"] = rng.normal(size=width)
-    return p
 
 
 def _qk(scope, weight, kind="rmsnorm", bias=False, heads=4, kv=2, d=4):
