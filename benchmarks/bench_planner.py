@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from modelplan.comm.clusters import load_cluster  # noqa: E402
 from modelplan.plan.calibration import megatron_gpt  # noqa: E402
-from modelplan.plan.evaluator import Evaluator  # noqa: E402
+from modelplan.plan.evaluator import Evaluator, PlanPoint  # noqa: E402
 from modelplan.plan.search import divisors, search_plans  # noqa: E402
 from modelplan.plan.validate import tp_problems  # noqa: E402
 
@@ -72,7 +72,7 @@ def main() -> int:
     for _ in range(args.runs):
         ev = Evaluator(case.spec, case.training, cluster)
         start, cpu = time.perf_counter(), time.process_time()
-        n = sum(1 for args_ in every_valid_plan(ev, case.gpus) if ev.evaluate(*args_) is not None)
+        n = sum(1 for args_ in every_valid_plan(ev, case.gpus) if ev.evaluate(PlanPoint(*args_)) is not None)
         rates.append(n / (time.perf_counter() - start))
         cpu_rates.append(n / (time.process_time() - cpu))
     print(f"evaluations: {n:,} valid plans priced in full (time + memory), median "

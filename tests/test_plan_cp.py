@@ -1,5 +1,5 @@
 """Context parallelism in the planner (commlist cp items, kernels and activations with cp,
-layerterms.cp_ring_exposure, the search rule) against hand-worked volumes: every rank holds s/cp
+parallel/cp.ring_exposure, the search rule) against hand-worked volumes: every rank holds s/cp
 tokens of each sequence; per block and micro-batch K and V (2 b (s/cp) kv_width / tp) go around
 the cp ring in cp - 1 steps forward, K, V and dK, dV in backward (ring attention, Liu et al. 2023;
 Megatron-core cp_comm_type p2p); gradients are reduced over dp x cp ranks. The executor does not
@@ -14,7 +14,7 @@ from modelplan.comm.ops import Axis, Collective
 from modelplan.plan.commlist import communication_list
 from modelplan.plan.estimate import estimate_plan
 from modelplan.plan.evaluator import Evaluator
-from modelplan.plan.layerterms import cp_ring_exposure
+from modelplan.plan.parallel.cp import ring_exposure as cp_ring_exposure
 from modelplan.plan.search import SearchSpace, search_plans
 from modelplan.specs.hardware import Accelerator, Cluster, Link
 from modelplan.specs.plan import Plan
@@ -93,7 +93,7 @@ def test_activations_are_split_over_cp():
     """SP + selective recompute keeps 34 (s/cp) b h / t bytes per block (Korthikanti et al. 2022
     Table 2 with s/cp tokens): s 8192, cp 2, b 1, h 1024, t 2 -> 34 x 4096 x 1024 / 2 = 71,303,168."""
     ev = Evaluator(gpt(), TrainingSpec(global_batch=8, seq_len=8192, attention="eager"), ideal_cluster())
-    assert ev.terms(2, True, 1, "selective", cp=2).activation_bytes == 34 * 4096 * 1024 // 2 == 71_303_168
+    assert ev.block_terms(2, True, 1, "selective", cp=2).activation_bytes == 34 * 4096 * 1024 // 2 == 71_303_168
 
 
 def test_scores_of_local_queries_against_all_keys():
@@ -101,7 +101,7 @@ def test_scores_of_local_queries_against_all_keys():
     keys): s 8192, cp 2, a 16, b 1, h 1024, t 2, SP -> (34 x 4096 x 1024 + 5 x 16 x 4096 x 8192) / 2."""
     ev = Evaluator(gpt(), TrainingSpec(global_batch=8, seq_len=8192, attention="eager"), ideal_cluster())
     want = (34 * 4096 * 1024 + 5 * 16 * 4096 * 8192) // 2
-    assert ev.terms(2, True, 1, "none", cp=2).activation_bytes == want == 1_413_480_448
+    assert ev.block_terms(2, True, 1, "none", cp=2).activation_bytes == want == 1_413_480_448
 
 
 def test_ring_exposure_by_hand():
@@ -116,8 +116,8 @@ def test_kv_send_crosses_nodes_when_the_cp_group_does():
     send goes through one NIC. K, V block: 2 x (4096/4) x 16 heads/t x 64 x 2 B."""
     ev = Evaluator(gpt(), TrainingSpec(global_batch=8, seq_len=4096), ideal_cluster())
     inside = 2 * 1024 * 16 * 64 * 2
-    assert ev.cp_kv_send_s(1, False, 1, 4) == pytest.approx(inside / INTRA_BPS)
-    assert ev.cp_kv_send_s(4, False, 1, 4) == pytest.approx(inside / 4 / INTER_BPS)
+    assert ev.cp_kv_send_s(1, 1, 4) == pytest.approx(inside / INTRA_BPS)
+    assert ev.cp_kv_send_s(4, 1, 4) == pytest.approx(inside / 4 / INTER_BPS)
 
 
 def test_cp_plan_is_planned_only_and_its_terms_add_up():

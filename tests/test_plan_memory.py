@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 
 from modelplan.plan.evaluator import Evaluator
-from modelplan.plan.memory import inflight_microbatches, model_state_bytes, state_bytes_per_param
-from modelplan.plan.schedule import pipeline_schedule
+from modelplan.plan.evaluator import PlanPoint
+from modelplan.plan.parallel.dp_zero import state_bytes as model_state_bytes, state_bytes_per_param
+from modelplan.plan.pipeline import pipeline_schedule
+from modelplan.plan.pipeline.profile import inflight_microbatches
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Accelerator, Cluster, Link
 from modelplan.specs.training import TrainingSpec
@@ -49,18 +53,22 @@ def _max_in_flight(steps) -> int:
 
 @pytest.mark.parametrize("pp,m", [(4, 8), (4, 2), (8, 16), (2, 1)])
 def test_1f1b_in_flight_matches_the_schedule(pp, m):
-    """1F1B: rank r holds min(pp - r, m) micro-batches (Narayanan et al. 2021), read off the schedule."""
-    steps = pipeline_schedule("1f1b", pp, m)
+    """1F1B: rank r holds min(pp - r, m) micro-batches (Narayanan et al. 2021), and that is what
+    the schedule itself keeps in flight."""
+    steps = pipeline_schedule("1f1b", pp, m).actions
     for rank in range(pp):
-        assert inflight_microbatches("1f1b", pp, rank, m) == _max_in_flight(steps[rank])
+        assert inflight_microbatches("1f1b", pp, rank, m) == min(pp - rank, m) == _max_in_flight(steps[rank])
 
 
 @pytest.mark.parametrize("pp,m,vpp", [(4, 8, 2), (4, 4, 3), (2, 8, 4)])
 def test_interleaved_in_flight_matches_the_schedule(pp, m, vpp):
-    """Interleaved: chunks in flight per rank, counted on Megatron's interleaved order, / vpp."""
-    steps = pipeline_schedule("interleaved", pp, m, vpp)
+    """Interleaved: Megatron's warmup + 1 chunks, min(2(pp - r - 1) + (vpp - 1) pp + 1, m vpp), per
+    vpp chunks (Megatron-LM schedules.py num_warmup_microbatches), counted on its order."""
+    steps = pipeline_schedule("interleaved", pp, m, vpp).actions
     for rank in range(pp):
-        assert inflight_microbatches("interleaved", pp, rank, m, vpp) == _max_in_flight(steps[rank]) / vpp
+        chunks = min(2 * (pp - rank - 1) + (vpp - 1) * pp + 1, m * vpp)
+        assert inflight_microbatches("interleaved", pp, rank, m, vpp) == Fraction(chunks, vpp)
+        assert _max_in_flight(steps[rank]) == chunks
 
 
 def test_interleaved_first_stage_factor():
@@ -93,7 +101,7 @@ def test_first_stage_activations_korthikanti():
     (Korthikanti et al. 2022, sec. 4.2.2 and 4.3: 'about L x per-layer, independent of p')."""
     s, b, h, a, t, pp, layers = 2048, 1, 1024, 16, 2, 4, 8
     ev = Evaluator(_gpt(layers), TrainingSpec(global_batch=8, seq_len=s, attention="eager"), _cluster())
-    first, _ = ev.memory(tp=t, pp=pp, dp=1, vpp=1, micro_batch=b, schedule="1f1b", sp=True, recompute="none", zero=0)
+    first, _ = ev.memory(PlanPoint(tp=t, pp=pp, dp=1, micro_batch=b, sequence_parallel=True))
     per_layer = s * b * h * (34 + 5 * a * s // h) // t
     embedding = 8 * s * b + s * b * h // t
     assert first.activations == layers // pp * pp * per_layer + pp * embedding
@@ -103,7 +111,7 @@ def test_stage_total_adds_buffers_fragmentation_and_reserved():
     """total = allocated x (1 + fragmentation) + reserved, allocated = states + activations + buffers."""
     cost = CostModel(fragmentation_fraction=0.1, runtime_reserved_bytes=123)
     ev = Evaluator(_gpt(), TrainingSpec(global_batch=8, seq_len=1024), _cluster(), cost)
-    first, _ = ev.memory(tp=2, pp=2, dp=2, vpp=1, micro_batch=1, schedule="1f1b", sp=False, recompute="full", zero=1)
+    first, _ = ev.memory(PlanPoint(tp=2, pp=2, dp=2, recompute="full", zero=1))
     allocated = first.weights + first.gradients + first.optimizer + first.activations + first.comm_buffers
     assert first.fragmentation == pytest.approx(0.1 * allocated)
     assert first.total == pytest.approx(1.1 * allocated + 123)

@@ -13,9 +13,9 @@ from modelplan.comm.ops import Collective
 from modelplan.plan.commlist import communication_list
 from modelplan.plan.estimate import estimate_plan
 from modelplan.plan.evaluator import Evaluator
-from modelplan.plan.experts import expert_capacity, moe_layer_counts
+from modelplan.plan.experts import expert_capacity
 from modelplan.plan.kernels import layer_kernels
-from modelplan.plan.listprice import item_time_s
+from modelplan.plan.dims import EXPERT_DP
 from modelplan.plan.search import SearchSpace, search_plans
 from modelplan.specs.hardware import Accelerator, Cluster, Link
 from modelplan.specs.plan import Plan
@@ -45,7 +45,7 @@ def test_expert_weights_per_gpu_are_experts_over_ep_times_one_expert():
     """tp 2, ep 4, 2 MoE layers: each GPU holds 8/4 experts per layer of 3 h f / tp parameters:
     2 layers x 2 experts x 3 x 1024 x 2048 / 2 = 12,582,912."""
     ev = Evaluator(mixtral_like(), TrainingSpec(global_batch=8, seq_len=1024), ideal_cluster())
-    per_rank, _, _ = ev.rank_params(tp=2, pp=1, ep=4)
+    per_rank, _, _ = ev.held.rank_params(tp=2, pp=1, ep=4)
     assert per_rank[0][1] == 2 * (E // 4) * EXPERT_PARAMS // 2 == 12_582_912
 
 
@@ -53,8 +53,8 @@ def test_expert_parallel_saves_the_weights_of_the_experts_it_moves_away():
     """ep 1 -> 4 on dp 8: each GPU drops 6 of 8 experts per layer: 6 x 2 layers x 3 h f x 2 B (bf16)
     = 150,994,944 bytes of weights (75,497,472 parameters)."""
     ev = Evaluator(mixtral_like(), TrainingSpec(global_batch=8, seq_len=1024), ideal_cluster())
-    (w1, _, _), _ = ev.states(1, 1, 8, 0, ep=1)
-    (w4, _, _), _ = ev.states(1, 1, 8, 0, ep=4)
+    (w1, _, _), _ = ev.held.states(1, 1, 8, 0, ep=1)
+    (w4, _, _), _ = ev.held.states(1, 1, 8, 0, ep=4)
     assert w1 - w4 == 6 * 2 * EXPERT_PARAMS * 2 == 150_994_944
 
 
@@ -62,7 +62,7 @@ def test_zero1_shards_expert_optimizer_states_over_dp_over_ep():
     """ZeRO-1 shards expert states over the dp/ep ranks holding the same experts, so per GPU they
     are E/ep x P_e x 12 / (dp/ep) = E x P_e x 12 / dp for every ep (Rajbhandari et al. 2020)."""
     ev = Evaluator(mixtral_like(), TrainingSpec(global_batch=8, seq_len=1024), ideal_cluster())
-    opt = {ep: ev.states(1, 1, 8, 1, ep)[0][2] for ep in (1, 2, 4, 8)}
+    opt = {ep: ev.held.states(1, 1, 8, 1, ep)[0][2] for ep in (1, 2, 4, 8)}
     assert opt[1] == pytest.approx(opt[2]) == pytest.approx(opt[4]) == pytest.approx(opt[8])
 
 
@@ -93,7 +93,7 @@ def test_all_to_all_inside_a_node_runs_over_nvlink():
     4 per MoE block and micro-batch (alpha 0)."""
     ev = Evaluator(mixtral_like(), TrainingSpec(global_batch=8, seq_len=1024), ideal_cluster())
     n = 1024 * K * H * 2  # one sequence's dispatch buffer
-    assert ev.ep_list_prices(1, False, 1, "none", 8) == pytest.approx(4 * 7 / 8 * n / INTRA_BPS)
+    assert ev.block_terms(1, False, 1, "none", 1, 8).ep_s == pytest.approx(4 * 7 / 8 * n / INTRA_BPS)
 
 
 def test_all_to_all_across_nodes_is_limited_by_the_nic():
@@ -103,13 +103,13 @@ def test_all_to_all_across_nodes_is_limited_by_the_nic():
     spec = mixtral_like().model_copy(update={"moe": MoESpec(num_experts=16, top_k=K, expert_ffn_hidden=F)})
     ev = Evaluator(spec, TrainingSpec(global_batch=16, seq_len=1024), ideal_cluster())
     n = 1024 * K * H * 2
-    assert ev.ep_list_prices(1, False, 1, "none", 16) == pytest.approx(4 * 8 / 16 * n / INTER_BPS)
+    assert ev.block_terms(1, False, 1, "none", 1, 16).ep_s == pytest.approx(4 * 8 / 16 * n / INTER_BPS)
 
 
 def test_full_recompute_repeats_the_forward_all_to_alls():
     """The recomputed forward dispatches and combines again: 6 AllToAlls instead of 4."""
     ev = Evaluator(mixtral_like(), TrainingSpec(global_batch=8, seq_len=1024), ideal_cluster())
-    assert ev.ep_list_prices(1, False, 1, "full", 8) == pytest.approx(1.5 * ev.ep_list_prices(1, False, 1, "none", 8))
+    assert ev.block_terms(1, False, 1, "full", 1, 8).ep_s == pytest.approx(1.5 * ev.block_terms(1, False, 1, "none", 1, 8).ep_s)
 
 
 def test_expert_gemms_run_top_k_experts_per_token_and_the_router_every_expert():
@@ -133,17 +133,17 @@ def test_expert_gradients_reduce_over_the_expert_data_parallel_group():
     unit = next(i for i in items if i.label == "dp/grads" and i.group_size == 2)
     expert_bytes = (E // 8) * EXPERT_PARAMS * 4
     assert unit.nbytes == expert_bytes
-    assert item_time_s(unit, ev.pricer, ev.shapes(1, 16, 1, 8)) == pytest.approx(2 * 1 / 2 * expert_bytes / INTER_BPS)
+    shape = ev.shapes(1, 16, 1, 8)[EXPERT_DP]  # the dp ranks with the same experts, placed exactly
+    assert ev.pricer.time_s(unit.op, unit.nbytes, shape) == pytest.approx(2 * 1 / 2 * expert_bytes / INTER_BPS)
 
 
 def test_stage_blocks_split_into_dense_and_moe():
     """4 layers, the first 2 dense (DeepSeek first_k_dense_replace), pp 2: stage 0 holds 2 dense
     blocks, stage 1 two MoE blocks; the MoE stage is the critical one."""
-    spec = mixtral_like(layers=4, first_dense=2)
-    assert moe_layer_counts(spec, 2) == [(2, 0), (0, 2)]
-    spec = spec.model_copy(update={"vocab": 128})  # keep the embedding from outweighing the experts
+    spec = mixtral_like(layers=4, first_dense=2).model_copy(update={"vocab": 128})  # embedding lighter than experts
     ev = Evaluator(spec, TrainingSpec(global_batch=8, seq_len=1024), ideal_cluster())
-    assert ev.stage(1, False, 1, "none", 2, 2).critical_rank == 1
+    assert [(b.dense, b.moe) for b in ev.rank_blocks("1f1b", 2, 1)[1]] == [(2, 0), (0, 2)]
+    assert ev.stage_entry(1, False, 1, "none", 2, 2).terms.critical_rank == 1
 
 
 def test_moe_plan_has_an_exposed_all_to_all_term_and_the_terms_add_up():
@@ -153,7 +153,7 @@ def test_moe_plan_has_an_exposed_all_to_all_term_and_the_terms_add_up():
     ev = Evaluator(spec, training, ideal_cluster())
     est = estimate_plan(spec, training, Plan(dp=8, ep=8, micro_batch=1), ideal_cluster())
     m = 16 // 8
-    assert est.step.ep_comm_s == pytest.approx(m * spec.layers * ev.ep_list_prices(1, False, 1, "none", 8))
+    assert est.step.ep_comm_s == pytest.approx(m * spec.layers * ev.block_terms(1, False, 1, "none", 1, 8).ep_s)
     assert sum(est.step.terms().values()) == pytest.approx(est.step.step_time_s)
     assert estimate_plan(spec, training, Plan(dp=8, micro_batch=1), ideal_cluster()).step.ep_comm_s == 0
 

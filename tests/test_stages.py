@@ -61,7 +61,10 @@ def test_fewer_layers_than_stages_is_an_error():
 def test_planner_counts_the_blocks_of_each_uneven_stage():
     """10 dense blocks on pp 4: the pipeline ranks hold 2, 3, 3, 2 blocks (what the stage times
     and stage memories multiply)."""
-    from modelplan.plan.experts import moe_layer_counts
+    from modelplan.plan.pipeline import schedule_layout
+    from modelplan.plan.stages import rank_blocks
 
     spec = TransformerSpec(layers=10, hidden=8, heads=2, ffn_hidden=8, vocab=8)
-    assert moe_layer_counts(spec, 4) == [(2, 0), (3, 0), (3, 0), (2, 0)]
+    blocks = rank_blocks(spec, schedule_layout("1f1b", 4), [(1,)] * 4)
+    assert [(b.dense, b.moe, b.dense_run) for b in blocks] == [(2, 0, 2), (3, 0, 3), (3, 0, 3), (2, 0, 2)]
+    assert [(b.embedding, b.head) for b in blocks] == [(1, 0), (0, 0), (0, 0), (0, 1)]

@@ -1,4 +1,4 @@
-"""Step-time model (steptime.py, layerterms.py, evaluator.py) against hand-worked Megatron formulas."""
+"""Step-time model (evaluator.py, stage_time.py, parallel/*.py) against hand-worked Megatron formulas."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from modelplan.count.params import count_params
 from modelplan.errors import SpecError
 from modelplan.plan.estimate import estimate_plan
 from modelplan.plan.evaluator import Evaluator
-from modelplan.plan.schedule import pipeline_schedule, simulate
-from modelplan.plan.steptime import DpTimes, dp_exposure, optimizer_bytes_per_param, pipeline_time_s
+from modelplan.plan.pipeline import pipeline_schedule
+from modelplan.plan.pipeline.profile import bubble_microbatches, simulate
+from modelplan.plan.parallel.dp_zero import DpTimes, dp_exposure, optimizer_bytes_per_param
+from modelplan.plan.parallel.pp import pipeline_time_s
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Accelerator, Cluster, Link
 from modelplan.specs.plan import Plan
@@ -43,16 +45,20 @@ def gpt(layers: int = 4, hidden: int = 1024, heads: int = 16, vocab: int = 51200
     [("gpipe", 4, 8, 1), ("1f1b", 4, 8, 1), ("1f1b", 8, 3, 1), ("interleaved", 4, 8, 2), ("interleaved", 4, 12, 3)],
 )
 def test_pipeline_closed_form_matches_the_schedule_simulation(schedule, pp, m, vpp):
-    """m t + (p-1)/v t equals the makespan of the schedule run on simulate()'s idealised clock."""
+    """m t + (p-1)/v t (Narayanan et al. 2021, sec. 2.2) equals the makespan of the schedule run on
+    simulate()'s idealised clock (a chunk's forward 1/v, its backward 2/v of a micro-batch's t)."""
     tf, tb = 1.0, 2.0
-    timeline = simulate(pipeline_schedule(schedule, pp, m, vpp), pp, vpp, tf, tb)
-    assert pipeline_time_s(m, pp, vpp, tf + tb, tf + tb) == pytest.approx(timeline.makespan)
+    timeline = simulate(pipeline_schedule(schedule, pp, m, vpp), tf / vpp, tb / vpp / 2, tb / vpp / 2)
+    bubble = float(bubble_microbatches(schedule, pp, m, vpp))
+    assert bubble == pytest.approx((pp - 1) / vpp)
+    assert pipeline_time_s(m, bubble, tf + tb, tf + tb) == pytest.approx(timeline.makespan)
 
 
 def test_bubble_fraction_p_minus_1_over_v_m():
     """pp 8, m 32, v 2: bubble / ideal = 7 / 64 (Narayanan et al. 2021, sec. 2.2.2)."""
     t = 3.0
-    assert pipeline_time_s(32, 8, 2, t, t) - 32 * t == pytest.approx(7 / 64 * 32 * t)
+    bubble = float(bubble_microbatches("interleaved", 8, 32, 2))
+    assert pipeline_time_s(32, bubble, t, t) - 32 * t == pytest.approx(7 / 64 * 32 * t)
 
 
 def test_tp_volume_per_layer_is_8bsh_t_minus_1_over_t():
@@ -60,22 +66,22 @@ def test_tp_volume_per_layer_is_8bsh_t_minus_1_over_t():
     (Narayanan et al. 2021, sec. 3.2), at 2 bytes over 100 GB/s."""
     b, s, h, t = 2, 1024, 1024, 4
     ev = Evaluator(gpt(hidden=h), TrainingSpec(global_batch=8, seq_len=s, precision="bf16"), ideal_cluster())
-    terms = ev.terms(t, False, b, "none")
-    elements = (terms.tp_fwd_s + terms.tp_bwd_s) * INTRA_BPS / 2
+    terms = ev.block_terms(t, False, b, "none")
+    elements = (terms.tp.fwd_s + terms.tp.bwd_s) * INTRA_BPS / 2
     assert elements == pytest.approx(8 * b * s * h * (t - 1) / t)
 
 
 def test_sequence_parallel_moves_the_same_tp_volume():
     """SP turns each AllReduce into ReduceScatter + AllGather of the same total volume (Korthikanti)."""
     ev = Evaluator(gpt(), TrainingSpec(global_batch=8, seq_len=1024), ideal_cluster(), CostModel(overlap_interference=0))
-    assert ev.terms(4, True, 1, "none").tp_fwd_s == pytest.approx(ev.terms(4, False, 1, "none").tp_fwd_s)
+    assert ev.block_terms(4, True, 1, "none").tp.fwd_s == pytest.approx(ev.block_terms(4, False, 1, "none").tp.fwd_s)
 
 
 def test_full_recompute_repeats_the_forward_tp_collectives():
     """Recomputing a block's forward re-runs its 2 AllReduces (comm_hw.md sec. 5.3)."""
     ev = Evaluator(gpt(), TrainingSpec(global_batch=8, seq_len=1024), ideal_cluster())
-    terms = ev.terms(4, False, 1, "full")
-    assert terms.tp_recompute_s == pytest.approx(terms.tp_fwd_s) and terms.tp_recompute_s > 0
+    terms = ev.block_terms(4, False, 1, "full")
+    assert terms.tp.recompute_s == pytest.approx(terms.tp.fwd_s) and terms.tp.recompute_s > 0
 
 
 def test_dp_volume_is_2_d_minus_1_over_d_times_params():
@@ -84,7 +90,7 @@ def test_dp_volume_is_2_d_minus_1_over_d_times_params():
     spec = gpt()
     training = TrainingSpec(global_batch=8, seq_len=1024)
     ev = Evaluator(spec, training, ideal_cluster())
-    times = ev.dp_list_prices(1, 1, 8, 0, False, True).times
+    times = ev.dp_entry(1, 1, 8, 0, False, 0).times
     elements = times.all_reduce * INTRA_BPS / training.grad_bytes
     assert elements == pytest.approx(2 * 7 / 8 * count_params(spec).total)
 
@@ -92,8 +98,8 @@ def test_dp_volume_is_2_d_minus_1_over_d_times_params():
 def test_dp_across_nodes_uses_one_nic_per_rank():
     """tp 8 fills a node, so each DP rank is alone on its node and its ring runs over its NIC."""
     ev = Evaluator(gpt(), TrainingSpec(global_batch=8, seq_len=1024), ideal_cluster())
-    _, first, _, _ = ev.params(8, 1)
-    got = ev.dp_list_prices(8, 1, 4, 0, False, True).times.all_reduce
+    _, first, _, _ = ev.held.params(8, 1)
+    got = ev.dp_entry(8, 1, 4, 0, False, 0).times.all_reduce
     assert got == pytest.approx(2 * 3 / 4 * first * 4 / INTER_BPS)
 
 

@@ -17,8 +17,9 @@ from modelplan.errors import SpecError
 from modelplan.execute import data_parallel, engine, mappings
 from modelplan.execute.pipeline import PipelineP2P
 from modelplan.execute.verify import verify
-from modelplan.plan.schedule import Step
-from modelplan.specs.plan import Plan
+from modelplan.plan.pipeline import Action, ActionKind, PipelineSchedule
+from modelplan.plan.pipeline.actions import strided_layout
+from modelplan.specs.plan import Plan, Schedule
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import MoESpec, TransformerSpec
 
@@ -168,11 +169,11 @@ def test_sending_the_wrong_microbatch_fails_loss(monkeypatch):
     """Stage 0 sends micro-batch i-1's activation for micro-batch i: the loss changes."""
     original = PipelineP2P.send
 
-    def send(self, key, x):
+    def send(self, action, x):
         kept = self.__dict__.setdefault("_previous", {})
-        kept[key] = x
-        previous = (key[0], key[1] - 1, key[2])
-        return original(self, key, kept.get(previous, x) if key[0] == "F" else x)
+        kept[(action.kind, action.microbatch)] = x
+        previous = kept.get((action.kind, action.microbatch - 1), x)
+        return original(self, action, previous if action.kind is ActionKind.SEND_F else x)
 
     monkeypatch.setattr(PipelineP2P, "send", send)
     bad = failed(verify(GPT, TRAIN, Plan(pp=2), scale=False))
@@ -232,7 +233,8 @@ def test_missing_sequence_parallel_grad_reduction_fails_gradients(monkeypatch):
 def test_unpipelined_order_fails_schedule_and_bubble(monkeypatch):
     """Ranks that run F_i B_i per micro-batch (no pipelining) break the order and the bubble."""
     def naive(schedule, pp, m, vpp=1):
-        return [[Step(k, i) for i in range(m) for k in "FB"] for _ in range(pp)]
+        actions = tuple(tuple(Action(k, i) for i in range(m) for k in (ActionKind.F, ActionKind.B)) for _ in range(pp))
+        return PipelineSchedule(Schedule(schedule), pp, m, vpp, strided_layout(pp, 1), actions)
 
     monkeypatch.setattr(engine, "pipeline_schedule", naive)
     bad = failed(verify(GPT, TRAIN, Plan(pp=2, schedule="1f1b"), scale=False))

@@ -16,6 +16,7 @@ from modelplan.cli.app import app, user_errors
 from modelplan.cli.options import AttentionOpt, GlobalBatchOpt, JsonOpt, OptimizerOpt, PrecisionOpt, SeqOpt
 from modelplan.cli.run_options import (CheckpointEveryOpt, CheckpointWriteOpt, MtbfOpt, PriceOpt, PueOpt, RampupOpt,
                                        RestartOpt, StepsOpt, TokensOpt)
+from modelplan.specs.plan import Schedule
 
 DEFAULT_GLOBAL_BATCH = 1024
 DEFAULT_CLUSTER = "dgx-h100"
@@ -36,7 +37,7 @@ EpOpt = _range_opt("--ep", "Expert-parallel size (MoE; experts split over data-p
                    "[default: every divisor of dp that divides num_experts].")
 ZeroOpt = _range_opt("--zero", "ZeRO stages to consider: 1, 0..1 or 0,1,3 [default: 0..3].")
 RecomputeListOpt = _range_opt("--recompute", "Activation recompute: none, selective, full, or a comma list.")
-ScheduleOpt = _range_opt("--schedule", "Pipeline schedules: 1f1b, interleaved, gpipe (comma list) [default: 1f1b,interleaved].")
+ScheduleOpt = _range_opt("--schedule", f"Pipeline schedules: {', '.join(Schedule)} (comma list) [default: 1f1b,interleaved].")
 
 
 def parse_ints(text: str, what: str, minimum: int = 1) -> list[int] | tuple[int, int]:
@@ -153,7 +154,7 @@ def plan_cmd(
         recompute=parse_words(recompute, "recompute", ("none", "selective", "full")),
         sequence_parallel=None if sequence_parallel is None else [sequence_parallel],
         zero=_zero_values(zero) if zero is not None else None,
-        schedule=parse_words(schedule, "schedule", ("1f1b", "interleaved", "gpipe")),
+        schedule=parse_words(schedule, "schedule", tuple(Schedule)),
         allow_tp_across_nodes=allow_tp_across_nodes, memory_headroom=memory_headroom,
     )
     result = search_plans(spec, training, cl, gpus, space, top_k=top)

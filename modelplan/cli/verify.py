@@ -12,12 +12,7 @@ import typer
 from modelplan.cli.app import app, user_errors
 from modelplan.cli.mpirun import BackendChoice
 from modelplan.errors import ModelplanError
-
-
-class ScheduleChoice(StrEnum):
-    gpipe = "gpipe"
-    one_f_one_b = "1f1b"
-    interleaved = "interleaved"
+from modelplan.specs.plan import Schedule
 
 
 class OptimizerChoice(StrEnum):
@@ -73,7 +68,7 @@ def verify_cmd(
     micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", help="Sequences per micro-batch.")] = None,
     global_batch: Annotated[Optional[int], typer.Option("--global-batch", help="Sequences per step (default dp*micro_batch*2*pp).")] = None,
     seq: Annotated[Optional[int], typer.Option(help="Sequence length of the real run.")] = None,
-    schedule: Annotated[Optional[ScheduleChoice], typer.Option(help="Pipeline schedule.")] = None,
+    schedule: Annotated[Optional[Schedule], typer.Option(help="Pipeline schedule.")] = None,
     sequence_parallel: Annotated[Optional[bool], typer.Option("--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism.")] = None,
     zero: Annotated[Optional[int], typer.Option(help="ZeRO stage 0-3.")] = None,
     optimizer: Annotated[Optional[OptimizerChoice], typer.Option(help="Optimizer of the step.")] = None,

@@ -22,7 +22,8 @@ from modelplan.execute.report import VerifyRow
 from modelplan.execute.timeline import Span, bubble_fraction
 from modelplan.plan.commlist import EXECUTOR_ALGO, CommItem
 from modelplan.plan.dims import ParallelDims
-from modelplan.plan.schedule import Step
+from modelplan.plan.pipeline import PipelineSchedule, schedule_module
+from modelplan.plan.pipeline.profile import bubble_microbatches
 from modelplan.plan.shard import RankElements
 from modelplan.specs.plan import Plan
 
@@ -139,25 +140,28 @@ def check_memory(results: list[RankResult], expected: list[RankElements]) -> lis
     return rows
 
 
-def check_schedule(results: list[RankResult], schedules: list[list[Step]]) -> VerifyRow:
-    """Every rank ran exactly its pipeline rank's steps, in order."""
-    wrong = [r for r in results if r.executed != schedules[r.coords.pp_rank]]
-    detail = f"{len(results)} ranks ran their {len(schedules[0])} steps in schedule order"
+def check_schedule(results: list[RankResult], schedule: PipelineSchedule) -> VerifyRow:
+    """Every rank ran exactly its pipeline rank's compute actions, in order."""
+    wanted = schedule.actions
+    wrong = [r for r in results if tuple(r.executed) != wanted[r.coords.pp_rank]]
+    detail = f"{len(results)} ranks ran their {len(wanted[0])} steps in schedule order"
     if wrong:
         r = wrong[0]
         got = " ".join(map(str, r.executed))
-        want = " ".join(map(str, schedules[r.coords.pp_rank]))
+        want = " ".join(map(str, wanted[r.coords.pp_rank]))
         detail = f"rank {r.rank} ran [{got}], schedule says [{want}]"
     return VerifyRow(name="schedule order", passed=not wrong, detail=detail,
                      measured=len(results) - len(wrong), expected=len(results))
 
 
 def check_bubble(spans: dict[int, list[Span]], pipelines: list[tuple[int, ...]], plan: Plan, m: int) -> VerifyRow:
-    """Measured bubble of every pipeline against (p-1)/m, or (p-1)/(v*m) interleaved."""
-    expected = (plan.pp - 1) / (plan.vpp * m)  # Narayanan et al. SC'21, sec. 2.2.1 and 2.2.2
+    """Measured bubble of every pipeline against the planner's: the schedule's action list on its
+    idealised clock (`pipeline.profile`; (p-1)/m for 1F1B, (p-1)/(v*m) interleaved, Narayanan et
+    al. SC'21, sec. 2.2.1 and 2.2.2)."""
+    expected = float(bubble_microbatches(plan.schedule, plan.pp, m, plan.vpp) / m)
     measured = [bubble_fraction(spans, p) for p in pipelines]
     worst = max(measured, key=lambda b: abs(b - expected))
     ok = all(abs(b - expected) <= 1e-12 for b in measured)
-    formula = f"(p-1)/(v*m) = {plan.pp - 1}/({plan.vpp}*{m})" if plan.vpp > 1 else f"(p-1)/m = {plan.pp - 1}/{m}"
+    formula = schedule_module(plan.schedule).bubble_formula(plan.pp, m, plan.vpp)
     return VerifyRow(name="bubble fraction", passed=ok, detail=f"{len(pipelines)} pipelines; {formula}",
                      measured=worst, expected=expected)

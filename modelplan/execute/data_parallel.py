@@ -18,8 +18,9 @@ summed over the group and divided by dp (the global mean loss). What each stage 
   reduce-scattered after every backward.
 
 Before the data-parallel reduction, gradients that are partial sums over tp (sequence-parallel
-norms and biases, the MoE router) are all-reduced over tp; after it, the word embedding's
-gradient is all-reduced between the first and last pipeline stage when the output head is tied.
+norms and biases, the MoE router) are all-reduced over tp; after it, a unit whose copies sit on
+several pipeline ranks (the word embedding of a tied output head on the first and last stage,
+every unit of DualPipe's two copies of each stage) is all-reduced over those ranks.
 """
 
 from __future__ import annotations
@@ -62,8 +63,9 @@ class Bucket:
     group_index: int
     """This rank's index in `group`."""
     zero: int
-    tied: bool
-    """The word embedding shared by the first and last pipeline stage (tied output head)."""
+    replicas: Group | None = None
+    """The pipeline ranks holding a copy of this unit (`plan.stages.unit_replicas`), or None."""
+    replica_label: str = ""
     params: dict[str, np.ndarray] | None = None
     """Full local shards (zero < 3)."""
     param_shard: np.ndarray | None = None
@@ -119,8 +121,6 @@ class DataParallel:
     dp: int
     """Data-parallel size: the divisor of the summed gradients."""
     tp_group: Group
-    embedding_group: Group | None
-    """First and last pipeline rank when the output head is tied and pp > 1."""
     optimizer: OptimizerConfig
 
     def _collective(self, op: Collective, group: Group, x: np.ndarray, label: str) -> np.ndarray:
@@ -179,9 +179,9 @@ class DataParallel:
             bucket.grad[lo:hi] = self._collective(Collective.REDUCE_SCATTER, bucket.group, bucket.grad, "dp/grads") / self.dp
         else:
             bucket.grad /= self.dp
-        if bucket.tied and self.embedding_group is not None:
+        if bucket.replicas is not None:
             view = bucket.grad if bucket.zero == 0 else (bucket.grad[lo:hi] if bucket.zero == 1 else bucket.grad)
-            view[:] = self.comm.all_reduce(view, self.embedding_group, label="pp/tied-embedding-grads")
+            view[:] = self.comm.all_reduce(view, bucket.replicas, label=bucket.replica_label)
 
     def step(self, bucket: Bucket, step: int = 1) -> None:
         """Optimizer update of what this rank owns; zero 1/2 then AllGather the parameters."""

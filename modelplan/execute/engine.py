@@ -4,8 +4,13 @@ through the communicator, so the same function runs on threads (simcomm) or MPI 
 
 Order of one step, as a real engine does it: build the process groups from the rank grid;
 initialise the parameters on the first data-parallel rank and Broadcast them; Barrier; run the
-pipeline schedule's steps in order (forward/backward of one micro-batch on one model chunk,
-with point-to-point sends between stages); finish the gradient reductions; optimizer step.
+pipeline schedule's lowered action list in order (F / B / W of one micro-batch on one model
+chunk, SEND / RECV between stages); finish the gradient reductions; optimizer step.
+
+B and W (Qi et al. 2024): when the schedule lists a W for a micro-batch and chunk, its B computes
+the input gradient (and, in this numpy executor, the weight gradients too, kept aside) and its W
+adds the weight gradients to the gradient buffers, where ZeRO-2/3 reduce-scatter them; a B
+without a W adds them at once (the fused backward of 1F1B).
 """
 
 from __future__ import annotations
@@ -23,11 +28,11 @@ from modelplan.execute.expert_parallel import ExpertParallel
 from modelplan.execute.mappings import TensorParallel
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import Batch, ParamDef, init_params, make_batch, param_defs
-from modelplan.execute.pipeline import COST, PipelineP2P, StepRecord
+from modelplan.execute.pipeline import PipelineP2P, StepRecord, run_actions
 from modelplan.execute.stage import StageModel, stage_layout
 from modelplan.plan.dims import ParallelDims, RankCoords
-from modelplan.plan.schedule import Step, pipeline_schedule, stage_index
-from modelplan.plan.stages import stage_units
+from modelplan.plan.pipeline import Action, PipelineSchedule, pipeline_schedule
+from modelplan.plan.stages import rank_units, replica_label, stage_units, unit_replicas
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -56,8 +61,8 @@ class Job:
         mode = self.plan.recompute if self.plan.recompute is not None else self.training.recompute
         return mode == "full"
 
-    def schedules(self) -> list[list[Step]]:
-        """Per pipeline rank, the ordered steps (the same data the cost model prices)."""
+    def schedule(self) -> PipelineSchedule:
+        """Every pipeline rank's ordered actions (the same data the cost model prices)."""
         return pipeline_schedule(self.plan.schedule, self.plan.pp, self.num_microbatches, self.plan.vpp)
 
     def rngs(self) -> tuple[np.random.Generator, np.random.Generator]:
@@ -90,8 +95,8 @@ class RankResult:
 
     rank: int
     coords: RankCoords
-    losses: tuple[float, ...]
-    """Mean loss of each micro-batch (last pipeline stage only)."""
+    losses: tuple[tuple[int, float], ...]
+    """(micro-batch, its mean loss) of each micro-batch whose last stage ran here."""
     trace: tuple[StepRecord, ...]
     held: Held
     layouts: dict[str, tuple[Entry, ...]]
@@ -99,8 +104,8 @@ class RankResult:
     params: tuple[Piece, ...]
 
     @property
-    def executed(self) -> list[Step]:
-        """Compute steps in the order this rank ran them."""
+    def executed(self) -> list[Action]:
+        """Compute actions in the order this rank ran them."""
         return [r.step for r in self.trace]
 
 
@@ -115,19 +120,17 @@ class Groups:
     expert_dp: Group
     """Data-parallel ranks holding the same experts: they reduce the expert gradients."""
     world: Group
-    embedding: Group | None
-    """First and last pipeline rank, when the output head is tied to the word embedding and pp > 1."""
 
     @classmethod
-    def build(cls, dims: ParallelDims, rank: int, tied: bool) -> "Groups":
+    def build(cls, dims: ParallelDims, rank: int) -> "Groups":
         g = {a: Group(a, dims.group(a, rank)) for a in (Axis.TP, Axis.DP, Axis.PP, Axis.EP)}
         expert_dp = Group(Axis.DP, dims.expert_dp_group(rank))
-        pp = g[Axis.PP]
-        embedding = None
-        if tied and pp.size > 1 and rank in (pp.ranks[0], pp.ranks[-1]):
-            embedding = Group(Axis.PP, (pp.ranks[0], pp.ranks[-1]))
         world = Group(Axis.WORLD, dims.group(Axis.WORLD, rank))
-        return cls(g[Axis.TP], g[Axis.DP], pp, g[Axis.EP], expert_dp, world, embedding)
+        return cls(g[Axis.TP], g[Axis.DP], g[Axis.PP], g[Axis.EP], expert_dp, world)
+
+    def replicas(self, pp_ranks: tuple[int, ...] | None) -> Group | None:
+        """The group of this rank's pipeline peers at `pp_ranks` (a replicated unit's copies)."""
+        return None if pp_ranks is None else Group(Axis.PP, tuple(self.pp.ranks[r] for r in pp_ranks))
 
 
 def local_entries(defs: list[ParamDef], tp: Group, ep: Group, rank: int, sequence_parallel: bool) -> tuple[Entry, ...]:
@@ -193,23 +196,23 @@ class RankProgram:
         self.comm, self.job, self.spec, self.plan = comm, job, job.spec, job.plan
         dims = job.dims
         self.coords = dims.coords(comm.rank)
-        self.groups = Groups.build(dims, comm.rank, self.spec.tied_embeddings)
+        self.groups = Groups.build(dims, comm.rank)
         self.model = StageModel(
             TensorParallel(comm, self.groups.tp, self.plan.sequence_parallel),
             ExpertParallel(comm, self.groups.ep), self.spec, job.recompute_full,
         )
-        self.dp = DataParallel(comm, self.plan.dp, self.groups.tp, self.groups.embedding, job.optimizer)
+        self.dp = DataParallel(comm, self.plan.dp, self.groups.tp, job.optimizer)
         self.m = job.num_microbatches
-        self.schedules = job.schedules()
+        self.schedule = job.schedule()
         shape = (self.plan.micro_batch, job.training.seq_len, self.spec.hidden)  # boundary tensor without SP
         split = self.plan.pipeline_scatter_gather(shape[0] * shape[1] * shape[2])
-        self.p2p = PipelineP2P(comm, self.groups.pp, self.schedules, self.plan.vpp,
-                               self.groups.tp if split else None, shape)
-        num_stages = self.plan.pp * self.plan.vpp
-        all_units = stage_units(self.spec, num_stages)
-        self.stages = [stage_index(self.coords.pp_rank, c, self.plan.pp) for c in range(self.plan.vpp)]
-        self.layouts = [stage_layout(self.spec, v, num_stages) for v in self.stages]
+        self.p2p = PipelineP2P(comm, self.groups.pp, self.schedule, self.groups.tp if split else None, shape)
+        layout = self.schedule.layout
+        all_units = stage_units(self.spec, layout.num_stages)
+        self.stages = list(layout.rank_stages[self.coords.pp_rank])
+        self.layouts = [stage_layout(self.spec, v, layout.num_stages) for v in self.stages]
         self.chunk_units = [all_units[v] for v in self.stages]
+        self.replicas = unit_replicas(rank_units(self.spec, layout))
         self.buckets: dict[str, Bucket] = {}
 
     @cached_property
@@ -231,12 +234,12 @@ class RankProgram:
         rank = self.comm.rank
         for units in self.chunk_units:
             for unit in units:
-                if unit not in by_unit:
+                if unit not in by_unit or unit in self.buckets:
                     continue
                 group = self.groups.expert_dp if unit.endswith("/experts") else self.groups.dp
                 entries = local_entries(by_unit[unit], self.groups.tp, self.groups.ep, rank, self.plan.sequence_parallel)
-                tied = unit == "embedding/word" and self.groups.embedding is not None
-                bucket = Bucket(unit, entries, group, group.index(rank), self.plan.zero, tied)
+                bucket = Bucket(unit, entries, group, group.index(rank), self.plan.zero,
+                                self.groups.replicas(self.replicas.get(unit)), replica_label(unit))
                 values = None
                 if group.ranks[0] == rank:
                     if full is None:
@@ -250,46 +253,31 @@ class RankProgram:
     def params(self, chunk: int) -> dict[str, np.ndarray]:
         return materialize_units(self.dp, self.buckets, self.chunk_units[chunk])
 
-    def run(self) -> tuple[list[float], list[StepRecord]]:
-        """Run this pipeline rank's schedule; returns the micro-batch losses and the trace."""
-        losses: dict[int, float] = {}
-        caches: dict[tuple[int, int], dict] = {}
-        trace: list[StepRecord] = []
-        for step in self.schedules[self.coords.pp_rank]:
-            c, i = step.chunk, step.microbatch
-            st, v = self.layouts[c], self.stages[c]
-            p = self.params(c)
-            received, sent = [], []
-            if step.kind == "F":
-                x = None
-                if not st.is_first_stage:
-                    x, rec = self.p2p.recv(("F", i, v), v - 1)
-                    received.append(rec)
-                out, caches[(i, c)] = self.model.forward(st, p, x, self.microbatch(i))
-                if st.is_last_stage:
-                    losses[i] = out
-                else:
-                    sent.append(self.p2p.send(("F", i, v + 1), out))
-            else:
-                if st.is_last_stage:
-                    dout = 1.0 / self.m  # the step's loss is the mean over micro-batches
-                else:
-                    dout, rec = self.p2p.recv(("B", i, v), v + 1)
-                    received.append(rec)
-                dx, grads = self.model.backward(st, p, caches.pop((i, c)), dout, self.microbatch(i))
-                if not st.is_first_stage:
-                    sent.append(self.p2p.send(("B", i, v - 1), dx))
-                for unit in self.chunk_units[c]:
-                    if unit in self.buckets:
-                        self.dp.add_grads(self.buckets[unit], grads)
-            trace.append(StepRecord(step, v, COST[step.kind], tuple(received), tuple(sent)))
-        return [losses[i] for i in sorted(losses)], trace
+    def forward(self, chunk: int, microbatch: int, x):
+        """`ChunkModel.forward` of chunk `chunk` (its embedding, blocks and head with the loss)."""
+        return self.model.forward(self.layouts[chunk], self.params(chunk), x, self.microbatch(microbatch))
+
+    def backward(self, chunk: int, microbatch: int, cache, dout):
+        """`ChunkModel.backward`; on the last stage dL/dloss is 1/m (the step's loss is the mean
+        over micro-batches)."""
+        dout = 1.0 / self.m if dout is None else dout
+        return self.model.backward(self.layouts[chunk], self.params(chunk), cache, dout, self.microbatch(microbatch))
+
+    def add_grads(self, chunk: int, microbatch: int, grads: dict[str, np.ndarray]) -> None:
+        """`ChunkModel.add_grads`: into the buckets of the chunk's units."""
+        for unit in self.chunk_units[chunk]:
+            if unit in self.buckets:
+                self.dp.add_grads(self.buckets[unit], grads)
+
+    def run(self) -> tuple[list[tuple[int, float]], list[StepRecord]]:
+        """Run this pipeline rank's lowered actions; returns the micro-batch losses and the trace."""
+        return run_actions(self.schedule, self.coords.pp_rank, self.p2p, self)
 
     def finish(self) -> None:
         """Complete the gradient reductions and take the optimizer step, unit by unit."""
         finish_buckets(self.dp, self.buckets)
 
-    def result(self, losses: list[float], trace: list[StepRecord]) -> RankResult:
+    def result(self, losses: list[tuple[int, float]], trace: list[StepRecord]) -> RankResult:
         return RankResult(self.comm.rank, self.coords, tuple(losses), tuple(trace),
                           *bucket_state(self.buckets))
 

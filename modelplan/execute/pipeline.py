@@ -1,43 +1,54 @@
 """Pipeline point-to-point traffic and the record of what each rank executed.
 
-Stage v's forward output goes to stage v+1 and its input gradient back to stage v-1
-(Megatron's `send_forward` / `send_backward`). The communicator delivers messages FIFO per
-(sender, group) without tags, and with interleaving and pp = 2 a rank receives both activations
-and gradients from the same neighbour. Each rank therefore derives, from the sender's schedule
-(data every rank has), the order in which that sender posts messages to it, and files every
-arriving message under its (kind, micro-batch, stage) key until the step that needs it runs.
+Each rank runs its lowered action list (`PipelineSchedule.lowered`): SEND_F / SEND_B post a
+stage's output activation or input gradient to the rank that consumes it (Megatron's
+`send_forward` / `send_backward`), RECV_F / RECV_B take it before the compute action that needs
+it. The communicator delivers messages FIFO per (sender, group) without tags, and a rank may
+receive activations and gradients from the same neighbour in another order than they were sent
+(interleaving with pp = 2), so every rank derives, from the sender's lowered list (data every
+rank has), the order in which that sender posts messages to it, and files every arriving
+message under its (kind, micro-batch, stage) key until the action that needs it runs.
 
-Every executed step is recorded with the messages it consumed and sent, numbered per
+Every executed compute action is recorded with the messages it consumed and sent, numbered per
 (sender, receiver) pair: enough to rebuild a Lamport clock of the run afterwards.
 
 Scatter/gather (Narayanan et al. 2021, sec. 4.1; Megatron-LM `split_tensor_into_1d_equal_chunks`
 and `gather_split_1d_tensor`): when the plan's rule says so, every TP rank sends only its 1/tp
 slice of the flattened boundary tensor (all TP ranks hold the same tensor) and the receiver
-AllGathers the slices over its TP group before the step that consumes them.
+AllGathers the slices over its TP group before the action that consumes them.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
 from modelplan.comm.communicator import Communicator, Group
-from modelplan.plan.schedule import Step, stage_index
+from modelplan.plan.pipeline import Action, ActionKind, PipelineSchedule
 
 MessageKey = tuple[str, int, int]
 """(F or B, micro-batch, stage that consumes it)."""
 
-COST = {"F": 1, "B": 2}
-"""Logical time of one chunk's forward and backward (t_b = 2 t_f, Narayanan et al. 2021)."""
+SENDS = {ActionKind.SEND_F: "F", ActionKind.SEND_B: "B"}
+
+
+def step_cost(schedule: PipelineSchedule, pp_rank: int, action: Action) -> int:
+    """Logical time of a compute action: 1 per forward, input-grad and weight-grad backward of a
+    chunk, 2 for a backward that also does the weights (t_b = 2 t_f, Narayanan et al. 2021; the
+    zero-bubble papers' T_F = T_B = T_W)."""
+    if action.kind is ActionKind.B and not schedule.has_w(pp_rank, action.chunk, action.microbatch):
+        return 2
+    return 1
 
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One executed compute step and the messages it depended on and produced."""
+    """One executed compute action and the messages it depended on and produced."""
 
-    step: Step
+    step: Action
     stage: int
     cost: int
     received: tuple[tuple[int, int], ...]
@@ -46,56 +57,48 @@ class StepRecord:
     """(destination global rank, message number to that destination) posted by this step."""
 
 
-def _messages_to(schedules: list[list[Step]], src: int, dst: int, pp: int, vpp: int) -> list[MessageKey]:
+def message_key(schedule: PipelineSchedule, src: int, send: Action) -> MessageKey:
+    """The key a SEND action's message is filed under: its kind, micro-batch and consuming stage."""
+    stage = schedule.stage(src, send.chunk)
+    return (SENDS[send.kind], send.microbatch, stage + 1 if send.kind is ActionKind.SEND_F else stage - 1)
+
+
+def messages_to(schedule: PipelineSchedule, src: int, dst: int) -> list[MessageKey]:
     """Keys of the messages pipeline rank `src` posts to `dst`, in its posting order."""
-    last = pp * vpp - 1
-    keys: list[MessageKey] = []
-    for step in schedules[src]:
-        stage = stage_index(src, step.chunk, pp)
-        if step.kind == "F" and stage < last:
-            target = stage + 1
-        elif step.kind == "B" and stage > 0:
-            target = stage - 1
-        else:
-            continue
-        if target % pp == dst:
-            keys.append((step.kind, step.microbatch, target))
-    return keys
+    return [message_key(schedule, src, a) for a in schedule.lowered[src] if a.kind in SENDS and a.peer == dst]
 
 
 class PipelineP2P:
     """This rank's pipeline sends/receives with keyed mailboxes and message numbering."""
 
-    def __init__(self, comm: Communicator, pp_group: Group, schedules: list[list[Step]], vpp: int,
+    def __init__(self, comm: Communicator, pp_group: Group, schedule: PipelineSchedule,
                  scatter_gather: Group | None = None, boundary_shape: tuple[int, ...] = ()) -> None:
         """`scatter_gather`: the TP group to split sends over and gather receives from (None: whole
         tensors); `boundary_shape`: the (b, s, h) shape a gathered message takes."""
-        self.comm, self.group, self.vpp = comm, pp_group, vpp
+        self.comm, self.group, self.schedule = comm, pp_group, schedule
         self.tp_group, self.boundary_shape = scatter_gather, boundary_shape
         self.pp = pp_group.size
         self.pp_rank = pp_group.index(comm.rank)
-        self._expected = {src: deque(_messages_to(schedules, src, self.pp_rank, self.pp, vpp)) for src in range(self.pp)}
+        self._expected = {src: deque(messages_to(schedule, src, self.pp_rank)) for src in range(self.pp)}
         self._mailbox: dict[MessageKey, tuple[np.ndarray, tuple[int, int]]] = {}
         self._sent: dict[int, int] = {}
         self._received: dict[int, int] = {}
 
-    def owner(self, stage: int) -> int:
-        """Global rank (in this pipeline group) running `stage`."""
-        return self.group.ranks[stage % self.pp]
-
-    def send(self, key: MessageKey, x: np.ndarray) -> tuple[int, int]:
-        """Post x to the owner of key's stage; returns (destination, message number)."""
-        dst = self.owner(key[2])
+    def send(self, action: Action, x: np.ndarray) -> tuple[int, int]:
+        """Post x (a SEND action's tensor) to its peer; returns (destination, message number)."""
+        dst = self.group.ranks[action.peer]
         if self.tp_group is not None:  # this TP rank's 1/tp slice of the flattened tensor
             x = np.split(np.ravel(x), self.tp_group.size)[self.tp_group.index(self.comm.rank)].copy()
-        self.comm.send(x, dst, self.group, label="pp/forward" if key[0] == "F" else "pp/backward")
+        self.comm.send(x, dst, self.group, label="pp/forward" if action.kind is ActionKind.SEND_F else "pp/backward")
         self._sent[dst] = self._sent.get(dst, 0) + 1
         return dst, self._sent[dst]
 
-    def recv(self, key: MessageKey, src_stage: int) -> tuple[np.ndarray, tuple[int, int]]:
-        """The message `key` from the owner of `src_stage`, and its (source, message number)."""
-        src = self.owner(src_stage)
-        src_pp = src_stage % self.pp
+    def recv(self, action: Action) -> tuple[np.ndarray, tuple[int, int]]:
+        """The tensor a RECV action takes from its peer, and its (source, message number)."""
+        stage = self.schedule.stage(self.pp_rank, action.chunk)
+        key = ("F", action.microbatch, stage) if action.kind is ActionKind.RECV_F else ("B", action.microbatch, stage)
+        src_pp = action.peer
+        src = self.group.ranks[src_pp]
         while key not in self._mailbox:
             if not self._expected[src_pp]:
                 raise RuntimeError(f"pipeline rank {self.pp_rank} waits for {key} that rank {src} never sends")
@@ -108,3 +111,67 @@ class PipelineP2P:
             label = "pp/forward/gather" if key[0] == "F" else "pp/backward/gather"
             x = self.comm.all_gather(x, self.tp_group, axis=0, label=label).reshape(self.boundary_shape)
         return x, number
+
+
+class ChunkModel(Protocol):
+    """What the pipeline runtime needs from a rank's model chunks (transformer or network)."""
+
+    def forward(self, chunk: int, microbatch: int, x: Any) -> tuple[Any, Any]:
+        """(output activation, or the micro-batch's loss on the last stage; cache for backward)."""
+
+    def backward(self, chunk: int, microbatch: int, cache: Any, dout: Any) -> tuple[Any, dict]:
+        """(gradient of the chunk's input, or None on the first stage; the chunk's weight gradients)."""
+
+    def add_grads(self, chunk: int, microbatch: int, grads: dict) -> None:
+        """Accumulate a micro-batch's weight gradients into the gradient buffers (its activations
+        are no longer held after this)."""
+
+
+def run_actions(schedule: PipelineSchedule, pp_rank: int, p2p: PipelineP2P, model: ChunkModel
+                ) -> tuple[list[tuple[int, Any]], list[StepRecord]]:
+    """Run one pipeline rank's lowered action list; returns (micro-batch, loss) of the micro-batches
+    whose last stage ran here, and the trace of compute actions."""
+    last = schedule.num_stages - 1
+    losses: dict[int, Any] = {}
+    caches: dict[tuple[int, int], Any] = {}
+    inbox: dict[tuple[str, int, int], Any] = {}  # (F/B, micro-batch, consuming stage) -> tensor
+    deferred: dict[tuple[int, int], dict] = {}  # weight gradients a B leaves to its W
+    records: list[tuple[Action, int, list, list]] = []
+    received: list[tuple[int, int]] = []
+    outbox: Any = None
+    for a in schedule.lowered[pp_rank]:
+        c, i = a.chunk, a.microbatch
+        v = schedule.stage(pp_rank, c)
+        if a.kind in (ActionKind.RECV_F, ActionKind.RECV_B):
+            x, number = p2p.recv(a)
+            inbox[("F" if a.kind is ActionKind.RECV_F else "B", i, v)] = x
+            received.append(number)
+            continue
+        if a.kind in SENDS:
+            records[-1][3].append(p2p.send(a, outbox))
+            continue
+        records.append((a, v, received, []))
+        received = []
+        if a.kind is ActionKind.W:
+            model.add_grads(c, i, deferred.pop((i, c)))
+        elif a.kind is ActionKind.F:
+            out, caches[(i, c)] = model.forward(c, i, inbox.pop(("F", i, v)) if v > 0 else None)
+            if v == last:
+                losses[i] = out
+            else:  # to the next stage: a SEND follows, or that stage runs on this rank
+                outbox = out
+                if schedule.where(i, v + 1)[0] == pp_rank:
+                    inbox[("F", i, v + 1)] = out
+        else:
+            dout = inbox.pop(("B", i, v)) if v < last else None
+            dx, grads = model.backward(c, i, caches.pop((i, c)), dout)
+            if v > 0:
+                outbox = dx
+                if schedule.where(i, v - 1)[0] == pp_rank:
+                    inbox[("B", i, v - 1)] = dx
+            if schedule.has_w(pp_rank, c, i):
+                deferred[(i, c)] = grads
+            else:
+                model.add_grads(c, i, grads)
+    trace = [StepRecord(a, v, step_cost(schedule, pp_rank, a), tuple(rcv), tuple(snt)) for a, v, rcv, snt in records]
+    return sorted(losses.items()), trace

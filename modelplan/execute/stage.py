@@ -20,7 +20,7 @@ from modelplan.execute.vocab_parallel import (
     head_backward_tp,
     head_forward_tp,
 )
-from modelplan.plan.schedule import VirtualStage
+from modelplan.plan.pipeline.actions import VirtualStage
 from modelplan.plan.stages import stage_layers
 from modelplan.specs.transformer import TransformerSpec
 

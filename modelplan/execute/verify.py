@@ -38,7 +38,7 @@ from modelplan.execute.spmd import SpmdBackend, SpmdError, spmd_runner
 from modelplan.execute.timeline import lamport_spans
 from modelplan.plan.commlist import communication_list
 from modelplan.plan.dims import ParallelDims
-from modelplan.plan.schedule import Step, pipeline_schedule
+from modelplan.plan.pipeline import PipelineSchedule, pipeline_schedule
 from modelplan.plan.shard import rank_elements
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -143,24 +143,29 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
 
     say("checks")
     results = list(run.results)
-    rows = [_check_loss(results, ref.loss)]
+    rows = [check_loss(results, ref.loss)]
     tensor_rows, tensors = compare_state(results, param_defs(spec), ref.grads, ref.params)
     rows += tensor_rows
     items = communication_list(spec, training, plan, element_bytes=8)
     rows += check_ledgers(results, list(run.ledgers), items, plan)
     rows += check_memory(results, rank_elements(spec, plan, training))
-    schedules = pipeline_schedule(plan.schedule, plan.pp, job.num_microbatches, plan.vpp)
-    order_rows, timeline = check_step_order(results, schedules, dims, plan, job.num_microbatches)
+    schedule = pipeline_schedule(plan.schedule, plan.pp, job.num_microbatches, plan.vpp)  # not the executor's copy
+    order_rows, timeline = check_step_order(results, schedule, dims, plan, job.num_microbatches)
     rows += order_rows
     report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
                           timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s)
     return Verified(report, tuple(run.ledgers), tensors["grads"], tensors["params"])
 
 
-def _check_loss(results, ref_loss: float) -> VerifyRow:
-    """Mean over data-parallel ranks of each last stage's mean micro-batch loss."""
-    per_dp = {r.coords.dp_rank: sum(r.losses) / len(r.losses) for r in results if r.losses and r.coords.tp_rank == 0}
-    loss = sum(per_dp.values()) / len(per_dp)
+def check_loss(results, ref_loss: float) -> VerifyRow:
+    """Mean over data-parallel ranks of the mean micro-batch loss (each micro-batch's from the
+    rank that ran its last stage: one rank, or DualPipe's two ends)."""
+    per_dp: dict[int, dict[int, float]] = {}
+    for r in results:
+        if r.losses and r.coords.tp_rank == 0:
+            per_dp.setdefault(r.coords.dp_rank, {}).update(r.losses)
+    means = {d: sum(v for _, v in sorted(got.items())) / len(got) for d, got in per_dp.items()}
+    loss = sum(means[d] for d in sorted(means)) / len(means)
     err = abs(loss - ref_loss) / abs(ref_loss)
     return VerifyRow(name="loss", passed=err < 1e-9, detail=f"relative error {err:.1e} (< 1e-09)",
                      measured=loss, expected=ref_loss)
@@ -178,13 +183,13 @@ def compare_state(results, defs: list[ParamDef], ref_grads: dict[str, np.ndarray
     return rows, tensors
 
 
-def check_step_order(results, schedules: list[list[Step]], dims: ParallelDims, plan: Plan, num_microbatches: int
+def check_step_order(results, schedule: PipelineSchedule, dims: ParallelDims, plan: Plan, num_microbatches: int
                      ) -> tuple[list[VerifyRow], list[list[TimelineStep]]]:
     """Rows for the executed step order against the schedule and for the executed timeline's bubble,
     and the timeline of the first pipeline group's ranks."""
-    rows = [check_schedule(results, schedules)]
+    rows = [check_schedule(results, schedule)]
     spans = lamport_spans({r.rank: list(r.trace) for r in results})
     rows.append(check_bubble(spans, dims.groups(Axis.PP), plan, num_microbatches))
-    timeline = [[TimelineStep(kind=s.record.step.kind, microbatch=s.record.step.microbatch, chunk=s.record.step.chunk,
+    timeline = [[TimelineStep(kind=s.record.step.kind.value, microbatch=s.record.step.microbatch, chunk=s.record.step.chunk,
                               start=s.start, end=s.end) for s in spans[r]] for r in dims.group(Axis.PP, 0)]
     return rows, timeline

@@ -1,21 +1,30 @@
-"""Time of one kernel on one accelerator: a roofline with a per-kernel overhead.
+"""Compute time: one kernel on one accelerator (a roofline with a per-kernel overhead), and one
+block's, the embedding's and the head's kernels for one micro-batch on one TP rank.
 
 GEMM: t = overhead + max(FLOPs / (peak * matmul_efficiency), bytes / (HBM * hbm_efficiency)),
 all divided by the sustained fraction. The roofline makes the efficiency depend on shape:
 large square GEMMs saturate at the accelerator's measured matmul efficiency (MAMF / peak,
 comm_hw.md section 4.3); skinny ones (attention's K = head_dim) hit the memory roof; tiny ones
 pay the fixed overhead (Williams et al. 2009 roofline; Calculon's size-dependent efficiency).
-Elementwise kernels are memory-bound: bytes / (HBM * hbm_efficiency).
+Elementwise kernels are memory-bound: bytes / (HBM * hbm_efficiency). A backward GEMM is the
+dgrad + wgrad pair of its forward (`Gemm.backward`); a fused attention kernel runs at its own
+sustained rate. The kernels and their shapes are `plan/kernels.py`'s.
+
+Recompute (Korthikanti et al. 2022 sec. 5): full redoes a block's forward before its backward,
+selective only the attention core (QK^T, softmax, dropout, context; the fused kernel).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import NamedTuple
+
 from modelplan.count.attention import FusedAttention
-from modelplan.plan.kernels import Elementwise, Gemm
+from modelplan.plan.kernels import Elementwise, Gemm, embedding_kernels, head_kernels, layer_kernels
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Accelerator
+from modelplan.specs.transformer import TransformerSpec
 
 
 @dataclass(frozen=True)
@@ -79,3 +88,57 @@ class Roofline:
     def elementwise_bwd_s(self, op: Elementwise) -> float:
         """Backward time of a memory-bound kernel."""
         return self.overhead_s + op.bwd_bytes / self.hbm_bytes_per_s
+
+
+class KernelTimes(NamedTuple):
+    """Kernel seconds of one micro-batch on one TP rank that do not depend on recompute."""
+
+    fwd_gemm_s: float
+    bwd_gemm_s: float
+    fwd_elementwise_s: float
+    bwd_elementwise_s: float
+    core_fwd_s: float
+    """Attention core (what selective recompute redoes): QK^T, softmax, dropout, context."""
+    core_bwd_s: float
+    head_fwd_s: float
+    head_bwd_s: float
+    embedding_fwd_s: float
+    embedding_bwd_s: float
+
+    def recompute_s(self, recompute: str) -> float:
+        """The recomputed forward of one block (module docstring)."""
+        if recompute == "full":
+            return self.fwd_gemm_s + self.fwd_elementwise_s
+        if recompute == "selective":
+            return self.core_fwd_s
+        return 0.0
+
+
+def kernel_times(
+    spec: TransformerSpec, tp: int, sequence_parallel: bool, micro_batch: int, seq_len: int, dtype_bytes: int,
+    vocab_padded: int, roofline: Roofline, *, moe_layer: bool = False, ep: int = 1, capacity: int | None = None,
+    cp: int = 1, attention: str = "eager",
+) -> KernelTimes:
+    """Roofline times of one block's, the head's and the embedding's kernels (`plan/kernels.py`)."""
+    d, s_local = dtype_bytes, seq_len // cp
+    k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel, moe_layer=moe_layer, ep=ep,
+                      capacity=capacity, cp=cp, attention=attention)
+    fused_f = sum(roofline.fused_fwd_s(a) for a in k.fused)
+    fused_b = sum(roofline.fused_bwd_s(a) for a in k.fused)
+    gemm_f = sum(roofline.gemm_time_s(g, d) for g in k.gemms) + fused_f
+    gemm_b = sum(roofline.gemm_time_s(x, d) for g in k.gemms for x in g.backward()) + fused_b
+    ew_f = sum(roofline.elementwise_fwd_s(e) for e in k.elementwise)
+    ew_b = sum(roofline.elementwise_bwd_s(e) for e in k.elementwise)
+    core_f = sum(roofline.gemm_time_s(g, d) for g in k.attention_core_gemms)
+    core_f += sum(roofline.elementwise_fwd_s(e) for e in k.attention_core_elementwise)
+    core_b = sum(roofline.gemm_time_s(x, d) for g in k.attention_core_gemms for x in g.backward())
+    core_b += sum(roofline.elementwise_bwd_s(e) for e in k.attention_core_elementwise)
+    core_f, core_b = core_f + fused_f, core_b + fused_b
+    head_gemms, head_ew = head_kernels(spec, tp, micro_batch, s_local, d, vocab_padded)
+    emb_ew = embedding_kernels(spec, micro_batch, s_local, d)
+    head_f = sum(roofline.gemm_time_s(g, d) for g in head_gemms) + sum(roofline.elementwise_fwd_s(e) for e in head_ew)
+    head_b = sum(roofline.gemm_time_s(x, d) for g in head_gemms for x in g.backward())
+    head_b += sum(roofline.elementwise_bwd_s(e) for e in head_ew)
+    return KernelTimes(gemm_f, gemm_b, ew_f, ew_b, core_f, core_b, head_f, head_b,
+                       sum(roofline.elementwise_fwd_s(e) for e in emb_ew),
+                       sum(roofline.elementwise_bwd_s(e) for e in emb_ew))

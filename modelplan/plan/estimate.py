@@ -5,7 +5,7 @@ from __future__ import annotations
 from modelplan.errors import SpecError
 from modelplan.plan.memory import StageMemory as StageBytes
 from modelplan.plan.results import PlanEstimate, StageMemory, StepTime
-from modelplan.plan.evaluator import Evaluation, Evaluator
+from modelplan.plan.evaluator import Evaluation, Evaluator, PlanPoint
 from modelplan.plan.validate import plan_notes, plan_problems
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
@@ -22,24 +22,18 @@ def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroo
     """Turn the hot loop's tuple into the frozen, documented result."""
     budget = evaluator.memory_bytes * (1 - memory_headroom)
     n = plan.world_size
-    step = ev.step_time_s
+    s = ev.step
+    step = s.step_time_s
     peak = evaluator.roofline.peak_flops_per_s
     tokens = evaluator.training.global_batch * evaluator.training.seq_len
-    busy = step - ev.bubble_s - ev.dp_comm_s - ev.embedding_sync_s - ev.optimizer_s
+    busy = step - s.bubble_s - s.dp_comm_s - s.embedding_sync_s - s.optimizer_s
     memory = [_stage(0, ev.memory_first)]
     if plan.pp > 1:
         memory.append(_stage(plan.pp - 1, ev.memory_last))
     return PlanEstimate(
         plan=plan,
         num_microbatches=ev.num_microbatches,
-        step=StepTime(
-            step_time_s=step, compute_s=ev.compute_s, recompute_s=ev.recompute_s,
-            tp_comm_s=ev.tp_comm_s, pp_comm_s=ev.pp_comm_s, bubble_s=ev.bubble_s,
-            dp_comm_s=ev.dp_comm_s, embedding_sync_s=ev.embedding_sync_s,
-            optimizer_s=ev.optimizer_s, dp_comm_total_s=ev.dp_comm_total_s,
-            tp_hidden_s=ev.tp_hidden_s, ep_comm_s=ev.ep_comm_s, cp_comm_s=ev.cp_comm_s,
-            cp_hidden_s=ev.cp_hidden_s,
-        ),
+        step=StepTime(**s._asdict()),
         tokens_per_s=tokens / step,
         model_tflops_per_gpu=ev.model_flops / step / n / 1e12,
         hardware_tflops_per_gpu=ev.hardware_flops / step / n / 1e12,
@@ -47,7 +41,7 @@ def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroo
         hfu=ev.hardware_flops / (step * n * peak),
         model_flops=ev.model_flops,
         hardware_flops=ev.hardware_flops,
-        bubble_fraction=ev.bubble_s / busy if busy > 0 else 0.0,
+        bubble_fraction=s.bubble_s / busy if busy > 0 else 0.0,
         memory=memory,
         peak_memory_bytes=ev.peak_memory_bytes,
         memory_budget_bytes=budget,
@@ -60,12 +54,7 @@ def evaluate_plan(
     evaluator: Evaluator, plan: Plan, memory_headroom: float = 0.0
 ) -> PlanEstimate:
     """Price a plan already known to be valid (the search's final step)."""
-    recompute = plan.recompute or evaluator.training.recompute
-    ev = evaluator.evaluate(
-        plan.tp, plan.pp, plan.dp, plan.vpp, plan.micro_batch, plan.schedule,
-        plan.sequence_parallel, recompute, plan.zero, plan.ep, plan.cp, plan.scatter_gather,
-    )
-    return to_estimate(evaluator, ev, plan, memory_headroom)
+    return to_estimate(evaluator, evaluator.evaluate(PlanPoint.of(plan, evaluator.training)), plan, memory_headroom)
 
 
 def estimate_plan(

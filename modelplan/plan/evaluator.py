@@ -1,39 +1,74 @@
-"""Price plans fast: cache everything a plan shares with its neighbours, keep the hot loop floats.
+"""Price one plan point: every term of the step-time table and the memory of the largest stages.
 
-Caches: kernel times per (tp, sequence_parallel, micro_batch, cp); block / embedding / head
-terms per that and recompute, MoE blocks also per ep; stage sums (`StageEntry`) per that and pp;
-pipeline send/recv per (tp, sp, micro_batch, dp, pp); priced DP items and the optimizer step
-(`DpEntry`) per (tp, pp, dp, zero, sp, critical stage); collective times per (op, bytes, group
-shape). The hot loop (`evaluate`) reads its entries from plain dicts. Every communication term
-is a priced item of `modelplan.plan.commlist.communication_list` (what verify checks against the
-executor's ledger), see evallists.py and listprice.py. The formulas themselves are in
-steptime.py (time) and memory.py (bytes); model states and memory per plan are in
-evalstates.py.
+A `PlanPoint` is one candidate of the search (the plan's degrees and settings as a tuple). Each
+step-time term is the sum of what one module contributes:
+
+- compute, recompute: the kernels of the blocks a stage runs (`compute.py`), composed per stage
+  in `stage_time.py`;
+- TP / EP / CP communication: `parallel/tp.py`, `ep.py`, `cp.py`, per block and micro-batch;
+- pipeline send/recv and the bubble: `parallel/pp.py` on the schedule's action list (`pipeline/`);
+- DP / ZeRO traffic and the optimizer step: `parallel/dp_zero.py`;
+- the AllReduce of units held by several pipeline ranks (tied embedding): `parallel/pp.py`;
+- memory: `memory.py` (activations, buffers) with `dp_zero.state_bytes` (model states).
+
+Every communication term prices the same calls the communication list holds
+(`plan/commlist.py`, which verify compares with the executor's ledger). Everything a plan shares
+with its neighbours is cached: block terms per (tp, sp, micro_batch, recompute, cp[, ep]),
+stages per that and the layout, DP per (tp, pp, dp, zero, sp, rank, ep, cp, layout), collective
+times per (op, bytes, group shape); the hot loop (`evaluate`) reads plain dicts.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from modelplan.comm.ops import Axis
 from modelplan.count.flops import count_flops
 from modelplan.plan.commcost import CommPricer
-from modelplan.plan.compute import Roofline
-from modelplan.plan.evallists import ListTerms
-from modelplan.plan.evalstates import StateTerms
-from modelplan.plan.experts import expert_capacity, moe_layer_counts, planned_capacity_factor
-from modelplan.plan.layerterms import LayerTerms, build_layer_terms, kernel_times
-from modelplan.plan.memory import StageMemory, state_bytes_per_param
-from modelplan.plan.stageterms import StageTerms, compose_stages
-from modelplan.plan.steptime import DpTimes, dp_exposure, optimizer_bytes_per_param, pipeline_time_s
+from modelplan.plan.compute import Roofline, kernel_times
+from modelplan.plan.dims import EXPERT_DP, ParallelDims, pair_shape
+from modelplan.plan.experts import expert_capacity, planned_capacity_factor
+from modelplan.plan.memory import StageMemory, block_activations, edge_activations, stage_memory
+from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
+from modelplan.plan.parallel.calls import RankCalls
+from modelplan.plan.pipeline import schedule_layout
+from modelplan.plan.pipeline.profile import boundary_messages, bubble_microbatches, chunk_shares, inflight_microbatches
+from modelplan.plan.shard import unit_shards
+from modelplan.plan.stage_time import BlockTerms, StageTerms, compose_stages
+from modelplan.plan.rank_states import RankStates
+from modelplan.plan.stages import RankBlocks, rank_blocks, unit_replicas
 from modelplan.plan.validate import padded_vocab, planning_spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
+from modelplan.specs.plan import Plan, Schedule, pipeline_scatter_gather
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
 
-class Evaluation(NamedTuple):
-    """Every term of one plan's step (seconds per step, slowest stage) and its memory."""
+class PlanPoint(NamedTuple):
+    """One plan as the search enumerates it (a `Plan`'s fields, recompute resolved)."""
+
+    tp: int
+    pp: int
+    dp: int
+    vpp: int = 1
+    micro_batch: int = 1
+    schedule: str = Schedule.ONE_F_ONE_B
+    sequence_parallel: bool = False
+    recompute: str = "none"
+    zero: int = 0
+    ep: int = 1
+    cp: int = 1
+    scatter_gather: bool = True
+
+    @classmethod
+    def of(cls, plan: Plan, training: TrainingSpec) -> "PlanPoint":
+        return cls(plan.tp, plan.pp, plan.dp, plan.vpp, plan.micro_batch, plan.schedule, plan.sequence_parallel,
+                   plan.recompute or training.recompute, plan.zero, plan.ep, plan.cp, plan.scatter_gather)
+
+
+class StepTerms(NamedTuple):
+    """Seconds of one step, term by term (the fields of `results.StepTime`)."""
 
     step_time_s: float
     compute_s: float
@@ -42,18 +77,24 @@ class Evaluation(NamedTuple):
     pp_comm_s: float
     bubble_s: float
     dp_comm_s: float
-    dp_comm_total_s: float
     embedding_sync_s: float
     optimizer_s: float
+    dp_comm_total_s: float
     tp_hidden_s: float
+    ep_comm_s: float
+    cp_comm_s: float
+    cp_hidden_s: float
+
+
+class Evaluation(NamedTuple):
+    """One plan's step terms, FLOPs and the memory of its first and last pipeline rank."""
+
+    step: StepTerms
     model_flops: float
     hardware_flops: float
     memory_first: StageMemory
     memory_last: StageMemory
     num_microbatches: int
-    ep_comm_s: float = 0.0
-    cp_comm_s: float = 0.0
-    cp_hidden_s: float = 0.0
 
     @property
     def peak_memory_bytes(self) -> float:
@@ -62,30 +103,30 @@ class Evaluation(NamedTuple):
 
 
 class StageEntry(NamedTuple):
-    """What every plan with one (tp, sp, micro_batch, recompute, pp, ep, cp) shares (cached)."""
+    """What every plan with one (tp, sp, micro_batch, recompute, pp, ep, cp, layout) shares."""
 
     terms: StageTerms
     slowest_s: float
     """The slowest stage's micro-batch (before pipeline and ZeRO-3 messages)."""
     mean_s: float
     """The mean stage's micro-batch."""
-    dense: LayerTerms
-    moe: LayerTerms | None
-    counts: list[tuple[int, int]]
-    """(dense, MoE) blocks of each pipeline rank."""
+    dense: BlockTerms
+    moe: BlockTerms | None
+    blocks: list[RankBlocks]
 
 
 class DpEntry(NamedTuple):
-    """What every plan with one (tp, pp, dp, zero, sp, critical rank, ep, cp) shares (cached)."""
+    """The data-parallel terms of one pipeline rank (cached)."""
 
-    times: DpTimes
+    times: dp_zero.DpTimes
     partial_grads_s: float
-    tied_embedding_s: float
+    replica_s: float
+    """AllReduce of the units this rank shares with other pipeline ranks (tied embedding)."""
     optimizer_s: float
-    """Optimizer step of the critical stage's (ZeRO-sharded) parameters."""
+    """Optimizer step of the rank's (ZeRO-sharded) parameters."""
 
 
-class Evaluator(StateTerms, ListTerms):
+class Evaluator:
     """Prices plans for one model, training batch, cluster and cost model."""
 
     def __init__(self, spec: TransformerSpec, training: TrainingSpec, cluster: Cluster, cost: CostModel | None = None):
@@ -95,20 +136,25 @@ class Evaluator(StateTerms, ListTerms):
         self.roofline = Roofline.of(cluster.accelerator, training.precision, self.cost)
         self.pricer = CommPricer(cluster)
         self.dtype_bytes, self.grad_bytes = training.dtype_bytes, training.grad_bytes
-        self.state_bytes = state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
-        self.opt_bytes = optimizer_bytes_per_param(
+        self.state_bytes = dp_zero.state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
+        self.opt_bytes = dp_zero.optimizer_bytes_per_param(
             self.grad_bytes, self.state_bytes, self.dtype_bytes, training.uses_master_weights
         )
         self.memory_bytes = cluster.accelerator.memory_gb * 1e9
         moe = self.spec.moe
         self.capacity_factor = planned_capacity_factor(moe) if moe is not None else None
+        self.held = RankStates(self.spec, training)
         self._cache: dict[tuple, object] = {}
-        # the hot path's caches, one dict per kind (no key prefix, no closure per lookup)
+        # the hot path's caches, one dict per kind
         self._stages: dict[tuple, StageEntry] = {}
         self._dps: dict[tuple, DpEntry] = {}
         self._p2ps: dict[tuple, float] = {}
         self._flops: dict[str, tuple[float, float]] = {}
         self._states: dict[tuple, tuple] = {}
+        self._blocks: dict[tuple, tuple[int, list[RankBlocks]]] = {}
+        self._block_ids: dict[tuple, int] = {}
+        self._pipes: dict[tuple, tuple[float, int | float]] = {}
+        self._inflight: dict[tuple, tuple[float, float]] = {}
 
     def _memo(self, key: tuple, make):
         hit = self._cache.get(key)
@@ -120,62 +166,109 @@ class Evaluator(StateTerms, ListTerms):
         """Vocabulary padded for this tp (Megatron)."""
         return padded_vocab(self.spec.vocab, tp, self.cost.vocab_divisible_by)
 
-    def terms(self, tp: int, sequence_parallel: bool, micro_batch: int, recompute: str, cp: int = 1) -> LayerTerms:
-        """Per-micro-batch terms of a dense block, the embedding and the head."""
-        return self._memo(("terms", tp, sequence_parallel, micro_batch, recompute, cp),
-                          lambda: self._layer_terms(tp, sequence_parallel, micro_batch, recompute, cp))
+    def shapes(self, tp: int, dp: int, pp: int, ep: int = 1, cp: int = 1) -> dict:
+        """Process-group shapes of a tp x cp x dp x pp grid (ep inside dp) on this cluster."""
+        return self._memo(("shapes", tp, dp, pp, ep, cp),
+                          lambda: ParallelDims(dp=dp, tp=tp, pp=pp, cp=cp, ep=ep).group_shapes(self.cluster.gpus_per_node))
 
-    def moe_terms(self, tp: int, sequence_parallel: bool, micro_batch: int, recompute: str, ep: int,
-                  cp: int = 1) -> LayerTerms:
-        """Per-micro-batch terms of an MoE block over ep ranks (AllToAll included)."""
-        return self._memo(("moe_terms", tp, sequence_parallel, micro_batch, recompute, ep, cp),
-                          lambda: self._layer_terms(tp, sequence_parallel, micro_batch, recompute, cp, ep))
+    # -- one block, the embedding and the head, per micro-batch on one TP rank -------------------
 
-    def _layer_terms(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int,
-                     ep: int | None = None) -> LayerTerms:
-        attention = self.training.attention
-        extra: dict = {"cp": cp, "cp_kv_send_s": self.cp_kv_send_s(tp, sp, micro_batch, cp) if cp > 1 else 0.0,
-                       "attention": attention}
-        kernels: dict = {"cp": cp, "attention": attention}
-        if ep is not None:
-            tokens = micro_batch * self.training.seq_len // cp
-            kernels.update(moe_layer=True, ep=ep, capacity=expert_capacity(tokens, self.spec.moe, self.capacity_factor))
-            extra.update(kernels, ep_priced=(self.ep_list_prices(tp, sp, micro_batch, "none", ep, cp),
-                                             self.ep_list_prices(tp, sp, micro_batch, recompute, ep, cp)))
-        extra["times"] = self._memo(("kernel_times", tp, sp, micro_batch, cp, ep), lambda: kernel_times(
-            self.spec, tp, sp, micro_batch, self.training.seq_len, self.dtype_bytes, self.vocab_padded(tp),
-            self.roofline, **kernels))
-        return build_layer_terms(
-            self.spec, tp, sp, micro_batch, recompute, self.training.seq_len,
-            self.dtype_bytes, self.vocab_padded(tp), self.roofline,
-            self.tp_list_prices(tp, sp, micro_batch, recompute, cp),
-            self.tp_list_prices(tp, sp, micro_batch, "none", cp), self.cost, **extra,
-        )
+    def block_terms(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int = 1,
+                    ep: int | None = None) -> BlockTerms:
+        """A dense block (or with `ep` an MoE block over ep ranks), the embedding and the head."""
+        return self._memo(("block", tp, sp, micro_batch, recompute, cp, ep),
+                          lambda: self._block_terms(tp, sp, micro_batch, recompute, cp, ep))
 
-    def stage(self, tp: int, sp: bool, micro_batch: int, recompute: str, pp: int, ep: int = 1,
-              cp: int = 1) -> StageTerms:
-        """Per-micro-batch stage times: each rank's dense and MoE blocks, the first stage adds the
-        embedding, the last the head + loss."""
-        return self.stage_entry(tp, sp, micro_batch, recompute, pp, ep, cp).terms
+    def _block_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None) -> BlockTerms:
+        spec, training, d = self.spec, self.training, self.dtype_bytes
+        s_local = training.seq_len // cp
+        tokens = b * s_local
+        moe = ep is not None
+        capacity = expert_capacity(tokens, spec.moe, self.capacity_factor) if moe else None
+        times = self._memo(("kernel_times", tp, sp, b, cp, ep), lambda: kernel_times(
+            spec, tp, sp, b, training.seq_len, d, self.vocab_padded(tp), self.roofline, moe_layer=moe,
+            ep=ep or 1, capacity=capacity, cp=cp, attention=training.attention))
+        full = recompute == "full"
+        act = tokens * spec.hidden * d  # one (b, s/cp, h) activation
+        tp_shape = self.shapes(tp, 1, 1)[Axis.TP]
+        tp_t = self._memo(("tp", tp, sp, b, cp), lambda: tp_mod.tp_seconds(self.pricer, tp_shape, tp, sp, act, tokens,
+                                                                             tp_mod.LOSS_VALUE_BYTES))
+        if moe:
+            a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, capacity, spec.hidden, d)
+            ep_x = ep_mod.ep_exposure(self.pricer, self.shapes(tp, ep, 2, ep, cp)[Axis.EP], ep, a2a, full)
+        else:
+            ep_x = ep_mod.EpExposure(0.0, 0.0, 0.0)
+        kv_send = self.cp_kv_send_s(tp, b, cp) if cp > 1 else 0.0
+        cp_x = cp_mod.cp_exposure(cp, kv_send, times.core_fwd_s, times.core_bwd_s, full, self.cost)
+        stored, working = block_activations(spec, b, training.seq_len, d, tp, sp, recompute, moe, training.attention, cp)
+        emb_act, head_act = edge_activations(spec, b, training.seq_len, d, tp, sp, cp)
+        message, _ = self.boundary(tp, sp, b, cp, True)
+        return BlockTerms(times, times.recompute_s(recompute), tp_mod.tp_exposure(tp_t, full, self.cost), ep_x, cp_x,
+                          stored, working, emb_act, head_act, message)
 
-    def stage_entry(self, tp: int, sp: bool, micro_batch: int, recompute: str, pp: int, ep: int = 1,
-                    cp: int = 1) -> StageEntry:
-        """`stage` with the slowest and mean stage and the block terms the memory model needs."""
-        key = (tp, sp, micro_batch, recompute, pp, ep, cp)
-        hit = self._stages.get(key)
+    def cp_kv_send_s(self, tp: int, micro_batch: int, cp: int) -> float:
+        """One K, V block sent to the next rank of the cp ring (`parallel/cp.py`)."""
+        tokens = micro_batch * self.training.seq_len // cp
+        kv = cp_mod.kv_bytes(tokens, tp_mod.local_kv_heads(self.spec.num_kv_heads, tp), self.spec.dim_head,
+                             self.dtype_bytes)
+        return self.pricer.p2p_time_s(kv, self.shapes(tp, 1, 1, cp=cp)[Axis.CP].crosses_nodes)
+
+    def boundary(self, tp: int, sp: bool, micro_batch: int, cp: int, scatter_gather: bool) -> tuple[int, int | None]:
+        """(bytes sent, bytes the receiver all-gathers) of one stage-boundary tensor (`parallel/pp.py`)."""
+        s_local = self.training.seq_len // cp
+        numel = micro_batch * (s_local // tp if sp else s_local) * self.spec.hidden
+        return pp_mod.boundary_message(micro_batch, s_local, self.spec.hidden, tp, sp,
+                                       pipeline_scatter_gather(scatter_gather, tp, sp, numel), self.dtype_bytes)
+
+    # -- stages and the pipeline ------------------------------------------------------------------
+
+    def rank_blocks(self, schedule: str, pp: int, vpp: int) -> tuple[int, list[RankBlocks]]:
+        """(id, blocks) of what each pipeline rank holds and runs under the schedule's layout; the id
+        is shared by layouts that give every rank the same blocks (cache keys)."""
+        key = (schedule, pp, vpp)
+        hit = self._blocks.get(key)
         if hit is None:
-            moe = self.moe_terms(tp, sp, micro_batch, recompute, ep, cp) if self.spec.moe is not None else None
-            dense = self.terms(tp, sp, micro_batch, recompute, cp)
-            counts = self.layer_counts(pp)
-            st = compose_stages(counts, dense, moe)
-            mean = (st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s
-            hit = self._stages[key] = StageEntry(st, max(st.first_s, st.last_s, st.mid_max_s), mean, dense, moe,
-                                                 counts)
+            blocks = rank_blocks(self.spec, schedule_layout(schedule, pp, vpp), chunk_shares(Schedule(schedule), pp, vpp))
+            bid = self._block_ids.setdefault(tuple(blocks), len(self._block_ids))
+            hit = self._blocks[key] = (bid, blocks)
         return hit
 
-    def layer_counts(self, pp: int) -> list[tuple[int, int]]:
-        """(dense, MoE) blocks of each pipeline rank (`plan/experts.py`)."""
-        return self._memo(("layer_counts", pp), lambda: moe_layer_counts(self.spec, pp))
+    def stage_entry(self, tp: int, sp: bool, micro_batch: int, recompute: str, pp: int, ep: int = 1,
+                    cp: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1) -> StageEntry:
+        """Per-micro-batch stage times (`stage_time.py`) with the slowest and the mean stage."""
+        bid, blocks = self.rank_blocks(schedule, pp, vpp)
+        key = (tp, sp, micro_batch, recompute, pp, ep, cp, bid)
+        hit = self._stages.get(key)
+        if hit is None:
+            moe = self.block_terms(tp, sp, micro_batch, recompute, cp, ep) if self.spec.moe is not None else None
+            dense = self.block_terms(tp, sp, micro_batch, recompute, cp)
+            st = compose_stages(blocks, dense, moe)
+            mean = (st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s
+            hit = self._stages[key] = StageEntry(st, max(st.first_s, st.last_s, st.mid_max_s), mean, dense, moe,
+                                                 blocks)
+        return hit
+
+    def pipe(self, schedule: str, pp: int, m: int, vpp: int) -> tuple[float, int | float]:
+        """(bubble in micro-batch times, stage-boundary messages per micro-batch) of a schedule,
+        read off its action list (`pipeline/profile.py`)."""
+        key = (schedule, pp, m, vpp)
+        hit = self._pipes.get(key)
+        if hit is None:
+            kind = Schedule(schedule)
+            hit = self._pipes[key] = (float(bubble_microbatches(kind, pp, m, vpp)), boundary_messages(kind, pp, vpp))
+        return hit
+
+    def p2p_s(self, tp: int, sp: bool, micro_batch: int, dp: int, pp: int, cp: int = 1,
+              scatter_gather: bool = True) -> float:
+        """One stage-boundary message on the link between neighbouring stages (`parallel/pp.py`)."""
+        key = (tp, sp, micro_batch, dp, pp, cp, scatter_gather)
+        hit = self._p2ps.get(key)
+        if hit is None:
+            message, gathered = self.boundary(tp, sp, micro_batch, cp, scatter_gather)
+            shapes = self.shapes(tp, dp, pp, cp=cp)
+            hit = self._p2ps[key] = pp_mod.p2p_seconds(self.pricer, message, shapes[Axis.PP].crosses_nodes, gathered,
+                                                       shapes[Axis.TP])
+        return hit
 
     def flops_per_sequence(self, recompute: str) -> tuple[float, float]:
         """(model, hardware) FLOPs of one sequence (`modelplan.count.flops` convention)."""
@@ -186,61 +279,118 @@ class Evaluator(StateTerms, ListTerms):
             hit = self._flops[recompute] = float(counted.model), float(counted.hardware)
         return hit
 
-    def dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, pp_rank: int, ep: int = 1,
-                 cp: int = 1) -> DpEntry:
-        """The priced DP items of stage `pp_rank` (`dp_rank_prices`) and its optimizer step."""
-        key = (tp, pp, dp, zero, sp, pp_rank, ep, cp)
+    # -- data parallel, model states and memory ----------------------------------------------------
+
+    def dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, pp_rank: int, ep: int = 1, cp: int = 1,
+                 schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1) -> DpEntry:
+        """The DP calls of rank `pp_rank`'s units for one micro-batch per step, priced
+        (`parallel/dp_zero.py`), its replicated units' AllReduce and its optimizer step."""
+        key = (tp, pp, dp, zero, sp, pp_rank, ep, cp, schedule, vpp)
         hit = self._dps.get(key)
         if hit is None:
-            dpp = self.dp_rank_prices(tp, pp, dp, zero, sp, pp_rank, ep, cp)
-            dense, experts = self.rank_params(tp, pp, ep)[0][pp_rank]
-            shards = (dp * cp, dp * cp // ep) if zero >= 1 else (1, 1)  # ZeRO: the gradient-reduction groups
-            sharded = dense / shards[0] + experts / shards[1]
-            optimizer = self.roofline.memory_time_s(sharded * self.opt_bytes)
-            hit = self._dps[key] = DpEntry(dpp.times, dpp.partial_grads_s, dpp.tied_embedding_s, optimizer)
+            kid, kinds = self.held.unit_kinds(schedule, pp, vpp)[pp_rank]
+            replicas = self._memo(("replicas", schedule, pp, vpp), lambda: unit_replicas(self.held.rank_units(schedule, pp, vpp)))
+            mine = tuple(len(replicas[u]) if u in replicas else 0 for u, _ in kinds)
+            hit = self._dps[key] = self._memo(("dp", tp, pp, dp, zero, sp, ep, cp, kid, mine), lambda: self._dp_entry(
+                tp, pp, dp, zero, sp, ep, cp, kinds, mine, self.held.rank_params(tp, pp, ep, schedule, vpp)[0][pp_rank]))
         return hit
 
-    def step_lower_bound_s(
-        self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
-        sp: bool, recompute: str, zero: int, ep: int = 1, cp: int = 1, scatter_gather: bool = True,
-    ) -> float:
+    def _dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, ep: int, cp: int,
+                  kinds: tuple[tuple[str, int], ...], copies: tuple[int, ...], params: tuple[int, int]) -> DpEntry:
+        shards = self._memo(("dp_shards", tp, dp, ep, cp, sp), lambda: unit_shards(
+            self.spec, Plan(tp=tp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp)))
+        shapes = self.shapes(tp, dp, pp, ep, cp)
+        calls, tied = RankCalls(), RankCalls()
+        for (unit, count), n in zip(kinds, copies):
+            if unit in shards:
+                u = shards[unit]
+                dp_zero.unit_calls(calls, u, tp, zero, 1, self.dtype_bytes, self.grad_bytes, count)
+                if n:
+                    owned = u.padded if zero == 0 else u.padded // u.group_size
+                    pp_mod.replica_calls(tied, unit, n, owned * self.grad_bytes)
+        priced = dp_zero.dp_seconds(calls, lambda op, axis, size, nbytes: self.pricer.time_s(
+            op, nbytes, self._dp_shape(shapes, axis, size)), zero)
+        replica_s = tied.price(self.pricer, lambda axis, size: pair_shape(shapes[Axis.PP].crosses_nodes))
+        optimizer = dp_zero.optimizer_s(*params, dp * cp, ep, zero, self.opt_bytes, self.roofline)
+        return DpEntry(priced.times, priced.partial_grads_s, replica_s, optimizer)
+
+    @staticmethod
+    def _dp_shape(shapes: dict, axis: Axis, size: int):
+        """The DP group's shape; a DP call smaller than the group is the routed experts' reduction."""
+        shape = shapes[axis]
+        return shapes[EXPERT_DP] if axis is Axis.DP and size != shape.size else shape
+
+    def memory(self, point: PlanPoint) -> tuple[StageMemory, StageMemory]:
+        """Memory of the first and the last pipeline rank (the largest two)."""
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, _ = point
+        stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp)
+        m = self.training.global_batch // (mb * dp)
+        return self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp)
+
+    def stage_memories(self, stage: StageEntry, tp: int, pp: int, dp: int, vpp: int, m: int, schedule: str,
+                       zero: int, ep: int, cp: int) -> tuple[StageMemory, StageMemory]:
+        """`memory` from the plan's cached `StageEntry` and its m micro-batches per step."""
+        key = (tp, pp, dp, zero, ep, cp, schedule, vpp)
+        hit = self._states.get(key)
+        if hit is None:
+            hit = self._states[key] = (*self.held.states(*key), self.held.groups(tp, pp, dp, ep, cp))
+        first_states, last_states, groups = hit
+        t, mt, blocks = stage.dense, stage.moe, stage.blocks
+        inflight = self._inflight.get((schedule, pp, m, vpp))
+        if inflight is None:
+            kind = Schedule(schedule)
+            inflight = self._inflight[(schedule, pp, m, vpp)] = (
+                float(inflight_microbatches(kind, pp, 0, m, vpp)), float(inflight_microbatches(kind, pp, pp - 1, m, vpp)))
+        b = blocks[0]
+        first = stage_memory(first_states, b.dense + b.moe, inflight[0], t, b.embedding > 0, b.head > 0, groups,
+                             self.cost, mt, b.moe, pp > 1)
+        if pp == 1:
+            return first, first
+        b = blocks[-1]
+        last = stage_memory(last_states, b.dense + b.moe, inflight[1], t, b.embedding > 0, b.head > 0, groups,
+                            self.cost, mt, b.moe, True)
+        return first, last
+
+    # -- the step ---------------------------------------------------------------------------------
+
+    def step_lower_bound_s(self, point: PlanPoint) -> float:
         """The step time without its data-parallel terms (all >= 0): a lower bound the search
         uses to skip plans that cannot enter the top-k, before pricing their DP traffic."""
-        stage = self.stage_entry(tp, sp, micro_batch, recompute, pp, ep, cp)
-        m = self.training.global_batch // (micro_batch * dp)
-        p2p = self.p2p_s(tp, sp, micro_batch, dp, pp, cp, scatter_gather) if pp > 1 else 0.0
-        p2p *= 2 * vpp * self.cost.pp_p2p_exposed_fraction
-        return pipeline_time_s(m, pp, vpp, stage.slowest_s + p2p, stage.mean_s + p2p)
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg = point
+        stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp)
+        m = self.training.global_batch // (mb * dp)
+        bubble, hops = self.pipe(schedule, pp, m, vpp)
+        p2p = self.p2p_s(tp, sp, mb, dp, pp, cp, sg) if pp > 1 else 0.0
+        p2p *= hops * self.cost.pp_p2p_exposed_fraction
+        return pp_mod.pipeline_time_s(m, bubble, stage.slowest_s + p2p, stage.mean_s + p2p)
 
-    def evaluate(
-        self, tp: int, pp: int, dp: int, vpp: int, micro_batch: int, schedule: str,
-        sp: bool, recompute: str, zero: int, ep: int = 1, cp: int = 1, scatter_gather: bool = True,
-    ) -> Evaluation:
-        """All terms of one valid plan (validity is the caller's job: see validate.py).
-
-        Pipeline messages: one per micro-batch, direction and model chunk on the critical path
-        (`p2p_s`, times `pp_p2p_exposed_fraction`)."""
-        # the hot loop: cache hits are plain dict lookups (`stage_entry`, `dp_entry`, `p2p_s` on a miss)
-        stage = self._stages.get((tp, sp, micro_batch, recompute, pp, ep, cp))
+    def evaluate(self, point: PlanPoint) -> Evaluation:
+        """All terms of one valid plan (validity is the caller's job: see validate.py)."""
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg = point
+        # the hot loop: cache hits are plain dict lookups (`stage_entry`, `dp_entry`, ... on a miss)
+        blocks = self._blocks.get((schedule, pp, vpp))
+        stage = self._stages.get((tp, sp, mb, recompute, pp, ep, cp, blocks[0])) if blocks else None
         if stage is None:
-            stage = self.stage_entry(tp, sp, micro_batch, recompute, pp, ep, cp)
+            stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp)
         st = stage.terms
         batch = self.training.global_batch
-        m = batch // (micro_batch * dp)
-        if pp > 1:
-            p2p = self._p2ps.get((tp, sp, micro_batch, dp, pp, cp, scatter_gather))
+        m = batch // (mb * dp)
+        pipe = self._pipes.get((schedule, pp, m, vpp))
+        bubble, hops = pipe if pipe is not None else self.pipe(schedule, pp, m, vpp)
+        if pp > 1:  # pipeline messages: per micro-batch, direction and chunk on the critical path
+            p2p = self._p2ps.get((tp, sp, mb, dp, pp, cp, sg))
             if p2p is None:
-                p2p = self.p2p_s(tp, sp, micro_batch, dp, pp, cp, scatter_gather)
+                p2p = self.p2p_s(tp, sp, mb, dp, pp, cp, sg)
         else:
             p2p = 0.0
         cost = self.cost
-        p2p *= 2 * vpp * cost.pp_p2p_exposed_fraction
+        p2p *= hops * cost.pp_p2p_exposed_fraction
         crit = st.critical_rank
-        dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp))
+        dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp))
         if dpe is None:
-            dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp)
+            dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp)
         if dp * cp > 1:
-            dp_after, dp_mb, dp_total = dp_exposure(
+            dp_after, dp_mb, dp_total = dp_zero.dp_exposure(
                 zero, dpe.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap, cost.dp_overlap_fraction,
                 cost.overlap_interference,
             )
@@ -248,18 +398,17 @@ class Evaluator(StateTerms, ListTerms):
             dp_after = dp_mb = dp_total = 0.0
         dp_after += dpe.partial_grads_s * (m if zero >= 2 else 1)
         t_max = stage.slowest_s + p2p + dp_mb
-        pipeline = pipeline_time_s(m, pp, vpp, t_max, stage.mean_s + p2p + dp_mb)
-        emb_sync = dpe.tied_embedding_s
+        pipeline = pp_mod.pipeline_time_s(m, bubble, t_max, stage.mean_s + p2p + dp_mb)
+        replica_sync = dpe.replica_s
         optimizer = dpe.optimizer_s
         model_seq, hardware_seq = self._flops.get(recompute) or self.flops_per_sequence(recompute)
         mem_first, mem_last = self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp)
-        return Evaluation(
-            step_time_s=pipeline + dp_after + emb_sync + optimizer,
+        step = StepTerms(
+            step_time_s=pipeline + dp_after + replica_sync + optimizer,
             compute_s=m * st.compute_s, recompute_s=m * st.recompute_s, tp_comm_s=m * st.tp_s,
             pp_comm_s=m * p2p, bubble_s=pipeline - m * t_max, dp_comm_s=dp_after + m * dp_mb,
-            dp_comm_total_s=dp_total, embedding_sync_s=emb_sync, optimizer_s=optimizer,
-            tp_hidden_s=m * st.tp_hidden_s,
-            model_flops=batch * model_seq, hardware_flops=batch * hardware_seq,
-            memory_first=mem_first, memory_last=mem_last, num_microbatches=m, ep_comm_s=m * st.ep_s,
-            cp_comm_s=m * st.cp_s, cp_hidden_s=m * st.cp_hidden_s,
+            embedding_sync_s=replica_sync, optimizer_s=optimizer, dp_comm_total_s=dp_total,
+            tp_hidden_s=m * st.tp_hidden_s, ep_comm_s=m * st.ep_s, cp_comm_s=m * st.cp_s,
+            cp_hidden_s=m * st.cp_hidden_s,
         )
+        return Evaluation(step, batch * model_seq, batch * hardware_seq, mem_first, mem_last, m)

@@ -21,7 +21,6 @@ the results (combine). Per rank and direction that is E * capacity * h values, o
 
 from __future__ import annotations
 
-from modelplan.plan.stages import stage_layers
 from modelplan.specs.transformer import MoESpec, TransformerSpec
 
 
@@ -39,17 +38,3 @@ def expert_capacity(tokens: int, moe: MoESpec, capacity_factor: float | None) ->
         return tokens
     need = capacity_factor * tokens * moe.top_k
     return max(1, -int(-need // moe.num_experts))
-
-
-def moe_layer_counts(spec: TransformerSpec, pp: int) -> list[tuple[int, int]]:
-    """(dense blocks, MoE blocks) of each pipeline rank when the blocks are split evenly over pp
-    (vpp is not taken into account: interleaved chunks of a mixed model are counted as if
-    contiguous)."""
-    if spec.moe is None:
-        return [(len(stage_layers(spec.layers, pp, r)), 0) for r in range(pp)]
-    out = []
-    for r in range(pp):
-        layers = stage_layers(spec.layers, pp, r)
-        moe = sum(spec.is_moe_layer(i) for i in layers)
-        out.append((len(layers) - moe, moe))
-    return out

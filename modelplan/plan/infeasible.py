@@ -7,7 +7,7 @@ import math
 from collections import Counter
 
 from modelplan.plan.evaluator import Evaluator
-from modelplan.plan.validate import Reason
+from modelplan.plan.problems import Reason
 
 
 def _axes(ep: int, cp: int) -> str:
@@ -17,7 +17,7 @@ def _axes(ep: int, cp: int) -> str:
 
 def total_state_bytes(ev: Evaluator) -> float:
     """Weights + gradients + optimizer states of the whole model (what no split can avoid)."""
-    _, first, _, _ = ev.params(1, 1)
+    _, first, _, _ = ev.held.params(1, 1)
     return first * (ev.dtype_bytes + ev.grad_bytes + ev.state_bytes)
 
 
@@ -52,7 +52,7 @@ def nearest_blocker(ev: Evaluator, n: int, rejected: Counter, examples: dict, cl
                     f"are {states / 1e12:.2f} TB ({ev.dtype_bytes + ev.grad_bytes + ev.state_bytes} bytes x "
                     f"{states / (ev.dtype_bytes + ev.grad_bytes + ev.state_bytes) / 1e9:.2f} B parameters)")
         if closest is not None:
-            tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp = closest[1]
+            tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, _ = closest[1]
             return (f"no plan of {n} GPUs fits in {mem_gb:g} GB: the smallest needs {closest[0] / 1e9:.1f} GB per GPU "
                     f"(tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, recompute {rc}, zero {zero})")
         return f"no plan of {n} GPUs fits in {mem_gb:g} GB: {examples[Reason.MEMORY.value]}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from modelplan.count.attention import FusedAttention, is_fused
+from modelplan.plan.parallel.tp import local_kv_heads
 from modelplan.specs.transformer import TransformerSpec
 
 
@@ -73,11 +74,6 @@ class LayerKernels:
     attention_core_gemms: tuple[Gemm, ...]
     attention_core_elementwise: tuple[Elementwise, ...]
     fused: tuple[FusedAttention, ...] = ()
-
-
-def local_kv_heads(kv_heads: int, tp: int) -> int:
-    """KV heads held by one TP rank: kv/tp, or 1 (replicated) when tp is a multiple of kv."""
-    return kv_heads // tp if kv_heads >= tp else 1
 
 
 def moe_mlp_kernels(

@@ -1,14 +1,12 @@
 """Memory of one GPU of one pipeline stage: model states sharded by ZeRO, activations of the
 micro-batches the schedule keeps in flight, communication buffers, and stated allowances.
 
-Model states (Rajbhandari et al. 2020, ZeRO; Megatron's 18 bytes/parameter for mixed-precision
-Adam = 2 weight + 4 fp32 grad + 4 master + 8 Adam m, v): stage 1 shards master weights and
-optimizer states over dp, stage 2 also gradients, stage 3 also weights (and then holds two
-gathered blocks: the current one and the prefetched next).
+Model states: `parallel/dp_zero.py` (`state_bytes`: ZeRO's shards, Rajbhandari et al. 2020).
 Activations (Korthikanti et al. 2022 sec. 4.3): a block's stored bytes times the blocks in
-flight; 1F1B's rank r holds min(pp - r, m) micro-batches, GPipe all m, interleaved
+flight, which the schedule's action list gives (`pipeline.profile.inflight_microbatches`: 1F1B's
+rank r holds min(pp - r, m) micro-batches, GPipe all m, interleaved
 min(2(pp - r - 1) + (vpp - 1) pp + 1, m vpp) chunks of layers/(pp vpp) blocks, which is
-L (1 + (pp - 1)/(pp vpp)) blocks on the first stage; plus one block's transient working set when
+L (1 + (pp - 1)/(pp vpp)) blocks on the first stage); plus one block's transient working set when
 recomputing; token ids and embedding dropout mask on the first stage; logits and loss on the last.
 """
 
@@ -16,20 +14,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from modelplan.plan.layerterms import LayerTerms
+from modelplan.count.memory import activation_bytes_per_layer, embedding_activation_bytes, output_activation_bytes
+from modelplan.plan.stage_time import BlockTerms
 from modelplan.specs.costmodel import CostModel
-
-
-def inflight_microbatches(schedule: str, pp: int, pp_rank: int, num_microbatches: int, vpp: int = 1) -> float:
-    """Micro-batches (in units of the rank's whole share of layers) whose activations rank
-    `pp_rank` holds at its peak (Megatron schedules' num_warmup_microbatches + 1)."""
-    m = num_microbatches
-    if schedule == "gpipe":
-        return float(m)
-    if schedule == "1f1b":
-        return float(min(pp - pp_rank, m))
-    chunks = min((pp - pp_rank - 1) * 2 + (vpp - 1) * pp + 1, m * vpp)
-    return chunks / vpp
+from modelplan.specs.transformer import TransformerSpec
 
 
 class StageMemory(NamedTuple):
@@ -47,36 +35,59 @@ class StageMemory(NamedTuple):
     total: float
 
 
-def model_state_bytes(
-    params: int, layer_params: int, dp: int, zero: int, dtype_bytes: int, grad_bytes: int,
-    state_bytes_per_param: int,
-) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer) bytes of `params` parameters on one GPU under ZeRO `zero`
-    (Rajbhandari et al. 2020: stage 1 shards optimizer states, 2 also gradients, 3 also weights;
-    stage 3 also holds two gathered blocks, the current one and the prefetched next)."""
-    weights = params * dtype_bytes / (dp if zero >= 3 else 1)
-    if zero >= 3:
-        weights += 2 * layer_params * dtype_bytes
-    gradients = params * grad_bytes / (dp if zero >= 2 else 1)
-    optimizer = params * state_bytes_per_param / (dp if zero >= 1 else 1)
-    return weights, gradients, optimizer
+def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
+                      sequence_parallel: bool, recompute: str, moe_layer: bool, attention: str, cp: int = 1
+                      ) -> tuple[int, int]:
+    """(bytes one block keeps per in-flight micro-batch, transient bytes of the block being
+    recomputed or back-propagated) on one TP rank (Korthikanti et al. 2022 sec. 4; full recompute
+    keeps the block input and works on a whole block, selective keeps all but the attention core).
+    With context parallelism a rank's s/cp queries score all s keys: cp x the (s/cp)^2 score term."""
+    s_local = seq_len // cp
+    kind = next((i for i in range(spec.layers) if spec.is_moe_layer(i) == moe_layer), None)
+
+    def kept(rc: str) -> int:
+        out = activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel, rc, kind,
+                                         attention)
+        if cp > 1 and rc == "none":
+            score = out - activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel,
+                                                     "selective", kind, attention)
+            out += (cp - 1) * score
+        return out
+
+    stored = kept(recompute)
+    if recompute == "full":
+        return stored, kept("none")
+    if recompute == "selective":
+        return stored, kept("none") - stored
+    return stored, 0
+
+
+def edge_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
+                     sequence_parallel: bool, cp: int = 1) -> tuple[int, int]:
+    """(first stage, last stage) bytes per in-flight micro-batch (Korthikanti et al. 2022 sec. 4.3:
+    token ids and embedding-dropout mask; output layer + cross-entropy 4sbh(1 + V/h)/t)."""
+    s_local = seq_len // cp
+    return (embedding_activation_bytes(spec, micro_batch, s_local, tp, sequence_parallel),
+            output_activation_bytes(spec, micro_batch, s_local, dtype_bytes, tp))
 
 
 def stage_memory(
     states: tuple[float, float, float],
     layers: int,
     inflight: float,
-    terms: LayerTerms,
+    terms: BlockTerms,
     is_first: bool,
     is_last: bool,
     groups: int,
     cost: CostModel,
-    moe_terms: LayerTerms | None = None,
+    moe_terms: BlockTerms | None = None,
     moe_layers: int = 0,
+    pipelined: bool = False,
 ) -> StageMemory:
     """Memory of one stage's GPU: model states, `layers` blocks' activations for `inflight`
     micro-batches plus one block's working set, edge activations, buffers and allowances;
-    `moe_layers` of the blocks are MoE blocks with `moe_terms`."""
+    `moe_layers` of the blocks are MoE blocks with `moe_terms`; a `pipelined` stage (pp > 1) keeps
+    send/recv buffers."""
     weights, gradients, optimizer = states
     block_bytes = (layers - moe_layers) * terms.activation_bytes
     working = terms.working_bytes
@@ -89,7 +100,7 @@ def stage_memory(
     if is_last:
         activations += terms.head_activation_bytes
     # NCCL buffers per communicator; pipeline ranks also keep send/recv buffers of one activation
-    comm = groups * cost.nccl_buffer_bytes_per_group + (0 if is_first and is_last else 2 * terms.boundary_bytes)
+    comm = groups * cost.nccl_buffer_bytes_per_group + (2 * terms.boundary_bytes if pipelined else 0)
     allocated = weights + gradients + optimizer + activations + comm
     fragmentation = allocated * cost.fragmentation_fraction
     reserved = float(cost.runtime_reserved_bytes)
@@ -97,6 +108,3 @@ def stage_memory(
                        allocated + fragmentation + reserved)
 
 
-def state_bytes_per_param(optimizer_states: int, master_weights: bool) -> int:
-    """fp32 optimizer states (Adam m and v: 2) plus the fp32 master copy (ZeRO's K = 12 for Adam)."""
-    return 4 * optimizer_states + (4 if master_weights else 0)

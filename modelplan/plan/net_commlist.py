@@ -22,7 +22,8 @@ import math
 
 from modelplan.comm.ops import Axis, Collective
 from modelplan.count.network_tree import leaves_of
-from modelplan.plan.commlist import CommItem, RankCalls, add_unit_calls, merge_rank_calls
+from modelplan.plan.parallel import dp_zero
+from modelplan.plan.parallel.calls import CommItem, RankCalls, merge_rank_calls
 from modelplan.plan.net_layout import StagePlan
 from modelplan.plan.net_shard import net_unit_shards
 from modelplan.plan.net_tp import TpRole
@@ -75,7 +76,7 @@ def net_communication_list(stages: list[StagePlan], training: TrainingSpec, plan
             for unit in st.units:
                 if unit not in shards:
                     continue
-                add_unit_calls(calls, shards[unit], plan, m, act, grad)  # partial_over_tp is 0 here
+                dp_zero.unit_calls(calls, shards[unit], plan.tp, plan.zero, m, act, grad)  # partial_over_tp is 0 here
         add(BAR, Axis.WORLD, plan.world_size, 0, 1, "world/start", startup=True)
         per_rank.append(calls)
     return merge_rank_calls(per_rank)

@@ -10,14 +10,22 @@ from modelplan.count.network_tree import network_tree
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.dims import ParallelDims
 from modelplan.plan.compute import Roofline
-from modelplan.plan.memory import StageMemory as StageBytes, model_state_bytes, state_bytes_per_param
+from modelplan.plan.memory import StageMemory as StageBytes
+from modelplan.plan.parallel.dp_zero import (
+    DpTimes,
+    dp_exposure,
+    optimizer_bytes_per_param,
+    state_bytes as model_state_bytes,
+    state_bytes_per_param,
+)
+from modelplan.plan.parallel.pp import pipeline_time_s
 from modelplan.plan.net_cost import StageTime, boundary_bytes, stage_time
 from modelplan.plan.net_layout import StagePlan, describe_stages, network_stages
 from modelplan.plan.net_shard import net_unit_shards, rank_activations
 from modelplan.plan.net_tp import TpRole
 from modelplan.plan.results import PlanEstimate, StageMemory, StepTime
-from modelplan.plan.schedule import pipeline_schedule, stage_index
-from modelplan.plan.steptime import DpTimes, dp_exposure, optimizer_bytes_per_param, pipeline_time_s
+from modelplan.plan.pipeline import pipeline_schedule, schedule_layout
+from modelplan.plan.pipeline.profile import bubble_microbatches
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.network import NetworkSpec
@@ -93,16 +101,17 @@ class NetEvaluator:
     def rank_cost(self, plan: Plan, r: int, m: int) -> RankCost:
         """Terms of pipeline rank r."""
         tp, pp, dp, vpp, b = plan.tp, plan.pp, plan.dp, plan.vpp, plan.micro_batch
-        stages = self.stages(tp, pp * vpp)
-        times = self.times(tp, pp * vpp, b, dp, pp)
+        layout = schedule_layout(plan.schedule, pp, vpp)
+        stages = self.stages(tp, layout.num_stages)
+        times = self.times(tp, layout.num_stages, b, dp, pp)
         shapes = ParallelDims(dp=dp, tp=tp, pp=pp).group_shapes(self.cluster.gpus_per_node)
-        mine = [stage_index(r, c, pp) for c in range(vpp)]
+        mine = list(layout.rank_stages[r])
         fwd = sum(times[v].fwd_s for v in mine)
         bwd = sum(times[v].bwd_s + times[v].tp_s for v in mine)
         p2p = 0.0
         if pp > 1:
             for v in mine:
-                for edge in ([v] if v < pp * vpp - 1 else []) + ([v - 1] if v > 0 else []):
+                for edge in ([v] if v < layout.num_stages - 1 else []) + ([v - 1] if v > 0 else []):
                     nbytes = boundary_bytes(stages[edge], b, self.dtype_bytes)
                     p2p += self.pricer.p2p_time_s(nbytes, shapes[Axis.PP].crosses_nodes) * self.cost.pp_p2p_exposed_fraction
         local, largest = self._local_params(plan, r)
@@ -123,7 +132,7 @@ class NetEvaluator:
     def _notes(self, plan: Plan) -> list[str]:
         """Throughput unit, stage boundaries and the tensor-parallel split of this plan."""
         notes = ["throughput counts samples (the JSON field tokens_per_s holds samples per second)"]
-        stages = self.stages(plan.tp, plan.pp * plan.vpp)
+        stages = self.stages(plan.tp, schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages)
         if len(stages) > 1:
             notes.append(describe_stages(stages))
         if plan.tp > 1:
@@ -136,8 +145,9 @@ class NetEvaluator:
         """(parameters on pipeline rank r after the tp split, its largest unit)."""
         key = ("local", plan.tp, plan.pp, plan.vpp, r)
         if key not in self._cache:
-            stages = self.stages(plan.tp, plan.pp * plan.vpp)
-            shards = net_unit_shards([stages[stage_index(r, c, plan.pp)] for c in range(plan.vpp)], plan)
+            layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
+            stages = self.stages(plan.tp, layout.num_stages)
+            shards = net_unit_shards([stages[v] for v in layout.rank_stages[r]], plan)
             self._cache[key] = (sum(s.numel for s in shards.values()), max((s.numel for s in shards.values()), default=0))
         return self._cache[key]  # type: ignore[return-value]
 
@@ -145,10 +155,8 @@ class NetEvaluator:
         """Peak activations per pipeline rank (`net_shard.rank_activations` over the schedule)."""
         key = ("act", plan.tp, plan.pp, plan.vpp, plan.micro_batch, plan.schedule, m)
         if key not in self._cache:
-            skey = ("schedule", plan.schedule, plan.pp, m, plan.vpp)
-            if skey not in self._cache:
-                self._cache[skey] = pipeline_schedule(plan.schedule, plan.pp, m, plan.vpp)
-            self._cache[key] = rank_activations(stages, plan, self._cache[skey])  # type: ignore[arg-type]
+            schedule = pipeline_schedule(plan.schedule, plan.pp, m, plan.vpp)
+            self._cache[key] = rank_activations(stages, plan, schedule)
         return self._cache[key]  # type: ignore[return-value]
 
     def _dp_times(self, params: int, largest: int, shape) -> DpTimes:
@@ -172,7 +180,8 @@ class NetEvaluator:
         groups = (plan.tp > 1) + (plan.dp > 1) + (plan.pp > 1)
         edges = 0.0
         if plan.pp > 1:  # send/recv buffers of one boundary activation each way
-            edges = 2.0 * boundary_bytes(stages[stage_index(r, 0, plan.pp)], plan.micro_batch, self.dtype_bytes)
+            first_chunk = schedule_layout(plan.schedule, plan.pp, plan.vpp).rank_stages[r][0]
+            edges = 2.0 * boundary_bytes(stages[first_chunk], plan.micro_batch, self.dtype_bytes)
         comm = groups * self.cost.nccl_buffer_bytes_per_group + edges
         allocated = weights + gradients + optimizer + activations + comm
         frag = allocated * self.cost.fragmentation_fraction
@@ -185,7 +194,7 @@ class NetEvaluator:
         ranks = [self.rank_cost(plan, r, m) for r in range(plan.pp)]
         t_max = max(rc.t_mb_s for rc in ranks)
         t_mean = sum(rc.t_mb_s for rc in ranks) / plan.pp
-        pipeline = pipeline_time_s(m, plan.pp, plan.vpp, t_max, t_mean)
+        pipeline = pipeline_time_s(m, float(bubble_microbatches(plan.schedule, plan.pp, m, plan.vpp)), t_max, t_mean)
         steps = [pipeline + rc.dp_after_s + rc.optimizer_s for rc in ranks]
         crit = ranks[max(range(plan.pp), key=lambda r: steps[r])]
         step_s = max(steps)

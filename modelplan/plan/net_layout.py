@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from modelplan.count.network_tree import LeafNode, Node, leaves_of
 from modelplan.errors import SpecError
 from modelplan.plan.net_tp import LeafTp, assign_tp
-from modelplan.plan.schedule import VirtualStage
+from modelplan.plan.pipeline.actions import VirtualStage
 
 
 @dataclass(frozen=True)

@@ -10,19 +10,20 @@ Activations: per micro-batch, each leaf keeps what `count/network_layers.py` say
 times micro_batch; under tensor parallelism a row-parallel or sharded leaf keeps 1/tp of it
 (its tensors are feature slices), a column-parallel one its whole input. A pipeline rank holds
 the activations of every micro-batch it has run forward but not yet backward; the peak over
-its schedule (data from `plan/schedule.py`: pp - r for 1F1B rank r, m for GPipe) times the
+its schedule (data from `plan/pipeline/`: pp - r for 1F1B rank r, m for GPipe) times the
 per-micro-batch amount of each chunk is the activation memory of that rank.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from modelplan.count.network_tree import leaves_of
 from modelplan.plan.net_layout import StagePlan
 from modelplan.plan.net_tp import TpRole
-from modelplan.plan.schedule import Step, stage_index
+from modelplan.plan.pipeline import Action, ActionKind, PipelineSchedule, schedule_layout
 from modelplan.plan.shard import RankElements, UnitShard, held_elements
 from modelplan.specs.plan import Plan
 
@@ -45,7 +46,9 @@ def net_unit_shards(stages: list[StagePlan], plan: Plan) -> dict[str, UnitShard]
 
 def net_rank_elements(stages: list[StagePlan], plan: Plan, optimizer_states: int) -> list[RankElements]:
     """Per pipeline rank: weight, gradient and optimizer-state elements held (plan/shard.py table)."""
-    return held_elements([st.units for st in stages], net_unit_shards(stages, plan), plan, optimizer_states)
+    layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
+    units = [[u for s in chunks for u in stages[s].units] for chunks in layout.rank_stages]
+    return held_elements(units, net_unit_shards(stages, plan), plan, optimizer_states)
 
 
 @dataclass(frozen=True)
@@ -69,23 +72,25 @@ def stage_activations(stage: StagePlan, plan: Plan) -> StageActivations:
     return StageActivations(elements * plan.micro_batch, fixed * plan.micro_batch)
 
 
-def in_flight_peak(steps: list[Step], per_chunk: list[StageActivations]) -> StageActivations:
-    """Peak of the activations held along one pipeline rank's schedule."""
+def in_flight_peak(actions: Sequence[Action], per_chunk: list[StageActivations]) -> StageActivations:
+    """Peak of the activations held along one pipeline rank's actions: a micro-batch's are held
+    from its F until its weight gradient (its W, or a B that leaves no W)."""
+    split = {(a.microbatch, a.chunk) for a in actions if a.kind is ActionKind.W}
     held_e = held_f = peak_e = peak_f = 0
-    for step in steps:
-        a = per_chunk[step.chunk]
-        if step.kind == "F":
-            held_e, held_f = held_e + a.elements, held_f + a.fixed_bytes
+    for a in actions:
+        act = per_chunk[a.chunk]
+        if a.kind is ActionKind.F:
+            held_e, held_f = held_e + act.elements, held_f + act.fixed_bytes
             peak_e, peak_f = max(peak_e, held_e), max(peak_f, held_f)
-        else:
-            held_e, held_f = held_e - a.elements, held_f - a.fixed_bytes
+        elif a.kind is ActionKind.W or (a.microbatch, a.chunk) not in split:
+            held_e, held_f = held_e - act.elements, held_f - act.fixed_bytes
     return StageActivations(peak_e, peak_f)
 
 
-def rank_activations(stages: list[StagePlan], plan: Plan, schedules: list[list[Step]]) -> list[StageActivations]:
-    """Per pipeline rank, the peak activations over its schedule."""
+def rank_activations(stages: list[StagePlan], plan: Plan, schedule: PipelineSchedule) -> list[StageActivations]:
+    """Per pipeline rank, the peak activations over its actions."""
     out = []
     for r in range(plan.pp):
-        per_chunk = [stage_activations(stages[stage_index(r, c, plan.pp)], plan) for c in range(plan.vpp)]
-        out.append(in_flight_peak(schedules[r], per_chunk))
+        per_chunk = [stage_activations(stages[v], plan) for v in schedule.layout.rank_stages[r]]
+        out.append(in_flight_peak(schedule.actions[r], per_chunk))
     return out

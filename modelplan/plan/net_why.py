@@ -70,7 +70,8 @@ def explain_choice(ev, best: PlanEstimate, best_of: dict[str, PlanEstimate]) -> 
 
 def _shards(ev, plan):
     from modelplan.plan.net_shard import net_unit_shards
-    from modelplan.plan.schedule import stage_index
+    from modelplan.plan.pipeline import schedule_layout
 
-    stages = ev.stages(plan.tp, plan.pp * plan.vpp)
-    return net_unit_shards([stages[stage_index(0, c, plan.pp)] for c in range(plan.vpp)], plan)
+    layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
+    stages = ev.stages(plan.tp, layout.num_stages)
+    return net_unit_shards([stages[v] for v in layout.rank_stages[0]], plan)

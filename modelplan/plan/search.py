@@ -20,11 +20,11 @@ from pydantic import Field
 from modelplan.errors import PlanInfeasible
 from modelplan.plan.estimate import to_estimate
 from modelplan.plan.infeasible import _axes, nearest_blocker
+from modelplan.plan.pipeline import schedule_problem
+from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.results import SearchResult
-from modelplan.plan.evaluator import Evaluator
+from modelplan.plan.evaluator import Evaluator, PlanPoint
 from modelplan.plan.validate import (
-    Problem,
-    Reason,
     batch_problem,
     ep_problem,
     pp_problem,
@@ -70,7 +70,8 @@ class SearchSpace(Spec):
     gpus/tp that divides seq_len."""
     max_tp: int | None = Field(None, ge=1)
     schedule: list[Schedule] | None = None
-    """Default: 1f1b and interleaved (GPipe has 1F1B's bubble and more memory: asked for only)."""
+    """Default: 1f1b and interleaved (GPipe has 1F1B's bubble and more memory; the others are
+    asked for by name)."""
     sequence_parallel: list[bool] | None = None
     recompute: list[Recompute] | None = None
     zero: list[Literal[0, 1, 2, 3]] | None = None
@@ -130,7 +131,7 @@ def search_plans(
                 if need_bytes:
                     closest_need[0] = need_bytes
 
-    schedules = space.schedule or ["1f1b", "interleaved"]
+    schedules = space.schedule or [Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED]
     recomputes = space.recompute or ["none", "selective", "full"]
     zeros = space.zero if space.zero is not None else [0, 1, 2, 3]
     sp_user = space.sequence_parallel or [False, True]
@@ -159,11 +160,11 @@ def search_plans(
         return _choose(space.micro_batch, divisors(gb // dp) if gb % dp == 0 else [], gb)
 
     def svs_of(pp: int) -> list[tuple[str, int]]:
-        out = [(s, 1) for s in schedules if s != "interleaved"]
-        if "interleaved" in schedules:
+        out = [(s, 1) for s in schedules if s != Schedule.INTERLEAVED]
+        if Schedule.INTERLEAVED in schedules:
             # pp 1 has no interleaved schedule: only a vpp the user asked for is tried (and rejected)
             vdefault = [v for v in divisors(layers // pp) if v >= 2] if layers % pp == 0 and pp > 1 else []
-            out += [("interleaved", v) for v in _choose(space.vpp, vdefault, layers) if v >= 2]
+            out += [(Schedule.INTERLEAVED, v) for v in _choose(space.vpp, vdefault, layers) if v >= 2]
         if space.vpp is not None:
             allowed = set(_choose(space.vpp, [], layers))
             out = [(s, v) for s, v in out if v in allowed]
@@ -217,7 +218,7 @@ def search_plans(
                         continue
                     ok_zeros = []
                     for zero in zeros:  # memory lower bound: model states alone
-                        states = max(sum(x) for x in ev.states(tp, pp, dp, zero, ep, cp))
+                        states = max(sum(x) for x in ev.held.states(tp, pp, dp, zero, ep, cp))
                         need = states * (1 + cost.fragmentation_fraction) + cost.runtime_reserved_bytes
                         if need > budget:
                             per = len(sps_of(tp)) * len(recomputes) * max(1, len(svs_of(pp))) * len(mbs)
@@ -239,33 +240,27 @@ def search_plans(
                             for rc in recomputes:
                                 for zero in ok_zeros:
                                     for sched, vpp in svs:
-                                        problem = pp_problem(layers, pp, vpp)
-                                        if problem is None and sched == "interleaved":
-                                            if pp == 1:
-                                                problem = Problem(Reason.INTERLEAVED_PP, "schedule 'interleaved' needs pp > 1 (pp = 1)")
-                                            elif m % pp:
-                                                problem = Problem(Reason.INTERLEAVED, f"interleaved schedule needs "
-                                                                  f"num_microbatches ({m}) divisible by pp ({pp})")
+                                        problem = pp_problem(layers, pp, vpp) or schedule_problem(sched, pp, m, vpp)
                                         if problem:
                                             reject(problem, 1)
                                             continue
-                                        args = (tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp)
-                                        first, last = ev.memory(*args)
+                                        point = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp)
+                                        first, last = ev.memory(point)
                                         peak = max(first.total, last.total)
                                         if peak > budget:
                                             reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
                                                            f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > "
                                                            f"{budget / 1e9:.1f} GB"), 1, peak)
                                             if closest is None or peak < closest[0]:
-                                                closest = (peak, args)
+                                                closest = (peak, point)
                                             continue
-                                        if len(heap) == top_k and ev.step_lower_bound_s(*args) >= -heap[0][0]:
+                                        if len(heap) == top_k and ev.step_lower_bound_s(point) >= -heap[0][0]:
                                             bounded += 1  # cannot enter the top-k: skip pricing DP
                                             continue
-                                        e = ev.evaluate(*args)
+                                        e = ev.evaluate(point)
                                         evaluated += 1
                                         tie += 1
-                                        item = (-e.step_time_s, -peak, tie, args)
+                                        item = (-e.step.step_time_s, -peak, tie, point)
                                         if len(heap) < top_k:
                                             heapq.heappush(heap, item)
                                         elif item > heap[0]:
@@ -273,11 +268,11 @@ def search_plans(
     if not heap:
         raise PlanInfeasible(nearest_blocker(ev, n, rejected, examples, closest, space.memory_headroom, space))
     best = []
-    for *_, args in sorted(heap, reverse=True):
-        tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp = args
+    for *_, point in sorted(heap, reverse=True):
+        tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, _ = point
         plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
                     sequence_parallel=sp, recompute=rc, zero=zero, ep=ep, cp=cp)
-        e = ev.evaluate(*args)
+        e = ev.evaluate(point)
         best.append(to_estimate(ev, e, plan, space.memory_headroom))
     return SearchResult(
         gpus=n, best=best, evaluated=evaluated, bounded=bounded,

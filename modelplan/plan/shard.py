@@ -26,7 +26,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from modelplan.plan.stages import stage_units
+from modelplan.plan.pipeline import schedule_layout
+from modelplan.plan.stages import rank_units
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -131,25 +132,24 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
 
 def rank_elements(spec: TransformerSpec, plan: Plan, training: TrainingSpec) -> list[RankElements]:
     """Per pipeline rank: weight, gradient and optimizer-state elements held (table above)."""
-    units = stage_units(spec, plan.pp * plan.vpp)
+    units = rank_units(spec, schedule_layout(plan.schedule, plan.pp, plan.vpp))
     return held_elements(units, unit_shards(spec, plan), plan, training.optimizer_states)
 
 
 def held_elements(units: Sequence[Sequence[str]], shards: dict[str, UnitShard], plan: Plan,
                   optimizer_states: int) -> list[RankElements]:
-    """Per pipeline rank, the table above summed over the units of its virtual stages (`units[v]`:
-    the units of virtual stage v; units missing from `shards` hold no parameters)."""
+    """Per pipeline rank, the table above summed over the units it holds (`units[r]`: the units of
+    pipeline rank r, each once; units missing from `shards` hold no parameters)."""
     out = []
-    for r in range(plan.pp):
+    for r, names in enumerate(units):
         w = g = o = 0
-        for c in range(plan.vpp):
-            for unit in units[c * plan.pp + r]:
-                if unit not in shards:
-                    continue
-                s = shards[unit]
-                mine = s.padded // s.group_size
-                w += mine if plan.zero == 3 else s.numel
-                g += s.padded if plan.zero <= 1 else mine
-                o += optimizer_states * (s.padded if plan.zero == 0 else mine)
+        for unit in names:
+            if unit not in shards:
+                continue
+            s = shards[unit]
+            mine = s.padded // s.group_size
+            w += mine if plan.zero == 3 else s.numel
+            g += s.padded if plan.zero <= 1 else mine
+            o += optimizer_states * (s.padded if plan.zero == 0 else mine)
         out.append(RankElements(pp_rank=r, weights=w, gradients=g, optimizer=o))
     return out

@@ -13,6 +13,9 @@ without its routed experts), `layers/<i>/experts` and `head` (final norm, output
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+from modelplan.plan.pipeline.actions import StageLayout
 from modelplan.specs.transformer import TransformerSpec
 
 
@@ -57,3 +60,79 @@ def stage_units(spec: TransformerSpec, num_stages: int) -> list[list[str]]:
             units += ["head"] + (["embedding/word"] if spec.tied_embeddings and num_stages > 1 else [])
         out.append(units)
     return out
+
+
+def rank_units(spec: TransformerSpec, layout: StageLayout) -> list[list[str]]:
+    """Units each pipeline rank holds under a schedule's layout, chunk by chunk, each once (a rank
+    that runs both the first and the last stage keeps one word embedding for both uses)."""
+    stages = stage_units(spec, layout.num_stages)
+    out = []
+    for chunks in layout.rank_stages:
+        mine: list[str] = []
+        for s in chunks:
+            mine += [u for u in stages[s] if u not in mine]
+        out.append(mine)
+    return out
+
+
+def unit_replicas(units: list[list[str]]) -> dict[str, tuple[int, ...]]:
+    """Units held by more than one pipeline rank, and those ranks: the tied word embedding (first
+    and last stage), every unit of a schedule that runs each stage on two ranks (DualPipe). Their
+    gradients are all-reduced over those ranks after the data-parallel reduction."""
+    where: dict[str, list[int]] = {}
+    for r, names in enumerate(units):
+        for u in names:
+            where.setdefault(u, []).append(r)
+    return {u: tuple(ranks) for u, ranks in where.items() if len(ranks) > 1}
+
+
+def rank_blocks(spec: TransformerSpec, layout: StageLayout, shares) -> list[RankBlocks]:
+    """Per pipeline rank, the (dense, MoE) blocks it holds and those a micro-batch runs on it,
+    from the layout and each chunk's share of the micro-batches (`pipeline.profile.chunk_shares`)."""
+    counts = split_layers(spec.layers, layout.num_stages)
+    starts = [sum(counts[:s]) for s in range(layout.num_stages)]
+    last = layout.num_stages - 1
+    moe_layer = [spec.is_moe_layer(i) for i in range(spec.layers)] if spec.moe is not None else None
+    out = []
+    for chunks, share in zip(layout.rank_stages, shares):
+        held = [0, 0]
+        run = [0, 0]
+        emb = head = 0
+        for s, w in zip(chunks, share):
+            w = int(w) if w == 1 else w  # whole shares stay ints (Megatron's schedules)
+            moe = sum(moe_layer[starts[s]:starts[s] + counts[s]]) if moe_layer else 0
+            held[0] += counts[s] - moe
+            held[1] += moe
+            run[0] += w * (counts[s] - moe)
+            run[1] += w * moe
+            emb += w if s == 0 else 0
+            head += w if s == last else 0
+        out.append(RankBlocks(held[0], held[1], _num(run[0]), _num(run[1]), _num(emb), _num(head)))
+    return out
+
+
+def _num(x):
+    """An int when the share-weighted count is whole (Megatron's schedules), else a float."""
+    return int(x) if x == int(x) else float(x)
+
+
+class RankBlocks(NamedTuple):
+    """What one pipeline rank holds and what one micro-batch runs on it (a tuple: the search
+    hashes and compares these in its hot loop)."""
+
+    dense: int
+    """Dense blocks held (all chunks)."""
+    moe: int
+    """MoE blocks held."""
+    dense_run: int | float
+    """Dense blocks a micro-batch runs on the rank (chunks weighted by their share of micro-batches)."""
+    moe_run: int | float
+    embedding: int | float
+    """Share of micro-batches whose embedding runs here (1 on the first stage's rank)."""
+    head: int | float
+    """Share of micro-batches whose output head and loss run here."""
+
+
+def replica_label(unit: str) -> str:
+    """Ledger label of the AllReduce of a replicated unit's gradient (`unit_replicas`)."""
+    return "pp/tied-embedding-grads" if unit == "embedding/word" else "pp/replica-grads"

@@ -12,41 +12,13 @@ and the search uses the same functions to count why it rejected plans. Conventio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
-
 from modelplan.errors import SpecError
+from modelplan.plan.pipeline import schedule_problem
+from modelplan.plan.problems import Problem, Reason
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
-
-
-class Reason(StrEnum):
-    """Why a plan is rejected (the search counts rejections by these)."""
-
-    WORLD_SIZE = "world size"
-    CLUSTER_SIZE = "cluster size"
-    TP_HEADS = "tp vs heads"
-    TP_KV_HEADS = "tp vs kv_heads"
-    TP_FFN = "tp vs ffn_hidden"
-    TP_NODE = "tp across nodes"
-    PP_LAYERS = "pp*vpp vs layers"
-    BATCH = "batch divisibility"
-    INTERLEAVED = "interleaved needs m % pp == 0"
-    INTERLEAVED_PP = "interleaved needs pp > 1"
-    SEQUENCE_PARALLEL = "sequence parallel needs tp > 1"
-    CP_SEQ = "cp vs seq_len"
-    EP = "expert parallel"
-    MEMORY = "out of memory"
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One broken rule: its reason and a one-line message with every number."""
-
-    reason: Reason
-    message: str
 
 
 def padded_vocab(vocab: int, tp: int, divisible_by: int = 128) -> int:
@@ -108,16 +80,6 @@ def batch_problem(global_batch: int, micro_batch: int, dp: int) -> Problem | Non
     )
 
 
-def interleaved_problem(num_microbatches: int, pp: int) -> Problem | None:
-    """Megatron's interleaved schedule needs num_microbatches % pp == 0."""
-    if num_microbatches % pp == 0:
-        return None
-    return Problem(
-        Reason.INTERLEAVED,
-        f"interleaved schedule needs num_microbatches ({num_microbatches}) divisible by pp ({pp})",
-    )
-
-
 def plan_problems(
     spec: TransformerSpec,
     training: TrainingSpec,
@@ -155,8 +117,8 @@ def plan_problems(
     ):
         if problem:
             out.append(problem)
-    if plan.schedule == "interleaved" and training.global_batch % (plan.micro_batch * plan.dp) == 0:
-        problem = interleaved_problem(plan.num_microbatches(training.global_batch), plan.pp)
+    if training.global_batch % (plan.micro_batch * plan.dp) == 0:
+        problem = schedule_problem(plan.schedule, plan.pp, plan.num_microbatches(training.global_batch), plan.vpp)
         if problem:
             out.append(problem)
     if plan.sequence_parallel and plan.tp == 1:

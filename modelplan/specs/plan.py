@@ -7,13 +7,24 @@ the message).
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
 
-Schedule = Literal["gpipe", "1f1b", "interleaved"]
+
+class Schedule(StrEnum):
+    """Pipeline schedules, the one place their names are spelled. Each has one module of the same
+    name under `modelplan.plan.pipeline` (its action lists, stage layout and validity rule)."""
+
+    GPIPE = "gpipe"
+    """All forwards, then all backwards (Huang et al. 2019)."""
+    ONE_F_ONE_B = "1f1b"
+    """PipeDream-Flush: warmup forwards, then one forward one backward (Narayanan et al. 2021)."""
+    INTERLEAVED = "interleaved"
+    """Interleaved 1F1B over vpp model chunks per rank (Narayanan et al. 2021, sec. 2.2.2)."""
 
 
 class Plan(Spec):
@@ -33,8 +44,8 @@ class Plan(Spec):
     """Expert-parallel size (MoE experts split over this many data-parallel ranks)."""
     micro_batch: int = Field(1, gt=0)
     """Sequences per micro-batch per data-parallel rank."""
-    schedule: Schedule = "1f1b"
-    """Pipeline schedule: gpipe (all forwards then backwards), 1f1b, or interleaved 1f1b."""
+    schedule: Schedule = Schedule.ONE_F_ONE_B
+    """Pipeline schedule (`Schedule`: gpipe, 1f1b, interleaved, ...)."""
     sequence_parallel: bool = False
     """Megatron sequence parallelism: norms/dropout sharded over tp, AllReduce -> RS + AG."""
     recompute: Literal["none", "selective", "full"] | None = None
@@ -51,9 +62,9 @@ class Plan(Spec):
 
     @model_validator(mode="after")
     def _check(self) -> "Plan":
-        if self.vpp > 1 and self.schedule != "interleaved":
+        if self.vpp > 1 and self.schedule is not Schedule.INTERLEAVED:
             raise ValueError(f"vpp ({self.vpp}) > 1 needs schedule 'interleaved', not '{self.schedule}'")
-        if self.schedule == "interleaved" and self.pp == 1:
+        if self.schedule is Schedule.INTERLEAVED and self.pp == 1:
             raise ValueError("schedule 'interleaved' needs pp > 1")
         if self.sequence_parallel and self.tp == 1:
             raise ValueError("sequence_parallel needs tp > 1")
@@ -71,7 +82,7 @@ class Plan(Spec):
         AllGather: `scatter_gather`, tp > 1, no sequence parallelism, and tp dividing the tensor
         (Megatron-LM p2p_communication._communicate falls back to whole tensors otherwise). The
         executor and the communication list both ask this one rule."""
-        return self.scatter_gather and self.tp > 1 and not self.sequence_parallel and numel % self.tp == 0
+        return pipeline_scatter_gather(self.scatter_gather, self.tp, self.sequence_parallel, numel)
 
     def num_microbatches(self, global_batch: int) -> int:
         """Micro-batches per pipeline per step: global_batch / (micro_batch * dp)."""
@@ -82,3 +93,8 @@ class Plan(Spec):
                 f"({self.micro_batch} * {self.dp} = {per_step})"
             )
         return global_batch // per_step
+
+
+def pipeline_scatter_gather(scatter_gather: bool, tp: int, sequence_parallel: bool, numel: int) -> bool:
+    """`Plan.pipeline_scatter_gather` for the bare fields (the planner's hot path)."""
+    return scatter_gather and tp > 1 and not sequence_parallel and numel % tp == 0

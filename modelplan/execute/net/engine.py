@@ -37,11 +37,11 @@ from modelplan.execute.net.saved import RunContext
 from modelplan.execute.net.tensor_parallel import NetTensorParallel, shard_slice
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import ParamDef
-from modelplan.execute.pipeline import COST, PipelineP2P, StepRecord
+from modelplan.execute.pipeline import PipelineP2P, StepRecord, run_actions
 from modelplan.plan.dims import ParallelDims
 from modelplan.plan.net_layout import StagePlan, network_stages
 from modelplan.plan.net_tp import TpRole, param_tp_dim
-from modelplan.plan.schedule import Step, pipeline_schedule, stage_index
+from modelplan.plan.pipeline import PipelineSchedule, pipeline_schedule
 from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -67,7 +67,7 @@ class NetJob:
     def num_microbatches(self) -> int:
         return self.plan.num_microbatches(self.training.global_batch)
 
-    def schedules(self) -> list[list[Step]]:
+    def schedule(self) -> PipelineSchedule:
         return pipeline_schedule(self.plan.schedule, self.plan.pp, self.num_microbatches, self.plan.vpp)
 
     def stages(self) -> list[StagePlan]:
@@ -108,14 +108,16 @@ class NetRankProgram:
         self.comm, self.job, self.plan = comm, job, job.plan
         dims = job.dims
         self.coords = dims.coords(comm.rank)
-        self.groups = Groups.build(dims, comm.rank, False)
-        self.dp = DataParallel(comm, self.plan.dp, self.groups.tp, None, job.optimizer)
+        self.groups = Groups.build(dims, comm.rank)
+        self.dp = DataParallel(comm, self.plan.dp, self.groups.tp, job.optimizer)
         self.m = job.num_microbatches
-        self.schedules = job.schedules()
-        self.p2p = PipelineP2P(comm, self.groups.pp, self.schedules, self.plan.vpp)
+        self.schedule = job.schedule()
+        self.p2p = PipelineP2P(comm, self.groups.pp, self.schedule)
         all_stages = job.stages()
         self.defs = net_param_defs(all_stages)
-        self.stages = [all_stages[stage_index(self.coords.pp_rank, c, self.plan.pp)] for c in range(self.plan.vpp)]
+        self.stages = [all_stages[v] for v in self.schedule.layout.rank_stages[self.coords.pp_rank]]
+        self._held, self._peak = [0, 0], [0, 0]
+        self._sizes: dict[tuple[int, int], tuple[int, int]] = {}
         self.hooks = [NetTensorParallel(comm, self.groups.tp, st.roles) for st in self.stages]
         self.buckets: dict[str, Bucket] = {}
         self.buffers = self._local_buffers()
@@ -158,7 +160,7 @@ class NetRankProgram:
                     continue
                 group = self.groups.dp
                 entries = local_entries(by_unit[unit], self.groups.tp, self.groups.ep, rank, False)
-                bucket = Bucket(unit, entries, group, group.index(rank), self.plan.zero, False)
+                bucket = Bucket(unit, entries, group, group.index(rank), self.plan.zero)
                 values = None
                 if group.ranks[0] == rank:
                     if full is None:
@@ -172,62 +174,56 @@ class NetRankProgram:
     def params(self, chunk: int) -> dict[str, np.ndarray]:
         return materialize_units(self.dp, self.buckets, self.stages[chunk].units)
 
-    def run(self) -> tuple[list[float], list[StepRecord], tuple[int, int]]:
-        """Run this pipeline rank's schedule: losses, trace, peak (activation elements, fixed bytes)."""
-        losses: dict[int, float] = {}
-        tapes: dict[tuple[int, int], tuple] = {}
-        trace: list[StepRecord] = []
-        b = self.plan.micro_batch
-        held, peak = [0, 0], [0, 0]
-        for step in self.schedules[self.coords.pp_rank]:
-            c, i = step.chunk, step.microbatch
-            st, hooks = self.stages[c], self.hooks[c]
-            p = self.params(c)
-            received, sent = [], []
-            part = self.batch.rows(i * b, (i + 1) * b)
-            if step.kind == "F":
-                if st.is_first_stage:
-                    x = part.inputs
-                else:
-                    x, rec = self.p2p.recv(("F", i, st.index), st.index - 1)
-                    received.append(rec)
-                tape: list = []
-                y = forward_nodes(st.nodes, p, x, self.context(i), self.buffers, hooks, tape)
-                size = [0, 0]
-                for _, saved in tape_leaves(st.nodes, tape):
-                    size[0] += saved.float_elements
-                    size[1] += saved.fixed_bytes
-                held = [held[0] + size[0], held[1] + size[1]]
-                peak = [max(peak[0], held[0]), max(peak[1], held[1])]
-                cache = None
-                if st.is_last_stage:
-                    losses[i], cache = loss_forward(part.loss, y, part.targets)
-                else:
-                    sent.append(self.p2p.send(("F", i, st.index + 1), y))
-                tapes[(i, c)] = (tape, cache, size)
-            else:
-                tape, cache, size = tapes.pop((i, c))
-                if st.is_last_stage:
-                    dy = loss_backward(part.loss, cache, part.targets, 1.0 / self.m)  # mean over micro-batches
-                else:
-                    dy, rec = self.p2p.recv(("B", i, st.index), st.index + 1)
-                    received.append(rec)
-                grads: dict[str, np.ndarray] = {}
-                dx = backward_nodes(st.nodes, p, tape, dy, grads, hooks, need_dx=not st.is_first_stage)
-                held = [held[0] - size[0], held[1] - size[1]]
-                if not st.is_first_stage:
-                    sent.append(self.p2p.send(("B", i, st.index - 1), dx))
-                for unit in st.units:
-                    if unit in self.buckets:
-                        self.dp.add_grads(self.buckets[unit], grads)
-            trace.append(StepRecord(step, st.index, COST[step.kind], tuple(received), tuple(sent)))
-        return [losses[i] for i in sorted(losses)], trace, (peak[0], peak[1])
+    def forward(self, chunk: int, microbatch: int, x):
+        """`ChunkModel.forward`: the chunk's nodes, and the loss on the last stage; counts what the
+        micro-batch keeps for backward (held until its weight gradient is added)."""
+        st, b = self.stages[chunk], self.plan.micro_batch
+        part = self.batch.rows(microbatch * b, (microbatch + 1) * b)
+        tape: list = []
+        y = forward_nodes(st.nodes, self.params(chunk), part.inputs if st.is_first_stage else x, self.context(microbatch),
+                          self.buffers, self.hooks[chunk], tape)
+        size = [0, 0]
+        for _, saved in tape_leaves(st.nodes, tape):
+            size[0] += saved.float_elements
+            size[1] += saved.fixed_bytes
+        self._sizes[(microbatch, chunk)] = (size[0], size[1])
+        self._held = [self._held[0] + size[0], self._held[1] + size[1]]
+        self._peak = [max(self._peak[0], self._held[0]), max(self._peak[1], self._held[1])]
+        if st.is_last_stage:
+            loss, cache = loss_forward(part.loss, y, part.targets)
+            return loss, (tape, cache)
+        return y, (tape, None)
+
+    def backward(self, chunk: int, microbatch: int, cache, dout):
+        """`ChunkModel.backward` (dL/dloss of the mean over micro-batches on the last stage)."""
+        st, b = self.stages[chunk], self.plan.micro_batch
+        part = self.batch.rows(microbatch * b, (microbatch + 1) * b)
+        tape, loss_cache = cache
+        if st.is_last_stage:
+            dout = loss_backward(part.loss, loss_cache, part.targets, 1.0 / self.m)
+        grads: dict[str, np.ndarray] = {}
+        dx = backward_nodes(st.nodes, self.params(chunk), tape, dout, grads, self.hooks[chunk],
+                            need_dx=not st.is_first_stage)
+        return dx, grads
+
+    def add_grads(self, chunk: int, microbatch: int, grads: dict) -> None:
+        """`ChunkModel.add_grads`; the micro-batch's saved activations are released."""
+        e, f = self._sizes.pop((microbatch, chunk))
+        self._held = [self._held[0] - e, self._held[1] - f]
+        for unit in self.stages[chunk].units:
+            if unit in self.buckets:
+                self.dp.add_grads(self.buckets[unit], grads)
+
+    def run(self) -> tuple[list[tuple[int, float]], list[StepRecord], tuple[int, int]]:
+        """Run this pipeline rank's actions: losses, trace, peak (activation elements, fixed bytes)."""
+        losses, trace = run_actions(self.schedule, self.coords.pp_rank, self.p2p, self)
+        return losses, trace, (self._peak[0], self._peak[1])
 
     def finish(self) -> None:
         """Complete the gradient reductions and take the optimizer step, unit by unit."""
         finish_buckets(self.dp, self.buckets)
 
-    def result(self, losses: list[float], trace: list[StepRecord], peak: tuple[int, int]) -> NetRankResult:
+    def result(self, losses: list[tuple[int, float]], trace: list[StepRecord], peak: tuple[int, int]) -> NetRankResult:
         return NetRankResult(self.comm.rank, self.coords, tuple(losses), tuple(trace), *bucket_state(self.buckets),
                              *peak)
 

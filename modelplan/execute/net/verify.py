@@ -29,8 +29,9 @@ from modelplan.execute.net.scale import check_network_plan, scale_network
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.report import VerifyReport, VerifyRow
 from modelplan.execute.spmd import SpmdError, spmd_runner
-from modelplan.execute.verify import Progress, _check_loss, check_step_order, compare_state
+from modelplan.execute.verify import Progress, check_loss, check_step_order, compare_state
 from modelplan.plan.net_commlist import net_communication_list
+from modelplan.plan.pipeline import pipeline_schedule
 from modelplan.plan.net_layout import StagePlan, describe_stages
 from modelplan.plan.net_shard import rank_activations, net_rank_elements
 from modelplan.plan.net_tp import TpRole
@@ -123,14 +124,14 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
 
     say("checks")
     results = list(run.results)
-    rows = [_check_loss(results, ref.loss)]
+    rows = [check_loss(results, ref.loss)]
     rows += compare_state(results, net_param_defs(stages), ref.grads, ref.params)[0]
     items = net_communication_list(stages, training, plan, element_bytes=8)
     rows += check_ledgers(results, list(run.ledgers), items, plan)
     rows += check_memory(results, net_rank_elements(stages, plan, job.optimizer.num_states))
-    schedules = job.schedules()
-    rows.append(check_activations(results, rank_activations(stages, plan, schedules)))
-    order_rows, timeline = check_step_order(results, schedules, dims, plan, m)
+    schedule = pipeline_schedule(plan.schedule, plan.pp, m, plan.vpp)  # not the executor's copy
+    rows.append(check_activations(results, rank_activations(stages, plan, schedule)))
+    order_rows, timeline = check_step_order(results, schedule, dims, plan, m)
     rows += order_rows
     return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
                         timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s)

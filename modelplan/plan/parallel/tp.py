@@ -1,0 +1,126 @@
+"""Tensor parallelism (Shoeybi et al. 2019, Megatron-LM): what it adds and how it overlaps.
+
+Communication, per micro-batch (`*_calls`, the communication list's TP items): each block
+sub-layer (attention, MLP) enters its column-parallel GEMM through f and leaves its row-parallel
+GEMM through g (identity / AllReduce of b*s*h, or the sequence-parallel pair of `sp.py`), in
+forward and again in the recompute forward; backward mirrors them (f's AllReduce of the input
+gradient). The vocab-parallel embedding leaves through g; the output head enters through f and
+the vocab-parallel cross-entropy combines the per-token max (AllGather of tp x b*s fp32), the
+target logit and the sum of exponentials (AllReduce of b*s fp32 each).
+
+States it shards: column-parallel weights by output, row-parallel by input, vocab rows, KV
+heads (`local_kv_heads`), counted in `plan/shard.py`; kernels per rank in `plan/kernels.py`.
+
+Overlap (comm_hw.md section 5; `CostModel.tp_exposed_fraction`): a fraction f of every TP second
+sits on the critical path (1.0: classic Megatron, no overlap); the hidden rest still costs
+`overlap_interference` of itself (SMs shared with NCCL), charged to the backward.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from modelplan.comm.ops import Axis, Collective
+from modelplan.plan.commcost import CommPricer
+from modelplan.plan.parallel.calls import RankCalls
+from modelplan.plan.parallel.sp import region_ops
+from modelplan.specs.costmodel import CostModel
+
+AG, AR = Collective.ALL_GATHER, Collective.ALL_REDUCE
+TP = Axis.TP
+LOSS_VALUE_BYTES = 4
+"""The vocab-parallel cross-entropy reduces fp32 per-token values (Megatron's fp32 logits)."""
+
+
+def local_kv_heads(kv_heads: int, tp: int) -> int:
+    """KV heads held by one TP rank: kv/tp, or 1 (replicated) when tp is a multiple of kv."""
+    return kv_heads // tp if kv_heads >= tp else 1
+
+
+def block_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, fwd_runs: int, bwd_runs: int) -> None:
+    """f and g of the attention and MLP sub-layers: `fwd_runs` forwards (recompute included) and
+    `bwd_runs` backwards of blocks whose (b, s, h) activation is `nbytes`."""
+    g_fwd, g_bwd, f_fwd, f_bwd = region_ops(sp)
+    for sub in ("attention", "mlp"):
+        for op, where in ((f_fwd, "in"), (g_fwd, "out")):
+            if op is not None:
+                calls.add(op, TP, tp, nbytes, fwd_runs, f"tp/{sub}/{where}")
+        calls.add(f_bwd, TP, tp, nbytes, bwd_runs, f"tp/{sub}/in")
+        if g_bwd is not None:
+            calls.add(g_bwd, TP, tp, nbytes, bwd_runs, f"tp/{sub}/out")
+
+
+def embedding_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, runs: int) -> None:
+    """g after the vocab-parallel embedding (forward and backward of `runs` micro-batches)."""
+    g_fwd, g_bwd, _, _ = region_ops(sp)
+    calls.add(g_fwd, TP, tp, nbytes, runs, "tp/embedding")
+    if g_bwd is not None:
+        calls.add(g_bwd, TP, tp, nbytes, runs, "tp/embedding")
+
+
+def head_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, tokens: int, loss_bytes: int, runs: int) -> None:
+    """f before the output head and the vocab-parallel cross-entropy's three reductions."""
+    _, _, f_fwd, f_bwd = region_ops(sp)
+    if f_fwd is not None:
+        calls.add(f_fwd, TP, tp, nbytes, runs, "tp/lm-head/in")
+    calls.add(f_bwd, TP, tp, nbytes, runs, "tp/lm-head/in")
+    calls.add(AG, TP, tp, tp * tokens * loss_bytes, runs, "tp/cross-entropy/max")
+    calls.add(AR, TP, tp, tokens * loss_bytes, runs, "tp/cross-entropy/target")
+    calls.add(AR, TP, tp, tokens * loss_bytes, runs, "tp/cross-entropy/sum")
+
+
+class TpSeconds(NamedTuple):
+    """TP seconds of one micro-batch on one rank (all calls, before overlap)."""
+
+    block_s: float
+    """One block: forward and backward."""
+    block_recompute_s: float
+    """One block with full recompute (its forward calls twice)."""
+    embedding_s: float
+    head_s: float
+    """Output head and vocab-parallel cross-entropy."""
+
+
+def tp_seconds(pricer: CommPricer, shape, tp: int, sp: bool, nbytes: int, tokens: int, loss_bytes: int) -> TpSeconds:
+    """Price the calls above for one micro-batch on the TP group's `shape`."""
+    def priced(add) -> float:
+        calls = RankCalls()
+        add(calls)
+        return calls.price(pricer, lambda axis, size: shape)
+
+    return TpSeconds(
+        priced(lambda c: block_calls(c, tp, sp, nbytes, 1, 1)),
+        priced(lambda c: block_calls(c, tp, sp, nbytes, 2, 1)),
+        priced(lambda c: embedding_calls(c, tp, sp, nbytes, 1)),
+        priced(lambda c: head_calls(c, tp, sp, nbytes, tokens, loss_bytes, 1)),
+    )
+
+
+class TpExposure(NamedTuple):
+    """Exposed TP seconds per micro-batch on one rank (module docstring's overlap rule)."""
+
+    fwd_s: float
+    """One block's forward (half of its calls)."""
+    bwd_s: float
+    """One block's backward, plus the interference of the hidden traffic."""
+    recompute_s: float
+    """One block's recompute forward (full recompute only)."""
+    hidden_s: float
+    """One block's traffic overlapped with compute."""
+    embedding_s: float
+    head_s: float
+
+
+def tp_exposure(t: TpSeconds, full_recompute: bool, cost: CostModel) -> TpExposure:
+    """The overlap rule: forward and backward move the same volume (Shoeybi et al. 2019 f/g)."""
+    exposed = cost.tp_exposed_fraction
+    with_recompute = t.block_recompute_s if full_recompute else t.block_s
+    hidden = (1 - exposed) * with_recompute
+    return TpExposure(
+        fwd_s=exposed * t.block_s / 2,
+        bwd_s=exposed * t.block_s / 2 + cost.overlap_interference * hidden,
+        recompute_s=exposed * (with_recompute - t.block_s),
+        hidden_s=hidden,
+        embedding_s=exposed * t.embedding_s,
+        head_s=exposed * t.head_s,
+    )

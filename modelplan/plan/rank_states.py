@@ -1,0 +1,119 @@
+"""What each pipeline rank holds under a plan: its parameter units (the schedule's layout,
+`plan/stages.py`), their shard counts (`plan/shard.py`, what verify checks the executor against)
+and the model-state bytes ZeRO leaves on one GPU (`parallel/dp_zero.py`). Dense parameters are
+split over tp, routed experts over tp and ep; ZeRO shards dense states over the dp x cp ranks
+that reduce their gradients and expert states over the dp x cp / ep ranks holding the same
+experts (Megatron-core's expert data-parallel group).
+"""
+
+from __future__ import annotations
+
+from modelplan.plan.parallel import dp_zero
+from modelplan.plan.pipeline import schedule_layout
+from modelplan.plan.shard import unit_shards
+from modelplan.plan.stages import rank_units
+from modelplan.specs.plan import Plan, Schedule
+from modelplan.specs.training import TrainingSpec
+from modelplan.specs.transformer import TransformerSpec
+
+
+class RankStates:
+    """Units, parameters and model-state bytes per pipeline rank for one model and training spec (cached)."""
+
+    def __init__(self, spec: TransformerSpec, training: TrainingSpec) -> None:
+        self.spec = spec
+        self.dtype_bytes, self.grad_bytes = training.dtype_bytes, training.grad_bytes
+        self.state_bytes = dp_zero.state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
+        self._cache: dict[tuple, object] = {}
+        self._ids: dict[tuple, int] = {}
+
+    def _memo(self, key: tuple, make):
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = make()
+        return hit
+
+    def rank_units(self, schedule: str, pp: int, vpp: int) -> list[list[str]]:
+        """Units each pipeline rank holds under the schedule's layout (`plan/stages.py`)."""
+        return self._memo(("rank_units", schedule, pp, vpp),
+                          lambda: rank_units(self.spec, schedule_layout(schedule, pp, vpp)))
+
+    def unit_kinds(self, schedule: str, pp: int, vpp: int) -> list[tuple[int, tuple[tuple[str, int], ...]]]:
+        """Per pipeline rank (id, ((unit, count), ...)): its units with the alike ones merged (every
+        dense block's unit is the same size, every MoE block's and expert set's too), in order of
+        first appearance; the id is shared by ranks and layouts holding the same kinds."""
+        def kinds():
+            out = []
+            for names in self.rank_units(schedule, pp, vpp):
+                merged: dict[str, list] = {}
+                for unit in names:
+                    kind = unit
+                    if unit.startswith("layers/"):
+                        index = int(unit.split("/")[1])
+                        kind = "experts" if unit.endswith("/experts") else ("moe" if self.spec.is_moe_layer(index) else "dense")
+                    merged.setdefault(kind, [unit, 0])[1] += 1
+                sig = tuple((unit, count) for unit, count in merged.values())
+                out.append((self._ids.setdefault(tuple((k, c) for k, (_, c) in merged.items()), len(self._ids)),
+                            sig))
+            return out
+
+        return self._memo(("unit_kinds", schedule, pp, vpp), kinds)
+
+    def rank_params(self, tp: int, pp: int, ep: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1
+                    ) -> tuple[list[tuple[int, int]], int, int]:
+        """Per pipeline rank (dense, routed-expert) parameters on one GPU under the schedule's
+        layout, and the largest block's dense and expert parameters (`plan/shard.py` counts)."""
+        def count():
+            numel, experts, dense, expert = self._memo(("unit_numels", tp, ep), lambda: self._unit_numels(tp, ep))
+            per_rank = []
+            for names in self.rank_units(schedule, pp, vpp):
+                total = sum(numel.get(u, 0) for u in names)
+                routed = sum(numel.get(u, 0) for u in names if u in experts)
+                per_rank.append((total - routed, routed))
+            return per_rank, dense, expert
+
+        return self._memo(("rank_params", tp, pp, ep, schedule, vpp), count)
+
+    def _unit_numels(self, tp: int, ep: int) -> tuple[dict[str, int], set[str], int, int]:
+        """(numel per unit, the routed-expert units, largest block's dense and expert numel); the
+        element counts depend on tp and ep only (dp = ep here: only the padding depends on dp)."""
+        units = unit_shards(self.spec, Plan(tp=tp, dp=ep, ep=ep))
+        numel = {u: s.numel for u, s in units.items()}
+        experts = {u for u in units if u.endswith("/experts")}
+        layers = range(self.spec.layers)
+        dense = max(numel[f"layers/{i}"] for i in layers)
+        expert = max((numel[f"layers/{i}/experts"] for i in layers if f"layers/{i}/experts" in numel), default=0)
+        return numel, experts, dense, expert
+
+    def params(self, tp: int, pp: int) -> tuple[int, int, int, int]:
+        """(per block, first stage, last stage, word embedding) parameters on one rank (ep = 1)."""
+        per_rank, layer, expert = self.rank_params(tp, pp)
+        numel = self._memo(("unit_numels", tp, 1), lambda: self._unit_numels(tp, 1))[0]
+        return layer + expert, sum(per_rank[0]), sum(per_rank[-1]), numel.get("embedding/word", 0)
+
+    def rank_states(self, tp: int, pp: int, dp: int, zero: int, pp_rank: int, ep: int = 1, cp: int = 1,
+                    schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1) -> tuple[float, float, float]:
+        """Model-state bytes (weights, gradients, optimizer) of one GPU of rank `pp_rank`: dense
+        parameters sharded by ZeRO over the dp x cp ranks that reduce their gradients, routed
+        experts over the dp x cp / ep ranks holding the same experts (`parallel/dp_zero.py`)."""
+        per_rank, layer, expert_layer = self.rank_params(tp, pp, ep, schedule, vpp)
+        dense, experts = per_rank[pp_rank]
+        sizes = (self.dtype_bytes, self.grad_bytes, self.state_bytes)
+        a = dp_zero.state_bytes(dense, layer, dp * cp, zero, *sizes)
+        b = dp_zero.state_bytes(experts, expert_layer, dp * cp // ep, zero, *sizes)
+        return a[0] + b[0], a[1] + b[1], a[2] + b[2]
+
+    def states(self, tp: int, pp: int, dp: int, zero: int, ep: int = 1, cp: int = 1,
+               schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1
+               ) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+        """Model-state bytes (weights, gradients, optimizer) of the first and the last pipeline rank
+        (with the default 1F1B layout, the least any schedule holds: the search's lower bound)."""
+        return self._memo(("states", tp, pp, dp, zero, ep, cp, schedule, vpp), lambda: (
+            self.rank_states(tp, pp, dp, zero, 0, ep, cp, schedule, vpp),
+            self.rank_states(tp, pp, dp, zero, pp - 1, ep, cp, schedule, vpp)))
+
+    def groups(self, tp: int, pp: int, dp: int, ep: int, cp: int) -> int:
+        """Communicators a GPU belongs to (each keeps NCCL buffers)."""
+        groups = (tp > 1) + (dp * cp > 1) + (pp > 1) + (pp > 1 and self.spec.tied_embeddings)
+        return groups + (ep > 1) + (1 < ep < dp * cp) + (cp > 1)  # expert, expert-data and context parallel
+
