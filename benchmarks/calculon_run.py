@@ -54,6 +54,8 @@ def main() -> int:
     parser.add_argument("--top-n", type=int, default=5)
     parser.add_argument("--datatype", default="float16")
     parser.add_argument("--tp", type=int, nargs="*", help="only these tp (to split a run)")
+    parser.add_argument("--price", help="JSON list of Calculon executions to price instead of searching "
+                        "(num_procs, batch and datatype are filled in)")
     args = parser.parse_args()
     sys.path.insert(0, args.calculon)
     import calculon  # noqa: PLC0415  (a checkout given on the command line)
@@ -67,6 +69,8 @@ def main() -> int:
     app = Llm.Application(calculon.io.read_json_file(f"{args.calculon}/{args.application}"))
     syst = System(calculon.io.read_json_file(f"{args.calculon}/{args.system}"))
     quiet = logging.Logger("quiet", level=logging.CRITICAL)
+    if args.price:
+        return price(args, app, syst, quiet, Llm, commit)
     nets = range(syst.num_networks)
     has_mem2 = syst.mem2.capacity > 0
     best, counts = [], {"executions": 0, "good": 0, "bad": 0, "rejected_before_pricing": 0}
@@ -150,6 +154,29 @@ def main() -> int:
     import os  # noqa: PLC0415
     os.replace(args.output + ".tmp", args.output)
     print(f"best sample rate {best[0][0]:.3f} /s: {best[0][1]}" if best else "no plan")
+    return 0
+
+
+def price(args, app, syst, quiet, Llm, commit) -> int:  # noqa: N803 - Calculon's class
+    """Price given executions with Calculon's model; write their stats (or the error) as JSON."""
+    with open(args.price) as fh:
+        executions = json.load(fh)
+    rows = []
+    for exe in executions:
+        exe = {"num_procs": args.num_procs, "datatype": args.datatype, "fused_activation": True,
+               "attention_type": "multihead", "training": True, **exe}
+        try:
+            model = Llm(app, quiet)
+            model.compile(syst, Llm.Execution.from_json(exe))
+            model.run(syst)
+            rows.append({"execution": exe, "stats": model.get_stats_json(False)})
+        except Llm.Error as exc:
+            rows.append({"execution": exe, "error": str(exc)})
+    out = {"calculon_commit": commit, "application": args.application, "system": args.system, "priced": rows}
+    with open(args.output + ".tmp", "w") as fh:
+        json.dump(out, fh, indent=1)
+    import os  # noqa: PLC0415
+    os.replace(args.output + ".tmp", args.output)
     return 0
 
 
