@@ -48,11 +48,14 @@ RUN_FILES = (ROOT / "benchmarks" / "published_runs.toml", ROOT / "benchmarks" / 
 NARAYANAN = ROOT / "tests" / "data" / "calibration_runs.json"
 GIB = 2**30
 # Settings a run may carry that the training spec takes when this version of modelplan has them.
-OPTIONAL_TRAINING = ("attention", "framework", "ac_mode", "fp8_recipe")
+OPTIONAL_TRAINING = ("attention", "framework", "grad_dtype", "fp8_param_gather", "ac_mode", "fp8_recipe")
 # Settings the plan takes when this version of modelplan has them.
 OPTIONAL_PLAN = ("reshard_after_forward", "fsdp_shard_size", "etp")
+# `features` a run lists that name a TrainingSpec / Plan field (or one of these aliases) are passed
+# to it; the others stay informational.
+FEATURE_ALIASES = {"async_tp": "tp_comm_overlap", "fp8_all_gather": "fp8_param_gather"}
 ENGINE_FRAMEWORK = {"megatron": "megatron", "deepspeed": "deepspeed", "torchtitan": "torchtitan", "fsdp": "fsdp",
-                    "foundry": "fsdp"}
+                    "foundry": "foundry"}
 
 
 def split_rule(run_id: str) -> str:
@@ -83,7 +86,7 @@ def unsupported(run: dict) -> list[str]:
     reasons = []
     if run.get("unsupported"):
         reasons.append(run["unsupported"])
-    for key in OPTIONAL_TRAINING[2:]:
+    for key in OPTIONAL_TRAINING[4:]:
         if key in run and key not in TrainingSpec.model_fields and not _implicit(run, key):
             reasons.append(f"{key}={run[key]!r} not modelled")
     for key in OPTIONAL_PLAN:
@@ -103,7 +106,19 @@ def _training(run: dict) -> TrainingSpec:
             fields[name] = run[name]
     if "framework" in known and "framework" not in run and run.get("engine") in ENGINE_FRAMEWORK:
         fields["framework"] = ENGINE_FRAMEWORK[run["engine"]]
+    fields.update(_features(run, known))
     return TrainingSpec(**fields)
+
+
+def _features(run: dict, known: dict) -> dict:
+    """The run's `features` that name a field of the model (`known`), aliases resolved; a
+    feature and its alias both set keep the first true one."""
+    out: dict = {}
+    for key, value in run.get("features", {}).items():
+        name = FEATURE_ALIASES.get(key, key)
+        if name in known and not out.get(name):
+            out[name] = value
+    return out
 
 
 def _plan(run: dict) -> Plan:
@@ -116,10 +131,11 @@ def _plan(run: dict) -> Plan:
         zero=run.get("zero", 0),
     )
     if fields["schedule"] == "interleaved" and vpp == 1:
-        fields["schedule"] = "1f1b"  # interleaved with an unpublished vpp (Llama 3): priced as 1F1B
+        fields["schedule"] = "1f1b"  # interleaved with an unpublished vpp (Llama 3): `price` searches it
     for name in OPTIONAL_PLAN:
         if name in run and name in Plan.model_fields:
             fields[name] = run[name]
+    fields.update(_features(run, Plan.model_fields))
     return Plan(**fields)
 
 
@@ -184,8 +200,9 @@ def _cluster(run: dict):
     if "memory_gb" in run:
         acc_update["memory_gb"] = float(run["memory_gb"])
     hardware = run.get("hardware", {})
-    if "memory_bw_tbps" in hardware:
-        acc_update["memory_bw_tbps"] = float(hardware["memory_bw_tbps"])
+    for key, value in hardware.items():  # accelerator overrides (memory_bw_tbps, sustained_clock_fraction, ...)
+        if key in type(cluster.accelerator).model_fields:
+            acc_update[key] = float(value)
     update = {}
     if acc_update:
         update["accelerator"] = cluster.accelerator.model_copy(update=acc_update)
@@ -217,7 +234,11 @@ def price(run: dict) -> dict:
         if run.get("unsupported"):
             return row
         tp_span = plan.tp > cluster.gpus_per_node or cluster.gpus_per_node % plan.tp != 0  # as published
-        est = estimate_plan(spec, training, plan, cluster, world_size=run["gpus"], allow_tp_across_nodes=tp_span)
+        if run.get("schedule") == "interleaved" and "vpp" not in run:
+            est = _search_vpp(spec, training, plan, cluster, run["gpus"], tp_span)
+            row["vpp_searched"] = est.plan.vpp
+        else:
+            est = estimate_plan(spec, training, plan, cluster, world_size=run["gpus"], allow_tp_across_nodes=tp_span)
     except (SpecError, ValueError) as exc:
         row["rejected"] = " ".join(line.strip() for line in str(exc).splitlines()[:3])
         return row
@@ -232,6 +253,19 @@ def price(run: dict) -> dict:
         row["published_gib"] = run["memory_gib"]
         row["memory_error"] = row["predicted_gib"] / run["memory_gib"] - 1
     return row
+
+
+def _search_vpp(spec, training, plan: Plan, cluster, gpus: int, tp_span: bool):
+    """An interleaved run whose vpp is not published: `modelplan plan` with every published field
+    fixed and vpp searched (the fastest plan that fits)."""
+    from modelplan.plan.search import SearchSpace, search_plans
+
+    space = SearchSpace(
+        tp=[plan.tp], pp=[plan.pp], dp=[plan.dp], cp=[plan.cp], ep=[plan.ep], micro_batch=[plan.micro_batch],
+        sequence_parallel=[plan.sequence_parallel], recompute=[plan.recompute], zero=[plan.zero],
+        schedule=["interleaved"], allow_tp_across_nodes=tp_span,
+    )
+    return search_plans(spec, training, cluster, gpus, space, top_k=1).best[0]
 
 
 def _stats(errors: list[float]) -> str:

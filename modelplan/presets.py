@@ -1,4 +1,5 @@
-"""Find and read the TOML presets shipped with modelplan (models, accelerators, clusters).
+"""Find and read the TOML presets shipped with modelplan (models, accelerators, clusters,
+training engines).
 
 In a source checkout they live in `<repo>/presets`; an installed wheel carries them as
 `modelplan/_presets` (see pyproject's force-include).
@@ -12,11 +13,11 @@ from typing import Literal
 
 from modelplan.errors import PresetNotFound, SpecError
 
-Category = Literal["models", "accelerators", "clusters"]
+Category = Literal["models", "accelerators", "clusters", "frameworks"]
 
 
 def presets_root() -> Path:
-    """The folder holding models/, accelerators/ and clusters/."""
+    """The folder holding models/, accelerators/, clusters/ and frameworks/."""
     here = Path(__file__).resolve().parent
     packaged = here / "_presets"
     if packaged.is_dir():

@@ -16,6 +16,10 @@ Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 Optimizer = Literal["sgd", "momentum", "adam", "adamw"]
 Recompute = Literal["none", "selective", "full"]
 Attention = Literal["flash", "sdpa", "eager"]
+# The choices of modelplan.specs.engine (tests/test_engine.py checks that they stay equal).
+Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp", "foundry"]
+AcMode = Literal["attention_core", "op_sac", "layer_sac", "every_nth_block"]
+Fp8Recipe = Literal["delayed", "current", "tensorwise", "rowwise", "blockwise"]
 
 ModelArg = Annotated[
     str,
@@ -60,6 +64,32 @@ AttentionOpt = Annotated[
         help="Attention kernel: flash (fused; no s x s tensors kept, its own sustained rate, causal "
         "tiles skipped), sdpa (PyTorch SDPA, fused the same way) or eager (unfused, Megatron-LM 2021-22).",
     ),
+]
+FrameworkOpt = Annotated[
+    Framework,
+    typer.Option(
+        "--framework",
+        help="Training engine: its kernels, what its selective recompute keeps, its loss and allocator "
+        "(presets/frameworks/<name>.toml).",
+    ),
+]
+AcModeOpt = Annotated[
+    Optional[AcMode],
+    typer.Option("--ac-mode", help="What 'selective' recompute keeps [default: the engine's own].", show_default=False),
+]
+Fp8RecipeOpt = Annotated[
+    Optional[Fp8Recipe],
+    typer.Option("--fp8-recipe", help="fp8 scaling recipe with --precision fp8 [default: the engine's].",
+                 show_default=False),
+]
+CompileOpt = Annotated[
+    bool, typer.Option("--compile/--no-compile", help="torch.compile: element-wise ops fused (eager engines).")
+]
+TpOverlapOpt = Annotated[
+    Optional[bool],
+    typer.Option("--tp-comm-overlap/--no-tp-comm-overlap",
+                 help="Overlap TP collectives with GEMMs (TE userbuffers, async TP) [default: the engine's].",
+                 show_default=False),
 ]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable JSON document instead of tables.")

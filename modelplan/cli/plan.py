@@ -13,7 +13,19 @@ from typing import Annotated, Optional
 import typer
 
 from modelplan.cli.app import app, user_errors
-from modelplan.cli.options import AttentionOpt, GlobalBatchOpt, JsonOpt, OptimizerOpt, PrecisionOpt, SeqOpt
+from modelplan.cli.options import (
+    AcModeOpt,
+    AttentionOpt,
+    CompileOpt,
+    Fp8RecipeOpt,
+    FrameworkOpt,
+    GlobalBatchOpt,
+    JsonOpt,
+    OptimizerOpt,
+    PrecisionOpt,
+    SeqOpt,
+    TpOverlapOpt,
+)
 from modelplan.cli.run_options import (CheckpointEveryOpt, CheckpointWriteOpt, MtbfOpt, PriceOpt, PueOpt, RampupOpt,
                                        RestartOpt, StepsOpt, TokensOpt)
 from modelplan.specs.plan import Schedule
@@ -95,6 +107,11 @@ def plan_cmd(
     precision: PrecisionOpt = "bf16",
     optimizer: OptimizerOpt = "adamw",
     attention: AttentionOpt = "flash",
+    framework: FrameworkOpt = "megatron",
+    ac_mode: AcModeOpt = None,
+    fp8_recipe: Fp8RecipeOpt = None,
+    compile_: CompileOpt = False,
+    tp_comm_overlap: TpOverlapOpt = None,
     tp: TpOpt = None,
     pp: PpOpt = None,
     dp: DpOpt = None,
@@ -145,7 +162,9 @@ def plan_cmd(
     run = run_spec(tokens, steps, price_per_gpu_hour, pue, checkpoint_every, checkpoint_write_gbps, mtbf_gpu_hours,
                    restart_minutes, rampup_batch)
     spec = load_model(model)
-    training = _training(spec, batch, seq, precision, optimizer, attention)
+    training = _training(spec, batch, seq, precision, optimizer, attention,
+                         dict(framework=framework, ac_mode=ac_mode, fp8_recipe=fp8_recipe, compile=compile_,
+                              tp_comm_overlap=tp_comm_overlap))
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     space = SearchSpace(
         tp=parse_choice(tp, "tp"), pp=parse_choice(pp, "pp"), dp=parse_choice(dp, "dp"),
@@ -189,7 +208,7 @@ def _zero_values(text: str) -> list[int]:
     return values
 
 
-def _training(spec, batch, seq, precision, optimizer, attention="flash"):
+def _training(spec, batch, seq, precision, optimizer, attention="flash", engine: dict | None = None):
     from pydantic import ValidationError
 
     from modelplan.cli.count import default_seq_len
@@ -200,7 +219,7 @@ def _training(spec, batch, seq, precision, optimizer, attention="flash"):
         return TrainingSpec(
             global_batch=batch if batch is not None else DEFAULT_GLOBAL_BATCH,
             seq_len=seq if seq is not None else default_seq_len(spec),
-            precision=precision, optimizer=optimizer, attention=attention,
+            precision=precision, optimizer=optimizer, attention=attention, **(engine or {}),
         )
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, "training")) from None

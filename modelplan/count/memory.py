@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from modelplan.count.attention import is_fused, lse_bytes_per_token
+from modelplan.count.checkpointing import op_sac_kept_per_token
+from modelplan.count.eager import loss_peak_bytes, rmsnorm_kept_bytes, swiglu_kept_bytes
 from modelplan.count.flops import check_seq_len
 from modelplan.count.params import count_params
 from modelplan.count.result import MemoryCount
@@ -30,7 +32,8 @@ def _ceil_div(x: int, t: int) -> int:
     return -(-x // t)
 
 
-def _layer_terms(spec: "TransformerSpec", moe_layer: bool, d: int, attention: str = "eager") -> tuple[int, int, int]:
+def _layer_terms(spec: "TransformerSpec", moe_layer: bool, d: int, attention: str = "eager",
+                 elementwise: str = "fused") -> tuple[int, int, int]:
     """(replicated bytes per token, tp-sharded bytes per token, score bytes per b*s^2) of a block.
 
     `replicated` is what tensor parallelism leaves whole (sharded only by sequence parallelism),
@@ -46,11 +49,16 @@ def _layer_terms(spec: "TransformerSpec", moe_layer: bool, d: int, attention: st
     shared_input = spec.parallel_block and spec.num_norms_per_layer == 1
     block_inputs = 1 if shared_input else 2
     replicated = d * h * (norm_inputs + block_inputs) + 2 * mask * h  # + 2 dropout masks (1 B)
+    eager = elementwise == "eager"
+    if eager and spec.norm == "rmsnorm":  # eager RMSNorm keeps its fp32 input and its output
+        replicated += (rmsnorm_kept_bytes(d) - d) * h * norm_inputs
     # Q, K, V (K, V at kv width: GQA keeps kv heads, no repeat) and the output-projection input.
     sharded = d * (2 * spec.q_width + 2 * spec.kv_width)
     if spec.qk_norm:
         sharded += d * (spec.q_width + spec.kv_width)  # pre-norm Q and K kept for the norm backward
     inner = 3 if spec.gated_mlp else 2  # plain: act in + act out; gated: fc1 out (2f) + fc2 in (f)
+    if eager and spec.gated_mlp:  # eager SwiGLU also keeps silu(a) for the product's backward
+        inner += swiglu_kept_bytes(d) // d
     moe = spec.moe
     if moe_layer and moe is not None:
         replicated += moe.top_k * d * h  # each token's input copied to its top_k experts
@@ -76,6 +84,10 @@ def activation_bytes_per_layer(
     recompute: Literal["none", "selective", "full"] = "none",
     layer_index: int | None = None,
     attention: str = "eager",
+    ac_mode: str = "attention_core",
+    elementwise: str = "fused",
+    ac_every: int = 2,
+    fp8_inputs: bool = False,
 ) -> int:
     """Activation bytes one block keeps for backward, per GPU, for one micro-batch.
 
@@ -103,9 +115,23 @@ def activation_bytes_per_layer(
     - attention 'flash' / 'sdpa' (fused kernels): no 5as/h score term (no s x s scores,
       probabilities or dropout mask are stored), plus 4 bytes of fp32 log-sum-exp per token and
       head (/t); 'eager' (the default here) is the paper's unfused attention.
+    - `ac_mode` says what 'selective' keeps (`modelplan.count.checkpointing`): attention_core is
+      the paper's; op_sac keeps the block input, every other matmul output, attention's output
+      and log-sum-exp; layer_sac / every_nth_block keep a whole block in `ac_every` blocks fully
+      recomputed (the mean over blocks, rounded up).
+    - `elementwise` 'eager' (PyTorch composites, `modelplan.count.eager`): an RMSNorm keeps its
+      fp32 input and its output, SwiGLU also keeps silu's output.
+    - `fp8_inputs` (Transformer Engine fp8): the linear layers keep their inputs as 1-byte fp8
+      copies (the two norm outputs, the output-projection input and the second MLP GEMM's input).
     `layer_index` picks a block (MoE and dense blocks differ); None gives the largest block.
     Division by t rounds up (exact when t divides the sizes).
     """
+    if recompute == "selective" and ac_mode in ("layer_sac", "every_nth_block"):
+        full = activation_bytes_per_layer(spec, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, "full",
+                                          layer_index, attention, elementwise=elementwise, fp8_inputs=fp8_inputs)
+        none = activation_bytes_per_layer(spec, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, "none",
+                                          layer_index, attention, elementwise=elementwise, fp8_inputs=fp8_inputs)
+        return _ceil_div(full + (ac_every - 1) * none, ac_every)
     if layer_index is None:
         kinds = {spec.is_moe_layer(i) for i in range(spec.layers)}
     else:
@@ -113,7 +139,15 @@ def activation_bytes_per_layer(
     sb = seq_len * micro_batch
     best = 0
     for moe_layer in kinds:
-        replicated, sharded, score = _layer_terms(spec, moe_layer, dtype_bytes, attention)
+        replicated, sharded, score = _layer_terms(spec, moe_layer, dtype_bytes, attention, elementwise)
+        if fp8_inputs and not moe_layer:  # TE keeps the linear inputs as fp8 (1 byte) copies
+            saved = dtype_bytes - 1
+            shared_input = spec.parallel_block and spec.num_norms_per_layer == 1
+            replicated -= saved * spec.hidden * (1 if shared_input else 2)
+            sharded -= saved * (spec.q_width + spec.ffn_hidden)
+        if recompute == "selective" and ac_mode == "op_sac" and not moe_layer and is_fused(attention):
+            replicated, sharded = op_sac_kept_per_token(spec, dtype_bytes, tp)
+            score = 0
         if recompute == "full":
             kept = dtype_bytes * sb * spec.hidden  # only the block input (Korthikanti section 5)
             value = _ceil_div(kept, tp) if sequence_parallel else kept
@@ -143,17 +177,21 @@ def embedding_activation_bytes(
 
 
 def output_activation_bytes(
-    spec: "TransformerSpec", micro_batch: int, seq_len: int, dtype_bytes: int, tp: int = 1
+    spec: "TransformerSpec", micro_batch: int, seq_len: int, dtype_bytes: int, tp: int = 1,
+    fused_cross_entropy: bool = True,
 ) -> int:
     """Output layer + cross-entropy activations of one micro-batch (last pipeline stage).
 
     Megatron's estimator: 4 s b h (1 + V/h) / t for 16-bit activations, read as the final-norm
     output and head input (2 d s b h) plus fp32 logits for the loss (4 s b V); 0 without lm_head.
+    An eager `F.cross_entropy(logits.float())` holds 12 bytes per logit at its peak instead of 4
+    (`modelplan.count.eager.loss_peak_bytes`).
     """
     if not spec.lm_head:
         return 0
     sb = seq_len * micro_batch
-    return _ceil_div(2 * dtype_bytes * sb * spec.hidden + FP32_BYTES * sb * spec.vocab, tp)
+    per_logit = loss_peak_bytes(dtype_bytes, fused_cross_entropy)
+    return _ceil_div(2 * dtype_bytes * sb * spec.hidden + per_logit * sb * spec.vocab, tp)
 
 
 def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_bytes: int) -> int:

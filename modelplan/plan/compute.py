@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from modelplan.count.attention import FusedAttention
+from modelplan.count.checkpointing import checkpointed_share
+from modelplan.plan.engine import MEGATRON_2021, EngineSettings
+from modelplan.plan.fp8 import gemm_rate_factor, is_fp8_gemm, quantisation_bytes
 from modelplan.plan.kernels import Elementwise, Gemm, embedding_kernels, head_kernels, layer_kernels
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Accelerator
@@ -42,27 +45,44 @@ class Roofline:
     flash_fwd_flops_per_s: float = 0.0
     """Fused attention forward: 16-bit peak * flash_fwd_efficiency * sustained_fraction."""
     flash_bwd_flops_per_s: float = 0.0
-    """Fused attention backward: 16-bit peak * flash_bwd_efficiency * sustained_fraction."""
+    """Fused attention backward: 16-bit peak * its backward efficiency * sustained_fraction."""
+    fp8_matmul_flops_per_s: float = 0.0
+    """fp8 GEMMs (fp8 training's linear layers): fp8 peak * fp8 matmul efficiency *
+    sustained_fraction (0 when the precision is not fp8: every GEMM is 16-bit)."""
 
     @classmethod
-    def of(cls, accelerator: Accelerator, precision: str, cost: CostModel) -> "Roofline":
-        """Rates for one accelerator running one precision under one cost model."""
+    def of(cls, accelerator: Accelerator, precision: str, cost: CostModel,
+           attention_kernels: tuple[str, ...] = ()) -> "Roofline":
+        """Rates for one accelerator running one precision under one cost model. The fused
+        attention rates are those of the first of `attention_kernels` (the engine's preference)
+        the accelerator lists, else the cost model's flash efficiencies. Under fp8 training only
+        the linear layers' GEMMs run at the fp8 rate (`plan/fp8.py`); the other GEMMs and
+        attention stay 16-bit (Transformer Engine / torchao)."""
+        fp8 = precision == "fp8"
         peak = accelerator.peak_flops(precision)
-        # attention runs in 16 bits also under fp8 training (Transformer Engine keeps it in bf16)
-        attn_peak = accelerator.peak_flops("bf16" if precision == "fp8" else precision)
+        half = accelerator.peak_flops("bf16") if fp8 else peak
+        rates = accelerator.attention_rates(attention_kernels) or (cost.flash_fwd_efficiency, cost.flash_bwd_efficiency)
+        fp8_eff = accelerator.matmul_efficiency_fp8 or accelerator.matmul_efficiency
+        sustained = cost.sustained_fraction * accelerator.sustained_clock_fraction  # tensor-core work
         return cls(
-            matmul_flops_per_s=peak * accelerator.matmul_efficiency * cost.sustained_fraction,
+            matmul_flops_per_s=half * accelerator.matmul_efficiency * sustained,
             hbm_bytes_per_s=accelerator.memory_bw_tbps * 1e12 * cost.hbm_efficiency * cost.sustained_fraction,
             overhead_s=cost.kernel_overhead_us * 1e-6,
             peak_flops_per_s=peak,
-            flash_fwd_flops_per_s=attn_peak * cost.flash_fwd_efficiency * cost.sustained_fraction,
-            flash_bwd_flops_per_s=attn_peak * cost.flash_bwd_efficiency * cost.sustained_fraction,
+            flash_fwd_flops_per_s=half * rates[0] * sustained,
+            flash_bwd_flops_per_s=half * rates[1] * sustained,
+            fp8_matmul_flops_per_s=peak * fp8_eff * sustained if fp8 else 0.0,
         )
 
-    def gemm_time_s(self, gemm: Gemm, dtype_bytes: int) -> float:
-        """Roofline time of one GEMM (Williams et al. 2009) plus the per-kernel overhead."""
-        compute_s = gemm.flops / self.matmul_flops_per_s
-        memory_s = gemm.bytes_moved(dtype_bytes) / self.hbm_bytes_per_s
+    def gemm_time_s(self, gemm: Gemm, dtype_bytes: int, fp8_factor: float = 0.0) -> float:
+        """Roofline time of one GEMM (Williams et al. 2009) plus the per-kernel overhead;
+        `fp8_factor` > 0: an fp8 GEMM at that fraction of the fp8 rate, 1-byte operands."""
+        if fp8_factor and self.fp8_matmul_flops_per_s:
+            compute_s = gemm.flops / (self.fp8_matmul_flops_per_s * fp8_factor)
+            memory_s = gemm.bytes_moved(1) / self.hbm_bytes_per_s
+        else:
+            compute_s = gemm.flops / self.matmul_flops_per_s
+            memory_s = gemm.bytes_moved(dtype_bytes) / self.hbm_bytes_per_s
         return self.overhead_s + max(compute_s, memory_s)
 
     def gemm_efficiency(self, gemm: Gemm, dtype_bytes: int) -> float:
@@ -82,12 +102,12 @@ class Roofline:
         return nbytes / self.hbm_bytes_per_s
 
     def elementwise_fwd_s(self, op: Elementwise) -> float:
-        """Forward time of a memory-bound kernel."""
-        return self.overhead_s + op.fwd_bytes / self.hbm_bytes_per_s
+        """Forward time of a memory-bound op (each of its kernels pays the overhead)."""
+        return op.kernels[0] * self.overhead_s + op.fwd_bytes / self.hbm_bytes_per_s
 
     def elementwise_bwd_s(self, op: Elementwise) -> float:
-        """Backward time of a memory-bound kernel."""
-        return self.overhead_s + op.bwd_bytes / self.hbm_bytes_per_s
+        """Backward time of a memory-bound op."""
+        return op.kernels[1] * self.overhead_s + op.bwd_bytes / self.hbm_bytes_per_s
 
 
 class KernelTimes(NamedTuple):
@@ -104,12 +124,22 @@ class KernelTimes(NamedTuple):
     head_bwd_s: float
     embedding_fwd_s: float
     embedding_bwd_s: float
+    linear_fwd_s: float = 0.0
+    """The block's linear-layer GEMMs of the forward (no attention core), fp8 casts included."""
 
-    def recompute_s(self, recompute: str) -> float:
-        """The recomputed forward of one block (module docstring)."""
+    def recompute_s(self, recompute: str, ac_mode: str = "attention_core", op_sac_fraction: float = 0.0,
+                    ac_every: int = 2) -> float:
+        """The recomputed forward of one block (module docstring). `ac_mode` says what selective
+        recompute redoes (`modelplan.count.checkpointing`): the attention core; under torchtitan's
+        per-op SAC the unsaved matmuls (`op_sac_fraction` of the linear FLOPs) and every
+        element-wise op (attention is saved); layer-level modes one whole block in `ac_every`."""
         if recompute == "full":
             return self.fwd_gemm_s + self.fwd_elementwise_s
         if recompute == "selective":
+            if ac_mode in ("layer_sac", "every_nth_block"):
+                return checkpointed_share(ac_every) * (self.fwd_gemm_s + self.fwd_elementwise_s)
+            if ac_mode == "op_sac":
+                return op_sac_fraction * self.linear_fwd_s + self.fwd_elementwise_s
             return self.core_fwd_s
         return 0.0
 
@@ -117,28 +147,47 @@ class KernelTimes(NamedTuple):
 def kernel_times(
     spec: TransformerSpec, tp: int, sequence_parallel: bool, micro_batch: int, seq_len: int, dtype_bytes: int,
     vocab_padded: int, roofline: Roofline, *, moe_layer: bool = False, ep: int = 1, capacity: int | None = None,
-    cp: int = 1, attention: str = "eager",
+    cp: int = 1, attention: str = "eager", software: EngineSettings = MEGATRON_2021, scaled_gemm_factor: float = 1.0,
 ) -> KernelTimes:
-    """Roofline times of one block's, the head's and the embedding's kernels (`plan/kernels.py`)."""
+    """Roofline times of one block's, the head's and the embedding's kernels (`plan/kernels.py`);
+    a backward GEMM is the dgrad + wgrad pair of its forward. A fused attention kernel (flash /
+    sdpa) runs at its own sustained rate (`Roofline.fused_fwd_s`) and is the attention core.
+    `software`: the engine's element-wise mode and, under fp8, its recipe: the linear layers'
+    GEMMs at the fp8 rate (times `scaled_gemm_factor` for row- / block-scaled recipes) and their
+    operands' quantisation passes as memory-bound time (`plan/fp8.py`)."""
     d, s_local = dtype_bytes, seq_len // cp
     k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel, moe_layer=moe_layer, ep=ep,
-                      capacity=capacity, cp=cp, attention=attention)
+                      capacity=capacity, cp=cp, attention=attention, elementwise=software.elementwise)
+    recipe = software.fp8_recipe
+    factor = gemm_rate_factor(recipe, scaled_gemm_factor) if recipe else 0.0
+
+    def gemm_s(g) -> float:
+        return roofline.gemm_time_s(g, d, factor if factor and is_fp8_gemm(g.name) else 0.0)
+
     fused_f = sum(roofline.fused_fwd_s(a) for a in k.fused)
     fused_b = sum(roofline.fused_bwd_s(a) for a in k.fused)
-    gemm_f = sum(roofline.gemm_time_s(g, d) for g in k.gemms) + fused_f
-    gemm_b = sum(roofline.gemm_time_s(x, d) for g in k.gemms for x in g.backward()) + fused_b
+    linear_f = sum(gemm_s(g) for g in k.gemms if g not in k.attention_core_gemms)
+    gemm_f = sum(gemm_s(g) for g in k.gemms) + fused_f
+    gemm_b = sum(gemm_s(x) for g in k.gemms for x in g.backward()) + fused_b
     ew_f = sum(roofline.elementwise_fwd_s(e) for e in k.elementwise)
     ew_b = sum(roofline.elementwise_bwd_s(e) for e in k.elementwise)
+    if recipe:  # quantise each fp8 GEMM's input (fwd) and output gradient (bwd)
+        for g in k.gemms:
+            if is_fp8_gemm(g.name):
+                q_f, q_b = quantisation_bytes(recipe, d, g.m * g.batch, g.k, g.n, software.fp8_backend)
+                ew_f += roofline.overhead_s + roofline.memory_time_s(q_f)
+                ew_b += roofline.overhead_s + roofline.memory_time_s(q_b)
+                linear_f += roofline.memory_time_s(q_f)
     core_f = sum(roofline.gemm_time_s(g, d) for g in k.attention_core_gemms)
     core_f += sum(roofline.elementwise_fwd_s(e) for e in k.attention_core_elementwise)
     core_b = sum(roofline.gemm_time_s(x, d) for g in k.attention_core_gemms for x in g.backward())
     core_b += sum(roofline.elementwise_bwd_s(e) for e in k.attention_core_elementwise)
     core_f, core_b = core_f + fused_f, core_b + fused_b
-    head_gemms, head_ew = head_kernels(spec, tp, micro_batch, s_local, d, vocab_padded)
+    head_gemms, head_ew = head_kernels(spec, tp, micro_batch, s_local, d, vocab_padded, software.elementwise)
     emb_ew = embedding_kernels(spec, micro_batch, s_local, d)
     head_f = sum(roofline.gemm_time_s(g, d) for g in head_gemms) + sum(roofline.elementwise_fwd_s(e) for e in head_ew)
     head_b = sum(roofline.gemm_time_s(x, d) for g in head_gemms for x in g.backward())
     head_b += sum(roofline.elementwise_bwd_s(e) for e in head_ew)
     return KernelTimes(gemm_f, gemm_b, ew_f, ew_b, core_f, core_b, head_f, head_b,
                        sum(roofline.elementwise_fwd_s(e) for e in emb_ew),
-                       sum(roofline.elementwise_bwd_s(e) for e in emb_ew))
+                       sum(roofline.elementwise_bwd_s(e) for e in emb_ew), linear_f)

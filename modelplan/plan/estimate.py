@@ -5,6 +5,7 @@ from __future__ import annotations
 from modelplan.errors import SpecError
 from modelplan.plan.memory import StageMemory as StageBytes
 from modelplan.plan.results import PlanEstimate, StageMemory, StepTime
+from modelplan.plan.engine import engine_assumptions
 from modelplan.plan.evaluator import Evaluation, Evaluator, PlanPoint
 from modelplan.plan.validate import plan_notes, plan_problems
 from modelplan.specs.costmodel import CostModel
@@ -46,7 +47,10 @@ def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroo
         peak_memory_bytes=ev.peak_memory_bytes,
         memory_budget_bytes=budget,
         fits=ev.peak_memory_bytes <= budget,
-        notes=plan_notes(evaluator.spec, plan, evaluator.cost.vocab_divisible_by, evaluator.capacity_factor),
+        notes=[*plan_notes(evaluator.spec, plan, evaluator.cost.vocab_divisible_by, evaluator.capacity_factor),
+               engine_assumptions(evaluator.software, evaluator.cluster.accelerator.attention_rates(
+                   evaluator.software.attention_kernels), evaluator.cost.fragmentation_fraction,
+                   evaluator.cost.runtime_reserved_bytes)],
     )
 
 

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from modelplan.comm.ops import Axis
+from modelplan.comm.ops import Axis, Collective
 from modelplan.count.flops import count_flops
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.compute import Roofline, kernel_times
-from modelplan.plan.dims import EXPERT_DP, ParallelDims, pair_shape
+from modelplan.count.checkpointing import checkpointed_share, op_sac_recomputed_fraction
+from modelplan.plan.dims import EXPERT_DP, ParallelDims, pair_shape, strided_shape
+from modelplan.plan.engine import engine_settings
+from modelplan.plan.fsdp import hsdp_groups, reduces_every_microbatch, zero3_mode
 from modelplan.plan.experts import expert_capacity, planned_capacity_factor
 from modelplan.plan.memory import StageMemory, block_activations, edge_activations, stage_memory
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
@@ -40,6 +43,7 @@ from modelplan.plan.stages import RankBlocks, rank_blocks, unit_replicas
 from modelplan.plan.validate import padded_vocab, planning_spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
+from modelplan.specs.load import load_engine
 from modelplan.specs.plan import Plan, Schedule, pipeline_scatter_gather
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -60,11 +64,16 @@ class PlanPoint(NamedTuple):
     ep: int = 1
     cp: int = 1
     scatter_gather: bool = True
+    reshard_after_forward: bool | str = "default"
+    """ZeRO-3 / FSDP (`Plan.reshard_after_forward`, `plan/fsdp.py`)."""
+    fsdp_shard_size: int | None = None
+    """HSDP shard group (`Plan.fsdp_shard_size`)."""
 
     @classmethod
     def of(cls, plan: Plan, training: TrainingSpec) -> "PlanPoint":
         return cls(plan.tp, plan.pp, plan.dp, plan.vpp, plan.micro_batch, plan.schedule, plan.sequence_parallel,
-                   plan.recompute or training.recompute, plan.zero, plan.ep, plan.cp, plan.scatter_gather)
+                   plan.recompute or training.recompute, plan.zero, plan.ep, plan.cp, plan.scatter_gather,
+                   plan.reshard_after_forward, plan.fsdp_shard_size)
 
 
 class StepTerms(NamedTuple):
@@ -124,6 +133,8 @@ class DpEntry(NamedTuple):
     """AllReduce of the units this rank shares with other pipeline ranks (tied embedding)."""
     optimizer_s: float
     """Optimizer step of the rank's (ZeRO-sharded) parameters."""
+    grad_copy_s: float = 0.0
+    """The engine's memory-bound gradient copies before one ZeRO-2/3 ReduceScatter of the rank."""
 
 
 class Evaluator:
@@ -132,10 +143,18 @@ class Evaluator:
     def __init__(self, spec: TransformerSpec, training: TrainingSpec, cluster: Cluster, cost: CostModel | None = None):
         self.spec = planning_spec(spec)
         self.training, self.cluster = training, cluster
-        self.cost = cost or CostModel()
-        self.roofline = Roofline.of(cluster.accelerator, training.precision, self.cost)
+        profile = load_engine(training.framework)  # the engine's defaults (`plan/engine.py`)
+        self.software = engine_settings(training, profile)
+        self.cost = cost or profile.cost_model()
+        if training.dp_overlap is not None:
+            self.cost = self.cost.model_copy(update={"dp_overlap": training.dp_overlap})
+        if training.tp_comm_overlap is not None:
+            self.software = self.software._replace(tp_comm_overlap=training.tp_comm_overlap)
+        self.roofline = Roofline.of(cluster.accelerator, training.precision, self.cost, self.software.attention_kernels)
         self.pricer = CommPricer(cluster)
         self.dtype_bytes, self.grad_bytes = training.dtype_bytes, training.grad_bytes
+        # bytes per gradient element the data-parallel reduction moves (the engine's reduce dtype)
+        self.dp_grad_bytes = 4 if self.software.reduce_in_fp32 and training.grad_dtype == "fp32" else self.dtype_bytes
         self.state_bytes = dp_zero.state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
         self.opt_bytes = dp_zero.optimizer_bytes_per_param(
             self.grad_bytes, self.state_bytes, self.dtype_bytes, training.uses_master_weights
@@ -143,7 +162,7 @@ class Evaluator:
         self.memory_bytes = cluster.accelerator.memory_gb * 1e9
         moe = self.spec.moe
         self.capacity_factor = planned_capacity_factor(moe) if moe is not None else None
-        self.held = RankStates(self.spec, training)
+        self.held = RankStates(self.spec, training, self.software)
         self._cache: dict[tuple, object] = {}
         # the hot path's caches, one dict per kind
         self._stages: dict[tuple, StageEntry] = {}
@@ -185,10 +204,19 @@ class Evaluator:
         tokens = b * s_local
         moe = ep is not None
         capacity = expert_capacity(tokens, spec.moe, self.capacity_factor) if moe else None
+        sw = self.software
         times = self._memo(("kernel_times", tp, sp, b, cp, ep), lambda: kernel_times(
             spec, tp, sp, b, training.seq_len, d, self.vocab_padded(tp), self.roofline, moe_layer=moe,
-            ep=ep or 1, capacity=capacity, cp=cp, attention=training.attention))
+            ep=ep or 1, capacity=capacity, cp=cp, attention=training.attention, software=sw,
+            scaled_gemm_factor=self.cost.fp8_scaled_gemm_factor))
         full = recompute == "full"
+        # what 'selective' recomputes under this engine (`count/checkpointing.py`; MoE blocks: attention core)
+        mode = "attention_core" if moe and sw.ac_mode == "op_sac" else sw.ac_mode
+        if mode == "op_sac" and training.attention == "eager":
+            mode = "attention_core"
+        layer_level = recompute == "selective" and mode in ("layer_sac", "every_nth_block")
+        recompute_s = times.recompute_s(recompute, mode, op_sac_recomputed_fraction(spec), sw.ac_every)
+        rerun = 1.0 if full else (checkpointed_share(sw.ac_every) if layer_level else 0.0)
         act = tokens * spec.hidden * d  # one (b, s/cp, h) activation
         tp_shape = self.shapes(tp, 1, 1)[Axis.TP]
         tp_t = self._memo(("tp", tp, sp, b, cp), lambda: tp_mod.tp_seconds(self.pricer, tp_shape, tp, sp, act, tokens,
@@ -200,11 +228,13 @@ class Evaluator:
             ep_x = ep_mod.EpExposure(0.0, 0.0, 0.0)
         kv_send = self.cp_kv_send_s(tp, b, cp) if cp > 1 else 0.0
         cp_x = cp_mod.cp_exposure(cp, kv_send, times.core_fwd_s, times.core_bwd_s, full, self.cost)
-        stored, working = block_activations(spec, b, training.seq_len, d, tp, sp, recompute, moe, training.attention, cp)
-        emb_act, head_act = edge_activations(spec, b, training.seq_len, d, tp, sp, cp)
+        stored, working = block_activations(spec, b, training.seq_len, d, tp, sp, recompute, moe, training.attention, cp,
+                                            sw)
+        emb_act, head_act = edge_activations(spec, b, training.seq_len, d, tp, sp, cp, sw.fused_cross_entropy)
         message, _ = self.boundary(tp, sp, b, cp, True)
-        return BlockTerms(times, times.recompute_s(recompute), tp_mod.tp_exposure(tp_t, full, self.cost), ep_x, cp_x,
-                          stored, working, emb_act, head_act, message)
+        overlap = 3 * times.linear_fwd_s if sw.tp_comm_overlap else None  # forward, dgrad and wgrad GEMMs
+        tp_x = tp_mod.tp_exposure(tp_t, rerun, self.cost, overlap, tp)
+        return BlockTerms(times, recompute_s, tp_x, ep_x, cp_x, stored, working, emb_act, head_act, message)
 
     def cp_kv_send_s(self, tp: int, micro_batch: int, cp: int) -> float:
         """One K, V block sent to the next rank of the cp ring (`parallel/cp.py`)."""
@@ -282,17 +312,29 @@ class Evaluator:
     # -- data parallel, model states and memory ----------------------------------------------------
 
     def dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, pp_rank: int, ep: int = 1, cp: int = 1,
-                 schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1) -> DpEntry:
+                 schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1, shard: int | None = None) -> DpEntry:
         """The DP calls of rank `pp_rank`'s units for one micro-batch per step, priced
-        (`parallel/dp_zero.py`), its replicated units' AllReduce and its optimizer step."""
-        key = (tp, pp, dp, zero, sp, pp_rank, ep, cp, schedule, vpp)
+        (`parallel/dp_zero.py`), its replicated units' AllReduce and its optimizer step. HSDP
+        (`shard` < dp, ZeRO >= 2, `plan/fsdp.py`): gathers and ReduceScatters in the shard group of
+        `shard` data-parallel ranks, plus the AllReduce of each gradient shard over the replicas,
+        hidden like the ReduceScatter it follows."""
+        key = (tp, pp, dp, zero, sp, pp_rank, ep, cp, schedule, vpp, shard)
         hit = self._dps.get(key)
         if hit is None:
+            group, replicas_n = hsdp_groups(dp * cp, shard if zero >= 2 and ep == 1 and cp == 1 else None)
+            dp_list = group if replicas_n > 1 else dp
             kid, kinds = self.held.unit_kinds(schedule, pp, vpp)[pp_rank]
             replicas = self._memo(("replicas", schedule, pp, vpp), lambda: unit_replicas(self.held.rank_units(schedule, pp, vpp)))
             mine = tuple(len(replicas[u]) if u in replicas else 0 for u, _ in kinds)
-            hit = self._dps[key] = self._memo(("dp", tp, pp, dp, zero, sp, ep, cp, kid, mine), lambda: self._dp_entry(
-                tp, pp, dp, zero, sp, ep, cp, kinds, mine, self.held.rank_params(tp, pp, ep, schedule, vpp)[0][pp_rank]))
+            params = self.held.rank_params(tp, pp, ep, schedule, vpp)[0][pp_rank]
+            hit = self._memo(("dp", tp, pp, dp_list, zero, sp, ep, cp, kid, mine), lambda: self._dp_entry(
+                tp, pp, dp_list, zero, sp, ep, cp, kinds, mine, params))
+            if replicas_n > 1:
+                stride = ParallelDims(dp=dp, tp=tp, pp=pp, cp=cp).stride(Axis.DP) * group
+                ar = self.pricer.time_s(Collective.ALL_REDUCE, params[0] * self.dp_grad_bytes / group,
+                                        strided_shape(replicas_n, stride, self.cluster.gpus_per_node))
+                hit = hit._replace(times=hit.times._replace(reduce_scatter=hit.times.reduce_scatter + ar))
+            self._dps[key] = hit
         return hit
 
     def _dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, ep: int, cp: int,
@@ -304,15 +346,16 @@ class Evaluator:
         for (unit, count), n in zip(kinds, copies):
             if unit in shards:
                 u = shards[unit]
-                dp_zero.unit_calls(calls, u, tp, zero, 1, self.dtype_bytes, self.grad_bytes, count)
+                dp_zero.unit_calls(calls, u, tp, zero, 1, self.dtype_bytes, self.dp_grad_bytes, count)
                 if n:
                     owned = u.padded if zero == 0 else u.padded // u.group_size
-                    pp_mod.replica_calls(tied, unit, n, owned * self.grad_bytes)
+                    pp_mod.replica_calls(tied, unit, n, owned * self.dp_grad_bytes)
         priced = dp_zero.dp_seconds(calls, lambda op, axis, size, nbytes: self.pricer.time_s(
             op, nbytes, self._dp_shape(shapes, axis, size)), zero)
         replica_s = tied.price(self.pricer, lambda axis, size: pair_shape(shapes[Axis.PP].crosses_nodes))
         optimizer = dp_zero.optimizer_s(*params, dp * cp, ep, zero, self.opt_bytes, self.roofline)
-        return DpEntry(priced.times, priced.partial_grads_s, replica_s, optimizer)
+        grad_copy = self.roofline.memory_time_s(sum(params) * self.software.grad_copy_bytes)
+        return DpEntry(priced.times, priced.partial_grads_s, replica_s, optimizer, grad_copy)
 
     @staticmethod
     def _dp_shape(shapes: dict, axis: Axis, size: int):
@@ -322,15 +365,16 @@ class Evaluator:
 
     def memory(self, point: PlanPoint) -> tuple[StageMemory, StageMemory]:
         """Memory of the first and the last pipeline rank (the largest two)."""
-        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, _ = point
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, _, reshard, shard = point
         stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp)
         m = self.training.global_batch // (mb * dp)
-        return self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp)
+        return self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard)
 
     def stage_memories(self, stage: StageEntry, tp: int, pp: int, dp: int, vpp: int, m: int, schedule: str,
-                       zero: int, ep: int, cp: int) -> tuple[StageMemory, StageMemory]:
+                       zero: int, ep: int, cp: int, reshard: bool | str = "default", shard: int | None = None
+                       ) -> tuple[StageMemory, StageMemory]:
         """`memory` from the plan's cached `StageEntry` and its m micro-batches per step."""
-        key = (tp, pp, dp, zero, ep, cp, schedule, vpp)
+        key = (tp, pp, dp, zero, ep, cp, schedule, vpp, reshard, shard)
         hit = self._states.get(key)
         if hit is None:
             hit = self._states[key] = (*self.held.states(*key), self.held.groups(tp, pp, dp, ep, cp))
@@ -341,14 +385,16 @@ class Evaluator:
             kind = Schedule(schedule)
             inflight = self._inflight[(schedule, pp, m, vpp)] = (
                 float(inflight_microbatches(kind, pp, 0, m, vpp)), float(inflight_microbatches(kind, pp, pp - 1, m, vpp)))
+        # DeepSpeed stages gradients in a reduce bucket and parameters in an all-gather bucket
+        buckets = self.software.dp_bucket_elements * (self.dp_grad_bytes + self.dtype_bytes) if zero >= 1 else 0.0
         b = blocks[0]
         first = stage_memory(first_states, b.dense + b.moe, inflight[0], t, b.embedding > 0, b.head > 0, groups,
-                             self.cost, mt, b.moe, pp > 1)
+                             self.cost, mt, b.moe, pp > 1, buckets)
         if pp == 1:
             return first, first
         b = blocks[-1]
         last = stage_memory(last_states, b.dense + b.moe, inflight[1], t, b.embedding > 0, b.head > 0, groups,
-                            self.cost, mt, b.moe, True)
+                            self.cost, mt, b.moe, True, buckets)
         return first, last
 
     # -- the step ---------------------------------------------------------------------------------
@@ -356,7 +402,7 @@ class Evaluator:
     def step_lower_bound_s(self, point: PlanPoint) -> float:
         """The step time without its data-parallel terms (all >= 0): a lower bound the search
         uses to skip plans that cannot enter the top-k, before pricing their DP traffic."""
-        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg = point
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg = point[:12]
         stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp)
         m = self.training.global_batch // (mb * dp)
         bubble, hops = self.pipe(schedule, pp, m, vpp)
@@ -365,8 +411,11 @@ class Evaluator:
         return pp_mod.pipeline_time_s(m, bubble, stage.slowest_s + p2p, stage.mean_s + p2p)
 
     def evaluate(self, point: PlanPoint) -> Evaluation:
-        """All terms of one valid plan (validity is the caller's job: see validate.py)."""
-        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg = point
+        """All terms of one valid plan (validity is the caller's job: see validate.py). ZeRO-3
+        gathers per micro-batch follow the plan's reshard_after_forward (`plan/fsdp.py`): not
+        resharded under pipeline parallelism, the stage gathers and reduces once per step (priced as
+        ZeRO-1's traffic); not resharded without it, no backward gather. HSDP: `dp_entry`."""
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg, reshard, shard = point
         # the hot loop: cache hits are plain dict lookups (`stage_entry`, `dp_entry`, ... on a miss)
         blocks = self._blocks.get((schedule, pp, vpp))
         stage = self._stages.get((tp, sp, mb, recompute, pp, ep, cp, blocks[0])) if blocks else None
@@ -386,14 +435,21 @@ class Evaluator:
         cost = self.cost
         p2p *= hops * cost.pp_p2p_exposed_fraction
         crit = st.critical_rank
-        dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp))
+        dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard))
         if dpe is None:
-            dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp)
+            dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard)
+        mode = zero3_mode(reshard, self.software, pp) if zero == 3 else None
+        every_mb = mode is None or reduces_every_microbatch(mode)
         if dp * cp > 1:
             dp_after, dp_mb, dp_total = dp_zero.dp_exposure(
-                zero, dpe.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap, cost.dp_overlap_fraction,
-                cost.overlap_interference,
+                zero if every_mb else 1, dpe.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap, cost.dp_overlap_fraction,
+                cost.overlap_interference, backward_gathers=mode is None or mode.reshard_after_forward,
             )
+            if zero >= 2:  # the engine's gradient copies before each ReduceScatter (memory-bound)
+                if every_mb:
+                    dp_mb += dpe.grad_copy_s
+                else:
+                    dp_after += dpe.grad_copy_s
         else:
             dp_after = dp_mb = dp_total = 0.0
         dp_after += dpe.partial_grads_s * (m if zero >= 2 else 1)
@@ -402,7 +458,7 @@ class Evaluator:
         replica_sync = dpe.replica_s
         optimizer = dpe.optimizer_s
         model_seq, hardware_seq = self._flops.get(recompute) or self.flops_per_sequence(recompute)
-        mem_first, mem_last = self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp)
+        mem_first, mem_last = self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard)
         step = StepTerms(
             step_time_s=pipeline + dp_after + replica_sync + optimizer,
             compute_s=m * st.compute_s, recompute_s=m * st.recompute_s, tp_comm_s=m * st.tp_s,

@@ -45,14 +45,14 @@ def nearest_blocker(ev: Evaluator, n: int, rejected: Counter, examples: dict, cl
     mem_gb = ev.cluster.accelerator.memory_gb
     if rejected.get(Reason.MEMORY.value):
         states = total_state_bytes(ev)
-        usable = (ev.memory_bytes * (1 - headroom) - ev.cost.runtime_reserved_bytes) / (1 + ev.cost.fragmentation_fraction)
+        usable = ev.memory_bytes * (1 - headroom) - ev.cost.runtime_reserved_bytes
         need = math.ceil(states / usable) if usable > 0 else math.inf
         if need > n:
             return (f"needs at least {need} GPUs of {mem_gb:g} GB: weights+gradients+optimizer states alone "
                     f"are {states / 1e12:.2f} TB ({ev.dtype_bytes + ev.grad_bytes + ev.state_bytes} bytes x "
                     f"{states / (ev.dtype_bytes + ev.grad_bytes + ev.state_bytes) / 1e9:.2f} B parameters)")
         if closest is not None:
-            tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, _ = closest[1]
+            tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, _ = closest[1][:12]
             return (f"no plan of {n} GPUs fits in {mem_gb:g} GB: the smallest needs {closest[0] / 1e9:.1f} GB per GPU "
                     f"(tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, recompute {rc}, zero {zero})")
         return f"no plan of {n} GPUs fits in {mem_gb:g} GB: {examples[Reason.MEMORY.value]}"

@@ -12,6 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from modelplan.count.attention import FusedAttention, is_fused
+from modelplan.count.eager import (
+    CROSS_ENTROPY_KERNELS,
+    RMSNORM_KERNELS,
+    ROTARY_KERNELS,
+    SWIGLU_KERNELS,
+    cross_entropy_bytes,
+    rmsnorm_bytes,
+    rotary_bytes,
+    swiglu_bytes,
+)
 from modelplan.plan.parallel.tp import local_kv_heads
 from modelplan.specs.transformer import TransformerSpec
 
@@ -51,6 +61,8 @@ class Elementwise:
     elements: int
     fwd_bytes_per_element: float
     bwd_bytes_per_element: float
+    kernels: tuple[int, int] = (1, 1)
+    """Kernels the op launches in forward and in backward (an eager composite launches several)."""
 
     @property
     def fwd_bytes(self) -> float:
@@ -121,6 +133,7 @@ def layer_kernels(
     capacity: int | None = None,
     cp: int = 1,
     attention: str = "eager",
+    elementwise: str = "fused",
 ) -> LayerKernels:
     """Kernels of one block for one micro-batch on one TP rank (Megatron-LM layout); with
     `moe_layer` the MLP is the mixture of experts of `moe_mlp_kernels` (capacity: token slots per
@@ -128,7 +141,8 @@ def layer_kernels(
     sequence and scores its s/cp queries against all s keys (ring attention: cp blocks of
     (s/cp)^2, priced as one (s/cp) x s product; Liu et al. 2023). `attention` 'flash' / 'sdpa'
     replaces the score GEMM, softmax, dropout and context GEMM by one fused kernel
-    (`modelplan.count.attention.FusedAttention`), causal for decoders."""
+    (`modelplan.count.attention.FusedAttention`), causal for decoders. `elementwise` 'eager':
+    RMSNorm, SwiGLU and rotary run as eager PyTorch composites (`modelplan.count.eager`)."""
     d, b, s, h = dtype_bytes, micro_batch, seq_len, spec.hidden
     s_q = s // cp  # this rank's queries (and tokens) of each sequence
     tokens = b * s_q
@@ -160,16 +174,17 @@ def layer_kernels(
     if spec.dropout and not fused:
         # attention dropout: fwd reads probs, writes output and mask; bwd reads grad and mask
         core.append(Elementwise("attention/dropout", scores, 2 * d + mask, 2 * d + mask))
-    norm = Elementwise("norm", hidden_values, 2 * d, 3 * d)  # fwd x -> y; bwd x, dy -> dx
+    eager = elementwise == "eager"
+    norm = norm_kernel("norm", spec, hidden_values, d, eager)
     # fused bias-dropout-add after each row-parallel GEMM: reads out and residual, writes sum
     # (+ mask); bwd reads dy (+ mask), writes dx and reads dy again for the bias gradient.
     bda = Elementwise("bias_dropout_add", hidden_values, 3 * d + mask, 3 * d + mask)
     # fused bias-activation on the MLP input projection output(s): gated reads 2, writes 1.
-    act = (
-        Elementwise("mlp/act", tokens * ffn_local, 3 * d, 5 * d)
-        if spec.gated_mlp
-        else Elementwise("mlp/act", tokens * ffn_local, 2 * d, 3 * d)
-    )
+    if spec.gated_mlp:
+        act = (Elementwise("mlp/act", tokens * ffn_local, *swiglu_bytes(d), SWIGLU_KERNELS) if eager
+               else Elementwise("mlp/act", tokens * ffn_local, 3 * d, 5 * d))
+    else:
+        act = Elementwise("mlp/act", tokens * ffn_local, 2 * d, 3 * d)
     other = [norm] * spec.num_norms_per_layer + [bda, bda]
     if moe_layer:
         moe_gemms, moe_ew = moe_mlp_kernels(spec, tp, ep, tokens, d, capacity if capacity is not None else tokens)
@@ -179,7 +194,8 @@ def layer_kernels(
         other.append(act)
     if spec.position == "rotary":
         # rotary on q and k: read and write each (fwd and bwd)
-        other.append(Elementwise("attention/rotary", tokens * (heads_local + kv_local) * dh, 2 * d, 2 * d))
+        rot = (*rotary_bytes(d), ROTARY_KERNELS) if eager else (2 * d, 2 * d)
+        other.append(Elementwise("attention/rotary", tokens * (heads_local + kv_local) * dh, *rot))
     if spec.parallel_block:
         other.remove(bda)  # one residual sum of attention + MLP
     core_gemms = tuple(g for g in gemms if g.name in ("attention/scores", "attention/context"))
@@ -187,10 +203,21 @@ def layer_kernels(
     return LayerKernels(tuple(gemms), tuple(other) + tuple(core), core_gemms, tuple(core), flash)
 
 
+def norm_kernel(name: str, spec: TransformerSpec, values: int, d: int, eager: bool) -> Elementwise:
+    """One norm over `values` elements: fused (fwd reads x, writes y; bwd reads x, dy, writes
+    dx) or, for RMSNorm in eager PyTorch, its composite (`count.eager.rmsnorm_bytes`; LayerNorm
+    is one native kernel either way)."""
+    if eager and spec.norm == "rmsnorm":
+        return Elementwise(name, values, *rmsnorm_bytes(d), RMSNORM_KERNELS)
+    return Elementwise(name, values, 2 * d, 3 * d)
+
+
 def head_kernels(
-    spec: TransformerSpec, tp: int, micro_batch: int, seq_len: int, dtype_bytes: int, vocab_padded: int
+    spec: TransformerSpec, tp: int, micro_batch: int, seq_len: int, dtype_bytes: int, vocab_padded: int,
+    elementwise: str = "fused",
 ) -> tuple[tuple[Gemm, ...], tuple[Elementwise, ...]]:
-    """Output projection and vocab-parallel cross-entropy on the last stage (Megatron-LM)."""
+    """Output projection and vocab-parallel cross-entropy on the last stage (Megatron-LM), or
+    eager `F.cross_entropy(logits.float())` (`count.eager.cross_entropy_bytes`)."""
     tokens = micro_batch * seq_len
     vocab_local = vocab_padded // tp
     gemms = (Gemm("head/logits", tokens, vocab_local, spec.hidden),) if spec.lm_head else ()
@@ -198,8 +225,10 @@ def head_kernels(
     # max/exp/sum passes over fp32 (~ d + 4 * 4 bytes); bwd writes the fp32 softmax grad and
     # its dtype copy (~ 4 + 4 + d).
     d = dtype_bytes
-    loss = Elementwise("head/cross_entropy", tokens * vocab_local, d + 16, 8 + d)
-    final_norm = Elementwise("final_norm", tokens * spec.hidden, 2 * d, 3 * d)
+    eager = elementwise == "eager"
+    loss = (Elementwise("head/cross_entropy", tokens * vocab_local, *cross_entropy_bytes(d), CROSS_ENTROPY_KERNELS)
+            if eager else Elementwise("head/cross_entropy", tokens * vocab_local, d + 16, 8 + d))
+    final_norm = norm_kernel("final_norm", spec, tokens * spec.hidden, d, eager)
     return gemms, (loss, final_norm) if spec.final_norm else (loss,)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from modelplan.count.memory import activation_bytes_per_layer, embedding_activation_bytes, output_activation_bytes
+from modelplan.plan.engine import MEGATRON_2021, EngineSettings
 from modelplan.plan.stage_time import BlockTerms
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.transformer import TransformerSpec
@@ -36,26 +37,32 @@ class StageMemory(NamedTuple):
 
 
 def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
-                      sequence_parallel: bool, recompute: str, moe_layer: bool, attention: str, cp: int = 1
-                      ) -> tuple[int, int]:
+                      sequence_parallel: bool, recompute: str, moe_layer: bool, attention: str, cp: int = 1,
+                      software: EngineSettings = MEGATRON_2021) -> tuple[int, int]:
     """(bytes one block keeps per in-flight micro-batch, transient bytes of the block being
     recomputed or back-propagated) on one TP rank (Korthikanti et al. 2022 sec. 4; full recompute
-    keeps the block input and works on a whole block, selective keeps all but the attention core).
-    With context parallelism a rank's s/cp queries score all s keys: cp x the (s/cp)^2 score term."""
+    keeps the block input and works on a whole block, selective keeps what the engine's policy
+    keeps, `software.ac_mode`: all but the attention core for Megatron). With context parallelism
+    a rank's s/cp queries score all s keys: cp x the (s/cp)^2 score term. `software` also gives
+    the element-wise mode (eager composites keep more) and TE fp8's 1-byte linear inputs."""
     s_local = seq_len // cp
     kind = next((i for i in range(spec.layers) if spec.is_moe_layer(i) == moe_layer), None)
+    mode = "attention_core" if moe_layer and software.ac_mode == "op_sac" else software.ac_mode
+    fp8_inputs = software.fp8_recipe is not None and software.fp8_backend == "te"
+    ew = software.elementwise
 
-    def kept(rc: str) -> int:
+    def kept(rc: str, ac_mode: str = "attention_core") -> int:
         out = activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel, rc, kind,
-                                         attention)
+                                         attention, ac_mode, ew, software.ac_every, fp8_inputs)
         if cp > 1 and rc == "none":
             score = out - activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel,
-                                                     "selective", kind, attention)
+                                                     "selective", kind, attention, elementwise=ew,
+                                                     fp8_inputs=fp8_inputs)
             out += (cp - 1) * score
         return out
 
-    stored = kept(recompute)
-    if recompute == "full":
+    stored = kept(recompute, mode)
+    if recompute == "full" or (recompute == "selective" and mode in ("layer_sac", "every_nth_block")):
         return stored, kept("none")
     if recompute == "selective":
         return stored, kept("none") - stored
@@ -63,12 +70,13 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
 
 
 def edge_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
-                     sequence_parallel: bool, cp: int = 1) -> tuple[int, int]:
+                     sequence_parallel: bool, cp: int = 1, fused_cross_entropy: bool = True) -> tuple[int, int]:
     """(first stage, last stage) bytes per in-flight micro-batch (Korthikanti et al. 2022 sec. 4.3:
-    token ids and embedding-dropout mask; output layer + cross-entropy 4sbh(1 + V/h)/t)."""
+    token ids and embedding-dropout mask; output layer + cross-entropy 4sbh(1 + V/h)/t, or the
+    eager loss's 12 bytes per logit)."""
     s_local = seq_len // cp
     return (embedding_activation_bytes(spec, micro_batch, s_local, tp, sequence_parallel),
-            output_activation_bytes(spec, micro_batch, s_local, dtype_bytes, tp))
+            output_activation_bytes(spec, micro_batch, s_local, dtype_bytes, tp, fused_cross_entropy))
 
 
 def stage_memory(
@@ -83,11 +91,12 @@ def stage_memory(
     moe_terms: BlockTerms | None = None,
     moe_layers: int = 0,
     pipelined: bool = False,
+    bucket_bytes: float = 0.0,
 ) -> StageMemory:
     """Memory of one stage's GPU: model states, `layers` blocks' activations for `inflight`
     micro-batches plus one block's working set, edge activations, buffers and allowances;
     `moe_layers` of the blocks are MoE blocks with `moe_terms`; a `pipelined` stage (pp > 1) keeps
-    send/recv buffers."""
+    send/recv buffers; `bucket_bytes`: the engine's data-parallel staging buckets (DeepSpeed)."""
     weights, gradients, optimizer = states
     block_bytes = (layers - moe_layers) * terms.activation_bytes
     working = terms.working_bytes
@@ -100,9 +109,12 @@ def stage_memory(
     if is_last:
         activations += terms.head_activation_bytes
     # NCCL buffers per communicator; pipeline ranks also keep send/recv buffers of one activation
-    comm = groups * cost.nccl_buffer_bytes_per_group + (2 * terms.boundary_bytes if pipelined else 0)
+    comm = groups * cost.nccl_buffer_bytes_per_group + (2 * terms.boundary_bytes if pipelined else 0) + bucket_bytes
     allocated = weights + gradients + optimizer + activations + comm
-    fragmentation = allocated * cost.fragmentation_fraction
+    # the caching allocator fragments around the tensors that come and go (activations, buffers);
+    # model states are allocated once, as a few large contiguous buffers (Megatron's param and
+    # grad buffers, FSDP's flat shards)
+    fragmentation = (activations + comm) * cost.fragmentation_fraction
     reserved = float(cost.runtime_reserved_bytes)
     return StageMemory(weights, gradients, optimizer, activations, comm, fragmentation, reserved,
                        allocated + fragmentation + reserved)

@@ -8,6 +8,8 @@ experts (Megatron-core's expert data-parallel group).
 
 from __future__ import annotations
 
+from modelplan.plan.engine import MEGATRON_2021, EngineSettings
+from modelplan.plan.fsdp import UNITS_IN_FLIGHT, zero3_mode
 from modelplan.plan.parallel import dp_zero
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.shard import unit_shards
@@ -20,8 +22,8 @@ from modelplan.specs.transformer import TransformerSpec
 class RankStates:
     """Units, parameters and model-state bytes per pipeline rank for one model and training spec (cached)."""
 
-    def __init__(self, spec: TransformerSpec, training: TrainingSpec) -> None:
-        self.spec = spec
+    def __init__(self, spec: TransformerSpec, training: TrainingSpec, software: EngineSettings = MEGATRON_2021) -> None:
+        self.spec, self.training, self.software = spec, training, software
         self.dtype_bytes, self.grad_bytes = training.dtype_bytes, training.grad_bytes
         self.state_bytes = dp_zero.state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
         self._cache: dict[tuple, object] = {}
@@ -92,25 +94,42 @@ class RankStates:
         return layer + expert, sum(per_rank[0]), sum(per_rank[-1]), numel.get("embedding/word", 0)
 
     def rank_states(self, tp: int, pp: int, dp: int, zero: int, pp_rank: int, ep: int = 1, cp: int = 1,
-                    schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1) -> tuple[float, float, float]:
+                    schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1, reshard: bool | str = "default",
+                    shard: int | None = None) -> tuple[float, float, float]:
         """Model-state bytes (weights, gradients, optimizer) of one GPU of rank `pp_rank`: dense
-        parameters sharded by ZeRO over the dp x cp ranks that reduce their gradients, routed
-        experts over the dp x cp / ep ranks holding the same experts (`parallel/dp_zero.py`)."""
+        parameters sharded by ZeRO over the dp x cp ranks that reduce their gradients (the HSDP
+        shard group of `shard` ranks when given), routed experts over the dp x cp / ep ranks holding
+        the same experts (`parallel/dp_zero.py`); ZeRO-3 as the engine runs it (`plan/fsdp.py`,
+        `reshard`: the plan's reshard_after_forward); Transformer Engine's cached fp8 weights."""
         per_rank, layer, expert_layer = self.rank_params(tp, pp, ep, schedule, vpp)
         dense, experts = per_rank[pp_rank]
         sizes = (self.dtype_bytes, self.grad_bytes, self.state_bytes)
-        a = dp_zero.state_bytes(dense, layer, dp * cp, zero, *sizes)
-        b = dp_zero.state_bytes(experts, expert_layer, dp * cp // ep, zero, *sizes)
-        return a[0] + b[0], a[1] + b[1], a[2] + b[2]
+        sw = self.software
+        group = dp * cp
+        reduce_bytes = 4 if sw.reduce_in_fp32 else self.dtype_bytes
+        zero3 = (zero3_mode(reshard, sw, pp), shard or group, sw.sharded_low_precision_copy, reduce_bytes)
+        a = dp_zero.state_bytes(dense, layer, group, zero, *sizes, zero3=zero3)
+        b = dp_zero.state_bytes(experts, expert_layer, group // ep, zero, *sizes, zero3=zero3)
+        weights, gradients, optimizer = a[0] + b[0], a[1] + b[1], a[2] + b[2]
+        if sw.fp8_recipe is not None and sw.fp8_backend == "te":
+            # TE keeps fp8 weights and their transposes (cached across micro-batches); with
+            # fp8_param_gather they are the parameters and no 16-bit copy exists
+            weights += 2 * (dense + experts)
+            if self.training.fp8_param_gather and zero < 3:
+                weights -= self.dtype_bytes * (dense + experts)
+        elif sw.fp8_recipe is not None and self.training.fp8_param_gather and zero >= 3:
+            # torchao fp8 all-gather: the gathered units are fp8 (1 byte) instead of 16-bit
+            weights -= (self.dtype_bytes - 1) * layer * UNITS_IN_FLIGHT
+        return weights, gradients, optimizer
 
     def states(self, tp: int, pp: int, dp: int, zero: int, ep: int = 1, cp: int = 1,
-               schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1
-               ) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+               schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1, reshard: bool | str = "default",
+               shard: int | None = None) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
         """Model-state bytes (weights, gradients, optimizer) of the first and the last pipeline rank
         (with the default 1F1B layout, the least any schedule holds: the search's lower bound)."""
-        return self._memo(("states", tp, pp, dp, zero, ep, cp, schedule, vpp), lambda: (
-            self.rank_states(tp, pp, dp, zero, 0, ep, cp, schedule, vpp),
-            self.rank_states(tp, pp, dp, zero, pp - 1, ep, cp, schedule, vpp)))
+        return self._memo(("states", tp, pp, dp, zero, ep, cp, schedule, vpp, reshard, shard), lambda: (
+            self.rank_states(tp, pp, dp, zero, 0, ep, cp, schedule, vpp, reshard, shard),
+            self.rank_states(tp, pp, dp, zero, pp - 1, ep, cp, schedule, vpp, reshard, shard)))
 
     def groups(self, tp: int, pp: int, dp: int, ep: int, cp: int) -> int:
         """Communicators a GPU belongs to (each keeps NCCL buffers)."""

@@ -163,7 +163,13 @@ def search_plans(
         out = [(s, 1) for s in schedules if s != Schedule.INTERLEAVED]
         if Schedule.INTERLEAVED in schedules:
             # pp 1 has no interleaved schedule: only a vpp the user asked for is tried (and rejected)
-            vdefault = [v for v in divisors(layers // pp) if v >= 2] if layers % pp == 0 and pp > 1 else []
+            # (an uneven split, layers % pp != 0, tries every vpp that leaves each chunk a block)
+            if pp == 1:
+                vdefault = []
+            elif layers % pp == 0:
+                vdefault = [v for v in divisors(layers // pp) if v >= 2]
+            else:
+                vdefault = list(range(2, layers // pp + 1))
             out += [(Schedule.INTERLEAVED, v) for v in _choose(space.vpp, vdefault, layers) if v >= 2]
         if space.vpp is not None:
             allowed = set(_choose(space.vpp, [], layers))
@@ -219,7 +225,7 @@ def search_plans(
                     ok_zeros = []
                     for zero in zeros:  # memory lower bound: model states alone
                         states = max(sum(x) for x in ev.held.states(tp, pp, dp, zero, ep, cp))
-                        need = states * (1 + cost.fragmentation_fraction) + cost.runtime_reserved_bytes
+                        need = states + cost.runtime_reserved_bytes  # fragmentation: activations only
                         if need > budget:
                             per = len(sps_of(tp)) * len(recomputes) * max(1, len(svs_of(pp))) * len(mbs)
                             reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
@@ -269,7 +275,7 @@ def search_plans(
         raise PlanInfeasible(nearest_blocker(ev, n, rejected, examples, closest, space.memory_headroom, space))
     best = []
     for *_, point in sorted(heap, reverse=True):
-        tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, _ = point
+        tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, _ = point[:12]
         plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
                     sequence_parallel=sp, recompute=rc, zero=zero, ep=ep, cp=cp)
         e = ev.evaluate(point)

@@ -58,11 +58,18 @@ class CostModel(Spec):
     """The same for the fused backward (recomputes the scores; 2.5x the forward's FLOPs):
     FlashAttention-2 on A100 ~150-170 of 312 TFLOP/s, FlashAttention-3 on H100 ~450-500 of 989
     (same papers' backward figures): ~0.5."""
+    fp8_scaled_gemm_factor: float = Field(0.55, gt=0, le=1)
+    """Rate of a row- or block-scaled fp8 GEMM (torch._scaled_mm's CUTLASS rowwise kernel,
+    blockwise kernels) relative to cuBLAS's per-tensor-scaled fp8 GEMM. Fitted: no kernel
+    benchmark was found; chosen with torchtitan's Llama 3 70B / 8B rowwise runs (fit split),
+    which run at the bf16 speed end to end (torchtitan asyncTP_llama3_h100_2025-06)."""
     vocab_divisible_by: int = Field(128, gt=0)
     """Megatron pads the vocabulary to a multiple of this times tp (make-vocab-size-divisible-by)."""
     fragmentation_fraction: float = Field(0.05, ge=0, lt=1)
     """Allowance for the caching allocator's block rounding and fragmentation, as a fraction of
-    the bytes the model allocates (PyTorch CUDA caching allocator, 512-byte / 2 MB blocks)."""
+    the activation and buffer bytes (the tensors allocated and freed every step; model states
+    are a few contiguous buffers allocated once) (PyTorch CUDA caching allocator, 512-byte / 2 MB
+    blocks)."""
     runtime_reserved_bytes: int = Field(1_000_000_000, ge=0)
     """Memory the model never sees: CUDA context, cuBLAS/cuDNN workspaces (~0.5-1 GB on A100/H100)."""
     nccl_buffer_bytes_per_group: int = Field(200_000_000, ge=0)

@@ -35,6 +35,17 @@ class Accelerator(Spec):
     sm_count: int | None = Field(None, gt=0)
     """Streaming multiprocessors (AMD: compute units); what a collective running on some of them
     takes from the GEMMs beside it (`modelplan.comm.tp_overlap`). None: unknown."""
+    sustained_clock_fraction: float = Field(1.0, gt=0, le=1)
+    """Tensor-core throughput a whole training step keeps relative to the A100 the cost model's
+    `sustained_fraction` was fitted on (Narayanan et al. 2021): < 1 where the part's clocks drop
+    further under sustained tensor load at its power limit than in the short MAMF measurement.
+    1.0 unless fitted (each preset says to what)."""
+    matmul_efficiency_fp8: float | None = Field(None, gt=0, le=1)
+    """The same for fp8 GEMMs (measured fp8 MAMF / fp8 peak); None: `matmul_efficiency`."""
+    attention_efficiency: dict[str, tuple[float, float]] = {}
+    """Per fused-attention kernel (fa2, fa3, cudnn: `modelplan.specs.engine.AttentionImpl`), the
+    fraction of the 16-bit dense peak its forward and its backward sustain in isolation on long
+    sequences (head dim 128); kernels not listed do not run here (FlashAttention-3 needs Hopper)."""
     board_power_w: float | None = Field(None, gt=0)
     """Maximum board power (TDP) in watts, the figure whole-run energy is priced at; None: unknown."""
     power_source: str = ""
@@ -49,7 +60,20 @@ class Accelerator(Spec):
                 raise ValueError(f"peak_tflops: unknown dtype '{key}'")
             if value <= 0:
                 raise ValueError(f"peak_tflops.{key} ({value}) must be > 0")
+        for key, (fwd, bwd) in self.attention_efficiency.items():
+            if key not in {"fa2", "fa3", "cudnn"}:
+                raise ValueError(f"attention_efficiency: unknown kernel '{key}' (fa2, fa3, cudnn)")
+            if not (0 < fwd <= 1 and 0 < bwd <= 1):
+                raise ValueError(f"attention_efficiency.{key} ({fwd}, {bwd}) must be in (0, 1]")
         return self
+
+    def attention_rates(self, preference: tuple[str, ...]) -> tuple[float, float] | None:
+        """(forward, backward) efficiency of the first kernel of `preference` this accelerator
+        lists, or None when it lists none of them."""
+        for kernel in preference:
+            if kernel in self.attention_efficiency:
+                return self.attention_efficiency[kernel]
+        return None
 
     def peak_flops(self, precision: str) -> float:
         """Dense peak FLOP/s for a training precision (fp32 uses tf32 tensor cores if listed)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from functools import lru_cache
 from typing import TYPE_CHECKING, Union
 
 from modelplan.errors import SpecError, validate_model
@@ -11,6 +12,7 @@ from modelplan.presets import load_preset, read_toml
 from modelplan.specs.transformer import TransformerSpec
 
 if TYPE_CHECKING:
+    from modelplan.specs.engine import EngineProfile
     from modelplan.specs.network import NetworkSpec
 
 # NetworkSpec is imported only when a network is loaded (keeps `modelplan count` start-up short).
@@ -59,3 +61,15 @@ def load_model(ref: str) -> ModelSpec:
             return model_from_dict(data, path.name)
         return model_from_dict(read_toml(path), path.name)
     return model_from_dict(load_preset("models", ref), ref)
+
+
+@lru_cache(maxsize=None)
+def load_engine(name: str) -> "EngineProfile":
+    """The profile of a training engine (presets/frameworks/<name>.toml), read once."""
+    from modelplan.specs.engine import EngineProfile
+
+    data = load_preset("frameworks", name)
+    try:
+        return EngineProfile(**data)
+    except ValueError as exc:
+        raise SpecError(f"frameworks/{name}.toml: {exc}") from None

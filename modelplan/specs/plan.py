@@ -60,6 +60,18 @@ class Plan(Spec):
     are already sequence shards, different on every TP rank, and Megatron skips it); see
     `pipeline_scatter_gather`."""
 
+    reshard_after_forward: bool | Literal["default"] = "default"
+    """ZeRO-3 / FSDP: free each unit's gathered parameters after its forward and gather them again
+    in backward (True, FSDP2's ZeRO-3), or keep them until the unit's backward (False, ZeRO-2-like
+    memory for parameters); 'default': the engine's rule (torchtitan: True, False under pipeline
+    parallelism, where the stage keeps them across micro-batches)."""
+    fsdp_shard_size: int | None = Field(None, gt=0)
+    """HSDP: shard ZeRO-3 states over groups of this many data-parallel ranks (8: one node) and
+    replicate across the groups (gradients all-reduced between replicas); None: shard over all
+    dp * cp ranks."""
+    etp: int | None = Field(None, gt=0)
+    """Expert tensor-parallel size (Megatron-core `--expert-tensor-parallel-size`): experts split
+    over etp ranks and the expert-parallel group folded over the tp x dp ranks; None: tp."""
     @model_validator(mode="after")
     def _check(self) -> "Plan":
         if self.vpp > 1 and self.schedule is not Schedule.INTERLEAVED:
@@ -68,8 +80,13 @@ class Plan(Spec):
             raise ValueError("schedule 'interleaved' needs pp > 1")
         if self.sequence_parallel and self.tp == 1:
             raise ValueError("sequence_parallel needs tp > 1")
-        if self.dp % self.ep:
+        if self.etp is None and self.dp % self.ep:
             raise ValueError(f"ep ({self.ep}) must divide dp ({self.dp})")
+        if self.etp is not None and (self.tp * self.dp * self.cp) % (self.ep * self.etp):
+            raise ValueError(f"ep * etp ({self.ep} * {self.etp}) must divide tp * dp * cp "
+                             f"({self.tp} * {self.dp} * {self.cp})")
+        if self.fsdp_shard_size is not None and (self.dp * self.cp) % self.fsdp_shard_size:
+            raise ValueError(f"fsdp_shard_size ({self.fsdp_shard_size}) must divide dp * cp ({self.dp} * {self.cp})")
         return self
 
     @property

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
+from modelplan.specs.engine import AcMode, Fp8Recipe, Framework
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 Optimizer = Literal["sgd", "momentum", "adam", "adamw"]
@@ -41,6 +42,37 @@ class TrainingSpec(Spec):
     llm-foundry and NeMo run), sdpa (PyTorch scaled_dot_product_attention, whose 16-bit training
     backends are fused the same way) or eager (unfused matmul-softmax-matmul: the s x s scores,
     probabilities and dropout mask go through HBM and are kept; Megatron-LM 2021-22)."""
+    framework: Framework = "megatron"
+    """Training engine (`modelplan.specs.engine`): its profile sets the defaults below that are
+    None, the kernels it runs and what it holds in memory (presets/frameworks/<name>.toml)."""
+    ac_mode: AcMode | None = None
+    """What recompute 'selective' recomputes; None: the engine's own meaning (Megatron: the
+    attention core; torchtitan: per-op selective AC)."""
+    fp8_recipe: Fp8Recipe | None = None
+    """fp8 scaling recipe (precision fp8 only); None: the engine's default (TE delayed scaling,
+    torchao tensorwise)."""
+    compile: bool = False
+    """torch.compile: element-wise ops fused into generated kernels (eager engines only; the
+    fused engines' kernels are fused already)."""
+    fp8_param_gather: bool = False
+    """fp8 training keeps the parameters themselves in fp8 and gathers them in fp8 (Megatron
+    `--fp8-param-gather`, set by NeMo / Megatron-Bridge's fp8 mixed-precision recipes; torchao
+    `enable_fsdp_float8_all_gather`): no 16-bit weight copy beside the fp8 one (Transformer
+    Engine) or fp8 gathered FSDP units (torchao)."""
+    tp_comm_overlap: bool | None = None
+    """Tensor-parallel collectives overlapped with the GEMMs (Transformer Engine userbuffers
+    `tp_comm_overlap`, torchtitan async TP); None: the engine's default (off)."""
+    dp_overlap: bool | None = None
+    """Data-parallel gradient reduction overlapped with the backward; None: the cost model's
+    setting (on: Megatron overlap_grad_reduce, DDP buckets, FSDP)."""
+
+    @model_validator(mode="after")
+    def _check_fp8(self) -> "TrainingSpec":
+        if self.fp8_param_gather and self.precision != "fp8":
+            raise ValueError(f"fp8_param_gather needs precision 'fp8', not '{self.precision}'")
+        if self.fp8_recipe is not None and self.precision != "fp8":
+            raise ValueError(f"fp8_recipe ('{self.fp8_recipe}') needs precision 'fp8', not '{self.precision}'")
+        return self
 
     @property
     def dtype_bytes(self) -> int:

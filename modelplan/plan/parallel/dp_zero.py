@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from modelplan.comm.ops import Axis, Collective
+from modelplan.plan.fsdp import zero3_state_bytes
 from modelplan.plan.parallel.calls import RankCalls
 from modelplan.plan.shard import UnitShard
 
@@ -106,13 +107,15 @@ class DpExposure(NamedTuple):
 
 def dp_exposure(
     zero: int, times: DpTimes, num_microbatches: int, t_fwd: float, t_bwd: float,
-    overlap: bool, overlap_fraction: float, interference: float = 0.0,
+    overlap: bool, overlap_fraction: float, interference: float = 0.0, backward_gathers: bool = True,
 ) -> DpExposure:
     """Exposed data-parallel communication under the overlap rules of the module docstring.
 
     t_fwd / t_bwd: one micro-batch's forward / backward (with recompute) on the stage.
+    `backward_gathers` False: ZeRO-3 keeps the forward's gathered parameters for backward
+    (reshard_after_forward False, `plan/fsdp.py`): no second AllGather per micro-batch.
     """
-    raw = _dp_exposure(zero, times, num_microbatches, t_fwd, t_bwd, overlap, overlap_fraction)
+    raw = _dp_exposure(zero, times, num_microbatches, t_fwd, t_bwd, overlap, overlap_fraction, backward_gathers)
     if interference == 0.0:
         return raw
     after, per_mb, total = raw
@@ -127,7 +130,7 @@ def dp_exposure(
 
 def _dp_exposure(
     zero: int, times: DpTimes, num_microbatches: int, t_fwd: float, t_bwd: float,
-    overlap: bool, overlap_fraction: float,
+    overlap: bool, overlap_fraction: float, backward_gathers: bool = True,
 ) -> DpExposure:
     """The overlap rules without interference (hidden behind the backward: max(bucket, t - f t_bwd))."""
     m = num_microbatches
@@ -144,17 +147,24 @@ def _dp_exposure(
         per_mb = max(0.0, rs - hide) if overlap else rs
         return DpExposure((m - 1) * per_mb + last_rs + gather_after, 0.0, m * rs + ag)
     f = overlap_fraction if overlap else 0.0
-    per_mb = max(0.0, ag - f * t_fwd) + max(0.0, ag + rs - hide) + times.all_gather_block
-    return DpExposure(0.0, per_mb, m * (2 * ag + rs))
+    ag_bwd = ag if backward_gathers else 0.0
+    per_mb = max(0.0, ag - f * t_fwd) + max(0.0, ag_bwd + rs - hide) + times.all_gather_block
+    return DpExposure(0.0, per_mb, m * (ag + ag_bwd + rs))
 
 
 def state_bytes(
     params: int, layer_params: int, dp: int, zero: int, dtype_bytes: int, grad_bytes: int,
-    state_bytes_per_param: int,
+    state_bytes_per_param: int, zero3: tuple | None = None,
 ) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes of `params` parameters on one GPU under ZeRO `zero`
     (Rajbhandari et al. 2020: stage 1 shards optimizer states, 2 also gradients, 3 also weights;
-    stage 3 also holds two gathered blocks, the current one and the prefetched next)."""
+    stage 3 also holds two gathered blocks, the current one and the prefetched next).
+    `zero3`: (Zero3Mode, shard ranks, low-precision shard copy, reduce bytes) for stage 3 as the
+    engine runs it (`plan/fsdp.py`), else the plain rule above."""
+    if zero >= 3 and zero3 is not None:
+        mode, shard, low_copy, reduce_bytes = zero3
+        return zero3_state_bytes(params, layer_params, min(shard, dp), dtype_bytes, grad_bytes,
+                                 state_bytes_per_param, mode, low_copy, reduce_bytes)
     weights = params * dtype_bytes / (dp if zero >= 3 else 1)
     if zero >= 3:
         weights += 2 * layer_params * dtype_bytes

@@ -12,8 +12,10 @@ States it shards: column-parallel weights by output, row-parallel by input, voca
 heads (`local_kv_heads`), counted in `plan/shard.py`; kernels per rank in `plan/kernels.py`.
 
 Overlap (comm_hw.md section 5; `CostModel.tp_exposed_fraction`): a fraction f of every TP second
-sits on the critical path (1.0: classic Megatron, no overlap); the hidden rest still costs
-`overlap_interference` of itself (SMs shared with NCCL), charged to the backward.
+sits on the critical path (1.0: classic Megatron, no overlap); with TP comm overlap (TE
+userbuffers, async TP) the collectives hide behind the block's GEMMs chunk by chunk
+(`overlapped_fraction`); the hidden rest still costs `overlap_interference` of itself (SMs
+shared with NCCL), charged to the backward.
 """
 
 from __future__ import annotations
@@ -111,10 +113,26 @@ class TpExposure(NamedTuple):
     head_s: float
 
 
-def tp_exposure(t: TpSeconds, full_recompute: bool, cost: CostModel) -> TpExposure:
-    """The overlap rule: forward and backward move the same volume (Shoeybi et al. 2019 f/g)."""
-    exposed = cost.tp_exposed_fraction
-    with_recompute = t.block_recompute_s if full_recompute else t.block_s
+def overlapped_fraction(tp_s: float, gemm_s: float, tp: int) -> float:
+    """Exposed fraction of a block's TP collectives when they overlap its GEMMs (Transformer
+    Engine userbuffers ring-exchange / torchtitan async TP: each AllGather / ReduceScatter is cut
+    into tp chunks that move while the GEMM works on the previous one, so the first chunk waits and
+    traffic beyond the GEMMs' time is exposed): max(tp_s - gemm_s, tp_s / tp) / tp_s."""
+    if tp_s <= 0.0:
+        return 1.0
+    return max(tp_s - gemm_s, tp_s / tp) / tp_s
+
+
+def tp_exposure(t: TpSeconds, full_recompute: bool | float, cost: CostModel, overlap_gemm_s: float | None = None,
+                tp: int = 1) -> TpExposure:
+    """The overlap rule: forward and backward move the same volume (Shoeybi et al. 2019 f/g).
+    `full_recompute`: True, or the share of blocks whose forward is recomputed (layer-level
+    selective checkpointing). `overlap_gemm_s`: the block's GEMM seconds the collectives overlap
+    (TP comm overlap on, `overlapped_fraction`); None: `cost.tp_exposed_fraction`."""
+    share = float(full_recompute)
+    with_recompute = t.block_s + share * (t.block_recompute_s - t.block_s)
+    exposed = (cost.tp_exposed_fraction if overlap_gemm_s is None
+               else overlapped_fraction(with_recompute, overlap_gemm_s, tp))
     hidden = (1 - exposed) * with_recompute
     return TpExposure(
         fwd_s=exposed * t.block_s / 2,

@@ -1,0 +1,78 @@
+"""The training engine's settings as the planner applies them: the run's own choices over its
+engine profile's defaults (`modelplan.specs.engine`), resolved once per evaluator."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from modelplan.specs.engine import EngineProfile
+from modelplan.specs.training import TrainingSpec
+
+
+class EngineSettings(NamedTuple):
+    """What the kernels, recompute and memory terms need to know about the engine."""
+
+    framework: str
+    elementwise: str
+    """fused | eager (an eager engine under torch.compile is fused)."""
+    ac_mode: str
+    """What recompute 'selective' means."""
+    ac_every: int
+    fused_cross_entropy: bool
+    fp8_recipe: str | None
+    """The fp8 scaling recipe, None when the precision is not fp8."""
+    fp8_backend: str
+    """te | torchao (`EngineProfile.fp8_backend`)."""
+    attention_kernels: tuple[str, ...]
+    sharded_low_precision_copy: bool
+    reduce_in_fp32: bool
+    grad_copy_bytes: int
+    dp_bucket_elements: int
+    reshard_after_forward: bool
+    reshard_after_forward_pp: bool
+    tp_comm_overlap: bool
+
+
+def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSettings:
+    """The run's settings where it gives them (`ac_mode`, `fp8_recipe`, `compile`), else the
+    engine's (`EngineProfile`)."""
+    elementwise = "fused" if training.compile else profile.elementwise
+    fp8 = (training.fp8_recipe or profile.fp8_recipe) if training.precision == "fp8" else None
+    return EngineSettings(
+        framework=profile.name, elementwise=elementwise, ac_mode=training.ac_mode or profile.selective,
+        ac_every=profile.layer_sac_every, fused_cross_entropy=profile.fused_cross_entropy, fp8_recipe=fp8,
+        fp8_backend=profile.fp8_backend, attention_kernels=profile.attention_kernels,
+        sharded_low_precision_copy=profile.sharded_low_precision_copy, reduce_in_fp32=profile.reduce_in_fp32,
+        grad_copy_bytes=profile.grad_copy_bytes, dp_bucket_elements=profile.dp_bucket_elements, reshard_after_forward=profile.reshard_after_forward,
+        reshard_after_forward_pp=profile.reshard_after_forward_pp, tp_comm_overlap=profile.tp_comm_overlap,
+    )
+
+
+MEGATRON_2021 = EngineSettings(
+    framework="megatron", elementwise="fused", ac_mode="attention_core", ac_every=2, fused_cross_entropy=True,
+    fp8_recipe=None, fp8_backend="te", attention_kernels=(), sharded_low_precision_copy=True,
+    reduce_in_fp32=True, grad_copy_bytes=0, dp_bucket_elements=0, reshard_after_forward=True, reshard_after_forward_pp=True, tp_comm_overlap=False,
+)
+"""The settings the kernel and layer-term functions assume when none are given (Megatron-LM)."""
+
+
+def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, float] | None,
+                       fragmentation_fraction: float, runtime_reserved_bytes: int) -> str:
+    """One line stating what the step time and memory assume about the engine."""
+    kernel = next(iter(software.attention_kernels), "flash")
+    rates = f" {attention_rates[0]:.2f}/{attention_rates[1]:.2f} of peak" if attention_rates else ""
+    parts = [
+        f"engine {software.framework}: attention {kernel}{rates}",
+        f"element-wise {software.elementwise}",
+        f"selective = {software.ac_mode}",
+        f"loss {'fused' if software.fused_cross_entropy else 'eager'} cross-entropy "
+        f"({4 if software.fused_cross_entropy else 12} B/logit)",
+        f"gradients reduced in {'fp32' if software.reduce_in_fp32 else '16 bits'}",
+    ]
+    if software.fp8_recipe:
+        parts.append(f"fp8 {software.fp8_recipe} ({software.fp8_backend})")
+    if software.tp_comm_overlap:
+        parts.append("TP overlapped with GEMMs")
+    parts.append(f"allocator reserve {100 * fragmentation_fraction:g}% of activations + "
+                 f"{runtime_reserved_bytes / 1e9:g} GB runtime")
+    return "; ".join(parts)

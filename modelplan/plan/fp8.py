@@ -1,0 +1,57 @@
+"""fp8 training: which GEMMs run at the fp8 rate and what the scaling recipe costs around them.
+
+Transformer Engine and torchao quantise the inputs of each linear layer's three GEMMs
+(forward Y = X W, dgrad dX = dY W^T, wgrad dW = X^T dY) to fp8 with a scale, run the GEMM on
+fp8 tensor cores and write bf16; attention, norms, the output layer and the router stay in 16
+bits (TE `fp8_autocast` covers TE linear modules only; torchtitan's float8 converter skips the
+`output` layer). Hopper's fp8 GEMM takes its operands K-major, so each quantised tensor is also
+needed transposed. Per element of a quantised operand the recipe costs HBM passes (d = bytes of
+the 16-bit input):
+- delayed (TE DelayedScaling): the scale comes from an amax history, the amax of this tensor is
+  taken inside the cast; one fused cast-transpose reads d and writes the fp8 copy and its
+  transpose: d + 2 (TE `cast_transpose`, amax fused);
+- current / tensorwise (TE Float8CurrentScaling, torchao tensorwise): the scale needs this
+  tensor's amax first, a separate reduction pass, then the cast-transpose: 2 d + 2;
+- rowwise / blockwise (torchao rowwise, 1x128 / 128x128 blocks): scales per row (block) are
+  taken inside the cast, but the transposed operand needs its own column-wise scales, so the
+  16-bit tensor is read twice: 2 d + 2.
+Weights are quantised once per step when the engine caches them across micro-batches (TE
+`is_first_microbatch`), else in every forward (torchao). Rowwise- and block-scaled GEMMs run in
+CUTLASS / DeepGEMM kernels slower than cuBLAS's per-tensor-scaled ones (`CostModel`).
+"""
+
+from __future__ import annotations
+
+FP8_GEMMS = ("attention/qkv", "attention/out", "mlp/in", "mlp/out", "mlp/experts/in", "mlp/experts/out",
+             "mlp/shared/in", "mlp/shared/out")
+"""Block GEMMs that run in fp8 (linear layers; the attention core, router and head stay 16-bit)."""
+
+
+def is_fp8_gemm(name: str) -> bool:
+    """Whether a GEMM of `plan/kernels.py` (or its /dgrad, /wgrad) runs in fp8 under fp8 training."""
+    return name.split("/dgrad")[0].split("/wgrad")[0] in FP8_GEMMS
+
+
+def cast_bytes_per_element(recipe: str, dtype_bytes: int) -> int:
+    """HBM bytes per element of one operand's quantisation (module docstring)."""
+    d = dtype_bytes
+    if recipe == "delayed":
+        return d + 2
+    return 2 * d + 2
+
+
+def quantisation_bytes(recipe: str, dtype_bytes: int, m: int, k: int, n: int, backend: str) -> tuple[int, int]:
+    """(forward, backward) HBM bytes of quantising one linear layer's operands, out (m, n) =
+    in (m, k) @ w (k, n). te: the input in forward (with its transpose for wgrad), the output
+    gradient in backward, the weight once per step (cached: counted 0 per micro-batch). torchao:
+    input and weight in forward, and in backward the output gradient plus the input and weight
+    again from their 16-bit copies."""
+    per = cast_bytes_per_element(recipe, dtype_bytes)
+    if backend == "te":
+        return per * m * k, per * m * n
+    return per * (m * k + k * n), per * (m * n + m * k + k * n)
+
+
+def gemm_rate_factor(recipe: str, scaled_gemm_factor: float) -> float:
+    """Rate of a recipe's fp8 GEMM relative to cuBLAS's per-tensor-scaled fp8 GEMM."""
+    return scaled_gemm_factor if recipe in ("rowwise", "blockwise") else 1.0

@@ -1,0 +1,115 @@
+"""Training engines (Megatron-core, DeepSpeed, torchtitan, PyTorch FSDP) as data: what each one
+runs and holds that changes a step's time and memory.
+
+A training run names its engine (`TrainingSpec.framework`); the engine's profile
+(presets/frameworks/<name>.toml, every value with its source) fills the defaults the run does not
+set: which fused-attention kernel it calls, whether element-wise ops are fused kernels or eager
+PyTorch composites, what its "selective" recompute keeps, how its loss holds the logits, what its
+allocator reserves. The run's own settings (`ac_mode`, `fp8_recipe`, `compile`, the plan's
+`reshard_after_forward`, `tp_comm_overlap`) win over the profile.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from modelplan.specs.base import Spec
+from modelplan.specs.costmodel import CostModel
+
+Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp", "foundry"]
+"""megatron: Megatron-LM / Megatron-core / NeMo / Megatron-Bridge; deepspeed: DeepSpeed ZeRO and
+Megatron-DeepSpeed; torchtitan: PyTorch FSDP2 + DTensor TP/PP/CP; fsdp: PyTorch FSDP1 stacks
+(HF Trainer / accelerate, fms-fsdp); foundry: llm-foundry / Composer (FSDP1, MPT's kernels)."""
+
+AcMode = Literal["attention_core", "op_sac", "layer_sac", "every_nth_block"]
+"""What `recompute = "selective"` recomputes: attention_core (Megatron / Korthikanti et al. 2022:
+QK^T, softmax, dropout, AV); op_sac (torchtitan per-op selective AC: keeps the outputs of every
+other matmul, of attention and of the collectives, recomputes the rest); layer_sac (torchtitan:
+full recompute of every N-th block, N = `EngineProfile.layer_sac_every`); every_nth_block
+(fms-fsdp `selective_checkpointing`: the same rule, N unpublished, read as N = 2)."""
+
+Fp8Recipe = Literal["delayed", "current", "tensorwise", "rowwise", "blockwise"]
+"""fp8 scaling: delayed (Transformer Engine DelayedScaling: scale from an amax history, amax taken
+inside the cast), current (TE per-tensor current scaling: an amax pass before each cast),
+tensorwise (torchao dynamic per-tensor scaling, same passes as current), rowwise (torchao: one
+scale per row, kept in high precision for the transposed operands) and blockwise (1x128
+activations, 128x128 weights; DeepSeek-V3 style)."""
+
+AttentionImpl = Literal["fa2", "fa3", "cudnn"]
+"""Fused-attention kernels whose sustained rates accelerator presets may list
+(`Accelerator.attention_efficiency`): FlashAttention-2, FlashAttention-3, cuDNN fused attention."""
+
+
+class EngineProfile(Spec):
+    """One engine's defaults (presets/frameworks/<name>.toml)."""
+
+    name: Framework
+    """The engine."""
+    attention_kernels: tuple[AttentionImpl, ...] = Field(min_length=1)
+    """Fused-attention kernels in the engine's order of preference; the first one the accelerator
+    lists a rate for is used (Transformer Engine prefers cuDNN on Hopper and FlashAttention-2
+    before; PyTorch SDPA runs FlashAttention-2)."""
+    elementwise: Literal["fused", "eager"]
+    """fused: norms, activations, rotary and the loss are single fused kernels (Megatron / TE,
+    apex, torch.compile); eager: they are PyTorch composites of several kernels, each a full pass
+    over HBM (`modelplan.count.eager`)."""
+    selective: AcMode
+    """What this engine's "selective" activation checkpointing means."""
+    layer_sac_every: int = Field(2, ge=1)
+    """layer_sac / every_nth_block: every N-th block is fully recomputed."""
+    fused_cross_entropy: bool
+    """The loss is one fused vocab-parallel cross-entropy that keeps its fp32 softmax in place
+    (Megatron `_VocabParallelCrossEntropy`); False: eager `F.cross_entropy(logits.float())`, which
+    keeps the fp32 log-softmax and builds fp32 gradients beside it (`count.eager.loss_peak_bytes`)."""
+    fp8_recipe: Fp8Recipe
+    """The engine's default fp8 scaling recipe."""
+    fp8_backend: Literal["te", "torchao"]
+    """Who runs fp8 linear layers: te (Transformer Engine: fp8 weights cast once per step and
+    cached with their transposes for every micro-batch, `is_first_microbatch`; the inputs kept
+    for backward are the fp8 copies) or torchao (Float8Linear: weights cast in every pass, the
+    16-bit input and weight kept and cast again in backward)."""
+    sharded_low_precision_copy: bool
+    """ZeRO-3 / FSDP keeps a 16-bit copy of its parameter shard besides the fp32 master
+    (DeepSpeed ZeRO-3, Megatron-FSDP); False: the fp32 shard is the only copy and the 16-bit
+    parameters exist only while gathered (PyTorch FSDP1 / FSDP2 mixed precision)."""
+    reduce_in_fp32: bool
+    """Gradient reduction in fp32 (Megatron `accumulate_allreduce_grads_in_fp32` under bf16;
+    FSDP `reduce_dtype=float32`); False: in the compute dtype."""
+    dp_bucket_elements: int = Field(0, ge=0)
+    """Elements of the data-parallel staging buffers ZeRO-1/2/3 allocates beside the model states,
+    one for the gradient reduction and one for the parameter all-gather (DeepSpeed
+    reduce_bucket_size / allgather_bucket_size, 5e8 each); 0: the collectives run in place on the
+    engine's contiguous buffers (Megatron, FSDP)."""
+    grad_copy_bytes: int = Field(0, ge=0)
+    """HBM bytes per unsharded gradient element the engine moves before each ZeRO-2/3 gradient
+    ReduceScatter besides the collective: FSDP casts the unit's 16-bit gradient into an fp32
+    reduce buffer (d + 4) and pre-divides it in place (4 + 4); Megatron's GEMMs accumulate
+    straight into the fp32 main_grad buffer and average inside the collective (0)."""
+    reshard_after_forward: bool
+    """ZeRO-3 / FSDP frees gathered parameters after each unit's forward and gathers them again for
+    backward; under pipeline parallelism the engine's own rule may differ
+    (`reshard_after_forward_pp`)."""
+    reshard_after_forward_pp: bool
+    """The same under pipeline parallelism (torchtitan: False, 'to avoid per-microbatch
+    all-gathers'; the stage's parameters stay gathered across micro-batches)."""
+    tp_comm_overlap: bool = False
+    """Tensor-parallel collectives overlapped with the GEMMs by default (TE userbuffers / async
+    TP); off unless the run turns it on in every engine profiled here."""
+    cost: dict[str, float | int | bool] = {}
+    """Overrides of `CostModel` constants for this engine (sustained fraction, overlap, allocator
+    reserve, ...); the rest keep the Megatron-LM defaults fitted to Narayanan et al. 2021."""
+    source: str = ""
+    """Where every value comes from."""
+
+    @model_validator(mode="after")
+    def _check_cost(self) -> "EngineProfile":
+        unknown = sorted(set(self.cost) - set(CostModel.model_fields))
+        if unknown:
+            raise ValueError(f"cost: unknown CostModel field(s) {', '.join(unknown)}")
+        return self
+
+    def cost_model(self) -> CostModel:
+        """The cost model of this engine: Megatron-LM's defaults with the profile's overrides."""
+        return CostModel(**self.cost)

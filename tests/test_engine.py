@@ -1,0 +1,231 @@
+"""Training engines as data (specs/engine.py, presets/frameworks, plan/engine.py) and the
+engine-specific formulas: eager composites (count/eager.py), selective-AC policies
+(count/checkpointing.py), fp8 recipes (plan/fp8.py), FSDP/ZeRO-3 (plan/fsdp.py)."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+import pytest
+from pydantic import ValidationError
+
+from modelplan.cli import options
+from modelplan.count.checkpointing import block_matmuls, op_sac_kept_per_token, op_sac_recomputed_fraction, op_sac_saved
+from modelplan.count.eager import cross_entropy_bytes, loss_peak_bytes, rmsnorm_bytes, swiglu_bytes
+from modelplan.count.memory import activation_bytes_per_layer, output_activation_bytes
+from modelplan.plan.compute import Roofline
+from modelplan.plan.engine import engine_settings
+from modelplan.plan.fp8 import cast_bytes_per_element, is_fp8_gemm, quantisation_bytes
+from modelplan.plan.fsdp import Zero3Mode, hsdp_groups, zero3_mode, zero3_state_bytes
+from modelplan.plan.kernels import Gemm
+from modelplan.plan.parallel.tp import overlapped_fraction
+from modelplan.presets import preset_names
+from modelplan.specs import engine
+from modelplan.specs.costmodel import CostModel
+from modelplan.specs.load import load_engine, load_model
+from modelplan.comm.clusters import load_cluster
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
+
+LLAMA = load_model("llama-3-8b")  # h 4096, 32 heads of 128, 8 KV heads, f 14336, SwiGLU, RMSNorm
+
+
+def test_every_framework_has_a_profile():
+    """One preset per Framework value, and the CLI offers exactly those choices."""
+    assert preset_names("frameworks") == sorted(get_args(engine.Framework))
+    assert get_args(options.Framework) == get_args(engine.Framework)
+    assert get_args(options.AcMode) == get_args(engine.AcMode)
+    assert get_args(options.Fp8Recipe) == get_args(engine.Fp8Recipe)
+
+
+@pytest.mark.parametrize("name", get_args(engine.Framework))
+def test_profiles_load(name):
+    """Every profile validates and names its sources."""
+    profile = load_engine(name)
+    assert profile.name == name and profile.source
+
+
+def test_run_settings_win_over_the_profile():
+    """torchtitan means op SAC and eager ops unless the run says otherwise; compile fuses."""
+    profile = load_engine("torchtitan")
+    default = engine_settings(TrainingSpec(framework="torchtitan"), profile)
+    assert (default.ac_mode, default.elementwise, default.fp8_recipe) == ("op_sac", "eager", None)
+    run = TrainingSpec(framework="torchtitan", ac_mode="layer_sac", compile=True, precision="fp8", fp8_recipe="rowwise")
+    chosen = engine_settings(run, profile)
+    assert (chosen.ac_mode, chosen.elementwise, chosen.fp8_recipe) == ("layer_sac", "fused", "rowwise")
+    fp8 = engine_settings(TrainingSpec(framework="megatron", precision="fp8"), load_engine("megatron"))
+    assert fp8.fp8_recipe == "delayed"  # Megatron's --fp8-recipe default
+
+
+def test_fp8_settings_need_fp8():
+    """fp8_recipe and fp8_param_gather are refused under bf16, naming the field."""
+    with pytest.raises(ValidationError, match="fp8_recipe"):
+        TrainingSpec(fp8_recipe="delayed")
+    with pytest.raises(ValidationError, match="fp8_param_gather"):
+        TrainingSpec(fp8_param_gather=True)
+
+
+def test_plan_hsdp_and_etp_checks():
+    """fsdp_shard_size divides dp * cp; with etp the EP group folds over tp x dp."""
+    with pytest.raises(ValidationError, match="fsdp_shard_size"):
+        Plan(dp=12, fsdp_shard_size=8)
+    Plan(dp=16, tp=2, ep=32, etp=1)  # Megatron-core: ep x etp = 32 of the 32 tp x dp ranks
+    with pytest.raises(ValidationError, match="ep \\* etp"):
+        Plan(dp=16, tp=2, ep=64, etp=1)
+
+
+def test_eager_rmsnorm_bytes():
+    """Sum of the passes in the docstring with d = 2: forward 6+8+4+8+6+4 = 36, backward
+    10+6+16+12+12+6 = 62 (a fused norm moves 4 and 6)."""
+    assert rmsnorm_bytes(2) == (36, 62)
+
+
+def test_eager_swiglu_and_cross_entropy_bytes():
+    """silu (2d) + product (3d) = 10 forward, 16 backward; cross-entropy d + 20 / d + 24."""
+    assert swiglu_bytes(2) == (10, 16)
+    assert cross_entropy_bytes(2) == (22, 26)
+
+
+def test_loss_peak_per_logit():
+    """Fused vocab-parallel CE keeps one fp32 copy (Megatron's 4 s b V); eager holds three."""
+    assert loss_peak_bytes(2, fused=True) == 4
+    assert loss_peak_bytes(2, fused=False) == 12
+
+
+def test_eager_loss_memory_on_the_last_stage():
+    """Output activations: 2 d s b h plus 12 bytes per logit eager vs 4 fused."""
+    sb = 1024
+    fused = output_activation_bytes(LLAMA, 1, sb, 2)
+    eager = output_activation_bytes(LLAMA, 1, sb, 2, fused_cross_entropy=False)
+    assert eager - fused == 8 * sb * LLAMA.vocab
+
+
+def test_op_sac_saves_every_other_matmul():
+    """torchtitan's policy saves the 1st, 3rd, 5th, 7th mm: wq, wv, w1, w2 of a SwiGLU block."""
+    assert [m[0] for m in block_matmuls(LLAMA)] == ["wq", "wk", "wv", "wo", "w1", "w3", "w2"]
+    assert op_sac_saved(LLAMA) == {"wq", "wv", "w1", "w2"}
+
+
+def test_op_sac_recomputed_fraction_llama_8b():
+    """wk (4096 x 1024) + wo (4096 x 4096) + w3 (4096 x 14336) of all seven, by FLOPs."""
+    h, kv, f = 4096, 1024, 14336
+    total = h * h + 2 * h * kv + h * h + 3 * h * f
+    assert op_sac_recomputed_fraction(LLAMA) == pytest.approx((h * kv + h * h + h * f) / total)
+
+
+def test_op_sac_kept_bytes_llama_8b():
+    """Per token, tp 1: block input h and w2 output h (replicated); wq (4096), wv (1024), w1
+    (14336) outputs, attention output (4096) in bf16 and 4 bytes of lse per head (sharded)."""
+    replicated, sharded = op_sac_kept_per_token(LLAMA, 2, tp=1)
+    assert replicated == 2 * (4096 + 4096)
+    assert sharded == 2 * (4096 + 1024 + 14336 + 4096) + 4 * 32
+    assert activation_bytes_per_layer(LLAMA, 1, 8, 2, recompute="selective", attention="flash",
+                                      ac_mode="op_sac") == 8 * (replicated + sharded)
+
+
+def test_layer_sac_keeps_the_mean_of_full_and_none():
+    """Every second block fully recomputed: (full + none) / 2 per block."""
+    kw = dict(attention="flash")
+    none = activation_bytes_per_layer(LLAMA, 1, 64, 2, recompute="none", **kw)
+    full = activation_bytes_per_layer(LLAMA, 1, 64, 2, recompute="full", **kw)
+    sac = activation_bytes_per_layer(LLAMA, 1, 64, 2, recompute="selective", ac_mode="layer_sac", ac_every=2, **kw)
+    assert sac == (none + full) // 2
+
+
+def test_eager_norm_keeps_its_fp32_input():
+    """Eager RMSNorm keeps 4 + 2 bytes per element instead of 2: +4 h per norm, two per block;
+    eager SwiGLU keeps silu's output too: +2 f."""
+    kw = dict(recompute="none", attention="flash")
+    fused = activation_bytes_per_layer(LLAMA, 1, 1, 2, **kw)
+    eager = activation_bytes_per_layer(LLAMA, 1, 1, 2, elementwise="eager", **kw)
+    assert eager - fused == 2 * 4 * 4096 + 2 * 14336
+
+
+def test_te_fp8_keeps_linear_inputs_in_fp8():
+    """Transformer Engine keeps 1-byte copies of the two norm outputs, the projection input and
+    the second MLP GEMM's input: (2 h + q_width + f) bytes less per token (d = 2)."""
+    kw = dict(recompute="none", attention="flash")
+    bf16 = activation_bytes_per_layer(LLAMA, 1, 1, 2, **kw)
+    fp8 = activation_bytes_per_layer(LLAMA, 1, 1, 2, fp8_inputs=True, **kw)
+    assert bf16 - fp8 == 2 * 4096 + 4096 + 14336
+
+
+def test_fp8_cast_bytes_per_recipe():
+    """Delayed scaling casts in one pass (read 2, write fp8 + transpose); current / tensorwise /
+    rowwise read the 16-bit tensor twice."""
+    assert cast_bytes_per_element("delayed", 2) == 4
+    for recipe in ("current", "tensorwise", "rowwise", "blockwise"):
+        assert cast_bytes_per_element(recipe, 2) == 6
+
+
+def test_fp8_quantisation_te_vs_torchao():
+    """TE: input forward, output gradient backward (weights cached); torchao also casts the weight
+    forward and input + weight again in backward."""
+    m, k, n = 8, 4, 2
+    assert quantisation_bytes("delayed", 2, m, k, n, "te") == (4 * m * k, 4 * m * n)
+    assert quantisation_bytes("tensorwise", 2, m, k, n, "torchao") == (6 * (m * k + k * n), 6 * (m * n + m * k + k * n))
+
+
+def test_only_linear_layers_run_in_fp8():
+    """Block linear GEMMs (and their backward) are fp8; attention core, router and head are not."""
+    assert is_fp8_gemm("mlp/in") and is_fp8_gemm("attention/qkv/dgrad") and is_fp8_gemm("mlp/experts/out/wgrad")
+    assert not any(map(is_fp8_gemm, ("attention/scores", "head/logits", "mlp/router")))
+
+
+def test_roofline_picks_the_engine_attention_kernel():
+    """On H100 TE's cuDNN kernel runs at 0.53 / 0.52 of the peak and SDPA's FlashAttention-2 at
+    0.34 / 0.32 (FA3 paper Fig. 5-6); A100 lists only FlashAttention-2 (0.6 / 0.5)."""
+    cost = CostModel()
+    h100, a100 = load_cluster("dgx-h100").accelerator, load_cluster("dgx-a100").accelerator
+    te = Roofline.of(h100, "bf16", cost, ("cudnn", "fa2"))
+    sdpa = Roofline.of(h100, "bf16", cost, ("fa2",))
+    assert te.flash_fwd_flops_per_s == pytest.approx(989.4e12 * 0.53 * cost.sustained_fraction)
+    assert sdpa.flash_bwd_flops_per_s == pytest.approx(989.4e12 * 0.32 * cost.sustained_fraction)
+    ampere = Roofline.of(a100, "bf16", cost, ("cudnn", "fa2"))
+    assert ampere.flash_fwd_flops_per_s == pytest.approx(312e12 * 0.6 * cost.sustained_fraction)
+
+
+def test_fp8_rate_only_for_fp8_gemms():
+    """Under fp8 a block GEMM runs at the fp8 MAMF rate (0.709 of 1978.9 TFLOP/s on H100), any
+    other GEMM at the bf16 one."""
+    cost = CostModel(kernel_overhead_us=0)
+    roof = Roofline.of(load_cluster("dgx-h100").accelerator, "fp8", cost)
+    g = Gemm("mlp/in", 8192, 8192, 8192)
+    fp8_s = roof.gemm_time_s(g, 2, fp8_factor=1.0)
+    bf16_s = roof.gemm_time_s(g, 2)
+    assert fp8_s == pytest.approx(g.flops / (1978.9e12 * 0.709 * cost.sustained_fraction))
+    assert bf16_s == pytest.approx(g.flops / (989.4e12 * 0.803 * cost.sustained_fraction))
+
+
+def test_tp_overlap_exposure():
+    """Chunked overlap: the first of tp chunks waits, traffic beyond the GEMMs is exposed."""
+    assert overlapped_fraction(1.0, 10.0, 8) == pytest.approx(1 / 8)
+    assert overlapped_fraction(10.0, 4.0, 8) == pytest.approx(0.6)
+
+
+def test_zero3_mode_follows_torchtitan():
+    """'default': resharded without PP, kept across micro-batches under PP (torchtitan)."""
+    sw = engine_settings(TrainingSpec(framework="torchtitan"), load_engine("torchtitan"))
+    assert zero3_mode("default", sw, 1) == Zero3Mode(True, False)
+    assert zero3_mode("default", sw, 8) == Zero3Mode(False, True)
+    assert zero3_mode(True, sw, 8) == Zero3Mode(True, True)
+
+
+def test_zero3_state_bytes_fsdp2():
+    """FSDP2, 1000 params in units of 100 over 4 ranks, bf16 compute, fp32 grads and reduce,
+    12 bytes of master + Adam: shards 4/4 grads, 12/4 states, no bf16 shard; two units gathered
+    (2 x 100 x 2) and one unit's bf16 + fp32 gradient (100 x 6)."""
+    w, g, o = zero3_state_bytes(1000, 100, 4, 2, 4, 12, Zero3Mode(True, False), False, 4)
+    assert (w, g, o) == (400, 1000 + 600, 3000)
+    # kept across micro-batches (PP): the whole stage gathered and its fp32 gradients accumulated
+    w, g, o = zero3_state_bytes(1000, 100, 4, 2, 4, 12, Zero3Mode(False, True), False, 4)
+    assert (w, g, o) == (2000, 1000 + 4000, 3000)
+    # DeepSpeed keeps a bf16 shard too
+    w, _, _ = zero3_state_bytes(1000, 100, 4, 2, 4, 12, Zero3Mode(True, False), True, 4)
+    assert w == 1000 * 2 / 4 + 400
+
+
+def test_hsdp_groups():
+    """HSDP over 96 ranks in shards of 8: 12 replicas; no shard size: one group."""
+    assert hsdp_groups(96, 8) == (8, 12)
+    assert hsdp_groups(96, None) == (96, 1)
