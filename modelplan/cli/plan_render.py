@@ -17,8 +17,9 @@ TIME_LABELS = {
     "dp_comm_s": "DP / ZeRO traffic (exposed)",
     "embedding_sync_s": "tied-embedding sync",
     "optimizer_s": "optimizer step",
+    "offload_s": "offload to host (exposed)",
 }
-OPTIONAL_TERMS = ("ep_comm_s", "cp_comm_s")
+OPTIONAL_TERMS = ("ep_comm_s", "cp_comm_s", "offload_s")
 """Time terms shown only when the plan has them (MoE all-to-all, context-parallel ring)."""
 SHORT = {"interleaved": "intl", "1f1b": "1f1b", "gpipe": "gpipe", "none": "none", "selective": "sel", "full": "full"}
 MEMORY_LABELS = ("weights", "gradients", "optimizer", "activations", "comm_buffers", "fragmentation", "reserved")
@@ -43,7 +44,28 @@ def plan_label(plan) -> str:
     if plan.vpp > 1:
         parts.append(f"vpp{plan.vpp}")
     parts.append(f"mb{plan.micro_batch}")
+    parts += mechanism_tags(plan)
     return " ".join(parts)
+
+
+def mechanism_tags(plan) -> list[str]:
+    """Short tags of the non-default overlap / offload / placement choices of a plan."""
+    tags = []
+    if getattr(plan, "tp_overlap", None) not in (None, "none"):
+        tags.append({"userbuffers": "tp-ub", "ring": "tp-ring"}[plan.tp_overlap])
+    if getattr(plan, "dp_overlap", None) is False:
+        tags.append("dp-noovl")
+    if getattr(plan, "fsdp_shard_size", None):
+        tags.append(f"hsdp{plan.fsdp_shard_size}")
+    if getattr(plan, "zeropp", False):
+        tags.append("zero++")
+    if getattr(plan, "offload_optimizer", "none") != "none":
+        tags.append(f"opt-{plan.offload_optimizer}")
+    if getattr(plan, "offload_activations", False):
+        tags.append("act-cpu")
+    if getattr(plan, "rank_order", "tp-cp-dp-pp") != "tp-cp-dp-pp":
+        tags.append(plan.rank_order)
+    return tags
 
 
 def _rate(spec) -> str:

@@ -35,8 +35,7 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-TpOverlap = Literal["none", "ring", "userbuffers"]
-"""How TP collectives overlap the GEMMs (module docstring)."""
+from modelplan.specs.plan import TpOverlap
 
 Method = Literal["none", "ring", "pipeline", "bulk"]
 

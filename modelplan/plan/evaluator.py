@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from modelplan.comm.ops import Axis, Collective
+from modelplan.comm.offload import host_link
 from modelplan.count.flops import count_flops
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.compute import Roofline, kernel_times
@@ -34,6 +35,8 @@ from modelplan.plan.experts import expert_capacity, planned_capacity_factor
 from modelplan.plan.memory import StageMemory, block_activations, edge_activations, stage_memory
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
 from modelplan.plan.parallel.calls import RankCalls
+from modelplan.plan.mechanisms import Mechanisms
+from modelplan.plan.placement import DEFAULT_ORDER, placed_shapes
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.pipeline.profile import boundary_messages, bubble_microbatches, chunk_shares, inflight_microbatches
 from modelplan.plan.shard import unit_shards
@@ -68,12 +71,21 @@ class PlanPoint(NamedTuple):
     """ZeRO-3 / FSDP (`Plan.reshard_after_forward`, `plan/fsdp.py`)."""
     fsdp_shard_size: int | None = None
     """HSDP shard group (`Plan.fsdp_shard_size`)."""
+    tp_overlap: str | None = None
+    """TP comm overlap mode (`Plan.tp_overlap`; None: the engine's)."""
+    dp_overlap: bool | None = None
+    """DP overlap (`Plan.dp_overlap`; None: the cost model's)."""
+    offload_optimizer: str = "none"
+    offload_activations: bool = False
+    rank_order: str = DEFAULT_ORDER
+    zeropp: bool = False
 
     @classmethod
     def of(cls, plan: Plan, training: TrainingSpec) -> "PlanPoint":
         return cls(plan.tp, plan.pp, plan.dp, plan.vpp, plan.micro_batch, plan.schedule, plan.sequence_parallel,
                    plan.recompute or training.recompute, plan.zero, plan.ep, plan.cp, plan.scatter_gather,
-                   plan.reshard_after_forward, plan.fsdp_shard_size)
+                   plan.reshard_after_forward, plan.fsdp_shard_size, plan.tp_overlap, plan.dp_overlap,
+                   plan.offload_optimizer, plan.offload_activations, plan.rank_order, plan.zeropp)
 
 
 class StepTerms(NamedTuple):
@@ -93,6 +105,7 @@ class StepTerms(NamedTuple):
     ep_comm_s: float
     cp_comm_s: float
     cp_hidden_s: float
+    offload_s: float = 0.0
 
 
 class Evaluation(NamedTuple):
@@ -163,6 +176,11 @@ class Evaluator:
         moe = self.spec.moe
         self.capacity_factor = planned_capacity_factor(moe) if moe is not None else None
         self.held = RankStates(self.spec, training, self.software)
+        self.host = host_link(cluster)
+        self.mech = Mechanisms(self)
+        # the TP overlap an engine runs when asked for (`comm/tp_overlap.py`): async TP / userbuffers
+        self.tp_overlap_default = (("ring" if self.software.framework == "torchtitan" else "userbuffers")
+                                   if self.software.tp_comm_overlap else "none")
         self._cache: dict[tuple, object] = {}
         # the hot path's caches, one dict per kind
         self._stages: dict[tuple, StageEntry] = {}
@@ -185,20 +203,26 @@ class Evaluator:
         """Vocabulary padded for this tp (Megatron)."""
         return padded_vocab(self.spec.vocab, tp, self.cost.vocab_divisible_by)
 
-    def shapes(self, tp: int, dp: int, pp: int, ep: int = 1, cp: int = 1) -> dict:
-        """Process-group shapes of a tp x cp x dp x pp grid (ep inside dp) on this cluster."""
-        return self._memo(("shapes", tp, dp, pp, ep, cp),
-                          lambda: ParallelDims(dp=dp, tp=tp, pp=pp, cp=cp, ep=ep).group_shapes(self.cluster.gpus_per_node))
+    def shapes(self, tp: int, dp: int, pp: int, ep: int = 1, cp: int = 1, order: str = DEFAULT_ORDER) -> dict:
+        """Process-group shapes of a tp x cp x dp x pp grid (ep inside dp) on this cluster, ranks
+        laid out in `order` (`plan/placement.py`)."""
+        gpn = self.cluster.gpus_per_node
+        if order == DEFAULT_ORDER:
+            return self._memo(("shapes", tp, dp, pp, ep, cp),
+                              lambda: ParallelDims(dp=dp, tp=tp, pp=pp, cp=cp, ep=ep).group_shapes(gpn))
+        return self._memo(("shapes", tp, dp, pp, ep, cp, order), lambda: placed_shapes(order, tp, cp, dp, pp, ep, gpn))
 
     # -- one block, the embedding and the head, per micro-batch on one TP rank -------------------
 
     def block_terms(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int = 1,
-                    ep: int | None = None) -> BlockTerms:
-        """A dense block (or with `ep` an MoE block over ep ranks), the embedding and the head."""
-        return self._memo(("block", tp, sp, micro_batch, recompute, cp, ep),
-                          lambda: self._block_terms(tp, sp, micro_batch, recompute, cp, ep))
+                    ep: int | None = None, tp_overlap: str = "none") -> BlockTerms:
+        """A dense block (or with `ep` an MoE block over ep ranks), the embedding and the head;
+        TP collectives overlapped under `tp_overlap` (`comm/tp_overlap.py`)."""
+        return self._memo(("block", tp, sp, micro_batch, recompute, cp, ep, tp_overlap),
+                          lambda: self._block_terms(tp, sp, micro_batch, recompute, cp, ep, tp_overlap))
 
-    def _block_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None) -> BlockTerms:
+    def _block_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
+                     tp_overlap: str = "none") -> BlockTerms:
         spec, training, d = self.spec, self.training, self.dtype_bytes
         s_local = training.seq_len // cp
         tokens = b * s_local
@@ -232,8 +256,11 @@ class Evaluator:
                                             sw)
         emb_act, head_act = edge_activations(spec, b, training.seq_len, d, tp, sp, cp, sw.fused_cross_entropy)
         message, _ = self.boundary(tp, sp, b, cp, True)
-        overlap = 3 * times.linear_fwd_s if sw.tp_comm_overlap else None  # forward, dgrad and wgrad GEMMs
-        tp_x = tp_mod.tp_exposure(tp_t, rerun, self.cost, overlap, tp)
+        if tp_overlap != "none" and sp and tp > 1:
+            tp_x = tp_mod.overlap_exposure(tp_t, rerun, self.cost, tp_overlap, self.mech.gemm_shares(moe),
+                                           times.linear_fwd_s, tp, self.mech.sm_count)
+        else:
+            tp_x = tp_mod.tp_exposure(tp_t, rerun, self.cost, None, tp)
         return BlockTerms(times, recompute_s, tp_x, ep_x, cp_x, stored, working, emb_act, head_act, message)
 
     def cp_kv_send_s(self, tp: int, micro_batch: int, cp: int) -> float:
@@ -264,14 +291,16 @@ class Evaluator:
         return hit
 
     def stage_entry(self, tp: int, sp: bool, micro_batch: int, recompute: str, pp: int, ep: int = 1,
-                    cp: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1) -> StageEntry:
+                    cp: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1,
+                    tp_overlap: str = "none") -> StageEntry:
         """Per-micro-batch stage times (`stage_time.py`) with the slowest and the mean stage."""
         bid, blocks = self.rank_blocks(schedule, pp, vpp)
-        key = (tp, sp, micro_batch, recompute, pp, ep, cp, bid)
+        key = (tp, sp, micro_batch, recompute, pp, ep, cp, bid, tp_overlap)
         hit = self._stages.get(key)
         if hit is None:
-            moe = self.block_terms(tp, sp, micro_batch, recompute, cp, ep) if self.spec.moe is not None else None
-            dense = self.block_terms(tp, sp, micro_batch, recompute, cp)
+            moe = (self.block_terms(tp, sp, micro_batch, recompute, cp, ep, tp_overlap)
+                   if self.spec.moe is not None else None)
+            dense = self.block_terms(tp, sp, micro_batch, recompute, cp, None, tp_overlap)
             st = compose_stages(blocks, dense, moe)
             mean = (st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s
             hit = self._stages[key] = StageEntry(st, max(st.first_s, st.last_s, st.mid_max_s), mean, dense, moe,
@@ -289,13 +318,13 @@ class Evaluator:
         return hit
 
     def p2p_s(self, tp: int, sp: bool, micro_batch: int, dp: int, pp: int, cp: int = 1,
-              scatter_gather: bool = True) -> float:
+              scatter_gather: bool = True, order: str = DEFAULT_ORDER) -> float:
         """One stage-boundary message on the link between neighbouring stages (`parallel/pp.py`)."""
-        key = (tp, sp, micro_batch, dp, pp, cp, scatter_gather)
+        key = (tp, sp, micro_batch, dp, pp, cp, scatter_gather, order)
         hit = self._p2ps.get(key)
         if hit is None:
             message, gathered = self.boundary(tp, sp, micro_batch, cp, scatter_gather)
-            shapes = self.shapes(tp, dp, pp, cp=cp)
+            shapes = self.shapes(tp, dp, pp, cp=cp, order=order)
             hit = self._p2ps[key] = pp_mod.p2p_seconds(self.pricer, message, shapes[Axis.PP].crosses_nodes, gathered,
                                                        shapes[Axis.TP])
         return hit
@@ -312,13 +341,14 @@ class Evaluator:
     # -- data parallel, model states and memory ----------------------------------------------------
 
     def dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, pp_rank: int, ep: int = 1, cp: int = 1,
-                 schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1, shard: int | None = None) -> DpEntry:
+                 schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1, shard: int | None = None,
+                 order: str = DEFAULT_ORDER, zeropp: bool = False) -> DpEntry:
         """The DP calls of rank `pp_rank`'s units for one micro-batch per step, priced
         (`parallel/dp_zero.py`), its replicated units' AllReduce and its optimizer step. HSDP
         (`shard` < dp, ZeRO >= 2, `plan/fsdp.py`): gathers and ReduceScatters in the shard group of
         `shard` data-parallel ranks, plus the AllReduce of each gradient shard over the replicas,
         hidden like the ReduceScatter it follows."""
-        key = (tp, pp, dp, zero, sp, pp_rank, ep, cp, schedule, vpp, shard)
+        key = (tp, pp, dp, zero, sp, pp_rank, ep, cp, schedule, vpp, shard, order, zeropp)
         hit = self._dps.get(key)
         if hit is None:
             group, replicas_n = hsdp_groups(dp * cp, shard if zero >= 2 and ep == 1 and cp == 1 else None)
@@ -327,10 +357,12 @@ class Evaluator:
             replicas = self._memo(("replicas", schedule, pp, vpp), lambda: unit_replicas(self.held.rank_units(schedule, pp, vpp)))
             mine = tuple(len(replicas[u]) if u in replicas else 0 for u, _ in kinds)
             params = self.held.rank_params(tp, pp, ep, schedule, vpp)[0][pp_rank]
-            hit = self._memo(("dp", tp, pp, dp_list, zero, sp, ep, cp, kid, mine), lambda: self._dp_entry(
-                tp, pp, dp_list, zero, sp, ep, cp, kinds, mine, params))
+            hit = self._memo(("dp", tp, pp, dp_list, zero, sp, ep, cp, kid, mine, order), lambda: self._dp_entry(
+                tp, pp, dp_list, zero, sp, ep, cp, kinds, mine, params, order))
+            if zeropp:
+                hit = self.mech.zeropp_entry(hit, tp, pp, dp, cp, params, order)
             if replicas_n > 1:
-                stride = ParallelDims(dp=dp, tp=tp, pp=pp, cp=cp).stride(Axis.DP) * group
+                stride = self.mech.dp_stride(tp, dp, pp, cp, order) * group
                 ar = self.pricer.time_s(Collective.ALL_REDUCE, params[0] * self.dp_grad_bytes / group,
                                         strided_shape(replicas_n, stride, self.cluster.gpus_per_node))
                 hit = hit._replace(times=hit.times._replace(reduce_scatter=hit.times.reduce_scatter + ar))
@@ -338,10 +370,11 @@ class Evaluator:
         return hit
 
     def _dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, ep: int, cp: int,
-                  kinds: tuple[tuple[str, int], ...], copies: tuple[int, ...], params: tuple[int, int]) -> DpEntry:
+                  kinds: tuple[tuple[str, int], ...], copies: tuple[int, ...], params: tuple[int, int],
+                  order: str = DEFAULT_ORDER) -> DpEntry:
         shards = self._memo(("dp_shards", tp, dp, ep, cp, sp), lambda: unit_shards(
             self.spec, Plan(tp=tp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp)))
-        shapes = self.shapes(tp, dp, pp, ep, cp)
+        shapes = self.shapes(tp, dp, pp, ep, cp, order)
         calls, tied = RankCalls(), RankCalls()
         for (unit, count), n in zip(kinds, copies):
             if unit in shards:
@@ -363,87 +396,118 @@ class Evaluator:
         shape = shapes[axis]
         return shapes[EXPERT_DP] if axis is Axis.DP and size != shape.size else shape
 
+    def resolved_tp_overlap(self, tp_overlap: str | None, sp: bool, tp: int) -> str:
+        """A point's TP overlap mode: its own, else the engine's; 'none' without SP or at tp 1."""
+        mode = self.tp_overlap_default if tp_overlap is None else tp_overlap
+        return mode if sp and tp > 1 else "none"
+
     def memory(self, point: PlanPoint) -> tuple[StageMemory, StageMemory]:
         """Memory of the first and the last pipeline rank (the largest two)."""
-        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, _, reshard, shard = point
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, _, reshard, shard = point[:14]
+        opt, act, order, zeropp = point.offload_optimizer, point.offload_activations, point.rank_order, point.zeropp
         stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp)
         m = self.training.global_batch // (mb * dp)
-        return self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard)
+        return self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard, opt, act,
+                                   zeropp, order)
+
+    def inflight(self, schedule: str, pp: int, m: int, vpp: int) -> tuple[float, float]:
+        """Micro-batches whose activations the first and the last pipeline rank hold at peak."""
+        hit = self._inflight.get((schedule, pp, m, vpp))
+        if hit is None:
+            kind = Schedule(schedule)
+            hit = self._inflight[(schedule, pp, m, vpp)] = (
+                float(inflight_microbatches(kind, pp, 0, m, vpp)), float(inflight_microbatches(kind, pp, pp - 1, m, vpp)))
+        return hit
 
     def stage_memories(self, stage: StageEntry, tp: int, pp: int, dp: int, vpp: int, m: int, schedule: str,
-                       zero: int, ep: int, cp: int, reshard: bool | str = "default", shard: int | None = None
-                       ) -> tuple[StageMemory, StageMemory]:
-        """`memory` from the plan's cached `StageEntry` and its m micro-batches per step."""
+                       zero: int, ep: int, cp: int, reshard: bool | str = "default", shard: int | None = None,
+                       offload_optimizer: str = "none", offload_activations: bool = False, zeropp: bool = False,
+                       order: str = DEFAULT_ORDER) -> tuple[StageMemory, StageMemory]:
+        """`memory` from the plan's cached `StageEntry` and its m micro-batches per step; offload
+        leaves the optimizer states (all but one gradient bucket) or all but two blocks'
+        activations on the host, ZeRO++ adds hpZ's secondary weight shard (`plan/mechanisms.py`)."""
         key = (tp, pp, dp, zero, ep, cp, schedule, vpp, reshard, shard)
         hit = self._states.get(key)
         if hit is None:
             hit = self._states[key] = (*self.held.states(*key), self.held.groups(tp, pp, dp, ep, cp))
         first_states, last_states, groups = hit
         t, mt, blocks = stage.dense, stage.moe, stage.blocks
-        inflight = self._inflight.get((schedule, pp, m, vpp))
-        if inflight is None:
-            kind = Schedule(schedule)
-            inflight = self._inflight[(schedule, pp, m, vpp)] = (
-                float(inflight_microbatches(kind, pp, 0, m, vpp)), float(inflight_microbatches(kind, pp, pp - 1, m, vpp)))
+        inflight = self.inflight(schedule, pp, m, vpp)
         # DeepSpeed stages gradients in a reduce bucket and parameters in an all-gather bucket
         buckets = self.software.dp_bucket_elements * (self.dp_grad_bytes + self.dtype_bytes) if zero >= 1 else 0.0
-        b = blocks[0]
-        first = stage_memory(first_states, b.dense + b.moe, inflight[0], t, b.embedding > 0, b.head > 0, groups,
-                             self.cost, mt, b.moe, pp > 1, buckets)
-        if pp == 1:
-            return first, first
-        b = blocks[-1]
-        last = stage_memory(last_states, b.dense + b.moe, inflight[1], t, b.embedding > 0, b.head > 0, groups,
-                            self.cost, mt, b.moe, True, buckets)
-        return first, last
+        out = []
+        for states, b, held in ((first_states, blocks[0], inflight[0]), (last_states, blocks[-1], inflight[1])):
+            if offload_optimizer != "none":
+                states = self.mech.offloaded_states(states, dp)
+            if zeropp:
+                params = float(sum(self.held.rank_params(tp, pp, ep, schedule, vpp)[0][0]))
+                states = (states[0] + self.mech.zeropp_bytes(tp, dp, pp, cp, order, params), *states[1:])
+            layers, moe_layers = b.dense + b.moe, b.moe
+            if offload_activations and layers > 2:  # comm/offload.py: RESIDENT_LAYERS stay, for one micro-batch
+                layers, moe_layers, held = 2, min(moe_layers, 2), 1.0
+            out.append(stage_memory(states, layers, held, t, b.embedding > 0, b.head > 0, groups, self.cost, mt,
+                                    moe_layers, pp > 1, buckets))
+            if pp == 1:
+                return out[0], out[0]
+        return out[0], out[1]
 
     # -- the step ---------------------------------------------------------------------------------
 
     def step_lower_bound_s(self, point: PlanPoint) -> float:
-        """The step time without its data-parallel terms (all >= 0): a lower bound the search
-        uses to skip plans that cannot enter the top-k, before pricing their DP traffic."""
+        """The step time without its data-parallel, optimizer and optimizer-offload terms (all
+        >= 0): a lower bound the search uses to skip plans that cannot enter the top-k, before
+        their memory and DP traffic are priced. It prices the pipeline exactly as `evaluate` does."""
         tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg = point[:12]
-        stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp)
+        tpo = self.resolved_tp_overlap(point.tp_overlap, sp, tp)
+        stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp, tpo)
         m = self.training.global_batch // (mb * dp)
         bubble, hops = self.pipe(schedule, pp, m, vpp)
-        p2p = self.p2p_s(tp, sp, mb, dp, pp, cp, sg) if pp > 1 else 0.0
+        p2p = self.p2p_s(tp, sp, mb, dp, pp, cp, sg, point.rank_order) if pp > 1 else 0.0
         p2p *= hops * self.cost.pp_p2p_exposed_fraction
+        if point.offload_activations:
+            p2p += self.mech.activation_offload_s(stage)
         return pp_mod.pipeline_time_s(m, bubble, stage.slowest_s + p2p, stage.mean_s + p2p)
 
     def evaluate(self, point: PlanPoint) -> Evaluation:
         """All terms of one valid plan (validity is the caller's job: see validate.py). ZeRO-3
         gathers per micro-batch follow the plan's reshard_after_forward (`plan/fsdp.py`): not
         resharded under pipeline parallelism, the stage gathers and reduces once per step (priced as
-        ZeRO-1's traffic); not resharded without it, no backward gather. HSDP: `dp_entry`."""
-        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg, reshard, shard = point
+        ZeRO-1's traffic); not resharded without it, no backward gather. HSDP: `dp_entry`. Offload:
+        the activations' exposed copies sit in every micro-batch, the optimizer's on the host
+        replaces the GPU step (`plan/mechanisms.py`)."""
+        (tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg, reshard, shard, tpo, dpo, opt, act, order,
+         zeropp) = point
+        tpo = self.resolved_tp_overlap(tpo, sp, tp)
         # the hot loop: cache hits are plain dict lookups (`stage_entry`, `dp_entry`, ... on a miss)
         blocks = self._blocks.get((schedule, pp, vpp))
-        stage = self._stages.get((tp, sp, mb, recompute, pp, ep, cp, blocks[0])) if blocks else None
+        stage = self._stages.get((tp, sp, mb, recompute, pp, ep, cp, blocks[0], tpo)) if blocks else None
         if stage is None:
-            stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp)
+            stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp, tpo)
         st = stage.terms
         batch = self.training.global_batch
         m = batch // (mb * dp)
         pipe = self._pipes.get((schedule, pp, m, vpp))
         bubble, hops = pipe if pipe is not None else self.pipe(schedule, pp, m, vpp)
         if pp > 1:  # pipeline messages: per micro-batch, direction and chunk on the critical path
-            p2p = self._p2ps.get((tp, sp, mb, dp, pp, cp, sg))
+            p2p = self._p2ps.get((tp, sp, mb, dp, pp, cp, sg, order))
             if p2p is None:
-                p2p = self.p2p_s(tp, sp, mb, dp, pp, cp, sg)
+                p2p = self.p2p_s(tp, sp, mb, dp, pp, cp, sg, order)
         else:
             p2p = 0.0
         cost = self.cost
         p2p *= hops * cost.pp_p2p_exposed_fraction
+        act_s = self.mech.activation_offload_s(stage) if act else 0.0
         crit = st.critical_rank
-        dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard))
+        dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard, order, zeropp))
         if dpe is None:
-            dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard)
+            dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard, order, zeropp)
         mode = zero3_mode(reshard, self.software, pp) if zero == 3 else None
         every_mb = mode is None or reduces_every_microbatch(mode)
         if dp * cp > 1:
             dp_after, dp_mb, dp_total = dp_zero.dp_exposure(
-                zero if every_mb else 1, dpe.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap, cost.dp_overlap_fraction,
-                cost.overlap_interference, backward_gathers=mode is None or mode.reshard_after_forward,
+                zero if every_mb else 1, dpe.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap if dpo is None else dpo,
+                cost.dp_overlap_fraction, cost.overlap_interference,
+                backward_gathers=mode is None or mode.reshard_after_forward,
             )
             if zero >= 2:  # the engine's gradient copies before each ReduceScatter (memory-bound)
                 if every_mb:
@@ -453,18 +517,22 @@ class Evaluator:
         else:
             dp_after = dp_mb = dp_total = 0.0
         dp_after += dpe.partial_grads_s * (m if zero >= 2 else 1)
-        t_max = stage.slowest_s + p2p + dp_mb
-        pipeline = pp_mod.pipeline_time_s(m, bubble, t_max, stage.mean_s + p2p + dp_mb)
+        t_max = stage.slowest_s + p2p + act_s + dp_mb
+        pipeline = pp_mod.pipeline_time_s(m, bubble, t_max, stage.mean_s + p2p + act_s + dp_mb)
         replica_sync = dpe.replica_s
-        optimizer = dpe.optimizer_s
+        optimizer, offload = dpe.optimizer_s, m * act_s
+        if opt != "none":  # the step runs on the host: its exposed copies and CPU time replace the GPU's
+            optimizer = 0.0
+            offload += self.mech.optimizer_offload(stage, tp, pp, dp, zero, ep, cp, schedule, vpp, opt).exposed_s
         model_seq, hardware_seq = self._flops.get(recompute) or self.flops_per_sequence(recompute)
-        mem_first, mem_last = self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard)
+        mem_first, mem_last = self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard,
+                                                  opt, act, zeropp, order)
         step = StepTerms(
-            step_time_s=pipeline + dp_after + replica_sync + optimizer,
+            step_time_s=pipeline + dp_after + replica_sync + optimizer + offload - m * act_s,
             compute_s=m * st.compute_s, recompute_s=m * st.recompute_s, tp_comm_s=m * st.tp_s,
             pp_comm_s=m * p2p, bubble_s=pipeline - m * t_max, dp_comm_s=dp_after + m * dp_mb,
             embedding_sync_s=replica_sync, optimizer_s=optimizer, dp_comm_total_s=dp_total,
             tp_hidden_s=m * st.tp_hidden_s, ep_comm_s=m * st.ep_s, cp_comm_s=m * st.cp_s,
-            cp_hidden_s=m * st.cp_hidden_s,
+            cp_hidden_s=m * st.cp_hidden_s, offload_s=offload,
         )
         return Evaluation(step, batch * model_seq, batch * hardware_seq, mem_first, mem_last, m)
