@@ -85,13 +85,15 @@ class Offload(NamedTuple):
 
 
 def optimizer_offload(params: float, dtype_bytes: int, grad_bytes: int, state_bytes: int, link: HostLink,
-                      backward_s: float, device: str = "cpu") -> Offload:
+                      backward_s: float, device: str = "cpu", copies: int = 1) -> Offload:
     """Offload the optimizer of `params` (this GPU's shard) to the host (`device` 'cpu') or NVMe.
 
-    HBM freed: the states (`state_bytes` per parameter: master + moments) and the gradient buffer
-    (`grad_bytes`). Gradients travel in the compute dtype (DeepSpeed copies 16-bit gradients and
-    upcasts on the host); the d2h copy hides behind `backward_s`, the step and the h2d copy of
-    the new weights are exposed (no delayed parameter update)."""
+    HBM freed at most: the states (`state_bytes` per parameter: master + moments) and the
+    gradient buffer (`grad_bytes`; whether an engine frees it depends on its ZeRO stage, the
+    caller's business). Gradients travel in the compute dtype (DeepSpeed copies 16-bit gradients
+    and upcasts on the host), `copies` times per step (once per micro-batch when the host
+    accumulates them), each beside a `backward_s` backward; the step and the h2d copy of the new
+    weights are exposed (no delayed parameter update)."""
     d2h = params * dtype_bytes / link.pcie_Bps
     h2d = params * dtype_bytes / link.pcie_Bps
     step = params * CPU_ADAM_BYTES_PER_PARAM / link.dram_Bps  # CPU-Adam is memory-bound
@@ -103,8 +105,8 @@ def optimizer_offload(params: float, dtype_bytes: int, grad_bytes: int, state_by
         moved = params * OPTIMIZER_STATE_BYTES
         step = max(step, moved / link.nvme_read_Bps, moved / link.nvme_write_Bps)
         nvme, host = params * state_bytes, params * 4.0
-    exposed = max(0.0, d2h - backward_s) + step + h2d
-    return Offload(params * (state_bytes + grad_bytes), host, nvme, exposed, d2h + step + h2d)
+    exposed = copies * max(0.0, d2h - backward_s) + step + h2d
+    return Offload(params * (state_bytes + grad_bytes), host, nvme, exposed, copies * d2h + step + h2d)
 
 
 def param_offload(unit_params: float, units: int, dtype_bytes: int, link: HostLink, unit_fwd_s: float,

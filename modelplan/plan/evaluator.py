@@ -185,6 +185,7 @@ class Evaluator:
         # the hot path's caches, one dict per kind
         self._stages: dict[tuple, StageEntry] = {}
         self._dps: dict[tuple, DpEntry] = {}
+        self._dps_shared: dict[tuple, DpEntry] = {}
         self._p2ps: dict[tuple, float] = {}
         self._flops: dict[str, tuple[float, float]] = {}
         self._states: dict[tuple, tuple] = {}
@@ -192,6 +193,7 @@ class Evaluator:
         self._block_ids: dict[tuple, int] = {}
         self._pipes: dict[tuple, tuple[float, int | float]] = {}
         self._inflight: dict[tuple, tuple[float, float]] = {}
+        self._mems: dict[tuple, tuple[StageMemory, StageMemory]] = {}
 
     def _memo(self, key: tuple, make):
         hit = self._cache.get(key)
@@ -351,12 +353,17 @@ class Evaluator:
         key = (tp, pp, dp, zero, sp, pp_rank, ep, cp, schedule, vpp, shard, order, zeropp)
         hit = self._dps.get(key)
         if hit is None:
+            # what the rank holds under this layout; layouts holding the same share the entry
+            lay = self._memo(("dp_layout", tp, pp, ep, schedule, vpp, pp_rank),
+                             lambda: self._dp_layout(tp, pp, ep, schedule, vpp, pp_rank))
+            kid, kinds, mine, params = lay
+            shared = (tp, pp, dp, zero, sp, ep, cp, kid, mine, params, shard, order, zeropp)
+            hit = self._dps_shared.get(shared)
+            if hit is not None:
+                self._dps[key] = hit
+                return hit
             group, replicas_n = hsdp_groups(dp * cp, shard if zero >= 2 and ep == 1 and cp == 1 else None)
             dp_list = group if replicas_n > 1 else dp
-            kid, kinds = self.held.unit_kinds(schedule, pp, vpp)[pp_rank]
-            replicas = self._memo(("replicas", schedule, pp, vpp), lambda: unit_replicas(self.held.rank_units(schedule, pp, vpp)))
-            mine = tuple(len(replicas[u]) if u in replicas else 0 for u, _ in kinds)
-            params = self.held.rank_params(tp, pp, ep, schedule, vpp)[0][pp_rank]
             hit = self._memo(("dp", tp, pp, dp_list, zero, sp, ep, cp, kid, mine, order), lambda: self._dp_entry(
                 tp, pp, dp_list, zero, sp, ep, cp, kinds, mine, params, order))
             if zeropp:
@@ -366,8 +373,15 @@ class Evaluator:
                 ar = self.pricer.time_s(Collective.ALL_REDUCE, params[0] * self.dp_grad_bytes / group,
                                         strided_shape(replicas_n, stride, self.cluster.gpus_per_node))
                 hit = hit._replace(times=hit.times._replace(reduce_scatter=hit.times.reduce_scatter + ar))
-            self._dps[key] = hit
+            self._dps[key] = self._dps_shared[shared] = hit
         return hit
+
+    def _dp_layout(self, tp: int, pp: int, ep: int, schedule: str, vpp: int, pp_rank: int) -> tuple:
+        """(kinds id, unit kinds, replica counts, (dense, expert) parameters) of one pipeline rank."""
+        kid, kinds = self.held.unit_kinds(schedule, pp, vpp)[pp_rank]
+        replicas = self._memo(("replicas", schedule, pp, vpp), lambda: unit_replicas(self.held.rank_units(schedule, pp, vpp)))
+        mine = tuple(len(replicas[u]) if u in replicas else 0 for u, _ in kinds)
+        return kid, kinds, mine, self.held.rank_params(tp, pp, ep, schedule, vpp)[0][pp_rank]
 
     def _dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, ep: int, cp: int,
                   kinds: tuple[tuple[str, int], ...], copies: tuple[int, ...], params: tuple[int, int],
@@ -402,13 +416,19 @@ class Evaluator:
         return mode if sp and tp > 1 else "none"
 
     def memory(self, point: PlanPoint) -> tuple[StageMemory, StageMemory]:
-        """Memory of the first and the last pipeline rank (the largest two)."""
+        """Memory of the first and the last pipeline rank (the largest two); the same for plans
+        that differ only in TP overlap, DP overlap or (without ZeRO++) rank order (cached)."""
         tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, _, reshard, shard = point[:14]
         opt, act, order, zeropp = point.offload_optimizer, point.offload_activations, point.rank_order, point.zeropp
-        stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp)
-        m = self.training.global_batch // (mb * dp)
-        return self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard, opt, act,
-                                   zeropp, order)
+        key = (tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, reshard, shard, opt, act, zeropp,
+               order if zeropp else None)
+        hit = self._mems.get(key)
+        if hit is None:
+            stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp)
+            m = self.training.global_batch // (mb * dp)
+            hit = self._mems[key] = self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard,
+                                                        shard, opt, act, zeropp, order)
+        return hit
 
     def inflight(self, schedule: str, pp: int, m: int, vpp: int) -> tuple[float, float]:
         """Micro-batches whose activations the first and the last pipeline rank hold at peak."""
@@ -438,7 +458,7 @@ class Evaluator:
         out = []
         for states, b, held in ((first_states, blocks[0], inflight[0]), (last_states, blocks[-1], inflight[1])):
             if offload_optimizer != "none":
-                states = self.mech.offloaded_states(states, dp)
+                states = self.mech.offloaded_states(states, dp, zero)
             if zeropp:
                 params = float(sum(self.held.rank_params(tp, pp, ep, schedule, vpp)[0][0]))
                 states = (states[0] + self.mech.zeropp_bytes(tp, dp, pp, cp, order, params), *states[1:])
@@ -453,17 +473,33 @@ class Evaluator:
 
     # -- the step ---------------------------------------------------------------------------------
 
+    def pipeline_floor_s(self, cls: tuple, tp_overlaps: list[str], orders: list[str]) -> float:
+        """A lower bound of `step_lower_bound_s` over every TP overlap mode, rank order and
+        activation offload of a classic point (tp, pp, dp, vpp, micro_batch, schedule, sp,
+        recompute, ep, cp), from its stages without overlap: an overlap mode changes only a
+        stage's exposed TP seconds (>= 0), so each stage takes at least its time less its TP
+        seconds; messages at the cheapest order's, no offload (pipeline_time_s grows with both
+        stage times)."""
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, ep, cp = cls
+        stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp)
+        slowest, mean = stage.slowest_s, stage.mean_s
+        if any(self.resolved_tp_overlap(t, sp, tp) != "none" for t in tp_overlaps):
+            d, e = stage.dense.tp, stage.moe.tp if stage.moe is not None else None
+            tps = [rb.dense_run * (d.fwd_s + d.bwd_s + d.recompute_s) + rb.embedding * d.embedding_s
+                   + rb.head * d.head_s + (rb.moe_run * (e.fwd_s + e.bwd_s + e.recompute_s) if e is not None else 0.0)
+                   for rb in stage.blocks]
+            slowest, mean = slowest - max(tps), mean - max(tps)
+        m = self.training.global_batch // (mb * dp)
+        bubble, hops = self.pipe(schedule, pp, m, vpp)
+        p2p = min(self.p2p_s(tp, sp, mb, dp, pp, cp, True, o) for o in orders) if pp > 1 else 0.0
+        p2p *= hops * self.cost.pp_p2p_exposed_fraction
+        return pp_mod.pipeline_time_s(m, bubble, slowest + p2p, mean + p2p)
+
     def step_lower_bound_s(self, point: PlanPoint) -> float:
         """The step time without its data-parallel, optimizer and optimizer-offload terms (all
         >= 0): a lower bound the search uses to skip plans that cannot enter the top-k, before
         their memory and DP traffic are priced. It prices the pipeline exactly as `evaluate` does."""
-        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg = point[:12]
-        tpo = self.resolved_tp_overlap(point.tp_overlap, sp, tp)
-        stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp, tpo)
-        m = self.training.global_batch // (mb * dp)
-        bubble, hops = self.pipe(schedule, pp, m, vpp)
-        p2p = self.p2p_s(tp, sp, mb, dp, pp, cp, sg, point.rank_order) if pp > 1 else 0.0
-        p2p *= hops * self.cost.pp_p2p_exposed_fraction
+        stage, bubble, m, p2p = self.context(point)
         if point.offload_activations:
             p2p += self.mech.activation_offload_s(stage)
         return pp_mod.pipeline_time_s(m, bubble, stage.slowest_s + p2p, stage.mean_s + p2p)
@@ -475,27 +511,80 @@ class Evaluator:
         ZeRO-1's traffic); not resharded without it, no backward gather. HSDP: `dp_entry`. Offload:
         the activations' exposed copies sit in every micro-batch, the optimizer's on the host
         replaces the GPU step (`plan/mechanisms.py`)."""
-        (tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg, reshard, shard, tpo, dpo, opt, act, order,
-         zeropp) = point
-        tpo = self.resolved_tp_overlap(tpo, sp, tp)
-        # the hot loop: cache hits are plain dict lookups (`stage_entry`, `dp_entry`, ... on a miss)
+        stage, _, m, p2p, act_s, t_max, pipeline, dp_after, dp_mb, dp_total, replica_sync, optimizer, offload = \
+            self._step(point)
+        st = stage.terms
+        recompute = point.recompute
+        model_seq, hardware_seq = self._flops.get(recompute) or self.flops_per_sequence(recompute)
+        mem_first, mem_last = self.memory(point)
+        step = StepTerms(
+            step_time_s=pipeline + dp_after + replica_sync + optimizer + offload - m * act_s,
+            compute_s=m * st.compute_s, recompute_s=m * st.recompute_s, tp_comm_s=m * st.tp_s,
+            pp_comm_s=m * p2p, bubble_s=pipeline - m * t_max, dp_comm_s=dp_after + m * dp_mb,
+            embedding_sync_s=replica_sync, optimizer_s=optimizer, dp_comm_total_s=dp_total,
+            tp_hidden_s=m * st.tp_hidden_s, ep_comm_s=m * st.ep_s, cp_comm_s=m * st.cp_s,
+            cp_hidden_s=m * st.cp_hidden_s, offload_s=offload,
+        )
+        batch = self.training.global_batch
+        return Evaluation(step, batch * model_seq, batch * hardware_seq, mem_first, mem_last, m)
+
+    def step_time_s(self, point: PlanPoint) -> float:
+        """`evaluate(point).step.step_time_s` without the memory and the term table (the search's
+        hot path: memory is priced only for plans fast enough to enter the top-k)."""
+        _, _, m, _, act_s, _, pipeline, dp_after, _, _, replica_sync, optimizer, offload = self._step(point)
+        return pipeline + dp_after + replica_sync + optimizer + offload - m * act_s
+
+    def offload_variants_s(self, point: PlanPoint, acts: list[bool], opts: list[str],
+                           context: tuple | None = None) -> list[tuple[bool, str, float]]:
+        """(offload_activations, offload_optimizer, step seconds) of `point` (given without
+        offload) under each offload choice, from one pricing of it: activation offload adds its
+        per-micro-batch exposure to every micro-batch time, (m + bubble) times; optimizer offload
+        swaps the GPU step for the host's exposed step and copies (`_step` composes the same).
+        `context`: the point's `context` when the caller has it (shared by its ZeRO and DP
+        choices)."""
+        ctx = context if context is not None else self.context(point)
+        stage, bubble, m, _ = ctx
+        _, _, _, _, _, _, pipeline, dp_after, _, _, replica_sync, optimizer, _ = self._finish(point, ctx)
+        base = pipeline + dp_after + replica_sync + optimizer
+        act_extra = (m + bubble) * self.mech.activation_offload_s(stage) if True in acts else 0.0
+        hosts = {opt: self.mech.optimizer_offload_s(stage, point, m, opt) - optimizer for opt in opts if opt != "none"}
+        return [(act, opt, base + (act_extra if act else 0.0) + hosts.get(opt, 0.0)) for act in acts for opt in opts]
+
+    def context(self, point: PlanPoint) -> tuple:
+        """(stage entry, bubble, m, p2p seconds per micro-batch on the critical path) of a point:
+        what its ZeRO, offload and DP choices share."""
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg = point[:12]
+        tpo = self.resolved_tp_overlap(point.tp_overlap, sp, tp)
         blocks = self._blocks.get((schedule, pp, vpp))
         stage = self._stages.get((tp, sp, mb, recompute, pp, ep, cp, blocks[0], tpo)) if blocks else None
         if stage is None:
             stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp, tpo)
-        st = stage.terms
-        batch = self.training.global_batch
-        m = batch // (mb * dp)
+        m = self.training.global_batch // (mb * dp)
         pipe = self._pipes.get((schedule, pp, m, vpp))
         bubble, hops = pipe if pipe is not None else self.pipe(schedule, pp, m, vpp)
         if pp > 1:  # pipeline messages: per micro-batch, direction and chunk on the critical path
+            order = point.rank_order
             p2p = self._p2ps.get((tp, sp, mb, dp, pp, cp, sg, order))
             if p2p is None:
                 p2p = self.p2p_s(tp, sp, mb, dp, pp, cp, sg, order)
+            p2p *= hops * self.cost.pp_p2p_exposed_fraction
         else:
             p2p = 0.0
+        return stage, bubble, m, p2p
+
+    def _step(self, point: PlanPoint) -> tuple:
+        """The step's pieces (`_finish`)."""
+        return self._finish(point, self.context(point))
+
+    def _finish(self, point: PlanPoint, ctx: tuple) -> tuple:
+        """The step's pieces: (stage entry, bubble, m, p2p per micro-batch, activation offload per
+        micro-batch, t_max, pipeline, DP after the pipeline, DP per micro-batch, all DP, replica
+        sync, optimizer, offload) seconds."""
+        stage, bubble, m, p2p = ctx
+        (tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg, reshard, shard, tpo, dpo, opt, act, order,
+         zeropp) = point
+        st = stage.terms
         cost = self.cost
-        p2p *= hops * cost.pp_p2p_exposed_fraction
         act_s = self.mech.activation_offload_s(stage) if act else 0.0
         crit = st.critical_rank
         dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard, order, zeropp))
@@ -519,20 +608,9 @@ class Evaluator:
         dp_after += dpe.partial_grads_s * (m if zero >= 2 else 1)
         t_max = stage.slowest_s + p2p + act_s + dp_mb
         pipeline = pp_mod.pipeline_time_s(m, bubble, t_max, stage.mean_s + p2p + act_s + dp_mb)
-        replica_sync = dpe.replica_s
         optimizer, offload = dpe.optimizer_s, m * act_s
         if opt != "none":  # the step runs on the host: its exposed copies and CPU time replace the GPU's
             optimizer = 0.0
-            offload += self.mech.optimizer_offload(stage, tp, pp, dp, zero, ep, cp, schedule, vpp, opt).exposed_s
-        model_seq, hardware_seq = self._flops.get(recompute) or self.flops_per_sequence(recompute)
-        mem_first, mem_last = self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard,
-                                                  opt, act, zeropp, order)
-        step = StepTerms(
-            step_time_s=pipeline + dp_after + replica_sync + optimizer + offload - m * act_s,
-            compute_s=m * st.compute_s, recompute_s=m * st.recompute_s, tp_comm_s=m * st.tp_s,
-            pp_comm_s=m * p2p, bubble_s=pipeline - m * t_max, dp_comm_s=dp_after + m * dp_mb,
-            embedding_sync_s=replica_sync, optimizer_s=optimizer, dp_comm_total_s=dp_total,
-            tp_hidden_s=m * st.tp_hidden_s, ep_comm_s=m * st.ep_s, cp_comm_s=m * st.cp_s,
-            cp_hidden_s=m * st.cp_hidden_s, offload_s=offload,
-        )
-        return Evaluation(step, batch * model_seq, batch * hardware_seq, mem_first, mem_last, m)
+            offload += self.mech.optimizer_offload_s(stage, point, m, opt)
+        return (stage, bubble, m, p2p, act_s, t_max, pipeline, dp_after, dp_mb, dp_total, dpe.replica_s, optimizer,
+                offload)

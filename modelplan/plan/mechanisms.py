@@ -38,6 +38,8 @@ class Mechanisms:
         self.ev = ev
         self.sm_count = ev.cluster.accelerator.sm_count or 0
         self._shares: dict[bool, dict[str, float]] = {}
+        self._act: dict[int, float] = {}
+        self._opt: dict[tuple, float] = {}
 
     # -- TP overlap -----------------------------------------------------------------------------
 
@@ -102,24 +104,45 @@ class Mechanisms:
         return dense / (dp * cp) + experts * ep / (dp * cp)
 
     def optimizer_offload(self, stage: "StageEntry", tp: int, pp: int, dp: int, zero: int, ep: int, cp: int,
-                          schedule: str, vpp: int, device: str) -> Offload:
-        """ZeRO-Offload / ZeRO-Infinity of the critical rank's optimizer (`comm/offload.py`)."""
+                          schedule: str, vpp: int, device: str, m: int = 1) -> Offload:
+        """ZeRO-Offload / ZeRO-Infinity of the critical rank's optimizer (`comm/offload.py`).
+        ZeRO >= 2 drains each micro-batch's gradient shard to the host beside its backward
+        (DeepSpeed accumulates on the host); ZeRO 0/1 keep the gradients on the GPU and copy the
+        (sharded) result once, beside the last backward."""
         ev, rank = self.ev, stage.terms.critical_rank
         params = self.sharded_params(tp, pp, dp, zero, ep, cp, schedule, vpp, rank)
+        copies = m if zero >= 2 else 1
         return optimizer_offload(params, ev.dtype_bytes, ev.grad_bytes, ev.state_bytes, ev.host, stage.terms.bwd_s,
-                                 device)
+                                 device, copies)
+
+    def optimizer_offload_s(self, stage: "StageEntry", point, m: int, device: str) -> float:
+        """Exposed seconds per step of offloading a point's optimizer to `device` (cached)."""
+        tp, pp, dp, vpp, mb, schedule, sp, rc, zero, ep, cp = point[:11]
+        key = (id(stage), dp, zero, device, m)
+        hit = self._opt.get(key)
+        if hit is None:
+            hit = self._opt[key] = self.optimizer_offload(stage, tp, pp, dp, zero, ep, cp, schedule, vpp,
+                                                          device, m).exposed_s
+        return hit
 
     def activation_offload_s(self, stage: "StageEntry") -> float:
-        """Exposed seconds per micro-batch of offloading the critical rank's block activations."""
-        rb = stage.blocks[stage.terms.critical_rank]
-        t = stage.dense
-        return activation_offload(t.activation_bytes, rb.dense + rb.moe, self.ev.host, t.layer_fwd_s, t.layer_bwd_s,
-                                  1, 1).exposed_s
+        """Exposed seconds per micro-batch of offloading the critical rank's block activations
+        (cached per stage entry, which lives as long as the evaluator)."""
+        hit = self._act.get(id(stage))
+        if hit is None:
+            rb = stage.blocks[stage.terms.critical_rank]
+            t = stage.dense
+            hit = self._act[id(stage)] = activation_offload(t.activation_bytes, rb.dense + rb.moe, self.ev.host,
+                                                            t.layer_fwd_s, t.layer_bwd_s, 1, 1).exposed_s
+        return hit
 
-    def offloaded_states(self, states: tuple[float, float, float], dp: int) -> tuple[float, float, float]:
-        """Model states left on the GPU when the optimizer lives on the host: the weights and one
-        gradient bucket (Megatron-core's bucket size) the device-to-host copy drains."""
+    def offloaded_states(self, states: tuple[float, float, float], dp: int, zero: int) -> tuple[float, float, float]:
+        """Model states left on the GPU when the optimizer lives on the host: the weights, and the
+        gradients (ZeRO 0/1, which accumulate them on the GPU) or one gradient bucket (ZeRO >= 2,
+        drained to the host per micro-batch; Megatron-core's bucket size)."""
         weights, gradients, _ = states
+        if zero < 2:
+            return weights, gradients, 0.0
         bucket = megatron_bucket_params(dp) * self.ev.grad_bytes
         return weights, min(gradients, float(bucket)), 0.0
 

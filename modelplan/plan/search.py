@@ -24,6 +24,7 @@ from modelplan.plan.pipeline import schedule_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.results import SearchResult
 from modelplan.plan.evaluator import Evaluator, PlanPoint
+from modelplan.plan.search_ext import Extensions
 from modelplan.plan.validate import (
     batch_problem,
     ep_problem,
@@ -34,7 +35,7 @@ from modelplan.plan.validate import (
 from modelplan.specs.base import Spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
-from modelplan.specs.plan import Plan, Schedule
+from modelplan.specs.plan import Plan, Schedule, TpOverlap
 from modelplan.specs.training import Recompute, TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
@@ -78,6 +79,20 @@ class SearchSpace(Spec):
     allow_tp_across_nodes: bool = False
     memory_headroom: float = Field(0.0, ge=0, lt=1)
     """Fraction of accelerator memory kept free."""
+    tp_overlap: list[TpOverlap] | None = None
+    """TP comm overlap modes (`plan/search_ext.py`); default: the engine's (none, ring, userbuffers)."""
+    dp_overlap: list[bool] | None = None
+    """DP overlap on / off; default both."""
+    offload_optimizer: list[Literal["none", "cpu", "nvme"]] | None = None
+    """Optimizer offload; default none and what the cluster's host offers."""
+    offload_activations: list[bool] | None = None
+    """Activation offload; default off and, with a host, on."""
+    fsdp_shard_size: list[int] | None = None
+    """HSDP shard groups (zero >= 2); default 1, 2, 4 and 8 nodes' data-parallel ranks."""
+    zeropp: list[bool] | None = None
+    """ZeRO++ on ZeRO-3; default both."""
+    rank_order: list[str] | None = None
+    """Rank orders (`plan/placement.py`); default the engine orders that place differently."""
 
 
 def divisors(n: int) -> list[int]:
@@ -103,9 +118,11 @@ def search_plans(
     space: SearchSpace | None = None,
     cost: CostModel | None = None,
     top_k: int = 5,
+    use_bound: bool = True,
 ) -> SearchResult:
     """Every valid plan of `gpus` GPUs ranked by predicted step time (raises PlanInfeasible with
-    the nearest blocker when none fits)."""
+    the nearest blocker when none fits). `use_bound` False prices every plan that fits (the
+    benchmark's check that the step-time bound never drops a top plan)."""
     if getattr(spec, "kind", None) == "network":  # MLP / CNN / RNN: modelplan.plan.net_search
         from modelplan.plan.net_search import search_network_plans
 
@@ -114,6 +131,7 @@ def search_plans(
     space = space or SearchSpace()
     ev = Evaluator(spec, training, cluster, cost)
     spec, cost = ev.spec, ev.cost
+    ext = Extensions(ev, space, training)
     n, gb, layers, gpn = gpus, training.global_batch, spec.layers, cluster.gpus_per_node
     budget = ev.memory_bytes * (1 - space.memory_headroom)
     rejected: Counter[str] = Counter()
@@ -184,12 +202,40 @@ def search_plans(
         default = [e for e in divisors(dp) if spec.moe.num_experts % e == 0] if spec.moe is not None else [1]
         return _choose(space.ep, default, dp)
 
-    def leaves(tp: int, pp: int, dp: int, mbs: list[int] | None = None, eps: list[int] | None = None) -> int:
-        per_mb = len(sps_of(tp)) * len(recomputes) * len(zeros) * max(1, len(svs_of(pp)))
-        per_mb *= max(1, len(eps if eps is not None else eps_of(dp)))
+    def wide(tp: int, cp: int, dp: int, pp: int, ep: int, zs: list[int]) -> int:
+        """Plans of one (micro_batch, schedule, vpp) under every sp, recompute, ZeRO stage in `zs`
+        and wider dimension (`search_ext.py`)."""
+        return sum(ext.leaves_per_point(tp, cp, dp, pp, ep, sp, rc, zs) for sp in sps_of(tp) for rc in recomputes)
+
+    def leaves(tp: int, pp: int, dp: int, mbs: list[int] | None = None, eps: list[int] | None = None,
+               cp: int = 1) -> int:
+        per_mb = max(1, len(svs_of(pp))) * sum(wide(tp, cp, dp, pp, e, zeros) for e in (eps if eps is not None
+                                                                                           else eps_of(dp)) or [1])
         return per_mb * max(1, len(mbs if mbs is not None else mbs_of(dp)))
 
+    offload_can_shed = any(o != "none" for o in ext.opts)
+
+    def fits(point: PlanPoint, m: int) -> tuple[Problem | None, float]:
+        """(None, peak bytes) when the plan fits the GPU and its offload the host, else
+        (problem, bytes needed)."""
+        first, last = ev.memory(point)
+        peak = max(first.total, last.total)
+        tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp = point[:11]
+        if peak > budget:
+            return (Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
+                            f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > {budget / 1e9:.1f} GB"), peak)
+        if point.offload_optimizer != "none" or point.offload_activations:
+            stage = ev.stage_entry(tp, sp, mb, rc, pp, ep, cp, sched, vpp)
+            need = ev.mech.host_need(stage, tp, pp, dp, zero, ep, cp, sched, vpp, point.offload_optimizer,
+                                     point.offload_activations, ev.inflight(sched, pp, m, vpp)[0])
+            problem = ev.mech.host_problem(need)
+            if problem:
+                return Problem(Reason.HOST_MEMORY, f"tp {tp}, pp {pp}, dp {dp}: {problem}"), 0.0
+        return None, peak
+
     heap: list[tuple[float, float, int, tuple]] = []
+    frontier: list[tuple] = []
+    """Plan points of the classic grid that pass the rules, with their pipeline floor."""
     evaluated = bounded = 0
     tie = 0
     closest: tuple[float, tuple] | None = None
@@ -203,81 +249,136 @@ def search_plans(
         for pp in pps_of(tp * cp):
             for dp in dps_of(tp * cp, pp):
                 if tp_probs:
-                    reject(tp_probs[0], leaves(tp, pp, dp))
+                    reject(tp_probs[0], leaves(tp, pp, dp, cp=cp))
                     continue
                 if tp * cp * pp * dp != n:
                     reject(Problem(Reason.WORLD_SIZE, f"dp * tp * pp * cp ({dp} * {tp} * {pp} * {cp} = "
-                                   f"{dp * tp * pp * cp}) must equal the GPU count ({n})"), leaves(tp, pp, dp))
+                                   f"{dp * tp * pp * cp}) must equal the GPU count ({n})"), leaves(tp, pp, dp, cp=cp))
                     continue
                 problem = pp_problem(layers, pp, 1)
                 if problem:
-                    reject(problem, leaves(tp, pp, dp))
+                    reject(problem, leaves(tp, pp, dp, cp=cp))
                     continue
                 mbs = mbs_of(dp)
                 if not mbs:
-                    reject(batch_problem(gb, 1, dp), leaves(tp, pp, dp))
+                    reject(batch_problem(gb, 1, dp), leaves(tp, pp, dp, cp=cp))
                     continue
                 for ep in eps_of(dp):
                     problem = ep_problem(spec, dp, ep)
                     if problem:
-                        reject(problem, leaves(tp, pp, dp, mbs, [ep]))
+                        reject(problem, leaves(tp, pp, dp, mbs, [ep], cp))
                         continue
+                    svs = svs_of(pp)
                     ok_zeros = []
-                    for zero in zeros:  # memory lower bound: model states alone
-                        states = max(sum(x) for x in ev.held.states(tp, pp, dp, zero, ep, cp))
-                        need = states + cost.runtime_reserved_bytes  # fragmentation: activations only
+                    for zero in zeros:  # memory lower bound: model states alone, less what offload can shed
+                        held = ev.held.states(tp, pp, dp, zero, ep, cp)
+                        if offload_can_shed:
+                            held = [ev.mech.offloaded_states(x, dp, zero) for x in held]
+                        need = max(sum(x) for x in held) + cost.runtime_reserved_bytes  # fragmentation: activations only
                         if need > budget:
-                            per = len(sps_of(tp)) * len(recomputes) * max(1, len(svs_of(pp))) * len(mbs)
                             reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
                                            f"with allowances (tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, zero {zero}) > "
-                                           f"{budget / 1e9:.1f} GB"), per, need)
+                                           f"{budget / 1e9:.1f} GB"), max(1, len(svs)) * len(mbs) * wide(tp, cp, dp, pp, ep, [zero]), need)
                         else:
                             ok_zeros.append(zero)
                     if not ok_zeros:
                         continue
-                    svs = svs_of(pp)
+                    orders = ext.orders(tp, cp, dp, pp)
+                    dpos = ext.dp_overlap_choices(dp, cp)
+                    variants = [(z, v) for z in ok_zeros for v in ext.dp_variants(z, tp, dp, ep, cp)]
+                    per_bound = len(variants) * len(ext.opts) * len(dpos)
+                    """Plans under one pipeline bound: every ZeRO variant, optimizer offload, DP overlap."""
                     for mb in mbs:
                         problem = batch_problem(gb, mb, dp)
                         if problem:
-                            reject(problem, leaves(tp, pp, dp, [mb], [ep]))
+                            reject(problem, leaves(tp, pp, dp, [mb], [ep], cp))
                             continue
                         m = gb // (mb * dp)
                         for sp in sps_of(tp):
+                            tpos = ext.tp_overlaps(tp, sp)
                             for rc in recomputes:
-                                for zero in ok_zeros:
-                                    for sched, vpp in svs:
-                                        problem = pp_problem(layers, pp, vpp) or schedule_problem(sched, pp, m, vpp)
-                                        if problem:
-                                            reject(problem, 1)
-                                            continue
-                                        point = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp)
-                                        first, last = ev.memory(point)
-                                        peak = max(first.total, last.total)
-                                        if peak > budget:
-                                            reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
-                                                           f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > "
-                                                           f"{budget / 1e9:.1f} GB"), 1, peak)
-                                            if closest is None or peak < closest[0]:
-                                                closest = (peak, point)
-                                            continue
-                                        if len(heap) == top_k and ev.step_lower_bound_s(point) >= -heap[0][0]:
-                                            bounded += 1  # cannot enter the top-k: skip pricing DP
-                                            continue
-                                        e = ev.evaluate(point)
-                                        evaluated += 1
-                                        tie += 1
-                                        item = (-e.step.step_time_s, -peak, tie, point)
-                                        if len(heap) < top_k:
-                                            heapq.heappush(heap, item)
-                                        elif item > heap[0]:
-                                            heapq.heapreplace(heap, item)
+                                acts = ext.activation_offloads(rc)
+                                for sched, vpp in svs:
+                                    problem = pp_problem(layers, pp, vpp) or schedule_problem(sched, pp, m, vpp)
+                                    if problem:
+                                        reject(problem, len(orders) * len(tpos) * len(acts) * per_bound)
+                                        continue
+                                    cls = (tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp)
+                                    floor = ev.pipeline_floor_s(cls, tpos, orders) if use_bound else 0.0
+                                    frontier.append((floor, len(frontier), cls, orders, tpos, acts, variants, dpos,
+                                                     len(orders) * len(tpos) * len(acts) * per_bound, m))
+    # best first: once the smallest pipeline floor left cannot enter the top-k, nothing after can
+    frontier.sort()
+    for i, (floor, _, cls, orders, tpos, acts, variants, dpos, under, m) in enumerate(frontier):
+        if len(heap) == top_k and floor >= -heap[0][0]:
+            bounded += sum(f[8] for f in frontier[i:])
+            break
+        tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
+        per_bound = under // (len(orders) * len(tpos) * len(acts))
+        fitted: dict[tuple, tuple] = {}
+        offloads = len(acts) * len(ext.opts)
+        for order in orders:
+            for tpo in tpos:
+                # the pipeline without offload: no ZeRO, offload or DP choice makes a step shorter
+                base = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, 0, ep, cp, tp_overlap=tpo, rank_order=order)
+                lb = ev.step_lower_bound_s(base) if use_bound else -1.0
+                if len(heap) == top_k and lb >= -heap[0][0]:
+                    bounded += per_bound * len(acts)
+                    continue
+                ctx = ev.context(base)
+                for zero, (shard, zpp) in variants:
+                    keys = [(zero, shard, zpp, opt, act, order if zpp else None) for act in acts for opt in ext.opts]
+                    fast_on = None
+                    for dpo in dpos:
+                        full = len(heap) == top_k
+                        if full and (lb >= -heap[0][0] or (fast_on is not None and fast_on >= -heap[0][0])):
+                            bounded += offloads  # the pipeline alone, or the same plans with DP overlap on
+                            continue
+                        # memory is shared by the TP-overlap, DP-overlap and order variants: known misfits
+                        # are rejected at once, the rest are timed first and their memory priced only
+                        # when they are fast enough for the top-k
+                        known = [fitted.get(k) for k in keys]
+                        if all(f is not None and f[0] is not None for f in known):
+                            for f in known:
+                                reject(f[0], 1, f[1])
+                            continue
+                        leaf = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, True,
+                                         "default", shard, tpo, dpo, "none", False, order, zpp)
+                        times = ev.offload_variants_s(leaf, acts, ext.opts, ctx)
+                        if dpo:
+                            fast_on = min(t for *_, t in times)
+                        for (act, opt, t), fkey, fit in zip(times, keys, known):
+                            if fit is not None and fit[0] is not None:
+                                reject(fit[0], 1, fit[1])
+                                continue
+                            if len(heap) == top_k and t >= -heap[0][0]:
+                                evaluated += 1
+                                continue  # timed; too slow for the top-k, so its memory is never priced
+                            point = leaf._replace(offload_optimizer=opt, offload_activations=act)
+                            if fit is None:
+                                fit = fitted[fkey] = fits(point, m)
+                            if fit[0] is not None:
+                                reject(fit[0], 1, fit[1])
+                                if fit[1] and (closest is None or fit[1] < closest[0]):
+                                    closest = (fit[1], point)
+                                continue
+                            evaluated += 1
+                            tie += 1
+                            item = (-t, -fit[1], tie, point)
+                            if len(heap) < top_k:
+                                heapq.heappush(heap, item)
+                            elif item > heap[0]:
+                                heapq.heapreplace(heap, item)
     if not heap:
         raise PlanInfeasible(nearest_blocker(ev, n, rejected, examples, closest, space.memory_headroom, space))
     best = []
     for *_, point in sorted(heap, reverse=True):
         tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, _ = point[:12]
         plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
-                    sequence_parallel=sp, recompute=rc, zero=zero, ep=ep, cp=cp)
+                    sequence_parallel=sp, recompute=rc, zero=zero, ep=ep, cp=cp,
+                    fsdp_shard_size=point.fsdp_shard_size, tp_overlap=point.tp_overlap, dp_overlap=point.dp_overlap,
+                    offload_optimizer=point.offload_optimizer, offload_activations=point.offload_activations,
+                    rank_order=point.rank_order, zeropp=point.zeropp)
         e = ev.evaluate(point)
         best.append(to_estimate(ev, e, plan, space.memory_headroom))
     return SearchResult(
