@@ -186,6 +186,8 @@ class Evaluator:
         self._stages: dict[tuple, StageEntry] = {}
         self._dps: dict[tuple, DpEntry] = {}
         self._dps_shared: dict[tuple, DpEntry] = {}
+        self._tp_most: dict[int, float] = {}
+        self._zero3_modes: dict[tuple, object] = {}
         self._p2ps: dict[tuple, float] = {}
         self._flops: dict[str, tuple[float, float]] = {}
         self._states: dict[tuple, tuple] = {}
@@ -473,6 +475,20 @@ class Evaluator:
 
     # -- the step ---------------------------------------------------------------------------------
 
+    def compute_floor_s(self, cls: tuple) -> float:
+        """A lower bound of `pipeline_floor_s` from block terms alone: every one of the m
+        micro-batches waits for a stage that runs at least ceil(layers / pp) blocks, each at least
+        the cheaper block kind's compute, recompute and exposed EP / CP seconds (TP may hide;
+        messages, edges and the bubble are >= 0)."""
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, ep, cp = cls
+        dense = self.block_terms(tp, sp, mb, recompute, cp)
+        block = dense.compute_s + dense.recompute_s + dense.ep_s + dense.cp_s
+        if self.spec.moe is not None:
+            moe = self.block_terms(tp, sp, mb, recompute, cp, ep)
+            block = min(block, moe.compute_s + moe.recompute_s + moe.ep_s + moe.cp_s)
+        m = self.training.global_batch // (mb * dp)
+        return m * -(-self.spec.layers // pp) * block  # the bubble (>= 0) is left to the pipeline floor
+
     def pipeline_floor_s(self, cls: tuple, tp_overlaps: list[str], orders: list[str]) -> float:
         """A lower bound of `step_lower_bound_s` over every TP overlap mode, rank order and
         activation offload of a classic point (tp, pp, dp, vpp, micro_batch, schedule, sp,
@@ -484,11 +500,14 @@ class Evaluator:
         stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp)
         slowest, mean = stage.slowest_s, stage.mean_s
         if any(self.resolved_tp_overlap(t, sp, tp) != "none" for t in tp_overlaps):
-            d, e = stage.dense.tp, stage.moe.tp if stage.moe is not None else None
-            tps = [rb.dense_run * (d.fwd_s + d.bwd_s + d.recompute_s) + rb.embedding * d.embedding_s
-                   + rb.head * d.head_s + (rb.moe_run * (e.fwd_s + e.bwd_s + e.recompute_s) if e is not None else 0.0)
-                   for rb in stage.blocks]
-            slowest, mean = slowest - max(tps), mean - max(tps)
+            most = self._tp_most.get(id(stage))
+            if most is None:  # the most TP seconds any one stage spends
+                d, e = stage.dense.tp, stage.moe.tp if stage.moe is not None else None
+                most = self._tp_most[id(stage)] = max(
+                    rb.dense_run * (d.fwd_s + d.bwd_s + d.recompute_s) + rb.embedding * d.embedding_s
+                    + rb.head * d.head_s + (rb.moe_run * (e.fwd_s + e.bwd_s + e.recompute_s) if e is not None else 0.0)
+                    for rb in set(stage.blocks))
+            slowest, mean = slowest - most, mean - most
         m = self.training.global_batch // (mb * dp)
         bubble, hops = self.pipe(schedule, pp, m, vpp)
         p2p = min(self.p2p_s(tp, sp, mb, dp, pp, cp, True, o) for o in orders) if pp > 1 else 0.0
@@ -534,22 +553,6 @@ class Evaluator:
         _, _, m, _, act_s, _, pipeline, dp_after, _, _, replica_sync, optimizer, offload = self._step(point)
         return pipeline + dp_after + replica_sync + optimizer + offload - m * act_s
 
-    def offload_variants_s(self, point: PlanPoint, acts: list[bool], opts: list[str],
-                           context: tuple | None = None) -> list[tuple[bool, str, float]]:
-        """(offload_activations, offload_optimizer, step seconds) of `point` (given without
-        offload) under each offload choice, from one pricing of it: activation offload adds its
-        per-micro-batch exposure to every micro-batch time, (m + bubble) times; optimizer offload
-        swaps the GPU step for the host's exposed step and copies (`_step` composes the same).
-        `context`: the point's `context` when the caller has it (shared by its ZeRO and DP
-        choices)."""
-        ctx = context if context is not None else self.context(point)
-        stage, bubble, m, _ = ctx
-        _, _, _, _, _, _, pipeline, dp_after, _, _, replica_sync, optimizer, _ = self._finish(point, ctx)
-        base = pipeline + dp_after + replica_sync + optimizer
-        act_extra = (m + bubble) * self.mech.activation_offload_s(stage) if True in acts else 0.0
-        hosts = {opt: self.mech.optimizer_offload_s(stage, point, m, opt) - optimizer for opt in opts if opt != "none"}
-        return [(act, opt, base + (act_extra if act else 0.0) + hosts.get(opt, 0.0)) for act in acts for opt in opts]
-
     def context(self, point: PlanPoint) -> tuple:
         """(stage entry, bubble, m, p2p seconds per micro-batch on the critical path) of a point:
         what its ZeRO, offload and DP choices share."""
@@ -572,6 +575,54 @@ class Evaluator:
             p2p = 0.0
         return stage, bubble, m, p2p
 
+    def _dp_terms(self, st, dpe: DpEntry, m: int, zero: int, reshard, dpo: bool | None, pp: int,
+                  group: int) -> tuple[float, float, float]:
+        """(DP seconds after the pipeline, per micro-batch, in all) of one stage's DP entry."""
+        if group <= 1:
+            return dpe.partial_grads_s * (m if zero >= 2 else 1), 0.0, 0.0
+        cost = self.cost
+        if zero == 3:
+            mode = self._zero3_modes.get((reshard, pp))
+            if mode is None:
+                mode = self._zero3_modes[(reshard, pp)] = zero3_mode(reshard, self.software, pp)
+            every_mb = reduces_every_microbatch(mode)
+        else:
+            mode, every_mb = None, True
+        dp_after, dp_mb, dp_total = dp_zero.dp_exposure(
+            zero if every_mb else 1, dpe.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap if dpo is None else dpo,
+            cost.dp_overlap_fraction, cost.overlap_interference,
+            backward_gathers=mode is None or mode.reshard_after_forward,
+        )
+        if zero >= 2:  # the engine's gradient copies before each ReduceScatter (memory-bound)
+            if every_mb:
+                dp_mb += dpe.grad_copy_s
+            else:
+                dp_after += dpe.grad_copy_s
+        return dp_after + dpe.partial_grads_s * (m if zero >= 2 else 1), dp_mb, dp_total
+
+    def variant_times_s(self, ctx: tuple, point: PlanPoint, acts: list[bool], opts: list[str]) -> list[float]:
+        """Step seconds of `point` (given without offload) under each offload choice, acts x opts
+        in that order, in its `context` (shared by its ZeRO and DP choices): one DP entry and one
+        pipeline sum priced, the offloads derived exactly from them: activation offload adds its
+        per-micro-batch exposure to every micro-batch time, (m + bubble) times; optimizer offload
+        swaps the GPU step for the host's exposed step and copies (as `_finish` composes them)."""
+        stage, bubble, m, p2p = ctx
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg, reshard, shard, tpo, dpo, opt, act, order, \
+            zeropp = point
+        st = stage.terms
+        dpe = self._dps.get((tp, pp, dp, zero, sp, st.critical_rank, ep, cp, schedule, vpp, shard, order, zeropp))
+        if dpe is None:
+            dpe = self.dp_entry(tp, pp, dp, zero, sp, st.critical_rank, ep, cp, schedule, vpp, shard, order, zeropp)
+        dp_after, dp_mb, _ = self._dp_terms(st, dpe, m, zero, reshard, dpo, pp, dp * cp)
+        q = p2p + dp_mb
+        optimizer = dpe.optimizer_s
+        base = pp_mod.pipeline_time_s(m, bubble, stage.slowest_s + q, stage.mean_s + q) + dp_after + dpe.replica_s + optimizer
+        if len(acts) == 1 and len(opts) == 1 and not acts[0] and opts[0] == "none":
+            return [base]
+        act_extra = (m + bubble) * self.mech.activation_offload_s(stage) if True in acts else 0.0
+        hosts = [0.0 if o == "none" else self.mech.optimizer_offload_s(stage, point, m, o) - optimizer for o in opts]
+        return [base + (act_extra if a else 0.0) + h for a in acts for h in hosts]
+
     def _step(self, point: PlanPoint) -> tuple:
         """The step's pieces (`_finish`)."""
         return self._finish(point, self.context(point))
@@ -584,28 +635,12 @@ class Evaluator:
         (tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg, reshard, shard, tpo, dpo, opt, act, order,
          zeropp) = point
         st = stage.terms
-        cost = self.cost
         act_s = self.mech.activation_offload_s(stage) if act else 0.0
         crit = st.critical_rank
         dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard, order, zeropp))
         if dpe is None:
             dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard, order, zeropp)
-        mode = zero3_mode(reshard, self.software, pp) if zero == 3 else None
-        every_mb = mode is None or reduces_every_microbatch(mode)
-        if dp * cp > 1:
-            dp_after, dp_mb, dp_total = dp_zero.dp_exposure(
-                zero if every_mb else 1, dpe.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap if dpo is None else dpo,
-                cost.dp_overlap_fraction, cost.overlap_interference,
-                backward_gathers=mode is None or mode.reshard_after_forward,
-            )
-            if zero >= 2:  # the engine's gradient copies before each ReduceScatter (memory-bound)
-                if every_mb:
-                    dp_mb += dpe.grad_copy_s
-                else:
-                    dp_after += dpe.grad_copy_s
-        else:
-            dp_after = dp_mb = dp_total = 0.0
-        dp_after += dpe.partial_grads_s * (m if zero >= 2 else 1)
+        dp_after, dp_mb, dp_total = self._dp_terms(st, dpe, m, zero, reshard, dpo, pp, dp * cp)
         t_max = stage.slowest_s + p2p + act_s + dp_mb
         pipeline = pp_mod.pipeline_time_s(m, bubble, t_max, stage.mean_s + p2p + act_s + dp_mb)
         optimizer, offload = dpe.optimizer_s, m * act_s

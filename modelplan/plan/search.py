@@ -235,6 +235,8 @@ def search_plans(
 
     heap: list[tuple[float, float, int, tuple]] = []
     frontier: list[tuple] = []
+    waiting = 0
+    """Plans under the classic points still in the frontier."""
     """Plan points of the classic grid that pass the rules, with their pipeline floor."""
     evaluated = bounded = 0
     tie = 0
@@ -285,7 +287,28 @@ def search_plans(
                         continue
                     orders = ext.orders(tp, cp, dp, pp)
                     dpos = ext.dp_overlap_choices(dp, cp)
-                    variants = [(z, v) for z in ok_zeros for v in ext.dp_variants(z, tp, dp, ep, cp)]
+                    variants = []
+                    per_variant = max(1, len(svs)) * len(mbs) * len(ext.opts) * len(dpos) * sum(
+                        len(orders) * len(ext.tp_overlaps(tp, sp)) * len(ext.activation_offloads(rc))
+                        for sp in sps_of(tp) for rc in recomputes)
+                    for z in ok_zeros:
+                        for v in ext.dp_variants(z, tp, dp, ep, cp):
+                            if v.fsdp_shard_size or v.zeropp:  # their own states floor: fewer shards, hpZ's copy
+                                held = ev.held.states(tp, pp, dp, z, ep, cp, shard=v.fsdp_shard_size)
+                                if offload_can_shed:
+                                    held = [ev.mech.offloaded_states(x, dp, z) for x in held]
+                                extra = ev.mech.zeropp_bytes(tp, dp, pp, cp, orders[0], float(sum(
+                                    ev.held.rank_params(tp, pp, ep)[0][0]))) if v.zeropp else 0.0
+                                need = max(sum(x) for x in held) + extra + cost.runtime_reserved_bytes
+                                if need > budget:
+                                    reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
+                                                   f"(tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, zero {z}, "
+                                                   f"{'zero++' if v.zeropp else f'hsdp {v.fsdp_shard_size}'}) > "
+                                                   f"{budget / 1e9:.1f} GB"), per_variant, need)
+                                    continue
+                            variants.append((z, v))
+                    if not variants:
+                        continue
                     per_bound = len(variants) * len(ext.opts) * len(dpos)
                     """Plans under one pipeline bound: every ZeRO variant, optimizer offload, DP overlap."""
                     for mb in mbs:
@@ -304,19 +327,30 @@ def search_plans(
                                         reject(problem, len(orders) * len(tpos) * len(acts) * per_bound)
                                         continue
                                     cls = (tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp)
-                                    floor = ev.pipeline_floor_s(cls, tpos, orders) if use_bound else 0.0
-                                    frontier.append((floor, len(frontier), cls, orders, tpos, acts, variants, dpos,
-                                                     len(orders) * len(tpos) * len(acts) * per_bound, m))
-    # best first: once the smallest pipeline floor left cannot enter the top-k, nothing after can
-    frontier.sort()
-    for i, (floor, _, cls, orders, tpos, acts, variants, dpos, under, m) in enumerate(frontier):
+                                    floor = ev.compute_floor_s(cls) if use_bound else 0.0
+                                    under = len(orders) * len(tpos) * len(acts) * per_bound
+                                    waiting += under
+                                    frontier.append((floor, len(frontier), False, cls, orders, tpos, acts, variants,
+                                                     dpos, under, m))
+    # best first over the classic points: keyed first by a compute floor, refined to the pipeline
+    # floor when popped; once the smallest key left cannot enter the top-k, nothing left can
+    heapq.heapify(frontier)
+    while frontier:
+        entry = heapq.heappop(frontier)
+        floor, seq, refined, cls, orders, tpos, acts, variants, dpos, under, m = entry
         if len(heap) == top_k and floor >= -heap[0][0]:
-            bounded += sum(f[8] for f in frontier[i:])
+            bounded += waiting
             break
+        if not refined:
+            heapq.heappush(frontier, (ev.pipeline_floor_s(cls, tpos, orders) if use_bound else 0.0, seq, True,
+                                      *entry[3:]))
+            continue
+        waiting -= under
         tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
         per_bound = under // (len(orders) * len(tpos) * len(acts))
         fitted: dict[tuple, tuple] = {}
         offloads = len(acts) * len(ext.opts)
+        offload_pairs = [(act, opt) for act in acts for opt in ext.opts]
         for order in orders:
             for tpo in tpos:
                 # the pipeline without offload: no ZeRO, offload or DP choice makes a step shorter
@@ -330,38 +364,42 @@ def search_plans(
                     keys = [(zero, shard, zpp, opt, act, order if zpp else None) for act in acts for opt in ext.opts]
                     fast_on = None
                     for dpo in dpos:
-                        full = len(heap) == top_k
-                        if full and (lb >= -heap[0][0] or (fast_on is not None and fast_on >= -heap[0][0])):
+                        worst = -heap[0][0] if len(heap) == top_k else math.inf
+                        if lb >= worst or (fast_on is not None and fast_on >= worst):
                             bounded += offloads  # the pipeline alone, or the same plans with DP overlap on
                             continue
                         # memory is shared by the TP-overlap, DP-overlap and order variants: known misfits
-                        # are rejected at once, the rest are timed first and their memory priced only
-                        # when they are fast enough for the top-k
+                        # are rejected at once (their example was kept when first found), the rest are
+                        # timed first and their memory priced only when they are fast enough for the top-k
                         known = [fitted.get(k) for k in keys]
                         if all(f is not None and f[0] is not None for f in known):
                             for f in known:
-                                reject(f[0], 1, f[1])
+                                rejected[f[0].reason.value] += 1
                             continue
                         leaf = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, True,
                                          "default", shard, tpo, dpo, "none", False, order, zpp)
-                        times = ev.offload_variants_s(leaf, acts, ext.opts, ctx)
+                        times = ev.variant_times_s(ctx, leaf, acts, ext.opts)
+                        fastest = min(times)
                         if dpo:
-                            fast_on = min(t for *_, t in times)
-                        for (act, opt, t), fkey, fit in zip(times, keys, known):
-                            if fit is not None and fit[0] is not None:
-                                reject(fit[0], 1, fit[1])
-                                continue
+                            fast_on = fastest
+                        if fastest >= worst:
+                            evaluated += offloads  # timed; too slow for the top-k, memory never priced
+                            continue
+                        for (act, opt), t, fkey, fit in zip(offload_pairs, times, keys, known):
                             if len(heap) == top_k and t >= -heap[0][0]:
                                 evaluated += 1
-                                continue  # timed; too slow for the top-k, so its memory is never priced
+                                continue
+                            if fit is not None and fit[0] is not None:
+                                rejected[fit[0].reason.value] += 1
+                                continue
                             point = leaf._replace(offload_optimizer=opt, offload_activations=act)
                             if fit is None:
                                 fit = fitted[fkey] = fits(point, m)
-                            if fit[0] is not None:
-                                reject(fit[0], 1, fit[1])
-                                if fit[1] and (closest is None or fit[1] < closest[0]):
-                                    closest = (fit[1], point)
-                                continue
+                                if fit[0] is not None:
+                                    reject(fit[0], 1, fit[1])
+                                    if fit[1] and (closest is None or fit[1] < closest[0]):
+                                        closest = (fit[1], point)
+                                    continue
                             evaluated += 1
                             tie += 1
                             item = (-t, -fit[1], tie, point)

@@ -52,9 +52,12 @@ def stage_units(spec: TransformerSpec, num_stages: int) -> list[list[str]]:
     `embedding/word` (Megatron keeps the word embedding on the first and last stage and
     all-reduces its gradient between them)."""
     out = []
+    counts = split_layers(spec.layers, num_stages)
+    start = 0
     for v in range(num_stages):
         units = ["embedding/word", "embedding/extra"] if v == 0 else []
-        for i in stage_layers(spec.layers, num_stages, v):
+        first, start = start, start + counts[v]
+        for i in range(first, start):  # stage_layers(spec.layers, num_stages, v)
             units += [f"layers/{i}"] + ([f"layers/{i}/experts"] if spec.is_moe_layer(i) else [])
         if v == num_stages - 1:
             units += ["head"] + (["embedding/word"] if spec.tied_embeddings and num_stages > 1 else [])
