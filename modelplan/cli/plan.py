@@ -26,6 +26,8 @@ from modelplan.cli.options import (
     SeqOpt,
     TpOverlapOpt,
 )
+from modelplan.cli.search_options import (DpOverlapOpt, FsdpShardOpt, OffloadActivationsOpt, OffloadOptimizerOpt,
+                                          RankOrderOpt, TpOverlapModesOpt, ZeroppOpt, wide_space)
 from modelplan.cli.run_options import (CheckpointEveryOpt, CheckpointWriteOpt, MtbfOpt, PriceOpt, PueOpt, RampupOpt,
                                        RestartOpt, StepsOpt, TokensOpt)
 from modelplan.specs.plan import Schedule
@@ -124,6 +126,13 @@ def plan_cmd(
     sequence_parallel: Annotated[Optional[bool], typer.Option("--sequence-parallel/--no-sequence-parallel", help="Fix sequence parallelism on or off [default: try both].", show_default=False)] = None,
     zero: ZeroOpt = None,
     schedule: ScheduleOpt = None,
+    tp_overlap: TpOverlapModesOpt = None,
+    dp_overlap: DpOverlapOpt = None,
+    offload_optimizer: OffloadOptimizerOpt = None,
+    offload_activations: OffloadActivationsOpt = None,
+    fsdp_shard_size: FsdpShardOpt = None,
+    zeropp: ZeroppOpt = None,
+    rank_order: RankOrderOpt = None,
     memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, help="Fraction of GPU memory to keep free.")] = 0.0,
     allow_tp_across_nodes: Annotated[bool, typer.Option("--allow-tp-across-nodes", help="Let TP groups span nodes.")] = False,
     top: Annotated[int, typer.Option("--top", min=1, help="How many ranked plans to show.")] = 5,
@@ -175,6 +184,8 @@ def plan_cmd(
         zero=_zero_values(zero) if zero is not None else None,
         schedule=parse_words(schedule, "schedule", tuple(Schedule)),
         allow_tp_across_nodes=allow_tp_across_nodes, memory_headroom=memory_headroom,
+        **wide_space(tp_overlap, dp_overlap, offload_optimizer, offload_activations, fsdp_shard_size, zeropp,
+                     rank_order),
     )
     result = search_plans(spec, training, cl, gpus, space, top_k=top)
     run_cost = None if run is None else price_run(spec, training, cl, result.best[0], run)

@@ -151,6 +151,9 @@ def print_search(spec, training, cluster, result, headroom: float, output: Path 
     extra = [axis for axis in ("ep", "cp") if any(getattr(e.plan, axis) > 1 for e in result.best)]
     for col in extra:  # parallel axes shown only when some ranked plan uses them
         table.add_column(col, justify="right", no_wrap=True)
+    tags = [" ".join(mechanism_tags(e.plan)) for e in result.best]
+    if any(tags):  # overlap / offload / sharding / placement choices, when some ranked plan makes one
+        table.add_column("overlap, offload, placement", justify="left", no_wrap=True)
     for i, est in enumerate(result.best, 1):
         p = est.plan
         table.add_row(
@@ -158,7 +161,7 @@ def print_search(spec, training, cluster, result, headroom: float, output: Path 
             "on" if p.sequence_parallel else "off", SHORT.get(str(p.recompute or training.recompute), ""), str(p.zero),
             f"{est.step.step_time_s:.3f}", f"{est.tokens_per_s:,.0f}", f"{100 * est.mfu:.1f}%",
             f"{est.peak_memory_bytes / 1e9:.1f}G", *[str(getattr(p, axis)) for axis in extra],
-            style="bold" if i == 1 else None,
+            *([tags[i - 1]] if any(tags) else []), style="bold" if i == 1 else None,
         )
     console.print(table)
     console.print()

@@ -7,6 +7,7 @@ from modelplan.plan.memory import StageMemory as StageBytes
 from modelplan.plan.results import PlanEstimate, StageMemory, StepTime
 from modelplan.plan.engine import engine_assumptions
 from modelplan.plan.evaluator import Evaluation, Evaluator, PlanPoint
+from modelplan.plan.mechanisms import mechanism_notes
 from modelplan.plan.validate import plan_notes, plan_problems
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
@@ -50,7 +51,8 @@ def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroo
         notes=[*plan_notes(evaluator.spec, plan, evaluator.cost.vocab_divisible_by, evaluator.capacity_factor),
                engine_assumptions(evaluator.software, evaluator.cluster.accelerator.attention_rates(
                    evaluator.software.attention_kernels), evaluator.cost.fragmentation_fraction,
-                   evaluator.cost.runtime_reserved_bytes)],
+                   evaluator.cost.runtime_reserved_bytes),
+               *mechanism_notes(evaluator, plan, s, ev.memory_first)],
     )
 
 

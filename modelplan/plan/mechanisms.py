@@ -163,3 +163,55 @@ class Mechanisms:
         if need.host_bytes == 0.0 and need.nvme_bytes == 0.0:
             return None
         return host_problem(need.host_bytes, need.nvme_bytes, self.ev.host)
+
+
+def mechanism_notes(ev: "Evaluator", plan, step, memory) -> list[str]:
+    """One line per overlap / offload / sharding / placement choice of a plan: what it does and
+    what it costs or saves (`modelplan plan --explain`, the best plan's notes)."""
+    from modelplan.plan.evaluator import PlanPoint  # noqa: PLC0415 (the evaluator imports this module)
+
+    notes = []
+    point = PlanPoint.of(plan, ev.training)
+    mode = ev.resolved_tp_overlap(plan.tp_overlap, plan.sequence_parallel, plan.tp)
+    if plan.tp > 1:
+        if mode == "none":
+            notes.append(f"tp overlap none: TP collectives exposed ({step.tp_comm_s:.3f} s per step)")
+        else:
+            how = ("ring exchange of every AllGather / ReduceScatter in tp chunks by copy engines (async TP, TE "
+                   "ring_exchange)" if mode == "ring" else
+                   f"TE userbuffers defaults: ring exchange for AllGathers, ReduceScatters pipelined in 4 chunks and "
+                   f"backward bulk overlap on 16 of {ev.mech.sm_count} SMs (the GEMMs slowed meanwhile)")
+            notes.append(f"tp overlap {mode}: {how}; {step.tp_hidden_s:.3f} s hidden, {step.tp_comm_s:.3f} s exposed")
+    if plan.dp * plan.cp > 1:
+        on = ev.cost.dp_overlap if plan.dp_overlap is None else plan.dp_overlap
+        notes.append(f"dp overlap {'on' if on else 'off'}: {step.dp_comm_s:.3f} of {step.dp_comm_total_s:.3f} s DP "
+                     "traffic exposed" + (" (the last gradient bucket and the first parameter bucket always are)"
+                                          if on else ""))
+    if plan.fsdp_shard_size:
+        notes.append(f"HSDP: states sharded over {plan.fsdp_shard_size} data-parallel ranks, replicated over "
+                     f"{plan.dp * plan.cp // plan.fsdp_shard_size}; gathers and ReduceScatters stay in the shard group, "
+                     "each gradient shard is all-reduced across the replicas")
+    if plan.zeropp:
+        notes.append("ZeRO++: int8 weight gathers (qwZ), backward gathers from a secondary weight shard inside the "
+                     "node (hpZ, held in HBM), int4 gradient all-to-all (qgZ)")
+    if plan.offload_optimizer != "none" or plan.offload_activations:
+        stage = ev.stage_entry(plan.tp, plan.sequence_parallel, plan.micro_batch, point.recompute, plan.pp, plan.ep,
+                               plan.cp, plan.schedule, plan.vpp)
+        m = plan.num_microbatches(ev.training.global_batch)
+        need = ev.mech.host_need(stage, plan.tp, plan.pp, plan.dp, plan.zero, plan.ep, plan.cp, plan.schedule,
+                                 plan.vpp, plan.offload_optimizer, plan.offload_activations,
+                                 ev.inflight(plan.schedule, plan.pp, m, plan.vpp)[0])
+        host = ev.host
+        where = (f"{need.host_bytes / 1e9:.1f} of {host.memory_bytes / 1e9:.1f} GB host memory per GPU"
+                 if host is not None else "no host stated")
+        what = [f"optimizer on the host ({plan.offload_optimizer}: master weights and states, CPU Adam)"
+                if plan.offload_optimizer != "none" else "",
+                "saved activations of all but 2 blocks to host memory" if plan.offload_activations else ""]
+        pcie = f", PCIe {host.pcie_Bps / 1e9:.1f} GB/s per GPU" if host is not None else ""
+        notes.append(f"offload: {'; '.join(w for w in what if w)}; {where}{pcie}; {step.offload_s:.3f} s exposed")
+    if plan.rank_order != "tp-cp-dp-pp" or plan.pp > 1:
+        shapes = ev.shapes(plan.tp, plan.dp, plan.pp, plan.ep, plan.cp, plan.rank_order)
+        parts = [f"{a.value} {s.ranks_per_node}/node over {s.nodes} node{'s' if s.nodes > 1 else ''}"
+                 for a, s in shapes.items() if isinstance(a, Axis) and s.size > 1]
+        notes.append(f"rank order {plan.rank_order}: " + ", ".join(parts))
+    return notes

@@ -326,6 +326,8 @@ def search_plans(
                                     if problem:
                                         reject(problem, len(orders) * len(tpos) * len(acts) * per_bound)
                                         continue
+                                    if not tpos or not acts:
+                                        continue  # the asked TP overlap cannot run here (no SP): no plan
                                     cls = (tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp)
                                     floor = ev.compute_floor_s(cls) if use_bound else 0.0
                                     under = len(orders) * len(tpos) * len(acts) * per_bound
@@ -380,7 +382,7 @@ def search_plans(
                                          "default", shard, tpo, dpo, "none", False, order, zpp)
                         times = ev.variant_times_s(ctx, leaf, acts, ext.opts)
                         fastest = min(times)
-                        if dpo:
+                        if dpo and use_bound:
                             fast_on = fastest
                         if fastest >= worst:
                             evaluated += offloads  # timed; too slow for the top-k, memory never priced
