@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -141,20 +142,27 @@ def main() -> int:
                                                                     good_here += 1
                                                                     best.append((stats["sample_rate"], exe, stats))
                                                                     best = sorted(best, key=lambda r: -r[0])[:args.top_n]
+                                                                    if counts["good"] % 20000 == 0:  # a long run keeps its best so far
+                                                                        write(args, commit, counts, start, best, partial=True)
                                                         if good_here == before:
                                                             break  # --mbs-break: a larger micro-batch will not fit either
         print(f"tp {tp} done: {counts} after {time.process_time() - start:.0f} s CPU", file=sys.stderr, flush=True)
+    write(args, commit, counts, start, best, partial=False)
+    print(f"best sample rate {best[0][0]:.3f} /s: {best[0][1]}" if best else "no plan")
+    return 0
+
+
+def write(args, commit: str, counts: dict, start: float, best: list, partial: bool) -> None:
+    """The search's counts and best executions as JSON (atomic)."""
     out = {"calculon_commit": commit, "application": args.application, "system": args.system,
            "num_procs": args.num_procs, "max_batch_size": args.max_batch_size, "datatype": args.datatype,
-           "search": "llm-optimal-execution -m (fused_activation true, tp and dp overlap allowed)",
-           "counts": counts, "cpu_s": round(time.process_time() - start, 1),
+           "search": "llm-optimal-execution -m (fused_activation true, tp and dp overlap allowed)"
+                     + (f", tp restricted to {args.tp}" if args.tp else ""),
+           "partial": partial, "counts": dict(counts), "cpu_s": round(time.process_time() - start, 1),
            "best": [{"sample_rate": r, "execution": e, "stats": s} for r, e, s in best]}
     with open(args.output + ".tmp", "w") as fh:
         json.dump(out, fh, indent=1)
-    import os  # noqa: PLC0415
     os.replace(args.output + ".tmp", args.output)
-    print(f"best sample rate {best[0][0]:.3f} /s: {best[0][1]}" if best else "no plan")
-    return 0
 
 
 def price(args, app, syst, quiet, Llm, commit) -> int:  # noqa: N803 - Calculon's class
@@ -175,7 +183,6 @@ def price(args, app, syst, quiet, Llm, commit) -> int:  # noqa: N803 - Calculon'
     out = {"calculon_commit": commit, "application": args.application, "system": args.system, "priced": rows}
     with open(args.output + ".tmp", "w") as fh:
         json.dump(out, fh, indent=1)
-    import os  # noqa: PLC0415
     os.replace(args.output + ".tmp", args.output)
     return 0
 

@@ -23,8 +23,8 @@ OffloadActivationsOpt = Annotated[Optional[bool], typer.Option(
     "--offload-activations/--no-offload-activations", help="Fix activation offload to host memory on or off "
     "[default: try both where the cluster states its host].", show_default=False)]
 FsdpShardOpt = Annotated[Optional[str], typer.Option(
-    "--fsdp-shard-size", help="HSDP shard group sizes to try (ZeRO >= 2), comma list; 0: none [default: 1, 2, 4 "
-    "and 8 nodes' data-parallel ranks].", show_default=False)]
+    "--fsdp-shard-size", help="HSDP shard group sizes to try (ZeRO >= 2), comma list; 0: none [default: 1, 2 and 4 "
+    "nodes' data-parallel ranks].", show_default=False)]
 ZeroppOpt = Annotated[Optional[bool], typer.Option(
     "--zeropp/--no-zeropp", help="Fix ZeRO++ (qwZ, hpZ, qgZ on ZeRO-3) on or off [default: try both].",
     show_default=False)]

@@ -187,6 +187,7 @@ class Evaluator:
         self._dps: dict[tuple, DpEntry] = {}
         self._dps_shared: dict[tuple, DpEntry] = {}
         self._tp_most: dict[int, float] = {}
+        self._block_cache: dict[tuple, BlockTerms] = {}
         self._zero3_modes: dict[tuple, object] = {}
         self._p2ps: dict[tuple, float] = {}
         self._flops: dict[str, tuple[float, float]] = {}
@@ -222,8 +223,11 @@ class Evaluator:
                     ep: int | None = None, tp_overlap: str = "none") -> BlockTerms:
         """A dense block (or with `ep` an MoE block over ep ranks), the embedding and the head;
         TP collectives overlapped under `tp_overlap` (`comm/tp_overlap.py`)."""
-        return self._memo(("block", tp, sp, micro_batch, recompute, cp, ep, tp_overlap),
-                          lambda: self._block_terms(tp, sp, micro_batch, recompute, cp, ep, tp_overlap))
+        key = (tp, sp, micro_batch, recompute, cp, ep, tp_overlap)
+        hit = self._block_cache.get(key)
+        if hit is None:
+            hit = self._block_cache[key] = self._block_terms(tp, sp, micro_batch, recompute, cp, ep, tp_overlap)
+        return hit
 
     def _block_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
                      tp_overlap: str = "none") -> BlockTerms:

@@ -51,11 +51,16 @@ def placed_shapes(order: str, tp: int, cp: int, dp: int, pp: int, ep: int, gpus_
     dp x cp gradient group; EXPERT_DP every ep-th dp rank with its cp ranks)."""
     st = strides(order, tp, cp, dp, pp)
     s_cp, s_dp = st["cp"], st["dp"]
-    if s_cp * cp == s_dp or s_dp * dp == s_cp:  # cp and dp adjacent: one strided run of dp * cp
+    if cp == 1:
+        dp_shape = strided_shape(dp, s_dp, gpus_per_node)
+    elif s_cp * cp == s_dp or s_dp * dp == s_cp:  # cp and dp adjacent: one strided run of dp * cp
         dp_shape = strided_shape(dp * cp, min(s_cp, s_dp), gpus_per_node)
     else:
         dp_shape = _exact([c * s_cp + d * s_dp for d in range(dp) for c in range(cp)], gpus_per_node)
-    expert = _exact([c * s_cp + d * s_dp for d in range(0, dp, ep) for c in range(cp)], gpus_per_node)
+    if ep == 1:
+        expert = dp_shape
+    else:
+        expert = _exact([c * s_cp + d * s_dp for d in range(0, dp, ep) for c in range(cp)], gpus_per_node)
     return {
         Axis.TP: strided_shape(tp, st["tp"], gpus_per_node),
         Axis.CP: strided_shape(cp, s_cp, gpus_per_node),

@@ -88,7 +88,7 @@ class SearchSpace(Spec):
     offload_activations: list[bool] | None = None
     """Activation offload; default off and, with a host, on."""
     fsdp_shard_size: list[int] | None = None
-    """HSDP shard groups (zero >= 2); default 1, 2, 4 and 8 nodes' data-parallel ranks."""
+    """HSDP shard groups (zero >= 2); default 1, 2 and 4 nodes' data-parallel ranks."""
     zeropp: list[bool] | None = None
     """ZeRO++ on ZeRO-3; default both."""
     rank_order: list[str] | None = None

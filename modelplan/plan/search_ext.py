@@ -9,7 +9,7 @@ schedule, vpp, zero) the search also tries:
   torchtitan: async TP `ring`), sequence parallelism only;
 - `offload_activations`: off, and on where the cluster states its host and the recompute is
   not full (full recompute keeps only block inputs; Calculon's rule);
-- per ZeRO stage: HSDP shard groups of 1, 2, 4 and 8 nodes' data-parallel ranks (zero >= 2,
+- per ZeRO stage: HSDP shard groups of 1, 2 and 4 nodes' data-parallel ranks (zero >= 2,
   the evaluator's HSDP, `plan/fsdp.py`), ZeRO++ (zero 3, at least two data-parallel ranks per
   node for hpZ's secondary shard), optimizer offload to cpu (and nvme where the host has it);
 - `dp_overlap`: on and off where there is data-parallel traffic.
@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from modelplan.plan.placement import candidate_orders
 
-HSDP_NODES = (1, 2, 4, 8)
+HSDP_NODES = (1, 2, 4)
 """HSDP shard groups the search tries, in nodes' worth of data-parallel ranks."""
 
 

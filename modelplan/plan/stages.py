@@ -13,6 +13,8 @@ without its routed experts), `layers/<i>/experts` and `head` (final norm, output
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 from typing import NamedTuple
 
 from modelplan.plan.pipeline.actions import StageLayout
@@ -93,7 +95,7 @@ def rank_blocks(spec: TransformerSpec, layout: StageLayout, shares) -> list[Rank
     """Per pipeline rank, the (dense, MoE) blocks it holds and those a micro-batch runs on it,
     from the layout and each chunk's share of the micro-batches (`pipeline.profile.chunk_shares`)."""
     counts = split_layers(spec.layers, layout.num_stages)
-    starts = [sum(counts[:s]) for s in range(layout.num_stages)]
+    starts = [0, *accumulate(counts)][:-1]
     last = layout.num_stages - 1
     moe_layer = [spec.is_moe_layer(i) for i in range(spec.layers)] if spec.moe is not None else None
     out = []
