@@ -46,7 +46,7 @@ def test_options_reach_the_training_spec():
     doc = count_json("llama-3-8b", "--global-batch", "8", "--seq", "512", "--micro-batch", "2",
                      "--precision", "fp32", "--optimizer", "sgd", "--recompute", "full",
                      "--attention", "eager")
-    assert doc["training"] == {"global_batch": 8, "seq_len": 512, "micro_batch": 2,
+    assert doc["training"] == {"global_batch": 8, "seq_len": 512, "decoder_seq_len": None, "micro_batch": 2,
                                "precision": "fp32", "optimizer": "sgd", "recompute": "full", "attention": "eager",
                                "grad_dtype": "fp32", "master_weights": False}
     assert doc["memory"]["model_states"] == 8 * 8_030_261_248  # fp32 weight 4 + grad 4, no state
@@ -113,7 +113,7 @@ BASE = 'layers = 2\nhidden = 64\nheads = 4\nffn_hidden = 128\nvocab = 100\n'
         ("broken.json", '{"layers": 2,', "broken.json: malformed JSON"),
         ("moe.toml", BASE + "[moe]\nnum_experts = 2\ntop_k = 4\nexpert_ffn_hidden = 8\n",
          "moe.top_k (4) must not exceed moe.num_experts (2)"),
-        ("hf.json", '{"model_type": "t5"}', "model_type: unsupported 't5'"),
+        ("hf.json", '{"model_type": "xlnet"}', "model_type: unsupported 'xlnet'"),
     ],
 )
 def test_bad_spec_is_one_line_error(tmp_path, filename, text, expected):

@@ -11,6 +11,7 @@ from modelplan.execute.params import init_params, make_batch, param_defs
 from modelplan.execute.reference import loss_and_grads
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import MoESpec, TransformerSpec
+from _hf_llama import hf_llama
 
 GPT2_LIKE = TransformerSpec(
     layers=2, hidden=8, heads=2, ffn_hidden=16, vocab=11, max_positions=5, position="learned",
@@ -128,27 +129,7 @@ def test_llama_like_matches_huggingface_llama():
     batch = make_batch(spec, TrainingSpec(global_batch=2, seq_len=5), rng)
     loss, grads = loss_and_grads(spec, params, batch)
 
-    cfg = transformers.LlamaConfig(vocab_size=spec.vocab, hidden_size=spec.hidden, intermediate_size=spec.ffn_hidden,
-                                   num_hidden_layers=spec.layers, num_attention_heads=spec.heads,
-                                   num_key_value_heads=spec.kv_heads, rms_norm_eps=spec.norm_eps,
-                                   rope_theta=10000.0, max_position_embeddings=64, tie_word_embeddings=False)
-    cfg._attn_implementation = "eager"
-    model = transformers.LlamaForCausalLM(cfg).double()
-    pairs = {"model.embed_tokens.weight": ("embedding/word/weight", False), "lm_head.weight": ("head/lm/weight", True),
-             "model.norm.weight": ("head/norm/weight", False)}
-    for i in range(spec.layers):
-        hf, p = f"model.layers.{i}", f"layers/{i}"
-        pairs.update({
-            f"{hf}.self_attn.q_proj.weight": (f"{p}/attention/q/weight", True),
-            f"{hf}.self_attn.k_proj.weight": (f"{p}/attention/k/weight", True),
-            f"{hf}.self_attn.v_proj.weight": (f"{p}/attention/v/weight", True),
-            f"{hf}.self_attn.o_proj.weight": (f"{p}/attention/out/weight", True),
-            f"{hf}.mlp.gate_proj.weight": (f"{p}/mlp/gate/weight", True),
-            f"{hf}.mlp.up_proj.weight": (f"{p}/mlp/in/weight", True),
-            f"{hf}.mlp.down_proj.weight": (f"{p}/mlp/out/weight", True),
-            f"{hf}.input_layernorm.weight": (f"{p}/attention/norm/weight", False),
-            f"{hf}.post_attention_layernorm.weight": (f"{p}/mlp/norm/weight", False),
-        })
+    model, pairs = hf_llama(transformers, spec)
     hp = dict(model.named_parameters())
     assert sorted(hp) == sorted(pairs)
     with torch.no_grad():

@@ -1,27 +1,25 @@
-"""HuggingFace config.json -> TransformerSpec (modelplan.specs.hf), checked against published
-totals and against the HF modules themselves built on the meta device."""
+"""HuggingFace config.json -> TransformerSpec (modelplan.specs.hf): counts of published
+checkpoints against their publishers' totals and against transformers' own modules (built on the
+meta device), the head read from `architectures`, and one-line errors for bad values."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from _hf_reference import config, fixture_names, hf_mtp_numel, hf_numel
 from modelplan.count.params import count_params
 from modelplan.errors import SpecError
 from modelplan.specs.hf import MAPPERS, from_hf_config
 
-HF = Path(__file__).parent / "data" / "hf"  # config.json files as published on the HF Hub
-
-
-def config(name: str, **overrides) -> dict:
-    """A fixture config with some keys replaced."""
-    return {**json.loads((HF / f"{name}.json").read_text()), **overrides}
-
 
 def count(data: dict) -> int:
     return count_params(from_hf_config(data, "config.json")).total
+
+
+def counts(name: str, **overrides):
+    return count_params(from_hf_config(config(name, **overrides), "config.json"))
 
 
 @pytest.mark.parametrize(
@@ -32,7 +30,6 @@ def count(data: dict) -> int:
         ("llama-3-8b", 8_030_261_248),  # HF safetensors metadata, meta-llama/Meta-Llama-3-8B
         ("mistral-7b-v0.1", 7_241_732_096),  # HF safetensors metadata, mistralai/Mistral-7B-v0.1
         ("mixtral-8x7b-v0.1", 46_702_792_704),  # HF safetensors metadata
-        ("bert-base-uncased", 109_482_240),  # HF BertModel incl. pooler
         ("bloom-560m", 559_214_592),  # bigscience/bloom-560m model card
         ("pythia-160m", 162_322_944),  # Biderman et al. 2023 (Pythia), Table 1 total params
     ],
@@ -42,9 +39,65 @@ def test_published_totals(name, total):
     assert count(config(name)) == total
 
 
+@pytest.mark.parametrize(
+    ("name", "billions", "digits"),
+    [
+        ("qwen3-8b", 8.2, 1),  # Qwen3-8B model card: 8.2B parameters
+        ("qwen3-32b", 32.8, 1),  # Qwen3-32B model card: 32.8B
+        ("qwen3-235b-a22b", 235, 0),  # Qwen3-235B-A22B model card: 235B total
+        ("qwen3-30b-a3b", 30.5, 1),  # Qwen3-30B-A3B model card: 30.5B total
+        ("gpt-oss-120b", 116.83, 2),  # OpenAI gpt-oss model card, Table 1: 116.83B total
+        ("gpt-oss-20b", 20.91, 2),  # OpenAI gpt-oss model card, Table 1: 20.91B total
+        ("phi-4", 14.7, 1),  # Abdin et al. 2024 (Phi-4 technical report): 14B-class, HF 14.7B
+        ("olmoe-1b-7b-0924", 6.9, 1),  # Muennighoff et al. 2024 (OLMoE): 6.9B total
+        ("phi-3.5-moe-instruct", 41.9, 1),  # Phi-3.5-MoE model card: 41.9B total
+        ("deepseek-v2-lite", 15.7, 1),  # DeepSeek-V2 paper, sec. 5 (V2-Lite): 15.7B total
+        ("jamba-v0.1", 51.6, 1),  # AI21 Jamba model card: 52B total (51.6B)
+        ("gemma-3-27b-it", 27.4, 1),  # Gemma 3 technical report, Table 1: 27.4B (vision incl.)
+    ],
+)
+def test_published_totals_rounded(name, billions, digits):
+    """New-family checkpoints round to the totals their publishers state."""
+    assert round(count(config(name)) / 1e9, digits) == billions
+
+
+@pytest.mark.parametrize(
+    ("name", "billions", "digits"),
+    [
+        ("qwen3-235b-a22b", 22, 0),  # 22B activated (model card)
+        ("qwen3-30b-a3b", 3.3, 1),  # 3.3B activated (model card)
+        ("olmoe-1b-7b-0924", 1.3, 1),  # 1.3B active (OLMoE paper)
+        ("phi-3.5-moe-instruct", 6.6, 1),  # 6.6B active (model card)
+        ("llama-4-scout-17b-16e-text", 17, 0),  # 17B active (Llama 4 model card)
+        ("llama-4-maverick-17b-128e-text", 17, 0),  # 17B active
+        ("jamba-v0.1", 12, 0),  # 12B active (Jamba model card)
+    ],
+)
+def test_published_active_parameters(name, billions, digits):
+    """Active parameters (total minus the routed experts a token skips) match the published
+    figures (which count the embedding table, as `active` does) to their stated precision; some
+    cards truncate (Qwen3-30B-A3B: 3.35B is '3.3B'), so within one unit of the last digit."""
+    assert abs(counts(name).active / 1e9 - billions) < 10 ** -digits
+
+
+def test_gpt_oss_active_without_the_input_embedding():
+    """gpt-oss-120b: 5.13B active (OpenAI model card), counting the unembedding but not the
+    embedding table: active - vocab * hidden."""
+    spec_counts = counts("gpt-oss-120b")
+    assert round((spec_counts.active - 201088 * 2880) / 1e9, 2) == 5.13
+
+
+def test_deepseek_v3_main_model_and_mtp():
+    """DeepSeek-V3: 671B main model (paper, Table / README) and one MTP module of 11.6B unique
+    parameters (README_WEIGHTS: 11.5B without the shared embedding and head)."""
+    c = counts("deepseek-v3")
+    assert round((c.total - c.breakdown["mtp"]) / 1e9) == 671
+    assert round(c.breakdown["mtp"] / 1e9, 1) == 11.6
+
+
 def test_mixtral_active_parameters():
     """Mixtral-8x7B uses 12,879,925,248 parameters per token (model card: 12.9B active)."""
-    assert count_params(from_hf_config(config("mixtral-8x7b-v0.1"))).active == 12_879_925_248
+    assert counts("mixtral-8x7b-v0.1").active == 12_879_925_248
 
 
 def test_falcon_7b_is_multi_query_and_parallel():
@@ -58,11 +111,80 @@ def test_opt_position_table_has_two_extra_rows():
     assert from_hf_config(config("opt-125m")).max_positions == 2050
 
 
+def test_gemma3_pattern_is_five_local_one_global():
+    """Gemma 3: sliding_window_pattern 6 -> five sliding blocks, then a global one, cyclically."""
+    spec = from_hf_config(config("gemma-3-1b-it"))
+    assert spec.layer_types == ["sliding_attention"] * 5 + ["full_attention"]
+    assert (spec.sliding_window, spec.layer_type(5), spec.layer_type(25)) == (512, "full_attention", "sliding_attention")
+
+
+def test_gpt_oss_layer_types_alternate():
+    """gpt-oss lists 36 layer_types alternating sliding (window 128) and full: stored as a cycle."""
+    spec = from_hf_config(config("gpt-oss-120b"))
+    assert (spec.layer_types, spec.sliding_window) == (["sliding_attention", "full_attention"], 128)
+
+
+def test_llama4_chunked_layers_and_moe_interleave():
+    """Llama 4 Maverick: NoPE global attention every 4th block, chunked (8192) elsewhere; MoE on
+    every 2nd block (interleave_moe_layer_step 2: blocks 1, 3, ...)."""
+    spec = from_hf_config(config("llama-4-maverick-17b-128e-text"))
+    assert spec.layer_types == ["chunked_attention"] * 3 + ["full_attention"]
+    assert [spec.is_moe_layer(i) for i in range(4)] == [False, True, False, True]
+
+
+def test_jamba_hybrid_pattern():
+    """Jamba: attention at offset 4 of every 8 blocks, Mamba elsewhere; experts on odd blocks."""
+    spec = from_hf_config(config("jamba-v0.1"))
+    assert spec.layer_types == ["mamba"] * 4 + ["full_attention"] + ["mamba"] * 3
+    assert [spec.is_moe_layer(i) for i in range(4)] == [False, True, False, True]
+
+
+def test_t5_is_encoder_decoder_with_relative_bias():
+    """T5: 12 encoder + 12 decoder blocks; the relative bias (32 buckets x 12 heads) sits in the
+    first block of each stack; the decoder blocks carry cross-attention."""
+    c = counts("t5-base")
+    assert len(c.per_layer) == 24
+    assert c.breakdown["layers/attention/relative_bias"] == 2 * 32 * 12
+    assert c.breakdown["layers/cross_attention"] == 12 * 4 * 768 * 768
+
+
+def test_bert_heads_follow_architectures():
+    """BertForMaskedLM drops the pooler and adds the MLM transform and the vocab bias; BertModel
+    keeps the pooler (HF BertModel(add_pooling_layer=...))."""
+    masked = counts("bert-base-uncased")
+    bare = counts("bert-base-uncased", architectures=["BertModel"])
+    assert bare.total == 109_482_240  # HF BertModel incl. pooler, google-bert/bert-base-uncased
+    pooler, transform, bias = 768 * 768 + 768, 768 * 768 + 768 + 2 * 768, 30522
+    assert masked.total == bare.total - pooler + transform + bias
+
+
+def test_sequence_classification_head_replaces_lm_head():
+    """LlamaForSequenceClassification: no lm_head, a bias-free score Linear(h, num_labels)."""
+    head = counts("llama-3-8b", architectures=["LlamaForSequenceClassification"], num_labels=3)
+    lm = counts("llama-3-8b")
+    assert lm.total - head.total == 128256 * 4096 - 3 * 4096
+
+
 def test_unknown_model_type_lists_supported():
     """An unknown model_type is a one-line SpecError that lists the supported ones."""
-    with pytest.raises(SpecError, match=r"model_type: unsupported 't5' \(supported: bert, bloom,") as exc:
-        from_hf_config({"model_type": "t5"}, "config.json")
+    with pytest.raises(SpecError, match=r"model_type: unsupported 'xlnet' \(supported: bert, bloom,") as exc:
+        from_hf_config({"model_type": "xlnet"}, "config.json")
     assert "\n" not in str(exc.value)
+
+
+def test_missing_model_type_says_what_is_missing():
+    """A config.json without model_type is told which key is missing, in one line."""
+    data = config("llama-3-8b")
+    del data["model_type"]
+    with pytest.raises(SpecError, match=r"config.json: model_type: missing") as exc:
+        from_hf_config(data, "config.json")
+    assert "\n" not in str(exc.value)
+
+
+def test_unknown_head_is_named():
+    """An architectures entry with an unknown head class is a one-line error naming it."""
+    with pytest.raises(SpecError, match=r"architectures: unsupported head 'LlamaForImageMagic'"):
+        from_hf_config(config("llama-3-8b", architectures=["LlamaForImageMagic"]), "config.json")
 
 
 def test_missing_size_key_is_named():
@@ -79,73 +201,159 @@ def test_invalid_values_are_reported_by_field():
         from_hf_config(config("llama-2-7b", num_hidden_layers=-1), "config.json")
 
 
-def test_qwen2_moe_rejects_scattered_dense_layers():
-    """mlp_only_layers other than a leading run cannot be expressed and say so."""
-    with pytest.raises(SpecError, match=r"mlp_only_layers: only a leading run"):
-        from_hf_config(config("qwen1.5-moe-a2.7b", mlp_only_layers=[3]), "config.json")
+@pytest.mark.parametrize(
+    ("name", "key", "value", "message"),
+    [
+        ("gpt2", "resid_pdrop", "abc", "resid_pdrop: expected a number, got 'abc' (str)"),
+        ("llama-3-8b", "max_position_embeddings", "2048", "max_position_embeddings: expected an integer, got '2048' (str)"),
+        ("qwen1.5-moe-a2.7b", "num_experts", "60", "num_experts: expected an integer, got '60' (str)"),
+        ("qwen1.5-moe-a2.7b", "mlp_only_layers", 5, "mlp_only_layers: expected a list of integers, got 5 (int)"),
+        ("opt-125m", "dropout", json.loads("1e400"), "dropout: expected a finite number, got inf"),
+        ("llama-3-8b", "tie_word_embeddings", "yes", "tie_word_embeddings: expected true or false, got 'yes' (str)"),
+        ("gemma-3-27b-it", "text_config", {"hidden_size": 5376.5}, "text_config.hidden_size: expected an integer, got 5376.5"),
+        ("gemma-2-9b", "query_pre_attn_scalar", 0, "query_pre_attn_scalar: must be > 0, got 0"),
+        ("llama-3-8b", "num_hidden_layers", True, "num_hidden_layers: expected an integer, got True (bool)"),
+    ],
+)
+def test_wrong_value_types_are_one_line_errors(name, key, value, message):
+    """A value of the wrong type is a one-line SpecError naming the key, before any arithmetic."""
+    with pytest.raises(SpecError) as exc:
+        from_hf_config(config(name, **{key: value}), "config.json")
+    assert f"config.json: {message}" in str(exc.value)
+    assert "\n" not in str(exc.value)
 
 
-# Released configs plus variants that switch every option the mappers read, each compared with
+def test_mla_needs_no_head_division():
+    """DeepSeek-V2-Lite has no q LoRA (q_lora_rank null -> a plain q_proj)."""
+    spec = from_hf_config(config("deepseek-v2-lite"))
+    assert spec.mla is not None and spec.mla.q_lora_rank is None
+
+
+# Published configs plus variants that switch the options the mappers read, each compared with
 # sum(p.numel()) of the HF module built from the same dict (small layer counts keep it fast).
 VARIANTS = [
-    ("gpt2", {}),
     ("gpt2", {"n_inner": 1000, "tie_word_embeddings": False}),
-    ("llama-2-7b", {"num_hidden_layers": 2}),
+    ("gpt2", {"architectures": ["GPT2ForSequenceClassification"]}),
     ("llama-3-8b", {"num_hidden_layers": 2, "attention_bias": True, "mlp_bias": True}),
     ("llama-3-8b", {"num_hidden_layers": 2, "head_dim": 96, "tie_word_embeddings": True}),
-    ("mistral-7b-v0.1", {"num_hidden_layers": 2}),
-    ("mixtral-8x7b-v0.1", {"num_hidden_layers": 2, "num_local_experts": 4}),
-    ("qwen2-0.5b", {}),
-    ("qwen1.5-moe-a2.7b", {"num_hidden_layers": 4}),
+    ("llama-3-8b", {"num_hidden_layers": 2, "architectures": ["LlamaForSequenceClassification"]}),
+    ("mistral-7b-v0.1", {"num_hidden_layers": 2, "sliding_window": None}),
+    ("mixtral-8x7b-v0.1", {"num_hidden_layers": 2, "num_local_experts": 4, "sliding_window": 1024}),
     ("qwen1.5-moe-a2.7b", {"num_hidden_layers": 4, "decoder_sparse_step": 2}),
     ("qwen1.5-moe-a2.7b", {"num_hidden_layers": 4, "mlp_only_layers": [0, 1]}),
-    ("gemma-2b", {"num_hidden_layers": 2}),
-    ("pythia-160m", {}),
+    ("qwen1.5-moe-a2.7b", {"num_hidden_layers": 5, "mlp_only_layers": [3]}),
     ("pythia-160m", {"use_parallel_residual": False, "attention_bias": False, "tie_word_embeddings": True}),
-    ("santacoder", {"n_layer": 2}),
     ("santacoder", {"n_layer": 2, "multi_query": False}),
-    ("falcon-7b", {"num_hidden_layers": 2}),
     ("falcon-7b", {"num_hidden_layers": 2, "parallel_attn": False, "bias": True, "alibi": True}),
-    ("falcon-40b", {"num_hidden_layers": 2}),
     ("falcon-40b", {"num_hidden_layers": 2, "num_ln_in_parallel_attn": 1, "ffn_hidden_size": 1000}),
-    ("bloom-560m", {"n_layer": 2}),
-    ("opt-125m", {}),
-    ("opt-350m", {}),
     ("opt-125m", {"enable_bias": False, "do_layer_norm_before": False}),
-    ("phi-2", {"num_hidden_layers": 2}),
     ("phi-2", {"num_hidden_layers": 2, "qk_layernorm": True, "num_key_value_heads": 8}),
-    ("bert-base-uncased", {}),
+    ("qwen3-8b", {"num_hidden_layers": 2, "attention_bias": True, "use_sliding_window": True, "max_window_layers": 1}),
+    ("qwen3-8b", {"num_hidden_layers": 2, "architectures": ["Qwen3ForTokenClassification"], "num_labels": 5}),
+    ("qwen3-8b", {"num_hidden_layers": 2, "architectures": ["Qwen3ForQuestionAnswering"]}),
+    ("qwen3-8b", {"num_hidden_layers": 2, "architectures": ["Qwen3Model"]}),
+    ("qwen3-30b-a3b", {"num_hidden_layers": 6, "mlp_only_layers": [1, 4]}),
+    ("qwen3-30b-a3b", {"num_hidden_layers": 6, "decoder_sparse_step": 2}),
+    ("gemma-2-9b", {"num_hidden_layers": 3, "tie_word_embeddings": False}),
+    ("gemma-3-1b-it", {"num_hidden_layers": 7, "sliding_window_pattern": 3}),
+    ("gemma-3-27b-it", {"vision_config": {"hidden_size": 64, "image_size": 56, "intermediate_size": 96,
+                                          "model_type": "siglip_vision_model", "num_attention_heads": 4,
+                                          "num_hidden_layers": 2, "patch_size": 14, "vision_use_head": True}}),
+    ("phi-3-mini-4k-instruct", {"num_hidden_layers": 2, "num_key_value_heads": 8, "partial_rotary_factor": 0.5}),
+    ("phi-3.5-moe-instruct", {"num_hidden_layers": 2, "attention_bias": False, "lm_head_bias": False}),
+    ("deepseek-v2-lite", {"num_hidden_layers": 3, "q_lora_rank": 768, "mlp_bias": True}),
+    ("olmo-7b-hf", {"num_hidden_layers": 2, "attention_bias": True, "num_key_value_heads": 8, "tie_word_embeddings": True}),
+    ("olmo-2-0325-32b", {"num_hidden_layers": 2, "attention_bias": True}),
+    ("olmoe-1b-7b-0924", {"num_hidden_layers": 2, "num_key_value_heads": 4}),
+    ("starcoder2-15b", {"num_hidden_layers": 2, "use_bias": False, "tie_word_embeddings": True}),
+    ("gpt-oss-20b", {"num_hidden_layers": 3, "attention_bias": False,
+                     "layer_types": ["full_attention", "sliding_attention", "sliding_attention"]}),
+    ("granite-3.1-8b-base", {"num_hidden_layers": 2, "attention_bias": True, "mlp_bias": True, "tie_word_embeddings": False}),
+    ("granite-3.0-3b-a800m-base", {"num_hidden_layers": 2, "attention_bias": True}),
+    ("c4ai-command-r-plus", {"num_hidden_layers": 2, "use_qk_norm": False, "attention_bias": True, "tie_word_embeddings": False}),
+    ("mistral-small-3.1-24b-instruct-2503", {"multimodal_projector_bias": True, "spatial_merge_size": 3, "tie_word_embeddings": False}),
+    ("llama-4-scout-17b-16e-text", {"num_hidden_layers": 4, "moe_layers": [0, 3], "attention_bias": True}),
+    ("llama-4-maverick-17b-128e-text", {"num_hidden_layers": 4, "interleave_moe_layer_step": 3}),
+    ("glm-4-32b-0414", {"num_hidden_layers": 2, "attention_bias": False}),
+    ("t5-base", {"num_layers": 3, "num_decoder_layers": 2, "feed_forward_proj": "gated-gelu"}),
+    ("t5-base", {"num_layers": 2, "architectures": ["T5Model"]}),
+    ("t5-base", {"num_layers": 2, "architectures": ["T5EncoderModel"]}),
+    ("flan-t5-xl", {"num_layers": 2, "num_decoder_layers": 3, "relative_attention_num_buckets": 40}),
+    ("mamba-130m-hf", {"num_hidden_layers": 2, "use_bias": True, "use_conv_bias": False, "time_step_rank": "auto",
+                       "expand": 3, "tie_word_embeddings": False}),
+    ("jamba-v0.1", {"num_hidden_layers": 6, "attn_layer_period": 3, "attn_layer_offset": 1, "expert_layer_period": 3,
+                    "expert_layer_offset": 2, "mamba_proj_bias": True, "mamba_dt_rank": "auto"}),
+    ("jamba-v0.1", {"num_hidden_layers": 4, "num_experts": 1}),
+    ("bert-base-uncased", {"architectures": ["BertModel"]}),
+    ("bert-base-uncased", {"architectures": ["BertForSequenceClassification"], "id2label": {"0": "a", "1": "b", "2": "c"}}),
+    ("bert-base-uncased", {"architectures": ["BertForTokenClassification"], "num_labels": 9}),
+    ("bert-base-uncased", {"architectures": ["BertForQuestionAnswering"]}),
+    ("bert-base-uncased", {"architectures": ["BertForMultipleChoice"]}),
+    ("bert-base-uncased", {"architectures": ["BertForNextSentencePrediction"]}),
+    ("bert-base-uncased", {"architectures": ["BertForPreTraining"]}),
+    ("bert-base-uncased", {"architectures": ["BertLMHeadModel"]}),
 ]
 
+# The DeepSeek-V3 fixtures declare MTP modules, which transformers builds as a separate MtpModel.
+MTP = [("deepseek-v3", {}), ("deepseek-v3", {"num_hidden_layers": 5, "first_k_dense_replace": 2,
+                                              "attention_bias": True, "n_shared_experts": 2}),
+       ("deepseek-v3", {"num_hidden_layers": 4, "q_lora_rank": None, "n_routed_experts": 16,
+                        "num_nextn_predict_layers": 2})]
 
-@pytest.fixture(scope="module")
-def hf_numel():
-    """sum(p.numel()) of the HF model class for a config dict, built on the meta device."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    transformers.logging.set_verbosity_error()
 
-    def numel(data: dict) -> int:
-        kwargs = {k: v for k, v in data.items() if k not in ("architectures", "_name_or_path")}
-        cfg = transformers.AutoConfig.for_model(**kwargs)
-        auto = transformers.AutoModel if data["model_type"] == "bert" else transformers.AutoModelForCausalLM
-        with torch.device("meta"):
-            model = auto.from_config(cfg)
-        return sum(p.numel() for p in model.parameters())  # tied tensors are yielded once
-
-    return numel
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in fixture_names() if n != "deepseek-v3"])
+def test_published_configs_equal_transformers_modules(name):
+    """Every shipped config.json, at its published size, counts exactly to sum(p.numel()) of the
+    transformers class its `architectures` names, built on the meta device."""
+    data = config(name)
+    assert count(data) == hf_numel(data)
 
 
 @pytest.mark.torch
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "overrides"), VARIANTS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(VARIANTS)])
-def test_counts_equal_pytorch_modules(hf_numel, name, overrides):
-    """Our count equals the parameter elements of the HF module (AutoModelForCausalLM/AutoModel)."""
+def test_variants_equal_transformers_modules(name, overrides):
+    """Variants that switch each option a mapper reads also count exactly."""
     data = config(name, **overrides)
     assert count(data) == hf_numel(data)
 
 
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "overrides"), MTP, ids=[f"{n}-{i}" for i, (n, _) in enumerate(MTP)])
+def test_mtp_modules_equal_transformers_mtp_model(name, overrides):
+    """DeepSeek-V3: the main model equals DeepseekV3ForCausalLM and the `mtp` group equals what
+    transformers' MtpModel adds (enorm, hnorm, eh_proj, an MoE block, post norm per module)."""
+    data = config(name, **overrides)
+    c = count_params(from_hf_config(data))
+    assert (c.total - c.breakdown["mtp"], c.breakdown["mtp"]) == (hf_numel(data), hf_mtp_numel(data))
+
+
 def test_every_mapper_has_a_fixture_or_variant():
-    """Each supported model_type is exercised against PyTorch above."""
-    tested = {config(name)["model_type"] for name, _ in VARIANTS}
-    assert tested == set(MAPPERS)
+    """Each supported model_type is exercised against transformers above (mt5 shares T5's)."""
+    tested = {config(name)["model_type"] for name in fixture_names()}
+    tested |= {config(name, **o).get("model_type") for name, o in VARIANTS}
+    assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
+
+
+def test_absurd_depth_is_refused_before_any_loop():
+    """num_hidden_layers 10**12 is a one-line error, not a hang building per-block lists."""
+    with pytest.raises(SpecError, match=r"num_hidden_layers: 1000000000000 exceeds 100,000 blocks"):
+        from_hf_config(config("gemma-3-1b-it", num_hidden_layers=10**12), "config.json")
+
+
+def test_cli_config_without_model_type_names_the_missing_key(tmp_path):
+    """`modelplan count` on a config.json without model_type: one line naming it, exit 2."""
+    from typer.testing import CliRunner
+
+    from modelplan.cli.app import app
+
+    data = config("llama-3-8b")
+    del data["model_type"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    result = CliRunner().invoke(app, ["count", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "config.json: model_type: missing" in result.output and result.output.count("\n") == 1

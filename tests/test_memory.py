@@ -163,3 +163,50 @@ def test_kv_cache_gqa_llama_3_8b_is_a_quarter_of_that():
 def test_encoder_has_no_kv_cache():
     """BERT does not decode token by token: no KV cache."""
     assert kv_cache_bytes(load_model("bert-base"), batch=1, seq_len=512, dtype_bytes=2) == 0
+
+
+def _hf(name: str):
+    from _hf_reference import config
+    from modelplan.specs.hf import from_hf_config
+
+    return from_hf_config(config(name))
+
+
+def test_kv_cache_mla_is_the_compressed_latent():
+    """DeepSeek-V3 caches d_c + d_h^R = 512 + 64 elements per token and layer (DeepSeek-V2 paper,
+    Table 1: (d_c + d_h^R) l), not 2 * 128 heads * 128: 61 * 576 * 2 bytes per token."""
+    spec = _hf("deepseek-v3")
+    assert kv_cache_bytes(spec, batch=2, seq_len=10, dtype_bytes=2) == 2 * 10 * 61 * 576 * 2
+    assert count_memory(spec, TrainingSpec(seq_len=10), 1).kv_cache_per_token == 61 * 576 * 2
+
+
+def test_kv_cache_sliding_layers_stop_at_their_window():
+    """Gemma-3-27B at 32k: 10 global blocks (every 6th of 62) cache 32768 tokens, the 52 sliding
+    ones 1024; K and V are 16 kv heads x 128 wide; per further token only the global blocks grow."""
+    spec = _hf("gemma-3-27b-it")
+    kv = 2 * 16 * 128
+    assert kv_cache_bytes(spec, batch=1, seq_len=32768, dtype_bytes=2) == (10 * 32768 + 52 * 1024) * kv * 2
+    assert count_memory(spec, TrainingSpec(seq_len=2048), 1).kv_cache_per_token == 10 * kv * 2
+
+
+def test_kv_cache_below_the_window_is_every_token():
+    """Mistral-7B-v0.1 (window 4096): at 2048 tokens every layer caches all of them; at 8192, 4096."""
+    spec = load_model("mistral-7b")  # the preset states no window: the HF config's 4096 is below
+    hf = _hf("mistral-7b-v0.1")
+    assert kv_cache_bytes(hf, 1, 2048, 2) == kv_cache_bytes(spec, 1, 2048, 2)
+    assert kv_cache_bytes(hf, 1, 8192, 2) == kv_cache_bytes(spec, 1, 4096, 2)
+
+
+def test_mamba_cache_is_a_fixed_state():
+    """Mamba-2.8B: conv state d_inner x 4 and SSM state d_inner x 16 per block (HF MambaCache),
+    whatever the sequence length: 64 * 5120 * 20 * 2 bytes per sequence, nothing per token."""
+    spec = _hf("mamba-2.8b-hf")
+    assert kv_cache_bytes(spec, 1, 10, 2) == kv_cache_bytes(spec, 1, 1000, 2) == 64 * 5120 * 20 * 2
+    assert count_memory(spec, TrainingSpec(seq_len=16), 1).kv_cache_per_token == 0
+
+
+def test_t5_cache_is_decoder_self_plus_cross_attention():
+    """T5-base: 12 decoder blocks cache K/V (12 heads x 64) over the decoder tokens and over the
+    encoder tokens (cross-attention); the encoder caches nothing."""
+    spec = _hf("t5-base")
+    assert kv_cache_bytes(spec, 1, 512, 2, decoder_seq_len=128) == 12 * 2 * 768 * (128 + 512) * 2

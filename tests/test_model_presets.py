@@ -91,3 +91,44 @@ def test_preset_equals_pytorch_module(name):
     with torch.device("meta"):
         model = auto.from_config(cfg)
     assert count_params(load_model(name)).total == sum(p.numel() for p in model.parameters())
+
+
+# Flagship presets of the families read from HF configs, each citing the config.json it states
+# (shipped under tests/data/hf/), with the total transformers 5.24 builds for that config on the
+# meta device (checked live in test_hf.py::test_published_configs_equal_transformers_modules).
+FLAGSHIPS = {
+    "qwen3-8b": ("qwen3-8b", 8_190_735_360),
+    "qwen3-32b": ("qwen3-32b", 32_762_123_264),
+    "qwen3-235b-a22b": ("qwen3-235b-a22b", 235_093_634_560),
+    "gemma-3-27b": ("gemma-3-27b-it", 27_432_406_640),
+    "gemma-2-27b": ("gemma-2-27b", 27_227_128_320),
+    "deepseek-v3": ("deepseek-v3", 671_026_404_352 + 11_610_067_968),  # main model + 1 MTP module
+    "deepseek-v2-lite": ("deepseek-v2-lite", 15_706_484_224),
+    "gpt-oss-120b": ("gpt-oss-120b", 116_829_156_672),
+    "gpt-oss-20b": ("gpt-oss-20b", 20_914_757_184),
+    "olmo-2-32b": ("olmo-2-0325-32b", 32_234_279_936),
+    "olmoe-1b-7b": ("olmoe-1b-7b-0924", 6_919_161_856),
+    "phi-4": ("phi-4", 14_659_507_200),
+    "phi-3.5-moe": ("phi-3.5-moe-instruct", 41_873_153_344),
+    "starcoder2-15b": ("starcoder2-15b", 15_957_889_024),
+    "granite-3.1-8b": ("granite-3.1-8b-base", 8_170_848_256),
+    "command-r-plus": ("c4ai-command-r-plus", 103_810_674_688),
+    "llama-4-maverick-text": ("llama-4-maverick-17b-128e-text", 400_711_848_960),
+    "glm-4-32b": ("glm-4-32b-0414", 32_566_487_552),
+    "flan-t5-xl": ("flan-t5-xl", 2_783_959_040),
+    "mamba-2.8b": ("mamba-2.8b-hf", 2_768_345_600),
+    "jamba-v0.1": ("jamba-v0.1", 51_570_323_328),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLAGSHIPS))
+def test_flagship_preset_states_its_hf_config(name):
+    """The preset is field for field the model its cited config.json reads as (name, source aside),
+    and counts to the total transformers builds for that config."""
+    from _hf_reference import config
+    from modelplan.specs.hf import from_hf_config
+
+    fixture, total = FLAGSHIPS[name]
+    preset = load_model(name).model_dump(exclude={"name", "source"})
+    assert preset == from_hf_config(config(fixture)).model_dump(exclude={"name", "source"})
+    assert count_params(load_model(name)).total == total

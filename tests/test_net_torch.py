@@ -1,8 +1,9 @@
 """The numpy network executor against PyTorch's own modules (float64, training mode).
 
-Each spec is rebuilt here as torch modules with the same `named_parameters()` names (a small
-builder in this file), the executor's initial weights are copied in (`to_torch`), and torch's
-forward, loss, autograd gradients and BatchNorm running statistics are the expected values.
+Each spec is rebuilt as torch modules with the same `named_parameters()` names (the torch
+oracle's builder, `execute/oracle/torch_network.py`, none of the numpy executor's math),
+the executor's initial weights are copied in (`to_torch`), and torch's forward, loss, autograd
+gradients and BatchNorm running statistics are the expected values.
 """
 
 from __future__ import annotations
@@ -15,107 +16,12 @@ from modelplan.count.network_tree import network_tree
 from modelplan.execute.net.model import reference_step
 from modelplan.execute.net.params import init_buffers, init_params, make_batch, to_torch
 from modelplan.execute.optim import OptimizerConfig
+from modelplan.execute.oracle.torch_network import build_network
 from modelplan.specs.load import load_model
 from modelplan.specs.network import NetworkSpec
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
-
-
-class _Residual(nn.Module):
-    def __init__(self, main, shortcut, act):
-        super().__init__()
-        for name, module in main:
-            self.add_module(name, module)
-        self._main = [name for name, _ in main]
-        self.shortcut = nn.Sequential(*shortcut) if shortcut else None
-        self.act = _activation(act) if act else None
-
-    def forward(self, x):
-        y = x
-        for name in self._main:
-            y = getattr(self, name)(y)
-        y = y + (self.shortcut(x) if self.shortcut is not None else x)
-        return self.act(y) if self.act is not None else y
-
-
-def _activation(kind):
-    return {"relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "silu": nn.SiLU}[kind]()
-
-
-def _recurrent(layer, input_size):
-    cls = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}[layer.type]
-    kwargs = dict(num_layers=layer.num_layers, bidirectional=layer.bidirectional, bias=layer.bias,
-                  batch_first=True, dropout=layer.dropout)
-    if layer.type == "lstm":
-        kwargs["proj_size"] = layer.proj_size
-    if layer.type == "rnn":
-        kwargs["nonlinearity"] = layer.nonlinearity
-    last = layer.output == "last"
-
-    class Out(cls):
-        def forward(self, x):
-            y = super().forward(x)[0]
-            return y[:, -1] if last else y
-
-    return Out(input_size, layer.hidden_size, **kwargs)
-
-
-def _leaf(layer, shape):
-    t = layer.type
-    if t == "linear":
-        return nn.Linear(shape[-1], layer.out_features, bias=layer.bias)
-    if t in ("conv1d", "conv2d"):
-        cls = nn.Conv1d if t == "conv1d" else nn.Conv2d
-        return cls(shape[0], layer.out_channels, layer.kernel_size, stride=layer.stride, padding=layer.padding,
-                   dilation=layer.dilation, groups=layer.groups, bias=layer.bias)
-    if t.startswith("batchnorm"):
-        return (nn.BatchNorm1d if t == "batchnorm1d" else nn.BatchNorm2d)(shape[0], eps=layer.eps, affine=layer.affine)
-    if t == "layernorm":
-        return nn.LayerNorm(layer.normalized_shape or shape[-1:], eps=layer.eps)
-    if t == "embedding":
-        return nn.Embedding(layer.num_embeddings, layer.embedding_dim)
-    if t in ("maxpool1d", "maxpool2d", "avgpool1d", "avgpool2d"):
-        cls = getattr(nn, {"max": "MaxPool", "avg": "AvgPool"}[layer.op] + t[-2:])
-        return cls(layer.kernel_size, stride=layer.stride, padding=layer.padding, ceil_mode=layer.ceil_mode)
-    if t.startswith("adaptiveavgpool"):
-        return getattr(nn, "AdaptiveAvgPool" + t[-2:])(layer.output_size)
-    if t == "softmax":
-        return nn.Softmax(dim=layer.dim % len(shape) + 1)
-    if t == "flatten":
-        return nn.Flatten(layer.start_dim % len(shape) + 1, layer.end_dim % len(shape) + 1)
-    if t in ("lstm", "gru", "rnn"):
-        return _recurrent(layer, shape[-1])
-    return _activation(t)
-
-
-def build_torch(nodes):
-    """(name, module) pairs of a node list, named like the executor's paths."""
-    out = []
-    for node in nodes:
-        name = node.path.rsplit("/", 1)[-1]
-        if hasattr(node, "main"):
-            main = build_torch(node.main)
-            short = [m for _, m in build_torch(node.shortcut)]
-            out.append((name, _Residual(main, short, node.act.layer.type if node.act else None)))
-        else:
-            out.append((name, _leaf(node.layer, node.info.input_shape)))
-    return out
-
-
-def _nest(pairs, nodes):
-    """Nest modules under their path prefixes (torch Sequential per group)."""
-    root = nn.Module()
-    order = []
-    for (name, module), node in zip(pairs, nodes):
-        parent = root
-        for part in node.path.split("/")[:-1]:
-            if not hasattr(parent, part):
-                parent.add_module(part, nn.Module())
-            parent = getattr(parent, part)
-        parent.add_module(name, module)
-        order.append(module)
-    return root, order
 
 
 def torch_step(spec: NetworkSpec, batch_size: int = 2):
@@ -125,7 +31,7 @@ def torch_step(spec: NetworkSpec, batch_size: int = 2):
     params, buffers = init_params(layers, seed=1), init_buffers(layers)
     batch = make_batch(layers, batch_size, seed=2)
     ref = reference_step(nodes, params, batch, OptimizerConfig(kind="sgd", lr=0.1), batch_size, buffers=buffers)
-    root, order = _nest(build_torch(nodes), nodes)
+    root, order, _ = build_network(torch, nodes)
     root.double().train()
     kinds = {info.path: info.type for info in layers}
     named = dict(root.named_parameters())

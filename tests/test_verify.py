@@ -85,11 +85,11 @@ def test_pipeline_scatter_gather_matches_the_list(scatter_gather):
     """tp 2, pp 2, no SP: with Megatron's scatter/gather each TP rank sends its half of every
     boundary tensor and the receiver all-gathers it; the ledger matches the list byte for byte.
     Each of the 4 ranks sends m = 8 messages (stage 0 activations, stage 1 gradients) of
-    1 x 8 x 16 float64 = 1,024 B, or its 512-B half with the split."""
+    1 x 8 x 16 float64 = 1,024 B, or its 512-B half with the split, in each of verify's 3 steps."""
     report = assert_passes(GPT, Plan(tp=2, pp=2, scatter_gather=scatter_gather))
     pp_row = next(r for r in report.rows if r.name == "bytes send_recv/pp")
     per_rank = 1 * 8 * 16 * 8 // (2 if scatter_gather else 1)
-    assert pp_row.measured == 4 * 8 * per_rank  # 4 ranks (2 TP x 2 stages), each sends m = 8 messages
+    assert pp_row.measured == 3 * 4 * 8 * per_rank  # 3 steps x 4 ranks (2 TP x 2 stages) x m = 8 messages
 
 
 def test_tensor_parallel_with_sequence_parallel():
@@ -191,12 +191,13 @@ def test_skipping_the_zero1_parameter_gather_fails_parameters(monkeypatch):
         return original(self, name, group, x, label)
 
     monkeypatch.setattr(data_parallel.DataParallel, "_collective", collective)
-    bad = failed(verify(GPT, TRAIN, Plan(dp=2, zero=1), scale=False))
+    bad = failed(verify(GPT, TRAIN, Plan(dp=2, zero=1), scale=False, steps=1))
     assert "updated parameters" in bad and "bytes all_gather/dp" in bad and "gradients" not in bad
 
 
 def test_zero3_keeping_gathered_weights_fails_the_ledger(monkeypatch):
-    """ZeRO-3 that gathers each unit once and keeps it: same math, but not the plan's traffic."""
+    """ZeRO-3 that gathers each unit once and keeps it: same math, but not the plan's traffic, and
+    the kept copies are live memory that no term of the plan accounts for."""
     original = engine.RankProgram.params
 
     def params(self, chunk):
@@ -206,12 +207,13 @@ def test_zero3_keeping_gathered_weights_fails_the_ledger(monkeypatch):
         return kept[chunk]
 
     monkeypatch.setattr(engine.RankProgram, "params", params)
-    bad = failed(verify(GPT, TRAIN, Plan(dp=2, zero=3), scale=False))
-    assert set(bad) == {"bytes all_gather/dp"}
+    bad = failed(verify(GPT, TRAIN, Plan(dp=2, zero=3), scale=False, steps=1))
+    assert set(bad) == {"bytes all_gather/dp", "memory unaccounted"}
 
 
 def test_an_extra_buffer_fails_the_memory_check(monkeypatch):
-    """A rank that keeps one extra buffer per unit holds more than plan/shard.py says."""
+    """A rank that keeps one extra buffer per unit holds more than plan/shard.py says: in the
+    declared count and in the measured live bytes."""
     original = data_parallel.DataParallel.place
 
     def place(self, bucket, values):
@@ -220,25 +222,26 @@ def test_an_extra_buffer_fails_the_memory_check(monkeypatch):
 
     monkeypatch.setattr(data_parallel.DataParallel, "place", place)
     bad = failed(verify(GPT, TRAIN.model_copy(update={"optimizer": "sgd"}), Plan(dp=2), scale=False))
-    assert set(bad) == {"held optimizer state"}
+    assert set(bad) == {"held optimizer state", "memory optimizer state"}
 
 
 def test_missing_sequence_parallel_grad_reduction_fails_gradients(monkeypatch):
     """Norm gradients computed on sequence shards but never all-reduced over tp are wrong."""
     monkeypatch.setattr(data_parallel.DataParallel, "_reduce_partial_over_tp", lambda self, bucket, flat: None)
-    bad = failed(verify(GPT, TRAIN, Plan(tp=2, sequence_parallel=True), scale=False))
+    bad = failed(verify(GPT, TRAIN, Plan(tp=2, sequence_parallel=True), scale=False, steps=1))
     assert "gradients" in bad and "bytes all_reduce/tp" in bad and "loss" not in bad
 
 
 def test_unpipelined_order_fails_schedule_and_bubble(monkeypatch):
-    """Ranks that run F_i B_i per micro-batch (no pipelining) break the order and the bubble."""
+    """Ranks that run F_i B_i per micro-batch (no pipelining) break the order, the bubble and the
+    1F1B warm-up (rank 0 must run pp - 0 = 2 forwards before its first backward)."""
     def naive(schedule, pp, m, vpp=1):
         actions = tuple(tuple(Action(k, i) for i in range(m) for k in (ActionKind.F, ActionKind.B)) for _ in range(pp))
         return PipelineSchedule(Schedule(schedule), pp, m, vpp, strided_layout(pp, 1), actions)
 
     monkeypatch.setattr(engine, "pipeline_schedule", naive)
     bad = failed(verify(GPT, TRAIN, Plan(pp=2, schedule="1f1b"), scale=False))
-    assert set(bad) == {"schedule order", "bubble fraction"}
+    assert set(bad) == {"schedule order", "bubble fraction", "warm-up forwards", "measured bubble"}
 
 
 def test_a_failing_rank_is_a_failed_execution_row(monkeypatch):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -51,6 +51,8 @@ def count_cmd(
     adapter_dtype: AdapterDtypeOpt = "fp32",
     base_quant: BaseQuantOpt = None,
     double_quant: DoubleQuantOpt = True,
+    decoder_seq: Annotated[Optional[int], typer.Option(
+        "--decoder-seq", help="Encoder-decoder models (T5): target tokens per sequence (default: --seq).")] = None,
 ) -> None:
     """Parameters (total, per component, per layer, MoE active), FLOPs and memory of a model."""
     from pydantic import ValidationError
@@ -65,6 +67,7 @@ def count_cmd(
         training = TrainingSpec(
             global_batch=batch if batch is not None else micro_batch,
             seq_len=seq if seq is not None else default_seq_len(spec),
+            decoder_seq_len=decoder_seq,
             precision=precision,
             optimizer=optimizer,
             recompute=recompute,
@@ -153,6 +156,7 @@ def _print_document(doc: dict, depth: int) -> None:
         (f"model states ({per_param:g} B/param)", mem["model_states"]),
         (f"activations (micro-batch {tr['micro_batch']}, recompute {tr['recompute']})", mem["activations"]),
         (f"KV cache (inference, batch {tr['micro_batch']})", mem["kv_cache"]),
+        ("KV cache per further token (each sequence)", mem.get("kv_cache_per_token", 0)),
     )
     lines([(label, human_bytes(v), f"{v:,}") for label, v in rows], "lrr")
 

@@ -15,6 +15,11 @@ from modelplan.errors import ModelplanError
 from modelplan.specs.plan import Schedule
 
 
+class OracleChoice(StrEnum):
+    numpy = "numpy"
+    torch = "torch"
+
+
 class OptimizerChoice(StrEnum):
     sgd = "sgd"
     momentum = "momentum"
@@ -73,6 +78,8 @@ def verify_cmd(
     zero: Annotated[Optional[int], typer.Option(help="ZeRO stage 0-3.")] = None,
     optimizer: Annotated[Optional[OptimizerChoice], typer.Option(help="Optimizer of the step.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the initial weights and the data.")] = 0,
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps to run and compare one by one (each on a fresh batch; LR warm-up over 2, cosine decay after).")] = 3,
+    oracle: Annotated[OracleChoice, typer.Option(help="Single-device run to compare with: numpy (the executor's reference) or torch (PyTorch float64, autograd, torch.optim; pip install 'modelplan[torch]').")] = OracleChoice.numpy,
     layers_per_stage: Annotated[int, typer.Option("--layers-per-stage", help="Blocks per pipeline stage in the scaled-down model.")] = 1,
     max_ranks: Annotated[int, typer.Option("--max-ranks", help="Refuse plans needing more ranks than this.")] = 256,
     backend: Annotated[BackendChoice, typer.Option(help="sim: one thread per rank in this process; mpi: one MPI process per rank (pip install 'modelplan[mpi]').")] = BackendChoice.sim,
@@ -98,7 +105,8 @@ def verify_cmd(
     if (ledger or tensors) and not json_out:
         raise ModelplanError("--ledger and --tensors add to the --json document: add --json")
     spec, training, plan = _inputs(target, plan_opts, training_opts)
-    run_args = dict(seed=seed, layers_per_stage=layers_per_stage, max_ranks=max_ranks, timeout_s=timeout_s)
+    run_args = dict(seed=seed, layers_per_stage=layers_per_stage, max_ranks=max_ranks, timeout_s=timeout_s,
+                    oracle=oracle.value, steps=steps)
     show = dict(json_out=json_out, ledger=ledger, tensors=tensors, timeline=timeline, svg=svg)
     if backend is BackendChoice.sim:
         out = _verify_sim(spec, training, plan, run_args)

@@ -2,16 +2,27 @@
 
 Convention (stated in every FlopCount.convention):
 - Matmul FLOPs only, 2 per multiply-add (what `torch.utils.flop_counter.FlopCounterMode`
-  counts); norms, softmax, activations, bias adds, residual adds and embedding lookups are not
-  counted (they are O(tokens*h), below 1% for real models).
-- Attention scores QK^T and the weighted sum AV count the full s x s square, also for causal
-  models (Megatron-LM / PaLM convention; a causal-aware kernel does about half of that work).
+  counts); norms, softmax, activations, bias adds, residual adds, soft-capping, sinks and
+  embedding lookups are not counted (they are O(tokens*h), below 1% for real models). Two
+  non-matmul contractions are counted like matmuls: Mamba's depthwise causal conv (2 t d k) and
+  its scan output y = C h (2 t d N).
+- Attention scores QK^T and AV count, for every query, all keys it may see: the full sequence
+  (the s x s square, also for causal masks: Megatron-LM / PaLM convention, what eager attention
+  computes), min(s, window) for sliding_attention and min(s, chunk) for chunked_attention (a
+  windowed kernel's band; eager HF attention computes the full square and masks it).
+- MLA counts the expanded form transformers executes (latents up-projected to per-head keys and
+  values; no weight absorption).
 - Backward = 2 x forward for every matmul (grad of input + grad of weight), so model FLOPs =
   3 x forward (PaLM App. B; Narayanan et al. 2021 "72 B s l h^2 (1 + s/6h + V/12lh)").
 - Hardware FLOPs add the recompute forward: `full` re-runs every transformer layer's forward
   (not the output layer: Narayanan et al.'s "96 B s l h^2 (1 + s/6h + V/16lh)"), `selective`
   re-runs only QK^T, softmax and AV (Korthikanti et al. 2022, section 5).
 - MoE: the router matmul plus top_k routed experts per token (dropless: no capacity padding).
+- Encoder-decoder: encoder blocks on seq_len tokens, decoder blocks and the head on
+  decoder_seq_len tokens, cross-attention K/V projections on the encoder tokens; per-token
+  figures divide by encoder + decoder tokens.
+- MTP module k (DeepSeek-V3) runs on s - k positions of each sequence and has its own logits.
+- A vision tower's FLOPs are not counted (the step is text tokens only).
 
 In the limit s/h -> 0 and vocab*h << N, model FLOPs per token -> 6N (Kaplan et al. 2020's
 C = 6ND): every weight is used in one multiply-add forward and two backward.
@@ -21,6 +32,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.count.block_flops import block_forward_flops
+from modelplan.count.blocks import Block, block_of, mtp_block
 from modelplan.count.params import TOP_LEVEL, with_parents
 from modelplan.count.result import FlopCount
 from modelplan.errors import SpecError
@@ -30,51 +43,27 @@ if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
 
 CONVENTION = (
-    "matmul FLOPs only, 2 per multiply-add (norms, softmax, activations, biases, lookups not "
-    "counted); attention QK^T and AV count the full s x s square also for causal masks "
-    "(Megatron-LM/PaLM); backward = 2 x forward; model = 3 x forward; hardware adds the "
-    "recompute forward (full: every transformer layer, not the output layer; selective: QK^T/AV); "
-    "MoE: router + top_k experts per token, dropless"
+    "matmul FLOPs only, 2 per multiply-add (norms, softmax, activations, biases, lookups, "
+    "softcaps not counted; Mamba's conv and scan contraction counted); attention QK^T and AV "
+    "count every key a query may see: the full s x s square also for causal masks "
+    "(Megatron-LM/PaLM), min(s, window) for sliding and min(s, chunk) for chunked layers; MLA "
+    "expanded as transformers runs it; backward = 2 x forward; model = 3 x forward; hardware adds "
+    "the recompute forward (full: every transformer layer, not the output layer; selective: "
+    "QK^T/AV); MoE: router + top_k experts per token, dropless; encoder-decoder: decoder and "
+    "head on decoder_seq_len tokens; vision towers not counted"
 )
-
-
-def _mlp_weights(spec: "TransformerSpec", ffn_hidden: int) -> tuple[int, int]:
-    """(in, out) weight elements of one MLP (biases excluded: no matmul)."""
-    n_in = 2 if spec.gated_mlp else 1  # gated MLPs have gate and up projections
-    return n_in * spec.hidden * ffn_hidden, ffn_hidden * spec.hidden
 
 
 def layer_forward_flops(
     spec: "TransformerSpec", layer_index: int, tokens: int, seq_len: int
 ) -> dict[str, int]:
-    """Forward FLOPs of block `layer_index` for `tokens` tokens in sequences of `seq_len`.
+    """Forward FLOPs of block `layer_index` for `tokens` tokens in sequences of `seq_len`
+    (a decoder block of an encoder-decoder cross-attends to as many encoder tokens).
 
-    Keys are relative to the block: `attention/score` is the s^2 part (QK^T and AV, grows with
-    tokens * seq_len); every other key is a weight matmul (grows with tokens only).
+    Keys are relative to the block: `attention/score` is the keys-per-query part (QK^T and AV,
+    grows with tokens * seq_len); every other key is a weight matmul (grows with tokens only).
     """
-    h = spec.hidden
-    qkv_width = spec.q_width + 2 * spec.kv_width
-    out = {
-        "attention/qkv": 2 * tokens * h * qkv_width,  # x @ W_qkv: (t, h) @ (h, q + 2kv)
-        # QK^T (t, d) @ (d, s) per head and AV (t, s) @ (s, d) per head: 2 * 2 * t * s * a * d
-        "attention/score": 4 * tokens * seq_len * spec.q_width,
-        "attention/out": 2 * tokens * spec.q_width * h,  # (t, a*d) @ (a*d, h)
-    }
-    moe = spec.moe
-    if moe is not None and spec.is_moe_layer(layer_index):
-        expert_in, expert_out = _mlp_weights(spec, moe.expert_ffn_hidden)
-        shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
-        out["mlp/router"] = 2 * tokens * h * moe.num_experts  # (t, h) @ (h, E)
-        out["mlp/experts"] = 2 * tokens * moe.top_k * (expert_in + expert_out)
-        out["mlp/shared_experts"] = (
-            2 * tokens * moe.shared_experts * sum(_mlp_weights(spec, shared_hidden))
-        )
-        out["mlp/shared_gate"] = 2 * tokens * h if moe.shared_expert_gate else 0
-    else:
-        w_in, w_out = _mlp_weights(spec, spec.ffn_hidden)
-        out["mlp/in"] = 2 * tokens * w_in  # (t, h) @ (h, f) [x2 if gated]
-        out["mlp/out"] = 2 * tokens * w_out  # (t, f) @ (f, h)
-    return out
+    return block_forward_flops(spec, block_of(spec, layer_index), tokens, seq_len, tokens, seq_len)
 
 
 def embedding_forward_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
@@ -87,11 +76,14 @@ def head_forward_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> di
     """Forward FLOPs of the output side for `tokens` tokens (logits are computed even when tied)."""
     h, e = spec.hidden, spec.embed_dim
     sequences = tokens // seq_len
+    cls = spec.classifier
+    rows = 0 if cls is None else tokens if cls.per_token else sequences
     return {
         "proj": 2 * tokens * h * e if e != h else 0,  # OPT project_out
         "transform": 2 * tokens * h * h if spec.mlm_transform else 0,  # BERT MLM dense
         "output": 2 * tokens * e * spec.vocab if spec.lm_head else 0,  # logits (t, e) @ (e, V)
         "pooler": 2 * sequences * h * h if spec.pooler else 0,  # first token of each sequence
+        "classifier": 2 * rows * h * cls.num_labels if cls is not None else 0,  # (rows, h) @ (h, n)
     }
 
 
@@ -99,8 +91,8 @@ def recompute_forward_flops(layer_flops: dict[str, int], recompute: str) -> int:
     """Extra forward FLOPs of one block under activation recompute (none / selective / full)."""
     if recompute == "full":
         return sum(layer_flops.values())  # the whole block forward again
-    if recompute == "selective":
-        return layer_flops["attention/score"]  # QK^T, softmax, AV (Korthikanti et al. 2022)
+    if recompute == "selective":  # QK^T, softmax, AV (Korthikanti et al. 2022)
+        return layer_flops.get("attention/score", 0) + layer_flops.get("cross_attention/score", 0)
     return 0
 
 
@@ -113,6 +105,30 @@ def check_seq_len(spec: "TransformerSpec", seq_len: int) -> None:
         )
 
 
+def decoder_seq_len(spec: "TransformerSpec", training: "TrainingSpec") -> int:
+    """Target tokens per sequence of an encoder-decoder (0 for other models)."""
+    if spec.arch != "encoder_decoder":
+        return 0
+    return training.decoder_seq_len or training.seq_len
+
+
+def _mtp_flops(spec: "TransformerSpec", batch: int, seq_len: int, recompute_mode: str) -> tuple[dict[str, int], int]:
+    """Forward FLOPs of the MTP modules (module k on s - k positions) and their blocks' recompute."""
+    h = spec.hidden
+    leaves: dict[str, int] = {}
+    recompute = 0
+    for k in range(1, spec.mtp_layers + 1):
+        positions = max(seq_len - k, 0)
+        tokens = batch * positions
+        block = block_forward_flops(spec, mtp_block(spec), tokens, positions)
+        recompute += recompute_forward_flops(block, recompute_mode)
+        parts = {"proj": 2 * tokens * 2 * h * h, "output": 2 * tokens * h * spec.vocab,  # eh_proj, shared head
+                 **{f"block/{key}": value for key, value in block.items()}}
+        for key, value in parts.items():
+            leaves[key] = leaves.get(key, 0) + value
+    return leaves, recompute
+
+
 def count_flops(spec, training: "TrainingSpec") -> FlopCount:
     """FLOPs of one training step over the global batch (or a network spec, dispatched lazily).
 
@@ -123,25 +139,35 @@ def count_flops(spec, training: "TrainingSpec") -> FlopCount:
         from modelplan.count.network import count_network_flops
 
         return count_network_flops(spec, training)
-    seq_len = training.seq_len
+    seq_len, batch = training.seq_len, training.global_batch
     check_seq_len(spec, seq_len)
-    tokens = training.global_batch * seq_len
-    leaves: dict[str, int] = {}
-    for key, value in embedding_forward_flops(spec, tokens).items():
-        leaves[f"embedding/{key}"] = value
+    dec_len = decoder_seq_len(spec, training)
+    tokens = batch * seq_len
+    leaves: dict[str, int] = {f"embedding/{k}": v for k, v in embedding_forward_flops(spec, tokens).items()}
     recompute = 0
-    for index in range(spec.layers):
-        block = layer_forward_flops(spec, index, tokens, seq_len)
-        recompute += recompute_forward_flops(block, training.recompute)
-        for key, value in block.items():
+    cache: dict[Block, dict[str, int]] = {}
+    for index in range(spec.num_blocks):
+        block = block_of(spec, index)
+        if block not in cache:
+            if block.cross:  # decoder stream, cross-attending to the encoder tokens
+                cache[block] = block_forward_flops(spec, block, batch * dec_len, dec_len, tokens, seq_len)
+            else:
+                cache[block] = block_forward_flops(spec, block, tokens, seq_len)
+        recompute += recompute_forward_flops(cache[block], training.recompute)
+        for key, value in cache[block].items():
             leaves[f"layers/{key}"] = leaves.get(f"layers/{key}", 0) + value
-    for key, value in head_forward_flops(spec, tokens, seq_len).items():
+    head_tokens, head_len = (batch * dec_len, dec_len) if dec_len else (tokens, seq_len)
+    for key, value in head_forward_flops(spec, head_tokens, head_len).items():
         leaves[f"head/{key}"] = value
+    if spec.mtp_layers:
+        mtp, mtp_recompute = _mtp_flops(spec, batch, seq_len, training.recompute)
+        leaves.update({f"mtp/{k}": v for k, v in mtp.items()})
+        recompute += mtp_recompute
     breakdown = with_parents(leaves, TOP_LEVEL)
-    forward = sum(breakdown[key] for key in TOP_LEVEL)
+    forward = sum(value for key, value in breakdown.items() if "/" not in key)
     model = 3 * forward  # forward + backward (2x: input and weight gradients), PaLM App. B
     return FlopCount(
-        forward_per_token=forward // tokens,
+        forward_per_token=forward // (tokens + batch * dec_len),
         forward=forward,
         model=model,
         hardware=model + recompute,

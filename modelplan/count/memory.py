@@ -13,9 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from modelplan.count.attention import is_fused, lse_bytes_per_token
+from modelplan.count.block_flops import keys_per_query
+from modelplan.count.blocks import Block, block_of, mtp_block
 from modelplan.count.checkpointing import op_sac_kept_per_token
 from modelplan.count.eager import loss_peak_bytes, rmsnorm_kept_bytes, swiglu_kept_bytes
-from modelplan.count.flops import check_seq_len
+from modelplan.count.flops import check_seq_len, decoder_seq_len
 from modelplan.count.params import count_params
 from modelplan.count.result import MemoryCount
 
@@ -32,12 +34,43 @@ def _ceil_div(x: int, t: int) -> int:
     return -(-x // t)
 
 
-def _layer_terms(spec: "TransformerSpec", moe_layer: bool, d: int, attention: str = "eager",
+def _mixer_terms(spec: "TransformerSpec", block: Block, d: int) -> tuple[int, int, bool]:
+    """(replicated, tp-sharded) bytes per token the mixer keeps, and whether it has a score term."""
+    if block.mixer == "mamba":
+        # Mamba kernel (Gu & Dao 2023 sec. 3.3.2) keeps its inputs and recomputes the states:
+        # in_proj output x, z (2 d_in), conv output, delta, y (out_proj input) and B, C, dt_low
+        ssm = spec.ssm
+        return 0, d * (5 * ssm.inner + ssm.dt_rank + 2 * ssm.state_size), False
+    mla = spec.mla
+    if mla is not None:
+        # latents (not split by tp): q latent (norm and up inputs), kv latent + rope key, kv up input
+        r = mla.q_lora_rank or 0
+        replicated = d * (2 * r + 2 * mla.kv_lora_rank + mla.qk_rope_head_dim)
+        # per-head Q and K (nope + rope dims), V and the output-projection input (v dims)
+        return replicated, d * spec.heads * (2 * mla.qk_head_dim + 2 * mla.v_head_dim), True
+    # Q, K, V (K, V at kv width: GQA keeps kv heads, no repeat) and the output-projection input
+    sharded = d * (2 * spec.q_width + 2 * spec.kv_width)
+    if spec.qk_norm:
+        sharded += d * (spec.q_width + spec.kv_width)  # pre-norm Q and K kept for the norm backward
+    return 0, sharded, True
+
+
+def _out_proj_width(spec: "TransformerSpec", block: Block) -> int:
+    """Width of the mixer's output-projection input (attention values, MLA's v dims, Mamba's y)."""
+    if block.mixer == "mamba":
+        return spec.ssm.inner
+    if spec.mla is not None:
+        return spec.heads * spec.mla.v_head_dim
+    return spec.q_width
+
+
+def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str = "eager",
                  elementwise: str = "fused") -> tuple[int, int, int]:
-    """(replicated bytes per token, tp-sharded bytes per token, score bytes per b*s^2) of a block.
+    """(replicated bytes per token, tp-sharded bytes per token, score bytes per query and key) of
+    a block.
 
     `replicated` is what tensor parallelism leaves whole (sharded only by sequence parallelism),
-    `sharded` is split by tp, `score` is the a*s^2 part dropped by selective recompute. A fused
+    `sharded` is split by tp, `score` is the a*s*keys part dropped by selective recompute. A fused
     (flash / sdpa) kernel keeps no s x s tensor (score 0) but one fp32 log-sum-exp per token and
     head (Dao 2023, FlashAttention-2, Algorithm 1); its output is the output-projection input,
     already counted.
@@ -45,33 +78,73 @@ def _layer_terms(spec: "TransformerSpec", moe_layer: bool, d: int, attention: st
     h, mask = spec.hidden, (1 if spec.dropout else 0)
     # Norm inputs: each sequential norm keeps its own input; a parallel block's norms share one.
     norm_inputs = 1 if spec.parallel_block else spec.num_norms_per_layer
-    # Attention input and MLP input (norm outputs); one shared tensor in a 1-norm parallel block.
-    shared_input = spec.parallel_block and spec.num_norms_per_layer == 1
+    # Mixer input and MLP input (norm outputs); one shared tensor in a 1-norm parallel block.
+    shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp
     block_inputs = 1 if shared_input else 2
-    replicated = d * h * (norm_inputs + block_inputs) + 2 * mask * h  # + 2 dropout masks (1 B)
+    replicated = d * h * (norm_inputs + block_inputs) + (2 if block.mlp else 1) * mask * h  # dropout masks (1 B)
     eager = elementwise == "eager"
     if eager and spec.norm == "rmsnorm":  # eager RMSNorm keeps its fp32 input and its output
         replicated += (rmsnorm_kept_bytes(d) - d) * h * norm_inputs
-    # Q, K, V (K, V at kv width: GQA keeps kv heads, no repeat) and the output-projection input.
-    sharded = d * (2 * spec.q_width + 2 * spec.kv_width)
-    if spec.qk_norm:
-        sharded += d * (spec.q_width + spec.kv_width)  # pre-norm Q and K kept for the norm backward
+    rep_mixer, sharded, scores = _mixer_terms(spec, block, d)
+    replicated += rep_mixer
+    if block.cross:  # T5 cross-attention: its norm input and block input, Q and the out-proj input
+        replicated += 2 * d * h + mask * h
+        sharded += 2 * d * spec.q_width
     inner = 3 if spec.gated_mlp else 2  # plain: act in + act out; gated: fc1 out (2f) + fc2 in (f)
     if eager and spec.gated_mlp:  # eager SwiGLU also keeps silu(a) for the product's backward
         inner += swiglu_kept_bytes(d) // d
     moe = spec.moe
-    if moe_layer and moe is not None:
+    if block.mlp and block.moe and moe is not None:
         replicated += moe.top_k * d * h  # each token's input copied to its top_k experts
         shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
         sharded += inner * d * (moe.top_k * moe.expert_ffn_hidden + moe.shared_experts * shared_hidden)
-    else:
+    elif block.mlp:
         sharded += inner * d * spec.ffn_hidden
+    if not scores:
+        return replicated, sharded, 0
     if is_fused(attention):
         return replicated, sharded + lse_bytes_per_token(spec.heads), 0
     # Softmax output (d), its dropout mask (1) and the dropout output (d); without dropout the
     # softmax output is the AV input itself.
-    score = spec.heads * (2 * d + 1 if spec.dropout else d)
-    return replicated, sharded, score
+    return replicated, sharded, spec.heads * (2 * d + 1 if spec.dropout else d)
+
+
+def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_len: int, dtype_bytes: int,
+                 tp: int, sequence_parallel: bool, recompute: str, attention: str, memory_len: int = 0,
+                 ac_mode: str = "attention_core", elementwise: str = "fused", ac_every: int = 2,
+                 fp8_inputs: bool = False) -> int:
+    """Activation bytes of one block of kind `block` (see activation_bytes_per_layer)."""
+    if recompute == "selective" and ac_mode in ("layer_sac", "every_nth_block"):
+        args = (spec, block, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel)
+        extra = dict(memory_len=memory_len, elementwise=elementwise, fp8_inputs=fp8_inputs)
+        full = _block_bytes(*args, "full", attention, **extra)
+        none = _block_bytes(*args, "none", attention, **extra)
+        return _ceil_div(full + (ac_every - 1) * none, ac_every)  # one block in ac_every recomputed whole
+    sb = seq_len * micro_batch
+    if recompute == "full":
+        kept = dtype_bytes * sb * spec.hidden  # only the block input (Korthikanti section 5)
+        return _ceil_div(kept, tp) if sequence_parallel else kept
+    replicated, sharded, score = _layer_terms(spec, block, dtype_bytes, attention, elementwise)
+    if fp8_inputs and not block.moe:  # TE keeps the linear inputs as fp8 (1 byte) copies
+        saved = dtype_bytes - 1
+        shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp
+        replicated -= saved * spec.hidden * (1 if shared_input else 2)
+        sharded -= saved * (_out_proj_width(spec, block) + (spec.ffn_hidden if block.mlp else 0))
+    standard = block.mixer != "mamba" and spec.mla is None and not block.cross and block.mlp
+    if recompute == "selective" and ac_mode == "op_sac" and not block.moe and standard and is_fused(attention):
+        replicated, sharded = op_sac_kept_per_token(spec, dtype_bytes, tp)
+        score = 0
+    sharded_bytes = sb * sharded
+    if block.cross:  # K and V over the encoder tokens, per decoder layer
+        sharded_bytes += dtype_bytes * micro_batch * memory_len * 2 * spec.kv_width
+    if recompute != "selective":  # selective recompute drops the a s^2 part (section 5)
+        keys = keys_per_query(spec, block.mixer, seq_len)
+        sharded_bytes += score * sb * keys
+        if block.cross and not is_fused(attention):
+            sharded_bytes += spec.heads * dtype_bytes * sb * memory_len
+    replicated_bytes = sb * replicated
+    rep = _ceil_div(replicated_bytes, tp) if sequence_parallel else replicated_bytes
+    return rep + _ceil_div(sharded_bytes, tp)
 
 
 def activation_bytes_per_layer(
@@ -107,59 +180,39 @@ def activation_bytes_per_layer(
     - gated MLP (SwiGLU/GeGLU): 3 d f (fc1 output of width 2f, fc2 input f, Megatron's fused
       bias-swiglu) instead of 2 d f (GeLU input and output, 16h for f = 4h).
     - RMSNorm: keeps its input like LayerNorm (d h per norm); no change (norm statistics, 4 s b
-      bytes per norm, are ignored as in the paper).
+      bytes per norm, are ignored as in the paper). Sandwich norms keep four inputs.
     - parallel blocks (GPT-J/NeoX/Falcon): the norms share one input (d h), and with one norm the
       attention and MLP read the same tensor (d h once, not twice).
     - MoE layers: each token's input is copied to top_k experts (top_k d h, not split by tp) and
       each expert keeps its MLP inner activations; routing probabilities are ignored.
-    - attention 'flash' / 'sdpa' (fused kernels): no 5as/h score term (no s x s scores,
-      probabilities or dropout mask are stored), plus 4 bytes of fp32 log-sum-exp per token and
-      head (/t); 'eager' (the default here) is the paper's unfused attention.
+    - sliding / chunked layers: the eager score term covers min(s, window) keys per query.
+    - MLA: per-head Q, K (nope + rope dims), V and the out-proj input; the latents replicated.
+    - Mamba blocks: the selective-scan kernel keeps its inputs (x, z, conv output, delta, B, C,
+      y: 5 d_inner + dt_rank + 2N per token) and recomputes the states; no score term.
+    - attention 'flash' / 'sdpa' (fused kernels): no score term (no s x s scores, probabilities
+      or dropout mask are stored), plus 4 bytes of fp32 log-sum-exp per token and head (/t);
+      'eager' (the default here) is the paper's unfused attention.
     - `ac_mode` says what 'selective' keeps (`modelplan.count.checkpointing`): attention_core is
       the paper's; op_sac keeps the block input, every other matmul output, attention's output
-      and log-sum-exp; layer_sac / every_nth_block keep a whole block in `ac_every` blocks fully
-      recomputed (the mean over blocks, rounded up).
+      and log-sum-exp (q/k/v attention blocks with a dense MLP; others keep attention_core's);
+      layer_sac / every_nth_block keep a whole block in `ac_every` blocks fully recomputed (the
+      mean over blocks, rounded up).
     - `elementwise` 'eager' (PyTorch composites, `modelplan.count.eager`): an RMSNorm keeps its
       fp32 input and its output, SwiGLU also keeps silu's output.
-    - `fp8_inputs` (Transformer Engine fp8): the linear layers keep their inputs as 1-byte fp8
-      copies (the two norm outputs, the output-projection input and the second MLP GEMM's input).
-    `layer_index` picks a block (MoE and dense blocks differ); None gives the largest block.
-    Division by t rounds up (exact when t divides the sizes).
+    - `fp8_inputs` (Transformer Engine fp8): the linear layers of dense blocks keep their inputs
+      as 1-byte fp8 copies (the norm outputs, the output-projection input, the second MLP GEMM's).
+    `layer_index` picks a block (block kinds differ); None gives the largest block. Division by t
+    rounds up (exact when t divides the sizes). These are estimates of what a Megatron-style
+    implementation keeps, not measured.
     """
-    if recompute == "selective" and ac_mode in ("layer_sac", "every_nth_block"):
-        full = activation_bytes_per_layer(spec, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, "full",
-                                          layer_index, attention, elementwise=elementwise, fp8_inputs=fp8_inputs)
-        none = activation_bytes_per_layer(spec, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, "none",
-                                          layer_index, attention, elementwise=elementwise, fp8_inputs=fp8_inputs)
-        return _ceil_div(full + (ac_every - 1) * none, ac_every)
-    if layer_index is None:
-        kinds = {spec.is_moe_layer(i) for i in range(spec.layers)}
-    else:
-        kinds = {spec.is_moe_layer(layer_index)}
-    sb = seq_len * micro_batch
-    best = 0
-    for moe_layer in kinds:
-        replicated, sharded, score = _layer_terms(spec, moe_layer, dtype_bytes, attention, elementwise)
-        if fp8_inputs and not moe_layer:  # TE keeps the linear inputs as fp8 (1 byte) copies
-            saved = dtype_bytes - 1
-            shared_input = spec.parallel_block and spec.num_norms_per_layer == 1
-            replicated -= saved * spec.hidden * (1 if shared_input else 2)
-            sharded -= saved * (spec.q_width + spec.ffn_hidden)
-        if recompute == "selective" and ac_mode == "op_sac" and not moe_layer and is_fused(attention):
-            replicated, sharded = op_sac_kept_per_token(spec, dtype_bytes, tp)
-            score = 0
-        if recompute == "full":
-            kept = dtype_bytes * sb * spec.hidden  # only the block input (Korthikanti section 5)
-            value = _ceil_div(kept, tp) if sequence_parallel else kept
-        else:
-            replicated_bytes = sb * replicated
-            sharded_bytes = sb * sharded
-            if recompute != "selective":  # selective recompute drops the a s^2 part (section 5)
-                sharded_bytes += score * seq_len * seq_len * micro_batch
-            rep = _ceil_div(replicated_bytes, tp) if sequence_parallel else replicated_bytes
-            value = rep + _ceil_div(sharded_bytes, tp)
-        best = max(best, value)
-    return best
+    indices = range(spec.num_blocks) if layer_index is None else (layer_index,)
+    kinds = {block_of(spec, i) for i in indices}
+    return max(
+        _block_bytes(spec, kind, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, recompute, attention,
+                     memory_len=seq_len, ac_mode=ac_mode, elementwise=elementwise, ac_every=ac_every,
+                     fp8_inputs=fp8_inputs)
+        for kind in kinds
+    )
 
 
 def embedding_activation_bytes(
@@ -194,34 +247,90 @@ def output_activation_bytes(
     return _ceil_div(2 * dtype_bytes * sb * spec.hidden + per_logit * sb * spec.vocab, tp)
 
 
-def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_bytes: int) -> int:
-    """Inference KV cache: K and V of every layer, kv_heads * head_dim wide (0 for encoders)."""
+def kv_cache_tokens(spec: "TransformerSpec", block: Block, seq_len: int, memory_len: int = 0) -> int:
+    """Tokens a block caches for one sequence of `seq_len` (its window or chunk at most)."""
+    if block.mixer == "mamba" or (spec.arch == "encoder_decoder" and not block.cross) or not spec.causal:
+        return 0
+    return keys_per_query(spec, block.mixer, seq_len) + (memory_len if block.cross else 0)
+
+
+def kv_bytes_per_cached_token(spec: "TransformerSpec") -> int:
+    """Elements one cached token of one attention block holds: K and V at kv_width (MHA/GQA/MQA),
+    or MLA's compressed latent plus the shared rope key, d_c + d_h^R (DeepSeek-V2 sec. 2.1.2,
+    what vLLM/SGLang cache; transformers' own cache keeps the expanded K and V)."""
+    if spec.mla is not None:
+        return spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim
+    return 2 * spec.kv_width
+
+
+def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_bytes: int,
+                   decoder_seq_len: int | None = None) -> int:
+    """Inference cache for `batch` sequences of `seq_len`: K/V (or MLA latents) of every attention
+    block over the keys it keeps (a sliding window or chunk caps them), Mamba's conv and SSM states
+    (HF MambaCache: d_inner x conv_kernel and d_inner x N per block, whatever the length), and for
+    an encoder-decoder the decoder's self-attention over decoder_seq_len plus cross-attention K/V
+    over the seq_len encoder tokens. 0 for encoders."""
     if not spec.causal:
         return 0
-    return 2 * spec.layers * batch * seq_len * spec.kv_width * dtype_bytes
+    dec = decoder_seq_len or seq_len
+    elements = 0
+    for index in range(spec.num_blocks):
+        block = block_of(spec, index)
+        if block.mixer == "mamba":
+            elements += spec.ssm.inner * (spec.ssm.conv_kernel + spec.ssm.state_size)
+        elif block.cross:
+            elements += 2 * spec.kv_width * (dec + seq_len)
+        else:
+            elements += kv_bytes_per_cached_token(spec) * kv_cache_tokens(spec, block, seq_len)
+    return batch * elements * dtype_bytes
+
+
+def kv_cache_bytes_per_token(spec: "TransformerSpec", dtype_bytes: int) -> int:
+    """Bytes each further token of context adds to one sequence's cache once every window is full:
+    the full-attention blocks' K/V (or MLA latents); sliding, chunked and Mamba blocks add none."""
+    if not spec.causal:
+        return 0
+    per_block = kv_bytes_per_cached_token(spec) if spec.arch != "encoder_decoder" else 2 * spec.kv_width
+    grows = sum(
+        1 for i in range(spec.num_blocks)
+        if (block := block_of(spec, i)).mixer == "full_attention" and (spec.arch != "encoder_decoder" or block.cross)
+    )
+    return grows * per_block * dtype_bytes
 
 
 def count_memory(spec, training: "TrainingSpec", micro_batch: int) -> MemoryCount:
-    """Model states and the activations of one micro-batch, for one unsharded replica."""
+    """Model states and the activations of one micro-batch, for one unsharded replica.
+
+    Encoder-decoders: decoder blocks and the head on decoder_seq_len tokens, cross-attention over
+    seq_len encoder tokens. MTP modules (DeepSeek-V3) each keep a block, their norm and projection
+    inputs (4 d h per token) and their own logits."""
     if spec.kind == "network":
         from modelplan.count.network import count_network_memory
 
         return count_network_memory(spec, training, micro_batch)
     seq_len, d = training.seq_len, training.dtype_bytes
     check_seq_len(spec, seq_len)
+    dec_len = decoder_seq_len(spec, training)
     params = count_params(spec).total
-    per_layer = [
-        activation_bytes_per_layer(
-            spec, micro_batch, seq_len, d, recompute=training.recompute, layer_index=i,
-            attention=training.attention,
-        )
-        for i in range(spec.layers)
-    ]
+    cache: dict[Block, int] = {}
+    per_layer = []
+    for index in range(spec.num_blocks):
+        block = block_of(spec, index)
+        if block not in cache:
+            cache[block] = _block_bytes(spec, block, micro_batch, dec_len if block.cross else seq_len, d, 1, False,
+                                        training.recompute, training.attention, memory_len=seq_len)
+        per_layer.append(cache[block])
+    head_len = dec_len or seq_len
     activations = (
         embedding_activation_bytes(spec, micro_batch, seq_len)
         + sum(per_layer)
-        + output_activation_bytes(spec, micro_batch, seq_len, d)
+        + output_activation_bytes(spec, micro_batch, head_len, d)
     )
+    if spec.mtp_layers:
+        mtp = _block_bytes(spec, mtp_block(spec), micro_batch, seq_len, d, 1, False, training.recompute,
+                           training.attention)
+        inputs = 4 * d * micro_batch * seq_len * spec.hidden  # enorm and hnorm inputs (h each), eh_proj's (2h)
+        activations += spec.mtp_layers * (mtp + inputs + output_activation_bytes(spec, micro_batch, seq_len, d))
     return MemoryCount(
         weights=params * d,
         gradients=params * training.grad_bytes,
@@ -229,5 +338,6 @@ def count_memory(spec, training: "TrainingSpec", micro_batch: int) -> MemoryCoun
         master_weights=params * FP32_BYTES if training.uses_master_weights else 0,
         activations=activations,
         activations_per_layer=per_layer,
-        kv_cache=kv_cache_bytes(spec, micro_batch, seq_len, d),
+        kv_cache=kv_cache_bytes(spec, micro_batch, seq_len, d, dec_len or None),
+        kv_cache_per_token=kv_cache_bytes_per_token(spec, d),
     )

@@ -1,86 +1,59 @@
 """Exact parameter counts of a transformer, following PyTorch / HuggingFace module conventions.
 
 Every count is the number of elements of the parameter tensors the HF module would create
-(`sum(p.numel() for p in model.parameters())`, tied matrices once). The breakdown uses
-slash-path keys whose parents are sums of their children (nanoGPT's sizing notebook):
+(`sum(p.numel() for p in model.parameters())`, tied matrices once; buffers such as DeepSeek-V3's
+e_score_correction_bias are not parameters). The breakdown uses slash-path keys whose parents are
+sums of their children (nanoGPT's sizing notebook):
 
     embedding            token, position, token_type, norm, proj (OPT project_in)
-    layers               attention/{qkv, out, qk_norm}, mlp/{in, out, router, experts,
-                         shared_experts, shared_gate}, norm
-    final_norm
-    head                 output (untied lm_head), bias, transform (BERT MLM), pooler, proj
+    layers               attention/..., mamba/..., cross_attention/..., mlp/..., norm
+                         (count.blocks lists the leaves)
+    final_norm           one per stack
+    head                 output (untied lm_head), bias, transform (BERT MLM), pooler, proj,
+                         classifier
+    vision               tower/{patch, position, layers, norms, head}, projector (Gemma 3, Mistral 3)
+    mtp                  multi-token prediction modules (DeepSeek-V3): norms, proj, block
 
-The four top-level groups are always present (0 when absent); leaves appear only when non-zero.
-`network` specs are dispatched to `modelplan.count.network` (imported lazily).
+The four groups embedding, layers, final_norm and head are always present (0 when absent);
+vision, mtp and every leaf appear only when non-zero. `network` specs are dispatched to
+`modelplan.count.network` (imported lazily).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.count.blocks import (
+    Block,
+    block_of,
+    block_params,
+    mlp_params,
+    mtp_block,
+    norm_params,
+    unused_expert_params,
+)
 from modelplan.count.result import ParamCount
 
 if TYPE_CHECKING:
+    from modelplan.specs.blocks import VisionSpec
     from modelplan.specs.transformer import TransformerSpec
+
+__all__ = ["count_params", "layer_params", "norm_params", "mlp_params", "with_parents", "TOP_LEVEL"]
 
 TOP_LEVEL = ("embedding", "layers", "final_norm", "head")
 
 
-def norm_params(spec: "TransformerSpec", width: int) -> int:
-    """One LayerNorm/RMSNorm over `width` features: gamma, plus beta when norm_bias."""
-    # torch.nn.LayerNorm(width, bias=...) / HF LlamaRMSNorm(width): weight (+ bias)
-    return width * (2 if spec.norm_bias else 1)
-
-
-def mlp_params(spec: "TransformerSpec", ffn_hidden: int) -> tuple[int, int]:
-    """(in, out) parameters of one MLP of inner width `ffn_hidden` (gated: gate + up projections)."""
-    n_in = 2 if spec.gated_mlp else 1  # SwiGLU/GeGLU: gate_proj and up_proj (Shazeer 2020)
-    w_in = n_in * spec.hidden * ffn_hidden + (n_in * ffn_hidden if spec.mlp_bias else 0)
-    w_out = ffn_hidden * spec.hidden + (spec.hidden if spec.mlp_bias else 0)
-    return w_in, w_out
-
-
 def layer_params(spec: "TransformerSpec", index: int) -> dict[str, int]:
     """Leaf parameters of block `index` (0-based), keyed relative to the block (`attention/qkv`)."""
-    h = spec.hidden
-    qkv_width = spec.q_width + 2 * spec.kv_width  # fused or separate q, k, v projections
-    out: dict[str, int] = {
-        # HF q_proj/k_proj/v_proj (or fused c_attn / query_key_value): Linear(h, qkv_width)
-        "attention/qkv": h * qkv_width + (qkv_width if spec.qkv_bias else 0),
-        # HF o_proj / c_proj / dense: Linear(heads * head_dim, h)
-        "attention/out": spec.q_width * h + (h if spec.attn_out_bias else 0),
-        # Phi q_layernorm/k_layernorm, Qwen3 q_norm/k_norm: one norm over head_dim each
-        "attention/qk_norm": 2 * norm_params(spec, spec.dim_head) if spec.qk_norm else 0,
-    }
-    moe = spec.moe
-    if moe is not None and spec.is_moe_layer(index):
-        expert = sum(mlp_params(spec, moe.expert_ffn_hidden))
-        shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
-        # router: nn.Linear(h, num_experts, bias=router_bias) (Mixtral `gate`)
-        out["mlp/router"] = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
-        out["mlp/experts"] = moe.num_experts * expert
-        out["mlp/shared_experts"] = moe.shared_experts * sum(mlp_params(spec, shared_hidden))
-        # Qwen2-MoE shared_expert_gate: nn.Linear(h, 1, bias=False)
-        out["mlp/shared_gate"] = h if moe.shared_expert_gate else 0
-    else:
-        out["mlp/in"], out["mlp/out"] = mlp_params(spec, spec.ffn_hidden)
-    out["norm"] = spec.num_norms_per_layer * norm_params(spec, h)  # input/post-attention norms
-    return out
-
-
-def unused_expert_params(spec: "TransformerSpec", index: int) -> int:
-    """Routed-expert parameters of block `index` that one token does not touch (num_experts - top_k)."""
-    moe = spec.moe
-    if moe is None or not spec.is_moe_layer(index):
-        return 0
-    return (moe.num_experts - moe.top_k) * sum(mlp_params(spec, moe.expert_ffn_hidden))
+    return block_params(spec, block_of(spec, index))
 
 
 def embedding_params(spec: "TransformerSpec") -> dict[str, int]:
     """Leaf parameters of the input side, keyed relative to `embedding/`."""
     h, e = spec.hidden, spec.embed_dim
     return {
-        "token": spec.vocab * e,  # nn.Embedding(vocab, embed_dim)
+        # nn.Embedding(vocab, embed_dim); T5's encoder and decoder embed_tokens are tied to `shared`
+        "token": spec.vocab * e,
         # GPT-2 wpe / BERT position_embeddings: Embedding(max_positions, h); rotary/ALiBi: none
         "position": spec.max_positions * h if spec.position == "learned" else 0,
         "token_type": spec.type_vocab * h,  # BERT token_type_embeddings: Embedding(type_vocab, h)
@@ -92,6 +65,7 @@ def embedding_params(spec: "TransformerSpec") -> dict[str, int]:
 def head_params(spec: "TransformerSpec") -> dict[str, int]:
     """Leaf parameters of the output side, keyed relative to `head/`."""
     h, e = spec.hidden, spec.embed_dim
+    cls = spec.classifier
     return {
         "proj": h * e if e != h else 0,  # OPT project_out: Linear(h, embed_dim, bias=False)
         # BERT BertPredictionHeadTransform: dense h x h + bias, then a norm
@@ -100,7 +74,50 @@ def head_params(spec: "TransformerSpec") -> dict[str, int]:
         "output": spec.vocab * e if spec.lm_head and not spec.tied_embeddings else 0,
         "bias": spec.vocab if spec.lm_head_bias else 0,
         "pooler": h * h + h if spec.pooler else 0,  # BertPooler: dense h x h + bias
+        # classifier / score / qa_outputs: Linear(h, num_labels, bias)
+        "classifier": h * cls.num_labels + (cls.num_labels if cls.bias else 0) if cls else 0,
     }
+
+
+def vision_params(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
+    """Leaf parameters of a vision tower and its projector, keyed relative to `vision/`
+    (HF SiglipVisionModel + Gemma3MultiModalProjector; PixtralVisionModel + Mistral3 projector)."""
+    h, f = vision.hidden, vision.ffn_hidden
+
+    def norm(width: int) -> int:
+        return width * (2 if vision.norm_bias else 1)
+
+    n_in = 2 if vision.gated_mlp else 1
+    mlp = (n_in + 1) * h * f + ((n_in * f + h) if vision.mlp_bias else 0)
+    attention = 4 * h * h + (3 * h if vision.qkv_bias else 0) + (h if vision.attn_out_bias else 0)
+    patches = (vision.image_size // vision.patch_size) ** 2
+    # SiglipMultiheadAttentionPoolingHead: probe (1,1,h), nn.MultiheadAttention (in_proj 3h x h
+    # + bias, out_proj h x h + bias), LayerNorm, fc1/fc2 MLP with biases
+    pooling = h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (2 * h * f + f + h)
+    merged = h * vision.patch_merge ** 2
+    second = text_hidden * text_hidden + (text_hidden if vision.projector_bias else 0)
+    return {
+        # Conv2d(channels, h, kernel=stride=patch_size)
+        "tower/patch": vision.channels * vision.patch_size ** 2 * h + (h if vision.patch_bias else 0),
+        "tower/position": patches * h if vision.position == "learned" else 0,
+        "tower/norms": norm(h) * (int(vision.pre_norm) + int(vision.post_norm)),
+        "tower/layers": vision.layers * (attention + mlp + 2 * norm(h)),
+        "tower/head": pooling if vision.pooling_head else 0,
+        "projector/norm": h if vision.projector_norm else 0,  # RMSNorm over the tower width
+        "projector/merge": merged * h if vision.patch_merge > 1 else 0,  # Linear(h m^2, h, bias=False)
+        "projector/proj": h * text_hidden + (text_hidden if vision.projector_bias else 0),
+        "projector/proj2": second if vision.projector_layers == 2 else 0,
+    }
+
+
+def mtp_params(spec: "TransformerSpec") -> dict[str, int]:
+    """One multi-token prediction module, keyed relative to `mtp/` (DeepSeek-V3 sec. 2.2; HF
+    MtpLayer): enorm and hnorm, eh_proj Linear(2h, h, bias=False), one block, a post norm."""
+    h = spec.hidden
+    out = {"norms": 3 * norm_params(spec, h), "proj": 2 * h * h}
+    for key, value in block_params(spec, mtp_block(spec)).items():
+        out[f"block/{key}"] = value
+    return out
 
 
 def with_parents(leaves: dict[str, int], top_level: tuple[str, ...] = TOP_LEVEL) -> dict[str, int]:
@@ -126,6 +143,11 @@ def with_parents(leaves: dict[str, int], top_level: tuple[str, ...] = TOP_LEVEL)
     return {key: tree[key] for key in sorted(tree, key=order)}
 
 
+def _add(leaves: dict[str, int], prefix: str, values: dict[str, int], times: int = 1) -> None:
+    for key, value in values.items():
+        leaves[f"{prefix}/{key}"] = leaves.get(f"{prefix}/{key}", 0) + times * value
+
+
 def count_params(spec) -> ParamCount:
     """Exact parameter counts of a transformer (or a network spec, dispatched lazily)."""
     if spec.kind == "network":
@@ -133,21 +155,27 @@ def count_params(spec) -> ParamCount:
 
         return count_network_params(spec)
     leaves: dict[str, int] = {}
-    for key, value in embedding_params(spec).items():
-        leaves[f"embedding/{key}"] = value
+    _add(leaves, "embedding", embedding_params(spec))
     per_layer: list[int] = []
     unused = 0
-    for index in range(spec.layers):
-        block = layer_params(spec, index)
-        per_layer.append(sum(block.values()))
-        unused += unused_expert_params(spec, index)
-        for key, value in block.items():
-            leaves[f"layers/{key}"] = leaves.get(f"layers/{key}", 0) + value
-    leaves["final_norm"] = norm_params(spec, spec.hidden) if spec.final_norm else 0
-    for key, value in head_params(spec).items():
-        leaves[f"head/{key}"] = value
+    cache: dict[Block, dict[str, int]] = {}
+    for index in range(spec.num_blocks):
+        kind = block_of(spec, index)
+        if kind not in cache:
+            cache[kind] = block_params(spec, kind)
+        per_layer.append(sum(cache[kind].values()))
+        unused += unused_expert_params(spec, kind)
+        _add(leaves, "layers", cache[kind])
+    stacks = 2 if spec.arch == "encoder_decoder" else 1  # T5: encoder and decoder final norms
+    leaves["final_norm"] = stacks * norm_params(spec, spec.hidden) if spec.final_norm else 0
+    _add(leaves, "head", head_params(spec))
+    if spec.vision is not None:
+        _add(leaves, "vision", vision_params(spec.vision, spec.hidden))
+    if spec.mtp_layers:
+        _add(leaves, "mtp", mtp_params(spec), spec.mtp_layers)
+        unused += spec.mtp_layers * unused_expert_params(spec, mtp_block(spec))
     breakdown = with_parents(leaves)
-    total = sum(breakdown[key] for key in TOP_LEVEL)
+    total = sum(value for key, value in breakdown.items() if "/" not in key)
     return ParamCount(
         total=total,
         trainable=total,

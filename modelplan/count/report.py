@@ -4,14 +4,15 @@ The JSON form (`modelplan count MODEL --json`) is this dict, schema version 1:
 
     schema_version  1 (bumped on any incompatible change; fields are only ever added otherwise)
     model           {name, kind, source}
-    training        {global_batch, seq_len, micro_batch, precision, optimizer, recompute,
-                     grad_dtype, master_weights}
+    training        {global_batch, seq_len, decoder_seq_len, micro_batch, precision, optimizer,
+                     recompute, attention, grad_dtype, master_weights}
     params          {total, trainable, active, breakdown{slash/path: int}, per_layer[int]}
     flops           {forward_per_token, forward, model, hardware, breakdown{slash/path: int},
                      convention}   (FLOPs of one optimizer step over global_batch sequences)
     memory          {weights, gradients, optimizer, master_weights, model_states, activations,
-                     activations_per_layer[int], kv_cache}   (bytes, one unsharded replica;
-                     activations and kv_cache for one micro-batch of micro_batch sequences)
+                     activations_per_layer[int], kv_cache, kv_cache_per_token}   (bytes, one
+                     unsharded replica; activations and kv_cache for one micro-batch of
+                     micro_batch sequences, kv_cache_per_token for one sequence)
 
 All numbers are exact Python ints; parents in a breakdown are the sums of their children.
 """
@@ -45,6 +46,7 @@ def count_document(spec, training: "TrainingSpec", micro_batch: int) -> dict:
         "training": {
             "global_batch": training.global_batch,
             "seq_len": training.seq_len,
+            "decoder_seq_len": training.decoder_seq_len,
             "micro_batch": micro_batch,
             "precision": training.precision,
             "optimizer": training.optimizer,

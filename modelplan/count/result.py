@@ -60,7 +60,11 @@ class MemoryCount(Result):
     """Activation bytes kept for backward for one micro-batch of the given batch (whole model)."""
     activations_per_layer: list[int] = Field(default_factory=list)
     kv_cache: int = 0
-    """Inference KV cache bytes for the given batch and sequence length."""
+    """Inference cache bytes for the given batch and sequence length: K/V of every attention
+    block (windows and chunks capped, MLA's compressed latent), Mamba states."""
+    kv_cache_per_token: int = 0
+    """Bytes each further token adds to one sequence's cache once every window is full (the
+    full-attention blocks only: sliding, chunked and Mamba blocks stop growing)."""
 
     @property
     def model_states(self) -> int:

@@ -59,8 +59,54 @@ def reassemble(results: list[RankResult], defs: list[ParamDef], kind: str) -> tu
     return full, problems
 
 
-def compare_tensors(name: str, got: dict[str, np.ndarray], ref: dict[str, np.ndarray], problems: list[str]) -> VerifyRow:
-    """Worst relative error over all tensors; fails on any reassembly problem."""
+def _fraction(r: float) -> str:
+    """x2, x1/4, x0.731: a ratio as a user reads it."""
+    for n in range(1, 65):
+        if abs(r - n) <= 1e-9 * n:
+            return f"x{n}"
+        if abs(r - 1 / n) <= 1e-9 / n:
+            return f"x1/{n}"
+        if abs(r + n) <= 1e-9 * n:
+            return f"x-{n}"
+    return f"x{r:.4g}"
+
+
+def scale_ratio(got: np.ndarray, ref: np.ndarray) -> float | None:
+    """r when got equals r * ref to 1e-9 (least squares over the finite elements), else None."""
+    ok = np.isfinite(got)
+    g, e = got[ok], ref[ok]
+    denom = float(np.dot(e, e))
+    if not g.size or denom == 0.0:
+        return None
+    r = float(np.dot(g, e)) / denom
+    return r if float(np.max(np.abs(g - r * e))) <= REL_TOL * float(np.max(np.abs(e))) else None
+
+
+def scale_hint(got: dict[str, np.ndarray], ref: dict[str, np.ndarray], bad: list[str],
+               factors: dict[str, int] | None = None) -> str:
+    """'all N failing tensors are the expected ones x2 (= dp)' when one ratio explains them all,
+    else the ratio of each that is a clean multiple; '' when none is."""
+    ratios = {n: scale_ratio(got[n].reshape(-1), ref[n].reshape(-1)) for n in bad}
+    scaled = {n: r for n, r in ratios.items() if r is not None}
+    if not scaled:
+        return ""
+
+    def named(r: float) -> str:
+        text = _fraction(r)
+        names = [f"{k}" for k, v in (factors or {}).items() if v > 1 and abs(r - v) <= 1e-9 * v]
+        names += [f"1/{k}" for k, v in (factors or {}).items() if v > 1 and abs(r - 1 / v) <= 1e-9 / v]
+        return text + (f" (= {' or '.join(names)})" if names else "")
+
+    values = list(scaled.values())
+    if len(scaled) == len(bad) and all(abs(v - values[0]) <= 1e-9 * abs(values[0]) for v in values):
+        return f"all {len(bad)} failing tensors are the expected ones {named(values[0])}"
+    return "scaled: " + ", ".join(f"{n} {named(r)}" for n, r in list(scaled.items())[:3])
+
+
+def compare_tensors(name: str, got: dict[str, np.ndarray], ref: dict[str, np.ndarray], problems: list[str],
+                    factors: dict[str, int] | None = None) -> VerifyRow:
+    """Worst relative error over all tensors; fails on any reassembly problem. A failure that is a
+    uniform scaling is named as a ratio (x2, x1/dp), `factors` naming the plan's sizes."""
     floor = 1e-6 * max(float(np.max(np.abs(v))) for v in ref.values())
     errors = {n: float(np.nanmax(np.abs(got[n] - ref[n]))) / max(float(np.max(np.abs(ref[n]))), floor) for n in ref}
     worst = max(errors, key=errors.get)
@@ -69,13 +115,18 @@ def compare_tensors(name: str, got: dict[str, np.ndarray], ref: dict[str, np.nda
     detail = f"{len(ref)} tensors; worst {worst} ({err:.1e})"
     if bad:
         detail += f"; {len(bad)} over {REL_TOL:g}: {', '.join(bad[:3])}"
+        hint = scale_hint(got, ref, bad, factors)
+        if hint:
+            detail += f"; {hint}"
     if problems:
         detail += "; " + "; ".join(problems[:3])
     return VerifyRow(name=name, passed=not bad and not problems, detail=detail, measured=err, expected=f"< {REL_TOL:g}")
 
 
-def expected_traffic(items: list[CommItem], dims: ParallelDims, rank: int) -> dict[tuple[Collective, Axis], list[int]]:
-    """(op, axis) -> [bytes sent, bytes received, calls] this rank should show in its ledger."""
+def expected_traffic(items: list[CommItem], dims: ParallelDims, rank: int, steps: int = 1
+                     ) -> dict[tuple[Collective, Axis], list[int]]:
+    """(op, axis) -> [bytes sent, bytes received, calls] this rank should show in its ledger after
+    `steps` training steps (start-up items once)."""
     out: dict[tuple[Collective, Axis], list[int]] = defaultdict(lambda: [0, 0, 0])
     c = dims.coords(rank)
     for it in items:
@@ -86,10 +137,11 @@ def expected_traffic(items: list[CommItem], dims: ParallelDims, rank: int) -> di
         else:
             gr = dims.group_index(it.axis, rank, it.group_size)
             sent, recv = bytes_per_rank(it.op, EXECUTOR_ALGO[it.op], it.nbytes, it.group_size, gr, it.root or 0, ITEMSIZE)
+        count = it.count * (1 if it.startup else steps)
         row = out[(it.op, it.axis)]
-        row[0] += sent * it.count
-        row[1] += recv * it.count
-        row[2] += it.count
+        row[0] += sent * count
+        row[1] += recv * count
+        row[2] += count
     return out
 
 
@@ -104,11 +156,13 @@ def measured_traffic(ledger: Ledger) -> dict[tuple[Collective, Axis], list[int]]
     return out
 
 
-def check_ledgers(results: list[RankResult], ledgers: list[Ledger], items: list[CommItem], plan: Plan) -> list[VerifyRow]:
-    """One row per (operation, axis): every rank's ledger equals the communication list."""
+def check_ledgers(results: list[RankResult], ledgers: list[Ledger], items: list[CommItem], plan: Plan,
+                  steps: int = 1) -> list[VerifyRow]:
+    """One row per (operation, axis): every rank's ledger equals the communication list (its
+    per-step items `steps` times, its start-up items once)."""
     measured = [measured_traffic(led) for led in ledgers]
     dims = ParallelDims.from_plan(plan)
-    expected = [expected_traffic(items, dims, r.rank) for r in results]
+    expected = [expected_traffic(items, dims, r.rank, steps) for r in results]
     keys = sorted({k for per in measured + expected for k in per}, key=lambda k: (k[1].value, k[0].value))
     rows = []
     for op, axis in keys:

@@ -60,6 +60,9 @@ class P2PCommunicator(Communicator):
         self.world_size = world_size
         self.ledger = Ledger(rank)
         self._op: Collective | None = None
+        self.context = ""
+        """What the caller waits for in its own terms (the pipeline: which message of which
+        micro-batch and stage); deadlock and timeout reports name it."""
 
     # -- transport, supplied by each backend -------------------------------------------------
     @abstractmethod

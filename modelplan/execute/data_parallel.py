@@ -159,6 +159,11 @@ class DataParallel:
         if self.tp_group.size > 1 and idx.size:
             flat[idx] = self.comm.all_reduce(flat[idx], self.tp_group, label="tp/partial-grads")
 
+    @staticmethod
+    def zero_grad(bucket: Bucket) -> None:
+        """Clear the gradient buffer before a step's first backward (optimizer.zero_grad)."""
+        bucket.grad = np.zeros_like(bucket.grad)
+
     def add_grads(self, bucket: Bucket, grads: dict[str, np.ndarray]) -> None:
         """After a micro-batch's backward of the unit: accumulate (zero 0, 1) or reduce-scatter (2, 3)."""
         if bucket.zero <= 1:

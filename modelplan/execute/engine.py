@@ -2,10 +2,17 @@
 what that rank computed, held and executed. Nothing here reads another rank's arrays except
 through the communicator, so the same function runs on threads (simcomm) or MPI processes.
 
-Order of one step, as a real engine does it: build the process groups from the rank grid;
-initialise the parameters on the first data-parallel rank and Broadcast them; Barrier; run the
-pipeline schedule's lowered action list in order (F / B / W of one micro-batch on one model
-chunk, SEND / RECV between stages); finish the gradient reductions; optimizer step.
+Order of a run, as a real engine does it: build the process groups from the rank grid;
+initialise the parameters on the first data-parallel rank and Broadcast them; Barrier; then for
+each of `Job.steps` optimizer steps: zero the gradient buffers, run the pipeline schedule's
+lowered action list in order (F / B / W of one micro-batch on one model chunk, SEND / RECV
+between stages), finish the gradient reductions, optimizer step (its step number drives Adam's
+bias correction and the LR schedule). Each step draws a fresh global batch.
+
+Memory is measured, not declared: after every compute action and optimizer step (and, under
+ZeRO-3, while a chunk's gathered parameters exist) the rank adds up the live arrays its state
+reaches (`memory_probe.py`: buckets, gathered parameters, data, saved activations, received
+tensors, anything else it keeps) and keeps each term's peak.
 
 B and W (Qi et al. 2024): when the schedule lists a W for a micro-batch and chunk, its B computes
 the input gradient (and, in this numpy executor, the weight gradients too, kept aside) and its W
@@ -26,10 +33,11 @@ from modelplan.comm.ops import Axis
 from modelplan.execute.data_parallel import Bucket, DataParallel, Entry
 from modelplan.execute.expert_parallel import ExpertParallel
 from modelplan.execute.mappings import TensorParallel
+from modelplan.execute.memory_probe import PeakTracker, RankMemory, bucket_roots, program_rest
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import Batch, ParamDef, init_params, make_batch, param_defs
 from modelplan.execute.pipeline import PipelineP2P, StepRecord, run_actions
-from modelplan.execute.stage import StageModel, stage_layout
+from modelplan.execute.stage import StageModel, split_cache, stage_layout
 from modelplan.plan.dims import ParallelDims, RankCoords
 from modelplan.plan.pipeline import Action, PipelineSchedule, pipeline_schedule
 from modelplan.plan.stages import rank_units, replica_label, stage_units, unit_replicas
@@ -47,10 +55,17 @@ class Job:
     plan: Plan
     seed: int = 0
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    steps: int = 1
+    """Optimizer steps to run, each on its own global batch."""
 
     @property
     def dims(self) -> ParallelDims:
         return ParallelDims.from_plan(self.plan)
+
+    def batches(self) -> list[Batch]:
+        """The global batch of every step, drawn in turn from the data generator."""
+        _, rng_data = self.rngs()
+        return [make_batch(self.spec, self.training, rng_data) for _ in range(self.steps)]
 
     @property
     def num_microbatches(self) -> int:
@@ -90,8 +105,22 @@ class Piece:
 
 
 @dataclass(frozen=True)
+class StepState:
+    """One optimizer step as one rank saw it."""
+
+    losses: tuple[tuple[int, float], ...]
+    trace: tuple[StepRecord, ...]
+    grads: tuple[Piece, ...]
+    params: tuple[Piece, ...]
+
+    @property
+    def executed(self) -> list[Action]:
+        return [r.step for r in self.trace]
+
+
+@dataclass(frozen=True)
 class RankResult:
-    """What one rank computed, held and executed."""
+    """What one rank computed, held and executed (the fields without a default: the last step)."""
 
     rank: int
     coords: RankCoords
@@ -102,6 +131,10 @@ class RankResult:
     layouts: dict[str, tuple[Entry, ...]]
     grads: tuple[Piece, ...]
     params: tuple[Piece, ...]
+    history: tuple[StepState, ...] = ()
+    """Every optimizer step, in order (the last one is also in losses/trace/grads/params)."""
+    memory: RankMemory | None = None
+    """Peak live bytes per memory term over the whole run."""
 
     @property
     def executed(self) -> list[Action]:
@@ -171,12 +204,18 @@ def materialize_units(dp: DataParallel, buckets: dict[str, Bucket], units: Itera
     return out
 
 
-def finish_buckets(dp: DataParallel, buckets: dict[str, Bucket]) -> None:
-    """Complete the gradient reductions, then take the optimizer step, unit by unit."""
+def finish_buckets(dp: DataParallel, buckets: dict[str, Bucket], step: int = 1) -> None:
+    """Complete the gradient reductions, then take optimizer step `step`, unit by unit."""
     for bucket in buckets.values():
         dp.finish_grads(bucket)
     for bucket in buckets.values():
-        dp.step(bucket)
+        dp.step(bucket, step)
+
+
+def zero_buckets(dp: DataParallel, buckets: dict[str, Bucket]) -> None:
+    """Clear every gradient buffer before a step's first backward."""
+    for bucket in buckets.values():
+        dp.zero_grad(bucket)
 
 
 def bucket_state(buckets: dict[str, Bucket]
@@ -189,8 +228,60 @@ def bucket_state(buckets: dict[str, Bucket]
             grads, params)
 
 
-class RankProgram:
-    """One rank's state during the step."""
+class SteppedProgram:
+    """What a rank program does around each optimizer step (shared by transformers and networks):
+    needs `dp`, `buckets`, `p2p`, `schedule`, `coords`, `step`, `memory_roots` and `memory`."""
+
+    def begin(self, step: int) -> None:
+        """Start optimizer step `step` (from 1): its batch, zeroed gradient buffers, fresh messages."""
+        self.step = step
+        zero_buckets(self.dp, self.buckets)
+        self.p2p.next_step()
+        self.live: dict = {}
+
+
+    def run(self) -> tuple[list[tuple[int, float]], list[StepRecord]]:
+        """Run this pipeline rank's lowered actions; returns the micro-batch losses and the trace."""
+        return run_actions(self.schedule, self.coords.pp_rank, self.p2p, self, self.observe, self.step)
+
+    def observe(self, live: dict | None = None, gathered=None) -> None:
+        """Add up the live arrays of this rank's state (memory_probe.py) and keep the peaks;
+        `live` is what `run_actions` holds between actions."""
+        if live is not None:
+            self.live = live
+        self.memory.observe(self.memory_roots(self.live, gathered))
+
+    def finish(self) -> None:
+        """Complete the gradient reductions and take the optimizer step, unit by unit."""
+        finish_buckets(self.dp, self.buckets, self.step)
+        self.observe({})
+
+    def state(self, losses: list[tuple[int, float]], trace: list[StepRecord]) -> StepState:
+        """This step's losses, trace and valid gradient / parameter pieces (copies)."""
+        _, _, grads, params = bucket_state(self.buckets)
+        copy = lambda pieces: tuple(Piece(q.unit, q.start, q.values.copy()) for q in pieces)  # noqa: E731
+        return StepState(tuple(losses), tuple(trace), copy(grads), copy(params))
+
+
+def run_steps(program: SteppedProgram, steps: int):
+    """start, then `steps` times: begin, run the schedule, finish; the rank's result."""
+    program.start()
+    history = []
+    for step in range(1, steps + 1):
+        program.begin(step)
+        losses, trace = program.run()
+        program.finish()
+        history.append(program.state(losses, trace))
+    return program.result(history)
+
+
+class RankProgram(SteppedProgram):
+    """One rank's state during the run."""
+
+    STATIC = ("comm", "job", "spec", "plan", "coords", "groups", "model", "dp", "m", "schedule", "stages",
+              "layouts", "chunk_units", "replicas", "memory", "live")
+    """Attributes that hold configuration and no arrays, or are walked under their own term
+    (memory_probe.program_rest skips them)."""
 
     def __init__(self, comm: Communicator, job: Job) -> None:
         self.comm, self.job, self.spec, self.plan = comm, job, job.spec, job.plan
@@ -214,14 +305,30 @@ class RankProgram:
         self.chunk_units = [all_units[v] for v in self.stages]
         self.replicas = unit_replicas(rank_units(self.spec, layout))
         self.buckets: dict[str, Bucket] = {}
+        self.step = 1
+        self.memory = PeakTracker()
+        self.live: dict = {}
 
     @cached_property
-    def batch(self) -> Batch:
-        """This data-parallel rank's sequences of the global batch."""
-        _, rng_data = self.job.rngs()
+    def batches(self) -> list[Batch]:
+        """This data-parallel rank's sequences of every step's global batch."""
         b = self.plan.micro_batch
         start = self.coords.dp_rank * self.m * b
-        return make_batch(self.spec, self.job.training, rng_data).rows(start, start + self.m * b)
+        return [full.rows(start, start + self.m * b) for full in self.job.batches()]
+
+    @property
+    def batch(self) -> Batch:
+        """This rank's sequences of the current step's global batch."""
+        return self.batches[self.step - 1]
+
+    def memory_roots(self, live: dict, gathered) -> dict:
+        """What memory_probe walks, by term (saved activations split into blocks and edges)."""
+        split = [split_cache(c) for c in live.get("caches", {}).values()]
+        roots = bucket_roots(self.buckets.values())
+        roots.update(gathered=gathered, inputs=self.batches, activations=[b for b, _ in split],
+                     edge_activations=[e for _, e in split], comm_buffers=(self.p2p, live.get("inbox")),
+                     deferred=live.get("deferred"), other=program_rest(self, ("buckets", "p2p", "batches")))
+        return roots
 
     def microbatch(self, i: int) -> Batch:
         b = self.plan.micro_batch
@@ -251,7 +358,12 @@ class RankProgram:
             self.comm.barrier(self.groups.world, label="world/start")
 
     def params(self, chunk: int) -> dict[str, np.ndarray]:
-        return materialize_units(self.dp, self.buckets, self.chunk_units[chunk])
+        """The chunk's parameters as its compute uses them (ZeRO-3: gathered, looked at, then freed
+        when the caller drops them)."""
+        p = materialize_units(self.dp, self.buckets, self.chunk_units[chunk])
+        if self.plan.zero == 3:
+            self.observe(gathered=p)
+        return p
 
     def forward(self, chunk: int, microbatch: int, x):
         """`ChunkModel.forward` of chunk `chunk` (its embedding, blocks and head with the loss)."""
@@ -269,23 +381,13 @@ class RankProgram:
             if unit in self.buckets:
                 self.dp.add_grads(self.buckets[unit], grads)
 
-    def run(self) -> tuple[list[tuple[int, float]], list[StepRecord]]:
-        """Run this pipeline rank's lowered actions; returns the micro-batch losses and the trace."""
-        return run_actions(self.schedule, self.coords.pp_rank, self.p2p, self)
-
-    def finish(self) -> None:
-        """Complete the gradient reductions and take the optimizer step, unit by unit."""
-        finish_buckets(self.dp, self.buckets)
-
-    def result(self, losses: list[tuple[int, float]], trace: list[StepRecord]) -> RankResult:
-        return RankResult(self.comm.rank, self.coords, tuple(losses), tuple(trace),
-                          *bucket_state(self.buckets))
+    def result(self, history: list[StepState]) -> RankResult:
+        held, layouts, _, _ = bucket_state(self.buckets)
+        last = history[-1]
+        return RankResult(self.comm.rank, self.coords, last.losses, last.trace, held, layouts, last.grads,
+                          last.params, tuple(history), self.memory.result())
 
 
 def train_step(comm: Communicator, job: Job) -> RankResult:
-    """One training step of `job` on this rank (the SPMD entry point)."""
-    program = RankProgram(comm, job)
-    program.start()
-    losses, trace = program.run()
-    program.finish()
-    return program.result(losses, trace)
+    """`job.steps` training steps of `job` on this rank (the SPMD entry point)."""
+    return run_steps(RankProgram(comm, job), job.steps)

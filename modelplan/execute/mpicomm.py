@@ -100,7 +100,8 @@ class MPICommunicator(P2PCommunicator):
         MPI = self._MPI
         tag, src = self._tag(group, channel), group.ranks[peer]
         call = "recv" if channel is Channel.P2P else f"a message in {self._op}"
-        self.waiting_for = f"{call} from rank {src} on {group.axis} group {group.ranks}"
+        self.waiting_for = f"{call} from rank {src} on {group.axis} group {group.ranks}" + (
+            f" ({self.context})" if self.context else "")
         if like is None:
             dtype, shape = self._comm.recv(source=src, tag=tag)
             like = (tuple(shape), np.dtype(dtype))

@@ -1,4 +1,5 @@
-"""Element-wise optimizers on flat float64 arrays: SGD, SGD with momentum, Adam and AdamW.
+"""Element-wise optimizers on flat float64 arrays: SGD, SGD with momentum, Adam and AdamW,
+with a learning-rate schedule (linear warm-up, then cosine decay).
 
 Because every update is element-wise, a ZeRO shard of a flat buffer is updated exactly as the
 same elements of the whole buffer would be: that is what makes optimizer-state sharding exact.
@@ -7,6 +8,7 @@ Weight decay applies to every parameter (no norm/bias exclusion) to keep the rul
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +26,22 @@ class OptimizerConfig:
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     weight_decay: float = 0.1
+    warmup_steps: int = 0
+    """Linear warm-up: step t <= warmup_steps uses lr * t / warmup_steps (Goyal et al. 2017, sec. 2.2)."""
+    decay_steps: int = 0
+    """Cosine decay over this many steps after the warm-up, down to min_lr_ratio * lr
+    (Loshchilov & Hutter 2017, SGDR eq. 5, one cycle); 0: constant after the warm-up."""
+    min_lr_ratio: float = 0.1
+
+    def lr_at(self, step: int) -> float:
+        """Learning rate of optimizer step `step` (counted from 1)."""
+        if step <= self.warmup_steps:
+            return self.lr * step / self.warmup_steps
+        if not self.decay_steps:
+            return self.lr
+        done = min(step - max(self.warmup_steps, 1), self.decay_steps)  # decay starts after step 1
+        low = self.min_lr_ratio * self.lr
+        return low + (self.lr - low) * (1.0 + math.cos(math.pi * done / self.decay_steps)) / 2.0
 
     @property
     def num_states(self) -> int:
@@ -39,21 +57,22 @@ def optimizer_step(
     cfg: OptimizerConfig, w: np.ndarray, g: np.ndarray, state: list[np.ndarray], step: int
 ) -> np.ndarray:
     """Updated copy of w; `state` buffers are updated in place. `step` counts from 1."""
+    lr = cfg.lr_at(step)
     if cfg.kind == "sgd":
-        return w - cfg.lr * g
+        return w - lr * g
     if cfg.kind == "momentum":
         # torch.optim.SGD: buf = mu * buf + g (buf = g on the first step); w -= lr * buf
         (buf,) = state
         buf[:] = g if step == 1 else cfg.momentum * buf + g
-        return w - cfg.lr * buf
+        return w - lr * buf
     m, v = state
     b1, b2 = cfg.betas
     if cfg.kind == "adam":  # L2 penalty folded into the gradient (Kingma & Ba 2015; torch.optim.Adam)
         g = g + cfg.weight_decay * w
     else:  # decoupled weight decay (Loshchilov & Hutter 2019; torch.optim.AdamW)
-        w = w * (1.0 - cfg.lr * cfg.weight_decay)
+        w = w * (1.0 - lr * cfg.weight_decay)
     m[:] = b1 * m + (1.0 - b1) * g
     v[:] = b2 * v + (1.0 - b2) * g * g
     m_hat = m / (1.0 - b1**step)
     v_hat = v / (1.0 - b2**step)
-    return w - cfg.lr * m_hat / (np.sqrt(v_hat) + cfg.eps)
+    return w - lr * m_hat / (np.sqrt(v_hat) + cfg.eps)

@@ -10,7 +10,10 @@ rank has), the order in which that sender posts messages to it, and files every 
 message under its (kind, micro-batch, stage) key until the action that needs it runs.
 
 Every executed compute action is recorded with the messages it consumed and sent, numbered per
-(sender, receiver) pair: enough to rebuild a Lamport clock of the run afterwards.
+(sender, receiver) pair: enough to rebuild a Lamport clock of the run afterwards (numbering
+restarts with every optimizer step: one clock per step). A compute action that raises is
+re-raised naming its stage, action and optimizer step; a rank blocked on a message says which
+one it waits for (the communicator's `context`, named in deadlock and timeout reports).
 
 Scatter/gather (Narayanan et al. 2021, sec. 4.1; Megatron-LM `split_tensor_into_1d_equal_chunks`
 and `gather_split_1d_tensor`): when the plan's rule says so, every TP rank sends only its 1/tp
@@ -21,13 +24,15 @@ AllGathers the slices over its TP group before the action that consumes them.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from modelplan.comm.communicator import Communicator, Group
-from modelplan.plan.pipeline import Action, ActionKind, PipelineSchedule
+from modelplan.execute.spmd import named_step
+from modelplan.plan.pipeline import Action, ActionKind, PipelineSchedule, StageLayout
 
 MessageKey = tuple[str, int, int]
 """(F or B, micro-batch, stage that consumes it)."""
@@ -68,6 +73,21 @@ def messages_to(schedule: PipelineSchedule, src: int, dst: int) -> list[MessageK
     return [message_key(schedule, src, a) for a in schedule.lowered[src] if a.kind in SENDS and a.peer == dst]
 
 
+def _describe(key: MessageKey) -> str:
+    kind, microbatch, stage = key
+    what = "the activation" if kind == "F" else "the gradient"
+    return f"{what} of micro-batch {microbatch} for stage {stage}"
+
+
+def stage_map(layout: StageLayout) -> str:
+    """'pp rank 0: stages 0, 2 (chunks 0, 1); pp rank 1: stages 1, 3': where every stage runs."""
+    parts = []
+    for r, stages in enumerate(layout.rank_stages):
+        chunks = f" (chunks {', '.join(map(str, range(len(stages))))})" if len(stages) > 1 else ""
+        parts.append(f"pp rank {r}: stage{'s' if len(stages) > 1 else ''} {', '.join(map(str, stages))}{chunks}")
+    return "; ".join(parts)
+
+
 class PipelineP2P:
     """This rank's pipeline sends/receives with keyed mailboxes and message numbering."""
 
@@ -79,8 +99,12 @@ class PipelineP2P:
         self.tp_group, self.boundary_shape = scatter_gather, boundary_shape
         self.pp = pp_group.size
         self.pp_rank = pp_group.index(comm.rank)
-        self._expected = {src: deque(messages_to(schedule, src, self.pp_rank)) for src in range(self.pp)}
         self._mailbox: dict[MessageKey, tuple[np.ndarray, tuple[int, int]]] = {}
+        self.next_step()
+
+    def next_step(self) -> None:
+        """Expect a new training step's messages; numbering restarts (one Lamport clock per step)."""
+        self._expected = {src: deque(messages_to(self.schedule, src, self.pp_rank)) for src in range(self.pp)}
         self._sent: dict[int, int] = {}
         self._received: dict[int, int] = {}
 
@@ -103,7 +127,10 @@ class PipelineP2P:
             if not self._expected[src_pp]:
                 raise RuntimeError(f"pipeline rank {self.pp_rank} waits for {key} that rank {src} never sends")
             arrived = self._expected[src_pp].popleft()
+            self.comm.context = (f"pipeline: stage {stage} needs {_describe(key)} from pp rank {src_pp}; the next "
+                                 f"message from there should be {_describe(arrived)}")
             x = self.comm.recv(src, self.group, label="pp/forward" if arrived[0] == "F" else "pp/backward")
+            self.comm.context = ""
             self._received[src] = self._received.get(src, 0) + 1
             self._mailbox[arrived] = (x, (src, self._received[src]))
         x, number = self._mailbox.pop(key)
@@ -127,10 +154,16 @@ class ChunkModel(Protocol):
         are no longer held after this)."""
 
 
-def run_actions(schedule: PipelineSchedule, pp_rank: int, p2p: PipelineP2P, model: ChunkModel
-                ) -> tuple[list[tuple[int, Any]], list[StepRecord]]:
-    """Run one pipeline rank's lowered action list; returns (micro-batch, loss) of the micro-batches
-    whose last stage ran here, and the trace of compute actions."""
+Observer = Callable[[dict[str, Any]], None]
+"""Called after every compute action with what the rank holds between actions: 'caches' (saved
+activations by (micro-batch, chunk)), 'inbox' (received tensors not consumed yet), 'deferred'
+(weight gradients a B left to its W)."""
+
+
+def run_actions(schedule: PipelineSchedule, pp_rank: int, p2p: PipelineP2P, model: ChunkModel,
+                observe: Observer | None = None, step: int = 1) -> tuple[list[tuple[int, Any]], list[StepRecord]]:
+    """Run one pipeline rank's lowered action list (of optimizer step `step`); returns (micro-batch,
+    loss) of the micro-batches whose last stage ran here, and the trace of compute actions."""
     last = schedule.num_stages - 1
     losses: dict[int, Any] = {}
     caches: dict[tuple[int, int], Any] = {}
@@ -152,26 +185,29 @@ def run_actions(schedule: PipelineSchedule, pp_rank: int, p2p: PipelineP2P, mode
             continue
         records.append((a, v, received, []))
         received = []
-        if a.kind is ActionKind.W:
-            model.add_grads(c, i, deferred.pop((i, c)))
-        elif a.kind is ActionKind.F:
-            out, caches[(i, c)] = model.forward(c, i, inbox.pop(("F", i, v)) if v > 0 else None)
-            if v == last:
-                losses[i] = out
-            else:  # to the next stage: a SEND follows, or that stage runs on this rank
-                outbox = out
-                if schedule.where(i, v + 1)[0] == pp_rank:
-                    inbox[("F", i, v + 1)] = out
-        else:
-            dout = inbox.pop(("B", i, v)) if v < last else None
-            dx, grads = model.backward(c, i, caches.pop((i, c)), dout)
-            if v > 0:
-                outbox = dx
-                if schedule.where(i, v - 1)[0] == pp_rank:
-                    inbox[("B", i, v - 1)] = dx
-            if schedule.has_w(pp_rank, c, i):
-                deferred[(i, c)] = grads
+        with named_step(f"pp rank {pp_rank}, stage {v}: {a} of optimizer step {step}"):
+            if a.kind is ActionKind.W:
+                model.add_grads(c, i, deferred.pop((i, c)))
+            elif a.kind is ActionKind.F:
+                out, caches[(i, c)] = model.forward(c, i, inbox.pop(("F", i, v)) if v > 0 else None)
+                if v == last:
+                    losses[i] = out
+                else:  # to the next stage: a SEND follows, or that stage runs on this rank
+                    outbox = out
+                    if schedule.where(i, v + 1)[0] == pp_rank:
+                        inbox[("F", i, v + 1)] = out
             else:
-                model.add_grads(c, i, grads)
+                dout = inbox.pop(("B", i, v)) if v < last else None
+                dx, grads = model.backward(c, i, caches.pop((i, c)), dout)
+                if v > 0:
+                    outbox = dx
+                    if schedule.where(i, v - 1)[0] == pp_rank:
+                        inbox[("B", i, v - 1)] = dx
+                if schedule.has_w(pp_rank, c, i):
+                    deferred[(i, c)] = grads
+                else:
+                    model.add_grads(c, i, grads)
+        if observe is not None:
+            observe({"caches": caches, "inbox": inbox, "deferred": deferred})
     trace = [StepRecord(a, v, step_cost(schedule, pp_rank, a), tuple(rcv), tuple(snt)) for a, v, rcv, snt in records]
     return sorted(losses.items()), trace

@@ -46,6 +46,9 @@ class VerifyReport(_Frozen):
     seed: int
     backend: str
     rows: list[VerifyRow]
+    oracle: str = "numpy"
+    """The single-device run the sharded one was compared with: numpy (the executor's own
+    reference, same layer functions) or torch (PyTorch float64, autograd, torch.optim)."""
     timeline: list[list[TimelineStep]] = Field(default_factory=list)
     """Per pipeline rank of the first pipeline (dp 0, tp 0): its steps in executed order."""
     notes: list[str] = Field(default_factory=list)

@@ -176,6 +176,8 @@ class SimCommunicator(P2PCommunicator):
         else:
             seq, op = 0, None
             what = f"recv from rank {src} on {group.axis} group {group.ranks}"
+        if self.context:
+            what += f" ({self.context})"
         msg = self._fabric.take((src, self.rank, group, channel), what)
         if channel is Channel.COLL and (msg.op, msg.seq) != (op, seq):
             raise CommError(f"collective mismatch: rank {self.rank} is in {_where(op, seq, group)}"

@@ -8,9 +8,10 @@ changes.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from modelplan.comm.communicator import Ledger
 from modelplan.errors import ModelplanError
@@ -66,6 +67,22 @@ class SpmdTimeout(SpmdError):
 
 class RankAborted(Exception):
     """Raised inside a rank that was blocked when another rank failed (not a root cause)."""
+
+
+class RankStepError(Exception):
+    """A rank's compute step raised (a shape error in the math, a bad message): says which step."""
+
+
+@contextmanager
+def named_step(where: str) -> Iterator[None]:
+    """Re-raise what a rank's step raises as a RankStepError naming `where` (stage, micro-batch,
+    optimizer step); another rank's failure passes through unchanged."""
+    try:
+        yield
+    except (RankAborted, RankStepError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - named and re-raised for the report
+        raise RankStepError(f"{where}: {type(exc).__name__}: {exc}") from exc
 
 
 def check_world_size(world_size: int) -> None:

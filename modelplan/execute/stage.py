@@ -45,6 +45,11 @@ def stage_layout(spec: TransformerSpec, index: int, num_stages: int) -> StageLay
     return StageLayout(index, num_stages, layers.start, len(layers))
 
 
+def split_cache(cache: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """(what the blocks keep, what the embedding and the head keep) of a stage's forward cache."""
+    return cache.get("blocks"), {k: v for k, v in cache.items() if k != "blocks"}
+
+
 def _add(into: Params, grads: Params) -> None:
     for k, v in grads.items():
         into[k] = into[k] + v if k in into else v

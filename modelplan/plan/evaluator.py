@@ -168,6 +168,9 @@ class Evaluator:
         self.dtype_bytes, self.grad_bytes = training.dtype_bytes, training.grad_bytes
         # bytes per gradient element the data-parallel reduction moves (the engine's reduce dtype)
         self.dp_grad_bytes = 4 if self.software.reduce_in_fp32 and training.grad_dtype == "fp32" else self.dtype_bytes
+        # DeepSpeed stages gradients in a reduce bucket and parameters in an all-gather bucket (ZeRO >= 1)
+        self.bucket_bytes = self.software.dp_bucket_elements * (self.dp_grad_bytes + self.dtype_bytes)
+        self._modes: dict[tuple, object] = {}
         self.state_bytes = dp_zero.state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
         self.opt_bytes = dp_zero.optimizer_bytes_per_param(
             self.grad_bytes, self.state_bytes, self.dtype_bytes, training.uses_master_weights
@@ -188,7 +191,6 @@ class Evaluator:
         self._dps_shared: dict[tuple, DpEntry] = {}
         self._tp_most: dict[int, float] = {}
         self._block_cache: dict[tuple, BlockTerms] = {}
-        self._zero3_modes: dict[tuple, object] = {}
         self._p2ps: dict[tuple, float] = {}
         self._flops: dict[str, tuple[float, float]] = {}
         self._states: dict[tuple, tuple] = {}
@@ -459,8 +461,7 @@ class Evaluator:
         first_states, last_states, groups = hit
         t, mt, blocks = stage.dense, stage.moe, stage.blocks
         inflight = self.inflight(schedule, pp, m, vpp)
-        # DeepSpeed stages gradients in a reduce bucket and parameters in an all-gather bucket
-        buckets = self.software.dp_bucket_elements * (self.dp_grad_bytes + self.dtype_bytes) if zero >= 1 else 0.0
+        buckets = self.bucket_bytes if zero >= 1 else 0.0
         out = []
         for states, b, held in ((first_states, blocks[0], inflight[0]), (last_states, blocks[-1], inflight[1])):
             if offload_optimizer != "none":
@@ -586,9 +587,9 @@ class Evaluator:
             return dpe.partial_grads_s * (m if zero >= 2 else 1), 0.0, 0.0
         cost = self.cost
         if zero == 3:
-            mode = self._zero3_modes.get((reshard, pp))
+            mode = self._modes.get((reshard, pp))
             if mode is None:
-                mode = self._zero3_modes[(reshard, pp)] = zero3_mode(reshard, self.software, pp)
+                mode = self._modes[(reshard, pp)] = zero3_mode(reshard, self.software, pp)
             every_mb = reduces_every_microbatch(mode)
         else:
             mode, every_mb = None, True

@@ -181,13 +181,14 @@ def search_plans(
         out = [(s, 1) for s in schedules if s != Schedule.INTERLEAVED]
         if Schedule.INTERLEAVED in schedules:
             # pp 1 has no interleaved schedule: only a vpp the user asked for is tried (and rejected)
-            # (an uneven split, layers % pp != 0, tries every vpp that leaves each chunk a block)
+            # (an uneven split, layers % pp != 0, tries vpp 2..8 where each chunk keeps a block:
+            # the bubble's gain (p-1)/(v m) flattens while the messages grow with v)
             if pp == 1:
                 vdefault = []
             elif layers % pp == 0:
                 vdefault = [v for v in divisors(layers // pp) if v >= 2]
             else:
-                vdefault = list(range(2, layers // pp + 1))
+                vdefault = list(range(2, min(8, layers // pp) + 1))
             out += [(Schedule.INTERLEAVED, v) for v in _choose(space.vpp, vdefault, layers) if v >= 2]
         if space.vpp is not None:
             allowed = set(_choose(space.vpp, [], layers))

@@ -15,6 +15,7 @@ from __future__ import annotations
 from modelplan.errors import SpecError
 from modelplan.plan.pipeline import schedule_problem
 from modelplan.plan.problems import Problem, Reason
+from modelplan.specs.features import architecture_features
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -188,6 +189,10 @@ def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128,
             f"around the cp ring (send/recv, overlapped with the attention core); gradients reduced over "
             f"dp*cp = {plan.dp * plan.cp}; planned only: `modelplan verify` does not execute context "
             "parallelism")
+    features = architecture_features(spec)
+    if features:  # the kernels and shards are the baseline block's: say what that leaves out
+        notes.append(f"step time and per-GPU parameters are priced as baseline blocks: {', '.join(features)} "
+                     "not modelled by the planner yet (FLOPs and activation memory are counted)")
     return notes
 
 

@@ -44,6 +44,15 @@ def read_json(path: Path) -> dict:
         raise SpecError(f"{path}: cannot read: {exc.strerror}") from None
 
 
+_HF_KEYS = ("architectures", "transformers_version", "num_hidden_layers", "hidden_size", "n_layer", "d_model")
+
+
+def _looks_like_hf(data: dict) -> bool:
+    """A HuggingFace config.json (a key only HF configs have) even when model_type is missing:
+    the HF reader then says which key is missing instead of listing every unknown spec field."""
+    return "kind" not in data and "model" not in data and any(key in data for key in _HF_KEYS)
+
+
 def load_model(ref: str) -> ModelSpec:
     """A preset name, a .toml/.json spec file, or a HuggingFace config.json (has `model_type`)."""
     path = Path(ref)
@@ -52,7 +61,7 @@ def load_model(ref: str) -> ModelSpec:
             raise SpecError(f"{ref}: no such file")
         if path.suffix.lower() == ".json":
             data = read_json(path)
-            if isinstance(data, dict) and "model_type" in data:
+            if isinstance(data, dict) and ("model_type" in data or _looks_like_hf(data)):
                 from modelplan.specs.hf import from_hf_config
 
                 return from_hf_config(data, source=path.name)

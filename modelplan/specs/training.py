@@ -25,7 +25,9 @@ class TrainingSpec(Spec):
     global_batch: int = Field(1, gt=0)
     """Sequences (or samples) per optimizer step, over all data-parallel ranks."""
     seq_len: int = Field(2048, gt=0)
-    """Tokens per sequence (ignored by non-sequence networks)."""
+    """Tokens per sequence (ignored by non-sequence networks); the encoder's for encoder-decoders."""
+    decoder_seq_len: int | None = Field(None, gt=0)
+    """Encoder-decoder models (T5): target tokens per sequence; None means seq_len."""
     precision: Precision = "bf16"
     """fp32, or mixed precision with bf16 / fp16 / fp8 matmuls."""
     optimizer: Optimizer = "adamw"

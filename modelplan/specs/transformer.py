@@ -1,55 +1,27 @@
-"""Transformer spec: decoder-only (GPT/Llama style) and encoder-only (BERT style), dense or MoE.
+"""Transformer spec: decoder-only (GPT/Llama style), encoder-only (BERT style) or encoder-decoder
+(T5 style), dense or MoE, with attention, state-space (Mamba) or mixed (Jamba) blocks.
 
 Every flag that changes a parameter count is a field, so a preset states it explicitly
-(GPT-2 small is 124,439,808 parameters with biases, 124,337,664 without).
+(GPT-2 small is 124,439,808 parameters with biases, 124,337,664 without). Architectural features
+are fields, never model names: a new checkpoint of a known family is a new set of values.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from modelplan.specs.base import Spec
+from modelplan.specs.blocks import ClassifierSpec, MLASpec, MoESpec, Norm, SSMSpec, VisionSpec
+from modelplan.specs.transformer_checks import check_transformer
 
-Position = Literal["learned", "rotary", "alibi", "none"]
-Norm = Literal["layernorm", "rmsnorm"]
-Activation = Literal["gelu", "relu", "silu", "gelu_tanh"]
+__all__ = ["TransformerSpec", "MoESpec", "MLASpec", "SSMSpec", "ClassifierSpec", "VisionSpec"]
 
-
-class MoESpec(Spec):
-    """Mixture-of-experts MLP (Switch / Mixtral / DeepSeek-MoE style)."""
-
-    num_experts: int = Field(gt=0, description="Routed experts per MoE layer.")
-    """Routed experts per MoE layer."""
-    top_k: int = Field(gt=0, description="Experts each token is routed to.")
-    """Experts each token is routed to."""
-    expert_ffn_hidden: int = Field(gt=0, description="Hidden size of one expert's MLP.")
-    """Hidden size of one expert's MLP."""
-    shared_experts: int = Field(0, ge=0, description="Always-active shared experts.")
-    """Always-active shared experts (DeepSeek-MoE); each has `shared_expert_ffn_hidden`."""
-    shared_expert_ffn_hidden: int | None = Field(None, gt=0)
-    """Hidden size of one shared expert (defaults to expert_ffn_hidden)."""
-    layer_freq: int = Field(1, gt=0, description="Every layer_freq-th layer is MoE.")
-    """Every `layer_freq`-th layer (counting from 1 after the dense prefix) is an MoE layer."""
-    first_dense_layers: int = Field(0, ge=0)
-    """Number of leading layers that keep a dense MLP (DeepSeek `first_k_dense_replace`)."""
-    router_bias: bool = False
-    """Whether the router (gate) linear layer has a bias."""
-    capacity_factor: float | None = Field(None, gt=0)
-    """Token capacity factor for expert buffers (None: dropless)."""
-    shared_expert_gate: bool = False
-    """A sigmoid gate (h x 1 linear, no bias) scaling the shared experts' output (Qwen2-MoE)."""
-
-    @model_validator(mode="after")
-    def _check(self) -> "MoESpec":
-        if self.top_k > self.num_experts:
-            raise ValueError(
-                f"moe.top_k ({self.top_k}) must not exceed moe.num_experts ({self.num_experts})"
-            )
-        if self.shared_expert_gate and self.shared_experts == 0:
-            raise ValueError("moe.shared_expert_gate needs moe.shared_experts > 0 (got 0)")
-        return self
+Position = Literal["learned", "rotary", "alibi", "relative", "none"]
+Activation = Literal["gelu", "relu", "silu", "gelu_tanh", "swiglu_clamp"]
+LayerType = Literal["full_attention", "sliding_attention", "chunked_attention", "mamba"]
+NormPlacement = Literal["pre", "post", "sandwich", "output"]
 
 
 class TransformerSpec(Spec):
@@ -61,22 +33,58 @@ class TransformerSpec(Spec):
     """Display name."""
     source: str = ""
     """Where the configuration comes from (paper, HF config), for presets."""
-    arch: Literal["decoder", "encoder"] = "decoder"
-    """decoder: causal LM (GPT, Llama); encoder: bidirectional (BERT)."""
+    arch: Literal["decoder", "encoder", "encoder_decoder"] = "decoder"
+    """decoder: causal LM (GPT, Llama); encoder: bidirectional (BERT); encoder_decoder: a
+    bidirectional encoder and a causal decoder with cross-attention (T5)."""
     layers: int = Field(gt=0)
-    """Number of transformer blocks (HF num_hidden_layers)."""
+    """Number of blocks (HF num_hidden_layers); the encoder's for encoder_decoder."""
+    decoder_layers: int | None = Field(None, gt=0)
+    """encoder_decoder only: decoder blocks (T5 num_decoder_layers); None means `layers`."""
     hidden: int = Field(gt=0)
     """Model width h (HF hidden_size)."""
     heads: int = Field(gt=0)
-    """Query heads a (HF num_attention_heads)."""
+    """Query heads a (HF num_attention_heads); attention-free models (Mamba) state 1, unused."""
     kv_heads: int | None = Field(None, gt=0)
     """Key/value heads (GQA/MQA); None means heads (MHA)."""
     head_dim: int | None = Field(None, gt=0)
     """Per-head dimension; None means hidden // heads (then heads must divide hidden)."""
+    layer_types: list[LayerType] | None = None
+    """Mixer of each block, repeated cyclically: block i is layer_types[i % len] (Gemma 3:
+    5 x sliding_attention + full_attention; Jamba: 4 mamba, attention, 3 mamba). None: all
+    full_attention."""
+    sliding_window: int | None = Field(None, gt=0)
+    """Keys a sliding_attention query sees, itself included (HF sliding_window)."""
+    attention_chunk: int | None = Field(None, gt=0)
+    """chunked_attention: queries see only earlier keys of their own chunk (Llama 4)."""
     qk_norm: bool = False
-    """A per-head norm (head_dim wide) on queries and on keys (Phi qk_layernorm, Qwen3, OLMo-2)."""
-    ffn_hidden: int = Field(gt=0)
-    """Dense MLP hidden size (HF intermediate_size; 4h for GPT)."""
+    """A norm on queries and on keys before the scores (Phi qk_layernorm, Qwen3, OLMo-2, Gemma 3)."""
+    qk_norm_scope: Literal["head", "all_heads"] = "head"
+    """head: each head normalised over head_dim; all_heads: the whole q (k) projection normalised
+    over heads * head_dim (OLMo-2, OLMoE: weights of width q_width and kv_width)."""
+    qk_norm_weight: Literal["shared", "per_head", "none"] = "shared"
+    """Learnable weight of a per-head qk norm: one head_dim vector for all heads (Qwen3, Gemma 3),
+    one per head (Cohere), or none (Llama 4's L2 norm)."""
+    attention_sinks: bool = False
+    """A learned sink logit per head in every softmax (gpt-oss `sinks`: heads parameters/layer)."""
+    attn_logit_softcap: float | None = Field(None, gt=0)
+    """Scores become cap * tanh(scores / cap) (Gemma 2)."""
+    final_logit_softcap: float | None = Field(None, gt=0)
+    """Output logits become cap * tanh(logits / cap) (Gemma 2)."""
+    attention_scale: float | None = Field(None, gt=0)
+    """Factor on Q K^T; None means 1 / sqrt(head_dim) (Gemma query_pre_attn_scalar, Granite)."""
+    qkv_clip: float | None = Field(None, gt=0)
+    """Q, K, V clamped to [-clip, clip] (OLMo clip_qkv)."""
+    rotary_fraction: float = Field(1.0, gt=0, le=1)
+    """Share of each head's dims that rotary rotates (HF partial_rotary_factor)."""
+    mla: MLASpec | None = None
+    """Multi-head Latent Attention instead of q/k/v projections (DeepSeek-V2/V3)."""
+    ssm: SSMSpec | None = None
+    """The state-space mixer of `mamba` blocks."""
+    ffn_hidden: int = Field(0, ge=0)
+    """Dense MLP hidden size (HF intermediate_size; 4h for GPT); 0 only when no block has a
+    dense MLP."""
+    mlp: bool = True
+    """Blocks have an MLP after the mixer (false: Mamba's mixer-only blocks)."""
     vocab: int = Field(gt=0)
     """Vocabulary size (rows of the token embedding)."""
     embedding_dim: int | None = Field(None, gt=0)
@@ -85,15 +93,25 @@ class TransformerSpec(Spec):
     max_positions: int = Field(2048, gt=0)
     """Rows of the learned position table (HF max_position_embeddings)."""
     position: Position = "rotary"
-    """Position encoding; only 'learned' adds parameters."""
+    """Position encoding; 'learned' adds a table, 'relative' T5's bucketed bias (the first
+    block of each stack holds relative_buckets x heads)."""
+    relative_buckets: int = Field(32, gt=0)
+    """relative: buckets of T5's relative attention bias."""
+    relative_max_distance: int = Field(128, gt=0)
+    """relative: distance at which T5's buckets saturate."""
     norm: Norm = "rmsnorm"
     """Normalisation layer kind."""
     norm_bias: bool = False
     """Whether norms have a bias (LayerNorm's beta)."""
+    norm_affine: bool = True
+    """Whether norms have a learnable weight at all (false: OLMo's non-parametric LayerNorm)."""
     norm_eps: float = Field(1e-5, gt=0)
     """Epsilon of the norms (used by the executor)."""
+    norm_placement: NormPlacement | None = None
+    """pre: x + f(norm(x)); post: norm(x + f(x)) (BERT); sandwich: x + norm(f(norm(x))), four
+    norms a block (Gemma 2/3, GLM-4); output: x + norm(f(x)) (OLMo-2). None: pre."""
     qkv_bias: bool = False
-    """Bias on the Q, K, V projections."""
+    """Bias on the Q, K, V projections (MLA: on the down projections q_a and kv_a)."""
     attn_out_bias: bool = False
     """Bias on the attention output projection."""
     mlp_bias: bool = False
@@ -101,19 +119,25 @@ class TransformerSpec(Spec):
     gated_mlp: bool = True
     """Gated MLP (SwiGLU/GeGLU: two input projections) instead of a plain one."""
     activation: Activation = "silu"
-    """MLP activation (inside the gate for gated MLPs)."""
+    """MLP activation (inside the gate for gated MLPs; swiglu_clamp: gpt-oss's clamped SwiGLU)."""
     tied_embeddings: bool = False
     """Output head shares the token embedding matrix."""
     lm_head_bias: bool = False
     """Bias on the output head (Phi; BERT's MLM decoder bias)."""
     parallel_block: bool = False
-    """Attention and MLP read the same input and are summed (GPT-J, Falcon, GPT-NeoX)."""
-    norms_per_layer: int | None = Field(None, ge=1, le=2)
-    """Norms per block; None means 2 for sequential blocks, 1 for parallel blocks."""
+    """Attention and MLP read the same input and are summed (GPT-J, Falcon, GPT-NeoX, Cohere)."""
+    norms_per_layer: int | None = Field(None, ge=1, le=4)
+    """Norms per block; None means 4 for sandwich, 1 for parallel or MLP-free blocks, else 2."""
     final_norm: bool = True
-    """A norm after the last block."""
+    """A norm after the last block (of each stack for encoder_decoder)."""
     embedding_norm: bool = False
     """A norm right after the embeddings (BLOOM, BERT)."""
+    embedding_scale: float | None = Field(None, gt=0)
+    """Factor on the token embeddings (Gemma sqrt(hidden), Granite embedding_multiplier)."""
+    residual_scale: float = Field(1.0, gt=0)
+    """Factor on each block's branch output before the residual add (Granite residual_multiplier)."""
+    logit_scale: float = Field(1.0, gt=0)
+    """Factor on the output logits (Cohere logit_scale, Granite 1 / logits_scaling)."""
     type_vocab: int = Field(0, ge=0)
     """Token-type (segment) embedding rows (BERT: 2)."""
     pooler: bool = False
@@ -123,29 +147,28 @@ class TransformerSpec(Spec):
     mlm_transform: bool = False
     """BERT MLM head transform before the output head: dense h x h + bias, activation, norm
     (the decoder's vocab-sized bias is `lm_head_bias`)."""
+    classifier: ClassifierSpec | None = None
+    """A task head linear (HF ...ForSequenceClassification and friends)."""
+    mtp_layers: int = Field(0, ge=0)
+    """Multi-token prediction modules (DeepSeek-V3 sec. 2.2, num_nextn_predict_layers): each two
+    norms, a Linear(2h, h), one block and a norm; embedding and output head shared."""
+    vision: VisionSpec | None = None
+    """A vision tower and projector (Gemma 3, Mistral 3); parameters only."""
     dropout: bool = False
     """Dropout is active in training (adds 1-byte masks to activation memory, Korthikanti et al.)."""
     moe: MoESpec | None = None
     """Mixture-of-experts settings; None for a dense model."""
 
+    @field_validator("layer_types")
+    @classmethod
+    def _non_empty(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("layer_types must not be empty (omit it for all full_attention)")
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> "TransformerSpec":
-        if self.head_dim is None and self.hidden % self.heads:
-            raise ValueError(
-                f"heads ({self.heads}) must divide hidden ({self.hidden}) when no head_dim is given"
-            )
-        kv = self.kv_heads if self.kv_heads is not None else self.heads
-        if self.heads % kv:
-            raise ValueError(f"kv_heads ({kv}) must divide heads ({self.heads})")
-        if self.lm_head_bias and not self.lm_head:
-            raise ValueError("lm_head_bias needs lm_head (there is no output head to carry it)")
-        if self.mlm_transform and not self.lm_head:
-            raise ValueError("mlm_transform needs lm_head (it feeds the output head)")
-        if self.moe is not None and self.moe.first_dense_layers > self.layers:
-            raise ValueError(
-                f"moe.first_dense_layers ({self.moe.first_dense_layers}) "
-                f"exceeds layers ({self.layers})"
-            )
+        check_transformer(self)
         return self
 
     # Derived sizes (names say global vs per-rank: these are all global).
@@ -175,22 +198,60 @@ class TransformerSpec(Spec):
         return self.num_kv_heads * self.dim_head
 
     @property
+    def placement(self) -> NormPlacement:
+        """Norm placement with the default (pre) applied."""
+        return self.norm_placement if self.norm_placement is not None else "pre"
+
+    @property
     def num_norms_per_layer(self) -> int:
-        """Norms inside one block."""
+        """Norms inside one block (a decoder block's cross-attention norm not included)."""
         if self.norms_per_layer is not None:
             return self.norms_per_layer
-        return 1 if self.parallel_block else 2
+        if self.placement == "sandwich":
+            return 4
+        return 1 if self.parallel_block or not self.mlp else 2
 
     @property
     def causal(self) -> bool:
-        """Decoder models use a causal mask."""
-        return self.arch == "decoder"
+        """Decoder models (and the decoder of an encoder-decoder) use a causal mask."""
+        return self.arch != "encoder"
+
+    @property
+    def num_decoder_layers(self) -> int:
+        """Decoder blocks of an encoder-decoder (0 otherwise)."""
+        if self.arch != "encoder_decoder":
+            return 0
+        return self.decoder_layers if self.decoder_layers is not None else self.layers
+
+    @property
+    def num_blocks(self) -> int:
+        """All blocks: the encoder's then the decoder's for encoder_decoder, else `layers`."""
+        return self.layers + self.num_decoder_layers
+
+    def is_decoder_block(self, index: int) -> bool:
+        """Whether block `index` is a decoder block of an encoder-decoder (has cross-attention)."""
+        return self.arch == "encoder_decoder" and index >= self.layers
+
+    def is_first_in_stack(self, index: int) -> bool:
+        """The first block of the (encoder or decoder) stack: holds T5's relative bias table."""
+        return index == 0 or (self.arch == "encoder_decoder" and index == self.layers)
+
+    def layer_type(self, index: int) -> LayerType:
+        """Mixer of block `index` (layer_types repeated cyclically; full_attention by default)."""
+        if self.layer_types is None:
+            return "full_attention"
+        return self.layer_types[index % len(self.layer_types)]
 
     def is_moe_layer(self, index: int) -> bool:
         """Whether block `index` (0-based) has an MoE MLP."""
-        if self.moe is None or index < self.moe.first_dense_layers:
+        moe = self.moe
+        if moe is None or not self.mlp:
             return False
-        return (index - self.moe.first_dense_layers + 1) % self.moe.layer_freq == 0
+        if moe.layers is not None:
+            return index in moe.layers
+        if index < moe.first_dense_layers:
+            return False
+        return (index - moe.first_dense_layers + 1) % moe.layer_freq == 0
 
     @property
     def num_moe_layers(self) -> int:

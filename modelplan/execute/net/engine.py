@@ -4,9 +4,10 @@ The same order as the transformer engine (`modelplan.execute.engine`), whose pie
 process groups from the rank grid; each unit's parameters initialised on the first data-parallel
 rank and broadcast (`DataParallel.place`, one bucket per unit, ZeRO 0-3); Barrier; the pipeline
 schedule's steps in order with point-to-point sends between stages (`PipelineP2P`); gradient
-reductions; optimizer step. Stages and tensor-parallel roles come from `plan/net_layout.py`.
-Each rank also records the peak of the activations its in-flight micro-batches keep for
-backward (what `Saved` holds), for the memory check.
+reductions; optimizer step, `NetJob.steps` times (`engine.run_steps`). Stages and
+tensor-parallel roles come from `plan/net_layout.py`. Each rank also records the peak of the
+activations its in-flight micro-batches declare they keep for backward (what `Saved` holds) and,
+like the transformer engine, measures the live arrays it holds (`memory_probe.py`).
 """
 
 from __future__ import annotations
@@ -23,13 +24,16 @@ from modelplan.execute.data_parallel import Bucket, DataParallel
 from modelplan.execute.engine import (
     Groups,
     RankResult,
+    SteppedProgram,
+    StepState,
     bucket_state,
     defs_by_unit,
-    finish_buckets,
     local_entries,
     local_values,
     materialize_units,
+    run_steps,
 )
+from modelplan.execute.memory_probe import PeakTracker, bucket_roots, program_rest
 from modelplan.execute.net.loss import LossKind, loss_backward, loss_forward
 from modelplan.execute.net.model import backward_nodes, forward_nodes, tape_leaves
 from modelplan.execute.net.params import NetBatch, executor_shape, init_buffers, init_params, make_batch
@@ -37,7 +41,7 @@ from modelplan.execute.net.saved import RunContext
 from modelplan.execute.net.tensor_parallel import NetTensorParallel, shard_slice
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import ParamDef
-from modelplan.execute.pipeline import PipelineP2P, StepRecord, run_actions
+from modelplan.execute.pipeline import PipelineP2P
 from modelplan.plan.dims import ParallelDims
 from modelplan.plan.net_layout import StagePlan, network_stages
 from modelplan.plan.net_tp import TpRole, param_tp_dim
@@ -58,6 +62,8 @@ class NetJob:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     loss: LossKind | None = None
     """None: cross-entropy for several outputs, MSE for one (`default_loss`)."""
+    steps: int = 1
+    """Optimizer steps to run, each on its own global batch."""
 
     @property
     def dims(self) -> ParallelDims:
@@ -73,9 +79,13 @@ class NetJob:
     def stages(self) -> list[StagePlan]:
         return network_stages(network_tree(self.spec), self.plan.pp * self.plan.vpp, self.plan.tp)
 
-    def batch(self) -> NetBatch:
-        """The global batch (every rank draws the same and keeps its rows)."""
-        return make_batch(network_layers(self.spec), self.training.global_batch, self.seed, self.loss)
+    def batch(self, step: int = 0) -> NetBatch:
+        """The global batch of step `step` (0-based; every rank draws the same and keeps its rows)."""
+        return make_batch(network_layers(self.spec), self.training.global_batch, self.seed, self.loss, step=step)
+
+    def batches(self) -> list[NetBatch]:
+        """The global batch of every step."""
+        return [self.batch(t) for t in range(self.steps)]
 
 
 def net_param_defs(stages: list[StagePlan]) -> list[ParamDef]:
@@ -101,8 +111,13 @@ class NetRankResult(RankResult):
     """Peak bytes of masks and indices kept for backward."""
 
 
-class NetRankProgram:
-    """One rank's state during the step."""
+class NetRankProgram(SteppedProgram):
+    """One rank's state during the run."""
+
+    STATIC = ("comm", "job", "plan", "coords", "groups", "dp", "m", "schedule", "defs", "stages", "hooks",
+              "memory", "live", "_sizes", "_held", "_peak")
+    """Attributes that hold configuration and no arrays, or are walked under their own term
+    (memory_probe.program_rest skips them)."""
 
     def __init__(self, comm: Communicator, job: NetJob) -> None:
         self.comm, self.job, self.plan = comm, job, job.plan
@@ -121,6 +136,9 @@ class NetRankProgram:
         self.hooks = [NetTensorParallel(comm, self.groups.tp, st.roles) for st in self.stages]
         self.buckets: dict[str, Bucket] = {}
         self.buffers = self._local_buffers()
+        self.step = 1
+        self.memory = PeakTracker()
+        self.live: dict = {}
 
     def _local_buffers(self) -> dict[str, np.ndarray]:
         """BatchNorm running statistics of this rank's stages (its channel slice when sharded)."""
@@ -138,11 +156,26 @@ class NetRankProgram:
         return out
 
     @cached_property
-    def batch(self) -> NetBatch:
-        """This data-parallel rank's samples of the global batch."""
+    def batches(self) -> list[NetBatch]:
+        """This data-parallel rank's samples of every step's global batch."""
         b = self.plan.micro_batch
         start = self.coords.dp_rank * self.m * b
-        return self.job.batch().rows(start, start + self.m * b)
+        return [full.rows(start, start + self.m * b) for full in self.job.batches()]
+
+    @property
+    def batch(self) -> NetBatch:
+        return self.batches[self.step - 1]
+
+    def memory_roots(self, live: dict, gathered) -> dict:
+        """What memory_probe walks, by term: the layers' tapes are activations, the loss's cache an
+        edge activation."""
+        kept = list(live.get("caches", {}).values())
+        roots = bucket_roots(self.buckets.values())
+        roots.update(gathered=gathered, inputs=self.batches, buffers=self.buffers,
+                     activations=[t[0] for t in kept], edge_activations=[t[1] for t in kept],
+                     comm_buffers=(self.p2p, live.get("inbox")), deferred=live.get("deferred"),
+                     other=program_rest(self, ("buckets", "p2p", "batches", "buffers")))
+        return roots
 
     def context(self, i: int) -> RunContext:
         b = self.plan.micro_batch
@@ -172,7 +205,10 @@ class NetRankProgram:
             self.comm.barrier(self.groups.world, label="world/start")
 
     def params(self, chunk: int) -> dict[str, np.ndarray]:
-        return materialize_units(self.dp, self.buckets, self.stages[chunk].units)
+        p = materialize_units(self.dp, self.buckets, self.stages[chunk].units)
+        if self.plan.zero == 3:
+            self.observe(gathered=p)
+        return p
 
     def forward(self, chunk: int, microbatch: int, x):
         """`ChunkModel.forward`: the chunk's nodes, and the loss on the last stage; counts what the
@@ -214,24 +250,13 @@ class NetRankProgram:
             if unit in self.buckets:
                 self.dp.add_grads(self.buckets[unit], grads)
 
-    def run(self) -> tuple[list[tuple[int, float]], list[StepRecord], tuple[int, int]]:
-        """Run this pipeline rank's actions: losses, trace, peak (activation elements, fixed bytes)."""
-        losses, trace = run_actions(self.schedule, self.coords.pp_rank, self.p2p, self)
-        return losses, trace, (self._peak[0], self._peak[1])
-
-    def finish(self) -> None:
-        """Complete the gradient reductions and take the optimizer step, unit by unit."""
-        finish_buckets(self.dp, self.buckets)
-
-    def result(self, losses: list[tuple[int, float]], trace: list[StepRecord], peak: tuple[int, int]) -> NetRankResult:
-        return NetRankResult(self.comm.rank, self.coords, tuple(losses), tuple(trace), *bucket_state(self.buckets),
-                             *peak)
+    def result(self, history: list[StepState]) -> NetRankResult:
+        held, layouts, _, _ = bucket_state(self.buckets)
+        last = history[-1]
+        return NetRankResult(self.comm.rank, self.coords, last.losses, last.trace, held, layouts, last.grads,
+                             last.params, tuple(history), self.memory.result(), *self._peak)
 
 
 def net_train_step(comm: Communicator, job: NetJob) -> NetRankResult:
-    """One training step of `job` on this rank (the SPMD entry point)."""
-    program = NetRankProgram(comm, job)
-    program.start()
-    losses, trace, peak = program.run()
-    program.finish()
-    return program.result(losses, trace, peak)
+    """`job.steps` training steps of `job` on this rank (the SPMD entry point)."""
+    return run_steps(NetRankProgram(comm, job), job.steps)

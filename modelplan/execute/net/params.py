@@ -89,8 +89,9 @@ class NetBatch:
     loss: LossKind
 
     def rows(self, start: int, stop: int) -> "NetBatch":
-        """Samples [start, stop)."""
-        return NetBatch(self.inputs[start:stop], self.targets[start:stop], self.loss)
+        """Samples [start, stop), as their own arrays (a micro-batch a layer keeps is its own
+        buffer, not a view that pins the whole batch)."""
+        return NetBatch(self.inputs[start:stop].copy(), self.targets[start:stop].copy(), self.loss)
 
 
 def default_loss(layers: list[LayerInfo]) -> LossKind:
@@ -99,9 +100,10 @@ def default_loss(layers: list[LayerInfo]) -> LossKind:
 
 
 def make_batch(layers: list[LayerInfo], batch: int, seed: int = 0, loss: LossKind | None = None,
-               vocab: int | None = None) -> NetBatch:
-    """Seeded inputs (token ids below `vocab` for an embedding first layer) and targets."""
-    rng = np.random.default_rng([seed, 1])
+               vocab: int | None = None, step: int = 0) -> NetBatch:
+    """Seeded inputs (token ids below `vocab` for an embedding first layer) and targets; `step`
+    draws another batch of the same run (step 0 is the first)."""
+    rng = np.random.default_rng([seed, 1] if step == 0 else [seed, 1, step])
     first, last = layers[0], layers[-1]
     if first.type == "embedding":
         rows = vocab or first.param_shapes["weight"][0]

@@ -54,4 +54,4 @@ def dropout_keep(ctx: RunContext, path: str, sample_shape: tuple[int, ...], batc
         index = [slice(None)] * keep.ndim
         index[axis] = cut
         keep = keep[tuple(index)]
-    return np.ascontiguousarray(keep)
+    return keep.copy()  # its own buffer: a view would pin the whole global batch's mask

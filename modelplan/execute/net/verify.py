@@ -17,19 +17,29 @@ and are not compared.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from modelplan.count.network import network_layers
-from modelplan.count.network_tree import network_tree
 from modelplan.execute.checks import check_ledgers, check_memory
+from modelplan.execute.memory_check import check_measured_memory, planned_network_memory
 from modelplan.execute.net.engine import NetJob, NetRankResult, net_param_defs, net_train_step
 from modelplan.execute.net.loss import LossKind
-from modelplan.execute.net.model import reference_step
-from modelplan.execute.net.params import init_buffers, init_params
+from modelplan.execute.net.params import init_params
 from modelplan.execute.net.scale import check_network_plan, scale_network
 from modelplan.execute.optim import OptimizerConfig
+from modelplan.execute.oracle import OracleKind, oracle_note
 from modelplan.execute.report import VerifyReport, VerifyRow
 from modelplan.execute.spmd import SpmdError, spmd_runner
-from modelplan.execute.verify import Progress, check_loss, check_step_order, compare_state
+from modelplan.execute.verify import (
+    DEFAULT_STEPS,
+    Progress,
+    check_against_oracle,
+    check_step_order,
+    default_optimizer,
+    execution_row,
+    oracle_steps,
+    plan_factors,
+)
 from modelplan.plan.net_commlist import net_communication_list
 from modelplan.plan.pipeline import pipeline_schedule
 from modelplan.plan.net_layout import StagePlan, describe_stages
@@ -75,10 +85,13 @@ def check_activations(results: list[NetRankResult], expected) -> VerifyRow:
 def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *,
                    seed: int = 0, scale: bool = True, optimizer: OptimizerConfig | None = None,
                    timeout_s: float = 120.0, progress: Progress | None = None,
-                   loss: LossKind | None = None) -> VerifyReport | None:
+                   loss: LossKind | None = None, oracle: OracleKind | str = OracleKind.NUMPY,
+                   steps: int = DEFAULT_STEPS) -> VerifyReport | None:
     """Run `plan` on a (scaled-down) copy of the network and check it; None on MPI ranks but 0."""
     say = progress or (lambda _msg: None)
-    notes = ["float64 throughout; the reference runs the same micro-batches with gradient accumulation"]
+    oracle = OracleKind(oracle)
+    notes = ["float64 throughout; the reference runs the same micro-batches with gradient accumulation",
+             oracle_note(oracle)]
     if any(r.type.startswith("batchnorm") for r in network_layers(spec)):
         notes.append("BatchNorm: statistics of each micro-batch on every replica, as nn.BatchNorm2d under "
                      "DDP (no SyncBatchNorm); running statistics stay local and are not compared")
@@ -92,12 +105,14 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
         notes.append("recompute not executed for networks (same math, same communication)")
     if optimizer is None:
         has_bn = any(r.type.startswith("batchnorm") for r in network_layers(spec))
-        optimizer = OptimizerConfig(kind=training.optimizer, **({"eps": ADAM_EPS} if has_bn else {}))
+        optimizer = default_optimizer(training, steps)
+        if has_bn:
+            optimizer = replace(optimizer, eps=ADAM_EPS)
         if has_bn and training.optimizer in ("adam", "adamw"):
             notes.append(f"Adam eps {ADAM_EPS:g}: BatchNorm makes some gradients exactly zero in exact "
                          "arithmetic; their float noise is divided by eps in the first update (lr/eps "
                          "amplification), which eps 1e-8 would push past the 1e-9 check")
-    job = NetJob(spec, training, plan, seed, optimizer, loss)
+    job = NetJob(spec, training, plan, seed, optimizer, loss, steps)
     stages = job.stages()
     notes += stage_notes(stages)
     dims = job.dims
@@ -107,32 +122,31 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
     try:
         run = spmd_runner(backend)(dims.world_size, net_train_step, job, timeout_s=timeout_s)
     except SpmdError as exc:
-        row = VerifyRow(name="execution", passed=False, detail=str(exc))
+        row = execution_row(exc, plan)
         return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend,
-                            rows=[row], notes=notes)
+                            rows=[row], notes=notes, oracle=oracle.value)
     if run is None:
         return None
     sharded_s = time.perf_counter() - t0
 
-    say("single-device reference step")
+    say(f"single-device reference step ({oracle.value})")
     t0 = time.perf_counter()
-    layers = network_layers(spec)
-    nodes = tuple(n for unit in network_tree(spec) for n in unit)
-    ref = reference_step(nodes, init_params(layers, seed), job.batch(), job.optimizer, plan.micro_batch,
-                         seed, init_buffers(layers))
+    ref = oracle_steps(oracle, spec, init_params(network_layers(spec), seed), job.batches(), job.optimizer,
+                       micro_batch=plan.micro_batch, seed=seed)
     reference_s = time.perf_counter() - t0
 
     say("checks")
     results = list(run.results)
-    rows = [check_loss(results, ref.loss)]
-    rows += compare_state(results, net_param_defs(stages), ref.grads, ref.params)[0]
+    rows = check_against_oracle(results, net_param_defs(stages), ref, plan_factors(plan, m))[0]
     items = net_communication_list(stages, training, plan, element_bytes=8)
-    rows += check_ledgers(results, list(run.ledgers), items, plan)
+    rows += check_ledgers(results, list(run.ledgers), items, plan, steps)
     rows += check_memory(results, net_rank_elements(stages, plan, job.optimizer.num_states))
     schedule = pipeline_schedule(plan.schedule, plan.pp, m, plan.vpp)  # not the executor's copy
     rows.append(check_activations(results, rank_activations(stages, plan, schedule)))
+    rows += check_measured_memory(results, planned_network_memory(stages, plan, job.optimizer.num_states, schedule))
     order_rows, timeline = check_step_order(results, schedule, dims, plan, m)
     rows += order_rows
     return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
-                        timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s)
+                        timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s,
+                        oracle=oracle.value)
 

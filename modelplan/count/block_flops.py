@@ -1,0 +1,117 @@
+"""Forward FLOPs of one block by its kind (count.blocks.Block), 2 per multiply-add, matmuls and
+the few other multiply-add contractions only (the convention count.flops states).
+
+Keys are relative to the block; `attention/score` (and `cross_attention/score`) is the part that
+grows with the keys each query sees, every other key is a weight matmul.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from modelplan.count.blocks import Block
+
+if TYPE_CHECKING:
+    from modelplan.specs.transformer import TransformerSpec
+
+
+def keys_per_query(spec: "TransformerSpec", mixer: str, seq_len: int) -> int:
+    """Keys one query is scored against: the whole sequence (full-square convention, also under
+    a causal mask), the window (sliding_attention) or the chunk (chunked_attention)."""
+    if mixer == "sliding_attention" and spec.sliding_window is not None:
+        return min(seq_len, spec.sliding_window)
+    if mixer == "chunked_attention" and spec.attention_chunk is not None:
+        return min(seq_len, spec.attention_chunk)
+    return seq_len
+
+
+def _mlp_weights(spec: "TransformerSpec", ffn_hidden: int) -> int:
+    """Weight elements of one MLP (biases excluded: no matmul)."""
+    n_in = 2 if spec.gated_mlp else 1  # gated MLPs have gate and up projections
+    return (n_in + 1) * spec.hidden * ffn_hidden
+
+
+def attention_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str, int]:
+    """q/k/v self-attention over `keys` keys per query."""
+    h = spec.hidden
+    return {
+        "attention/qkv": 2 * tokens * h * (spec.q_width + 2 * spec.kv_width),  # (t, h) @ (h, q + 2kv)
+        # QK^T (t, d) @ (d, keys) and AV (t, keys) @ (keys, d) per head: 2 * 2 * t * keys * a * d
+        "attention/score": 4 * tokens * keys * spec.q_width,
+        "attention/out": 2 * tokens * spec.q_width * h,  # (t, a*d) @ (a*d, h)
+    }
+
+
+def mla_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str, int]:
+    """MLA as HF executes it (latents expanded to per-head keys and values, DeepSeek-V2 eq. 9-19)."""
+    mla, h, a = spec.mla, spec.hidden, spec.heads
+    assert mla is not None
+    q_out = a * mla.qk_head_dim
+    if mla.q_lora_rank is None:
+        q = {"attention/q": 2 * tokens * h * q_out}
+    else:
+        r = mla.q_lora_rank
+        q = {"attention/q/down": 2 * tokens * h * r, "attention/q/up": 2 * tokens * r * q_out}
+    return {
+        **q,
+        "attention/kv/down": 2 * tokens * h * (mla.kv_lora_rank + mla.qk_rope_head_dim),
+        "attention/kv/up": 2 * tokens * mla.kv_lora_rank * a * (mla.qk_nope_head_dim + mla.v_head_dim),
+        # QK^T over d_h + d_h^R dims, AV over d_v dims, per head
+        "attention/score": 2 * tokens * keys * a * (mla.qk_head_dim + mla.v_head_dim),
+        "attention/out": 2 * tokens * a * mla.v_head_dim * h,
+    }
+
+
+def mamba_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
+    """Mamba mixer (Gu & Dao 2023, Algorithm 2): projections, the depthwise causal conv (k
+    multiply-adds per channel and token) and the scan's output contraction y = C h (N per channel
+    and token); the state update dA * h + dB * x is elementwise (not counted)."""
+    ssm, h = spec.ssm, spec.hidden
+    assert ssm is not None
+    d, n, r = ssm.inner, ssm.state_size, ssm.dt_rank
+    return {
+        "mamba/in_proj": 2 * tokens * h * 2 * d,
+        "mamba/conv": 2 * tokens * d * ssm.conv_kernel,
+        "mamba/x_proj": 2 * tokens * d * (r + 2 * n),
+        "mamba/dt_proj": 2 * tokens * r * d,
+        "mamba/scan": 2 * tokens * d * n,
+        "mamba/out_proj": 2 * tokens * d * h,
+    }
+
+
+def mlp_flops(spec: "TransformerSpec", tokens: int, moe_layer: bool) -> dict[str, int]:
+    """Dense MLP, or router + top_k routed experts (dropless) + shared experts (+ gate)."""
+    h, moe = spec.hidden, spec.moe
+    if not moe_layer or moe is None:
+        n_in = 2 if spec.gated_mlp else 1
+        return {"mlp/in": 2 * tokens * n_in * h * spec.ffn_hidden,  # (t, h) @ (h, f) [x2 if gated]
+                "mlp/out": 2 * tokens * spec.ffn_hidden * h}  # (t, f) @ (f, h)
+    shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
+    return {
+        "mlp/router": 2 * tokens * h * moe.num_experts,  # (t, h) @ (h, E)
+        "mlp/experts": 2 * tokens * moe.top_k * _mlp_weights(spec, moe.expert_ffn_hidden),
+        "mlp/shared_experts": 2 * tokens * moe.shared_experts * _mlp_weights(spec, shared_hidden),
+        "mlp/shared_gate": 2 * tokens * h if moe.shared_expert_gate else 0,  # (t, h) @ (h, 1)
+    }
+
+
+def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_len: int,
+                        memory_tokens: int = 0, memory_len: int = 0) -> dict[str, int]:
+    """Forward FLOPs of one block for `tokens` tokens in sequences of `seq_len`; a decoder block
+    of an encoder-decoder cross-attends to `memory_tokens` encoder tokens (`memory_len` a sequence)."""
+    keys = keys_per_query(spec, block.mixer, seq_len)
+    if block.mixer == "mamba":
+        out = mamba_flops(spec, tokens)
+    elif spec.mla is not None:
+        out = mla_flops(spec, tokens, keys)
+    else:
+        out = attention_flops(spec, tokens, keys)
+    if block.cross:
+        h = spec.hidden
+        out["cross_attention/q"] = 2 * tokens * h * spec.q_width  # from the decoder stream
+        out["cross_attention/kv"] = 2 * memory_tokens * h * 2 * spec.kv_width  # from the encoder output
+        out["cross_attention/score"] = 4 * tokens * memory_len * spec.q_width
+        out["cross_attention/out"] = 2 * tokens * spec.q_width * h
+    if block.mlp:
+        out.update(mlp_flops(spec, tokens, block.moe))
+    return out

@@ -1,0 +1,188 @@
+"""Exact parameters of one block, by the kind of block it is (a `Block`), following PyTorch /
+HuggingFace module conventions. Leaves are keyed relative to the block:
+
+    attention/{qkv, out, qk_norm, sinks, relative_bias}     q/k/v attention (any layer type)
+    attention/{q/down, q/norm, q/up, q, kv/down, kv/norm, kv/up, out}   MLA (DeepSeek-V2)
+    mamba/{in_proj, conv, x_proj, dt_proj, ssm, norms, out_proj}        Mamba mixer
+    cross_attention/{qkv, out}                               decoder blocks of an encoder-decoder
+    mlp/{in, out} or mlp/{router, experts, shared_experts, shared_gate}
+    norm                                                     every norm of the block
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from modelplan.specs.transformer import TransformerSpec
+
+
+class Block(NamedTuple):
+    """What one block is made of (the same block kind has the same parameters and FLOPs)."""
+
+    mixer: str
+    """full_attention, sliding_attention, chunked_attention or mamba."""
+    moe: bool
+    """The MLP is a mixture of experts."""
+    cross: bool
+    """A decoder block of an encoder-decoder: cross-attention over the encoder output."""
+    relative_bias: bool
+    """Holds T5's relative attention bias table (first block of each stack)."""
+    mlp: bool = True
+    """Has an MLP after the mixer."""
+
+
+def block_of(spec: "TransformerSpec", index: int) -> Block:
+    """The kind of block `index` (0-based over all blocks, encoder first for encoder_decoder)."""
+    return Block(
+        mixer=spec.layer_type(index) if spec.arch != "encoder_decoder" else "full_attention",
+        moe=spec.is_moe_layer(index),
+        cross=spec.is_decoder_block(index),
+        relative_bias=spec.position == "relative" and spec.is_first_in_stack(index),
+        mlp=spec.mlp,
+    )
+
+
+def mtp_block(spec: "TransformerSpec") -> Block:
+    """The block inside a multi-token-prediction module: full attention, MoE when the model has
+    experts (DeepSeek-V3 sec. 2.2; transformers' MtpModel builds it with first_k_dense_replace 0)."""
+    return Block(mixer="full_attention", moe=spec.moe is not None, cross=False, relative_bias=False,
+                 mlp=spec.mlp)
+
+
+def norm_params(spec: "TransformerSpec", width: int) -> int:
+    """One LayerNorm/RMSNorm over `width` features: gamma, plus beta when norm_bias."""
+    # torch.nn.LayerNorm(width, bias=...) / HF LlamaRMSNorm(width): weight (+ bias);
+    # OLMo's LayerNorm has neither (norm_affine false)
+    if not spec.norm_affine:
+        return 0
+    return width * (2 if spec.norm_bias else 1)
+
+
+def mlp_params(spec: "TransformerSpec", ffn_hidden: int, bias: bool | None = None) -> tuple[int, int]:
+    """(in, out) parameters of one MLP of inner width `ffn_hidden` (gated: gate + up projections);
+    biases when `bias` (None: the model's mlp_bias)."""
+    bias = spec.mlp_bias if bias is None else bias
+    n_in = 2 if spec.gated_mlp else 1  # SwiGLU/GeGLU: gate_proj and up_proj (Shazeer 2020)
+    w_in = n_in * spec.hidden * ffn_hidden + (n_in * ffn_hidden if bias else 0)
+    w_out = ffn_hidden * spec.hidden + (spec.hidden if bias else 0)
+    return w_in, w_out
+
+
+def expert_params(spec: "TransformerSpec") -> int:
+    """One routed expert's MLP (expert_bias, else mlp_bias, decides its biases)."""
+    moe = spec.moe
+    return sum(mlp_params(spec, moe.expert_ffn_hidden, moe.expert_bias)) if moe is not None else 0
+
+
+def qk_norm_params(spec: "TransformerSpec") -> int:
+    """Weights of the query and key norms (Qwen3 q_norm/k_norm over head_dim, shared by heads;
+    Cohere one weight per head, (heads, head_dim); OLMo-2 over the whole projection)."""
+    if not spec.qk_norm or spec.qk_norm_weight == "none":
+        return 0
+    if spec.qk_norm_scope == "head" and spec.qk_norm_weight == "shared":
+        return 2 * norm_params(spec, spec.dim_head)
+    return norm_params(spec, spec.q_width) + norm_params(spec, spec.kv_width)
+
+
+def attention_params(spec: "TransformerSpec", relative_bias: bool) -> dict[str, int]:
+    """q/k/v self-attention: projections, qk norms, sinks and T5's relative bias."""
+    h = spec.hidden
+    qkv_width = spec.q_width + 2 * spec.kv_width  # fused or separate q, k, v projections
+    return {
+        # HF q_proj/k_proj/v_proj (or fused c_attn / query_key_value): Linear(h, qkv_width)
+        "attention/qkv": h * qkv_width + (qkv_width if spec.qkv_bias else 0),
+        # HF o_proj / c_proj / dense: Linear(heads * head_dim, h)
+        "attention/out": spec.q_width * h + (h if spec.attn_out_bias else 0),
+        "attention/qk_norm": qk_norm_params(spec),
+        "attention/sinks": spec.heads if spec.attention_sinks else 0,  # gpt-oss sinks: (heads,)
+        # T5 relative_attention_bias: Embedding(num_buckets, heads), first block of a stack
+        "attention/relative_bias": spec.relative_buckets * spec.heads if relative_bias else 0,
+    }
+
+
+def mla_params(spec: "TransformerSpec") -> dict[str, int]:
+    """Multi-head Latent Attention as HF DeepseekV2/V3Attention (DeepSeek-V2 paper eq. 9-19)."""
+    mla, h, a = spec.mla, spec.hidden, spec.heads
+    assert mla is not None
+    q_out = a * mla.qk_head_dim
+    out: dict[str, int] = {}
+    if mla.q_lora_rank is None:
+        out["attention/q"] = h * q_out  # q_proj: Linear(h, a * (d_h + d_h^R), bias=False)
+    else:
+        r = mla.q_lora_rank
+        out["attention/q/down"] = h * r + (r if spec.qkv_bias else 0)  # q_a_proj (bias=attention_bias)
+        out["attention/q/norm"] = r  # q_a_layernorm: RMSNorm(q_lora_rank)
+        out["attention/q/up"] = r * q_out  # q_b_proj: Linear(r, a * (d_h + d_h^R), bias=False)
+    kv_a = mla.kv_lora_rank + mla.qk_rope_head_dim
+    # kv_a_proj_with_mqa: Linear(h, d_c + d_h^R, bias=attention_bias): latent + shared rope key
+    out["attention/kv/down"] = h * kv_a + (kv_a if spec.qkv_bias else 0)
+    out["attention/kv/norm"] = mla.kv_lora_rank  # kv_a_layernorm: RMSNorm(kv_lora_rank)
+    # kv_b_proj: Linear(d_c, a * (d_h + d_v), bias=False): per-head keys (no rope) and values
+    out["attention/kv/up"] = mla.kv_lora_rank * a * (mla.qk_nope_head_dim + mla.v_head_dim)
+    out["attention/out"] = a * mla.v_head_dim * h + (h if spec.attn_out_bias else 0)  # o_proj
+    return out
+
+
+def mamba_params(spec: "TransformerSpec") -> dict[str, int]:
+    """HF MambaMixer / JambaMambaMixer (Gu & Dao 2023, Algorithm 2)."""
+    ssm, h = spec.ssm, spec.hidden
+    assert ssm is not None
+    d, n, r = ssm.inner, ssm.state_size, ssm.dt_rank
+    return {
+        "mamba/in_proj": h * 2 * d + (2 * d if ssm.proj_bias else 0),  # Linear(h, 2 d_inner): x and z
+        # depthwise Conv1d(d, d, kernel, groups=d): weight (d, 1, k) + bias
+        "mamba/conv": d * ssm.conv_kernel + (d if ssm.conv_bias else 0),
+        "mamba/x_proj": d * (r + 2 * n),  # Linear(d, dt_rank + 2N, bias=False): dt, B, C
+        "mamba/dt_proj": r * d + d,  # Linear(dt_rank, d) with bias
+        "mamba/ssm": d * n + d,  # A_log (d, N) and D (d)
+        "mamba/norms": r + 2 * n if ssm.bc_dt_norm else 0,  # Jamba dt/b/c RMSNorms
+        "mamba/out_proj": d * h + (h if ssm.proj_bias else 0),  # Linear(d_inner, h)
+    }
+
+
+def mlp_block_params(spec: "TransformerSpec", moe_layer: bool) -> dict[str, int]:
+    """The MLP of a block: dense, or router + routed experts + shared experts (+ gate)."""
+    h, moe = spec.hidden, spec.moe
+    if not moe_layer or moe is None:
+        w_in, w_out = mlp_params(spec, spec.ffn_hidden)
+        return {"mlp/in": w_in, "mlp/out": w_out}
+    shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
+    return {
+        # router: nn.Linear(h, num_experts, bias=router_bias) (Mixtral `gate`, gpt-oss `router`)
+        "mlp/router": h * moe.num_experts + (moe.num_experts if moe.router_bias else 0),
+        "mlp/experts": moe.num_experts * expert_params(spec),
+        "mlp/shared_experts": moe.shared_experts * sum(mlp_params(spec, shared_hidden)),
+        # Qwen2-MoE shared_expert_gate: nn.Linear(h, 1, bias=False)
+        "mlp/shared_gate": h if moe.shared_expert_gate else 0,
+    }
+
+
+def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
+    """Leaf parameters of one block of kind `block`."""
+    h = spec.hidden
+    if block.mixer == "mamba":
+        out = mamba_params(spec)
+    elif spec.mla is not None:
+        out = mla_params(spec)
+    else:
+        out = attention_params(spec, block.relative_bias)
+    norms = spec.num_norms_per_layer
+    if block.cross:
+        # T5 EncDecAttention: q from the decoder, k and v from the encoder output, o; own norm
+        qkv_width = spec.q_width + 2 * spec.kv_width
+        out["cross_attention/qkv"] = h * qkv_width + (qkv_width if spec.qkv_bias else 0)
+        out["cross_attention/out"] = spec.q_width * h + (h if spec.attn_out_bias else 0)
+        norms += 1
+    if block.mlp:
+        out.update(mlp_block_params(spec, block.moe))
+    out["norm"] = norms * norm_params(spec, h)  # input/post-attention (and sandwich) norms
+    return out
+
+
+def unused_expert_params(spec: "TransformerSpec", block: Block) -> int:
+    """Routed-expert parameters of a block that one token does not touch (num_experts - top_k)."""
+    moe = spec.moe
+    if moe is None or not block.moe:
+        return 0
+    return (moe.num_experts - moe.top_k) * expert_params(spec)

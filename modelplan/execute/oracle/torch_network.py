@@ -1,0 +1,195 @@
+"""A network spec rebuilt from torch.nn modules: the torch oracle for MLP / CNN / RNN models.
+
+Every leaf is the torch module of its spec type (nn.Linear, nn.Conv1d/2d, nn.BatchNorm1d/2d,
+nn.LayerNorm, nn.Embedding, pools, activations, nn.Softmax, nn.Flatten, nn.RNN / nn.LSTM /
+nn.GRU), residual blocks add their shortcut, and modules are nested under the spec's paths so
+`named_parameters()` gives the executor's names. The executor's initial weights are copied in
+(`to_torch` layout). The step's loss is the mean over the global batch's micro-batches of
+F.cross_entropy or F.mse_loss on each, as the numpy reference computes it, because BatchNorm
+normalises each micro-batch by its own statistics (training mode, as on each DDP replica).
+
+Dropout draws its keep-mask from the executor's `dropout_keep` (seeded by layer path and
+sample index): the masks are data both runs must share; the arithmetic on them is torch's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from modelplan.count.network import network_layers
+from modelplan.count.network_tree import network_tree
+from modelplan.execute.net.params import NetBatch, to_executor, to_torch
+from modelplan.execute.net.saved import RunContext, dropout_keep
+from modelplan.execute.optim import OptimizerConfig
+from modelplan.execute.oracle.result import OracleRun, OracleUnavailable, require_torch
+from modelplan.execute.oracle.torch_train import train_torch
+from modelplan.specs.network import NetworkSpec
+
+
+def _activation(nn, kind: str):
+    return {"relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "silu": nn.SiLU}[kind]()
+
+
+class _Builder:
+    """torch modules for network-tree nodes; `ctx` is the current micro-batch's RunContext."""
+
+    def __init__(self, torch) -> None:
+        self.torch, self.nn = torch, torch.nn
+        self.ctx = RunContext()
+
+    def recurrent(self, layer, input_size: int):
+        nn = self.nn
+        if layer.dropout:
+            raise OracleUnavailable(f"the torch oracle does not build {layer.type} dropout between layers "
+                                    f"({layer.dropout}): nn.{layer.type.upper()} draws its own masks")
+        cls = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}[layer.type]
+        kwargs = dict(num_layers=layer.num_layers, bidirectional=layer.bidirectional, bias=layer.bias,
+                      batch_first=True)
+        if layer.type == "lstm":
+            kwargs["proj_size"] = layer.proj_size
+        if layer.type == "rnn":
+            kwargs["nonlinearity"] = layer.nonlinearity
+        last = layer.output == "last"
+
+        class Out(cls):
+            def forward(self, x):
+                y = super().forward(x)[0]  # (N, seq, directions * out)
+                return y[:, -1] if last else y
+
+        return Out(input_size, layer.hidden_size, **kwargs)
+
+    def dropout(self, node):
+        builder, torch, p = self, self.torch, node.layer.p
+
+        class Dropout(self.nn.Module):
+            def forward(self, x):
+                if p == 0:
+                    return x
+                keep = dropout_keep(builder.ctx, node.path, node.info.input_shape, x.shape[0], p)
+                return x * torch.from_numpy(keep) / (1.0 - p)  # inverted dropout (nn.Dropout)
+
+        return Dropout()
+
+    def leaf(self, node):
+        nn, layer, shape = self.nn, node.layer, node.info.input_shape
+        t = layer.type
+        if t == "linear":
+            return nn.Linear(shape[-1], layer.out_features, bias=layer.bias)
+        if t in ("conv1d", "conv2d"):
+            cls = nn.Conv1d if t == "conv1d" else nn.Conv2d
+            return cls(shape[0], layer.out_channels, layer.kernel_size, stride=layer.stride, padding=layer.padding,
+                       dilation=layer.dilation, groups=layer.groups, bias=layer.bias)
+        if t.startswith("batchnorm"):
+            return (nn.BatchNorm1d if t == "batchnorm1d" else nn.BatchNorm2d)(shape[0], eps=layer.eps,
+                                                                               affine=layer.affine)
+        if t == "layernorm":
+            return nn.LayerNorm(layer.normalized_shape or shape[-1:], eps=layer.eps)
+        if t == "embedding":
+            return nn.Embedding(layer.num_embeddings, layer.embedding_dim)
+        if t in ("maxpool1d", "maxpool2d", "avgpool1d", "avgpool2d"):
+            cls = getattr(nn, {"max": "MaxPool", "avg": "AvgPool"}[layer.op] + t[-2:])
+            return cls(layer.kernel_size, stride=layer.stride, padding=layer.padding, ceil_mode=layer.ceil_mode)
+        if t.startswith("adaptiveavgpool"):
+            return getattr(nn, "AdaptiveAvgPool" + t[-2:])(layer.output_size)
+        if t == "softmax":
+            return nn.Softmax(dim=layer.dim % len(shape) + 1)
+        if t == "flatten":
+            return nn.Flatten(layer.start_dim % len(shape) + 1, layer.end_dim % len(shape) + 1)
+        if t in ("lstm", "gru", "rnn"):
+            return self.recurrent(layer, shape[-1])
+        if t == "dropout":
+            return self.dropout(node)
+        return _activation(nn, t)
+
+    def modules(self, nodes) -> list:
+        """(name, module) pairs of a node list, named like the executor's paths."""
+        out = []
+        for node in nodes:
+            name = node.path.rsplit("/", 1)[-1]
+            if hasattr(node, "main"):
+                out.append((name, self.residual(node)))
+            else:
+                out.append((name, self.leaf(node)))
+        return out
+
+    def residual(self, node):
+        main = self.modules(node.main)
+        shortcut = self.nn.Sequential(*[m for _, m in self.modules(node.shortcut)]) if node.shortcut else None
+        act = _activation(self.nn, node.act.layer.type) if node.act else None
+
+        class Residual(self.nn.Module):
+            def __init__(self):
+                super().__init__()
+                for n, m in main:
+                    self.add_module(n, m)
+                self.shortcut = shortcut
+
+            def forward(self, x):
+                y = x
+                for n, _ in main:
+                    y = getattr(self, n)(y)
+                y = y + (self.shortcut(x) if self.shortcut is not None else x)
+                return act(y) if act is not None else y
+
+        return Residual()
+
+
+def build_network(torch, nodes):
+    """(root module holding every module under its path, modules in execution order)."""
+    builder = _Builder(torch)
+    root = torch.nn.Module()
+    order = []
+    for (name, module), node in zip(builder.modules(nodes), nodes):
+        parent = root
+        for part in node.path.split("/")[:-1]:
+            if not hasattr(parent, part):
+                parent.add_module(part, torch.nn.Module())
+            parent = getattr(parent, part)
+        parent.add_module(name, module)
+        order.append(module)
+    return root, order, builder
+
+
+def torch_network_run(spec: NetworkSpec, params: dict[str, np.ndarray], batches: Sequence[NetBatch],
+                      optimizer: OptimizerConfig, micro_batch: int, seed: int = 0) -> OracleRun:
+    """One torch optimizer step per global batch, each the mean over its micro-batches."""
+    torch = require_torch()
+    F = torch.nn.functional
+    layers = network_layers(spec)
+    nodes = tuple(n for unit in network_tree(spec) for n in unit)
+    root, order, builder = build_network(torch, nodes)
+    root.double().train()
+    kinds = {info.path: info.type for info in layers}
+    named = {k.replace(".", "/"): v for k, v in root.named_parameters()}
+    if set(named) != set(params):
+        raise OracleUnavailable(f"torch modules hold {sorted(set(named) ^ set(params))[:3]} that the executor "
+                                "does not (or the reverse)")
+
+    def layout(name: str) -> tuple[str, str]:
+        return kinds[name.rsplit("/", 1)[0]], name.rsplit("/", 1)[1]
+
+    with torch.no_grad():
+        for name, value in named.items():
+            value.copy_(torch.from_numpy(np.ascontiguousarray(to_torch(*layout(name), params[name]))))
+
+    def loss_of(batch: NetBatch):
+        total = batch.inputs.shape[0]
+        chunks = total // micro_batch
+        loss = 0.0
+        for k in range(chunks):
+            part = batch.rows(k * micro_batch, (k + 1) * micro_batch)
+            builder.ctx = RunContext(seed, k * micro_batch, total)
+            x = torch.from_numpy(part.inputs)
+            for module in order:
+                x = module(x)
+            target = torch.from_numpy(part.targets)
+            if batch.loss == "cross_entropy":
+                part_loss = F.cross_entropy(x.reshape(-1, x.shape[-1]), target.reshape(-1))
+            else:
+                part_loss = F.mse_loss(x, target)
+            loss = loss + part_loss / chunks
+        return loss
+
+    return train_torch(torch, named, loss_of, batches, optimizer, lambda n, a: to_executor(*layout(n), a))

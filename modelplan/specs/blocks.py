@@ -1,0 +1,172 @@
+"""Sub-specs of a transformer block and of its extra modules: experts (MoE), latent attention
+(MLA), a state-space mixer (Mamba), a task head and a vision tower.
+
+Each sub-spec holds exactly the sizes and flags that change a count; options that change only the
+executed math (router scoring, scalings) are fields too, so `verify` can refuse what it cannot run.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from modelplan.specs.base import Spec
+
+Norm = Literal["layernorm", "rmsnorm"]
+Router = Literal["softmax", "sigmoid", "topk_softmax", "sparsemixer"]
+
+
+class MoESpec(Spec):
+    """Mixture-of-experts MLP (Switch / Mixtral / DeepSeek-MoE style)."""
+
+    num_experts: int = Field(gt=0, description="Routed experts per MoE layer.")
+    """Routed experts per MoE layer."""
+    top_k: int = Field(gt=0, description="Experts each token is routed to.")
+    """Experts each token is routed to."""
+    expert_ffn_hidden: int = Field(gt=0, description="Hidden size of one expert's MLP.")
+    """Hidden size of one expert's MLP."""
+    shared_experts: int = Field(0, ge=0, description="Always-active shared experts.")
+    """Always-active shared experts (DeepSeek-MoE); each has `shared_expert_ffn_hidden`."""
+    shared_expert_ffn_hidden: int | None = Field(None, gt=0)
+    """Hidden size of one shared expert (defaults to expert_ffn_hidden)."""
+    layer_freq: int = Field(1, gt=0, description="Every layer_freq-th layer is MoE.")
+    """Every `layer_freq`-th layer (counting from 1 after the dense prefix) is an MoE layer."""
+    first_dense_layers: int = Field(0, ge=0)
+    """Number of leading layers that keep a dense MLP (DeepSeek `first_k_dense_replace`)."""
+    layers: list[int] | None = None
+    """Explicit 0-based indices of the MoE blocks (Llama 4 `moe_layers`, Jamba's expert period and
+    offset, Qwen-MoE's scattered `mlp_only_layers`); overrides layer_freq / first_dense_layers."""
+    router_bias: bool = False
+    """Whether the router (gate) linear layer has a bias (gpt-oss)."""
+    expert_bias: bool | None = None
+    """Biases on every routed expert's projections (gpt-oss gate_up_proj_bias / down_proj_bias);
+    None: the model's `mlp_bias` (DeepSeek-V2 sets false: its fused experts have none)."""
+    router: Router = "softmax"
+    """Routing score: softmax over all experts then top-k (Mixtral, Qwen), sigmoid (DeepSeek-V3,
+    Llama 4), topk_softmax (softmax over the top-k logits: gpt-oss) or sparsemixer (Phi-3.5-MoE)."""
+    norm_topk_prob: bool = True
+    """Renormalise the top-k routing weights to sum to 1 (Qwen2-MoE sets false)."""
+    router_score_correction: bool = False
+    """Auxiliary-loss-free balancing: a per-expert bias added to the scores for selection only
+    (DeepSeek-V3 e_score_correction_bias, a buffer: no parameter)."""
+    routed_scaling: float = Field(1.0, gt=0)
+    """Factor on the routed experts' output (DeepSeek routed_scaling_factor)."""
+    capacity_factor: float | None = Field(None, gt=0)
+    """Token capacity factor for expert buffers (None: dropless)."""
+    shared_expert_gate: bool = False
+    """A sigmoid gate (h x 1 linear, no bias) scaling the shared experts' output (Qwen2-MoE)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "MoESpec":
+        if self.top_k > self.num_experts:
+            raise ValueError(
+                f"moe.top_k ({self.top_k}) must not exceed moe.num_experts ({self.num_experts})"
+            )
+        if self.shared_expert_gate and self.shared_experts == 0:
+            raise ValueError("moe.shared_expert_gate needs moe.shared_experts > 0 (got 0)")
+        if self.layers is not None and any(i < 0 for i in self.layers):
+            raise ValueError(f"moe.layers ({self.layers}) must be 0-based block indices")
+        return self
+
+
+class MLASpec(Spec):
+    """Multi-head Latent Attention (DeepSeek-V2, arXiv 2405.04434, sec. 2.1): queries and keys /
+    values go through low-rank latents; a decoupled rotary key is shared by all heads."""
+
+    kv_lora_rank: int = Field(gt=0)
+    """d_c: width of the compressed KV latent (the only per-token cache besides the rope key)."""
+    q_lora_rank: int | None = Field(None, gt=0)
+    """d_c': width of the query latent; None: a plain q projection (DeepSeek-V2-Lite)."""
+    qk_nope_head_dim: int = Field(gt=0)
+    """Per-head query/key dims without rotary (d_h)."""
+    qk_rope_head_dim: int = Field(gt=0)
+    """Decoupled rotary dims per head (d_h^R); the rotary key is one head wide, shared."""
+    v_head_dim: int = Field(gt=0)
+    """Per-head value dims."""
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Query/key width per head: nope + rope dims."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+
+class SSMSpec(Spec):
+    """A Mamba (selective state-space) mixer, Gu & Dao 2023 (arXiv 2312.00752), as HF MambaMixer."""
+
+    state_size: int = Field(16, gt=0)
+    """N: state dimension per channel."""
+    inner: int = Field(gt=0)
+    """d_inner = expand * hidden: channels of the inner SSM."""
+    conv_kernel: int = Field(4, gt=0)
+    """Width of the causal depthwise conv1d."""
+    dt_rank: int = Field(gt=0)
+    """Rank of the time-step projection (ceil(hidden / 16) for 'auto')."""
+    proj_bias: bool = False
+    """Biases on in_proj and out_proj (HF use_bias / mamba_proj_bias)."""
+    conv_bias: bool = True
+    """Bias on the conv1d (HF use_conv_bias)."""
+    bc_dt_norm: bool = False
+    """RMSNorms on the time step, B and C (Jamba dt_layernorm, b_layernorm, c_layernorm)."""
+
+
+class ClassifierSpec(Spec):
+    """A task head linear (HF ...ForSequenceClassification, ...ForTokenClassification, ...)."""
+
+    num_labels: int = Field(gt=0)
+    """Output features (HF num_labels; 2 for question answering's start/end logits)."""
+    bias: bool = True
+    """Bias on the classifier linear (BERT heads: yes; decoder `score` heads: no)."""
+    per_token: bool = False
+    """Applied to every token (token classification, QA, decoders' score head) instead of once
+    per sequence on the pooled first token."""
+
+
+class VisionSpec(Spec):
+    """A ViT-style vision tower and its projector into the text model (SigLIP for Gemma 3, Pixtral
+    for Mistral 3): patch conv, position table or rotary, pre-norm encoder blocks."""
+
+    layers: int = Field(gt=0)
+    """Encoder blocks."""
+    hidden: int = Field(gt=0)
+    """Width of the tower."""
+    heads: int = Field(gt=0)
+    """Attention heads (head dim = hidden // heads)."""
+    ffn_hidden: int = Field(gt=0)
+    """MLP inner width."""
+    patch_size: int = Field(gt=0)
+    """Square patch side in pixels."""
+    image_size: int = Field(gt=0)
+    """Square image side in pixels (sizes the learned position table)."""
+    channels: int = Field(3, gt=0)
+    """Input image channels."""
+    patch_bias: bool = True
+    """Bias on the patch convolution."""
+    position: Literal["learned", "rotary"] = "learned"
+    """learned: one row per patch, (image_size / patch_size)^2 rows; rotary: no parameters."""
+    norm: Norm = "layernorm"
+    """Norm kind of the tower."""
+    norm_bias: bool = True
+    """Whether the tower's norms have a bias."""
+    qkv_bias: bool = True
+    """Bias on q, k, v."""
+    attn_out_bias: bool = True
+    """Bias on the attention output projection."""
+    mlp_bias: bool = True
+    """Bias on the MLP projections."""
+    gated_mlp: bool = False
+    """Gated MLP (Pixtral) instead of fc1/fc2 (SigLIP)."""
+    pre_norm: bool = False
+    """A norm on the patch embeddings before the blocks (Pixtral ln_pre)."""
+    post_norm: bool = True
+    """A norm after the last block (SigLIP post_layernorm)."""
+    pooling_head: bool = False
+    """SigLIP's attention-pooling head (vision_use_head): probe, MHA, norm and MLP."""
+    projector_norm: bool = True
+    """An RMSNorm (no bias) over the tower's output before the projection (Gemma 3, Mistral 3)."""
+    patch_merge: int = Field(1, gt=0)
+    """Spatial merge size m: a bias-free Linear(hidden * m^2, hidden) merging m x m patches."""
+    projector_layers: Literal[1, 2] = 1
+    """1: one Linear(hidden, text hidden); 2: Linear(hidden, text) + activation + Linear(text, text)."""
+    projector_bias: bool = False
+    """Biases on the projector linears."""

@@ -1,0 +1,68 @@
+"""The architectural features a TransformerSpec uses beyond the baseline block (pre-norm q/k/v
+attention over the full sequence, dense or softmax-routed MoE MLP, LM head), by name.
+
+One list, read by the executor (which refuses by name what it cannot run: `execute/support.py`)
+and by the planner (which says in its notes what it prices as a baseline block). A feature's name
+is the spec field, with its value where the field is not a flag (`norm_placement=sandwich`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from modelplan.specs.transformer import TransformerSpec
+
+
+def _layer_type_features(spec: "TransformerSpec") -> list[str]:
+    types = set(spec.layer_types or ())
+    return [f"layer_types={kind}" for kind in ("sliding_attention", "chunked_attention", "mamba") if kind in types]
+
+
+def _moe_features(spec: "TransformerSpec") -> list[str]:
+    moe = spec.moe
+    if moe is None:
+        return []
+    out = []
+    if moe.router not in ("softmax", "topk_softmax"):
+        out.append(f"moe.router={moe.router}")
+    checks = {
+        "moe.norm_topk_prob=false": moe.router == "softmax" and not moe.norm_topk_prob,
+        "moe.router_score_correction": moe.router_score_correction,
+        "moe.routed_scaling": moe.routed_scaling != 1.0,
+        "moe.shared_expert_gate": moe.shared_expert_gate,
+        "moe.expert_bias": moe.expert_bias is not None and moe.expert_bias != spec.mlp_bias,
+    }
+    return out + [name for name, used in checks.items() if used]
+
+
+def architecture_features(spec: "TransformerSpec") -> list[str]:
+    """Names of every non-baseline feature `spec` uses, in spec order."""
+    default_scale = spec.dim_head ** -0.5
+    checks = {
+        "arch=encoder_decoder": spec.arch == "encoder_decoder",
+        "qk_norm": spec.qk_norm,
+        "attention_sinks": spec.attention_sinks,
+        "attn_logit_softcap": spec.attn_logit_softcap is not None,
+        "final_logit_softcap": spec.final_logit_softcap is not None,
+        "attention_scale": spec.attention_scale is not None and abs(spec.attention_scale - default_scale) > 1e-12,
+        "qkv_clip": spec.qkv_clip is not None,
+        "rotary_fraction": spec.position == "rotary" and spec.rotary_fraction != 1.0,
+        "mla": spec.mla is not None,
+        "mlp=false": not spec.mlp,
+        f"position={spec.position}": spec.position in ("alibi", "relative"),
+        f"norm_placement={spec.placement}": spec.placement != "pre",
+        "norm_affine=false": not spec.norm_affine,
+        "embedding_dim": spec.embedding_dim is not None and spec.embedding_dim != spec.hidden,
+        "embedding_scale": spec.embedding_scale is not None and spec.embedding_scale != 1.0,
+        "residual_scale": spec.residual_scale != 1.0,
+        "logit_scale": spec.logit_scale != 1.0,
+        "activation=swiglu_clamp": spec.activation == "swiglu_clamp",
+        "pooler": spec.pooler,
+        "mlm_transform": spec.mlm_transform,
+        "lm_head=false": not spec.lm_head,
+        "classifier": spec.classifier is not None,
+        "mtp_layers": spec.mtp_layers > 0,
+        "vision": spec.vision is not None,
+    }
+    return [name for name, used in checks.items() if used] + _layer_type_features(spec) + _moe_features(spec)

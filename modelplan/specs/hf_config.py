@@ -1,0 +1,150 @@
+"""Typed key lookup over a raw HuggingFace config dict.
+
+Every value a mapper reads goes through one typed accessor, so a value of the wrong type (a
+string size, a list that is a number, an infinite float from `1e400` in JSON) is a one-line
+SpecError naming the key before any arithmetic sees it. Missing optional keys take the HF config
+class default the mapper passes; aliases follow the class's `attribute_map`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from modelplan.errors import SpecError
+
+_ACTIVATIONS = {
+    "silu": "silu", "swish": "silu", "gelu": "gelu", "relu": "relu",
+    "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",
+    "bloom_gelu": "gelu_tanh", "gelu_python": "gelu",
+}
+
+_MISSING = object()
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+class HFConfig:
+    """Typed access to one (possibly nested) HF config dict; `source` prefixes every error."""
+
+    def __init__(self, data: dict, source: str, path: str = "", defaults: dict | None = None) -> None:
+        self.data, self.source, self.path = data, source, path
+        self.defaults = defaults or {}
+        """HF config class defaults of the size keys, for sparse nested configs (Gemma 3's
+        text_config omits vocab_size): `size` falls back to them."""
+
+    def _name(self, key: str) -> str:
+        return f"{self.path}{key}"
+
+    def _error(self, key: str, problem: str) -> SpecError:
+        return SpecError(f"{self.source}: {self._name(key)}: {problem}")
+
+    def has(self, key: str) -> bool:
+        """Whether `key` is present and not null."""
+        return self.data.get(key) is not None
+
+    def _raw(self, keys: tuple[str, ...], default: Any, nullable: bool = False) -> tuple[str, Any]:
+        """The first present key's value; a JSON null reads as absent unless `nullable` (then it
+        is None: `"sliding_window": null` switches the window off, as in the HF config class)."""
+        for key in keys:
+            if self.data.get(key) is not None or (nullable and key in self.data):
+                return key, self.data[key]
+        return keys[0], default
+
+    def _missing(self, key: str) -> SpecError:
+        return self._error(key, f"missing (needed for model_type '{self.data.get('model_type')}')")
+
+    def integer(self, key: str, default: Any = _MISSING, *aliases: str, nullable: bool = False) -> Any:
+        """An integer (bools and numeric strings refused); `default` may be None."""
+        name, value = self._raw((key, *aliases), default, nullable)
+        if value is _MISSING:
+            raise self._missing(key)
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise self._error(name, f"expected an integer, got {value!r} ({_kind(value)})")
+
+    def size(self, *keys: str) -> int:
+        """A required integer under the first present key of `keys` (attribute_map aliases)."""
+        return self.integer(keys[0], self.defaults.get(keys[0], _MISSING), *keys[1:])
+
+    def number(self, key: str, default: Any = _MISSING, *aliases: str, nullable: bool = False,
+               positive: bool = False) -> Any:
+        """A finite number (> 0 with `positive`: it is divided by or raised to a negative power);
+        `default` may be None."""
+        name, value = self._raw((key, *aliases), default, nullable)
+        if value is _MISSING:
+            raise self._missing(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self._error(name, f"expected a number, got {value!r} ({_kind(value)})")
+        if not math.isfinite(value):
+            raise self._error(name, f"expected a finite number, got {value!r}")
+        if positive and value <= 0:
+            raise self._error(name, f"must be > 0, got {value!r}")
+        return float(value)
+
+    def _checked(self, keys: tuple[str, ...], default: Any, ok: Callable[[Any], bool], expected: str) -> Any:
+        """The value under `keys` if `ok` accepts it (None passes), else a one-line error."""
+        name, value = self._raw(keys, default)
+        if value is _MISSING:
+            raise self._missing(keys[0])
+        if value is None or ok(value):
+            return value
+        raise self._error(name, f"expected {expected}, got {value!r} ({_kind(value)})")
+
+    def flag(self, key: str, default: Any = _MISSING, *aliases: str) -> Any:
+        """A JSON boolean; `default` may be None."""
+        return self._checked((key, *aliases), default, lambda v: isinstance(v, bool), "true or false")
+
+    def text(self, key: str, default: Any = _MISSING, *aliases: str) -> Any:
+        """A string; `default` may be None."""
+        return self._checked((key, *aliases), default, lambda v: isinstance(v, str), "a string")
+
+    def ints(self, key: str, default: Any = _MISSING) -> Any:
+        """A list of integers; `default` may be None."""
+        value = self._checked((key,), default, lambda v: isinstance(v, list) and all(
+            isinstance(x, int) and not isinstance(x, bool) for x in v), "a list of integers")
+        return None if value is None else list(value)
+
+    def texts(self, key: str, default: Any = _MISSING) -> Any:
+        """A list of strings; `default` may be None."""
+        value = self._checked((key,), default, lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                              "a list of strings")
+        return None if value is None else list(value)
+
+    def sub(self, key: str, defaults: dict | None = None) -> "HFConfig | None":
+        """A nested config object (`text_config`, `vision_config`); None when absent. With
+        `defaults` (the nested class's size defaults) an absent object reads as empty."""
+        value = self.data.get(key)
+        if value is None:
+            return None if defaults is None else HFConfig({}, self.source, f"{self._name(key)}.", defaults)
+        if not isinstance(value, dict):
+            raise self._error(key, f"expected an object, got {value!r} ({_kind(value)})")
+        return HFConfig(value, self.source, f"{self._name(key)}.", defaults)
+
+    def activation(self, default: str, *keys: str) -> str:
+        """Map an HF activation name onto the spec's few kinds (it changes no count)."""
+        name = self.text(keys[0], default, *keys[1:])
+        if name in _ACTIVATIONS:
+            return _ACTIVATIONS[name]
+        if "gelu" in name:
+            return "gelu"
+        raise self._error(keys[0], f"unsupported activation '{name}'")
+
+    def dropout(self, default: float, *keys: str) -> bool:
+        """Whether any of the dropout probabilities `keys` is positive."""
+        return any((self.number(key, default) or 0.0) > 0 for key in keys)
+
+    def num_labels(self) -> int:
+        """HF PretrainedConfig.num_labels: len(id2label) when given, else num_labels, else 2."""
+        labels = self.data.get("id2label")
+        if labels is not None:
+            if not isinstance(labels, dict) or not labels:
+                raise self._error("id2label", f"expected a non-empty object, got {labels!r}")
+            return len(labels)
+        return self.integer("num_labels", 2)

@@ -1,0 +1,68 @@
+"""Cross-field checks of a TransformerSpec (run by its validator; each raises one ValueError
+line that names the fields and their values)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from modelplan.specs.transformer import TransformerSpec
+
+
+def check_transformer(spec: "TransformerSpec") -> None:
+    """Raise ValueError naming the first inconsistent fields of `spec`."""
+    _check_attention(spec)
+    _check_blocks(spec)
+    _check_heads(spec)
+
+
+def _check_attention(spec: "TransformerSpec") -> None:
+    if spec.head_dim is None and spec.mla is None and spec.hidden % spec.heads:
+        raise ValueError(
+            f"heads ({spec.heads}) must divide hidden ({spec.hidden}) when no head_dim is given"
+        )
+    kv = spec.num_kv_heads
+    if spec.heads % kv:
+        raise ValueError(f"kv_heads ({kv}) must divide heads ({spec.heads})")
+    if spec.mla is not None and spec.qk_norm:
+        raise ValueError("qk_norm does not apply to mla (its latents have their own norms)")
+    types = set(spec.layer_types or ())
+    if "sliding_attention" in types and spec.sliding_window is None:
+        raise ValueError("layer_types has sliding_attention but sliding_window is not set")
+    if "chunked_attention" in types and spec.attention_chunk is None:
+        raise ValueError("layer_types has chunked_attention but attention_chunk is not set")
+    if "mamba" in types and spec.ssm is None:
+        raise ValueError("layer_types has mamba but ssm is not set")
+    if spec.ssm is not None and "mamba" not in types:
+        raise ValueError("ssm is set but no block is mamba (add 'mamba' to layer_types)")
+
+
+def _check_blocks(spec: "TransformerSpec") -> None:
+    if spec.arch == "encoder_decoder":
+        if spec.layer_types is not None or spec.moe is not None or spec.mtp_layers:
+            raise ValueError("encoder_decoder models take no layer_types, moe or mtp_layers")
+    elif spec.decoder_layers is not None:
+        raise ValueError(f"decoder_layers ({spec.decoder_layers}) needs arch 'encoder_decoder'")
+    moe = spec.moe
+    if moe is not None and moe.first_dense_layers > spec.layers:
+        raise ValueError(
+            f"moe.first_dense_layers ({moe.first_dense_layers}) exceeds layers ({spec.layers})"
+        )
+    if moe is not None and moe.layers is not None and any(i >= spec.layers for i in moe.layers):
+        raise ValueError(f"moe.layers ({moe.layers}) must be below layers ({spec.layers})")
+    if moe is not None and not spec.mlp:
+        raise ValueError("moe needs mlp (blocks without an MLP have no experts)")
+    dense = spec.mlp and any(not spec.is_moe_layer(i) for i in range(spec.layers))
+    if dense and spec.ffn_hidden == 0:
+        raise ValueError("ffn_hidden must be > 0: some blocks have a dense MLP")
+    if spec.mtp_layers and spec.arch != "decoder":
+        raise ValueError(f"mtp_layers ({spec.mtp_layers}) needs a decoder model")
+
+
+def _check_heads(spec: "TransformerSpec") -> None:
+    if spec.lm_head_bias and not spec.lm_head:
+        raise ValueError("lm_head_bias needs lm_head (there is no output head to carry it)")
+    if spec.mlm_transform and not spec.lm_head:
+        raise ValueError("mlm_transform needs lm_head (it feeds the output head)")
+    if spec.mtp_layers and not spec.lm_head:
+        raise ValueError("mtp_layers needs lm_head (the modules share the output head)")
