@@ -7,13 +7,15 @@ In a source checkout they live in `<repo>/presets`; an installed wheel carries t
 
 from __future__ import annotations
 
-import tomllib
+import re
 from pathlib import Path
 from typing import Literal
 
-from modelplan.errors import PresetNotFound, SpecError
+from modelplan.errors import PresetNotFound
 
 Category = Literal["models", "accelerators", "clusters", "frameworks"]
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+"""What a preset name can look like (a file stem in presets/<category>/)."""
 
 
 def presets_root() -> Path:
@@ -32,20 +34,16 @@ def preset_names(category: Category) -> list[str]:
 
 
 def read_toml(path: Path) -> dict:
-    """Parse a TOML file; a syntax error becomes a one-line SpecError naming the file."""
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path.name}: malformed TOML: {exc}") from None
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror}") from None
+    """Parse a TOML file; every problem (unreadable, not UTF-8, malformed) is one SpecError line."""
+    from modelplan.inputs import parse_toml, read_text, source_name
+
+    return parse_toml(read_text(path), source_name(path))
 
 
 def load_preset(category: Category, name: str) -> dict:
     """The raw TOML table of a preset; unknown names list the close matches."""
     path = presets_root() / category / f"{name.lower()}.toml"
-    if not path.is_file():
+    if not _NAME.fullmatch(name) or not path.is_file():
         import difflib
 
         names = preset_names(category)

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from modelplan.cli import app
-from modelplan.cli.calibrate import parse_size
+from modelplan.comm.sizes import parse_size
 from modelplan.comm.communicator import Group
 from modelplan.comm.ops import Axis, Collective
 from modelplan.errors import ModelplanError

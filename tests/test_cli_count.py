@@ -36,7 +36,7 @@ def test_json_total_params_of_gpt2():
 def test_json_has_documented_sections():
     """The document has the sections README and modelplan.count.report describe."""
     doc = count_json("mixtral-8x7b", "--seq", "128")
-    assert set(doc) == {"schema_version", "model", "training", "params", "flops", "memory"}
+    assert set(doc) == {"schema_version", "kind", "model", "training", "params", "flops", "memory"}
     assert doc["params"]["active"] == 12_879_925_248  # Mixtral model card
     assert doc["memory"]["model_states"] == 18 * 46_702_792_704  # Megatron 18 B/param
 
@@ -110,7 +110,7 @@ BASE = 'layers = 2\nhidden = 64\nheads = 4\nffn_hidden = 128\nvocab = 100\n'
         ("heads.toml", BASE.replace("heads = 4", "heads = 5"), "heads (5) must divide hidden (64)"),
         ("kv.toml", BASE + "kv_heads = 3\n", "kv_heads (3) must divide heads (4)"),
         ("broken.toml", "layers = = 2\n", "broken.toml: malformed TOML"),
-        ("broken.json", '{"layers": 2,', "broken.json: malformed JSON"),
+        ("broken.json", '{"layers": 2,', "broken.json: truncated JSON at line 1"),
         ("moe.toml", BASE + "[moe]\nnum_experts = 2\ntop_k = 4\nexpert_ffn_hidden = 8\n",
          "moe.top_k (4) must not exceed moe.num_experts (2)"),
         ("hf.json", '{"model_type": "xlnet"}', "model_type: unsupported 'xlnet'"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from modelplan.cli import app
@@ -129,3 +130,32 @@ def test_gpus_not_factorable_under_fixed_tp_names_the_constraint():
     lines = result.output.strip().splitlines()
     assert len(lines) == 1
     assert "7 GPUs" in lines[0] and "tp 2" in lines[0] and "must equal 7" in lines[0]
+
+
+def test_outputs_are_checked_before_the_search(tmp_path, monkeypatch):
+    """-o in a missing folder, or -o and --svg naming one file, fail before any search runs."""
+    from modelplan.plan import search
+
+    monkeypatch.setattr(search, "search_plans", lambda *a, **k: pytest.fail("searched"))
+    for args, message in ((["-o", str(tmp_path / "no" / "p.json")], "does not exist"),
+                          (["-o", str(tmp_path / "x"), "--svg", str(tmp_path / "x")], "name the same file")):
+        result = runner.invoke(app, ["plan", "gpt2", "--gpus", "8", *args])
+        assert result.exit_code == 2 and message in result.stderr, result.output
+
+
+def test_model_spec_on_standard_input_and_document_on_standard_output():
+    """`plan - -o -` reads the spec from stdin and prints only the plan document."""
+    spec = json.dumps({"layers": 2, "hidden": 64, "heads": 4, "ffn_hidden": 128, "vocab": 128})
+    result = runner.invoke(app, ["plan", "-", "--gpus", "2", "-o", "-"], input=spec)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["kind"] == "modelplan.plan" and doc["model"]["layers"] == 2
+
+
+def test_search_json_is_read_as_its_best_plan():
+    """`plan --json` output (a search document) is accepted by export: its best plan."""
+    search_doc = runner.invoke(app, ["plan", "gpt2", "--gpus", "8", "--json"])
+    best = json.loads(search_doc.stdout)["plans"][0]["plan"]
+    result = runner.invoke(app, ["export", "-", "--to", "json"], input=search_doc.stdout)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["plan"] == best

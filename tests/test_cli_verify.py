@@ -78,13 +78,67 @@ def test_bad_input_is_one_line_and_exit_2(model_file, args, message):
     assert message in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("args,flag", [
+    (["--seed", "-1"], "--seed"), (["--dp", "-2"], "--dp"), (["--micro-batch", "0"], "--micro-batch"),
+    (["--max-ranks", "0"], "--max-ranks"), (["--timeout-s", "nan"], "--timeout-s"),
+])
+def test_bad_option_is_bad_input_naming_the_option(model_file, args, flag):
+    """--seed -1 and --dp -2 are bad input (exit 2) naming the option given, not a failed check
+    (exit 1) nor a field the user never set (global_batch)."""
+    result = runner.invoke(app, ["verify", str(model_file), *args])
+    assert result.exit_code == 2, result.output
+    assert flag in result.stderr and "global_batch" not in result.stderr
+
+
+def test_vpp_null_in_a_plan_document_is_one_line(tmp_path):
+    """`"vpp": null` in a plan document names plan.vpp (it used to reach a comparison with 1)."""
+    doc = tmp_path / "plan.json"
+    doc.write_text(json.dumps({"model": MODEL, "training": {"global_batch": 8},
+                               "plan": {"dp": 2, "vpp": None}}))
+    result = runner.invoke(app, ["verify", str(doc)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: plan.json: plan.vpp: ") and result.stderr.count("\n") == 1
+
+
+def test_too_many_ranks_names_the_options_that_verify_it(tmp_path):
+    """The 1T plan's 3072 ranks (dp 12 x tp 8 x pp 32): the refusal gives `--dp 2 --pp 2` (2 x 8
+    x 2 = 32 ranks), which then verifies, and `--max-ranks 512` for all its stages (2 x 8 x 32)."""
+    doc = tmp_path / "plan1t.json"
+    doc.write_text(json.dumps({"model": "megatron-gpt-1t", "training": {"global_batch": 3072},
+                               "plan": {"dp": 12, "tp": 8, "pp": 32, "sequence_parallel": True}}))
+    result = runner.invoke(app, ["verify", str(doc)])
+    assert result.exit_code == 2
+    assert "verify the same code path on fewer ranks with `--dp 2 --pp 2` (32 ranks)" in result.stderr
+    assert "`--dp 2 --max-ranks 512`" in result.stderr
+    result = runner.invoke(app, ["verify", str(doc), "--dp", "2", "--pp", "2", "--json"])
+    assert result.exit_code in (0, 1), result.output  # it runs: the checks decide, not bad input
+    rows = {r["name"]: r["passed"] for r in json.loads(result.stdout)["rows"]}
+    assert rows["loss"] and rows["gradients"] and len(rows) > 5
+
+
+def test_large_micro_batch_is_executed_scaled_down():
+    """--micro-batch 1000 executes micro-batches of 4 (a note says so) instead of hanging."""
+    result = runner.invoke(app, ["verify", "mlp", "--dp", "2", "--micro-batch", "1000", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "micro-batches of 4 samples (the plan's 1000)" in result.stderr
+    assert json.loads(result.stdout)["plan"]["micro_batch"] == 4
+
+
+def test_plan_document_on_standard_input(tmp_path):
+    """`modelplan plan ... -o -` piped into `modelplan verify -`: the document on stdin verifies."""
+    written = runner.invoke(app, ["plan", "mlp", "--gpus", "2", "-o", "-"])
+    assert written.exit_code == 0, written.output
+    result = runner.invoke(app, ["verify", "-"], input=written.stdout)
+    assert result.exit_code == 0, result.output
+
+
 def test_plan_document_without_model_is_rejected(tmp_path):
     """A plan document must say which model it plans."""
     doc = tmp_path / "plan.json"
     doc.write_text(json.dumps({"plan": {"dp": 2}}))
     result = runner.invoke(app, ["verify", str(doc)])
     assert result.exit_code == 2
-    assert "needs a 'model' key" in result.output
+    assert "not a plan document: missing model" in result.output
 
 
 @pytest.fixture

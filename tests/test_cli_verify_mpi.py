@@ -134,6 +134,9 @@ def test_killed_rank_ends_the_job_with_a_clear_message():
     assert time.monotonic() - start < 30
     assert proc.returncode != 0
     assert "rank 1" in proc.stderr and "signal 9" in proc.stderr, proc.stderr
+    assert [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")] == [
+        "error: rank 0 stopped by SIGTERM: the MPI job is ending (a rank died, or mpiexec was "
+        "interrupted or timed out)"], proc.stderr
 
 
 @pytest.mark.parametrize("model,args,shape", [

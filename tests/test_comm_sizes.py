@@ -30,3 +30,13 @@ def test_parse_size_rejects(text, message):
 def test_format_size():
     """Binary units for tables."""
     assert [format_size(n) for n in (8, 1024, 3 * 2**29, 16 * 2**30)] == ["8 B", "1 KiB", "1.5 GiB", "16 GiB"]
+
+
+def test_parse_size_is_exact_and_bounded():
+    """Decimal digits are read exactly (a float would round 1.0000000000000001K to 1024 bytes);
+    beyond 1 PiB is refused, never inf."""
+    assert parse_size("1125899906842623") == 2**50 - 1
+    with pytest.raises(SpecError, match="not a whole number of bytes"):
+        parse_size("1.0000000000000001K")
+    with pytest.raises(SpecError, match="larger than"):
+        parse_size("9" * 30 + "T")

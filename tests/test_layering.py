@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "modelplan"
-ORDER = ["errors", "presets", "specs", "count", "comm", "plan", "cost", "execute", "export", "cli"]
+ORDER = ["errors", "inputs", "presets", "specs", "count", "comm", "plan", "cost", "execute", "export", "cli"]
 RANK = {layer: i for i, layer in enumerate(ORDER)}
 
 

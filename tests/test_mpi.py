@@ -64,10 +64,14 @@ def test_raising_rank_ends_the_job_with_its_name():
 
 
 def test_killed_rank_ends_the_job():
-    """Rank 1 dies from SIGKILL mid-run: mpiexec ends the job (no hang) and names rank 1."""
+    """Rank 1 dies from SIGKILL mid-run: mpiexec ends the job (no hang) and names rank 1, and
+    rank 0, stopped by mpiexec's SIGTERM inside a receive, says so in one line of its own."""
     proc = launch(4, "kill", timeout_s=30)  # subprocess.TimeoutExpired would fail the test
     assert proc.returncode != 0
     assert "rank 1" in proc.stderr and "signal 9" in proc.stderr, proc.stderr
+    assert [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")] == [
+        "error: rank 0 stopped by SIGTERM: the MPI job is ending (a rank died, or mpiexec was "
+        "interrupted or timed out)"], proc.stderr
 
 
 def test_deadlock_is_ended_by_the_watchdog():

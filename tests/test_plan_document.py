@@ -80,3 +80,57 @@ def test_memory_is_reported_in_bytes_per_stage():
     stage = _doc()["predictions"]["memory"]["stages"][0]
     assert stage["stage"] == 0 and stage["total_bytes"] > stage["weights_bytes"] > 0
     json.dumps(_doc())  # plain JSON
+
+
+def test_one_bad_model_field_is_one_short_message():
+    """The model is chosen by its `kind`: a bad field of a transformer is one message about that
+    field (not one per member of the transformer | network union)."""
+    doc = _doc()
+    doc["model"] = {**doc["model"], "heads": "many"}
+    with pytest.raises(SpecError) as exc:
+        parse_plan_document(doc, "plan.json")
+    assert str(exc.value) == "plan.json: model: heads: Input should be a valid integer, unable to parse string as an integer"
+
+
+@pytest.mark.parametrize("version", [0, 2, "1", True, None])
+def test_only_schema_version_1_is_read(version):
+    """0, 2, "1", true and null are refused in one line; a missing version reads as 1."""
+    with pytest.raises(SpecError, match="schema_version"):
+        parse_plan_document({**_doc(), "schema_version": version}, "plan.json")
+    doc = {k: v for k, v in _doc().items() if k != "schema_version"}
+    assert parse_plan_document(doc).schema_version == 1
+
+
+def test_other_kinds_of_document_are_refused():
+    """A `modelplan count --json` document is not a plan document, and says so."""
+    with pytest.raises(SpecError, match="'modelplan.count' document is not a plan document"):
+        parse_plan_document({**_doc(), "kind": "modelplan.count"}, "count.json")
+
+
+def test_search_document_reads_as_its_best_plan():
+    """`modelplan plan --json` (kind modelplan.search) gives the document of plans[0]."""
+    doc = _doc()
+    search = {"schema_version": 1, "kind": "modelplan.search", "model": doc["model"],
+              "training": doc["training"], "cluster": doc["cluster"],
+              "plans": [{"plan": doc["plan"], "predictions": doc["predictions"]},
+                        {"plan": {**doc["plan"], "dp": 8}, "predictions": None}]}
+    assert parse_plan_document(search).plan == PLAN
+
+
+def test_model_may_name_a_preset():
+    """A hand-written document can say "model": "gpt2"."""
+    doc = {"model": "gpt2", "training": {"global_batch": 8}, "plan": {"dp": 8}}
+    assert parse_plan_document(doc).model == SPEC
+
+
+def test_document_on_standard_input(monkeypatch):
+    """`-` reads the document from standard input."""
+    import io
+    import sys
+
+    from modelplan.inputs import forget_stdin
+
+    forget_stdin()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(dumps_plan_document(_doc()).encode())))
+    assert read_plan_document("-").plan == PLAN
+    forget_stdin()

@@ -121,7 +121,8 @@ def test_batch_that_does_not_fit_is_flagged():
 
 UNITS = ("_bytes", "_s", "_flops", "_tokens", "_fraction")
 COUNTS = {"gpus", "tp", "replicas", "tokens", "kv_blocks_per_gpu", "blocks_per_sequence", "max_sequences_per_replica",
-          "max_sequences", "batch_per_replica", "decode_tokens_per_s", "prefill_tokens_per_s", "max_num_seqs"}
+          "max_sequences", "batch_per_replica", "decode_tokens_per_s", "prefill_tokens_per_s", "max_num_seqs",
+          "schema_version"}
 
 
 def _numbers(doc, prefix=""):

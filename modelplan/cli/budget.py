@@ -8,7 +8,8 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from modelplan.cli.app import app, user_errors
-from modelplan.cli.options import JsonOpt, PrecisionOpt
+from modelplan.cli.options import JsonOpt, PrecisionOpt, finite
+from modelplan.specs.limits import MAX_BATCH, MAX_RANKS, MAX_SEQ, MAX_TRAINING_FLOPS, MAX_WIDTH
 
 SizeBy = Literal["tokens-per-param", "hoffmann", "besiroglu"]
 """The values of modelplan.cost.budget.SizeBy (repeated so that --help does not import pydantic)."""
@@ -18,14 +19,14 @@ SizeBy = Literal["tokens-per-param", "hoffmann", "besiroglu"]
 @user_errors
 def budget_cmd(
     flops: Annotated[Optional[str], typer.Option("--flops", help="Training FLOP budget (1e24, 3.8e25).", show_default=False)] = None,
-    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs to train on (plans the chosen shape).", show_default=False)] = None,
-    days: Annotated[Optional[float], typer.Option("--days", min=0.0, help="Wall-clock days on --gpus (instead of --flops).", show_default=False)] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, max=MAX_RANKS, help="GPUs to train on (plans the chosen shape).", show_default=False)] = None,
+    days: Annotated[Optional[float], typer.Option("--days", min=0.0, max=36_500, callback=finite, help="Wall-clock days on --gpus (instead of --flops).", show_default=False)] = None,
     cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster preset or file [default: dgx-h100].", show_default=False)] = None,
     size_by: Annotated[SizeBy, typer.Option("--size-by", help="Which split picks the model: tokens-per-param (Chinchilla's ~20, or --tokens-per-param), or a fitted law's optimum: hoffmann (Approach 3 as published) or besiroglu (its 2024 replication).")] = "tokens-per-param",
-    tokens_per_param: Annotated[float, typer.Option("--tokens-per-param", min=0.0, help="Tokens per parameter of the tokens-per-param split (over-train for inference: 100+).")] = 20.0,
-    seq: Annotated[int, typer.Option("--seq", min=1, help="Training sequence length.")] = 4096,
-    batch: Annotated[int, typer.Option("--batch", min=1, help="Global batch in sequences.")] = 1024,
-    vocab: Annotated[int, typer.Option("--vocab", min=1, help="Vocabulary of the shape (default: Llama 3's).")] = 128_256,
+    tokens_per_param: Annotated[float, typer.Option("--tokens-per-param", min=0.0, max=1e6, callback=finite, help="Tokens per parameter of the tokens-per-param split (over-train for inference: 100+).")] = 20.0,
+    seq: Annotated[int, typer.Option("--seq", min=1, max=MAX_SEQ, help="Training sequence length.")] = 4096,
+    batch: Annotated[int, typer.Option("--batch", min=1, max=MAX_BATCH, help="Global batch in sequences.")] = 1024,
+    vocab: Annotated[int, typer.Option("--vocab", min=1, max=MAX_WIDTH, help="Vocabulary of the shape (default: Llama 3's).")] = 128_256,
     precision: PrecisionOpt = "bf16",
     json_out: JsonOpt = False,
 ) -> None:
@@ -46,7 +47,11 @@ def budget_cmd(
     def search(spec, tr, c, n):
         return search_plans(spec, tr, c, n, SearchSpace(), top_k=1).best[0]
 
-    result = budget(cl, training, search, flops=None if flops is None else float(parse_count(flops, "flops")),
+    flops_value = None if flops is None else float(parse_count(flops, "flops"))
+    if flops_value is not None and flops_value > MAX_TRAINING_FLOPS:
+        raise SpecError(f"--flops ({flops}) must be <= {MAX_TRAINING_FLOPS:.0e}: larger than any model "
+                        "modelplan can shape")
+    result = budget(cl, training, search, flops=flops_value,
                     gpus=gpus, days=days, size_by=size_by, tokens_per_param=tokens_per_param, vocab=vocab)
     if json_out:
         import json
@@ -62,6 +67,7 @@ def budget_json(result, cluster) -> dict:
     from modelplan.plan.document import predictions_dict
 
     doc = {
+        "schema_version": 1,
         "kind": "modelplan.budget",
         "compute_flops": result.compute_flops,
         "size_by": result.size_by,

@@ -9,7 +9,6 @@ fitted prediction beside each measurement, then the fits, and writes the profile
 from __future__ import annotations
 
 import json
-import re
 import socket
 from datetime import date
 from pathlib import Path
@@ -18,19 +17,9 @@ from typing import Annotated, Any, Optional
 import typer
 
 from modelplan.cli.app import app, user_errors
+from modelplan.cli.options import complete_clusters, finite
+from modelplan.comm.sizes import parse_size
 from modelplan.errors import ModelplanError
-
-_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024**2, "MB": 1024**2,
-          "MIB": 1024**2, "G": 1024**3, "GB": 1024**3, "GIB": 1024**3}
-
-
-def parse_size(text: str, name: str) -> int:
-    """'1K' / '16M' / '4096' -> bytes (binary units, as nccl-tests' -b/-e)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
-    if not m or m.group(2).upper() not in _UNITS:
-        raise ModelplanError(f"{name} ({text!r}) must be a size such as 1024, 64K or 16M")
-    return int(m.group(1)) * _UNITS[m.group(2).upper()]
-
 
 def _rank_program(comm: Any, sweep: Any) -> dict:
     from modelplan.execute.calibrate import measure
@@ -84,6 +73,10 @@ def render(cal: Any) -> str:
     return "\n".join(out)
 
 
+MAX_BUFFER_BYTES = 2**30
+"""Largest message calibrate measures (each rank holds a few buffers of it)."""
+
+
 @app.command("calibrate")
 @user_errors
 def calibrate_cmd(
@@ -91,30 +84,33 @@ def calibrate_cmd(
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", help="Write the cluster profile TOML here (atomically).")] = None,
     extends: Annotated[Optional[str], typer.Option(
-        help="Cluster (preset or file) the profile takes everything else from, so that "
+        autocompletion=complete_clusters, help="Cluster (preset or file) the profile takes everything else from, so that "
              "`--cluster PROFILE` works in comm and plan, e.g. dgx-h100.")] = None,
     num_ranks: Annotated[Optional[int], typer.Option(
-        "--np", help="Start the job: mpiexec -n NP (mpi, outside mpiexec); ranks for sim.")] = None,
+        "--np", min=2, max=1024, help="Start the job: mpiexec -n NP (mpi, outside mpiexec); ranks for sim.")] = None,
     backend: Annotated[str, typer.Option(
         help="mpi: one process per rank; sim: threads (tests the tool, not the machine).")] = "mpi",
     min_size: Annotated[str, typer.Option("--min-size", "-b", help="Sweep start size.")] = "1K",
     max_size: Annotated[str, typer.Option("--max-size", "-e", help="Sweep end size.")] = "16M",
-    step_factor: Annotated[int, typer.Option("--step-factor", "-f",
+    step_factor: Annotated[int, typer.Option("--step-factor", "-f", min=2, max=2**20,
                                              help="Size multiplier between points.")] = 4,
-    iters: Annotated[int, typer.Option("--iters", "-n", help="Timed calls per size (median kept).")] = 20,
-    warmup: Annotated[int, typer.Option("--warmup", "-w", help="Untimed rounds first.")] = 3,
+    iters: Annotated[int, typer.Option("--iters", "-n", min=1, max=100_000,
+                                       help="Timed calls per size (median kept).")] = 20,
+    warmup: Annotated[int, typer.Option("--warmup", "-w", min=0, max=10_000,
+                                        help="Untimed rounds first.")] = 3,
     jobs: Annotated[int, typer.Option(
-        min=1, help="With --np: measure in this many separate MPI jobs and keep the median over "
+        min=1, max=100, help="With --np: measure in this many separate MPI jobs and keep the median over "
                     "jobs (one job's memory layout can shift all its points alike).")] = 1,
     split: Annotated[str, typer.Option(
         help="Fit sizes below this and from it up separately (0: one line per collective).")] = "1M",
     ops: Annotated[Optional[list[str]], typer.Option(
         "--op", help="Collective to measure (repeatable); default all six.")] = None,
     link_alpha_us: Annotated[Optional[float], typer.Option(
-        help="Link alpha for the 'link model' column; default: the send_recv fit.")] = None,
+        min=0, callback=finite, help="Link alpha for the 'link model' column; default: the send_recv fit.")] = None,
     link_bandwidth_gbps: Annotated[Optional[float], typer.Option(
-        help="Link GB/s for the 'link model' column; default: the send_recv fit.")] = None,
-    timeout_s: Annotated[float, typer.Option(help="Abort the job after this long.")] = 600.0,
+        min=0, callback=finite, help="Link GB/s for the 'link model' column; default: the send_recv fit.")] = None,
+    timeout_s: Annotated[float, typer.Option(min=1, max=86400, callback=finite,
+                                             help="Abort the job after this long.")] = 600.0,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
 ) -> None:
     """Measure all_reduce, all_gather, reduce_scatter, broadcast, send_recv and barrier; fit
@@ -134,11 +130,18 @@ def calibrate_cmd(
         raise ModelplanError(f"--op: {exc}; choose from {', '.join(CALIBRATED)}") from None
     if any(op not in CALIBRATED for op in collectives):
         raise ModelplanError(f"--op: calibrate measures {', '.join(CALIBRATED)}")
-    sizes = size_sweep(parse_size(min_size, "--min-size"), parse_size(max_size, "--max-size"),
-                       step_factor)
+    if link_bandwidth_gbps is not None and link_bandwidth_gbps <= 0:
+        raise ModelplanError(f"--link-bandwidth-gbps ({link_bandwidth_gbps}) must be > 0")
+    top = parse_size(max_size, "--max-size")
+    if top > MAX_BUFFER_BYTES:
+        raise ModelplanError(f"--max-size ({max_size}) must be <= 1G: every rank holds buffers of "
+                             "that size")
+    sizes = size_sweep(parse_size(min_size, "--min-size"), top, step_factor)
     split_bytes = parse_size(split, "--split")
-    if iters < 1 or warmup < 0:
-        raise ModelplanError(f"--iters ({iters}) must be >= 1 and --warmup ({warmup}) >= 0")
+    if output is not None:
+        from modelplan.export.files import check_writable
+
+        check_writable(output, "--output")  # before measuring, not after
     if extends is not None:
         extends = _check_extends(extends)
     sweep = Sweep(sizes=sizes, collectives=collectives, iters=iters, warmup=warmup)
@@ -213,11 +216,15 @@ def _measured(run: Any) -> tuple[Any, int, str]:
 def _report_jobs(ctx: typer.Context, num_ranks: int, jobs: int, timeout_s: float, sweep: Any,
                  report: dict) -> None:
     """--jobs K: K separate jobs print their measurements; the median over jobs is fitted here."""
-    from modelplan.cli.mpirun import command_args, run_job_output
+    from modelplan.cli.mpirun import JobFailed, command_args, run_job_output
     from modelplan.execute.calibrate import Measurement, combine_jobs
 
     args = command_args(ctx, drop={"num_ranks", "jobs", "output", "extends", "json_out"})
-    docs = [json.loads(run_job_output(num_ranks, [*args, "--json"], timeout_s)) for _ in range(jobs)]
+    try:
+        docs = [json.loads(run_job_output(num_ranks, [*args, "--json"], timeout_s))
+                for _ in range(jobs)]
+    except JobFailed as exc:  # its one-line reason is printed
+        raise typer.Exit(exc.returncode) from None
     measured = combine_jobs([tuple(Measurement(**m) for m in d["measurements"]) for d in docs])
     scope = "inter" if any(d["scope"] == "inter" for d in docs) else "intra"
     _report(measured, docs[0]["world_size"], scope, "mpi", docs[0]["library"],
@@ -243,8 +250,10 @@ def _report(measured: Any, world_size: int, scope: str, backend: str, library: s
             write_text_atomic(output, profile_toml(cal, extends))
         except ModelplanError as exc:
             raise ModelplanError(f"--output {exc}") from None
+        if str(output) == "-":  # the profile is the output
+            return
     if json_out:
-        doc = cal.model_dump(mode="json")
+        doc = {"schema_version": 1, "kind": "modelplan.calibrate", **cal.model_dump(mode="json")}
         doc["predictions"] = [
             {"op": m.op, "size_bytes": m.size_bytes, "time_s": m.time_s,
              "link_model_s": cal.link_predict_s(m), "fit_s": cal.predict_s(m)}

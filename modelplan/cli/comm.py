@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from modelplan.cli.app import app, user_errors
+from modelplan.cli.options import complete_clusters, complete_words
 
 # nccl-tests type names and sizes (src/common.cu), plus the spellings ML people use
 DTYPES = {
@@ -19,6 +20,12 @@ DTYPES = {
     "bfloat16": ("bfloat16", 2), "bf16": ("bfloat16", 2),
     "f8e4m3": ("f8e4m3", 1), "fp8": ("f8e4m3", 1), "f8e5m2": ("f8e5m2", 1),
 }
+
+
+def _collective_names() -> list[str]:
+    from modelplan.comm.ops import Collective
+
+    return [c.value for c in Collective]
 
 
 def _sizes(size, min_size, max_size, step_factor) -> list[int]:
@@ -61,11 +68,12 @@ def _time_us(t_us: float) -> str:
 @user_errors
 def comm_cmd(
     collective: Annotated[str, typer.Argument(
-        help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv, "
+        autocompletion=complete_words(_collective_names), help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv, "
              "barrier (nccl-tests spellings work too: allreduce, all-reduce, all_reduce_perf)")],
     ranks: Annotated[int, typer.Option("--ranks", "-n", help="Ranks (GPUs) in the group.")],
     cluster: Annotated[str, typer.Option(
-        "--cluster", "-c", help="Cluster preset (`modelplan presets`) or TOML file.")],
+        "--cluster", "-c", help="Cluster preset (`modelplan presets`), TOML file, or - for "
+                                "standard input.", autocompletion=complete_clusters)],
     size: Annotated[Optional[str], typer.Option(
         "--size", "-s", help="One message size, e.g. 256M (binary), 8GB (SI), 4096.")] = None,
     min_size: Annotated[str, typer.Option("--min-size", "-b", help="Sweep start size.")] = "1K",
@@ -107,7 +115,7 @@ def comm_cmd(
 
     if json_out:
         doc = {
-            "collective": op.value, "ranks": ranks, "ranks_per_node": shape.ranks_per_node,
+            "schema_version": 1, "kind": "modelplan.comm", "collective": op.value, "ranks": ranks, "ranks_per_node": shape.ranks_per_node,
             "nodes": shape.nodes, "cluster": spec.name, "algo": algo_name.value,
             "dtype": type_name, "model": "alpha-beta",
             "rows": [

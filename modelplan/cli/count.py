@@ -84,7 +84,8 @@ def count_cmd(
     if json_out:
         import json
 
-        typer.echo(json.dumps(doc, indent=2))
+        typer.echo(json.dumps({"schema_version": doc["schema_version"], "kind": "modelplan.count",
+                               **doc}, indent=2))
         return
     _print_document(doc, depth)
     if ft is not None:
@@ -163,9 +164,16 @@ def _print_document(doc: dict, depth: int) -> None:
 
 @app.command("presets")
 @user_errors
-def presets_cmd() -> None:
+def presets_cmd(json_out: JsonOpt = False) -> None:
     """List the shipped model, accelerator and cluster presets."""
     from modelplan.presets import preset_names
 
-    for category in ("models", "accelerators", "clusters"):
+    categories = ("models", "accelerators", "clusters")
+    if json_out:
+        import json
+
+        typer.echo(json.dumps({"schema_version": 1, "kind": "modelplan.presets",
+                               **{c: preset_names(c) for c in categories}}, indent=2))
+        return
+    for category in categories:
         typer.echo(f"{category}: {', '.join(preset_names(category)) or '-'}")

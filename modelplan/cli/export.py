@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from modelplan.cli.app import app, user_errors
+from modelplan.cli.options import complete_words
 
 if TYPE_CHECKING:
     from modelplan.export.compare import PlanComparison, TermRow
@@ -27,13 +28,15 @@ EngineVersionOption = Annotated[
 @user_errors
 def export_cmd(
     plan_file: Annotated[
-        Path, typer.Argument(help="A plan document (JSON), e.g. from `modelplan plan`.")
+        Path, typer.Argument(help="A plan document (JSON) from `modelplan plan -o` (or its --json "
+                                  "output); - reads it from standard input.")
     ],
     to: Annotated[
-        str, typer.Option("--to", help="Target: megatron, deepspeed, torchtitan, ddp or json.")
+        str, typer.Option("--to", help="Target: megatron, deepspeed, torchtitan, ddp or json.",
+                          autocompletion=complete_words(("megatron", "deepspeed", "torchtitan", "ddp", "json")))
     ],
     output: Annotated[
-        Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")
+        Optional[Path], typer.Option("-o", "--output", help="Write to this file (atomically) instead of stdout.")
     ] = None,
     engine_version: EngineVersionOption = None,
     as_json: JsonOption = False,
@@ -44,13 +47,19 @@ def export_cmd(
     from modelplan.plan.document import read_plan_document
 
     engine = parse_engine(to)
+    if output is not None:
+        from modelplan.export.files import check_writable
+
+        check_writable(output, "-o")
     result = export_document(engine, read_plan_document(plan_file), engine_version)
     if output is not None:
         from modelplan.export.files import write_text_atomic
 
         write_text_atomic(output, result.text)
+        if str(output) == "-":
+            return
     if as_json:
-        payload = result.model_dump(mode="json")
+        payload = {"schema_version": 1, "kind": "modelplan.export", **result.model_dump(mode="json")}
         if output is not None:
             payload["written_to"] = str(output)
         typer.echo(json.dumps(payload, indent=2))
@@ -107,7 +116,7 @@ def _diff_cell(row: "TermRow") -> str:
 
 def render_comparison(comparison: "PlanComparison") -> None:
     """Two rich tables: settings (differences in bold yellow) and predicted terms."""
-    from rich.console import Console
+    from modelplan.cli.render import console as make_console
     from rich.markup import escape
     from rich.table import Table
 
@@ -127,7 +136,7 @@ def render_comparison(comparison: "PlanComparison") -> None:
     for row in comparison.terms:
         terms.add_row(escape(row.term), _format(row.a, row.unit), _format(row.b, row.unit),
                       _diff_cell(row))
-    console = Console(highlight=False)
+    console = make_console(highlight=False)
     console.print(settings)
     console.print(terms)
 
@@ -143,9 +152,13 @@ def compare_cmd(
     from modelplan.export.compare import compare_documents
     from modelplan.plan.document import read_plan_document
 
+    from modelplan.inputs import source_name
+
     doc_a, doc_b = read_plan_document(plan_a), read_plan_document(plan_b)
-    comparison = compare_documents(doc_a, doc_b, plan_a.name, plan_b.name, evaluate=_evaluate)
+    comparison = compare_documents(doc_a, doc_b, source_name(plan_a), source_name(plan_b),
+                                   evaluate=_evaluate)
     if as_json:
-        typer.echo(json.dumps(comparison.model_dump(mode="json"), indent=2))
+        typer.echo(json.dumps({"schema_version": 1, "kind": "modelplan.compare",
+                               **comparison.model_dump(mode="json")}, indent=2))
         return
     render_comparison(comparison)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from enum import StrEnum
 from typing import Any, Iterable
@@ -62,25 +61,31 @@ def command_args(ctx: Any, drop: Iterable[str] = ()) -> list[str]:
     return args
 
 
-def _job(num_ranks: int, args: list[str], timeout_s: float, **run: Any) -> subprocess.CompletedProcess:
-    from modelplan.execute.mpilaunch import mpi_env, mpiexec_command
+def _job(num_ranks: int, args: list[str], timeout_s: float, capture_stdout: bool = False) -> Any:
+    """Run the job to its end (`mpilaunch.run_mpi_job`); print the one line of an abnormal end."""
+    from modelplan.execute.mpilaunch import mpi_env, mpiexec_command, run_mpi_job
 
     require_mpi4py()
     command = mpiexec_command(num_ranks, ["-m", "modelplan", *args])
     env = mpi_env(num_ranks, timeout_s=timeout_s + 60)
     # Open MPI gives each rank a pseudo-terminal: tell rich what our own stdout really is
-    tty = sys.stdout.isatty() and "stdout" not in run
+    tty = sys.stdout.isatty() and not capture_stdout
     env.setdefault("TTY_COMPATIBLE", "1" if tty else "0")
     if tty:
         env.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
-    return subprocess.run(command, env=env, **run)
+    end = run_mpi_job(command, env, num_ranks, capture_stdout=capture_stdout)
+    if end.error is not None:
+        print(f"error: {end.error}", file=sys.stderr)
+    return end
 
 
 def run_job(num_ranks: int, args: list[str], timeout_s: float) -> int:
     """Run `modelplan <args>` on `num_ranks` MPI processes; the job's exit status.
 
     mpiexec's MPIEXEC_TIMEOUT ends the job `timeout_s` + 60 s after it starts (the ranks' own
-    watchdog fires first and says which rank waited for what).
+    watchdog fires first and says which rank waited for what). A job that ends abnormally (a
+    killed rank or mpiexec, Ctrl-C) ends with one `error:` line and no processes or /dev/shm
+    segments left behind.
     """
     return _job(num_ranks, args, timeout_s).returncode
 
@@ -88,11 +93,21 @@ def run_job(num_ranks: int, args: list[str], timeout_s: float) -> int:
 def run_job_output(num_ranks: int, args: list[str], timeout_s: float) -> str:
     """`run_job`, returning what the job printed on stdout (its stderr goes to ours); a failed
     job is a one-line error."""
-    proc = _job(num_ranks, args, timeout_s, stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
+    end = _job(num_ranks, args, timeout_s, capture_stdout=True)
+    if end.returncode != 0:
+        if end.error is not None:  # already printed
+            raise JobFailed(end.returncode)
         raise ModelplanError(f"the job `modelplan {' '.join(args)}` on {num_ranks} ranks failed "
-                             f"(exit code {proc.returncode})")
-    return proc.stdout
+                             f"(exit code {end.returncode})")
+    return end.stdout or ""
+
+
+class JobFailed(Exception):
+    """A job that ended abnormally and whose one-line reason is already printed."""
+
+    def __init__(self, returncode: int) -> None:
+        super().__init__(returncode)
+        self.returncode = returncode
 
 
 def rank_is_terminal() -> bool:

@@ -21,22 +21,57 @@ Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp", "foundry"]
 AcMode = Literal["attention_core", "op_sac", "layer_sac", "every_nth_block"]
 Fp8Recipe = Literal["delayed", "current", "tensorwise", "rowwise", "blockwise"]
 
+
+def complete_presets(category: str):
+    """Shell completion of the preset names of `category` (typer `autocompletion`)."""
+
+    def complete(incomplete: str) -> list[str]:
+        from modelplan.presets import preset_names
+
+        return [n for n in preset_names(category) if n.startswith(incomplete)]
+
+    return complete
+
+
+def complete_words(words):
+    """Shell completion of a list of names (or of a function returning them, called lazily)."""
+
+    def complete(incomplete: str) -> list[str]:
+        names = words() if callable(words) else words
+        return [w for w in names if w.startswith(incomplete)]
+
+    return complete
+
+
+complete_models = complete_presets("models")
+complete_clusters = complete_presets("clusters")
+
+
 ModelArg = Annotated[
     str,
     typer.Argument(
         metavar="MODEL",
-        help="Preset name (`modelplan presets`), TOML/JSON spec file, or HuggingFace config.json.",
+        help="Preset name (`modelplan presets`), TOML/JSON spec file, HuggingFace config.json, "
+             "or - for a spec on standard input.",
         show_default=False,
+        autocompletion=complete_models,
     ),
 ]
-GlobalBatchOpt = Annotated[
-    Optional[int],
-    typer.Option(
-        "--batch", "--global-batch", min=1,
-        help="Sequences per optimizer step over all data-parallel ranks (default: the micro-batch).",
-        show_default=False,
-    ),
-]
+
+
+def global_batch_option(default: str):
+    """`--batch/--global-batch`, its default described as `default`."""
+    return Annotated[
+        Optional[int],
+        typer.Option(
+            "--batch", "--global-batch", min=1,
+            help=f"Sequences per optimizer step over all data-parallel ranks (default: {default}).",
+            show_default=False,
+        ),
+    ]
+
+
+GlobalBatchOpt = global_batch_option("the micro-batch")
 SeqOpt = Annotated[
     Optional[int],
     typer.Option(
@@ -97,3 +132,12 @@ JsonOpt = Annotated[
 DepthOpt = Annotated[
     int, typer.Option("--depth", min=1, help="Levels of the slash-path breakdown shown in tables.")
 ]
+
+
+def finite(value: float | None) -> float | None:
+    """Option callback: refuse nan and inf (click's float ranges let nan through)."""
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value

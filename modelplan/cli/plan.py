@@ -19,21 +19,26 @@ from modelplan.cli.options import (
     CompileOpt,
     Fp8RecipeOpt,
     FrameworkOpt,
-    GlobalBatchOpt,
     JsonOpt,
     OptimizerOpt,
     PrecisionOpt,
     SeqOpt,
     TpOverlapOpt,
+    complete_clusters,
+    complete_models,
+    finite,
+    global_batch_option,
 )
 from modelplan.cli.search_options import (DpOverlapOpt, FsdpShardOpt, OffloadActivationsOpt, OffloadOptimizerOpt,
                                           RankOrderOpt, TpOverlapModesOpt, ZeroppOpt, wide_space)
 from modelplan.cli.run_options import (CheckpointEveryOpt, CheckpointWriteOpt, MtbfOpt, PriceOpt, PueOpt, RampupOpt,
                                        RestartOpt, StepsOpt, TokensOpt)
+from modelplan.specs.limits import MAX_BATCH, MAX_RANKS
 from modelplan.specs.plan import Schedule
 
 DEFAULT_GLOBAL_BATCH = 1024
 DEFAULT_CLUSTER = "dgx-h100"
+PlanBatchOpt = global_batch_option(str(DEFAULT_GLOBAL_BATCH))
 
 
 def _range_opt(flag: str, help_text: str):
@@ -65,13 +70,18 @@ def parse_ints(text: str, what: str, minimum: int = 1) -> list[int] | tuple[int,
         else:
             values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise SpecError(f"--{what}: expected N, N..M or N,M,... (got '{text}')") from None
+        raise SpecError(f"--{what}: expected N, N..M or N,M,... (got '{text[:40]}')") from None
+    top = MAX_BATCH if what == "micro-batch" else MAX_RANKS
     if ".." in text:
         if lo < minimum or hi < lo:
             raise SpecError(f"--{what}: range {text} must be lo..hi with {minimum} <= lo <= hi")
+        if hi > top:
+            raise SpecError(f"--{what}: {hi} is larger than {top:,}")
         return lo, hi
     if not values or min(values) < minimum:
         raise SpecError(f"--{what}: values must be >= {minimum} (got '{text}')")
+    if max(values) > top:
+        raise SpecError(f"--{what}: {max(values)} is larger than {top:,}")
     return values
 
 
@@ -101,10 +111,10 @@ def parse_words(text: str | None, what: str, allowed: tuple[str, ...]) -> list[s
 @app.command("plan")
 @user_errors
 def plan_cmd(
-    model: Annotated[Optional[str], typer.Argument(metavar="MODEL", help="Preset, spec file or HF config.json (omit with --explain).", show_default=False)] = None,
-    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="Number of GPUs to split over.", show_default=False)] = None,
-    cluster: Annotated[Optional[str], typer.Option("--cluster", help=f"Cluster preset or file [default: {DEFAULT_CLUSTER}].", show_default=False)] = None,
-    batch: GlobalBatchOpt = None,
+    model: Annotated[Optional[str], typer.Argument(metavar="MODEL", help="Preset, spec file, HF config.json or - for standard input (omit with --explain).", show_default=False, autocompletion=complete_models)] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, max=MAX_RANKS, help="Number of GPUs to split over.", show_default=False)] = None,
+    cluster: Annotated[Optional[str], typer.Option("--cluster", help=f"Cluster preset or file [default: {DEFAULT_CLUSTER}].", show_default=False, autocompletion=complete_clusters)] = None,
+    batch: PlanBatchOpt = None,
     seq: SeqOpt = None,
     precision: PrecisionOpt = "bf16",
     optimizer: OptimizerOpt = "adamw",
@@ -121,7 +131,7 @@ def plan_cmd(
     micro_batch: MicroOpt = None,
     ep: EpOpt = None,
     cp: CpOpt = None,
-    max_tp: Annotated[Optional[int], typer.Option("--max-tp", min=1, help="Largest tensor-parallel size to consider.", show_default=False)] = None,
+    max_tp: Annotated[Optional[int], typer.Option("--max-tp", min=1, max=MAX_RANKS, help="Largest tensor-parallel size to consider.", show_default=False)] = None,
     recompute: RecomputeListOpt = None,
     sequence_parallel: Annotated[Optional[bool], typer.Option("--sequence-parallel/--no-sequence-parallel", help="Fix sequence parallelism on or off [default: try both].", show_default=False)] = None,
     zero: ZeroOpt = None,
@@ -133,11 +143,11 @@ def plan_cmd(
     fsdp_shard_size: FsdpShardOpt = None,
     zeropp: ZeroppOpt = None,
     rank_order: RankOrderOpt = None,
-    memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, help="Fraction of GPU memory to keep free.")] = 0.0,
+    memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, callback=finite, help="Fraction of GPU memory to keep free.")] = 0.0,
     allow_tp_across_nodes: Annotated[bool, typer.Option("--allow-tp-across-nodes", help="Let TP groups span nodes.")] = False,
-    top: Annotated[int, typer.Option("--top", min=1, help="How many ranked plans to show.")] = 5,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the best (or explained) plan's document here (atomic).", show_default=False)] = None,
-    explain: Annotated[Optional[Path], typer.Option("--explain", help="Evaluate this plan document and say why it does or does not fit.", show_default=False)] = None,
+    top: Annotated[int, typer.Option("--top", min=1, max=1000, help="How many ranked plans to show.")] = 5,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the best (or explained) plan's document here (atomic; - prints it instead of the tables).", show_default=False)] = None,
+    explain: Annotated[Optional[Path], typer.Option("--explain", help="Evaluate this plan document (- reads it from standard input) and say why it does or does not fit.", show_default=False)] = None,
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Also draw the ranked plans (step time vs memory, limit marked) and the best plan's memory per stage to this SVG file (atomic).", show_default=False)] = None,
     tokens: TokensOpt = None,
     steps: StepsOpt = None,
@@ -153,6 +163,7 @@ def plan_cmd(
     """Find the fastest data / tensor / pipeline split that fits, ranked and explained."""
     from modelplan.errors import SpecError
 
+    _check_outputs(output, svg, json_out)
     if explain is not None:
         _explain(explain, model, gpus, cluster, memory_headroom, allow_tp_across_nodes, output, json_out, svg)
         return
@@ -197,6 +208,8 @@ def plan_cmd(
         from modelplan.export.files import write_text_atomic
 
         write_text_atomic(output, dumps_plan_document(plan_document(spec, training, result.best[0], cl)))
+        if str(output) == "-":  # the document is the output
+            return
     if json_out:
         import json
 
@@ -206,6 +219,24 @@ def plan_cmd(
     print_search(spec, training, cl, result, memory_headroom, output)
     if run_cost is not None:
         print_run(run_cost)
+
+
+def _check_outputs(output: Path | None, svg: Path | None, json_out: bool) -> None:
+    """-o and --svg checked together, before the search: writable, distinct, one stdout."""
+    from modelplan.errors import SpecError
+    from modelplan.export.files import check_writable
+
+    targets = {}
+    for flag, path in (("-o", output), ("--svg", svg)):
+        if path is not None:
+            targets[flag] = check_writable(path, flag)
+    if svg is not None and str(svg) == "-":
+        raise SpecError("--svg -: the picture goes to a file, not standard output")
+    if output is not None and str(output) == "-" and json_out:
+        raise SpecError("-o - prints the plan document on standard output: drop --json (or write "
+                        "it to a file)")
+    if len(targets) == 2 and targets["-o"] == targets["--svg"]:
+        raise SpecError(f"-o and --svg name the same file ({output}): give two names")
 
 
 def _zero_values(text: str) -> list[int]:
@@ -264,11 +295,15 @@ def _explain(path: Path, model, gpus, cluster, headroom, allow_tp, output, json_
         from modelplan.export.files import write_text_atomic
 
         write_text_atomic(output, dumps_plan_document(plan_document(doc.model, doc.training, est, cl, doc.cost_model)))
-    if json_out:
+    if str(output) == "-":
+        pass
+    elif json_out:
         typer.echo(dumps_plan_document({**plan_document(doc.model, doc.training, est, cl, doc.cost_model),
                                         "explanation": line}).rstrip())
     else:
-        print_estimate(doc.model, doc.training, cl, est, title=f"{path.name}: {doc.model.name}")
+        from modelplan.inputs import source_name
+
+        print_estimate(doc.model, doc.training, cl, est, title=f"{source_name(path)}: {doc.model.name}")
         typer.echo(line)
     if not est.fits:
         raise typer.Exit(1)

@@ -86,10 +86,10 @@ def _header(console, spec, training, cluster, gpus: int) -> None:
 
 def print_estimate(spec, training, cluster, est, title: str | None = None, console=None) -> None:
     """One plan in detail: time breakdown and memory per stage, each with bars."""
-    from rich.console import Console
+    from modelplan.cli.render import console as make_console
     from rich.table import Table
 
-    console = console or Console(highlight=False)
+    console = console or make_console(highlight=False)
     plan = est.plan
     if title:
         _header(console, spec, training, cluster, plan.world_size)
@@ -137,10 +137,10 @@ def print_estimate(spec, training, cluster, est, title: str | None = None, conso
 
 def print_search(spec, training, cluster, result, headroom: float, output: Path | None) -> None:
     """Ranked table of the top plans, the best in detail, and what the search rejected."""
-    from rich.console import Console
+    from modelplan.cli.render import console as make_console
     from rich.table import Table
 
-    console = Console(highlight=False)
+    console = make_console(highlight=False)
     _header(console, spec, training, cluster, result.gpus)
     table = Table(title=f"Top {len(result.best)} plans", title_justify="left", box=None, pad_edge=False,
                   padding=(0, 1), header_style="bold")

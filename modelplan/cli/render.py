@@ -75,3 +75,33 @@ def summarise_layers(per_layer: list[int]) -> str:
     for value in per_layer:
         groups[value] = groups.get(value, 0) + 1
     return ", ".join(f"{count} x {human_count(value)}" for value, count in groups.items())
+
+
+PIPE_WIDTH = 1000
+"""Console width when stdout is not a terminal: tables keep their natural width in a pipe."""
+
+
+def console(stderr: bool = False, **kwargs):
+    """The rich Console modelplan prints with: tables never cut a cell short with an ellipsis
+    (a narrow terminal wraps them instead), and in a pipe they keep their full width."""
+    import os
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    class _Console(Console):
+        def print(self, *objects, **print_kwargs):  # noqa: A003 - rich's name
+            for obj in objects:
+                if isinstance(obj, Table):
+                    for column in obj.columns:
+                        column.overflow, column.no_wrap = "fold", False
+            super().print(*objects, **print_kwargs)
+
+    stream = sys.stderr if stderr else sys.stdout
+    terminal = kwargs.get("force_terminal")
+    if terminal is None:
+        terminal = stream.isatty() or os.environ.get("TTY_COMPATIBLE") == "1"
+    if not terminal and "width" not in kwargs and "COLUMNS" not in os.environ:
+        kwargs["width"] = PIPE_WIDTH
+    return _Console(stderr=stderr, **kwargs)

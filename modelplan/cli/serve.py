@@ -50,7 +50,7 @@ def serve_cmd(
     if json_out:
         import json
 
-        typer.echo(json.dumps({"kind": "modelplan.serve", "model": spec.name, "cluster": cl.name,
+        typer.echo(json.dumps({"schema_version": 1, "kind": "modelplan.serve", "model": spec.name, "cluster": cl.name,
                                "serve": serve_inputs(serve), **est.model_dump()}, indent=2))
         return
     print_serve(spec, serve, cl, est)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -11,6 +12,7 @@ import typer
 
 from modelplan.cli.app import app, user_errors
 from modelplan.cli.mpirun import BackendChoice
+from modelplan.cli.options import complete_models, finite
 from modelplan.errors import ModelplanError
 from modelplan.specs.plan import Schedule
 
@@ -28,63 +30,72 @@ class OptimizerChoice(StrEnum):
 
 
 def _inputs(target: str, overrides_plan: dict, overrides_training: dict):
-    """(spec, training, plan) from a plan document or a model reference plus options."""
-    from pydantic import ValidationError
+    """(spec, training, plan) from a plan document or a model reference plus options.
 
-    from modelplan.errors import SpecError, format_validation_error
-    from modelplan.specs.load import load_model, model_from_dict, read_json
+    A plan document (a JSON object with a `plan`, from a file or `-`) is read by the one plan
+    document reader; options override its plan and training fields; a document without a
+    global batch gets dp * micro_batch * 2 * pp (two micro-batches per pipeline stage).
+    """
+    from modelplan.errors import SpecError
+    from modelplan.inputs import is_stdin, read_data, source_name
+    from modelplan.plan.document import KIND, SEARCH_KIND, check_document_header, parse_plan_document
+    from modelplan.specs.load import load_model, model_from_data
+
+    data, name = None, source_name(target)
+    if is_stdin(target) or (Path(target).suffix.lower() == ".json" and Path(target).exists()):
+        data = read_data(target)
+    if isinstance(data, dict) and ("plan" in data or data.get("kind") in (KIND, SEARCH_KIND)):
+        doc = check_document_header(data, name)
+        for key in ("plan", "training"):
+            if key in doc and not isinstance(doc[key], dict | None):
+                raise SpecError(f"{name}: {key}: expected an object, got {type(doc[key]).__name__}")
+        plan_data = {**(doc.get("plan") or {}), **overrides_plan}
+        training_data = {**(doc.get("training") or {}), **overrides_training}
+    else:
+        spec = load_model(target) if data is None else model_from_data(data, name)
+        doc, plan_data, training_data = None, dict(overrides_plan), dict(overrides_training)
+    vpp = plan_data.get("vpp")
+    if isinstance(vpp, int) and vpp > 1 and "schedule" not in plan_data:
+        plan_data["schedule"] = "interleaved"
+    if "global_batch" not in training_data:
+        sizes = [plan_data.get(k, 1) for k in ("dp", "micro_batch", "pp")]
+        if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
+            training_data["global_batch"] = sizes[0] * sizes[1] * 2 * sizes[2]
+    if doc is not None:
+        parsed = parse_plan_document({**doc, "plan": plan_data, "training": training_data}, name)
+        return parsed.model, parsed.training, parsed.plan
+    from modelplan.errors import validate_model
     from modelplan.specs.plan import Plan
     from modelplan.specs.training import TrainingSpec
 
-    path = Path(target)
-    doc = read_json(path) if path.suffix.lower() == ".json" and path.is_file() else None
-    is_plan_doc = isinstance(doc, dict) and "plan" in doc
-    if is_plan_doc:
-        if "model" not in doc:
-            raise SpecError(f"{path.name}: a plan document needs a 'model' key next to 'plan'")
-        model = doc["model"]
-        spec = load_model(model) if isinstance(model, str) else model_from_dict(model, f"{path.name}: model")
-        plan_data, training_data = dict(doc["plan"] or {}), dict(doc.get("training") or {})
-    else:
-        spec, plan_data, training_data = load_model(target), {}, {}
-    plan_data.update(overrides_plan)
-    training_data.update(overrides_training)
-    if plan_data.get("vpp", 1) > 1 and "schedule" not in plan_data:
-        plan_data["schedule"] = "interleaved"
-    if "global_batch" not in training_data:
-        p = plan_data
-        training_data["global_batch"] = p.get("dp", 1) * p.get("micro_batch", 1) * 2 * p.get("pp", 1)
-    try:
-        return spec, TrainingSpec.model_validate(training_data), Plan.model_validate(plan_data)
-    except ValidationError as exc:
-        raise SpecError(format_validation_error(exc, path.name if is_plan_doc else "")) from None
+    return spec, validate_model(TrainingSpec, training_data, "training"), validate_model(Plan, plan_data, "plan")
 
 
 @app.command("verify")
 @user_errors
 def verify_cmd(
     ctx: typer.Context,
-    target: Annotated[str, typer.Argument(help="PLAN.json (keys model, training, plan) or a model: preset name, spec file, HF config.json.")],
-    dp: Annotated[Optional[int], typer.Option(help="Data-parallel size.")] = None,
-    tp: Annotated[Optional[int], typer.Option(help="Tensor-parallel size.")] = None,
-    pp: Annotated[Optional[int], typer.Option(help="Pipeline-parallel size.")] = None,
-    vpp: Annotated[Optional[int], typer.Option(help="Model chunks per pipeline rank (interleaved).")] = None,
-    ep: Annotated[Optional[int], typer.Option(help="Expert-parallel size (MoE; divides dp).")] = None,
-    micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", help="Sequences per micro-batch.")] = None,
-    global_batch: Annotated[Optional[int], typer.Option("--global-batch", help="Sequences per step (default dp*micro_batch*2*pp).")] = None,
-    seq: Annotated[Optional[int], typer.Option(help="Sequence length of the real run.")] = None,
+    target: Annotated[str, typer.Argument(help="PLAN.json (keys model, training, plan) or a model: preset name, spec file, HF config.json; - reads either from standard input.", autocompletion=complete_models)],
+    dp: Annotated[Optional[int], typer.Option(min=1, help="Data-parallel size.")] = None,
+    tp: Annotated[Optional[int], typer.Option(min=1, help="Tensor-parallel size.")] = None,
+    pp: Annotated[Optional[int], typer.Option(min=1, help="Pipeline-parallel size.")] = None,
+    vpp: Annotated[Optional[int], typer.Option(min=1, help="Model chunks per pipeline rank (interleaved).")] = None,
+    ep: Annotated[Optional[int], typer.Option(min=1, help="Expert-parallel size (MoE; divides dp).")] = None,
+    micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", min=1, help="Sequences per micro-batch.")] = None,
+    global_batch: Annotated[Optional[int], typer.Option("--global-batch", min=1, help="Sequences per step (default dp*micro_batch*2*pp).")] = None,
+    seq: Annotated[Optional[int], typer.Option(min=1, help="Sequence length of the real run.")] = None,
     schedule: Annotated[Optional[Schedule], typer.Option(help="Pipeline schedule.")] = None,
     sequence_parallel: Annotated[Optional[bool], typer.Option("--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism.")] = None,
-    zero: Annotated[Optional[int], typer.Option(help="ZeRO stage 0-3.")] = None,
+    zero: Annotated[Optional[int], typer.Option(min=0, max=3, help="ZeRO stage 0-3.")] = None,
     optimizer: Annotated[Optional[OptimizerChoice], typer.Option(help="Optimizer of the step.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the initial weights and the data.")] = 0,
-    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps to run and compare one by one (each on a fresh batch; LR warm-up over 2, cosine decay after).")] = 3,
+    seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of the initial weights and the data.")] = 0,
+    steps: Annotated[int, typer.Option(min=1, max=1000, help="Optimizer steps to run and compare one by one (each on a fresh batch; LR warm-up over 2, cosine decay after).")] = 3,
     oracle: Annotated[OracleChoice, typer.Option(help="Single-device run to compare with: numpy (the executor's reference) or torch (PyTorch float64, autograd, torch.optim; pip install 'modelplan[torch]').")] = OracleChoice.numpy,
-    layers_per_stage: Annotated[int, typer.Option("--layers-per-stage", help="Blocks per pipeline stage in the scaled-down model.")] = 1,
-    max_ranks: Annotated[int, typer.Option("--max-ranks", help="Refuse plans needing more ranks than this.")] = 256,
+    layers_per_stage: Annotated[int, typer.Option("--layers-per-stage", min=1, max=64, help="Blocks per pipeline stage in the scaled-down model.")] = 1,
+    max_ranks: Annotated[int, typer.Option("--max-ranks", min=1, max=4096, help="Refuse plans needing more ranks than this (each is a thread, or an MPI process).")] = 256,
     backend: Annotated[BackendChoice, typer.Option(help="sim: one thread per rank in this process; mpi: one MPI process per rank (pip install 'modelplan[mpi]').")] = BackendChoice.sim,
-    num_ranks: Annotated[Optional[int], typer.Option("--np", min=1, help="mpi outside mpiexec: start the job with this many ranks (default: the plan's).")] = None,
-    timeout_s: Annotated[float, typer.Option("--timeout-s", min=1, help="End the sharded step after this many seconds, naming what each rank waited for.")] = 120.0,
+    num_ranks: Annotated[Optional[int], typer.Option("--np", min=1, max=4096, help="mpi outside mpiexec: start the job with this many ranks (default: the plan's).")] = None,
+    timeout_s: Annotated[float, typer.Option("--timeout-s", min=1, max=86400, callback=finite, help="End the sharded step after this many seconds, naming what each rank waited for.")] = 120.0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     ledger: Annotated[bool, typer.Option("--ledger", help="With --json: add every rank's ledger (op, axis, bytes, steps, label per call).")] = False,
     tensors: Annotated[bool, typer.Option("--tensors", help="With --json: add the sharded run's gradients and updated parameters, reassembled.")] = False,
@@ -105,6 +116,12 @@ def verify_cmd(
     if (ledger or tensors) and not json_out:
         raise ModelplanError("--ledger and --tensors add to the --json document: add --json")
     spec, training, plan = _inputs(target, plan_opts, training_opts)
+    check_ranks(plan, max_ranks)
+    training, plan = executed_batch(training, plan)
+    if svg is not None:
+        from modelplan.export.files import check_writable
+
+        check_writable(svg, "--svg")
     run_args = dict(seed=seed, layers_per_stage=layers_per_stage, max_ranks=max_ranks, timeout_s=timeout_s,
                     oracle=oracle.value, steps=steps)
     show = dict(json_out=json_out, ledger=ledger, tensors=tensors, timeline=timeline, svg=svg)
@@ -117,6 +134,65 @@ def verify_cmd(
     if not inside_mpi_job():
         raise typer.Exit(_launch(ctx, plan, num_ranks, max_ranks, timeout_s))
     _verify_on_this_rank(spec, training, plan, run_args, show)
+
+
+VERIFY_MICRO_BATCH = 4
+"""Largest micro-batch verify executes: it runs every sample for real, and the sharded code path
+is the same from a micro-batch of 1."""
+
+
+def check_ranks(plan, max_ranks: int) -> None:
+    """Refuse a plan with more ranks than --max-ranks, saying which options bring it under."""
+    world = plan.world_size
+    if world <= max_ranks:
+        return
+    shape = f"dp {plan.dp} x tp {plan.tp} x pp {plan.pp} x cp {plan.cp}"
+    # the data-parallel and pipeline code paths are the same from dp = 2 (or ep) and pp = 2
+    steps, opts, sizes = [], [], dict(dp=plan.dp, pp=plan.pp, tp=plan.tp)
+    for axis, smallest in (("dp", max(2, plan.ep) if plan.dp > 1 else 1), ("pp", min(plan.pp, 2)),
+                           ("tp", min(plan.tp, 2))):
+        if math.prod(sizes.values()) * plan.cp <= max_ranks or sizes[axis] <= smallest:
+            continue
+        sizes[axis] = smallest
+        opts.append(f"--{axis} {smallest}")
+        steps.append((" ".join(opts), math.prod(sizes.values()) * plan.cp))
+    fits = [(o, n) for o, n in steps if n <= max_ranks]
+    hint = (f"verify the same code path on fewer ranks with `{fits[0][0]}` ({fits[0][1]} ranks)"
+            if fits else "this plan cannot be scaled under it")
+    full = steps[0][1] if steps else world
+    more = (f", or keep all {plan.pp} pipeline stages and {plan.tp} tensor ranks with "
+            f"`{steps[0][0]} --max-ranks {full}` (one thread or MPI process per rank)"
+            if steps and max_ranks < full <= 4096 and fits and fits[0][1] != full else "")
+    raise ModelplanError(f"the plan needs {world} ranks ({shape}) and verify runs at most "
+                         f"--max-ranks ({max_ranks}): {hint}{more}")
+
+
+def executed_batch(training, plan):
+    """(training, plan) as verify executes them: at most VERIFY_MICRO_BATCH samples per
+    micro-batch and 2 * pp micro-batches (the same code path as the real step, like the scaled
+    model); a note on stderr says so when that changes the batch."""
+    from modelplan.errors import SpecError
+
+    try:
+        m = plan.num_microbatches(training.global_batch)
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
+    micro, small_m = min(plan.micro_batch, VERIFY_MICRO_BATCH), min(m, 2 * plan.pp)
+    if (micro, small_m) == (plan.micro_batch, m):
+        return training, plan
+    if _prints_notes():
+        what = [f"micro-batches of {micro} samples (the plan's {plan.micro_batch})"] if micro != plan.micro_batch else []
+        what += [f"{small_m} micro-batches per step (the plan's {m})"] if small_m != m else []
+        typer.echo(f"note: verify executes {' and '.join(what)}: the same sharded code path", err=True)
+    return (training.model_copy(update={"global_batch": plan.dp * micro * small_m}),
+            plan.model_copy(update={"micro_batch": micro}))
+
+
+def _prints_notes() -> bool:
+    """Outside MPI, or rank 0 of an MPI job."""
+    import os
+
+    return all(os.environ.get(v, "0") == "0" for v in ("OMPI_COMM_WORLD_RANK", "PMI_RANK"))
 
 
 def _walkthrough(spec, plan, seed: int, explain: bool):
@@ -155,9 +231,7 @@ def _verify_sim(spec, training, plan, run_args: dict):
 def _launch(ctx: typer.Context, plan, num_ranks: int | None, max_ranks: int, timeout_s: float) -> int:
     """Outside an MPI job: run this same command on the plan's ranks under mpiexec."""
     from modelplan.cli.mpirun import command_args, require_mpi4py, run_job
-    from modelplan.execute.verify import check_rank_count
 
-    check_rank_count(plan, max_ranks)
     n = plan.world_size if num_ranks is None else num_ranks
     if n != plan.world_size:
         raise ModelplanError(f"--np ({n}) must equal the plan's ranks ({plan.world_size} = dp {plan.dp} x "
@@ -194,7 +268,7 @@ def _show(out: Any, *, json_out: bool, ledger: bool, tensors: bool, timeline: bo
     """Print the report (table or JSON), write the SVG; the exit code (0 all checks pass, else 1)."""
     from dataclasses import asdict
 
-    from rich.console import Console
+    from modelplan.cli.render import console as make_console
 
     from modelplan.cli.verify_render import report_table, timeline_svg, timeline_text
     from modelplan.export.files import write_text_atomic
@@ -203,7 +277,8 @@ def _show(out: Any, *, json_out: bool, ledger: bool, tensors: bool, timeline: bo
     if svg is not None:
         write_text_atomic(svg, timeline_svg(report))
     if json_out:
-        doc = {"passed": report.passed, **report.model_dump(mode="json")}
+        doc = {"schema_version": 1, "kind": "modelplan.verify", "passed": report.passed,
+               **report.model_dump(mode="json")}
         if walk is not None:
             doc["explain"] = walk.model_dump(mode="json")
         if ledger:
@@ -213,7 +288,7 @@ def _show(out: Any, *, json_out: bool, ledger: bool, tensors: bool, timeline: bo
                               "updated_parameters": {k: v.tolist() for k, v in out.params.items()}}
         typer.echo(json.dumps(doc, indent=2))
         return 0 if report.passed else 1
-    console = Console(force_terminal=terminal)
+    console = make_console(force_terminal=terminal)
     if walk is not None:
         from modelplan.cli.net_explain import walkthrough_renderables
 

@@ -10,13 +10,12 @@ not part of the cluster.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from modelplan.errors import SpecError, format_validation_error
-from modelplan.presets import load_preset, read_toml
+from modelplan.presets import load_preset
 from modelplan.specs.hardware import Accelerator, Cluster
 
 _MAX_EXTENDS = 8
@@ -25,27 +24,24 @@ _CALIBRATION = "calibration"
 
 
 def _is_file_ref(ref: str) -> bool:
-    return Path(ref).suffix.lower() in {".toml", ".json"} or Path(ref).is_file()
+    path = Path(ref)
+    try:
+        return path.suffix.lower() in {".toml", ".json"} or path.is_file()
+    except (OSError, ValueError):  # a name no file can have (too long, say)
+        return False
 
 
 def _read_table(ref: str, category: str, base_dir: Path | None = None) -> tuple[dict, str, Path | None]:
     """(table, source name, folder of the file or None for presets)."""
+    from modelplan.inputs import is_stdin, read_table, source_name
+
+    if is_stdin(ref):
+        return read_table(ref), source_name(ref), None
     if _is_file_ref(ref):
         path = Path(ref)
         if base_dir is not None and not path.is_absolute():
             path = base_dir / path
-        if not path.is_file():
-            raise SpecError(f"{ref}: no such file")
-        if path.suffix.lower() == ".json":
-            try:
-                data = json.loads(path.read_text())
-            except json.JSONDecodeError as exc:
-                raise SpecError(f"{path.name}: malformed JSON: {exc}") from None
-        else:
-            data = read_toml(path)
-        if not isinstance(data, dict):
-            raise SpecError(f"{path.name}: expected a table/object, got {type(data).__name__}")
-        return data, path.name, path.parent
+        return read_table(path), path.name, path.parent
     return load_preset(category, ref), ref, None  # type: ignore[arg-type]
 
 

@@ -24,6 +24,8 @@ job: launch with `mpiexec -n N python -m mpi4py -m modelplan ...`.
 from __future__ import annotations
 
 import os
+import select
+import signal
 import sys
 import threading
 import time
@@ -36,12 +38,13 @@ import numpy as np
 from modelplan.comm.communicator import Group
 from modelplan.errors import ModelplanError
 from modelplan.execute.collectives import Channel, Like, P2PCommunicator
-from modelplan.execute.mpilaunch import MPI_MISSING
+from modelplan.execute.mpilaunch import LAUNCHER_VAR, MPI_MISSING, unlink_own_segments
 from modelplan.execute.spmd import CommError, SpmdError, SpmdResult, check_world_size
 
 _CHANNEL_BIT = {Channel.COLL: 0, Channel.P2P: 1}
 _ABORT_FAILED = 1
 _ABORT_TIMEOUT = 124  # the exit status of coreutils timeout(1)
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def load_mpi() -> Any:
@@ -164,6 +167,68 @@ def _abort(world: Any, message: str, status: int, detail: str = "") -> None:
     world.Abort(status)
 
 
+class _Watchdog:
+    """Ends this rank's program when it runs past `timeout_s` (one line naming what the rank
+    waited for, then MPI_Abort of the job) or when a stop signal arrives.
+
+    mpiexec stops the surviving ranks with SIGTERM when one rank dies, and Ctrl-C sends SIGINT.
+    A rank blocked inside an MPI receive never returns to Python to run a signal handler, so the
+    signal is taken from the wakeup file descriptor by this thread instead, which says so in one
+    line (rank 0 only, and only when no modelplan launcher reports the end) and exits.
+    """
+
+    def __init__(self, comm: MPICommunicator, world: Any, timeout_s: float) -> None:
+        self._comm, self._world, self._timeout_s = comm, world, timeout_s
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        self._old: dict[int, Any] = {}
+        self._old_fd: int | None = None
+        if threading.current_thread() is threading.main_thread():
+            self._old_fd = signal.set_wakeup_fd(self._write)
+            for sig in _STOP_SIGNALS:
+                self._old[sig] = signal.signal(sig, lambda *_: None)  # the thread acts on it
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            ready, _, _ = select.select([self._read], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return self._expire()
+            sig = os.read(self._read, 1)[0]
+            if sig == 0:  # cancelled
+                return None
+            if sig in _STOP_SIGNALS:
+                return self._stop(sig)
+
+    def _expire(self) -> None:
+        comm = self._comm
+        what = (f"waiting for {comm.waiting_for}" if comm.waiting_for
+                else "running outside the communicator")
+        _abort(self._world, f"rank {comm.rank} timed out after {self._timeout_s:g} s, {what}",
+               _ABORT_TIMEOUT)
+
+    def _stop(self, sig: int) -> None:
+        unlink_own_segments()
+        if self._comm.rank == 0 and LAUNCHER_VAR not in os.environ:
+            sys.stderr.write(f"error: rank 0 stopped by {signal.Signals(sig).name}: the MPI job "
+                             "is ending (a rank died, or mpiexec was interrupted or timed out)\n")
+            sys.stderr.flush()
+        os._exit(128 + sig)
+
+    def cancel(self) -> None:
+        """Stop watching (the program returned or raised); restore the signal handlers."""
+        os.write(self._write, b"\0")
+        self._thread.join()
+        if self._old_fd is not None:
+            signal.set_wakeup_fd(self._old_fd)
+            for sig, old in self._old.items():
+                signal.signal(sig, old)
+        os.close(self._read)
+        os.close(self._write)
+
+
 def run_spmd_mpi(world_size: int, fn: Callable[..., Any], *args: Any,
                  timeout_s: float = 60.0) -> SpmdResult | None:
     """Run `fn(comm, *args)` on this MPI process; rank 0 gets every rank's result and ledger.
@@ -182,16 +247,7 @@ def run_spmd_mpi(world_size: int, fn: Callable[..., Any], *args: Any,
         raise SpmdError(f"world_size ({world_size}) must equal the number of MPI ranks "
                         f"({world.Get_size()}): launch with mpiexec -n {world_size}")
     comm = MPICommunicator(world)
-
-    def expire() -> None:
-        what = (f"waiting for {comm.waiting_for}" if comm.waiting_for
-                else "running outside the communicator")
-        _abort(world, f"rank {comm.rank} timed out after {timeout_s:g} s, {what}",
-               _ABORT_TIMEOUT)
-
-    watchdog = threading.Timer(timeout_s, expire)
-    watchdog.daemon = True
-    watchdog.start()
+    watchdog = _Watchdog(comm, world, timeout_s)
     try:
         result = fn(comm, *args)
         leftovers = comm.finish()

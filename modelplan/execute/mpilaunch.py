@@ -10,9 +10,16 @@ only when there are more ranks than cores; the root flags only when running as r
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
+import subprocess
 import sys
 import sysconfig
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 from modelplan.errors import ModelplanError
@@ -59,3 +66,221 @@ def mpiexec_command(num_ranks: int, args: Sequence[str]) -> list[str]:
     if num_ranks < 1:
         raise ModelplanError(f"--np ({num_ranks}) must be >= 1")
     return [mpiexec_path(), "-n", str(num_ranks), sys.executable, "-m", "mpi4py", *args]
+
+
+LAUNCHER_VAR = "MODELPLAN_MPI_LAUNCHER"
+"""Set in the environment of a job that modelplan started itself: the launcher then says how the
+job ended, and the ranks stay quiet when they are stopped (one `error:` line, not one per rank)."""
+
+_SEGMENTS = ("sm_segment.*", "mpich_shm_*", "vader_segment.*")
+"""Open MPI 5 (btl/sm), MPICH and Open MPI 4 shared-memory files in /dev/shm."""
+_BANNER = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on\s+signal (\d+)")
+_GRACE_S = 10.0
+"""How long a stopped job gets to end its ranks before they are killed."""
+
+
+@dataclass(frozen=True)
+class JobEnd:
+    """How an MPI job started by `run_mpi_job` ended."""
+
+    returncode: int
+    """The launcher's exit code for it: the job's own status, or 128 + N after signal N."""
+    stdout: str | None
+    """What the ranks printed on stdout (when captured)."""
+    error: str | None
+    """One line saying why the job ended abnormally, or None when it ended normally or a rank
+    already printed an `error:` line."""
+
+
+def shm_segments() -> set[Path]:
+    """The MPI shared-memory files in /dev/shm now."""
+    shm = Path("/dev/shm")
+    return {p for pattern in _SEGMENTS for p in shm.glob(pattern)} if shm.is_dir() else set()
+
+
+def _mapped(path: Path) -> bool:
+    """Some live process maps the file (a job that is still running)."""
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            if str(path) in maps.read_text(errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def remove_stale_segments(candidates: set[Path]) -> int:
+    """Unlink the segments among `candidates` that no live process maps; how many went."""
+    removed = 0
+    for seg in candidates:
+        if seg.exists() and not _mapped(seg):
+            seg.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def unlink_own_segments() -> None:
+    """Unlink the MPI segments this process maps (a rank being stopped: its job is ending, and
+    mpiexec may die before it cleans up). The mappings stay valid for whoever still holds them."""
+    try:
+        maps = Path("/proc/self/maps").read_text(errors="replace")
+    except OSError:
+        return
+    for path in {Path(p) for p in re.findall(r"(/dev/shm/\S+)", maps)}:
+        if any(path.match(pattern) for pattern in _SEGMENTS):
+            path.unlink(missing_ok=True)
+
+
+def _session(sid: int) -> list[int]:
+    """The processes of session `sid` (the job's mpiexec and its ranks), from /proc."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3 and int(fields[3]) == sid:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def _signal_session(sid: int, sig: int) -> bool:
+    """Send `sig` to every process of the session; whether any was left."""
+    pids = _session(sid)
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return bool(pids)
+
+
+def _end_session(sid: int) -> None:
+    """SIGTERM the job's processes, wait for them, SIGKILL what is left after the grace time."""
+    if not _signal_session(sid, signal.SIGTERM):
+        return
+    deadline = time.monotonic() + _GRACE_S
+    while time.monotonic() < deadline:
+        if not _session(sid):
+            return
+        time.sleep(0.1)
+    _signal_session(sid, signal.SIGKILL)
+
+
+def _die_with_parent_fn():
+    """A preexec function: the child gets SIGTERM when the launcher dies (Linux prctl), so a
+    killed launcher does not leave mpiexec and its ranks running."""
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the launcher died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+class _Stopped(Exception):
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame: object) -> None:
+    raise _Stopped(signum)
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def run_mpi_job(command: Sequence[str], env: dict[str, str], num_ranks: int,
+                capture_stdout: bool = False) -> JobEnd:
+    """Run an mpiexec command to its end and say how it ended.
+
+    mpiexec runs in its own session: Ctrl-C, SIGTERM or SIGHUP reach the launcher, which ends the
+    whole job (mpiexec and every rank, SIGKILL after a grace time) and reports `interrupted`; a
+    killed launcher takes mpiexec with it (PR_SET_PDEATHSIG); a killed mpiexec has its orphaned
+    ranks ended. Open MPI's banner about a killed rank becomes one line naming the rank and the
+    signal. The shared-memory segments the job left in /dev/shm are removed. The job's stderr
+    passes through to ours as it comes.
+    """
+    env = {**env, LAUNCHER_VAR: "1"}
+    before = shm_segments()
+    seen_error, tail = [False], []
+    main_thread = threading.current_thread() is threading.main_thread()
+    handlers = {}
+    if main_thread:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            handlers[sig] = signal.signal(sig, _raise_stopped)
+    stopped: int | None = None
+    out_chunks: list[bytes] = []
+    try:
+        proc = subprocess.Popen(list(command), env=env, stderr=subprocess.PIPE,
+                                stdout=subprocess.PIPE if capture_stdout else None,
+                                start_new_session=True, preexec_fn=_die_with_parent_fn())
+
+        def pump_err() -> None:
+            for line in iter(proc.stderr.readline, b""):
+                text = line.decode(errors="replace")
+                seen_error[0] = seen_error[0] or text.startswith("error:")
+                tail.append(text)
+                del tail[:-40]
+                sys.stderr.write(text)
+                sys.stderr.flush()
+
+        def pump_out() -> None:
+            out_chunks.extend(iter(lambda: proc.stdout.read(65536), b""))
+
+        pumps = [threading.Thread(target=pump_err, daemon=True)]
+        if capture_stdout:
+            pumps.append(threading.Thread(target=pump_out, daemon=True))
+        for t in pumps:
+            t.start()
+        try:
+            proc.wait()
+        except KeyboardInterrupt:
+            stopped = signal.SIGINT
+        except _Stopped as exc:
+            stopped = exc.signum
+        if stopped is not None:
+            _end_session(proc.pid)
+            proc.wait()
+        elif proc.returncode != 0:
+            _end_session(proc.pid)  # a killed mpiexec leaves its ranks running
+        for t in pumps:
+            t.join(timeout=5)
+    finally:
+        for sig, old in handlers.items():
+            signal.signal(sig, old)
+        remove_stale_segments(shm_segments() - before)
+    stdout = b"".join(out_chunks).decode(errors="replace") if capture_stdout else None
+    return _job_end(proc.returncode, stopped, seen_error[0], "".join(tail), num_ranks, stdout)
+
+
+def _job_end(rc: int, stopped: int | None, reported: bool, tail: str, num_ranks: int,
+             stdout: str | None) -> JobEnd:
+    """The launcher's exit code and one line for an abnormal end nobody explained."""
+    job = f"the MPI job of {num_ranks} rank{'s' if num_ranks != 1 else ''}"
+    if stopped is not None:
+        return JobEnd(128 + stopped, stdout, f"interrupted ({_signal_name(stopped)}): stopped {job}")
+    if rc < 0:
+        return JobEnd(128 - rc, stdout, f"mpiexec was killed by {_signal_name(-rc)}: ended {job}")
+    if rc in (0, 1, 2) or reported:
+        return JobEnd(rc, stdout, None)
+    killed = _BANNER.findall(tail)
+    if killed:
+        rank, sig = killed[0]
+        return JobEnd(rc, stdout, f"rank {rank} of {job} died from {_signal_name(int(sig))}; "
+                                  "mpiexec ended the other ranks")
+    if "timeout" in tail.lower() or "timed out" in tail.lower():
+        return JobEnd(rc, stdout, f"{job} ran past its time limit (MPIEXEC_TIMEOUT) and was ended")
+    return JobEnd(rc, stdout, f"{job} ended with exit code {rc} (see mpiexec's message above)")

@@ -3,18 +3,20 @@
 
 Top level (schema_version 1): `schema_version`, `kind` ("modelplan.plan"), `model`, `training`,
 `plan`, `cluster`, `cost_model`, `predictions` (step-time terms in seconds, throughput, memory
-per stage in bytes, notes). Only `schema_version`, `model`, `training` and `plan` are required,
-so a hand-written minimal file is a valid document. Fields are only ever added within a schema
-version; a reader refuses a newer major version with a one-line error.
+per stage in bytes, notes). Only `model`, `training` and `plan` are required, so a hand-written
+minimal file is a valid document (without `schema_version` it is read as version 1; `model` may
+name a preset). Fields are only ever added within a schema version; a reader refuses any other
+version, and any other `kind`, with a one-line error. `modelplan plan --json` output (kind
+"modelplan.search") reads as the document of its best plan.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from modelplan.errors import SpecError, validate_model
 from modelplan.plan.results import PlanEstimate
@@ -28,7 +30,7 @@ from modelplan.specs.transformer import TransformerSpec
 SCHEMA_VERSION = 1
 """The plan-document schema this modelplan writes and the newest it reads."""
 KIND = "modelplan.plan"
-REQUIRED_KEYS = ("schema_version", "model", "training", "plan")
+REQUIRED_KEYS = ("model", "training", "plan")
 
 
 class PlanDocument(BaseModel):
@@ -38,8 +40,8 @@ class PlanDocument(BaseModel):
 
     schema_version: int
     """Document schema version (bumped on incompatible changes)."""
-    model: TransformerSpec | NetworkSpec
-    """The model the plan splits."""
+    model: Annotated[TransformerSpec | NetworkSpec, Field(discriminator="kind")]
+    """The model the plan splits (chosen by its `kind`)."""
     training: TrainingSpec
     """Batch, sequence length, precision, optimizer, recompute."""
     plan: Plan
@@ -105,16 +107,35 @@ def dumps_plan_document(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def parse_plan_document(data: object, source: str = "plan") -> PlanDocument:
-    """Validate a parsed JSON object as a plan document; every problem is one line."""
+SEARCH_KIND = "modelplan.search"
+"""`modelplan plan --json`: a search whose best plan the reader takes as the document."""
+
+
+def _from_search(data: dict, source: str) -> dict:
+    """A search document's best plan, as a plan document."""
+    plans = data.get("plans")
+    if not isinstance(plans, list) or not plans or not isinstance(plans[0], dict):
+        raise SpecError(f"{source}: a search document (modelplan plan --json) without plans: "
+                        "the search found none that fits")
+    best = plans[0]
+    return {**{k: v for k, v in data.items() if k not in ("plans", "search", "kind")},
+            "kind": KIND, "plan": best.get("plan"), "predictions": best.get("predictions")}
+
+
+def check_document_header(data: object, source: str = "plan") -> dict:
+    """The raw document, its kind and schema version checked (a search document becomes its best
+    plan). A hand-written document may leave out `kind` and `schema_version` (read as 1)."""
     if not isinstance(data, dict):
         raise SpecError(f"{source}: expected a JSON object, got {type(data).__name__}")
-    missing = [key for key in REQUIRED_KEYS if key not in data]
-    if missing:
-        raise SpecError(f"{source}: not a plan document: missing {', '.join(missing)}")
-    version = data["schema_version"]
+    kind = data.get("kind", KIND)
+    if kind == SEARCH_KIND:
+        data = _from_search(data, source)
+    elif kind != KIND:
+        raise SpecError(f"{source}: kind: a {str(kind)[:40]!r} document is not a plan document "
+                        f"('{KIND}', written by modelplan plan -o)")
+    version = data.get("schema_version", SCHEMA_VERSION)
     if isinstance(version, bool) or not isinstance(version, int):
-        raise SpecError(f"{source}: schema_version: expected an integer, got {version!r}")
+        raise SpecError(f"{source}: schema_version: expected an integer, got {str(version)[:40]!r}")
     if version > SCHEMA_VERSION:
         raise SpecError(
             f"{source}: schema_version ({version}) is newer than this modelplan reads "
@@ -122,41 +143,35 @@ def parse_plan_document(data: object, source: str = "plan") -> PlanDocument:
         )
     if version < 1:
         raise SpecError(f"{source}: schema_version ({version}) must be >= 1")
-    return validate_model(PlanDocument, data, source)
+    return data
 
 
-def _unclosed(text: str) -> bool:
-    """Whether the text ends inside a string or with brackets still open (a cut-off file)."""
-    depth, in_string, escaped = 0, False, False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-    return in_string or depth > 0
+def parse_plan_document(data: object, source: str = "plan") -> PlanDocument:
+    """Validate a parsed JSON object as a plan document; every problem is one line.
+
+    The model is read by its `kind` (transformer, the default, or network) or named as a preset,
+    so one bad model field is one message about that field, not one per union member."""
+    from modelplan.specs.load import model_from_data
+
+    data = check_document_header(data, source)
+    missing = [key for key in REQUIRED_KEYS if key not in data]
+    if missing:
+        raise SpecError(f"{source}: not a plan document: missing {', '.join(missing)}")
+    model = model_from_data({"model": data["model"]}, source)
+    return validate_model(PlanDocument, {**data, "schema_version": data.get("schema_version", 1),
+                                         "model": model}, source)
 
 
-def read_plan_document(path: str | Path) -> PlanDocument:
-    """Read and validate a plan document file; a truncated or malformed file is one line."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        what = "truncated" if _unclosed(text) else "malformed"
-        raise SpecError(
-            f"{path.name}: {what} JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
-    return parse_plan_document(data, path.name)
+def read_plan_document_data(ref: str | Path) -> tuple[dict, str]:
+    """(raw document with its header checked, its name) from a file or `-` (standard input)."""
+    from modelplan.inputs import parse_json, read_text, source_name
+
+    name = source_name(ref)
+    return check_document_header(parse_json(read_text(ref), name), name), name
+
+
+def read_plan_document(ref: str | Path) -> PlanDocument:
+    """Read and validate a plan document (a file, or `-` for standard input); a truncated,
+    malformed or invalid document is one line."""
+    data, name = read_plan_document_data(ref)
+    return parse_plan_document(data, name)

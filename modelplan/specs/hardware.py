@@ -86,7 +86,12 @@ class Accelerator(Spec):
         for key in order:
             if key in self.peak_tflops:
                 return self.peak_tflops[key] * 1e12
-        raise ValueError(f"accelerator {self.name} lists no peak for precision '{precision}'")
+        from modelplan.errors import SpecError
+
+        listed = ", ".join(sorted(self.peak_tflops)) or "none"
+        raise SpecError(f"accelerator {self.name} lists no peak_tflops for precision '{precision}' "
+                        f"(it lists: {listed}): add peak_tflops.{order[0]} to its spec, or train "
+                        "in a precision it lists")
 
 
 class Link(Spec):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
 from modelplan.errors import SpecError, validate_model
-from modelplan.presets import load_preset, read_toml
+from modelplan.presets import load_preset
 from modelplan.specs.transformer import TransformerSpec
 
 if TYPE_CHECKING:
@@ -35,13 +34,24 @@ def model_from_dict(data: dict, source: str = "") -> ModelSpec:
 
 
 def read_json(path: Path) -> dict:
-    """Parse a JSON file; a syntax error becomes a one-line SpecError naming the file."""
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"{path.name}: malformed JSON: {exc}") from None
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror}") from None
+    """Parse a JSON file; every problem (unreadable, not UTF-8, malformed) is one SpecError line."""
+    from modelplan.inputs import parse_json, read_text, source_name
+
+    return parse_json(read_text(path), source_name(path))
+
+
+def model_from_data(data: object, source: str) -> ModelSpec:
+    """A spec from parsed file content: a HuggingFace config (has `model_type`), a plan
+    document's or wrapper's `model`, or a spec table."""
+    if isinstance(data, dict) and ("model_type" in data or _looks_like_hf(data)):
+        from modelplan.specs.hf import from_hf_config
+
+        return from_hf_config(data, source=source)
+    if isinstance(data, dict) and "model" in data and data.get("kind") in (None, "modelplan.plan"):
+        data, source = data["model"], f"{source}: model"
+        if isinstance(data, str):  # a plan document may name a preset
+            return model_from_dict(load_preset("models", data), data)
+    return model_from_dict(data, source)  # type: ignore[arg-type]
 
 
 _HF_KEYS = ("architectures", "transformers_version", "num_hidden_layers", "hidden_size", "n_layer", "d_model")
@@ -54,22 +64,24 @@ def _looks_like_hf(data: dict) -> bool:
 
 
 def load_model(ref: str) -> ModelSpec:
-    """A preset name, a .toml/.json spec file, or a HuggingFace config.json (has `model_type`)."""
-    path = Path(ref)
-    if path.suffix.lower() in {".toml", ".json"} or path.is_file():
-        if not path.is_file():
-            raise SpecError(f"{ref}: no such file")
-        if path.suffix.lower() == ".json":
-            data = read_json(path)
-            if isinstance(data, dict) and ("model_type" in data or _looks_like_hf(data)):
-                from modelplan.specs.hf import from_hf_config
+    """A preset name, a .toml/.json spec file, a HuggingFace config.json (has `model_type`), or
+    `-`: a JSON or TOML spec on standard input."""
+    from modelplan.inputs import is_stdin, read_data, source_name
 
-                return from_hf_config(data, source=path.name)
-            if isinstance(data, dict) and "model" in data and "kind" not in data:
-                data = data["model"]
-            return model_from_dict(data, path.name)
-        return model_from_dict(read_toml(path), path.name)
+    if is_stdin(ref):
+        return model_from_data(read_data(ref), source_name(ref))
+    path = Path(ref)
+    if path.suffix.lower() in {".toml", ".json"} or _is_file(path):
+        return model_from_data(read_data(path), path.name)
     return model_from_dict(load_preset("models", ref), ref)
+
+
+def _is_file(path: Path) -> bool:
+    """Path.is_file that treats an impossible name (too long, say) as no file."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 @lru_cache(maxsize=None)
