@@ -106,3 +106,19 @@ def test_zeropp_needs_zero3():
     """ZeRO++ is a ZeRO-3 refinement."""
     with pytest.raises(ValueError, match="zeropp needs zero 3"):
         Plan(dp=8, zero=2, zeropp=True)
+
+
+def test_ramp_up_batches_constrain_the_split():
+    """A ramp-up (start 16, increment 8) keeps only plans whose dp x micro_batch divides 16, 8 and
+    the global batch 64, i.e. divides 8 (Megatron's ramp-up calculator asserts each ramp batch
+    splits into dp x micro_batch); without it the search ranks larger products too."""
+    free = search_plans(LLAMA7, TRAIN, A100, 64, SearchSpace(**CLASSIC), top_k=50)
+    assert any(8 % (e.plan.dp * e.plan.micro_batch) for e in free.best)
+    ramp = search_plans(LLAMA7, TRAIN, A100, 64, SearchSpace(**CLASSIC, batch_splits=[16, 8]), top_k=50)
+    assert ramp.best and all(8 % (e.plan.dp * e.plan.micro_batch) == 0 for e in ramp.best)
+
+
+def test_ramp_up_that_no_split_admits_names_the_ramp_batch():
+    """dp 64 (tp 1, pp 1) cannot split a ramp-up batch of 8: the reason names that batch."""
+    with pytest.raises(PlanInfeasible, match=r"ramp-up batch \(8\)"):
+        search_plans(LLAMA7, TRAIN, A100, 64, SearchSpace(**CLASSIC, tp=[1], pp=[1], batch_splits=[8]))

@@ -195,6 +195,7 @@ def plan_cmd(
         zero=_zero_values(zero) if zero is not None else None,
         schedule=parse_words(schedule, "schedule", tuple(Schedule)),
         allow_tp_across_nodes=allow_tp_across_nodes, memory_headroom=memory_headroom,
+        batch_splits=None if run is None or run.rampup is None else [run.rampup.start_batch, run.rampup.increment],
         **wide_space(tp_overlap, dp_overlap, offload_optimizer, offload_activations, fsdp_shard_size, zeropp,
                      rank_order),
     )

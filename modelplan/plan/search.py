@@ -93,6 +93,9 @@ class SearchSpace(Spec):
     """ZeRO++ on ZeRO-3; default both."""
     rank_order: list[str] | None = None
     """Rank orders (`plan/placement.py`); default the engine orders that place differently."""
+    batch_splits: list[int] | None = None
+    """Other global batches every plan must also split into dp x micro_batch (a ramp-up's start
+    and increment, as Megatron's ramp-up calculator requires)."""
 
 
 def divisors(n: int) -> list[int]:
@@ -174,8 +177,20 @@ def search_plans(
         default = [n // (tp * pp)] if n % (tp * pp) == 0 else []
         return _choose(space.dp, default, n)
 
+    split = math.gcd(gb, *(space.batch_splits or []))
+    """Every batch a plan runs (global and ramp-up) is a multiple of dp x micro_batch iff split is."""
+
     def mbs_of(dp: int) -> list[int]:
-        return _choose(space.micro_batch, divisors(gb // dp) if gb % dp == 0 else [], gb)
+        return _choose(space.micro_batch, divisors(split // dp) if split % dp == 0 else [], gb)
+
+    def split_problem(mb: int, dp: int) -> Problem | None:
+        """The global batch's rule, then each ramp-up batch's."""
+        problem = batch_problem(gb, mb, dp)
+        for other in space.batch_splits or []:
+            if problem is None and other % (mb * dp):
+                problem = Problem(Reason.BATCH, f"micro_batch * dp ({mb} * {dp} = {mb * dp}) must divide "
+                                  f"the ramp-up batch ({other})")
+        return problem
 
     def svs_of(pp: int) -> list[tuple[str, int]]:
         out = [(s, 1) for s in schedules if s != Schedule.INTERLEAVED]
@@ -264,7 +279,7 @@ def search_plans(
                     continue
                 mbs = mbs_of(dp)
                 if not mbs:
-                    reject(batch_problem(gb, 1, dp), leaves(tp, pp, dp, cp=cp))
+                    reject(split_problem(1, dp), leaves(tp, pp, dp, cp=cp))
                     continue
                 for ep in eps_of(dp):
                     problem = ep_problem(spec, dp, ep)
@@ -313,7 +328,7 @@ def search_plans(
                     per_bound = len(variants) * len(ext.opts) * len(dpos)
                     """Plans under one pipeline bound: every ZeRO variant, optimizer offload, DP overlap."""
                     for mb in mbs:
-                        problem = batch_problem(gb, mb, dp)
+                        problem = split_problem(mb, dp)
                         if problem:
                             reject(problem, leaves(tp, pp, dp, [mb], [ep], cp))
                             continue
