@@ -39,6 +39,7 @@ def wide_space(tp_overlap: str | None, dp_overlap: bool | None, offload_optimize
     """The SearchSpace fields these options set (one-line SpecError on a bad value)."""
     from modelplan.cli.plan import parse_words
     from modelplan.errors import SpecError
+    from modelplan.specs.limits import MAX_RANKS
 
     out: dict = {}
     if tp_overlap is not None:
@@ -56,6 +57,8 @@ def wide_space(tp_overlap: str | None, dp_overlap: bool | None, offload_optimize
             raise SpecError(f"--fsdp-shard-size: expected integers like 8,16, got '{fsdp_shard_size}'") from None
         if not sizes or min(sizes) < 0:
             raise SpecError(f"--fsdp-shard-size: expected sizes >= 0, got '{fsdp_shard_size}'")
+        if max(sizes) > MAX_RANKS:
+            raise SpecError(f"--fsdp-shard-size: {max(sizes)} is larger than {MAX_RANKS:,}")
         out["fsdp_shard_size"] = [s for s in sizes if s > 0]
     if zeropp is not None:
         out["zeropp"] = [zeropp]
