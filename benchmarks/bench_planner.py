@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from modelplan.comm.clusters import load_cluster  # noqa: E402
 from modelplan.plan.calibration import megatron_gpt  # noqa: E402
 from modelplan.plan.evaluator import Evaluator, PlanPoint  # noqa: E402
-from modelplan.plan.search import SearchSpace, divisors, search_plans  # noqa: E402
+from modelplan.plan.search import SearchSpace, divisors, search_plans, search_transformer_plans  # noqa: E402
 from modelplan.plan.validate import tp_problems  # noqa: E402
 from modelplan.specs.load import load_model  # noqa: E402
 from modelplan.specs.training import TrainingSpec  # noqa: E402
@@ -95,7 +95,7 @@ def bench(name: str, args: tuple, runs: int, exhaustive: bool) -> bool:
     ok = median < 1.0 and growth >= 10
     if exhaustive:
         cpu = time.process_time()
-        every = search_plans(*args, use_bound=False)
+        every = search_transformer_plans(*args, use_bound=False)
         same = [e.step.step_time_s for e in every.best] == [e.step.step_time_s for e in result.best]
         print(f"  bound off: {every.evaluated:,} plans timed in {time.process_time() - cpu:.1f} s CPU; top "
               f"{len(every.best)} {'identical' if same else 'DIFFERENT'} to the bounded search's")

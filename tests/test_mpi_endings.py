@@ -40,11 +40,18 @@ def children(pid: int) -> list[int]:
     return out
 
 
-def maps_segment(pid: int) -> bool:
+def mapped_segments(pid: int) -> set[Path]:
+    """The /dev/shm files process `pid` maps (its MPI shared-memory segments)."""
     try:
-        return "sm_segment" in Path(f"/proc/{pid}/maps").read_text()
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
     except OSError:
-        return False
+        return set()
+    return {Path(ln.split(maxsplit=5)[5]) for ln in lines
+            if len(ln.split(maxsplit=5)) == 6 and ln.split(maxsplit=5)[5].startswith("/dev/shm/")}
+
+
+def maps_segment(pid: int) -> bool:
+    return any("sm_segment" in p.name for p in mapped_segments(pid))
 
 
 def _interactive_signals() -> None:
@@ -53,17 +60,20 @@ def _interactive_signals() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def start_job() -> tuple[subprocess.Popen, int, list[int]]:
-    """The launcher, its mpiexec and the 2 ranks, once both ranks are inside MPI."""
+def start_job() -> tuple[subprocess.Popen, int, list[int], set[Path]]:
+    """The launcher, its mpiexec, the 2 ranks and the segments they map, once both ranks are
+    inside MPI (the job's own segments: other MPI jobs on the machine may come and go)."""
     launcher = subprocess.Popen([sys.executable, "-m", "modelplan", *LONG_SWEEP], cwd=ROOT,
                                 env=env_for(2), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, preexec_fn=_interactive_signals)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         procs = children(launcher.pid)
-        ranks = [p for p in procs[1:] if maps_segment(p)]
-        if procs and len(ranks) == 2:
-            return launcher, procs[0], ranks
+        ranks = [p for p in procs if maps_segment(p)]
+        # mpiexec: the launcher's child that the ranks descend from (the other is its reaper)
+        mpiexec = [p for p in procs if p not in ranks and set(ranks) <= set(children(p))]
+        if mpiexec and len(ranks) == 2:
+            return launcher, mpiexec[0], ranks, set().union(*map(mapped_segments, ranks))
         time.sleep(0.05)
     launcher.kill()
     pytest.fail("the 2-rank job did not start within 60 s")
@@ -82,56 +92,52 @@ def finish(launcher: subprocess.Popen, pids: list[int]) -> tuple[int, list[str],
     return launcher.returncode, [ln for ln in stderr.splitlines() if ln.startswith("error:")], stderr
 
 
-def mine(before: set[Path]) -> set[Path]:
-    from modelplan.execute.mpilaunch import shm_segments
-
-    return shm_segments() - before
-
-
-@pytest.fixture
-def segments_before():
-    from modelplan.execute.mpilaunch import shm_segments
-
-    return shm_segments()
+def left(segments: set[Path]) -> set[Path]:
+    """The job's segments still in /dev/shm once clean-up had 10 s (after a SIGKILLed launcher a
+    detached reaper removes them, asynchronously)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(p.exists() for p in segments):
+        time.sleep(0.1)
+    return {p for p in segments if p.exists()}
 
 
-def test_killed_rank_is_one_line_naming_it(segments_before):
+def test_killed_rank_is_one_line_naming_it():
     """SIGKILL of rank 1: mpiexec ends rank 0, modelplan says which rank died of what."""
-    launcher, mpiexec, ranks = start_job()
+    launcher, mpiexec, ranks, segments = start_job()
     os.kill(ranks[1], signal.SIGKILL)
     code, errors, stderr = finish(launcher, [mpiexec, *ranks])
     assert code == 128 + 9
     assert errors == ["error: rank 1 of the MPI job of 2 ranks died from SIGKILL; "
                       "mpiexec ended the other ranks"], stderr
-    assert mine(segments_before) == set()
+    assert segments and left(segments) == set()
 
 
-def test_killed_mpiexec_is_one_line_and_ends_the_ranks(segments_before):
+def test_killed_mpiexec_is_one_line_and_ends_the_ranks():
     """SIGKILL of mpiexec orphans the ranks: the launcher ends them and says what happened
     (before: exit 247 and nothing printed, ranks running on)."""
-    launcher, mpiexec, ranks = start_job()
+    launcher, mpiexec, ranks, segments = start_job()
     os.kill(mpiexec, signal.SIGKILL)
     code, errors, stderr = finish(launcher, [mpiexec, *ranks])
     assert code == 128 + 9
     assert errors == ["error: mpiexec was killed by SIGKILL: ended the MPI job of 2 ranks"], stderr
-    assert mine(segments_before) == set()
+    assert segments and left(segments) == set()
 
 
-def test_ctrl_c_stops_the_job_and_leaves_no_segments(segments_before):
+def test_ctrl_c_stops_the_job_and_leaves_no_segments():
     """SIGINT to the launcher (Ctrl-C): the whole job stops, exit 130, one line."""
-    launcher, mpiexec, ranks = start_job()
+    launcher, mpiexec, ranks, segments = start_job()
     os.kill(launcher.pid, signal.SIGINT)
     code, errors, stderr = finish(launcher, [mpiexec, *ranks])
     assert code == 130
     assert errors == ["error: interrupted (SIGINT): stopped the MPI job of 2 ranks"], stderr
-    assert mine(segments_before) == set()
+    assert segments and left(segments) == set()
 
 
-def test_killed_launcher_takes_the_job_with_it(segments_before):
+def test_killed_launcher_takes_the_job_with_it():
     """SIGKILL of the launcher (no chance to clean up): mpiexec gets SIGTERM from the kernel
     (PR_SET_PDEATHSIG) and ends its ranks; no process or segment stays behind."""
-    launcher, mpiexec, ranks = start_job()
+    launcher, mpiexec, ranks, segments = start_job()
     os.kill(launcher.pid, signal.SIGKILL)
     code, _, _ = finish(launcher, [mpiexec, *ranks])
     assert code == -9
-    assert mine(segments_before) == set()
+    assert segments and left(segments) == set()

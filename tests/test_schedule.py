@@ -73,8 +73,9 @@ def test_deadlocking_order_is_reported():
         simulate(bad)
 
 
-CASES = [(k, pp, v) for k in ("gpipe", "1f1b") for pp in (1, 2, 3, 4, 6) for v in (1,)] + \
-    [("interleaved", pp, v) for pp in (2, 3, 4) for v in (2, 3, 4)]
+CASES = [(k, pp, v) for k in Schedule if k is not Schedule.INTERLEAVED for pp in (1, 2, 3, 4, 6) for v in (1,)] + \
+    [(Schedule.INTERLEAVED, pp, v) for pp in (2, 3, 4) for v in (2, 3, 4)]
+"""Every schedule (new ones included, by the enum) on small pipelines."""
 
 
 @pytest.mark.parametrize("kind,pp,vpp", CASES)
@@ -89,7 +90,33 @@ def test_profile_equals_the_full_simulation(kind, pp, vpp):
         busy = max(tl.busy(r) for r in range(pp))
         assert bubble_microbatches(kind, pp, m, vpp) == Fraction(tl.makespan - busy) * m / Fraction(busy)
         for r in range(pp):
-            assert inflight_microbatches(kind, pp, r, m, vpp) == Fraction(held_peak(sched.actions[r]), vpp)
+            chunks = sched.layout.chunks(r)
+            assert inflight_microbatches(kind, pp, r, m, vpp) == Fraction(held_peak(sched.actions[r]), chunks)
+
+
+@pytest.mark.parametrize("kind", list(Schedule))
+def test_every_action_runs_once_and_in_dependency_order(kind):
+    """Each (micro-batch, stage) runs F once, B once and W at most once, W after its B; the
+    lowered list's sends and receives pair up between ranks (schedule data every kind must obey)."""
+    pp, vpp = 4, 2 if kind is Schedule.INTERLEAVED else 1
+    m = next(n for n in range(8, 64) if schedule_problem(kind, pp, n, vpp) is None)
+    sched = pipeline_schedule(kind, pp, m, vpp)
+    seen = {}
+    for r, acts in enumerate(sched.actions):
+        for k, a in enumerate(acts):
+            key = (a.kind, a.microbatch, sched.stage(r, a.chunk))
+            assert key not in seen
+            seen[key] = k
+    for i in range(m):
+        for s in range(sched.num_stages):
+            assert ("F", i, s) in seen and ("B", i, s) in seen
+            if ("W", i, s) in seen:
+                assert seen[("W", i, s)] > seen[("B", i, s)]
+    sends = sorted((r, a.peer, a.kind.value[-1], a.microbatch) for r, acts in enumerate(sched.lowered)
+                   for a in acts if a.kind.value.startswith("SEND"))
+    recvs = sorted((a.peer, r, a.kind.value[-1], a.microbatch) for r, acts in enumerate(sched.lowered)
+                   for a in acts if a.kind.value.startswith("RECV"))
+    assert sends == recvs
 
 
 @pytest.mark.parametrize("kind,pp,vpp", [("1f1b", 4, 1), ("interleaved", 4, 2), ("gpipe", 3, 1)])
@@ -102,3 +129,36 @@ def test_profile_of_many_microbatches_is_the_closed_form(kind, pp, vpp):
         assert [inflight_microbatches(kind, pp, r, m) for r in range(pp)] == [pp - r for r in range(pp)]
     if kind == "gpipe":
         assert inflight_microbatches(kind, pp, 0, m) == m
+
+
+def test_an_overlapped_pair_starts_when_both_inputs_are_there():
+    """Rank 0 runs F0, then F1 overlapped with B0 (an F&B chunk): F1 could start at t=1 but waits
+    for B0's gradient from rank 1 (rank 1: F0 [1,2], B0 [2,4]), so the pair runs [4,5] + [5,7]
+    instead of F1 [1,2], B0 [4,6]; hand-worked on the unit clock (t_b = 2 t_f)."""
+    plain = ((Action(F, 0), Action(F, 1), Action(B, 0), Action(B, 1)), (Action(F, 0), Action(B, 0), Action(F, 1), Action(B, 1)))
+    paired = ((Action(F, 0), Action(F, 1, overlap=True), Action(B, 0), Action(B, 1)), plain[1])
+    times = []
+    for acts in (plain, paired):
+        t = simulate(PipelineSchedule(Schedule.ONE_F_ONE_B, 2, 2, 1, strided_layout(2, 1), acts))
+        times.append((t.starts[0][1], t.ends[0][2]))
+    assert times == [(1.0, 6.0), (4.0, 7.0)]
+    lowered = PipelineSchedule(Schedule.ONE_F_ONE_B, 2, 2, 1, strided_layout(2, 1), paired).lowered[0]
+    assert [str(a) for a in lowered[:6]] == ["F0", "SEND_F0->1", "RECV_B0<-1", "F1&", "B0", "SEND_F1->1"]
+
+
+def test_plan_and_verify_take_the_new_schedules_by_name():
+    """`plan --schedule zb-h1,zb-v,dualpipe` ranks only those; `verify --schedule dualpipe` runs it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from modelplan.cli import app
+
+    runner = CliRunner()
+    out = runner.invoke(app, ["plan", "llama-3-8b", "--gpus", "16", "--pp", "4", "--batch", "64",
+                              "--schedule", "zb-h1,zb-v,dualpipe", "--top", "20", "--json"])
+    assert out.exit_code == 0, out.output
+    assert {p["plan"]["schedule"] for p in json.loads(out.output)["plans"]} <= {"zb-h1", "zb-v", "dualpipe"}
+    out = runner.invoke(app, ["verify", "gpt2", "--pp", "2", "--schedule", "dualpipe", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["passed"]

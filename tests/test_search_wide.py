@@ -14,7 +14,7 @@ from modelplan.comm.clusters import load_cluster
 from modelplan.errors import PlanInfeasible
 from modelplan.plan.estimate import estimate_plan
 from modelplan.plan.evaluator import Evaluator, PlanPoint
-from modelplan.plan.search import SearchSpace, search_plans
+from modelplan.plan.search import SearchSpace, search_plans, search_transformer_plans
 from modelplan.specs.load import load_model
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -40,7 +40,7 @@ def test_bound_never_drops_a_top_plan():
     """The best five with the bound equal the best five of pricing every plan that fits."""
     space = SearchSpace(tp=[1, 2, 4], pp=[1, 2], micro_batch=[1, 2])
     bounded = search_plans(LLAMA7, TRAIN, A100, 16, space)
-    exhaustive = search_plans(LLAMA7, TRAIN, A100, 16, space, use_bound=False)
+    exhaustive = search_transformer_plans(LLAMA7, TRAIN, A100, 16, space, use_bound=False)
     assert [e.step.step_time_s for e in bounded.best] == pytest.approx([e.step.step_time_s for e in exhaustive.best])
     assert bounded.candidates == exhaustive.candidates
     assert exhaustive.bounded == 0

@@ -30,7 +30,7 @@ from modelplan.cli.options import (
     global_batch_option,
 )
 from modelplan.cli.search_options import (DpOverlapOpt, FsdpShardOpt, OffloadActivationsOpt, OffloadOptimizerOpt,
-                                          RankOrderOpt, TpOverlapModesOpt, ZeroppOpt, wide_space)
+                                          RankOrderOpt, TpOverlapModesOpt, ZeroppOpt, parse_words, wide_space)
 from modelplan.cli.run_options import (CheckpointEveryOpt, CheckpointWriteOpt, MtbfOpt, PriceOpt, PueOpt, RampupOpt,
                                        RestartOpt, StepsOpt, TokensOpt)
 from modelplan.specs.limits import MAX_BATCH, MAX_RANKS
@@ -93,19 +93,6 @@ def parse_choice(text: str | None, what: str):
         return None
     parsed = parse_ints(text, what)
     return IntRange(lo=parsed[0], hi=parsed[1]) if isinstance(parsed, tuple) else parsed
-
-
-def parse_words(text: str | None, what: str, allowed: tuple[str, ...]) -> list[str] | None:
-    """Comma list of names from `allowed`."""
-    from modelplan.errors import SpecError
-
-    if text is None:
-        return None
-    words = [w.strip().lower() for w in text.split(",") if w.strip()]
-    bad = [w for w in words if w not in allowed]
-    if bad or not words:
-        raise SpecError(f"--{what}: unknown value '{', '.join(bad) or text}' (choose from {', '.join(allowed)})")
-    return words
 
 
 @app.command("plan")

@@ -15,7 +15,7 @@ TIME_LABELS = {
     "pp_comm_s": "PP send/recv (exposed)",
     "bubble_s": "pipeline bubble",
     "dp_comm_s": "DP / ZeRO traffic (exposed)",
-    "embedding_sync_s": "tied-embedding sync",
+    "embedding_sync_s": "pipeline copies' grad sync",
     "optimizer_s": "optimizer step",
     "offload_s": "offload to host (exposed)",
 }
@@ -69,14 +69,18 @@ def mechanism_tags(plan) -> list[str]:
 
 
 def _rate(spec) -> str:
-    """What the throughput counts: tokens for transformers, samples for networks."""
-    return "samples/s" if getattr(spec, "kind", None) == "network" else "tokens/s"
+    """What the throughput counts: the model family's unit (tokens, samples)."""
+    from modelplan.plan.family import family_of
+
+    return f"{family_of(spec).throughput_unit}/s"
 
 
 def _header(console, spec, training, cluster, gpus: int) -> None:
+    from modelplan.plan.family import family_of
+
     acc = cluster.accelerator
-    batch = (f"{training.global_batch} samples" if getattr(spec, "kind", None) == "network"
-             else f"{training.global_batch} x seq {training.seq_len}")
+    batch = (f"{training.global_batch} x seq {training.seq_len}" if family_of(spec).throughput_unit == "tokens"
+             else f"{training.global_batch} samples")
     console.print(
         f"[bold]{spec.name}[/bold] on {gpus} x {acc.name} ({cluster.name}, {cluster.gpus_per_node}/node, "
         f"{acc.memory_gb:g} GB): global batch {batch}, "
@@ -100,7 +104,7 @@ def print_estimate(spec, training, cluster, est, title: str | None = None, conso
     )
     step = est.step.step_time_s
     console.print(
-        f"step {step:.3f} s, {est.tokens_per_s:,.0f} {_rate(spec)}, {est.model_tflops_per_gpu:.1f} model "
+        f"step {step:.3f} s, {est.throughput_per_s:,.0f} {_rate(spec)}, {est.model_tflops_per_gpu:.1f} model "
         f"TFLOP/s/GPU (MFU {100 * est.mfu:.1f}%), {est.hardware_tflops_per_gpu:.1f} hardware "
         f"(HFU {100 * est.hfu:.1f}%), bubble {100 * est.bubble_fraction:.1f}%"
     )
@@ -159,7 +163,7 @@ def print_search(spec, training, cluster, result, headroom: float, output: Path 
         table.add_row(
             str(i), str(p.tp), str(p.pp), str(p.dp), str(p.vpp), str(p.micro_batch), SHORT.get(p.schedule, p.schedule),
             "on" if p.sequence_parallel else "off", SHORT.get(str(p.recompute or training.recompute), ""), str(p.zero),
-            f"{est.step.step_time_s:.3f}", f"{est.tokens_per_s:,.0f}", f"{100 * est.mfu:.1f}%",
+            f"{est.step.step_time_s:.3f}", f"{est.throughput_per_s:,.0f}", f"{100 * est.mfu:.1f}%",
             f"{est.peak_memory_bytes / 1e9:.1f}G", *[str(getattr(p, axis)) for axis in extra],
             *([tags[i - 1]] if any(tags) else []), style="bold" if i == 1 else None,
         )

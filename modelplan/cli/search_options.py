@@ -33,11 +33,23 @@ RankOrderOpt = Annotated[Optional[str], typer.Option(
     "[default: the engine orders that place differently].", show_default=False)]
 
 
+def parse_words(text: str | None, what: str, allowed: tuple[str, ...]) -> list[str] | None:
+    """Comma list of names from `allowed`."""
+    from modelplan.errors import SpecError
+
+    if text is None:
+        return None
+    words = [w.strip().lower() for w in text.split(",") if w.strip()]
+    bad = [w for w in words if w not in allowed]
+    if bad or not words:
+        raise SpecError(f"--{what}: unknown value '{', '.join(bad) or text}' (choose from {', '.join(allowed)})")
+    return words
+
+
 def wide_space(tp_overlap: str | None, dp_overlap: bool | None, offload_optimizer: str | None,
                offload_activations: bool | None, fsdp_shard_size: str | None, zeropp: bool | None,
                rank_order: str | None) -> dict:
     """The SearchSpace fields these options set (one-line SpecError on a bad value)."""
-    from modelplan.cli.plan import parse_words
     from modelplan.errors import SpecError
     from modelplan.specs.limits import MAX_RANKS
 

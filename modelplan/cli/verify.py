@@ -199,7 +199,9 @@ def _walkthrough(spec, plan, seed: int, explain: bool):
     """The recorded tensor-parallel walk-through of a network (--explain with tp > 1), else None."""
     if not explain:
         return None
-    if getattr(spec, "kind", None) != "network" or plan.tp == 1:
+    from modelplan.plan.family import family_of
+
+    if not family_of(spec).walkthrough or plan.tp == 1:
         typer.echo("note: --explain walks through tensor parallelism of network models (tp > 1)", err=True)
         return None
     from modelplan.execute.net.explain import tp_walkthrough

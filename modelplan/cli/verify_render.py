@@ -12,8 +12,9 @@ from rich.text import Text
 from modelplan.execute.report import VerifyReport
 
 _TERM_STYLE = {("F", 0): "black on cyan", ("F", 1): "white on blue", ("B", 0): "black on green",
-               ("B", 1): "white on dark_green"}
-_SVG_FILL = {("F", 0): "#7fc8f8", ("F", 1): "#2a78c2", ("B", 0): "#8fd694", ("B", 1): "#2f8f46"}
+               ("B", 1): "white on dark_green", ("W", 0): "black on yellow", ("W", 1): "black on dark_orange"}
+_SVG_FILL = {("F", 0): "#7fc8f8", ("F", 1): "#2a78c2", ("B", 0): "#8fd694", ("B", 1): "#2f8f46",
+             ("W", 0): "#f5d76e", ("W", 1): "#e0a030"}
 
 
 def _fmt(value) -> str:
@@ -72,6 +73,9 @@ def timeline_text(report: VerifyReport) -> Text:
     out.append("forward ", style=_TERM_STYLE[("F", 0)])
     out.append(" ")
     out.append("backward", style=_TERM_STYLE[("B", 0)])
+    if any(st.kind == "W" for row in report.timeline for st in row):
+        out.append(" ")
+        out.append("weight-grad", style=_TERM_STYLE[("W", 0)])
     if report.plan.vpp > 1:
         out.append("  later chunks darker")
     out.append("  numbers are micro-batches; one cell = one forward of one chunk")
@@ -96,7 +100,7 @@ def timeline_svg(report: VerifyReport, unit_px: int = 22, row_px: int = 28) -> s
             parts.append(f'<rect x="{x}" y="{y}" width="{w}" height="{row_px - 6}" fill="{fill}" stroke="#333">'
                          f"<title>{s.kind}{s.microbatch} chunk {s.chunk}: t={s.start}..{s.end}</title></rect>")
             parts.append(f'<text x="{x + w / 2}" y="{y + row_px / 2 + 1}" text-anchor="middle">{s.microbatch}</text>')
-    parts.append(f'<text x="4" y="{height - 6}">forward / backward blocks; numbers are micro-batches; '
+    parts.append(f'<text x="4" y="{height - 6}">forward / backward (/ weight-grad) blocks; numbers are micro-batches; '
                  f"bubble {next((r.measured for r in report.rows if r.name == 'bubble fraction'), 0):.4g}</text>")
     parts.append("</svg>")
     return "\n".join(parts) + "\n"

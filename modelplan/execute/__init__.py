@@ -9,6 +9,7 @@ MPI process per rank. Both return an `SpmdResult`. numpy lives here (and only he
 is float64 unless a caller asks otherwise.
 """
 
+from modelplan.execute.backends import spmd_runner
 from modelplan.execute.simcomm import SimCommunicator, run_spmd
 from modelplan.execute.spmd import (
     CommError,
@@ -18,7 +19,6 @@ from modelplan.execute.spmd import (
     SpmdError,
     SpmdResult,
     SpmdTimeout,
-    spmd_runner,
 )
 
 __all__ = [

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from modelplan.comm.regions import Region
 from modelplan.comm.communicator import Communicator, Group
 from modelplan.comm.ops import Collective
 from modelplan.execute.optim import OptimizerConfig, optimizer_step
@@ -138,7 +139,7 @@ class DataParallel:
         flat = bucket.flatten(values) if values is not None else np.zeros(bucket.padded)
         if bucket.group.size > 1:
             root = bucket.group.ranks[0]
-            flat[: bucket.numel] = self.comm.broadcast(flat[: bucket.numel], bucket.group, root, label="dp/broadcast")
+            flat[: bucket.numel] = self.comm.broadcast(flat[: bucket.numel], bucket.group, root, label=Region.DP_BROADCAST)
         if bucket.zero == 3:
             lo, hi = bucket.shard
             bucket.param_shard = flat[lo:hi].copy()
@@ -152,12 +153,12 @@ class DataParallel:
         """The unit's full local parameters (zero 3: AllGather of the slices)."""
         if bucket.zero < 3:
             return bucket.params
-        return bucket.unflatten(self._collective(Collective.ALL_GATHER, bucket.group, bucket.param_shard, "dp/params"))
+        return bucket.unflatten(self._collective(Collective.ALL_GATHER, bucket.group, bucket.param_shard, Region.DP_PARAMS))
 
     def _reduce_partial_over_tp(self, bucket: Bucket, flat: np.ndarray) -> None:
         idx = bucket.partial_index()
         if self.tp_group.size > 1 and idx.size:
-            flat[idx] = self.comm.all_reduce(flat[idx], self.tp_group, label="tp/partial-grads")
+            flat[idx] = self.comm.all_reduce(flat[idx], self.tp_group, label=Region.TP_PARTIAL_GRADS)
 
     @staticmethod
     def zero_grad(bucket: Bucket) -> None:
@@ -171,17 +172,17 @@ class DataParallel:
             return
         flat = bucket.flatten(grads)
         self._reduce_partial_over_tp(bucket, flat)
-        bucket.grad += self._collective(Collective.REDUCE_SCATTER, bucket.group, flat, "dp/grads")
+        bucket.grad += self._collective(Collective.REDUCE_SCATTER, bucket.group, flat, Region.DP_GRADS)
 
     def finish_grads(self, bucket: Bucket) -> None:
         """After the last micro-batch: complete the reduction and divide by dp."""
         lo, hi = bucket.shard
         if bucket.zero == 0:
             self._reduce_partial_over_tp(bucket, bucket.grad)
-            bucket.grad = self._collective(Collective.ALL_REDUCE, bucket.group, bucket.grad, "dp/grads") / self.dp
+            bucket.grad = self._collective(Collective.ALL_REDUCE, bucket.group, bucket.grad, Region.DP_GRADS) / self.dp
         elif bucket.zero == 1:  # full buffer kept; only [lo, hi) holds the reduced gradient
             self._reduce_partial_over_tp(bucket, bucket.grad)
-            bucket.grad[lo:hi] = self._collective(Collective.REDUCE_SCATTER, bucket.group, bucket.grad, "dp/grads") / self.dp
+            bucket.grad[lo:hi] = self._collective(Collective.REDUCE_SCATTER, bucket.group, bucket.grad, Region.DP_GRADS) / self.dp
         else:
             bucket.grad /= self.dp
         if bucket.replicas is not None:
@@ -200,7 +201,7 @@ class DataParallel:
         else:
             grad = bucket.grad[lo:hi] if bucket.zero == 1 else bucket.grad
             mine = optimizer_step(cfg, bucket.flatten(bucket.params)[lo:hi], grad, bucket.optim, step)
-            bucket.params = bucket.unflatten(self._collective(Collective.ALL_GATHER, bucket.group, mine, "dp/params"))
+            bucket.params = bucket.unflatten(self._collective(Collective.ALL_GATHER, bucket.group, mine, Region.DP_PARAMS))
 
     @staticmethod
     def held(bucket: Bucket) -> tuple[int, int, int]:

@@ -28,6 +28,7 @@ from functools import cached_property
 
 import numpy as np
 
+from modelplan.comm.regions import Region
 from modelplan.comm.communicator import Communicator, Group
 from modelplan.comm.ops import Axis
 from modelplan.execute.data_parallel import Bucket, DataParallel, Entry
@@ -204,11 +205,13 @@ def materialize_units(dp: DataParallel, buckets: dict[str, Bucket], units: Itera
     return out
 
 
-def finish_buckets(dp: DataParallel, buckets: dict[str, Bucket], step: int = 1) -> None:
-    """Complete the gradient reductions, then take optimizer step `step`, unit by unit."""
-    for bucket in buckets.values():
+def finish_buckets(dp: DataParallel, buckets: dict[str, Bucket], step: int = 1, order: list[str] | None = None) -> None:
+    """Complete the gradient reductions, then take optimizer step `step`, unit by unit in the
+    model's unit order `order` (the ranks that share a replicated unit reduce it in the same order)."""
+    mine = list(buckets.values()) if order is None else sorted(buckets.values(), key=lambda b: order.index(b.unit))
+    for bucket in mine:
         dp.finish_grads(bucket)
-    for bucket in buckets.values():
+    for bucket in mine:
         dp.step(bucket, step)
 
 
@@ -230,7 +233,8 @@ def bucket_state(buckets: dict[str, Bucket]
 
 class SteppedProgram:
     """What a rank program does around each optimizer step (shared by transformers and networks):
-    needs `dp`, `buckets`, `p2p`, `schedule`, `coords`, `step`, `memory_roots` and `memory`."""
+    needs `dp`, `buckets`, `p2p`, `schedule`, `coords`, `step`, `unit_order`, `memory_roots` and
+    `memory`."""
 
     def begin(self, step: int) -> None:
         """Start optimizer step `step` (from 1): its batch, zeroed gradient buffers, fresh messages."""
@@ -253,7 +257,7 @@ class SteppedProgram:
 
     def finish(self) -> None:
         """Complete the gradient reductions and take the optimizer step, unit by unit."""
-        finish_buckets(self.dp, self.buckets, self.step)
+        finish_buckets(self.dp, self.buckets, self.step, self.unit_order)
         self.observe({})
 
     def state(self, losses: list[tuple[int, float]], trace: list[StepRecord]) -> StepState:
@@ -279,7 +283,7 @@ class RankProgram(SteppedProgram):
     """One rank's state during the run."""
 
     STATIC = ("comm", "job", "spec", "plan", "coords", "groups", "model", "dp", "m", "schedule", "stages",
-              "layouts", "chunk_units", "replicas", "memory", "live")
+              "layouts", "chunk_units", "replicas", "memory", "live", "unit_order")
     """Attributes that hold configuration and no arrays, or are walked under their own term
     (memory_probe.program_rest skips them)."""
 
@@ -303,6 +307,7 @@ class RankProgram(SteppedProgram):
         self.stages = list(layout.rank_stages[self.coords.pp_rank])
         self.layouts = [stage_layout(self.spec, v, layout.num_stages) for v in self.stages]
         self.chunk_units = [all_units[v] for v in self.stages]
+        self.unit_order = list(dict.fromkeys(u for units in all_units for u in units))
         self.replicas = unit_replicas(rank_units(self.spec, layout))
         self.buckets: dict[str, Bucket] = {}
         self.step = 1
@@ -355,7 +360,7 @@ class RankProgram(SteppedProgram):
                 self.dp.place(bucket, values)
                 self.buckets[unit] = bucket
         if self.comm.world_size > 1:
-            self.comm.barrier(self.groups.world, label="world/start")
+            self.comm.barrier(self.groups.world, label=Region.WORLD_START)
 
     def params(self, chunk: int) -> dict[str, np.ndarray]:
         """The chunk's parameters as its compute uses them (ZeRO-3: gathered, looked at, then freed

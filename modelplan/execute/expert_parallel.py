@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from modelplan.comm.regions import Region
 from modelplan.comm.communicator import Communicator, Group
 from modelplan.execute import mappings
 from modelplan.execute.layers.mlp import mlp_backward, mlp_forward
@@ -47,17 +48,17 @@ def moe_forward(
     """MoE MLP of x (b, s_local, h); p holds the `mlp/` parameters with local expert shards."""
     moe = spec.moe
     E, k = moe.num_experts, moe.top_k
-    x_in = mappings.enter_region(tp, x, "tp/mlp/in")  # (b, s, h)
+    x_in = mappings.enter_region(tp, x, Region.TP_MLP_IN)  # (b, s, h)
     tokens = x_in.reshape(-1, x_in.shape[-1])  # (T, h)
     T = tokens.shape[0]
     weights, experts, rcache = router_forward(tokens, p, k)
     dispatch = np.zeros((E, T, tokens.shape[1]))
     for j in range(k):
         dispatch[experts[:, j], np.arange(T)] = tokens
-    received = ep.all_to_all(np.split(dispatch, ep.size, axis=0), "ep/dispatch")  # ep x (E/ep, T, h)
+    received = ep.all_to_all(np.split(dispatch, ep.size, axis=0), Region.EP_DISPATCH)  # ep x (E/ep, T, h)
     expert_in = np.concatenate(received, axis=1)  # (E/ep, ep*T, h)
     expert_out, ecache = experts_forward(expert_in, p, spec.activation, spec.gated_mlp, add_out_bias=tp.rank == 0)
-    returned = ep.all_to_all(np.split(expert_out, ep.size, axis=1), "ep/combine")  # ep x (E/ep, T, h)
+    returned = ep.all_to_all(np.split(expert_out, ep.size, axis=1), Region.EP_COMBINE)  # ep x (E/ep, T, h)
     combined = np.concatenate(returned, axis=0)  # (E, T, h)
     picked = combined[experts, np.arange(T)[:, None]]  # (T, k, h)
     out = np.einsum("tk,tkh->th", weights, picked)
@@ -65,7 +66,7 @@ def moe_forward(
     if moe.shared_experts:
         y, shared = mlp_forward(tokens, sub(p, "shared"), spec.activation, spec.gated_mlp)
         out = out + y
-    y = mappings.exit_region(tp, out.reshape(x_in.shape), "tp/mlp/out")
+    y = mappings.exit_region(tp, out.reshape(x_in.shape), Region.TP_MLP_OUT)
     if "shared/out/bias" in p:
         y = y + p["shared/out/bias"]
     return y, {"rcache": rcache, "weights": weights, "experts": experts, "picked": picked,
@@ -81,7 +82,7 @@ def moe_backward(
     grads: dict[str, np.ndarray] = {}
     if "shared/out/bias" in p:
         grads["shared/out/bias"] = dy.reshape(-1, dy.shape[-1]).sum(axis=0)
-    dout = mappings.exit_region_backward(tp, dy, "tp/mlp/out").reshape(-1, dy.shape[-1])  # (T, h)
+    dout = mappings.exit_region_backward(tp, dy, Region.TP_MLP_OUT).reshape(-1, dy.shape[-1])  # (T, h)
     T = dout.shape[0]
     weights, experts = c["weights"], c["experts"]
     dtokens = np.zeros_like(dout)
@@ -92,14 +93,14 @@ def moe_backward(
     dcombined = np.zeros((E, T, dout.shape[1]))
     for j in range(experts.shape[1]):
         dcombined[experts[:, j], np.arange(T)] = weights[:, j, None] * dout
-    back = ep.all_to_all(np.split(dcombined, ep.size, axis=0), "ep/combine")  # ep x (E/ep, T, h)
+    back = ep.all_to_all(np.split(dcombined, ep.size, axis=0), Region.EP_COMBINE)  # ep x (E/ep, T, h)
     dexpert_in, g = experts_backward(c["ecache"], p, spec.activation, spec.gated_mlp, np.concatenate(back, axis=1))
     grads.update(g)
-    returned = ep.all_to_all(np.split(dexpert_in, ep.size, axis=1), "ep/dispatch")  # ep x (E/ep, T, h)
+    returned = ep.all_to_all(np.split(dexpert_in, ep.size, axis=1), Region.EP_DISPATCH)  # ep x (E/ep, T, h)
     ddispatch = np.concatenate(returned, axis=0)  # (E, T, h)
     for j in range(experts.shape[1]):
         dtokens = dtokens + ddispatch[experts[:, j], np.arange(T)]
     drouter, g = router_backward(c["rcache"], p, dweights)
     grads.update(g)
     dx_in = (dtokens + drouter).reshape(c["shape"])
-    return mappings.enter_region_backward(tp, dx_in, "tp/mlp/in"), grads
+    return mappings.enter_region_backward(tp, dx_in, Region.TP_MLP_IN), grads

@@ -139,7 +139,7 @@ def _session(sid: int) -> list[int]:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if len(fields) > 3 and int(fields[3]) == sid:
+        if len(fields) > 3 and int(fields[3]) == sid and fields[0] != "Z":
             pids.append(int(stat.parent.name))
     return pids
 
@@ -186,6 +186,31 @@ def _die_with_parent_fn():
     return preexec
 
 
+def _start_reaper(before: set[Path]) -> subprocess.Popen | None:
+    """A detached process that outlives a SIGKILLed launcher: once the launcher's end of its
+    stdin closes (the launcher finished or died), it ends the job's session and unlinks the
+    segments the job left. The launcher writes the session id to it after starting mpiexec."""
+    code = "from modelplan.execute.mpilaunch import reap; reap()"
+    try:
+        reaper = subprocess.Popen([sys.executable, "-c", code, *map(str, before)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True,
+                                  env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    except OSError:
+        return None  # the launcher's own clean-up still runs when it is not killed
+    return reaper
+
+
+def reap() -> None:
+    """The reaper's body (see _start_reaper): argv holds the segments present before the job."""
+    before = {Path(p) for p in sys.argv[1:]}
+    data = sys.stdin.buffer.read()  # returns at EOF: the launcher ended, cleanly or not
+    sid = int(data.split()[0]) if data.split() else None
+    if sid is not None:
+        _end_session(sid)
+    remove_stale_segments(shm_segments() - before)
+
+
 class _Stopped(Exception):
     def __init__(self, signum: int) -> None:
         self.signum = signum
@@ -215,6 +240,7 @@ def run_mpi_job(command: Sequence[str], env: dict[str, str], num_ranks: int,
     """
     env = {**env, LAUNCHER_VAR: "1"}
     before = shm_segments()
+    reaper = _start_reaper(before)
     seen_error, tail = [False], []
     main_thread = threading.current_thread() is threading.main_thread()
     handlers = {}
@@ -227,6 +253,12 @@ def run_mpi_job(command: Sequence[str], env: dict[str, str], num_ranks: int,
         proc = subprocess.Popen(list(command), env=env, stderr=subprocess.PIPE,
                                 stdout=subprocess.PIPE if capture_stdout else None,
                                 start_new_session=True, preexec_fn=_die_with_parent_fn())
+        if reaper is not None:
+            try:
+                reaper.stdin.write(f"{proc.pid}\n".encode())
+                reaper.stdin.flush()
+            except OSError:
+                pass
 
         def pump_err() -> None:
             for line in iter(proc.stderr.readline, b""):
@@ -262,6 +294,11 @@ def run_mpi_job(command: Sequence[str], env: dict[str, str], num_ranks: int,
         for sig, old in handlers.items():
             signal.signal(sig, old)
         remove_stale_segments(shm_segments() - before)
+        if reaper is not None:
+            try:
+                reaper.stdin.close()  # the job is over: the reaper finds nothing left and exits
+            except OSError:
+                pass
     stdout = b"".join(out_chunks).decode(errors="replace") if capture_stdout else None
     return _job_end(proc.returncode, stopped, seen_error[0], "".join(tail), num_ranks, stdout)
 

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from modelplan.comm.regions import Region
 from modelplan.comm.communicator import Communicator, Group
 from modelplan.execute.spmd import named_step
 from modelplan.plan.pipeline import Action, ActionKind, PipelineSchedule, StageLayout
@@ -113,7 +114,7 @@ class PipelineP2P:
         dst = self.group.ranks[action.peer]
         if self.tp_group is not None:  # this TP rank's 1/tp slice of the flattened tensor
             x = np.split(np.ravel(x), self.tp_group.size)[self.tp_group.index(self.comm.rank)].copy()
-        self.comm.send(x, dst, self.group, label="pp/forward" if action.kind is ActionKind.SEND_F else "pp/backward")
+        self.comm.send(x, dst, self.group, label=Region.PP_FORWARD if action.kind is ActionKind.SEND_F else Region.PP_BACKWARD)
         self._sent[dst] = self._sent.get(dst, 0) + 1
         return dst, self._sent[dst]
 
@@ -129,13 +130,13 @@ class PipelineP2P:
             arrived = self._expected[src_pp].popleft()
             self.comm.context = (f"pipeline: stage {stage} needs {_describe(key)} from pp rank {src_pp}; the next "
                                  f"message from there should be {_describe(arrived)}")
-            x = self.comm.recv(src, self.group, label="pp/forward" if arrived[0] == "F" else "pp/backward")
+            x = self.comm.recv(src, self.group, label=Region.PP_FORWARD if arrived[0] == "F" else Region.PP_BACKWARD)
             self.comm.context = ""
             self._received[src] = self._received.get(src, 0) + 1
             self._mailbox[arrived] = (x, (src, self._received[src]))
         x, number = self._mailbox.pop(key)
         if self.tp_group is not None:  # every TP rank of this stage consumes the same keys in order
-            label = "pp/forward/gather" if key[0] == "F" else "pp/backward/gather"
+            label = Region.PP_FORWARD_GATHER if key[0] == "F" else Region.PP_BACKWARD_GATHER
             x = self.comm.all_gather(x, self.tp_group, axis=0, label=label).reshape(self.boundary_shape)
         return x, number
 
@@ -171,7 +172,7 @@ def run_actions(schedule: PipelineSchedule, pp_rank: int, p2p: PipelineP2P, mode
     deferred: dict[tuple[int, int], dict] = {}  # weight gradients a B leaves to its W
     records: list[tuple[Action, int, list, list]] = []
     received: list[tuple[int, int]] = []
-    outbox: Any = None
+    outbox: dict[tuple[str, int, int], Any] = {}  # (F/B, micro-batch, chunk) -> tensor a SEND posts
     for a in schedule.lowered[pp_rank]:
         c, i = a.chunk, a.microbatch
         v = schedule.stage(pp_rank, c)
@@ -180,8 +181,8 @@ def run_actions(schedule: PipelineSchedule, pp_rank: int, p2p: PipelineP2P, mode
             inbox[("F" if a.kind is ActionKind.RECV_F else "B", i, v)] = x
             received.append(number)
             continue
-        if a.kind in SENDS:
-            records[-1][3].append(p2p.send(a, outbox))
+        if a.kind in SENDS:  # posted when the action before it (or its overlapped pair) ends
+            records[-1][3].append(p2p.send(a, outbox.pop((SENDS[a.kind], i, c))))
             continue
         records.append((a, v, received, []))
         received = []
@@ -192,17 +193,18 @@ def run_actions(schedule: PipelineSchedule, pp_rank: int, p2p: PipelineP2P, mode
                 out, caches[(i, c)] = model.forward(c, i, inbox.pop(("F", i, v)) if v > 0 else None)
                 if v == last:
                     losses[i] = out
-                else:  # to the next stage: a SEND follows, or that stage runs on this rank
-                    outbox = out
-                    if schedule.where(i, v + 1)[0] == pp_rank:
-                        inbox[("F", i, v + 1)] = out
+                elif schedule.where(i, v + 1)[0] == pp_rank:  # the next stage runs on this rank
+                    inbox[("F", i, v + 1)] = out
+                else:  # a SEND follows (after the overlapped partner, if any)
+                    outbox[("F", i, c)] = out
             else:
                 dout = inbox.pop(("B", i, v)) if v < last else None
                 dx, grads = model.backward(c, i, caches.pop((i, c)), dout)
                 if v > 0:
-                    outbox = dx
                     if schedule.where(i, v - 1)[0] == pp_rank:
                         inbox[("B", i, v - 1)] = dx
+                    else:
+                        outbox[("B", i, c)] = dx
                 if schedule.has_w(pp_rank, c, i):
                     deferred[(i, c)] = grads
                 else:

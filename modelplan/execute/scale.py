@@ -4,14 +4,17 @@
 in the message). `scale_down` keeps every flag of the model (norm, biases, gated MLP, GQA, tied
 head, positions, parallel block, MoE routing) and shrinks the dimensions so that every split of
 the plan is exact and the whole step runs in seconds: heads = 2*tp, kv_heads = tp for GQA
-(kv_heads = heads for MHA, 1 for MQA), head_dim 4, vocab 16*tp, layers = pp*vpp*layers_per_stage
-plus the model's remainder layers % (pp*vpp) (an uneven split stays uneven, same shape),
-sequence 8 (a multiple of tp), experts a multiple of ep, and num_microbatches = min(m, 2*pp).
+(kv_heads = heads for MHA, 1 for MQA), head_dim 4, vocab 16*tp, layers = stages*layers_per_stage
+plus the model's remainder layers % stages (stages: pp*vpp, or the schedule's own count; an uneven
+split stays uneven, same shape), sequence 8 (a multiple of tp), experts a multiple of ep, and the
+fewest micro-batches from min(m, 2*pp) up that the schedule runs.
 """
 
 from __future__ import annotations
 
 from modelplan.errors import SpecError
+from modelplan.plan.pipeline import schedule_layout, schedule_problem
+from modelplan.plan.validate import pp_problem
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import MoESpec, TransformerSpec
@@ -33,9 +36,9 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
         raise SpecError(f"cp ({plan.cp}) > 1: context parallelism is not executed by verify yet")
     _divides("heads", spec.heads, "tp", plan.tp)
     _divides("kv_heads", spec.num_kv_heads, "tp", plan.tp)
-    if spec.layers < plan.pp * plan.vpp:
-        raise SpecError(f"pp * vpp ({plan.pp} * {plan.vpp} = {plan.pp * plan.vpp}) must not exceed "
-                        f"layers ({spec.layers})")
+    problem = pp_problem(spec.layers, plan.pp, plan.vpp, _stages(plan))
+    if problem:
+        raise SpecError(problem.message)
     _divides("ffn_hidden", spec.ffn_hidden, "tp", plan.tp)
     if plan.sequence_parallel:
         _divides("seq_len", training.seq_len, "tp", plan.tp)
@@ -48,8 +51,22 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
         m = plan.num_microbatches(training.global_batch)
     except ValueError as exc:
         raise SpecError(str(exc)) from None
-    if plan.schedule == "interleaved":
-        _divides("num_microbatches", m, "pp", plan.pp)
+    problem = schedule_problem(plan.schedule, plan.pp, m, plan.vpp)
+    if problem:
+        raise SpecError(problem.message)
+    return m
+
+
+def _stages(plan: Plan) -> int:
+    """Virtual stages the plan's schedule cuts the model into (pp * vpp, or ZB-V's 2 pp)."""
+    return schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages
+
+
+def small_microbatches(plan: Plan, m: int) -> int:
+    """The fewest micro-batches, from min(m, 2 pp) up, that the plan's schedule can run."""
+    for n in range(min(m, 2 * plan.pp), m + 1):
+        if schedule_problem(plan.schedule, plan.pp, n, plan.vpp) is None:
+            return n
     return m
 
 
@@ -88,9 +105,10 @@ def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, lay
     decoupled = spec.head_dim is not None and spec.head_dim * spec.heads != spec.hidden
     hidden = 12 * tp if decoupled else heads * HEAD_DIM
     # keep an uneven split uneven: the same remainder gives the same shape of `split_layers`
-    layers = plan.pp * plan.vpp * layers_per_stage + spec.layers % (plan.pp * plan.vpp)
+    stages = _stages(plan)
+    layers = stages * layers_per_stage + spec.layers % stages
     seq = tp * -(-8 // tp)
-    small_m = min(m, 2 * plan.pp)
+    small_m = small_microbatches(plan, m)
     moe = None
     if spec.moe is not None:
         src = spec.moe

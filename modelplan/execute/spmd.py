@@ -2,8 +2,8 @@
 
 `run_spmd` (threads, `simcomm.py`) and `run_spmd_mpi` (processes, `mpicomm.py`) take the same
 arguments `(world_size, fn, *args, timeout_s=...)`, call `fn(comm, *args)` once per rank and
-return an `SpmdResult`, so a caller picks a backend with `spmd_runner(backend)` and nothing else
-changes.
+return an `SpmdResult`, so a caller picks a backend with `backends.spmd_runner(backend)` and
+nothing else changes.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from modelplan.comm.communicator import Ledger
 from modelplan.errors import ModelplanError
@@ -89,15 +89,3 @@ def check_world_size(world_size: int) -> None:
     """Reject a world size below 1 with a one-line error."""
     if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
         raise SpmdError(f"world_size ({world_size!r}) must be an integer >= 1")
-
-
-def spmd_runner(backend: SpmdBackend | str) -> Callable[..., SpmdResult | None]:
-    """The `run_spmd`-compatible function of a backend (imported lazily: MPI is optional)."""
-    backend = SpmdBackend(backend)
-    if backend is SpmdBackend.MPI:
-        from modelplan.execute.mpicomm import run_spmd_mpi
-
-        return run_spmd_mpi
-    from modelplan.execute.simcomm import run_spmd
-
-    return run_spmd

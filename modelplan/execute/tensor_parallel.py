@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from modelplan.comm.regions import Region
 from modelplan.execute import mappings
 from modelplan.execute.expert_parallel import ExpertParallel, moe_backward, moe_forward
 from modelplan.execute.layers.attention import attention_backward, attention_forward
@@ -29,27 +30,27 @@ def _bias_grad(dy: np.ndarray) -> np.ndarray:
 
 
 def _attention_f(tp: TensorParallel, spec: TransformerSpec, pa: Params, h: np.ndarray):
-    a_in = mappings.enter_region(tp, h, "tp/attention/in")  # (b, s, h)
+    a_in = mappings.enter_region(tp, h, Region.TP_ATTENTION_IN)  # (b, s, h)
     a_part, cache = attention_forward(a_in, pa, attention_shape(spec, tp.size))  # partial over tp
-    a = mappings.exit_region(tp, a_part, "tp/attention/out")
+    a = mappings.exit_region(tp, a_part, Region.TP_ATTENTION_OUT)
     return a + pa.get("out/bias", 0.0), cache
 
 
 def _attention_b(tp: TensorParallel, spec: TransformerSpec, pa: Params, cache, da: np.ndarray, grads: Params, prefix: str):
     if "out/bias" in pa:
         grads[f"{prefix}/out/bias"] = _bias_grad(da)
-    da_part = mappings.exit_region_backward(tp, da, "tp/attention/out")
+    da_part = mappings.exit_region_backward(tp, da, Region.TP_ATTENTION_OUT)
     dh, g = attention_backward(cache, pa, attention_shape(spec, tp.size), da_part)
     grads.update({f"{prefix}/{k}": v for k, v in g.items()})
-    return mappings.enter_region_backward(tp, dh, "tp/attention/in")
+    return mappings.enter_region_backward(tp, dh, Region.TP_ATTENTION_IN)
 
 
 def _mlp_f(tp: TensorParallel, ep: ExpertParallel, spec: TransformerSpec, i: int, pm: Params, h: np.ndarray):
     if spec.is_moe_layer(i):
         return moe_forward(tp, ep, spec, pm, h)
-    m_in = mappings.enter_region(tp, h, "tp/mlp/in")
+    m_in = mappings.enter_region(tp, h, Region.TP_MLP_IN)
     m_part, cache = mlp_forward(m_in, pm, spec.activation, spec.gated_mlp)
-    m = mappings.exit_region(tp, m_part, "tp/mlp/out")
+    m = mappings.exit_region(tp, m_part, Region.TP_MLP_OUT)
     return m + pm.get("out/bias", 0.0), cache
 
 
@@ -61,10 +62,10 @@ def _mlp_b(tp: TensorParallel, ep: ExpertParallel, spec: TransformerSpec, i: int
         return dh
     if "out/bias" in pm:
         grads[f"{prefix}/out/bias"] = _bias_grad(dm)
-    dm_part = mappings.exit_region_backward(tp, dm, "tp/mlp/out")
+    dm_part = mappings.exit_region_backward(tp, dm, Region.TP_MLP_OUT)
     dh, g = mlp_backward(cache, pm, spec.activation, spec.gated_mlp, dm_part)
     grads.update({f"{prefix}/{k}": v for k, v in g.items()})
-    return mappings.enter_region_backward(tp, dh, "tp/mlp/in")
+    return mappings.enter_region_backward(tp, dh, Region.TP_MLP_IN)
 
 
 def block_forward(

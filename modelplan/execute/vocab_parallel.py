@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from modelplan.comm.regions import Region
 from modelplan.execute import mappings
 from modelplan.execute.layers.embedding import embedding_backward, embedding_forward
 from modelplan.execute.mappings import TensorParallel
@@ -40,7 +41,7 @@ def embedding_forward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, m
     table = p["embedding/word/weight"]  # (V/tp, h)
     first = tp.rank * table.shape[0]
     partial = embedding_forward(table, mb.tokens, first)  # (b, s, h), zeros for other shards' ids
-    x = mappings.exit_region(tp, partial, "tp/embedding")
+    x = mappings.exit_region(tp, partial, Region.TP_EMBEDDING)
     lo, hi = _seq_range(tp, mb.tokens.shape[1])
     if "embedding/position/weight" in p:
         x = x + p["embedding/position/weight"][lo:hi]
@@ -65,7 +66,7 @@ def embedding_backward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, 
         grads["embedding/position/weight"] = dpos
     if mb.types is not None:
         grads["embedding/type/weight"] = embedding_backward(spec.type_vocab, mb.types[:, lo:hi], dx)
-    dpartial = mappings.exit_region_backward(tp, dx, "tp/embedding")  # (b, s, h)
+    dpartial = mappings.exit_region_backward(tp, dx, Region.TP_EMBEDDING)  # (b, s, h)
     rows = p["embedding/word/weight"].shape[0]
     grads["embedding/word/weight"] = embedding_backward(rows, mb.tokens, dpartial, c["first"])
     return grads
@@ -76,14 +77,14 @@ def vocab_parallel_cross_entropy(tp: TensorParallel, logits: np.ndarray, labels:
     vocab_local = logits.shape[-1]
     first = tp.rank * vocab_local
     local_max = logits.max(axis=-1)  # (b, s)
-    maxima = tp.all_gather(local_max[None], 0, "tp/cross-entropy/max")  # (tp, b, s)
+    maxima = tp.all_gather(local_max[None], 0, Region.TP_CROSS_ENTROPY_MAX)  # (tp, b, s)
     shifted = logits - maxima.max(axis=0)[..., None]
     exp = np.exp(shifted)
     local = labels - first
     inside = (local >= 0) & (local < vocab_local)
     target = np.take_along_axis(shifted, np.where(inside, local, 0)[..., None], axis=-1)[..., 0] * inside
-    target = tp.all_reduce(target, "tp/cross-entropy/target")  # the owner's logit, 0 elsewhere
-    sum_exp = tp.all_reduce(exp.sum(axis=-1), "tp/cross-entropy/sum")
+    target = tp.all_reduce(target, Region.TP_CROSS_ENTROPY_TARGET)  # the owner's logit, 0 elsewhere
+    sum_exp = tp.all_reduce(exp.sum(axis=-1), Region.TP_CROSS_ENTROPY_SUM)
     loss = float(np.mean(np.log(sum_exp) - target))
     return loss, exp / sum_exp[..., None], inside
 
@@ -94,7 +95,7 @@ def head_forward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, x: np.
     c: dict[str, Any] = {}
     if spec.final_norm:
         x, c["norm"] = norm_f(spec, sub(p, "head/norm"), x)
-    x_in = mappings.enter_region(tp, x, "tp/lm-head/in")  # (b, s, h)
+    x_in = mappings.enter_region(tp, x, Region.TP_LM_HEAD_IN)  # (b, s, h)
     w = p["embedding/word/weight"].T if spec.tied_embeddings else p["head/lm/weight"]  # (h, V/tp)
     logits = x_in @ w + p.get("head/lm/bias", 0.0)  # (b, s, h) @ (h, V/tp)
     loss, c["probs"], c["inside"] = vocab_parallel_cross_entropy(tp, logits, labels)
@@ -122,7 +123,7 @@ def head_backward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, c: di
         w = p["head/lm/weight"]
     if "head/lm/bias" in p:
         grads["head/lm/bias"] = dlogits.reshape(-1, vocab_local).sum(axis=0)
-    dx = mappings.enter_region_backward(tp, dlogits @ w.T, "tp/lm-head/in")  # (b, s, V/tp) @ (V/tp, h)
+    dx = mappings.enter_region_backward(tp, dlogits @ w.T, Region.TP_LM_HEAD_IN)  # (b, s, V/tp) @ (V/tp, h)
     if "norm" in c:
         dx = norm_b(sub(p, "head/norm"), c["norm"], dx, grads, "head/norm")
     return dx, grads

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from modelplan.export.mechanisms import torchtitan_mechanisms
 from modelplan.export.result import Engine, EngineExport, LaunchCommand
+from modelplan.export.torchtitan_module import CONFIG_FUNCTION, FP8_CONVERTER, render_module
 from modelplan.export.versions import release
 from modelplan.plan.stages import split_layers
 from modelplan.specs.base import Spec
@@ -31,13 +32,8 @@ from modelplan.specs.transformer import TransformerSpec
 
 # modelplan schedule -> torch.distributed.pipelining schedule name.
 SCHEDULE_NAMES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
-FP8_CONVERTER = "Float8LinearConverter"
-"""torchtitan 0.3.0's fp8 converter (`torchtitan.components.quantization`): a config class in
-the model registry's `converters`, no longer a `[model] converters = ["float8"]` name."""
 MODULE_NAME = "modelplan_torchtitan"
 """The config module's file stem; `--module` names it."""
-CONFIG_FUNCTION = "modelplan_job"
-"""The function in it that returns the Trainer.Config; `--config` names it."""
 
 
 class TorchtitanModel(Spec):
@@ -232,8 +228,6 @@ def to_torchtitan(
     version: str | None = None,
 ) -> EngineExport:
     """The Python config module for torchtitan 0.3 (`modelplan_torchtitan.py`)."""
-    from modelplan.export.torchtitan_module import render_module
-
     target = release(Engine.torchtitan, version)
     job = torchtitan_job(model, training, plan)
     program = ("-m", "torchtitan.train", "--module", MODULE_NAME, "--config", CONFIG_FUNCTION)

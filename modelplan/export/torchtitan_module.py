@@ -9,7 +9,16 @@ with `repr`, so the file is plain Python a reader can check line by line.
 
 from __future__ import annotations
 
-from modelplan.export.torchtitan import CONFIG_FUNCTION, FP8_CONVERTER, TorchtitanJob
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from modelplan.export.torchtitan import TorchtitanJob
+
+FP8_CONVERTER = "Float8LinearConverter"
+"""torchtitan 0.3.0's fp8 converter (`torchtitan.components.quantization`): a config class in
+the model registry's `converters`, no longer a `[model] converters = ["float8"]` name."""
+CONFIG_FUNCTION = "modelplan_job"
+"""The function in it that returns the Trainer.Config; `--config` names it."""
 
 RECIPES = {"llama3": "llama3_8b", "qwen3": "qwen3_30b_a3b"}
 """The family's config_registry function whose data, tokenizer and schedule the job keeps."""
@@ -159,7 +168,7 @@ def _kwargs(table: dict) -> str:
     return "\n".join(f"        {key}={value!r}," for key, value in table.items())
 
 
-def render_module(job: TorchtitanJob, header: list[str]) -> str:
+def render_module(job: "TorchtitanJob", header: list[str]) -> str:
     """The module text: a docstring (header and notes), imports, the model, the job function."""
     model = job.model
     family = model.family

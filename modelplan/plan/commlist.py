@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
 from modelplan.plan.experts import expert_capacity
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
@@ -111,6 +112,6 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
                 if unit in replicas and r in replicas[unit]:
                     owned = u.padded if plan.zero == 0 else u.padded // u.group_size
                     pp_mod.replica_calls(calls, unit, len(replicas[unit]), owned * grad)
-        calls.add(Collective.BARRIER, Axis.WORLD, plan.world_size, 0, 1, "world/start", startup=True)
+        calls.add(Collective.BARRIER, Axis.WORLD, plan.world_size, 0, 1, Region.WORLD_START, startup=True)
         per_rank.append(calls)
     return merge_rank_calls(per_rank)

@@ -59,7 +59,7 @@ def predictions_dict(est: PlanEstimate) -> dict[str, Any]:
     return {
         "step_time": est.step.model_dump(),
         "throughput": {
-            "tokens_per_s": est.tokens_per_s,
+            f"{est.throughput_unit}_per_s": est.throughput_per_s,
             "model_tflops_per_gpu": est.model_tflops_per_gpu,
             "hardware_tflops_per_gpu": est.hardware_tflops_per_gpu,
             "mfu": est.mfu,
@@ -74,7 +74,7 @@ def predictions_dict(est: PlanEstimate) -> dict[str, Any]:
             "peak_bytes": est.peak_memory_bytes,
             "budget_bytes": est.memory_budget_bytes,
             "stages": [
-                {"stage": s.stage, **{f"{k}_bytes": v for k, v in s.model_dump().items() if k != "stage"}}
+                {"stage": s.stage, **{f"{k}_bytes": v for k, v in s._asdict().items() if k != "stage"}}
                 for s in est.memory
             ],
         },

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 from modelplan.errors import SpecError
-from modelplan.plan.memory import StageMemory as StageBytes
-from modelplan.plan.results import PlanEstimate, StageMemory, StepTime
 from modelplan.plan.engine import engine_assumptions
+from modelplan.plan.results import PlanEstimate, StepTime
 from modelplan.plan.evaluator import Evaluation, Evaluator, PlanPoint
 from modelplan.plan.mechanisms import mechanism_notes
+from modelplan.plan.family import family_of
 from modelplan.plan.validate import plan_notes, plan_problems
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
-
-
-def _stage(stage: int, mem: StageBytes) -> StageMemory:
-    return StageMemory(stage=stage, **mem._asdict())
 
 
 def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroom: float = 0.0) -> PlanEstimate:
@@ -29,14 +25,15 @@ def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroo
     peak = evaluator.roofline.peak_flops_per_s
     tokens = evaluator.training.global_batch * evaluator.training.seq_len
     busy = step - s.bubble_s - s.dp_comm_s - s.embedding_sync_s - s.optimizer_s
-    memory = [_stage(0, ev.memory_first)]
+    memory = [ev.memory_first]
     if plan.pp > 1:
-        memory.append(_stage(plan.pp - 1, ev.memory_last))
+        memory.append(ev.memory_last)
     return PlanEstimate(
         plan=plan,
         num_microbatches=ev.num_microbatches,
         step=StepTime(**s._asdict()),
-        tokens_per_s=tokens / step,
+        throughput_per_s=tokens / step,
+        throughput_unit="tokens",
         model_tflops_per_gpu=ev.model_flops / step / n / 1e12,
         hardware_tflops_per_gpu=ev.hardware_flops / step / n / 1e12,
         mfu=ev.model_flops / (step * n * peak),
@@ -64,6 +61,23 @@ def evaluate_plan(
 
 
 def estimate_plan(
+    spec,
+    training: TrainingSpec,
+    plan: Plan,
+    cluster: Cluster,
+    cost: CostModel | None = None,
+    *,
+    world_size: int | None = None,
+    memory_headroom: float = 0.0,
+    allow_tp_across_nodes: bool = False,
+) -> PlanEstimate:
+    """Validate `plan` (SpecError naming every broken rule) and predict its step and memory, by
+    the model's family (`plan/family.py`)."""
+    return family_of(spec).call("estimate", spec, training, plan, cluster, cost, world_size=world_size,
+                                memory_headroom=memory_headroom, allow_tp_across_nodes=allow_tp_across_nodes)
+
+
+def estimate_transformer_plan(
     spec: TransformerSpec,
     training: TrainingSpec,
     plan: Plan,
@@ -74,12 +88,7 @@ def estimate_plan(
     memory_headroom: float = 0.0,
     allow_tp_across_nodes: bool = False,
 ) -> PlanEstimate:
-    """Validate `plan` (SpecError naming every broken rule) and predict its step and memory."""
-    if getattr(spec, "kind", None) == "network":  # MLP / CNN / RNN: modelplan.plan.net_search
-        from modelplan.plan.net_search import estimate_network_plan
-
-        return estimate_network_plan(spec, training, plan, cluster, cost, world_size=world_size,
-                                     memory_headroom=memory_headroom, allow_tp_across_nodes=allow_tp_across_nodes)
+    """`estimate_plan` of a transformer."""
     evaluator = Evaluator(spec, training, cluster, cost)
     problems = plan_problems(spec, training, plan, cluster, world_size, allow_tp_across_nodes)
     if problems:

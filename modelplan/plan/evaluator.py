@@ -32,7 +32,8 @@ from modelplan.plan.dims import EXPERT_DP, ParallelDims, pair_shape, strided_sha
 from modelplan.plan.engine import engine_settings
 from modelplan.plan.fsdp import hsdp_groups, reduces_every_microbatch, zero3_mode
 from modelplan.plan.experts import expert_capacity, planned_capacity_factor
-from modelplan.plan.memory import StageMemory, block_activations, edge_activations, stage_memory
+from modelplan.plan.memory import block_activations, edge_activations, stage_memory
+from modelplan.plan.results import StageMemory
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
 from modelplan.plan.parallel.calls import RankCalls
 from modelplan.plan.mechanisms import Mechanisms
@@ -463,7 +464,8 @@ class Evaluator:
         inflight = self.inflight(schedule, pp, m, vpp)
         buckets = self.bucket_bytes if zero >= 1 else 0.0
         out = []
-        for states, b, held in ((first_states, blocks[0], inflight[0]), (last_states, blocks[-1], inflight[1])):
+        for states, b, held, index in ((first_states, blocks[0], inflight[0], 0),
+                                       (last_states, blocks[-1], inflight[1], pp - 1)):
             if offload_optimizer != "none":
                 states = self.mech.offloaded_states(states, dp, zero)
             if zeropp:
@@ -473,7 +475,7 @@ class Evaluator:
             if offload_activations and layers > 2:  # comm/offload.py: RESIDENT_LAYERS stay, for one micro-batch
                 layers, moe_layers, held = 2, min(moe_layers, 2), 1.0
             out.append(stage_memory(states, layers, held, t, b.embedding > 0, b.head > 0, groups, self.cost, mt,
-                                    moe_layers, pp > 1, buckets))
+                                    moe_layers, pp > 1, buckets, index))
             if pp == 1:
                 return out[0], out[0]
         return out[0], out[1]

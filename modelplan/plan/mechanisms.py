@@ -168,10 +168,7 @@ class Mechanisms:
 def mechanism_notes(ev: "Evaluator", plan, step, memory) -> list[str]:
     """One line per overlap / offload / sharding / placement choice of a plan: what it does and
     what it costs or saves (`modelplan plan --explain`, the best plan's notes)."""
-    from modelplan.plan.evaluator import PlanPoint  # noqa: PLC0415 (the evaluator imports this module)
-
     notes = []
-    point = PlanPoint.of(plan, ev.training)
     mode = ev.resolved_tp_overlap(plan.tp_overlap, plan.sequence_parallel, plan.tp)
     if plan.tp > 1:
         if mode == "none":
@@ -195,7 +192,7 @@ def mechanism_notes(ev: "Evaluator", plan, step, memory) -> list[str]:
         notes.append("ZeRO++: int8 weight gathers (qwZ), backward gathers from a secondary weight shard inside the "
                      "node (hpZ, held in HBM), int4 gradient all-to-all (qgZ)")
     if plan.offload_optimizer != "none" or plan.offload_activations:
-        stage = ev.stage_entry(plan.tp, plan.sequence_parallel, plan.micro_batch, point.recompute, plan.pp, plan.ep,
+        stage = ev.stage_entry(plan.tp, plan.sequence_parallel, plan.micro_batch, plan.recompute or ev.training.recompute, plan.pp, plan.ep,
                                plan.cp, plan.schedule, plan.vpp)
         m = plan.num_microbatches(ev.training.global_batch)
         need = ev.mech.host_need(stage, plan.tp, plan.pp, plan.dp, plan.zero, plan.ep, plan.cp, plan.schedule,

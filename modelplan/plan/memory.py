@@ -12,28 +12,12 @@ recomputing; token ids and embedding dropout mask on the first stage; logits and
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from modelplan.count.memory import activation_bytes_per_layer, embedding_activation_bytes, output_activation_bytes
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings
+from modelplan.plan.results import StageMemory
 from modelplan.plan.stage_time import BlockTerms
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.transformer import TransformerSpec
-
-
-class StageMemory(NamedTuple):
-    """Bytes on one GPU of one stage; `total` is what must fit."""
-
-    weights: float
-    gradients: float
-    optimizer: float
-    """fp32 master weights and optimizer states."""
-    activations: float
-    comm_buffers: float
-    fragmentation: float
-    reserved: float
-    """CUDA context and library workspaces."""
-    total: float
 
 
 def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
@@ -92,11 +76,13 @@ def stage_memory(
     moe_layers: int = 0,
     pipelined: bool = False,
     bucket_bytes: float = 0.0,
+    stage: int = 0,
 ) -> StageMemory:
     """Memory of one stage's GPU: model states, `layers` blocks' activations for `inflight`
     micro-batches plus one block's working set, edge activations, buffers and allowances;
     `moe_layers` of the blocks are MoE blocks with `moe_terms`; a `pipelined` stage (pp > 1) keeps
-    send/recv buffers; `bucket_bytes`: the engine's data-parallel staging buckets (DeepSpeed)."""
+    send/recv buffers; `bucket_bytes`: the engine's data-parallel staging buckets (DeepSpeed);
+    `stage` is the pipeline rank."""
     weights, gradients, optimizer = states
     block_bytes = (layers - moe_layers) * terms.activation_bytes
     working = terms.working_bytes
@@ -116,7 +102,7 @@ def stage_memory(
     # grad buffers, FSDP's flat shards)
     fragmentation = (activations + comm) * cost.fragmentation_fraction
     reserved = float(cost.runtime_reserved_bytes)
-    return StageMemory(weights, gradients, optimizer, activations, comm, fragmentation, reserved,
+    return StageMemory(stage, weights, gradients, optimizer, activations, comm, fragmentation, reserved,
                        allocated + fragmentation + reserved)
 
 

@@ -20,13 +20,17 @@ from __future__ import annotations
 
 import math
 
+from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
 from modelplan.count.network_tree import leaves_of
-from modelplan.plan.parallel import dp_zero
+from modelplan.plan.commlist import pipeline_calls
+from modelplan.plan.parallel import dp_zero, pp as pp_mod
 from modelplan.plan.parallel.calls import CommItem, RankCalls, merge_rank_calls
 from modelplan.plan.net_layout import StagePlan
 from modelplan.plan.net_shard import net_unit_shards
 from modelplan.plan.net_tp import TpRole
+from modelplan.plan.pipeline import ActionKind, pipeline_schedule
+from modelplan.plan.stages import unit_replicas
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 
@@ -53,30 +57,36 @@ def net_communication_list(stages: list[StagePlan], training: TrainingSpec, plan
     act = element_bytes or training.dtype_bytes
     grad = element_bytes or training.grad_bytes
     m = plan.num_microbatches(training.global_batch)
-    b, tp, pp, vpp = plan.micro_batch, plan.tp, plan.pp, plan.vpp
-    last = pp * vpp - 1
+    b, tp, pp = plan.micro_batch, plan.tp, plan.pp
+    schedule = pipeline_schedule(plan.schedule, pp, m, plan.vpp)
+    last = schedule.num_stages - 1
     shards = net_unit_shards(stages, plan)
+    replicas = unit_replicas([[u for v in chunks for u in stages[v].units] for chunks in schedule.layout.rank_stages])
     per_rank: list[RankCalls] = []
     for r in range(pp):
         calls = RankCalls()
         add = calls.add
-        for c in range(vpp):
-            v = c * pp + r
-            st = stages[v]
+        moves = pipeline_calls(schedule, r)
+        for c, v in enumerate(schedule.layout.rank_stages[r]):
+            st, mc = stages[v], schedule.microbatches(r, c)
             for op, _, elements, label in tp_calls(st, b):
-                add(op, Axis.TP, tp, elements * act, m, label)
+                add(op, Axis.TP, tp, elements * act, mc, label)
             out_msg = b * math.prod(st.output_shape) * act
             in_msg = b * math.prod(st.input_shape) * act
             if v < last:
-                add(P2P, Axis.PP, pp, out_msg, m, "pp/forward", role="send")
-                add(P2P, Axis.PP, pp, out_msg, m, "pp/backward", role="recv")
+                add(P2P, Axis.PP, pp, out_msg, moves[c][ActionKind.SEND_F], Region.PP_FORWARD, role="send")
+                add(P2P, Axis.PP, pp, out_msg, moves[c][ActionKind.RECV_B], Region.PP_BACKWARD, role="recv")
             if v > 0:
-                add(P2P, Axis.PP, pp, in_msg, m, "pp/forward", role="recv")
-                add(P2P, Axis.PP, pp, in_msg, m, "pp/backward", role="send")
+                add(P2P, Axis.PP, pp, in_msg, moves[c][ActionKind.RECV_F], Region.PP_FORWARD, role="recv")
+                add(P2P, Axis.PP, pp, in_msg, moves[c][ActionKind.SEND_B], Region.PP_BACKWARD, role="send")
             for unit in st.units:
                 if unit not in shards:
                     continue
-                dp_zero.unit_calls(calls, shards[unit], plan.tp, plan.zero, m, act, grad)  # partial_over_tp is 0 here
-        add(BAR, Axis.WORLD, plan.world_size, 0, 1, "world/start", startup=True)
+                u = shards[unit]
+                dp_zero.unit_calls(calls, u, plan.tp, plan.zero, mc, act, grad)  # partial_over_tp is 0 here
+                if unit in replicas:
+                    owned = u.padded if plan.zero == 0 else u.padded // u.group_size
+                    pp_mod.replica_calls(calls, unit, len(replicas[unit]), owned * grad)
+        add(BAR, Axis.WORLD, plan.world_size, 0, 1, Region.WORLD_START, startup=True)
         per_rank.append(calls)
     return merge_rank_calls(per_rank)

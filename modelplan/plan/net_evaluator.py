@@ -8,34 +8,32 @@ from modelplan.comm.ops import Axis, Collective
 from modelplan.count.network import count_network_flops, count_network_params
 from modelplan.count.network_tree import network_tree
 from modelplan.plan.commcost import CommPricer
-from modelplan.plan.dims import ParallelDims
+from modelplan.plan.dims import ParallelDims, pair_shape
 from modelplan.plan.compute import Roofline
-from modelplan.plan.memory import StageMemory as StageBytes
 from modelplan.plan.parallel.dp_zero import (
     DpTimes,
     dp_exposure,
+    dp_seconds,
+    unit_calls,
     optimizer_bytes_per_param,
     state_bytes as model_state_bytes,
     state_bytes_per_param,
 )
-from modelplan.plan.parallel.pp import pipeline_time_s
+from modelplan.plan.parallel.calls import RankCalls
+from modelplan.plan.parallel.pp import pipeline_time_s, replica_calls
+from modelplan.plan.stages import unit_replicas
 from modelplan.plan.net_cost import StageTime, boundary_bytes, stage_time
 from modelplan.plan.net_layout import StagePlan, describe_stages, network_stages
 from modelplan.plan.net_shard import net_unit_shards, rank_activations
 from modelplan.plan.net_tp import TpRole
 from modelplan.plan.results import PlanEstimate, StageMemory, StepTime
 from modelplan.plan.pipeline import pipeline_schedule, schedule_layout
-from modelplan.plan.pipeline.profile import bubble_microbatches
+from modelplan.plan.pipeline.profile import bubble_microbatches, chunk_shares
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.network import NetworkSpec
-from modelplan.specs.plan import Plan
+from modelplan.specs.plan import Plan, Schedule
 from modelplan.specs.training import TrainingSpec
-
-DDP_BUCKET_BYTES = 25 * 1024 * 1024
-"""Gradient bucket of the default network cost model: PyTorch DDP's bucket_cap_mb = 25 (networks
-are trained with DDP; the transformer planner keeps Megatron's 40M-parameter buckets)."""
-
 
 MAX_DEFAULT_MICROBATCHES = 64
 """Micro-batch sizes tried by default give at most this many micro-batches per step: more only
@@ -54,11 +52,13 @@ class RankCost:
     dp_per_mb_s: float
     dp_total_s: float
     optimizer_s: float
+    replica_s: float
+    """AllReduce of the units this rank shares with other pipeline ranks (`parallel/pp.py`)."""
     t_mb_s: float
     """One micro-batch on the rank: compute + exposed TP + p2p + ZeRO-3 per-micro-batch traffic."""
     bwd_mb_s: float
     """One micro-batch's backward on the rank (what hides the gradient reduction)."""
-    memory: StageBytes
+    memory: StageMemory
 
 
 class NetEvaluator:
@@ -66,7 +66,7 @@ class NetEvaluator:
 
     def __init__(self, spec: NetworkSpec, training: TrainingSpec, cluster: Cluster, cost: CostModel | None = None):
         self.spec, self.training, self.cluster = spec, training, cluster
-        self.cost = cost or CostModel(dp_bucket_bytes=DDP_BUCKET_BYTES)
+        self.cost = cost or CostModel()
         self.units = network_tree(spec)
         self.roofline = Roofline.of(cluster.accelerator, training.precision, self.cost)
         self.pricer = CommPricer(cluster)
@@ -106,32 +106,42 @@ class NetEvaluator:
         times = self.times(tp, layout.num_stages, b, dp, pp)
         shapes = ParallelDims(dp=dp, tp=tp, pp=pp).group_shapes(self.cluster.gpus_per_node)
         mine = list(layout.rank_stages[r])
-        fwd = sum(times[v].fwd_s for v in mine)
-        bwd = sum(times[v].bwd_s + times[v].tp_s for v in mine)
+        shares = [_whole(w) for w in chunk_shares(Schedule(plan.schedule), pp, vpp)[r]]  # micro-batches per chunk / m
+        fwd = sum(w * times[v].fwd_s for v, w in zip(mine, shares))
+        bwd = sum(w * (times[v].bwd_s + times[v].tp_s) for v, w in zip(mine, shares))
         p2p = 0.0
         if pp > 1:
-            for v in mine:
-                for edge in ([v] if v < layout.num_stages - 1 else []) + ([v - 1] if v > 0 else []):
+            key = ("route", plan.schedule, pp, vpp)
+            if key not in self._cache:
+                self._cache[key] = {(rr, cc): p for p, path in enumerate(layout.routes) for rr, cc in path}
+            route = self._cache[key]
+            for c, (v, w) in enumerate(zip(mine, shares)):
+                path = layout.routes[route[(r, c)]]
+                for edge, other in ([(v, v + 1)] if v < layout.num_stages - 1 else []) + ([(v - 1, v - 1)] if v > 0 else []):
+                    if path[other][0] == r:  # the neighbouring stage runs on this rank (ZB-V's turn)
+                        continue
                     nbytes = boundary_bytes(stages[edge], b, self.dtype_bytes)
-                    p2p += self.pricer.p2p_time_s(nbytes, shapes[Axis.PP].crosses_nodes) * self.cost.pp_p2p_exposed_fraction
+                    p2p += w * self.pricer.p2p_time_s(nbytes, shapes[Axis.PP].crosses_nodes) * self.cost.pp_p2p_exposed_fraction
         local, largest = self._local_params(plan, r)
-        dpt = self._dp_times(local, largest, shapes[Axis.DP])
+        dpt = self._dp_times(plan, r, shapes[Axis.DP])
         dp_exp = dp_exposure(plan.zero, dpt, m, fwd, bwd, self.cost.dp_overlap, self.cost.dp_overlap_fraction,
                              self.cost.overlap_interference) if dp > 1 else None
         owned = local / (dp if plan.zero >= 1 else 1)
         optimizer = self.roofline.memory_time_s(owned * self.opt_bytes)
+        replica = self._replica_s(plan, r, shapes)
         per_mb = dp_exp.per_microbatch_s if dp_exp else 0.0
         return RankCost(
-            compute_s=m * sum(times[v].fwd_s + times[v].bwd_s for v in mine),
-            tp_s=m * sum(times[v].tp_s for v in mine), tp_hidden_s=m * sum(times[v].tp_hidden_s for v in mine),
+            compute_s=m * sum(w * (times[v].fwd_s + times[v].bwd_s) for v, w in zip(mine, shares)),
+            tp_s=m * sum(w * times[v].tp_s for v, w in zip(mine, shares)),
+            tp_hidden_s=m * sum(w * times[v].tp_hidden_s for v, w in zip(mine, shares)),
             p2p_s=m * p2p, dp_after_s=dp_exp.after_pipeline_s if dp_exp else 0.0, dp_per_mb_s=per_mb,
-            dp_total_s=dp_exp.total_s if dp_exp else 0.0, optimizer_s=optimizer,
+            dp_total_s=dp_exp.total_s if dp_exp else 0.0, optimizer_s=optimizer, replica_s=replica,
             t_mb_s=fwd + bwd + p2p + per_mb, bwd_mb_s=bwd, memory=self._memory(plan, r, m, local, largest, stages),
         )
 
     def _notes(self, plan: Plan) -> list[str]:
         """Throughput unit, stage boundaries and the tensor-parallel split of this plan."""
-        notes = ["throughput counts samples (the JSON field tokens_per_s holds samples per second)"]
+        notes = []
         stages = self.stages(plan.tp, schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages)
         if len(stages) > 1:
             notes.append(describe_stages(stages))
@@ -143,13 +153,31 @@ class NetEvaluator:
 
     def _local_params(self, plan: Plan, r: int) -> tuple[int, int]:
         """(parameters on pipeline rank r after the tp split, its largest unit)."""
-        key = ("local", plan.tp, plan.pp, plan.vpp, r)
+        key = ("local", plan.tp, plan.pp, plan.vpp, plan.schedule, r)
         if key not in self._cache:
             layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
             stages = self.stages(plan.tp, layout.num_stages)
             shards = net_unit_shards([stages[v] for v in layout.rank_stages[r]], plan)
             self._cache[key] = (sum(s.numel for s in shards.values()), max((s.numel for s in shards.values()), default=0))
         return self._cache[key]  # type: ignore[return-value]
+
+    def _replica_s(self, plan: Plan, r: int, shapes) -> float:
+        """The AllReduce of every unit rank r shares with other pipeline ranks (`parallel/pp.py`)."""
+        layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
+        stages = self.stages(plan.tp, layout.num_stages)
+        key = ("replicas", plan.tp, plan.pp, plan.vpp, plan.schedule)
+        if key not in self._cache:
+            self._cache[key] = unit_replicas([[u for v in chunks for u in stages[v].units] for chunks in layout.rank_stages])
+        replicas = self._cache[key]
+        if not replicas:
+            return 0.0
+        calls = RankCalls()
+        shards = net_unit_shards([stages[v] for v in layout.rank_stages[r]], plan)
+        for unit, u in shards.items():
+            if unit in replicas:
+                owned = u.padded if plan.zero == 0 else u.padded // u.group_size
+                replica_calls(calls, unit, len(replicas[unit]), owned * self.grad_bytes)
+        return calls.price(self.pricer, lambda axis, size: pair_shape(shapes[Axis.PP].crosses_nodes))
 
     def _activations(self, plan: Plan, m: int, stages: list[StagePlan]):
         """Peak activations per pipeline rank (`net_shard.rank_activations` over the schedule)."""
@@ -159,20 +187,21 @@ class NetEvaluator:
             self._cache[key] = rank_activations(stages, plan, schedule)
         return self._cache[key]  # type: ignore[return-value]
 
-    def _dp_times(self, params: int, largest: int, shape) -> DpTimes:
-        grads, weights = params * self.grad_bytes, params * self.dtype_bytes
-        bucket = min(grads, self.cost.dp_bucket_bytes)
-        t = self.pricer.time_s
-        return DpTimes(
-            all_reduce=t(Collective.ALL_REDUCE, grads, shape), all_reduce_bucket=t(Collective.ALL_REDUCE, bucket, shape),
-            reduce_scatter=t(Collective.REDUCE_SCATTER, grads, shape),
-            reduce_scatter_bucket=t(Collective.REDUCE_SCATTER, bucket, shape),
-            all_gather=t(Collective.ALL_GATHER, weights, shape),
-            all_gather_bucket=t(Collective.ALL_GATHER, min(weights, bucket), shape),
-            all_gather_block=t(Collective.ALL_GATHER, largest * self.dtype_bytes, shape),
-        )
+    def _dp_times(self, plan: Plan, r: int, shape) -> DpTimes:
+        """Rank r's data-parallel calls of one micro-batch per step, one bucket per unit as the
+        communication list holds them (`net_commlist.py`, `parallel/dp_zero.py`), priced."""
+        key = ("dp", plan.tp, plan.pp, plan.dp, plan.vpp, plan.schedule, plan.zero, r)
+        if key not in self._cache:
+            layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
+            stages = self.stages(plan.tp, layout.num_stages)
+            calls = RankCalls()
+            for u in net_unit_shards([stages[v] for v in layout.rank_stages[r]], plan).values():
+                unit_calls(calls, u, plan.tp, plan.zero, 1, self.dtype_bytes, self.grad_bytes)
+            self._cache[key] = dp_seconds(calls, lambda op, axis, size, nbytes: self.pricer.time_s(op, nbytes, shape),
+                                          plan.zero).times
+        return self._cache[key]  # type: ignore[return-value]
 
-    def _memory(self, plan: Plan, r: int, m: int, local: int, largest: int, stages: list[StagePlan]) -> StageBytes:
+    def _memory(self, plan: Plan, r: int, m: int, local: int, largest: int, stages: list[StagePlan]) -> StageMemory:
         weights, gradients, optimizer = model_state_bytes(local, largest, plan.dp, plan.zero, self.dtype_bytes,
                                                           self.grad_bytes, self.state_bytes)
         act = self._activations(plan, m, stages)[r]
@@ -186,7 +215,7 @@ class NetEvaluator:
         allocated = weights + gradients + optimizer + activations + comm
         frag = allocated * self.cost.fragmentation_fraction
         reserved = float(self.cost.runtime_reserved_bytes)
-        return StageBytes(weights, gradients, optimizer, activations, comm, frag, reserved, allocated + frag + reserved)
+        return StageMemory(r, weights, gradients, optimizer, activations, comm, frag, reserved, allocated + frag + reserved)
 
     def estimate(self, plan: Plan, memory_headroom: float = 0.0) -> PlanEstimate:
         """Step time, throughput and per-rank memory of one valid plan."""
@@ -195,20 +224,21 @@ class NetEvaluator:
         t_max = max(rc.t_mb_s for rc in ranks)
         t_mean = sum(rc.t_mb_s for rc in ranks) / plan.pp
         pipeline = pipeline_time_s(m, float(bubble_microbatches(plan.schedule, plan.pp, m, plan.vpp)), t_max, t_mean)
-        steps = [pipeline + rc.dp_after_s + rc.optimizer_s for rc in ranks]
+        steps = [pipeline + rc.dp_after_s + rc.replica_s + rc.optimizer_s for rc in ranks]
         crit = ranks[max(range(plan.pp), key=lambda r: steps[r])]
         step_s = max(steps)
         busy = m * crit.t_mb_s
         step = StepTime(step_time_s=step_s, compute_s=crit.compute_s, recompute_s=0.0, tp_comm_s=crit.tp_s,
                         pp_comm_s=crit.p2p_s, bubble_s=pipeline - busy, dp_comm_s=crit.dp_after_s + m * crit.dp_per_mb_s,
-                        embedding_sync_s=0.0, optimizer_s=crit.optimizer_s, dp_comm_total_s=crit.dp_total_s,
+                        embedding_sync_s=crit.replica_s, optimizer_s=crit.optimizer_s, dp_comm_total_s=crit.dp_total_s,
                         tp_hidden_s=crit.tp_hidden_s)
         n, peak = plan.world_size, self.roofline.peak_flops_per_s
-        memory = [StageMemory(stage=r, **rc.memory._asdict()) for r, rc in enumerate(ranks)]
+        memory = [rc.memory for rc in ranks]
         worst = max(rc.memory.total for rc in ranks)
         budget = self.memory_bytes * (1 - memory_headroom)
         return PlanEstimate(
-            plan=plan, num_microbatches=m, step=step, tokens_per_s=self.training.global_batch / step_s,
+            plan=plan, num_microbatches=m, step=step, throughput_per_s=self.training.global_batch / step_s,
+            throughput_unit="samples",
             model_tflops_per_gpu=self.model_flops / step_s / n / 1e12,
             hardware_tflops_per_gpu=self.model_flops / step_s / n / 1e12,
             mfu=self.model_flops / (step_s * n * peak), hfu=self.model_flops / (step_s * n * peak),
@@ -217,3 +247,8 @@ class NetEvaluator:
             peak_memory_bytes=worst, memory_budget_bytes=budget, fits=worst <= budget,
             notes=self._notes(plan),
         )
+
+
+def _whole(share):
+    """A chunk's share of the micro-batches: an int when whole (every chunk of Megatron's schedules)."""
+    return int(share) if share == 1 else float(share)

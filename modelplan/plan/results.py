@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated, Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from modelplan.specs.plan import Plan
 
@@ -26,11 +28,13 @@ class StepTime(Result):
     pp_comm_s: float
     """Exposed pipeline send/recv (one per micro-batch per direction per chunk)."""
     bubble_s: float
-    """Pipeline fill and drain: (pp - 1)/vpp times one micro-batch's stage time."""
+    """Pipeline fill and drain: the schedule's idle micro-batch times ((pp - 1)/vpp for Megatron's
+    schedules) times one micro-batch's mean stage time (`parallel/pp.py`)."""
     dp_comm_s: float
     """Exposed data-parallel traffic (gradient reduction, ZeRO gathers) not hidden by backward."""
     embedding_sync_s: float
-    """AllReduce of tied word-embedding gradients between first and last stage."""
+    """AllReduce of the gradients of units held by several pipeline ranks: the tied word
+    embedding (first and last stage), every stage under DualPipe (`parallel/pp.py`)."""
     optimizer_s: float
     """Optimizer step (memory-bound)."""
     dp_comm_total_s: float
@@ -54,18 +58,24 @@ class StepTime(Result):
         return {n: getattr(self, n) for n in names}
 
 
-class StageMemory(Result):
-    """Bytes on one GPU of one pipeline stage."""
+class StageMemory(NamedTuple):
+    """Bytes on one GPU of one pipeline stage; `total` is what must fit (a tuple: the search
+    builds two per plan; results serialize it field by field)."""
 
     stage: int
     weights: float
     gradients: float
     optimizer: float
+    """fp32 master weights and optimizer states."""
     activations: float
     comm_buffers: float
     fragmentation: float
     reserved: float
+    """CUDA context and library workspaces."""
     total: float
+
+
+StageMemoryField = Annotated[StageMemory, PlainSerializer(lambda s: s._asdict())]
 
 
 class PlanEstimate(Result):
@@ -74,7 +84,10 @@ class PlanEstimate(Result):
     plan: Plan
     num_microbatches: int
     step: StepTime
-    tokens_per_s: float
+    throughput_per_s: float
+    """The global batch per second, in `throughput_unit`."""
+    throughput_unit: Literal["tokens", "samples"] = "tokens"
+    """What the family's batches count: tokens (batch x seq_len) or samples (`plan/family.py`)."""
     model_tflops_per_gpu: float
     """Model FLOPs (fwd + bwd, no recompute) per second per GPU."""
     hardware_tflops_per_gpu: float
@@ -87,7 +100,7 @@ class PlanEstimate(Result):
     hardware_flops: float
     bubble_fraction: float
     """Bubble time over the pipeline's busy time."""
-    memory: list[StageMemory]
+    memory: list[StageMemoryField]
     """First and last stage (one entry when pp = 1): the largest stages."""
     peak_memory_bytes: float
     memory_budget_bytes: float
@@ -95,6 +108,11 @@ class PlanEstimate(Result):
     fits: bool
     notes: list[str] = Field(default_factory=list)
     """Conventions this plan relies on (vocab padding, KV replication)."""
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Tokens per second (None for a family that counts samples)."""
+        return self.throughput_per_s if self.throughput_unit == "tokens" else None
 
 
 class SearchResult(Result):

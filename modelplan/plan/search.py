@@ -13,17 +13,16 @@ import heapq
 import math
 import time
 from collections import Counter
-from typing import Literal
-
-from pydantic import Field
 
 from modelplan.errors import PlanInfeasible
 from modelplan.plan.estimate import to_estimate
+from modelplan.plan.family import family_of
 from modelplan.plan.infeasible import _axes, nearest_blocker
-from modelplan.plan.pipeline import schedule_problem
+from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.results import SearchResult
 from modelplan.plan.evaluator import Evaluator, PlanPoint
+from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, _choose, divisors
 from modelplan.plan.search_ext import Extensions
 from modelplan.plan.validate import (
     batch_problem,
@@ -32,88 +31,23 @@ from modelplan.plan.validate import (
     tp_node_problem,
     tp_problems,
 )
-from modelplan.specs.base import Spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
-from modelplan.specs.plan import Plan, Schedule, TpOverlap
-from modelplan.specs.training import Recompute, TrainingSpec
+from modelplan.specs.plan import Plan, Schedule
+from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
-
-class IntRange(Spec):
-    """Inclusive range of integers, e.g. `--pp 1..16`."""
-
-    lo: int = Field(ge=1)
-    hi: int = Field(ge=1)
+__all__ = ["IntRange", "SearchSpace", "divisors", "search_plans", "search_transformer_plans"]  # the space lives in space.py
 
 
-IntChoice = list[int] | IntRange
-
-LONG_SEQUENCE = 32768
-"""The search tries context parallelism by default from this sequence length on (below it a
-sequence's activations fit with sequence parallelism and recompute, and CP's ring only adds
-traffic; Megatron-core documents CP for long-context training); `--cp` asks for it at any length."""
-
-
-class SearchSpace(Spec):
-    """Which values each plan field may take; None means every value that can be valid."""
-
-    tp: IntChoice | None = None
-    pp: IntChoice | None = None
-    dp: IntChoice | None = None
-    vpp: IntChoice | None = None
-    """Model chunks per pipeline rank; values >= 2 use the interleaved schedule."""
-    micro_batch: IntChoice | None = None
-    ep: IntChoice | None = None
-    """Expert-parallel sizes (MoE); default: every divisor of dp that divides num_experts."""
-    cp: IntChoice | None = None
-    """Context-parallel sizes; default: 1, or from seq_len >= LONG_SEQUENCE on every divisor of
-    gpus/tp that divides seq_len."""
-    max_tp: int | None = Field(None, ge=1)
-    schedule: list[Schedule] | None = None
-    """Default: 1f1b and interleaved (GPipe has 1F1B's bubble and more memory; the others are
-    asked for by name)."""
-    sequence_parallel: list[bool] | None = None
-    recompute: list[Recompute] | None = None
-    zero: list[Literal[0, 1, 2, 3]] | None = None
-    allow_tp_across_nodes: bool = False
-    memory_headroom: float = Field(0.0, ge=0, lt=1)
-    """Fraction of accelerator memory kept free."""
-    tp_overlap: list[TpOverlap] | None = None
-    """TP comm overlap modes (`plan/search_ext.py`); default: the engine's (none, ring, userbuffers)."""
-    dp_overlap: list[bool] | None = None
-    """DP overlap on / off; default both."""
-    offload_optimizer: list[Literal["none", "cpu", "nvme"]] | None = None
-    """Optimizer offload; default none and what the cluster's host offers."""
-    offload_activations: list[bool] | None = None
-    """Activation offload; default off and, with a host, on."""
-    fsdp_shard_size: list[int] | None = None
-    """HSDP shard groups (zero >= 2); default 1, 2 and 4 nodes' data-parallel ranks."""
-    zeropp: list[bool] | None = None
-    """ZeRO++ on ZeRO-3; default both."""
-    rank_order: list[str] | None = None
-    """Rank orders (`plan/placement.py`); default the engine orders that place differently."""
-    batch_splits: list[int] | None = None
-    """Other global batches every plan must also split into dp x micro_batch (a ramp-up's start
-    and increment, as Megatron's ramp-up calculator requires)."""
+def search_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, space: SearchSpace | None = None,
+                 cost: CostModel | None = None, top_k: int = 5) -> SearchResult:
+    """Every valid plan of `gpus` GPUs ranked by predicted step time, by the model's family
+    (`plan/family.py`; raises PlanInfeasible with the nearest blocker when none fits)."""
+    return family_of(spec).call("search", spec, training, cluster, gpus, space, cost, top_k)
 
 
-def divisors(n: int) -> list[int]:
-    """Positive divisors of n, ascending."""
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
-def _choose(choice: IntChoice | None, defaults: list[int], cap: int) -> list[int]:
-    """User values (explicit list, or every integer of a range up to cap) or the defaults."""
-    if choice is None:
-        return defaults
-    if isinstance(choice, IntRange):
-        return list(range(choice.lo, min(choice.hi, cap) + 1))
-    return sorted(set(choice))
-
-
-def search_plans(
+def search_transformer_plans(
     spec: TransformerSpec,
     training: TrainingSpec,
     cluster: Cluster,
@@ -123,13 +57,9 @@ def search_plans(
     top_k: int = 5,
     use_bound: bool = True,
 ) -> SearchResult:
-    """Every valid plan of `gpus` GPUs ranked by predicted step time (raises PlanInfeasible with
-    the nearest blocker when none fits). `use_bound` False prices every plan that fits (the
-    benchmark's check that the step-time bound never drops a top plan)."""
-    if getattr(spec, "kind", None) == "network":  # MLP / CNN / RNN: modelplan.plan.net_search
-        from modelplan.plan.net_search import search_network_plans
-
-        return search_network_plans(spec, training, cluster, gpus, space, cost, top_k)
+    """`search_plans` of a transformer (dense or MoE): the enumeration of the module docstring.
+    `use_bound` False prices every plan that fits (the benchmark's check that the step-time bound
+    never drops a top plan)."""
     start = time.perf_counter()
     space = space or SearchSpace()
     ev = Evaluator(spec, training, cluster, cost)
@@ -209,6 +139,14 @@ def search_plans(
             allowed = set(_choose(space.vpp, [], layers))
             out = [(s, v) for s, v in out if v in allowed]
         return out
+
+    num_stages: dict[tuple, int] = {}
+
+    def stages_of(sched: str, pp: int, vpp: int) -> int:
+        key = (sched, pp, vpp)
+        if key not in num_stages:
+            num_stages[key] = schedule_layout(sched, pp, vpp).num_stages
+        return num_stages[key]
 
     def sps_of(tp: int) -> list[bool]:
         return [x for x in sp_user if tp > 1 or not x] or [False]
@@ -338,7 +276,8 @@ def search_plans(
                             for rc in recomputes:
                                 acts = ext.activation_offloads(rc)
                                 for sched, vpp in svs:
-                                    problem = pp_problem(layers, pp, vpp) or schedule_problem(sched, pp, m, vpp)
+                                    problem = (pp_problem(layers, pp, vpp, stages_of(sched, pp, vpp))
+                                               or schedule_problem(sched, pp, m, vpp))
                                     if problem:
                                         reject(problem, len(orders) * len(tpos) * len(acts) * per_bound)
                                         continue

@@ -17,6 +17,7 @@ from itertools import accumulate
 
 from typing import NamedTuple
 
+from modelplan.comm.regions import Region
 from modelplan.plan.pipeline.actions import StageLayout
 from modelplan.specs.transformer import TransformerSpec
 
@@ -140,4 +141,4 @@ class RankBlocks(NamedTuple):
 
 def replica_label(unit: str) -> str:
     """Ledger label of the AllReduce of a replicated unit's gradient (`unit_replicas`)."""
-    return "pp/tied-embedding-grads" if unit == "embedding/word" else "pp/replica-grads"
+    return Region.PP_TIED_EMBEDDING if unit == "embedding/word" else Region.PP_REPLICA

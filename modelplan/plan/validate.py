@@ -13,7 +13,7 @@ and the search uses the same functions to count why it rejected plans. Conventio
 from __future__ import annotations
 
 from modelplan.errors import SpecError
-from modelplan.plan.pipeline import schedule_problem
+from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.specs.features import architecture_features
 from modelplan.specs.hardware import Cluster
@@ -59,14 +59,17 @@ def tp_node_problem(tp: int, gpus_per_node: int) -> Problem | None:
     )
 
 
-def pp_problem(layers: int, pp: int, vpp: int) -> Problem | None:
-    """At least one block per model chunk (uneven splits: `plan.stages.split_layers`)."""
-    if layers >= pp * vpp:
+def pp_problem(layers: int, pp: int, vpp: int, num_stages: int | None = None) -> Problem | None:
+    """At least one block per model chunk (uneven splits: `plan.stages.split_layers`); a schedule's
+    layout may cut the model into more stages than pp * vpp (`num_stages`: ZB-V's two per rank)."""
+    n = pp * vpp if num_stages is None else num_stages
+    if layers >= n:
         return None
+    what = (f"pp * vpp ({pp} * {vpp} = {n})" if n == pp * vpp
+            else f"the schedule's pipeline stages ({n // pp} per rank x pp {pp} = {n})")
     return Problem(
         Reason.PP_LAYERS,
-        f"pp * vpp ({pp} * {vpp} = {pp * vpp}) must not exceed layers ({layers}): every "
-        "pipeline stage needs at least one layer",
+        f"{what} must not exceed layers ({layers}): every pipeline stage needs at least one layer",
     )
 
 
@@ -113,7 +116,7 @@ def plan_problems(
         if problem:
             out.append(problem)
     for problem in (
-        pp_problem(spec.layers, plan.pp, plan.vpp),
+        pp_problem(spec.layers, plan.pp, plan.vpp, schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages),
         batch_problem(training.global_batch, plan.micro_batch, plan.dp),
     ):
         if problem:

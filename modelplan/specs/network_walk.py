@@ -27,7 +27,6 @@ from modelplan.specs.layers import (
     Recurrent,
     Softmax,
 )
-from modelplan.specs.network import Repeat, Residual, Sequential
 
 Shape = tuple[int, ...]
 
@@ -219,7 +218,7 @@ class _Walker:
         """Walk a list; an unnamed repeat splices its copies into the positions of this list."""
         position = 0
         for item in items:
-            copies = item.times if isinstance(item, Repeat) and item.name is None else 0
+            copies = item.times if item.type == "repeat" and item.name is None else 0
             expanded = [sub for _ in range(copies) for sub in item.layers] if copies else [item]
             for sub in expanded:
                 segment = sub.name if sub.name is not None else f"{index_prefix}{position}"
@@ -229,9 +228,9 @@ class _Walker:
 
     def item(self, item, shape: Shape, path: str) -> Shape:
         """Walk one item at `path`."""
-        if isinstance(item, Sequential):
+        if item.type == "sequential":
             return self.items(item.layers, shape, path)
-        if isinstance(item, Repeat):
+        if item.type == "repeat":
             for copy in range(item.times):
                 copy_path = f"{path}/{copy}"
                 if len(item.layers) == 1:
@@ -244,7 +243,7 @@ class _Walker:
                 else:
                     shape = self.items(item.layers, shape, copy_path)
             return shape
-        if isinstance(item, Residual):
+        if item.type == "residual":
             self._open_unit()
             self.in_residual += 1
             main = self.items(item.main, shape, path)

@@ -28,6 +28,15 @@ class Schedule(StrEnum):
     """PipeDream-Flush: warmup forwards, then one forward one backward (Narayanan et al. 2021)."""
     INTERLEAVED = "interleaved"
     """Interleaved 1F1B over vpp model chunks per rank (Narayanan et al. 2021, sec. 2.2.2)."""
+    ZB_H1 = "zb-h1"
+    """1F1B with the backward split into B (input) and W (weights), W delayed to fill the bubble
+    (Qi et al. 2024, Zero Bubble Pipeline Parallelism, sec. 2.1)."""
+    ZB_V = "zb-v"
+    """Zero bubble on two chunks per rank in a V (stage r and 2 pp - 1 - r), B and W split
+    (Qi et al. 2024, sec. 6)."""
+    DUALPIPE = "dualpipe"
+    """Bidirectional: half the micro-batches from each end, two copies of every stage per rank
+    pair (DeepSeek-V3 technical report, sec. 3.2.1)."""
 
 
 class Plan(Spec):

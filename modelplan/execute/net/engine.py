@@ -17,6 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
+from modelplan.comm.regions import Region
 from modelplan.comm.communicator import Communicator
 from modelplan.count.network import network_layers
 from modelplan.count.network_tree import leaves_of, network_tree
@@ -45,7 +46,8 @@ from modelplan.execute.pipeline import PipelineP2P
 from modelplan.plan.dims import ParallelDims
 from modelplan.plan.net_layout import StagePlan, network_stages
 from modelplan.plan.net_tp import TpRole, param_tp_dim
-from modelplan.plan.pipeline import PipelineSchedule, pipeline_schedule
+from modelplan.plan.pipeline import PipelineSchedule, pipeline_schedule, schedule_layout
+from modelplan.plan.stages import replica_label, unit_replicas
 from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -77,7 +79,8 @@ class NetJob:
         return pipeline_schedule(self.plan.schedule, self.plan.pp, self.num_microbatches, self.plan.vpp)
 
     def stages(self) -> list[StagePlan]:
-        return network_stages(network_tree(self.spec), self.plan.pp * self.plan.vpp, self.plan.tp)
+        num_stages = schedule_layout(self.plan.schedule, self.plan.pp, self.plan.vpp).num_stages
+        return network_stages(network_tree(self.spec), num_stages, self.plan.tp)
 
     def batch(self, step: int = 0) -> NetBatch:
         """The global batch of step `step` (0-based; every rank draws the same and keeps its rows)."""
@@ -115,7 +118,7 @@ class NetRankProgram(SteppedProgram):
     """One rank's state during the run."""
 
     STATIC = ("comm", "job", "plan", "coords", "groups", "dp", "m", "schedule", "defs", "stages", "hooks",
-              "memory", "live", "_sizes", "_held", "_peak")
+              "memory", "live", "_sizes", "_held", "_peak", "unit_order", "replicas")
     """Attributes that hold configuration and no arrays, or are walked under their own term
     (memory_probe.program_rest skips them)."""
 
@@ -131,6 +134,9 @@ class NetRankProgram(SteppedProgram):
         all_stages = job.stages()
         self.defs = net_param_defs(all_stages)
         self.stages = [all_stages[v] for v in self.schedule.layout.rank_stages[self.coords.pp_rank]]
+        self.unit_order = [u for st in all_stages for u in st.units]
+        held = [[u for v in chunks for u in all_stages[v].units] for chunks in self.schedule.layout.rank_stages]
+        self.replicas = unit_replicas(held)
         self._held, self._peak = [0, 0], [0, 0]
         self._sizes: dict[tuple[int, int], tuple[int, int]] = {}
         self.hooks = [NetTensorParallel(comm, self.groups.tp, st.roles) for st in self.stages]
@@ -193,7 +199,8 @@ class NetRankProgram(SteppedProgram):
                     continue
                 group = self.groups.dp
                 entries = local_entries(by_unit[unit], self.groups.tp, self.groups.ep, rank, False)
-                bucket = Bucket(unit, entries, group, group.index(rank), self.plan.zero)
+                bucket = Bucket(unit, entries, group, group.index(rank), self.plan.zero,
+                                self.groups.replicas(self.replicas.get(unit)), replica_label(unit))
                 values = None
                 if group.ranks[0] == rank:
                     if full is None:
@@ -202,7 +209,7 @@ class NetRankProgram(SteppedProgram):
                 self.dp.place(bucket, values)
                 self.buckets[unit] = bucket
         if self.comm.world_size > 1:
-            self.comm.barrier(self.groups.world, label="world/start")
+            self.comm.barrier(self.groups.world, label=Region.WORLD_START)
 
     def params(self, chunk: int) -> dict[str, np.ndarray]:
         p = materialize_units(self.dp, self.buckets, self.stages[chunk].units)

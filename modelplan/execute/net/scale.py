@@ -17,6 +17,7 @@ from typing import Any
 
 from modelplan.count.network import count_network_params, network_layers
 from modelplan.errors import SpecError
+from modelplan.plan.pipeline import schedule_problem
 from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -107,6 +108,7 @@ def check_network_plan(spec: NetworkSpec, training: TrainingSpec, plan: Plan) ->
         m = plan.num_microbatches(training.global_batch)
     except ValueError as exc:
         raise SpecError(str(exc)) from None
-    if plan.schedule == "interleaved" and m % plan.pp:
-        raise SpecError(f"interleaved schedule needs num_microbatches ({m}) divisible by pp ({plan.pp})")
+    problem = schedule_problem(plan.schedule, plan.pp, m, plan.vpp)
+    if problem:
+        raise SpecError(problem.message)
     return m

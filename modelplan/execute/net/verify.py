@@ -29,8 +29,9 @@ from modelplan.execute.net.scale import check_network_plan, scale_network
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.oracle import OracleKind, oracle_note
 from modelplan.execute.report import VerifyReport, VerifyRow
-from modelplan.execute.spmd import SpmdError, spmd_runner
-from modelplan.execute.verify import (
+from modelplan.execute.backends import spmd_runner
+from modelplan.execute.spmd import SpmdError
+from modelplan.execute.step_checks import (
     DEFAULT_STEPS,
     Progress,
     check_against_oracle,
@@ -86,8 +87,9 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
                    seed: int = 0, scale: bool = True, optimizer: OptimizerConfig | None = None,
                    timeout_s: float = 120.0, progress: Progress | None = None,
                    loss: LossKind | None = None, oracle: OracleKind | str = OracleKind.NUMPY,
-                   steps: int = DEFAULT_STEPS) -> VerifyReport | None:
-    """Run `plan` on a (scaled-down) copy of the network and check it; None on MPI ranks but 0."""
+                   steps: int = DEFAULT_STEPS, layers_per_stage: int = 1) -> VerifyReport | None:
+    """Run `plan` on a (scaled-down) copy of the network and check it; None on MPI ranks but 0.
+    (`layers_per_stage` is the transformers' option; a network's stages are its units.)"""
     say = progress or (lambda _msg: None)
     oracle = OracleKind(oracle)
     notes = ["float64 throughout; the reference runs the same micro-batches with gradient accumulation",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
 from modelplan.plan.parallel.calls import RankCalls
 from modelplan.specs.costmodel import CostModel
@@ -33,8 +34,8 @@ def ring_calls(calls: RankCalls, cp: int, nbytes: int, fwd_runs: int, bwd_runs: 
     """The K, V (forward, recompute, backward) and dK, dV (backward) ring steps of `blocks` blocks."""
     ring = (cp - 1) * blocks
     for role in ("send", "recv"):
-        calls.add(P2P, Axis.CP, cp, nbytes, (fwd_runs + bwd_runs) * ring, "cp/attention/kv", role=role)
-        calls.add(P2P, Axis.CP, cp, nbytes, bwd_runs * ring, "cp/attention/dkv", role=role)
+        calls.add(P2P, Axis.CP, cp, nbytes, (fwd_runs + bwd_runs) * ring, Region.CP_KV, role=role)
+        calls.add(P2P, Axis.CP, cp, nbytes, bwd_runs * ring, Region.CP_DKV, role=role)
 
 
 def ring_exposure(cp: int, kv_send_s: float, core_fwd_s: float, core_bwd_s: float) -> tuple[float, float, float]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from modelplan.comm.dp_overlap import grad_reduce_exposed_s, param_gather_exposed_s
+from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
 from modelplan.plan.fsdp import zero3_state_bytes
 from modelplan.plan.parallel.calls import RankCalls
@@ -44,15 +45,15 @@ def unit_calls(calls: RankCalls, u: UnitShard, tp: int, zero: int, m: int, param
     partial-sum gradients, then the ZeRO gradient reduction and parameter gather; `param` and
     `grad` are bytes per element, `m` the backwards of the unit per step (`units` alike units)."""
     D, P, k = u.group_size, u.padded, units
-    calls.add(BC, Axis.DP, D, u.numel * param, k, "dp/broadcast", startup=True, root=0)
+    calls.add(BC, Axis.DP, D, u.numel * param, k, Region.DP_BROADCAST, startup=True, root=0)
     per_mb = zero >= 2
     if u.partial_over_tp:
-        calls.add(AR, Axis.TP, tp, u.partial_over_tp * grad, k * (m if per_mb else 1), "tp/partial-grads")
+        calls.add(AR, Axis.TP, tp, u.partial_over_tp * grad, k * (m if per_mb else 1), Region.TP_PARTIAL_GRADS)
     if zero == 0:
-        calls.add(AR, Axis.DP, D, P * grad, k, "dp/grads", overlap=True)
+        calls.add(AR, Axis.DP, D, P * grad, k, Region.DP_GRADS, overlap=True)
     else:
-        calls.add(RS, Axis.DP, D, P * grad, k * (m if per_mb else 1), "dp/grads", overlap=True)
-        calls.add(AG, Axis.DP, D, P * param, k * (2 * m if zero == 3 else 1), "dp/params", overlap=True)
+        calls.add(RS, Axis.DP, D, P * grad, k * (m if per_mb else 1), Region.DP_GRADS, overlap=True)
+        calls.add(AG, Axis.DP, D, P * param, k * (2 * m if zero == 3 else 1), Region.DP_PARAMS, overlap=True)
 
 
 class DpTimes(NamedTuple):

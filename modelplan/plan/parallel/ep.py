@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.parallel.calls import RankCalls
@@ -30,7 +31,7 @@ def dispatch_bytes(num_experts: int, capacity: int, hidden: int, act_bytes: int)
 
 def moe_calls(calls: RankCalls, ep: int, nbytes: int, fwd_runs: int, bwd_runs: int, moe_blocks: int) -> None:
     """Dispatch and combine of `moe_blocks` MoE blocks: `fwd_runs` forwards, `bwd_runs` backwards."""
-    for label in ("ep/dispatch", "ep/combine"):
+    for label in (Region.EP_DISPATCH, Region.EP_COMBINE):
         calls.add(A2A, Axis.EP, ep, nbytes, (fwd_runs + bwd_runs) * moe_blocks, label)
 
 

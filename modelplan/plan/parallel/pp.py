@@ -19,6 +19,7 @@ once per direction per chunk a micro-batch passes on the rank.
 
 from __future__ import annotations
 
+from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
 from modelplan.comm.topology import GroupShape
 from modelplan.plan.commcost import CommPricer
@@ -34,14 +35,14 @@ def boundary_calls(calls: RankCalls, pp: int, tp: int, message_bytes: int, gathe
     """One chunk's stage-boundary sends and receives (`moves`: count of each SEND/RECV action);
     `gathered_bytes` is the receiver's TP AllGather under scatter/gather (None: whole tensors)."""
     add = calls.add
-    add(P2P, Axis.PP, pp, message_bytes, moves.get(ActionKind.SEND_F, 0), "pp/forward", role="send")
-    add(P2P, Axis.PP, pp, message_bytes, moves.get(ActionKind.RECV_B, 0), "pp/backward", role="recv")
+    add(P2P, Axis.PP, pp, message_bytes, moves.get(ActionKind.SEND_F, 0), Region.PP_FORWARD, role="send")
+    add(P2P, Axis.PP, pp, message_bytes, moves.get(ActionKind.RECV_B, 0), Region.PP_BACKWARD, role="recv")
     if gathered_bytes is not None:
-        add(AG, Axis.TP, tp, gathered_bytes, moves.get(ActionKind.RECV_B, 0), "pp/backward/gather")
-    add(P2P, Axis.PP, pp, message_bytes, moves.get(ActionKind.RECV_F, 0), "pp/forward", role="recv")
-    add(P2P, Axis.PP, pp, message_bytes, moves.get(ActionKind.SEND_B, 0), "pp/backward", role="send")
+        add(AG, Axis.TP, tp, gathered_bytes, moves.get(ActionKind.RECV_B, 0), Region.PP_BACKWARD_GATHER)
+    add(P2P, Axis.PP, pp, message_bytes, moves.get(ActionKind.RECV_F, 0), Region.PP_FORWARD, role="recv")
+    add(P2P, Axis.PP, pp, message_bytes, moves.get(ActionKind.SEND_B, 0), Region.PP_BACKWARD, role="send")
     if gathered_bytes is not None:
-        add(AG, Axis.TP, tp, gathered_bytes, moves.get(ActionKind.RECV_F, 0), "pp/forward/gather")
+        add(AG, Axis.TP, tp, gathered_bytes, moves.get(ActionKind.RECV_F, 0), Region.PP_FORWARD_GATHER)
 
 
 def replica_calls(calls: RankCalls, unit: str, copies: int, owned_bytes: int) -> None:

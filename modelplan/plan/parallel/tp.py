@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.parallel.calls import RankCalls
@@ -43,32 +44,32 @@ def block_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, fwd_runs: int,
     """f and g of the attention and MLP sub-layers: `fwd_runs` forwards (recompute included) and
     `bwd_runs` backwards of blocks whose (b, s, h) activation is `nbytes`."""
     g_fwd, g_bwd, f_fwd, f_bwd = region_ops(sp)
-    for sub in ("attention", "mlp"):
-        for op, where in ((f_fwd, "in"), (g_fwd, "out")):
+    for f_region, g_region in ((Region.TP_ATTENTION_IN, Region.TP_ATTENTION_OUT), (Region.TP_MLP_IN, Region.TP_MLP_OUT)):
+        for op, region in ((f_fwd, f_region), (g_fwd, g_region)):
             if op is not None:
-                calls.add(op, TP, tp, nbytes, fwd_runs, f"tp/{sub}/{where}")
-        calls.add(f_bwd, TP, tp, nbytes, bwd_runs, f"tp/{sub}/in")
+                calls.add(op, TP, tp, nbytes, fwd_runs, region)
+        calls.add(f_bwd, TP, tp, nbytes, bwd_runs, f_region)
         if g_bwd is not None:
-            calls.add(g_bwd, TP, tp, nbytes, bwd_runs, f"tp/{sub}/out")
+            calls.add(g_bwd, TP, tp, nbytes, bwd_runs, g_region)
 
 
 def embedding_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, runs: int) -> None:
     """g after the vocab-parallel embedding (forward and backward of `runs` micro-batches)."""
     g_fwd, g_bwd, _, _ = region_ops(sp)
-    calls.add(g_fwd, TP, tp, nbytes, runs, "tp/embedding")
+    calls.add(g_fwd, TP, tp, nbytes, runs, Region.TP_EMBEDDING)
     if g_bwd is not None:
-        calls.add(g_bwd, TP, tp, nbytes, runs, "tp/embedding")
+        calls.add(g_bwd, TP, tp, nbytes, runs, Region.TP_EMBEDDING)
 
 
 def head_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, tokens: int, loss_bytes: int, runs: int) -> None:
     """f before the output head and the vocab-parallel cross-entropy's three reductions."""
     _, _, f_fwd, f_bwd = region_ops(sp)
     if f_fwd is not None:
-        calls.add(f_fwd, TP, tp, nbytes, runs, "tp/lm-head/in")
-    calls.add(f_bwd, TP, tp, nbytes, runs, "tp/lm-head/in")
-    calls.add(AG, TP, tp, tp * tokens * loss_bytes, runs, "tp/cross-entropy/max")
-    calls.add(AR, TP, tp, tokens * loss_bytes, runs, "tp/cross-entropy/target")
-    calls.add(AR, TP, tp, tokens * loss_bytes, runs, "tp/cross-entropy/sum")
+        calls.add(f_fwd, TP, tp, nbytes, runs, Region.TP_LM_HEAD_IN)
+    calls.add(f_bwd, TP, tp, nbytes, runs, Region.TP_LM_HEAD_IN)
+    calls.add(AG, TP, tp, tp * tokens * loss_bytes, runs, Region.TP_CROSS_ENTROPY_MAX)
+    calls.add(AR, TP, tp, tokens * loss_bytes, runs, Region.TP_CROSS_ENTROPY_TARGET)
+    calls.add(AR, TP, tp, tokens * loss_bytes, runs, Region.TP_CROSS_ENTROPY_SUM)
 
 
 class TpSeconds(NamedTuple):

@@ -53,12 +53,15 @@ class Action(NamedTuple):
     microbatch: int
     chunk: int = 0
     peer: int | None = None
+    overlap: bool = False
+    """Runs overlapped with the next action, an F&B chunk (torch's OVERLAP_F_B; DualPipe): both
+    start once the inputs of both have arrived, and their outputs leave when both are done."""
 
     def __str__(self) -> str:
         suffix = f".{self.chunk}" if self.chunk else ""
         peer = f"->{self.peer}" if self.kind in (ActionKind.SEND_F, ActionKind.SEND_B) else (
             f"<-{self.peer}" if self.peer is not None else "")
-        return f"{self.kind.value}{self.microbatch}{suffix}{peer}"
+        return f"{self.kind.value}{self.microbatch}{suffix}{peer}{'&' if self.overlap else ''}"
 
 
 @dataclass(frozen=True)
@@ -161,18 +164,28 @@ class PipelineSchedule:
     @cached_property
     def lowered(self) -> tuple[tuple[Action, ...], ...]:
         """Per rank, the compute actions with RECV_F/RECV_B before and SEND_F/SEND_B after each
-        one whose tensor crosses to another pipeline rank (the action list the executor runs)."""
+        one whose tensor crosses to another pipeline rank (the action list the executor runs); an
+        overlapped pair receives both inputs before and sends both outputs after the pair."""
         out = []
         for r, acts in enumerate(self.actions):
             steps: list[Action] = []
+            group: list[Action] = []
             for a in acts:
-                src, dst = self.neighbours(r, a)
-                forward = a.kind is ActionKind.F
-                if src is not None:
-                    steps.append(Action(ActionKind.RECV_F if forward else ActionKind.RECV_B, a.microbatch, a.chunk, src[0]))
-                steps.append(a)
-                if dst is not None:
-                    steps.append(Action(ActionKind.SEND_F if forward else ActionKind.SEND_B, a.microbatch, a.chunk, dst[0]))
+                group.append(a)
+                if a.overlap:
+                    continue
+                sends = []
+                for g in group:
+                    src, dst = self.neighbours(r, g)
+                    forward = g.kind is ActionKind.F
+                    if src is not None:
+                        steps.append(Action(ActionKind.RECV_F if forward else ActionKind.RECV_B, g.microbatch, g.chunk,
+                                            src[0]))
+                    if dst is not None:
+                        sends.append(Action(ActionKind.SEND_F if forward else ActionKind.SEND_B, g.microbatch, g.chunk,
+                                            dst[0]))
+                steps += group + sends
+                group = []
             out.append(tuple(steps))
         return tuple(out)
 

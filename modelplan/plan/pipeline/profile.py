@@ -63,7 +63,7 @@ def simulate(schedule: PipelineSchedule, t_forward: float = 1, t_input_grad: flo
     for r, acts in enumerate(schedule.actions):
         stages = schedule.layout.rank_stages[r]
         keys, need1, need2, costs = [], [], [], []
-        for kind, i, c, _ in acts:
+        for kind, i, c, _, _ in acts:
             s = stages[c]
             base = i * S + s
             if kind is F:
@@ -73,7 +73,7 @@ def simulate(schedule: PipelineSchedule, t_forward: float = 1, t_input_grad: flo
                 costs.append(t_input_grad if (r, c, i) in split else t_input_grad + t_weight_grad)
             else:
                 keys.append(2 * MS + base), need1.append(MS + base), need2.append(-1), costs.append(t_weight_grad)
-        enc.append((keys, need1, need2, costs))
+        enc.append((keys, need1, need2, costs, [a.overlap for a in acts]))
     owner = [[schedule.where(k // S % m, k % S)[0] for k in range(MS)]] if t_p2p else None
     done = [-1.0] * (3 * MS)
     waiting: dict[int, list[int]] = {}  # key -> ranks blocked on it
@@ -83,36 +83,36 @@ def simulate(schedule: PipelineSchedule, t_forward: float = 1, t_input_grad: flo
     ready = list(range(pp))
     while ready:
         r = ready.pop()
-        keys, need1, need2, costs = enc[r]
+        keys, need1, need2, costs, overlap = enc[r]
         c, t, n, rs, re = cursor[r], clock[r], len(keys), starts[r], ends[r]
         while c < n:
-            start = t
-            dep = need1[c]
-            if dep >= 0:
-                end = done[dep]
-                if end < 0:
-                    waiting.setdefault(dep, []).append(r)
+            group = 2 if overlap[c] else 1  # an overlapped pair starts when both have their inputs
+            start, blocked = t, None
+            for k in range(c, c + group):
+                for dep in (need1[k], need2[k]):
+                    if dep < 0 or dep in keys[c:k]:
+                        continue
+                    end = done[dep]
+                    if end < 0:
+                        blocked = dep
+                        break
+                    if owner is not None and owner[0][dep % MS] != r:
+                        end += t_p2p
+                    if end > start:
+                        start = end
+                if blocked is not None:
                     break
-                if owner is not None and owner[0][dep % MS] != r:
-                    end += t_p2p
-                if end > start:
-                    start = end
-            dep = need2[c]
-            if dep >= 0:
-                end = done[dep]
-                if end < 0:
-                    waiting.setdefault(dep, []).append(r)
-                    break
-                if owner is not None and owner[0][dep % MS] != r:
-                    end += t_p2p
-                if end > start:
-                    start = end
-            t = start + costs[c]
-            key = keys[c]
-            rs[c], re[c], done[key] = start, t, t
-            if key in waiting:
-                ready.extend(waiting.pop(key))
-            c += 1
+            if blocked is not None:
+                waiting.setdefault(blocked, []).append(r)
+                break
+            for k in range(c, c + group):
+                t = start + costs[k]
+                key = keys[k]
+                rs[k], re[k], done[key] = start, t, t
+                start = t
+                if key in waiting:
+                    ready.extend(waiting.pop(key))
+            c += group
         cursor[r], clock[r] = c, t
     if any(cursor[r] < len(enc[r][0]) for r in range(pp)):
         stuck = {r: str(schedule.actions[r][cursor[r]]) for r in range(pp) if cursor[r] < len(enc[r][0])}
