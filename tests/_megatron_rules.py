@@ -20,6 +20,8 @@ from collections.abc import Callable
 HAND_FLAGS = {
     "--max-position-embeddings": "arguments.py:1642",
     "--position-embedding-type": "arguments.py:1645",
+    "--rotary-base": "arguments.py:1655",  # type=int
+    "--rotary-percent": "arguments.py:1657",
     "--group-query-attention": "arguments.py:1630",
     "--make-vocab-size-divisible-by": "arguments.py:1678",
     "--openai-gelu": "arguments.py:1681",

@@ -147,3 +147,32 @@ def test_cli_serve_encoder_is_an_error():
     """An encoder keeps no KV cache: one-line error, exit 2."""
     result = CliRunner().invoke(app, ["serve", "bert-base", "--context", "512"])
     assert result.exit_code == 2 and "encoder" in result.output
+
+
+def test_kv_mla_latent_by_hand_and_replicated_over_tp():
+    """DeepSeek-V3 (61 layers; MLA caches the latent d_c = kv_lora_rank 512 plus the shared rope key
+    d_h^R = 64 per token, DeepSeek-V2 sec. 2.1.2; config.json of deepseek-ai/DeepSeek-V3), bf16:
+    61 x (512 + 64) x 2 = 70,272 B per token. The latent is not split by heads: with tp 8 each GPU
+    still holds all of it (vLLM's MLA backends), not 1/8."""
+    mem = count_serve_memory(load_model("deepseek-v3"), ServeSpec(context=4096, tp=8))
+    assert mem.kv_per_token_bytes == 61 * (512 + 64) * 2 == 70_272
+    assert mem.kv_per_token_per_gpu_bytes == 70_272
+    assert mem.kv_per_sequence_per_gpu_bytes == 4096 * 70_272  # 256 full blocks of 16
+
+
+def test_kv_sliding_window_alternating_by_hand():
+    """Gemma-2-27B (46 layers alternating sliding 4096 / global, 16 KV heads of 128; HF config):
+    one layer-token is 2 x 16 x 128 x 2 = 8,192 B; at 8,192 tokens the 23 sliding layers keep 4,096
+    tokens and the 23 global ones 8,192: 8,192 x 23 x (4,096 + 8,192) = 2,315,255,808 B."""
+    mem = count_serve_memory(load_model("gemma-2-27b"), ServeSpec(context=8192))
+    assert mem.kv_per_sequence_per_gpu_bytes == 8192 * 23 * (4096 + 8192) == 2_315_255_808
+
+
+def test_kv_sliding_window_five_to_one_by_hand():
+    """Gemma-3-27B (62 layers, 5 sliding (window 1024) then 1 global, repeating: 10 global and 52
+    sliding layers; 16 KV heads of 128; HF config), bf16, 32,768 tokens:
+    8,192 x (10 x 32,768 + 52 x 1,024) = 3,120,562,176 B; tp 2 halves it (8 heads per rank)."""
+    mem = count_serve_memory(load_model("gemma-3-27b"), ServeSpec(context=32768))
+    assert mem.kv_per_sequence_per_gpu_bytes == 8192 * (10 * 32768 + 52 * 1024) == 3_120_562_176
+    half = count_serve_memory(load_model("gemma-3-27b"), ServeSpec(context=32768, tp=2))
+    assert half.kv_per_sequence_per_gpu_bytes == 3_120_562_176 // 2

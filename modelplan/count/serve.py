@@ -3,7 +3,8 @@
 KV cache of a sequence (K and V of every layer): the count layer's `kv_cache_bytes` (one function
 for every attention kind, MHA / GQA exact: 2 x layers x kv_heads x head_dim x bytes per token).
 A tensor-parallel rank holds kv_heads / tp heads (or one, replicated, when tp exceeds kv_heads:
-vLLM's rule). Paged attention (vLLM, Kwon et al. 2023) allocates whole blocks of `block_size`
+vLLM's rule); an MLA model's compressed latent is not split by heads, so every TP rank keeps all
+of it (vLLM's MLA backends). Paged attention (vLLM, Kwon et al. 2023) allocates whole blocks of `block_size`
 tokens, so a sequence of c tokens takes ceil(c / block) blocks; the tail of the last block is the
 paging overhead.
 """
@@ -31,7 +32,11 @@ def serving_layout(spec: "TransformerSpec") -> str:
 
 
 def local_kv_fraction(spec: "TransformerSpec", tp: int) -> tuple[int, int]:
-    """(KV heads one TP rank holds, KV heads of the model): kv/tp, or 1 when tp > kv (replicated)."""
+    """(KV heads one TP rank holds, KV heads of the model): kv/tp, or 1 when tp > kv (replicated);
+    (1, 1) for MLA, whose cached latent (d_c + d_h^R per token, DeepSeek-V2 sec. 2.1.2) every TP
+    rank holds whole."""
+    if spec.mla is not None:
+        return 1, 1
     kv = spec.num_kv_heads
     if tp > kv and tp % kv:
         raise SpecError(f"tp ({tp}) must divide kv_heads ({kv}) or be a multiple of it")

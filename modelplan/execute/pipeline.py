@@ -188,6 +188,7 @@ def run_actions(schedule: PipelineSchedule, pp_rank: int, p2p: PipelineP2P, mode
         received = []
         with named_step(f"pp rank {pp_rank}, stage {v}: {a} of optimizer step {step}"):
             if a.kind is ActionKind.W:
+                caches.pop((i, c))  # held until W, as a split backward holds W's inputs
                 model.add_grads(c, i, deferred.pop((i, c)))
             elif a.kind is ActionKind.F:
                 out, caches[(i, c)] = model.forward(c, i, inbox.pop(("F", i, v)) if v > 0 else None)
@@ -199,13 +200,16 @@ def run_actions(schedule: PipelineSchedule, pp_rank: int, p2p: PipelineP2P, mode
                     outbox[("F", i, c)] = out
             else:
                 dout = inbox.pop(("B", i, v)) if v < last else None
-                dx, grads = model.backward(c, i, caches.pop((i, c)), dout)
+                # A B that leaves a W keeps the micro-batch's activations until that W (Qi et al.
+                # 2024: W needs the layer inputs and output gradients), the planner's held_peak.
+                split = schedule.has_w(pp_rank, c, i)
+                dx, grads = model.backward(c, i, caches[(i, c)] if split else caches.pop((i, c)), dout)
                 if v > 0:
                     if schedule.where(i, v - 1)[0] == pp_rank:
                         inbox[("B", i, v - 1)] = dx
                     else:
                         outbox[("B", i, c)] = dx
-                if schedule.has_w(pp_rank, c, i):
+                if split:
                     deferred[(i, c)] = grads
                 else:
                     model.add_grads(c, i, grads)

@@ -56,10 +56,7 @@ def model_args(
     else:
         args.append(("--position-embedding-type", position))
     if model.position == "rotary":
-        notes.append(
-            f"RoPE base: the spec has no rotary base, so Megatron's --rotary-base default "
-            f"({MEGATRON_DEFAULT_ROTARY_BASE}) applies; set it to the model's (e.g. 500000 for Llama 3)"
-        )
+        args += _rope_args(model, notes)
     args.append(("--normalization", {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}[model.norm]))
     args.append(("--norm-epsilon", repr(model.norm_eps)))
     if model.norm == "layernorm" and not model.norm_bias:
@@ -153,3 +150,21 @@ def moe_args(model: TransformerSpec, plan: Plan, notes: list[str]) -> list[Arg]:
     if moe.shared_expert_gate:
         notes.append("shared-expert gate (Qwen2-MoE): not expressed by these arguments")
     return args
+
+
+def _rope_args(model: TransformerSpec, notes: list[str]) -> list[Arg]:
+    """--rotary-base (an int in arguments.py:1655 at core_v0.16.1) and --rotary-percent
+    (arguments.py:1657) from the spec's RoPE base and rotated share."""
+    args: list[Arg] = []
+    theta = model.rope_theta
+    if theta is None:
+        notes.append(f"RoPE base: the spec states none, so Megatron's --rotary-base default "
+                     f"({MEGATRON_DEFAULT_ROTARY_BASE}) applies")
+    elif float(theta).is_integer():
+        args.append(("--rotary-base", str(int(theta))))
+    else:
+        notes.append(f"RoPE base {theta:g} is not an integer: Megatron's --rotary-base takes an int")
+    if model.rotary_fraction != 1.0:
+        args.append(("--rotary-percent", repr(model.rotary_fraction)))
+    return args
+

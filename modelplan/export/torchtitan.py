@@ -32,6 +32,8 @@ from modelplan.specs.transformer import TransformerSpec
 
 # modelplan schedule -> torch.distributed.pipelining schedule name.
 SCHEDULE_NAMES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
+TORCHTITAN_DEFAULT_ROPE_THETA = 10000.0
+"""torchtitan 0.3.0 `RoPE.Config.theta` default (torchtitan/models/common/rope.py)."""
 MODULE_NAME = "modelplan_torchtitan"
 """The config module's file stem; `--module` names it."""
 
@@ -52,6 +54,8 @@ class TorchtitanModel(Spec):
     tied_embeddings: bool
     qk_norm: bool
     rope_max_seq_len: int
+    rope_theta: float
+    """RoPE base (the spec's; torchtitan's RoPE.Config default 10000.0 when the spec has none)."""
     moe_layers: tuple[int, ...] = ()
     """Indices of MoE blocks (the others have a dense SwiGLU MLP)."""
     num_experts: int = 0
@@ -152,9 +156,12 @@ def _model(model: TransformerSpec, training: TrainingSpec, notes: list[str]) -> 
     for what, present in differs.items():
         if present:
             notes.append(f"{what}: written as {family} blocks of the same sizes")
-    if model.position == "rotary":
-        notes.append("RoPE base: the spec has no rotary base, so torchtitan's RoPE.Config "
-                     "default theta (10000) applies; set it to the model's (e.g. 500000 for Llama 3)")
+    if model.position == "rotary" and model.rope_theta is None:
+        notes.append(f"RoPE base: the spec states none, so torchtitan's RoPE.Config default "
+                     f"theta ({TORCHTITAN_DEFAULT_ROPE_THETA:g}) applies")
+    if model.position == "rotary" and model.rotary_fraction != 1.0:
+        notes.append(f"partial rotary ({model.rotary_fraction:g} of each head): torchtitan rotates "
+                     "whole heads")
     fields: dict[str, Any] = {}
     if moe is not None:
         if moe.router_bias or moe.shared_expert_gate:
@@ -172,6 +179,7 @@ def _model(model: TransformerSpec, training: TrainingSpec, notes: list[str]) -> 
         n_kv_heads=model.num_kv_heads, head_dim=model.dim_head, ffn_hidden=model.ffn_hidden,
         vocab=model.vocab, norm_eps=model.norm_eps, tied_embeddings=model.tied_embeddings,
         qk_norm=model.qk_norm, rope_max_seq_len=max(model.max_positions, training.seq_len),
+        rope_theta=model.rope_theta or TORCHTITAN_DEFAULT_ROPE_THETA,
         **fields,
     )
 

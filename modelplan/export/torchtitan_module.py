@@ -75,6 +75,7 @@ NORM_EPS = {norm_eps!r}
 TIED_EMBEDDINGS = {tied_embeddings!r}
 QK_NORM = {qk_norm!r}
 ROPE_MAX_SEQ_LEN = {rope_max_seq_len!r}
+ROPE_THETA = {rope_theta!r}
 MOE_LAYERS = {moe_layers!r}
 NUM_EXPERTS = {num_experts!r}
 TOP_K = {top_k!r}
@@ -91,7 +92,7 @@ def _block(i):
         dim=DIM, n_heads=N_HEADS, n_kv_heads=N_KV_HEADS, head_dim=HEAD_DIM,
         wqkv_param_init=LINEAR_INIT, wo_param_init=LINEAR_INIT,
         inner_attention=get_attention_config("flex"), fuse_qkv=True,
-        rope={rope}.Config(dim=HEAD_DIM, max_seq_len=ROPE_MAX_SEQ_LEN),
+        rope={rope}.Config(dim=HEAD_DIM, max_seq_len=ROPE_MAX_SEQ_LEN, theta=ROPE_THETA),
         qk_norm=_norm(HEAD_DIM) if QK_NORM else None,
     )
     if i not in MOE_LAYERS:

@@ -101,6 +101,37 @@ def _check_depth(c: HFConfig) -> None:
             _check_depth(sub)
 
 
+ROPE_THETA_DEFAULTS = {
+    "cohere": 500000.0, "deepseek_v2": 10000.0, "deepseek_v3": 10000.0, "falcon": 10000.0,
+    "gemma": 10000.0, "gemma2": 10000.0, "gemma3": 1000000.0, "gemma3_text": 1000000.0,
+    "glm4": 10000.0, "gpt_neox": 10000.0, "gpt_oss": 150000.0, "granite": 10000.0,
+    "granitemoe": 10000.0, "llama": 10000.0, "llama4_text": 500000.0, "mistral": 10000.0,
+    "mistral3": 1000000000.0, "mixtral": 1000000.0, "olmo": 10000.0, "olmo2": 10000.0,
+    "olmoe": 10000.0, "phi": 10000.0, "phi3": 10000.0, "phimoe": 1000000.0, "qwen2": 10000.0,
+    "qwen2_moe": 10000.0, "qwen3": 10000.0, "qwen3_moe": 10000.0, "starcoder2": 10000.0,
+}
+"""rope_theta of each config class when config.json leaves it out (transformers 5.24 defaults;
+Gemma 3's is its global layers' base, its sliding layers use 10000)."""
+
+
+def rope_theta(c: HFConfig, model_type: str) -> float | None:
+    """The RoPE base: rope_theta at the top, inside rope_parameters (transformers 5; per layer
+    type for Gemma 3, whose global layers' base is taken) or of the text_config (multimodal
+    wrappers); GPT-NeoX's rotary_emb_base; else the config class's default."""
+    for cfg in (c, c.sub("text_config")):
+        if cfg is None:
+            continue
+        nested = cfg.sub("rope_parameters")
+        if nested is not None and nested.has("full_attention"):
+            nested = nested.sub("full_attention")
+        if nested is not None and nested.has("rope_theta"):
+            return nested.number("rope_theta")
+        for key in ("rope_theta", "rotary_emb_base"):
+            if cfg.has(key):
+                return cfg.number(key)
+    return ROPE_THETA_DEFAULTS.get(model_type)
+
+
 def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     """A TransformerSpec from a parsed HuggingFace config.json; unknown model_type -> SpecError."""
     if not isinstance(data, dict):
@@ -119,5 +150,7 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     fields = apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}
+    if fields.get("position", "rotary") == "rotary" and "rope_theta" not in fields:
+        fields["rope_theta"] = rope_theta(c, model_type)
     fields = {k: v for k, v in fields.items() if v is not None}
     return validate_model(TransformerSpec, fields, source)

@@ -76,6 +76,10 @@ class TransformerSpec(Spec):
     """Q, K, V clamped to [-clip, clip] (OLMo clip_qkv)."""
     rotary_fraction: float = Field(1.0, gt=0, le=1)
     """Share of each head's dims that rotary rotates (HF partial_rotary_factor)."""
+    rope_theta: float | None = Field(None, gt=0)
+    """RoPE base (HF rope_theta; Su et al. 2021's 10000 in the original). It changes no count or
+    cost; exports write it (Megatron --rotary-base, torchtitan's rope theta). None: not stated,
+    the engine's default applies."""
     mla: MLASpec | None = None
     """Multi-head Latent Attention instead of q/k/v projections (DeepSeek-V2/V3)."""
     ssm: SSMSpec | None = None
