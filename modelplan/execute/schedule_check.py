@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from modelplan.execute.report import VerifyRow
 from modelplan.execute.timeline import Span
+from modelplan.plan.pipeline import schedule_layout
 from modelplan.specs.plan import Plan
 
 
@@ -130,7 +131,7 @@ def check_executed_schedule(spans: dict[int, list[Span]], pipelines: list[tuple[
                             num_microbatches: int) -> list[VerifyRow]:
     """Rows for the properties in the module docstring, over every pipeline of the run."""
     m, pp, vpp, kind = num_microbatches, plan.pp, plan.vpp, plan.schedule
-    stages = pp * vpp
+    stages = schedule_layout(kind, pp, vpp).num_stages  # pp * vpp, or ZB-V's two per rank
     traces = {rank: executed(s) for rank, s in spans.items()}
     coverage, order, cross = [], [], []
     for p in pipelines:
