@@ -306,11 +306,8 @@ def search_transformer_plans(
                                     floor = ev.compute_floor_s(cls) if use_bound else 0.0
                                     under = len(orders) * len(tpos) * len(acts) * per_bound
                                     waiting += under
-                                    # the stage split: the fastest, else the first relief that fits (`fits`)
-                                    splits = (ev.split_candidates(tp, sp, mb, rc, pp, ep, cp, sched, vpp)
-                                              if pp > 1 and search_split else NO_SPLIT)
                                     frontier.append((floor, len(frontier), False, cls, orders, tpos, acts, variants,
-                                                     dpos, under, m, splits))
+                                                     dpos, under, m, NO_SPLIT))
     # best first over the classic points: keyed first by a compute floor, refined to the pipeline
     # floor when popped; once the smallest key left cannot enter the top-k, nothing left can
     heapq.heapify(frontier)
@@ -321,8 +318,13 @@ def search_transformer_plans(
             bounded += waiting
             break
         if not refined:
+            # the stage split: the fastest, else the first relief that fits (`fits`); the compute
+            # floor holds for every split (some rank runs >= layers / pp blocks), so splits are
+            # found only for points the search reaches
+            tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
+            splits = ev.split_candidates(tp, sp, mb, rc, pp, ep, cp, sched, vpp) if pp > 1 and search_split else NO_SPLIT
             heapq.heappush(frontier, (ev.pipeline_floor_s(cls, tpos, orders, splits) if use_bound else 0.0, seq,
-                                      True, *entry[3:]))
+                                      True, *entry[3:11], splits))
             continue
         waiting -= under
         tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
