@@ -274,7 +274,7 @@ def _explain(path: Path, model, gpus, cluster, headroom, allow_tp, output, json_
         cl = load_cluster(DEFAULT_CLUSTER)
     est = estimate_plan(doc.model, doc.training, doc.plan, cl, doc.cost_model,
                         world_size=gpus, memory_headroom=headroom, allow_tp_across_nodes=allow_tp)
-    line = fit_explanation(est, cl.accelerator.memory_gb, headroom)
+    line = fit_explanation(est, cl.accelerator.memory_capacity_bytes / 1e9, headroom)
     if svg is not None:
         from modelplan.export.plan_picture import write_plan_svg
 

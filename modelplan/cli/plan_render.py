@@ -100,7 +100,7 @@ def print_estimate(spec, training, cluster, est, title: str | None = None, conso
     console.print(
         f"[bold]{plan_label(plan)}[/bold]  schedule {plan.schedule}, sequence parallel "
         f"{'on' if plan.sequence_parallel else 'off'}, recompute {plan.recompute or training.recompute}, ZeRO {plan.zero}, "
-        f"{est.num_microbatches} micro-batches"
+        f"{est.num_microbatches} micro-batches" + _split_note(spec, plan)
     )
     step = est.step.step_time_s
     console.print(
@@ -198,3 +198,13 @@ def search_json(spec, training, cluster, result) -> dict:
         },
         "plans": [{"plan": e.plan.model_dump(mode="json"), "predictions": predictions_dict(e)} for e in result.best],
     }
+
+
+def _split_note(spec, plan) -> str:
+    """', blocks per stage 2+4+4+2' when the plan has pipeline stages of unequal size."""
+    if plan.pp == 1 or getattr(spec, "kind", None) != "transformer":
+        return ""
+    from modelplan.plan.stages import split_layers
+
+    counts = split_layers(spec.layers, plan.pp * plan.vpp, plan.stage_split)
+    return "" if len(set(counts)) == 1 else f", blocks per stage {'+'.join(map(str, counts))}"

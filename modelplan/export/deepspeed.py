@@ -103,7 +103,7 @@ def deepspeed_config(model: TransformerSpec, training: TrainingSpec, plan: Plan)
             f"pipeline parallel ({plan.pp} stages): build the model as "
             f"deepspeed.pipe.PipelineModule(layers, num_stages={plan.pp}) in code"
         )
-        counts = split_layers(model.layers, plan.pp)
+        counts = split_layers(model.layers, plan.pp, plan.stage_split)
         if len(set(counts)) > 1:
             notes.append(
                 f"uneven stages {list(counts)} blocks (first and last lighter): PipelineModule's "

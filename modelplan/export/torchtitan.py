@@ -104,10 +104,11 @@ def _data_parallel(plan: Plan, notes: list[str]) -> dict[str, Any]:
     }
 
 
-def stage_modules(layers: int, pp: int, vpp: int) -> list[list[str]]:
-    """torchtitan module names of each virtual stage under modelplan's split."""
+def stage_modules(layers: int, pp: int, vpp: int, split=None) -> list[list[str]]:
+    """torchtitan module names of each virtual stage under modelplan's split (the plan's first /
+    last stage blocks when it fixes them)."""
     out, start = [], 0
-    counts = split_layers(layers, pp * vpp)
+    counts = split_layers(layers, pp * vpp, split)
     for v, count in enumerate(counts):
         names = [f"layers.{i}" for i in range(start, start + count)]
         start += count
@@ -125,7 +126,7 @@ def _parallelism(model: TransformerSpec, training: TrainingSpec, plan: Plan,
     if plan.pp > 1:
         par["pipeline_parallel_schedule"] = SCHEDULE_NAMES[plan.schedule]
         par["pipeline_parallel_microbatch_size"] = plan.micro_batch
-        par["module_fqns_per_model_part"] = stage_modules(model.layers, plan.pp, plan.vpp)
+        par["module_fqns_per_model_part"] = stage_modules(model.layers, plan.pp, plan.vpp, plan.stage_split)
     par["context_parallel_degree"] = plan.cp
     par["expert_parallel_degree"] = plan.ep
     torchtitan_mechanisms(par, plan, notes)

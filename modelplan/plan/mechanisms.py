@@ -193,7 +193,7 @@ def mechanism_notes(ev: "Evaluator", plan, step, memory) -> list[str]:
                      "node (hpZ, held in HBM), int4 gradient all-to-all (qgZ)")
     if plan.offload_optimizer != "none" or plan.offload_activations:
         stage = ev.stage_entry(plan.tp, plan.sequence_parallel, plan.micro_batch, plan.recompute or ev.training.recompute, plan.pp, plan.ep,
-                               plan.cp, plan.schedule, plan.vpp)
+                               plan.cp, plan.schedule, plan.vpp, None, plan.stage_split)
         m = plan.num_microbatches(ev.training.global_batch)
         need = ev.mech.host_need(stage, plan.tp, plan.pp, plan.dp, plan.zero, plan.ep, plan.cp, plan.schedule,
                                  plan.vpp, plan.offload_optimizer, plan.offload_activations,

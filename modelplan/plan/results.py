@@ -36,7 +36,8 @@ class StepTime(Result):
     """AllReduce of the gradients of units held by several pipeline ranks: the tied word
     embedding (first and last stage), every stage under DualPipe (`parallel/pp.py`)."""
     optimizer_s: float
-    """Optimizer step (memory-bound)."""
+    """Optimizer step (memory-bound), plus each micro-batch's accumulation of 16-bit gradients into
+    fp32 ones where the engine does it apart from backward (DeepSpeed BF16_Optimizer)."""
     dp_comm_total_s: float
     """All data-parallel traffic, hidden or not (for reference)."""
     tp_hidden_s: float

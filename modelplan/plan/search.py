@@ -39,6 +39,11 @@ from modelplan.specs.transformer import TransformerSpec
 
 __all__ = ["IntRange", "SearchSpace", "divisors", "search_plans", "search_transformer_plans"]  # the space lives in space.py
 
+NO_SPLIT = (None,)
+RELIEF_REACH = 1.05
+"""The stage-split search tries its memory-relief splits (blocks moved to the last stage) only for
+plans within this factor of the memory budget: moving one or two blocks frees a few per cent."""
+
 
 def search_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, space: SearchSpace | None = None,
                  cost: CostModel | None = None, top_k: int = 5) -> SearchResult:
@@ -67,6 +72,7 @@ def search_transformer_plans(
     ext = Extensions(ev, space, training)
     n, gb, layers, gpn = gpus, training.global_batch, spec.layers, cluster.gpus_per_node
     budget = ev.memory_bytes * (1 - space.memory_headroom)
+    search_split = space.search_split
     rejected: Counter[str] = Counter()
     examples: dict[str, str] = {}
     closest_need = [float("inf")]
@@ -169,7 +175,20 @@ def search_transformer_plans(
 
     offload_can_shed = any(o != "none" for o in ext.opts)
 
-    def fits(point: PlanPoint, m: int) -> tuple[Problem | None, float]:
+    def fits(point: PlanPoint, m: int, splits: tuple = NO_SPLIT) -> tuple[Problem | None, float, tuple | None]:
+        """(None, peak bytes, split) when the plan fits the GPU and its offload the host under its
+        split or, within RELIEF_REACH of the budget, under the first relief split of `splits` that
+        does; else (problem, bytes needed, its split)."""
+        problem, peak = fits_as_is(point, m)
+        if problem is None or problem.reason is not Reason.MEMORY or peak > RELIEF_REACH * budget:
+            return problem, peak, point.split
+        for split in splits[1:]:  # relief moves a block or two: it cannot close a wide gap
+            relief, relief_peak = fits_as_is(point._replace(split=split), m)
+            if relief is None:
+                return None, relief_peak, split
+        return problem, peak, point.split
+
+    def fits_as_is(point: PlanPoint, m: int) -> tuple[Problem | None, float]:
         """(None, peak bytes) when the plan fits the GPU and its offload the host, else
         (problem, bytes needed)."""
         first, last = ev.memory(point)
@@ -179,7 +198,7 @@ def search_transformer_plans(
             return (Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
                             f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > {budget / 1e9:.1f} GB"), peak)
         if point.offload_optimizer != "none" or point.offload_activations:
-            stage = ev.stage_entry(tp, sp, mb, rc, pp, ep, cp, sched, vpp)
+            stage = ev.stage_entry(tp, sp, mb, rc, pp, ep, cp, sched, vpp, None, point.split)
             need = ev.mech.host_need(stage, tp, pp, dp, zero, ep, cp, sched, vpp, point.offload_optimizer,
                                      point.offload_activations, ev.inflight(sched, pp, m, vpp)[0])
             problem = ev.mech.host_problem(need)
@@ -288,19 +307,24 @@ def search_transformer_plans(
                                     under = len(orders) * len(tpos) * len(acts) * per_bound
                                     waiting += under
                                     frontier.append((floor, len(frontier), False, cls, orders, tpos, acts, variants,
-                                                     dpos, under, m))
+                                                     dpos, under, m, NO_SPLIT))
     # best first over the classic points: keyed first by a compute floor, refined to the pipeline
     # floor when popped; once the smallest key left cannot enter the top-k, nothing left can
     heapq.heapify(frontier)
     while frontier:
         entry = heapq.heappop(frontier)
-        floor, seq, refined, cls, orders, tpos, acts, variants, dpos, under, m = entry
+        floor, seq, refined, cls, orders, tpos, acts, variants, dpos, under, m, splits = entry
         if len(heap) == top_k and floor >= -heap[0][0]:
             bounded += waiting
             break
         if not refined:
-            heapq.heappush(frontier, (ev.pipeline_floor_s(cls, tpos, orders) if use_bound else 0.0, seq, True,
-                                      *entry[3:]))
+            # the stage split: the fastest, else the first relief that fits (`fits`); the compute
+            # floor holds for every split (some rank runs >= layers / pp blocks), so splits are
+            # found only for points the search reaches
+            tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
+            splits = ev.split_candidates(tp, sp, mb, rc, pp, ep, cp, sched, vpp) if pp > 1 and search_split else NO_SPLIT
+            heapq.heappush(frontier, (ev.pipeline_floor_s(cls, tpos, orders, splits) if use_bound else 0.0, seq,
+                                      True, *entry[3:11], splits))
             continue
         waiting -= under
         tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
@@ -311,8 +335,10 @@ def search_transformer_plans(
         for order in orders:
             for tpo in tpos:
                 # the pipeline without offload: no ZeRO, offload or DP choice makes a step shorter
-                base = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, 0, ep, cp, tp_overlap=tpo, rank_order=order)
-                lb = ev.step_lower_bound_s(base) if use_bound else -1.0
+                base = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, 0, ep, cp, tp_overlap=tpo, rank_order=order,
+                                 split=splits[0])
+                # a relief split is priced only when the fastest misfits: the bound covers every split
+                lb = min(ev.step_lower_bound_s(base._replace(split=x)) for x in splits) if use_bound else -1.0
                 if len(heap) == top_k and lb >= -heap[0][0]:
                     bounded += per_bound * len(acts)
                     continue
@@ -334,7 +360,7 @@ def search_transformer_plans(
                                 rejected[f[0].reason.value] += 1
                             continue
                         leaf = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, True,
-                                         "default", shard, tpo, dpo, "none", False, order, zpp)
+                                         "default", shard, tpo, dpo, "none", False, order, zpp, split=splits[0])
                         times = ev.variant_times_s(ctx, leaf, acts, ext.opts)
                         fastest = min(times)
                         if dpo and use_bound:
@@ -351,11 +377,17 @@ def search_transformer_plans(
                                 continue
                             point = leaf._replace(offload_optimizer=opt, offload_activations=act)
                             if fit is None:
-                                fit = fitted[fkey] = fits(point, m)
+                                fit = fitted[fkey] = fits(point, m, splits)
                                 if fit[0] is not None:
                                     reject(fit[0], 1, fit[1])
                                     if fit[1] and (closest is None or fit[1] < closest[0]):
                                         closest = (fit[1], point)
+                                    continue
+                            if fit[2] != point.split:  # the fastest split misfits, a relief split fits: its time
+                                point = point._replace(split=fit[2])
+                                t = ev.step_time_s(point)
+                                if len(heap) == top_k and t >= -heap[0][0]:
+                                    evaluated += 1
                                     continue
                             evaluated += 1
                             tie += 1
@@ -369,11 +401,13 @@ def search_transformer_plans(
     best = []
     for *_, point in sorted(heap, reverse=True):
         tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, _ = point[:12]
+        first_layers, last_layers = point.split if point.split is not None else (None, None)
         plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
                     sequence_parallel=sp, recompute=rc, zero=zero, ep=ep, cp=cp,
                     fsdp_shard_size=point.fsdp_shard_size, tp_overlap=point.tp_overlap, dp_overlap=point.dp_overlap,
                     offload_optimizer=point.offload_optimizer, offload_activations=point.offload_activations,
-                    rank_order=point.rank_order, zeropp=point.zeropp)
+                    rank_order=point.rank_order, zeropp=point.zeropp,
+                    first_stage_layers=first_layers, last_stage_layers=last_layers)
         e = ev.evaluate(point)
         best.append(to_estimate(ev, e, plan, space.memory_headroom))
     return SearchResult(

@@ -45,7 +45,8 @@ class UnitShard(NamedTuple):
     partial_over_tp: int
     """Of those, elements whose gradient is a partial sum over tp (all-reduced over tp)."""
     group_size: int
-    """Ranks sharing the unit's data-parallel reduction: dp*cp, or dp*cp/ep for routed experts."""
+    """Ranks sharing the unit's data-parallel reduction: dp*cp, or tp*dp*cp/(ep*etp) for routed
+    experts (dp*cp/ep when etp = tp)."""
 
     @property
     def padded(self) -> int:
@@ -113,13 +114,16 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     """Every non-empty unit of the model as one rank holds it."""
     tp, sp, h = plan.tp, plan.sequence_parallel, spec.hidden
     dp = plan.dp * plan.cp  # gradients are reduced over the dp x cp ranks
-    expert_group = dp // plan.ep
+    # routed experts: over ep and etp (Megatron-core's expert grid folds ep x etp over the stage's
+    # tp x dp x cp ranks; etp None: tp, ep inside dp), reduced over the rest
+    etp = plan.etp or tp
+    expert_group = tp * dp // (plan.ep * etp)
     sizes: dict[str, tuple[int, int, int]] = {"embedding/word": (_split(spec.vocab, tp) * h, 0, dp)}
     extra = (spec.max_positions * h if spec.position == "learned" else 0) + spec.type_vocab * h
     extra += _norm(spec) if spec.embedding_norm else 0
     sizes["embedding/extra"] = (extra, extra if sp else 0, dp)
     blocks = {moe: _block(spec, moe, tp, sp) for moe in {spec.is_moe_layer(i) for i in range(spec.layers)}}
-    experts = _experts(spec, tp, plan.ep) if spec.moe is not None else 0
+    experts = _experts(spec, etp, plan.ep) if spec.moe is not None else 0
     for i in range(spec.layers):
         moe = spec.is_moe_layer(i)
         n, p = blocks[moe]  # every dense block alike, every MoE block alike
@@ -135,7 +139,7 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
 
 def rank_elements(spec: TransformerSpec, plan: Plan, training: TrainingSpec) -> list[RankElements]:
     """Per pipeline rank: weight, gradient and optimizer-state elements held (table above)."""
-    units = rank_units(spec, schedule_layout(plan.schedule, plan.pp, plan.vpp))
+    units = rank_units(spec, schedule_layout(plan.schedule, plan.pp, plan.vpp), plan.stage_split)
     return held_elements(units, unit_shards(spec, plan), plan, training.optimizer_states)
 
 

@@ -71,6 +71,9 @@ class SearchSpace(Spec):
     batch_splits: list[int] | None = None
     """Other global batches every plan must also split into dp x micro_batch (a ramp-up's start
     and increment, as Megatron's ramp-up calculator requires)."""
+    search_split: bool = True
+    """Search the first / last stage's blocks (`Evaluator.split_candidates`); False: the default
+    split of `plan.stages.split_layers`."""
 
 
 def divisors(n: int) -> list[int]:

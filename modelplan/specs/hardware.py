@@ -27,7 +27,11 @@ class Accelerator(Spec):
     peak_tflops: dict[str, float]
     """Dense (no sparsity) peak TFLOP/s per dtype: keys among fp32, tf32, bf16, fp16, fp8."""
     memory_gb: float = Field(gt=0)
-    """HBM capacity in GB (1e9 bytes)."""
+    """HBM capacity as marketed, in GB (the datasheet's figure; see `memory_total_mib`)."""
+    memory_total_mib: float | None = Field(None, gt=0)
+    """Device memory the driver reports (NVML, nvidia-smi's "Total", MiB = 2**20 bytes): what a
+    training process can fill. Marketed "80 GB" HBM is binary-sized (80 GiB on A100 80GB, 79.65
+    GiB on H100 80GB, ~7 % more than 80e9 bytes); None: memory_gb x 1e9."""
     memory_bw_tbps: float = Field(gt=0)
     """HBM bandwidth in TB/s."""
     matmul_efficiency: float = Field(0.8, gt=0, le=1)
@@ -66,6 +70,13 @@ class Accelerator(Spec):
             if not (0 < fwd <= 1 and 0 < bwd <= 1):
                 raise ValueError(f"attention_efficiency.{key} ({fwd}, {bwd}) must be in (0, 1]")
         return self
+
+    @property
+    def memory_capacity_bytes(self) -> float:
+        """Bytes a process can allocate on the device (`memory_total_mib`, else memory_gb x 1e9)."""
+        if self.memory_total_mib is not None:
+            return self.memory_total_mib * 2**20
+        return self.memory_gb * 1e9
 
     def attention_rates(self, preference: tuple[str, ...]) -> tuple[float, float] | None:
         """(forward, backward) efficiency of the first kernel of `preference` this accelerator

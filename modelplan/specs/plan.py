@@ -107,6 +107,13 @@ class Plan(Spec):
     """ZeRO++ (Wang et al. 2023) on ZeRO-3: int8 weight gathers (qwZ), a secondary weight shard
     inside the node for the backward gather (hpZ), int4 gradient all-to-all (qgZ)
     (`modelplan.comm.hierarchy`)."""
+    first_stage_layers: int | None = Field(None, gt=0)
+    """Blocks of the first virtual pipeline stage, the one that also runs the embedding
+    (Megatron-LM `--decoder-first-pipeline-num-layers`); None: the planner's split
+    (`plan.stages.split_layers`, searched by `modelplan plan`)."""
+    last_stage_layers: int | None = Field(None, gt=0)
+    """Blocks of the last virtual pipeline stage, the one that also runs the output layer and the
+    loss (`--decoder-last-pipeline-num-layers`); None: the planner's split."""
 
     @model_validator(mode="after")
     def _check(self) -> "Plan":
@@ -131,6 +138,13 @@ class Plan(Spec):
         if sorted(self.rank_order.split("-")) != ["cp", "dp", "pp", "tp"]:
             raise ValueError(f"rank_order '{self.rank_order}' must name each of tp, cp, dp, pp once (e.g. tp-cp-dp-pp)")
         return self
+
+    @property
+    def stage_split(self) -> tuple[int | None, int | None] | None:
+        """(first, last) stage blocks the plan fixes (`plan.stages.split_layers`), or None."""
+        if self.first_stage_layers is None and self.last_stage_layers is None:
+            return None
+        return (self.first_stage_layers, self.last_stage_layers)
 
     @property
     def world_size(self) -> int:

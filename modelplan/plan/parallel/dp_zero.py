@@ -192,10 +192,24 @@ def optimizer_bytes_per_param(grad_bytes: int, state_bytes: int, dtype_bytes: in
     return 3 * grad_bytes + 2 * state_bytes + (dtype_bytes if master_weights else 2 * dtype_bytes)
 
 
+HP_GRAD_ACCUMULATE_BYTES = 20
+"""HBM bytes per parameter DeepSpeed's BF16_Optimizer moves around every micro-batch's backward
+(deepspeed/runtime/bf16_optimizer.py): `backward_prologue` zeroes the bf16 `.grad` (write 2),
+`backward_epilogue` -> `update_hp_grads` runs `hp_grad.add_(lp.grad.to(float32))`: read 2,
+write and read the fp32 temporary 4 + 4, read and write the fp32 gradient 4 + 4."""
+
+
+def hp_grad_accumulate_s(dense_params: int, expert_params: int, roofline) -> float:
+    """One micro-batch's accumulation of the rank's bf16 gradients into the fp32 ones (BF16_Optimizer,
+    ZeRO 0/1: every rank holds every gradient of its stage), streamed through HBM."""
+    return roofline.memory_time_s((dense_params + expert_params) * HP_GRAD_ACCUMULATE_BYTES)
+
+
 def optimizer_s(dense_params: int, expert_params: int, dp: int, ep: int, zero: int, bytes_per_param: int,
-                roofline) -> float:
+                roofline, expert_group: int | None = None) -> float:
     """The optimizer step of one rank: its ZeRO shard of the dense parameters (over the dp*cp
-    gradient-reduction group `dp`) and of the routed experts (over dp/ep), streamed through HBM."""
-    shards = (dp, dp // ep) if zero >= 1 else (1, 1)
+    gradient-reduction group `dp`) and of the routed experts (over dp/ep, or `expert_group`
+    ranks), streamed through HBM."""
+    shards = (dp, expert_group or dp // ep) if zero >= 1 else (1, 1)
     sharded = dense_params / shards[0] + expert_params / shards[1]
     return roofline.memory_time_s(sharded * bytes_per_param)
