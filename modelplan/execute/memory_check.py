@@ -11,10 +11,9 @@ planner's functions for the same (scaled-down) plan, at 8 bytes per element (flo
   planner's model (`plan/memory.py`) allows two blocks (current and prefetched, FSDP);
 - activations (what the blocks keep): `plan/memory.py`'s `block_activations` (Korthikanti et
   al.'s per-block bytes at 8 bytes, eager attention: the executor keeps the s x s probabilities)
-  times the micro-batches the schedule keeps in flight from F to B (`held_until_backward`: the
-  executor computes a split backward's weight gradients in its B and leaves only their
-  accumulation to W, so B frees the blocks' activations; the planner's
-  `pipeline.profile.inflight_microbatches` holds them until W), within ACTIVATION_TOLERANCE (wider below than above). The executor's caches differ from the
+  times the micro-batches the schedule keeps in flight (`pipeline.profile.inflight_microbatches`,
+  held from F to W: the executor keeps a split backward's activations until its W, as the
+  planner prices them), within ACTIVATION_TOLERANCE (wider below than above). The executor's caches differ from the
   paper's tally in known small ways (norm statistics, K/V kept after the GQA repeat); a wrong free
   or a kept cache moves the figure by whole micro-batches or whole blocks. MoE blocks are priced
   with every expert slot filled (top_k = num_experts): the executor's fixed-shape dispatch gives
@@ -37,8 +36,8 @@ import math
 
 from modelplan.execute.report import VerifyRow
 from modelplan.plan.memory import block_activations, edge_activations
-from modelplan.plan.pipeline import pipeline_schedule
-from modelplan.plan.pipeline.actions import ActionKind
+from modelplan.plan.pipeline import schedule_layout
+from modelplan.plan.pipeline.profile import inflight_microbatches
 from modelplan.plan.shard import rank_elements, unit_shards
 from modelplan.plan.stages import stage_layers, stage_units
 from modelplan.specs.plan import Plan
@@ -64,8 +63,7 @@ def planned_stage_memory(spec: TransformerSpec, training: TrainingSpec, plan: Pl
     b, s, tp, sp = plan.micro_batch, training.seq_len, plan.tp, plan.sequence_parallel
     elements = rank_elements(spec, plan, training)
     shards = unit_shards(spec, plan)
-    schedule = pipeline_schedule(plan.schedule, plan.pp, num_microbatches, plan.vpp)
-    layout = schedule.layout
+    layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
     stages = layout.num_stages
     split = plan.stage_split
     units = stage_units(spec, stages, split)
@@ -77,7 +75,7 @@ def planned_stage_memory(spec: TransformerSpec, training: TrainingSpec, plan: Pl
                                         "eager")[0] for moe in (False, True) if moe is False or spec.moe is not None}
     out = []
     for r, mine in enumerate(layout.rank_stages):
-        inflight = held_until_backward(schedule.actions[r], layout.chunks(r))
+        inflight = float(inflight_microbatches(plan.schedule, plan.pp, r, num_microbatches, plan.vpp))
         blocks = sum(per_block[spec.is_moe_layer(i)] for v in mine for i in stage_layers(spec.layers, stages, v, split))
         edges = (first_edge * inflight if 0 in mine else 0) + (last_edge if stages - 1 in mine else 0)
         e = elements[r]
@@ -88,19 +86,6 @@ def planned_stage_memory(spec: TransformerSpec, training: TrainingSpec, plan: Pl
                     "optimizer": e.optimizer * ITEMSIZE, "gathered": float(gathered),
                     "activations": inflight * blocks, "edge_activations": float(edges)})
     return out
-
-
-def held_until_backward(actions, chunks: int) -> float:
-    """Most (micro-batch, chunk) activations one rank's actions hold from each F to its B, in
-    micro-batches through all `chunks` of the rank (a W frees nothing: module docstring)."""
-    held = peak = 0
-    for a in actions:
-        if a.kind is ActionKind.F:
-            held += 1
-            peak = max(peak, held)
-        elif a.kind is ActionKind.B:
-            held -= 1
-    return peak / chunks
 
 
 def check_measured_memory(results, expected: list[dict[str, float]]) -> list[VerifyRow]:
@@ -159,7 +144,7 @@ def planned_network_memory(stages, plan: Plan, optimizer_states: int, schedule) 
         layers = [stage_activations(stages[v], plan) for v in mine]
         losses = [StageActivations(math.prod(stages[v].nodes[-1].info.output_shape) * plan.micro_batch
                                    if v == last else 0, 0) for v in mine]
-        a = in_flight_peak(schedule.actions[r], layers, until_backward=True)  # module docstring
+        a = in_flight_peak(schedule.actions[r], layers)
         loss = in_flight_peak(schedule.actions[r], losses)
         e = elements[r]
         gathered = 0

@@ -72,20 +72,17 @@ def stage_activations(stage: StagePlan, plan: Plan) -> StageActivations:
     return StageActivations(elements * plan.micro_batch, fixed * plan.micro_batch)
 
 
-def in_flight_peak(actions: Sequence[Action], per_chunk: list[StageActivations],
-                   until_backward: bool = False) -> StageActivations:
+def in_flight_peak(actions: Sequence[Action], per_chunk: list[StageActivations]) -> StageActivations:
     """Peak of the activations held along one pipeline rank's actions: a micro-batch's are held
-    from its F until its weight gradient (its W, or a B that leaves no W); `until_backward`: until
-    its B (the executor computes the weight gradients in B and defers only their accumulation)."""
+    from its F until its weight gradient (its W, or a B that leaves no W)."""
     split = {(a.microbatch, a.chunk) for a in actions if a.kind is ActionKind.W}
-    frees = ActionKind.B if until_backward else ActionKind.W
     held_e = held_f = peak_e = peak_f = 0
     for a in actions:
         act = per_chunk[a.chunk]
         if a.kind is ActionKind.F:
             held_e, held_f = held_e + act.elements, held_f + act.fixed_bytes
             peak_e, peak_f = max(peak_e, held_e), max(peak_f, held_f)
-        elif a.kind is frees or (a.kind is ActionKind.B and (a.microbatch, a.chunk) not in split):
+        elif a.kind is ActionKind.W or (a.microbatch, a.chunk) not in split:
             held_e, held_f = held_e - act.elements, held_f - act.fixed_bytes
     return StageActivations(peak_e, peak_f)
 
