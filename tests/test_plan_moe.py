@@ -160,7 +160,8 @@ def test_moe_plan_has_an_exposed_all_to_all_term_and_the_terms_add_up():
 
 def test_search_tries_every_ep_dividing_dp_and_the_experts():
     """tp 1, pp 1 on 16 GPUs: dp 16, so ep in {1, 2, 4, 8} (divisors of 16 dividing 8 experts)."""
-    space = SearchSpace(tp=[1], pp=[1], micro_batch=[1], recompute=["none"], zero=[1], sequence_parallel=[False])
+    space = SearchSpace(tp=[1], pp=[1], micro_batch=[1], recompute=["none"], zero=[1], sequence_parallel=[False],
+                        dp_overlap=[True])
     result = search_plans(mixtral_like(), TrainingSpec(global_batch=16, seq_len=1024), ideal_cluster(), 16, space,
                           top_k=10)
     assert sorted(e.plan.ep for e in result.best) == [1, 2, 4, 8]

@@ -46,14 +46,12 @@ class RankStates:
         dense block's unit is the same size, every MoE block's and expert set's too), in order of
         first appearance; the id is shared by ranks and layouts holding the same kinds."""
         def kinds():
+            kind_of = self._memo(("kind_of",), self._kind_of)
             out = []
             for names in self.rank_units(schedule, pp, vpp, split):
                 merged: dict[str, list] = {}
                 for unit in names:
-                    kind = unit
-                    if unit.startswith("layers/"):
-                        index = int(unit.split("/")[1])
-                        kind = "experts" if unit.endswith("/experts") else ("moe" if self.spec.is_moe_layer(index) else "dense")
+                    kind = kind_of.get(unit, unit)
                     merged.setdefault(kind, [unit, 0])[1] += 1
                 sig = tuple((unit, count) for unit, count in merged.values())
                 out.append((self._ids.setdefault(tuple((k, c) for k, (_, c) in merged.items()), len(self._ids)),
@@ -61,6 +59,14 @@ class RankStates:
             return out
 
         return self._memo(("unit_kinds", schedule, pp, vpp, split), kinds)
+
+    def _kind_of(self) -> dict[str, str]:
+        """The kind of every block unit: 'dense', 'moe' or 'experts' (other units are their own)."""
+        out = {}
+        for i in range(self.spec.layers):
+            out[f"layers/{i}"] = "moe" if self.spec.is_moe_layer(i) else "dense"
+            out[f"layers/{i}/experts"] = "experts"
+        return out
 
     def rank_params(self, tp: int, pp: int, ep: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1,
                     etp: int | None = None, split=None) -> tuple[list[tuple[int, int]], int, int]:

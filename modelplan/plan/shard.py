@@ -23,6 +23,7 @@ modelled: the vocabulary is split as ceil(vocab / tp) rows per rank.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -33,10 +34,9 @@ from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
 
-class UnitShard(BaseModel):
-    """One communication unit as one rank holds it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class UnitShard(NamedTuple):
+    """One communication unit as one rank holds it (a tuple, not a validated model: the planner's
+    cache builders make thousands; every field is derived here from a validated spec)."""
 
     unit: str
     """`embedding/word`, `embedding/extra`, `layers/<i>`, `layers/<i>/experts` or `head`."""
@@ -81,15 +81,15 @@ def _mlp(spec: TransformerSpec, ffn: int, tp: int, sp: bool) -> tuple[int, int]:
     return numel, (h if spec.mlp_bias and sp else 0)
 
 
-def _block(spec: TransformerSpec, i: int, tp: int, sp: bool) -> tuple[int, int]:
-    """(local elements, partial elements) of block i without its routed experts."""
+def _block(spec: TransformerSpec, moe_layer: bool, tp: int, sp: bool) -> tuple[int, int]:
+    """(local elements, partial elements) of a dense or an MoE block without its routed experts."""
     h, d = spec.hidden, spec.dim_head
     q, kv = _split(spec.heads, tp) * d, _split(spec.num_kv_heads, tp) * d
     norms = _norm(spec) * spec.num_norms_per_layer
     numel = norms + h * (q + 2 * kv) + (q + 2 * kv if spec.qkv_bias else 0) + q * h
     numel += h if spec.attn_out_bias else 0
     partial = (norms + (h if spec.attn_out_bias else 0)) if sp else 0
-    if not spec.is_moe_layer(i):
+    if not moe_layer:
         n, p = _mlp(spec, spec.ffn_hidden, tp, sp)
         return numel + n, partial + p
     moe = spec.moe
@@ -122,11 +122,14 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     extra = (spec.max_positions * h if spec.position == "learned" else 0) + spec.type_vocab * h
     extra += _norm(spec) if spec.embedding_norm else 0
     sizes["embedding/extra"] = (extra, extra if sp else 0, dp)
+    blocks = {moe: _block(spec, moe, tp, sp) for moe in {spec.is_moe_layer(i) for i in range(spec.layers)}}
+    experts = _experts(spec, etp, plan.ep) if spec.moe is not None else 0
     for i in range(spec.layers):
-        n, p = _block(spec, i, tp, sp)
+        moe = spec.is_moe_layer(i)
+        n, p = blocks[moe]  # every dense block alike, every MoE block alike
         sizes[f"layers/{i}"] = (n, p, dp)
-        if spec.is_moe_layer(i):
-            sizes[f"layers/{i}/experts"] = (_experts(spec, etp, plan.ep), 0, expert_group)
+        if moe:
+            sizes[f"layers/{i}/experts"] = (experts, 0, expert_group)
     norm = _norm(spec) if spec.final_norm else 0
     head = norm + (0 if spec.tied_embeddings else h * _split(spec.vocab, tp))
     head += _split(spec.vocab, tp) if spec.lm_head_bias else 0

@@ -13,6 +13,8 @@ without its routed experts), `layers/<i>/experts` and `head` (final norm, output
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 from typing import NamedTuple
 
 from modelplan.comm.regions import Region
@@ -76,9 +78,12 @@ def stage_units(spec: TransformerSpec, num_stages: int, split: Split | None = No
     `embedding/word` (Megatron keeps the word embedding on the first and last stage and
     all-reduces its gradient between them)."""
     out = []
+    counts = split_layers(spec.layers, num_stages, split)
+    start = 0
     for v in range(num_stages):
         units = ["embedding/word", "embedding/extra"] if v == 0 else []
-        for i in stage_layers(spec.layers, num_stages, v, split):
+        first, start = start, start + counts[v]
+        for i in range(first, start):  # stage_layers(spec.layers, num_stages, v, split)
             units += [f"layers/{i}"] + ([f"layers/{i}/experts"] if spec.is_moe_layer(i) else [])
         if v == num_stages - 1:
             units += ["head"] + (["embedding/word"] if spec.tied_embeddings and num_stages > 1 else [])
@@ -114,7 +119,7 @@ def rank_blocks(spec: TransformerSpec, layout: StageLayout, shares, split: Split
     """Per pipeline rank, the (dense, MoE) blocks it holds and those a micro-batch runs on it,
     from the layout and each chunk's share of the micro-batches (`pipeline.profile.chunk_shares`)."""
     counts = split_layers(spec.layers, layout.num_stages, split)
-    starts = [sum(counts[:s]) for s in range(layout.num_stages)]
+    starts = [0, *accumulate(counts)][:-1]
     last = layout.num_stages - 1
     moe_layer = [spec.is_moe_layer(i) for i in range(spec.layers)] if spec.moe is not None else None
     out = []

@@ -153,3 +153,33 @@ def tp_exposure(t: TpSeconds, full_recompute: bool | float, cost: CostModel, ove
         embedding_s=exposed * t.embedding_s,
         head_s=exposed * t.head_s,
     )
+
+
+SP_CALLS_PER_BLOCK = 8
+"""AllGathers and ReduceScatters of one sequence-parallel block per micro-batch, each of one
+(b, s, h) activation (`block_calls`: in and out of attention and MLP, forward and backward)."""
+
+
+def overlap_exposure(t: TpSeconds, full_recompute: bool | float, cost: CostModel, mode: str,
+                     shares: dict[str, float], linear_fwd_s: float, tp: int, sm_count: int) -> TpExposure:
+    """`tp_exposure` when the block's sequence-parallel collectives overlap the GEMMs beside them
+    (`modelplan.comm.tp_overlap`, TE's pair names): forward AllGathers before QKV and FC1, the
+    ReduceScatters after the projection and FC2; backward the output-gradient AllGathers before
+    the projection's and FC2's dgrad, the input-gradient ReduceScatters beside QKV's and FC1's
+    wgrad. Each linear's forward GEMM is its FLOP share of `linear_fwd_s`; dgrad and wgrad take as
+    long. The recompute forward overlaps like the forward. The SM cost of pipelined and bulk
+    overlap is in the exposed seconds; the embedding's and head's calls are not overlapped."""
+    from modelplan.comm.tp_overlap import TpPair, block_exposed_s
+
+    c = t.block_s / SP_CALLS_PER_BLOCK
+    g = {k: v * linear_fwd_s for k, v in shares.items()}
+    fwd = block_exposed_s(mode, {"qkv_fprop": TpPair(g["qkv"], c), "proj_fprop": TpPair(g["proj"], c),
+                                 "fc1_fprop": TpPair(g["fc1"], c), "fc2_fprop": TpPair(g["fc2"], c)}, tp, sm_count)
+    bwd = block_exposed_s(mode, {"proj_dgrad": TpPair(g["proj"], c), "fc2_dgrad": TpPair(g["fc2"], c),
+                                 "qkv_wgrad": TpPair(g["qkv"], c), "fc1_wgrad": TpPair(g["fc1"], c)}, tp, sm_count)
+    share = float(full_recompute)
+    total = t.block_s + share * (t.block_recompute_s - t.block_s)
+    rec = share * fwd
+    f = cost.tp_exposed_fraction
+    return TpExposure(fwd_s=fwd, bwd_s=bwd, recompute_s=rec, hidden_s=max(0.0, total - fwd - bwd - rec),
+                      embedding_s=f * t.embedding_s, head_s=f * t.head_s)
