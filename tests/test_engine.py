@@ -322,3 +322,22 @@ def test_bf16_optimizer_accumulates_fp32_gradients_every_micro_batch():
     assert accumulate == pytest.approx(m * params * 20 / hbm)
     assert step[2].optimizer_s == pytest.approx(ev.dp_entry(1, 1, 8, 2, False, 0).optimizer_s)
     assert sum(step[1].terms().values()) == pytest.approx(step[1].step_time_s)
+
+
+def test_torchtitan_sequence_parallel_working_set_holds_the_gathered_inputs():
+    """torchtitan's DTensor SP saves the all-gathered inputs of wq/wk/wv and w1/w3 (parallelize_llama
+    apply_tp), Megatron the 1/tp shard: a fully recomputed Llama-3-8B block at tp 8 keeps the same
+    2 s b h / t input, and its working set differs by two gathered inputs' 7/8: 2 x 2 s b h x 7/8."""
+    from modelplan.plan.memory import block_activations
+
+    titan, megatron = load_engine("torchtitan"), load_engine("megatron")
+    base = dict(global_batch=8, seq_len=4096, precision="bf16", compile=True)
+    assert titan.sp_saves_gathered_inputs and not megatron.sp_saves_gathered_inputs
+    s_titan = engine_settings(TrainingSpec(**base, framework="torchtitan"), titan)
+    s_mega = engine_settings(TrainingSpec(**base, framework="megatron"), megatron)
+    sbh = 4096 * 2 * LLAMA.hidden
+    args = (LLAMA, 2, 4096, 2, 8, True, "full", False, "flash")
+    kept_t, work_t = block_activations(*args, software=s_titan)
+    kept_m, work_m = block_activations(*args, software=s_mega)
+    assert kept_t == kept_m == 2 * sbh // 8
+    assert work_t - work_m == 2 * 2 * sbh * 7 // 8

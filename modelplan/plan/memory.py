@@ -38,12 +38,13 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
     def kept(rc: str, ac_mode: str = "attention_core") -> int:
         out = activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel, rc, kind,
                                          attention, ac_mode, ew, software.ac_every, fp8_inputs,
-                                         software.norm_elementwise)
+                                         software.norm_elementwise, software.sp_saves_gathered_inputs)
         if cp > 1 and rc == "none":
             score = out - activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel,
                                                      "selective", kind, attention, elementwise=ew,
                                                      fp8_inputs=fp8_inputs,
-                                                     norm_elementwise=software.norm_elementwise)
+                                                     norm_elementwise=software.norm_elementwise,
+                                                     gathered_inputs=software.sp_saves_gathered_inputs)
             out += (cp - 1) * score
         return out
 
