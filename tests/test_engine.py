@@ -341,3 +341,17 @@ def test_torchtitan_sequence_parallel_working_set_holds_the_gathered_inputs():
     kept_m, work_m = block_activations(*args, software=s_mega)
     assert kept_t == kept_m == 2 * sbh // 8
     assert work_t - work_m == 2 * 2 * sbh * 7 // 8
+
+
+def test_torchtitan_output_projection_keeps_its_gathered_input():
+    """torchtitan's output ColwiseParallel(input_layouts=Shard(1)) all-gathers the final norm's
+    output before the head GEMM, which saves it whole: d s b h x (1 - 1/t) more than Megatron's
+    1/t share on the last stage (Llama-3-8B, s b = 8192, tp 8: 2 x 8192 x 4096 x 7/8 bytes)."""
+    from modelplan.plan.memory import edge_activations
+
+    args = (LLAMA, 2, 4096, 2, 8, True, 1, False, False)
+    _, megatron = edge_activations(*args)
+    _, titan = edge_activations(*args, gathered_inputs=True)
+    assert titan - megatron == 2 * 8192 * 4096 * 7 // 8
+    assert edge_activations(LLAMA, 2, 4096, 2, 8, False, 1, False, False, gathered_inputs=True)[1] == \
+        edge_activations(LLAMA, 2, 4096, 2, 8, False, 1, False, False)[1]  # no SP: nothing gathered

@@ -261,7 +261,7 @@ class Evaluator:
         stored, working = block_activations(spec, b, training.seq_len, d, tp, sp, recompute, moe, training.attention, cp,
                                             sw)
         emb_act, head_act = edge_activations(spec, b, training.seq_len, d, tp, sp, cp, sw.fused_cross_entropy,
-                                             sw.compiled_loss)
+                                             sw.compiled_loss, sw.sp_saves_gathered_inputs)
         message, _ = self.boundary(tp, sp, b, cp, True)
         overlap = 3 * times.linear_fwd_s if sw.tp_comm_overlap else None  # forward, dgrad and wgrad GEMMs
         tp_x = tp_mod.tp_exposure(tp_t, rerun, self.cost, overlap, tp)
