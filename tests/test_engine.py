@@ -355,3 +355,29 @@ def test_torchtitan_output_projection_keeps_its_gathered_input():
     assert titan - megatron == 2 * 8192 * 4096 * 7 // 8
     assert edge_activations(LLAMA, 2, 4096, 2, 8, False, 1, False, False, gathered_inputs=True)[1] == \
         edge_activations(LLAMA, 2, 4096, 2, 8, False, 1, False, False)[1]  # no SP: nothing gathered
+
+
+def test_torchtitan_tensorwise_fp8_gathers_tp_activations_in_fp8():
+    """torchtitan parallelize_llama.py: float8 all-gather with TP only for tensorwise recipes
+    (torchao Float8ColwiseParallel casts the input to e4m3 before the forward AllGather,
+    Float8RowwiseParallel the output gradient to e5m2 before the backward one); rowwise recipes
+    and Megatron keep 16-bit gathers. The ReduceScatters stay 16-bit either way."""
+    from modelplan.comm.ops import Collective
+    from modelplan.plan.parallel.calls import RankCalls
+    from modelplan.plan.parallel.tp import block_calls
+
+    titan, megatron = load_engine("torchtitan"), load_engine("megatron")
+    base = dict(global_batch=8, seq_len=128, precision="fp8")
+    assert engine_settings(TrainingSpec(**base, framework="torchtitan", fp8_recipe="tensorwise"), titan).fp8_tp_gather
+    assert not engine_settings(TrainingSpec(**base, framework="torchtitan", fp8_recipe="rowwise"), titan).fp8_tp_gather
+    assert not engine_settings(TrainingSpec(**base, framework="megatron"), megatron).fp8_tp_gather
+    assert not engine_settings(TrainingSpec(global_batch=8, seq_len=128, framework="torchtitan"), titan).fp8_tp_gather
+    # one block, SP over tp 8, a (b, s, h) activation of 2 x 1024 x 4096 bf16 bytes, gathered as 1-byte fp8
+    act = 2 * 1024 * 4096 * 2
+    calls = RankCalls()
+    block_calls(calls, 8, True, act, 1, 1, gather_bytes=act // 2)
+    sizes: dict = {}
+    for key, n in calls.counts.items():  # key: (op, axis, group, nbytes, region, ...)
+        sizes[(key[0], key[3])] = sizes.get((key[0], key[3]), 0) + n
+    # per sub-layer (attention, MLP): forward AG + RS, backward RS (of f) + AG (of g)
+    assert sizes == {(Collective.ALL_GATHER, act // 2): 4, (Collective.REDUCE_SCATTER, act): 4}

@@ -39,6 +39,8 @@ class EngineSettings(NamedTuple):
     tp_comm_overlap: bool
     sp_saves_gathered_inputs: bool = False
     """`EngineProfile.sp_saves_gathered_inputs` (DTensor SP keeps the gathered linear inputs)."""
+    fp8_tp_gather: bool = False
+    """The run's fp8 recipe is one of `EngineProfile.fp8_tp_gather_recipes`: 1-byte TP AllGathers."""
 
 
 def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSettings:
@@ -57,6 +59,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         dp_bucket_elements=profile.dp_bucket_elements, reshard_after_forward=profile.reshard_after_forward,
         reshard_after_forward_pp=profile.reshard_after_forward_pp, tp_comm_overlap=profile.tp_comm_overlap,
         sp_saves_gathered_inputs=profile.sp_saves_gathered_inputs,
+        fp8_tp_gather=fp8 is not None and fp8 in profile.fp8_tp_gather_recipes,
     )
 
 
@@ -109,6 +112,8 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         parts.append(f"fp8 {software.fp8_recipe} ({software.fp8_backend})")
     if software.tp_comm_overlap:
         parts.append("TP overlapped with GEMMs")
+    if software.fp8_tp_gather:
+        parts.append("fp8 TP all-gathers")
     if software.sp_saves_gathered_inputs:
         parts.append("SP keeps the gathered linear inputs")
     parts.append(f"allocator reserve {100 * fragmentation_fraction:g}% of activations + "
