@@ -132,12 +132,13 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
 def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_len: int, dtype_bytes: int,
                  tp: int, sequence_parallel: bool, recompute: str, attention: str, memory_len: int = 0,
                  ac_mode: str = "attention_core", elementwise: str = "fused", ac_every: int = 2,
-                 fp8_inputs: bool = False, norm_elementwise: str | None = None) -> int:
+                 fp8_inputs: bool = False, norm_elementwise: str | None = None,
+                 gathered_inputs: bool = False) -> int:
     """Activation bytes of one block of kind `block` (see activation_bytes_per_layer)."""
     if recompute == "selective" and ac_mode in ("layer_sac", "every_nth_block"):
         args = (spec, block, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel)
         extra = dict(memory_len=memory_len, elementwise=elementwise, fp8_inputs=fp8_inputs,
-                     norm_elementwise=norm_elementwise)
+                     norm_elementwise=norm_elementwise, gathered_inputs=gathered_inputs)
         full = _block_bytes(*args, "full", attention, **extra)
         none = _block_bytes(*args, "none", attention, **extra)
         return _ceil_div(full + (ac_every - 1) * none, ac_every)  # one block in ac_every recomputed whole
@@ -149,9 +150,13 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
     if fp8_inputs:  # TE keeps the linear inputs as fp8 (1 byte) copies instead of 16-bit ones
         replicated, sharded = _fp8_kept(spec, block, dtype_bytes - 1, replicated, sharded)
     standard = block.mixer != "mamba" and spec.mla is None and not block.cross and block.mlp
+    # DTensor SP: the linears' inputs (the norm outputs) are kept all-gathered, whole over tp
+    shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp
+    gathered = (1 if fp8_inputs else dtype_bytes) * spec.hidden * (1 if shared_input else 2) if (
+        gathered_inputs and sequence_parallel and tp > 1) else 0
     if recompute == "selective" and ac_mode == "op_sac" and not block.moe and standard and is_fused(attention):
         replicated, sharded = op_sac_kept_per_token(spec, dtype_bytes, tp)
-        score = 0
+        score, gathered = 0, 0  # op-SAC recomputes the norms and the gathers (its own save list)
     sharded_bytes = sb * sharded
     if block.cross:  # K and V over the encoder tokens, per decoder layer
         sharded_bytes += dtype_bytes * micro_batch * memory_len * 2 * spec.kv_width
@@ -160,8 +165,9 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
         sharded_bytes += score * sb * keys
         if block.cross and not is_fused(attention):
             sharded_bytes += spec.heads * dtype_bytes * sb * memory_len
-    replicated_bytes = sb * replicated
+    replicated_bytes = sb * (replicated - gathered)
     rep = _ceil_div(replicated_bytes, tp) if sequence_parallel else replicated_bytes
+    rep += sb * gathered
     return rep + _ceil_div(sharded_bytes, tp)
 
 
@@ -180,6 +186,7 @@ def activation_bytes_per_layer(
     ac_every: int = 2,
     fp8_inputs: bool = False,
     norm_elementwise: str | None = None,
+    gathered_inputs: bool = False,
 ) -> int:
     """Activation bytes one block keeps for backward, per GPU, for one micro-batch.
 
@@ -221,6 +228,10 @@ def activation_bytes_per_layer(
       same) says how the norms alone run (a fused RMSNorm keeps its input only).
     - `fp8_inputs` (Transformer Engine fp8): the linear layers of dense blocks keep their inputs
       as 1-byte fp8 copies (the norm outputs, the output-projection input, the second MLP GEMM's).
+    - `gathered_inputs` (PyTorch DTensor sequence parallelism, torchtitan): the mixer's and the
+      MLP's inputs (the norm outputs) are kept as the all-gathered full-sequence tensors the
+      column-parallel linears saved, d h each not split by t; Megatron keeps the shard and gathers
+      again in backward (Korthikanti et al. 2022 sec. 4.2.2), which the formulas above assume.
     `layer_index` picks a block (block kinds differ); None gives the largest block. Division by t
     rounds up (exact when t divides the sizes). These are estimates of what a Megatron-style
     implementation keeps, not measured.
@@ -230,7 +241,7 @@ def activation_bytes_per_layer(
     return max(
         _block_bytes(spec, kind, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, recompute, attention,
                      memory_len=seq_len, ac_mode=ac_mode, elementwise=elementwise, ac_every=ac_every,
-                     fp8_inputs=fp8_inputs, norm_elementwise=norm_elementwise)
+                     fp8_inputs=fp8_inputs, norm_elementwise=norm_elementwise, gathered_inputs=gathered_inputs)
         for kind in kinds
     )
 

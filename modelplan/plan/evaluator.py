@@ -276,9 +276,10 @@ class Evaluator:
         act = tokens * spec.hidden * d  # one (b, s/cp, h) activation
         tp_shape = self.shapes(tp, 1, 1)[Axis.TP]
         gpn = self.cluster.gpus_per_node
+        gather = tokens * spec.hidden if sw.fp8_tp_gather and sp else None  # 1-byte fp8 AllGathers
         tp_t = self._memo(("tp", tp, sp, b, cp, etp), lambda: tp_mod.tp_seconds(
             self.pricer, tp_shape, tp, sp, act, tokens, tp_mod.LOSS_VALUE_BYTES, etp,
-            strided_shape(etp, 1, gpn) if etp else None))
+            strided_shape(etp, 1, gpn) if etp else None, gather))
         if moe:
             a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, capacity, spec.hidden, d)
             # Megatron-core's expert grid: etp fastest, then ep (stride etp); else ep inside dp
@@ -291,7 +292,7 @@ class Evaluator:
         stored, working = block_activations(spec, b, training.seq_len, d, tp, sp, recompute, moe, training.attention, cp,
                                             sw)
         emb_act, head_act = edge_activations(spec, b, training.seq_len, d, tp, sp, cp, sw.fused_cross_entropy,
-                                             sw.compiled_loss)
+                                             sw.compiled_loss, sw.sp_saves_gathered_inputs)
         message, _ = self.boundary(tp, sp, b, cp, True)
         if tp_overlap != "none" and sp and tp > 1:
             tp_x = tp_mod.overlap_exposure(tp_t, rerun, self.cost, tp_overlap, self.mech.gemm_shares(moe),

@@ -41,24 +41,28 @@ def local_kv_heads(kv_heads: int, tp: int) -> int:
 
 
 def block_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, fwd_runs: int, bwd_runs: int,
-                mlp_tp: int | None = None) -> None:
+                mlp_tp: int | None = None, gather_bytes: int | None = None) -> None:
     """f and g of the attention and MLP sub-layers: `fwd_runs` forwards (recompute included) and
     `bwd_runs` backwards of blocks whose (b, s, h) activation is `nbytes`. `mlp_tp`: the MLP's
     group when it is not tp (an MoE MLP under Megatron-core expert tensor parallelism gathers
-    and scatters its tokens over the etp ranks only, none when etp = 1)."""
+    and scatters its tokens over the etp ranks only, none when etp = 1). `gather_bytes`: the
+    AllGathers' (b, s, h) payload when it differs (fp8 all-gathers, `EngineSettings.fp8_tp_gather`)."""
     g_fwd, g_bwd, f_fwd, f_bwd = region_ops(sp)
+    gathered = nbytes if gather_bytes is None else gather_bytes
     attention = (Region.TP_ATTENTION_IN, Region.TP_ATTENTION_OUT)
     mlp = (Region.TP_MLP_IN, Region.TP_MLP_OUT)
     for (f_region, g_region), group in ((attention, tp), (mlp, tp if mlp_tp is None else mlp_tp)):
         if group == 1 < tp:
             continue
-        size = nbytes * group // tp  # the group's share of the (b, s, h) activation
+        def size(op) -> int:  # the group's share of the (b, s, h) activation
+            return (gathered if op is AG else nbytes) * group // tp
+
         for op, region in ((f_fwd, f_region), (g_fwd, g_region)):
             if op is not None:
-                calls.add(op, TP, group, size, fwd_runs, region)
-        calls.add(f_bwd, TP, group, size, bwd_runs, f_region)
+                calls.add(op, TP, group, size(op), fwd_runs, region)
+        calls.add(f_bwd, TP, group, size(f_bwd), bwd_runs, f_region)
         if g_bwd is not None:
-            calls.add(g_bwd, TP, group, size, bwd_runs, g_region)
+            calls.add(g_bwd, TP, group, size(g_bwd), bwd_runs, g_region)
 
 
 def embedding_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, runs: int) -> None:
@@ -93,17 +97,17 @@ class TpSeconds(NamedTuple):
 
 
 def tp_seconds(pricer: CommPricer, shape, tp: int, sp: bool, nbytes: int, tokens: int, loss_bytes: int,
-               mlp_tp: int | None = None, mlp_shape=None) -> TpSeconds:
+               mlp_tp: int | None = None, mlp_shape=None, gather_bytes: int | None = None) -> TpSeconds:
     """Price the calls above for one micro-batch on the TP group's `shape` (an MLP group of
-    `mlp_tp` ranks on `mlp_shape`)."""
+    `mlp_tp` ranks on `mlp_shape`); `gather_bytes`: the blocks' AllGather payload (`block_calls`)."""
     def priced(add) -> float:
         calls = RankCalls()
         add(calls)
         return calls.price(pricer, lambda axis, size: shape if size == tp else mlp_shape)
 
     return TpSeconds(
-        priced(lambda c: block_calls(c, tp, sp, nbytes, 1, 1, mlp_tp)),
-        priced(lambda c: block_calls(c, tp, sp, nbytes, 2, 1, mlp_tp)),
+        priced(lambda c: block_calls(c, tp, sp, nbytes, 1, 1, mlp_tp, gather_bytes)),
+        priced(lambda c: block_calls(c, tp, sp, nbytes, 2, 1, mlp_tp, gather_bytes)),
         priced(lambda c: embedding_calls(c, tp, sp, nbytes, 1)),
         priced(lambda c: head_calls(c, tp, sp, nbytes, tokens, loss_bytes, 1)),
     )
