@@ -213,6 +213,17 @@ def test_etp_one_plan_is_priced_with_ep_wider_than_dp():
     assert gemm["mlp/router"].m == 1024 // 2
 
 
+def test_etp_plan_with_a_pipeline_is_priced():
+    """The same ep 4 > dp 2 layout over 2 pipeline stages (8 GPUs): the rank-order note lays out
+    the dense grid (EP folds over tp x dp, so there is no ep-inside-dp group to place); before,
+    the note's grid refused ep 4 on dp 2 and the whole estimate failed."""
+    spec, training = mixtral_like(), TrainingSpec(global_batch=8, seq_len=1024)
+    plan = Plan(tp=2, dp=2, pp=2, ep=4, etp=1, sequence_parallel=True, micro_batch=1)
+    est = estimate_plan(spec, training, plan, ideal_cluster(), world_size=8)
+    assert est.step.ep_comm_s > 0
+    assert any(note.startswith("rank order") for note in est.notes)
+
+
 def test_etp_must_fold_into_the_stage():
     """ep x etp must divide tp x dp x cp (the stage's ranks): ep 8, etp 1 on tp 2 x dp 2 does not."""
     from modelplan.plan.validate import plan_problems

@@ -77,6 +77,9 @@ def sm_slowdown(num_sm: int, sm_count: int) -> float:
     """How much longer a GEMM runs on sm_count - num_sm SMs than on all of them."""
     if num_sm <= 0:
         return 1.0
+    if sm_count <= 0:
+        raise ValueError("TP overlap with userbuffers takes SMs from the GEMMs: the accelerator needs "
+                         "sm_count (its preset states none)")
     if num_sm >= sm_count:
         raise ValueError(f"num_sm ({num_sm}) must be < sm_count ({sm_count})")
     return sm_count / (sm_count - num_sm)
