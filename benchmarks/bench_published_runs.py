@@ -39,7 +39,7 @@ from modelplan.comm.clusters import load_cluster  # noqa: E402
 from modelplan.count.flops import count_flops  # noqa: E402
 from modelplan.errors import SpecError  # noqa: E402
 from modelplan.plan.calibration import megatron_gpt, paper_flops  # noqa: E402
-from modelplan.plan.estimate import estimate_plan  # noqa: E402
+from modelplan.plan.estimate import estimate_split  # noqa: E402
 from modelplan.specs.load import load_model, model_from_dict  # noqa: E402
 from modelplan.specs.plan import Plan  # noqa: E402
 from modelplan.specs.training import TrainingSpec  # noqa: E402
@@ -50,7 +50,7 @@ GIB = 2**30
 # Settings a run may carry that the training spec takes when this version of modelplan has them.
 OPTIONAL_TRAINING = ("attention", "framework", "grad_dtype", "fp8_param_gather", "ac_mode", "fp8_recipe")
 # Settings the plan takes when this version of modelplan has them.
-OPTIONAL_PLAN = ("reshard_after_forward", "fsdp_shard_size", "etp")
+OPTIONAL_PLAN = ("reshard_after_forward", "fsdp_shard_size", "etp", "first_stage_layers", "last_stage_layers")
 # `features` a run lists that name a TrainingSpec / Plan field (or one of these aliases) are passed
 # to it; the others stay informational.
 FEATURE_ALIASES = {"async_tp": "tp_comm_overlap", "fp8_all_gather": "fp8_param_gather"}
@@ -197,8 +197,9 @@ def load_runs() -> list[dict]:
 def _cluster(run: dict):
     cluster = load_cluster(run["cluster"])
     acc_update = {}
-    if "memory_gb" in run:
+    if "memory_gb" in run:  # another part (torchtitan's 96 GB H100): its marketed size, no NVML figure
         acc_update["memory_gb"] = float(run["memory_gb"])
+        acc_update["memory_total_mib"] = None
     hardware = run.get("hardware", {})
     for key, value in hardware.items():  # accelerator overrides (memory_bw_tbps, sustained_clock_fraction, ...)
         if key in type(cluster.accelerator).model_fields:
@@ -238,10 +239,13 @@ def price(run: dict) -> dict:
             est = _search_vpp(spec, training, plan, cluster, run["gpus"], tp_span)
             row["vpp_searched"] = est.plan.vpp
         else:
-            est = estimate_plan(spec, training, plan, cluster, world_size=run["gpus"], allow_tp_across_nodes=tp_span)
+            # the stage split is searched unless the run publishes it, as `modelplan plan` does
+            est = estimate_split(spec, training, plan, cluster, world_size=run["gpus"], allow_tp_across_nodes=tp_span)
     except (SpecError, ValueError) as exc:
         row["rejected"] = " ".join(line.strip() for line in str(exc).splitlines()[:3])
         return row
+    if est.plan.stage_split is not None and plan.stage_split is None:
+        row["split_searched"] = est.plan.stage_split
     row["predicted_s"] = est.step.step_time_s
     row["time_error"] = est.step.step_time_s / row["published_s"] - 1
     row["predicted_gib"] = est.peak_memory_bytes / GIB

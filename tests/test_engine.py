@@ -92,6 +92,29 @@ def test_loss_peak_per_logit():
     assert loss_peak_bytes(2, fused=False) == 12
 
 
+def test_compiled_loss_keeps_the_16_bit_logits_and_their_gradient():
+    """torch.compile over F.cross_entropy(logits.float()): the bf16 logits saved and the bf16
+    gradient written by one fused backward kernel, 2 + 2 bytes per logit (fp32: 4 + 4)."""
+    assert loss_peak_bytes(2, fused=False, compiled=True) == 4
+    assert loss_peak_bytes(4, fused=False, compiled=True) == 8
+    sb = 1024
+    eager = output_activation_bytes(LLAMA, 1, sb, 2, fused_cross_entropy=False)
+    compiled = output_activation_bytes(LLAMA, 1, sb, 2, fused_cross_entropy=False, compiled_loss=True)
+    assert eager - compiled == (12 - 4) * sb * LLAMA.vocab
+
+
+def test_torchtitan_compiles_its_loss_unless_the_run_says_otherwise():
+    """torchtitan's build_cross_entropy_loss compiles the loss under training.compile (since
+    bbb1b616e); its Dec 2024 version (9dec370) did not; Megatron's loss is fused regardless."""
+    titan, megatron = load_engine("torchtitan"), load_engine("megatron")
+    base = dict(global_batch=8, seq_len=128, precision="bf16")
+    assert engine_settings(TrainingSpec(**base, framework="torchtitan", compile=True), titan).compiled_loss
+    assert not engine_settings(TrainingSpec(**base, framework="torchtitan"), titan).compiled_loss
+    assert not engine_settings(TrainingSpec(**base, framework="torchtitan", compile=True, compile_loss=False),
+                               titan).compiled_loss
+    assert not engine_settings(TrainingSpec(**base, compile=True), megatron).compiled_loss
+
+
 def test_eager_loss_memory_on_the_last_stage():
     """Output activations: 2 d s b h plus 12 bytes per logit eager vs 4 fused."""
     sb = 1024
@@ -141,6 +164,26 @@ def test_eager_norm_keeps_its_fp32_input():
     assert eager - fused == 2 * 4 * 4096 + 2 * 14336
 
 
+def test_fused_norm_alone_keeps_the_norm_input_only():
+    """torchtitan's fused_rmsnorm under an otherwise eager engine: the two norms keep their
+    16-bit input (2 B) instead of the eager composite's fp32 input and output (4 + 2 B), SwiGLU
+    still keeps silu's output: eager - (eager, fused norm) = 2 x 4 h per token; the fused norm is
+    one kernel each way (Elementwise 2d / 3d bytes) where the eager one launches 7 and 10."""
+    from modelplan.count.eager import RMSNORM_KERNELS
+    from modelplan.plan.kernels import layer_kernels
+
+    kw = dict(recompute="none", attention="flash", elementwise="eager")
+    eager = activation_bytes_per_layer(LLAMA, 1, 1, 2, **kw)
+    fused_norm = activation_bytes_per_layer(LLAMA, 1, 1, 2, norm_elementwise="fused", **kw)
+    assert eager - fused_norm == 2 * 4 * 4096
+    norms = [e for e in layer_kernels(LLAMA, 1, 1, 16, 2, elementwise="eager", norm_elementwise="fused",
+                                      attention="flash").elementwise if e.name == "norm"]
+    assert {(e.kernels, e.fwd_bytes_per_element, e.bwd_bytes_per_element) for e in norms} == {((1, 1), 4, 6)}
+    assert RMSNORM_KERNELS == (7, 10)
+    settings = engine_settings(TrainingSpec(framework="torchtitan", fused_norm=True), load_engine("torchtitan"))
+    assert (settings.elementwise, settings.norm_elementwise) == ("eager", "fused")
+
+
 def test_te_fp8_keeps_linear_inputs_in_fp8():
     """Transformer Engine keeps 1-byte copies of the two norm outputs, the projection input and
     the second MLP GEMM's input: (2 h + q_width + f) bytes less per token (d = 2)."""
@@ -148,6 +191,19 @@ def test_te_fp8_keeps_linear_inputs_in_fp8():
     bf16 = activation_bytes_per_layer(LLAMA, 1, 1, 2, **kw)
     fp8 = activation_bytes_per_layer(LLAMA, 1, 1, 2, fp8_inputs=True, **kw)
     assert bf16 - fp8 == 2 * 4096 + 4096 + 14336
+
+
+def test_te_fp8_keeps_expert_inputs_in_fp8():
+    """TE GroupedLinear experts keep 1-byte casts of each routed token copy and of each expert's
+    fc2 input; the attention norm output and projection input are fp8 as in a dense block, the
+    MLP norm output stays 16-bit for the router. Qwen3-235B-A22B sizes (HF config: h 4096, 64
+    heads of 128, top_k 8, expert ffn 1536): (h + q_width + 8 h + 8 x 1536) bytes less per token."""
+    spec = load_model("qwen3-235b-a22b")
+    assert (spec.hidden, spec.q_width, spec.moe.top_k, spec.moe.expert_ffn_hidden) == (4096, 8192, 8, 1536)
+    kw = dict(recompute="none", attention="flash", layer_index=0)
+    bf16 = activation_bytes_per_layer(spec, 1, 1, 2, **kw)
+    fp8 = activation_bytes_per_layer(spec, 1, 1, 2, fp8_inputs=True, **kw)
+    assert bf16 - fp8 == 4096 + 8192 + 8 * 4096 + 8 * 1536
 
 
 def test_fp8_cast_bytes_per_recipe():
@@ -229,3 +285,99 @@ def test_hsdp_groups():
     """HSDP over 96 ranks in shards of 8: 12 replicas; no shard size: one group."""
     assert hsdp_groups(96, 8) == (8, 12)
     assert hsdp_groups(96, None) == (96, 1)
+
+
+def test_deepspeed_bf16_zero1_keeps_bf16_grads_beside_fp32_ones():
+    """DeepSpeed's BF16_Optimizer (bf16, ZeRO 0/1): the full fp32 gradient buffer (4 B/param)
+    plus every parameter's bf16 .grad (2 B/param) at the end of backward; Megatron accumulates
+    into its fp32 main_grad only (4 B/param). One rank of Llama 3 8B on tp 1, pp 1, dp 8."""
+    from modelplan.plan.evaluator import Evaluator
+
+    cluster = load_cluster("dgx-a100")
+    grads = {}
+    for framework in ("deepspeed", "megatron"):
+        training = TrainingSpec(framework=framework, precision="bf16", global_batch=8)
+        ev = Evaluator(LLAMA, training, cluster)
+        params = sum(ev.held.rank_params(1, 1)[0][0])
+        (_, grads[framework], _), _ = ev.held.states(1, 1, 8, 1)
+    assert grads["megatron"] == 4 * params
+    assert grads["deepspeed"] == (4 + 2) * params
+
+
+def test_bf16_optimizer_accumulates_fp32_gradients_every_micro_batch():
+    """DeepSpeed's BF16_Optimizer zeroes the bf16 .grad before every backward and adds it into the
+    fp32 gradient after it (bf16_optimizer.py backward_prologue / update_hp_grads): 2 + (2 + 4 + 4)
+    + (4 + 4) = 20 HBM bytes per parameter per micro-batch; ZeRO 2 reduces instead and does not."""
+    from modelplan.plan.estimate import evaluate_plan
+    from modelplan.plan.evaluator import Evaluator
+
+    cluster = load_cluster("dgx-a100")
+    training = TrainingSpec(framework="deepspeed", precision="bf16", global_batch=64)
+    ev = Evaluator(LLAMA, training, cluster)
+    params = sum(ev.held.rank_params(1, 1)[0][0])
+    m = 64 // (2 * 8)  # micro-batches of 2 on each of 8 data-parallel ranks
+    hbm = cluster.accelerator.memory_bw_tbps * 1e12 * ev.cost.hbm_efficiency * ev.cost.sustained_fraction
+    step = {zero: evaluate_plan(ev, Plan(dp=8, micro_batch=2, zero=zero)).step for zero in (1, 2)}
+    accumulate = step[1].optimizer_s - ev.dp_entry(1, 1, 8, 1, False, 0).optimizer_s
+    assert accumulate == pytest.approx(m * params * 20 / hbm)
+    assert step[2].optimizer_s == pytest.approx(ev.dp_entry(1, 1, 8, 2, False, 0).optimizer_s)
+    assert sum(step[1].terms().values()) == pytest.approx(step[1].step_time_s)
+
+
+def test_torchtitan_sequence_parallel_working_set_holds_the_gathered_inputs():
+    """torchtitan's DTensor SP saves the all-gathered inputs of wq/wk/wv and w1/w3 (parallelize_llama
+    apply_tp), Megatron the 1/tp shard: a fully recomputed Llama-3-8B block at tp 8 keeps the same
+    2 s b h / t input, and its working set differs by two gathered inputs' 7/8: 2 x 2 s b h x 7/8."""
+    from modelplan.plan.memory import block_activations
+
+    titan, megatron = load_engine("torchtitan"), load_engine("megatron")
+    base = dict(global_batch=8, seq_len=4096, precision="bf16", compile=True)
+    assert titan.sp_saves_gathered_inputs and not megatron.sp_saves_gathered_inputs
+    s_titan = engine_settings(TrainingSpec(**base, framework="torchtitan"), titan)
+    s_mega = engine_settings(TrainingSpec(**base, framework="megatron"), megatron)
+    sbh = 4096 * 2 * LLAMA.hidden
+    args = (LLAMA, 2, 4096, 2, 8, True, "full", False, "flash")
+    kept_t, work_t = block_activations(*args, software=s_titan)
+    kept_m, work_m = block_activations(*args, software=s_mega)
+    assert kept_t == kept_m == 2 * sbh // 8
+    assert work_t - work_m == 2 * 2 * sbh * 7 // 8
+
+
+def test_torchtitan_output_projection_keeps_its_gathered_input():
+    """torchtitan's output ColwiseParallel(input_layouts=Shard(1)) all-gathers the final norm's
+    output before the head GEMM, which saves it whole: d s b h x (1 - 1/t) more than Megatron's
+    1/t share on the last stage (Llama-3-8B, s b = 8192, tp 8: 2 x 8192 x 4096 x 7/8 bytes)."""
+    from modelplan.plan.memory import edge_activations
+
+    args = (LLAMA, 2, 4096, 2, 8, True, 1, False, False)
+    _, megatron = edge_activations(*args)
+    _, titan = edge_activations(*args, gathered_inputs=True)
+    assert titan - megatron == 2 * 8192 * 4096 * 7 // 8
+    assert edge_activations(LLAMA, 2, 4096, 2, 8, False, 1, False, False, gathered_inputs=True)[1] == \
+        edge_activations(LLAMA, 2, 4096, 2, 8, False, 1, False, False)[1]  # no SP: nothing gathered
+
+
+def test_torchtitan_tensorwise_fp8_gathers_tp_activations_in_fp8():
+    """torchtitan parallelize_llama.py: float8 all-gather with TP only for tensorwise recipes
+    (torchao Float8ColwiseParallel casts the input to e4m3 before the forward AllGather,
+    Float8RowwiseParallel the output gradient to e5m2 before the backward one); rowwise recipes
+    and Megatron keep 16-bit gathers. The ReduceScatters stay 16-bit either way."""
+    from modelplan.comm.ops import Collective
+    from modelplan.plan.parallel.calls import RankCalls
+    from modelplan.plan.parallel.tp import block_calls
+
+    titan, megatron = load_engine("torchtitan"), load_engine("megatron")
+    base = dict(global_batch=8, seq_len=128, precision="fp8")
+    assert engine_settings(TrainingSpec(**base, framework="torchtitan", fp8_recipe="tensorwise"), titan).fp8_tp_gather
+    assert not engine_settings(TrainingSpec(**base, framework="torchtitan", fp8_recipe="rowwise"), titan).fp8_tp_gather
+    assert not engine_settings(TrainingSpec(**base, framework="megatron"), megatron).fp8_tp_gather
+    assert not engine_settings(TrainingSpec(global_batch=8, seq_len=128, framework="torchtitan"), titan).fp8_tp_gather
+    # one block, SP over tp 8, a (b, s, h) activation of 2 x 1024 x 4096 bf16 bytes, gathered as 1-byte fp8
+    act = 2 * 1024 * 4096 * 2
+    calls = RankCalls()
+    block_calls(calls, 8, True, act, 1, 1, gather_bytes=act // 2)
+    sizes: dict = {}
+    for key, n in calls.counts.items():  # key: (op, axis, group, nbytes, region, ...)
+        sizes[(key[0], key[3])] = sizes.get((key[0], key[3]), 0) + n
+    # per sub-layer (attention, MLP): forward AG + RS, backward RS (of f) + AG (of g)
+    assert sizes == {(Collective.ALL_GATHER, act // 2): 4, (Collective.REDUCE_SCATTER, act): 4}

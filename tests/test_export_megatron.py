@@ -147,6 +147,15 @@ def test_moe_flags():
             flags["--expert-model-parallel-size"]) == ("8", "2", "14336", "8")
 
 
+def test_expert_tensor_parallel_flag():
+    """Plan.etp is Megatron-core's --expert-tensor-parallel-size (etp 1 folds ep 8 over tp 2 x
+    dp 4); unset, the experts are split like the dense MLPs: tp."""
+    flags = _flags(MIXTRAL, TrainingSpec(global_batch=64), Plan(dp=4, ep=8, tp=2, etp=1, sequence_parallel=True))
+    assert (flags["--expert-model-parallel-size"], flags["--expert-tensor-parallel-size"]) == ("8", "1")
+    flags = _flags(MIXTRAL, TrainingSpec(global_batch=64), Plan(dp=8, ep=8, tp=2))
+    assert flags["--expert-tensor-parallel-size"] == "2"
+
+
 def test_moe_layer_pattern_with_dense_prefix():
     """4 layers, first one dense: per-layer pattern [0,1,1,1] (1 = expert layer, arguments.py
     moe_freq_type's list form)."""
@@ -250,13 +259,14 @@ def test_uneven_stages_use_first_and_last_flags():
 
 def test_uneven_virtual_stages_use_the_layout():
     """80 layers on pp 4 x vpp 3 = 12 virtual stages: 80 = 12 * 6 + 8, the 8 extra blocks on
-    the middle stages 1..8, so the layout is E+6 | 7 x 8 | 6 | 6 | 6+L, and no
-    --num-virtual-stages-per-pipeline-rank (validate_args l. 503-514 allows only one)."""
+    the latest middle stages 10..3 (split_layers: late ranks hold the fewest micro-batches), so
+    the layout is E+6 | 6 | 6 | 7 x 8 | 6+L, and no --num-virtual-stages-per-pipeline-rank
+    (validate_args l. 503-514 allows only one)."""
     model = LLAMA3_8B.model_copy(update={"layers": 80})
     flags = _flags(model, TrainingSpec(global_batch=64),
                    Plan(dp=4, pp=4, vpp=3, schedule="interleaved"))
     assert flags["--pipeline-model-parallel-layout"] == "|".join(
-        ["Et*6"] + ["t*7"] * 8 + ["t*6", "t*6", "t*6L"])
+        ["Et*6", "t*6", "t*6"] + ["t*7"] * 8 + ["t*6L"])
     assert "--num-virtual-stages-per-pipeline-rank" not in flags
 
 

@@ -160,7 +160,8 @@ def test_moe_plan_has_an_exposed_all_to_all_term_and_the_terms_add_up():
 
 def test_search_tries_every_ep_dividing_dp_and_the_experts():
     """tp 1, pp 1 on 16 GPUs: dp 16, so ep in {1, 2, 4, 8} (divisors of 16 dividing 8 experts)."""
-    space = SearchSpace(tp=[1], pp=[1], micro_batch=[1], recompute=["none"], zero=[1], sequence_parallel=[False])
+    space = SearchSpace(tp=[1], pp=[1], micro_batch=[1], recompute=["none"], zero=[1], sequence_parallel=[False],
+                        dp_overlap=[True])
     result = search_plans(mixtral_like(), TrainingSpec(global_batch=16, seq_len=1024), ideal_cluster(), 16, space,
                           top_k=10)
     assert sorted(e.plan.ep for e in result.best) == [1, 2, 4, 8]
@@ -180,3 +181,54 @@ def test_dense_models_search_ep_1_only():
     dense = mixtral_like().model_copy(update={"moe": None})
     result = search_plans(dense, TrainingSpec(global_batch=16, seq_len=1024), ideal_cluster(), 8, top_k=5)
     assert {e.plan.ep for e in result.best} == {1}
+
+
+# -- expert tensor parallelism (Megatron-core --expert-tensor-parallel-size, Plan.etp) ------------
+
+
+def test_etp_one_keeps_whole_experts_and_folds_ep_over_tp_x_dp():
+    """tp 2, dp 2, ep 4, etp 1 (Megatron-core's expert grid: etp x ep x expert-dp over the 4 ranks
+    of a stage): each GPU holds 8/4 whole experts per layer (3 h f each, not split by tp) and
+    reduces them over tp x dp / (ep x etp) = 1 rank; dense units keep dp = 2."""
+    from modelplan.plan.shard import unit_shards
+
+    shards = unit_shards(mixtral_like(), Plan(tp=2, dp=2, ep=4, etp=1))
+    experts = shards["layers/0/experts"]
+    assert (experts.numel, experts.group_size) == ((E // 4) * EXPERT_PARAMS, 1)
+    assert shards["layers/0"].group_size == 2
+
+
+def test_etp_one_plan_is_priced_with_ep_wider_than_dp():
+    """ep 4 > dp 2 is valid with etp 1 (ep x etp = 4 divides tp x dp = 4) and priced: the MoE
+    blocks' expert GEMMs run whole experts (n = 2 f for the gated input projection) on the
+    tokens of each rank's sequence shard (b s / tp), and the all-to-all group is 4 consecutive
+    ranks on one node."""
+    spec, training = mixtral_like(), TrainingSpec(global_batch=8, seq_len=1024)
+    plan = Plan(tp=2, dp=2, ep=4, etp=1, sequence_parallel=True, micro_batch=1)
+    est = estimate_plan(spec, training, plan, ideal_cluster(), world_size=4)
+    assert est.step.ep_comm_s > 0
+    k = layer_kernels(spec, 2, 1, 1024, 2, True, moe_layer=True, ep=4, capacity=1024 * K // E, etp=1)
+    gemm = {g.name: g for g in k.gemms}
+    assert gemm["mlp/experts/in"].n == 2 * F and gemm["mlp/experts/out"].k == F
+    assert gemm["mlp/router"].m == 1024 // 2
+
+
+def test_etp_plan_with_a_pipeline_is_priced():
+    """The same ep 4 > dp 2 layout over 2 pipeline stages (8 GPUs): the rank-order note lays out
+    the dense grid (EP folds over tp x dp, so there is no ep-inside-dp group to place); before,
+    the note's grid refused ep 4 on dp 2 and the whole estimate failed."""
+    spec, training = mixtral_like(), TrainingSpec(global_batch=8, seq_len=1024)
+    plan = Plan(tp=2, dp=2, pp=2, ep=4, etp=1, sequence_parallel=True, micro_batch=1)
+    est = estimate_plan(spec, training, plan, ideal_cluster(), world_size=8)
+    assert est.step.ep_comm_s > 0
+    assert any(note.startswith("rank order") for note in est.notes)
+
+
+def test_etp_must_fold_into_the_stage():
+    """ep x etp must divide tp x dp x cp (the stage's ranks): ep 8, etp 1 on tp 2 x dp 2 does not."""
+    from modelplan.plan.validate import plan_problems
+
+    problems = plan_problems(mixtral_like(), TrainingSpec(global_batch=8, seq_len=1024),
+                             Plan.model_construct(tp=2, dp=2, pp=1, vpp=1, cp=1, ep=8, etp=1, micro_batch=1,
+                                                  schedule="1f1b", sequence_parallel=True, zero=0))
+    assert any("ep * etp (8 * 1) must divide tp * dp * cp (2 * 2 * 1)" in p.message for p in problems)

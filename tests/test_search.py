@@ -22,12 +22,16 @@ TRAIN = TrainingSpec(global_batch=64, seq_len=1024)
 
 
 def test_every_field_fixed_evaluates_that_one_plan():
-    """Fixing tp, pp, dp, vpp, micro-batch, schedule, SP, recompute and ZeRO leaves one candidate."""
+    """Fixing tp, pp, dp, vpp, micro-batch, schedule, SP, recompute, ZeRO, the overlap, offload
+    and placement choices and the stage split (search_split off: the default split) leaves one
+    candidate."""
     space = SearchSpace(tp=[2], pp=[2], dp=[4], vpp=[2], micro_batch=[2], schedule=["interleaved"],
-                        sequence_parallel=[True], recompute=["selective"], zero=[1])
+                        sequence_parallel=[True], recompute=["selective"], zero=[1], tp_overlap=["none"],
+                        dp_overlap=[True], offload_optimizer=["none"], offload_activations=[False],
+                        rank_order=["tp-cp-dp-pp"], search_split=False)
     result = search_plans(GPT2, TRAIN, A100, 16, space)
     want = Plan(dp=4, tp=2, pp=2, vpp=2, micro_batch=2, schedule="interleaved", sequence_parallel=True,
-                recompute="selective", zero=1)
+                recompute="selective", zero=1, tp_overlap="none", dp_overlap=True)
     assert [e.plan for e in result.best] == [want]
     assert result.evaluated == 1 and result.candidates == 1
 
@@ -69,11 +73,12 @@ def test_rejections_are_counted_by_reason():
 
 
 def test_too_few_gpus_names_the_minimum():
-    """GPT-3 175B: 18 bytes x P of model states over 80 GB - 1 GB reserved (model states are
-    contiguous buffers: no fragmentation allowance)."""
+    """GPT-3 175B: 18 bytes x P of model states over the A100 80GB's 81,920 MiB of device memory
+    (NVML, Modal's table) - 1 GB reserved (model states are contiguous buffers: no fragmentation
+    allowance)."""
     spec = load_model("gpt3-175b")
     params = count_params(spec).total
-    need = math.ceil(18 * params / (80e9 - 1e9))
+    need = math.ceil(18 * params / (81920 * 2**20 - 1e9))
     with pytest.raises(PlanInfeasible) as exc:
         search_plans(spec, TrainingSpec(global_batch=64, seq_len=2048), A100, 8)
     assert str(exc.value).startswith(f"needs at least {need} GPUs of 80 GB: weights+gradients+optimizer states")
@@ -98,3 +103,20 @@ def test_moe_models_are_planned():
     moe = GPT2.model_copy(update={"moe": MoESpec(num_experts=8, top_k=2, expert_ffn_hidden=3072)})
     result = search_plans(moe, TRAIN, A100, 8, top_k=5)
     assert result.best and all(e.plan.dp % e.plan.ep == 0 and 8 % e.plan.ep == 0 for e in result.best)
+
+
+def test_searched_split_lightens_the_last_stage_behind_a_large_head():
+    """GPT-2 on pp 4 (12 blocks, 3 per stage by default): its output layer (50257 x 768 per
+    token) outweighs a block (12 h^2), so the search takes blocks off the last stage; the plan
+    names the split, the slowest stage is faster than with the default split, and the estimate
+    of that plan reproduces the searched step time."""
+    from modelplan.plan.estimate import estimate_plan
+
+    space = SearchSpace(tp=[1], pp=[4], dp=[4], micro_batch=[2], schedule=["1f1b"], recompute=["none"],
+                        zero=[0], sequence_parallel=[False])
+    best = search_plans(GPT2, TRAIN, A100, 16, space).best[0]
+    assert best.plan.last_stage_layers is not None and best.plan.last_stage_layers < 3
+    even = estimate_plan(GPT2, TRAIN, best.plan.model_copy(update={"last_stage_layers": None}), A100, world_size=16)
+    assert best.step.step_time_s < even.step.step_time_s
+    again = estimate_plan(GPT2, TRAIN, best.plan, A100, world_size=16)
+    assert again.step.step_time_s == pytest.approx(best.step.step_time_s)

@@ -68,3 +68,43 @@ def test_planner_counts_the_blocks_of_each_uneven_stage():
     blocks = rank_blocks(spec, schedule_layout("1f1b", 4), [(1,)] * 4)
     assert [(b.dense, b.moe, b.dense_run) for b in blocks] == [(2, 0, 2), (3, 0, 3), (3, 0, 3), (2, 0, 2)]
     assert [(b.embedding, b.head) for b in blocks] == [(1, 0), (0, 0), (0, 0), (0, 1)]
+
+
+def test_fixed_first_and_last_stage_blocks():
+    """Megatron --decoder-first/last-pipeline-num-layers: 126 layers on 16 stages with 6 + 6 leave
+    114 for the 14 middle stages: 8 each and the 2 extra to the latest middle ones first
+    (..., 9, 9, 8) by split_layers' own rule; a fixed last stage alone gives the rest to the
+    first 15 stages."""
+    assert split_layers(126, 16, (6, 6)) == (6,) + (8,) * 11 + (9, 9, 8, 6)
+    assert sum(split_layers(126, 16, (None, 5))) == 126 and split_layers(126, 16, (None, 5))[-1] == 5
+    assert split_layers(10, 2, (4, 6)) == (4, 6)
+    with pytest.raises(ValueError, match="each stage needs >= 1"):
+        split_layers(10, 4, (5, 4))
+
+
+def test_fixed_split_flows_to_units_and_plan_validation():
+    """The plan's first / last stage blocks decide which blocks each stage holds, and a split that
+    leaves a stage empty is a plan problem naming the numbers."""
+    from modelplan.plan.validate import split_problem
+
+    spec = TransformerSpec(layers=6, hidden=8, heads=2, ffn_hidden=8, vocab=8)
+    units = stage_units(spec, 3, (1, 1))
+    assert [u for u in units[1] if u.startswith("layers/")] == ["layers/1", "layers/2", "layers/3", "layers/4"]
+    assert split_problem(6, 3, 1, (4, 2)) is not None
+    assert split_problem(6, 1, 1, (3, None)).message == "first_stage_layers / last_stage_layers need pp > 1"
+
+
+def test_verify_executes_a_fixed_split():
+    """GPT-2 scaled down on pp 4 with 2 blocks on the first stage and 1 on the last (5 blocks:
+    2 + 1 + 1 + 1): the executed step equals the single-device reference, and each rank holds
+    the parameters the cost side counts for that split (verify's held-elements rows)."""
+    from modelplan.execute.verify import verify
+    from modelplan.specs.load import load_model
+    from modelplan.specs.plan import Plan
+    from modelplan.specs.training import TrainingSpec
+
+    plan = Plan(dp=1, pp=4, micro_batch=1, first_stage_layers=2, last_stage_layers=1)
+    report = verify(load_model("gpt2"), TrainingSpec(global_batch=8, seq_len=64), plan)
+    assert report.passed
+    assert report.model.layers == 5
+    assert {r.name for r in report.rows} >= {"loss", "gradients", "held weights"}

@@ -64,11 +64,17 @@ def cross_entropy_bytes(d: int) -> tuple[int, int]:
     return d + 20, d + 24
 
 
-def loss_peak_bytes(d: int, fused: bool) -> int:
+def loss_peak_bytes(d: int, fused: bool, compiled: bool = False) -> int:
     """Peak bytes per logit the loss holds on the last stage (forward output to backward end).
     Fused vocab-parallel cross-entropy (Megatron): the fp32 softmax, kept from the forward and
     turned into the gradient in place: 4 (Megatron's estimator, theoretical_memory_usage.py,
     counts 4 s b V / t). Eager: the fp32 log-softmax kept from the forward, the fp32 gradient
     nll's backward writes and log_softmax's fp32 input gradient: 3 x 4, then the d-byte cast of
-    that gradient for the output layer's backward once the first of them is freed."""
-    return FP32 if fused else 3 * FP32
+    that gradient for the output layer's backward once the first of them is freed. Compiled
+    (`torch.compile` over `F.cross_entropy(logits.float())`, torchtitan's loss under compile):
+    AOTAutograd's min-cut partitioner (torch/_functorch/partitioners.py) saves the d-byte logits
+    and the per-row reductions, and backward recomputes the fp32 softmax inside one fused kernel
+    that writes the d-byte gradient: 2 d."""
+    if fused:
+        return FP32
+    return 2 * d if compiled else 3 * FP32

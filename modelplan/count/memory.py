@@ -64,8 +64,28 @@ def _out_proj_width(spec: "TransformerSpec", block: Block) -> int:
     return spec.q_width
 
 
+def _fp8_kept(spec: "TransformerSpec", block: Block, saved: int, replicated: int, sharded: int) -> tuple[int, int]:
+    """(replicated, sharded) bytes per token once Transformer Engine keeps each fp8 GEMM's input
+    as its 1-byte cast (`saved` = dtype bytes - 1 less per element): TE LayerNormLinear / Linear
+    save the fp8 copy, not the 16-bit tensor. Dense block: both norm outputs (or the one shared
+    input), the output-projection input, the second MLP GEMM's input. MoE block (TE GroupedLinear
+    experts): the attention norm output and output-projection input, each routed copy of a token
+    (top_k h: the permuted input is cast, the 16-bit copy freed) and the expert fc2 inputs; the
+    MLP norm output stays 16-bit (the router reads it)."""
+    moe = spec.moe
+    if block.mlp and block.moe and moe is not None:
+        shared_ffn = moe.shared_experts * (moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden)
+        replicated -= saved * spec.hidden  # (the routed copies' casts: _dispatch_bytes)
+        sharded -= saved * (_out_proj_width(spec, block) + moe.top_k * moe.expert_ffn_hidden + shared_ffn)
+        return replicated, sharded
+    shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp
+    replicated -= saved * spec.hidden * (1 if shared_input else 2)
+    sharded -= saved * (_out_proj_width(spec, block) + (spec.ffn_hidden if block.mlp else 0))
+    return replicated, sharded
+
+
 def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str = "eager",
-                 elementwise: str = "fused") -> tuple[int, int, int]:
+                 elementwise: str = "fused", norm_elementwise: str | None = None) -> tuple[int, int, int]:
     """(replicated bytes per token, tp-sharded bytes per token, score bytes per query and key) of
     a block.
 
@@ -83,7 +103,7 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
     block_inputs = 1 if shared_input else 2
     replicated = d * h * (norm_inputs + block_inputs) + (2 if block.mlp else 1) * mask * h  # dropout masks (1 B)
     eager = elementwise == "eager"
-    if eager and spec.norm == "rmsnorm":  # eager RMSNorm keeps its fp32 input and its output
+    if (norm_elementwise or elementwise) == "eager" and spec.norm == "rmsnorm":  # eager RMSNorm keeps fp32 input + output
         replicated += (rmsnorm_kept_bytes(d) - d) * h * norm_inputs
     rep_mixer, sharded, scores = _mixer_terms(spec, block, d)
     replicated += rep_mixer
@@ -111,11 +131,13 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
 def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_len: int, dtype_bytes: int,
                  tp: int, sequence_parallel: bool, recompute: str, attention: str, memory_len: int = 0,
                  ac_mode: str = "attention_core", elementwise: str = "fused", ac_every: int = 2,
-                 fp8_inputs: bool = False) -> int:
+                 fp8_inputs: bool = False, norm_elementwise: str | None = None,
+                 gathered_inputs: bool = False) -> int:
     """Activation bytes of one block of kind `block` (see activation_bytes_per_layer)."""
     if recompute == "selective" and ac_mode in ("layer_sac", "every_nth_block"):
         args = (spec, block, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel)
-        extra = dict(memory_len=memory_len, elementwise=elementwise, fp8_inputs=fp8_inputs)
+        extra = dict(memory_len=memory_len, elementwise=elementwise, fp8_inputs=fp8_inputs,
+                     norm_elementwise=norm_elementwise, gathered_inputs=gathered_inputs)
         full = _block_bytes(*args, "full", attention, **extra)
         none = _block_bytes(*args, "none", attention, **extra)
         return _ceil_div(full + (ac_every - 1) * none, ac_every)  # one block in ac_every recomputed whole
@@ -123,16 +145,17 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
     if recompute == "full":
         kept = dtype_bytes * sb * spec.hidden  # only the block input (Korthikanti section 5)
         return _ceil_div(kept, tp) if sequence_parallel else kept
-    replicated, sharded, score = _layer_terms(spec, block, dtype_bytes, attention, elementwise)
-    if fp8_inputs and not block.moe:  # TE keeps the linear inputs as fp8 (1 byte) copies
-        saved = dtype_bytes - 1
-        shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp
-        replicated -= saved * spec.hidden * (1 if shared_input else 2)
-        sharded -= saved * (_out_proj_width(spec, block) + (spec.ffn_hidden if block.mlp else 0))
+    replicated, sharded, score = _layer_terms(spec, block, dtype_bytes, attention, elementwise, norm_elementwise)
+    if fp8_inputs:  # TE keeps the linear inputs as fp8 (1 byte) copies instead of 16-bit ones
+        replicated, sharded = _fp8_kept(spec, block, dtype_bytes - 1, replicated, sharded)
     standard = block.mixer != "mamba" and spec.mla is None and not block.cross and block.mlp
+    # DTensor SP: the linears' inputs (the norm outputs) are kept all-gathered, whole over tp
+    shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp
+    gathered = (1 if fp8_inputs else dtype_bytes) * spec.hidden * (1 if shared_input else 2) if (
+        gathered_inputs and sequence_parallel and tp > 1) else 0
     if recompute == "selective" and ac_mode == "op_sac" and not block.moe and standard and is_fused(attention):
         replicated, sharded = op_sac_kept_per_token(spec, dtype_bytes, tp)
-        score = 0
+        score, gathered = 0, 0  # op-SAC recomputes the norms and the gathers (its own save list)
     sharded_bytes = sb * sharded
     if block.cross:  # K and V over the encoder tokens, per decoder layer
         sharded_bytes += dtype_bytes * micro_batch * memory_len * 2 * spec.kv_width
@@ -143,22 +166,24 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
         sharded_bytes += score * sb * seq_len
         if block.cross and not is_fused(attention):
             sharded_bytes += spec.heads * dtype_bytes * sb * memory_len
-    replicated_bytes = sb * replicated
+    replicated_bytes = sb * (replicated - gathered)
     rep = _ceil_div(replicated_bytes, tp) if sequence_parallel else replicated_bytes
-    return rep + _ceil_div(sharded_bytes, tp) + _dispatch_bytes(spec, block, sb, dtype_bytes)
+    rep += sb * gathered
+    return rep + _ceil_div(sharded_bytes, tp) + _dispatch_bytes(spec, block, sb, dtype_bytes, fp8_inputs)
 
 
-def _dispatch_bytes(spec: "TransformerSpec", block: Block, tokens: int, d: int) -> int:
+def _dispatch_bytes(spec: "TransformerSpec", block: Block, tokens: int, d: int, fp8_inputs: bool = False) -> int:
     """The top_k copies of each token the MoE layer keeps: the permuted expert inputs, and the
     expert outputs the combine multiplies by the routing weights (kept for the weights' gradient:
     Megatron-core moe_utils.unpermute, permuted_tokens * probs). They live on the
     tensor-parallel group's tokens: the all-to-all dispatcher gathers a sequence-parallel
     group's shards before it permutes (MoEAlltoAllTokenDispatcher with expert tensor parallelism
-    = tp), so sequence parallelism does not split them."""
+    = tp), so sequence parallelism does not split them. With TE fp8 the permuted inputs are kept
+    as their 1-byte casts (GroupedLinear saves the fp8 copy, the 16-bit one is freed)."""
     moe = spec.moe
     if not (block.mlp and block.moe and moe is not None):
         return 0
-    return 2 * tokens * moe.top_k * d * spec.hidden
+    return tokens * moe.top_k * spec.hidden * ((1 if fp8_inputs else d) + d)
 
 
 def activation_bytes_per_layer(
@@ -175,6 +200,8 @@ def activation_bytes_per_layer(
     elementwise: str = "fused",
     ac_every: int = 2,
     fp8_inputs: bool = False,
+    norm_elementwise: str | None = None,
+    gathered_inputs: bool = False,
     block: Block | None = None,
 ) -> int:
     """Activation bytes one block keeps for backward, per GPU, for one micro-batch.
@@ -215,9 +242,14 @@ def activation_bytes_per_layer(
       layer_sac / every_nth_block keep a whole block in `ac_every` blocks fully recomputed (the
       mean over blocks, rounded up).
     - `elementwise` 'eager' (PyTorch composites, `modelplan.count.eager`): an RMSNorm keeps its
-      fp32 input and its output, SwiGLU also keeps silu's output.
+      fp32 input and its output, SwiGLU also keeps silu's output; `norm_elementwise` (None: the
+      same) says how the norms alone run (a fused RMSNorm keeps its input only).
     - `fp8_inputs` (Transformer Engine fp8): the linear layers of dense blocks keep their inputs
       as 1-byte fp8 copies (the norm outputs, the output-projection input, the second MLP GEMM's).
+    - `gathered_inputs` (PyTorch DTensor sequence parallelism, torchtitan): the mixer's and the
+      MLP's inputs (the norm outputs) are kept as the all-gathered full-sequence tensors the
+      column-parallel linears saved, d h each not split by t; Megatron keeps the shard and gathers
+      again in backward (Korthikanti et al. 2022 sec. 4.2.2), which the formulas above assume.
     `layer_index` picks a block (block kinds differ), or `block` names its kind (an MTP module's);
     None gives the largest block. Division by t
     rounds up (exact when t divides the sizes). These are estimates of what a Megatron-style
@@ -228,7 +260,7 @@ def activation_bytes_per_layer(
     return max(
         _block_bytes(spec, kind, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, recompute, attention,
                      memory_len=seq_len, ac_mode=ac_mode, elementwise=elementwise, ac_every=ac_every,
-                     fp8_inputs=fp8_inputs)
+                     fp8_inputs=fp8_inputs, norm_elementwise=norm_elementwise, gathered_inputs=gathered_inputs)
         for kind in kinds
     )
 
@@ -249,19 +281,19 @@ def embedding_activation_bytes(
 
 def output_activation_bytes(
     spec: "TransformerSpec", micro_batch: int, seq_len: int, dtype_bytes: int, tp: int = 1,
-    fused_cross_entropy: bool = True,
+    fused_cross_entropy: bool = True, compiled_loss: bool = False,
 ) -> int:
     """Output layer + cross-entropy activations of one micro-batch (last pipeline stage).
 
     Megatron's estimator: 4 s b h (1 + V/h) / t for 16-bit activations, read as the final-norm
     output and head input (2 d s b h) plus fp32 logits for the loss (4 s b V); 0 without lm_head.
     An eager `F.cross_entropy(logits.float())` holds 12 bytes per logit at its peak instead of 4
-    (`modelplan.count.eager.loss_peak_bytes`).
+    (`modelplan.count.eager.loss_peak_bytes`); a compiled eager loss 2 d.
     """
     if not spec.lm_head:
         return 0
     sb = seq_len * micro_batch
-    per_logit = loss_peak_bytes(dtype_bytes, fused_cross_entropy)
+    per_logit = loss_peak_bytes(dtype_bytes, fused_cross_entropy, compiled_loss)
     return _ceil_div(2 * dtype_bytes * sb * spec.hidden + per_logit * sb * spec.vocab, tp)
 
 

@@ -303,12 +303,13 @@ class RankProgram(SteppedProgram):
         split = self.plan.pipeline_scatter_gather(shape[0] * shape[1] * shape[2])
         self.p2p = PipelineP2P(comm, self.groups.pp, self.schedule, self.groups.tp if split else None, shape)
         layout = self.schedule.layout
-        all_units = stage_units(self.spec, layout.num_stages)
+        split = self.plan.stage_split
+        all_units = stage_units(self.spec, layout.num_stages, split)
         self.stages = list(layout.rank_stages[self.coords.pp_rank])
-        self.layouts = [stage_layout(self.spec, v, layout.num_stages) for v in self.stages]
+        self.layouts = [stage_layout(self.spec, v, layout.num_stages, split) for v in self.stages]
         self.chunk_units = [all_units[v] for v in self.stages]
         self.unit_order = list(dict.fromkeys(u for units in all_units for u in units))
-        self.replicas = unit_replicas(rank_units(self.spec, layout))
+        self.replicas = unit_replicas(rank_units(self.spec, layout, split))
         self.buckets: dict[str, Bucket] = {}
         self.step = 1
         self.memory = PeakTracker()

@@ -11,8 +11,9 @@ planner's functions for the same (scaled-down) plan, at 8 bytes per element (flo
   planner's model (`plan/memory.py`) allows two blocks (current and prefetched, FSDP);
 - activations (what the blocks keep): `plan/memory.py`'s `block_activations` (Korthikanti et
   al.'s per-block bytes at 8 bytes, eager attention: the executor keeps the s x s probabilities)
-  times the micro-batches the schedule keeps in flight (`pipeline.profile.inflight_microbatches`),
-  within ACTIVATION_TOLERANCE (wider below than above). The executor's caches differ from the
+  times the micro-batches the schedule keeps in flight (`pipeline.profile.inflight_microbatches`,
+  held from F to W: the executor keeps a split backward's activations until its W, as the
+  planner prices them), within ACTIVATION_TOLERANCE (wider below than above). The executor's caches differ from the
   paper's tally in known small ways (norm statistics, K/V kept after the GQA repeat); a wrong free
   or a kept cache moves the figure by whole micro-batches or whole blocks. MoE blocks are priced
   with every expert slot filled (top_k = num_experts): the executor's fixed-shape dispatch gives
@@ -64,7 +65,8 @@ def planned_stage_memory(spec: TransformerSpec, training: TrainingSpec, plan: Pl
     shards = unit_shards(spec, plan)
     layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
     stages = layout.num_stages
-    units = stage_units(spec, stages)
+    split = plan.stage_split
+    units = stage_units(spec, stages, split)
     first_edge, last_edge = edge_activations(spec, b, s, ITEMSIZE, tp, sp)
     # every expert slot filled: the executor's fixed-shape dispatch (module docstring)
     dispatched = spec if spec.moe is None else spec.model_copy(
@@ -74,7 +76,7 @@ def planned_stage_memory(spec: TransformerSpec, training: TrainingSpec, plan: Pl
     out = []
     for r, mine in enumerate(layout.rank_stages):
         inflight = float(inflight_microbatches(plan.schedule, plan.pp, r, num_microbatches, plan.vpp))
-        blocks = sum(per_block[spec.is_moe_layer(i)] for v in mine for i in stage_layers(spec.layers, stages, v))
+        blocks = sum(per_block[spec.is_moe_layer(i)] for v in mine for i in stage_layers(spec.layers, stages, v, split))
         edges = (first_edge * inflight if 0 in mine else 0) + (last_edge if stages - 1 in mine else 0)
         e = elements[r]
         gathered = 0
@@ -142,7 +144,8 @@ def planned_network_memory(stages, plan: Plan, optimizer_states: int, schedule) 
         layers = [stage_activations(stages[v], plan) for v in mine]
         losses = [StageActivations(math.prod(stages[v].nodes[-1].info.output_shape) * plan.micro_batch
                                    if v == last else 0, 0) for v in mine]
-        a, loss = in_flight_peak(schedule.actions[r], layers), in_flight_peak(schedule.actions[r], losses)
+        a = in_flight_peak(schedule.actions[r], layers)
+        loss = in_flight_peak(schedule.actions[r], losses)
         e = elements[r]
         gathered = 0
         if plan.zero == 3:

@@ -124,6 +124,9 @@ def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, lay
     # keep an uneven split uneven: the same remainder gives the same shape of `split_layers`
     stages = _stages(plan)
     layers = stages * layers_per_stage + spec.layers % stages
+    if plan.stage_split is not None:  # the plan's fixed first / last stage keep their blocks
+        fixed = [n for n in plan.stage_split if n is not None]
+        layers = sum(fixed) + (stages - len(fixed)) * layers_per_stage
     seq = tp * -(-8 // tp)
     small_m = small_microbatches(plan, m)
     moe = None

@@ -40,9 +40,10 @@ class StageLayout(VirtualStage):
         return range(self.first_layer, self.first_layer + self.num_layers)
 
 
-def stage_layout(spec: TransformerSpec, index: int, num_stages: int) -> StageLayout:
-    """Virtual stage `index`'s blocks (plan/stages.py: split evenly, layers divisible by pp * vpp)."""
-    layers = stage_layers(spec.layers, num_stages, index)
+def stage_layout(spec: TransformerSpec, index: int, num_stages: int, split=None) -> StageLayout:
+    """Virtual stage `index`'s blocks (plan/stages.py `split_layers`, the plan's first / last stage
+    blocks when it fixes them)."""
+    layers = stage_layers(spec.layers, num_stages, index, split)
     return StageLayout(index, num_stages, layers.start, len(layers))
 
 

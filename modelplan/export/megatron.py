@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 
 from modelplan.export.launch import launch_geometry
+from modelplan.export.mechanisms import megatron_mechanism_args
 from modelplan.export.megatron_model import Arg, model_args
 from modelplan.export.result import Engine, EngineExport, LaunchCommand
 from modelplan.export.versions import release
@@ -89,12 +90,12 @@ def _training_args(training: TrainingSpec, plan: Plan, notes: list[str]) -> list
     return args
 
 
-def pipeline_layout(layers: int, pp: int, vpp: int) -> str:
+def pipeline_layout(layers: int, pp: int, vpp: int, split=None) -> str:
     """Megatron's --pipeline-model-parallel-layout for modelplan's split (`split_layers`): one
     `|`-separated entry per virtual stage in layer order (virtual stage v on rank v % pp, as in
     megatron-core's PipelineParallelLayerLayout), E = embedding, t = a block, L = loss."""
     stages = []
-    for v, count in enumerate(split_layers(layers, pp * vpp)):
+    for v, count in enumerate(split_layers(layers, pp * vpp, split)):
         stage = ("E" if v == 0 else "") + (f"t*{count}" if count else "")
         stages.append(stage + ("L" if v == pp * vpp - 1 else ""))
     return "|".join(stages)
@@ -105,7 +106,7 @@ def _pipeline_args(model: TransformerSpec, plan: Plan) -> list[Arg]:
     stage (--decoder-first/last-pipeline-num-layers) when the middle stays even, or the layout."""
     if plan.pp == 1:
         return []
-    counts = split_layers(model.layers, plan.pp * plan.vpp)
+    counts = split_layers(model.layers, plan.pp * plan.vpp, plan.stage_split)
     if len(set(counts)) == 1:
         return [("--num-virtual-stages-per-pipeline-rank", str(plan.vpp))] if plan.vpp > 1 else []
     middle = set(counts[1:-1])
@@ -114,7 +115,7 @@ def _pipeline_args(model: TransformerSpec, plan: Plan) -> list[Arg]:
         return [("--decoder-first-pipeline-num-layers", str(counts[0])),
                 ("--decoder-last-pipeline-num-layers", str(counts[-1]))]
     # The layout sets vpp itself; validate_args allows no --num-virtual-stages-per-pipeline-rank.
-    return [("--pipeline-model-parallel-layout", pipeline_layout(model.layers, plan.pp, plan.vpp))]
+    return [("--pipeline-model-parallel-layout", pipeline_layout(model.layers, plan.pp, plan.vpp, plan.stage_split))]
 
 
 def _parallel_args(
@@ -135,6 +136,7 @@ def _parallel_args(
     if plan.sequence_parallel:
         args.append(("--sequence-parallel", None))
     args += _sharding_args(plan)
+    args += megatron_mechanism_args(plan, notes)
     if plan.pp > 1 and plan.schedule == "gpipe":
         notes.append("GPipe schedule: Megatron runs 1F1B (same bubble, fewer live activations)")
     if plan.vpp > 1:

@@ -129,8 +129,8 @@ def moe_args(model: TransformerSpec, plan: Plan, notes: list[str]) -> list[Arg]:
         ("--num-experts", str(moe.num_experts)),
         ("--moe-router-topk", str(moe.top_k)),
         ("--moe-ffn-hidden-size", str(moe.expert_ffn_hidden)),
-        # modelplan splits each expert's MLP over tp (plan/shard.py): expert-tensor parallel = tp.
-        ("--expert-tensor-parallel-size", str(plan.tp)),
+        # the plan's expert tensor parallel (Plan.etp, plan/shard.py), by default tp
+        ("--expert-tensor-parallel-size", str(plan.etp or plan.tp)),
         # alltoall: tokens go to the ep ranks holding their experts (the dispatch modelplan prices;
         # Megatron's default 'allgather' gathers every token on every rank).
         ("--moe-token-dispatcher-type", "alltoall"),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from modelplan.export.mechanisms import torchtitan_mechanisms
 from modelplan.export.result import Engine, EngineExport, LaunchCommand
 from modelplan.export.torchtitan_module import CONFIG_FUNCTION, FP8_CONVERTER, render_module
 from modelplan.export.versions import release
@@ -103,10 +104,11 @@ def _data_parallel(plan: Plan, notes: list[str]) -> dict[str, Any]:
     }
 
 
-def stage_modules(layers: int, pp: int, vpp: int) -> list[list[str]]:
-    """torchtitan module names of each virtual stage under modelplan's split."""
+def stage_modules(layers: int, pp: int, vpp: int, split=None) -> list[list[str]]:
+    """torchtitan module names of each virtual stage under modelplan's split (the plan's first /
+    last stage blocks when it fixes them)."""
     out, start = [], 0
-    counts = split_layers(layers, pp * vpp)
+    counts = split_layers(layers, pp * vpp, split)
     for v, count in enumerate(counts):
         names = [f"layers.{i}" for i in range(start, start + count)]
         start += count
@@ -124,9 +126,10 @@ def _parallelism(model: TransformerSpec, training: TrainingSpec, plan: Plan,
     if plan.pp > 1:
         par["pipeline_parallel_schedule"] = SCHEDULE_NAMES[plan.schedule]
         par["pipeline_parallel_microbatch_size"] = plan.micro_batch
-        par["module_fqns_per_model_part"] = stage_modules(model.layers, plan.pp, plan.vpp)
+        par["module_fqns_per_model_part"] = stage_modules(model.layers, plan.pp, plan.vpp, plan.stage_split)
     par["context_parallel_degree"] = plan.cp
     par["expert_parallel_degree"] = plan.ep
+    torchtitan_mechanisms(par, plan, notes)
     if model.moe is not None and plan.tp > 1:
         notes.append(f"expert-tensor parallel: torchtitan 0.3.0 splits experts over ep ranks "
                      f"taken from dp_shard * cp * tp, not over tp ({plan.tp}) as this plan does")

@@ -79,8 +79,8 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
     schedule = pipeline_schedule(plan.schedule, pp, m, vpp)
     num_stages = schedule.num_stages
     last = num_stages - 1
-    units = stage_units(spec, num_stages)
-    replicas = unit_replicas(rank_units(spec, schedule.layout))
+    units = stage_units(spec, num_stages, plan.stage_split)
+    replicas = unit_replicas(rank_units(spec, schedule.layout, plan.stage_split))
     shards = unit_shards(spec, plan)
     per_rank: list[RankCalls] = []
     for r in range(pp):
@@ -93,7 +93,7 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
         placed: set[str] = set()
         for c, v in enumerate(schedule.layout.rank_stages[r]):
             mc = schedule.microbatches(r, c)  # micro-batches through this chunk (m, or m/2 for DualPipe)
-            layers = stage_layers(spec.layers, num_stages, v)
+            layers = stage_layers(spec.layers, num_stages, v, plan.stage_split)
             fwd_runs = mc * (2 if recompute else 1)
             # MTP modules (last stage): a block (not recomputed), a lookup and the head each
             mtp = spec.mtp_layers if v == last else 0

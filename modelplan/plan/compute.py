@@ -150,6 +150,7 @@ def kernel_times(
     vocab_padded: int, roofline: Roofline, *, moe_layer: bool = False, ep: int = 1, capacity: int | None = None,
     cp: int = 1, attention: str = "eager", software: EngineSettings = MEGATRON_2021, scaled_gemm_factor: float = 1.0,
     block: Block | None = None,
+    etp: int | None = None,
 ) -> KernelTimes:
     """Roofline times of one block's, the head's and the embedding's kernels (`plan/kernels.py`);
     a backward GEMM is the dgrad + wgrad pair of its forward. A fused attention kernel (flash /
@@ -161,7 +162,7 @@ def kernel_times(
     d, s_local = dtype_bytes, seq_len // cp
     k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel, moe_layer=moe_layer, ep=ep,
                       capacity=capacity, cp=cp, attention=attention, elementwise=software.elementwise, block=block,
-                      memory_len=seq_len)
+                      memory_len=seq_len, etp=etp, norm_elementwise=software.norm_elementwise)
     recipe = software.fp8_recipe
     factor = gemm_rate_factor(recipe, scaled_gemm_factor) if recipe else 0.0
 
@@ -187,7 +188,8 @@ def kernel_times(
     core_b = sum(roofline.gemm_time_s(x, d) for g in k.attention_core_gemms for x in g.backward())
     core_b += sum(roofline.elementwise_bwd_s(e) for e in k.attention_core_elementwise)
     core_f, core_b = core_f + fused_f, core_b + fused_b
-    head_gemms, head_ew = head_kernels(spec, tp, micro_batch, s_local, d, vocab_padded, software.elementwise)
+    head_gemms, head_ew = head_kernels(spec, tp, micro_batch, s_local, d, vocab_padded, software.elementwise,
+                                       software.norm_elementwise)
     emb_ew = embedding_kernels(spec, micro_batch, s_local, d)
     head_f = sum(roofline.gemm_time_s(g, d) for g in head_gemms) + sum(roofline.elementwise_fwd_s(e) for e in head_ew)
     head_b = sum(roofline.gemm_time_s(x, d) for g in head_gemms for x in g.backward())

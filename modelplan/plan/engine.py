@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from modelplan.count.eager import loss_peak_bytes
 from modelplan.specs.engine import EngineProfile
 from modelplan.specs.training import TrainingSpec
 
@@ -15,10 +16,14 @@ class EngineSettings(NamedTuple):
     framework: str
     elementwise: str
     """fused | eager (an eager engine under torch.compile is fused)."""
+    norm_elementwise: str
+    """fused | eager: how the norms run (`TrainingSpec.fused_norm` fuses them alone)."""
     ac_mode: str
     """What recompute 'selective' means."""
     ac_every: int
     fused_cross_entropy: bool
+    compiled_loss: bool
+    """The eager loss runs under torch.compile (2 d bytes per logit)."""
     fp8_recipe: str | None
     """The fp8 scaling recipe, None when the precision is not fp8."""
     fp8_backend: str
@@ -27,10 +32,15 @@ class EngineSettings(NamedTuple):
     sharded_low_precision_copy: bool
     reduce_in_fp32: bool
     grad_copy_bytes: int
+    low_precision_grads: bool
     dp_bucket_elements: int
     reshard_after_forward: bool
     reshard_after_forward_pp: bool
     tp_comm_overlap: bool
+    sp_saves_gathered_inputs: bool = False
+    """`EngineProfile.sp_saves_gathered_inputs` (DTensor SP keeps the gathered linear inputs)."""
+    fp8_tp_gather: bool = False
+    """The run's fp8 recipe is one of `EngineProfile.fp8_tp_gather_recipes`: 1-byte TP AllGathers."""
 
 
 def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSettings:
@@ -39,21 +49,50 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
     elementwise = "fused" if training.compile else profile.elementwise
     fp8 = (training.fp8_recipe or profile.fp8_recipe) if training.precision == "fp8" else None
     return EngineSettings(
-        framework=profile.name, elementwise=elementwise, ac_mode=training.ac_mode or profile.selective,
-        ac_every=profile.layer_sac_every, fused_cross_entropy=profile.fused_cross_entropy, fp8_recipe=fp8,
+        framework=profile.name, elementwise=elementwise,
+        norm_elementwise="fused" if training.fused_norm else elementwise, ac_mode=training.ac_mode or profile.selective,
+        ac_every=profile.layer_sac_every, fused_cross_entropy=profile.fused_cross_entropy,
+        compiled_loss=_compiled_loss(training, profile), fp8_recipe=fp8,
         fp8_backend=profile.fp8_backend, attention_kernels=profile.attention_kernels,
         sharded_low_precision_copy=profile.sharded_low_precision_copy, reduce_in_fp32=profile.reduce_in_fp32,
-        grad_copy_bytes=profile.grad_copy_bytes, dp_bucket_elements=profile.dp_bucket_elements, reshard_after_forward=profile.reshard_after_forward,
+        grad_copy_bytes=profile.grad_copy_bytes, low_precision_grads=profile.low_precision_grads,
+        dp_bucket_elements=profile.dp_bucket_elements, reshard_after_forward=profile.reshard_after_forward,
         reshard_after_forward_pp=profile.reshard_after_forward_pp, tp_comm_overlap=profile.tp_comm_overlap,
+        sp_saves_gathered_inputs=profile.sp_saves_gathered_inputs,
+        fp8_tp_gather=fp8 is not None and fp8 in profile.fp8_tp_gather_recipes,
     )
 
 
+def keeps_low_precision_grads(software: EngineSettings, zero: int, precision: str, grad_bytes: int) -> bool:
+    """DeepSpeed's BF16_Optimizer is in charge (bf16 parameters, fp32 gradient accumulation, ZeRO
+    0/1): backward writes each parameter's bf16 `.grad`, kept beside the flat fp32 gradients
+    (`EngineProfile.low_precision_grads`, deepspeed/runtime/engine.py _do_optimizer_sanity_check)."""
+    return software.low_precision_grads and zero <= 1 and precision == "bf16" and grad_bytes == 4
+
+
+def _compiled_loss(training: TrainingSpec, profile: EngineProfile) -> bool:
+    """An eager loss under torch.compile: the run's `compile_loss` where it says, else the engine's
+    rule (`EngineProfile.compiles_loss`); never without `compile` or with a fused loss kernel."""
+    if not training.compile or profile.fused_cross_entropy:
+        return False
+    return profile.compiles_loss if training.compile_loss is None else training.compile_loss
+
+
 MEGATRON_2021 = EngineSettings(
-    framework="megatron", elementwise="fused", ac_mode="attention_core", ac_every=2, fused_cross_entropy=True,
+    framework="megatron", elementwise="fused", norm_elementwise="fused", ac_mode="attention_core", ac_every=2,
+    fused_cross_entropy=True, compiled_loss=False,
     fp8_recipe=None, fp8_backend="te", attention_kernels=(), sharded_low_precision_copy=True,
-    reduce_in_fp32=True, grad_copy_bytes=0, dp_bucket_elements=0, reshard_after_forward=True, reshard_after_forward_pp=True, tp_comm_overlap=False,
+    reduce_in_fp32=True, grad_copy_bytes=0, low_precision_grads=False, dp_bucket_elements=0, reshard_after_forward=True, reshard_after_forward_pp=True, tp_comm_overlap=False,
 )
 """The settings the kernel and layer-term functions assume when none are given (Megatron-LM)."""
+
+
+def _loss_kind(software: EngineSettings) -> str:
+    return "fused" if software.fused_cross_entropy else "compiled" if software.compiled_loss else "eager"
+
+
+def _loss_bytes(software: EngineSettings, dtype_bytes: int = 2) -> int:
+    return loss_peak_bytes(dtype_bytes, software.fused_cross_entropy, software.compiled_loss)
 
 
 def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, float] | None,
@@ -63,16 +102,20 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
     rates = f" {attention_rates[0]:.2f}/{attention_rates[1]:.2f} of peak" if attention_rates else ""
     parts = [
         f"engine {software.framework}: attention {kernel}{rates}",
-        f"element-wise {software.elementwise}",
+        f"element-wise {software.elementwise}" + (f" (norms {software.norm_elementwise})"
+                                                  if software.norm_elementwise != software.elementwise else ""),
         f"selective = {software.ac_mode}",
-        f"loss {'fused' if software.fused_cross_entropy else 'eager'} cross-entropy "
-        f"({4 if software.fused_cross_entropy else 12} B/logit)",
+        f"loss {_loss_kind(software)} cross-entropy ({_loss_bytes(software)} B/logit)",
         f"gradients reduced in {'fp32' if software.reduce_in_fp32 else '16 bits'}",
     ]
     if software.fp8_recipe:
         parts.append(f"fp8 {software.fp8_recipe} ({software.fp8_backend})")
     if software.tp_comm_overlap:
         parts.append("TP overlapped with GEMMs")
+    if software.fp8_tp_gather:
+        parts.append("fp8 TP all-gathers")
+    if software.sp_saves_gathered_inputs:
+        parts.append("SP keeps the gathered linear inputs")
     parts.append(f"allocator reserve {100 * fragmentation_fraction:g}% of activations + "
                  f"{runtime_reserved_bytes / 1e9:g} GB runtime")
     return "; ".join(parts)

@@ -6,6 +6,7 @@ from modelplan.errors import SpecError
 from modelplan.plan.engine import engine_assumptions
 from modelplan.plan.results import PlanEstimate, StepTime
 from modelplan.plan.evaluator import Evaluation, Evaluator, PlanPoint
+from modelplan.plan.mechanisms import mechanism_notes
 from modelplan.plan.family import family_of
 from modelplan.plan.validate import plan_notes, plan_problems
 from modelplan.specs.costmodel import CostModel
@@ -25,6 +26,8 @@ def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroo
     tokens = evaluator.training.global_batch * evaluator.training.seq_len
     busy = step - s.bubble_s - s.dp_comm_s - s.embedding_sync_s - s.optimizer_s
     memory = [ev.memory_first]
+    if ev.memory_mid is not None:
+        memory.append(ev.memory_mid)
     if plan.pp > 1:
         memory.append(ev.memory_last)
     return PlanEstimate(
@@ -47,7 +50,8 @@ def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroo
         notes=[*plan_notes(evaluator.spec, plan, evaluator.cost.vocab_divisible_by, evaluator.capacity_factor),
                engine_assumptions(evaluator.software, evaluator.cluster.accelerator.attention_rates(
                    evaluator.software.attention_kernels), evaluator.cost.fragmentation_fraction,
-                   evaluator.cost.runtime_reserved_bytes)],
+                   evaluator.cost.runtime_reserved_bytes),
+               *mechanism_notes(evaluator, plan, s, ev.memory_first)],
     )
 
 
@@ -87,15 +91,57 @@ def estimate_transformer_plan(
     allow_tp_across_nodes: bool = False,
 ) -> PlanEstimate:
     """`estimate_plan` of a transformer."""
-    evaluator = Evaluator(spec, training, cluster, cost)
-    problems = plan_problems(spec, training, plan, cluster, world_size, allow_tp_across_nodes)
-    if problems:
-        raise SpecError("; ".join(p.message for p in problems))
+    evaluator = _validated(spec, training, plan, cluster, cost, world_size, allow_tp_across_nodes)
     return evaluate_plan(evaluator, plan, memory_headroom)
 
 
+def _validated(spec: TransformerSpec, training: TrainingSpec, plan: Plan, cluster: Cluster, cost: CostModel | None,
+               world_size: int | None, allow_tp_across_nodes: bool) -> Evaluator:
+    """The plan's evaluator, once `plan_problems` finds nothing (else SpecError naming every rule)."""
+    problems = plan_problems(spec, training, plan, cluster, world_size, allow_tp_across_nodes)
+    if problems:
+        raise SpecError("; ".join(p.message for p in problems))
+    return Evaluator(spec, training, cluster, cost)
+
+
+def estimate_split(
+    spec: TransformerSpec,
+    training: TrainingSpec,
+    plan: Plan,
+    cluster: Cluster,
+    cost: CostModel | None = None,
+    *,
+    world_size: int | None = None,
+    memory_headroom: float = 0.0,
+    allow_tp_across_nodes: bool = False,
+) -> PlanEstimate:
+    """`estimate_plan` with the stage split searched when the plan leaves it open (pp > 1, no
+    first / last stage blocks): the split candidates of `Evaluator.split_candidates` in order,
+    the first that fits (else the one needing the least memory), as `modelplan plan` chooses it."""
+    if plan.pp == 1 or plan.stage_split is not None or getattr(spec, "kind", None) == "network":
+        return estimate_plan(spec, training, plan, cluster, cost, world_size=world_size,
+                             memory_headroom=memory_headroom, allow_tp_across_nodes=allow_tp_across_nodes)
+    evaluator = _validated(spec, training, plan, cluster, cost, world_size, allow_tp_across_nodes)
+    point = PlanPoint.of(plan, training)
+    budget = evaluator.memory_bytes * (1 - memory_headroom)
+    best = None
+    for split in evaluator.split_candidates(point.tp, point.sequence_parallel, point.micro_batch, point.recompute,
+                                            point.pp, point.ep, point.cp, point.schedule, point.vpp, point.etp):
+        ev = evaluator.evaluate(point._replace(split=split))
+        if best is None or ev.peak_memory_bytes < best[1].peak_memory_bytes:
+            best = (split, ev)
+        if ev.peak_memory_bytes <= budget:
+            best = (split, ev)
+            break
+    split, ev = best
+    if split is not None:
+        plan = plan.model_copy(update={"first_stage_layers": split[0], "last_stage_layers": split[1]})
+    return to_estimate(evaluator, ev, plan, memory_headroom)
+
+
 def fit_explanation(est: PlanEstimate, memory_gb: float, memory_headroom: float) -> str:
-    """One line: does the plan fit, and what dominates its largest stage."""
+    """One line: does the plan fit, and what dominates its largest stage (`memory_gb`: the
+    device's capacity, `Accelerator.memory_capacity_bytes` / 1e9)."""
     worst = max(est.memory, key=lambda s: s.total)
     parts = {
         "weights": worst.weights, "gradients": worst.gradients, "optimizer": worst.optimizer,
@@ -107,6 +153,6 @@ def fit_explanation(est: PlanEstimate, memory_gb: float, memory_headroom: float)
     cmp = "<=" if est.fits else ">"
     return (
         f"{verdict}: stage {worst.stage} needs {worst.total / 1e9:.1f} GB {cmp} "
-        f"{est.memory_budget_bytes / 1e9:.1f} GB ({memory_gb:g} GB x (1 - {memory_headroom:g} headroom)); "
+        f"{est.memory_budget_bytes / 1e9:.1f} GB ({memory_gb:.1f} GB x (1 - {memory_headroom:g} headroom)); "
         f"largest: {top} GB"
     )

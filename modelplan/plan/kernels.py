@@ -43,26 +43,32 @@ class LayerKernels:
 
 
 def moe_mlp_kernels(
-    spec: TransformerSpec, tp: int, ep: int, tokens: int, dtype_bytes: int, capacity: int
+    spec: TransformerSpec, tp: int, ep: int, tokens: int, dtype_bytes: int, capacity: int, etp: int | None = None,
+    routed: int | None = None,
 ) -> tuple[list[Gemm], list[Elementwise]]:
     """The MoE MLP of one block on one TP rank of one expert-parallel rank (Megatron-core
     grouped GEMM experts, all-to-all dispatcher): the router on every token (replicated over tp),
     permute into the (E, capacity, h) dispatch buffer, the E/ep local experts each on the
     ep * capacity slots received (column/row split over tp like a dense MLP), unpermute with the
-    combine weights, and the shared experts on every token. `capacity`: `plan/experts.py`."""
+    combine weights, and the shared experts on every token. `capacity`: `plan/experts.py`. `etp`
+    (Megatron-core expert tensor parallelism, None: tp): the routed experts split over etp ranks
+    instead of tp, and each rank routes `routed` tokens (its sequence shard times etp, Megatron's
+    dispatcher gathering over the expert-TP group only); the shared experts stay a tp-split dense
+    MLP on every token."""
     moe, d, h = spec.moe, dtype_bytes, spec.hidden
     E, local, rows = moe.num_experts, moe.num_experts // ep, ep * capacity
-    f = moe.expert_ffn_hidden // tp
+    f = moe.expert_ffn_hidden // (etp or tp)
+    routed = tokens if routed is None else routed
     inputs = 2 if spec.gated_mlp else 1
     gemms = [
-        Gemm("mlp/router", tokens, E, h),  # (T, h) @ (h, E), every tp rank
+        Gemm("mlp/router", routed, E, h),  # (T, h) @ (h, E), every tp rank
         Gemm("mlp/experts/in", rows, inputs * f, h, local),  # column-parallel, one per local expert
         Gemm("mlp/experts/out", rows, h, f, local),  # row-parallel
     ]
     buffer = E * capacity * h  # values of one dispatch buffer
     act_bytes = (3 * d, 5 * d) if spec.gated_mlp else (2 * d, 3 * d)
     ew = [
-        Elementwise("mlp/router/softmax_topk", tokens * E, 2 * d, 3 * d),
+        Elementwise("mlp/router/softmax_topk", routed * E, 2 * d, 3 * d),
         Elementwise("mlp/permute", buffer, 2 * d, 2 * d),  # gather tokens into slots (bwd: scatter-add)
         Elementwise("mlp/unpermute", buffer, 2 * d, 3 * d),  # weighted combine (bwd: also dweights)
         Elementwise("mlp/experts/act", local * rows * f, *act_bytes),
@@ -92,6 +98,8 @@ def layer_kernels(
     elementwise: str = "fused",
     block: Block | None = None,
     memory_len: int = 0,
+    etp: int | None = None,
+    norm_elementwise: str | None = None,
 ) -> LayerKernels:
     """Kernels of one block for one micro-batch on one TP rank (Megatron-LM layout); with
     `moe_layer` the MLP is the mixture of experts of `moe_mlp_kernels` (capacity: token slots per
@@ -130,7 +138,7 @@ def layer_kernels(
             Gemm("mlp/in", tokens, (2 if spec.gated_mlp else 1) * ffn_local, h),  # column-parallel
             Gemm("mlp/out", tokens, h, ffn_local),  # row-parallel
         ]
-    norm = norm_kernel("norm", spec, hidden_values, d, eager)
+    norm = norm_kernel("norm", spec, hidden_values, d, (norm_elementwise or elementwise) == "eager")
     # fused bias-dropout-add after each row-parallel GEMM: reads out and residual, writes sum
     # (+ mask); bwd reads dy (+ mask), writes dx and reads dy again for the bias gradient.
     bda = Elementwise("bias_dropout_add", hidden_values, 3 * d + mask, 3 * d + mask)
@@ -143,7 +151,9 @@ def layer_kernels(
     sublayers = 1 + block.cross + block.mlp
     other = [norm] * (spec.num_norms_per_layer + block.cross) + [bda] * sublayers
     if block.mlp and moe_layer:
-        moe_gemms, moe_ew = moe_mlp_kernels(spec, tp, ep, tokens, d, capacity if capacity is not None else tokens)
+        routed = tokens * etp // tp if etp else tokens  # etp < tp: each rank routes its sequence shard
+        moe_gemms, moe_ew = moe_mlp_kernels(spec, tp, ep, tokens, d, capacity if capacity is not None else routed,
+                                            etp, routed)
         gemms += moe_gemms
         other += moe_ew
     elif block.mlp:
@@ -166,7 +176,7 @@ def norm_kernel(name: str, spec: TransformerSpec, values: int, d: int, eager: bo
 
 def head_kernels(
     spec: TransformerSpec, tp: int, micro_batch: int, seq_len: int, dtype_bytes: int, vocab_padded: int,
-    elementwise: str = "fused",
+    elementwise: str = "fused", norm_elementwise: str | None = None,
 ) -> tuple[tuple[Gemm, ...], tuple[Elementwise, ...]]:
     """Output projection and vocab-parallel cross-entropy on the last stage (Megatron-LM), or
     eager `F.cross_entropy(logits.float())` (`count.eager.cross_entropy_bytes`)."""
@@ -180,7 +190,7 @@ def head_kernels(
     eager = elementwise == "eager"
     loss = (Elementwise("head/cross_entropy", tokens * vocab_local, *cross_entropy_bytes(d), CROSS_ENTROPY_KERNELS)
             if eager else Elementwise("head/cross_entropy", tokens * vocab_local, d + 16, 8 + d))
-    final_norm = norm_kernel("final_norm", spec, tokens * spec.hidden, d, eager)
+    final_norm = norm_kernel("final_norm", spec, tokens * spec.hidden, d, (norm_elementwise or elementwise) == "eager")
     out = (loss, final_norm) if spec.final_norm else (loss,)
     if spec.final_logit_softcap is not None:  # Gemma 2: c tanh(z / c) over the logits, read and write
         out += (Elementwise("head/logit_softcap", tokens * vocab_local, 2 * d, 3 * d),)

@@ -40,11 +40,14 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
 
     def kept(rc: str, ac_mode: str = "attention_core") -> int:
         out = activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel, rc, kind,
-                                         attention, ac_mode, ew, software.ac_every, fp8_inputs, block)
+                                         attention, ac_mode, ew, software.ac_every, fp8_inputs,
+                                         software.norm_elementwise, software.sp_saves_gathered_inputs, block)
         if cp > 1 and rc == "none":
             score = out - activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel,
                                                      "selective", kind, attention, elementwise=ew,
-                                                     fp8_inputs=fp8_inputs, block=block)
+                                                     fp8_inputs=fp8_inputs,
+                                                     norm_elementwise=software.norm_elementwise,
+                                                     gathered_inputs=software.sp_saves_gathered_inputs, block=block)
             out += (cp - 1) * score
         return out
 
@@ -57,13 +60,19 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
 
 
 def edge_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
-                     sequence_parallel: bool, cp: int = 1, fused_cross_entropy: bool = True) -> tuple[int, int]:
+                     sequence_parallel: bool, cp: int = 1, fused_cross_entropy: bool = True,
+                     compiled_loss: bool = False, gathered_inputs: bool = False) -> tuple[int, int]:
     """(first stage, last stage) bytes per in-flight micro-batch (Korthikanti et al. 2022 sec. 4.3:
     token ids and embedding-dropout mask; output layer + cross-entropy 4sbh(1 + V/h)/t, or the
-    eager loss's 12 bytes per logit)."""
+    eager loss's 12 bytes per logit, 2 d when torch.compile covers it). `gathered_inputs` (DTensor
+    SP, torchtitan's output ColwiseParallel(input_layouts=Shard(1))): the output projection keeps
+    its all-gathered input, d s b h whole instead of its 1/t share."""
     s_local = seq_len // cp
-    return (embedding_activation_bytes(spec, micro_batch, s_local, tp, sequence_parallel),
-            output_activation_bytes(spec, micro_batch, s_local, dtype_bytes, tp, fused_cross_entropy))
+    head = output_activation_bytes(spec, micro_batch, s_local, dtype_bytes, tp, fused_cross_entropy, compiled_loss)
+    if gathered_inputs and sequence_parallel and tp > 1 and spec.lm_head:
+        whole = dtype_bytes * s_local * micro_batch * spec.hidden
+        head += whole - -(-whole // tp)
+    return embedding_activation_bytes(spec, micro_batch, s_local, tp, sequence_parallel), head
 
 
 def stage_memory(

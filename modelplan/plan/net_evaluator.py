@@ -74,7 +74,7 @@ class NetEvaluator:
         self.state_bytes = state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
         self.opt_bytes = optimizer_bytes_per_param(self.grad_bytes, self.state_bytes, self.dtype_bytes,
                                                    training.uses_master_weights)
-        self.memory_bytes = cluster.accelerator.memory_gb * 1e9
+        self.memory_bytes = cluster.accelerator.memory_capacity_bytes
         self.params = count_network_params(spec).total
         self.model_flops = float(count_network_flops(spec, training).model)
         self._cache: dict[tuple, object] = {}

@@ -9,7 +9,7 @@ experts (Megatron-core's expert data-parallel group).
 from __future__ import annotations
 
 from modelplan.count.blocks import block_of
-from modelplan.plan.engine import MEGATRON_2021, EngineSettings
+from modelplan.plan.engine import MEGATRON_2021, EngineSettings, keeps_low_precision_grads
 from modelplan.plan.fsdp import UNITS_IN_FLIGHT, zero3_mode
 from modelplan.plan.parallel import dp_zero
 from modelplan.plan.pipeline import schedule_layout
@@ -36,52 +36,62 @@ class RankStates:
             hit = self._cache[key] = make()
         return hit
 
-    def rank_units(self, schedule: str, pp: int, vpp: int) -> list[list[str]]:
-        """Units each pipeline rank holds under the schedule's layout (`plan/stages.py`)."""
-        return self._memo(("rank_units", schedule, pp, vpp),
-                          lambda: rank_units(self.spec, schedule_layout(schedule, pp, vpp)))
+    def rank_units(self, schedule: str, pp: int, vpp: int, split=None) -> list[list[str]]:
+        """Units each pipeline rank holds under the schedule's layout (`plan/stages.py`; `split`:
+        the plan's first / last stage blocks)."""
+        return self._memo(("rank_units", schedule, pp, vpp, split),
+                          lambda: rank_units(self.spec, schedule_layout(schedule, pp, vpp), split))
 
-    def unit_kinds(self, schedule: str, pp: int, vpp: int) -> list[tuple[int, tuple[tuple[str, int], ...]]]:
+    def unit_kinds(self, schedule: str, pp: int, vpp: int, split=None) -> list[tuple[int, tuple[tuple[str, int], ...]]]:
         """Per pipeline rank (id, ((unit, count), ...)): its units with the alike ones merged (every
         block of one kind, `count.blocks.Block`, holds a unit of the same size, its expert set too), in order of
         first appearance; the id is shared by ranks and layouts holding the same kinds."""
         def kinds():
+            kind_of = self._memo(("kind_of",), self._kind_of)
             out = []
-            for names in self.rank_units(schedule, pp, vpp):
+            for names in self.rank_units(schedule, pp, vpp, split):
                 merged: dict[str, list] = {}
                 for unit in names:
-                    kind = unit
-                    if unit.startswith("layers/"):
-                        index = int(unit.split("/")[1])
-                        block = block_of(self.spec, index)  # alike blocks are the same size
-                        kind = ("experts", block) if unit.endswith("/experts") else block
+                    kind = kind_of.get(unit, unit)
                     merged.setdefault(kind, [unit, 0])[1] += 1
                 sig = tuple((unit, count) for unit, count in merged.values())
                 out.append((self._ids.setdefault(tuple((k, c) for k, (_, c) in merged.items()), len(self._ids)),
                             sig))
             return out
 
-        return self._memo(("unit_kinds", schedule, pp, vpp), kinds)
+        return self._memo(("unit_kinds", schedule, pp, vpp, split), kinds)
 
-    def rank_params(self, tp: int, pp: int, ep: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1
-                    ) -> tuple[list[tuple[int, int]], int, int]:
+    def _kind_of(self) -> dict[str, object]:
+        """The kind of every block unit: its `count.blocks.Block` (alike blocks are the same size),
+        ('experts', block) for its expert set (other units are their own)."""
+        out: dict[str, object] = {}
+        for i in range(self.spec.layers):
+            block = block_of(self.spec, i)
+            out[f"layers/{i}"] = block
+            out[f"layers/{i}/experts"] = ("experts", block)
+        return out
+
+    def rank_params(self, tp: int, pp: int, ep: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1,
+                    etp: int | None = None, split=None) -> tuple[list[tuple[int, int]], int, int]:
         """Per pipeline rank (dense, routed-expert) parameters on one GPU under the schedule's
-        layout, and the largest block's dense and expert parameters (`plan/shard.py` counts)."""
+        layout, and the largest block's dense and expert parameters (`plan/shard.py` counts;
+        `etp`: the routed experts' tensor-parallel size, None: tp)."""
         def count():
-            numel, experts, dense, expert = self._memo(("unit_numels", tp, ep), lambda: self._unit_numels(tp, ep))
+            numel, experts, dense, expert = self._memo(("unit_numels", tp, ep, etp),
+                                                       lambda: self._unit_numels(tp, ep, etp))
             per_rank = []
-            for names in self.rank_units(schedule, pp, vpp):
+            for names in self.rank_units(schedule, pp, vpp, split):
                 total = sum(numel.get(u, 0) for u in names)
                 routed = sum(numel.get(u, 0) for u in names if u in experts)
                 per_rank.append((total - routed, routed))
             return per_rank, dense, expert
 
-        return self._memo(("rank_params", tp, pp, ep, schedule, vpp), count)
+        return self._memo(("rank_params", tp, pp, ep, schedule, vpp, etp, split), count)
 
-    def _unit_numels(self, tp: int, ep: int) -> tuple[dict[str, int], set[str], int, int]:
+    def _unit_numels(self, tp: int, ep: int, etp: int | None = None) -> tuple[dict[str, int], set[str], int, int]:
         """(numel per unit, the routed-expert units, largest block's dense and expert numel); the
-        element counts depend on tp and ep only (dp = ep here: only the padding depends on dp)."""
-        units = unit_shards(self.spec, Plan(tp=tp, dp=ep, ep=ep))
+        element counts depend on tp, ep and etp only (dp = ep here: only the padding depends on dp)."""
+        units = unit_shards(self.spec, Plan(tp=tp, dp=ep, ep=ep, etp=etp))
         numel = {u: s.numel for u, s in units.items()}
         experts = {u for u in units if u.endswith("/experts")}
         layers = range(self.spec.layers)
@@ -97,13 +107,14 @@ class RankStates:
 
     def rank_states(self, tp: int, pp: int, dp: int, zero: int, pp_rank: int, ep: int = 1, cp: int = 1,
                     schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1, reshard: bool | str = "default",
-                    shard: int | None = None) -> tuple[float, float, float]:
+                    shard: int | None = None, etp: int | None = None, split=None) -> tuple[float, float, float]:
         """Model-state bytes (weights, gradients, optimizer) of one GPU of rank `pp_rank`: dense
         parameters sharded by ZeRO over the dp x cp ranks that reduce their gradients (the HSDP
         shard group of `shard` ranks when given), routed experts over the dp x cp / ep ranks holding
-        the same experts (`parallel/dp_zero.py`); ZeRO-3 as the engine runs it (`plan/fsdp.py`,
+        the same experts (`parallel/dp_zero.py`; with `etp` the tp x dp x cp / (ep x etp) ranks of
+        Megatron-core's expert-data-parallel group); ZeRO-3 as the engine runs it (`plan/fsdp.py`,
         `reshard`: the plan's reshard_after_forward); Transformer Engine's cached fp8 weights."""
-        per_rank, layer, expert_layer = self.rank_params(tp, pp, ep, schedule, vpp)
+        per_rank, layer, expert_layer = self.rank_params(tp, pp, ep, schedule, vpp, etp, split)
         dense, experts = per_rank[pp_rank]
         sizes = (self.dtype_bytes, self.grad_bytes, self.state_bytes)
         sw = self.software
@@ -111,8 +122,11 @@ class RankStates:
         reduce_bytes = 4 if sw.reduce_in_fp32 else self.dtype_bytes
         zero3 = (zero3_mode(reshard, sw, pp), shard or group, sw.sharded_low_precision_copy, reduce_bytes)
         a = dp_zero.state_bytes(dense, layer, group, zero, *sizes, zero3=zero3)
-        b = dp_zero.state_bytes(experts, expert_layer, group // ep, zero, *sizes, zero3=zero3)
+        expert_group = tp * group // (ep * etp) if etp else group // ep
+        b = dp_zero.state_bytes(experts, expert_layer, expert_group, zero, *sizes, zero3=zero3)
         weights, gradients, optimizer = a[0] + b[0], a[1] + b[1], a[2] + b[2]
+        if keeps_low_precision_grads(sw, zero, self.training.precision, self.grad_bytes):
+            gradients += self.dtype_bytes * (dense + experts)  # the bf16 .grad beside the fp32 buffer
         if sw.fp8_recipe is not None and sw.fp8_backend == "te":
             # TE keeps fp8 weights and their transposes (cached across micro-batches); with
             # fp8_param_gather they are the parameters and no 16-bit copy exists
@@ -126,12 +140,13 @@ class RankStates:
 
     def states(self, tp: int, pp: int, dp: int, zero: int, ep: int = 1, cp: int = 1,
                schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1, reshard: bool | str = "default",
-               shard: int | None = None) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+               shard: int | None = None, etp: int | None = None, split=None
+               ) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
         """Model-state bytes (weights, gradients, optimizer) of the first and the last pipeline rank
         (with the default 1F1B layout, the least any schedule holds: the search's lower bound)."""
-        return self._memo(("states", tp, pp, dp, zero, ep, cp, schedule, vpp, reshard, shard), lambda: (
-            self.rank_states(tp, pp, dp, zero, 0, ep, cp, schedule, vpp, reshard, shard),
-            self.rank_states(tp, pp, dp, zero, pp - 1, ep, cp, schedule, vpp, reshard, shard)))
+        return self._memo(("states", tp, pp, dp, zero, ep, cp, schedule, vpp, reshard, shard, etp, split), lambda: (
+            self.rank_states(tp, pp, dp, zero, 0, ep, cp, schedule, vpp, reshard, shard, etp, split),
+            self.rank_states(tp, pp, dp, zero, pp - 1, ep, cp, schedule, vpp, reshard, shard, etp, split)))
 
     def groups(self, tp: int, pp: int, dp: int, ep: int, cp: int) -> int:
         """Communicators a GPU belongs to (each keeps NCCL buffers)."""

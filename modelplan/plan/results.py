@@ -36,7 +36,8 @@ class StepTime(Result):
     """AllReduce of the gradients of units held by several pipeline ranks: the tied word
     embedding (first and last stage), every stage under DualPipe (`parallel/pp.py`)."""
     optimizer_s: float
-    """Optimizer step (memory-bound)."""
+    """Optimizer step (memory-bound), plus each micro-batch's accumulation of 16-bit gradients into
+    fp32 ones where the engine does it apart from backward (DeepSpeed BF16_Optimizer)."""
     dp_comm_total_s: float
     """All data-parallel traffic, hidden or not (for reference)."""
     tp_hidden_s: float
@@ -47,11 +48,14 @@ class StepTime(Result):
     """Context-parallel K, V (and dK, dV) ring traffic not hidden behind the attention core."""
     cp_hidden_s: float = 0.0
     """Context-parallel ring traffic hidden behind the attention core (for reference)."""
+    offload_s: float = 0.0
+    """Exposed offload: activation copies between HBM and host beyond the blocks' compute, and the
+    host optimizer step with its gradient / weight copies (`modelplan.comm.offload`)."""
 
     def terms(self) -> dict[str, float]:
         """The additive terms in display order."""
         names = ("compute_s", "recompute_s", "tp_comm_s", "ep_comm_s", "cp_comm_s", "pp_comm_s", "bubble_s",
-                 "dp_comm_s", "embedding_sync_s", "optimizer_s")
+                 "dp_comm_s", "embedding_sync_s", "optimizer_s", "offload_s")
         return {n: getattr(self, n) for n in names}
 
 

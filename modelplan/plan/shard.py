@@ -23,6 +23,7 @@ modelled: the vocabulary is split as ceil(vocab / tp) rows per rank.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -34,10 +35,9 @@ from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
 
-class UnitShard(BaseModel):
-    """One communication unit as one rank holds it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class UnitShard(NamedTuple):
+    """One communication unit as one rank holds it (a tuple, not a validated model: the planner's
+    cache builders make thousands; every field is derived here from a validated spec)."""
 
     unit: str
     """`embedding/word`, `embedding/extra`, `layers/<i>`, `layers/<i>/experts`, `head`, `mtp/<k>`
@@ -47,7 +47,8 @@ class UnitShard(BaseModel):
     partial_over_tp: int
     """Of those, elements whose gradient is a partial sum over tp (all-reduced over tp)."""
     group_size: int
-    """Ranks sharing the unit's data-parallel reduction: dp*cp, or dp*cp/ep for routed experts."""
+    """Ranks sharing the unit's data-parallel reduction: dp*cp, or tp*dp*cp/(ep*etp) for routed
+    experts (dp*cp/ep when etp = tp)."""
 
     @property
     def padded(self) -> int:
@@ -178,20 +179,27 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     """Every non-empty unit of the model as one rank holds it."""
     tp, sp, h = plan.tp, plan.sequence_parallel, spec.hidden
     dp = plan.dp * plan.cp  # gradients are reduced over the dp x cp ranks
-    expert_group = dp // plan.ep
+    # routed experts: over ep and etp (Megatron-core's expert grid folds ep x etp over the stage's
+    # tp x dp x cp ranks; etp None: tp, ep inside dp), reduced over the rest
+    etp = plan.etp or tp
+    expert_group = tp * dp // (plan.ep * etp)
     sizes: dict[str, tuple[int, int, int]] = {"embedding/word": (_split(spec.vocab, tp) * h, 0, dp)}
     extra = (spec.max_positions * h if spec.position == "learned" else 0) + spec.type_vocab * h
     extra += _norm(spec) if spec.embedding_norm else 0
     sizes["embedding/extra"] = (extra, extra if sp else 0, dp)
+    blocks: dict = {}
+    experts = _experts(spec, etp, plan.ep) if spec.moe is not None else 0
     for i in range(spec.layers):
-        n, p = _block(spec, block_of(spec, i), tp, sp)
-        sizes[f"layers/{i}"] = (n, p, dp)
+        block = block_of(spec, i)
+        if block not in blocks:  # alike blocks are the same size
+            blocks[block] = _block(spec, block, tp, sp)
+        sizes[f"layers/{i}"] = (*blocks[block], dp)
         if spec.is_moe_layer(i):
-            sizes[f"layers/{i}/experts"] = (_experts(spec, tp, plan.ep), 0, expert_group)
+            sizes[f"layers/{i}/experts"] = (experts, 0, expert_group)
     for k in range(spec.mtp_layers):
         sizes[f"mtp/{k}"] = (*_mtp(spec, tp, sp), dp)
         if spec.moe is not None:
-            sizes[f"mtp/{k}/experts"] = (_experts(spec, tp, plan.ep), 0, expert_group)
+            sizes[f"mtp/{k}/experts"] = (experts, 0, expert_group)
     norm = _norm(spec) if spec.final_norm else 0
     head = norm + (0 if spec.tied_embeddings else h * _split(spec.vocab, tp))
     head += _split(spec.vocab, tp) if spec.lm_head_bias else 0
@@ -201,7 +209,7 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
 
 def rank_elements(spec: TransformerSpec, plan: Plan, training: TrainingSpec) -> list[RankElements]:
     """Per pipeline rank: weight, gradient and optimizer-state elements held (table above)."""
-    units = rank_units(spec, schedule_layout(plan.schedule, plan.pp, plan.vpp))
+    units = rank_units(spec, schedule_layout(plan.schedule, plan.pp, plan.vpp), plan.stage_split)
     return held_elements(units, unit_shards(spec, plan), plan, training.optimizer_states)
 
 

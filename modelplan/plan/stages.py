@@ -13,49 +13,77 @@ without its routed experts), `layers/<i>/experts` and `head` (final norm, output
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 from typing import NamedTuple
 
 from modelplan.comm.regions import Region
 from modelplan.plan.pipeline.actions import StageLayout
 from modelplan.specs.transformer import TransformerSpec
 
+Split = tuple[int | None, int | None]
+"""(first, last): blocks of the first and of the last virtual stage when the plan fixes them
+(Megatron-LM --decoder-first/last-pipeline-num-layers, `Plan.stage_split`); None: the rule of
+`split_layers`."""
 
-def split_layers(layers: int, num_stages: int) -> tuple[int, ...]:
+
+def split_layers(layers: int, num_stages: int, split: Split | None = None) -> tuple[int, ...]:
     """Blocks of each virtual stage: layers // num_stages each, and the remainder one block each
-    to the middle stages first, then to the last and the first stage.
+    to the middle stages first (the latest first), then to the last and the first stage.
 
     The first stage also runs the embedding and the last the output layer and loss, so they are
     the ones left lighter, as Megatron-LM's --decoder-first/last-pipeline-num-layers and
     torchtitan's first/last stage with fewer layers do (Llama 3 405B: 126 layers on 16 stages =
-    7 + 14 x 8 + 7; Dubey et al. 2024, sec. 3.3.2). Needs layers >= num_stages."""
+    7 + 14 x 8 + 7; Dubey et al. 2024, sec. 3.3.2). Needs layers >= num_stages. `split` fixes the
+    first and / or the last stage's blocks (Megatron's flags); the other stages share the rest by
+    the same rule."""
+    if split is not None and split != (None, None) and num_stages > 1:
+        first, last = split
+        inner = layers - (first or 0) - (last or 0)
+        free = num_stages - (first is not None) - (last is not None)
+        if min(first if first is not None else 1, last if last is not None else 1) < 1 or inner < free or (
+                free == 0 and inner):
+            raise ValueError(f"first / last stage blocks ({first}, {last}) leave {inner} blocks for the "
+                             f"{free} other stages of {num_stages} ({layers} layers): each stage needs >= 1")
+        if free == 0:
+            return (first, last)
+        if first is None or last is None:  # the free first or last stage joins the rest
+            rest = split_layers(inner, free)
+            return (*rest, last) if first is None else (first, *rest)
+        return (first, *split_layers(inner, free), last)
     if layers < num_stages:
         raise ValueError(f"layers ({layers}) must be >= pipeline stages ({num_stages})")
     base, extra = divmod(layers, num_stages)
     counts = [base] * num_stages
-    order = list(range(1, num_stages - 1)) + ([num_stages - 1, 0] if num_stages > 1 else [0])
+    # the latest middle stages first: under 1F1B pipeline rank r keeps pp - r micro-batches in
+    # flight, so an extra block costs the least memory late in the pipeline (time is the same)
+    order = list(range(num_stages - 2, 0, -1)) + ([num_stages - 1, 0] if num_stages > 1 else [0])
     for stage in order[:extra]:
         counts[stage] += 1
     return tuple(counts)
 
 
-def stage_layers(layers: int, num_stages: int, stage: int) -> range:
+def stage_layers(layers: int, num_stages: int, stage: int, split: Split | None = None) -> range:
     """Blocks of virtual stage `stage` when `layers` blocks are split over `num_stages`
     (`split_layers`; every stage holds layers / num_stages when that divides)."""
-    counts = split_layers(layers, num_stages)
+    counts = split_layers(layers, num_stages, split)
     start = sum(counts[:stage])
     return range(start, start + counts[stage])
 
 
-def stage_units(spec: TransformerSpec, num_stages: int) -> list[list[str]]:
+def stage_units(spec: TransformerSpec, num_stages: int, split: Split | None = None) -> list[list[str]]:
     """Units of each virtual stage in forward order (units without parameters included).
 
     With tied embeddings, or multi-token prediction modules (which look tokens up), and more than
     one stage the last stage holds its own copy of `embedding/word` (Megatron keeps the word
     embedding on the first and last stage and all-reduces its gradient between them)."""
     out = []
+    counts = split_layers(spec.layers, num_stages, split)
+    start = 0
     for v in range(num_stages):
         units = ["embedding/word", "embedding/extra"] if v == 0 else []
-        for i in stage_layers(spec.layers, num_stages, v):
+        first, start = start, start + counts[v]
+        for i in range(first, start):  # stage_layers(spec.layers, num_stages, v, split)
             units += [f"layers/{i}"] + ([f"layers/{i}/experts"] if spec.is_moe_layer(i) else [])
         if v == num_stages - 1:
             units += ["head"]
@@ -67,10 +95,10 @@ def stage_units(spec: TransformerSpec, num_stages: int) -> list[list[str]]:
     return out
 
 
-def rank_units(spec: TransformerSpec, layout: StageLayout) -> list[list[str]]:
+def rank_units(spec: TransformerSpec, layout: StageLayout, split: Split | None = None) -> list[list[str]]:
     """Units each pipeline rank holds under a schedule's layout, chunk by chunk, each once (a rank
     that runs both the first and the last stage keeps one word embedding for both uses)."""
-    stages = stage_units(spec, layout.num_stages)
+    stages = stage_units(spec, layout.num_stages, split)
     out = []
     for chunks in layout.rank_stages:
         mine: list[str] = []
@@ -91,11 +119,11 @@ def unit_replicas(units: list[list[str]]) -> dict[str, tuple[int, ...]]:
     return {u: tuple(ranks) for u, ranks in where.items() if len(ranks) > 1}
 
 
-def rank_blocks(spec: TransformerSpec, layout: StageLayout, shares) -> list[RankBlocks]:
+def rank_blocks(spec: TransformerSpec, layout: StageLayout, shares, split: Split | None = None) -> list[RankBlocks]:
     """Per pipeline rank, the (dense, MoE) blocks it holds and those a micro-batch runs on it,
     from the layout and each chunk's share of the micro-batches (`pipeline.profile.chunk_shares`)."""
-    counts = split_layers(spec.layers, layout.num_stages)
-    starts = [sum(counts[:s]) for s in range(layout.num_stages)]
+    counts = split_layers(spec.layers, layout.num_stages, split)
+    starts = [0, *accumulate(counts)][:-1]
     last = layout.num_stages - 1
     moe_layer = [spec.is_moe_layer(i) for i in range(spec.layers)] if spec.moe is not None else None
     out = []

@@ -17,6 +17,7 @@ from modelplan.plan.block_kernels import PRICED
 from modelplan.plan.block_mix import block_kinds
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
+from modelplan.plan.stages import split_layers
 from modelplan.specs.features import architecture_features
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
@@ -75,6 +76,20 @@ def pp_problem(layers: int, pp: int, vpp: int, num_stages: int | None = None) ->
     )
 
 
+def split_problem(layers: int, pp: int, vpp: int, split) -> Problem | None:
+    """A fixed first / last stage (`Plan.stage_split`) needs pipeline stages and must leave every
+    other virtual stage at least one block (`plan.stages.split_layers`)."""
+    if split is None:
+        return None
+    if pp * vpp == 1:
+        return Problem(Reason.PP_LAYERS, "first_stage_layers / last_stage_layers need pp > 1")
+    try:
+        split_layers(layers, pp * vpp, split)
+    except ValueError as exc:
+        return Problem(Reason.PP_LAYERS, str(exc))
+    return None
+
+
 def batch_problem(global_batch: int, micro_batch: int, dp: int) -> Problem | None:
     """Every data-parallel rank runs a whole number of micro-batches."""
     if global_batch % (micro_batch * dp) == 0:
@@ -118,7 +133,8 @@ def plan_problems(
         if problem:
             out.append(problem)
     for problem in (
-        pp_problem(spec.layers, plan.pp, plan.vpp, schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages),
+        pp_problem(spec.layers, plan.pp, plan.vpp, schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages)
+        or split_problem(spec.layers, plan.pp, plan.vpp, plan.stage_split),
         batch_problem(training.global_batch, plan.micro_batch, plan.dp),
     ):
         if problem:
@@ -133,14 +149,28 @@ def plan_problems(
         out.append(
             Problem(Reason.CP_SEQ, f"cp ({plan.cp}) must divide seq_len ({training.seq_len})")
         )
-    problem = ep_problem(spec, plan.dp, plan.ep)
+    problem = ep_problem(spec, plan.dp, plan.ep, plan.tp, plan.cp, plan.etp)
     if problem:
         out.append(problem)
     return out
 
 
-def ep_problem(spec: TransformerSpec, dp: int, ep: int) -> Problem | None:
-    """Expert parallelism: an MoE model, ep dividing num_experts and dp (ep lives inside dp)."""
+def ep_problem(spec: TransformerSpec, dp: int, ep: int, tp: int = 1, cp: int = 1,
+               etp: int | None = None) -> Problem | None:
+    """Expert parallelism: an MoE model, ep dividing num_experts and dp (ep lives inside dp), or
+    with an expert tensor-parallel size `etp` (Megatron-core's expert grid: etp x ep x expert-dp
+    over the tp x dp x cp ranks of a stage) ep x etp dividing tp x dp x cp and etp the experts'
+    width."""
+    if etp is not None and etp != tp:
+        if spec.moe is None:
+            return Problem(Reason.EP, f"etp ({etp}) needs an MoE model")
+        if spec.moe.expert_ffn_hidden % etp:
+            return Problem(Reason.EP, f"etp ({etp}) must divide moe.expert_ffn_hidden ({spec.moe.expert_ffn_hidden})")
+        if spec.moe.num_experts % ep:
+            return Problem(Reason.EP, f"ep ({ep}) must divide moe.num_experts ({spec.moe.num_experts})")
+        if (tp * dp * cp) % (ep * etp):
+            return Problem(Reason.EP, f"ep * etp ({ep} * {etp}) must divide tp * dp * cp ({tp} * {dp} * {cp})")
+        return None
     if ep == 1:
         return None
     if spec.moe is None:
@@ -183,11 +213,16 @@ def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128,
     if moe is not None:
         cf = capacity_factor if capacity_factor is not None else 1.0
         how = "dropless, priced at balanced routing" if moe.capacity_factor is None else "capacity factor"
+        if plan.etp is not None and plan.etp != plan.tp:  # Megatron-core's expert grid over the stage
+            layout = (f"experts split over etp {plan.etp} ranks; each tp rank dispatches its sequence shard "
+                      f"x etp; expert gradients reduced over tp*dp*cp/(ep*etp) = "
+                      f"{plan.tp * plan.dp * plan.cp // (plan.ep * plan.etp)}")
+        else:
+            layout = (f"every tp rank dispatches all tokens of its micro-batch; expert gradients reduced over "
+                      f"dp*cp/ep = {plan.dp * plan.cp // plan.ep}")
         notes.append(
             f"MoE: {moe.num_experts // plan.ep} of {moe.num_experts} experts per GPU (ep {plan.ep}), each token "
-            f"runs top_k {moe.top_k}; AllToAll buffers {cf:g} x tokens x top_k x h ({how}); every tp rank "
-            f"dispatches all tokens of its micro-batch; expert gradients reduced over dp*cp/ep = "
-            f"{plan.dp * plan.cp // plan.ep}")
+            f"runs top_k {moe.top_k}; AllToAll buffers {cf:g} x tokens x top_k x h ({how}); {layout}")
     if plan.cp > 1:
         notes.append(
             f"context parallel cp {plan.cp}: {plan.cp} ranks hold seq/cp tokens of each sequence; K, V go "

@@ -63,6 +63,10 @@ class EngineProfile(Spec):
     """The loss is one fused vocab-parallel cross-entropy that keeps its fp32 softmax in place
     (Megatron `_VocabParallelCrossEntropy`); False: eager `F.cross_entropy(logits.float())`, which
     keeps the fp32 log-softmax and builds fp32 gradients beside it (`count.eager.loss_peak_bytes`)."""
+    compiles_loss: bool = False
+    """Under `TrainingSpec.compile` the engine compiles its eager loss too, so the loss holds 2 d
+    bytes per logit instead of 12 (`count.eager.loss_peak_bytes`; torchtitan's
+    `build_cross_entropy_loss` since pytorch/torchtitan bbb1b616e, 2025-04-02)."""
     fp8_recipe: Fp8Recipe
     """The engine's default fp8 scaling recipe."""
     fp8_backend: Literal["te", "torchao"]
@@ -82,6 +86,12 @@ class EngineProfile(Spec):
     one for the gradient reduction and one for the parameter all-gather (DeepSpeed
     reduce_bucket_size / allgather_bucket_size, 5e8 each); 0: the collectives run in place on the
     engine's contiguous buffers (Megatron, FSDP)."""
+    low_precision_grads: bool = False
+    """Under bf16 with ZeRO 0/1 the 16-bit `.grad` of every parameter exists beside the fp32
+    gradient buffer at the end of each backward (DeepSpeed BF16_Optimizer: backward writes the
+    bf16 grads, `update_hp_grads` adds them into the flat fp32 gradients and leaves them
+    allocated until the next backward's `clear_lp_grads`); False: the engine accumulates into
+    its gradient buffer directly (Megatron main_grad, FSDP)."""
     grad_copy_bytes: int = Field(0, ge=0)
     """HBM bytes per unsharded gradient element the engine moves before each ZeRO-2/3 gradient
     ReduceScatter besides the collective: FSDP casts the unit's 16-bit gradient into an fp32
@@ -94,6 +104,17 @@ class EngineProfile(Spec):
     reshard_after_forward_pp: bool
     """The same under pipeline parallelism (torchtitan: False, 'to avoid per-microbatch
     all-gathers'; the stage's parameters stay gathered across micro-batches)."""
+    fp8_tp_gather_recipes: tuple[str, ...] = ()
+    """fp8 recipes under which the sequence-parallel AllGathers move the 1-byte fp8 casts instead
+    of 16-bit activations (torchtitan: tensorwise only, parallelize_llama.py
+    enable_float8_tensorwise_tp -> torchao Float8ColwiseParallel casts before the forward gather,
+    Float8RowwiseParallel casts the output gradient before the backward gather); the
+    ReduceScatters stay 16-bit."""
+    sp_saves_gathered_inputs: bool = False
+    """Under sequence parallelism the column-parallel linears keep their all-gathered, full-sequence
+    input for the weight gradient (PyTorch DTensor SP: PrepareModuleInput Shard(1) -> Replicate,
+    then nn.Linear saves it; torchtitan parallelize_llama.py apply_tp) instead of the 1/tp shard
+    re-gathered in backward (Megatron-LM, Korthikanti et al. 2022 sec. 4.2.2)."""
     tp_comm_overlap: bool = False
     """Tensor-parallel collectives overlapped with the GEMMs by default (TE userbuffers / async
     TP); off unless the run turns it on in every engine profiled here."""

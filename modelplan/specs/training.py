@@ -56,6 +56,16 @@ class TrainingSpec(Spec):
     compile: bool = False
     """torch.compile: element-wise ops fused into generated kernels (eager engines only; the
     fused engines' kernels are fused already)."""
+    compile_loss: bool | None = None
+    """torch.compile covers the loss as well (its fp32 upcast and softmax fused, 2 d bytes per
+    logit kept); None: whenever `compile` is on and the engine compiles its loss
+    (`EngineProfile.compiles_loss`); False: an engine version that left it eager (torchtitan
+    9dec370, Dec 2024: `# if job_config.training.compile: loss_fn = torch.compile(loss_fn)`
+    commented out, e8977b007)."""
+    fused_norm: bool = False
+    """The norm runs as one fused kernel that keeps its input (torchtitan `norm_type =
+    "fused_rmsnorm"`, a Triton RMSNorm saving x, weight and rstd; apex) while the engine's other
+    element-wise ops run as it runs them (eager engines: PyTorch composites)."""
     fp8_param_gather: bool = False
     """fp8 training keeps the parameters themselves in fp8 and gathers them in fp8 (Megatron
     `--fp8-param-gather`, set by NeMo / Megatron-Bridge's fp8 mixed-precision recipes; torchao

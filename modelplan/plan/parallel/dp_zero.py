@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from modelplan.comm.dp_overlap import grad_reduce_exposed_s, param_gather_exposed_s
 from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
 from modelplan.plan.fsdp import zero3_state_bytes
@@ -69,6 +70,9 @@ class DpTimes(NamedTuple):
     all_gather_bucket: float
     all_gather_block: float
     """One block's parameter AllGather (ZeRO-3's first, un-prefetched gather)."""
+    all_gather_bwd: float | None = None
+    """ZeRO-3's backward AllGather when it differs from the forward's (ZeRO++ hpZ gathers inside
+    the node, `plan/mechanisms.py`); None: all_gather."""
 
 
 class DpSeconds(NamedTuple):
@@ -138,17 +142,18 @@ def _dp_exposure(
     hide = overlap_fraction * t_bwd if overlap else 0.0
     if zero == 0:
         ar = times.all_reduce
-        return DpExposure(max(times.all_reduce_bucket, ar - hide) if overlap else ar, 0.0, ar)
+        return DpExposure(grad_reduce_exposed_s(ar, times.all_reduce_bucket, hide, overlap), 0.0, ar)
     rs, ag = times.reduce_scatter, times.all_gather
-    gather_after = times.all_gather_bucket if overlap else ag  # overlap_param_gather: one bucket
-    last_rs = max(times.reduce_scatter_bucket, rs - hide) if overlap else rs
+    # overlap_param_gather: hidden behind the next step's forward but for the first bucket
+    gather_after = param_gather_exposed_s(ag, times.all_gather_bucket, m * t_fwd, overlap)
+    last_rs = grad_reduce_exposed_s(rs, times.reduce_scatter_bucket, hide, overlap)
     if zero == 1:
         return DpExposure(last_rs + gather_after, 0.0, rs + ag)
     if zero == 2:
         per_mb = max(0.0, rs - hide) if overlap else rs
         return DpExposure((m - 1) * per_mb + last_rs + gather_after, 0.0, m * rs + ag)
     f = overlap_fraction if overlap else 0.0
-    ag_bwd = ag if backward_gathers else 0.0
+    ag_bwd = (ag if times.all_gather_bwd is None else times.all_gather_bwd) if backward_gathers else 0.0
     per_mb = max(0.0, ag - f * t_fwd) + max(0.0, ag_bwd + rs - hide) + times.all_gather_block
     return DpExposure(0.0, per_mb, m * (ag + ag_bwd + rs))
 
@@ -187,10 +192,24 @@ def optimizer_bytes_per_param(grad_bytes: int, state_bytes: int, dtype_bytes: in
     return 3 * grad_bytes + 2 * state_bytes + (dtype_bytes if master_weights else 2 * dtype_bytes)
 
 
+HP_GRAD_ACCUMULATE_BYTES = 20
+"""HBM bytes per parameter DeepSpeed's BF16_Optimizer moves around every micro-batch's backward
+(deepspeed/runtime/bf16_optimizer.py): `backward_prologue` zeroes the bf16 `.grad` (write 2),
+`backward_epilogue` -> `update_hp_grads` runs `hp_grad.add_(lp.grad.to(float32))`: read 2,
+write and read the fp32 temporary 4 + 4, read and write the fp32 gradient 4 + 4."""
+
+
+def hp_grad_accumulate_s(dense_params: int, expert_params: int, roofline) -> float:
+    """One micro-batch's accumulation of the rank's bf16 gradients into the fp32 ones (BF16_Optimizer,
+    ZeRO 0/1: every rank holds every gradient of its stage), streamed through HBM."""
+    return roofline.memory_time_s((dense_params + expert_params) * HP_GRAD_ACCUMULATE_BYTES)
+
+
 def optimizer_s(dense_params: int, expert_params: int, dp: int, ep: int, zero: int, bytes_per_param: int,
-                roofline) -> float:
+                roofline, expert_group: int | None = None) -> float:
     """The optimizer step of one rank: its ZeRO shard of the dense parameters (over the dp*cp
-    gradient-reduction group `dp`) and of the routed experts (over dp/ep), streamed through HBM."""
-    shards = (dp, dp // ep) if zero >= 1 else (1, 1)
+    gradient-reduction group `dp`) and of the routed experts (over dp/ep, or `expert_group`
+    ranks), streamed through HBM."""
+    shards = (dp, expert_group or dp // ep) if zero >= 1 else (1, 1)
     sharded = dense_params / shards[0] + expert_params / shards[1]
     return roofline.memory_time_s(sharded * bytes_per_param)

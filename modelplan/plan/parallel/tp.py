@@ -42,21 +42,26 @@ def local_kv_heads(kv_heads: int, tp: int) -> int:
     return kv_heads // tp if kv_heads >= tp else 1
 
 
-def block_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, fwd_runs: int, bwd_runs: int) -> None:
+def block_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, fwd_runs: int, bwd_runs: int,
+                mlp_tp: int | None = None, gather_bytes: int | None = None) -> None:
     """f and g of the attention and MLP sub-layers: `fwd_runs` forwards (recompute included) and
-    `bwd_runs` backwards of blocks whose (b, s, h) activation is `nbytes`."""
-    _sublayer_calls(calls, ["attention", "mlp"], tp, sp, nbytes, fwd_runs, bwd_runs)
+    `bwd_runs` backwards of blocks whose (b, s, h) activation is `nbytes`. `mlp_tp`: the MLP's
+    group when it is not tp (an MoE MLP under Megatron-core expert tensor parallelism gathers
+    and scatters its tokens over the etp ranks only, none when etp = 1). `gather_bytes`: the
+    AllGathers' (b, s, h) payload when it differs (fp8 all-gathers, `EngineSettings.fp8_tp_gather`)."""
+    _sublayer_calls(calls, ["attention", "mlp"], tp, sp, nbytes, fwd_runs, bwd_runs, mlp_tp, gather_bytes)
 
 
 def block_kind_calls(calls: RankCalls, spec: TransformerSpec, block: Block, tp: int, sp: bool, nbytes: int,
-                     tokens: int, value_bytes: int, fwd_runs: int, bwd_runs: int) -> None:
+                     tokens: int, value_bytes: int, fwd_runs: int, bwd_runs: int, mlp_tp: int | None = None,
+                     gather_bytes: int | None = None) -> None:
     """One block of kind `block`: f and g around each of its sublayers (the mixer, a decoder
     block's cross-attention, the MLP if it has one), a q/k norm's statistics, and the Mamba
     mixer's AllReduce of its x_proj output (dt, B, C of all channels, with d_inner split over tp)
     in forward and of its gradient in backward."""
     mixer = "mamba" if block.mixer == "mamba" else "attention"
     subs = [mixer] + (["cross_attention"] if block.cross else []) + (["mlp"] if block.mlp else [])
-    _sublayer_calls(calls, subs, tp, sp, nbytes, fwd_runs, bwd_runs)
+    _sublayer_calls(calls, subs, tp, sp, nbytes, fwd_runs, bwd_runs, mlp_tp, gather_bytes)
     if block.mixer == "mamba":
         ssm = spec.ssm
         x_proj = tokens * (ssm.dt_rank + 2 * ssm.state_size) * value_bytes
@@ -67,16 +72,24 @@ def block_kind_calls(calls: RankCalls, spec: TransformerSpec, block: Block, tp: 
 
 
 def _sublayer_calls(calls: RankCalls, subs: list[str], tp: int, sp: bool, nbytes: int, fwd_runs: int,
-                    bwd_runs: int) -> None:
+                    bwd_runs: int, mlp_tp: int | None = None, gather_bytes: int | None = None) -> None:
     g_fwd, g_bwd, f_fwd, f_bwd = region_ops(sp)
+    gathered = nbytes if gather_bytes is None else gather_bytes
     for sub in subs:
         f_region, g_region = SUBLAYER_REGIONS[sub]
+        group = mlp_tp if sub == "mlp" and mlp_tp is not None else tp
+        if group == 1 < tp:
+            continue
+
+        def size(op, group=group) -> int:  # the group's share of the (b, s, h) activation
+            return (gathered if op is AG else nbytes) * group // tp
+
         for op, region in ((f_fwd, f_region), (g_fwd, g_region)):
             if op is not None:
-                calls.add(op, TP, tp, nbytes, fwd_runs, region)
-        calls.add(f_bwd, TP, tp, nbytes, bwd_runs, f_region)
+                calls.add(op, TP, group, size(op), fwd_runs, region)
+        calls.add(f_bwd, TP, group, size(f_bwd), bwd_runs, f_region)
         if g_bwd is not None:
-            calls.add(g_bwd, TP, tp, nbytes, bwd_runs, g_region)
+            calls.add(g_bwd, TP, group, size(g_bwd), bwd_runs, g_region)
 
 
 def qk_norm_calls(calls: RankCalls, spec: TransformerSpec, tp: int, tokens: int, value_bytes: int, fwd_runs: int,
@@ -127,19 +140,21 @@ class TpSeconds(NamedTuple):
 
 
 def tp_seconds(pricer: CommPricer, shape, tp: int, sp: bool, nbytes: int, tokens: int, loss_bytes: int,
+               mlp_tp: int | None = None, mlp_shape=None, gather_bytes: int | None = None,
                spec: TransformerSpec | None = None, block: Block | None = None, value_bytes: int = 2) -> TpSeconds:
-    """Price the calls above for one micro-batch on the TP group's `shape`; with a `block` kind
-    (and its spec), that block's calls (`block_kind_calls`)."""
+    """Price the calls above for one micro-batch on the TP group's `shape` (an MLP group of
+    `mlp_tp` ranks on `mlp_shape`); `gather_bytes`: the blocks' AllGather payload (`block_calls`);
+    with a `block` kind (and its spec), that block's calls (`block_kind_calls`)."""
     def priced(add) -> float:
         calls = RankCalls()
         add(calls)
-        return calls.price(pricer, lambda axis, size: shape)
+        return calls.price(pricer, lambda axis, size: shape if size == tp else mlp_shape)
 
     def block_of_runs(c: RankCalls, fwd: int) -> None:
         if block is None:
-            block_calls(c, tp, sp, nbytes, fwd, 1)
+            block_calls(c, tp, sp, nbytes, fwd, 1, mlp_tp, gather_bytes)
         else:
-            block_kind_calls(c, spec, block, tp, sp, nbytes, tokens, value_bytes, fwd, 1)
+            block_kind_calls(c, spec, block, tp, sp, nbytes, tokens, value_bytes, fwd, 1, mlp_tp, gather_bytes)
 
     return TpSeconds(
         priced(lambda c: block_of_runs(c, 1)),
@@ -193,3 +208,33 @@ def tp_exposure(t: TpSeconds, full_recompute: bool | float, cost: CostModel, ove
         embedding_s=exposed * t.embedding_s,
         head_s=exposed * t.head_s,
     )
+
+
+SP_CALLS_PER_BLOCK = 8
+"""AllGathers and ReduceScatters of one sequence-parallel block per micro-batch, each of one
+(b, s, h) activation (`block_calls`: in and out of attention and MLP, forward and backward)."""
+
+
+def overlap_exposure(t: TpSeconds, full_recompute: bool | float, cost: CostModel, mode: str,
+                     shares: dict[str, float], linear_fwd_s: float, tp: int, sm_count: int) -> TpExposure:
+    """`tp_exposure` when the block's sequence-parallel collectives overlap the GEMMs beside them
+    (`modelplan.comm.tp_overlap`, TE's pair names): forward AllGathers before QKV and FC1, the
+    ReduceScatters after the projection and FC2; backward the output-gradient AllGathers before
+    the projection's and FC2's dgrad, the input-gradient ReduceScatters beside QKV's and FC1's
+    wgrad. Each linear's forward GEMM is its FLOP share of `linear_fwd_s`; dgrad and wgrad take as
+    long. The recompute forward overlaps like the forward. The SM cost of pipelined and bulk
+    overlap is in the exposed seconds; the embedding's and head's calls are not overlapped."""
+    from modelplan.comm.tp_overlap import TpPair, block_exposed_s
+
+    c = t.block_s / SP_CALLS_PER_BLOCK
+    g = {k: v * linear_fwd_s for k, v in shares.items()}
+    fwd = block_exposed_s(mode, {"qkv_fprop": TpPair(g["qkv"], c), "proj_fprop": TpPair(g["proj"], c),
+                                 "fc1_fprop": TpPair(g["fc1"], c), "fc2_fprop": TpPair(g["fc2"], c)}, tp, sm_count)
+    bwd = block_exposed_s(mode, {"proj_dgrad": TpPair(g["proj"], c), "fc2_dgrad": TpPair(g["fc2"], c),
+                                 "qkv_wgrad": TpPair(g["qkv"], c), "fc1_wgrad": TpPair(g["fc1"], c)}, tp, sm_count)
+    share = float(full_recompute)
+    total = t.block_s + share * (t.block_recompute_s - t.block_s)
+    rec = share * fwd
+    f = cost.tp_exposed_fraction
+    return TpExposure(fwd_s=fwd, bwd_s=bwd, recompute_s=rec, hidden_s=max(0.0, total - fwd - bwd - rec),
+                      embedding_s=f * t.embedding_s, head_s=f * t.head_s)
