@@ -25,8 +25,10 @@ from typing import NamedTuple
 
 from modelplan.comm.ops import Axis, Collective
 from modelplan.comm.offload import host_link
+from modelplan.count.blocks import Block, mtp_block
 from modelplan.count.flops import count_flops
 from modelplan.plan.commcost import CommPricer
+from modelplan.plan.block_mix import block_kinds, mean_terms, with_mtp
 from modelplan.plan.compute import Roofline, kernel_times
 from modelplan.count.checkpointing import checkpointed_share, op_sac_recomputed_fraction
 from modelplan.plan.dims import EXPERT_DP, ParallelDims, pair_shape, strided_shape
@@ -241,18 +243,37 @@ class Evaluator:
     # -- one block, the embedding and the head, per micro-batch on one TP rank -------------------
 
     def block_terms(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int = 1,
-                    ep: int | None = None, etp: int | None = None, tp_overlap: str = "none") -> BlockTerms:
+                    ep: int | None = None, etp: int | None = None, tp_overlap: str = "none",
+                    mtp_ep: int = 1) -> BlockTerms:
         """A dense block (or with `ep` an MoE block over ep ranks, its experts over `etp` ranks
-        when that is not tp), the embedding and the head; TP collectives overlapped under
-        `tp_overlap` (`comm/tp_overlap.py`)."""
-        key = (tp, sp, micro_batch, recompute, cp, ep, tp_overlap, etp)
+        when that is not tp), the embedding and the head; block kinds mixed at the model's shares,
+        the dense terms' head with the MTP modules (`block_mix.py`; an MoE MTP block over `mtp_ep`
+        ranks); TP collectives overlapped under `tp_overlap` (`comm/tp_overlap.py`)."""
+        key = (tp, sp, micro_batch, recompute, cp, ep, tp_overlap, etp, mtp_ep)
         hit = self._block_cache.get(key)
         if hit is None:
-            hit = self._block_cache[key] = self._block_terms(tp, sp, micro_batch, recompute, cp, ep, etp, tp_overlap)
+            hit = self._block_cache[key] = self._mixed_terms(tp, sp, micro_batch, recompute, cp, ep, etp,
+                                                             tp_overlap, mtp_ep)
         return hit
 
+    def _mixed_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
+                     etp: int | None, tp_overlap: str, mtp_ep: int) -> BlockTerms:
+        spec = self.spec
+        kinds = block_kinds(spec, ep is not None)
+        if not kinds:
+            terms = self._block_terms(tp, sp, b, recompute, cp, ep, None, etp, tp_overlap)
+        else:
+            terms = mean_terms([self._block_terms(tp, sp, b, recompute, cp, ep, block, etp, tp_overlap)
+                                for block, _ in kinds], [n for _, n in kinds])
+        if ep is None and spec.mtp_layers:
+            block = mtp_block(spec)
+            mtp = self._block_terms(tp, sp, b, "none", cp, mtp_ep if block.moe else None, block,
+                                    etp if block.moe else None, tp_overlap)
+            terms = with_mtp(terms, mtp, spec.mtp_layers)
+        return terms
+
     def _block_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
-                     etp: int | None = None, tp_overlap: str = "none") -> BlockTerms:
+                     block: Block | None, etp: int | None = None, tp_overlap: str = "none") -> BlockTerms:
         spec, training, d = self.spec, self.training, self.dtype_bytes
         s_local = training.seq_len // cp
         tokens = b * s_local
@@ -261,10 +282,10 @@ class Evaluator:
         routed = tokens * etp // tp if etp else tokens  # tokens one rank dispatches
         capacity = expert_capacity(routed, spec.moe, self.capacity_factor) if moe else None
         sw = self.software
-        times = self._memo(("kernel_times", tp, sp, b, cp, ep, etp), lambda: kernel_times(
+        times = self._memo(("kernel_times", tp, sp, b, cp, ep, etp, block), lambda: kernel_times(
             spec, tp, sp, b, training.seq_len, d, self.vocab_padded(tp), self.roofline, moe_layer=moe,
             ep=ep or 1, capacity=capacity, cp=cp, attention=training.attention, software=sw,
-            scaled_gemm_factor=self.cost.fp8_scaled_gemm_factor, etp=etp))
+            scaled_gemm_factor=self.cost.fp8_scaled_gemm_factor, block=block, etp=etp))
         full = recompute == "full"
         # what 'selective' recomputes under this engine (`count/checkpointing.py`; MoE blocks: attention core)
         mode = "attention_core" if moe and sw.ac_mode == "op_sac" else sw.ac_mode
@@ -277,9 +298,9 @@ class Evaluator:
         tp_shape = self.shapes(tp, 1, 1)[Axis.TP]
         gpn = self.cluster.gpus_per_node
         gather = tokens * spec.hidden if sw.fp8_tp_gather and sp else None  # 1-byte fp8 AllGathers
-        tp_t = self._memo(("tp", tp, sp, b, cp, etp), lambda: tp_mod.tp_seconds(
+        tp_t = self._memo(("tp", tp, sp, b, cp, etp, block), lambda: tp_mod.tp_seconds(
             self.pricer, tp_shape, tp, sp, act, tokens, tp_mod.LOSS_VALUE_BYTES, etp,
-            strided_shape(etp, 1, gpn) if etp else None, gather))
+            strided_shape(etp, 1, gpn) if etp else None, gather, spec, block, d))
         if moe:
             a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, capacity, spec.hidden, d)
             # Megatron-core's expert grid: etp fastest, then ep (stride etp); else ep inside dp
@@ -290,7 +311,7 @@ class Evaluator:
         kv_send = self.cp_kv_send_s(tp, b, cp) if cp > 1 else 0.0
         cp_x = cp_mod.cp_exposure(cp, kv_send, times.core_fwd_s, times.core_bwd_s, full, self.cost)
         stored, working = block_activations(spec, b, training.seq_len, d, tp, sp, recompute, moe, training.attention, cp,
-                                            sw)
+                                            sw, block)
         emb_act, head_act = edge_activations(spec, b, training.seq_len, d, tp, sp, cp, sw.fused_cross_entropy,
                                              sw.compiled_loss, sw.sp_saves_gathered_inputs)
         message, _ = self.boundary(tp, sp, b, cp, True)
@@ -341,7 +362,7 @@ class Evaluator:
         if hit is None:
             moe = (self.block_terms(tp, sp, micro_batch, recompute, cp, ep, etp, tp_overlap)
                    if self.spec.moe is not None else None)
-            dense = self.block_terms(tp, sp, micro_batch, recompute, cp, None, None, tp_overlap)
+            dense = self.block_terms(tp, sp, micro_batch, recompute, cp, None, None, tp_overlap, mtp_ep=ep)
             st = compose_stages(blocks, dense, moe)
             mean = (st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s
             b0 = blocks[0]

@@ -8,6 +8,7 @@ experts (Megatron-core's expert data-parallel group).
 
 from __future__ import annotations
 
+from modelplan.count.blocks import block_of
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings, keeps_low_precision_grads
 from modelplan.plan.fsdp import UNITS_IN_FLIGHT, zero3_mode
 from modelplan.plan.parallel import dp_zero
@@ -43,7 +44,7 @@ class RankStates:
 
     def unit_kinds(self, schedule: str, pp: int, vpp: int, split=None) -> list[tuple[int, tuple[tuple[str, int], ...]]]:
         """Per pipeline rank (id, ((unit, count), ...)): its units with the alike ones merged (every
-        dense block's unit is the same size, every MoE block's and expert set's too), in order of
+        block of one kind, `count.blocks.Block`, holds a unit of the same size, its expert set too), in order of
         first appearance; the id is shared by ranks and layouts holding the same kinds."""
         def kinds():
             kind_of = self._memo(("kind_of",), self._kind_of)
@@ -60,12 +61,14 @@ class RankStates:
 
         return self._memo(("unit_kinds", schedule, pp, vpp, split), kinds)
 
-    def _kind_of(self) -> dict[str, str]:
-        """The kind of every block unit: 'dense', 'moe' or 'experts' (other units are their own)."""
-        out = {}
+    def _kind_of(self) -> dict[str, object]:
+        """The kind of every block unit: its `count.blocks.Block` (alike blocks are the same size),
+        ('experts', block) for its expert set (other units are their own)."""
+        out: dict[str, object] = {}
         for i in range(self.spec.layers):
-            out[f"layers/{i}"] = "moe" if self.spec.is_moe_layer(i) else "dense"
-            out[f"layers/{i}/experts"] = "experts"
+            block = block_of(self.spec, i)
+            out[f"layers/{i}"] = block
+            out[f"layers/{i}/experts"] = ("experts", block)
         return out
 
     def rank_params(self, tp: int, pp: int, ep: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1,

@@ -74,9 +74,9 @@ def stage_layers(layers: int, num_stages: int, stage: int, split: Split | None =
 def stage_units(spec: TransformerSpec, num_stages: int, split: Split | None = None) -> list[list[str]]:
     """Units of each virtual stage in forward order (units without parameters included).
 
-    With tied embeddings and more than one stage the last stage holds its own copy of
-    `embedding/word` (Megatron keeps the word embedding on the first and last stage and
-    all-reduces its gradient between them)."""
+    With tied embeddings, or multi-token prediction modules (which look tokens up), and more than
+    one stage the last stage holds its own copy of `embedding/word` (Megatron keeps the word
+    embedding on the first and last stage and all-reduces its gradient between them)."""
     out = []
     counts = split_layers(spec.layers, num_stages, split)
     start = 0
@@ -86,7 +86,11 @@ def stage_units(spec: TransformerSpec, num_stages: int, split: Split | None = No
         for i in range(first, start):  # stage_layers(spec.layers, num_stages, v, split)
             units += [f"layers/{i}"] + ([f"layers/{i}/experts"] if spec.is_moe_layer(i) else [])
         if v == num_stages - 1:
-            units += ["head"] + (["embedding/word"] if spec.tied_embeddings and num_stages > 1 else [])
+            units += ["head"]
+            for k in range(spec.mtp_layers):  # MTP modules run on the last stage (Megatron-core)
+                units += [f"mtp/{k}"] + ([f"mtp/{k}/experts"] if spec.moe is not None else [])
+            shares_embedding = spec.tied_embeddings or spec.mtp_layers > 0
+            units += ["embedding/word"] if shares_embedding and num_stages > 1 else []
         out.append(units)
     return out
 
