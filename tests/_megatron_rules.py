@@ -47,6 +47,12 @@ HAND_FLAGS = {
     "--global-batch-size": "training_config.py:14 TrainingConfig",
     "--train-iters": "training_config.py:46 TrainingConfig",
     "--ckpt-format": "training_config.py:411 CheckpointConfig",
+    # written for the plan's overlap and placement choices (modelplan/export/mechanisms.py): hand-
+    # written add_argument calls of arguments.py (seen in the file; line at the tag not re-read)
+    "--tp-comm-overlap": "arguments.py (_add_training_args)",
+    "--overlap-grad-reduce": "arguments.py (_add_distributed_args)",
+    "--overlap-param-gather": "arguments.py (_add_distributed_args)",
+    "--use-tp-pp-dp-mapping": "arguments.py (_add_distributed_args)",
 }
 # Flags the exporter may write that ArgumentGroupFactory generates from TransformerConfig /
 # ModelParallelConfig fields (test_export_engines checks them against megatron-core 0.16.1).

@@ -159,3 +159,31 @@ def test_search_json_is_read_as_its_best_plan():
     result = runner.invoke(app, ["export", "-", "--to", "json"], input=search_doc.stdout)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["plan"] == best
+
+
+def test_wide_flags_fix_their_dimension():
+    """--tp-overlap ring, --no-dp-overlap, --offload-optimizer none, --no-zeropp, --rank-order: every
+    ranked plan carries exactly the fixed values (the flags' stated meaning)."""
+    result = run(*BASE, "--top", "5", "--json", "--tp-overlap", "ring", "--no-dp-overlap", "--offload-optimizer",
+                 "none", "--no-offload-activations", "--no-zeropp", "--rank-order", "tp-cp-pp-dp")
+    assert result.exit_code == 0, result.output
+    plans = [p["plan"] for p in json.loads(result.output)["plans"]]
+    assert plans and all(p["dp_overlap"] is False and p["offload_optimizer"] == "none" and not p["zeropp"]
+                         and not p["offload_activations"] and p["rank_order"] == "tp-cp-pp-dp" for p in plans)
+    assert all(p["tp_overlap"] == "ring" for p in plans if p["tp"] > 1)
+
+
+@pytest.mark.parametrize("flag, value, words", [
+    ("--tp-overlap", "bulk", "--tp-overlap"),
+    ("--offload-optimizer", "disk", "--offload-optimizer"),
+    ("--fsdp-shard-size", "8,x", "--fsdp-shard-size"),
+    ("--fsdp-shard-size", "-1", "--fsdp-shard-size"),
+    ("--fsdp-shard-size", "99999999999", "larger than"),
+    ("--rank-order", "tp-dp-pp", "--rank-order"),
+])
+def test_bad_wide_flag_exit_2_one_line(flag, value, words):
+    """A bad value of a wide-search flag: one `error:` line naming the flag, exit 2."""
+    result = run(*BASE, flag, value)
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], result.output

@@ -322,3 +322,62 @@ def test_bf16_optimizer_accumulates_fp32_gradients_every_micro_batch():
     assert accumulate == pytest.approx(m * params * 20 / hbm)
     assert step[2].optimizer_s == pytest.approx(ev.dp_entry(1, 1, 8, 2, False, 0).optimizer_s)
     assert sum(step[1].terms().values()) == pytest.approx(step[1].step_time_s)
+
+
+def test_torchtitan_sequence_parallel_working_set_holds_the_gathered_inputs():
+    """torchtitan's DTensor SP saves the all-gathered inputs of wq/wk/wv and w1/w3 (parallelize_llama
+    apply_tp), Megatron the 1/tp shard: a fully recomputed Llama-3-8B block at tp 8 keeps the same
+    2 s b h / t input, and its working set differs by two gathered inputs' 7/8: 2 x 2 s b h x 7/8."""
+    from modelplan.plan.memory import block_activations
+
+    titan, megatron = load_engine("torchtitan"), load_engine("megatron")
+    base = dict(global_batch=8, seq_len=4096, precision="bf16", compile=True)
+    assert titan.sp_saves_gathered_inputs and not megatron.sp_saves_gathered_inputs
+    s_titan = engine_settings(TrainingSpec(**base, framework="torchtitan"), titan)
+    s_mega = engine_settings(TrainingSpec(**base, framework="megatron"), megatron)
+    sbh = 4096 * 2 * LLAMA.hidden
+    args = (LLAMA, 2, 4096, 2, 8, True, "full", False, "flash")
+    kept_t, work_t = block_activations(*args, software=s_titan)
+    kept_m, work_m = block_activations(*args, software=s_mega)
+    assert kept_t == kept_m == 2 * sbh // 8
+    assert work_t - work_m == 2 * 2 * sbh * 7 // 8
+
+
+def test_torchtitan_output_projection_keeps_its_gathered_input():
+    """torchtitan's output ColwiseParallel(input_layouts=Shard(1)) all-gathers the final norm's
+    output before the head GEMM, which saves it whole: d s b h x (1 - 1/t) more than Megatron's
+    1/t share on the last stage (Llama-3-8B, s b = 8192, tp 8: 2 x 8192 x 4096 x 7/8 bytes)."""
+    from modelplan.plan.memory import edge_activations
+
+    args = (LLAMA, 2, 4096, 2, 8, True, 1, False, False)
+    _, megatron = edge_activations(*args)
+    _, titan = edge_activations(*args, gathered_inputs=True)
+    assert titan - megatron == 2 * 8192 * 4096 * 7 // 8
+    assert edge_activations(LLAMA, 2, 4096, 2, 8, False, 1, False, False, gathered_inputs=True)[1] == \
+        edge_activations(LLAMA, 2, 4096, 2, 8, False, 1, False, False)[1]  # no SP: nothing gathered
+
+
+def test_torchtitan_tensorwise_fp8_gathers_tp_activations_in_fp8():
+    """torchtitan parallelize_llama.py: float8 all-gather with TP only for tensorwise recipes
+    (torchao Float8ColwiseParallel casts the input to e4m3 before the forward AllGather,
+    Float8RowwiseParallel the output gradient to e5m2 before the backward one); rowwise recipes
+    and Megatron keep 16-bit gathers. The ReduceScatters stay 16-bit either way."""
+    from modelplan.comm.ops import Collective
+    from modelplan.plan.parallel.calls import RankCalls
+    from modelplan.plan.parallel.tp import block_calls
+
+    titan, megatron = load_engine("torchtitan"), load_engine("megatron")
+    base = dict(global_batch=8, seq_len=128, precision="fp8")
+    assert engine_settings(TrainingSpec(**base, framework="torchtitan", fp8_recipe="tensorwise"), titan).fp8_tp_gather
+    assert not engine_settings(TrainingSpec(**base, framework="torchtitan", fp8_recipe="rowwise"), titan).fp8_tp_gather
+    assert not engine_settings(TrainingSpec(**base, framework="megatron"), megatron).fp8_tp_gather
+    assert not engine_settings(TrainingSpec(global_batch=8, seq_len=128, framework="torchtitan"), titan).fp8_tp_gather
+    # one block, SP over tp 8, a (b, s, h) activation of 2 x 1024 x 4096 bf16 bytes, gathered as 1-byte fp8
+    act = 2 * 1024 * 4096 * 2
+    calls = RankCalls()
+    block_calls(calls, 8, True, act, 1, 1, gather_bytes=act // 2)
+    sizes: dict = {}
+    for key, n in calls.counts.items():  # key: (op, axis, group, nbytes, region, ...)
+        sizes[(key[0], key[3])] = sizes.get((key[0], key[3]), 0) + n
+    # per sub-layer (attention, MLP): forward AG + RS, backward RS (of f) + AG (of g)
+    assert sizes == {(Collective.ALL_GATHER, act // 2): 4, (Collective.REDUCE_SCATTER, act): 4}

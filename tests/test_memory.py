@@ -65,6 +65,20 @@ def test_korthikanti_full_recompute():
     assert act(tp=t, sequence_parallel=True, recompute="full") == 2 * SBH // t
 
 
+def test_dtensor_sequence_parallel_keeps_the_gathered_linear_inputs():
+    """PyTorch DTensor SP (torchtitan apply_tp: PrepareModuleInput Shard(1) -> Replicate before
+    attention and the MLP): the norm inputs (4 sbh) and dropout masks (2 sbh) stay sequence-sharded,
+    the two gathered linear inputs (2 sbh each) are saved whole, as in Korthikanti's eq. 2 without
+    SP: sbh (4 + (4 + 2 + 24)/t + 5as/(ht)); selective drops the score term; full keeps 2sbh/t."""
+    kw = dict(tp=t, sequence_parallel=True, gathered_inputs=True)
+    assert act(**kw) == 4 * SBH + 30 * SBH // t + 5 * a * s * SBH // (h * t)
+    assert act(recompute="selective", **kw) == 4 * SBH + 30 * SBH // t
+    assert act(recompute="full", **kw) == 2 * SBH // t
+    # no sequence parallelism, or tp 1: nothing is gathered, eq. 2 / eq. 1 unchanged
+    assert act(tp=t, gathered_inputs=True) == act(tp=t)
+    assert act(gathered_inputs=True) == act()
+
+
 def test_megatron_estimator_generalisation_for_other_ffn():
     """Megatron's estimator for SP + selective: sbh (18 + 4 ffn/h) / t; ffn = 3h gives 30 sbh / t."""
     spec = gpt_layer(ffn_hidden=3 * h)

@@ -98,15 +98,16 @@ def _router_softmax_before_topk(inj: Injector) -> None:
         return x @ p["router/weight"] + p.get("router/bias", 0.0)
 
     def make_forward(_original):
-        def router_forward(x, p, top_k):
+        def router_forward(x, p, router):
+            top_k = router if isinstance(router, int) else router.top_k
             logits = logits_of(x, p)
             experts = np.argsort(-logits, axis=-1, kind="stable")[:, :top_k]
             weights = np.take_along_axis(softmax(logits), experts, axis=-1)
-            return weights, experts, RouterCache(x, experts, weights, logits.shape[-1])
+            return weights, experts, RouterCache(x, experts, weights, None, logits.shape[-1])
         return router_forward
 
     def make_backward(_original):
-        def router_backward(cache, p, dweights):
+        def router_backward(cache, p, dweights, router=None):
             probs = softmax(logits_of(cache.x, p))
             chosen = np.zeros_like(probs)
             np.put_along_axis(chosen, cache.experts, dweights, axis=-1)

@@ -96,13 +96,14 @@ def test_the_report_names_the_oracle():
 
 
 def test_the_torch_oracle_refuses_a_feature_it_does_not_build():
-    """qk_norm has no executor parameters (verify refuses it before running, `execute/support.py`);
-    asked directly, the torch oracle names it instead of building a model without it."""
+    """A model without an LM head (BertModel) is refused by verify before running
+    (`execute/support.py`); asked directly, the torch oracle names it instead of building a model
+    without it."""
     from modelplan.execute.oracle import OracleUnavailable
     from modelplan.execute.oracle.torch_transformer import torch_transformer_run
 
-    spec = LLAMA.model_copy(update={"qk_norm": True})
-    with pytest.raises(OracleUnavailable, match="qk_norm"):
+    spec = LLAMA.model_copy(update={"lm_head": False})
+    with pytest.raises(OracleUnavailable, match="lm_head = false"):
         torch_transformer_run(spec, init_params(spec, np.random.default_rng(0)), [], OptimizerConfig())
 
 

@@ -160,7 +160,8 @@ def test_moe_plan_has_an_exposed_all_to_all_term_and_the_terms_add_up():
 
 def test_search_tries_every_ep_dividing_dp_and_the_experts():
     """tp 1, pp 1 on 16 GPUs: dp 16, so ep in {1, 2, 4, 8} (divisors of 16 dividing 8 experts)."""
-    space = SearchSpace(tp=[1], pp=[1], micro_batch=[1], recompute=["none"], zero=[1], sequence_parallel=[False])
+    space = SearchSpace(tp=[1], pp=[1], micro_batch=[1], recompute=["none"], zero=[1], sequence_parallel=[False],
+                        dp_overlap=[True])
     result = search_plans(mixtral_like(), TrainingSpec(global_batch=16, seq_len=1024), ideal_cluster(), 16, space,
                           top_k=10)
     assert sorted(e.plan.ep for e in result.best) == [1, 2, 4, 8]
@@ -210,6 +211,17 @@ def test_etp_one_plan_is_priced_with_ep_wider_than_dp():
     gemm = {g.name: g for g in k.gemms}
     assert gemm["mlp/experts/in"].n == 2 * F and gemm["mlp/experts/out"].k == F
     assert gemm["mlp/router"].m == 1024 // 2
+
+
+def test_etp_plan_with_a_pipeline_is_priced():
+    """The same ep 4 > dp 2 layout over 2 pipeline stages (8 GPUs): the rank-order note lays out
+    the dense grid (EP folds over tp x dp, so there is no ep-inside-dp group to place); before,
+    the note's grid refused ep 4 on dp 2 and the whole estimate failed."""
+    spec, training = mixtral_like(), TrainingSpec(global_batch=8, seq_len=1024)
+    plan = Plan(tp=2, dp=2, pp=2, ep=4, etp=1, sequence_parallel=True, micro_batch=1)
+    est = estimate_plan(spec, training, plan, ideal_cluster(), world_size=8)
+    assert est.step.ep_comm_s > 0
+    assert any(note.startswith("rank order") for note in est.notes)
 
 
 def test_etp_must_fold_into_the_stage():

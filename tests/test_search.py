@@ -22,13 +22,16 @@ TRAIN = TrainingSpec(global_batch=64, seq_len=1024)
 
 
 def test_every_field_fixed_evaluates_that_one_plan():
-    """Fixing tp, pp, dp, vpp, micro-batch, schedule, SP, recompute, ZeRO and the stage split
-    (search_split off: the default split) leaves one candidate."""
+    """Fixing tp, pp, dp, vpp, micro-batch, schedule, SP, recompute, ZeRO, the overlap, offload
+    and placement choices and the stage split (search_split off: the default split) leaves one
+    candidate."""
     space = SearchSpace(tp=[2], pp=[2], dp=[4], vpp=[2], micro_batch=[2], schedule=["interleaved"],
-                        sequence_parallel=[True], recompute=["selective"], zero=[1], search_split=False)
+                        sequence_parallel=[True], recompute=["selective"], zero=[1], tp_overlap=["none"],
+                        dp_overlap=[True], offload_optimizer=["none"], offload_activations=[False],
+                        rank_order=["tp-cp-dp-pp"], search_split=False)
     result = search_plans(GPT2, TRAIN, A100, 16, space)
     want = Plan(dp=4, tp=2, pp=2, vpp=2, micro_batch=2, schedule="interleaved", sequence_parallel=True,
-                recompute="selective", zero=1)
+                recompute="selective", zero=1, tp_overlap="none", dp_overlap=True)
     assert [e.plan for e in result.best] == [want]
     assert result.evaluated == 1 and result.candidates == 1
 

@@ -31,39 +31,59 @@ def test_baseline_block_has_no_features():
 
 
 @pytest.mark.parametrize(("update", "name"), [
-    ({"qk_norm": True}, "qk_norm"),
     ({"lm_head": False}, "lm_head=false"),
     ({"embedding_dim": 8}, "embedding_dim"),
-    ({"moe": MoESpec(num_experts=4, top_k=2, expert_ffn_hidden=8, shared_experts=1, shared_expert_gate=True)},
-     "moe.shared_expert_gate"),
-    ({"layer_types": ["sliding_attention", "full_attention"], "sliding_window": 4}, "layer_types=sliding_attention"),
-    ({"norm_placement": "sandwich"}, "norm_placement=sandwich"),
-    ({"attention_sinks": True}, "attention_sinks"),
+    ({"moe": MoESpec(num_experts=4, top_k=2, expert_ffn_hidden=8, router="sparsemixer")}, "moe.router=sparsemixer"),
 ])
 def test_verify_refuses_unexecuted_features_by_name(update, name):
-    """The four the issue found passing silently, and new ones: a one-line SpecError naming it."""
+    """Features the executor does not run yet (two the issue found passing silently): a one-line
+    SpecError naming each."""
     spec = TransformerSpec.model_validate({**LLAMA.model_dump(), **update})
     with pytest.raises(SpecError, match=f"verify cannot execute {name}"):
         verify(spec, TRAIN, Plan(dp=2))
 
 
-def test_every_new_family_is_refused_with_all_its_features():
-    """DeepSeek-V3 lists MLA, MTP and its router; nothing it uses is left out of the message."""
-    spec = from_hf_config(json.loads((HF / "deepseek-v3.json").read_text()))
-    assert unexecuted_features(spec) == ["mla", "mtp_layers", "moe.router=sigmoid",
-                                         "moe.router_score_correction", "moe.routed_scaling"]
+def test_a_refused_family_names_all_its_features():
+    """T5 lists the encoder-decoder and its relative bias; nothing it uses is left out of the message."""
+    spec = from_hf_config(json.loads((HF / "flan-t5-xl.json").read_text()))
+    assert unexecuted_features(spec) == ["arch=encoder_decoder", "position=relative"]
+
+
+@pytest.mark.parametrize("fixture", ["deepseek-v3", "gemma-3-27b-it", "qwen3-0.6b", "gpt-oss-20b", "olmo-2-0325-32b",
+                                     "llama-4-scout-17b-16e-text", "jamba-v0.1", "mamba-130m-hf"])
+def test_floor_families_execute_every_feature(fixture):
+    """DeepSeek-V3 (MLA, MTP, sigmoid groups), Gemma 3, Qwen3, gpt-oss, OLMo 2, Llama 4 (router
+    weights on the expert inputs), Jamba and Mamba leave nothing refused."""
+    path = HF / f"{fixture}.json"
+    assert unexecuted_features(from_hf_config(json.loads(path.read_text()))) == []
+
+
+def test_executed_names_are_feature_names():
+    """Every EXECUTED entry is a name architecture_features gives some shipped model (no typo
+    can mark a feature executed that nothing checks)."""
+    from modelplan.execute.support import EXECUTED, TEXT_ONLY
+
+    names = set()
+    for path in HF.glob("*.json"):
+        try:
+            names |= set(architecture_features(from_hf_config(json.loads(path.read_text()))))
+        except SpecError:
+            continue
+    assert (EXECUTED | TEXT_ONLY) - names == {"qkv_clip"}  # OLMo's clip_qkv is null in olmo-7b-hf
+    assert architecture_features(LLAMA.model_copy(update={"qkv_clip": 8.0})) == ["qkv_clip"]
 
 
 def test_cli_verify_exits_2_naming_the_feature(tmp_path):
-    """`modelplan verify` on Qwen3 (q/k norms) prints one error line and exits 2."""
-    result = CliRunner().invoke(app, ["verify", str(HF / "qwen3-0.6b.json"), "--dp", "2"])
+    """`modelplan verify` on T5 (encoder-decoder) prints one error line and exits 2."""
+    result = CliRunner().invoke(app, ["verify", str(HF / "flan-t5-xl.json"), "--dp", "2"])
     assert result.exit_code == 2, result.output
-    assert "verify cannot execute qk_norm" in result.output
+    assert "verify cannot execute arch=encoder_decoder" in result.output
 
 
 def test_planner_notes_what_it_prices_as_baseline():
-    """plan's notes name the features its step time leaves out instead of dropping them silently."""
-    spec = LLAMA.model_copy(update={"qk_norm": True, "attention_sinks": True})
+    """plan's notes name the features its step time leaves out instead of dropping them silently;
+    the ones it prices (q/k norms, sinks) are not named."""
+    spec = LLAMA.model_copy(update={"qk_norm": True, "attention_sinks": True, "embedding_dim": 8})
     notes = plan_notes(spec, Plan(dp=1))
-    assert any("qk_norm, attention_sinks not modelled by the planner" in n for n in notes)
+    assert any("baseline blocks: embedding_dim not modelled by the planner" in n for n in notes)
     assert not any("not modelled" in n for n in plan_notes(LLAMA, Plan(dp=1)))

@@ -30,6 +30,8 @@ from modelplan.cli.options import (
     global_batch_option,
 )
 from modelplan.cli.finetune_options import with_finetune_options
+from modelplan.cli.search_options import (DpOverlapOpt, FsdpShardOpt, OffloadActivationsOpt, OffloadOptimizerOpt,
+                                          RankOrderOpt, TpOverlapModesOpt, ZeroppOpt, parse_words, wide_space)
 from modelplan.cli.run_options import (CheckpointEveryOpt, CheckpointWriteOpt, MtbfOpt, PriceOpt, PueOpt, RampupOpt,
                                        RestartOpt, StepsOpt, TokensOpt)
 from modelplan.specs.limits import MAX_BATCH, MAX_RANKS
@@ -94,19 +96,6 @@ def parse_choice(text: str | None, what: str):
     return IntRange(lo=parsed[0], hi=parsed[1]) if isinstance(parsed, tuple) else parsed
 
 
-def parse_words(text: str | None, what: str, allowed: tuple[str, ...]) -> list[str] | None:
-    """Comma list of names from `allowed`."""
-    from modelplan.errors import SpecError
-
-    if text is None:
-        return None
-    words = [w.strip().lower() for w in text.split(",") if w.strip()]
-    bad = [w for w in words if w not in allowed]
-    if bad or not words:
-        raise SpecError(f"--{what}: unknown value '{', '.join(bad) or text}' (choose from {', '.join(allowed)})")
-    return words
-
-
 @app.command("plan")
 @user_errors
 @with_finetune_options
@@ -136,6 +125,13 @@ def plan_cmd(
     sequence_parallel: Annotated[Optional[bool], typer.Option("--sequence-parallel/--no-sequence-parallel", help="Fix sequence parallelism on or off [default: try both].", show_default=False)] = None,
     zero: ZeroOpt = None,
     schedule: ScheduleOpt = None,
+    tp_overlap: TpOverlapModesOpt = None,
+    dp_overlap: DpOverlapOpt = None,
+    offload_optimizer: OffloadOptimizerOpt = None,
+    offload_activations: OffloadActivationsOpt = None,
+    fsdp_shard_size: FsdpShardOpt = None,
+    zeropp: ZeroppOpt = None,
+    rank_order: RankOrderOpt = None,
     memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, callback=finite, help="Fraction of GPU memory to keep free.")] = 0.0,
     allow_tp_across_nodes: Annotated[bool, typer.Option("--allow-tp-across-nodes", help="Let TP groups span nodes.")] = False,
     top: Annotated[int, typer.Option("--top", min=1, max=1000, help="How many ranked plans to show.")] = 5,
@@ -192,6 +188,9 @@ def plan_cmd(
         zero=_zero_values(zero) if zero is not None else None,
         schedule=parse_words(schedule, "schedule", tuple(Schedule)),
         allow_tp_across_nodes=allow_tp_across_nodes, memory_headroom=memory_headroom,
+        batch_splits=None if run is None or run.rampup is None else [run.rampup.start_batch, run.rampup.increment],
+        **wide_space(tp_overlap, dp_overlap, offload_optimizer, offload_activations, fsdp_shard_size, zeropp,
+                     rank_order),
     )
     result = search_plans(spec, training, cl, gpus, space, top_k=top)
     run_cost = None if run is None else price_run(spec, training, cl, result.best[0], run)

@@ -17,8 +17,9 @@ TIME_LABELS = {
     "dp_comm_s": "DP / ZeRO traffic (exposed)",
     "embedding_sync_s": "pipeline copies' grad sync",
     "optimizer_s": "optimizer step",
+    "offload_s": "offload to host (exposed)",
 }
-OPTIONAL_TERMS = ("ep_comm_s", "cp_comm_s")
+OPTIONAL_TERMS = ("ep_comm_s", "cp_comm_s", "offload_s")
 """Time terms shown only when the plan has them (MoE all-to-all, context-parallel ring)."""
 SHORT = {"interleaved": "intl", "1f1b": "1f1b", "gpipe": "gpipe", "none": "none", "selective": "sel", "full": "full"}
 MEMORY_LABELS = ("weights", "gradients", "optimizer", "activations", "comm_buffers", "fragmentation", "reserved")
@@ -43,7 +44,28 @@ def plan_label(plan) -> str:
     if plan.vpp > 1:
         parts.append(f"vpp{plan.vpp}")
     parts.append(f"mb{plan.micro_batch}")
+    parts += mechanism_tags(plan)
     return " ".join(parts)
+
+
+def mechanism_tags(plan) -> list[str]:
+    """Short tags of the non-default overlap / offload / placement choices of a plan."""
+    tags = []
+    if getattr(plan, "tp_overlap", None) not in (None, "none"):
+        tags.append({"userbuffers": "tp-ub", "ring": "tp-ring"}[plan.tp_overlap])
+    if getattr(plan, "dp_overlap", None) is False:
+        tags.append("dp-noovl")
+    if getattr(plan, "fsdp_shard_size", None):
+        tags.append(f"hsdp{plan.fsdp_shard_size}")
+    if getattr(plan, "zeropp", False):
+        tags.append("zero++")
+    if getattr(plan, "offload_optimizer", "none") != "none":
+        tags.append(f"opt-{plan.offload_optimizer}")
+    if getattr(plan, "offload_activations", False):
+        tags.append("act-cpu")
+    if getattr(plan, "rank_order", "tp-cp-dp-pp") != "tp-cp-dp-pp":
+        tags.append(plan.rank_order)
+    return tags
 
 
 def _rate(spec) -> str:
@@ -146,6 +168,9 @@ def print_search(spec, training, cluster, result, headroom: float, output: Path 
     extra = [axis for axis in ("ep", "cp") if any(getattr(e.plan, axis) > 1 for e in result.best)]
     for col in extra:  # parallel axes shown only when some ranked plan uses them
         table.add_column(col, justify="right", no_wrap=True)
+    tags = [" ".join(mechanism_tags(e.plan)) for e in result.best]
+    if any(tags):  # overlap / offload / sharding / placement choices, when some ranked plan makes one
+        table.add_column("overlap, offload, placement", justify="left", no_wrap=True)
     for i, est in enumerate(result.best, 1):
         p = est.plan
         table.add_row(
@@ -153,7 +178,7 @@ def print_search(spec, training, cluster, result, headroom: float, output: Path 
             "on" if p.sequence_parallel else "off", SHORT.get(str(p.recompute or training.recompute), ""), str(p.zero),
             f"{est.step.step_time_s:.3f}", f"{est.throughput_per_s:,.0f}", f"{100 * est.mfu:.1f}%",
             f"{est.peak_memory_bytes / 1e9:.1f}G", *[str(getattr(p, axis)) for axis in extra],
-            style="bold" if i == 1 else None,
+            *([tags[i - 1]] if any(tags) else []), style="bold" if i == 1 else None,
         )
     console.print(table)
     console.print()

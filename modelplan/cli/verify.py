@@ -54,6 +54,9 @@ def _inputs(target: str, overrides_plan: dict, overrides_training: dict):
     else:
         spec = load_model(target) if data is None else model_from_data(data, name)
         doc, plan_data, training_data = None, dict(overrides_plan), dict(overrides_training)
+    ep = plan_data.get("ep")
+    if isinstance(ep, int) and ep > 1 and "dp" not in plan_data:
+        plan_data["dp"] = ep  # experts split over data-parallel ranks: the smallest dp ep divides
     vpp = plan_data.get("vpp")
     if isinstance(vpp, int) and vpp > 1 and "schedule" not in plan_data:
         plan_data["schedule"] = "interleaved"
@@ -84,7 +87,7 @@ def verify_cmd(
     tp: Annotated[Optional[int], typer.Option(min=1, help="Tensor-parallel size.")] = None,
     pp: Annotated[Optional[int], typer.Option(min=1, help="Pipeline-parallel size.")] = None,
     vpp: Annotated[Optional[int], typer.Option(min=1, help="Model chunks per pipeline rank (interleaved).")] = None,
-    ep: Annotated[Optional[int], typer.Option(min=1, help="Expert-parallel size (MoE; divides dp).")] = None,
+    ep: Annotated[Optional[int], typer.Option(min=1, help="Expert-parallel size (MoE; divides dp, which defaults to ep).")] = None,
     micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", min=1, help="Sequences per micro-batch.")] = None,
     global_batch: Annotated[Optional[int], typer.Option("--global-batch", min=1, help="Sequences per step (default dp*micro_batch*2*pp).")] = None,
     seq: Annotated[Optional[int], typer.Option(min=1, help="Sequence length of the real run.")] = None,

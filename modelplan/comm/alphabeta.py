@@ -176,7 +176,8 @@ def all_to_all_pairwise(n: float, L: PathLinks) -> Estimate:
     p-g of the rounds go through the NIC, g-1 stay in the node."""
     p, g = L.p, L.g
     block = n / p
-    t = L.call_s + (g - 1) * (L.ai + block / L.bi_pair) + (p - g) * (L.ae + block / L.be)
+    be = L.be_a2a or L.be  # oversubscribed fabric: comm/fabric.py
+    t = L.call_s + (g - 1) * (L.ai + block / L.bi_pair) + (p - g) * (L.ae + block / be)
     vol = (p - 1) * block
     return Estimate(t, vol, vol, p - 1, (p - g) * block)
 
@@ -188,7 +189,7 @@ def all_to_all_direct(n: float, L: PathLinks) -> Estimate:
     inter = (p - g) / p * n
     intra = (g - 1) / p * n
     alpha = L.ae if L.k > 1 else L.ai
-    t = L.call_s + alpha + max(inter / L.be, intra / L.bi)
+    t = L.call_s + alpha + max(inter / (L.be_a2a or L.be), intra / L.bi)
     return Estimate(t, inter + intra, inter + intra, 1, inter)
 
 

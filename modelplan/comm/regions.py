@@ -18,6 +18,21 @@ class Region(StrEnum):
     """g after the row-parallel output projection."""
     TP_MLP_IN = "tp/mlp/in"
     TP_MLP_OUT = "tp/mlp/out"
+    TP_MAMBA_IN = "tp/mamba/in"
+    """f before the Mamba mixer's column-parallel in_proj (d_inner split over tp)."""
+    TP_MAMBA_OUT = "tp/mamba/out"
+    """g after its row-parallel out_proj."""
+    TP_MAMBA_X_PROJ = "tp/mamba/x_proj"
+    """AllReduce of x_proj's output (dt, B, C of all channels) in forward, of its gradient in backward."""
+    TP_CROSS_ATTENTION_IN = "tp/cross_attention/in"
+    TP_CROSS_ATTENTION_OUT = "tp/cross_attention/out"
+    TP_Q_NORM_STATS = "tp/attention/q_norm/stats"
+    """AllReduce of a q norm's per-token statistics over all heads (OLMo 2) in forward."""
+    TP_Q_NORM_GRAD_STATS = "tp/attention/q_norm/grad-stats"
+    TP_K_NORM_STATS = "tp/attention/k_norm/stats"
+    TP_K_NORM_GRAD_STATS = "tp/attention/k_norm/grad-stats"
+    TP_MTP_EMBEDDING = "tp/mtp/embedding"
+    """g after the multi-token-prediction modules' vocab-parallel embedding lookups (last stage)."""
     TP_EMBEDDING = "tp/embedding"
     """g after the vocab-parallel embedding."""
     TP_LM_HEAD_IN = "tp/lm-head/in"
@@ -42,3 +57,12 @@ class Region(StrEnum):
     DP_GRADS = "dp/grads"
     DP_PARAMS = "dp/params"
     WORLD_START = "world/start"
+
+
+SUBLAYER_REGIONS: dict[str, tuple[Region, Region]] = {
+    "attention": (Region.TP_ATTENTION_IN, Region.TP_ATTENTION_OUT),
+    "mamba": (Region.TP_MAMBA_IN, Region.TP_MAMBA_OUT),
+    "cross_attention": (Region.TP_CROSS_ATTENTION_IN, Region.TP_CROSS_ATTENTION_OUT),
+    "mlp": (Region.TP_MLP_IN, Region.TP_MLP_OUT),
+}
+"""(f, g) regions around each kind of block sub-layer."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple, Sequence
 
+from modelplan.comm.fabric import alltoall_slowdown, ring_slowdown
 from modelplan.errors import SpecError
 from modelplan.specs.hardware import Cluster
 
@@ -45,6 +46,10 @@ class ClusterLinks(NamedTuple):
     """Bytes/s per GPU per direction an NVLS reduction gets (intra_Bps x nvlsEfficiency)."""
     nvls_alpha_s: float = 0.0
     """Latency of one NVLS call (no per-call base added, as NCCL tuning.cc)."""
+    leaf_nodes: int = 0
+    """Nodes one leaf of the scale-out fabric joins at full rate; 0: non-blocking (`comm.fabric`)."""
+    oversubscription: float = 1.0
+    """Leaf down:up bandwidth ratio above `leaf_nodes`."""
 
 
 def cluster_links(cluster: Cluster | ClusterLinks) -> ClusterLinks:
@@ -71,6 +76,8 @@ def cluster_links(cluster: Cluster | ClusterLinks) -> ClusterLinks:
         nvls_min_ranks=intra.nvls_min_ranks if intra.nvls else 0,
         nvls_Bps=intra.effective_bandwidth_Bps * intra.nvls_efficiency if intra.nvls else 0.0,
         nvls_alpha_s=intra.nvls_latency_us * 1e-6 if intra.nvls else 0.0,
+        leaf_nodes=cluster.fabric.leaf_nodes or 0,
+        oversubscription=cluster.fabric.oversubscription,
     )
 
 
@@ -170,6 +177,8 @@ class PathLinks(NamedTuple):
     """Bytes/s per GPU per direction of an NVLS reduction."""
     a_nvls: float = 0.0
     """Latency of one NVLS call."""
+    be_a2a: float = 0.0
+    """One GPU's NIC bytes/s for all-to-all traffic over an oversubscribed fabric (0: be)."""
 
 
 @lru_cache(maxsize=4096)
@@ -185,12 +194,16 @@ def path_links(links: ClusterLinks, size: int, ranks_per_node: int, min_ranks_pe
     else:
         bi = bi_pair = links.intra_Bps
     be = links.inter_Bps
+    be_a2a = 0.0
+    if links.oversubscription > 1.0 and links.leaf_nodes and k > links.leaf_nodes:  # comm/fabric.py
+        be_a2a = be / alltoall_slowdown(k, links.leaf_nodes, links.oversubscription)
+        be /= ring_slowdown(k, links.leaf_nodes, links.oversubscription)
     # NCCL's channels spread a node boundary over its GPUs' NICs (comm_hw.md §2.6)
     b_ring = bi if k == 1 else min(bi, min_ranks_per_node * be) if g > 1 else be
     lg_p, lg_k = (size - 1).bit_length(), (k - 1).bit_length()
     return PathLinks(size, g, k, links.call_s, links.intra_alpha_s, bi, bi_pair,
                      links.inter_alpha_s, be, b_ring, lg_p, lg_k,
-                     links.nvls_min_ranks, links.nvls_Bps, links.nvls_alpha_s)
+                     links.nvls_min_ranks, links.nvls_Bps, links.nvls_alpha_s, be_a2a)
 
 
 def path_for(links: ClusterLinks, shape: GroupShape) -> PathLinks:

@@ -34,10 +34,25 @@ def causal_fraction(s_q: int, s_k: int, causal: bool) -> float:
     return 0.5
 
 
+def visible_fraction(s_q: int, s_k: int, causal: bool, window: int | None = None, chunk: int | None = None) -> float:
+    """Share of the s_q x s_k (query, key) pairs a masked kernel computes: `causal_fraction`, or
+    with a sliding window w (query i sees min(i + 1, w) keys: w s - w (w - 1) / 2 pairs of a
+    causal s x s square) or chunks of c (each a causal c x c triangle) when s_q = s_k."""
+    if s_q != s_k or (window is None and chunk is None):
+        return causal_fraction(s_q, s_k, causal)
+    s = s_q
+    if window is not None:
+        w = min(window, s)
+        return (w * s - w * (w - 1) / 2) / (s * s)
+    c = min(chunk, s)
+    full, rest = divmod(s, c)
+    return (full * c * (c + 1) / 2 + rest * (rest + 1) / 2) / (s * s)
+
+
 @dataclass(frozen=True)
 class FusedAttention:
     """One fused attention call: `batch` independent (query-head) problems of s_q queries against
-    s_k keys of head dim `head_dim`."""
+    s_k keys of head dim `head_dim` (its tiles limited to a sliding window or chunks)."""
 
     name: str
     batch: int
@@ -45,11 +60,14 @@ class FusedAttention:
     s_k: int
     head_dim: int
     causal: bool
+    window: int | None = None
+    chunk: int | None = None
 
     @property
     def fwd_flops(self) -> float:
         """Q K^T and P V over the computed tiles (FlashAttention-2 sec. 4.1)."""
-        return 4 * self.batch * self.s_q * self.s_k * self.head_dim * causal_fraction(self.s_q, self.s_k, self.causal)
+        share = visible_fraction(self.s_q, self.s_k, self.causal, self.window, self.chunk)
+        return 4 * self.batch * self.s_q * self.s_k * self.head_dim * share
 
     @property
     def bwd_flops(self) -> float:

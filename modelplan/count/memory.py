@@ -50,7 +50,7 @@ def _mixer_terms(spec: "TransformerSpec", block: Block, d: int) -> tuple[int, in
         return replicated, d * spec.heads * (2 * mla.qk_head_dim + 2 * mla.v_head_dim), True
     # Q, K, V (K, V at kv width: GQA keeps kv heads, no repeat) and the output-projection input
     sharded = d * (2 * spec.q_width + 2 * spec.kv_width)
-    if spec.qk_norm:
+    if spec.qk_norm_in(block.mixer):
         sharded += d * (spec.q_width + spec.kv_width)  # pre-norm Q and K kept for the norm backward
     return 0, sharded, True
 
@@ -75,7 +75,7 @@ def _fp8_kept(spec: "TransformerSpec", block: Block, saved: int, replicated: int
     moe = spec.moe
     if block.mlp and block.moe and moe is not None:
         shared_ffn = moe.shared_experts * (moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden)
-        replicated -= saved * spec.hidden * (1 + moe.top_k)
+        replicated -= saved * spec.hidden  # (the routed copies' casts: _dispatch_bytes)
         sharded -= saved * (_out_proj_width(spec, block) + moe.top_k * moe.expert_ffn_hidden + shared_ffn)
         return replicated, sharded
     shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp
@@ -114,8 +114,7 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
     if eager and spec.gated_mlp:  # eager SwiGLU also keeps silu(a) for the product's backward
         inner += swiglu_kept_bytes(d) // d
     moe = spec.moe
-    if block.mlp and block.moe and moe is not None:
-        replicated += moe.top_k * d * h  # each token's input copied to its top_k experts
+    if block.mlp and block.moe and moe is not None:  # (the top_k routed copies: _dispatch_bytes)
         shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
         sharded += inner * d * (moe.top_k * moe.expert_ffn_hidden + moe.shared_experts * shared_hidden)
     elif block.mlp:
@@ -132,12 +131,13 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
 def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_len: int, dtype_bytes: int,
                  tp: int, sequence_parallel: bool, recompute: str, attention: str, memory_len: int = 0,
                  ac_mode: str = "attention_core", elementwise: str = "fused", ac_every: int = 2,
-                 fp8_inputs: bool = False, norm_elementwise: str | None = None) -> int:
+                 fp8_inputs: bool = False, norm_elementwise: str | None = None,
+                 gathered_inputs: bool = False) -> int:
     """Activation bytes of one block of kind `block` (see activation_bytes_per_layer)."""
     if recompute == "selective" and ac_mode in ("layer_sac", "every_nth_block"):
         args = (spec, block, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel)
         extra = dict(memory_len=memory_len, elementwise=elementwise, fp8_inputs=fp8_inputs,
-                     norm_elementwise=norm_elementwise)
+                     norm_elementwise=norm_elementwise, gathered_inputs=gathered_inputs)
         full = _block_bytes(*args, "full", attention, **extra)
         none = _block_bytes(*args, "none", attention, **extra)
         return _ceil_div(full + (ac_every - 1) * none, ac_every)  # one block in ac_every recomputed whole
@@ -149,20 +149,41 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
     if fp8_inputs:  # TE keeps the linear inputs as fp8 (1 byte) copies instead of 16-bit ones
         replicated, sharded = _fp8_kept(spec, block, dtype_bytes - 1, replicated, sharded)
     standard = block.mixer != "mamba" and spec.mla is None and not block.cross and block.mlp
+    # DTensor SP: the linears' inputs (the norm outputs) are kept all-gathered, whole over tp
+    shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp
+    gathered = (1 if fp8_inputs else dtype_bytes) * spec.hidden * (1 if shared_input else 2) if (
+        gathered_inputs and sequence_parallel and tp > 1) else 0
     if recompute == "selective" and ac_mode == "op_sac" and not block.moe and standard and is_fused(attention):
         replicated, sharded = op_sac_kept_per_token(spec, dtype_bytes, tp)
-        score = 0
+        score, gathered = 0, 0  # op-SAC recomputes the norms and the gathers (its own save list)
     sharded_bytes = sb * sharded
     if block.cross:  # K and V over the encoder tokens, per decoder layer
         sharded_bytes += dtype_bytes * micro_batch * memory_len * 2 * spec.kv_width
     if recompute != "selective":  # selective recompute drops the a s^2 part (section 5)
-        keys = keys_per_query(spec, block.mixer, seq_len)
-        sharded_bytes += score * sb * keys
+        # the score term is eager attention's (a fused kernel keeps none): it materialises every
+        # query's s scores and masks them also in sliding / chunked blocks (HF eager attention,
+        # Megatron's unfused softmax), so its keys are the whole sequence
+        sharded_bytes += score * sb * seq_len
         if block.cross and not is_fused(attention):
             sharded_bytes += spec.heads * dtype_bytes * sb * memory_len
-    replicated_bytes = sb * replicated
+    replicated_bytes = sb * (replicated - gathered)
     rep = _ceil_div(replicated_bytes, tp) if sequence_parallel else replicated_bytes
-    return rep + _ceil_div(sharded_bytes, tp)
+    rep += sb * gathered
+    return rep + _ceil_div(sharded_bytes, tp) + _dispatch_bytes(spec, block, sb, dtype_bytes, fp8_inputs)
+
+
+def _dispatch_bytes(spec: "TransformerSpec", block: Block, tokens: int, d: int, fp8_inputs: bool = False) -> int:
+    """The top_k copies of each token the MoE layer keeps: the permuted expert inputs, and the
+    expert outputs the combine multiplies by the routing weights (kept for the weights' gradient:
+    Megatron-core moe_utils.unpermute, permuted_tokens * probs). They live on the
+    tensor-parallel group's tokens: the all-to-all dispatcher gathers a sequence-parallel
+    group's shards before it permutes (MoEAlltoAllTokenDispatcher with expert tensor parallelism
+    = tp), so sequence parallelism does not split them. With TE fp8 the permuted inputs are kept
+    as their 1-byte casts (GroupedLinear saves the fp8 copy, the 16-bit one is freed)."""
+    moe = spec.moe
+    if not (block.mlp and block.moe and moe is not None):
+        return 0
+    return tokens * moe.top_k * spec.hidden * ((1 if fp8_inputs else d) + d)
 
 
 def activation_bytes_per_layer(
@@ -180,6 +201,8 @@ def activation_bytes_per_layer(
     ac_every: int = 2,
     fp8_inputs: bool = False,
     norm_elementwise: str | None = None,
+    gathered_inputs: bool = False,
+    block: Block | None = None,
 ) -> int:
     """Activation bytes one block keeps for backward, per GPU, for one micro-batch.
 
@@ -202,9 +225,11 @@ def activation_bytes_per_layer(
       bytes per norm, are ignored as in the paper). Sandwich norms keep four inputs.
     - parallel blocks (GPT-J/NeoX/Falcon): the norms share one input (d h), and with one norm the
       attention and MLP read the same tensor (d h once, not twice).
-    - MoE layers: each token's input is copied to top_k experts (top_k d h, not split by tp) and
-      each expert keeps its MLP inner activations; routing probabilities are ignored.
-    - sliding / chunked layers: the eager score term covers min(s, window) keys per query.
+    - MoE layers: each token's input is copied to top_k experts and the combine keeps the top_k
+      expert outputs for the routing weights' gradient (2 top_k d h, on the tp group's tokens:
+      not split by tp, also under sequence parallelism); each expert keeps its MLP inner
+      activations; routing probabilities are ignored.
+    - sliding / chunked layers: an eager kernel still keeps all s scores of a query (masked).
     - MLA: per-head Q, K (nope + rope dims), V and the out-proj input; the latents replicated.
     - Mamba blocks: the selective-scan kernel keeps its inputs (x, z, conv output, delta, B, C,
       y: 5 d_inner + dt_rank + 2N per token) and recomputes the states; no score term.
@@ -221,16 +246,21 @@ def activation_bytes_per_layer(
       same) says how the norms alone run (a fused RMSNorm keeps its input only).
     - `fp8_inputs` (Transformer Engine fp8): the linear layers of dense blocks keep their inputs
       as 1-byte fp8 copies (the norm outputs, the output-projection input, the second MLP GEMM's).
-    `layer_index` picks a block (block kinds differ); None gives the largest block. Division by t
+    - `gathered_inputs` (PyTorch DTensor sequence parallelism, torchtitan): the mixer's and the
+      MLP's inputs (the norm outputs) are kept as the all-gathered full-sequence tensors the
+      column-parallel linears saved, d h each not split by t; Megatron keeps the shard and gathers
+      again in backward (Korthikanti et al. 2022 sec. 4.2.2), which the formulas above assume.
+    `layer_index` picks a block (block kinds differ), or `block` names its kind (an MTP module's);
+    None gives the largest block. Division by t
     rounds up (exact when t divides the sizes). These are estimates of what a Megatron-style
     implementation keeps, not measured.
     """
     indices = range(spec.num_blocks) if layer_index is None else (layer_index,)
-    kinds = {block_of(spec, i) for i in indices}
+    kinds = {block} if block is not None else {block_of(spec, i) for i in indices}
     return max(
         _block_bytes(spec, kind, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, recompute, attention,
                      memory_len=seq_len, ac_mode=ac_mode, elementwise=elementwise, ac_every=ac_every,
-                     fp8_inputs=fp8_inputs, norm_elementwise=norm_elementwise)
+                     fp8_inputs=fp8_inputs, norm_elementwise=norm_elementwise, gathered_inputs=gathered_inputs)
         for kind in kinds
     )
 

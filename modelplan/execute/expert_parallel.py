@@ -17,13 +17,20 @@ from typing import Any
 
 import numpy as np
 
-from modelplan.comm.regions import Region
 from modelplan.comm.communicator import Communicator, Group
+from modelplan.comm.regions import Region
 from modelplan.execute import mappings
 from modelplan.execute.layers.mlp import mlp_backward, mlp_forward
-from modelplan.execute.layers.moe import experts_backward, experts_forward, router_backward, router_forward
+from modelplan.execute.layers.moe import (
+    experts_backward,
+    experts_forward,
+    router_backward,
+    router_forward,
+    shared_gate_backward,
+    shared_gate_forward,
+)
 from modelplan.execute.mappings import TensorParallel
-from modelplan.execute.shapes import sub
+from modelplan.execute.shapes import router, sub
 from modelplan.specs.transformer import TransformerSpec
 
 
@@ -51,26 +58,28 @@ def moe_forward(
     x_in = mappings.enter_region(tp, x, Region.TP_MLP_IN)  # (b, s, h)
     tokens = x_in.reshape(-1, x_in.shape[-1])  # (T, h)
     T = tokens.shape[0]
-    weights, experts, rcache = router_forward(tokens, p, k)
+    weights, experts, rcache = router_forward(tokens, p, router(spec))
     dispatch = np.zeros((E, T, tokens.shape[1]))
-    for j in range(k):
-        dispatch[experts[:, j], np.arange(T)] = tokens
+    for j in range(k):  # Llama 4 (weights_on_input): each copy sent already times its weight
+        dispatch[experts[:, j], np.arange(T)] = weights[:, j, None] * tokens if moe.weights_on_input else tokens
     received = ep.all_to_all(np.split(dispatch, ep.size, axis=0), Region.EP_DISPATCH)  # ep x (E/ep, T, h)
     expert_in = np.concatenate(received, axis=1)  # (E/ep, ep*T, h)
     expert_out, ecache = experts_forward(expert_in, p, spec.activation, spec.gated_mlp, add_out_bias=tp.rank == 0)
     returned = ep.all_to_all(np.split(expert_out, ep.size, axis=1), Region.EP_COMBINE)  # ep x (E/ep, T, h)
     combined = np.concatenate(returned, axis=0)  # (E, T, h)
     picked = combined[experts, np.arange(T)[:, None]]  # (T, k, h)
-    out = np.einsum("tk,tkh->th", weights, picked)
-    shared = None
+    out = picked.sum(axis=1) if moe.weights_on_input else np.einsum("tk,tkh->th", weights, picked)
+    shared = gate = None
     if moe.shared_experts:
-        y, shared = mlp_forward(tokens, sub(p, "shared"), spec.activation, spec.gated_mlp)
-        out = out + y
+        y, shared = mlp_forward(tokens, sub(p, "shared"), spec.activation, spec.gated_mlp)  # partial over tp
+        gate = shared_gate_forward(tokens, p) if moe.shared_expert_gate else None
+        out = out + (y if gate is None else gate * y)
+        shared = (shared, y)
     y = mappings.exit_region(tp, out.reshape(x_in.shape), Region.TP_MLP_OUT)
     if "shared/out/bias" in p:
         y = y + p["shared/out/bias"]
     return y, {"rcache": rcache, "weights": weights, "experts": experts, "picked": picked,
-               "ecache": ecache, "shared": shared, "shape": x_in.shape}
+               "ecache": ecache, "shared": shared, "gate": gate, "tokens": tokens, "shape": x_in.shape}
 
 
 def moe_backward(
@@ -87,20 +96,31 @@ def moe_backward(
     weights, experts = c["weights"], c["experts"]
     dtokens = np.zeros_like(dout)
     if c["shared"] is not None:
-        dtokens, g = mlp_backward(c["shared"], sub(p, "shared"), spec.activation, spec.gated_mlp, dout)
+        cache, y = c["shared"]
+        dshared = dout
+        if c["gate"] is not None:  # the gate's gradients are partial over tp, like the shared output
+            dtokens, grads["shared_gate/weight"] = shared_gate_backward(c["tokens"], p, c["gate"], y, dout)
+            dshared = c["gate"] * dout
+        dx_s, g = mlp_backward(cache, sub(p, "shared"), spec.activation, spec.gated_mlp, dshared)
+        dtokens = dtokens + dx_s
         grads.update({f"shared/{n}": v for n, v in g.items()})
-    dweights = np.einsum("th,tkh->tk", dout, c["picked"])  # partial over tp, like the outputs
+    on_input = spec.moe.weights_on_input
     dcombined = np.zeros((E, T, dout.shape[1]))
     for j in range(experts.shape[1]):
-        dcombined[experts[:, j], np.arange(T)] = weights[:, j, None] * dout
+        dcombined[experts[:, j], np.arange(T)] = dout if on_input else weights[:, j, None] * dout
     back = ep.all_to_all(np.split(dcombined, ep.size, axis=0), Region.EP_COMBINE)  # ep x (E/ep, T, h)
     dexpert_in, g = experts_backward(c["ecache"], p, spec.activation, spec.gated_mlp, np.concatenate(back, axis=1))
     grads.update(g)
     returned = ep.all_to_all(np.split(dexpert_in, ep.size, axis=1), Region.EP_DISPATCH)  # ep x (E/ep, T, h)
     ddispatch = np.concatenate(returned, axis=0)  # (E, T, h)
-    for j in range(experts.shape[1]):
-        dtokens = dtokens + ddispatch[experts[:, j], np.arange(T)]
-    drouter, g = router_backward(c["rcache"], p, dweights)
+    dslots = ddispatch[experts, np.arange(T)[:, None]]  # (T, k, h): d(expert input) per pick
+    if on_input:  # input w x: dw = <d input, x>, dx = w d input; partial over tp like dslots
+        dweights = np.einsum("tkh,th->tk", dslots, c["tokens"])
+        dtokens = dtokens + np.einsum("tk,tkh->th", weights, dslots)
+    else:  # output w y: dw = <dout, y>, partial over tp like the outputs
+        dweights = np.einsum("th,tkh->tk", dout, c["picked"])
+        dtokens = dtokens + dslots.sum(axis=1)
+    drouter, g = router_backward(c["rcache"], p, dweights, router(spec))
     grads.update(g)
     dx_in = (dtokens + drouter).reshape(c["shape"])
     return mappings.enter_region_backward(tp, dx_in, Region.TP_MLP_IN), grads

@@ -4,7 +4,8 @@ which communication unit (ZeRO/DDP bucket) it lives in; plus seeded initialisati
 Names are slash paths: `embedding/word/weight`, `layers/3/attention/q/weight`,
 `layers/3/mlp/experts/in/weight`, `head/lm/weight`. Units group the parameters one collective
 moves together: `embedding/word`, `embedding/extra`, `layers/<i>` (dense part of block i),
-`layers/<i>/experts` (its routed experts) and `head` (final norm, output projection).
+`layers/<i>/experts` (its routed experts), `head` (final norm, output projection) and, with
+multi-token prediction, `mtp/<k>` and `mtp/<k>/experts` (module k, on the last stage).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Literal
 
 import numpy as np
 
+from modelplan.count.blocks import Block, block_of, mtp_block
+from modelplan.execute.residual import norm_slots
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
@@ -61,56 +64,174 @@ def _linear(prefix: str, unit: str, fan_in: int, fan_out: int, bias: bool, kind:
 
 
 def _norm(prefix: str, unit: str, spec: TransformerSpec) -> list[ParamDef]:
+    """A norm's weight (and bias) over the hidden features; none when non-affine. On the residual
+    stream its gradient is a sum over sequence shards under sequence parallelism."""
+    if not spec.norm_affine:
+        return []
     defs = [ParamDef(f"{prefix}/weight", (spec.hidden,), unit, sequence_parallel_grad=True, init="norm_weight")]
     if spec.norm_bias:
         defs.append(ParamDef(f"{prefix}/bias", (spec.hidden,), unit, sequence_parallel_grad=True, init="bias"))
     return defs
 
 
-def _mlp(prefix: str, unit: str, spec: TransformerSpec, ffn: int) -> list[ParamDef]:
-    h, bias = spec.hidden, spec.mlp_bias
+def _mlp(prefix: str, unit: str, spec: TransformerSpec, ffn: int, bias: bool | None = None) -> list[ParamDef]:
+    h, bias = spec.hidden, spec.mlp_bias if bias is None else bias
     defs = _linear(f"{prefix}/in", unit, h, ffn, bias, "column")
     if spec.gated_mlp:
         defs += _linear(f"{prefix}/gate", unit, h, ffn, bias, "column")
     return defs + _linear(f"{prefix}/out", unit, ffn, h, bias, "row")
 
 
+def expert_bias(spec: TransformerSpec) -> bool:
+    """Whether routed experts have biases (moe.expert_bias, else mlp_bias)."""
+    return spec.mlp_bias if spec.moe.expert_bias is None else spec.moe.expert_bias
+
+
 def _experts(prefix: str, unit: str, spec: TransformerSpec) -> list[ParamDef]:
-    moe, h = spec.moe, spec.hidden
+    moe, h, bias = spec.moe, spec.hidden, expert_bias(spec)
     E, f = moe.num_experts, moe.expert_ffn_hidden
     names = ["in", "gate"] if spec.gated_mlp else ["in"]
     defs = []
     for name in names:  # column-parallel inside each expert
         defs.append(ParamDef(f"{prefix}/{name}/weight", (E, h, f), unit, tp_dim=2, ep_dim=0))
-        if spec.mlp_bias:
+        if bias:
             defs.append(ParamDef(f"{prefix}/{name}/bias", (E, f), unit, tp_dim=1, ep_dim=0, init="bias"))
     defs.append(ParamDef(f"{prefix}/out/weight", (E, f, h), unit, tp_dim=1, ep_dim=0))
-    if spec.mlp_bias:
+    if bias:
         defs.append(ParamDef(f"{prefix}/out/bias", (E, h), unit, ep_dim=0, init="bias"))
     return defs
 
 
-def block_param_defs(spec: TransformerSpec, i: int) -> list[ParamDef]:
-    """Parameters of block i (attention, norms, dense MLP or MoE)."""
-    unit, p = f"layers/{i}", f"layers/{i}"
+def _replicated(name: str, shape: tuple[int, ...], unit: str, init: Init = "normal") -> ParamDef:
+    """Replicated over tp inside a tensor-parallel region: each rank's gradient is its local
+    heads' (or local shards') share, all-reduced over tp."""
+    return ParamDef(name, shape, unit, tensor_partial_grad=True, init=init)
+
+
+def _qk_norms(p: str, unit: str, spec: TransformerSpec) -> list[ParamDef]:
+    """q/k norm weights: over all heads (split with the heads), per head, or one head_dim vector
+    shared by the heads (replicated: its gradient sums the local heads)."""
+    if not spec.qk_norm or spec.qk_norm_weight == "none" or not spec.norm_affine:
+        return []
+    d, defs = spec.dim_head, []
+    for name, heads in (("q_norm", spec.heads), ("k_norm", spec.num_kv_heads)):
+        kinds = ["weight"] + (["bias"] if spec.norm_bias else [])
+        for kind in kinds:
+            init = "norm_weight" if kind == "weight" else "bias"
+            full = f"{p}/attention/{name}/{kind}"
+            if spec.qk_norm_scope == "all_heads":
+                defs.append(ParamDef(full, (heads * d,), unit, tp_dim=0, init=init))
+            elif spec.qk_norm_weight == "per_head":
+                defs.append(ParamDef(full, (heads, d), unit, tp_dim=0, init=init))
+            else:
+                defs.append(_replicated(full, (d,), unit, init))
+    return defs
+
+
+def _mla(p: str, unit: str, spec: TransformerSpec) -> list[ParamDef]:
+    """MLA (layers/mla.py): heads split over tp (q or q_b, kv_b columns; out rows), latents replicated."""
+    mla, h, a = spec.mla, spec.hidden, spec.heads
+    pa = f"{p}/attention"
+    defs: list[ParamDef] = []
+    if mla.q_lora_rank is None:
+        defs += _linear(f"{pa}/q", unit, h, a * mla.qk_head_dim, False, "column")
+    else:
+        r = mla.q_lora_rank
+        defs.append(_replicated(f"{pa}/q_a/weight", (h, r), unit))
+        if spec.qkv_bias:
+            defs.append(_replicated(f"{pa}/q_a/bias", (r,), unit, "bias"))
+        defs.append(_replicated(f"{pa}/q_a_norm/weight", (r,), unit, "norm_weight"))
+        defs += _linear(f"{pa}/q_b", unit, r, a * mla.qk_head_dim, False, "column")
+    kv_a = mla.kv_lora_rank + mla.qk_rope_head_dim
+    defs.append(_replicated(f"{pa}/kv_a/weight", (h, kv_a), unit))
+    if spec.qkv_bias:
+        defs.append(_replicated(f"{pa}/kv_a/bias", (kv_a,), unit, "bias"))
+    defs.append(_replicated(f"{pa}/kv_a_norm/weight", (mla.kv_lora_rank,), unit, "norm_weight"))
+    defs += _linear(f"{pa}/kv_b", unit, mla.kv_lora_rank, a * (mla.qk_nope_head_dim + mla.v_head_dim), False, "column")
+    return defs + _linear(f"{pa}/out", unit, a * mla.v_head_dim, h, spec.attn_out_bias, "row")
+
+
+def _attention(p: str, unit: str, spec: TransformerSpec) -> list[ParamDef]:
+    """q/k/v attention: column-parallel q, k, v, row-parallel out; q/k norms; sinks per head."""
+    if spec.mla is not None:
+        return _mla(p, unit, spec)
     h, d = spec.hidden, spec.dim_head
-    defs = _norm(f"{p}/attention/norm", unit, spec)
-    defs += _linear(f"{p}/attention/q", unit, h, spec.heads * d, spec.qkv_bias, "column")
+    defs = _linear(f"{p}/attention/q", unit, h, spec.heads * d, spec.qkv_bias, "column")
     defs += _linear(f"{p}/attention/k", unit, h, spec.num_kv_heads * d, spec.qkv_bias, "column")
     defs += _linear(f"{p}/attention/v", unit, h, spec.num_kv_heads * d, spec.qkv_bias, "column")
-    defs += _linear(f"{p}/attention/out", unit, spec.heads * d, h, spec.attn_out_bias, "row")
-    if spec.num_norms_per_layer == 2:
-        defs += _norm(f"{p}/mlp/norm", unit, spec)
-    if not spec.is_moe_layer(i):
-        return defs + _mlp(f"{p}/mlp", unit, spec, spec.ffn_hidden)
-    moe = spec.moe
-    defs.append(ParamDef(f"{p}/mlp/router/weight", (h, moe.num_experts), unit, tensor_partial_grad=True))
+    defs += _qk_norms(p, unit, spec)
+    if spec.attention_sinks:
+        defs.append(ParamDef(f"{p}/attention/sinks", (spec.heads,), unit, tp_dim=0, init="bias"))
+    return defs + _linear(f"{p}/attention/out", unit, spec.heads * d, h, spec.attn_out_bias, "row")
+
+
+def _mamba(p: str, unit: str, spec: TransformerSpec) -> list[ParamDef]:
+    """The Mamba mixer (layers/mamba.py): channels split over tp, x_proj and out_proj by their
+    input channels; Jamba's dt/B/C norms replicated (applied after x_proj's AllReduce)."""
+    ssm, h, pm = spec.ssm, spec.hidden, f"{p}/mamba"
+    d, n, r = ssm.inner, ssm.state_size, ssm.dt_rank
+    defs = _linear(f"{pm}/in_x", unit, h, d, ssm.proj_bias, "column")
+    defs += _linear(f"{pm}/in_z", unit, h, d, ssm.proj_bias, "column")
+    defs.append(ParamDef(f"{pm}/conv/weight", (d, ssm.conv_kernel), unit, tp_dim=0))
+    if ssm.conv_bias:
+        defs.append(ParamDef(f"{pm}/conv/bias", (d,), unit, tp_dim=0, init="bias"))
+    defs.append(ParamDef(f"{pm}/x_proj/weight", (d, r + 2 * n), unit, tp_dim=0))
+    if ssm.bc_dt_norm:
+        defs += [ParamDef(f"{pm}/{name}_norm/weight", (w,), unit, init="norm_weight")
+                 for name, w in (("dt", r), ("b", n), ("c", n))]
+    defs += _linear(f"{pm}/dt_proj", unit, r, d, True, "column")
+    defs.append(ParamDef(f"{pm}/A_log", (d, n), unit, tp_dim=0))
+    defs.append(ParamDef(f"{pm}/D", (d,), unit, tp_dim=0, init="norm_weight"))
+    return defs + _linear(f"{pm}/out", unit, d, h, ssm.proj_bias, "row")
+
+
+def _mlp_block(p: str, unit: str, spec: TransformerSpec, moe_layer: bool) -> list[ParamDef]:
+    """Dense MLP, or router, shared experts (+ gate) and routed experts (their own unit)."""
+    if not moe_layer:
+        return _mlp(f"{p}/mlp", unit, spec, spec.ffn_hidden)
+    moe, h = spec.moe, spec.hidden
+    defs = [_replicated(f"{p}/mlp/router/weight", (h, moe.num_experts), unit)]
     if moe.router_bias:
-        defs.append(ParamDef(f"{p}/mlp/router/bias", (moe.num_experts,), unit, tensor_partial_grad=True, init="bias"))
+        defs.append(_replicated(f"{p}/mlp/router/bias", (moe.num_experts,), unit, "bias"))
     if moe.shared_experts:
         shared_ffn = moe.shared_experts * (moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden)
         defs += _mlp(f"{p}/mlp/shared", unit, spec, shared_ffn)
+        if moe.shared_expert_gate:
+            defs.append(_replicated(f"{p}/mlp/shared_gate/weight", (h, 1), unit))
     return defs + _experts(f"{p}/mlp/experts", f"{unit}/experts", spec)
+
+
+def _block_defs(spec: TransformerSpec, block: Block, p: str, unit: str) -> list[ParamDef]:
+    """Parameters of one block of kind `block` under prefix p, in forward order."""
+    defs: list[ParamDef] = []
+    for name, slot in norm_slots(spec, block).items():
+        if slot.pre or slot.after:
+            defs += _norm(f"{p}/{name}/norm", unit, spec)
+        if name == "attention":
+            defs += _attention(p, unit, spec)
+        elif name == "mamba":
+            defs += _mamba(p, unit, spec)
+        elif name == "mlp":
+            defs += _mlp_block(p, unit, spec, block.moe)
+        if slot.post:
+            defs += _norm(f"{p}/{name}/post_norm", unit, spec)
+    return defs
+
+
+def block_param_defs(spec: TransformerSpec, i: int) -> list[ParamDef]:
+    """Parameters of block i (norms, attention, dense MLP or MoE)."""
+    return _block_defs(spec, block_of(spec, i), f"layers/{i}", f"layers/{i}")
+
+
+def mtp_param_defs(spec: TransformerSpec, k: int) -> list[ParamDef]:
+    """Multi-token prediction module k (DeepSeek-V3 sec. 2.2; HF names enorm, hnorm, eh_proj,
+    the block, shared_head.norm): norms of the embedding and of the previous depth's hidden
+    state, the replicated projection (2h -> h) of their concatenation, one block and its head norm."""
+    p = f"mtp/{k}"
+    defs = _norm(f"{p}/embed_norm", p, spec) + _norm(f"{p}/hidden_norm", p, spec)
+    defs.append(ParamDef(f"{p}/proj/weight", (2 * spec.hidden, spec.hidden), p, sequence_parallel_grad=True))
+    defs += _block_defs(spec, mtp_block(spec), f"{p}/block", p)
+    return defs + _norm(f"{p}/head_norm", p, spec)
 
 
 def embedding_param_defs(spec: TransformerSpec) -> list[ParamDef]:
@@ -140,7 +261,10 @@ def param_defs(spec: TransformerSpec) -> list[ParamDef]:
     defs = embedding_param_defs(spec)
     for i in range(spec.layers):
         defs += block_param_defs(spec, i)
-    return defs + head_param_defs(spec)
+    defs += head_param_defs(spec)
+    for k in range(spec.mtp_layers):
+        defs += mtp_param_defs(spec, k)
+    return defs
 
 
 def init_params(spec: TransformerSpec, rng: np.random.Generator, std: float = 0.2) -> dict[str, np.ndarray]:
@@ -179,3 +303,12 @@ def make_batch(spec: TransformerSpec, training: TrainingSpec, rng: np.random.Gen
     stream = rng.integers(0, spec.vocab, size=(B, s + 1))
     types = rng.integers(0, spec.type_vocab, size=(B, s)) if spec.type_vocab else None
     return Batch(stream[:, :-1], stream[:, 1:], types)
+
+
+def mtp_inputs(tokens: np.ndarray, labels: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(input ids, labels, loss mask) of MTP module `depth` (1-based): position i reads token
+    i + depth and predicts token i + depth + 1; the last `depth` positions wrap around and are
+    masked out of the loss (Megatron-core's roll of ids, labels and loss mask)."""
+    mask = np.ones(tokens.shape, dtype=bool)
+    mask[:, tokens.shape[1] - depth:] = False
+    return np.roll(tokens, -depth, axis=1), np.roll(labels, -depth, axis=1), mask

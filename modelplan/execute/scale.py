@@ -12,15 +12,15 @@ fewest micro-batches from min(m, 2*pp) up that the schedule runs.
 
 from __future__ import annotations
 
+from modelplan.count.blocks import block_of
 from modelplan.errors import SpecError
+from modelplan.execute.residual import check_norms
+from modelplan.execute.scale_features import head_dim, scaled_features, small_moe
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.validate import pp_problem
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
-from modelplan.specs.transformer import MoESpec, TransformerSpec
-
-HEAD_DIM = 4
-"""head_dim of every scaled-down model (even, for rotary)."""
+from modelplan.specs.transformer import TransformerSpec
 
 
 def _divides(what: str, n: int, by_what: str, by: int) -> None:
@@ -34,8 +34,11 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
         raise SpecError(f"verify executes transformer models only, not '{getattr(spec, 'kind', type(spec).__name__)}'")
     if plan.cp > 1:
         raise SpecError(f"cp ({plan.cp}) > 1: context parallelism is not executed by verify yet")
-    _divides("heads", spec.heads, "tp", plan.tp)
-    _divides("kv_heads", spec.num_kv_heads, "tp", plan.tp)
+    if any(spec.layer_type(i) != "mamba" for i in range(spec.layers)):  # attention-free models: no heads to split
+        _divides("heads", spec.heads, "tp", plan.tp)
+        _divides("kv_heads", spec.num_kv_heads, "tp", plan.tp)
+    if spec.ssm is not None:
+        _divides("ssm.inner", spec.ssm.inner, "tp", plan.tp)
     problem = pp_problem(spec.layers, plan.pp, plan.vpp, _stages(plan))
     if problem:
         raise SpecError(problem.message)
@@ -76,6 +79,19 @@ def _check_features(spec: TransformerSpec) -> None:
             raise SpecError(f"{flag} is not executed by verify yet (set {flag} = false)")
     if spec.position == "alibi":
         raise SpecError("position 'alibi' is not executed by verify yet")
+    if spec.activation == "swiglu_clamp" and not spec.gated_mlp:
+        raise SpecError("activation 'swiglu_clamp' needs gated_mlp = true (gpt-oss's clamped SwiGLU is gated)")
+    if spec.moe is not None and spec.moe.shared_expert_gate and spec.mlp_bias:
+        raise SpecError("moe.shared_expert_gate with mlp_bias is not executed (the gate would scale the bias)")
+    if spec.position == "rotary" and spec.mla is None:
+        rotated = int(spec.dim_head * spec.rotary_fraction)
+        if rotated < 2 or rotated % 2:
+            raise SpecError(f"rotary_fraction ({spec.rotary_fraction}) of head_dim ({spec.dim_head}) rotates "
+                            f"{rotated} dims: rotary needs an even number >= 2")
+    if spec.mla is not None and spec.mla.qk_rope_head_dim % 2:
+        raise SpecError(f"mla.qk_rope_head_dim ({spec.mla.qk_rope_head_dim}) must be even for rotary")
+    for i in range(spec.layers):
+        check_norms(spec, block_of(spec, i))
 
 
 def check_executable(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> None:
@@ -103,7 +119,8 @@ def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, lay
     heads = 2 * tp
     kv = heads if spec.num_kv_heads == spec.heads else 1 if spec.num_kv_heads == 1 else tp
     decoupled = spec.head_dim is not None and spec.head_dim * spec.heads != spec.hidden
-    hidden = 12 * tp if decoupled else heads * HEAD_DIM
+    dim = head_dim(spec)
+    hidden = 12 * tp if decoupled else heads * dim
     # keep an uneven split uneven: the same remainder gives the same shape of `split_layers`
     stages = _stages(plan)
     layers = stages * layers_per_stage + spec.layers % stages
@@ -114,18 +131,11 @@ def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, lay
     small_m = small_microbatches(plan, m)
     moe = None
     if spec.moe is not None:
-        src = spec.moe
-        experts = plan.ep * -(-max(4, 2 * plan.ep) // plan.ep)
-        first_dense = min(src.first_dense_layers, 1) if layers > 1 else 0
-        moe = MoESpec(
-            num_experts=experts, top_k=min(src.top_k, 2),
-            expert_ffn_hidden=_width(src.expert_ffn_hidden / spec.hidden, hidden, tp),
-            shared_experts=min(src.shared_experts, 1), router_bias=src.router_bias,
-            layer_freq=min(src.layer_freq, max(1, layers - first_dense)), first_dense_layers=first_dense,
-        )
+        moe = small_moe(spec.moe, layers, _width(spec.moe.expert_ffn_hidden / spec.hidden, hidden, tp), plan.ep)
     small = spec.model_copy(update={
+        **scaled_features(spec, hidden, dim),
         "name": f"{spec.name} (scaled down)", "layers": layers, "hidden": hidden, "heads": heads,
-        "kv_heads": kv, "head_dim": HEAD_DIM if decoupled else None,
+        "kv_heads": kv, "head_dim": dim if decoupled or dim != hidden // heads else None,
         "ffn_hidden": _width(spec.ffn_hidden / spec.hidden, hidden, tp), "vocab": 16 * tp,
         "max_positions": seq, "type_vocab": min(spec.type_vocab, 2), "dropout": False, "moe": moe,
     })

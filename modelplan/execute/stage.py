@@ -12,6 +12,7 @@ import numpy as np
 
 from modelplan.execute.expert_parallel import ExpertParallel
 from modelplan.execute.mappings import TensorParallel
+from modelplan.execute.mtp import mtp_backward_tp, mtp_forward_tp
 from modelplan.execute.params import Batch
 from modelplan.execute.tensor_parallel import block_backward, block_forward
 from modelplan.execute.vocab_parallel import (
@@ -76,6 +77,9 @@ class StageModel:
             c["blocks"].append(x_in if self.recompute else cache)
         if st.is_last_stage:
             loss, c["head"] = head_forward_tp(self.tp, self.spec, p, x, mb.labels)
+            if self.spec.mtp_layers:
+                extra, c["mtp"] = mtp_forward_tp(self.tp, self.ep, self.spec, p, x, mb)
+                loss += extra
             return loss, c
         return x, c
 
@@ -89,6 +93,10 @@ class StageModel:
         if st.is_last_stage:
             dx, g = head_backward_tp(self.tp, self.spec, p, c["head"], mb.labels, dout)
             _add(grads, g)
+            if "mtp" in c:
+                dh0, g = mtp_backward_tp(self.tp, self.ep, self.spec, p, c["mtp"], mb, dout)
+                dx = dx + dh0
+                _add(grads, g)
         for i, cache in zip(reversed(st.layers), reversed(c["blocks"])):
             if self.recompute:  # cache is the block input: run its forward again
                 _, cache = block_forward(self.tp, self.ep, self.spec, i, p, cache)

@@ -1,9 +1,10 @@
 """What the numpy executor runs, and the one check `verify` makes before anything else: a model
 feature it cannot execute is refused by name (exit 2), never dropped from the executed step.
 
-`EXECUTED` lists the `specs.features` names the executor implements; today it runs the baseline
-block only (pre-norm q/k/v attention over the full sequence, dense or softmax-routed MoE MLP
-with ungated shared experts, LM head), so every listed feature is refused.
+`EXECUTED` lists the `specs.features` names the executor implements, each with its backward
+checked against finite differences and, where transformers has the module, against it in float64
+(tests/test_exec_features.py, tests/test_exec_families.py). `TEXT_ONLY` lists what a text-only
+training step does not run at all (a vision tower without images), accepted with a note.
 """
 
 from __future__ import annotations
@@ -11,15 +12,34 @@ from __future__ import annotations
 from modelplan.errors import SpecError
 from modelplan.specs.features import architecture_features
 
-EXECUTED: frozenset[str] = frozenset()
+EXECUTED: frozenset[str] = frozenset({
+    # attention (layers/attention.py, layers/mla.py)
+    "qk_norm", "attention_sinks", "attn_logit_softcap", "attention_scale", "qkv_clip", "rotary_fraction",
+    "nope_full_attention", "mla", "layer_types=sliding_attention", "layer_types=chunked_attention",
+    # norms and scales (residual.py, reference / vocab_parallel)
+    "norm_placement=sandwich", "norm_placement=output", "norm_placement=post", "norm_affine=false",
+    "embedding_scale", "residual_scale", "logit_scale", "final_logit_softcap",
+    # MLP and experts (layers/mlp.py, layers/moe.py)
+    "activation=swiglu_clamp", "moe.router=sigmoid", "moe.norm_topk_prob=false", "moe.router_score_correction",
+    "moe.routed_scaling", "moe.router_groups", "moe.shared_expert_gate", "moe.expert_bias",
+    "moe.weights_on_input",
+    # Mamba mixers (layers/mamba.py) and MLP-free blocks
+    "layer_types=mamba", "mlp=false",
+    # multi-token prediction on the last stage (mtp.py)
+    "mtp_layers",
+})
 """Feature names of specs.features.architecture_features that execute/ implements."""
+
+TEXT_ONLY: frozenset[str] = frozenset({"vision"})
+"""Features a text-only step never runs (transformers skips the vision tower without pixel_values);
+`scale_down` leaves them out and verify says so in its notes."""
 
 
 def unexecuted_features(spec) -> list[str]:
     """The features of a transformer spec the executor would not run (empty for network specs)."""
     if getattr(spec, "kind", None) != "transformer":
         return []
-    return [name for name in architecture_features(spec) if name not in EXECUTED]
+    return [name for name in architecture_features(spec) if name not in EXECUTED | TEXT_ONLY]
 
 
 def check_supported(spec) -> None:
@@ -27,6 +47,14 @@ def check_supported(spec) -> None:
     missing = unexecuted_features(spec)
     if missing:
         raise SpecError(
-            f"verify cannot execute {', '.join(missing)} of {spec.name} yet: the numpy executor runs "
-            "baseline blocks only, and a feature it does not run is refused rather than dropped"
+            f"verify cannot execute {', '.join(missing)} of {spec.name} yet: a feature the numpy "
+            "executor does not run is refused rather than dropped"
         )
+
+
+def text_only_notes(spec) -> list[str]:
+    """Verify's notes on what a text-only step leaves out (`TEXT_ONLY`)."""
+    if getattr(spec, "kind", None) != "transformer" or spec.vision is None:
+        return []
+    return ["text-only step: the vision tower and projector are not run (no images; transformers "
+            "skips them without pixel_values) and are left out of the scaled-down model"]

@@ -40,7 +40,7 @@ from modelplan.execute.step_checks import (
     oracle_steps,
     plan_factors,
 )
-from modelplan.execute.support import check_supported
+from modelplan.execute.support import check_supported, text_only_notes
 from modelplan.plan.commlist import communication_list
 from modelplan.plan.family import family_of
 from modelplan.plan.pipeline import pipeline_schedule
@@ -54,6 +54,7 @@ __all__ = ["DEFAULT_STEPS", "Verified", "check_rank_count", "verify", "verify_ru
 
 def _notes(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> list[str]:
     notes = ["executed in float64: the communication list is sized at 8 bytes per element for the comparison"]
+    notes += text_only_notes(spec)
     if spec.dropout:
         notes.append("dropout off: the executed step is deterministic")
     if spec.moe is not None and spec.moe.capacity_factor is not None:

@@ -20,6 +20,7 @@ import numpy as np
 from modelplan.comm.regions import Region
 from modelplan.execute import mappings
 from modelplan.execute.layers.embedding import embedding_backward, embedding_forward
+from modelplan.execute.layers.loss import logits_backward, logits_forward
 from modelplan.execute.mappings import TensorParallel
 from modelplan.execute.params import Batch
 from modelplan.execute.shapes import norm_b, norm_f, sub
@@ -36,18 +37,33 @@ def _seq_range(tp: TensorParallel, seq: int) -> tuple[int, int]:
     return tp.rank * n, (tp.rank + 1) * n
 
 
+def word_embedding_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, ids: np.ndarray, label: str
+                      ) -> np.ndarray:
+    """Vocab-parallel token embeddings of ids (b, s) -> (b, s or s/tp, h), times the embedding scale."""
+    table = p["embedding/word/weight"]  # (V/tp, h)
+    partial = embedding_forward(table, ids, tp.rank * table.shape[0])  # (b, s, h), zeros for other shards' ids
+    x = mappings.exit_region(tp, partial, label)
+    return x if spec.embedding_scale is None else x * spec.embedding_scale
+
+
+def word_embedding_backward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, ids: np.ndarray,
+                               dx: np.ndarray, label: str) -> np.ndarray:
+    """The gradient of this rank's vocabulary rows of the word embedding."""
+    dx = dx if spec.embedding_scale is None else dx * spec.embedding_scale
+    dpartial = mappings.exit_region_backward(tp, dx, label)  # (b, s, h)
+    rows = p["embedding/word/weight"].shape[0]
+    return embedding_backward(rows, ids, dpartial, tp.rank * rows)
+
+
 def embedding_forward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, mb: Batch) -> tuple[np.ndarray, dict[str, Any]]:
     """Embeddings of micro-batch mb: (b, s) ids -> (b, s or s/tp, h)."""
-    table = p["embedding/word/weight"]  # (V/tp, h)
-    first = tp.rank * table.shape[0]
-    partial = embedding_forward(table, mb.tokens, first)  # (b, s, h), zeros for other shards' ids
-    x = mappings.exit_region(tp, partial, Region.TP_EMBEDDING)
+    x = word_embedding_tp(tp, spec, p, mb.tokens, Region.TP_EMBEDDING)
     lo, hi = _seq_range(tp, mb.tokens.shape[1])
     if "embedding/position/weight" in p:
         x = x + p["embedding/position/weight"][lo:hi]
     if mb.types is not None:
         x = x + embedding_forward(p["embedding/type/weight"], mb.types[:, lo:hi])
-    c: dict[str, Any] = {"first": first, "range": (lo, hi)}
+    c: dict[str, Any] = {"range": (lo, hi)}
     if spec.embedding_norm:
         x, c["norm"] = norm_f(spec, sub(p, "embedding/norm"), x)
     return x, c
@@ -66,14 +82,14 @@ def embedding_backward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, 
         grads["embedding/position/weight"] = dpos
     if mb.types is not None:
         grads["embedding/type/weight"] = embedding_backward(spec.type_vocab, mb.types[:, lo:hi], dx)
-    dpartial = mappings.exit_region_backward(tp, dx, Region.TP_EMBEDDING)  # (b, s, h)
-    rows = p["embedding/word/weight"].shape[0]
-    grads["embedding/word/weight"] = embedding_backward(rows, mb.tokens, dpartial, c["first"])
+    grads["embedding/word/weight"] = word_embedding_backward_tp(tp, spec, p, mb.tokens, dx, Region.TP_EMBEDDING)
     return grads
 
 
-def vocab_parallel_cross_entropy(tp: TensorParallel, logits: np.ndarray, labels: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-    """Mean loss over tokens from vocabulary-sharded logits (b, s, V/tp); returns (loss, probs, inside)."""
+def vocab_parallel_cross_entropy(tp: TensorParallel, logits: np.ndarray, labels: np.ndarray,
+                                 mask: np.ndarray | None = None) -> tuple[float, np.ndarray, np.ndarray]:
+    """Mean loss over tokens (where `mask` is true) from vocabulary-sharded logits (b, s, V/tp);
+    returns (loss, probs, inside)."""
     vocab_local = logits.shape[-1]
     first = tp.rank * vocab_local
     local_max = logits.max(axis=-1)  # (b, s)
@@ -85,20 +101,26 @@ def vocab_parallel_cross_entropy(tp: TensorParallel, logits: np.ndarray, labels:
     target = np.take_along_axis(shifted, np.where(inside, local, 0)[..., None], axis=-1)[..., 0] * inside
     target = tp.all_reduce(target, Region.TP_CROSS_ENTROPY_TARGET)  # the owner's logit, 0 elsewhere
     sum_exp = tp.all_reduce(exp.sum(axis=-1), Region.TP_CROSS_ENTROPY_SUM)
-    loss = float(np.mean(np.log(sum_exp) - target))
+    per_token = np.log(sum_exp) - target
+    loss = float(np.mean(per_token)) if mask is None else float((per_token * mask).sum() / mask.sum())
     return loss, exp / sum_exp[..., None], inside
 
 
-def head_forward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, x: np.ndarray, labels: np.ndarray
-                    ) -> tuple[float, dict[str, Any]]:
-    """Final norm, output projection (column-parallel over the vocabulary) and the loss."""
-    c: dict[str, Any] = {}
-    if spec.final_norm:
-        x, c["norm"] = norm_f(spec, sub(p, "head/norm"), x)
+def head_forward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, x: np.ndarray, labels: np.ndarray,
+                    norm: str | None = None, mask: np.ndarray | None = None) -> tuple[float, dict[str, Any]]:
+    """Final norm (`norm`, "" for none), output projection (column-parallel over the
+    vocabulary), logit scale and soft-cap (element-wise on each shard) and the loss; `norm`
+    None: head/norm when the model has a final norm; `mask`: the tokens the loss averages."""
+    if norm is None:
+        norm = "head/norm" if spec.final_norm else ""
+    c: dict[str, Any] = {"norm_name": norm, "mask": mask}
+    if c["norm_name"]:
+        x, c["norm"] = norm_f(spec, sub(p, norm), x)
     x_in = mappings.enter_region(tp, x, Region.TP_LM_HEAD_IN)  # (b, s, h)
     w = p["embedding/word/weight"].T if spec.tied_embeddings else p["head/lm/weight"]  # (h, V/tp)
     logits = x_in @ w + p.get("head/lm/bias", 0.0)  # (b, s, h) @ (h, V/tp)
-    loss, c["probs"], c["inside"] = vocab_parallel_cross_entropy(tp, logits, labels)
+    logits, c["capped"] = logits_forward(logits, spec.logit_scale, spec.final_logit_softcap)
+    loss, c["probs"], c["inside"] = vocab_parallel_cross_entropy(tp, logits, labels, mask)
     c["x_in"] = x_in
     return loss, c
 
@@ -112,7 +134,9 @@ def head_backward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, c: di
     local = np.where(c["inside"], labels - tp.rank * vocab_local, 0)
     np.put_along_axis(dlogits, local[..., None],
                       np.take_along_axis(dlogits, local[..., None], -1) - c["inside"][..., None], -1)
-    dlogits *= dloss / labels.size
+    mask = c["mask"]
+    dlogits *= dloss / labels.size if mask is None else mask[..., None] * (dloss / mask.sum())
+    dlogits = logits_backward(dlogits, spec.logit_scale, c["capped"])
     x_in = c["x_in"]
     dw = x_in.reshape(-1, x_in.shape[-1]).T @ dlogits.reshape(-1, vocab_local)  # (b*s, h).T @ (b*s, V/tp)
     if spec.tied_embeddings:
@@ -125,5 +149,5 @@ def head_backward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, c: di
         grads["head/lm/bias"] = dlogits.reshape(-1, vocab_local).sum(axis=0)
     dx = mappings.enter_region_backward(tp, dlogits @ w.T, Region.TP_LM_HEAD_IN)  # (b, s, V/tp) @ (V/tp, h)
     if "norm" in c:
-        dx = norm_b(sub(p, "head/norm"), c["norm"], dx, grads, "head/norm")
+        dx = norm_b(sub(p, c["norm_name"]), c["norm"], dx, grads, c["norm_name"])
     return dx, grads

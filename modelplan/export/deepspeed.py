@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from modelplan.export.mechanisms import deepspeed_mechanisms
 from modelplan.export.result import Engine, EngineExport, LaunchCommand
 from modelplan.export.versions import release
 from modelplan.plan.stages import split_layers
@@ -130,6 +131,7 @@ def deepspeed_config(model: TransformerSpec, training: TrainingSpec, plan: Plan)
         )
     if training.grad_dtype == "same" and training.precision != "fp32":
         notes.append("gradients in the compute dtype: not expressed (DeepSpeed picks its own)")
+    deepspeed_mechanisms(config["zero_optimization"], plan, notes)
     config[UNSUPPORTED_KEY] = notes
     config[LAUNCH_KEY] = {
         "world_size": plan.world_size,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 
 from modelplan.export.launch import launch_geometry
+from modelplan.export.mechanisms import megatron_mechanism_args
 from modelplan.export.megatron_model import Arg, model_args
 from modelplan.export.result import Engine, EngineExport, LaunchCommand
 from modelplan.export.versions import release
@@ -135,6 +136,7 @@ def _parallel_args(
     if plan.sequence_parallel:
         args.append(("--sequence-parallel", None))
     args += _sharding_args(plan)
+    args += megatron_mechanism_args(plan, notes)
     if plan.pp > 1 and plan.schedule == "gpipe":
         notes.append("GPipe schedule: Megatron runs 1F1B (same bubble, fewer live activations)")
     if plan.vpp > 1:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from modelplan.export.mechanisms import torchtitan_mechanisms
 from modelplan.export.result import Engine, EngineExport, LaunchCommand
 from modelplan.export.torchtitan_module import CONFIG_FUNCTION, FP8_CONVERTER, render_module
 from modelplan.export.versions import release
@@ -128,6 +129,7 @@ def _parallelism(model: TransformerSpec, training: TrainingSpec, plan: Plan,
         par["module_fqns_per_model_part"] = stage_modules(model.layers, plan.pp, plan.vpp, plan.stage_split)
     par["context_parallel_degree"] = plan.cp
     par["expert_parallel_degree"] = plan.ep
+    torchtitan_mechanisms(par, plan, notes)
     if model.moe is not None and plan.tp > 1:
         notes.append(f"expert-tensor parallel: torchtitan 0.3.0 splits experts over ep ranks "
                      f"taken from dp_shard * cp * tp, not over tp ({plan.tp}) as this plan does")

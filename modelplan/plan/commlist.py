@@ -7,7 +7,9 @@ rank of the pipeline stages in `pp_ranks`. What each parallelism adds is its own
 only multiplied by the blocks, units and micro-batches of every pipeline rank and chunk:
 
 - tensor parallel (`parallel/tp.py`, `sp.py`): per block sub-layer f and g in forward, recompute
-  and backward; the embedding's g; the head's f and the vocab-parallel loss;
+  and backward (the last stage's MTP blocks included), the statistics of a q/k norm over all
+  heads; the embedding's g (and each MTP module's lookup); the head's f and the vocab-parallel
+  loss (once more per MTP module);
 - expert parallel (`parallel/ep.py`): dispatch and combine per MoE block;
 - context parallel (`parallel/cp.py`; planner only, the executor refuses cp > 1): the K, V and
   dK, dV ring steps per block; every activation above is b*(s/cp)*h;
@@ -23,10 +25,11 @@ unless `element_bytes` fixes one size for all (the float64 executor: 8).
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
+from modelplan.count.blocks import block_of, mtp_block
 from modelplan.plan.experts import expert_capacity
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
 from modelplan.plan.parallel.calls import EXECUTOR_ALGO, CommItem, RankCalls, merge_rank_calls
@@ -92,15 +95,22 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
             mc = schedule.microbatches(r, c)  # micro-batches through this chunk (m, or m/2 for DualPipe)
             layers = stage_layers(spec.layers, num_stages, v, plan.stage_split)
             fwd_runs = mc * (2 if recompute else 1)
-            tp_mod.block_calls(calls, tp, sp, A, fwd_runs * len(layers), mc * len(layers))
+            # MTP modules (last stage): a block (not recomputed), a lookup and the head each
+            mtp = spec.mtp_layers if v == last else 0
+            for block, n in Counter(block_of(spec, i) for i in layers).items():
+                tp_mod.block_kind_calls(calls, spec, block, tp, sp, A, tokens, act, fwd_runs * n, mc * n)
+            if mtp:
+                tp_mod.block_kind_calls(calls, spec, mtp_block(spec), tp, sp, A, tokens, act, mc * mtp, mc * mtp)
             if v == 0:
                 tp_mod.embedding_calls(calls, tp, sp, A, mc)
             if v == last:
-                tp_mod.head_calls(calls, tp, sp, A, tokens, loss_b, mc)
+                tp_mod.head_calls(calls, tp, sp, A, tokens, loss_b, mc * (1 + mtp))
+                tp_mod.embedding_calls(calls, tp, sp, A, mc * mtp, Region.TP_MTP_EMBEDDING)
             if spec.moe is not None:
                 a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, expert_capacity(tokens, spec.moe, capacity_factor),
                                             h, act)
                 ep_mod.moe_calls(calls, plan.ep, a2a, fwd_runs, mc, sum(spec.is_moe_layer(i) for i in layers))
+                ep_mod.moe_calls(calls, plan.ep, a2a, mc, mc, mtp)
             cp_mod.ring_calls(calls, plan.cp, kv, fwd_runs, mc, len(layers))
             pp_mod.boundary_calls(calls, pp, tp, message, gathered, moves[c])
             for unit in units[v]:  # a unit two chunks share is placed once

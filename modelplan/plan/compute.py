@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from modelplan.count.attention import FusedAttention
+from modelplan.count.blocks import Block
 from modelplan.count.checkpointing import checkpointed_share
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings
 from modelplan.plan.fp8 import gemm_rate_factor, is_fp8_gemm, quantisation_bytes
@@ -148,6 +149,7 @@ def kernel_times(
     spec: TransformerSpec, tp: int, sequence_parallel: bool, micro_batch: int, seq_len: int, dtype_bytes: int,
     vocab_padded: int, roofline: Roofline, *, moe_layer: bool = False, ep: int = 1, capacity: int | None = None,
     cp: int = 1, attention: str = "eager", software: EngineSettings = MEGATRON_2021, scaled_gemm_factor: float = 1.0,
+    block: Block | None = None,
     etp: int | None = None,
 ) -> KernelTimes:
     """Roofline times of one block's, the head's and the embedding's kernels (`plan/kernels.py`);
@@ -155,11 +157,12 @@ def kernel_times(
     sdpa) runs at its own sustained rate (`Roofline.fused_fwd_s`) and is the attention core.
     `software`: the engine's element-wise mode and, under fp8, its recipe: the linear layers'
     GEMMs at the fp8 rate (times `scaled_gemm_factor` for row- / block-scaled recipes) and their
-    operands' quantisation passes as memory-bound time (`plan/fp8.py`)."""
+    operands' quantisation passes as memory-bound time (`plan/fp8.py`). `block`: the block's kind
+    (`plan/block_kernels.py`; an encoder-decoder's cross-attention reads seq_len encoder tokens)."""
     d, s_local = dtype_bytes, seq_len // cp
     k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel, moe_layer=moe_layer, ep=ep,
-                      capacity=capacity, cp=cp, attention=attention, elementwise=software.elementwise, etp=etp,
-                      norm_elementwise=software.norm_elementwise)
+                      capacity=capacity, cp=cp, attention=attention, elementwise=software.elementwise, block=block,
+                      memory_len=seq_len, etp=etp, norm_elementwise=software.norm_elementwise)
     recipe = software.fp8_recipe
     factor = gemm_rate_factor(recipe, scaled_gemm_factor) if recipe else 0.0
 

@@ -37,6 +37,10 @@ class EngineSettings(NamedTuple):
     reshard_after_forward: bool
     reshard_after_forward_pp: bool
     tp_comm_overlap: bool
+    sp_saves_gathered_inputs: bool = False
+    """`EngineProfile.sp_saves_gathered_inputs` (DTensor SP keeps the gathered linear inputs)."""
+    fp8_tp_gather: bool = False
+    """The run's fp8 recipe is one of `EngineProfile.fp8_tp_gather_recipes`: 1-byte TP AllGathers."""
 
 
 def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSettings:
@@ -54,6 +58,8 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         grad_copy_bytes=profile.grad_copy_bytes, low_precision_grads=profile.low_precision_grads,
         dp_bucket_elements=profile.dp_bucket_elements, reshard_after_forward=profile.reshard_after_forward,
         reshard_after_forward_pp=profile.reshard_after_forward_pp, tp_comm_overlap=profile.tp_comm_overlap,
+        sp_saves_gathered_inputs=profile.sp_saves_gathered_inputs,
+        fp8_tp_gather=fp8 is not None and fp8 in profile.fp8_tp_gather_recipes,
     )
 
 
@@ -106,6 +112,10 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         parts.append(f"fp8 {software.fp8_recipe} ({software.fp8_backend})")
     if software.tp_comm_overlap:
         parts.append("TP overlapped with GEMMs")
+    if software.fp8_tp_gather:
+        parts.append("fp8 TP all-gathers")
+    if software.sp_saves_gathered_inputs:
+        parts.append("SP keeps the gathered linear inputs")
     parts.append(f"allocator reserve {100 * fragmentation_fraction:g}% of activations + "
                  f"{runtime_reserved_bytes / 1e9:g} GB runtime")
     return "; ".join(parts)

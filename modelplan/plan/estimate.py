@@ -6,6 +6,7 @@ from modelplan.errors import SpecError
 from modelplan.plan.engine import engine_assumptions
 from modelplan.plan.results import PlanEstimate, StepTime
 from modelplan.plan.evaluator import Evaluation, Evaluator, PlanPoint
+from modelplan.plan.mechanisms import mechanism_notes
 from modelplan.plan.family import family_of
 from modelplan.plan.validate import plan_notes, plan_problems
 from modelplan.specs.costmodel import CostModel
@@ -49,7 +50,8 @@ def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroo
         notes=[*plan_notes(evaluator.spec, plan, evaluator.cost.vocab_divisible_by, evaluator.capacity_factor),
                engine_assumptions(evaluator.software, evaluator.cluster.accelerator.attention_rates(
                    evaluator.software.attention_kernels), evaluator.cost.fragmentation_fraction,
-                   evaluator.cost.runtime_reserved_bytes)],
+                   evaluator.cost.runtime_reserved_bytes),
+               *mechanism_notes(evaluator, plan, s, ev.memory_first)],
     )
 
 

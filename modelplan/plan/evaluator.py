@@ -24,8 +24,11 @@ import math
 from typing import NamedTuple
 
 from modelplan.comm.ops import Axis, Collective
+from modelplan.comm.offload import host_link
+from modelplan.count.blocks import Block, mtp_block
 from modelplan.count.flops import count_flops
 from modelplan.plan.commcost import CommPricer
+from modelplan.plan.block_mix import block_kinds, mean_terms, with_mtp
 from modelplan.plan.compute import Roofline, kernel_times
 from modelplan.count.checkpointing import checkpointed_share, op_sac_recomputed_fraction
 from modelplan.plan.dims import EXPERT_DP, ParallelDims, pair_shape, strided_shape
@@ -36,6 +39,8 @@ from modelplan.plan.memory import block_activations, edge_activations, stage_mem
 from modelplan.plan.results import StageMemory
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
 from modelplan.plan.parallel.calls import RankCalls
+from modelplan.plan.mechanisms import Mechanisms
+from modelplan.plan.placement import DEFAULT_ORDER, placed_shapes
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.pipeline.profile import boundary_messages, bubble_microbatches, chunk_shares, inflight_microbatches
 from modelplan.plan.shard import unit_shards
@@ -70,6 +75,14 @@ class PlanPoint(NamedTuple):
     """ZeRO-3 / FSDP (`Plan.reshard_after_forward`, `plan/fsdp.py`)."""
     fsdp_shard_size: int | None = None
     """HSDP shard group (`Plan.fsdp_shard_size`)."""
+    tp_overlap: str | None = None
+    """TP comm overlap mode (`Plan.tp_overlap`; None: the engine's)."""
+    dp_overlap: bool | None = None
+    """DP overlap (`Plan.dp_overlap`; None: the cost model's)."""
+    offload_optimizer: str = "none"
+    offload_activations: bool = False
+    rank_order: str = DEFAULT_ORDER
+    zeropp: bool = False
     etp: int | None = None
     """Expert tensor-parallel size when it differs from tp (`Plan.etp`; None: tp, ep inside dp)."""
     split: tuple[int | None, int | None] | None = None
@@ -80,8 +93,9 @@ class PlanPoint(NamedTuple):
     def of(cls, plan: Plan, training: TrainingSpec) -> "PlanPoint":
         return cls(plan.tp, plan.pp, plan.dp, plan.vpp, plan.micro_batch, plan.schedule, plan.sequence_parallel,
                    plan.recompute or training.recompute, plan.zero, plan.ep, plan.cp, plan.scatter_gather,
-                   plan.reshard_after_forward, plan.fsdp_shard_size, None if plan.etp in (None, plan.tp) else plan.etp,
-                   plan.stage_split)
+                   plan.reshard_after_forward, plan.fsdp_shard_size, plan.tp_overlap, plan.dp_overlap,
+                   plan.offload_optimizer, plan.offload_activations, plan.rank_order, plan.zeropp,
+                   None if plan.etp in (None, plan.tp) else plan.etp, plan.stage_split)
 
 
 class StepTerms(NamedTuple):
@@ -101,6 +115,7 @@ class StepTerms(NamedTuple):
     ep_comm_s: float
     cp_comm_s: float
     cp_hidden_s: float
+    offload_s: float = 0.0
 
 
 class Evaluation(NamedTuple):
@@ -191,10 +206,18 @@ class Evaluator:
             staged = min(self.software.dp_bucket_elements, self.finetune.lora.trainable_params)
             self.bucket_bytes = staged * 2 * self.finetune.adapter_bytes
             self.opt_bytes = self.finetune.optimizer_bytes_per_param()
+        self.host = host_link(cluster)
+        self.mech = Mechanisms(self)
+        # the TP overlap an engine runs when asked for (`comm/tp_overlap.py`): async TP / userbuffers
+        self.tp_overlap_default = (("ring" if self.software.framework == "torchtitan" else "userbuffers")
+                                   if self.software.tp_comm_overlap else "none")
         self._cache: dict[tuple, object] = {}
         # the hot path's caches, one dict per kind
         self._stages: dict[tuple, StageEntry] = {}
         self._dps: dict[tuple, DpEntry] = {}
+        self._dps_shared: dict[tuple, DpEntry] = {}
+        self._tp_most: dict[int, float] = {}
+        self._block_cache: dict[tuple, BlockTerms] = {}
         self._p2ps: dict[tuple, float] = {}
         self._flops: dict[str, tuple[float, float]] = {}
         self._states: dict[tuple, tuple] = {}
@@ -202,6 +225,7 @@ class Evaluator:
         self._block_ids: dict[tuple, int] = {}
         self._pipes: dict[tuple, tuple[float, int | float]] = {}
         self._inflight: dict[tuple, tuple[float, float]] = {}
+        self._mems: dict[tuple, tuple[StageMemory, StageMemory]] = {}
         self._splits: dict[tuple, tuple] = {}
 
     def _memo(self, key: tuple, make):
@@ -214,22 +238,49 @@ class Evaluator:
         """Vocabulary padded for this tp (Megatron)."""
         return padded_vocab(self.spec.vocab, tp, self.cost.vocab_divisible_by)
 
-    def shapes(self, tp: int, dp: int, pp: int, ep: int = 1, cp: int = 1) -> dict:
-        """Process-group shapes of a tp x cp x dp x pp grid (ep inside dp) on this cluster."""
-        return self._memo(("shapes", tp, dp, pp, ep, cp),
-                          lambda: ParallelDims(dp=dp, tp=tp, pp=pp, cp=cp, ep=ep).group_shapes(self.cluster.gpus_per_node))
+    def shapes(self, tp: int, dp: int, pp: int, ep: int = 1, cp: int = 1, order: str = DEFAULT_ORDER) -> dict:
+        """Process-group shapes of a tp x cp x dp x pp grid (ep inside dp) on this cluster, ranks
+        laid out in `order` (`plan/placement.py`)."""
+        gpn = self.cluster.gpus_per_node
+        if order == DEFAULT_ORDER:
+            return self._memo(("shapes", tp, dp, pp, ep, cp),
+                              lambda: ParallelDims(dp=dp, tp=tp, pp=pp, cp=cp, ep=ep).group_shapes(gpn))
+        return self._memo(("shapes", tp, dp, pp, ep, cp, order), lambda: placed_shapes(order, tp, cp, dp, pp, ep, gpn))
 
     # -- one block, the embedding and the head, per micro-batch on one TP rank -------------------
 
     def block_terms(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int = 1,
-                    ep: int | None = None, etp: int | None = None) -> BlockTerms:
+                    ep: int | None = None, etp: int | None = None, tp_overlap: str = "none",
+                    mtp_ep: int = 1) -> BlockTerms:
         """A dense block (or with `ep` an MoE block over ep ranks, its experts over `etp` ranks
-        when that is not tp), the embedding and the head."""
-        return self._memo(("block", tp, sp, micro_batch, recompute, cp, ep, etp),
-                          lambda: self._block_terms(tp, sp, micro_batch, recompute, cp, ep, etp))
+        when that is not tp), the embedding and the head; block kinds mixed at the model's shares,
+        the dense terms' head with the MTP modules (`block_mix.py`; an MoE MTP block over `mtp_ep`
+        ranks); TP collectives overlapped under `tp_overlap` (`comm/tp_overlap.py`)."""
+        key = (tp, sp, micro_batch, recompute, cp, ep, tp_overlap, etp, mtp_ep)
+        hit = self._block_cache.get(key)
+        if hit is None:
+            hit = self._block_cache[key] = self._mixed_terms(tp, sp, micro_batch, recompute, cp, ep, etp,
+                                                             tp_overlap, mtp_ep)
+        return hit
+
+    def _mixed_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
+                     etp: int | None, tp_overlap: str, mtp_ep: int) -> BlockTerms:
+        spec = self.spec
+        kinds = block_kinds(spec, ep is not None)
+        if not kinds:
+            terms = self._block_terms(tp, sp, b, recompute, cp, ep, None, etp, tp_overlap)
+        else:
+            terms = mean_terms([self._block_terms(tp, sp, b, recompute, cp, ep, block, etp, tp_overlap)
+                                for block, _ in kinds], [n for _, n in kinds])
+        if ep is None and spec.mtp_layers:
+            block = mtp_block(spec)
+            mtp = self._block_terms(tp, sp, b, "none", cp, mtp_ep if block.moe else None, block,
+                                    etp if block.moe else None, tp_overlap)
+            terms = with_mtp(terms, mtp, spec.mtp_layers)
+        return terms
 
     def _block_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
-                     etp: int | None = None) -> BlockTerms:
+                     block: Block | None, etp: int | None = None, tp_overlap: str = "none") -> BlockTerms:
         spec, training, d = self.spec, self.training, self.dtype_bytes
         s_local = training.seq_len // cp
         tokens = b * s_local
@@ -238,10 +289,10 @@ class Evaluator:
         routed = tokens * etp // tp if etp else tokens  # tokens one rank dispatches
         capacity = expert_capacity(routed, spec.moe, self.capacity_factor) if moe else None
         sw = self.software
-        times = self._memo(("kernel_times", tp, sp, b, cp, ep, etp), lambda: kernel_times(
+        times = self._memo(("kernel_times", tp, sp, b, cp, ep, etp, block), lambda: kernel_times(
             spec, tp, sp, b, training.seq_len, d, self.vocab_padded(tp), self.roofline, moe_layer=moe,
             ep=ep or 1, capacity=capacity, cp=cp, attention=training.attention, software=sw,
-            scaled_gemm_factor=self.cost.fp8_scaled_gemm_factor, etp=etp))
+            scaled_gemm_factor=self.cost.fp8_scaled_gemm_factor, block=block, etp=etp))
         ft = self.finetune
         if ft is not None:
             times = ft.kernel_times(times, tp, sp, b, cp, self.vocab_padded(tp), self.roofline, training.attention,
@@ -257,9 +308,10 @@ class Evaluator:
         act = tokens * spec.hidden * d  # one (b, s/cp, h) activation
         tp_shape = self.shapes(tp, 1, 1)[Axis.TP]
         gpn = self.cluster.gpus_per_node
-        tp_t = self._memo(("tp", tp, sp, b, cp, etp), lambda: tp_mod.tp_seconds(
+        gather = tokens * spec.hidden if sw.fp8_tp_gather and sp else None  # 1-byte fp8 AllGathers
+        tp_t = self._memo(("tp", tp, sp, b, cp, etp, block), lambda: tp_mod.tp_seconds(
             self.pricer, tp_shape, tp, sp, act, tokens, tp_mod.LOSS_VALUE_BYTES, etp,
-            strided_shape(etp, 1, gpn) if etp else None))
+            strided_shape(etp, 1, gpn) if etp else None, gather, spec, block, d))
         if moe:
             a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, capacity, spec.hidden, d)
             # Megatron-core's expert grid: etp fastest, then ep (stride etp); else ep inside dp
@@ -270,15 +322,18 @@ class Evaluator:
         kv_send = self.cp_kv_send_s(tp, b, cp) if cp > 1 else 0.0
         cp_x = cp_mod.cp_exposure(cp, kv_send, times.core_fwd_s, times.core_bwd_s, full, self.cost)
         stored, working = block_activations(spec, b, training.seq_len, d, tp, sp, recompute, moe, training.attention, cp,
-                                            sw)
+                                            sw, block)
         if ft is not None:  # lora_A outputs kept for backward (full recompute: only while recomputed)
             adapters = ft.adapter_activation_bytes(tp, b, s_local)
             stored, working = (stored, working + adapters) if full else (stored + adapters, working)
         emb_act, head_act = edge_activations(spec, b, training.seq_len, d, tp, sp, cp, sw.fused_cross_entropy,
-                                             sw.compiled_loss)
+                                             sw.compiled_loss, sw.sp_saves_gathered_inputs)
         message, _ = self.boundary(tp, sp, b, cp, True)
-        overlap = 3 * times.linear_fwd_s if sw.tp_comm_overlap else None  # forward, dgrad and wgrad GEMMs
-        tp_x = tp_mod.tp_exposure(tp_t, rerun, self.cost, overlap, tp)
+        if tp_overlap != "none" and sp and tp > 1:
+            tp_x = tp_mod.overlap_exposure(tp_t, rerun, self.cost, tp_overlap, self.mech.gemm_shares(moe),
+                                           times.linear_fwd_s, tp, self.mech.sm_count)
+        else:
+            tp_x = tp_mod.tp_exposure(tp_t, rerun, self.cost, None, tp)
         return BlockTerms(times, recompute_s, tp_x, ep_x, cp_x, stored, working, emb_act, head_act, message)
 
     def cp_kv_send_s(self, tp: int, micro_batch: int, cp: int) -> float:
@@ -312,15 +367,16 @@ class Evaluator:
 
     def stage_entry(self, tp: int, sp: bool, micro_batch: int, recompute: str, pp: int, ep: int = 1,
                     cp: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1,
-                    etp: int | None = None, split=None) -> StageEntry:
+                    etp: int | None = None, split=None, tp_overlap: str = "none") -> StageEntry:
         """Per-micro-batch stage times (`stage_time.py`) with the slowest and the mean stage."""
         bid, blocks = self.rank_blocks(schedule, pp, vpp, split)
-        key = (tp, sp, micro_batch, recompute, pp, ep, cp, bid) if etp is None else (
-            tp, sp, micro_batch, recompute, pp, ep, cp, bid, etp)
+        key = (tp, sp, micro_batch, recompute, pp, ep, cp, bid, tp_overlap) if etp is None else (
+            tp, sp, micro_batch, recompute, pp, ep, cp, bid, tp_overlap, etp)
         hit = self._stages.get(key)
         if hit is None:
-            moe = self.block_terms(tp, sp, micro_batch, recompute, cp, ep, etp) if self.spec.moe is not None else None
-            dense = self.block_terms(tp, sp, micro_batch, recompute, cp)
+            moe = (self.block_terms(tp, sp, micro_batch, recompute, cp, ep, etp, tp_overlap)
+                   if self.spec.moe is not None else None)
+            dense = self.block_terms(tp, sp, micro_batch, recompute, cp, None, None, tp_overlap, mtp_ep=ep)
             st = compose_stages(blocks, dense, moe)
             mean = (st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s
             b0 = blocks[0]
@@ -392,13 +448,13 @@ class Evaluator:
         return hit
 
     def p2p_s(self, tp: int, sp: bool, micro_batch: int, dp: int, pp: int, cp: int = 1,
-              scatter_gather: bool = True) -> float:
+              scatter_gather: bool = True, order: str = DEFAULT_ORDER) -> float:
         """One stage-boundary message on the link between neighbouring stages (`parallel/pp.py`)."""
-        key = (tp, sp, micro_batch, dp, pp, cp, scatter_gather)
+        key = (tp, sp, micro_batch, dp, pp, cp, scatter_gather, order)
         hit = self._p2ps.get(key)
         if hit is None:
             message, gathered = self.boundary(tp, sp, micro_batch, cp, scatter_gather)
-            shapes = self.shapes(tp, dp, pp, cp=cp)
+            shapes = self.shapes(tp, dp, pp, cp=cp, order=order)
             hit = self._p2ps[key] = pp_mod.p2p_seconds(self.pricer, message, shapes[Axis.PP].crosses_nodes, gathered,
                                                        shapes[Axis.TP])
         return hit
@@ -418,46 +474,62 @@ class Evaluator:
 
     def dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, pp_rank: int, ep: int = 1, cp: int = 1,
                  schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1, shard: int | None = None,
-                 etp: int | None = None, split=None) -> DpEntry:
+                 order: str = DEFAULT_ORDER, zeropp: bool = False, etp: int | None = None, split=None) -> DpEntry:
         """The DP calls of rank `pp_rank`'s units for one micro-batch per step, priced
         (`parallel/dp_zero.py`), its replicated units' AllReduce and its optimizer step. HSDP
         (`shard` < dp, ZeRO >= 2, `plan/fsdp.py`): gathers and ReduceScatters in the shard group of
         `shard` data-parallel ranks, plus the AllReduce of each gradient shard over the replicas,
         hidden like the ReduceScatter it follows. `etp`: routed experts reduced over Megatron-core's
         expert-data-parallel group, tp x dp x cp / (ep x etp) ranks `etp * ep` apart."""
-        key = (tp, pp, dp, zero, sp, pp_rank, ep, cp, schedule, vpp, shard) if etp is None and split is None else (
-            tp, pp, dp, zero, sp, pp_rank, ep, cp, schedule, vpp, shard, etp, split)
+        key = (tp, pp, dp, zero, sp, pp_rank, ep, cp, schedule, vpp, shard, order, zeropp) if (
+            etp is None and split is None) else (
+            tp, pp, dp, zero, sp, pp_rank, ep, cp, schedule, vpp, shard, order, zeropp, etp, split)
         hit = self._dps.get(key)
         if hit is None:
-            group, replicas_n = hsdp_groups(dp * cp, shard if zero >= 2 and ep == 1 and cp == 1 else None)
-            dp_list = group if replicas_n > 1 else dp
-            kid, kinds = self.held.unit_kinds(schedule, pp, vpp, split)[pp_rank]
-            replicas = self._memo(("replicas", schedule, pp, vpp, split),
-                                  lambda: unit_replicas(self.held.rank_units(schedule, pp, vpp, split)))
-            mine = tuple(len(replicas[u]) if u in replicas else 0 for u, _ in kinds)
-            params = self.held.rank_params(tp, pp, ep, schedule, vpp, etp, split)[0][pp_rank]
+            # what the rank holds under this layout; layouts holding the same share the entry
+            lay = self._memo(("dp_layout", tp, pp, ep, schedule, vpp, pp_rank, etp, split),
+                             lambda: self._dp_layout(tp, pp, ep, schedule, vpp, pp_rank, etp, split))
+            kid, kinds, mine, params = lay
             if self.finetune is not None:  # only the adapters reduce gradients and step
                 blocks = self.held.rank_blocks(schedule, pp, vpp, split)[pp_rank]
                 params = (blocks * self.finetune.adapter_params_per_block(tp), 0)
-            hit = self._memo(("dp", tp, pp, dp_list, zero, sp, ep, cp, kid, mine, etp), lambda: self._dp_entry(
-                tp, pp, dp_list, zero, sp, ep, cp, kinds, mine, params, etp))
+            shared = (tp, pp, dp, zero, sp, ep, cp, kid, mine, params, shard, order, zeropp, etp)
+            hit = self._dps_shared.get(shared)
+            if hit is not None:
+                self._dps[key] = hit
+                return hit
+            group, replicas_n = hsdp_groups(dp * cp, shard if zero >= 2 and ep == 1 and cp == 1 else None)
+            dp_list = group if replicas_n > 1 else dp
+            hit = self._memo(("dp", tp, pp, dp_list, zero, sp, ep, cp, kid, mine, order, etp), lambda: self._dp_entry(
+                tp, pp, dp_list, zero, sp, ep, cp, kinds, mine, params, etp, order))
+            if zeropp:
+                hit = self.mech.zeropp_entry(hit, tp, pp, dp, cp, params, order)
             if replicas_n > 1:
-                stride = ParallelDims(dp=dp, tp=tp, pp=pp, cp=cp).stride(Axis.DP) * group
+                stride = self.mech.dp_stride(tp, dp, pp, cp, order) * group
                 ar = self.pricer.time_s(Collective.ALL_REDUCE, params[0] * self.dp_grad_bytes / group,
                                         strided_shape(replicas_n, stride, self.cluster.gpus_per_node))
                 hit = hit._replace(times=hit.times._replace(reduce_scatter=hit.times.reduce_scatter + ar))
-            self._dps[key] = hit
+            self._dps[key] = self._dps_shared[shared] = hit
         return hit
+
+    def _dp_layout(self, tp: int, pp: int, ep: int, schedule: str, vpp: int, pp_rank: int, etp: int | None = None,
+                   split=None) -> tuple:
+        """(kinds id, unit kinds, replica counts, (dense, expert) parameters) of one pipeline rank."""
+        kid, kinds = self.held.unit_kinds(schedule, pp, vpp, split)[pp_rank]
+        replicas = self._memo(("replicas", schedule, pp, vpp, split),
+                              lambda: unit_replicas(self.held.rank_units(schedule, pp, vpp, split)))
+        mine = tuple(len(replicas[u]) if u in replicas else 0 for u, _ in kinds)
+        return kid, kinds, mine, self.held.rank_params(tp, pp, ep, schedule, vpp, etp, split)[0][pp_rank]
 
     def _dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, ep: int, cp: int,
                   kinds: tuple[tuple[str, int], ...], copies: tuple[int, ...], params: tuple[int, int],
-                  etp: int | None = None) -> DpEntry:
+                  etp: int | None = None, order: str = DEFAULT_ORDER) -> DpEntry:
         shards = self._memo(("dp_shards", tp, dp, ep, cp, sp, etp), lambda: unit_shards(
             self.spec, Plan(tp=tp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, etp=etp)))
         if etp is None:
-            shapes = self.shapes(tp, dp, pp, ep, cp)
+            shapes = self.shapes(tp, dp, pp, ep, cp, order)
         else:  # Megatron-core's expert grid over the stage's tp x cp x dp ranks: etp, ep, expert dp
-            shapes = dict(self.shapes(tp, dp, pp, 1, cp))
+            shapes = dict(self.shapes(tp, dp, pp, 1, cp, order))
             shapes[EXPERT_DP] = strided_shape(tp * dp * cp // (ep * etp), ep * etp, self.cluster.gpus_per_node)
         calls, tied = RankCalls(), RankCalls()
         if self.finetune is not None:
@@ -489,19 +561,68 @@ class Evaluator:
         shape = shapes[axis]
         return shapes[EXPERT_DP] if axis is Axis.DP and size != shape.size else shape
 
+    def resolved_tp_overlap(self, tp_overlap: str | None, sp: bool, tp: int) -> str:
+        """A point's TP overlap mode: its own, else the engine's; 'none' without SP or at tp 1."""
+        mode = self.tp_overlap_default if tp_overlap is None else tp_overlap
+        return mode if sp and tp > 1 else "none"
+
     def memory(self, point: PlanPoint) -> tuple[StageMemory, StageMemory]:
         """Memory of the first (or of the heaviest middle rank when it holds more: `mid_memory`)
-        and the last pipeline rank."""
-        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, _, reshard, shard, etp, split = point
-        stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp, etp, split)
-        m = self.training.global_batch // (mb * dp)
-        first, last = self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard, etp, split)
-        mid = self.mid_memory(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard, etp, split)
+        and the last pipeline rank; the same for plans that differ only in TP overlap, DP overlap
+        or (without ZeRO++) rank order (cached)."""
+        first, last, mid = self.memories(point)
         return (mid[1] if mid is not None and mid[1].total > first.total else first), last
+
+    def memories(self, point: PlanPoint) -> tuple[StageMemory, StageMemory, tuple[int, StageMemory] | None]:
+        """(first, last, (rank, memory) of the heaviest middle rank or None) of a point (cached)."""
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, _, reshard, shard = point[:14]
+        opt, act, order, zeropp = point.offload_optimizer, point.offload_activations, point.rank_order, point.zeropp
+        etp, split = point.etp, point.split
+        key = (tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, reshard, shard, opt, act, zeropp,
+               order if zeropp else None, etp, split)
+        hit = self._mems.get(key)
+        if hit is None:
+            stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp, etp, split)
+            m = self.training.global_batch // (mb * dp)
+            first, last = self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard, etp,
+                                              split, opt, act, zeropp, order)
+            mid = self.mid_memory(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard, etp, split,
+                                  opt, act, zeropp, order)
+            hit = self._mems[key] = (first, last, mid)
+        return hit
+
+    def inflight(self, schedule: str, pp: int, m: int, vpp: int) -> tuple[float, float]:
+        """Micro-batches whose activations the first and the last pipeline rank hold at peak."""
+        hit = self._inflight.get((schedule, pp, m, vpp))
+        if hit is None:
+            kind = Schedule(schedule)
+            hit = self._inflight[(schedule, pp, m, vpp)] = (
+                float(inflight_microbatches(kind, pp, 0, m, vpp)), float(inflight_microbatches(kind, pp, pp - 1, m, vpp)))
+        return hit
+
+    def _rank_memory(self, states: tuple, b: RankBlocks, held: float, index: int, groups: int, stage: StageEntry,
+                     tp: int, pp: int, dp: int, zero: int, ep: int, cp: int, schedule: str, vpp: int,
+                     etp: int | None, split, offload_optimizer: str, offload_activations: bool, zeropp: bool,
+                     order: str) -> StageMemory:
+        """`stage_memory` of pipeline rank `index` holding `b`, its states and `held` in-flight
+        micro-batches, less what offload moves to the host, plus ZeRO++'s secondary shard."""
+        if offload_optimizer != "none":
+            states = self.mech.offloaded_states(states, dp, zero)
+        if zeropp:
+            params = float(sum(self.held.rank_params(tp, pp, ep, schedule, vpp, etp, split)[0][0]))
+            states = (states[0] + self.mech.zeropp_bytes(tp, dp, pp, cp, order, params), *states[1:])
+        layers, moe_layers = b.dense + b.moe, b.moe
+        if offload_activations and layers > 2:  # comm/offload.py: RESIDENT_LAYERS stay, for one micro-batch
+            layers, moe_layers, held = 2, min(moe_layers, 2), 1.0
+        buckets = self.bucket_bytes if zero >= 1 else 0.0
+        return stage_memory(states, layers, held, stage.dense, b.embedding > 0, b.head > 0, groups, self.cost,
+                            stage.moe, moe_layers, pp > 1, buckets, index)
 
     def mid_memory(self, stage: StageEntry, tp: int, pp: int, dp: int, vpp: int, m: int, schedule: str,
                    zero: int, ep: int, cp: int, reshard: bool | str = "default", shard: int | None = None,
-                   etp: int | None = None, split=None) -> tuple[int, StageMemory] | None:
+                   etp: int | None = None, split=None, offload_optimizer: str = "none",
+                   offload_activations: bool = False, zeropp: bool = False,
+                   order: str = DEFAULT_ORDER) -> tuple[int, StageMemory] | None:
         """(rank, memory) of the middle pipeline rank whose in-flight micro-batches x blocks held
         is largest (pp > 2): under 1F1B rank r holds pp - r micro-batches, so a middle rank with
         one block more than the first (an uneven split's remainder) can peak above it."""
@@ -532,80 +653,147 @@ class Evaluator:
             states = self._states[skey] = (self.held.rank_states(tp, pp, dp, zero, r, ep, cp, schedule, vpp, reshard,
                                                                  shard, etp, split),
                                            self.held.groups(tp, pp, dp, ep, cp))
-        b = stage.blocks[r]
-        buckets = self.bucket_bytes if zero >= 1 else 0.0
-        return r, stage_memory(states[0], b.dense + b.moe, inflight, stage.dense, False, False, states[1], self.cost,
-                               stage.moe, b.moe, True, buckets, r)
+        return r, self._rank_memory(states[0], stage.blocks[r], inflight, r, states[1], stage, tp, pp, dp, zero, ep, cp,
+                                    schedule, vpp, etp, split, offload_optimizer, offload_activations, zeropp, order)
 
     def stage_memories(self, stage: StageEntry, tp: int, pp: int, dp: int, vpp: int, m: int, schedule: str,
                        zero: int, ep: int, cp: int, reshard: bool | str = "default", shard: int | None = None,
-                       etp: int | None = None, split=None) -> tuple[StageMemory, StageMemory]:
-        """`memory` from the plan's cached `StageEntry` and its m micro-batches per step."""
+                       etp: int | None = None, split=None, offload_optimizer: str = "none",
+                       offload_activations: bool = False, zeropp: bool = False,
+                       order: str = DEFAULT_ORDER) -> tuple[StageMemory, StageMemory]:
+        """`memory` from the plan's cached `StageEntry` and its m micro-batches per step; offload
+        leaves the optimizer states (all but one gradient bucket) or all but two blocks'
+        activations on the host, ZeRO++ adds hpZ's secondary weight shard (`plan/mechanisms.py`)."""
         key = (tp, pp, dp, zero, ep, cp, schedule, vpp, reshard, shard) if etp is None and split is None else (
             tp, pp, dp, zero, ep, cp, schedule, vpp, reshard, shard, etp, split)
         hit = self._states.get(key)
         if hit is None:
             hit = self._states[key] = (*self.held.states(*key), self.held.groups(tp, pp, dp, ep, cp))
         first_states, last_states, groups = hit
-        t, mt, blocks = stage.dense, stage.moe, stage.blocks
-        inflight = self._inflight.get((schedule, pp, m, vpp))
-        if inflight is None:
-            kind = Schedule(schedule)
-            inflight = self._inflight[(schedule, pp, m, vpp)] = (
-                float(inflight_microbatches(kind, pp, 0, m, vpp)), float(inflight_microbatches(kind, pp, pp - 1, m, vpp)))
-        buckets = self.bucket_bytes if zero >= 1 else 0.0
-        b = blocks[0]
-        first = stage_memory(first_states, b.dense + b.moe, inflight[0], t, b.embedding > 0, b.head > 0, groups,
-                             self.cost, mt, b.moe, pp > 1, buckets)
+        blocks = stage.blocks
+        inflight = self.inflight(schedule, pp, m, vpp)
+        rest = (tp, pp, dp, zero, ep, cp, schedule, vpp, etp, split, offload_optimizer, offload_activations, zeropp,
+                order)
+        first = self._rank_memory(first_states, blocks[0], inflight[0], 0, groups, stage, *rest)
         if pp == 1:
             return first, first
-        b = blocks[-1]
-        last = stage_memory(last_states, b.dense + b.moe, inflight[1], t, b.embedding > 0, b.head > 0, groups,
-                            self.cost, mt, b.moe, True, buckets, pp - 1)
-        return first, last
+        return first, self._rank_memory(last_states, blocks[-1], inflight[1], pp - 1, groups, stage, *rest)
 
     # -- the step ---------------------------------------------------------------------------------
 
-    def step_lower_bound_s(self, point: PlanPoint) -> float:
-        """The step time without its data-parallel terms (all >= 0): a lower bound the search
-        uses to skip plans that cannot enter the top-k, before pricing their DP traffic."""
-        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg = point[:12]
-        stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp, point.etp, point.split)
+    def compute_floor_s(self, cls: tuple) -> float:
+        """A lower bound of `pipeline_floor_s` from block terms alone: every one of the m
+        micro-batches waits for a stage that runs at least ceil(layers / pp) blocks, each at least
+        the cheaper block kind's compute, recompute and exposed EP / CP seconds (TP may hide;
+        messages, edges and the bubble are >= 0)."""
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, ep, cp = cls
+        dense = self.block_terms(tp, sp, mb, recompute, cp)
+        block = dense.compute_s + dense.recompute_s + dense.ep_s + dense.cp_s
+        if self.spec.moe is not None:
+            moe = self.block_terms(tp, sp, mb, recompute, cp, ep)
+            block = min(block, moe.compute_s + moe.recompute_s + moe.ep_s + moe.cp_s)
+        m = self.training.global_batch // (mb * dp)
+        return m * -(-self.spec.layers // pp) * block  # the bubble (>= 0) is left to the pipeline floor
+
+    def pipeline_floor_s(self, cls: tuple, tp_overlaps: list[str], orders: list[str], splits: tuple = (None,)
+                         ) -> float:
+        """A lower bound of `step_lower_bound_s` over every TP overlap mode, rank order,
+        activation offload and stage split in `splits` of a classic point (tp, pp, dp, vpp,
+        micro_batch, schedule, sp, recompute, ep, cp), from its stages without overlap: an overlap
+        mode changes only a stage's exposed TP seconds (>= 0), so each stage takes at least its
+        time less its TP seconds; messages at the cheapest order's, no offload (pipeline_time_s
+        grows with both stage times)."""
+        return min(self._pipeline_floor_s(cls, tp_overlaps, orders, split) for split in splits)
+
+    def _pipeline_floor_s(self, cls: tuple, tp_overlaps: list[str], orders: list[str], split) -> float:
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, ep, cp = cls
+        stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp, None, split)
+        slowest, mean = stage.slowest_s, stage.mean_s
+        if any(self.resolved_tp_overlap(t, sp, tp) != "none" for t in tp_overlaps):
+            most = self._tp_most.get(id(stage))
+            if most is None:  # the most TP seconds any one stage spends
+                d, e = stage.dense.tp, stage.moe.tp if stage.moe is not None else None
+                most = self._tp_most[id(stage)] = max(
+                    rb.dense_run * (d.fwd_s + d.bwd_s + d.recompute_s) + rb.embedding * d.embedding_s
+                    + rb.head * d.head_s + (rb.moe_run * (e.fwd_s + e.bwd_s + e.recompute_s) if e is not None else 0.0)
+                    for rb in set(stage.blocks))
+            slowest, mean = slowest - most, mean - most
         m = self.training.global_batch // (mb * dp)
         bubble, hops = self.pipe(schedule, pp, m, vpp)
-        p2p = self.p2p_s(tp, sp, mb, dp, pp, cp, sg) if pp > 1 else 0.0
+        p2p = min(self.p2p_s(tp, sp, mb, dp, pp, cp, True, o) for o in orders) if pp > 1 else 0.0
         p2p *= hops * self.cost.pp_p2p_exposed_fraction
+        return pp_mod.pipeline_time_s(m, bubble, slowest + p2p, mean + p2p)
+
+    def step_lower_bound_s(self, point: PlanPoint) -> float:
+        """The step time without its data-parallel, optimizer and optimizer-offload terms (all
+        >= 0): a lower bound the search uses to skip plans that cannot enter the top-k, before
+        their memory and DP traffic are priced. It prices the pipeline exactly as `evaluate` does."""
+        stage, bubble, m, p2p = self.context(point)
+        if point.offload_activations:
+            p2p += self.mech.activation_offload_s(stage)
         return pp_mod.pipeline_time_s(m, bubble, stage.slowest_s + p2p, stage.mean_s + p2p)
 
     def evaluate(self, point: PlanPoint) -> Evaluation:
         """All terms of one valid plan (validity is the caller's job: see validate.py). ZeRO-3
         gathers per micro-batch follow the plan's reshard_after_forward (`plan/fsdp.py`): not
         resharded under pipeline parallelism, the stage gathers and reduces once per step (priced as
-        ZeRO-1's traffic); not resharded without it, no backward gather. HSDP: `dp_entry`."""
-        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg, reshard, shard, etp, split = point
-        # the hot loop: cache hits are plain dict lookups (`stage_entry`, `dp_entry`, ... on a miss)
-        blocks = self._blocks.get((schedule, pp, vpp, split))
-        stage = self._stages.get((tp, sp, mb, recompute, pp, ep, cp, blocks[0])) if blocks and etp is None else None
-        if stage is None:
-            stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp, etp, split)
+        ZeRO-1's traffic); not resharded without it, no backward gather. HSDP: `dp_entry`. Offload:
+        the activations' exposed copies sit in every micro-batch, the optimizer's on the host
+        replaces the GPU step (`plan/mechanisms.py`)."""
+        stage, _, m, p2p, act_s, t_max, pipeline, dp_after, dp_mb, dp_total, replica_sync, optimizer, offload, \
+            accumulate = self._step(point)
         st = stage.terms
+        recompute = point.recompute
+        model_seq, hardware_seq = self._flops.get(recompute) or self.flops_per_sequence(recompute)
+        mem_first, mem_last, mid = self.memories(point)
+        step = StepTerms(
+            step_time_s=pipeline + dp_after + replica_sync + optimizer + offload - m * act_s,
+            compute_s=m * st.compute_s, recompute_s=m * st.recompute_s, tp_comm_s=m * st.tp_s,
+            pp_comm_s=m * p2p, bubble_s=pipeline - m * t_max, dp_comm_s=dp_after + m * dp_mb,
+            embedding_sync_s=replica_sync, optimizer_s=optimizer + m * accumulate, dp_comm_total_s=dp_total,
+            tp_hidden_s=m * st.tp_hidden_s, ep_comm_s=m * st.ep_s, cp_comm_s=m * st.cp_s,
+            cp_hidden_s=m * st.cp_hidden_s, offload_s=offload,
+        )
         batch = self.training.global_batch
-        m = batch // (mb * dp)
+        if mid is not None:
+            return Evaluation(step, batch * model_seq, batch * hardware_seq, mem_first, mem_last, m, mid[1], mid[0])
+        return Evaluation(step, batch * model_seq, batch * hardware_seq, mem_first, mem_last, m)
+
+    def step_time_s(self, point: PlanPoint) -> float:
+        """`evaluate(point).step.step_time_s` without the memory and the term table (the search's
+        hot path: memory is priced only for plans fast enough to enter the top-k)."""
+        _, _, m, _, act_s, _, pipeline, dp_after, _, _, replica_sync, optimizer, offload, _ = self._step(point)
+        return pipeline + dp_after + replica_sync + optimizer + offload - m * act_s
+
+    def context(self, point: PlanPoint) -> tuple:
+        """(stage entry, bubble, m, p2p seconds per micro-batch on the critical path) of a point:
+        what its ZeRO, offload and DP choices share."""
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg = point[:12]
+        tpo = self.resolved_tp_overlap(point.tp_overlap, sp, tp)
+        etp, split = point.etp, point.split
+        blocks = self._blocks.get((schedule, pp, vpp, split))
+        stage = self._stages.get((tp, sp, mb, recompute, pp, ep, cp, blocks[0], tpo)) if blocks and etp is None else None
+        if stage is None:
+            stage = self.stage_entry(tp, sp, mb, recompute, pp, ep, cp, schedule, vpp, etp, split, tpo)
+        m = self.training.global_batch // (mb * dp)
         pipe = self._pipes.get((schedule, pp, m, vpp))
         bubble, hops = pipe if pipe is not None else self.pipe(schedule, pp, m, vpp)
         if pp > 1:  # pipeline messages: per micro-batch, direction and chunk on the critical path
-            p2p = self._p2ps.get((tp, sp, mb, dp, pp, cp, sg))
+            order = point.rank_order
+            p2p = self._p2ps.get((tp, sp, mb, dp, pp, cp, sg, order))
             if p2p is None:
-                p2p = self.p2p_s(tp, sp, mb, dp, pp, cp, sg)
+                p2p = self.p2p_s(tp, sp, mb, dp, pp, cp, sg, order)
+            p2p *= hops * self.cost.pp_p2p_exposed_fraction
         else:
             p2p = 0.0
+        return stage, bubble, m, p2p
+
+    def _dp_terms(self, st, dpe: DpEntry, m: int, zero: int, reshard, dpo: bool | None, pp: int,
+                  group: int) -> tuple[float, float, float]:
+        """(DP seconds after the pipeline, per micro-batch, in all) of one stage's DP entry."""
+        if group <= 1:
+            return dpe.partial_grads_s * (m if zero >= 2 else 1), 0.0, 0.0
         cost = self.cost
-        p2p *= hops * cost.pp_p2p_exposed_fraction
-        crit = st.critical_rank
-        dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard)) if etp is None and split is None \
-            else None
-        if dpe is None:
-            dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard, etp, split)
         if zero == 3:
             mode = self._modes.get((reshard, pp))
             if mode is None:
@@ -613,36 +801,69 @@ class Evaluator:
             every_mb = reduces_every_microbatch(mode)
         else:
             mode, every_mb = None, True
-        if dp * cp > 1:
-            dp_after, dp_mb, dp_total = dp_zero.dp_exposure(
-                zero if every_mb else 1, dpe.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap, cost.dp_overlap_fraction,
-                cost.overlap_interference, backward_gathers=mode is None or mode.reshard_after_forward,
-            )
-            if zero >= 2:  # the engine's gradient copies before each ReduceScatter (memory-bound)
-                if every_mb:
-                    dp_mb += dpe.grad_copy_s
-                else:
-                    dp_after += dpe.grad_copy_s
-        else:
-            dp_after = dp_mb = dp_total = 0.0
-        dp_after += dpe.partial_grads_s * (m if zero >= 2 else 1)
-        per_mb = p2p + dp_mb + dpe.accumulate_s
+        dp_after, dp_mb, dp_total = dp_zero.dp_exposure(
+            zero if every_mb else 1, dpe.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap if dpo is None else dpo,
+            cost.dp_overlap_fraction, cost.overlap_interference,
+            backward_gathers=mode is None or mode.reshard_after_forward,
+        )
+        if zero >= 2:  # the engine's gradient copies before each ReduceScatter (memory-bound)
+            if every_mb:
+                dp_mb += dpe.grad_copy_s
+            else:
+                dp_after += dpe.grad_copy_s
+        return dp_after + dpe.partial_grads_s * (m if zero >= 2 else 1), dp_mb, dp_total
+
+    def variant_times_s(self, ctx: tuple, point: PlanPoint, acts: list[bool], opts: list[str]) -> list[float]:
+        """Step seconds of `point` (given without offload) under each offload choice, acts x opts
+        in that order, in its `context` (shared by its ZeRO and DP choices): one DP entry and one
+        pipeline sum priced, the offloads derived exactly from them: activation offload adds its
+        per-micro-batch exposure to every micro-batch time, (m + bubble) times; optimizer offload
+        swaps the GPU step for the host's exposed step and copies (as `_finish` composes them)."""
+        stage, bubble, m, p2p = ctx
+        tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg, reshard, shard, tpo, dpo, opt, act, order, \
+            zeropp, etp, split = point
+        st = stage.terms
+        dpe = self._dps.get((tp, pp, dp, zero, sp, st.critical_rank, ep, cp, schedule, vpp, shard, order, zeropp)) if (
+            etp is None and split is None) else None
+        if dpe is None:
+            dpe = self.dp_entry(tp, pp, dp, zero, sp, st.critical_rank, ep, cp, schedule, vpp, shard, order, zeropp,
+                                etp, split)
+        dp_after, dp_mb, _ = self._dp_terms(st, dpe, m, zero, reshard, dpo, pp, dp * cp)
+        q = p2p + dp_mb + dpe.accumulate_s
+        optimizer = dpe.optimizer_s
+        base = pp_mod.pipeline_time_s(m, bubble, stage.slowest_s + q, stage.mean_s + q) + dp_after + dpe.replica_s + optimizer
+        if len(acts) == 1 and len(opts) == 1 and not acts[0] and opts[0] == "none":
+            return [base]
+        act_extra = (m + bubble) * self.mech.activation_offload_s(stage) if True in acts else 0.0
+        hosts = [0.0 if o == "none" else self.mech.optimizer_offload_s(stage, point, m, o) - optimizer for o in opts]
+        return [base + (act_extra if a else 0.0) + h for a in acts for h in hosts]
+
+    def _step(self, point: PlanPoint) -> tuple:
+        """The step's pieces (`_finish`)."""
+        return self._finish(point, self.context(point))
+
+    def _finish(self, point: PlanPoint, ctx: tuple) -> tuple:
+        """The step's pieces: (stage entry, bubble, m, p2p per micro-batch, activation offload per
+        micro-batch, t_max, pipeline, DP after the pipeline, DP per micro-batch, all DP, replica
+        sync, optimizer, offload) seconds."""
+        stage, bubble, m, p2p = ctx
+        (tp, pp, dp, vpp, mb, schedule, sp, recompute, zero, ep, cp, sg, reshard, shard, tpo, dpo, opt, act, order,
+         zeropp, etp, split) = point
+        st = stage.terms
+        act_s = self.mech.activation_offload_s(stage) if act else 0.0
+        crit = st.critical_rank
+        dpe = self._dps.get((tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard, order, zeropp)) if (
+            etp is None and split is None) else None
+        if dpe is None:
+            dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard, order, zeropp, etp, split)
+        dp_after, dp_mb, dp_total = self._dp_terms(st, dpe, m, zero, reshard, dpo, pp, dp * cp)
+        # the engine's fp32 accumulation of 16-bit gradients follows every backward (`DpEntry.accumulate_s`)
+        per_mb = p2p + act_s + dp_mb + dpe.accumulate_s
         t_max = stage.slowest_s + per_mb
         pipeline = pp_mod.pipeline_time_s(m, bubble, t_max, stage.mean_s + per_mb)
-        replica_sync = dpe.replica_s
-        optimizer = dpe.optimizer_s
-        model_seq, hardware_seq = self._flops.get(recompute) or self.flops_per_sequence(recompute)
-        mem_first, mem_last = self.stage_memories(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard,
-                                                  etp, split)
-        mid = self.mid_memory(stage, tp, pp, dp, vpp, m, schedule, zero, ep, cp, reshard, shard, etp, split)
-        step = StepTerms(
-            step_time_s=pipeline + dp_after + replica_sync + optimizer,
-            compute_s=m * st.compute_s, recompute_s=m * st.recompute_s, tp_comm_s=m * st.tp_s,
-            pp_comm_s=m * p2p, bubble_s=pipeline - m * t_max, dp_comm_s=dp_after + m * dp_mb,
-            embedding_sync_s=replica_sync, optimizer_s=optimizer + m * dpe.accumulate_s, dp_comm_total_s=dp_total,
-            tp_hidden_s=m * st.tp_hidden_s, ep_comm_s=m * st.ep_s, cp_comm_s=m * st.cp_s,
-            cp_hidden_s=m * st.cp_hidden_s,
-        )
-        if mid is not None:
-            return Evaluation(step, batch * model_seq, batch * hardware_seq, mem_first, mem_last, m, mid[1], mid[0])
-        return Evaluation(step, batch * model_seq, batch * hardware_seq, mem_first, mem_last, m)
+        optimizer, offload = dpe.optimizer_s, m * act_s
+        if opt != "none":  # the step runs on the host: its exposed copies and CPU time replace the GPU's
+            optimizer = 0.0
+            offload += self.mech.optimizer_offload_s(stage, point, m, opt)
+        return (stage, bubble, m, p2p, act_s, t_max, pipeline, dp_after, dp_mb, dp_total, dpe.replica_s, optimizer,
+                offload, dpe.accumulate_s)

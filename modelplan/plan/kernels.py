@@ -15,64 +15,18 @@ from modelplan.count.attention import FusedAttention, is_fused
 from modelplan.count.eager import (
     CROSS_ENTROPY_KERNELS,
     RMSNORM_KERNELS,
-    ROTARY_KERNELS,
     SWIGLU_KERNELS,
     cross_entropy_bytes,
     rmsnorm_bytes,
-    rotary_bytes,
     swiglu_bytes,
 )
-from modelplan.plan.parallel.tp import local_kv_heads
+from modelplan.count.blocks import Block, block_of
+from modelplan.plan.block_kernels import cross_kernels, mixer_kernels
+from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.specs.transformer import TransformerSpec
 
-
-@dataclass(frozen=True)
-class Gemm:
-    """out (m, n) = a (m, k) @ b (k, n), `batch` times (batched matmul for attention)."""
-
-    name: str
-    m: int
-    n: int
-    k: int
-    batch: int = 1
-
-    @property
-    def flops(self) -> int:
-        """2 FLOPs per multiply-add."""
-        return 2 * self.m * self.n * self.k * self.batch
-
-    def bytes_moved(self, dtype_bytes: int) -> int:
-        """Read both operands, write the output once (the roofline's memory traffic)."""
-        return dtype_bytes * (self.m * self.k + self.k * self.n + self.m * self.n) * self.batch
-
-    def backward(self) -> tuple["Gemm", "Gemm"]:
-        """Input gradient (m, k) = dy (m, n) @ b.T and weight gradient (k, n) = a.T @ dy."""
-        return (
-            Gemm(self.name + "/dgrad", self.m, self.k, self.n, self.batch),
-            Gemm(self.name + "/wgrad", self.k, self.n, self.m, self.batch),
-        )
-
-
-@dataclass(frozen=True)
-class Elementwise:
-    """A memory-bound kernel over `elements` values with its HBM bytes per value, fwd and bwd."""
-
-    name: str
-    elements: int
-    fwd_bytes_per_element: float
-    bwd_bytes_per_element: float
-    kernels: tuple[int, int] = (1, 1)
-    """Kernels the op launches in forward and in backward (an eager composite launches several)."""
-
-    @property
-    def fwd_bytes(self) -> float:
-        """HBM bytes of the forward kernel."""
-        return self.elements * self.fwd_bytes_per_element
-
-    @property
-    def bwd_bytes(self) -> float:
-        """HBM bytes of the backward kernel(s)."""
-        return self.elements * self.bwd_bytes_per_element
+__all__ = ["Elementwise", "Gemm", "LayerKernels", "embedding_kernels", "head_kernels", "layer_kernels",
+           "moe_mlp_kernels", "norm_kernel"]
 
 
 @dataclass(frozen=True)
@@ -122,6 +76,8 @@ def moe_mlp_kernels(
     if moe.shared_experts:
         fs = moe.shared_experts * (moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden) // tp
         gemms += [Gemm("mlp/shared/in", tokens, inputs * fs, h), Gemm("mlp/shared/out", tokens, h, fs)]
+        if moe.shared_expert_gate:  # Qwen2-MoE: sigmoid(x W_g), (T, h) @ (h, 1), every tp rank
+            gemms.append(Gemm("mlp/shared_gate", tokens, 1, h))
         ew.append(Elementwise("mlp/shared/act", tokens * fs, *act_bytes))
     return gemms, ew
 
@@ -140,6 +96,8 @@ def layer_kernels(
     cp: int = 1,
     attention: str = "eager",
     elementwise: str = "fused",
+    block: Block | None = None,
+    memory_len: int = 0,
     etp: int | None = None,
     norm_elementwise: str | None = None,
 ) -> LayerKernels:
@@ -150,39 +108,36 @@ def layer_kernels(
     (s/cp)^2, priced as one (s/cp) x s product; Liu et al. 2023). `attention` 'flash' / 'sdpa'
     replaces the score GEMM, softmax, dropout and context GEMM by one fused kernel
     (`modelplan.count.attention.FusedAttention`), causal for decoders. `elementwise` 'eager':
-    RMSNorm, SwiGLU and rotary run as eager PyTorch composites (`modelplan.count.eager`)."""
+    RMSNorm, SwiGLU and rotary run as eager PyTorch composites (`modelplan.count.eager`). `block`:
+    the kind of block (`count.blocks.Block`; default: the model's first dense or MoE block), whose
+    mixer is `block_kernels.py`'s; a decoder block of an encoder-decoder cross-attends to
+    `memory_len` encoder tokens per sequence."""
     d, b, s, h = dtype_bytes, micro_batch, seq_len, spec.hidden
     s_q = s // cp  # this rank's queries (and tokens) of each sequence
     tokens = b * s_q
-    heads_local = spec.heads // tp
-    kv_local = local_kv_heads(spec.num_kv_heads, tp)
-    dh = spec.dim_head
     ffn_local = spec.ffn_hidden // tp
+    if block is None:
+        kind = next((i for i in range(spec.layers) if spec.is_moe_layer(i) == moe_layer), 0)
+        block = block_of(spec, kind)
     # LayerNorm, dropout and residual run on all b*s*h values unless sequence parallel shards them
     # (Korthikanti et al. 2022, sec. 4.2.2).
     hidden_values = tokens * h // tp if sequence_parallel else tokens * h
     mask = 1 if spec.dropout else 0  # 1-byte dropout mask (Korthikanti et al. 2022, sec. 4.1)
     fused = is_fused(attention)
-    gemms = [Gemm("attention/qkv", tokens, (heads_local + 2 * kv_local) * dh, h)]  # column-parallel
-    if not fused:
-        gemms += [
-            Gemm("attention/scores", s_q, s, dh, b * heads_local),  # Q K^T per head, full s_q x s
-            Gemm("attention/context", s_q, dh, s, b * heads_local),  # softmax(QK^T) V per head
-        ]
-    gemms.append(Gemm("attention/out", tokens, h, heads_local * dh))  # row-parallel
-    if not moe_layer:
+    eager = elementwise == "eager"
+    mixer = mixer_kernels(spec, block, tp, b, s_q, s, d, fused, eager)
+    gemms = mixer.gemms + [mixer.out]
+    core, flash = list(mixer.core), list(mixer.fused)
+    if block.cross:
+        cross = cross_kernels(spec, tp, b, s_q, memory_len, d, fused)
+        gemms += cross.gemms + [cross.out]
+        core += cross.core
+        flash += cross.fused
+    if block.mlp and not moe_layer:
         gemms += [
             Gemm("mlp/in", tokens, (2 if spec.gated_mlp else 1) * ffn_local, h),  # column-parallel
             Gemm("mlp/out", tokens, h, ffn_local),  # row-parallel
         ]
-    scores = b * heads_local * s_q * s
-    # Fused scale-mask-softmax: fwd reads scores, writes probs; bwd reads probs and dprobs,
-    # writes dscores (Megatron FusedScaleMaskSoftmax).
-    core = [] if fused else [Elementwise("attention/softmax", scores, 2 * d, 3 * d)]
-    if spec.dropout and not fused:
-        # attention dropout: fwd reads probs, writes output and mask; bwd reads grad and mask
-        core.append(Elementwise("attention/dropout", scores, 2 * d + mask, 2 * d + mask))
-    eager = elementwise == "eager"
     norm = norm_kernel("norm", spec, hidden_values, d, (norm_elementwise or elementwise) == "eager")
     # fused bias-dropout-add after each row-parallel GEMM: reads out and residual, writes sum
     # (+ mask); bwd reads dy (+ mask), writes dx and reads dy again for the bias gradient.
@@ -193,24 +148,21 @@ def layer_kernels(
                else Elementwise("mlp/act", tokens * ffn_local, 3 * d, 5 * d))
     else:
         act = Elementwise("mlp/act", tokens * ffn_local, 2 * d, 3 * d)
-    other = [norm] * spec.num_norms_per_layer + [bda, bda]
-    if moe_layer:
+    sublayers = 1 + block.cross + block.mlp
+    other = [norm] * (spec.num_norms_per_layer + block.cross) + [bda] * sublayers
+    if block.mlp and moe_layer:
         routed = tokens * etp // tp if etp else tokens  # etp < tp: each rank routes its sequence shard
         moe_gemms, moe_ew = moe_mlp_kernels(spec, tp, ep, tokens, d, capacity if capacity is not None else routed,
                                             etp, routed)
         gemms += moe_gemms
         other += moe_ew
-    else:
+    elif block.mlp:
         other.append(act)
-    if spec.position == "rotary":
-        # rotary on q and k: read and write each (fwd and bwd)
-        rot = (*rotary_bytes(d), ROTARY_KERNELS) if eager else (2 * d, 2 * d)
-        other.append(Elementwise("attention/rotary", tokens * (heads_local + kv_local) * dh, *rot))
+    other += mixer.elementwise
     if spec.parallel_block:
         other.remove(bda)  # one residual sum of attention + MLP
-    core_gemms = tuple(g for g in gemms if g.name in ("attention/scores", "attention/context"))
-    flash = (FusedAttention("attention/core", b * heads_local, s_q, s, dh, spec.causal),) if fused else ()
-    return LayerKernels(tuple(gemms), tuple(other) + tuple(core), core_gemms, tuple(core), flash)
+    core_gemms = tuple(g for g in gemms if g.name.endswith(("/scores", "/context")))
+    return LayerKernels(tuple(gemms), tuple(other) + tuple(core), core_gemms, tuple(core), tuple(flash))
 
 
 def norm_kernel(name: str, spec: TransformerSpec, values: int, d: int, eager: bool) -> Elementwise:
@@ -239,7 +191,10 @@ def head_kernels(
     loss = (Elementwise("head/cross_entropy", tokens * vocab_local, *cross_entropy_bytes(d), CROSS_ENTROPY_KERNELS)
             if eager else Elementwise("head/cross_entropy", tokens * vocab_local, d + 16, 8 + d))
     final_norm = norm_kernel("final_norm", spec, tokens * spec.hidden, d, (norm_elementwise or elementwise) == "eager")
-    return gemms, (loss, final_norm) if spec.final_norm else (loss,)
+    out = (loss, final_norm) if spec.final_norm else (loss,)
+    if spec.final_logit_softcap is not None:  # Gemma 2: c tanh(z / c) over the logits, read and write
+        out += (Elementwise("head/logit_softcap", tokens * vocab_local, 2 * d, 3 * d),)
+    return gemms, out
 
 
 def embedding_kernels(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int) -> tuple[Elementwise, ...]:

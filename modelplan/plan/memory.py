@@ -12,6 +12,7 @@ recomputing; token ids and embedding dropout mask on the first stage; logits and
 
 from __future__ import annotations
 
+from modelplan.count.blocks import Block
 from modelplan.count.memory import activation_bytes_per_layer, embedding_activation_bytes, output_activation_bytes
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings
 from modelplan.plan.results import StageMemory
@@ -22,15 +23,17 @@ from modelplan.specs.transformer import TransformerSpec
 
 def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
                       sequence_parallel: bool, recompute: str, moe_layer: bool, attention: str, cp: int = 1,
-                      software: EngineSettings = MEGATRON_2021) -> tuple[int, int]:
+                      software: EngineSettings = MEGATRON_2021, block: Block | None = None) -> tuple[int, int]:
     """(bytes one block keeps per in-flight micro-batch, transient bytes of the block being
     recomputed or back-propagated) on one TP rank (Korthikanti et al. 2022 sec. 4; full recompute
     keeps the block input and works on a whole block, selective keeps what the engine's policy
     keeps, `software.ac_mode`: all but the attention core for Megatron). With context parallelism
     a rank's s/cp queries score all s keys: cp x the (s/cp)^2 score term. `software` also gives
-    the element-wise mode (eager composites keep more) and TE fp8's 1-byte linear inputs."""
+    the element-wise mode (eager composites keep more) and TE fp8's 1-byte linear inputs. `block`:
+    the kind of block (`count.blocks.Block`); None: the model's first block with this moe flag."""
     s_local = seq_len // cp
     kind = next((i for i in range(spec.layers) if spec.is_moe_layer(i) == moe_layer), None)
+    kind = None if block is not None else kind
     mode = "attention_core" if moe_layer and software.ac_mode == "op_sac" else software.ac_mode
     fp8_inputs = software.fp8_recipe is not None and software.fp8_backend == "te"
     ew = software.elementwise
@@ -38,12 +41,13 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
     def kept(rc: str, ac_mode: str = "attention_core") -> int:
         out = activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel, rc, kind,
                                          attention, ac_mode, ew, software.ac_every, fp8_inputs,
-                                         software.norm_elementwise)
+                                         software.norm_elementwise, software.sp_saves_gathered_inputs, block)
         if cp > 1 and rc == "none":
             score = out - activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel,
                                                      "selective", kind, attention, elementwise=ew,
                                                      fp8_inputs=fp8_inputs,
-                                                     norm_elementwise=software.norm_elementwise)
+                                                     norm_elementwise=software.norm_elementwise,
+                                                     gathered_inputs=software.sp_saves_gathered_inputs, block=block)
             out += (cp - 1) * score
         return out
 
@@ -57,14 +61,18 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
 
 def edge_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
                      sequence_parallel: bool, cp: int = 1, fused_cross_entropy: bool = True,
-                     compiled_loss: bool = False) -> tuple[int, int]:
+                     compiled_loss: bool = False, gathered_inputs: bool = False) -> tuple[int, int]:
     """(first stage, last stage) bytes per in-flight micro-batch (Korthikanti et al. 2022 sec. 4.3:
     token ids and embedding-dropout mask; output layer + cross-entropy 4sbh(1 + V/h)/t, or the
-    eager loss's 12 bytes per logit, 2 d when torch.compile covers it)."""
+    eager loss's 12 bytes per logit, 2 d when torch.compile covers it). `gathered_inputs` (DTensor
+    SP, torchtitan's output ColwiseParallel(input_layouts=Shard(1))): the output projection keeps
+    its all-gathered input, d s b h whole instead of its 1/t share."""
     s_local = seq_len // cp
-    return (embedding_activation_bytes(spec, micro_batch, s_local, tp, sequence_parallel),
-            output_activation_bytes(spec, micro_batch, s_local, dtype_bytes, tp, fused_cross_entropy,
-                                                    compiled_loss))
+    head = output_activation_bytes(spec, micro_batch, s_local, dtype_bytes, tp, fused_cross_entropy, compiled_loss)
+    if gathered_inputs and sequence_parallel and tp > 1 and spec.lm_head:
+        whole = dtype_bytes * s_local * micro_batch * spec.hidden
+        head += whole - -(-whole // tp)
+    return embedding_activation_bytes(spec, micro_batch, s_local, tp, sequence_parallel), head
 
 
 def stage_memory(

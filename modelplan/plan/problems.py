@@ -27,6 +27,7 @@ class Reason(StrEnum):
     EP = "expert parallel"
     NOT_FOR_FAMILY = "not for this model family"
     MEMORY = "out of memory"
+    HOST_MEMORY = "offload exceeds host memory"
 
 
 @dataclass(frozen=True)

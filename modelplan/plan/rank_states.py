@@ -8,6 +8,7 @@ experts (Megatron-core's expert data-parallel group).
 
 from __future__ import annotations
 
+from modelplan.count.blocks import block_of
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings, keeps_low_precision_grads
 from modelplan.plan.fsdp import UNITS_IN_FLIGHT, zero3_mode
 from modelplan.plan.parallel import dp_zero
@@ -48,17 +49,15 @@ class RankStates:
 
     def unit_kinds(self, schedule: str, pp: int, vpp: int, split=None) -> list[tuple[int, tuple[tuple[str, int], ...]]]:
         """Per pipeline rank (id, ((unit, count), ...)): its units with the alike ones merged (every
-        dense block's unit is the same size, every MoE block's and expert set's too), in order of
+        block of one kind, `count.blocks.Block`, holds a unit of the same size, its expert set too), in order of
         first appearance; the id is shared by ranks and layouts holding the same kinds."""
         def kinds():
+            kind_of = self._memo(("kind_of",), self._kind_of)
             out = []
             for names in self.rank_units(schedule, pp, vpp, split):
                 merged: dict[str, list] = {}
                 for unit in names:
-                    kind = unit
-                    if unit.startswith("layers/"):
-                        index = int(unit.split("/")[1])
-                        kind = "experts" if unit.endswith("/experts") else ("moe" if self.spec.is_moe_layer(index) else "dense")
+                    kind = kind_of.get(unit, unit)
                     merged.setdefault(kind, [unit, 0])[1] += 1
                 sig = tuple((unit, count) for unit, count in merged.values())
                 out.append((self._ids.setdefault(tuple((k, c) for k, (_, c) in merged.items()), len(self._ids)),
@@ -72,6 +71,16 @@ class RankStates:
         return self._memo(("rank_blocks", schedule, pp, vpp, split), lambda: [
             sum(1 for u in names if u.startswith("layers/") and not u.endswith("/experts"))
             for names in self.rank_units(schedule, pp, vpp, split)])
+
+    def _kind_of(self) -> dict[str, object]:
+        """The kind of every block unit: its `count.blocks.Block` (alike blocks are the same size),
+        ('experts', block) for its expert set (other units are their own)."""
+        out: dict[str, object] = {}
+        for i in range(self.spec.layers):
+            block = block_of(self.spec, i)
+            out[f"layers/{i}"] = block
+            out[f"layers/{i}/experts"] = ("experts", block)
+        return out
 
     def rank_params(self, tp: int, pp: int, ep: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1,
                     etp: int | None = None, split=None) -> tuple[list[tuple[int, int]], int, int]:

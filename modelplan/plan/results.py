@@ -48,11 +48,14 @@ class StepTime(Result):
     """Context-parallel K, V (and dK, dV) ring traffic not hidden behind the attention core."""
     cp_hidden_s: float = 0.0
     """Context-parallel ring traffic hidden behind the attention core (for reference)."""
+    offload_s: float = 0.0
+    """Exposed offload: activation copies between HBM and host beyond the blocks' compute, and the
+    host optimizer step with its gradient / weight copies (`modelplan.comm.offload`)."""
 
     def terms(self) -> dict[str, float]:
         """The additive terms in display order."""
         names = ("compute_s", "recompute_s", "tp_comm_s", "ep_comm_s", "cp_comm_s", "pp_comm_s", "bubble_s",
-                 "dp_comm_s", "embedding_sync_s", "optimizer_s")
+                 "dp_comm_s", "embedding_sync_s", "optimizer_s", "offload_s")
         return {n: getattr(self, n) for n in names}
 
 

@@ -10,6 +10,7 @@ block terms and per-group-shape collective times are cached by the `Evaluator`.
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections import Counter
 
@@ -22,6 +23,7 @@ from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.results import SearchResult
 from modelplan.plan.evaluator import Evaluator, PlanPoint
 from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, _choose, divisors
+from modelplan.plan.search_ext import Extensions
 from modelplan.plan.validate import (
     batch_problem,
     ep_problem,
@@ -58,12 +60,16 @@ def search_transformer_plans(
     space: SearchSpace | None = None,
     cost: CostModel | None = None,
     top_k: int = 5,
+    use_bound: bool = True,
 ) -> SearchResult:
-    """`search_plans` of a transformer (dense or MoE): the enumeration of the module docstring."""
+    """`search_plans` of a transformer (dense or MoE): the enumeration of the module docstring.
+    `use_bound` False prices every plan that fits (the benchmark's check that the step-time bound
+    never drops a top plan)."""
     start = time.perf_counter()
     space = space or SearchSpace()
     ev = Evaluator(spec, training, cluster, cost)
     spec, cost = ev.spec, ev.cost
+    ext = Extensions(ev, space, training)
     n, gb, layers, gpn = gpus, training.global_batch, spec.layers, cluster.gpus_per_node
     budget = ev.memory_bytes * (1 - space.memory_headroom)
     search_split = space.search_split
@@ -107,8 +113,20 @@ def search_transformer_plans(
         default = [n // (tp * pp)] if n % (tp * pp) == 0 else []
         return _choose(space.dp, default, n)
 
+    split = math.gcd(gb, *(space.batch_splits or []))
+    """Every batch a plan runs (global and ramp-up) is a multiple of dp x micro_batch iff split is."""
+
     def mbs_of(dp: int) -> list[int]:
-        return _choose(space.micro_batch, divisors(gb // dp) if gb % dp == 0 else [], gb)
+        return _choose(space.micro_batch, divisors(split // dp) if split % dp == 0 else [], gb)
+
+    def split_problem(mb: int, dp: int) -> Problem | None:
+        """The global batch's rule, then each ramp-up batch's."""
+        problem = batch_problem(gb, mb, dp)
+        for other in space.batch_splits or []:
+            if problem is None and other % (mb * dp):
+                problem = Problem(Reason.BATCH, f"micro_batch * dp ({mb} * {dp} = {mb * dp}) must divide "
+                                  f"the ramp-up batch ({other})")
+        return problem
 
     def svs_of(pp: int) -> list[tuple[str, int]]:
         out = [(s, 1) for s in schedules if s != Schedule.INTERLEAVED]
@@ -144,12 +162,55 @@ def search_transformer_plans(
         default = [e for e in divisors(dp) if spec.moe.num_experts % e == 0] if spec.moe is not None else [1]
         return _choose(space.ep, default, dp)
 
-    def leaves(tp: int, pp: int, dp: int, mbs: list[int] | None = None, eps: list[int] | None = None) -> int:
-        per_mb = len(sps_of(tp)) * len(recomputes) * len(zeros) * max(1, len(svs_of(pp)))
-        per_mb *= max(1, len(eps if eps is not None else eps_of(dp)))
+    def wide(tp: int, cp: int, dp: int, pp: int, ep: int, zs: list[int]) -> int:
+        """Plans of one (micro_batch, schedule, vpp) under every sp, recompute, ZeRO stage in `zs`
+        and wider dimension (`search_ext.py`)."""
+        return sum(ext.leaves_per_point(tp, cp, dp, pp, ep, sp, rc, zs) for sp in sps_of(tp) for rc in recomputes)
+
+    def leaves(tp: int, pp: int, dp: int, mbs: list[int] | None = None, eps: list[int] | None = None,
+               cp: int = 1) -> int:
+        per_mb = max(1, len(svs_of(pp))) * sum(wide(tp, cp, dp, pp, e, zeros) for e in (eps if eps is not None
+                                                                                           else eps_of(dp)) or [1])
         return per_mb * max(1, len(mbs if mbs is not None else mbs_of(dp)))
 
+    offload_can_shed = any(o != "none" for o in ext.opts)
+
+    def fits(point: PlanPoint, m: int, splits: tuple = NO_SPLIT) -> tuple[Problem | None, float, tuple | None]:
+        """(None, peak bytes, split) when the plan fits the GPU and its offload the host under its
+        split or, within RELIEF_REACH of the budget, under the first relief split of `splits` that
+        does; else (problem, bytes needed, its split)."""
+        problem, peak = fits_as_is(point, m)
+        if problem is None or problem.reason is not Reason.MEMORY or peak > RELIEF_REACH * budget:
+            return problem, peak, point.split
+        for split in splits[1:]:  # relief moves a block or two: it cannot close a wide gap
+            relief, relief_peak = fits_as_is(point._replace(split=split), m)
+            if relief is None:
+                return None, relief_peak, split
+        return problem, peak, point.split
+
+    def fits_as_is(point: PlanPoint, m: int) -> tuple[Problem | None, float]:
+        """(None, peak bytes) when the plan fits the GPU and its offload the host, else
+        (problem, bytes needed)."""
+        first, last = ev.memory(point)
+        peak = max(first.total, last.total)
+        tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp = point[:11]
+        if peak > budget:
+            return (Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
+                            f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > {budget / 1e9:.1f} GB"), peak)
+        if point.offload_optimizer != "none" or point.offload_activations:
+            stage = ev.stage_entry(tp, sp, mb, rc, pp, ep, cp, sched, vpp, None, point.split)
+            need = ev.mech.host_need(stage, tp, pp, dp, zero, ep, cp, sched, vpp, point.offload_optimizer,
+                                     point.offload_activations, ev.inflight(sched, pp, m, vpp)[0])
+            problem = ev.mech.host_problem(need)
+            if problem:
+                return Problem(Reason.HOST_MEMORY, f"tp {tp}, pp {pp}, dp {dp}: {problem}"), 0.0
+        return None, peak
+
     heap: list[tuple[float, float, int, tuple]] = []
+    frontier: list[tuple] = []
+    waiting = 0
+    """Plans under the classic points still in the frontier."""
+    """Plan points of the classic grid that pass the rules, with their pipeline floor."""
     evaluated = bounded = 0
     tie = 0
     closest: tuple[float, tuple] | None = None
@@ -163,85 +224,178 @@ def search_transformer_plans(
         for pp in pps_of(tp * cp):
             for dp in dps_of(tp * cp, pp):
                 if tp_probs:
-                    reject(tp_probs[0], leaves(tp, pp, dp))
+                    reject(tp_probs[0], leaves(tp, pp, dp, cp=cp))
                     continue
                 if tp * cp * pp * dp != n:
                     reject(Problem(Reason.WORLD_SIZE, f"dp * tp * pp * cp ({dp} * {tp} * {pp} * {cp} = "
-                                   f"{dp * tp * pp * cp}) must equal the GPU count ({n})"), leaves(tp, pp, dp))
+                                   f"{dp * tp * pp * cp}) must equal the GPU count ({n})"), leaves(tp, pp, dp, cp=cp))
                     continue
                 problem = pp_problem(layers, pp, 1)
                 if problem:
-                    reject(problem, leaves(tp, pp, dp))
+                    reject(problem, leaves(tp, pp, dp, cp=cp))
                     continue
                 mbs = mbs_of(dp)
                 if not mbs:
-                    reject(batch_problem(gb, 1, dp), leaves(tp, pp, dp))
+                    reject(split_problem(1, dp), leaves(tp, pp, dp, cp=cp))
                     continue
                 for ep in eps_of(dp):
                     problem = ep_problem(spec, dp, ep)
                     if problem:
-                        reject(problem, leaves(tp, pp, dp, mbs, [ep]))
+                        reject(problem, leaves(tp, pp, dp, mbs, [ep], cp))
                         continue
+                    svs = svs_of(pp)
                     ok_zeros = []
-                    for zero in zeros:  # memory lower bound: model states alone
-                        states = max(sum(x) for x in ev.held.states(tp, pp, dp, zero, ep, cp))
-                        need = states + cost.runtime_reserved_bytes  # fragmentation: activations only
+                    for zero in zeros:  # memory lower bound: model states alone, less what offload can shed
+                        held = ev.held.states(tp, pp, dp, zero, ep, cp)
+                        if offload_can_shed:
+                            held = [ev.mech.offloaded_states(x, dp, zero) for x in held]
+                        need = max(sum(x) for x in held) + cost.runtime_reserved_bytes  # fragmentation: activations only
                         if need > budget:
-                            per = len(sps_of(tp)) * len(recomputes) * max(1, len(svs_of(pp))) * len(mbs)
                             reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
                                            f"with allowances (tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, zero {zero}) > "
-                                           f"{budget / 1e9:.1f} GB"), per, need)
+                                           f"{budget / 1e9:.1f} GB"), max(1, len(svs)) * len(mbs) * wide(tp, cp, dp, pp, ep, [zero]), need)
                         else:
                             ok_zeros.append(zero)
                     if not ok_zeros:
                         continue
-                    svs = svs_of(pp)
+                    orders = ext.orders(tp, cp, dp, pp)
+                    dpos = ext.dp_overlap_choices(dp, cp)
+                    variants = []
+                    per_variant = max(1, len(svs)) * len(mbs) * len(ext.opts) * len(dpos) * sum(
+                        len(orders) * len(ext.tp_overlaps(tp, sp)) * len(ext.activation_offloads(rc))
+                        for sp in sps_of(tp) for rc in recomputes)
+                    for z in ok_zeros:
+                        for v in ext.dp_variants(z, tp, dp, ep, cp):
+                            if v.fsdp_shard_size or v.zeropp:  # their own states floor: fewer shards, hpZ's copy
+                                held = ev.held.states(tp, pp, dp, z, ep, cp, shard=v.fsdp_shard_size)
+                                if offload_can_shed:
+                                    held = [ev.mech.offloaded_states(x, dp, z) for x in held]
+                                extra = ev.mech.zeropp_bytes(tp, dp, pp, cp, orders[0], float(sum(
+                                    ev.held.rank_params(tp, pp, ep)[0][0]))) if v.zeropp else 0.0
+                                need = max(sum(x) for x in held) + extra + cost.runtime_reserved_bytes
+                                if need > budget:
+                                    reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
+                                                   f"(tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, zero {z}, "
+                                                   f"{'zero++' if v.zeropp else f'hsdp {v.fsdp_shard_size}'}) > "
+                                                   f"{budget / 1e9:.1f} GB"), per_variant, need)
+                                    continue
+                            variants.append((z, v))
+                    if not variants:
+                        continue
+                    per_bound = len(variants) * len(ext.opts) * len(dpos)
+                    """Plans under one pipeline bound: every ZeRO variant, optimizer offload, DP overlap."""
                     for mb in mbs:
-                        problem = batch_problem(gb, mb, dp)
+                        problem = split_problem(mb, dp)
                         if problem:
-                            reject(problem, leaves(tp, pp, dp, [mb], [ep]))
+                            reject(problem, leaves(tp, pp, dp, [mb], [ep], cp))
                             continue
                         m = gb // (mb * dp)
                         for sp in sps_of(tp):
+                            tpos = ext.tp_overlaps(tp, sp)
                             for rc in recomputes:
-                                for zero in ok_zeros:
-                                    for sched, vpp in svs:
-                                        problem = (pp_problem(layers, pp, vpp, stages_of(sched, pp, vpp))
-                                                   or schedule_problem(sched, pp, m, vpp))
-                                        if problem:
-                                            reject(problem, 1)
-                                            continue
-                                        # the stage split: the fastest, else the first relief that fits
-                                        if pp > 1 and search_split:
-                                            splits = ev.split_candidates(tp, sp, mb, rc, pp, ep, cp, sched, vpp)
-                                        else:
-                                            splits = NO_SPLIT
-                                        for i, split in enumerate(splits):
-                                            point = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp,
-                                                              split=split)
-                                            first, last = ev.memory(point)
-                                            peak = max(first.total, last.total)
-                                            # relief moves a block or two: it cannot close a wide gap
-                                            if peak <= budget or (i == 0 and peak > RELIEF_REACH * budget):
-                                                break
-                                        if peak > budget:
-                                            reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
-                                                           f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > "
-                                                           f"{budget / 1e9:.1f} GB"), 1, peak)
-                                            if closest is None or peak < closest[0]:
-                                                closest = (peak, point)
-                                            continue
-                                        if len(heap) == top_k and ev.step_lower_bound_s(point) >= -heap[0][0]:
-                                            bounded += 1  # cannot enter the top-k: skip pricing DP
-                                            continue
-                                        e = ev.evaluate(point)
-                                        evaluated += 1
-                                        tie += 1
-                                        item = (-e.step.step_time_s, -peak, tie, point)
-                                        if len(heap) < top_k:
-                                            heapq.heappush(heap, item)
-                                        elif item > heap[0]:
-                                            heapq.heapreplace(heap, item)
+                                acts = ext.activation_offloads(rc)
+                                for sched, vpp in svs:
+                                    problem = (pp_problem(layers, pp, vpp, stages_of(sched, pp, vpp))
+                                               or schedule_problem(sched, pp, m, vpp))
+                                    if problem:
+                                        reject(problem, len(orders) * len(tpos) * len(acts) * per_bound)
+                                        continue
+                                    if not tpos or not acts:
+                                        continue  # the asked TP overlap cannot run here (no SP): no plan
+                                    cls = (tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp)
+                                    floor = ev.compute_floor_s(cls) if use_bound else 0.0
+                                    under = len(orders) * len(tpos) * len(acts) * per_bound
+                                    waiting += under
+                                    frontier.append((floor, len(frontier), False, cls, orders, tpos, acts, variants,
+                                                     dpos, under, m, NO_SPLIT))
+    # best first over the classic points: keyed first by a compute floor, refined to the pipeline
+    # floor when popped; once the smallest key left cannot enter the top-k, nothing left can
+    heapq.heapify(frontier)
+    while frontier:
+        entry = heapq.heappop(frontier)
+        floor, seq, refined, cls, orders, tpos, acts, variants, dpos, under, m, splits = entry
+        if len(heap) == top_k and floor >= -heap[0][0]:
+            bounded += waiting
+            break
+        if not refined:
+            # the stage split: the fastest, else the first relief that fits (`fits`); the compute
+            # floor holds for every split (some rank runs >= layers / pp blocks), so splits are
+            # found only for points the search reaches
+            tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
+            splits = ev.split_candidates(tp, sp, mb, rc, pp, ep, cp, sched, vpp) if pp > 1 and search_split else NO_SPLIT
+            heapq.heappush(frontier, (ev.pipeline_floor_s(cls, tpos, orders, splits) if use_bound else 0.0, seq,
+                                      True, *entry[3:11], splits))
+            continue
+        waiting -= under
+        tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
+        per_bound = under // (len(orders) * len(tpos) * len(acts))
+        fitted: dict[tuple, tuple] = {}
+        offloads = len(acts) * len(ext.opts)
+        offload_pairs = [(act, opt) for act in acts for opt in ext.opts]
+        for order in orders:
+            for tpo in tpos:
+                # the pipeline without offload: no ZeRO, offload or DP choice makes a step shorter
+                base = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, 0, ep, cp, tp_overlap=tpo, rank_order=order,
+                                 split=splits[0])
+                # a relief split is priced only when the fastest misfits: the bound covers every split
+                lb = min(ev.step_lower_bound_s(base._replace(split=x)) for x in splits) if use_bound else -1.0
+                if len(heap) == top_k and lb >= -heap[0][0]:
+                    bounded += per_bound * len(acts)
+                    continue
+                ctx = ev.context(base)
+                for zero, (shard, zpp) in variants:
+                    keys = [(zero, shard, zpp, opt, act, order if zpp else None) for act in acts for opt in ext.opts]
+                    fast_on = None
+                    for dpo in dpos:
+                        worst = -heap[0][0] if len(heap) == top_k else math.inf
+                        if lb >= worst or (fast_on is not None and fast_on >= worst):
+                            bounded += offloads  # the pipeline alone, or the same plans with DP overlap on
+                            continue
+                        # memory is shared by the TP-overlap, DP-overlap and order variants: known misfits
+                        # are rejected at once (their example was kept when first found), the rest are
+                        # timed first and their memory priced only when they are fast enough for the top-k
+                        known = [fitted.get(k) for k in keys]
+                        if all(f is not None and f[0] is not None for f in known):
+                            for f in known:
+                                rejected[f[0].reason.value] += 1
+                            continue
+                        leaf = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, True,
+                                         "default", shard, tpo, dpo, "none", False, order, zpp, split=splits[0])
+                        times = ev.variant_times_s(ctx, leaf, acts, ext.opts)
+                        fastest = min(times)
+                        if dpo and use_bound:
+                            fast_on = fastest
+                        if fastest >= worst:
+                            evaluated += offloads  # timed; too slow for the top-k, memory never priced
+                            continue
+                        for (act, opt), t, fkey, fit in zip(offload_pairs, times, keys, known):
+                            if len(heap) == top_k and t >= -heap[0][0]:
+                                evaluated += 1
+                                continue
+                            if fit is not None and fit[0] is not None:
+                                rejected[fit[0].reason.value] += 1
+                                continue
+                            point = leaf._replace(offload_optimizer=opt, offload_activations=act)
+                            if fit is None:
+                                fit = fitted[fkey] = fits(point, m, splits)
+                                if fit[0] is not None:
+                                    reject(fit[0], 1, fit[1])
+                                    if fit[1] and (closest is None or fit[1] < closest[0]):
+                                        closest = (fit[1], point)
+                                    continue
+                            if fit[2] != point.split:  # the fastest split misfits, a relief split fits: its time
+                                point = point._replace(split=fit[2])
+                                t = ev.step_time_s(point)
+                                if len(heap) == top_k and t >= -heap[0][0]:
+                                    evaluated += 1
+                                    continue
+                            evaluated += 1
+                            tie += 1
+                            item = (-t, -fit[1], tie, point)
+                            if len(heap) < top_k:
+                                heapq.heappush(heap, item)
+                            elif item > heap[0]:
+                                heapq.heapreplace(heap, item)
     if not heap:
         raise PlanInfeasible(nearest_blocker(ev, n, rejected, examples, closest, space.memory_headroom, space))
     best = []
@@ -250,6 +404,9 @@ def search_transformer_plans(
         first_layers, last_layers = point.split if point.split is not None else (None, None)
         plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
                     sequence_parallel=sp, recompute=rc, zero=zero, ep=ep, cp=cp,
+                    fsdp_shard_size=point.fsdp_shard_size, tp_overlap=point.tp_overlap, dp_overlap=point.dp_overlap,
+                    offload_optimizer=point.offload_optimizer, offload_activations=point.offload_activations,
+                    rank_order=point.rank_order, zeropp=point.zeropp,
                     first_stage_layers=first_layers, last_stage_layers=last_layers)
         e = ev.evaluate(point)
         best.append(to_estimate(ev, e, plan, space.memory_headroom))

@@ -23,9 +23,11 @@ modelled: the vocabulary is split as ceil(vocab / tp) rows per rank.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
+from modelplan.count.blocks import Block, block_of, mtp_block, norm_params
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.stages import rank_units
 from modelplan.specs.plan import Plan
@@ -33,13 +35,13 @@ from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
 
-class UnitShard(BaseModel):
-    """One communication unit as one rank holds it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class UnitShard(NamedTuple):
+    """One communication unit as one rank holds it (a tuple, not a validated model: the planner's
+    cache builders make thousands; every field is derived here from a validated spec)."""
 
     unit: str
-    """`embedding/word`, `embedding/extra`, `layers/<i>`, `layers/<i>/experts` or `head`."""
+    """`embedding/word`, `embedding/extra`, `layers/<i>`, `layers/<i>/experts`, `head`, `mtp/<k>`
+    or `mtp/<k>/experts`."""
     numel: int
     """Local parameter elements (after the tp/ep split)."""
     partial_over_tp: int
@@ -70,30 +72,84 @@ def _split(n: int, parts: int) -> int:
 
 
 def _norm(spec: TransformerSpec) -> int:
-    return spec.hidden * (2 if spec.norm_bias else 1)
+    return norm_params(spec, spec.hidden)
 
 
-def _mlp(spec: TransformerSpec, ffn: int, tp: int, sp: bool) -> tuple[int, int]:
+def _mlp(spec: TransformerSpec, ffn: int, tp: int, sp: bool, bias: bool | None = None) -> tuple[int, int]:
     """(local elements, partial-over-tp elements) of a column/row-parallel MLP of width ffn."""
-    h, f = spec.hidden, _split(ffn, tp)
+    h, f, bias = spec.hidden, _split(ffn, tp), spec.mlp_bias if bias is None else bias
     inputs = 2 if spec.gated_mlp else 1
-    numel = inputs * (h * f + (f if spec.mlp_bias else 0)) + f * h + (h if spec.mlp_bias else 0)
-    return numel, (h if spec.mlp_bias and sp else 0)
+    numel = inputs * (h * f + (f if bias else 0)) + f * h + (h if bias else 0)
+    return numel, (h if bias and sp else 0)
 
 
-def _block(spec: TransformerSpec, i: int, tp: int, sp: bool) -> tuple[int, int]:
-    """(local elements, partial elements) of block i without its routed experts."""
-    h, d = spec.hidden, spec.dim_head
-    q, kv = _split(spec.heads, tp) * d, _split(spec.num_kv_heads, tp) * d
+def _qk_norms(spec: TransformerSpec, tp: int) -> tuple[int, int]:
+    """q/k norm weights: split with the heads (all-heads scope, one per head), or one head_dim
+    vector the heads share (replicated; its gradient is partial over tp)."""
+    if not spec.qk_norm or spec.qk_norm_weight == "none" or not spec.norm_affine:
+        return 0, 0
+    per = 2 if spec.norm_bias else 1
+    if spec.qk_norm_scope == "head" and spec.qk_norm_weight == "shared":
+        n = 2 * per * spec.dim_head
+        return n, (n if tp > 1 else 0)
+    return per * spec.dim_head * (_split(spec.heads, tp) + _split(spec.num_kv_heads, tp)), 0
+
+
+def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
+    """(local, partial) of a block's attention: q/k/v column-parallel, out row-parallel (its bias
+    replicated), sinks per head; MLA: heads split, latents and their norms replicated."""
+    h, heads = spec.hidden, _split(spec.heads, tp)
+    out_bias = h if spec.attn_out_bias else 0
+    if spec.mla is not None:
+        mla = spec.mla
+        kv_a = mla.kv_lora_rank + mla.qk_rope_head_dim
+        replicated = h * kv_a + (kv_a if spec.qkv_bias else 0) + mla.kv_lora_rank
+        split = heads * mla.kv_lora_rank * (mla.qk_nope_head_dim + mla.v_head_dim) + heads * mla.v_head_dim * h
+        if mla.q_lora_rank is None:
+            split += h * heads * mla.qk_head_dim
+        else:
+            r = mla.q_lora_rank
+            replicated += h * r + (r if spec.qkv_bias else 0) + r
+            split += r * heads * mla.qk_head_dim
+        return replicated + split + out_bias, (replicated if tp > 1 else 0) + (out_bias if sp else 0)
+    d = spec.dim_head
+    q, kv = heads * d, _split(spec.num_kv_heads, tp) * d
+    norms, norms_partial = _qk_norms(spec, tp)
+    numel = h * (q + 2 * kv) + (q + 2 * kv if spec.qkv_bias else 0) + q * h + out_bias + norms
+    numel += heads if spec.attention_sinks else 0
+    return numel, norms_partial + (out_bias if sp else 0)
+
+
+def _mamba(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
+    """(local, partial) of a Mamba mixer with its d_inner channels split over tp (Megatron-core's
+    Mamba mixer: in_proj, conv, dt_proj, A_log, D split by channel; x_proj and out_proj split by
+    their input channels, out_proj's bias replicated; Jamba's dt/B/C norms replicated after the
+    AllReduce of x_proj's output, so their gradients are whole on every rank)."""
+    ssm, h = spec.ssm, spec.hidden
+    d, n, r = _split(ssm.inner, tp), ssm.state_size, ssm.dt_rank
+    numel = h * 2 * d + (2 * d if ssm.proj_bias else 0)  # in_proj: x and z
+    numel += d * ssm.conv_kernel + (d if ssm.conv_bias else 0)  # depthwise conv
+    numel += d * (r + 2 * n) + r * d + d + d * n + d  # x_proj, dt_proj (+ bias), A_log, D
+    out_bias = h if ssm.proj_bias else 0
+    norms = r + 2 * n if ssm.bc_dt_norm else 0
+    numel += d * h + out_bias + norms
+    return numel, out_bias if sp else 0
+
+
+def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int, int]:
+    """(local elements, partial elements) of one block of kind `block` without its routed experts."""
+    h = spec.hidden
     norms = _norm(spec) * spec.num_norms_per_layer
-    numel = norms + h * (q + 2 * kv) + (q + 2 * kv if spec.qkv_bias else 0) + q * h
-    numel += h if spec.attn_out_bias else 0
-    partial = (norms + (h if spec.attn_out_bias else 0)) if sp else 0
-    if not spec.is_moe_layer(i):
+    numel, partial = _mamba(spec, tp, sp) if block.mixer == "mamba" else _attention(spec, tp, sp)
+    numel, partial = numel + norms, partial + (norms if sp else 0)
+    if not block.mlp:
+        return numel, partial
+    if not block.moe:
         n, p = _mlp(spec, spec.ffn_hidden, tp, sp)
         return numel + n, partial + p
     moe = spec.moe
     router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
+    router += h if moe.shared_expert_gate else 0  # Qwen2-MoE's gate: replicated like the router
     numel += router
     partial += router if tp > 1 else 0  # the router's gradient is a partial sum over tp
     if moe.shared_experts:
@@ -105,9 +161,18 @@ def _block(spec: TransformerSpec, i: int, tp: int, sp: bool) -> tuple[int, int]:
 def _experts(spec: TransformerSpec, tp: int, ep: int) -> int:
     """Local elements of one layer's routed experts (the out bias is replicated over tp)."""
     h, f = spec.hidden, _split(spec.moe.expert_ffn_hidden, tp)
+    bias = spec.mlp_bias if spec.moe.expert_bias is None else spec.moe.expert_bias
     inputs = 2 if spec.gated_mlp else 1
-    one = inputs * (h * f + (f if spec.mlp_bias else 0)) + f * h + (h if spec.mlp_bias else 0)
+    one = inputs * (h * f + (f if bias else 0)) + f * h + (h if bias else 0)
     return _split(spec.moe.num_experts, ep) * one
+
+
+def _mtp(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
+    """(local, partial) of one MTP module without its routed experts: embedding and hidden norms,
+    the replicated projection (2h, h), its block and head norm (DeepSeek-V3 sec. 2.2)."""
+    n, p = _block(spec, mtp_block(spec), tp, sp)
+    own = 3 * _norm(spec) + 2 * spec.hidden * spec.hidden
+    return n + own, p + (own if sp else 0)
 
 
 def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
@@ -122,11 +187,19 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     extra = (spec.max_positions * h if spec.position == "learned" else 0) + spec.type_vocab * h
     extra += _norm(spec) if spec.embedding_norm else 0
     sizes["embedding/extra"] = (extra, extra if sp else 0, dp)
+    blocks: dict = {}
+    experts = _experts(spec, etp, plan.ep) if spec.moe is not None else 0
     for i in range(spec.layers):
-        n, p = _block(spec, i, tp, sp)
-        sizes[f"layers/{i}"] = (n, p, dp)
+        block = block_of(spec, i)
+        if block not in blocks:  # alike blocks are the same size
+            blocks[block] = _block(spec, block, tp, sp)
+        sizes[f"layers/{i}"] = (*blocks[block], dp)
         if spec.is_moe_layer(i):
-            sizes[f"layers/{i}/experts"] = (_experts(spec, etp, plan.ep), 0, expert_group)
+            sizes[f"layers/{i}/experts"] = (experts, 0, expert_group)
+    for k in range(spec.mtp_layers):
+        sizes[f"mtp/{k}"] = (*_mtp(spec, tp, sp), dp)
+        if spec.moe is not None:
+            sizes[f"mtp/{k}/experts"] = (experts, 0, expert_group)
     norm = _norm(spec) if spec.final_norm else 0
     head = norm + (0 if spec.tied_embeddings else h * _split(spec.vocab, tp))
     head += _split(spec.vocab, tp) if spec.lm_head_bias else 0

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from modelplan.specs.base import Spec
-from modelplan.specs.plan import Schedule
+from modelplan.specs.plan import Schedule, TpOverlap
 from modelplan.specs.training import Recompute
 
 __all__ = ["LONG_SEQUENCE", "IntChoice", "IntRange", "SearchSpace", "divisors"]
@@ -54,6 +54,23 @@ class SearchSpace(Spec):
     allow_tp_across_nodes: bool = False
     memory_headroom: float = Field(0.0, ge=0, lt=1)
     """Fraction of accelerator memory kept free."""
+    tp_overlap: list[TpOverlap] | None = None
+    """TP comm overlap modes (`plan/search_ext.py`); default: the engine's (none, ring, userbuffers)."""
+    dp_overlap: list[bool] | None = None
+    """DP overlap on / off; default both."""
+    offload_optimizer: list[Literal["none", "cpu", "nvme"]] | None = None
+    """Optimizer offload; default none and what the cluster's host offers."""
+    offload_activations: list[bool] | None = None
+    """Activation offload; default off and, with a host, on."""
+    fsdp_shard_size: list[int] | None = None
+    """HSDP shard groups (zero >= 2); default 1, 2 and 4 nodes' data-parallel ranks."""
+    zeropp: list[bool] | None = None
+    """ZeRO++ on ZeRO-3; default both."""
+    rank_order: list[str] | None = None
+    """Rank orders (`plan/placement.py`); default the engine orders that place differently."""
+    batch_splits: list[int] | None = None
+    """Other global batches every plan must also split into dp x micro_batch (a ramp-up's start
+    and increment, as Megatron's ramp-up calculator requires)."""
     search_split: bool = True
     """Search the first / last stage's blocks (`Evaluator.split_candidates`); False: the default
     split of `plan.stages.split_layers`."""

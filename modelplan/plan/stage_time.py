@@ -6,6 +6,7 @@ the head + loss on the last (`compose_stages`); the slowest rank is the critical
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -126,12 +127,13 @@ def compose_stages(blocks: list[RankBlocks], dense: BlockTerms, moe: BlockTerms 
 
     first, last = row(blocks[0]), row(blocks[-1])
     middle = blocks[1:-1]
-    mids = {kind: row(kind) for kind in set(middle)}
+    kinds = Counter(middle)  # middle ranks that run the same are priced once
+    mids = {kind: row(kind) for kind in kinds}
     crit, c = (0, first) if first[0] >= last[0] else (pp - 1, last)
     mid_max = max((r[0] for r in mids.values()), default=0.0)
     if mids and mid_max > c[0]:
         crit = 1 + next(i for i, kind in enumerate(middle) if mids[kind][0] == mid_max)
         c = mids[middle[crit - 1]]
-    mid_mean = sum(mids[kind][0] for kind in middle) / len(middle) if middle else 0.0
+    mid_mean = sum(n * mids[kind][0] for kind, n in kinds.items()) / len(middle) if middle else 0.0
     return StageTerms(first[0], last[0], mid_mean, c[1], c[2], c[4], c[5], c[6], crit == 0, c[7],
                       mid_max, crit, c[3], c[8], c[9])

@@ -13,6 +13,8 @@ without its routed experts), `layers/<i>/experts` and `head` (final norm, output
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 from typing import NamedTuple
 
 from modelplan.comm.regions import Region
@@ -72,16 +74,23 @@ def stage_layers(layers: int, num_stages: int, stage: int, split: Split | None =
 def stage_units(spec: TransformerSpec, num_stages: int, split: Split | None = None) -> list[list[str]]:
     """Units of each virtual stage in forward order (units without parameters included).
 
-    With tied embeddings and more than one stage the last stage holds its own copy of
-    `embedding/word` (Megatron keeps the word embedding on the first and last stage and
-    all-reduces its gradient between them)."""
+    With tied embeddings, or multi-token prediction modules (which look tokens up), and more than
+    one stage the last stage holds its own copy of `embedding/word` (Megatron keeps the word
+    embedding on the first and last stage and all-reduces its gradient between them)."""
     out = []
+    counts = split_layers(spec.layers, num_stages, split)
+    start = 0
     for v in range(num_stages):
         units = ["embedding/word", "embedding/extra"] if v == 0 else []
-        for i in stage_layers(spec.layers, num_stages, v, split):
+        first, start = start, start + counts[v]
+        for i in range(first, start):  # stage_layers(spec.layers, num_stages, v, split)
             units += [f"layers/{i}"] + ([f"layers/{i}/experts"] if spec.is_moe_layer(i) else [])
         if v == num_stages - 1:
-            units += ["head"] + (["embedding/word"] if spec.tied_embeddings and num_stages > 1 else [])
+            units += ["head"]
+            for k in range(spec.mtp_layers):  # MTP modules run on the last stage (Megatron-core)
+                units += [f"mtp/{k}"] + ([f"mtp/{k}/experts"] if spec.moe is not None else [])
+            shares_embedding = spec.tied_embeddings or spec.mtp_layers > 0
+            units += ["embedding/word"] if shares_embedding and num_stages > 1 else []
         out.append(units)
     return out
 
@@ -114,7 +123,7 @@ def rank_blocks(spec: TransformerSpec, layout: StageLayout, shares, split: Split
     """Per pipeline rank, the (dense, MoE) blocks it holds and those a micro-batch runs on it,
     from the layout and each chunk's share of the micro-batches (`pipeline.profile.chunk_shares`)."""
     counts = split_layers(spec.layers, layout.num_stages, split)
-    starts = [sum(counts[:s]) for s in range(layout.num_stages)]
+    starts = [0, *accumulate(counts)][:-1]
     last = layout.num_stages - 1
     moe_layer = [spec.is_moe_layer(i) for i in range(spec.layers)] if spec.moe is not None else None
     out = []

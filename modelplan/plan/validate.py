@@ -13,6 +13,8 @@ and the search uses the same functions to count why it rejected plans. Conventio
 from __future__ import annotations
 
 from modelplan.errors import SpecError
+from modelplan.plan.block_kernels import PRICED
+from modelplan.plan.block_mix import block_kinds
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.stages import split_layers
@@ -227,10 +229,14 @@ def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128,
             f"around the cp ring (send/recv, overlapped with the attention core); gradients reduced over "
             f"dp*cp = {plan.dp * plan.cp}; planned only: `modelplan verify` does not execute context "
             "parallelism")
-    features = architecture_features(spec)
+    features = [f for f in architecture_features(spec) if f not in PRICED]
     if features:  # the kernels and shards are the baseline block's: say what that leaves out
         notes.append(f"step time and per-GPU parameters are priced as baseline blocks: {', '.join(features)} "
                      "not modelled by the planner yet (FLOPs and activation memory are counted)")
+    mixed = [moe for moe in (False, True) if len(block_kinds(spec, moe)) > 1]
+    if mixed and plan.pp > 1:
+        notes.append("block kinds (" + ", ".join(sorted({b.mixer for m in mixed for b, _ in block_kinds(spec, m)}))
+                     + ") priced at the model's mix on every stage (`plan/block_mix.py`)")
     return notes
 
 

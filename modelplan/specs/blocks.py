@@ -50,10 +50,20 @@ class MoESpec(Spec):
     router_score_correction: bool = False
     """Auxiliary-loss-free balancing: a per-expert bias added to the scores for selection only
     (DeepSeek-V3 e_score_correction_bias, a buffer: no parameter)."""
+    router_groups: int = Field(1, gt=0)
+    """Expert groups of group-limited routing (DeepSeek n_group with topk_method
+    group_limited_greedy or noaux_tc): a token picks its experts from the router_group_top_k best
+    groups only (a group scored by its best expert, or with router_score_correction by the sum of
+    its best two). 1: no groups."""
+    router_group_top_k: int = Field(1, gt=0)
+    """Groups a token may pick experts from (DeepSeek topk_group)."""
     routed_scaling: float = Field(1.0, gt=0)
     """Factor on the routed experts' output (DeepSeek routed_scaling_factor)."""
     capacity_factor: float | None = Field(None, gt=0)
     """Token capacity factor for expert buffers (None: dropless)."""
+    weights_on_input: bool = False
+    """The routing weight scales each expert's input instead of its output (Llama 4:
+    routed_in = hidden * sigmoid(logit))."""
     shared_expert_gate: bool = False
     """A sigmoid gate (h x 1 linear, no bias) scaling the shared experts' output (Qwen2-MoE)."""
 
@@ -65,6 +75,14 @@ class MoESpec(Spec):
             )
         if self.shared_expert_gate and self.shared_experts == 0:
             raise ValueError("moe.shared_expert_gate needs moe.shared_experts > 0 (got 0)")
+        if self.num_experts % self.router_groups:
+            raise ValueError(f"moe.router_groups ({self.router_groups}) must divide moe.num_experts ({self.num_experts})")
+        if self.router_group_top_k > self.router_groups:
+            raise ValueError(f"moe.router_group_top_k ({self.router_group_top_k}) must not exceed "
+                             f"moe.router_groups ({self.router_groups})")
+        if self.router_groups > 1 and self.router_group_top_k * (self.num_experts // self.router_groups) < self.top_k:
+            raise ValueError(f"moe.router_group_top_k ({self.router_group_top_k}) groups of "
+                             f"{self.num_experts // self.router_groups} experts hold fewer than moe.top_k ({self.top_k})")
         if self.layers is not None and any(i < 0 for i in self.layers):
             raise ValueError(f"moe.layers ({self.layers}) must be 0-based block indices")
         return self

@@ -104,6 +104,17 @@ class EngineProfile(Spec):
     reshard_after_forward_pp: bool
     """The same under pipeline parallelism (torchtitan: False, 'to avoid per-microbatch
     all-gathers'; the stage's parameters stay gathered across micro-batches)."""
+    fp8_tp_gather_recipes: tuple[str, ...] = ()
+    """fp8 recipes under which the sequence-parallel AllGathers move the 1-byte fp8 casts instead
+    of 16-bit activations (torchtitan: tensorwise only, parallelize_llama.py
+    enable_float8_tensorwise_tp -> torchao Float8ColwiseParallel casts before the forward gather,
+    Float8RowwiseParallel casts the output gradient before the backward gather); the
+    ReduceScatters stay 16-bit."""
+    sp_saves_gathered_inputs: bool = False
+    """Under sequence parallelism the column-parallel linears keep their all-gathered, full-sequence
+    input for the weight gradient (PyTorch DTensor SP: PrepareModuleInput Shard(1) -> Replicate,
+    then nn.Linear saves it; torchtitan parallelize_llama.py apply_tp) instead of the 1/tp shard
+    re-gathered in backward (Megatron-LM, Korthikanti et al. 2022 sec. 4.2.2)."""
     tp_comm_overlap: bool = False
     """Tensor-parallel collectives overlapped with the GEMMs by default (TE userbuffers / async
     TP); off unless the run turns it on in every engine profiled here."""

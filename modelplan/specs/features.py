@@ -30,6 +30,8 @@ def _moe_features(spec: "TransformerSpec") -> list[str]:
         "moe.norm_topk_prob=false": moe.router == "softmax" and not moe.norm_topk_prob,
         "moe.router_score_correction": moe.router_score_correction,
         "moe.routed_scaling": moe.routed_scaling != 1.0,
+        "moe.router_groups": moe.router_groups > 1,
+        "moe.weights_on_input": moe.weights_on_input,
         "moe.shared_expert_gate": moe.shared_expert_gate,
         "moe.expert_bias": moe.expert_bias is not None and moe.expert_bias != spec.mlp_bias,
     }
@@ -38,7 +40,7 @@ def _moe_features(spec: "TransformerSpec") -> list[str]:
 
 def architecture_features(spec: "TransformerSpec") -> list[str]:
     """Names of every non-baseline feature `spec` uses, in spec order."""
-    default_scale = spec.dim_head ** -0.5
+    default_scale = (spec.mla.qk_head_dim if spec.mla is not None else spec.dim_head) ** -0.5
     checks = {
         "arch=encoder_decoder": spec.arch == "encoder_decoder",
         "qk_norm": spec.qk_norm,
@@ -48,6 +50,7 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "attention_scale": spec.attention_scale is not None and abs(spec.attention_scale - default_scale) > 1e-12,
         "qkv_clip": spec.qkv_clip is not None,
         "rotary_fraction": spec.position == "rotary" and spec.rotary_fraction != 1.0,
+        "nope_full_attention": spec.nope_full_attention,
         "mla": spec.mla is not None,
         "mlp=false": not spec.mlp,
         f"position={spec.position}": spec.position in ("alibi", "relative"),

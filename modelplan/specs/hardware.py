@@ -36,6 +36,9 @@ class Accelerator(Spec):
     """HBM bandwidth in TB/s."""
     matmul_efficiency: float = Field(0.8, gt=0, le=1)
     """Best achievable fraction of peak on large GEMMs (measured MAMF / peak)."""
+    sm_count: int | None = Field(None, gt=0)
+    """Streaming multiprocessors (AMD: compute units); what a collective running on some of them
+    takes from the GEMMs beside it (`modelplan.comm.tp_overlap`). None: unknown."""
     sustained_clock_fraction: float = Field(1.0, gt=0, le=1)
     """Tensor-core throughput a whole training step keeps relative to the A100 the cost model's
     `sustained_fraction` was fitted on (Narayanan et al. 2021): < 1 where the part's clocks drop
@@ -170,6 +173,51 @@ class CollectiveFit(Spec):
     """Where the measurement comes from (tool, date, message sizes)."""
 
 
+class Fabric(Spec):
+    """The scale-out network above the NICs: how nodes reach each other beyond one switch."""
+
+    kind: Literal["fat_tree", "rail_optimized"] = "fat_tree"
+    """'fat_tree': all NICs of a node go to one leaf (top of rack); 'rail_optimized': NIC i of
+    every node goes to leaf i (the rail), so GPU i of `leaf_nodes` nodes is one hop from GPU i of
+    the others (DGX SuperPOD scalable units). NCCL's rings and trees use NIC i for GPU i's
+    channel and PXN moves cross-rail traffic over NVLink first, so collectives stay on the rail."""
+    leaf_nodes: int | None = Field(None, gt=0)
+    """Nodes one leaf joins at the full NIC rate (rail_optimized: the nodes of one rail group /
+    scalable unit); None: the whole fabric is non-blocking."""
+    oversubscription: float = Field(1.0, ge=1)
+    """Leaf down-link to up-link bandwidth ratio (1.0: non-blocking, 2.0: 2:1); traffic leaving a
+    leaf shares its up-links (`modelplan.comm.fabric`)."""
+    source: str = ""
+    """Where the topology comes from."""
+
+
+class Host(Spec):
+    """What each node offers beside its accelerators: CPU memory, its bandwidth, PCIe and NVMe."""
+
+    memory_gb: float = Field(gt=0)
+    """CPU DRAM per node in GB (1e9 bytes)."""
+    memory_bw_gbps: float = Field(gt=0)
+    """Peak DRAM bandwidth per node in GB/s (channels x transfer rate x 8 bytes, all sockets)."""
+    memory_bw_efficiency: float = Field(0.7, gt=0, le=1)
+    """Fraction of the peak a streaming kernel (CPU Adam) sustains (STREAM triad on server CPUs
+    reaches 0.6-0.8 of peak; an estimate)."""
+    pcie_gbps: float = Field(gt=0)
+    """GPU-to-host link per GPU per direction in GB/s (PCIe Gen4 x16 ~31.5, Gen5 x16 ~63)."""
+    pcie_efficiency: float = Field(0.8, gt=0, le=1)
+    """Fraction of pcie_gbps pinned-memory copies achieve (cudaMemcpy over Gen4 x16: ~25 of 31.5)."""
+    gpus_per_pcie_uplink: int = Field(1, gt=0)
+    """GPUs behind one PCIe switch uplink to the CPU (DGX: 2), which share its bandwidth when all
+    copy at once."""
+    nvme_read_gbps: float | None = Field(None, gt=0)
+    """Local NVMe read bandwidth per node in GB/s (ZeRO-Infinity offload); None: no NVMe offload."""
+    nvme_write_gbps: float | None = Field(None, gt=0)
+    """Local NVMe write bandwidth per node in GB/s; None: nvme_read_gbps."""
+    nvme_tb: float | None = Field(None, gt=0)
+    """Local NVMe capacity per node in TB (1e12 bytes)."""
+    source: str = ""
+    """Where the figures come from."""
+
+
 class Cluster(Spec):
     """Nodes of identical accelerators: a fast intra-node link and a slower network between nodes."""
 
@@ -188,6 +236,10 @@ class Cluster(Spec):
     call_latency_us: float = Field(0.0, ge=0)
     """Fixed start-up of one collective call in microseconds, paid once per call (NCCL's
     per-algorithm base latency)."""
+    fabric: Fabric = Fabric()
+    """The scale-out topology (default: non-blocking)."""
+    host: Host | None = None
+    """CPU memory, PCIe and NVMe per node, for offload; None: not stated (no offload searched)."""
     collective_fits: tuple[CollectiveFit, ...] = ()
     """Measured overrides per collective and scope (from `modelplan calibrate`), else empty."""
     price_per_gpu_hour_usd: float | None = Field(None, gt=0)

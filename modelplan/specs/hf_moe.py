@@ -110,12 +110,15 @@ def _deepseek(c: HFConfig, v3: bool) -> dict:
     # DeepseekV2/V3MLP(intermediate_size = moe_intermediate_size * n_shared_experts): the shared
     # experts are one MLP of the summed width (one down_proj bias with mlp_bias)
     shared = c.integer("n_shared_experts", 1 if v3 else 2) or 0
+    method = c.text("topk_method", "noaux_tc" if v3 else "greedy")
+    groups = c.integer("n_group", 8 if v3 else 1) if method in ("group_limited_greedy", "noaux_tc") else 1
     moe = _experts(
         c, "n_routed_experts", 256 if v3 else 64, 8, "moe_intermediate_size",
+        router_groups=groups, router_group_top_k=c.integer("topk_group", 4 if v3 else 1) if groups > 1 else 1,
         shared_experts=1 if shared else 0, first_dense_layers=first,
         shared_expert_ffn_hidden=shared * c.size("moe_intermediate_size") if shared else None, router=scoring, expert_bias=False,
         norm_topk_prob=c.flag("norm_topk_prob", v3),
-        router_score_correction=c.text("topk_method", "noaux_tc" if v3 else "greedy") == "noaux_tc",
+        router_score_correction=method == "noaux_tc",
         routed_scaling=c.number("routed_scaling_factor", 2.5 if v3 else 1.0),
     )
     return llama(c, kv_heads=None, head_dim=None, mla=mla, moe=moe,
@@ -154,11 +157,13 @@ def _llama4_text(c: HFConfig) -> dict:
         moe_layers = list(range(step - 1, layers, step)) if step >= 1 else []
     ffn = c.size("intermediate_size")
     moe = _experts(c, "num_local_experts", 16, 1, "intermediate_size", shared_experts=1,
-                   shared_expert_ffn_hidden=ffn, router="sigmoid", **moe_placement(layers, moe_layers))
+                   shared_expert_ffn_hidden=ffn, router="sigmoid", norm_topk_prob=False, weights_on_input=True,
+                   **moe_placement(layers, moe_layers))
     return llama(
         c, head_dim=c.integer("head_dim", 128), ffn_hidden=c.integer("intermediate_size_mlp", 16384),
         norm_eps=c.number("rms_norm_eps", 1e-5), qk_norm=c.flag("use_qk_norm", True), qk_norm_weight="none",
         attention_chunk=chunk, layer_types=layer_types(c, layers, default), moe=moe,
+        nope_full_attention=chunk is not None and any(not uses for uses in rope),
     )
 
 

@@ -103,7 +103,7 @@ def _jamba(c: HFConfig) -> dict:
     experts = c.integer("num_experts", 16)
     moe = None
     if experts > 1:  # JambaSparseMoeBlock where layers_num_experts > 1, else JambaMLP
-        moe = dict(num_experts=experts, top_k=c.integer("num_experts_per_tok", 2),
+        moe = dict(num_experts=experts, top_k=c.integer("num_experts_per_tok", 2), norm_topk_prob=False,  # JambaTopKRouter
                    expert_ffn_hidden=c.size("intermediate_size"),
                    **moe_placement(layers, [i for i in range(layers) if i % e_period == e_offset]))
     return llama(c, position="none", layer_types=types, ssm=_ssm(c, hidden, "mamba_", True), moe=moe)

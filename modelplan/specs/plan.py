@@ -14,6 +14,9 @@ from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
 
+TpOverlap = Literal["none", "ring", "userbuffers"]
+"""How TP collectives overlap the GEMMs (`modelplan.comm.tp_overlap`)."""
+
 
 class Schedule(StrEnum):
     """Pipeline schedules, the one place their names are spelled. Each has one module of the same
@@ -81,6 +84,29 @@ class Plan(Spec):
     etp: int | None = Field(None, gt=0)
     """Expert tensor-parallel size (Megatron-core `--expert-tensor-parallel-size`): experts split
     over etp ranks and the expert-parallel group folded over the tp x dp ranks; None: tp."""
+    tp_overlap: TpOverlap | None = None
+    """TP collectives overlapped with the GEMMs beside them (`modelplan.comm.tp_overlap`): 'ring'
+    (torchtitan async TP; TE ring_exchange everywhere), 'userbuffers' (Megatron --tp-comm-overlap
+    with Transformer Engine's default ring / pipelined / bulk map, 16 SMs taken by pipelined and
+    bulk collectives), 'none'; None: the engine's setting (`TrainingSpec.tp_comm_overlap`).
+    Needs sequence parallelism."""
+    dp_overlap: bool | None = None
+    """Data-parallel traffic overlapped with compute (Megatron --overlap-grad-reduce and
+    --overlap-param-gather, FSDP prefetch; the last gradient bucket and the first parameter
+    bucket stay exposed, `modelplan.comm.dp_overlap`); None: the cost model's setting."""
+    offload_optimizer: Literal["none", "cpu", "nvme"] = "none"
+    """ZeRO-Offload (cpu) / ZeRO-Infinity (nvme): fp32 master weights and optimizer states off the
+    GPU, the step on the host CPU (`modelplan.comm.offload`); needs the cluster's [host] table."""
+    offload_activations: bool = False
+    """Saved activations of all but two blocks of a stage moved to host memory after their
+    forward and back before their backward (Megatron-core --cpu-offloading)."""
+    rank_order: str = "tp-cp-dp-pp"
+    """Rank order, fastest axis first (Megatron-LM's order string; 'tp-cp-pp-dp' is Megatron's
+    --use-tp-pp-dp-mapping): which axes share a node's NVLink (`modelplan.plan.placement`)."""
+    zeropp: bool = False
+    """ZeRO++ (Wang et al. 2023) on ZeRO-3: int8 weight gathers (qwZ), a secondary weight shard
+    inside the node for the backward gather (hpZ), int4 gradient all-to-all (qgZ)
+    (`modelplan.comm.hierarchy`)."""
     first_stage_layers: int | None = Field(None, gt=0)
     """Blocks of the first virtual pipeline stage, the one that also runs the embedding
     (Megatron-LM `--decoder-first-pipeline-num-layers`); None: the planner's split
@@ -88,6 +114,7 @@ class Plan(Spec):
     last_stage_layers: int | None = Field(None, gt=0)
     """Blocks of the last virtual pipeline stage, the one that also runs the output layer and the
     loss (`--decoder-last-pipeline-num-layers`); None: the planner's split."""
+
     @model_validator(mode="after")
     def _check(self) -> "Plan":
         if self.vpp > 1 and self.schedule is not Schedule.INTERLEAVED:
@@ -103,6 +130,13 @@ class Plan(Spec):
                              f"({self.tp} * {self.dp} * {self.cp})")
         if self.fsdp_shard_size is not None and (self.dp * self.cp) % self.fsdp_shard_size:
             raise ValueError(f"fsdp_shard_size ({self.fsdp_shard_size}) must divide dp * cp ({self.dp} * {self.cp})")
+        if self.tp_overlap not in (None, "none") and not self.sequence_parallel:
+            raise ValueError(f"tp_overlap '{self.tp_overlap}' needs sequence_parallel (Megatron --tp-comm-overlap and "
+                             "async TP overlap its AllGather / ReduceScatter)")
+        if self.zeropp and self.zero != 3:
+            raise ValueError(f"zeropp needs zero 3 (got zero {self.zero})")
+        if sorted(self.rank_order.split("-")) != ["cp", "dp", "pp", "tp"]:
+            raise ValueError(f"rank_order '{self.rank_order}' must name each of tp, cp, dp, pp once (e.g. tp-cp-dp-pp)")
         return self
 
     @property

@@ -74,6 +74,9 @@ class TransformerSpec(Spec):
     """Factor on Q K^T; None means 1 / sqrt(head_dim) (Gemma query_pre_attn_scalar, Granite)."""
     qkv_clip: float | None = Field(None, gt=0)
     """Q, K, V clamped to [-clip, clip] (OLMo clip_qkv)."""
+    nope_full_attention: bool = False
+    """full_attention blocks have no position encoding (Llama 4: rotary on its chunked blocks
+    only, no_rope_layers); they have no q/k norm either (HF Llama 4: use_qk_norm and use_rope)."""
     rotary_fraction: float = Field(1.0, gt=0, le=1)
     """Share of each head's dims that rotary rotates (HF partial_rotary_factor)."""
     rope_theta: float | None = Field(None, gt=0)
@@ -156,6 +159,9 @@ class TransformerSpec(Spec):
     mtp_layers: int = Field(0, ge=0)
     """Multi-token prediction modules (DeepSeek-V3 sec. 2.2, num_nextn_predict_layers): each two
     norms, a Linear(2h, h), one block and a norm; embedding and output head shared."""
+    mtp_loss_weight: float = Field(0.1, gt=0)
+    """lambda of the training loss L_main + lambda / D * sum_k L_k over the D MTP modules
+    (DeepSeek-V3 sec. 2.2: 0.3, then 0.1; Megatron-core --mtp-loss-scaling-factor 0.1)."""
     vision: VisionSpec | None = None
     """A vision tower and projector (Gemma 3, Mistral 3); parameters only."""
     dropout: bool = False
@@ -245,6 +251,14 @@ class TransformerSpec(Spec):
         if self.layer_types is None:
             return "full_attention"
         return self.layer_types[index % len(self.layer_types)]
+
+    def rotary_in(self, mixer: str) -> bool:
+        """Whether blocks whose mixer is `mixer` rotate q and k (NoPE full-attention blocks do not)."""
+        return self.position == "rotary" and not (self.nope_full_attention and mixer == "full_attention")
+
+    def qk_norm_in(self, mixer: str) -> bool:
+        """Whether blocks whose mixer is `mixer` normalise q and k (Llama 4: its rotary blocks only)."""
+        return self.qk_norm and not (self.nope_full_attention and mixer == "full_attention")
 
     def is_moe_layer(self, index: int) -> bool:
         """Whether block `index` (0-based) has an MoE MLP."""

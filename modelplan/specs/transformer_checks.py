@@ -26,6 +26,9 @@ def _check_attention(spec: "TransformerSpec") -> None:
         raise ValueError(f"kv_heads ({kv}) must divide heads ({spec.heads})")
     if spec.mla is not None and spec.qk_norm:
         raise ValueError("qk_norm does not apply to mla (its latents have their own norms)")
+    if spec.nope_full_attention and spec.qk_norm and spec.qk_norm_weight != "none":
+        raise ValueError(f"qk_norm_weight ('{spec.qk_norm_weight}') with nope_full_attention: q/k norms sit on the "
+                         "rotary blocks only there, and only weight-free ones (Llama 4's L2 norm) are modelled")
     types = set(spec.layer_types or ())
     if "sliding_attention" in types and spec.sliding_window is None:
         raise ValueError("layer_types has sliding_attention but sliding_window is not set")

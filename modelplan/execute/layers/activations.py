@@ -7,7 +7,8 @@ from typing import Literal
 
 import numpy as np
 
-Activation = Literal["gelu", "relu", "silu", "gelu_tanh"]
+Activation = Literal["gelu", "relu", "silu", "gelu_tanh", "swiglu_clamp"]
+"""swiglu_clamp is gated only: its gate and clamp live in `layers/mlp.py`."""
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)

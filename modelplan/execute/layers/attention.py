@@ -1,34 +1,84 @@
-"""Multi-head / grouped-query self-attention with optional causal mask and rotary positions.
+"""Multi-head / grouped-query self-attention: projections, q/k norms, clipping, (partial) rotary
+positions, and the score core (scale, soft-cap, causal / sliding-window / chunked masks, sinks).
 
-Parameters (relative names): q|k|v|out /weight and /bias. Query heads are laid out head-major
-along the output columns (column j of q/weight belongs to head j // head_dim), so a contiguous
-column block is a contiguous group of heads: the split tensor parallelism uses. The output
-projection is returned *without* its bias; the caller adds it once (after the tensor-parallel
-reduce). Query head i reads key/value head i // (heads // kv_heads) (GQA, Ainslie et al. 2023).
+Parameters (relative names): q|k|v|out /weight and /bias, q_norm|k_norm /weight and /bias,
+sinks. Query heads are laid out head-major along the output columns (column j of q/weight
+belongs to head j // head_dim), so a contiguous column block is a contiguous group of heads: the
+split tensor parallelism uses. The output projection is returned *without* its bias; the caller
+adds it once (after the tensor-parallel reduce). Query head i reads key/value head
+i // (heads // kv_heads) (GQA, Ainslie et al. 2023).
+
+Order, as transformers' modules run it: q/k/v projections; a q/k norm over the whole projection
+(OLMo-2, OLMoE) or per head (Qwen3, Gemma 3, Cohere, Llama 4's weight-free L2 norm); clip to
+[-c, c] (OLMo clip_qkv); rotary on the first `rotary_dims` dims of each head (partial rotary:
+Phi, GLM-4); scores q k^T * scale; soft-cap c * tanh(scores / c) (Gemma 2); mask; softmax with
+a learned per-head sink logit in the denominator (gpt-oss); probabilities @ v.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Literal, Mapping
 
 import numpy as np
 
 from modelplan.execute.layers.linear import linear_backward, linear_forward
+from modelplan.execute.layers.norm import NormCache, NormKind, Reduce, norm_backward, norm_forward
 
 ROTARY_BASE = 10000.0  # RoFormer (Su et al. 2021) and Llama default theta
 
 
 @dataclass(frozen=True)
+class QKNorm:
+    """A norm on queries and keys before the scores."""
+
+    kind: NormKind
+    eps: float
+    scope: Literal["head", "all_heads"]
+    """head: over head_dim of each head; all_heads: over the whole projection (all heads)."""
+    weight: Literal["shared", "per_head", "none"]
+    """A head_dim weight for all heads, one per head, or none (per-head scope); all_heads: per feature."""
+    bias: bool
+    q_width: int
+    """Features of the whole q projection (all ranks' heads): the all_heads norm's width."""
+    kv_width: int
+
+
+@dataclass(frozen=True)
 class AttentionShape:
-    """Head counts of the heads this call computes (local to a tensor-parallel rank)."""
+    """Head counts of the heads this call computes (local to a tensor-parallel rank) and the
+    attention options (defaults: the baseline full-sequence softmax attention)."""
 
     heads: int
     kv_heads: int
     head_dim: int
     causal: bool
     rotary: bool
+    rotary_dims: int | None = None
+    """Leading dims of each head that rotary rotates (partial rotary); None: all of them."""
+    scale: float | None = None
+    """Factor on q k^T; None: 1 / sqrt(head_dim)."""
+    softcap: float | None = None
+    window: int | None = None
+    """Sliding window: a query sees the `window` latest keys, itself included."""
+    chunk: int | None = None
+    """Chunked attention: a query sees the keys of its own chunk only."""
+    sinks: bool = False
+    clip: float | None = None
+    qk_norm: QKNorm | None = None
+
+
+@dataclass(frozen=True)
+class CoreCache:
+    """Activations of the score core kept for backward."""
+
+    q: np.ndarray  # (b, H, s, d_qk), after rotary
+    k: np.ndarray  # (b, H, s, d_qk), repeated to H heads
+    v: np.ndarray  # (b, H, s, d_v), repeated to H heads
+    probs: np.ndarray  # (b, H, s, s)
+    sink_probs: np.ndarray | None  # (b, H, s, 1): the sink's share of each softmax
+    capped: np.ndarray | None  # (b, H, s, s): tanh(scores / cap) when soft-capped
 
 
 @dataclass(frozen=True)
@@ -36,10 +86,9 @@ class AttentionCache:
     """Activations kept for backward."""
 
     x: np.ndarray
-    q: np.ndarray  # (b, H, s, d), after rotary
-    k: np.ndarray  # (b, H, s, d), after rotary, repeated to H heads
-    v: np.ndarray  # (b, H, s, d), repeated to H heads
-    probs: np.ndarray  # (b, H, s, s)
+    norms: dict  # name -> NormCache of the q / k norms
+    clip_masks: dict  # name -> where the clip let the gradient through
+    core: CoreCache
     context: np.ndarray  # (b, s, H*d)
 
 
@@ -62,13 +111,35 @@ def _rotate_half_transposed(x: np.ndarray) -> np.ndarray:
 
 
 def rotary_forward(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """x * cos + rotate_half(x) * sin; x is (b, heads, s, d)."""
-    return x * cos + _rotate_half(x) * sin
+    """x * cos + rotate_half(x) * sin on the first cos.shape[-1] dims of x (b, heads, s, d);
+    the rest pass through (HF partial_rotary_factor)."""
+    r = cos.shape[-1]
+    if r == x.shape[-1]:
+        return x * cos + _rotate_half(x) * sin
+    rot = x[..., :r]
+    return np.concatenate([rot * cos + _rotate_half(rot) * sin, x[..., r:]], axis=-1)
 
 
 def rotary_backward(dy: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """Transpose of the rotation: dy * cos + rotate_half^T(dy * sin)."""
-    return dy * cos + _rotate_half_transposed(dy * sin)
+    """Transpose of the rotation: dy * cos + rotate_half^T(dy * sin) on the rotated dims."""
+    r = cos.shape[-1]
+    if r == dy.shape[-1]:
+        return dy * cos + _rotate_half_transposed(dy * sin)
+    rot = dy[..., :r]
+    return np.concatenate([rot * cos + _rotate_half_transposed(rot * sin), dy[..., r:]], axis=-1)
+
+
+def attention_mask(seq: int, causal: bool, window: int | None = None, chunk: int | None = None) -> np.ndarray:
+    """(s, s) True where query i must not see key j: later keys (causal), keys `window` or more
+    positions away (sliding window, HF `q - k < sliding_window`), keys of another chunk."""
+    i = np.arange(seq)[:, None]
+    j = np.arange(seq)[None, :]
+    masked = (j > i) if causal else np.zeros((seq, seq), dtype=bool)
+    if window is not None:
+        masked |= (i - j >= window) if causal else (np.abs(i - j) >= window)
+    if chunk is not None:
+        masked |= (i // chunk) != (j // chunk)
+    return masked
 
 
 def _heads(t: np.ndarray, n: int, d: int) -> np.ndarray:
@@ -81,59 +152,142 @@ def _merge(t: np.ndarray) -> np.ndarray:
     return t.transpose(0, 2, 1, 3).reshape(b, s, n * d)  # (b, n, s, d) -> (b, s, n*d)
 
 
-def attention_forward(
-    x: np.ndarray, p: Mapping[str, np.ndarray], shape: AttentionShape
-) -> tuple[np.ndarray, AttentionCache]:
-    """Self-attention of x (b, s, h) up to the output projection, bias excluded."""
-    H, KV, d = shape.heads, shape.kv_heads, shape.head_dim
-    group = H // KV
-    seq = x.shape[1]
-    q = _heads(linear_forward(x, p["q/weight"], p.get("q/bias")), H, d)
-    k = _heads(linear_forward(x, p["k/weight"], p.get("k/bias")), KV, d)
-    v = _heads(linear_forward(x, p["v/weight"], p.get("v/bias")), KV, d)
-    if shape.rotary:
-        cos, sin = rotary_tables(seq, d)
-        q, k = rotary_forward(q, cos, sin), rotary_forward(k, cos, sin)
-    k = np.repeat(k, group, axis=1)  # (b, KV, s, d) -> (b, H, s, d)
-    v = np.repeat(v, group, axis=1)
-    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d)  # (b, H, s, d) @ (b, H, d, s)
-    if shape.causal:
-        scores = np.where(np.triu(np.ones((seq, seq), dtype=bool), 1), -np.inf, scores)
+def core_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, shape: AttentionShape,
+                 sinks: np.ndarray | None = None) -> tuple[np.ndarray, CoreCache]:
+    """softmax(mask(cap(q k^T * scale)) [, sink]) @ v over (b, H, s, d) heads -> (b, H, s, d_v)."""
+    seq = q.shape[2]
+    scale = shape.scale if shape.scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    scores = q @ k.transpose(0, 1, 3, 2) * scale  # (b, H, s, d) @ (b, H, d, s)
+    capped = None
+    if shape.softcap is not None:  # Gemma 2: cap * tanh(scores / cap)
+        capped = np.tanh(scores / shape.softcap)
+        scores = shape.softcap * capped
+    scores = np.where(attention_mask(seq, shape.causal, shape.window, shape.chunk), -np.inf, scores)
+    if sinks is not None:  # gpt-oss: the sink logit joins every row's softmax, then is dropped
+        sink = np.broadcast_to(sinks[None, :, None, None], scores.shape[:3] + (1,))
+        scores = np.concatenate([scores, sink], axis=-1)
     scores = scores - scores.max(axis=-1, keepdims=True)
     probs = np.exp(scores)
     probs /= probs.sum(axis=-1, keepdims=True)
-    context = _merge(probs @ v)  # (b, H, s, s) @ (b, H, s, d) -> (b, s, H*d)
+    sink_probs = None
+    if sinks is not None:
+        probs, sink_probs = probs[..., :seq], probs[..., seq:]
+    context = probs @ v  # (b, H, s, s) @ (b, H, s, d_v)
+    return context, CoreCache(q, k, v, probs, sink_probs, capped)
+
+
+def core_backward(c: CoreCache, shape: AttentionShape, dctx: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """(dq, dk, dv over the H repeated heads, dsinks (H,) or None) of core_forward."""
+    scale = shape.scale if shape.scale is not None else 1.0 / math.sqrt(c.q.shape[-1])
+    dprobs = dctx @ c.v.transpose(0, 1, 3, 2)  # (b, H, s, d_v) @ (b, H, d_v, s)
+    dv = c.probs.transpose(0, 1, 3, 2) @ dctx  # (b, H, s, s).T @ (b, H, s, d_v)
+    inner = (dprobs * c.probs).sum(axis=-1, keepdims=True)  # the sink's output gradient is 0
+    dscores = c.probs * (dprobs - inner)  # softmax backward: p * (dp - sum(dp * p))
+    dsinks = None if c.sink_probs is None else -(c.sink_probs * inner).sum(axis=(0, 2, 3))  # (H,)
+    if c.capped is not None:
+        dscores = dscores * (1.0 - c.capped * c.capped)  # d/dx cap * tanh(x / cap)
+    dscores = dscores * scale
+    dq = dscores @ c.k  # (b, H, s, s) @ (b, H, s, d)
+    dk = dscores.transpose(0, 1, 3, 2) @ c.q  # (b, H, s, s).T @ (b, H, s, d)
+    return dq, dk, dv, dsinks
+
+
+def _norm_heads(qk: QKNorm, t: np.ndarray, p: Mapping[str, np.ndarray], name: str, reduce: Reduce | None
+                ) -> tuple[np.ndarray, NormCache]:
+    """One q (or k) norm: over the (b, s, n*d) projection (all_heads) or (b, n, s, d) heads."""
+    weight, bias = p.get(f"{name}/weight"), p.get(f"{name}/bias")
+    if qk.scope == "all_heads":
+        width = qk.q_width if name == "q_norm" else qk.kv_width
+        return norm_forward(qk.kind, t, weight, bias, qk.eps, reduce, width, f"tp/attention/{name}")
+    if qk.weight == "per_head":  # (n, d) -> (n, 1, d): broadcast over positions
+        weight = None if weight is None else weight[:, None, :]
+        bias = None if bias is None else bias[:, None, :]
+    return norm_forward(qk.kind, t, weight, bias, qk.eps)
+
+
+def _norm_heads_backward(qk: QKNorm, cache: NormCache, p: Mapping[str, np.ndarray], name: str, dy: np.ndarray,
+                         grads: dict, reduce: Reduce | None) -> np.ndarray:
+    weight = p.get(f"{name}/weight")
+    if qk.scope == "all_heads":
+        dx, dw, db = norm_backward(cache, weight, dy, f"{name}/bias" in p, reduce, f"tp/attention/{name}")
+    else:
+        w = None if weight is None else (weight[:, None, :] if qk.weight == "per_head" else weight)
+        dx, _, _ = norm_backward(cache, w, dy, False)
+        axes = (0, 2) if qk.weight == "per_head" else (0, 1, 2)  # per head: sum over (b, s)
+        dw = None if weight is None else (dy * cache.x_hat).sum(axis=axes)
+        db = dy.sum(axis=axes) if f"{name}/bias" in p else None
+    if dw is not None:
+        grads[f"{name}/weight"] = dw
+    if db is not None:
+        grads[f"{name}/bias"] = db
+    return dx
+
+
+def attention_forward(
+    x: np.ndarray, p: Mapping[str, np.ndarray], shape: AttentionShape, reduce: Reduce | None = None
+) -> tuple[np.ndarray, AttentionCache]:
+    """Self-attention of x (b, s, h) up to the output projection, bias excluded. `reduce` sums
+    the all-heads q/k norm statistics over tensor-parallel ranks (None: one device)."""
+    H, KV, d, qk = shape.heads, shape.kv_heads, shape.head_dim, shape.qk_norm
+    seq = x.shape[1]
+    t = {n: linear_forward(x, p[f"{n}/weight"], p.get(f"{n}/bias")) for n in "qkv"}  # (b, s, n*d)
+    norms: dict[str, NormCache] = {}
+    if qk is not None and qk.scope == "all_heads":
+        for n in "qk":
+            t[n], norms[n] = _norm_heads(qk, t[n], p, f"{n}_norm", reduce)
+    t = {n: _heads(t[n], H if n == "q" else KV, d) for n in "qkv"}  # (b, n, s, d)
+    if qk is not None and qk.scope == "head":
+        for n in "qk":
+            t[n], norms[n] = _norm_heads(qk, t[n], p, f"{n}_norm", None)
+    clip_masks = {}
+    if shape.clip is not None:
+        for n in "qkv":
+            clip_masks[n] = np.abs(t[n]) <= shape.clip  # torch clamp passes the gradient inside [-c, c]
+            t[n] = np.clip(t[n], -shape.clip, shape.clip)
+    q, k, v = t["q"], t["k"], t["v"]
+    if shape.rotary:
+        cos, sin = rotary_tables(seq, shape.rotary_dims or d)
+        q, k = rotary_forward(q, cos, sin), rotary_forward(k, cos, sin)
+    k = np.repeat(k, H // KV, axis=1)  # (b, KV, s, d) -> (b, H, s, d)
+    v = np.repeat(v, H // KV, axis=1)
+    ctx, core = core_forward(q, k, v, shape, p["sinks"] if shape.sinks else None)
+    context = _merge(ctx)  # (b, H, s, d) -> (b, s, H*d)
     out = linear_forward(context, p["out/weight"])  # (b, s, H*d) @ (H*d, h)
-    return out, AttentionCache(x, q, k, v, probs, context)
+    return out, AttentionCache(x, norms, clip_masks, core, context)
 
 
 def attention_backward(
-    cache: AttentionCache, p: Mapping[str, np.ndarray], shape: AttentionShape, dout: np.ndarray
+    cache: AttentionCache, p: Mapping[str, np.ndarray], shape: AttentionShape, dout: np.ndarray,
+    reduce: Reduce | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(dx, grads) of attention_forward; grads has the keys of p except out/bias."""
-    H, KV, d = shape.heads, shape.kv_heads, shape.head_dim
+    H, KV, d, qk = shape.heads, shape.kv_heads, shape.head_dim, shape.qk_norm
     group = H // KV
     b, seq, _ = cache.x.shape
     grads: dict[str, np.ndarray] = {}
     dcontext, grads["out/weight"], _ = linear_backward(cache.context, p["out/weight"], dout, False)
-    dctx = _heads(dcontext, H, d)
-    dprobs = dctx @ cache.v.transpose(0, 1, 3, 2)  # (b, H, s, d) @ (b, H, d, s)
-    dv = cache.probs.transpose(0, 1, 3, 2) @ dctx  # (b, H, s, s).T @ (b, H, s, d)
-    # softmax backward: p * (dp - sum(dp * p))
-    dscores = cache.probs * (dprobs - (dprobs * cache.probs).sum(axis=-1, keepdims=True))
-    dscores /= math.sqrt(d)
-    dq = dscores @ cache.k  # (b, H, s, s) @ (b, H, s, d)
-    dk = dscores.transpose(0, 1, 3, 2) @ cache.q  # (b, H, s, s).T @ (b, H, s, d)
+    dq, dk, dv, dsinks = core_backward(cache.core, shape, _heads(dcontext, H, d))
+    if dsinks is not None:
+        grads["sinks"] = dsinks
     dk = dk.reshape(b, KV, group, seq, d).sum(axis=2)  # fold the GQA repeats back
     dv = dv.reshape(b, KV, group, seq, d).sum(axis=2)
     if shape.rotary:
-        cos, sin = rotary_tables(seq, d)
+        cos, sin = rotary_tables(seq, shape.rotary_dims or d)
         dq, dk = rotary_backward(dq, cos, sin), rotary_backward(dk, cos, sin)
+    dt = {"q": dq, "k": dk, "v": dv}
+    for n, inside in cache.clip_masks.items():
+        dt[n] = dt[n] * inside
+    if qk is not None and qk.scope == "head":
+        for n in "qk":
+            dt[n] = _norm_heads_backward(qk, cache.norms[n], p, f"{n}_norm", dt[n], grads, None)
+    dt = {n: _merge(v) for n, v in dt.items()}  # (b, n, s, d) -> (b, s, n*d)
+    if qk is not None and qk.scope == "all_heads":
+        for n in "qk":
+            dt[n] = _norm_heads_backward(qk, cache.norms[n], p, f"{n}_norm", dt[n], grads, reduce)
     dx = np.zeros_like(cache.x)
-    for name, dt in (("q", dq), ("k", dk), ("v", dv)):
-        dxi, grads[f"{name}/weight"], db = linear_backward(
-            cache.x, p[f"{name}/weight"], _merge(dt), f"{name}/bias" in p
-        )
+    for name in "qkv":
+        dxi, grads[f"{name}/weight"], db = linear_backward(cache.x, p[f"{name}/weight"], dt[name], f"{name}/bias" in p)
         dx += dxi
         if db is not None:
             grads[f"{name}/bias"] = db

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from modelplan.comm.dp_overlap import grad_reduce_exposed_s, param_gather_exposed_s
 from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
 from modelplan.plan.fsdp import zero3_state_bytes
@@ -69,6 +70,9 @@ class DpTimes(NamedTuple):
     all_gather_bucket: float
     all_gather_block: float
     """One block's parameter AllGather (ZeRO-3's first, un-prefetched gather)."""
+    all_gather_bwd: float | None = None
+    """ZeRO-3's backward AllGather when it differs from the forward's (ZeRO++ hpZ gathers inside
+    the node, `plan/mechanisms.py`); None: all_gather."""
 
 
 class DpSeconds(NamedTuple):
@@ -138,17 +142,18 @@ def _dp_exposure(
     hide = overlap_fraction * t_bwd if overlap else 0.0
     if zero == 0:
         ar = times.all_reduce
-        return DpExposure(max(times.all_reduce_bucket, ar - hide) if overlap else ar, 0.0, ar)
+        return DpExposure(grad_reduce_exposed_s(ar, times.all_reduce_bucket, hide, overlap), 0.0, ar)
     rs, ag = times.reduce_scatter, times.all_gather
-    gather_after = times.all_gather_bucket if overlap else ag  # overlap_param_gather: one bucket
-    last_rs = max(times.reduce_scatter_bucket, rs - hide) if overlap else rs
+    # overlap_param_gather: hidden behind the next step's forward but for the first bucket
+    gather_after = param_gather_exposed_s(ag, times.all_gather_bucket, m * t_fwd, overlap)
+    last_rs = grad_reduce_exposed_s(rs, times.reduce_scatter_bucket, hide, overlap)
     if zero == 1:
         return DpExposure(last_rs + gather_after, 0.0, rs + ag)
     if zero == 2:
         per_mb = max(0.0, rs - hide) if overlap else rs
         return DpExposure((m - 1) * per_mb + last_rs + gather_after, 0.0, m * rs + ag)
     f = overlap_fraction if overlap else 0.0
-    ag_bwd = ag if backward_gathers else 0.0
+    ag_bwd = (ag if times.all_gather_bwd is None else times.all_gather_bwd) if backward_gathers else 0.0
     per_mb = max(0.0, ag - f * t_fwd) + max(0.0, ag_bwd + rs - hide) + times.all_gather_block
     return DpExposure(0.0, per_mb, m * (ag + ag_bwd + rs))
 

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
+from modelplan.comm.regions import SUBLAYER_REGIONS, Region
+from modelplan.count.blocks import Block
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.parallel.calls import RankCalls
 from modelplan.plan.parallel.sp import region_ops
 from modelplan.specs.costmodel import CostModel
+from modelplan.specs.transformer import TransformerSpec
 
 AG, AR = Collective.ALL_GATHER, Collective.ALL_REDUCE
 TP = Axis.TP
@@ -41,32 +43,77 @@ def local_kv_heads(kv_heads: int, tp: int) -> int:
 
 
 def block_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, fwd_runs: int, bwd_runs: int,
-                mlp_tp: int | None = None) -> None:
+                mlp_tp: int | None = None, gather_bytes: int | None = None) -> None:
     """f and g of the attention and MLP sub-layers: `fwd_runs` forwards (recompute included) and
     `bwd_runs` backwards of blocks whose (b, s, h) activation is `nbytes`. `mlp_tp`: the MLP's
     group when it is not tp (an MoE MLP under Megatron-core expert tensor parallelism gathers
-    and scatters its tokens over the etp ranks only, none when etp = 1)."""
+    and scatters its tokens over the etp ranks only, none when etp = 1). `gather_bytes`: the
+    AllGathers' (b, s, h) payload when it differs (fp8 all-gathers, `EngineSettings.fp8_tp_gather`)."""
+    _sublayer_calls(calls, ["attention", "mlp"], tp, sp, nbytes, fwd_runs, bwd_runs, mlp_tp, gather_bytes)
+
+
+def block_kind_calls(calls: RankCalls, spec: TransformerSpec, block: Block, tp: int, sp: bool, nbytes: int,
+                     tokens: int, value_bytes: int, fwd_runs: int, bwd_runs: int, mlp_tp: int | None = None,
+                     gather_bytes: int | None = None) -> None:
+    """One block of kind `block`: f and g around each of its sublayers (the mixer, a decoder
+    block's cross-attention, the MLP if it has one), a q/k norm's statistics, and the Mamba
+    mixer's AllReduce of its x_proj output (dt, B, C of all channels, with d_inner split over tp)
+    in forward and of its gradient in backward."""
+    mixer = "mamba" if block.mixer == "mamba" else "attention"
+    subs = [mixer] + (["cross_attention"] if block.cross else []) + (["mlp"] if block.mlp else [])
+    _sublayer_calls(calls, subs, tp, sp, nbytes, fwd_runs, bwd_runs, mlp_tp, gather_bytes)
+    if block.mixer == "mamba":
+        ssm = spec.ssm
+        x_proj = tokens * (ssm.dt_rank + 2 * ssm.state_size) * value_bytes
+        calls.add(AR, TP, tp, x_proj, fwd_runs, Region.TP_MAMBA_X_PROJ)
+        calls.add(AR, TP, tp, x_proj, bwd_runs, Region.TP_MAMBA_X_PROJ)
+    else:
+        qk_norm_calls(calls, spec, tp, tokens, value_bytes, fwd_runs, bwd_runs)
+
+
+def _sublayer_calls(calls: RankCalls, subs: list[str], tp: int, sp: bool, nbytes: int, fwd_runs: int,
+                    bwd_runs: int, mlp_tp: int | None = None, gather_bytes: int | None = None) -> None:
     g_fwd, g_bwd, f_fwd, f_bwd = region_ops(sp)
-    attention = (Region.TP_ATTENTION_IN, Region.TP_ATTENTION_OUT)
-    mlp = (Region.TP_MLP_IN, Region.TP_MLP_OUT)
-    for (f_region, g_region), group in ((attention, tp), (mlp, tp if mlp_tp is None else mlp_tp)):
+    gathered = nbytes if gather_bytes is None else gather_bytes
+    for sub in subs:
+        f_region, g_region = SUBLAYER_REGIONS[sub]
+        group = mlp_tp if sub == "mlp" and mlp_tp is not None else tp
         if group == 1 < tp:
             continue
-        size = nbytes * group // tp  # the group's share of the (b, s, h) activation
+
+        def size(op, group=group) -> int:  # the group's share of the (b, s, h) activation
+            return (gathered if op is AG else nbytes) * group // tp
+
         for op, region in ((f_fwd, f_region), (g_fwd, g_region)):
             if op is not None:
-                calls.add(op, TP, group, size, fwd_runs, region)
-        calls.add(f_bwd, TP, group, size, bwd_runs, f_region)
+                calls.add(op, TP, group, size(op), fwd_runs, region)
+        calls.add(f_bwd, TP, group, size(f_bwd), bwd_runs, f_region)
         if g_bwd is not None:
-            calls.add(g_bwd, TP, group, size, bwd_runs, g_region)
+            calls.add(g_bwd, TP, group, size(g_bwd), bwd_runs, g_region)
 
 
-def embedding_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, runs: int) -> None:
-    """g after the vocab-parallel embedding (forward and backward of `runs` micro-batches)."""
+def qk_norm_calls(calls: RankCalls, spec: TransformerSpec, tp: int, tokens: int, value_bytes: int, fwd_runs: int,
+                  bwd_runs: int) -> None:
+    """A q/k norm over all heads (OLMo-2, OLMoE) whose heads are split over tp: per norm, the
+    AllReduce of its per-token statistics in forward (sum x^2; LayerNorm also sum x) and of
+    its gradient statistics in backward."""
+    if not spec.qk_norm or spec.qk_norm_scope != "all_heads" or spec.mla is not None:
+        return
+    stats = tokens * (2 if spec.norm == "layernorm" else 1) * value_bytes
+    for fwd, bwd in ((Region.TP_Q_NORM_STATS, Region.TP_Q_NORM_GRAD_STATS),
+                     (Region.TP_K_NORM_STATS, Region.TP_K_NORM_GRAD_STATS)):
+        calls.add(AR, TP, tp, stats, fwd_runs, fwd)
+        calls.add(AR, TP, tp, stats, bwd_runs, bwd)
+
+
+def embedding_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, runs: int,
+                    label: Region = Region.TP_EMBEDDING) -> None:
+    """g after the vocab-parallel embedding (forward and backward of `runs` micro-batches); the
+    MTP modules' lookups on the last stage are `Region.TP_MTP_EMBEDDING`."""
     g_fwd, g_bwd, _, _ = region_ops(sp)
-    calls.add(g_fwd, TP, tp, nbytes, runs, Region.TP_EMBEDDING)
+    calls.add(g_fwd, TP, tp, nbytes, runs, label)
     if g_bwd is not None:
-        calls.add(g_bwd, TP, tp, nbytes, runs, Region.TP_EMBEDDING)
+        calls.add(g_bwd, TP, tp, nbytes, runs, label)
 
 
 def head_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, tokens: int, loss_bytes: int, runs: int) -> None:
@@ -93,17 +140,25 @@ class TpSeconds(NamedTuple):
 
 
 def tp_seconds(pricer: CommPricer, shape, tp: int, sp: bool, nbytes: int, tokens: int, loss_bytes: int,
-               mlp_tp: int | None = None, mlp_shape=None) -> TpSeconds:
+               mlp_tp: int | None = None, mlp_shape=None, gather_bytes: int | None = None,
+               spec: TransformerSpec | None = None, block: Block | None = None, value_bytes: int = 2) -> TpSeconds:
     """Price the calls above for one micro-batch on the TP group's `shape` (an MLP group of
-    `mlp_tp` ranks on `mlp_shape`)."""
+    `mlp_tp` ranks on `mlp_shape`); `gather_bytes`: the blocks' AllGather payload (`block_calls`);
+    with a `block` kind (and its spec), that block's calls (`block_kind_calls`)."""
     def priced(add) -> float:
         calls = RankCalls()
         add(calls)
         return calls.price(pricer, lambda axis, size: shape if size == tp else mlp_shape)
 
+    def block_of_runs(c: RankCalls, fwd: int) -> None:
+        if block is None:
+            block_calls(c, tp, sp, nbytes, fwd, 1, mlp_tp, gather_bytes)
+        else:
+            block_kind_calls(c, spec, block, tp, sp, nbytes, tokens, value_bytes, fwd, 1, mlp_tp, gather_bytes)
+
     return TpSeconds(
-        priced(lambda c: block_calls(c, tp, sp, nbytes, 1, 1, mlp_tp)),
-        priced(lambda c: block_calls(c, tp, sp, nbytes, 2, 1, mlp_tp)),
+        priced(lambda c: block_of_runs(c, 1)),
+        priced(lambda c: block_of_runs(c, 2)),
         priced(lambda c: embedding_calls(c, tp, sp, nbytes, 1)),
         priced(lambda c: head_calls(c, tp, sp, nbytes, tokens, loss_bytes, 1)),
     )
@@ -153,3 +208,33 @@ def tp_exposure(t: TpSeconds, full_recompute: bool | float, cost: CostModel, ove
         embedding_s=exposed * t.embedding_s,
         head_s=exposed * t.head_s,
     )
+
+
+SP_CALLS_PER_BLOCK = 8
+"""AllGathers and ReduceScatters of one sequence-parallel block per micro-batch, each of one
+(b, s, h) activation (`block_calls`: in and out of attention and MLP, forward and backward)."""
+
+
+def overlap_exposure(t: TpSeconds, full_recompute: bool | float, cost: CostModel, mode: str,
+                     shares: dict[str, float], linear_fwd_s: float, tp: int, sm_count: int) -> TpExposure:
+    """`tp_exposure` when the block's sequence-parallel collectives overlap the GEMMs beside them
+    (`modelplan.comm.tp_overlap`, TE's pair names): forward AllGathers before QKV and FC1, the
+    ReduceScatters after the projection and FC2; backward the output-gradient AllGathers before
+    the projection's and FC2's dgrad, the input-gradient ReduceScatters beside QKV's and FC1's
+    wgrad. Each linear's forward GEMM is its FLOP share of `linear_fwd_s`; dgrad and wgrad take as
+    long. The recompute forward overlaps like the forward. The SM cost of pipelined and bulk
+    overlap is in the exposed seconds; the embedding's and head's calls are not overlapped."""
+    from modelplan.comm.tp_overlap import TpPair, block_exposed_s
+
+    c = t.block_s / SP_CALLS_PER_BLOCK
+    g = {k: v * linear_fwd_s for k, v in shares.items()}
+    fwd = block_exposed_s(mode, {"qkv_fprop": TpPair(g["qkv"], c), "proj_fprop": TpPair(g["proj"], c),
+                                 "fc1_fprop": TpPair(g["fc1"], c), "fc2_fprop": TpPair(g["fc2"], c)}, tp, sm_count)
+    bwd = block_exposed_s(mode, {"proj_dgrad": TpPair(g["proj"], c), "fc2_dgrad": TpPair(g["fc2"], c),
+                                 "qkv_wgrad": TpPair(g["qkv"], c), "fc1_wgrad": TpPair(g["fc1"], c)}, tp, sm_count)
+    share = float(full_recompute)
+    total = t.block_s + share * (t.block_recompute_s - t.block_s)
+    rec = share * fwd
+    f = cost.tp_exposed_fraction
+    return TpExposure(fwd_s=fwd, bwd_s=bwd, recompute_s=rec, hidden_s=max(0.0, total - fwd - bwd - rec),
+                      embedding_s=f * t.embedding_s, head_s=f * t.head_s)

@@ -1,0 +1,61 @@
+"""Data-parallel collectives overlapped with compute, and the limits that keep part of them exposed.
+
+- Gradient reduction (Megatron `--overlap-grad-reduce`, DDP buckets, DeepSpeed
+  overlap_comm): buckets are reduced as the backward fills them, last layers first; the last
+  bucket (the first layers' gradients) is only full when the backward ends, so it is always
+  exposed: max(last bucket, total - hidden window).
+- Parameter gather of the distributed optimizer (Megatron `--overlap-param-gather`): the
+  updated parameters are gathered bucket by bucket during the next forward; the first layer
+  needs its bucket before it can start, so the first bucket is always exposed.
+- FSDP / ZeRO-3 prefetch: each unit's AllGather is issued one unit ahead (FSDP2 forward and
+  backward prefetch), so the first unit's gather waits and every later one is exposed by what
+  it outlasts the previous unit's compute; without prefetch every gather waits.
+- Without overlap everything is exposed.
+
+Bucket size: Megatron-core DDP `bucket_size = max(40_000_000, 1_000_000 * dp)` parameters
+(distributed_data_parallel_config; "larger DP sizes need larger buckets", comm_hw.md 5.2).
+"""
+
+from __future__ import annotations
+
+MEGATRON_MIN_BUCKET_PARAMS = 40_000_000
+"""Megatron-core DDP's smallest bucket, in parameters."""
+MEGATRON_BUCKET_PARAMS_PER_DP = 1_000_000
+"""Megatron-core DDP's bucket growth per data-parallel rank, in parameters."""
+
+
+def megatron_bucket_params(dp: int) -> int:
+    """Parameters per gradient bucket: max(40M, 1M x dp) (Megatron-core DDP)."""
+    return max(MEGATRON_MIN_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP * dp)
+
+
+def bucket_fraction(params: int, bucket_params: int) -> float:
+    """Share of a stage's collective one bucket carries (1.0 when the stage fits in one)."""
+    if params <= 0:
+        return 0.0
+    return min(1.0, bucket_params / params)
+
+
+def grad_reduce_exposed_s(total_s: float, last_bucket_s: float, window_s: float, overlap: bool) -> float:
+    """Exposed gradient reduction: max(last bucket, total - window) with overlap, else total."""
+    if not overlap:
+        return total_s
+    return min(total_s, max(last_bucket_s, total_s - window_s))
+
+
+def param_gather_exposed_s(total_s: float, first_bucket_s: float, window_s: float, overlap: bool) -> float:
+    """Exposed parameter AllGather: max(first bucket, total - window) with overlap, else total."""
+    if not overlap:
+        return total_s
+    return min(total_s, max(first_bucket_s, total_s - window_s))
+
+
+def prefetch_exposed_s(gather_s: float, compute_s: float, units: int, prefetch: bool) -> float:
+    """Exposed per-unit gathers of `units` units, each gather `gather_s` beside a unit's
+    `compute_s`: the first whole, then (units - 1) * max(0, gather - compute) with prefetch;
+    units * gather without."""
+    if units <= 0:
+        return 0.0
+    if not prefetch:
+        return units * gather_s
+    return gather_s + (units - 1) * max(0.0, gather_s - compute_s)
