@@ -87,6 +87,33 @@ def qlora_table() -> None:
     print("(7B base: the paper's 5,048 MB is a measured footprint; the NF4 weights alone are the figure above)")
 
 
+def plan_table() -> None:
+    """The planner's QLoRA 65B on one and two 80 GB H100s, and LoRA vs full fine-tuning of LLaMA-7B."""
+    from modelplan.comm.clusters import load_cluster
+    from modelplan.plan.estimate import estimate_plan
+    from modelplan.plan.search import SearchSpace, search_plans
+    from modelplan.specs.plan import Plan
+
+    h100 = load_cluster("dgx-h100")
+    qlora = FinetuneSpec(method="qlora", lora_rank=64, lora_targets=("all-linear",), adapter_dtype="bf16")
+    training = TrainingSpec(global_batch=1, seq_len=512, recompute="full", finetune=qlora)
+    print("\nplan --finetune qlora, LLaMA-65B (as above) on dgx-h100")
+    for gpus in (1, 2):
+        best = search_plans(LLAMA["65B"], training, h100, gpus, SearchSpace(recompute=["full"])).best[0]
+        p = best.plan
+        error = 100 * (best.peak_memory_bytes - PAPER["65B total"]) / PAPER["65B total"]
+        versus = f" (paper: <48 GB on one GPU; error {error:.1f}%)" if gpus == 1 else ""
+        print(f"{gpus} GPU: tp {p.tp} pp {p.pp} dp {p.dp}: peak {best.peak_memory_bytes / 1e9:.2f} GB per GPU{versus}, "
+              f"step {best.step.step_time_s:.3f} s")
+    full = TrainingSpec(global_batch=64, seq_len=2048)
+    lora = full.model_copy(update={"finetune": FinetuneSpec(method="lora", lora_rank=8)})
+    a, b = (estimate_plan(LLAMA["7B"], t, Plan(dp=8, zero=1), h100) for t in (full, lora))
+    print(f"LLaMA-7B dp 8, batch 64 x 2048: LoRA r 8 / full fine-tuning: model FLOPs {b.model_flops / a.model_flops:.3f} "
+          f"(2/3 without weight gradients), step {b.step.step_time_s:.3f} / {a.step.step_time_s:.3f} s, "
+          f"DP traffic {b.step.dp_comm_total_s * 1e3:.2f} / {a.step.dp_comm_total_s * 1e3:.1f} ms, "
+          f"peak {b.peak_memory_bytes / 1e9:.1f} / {a.peak_memory_bytes / 1e9:.1f} GB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="QLoRA table only (no torch)")
@@ -94,6 +121,7 @@ def main() -> None:
     if not args.smoke:
         peft_table()
     qlora_table()
+    plan_table()
 
 
 if __name__ == "__main__":

@@ -19,8 +19,7 @@ from modelplan.cli.options import (
     RecomputeOpt,
     SeqOpt,
 )
-from modelplan.cli.finetune_options import (AdapterDtypeOpt, BaseQuantOpt, DoubleQuantOpt, FinetuneOpt, LoraDropoutOpt,
-                                            LoraLayoutOpt, LoraRankOpt, LoraTargetsOpt)
+from modelplan.cli.finetune_options import with_finetune_options
 
 DEFAULT_SEQ = 2048
 
@@ -32,6 +31,7 @@ def default_seq_len(spec) -> int:
 
 @app.command("count")
 @user_errors
+@with_finetune_options
 def count_cmd(
     model: ModelArg,
     batch: GlobalBatchOpt = None,
@@ -43,16 +43,9 @@ def count_cmd(
     attention: AttentionOpt = "flash",
     json_out: JsonOpt = False,
     depth: DepthOpt = 3,
-    finetune: FinetuneOpt = None,
-    lora_rank: LoraRankOpt = 8,
-    lora_targets: LoraTargetsOpt = None,
-    lora_layout: LoraLayoutOpt = None,
-    lora_dropout: LoraDropoutOpt = 0.0,
-    adapter_dtype: AdapterDtypeOpt = "fp32",
-    base_quant: BaseQuantOpt = None,
-    double_quant: DoubleQuantOpt = True,
     decoder_seq: Annotated[Optional[int], typer.Option(
         "--decoder-seq", help="Encoder-decoder models (T5): target tokens per sequence (default: --seq).")] = None,
+    finetune=None,  # FinetuneSpec | None, from the options `with_finetune_options` adds
 ) -> None:
     """Parameters (total, per component, per layer, MoE active), FLOPs and memory of a model."""
     from pydantic import ValidationError
@@ -75,9 +68,9 @@ def count_cmd(
         )
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, "training")) from None
-    from modelplan.cli.finetune_options import finetune_document, finetune_spec, print_finetune
+    from modelplan.cli.finetune_options import finetune_document, print_finetune
 
-    ft = finetune_spec(finetune, lora_rank, lora_targets, lora_layout, lora_dropout, adapter_dtype, base_quant, double_quant)
+    ft = finetune
     doc = count_document(spec, training, micro_batch)
     if ft is not None:
         doc["finetune"] = finetune_document(spec, training, ft, micro_batch)

@@ -1,11 +1,13 @@
-"""`count MODEL --finetune full|lora|qlora`: fine-tuning counts and memory, options and rendering.
+"""`--finetune full|lora|qlora` on `count` and `plan`: the options, the spec they make, rendering.
 
-The options are defined once here; `modelplan count` declares them and hands them to
-`finetune_spec` and `finetune_document` (phase 2 adds them to `plan`).
+The options are defined once here; `with_finetune_options` adds them to a command, which
+receives them as one `finetune: FinetuneSpec | None` (`finetune_spec`).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Annotated, Literal, Optional
 
 import typer
@@ -14,8 +16,8 @@ Method = Literal["full", "lora", "qlora"]
 Layout = Literal["llama", "gpt2", "opt", "phi", "neox"]
 
 FinetuneOpt = Annotated[Optional[Method], typer.Option(
-    "--finetune", help="Fine-tuning: full, lora (frozen 16-bit base) or qlora (frozen NF4/int8 base): adds "
-    "trainable parameters (PEFT's count) and memory.", show_default=False)]
+    "--finetune", help="Fine-tuning: full, lora (frozen 16-bit base) or qlora (frozen NF4/int8 base): "
+    "trainable parameters (PEFT's count) and memory; plan: the fine-tuning plan.", show_default=False)]
 LoraRankOpt = Annotated[int, typer.Option("--lora-rank", min=1, help="LoRA rank r (PEFT default 8).")]
 LoraTargetsOpt = Annotated[Optional[str], typer.Option(
     "--lora-targets", help="Module names (q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj; c_attn,c_proj,c_fc "
@@ -30,6 +32,30 @@ BaseQuantOpt = Annotated[Optional[Literal["nf4", "int8"]], typer.Option(
     "--base-quant", help="qlora: frozen base in nf4 (default) or int8 (LLM.int8).", show_default=False)]
 DoubleQuantOpt = Annotated[bool, typer.Option(
     "--double-quant/--no-double-quant", help="nf4: quantize the block constants too (QLoRA double quantization).")]
+
+
+FINETUNE_OPTIONS = (("finetune_method", FinetuneOpt, None), ("lora_rank", LoraRankOpt, 8),
+                    ("lora_targets", LoraTargetsOpt, None), ("lora_layout", LoraLayoutOpt, None),
+                    ("lora_dropout", LoraDropoutOpt, 0.0), ("adapter_dtype", AdapterDtypeOpt, "fp32"),
+                    ("base_quant", BaseQuantOpt, None), ("double_quant", DoubleQuantOpt, True))
+"""(parameter, option, default) in `finetune_spec`'s order."""
+
+
+def with_finetune_options(command):
+    """Add the fine-tuning options to a Typer command (after its own parameters); the command
+    receives them as one keyword, `finetune=finetune_spec(...)` (a one-line error if they clash)."""
+    own = inspect.signature(command, eval_str=True)
+    kept = [p for p in own.parameters.values() if p.name != "finetune"]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=option)
+             for name, option, default in FINETUNE_OPTIONS]
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        values = [kwargs.pop(name) for name, _, _ in FINETUNE_OPTIONS]
+        return command(*args, finetune=finetune_spec(*values), **kwargs)
+
+    wrapper.__signature__ = own.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
+    return wrapper
 
 
 def finetune_spec(method, rank, targets, layout, dropout, adapter_dtype, base_quant, double_quant):

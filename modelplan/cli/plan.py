@@ -29,6 +29,7 @@ from modelplan.cli.options import (
     finite,
     global_batch_option,
 )
+from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.cli.search_options import (DpOverlapOpt, FsdpShardOpt, OffloadActivationsOpt, OffloadOptimizerOpt,
                                           RankOrderOpt, TpOverlapModesOpt, ZeroppOpt, parse_words, wide_space)
 from modelplan.cli.run_options import (CheckpointEveryOpt, CheckpointWriteOpt, MtbfOpt, PriceOpt, PueOpt, RampupOpt,
@@ -97,6 +98,7 @@ def parse_choice(text: str | None, what: str):
 
 @app.command("plan")
 @user_errors
+@with_finetune_options
 def plan_cmd(
     model: Annotated[Optional[str], typer.Argument(metavar="MODEL", help="Preset, spec file, HF config.json or - for standard input (omit with --explain).", show_default=False, autocompletion=complete_models)] = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, max=MAX_RANKS, help="Number of GPUs to split over.", show_default=False)] = None,
@@ -146,6 +148,7 @@ def plan_cmd(
     restart_minutes: RestartOpt = None,
     rampup_batch: RampupOpt = None,
     json_out: JsonOpt = False,
+    finetune=None,  # FinetuneSpec | None, from the options `with_finetune_options` adds
 ) -> None:
     """Find the fastest data / tensor / pipeline split that fits, ranked and explained."""
     from modelplan.errors import SpecError
@@ -168,10 +171,13 @@ def plan_cmd(
 
     run = run_spec(tokens, steps, price_per_gpu_hour, pue, checkpoint_every, checkpoint_write_gbps, mtbf_gpu_hours,
                    restart_minutes, rampup_batch)
+    ft = finetune
     spec = load_model(model)
+    if ft is not None and spec.kind != "transformer":
+        raise SpecError(f"--finetune: {spec.name} is a '{spec.kind}' spec; fine-tuning is modelled for transformers")
     training = _training(spec, batch, seq, precision, optimizer, attention,
                          dict(framework=framework, ac_mode=ac_mode, fp8_recipe=fp8_recipe, compile=compile_,
-                              tp_comm_overlap=tp_comm_overlap))
+                              tp_comm_overlap=tp_comm_overlap, finetune=ft))
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     space = SearchSpace(
         tp=parse_choice(tp, "tp"), pp=parse_choice(pp, "pp"), dp=parse_choice(dp, "dp"),

@@ -86,6 +86,19 @@ def _header(console, spec, training, cluster, gpus: int) -> None:
         f"{acc.memory_gb:g} GB): global batch {batch}, "
         f"{training.precision}, {training.optimizer}"
     )
+    if getattr(training, "finetune", None) is not None:
+        console.print(finetune_line(training.finetune))
+
+
+def finetune_line(ft) -> str:
+    """What a fine-tuning plan trains, in one line."""
+    if not ft.uses_adapters:
+        return "[bold]fine-tuning plan[/bold] (full): every parameter trains"
+    targets = ", ".join(ft.lora_targets) if ft.lora_targets else "PEFT's default targets"
+    base = {"training": "16-bit", "nf4": "NF4" + (" + double quant" if ft.double_quant else ""),
+            "int8": "int8"}[ft.frozen_format]
+    return (f"[bold]fine-tuning plan[/bold] ({ft.method}): r {ft.lora_rank} adapters on {targets} ({ft.adapter_dtype}, "
+            f"with gradients and optimizer states); frozen base {base}, no gradients or optimizer states")
 
 
 def print_estimate(spec, training, cluster, est, title: str | None = None, console=None) -> None:
@@ -197,7 +210,20 @@ def search_json(spec, training, cluster, result) -> dict:
             "rejected": result.rejected, "examples": result.examples, "wall_s": result.wall_s,
         },
         "plans": [{"plan": e.plan.model_dump(mode="json"), "predictions": predictions_dict(e)} for e in result.best],
+        **_finetune_section(spec, training, result),
     }
+
+
+def _finetune_section(spec, training, result) -> dict:
+    """`finetune`: a fine-tuning plan's trainable counts and one unsharded replica's memory
+    (`count --finetune`, at the best plan's micro-batch); empty for pre-training plans."""
+    ft = getattr(training, "finetune", None)
+    if ft is None:
+        return {}
+    from modelplan.cli.finetune_options import finetune_document
+
+    micro_batch = result.best[0].plan.micro_batch if result.best else 1
+    return {"finetune": {"plan": "fine-tuning", **finetune_document(spec, training, ft, micro_batch)}}
 
 
 def _split_note(spec, plan) -> str:

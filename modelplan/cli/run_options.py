@@ -95,7 +95,15 @@ def price_run(spec, training, cluster, est, run):
     from modelplan.count.memory import count_memory
     from modelplan.plan.estimate import estimate_plan
 
-    mem = count_memory(spec, training, est.plan.micro_batch)
+    ft = training.finetune
+    if ft is not None and ft.uses_adapters:  # a checkpoint holds the adapters and their optimizer states
+        from modelplan.count.finetune import count_finetune
+
+        tuned = count_finetune(spec, training, ft, est.plan.micro_batch).memory
+        saved = checkpoint_bytes(tuned.trainable_weights_bytes, 0, tuned.optimizer_states_bytes)
+    else:
+        mem = count_memory(spec, training, est.plan.micro_batch)
+        saved = checkpoint_bytes(mem.weights, mem.master_weights, mem.optimizer)
 
     def step_time_at(batch: int) -> float:
         from modelplan.cli.plan_render import plan_label
@@ -109,7 +117,7 @@ def price_run(spec, training, cluster, est, run):
                             f"{est.plan.schedule}): {exc}") from None
 
     return run_cost(run, cluster, est.plan.world_size, training.global_batch, training.seq_len,
-                    est.step.step_time_s, checkpoint_bytes(mem.weights, mem.master_weights, mem.optimizer),
+                    est.step.step_time_s, saved,
                     batch_multiple=est.plan.dp * est.plan.micro_batch, step_time_at=step_time_at)
 
 

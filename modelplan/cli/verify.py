@@ -66,6 +66,10 @@ def _inputs(target: str, overrides_plan: dict, overrides_training: dict):
             training_data["global_batch"] = sizes[0] * sizes[1] * 2 * sizes[2]
     if doc is not None:
         parsed = parse_plan_document({**doc, "plan": plan_data, "training": training_data}, name)
+        ft = parsed.training.finetune
+        if ft is not None and ft.uses_adapters:
+            raise SpecError(f"{name}: training.finetune: verify executes full-training steps; a {ft.method} "
+                            "fine-tuning plan is planned only (not executed yet)")
         return parsed.model, parsed.training, parsed.plan
     from modelplan.errors import validate_model
     from modelplan.specs.plan import Plan

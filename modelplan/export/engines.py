@@ -64,6 +64,10 @@ def export_plan(
     written for the engine release `version` (`modelplan.export.versions`; None: the newest);
     `cost` is the cost model the plan was priced with (Megatron pads the vocabulary as it says)."""
     engine = parse_engine(engine) if isinstance(engine, str) else engine
+    ft = training.finetune
+    if ft is not None and ft.uses_adapters and engine is not Engine.json:
+        raise ModelplanError(f"training.finetune: {engine.value} launch configs are written for full training; a "
+                             f"{ft.method} fine-tuning plan exports as json only")
     try:
         plan.num_microbatches(training.global_batch)
     except ValueError as exc:

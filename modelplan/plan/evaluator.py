@@ -199,6 +199,13 @@ class Evaluator:
         moe = self.spec.moe
         self.capacity_factor = planned_capacity_factor(moe) if moe is not None else None
         self.held = RankStates(self.spec, training, self.software)
+        self.finetune = self.held.finetune  # LoRA / QLoRA: frozen base, adapters train (`plan/finetune.py`)
+        if self.finetune is not None:
+            self.dp_grad_bytes = self.finetune.adapter_bytes
+            # DeepSpeed's buckets hold at most the adapters (min(bucket, trainable) elements)
+            staged = min(self.software.dp_bucket_elements, self.finetune.lora.trainable_params)
+            self.bucket_bytes = staged * 2 * self.finetune.adapter_bytes
+            self.opt_bytes = self.finetune.optimizer_bytes_per_param()
         self.host = host_link(cluster)
         self.mech = Mechanisms(self)
         # the TP overlap an engine runs when asked for (`comm/tp_overlap.py`): async TP / userbuffers
@@ -286,6 +293,10 @@ class Evaluator:
             spec, tp, sp, b, training.seq_len, d, self.vocab_padded(tp), self.roofline, moe_layer=moe,
             ep=ep or 1, capacity=capacity, cp=cp, attention=training.attention, software=sw,
             scaled_gemm_factor=self.cost.fp8_scaled_gemm_factor, block=block, etp=etp))
+        ft = self.finetune
+        if ft is not None:
+            times = ft.kernel_times(times, tp, sp, b, cp, self.vocab_padded(tp), self.roofline, training.attention,
+                                    sw.elementwise)
         full = recompute == "full"
         # what 'selective' recomputes under this engine (`count/checkpointing.py`; MoE blocks: attention core)
         mode = "attention_core" if moe and sw.ac_mode == "op_sac" else sw.ac_mode
@@ -312,6 +323,9 @@ class Evaluator:
         cp_x = cp_mod.cp_exposure(cp, kv_send, times.core_fwd_s, times.core_bwd_s, full, self.cost)
         stored, working = block_activations(spec, b, training.seq_len, d, tp, sp, recompute, moe, training.attention, cp,
                                             sw, block)
+        if ft is not None:  # lora_A outputs kept for backward (full recompute: only while recomputed)
+            adapters = ft.adapter_activation_bytes(tp, b, s_local)
+            stored, working = (stored, working + adapters) if full else (stored + adapters, working)
         emb_act, head_act = edge_activations(spec, b, training.seq_len, d, tp, sp, cp, sw.fused_cross_entropy,
                                              sw.compiled_loss, sw.sp_saves_gathered_inputs)
         message, _ = self.boundary(tp, sp, b, cp, True)
@@ -452,6 +466,8 @@ class Evaluator:
             one = self.training.model_copy(update={"global_batch": 1, "recompute": recompute})
             counted = count_flops(self.spec, one)
             hit = self._flops[recompute] = float(counted.model), float(counted.hardware)
+            if self.finetune is not None:
+                hit = self._flops[recompute] = self.finetune.flops_per_sequence(*hit, recompute)
         return hit
 
     # -- data parallel, model states and memory ----------------------------------------------------
@@ -474,6 +490,9 @@ class Evaluator:
             lay = self._memo(("dp_layout", tp, pp, ep, schedule, vpp, pp_rank, etp, split),
                              lambda: self._dp_layout(tp, pp, ep, schedule, vpp, pp_rank, etp, split))
             kid, kinds, mine, params = lay
+            if self.finetune is not None:  # only the adapters reduce gradients and step
+                blocks = self.held.rank_blocks(schedule, pp, vpp, split)[pp_rank]
+                params = (blocks * self.finetune.adapter_params_per_block(tp), 0)
             shared = (tp, pp, dp, zero, sp, ep, cp, kid, mine, params, shard, order, zeropp, etp)
             hit = self._dps_shared.get(shared)
             if hit is not None:
@@ -513,6 +532,12 @@ class Evaluator:
             shapes = dict(self.shapes(tp, dp, pp, 1, cp, order))
             shapes[EXPERT_DP] = strided_shape(tp * dp * cp // (ep * etp), ep * etp, self.cluster.gpus_per_node)
         calls, tied = RankCalls(), RankCalls()
+        if self.finetune is not None:
+            blocks = sum(count for unit, count in kinds if unit.startswith("layers/"))
+            rest = sum(shards[unit].numel * count for unit, count in kinds
+                       if unit in shards and not unit.startswith("layers/"))
+            self.finetune.dp_calls(calls, blocks, tp, dp * cp, zero, rest * self.dtype_bytes)
+            kinds = ()
         for (unit, count), n in zip(kinds, copies):
             if unit in shards:
                 u = shards[unit]

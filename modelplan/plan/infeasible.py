@@ -16,7 +16,10 @@ def _axes(ep: int, cp: int) -> str:
 
 
 def total_state_bytes(ev: Evaluator) -> float:
-    """Weights + gradients + optimizer states of the whole model (what no split can avoid)."""
+    """Weights + gradients + optimizer states of the whole model (what no split can avoid);
+    a LoRA / QLoRA fine-tune's frozen base and adapter states (`plan/finetune.py`)."""
+    if ev.finetune is not None:
+        return sum(ev.held.rank_states(1, 1, 1, 0, 0))
     _, first, _, _ = ev.held.params(1, 1)
     return first * (ev.dtype_bytes + ev.grad_bytes + ev.state_bytes)
 
@@ -47,6 +50,9 @@ def nearest_blocker(ev: Evaluator, n: int, rejected: Counter, examples: dict, cl
         states = total_state_bytes(ev)
         usable = ev.memory_bytes * (1 - headroom) - ev.cost.runtime_reserved_bytes
         need = math.ceil(states / usable) if usable > 0 else math.inf
+        if need > n and ev.finetune is not None:
+            return (f"needs at least {need} GPUs of {mem_gb:g} GB: the frozen base and the adapters' weights, "
+                    f"gradients and optimizer states alone are {states / 1e9:.1f} GB")
         if need > n:
             return (f"needs at least {need} GPUs of {mem_gb:g} GB: weights+gradients+optimizer states alone "
                     f"are {states / 1e12:.2f} TB ({ev.dtype_bytes + ev.grad_bytes + ev.state_bytes} bytes x "

@@ -29,6 +29,11 @@ class RankStates:
         self.state_bytes = dp_zero.state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
         self._cache: dict[tuple, object] = {}
         self._ids: dict[tuple, int] = {}
+        self.finetune = None
+        if training.finetune is not None and training.finetune.uses_adapters:
+            from modelplan.plan.finetune import FinetunePlanner
+
+            self.finetune = FinetunePlanner(spec, training)
 
     def _memo(self, key: tuple, make):
         hit = self._cache.get(key)
@@ -60,6 +65,12 @@ class RankStates:
             return out
 
         return self._memo(("unit_kinds", schedule, pp, vpp, split), kinds)
+
+    def rank_blocks(self, schedule: str, pp: int, vpp: int, split=None) -> list[int]:
+        """Transformer blocks each pipeline rank holds under the schedule's layout (and stage split)."""
+        return self._memo(("rank_blocks", schedule, pp, vpp, split), lambda: [
+            sum(1 for u in names if u.startswith("layers/") and not u.endswith("/experts"))
+            for names in self.rank_units(schedule, pp, vpp, split)])
 
     def _kind_of(self) -> dict[str, object]:
         """The kind of every block unit: its `count.blocks.Block` (alike blocks are the same size),
@@ -116,6 +127,9 @@ class RankStates:
         `reshard`: the plan's reshard_after_forward); Transformer Engine's cached fp8 weights."""
         per_rank, layer, expert_layer = self.rank_params(tp, pp, ep, schedule, vpp, etp, split)
         dense, experts = per_rank[pp_rank]
+        if self.finetune is not None:  # frozen base, adapter states (`plan/finetune.py`)
+            blocks = self.rank_blocks(schedule, pp, vpp, split)[pp_rank]
+            return self.finetune.states(dense, blocks, tp, shard or dp * cp, zero)
         sizes = (self.dtype_bytes, self.grad_bytes, self.state_bytes)
         sw = self.software
         group = dp * cp

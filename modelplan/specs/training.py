@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
 from modelplan.specs.engine import AcMode, Fp8Recipe, Framework
+from modelplan.specs.finetune import FinetuneSpec
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 Optimizer = Literal["sgd", "momentum", "adam", "adamw"]
@@ -77,6 +78,9 @@ class TrainingSpec(Spec):
     dp_overlap: bool | None = None
     """Data-parallel gradient reduction overlapped with the backward; None: the cost model's
     setting (on: Megatron overlap_grad_reduce, DDP buckets, FSDP)."""
+    finetune: FinetuneSpec | None = None
+    """A fine-tuning step (`modelplan.specs.finetune`): LoRA / QLoRA train adapters on a frozen
+    base (the planner prices that, `modelplan.plan.finetune`); None: every parameter trains."""
 
     @model_validator(mode="after")
     def _check_fp8(self) -> "TrainingSpec":
@@ -84,6 +88,10 @@ class TrainingSpec(Spec):
             raise ValueError(f"fp8_param_gather needs precision 'fp8', not '{self.precision}'")
         if self.fp8_recipe is not None and self.precision != "fp8":
             raise ValueError(f"fp8_recipe ('{self.fp8_recipe}') needs precision 'fp8', not '{self.precision}'")
+        ft = self.finetune
+        if ft is not None and ft.uses_adapters and self.precision == "fp8":
+            raise ValueError(f"finetune '{ft.method}' with precision fp8 is not modelled (adapters on a frozen "
+                             "base train in bf16, fp16 or fp32)")
         return self
 
     @property
