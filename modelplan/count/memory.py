@@ -132,12 +132,14 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
                  tp: int, sequence_parallel: bool, recompute: str, attention: str, memory_len: int = 0,
                  ac_mode: str = "attention_core", elementwise: str = "fused", ac_every: int = 2,
                  fp8_inputs: bool = False, norm_elementwise: str | None = None,
-                 gathered_inputs: bool = False) -> int:
+                 gathered_inputs: bool = False, dispatch_tp: int | None = None,
+                 probs_at_combine: bool = False) -> int:
     """Activation bytes of one block of kind `block` (see activation_bytes_per_layer)."""
     if recompute == "selective" and ac_mode in ("layer_sac", "every_nth_block"):
         args = (spec, block, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel)
         extra = dict(memory_len=memory_len, elementwise=elementwise, fp8_inputs=fp8_inputs,
-                     norm_elementwise=norm_elementwise, gathered_inputs=gathered_inputs)
+                     norm_elementwise=norm_elementwise, gathered_inputs=gathered_inputs, dispatch_tp=dispatch_tp,
+                     probs_at_combine=probs_at_combine)
         full = _block_bytes(*args, "full", attention, **extra)
         none = _block_bytes(*args, "none", attention, **extra)
         return _ceil_div(full + (ac_every - 1) * none, ac_every)  # one block in ac_every recomputed whole
@@ -169,13 +171,20 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
     replicated_bytes = sb * (replicated - gathered)
     rep = _ceil_div(replicated_bytes, tp) if sequence_parallel else replicated_bytes
     rep += sb * gathered
-    return rep + _ceil_div(sharded_bytes, tp) + _dispatch_bytes(spec, block, sb, dtype_bytes, fp8_inputs)
+    # the routed tokens: the tp group's (the dispatcher gathers the sequence-parallel shards) or,
+    # under expert tensor parallelism etp < tp, each etp group's share (Megatron-core MoE)
+    routed = sb * (dispatch_tp or tp) // tp if sequence_parallel else sb
+    return rep + _ceil_div(sharded_bytes, tp) + _dispatch_bytes(spec, block, routed, dtype_bytes, fp8_inputs,
+                                                                probs_at_combine)
 
 
-def _dispatch_bytes(spec: "TransformerSpec", block: Block, tokens: int, d: int, fp8_inputs: bool = False) -> int:
-    """The top_k copies of each token the MoE layer keeps: the permuted expert inputs, and the
-    expert outputs the combine multiplies by the routing weights (kept for the weights' gradient:
-    Megatron-core moe_utils.unpermute, permuted_tokens * probs). They live on the
+def _dispatch_bytes(spec: "TransformerSpec", block: Block, tokens: int, d: int, fp8_inputs: bool = False,
+                    probs_at_combine: bool = False) -> int:
+    """The top_k copies of each token the MoE layer keeps: the permuted expert inputs (the
+    grouped fc1's saved input) and, with `probs_at_combine`, the expert outputs a combine that
+    multiplies them by the routing weights keeps for the weights' gradient (modelplan's numpy
+    executor; Megatron-core applies the weights inside the expert activation,
+    weighted_bias_swiglu, and unpermutes without probs, so it keeps no such copy). They live on the
     tensor-parallel group's tokens: the all-to-all dispatcher gathers a sequence-parallel
     group's shards before it permutes (MoEAlltoAllTokenDispatcher with expert tensor parallelism
     = tp), so sequence parallelism does not split them. With TE fp8 the permuted inputs are kept
@@ -183,7 +192,7 @@ def _dispatch_bytes(spec: "TransformerSpec", block: Block, tokens: int, d: int, 
     moe = spec.moe
     if not (block.mlp and block.moe and moe is not None):
         return 0
-    return tokens * moe.top_k * spec.hidden * ((1 if fp8_inputs else d) + d)
+    return tokens * moe.top_k * spec.hidden * ((1 if fp8_inputs else d) + (d if probs_at_combine else 0))
 
 
 def activation_bytes_per_layer(
@@ -203,6 +212,8 @@ def activation_bytes_per_layer(
     norm_elementwise: str | None = None,
     gathered_inputs: bool = False,
     block: Block | None = None,
+    dispatch_tp: int | None = None,
+    probs_at_combine: bool = False,
 ) -> int:
     """Activation bytes one block keeps for backward, per GPU, for one micro-batch.
 
@@ -225,9 +236,10 @@ def activation_bytes_per_layer(
       bytes per norm, are ignored as in the paper). Sandwich norms keep four inputs.
     - parallel blocks (GPT-J/NeoX/Falcon): the norms share one input (d h), and with one norm the
       attention and MLP read the same tensor (d h once, not twice).
-    - MoE layers: each token's input is copied to top_k experts and the combine keeps the top_k
-      expert outputs for the routing weights' gradient (2 top_k d h, on the tp group's tokens:
-      not split by tp, also under sequence parallelism); each expert keeps its MLP inner
+    - MoE layers: each token's input is copied to top_k experts (top_k d h; `probs_at_combine`:
+      a combine that weights the expert outputs also keeps them, 2 top_k d h), on the tp group's tokens:
+      not split by tp, also under sequence parallelism; `dispatch_tp` = etp < tp: each etp group
+      routes its share, b s etp / tp tokens, under sequence parallelism); each expert keeps its MLP inner
       activations; routing probabilities are ignored.
     - sliding / chunked layers: an eager kernel still keeps all s scores of a query (masked).
     - MLA: per-head Q, K (nope + rope dims), V and the out-proj input; the latents replicated.
@@ -260,7 +272,8 @@ def activation_bytes_per_layer(
     return max(
         _block_bytes(spec, kind, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, recompute, attention,
                      memory_len=seq_len, ac_mode=ac_mode, elementwise=elementwise, ac_every=ac_every,
-                     fp8_inputs=fp8_inputs, norm_elementwise=norm_elementwise, gathered_inputs=gathered_inputs)
+                     fp8_inputs=fp8_inputs, norm_elementwise=norm_elementwise, gathered_inputs=gathered_inputs,
+                     dispatch_tp=dispatch_tp, probs_at_combine=probs_at_combine)
         for kind in kinds
     )
 

@@ -322,7 +322,7 @@ class Evaluator:
         kv_send = self.cp_kv_send_s(tp, b, cp) if cp > 1 else 0.0
         cp_x = cp_mod.cp_exposure(cp, kv_send, times.core_fwd_s, times.core_bwd_s, full, self.cost)
         stored, working = block_activations(spec, b, training.seq_len, d, tp, sp, recompute, moe, training.attention, cp,
-                                            sw, block)
+                                            sw, block, etp)
         if ft is not None:  # lora_A outputs kept for backward (full recompute: only while recomputed)
             adapters = ft.adapter_activation_bytes(tp, b, s_local)
             stored, working = (stored, working + adapters) if full else (stored + adapters, working)

@@ -23,7 +23,8 @@ from modelplan.specs.transformer import TransformerSpec
 
 def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
                       sequence_parallel: bool, recompute: str, moe_layer: bool, attention: str, cp: int = 1,
-                      software: EngineSettings = MEGATRON_2021, block: Block | None = None) -> tuple[int, int]:
+                      software: EngineSettings = MEGATRON_2021, block: Block | None = None,
+                      etp: int | None = None, probs_at_combine: bool = False) -> tuple[int, int]:
     """(bytes one block keeps per in-flight micro-batch, transient bytes of the block being
     recomputed or back-propagated) on one TP rank (Korthikanti et al. 2022 sec. 4; full recompute
     keeps the block input and works on a whole block, selective keeps what the engine's policy
@@ -41,13 +42,15 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
     def kept(rc: str, ac_mode: str = "attention_core") -> int:
         out = activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel, rc, kind,
                                          attention, ac_mode, ew, software.ac_every, fp8_inputs,
-                                         software.norm_elementwise, software.sp_saves_gathered_inputs, block)
+                                         software.norm_elementwise, software.sp_saves_gathered_inputs, block,
+                                         etp, probs_at_combine)
         if cp > 1 and rc == "none":
             score = out - activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel,
                                                      "selective", kind, attention, elementwise=ew,
                                                      fp8_inputs=fp8_inputs,
                                                      norm_elementwise=software.norm_elementwise,
-                                                     gathered_inputs=software.sp_saves_gathered_inputs, block=block)
+                                                     gathered_inputs=software.sp_saves_gathered_inputs, block=block,
+                                                     dispatch_tp=etp, probs_at_combine=probs_at_combine)
             out += (cp - 1) * score
         return out
 
