@@ -59,6 +59,8 @@ def main() -> int:
               flush=True)
         if not found and not ok:
             print(proc.stdout[-2000:], proc.stderr[-2000:], sep="\n")
+        for line in re.findall(r"^(?:FAILED|ERROR) tests/\S+ - .*$", proc.stdout, re.M):
+            print(f"         {line[:400]}")  # the failure's short message (-rA)
     print()
     for test in sorted({t for t, _ in tally}):
         print(f"{tally[test, 'PASSED']:>3}/{args.runs}  {test}")
