@@ -253,12 +253,6 @@ def run_mpi_job(command: Sequence[str], env: dict[str, str], num_ranks: int,
         proc = subprocess.Popen(list(command), env=env, stderr=subprocess.PIPE,
                                 stdout=subprocess.PIPE if capture_stdout else None,
                                 start_new_session=True, preexec_fn=_die_with_parent_fn())
-        if reaper is not None:
-            try:
-                reaper.stdin.write(f"{proc.pid}\n".encode())
-                reaper.stdin.flush()
-            except OSError:
-                pass
 
         def pump_err() -> None:
             for line in iter(proc.stderr.readline, b""):
@@ -275,9 +269,15 @@ def run_mpi_job(command: Sequence[str], env: dict[str, str], num_ranks: int,
         pumps = [threading.Thread(target=pump_err, daemon=True)]
         if capture_stdout:
             pumps.append(threading.Thread(target=pump_out, daemon=True))
-        for t in pumps:
-            t.start()
-        try:
+        try:  # a signal from here on (even while a pump thread starts) ends the whole job
+            if reaper is not None:
+                try:
+                    reaper.stdin.write(f"{proc.pid}\n".encode())
+                    reaper.stdin.flush()
+                except OSError:
+                    pass
+            for t in pumps:
+                t.start()
             proc.wait()
         except KeyboardInterrupt:
             stopped = signal.SIGINT
@@ -289,7 +289,8 @@ def run_mpi_job(command: Sequence[str], env: dict[str, str], num_ranks: int,
         elif proc.returncode != 0:
             _end_session(proc.pid)  # a killed mpiexec leaves its ranks running
         for t in pumps:
-            t.join(timeout=5)
+            if t.ident is not None:  # started
+                t.join(timeout=5)
     finally:
         for sig, old in handlers.items():
             signal.signal(sig, old)
