@@ -266,7 +266,7 @@ class Evaluator:
     def _mixed_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
                      etp: int | None, tp_overlap: str, mtp_ep: int) -> BlockTerms:
         spec = self.spec
-        kinds = block_kinds(spec, ep is not None)
+        kinds = self._memo(("block_kinds", ep is not None), lambda: block_kinds(spec, ep is not None))
         if not kinds:
             terms = self._block_terms(tp, sp, b, recompute, cp, ep, None, etp, tp_overlap)
         else:
