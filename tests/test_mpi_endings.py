@@ -46,8 +46,8 @@ def mapped_segments(pid: int) -> set[Path]:
         lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
     except OSError:
         return set()
-    return {Path(ln.split(maxsplit=5)[5]) for ln in lines
-            if len(ln.split(maxsplit=5)) == 6 and ln.split(maxsplit=5)[5].startswith("/dev/shm/")}
+    fields = (ln.split(maxsplit=5) for ln in lines)  # address perms offset dev inode path
+    return {Path(f[5]) for f in fields if len(f) == 6 and f[5].startswith("/dev/shm/")}
 
 
 def maps_segment(pid: int) -> bool:
