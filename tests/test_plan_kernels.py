@@ -71,3 +71,23 @@ def test_memory_bound_work_weighs_more_in_small_models():
         return ew / (ew + sum(ROOF.gemm_time_s(g, 2) for g in k.gemms))
 
     assert share("gpt2") > 2 * share("gpt3-175b")
+
+
+def test_flash_attention_runs_head_dim_80_on_its_96_kernel():
+    """flash-attn 2's HEADDIM_SWITCH (csrc/flash_attn/src/static_switch.h) runs head dim 80 on the
+    kernel compiled for 96: both matmuls of its tiles run 96 wide. Worked by hand: one non-causal
+    problem of 1024 x 1024, forward 4 s_q s_k 96 = 402,653,184 FLOPs at the A100 FA2 forward rate
+    0.6 x 312 TFLOP/s x sustained 0.8 = 149.76 TFLOP/s -> 2.6887 us + 4 us overhead; backward
+    2.5 x those FLOPs at 0.5 x 312 x 0.8 = 124.8 TFLOP/s -> 8.0660 us + 4 us. cuDNN (no template
+    list) and head dim 128 (a template) run unpadded."""
+    from modelplan.count.attention import FusedAttention
+
+    fa2 = A100.model_copy(update={"attention_efficiency": {"fa2": (0.6, 0.5), "cudnn": (0.6, 0.5)}})
+    op = FusedAttention("core", 1, 1024, 1024, 80, causal=False)
+    roof = Roofline.of(fa2, "bf16", COST, ("fa2",))
+    assert roof.fused_fwd_s(op) == pytest.approx(4e-6 + 402_653_184 / 149.76e12, rel=1e-9)
+    assert roof.fused_bwd_s(op) == pytest.approx(4e-6 + 2.5 * 402_653_184 / 124.8e12, rel=1e-9)
+    cudnn = Roofline.of(fa2, "bf16", COST, ("cudnn",))
+    assert cudnn.fused_fwd_s(op) == pytest.approx(4e-6 + 335_544_320 / 149.76e12, rel=1e-9)
+    wide = FusedAttention("core", 1, 1024, 1024, 128, causal=False)
+    assert roof.fused_fwd_s(wide) == pytest.approx(4e-6 + 4 * 1024 * 1024 * 128 / 149.76e12, rel=1e-9)

@@ -30,6 +30,20 @@ from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Accelerator
 from modelplan.specs.transformer import TransformerSpec
 
+KERNEL_HEAD_DIMS: dict[str, tuple[int, ...]] = {
+    # flash-attn 2.x csrc/flash_attn/src/static_switch.h HEADDIM_SWITCH: a head dim runs the
+    # kernel compiled for the next of these (head dim 112 runs the 128 kernel on zero-padded tiles)
+    "fa2": (32, 64, 96, 128, 160, 192, 224, 256),
+}
+"""Head dims each fused-attention kernel is compiled for; kernels not listed (cuDNN's fused
+attention, FlashAttention-3) are taken to run any head dim at its own width."""
+
+
+def kernel_head_dim(kernel: str | None, head_dim: int) -> int:
+    """The head dim `kernel`'s tiles compute for `head_dim`: the smallest compiled one that holds it
+    (`KERNEL_HEAD_DIMS`), else `head_dim` itself (unlisted kernel, or wider than every template)."""
+    return next((d for d in KERNEL_HEAD_DIMS.get(kernel or "", ()) if d >= head_dim), head_dim)
+
 
 @dataclass(frozen=True)
 class Roofline:
@@ -50,6 +64,9 @@ class Roofline:
     fp8_matmul_flops_per_s: float = 0.0
     """fp8 GEMMs (fp8 training's linear layers): fp8 peak * fp8 matmul efficiency *
     sustained_fraction (0 when the precision is not fp8: every GEMM is 16-bit)."""
+    attention_kernel: str | None = None
+    """The fused-attention kernel the rates are of (`Accelerator.attention_kernel`); its compiled
+    head dims (`KERNEL_HEAD_DIMS`) set the FLOPs its tiles run."""
 
     @classmethod
     def of(cls, accelerator: Accelerator, precision: str, cost: CostModel,
@@ -62,6 +79,7 @@ class Roofline:
         fp8 = precision == "fp8"
         peak = accelerator.peak_flops(precision)
         half = accelerator.peak_flops("bf16") if fp8 else peak
+        kernel = accelerator.attention_kernel(attention_kernels)
         rates = accelerator.attention_rates(attention_kernels) or (cost.flash_fwd_efficiency, cost.flash_bwd_efficiency)
         fp8_eff = accelerator.matmul_efficiency_fp8 or accelerator.matmul_efficiency
         sustained = cost.sustained_fraction * accelerator.sustained_clock_fraction  # tensor-core work
@@ -73,6 +91,7 @@ class Roofline:
             flash_fwd_flops_per_s=half * rates[0] * sustained,
             flash_bwd_flops_per_s=half * rates[1] * sustained,
             fp8_matmul_flops_per_s=peak * fp8_eff * sustained if fp8 else 0.0,
+            attention_kernel=kernel,
         )
 
     def gemm_time_s(self, gemm: Gemm, dtype_bytes: int, fp8_factor: float = 0.0) -> float:
@@ -90,13 +109,20 @@ class Roofline:
         """Achieved fraction of the dense peak for this shape."""
         return gemm.flops / (self.gemm_time_s(gemm, dtype_bytes) * self.peak_flops_per_s)
 
+    def _tile_factor(self, op: FusedAttention) -> float:
+        """FLOPs the kernel's tiles run per FLOP of `op`: both of its matmuls (Q K^T over the head
+        dim, P V into it) run at the kernel's compiled head dim (`kernel_head_dim`)."""
+        return kernel_head_dim(self.attention_kernel, op.head_dim) / op.head_dim if op.head_dim else 1.0
+
     def fused_fwd_s(self, op: FusedAttention) -> float:
-        """Forward of a fused attention kernel at its own sustained rate, plus the overhead."""
-        return self.overhead_s + op.fwd_flops / self.flash_fwd_flops_per_s
+        """Forward of a fused attention kernel at its own sustained rate on the FLOPs of its
+        (head-dim padded) tiles, plus the overhead."""
+        return self.overhead_s + op.fwd_flops * self._tile_factor(op) / self.flash_fwd_flops_per_s
 
     def fused_bwd_s(self, op: FusedAttention) -> float:
-        """Backward of a fused attention kernel (recomputes the scores) at its own rate."""
-        return self.overhead_s + op.bwd_flops / self.flash_bwd_flops_per_s
+        """Backward of a fused attention kernel (recomputes the scores) at its own rate, on the
+        FLOPs of its padded tiles."""
+        return self.overhead_s + op.bwd_flops * self._tile_factor(op) / self.flash_bwd_flops_per_s
 
     def memory_time_s(self, nbytes: float) -> float:
         """Time to stream `nbytes` through HBM (memory-bound kernels, optimizer step)."""

@@ -78,13 +78,15 @@ class Accelerator(Spec):
             return self.memory_total_mib * 2**20
         return self.memory_gb * 1e9
 
+    def attention_kernel(self, preference: tuple[str, ...]) -> str | None:
+        """The first kernel of `preference` this accelerator lists, or None when it lists none."""
+        return next((kernel for kernel in preference if kernel in self.attention_efficiency), None)
+
     def attention_rates(self, preference: tuple[str, ...]) -> tuple[float, float] | None:
         """(forward, backward) efficiency of the first kernel of `preference` this accelerator
         lists, or None when it lists none of them."""
-        for kernel in preference:
-            if kernel in self.attention_efficiency:
-                return self.attention_efficiency[kernel]
-        return None
+        kernel = self.attention_kernel(preference)
+        return None if kernel is None else self.attention_efficiency[kernel]
 
     def peak_flops(self, precision: str) -> float:
         """Dense peak FLOP/s for a training precision (fp32 uses tf32 tensor cores if listed)."""
