@@ -144,3 +144,36 @@ def test_search_adds_cp_only_for_long_sequences_or_when_asked():
     assert {e.plan.cp for e in asked.best} == {2}
     long = search_plans(spec, TrainingSpec(global_batch=8, seq_len=32768), ideal_cluster(), 8, space, top_k=20)
     assert max(e.plan.cp for e in long.best) > 1
+
+
+def test_pytorch_ring_sdpa_merges_priced_per_ring_step():
+    """PyTorch's context-parallel SDPA (torchtitan) merges every ring step's partial output into an
+    fp32 running output and adds each backward step's gradients into fp32 accumulators
+    (torch/distributed/tensor/experimental/_attention.py). Worked by hand for the 32-head, 8-kv-head
+    GQA block, micro-batch 1, seq 262144 over cp 8 (32768 local queries): the output has
+    32 x 32768 x 128 = 134,217,728 values; 7 ring steps x 38 B = 266 B per value forward
+    (cast 2+4, sub 12, mul 8, sub 12) and 7 x (14 + 36 x 8/32) = 161 B backward (dQ add 10,
+    dO.O pre-pass 4; dK, dV adds and their cat 36 per kv value, a quarter of the query values);
+    6 and 4 kernels per step. Megatron (TE p2p) and cp 1 carry no such pass."""
+    from modelplan.plan.kernels import layer_kernels
+
+    kw = dict(cp=8, attention="flash")
+    merges = [e for e in layer_kernels(LLAMA_GQA, 1, 1, 262144, 2, **kw, cp_fp32_merge=True).attention_core_elementwise
+              if e.name.endswith("cp_merge")]
+    assert len(merges) == 1
+    (m,) = merges
+    assert m.elements == 134_217_728
+    assert m.fwd_bytes == 134_217_728 * 266
+    assert m.bwd_bytes == 134_217_728 * 161
+    assert m.kernels == (42, 28)
+    assert not [e for e in layer_kernels(LLAMA_GQA, 1, 1, 262144, 2, **kw).elementwise if e.name.endswith("cp_merge")]
+    assert not [e for e in layer_kernels(LLAMA_GQA, 1, 1, 32768, 2, attention="flash", cp_fp32_merge=True).elementwise
+                if e.name.endswith("cp_merge")]
+
+
+def test_torchtitan_profile_prices_the_fp32_merges():
+    """The torchtitan engine profile turns the merges on; Megatron's does not."""
+    from modelplan.specs.load import load_engine
+
+    assert load_engine("torchtitan").cp_fp32_merge
+    assert not load_engine("megatron").cp_fp32_merge

@@ -188,7 +188,8 @@ def kernel_times(
     d, s_local = dtype_bytes, seq_len // cp
     k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel, moe_layer=moe_layer, ep=ep,
                       capacity=capacity, cp=cp, attention=attention, elementwise=software.elementwise, block=block,
-                      memory_len=seq_len, etp=etp, norm_elementwise=software.norm_elementwise)
+                      memory_len=seq_len, etp=etp, norm_elementwise=software.norm_elementwise,
+                      cp_fp32_merge=software.cp_fp32_merge)
     recipe = software.fp8_recipe
     factor = gemm_rate_factor(recipe, scaled_gemm_factor) if recipe else 0.0
 

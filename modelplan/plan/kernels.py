@@ -23,6 +23,7 @@ from modelplan.count.eager import (
 from modelplan.count.blocks import Block, block_of
 from modelplan.plan.block_kernels import cross_kernels, mixer_kernels
 from modelplan.plan.kernel_types import Elementwise, Gemm
+from modelplan.plan.parallel.tp import local_kv_heads
 from modelplan.specs.transformer import TransformerSpec
 
 __all__ = ["Elementwise", "Gemm", "LayerKernels", "embedding_kernels", "head_kernels", "layer_kernels",
@@ -100,6 +101,7 @@ def layer_kernels(
     memory_len: int = 0,
     etp: int | None = None,
     norm_elementwise: str | None = None,
+    cp_fp32_merge: bool = False,
 ) -> LayerKernels:
     """Kernels of one block for one micro-batch on one TP rank (Megatron-LM layout); with
     `moe_layer` the MLP is the mixture of experts of `moe_mlp_kernels` (capacity: token slots per
@@ -111,7 +113,8 @@ def layer_kernels(
     RMSNorm, SwiGLU and rotary run as eager PyTorch composites (`modelplan.count.eager`). `block`:
     the kind of block (`count.blocks.Block`; default: the model's first dense or MoE block), whose
     mixer is `block_kernels.py`'s; a decoder block of an encoder-decoder cross-attends to
-    `memory_len` encoder tokens per sequence."""
+    `memory_len` encoder tokens per sequence. `cp_fp32_merge`: the ring's per-step fp32 merges
+    of PyTorch's context-parallel SDPA join the attention core (`cp_merge_kernel`)."""
     d, b, s, h = dtype_bytes, micro_batch, seq_len, spec.hidden
     s_q = s // cp  # this rank's queries (and tokens) of each sequence
     tokens = b * s_q
@@ -128,6 +131,9 @@ def layer_kernels(
     mixer = mixer_kernels(spec, block, tp, b, s_q, s, d, fused, eager)
     gemms = mixer.gemms + [mixer.out]
     core, flash = list(mixer.core), list(mixer.fused)
+    if cp_fp32_merge and cp > 1:
+        kv_share = local_kv_heads(spec.num_kv_heads, tp) / max(1, spec.heads // tp)
+        core += [cp_merge_kernel(a, cp, kv_share) for a in flash]
     if block.cross:
         cross = cross_kernels(spec, tp, b, s_q, memory_len, d, fused)
         gemms += cross.gemms + [cross.out]
@@ -163,6 +169,37 @@ def layer_kernels(
         other.remove(bda)  # one residual sum of attention + MLP
     core_gemms = tuple(g for g in gemms if g.name.endswith(("/scores", "/context")))
     return LayerKernels(tuple(gemms), tuple(other) + tuple(core), core_gemms, tuple(core), tuple(flash))
+
+
+PYTORCH_CP_MERGE_FWD_BYTES = 38
+"""HBM bytes per output element of one forward ring-step merge in PyTorch's context-parallel SDPA
+(torch/distributed/tensor/experimental/_attention.py `_SDPAMerger.step`, convert_to_f32 True):
+the step's bf16 output cast to fp32 (read 2, write 4), out - block_out (4 + 4, 4), times
+sigmoid(block_lse - lse) (4, 4), out minus that (4 + 4, 4); the lse terms are per row, not per
+element. The rank holding the sequence's last chunk merges whole outputs at every step (the
+round-robin load balance gives the others half-size merges on some steps): 6 + 12 + 8 + 12."""
+PYTORCH_CP_MERGE_BWD_Q_BYTES = 14
+"""Per query-side element, per backward ring step (`_templated_ring_attention_backward`): the
+step's bf16 dQ added into the fp32 accumulator (read 4 + 2, write 4) and the SDPA backward's
+own rowsum(dO * O) pre-pass over this step's output and its gradient (read 2 + 2)."""
+PYTORCH_CP_MERGE_BWD_KV_BYTES = 36
+"""Per K and V element (each), per backward ring step: the step's dK / dV added into the fp32
+accumulators travelling the ring (read 4 + 2, write 4) and their torch.cat into the send buffer
+(read 4, write 4): 2 x 18."""
+PYTORCH_CP_MERGE_KERNELS = (6, 4)
+"""Kernels per ring step: cast, sub, sigmoid, mul, sub, logsigmoid (forward); dQ add, dK add, dV
+add, cat (backward)."""
+
+
+def cp_merge_kernel(attention: FusedAttention, cp: int, kv_share: float) -> Elementwise:
+    """The cp - 1 ring steps' merges of PyTorch's context-parallel SDPA for one fused attention
+    call: memory-bound passes over its output (batch x s_q x head_dim values), plus the backward's
+    K and V accumulators (`kv_share` = local kv heads / local query heads of them) (constants above)."""
+    steps = cp - 1
+    values = attention.batch * attention.s_q * attention.head_dim
+    bwd = PYTORCH_CP_MERGE_BWD_Q_BYTES + PYTORCH_CP_MERGE_BWD_KV_BYTES * kv_share
+    kernels = (steps * PYTORCH_CP_MERGE_KERNELS[0], steps * PYTORCH_CP_MERGE_KERNELS[1])
+    return Elementwise(f"{attention.name}/cp_merge", values, steps * PYTORCH_CP_MERGE_FWD_BYTES, steps * bwd, kernels)
 
 
 def norm_kernel(name: str, spec: TransformerSpec, values: int, d: int, eager: bool) -> Elementwise:

@@ -115,6 +115,12 @@ class EngineProfile(Spec):
     input for the weight gradient (PyTorch DTensor SP: PrepareModuleInput Shard(1) -> Replicate,
     then nn.Linear saves it; torchtitan parallelize_llama.py apply_tp) instead of the 1/tp shard
     re-gathered in backward (Megatron-LM, Korthikanti et al. 2022 sec. 4.2.2)."""
+    cp_fp32_merge: bool = False
+    """Context parallelism runs PyTorch's ring SDPA (torch.distributed.tensor.experimental
+    context_parallel, torchtitan): each ring step after the first merges its partial output into
+    an fp32 running output (`_SDPAMerger`, convert_to_f32 True) and each backward step adds its
+    gradients into fp32 accumulators; memory-bound passes priced per step
+    (`modelplan.plan.kernels.cp_merge_kernel`)."""
     tp_comm_overlap: bool = False
     """Tensor-parallel collectives overlapped with the GEMMs by default (TE userbuffers / async
     TP); off unless the run turns it on in every engine profiled here."""
