@@ -175,5 +175,12 @@ def test_torchtitan_profile_prices_the_fp32_merges():
     """The torchtitan engine profile turns the merges on; Megatron's does not."""
     from modelplan.specs.load import load_engine
 
+    from modelplan.plan.engine import engine_assumptions, engine_settings
+
     assert load_engine("torchtitan").cp_fp32_merge
     assert not load_engine("megatron").cp_fp32_merge
+    training = TrainingSpec(global_batch=8, seq_len=4096)
+    titan = engine_settings(training, load_engine("torchtitan"))
+    assert "CP ring merges in fp32" in engine_assumptions(titan, None, 0.05, 10**9)
+    assert "CP ring merges" not in engine_assumptions(engine_settings(training, load_engine("megatron")), None, 0.05,
+                                                      10**9)

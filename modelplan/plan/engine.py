@@ -119,6 +119,8 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         parts.append("fp8 TP all-gathers")
     if software.sp_saves_gathered_inputs:
         parts.append("SP keeps the gathered linear inputs")
+    if software.cp_fp32_merge:
+        parts.append("CP ring merges in fp32")
     parts.append(f"allocator reserve {100 * fragmentation_fraction:g}% of activations + "
                  f"{runtime_reserved_bytes / 1e9:g} GB runtime")
     return "; ".join(parts)
