@@ -681,19 +681,26 @@ class Evaluator:
 
     # -- the step ---------------------------------------------------------------------------------
 
-    def compute_floor_s(self, cls: tuple) -> float:
-        """A lower bound of `pipeline_floor_s` from block terms alone: every one of the m
-        micro-batches waits for a stage that runs at least ceil(layers / pp) blocks, each at least
-        the cheaper block kind's compute, recompute and exposed EP / CP seconds (TP may hide;
-        messages, edges and the bubble are >= 0)."""
+    def compute_floor_s(self, cls: tuple, tp_overlaps: list[str] | None = None) -> float:
+        """A lower bound of `pipeline_floor_s` from block terms alone (pipeline = m t_max +
+        bubble t_mean, `parallel/pp.py`): every one of the m micro-batches waits for a stage that
+        runs at least ceil(layers / pp) blocks, and the mean stage runs layers / pp of them, each
+        at least the cheaper block kind's compute, recompute and exposed EP / CP seconds, and its
+        TP seconds when no mode in `tp_overlaps` overlaps them (None: some may; messages and
+        edges are >= 0). Shaved by 1e-12 so that rounding never lifts it above the exact sum."""
         tp, pp, dp, vpp, mb, schedule, sp, recompute, ep, cp = cls
+        exposed_tp = tp_overlaps is not None and all(self.resolved_tp_overlap(t, sp, tp) == "none"
+                                                     for t in tp_overlaps)
         dense = self.block_terms(tp, sp, mb, recompute, cp)
-        block = dense.compute_s + dense.recompute_s + dense.ep_s + dense.cp_s
+        block = dense.compute_s + dense.recompute_s + dense.ep_s + dense.cp_s + (dense.tp_s if exposed_tp else 0.0)
         if self.spec.moe is not None:
             moe = self.block_terms(tp, sp, mb, recompute, cp, ep)
-            block = min(block, moe.compute_s + moe.recompute_s + moe.ep_s + moe.cp_s)
+            block = min(block, moe.compute_s + moe.recompute_s + moe.ep_s + moe.cp_s
+                        + (moe.tp_s if exposed_tp else 0.0))
         m = self.training.global_batch // (mb * dp)
-        return m * -(-self.spec.layers // pp) * block  # the bubble (>= 0) is left to the pipeline floor
+        bubble = max(0.0, self.pipe(schedule, pp, m, vpp)[0])
+        layers = self.spec.layers
+        return (m * -(-layers // pp) + bubble * layers / pp) * block * (1 - 1e-12)
 
     def pipeline_floor_s(self, cls: tuple, tp_overlaps: list[str], orders: list[str], splits: tuple = (None,)
                          ) -> float:

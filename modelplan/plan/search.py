@@ -303,7 +303,7 @@ def search_transformer_plans(
                                     if not tpos or not acts:
                                         continue  # the asked TP overlap cannot run here (no SP): no plan
                                     cls = (tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp)
-                                    floor = ev.compute_floor_s(cls) if use_bound else 0.0
+                                    floor = ev.compute_floor_s(cls, tpos) if use_bound else 0.0
                                     under = len(orders) * len(tpos) * len(acts) * per_bound
                                     waiting += under
                                     frontier.append((floor, len(frontier), False, cls, orders, tpos, acts, variants,
