@@ -43,7 +43,7 @@ from modelplan.plan.mechanisms import Mechanisms
 from modelplan.plan.placement import DEFAULT_ORDER, placed_shapes
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.pipeline.profile import boundary_messages, bubble_microbatches, chunk_shares, inflight_microbatches
-from modelplan.plan.shard import unit_shards
+from modelplan.plan.shard import regrouped, unit_groups, unit_shards
 from modelplan.plan.stage_time import BlockTerms, StageTerms, compose_stages
 from modelplan.plan.rank_states import RankStates
 from modelplan.plan.stages import RankBlocks, rank_blocks, split_layers, unit_replicas
@@ -524,8 +524,11 @@ class Evaluator:
     def _dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, ep: int, cp: int,
                   kinds: tuple[tuple[str, int], ...], copies: tuple[int, ...], params: tuple[int, int],
                   etp: int | None = None, order: str = DEFAULT_ORDER) -> DpEntry:
-        shards = self._memo(("dp_shards", tp, dp, ep, cp, sp, etp), lambda: unit_shards(
+        # the units' sizes depend on (tp, sp, ep, etp) only; the rank's unit kinds regrouped for dp, cp
+        sized = self._memo(("unit_sizes", tp, sp, ep, etp), lambda: unit_shards(
             self.spec, Plan(tp=tp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, etp=etp)))
+        groups = unit_groups(tp, dp, cp, ep, etp)
+        shards = {unit: regrouped(sized[unit], groups) for unit, _ in kinds if unit in sized}
         if etp is None:
             shapes = self.shapes(tp, dp, pp, ep, cp, order)
         else:  # Megatron-core's expert grid over the stage's tp x cp x dp ranks: etp, ep, expert dp
