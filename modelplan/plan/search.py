@@ -22,7 +22,7 @@ from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.results import SearchResult
 from modelplan.plan.evaluator import Evaluator, PlanPoint
-from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, _choose, divisors
+from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, _choose, divisors, paused_gc
 from modelplan.plan.search_ext import Extensions
 from modelplan.plan.validate import (
     batch_problem,
@@ -65,6 +65,12 @@ def search_transformer_plans(
     """`search_plans` of a transformer (dense or MoE): the enumeration of the module docstring.
     `use_bound` False prices every plan that fits (the benchmark's check that the step-time bound
     never drops a top plan)."""
+    with paused_gc():
+        return _search_transformer(spec, training, cluster, gpus, space, cost, top_k, use_bound)
+
+
+def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: Cluster, gpus: int,
+                        space: SearchSpace | None, cost: CostModel | None, top_k: int, use_bound: bool) -> SearchResult:
     start = time.perf_counter()
     space = space or SearchSpace()
     ev = Evaluator(spec, training, cluster, cost)
