@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from modelplan.plan.shard import rank_elements, unit_shards
+from modelplan.plan.shard import rank_elements, regrouped, unit_groups, unit_shards
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import MoESpec, TransformerSpec
@@ -88,3 +88,18 @@ def test_padding_rounds_up_to_the_group():
     assert head_free["embedding/word"].numel == 5 and head_free["embedding/word"].padded == 6
     r = rank_elements(spec, Plan(dp=2, zero=3), TrainingSpec(optimizer="sgd"))[0]
     assert r.weights == sum(u.padded // 2 for u in head_free.values())
+
+
+@pytest.mark.parametrize("base,other", [
+    (Plan(tp=2, dp=2, ep=2), Plan(tp=2, dp=8, cp=2, ep=2)),
+    (Plan(tp=2, dp=4, ep=4, etp=1, sequence_parallel=True), Plan(tp=2, dp=8, cp=1, ep=4, etp=1, sequence_parallel=True)),
+    (Plan(tp=4, dp=1), Plan(tp=4, dp=6, cp=4)),
+])
+def test_regrouped_shards_equal_the_other_plans_own(base, other):
+    """The planner sizes units once per (tp, sp, ep, etp) and regroups them for each dp x cp
+    (`unit_groups`): every unit equals `unit_shards` of that plan computed from scratch."""
+    spec = MIXTRAL if base.ep > 1 else LLAMA2_7B
+    sized, own = unit_shards(spec, base), unit_shards(spec, other)
+    groups = unit_groups(other.tp, other.dp, other.cp, other.ep, other.etp)
+    assert {u: regrouped(s, groups) for u, s in sized.items()} == own
+    assert any(s.group_size != own[u].group_size for u, s in sized.items())  # the regrouping is exercised

@@ -43,7 +43,7 @@ from modelplan.plan.mechanisms import Mechanisms
 from modelplan.plan.placement import DEFAULT_ORDER, placed_shapes
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.pipeline.profile import boundary_messages, bubble_microbatches, chunk_shares, inflight_microbatches
-from modelplan.plan.shard import unit_shards
+from modelplan.plan.shard import regrouped, unit_groups, unit_shards
 from modelplan.plan.stage_time import BlockTerms, StageTerms, compose_stages
 from modelplan.plan.rank_states import RankStates
 from modelplan.plan.stages import RankBlocks, rank_blocks, split_layers, unit_replicas
@@ -227,6 +227,7 @@ class Evaluator:
         self._inflight: dict[tuple, tuple[float, float]] = {}
         self._mems: dict[tuple, tuple[StageMemory, StageMemory]] = {}
         self._splits: dict[tuple, tuple] = {}
+        self._block_floors: dict[tuple, float] = {}
 
     def _memo(self, key: tuple, make):
         hit = self._cache.get(key)
@@ -524,8 +525,11 @@ class Evaluator:
     def _dp_entry(self, tp: int, pp: int, dp: int, zero: int, sp: bool, ep: int, cp: int,
                   kinds: tuple[tuple[str, int], ...], copies: tuple[int, ...], params: tuple[int, int],
                   etp: int | None = None, order: str = DEFAULT_ORDER) -> DpEntry:
-        shards = self._memo(("dp_shards", tp, dp, ep, cp, sp, etp), lambda: unit_shards(
+        # the units' sizes depend on (tp, sp, ep, etp) only; the rank's unit kinds regrouped for dp, cp
+        sized = self._memo(("unit_sizes", tp, sp, ep, etp), lambda: unit_shards(
             self.spec, Plan(tp=tp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, etp=etp)))
+        groups = unit_groups(tp, dp, cp, ep, etp)
+        shards = {unit: regrouped(sized[unit], groups) for unit, _ in kinds if unit in sized}
         if etp is None:
             shapes = self.shapes(tp, dp, pp, ep, cp, order)
         else:  # Megatron-core's expert grid over the stage's tp x cp x dp ranks: etp, ep, expert dp
@@ -681,19 +685,37 @@ class Evaluator:
 
     # -- the step ---------------------------------------------------------------------------------
 
-    def compute_floor_s(self, cls: tuple) -> float:
-        """A lower bound of `pipeline_floor_s` from block terms alone: every one of the m
-        micro-batches waits for a stage that runs at least ceil(layers / pp) blocks, each at least
-        the cheaper block kind's compute, recompute and exposed EP / CP seconds (TP may hide;
-        messages, edges and the bubble are >= 0)."""
+    def block_floor_s(self, tp: int, sp: bool, micro_batch: int, recompute: str, ep: int = 1, cp: int = 1,
+                      tp_overlaps: list[str] | None = None) -> float:
+        """The least seconds one block of a micro-batch takes under any of the model's block
+        kinds: compute, recompute and exposed EP / CP seconds, and its TP seconds when no mode in
+        `tp_overlaps` overlaps them (None: some may). Cached."""
+        exposed_tp = tp_overlaps is not None and all(self.resolved_tp_overlap(t, sp, tp) == "none"
+                                                     for t in tp_overlaps)
+        key = (tp, sp, micro_batch, recompute, ep, cp, exposed_tp)
+        hit = self._block_floors.get(key)
+        if hit is None:
+            dense = self.block_terms(tp, sp, micro_batch, recompute, cp)
+            hit = dense.compute_s + dense.recompute_s + dense.ep_s + dense.cp_s + (dense.tp_s if exposed_tp else 0.0)
+            if self.spec.moe is not None:
+                moe = self.block_terms(tp, sp, micro_batch, recompute, cp, ep)
+                hit = min(hit, moe.compute_s + moe.recompute_s + moe.ep_s + moe.cp_s + (moe.tp_s if exposed_tp else 0.0))
+            self._block_floors[key] = hit
+        return hit
+
+    def compute_floor_s(self, cls: tuple, tp_overlaps: list[str] | None = None, block_s: float | None = None) -> float:
+        """A lower bound of `pipeline_floor_s` from block terms alone (pipeline = m t_max +
+        bubble t_mean, `parallel/pp.py`): every one of the m micro-batches waits for a stage that
+        runs at least ceil(layers / pp) blocks, and the mean stage runs layers / pp of them, each
+        taking at least `block_floor_s` (`block_s` when the caller has it; messages and edges are
+        >= 0). Shaved by 1e-12 so that rounding never lifts it above the exact sum."""
         tp, pp, dp, vpp, mb, schedule, sp, recompute, ep, cp = cls
-        dense = self.block_terms(tp, sp, mb, recompute, cp)
-        block = dense.compute_s + dense.recompute_s + dense.ep_s + dense.cp_s
-        if self.spec.moe is not None:
-            moe = self.block_terms(tp, sp, mb, recompute, cp, ep)
-            block = min(block, moe.compute_s + moe.recompute_s + moe.ep_s + moe.cp_s)
+        if block_s is None:
+            block_s = self.block_floor_s(tp, sp, mb, recompute, ep, cp, tp_overlaps)
         m = self.training.global_batch // (mb * dp)
-        return m * -(-self.spec.layers // pp) * block  # the bubble (>= 0) is left to the pipeline floor
+        pipe = self._pipes.get((schedule, pp, m, vpp)) or self.pipe(schedule, pp, m, vpp)
+        layers = self.spec.layers
+        return (m * -(-layers // pp) + max(0.0, pipe[0]) * layers / pp) * block_s * (1 - 1e-12)
 
     def pipeline_floor_s(self, cls: tuple, tp_overlaps: list[str], orders: list[str], splits: tuple = (None,)
                          ) -> float:

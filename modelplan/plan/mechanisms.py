@@ -8,6 +8,7 @@ counts, as plain floats.
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, NamedTuple
 
 from modelplan.comm.dp_overlap import megatron_bucket_params
@@ -35,7 +36,7 @@ class Mechanisms:
     """Offload, ZeRO++ and TP-overlap terms for one evaluator (caches nothing it cannot key)."""
 
     def __init__(self, ev: "Evaluator") -> None:
-        self.ev = ev
+        self.ev = weakref.proxy(ev)  # no reference cycle: the evaluator's caches go with it
         self.sm_count = ev.cluster.accelerator.sm_count or 0
         self._shares: dict[bool, dict[str, float]] = {}
         self._act: dict[int, float] = {}

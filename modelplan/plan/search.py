@@ -22,7 +22,7 @@ from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.results import SearchResult
 from modelplan.plan.evaluator import Evaluator, PlanPoint
-from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, _choose, divisors
+from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, _choose, divisors, paused_gc
 from modelplan.plan.search_ext import Extensions
 from modelplan.plan.validate import (
     batch_problem,
@@ -65,6 +65,12 @@ def search_transformer_plans(
     """`search_plans` of a transformer (dense or MoE): the enumeration of the module docstring.
     `use_bound` False prices every plan that fits (the benchmark's check that the step-time bound
     never drops a top plan)."""
+    with paused_gc():
+        return _search_transformer(spec, training, cluster, gpus, space, cost, top_k, use_bound)
+
+
+def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: Cluster, gpus: int,
+                        space: SearchSpace | None, cost: CostModel | None, top_k: int, use_bound: bool) -> SearchResult:
     start = time.perf_counter()
     space = space or SearchSpace()
     ev = Evaluator(spec, training, cluster, cost)
@@ -147,6 +153,8 @@ def search_transformer_plans(
         return out
 
     num_stages: dict[tuple, int] = {}
+    rules: dict[tuple, Problem | None] = {}
+    """The pipeline rules' verdict per (schedule, pp, vpp, num_microbatches)."""
 
     def stages_of(sched: str, pp: int, vpp: int) -> int:
         key = (sched, pp, vpp)
@@ -294,17 +302,23 @@ def search_transformer_plans(
                             tpos = ext.tp_overlaps(tp, sp)
                             for rc in recomputes:
                                 acts = ext.activation_offloads(rc)
+                                under = len(orders) * len(tpos) * len(acts) * per_bound
+                                block_s = None  # the compute floor's block, shared by the schedules
                                 for sched, vpp in svs:
-                                    problem = (pp_problem(layers, pp, vpp, stages_of(sched, pp, vpp))
-                                               or schedule_problem(sched, pp, m, vpp))
+                                    rule = (sched, pp, vpp, m)
+                                    problem = rules.get(rule, False)
+                                    if problem is False:
+                                        problem = rules[rule] = (pp_problem(layers, pp, vpp, stages_of(sched, pp, vpp))
+                                                                 or schedule_problem(sched, pp, m, vpp))
                                     if problem:
-                                        reject(problem, len(orders) * len(tpos) * len(acts) * per_bound)
+                                        reject(problem, under)
                                         continue
                                     if not tpos or not acts:
                                         continue  # the asked TP overlap cannot run here (no SP): no plan
                                     cls = (tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp)
-                                    floor = ev.compute_floor_s(cls) if use_bound else 0.0
-                                    under = len(orders) * len(tpos) * len(acts) * per_bound
+                                    if use_bound and block_s is None:
+                                        block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos)
+                                    floor = ev.compute_floor_s(cls, tpos, block_s) if use_bound else 0.0
                                     waiting += under
                                     frontier.append((floor, len(frontier), False, cls, orders, tpos, acts, variants,
                                                      dpos, under, m, NO_SPLIT))

@@ -175,14 +175,26 @@ def _mtp(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
     return n + own, p + (own if sp else 0)
 
 
+def unit_groups(tp: int, dp: int, cp: int, ep: int, etp: int | None) -> tuple[int, int]:
+    """(dense, routed-expert) units' data-parallel group sizes: gradients are reduced over the
+    dp x cp ranks; routed experts are split over ep and etp (Megatron-core's expert grid folds
+    ep x etp over the stage's tp x dp x cp ranks; etp None: tp, ep inside dp) and reduced over the
+    rest. The only dependence of `unit_shards` on dp and cp."""
+    return dp * cp, tp * dp * cp // (ep * (etp or tp))
+
+
+def regrouped(shard: UnitShard, groups: tuple[int, int]) -> UnitShard:
+    """`shard` of another plan with the same tp, sequence parallelism, ep and etp, under that
+    plan's `unit_groups` (numel and partial elements do not depend on dp or cp)."""
+    group = groups[1] if shard.unit.endswith("/experts") else groups[0]
+    return shard if group == shard.group_size else shard._replace(group_size=group)
+
+
 def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     """Every non-empty unit of the model as one rank holds it."""
     tp, sp, h = plan.tp, plan.sequence_parallel, spec.hidden
-    dp = plan.dp * plan.cp  # gradients are reduced over the dp x cp ranks
-    # routed experts: over ep and etp (Megatron-core's expert grid folds ep x etp over the stage's
-    # tp x dp x cp ranks; etp None: tp, ep inside dp), reduced over the rest
+    dp, expert_group = unit_groups(tp, plan.dp, plan.cp, plan.ep, plan.etp)
     etp = plan.etp or tp
-    expert_group = tp * dp // (plan.ep * etp)
     sizes: dict[str, tuple[int, int, int]] = {"embedding/word": (_split(spec.vocab, tp) * h, 0, dp)}
     extra = (spec.max_positions * h if spec.position == "learned" else 0) + spec.type_vocab * h
     extra += _norm(spec) if spec.embedding_norm else 0
