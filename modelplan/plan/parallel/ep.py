@@ -15,8 +15,10 @@ its `moe_a2a_overlap` performance recipes; `TrainingSpec.ep_comm_overlap`) the f
 micro-batch and the backward of another run merged (combined 1F1B, DeepSeek-V3 paper sec. 3.2.1's
 DualPipe overlap): the AllToAlls of each run on a communication stream under the other's attention
 and expert compute, so a block exposes only what its AllToAlls exceed of one block's forward plus
-backward compute (`overlapped`; the bound of perfect interleaving, warm-up and cool-down
-micro-batches not set apart).
+backward compute (`overlapped`; the bound of perfect interleaving: Megatron-core overlaps "in
+1f1b phase", model_parallel_config.py, so warm-up and cool-down micro-batches, which are not set
+apart here, and the comm kernels' SMs make it a lower bound; its extra activation memory,
+`ep_overlap_early_attn_memory_release`, is not counted).
 """
 
 from __future__ import annotations
