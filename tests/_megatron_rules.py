@@ -66,6 +66,7 @@ GENERATED_FLAGS = {
     "--expert-tensor-parallel-size", "--sequence-parallel", "--microbatch-group-size-per-virtual-pipeline-stage",
     "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
     "--moe-expert-capacity-factor", "--moe-token-dispatcher-type",
+    "--overlap-moe-expert-parallel-comm",  # ModelParallelConfig.overlap_moe_expert_parallel_comm
 }
 # TransformerConfig fields _add_network_size_args excludes from generation (those we could emit).
 EXCLUDED_FIELDS = {"virtual_pipeline_model_parallel_size", "pipeline_model_parallel_layout",

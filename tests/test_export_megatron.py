@@ -156,6 +156,15 @@ def test_expert_tensor_parallel_flag():
     assert flags["--expert-tensor-parallel-size"] == "2"
 
 
+def test_ep_comm_overlap_flag():
+    """training.ep_comm_overlap is Megatron-core's overlap_moe_expert_parallel_comm
+    (--overlap-moe-expert-parallel-comm, generated from its config); off, no flag."""
+    flags = _flags(MIXTRAL, TrainingSpec(global_batch=64, ep_comm_overlap=True), Plan(dp=8, ep=8, tp=2))
+    assert "--overlap-moe-expert-parallel-comm" in flags and "--overlap-moe-expert-parallel-comm" in DOCUMENTED_FLAGS
+    assert "--overlap-moe-expert-parallel-comm" not in _flags(MIXTRAL, TrainingSpec(global_batch=64),
+                                                               Plan(dp=8, ep=8, tp=2))
+
+
 def test_moe_layer_pattern_with_dense_prefix():
     """4 layers, first one dense: per-layer pattern [0,1,1,1] (1 = expert layer, arguments.py
     moe_freq_type's list form)."""

@@ -232,3 +232,36 @@ def test_etp_must_fold_into_the_stage():
                              Plan.model_construct(tp=2, dp=2, pp=1, vpp=1, cp=1, ep=8, etp=1, micro_batch=1,
                                                   schedule="1f1b", sequence_parallel=True, zero=0))
     assert any("ep * etp (8 * 1) must divide tp * dp * cp (2 * 2 * 1)" in p.message for p in problems)
+
+
+def test_ep_comm_overlap_exposes_only_what_the_all_to_alls_exceed_of_the_block_compute():
+    """Megatron-core --overlap-moe-expert-parallel-comm (merged forward/backward of two
+    micro-batches): a block exposes max(0, AllToAll - its forward + backward compute), here
+    hand-worked for the ep 16 block of `test_all_to_all_across_nodes_is_limited_by_the_nic`
+    (4 x 8/16 x n / NIC bandwidth of AllToAll against the same block's kernel seconds): at 10 GB/s
+    all hidden, at 0.1 GB/s (100 x the AllToAll) the excess stays."""
+    spec = mixtral_like().model_copy(update={"moe": MoESpec(num_experts=16, top_k=K, expert_ffn_hidden=F)})
+    plain = Evaluator(spec, TrainingSpec(global_batch=16, seq_len=1024), ideal_cluster())
+    merged = Evaluator(spec, TrainingSpec(global_batch=16, seq_len=1024, ep_comm_overlap=True), ideal_cluster())
+    a2a = 4 * 8 / 16 * (1024 * K * H * 2) / INTER_BPS
+    base = plain.block_terms(1, False, 1, "none", 1, 16)
+    assert base.ep_s == pytest.approx(a2a)
+    over = merged.block_terms(1, False, 1, "none", 1, 16)
+    assert over.compute_s == pytest.approx(base.compute_s)  # the kernels are unchanged
+    assert over.ep_s == pytest.approx(max(0.0, a2a - base.compute_s)) == 0.0  # hidden at 10 GB/s
+    slow = ideal_cluster()
+    slow = slow.model_copy(update={"inter": slow.inter.model_copy(update={"bandwidth_gbps": 0.1})})  # a 0.1 GB/s NIC
+    plain = Evaluator(spec, TrainingSpec(global_batch=16, seq_len=1024), slow).block_terms(1, False, 1, "none", 1, 16)
+    over = Evaluator(spec, TrainingSpec(global_batch=16, seq_len=1024, ep_comm_overlap=True), slow).block_terms(
+        1, False, 1, "none", 1, 16)
+    assert plain.ep_s == pytest.approx(100 * a2a)
+    assert over.ep_s == pytest.approx(100 * a2a - plain.compute_s)  # the excess over the block's compute
+
+
+def test_overlapped_keeps_the_excess_split_as_before():
+    """2 s forward + 2 s backward of AllToAll against 3 s of compute: 1 s stays, 0.5 s each way;
+    against 5 s nothing stays."""
+    from modelplan.plan.parallel.ep import EpExposure, overlapped
+
+    assert overlapped(EpExposure(2.0, 2.0, 0.0), 3.0) == pytest.approx(EpExposure(0.5, 0.5, 0.0))
+    assert overlapped(EpExposure(2.0, 2.0, 0.0), 5.0) == EpExposure(0.0, 0.0, 0.0)

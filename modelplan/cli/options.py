@@ -126,6 +126,12 @@ TpOverlapOpt = Annotated[
                  help="Overlap TP collectives with GEMMs (TE userbuffers, async TP) [default: the engine's].",
                  show_default=False),
 ]
+EpOverlapOpt = Annotated[
+    bool,
+    typer.Option("--ep-comm-overlap/--no-ep-comm-overlap",
+                 help="MoE: overlap expert-parallel AllToAlls with another micro-batch's compute "
+                      "(Megatron-core --overlap-moe-expert-parallel-comm).", show_default=False),
+]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable JSON document instead of tables.")
 ]

@@ -24,6 +24,7 @@ from modelplan.cli.options import (
     PrecisionOpt,
     SeqOpt,
     TpOverlapOpt,
+    EpOverlapOpt,
     complete_clusters,
     complete_models,
     finite,
@@ -113,6 +114,7 @@ def plan_cmd(
     fp8_recipe: Fp8RecipeOpt = None,
     compile_: CompileOpt = False,
     tp_comm_overlap: TpOverlapOpt = None,
+    ep_comm_overlap: EpOverlapOpt = False,
     tp: TpOpt = None,
     pp: PpOpt = None,
     dp: DpOpt = None,
@@ -177,7 +179,8 @@ def plan_cmd(
         raise SpecError(f"--finetune: {spec.name} is a '{spec.kind}' spec; fine-tuning is modelled for transformers")
     training = _training(spec, batch, seq, precision, optimizer, attention,
                          dict(framework=framework, ac_mode=ac_mode, fp8_recipe=fp8_recipe, compile=compile_,
-                              tp_comm_overlap=tp_comm_overlap, finetune=ft))
+                              tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
+                              finetune=ft))
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     space = SearchSpace(
         tp=parse_choice(tp, "tp"), pp=parse_choice(pp, "pp"), dp=parse_choice(dp, "dp"),

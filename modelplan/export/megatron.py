@@ -133,6 +133,8 @@ def _parallel_args(
                          f"({2 * plan.cp}) in Megatron (validate_args)")
     if plan.ep > 1:
         args.append(("--expert-model-parallel-size", str(plan.ep)))
+        if training.ep_comm_overlap:  # EP AllToAlls under another micro-batch's compute (Megatron-core
+            args.append(("--overlap-moe-expert-parallel-comm", None))  # overlap_moe_expert_parallel_comm)
     if plan.sequence_parallel:
         args.append(("--sequence-parallel", None))
     args += _sharding_args(plan)

@@ -318,6 +318,9 @@ class Evaluator:
             # Megatron-core's expert grid: etp fastest, then ep (stride etp); else ep inside dp
             ep_shape = strided_shape(ep, etp, gpn) if etp else self.shapes(tp, ep, 2, ep, cp)[Axis.EP]
             ep_x = ep_mod.ep_exposure(self.pricer, ep_shape, ep, a2a, full)
+            if training.ep_comm_overlap:  # merged 1F1B: AllToAlls under the other micro-batch's compute
+                ep_x = ep_mod.overlapped(ep_x, times.fwd_gemm_s + times.fwd_elementwise_s + times.bwd_gemm_s
+                                         + times.bwd_elementwise_s)
         else:
             ep_x = ep_mod.EpExposure(0.0, 0.0, 0.0)
         kv_send = self.cp_kv_send_s(tp, b, cp) if cp > 1 else 0.0

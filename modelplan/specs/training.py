@@ -75,6 +75,10 @@ class TrainingSpec(Spec):
     tp_comm_overlap: bool | None = None
     """Tensor-parallel collectives overlapped with the GEMMs (Transformer Engine userbuffers
     `tp_comm_overlap`, torchtitan async TP); None: the engine's default (off)."""
+    ep_comm_overlap: bool = False
+    """Expert-parallel AllToAlls overlapped with another micro-batch's compute (Megatron-core
+    `--overlap-moe-expert-parallel-comm`, Megatron-Bridge `moe_a2a_overlap`: forward and backward
+    of two micro-batches merged, `modelplan.plan.parallel.ep`); False: exposed."""
     dp_overlap: bool | None = None
     """Data-parallel gradient reduction overlapped with the backward; None: the cost model's
     setting (on: Megatron overlap_grad_reduce, DDP buckets, FSDP)."""
