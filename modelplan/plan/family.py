@@ -25,7 +25,9 @@ class Family:
     """`estimate_plan`'s implementation: (spec, training, plan, cluster, cost, *, world_size,
     memory_headroom, allow_tp_across_nodes) -> PlanEstimate."""
     verify: str
-    """verify's implementation (execute layer): (spec, training, plan, backend, **options)."""
+    """What verify runs (execute layer): (spec, training, plan, *, seed, scale, layers_per_stage,
+    optimizer, oracle, steps) -> `execute.family_run.FamilyRun`, the family's rank program and the
+    plan's data that `execute.verify.run_and_check` runs and checks the same way for every family."""
     throughput_unit: Literal["tokens", "samples"]
     """What a step's global batch is counted in for throughput (tokens: batch x seq_len)."""
     walkthrough: bool = False
@@ -45,11 +47,11 @@ def resolve(target: str) -> Callable[..., Any]:
 FAMILIES: dict[str, Family] = {
     "transformer": Family(
         "transformer", "modelplan.plan.search:search_transformer_plans",
-        "modelplan.plan.estimate:estimate_transformer_plan", "modelplan.execute.verify:verify_transformer",
+        "modelplan.plan.estimate:estimate_transformer_plan", "modelplan.execute.verify:transformer_run",
         "tokens"),
     "network": Family(
         "network", "modelplan.plan.net_search:search_network_plans",
-        "modelplan.plan.net_search:estimate_network_plan", "modelplan.execute.net.verify:verify_network",
+        "modelplan.plan.net_search:estimate_network_plan", "modelplan.execute.net.verify:network_run",
         "samples", walkthrough=True),
 }
 
