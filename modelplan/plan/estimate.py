@@ -118,7 +118,7 @@ def estimate_split(
     """`estimate_plan` with the stage split searched when the plan leaves it open (pp > 1, no
     first / last stage blocks): the split candidates of `Evaluator.split_candidates` in order,
     the first that fits (else the one needing the least memory), as `modelplan plan` chooses it."""
-    if plan.pp == 1 or plan.stage_split is not None or getattr(spec, "kind", None) == "network":
+    if plan.pp == 1 or plan.stage_split is not None or not family_of(spec).stage_split:
         return estimate_plan(spec, training, plan, cluster, cost, world_size=world_size,
                              memory_headroom=memory_headroom, allow_tp_across_nodes=allow_tp_across_nodes)
     evaluator = _validated(spec, training, plan, cluster, cost, world_size, allow_tp_across_nodes)

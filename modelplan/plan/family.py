@@ -32,6 +32,8 @@ class Family:
     """What a step's global batch is counted in for throughput (tokens: batch x seq_len)."""
     walkthrough: bool = False
     """Whether `verify --explain` has a tensor-parallel walk-through for it."""
+    stage_split: bool = False
+    """Whether its pipeline stages may be uneven (first / last stage blocks searched, `estimate_split`)."""
 
     def call(self, which: str, *args: Any, **kwargs: Any) -> Any:
         """Call the function registered under `which` ('search', 'estimate', 'verify')."""
@@ -48,7 +50,7 @@ FAMILIES: dict[str, Family] = {
     "transformer": Family(
         "transformer", "modelplan.plan.search:search_transformer_plans",
         "modelplan.plan.estimate:estimate_transformer_plan", "modelplan.execute.verify:transformer_run",
-        "tokens"),
+        "tokens", stage_split=True),
     "network": Family(
         "network", "modelplan.plan.net_search:search_network_plans",
         "modelplan.plan.net_search:estimate_network_plan", "modelplan.execute.net.verify:network_run",

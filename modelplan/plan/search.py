@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import time
-from collections import Counter
 
 from modelplan.errors import PlanInfeasible
 from modelplan.plan.estimate import to_estimate
@@ -20,6 +18,7 @@ from modelplan.plan.family import family_of
 from modelplan.plan.infeasible import _axes, nearest_blocker
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
+from modelplan.plan.ranking import Ranking
 from modelplan.plan.results import SearchResult
 from modelplan.plan.evaluator import Evaluator, PlanPoint
 from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, _choose, divisors
@@ -65,7 +64,7 @@ def search_transformer_plans(
     """`search_plans` of a transformer (dense or MoE): the enumeration of the module docstring.
     `use_bound` False prices every plan that fits (the benchmark's check that the step-time bound
     never drops a top plan)."""
-    start = time.perf_counter()
+    rank = Ranking(top_k)  # its clock starts here
     space = space or SearchSpace()
     ev = Evaluator(spec, training, cluster, cost)
     spec, cost = ev.spec, ev.cost
@@ -73,20 +72,8 @@ def search_transformer_plans(
     n, gb, layers, gpn = gpus, training.global_batch, spec.layers, cluster.gpus_per_node
     budget = ev.memory_bytes * (1 - space.memory_headroom)
     search_split = space.search_split
-    rejected: Counter[str] = Counter()
-    examples: dict[str, str] = {}
-    closest_need = [float("inf")]
-
-    def reject(problem: Problem, count: int, need_bytes: float = 0.0) -> None:
-        """Count `count` plans under the problem's reason; keep one example per reason (for
-        memory: the plan that came closest to fitting)."""
-        if count:
-            reason = problem.reason.value
-            rejected[reason] += count
-            if reason not in examples or (need_bytes and need_bytes < closest_need[0]):
-                examples[reason] = problem.message
-                if need_bytes:
-                    closest_need[0] = need_bytes
+    reject, rejected = rank.reject, rank.rejected
+    heap = rank.heap
 
     schedules = space.schedule or [Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED]
     recomputes = space.recompute or ["none", "selective", "full"]
@@ -206,7 +193,6 @@ def search_transformer_plans(
                 return Problem(Reason.HOST_MEMORY, f"tp {tp}, pp {pp}, dp {dp}: {problem}"), 0.0
         return None, peak
 
-    heap: list[tuple[float, float, int, tuple]] = []
     frontier: list[tuple] = []
     waiting = 0
     """Plans under the classic points still in the frontier."""
@@ -391,15 +377,12 @@ def search_transformer_plans(
                                     continue
                             evaluated += 1
                             tie += 1
-                            item = (-t, -fit[1], tie, point)
-                            if len(heap) < top_k:
-                                heapq.heappush(heap, item)
-                            elif item > heap[0]:
-                                heapq.heapreplace(heap, item)
+                            rank.offer((-t, -fit[1], tie, point))
     if not heap:
-        raise PlanInfeasible(nearest_blocker(ev, n, rejected, examples, closest, space.memory_headroom, space))
+        raise PlanInfeasible(nearest_blocker(ev, n, rejected, rank.examples, closest, space.memory_headroom, space))
+    rank.evaluated, rank.bounded = evaluated, bounded
     best = []
-    for *_, point in sorted(heap, reverse=True):
+    for point in rank.ranked():
         tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, _ = point[:12]
         first_layers, last_layers = point.split if point.split is not None else (None, None)
         plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
@@ -410,8 +393,4 @@ def search_transformer_plans(
                     first_stage_layers=first_layers, last_stage_layers=last_layers)
         e = ev.evaluate(point)
         best.append(to_estimate(ev, e, plan, space.memory_headroom))
-    return SearchResult(
-        gpus=n, best=best, evaluated=evaluated, bounded=bounded,
-        candidates=evaluated + bounded + sum(rejected.values()),
-        rejected=dict(rejected.most_common()), examples=examples, wall_s=time.perf_counter() - start,
-    )
+    return rank.result(n, best)
