@@ -1,7 +1,7 @@
 """What a model family hands `verify` (`execute/verify.py`, the one orchestration): the job its
 rank program runs on every rank and the plan's own data the run is checked against.
 
-Each family builds one (`plan/family.py` names the builder: transformers in `execute/verify.py`,
+Each family builds one (`specs/family.py` names the builder: transformers in `execute/verify.py`,
 networks in `execute/net/verify.py`); the orchestration runs the sharded steps, the oracle and
 every check the same way for all of them. The plan's data are callables so that nothing is
 derived when the sharded run fails."""

@@ -1,6 +1,6 @@
 """`verify`: execute a plan's real sharded math and prove it matches a single-device run, for
 every model family by the same steps (`run_and_check`; the family supplies its rank program and
-the plan's data as a `FamilyRun`, `plan/family.py`):
+the plan's data as a `FamilyRun`, `specs/family.py`):
 
 1. Scale the model down so every split of the plan is exact (`scale_down`), unless asked not to.
 2. Run one training step on one device (`reference_step`): loss, gradients, updated weights.
@@ -46,7 +46,7 @@ from modelplan.execute.step_checks import (
 )
 from modelplan.execute.support import check_supported, text_only_notes
 from modelplan.plan.commlist import communication_list
-from modelplan.plan.family import family_of
+from modelplan.specs.family import family_of
 from modelplan.plan.pipeline import pipeline_schedule
 from modelplan.plan.shard import rank_elements
 from modelplan.specs.plan import Plan
@@ -115,7 +115,7 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
                timeout_s: float = 120.0, max_ranks: int = 256, progress: Progress | None = None,
                oracle: OracleKind | str = OracleKind.NUMPY, steps: int = DEFAULT_STEPS) -> Verified | None:
     """`verify`, also returning the ledgers and the reassembled tensors; None on MPI ranks other than 0.
-    Each model family supplies its rank program and the plan's data (`plan/family.py`:
+    Each model family supplies its rank program and the plan's data (`specs/family.py`:
     `transformer_run` here, `network_run` in `modelplan.execute.net.verify`); `run_and_check` runs and
     checks every family the same way.
     `oracle`: the single-device run compared with (numpy: the executor's reference; torch: PyTorch);

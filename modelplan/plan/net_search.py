@@ -126,25 +126,26 @@ def why_notes(ev: NetEvaluator, best: PlanEstimate, best_of: dict[str, PlanEstim
     return explain_choice(ev, best, best_of)
 
 
-def network_plan_problems(ev: NetEvaluator, plan: Plan, cluster: Cluster | None = None,
-                          world_size: int | None = None, allow_tp_across_nodes: bool = False) -> list[Problem]:
+def network_plan_problems(spec: NetworkSpec, training: TrainingSpec, plan: Plan, units: int,
+                          cluster: Cluster | None = None, world_size: int | None = None,
+                          allow_tp_across_nodes: bool = False) -> list[Problem]:
     """Every rule a network plan breaks: the grid's, batch's and schedule's rules every family
-    shares (`validate.py`) and the network's own (transformer-only axes, stages vs units)."""
+    shares (`validate.py`) and the network's own (transformer-only axes, stages vs its `units`)."""
     out = grid_problems(plan, cluster, world_size)
     if cluster is not None and not allow_tp_across_nodes:
         out += [p for p in [tp_node_problem(plan.tp, cluster.gpus_per_node)] if p]
     for name in ("cp", "ep"):
         if getattr(plan, name) > 1:
             out.append(Problem(Reason.NOT_FOR_FAMILY, f"{name} ({getattr(plan, name)}) > 1 applies to "
-                               f"transformers, not network '{ev.spec.name}'"))
+                               f"transformers, not network '{spec.name}'"))
     if plan.sequence_parallel:
         out.append(Problem(Reason.NOT_FOR_FAMILY, f"sequence_parallel applies to transformers, not network "
-                           f"'{ev.spec.name}'"))
+                           f"'{spec.name}'"))
     stages = schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages
-    if stages > len(ev.units):
+    if stages > units:
         what = f"pp * vpp ({plan.pp} * {plan.vpp})" if stages == plan.pp * plan.vpp else f"the schedule's {stages} stages"
-        out.append(Problem(Reason.PP_UNITS, f"{what} must not exceed the network's units ({len(ev.units)})"))
-    return out + microbatch_problems(plan, ev.training.global_batch)
+        out.append(Problem(Reason.PP_UNITS, f"{what} must not exceed the network's units ({units})"))
+    return out + microbatch_problems(plan, training.global_batch)
 
 
 def estimate_network_plan(spec: NetworkSpec, training: TrainingSpec, plan: Plan, cluster: Cluster,
@@ -152,7 +153,7 @@ def estimate_network_plan(spec: NetworkSpec, training: TrainingSpec, plan: Plan,
                           memory_headroom: float = 0.0, allow_tp_across_nodes: bool = False) -> PlanEstimate:
     """Validate a network plan (one SpecError naming every broken rule) and predict it."""
     ev = NetEvaluator(spec, training, cluster, cost)
-    problems = network_plan_problems(ev, plan, cluster, world_size, allow_tp_across_nodes)
+    problems = network_plan_problems(spec, training, plan, len(ev.units), cluster, world_size, allow_tp_across_nodes)
     if problems:
         raise SpecError("; ".join(p.message for p in problems))
     return ev.estimate(plan, memory_headroom)

@@ -14,7 +14,7 @@ import math
 
 from modelplan.errors import PlanInfeasible
 from modelplan.plan.estimate import to_estimate
-from modelplan.plan.family import family_of
+from modelplan.specs.family import family_of
 from modelplan.plan.infeasible import _axes, nearest_blocker
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
@@ -47,7 +47,7 @@ plans within this factor of the memory budget: moving one or two blocks frees a 
 def search_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, space: SearchSpace | None = None,
                  cost: CostModel | None = None, top_k: int = 5) -> SearchResult:
     """Every valid plan of `gpus` GPUs ranked by predicted step time, by the model's family
-    (`plan/family.py`; raises PlanInfeasible with the nearest blocker when none fits)."""
+    (`specs/family.py`; raises PlanInfeasible with the nearest blocker when none fits)."""
     return family_of(spec).call("search", spec, training, cluster, gpus, space, cost, top_k)
 
 

@@ -13,7 +13,6 @@ like the transformer engine, measures the live arrays it holds (`memory_probe.py
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 
@@ -160,17 +159,6 @@ class NetRankProgram(SteppedProgram):
                             value = value[shard_slice(value.size, self.plan.tp, self.coords.tp_rank)]
                         out[key] = value.copy()
         return out
-
-    @cached_property
-    def batches(self) -> list[NetBatch]:
-        """This data-parallel rank's samples of every step's global batch."""
-        b = self.plan.micro_batch
-        start = self.coords.dp_rank * self.m * b
-        return [full.rows(start, start + self.m * b) for full in self.job.batches()]
-
-    @property
-    def batch(self) -> NetBatch:
-        return self.batches[self.step - 1]
 
     def memory_roots(self, live: dict, gathered) -> dict:
         """What memory_probe walks, by term: the layers' tapes are activations, the loss's cache an
