@@ -45,7 +45,7 @@ def attention_shape(spec: TransformerSpec, tp: int = 1, mixer: str = "full_atten
     rotary_dims = int(spec.dim_head * spec.rotary_fraction) if rotary and spec.rotary_fraction != 1.0 else None
     return AttentionShape(
         spec.heads // tp, spec.num_kv_heads // tp, spec.dim_head, spec.causal, rotary,
-        rotary_dims=rotary_dims, scale=spec.attention_scale, softcap=spec.attn_logit_softcap,
+        rotary_dims=rotary_dims, rotary_base=spec.rope_theta, scale=spec.attention_scale, softcap=spec.attn_logit_softcap,
         sinks=spec.attention_sinks, clip=spec.qkv_clip, qk_norm=_qk_norm(spec, mixer), **_window(spec, mixer),
     )
 
@@ -56,7 +56,8 @@ def mla_shape(spec: TransformerSpec, tp: int = 1, mixer: str = "full_attention")
     core = AttentionShape(spec.heads // tp, spec.heads // tp, mla.qk_head_dim, spec.causal, False,
                           scale=spec.attention_scale, softcap=spec.attn_logit_softcap, **_window(spec, mixer))
     return MLAShape(spec.heads // tp, mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim,
-                    mla.kv_lora_rank, mla.q_lora_rank, spec.norm, spec.norm_eps, core)
+                    mla.kv_lora_rank, mla.q_lora_rank, spec.norm, spec.norm_eps, core,
+                    spec.rope_theta)
 
 
 def mamba_shape(spec: TransformerSpec, tp: int = 1) -> MambaShape:

@@ -57,6 +57,8 @@ class AttentionShape:
     rotary: bool
     rotary_dims: int | None = None
     """Leading dims of each head that rotary rotates (partial rotary); None: all of them."""
+    rotary_base: float | None = None
+    """RoPE base theta (HF rope_theta); None: ROTARY_BASE."""
     scale: float | None = None
     """Factor on q k^T; None: 1 / sqrt(head_dim)."""
     softcap: float | None = None
@@ -92,9 +94,9 @@ class AttentionCache:
     context: np.ndarray  # (b, s, H*d)
 
 
-def rotary_tables(seq: int, head_dim: int) -> tuple[np.ndarray, np.ndarray]:
+def rotary_tables(seq: int, head_dim: int, base: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """cos, sin of shape (seq, head_dim), HF's rotate_half layout: theta_i = base^(-2i/d)."""
-    inv_freq = 1.0 / ROTARY_BASE ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    inv_freq = 1.0 / (base or ROTARY_BASE) ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
     angles = np.outer(np.arange(seq, dtype=np.float64), inv_freq)  # (s, d/2)
     angles = np.concatenate([angles, angles], axis=-1)  # (s, d)
     return np.cos(angles), np.sin(angles)
@@ -247,7 +249,7 @@ def attention_forward(
             t[n] = np.clip(t[n], -shape.clip, shape.clip)
     q, k, v = t["q"], t["k"], t["v"]
     if shape.rotary:
-        cos, sin = rotary_tables(seq, shape.rotary_dims or d)
+        cos, sin = rotary_tables(seq, shape.rotary_dims or d, shape.rotary_base)
         q, k = rotary_forward(q, cos, sin), rotary_forward(k, cos, sin)
     k = np.repeat(k, H // KV, axis=1)  # (b, KV, s, d) -> (b, H, s, d)
     v = np.repeat(v, H // KV, axis=1)
@@ -273,7 +275,7 @@ def attention_backward(
     dk = dk.reshape(b, KV, group, seq, d).sum(axis=2)  # fold the GQA repeats back
     dv = dv.reshape(b, KV, group, seq, d).sum(axis=2)
     if shape.rotary:
-        cos, sin = rotary_tables(seq, shape.rotary_dims or d)
+        cos, sin = rotary_tables(seq, shape.rotary_dims or d, shape.rotary_base)
         dq, dk = rotary_backward(dq, cos, sin), rotary_backward(dk, cos, sin)
     dt = {"q": dq, "k": dk, "v": dv}
     for n, inside in cache.clip_masks.items():

@@ -47,6 +47,8 @@ class MLAShape:
     norm: NormKind
     eps: float
     core: AttentionShape
+    rotary_base: float | None = None
+    """RoPE base theta of the rotary dims (HF rope_theta); None: the attention module's default."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ def mla_forward(x: np.ndarray, p: Mapping[str, np.ndarray], shape: MLAShape
     kv_latent, kv_norm = norm_forward(shape.norm, kv[..., : shape.kv_rank], p["kv_a_norm/weight"], None, shape.eps)
     k_rope = kv[:, None, :, shape.kv_rank:]  # (b, 1, s, d_R): one rotary key for all heads
     kv_up = _heads(linear_forward(kv_latent, p["kv_b/weight"]), H, dn + dv)  # (b, H, s, d_h + d_v)
-    cos, sin = rotary_tables(seq, dr)
+    cos, sin = rotary_tables(seq, dr, shape.rotary_base)
     q_rope = rotary_forward(q[..., dn:], cos, sin)
     k_rope = rotary_forward(k_rope, cos, sin)
     q = np.concatenate([q[..., :dn], q_rope], axis=-1)
@@ -98,7 +100,7 @@ def mla_backward(c: MLACache, p: Mapping[str, np.ndarray], shape: MLAShape, dout
     grads: dict[str, np.ndarray] = {}
     dcontext, grads["out/weight"], _ = linear_backward(c.context, p["out/weight"], dout, False)
     dq, dk, dvalue, _ = core_backward(c.core, shape.core, _heads(dcontext, H, dv))
-    cos, sin = rotary_tables(seq, dr)
+    cos, sin = rotary_tables(seq, dr, shape.rotary_base)
     dq = np.concatenate([dq[..., :dn], rotary_backward(dq[..., dn:], cos, sin)], axis=-1)
     dk_rope = rotary_backward(dk[..., dn:].sum(axis=1, keepdims=True), cos, sin)  # (b, 1, s, d_R): summed over heads
     dkv_up = _merge(np.concatenate([dk[..., :dn], dvalue], axis=-1))  # (b, s, H*(d_h + d_v))

@@ -23,10 +23,11 @@ from modelplan.specs.transformer import TransformerSpec
 ROPE_BASE = 10000.0  # Su et al. 2021, sec. 3.4.2
 
 
-def rotary(torch, x, dims: int):
-    """RoFormer rotation of the first `dims` of x (b, heads, s, d), channel j paired with j + dims/2."""
+def rotary(torch, x, dims: int, base: float | None = None):
+    """RoFormer rotation of the first `dims` of x (b, heads, s, d), channel j paired with j + dims/2;
+    base: the spec's rope_theta (None: Su et al.'s 10000)."""
     seq, half = x.shape[2], dims // 2
-    theta = ROPE_BASE ** (-2.0 * torch.arange(half, dtype=torch.float64) / dims)
+    theta = (base or ROPE_BASE) ** (-2.0 * torch.arange(half, dtype=torch.float64) / dims)
     angle = torch.outer(torch.arange(seq, dtype=torch.float64), theta)  # (s, dims/2)
     z = torch.complex(x[..., :half], x[..., half:dims]) * torch.polar(torch.ones_like(angle), angle)
     return torch.cat([z.real, z.imag, x[..., dims:]], dim=-1)
@@ -92,7 +93,7 @@ def attention(model, x, prefix: str, mixer: str):
         q, k, v = (t.clamp(-s.qkv_clip, s.qkv_clip) for t in (q, k, v))
     if s.rotary_in(mixer):
         dims = int(d * s.rotary_fraction)
-        q, k = rotary(torch, q, dims), rotary(torch, k, dims)
+        q, k = rotary(torch, q, dims, s.rope_theta), rotary(torch, k, dims, s.rope_theta)
     k = k.repeat_interleave(heads // kv, dim=1)  # GQA: query head i reads kv head i // (H / KV)
     v = v.repeat_interleave(heads // kv, dim=1)
     ctx = core(torch, s, mixer, q, k, v, w.get(f"{prefix}/sinks"))
@@ -115,8 +116,8 @@ def latent_attention(model, x, prefix: str, mixer: str):
     kv = model.linear(x, f"{prefix}/kv_a")  # (b, s, d_c + d_R)
     latent = F.rms_norm(kv[..., :dc], (dc,), w[f"{prefix}/kv_a_norm/weight"], s.norm_eps)
     up = model.linear(latent, f"{prefix}/kv_b").view(b, seq, H, dn + dv).transpose(1, 2)
-    k_rope = rotary(torch, kv[..., dc:].unsqueeze(1), dr).expand(b, H, seq, dr)
-    q = torch.cat([q[..., :dn], rotary(torch, q[..., dn:], dr)], dim=-1)
+    k_rope = rotary(torch, kv[..., dc:].unsqueeze(1), dr, s.rope_theta).expand(b, H, seq, dr)
+    q = torch.cat([q[..., :dn], rotary(torch, q[..., dn:], dr, s.rope_theta)], dim=-1)
     k = torch.cat([up[..., :dn], k_rope], dim=-1)
     ctx = core(torch, s, mixer, q, k, up[..., dn:])
     return model.linear(ctx.transpose(1, 2).reshape(b, seq, H * dv), f"{prefix}/out")
