@@ -101,36 +101,6 @@ def batch_problem(global_batch: int, micro_batch: int, dp: int) -> Problem | Non
     )
 
 
-def grid_problems(plan: Plan, cluster: Cluster | None = None, world_size: int | None = None) -> list[Problem]:
-    """The rank grid's rules, the same for every model family: the GPU count and the cluster's size."""
-    out: list[Problem] = []
-    if world_size is not None and plan.world_size != world_size:
-        out.append(
-            Problem(
-                Reason.WORLD_SIZE,
-                f"dp * tp * pp * cp ({plan.dp} * {plan.tp} * {plan.pp} * {plan.cp} = "
-                f"{plan.world_size}) must equal the GPU count ({world_size})",
-            )
-        )
-    if cluster is not None and cluster.max_gpus is not None and plan.world_size > cluster.max_gpus:
-        out.append(
-            Problem(
-                Reason.CLUSTER_SIZE,
-                f"plan needs {plan.world_size} GPUs but cluster {cluster.name} has "
-                f"{cluster.max_gpus} ({cluster.nodes} nodes x {cluster.gpus_per_node})",
-            )
-        )
-    return out
-
-
-def microbatch_problems(plan: Plan, global_batch: int) -> list[Problem]:
-    """Whole micro-batches per data-parallel rank, and a count the schedule can run (every family)."""
-    problem = batch_problem(global_batch, plan.micro_batch, plan.dp)
-    if problem is None:
-        problem = schedule_problem(plan.schedule, plan.pp, plan.num_microbatches(global_batch), plan.vpp)
-    return [problem] if problem else []
-
-
 def plan_problems(
     spec: TransformerSpec,
     training: TrainingSpec,
@@ -161,6 +131,36 @@ def plan_problems(
     if problem:
         out.append(problem)
     return out
+
+
+def grid_problems(plan: Plan, cluster: Cluster | None = None, world_size: int | None = None) -> list[Problem]:
+    """The rank grid's rules, the same for every model family: the GPU count and the cluster's size."""
+    out: list[Problem] = []
+    if world_size is not None and plan.world_size != world_size:
+        out.append(
+            Problem(
+                Reason.WORLD_SIZE,
+                f"dp * tp * pp * cp ({plan.dp} * {plan.tp} * {plan.pp} * {plan.cp} = "
+                f"{plan.world_size}) must equal the GPU count ({world_size})",
+            )
+        )
+    if cluster is not None and cluster.max_gpus is not None and plan.world_size > cluster.max_gpus:
+        out.append(
+            Problem(
+                Reason.CLUSTER_SIZE,
+                f"plan needs {plan.world_size} GPUs but cluster {cluster.name} has "
+                f"{cluster.max_gpus} ({cluster.nodes} nodes x {cluster.gpus_per_node})",
+            )
+        )
+    return out
+
+
+def microbatch_problems(plan: Plan, global_batch: int) -> list[Problem]:
+    """Whole micro-batches per data-parallel rank, and a count the schedule can run (every family)."""
+    problem = batch_problem(global_batch, plan.micro_batch, plan.dp)
+    if problem is None:
+        problem = schedule_problem(plan.schedule, plan.pp, plan.num_microbatches(global_batch), plan.vpp)
+    return [problem] if problem else []
 
 
 def ep_problem(spec: TransformerSpec, dp: int, ep: int, tp: int = 1, cp: int = 1,

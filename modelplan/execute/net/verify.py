@@ -98,7 +98,7 @@ def network_run(spec: NetworkSpec, training: TrainingSpec, plan: Plan, *, seed: 
             notes.append(f"Adam eps {ADAM_EPS:g}: BatchNorm makes some gradients exactly zero in exact "
                          "arithmetic; their float noise is divided by eps in the first update (lr/eps "
                          "amplification), which eps 1e-8 would push past the 1e-9 check")
-    job = NetJob(spec, training, plan, seed, optimizer, loss, steps)
+    job = NetJob(spec, training, plan, seed, optimizer, steps, loss=loss)
     stages = job.stages()
     states = job.optimizer.num_states
     return FamilyRun(
