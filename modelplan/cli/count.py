@@ -20,6 +20,7 @@ from modelplan.cli.options import (
     SeqOpt,
 )
 from modelplan.cli.finetune_options import with_finetune_options
+from modelplan.specs.family import FAMILIES
 
 DEFAULT_SEQ = 2048
 
@@ -112,18 +113,19 @@ def _print_document(doc: dict, depth: int) -> None:
     typer.echo()
     shown = {k: v for k, v in params["breakdown"].items() if k.count("/") < depth}
     lines(breakdown_rows(shown, params["total"], human_count), "lrrr", ("component", "params", "exact", "share"))
-    if model["kind"] == "transformer":  # a network's layers are the rows of the table above
+    family = FAMILIES[model["kind"]]
+    if family.blocks:  # a network's layers are the rows of the table above
         typer.echo(f"per layer: {summarise_layers(params['per_layer'])}")
     typer.echo()
 
-    if model["kind"] == "transformer":
+    if family.throughput_unit == "tokens":
         tokens = tr["global_batch"] * tr["seq_len"]
         step = f"global batch {tr['global_batch']} x seq {tr['seq_len']} = {tokens:,} tokens"
     else:
         step = f"global batch {tr['global_batch']} samples"
     heading("FLOPs", f" per step: {step}, recompute {tr['recompute']}")
     summary = [
-        ("forward per token" if model["kind"] == "transformer" else "forward per sample",
+        (f"forward per {family.throughput_unit.removesuffix('s')}",
          flops["forward_per_token"]),
         ("forward per step", flops["forward"]),
         ("model (fwd + bwd, MFU numerator)", flops["model"]),

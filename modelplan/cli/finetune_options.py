@@ -12,6 +12,8 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
+from modelplan.specs.family import family_of
+
 Method = Literal["full", "lora", "qlora"]
 Layout = Literal["llama", "gpt2", "opt", "phi", "neox"]
 
@@ -77,7 +79,7 @@ def finetune_document(spec, training, finetune, micro_batch: int) -> dict:
     """The fine-tune as a JSON section (exact integers; bytes in `memory`)."""
     from modelplan.count.finetune import count_finetune
 
-    if spec.kind != "transformer":
+    if not family_of(spec).blocks:
         from modelplan.errors import SpecError
 
         raise SpecError(f"--finetune: {spec.name} is a '{spec.kind}' spec; fine-tuning is modelled for transformers")

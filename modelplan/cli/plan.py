@@ -35,6 +35,7 @@ from modelplan.cli.search_options import (DpOverlapOpt, FsdpShardOpt, OffloadAct
                                           RankOrderOpt, TpOverlapModesOpt, ZeroppOpt, parse_words, wide_space)
 from modelplan.cli.run_options import (CheckpointEveryOpt, CheckpointWriteOpt, MtbfOpt, PriceOpt, PueOpt, RampupOpt,
                                        RestartOpt, StepsOpt, TokensOpt)
+from modelplan.specs.family import family_of
 from modelplan.specs.limits import MAX_BATCH, MAX_RANKS
 from modelplan.specs.plan import Schedule
 
@@ -175,7 +176,7 @@ def plan_cmd(
                    restart_minutes, rampup_batch)
     ft = finetune
     spec = load_model(model)
-    if ft is not None and spec.kind != "transformer":
+    if ft is not None and not family_of(spec).blocks:
         raise SpecError(f"--finetune: {spec.name} is a '{spec.kind}' spec; fine-tuning is modelled for transformers")
     training = _training(spec, batch, seq, precision, optimizer, attention,
                          dict(framework=framework, ac_mode=ac_mode, fp8_recipe=fp8_recipe, compile=compile_,

@@ -70,13 +70,13 @@ def mechanism_tags(plan) -> list[str]:
 
 def _rate(spec) -> str:
     """What the throughput counts: the model family's unit (tokens, samples)."""
-    from modelplan.plan.family import family_of
+    from modelplan.specs.family import family_of
 
     return f"{family_of(spec).throughput_unit}/s"
 
 
 def _header(console, spec, training, cluster, gpus: int) -> None:
-    from modelplan.plan.family import family_of
+    from modelplan.specs.family import family_of
 
     acc = cluster.accelerator
     batch = (f"{training.global_batch} x seq {training.seq_len}" if family_of(spec).throughput_unit == "tokens"
@@ -228,7 +228,9 @@ def _finetune_section(spec, training, result) -> dict:
 
 def _split_note(spec, plan) -> str:
     """', blocks per stage 2+4+4+2' when the plan has pipeline stages of unequal size."""
-    if plan.pp == 1 or getattr(spec, "kind", None) != "transformer":
+    from modelplan.specs.family import family_of
+
+    if plan.pp == 1 or not family_of(spec).stage_split:
         return ""
     from modelplan.plan.stages import split_layers
 

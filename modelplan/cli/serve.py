@@ -8,6 +8,7 @@ import typer
 
 from modelplan.cli.app import app, user_errors
 from modelplan.cli.options import JsonOpt, ModelArg
+from modelplan.specs.family import family_of
 
 Weights = Literal["bf16", "fp16", "fp8", "int4"]
 KVCache = Literal["bf16", "fp16", "fp8"]
@@ -39,7 +40,7 @@ def serve_cmd(
     from modelplan.specs.serve import ServeSpec
 
     spec = load_model(model)
-    if spec.kind != "transformer":
+    if not family_of(spec).blocks:
         raise SpecError(f"serve: {spec.name} is a '{spec.kind}' spec; serving is modelled for transformers")
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     serve = validate_model(ServeSpec, {

@@ -206,7 +206,7 @@ def _walkthrough(spec, plan, seed: int, explain: bool):
     """The recorded tensor-parallel walk-through of a network (--explain with tp > 1), else None."""
     if not explain:
         return None
-    from modelplan.plan.family import family_of
+    from modelplan.specs.family import family_of
 
     if not family_of(spec).walkthrough or plan.tp == 1:
         typer.echo("note: --explain walks through tensor parallelism of network models (tp > 1)", err=True)

@@ -37,6 +37,7 @@ from modelplan.count.blocks import Block, block_of, mtp_block
 from modelplan.count.params import TOP_LEVEL, with_parents
 from modelplan.count.result import FlopCount
 from modelplan.errors import SpecError
+from modelplan.specs.family import family_of
 
 if TYPE_CHECKING:
     from modelplan.specs.training import TrainingSpec
@@ -130,15 +131,16 @@ def _mtp_flops(spec: "TransformerSpec", batch: int, seq_len: int, recompute_mode
 
 
 def count_flops(spec, training: "TrainingSpec") -> FlopCount:
-    """FLOPs of one training step over the global batch (or a network spec, dispatched lazily).
+    """FLOPs of one training step over the global batch, by the model's family (`specs/family.py`)."""
+    return family_of(spec).call("flops", spec, training)
+
+
+def count_transformer_flops(spec, training: "TrainingSpec") -> FlopCount:
+    """`count_flops` of a transformer.
 
     `forward_per_token` is forward / tokens, rounded down when a per-sequence term (the BERT
     pooler) does not divide evenly.
     """
-    if spec.kind == "network":
-        from modelplan.count.network import count_network_flops
-
-        return count_network_flops(spec, training)
     seq_len, batch = training.seq_len, training.global_batch
     check_seq_len(spec, seq_len)
     dec_len = decoder_seq_len(spec, training)

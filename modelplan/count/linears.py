@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from modelplan.errors import SpecError
+from modelplan.specs.family import family_of
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -79,7 +80,7 @@ def _mlp(spec: "TransformerSpec", layout: Layout, ffn_hidden: int) -> list[tuple
 
 def check_layout(spec: "TransformerSpec", layout: Layout) -> None:
     """A layout fits the spec: llama names a gated MLP, the others a plain one."""
-    if spec.kind != "transformer":
+    if not family_of(spec).blocks:
         raise SpecError(f"linear-module layouts are for transformer specs, not '{spec.kind}'")
     if layout not in LAYOUTS:
         raise SpecError(f"layout: unknown '{layout}' (choose from {', '.join(LAYOUTS)})")

@@ -20,6 +20,7 @@ from modelplan.count.eager import loss_peak_bytes, rmsnorm_kept_bytes, swiglu_ke
 from modelplan.count.flops import check_seq_len, decoder_seq_len
 from modelplan.count.params import count_params
 from modelplan.count.result import MemoryCount
+from modelplan.specs.family import family_of
 
 if TYPE_CHECKING:
     from modelplan.specs.training import TrainingSpec
@@ -362,15 +363,17 @@ def kv_cache_bytes_per_token(spec: "TransformerSpec", dtype_bytes: int) -> int:
 
 
 def count_memory(spec, training: "TrainingSpec", micro_batch: int) -> MemoryCount:
-    """Model states and the activations of one micro-batch, for one unsharded replica.
+    """Model states and the activations of one micro-batch, for one unsharded replica, by the
+    model's family (`specs/family.py`)."""
+    return family_of(spec).call("memory", spec, training, micro_batch)
+
+
+def count_transformer_memory(spec, training: "TrainingSpec", micro_batch: int) -> MemoryCount:
+    """`count_memory` of a transformer: model states and one micro-batch's activations.
 
     Encoder-decoders: decoder blocks and the head on decoder_seq_len tokens, cross-attention over
     seq_len encoder tokens. MTP modules (DeepSeek-V3) each keep a block, their norm and projection
     inputs (4 d h per token) and their own logits."""
-    if spec.kind == "network":
-        from modelplan.count.network import count_network_memory
-
-        return count_network_memory(spec, training, micro_batch)
     seq_len, d = training.seq_len, training.dtype_bytes
     check_seq_len(spec, seq_len)
     dec_len = decoder_seq_len(spec, training)

@@ -33,6 +33,7 @@ from modelplan.count.blocks import (
     unused_expert_params,
 )
 from modelplan.count.result import ParamCount
+from modelplan.specs.family import family_of
 
 if TYPE_CHECKING:
     from modelplan.specs.blocks import VisionSpec
@@ -149,11 +150,12 @@ def _add(leaves: dict[str, int], prefix: str, values: dict[str, int], times: int
 
 
 def count_params(spec) -> ParamCount:
-    """Exact parameter counts of a transformer (or a network spec, dispatched lazily)."""
-    if spec.kind == "network":
-        from modelplan.count.network import count_network_params
+    """Exact parameter counts of a model, by its family (`specs/family.py`)."""
+    return family_of(spec).call("params", spec)
 
-        return count_network_params(spec)
+
+def count_transformer_params(spec) -> ParamCount:
+    """`count_params` of a transformer."""
     leaves: dict[str, int] = {}
     _add(leaves, "embedding", embedding_params(spec))
     per_layer: list[int] = []

@@ -233,8 +233,20 @@ def bucket_state(buckets: dict[str, Bucket]
 
 class SteppedProgram:
     """What a rank program does around each optimizer step (shared by transformers and networks):
-    needs `dp`, `buckets`, `p2p`, `schedule`, `coords`, `step`, `unit_order`, `memory_roots` and
-    `memory`."""
+    needs `job`, `plan`, `m`, `dp`, `buckets`, `p2p`, `schedule`, `coords`, `step`, `unit_order`,
+    `memory_roots` and `memory`."""
+
+    @cached_property
+    def batches(self) -> list:
+        """This data-parallel rank's rows (sequences, samples) of every step's global batch."""
+        b = self.plan.micro_batch
+        start = self.coords.dp_rank * self.m * b
+        return [full.rows(start, start + self.m * b) for full in self.job.batches()]
+
+    @property
+    def batch(self):
+        """This rank's rows of the current step's global batch."""
+        return self.batches[self.step - 1]
 
     def begin(self, step: int) -> None:
         """Start optimizer step `step` (from 1): its batch, zeroed gradient buffers, fresh messages."""
@@ -314,18 +326,6 @@ class RankProgram(SteppedProgram):
         self.step = 1
         self.memory = PeakTracker()
         self.live: dict = {}
-
-    @cached_property
-    def batches(self) -> list[Batch]:
-        """This data-parallel rank's sequences of every step's global batch."""
-        b = self.plan.micro_batch
-        start = self.coords.dp_rank * self.m * b
-        return [full.rows(start, start + self.m * b) for full in self.job.batches()]
-
-    @property
-    def batch(self) -> Batch:
-        """This rank's sequences of the current step's global batch."""
-        return self.batches[self.step - 1]
 
     def memory_roots(self, live: dict, gathered) -> dict:
         """What memory_probe walks, by term (saved activations split into blocks and edges)."""

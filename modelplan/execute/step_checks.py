@@ -1,5 +1,5 @@
-"""What both families' verify check after the run, step by step (`verify.py` for transformers,
-`net/verify.py` for networks): the loss curve, gradients and updated parameters against the
+"""What verify checks after the run for every family, step by step (`verify.run_and_check`):
+the loss curve, gradients and updated parameters against the
 oracle, the executed order and timeline, the run's failure row, and the steps and optimizer a
 verify uses by default."""
 

@@ -10,6 +10,7 @@ training step does not run at all (a vision tower without images), accepted with
 from __future__ import annotations
 
 from modelplan.errors import SpecError
+from modelplan.specs.family import family_of
 from modelplan.specs.features import architecture_features
 
 EXECUTED: frozenset[str] = frozenset({
@@ -37,7 +38,7 @@ TEXT_ONLY: frozenset[str] = frozenset({"vision"})
 
 def unexecuted_features(spec) -> list[str]:
     """The features of a transformer spec the executor would not run (empty for network specs)."""
-    if getattr(spec, "kind", None) != "transformer":
+    if not family_of(spec).blocks:
         return []
     return [name for name in architecture_features(spec) if name not in EXECUTED | TEXT_ONLY]
 
@@ -54,7 +55,7 @@ def check_supported(spec) -> None:
 
 def text_only_notes(spec) -> list[str]:
     """Verify's notes on what a text-only step leaves out (`TEXT_ONLY`)."""
-    if getattr(spec, "kind", None) != "transformer" or spec.vision is None:
+    if not family_of(spec).blocks or spec.vision is None:
         return []
     return ["text-only step: the vision tower and projector are not run (no images; transformers "
             "skips them without pixel_values) and are left out of the scaled-down model"]

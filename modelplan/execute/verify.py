@@ -1,4 +1,6 @@
-"""`verify`: execute a plan's real sharded math and prove it matches a single-device run.
+"""`verify`: execute a plan's real sharded math and prove it matches a single-device run, for
+every model family by the same steps (`run_and_check`; the family supplies its rank program and
+the plan's data as a `FamilyRun`, `specs/family.py`):
 
 1. Scale the model down so every split of the plan is exact (`scale_down`), unless asked not to.
 2. Run one training step on one device (`reference_step`): loss, gradients, updated weights.
@@ -6,7 +8,8 @@
    ledger of every byte it moves) from the same seed.
 4. Compare: loss; every gradient and updated parameter reassembled from its shards; each rank's
    ledger against the communication list (`plan/commlist.py`); the elements each rank holds
-   against `plan/shard.py`; the executed step order against the schedule; the bubble of the
+   against `plan/shard.py`; the memory each rank measured against the planner's memory model;
+   the family's own checks (networks: kept activations); the executed step order against the schedule; the bubble of the
    executed timeline against (p-1)/m or (p-1)/(v*m).
 """
 
@@ -22,6 +25,7 @@ from modelplan.errors import ModelplanError
 from modelplan.execute.backends import spmd_runner
 from modelplan.execute.checks import check_ledgers, check_memory
 from modelplan.execute.engine import Job, train_step
+from modelplan.execute.family_run import FamilyRun
 from modelplan.execute.memory_check import check_measured_memory, planned_stage_memory
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.oracle import OracleKind, check_oracle, oracle_note
@@ -42,14 +46,14 @@ from modelplan.execute.step_checks import (
 )
 from modelplan.execute.support import check_supported, text_only_notes
 from modelplan.plan.commlist import communication_list
-from modelplan.plan.family import family_of
+from modelplan.specs.family import family_of
 from modelplan.plan.pipeline import pipeline_schedule
 from modelplan.plan.shard import rank_elements
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
-__all__ = ["DEFAULT_STEPS", "Verified", "check_rank_count", "verify", "verify_run", "verify_transformer"]
+__all__ = ["DEFAULT_STEPS", "Verified", "check_rank_count", "run_and_check", "transformer_run", "verify", "verify_run"]
 
 
 def _notes(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> list[str]:
@@ -111,8 +115,9 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
                timeout_s: float = 120.0, max_ranks: int = 256, progress: Progress | None = None,
                oracle: OracleKind | str = OracleKind.NUMPY, steps: int = DEFAULT_STEPS) -> Verified | None:
     """`verify`, also returning the ledgers and the reassembled tensors; None on MPI ranks other than 0.
-    Each model family runs its own (`plan/family.py`: transformers here, networks in
-    `modelplan.execute.net`, which return the report alone).
+    Each model family supplies its rank program and the plan's data (`specs/family.py`:
+    `transformer_run` here, `network_run` in `modelplan.execute.net.verify`); `run_and_check` runs and
+    checks every family the same way.
     `oracle`: the single-device run compared with (numpy: the executor's reference; torch: PyTorch);
     `steps`: optimizer steps run and compared one by one."""
     check_supported(spec)
@@ -121,60 +126,69 @@ def verify_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backen
     oracle = check_oracle(oracle)
     if SpmdBackend(backend) is SpmdBackend.MPI:
         _require_mpi_world(plan.world_size, plan)
-    out = family_of(spec).call("verify", spec, training, plan, backend, seed=seed, scale=scale,
-                               layers_per_stage=layers_per_stage, optimizer=optimizer, timeout_s=timeout_s,
-                               progress=progress, oracle=oracle, steps=steps)
-    if out is None or isinstance(out, Verified):
-        return out
-    return Verified(out, (), {}, {})  # a family whose verify gives the report alone
+    run = family_of(spec).call("verify", spec, training, plan, seed=seed, scale=scale,
+                               layers_per_stage=layers_per_stage, optimizer=optimizer, oracle=oracle, steps=steps)
+    return run_and_check(run, plan, backend, seed=seed, timeout_s=timeout_s, progress=progress, oracle=oracle,
+                         steps=steps)
 
 
-def verify_transformer(spec: TransformerSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *,
-                       seed: int = 0, scale: bool = True, layers_per_stage: int = 1,
-                       optimizer: OptimizerConfig | None = None, timeout_s: float = 120.0,
-                       progress: Progress | None = None, oracle: OracleKind = OracleKind.NUMPY,
-                       steps: int = DEFAULT_STEPS) -> Verified | None:
-    """`verify_run` of a transformer: scale down, run the sharded steps and the oracle, check."""
+def run_and_check(run: FamilyRun, plan: Plan, backend: str, *, seed: int, timeout_s: float,
+                  progress: Progress | None, oracle: OracleKind, steps: int) -> Verified | None:
+    """Run a family's rank program on every rank and its single-device oracle, then check the
+    loss, gradients and updates, the ledgers, the held elements and measured memory, the step
+    order and the bubble (the module docstring); None on MPI ranks other than 0."""
     say = progress or (lambda _msg: None)
-    notes = _notes(spec, training, plan) + [oracle_note(oracle)]
-    if scale:
-        spec, training = scale_down(spec, plan, training, layers_per_stage=layers_per_stage)
-    check_executable(spec, training, plan)
-    job = Job(spec, training, plan, seed, optimizer or default_optimizer(training, steps), steps)
-    dims = job.dims
+    spec, training, job, notes = run.spec, run.training, run.job, run.notes
+    dims, m = job.dims, job.num_microbatches
 
     say(f"sharded step on {dims.world_size} ranks ({steps} optimizer steps)")
     t0 = time.perf_counter()
     try:
-        run = spmd_runner(backend)(dims.world_size, train_step, job, timeout_s=timeout_s)
+        out = spmd_runner(backend)(dims.world_size, run.step, job, timeout_s=timeout_s)
     except SpmdError as exc:
-        row = execution_row(exc, plan)
-        report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=[row],
-                              notes=notes, oracle=oracle.value)
+        report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend,
+                              rows=[execution_row(exc, plan)], notes=notes, oracle=oracle.value)
         return Verified(report, (), {}, {})
-    if run is None:
+    if out is None:
         return None
     sharded_s = time.perf_counter() - t0
 
     say(f"single-device reference step ({oracle.value})")
     t0 = time.perf_counter()
-    ref = oracle_steps(oracle, spec, init_params(spec, job.rngs()[0]), job.batches(), job.optimizer)
+    ref = run.reference(oracle)
     reference_s = time.perf_counter() - t0
 
     say("checks")
-    results = list(run.results)
-    rows, tensors = check_against_oracle(results, param_defs(spec), ref, plan_factors(plan, job.num_microbatches))
-    items = communication_list(spec, training, plan, element_bytes=8)
-    rows += check_ledgers(results, list(run.ledgers), items, plan, steps)
-    rows += check_memory(results, rank_elements(spec, plan, training))
-    recompute = "full" if job.recompute_full else "none"
-    rows += check_measured_memory(results, planned_stage_memory(spec, training, plan, job.num_microbatches, recompute))
-    schedule = pipeline_schedule(plan.schedule, plan.pp, job.num_microbatches, plan.vpp)  # not the executor's copy
-    order_rows, timeline = check_step_order(results, schedule, dims, plan, job.num_microbatches)
+    results = list(out.results)
+    rows, tensors = check_against_oracle(results, run.param_defs, ref, plan_factors(plan, m))
+    rows += check_ledgers(results, list(out.ledgers), run.comm_items(), plan, steps)
+    rows += check_memory(results, run.rank_elements())
+    schedule = pipeline_schedule(plan.schedule, plan.pp, m, plan.vpp)  # not the executor's copy
+    rows += run.extra_rows(results, schedule)
+    rows += check_measured_memory(results, run.planned_memory(schedule))
+    order_rows, timeline = check_step_order(results, schedule, dims, plan, m)
     rows += order_rows
     report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
                           timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s,
                           oracle=oracle.value)
-    return Verified(report, tuple(run.ledgers), tensors.get("grads", {}), tensors.get("params", {}))
+    return Verified(report, tuple(out.ledgers), tensors.get("grads", {}), tensors.get("params", {}))
 
 
+def transformer_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, *, seed: int = 0, scale: bool = True,
+                    layers_per_stage: int = 1, optimizer: OptimizerConfig | None = None,
+                    oracle: OracleKind = OracleKind.NUMPY, steps: int = DEFAULT_STEPS) -> FamilyRun:
+    """A transformer's `FamilyRun`: scaled down, its rank program (`engine.train_step`), its
+    communication list, held elements and stage memory."""
+    notes = _notes(spec, training, plan) + [oracle_note(oracle)]
+    if scale:
+        spec, training = scale_down(spec, plan, training, layers_per_stage=layers_per_stage)
+    check_executable(spec, training, plan)
+    job = Job(spec, training, plan, seed, optimizer or default_optimizer(training, steps), steps)
+    recompute = "full" if job.recompute_full else "none"
+    return FamilyRun(
+        spec=spec, training=training, job=job, step=train_step, notes=notes, param_defs=param_defs(spec),
+        reference=lambda kind: oracle_steps(kind, spec, init_params(spec, job.rngs()[0]), job.batches(),
+                                            job.optimizer),
+        comm_items=lambda: communication_list(spec, training, plan, element_bytes=8),
+        rank_elements=lambda: rank_elements(spec, plan, training),
+        planned_memory=lambda _schedule: planned_stage_memory(spec, training, plan, job.num_microbatches, recompute))

@@ -12,6 +12,7 @@ from modelplan.export.result import Engine, EngineExport
 from modelplan.export.torchtitan import to_torchtitan
 from modelplan.plan.document import KIND, SCHEMA_VERSION, PlanDocument, dumps_plan_document
 from modelplan.specs.costmodel import CostModel
+from modelplan.specs.family import family_of
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan
@@ -78,7 +79,7 @@ def export_plan(
         doc = PlanDocument(schema_version=SCHEMA_VERSION, model=model, training=training,
                            plan=plan, cluster=cluster, predictions=predictions)
         return to_json(doc)
-    if isinstance(model, NetworkSpec) and engine is not Engine.ddp:
+    if not family_of(model).blocks and engine is not Engine.ddp:
         raise ModelplanError(
             f"--to {engine.value}: '{model.name}' is a network (MLP/CNN/RNN) plan; "
             f"{engine.value} trains transformers only: export it with --to ddp"

@@ -33,8 +33,8 @@ from modelplan.count.blocks import block_of, mtp_block
 from modelplan.plan.experts import expert_capacity
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
 from modelplan.plan.parallel.calls import EXECUTOR_ALGO, CommItem, RankCalls, merge_rank_calls
+from modelplan.plan.parallel.pp import pipeline_calls
 from modelplan.plan.pipeline import ActionKind, PipelineSchedule, pipeline_schedule
-from modelplan.plan.pipeline.actions import COMPUTE
 from modelplan.plan.shard import unit_shards
 from modelplan.plan.stages import rank_units, stage_layers, stage_units, unit_replicas
 from modelplan.specs.plan import Plan
@@ -42,15 +42,6 @@ from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
 __all__ = ["EXECUTOR_ALGO", "CommItem", "communication_list", "pipeline_calls"]
-
-
-def pipeline_calls(schedule: PipelineSchedule, pp_rank: int) -> dict[int, dict[ActionKind, int]]:
-    """chunk -> SEND_F / RECV_F / SEND_B / RECV_B -> calls per step, from the lowered action list."""
-    out: dict[int, dict[ActionKind, int]] = defaultdict(lambda: defaultdict(int))
-    for a in schedule.lowered[pp_rank]:
-        if a.kind not in COMPUTE:
-            out[a.chunk][a.kind] += 1
-    return out
 
 
 def _sizes(training: TrainingSpec, element_bytes: int | None) -> tuple[int, int, int]:

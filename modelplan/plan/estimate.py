@@ -7,7 +7,7 @@ from modelplan.plan.engine import engine_assumptions
 from modelplan.plan.results import PlanEstimate, StepTime
 from modelplan.plan.evaluator import Evaluation, Evaluator, PlanPoint
 from modelplan.plan.mechanisms import mechanism_notes
-from modelplan.plan.family import family_of
+from modelplan.specs.family import family_of
 from modelplan.plan.validate import plan_notes, plan_problems
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
@@ -74,7 +74,7 @@ def estimate_plan(
     allow_tp_across_nodes: bool = False,
 ) -> PlanEstimate:
     """Validate `plan` (SpecError naming every broken rule) and predict its step and memory, by
-    the model's family (`plan/family.py`)."""
+    the model's family (`specs/family.py`)."""
     return family_of(spec).call("estimate", spec, training, plan, cluster, cost, world_size=world_size,
                                 memory_headroom=memory_headroom, allow_tp_across_nodes=allow_tp_across_nodes)
 
@@ -118,7 +118,7 @@ def estimate_split(
     """`estimate_plan` with the stage split searched when the plan leaves it open (pp > 1, no
     first / last stage blocks): the split candidates of `Evaluator.split_candidates` in order,
     the first that fits (else the one needing the least memory), as `modelplan plan` chooses it."""
-    if plan.pp == 1 or plan.stage_split is not None or getattr(spec, "kind", None) == "network":
+    if plan.pp == 1 or plan.stage_split is not None or not family_of(spec).stage_split:
         return estimate_plan(spec, training, plan, cluster, cost, world_size=world_size,
                              memory_headroom=memory_headroom, allow_tp_across_nodes=allow_tp_across_nodes)
     evaluator = _validated(spec, training, plan, cluster, cost, world_size, allow_tp_across_nodes)

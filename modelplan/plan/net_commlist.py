@@ -1,7 +1,8 @@
 """The communication list of a network (MLP, CNN, RNN) under a plan, as `CommItem`s.
 
 The network counterpart of `plan/commlist.py` (same item type, same nccl-tests size
-convention, same start-up items), derived from the stages and tensor-parallel roles of
+convention, same start-up items, each parallelism's calls from its module in `plan/parallel/`:
+`tp.leaf_calls`, `pp.boundary_calls` / `pp.replica_calls`, `dp_zero.unit_calls`), derived from the stages and tensor-parallel roles of
 `plan/net_layout.py` and the per-sample shapes of `count/network_layers.py`. Per micro-batch
 (b samples) and stage, on every rank of the stage:
 
@@ -22,33 +23,16 @@ import math
 
 from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
-from modelplan.count.network_tree import leaves_of
-from modelplan.plan.commlist import pipeline_calls
-from modelplan.plan.parallel import dp_zero, pp as pp_mod
+from modelplan.plan.parallel import dp_zero, pp as pp_mod, tp as tp_mod
 from modelplan.plan.parallel.calls import CommItem, RankCalls, merge_rank_calls
 from modelplan.plan.net_layout import StagePlan
 from modelplan.plan.net_shard import net_unit_shards
-from modelplan.plan.net_tp import TpRole
 from modelplan.plan.pipeline import ActionKind, pipeline_schedule
 from modelplan.plan.stages import unit_replicas
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 
-AG, AR, BAR, P2P = Collective.ALL_GATHER, Collective.ALL_REDUCE, Collective.BARRIER, Collective.SEND_RECV
-
-
-def tp_calls(stage: StagePlan, micro_batch: int) -> list[tuple[Collective, str, int, str]]:
-    """(op, direction 'F'/'B', elements, label) of one micro-batch's tensor-parallel calls."""
-    out = []
-    for leaf in leaves_of(stage.nodes):
-        r = stage.roles[leaf.path]
-        if r.role is TpRole.ROW:
-            out.append((AR, "F", micro_batch * math.prod(leaf.info.output_shape), f"tp/{leaf.path}/row"))
-        if r.gather_after:
-            out.append((AG, "F", micro_batch * math.prod(leaf.info.output_shape), f"tp/{leaf.path}/gather"))
-        if r.role is TpRole.COLUMN and stage.needs_input_grad(leaf):
-            out.append((AR, "B", micro_batch * math.prod(leaf.info.input_shape), f"tp/{leaf.path}/column-dx"))
-    return out
+BAR = Collective.BARRIER
 
 
 def net_communication_list(stages: list[StagePlan], training: TrainingSpec, plan: Plan,
@@ -65,20 +49,17 @@ def net_communication_list(stages: list[StagePlan], training: TrainingSpec, plan
     per_rank: list[RankCalls] = []
     for r in range(pp):
         calls = RankCalls()
-        add = calls.add
-        moves = pipeline_calls(schedule, r)
+        moves = pp_mod.pipeline_calls(schedule, r)
         for c, v in enumerate(schedule.layout.rank_stages[r]):
             st, mc = stages[v], schedule.microbatches(r, c)
-            for op, _, elements, label in tp_calls(st, b):
-                add(op, Axis.TP, tp, elements * act, mc, label)
-            out_msg = b * math.prod(st.output_shape) * act
-            in_msg = b * math.prod(st.input_shape) * act
+            tp_mod.leaf_calls(calls, st, tp, b, act, mc)
+            sent = moves[c]  # a stage's output goes forward, its input's gradient back
             if v < last:
-                add(P2P, Axis.PP, pp, out_msg, moves[c][ActionKind.SEND_F], Region.PP_FORWARD, role="send")
-                add(P2P, Axis.PP, pp, out_msg, moves[c][ActionKind.RECV_B], Region.PP_BACKWARD, role="recv")
+                pp_mod.boundary_calls(calls, pp, tp, b * math.prod(st.output_shape) * act, None,
+                                      {k: sent[k] for k in (ActionKind.SEND_F, ActionKind.RECV_B)})
             if v > 0:
-                add(P2P, Axis.PP, pp, in_msg, moves[c][ActionKind.RECV_F], Region.PP_FORWARD, role="recv")
-                add(P2P, Axis.PP, pp, in_msg, moves[c][ActionKind.SEND_B], Region.PP_BACKWARD, role="send")
+                pp_mod.boundary_calls(calls, pp, tp, b * math.prod(st.input_shape) * act, None,
+                                      {k: sent[k] for k in (ActionKind.RECV_F, ActionKind.SEND_B)})
             for unit in st.units:
                 if unit not in shards:
                     continue
@@ -87,6 +68,6 @@ def net_communication_list(stages: list[StagePlan], training: TrainingSpec, plan
                 if unit in replicas:
                     owned = u.padded if plan.zero == 0 else u.padded // u.group_size
                     pp_mod.replica_calls(calls, unit, len(replicas[unit]), owned * grad)
-        add(BAR, Axis.WORLD, plan.world_size, 0, 1, Region.WORLD_START, startup=True)
+        calls.add(BAR, Axis.WORLD, plan.world_size, 0, 1, Region.WORLD_START, startup=True)
         per_rank.append(calls)
     return merge_rank_calls(per_rank)

@@ -14,7 +14,7 @@ Kernels per leaf (shapes from `count/network_layers.py`, tensor-parallel roles f
   elements x dtype; forward reads the input and writes the output (2 accesses; norms 3 with
   their statistics pass), backward reads dy and what was saved and writes dx (3; norms 5).
   Bias adds ride in the GEMM epilogue; flatten is free. A sharded leaf works on 1/tp.
-Tensor-parallel collectives are those of `net_commlist.tp_calls` (the list verify checks),
+Tensor-parallel collectives are those of `parallel/tp.leaf_calls` (the list verify checks),
 priced on the tp group and exposed by `tp_exposed_fraction`.
 """
 
@@ -28,7 +28,8 @@ from modelplan.comm.topology import GroupShape
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.compute import Roofline
 from modelplan.plan.kernels import Elementwise, Gemm
-from modelplan.plan.net_commlist import tp_calls
+from modelplan.plan.parallel.calls import RankCalls
+from modelplan.plan.parallel.tp import leaf_calls
 from modelplan.plan.net_layout import StagePlan
 from modelplan.plan.net_tp import TpRole
 from modelplan.specs.costmodel import CostModel
@@ -148,8 +149,9 @@ def stage_time(stage: StagePlan, b: int, tp: int, roofline: Roofline, pricer: Co
                              op.bwd_bytes_per_element * dtype_bytes)
             fwd += times * roofline.elementwise_fwd_s(op)
             bwd += times * roofline.elementwise_bwd_s(op)
-    comm = sum(pricer.time_s(op, elements * dtype_bytes, tp_shape) for op, _, elements, _ in tp_calls(stage, b)) \
-        if tp > 1 else 0.0
+    calls = RankCalls()
+    leaf_calls(calls, stage, tp, b, dtype_bytes, 1)
+    comm = calls.price(pricer, lambda _axis, _size: tp_shape)
     exposed = comm * cost.tp_exposed_fraction
     return StageTime(fwd, bwd, exposed, comm - exposed, flops)
 

@@ -20,7 +20,7 @@ from modelplan.plan.parallel.dp_zero import (
     state_bytes_per_param,
 )
 from modelplan.plan.parallel.calls import RankCalls
-from modelplan.plan.parallel.pp import pipeline_time_s, replica_calls
+from modelplan.plan.parallel.pp import p2p_seconds, pipeline_time_s, replica_calls
 from modelplan.plan.stages import unit_replicas
 from modelplan.plan.net_cost import StageTime, boundary_bytes, stage_time
 from modelplan.plan.net_layout import StagePlan, describe_stages, network_stages
@@ -121,7 +121,8 @@ class NetEvaluator:
                     if path[other][0] == r:  # the neighbouring stage runs on this rank (ZB-V's turn)
                         continue
                     nbytes = boundary_bytes(stages[edge], b, self.dtype_bytes)
-                    p2p += w * self.pricer.p2p_time_s(nbytes, shapes[Axis.PP].crosses_nodes) * self.cost.pp_p2p_exposed_fraction
+                    p2p += w * p2p_seconds(self.pricer, nbytes, shapes[Axis.PP].crosses_nodes, None,
+                                           shapes[Axis.TP]) * self.cost.pp_p2p_exposed_fraction
         local, largest = self._local_params(plan, r)
         dpt = self._dp_times(plan, r, shapes[Axis.DP])
         dp_exp = dp_exposure(plan.zero, dpt, m, fwd, bwd, self.cost.dp_overlap, self.cost.dp_overlap_fraction,

@@ -15,20 +15,24 @@ The step is the slowest rank's. Full recompute and sequence/context/expert paral
 offered for networks.
 Each search also says, in the best plan's notes, why it won against the
 best plan with tensor parallelism and the best with pipeline parallelism.
+
+The search is the one every family's uses (`ranking.Ranking`: rejections by `Reason`, top-k,
+result) over the network's space (`network_space`), with the grid, batch and schedule rules
+of `validate.py`; only the rules about units and splits are the network's own.
 """
 
 from __future__ import annotations
 
-import heapq
-import time
-from collections import Counter
+from typing import Iterator
 
 from modelplan.errors import PlanInfeasible, SpecError
 from modelplan.plan.net_evaluator import MAX_DEFAULT_MICROBATCHES, NetEvaluator
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
-from modelplan.plan.problems import Reason
+from modelplan.plan.problems import Problem, Reason
+from modelplan.plan.ranking import Ranking
 from modelplan.plan.results import PlanEstimate, SearchResult
 from modelplan.plan.space import SearchSpace, _choose, divisors
+from modelplan.plan.validate import batch_problem, grid_problems, microbatch_problems, tp_node_problem
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.network import NetworkSpec
@@ -36,54 +40,40 @@ from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 
 
-def search_network_plans(spec: NetworkSpec, training: TrainingSpec, cluster: Cluster, gpus: int,
-                         space: SearchSpace | None = None, cost: CostModel | None = None,
-                         top_k: int = 5) -> SearchResult:
-    """Every valid network plan of `gpus` GPUs ranked by predicted step time, with the reasons
-    the best one beats tensor and pipeline parallelism in its notes."""
-    start = time.perf_counter()
-    space = space or SearchSpace()
-    ev = NetEvaluator(spec, training, cluster, cost)
-    n, gb, gpn = gpus, training.global_batch, cluster.gpus_per_node
-    units = len(ev.units)
-    budget = ev.memory_bytes * (1 - space.memory_headroom)
-    rejected: Counter[str] = Counter()
-    examples: dict[str, str] = {}
-    heap: list[tuple[float, int, PlanEstimate]] = []
-    best_of: dict[str, PlanEstimate] = {}
-    evaluated = 0
-
-    def reject(reason: Reason, message: str) -> None:
-        reason = reason.value
-        rejected[reason] += 1
-        examples.setdefault(reason, message)
-
+def network_space(ev: NetEvaluator, space: SearchSpace, gpus: int) -> Iterator[Plan | Problem]:
+    """Every plan of `gpus` GPUs the space holds, in the order tp -> pp -> dp -> micro_batch ->
+    (schedule, vpp) -> zero; a point that breaks a rule comes as its Problem instead."""
+    n, gb, gpn, units = gpus, ev.training.global_batch, ev.cluster.gpus_per_node, len(ev.units)
     zeros = space.zero if space.zero is not None else [0, 1, 2, 3]
     schedules = space.schedule or ["1f1b", "interleaved"]
     tps = [t for t in _choose(space.tp, [t for t in divisors(n) if t <= gpn], n)
            if space.max_tp is None or t <= space.max_tp]
     for tp in tps:
-        if tp > 1 and (gpn % tp and not space.allow_tp_across_nodes):
-            reject(Reason.TP_NODE, f"tp ({tp}) must divide gpus_per_node ({gpn})")
+        node = None if tp == 1 or space.allow_tp_across_nodes else tp_node_problem(tp, gpn)
+        if node:
+            yield node
             continue
         if tp > 1 and ev.splits(tp) == 0:
-            reject(Reason.TP_SPLITS_NOTHING, f"tp ({tp}) divides no Linear/Conv output of {spec.name}: it would only replicate")
+            yield Problem(Reason.TP_SPLITS_NOTHING, f"tp ({tp}) divides no Linear/Conv output of "
+                          f"{ev.spec.name}: it would only replicate")
             continue
         for pp in _choose(space.pp, divisors(n // tp) if n % tp == 0 else [], n):
             if pp > units:
-                reject(Reason.PP_UNITS, f"pp ({pp}) must not exceed the network's units ({units})")
+                yield Problem(Reason.PP_UNITS, f"pp ({pp}) must not exceed the network's units ({units})")
                 continue
             for dp in _choose(space.dp, [n // (tp * pp)] if n % (tp * pp) == 0 else [], n):
-                if dp * tp * pp != n:
-                    reject(Reason.WORLD_SIZE, f"dp * tp * pp ({dp} * {tp} * {pp}) must equal the GPU count ({n})")
+                grid = grid_problems(Plan(dp=dp, tp=tp, pp=pp), world_size=n)
+                if grid:
+                    yield grid[0]
                     continue
                 if gb % dp:
-                    reject(Reason.BATCH, f"global_batch ({gb}) must be divisible by dp ({dp})")
+                    yield Problem(Reason.BATCH, f"global_batch ({gb}) must be divisible by dp ({dp})")
                     continue
                 default_mbs = [b for b in divisors(gb // dp) if gb // (dp * b) <= MAX_DEFAULT_MICROBATCHES]
                 for mb in _choose(space.micro_batch, default_mbs, gb):
-                    if gb % (mb * dp):
-                        reject(Reason.BATCH, f"global_batch ({gb}) must be divisible by micro_batch * dp ({mb} * {dp})")
+                    problem = batch_problem(gb, mb, dp)
+                    if problem:
+                        yield problem
                         continue
                     m = gb // (mb * dp)
                     svs = [(s, 1) for s in schedules if s != "interleaved" and schedule_problem(s, pp, m, 1) is None
@@ -93,29 +83,40 @@ def search_network_plans(spec: NetworkSpec, training: TrainingSpec, cluster: Clu
                         svs += [("interleaved", v) for v in vpps if v >= 2 and pp * v <= units]
                     for sched, vpp in svs:
                         for zero in zeros:
-                            plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched, zero=zero)
-                            est = ev.estimate(plan, space.memory_headroom)
-                            evaluated += 1
-                            if not est.fits:
-                                reject(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}, micro_batch {mb}, zero {zero} "
-                                       f"needs {est.peak_memory_bytes / 1e9:.1f} GB per GPU > {budget / 1e9:.1f} GB")
-                                continue
-                            for family, member in (("tp", tp > 1), ("pp", pp > 1), ("dp", tp == pp == 1)):
-                                if member and (family not in best_of or est.step.step_time_s < best_of[family].step.step_time_s):
-                                    best_of[family] = est
-                            item = (-est.step.step_time_s, -evaluated, est)
-                            if len(heap) < top_k:
-                                heapq.heappush(heap, item)
-                            elif item > heap[0]:
-                                heapq.heapreplace(heap, item)
-    if not heap:
-        detail = next(iter(examples.values()), "no plan to try")
-        raise PlanInfeasible(f"no plan of {n} GPUs fits {spec.name}: {detail}")
-    best = [e for *_, e in sorted(heap, key=lambda it: (-it[0], -it[1]))]
+                            yield Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched, zero=zero)
+
+
+def search_network_plans(spec: NetworkSpec, training: TrainingSpec, cluster: Cluster, gpus: int,
+                         space: SearchSpace | None = None, cost: CostModel | None = None,
+                         top_k: int = 5) -> SearchResult:
+    """Every valid network plan of `gpus` GPUs ranked by predicted step time, with the reasons
+    the best one beats tensor and pipeline parallelism in its notes."""
+    rank = Ranking(top_k)
+    space = space or SearchSpace()
+    ev = NetEvaluator(spec, training, cluster, cost)
+    budget = ev.memory_bytes * (1 - space.memory_headroom)
+    best_of: dict[str, PlanEstimate] = {}
+    for plan in network_space(ev, space, gpus):
+        if isinstance(plan, Problem):
+            rank.reject(plan)
+            continue
+        est = ev.estimate(plan, space.memory_headroom)
+        if not est.fits:
+            rank.reject(Problem(Reason.MEMORY, f"tp {plan.tp}, pp {plan.pp}, dp {plan.dp}, micro_batch "
+                                f"{plan.micro_batch}, zero {plan.zero} needs {est.peak_memory_bytes / 1e9:.1f} GB "
+                                f"per GPU > {budget / 1e9:.1f} GB"), need_bytes=est.peak_memory_bytes)
+            continue
+        rank.evaluated += 1
+        for axis, member in (("tp", plan.tp > 1), ("pp", plan.pp > 1), ("dp", plan.tp == plan.pp == 1)):
+            if member and (axis not in best_of or est.step.step_time_s < best_of[axis].step.step_time_s):
+                best_of[axis] = est
+        rank.offer((-est.step.step_time_s, -rank.evaluated, est))
+    if not rank.heap:
+        detail = next(iter(rank.examples.values()), "no plan to try")
+        raise PlanInfeasible(f"no plan of {gpus} GPUs fits {spec.name}: {detail}")
+    best = rank.ranked()
     best[0] = best[0].model_copy(update={"notes": best[0].notes + why_notes(ev, best[0], best_of)})
-    return SearchResult(gpus=n, best=best, evaluated=evaluated, bounded=0, candidates=evaluated + sum(
-        v for k, v in rejected.items() if k != Reason.MEMORY.value), rejected=dict(rejected.most_common()),
-        examples=examples, wall_s=time.perf_counter() - start)
+    return rank.result(gpus, best)
 
 
 def why_notes(ev: NetEvaluator, best: PlanEstimate, best_of: dict[str, PlanEstimate]) -> list[str]:
@@ -125,34 +126,26 @@ def why_notes(ev: NetEvaluator, best: PlanEstimate, best_of: dict[str, PlanEstim
     return explain_choice(ev, best, best_of)
 
 
-
-def network_plan_problems(ev: NetEvaluator, plan: Plan, cluster: Cluster | None = None,
-                          world_size: int | None = None, allow_tp_across_nodes: bool = False) -> list[str]:
-    """Every rule a network plan breaks (the network counterpart of `validate.plan_problems`)."""
-    out = []
-    if world_size is not None and plan.world_size != world_size:
-        out.append(f"dp * tp * pp ({plan.dp} * {plan.tp} * {plan.pp} = {plan.world_size}) must equal the "
-                   f"GPU count ({world_size})")
-    if cluster is not None and cluster.max_gpus is not None and plan.world_size > cluster.max_gpus:
-        out.append(f"plan needs {plan.world_size} GPUs but cluster {cluster.name} has {cluster.max_gpus}")
-    if cluster is not None and not allow_tp_across_nodes and cluster.gpus_per_node % plan.tp:
-        out.append(f"tp ({plan.tp}) must divide gpus_per_node ({cluster.gpus_per_node})")
+def network_plan_problems(spec: NetworkSpec, training: TrainingSpec, plan: Plan, units: int,
+                          cluster: Cluster | None = None, world_size: int | None = None,
+                          allow_tp_across_nodes: bool = False) -> list[Problem]:
+    """Every rule a network plan breaks: the grid's, batch's and schedule's rules every family
+    shares (`validate.py`) and the network's own (transformer-only axes, stages vs its `units`)."""
+    out = grid_problems(plan, cluster, world_size)
+    if cluster is not None and not allow_tp_across_nodes:
+        out += [p for p in [tp_node_problem(plan.tp, cluster.gpus_per_node)] if p]
     for name in ("cp", "ep"):
         if getattr(plan, name) > 1:
-            out.append(f"{name} ({getattr(plan, name)}) > 1 applies to transformers, not network '{ev.spec.name}'")
+            out.append(Problem(Reason.NOT_FOR_FAMILY, f"{name} ({getattr(plan, name)}) > 1 applies to "
+                               f"transformers, not network '{spec.name}'"))
     if plan.sequence_parallel:
-        out.append(f"sequence_parallel applies to transformers, not network '{ev.spec.name}'")
+        out.append(Problem(Reason.NOT_FOR_FAMILY, f"sequence_parallel applies to transformers, not network "
+                           f"'{spec.name}'"))
     stages = schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages
-    if stages > len(ev.units):
+    if stages > units:
         what = f"pp * vpp ({plan.pp} * {plan.vpp})" if stages == plan.pp * plan.vpp else f"the schedule's {stages} stages"
-        out.append(f"{what} must not exceed the network's units ({len(ev.units)})")
-    gb = ev.training.global_batch
-    if gb % (plan.micro_batch * plan.dp):
-        out.append(f"micro_batch * dp ({plan.micro_batch} * {plan.dp} = {plan.micro_batch * plan.dp}) must "
-                   f"divide global_batch ({gb})")
-    elif schedule_problem(plan.schedule, plan.pp, plan.num_microbatches(gb), plan.vpp) is not None:
-        out.append(schedule_problem(plan.schedule, plan.pp, plan.num_microbatches(gb), plan.vpp).message)
-    return out
+        out.append(Problem(Reason.PP_UNITS, f"{what} must not exceed the network's units ({units})"))
+    return out + microbatch_problems(plan, training.global_batch)
 
 
 def estimate_network_plan(spec: NetworkSpec, training: TrainingSpec, plan: Plan, cluster: Cluster,
@@ -160,7 +153,7 @@ def estimate_network_plan(spec: NetworkSpec, training: TrainingSpec, plan: Plan,
                           memory_headroom: float = 0.0, allow_tp_across_nodes: bool = False) -> PlanEstimate:
     """Validate a network plan (one SpecError naming every broken rule) and predict it."""
     ev = NetEvaluator(spec, training, cluster, cost)
-    problems = network_plan_problems(ev, plan, cluster, world_size, allow_tp_across_nodes)
+    problems = network_plan_problems(spec, training, plan, len(ev.units), cluster, world_size, allow_tp_across_nodes)
     if problems:
-        raise SpecError("; ".join(problems))
+        raise SpecError("; ".join(p.message for p in problems))
     return ev.estimate(plan, memory_headroom)

@@ -3,7 +3,8 @@ the best pipeline-parallel plan it priced (lines for the best plan's notes)."""
 
 from __future__ import annotations
 
-from modelplan.plan.net_commlist import tp_calls
+from modelplan.plan.parallel.calls import RankCalls
+from modelplan.plan.parallel.tp import leaf_calls
 from modelplan.plan.results import PlanEstimate
 
 
@@ -50,7 +51,9 @@ def explain_choice(ev, best: PlanEstimate, best_of: dict[str, PlanEstimate]) -> 
     tp_plan = best_of.get("tp")
     if tp_plan is not None and tp_plan.plan != plan:
         stages = ev.stages(tp_plan.plan.tp, tp_plan.plan.pp * tp_plan.plan.vpp)
-        calls = sum(len(tp_calls(st, tp_plan.plan.micro_batch)) for st in stages[: 1])
+        first = RankCalls()
+        leaf_calls(first, stages[0], tp_plan.plan.tp, tp_plan.plan.micro_batch, 1, 1)
+        calls = sum(first.counts.values())
         lines.append(f"why not tensor parallel: the best such plan, {_vs(tp_plan, best)}: {calls} collectives per "
                      f"micro-batch on activations ({_ms(tp_plan.step.tp_comm_s)} exposed per step) and GEMMs "
                      f"1/{tp_plan.plan.tp} as wide, while the layers it cannot split run whole on every rank "

@@ -88,7 +88,7 @@ class PlanEstimate(Result):
     throughput_per_s: float
     """The global batch per second, in `throughput_unit`."""
     throughput_unit: Literal["tokens", "samples"] = "tokens"
-    """What the family's batches count: tokens (batch x seq_len) or samples (`plan/family.py`)."""
+    """What the family's batches count: tokens (batch x seq_len) or samples (`specs/family.py`)."""
     model_tflops_per_gpu: float
     """Model FLOPs (fwd + bwd, no recompute) per second per GPU."""
     hardware_tflops_per_gpu: float

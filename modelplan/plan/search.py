@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import heapq
 import math
-import time
-from collections import Counter
 
 from modelplan.errors import PlanInfeasible
 from modelplan.plan.estimate import to_estimate
-from modelplan.plan.family import family_of
+from modelplan.specs.family import family_of
 from modelplan.plan.infeasible import _axes, nearest_blocker
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
+from modelplan.plan.ranking import Ranking
 from modelplan.plan.results import SearchResult
 from modelplan.plan.evaluator import Evaluator, PlanPoint
 from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, _choose, divisors, paused_gc
@@ -48,7 +47,7 @@ plans within this factor of the memory budget: moving one or two blocks frees a 
 def search_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, space: SearchSpace | None = None,
                  cost: CostModel | None = None, top_k: int = 5) -> SearchResult:
     """Every valid plan of `gpus` GPUs ranked by predicted step time, by the model's family
-    (`plan/family.py`; raises PlanInfeasible with the nearest blocker when none fits)."""
+    (`specs/family.py`; raises PlanInfeasible with the nearest blocker when none fits)."""
     return family_of(spec).call("search", spec, training, cluster, gpus, space, cost, top_k)
 
 
@@ -71,7 +70,7 @@ def search_transformer_plans(
 
 def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: Cluster, gpus: int,
                         space: SearchSpace | None, cost: CostModel | None, top_k: int, use_bound: bool) -> SearchResult:
-    start = time.perf_counter()
+    rank = Ranking(top_k)  # its clock starts here
     space = space or SearchSpace()
     ev = Evaluator(spec, training, cluster, cost)
     spec, cost = ev.spec, ev.cost
@@ -79,20 +78,8 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
     n, gb, layers, gpn = gpus, training.global_batch, spec.layers, cluster.gpus_per_node
     budget = ev.memory_bytes * (1 - space.memory_headroom)
     search_split = space.search_split
-    rejected: Counter[str] = Counter()
-    examples: dict[str, str] = {}
-    closest_need = [float("inf")]
-
-    def reject(problem: Problem, count: int, need_bytes: float = 0.0) -> None:
-        """Count `count` plans under the problem's reason; keep one example per reason (for
-        memory: the plan that came closest to fitting)."""
-        if count:
-            reason = problem.reason.value
-            rejected[reason] += count
-            if reason not in examples or (need_bytes and need_bytes < closest_need[0]):
-                examples[reason] = problem.message
-                if need_bytes:
-                    closest_need[0] = need_bytes
+    reject, rejected = rank.reject, rank.rejected
+    heap = rank.heap
 
     schedules = space.schedule or [Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED]
     recomputes = space.recompute or ["none", "selective", "full"]
@@ -214,7 +201,6 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
                 return Problem(Reason.HOST_MEMORY, f"tp {tp}, pp {pp}, dp {dp}: {problem}"), 0.0
         return None, peak
 
-    heap: list[tuple[float, float, int, tuple]] = []
     frontier: list[tuple] = []
     waiting = 0
     """Plans under the classic points still in the frontier."""
@@ -405,15 +391,12 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
                                     continue
                             evaluated += 1
                             tie += 1
-                            item = (-t, -fit[1], tie, point)
-                            if len(heap) < top_k:
-                                heapq.heappush(heap, item)
-                            elif item > heap[0]:
-                                heapq.heapreplace(heap, item)
+                            rank.offer((-t, -fit[1], tie, point))
     if not heap:
-        raise PlanInfeasible(nearest_blocker(ev, n, rejected, examples, closest, space.memory_headroom, space))
+        raise PlanInfeasible(nearest_blocker(ev, n, rejected, rank.examples, closest, space.memory_headroom, space))
+    rank.evaluated, rank.bounded = evaluated, bounded
     best = []
-    for *_, point in sorted(heap, reverse=True):
+    for point in rank.ranked():
         tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, _ = point[:12]
         first_layers, last_layers = point.split if point.split is not None else (None, None)
         plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
@@ -424,8 +407,4 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
                     first_stage_layers=first_layers, last_stage_layers=last_layers)
         e = ev.evaluate(point)
         best.append(to_estimate(ev, e, plan, space.memory_headroom))
-    return SearchResult(
-        gpus=n, best=best, evaluated=evaluated, bounded=bounded,
-        candidates=evaluated + bounded + sum(rejected.values()),
-        rejected=dict(rejected.most_common()), examples=examples, wall_s=time.perf_counter() - start,
-    )
+    return rank.result(n, best)

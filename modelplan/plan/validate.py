@@ -110,6 +110,31 @@ def plan_problems(
     allow_tp_across_nodes: bool = False,
 ) -> list[Problem]:
     """Every rule `plan` breaks for this model, batch, cluster and GPU count (empty: valid)."""
+    out = grid_problems(plan, cluster, world_size)
+    out += tp_problems(spec, plan.tp)
+    if cluster is not None and not allow_tp_across_nodes:
+        problem = tp_node_problem(plan.tp, cluster.gpus_per_node)
+        if problem:
+            out.append(problem)
+    problem = (pp_problem(spec.layers, plan.pp, plan.vpp, schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages)
+               or split_problem(spec.layers, plan.pp, plan.vpp, plan.stage_split))
+    if problem:
+        out.append(problem)
+    out += microbatch_problems(plan, training.global_batch)
+    if plan.sequence_parallel and plan.tp == 1:
+        out.append(Problem(Reason.SEQUENCE_PARALLEL, "sequence_parallel needs tp > 1 (tp = 1)"))
+    if training.seq_len % plan.cp:
+        out.append(
+            Problem(Reason.CP_SEQ, f"cp ({plan.cp}) must divide seq_len ({training.seq_len})")
+        )
+    problem = ep_problem(spec, plan.dp, plan.ep, plan.tp, plan.cp, plan.etp)
+    if problem:
+        out.append(problem)
+    return out
+
+
+def grid_problems(plan: Plan, cluster: Cluster | None = None, world_size: int | None = None) -> list[Problem]:
+    """The rank grid's rules, the same for every model family: the GPU count and the cluster's size."""
     out: list[Problem] = []
     if world_size is not None and plan.world_size != world_size:
         out.append(
@@ -127,32 +152,15 @@ def plan_problems(
                 f"{cluster.max_gpus} ({cluster.nodes} nodes x {cluster.gpus_per_node})",
             )
         )
-    out += tp_problems(spec, plan.tp)
-    if cluster is not None and not allow_tp_across_nodes:
-        problem = tp_node_problem(plan.tp, cluster.gpus_per_node)
-        if problem:
-            out.append(problem)
-    for problem in (
-        pp_problem(spec.layers, plan.pp, plan.vpp, schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages)
-        or split_problem(spec.layers, plan.pp, plan.vpp, plan.stage_split),
-        batch_problem(training.global_batch, plan.micro_batch, plan.dp),
-    ):
-        if problem:
-            out.append(problem)
-    if training.global_batch % (plan.micro_batch * plan.dp) == 0:
-        problem = schedule_problem(plan.schedule, plan.pp, plan.num_microbatches(training.global_batch), plan.vpp)
-        if problem:
-            out.append(problem)
-    if plan.sequence_parallel and plan.tp == 1:
-        out.append(Problem(Reason.SEQUENCE_PARALLEL, "sequence_parallel needs tp > 1 (tp = 1)"))
-    if training.seq_len % plan.cp:
-        out.append(
-            Problem(Reason.CP_SEQ, f"cp ({plan.cp}) must divide seq_len ({training.seq_len})")
-        )
-    problem = ep_problem(spec, plan.dp, plan.ep, plan.tp, plan.cp, plan.etp)
-    if problem:
-        out.append(problem)
     return out
+
+
+def microbatch_problems(plan: Plan, global_batch: int) -> list[Problem]:
+    """Whole micro-batches per data-parallel rank, and a count the schedule can run (every family)."""
+    problem = batch_problem(global_batch, plan.micro_batch, plan.dp)
+    if problem is None:
+        problem = schedule_problem(plan.schedule, plan.pp, plan.num_microbatches(global_batch), plan.vpp)
+    return [problem] if problem else []
 
 
 def ep_problem(spec: TransformerSpec, dp: int, ep: int, tp: int = 1, cp: int = 1,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Union
 
 from modelplan.errors import SpecError, validate_model
 from modelplan.presets import load_preset
+from modelplan.specs.family import FAMILIES, spec_class
 from modelplan.specs.transformer import TransformerSpec
 
 if TYPE_CHECKING:
@@ -23,13 +24,9 @@ def model_from_dict(data: dict, source: str = "") -> ModelSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{source or 'model'}: expected a table/object, got {type(data).__name__}")
     kind = data.get("kind", "transformer")
-    cls: type | None = TransformerSpec if kind == "transformer" else None
-    if kind == "network":
-        from modelplan.specs.network import NetworkSpec
-
-        cls = NetworkSpec
+    cls = spec_class(kind) if isinstance(kind, str) else None  # the family registry, `specs/family.py`
     if cls is None:
-        raise SpecError(f"{source or 'model'}: kind: unknown model kind '{kind}' (transformer, network)")
+        raise SpecError(f"{source or 'model'}: kind: unknown model kind '{kind}' ({', '.join(FAMILIES)})")
     return validate_model(cls, data, source)
 
 

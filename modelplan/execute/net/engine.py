@@ -12,8 +12,7 @@ like the transformer engine, measures the live arrays it holds (`memory_probe.py
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,6 +23,7 @@ from modelplan.count.network_tree import leaves_of, network_tree
 from modelplan.execute.data_parallel import Bucket, DataParallel
 from modelplan.execute.engine import (
     Groups,
+    Job,
     RankResult,
     SteppedProgram,
     StepState,
@@ -40,13 +40,11 @@ from modelplan.execute.net.model import backward_nodes, forward_nodes, tape_leav
 from modelplan.execute.net.params import NetBatch, executor_shape, init_buffers, init_params, make_batch
 from modelplan.execute.net.saved import RunContext
 from modelplan.execute.net.tensor_parallel import NetTensorParallel, shard_slice
-from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import ParamDef
 from modelplan.execute.pipeline import PipelineP2P
-from modelplan.plan.dims import ParallelDims
 from modelplan.plan.net_layout import StagePlan, network_stages
 from modelplan.plan.net_tp import TpRole, param_tp_dim
-from modelplan.plan.pipeline import PipelineSchedule, pipeline_schedule, schedule_layout
+from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.stages import replica_label, unit_replicas
 from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan
@@ -54,29 +52,13 @@ from modelplan.specs.training import TrainingSpec
 
 
 @dataclass(frozen=True)
-class NetJob:
-    """Everything every rank needs: network, training settings, plan, seed, optimizer, loss."""
+class NetJob(Job):
+    """A `Job` (model, training settings, plan, seed, optimizer, steps; its grid, micro-batch count
+    and schedule) of a network, with the network's loss, stages and batches."""
 
     spec: NetworkSpec
-    training: TrainingSpec
-    plan: Plan
-    seed: int = 0
-    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     loss: LossKind | None = None
     """None: cross-entropy for several outputs, MSE for one (`default_loss`)."""
-    steps: int = 1
-    """Optimizer steps to run, each on its own global batch."""
-
-    @property
-    def dims(self) -> ParallelDims:
-        return ParallelDims(dp=self.plan.dp, tp=self.plan.tp, pp=self.plan.pp)
-
-    @property
-    def num_microbatches(self) -> int:
-        return self.plan.num_microbatches(self.training.global_batch)
-
-    def schedule(self) -> PipelineSchedule:
-        return pipeline_schedule(self.plan.schedule, self.plan.pp, self.num_microbatches, self.plan.vpp)
 
     def stages(self) -> list[StagePlan]:
         num_stages = schedule_layout(self.plan.schedule, self.plan.pp, self.plan.vpp).num_stages
@@ -160,17 +142,6 @@ class NetRankProgram(SteppedProgram):
                             value = value[shard_slice(value.size, self.plan.tp, self.coords.tp_rank)]
                         out[key] = value.copy()
         return out
-
-    @cached_property
-    def batches(self) -> list[NetBatch]:
-        """This data-parallel rank's samples of every step's global batch."""
-        b = self.plan.micro_batch
-        start = self.coords.dp_rank * self.m * b
-        return [full.rows(start, start + self.m * b) for full in self.job.batches()]
-
-    @property
-    def batch(self) -> NetBatch:
-        return self.batches[self.step - 1]
 
     def memory_roots(self, live: dict, gathered) -> dict:
         """What memory_probe walks, by term: the layers' tapes are activations, the loss's cache an

@@ -17,7 +17,8 @@ from typing import Any
 
 from modelplan.count.network import count_network_params, network_layers
 from modelplan.errors import SpecError
-from modelplan.plan.pipeline import schedule_problem
+from modelplan.count.network_tree import network_tree
+from modelplan.plan.net_search import network_plan_problems
 from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -98,17 +99,9 @@ def _well_conditioned(spec: NetworkSpec) -> bool:
 
 
 def check_network_plan(spec: NetworkSpec, training: TrainingSpec, plan: Plan) -> int:
-    """What the network executor supports; returns num_microbatches (one-line SpecError otherwise)."""
-    for name in ("cp", "ep"):
-        if getattr(plan, name) > 1:
-            raise SpecError(f"{name} ({getattr(plan, name)}) > 1 applies to transformers, not network '{spec.name}'")
-    if plan.sequence_parallel:
-        raise SpecError(f"sequence_parallel applies to transformers, not network '{spec.name}'")
-    try:
-        m = plan.num_microbatches(training.global_batch)
-    except ValueError as exc:
-        raise SpecError(str(exc)) from None
-    problem = schedule_problem(plan.schedule, plan.pp, m, plan.vpp)
-    if problem:
-        raise SpecError(problem.message)
-    return m
+    """The planner's rules for a network plan (`net_search.network_plan_problems`, one SpecError
+    naming every broken rule); returns num_microbatches."""
+    problems = network_plan_problems(spec, training, plan, len(network_tree(spec)))
+    if problems:
+        raise SpecError("; ".join(p.message for p in problems))
+    return plan.num_microbatches(training.global_batch)

@@ -1,6 +1,5 @@
-"""`verify` for a network (MLP, CNN, RNN): the plan's sharded step against one device.
-
-The same checks as for transformers (`modelplan.execute.verify`), from the same functions:
+"""What `verify` runs for a network (MLP, CNN, RNN): its rank program and the plan's data, as a
+`FamilyRun` that `execute/verify.py` runs and checks as it does a transformer's:
 loss; every gradient and updated parameter reassembled from its shards (1e-9 relative); each
 rank's ledger against the communication list (`plan/net_commlist.py`); weights, gradients and
 optimizer state held per rank against `plan/net_shard.py`; plus the peak activations each rank
@@ -16,33 +15,20 @@ and are not compared.
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 from modelplan.count.network import network_layers
-from modelplan.execute.checks import check_ledgers, check_memory
-from modelplan.execute.memory_check import check_measured_memory, planned_network_memory
+from modelplan.execute.family_run import FamilyRun
+from modelplan.execute.memory_check import planned_network_memory
 from modelplan.execute.net.engine import NetJob, NetRankResult, net_param_defs, net_train_step
 from modelplan.execute.net.loss import LossKind
 from modelplan.execute.net.params import init_params
 from modelplan.execute.net.scale import check_network_plan, scale_network
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.oracle import OracleKind, oracle_note
-from modelplan.execute.report import VerifyReport, VerifyRow
-from modelplan.execute.backends import spmd_runner
-from modelplan.execute.spmd import SpmdError
-from modelplan.execute.step_checks import (
-    DEFAULT_STEPS,
-    Progress,
-    check_against_oracle,
-    check_step_order,
-    default_optimizer,
-    execution_row,
-    oracle_steps,
-    plan_factors,
-)
+from modelplan.execute.report import VerifyRow
+from modelplan.execute.step_checks import DEFAULT_STEPS, default_optimizer, oracle_steps
 from modelplan.plan.net_commlist import net_communication_list
-from modelplan.plan.pipeline import pipeline_schedule
 from modelplan.plan.net_layout import StagePlan, describe_stages
 from modelplan.plan.net_shard import rank_activations, net_rank_elements
 from modelplan.plan.net_tp import TpRole
@@ -83,15 +69,13 @@ def check_activations(results: list[NetRankResult], expected) -> VerifyRow:
                      measured=sum(g[0] for g in got), expected=sum(w[0] for w in want))
 
 
-def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backend: str = "sim", *,
-                   seed: int = 0, scale: bool = True, optimizer: OptimizerConfig | None = None,
-                   timeout_s: float = 120.0, progress: Progress | None = None,
-                   loss: LossKind | None = None, oracle: OracleKind | str = OracleKind.NUMPY,
-                   steps: int = DEFAULT_STEPS, layers_per_stage: int = 1) -> VerifyReport | None:
-    """Run `plan` on a (scaled-down) copy of the network and check it; None on MPI ranks but 0.
+def network_run(spec: NetworkSpec, training: TrainingSpec, plan: Plan, *, seed: int = 0, scale: bool = True,
+                optimizer: OptimizerConfig | None = None, loss: LossKind | None = None,
+                oracle: OracleKind = OracleKind.NUMPY, steps: int = DEFAULT_STEPS,
+                layers_per_stage: int = 1) -> FamilyRun:
+    """A network's `FamilyRun` for `execute.verify.run_and_check`: scaled down, its rank program
+    (`engine.net_train_step`), its communication list, held elements, kept activations and memory.
     (`layers_per_stage` is the transformers' option; a network's stages are its units.)"""
-    say = progress or (lambda _msg: None)
-    oracle = OracleKind(oracle)
     notes = ["float64 throughout; the reference runs the same micro-batches with gradient accumulation",
              oracle_note(oracle)]
     if any(r.type.startswith("batchnorm") for r in network_layers(spec)):
@@ -102,7 +86,7 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
         if scaled is not spec:
             notes.append(f"scaled down: {spec.name} widths and inputs shrunk (structure kept)")
         spec = scaled
-    m = check_network_plan(spec, training, plan)
+    check_network_plan(spec, training, plan)
     if (plan.recompute or training.recompute) != "none":
         notes.append("recompute not executed for networks (same math, same communication)")
     if optimizer is None:
@@ -114,41 +98,15 @@ def verify_network(spec: NetworkSpec, training: TrainingSpec, plan: Plan, backen
             notes.append(f"Adam eps {ADAM_EPS:g}: BatchNorm makes some gradients exactly zero in exact "
                          "arithmetic; their float noise is divided by eps in the first update (lr/eps "
                          "amplification), which eps 1e-8 would push past the 1e-9 check")
-    job = NetJob(spec, training, plan, seed, optimizer, loss, steps)
+    job = NetJob(spec, training, plan, seed, optimizer, steps, loss=loss)
     stages = job.stages()
-    notes += stage_notes(stages)
-    dims = job.dims
-
-    say(f"sharded step on {dims.world_size} ranks")
-    t0 = time.perf_counter()
-    try:
-        run = spmd_runner(backend)(dims.world_size, net_train_step, job, timeout_s=timeout_s)
-    except SpmdError as exc:
-        row = execution_row(exc, plan)
-        return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend,
-                            rows=[row], notes=notes, oracle=oracle.value)
-    if run is None:
-        return None
-    sharded_s = time.perf_counter() - t0
-
-    say(f"single-device reference step ({oracle.value})")
-    t0 = time.perf_counter()
-    ref = oracle_steps(oracle, spec, init_params(network_layers(spec), seed), job.batches(), job.optimizer,
-                       micro_batch=plan.micro_batch, seed=seed)
-    reference_s = time.perf_counter() - t0
-
-    say("checks")
-    results = list(run.results)
-    rows = check_against_oracle(results, net_param_defs(stages), ref, plan_factors(plan, m))[0]
-    items = net_communication_list(stages, training, plan, element_bytes=8)
-    rows += check_ledgers(results, list(run.ledgers), items, plan, steps)
-    rows += check_memory(results, net_rank_elements(stages, plan, job.optimizer.num_states))
-    schedule = pipeline_schedule(plan.schedule, plan.pp, m, plan.vpp)  # not the executor's copy
-    rows.append(check_activations(results, rank_activations(stages, plan, schedule)))
-    rows += check_measured_memory(results, planned_network_memory(stages, plan, job.optimizer.num_states, schedule))
-    order_rows, timeline = check_step_order(results, schedule, dims, plan, m)
-    rows += order_rows
-    return VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
-                        timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s,
-                        oracle=oracle.value)
-
+    states = job.optimizer.num_states
+    return FamilyRun(
+        spec=spec, training=training, job=job, step=net_train_step, notes=notes + stage_notes(stages),
+        param_defs=net_param_defs(stages),
+        reference=lambda kind: oracle_steps(kind, spec, init_params(network_layers(spec), seed), job.batches(),
+                                            job.optimizer, micro_batch=plan.micro_batch, seed=seed),
+        comm_items=lambda: net_communication_list(stages, training, plan, element_bytes=8),
+        rank_elements=lambda: net_rank_elements(stages, plan, states),
+        planned_memory=lambda schedule: planned_network_memory(stages, plan, states, schedule),
+        extra_rows=lambda results, schedule: [check_activations(results, rank_activations(stages, plan, schedule))])

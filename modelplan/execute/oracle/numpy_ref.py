@@ -30,8 +30,10 @@ def numpy_run(params: Params, batches: Sequence[Any], optimizer: OptimizerConfig
     return OracleRun(OracleKind.NUMPY, tuple(steps))
 
 
-def numpy_transformer_run(spec, params: Params, batches: Sequence[Any], optimizer: OptimizerConfig) -> OracleRun:
-    """`execute/reference.py`'s whole-batch step, once per batch."""
+def numpy_transformer_run(spec, params: Params, batches: Sequence[Any], optimizer: OptimizerConfig,
+                          micro_batch: int = 1, seed: int = 0) -> OracleRun:
+    """`execute/reference.py`'s whole-batch step, once per batch (`micro_batch`, `seed`: the
+    networks' arguments; a transformer step has neither per-micro-batch statistics nor dropout)."""
     from modelplan.execute.reference import loss_and_grads
 
     return numpy_run(params, batches, optimizer, lambda p, b: loss_and_grads(spec, p, b))

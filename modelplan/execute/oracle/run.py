@@ -9,6 +9,7 @@ import numpy as np
 
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.oracle.result import OracleKind, OracleRun, require_torch
+from modelplan.specs.family import family_of
 
 
 def check_oracle(kind: OracleKind | str) -> OracleKind:
@@ -23,20 +24,7 @@ def run_oracle(kind: OracleKind | str, spec, params: dict[str, np.ndarray], batc
                optimizer: OptimizerConfig, *, micro_batch: int = 1, seed: int = 0) -> OracleRun:
     """One single-device optimizer step per batch from the initial weights `params`.
 
-    Networks need `micro_batch` (BatchNorm statistics are per micro-batch) and `seed` (dropout
-    masks); transformers ignore both."""
+    The model's family names its oracles (`specs/family.py`). Networks need `micro_batch`
+    (BatchNorm statistics are per micro-batch) and `seed` (dropout masks); transformers ignore both."""
     kind = OracleKind(kind)
-    network = getattr(spec, "kind", None) == "network"
-    if kind is OracleKind.TORCH:
-        if network:
-            from modelplan.execute.oracle.torch_network import torch_network_run
-
-            return torch_network_run(spec, params, batches, optimizer, micro_batch, seed)
-        from modelplan.execute.oracle.torch_transformer import torch_transformer_run
-
-        return torch_transformer_run(spec, params, batches, optimizer)
-    from modelplan.execute.oracle.numpy_ref import numpy_network_run, numpy_transformer_run
-
-    if network:
-        return numpy_network_run(spec, params, batches, optimizer, micro_batch, seed)
-    return numpy_transformer_run(spec, params, batches, optimizer)
+    return family_of(spec).oracle(kind.value)(spec, params, batches, optimizer, micro_batch, seed)

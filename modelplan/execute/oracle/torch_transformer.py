@@ -204,7 +204,7 @@ class _Model:
 
 
 def torch_transformer_run(spec: TransformerSpec, params: dict[str, np.ndarray], batches: Sequence[Batch],
-                          optimizer: OptimizerConfig) -> OracleRun:
+                          optimizer: OptimizerConfig, micro_batch: int = 1, seed: int = 0) -> OracleRun:
     """One torch optimizer step per batch from the executor's initial weights `params`."""
     torch = require_torch()
     missing = unsupported(spec)

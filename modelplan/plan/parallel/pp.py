@@ -19,15 +19,27 @@ once per direction per chunk a micro-batch passes on the rank.
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
 from modelplan.comm.topology import GroupShape
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.parallel.calls import RankCalls
-from modelplan.plan.pipeline import ActionKind
+from modelplan.plan.pipeline import ActionKind, PipelineSchedule
+from modelplan.plan.pipeline.actions import COMPUTE
 from modelplan.plan.stages import replica_label
 
 AG, AR, P2P = Collective.ALL_GATHER, Collective.ALL_REDUCE, Collective.SEND_RECV
+
+
+def pipeline_calls(schedule: PipelineSchedule, pp_rank: int) -> dict[int, dict[ActionKind, int]]:
+    """chunk -> SEND_F / RECV_F / SEND_B / RECV_B -> calls per step, from the lowered action list."""
+    out: dict[int, dict[ActionKind, int]] = defaultdict(lambda: defaultdict(int))
+    for a in schedule.lowered[pp_rank]:
+        if a.kind not in COMPUTE:
+            out[a.chunk][a.kind] += 1
+    return out
 
 
 def boundary_calls(calls: RankCalls, pp: int, tp: int, message_bytes: int, gathered_bytes: int | None,

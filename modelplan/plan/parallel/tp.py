@@ -8,6 +8,10 @@ gradient). The vocab-parallel embedding leaves through g; the output head enters
 the vocab-parallel cross-entropy combines the per-token max (AllGather of tp x b*s fp32), the
 target logit and the sum of exponentials (AllReduce of b*s fp32 each).
 
+A network's Linear/Conv leaves follow the same f/g rule by their roles (`leaf_calls`, roles
+from `plan/net_tp.py`): g after a row-parallel leaf, f's backward AllReduce before a
+column-parallel one, an AllGather where a column-parallel output is gathered.
+
 States it shards: column-parallel weights by output, row-parallel by input, vocab rows, KV
 heads (`local_kv_heads`), counted in `plan/shard.py`; kernels per rank in `plan/kernels.py`.
 
@@ -20,13 +24,16 @@ shared with NCCL), charged to the backward.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from modelplan.comm.ops import Axis, Collective
 from modelplan.comm.regions import SUBLAYER_REGIONS, Region
 from modelplan.count.blocks import Block
+from modelplan.count.network_tree import leaves_of
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.parallel.calls import RankCalls
+from modelplan.plan.net_tp import TpRole
 from modelplan.plan.parallel.sp import region_ops
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.transformer import TransformerSpec
@@ -238,3 +245,21 @@ def overlap_exposure(t: TpSeconds, full_recompute: bool | float, cost: CostModel
     f = cost.tp_exposed_fraction
     return TpExposure(fwd_s=fwd, bwd_s=bwd, recompute_s=rec, hidden_s=max(0.0, total - fwd - bwd - rec),
                       embedding_s=f * t.embedding_s, head_s=f * t.head_s)
+
+
+def leaf_calls(calls: RankCalls, stage, tp: int, micro_batch: int, act_bytes: int, runs: int) -> None:
+    """A network stage's calls (`plan/net_tp.py` roles) over `runs` micro-batches of `micro_batch`
+    samples: a row-parallel leaf leaves through g (AllReduce of its output, b * numel(out)); a
+    gather point all-gathers its output (b * numel(out), the gathered size); a column-parallel leaf
+    enters through f (AllReduce of its input gradient in backward, b * numel(in)), except the
+    network's first leaf, which has no input gradient (Shoeybi et al. 2019, f and g)."""
+    for leaf in leaves_of(stage.nodes):
+        r = stage.roles[leaf.path]
+        out_bytes = micro_batch * math.prod(leaf.info.output_shape) * act_bytes
+        if r.role is TpRole.ROW:
+            calls.add(AR, TP, tp, out_bytes, runs, f"tp/{leaf.path}/row")
+        if r.gather_after:
+            calls.add(AG, TP, tp, out_bytes, runs, f"tp/{leaf.path}/gather")
+        if r.role is TpRole.COLUMN and stage.needs_input_grad(leaf):
+            calls.add(AR, TP, tp, micro_batch * math.prod(leaf.info.input_shape) * act_bytes, runs,
+                      f"tp/{leaf.path}/column-dx")
