@@ -239,10 +239,19 @@ class Evaluator:
         """Vocabulary padded for this tp (Megatron)."""
         return padded_vocab(self.spec.vocab, tp, self.cost.vocab_divisible_by)
 
-    def shapes(self, tp: int, dp: int, pp: int, ep: int = 1, cp: int = 1, order: str = DEFAULT_ORDER) -> dict:
+    def shapes(self, tp: int, dp: int, pp: int, ep: int = 1, cp: int = 1, order: str = DEFAULT_ORDER,
+               etp: int | None = None) -> dict:
         """Process-group shapes of a tp x cp x dp x pp grid (ep inside dp) on this cluster, ranks
-        laid out in `order` (`plan/placement.py`)."""
+        laid out in `order` (`plan/placement.py`). With etp, the one rule for expert tensor
+        parallelism: the dense grid has ep 1 and the experts Megatron-core's expert grid (etp, ep,
+        expert dp) folded over the stage's tp x cp x dp ranks."""
         gpn = self.cluster.gpus_per_node
+        if etp is not None:
+            def expert_grid() -> dict:
+                shapes = dict(self.shapes(tp, dp, pp, 1, cp, order))
+                shapes[EXPERT_DP] = strided_shape(tp * dp * cp // (ep * etp), ep * etp, gpn)
+                return shapes
+            return self._memo(("shapes_etp", tp, dp, pp, ep, cp, order, etp), expert_grid)
         if order == DEFAULT_ORDER:
             return self._memo(("shapes", tp, dp, pp, ep, cp),
                               lambda: ParallelDims(dp=dp, tp=tp, pp=pp, cp=cp, ep=ep).group_shapes(gpn))
@@ -533,11 +542,7 @@ class Evaluator:
             self.spec, Plan(tp=tp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, etp=etp)))
         groups = unit_groups(tp, dp, cp, ep, etp)
         shards = {unit: regrouped(sized[unit], groups) for unit, _ in kinds if unit in sized}
-        if etp is None:
-            shapes = self.shapes(tp, dp, pp, ep, cp, order)
-        else:  # Megatron-core's expert grid over the stage's tp x cp x dp ranks: etp, ep, expert dp
-            shapes = dict(self.shapes(tp, dp, pp, 1, cp, order))
-            shapes[EXPERT_DP] = strided_shape(tp * dp * cp // (ep * etp), ep * etp, self.cluster.gpus_per_node)
+        shapes = self.shapes(tp, dp, pp, ep, cp, order, etp)
         calls, tied = RankCalls(), RankCalls()
         if self.finetune is not None:
             blocks = sum(count for unit, count in kinds if unit.startswith("layers/"))

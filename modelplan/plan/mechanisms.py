@@ -208,8 +208,7 @@ def mechanism_notes(ev: "Evaluator", plan, step, memory) -> list[str]:
         pcie = f", PCIe {host.pcie_Bps / 1e9:.1f} GB/s per GPU" if host is not None else ""
         notes.append(f"offload: {'; '.join(w for w in what if w)}; {where}{pcie}; {step.offload_s:.3f} s exposed")
     if plan.rank_order != "tp-cp-dp-pp" or plan.pp > 1:
-        ep = plan.ep if plan.etp is None else 1  # an etp plan folds EP over tp x dp x cp (evaluator._dp_entry)
-        shapes = ev.shapes(plan.tp, plan.dp, plan.pp, ep, plan.cp, plan.rank_order)
+        shapes = ev.shapes(plan.tp, plan.dp, plan.pp, plan.ep, plan.cp, plan.rank_order, plan.etp)
         parts = [f"{a.value} {s.ranks_per_node}/node over {s.nodes} node{'s' if s.nodes > 1 else ''}"
                  for a, s in shapes.items() if isinstance(a, Axis) and s.size > 1]
         notes.append(f"rank order {plan.rank_order}: " + ", ".join(parts))
