@@ -34,6 +34,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("-k", default=None, help="pytest -k expression (default: every MPI test)")
+    parser.add_argument("--keep", type=Path, default=Path("mpi_repeat_failures"),
+                        help="folder for each failing run's whole pytest output (default: %(default)s)")
     args = parser.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1", MODELPLAN_REQUIRE_MPI="1")
@@ -61,6 +63,11 @@ def main() -> int:
             print(proc.stdout[-2000:], proc.stderr[-2000:], sep="\n")
         for line in re.findall(r"^(?:FAILED|ERROR) tests/\S+ - .*$", proc.stdout, re.M):
             print(f"         {line[:400]}")  # the failure's short message (-rA)
+        if not ok:  # the whole output (Open MPI's own message included) for the post-mortem
+            args.keep.mkdir(parents=True, exist_ok=True)
+            kept = args.keep / f"run{run:02d}.txt"
+            kept.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+            print(f"         whole output: {kept}")
     print()
     for test in sorted({t for t, _ in tally}):
         print(f"{tally[test, 'PASSED']:>3}/{args.runs}  {test}")
