@@ -78,10 +78,16 @@ def run_bounded(command: list[str], env: dict[str, str], timeout_s: float
     """Run a command that starts MPI jobs; afterwards remove the shared-memory segments that
     appeared meanwhile and that no live process maps (an aborted Open MPI job leaves its 16 MiB
     segments in /dev/shm)."""
+    from modelplan.execute.mpilaunch import START_TRIES, failed_to_start
+
     before = _segments()
     try:
-        return subprocess.run(command, env=env, capture_output=True, text=True,
-                              timeout=timeout_s, cwd=ROOT)
+        for _ in range(START_TRIES):  # mpiexec that could not start its runtime is tried again
+            proc = subprocess.run(command, env=env, capture_output=True, text=True,
+                                  timeout=timeout_s, cwd=ROOT)
+            if proc.returncode == 0 or not failed_to_start(proc.stderr + proc.stdout):
+                break
+        return proc
     finally:
         for seg in _segments() - before:
             if not _mapped_anywhere(seg):  # never pull a segment from under a running job
