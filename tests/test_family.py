@@ -23,7 +23,7 @@ from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
 PACKAGE = Path(__file__).resolve().parent.parent / "modelplan"
-ENTRIES = ("spec", "params", "flops", "memory", "search", "estimate", "verify")
+ENTRIES = ("spec", "params", "flops", "memory", "search", "evaluator", "verify")
 
 
 @pytest.mark.parametrize("kind", sorted(FAMILIES))

@@ -12,7 +12,7 @@ from modelplan.comm.clusters import load_cluster
 from modelplan.count.network import count_network_memory, network_layers
 from modelplan.errors import SpecError
 from modelplan.plan.estimate import estimate_plan
-from modelplan.plan.net_search import NetEvaluator
+from modelplan.plan.net_evaluator import NetEvaluator
 from modelplan.plan.search import search_plans
 from modelplan.specs.load import load_model
 from modelplan.specs.plan import Plan

@@ -1,14 +1,20 @@
-"""Evaluate one given plan: validate it, price it, and say whether and why it fits."""
+"""Evaluate one given plan: validate it, price it, and say whether and why it fits; the
+transformer family's evaluator (`TransformerEvaluator`, `plan/protocol.py`)."""
 
 from __future__ import annotations
+
+from functools import cached_property
 
 from modelplan.errors import SpecError
 from modelplan.plan.engine import engine_assumptions
 from modelplan.plan.results import PlanEstimate, StepTime
 from modelplan.plan.evaluator import Evaluation, Evaluator, PlanPoint
 from modelplan.plan.mechanisms import mechanism_notes
+from modelplan.plan.problems import Problem
+from modelplan.plan.protocol import estimate_with
+from modelplan.plan.space import divisors
 from modelplan.specs.family import family_of
-from modelplan.plan.validate import plan_notes, plan_problems
+from modelplan.plan.validate import plan_notes, plan_problems, pp_problem, tp_problems
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
@@ -73,26 +79,60 @@ def estimate_plan(
     memory_headroom: float = 0.0,
     allow_tp_across_nodes: bool = False,
 ) -> PlanEstimate:
-    """Validate `plan` (SpecError naming every broken rule) and predict its step and memory, by
-    the model's family (`specs/family.py`)."""
-    return family_of(spec).call("estimate", spec, training, plan, cluster, cost, world_size=world_size,
-                                memory_headroom=memory_headroom, allow_tp_across_nodes=allow_tp_across_nodes)
+    """Validate `plan` (SpecError naming every broken rule) and predict its step and memory, with
+    the model family's evaluator (`specs/family.py`, `plan/protocol.py`)."""
+    ev = family_of(spec).call("evaluator", spec, training, cluster, cost)
+    return estimate_with(ev, plan, cluster, world_size=world_size, memory_headroom=memory_headroom,
+                         allow_tp_across_nodes=allow_tp_across_nodes)
 
 
-def estimate_transformer_plan(
-    spec: TransformerSpec,
-    training: TrainingSpec,
-    plan: Plan,
-    cluster: Cluster,
-    cost: CostModel | None = None,
-    *,
-    world_size: int | None = None,
-    memory_headroom: float = 0.0,
-    allow_tp_across_nodes: bool = False,
-) -> PlanEstimate:
-    """`estimate_plan` of a transformer."""
-    evaluator = _validated(spec, training, plan, cluster, cost, world_size, allow_tp_across_nodes)
-    return evaluate_plan(evaluator, plan, memory_headroom)
+def block_vpps(layers: int, pp: int) -> list[int]:
+    """The interleaved schedule's default vpps for `layers` blocks: every chunk count >= 2 that
+    splits the blocks evenly, or for an uneven split 2..8 while each chunk keeps a block (the
+    bubble's gain (p-1)/(v m) flattens while the messages grow with v); none at pp 1."""
+    if pp == 1:
+        return []
+    if layers % pp == 0:
+        return [v for v in divisors(layers // pp) if v >= 2]
+    return list(range(2, min(8, layers // pp) + 1))
+
+
+class TransformerEvaluator:
+    """The transformer family's `PlanEvaluator`: the rules of `validate.py` and the prices of
+    `Evaluator` (the bounded search's hot-loop pricer, built when first needed)."""
+
+    max_microbatches = None
+
+    def __init__(self, spec: TransformerSpec, training: TrainingSpec, cluster: Cluster, cost: CostModel | None = None):
+        self.spec, self.training, self.cluster, self.cost = spec, training, cluster, cost
+        self.units = spec.layers
+
+    @cached_property
+    def evaluator(self) -> Evaluator:
+        return Evaluator(self.spec, self.training, self.cluster, self.cost)
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.cluster.accelerator.memory_capacity_bytes
+
+    def problems(self, plan: Plan, cluster: Cluster | None = None, world_size: int | None = None,
+                 allow_tp_across_nodes: bool = False) -> list[Problem]:
+        return plan_problems(self.spec, self.training, plan, cluster, world_size, allow_tp_across_nodes)
+
+    def tp_problems(self, tp: int) -> list[Problem]:
+        return tp_problems(self.spec, tp)
+
+    def stage_problem(self, pp: int, vpp: int, num_stages: int) -> Problem | None:
+        return pp_problem(self.spec.layers, pp, vpp, num_stages)
+
+    def vpp_default(self, pp: int) -> list[int]:
+        return block_vpps(self.spec.layers, pp)
+
+    def estimate(self, plan: Plan, memory_headroom: float = 0.0) -> PlanEstimate:
+        return evaluate_plan(self.evaluator, plan, memory_headroom)
+
+    def search_notes(self, best: PlanEstimate, best_of: dict[str, PlanEstimate]) -> list[str]:
+        return []
 
 
 def _validated(spec: TransformerSpec, training: TrainingSpec, plan: Plan, cluster: Cluster, cost: CostModel | None,

@@ -1,10 +1,29 @@
-"""Price one network plan: step-time terms per pipeline rank and memory per GPU (see net_search)."""
+"""The network family's evaluator (`plan/protocol.py`'s `PlanEvaluator`): a network's own rules
+as Problems, and the price of one plan (tp x pp x dp, vpp, micro-batch, ZeRO, schedule).
+
+Per pipeline rank:
+- pipeline: m * t_max + bubble * t_mean (`parallel/pp.py`, the bubble of the schedule's action
+  list; (pp - 1)/vpp for Megatron's schedules, Narayanan et al. 2021), t = one micro-batch's
+  forward + backward of the rank's stages (`net_cost.stage_time`) plus its exposed
+  stage-boundary send/recv (`pp.p2p_seconds`, the communication list's pp items);
+- data parallel: the rank's calls of the communication list, one bucket per unit
+  (`dp_zero.unit_calls`, priced by `dp_zero.dp_seconds` as for transformers), hidden behind the
+  last micro-batch's backward by the same overlap rules (`dp_zero.dp_exposure`), plus the
+  optimizer step streamed through HBM; units shared by pipeline ranks all-reduced
+  (`pp.replica_calls`);
+- memory: model states by ZeRO stage (`dp_zero.state_bytes`), the activations the rank's
+  in-flight micro-batches keep (`net_shard.rank_activations`, the model verify checks against
+  the executor), NCCL and boundary buffers, fragmentation and the runtime reserve.
+The step is the slowest rank's. Full recompute and sequence/context/expert parallelism are not
+offered for networks. A search's best plan says in its notes why it won against the best plan
+with tensor and the best with pipeline parallelism (`net_why.py`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from modelplan.comm.ops import Axis, Collective
+from modelplan.comm.ops import Axis
 from modelplan.count.network import count_network_flops, count_network_params
 from modelplan.count.network_tree import network_tree
 from modelplan.plan.commcost import CommPricer
@@ -26,8 +45,11 @@ from modelplan.plan.net_cost import StageTime, boundary_bytes, stage_time
 from modelplan.plan.net_layout import StagePlan, describe_stages, network_stages
 from modelplan.plan.net_shard import net_unit_shards, rank_activations
 from modelplan.plan.net_tp import TpRole
+from modelplan.plan.net_why import explain_choice
 from modelplan.plan.results import PlanEstimate, StageMemory, StepTime
 from modelplan.plan.pipeline import pipeline_schedule, schedule_layout
+from modelplan.plan.problems import Problem, Reason
+from modelplan.plan.validate import grid_problems, microbatch_problems, tp_node_problem
 from modelplan.plan.pipeline.profile import bubble_microbatches, chunk_shares
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
@@ -62,12 +84,16 @@ class RankCost:
 
 
 class NetEvaluator:
-    """Prices plans for one network, training batch, cluster and cost model (with caches)."""
+    """The network family's `PlanEvaluator`: rules and prices of plans for one network, training
+    batch, cluster and cost model (with caches)."""
+
+    max_microbatches = MAX_DEFAULT_MICROBATCHES
 
     def __init__(self, spec: NetworkSpec, training: TrainingSpec, cluster: Cluster, cost: CostModel | None = None):
         self.spec, self.training, self.cluster = spec, training, cluster
         self.cost = cost or CostModel()
-        self.units = network_tree(spec)
+        self.tree = network_tree(spec)
+        self.units = len(self.tree)
         self.roofline = Roofline.of(cluster.accelerator, training.precision, self.cost)
         self.pricer = CommPricer(cluster)
         self.dtype_bytes, self.grad_bytes = training.dtype_bytes, training.grad_bytes
@@ -79,10 +105,36 @@ class NetEvaluator:
         self.model_flops = float(count_network_flops(spec, training).model)
         self._cache: dict[tuple, object] = {}
 
+    def problems(self, plan: Plan, cluster: Cluster | None = None, world_size: int | None = None,
+                 allow_tp_across_nodes: bool = False) -> list[Problem]:
+        """Every rule `plan` breaks (`network_plan_problems`)."""
+        return network_plan_problems(self.spec, self.training, plan, self.units, cluster, world_size,
+                                     allow_tp_across_nodes)
+
+    def tp_problems(self, tp: int) -> list[Problem]:
+        """A tp that splits no Linear/Conv output would only replicate."""
+        if tp > 1 and self.splits(tp) == 0:
+            return [Problem(Reason.TP_SPLITS_NOTHING, f"tp ({tp}) divides no Linear/Conv output of "
+                            f"{self.spec.name}: it would only replicate")]
+        return []
+
+    def stage_problem(self, pp: int, vpp: int, num_stages: int) -> Problem | None:
+        """At least one unit per pipeline stage (`units_problem`)."""
+        return units_problem(pp, vpp, num_stages, self.units)
+
+    def vpp_default(self, pp: int) -> list[int]:
+        """2, 3 and 4 chunks per rank while every stage keeps a unit (the bubble's gain (p-1)/(v m)
+        flattens while the boundary messages grow with v)."""
+        return [v for v in (2, 3, 4) if pp * v <= self.units]
+
+    def search_notes(self, best: PlanEstimate, best_of: dict[str, PlanEstimate]) -> list[str]:
+        """Why the best plan beats the best with tensor and with pipeline parallelism (`net_why.py`)."""
+        return explain_choice(self, best, best_of)
+
     def stages(self, tp: int, num_stages: int) -> list[StagePlan]:
         key = ("stages", tp, num_stages)
         if key not in self._cache:
-            self._cache[key] = network_stages(self.units, num_stages, tp)
+            self._cache[key] = network_stages(self.tree, num_stages, tp)
         return self._cache[key]  # type: ignore[return-value]
 
     def splits(self, tp: int) -> int:
@@ -248,6 +300,35 @@ class NetEvaluator:
             peak_memory_bytes=worst, memory_budget_bytes=budget, fits=worst <= budget,
             notes=self._notes(plan),
         )
+
+
+def units_problem(pp: int, vpp: int, num_stages: int, units: int) -> Problem | None:
+    """The schedule's stages (pp * vpp, or its own layout's count) must not exceed the network's units."""
+    if num_stages <= units:
+        return None
+    what = f"pp * vpp ({pp} * {vpp})" if num_stages == pp * vpp else f"the schedule's {num_stages} stages"
+    return Problem(Reason.PP_UNITS, f"{what} must not exceed the network's units ({units})")
+
+
+def network_plan_problems(spec: NetworkSpec, training: TrainingSpec, plan: Plan, units: int,
+                          cluster: Cluster | None = None, world_size: int | None = None,
+                          allow_tp_across_nodes: bool = False) -> list[Problem]:
+    """Every rule a network plan breaks: the grid's, batch's and schedule's rules every family
+    shares (`validate.py`) and the network's own (transformer-only axes, stages vs its `units`)."""
+    out = grid_problems(plan, cluster, world_size)
+    if cluster is not None and not allow_tp_across_nodes:
+        out += [p for p in [tp_node_problem(plan.tp, cluster.gpus_per_node)] if p]
+    for name in ("cp", "ep"):
+        if getattr(plan, name) > 1:
+            out.append(Problem(Reason.NOT_FOR_FAMILY, f"{name} ({getattr(plan, name)}) > 1 applies to "
+                               f"transformers, not network '{spec.name}'"))
+    if plan.sequence_parallel:
+        out.append(Problem(Reason.NOT_FOR_FAMILY, f"sequence_parallel applies to transformers, not network "
+                           f"'{spec.name}'"))
+    problem = units_problem(plan.pp, plan.vpp, schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages, units)
+    if problem:
+        out.append(problem)
+    return out + microbatch_problems(plan, training.global_batch)
 
 
 def _whole(share):

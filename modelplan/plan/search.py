@@ -13,7 +13,8 @@ import heapq
 import math
 
 from modelplan.errors import PlanInfeasible
-from modelplan.plan.estimate import to_estimate
+from modelplan.plan.candidates import Candidates
+from modelplan.plan.estimate import block_vpps, to_estimate
 from modelplan.specs.family import family_of
 from modelplan.plan.infeasible import _axes, nearest_blocker
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
@@ -24,15 +25,13 @@ from modelplan.plan.evaluator import Evaluator, PlanPoint
 from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, _choose, divisors, paused_gc
 from modelplan.plan.search_ext import Extensions
 from modelplan.plan.validate import (
-    batch_problem,
     ep_problem,
     pp_problem,
-    tp_node_problem,
     tp_problems,
 )
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
-from modelplan.specs.plan import Plan, Schedule
+from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
@@ -81,13 +80,12 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
     reject, rejected = rank.reject, rank.rejected
     heap = rank.heap
 
-    schedules = space.schedule or [Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED]
+    cands = Candidates(space, n, gpn, gb, layers)
+    """The per-axis values of every family's search (`candidates.py`)."""
     recomputes = space.recompute or ["none", "selective", "full"]
-    zeros = space.zero if space.zero is not None else [0, 1, 2, 3]
+    zeros = cands.zeros
     sp_user = space.sequence_parallel or [False, True]
-
-    tp_default = [t for t in divisors(n) if space.allow_tp_across_nodes or t <= gpn]
-    tps = [t for t in _choose(space.tp, tp_default, n) if space.max_tp is None or t <= space.max_tp]
+    tps = cands.tps
 
     def cps_of(tp: int) -> list[int]:
         default = [1]
@@ -95,49 +93,10 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
             default = [c for c in divisors(n // tp) if training.seq_len % c == 0]
         return _choose(space.cp, default, n)
 
-    def pps_of(tp: int) -> list[int]:
-        if isinstance(space.dp, list):
-            default = sorted({n // (tp * d) for d in space.dp if n % (tp * d) == 0})
-        else:
-            default = divisors(n // tp) if n % tp == 0 else []
-        return _choose(space.pp, default, n)
-
-    def dps_of(tp: int, pp: int) -> list[int]:
-        default = [n // (tp * pp)] if n % (tp * pp) == 0 else []
-        return _choose(space.dp, default, n)
-
-    split = math.gcd(gb, *(space.batch_splits or []))
-    """Every batch a plan runs (global and ramp-up) is a multiple of dp x micro_batch iff split is."""
-
-    def mbs_of(dp: int) -> list[int]:
-        return _choose(space.micro_batch, divisors(split // dp) if split % dp == 0 else [], gb)
-
-    def split_problem(mb: int, dp: int) -> Problem | None:
-        """The global batch's rule, then each ramp-up batch's."""
-        problem = batch_problem(gb, mb, dp)
-        for other in space.batch_splits or []:
-            if problem is None and other % (mb * dp):
-                problem = Problem(Reason.BATCH, f"micro_batch * dp ({mb} * {dp} = {mb * dp}) must divide "
-                                  f"the ramp-up batch ({other})")
-        return problem
+    pps_of, dps_of, mbs_of, split_problem = cands.pps, cands.dps, cands.microbatches, cands.batch_problem
 
     def svs_of(pp: int) -> list[tuple[str, int]]:
-        out = [(s, 1) for s in schedules if s != Schedule.INTERLEAVED]
-        if Schedule.INTERLEAVED in schedules:
-            # pp 1 has no interleaved schedule: only a vpp the user asked for is tried (and rejected)
-            # (an uneven split, layers % pp != 0, tries vpp 2..8 where each chunk keeps a block:
-            # the bubble's gain (p-1)/(v m) flattens while the messages grow with v)
-            if pp == 1:
-                vdefault = []
-            elif layers % pp == 0:
-                vdefault = [v for v in divisors(layers // pp) if v >= 2]
-            else:
-                vdefault = list(range(2, min(8, layers // pp) + 1))
-            out += [(Schedule.INTERLEAVED, v) for v in _choose(space.vpp, vdefault, layers) if v >= 2]
-        if space.vpp is not None:
-            allowed = set(_choose(space.vpp, [], layers))
-            out = [(s, v) for s, v in out if v in allowed]
-        return out
+        return cands.schedules(pp, block_vpps(layers, pp))
 
     num_stages: dict[tuple, int] = {}
     rules: dict[tuple, Problem | None] = {}
@@ -210,7 +169,7 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
     closest: tuple[float, tuple] | None = None
     for tp, cp in ((t, c) for t in tps for c in cps_of(t)):
         tp_probs = tp_problems(spec, tp)
-        node = None if space.allow_tp_across_nodes else tp_node_problem(tp, gpn)
+        node = cands.tp_node_problem(tp)
         if node:
             tp_probs.append(node)
         if training.seq_len % cp:

@@ -1,6 +1,6 @@
 """Model families, the one place a spec's `kind` is looked at: the protocol every family
-implements (its spec class; its counts of parameters, FLOPs and memory; its search, single-plan
-estimate and verify run) and what the renderers need to know. A new family registers here;
+implements (its spec class; its counts of parameters, FLOPs and memory; its search, its plan evaluator
+and verify run) and what the renderers need to know. A new family registers here;
 nothing else dispatches on `kind`. The layer units, kernels, parameter definitions and stage
 model of a family are reached through these entries (networks: `count/network_tree.py` units,
 `plan/net_cost.py` kernels, `plan/net_layout.py` stages, `execute/net/engine.py` parameters).
@@ -30,10 +30,12 @@ class Family:
     memory: str
     """`count_memory`' implementation: (spec, training, micro_batch) -> MemoryCount."""
     search: str
-    """`search_plans`' implementation: (spec, training, cluster, gpus, space, cost, top_k) -> SearchResult."""
-    estimate: str
-    """`estimate_plan`'s implementation: (spec, training, plan, cluster, cost, *, world_size,
-    memory_headroom, allow_tp_across_nodes) -> PlanEstimate."""
+    """`search_plans`' implementation: (spec, training, cluster, gpus, space, cost, top_k) -> SearchResult
+    (`plan.protocol.search_priced` prices every candidate of `plan.candidates` with the evaluator;
+    transformers add step-time and memory bounds over the same candidates)."""
+    evaluator: str
+    """The family's `plan.protocol.PlanEvaluator` class: (spec, training, cluster, cost) -> its
+    rules, search defaults and the price of one plan (`estimate_plan` validates and prices with it)."""
     verify: str
     """What verify runs (execute layer): (spec, training, plan, *, seed, scale, layers_per_stage,
     optimizer, oracle, steps) -> `execute.family_run.FamilyRun`, the family's rank program and the
@@ -56,7 +58,7 @@ class Family:
 
     def call(self, which: str, *args: Any, **kwargs: Any) -> Any:
         """Call the function registered under `which` ('params', 'flops', 'memory', 'search',
-        'estimate', 'verify')."""
+        'evaluator', 'verify')."""
         return resolve(getattr(self, which))(*args, **kwargs)
 
 
@@ -71,15 +73,15 @@ FAMILIES: dict[str, Family] = {
         "transformer", "modelplan.specs.transformer:TransformerSpec", "modelplan.count.params:count_transformer_params",
         "modelplan.count.flops:count_transformer_flops", "modelplan.count.memory:count_transformer_memory",
         "modelplan.plan.search:search_transformer_plans",
-        "modelplan.plan.estimate:estimate_transformer_plan", "modelplan.execute.verify:transformer_run",
+        "modelplan.plan.estimate:TransformerEvaluator", "modelplan.execute.verify:transformer_run",
         "tokens", blocks=True, stage_split=True,
         oracles=(("numpy", "modelplan.execute.oracle.numpy_ref:numpy_transformer_run"),
                  ("torch", "modelplan.execute.oracle.torch_transformer:torch_transformer_run"))),
     "network": Family(
         "network", "modelplan.specs.network:NetworkSpec", "modelplan.count.network:count_network_params",
         "modelplan.count.network:count_network_flops", "modelplan.count.network:count_network_memory",
-        "modelplan.plan.net_search:search_network_plans",
-        "modelplan.plan.net_search:estimate_network_plan", "modelplan.execute.net.verify:network_run",
+        "modelplan.plan.protocol:search_priced",
+        "modelplan.plan.net_evaluator:NetEvaluator", "modelplan.execute.net.verify:network_run",
         "samples", walkthrough=True,
         oracles=(("numpy", "modelplan.execute.oracle.numpy_ref:numpy_network_run"),
                  ("torch", "modelplan.execute.oracle.torch_network:torch_network_run"))),

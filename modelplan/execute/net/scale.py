@@ -18,7 +18,7 @@ from typing import Any
 from modelplan.count.network import count_network_params, network_layers
 from modelplan.errors import SpecError
 from modelplan.count.network_tree import network_tree
-from modelplan.plan.net_search import network_plan_problems
+from modelplan.plan.net_evaluator import network_plan_problems
 from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -99,7 +99,7 @@ def _well_conditioned(spec: NetworkSpec) -> bool:
 
 
 def check_network_plan(spec: NetworkSpec, training: TrainingSpec, plan: Plan) -> int:
-    """The planner's rules for a network plan (`net_search.network_plan_problems`, one SpecError
+    """The planner's rules for a network plan (`net_evaluator.network_plan_problems`, one SpecError
     naming every broken rule); returns num_microbatches."""
     problems = network_plan_problems(spec, training, plan, len(network_tree(spec)))
     if problems:
