@@ -24,6 +24,7 @@ from modelplan.cli.options import (
     PrecisionOpt,
     SeqOpt,
     TpOverlapOpt,
+    CpCommTypeOpt,
     EpOverlapOpt,
     complete_clusters,
     complete_models,
@@ -116,6 +117,7 @@ def plan_cmd(
     compile_: CompileOpt = False,
     tp_comm_overlap: TpOverlapOpt = None,
     ep_comm_overlap: EpOverlapOpt = False,
+    cp_comm_type: CpCommTypeOpt = None,
     tp: TpOpt = None,
     pp: PpOpt = None,
     dp: DpOpt = None,
@@ -181,7 +183,7 @@ def plan_cmd(
     training = _training(spec, batch, seq, precision, optimizer, attention,
                          dict(framework=framework, ac_mode=ac_mode, fp8_recipe=fp8_recipe, compile=compile_,
                               tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
-                              finetune=ft))
+                              cp_comm_type=cp_comm_type, finetune=ft))
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     space = SearchSpace(
         tp=parse_choice(tp, "tp"), pp=parse_choice(pp, "pp"), dp=parse_choice(dp, "dp"),
