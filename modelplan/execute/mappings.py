@@ -9,10 +9,14 @@ rank moves nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from modelplan.comm.communicator import Communicator, Group
+
+if TYPE_CHECKING:
+    from modelplan.execute.context_parallel import ContextParallel
 
 SEQ_DIM = 1  # activations are (b, s, h): sequence shards split dim 1
 
@@ -24,6 +28,12 @@ class TensorParallel:
     comm: Communicator
     group: Group
     sequence_parallel: bool
+    cp: "ContextParallel | None" = None
+    """The rank's context-parallel group (`execute/context_parallel.py`); None: cp 1."""
+
+    def seq_offset(self, seq_local: int) -> int:
+        """Position of this rank's first token of the (cp-local) sequence."""
+        return 0 if self.cp is None else self.cp.offset(seq_local)
 
     @property
     def size(self) -> int:
