@@ -127,7 +127,7 @@ def test_cp_plan_is_planned_only_and_its_terms_add_up():
     est = estimate_plan(spec, training, Plan(dp=2, tp=2, cp=2, sequence_parallel=True), ideal_cluster())
     assert est.step.cp_comm_s + est.step.cp_hidden_s > 0
     assert sum(est.step.terms().values()) == pytest.approx(est.step.step_time_s)
-    assert any("does not execute context parallelism" in note for note in est.notes)
+    assert any("verify` executes cp_comm_type all_gather" in note for note in est.notes)
 
 
 def test_search_adds_cp_only_for_long_sequences_or_when_asked():

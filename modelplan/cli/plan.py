@@ -54,8 +54,8 @@ PpOpt = _range_opt("--pp", "Pipeline-parallel size: 4, 1..16 or 2,4 [default: ev
 DpOpt = _range_opt("--dp", "Data-parallel size (fixing it fixes pp = gpus / (tp * dp)).")
 VppOpt = _range_opt("--vpp", "Model chunks per pipeline rank (>= 2 means the interleaved schedule).")
 MicroOpt = _range_opt("--micro-batch", "Sequences per micro-batch: 1, 1..8 or 1,2,4.")
-CpOpt = _range_opt("--cp", "Context-parallel size (sequence split for attention; planned only, not executed by "
-                   "verify): 2, 1..8 or 2,4 [default: 1, or every valid value from seq 32768 on].")
+CpOpt = _range_opt("--cp", "Context-parallel size (sequence split for attention; verify executes it with "
+                   "--cp-comm-type all_gather): 2, 1..8 or 2,4 [default: 1, or every valid value from seq 32768 on].")
 EpOpt = _range_opt("--ep", "Expert-parallel size (MoE; experts split over data-parallel ranks): 8, 1..8 or 2,4,8 "
                    "[default: every divisor of dp that divides num_experts].")
 ZeroOpt = _range_opt("--zero", "ZeRO stages to consider: 1, 0..1 or 0,1,3 [default: 0..3].")
