@@ -17,17 +17,7 @@ from modelplan.execute import context_parallel
 from modelplan.execute.verify import verify
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
-from modelplan.specs.transformer import TransformerSpec
-
-GPT = TransformerSpec(
-    name="gpt-tiny", layers=4, hidden=16, heads=4, ffn_hidden=32, vocab=32, max_positions=8, position="learned",
-    norm="layernorm", norm_bias=True, qkv_bias=True, attn_out_bias=True, mlp_bias=True, gated_mlp=False,
-    activation="gelu", tied_embeddings=True,
-)
-LLAMA = TransformerSpec(
-    name="llama-tiny", layers=4, hidden=16, heads=4, kv_heads=2, ffn_hidden=24, vocab=32, position="rotary",
-    norm="rmsnorm", gated_mlp=True, activation="silu",
-)
+from test_verify import GPT, LLAMA  # the tiny GPT (learned positions) and Llama (rotary, GQA) of test_verify
 ALL_GATHER = TrainingSpec(global_batch=8, seq_len=8, optimizer="adamw", cp_comm_type="all_gather")
 
 

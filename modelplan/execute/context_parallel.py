@@ -19,29 +19,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from modelplan.comm.communicator import Communicator, Group
 from modelplan.comm.regions import Region
+from modelplan.execute.mappings import GroupMember
 
 EXECUTED_CP_TYPES = ("all_gather",)
 SEQ_AXIS = 3  # of the stacked (2, b, kv_heads, s, d) K, V
 
 
 @dataclass(frozen=True)
-class ContextParallel:
-    """This rank's context-parallel group."""
-
-    comm: Communicator
-    group: Group
-
-    @property
-    def size(self) -> int:
-        """cp."""
-        return self.group.size
-
-    @property
-    def rank(self) -> int:
-        """cp_rank."""
-        return self.group.index(self.comm.rank)
+class ContextParallel(GroupMember):
+    """This rank's context-parallel group (`size` cp, `rank` cp_rank)."""
 
     def offset(self, seq_local: int) -> int:
         """Position of this rank's first token."""
