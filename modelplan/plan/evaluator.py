@@ -281,10 +281,12 @@ class Evaluator:
     def block_bytes(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int, moe: bool,
                     block: Block | None, etp: int | None = None) -> tuple[int, int]:
         """(bytes kept per in-flight micro-batch, transient bytes) of one block of a kind
-        (`memory.block_activations` under the engine's settings)."""
+        (`memory.block_activations` under the engine's settings; cached: the search's memory
+        floor asks first)."""
         training = self.training
-        return block_activations(self.spec, micro_batch, training.seq_len, self.dtype_bytes, tp, sp, recompute, moe,
-                                 training.attention, cp, self.software, block, etp)
+        return self._memo(("block_bytes", tp, sp, micro_batch, recompute, cp, moe, block, etp), lambda: block_activations(
+            self.spec, micro_batch, training.seq_len, self.dtype_bytes, tp, sp, recompute, moe, training.attention, cp,
+            self.software, block, etp))
 
     def edge_bytes(self, tp: int, sp: bool, micro_batch: int, cp: int) -> tuple[int, int]:
         """(first stage, last stage) bytes per in-flight micro-batch (`memory.edge_activations`)."""

@@ -123,16 +123,14 @@ class MemoryFloor:
             least = min(least, sum(states))
         return least
 
-    def limit_bytes(self, schedule: str, pp: int, vpp: int, budget: float) -> float:
-        """Bytes a floor must exceed for no plan of the point to fit: the budget, or RELIEF_REACH
-        of it where relief splits may be tried."""
-        return budget * (self.relief_reach if self.first_rank(schedule, pp, vpp).relief else 1.0)
-
-    def bytes(self, cls: tuple, states: float, offload_activations: bool) -> float | None:
-        """The floor of classic point `cls` with rank-0 `states` bytes (`states_bytes`), or None
-        where there is none; `offload_activations`: the space may offload them."""
+    def exceeds(self, cls: tuple, states: float, offload_activations: bool, budget: float
+                ) -> tuple[float, float] | None:
+        """(floor, limit) when the floor of classic point `cls` with rank-0 `states` bytes
+        (`states_bytes`) exceeds the bytes it must stay under for a plan of it to fit (the budget,
+        or RELIEF_REACH of it where relief splits may be tried), else None (also where there is
+        no floor); `offload_activations`: the space may offload them."""
         tp, pp, dp, vpp, mb, schedule, sp, recompute, ep, cp = cls
-        rank = self.first_rank(schedule, pp, vpp)
+        rank = self._ranks.get((schedule, pp, vpp)) or self.first_rank(schedule, pp, vpp)
         if rank.runs_last_stage:
             return None
         ev = self.ev
@@ -141,7 +139,9 @@ class MemoryFloor:
         held = ev.inflight(schedule, pp, ev.training.global_batch // (mb * dp), vpp)[0]
         if offload_activations:
             layers, held = min(layers, 2), min(held, 1.0)
-        terms = self.block_bytes(tp, sp, mb, recompute, cp)
+        terms = self._bytes.get((tp, sp, mb, recompute, cp)) or self.block_bytes(tp, sp, mb, recompute, cp)
         memory = stage_memory((states, 0.0, 0.0), layers, held, terms, b.embedding > 0, False,
                               ev.held.groups(tp, pp, dp, ep, cp), ev.cost, None, 0, pp > 1)
-        return memory.total * (1 - 1e-12)
+        need = memory.total * (1 - 1e-12)
+        limit = budget * (self.relief_reach if rank.relief else 1.0)
+        return (need, limit) if need > limit else None

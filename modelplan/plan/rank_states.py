@@ -8,6 +8,8 @@ experts (Megatron-core's expert data-parallel group).
 
 from __future__ import annotations
 
+from itertools import repeat
+
 from modelplan.count.blocks import block_of
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings, keeps_low_precision_grads
 from modelplan.plan.fsdp import UNITS_IN_FLIGHT, zero3_mode
@@ -92,8 +94,8 @@ class RankStates:
                                                        lambda: self._unit_numels(tp, ep, etp))
             per_rank = []
             for names in self.rank_units(schedule, pp, vpp, split):
-                total = sum(numel.get(u, 0) for u in names)
-                routed = sum(numel.get(u, 0) for u in names if u in experts)
+                total = sum(map(numel.get, names, repeat(0)))
+                routed = sum(numel.get(u, 0) for u in names if u in experts) if experts else 0
                 per_rank.append((total - routed, routed))
             return per_rank, dense, expert
 

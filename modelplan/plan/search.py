@@ -319,13 +319,16 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
                                         if states is None:
                                             states = floor_states[sched, vpp] = memory_floors.states_bytes(
                                                 tp, pp, dp, ep, cp, sched, vpp, variants, offload_can_shed)
-                                        need = memory_floors.bytes(cls, states, True in acts)
-                                        limit = memory_floors.limit_bytes(sched, pp, vpp, budget)
-                                        if need is not None and need > limit:
-                                            reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, "
-                                                           f"micro_batch {mb}, recompute {rc}, {sched} vpp {vpp}: the "
-                                                           f"first pipeline rank needs at least {need / 1e9:.1f} GB per "
-                                                           f"GPU > {limit / 1e9:.1f} GB"), under)
+                                        over = memory_floors.exceeds(cls, states, True in acts, budget)
+                                        if over is not None:
+                                            if Reason.MEMORY.value in rank.examples:  # counted; no new example
+                                                rejected[Reason.MEMORY.value] += under
+                                            else:
+                                                reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}"
+                                                               f"{_axes(ep, cp)}, micro_batch {mb}, recompute {rc}, "
+                                                               f"{sched} vpp {vpp}: the first pipeline rank needs at "
+                                                               f"least {over[0] / 1e9:.1f} GB per GPU > "
+                                                               f"{over[1] / 1e9:.1f} GB"), under)
                                             continue
                                     if use_bound and block_s is None:
                                         block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos)
