@@ -10,7 +10,8 @@ rank with the least each term takes under any plan of the point:
 - activations: the rank's blocks at the fewest bytes any block kind keeps (dense or MoE; the
   block terms hold the kinds' mean), the embedding's, the least working set; with activation
   offload in the space, at most two blocks of one micro-batch (`Evaluator._rank_memory`);
-- buffers without the data-parallel buckets; LoRA adapters' activations left out.
+- buffers without the data-parallel buckets; LoRA adapters' activations left out;
+then summed as `memory.stage_memory` sums them (tests pin the two together).
 Stage splits (`Evaluator.split_candidates`): the fastest split moves blocks off the last virtual
 stage and `split_layers` spreads them over the others, latest middle stage first, so every
 other virtual stage keeps at least its default blocks; relief splits, which move blocks to the
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from modelplan.plan.memory import stage_memory
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.stages import RankBlocks, split_layers
 
@@ -66,7 +66,12 @@ class MemoryFloor:
         self.relief_reach = relief_reach
         self._bytes: dict[tuple, BlockBytes] = {}
         self._ranks: dict[tuple, FirstRank] = {}
-        self._uniform: dict[int, bool] = {}
+        self._uniform: dict[tuple, bool] = {}
+        self._groups: dict[tuple, int] = {}
+        self.global_batch = ev.training.global_batch
+        cost = ev.cost
+        self.nccl_bytes, self.fragmentation = cost.nccl_buffer_bytes_per_group, cost.fragmentation_fraction
+        self.reserved = float(cost.runtime_reserved_bytes)
 
     def block_bytes(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int) -> BlockBytes:
         """The least bytes of any block kind, dense or MoE (cached per (tp, sp, micro_batch, recompute, cp))."""
@@ -133,15 +138,20 @@ class MemoryFloor:
         rank = self._ranks.get((schedule, pp, vpp)) or self.first_rank(schedule, pp, vpp)
         if rank.runs_last_stage:
             return None
-        ev = self.ev
         b = rank.blocks
         layers = b.dense + b.moe
-        held = ev.inflight(schedule, pp, ev.training.global_batch // (mb * dp), vpp)[0]
+        held = self.ev.inflight(schedule, pp, self.global_batch // (mb * dp), vpp)[0]
         if offload_activations:
             layers, held = min(layers, 2), min(held, 1.0)
-        terms = self._bytes.get((tp, sp, mb, recompute, cp)) or self.block_bytes(tp, sp, mb, recompute, cp)
-        memory = stage_memory((states, 0.0, 0.0), layers, held, terms, b.embedding > 0, False,
-                              ev.held.groups(tp, pp, dp, ep, cp), ev.cost, None, 0, pp > 1)
-        need = memory.total * (1 - 1e-12)
+        t = self._bytes.get((tp, sp, mb, recompute, cp)) or self.block_bytes(tp, sp, mb, recompute, cp)
+        groups = self._groups.get((tp, pp, dp, ep, cp))
+        if groups is None:
+            groups = self._groups[tp, pp, dp, ep, cp] = self.ev.held.groups(tp, pp, dp, ep, cp)
+        # `stage_memory`'s total for rank 0 (first stage, not last, no buckets), term by term
+        activations = held * layers * t.activation_bytes + t.working_bytes
+        if b.embedding > 0:
+            activations += held * t.embedding_activation_bytes
+        comm = groups * self.nccl_bytes + (2 * t.boundary_bytes if pp > 1 else 0)
+        need = (states + activations + comm + (activations + comm) * self.fragmentation + self.reserved) * (1 - 1e-12)
         limit = budget * (self.relief_reach if rank.relief else 1.0)
         return (need, limit) if need > limit else None
