@@ -98,6 +98,18 @@ for line in sys.stdin:
 '''
 
 
+def extract_commit(commit: str, folder: Path) -> Path | None:
+    """The commit's tree extracted with `git archive` under `folder`, or None (error printed)."""
+    tree = folder / "old"
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], capture_output=True, check=False)
+    if archive.returncode:
+        print(f"error: commit: git archive {commit} failed: {archive.stderr.decode().strip()}")
+        return None
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
+
+
 class Worker:
     """One tree's Python process answering 'search' / 'rate' requests."""
 
@@ -140,13 +152,9 @@ def main() -> int:
         print(f"error: cases: unknown {', '.join(unknown)} (known: {', '.join(CASES)})")
         return 2
     with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
-        old_tree = Path(tmp) / "old"
-        old_tree.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.commit], capture_output=True, check=False)
-        if archive.returncode:
-            print(f"error: commit: git archive {args.commit} failed: {archive.stderr.decode().strip()}")
+        old_tree = extract_commit(args.commit, Path(tmp))
+        if old_tree is None:
             return 2
-        subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive.stdout, check=True)
         names = {"old": f"old ({args.commit})", "new": "this tree"}
         workers = {"old": Worker(old_tree), "new": Worker(ROOT)}
         runs = {(key, c): [] for key in workers for c in cases}

@@ -23,6 +23,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_search_regression import extract_commit  # noqa: E402
 
 CASES = [
     "megatron-gpt-1t --gpus 3072 --cluster dgx-a100 --batch 3072",
@@ -98,13 +101,9 @@ def main() -> int:
     args = parser.parse_args()
     cases = [c for c in CASES if args.case in c]
     with tempfile.TemporaryDirectory(prefix="plan-identity-") as tmp:
-        old_tree = Path(tmp) / "old"
-        old_tree.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.commit], capture_output=True, check=False)
-        if archive.returncode:
-            print(f"error: commit: git archive {args.commit} failed: {archive.stderr.decode().strip()}")
+        old_tree = extract_commit(args.commit, Path(tmp))
+        if old_tree is None:
             return 2
-        subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive.stdout, check=True)
         old, new = answers(old_tree, cases), answers(ROOT, cases)
     same = 0
     for case, a, b in zip(cases, old, new):
