@@ -273,10 +273,31 @@ class Evaluator:
                                                              tp_overlap, mtp_ep)
         return hit
 
+    def kinds_of(self, moe: bool) -> list[tuple[Block, int]]:
+        """The model's block kinds of one class (MoE or not) with their counts (`block_mix.py`; empty:
+        the class's terms are its default block's, `memory.block_activations`)."""
+        return self._memo(("block_kinds", moe), lambda: block_kinds(self.spec, moe))
+
+    def block_bytes(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int, moe: bool,
+                    block: Block | None, etp: int | None = None) -> tuple[int, int]:
+        """(bytes kept per in-flight micro-batch, transient bytes) of one block of a kind
+        (`memory.block_activations` under the engine's settings; cached: the search's memory
+        floor asks first)."""
+        training = self.training
+        return self._memo(("block_bytes", tp, sp, micro_batch, recompute, cp, moe, block, etp), lambda: block_activations(
+            self.spec, micro_batch, training.seq_len, self.dtype_bytes, tp, sp, recompute, moe, training.attention, cp,
+            self.software, block, etp))
+
+    def edge_bytes(self, tp: int, sp: bool, micro_batch: int, cp: int) -> tuple[int, int]:
+        """(first stage, last stage) bytes per in-flight micro-batch (`memory.edge_activations`)."""
+        sw = self.software
+        return edge_activations(self.spec, micro_batch, self.training.seq_len, self.dtype_bytes, tp, sp, cp,
+                                sw.fused_cross_entropy, sw.compiled_loss, sw.sp_saves_gathered_inputs)
+
     def _mixed_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
                      etp: int | None, tp_overlap: str, mtp_ep: int) -> BlockTerms:
         spec = self.spec
-        kinds = self._memo(("block_kinds", ep is not None), lambda: block_kinds(spec, ep is not None))
+        kinds = self.kinds_of(ep is not None)
         if not kinds:
             terms = self._block_terms(tp, sp, b, recompute, cp, ep, None, etp, tp_overlap)
         else:
@@ -335,16 +356,14 @@ class Evaluator:
         cp_type, torch_cp = sw.cp_comm_type, sw.cp_fp32_merge
         cp_x = cp_mod.cp_exposure(cp, cp_type, torch_cp, self.cp_seconds(tp, b, cp) if cp > 1 else None,
                                   times.core_fwd_s, times.core_bwd_s, full, self.cost)
-        stored, working = block_activations(spec, b, training.seq_len, d, tp, sp, recompute, moe, training.attention, cp,
-                                            sw, block, etp)
+        stored, working = self.block_bytes(tp, sp, b, recompute, cp, moe, block, etp)
         if cp > 1:  # the exchange's transient buffers (`parallel/cp.py` working_bytes)
             kv, q = self.cp_block_bytes(tp, b, cp)
             working += cp_mod.working_bytes(cp, cp_type, torch_cp, kv, q, d)
         if ft is not None:  # lora_A outputs kept for backward (full recompute: only while recomputed)
             adapters = ft.adapter_activation_bytes(tp, b, s_local)
             stored, working = (stored, working + adapters) if full else (stored + adapters, working)
-        emb_act, head_act = edge_activations(spec, b, training.seq_len, d, tp, sp, cp, sw.fused_cross_entropy,
-                                             sw.compiled_loss, sw.sp_saves_gathered_inputs)
+        emb_act, head_act = self.edge_bytes(tp, sp, b, cp)
         message, _ = self.boundary(tp, sp, b, cp, True)
         if tp_overlap != "none" and sp and tp > 1:
             tp_x = tp_mod.overlap_exposure(tp_t, rerun, self.cost, tp_overlap, self.mech.gemm_shares(moe),

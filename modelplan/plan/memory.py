@@ -97,7 +97,8 @@ def stage_memory(
     micro-batches plus one block's working set, edge activations, buffers and allowances;
     `moe_layers` of the blocks are MoE blocks with `moe_terms`; a `pipelined` stage (pp > 1) keeps
     send/recv buffers; `bucket_bytes`: the engine's data-parallel staging buckets (DeepSpeed);
-    `stage` is the pipeline rank."""
+    `stage` is the pipeline rank. Of `terms` only the five byte fields are read (the search's
+    floor passes `memory_floor.BlockBytes`)."""
     weights, gradients, optimizer = states
     block_bytes = (layers - moe_layers) * terms.activation_bytes
     working = terms.working_bytes

@@ -8,6 +8,8 @@ experts (Megatron-core's expert data-parallel group).
 
 from __future__ import annotations
 
+from itertools import repeat
+
 from modelplan.count.blocks import block_of
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings, keeps_low_precision_grads
 from modelplan.plan.fsdp import UNITS_IN_FLIGHT, zero3_mode
@@ -92,8 +94,8 @@ class RankStates:
                                                        lambda: self._unit_numels(tp, ep, etp))
             per_rank = []
             for names in self.rank_units(schedule, pp, vpp, split):
-                total = sum(numel.get(u, 0) for u in names)
-                routed = sum(numel.get(u, 0) for u in names if u in experts)
+                total = sum(map(numel.get, names, repeat(0)))
+                routed = sum(numel.get(u, 0) for u in names if u in experts) if experts else 0
                 per_rank.append((total - routed, routed))
             return per_rank, dense, expert
 
@@ -109,6 +111,14 @@ class RankStates:
         dense = max(numel[f"layers/{i}"] for i in layers)
         expert = max((numel[f"layers/{i}/experts"] for i in layers if f"layers/{i}/experts" in numel), default=0)
         return numel, experts, dense, expert
+
+    def uniform_blocks(self, tp: int, ep: int = 1) -> bool:
+        """Every block holds the same dense parameters and the same routed-expert parameters (a
+        stage's parameters then follow its block count alone)."""
+        numel = self._memo(("unit_numels", tp, ep, None), lambda: self._unit_numels(tp, ep))[0]
+        layers = range(self.spec.layers)
+        return (len({numel[f"layers/{i}"] for i in layers}) == 1
+                and len({numel.get(f"layers/{i}/experts", 0) for i in layers}) == 1)
 
     def params(self, tp: int, pp: int) -> tuple[int, int, int, int]:
         """(per block, first stage, last stage, word embedding) parameters on one rank (ep = 1)."""

@@ -22,6 +22,7 @@ from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.ranking import Ranking
 from modelplan.plan.results import SearchResult
 from modelplan.plan.evaluator import Evaluator, PlanPoint
+from modelplan.plan.memory_floor import MemoryFloor
 from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, _choose, divisors, paused_gc
 from modelplan.plan.search_ext import Extensions
 from modelplan.plan.validate import (
@@ -62,19 +63,28 @@ def search_transformer_plans(
     use_bound: bool = True,
 ) -> SearchResult:
     """`search_plans` of a transformer (dense or MoE): the enumeration of the module docstring.
-    `use_bound` False prices every plan that fits (the benchmark's check that the step-time bound
-    never drops a top plan)."""
+    `use_bound` False prices every plan that fits (the benchmark's check that the step-time and
+    memory floors never drop a top plan)."""
     with paused_gc():
-        return _search_transformer(spec, training, cluster, gpus, space, cost, top_k, use_bound)
+        try:
+            return _search_transformer(spec, training, cluster, gpus, space, cost, top_k, use_bound, use_bound)
+        except PlanInfeasible:
+            if not use_bound:
+                raise
+        # no plan fits: searched again without the memory floor, whose rejections carry no exact
+        # need, so that the nearest blocker is the plan that comes closest to fitting
+        return _search_transformer(spec, training, cluster, gpus, space, cost, top_k, use_bound, False)
 
 
 def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: Cluster, gpus: int,
-                        space: SearchSpace | None, cost: CostModel | None, top_k: int, use_bound: bool) -> SearchResult:
+                        space: SearchSpace | None, cost: CostModel | None, top_k: int, use_bound: bool,
+                        memory_floor: bool) -> SearchResult:
     rank = Ranking(top_k)  # its clock starts here
     space = space or SearchSpace()
     ev = Evaluator(spec, training, cluster, cost)
     spec, cost = ev.spec, ev.cost
     ext = Extensions(ev, space, training)
+    memory_floors = MemoryFloor(ev, space.search_split, RELIEF_REACH)
     n, gb, layers, gpn = gpus, training.global_batch, spec.layers, cluster.gpus_per_node
     budget = ev.memory_bytes * (1 - space.memory_headroom)
     search_split = space.search_split
@@ -241,6 +251,8 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
                         continue
                     per_bound = len(variants) * len(ext.opts) * len(dpos)
                     """Plans under one pipeline bound: every ZeRO variant, optimizer offload, DP overlap."""
+                    floor_states: dict[tuple, float] = {}
+                    """Rank 0's least model states per (schedule, vpp) (`MemoryFloor.states_bytes`)."""
                     for mb in mbs:
                         problem = split_problem(mb, dp)
                         if problem:
@@ -265,6 +277,22 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
                                     if not tpos or not acts:
                                         continue  # the asked TP overlap cannot run here (no SP): no plan
                                     cls = (tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp)
+                                    if memory_floor:  # no plan of the point fits: dropped before any timing
+                                        states = floor_states.get((sched, vpp))
+                                        if states is None:
+                                            states = floor_states[sched, vpp] = memory_floors.states_bytes(
+                                                tp, pp, dp, ep, cp, sched, vpp, variants, offload_can_shed)
+                                        over = memory_floors.exceeds(cls, states, True in acts, budget)
+                                        if over is not None:
+                                            if Reason.MEMORY.value in rank.examples:  # counted; no new example
+                                                rejected[Reason.MEMORY.value] += under
+                                            else:
+                                                reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}"
+                                                               f"{_axes(ep, cp)}, micro_batch {mb}, recompute {rc}, "
+                                                               f"{sched} vpp {vpp}: the first pipeline rank needs at "
+                                                               f"least {over[0] / 1e9:.1f} GB per GPU > "
+                                                               f"{over[1] / 1e9:.1f} GB"), under)
+                                            continue
                                     if use_bound and block_s is None:
                                         block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos)
                                     floor = ev.compute_floor_s(cls, tpos, block_s) if use_bound else 0.0

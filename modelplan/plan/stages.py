@@ -79,12 +79,15 @@ def stage_units(spec: TransformerSpec, num_stages: int, split: Split | None = No
     embedding on the first and last stage and all-reduces its gradient between them)."""
     out = []
     counts = split_layers(spec.layers, num_stages, split)
+    moe = spec.moe is not None
     start = 0
     for v in range(num_stages):
         units = ["embedding/word", "embedding/extra"] if v == 0 else []
         first, start = start, start + counts[v]
         for i in range(first, start):  # stage_layers(spec.layers, num_stages, v, split)
-            units += [f"layers/{i}"] + ([f"layers/{i}/experts"] if spec.is_moe_layer(i) else [])
+            units.append(f"layers/{i}")
+            if moe and spec.is_moe_layer(i):
+                units.append(f"layers/{i}/experts")
         if v == num_stages - 1:
             units += ["head"]
             for k in range(spec.mtp_layers):  # MTP modules run on the last stage (Megatron-core)
@@ -101,10 +104,10 @@ def rank_units(spec: TransformerSpec, layout: StageLayout, split: Split | None =
     stages = stage_units(spec, layout.num_stages, split)
     out = []
     for chunks in layout.rank_stages:
-        mine: list[str] = []
+        mine: dict[str, None] = {}  # an insertion-ordered set
         for s in chunks:
-            mine += [u for u in stages[s] if u not in mine]
-        out.append(mine)
+            mine.update(dict.fromkeys(stages[s]))
+        out.append(list(mine))
     return out
 
 
