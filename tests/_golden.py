@@ -38,6 +38,12 @@ GOLDEN = [
     ("llama3-8b-64gpu-cp8-64k", "llama-3-8b", TrainingSpec(global_batch=32, seq_len=65536,
                                                            recompute="full"),
      Plan(dp=4, tp=2, cp=8, zero=1, sequence_parallel=True)),
+    ("llama3-8b-32gpu-cp4-allgather", "llama-3-8b",  # Llama 3's all-gather CP (Dubey et al. 2024 sec. 3.3.2)
+     TrainingSpec(global_batch=16, seq_len=32768, cp_comm_type="all_gather"),
+     Plan(dp=4, tp=2, cp=4, zero=1, sequence_parallel=True)),
+    ("llama3-8b-16gpu-cp4-ulysses", "llama-3-8b",  # 32 heads, 8 kv heads: 16 and 4 per tp rank, both / cp 4
+     TrainingSpec(global_batch=8, seq_len=32768, cp_comm_type="a2a"),
+     Plan(dp=2, tp=2, cp=4, zero=1, sequence_parallel=True)),
     ("llama3-405b-uneven-pp16", "llama-3-405b",
      TrainingSpec(global_batch=256, seq_len=8192, recompute="full"),
      Plan(dp=4, tp=8, pp=16, zero=1, sequence_parallel=True)),

@@ -53,6 +53,8 @@ HAND_FLAGS = {
     "--overlap-grad-reduce": "arguments.py (_add_distributed_args)",
     "--overlap-param-gather": "arguments.py (_add_distributed_args)",
     "--use-tp-pp-dp-mapping": "arguments.py (_add_distributed_args)",
+    # context parallel exchange (nargs '+', default ['p2p']; one value -> TransformerConfig.cp_comm_type, l. 1361)
+    "--cp-comm-type": "arguments.py:2341",
 }
 # Flags the exporter may write that ArgumentGroupFactory generates from TransformerConfig /
 # ModelParallelConfig fields (test_export_engines checks them against megatron-core 0.16.1).
@@ -190,6 +192,20 @@ RULES: list[Rule] = [
     ("seq-length a multiple of 2 * cp",
      lambda f, env, world: _int(f, "--context-parallel-size") == 1
      or _int(f, "--seq-length") % (2 * _int(f, "--context-parallel-size")) == 0),
+    # l. 406-408: a2a+p2p needs --hierarchical-context-parallel-sizes.
+    ("--cp-comm-type a2a+p2p needs --hierarchical-context-parallel-sizes",
+     lambda f, env, world: "a2a+p2p" not in f.get("--cp-comm-type", "")
+     or "--hierarchical-context-parallel-sizes" in f),
+    # Transformer Engine attn_forward_func_with_cp: "p2p" | "all_gather" | "a2a" | "a2a+p2p", else
+    # ValueError("Unsupported communication type"); Megatron's help text spells it "allgather", TE does not.
+    ("--cp-comm-type one of Transformer Engine's p2p, all_gather, a2a, a2a+p2p",
+     lambda f, env, world: f.get("--cp-comm-type", "p2p") in ("p2p", "all_gather", "a2a", "a2a+p2p")),
+    # TE AttnFuncWithCPAndQKVOA2A.forward: q and k heads per TP rank divisible by cp ("The number of
+    # attention heads needs to be divisible by CP size!").
+    ("--cp-comm-type a2a: heads and query groups per TP rank divisible by cp",
+     lambda f, env, world: f.get("--cp-comm-type") != "a2a" or all(
+         (_int(f, flag, _int(f, "--num-attention-heads")) // _int(f, "--tensor-model-parallel-size"))
+         % _int(f, "--context-parallel-size") == 0 for flag in ("--num-attention-heads", "--num-query-groups"))),
     # l. 829-832: max_position_embeddings >= seq_length.
     ("max-position-embeddings >= seq-length",
      lambda f, env, world: _int(f, "--max-position-embeddings") >= _int(f, "--seq-length")),
@@ -237,7 +253,8 @@ def transformer_config_kwargs(flags: dict) -> dict:
                         ("--recompute-granularity", "recompute_granularity"),
                         ("--recompute-method", "recompute_method"),
                         ("--moe-token-dispatcher-type", "moe_token_dispatcher_type"),
-                        ("--fp8-format", "fp8")):
+                        ("--fp8-format", "fp8"),
+                        ("--cp-comm-type", "cp_comm_type")):  # l. 1361: one value -> its string
         if flags.get(flag) is not None:
             kw[field] = flags[flag]
     for flag, field in (("--attention-dropout", "attention_dropout"),

@@ -53,7 +53,7 @@ def test_moe_experts_divide_by_ep():
     (LLAMA3_8B, Plan(tp=3), TrainingSpec(), r"tp \(3\) must divide heads \(32\)"),
     (LLAMA3_8B, Plan(pp=33), TrainingSpec(), r"pp \* vpp \(33 \* 1 = 33\) must not exceed layers \(32\)"),
     (LLAMA3_8B, Plan(dp=2, ep=2), TrainingSpec(global_batch=2), r"ep \(2\) > 1 needs an MoE model"),
-    (LLAMA3_8B, Plan(cp=2), TrainingSpec(), r"cp \(2\) > 1"),
+    (LLAMA3_8B, Plan(cp=2), TrainingSpec(), r"cp_comm_type .p2p. \(cp 2\): verify executes context parallelism with all_gather only"),
     (LLAMA3_8B, Plan(dp=4), TrainingSpec(global_batch=6), r"global_batch \(6\) must be divisible"),
     (GPT2.model_copy(update={"position": "alibi"}), Plan(), TrainingSpec(), "alibi"),
 ])

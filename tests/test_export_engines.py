@@ -109,6 +109,8 @@ def test_megatron_core_accepts(gid, name, training, plan):
     assert (config.tensor_model_parallel_size, config.pipeline_model_parallel_size,
             config.context_parallel_size, config.expert_model_parallel_size) == (
                 plan.tp, plan.pp, plan.cp, plan.ep)
+    if plan.cp > 1:  # the planned exchange (Megatron-LM's default p2p when the plan leaves it open)
+        assert config.cp_comm_type == (training.cp_comm_type or "p2p")
     dp = plan.world_size // (plan.tp * plan.pp * plan.cp)
     m = calculator.ConstantNumMicroBatchesCalculator(
         int(flags["--global-batch-size"]), int(flags["--micro-batch-size"]), dp, False, 0)

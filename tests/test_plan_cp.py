@@ -116,8 +116,8 @@ def test_kv_send_crosses_nodes_when_the_cp_group_does():
     send goes through one NIC. K, V block: 2 x (4096/4) x 16 heads/t x 64 x 2 B."""
     ev = Evaluator(gpt(), TrainingSpec(global_batch=8, seq_len=4096), ideal_cluster())
     inside = 2 * 1024 * 16 * 64 * 2
-    assert ev.cp_kv_send_s(1, 1, 4) == pytest.approx(inside / INTRA_BPS)
-    assert ev.cp_kv_send_s(4, 1, 4) == pytest.approx(inside / 4 / INTER_BPS)
+    assert ev.cp_seconds(1, 1, 4).kv_send_s == pytest.approx(inside / INTRA_BPS)
+    assert ev.cp_seconds(4, 1, 4).kv_send_s == pytest.approx(inside / 4 / INTER_BPS)
 
 
 def test_cp_plan_is_planned_only_and_its_terms_add_up():
@@ -127,7 +127,7 @@ def test_cp_plan_is_planned_only_and_its_terms_add_up():
     est = estimate_plan(spec, training, Plan(dp=2, tp=2, cp=2, sequence_parallel=True), ideal_cluster())
     assert est.step.cp_comm_s + est.step.cp_hidden_s > 0
     assert sum(est.step.terms().values()) == pytest.approx(est.step.step_time_s)
-    assert any("does not execute context parallelism" in note for note in est.notes)
+    assert any("verify` executes cp_comm_type all_gather" in note for note in est.notes)
 
 
 def test_search_adds_cp_only_for_long_sequences_or_when_asked():

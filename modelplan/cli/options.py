@@ -20,6 +20,7 @@ Attention = Literal["flash", "sdpa", "eager"]
 Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp", "foundry"]
 AcMode = Literal["attention_core", "op_sac", "layer_sac", "every_nth_block"]
 Fp8Recipe = Literal["delayed", "current", "tensorwise", "rowwise", "blockwise"]
+CpCommType = Literal["p2p", "all_gather", "a2a"]
 
 
 def complete_presets(category: str):
@@ -131,6 +132,14 @@ EpOverlapOpt = Annotated[
     typer.Option("--ep-comm-overlap/--no-ep-comm-overlap",
                  help="MoE: overlap expert-parallel AllToAlls with another micro-batch's compute "
                       "(Megatron-core --overlap-moe-expert-parallel-comm).", show_default=False),
+]
+CpCommTypeOpt = Annotated[
+    Optional[CpCommType],
+    typer.Option("--cp-comm-type",
+                 help="Context-parallel exchange: p2p (ring send/recv overlapped with attention), all_gather "
+                      "(AllGather of K, V; Llama 3), a2a (Ulysses AllToAll, heads split over cp) "
+                      "[default: the engine's: Megatron p2p, torchtitan all_gather, DeepSpeed a2a].",
+                 show_default=False),
 ]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable JSON document instead of tables.")

@@ -24,6 +24,7 @@ from modelplan.cli.options import (
     PrecisionOpt,
     SeqOpt,
     TpOverlapOpt,
+    CpCommTypeOpt,
     EpOverlapOpt,
     complete_clusters,
     complete_models,
@@ -53,8 +54,8 @@ PpOpt = _range_opt("--pp", "Pipeline-parallel size: 4, 1..16 or 2,4 [default: ev
 DpOpt = _range_opt("--dp", "Data-parallel size (fixing it fixes pp = gpus / (tp * dp)).")
 VppOpt = _range_opt("--vpp", "Model chunks per pipeline rank (>= 2 means the interleaved schedule).")
 MicroOpt = _range_opt("--micro-batch", "Sequences per micro-batch: 1, 1..8 or 1,2,4.")
-CpOpt = _range_opt("--cp", "Context-parallel size (sequence split for attention; planned only, not executed by "
-                   "verify): 2, 1..8 or 2,4 [default: 1, or every valid value from seq 32768 on].")
+CpOpt = _range_opt("--cp", "Context-parallel size (sequence split for attention; verify executes it with "
+                   "--cp-comm-type all_gather): 2, 1..8 or 2,4 [default: 1, or every valid value from seq 32768 on].")
 EpOpt = _range_opt("--ep", "Expert-parallel size (MoE; experts split over data-parallel ranks): 8, 1..8 or 2,4,8 "
                    "[default: every divisor of dp that divides num_experts].")
 ZeroOpt = _range_opt("--zero", "ZeRO stages to consider: 1, 0..1 or 0,1,3 [default: 0..3].")
@@ -116,6 +117,7 @@ def plan_cmd(
     compile_: CompileOpt = False,
     tp_comm_overlap: TpOverlapOpt = None,
     ep_comm_overlap: EpOverlapOpt = False,
+    cp_comm_type: CpCommTypeOpt = None,
     tp: TpOpt = None,
     pp: PpOpt = None,
     dp: DpOpt = None,
@@ -181,7 +183,7 @@ def plan_cmd(
     training = _training(spec, batch, seq, precision, optimizer, attention,
                          dict(framework=framework, ac_mode=ac_mode, fp8_recipe=fp8_recipe, compile=compile_,
                               tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
-                              finetune=ft))
+                              cp_comm_type=cp_comm_type, finetune=ft))
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     space = SearchSpace(
         tp=parse_choice(tp, "tp"), pp=parse_choice(pp, "pp"), dp=parse_choice(dp, "dp"),

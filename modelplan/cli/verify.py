@@ -12,7 +12,7 @@ import typer
 
 from modelplan.cli.app import app, user_errors
 from modelplan.cli.mpirun import BackendChoice
-from modelplan.cli.options import complete_models, finite
+from modelplan.cli.options import CpCommTypeOpt, complete_models, finite
 from modelplan.errors import ModelplanError
 from modelplan.specs.plan import Schedule
 
@@ -88,6 +88,8 @@ def verify_cmd(
     pp: Annotated[Optional[int], typer.Option(min=1, help="Pipeline-parallel size.")] = None,
     vpp: Annotated[Optional[int], typer.Option(min=1, help="Model chunks per pipeline rank (interleaved).")] = None,
     ep: Annotated[Optional[int], typer.Option(min=1, help="Expert-parallel size (MoE; divides dp, which defaults to ep).")] = None,
+    cp: Annotated[Optional[int], typer.Option(min=1, help="Context-parallel size (executed with --cp-comm-type all_gather).")] = None,
+    cp_comm_type: CpCommTypeOpt = None,
     micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", min=1, help="Sequences per micro-batch.")] = None,
     global_batch: Annotated[Optional[int], typer.Option("--global-batch", min=1, help="Sequences per step (default dp*micro_batch*2*pp).")] = None,
     seq: Annotated[Optional[int], typer.Option(min=1, help="Sequence length of the real run.")] = None,
@@ -115,10 +117,10 @@ def verify_cmd(
     With --backend mpi run it as `mpiexec -n N python -m mpi4py -m modelplan verify ...`, or let
     it start that job itself (N = the plan's ranks, or --np).
     """
-    plan_opts = {k: v for k, v in dict(dp=dp, tp=tp, pp=pp, vpp=vpp, ep=ep, micro_batch=micro_batch,
+    plan_opts = {k: v for k, v in dict(dp=dp, tp=tp, pp=pp, vpp=vpp, ep=ep, cp=cp, micro_batch=micro_batch,
                                         schedule=schedule.value if schedule else None,
                                         sequence_parallel=sequence_parallel, zero=zero).items() if v is not None}
-    training_opts = {k: v for k, v in dict(global_batch=global_batch, seq_len=seq,
+    training_opts = {k: v for k, v in dict(global_batch=global_batch, seq_len=seq, cp_comm_type=cp_comm_type,
                                             optimizer=optimizer.value if optimizer else None).items() if v is not None}
     if (ledger or tensors) and not json_out:
         raise ModelplanError("--ledger and --tensors add to the --json document: add --json")

@@ -31,6 +31,7 @@ import numpy as np
 from modelplan.comm.regions import Region
 from modelplan.comm.communicator import Communicator, Group
 from modelplan.comm.ops import Axis
+from modelplan.execute.context_parallel import ContextParallel
 from modelplan.execute.data_parallel import Bucket, DataParallel, Entry
 from modelplan.execute.expert_parallel import ExpertParallel
 from modelplan.execute.mappings import TensorParallel
@@ -149,18 +150,24 @@ class Groups:
 
     tp: Group
     dp: Group
+    """The gradient-reduction group: dp x cp ranks (Megatron's data-parallel group with context
+    parallelism; the dp ranks when cp is 1)."""
     pp: Group
     ep: Group
     expert_dp: Group
     """Data-parallel ranks holding the same experts: they reduce the expert gradients."""
     world: Group
+    cp: Group
 
     @classmethod
     def build(cls, dims: ParallelDims, rank: int) -> "Groups":
-        g = {a: Group(a, dims.group(a, rank)) for a in (Axis.TP, Axis.DP, Axis.PP, Axis.EP)}
+        g = {a: Group(a, dims.group(a, rank)) for a in (Axis.TP, Axis.CP, Axis.DP, Axis.PP, Axis.EP)}
+        if dims.cp > 1:  # same tp and pp coordinates: ranks tp apart (order tp, cp, dp, pp)
+            first = rank - (dims.coords(rank).cp_rank + dims.cp * dims.coords(rank).dp_rank) * dims.tp
+            g[Axis.DP] = Group(Axis.DP, tuple(first + i * dims.tp for i in range(dims.cp * dims.dp)))
         expert_dp = Group(Axis.DP, dims.expert_dp_group(rank))
         world = Group(Axis.WORLD, dims.group(Axis.WORLD, rank))
-        return cls(g[Axis.TP], g[Axis.DP], g[Axis.PP], g[Axis.EP], expert_dp, world)
+        return cls(g[Axis.TP], g[Axis.DP], g[Axis.PP], g[Axis.EP], expert_dp, world, g[Axis.CP])
 
     def replicas(self, pp_ranks: tuple[int, ...] | None) -> Group | None:
         """The group of this rank's pipeline peers at `pp_ranks` (a replicated unit's copies)."""
@@ -304,14 +311,16 @@ class RankProgram(SteppedProgram):
         dims = job.dims
         self.coords = dims.coords(comm.rank)
         self.groups = Groups.build(dims, comm.rank)
+        cp = ContextParallel(comm, self.groups.cp) if self.plan.cp > 1 else None
         self.model = StageModel(
-            TensorParallel(comm, self.groups.tp, self.plan.sequence_parallel),
+            TensorParallel(comm, self.groups.tp, self.plan.sequence_parallel, cp),
             ExpertParallel(comm, self.groups.ep), self.spec, job.recompute_full,
         )
-        self.dp = DataParallel(comm, self.plan.dp, self.groups.tp, job.optimizer)
+        self.dp = DataParallel(comm, self.groups.dp.size, self.groups.tp, job.optimizer)  # averaged over dp x cp
         self.m = job.num_microbatches
         self.schedule = job.schedule()
-        shape = (self.plan.micro_batch, job.training.seq_len, self.spec.hidden)  # boundary tensor without SP
+        seq_local = job.training.seq_len // self.plan.cp
+        shape = (self.plan.micro_batch, seq_local, self.spec.hidden)  # boundary tensor without SP
         split = self.plan.pipeline_scatter_gather(shape[0] * shape[1] * shape[2])
         self.p2p = PipelineP2P(comm, self.groups.pp, self.schedule, self.groups.tp if split else None, shape)
         layout = self.schedule.layout
@@ -338,7 +347,11 @@ class RankProgram(SteppedProgram):
 
     def microbatch(self, i: int) -> Batch:
         b = self.plan.micro_batch
-        return self.batch.rows(i * b, (i + 1) * b)
+        rows = self.batch.rows(i * b, (i + 1) * b)
+        if self.plan.cp == 1:
+            return rows
+        s_local = self.job.training.seq_len // self.plan.cp  # this cp rank's slice of every sequence
+        return rows.positions(self.coords.cp_rank * s_local, (self.coords.cp_rank + 1) * s_local)
 
     def start(self) -> None:
         """Buckets, initial weights from the seed on each group's first rank, Broadcast, Barrier."""

@@ -9,31 +9,47 @@ rank moves nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from modelplan.comm.communicator import Communicator, Group
 
+if TYPE_CHECKING:
+    from modelplan.execute.context_parallel import ContextParallel
+
 SEQ_DIM = 1  # activations are (b, s, h): sequence shards split dim 1
 
 
 @dataclass(frozen=True)
-class TensorParallel:
-    """This rank's tensor-parallel group and whether sequence parallelism is on."""
+class GroupMember:
+    """This rank in one process group: the group's size and this rank's index in it."""
 
     comm: Communicator
     group: Group
-    sequence_parallel: bool
 
     @property
     def size(self) -> int:
-        """tp."""
+        """Ranks in the group (tp, cp, ...)."""
         return self.group.size
 
     @property
     def rank(self) -> int:
-        """tp_rank."""
+        """This rank's index in the group (tp_rank, cp_rank, ...)."""
         return self.group.index(self.comm.rank)
+
+
+@dataclass(frozen=True)
+class TensorParallel(GroupMember):
+    """This rank's tensor-parallel group and whether sequence parallelism is on."""
+
+    sequence_parallel: bool = False
+    cp: "ContextParallel | None" = None
+    """The rank's context-parallel group (`execute/context_parallel.py`); None: cp 1."""
+
+    def seq_offset(self, seq_local: int) -> int:
+        """Position of this rank's first token of the (cp-local) sequence."""
+        return 0 if self.cp is None else self.cp.offset(seq_local)
 
     def all_reduce(self, x: np.ndarray, label: str) -> np.ndarray:
         return x if self.size == 1 else self.comm.all_reduce(x, self.group, label=label)

@@ -67,13 +67,13 @@ def planned_stage_memory(spec: TransformerSpec, training: TrainingSpec, plan: Pl
     stages = layout.num_stages
     split = plan.stage_split
     units = stage_units(spec, stages, split)
-    first_edge, last_edge = edge_activations(spec, b, s, ITEMSIZE, tp, sp)
+    first_edge, last_edge = edge_activations(spec, b, s, ITEMSIZE, tp, sp, plan.cp)
     # every expert slot filled: the executor's fixed-shape dispatch (module docstring)
     dispatched = spec if spec.moe is None else spec.model_copy(
         update={"moe": spec.moe.model_copy(update={"top_k": spec.moe.num_experts})})
     # the executor's combine weights the expert outputs, so it keeps them too (probs_at_combine)
     per_block = {moe: block_activations(dispatched if moe else spec, b, s, ITEMSIZE, tp, sp, recompute, moe,
-                                        "eager", probs_at_combine=True)[0]
+                                        "eager", plan.cp, probs_at_combine=True)[0]
                  for moe in (False, True) if moe is False or spec.moe is not None}
     out = []
     for r, mine in enumerate(layout.rank_stages):

@@ -296,6 +296,11 @@ class Batch:
         types = None if self.types is None else self.types[start:stop]
         return Batch(self.tokens[start:stop], self.labels[start:stop], types)
 
+    def positions(self, start: int, stop: int) -> "Batch":
+        """Positions [start, stop) of every sequence (a context-parallel rank's slice)."""
+        types = None if self.types is None else self.types[:, start:stop]
+        return Batch(self.tokens[:, start:stop], self.labels[:, start:stop], types)
+
 
 def make_batch(spec: TransformerSpec, training: TrainingSpec, rng: np.random.Generator) -> Batch:
     """Random token ids; labels are the sequence shifted by one (plus one fresh last token)."""

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from modelplan.count.blocks import block_of
 from modelplan.errors import SpecError
+from modelplan.execute.context_parallel import EXECUTED_CP_TYPES
 from modelplan.execute.residual import check_norms
 from modelplan.execute.scale_features import head_dim, scaled_features, small_moe
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.validate import pp_problem
+from modelplan.specs.load import load_engine
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -33,7 +35,7 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
     if not isinstance(spec, TransformerSpec):
         raise SpecError(f"verify executes transformer models only, not '{getattr(spec, 'kind', type(spec).__name__)}'")
     if plan.cp > 1:
-        raise SpecError(f"cp ({plan.cp}) > 1: context parallelism is not executed by verify yet")
+        _check_cp(spec, training, plan)
     if any(spec.layer_type(i) != "mamba" for i in range(spec.layers)):  # attention-free models: no heads to split
         _divides("heads", spec.heads, "tp", plan.tp)
         _divides("kv_heads", spec.num_kv_heads, "tp", plan.tp)
@@ -58,6 +60,21 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
     if problem:
         raise SpecError(problem.message)
     return m
+
+
+def _check_cp(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> None:
+    """Context parallelism as the executor runs it (`execute/context_parallel.py`)."""
+    kind = training.cp_comm_type or load_engine(training.framework).cp_comm_type
+    if kind not in EXECUTED_CP_TYPES:
+        raise SpecError(f"cp_comm_type '{kind}' (cp {plan.cp}): verify executes context parallelism with "
+                        f"{', '.join(EXECUTED_CP_TYPES)} only (--cp-comm-type all_gather)")
+    unsupported = [what for what, on in (
+        ("MoE", spec.moe is not None), ("MLA", spec.mla is not None),
+        ("mamba layers", any(spec.layer_type(i) == "mamba" for i in range(spec.layers))),
+        ("MTP", bool(spec.mtp_layers)), (f"arch '{spec.arch}'", spec.arch != "decoder")) if on]
+    if unsupported:
+        raise SpecError(f"cp ({plan.cp}) > 1 with {', '.join(unsupported)} is not executed by verify yet")
+    _divides("seq_len", training.seq_len, "cp", plan.cp)
 
 
 def _stages(plan: Plan) -> int:
@@ -127,7 +144,8 @@ def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, lay
     if plan.stage_split is not None:  # the plan's fixed first / last stage keep their blocks
         fixed = [n for n in plan.stage_split if n is not None]
         layers = sum(fixed) + (stages - len(fixed)) * layers_per_stage
-    seq = tp * -(-8 // tp)
+    unit = tp * plan.cp  # every cp rank's slice splits over tp (sequence parallelism)
+    seq = unit * -(-8 // unit)
     small_m = small_microbatches(plan, m)
     moe = None
     if spec.moe is not None:

@@ -148,12 +148,13 @@ def check_against_oracle(results, defs: list[ParamDef], ref: list[OracleStep] | 
 
 
 def check_loss(results, ref_loss: float) -> VerifyRow:
-    """Mean over data-parallel ranks of the mean micro-batch loss (each micro-batch's from the
-    rank that ran its last stage: one rank, or DualPipe's two ends)."""
-    per_dp: dict[int, dict[int, float]] = {}
+    """Mean over data-parallel (and context-parallel: equal token shares) ranks of the mean
+    micro-batch loss (each micro-batch's from the rank that ran its last stage: one rank, or
+    DualPipe's two ends)."""
+    per_dp: dict[tuple[int, int], dict[int, float]] = {}
     for r in results:
         if r.losses and r.coords.tp_rank == 0:
-            per_dp.setdefault(r.coords.dp_rank, {}).update(r.losses)
+            per_dp.setdefault((r.coords.dp_rank, r.coords.cp_rank), {}).update(r.losses)
     means = {d: sum(v for _, v in sorted(got.items())) / len(got) for d, got in per_dp.items()}
     loss = sum(means[d] for d in sorted(means)) / len(means)
     err = abs(loss - ref_loss) / abs(ref_loss)

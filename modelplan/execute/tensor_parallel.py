@@ -47,7 +47,7 @@ def _attention_f(tp: TensorParallel, spec: TransformerSpec, block: Block, pa: Pa
     if spec.mla is not None:
         a_part, cache = mla_forward(a_in, pa, mla_shape(spec, tp.size, block.mixer))  # partial over tp
     else:
-        a_part, cache = attention_forward(a_in, pa, attention_shape(spec, tp.size, block.mixer), _stats(tp))
+        a_part, cache = attention_forward(a_in, pa, attention_shape(spec, tp.size, block.mixer), _stats(tp), tp.cp)
     a = mappings.exit_region(tp, a_part, Region.TP_ATTENTION_OUT)
     return a + pa.get("out/bias", 0.0), cache
 
@@ -60,7 +60,8 @@ def _attention_b(tp: TensorParallel, spec: TransformerSpec, block: Block, pa: Pa
     if spec.mla is not None:
         dh, g = mla_backward(cache, pa, mla_shape(spec, tp.size, block.mixer), da_part)
     else:
-        dh, g = attention_backward(cache, pa, attention_shape(spec, tp.size, block.mixer), da_part, _stats(tp))
+        dh, g = attention_backward(cache, pa, attention_shape(spec, tp.size, block.mixer), da_part, _stats(tp),
+                                   tp.cp)
     grads.update(g)
     return mappings.enter_region_backward(tp, dh, Region.TP_ATTENTION_IN), grads
 

@@ -60,7 +60,8 @@ def embedding_forward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, m
     x = word_embedding_tp(tp, spec, p, mb.tokens, Region.TP_EMBEDDING)
     lo, hi = _seq_range(tp, mb.tokens.shape[1])
     if "embedding/position/weight" in p:
-        x = x + p["embedding/position/weight"][lo:hi]
+        at = tp.seq_offset(mb.tokens.shape[1])  # context parallel: this rank's slice of the positions
+        x = x + p["embedding/position/weight"][at + lo:at + hi]
     if mb.types is not None:
         x = x + embedding_forward(p["embedding/type/weight"], mb.types[:, lo:hi])
     c: dict[str, Any] = {"range": (lo, hi)}
@@ -78,7 +79,8 @@ def embedding_backward_tp(tp: TensorParallel, spec: TransformerSpec, p: Params, 
     lo, hi = c["range"]
     if "embedding/position/weight" in p:
         dpos = np.zeros_like(p["embedding/position/weight"])
-        dpos[lo:hi] = dx.sum(axis=0)
+        at = tp.seq_offset(mb.tokens.shape[1])
+        dpos[at + lo:at + hi] = dx.sum(axis=0)
         grads["embedding/position/weight"] = dpos
     if mb.types is not None:
         grads["embedding/type/weight"] = embedding_backward(spec.type_vocab, mb.types[:, lo:hi], dx)

@@ -122,8 +122,9 @@ def deepspeed_config(model: TransformerSpec, training: TrainingSpec, plan: Plan)
             notes.append("GPipe schedule: DeepSpeed's pipeline engine runs its own 1F1B-style "
                          "TrainSchedule")
     if plan.cp > 1:
-        notes.append(f"context parallel ({plan.cp}): no ring context parallelism in the config "
-                     "(DeepSpeed-Ulysses is a different, all-to-all scheme set up in code)")
+        notes.append(f"context parallel ({plan.cp}): not in the config; DeepSpeed-Ulysses (cp_comm_type a2a, "
+                     "the all-to-all of Q, K, V this plan prices by default for DeepSpeed) is set up in code "
+                     "(deepspeed.sequence.layer.DistributedAttention over a sequence-parallel group of cp ranks)")
     if model.moe is not None:
         notes.append(
             f"MoE with expert parallel {plan.ep}: wrap experts in deepspeed.moe.layer.MoE("

@@ -22,6 +22,7 @@ from modelplan.plan.stages import split_layers
 from modelplan.specs.base import Spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
+from modelplan.specs.load import load_engine
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -128,6 +129,9 @@ def _parallel_args(
     args += _pipeline_args(model, plan)
     if plan.cp > 1:
         args.append(("--context-parallel-size", str(plan.cp)))
+        # arguments.py --cp-comm-type (nargs '+', default ['p2p']; one value: every layer), passed to
+        # Transformer Engine's DotProductAttention, which takes p2p | all_gather | a2a | a2a+p2p
+        args.append(("--cp-comm-type", training.cp_comm_type or load_engine("megatron").cp_comm_type))
         if training.seq_len % (2 * plan.cp):
             notes.append(f"seq_len ({training.seq_len}) must be a multiple of 2 * cp "
                          f"({2 * plan.cp}) in Megatron (validate_args)")

@@ -133,6 +133,14 @@ def _parallelism(model: TransformerSpec, training: TrainingSpec, plan: Plan,
     if model.moe is not None and plan.tp > 1:
         notes.append(f"expert-tensor parallel: torchtitan 0.3.0 splits experts over ep ranks "
                      f"taken from dp_shard * cp * tp, not over tp ({plan.tp}) as this plan does")
+    if plan.cp > 1 and training.cp_comm_type not in (None, "all_gather"):
+        # torchtitan 0.3.0 has no rotate-method field (9dec370 had experimental.context_parallel_rotate_method);
+        # its SDPA CP runs torch's dispatcher, whose default rotate method is ALL_GATHER (_ContextParallelOptions)
+        notes.append(f"cp_comm_type '{training.cp_comm_type}': torchtitan 0.3.0 has no CP rotate-method field and "
+                     "runs PyTorch's default, allgather" + (
+                         "; call torch.distributed.tensor.experimental._attention.set_rotate_method('alltoall') "
+                         "before training for the ring" if training.cp_comm_type == "p2p" else
+                         " (PyTorch's CP has no Ulysses all-to-all)"))
     if plan.cp > 1 and training.seq_len % (plan.tp * 2 * plan.cp):
         notes.append(f"seq_len ({training.seq_len}) must be divisible by tp * 2 * cp "
                      f"({plan.tp * 2 * plan.cp}) for torchtitan's load-balanced context parallel")

@@ -11,8 +11,9 @@ only multiplied by the blocks, units and micro-batches of every pipeline rank an
   heads; the embedding's g (and each MTP module's lookup); the head's f and the vocab-parallel
   loss (once more per MTP module);
 - expert parallel (`parallel/ep.py`): dispatch and combine per MoE block;
-- context parallel (`parallel/cp.py`; planner only, the executor refuses cp > 1): the K, V and
-  dK, dV ring steps per block; every activation above is b*(s/cp)*h;
+- context parallel (`parallel/cp.py`; the executor runs all_gather, `execute/context_parallel.py`): per block the
+  engine's exchange (`TrainingSpec.cp_comm_type`: ring steps, AllGather / ReduceScatter, or
+  AllToAll); every activation above is b*(s/cp)*h;
 - pipeline (`parallel/pp.py`): the sends and receives of the lowered action list, Megatron's
   scatter/gather AllGather, and the AllReduce of units held by several pipeline ranks;
 - data parallel / ZeRO (`parallel/dp_zero.py`): per unit (`plan/shard.py`) the start-up
@@ -30,6 +31,7 @@ from collections import Counter, defaultdict
 from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
 from modelplan.count.blocks import block_of, mtp_block
+from modelplan.plan.engine import engine_settings
 from modelplan.plan.experts import expert_capacity
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
 from modelplan.plan.parallel.calls import EXECUTOR_ALGO, CommItem, RankCalls, merge_rank_calls
@@ -37,6 +39,7 @@ from modelplan.plan.parallel.pp import pipeline_calls
 from modelplan.plan.pipeline import ActionKind, PipelineSchedule, pipeline_schedule
 from modelplan.plan.shard import unit_shards
 from modelplan.plan.stages import rank_units, stage_layers, stage_units, unit_replicas
+from modelplan.specs.load import load_engine
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -65,6 +68,8 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
     tokens = b * s  # this rank's tokens of the micro-batch (s is the local sequence s/cp)
     A = tokens * h * act  # one (b, s, h) activation
     kv = cp_mod.kv_bytes(tokens, tp_mod.local_kv_heads(spec.num_kv_heads, tp), spec.dim_head, act)
+    q = cp_mod.q_bytes(tokens, spec.heads // tp, spec.dim_head, act)
+    software = engine_settings(training, load_engine(training.framework))
     numel = b * (s // tp if sp else s) * h  # one stage-boundary tensor
     message, gathered = pp_mod.boundary_message(b, s, h, tp, sp, plan.pipeline_scatter_gather(numel), act)
     schedule = pipeline_schedule(plan.schedule, pp, m, vpp)
@@ -102,7 +107,8 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
                                             h, act)
                 ep_mod.moe_calls(calls, plan.ep, a2a, fwd_runs, mc, sum(spec.is_moe_layer(i) for i in layers))
                 ep_mod.moe_calls(calls, plan.ep, a2a, mc, mc, mtp)
-            cp_mod.ring_calls(calls, plan.cp, kv, fwd_runs, mc, len(layers))
+            cp_mod.cp_calls(calls, plan.cp, software.cp_comm_type, software.cp_fp32_merge, kv, q, act, fwd_runs, mc,
+                            len(layers))
             pp_mod.boundary_calls(calls, pp, tp, message, gathered, moves[c])
             for unit in units[v]:  # a unit two chunks share is placed once
                 if unit not in shards or unit in placed:

@@ -144,6 +144,8 @@ class ParallelDims:
         if axis is Axis.PP:
             return c.pp_rank if group_size in (None, self.pp) else int(c.pp_rank != 0)
         if axis is Axis.DP:
+            if self.cp > 1 and group_size == self.dp * self.cp:  # the gradient group: dp x cp ranks
+                return c.cp_rank + self.cp * c.dp_rank
             return c.dp_rank if group_size in (None, self.dp) else c.dp_rank // self.ep
         if axis is Axis.EP:
             return c.dp_rank % self.ep

@@ -43,6 +43,8 @@ class EngineSettings(NamedTuple):
     """The run's fp8 recipe is one of `EngineProfile.fp8_tp_gather_recipes`: 1-byte TP AllGathers."""
     cp_fp32_merge: bool = False
     """`EngineProfile.cp_fp32_merge` (PyTorch ring SDPA merges each step's output in fp32)."""
+    cp_comm_type: str = "p2p"
+    """The run's `cp_comm_type`, else the engine's (`EngineProfile.cp_comm_type`)."""
 
 
 def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSettings:
@@ -62,7 +64,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         reshard_after_forward_pp=profile.reshard_after_forward_pp, tp_comm_overlap=profile.tp_comm_overlap,
         sp_saves_gathered_inputs=profile.sp_saves_gathered_inputs,
         fp8_tp_gather=fp8 is not None and fp8 in profile.fp8_tp_gather_recipes,
-        cp_fp32_merge=profile.cp_fp32_merge,
+        cp_fp32_merge=profile.cp_fp32_merge, cp_comm_type=training.cp_comm_type or profile.cp_comm_type,
     )
 
 

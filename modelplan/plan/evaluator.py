@@ -332,10 +332,14 @@ class Evaluator:
                                          + times.bwd_elementwise_s)
         else:
             ep_x = ep_mod.EpExposure(0.0, 0.0, 0.0)
-        kv_send = self.cp_kv_send_s(tp, b, cp) if cp > 1 else 0.0
-        cp_x = cp_mod.cp_exposure(cp, kv_send, times.core_fwd_s, times.core_bwd_s, full, self.cost)
+        cp_type, torch_cp = sw.cp_comm_type, sw.cp_fp32_merge
+        cp_x = cp_mod.cp_exposure(cp, cp_type, torch_cp, self.cp_seconds(tp, b, cp) if cp > 1 else None,
+                                  times.core_fwd_s, times.core_bwd_s, full, self.cost)
         stored, working = block_activations(spec, b, training.seq_len, d, tp, sp, recompute, moe, training.attention, cp,
                                             sw, block, etp)
+        if cp > 1:  # the exchange's transient buffers (`parallel/cp.py` working_bytes)
+            kv, q = self.cp_block_bytes(tp, b, cp)
+            working += cp_mod.working_bytes(cp, cp_type, torch_cp, kv, q, d)
         if ft is not None:  # lora_A outputs kept for backward (full recompute: only while recomputed)
             adapters = ft.adapter_activation_bytes(tp, b, s_local)
             stored, working = (stored, working + adapters) if full else (stored + adapters, working)
@@ -349,12 +353,26 @@ class Evaluator:
             tp_x = tp_mod.tp_exposure(tp_t, rerun, self.cost, None, tp)
         return BlockTerms(times, recompute_s, tp_x, ep_x, cp_x, stored, working, emb_act, head_act, message)
 
-    def cp_kv_send_s(self, tp: int, micro_batch: int, cp: int) -> float:
-        """One K, V block sent to the next rank of the cp ring (`parallel/cp.py`)."""
+    def cp_block_bytes(self, tp: int, micro_batch: int, cp: int) -> tuple[int, int]:
+        """(K, V block, queries) bytes of this rank's tokens on one TP rank (`parallel/cp.py`)."""
         tokens = micro_batch * self.training.seq_len // cp
         kv = cp_mod.kv_bytes(tokens, tp_mod.local_kv_heads(self.spec.num_kv_heads, tp), self.spec.dim_head,
                              self.dtype_bytes)
-        return self.pricer.p2p_time_s(kv, self.shapes(tp, 1, 1, cp=cp)[Axis.CP].crosses_nodes)
+        return kv, cp_mod.q_bytes(tokens, self.spec.heads // tp, self.spec.dim_head, self.dtype_bytes)
+
+    def cp_seconds(self, tp: int, micro_batch: int, cp: int) -> cp_mod.CpSeconds:
+        """One call of each context-parallel transfer of one block on the cp group's links."""
+        kv, q = self.cp_block_bytes(tp, micro_batch, cp)
+        shape = self.shapes(tp, 1, 1, cp=cp)[Axis.CP]
+        dkv = kv * cp_mod.FP32_BYTES // self.dtype_bytes if self.software.cp_fp32_merge else kv
+        price = self.pricer.time_s
+        return cp_mod.CpSeconds(
+            kv_send_s=self.pricer.p2p_time_s(kv, shape.crosses_nodes),
+            dkv_send_s=self.pricer.p2p_time_s(dkv, shape.crosses_nodes),
+            gather_s=price(Collective.ALL_GATHER, cp * kv, shape),
+            scatter_s=price(Collective.REDUCE_SCATTER, cp * kv, shape),
+            qkv_a2a_s=price(Collective.ALL_TO_ALL, q + kv, shape),
+            out_a2a_s=price(Collective.ALL_TO_ALL, q, shape))
 
     def boundary(self, tp: int, sp: bool, micro_batch: int, cp: int, scatter_gather: bool) -> tuple[int, int | None]:
         """(bytes sent, bytes the receiver all-gathers) of one stage-boundary tensor (`parallel/pp.py`)."""

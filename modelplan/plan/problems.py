@@ -24,6 +24,7 @@ class Reason(StrEnum):
     SCHEDULE = "pipeline schedule"
     SEQUENCE_PARALLEL = "sequence parallel needs tp > 1"
     CP_SEQ = "cp vs seq_len"
+    CP_COMM = "cp_comm_type"
     EP = "expert parallel"
     NOT_FOR_FAMILY = "not for this model family"
     MEMORY = "out of memory"

@@ -25,6 +25,7 @@ from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, _choose, 
 from modelplan.plan.search_ext import Extensions
 from modelplan.plan.validate import (
     batch_problem,
+    cp_comm_problem,
     ep_problem,
     pp_problem,
     tp_node_problem,
@@ -215,6 +216,9 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
             tp_probs.append(node)
         if training.seq_len % cp:
             tp_probs.append(Problem(Reason.CP_SEQ, f"cp ({cp}) must divide seq_len ({training.seq_len})"))
+        cp_comm = cp_comm_problem(spec, training, tp, cp)
+        if cp_comm:
+            tp_probs.append(cp_comm)
         for pp in pps_of(tp * cp):
             for dp in dps_of(tp * cp, pp):
                 if tp_probs:

@@ -15,11 +15,13 @@ from __future__ import annotations
 from modelplan.errors import SpecError
 from modelplan.plan.block_kernels import PRICED
 from modelplan.plan.block_mix import block_kinds
+from modelplan.plan.parallel.cp import cp_problem
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.stages import split_layers
 from modelplan.specs.features import architecture_features
 from modelplan.specs.hardware import Cluster
+from modelplan.specs.load import load_engine
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -127,10 +129,26 @@ def plan_problems(
         out.append(
             Problem(Reason.CP_SEQ, f"cp ({plan.cp}) must divide seq_len ({training.seq_len})")
         )
+    problem = cp_comm_problem(spec, training, plan.tp, plan.cp)
+    if problem:
+        out.append(problem)
     problem = ep_problem(spec, plan.dp, plan.ep, plan.tp, plan.cp, plan.etp)
     if problem:
         out.append(problem)
     return out
+
+
+def cp_comm_problem(spec: TransformerSpec, training: TrainingSpec, tp: int, cp: int) -> Problem | None:
+    """The engine's context-parallel exchange (`TrainingSpec.cp_comm_type`, else the engine's
+    default) must run at this tp and cp (`parallel/cp.py` cp_problem: Ulysses needs heads and kv
+    heads per TP rank divisible by cp; PyTorch's CP has no a2a)."""
+    if cp == 1:
+        return None
+    profile = load_engine(training.framework)
+    kind = training.cp_comm_type or profile.cp_comm_type
+    kv_local = max(1, spec.num_kv_heads // tp)  # a KV head replicated over tp / kv_heads ranks
+    message = cp_problem(kind, cp, spec.heads // tp, kv_local, profile.cp_fp32_merge)
+    return None if message is None else Problem(Reason.CP_COMM, message)
 
 
 def grid_problems(plan: Plan, cluster: Cluster | None = None, world_size: int | None = None) -> list[Problem]:
@@ -233,10 +251,12 @@ def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128,
             f"runs top_k {moe.top_k}; AllToAll buffers {cf:g} x tokens x top_k x h ({how}); {layout}")
     if plan.cp > 1:
         notes.append(
-            f"context parallel cp {plan.cp}: {plan.cp} ranks hold seq/cp tokens of each sequence; K, V go "
-            f"around the cp ring (send/recv, overlapped with the attention core); gradients reduced over "
-            f"dp*cp = {plan.dp * plan.cp}; planned only: `modelplan verify` does not execute context "
-            "parallelism")
+            f"context parallel cp {plan.cp}: {plan.cp} ranks hold seq/cp tokens of each sequence; K, V "
+            f"exchanged as the engine's cp_comm_type says (p2p: cp ring send/recv overlapped with the attention "
+            f"core; all_gather: AllGather of K, V, ReduceScatter of dK, dV; a2a: Ulysses AllToAll of Q, K, V and "
+            f"of the output); gradients reduced over "
+            f"dp*cp = {plan.dp * plan.cp}; `modelplan verify` executes cp_comm_type all_gather (p2p and a2a "
+            "are planned only)")
     features = [f for f in architecture_features(spec) if f not in PRICED]
     if features:  # the kernels and shards are the baseline block's: say what that leaves out
         notes.append(f"step time and per-GPU parameters are priced as baseline blocks: {', '.join(features)} "

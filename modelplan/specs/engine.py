@@ -37,6 +37,14 @@ tensorwise (torchao dynamic per-tensor scaling, same passes as current), rowwise
 scale per row, kept in high precision for the transposed operands) and blockwise (1x128
 activations, 128x128 weights; DeepSeek-V3 style)."""
 
+CpCommType = Literal["p2p", "all_gather", "a2a"]
+"""How context-parallel attention exchanges keys and values (`modelplan.plan.parallel.cp`): p2p
+(ring send/recv of K, V blocks overlapped with attention: Transformer Engine / Megatron
+`--cp-comm-type p2p`, PyTorch CP rotate method 'alltoall'), all_gather (an AllGather of K, V
+before attention: TE / Megatron `all_gather`, Llama 3's CP, PyTorch CP rotate method
+'allgather'), a2a (DeepSpeed-Ulysses: AllToAll of Q, K, V and of the output, heads split over
+cp; TE / Megatron `a2a`)."""
+
 AttentionImpl = Literal["fa2", "fa3", "cudnn"]
 """Fused-attention kernels whose sustained rates accelerator presets may list
 (`Accelerator.attention_efficiency`): FlashAttention-2, FlashAttention-3, cuDNN fused attention."""
@@ -121,6 +129,9 @@ class EngineProfile(Spec):
     an fp32 running output (`_SDPAMerger`, convert_to_f32 True) and each backward step adds its
     gradients into fp32 accumulators; memory-bound passes priced per step
     (`modelplan.plan.kernels.cp_merge_kernel`)."""
+    cp_comm_type: CpCommType = "p2p"
+    """The context-parallel exchange the engine runs when the run does not name one
+    (`TrainingSpec.cp_comm_type`); each preset states its source."""
     tp_comm_overlap: bool = False
     """Tensor-parallel collectives overlapped with the GEMMs by default (TE userbuffers / async
     TP); off unless the run turns it on in every engine profiled here."""

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
-from modelplan.specs.engine import AcMode, Fp8Recipe, Framework
+from modelplan.specs.engine import AcMode, CpCommType, Fp8Recipe, Framework
 from modelplan.specs.finetune import FinetuneSpec
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
@@ -79,6 +79,11 @@ class TrainingSpec(Spec):
     """Expert-parallel AllToAlls overlapped with another micro-batch's compute (Megatron-core
     `--overlap-moe-expert-parallel-comm`, Megatron-Bridge `moe_a2a_overlap`: forward and backward
     of two micro-batches merged, `modelplan.plan.parallel.ep`); False: exposed."""
+    cp_comm_type: CpCommType | None = None
+    """Context-parallel exchange of keys and values (Megatron / Transformer Engine
+    `--cp-comm-type`, torchtitan's CP rotate method; `modelplan.specs.engine.CpCommType`); None:
+    the engine's default (`EngineProfile.cp_comm_type`: Megatron p2p, torchtitan all_gather,
+    DeepSpeed a2a)."""
     dp_overlap: bool | None = None
     """Data-parallel gradient reduction overlapped with the backward; None: the cost model's
     setting (on: Megatron overlap_grad_reduce, DDP buckets, FSDP)."""

@@ -18,11 +18,12 @@ a learned per-head sink logit in the denominator (gpt-oss); probabilities @ v.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Mapping
 
 import numpy as np
 
+from modelplan.execute.context_parallel import ContextParallel
 from modelplan.execute.layers.linear import linear_backward, linear_forward
 from modelplan.execute.layers.norm import NormCache, NormKind, Reduce, norm_backward, norm_forward
 
@@ -92,12 +93,16 @@ class AttentionCache:
     clip_masks: dict  # name -> where the clip let the gradient through
     core: CoreCache
     context: np.ndarray  # (b, s, H*d)
+    local_kv: tuple[np.ndarray, np.ndarray] | None = None
+    """Context parallel: this rank's K, V (b, KV, s/cp, d), gathered again in backward; the core
+    cache then holds no keys and values."""
 
 
-def rotary_tables(seq: int, head_dim: int, base: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """cos, sin of shape (seq, head_dim), HF's rotate_half layout: theta_i = base^(-2i/d)."""
+def rotary_tables(seq: int, head_dim: int, base: float | None = None, offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """cos, sin of shape (seq, head_dim) for positions offset .. offset + seq - 1, HF's
+    rotate_half layout: theta_i = base^(-2i/d)."""
     inv_freq = 1.0 / (base or ROTARY_BASE) ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
-    angles = np.outer(np.arange(seq, dtype=np.float64), inv_freq)  # (s, d/2)
+    angles = np.outer(np.arange(offset, offset + seq, dtype=np.float64), inv_freq)  # (s, d/2)
     angles = np.concatenate([angles, angles], axis=-1)  # (s, d)
     return np.cos(angles), np.sin(angles)
 
@@ -131,12 +136,16 @@ def rotary_backward(dy: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndar
     return np.concatenate([rot * cos + _rotate_half_transposed(rot * sin), dy[..., r:]], axis=-1)
 
 
-def attention_mask(seq: int, causal: bool, window: int | None = None, chunk: int | None = None) -> np.ndarray:
-    """(s, s) True where query i must not see key j: later keys (causal), keys `window` or more
-    positions away (sliding window, HF `q - k < sliding_window`), keys of another chunk."""
-    i = np.arange(seq)[:, None]
+def attention_mask(seq: int, causal: bool, window: int | None = None, chunk: int | None = None,
+                   queries: int | None = None, q_offset: int = 0) -> np.ndarray:
+    """(queries, s) True where query i must not see key j: later keys (causal), keys `window` or
+    more positions away (sliding window, HF `q - k < sliding_window`), keys of another chunk. The
+    queries sit at positions q_offset .. q_offset + queries - 1 (context parallelism); default:
+    all s."""
+    queries = seq if queries is None else queries
+    i = q_offset + np.arange(queries)[:, None]
     j = np.arange(seq)[None, :]
-    masked = (j > i) if causal else np.zeros((seq, seq), dtype=bool)
+    masked = (j > i) if causal else np.zeros((queries, seq), dtype=bool)
     if window is not None:
         masked |= (i - j >= window) if causal else (np.abs(i - j) >= window)
     if chunk is not None:
@@ -155,16 +164,18 @@ def _merge(t: np.ndarray) -> np.ndarray:
 
 
 def core_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, shape: AttentionShape,
-                 sinks: np.ndarray | None = None) -> tuple[np.ndarray, CoreCache]:
-    """softmax(mask(cap(q k^T * scale)) [, sink]) @ v over (b, H, s, d) heads -> (b, H, s, d_v)."""
-    seq = q.shape[2]
+                 sinks: np.ndarray | None = None, q_offset: int = 0) -> tuple[np.ndarray, CoreCache]:
+    """softmax(mask(cap(q k^T * scale)) [, sink]) @ v over (b, H, s, d) heads -> (b, H, s, d_v);
+    the queries may be a slice of the keys' sequence starting at `q_offset` (context parallel)."""
+    seq = k.shape[2]
     scale = shape.scale if shape.scale is not None else 1.0 / math.sqrt(q.shape[-1])
     scores = q @ k.transpose(0, 1, 3, 2) * scale  # (b, H, s, d) @ (b, H, d, s)
     capped = None
     if shape.softcap is not None:  # Gemma 2: cap * tanh(scores / cap)
         capped = np.tanh(scores / shape.softcap)
         scores = shape.softcap * capped
-    scores = np.where(attention_mask(seq, shape.causal, shape.window, shape.chunk), -np.inf, scores)
+    masked = attention_mask(seq, shape.causal, shape.window, shape.chunk, q.shape[2], q_offset)
+    scores = np.where(masked, -np.inf, scores)
     if sinks is not None:  # gpt-oss: the sink logit joins every row's softmax, then is dropped
         sink = np.broadcast_to(sinks[None, :, None, None], scores.shape[:3] + (1,))
         scores = np.concatenate([scores, sink], axis=-1)
@@ -227,12 +238,15 @@ def _norm_heads_backward(qk: QKNorm, cache: NormCache, p: Mapping[str, np.ndarra
 
 
 def attention_forward(
-    x: np.ndarray, p: Mapping[str, np.ndarray], shape: AttentionShape, reduce: Reduce | None = None
+    x: np.ndarray, p: Mapping[str, np.ndarray], shape: AttentionShape, reduce: Reduce | None = None,
+    cp: ContextParallel | None = None,
 ) -> tuple[np.ndarray, AttentionCache]:
     """Self-attention of x (b, s, h) up to the output projection, bias excluded. `reduce` sums
-    the all-heads q/k norm statistics over tensor-parallel ranks (None: one device)."""
+    the all-heads q/k norm statistics over tensor-parallel ranks (None: one device); `cp`: x is
+    this rank's slice of the sequence and K, V are all-gathered over the cp group."""
     H, KV, d, qk = shape.heads, shape.kv_heads, shape.head_dim, shape.qk_norm
     seq = x.shape[1]
+    offset = 0 if cp is None else cp.offset(seq)
     t = {n: linear_forward(x, p[f"{n}/weight"], p.get(f"{n}/bias")) for n in "qkv"}  # (b, s, n*d)
     norms: dict[str, NormCache] = {}
     if qk is not None and qk.scope == "all_heads":
@@ -249,33 +263,46 @@ def attention_forward(
             t[n] = np.clip(t[n], -shape.clip, shape.clip)
     q, k, v = t["q"], t["k"], t["v"]
     if shape.rotary:
-        cos, sin = rotary_tables(seq, shape.rotary_dims or d, shape.rotary_base)
+        cos, sin = rotary_tables(seq, shape.rotary_dims or d, shape.rotary_base, offset)
         q, k = rotary_forward(q, cos, sin), rotary_forward(k, cos, sin)
+    local_kv = None
+    if cp is not None:
+        local_kv = (k, v)
+        k, v = cp.gather_kv(k, v)  # (b, KV, s/cp, d) -> (b, KV, s, d)
     k = np.repeat(k, H // KV, axis=1)  # (b, KV, s, d) -> (b, H, s, d)
     v = np.repeat(v, H // KV, axis=1)
-    ctx, core = core_forward(q, k, v, shape, p["sinks"] if shape.sinks else None)
+    ctx, core = core_forward(q, k, v, shape, p["sinks"] if shape.sinks else None, offset)
+    if cp is not None:  # keep the local K, V only (TE's all_gather gathers them again in backward)
+        core = replace(core, k=None, v=None)
     context = _merge(ctx)  # (b, H, s, d) -> (b, s, H*d)
     out = linear_forward(context, p["out/weight"])  # (b, s, H*d) @ (H*d, h)
-    return out, AttentionCache(x, norms, clip_masks, core, context)
+    return out, AttentionCache(x, norms, clip_masks, core, context, local_kv)
 
 
 def attention_backward(
     cache: AttentionCache, p: Mapping[str, np.ndarray], shape: AttentionShape, dout: np.ndarray,
-    reduce: Reduce | None = None,
+    reduce: Reduce | None = None, cp: ContextParallel | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(dx, grads) of attention_forward; grads has the keys of p except out/bias."""
     H, KV, d, qk = shape.heads, shape.kv_heads, shape.head_dim, shape.qk_norm
     group = H // KV
     b, seq, _ = cache.x.shape
     grads: dict[str, np.ndarray] = {}
+    core = cache.core
+    if cp is not None:  # gather K, V again: (b, KV, s/cp, d) -> (b, H, s, d)
+        k, v = cp.gather_kv(*cache.local_kv)
+        core = replace(core, k=np.repeat(k, group, axis=1), v=np.repeat(v, group, axis=1))
     dcontext, grads["out/weight"], _ = linear_backward(cache.context, p["out/weight"], dout, False)
-    dq, dk, dv, dsinks = core_backward(cache.core, shape, _heads(dcontext, H, d))
+    dq, dk, dv, dsinks = core_backward(core, shape, _heads(dcontext, H, d))
     if dsinks is not None:
         grads["sinks"] = dsinks
-    dk = dk.reshape(b, KV, group, seq, d).sum(axis=2)  # fold the GQA repeats back
-    dv = dv.reshape(b, KV, group, seq, d).sum(axis=2)
+    keys = dk.shape[2]  # s (all keys) under cp
+    dk = dk.reshape(b, KV, group, keys, d).sum(axis=2)  # fold the GQA repeats back
+    dv = dv.reshape(b, KV, group, keys, d).sum(axis=2)
+    if cp is not None:  # this rank's slice of the summed whole-sequence dK, dV
+        dk, dv = cp.scatter_dkv(dk, dv)
     if shape.rotary:
-        cos, sin = rotary_tables(seq, shape.rotary_dims or d, shape.rotary_base)
+        cos, sin = rotary_tables(seq, shape.rotary_dims or d, shape.rotary_base, 0 if cp is None else cp.offset(seq))
         dq, dk = rotary_backward(dq, cos, sin), rotary_backward(dk, cos, sin)
     dt = {"q": dq, "k": dk, "v": dv}
     for n, inside in cache.clip_masks.items():
