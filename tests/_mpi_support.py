@@ -75,19 +75,17 @@ def env_for(num_ranks: int, timeout_s: float | None = None) -> dict[str, str]:
 
 def run_bounded(command: list[str], env: dict[str, str], timeout_s: float
                 ) -> subprocess.CompletedProcess:
-    """Run a command that starts MPI jobs; afterwards remove the shared-memory segments that
-    appeared meanwhile and that no live process maps (an aborted Open MPI job leaves its 16 MiB
-    segments in /dev/shm)."""
-    from modelplan.execute.mpilaunch import START_TRIES, failed_to_start
+    """Run a command that starts MPI jobs (again when mpiexec could not start its runtime:
+    `mpilaunch.retry_start`); afterwards remove the shared-memory segments that appeared
+    meanwhile and that no live process maps (an aborted Open MPI job leaves its 16 MiB segments
+    in /dev/shm)."""
+    from modelplan.execute.mpilaunch import retry_start
 
     before = _segments()
     try:
-        for _ in range(START_TRIES):  # mpiexec that could not start its runtime is tried again
-            proc = subprocess.run(command, env=env, capture_output=True, text=True,
-                                  timeout=timeout_s, cwd=ROOT)
-            if proc.returncode == 0 or not failed_to_start(proc.stderr + proc.stdout):
-                break
-        return proc
+        return retry_start(lambda: subprocess.run(command, env=env, capture_output=True, text=True,
+                                                  timeout=timeout_s, cwd=ROOT),
+                           lambda proc: (proc.returncode, proc.stderr + proc.stdout))
     finally:
         for seg in _segments() - before:
             if not _mapped_anywhere(seg):  # never pull a segment from under a running job

@@ -476,7 +476,8 @@ FAULTS = [
     Fault("full recompute also keeps the full cache", "memory", _full_recompute_keeps_the_cache,
           _verify(GPT, Plan(tp=2, recompute="full")), frozenset({"memory activations"})),
     Fault("optimizer state discarded every step", "optimizer", _optimizer_state_discarded,
-          _verify(LLAMA, Plan(dp=2, zero=1)), frozenset({"loss", "updated parameters"})),
+          _verify(LLAMA, Plan(dp=2, zero=1)), frozenset({"updated parameters"})),  # the loss of each step is
+    # computed from the sharded run's own weights (anchored oracle): the wrong update shows where it is made
     Fault("Adam step counter stuck at 1", "optimizer", _step_counter_stuck, _verify(GPT, Plan(dp=2)),
           frozenset({"updated parameters"})),
     Fault("momentum buffer not kept on ZeRO shards", "optimizer", _momentum_not_kept_on_zero_shards,

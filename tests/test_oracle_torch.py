@@ -74,8 +74,24 @@ RECURRENT = NetworkSpec(name="lstm-net", input_shape=[6], layers=[
     {"type": "lstm", "name": "rnn", "hidden_size": 5, "num_layers": 2, "bidirectional": True},
     {"type": "tanh"}, {"type": "linear", "name": "decoder", "out_features": 7},
 ])
+TV_RESNET = NetworkSpec(name="torchvision-style-resnet", input_shape=[3, 16, 16], layers=[
+    {"type": "conv2d", "name": "conv1", "out_channels": 4, "kernel_size": 3, "padding": 1, "bias": False},
+    {"type": "batchnorm2d", "name": "bn1"}, {"type": "relu", "name": "relu"},
+    {"type": "sequential", "name": "layer1", "layers": [{"type": "residual", "activation": "relu", "main": [
+        {"type": "conv2d", "name": "conv1", "out_channels": 8, "kernel_size": 3, "stride": 2, "padding": 1, "bias": False},
+        {"type": "batchnorm2d", "name": "bn1"}, {"type": "relu"},
+        {"type": "conv2d", "name": "conv2", "out_channels": 8, "kernel_size": 3, "padding": 1, "bias": False},
+        {"type": "batchnorm2d", "name": "bn2"}],
+        "shortcut": [{"type": "sequential", "name": "downsample", "layers": [
+            {"type": "conv2d", "out_channels": 8, "kernel_size": 1, "stride": 2, "bias": False},
+            {"type": "batchnorm2d"}]}]}]},
+    {"type": "adaptiveavgpool2d", "name": "avgpool", "output_size": 1},
+    {"type": "flatten"}, {"type": "linear", "name": "fc", "out_features": 4},
+])
+"""torchvision's ResNet naming: the shortcut is `layer1/0/downsample/0` (conv) and `/1` (BatchNorm)."""
 NETWORK_MATRIX = {
     "mlp dp2 tp2": (load_model("mlp"), dict(dp=2, tp=2)),
+    "torchvision-style resnet tp2 pp2": (TV_RESNET, dict(tp=2, pp=2)),
     "small-cnn dp2 pp2": (load_model("small-cnn"), dict(dp=2, pp=2)),
     "lstm dp2": (RECURRENT, dict(dp=2)),
 }

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from modelplan.plan.parallel.calls import CommItem
 from modelplan.execute.oracle import OracleKind, OracleStep
+from modelplan.execute.oracle.result import Starts
 from modelplan.execute.params import ParamDef
 from modelplan.execute.report import VerifyRow
 from modelplan.plan.pipeline import PipelineSchedule
@@ -34,8 +35,9 @@ class FamilyRun:
     notes: list[str]
     param_defs: list[ParamDef]
     """Every parameter with its unit and split dims (reassembles gradients and updates)."""
-    reference: Callable[[OracleKind], list[OracleStep] | str]
-    """The single-device run of the same batches (`step_checks.oracle_steps`)."""
+    reference: Callable[[OracleKind, Starts], list[OracleStep] | str]
+    """The single-device run of the same batches (`step_checks.oracle_steps`), each step from
+    the weights the second argument gives it (`oracle.result.Starts`)."""
     comm_items: Callable[[], list[CommItem]]
     """The plan's communication list at 8 bytes per element (what the ledgers must match)."""
     rank_elements: Callable[[], list[RankElements]]

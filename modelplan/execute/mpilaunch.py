@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 
 from modelplan.errors import ModelplanError
 
@@ -238,15 +238,29 @@ def failed_to_start(stderr: str) -> bool:
     return any(marker in stderr for marker in START_FAILURES)
 
 
+Launch = TypeVar("Launch")
+
+
+def retry_start(launch: Callable[[], Launch], outcome: Callable[[Launch], tuple[int, str]],
+                tries: int = START_TRIES) -> Launch:
+    """`launch()` (one mpiexec job) and its result, launched again, `tries` launches at most,
+    while mpiexec could not start its runtime and no rank ran. `outcome(result)` gives the job's
+    exit code and its stderr (or its tail); a success, a stop (exit code > 128: 128 + signal) or
+    any other failure is returned as it is."""
+    for _ in range(tries - 1):
+        result = launch()
+        returncode, stderr = outcome(result)
+        if returncode == 0 or returncode > 128 or not failed_to_start(stderr):
+            return result
+    return launch()
+
+
 def run_mpi_job(command: Sequence[str], env: dict[str, str], num_ranks: int,
                 capture_stdout: bool = False) -> JobEnd:
-    """`_run_mpi_job_once`, launched again (up to START_TRIES times) when mpiexec could not start
-    its runtime and no rank ran."""
-    for _ in range(START_TRIES - 1):
-        end, tail = _run_mpi_job_once(command, env, num_ranks, capture_stdout)
-        if end.returncode == 0 or end.returncode > 128 or not failed_to_start(tail):  # > 128: stopped
-            return end
-    return _run_mpi_job_once(command, env, num_ranks, capture_stdout)[0]
+    """`_run_mpi_job_once`, launched again when mpiexec could not start its runtime (`retry_start`)."""
+    end, _tail = retry_start(lambda: _run_mpi_job_once(command, env, num_ranks, capture_stdout),
+                             lambda job: (job[0].returncode, job[1]))
+    return end
 
 
 def _run_mpi_job_once(command: Sequence[str], env: dict[str, str], num_ranks: int,

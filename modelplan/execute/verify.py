@@ -6,8 +6,9 @@ the plan's data as a `FamilyRun`, `specs/family.py`):
 2. Run one training step on one device (`reference_step`): loss, gradients, updated weights.
 3. Run the same step on dp*tp*pp ranks (`train_step`, SPMD over a communicator that keeps a
    ledger of every byte it moves) from the same seed.
-4. Compare: loss; every gradient and updated parameter reassembled from its shards; each rank's
-   ledger against the communication list (`plan/commlist.py`); the elements each rank holds
+4. Compare, step by step, the oracle starting each step from the sharded run's weights
+   (`step_checks.sharded_starts`): loss; every gradient and updated parameter reassembled from
+   its shards; each rank's ledger against the communication list (`plan/commlist.py`); the elements each rank holds
    against `plan/shard.py`; the memory each rank measured against the planner's memory model;
    the family's own checks (networks: kept activations); the executed step order against the schedule; the bubble of the
    executed timeline against (p-1)/m or (p-1)/(v*m).
@@ -43,6 +44,7 @@ from modelplan.execute.step_checks import (
     execution_row,
     oracle_steps,
     plan_factors,
+    sharded_starts,
 )
 from modelplan.execute.support import check_supported, text_only_notes
 from modelplan.plan.commlist import communication_list
@@ -54,6 +56,12 @@ from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
 __all__ = ["DEFAULT_STEPS", "Verified", "check_rank_count", "run_and_check", "transformer_run", "verify", "verify_run"]
+
+
+ANCHORED_NOTE = ("oracle anchored: from step 2 on it starts each step from the sharded run's weights after the "
+                 "step before, with its own optimizer state, so every step is compared from the same weights "
+                 "(free-running float64 runs part as rounding grows step by step)")
+"""The report's line on how steps after the first are compared (`step_checks` module docstring)."""
 
 
 def _notes(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> list[str]:
@@ -153,13 +161,15 @@ def run_and_check(run: FamilyRun, plan: Plan, backend: str, *, seed: int, timeou
         return None
     sharded_s = time.perf_counter() - t0
 
+    if steps > 1:
+        notes = notes + [ANCHORED_NOTE]
     say(f"single-device reference step ({oracle.value})")
     t0 = time.perf_counter()
-    ref = run.reference(oracle)
+    results = list(out.results)
+    ref = run.reference(oracle, sharded_starts(results, run.param_defs, steps))
     reference_s = time.perf_counter() - t0
 
     say("checks")
-    results = list(out.results)
     rows, tensors = check_against_oracle(results, run.param_defs, ref, plan_factors(plan, m))
     rows += check_ledgers(results, list(out.ledgers), run.comm_items(), plan, steps)
     rows += check_memory(results, run.rank_elements())
@@ -187,8 +197,8 @@ def transformer_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, *
     recompute = "full" if job.recompute_full else "none"
     return FamilyRun(
         spec=spec, training=training, job=job, step=train_step, notes=notes, param_defs=param_defs(spec),
-        reference=lambda kind: oracle_steps(kind, spec, init_params(spec, job.rngs()[0]), job.batches(),
-                                            job.optimizer),
+        reference=lambda kind, starts: oracle_steps(kind, spec, init_params(spec, job.rngs()[0]), job.batches(),
+                                                    job.optimizer, starts=starts),
         comm_items=lambda: communication_list(spec, training, plan, element_bytes=8),
         rank_elements=lambda: rank_elements(spec, plan, training),
         planned_memory=lambda _schedule: planned_stage_memory(spec, training, plan, job.num_microbatches, recompute))

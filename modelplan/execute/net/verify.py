@@ -104,8 +104,9 @@ def network_run(spec: NetworkSpec, training: TrainingSpec, plan: Plan, *, seed: 
     return FamilyRun(
         spec=spec, training=training, job=job, step=net_train_step, notes=notes + stage_notes(stages),
         param_defs=net_param_defs(stages),
-        reference=lambda kind: oracle_steps(kind, spec, init_params(network_layers(spec), seed), job.batches(),
-                                            job.optimizer, micro_batch=plan.micro_batch, seed=seed),
+        reference=lambda kind, starts: oracle_steps(kind, spec, init_params(network_layers(spec), seed),
+                                                    job.batches(), job.optimizer, micro_batch=plan.micro_batch,
+                                                    seed=seed, starts=starts),
         comm_items=lambda: net_communication_list(stages, training, plan, element_bytes=8),
         rank_elements=lambda: net_rank_elements(stages, plan, states),
         planned_memory=lambda schedule: planned_network_memory(stages, plan, states, schedule),

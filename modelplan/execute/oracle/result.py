@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import ModuleType
@@ -11,6 +12,17 @@ import numpy as np
 from modelplan.errors import ModelplanError
 
 Params = dict[str, np.ndarray]
+
+Starts = Sequence[Params | None] | None
+"""The weights each step starts from, by step (0-based): an anchored oracle computes step t's loss
+and gradients at `starts[t - 1]` and updates those weights with its own optimizer state (carried
+from its own earlier gradients); None, or a None entry: from its own previous update
+(free-running). `verify` anchors the oracle to the sharded run's reassembled weights."""
+
+
+def start_of(starts: Starts, step: int) -> Params | None:
+    """The weights step `step` (counted from 1) starts from, or None for the oracle's own."""
+    return starts[step - 1] if starts is not None and step - 1 < len(starts) else None
 
 
 class OracleKind(StrEnum):

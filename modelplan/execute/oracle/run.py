@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from modelplan.execute.optim import OptimizerConfig
-from modelplan.execute.oracle.result import OracleKind, OracleRun, require_torch
+from modelplan.execute.oracle.result import OracleKind, OracleRun, Starts, require_torch
 from modelplan.specs.family import family_of
 
 
@@ -21,10 +21,11 @@ def check_oracle(kind: OracleKind | str) -> OracleKind:
 
 
 def run_oracle(kind: OracleKind | str, spec, params: dict[str, np.ndarray], batches: Sequence[Any],
-               optimizer: OptimizerConfig, *, micro_batch: int = 1, seed: int = 0) -> OracleRun:
-    """One single-device optimizer step per batch from the initial weights `params`.
+               optimizer: OptimizerConfig, *, micro_batch: int = 1, seed: int = 0, starts: Starts = None) -> OracleRun:
+    """One single-device optimizer step per batch from the initial weights `params`, or anchored:
+    step t from `starts[t - 1]` (`result.Starts`).
 
     The model's family names its oracles (`specs/family.py`). Networks need `micro_batch`
     (BatchNorm statistics are per micro-batch) and `seed` (dropout masks); transformers ignore both."""
     kind = OracleKind(kind)
-    return family_of(spec).oracle(kind.value)(spec, params, batches, optimizer, micro_batch, seed)
+    return family_of(spec).oracle(kind.value)(spec, params, batches, optimizer, micro_batch, seed, starts)

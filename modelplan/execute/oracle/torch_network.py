@@ -23,8 +23,8 @@ from modelplan.count.network_tree import network_tree
 from modelplan.execute.net.params import NetBatch, to_executor, to_torch
 from modelplan.execute.net.saved import RunContext, dropout_keep
 from modelplan.execute.optim import OptimizerConfig
-from modelplan.execute.oracle.result import OracleRun, OracleUnavailable, require_torch
-from modelplan.execute.oracle.torch_train import train_torch
+from modelplan.execute.oracle.result import OracleRun, OracleUnavailable, Starts, require_torch
+from modelplan.execute.oracle.torch_train import load_weights, train_torch
 from modelplan.specs.network import NetworkSpec
 
 
@@ -115,25 +115,41 @@ class _Builder:
         return out
 
     def residual(self, node):
+        """The block; its shortcut's modules sit under their own paths ('downsample/0' of
+        torchvision's ResNet, 'shortcut/0' of an unnamed shortcut), as the executor names them."""
+        nn = self.nn
         main = self.modules(node.main)
-        shortcut = self.nn.Sequential(*[m for _, m in self.modules(node.shortcut)]) if node.shortcut else None
-        act = _activation(self.nn, node.act.layer.type) if node.act else None
+        shortcut = [m for _, m in self.modules(node.shortcut)]
+        act = _activation(nn, node.act.layer.type) if node.act else None
 
-        class Residual(self.nn.Module):
+        class Residual(nn.Module):
             def __init__(self):
                 super().__init__()
                 for n, m in main:
                     self.add_module(n, m)
-                self.shortcut = shortcut
+                for item, m in zip(node.shortcut, shortcut):
+                    attach(nn, self, item.path[len(node.path) + 1:], m)
 
             def forward(self, x):
-                y = x
+                y, s = x, x
                 for n, _ in main:
                     y = getattr(self, n)(y)
-                y = y + (self.shortcut(x) if self.shortcut is not None else x)
+                for m in shortcut:
+                    s = m(s)
+                y = y + s
                 return act(y) if act is not None else y
 
         return Residual()
+
+
+def attach(nn, parent, path: str, module) -> None:
+    """Register `module` under `parent` at the slash path `path`, creating the modules between."""
+    *between, name = path.split("/")
+    for part in between:
+        if not hasattr(parent, part):
+            parent.add_module(part, nn.Module())
+        parent = getattr(parent, part)
+    parent.add_module(name, module)
 
 
 def build_network(torch, nodes):
@@ -141,20 +157,17 @@ def build_network(torch, nodes):
     builder = _Builder(torch)
     root = torch.nn.Module()
     order = []
-    for (name, module), node in zip(builder.modules(nodes), nodes):
-        parent = root
-        for part in node.path.split("/")[:-1]:
-            if not hasattr(parent, part):
-                parent.add_module(part, torch.nn.Module())
-            parent = getattr(parent, part)
-        parent.add_module(name, module)
+    for (_, module), node in zip(builder.modules(nodes), nodes):
+        attach(torch.nn, root, node.path, module)
         order.append(module)
     return root, order, builder
 
 
 def torch_network_run(spec: NetworkSpec, params: dict[str, np.ndarray], batches: Sequence[NetBatch],
-                      optimizer: OptimizerConfig, micro_batch: int, seed: int = 0) -> OracleRun:
-    """One torch optimizer step per global batch, each the mean over its micro-batches."""
+                      optimizer: OptimizerConfig, micro_batch: int, seed: int = 0, starts: Starts = None
+                      ) -> OracleRun:
+    """One torch optimizer step per global batch, each the mean over its micro-batches (`starts`:
+    `result.Starts`)."""
     torch = require_torch()
     F = torch.nn.functional
     layers = network_layers(spec)
@@ -170,9 +183,7 @@ def torch_network_run(spec: NetworkSpec, params: dict[str, np.ndarray], batches:
     def layout(name: str) -> tuple[str, str]:
         return kinds[name.rsplit("/", 1)[0]], name.rsplit("/", 1)[1]
 
-    with torch.no_grad():
-        for name, value in named.items():
-            value.copy_(torch.from_numpy(np.ascontiguousarray(to_torch(*layout(name), params[name]))))
+    load_weights(torch, named, params, lambda n, a: to_torch(*layout(n), a))
 
     def loss_of(batch: NetBatch):
         total = batch.inputs.shape[0]
@@ -192,4 +203,5 @@ def torch_network_run(spec: NetworkSpec, params: dict[str, np.ndarray], batches:
             loss = loss + part_loss / chunks
         return loss
 
-    return train_torch(torch, named, loss_of, batches, optimizer, lambda n, a: to_executor(*layout(n), a))
+    return train_torch(torch, named, loss_of, batches, optimizer, lambda n, a: to_executor(*layout(n), a), starts,
+                       lambda n, a: to_torch(*layout(n), a))

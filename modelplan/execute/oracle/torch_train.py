@@ -5,7 +5,8 @@ The optimizer and schedule are the executor's `OptimizerConfig` mapped onto torc
 the decay, chained by SequentialLR), so the update rule is torch's, not the executor's. A
 parameter that took no part in the step's graph (an expert no token was routed to) gets a zero
 gradient, as the executor's flat buffers give it: torch would otherwise skip its update, and
-AdamW's weight decay still moves it.
+AdamW's weight decay still moves it. Anchored (`result.Starts`), a step's weights are copied
+into the same leaf tensors before its forward, so torch.optim keeps its state across steps.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from modelplan.execute.optim import OptimizerConfig
-from modelplan.execute.oracle.result import OracleKind, OracleRun, OracleStep
+from modelplan.execute.oracle.result import OracleKind, OracleRun, OracleStep, Starts, start_of
 
 
 def torch_optimizer(torch, params: list, cfg: OptimizerConfig):
@@ -46,15 +47,31 @@ def torch_scheduler(torch, optimizer, cfg: OptimizerConfig):
     return parts[0] if len(parts) == 1 else sched.SequentialLR(optimizer, parts, milestones=milestones)
 
 
+Layout = Callable[[str, np.ndarray], np.ndarray]
+"""(parameter name, array) -> the same array in the other layout (executor <-> torch)."""
+
+
+def load_weights(torch, named: dict[str, Any], values: dict[str, np.ndarray], to_torch: Layout) -> None:
+    """Copy executor-layout `values` into the leaf tensors `named` (torch layout), in place."""
+    with torch.no_grad():
+        for name, tensor in named.items():
+            tensor.copy_(torch.from_numpy(np.ascontiguousarray(to_torch(name, values[name]))))
+
+
 def train_torch(torch, named: dict[str, Any], loss_of: Callable[[Any], Any], batches: Sequence[Any],
-                cfg: OptimizerConfig, to_executor: Callable[[str, np.ndarray], np.ndarray]) -> OracleRun:
+                cfg: OptimizerConfig, to_executor: Layout, starts: Starts = None,
+                to_torch: Layout = lambda _name, a: a) -> OracleRun:
     """Run one optimizer step per batch on the leaf tensors `named` (torch layout);
-    `loss_of(batch)` builds the step's mean loss, `to_executor(name, array)` maps back."""
+    `loss_of(batch)` builds the step's mean loss, `to_executor(name, array)` maps back and
+    `to_torch` forth (for the weights `starts` gives a step)."""
     params = list(named.values())
     optimizer = torch_optimizer(torch, params, cfg)
     scheduler = torch_scheduler(torch, optimizer, cfg)
     steps = []
-    for batch in batches:
+    for t, batch in enumerate(batches, start=1):
+        anchor = start_of(starts, t)
+        if anchor is not None:
+            load_weights(torch, named, anchor, to_torch)
         optimizer.zero_grad(set_to_none=True)
         loss = loss_of(batch)
         loss.backward()

@@ -25,7 +25,7 @@ import numpy as np
 
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.oracle import torch_blocks, torch_mamba
-from modelplan.execute.oracle.result import OracleRun, OracleUnavailable, require_torch
+from modelplan.execute.oracle.result import OracleRun, OracleUnavailable, Starts, require_torch
 from modelplan.execute.oracle.torch_train import train_torch
 from modelplan.execute.params import Batch
 from modelplan.execute.shapes import score_correction_bias
@@ -204,8 +204,10 @@ class _Model:
 
 
 def torch_transformer_run(spec: TransformerSpec, params: dict[str, np.ndarray], batches: Sequence[Batch],
-                          optimizer: OptimizerConfig, micro_batch: int = 1, seed: int = 0) -> OracleRun:
-    """One torch optimizer step per batch from the executor's initial weights `params`."""
+                          optimizer: OptimizerConfig, micro_batch: int = 1, seed: int = 0, starts: Starts = None
+                          ) -> OracleRun:
+    """One torch optimizer step per batch from the executor's initial weights `params` (`starts`:
+    `result.Starts`)."""
     torch = require_torch()
     missing = unsupported(spec)
     if missing:
@@ -213,4 +215,4 @@ def torch_transformer_run(spec: TransformerSpec, params: dict[str, np.ndarray], 
                                 "parameters for it (verify with --oracle numpy proves the sharding only)")
     named = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in params.items()}
     model = _Model(torch, spec, named)
-    return train_torch(torch, named, model.loss, batches, optimizer, lambda _name, a: a)
+    return train_torch(torch, named, model.loss, batches, optimizer, lambda _name, a: a, starts)
