@@ -69,9 +69,13 @@ def test_killed_rank_ends_the_job():
     proc = launch(4, "kill", timeout_s=30)  # subprocess.TimeoutExpired would fail the test
     assert proc.returncode != 0
     assert "rank 1" in proc.stderr and "signal 9" in proc.stderr, proc.stderr
-    assert [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")] == [
+    assert "Traceback" not in proc.stderr, proc.stderr
+    # Rank 0's line is best effort: once in ~12 repeats under load (mpi_repeat at 1a843e4, CI
+    # running beside it) mpiexec ended the job without forwarding it; the launcher path, which
+    # names the dead rank itself, is checked strictly in test_mpi_endings.
+    assert [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")] in ([], [
         "error: rank 0 stopped by SIGTERM: the MPI job is ending (a rank died, or mpiexec was "
-        "interrupted or timed out)"], proc.stderr
+        "interrupted or timed out)"]), proc.stderr
 
 
 def test_deadlock_is_ended_by_the_watchdog():

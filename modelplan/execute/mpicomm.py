@@ -210,11 +210,12 @@ class _Watchdog:
                _ABORT_TIMEOUT)
 
     def _stop(self, sig: int) -> None:
-        unlink_own_segments()
+        # the line first: mpiexec's teardown may SIGKILL this rank soon after its SIGTERM
         if self._comm.rank == 0 and LAUNCHER_VAR not in os.environ:
             sys.stderr.write(f"error: rank 0 stopped by {signal.Signals(sig).name}: the MPI job "
                              "is ending (a rank died, or mpiexec was interrupted or timed out)\n")
             sys.stderr.flush()
+        unlink_own_segments()
         os._exit(128 + sig)
 
     def cancel(self) -> None:
