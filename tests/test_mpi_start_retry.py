@@ -63,6 +63,13 @@ def test_retry_start_does_not_retry_a_stopped_job():
     assert retry_start(fake, lambda r: r)[0] == 130 and fake.calls == 1
 
 
+def test_retry_start_retries_mpiexecs_own_exit_code():
+    """Exit code 213 is what Open MPI 5's mpiexec returned with the PMIx listener message
+    (mpi_repeat at 1a843e4, kept output): above 128 but no signal, so it is launched again."""
+    fake = FakeLaunch(1, 213, PMIX)
+    assert retry_start(fake, lambda r: r) == (0, "ran") and fake.calls == 2
+
+
 def _fake_command(tmp_path, failures: int, message: str) -> tuple[list[str], Path]:
     count = tmp_path / "count"
     return [sys.executable, "-c", FAKE, str(count), str(failures), message], count

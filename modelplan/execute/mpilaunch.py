@@ -231,6 +231,9 @@ START_FAILURES = ("PMIx server's listener thread failed to start",)
 """mpiexec's own messages when it could not start its runtime (no rank ran): seen about once in
 100 MPI jobs on a loaded 2-core machine (Open MPI 5's PMIx listener); the launch is tried again."""
 START_TRIES = 3
+STOP_CODES = frozenset(128 + int(sig) for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGKILL, signal.SIGTERM))
+"""Exit codes of a job that was stopped (shell convention 128 + signal): never launched again.
+Any other code above 128 is not a stop: mpiexec whose PMIx listener failed to start exits 213."""
 
 
 def failed_to_start(stderr: str) -> bool:
@@ -245,12 +248,12 @@ def retry_start(launch: Callable[[], Launch], outcome: Callable[[Launch], tuple[
                 tries: int = START_TRIES) -> Launch:
     """`launch()` (one mpiexec job) and its result, launched again, `tries` launches at most,
     while mpiexec could not start its runtime and no rank ran. `outcome(result)` gives the job's
-    exit code and its stderr (or its tail); a success, a stop (exit code > 128: 128 + signal) or
+    exit code and its stderr (or its tail); a success, a stop (`STOP_CODES`, or a negative code) or
     any other failure is returned as it is."""
     for _ in range(tries - 1):
         result = launch()
         returncode, stderr = outcome(result)
-        if returncode == 0 or returncode > 128 or not failed_to_start(stderr):
+        if returncode == 0 or returncode < 0 or returncode in STOP_CODES or not failed_to_start(stderr):
             return result
     return launch()
 
