@@ -204,13 +204,17 @@ class NetEvaluator:
                          "AllGather); every other layer, recurrent ones included, is replicated")
         return notes
 
+    def rank_shards(self, plan: Plan, r: int):
+        """Every unit's tp shard on pipeline rank r (`net_shard.net_unit_shards` of its stages)."""
+        layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
+        stages = self.stages(plan.tp, layout.num_stages)
+        return net_unit_shards([stages[v] for v in layout.rank_stages[r]], plan)
+
     def _local_params(self, plan: Plan, r: int) -> tuple[int, int]:
         """(parameters on pipeline rank r after the tp split, its largest unit)."""
         key = ("local", plan.tp, plan.pp, plan.vpp, plan.schedule, r)
         if key not in self._cache:
-            layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
-            stages = self.stages(plan.tp, layout.num_stages)
-            shards = net_unit_shards([stages[v] for v in layout.rank_stages[r]], plan)
+            shards = self.rank_shards(plan, r)
             self._cache[key] = (sum(s.numel for s in shards.values()), max((s.numel for s in shards.values()), default=0))
         return self._cache[key]  # type: ignore[return-value]
 

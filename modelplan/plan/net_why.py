@@ -39,7 +39,7 @@ def explain_choice(ev, best: PlanEstimate, best_of: dict[str, PlanEstimate]) -> 
     plan = best.plan
     if plan.dp > 1:
         rank = ev.rank_cost(plan, 0, best.num_microbatches)
-        local = sum(s.numel for s in _shards(ev, plan).values())
+        local = sum(s.numel for s in ev.rank_shards(plan, 0).values())
         grads = local * ev.grad_bytes
         where = "" if plan.pp == 1 and plan.tp == 1 else " on the first pipeline rank"
         exposed = best.step.dp_comm_s
@@ -69,12 +69,3 @@ def explain_choice(ev, best: PlanEstimate, best_of: dict[str, PlanEstimate]) -> 
     if dp_plan is not None and dp_plan.plan != plan:
         lines.append(f"pure data parallel would be: {_vs(dp_plan, best)}")
     return lines
-
-
-def _shards(ev, plan):
-    from modelplan.plan.net_shard import net_unit_shards
-    from modelplan.plan.pipeline import schedule_layout
-
-    layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
-    stages = ev.stages(plan.tp, layout.num_stages)
-    return net_unit_shards([stages[v] for v in layout.rank_stages[0]], plan)
