@@ -383,7 +383,7 @@ class Evaluator:
         """One call of each context-parallel transfer of one block on the cp group's links."""
         kv, q = self.cp_block_bytes(tp, micro_batch, cp)
         shape = self.shapes(tp, 1, 1, cp=cp)[Axis.CP]
-        dkv = kv * cp_mod.FP32_BYTES // self.dtype_bytes if self.software.cp_fp32_merge else kv
+        dkv = cp_mod.dkv_bytes(kv, self.dtype_bytes, self.software.cp_fp32_merge)
         price = self.pricer.time_s
         return cp_mod.CpSeconds(
             kv_send_s=self.pricer.p2p_time_s(kv, shape.crosses_nodes),

@@ -59,6 +59,11 @@ def q_bytes(tokens: int, heads_local: int, dim_head: int, act_bytes: int) -> int
     return tokens * heads_local * dim_head * act_bytes
 
 
+def dkv_bytes(kv: int, act_bytes: int, torch_cp: bool) -> int:
+    """One dK, dV block: the K, V block's size, in fp32 under PyTorch's CP (its accumulators)."""
+    return kv * FP32_BYTES // act_bytes if torch_cp else kv
+
+
 def cp_problem(cp_comm_type: str, cp: int, heads_local: int, kv_heads_local: int, torch_cp: bool) -> str | None:
     """Why the engine would refuse this type at this cp (None: it runs)."""
     if cp == 1:
@@ -80,7 +85,7 @@ def cp_calls(calls: RankCalls, cp: int, cp_comm_type: str, torch_cp: bool, kv: i
     buffer, AllToAll the per-rank buffer, nccl-tests' convention)."""
     if cp == 1:
         return
-    dkv = kv * FP32_BYTES // act_bytes if torch_cp else kv
+    dkv = dkv_bytes(kv, act_bytes, torch_cp)
     if cp_comm_type == "a2a":
         calls.add(Collective.ALL_TO_ALL, Axis.CP, cp, q + kv, fwd_runs * blocks, Region.CP_QKV)
         calls.add(Collective.ALL_TO_ALL, Axis.CP, cp, q, fwd_runs * blocks, Region.CP_OUT)
@@ -189,7 +194,7 @@ def working_bytes(cp: int, cp_comm_type: str, torch_cp: bool, kv: int, q: int, a
     output beside their inputs (a2a)."""
     if cp == 1:
         return 0
-    dkv = kv * FP32_BYTES // act_bytes if torch_cp else kv
+    dkv = dkv_bytes(kv, act_bytes, torch_cp)
     if cp_comm_type == "a2a":
         return q + kv + q
     if cp_comm_type == "all_gather":
