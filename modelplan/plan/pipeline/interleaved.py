@@ -5,6 +5,7 @@ then one forward and one backward at a time, then the cooldown backwards."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from functools import lru_cache
 
 from modelplan.plan.pipeline.actions import Action, ActionKind, StageLayout, strided_layout
@@ -37,11 +38,15 @@ def _orders(pp: int, num_microbatches: int, vpp: int) -> tuple[tuple[Action, ...
             tuple(Action(B, *_interleaved_step(k, pp, vpp, backward=True)) for k in range(total)))
 
 
+def _warmup(pp: int, num_microbatches: int, vpp: int, pp_rank: int) -> int:
+    """Megatron's warmup chunk forwards, (pp - rank - 1) * 2 + (vpp - 1) * pp, capped at all forwards."""
+    return min((pp - pp_rank - 1) * 2 + (vpp - 1) * pp, num_microbatches * vpp)
+
+
 def rank_actions(pp: int, num_microbatches: int, vpp: int, pp_rank: int) -> list[Action]:
     fwd, bwd = _orders(pp, num_microbatches, vpp)
     total = len(fwd)
-    # warmup: Megatron's (pp - rank - 1) * 2 + (vpp - 1) * pp, capped at all forwards
-    num_warmup_microbatches = min((pp - pp_rank - 1) * 2 + (vpp - 1) * pp, total)
+    num_warmup_microbatches = _warmup(pp, num_microbatches, vpp, pp_rank)
     steps = list(fwd[:num_warmup_microbatches])
     # steady state: one forward, one backward
     num_remaining = total - num_warmup_microbatches
@@ -66,6 +71,20 @@ def problem(pp: int, num_microbatches: int, vpp: int) -> Problem | None:
 def steady(pp: int, vpp: int) -> Steady:
     """Idle (p-1)(t_f + t_b) from m = pp on; the warmup stops being capped by m * vpp at m = 2 pp."""
     return Steady(timing_from=pp, memory_from=2 * pp, period=pp)
+
+
+def bubble(pp: int, num_microbatches: int, vpp: int) -> Fraction:
+    """`profile.simulate`'s idle time of the busiest rank in micro-batch times, in closed form:
+    (p - 1) / v for every valid m (Narayanan et al. 2021, sec. 2.2.2: a bubble of
+    (p-1)(t_f + t_b) / v next to m (t_f + t_b) of work). tests/test_schedule_closed_form.py checks
+    it against the simulation of these lists."""
+    return Fraction(pp - 1, vpp)
+
+
+def held_peak(pp: int, num_microbatches: int, vpp: int, pp_rank: int) -> int:
+    """`profile.held_peak(rank_actions(...))` in closed form: the warmup chunk forwards and the
+    first steady one, capped at all m * vpp (no W: every B frees one). Checked as `bubble` is."""
+    return min(_warmup(pp, num_microbatches, vpp, pp_rank) + 1, num_microbatches * vpp)
 
 
 def bubble_formula(pp: int, num_microbatches: int, vpp: int) -> str:

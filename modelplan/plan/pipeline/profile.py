@@ -15,7 +15,11 @@ The search prices hundreds of (pp, m) pipelines with up to thousands of micro-ba
 profile simulates the fewest micro-batches of the schedule's steady regime (`Steady`): from there
 each `period` more micro-batches add the same busy time to every rank and no idle time, and
 change each rank's peak by a fixed amount, so the numbers for m follow exactly (tests compare the
-two against the full simulation of every schedule).
+two against the full simulation of every schedule). A schedule module may also state the two
+numbers in closed form (`bubble`, `held_peak`: 1F1B's and Megatron's interleaved, the default
+search's schedules), which the planner then reads without building its lists; a test checks each
+closed form against the simulation of the module's own lists over a grid of (pp, vpp, m), so
+the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from modelplan.plan.pipeline import pipeline_schedule, schedule_module
+from modelplan.plan.pipeline import pipeline_schedule, schedule_layout, schedule_module
 from modelplan.plan.pipeline.actions import Action, ActionKind, PipelineSchedule
 from modelplan.specs.plan import Schedule
 
@@ -150,7 +154,12 @@ def _idle(kind: Schedule, pp: int, m: int, vpp: int) -> tuple[int | float, int |
 def bubble_microbatches(kind: Schedule, pp: int, num_microbatches: int, vpp: int = 1) -> Fraction:
     """Idle time of the busiest rank in units of its time per micro-batch: the pipeline takes
     (m + this) micro-batch times ((p-1)/v for Megatron's schedules, Narayanan et al. 2021)."""
-    m, steady = num_microbatches, schedule_module(kind).steady(pp, vpp)
+    module, m = schedule_module(kind), num_microbatches
+    exact = getattr(module, "bubble", None)
+    if exact is not None:
+        _check(module, pp, m, vpp)
+        return exact(pp, m, vpp)
+    steady = module.steady(pp, vpp)
     if m > steady.timing_from:
         m = _reduced(m, steady.timing_from, steady.period)
     idle, busy = _idle(Schedule(kind), pp, m, vpp)
@@ -162,30 +171,48 @@ def inflight_microbatches(kind: Schedule, pp: int, pp_rank: int, num_microbatche
     """Peak held activations of rank `pp_rank` in units of one micro-batch through all its chunks
     (1F1B: min(pp - r, m); GPipe: m; Megatron's interleaved: its warmup + 1 chunks / vpp)."""
     module, m = schedule_module(kind), num_microbatches
-    chunks = module.layout(pp, vpp).chunks(pp_rank)
+    chunks = schedule_layout(kind, pp, vpp).chunks(pp_rank)
+    exact = getattr(module, "held_peak", None)
+    if exact is not None:
+        _check(module, pp, m, vpp)
+        return Fraction(exact(pp, m, vpp, pp_rank), chunks)
     steady = module.steady(pp, vpp)
 
     def peak(n: int) -> int:  # one rank's list is enough (pipeline_schedule checks the rule for m)
         return held_peak(module.rank_actions(pp, n, vpp, pp_rank))
 
     if m <= steady.memory_from + 2 * steady.period:
-        problem = module.problem(pp, m, vpp)
-        if problem is not None:
-            raise ValueError(problem.message)
+        _check(module, pp, m, vpp)
         return Fraction(peak(m), chunks)
     m1 = _reduced(m, steady.memory_from, steady.period)
     p1, p2 = peak(m1), peak(m1 + steady.period)
     return Fraction(p1 + (p2 - p1) * ((m - m1) // steady.period), chunks)
 
 
+def _check(module, pp: int, m: int, vpp: int) -> None:
+    """ValueError with the schedule's rule when it cannot run this pipeline (as `pipeline_schedule`)."""
+    problem = module.problem(pp, m, vpp)
+    if problem is not None:
+        raise ValueError(problem.message)
+
+
 @lru_cache(maxsize=1024)
 def chunk_shares(kind: Schedule, pp: int, vpp: int = 1) -> tuple[tuple[Fraction, ...], ...]:
     """Per pipeline rank and chunk, the fraction of a step's micro-batches that run through it
-    (1 for Megatron's schedules; DualPipe's two chunks each see one direction, half of them)."""
-    m = schedule_module(kind).steady(pp, vpp).timing_from
-    schedule = pipeline_schedule(kind, pp, m, vpp)
-    return tuple(tuple(Fraction(schedule.microbatches(r, c), m) for c in range(schedule.layout.chunks(r)))
-                 for r in range(pp))
+    (1 for Megatron's schedules; DualPipe's two chunks each see one direction, half of them): the
+    routes of the layout weighted by the micro-batches `route_of` sends along each (tests check it
+    against the forwards each chunk's list runs)."""
+    module, m = schedule_module(kind), schedule_module(kind).steady(pp, vpp).timing_from
+    layout = schedule_layout(kind, pp, vpp)
+    route_of = getattr(module, "route_of", None)
+    per_route = [0] * len(layout.routes)
+    for route in (route_of(pp, m) if route_of is not None else [0] * m):
+        per_route[route] += 1
+    runs = {}
+    for route, n in zip(layout.routes, per_route):
+        for where in route:
+            runs[where] = runs.get(where, 0) + n
+    return tuple(tuple(Fraction(runs.get((r, c), 0), m) for c in range(layout.chunks(r))) for r in range(pp))
 
 
 @lru_cache(maxsize=1024)
