@@ -11,14 +11,16 @@ The old commit is extracted with `git archive` into a temporary folder (no workt
 written to the repository) and each tree runs in its own long-lived Python worker with
 PYTHONPATH set to it; the workers take turns, one search each, --runs times, so load on a shared
 machine falls on both alike. Each search builds a fresh Evaluator; the first (cold) run of each
-is shown apart (it fills module-level caches such as the schedule simulations). Figures: CPU
+is shown apart (it fills module-level caches such as the schedule simulations). The cold figure
+a user feels (`modelplan plan` is one search per process) is measured apart, --cold-runs times
+per tree and case, each search the first of a fresh worker (imports not timed). Figures: CPU
 seconds (time.process_time) median and min of the warm runs, candidates, candidates/s and CPU
 microseconds per candidate per case, and the evaluator's rate on every valid classic plan of the
 1T case (each priced in full from a fresh Evaluator, as bench_planner.py's "evaluations" line).
 Ratios are new / old (< 1: this tree is faster): of the medians, and the median of the ratios
 of the runs paired in time (the steadier figure on a loaded machine).
 
-    python benchmarks/bench_search_regression.py [--commit 39201f1] [--runs 7] [--cases 1T,530B]
+    python benchmarks/bench_search_regression.py [--commit 39201f1] [--runs 7] [--cold-runs 3] [--cases 1T,530B]
 """
 
 from __future__ import annotations
@@ -143,6 +145,8 @@ def main() -> int:
     parser.add_argument("--commit", default=PRE_REDESIGN, help=f"the older commit (default {PRE_REDESIGN}, "
                         "the last before the redesign)")
     parser.add_argument("--runs", type=int, default=7, help="warm searches per tree and case (after one cold one)")
+    parser.add_argument("--cold-runs", type=int, default=3, help="searches per tree and case, each the first of "
+                        "a fresh process")
     parser.add_argument("--rate-runs", type=int, default=3, help="evaluator-rate passes per tree (1T case)")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma list of {', '.join(CASES)}")
     args = parser.parse_args()
@@ -156,8 +160,10 @@ def main() -> int:
         if old_tree is None:
             return 2
         names = {"old": f"old ({args.commit})", "new": "this tree"}
-        workers = {"old": Worker(old_tree), "new": Worker(ROOT)}
+        trees = {"old": old_tree, "new": ROOT}
+        workers = {key: Worker(tree) for key, tree in trees.items()}
         runs = {(key, c): [] for key in workers for c in cases}
+        colds = {(key, c): [] for key in workers for c in cases}
         rates: dict[str, list[float]] = {"old": [], "new": []}
         try:
             # rounds over every case, the trees taking turns (alternating who goes first)
@@ -172,9 +178,18 @@ def main() -> int:
         finally:
             for w in workers.values():
                 w.close()
+        for i in range(args.cold_runs):  # each search the first of a fresh process
+            for c in cases:
+                for key in (("old", "new") if i % 2 == 0 else ("new", "old")):
+                    fresh = Worker(trees[key])
+                    try:
+                        colds[key, c].append(fresh.ask(f"search {CASES[c][0]}")["cpu"])
+                    finally:
+                        fresh.close()
     print(f"classic space; {args.runs} warm searches per tree and case, the trees alternating; CPU seconds")
     totals = {"old": 0.0, "new": 0.0}
-    verdicts = []
+    cold_totals = {"old": 0.0, "new": 0.0}
+    verdicts, cold_verdicts = [], []
     for c in cases:
         print(f"{CASES[c][1]}:")
         figures = {}
@@ -193,11 +208,22 @@ def main() -> int:
         verdicts.append(t1 <= t0)
         print(f"  ratio new/old: total CPU {t1 / t0:.2f} (median of the {args.runs} paired runs' ratios "
               f"{paired:.2f}), per candidate {c1 / c0:.2f}")
+        if args.cold_runs:
+            k0, k1 = (statistics.median(colds[key, c]) for key in ("old", "new"))
+            cold_totals["old"] += k0
+            cold_totals["new"] += k1
+            cold_verdicts.append(k1 <= k0)
+            print(f"  cold (first search of a fresh process, median of {args.cold_runs}): old {k0:.3f} s, "
+                  f"new {k1:.3f} s, ratio {k1 / k0:.2f}")
     r0, r1 = statistics.median(rates["old"]), statistics.median(rates["new"])
     print(f"evaluator rate (1T, every valid classic plan priced in full): old {r0:,.0f} plans/s, "
           f"new {r1:,.0f} plans/s, ratio {r1 / r0:.2f}")
     print(f"all cases: CPU medians summed old {totals['old']:.3f} s, new {totals['new']:.3f} s, ratio "
           f"{totals['new'] / totals['old']:.2f} (search no slower in every case: {'yes' if all(verdicts) else 'NO'})")
+    if args.cold_runs:
+        print(f"all cases cold: CPU medians summed old {cold_totals['old']:.3f} s, new {cold_totals['new']:.3f} s, "
+              f"ratio {cold_totals['new'] / cold_totals['old']:.2f} (cold search no slower in every case: "
+              f"{'yes' if all(cold_verdicts) else 'NO'})")
     return 0
 
 

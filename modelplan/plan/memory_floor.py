@@ -68,6 +68,7 @@ class MemoryFloor:
         self._ranks: dict[tuple, FirstRank] = {}
         self._uniform: dict[tuple, bool] = {}
         self._groups: dict[tuple, int] = {}
+        self._pipes: dict[tuple, tuple | bool] = {}
         self.global_batch = ev.training.global_batch
         cost = ev.cost
         self.nccl_bytes, self.fragmentation = cost.nccl_buffer_bytes_per_group, cost.fragmentation_fraction
@@ -135,23 +136,37 @@ class MemoryFloor:
         or RELIEF_REACH of it where relief splits may be tried), else None (also where there is
         no floor); `offload_activations`: the space may offload them."""
         tp, pp, dp, vpp, mb, schedule, sp, recompute, ep, cp = cls
-        rank = self._ranks.get((schedule, pp, vpp)) or self.first_rank(schedule, pp, vpp)
-        if rank.runs_last_stage:
+        pipe = self._pipes.get((schedule, pp, vpp, mb * dp, offload_activations))
+        if pipe is None:
+            pipe = self._pipe(schedule, pp, vpp, mb * dp, offload_activations)
+        if pipe is False:
             return None
-        b = rank.blocks
-        layers = b.dense + b.moe
-        held = self.ev.inflight(schedule, pp, self.global_batch // (mb * dp), vpp)[0]
-        if offload_activations:
-            layers, held = min(layers, 2), min(held, 1.0)
+        layers, held, embedding, relief = pipe
         t = self._bytes.get((tp, sp, mb, recompute, cp)) or self.block_bytes(tp, sp, mb, recompute, cp)
         groups = self._groups.get((tp, pp, dp, ep, cp))
         if groups is None:
             groups = self._groups[tp, pp, dp, ep, cp] = self.ev.held.groups(tp, pp, dp, ep, cp)
         # `stage_memory`'s total for rank 0 (first stage, not last, no buckets), term by term
         activations = held * layers * t.activation_bytes + t.working_bytes
-        if b.embedding > 0:
+        if embedding:
             activations += held * t.embedding_activation_bytes
         comm = groups * self.nccl_bytes + (2 * t.boundary_bytes if pp > 1 else 0)
         need = (states + activations + comm + (activations + comm) * self.fragmentation + self.reserved) * (1 - 1e-12)
-        limit = budget * (self.relief_reach if rank.relief else 1.0)
+        limit = budget * (self.relief_reach if relief else 1.0)
         return (need, limit) if need > limit else None
+
+    def _pipe(self, schedule: str, pp: int, vpp: int, sequences: int, offload_activations: bool
+              ) -> tuple[int, float, bool, bool] | bool:
+        """(blocks, in-flight micro-batches, holds the embedding, relief splits) of rank 0 for
+        `exceeds`, with `sequences` (micro_batch x dp) per micro-batch; False: no floor. Cached."""
+        rank = self.first_rank(schedule, pp, vpp)
+        hit: tuple[int, float, bool, bool] | bool = False
+        if not rank.runs_last_stage:
+            b = rank.blocks
+            layers = b.dense + b.moe
+            held = self.ev.inflight(schedule, pp, self.global_batch // sequences, vpp)[0]
+            if offload_activations:
+                layers, held = min(layers, 2), min(held, 1.0)
+            hit = (layers, held, b.embedding > 0, rank.relief)
+        self._pipes[schedule, pp, vpp, sequences, offload_activations] = hit
+        return hit

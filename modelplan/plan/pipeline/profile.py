@@ -167,7 +167,8 @@ def bubble_microbatches(kind: Schedule, pp: int, num_microbatches: int, vpp: int
 
 
 @lru_cache(maxsize=4096)
-def inflight_microbatches(kind: Schedule, pp: int, pp_rank: int, num_microbatches: int, vpp: int = 1) -> Fraction:
+def inflight_microbatches(kind: Schedule, pp: int, pp_rank: int, num_microbatches: int, vpp: int = 1
+                          ) -> int | Fraction:
     """Peak held activations of rank `pp_rank` in units of one micro-batch through all its chunks
     (1F1B: min(pp - r, m); GPipe: m; Megatron's interleaved: its warmup + 1 chunks / vpp)."""
     module, m = schedule_module(kind), num_microbatches
@@ -175,7 +176,7 @@ def inflight_microbatches(kind: Schedule, pp: int, pp_rank: int, num_microbatche
     exact = getattr(module, "held_peak", None)
     if exact is not None:
         _check(module, pp, m, vpp)
-        return Fraction(exact(pp, m, vpp, pp_rank), chunks)
+        return _ratio(exact(pp, m, vpp, pp_rank), chunks)
     steady = module.steady(pp, vpp)
 
     def peak(n: int) -> int:  # one rank's list is enough (pipeline_schedule checks the rule for m)
@@ -197,7 +198,7 @@ def _check(module, pp: int, m: int, vpp: int) -> None:
 
 
 @lru_cache(maxsize=1024)
-def chunk_shares(kind: Schedule, pp: int, vpp: int = 1) -> tuple[tuple[Fraction, ...], ...]:
+def chunk_shares(kind: Schedule, pp: int, vpp: int = 1) -> tuple[tuple[int | Fraction, ...], ...]:
     """Per pipeline rank and chunk, the fraction of a step's micro-batches that run through it
     (1 for Megatron's schedules; DualPipe's two chunks each see one direction, half of them): the
     routes of the layout weighted by the micro-batches `route_of` sends along each (tests check it
@@ -212,7 +213,12 @@ def chunk_shares(kind: Schedule, pp: int, vpp: int = 1) -> tuple[tuple[Fraction,
     for route, n in zip(layout.routes, per_route):
         for where in route:
             runs[where] = runs.get(where, 0) + n
-    return tuple(tuple(Fraction(runs.get((r, c), 0), m) for c in range(layout.chunks(r))) for r in range(pp))
+    return tuple(tuple(_ratio(runs.get((r, c), 0), m) for c in range(layout.chunks(r))) for r in range(pp))
+
+
+def _ratio(n: int, d: int) -> int | Fraction:
+    """n / d exactly: an int when d divides n (the planner's common case, cheaper to build and add)."""
+    return n // d if n % d == 0 else Fraction(n, d)
 
 
 @lru_cache(maxsize=1024)
