@@ -215,9 +215,10 @@ def main() -> int:
             cold_verdicts.append(k1 <= k0)
             print(f"  cold (first search of a fresh process, median of {args.cold_runs}): old {k0:.3f} s, "
                   f"new {k1:.3f} s, ratio {k1 / k0:.2f}")
-    r0, r1 = statistics.median(rates["old"]), statistics.median(rates["new"])
-    print(f"evaluator rate (1T, every valid classic plan priced in full): old {r0:,.0f} plans/s, "
-          f"new {r1:,.0f} plans/s, ratio {r1 / r0:.2f}")
+    if args.rate_runs:
+        r0, r1 = statistics.median(rates["old"]), statistics.median(rates["new"])
+        print(f"evaluator rate (1T, every valid classic plan priced in full): old {r0:,.0f} plans/s, "
+              f"new {r1:,.0f} plans/s, ratio {r1 / r0:.2f}")
     print(f"all cases: CPU medians summed old {totals['old']:.3f} s, new {totals['new']:.3f} s, ratio "
           f"{totals['new'] / totals['old']:.2f} (search no slower in every case: {'yes' if all(verdicts) else 'NO'})")
     if args.cold_runs:

@@ -123,7 +123,7 @@ class MemoryFloor:
         ev = self.ev
         least = float("inf")
         for zero, variant in variants:
-            states = ev.held.states(tp, pp, dp, zero, ep, cp, schedule, vpp, "default", variant.fsdp_shard_size)[0]
+            states = ev.held.first_states(tp, pp, dp, zero, ep, cp, schedule, vpp, "default", variant.fsdp_shard_size)
             if shed:
                 states = ev.mech.offloaded_states(states, dp, zero)
             least = min(least, sum(states))

@@ -92,14 +92,23 @@ class RankStates:
         def count():
             numel, experts, dense, expert = self._memo(("unit_numels", tp, ep, etp),
                                                        lambda: self._unit_numels(tp, ep, etp))
-            per_rank = []
-            for names in self.rank_units(schedule, pp, vpp, split):
-                total = sum(map(numel.get, names, repeat(0)))
-                routed = sum(numel.get(u, 0) for u in names if u in experts) if experts else 0
-                per_rank.append((total - routed, routed))
-            return per_rank, dense, expert
+            return [_params_of(names, numel, experts) for names in self.rank_units(schedule, pp, vpp, split)], dense, expert
 
         return self._memo(("rank_params", tp, pp, ep, schedule, vpp, etp, split), count)
+
+    def rank_param(self, tp: int, pp: int, ep: int, schedule: str, vpp: int, etp: int | None, split,
+                   pp_rank: int) -> tuple[int, int]:
+        """`rank_params` of one pipeline rank, counted alone when the others are not (cached: the
+        search's memory floor reads only the first rank of most layouts)."""
+        full = self._cache.get(("rank_params", tp, pp, ep, schedule, vpp, etp, split))
+        if full is not None:
+            return full[0][pp_rank]
+
+        def count():
+            numel, experts = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))[:2]
+            return _params_of(self.rank_units(schedule, pp, vpp, split)[pp_rank], numel, experts)
+
+        return self._memo(("rank_param", tp, pp, ep, schedule, vpp, etp, split, pp_rank), count)
 
     def _unit_numels(self, tp: int, ep: int, etp: int | None = None) -> tuple[dict[str, int], set[str], int, int]:
         """(numel per unit, the routed-expert units, largest block's dense and expert numel); the
@@ -135,8 +144,8 @@ class RankStates:
         the same experts (`parallel/dp_zero.py`; with `etp` the tp x dp x cp / (ep x etp) ranks of
         Megatron-core's expert-data-parallel group); ZeRO-3 as the engine runs it (`plan/fsdp.py`,
         `reshard`: the plan's reshard_after_forward); Transformer Engine's cached fp8 weights."""
-        per_rank, layer, expert_layer = self.rank_params(tp, pp, ep, schedule, vpp, etp, split)
-        dense, experts = per_rank[pp_rank]
+        layer, expert_layer = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))[2:]
+        dense, experts = self.rank_param(tp, pp, ep, schedule, vpp, etp, split, pp_rank)
         if self.finetune is not None:  # frozen base, adapter states (`plan/finetune.py`)
             blocks = self.rank_blocks(schedule, pp, vpp, split)[pp_rank]
             return self.finetune.states(dense, blocks, tp, shard or dp * cp, zero)
@@ -144,7 +153,8 @@ class RankStates:
         sw = self.software
         group = dp * cp
         reduce_bytes = 4 if sw.reduce_in_fp32 else self.dtype_bytes
-        zero3 = (zero3_mode(reshard, sw, pp), shard or group, sw.sharded_low_precision_copy, reduce_bytes)
+        zero3 = (zero3_mode(reshard, sw, pp), shard or group, sw.sharded_low_precision_copy, reduce_bytes) \
+            if zero >= 3 else None  # read by ZeRO-3 alone
         a = dp_zero.state_bytes(dense, layer, group, zero, *sizes, zero3=zero3)
         expert_group = tp * group // (ep * etp) if etp else group // ep
         b = dp_zero.state_bytes(experts, expert_layer, expert_group, zero, *sizes, zero3=zero3)
@@ -169,11 +179,26 @@ class RankStates:
         """Model-state bytes (weights, gradients, optimizer) of the first and the last pipeline rank
         (with the default 1F1B layout, the least any schedule holds: the search's lower bound)."""
         return self._memo(("states", tp, pp, dp, zero, ep, cp, schedule, vpp, reshard, shard, etp, split), lambda: (
-            self.rank_states(tp, pp, dp, zero, 0, ep, cp, schedule, vpp, reshard, shard, etp, split),
+            self.first_states(tp, pp, dp, zero, ep, cp, schedule, vpp, reshard, shard, etp, split),
             self.rank_states(tp, pp, dp, zero, pp - 1, ep, cp, schedule, vpp, reshard, shard, etp, split)))
+
+    def first_states(self, tp: int, pp: int, dp: int, zero: int, ep: int = 1, cp: int = 1,
+                     schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1, reshard: bool | str = "default",
+                     shard: int | None = None, etp: int | None = None, split=None) -> tuple[float, float, float]:
+        """`rank_states` of the first pipeline rank, cached (the search's memory floor reads only it)."""
+        return self._memo(("first", tp, pp, dp, zero, ep, cp, schedule, vpp, reshard, shard, etp, split),
+                          lambda: self.rank_states(tp, pp, dp, zero, 0, ep, cp, schedule, vpp, reshard, shard, etp,
+                                                   split))
 
     def groups(self, tp: int, pp: int, dp: int, ep: int, cp: int) -> int:
         """Communicators a GPU belongs to (each keeps NCCL buffers)."""
         groups = (tp > 1) + (dp * cp > 1) + (pp > 1) + (pp > 1 and self.spec.tied_embeddings)
         return groups + (ep > 1) + (1 < ep < dp * cp) + (cp > 1)  # expert, expert-data and context parallel
 
+
+
+def _params_of(names: list[str], numel: dict[str, int], experts: set[str]) -> tuple[int, int]:
+    """(dense, routed-expert) parameters of the units `names`."""
+    total = sum(map(numel.get, names, repeat(0)))
+    routed = sum(numel.get(u, 0) for u in names if u in experts) if experts else 0
+    return total - routed, routed
