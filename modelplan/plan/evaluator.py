@@ -228,6 +228,7 @@ class Evaluator:
         self._mems: dict[tuple, tuple[StageMemory, StageMemory]] = {}
         self._splits: dict[tuple, tuple] = {}
         self._block_floors: dict[tuple, float] = {}
+        self._global_batch, self._layers = training.global_batch, self.spec.layers  # read per search point
 
     def _memo(self, key: tuple, make):
         hit = self._cache.get(key)
@@ -757,9 +758,9 @@ class Evaluator:
         tp, pp, dp, vpp, mb, schedule, sp, recompute, ep, cp = cls
         if block_s is None:
             block_s = self.block_floor_s(tp, sp, mb, recompute, ep, cp, tp_overlaps)
-        m = self.training.global_batch // (mb * dp)
+        m = self._global_batch // (mb * dp)
         pipe = self._pipes.get((schedule, pp, m, vpp)) or self.pipe(schedule, pp, m, vpp)
-        layers = self.spec.layers
+        layers = self._layers
         return (m * -(-layers // pp) + max(0.0, pipe[0]) * layers / pp) * block_s * (1 - 1e-12)
 
     def pipeline_floor_s(self, cls: tuple, tp_overlaps: list[str], orders: list[str], splits: tuple = (None,)

@@ -40,6 +40,8 @@ from modelplan.specs.transformer import TransformerSpec
 __all__ = ["IntRange", "SearchSpace", "divisors", "search_plans", "search_transformer_plans"]  # the space lives in space.py
 
 NO_SPLIT = (None,)
+MEMORY = Reason.MEMORY.value
+"""The memory reason's key in `Ranking.rejected` (read once: an enum's .value is slow in the hot loop)."""
 RELIEF_REACH = 1.05
 """The stage-split search tries its memory-relief splits (blocks moved to the last stage) only for
 plans within this factor of the memory budget: moving one or two blocks frees a few per cent."""
@@ -284,8 +286,8 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
                                                 tp, pp, dp, ep, cp, sched, vpp, variants, offload_can_shed)
                                         over = memory_floors.exceeds(cls, states, True in acts, budget)
                                         if over is not None:
-                                            if Reason.MEMORY.value in rank.examples:  # counted; no new example
-                                                rejected[Reason.MEMORY.value] += under
+                                            if MEMORY in rank.examples:  # counted; no new example
+                                                rejected[MEMORY] += under
                                             else:
                                                 reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}"
                                                                f"{_axes(ep, cp)}, micro_batch {mb}, recompute {rc}, "
