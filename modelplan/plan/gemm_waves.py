@@ -38,6 +38,7 @@ def quantized_efficiency(m: int, n: int, batch: int, sm_count: int, tile_m: int,
     return m * n * batch / (waves * wave * tile_m * tile_n)
 
 
+@lru_cache(maxsize=1 << 16)
 def best_quantized_efficiency(m: int, n: int, batch: int, sm_count: int,
                               tiles: tuple[tuple[int, int], ...] = CUBLAS_LARGE_TILES, ctas_per_sm: int = 1) -> float:
     """The highest `quantized_efficiency` over `tiles` (a library picking the best-fitting tile of
