@@ -10,6 +10,7 @@ import pytest
 
 from modelplan.comm.clusters import load_cluster
 from modelplan.plan.estimate import estimate_plan
+from modelplan.plan.problems import Problem
 from modelplan.plan.protocol import PlanEvaluator
 from modelplan.plan.search import search_family_plans, search_plans
 from modelplan.specs.family import family_of
@@ -46,3 +47,43 @@ def test_a_searched_plan_priced_again_is_the_same(name):
     again = estimate_plan(spec, training, best.plan, H100, world_size=4)
     assert again.step.step_time_s == pytest.approx(best.step.step_time_s, rel=1e-12)
     assert again.throughput_unit == family_of(spec).throughput_unit
+
+
+def _every_plan_priced(spec, training, gpus):
+    """The plans of `candidates.walk` that fit, each priced, in walk order (no bound)."""
+    from modelplan.plan.candidates import Candidates, walk
+    from modelplan.plan.space import SearchSpace
+
+    ev = family_of(spec).call("evaluator", spec, training, H100, None)
+    cands = Candidates(SearchSpace(), gpus, H100.gpus_per_node, training.global_batch, ev.units, ev.max_microbatches)
+    priced = [(p, ev.estimate(p)) for p in walk(ev, cands) if not isinstance(p, Problem)]
+    return ev, [(p, e) for p, e in priced if e.fits]
+
+
+@pytest.mark.parametrize("name,gpus", [("resnet-18", 8), ("lstm-lm", 8), ("mlp", 4)])
+def test_a_network_step_floor_never_exceeds_its_step(name, gpus):
+    """`step_floor_s` is a lower bound of every candidate's priced step (what lets the search skip it)."""
+    spec, training = load_model(name), TrainingSpec(global_batch=256)
+    ev, priced = _every_plan_priced(spec, training, gpus)
+    assert priced
+    for plan, est in priced:
+        assert ev.step_floor_s(plan) <= est.step.step_time_s, plan
+
+
+@pytest.mark.parametrize("name,gpus", [("resnet-18", 8), ("lstm-lm", 8), ("small-cnn", 8)])
+def test_the_bounded_network_search_keeps_the_plans_of_pricing_every_one(name, gpus):
+    """The bounded search's top 5 (ties to the plan walked first) and its best plan's notes are
+    those of pricing every candidate, while it prices fewer."""
+    spec, training = load_model(name), TrainingSpec(global_batch=256)
+    ev, priced = _every_plan_priced(spec, training, gpus)
+    order = sorted(range(len(priced)), key=lambda i: (priced[i][1].step.step_time_s, i))
+    res = search_family_plans(spec, training, H100, gpus, top_k=5)
+    assert [b.plan for b in res.best] == [priced[i][0] for i in order[:5]]
+    best_of = {}
+    for i in order:  # the first (fastest) of each axis
+        plan, est = priced[i]
+        for axis, member in (("tp", plan.tp > 1), ("pp", plan.pp > 1), ("dp", plan.tp == plan.pp == 1)):
+            best_of.setdefault(axis, est) if member else None
+    best = priced[order[0]][1]
+    assert res.best[0].notes == best.notes + ev.search_notes(best, best_of)
+    assert res.evaluated < len(priced) and res.bounded > 0
