@@ -272,7 +272,7 @@ def planning_spec(model: object) -> TransformerSpec:
     """The model as a TransformerSpec (dense or MoE) for the transformer family's evaluator, or a
     one-line error: another family is planned by its own evaluator (`specs/family.py`)."""
     if not isinstance(model, TransformerSpec):
-        kind = getattr(model, "kind", type(model).__name__)
-        raise SpecError(f"model: the transformer evaluator takes a transformer spec, not '{kind}'; plan it "
-                        "with search_plans / estimate_plan, which use its family's evaluator")
+        raise SpecError(f"model: the transformer evaluator takes a transformer spec, not "
+                        f"'{getattr(model, 'kind', type(model).__name__)}'; plan it with search_plans / "
+                        "estimate_plan, which use its family's evaluator")
     return model
