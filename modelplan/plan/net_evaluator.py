@@ -104,6 +104,8 @@ class NetEvaluator:
         self.params = count_network_params(spec).total
         self.model_flops = float(count_network_flops(spec, training).model)
         self._cache: dict[tuple, object] = {}
+        self._leaf_memo: dict[tuple, tuple] = {}
+        """Each leaf's compute terms by (path, micro-batch, tp, role, input grad) (`net_cost.stage_time`)."""
 
     def problems(self, plan: Plan, cluster: Cluster | None = None, world_size: int | None = None,
                  allow_tp_across_nodes: bool = False) -> list[Problem]:
@@ -146,8 +148,8 @@ class NetEvaluator:
         key = ("times", tp, num_stages, b)
         if key not in self._cache:
             shape = ParallelDims(dp=dp, tp=tp, pp=pp).group_shapes(self.cluster.gpus_per_node)[Axis.TP]
-            self._cache[key] = [stage_time(st, b, tp, self.roofline, self.pricer, shape, self.dtype_bytes, self.cost)
-                                for st in self.stages(tp, num_stages)]
+            self._cache[key] = [stage_time(st, b, tp, self.roofline, self.pricer, shape, self.dtype_bytes, self.cost,
+                                           self._leaf_memo) for st in self.stages(tp, num_stages)]
         return self._cache[key]  # type: ignore[return-value]
 
     def _rank_compute(self, plan: Plan, r: int) -> tuple[list[int], list, float, float]:
