@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from modelplan.count.network_tree import LeafNode, leaves_of
+from modelplan.count.network_tree import LeafNode
 from modelplan.comm.topology import GroupShape
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.compute import Roofline
@@ -157,7 +157,7 @@ def stage_time(stage: StagePlan, b: int, tp: int, roofline: Roofline, pricer: Co
     a leaf priced once for every stage cut that holds it."""
     fwd = bwd = flops = 0.0
     memo = {} if memo is None else memo
-    for leaf in leaves_of(stage.nodes):
+    for leaf in stage.leaves:
         role = stage.roles[leaf.path].role
         input_grad = stage.needs_input_grad(leaf)
         key = (leaf.path, b, tp, role, input_grad)
