@@ -5,6 +5,11 @@ divide num_experts) -> micro_batch -> (sequence_parallel, recompute) -> zero -> 
 states before activations) so whole subtrees are dropped before any timing. Rejections are
 counted in plans (leaves of the pruned subtree), by reason. Per-(tp, sp, micro_batch, recompute)
 block terms and per-group-shape collective times are cached by the `Evaluator`.
+
+Both searches here end in the same bounded loop (`Ranking.best_first`): plan points visited best
+first by a step-time floor until no point left can enter the top-k. `search_transformer_plans`
+builds its points with the wider dimensions and floors above; `search_family_plans` builds them
+from the shared candidates and the `PlanEvaluator` protocol alone (the network family's search).
 """
 
 from __future__ import annotations
