@@ -44,7 +44,8 @@ def main() -> None:
         wall = time.perf_counter() - t0
         best = result.best[0]
         p = best.plan
-        print(f"plan {name} on {gpus} x {cluster}, batch {batch}: {result.evaluated} plans in {wall:.2f} s; best "
+        print(f"plan {name} on {gpus} x {cluster}, batch {batch}: {result.candidates} plans ({result.evaluated} "
+              f"priced, {result.bounded} bounded) in {wall:.2f} s; best "
               f"tp{p.tp} pp{p.pp} dp{p.dp} mb{p.micro_batch} zero{p.zero}: {best.step.step_time_s * 1e3:.1f} ms/step, "
               f"{best.throughput_per_s / gpus:,.0f} samples/s/GPU, MFU {100 * best.mfu:.1f}%")
 

@@ -46,3 +46,14 @@ def test_verify_network_rejects_sequence_parallel_in_one_line():
     result = runner.invoke(app, ["verify", "mlp", "--tp", "3", "--sequence-parallel"])
     assert result.exit_code == 2
     assert "sequence_parallel applies to transformers" in result.output
+
+
+def test_verify_resnet50_tp4_passes_with_adams_amplified_rounding():
+    """ResNet-50 (scaled down) with tp 4: exit 0. Its first Adam update moves a near-zero
+    gradient's rounding by lr/(sqrt(v)+eps), past the plain 1e-9 check (1.6e-9 on
+    layer4/0/downsample/0/weight); the update check allows that amplification of the gradient's
+    tolerance (`step_checks.update_allowances`)."""
+    result = runner.invoke(app, ["verify", "resnet-50", "--tp", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["passed"], [r for r in doc["rows"] if not r["passed"]]

@@ -41,3 +41,36 @@ def test_rejections_counted_by_reason_with_the_closest_memory_example():
     assert result.rejected == {"out of memory": 4, "batch divisibility": 3}
     assert result.examples == {"out of memory": "needs 90", "batch divisibility": "batch a"}
     assert result.candidates == 7 + 4 + 4 + 3
+
+
+def test_best_first_stops_at_the_first_floor_the_top_k_beats():
+    """Floors 0, 5, 1, 10 (2 plans each, each plan 0.5 s above its floor), top 1: the floor-0
+    entry is priced (0.5 s), the next floor (1) cannot beat it, so the 3 entries left (6 plans)
+    count as bounded and nothing else is visited."""
+    rank = Ranking(1)
+    frontier = [(f, i, 2, f + 0.5) for i, f in enumerate([0.0, 5.0, 1.0, 10.0])]
+    seen = []
+
+    def visit(entry):
+        seen.append(entry[0])
+        rank.offer((-entry[3], -entry[1], entry[3]))
+
+    rank.best_first(frontier, visit, 8, lambda floor: rank.full and floor >= rank.worst_s())
+    assert seen == [0.0] and rank.bounded == 6 and rank.ranked() == [0.5]
+
+
+def test_best_first_pushes_a_refined_entry_back():
+    """An entry whose visit returns it with a tighter floor (3) is visited again after the entry of
+    floor 2, in floor order."""
+    rank = Ranking(5)
+    frontier = [(0.0, 0, 1, "refine"), (2.0, 1, 1, "b")]
+    seen = []
+
+    def visit(entry):
+        seen.append((entry[0], entry[3]))
+        if entry[3] == "refine":
+            return (3.0, entry[1], 1, "a")
+        return None
+
+    rank.best_first(frontier, visit, 2, lambda floor: False)
+    assert seen == [(0.0, "refine"), (2.0, "b"), (3.0, "a")] and rank.bounded == 0

@@ -144,3 +144,14 @@ def test_validate_plan_raises_every_problem_in_one_line():
     text = str(exc.value)
     assert "\n" not in text
     assert "tp (3) must divide heads (32)" in text and "must divide global_batch (512)" in text
+
+
+def test_the_transformer_evaluator_points_a_network_to_its_family():
+    """A network handed to the transformer evaluator: one SpecError naming the kind and the entry
+    points that plan it (networks are planned; no 'not supported yet')."""
+    from modelplan.plan.validate import planning_spec
+    from modelplan.specs.load import load_model
+
+    with pytest.raises(SpecError, match="not 'network'; plan it with search_plans / estimate_plan") as err:
+        planning_spec(load_model("mlp"))
+    assert "not supported" not in str(err.value)

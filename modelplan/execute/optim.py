@@ -76,3 +76,23 @@ def optimizer_step(
     m_hat = m / (1.0 - b1**step)
     v_hat = v / (1.0 - b2**step)
     return w - lr * m_hat / (np.sqrt(v_hat) + cfg.eps)
+
+
+def update_sensitivity(cfg: OptimizerConfig, g: np.ndarray, state: list[np.ndarray], step: int) -> np.ndarray:
+    """|d w_new / d g| per element of `optimizer_step` at `step` (counted from 1), `state` its
+    buffers after that step and `g` the gradient it used (Adam: with the L2 term): how far a
+    gradient error moves the updated weights, to first order. SGD and momentum: lr. Adam and
+    AdamW: u = lr m_hat / (s + eps) with s = sqrt(v_hat), d m_hat/dg = c1 = (1 - b1) / (1 - b1^t),
+    d v_hat/dg = 2 c2 g with c2 = (1 - b2) / (1 - b2^t) (Kingma & Ba 2015, Algorithm 1), so
+    du/dg = lr (c1 / (s + eps) - m_hat c2 g / (s (s + eps)^2)); at step 1, lr eps / (|g| + eps)^2:
+    lr / eps where the gradient is 0 (a near-zero gradient's rounding amplified by lr / eps)."""
+    lr = cfg.lr_at(step)
+    if cfg.num_states < 2:
+        return np.full(g.shape, lr)
+    m, v = state
+    b1, b2 = cfg.betas
+    c1, c2 = (1.0 - b1) / (1.0 - b1**step), (1.0 - b2) / (1.0 - b2**step)
+    m_hat, s = m / (1.0 - b1**step), np.sqrt(v / (1.0 - b2**step))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        second = np.where(s > 0, m_hat * c2 * g / (s * (s + cfg.eps) ** 2), 0.0)  # 0 where v = 0 (then g = m = 0)
+    return lr * np.abs(c1 / (s + cfg.eps) - second)

@@ -18,8 +18,8 @@ import numpy as np
 
 from modelplan.comm.ops import Axis
 from modelplan.errors import ModelplanError
-from modelplan.execute.checks import check_bubble, check_schedule, compare_tensors, reassemble
-from modelplan.execute.optim import OptimizerConfig
+from modelplan.execute.checks import REL_TOL, check_bubble, check_schedule, compare_tensors, reassemble, tensor_scales
+from modelplan.execute.optim import OptimizerConfig, optimizer_step, update_sensitivity
 from modelplan.execute.oracle import OracleKind, OracleStep, OracleUnavailable, run_oracle
 from modelplan.execute.oracle.result import Params
 from modelplan.execute.params import ParamDef
@@ -130,18 +130,45 @@ def _loss_curve_row(per_step: list[VerifyRow]) -> VerifyRow:
     return VerifyRow(name="loss", passed=not bad, detail=detail, measured=last.measured, expected=last.expected)
 
 
+def update_allowances(optimizer: OptimizerConfig, ref: list[OracleStep]) -> list[dict[str, np.ndarray]]:
+    """Per step, per parameter element: how far the updated weights may differ from the oracle's
+    given that the gradient passed its check, |d w_new / d g| (`optim.update_sensitivity`, at the
+    oracle's optimizer state, replayed from its gradients) x the gradient's allowed error (REL_TOL
+    x its tensor's scale, as `compare_tensors` checks it). Adam divides a near-zero gradient's
+    rounding by eps in its first update (lr / eps: 1e4 at lr 1e-2, eps 1e-6); the allowance is that
+    amplification, element by element, not a wider global tolerance. (Adam's L2 term uses the
+    oracle's weights after the step before, or after step 1 at step 1: within one update of the
+    start weights, which only shifts v by weight_decay x that much.)"""
+    state = {n: optimizer.init_state(g.size) for n, g in ref[0].grads.items()}
+    out = []
+    for t, step in enumerate(ref, 1):
+        scales = tensor_scales(step.grads)
+        weights = ref[t - 2].params if t > 1 else step.params
+        allow = {}
+        for n, g in step.grads.items():
+            flat, w = g.ravel(), weights[n].ravel()
+            optimizer_step(optimizer, w, flat, state[n], t)  # the oracle's moments after step t
+            used = flat + optimizer.weight_decay * w if optimizer.kind == "adam" else flat
+            allow[n] = (update_sensitivity(optimizer, used, state[n], t) * REL_TOL * scales[n]).reshape(g.shape)
+        out.append(allow)
+    return out
+
+
 def check_against_oracle(results, defs: list[ParamDef], ref: list[OracleStep] | str,
-                         factors: dict[str, int] | None = None
+                         factors: dict[str, int] | None = None, optimizer: OptimizerConfig | None = None
                          ) -> tuple[list[VerifyRow], dict[str, dict[str, np.ndarray]]]:
     """Loss, gradient and updated-parameter rows against the oracle, step by step (one failed
-    'oracle' row when the oracle could not build the model); the last step's reassembled tensors."""
+    'oracle' row when the oracle could not build the model); the last step's reassembled tensors.
+    With the run's `optimizer`, an updated weight may also differ by what the gradient's
+    tolerance moves it (`update_allowances`)."""
     if isinstance(ref, str):
         return [VerifyRow(name="oracle", passed=False, detail=ref)], {}
+    allowances = update_allowances(optimizer, ref) if optimizer is not None else [None] * len(ref)
     losses, grads, params, tensors = [], [], [], {}
     for t, expected in enumerate(ref):
         views = step_views(results, t)
         losses.append(check_loss(views, expected.loss))
-        (g, p), tensors = compare_state(views, defs, expected.grads, expected.params, factors)
+        (g, p), tensors = compare_state(views, defs, expected.grads, expected.params, factors, allowances[t])
         grads.append(g)
         params.append(p)
     return [_loss_curve_row(losses), _merge_steps("gradients", grads), _merge_steps("updated parameters", params)], tensors
@@ -163,14 +190,17 @@ def check_loss(results, ref_loss: float) -> VerifyRow:
 
 
 def compare_state(results, defs: list[ParamDef], ref_grads: dict[str, np.ndarray], ref_params: dict[str, np.ndarray],
-                  factors: dict[str, int] | None = None) -> tuple[list[VerifyRow], dict[str, dict[str, np.ndarray]]]:
+                  factors: dict[str, int] | None = None, param_allowance: dict[str, np.ndarray] | None = None
+                  ) -> tuple[list[VerifyRow], dict[str, dict[str, np.ndarray]]]:
     """Rows comparing the gradients and updated parameters reassembled from the ranks' shards with
-    the reference's, and the reassembled tensors by kind ('grads', 'params')."""
+    the reference's (the parameters within `param_allowance` more, by element), and the
+    reassembled tensors by kind ('grads', 'params')."""
     rows, tensors = [], {}
-    for kind, label, expected in (("grads", "gradients", ref_grads), ("params", "updated parameters", ref_params)):
+    for kind, label, expected, allowance in (("grads", "gradients", ref_grads, None),
+                                             ("params", "updated parameters", ref_params, param_allowance)):
         got, problems = reassemble(results, defs, kind)
         tensors[kind] = got
-        rows.append(compare_tensors(label, got, expected, problems, factors))
+        rows.append(compare_tensors(label, got, expected, problems, factors, allowance))
     return rows, tensors
 
 

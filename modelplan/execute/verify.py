@@ -170,7 +170,7 @@ def run_and_check(run: FamilyRun, plan: Plan, backend: str, *, seed: int, timeou
     reference_s = time.perf_counter() - t0
 
     say("checks")
-    rows, tensors = check_against_oracle(results, run.param_defs, ref, plan_factors(plan, m))
+    rows, tensors = check_against_oracle(results, run.param_defs, ref, plan_factors(plan, m), job.optimizer)
     rows += check_ledgers(results, list(out.ledgers), run.comm_items(), plan, steps)
     rows += check_memory(results, run.rank_elements())
     schedule = pipeline_schedule(plan.schedule, plan.pp, m, plan.vpp)  # not the executor's copy

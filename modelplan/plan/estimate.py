@@ -131,6 +131,9 @@ class TransformerEvaluator:
     def estimate(self, plan: Plan, memory_headroom: float = 0.0) -> PlanEstimate:
         return evaluate_plan(self.evaluator, plan, memory_headroom)
 
+    def step_floor_s(self, plan: Plan) -> float:
+        return 0.0  # its bounds live in its own search (`search.py`)
+
     def search_notes(self, best: PlanEstimate, best_of: dict[str, PlanEstimate]) -> list[str]:
         return []
 

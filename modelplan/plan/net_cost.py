@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from modelplan.count.network_tree import LeafNode, leaves_of
+from modelplan.count.network_tree import LeafNode
 from modelplan.comm.topology import GroupShape
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.compute import Roofline
@@ -127,28 +127,49 @@ def leaf_elementwise(leaf: LeafNode, b: int, share: int) -> list[tuple[Elementwi
     return [(Elementwise(leaf.path, n, 2, 3), 1)]
 
 
+def _leaf_terms(leaf: LeafNode, b: int, tp: int, role: TpRole, input_grad: bool, roofline: Roofline,
+                dtype_bytes: int) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    """One leaf's forward, backward and FLOP terms on one tp rank, in the order `stage_time` adds them."""
+    fwd, bwd, flops = [], [], []
+    for gemm, times in leaf_gemms(leaf, b, tp, role):
+        dgrad, wgrad = gemm.backward()
+        if isinstance(gemm, ConvGemm):
+            dgrad = ConvGemm(dgrad.name, dgrad.m, dgrad.n, dgrad.k, dgrad.batch, gemm.io_elements)
+            wgrad = ConvGemm(wgrad.name, wgrad.m, wgrad.n, wgrad.k, wgrad.batch, gemm.io_elements)
+        fwd.append(times * roofline.gemm_time_s(gemm, dtype_bytes))
+        bwd.append(times * roofline.gemm_time_s(wgrad, dtype_bytes))
+        flops.append(times * 2 * gemm.flops)
+        if input_grad:
+            bwd.append(times * roofline.gemm_time_s(dgrad, dtype_bytes))
+            flops.append(times * gemm.flops)
+    for op, times in leaf_elementwise(leaf, b, tp if role is TpRole.SHARDED else 1):
+        op = Elementwise(op.name, op.elements, op.fwd_bytes_per_element * dtype_bytes,
+                         op.bwd_bytes_per_element * dtype_bytes)
+        fwd.append(times * roofline.elementwise_fwd_s(op))
+        bwd.append(times * roofline.elementwise_bwd_s(op))
+    return tuple(fwd), tuple(bwd), tuple(flops)
+
+
 def stage_time(stage: StagePlan, b: int, tp: int, roofline: Roofline, pricer: CommPricer,
-               tp_shape: GroupShape, dtype_bytes: int, cost: CostModel) -> StageTime:
-    """Forward/backward compute and tensor-parallel time of one micro-batch of `b` samples."""
+               tp_shape: GroupShape, dtype_bytes: int, cost: CostModel, memo: dict | None = None) -> StageTime:
+    """Forward/backward compute and tensor-parallel time of one micro-batch of `b` samples.
+    `memo` keeps each leaf's terms by (path, b, tp, role, input grad) for one roofline and dtype:
+    a leaf priced once for every stage cut that holds it."""
     fwd = bwd = flops = 0.0
-    for leaf in leaves_of(stage.nodes):
+    memo = {} if memo is None else memo
+    for leaf in stage.leaves:
         role = stage.roles[leaf.path].role
-        for gemm, times in leaf_gemms(leaf, b, tp, role):
-            dgrad, wgrad = gemm.backward()
-            if isinstance(gemm, ConvGemm):
-                dgrad = ConvGemm(dgrad.name, dgrad.m, dgrad.n, dgrad.k, dgrad.batch, gemm.io_elements)
-                wgrad = ConvGemm(wgrad.name, wgrad.m, wgrad.n, wgrad.k, wgrad.batch, gemm.io_elements)
-            fwd += times * roofline.gemm_time_s(gemm, dtype_bytes)
-            bwd += times * roofline.gemm_time_s(wgrad, dtype_bytes)
-            flops += times * 2 * gemm.flops
-            if stage.needs_input_grad(leaf):
-                bwd += times * roofline.gemm_time_s(dgrad, dtype_bytes)
-                flops += times * gemm.flops
-        for op, times in leaf_elementwise(leaf, b, tp if role is TpRole.SHARDED else 1):
-            op = Elementwise(op.name, op.elements, op.fwd_bytes_per_element * dtype_bytes,
-                             op.bwd_bytes_per_element * dtype_bytes)
-            fwd += times * roofline.elementwise_fwd_s(op)
-            bwd += times * roofline.elementwise_bwd_s(op)
+        input_grad = stage.needs_input_grad(leaf)
+        key = (leaf.path, b, tp, role, input_grad)
+        terms = memo.get(key)
+        if terms is None:
+            terms = memo[key] = _leaf_terms(leaf, b, tp, role, input_grad, roofline, dtype_bytes)
+        for x in terms[0]:
+            fwd += x
+        for x in terms[1]:
+            bwd += x
+        for x in terms[2]:
+            flops += x
     calls = RankCalls()
     leaf_calls(calls, stage, tp, b, dtype_bytes, 1)
     comm = calls.price(pricer, lambda _axis, _size: tp_shape)

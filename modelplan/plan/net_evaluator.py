@@ -104,6 +104,8 @@ class NetEvaluator:
         self.params = count_network_params(spec).total
         self.model_flops = float(count_network_flops(spec, training).model)
         self._cache: dict[tuple, object] = {}
+        self._leaf_memo: dict[tuple, tuple] = {}
+        """Each leaf's compute terms by (path, micro-batch, tp, role, input grad) (`net_cost.stage_time`)."""
 
     def problems(self, plan: Plan, cluster: Cluster | None = None, world_size: int | None = None,
                  allow_tp_across_nodes: bool = False) -> list[Problem]:
@@ -146,8 +148,32 @@ class NetEvaluator:
         key = ("times", tp, num_stages, b)
         if key not in self._cache:
             shape = ParallelDims(dp=dp, tp=tp, pp=pp).group_shapes(self.cluster.gpus_per_node)[Axis.TP]
-            self._cache[key] = [stage_time(st, b, tp, self.roofline, self.pricer, shape, self.dtype_bytes, self.cost)
-                                for st in self.stages(tp, num_stages)]
+            self._cache[key] = [stage_time(st, b, tp, self.roofline, self.pricer, shape, self.dtype_bytes, self.cost,
+                                           self._leaf_memo) for st in self.stages(tp, num_stages)]
+        return self._cache[key]  # type: ignore[return-value]
+
+    def _rank_compute(self, plan: Plan, r: int) -> tuple[list[int], list, float, float]:
+        """Pipeline rank r's stages, each one's share of the micro-batches, and one micro-batch's
+        forward and backward (with its exposed TP) over them."""
+        layout = schedule_layout(plan.schedule, plan.pp, plan.vpp)
+        times = self.times(plan.tp, layout.num_stages, plan.micro_batch, plan.dp, plan.pp)
+        mine = list(layout.rank_stages[r])
+        shares = [_whole(w) for w in chunk_shares(Schedule(plan.schedule), plan.pp, plan.vpp)[r]]  # micro-batches per chunk / m
+        fwd = sum(w * times[v].fwd_s for v, w in zip(mine, shares))
+        bwd = sum(w * (times[v].bwd_s + times[v].tp_s) for v, w in zip(mine, shares))
+        return mine, shares, fwd, bwd
+
+    def step_floor_s(self, plan: Plan) -> float:
+        """A lower bound of `estimate(plan)`'s step time: the pipeline over each rank's forward and
+        backward alone (`pipeline_time_s`, as `estimate` prices it); the p2p, ZeRO-3, data-parallel,
+        replica and optimizer terms `estimate` adds are >= 0 and float sums are monotone, so the
+        floor never exceeds the step. One per (tp, pp, dp, vpp, schedule, micro_batch): ZeRO stages share it."""
+        key = ("floor", plan.tp, plan.pp, plan.dp, plan.vpp, plan.schedule, plan.micro_batch)
+        if key not in self._cache:
+            m = plan.num_microbatches(self.training.global_batch)
+            per_mb = [fwd + bwd for _, _, fwd, bwd in (self._rank_compute(plan, r) for r in range(plan.pp))]
+            bubble = float(bubble_microbatches(plan.schedule, plan.pp, m, plan.vpp))
+            self._cache[key] = pipeline_time_s(m, bubble, max(per_mb), sum(per_mb) / plan.pp)
         return self._cache[key]  # type: ignore[return-value]
 
     def rank_cost(self, plan: Plan, r: int, m: int) -> RankCost:
@@ -157,10 +183,7 @@ class NetEvaluator:
         stages = self.stages(tp, layout.num_stages)
         times = self.times(tp, layout.num_stages, b, dp, pp)
         shapes = ParallelDims(dp=dp, tp=tp, pp=pp).group_shapes(self.cluster.gpus_per_node)
-        mine = list(layout.rank_stages[r])
-        shares = [_whole(w) for w in chunk_shares(Schedule(plan.schedule), pp, vpp)[r]]  # micro-batches per chunk / m
-        fwd = sum(w * times[v].fwd_s for v, w in zip(mine, shares))
-        bwd = sum(w * (times[v].bwd_s + times[v].tp_s) for v, w in zip(mine, shares))
+        mine, shares, fwd, bwd = self._rank_compute(plan, r)
         p2p = 0.0
         if pp > 1:
             key = ("route", plan.schedule, pp, vpp)

@@ -10,6 +10,7 @@ splits the one that packs the earlier stages fullest is taken, so the answer is 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from modelplan.count.network_tree import LeafNode, Node, leaves_of
 from modelplan.errors import SpecError
@@ -84,10 +85,15 @@ class StagePlan(VirtualStage):
     train_flops: int
     """Training FLOPs per sample of the stage."""
 
+    @cached_property
+    def leaves(self) -> tuple[LeafNode, ...]:
+        """Every leaf of its nodes in execution order (`leaves_of`)."""
+        return tuple(leaves_of(self.nodes))
+
     @property
     def input_shape(self) -> tuple[int, ...]:
         """Per-sample shape the stage receives."""
-        return next(leaves_of(self.nodes)).info.input_shape
+        return self.leaves[0].info.input_shape
 
     @property
     def output_shape(self) -> tuple[int, ...]:

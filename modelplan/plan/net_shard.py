@@ -64,7 +64,7 @@ class StageActivations:
 def stage_activations(stage: StagePlan, plan: Plan) -> StageActivations:
     """Per micro-batch of `plan.micro_batch` samples, by the module docstring's rules."""
     elements = fixed = 0
-    for leaf in leaves_of(stage.nodes):
+    for leaf in stage.leaves:
         role = stage.roles[leaf.path].role
         share = plan.tp if role in (TpRole.ROW, TpRole.SHARDED) else 1
         elements += leaf.info.saved_elements // share

@@ -8,7 +8,7 @@ import heapq
 import math
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 from modelplan.plan.problems import Problem
 from modelplan.plan.results import PlanEstimate, SearchResult
@@ -52,6 +52,31 @@ class Ranking:
             heapq.heappush(self.heap, item)
         elif item > self.heap[0]:
             heapq.heapreplace(self.heap, item)
+
+    @property
+    def full(self) -> bool:
+        """Whether the top-k is full (a plan must then beat `worst_s` to enter)."""
+        return len(self.heap) == self.top_k
+
+    def best_first(self, frontier: list[tuple], visit: Callable[[tuple], tuple | None], waiting: int,
+                   beyond: Callable[[float], bool]) -> None:
+        """The bounded loop of every family's search: pop the entry of `frontier` with the least
+        step-time floor, `(floor_s, seq, leaves, ...)` (`leaves`: the plans under it, `seq`
+        unique), and `visit` it: it prices the entry's plans (offering, rejecting and counting
+        them here) and returns None, or returns the entry again with a tighter floor to push back.
+        Once `beyond(floor_s)` says no plan at or above that floor can change the result, every
+        plan still waiting (`waiting` of them, in the entries' `leaves`) counts as bounded."""
+        heapq.heapify(frontier)
+        while frontier:
+            entry = heapq.heappop(frontier)
+            if beyond(entry[0]):
+                self.bounded += waiting
+                return
+            again = visit(entry)
+            if again is not None:
+                heapq.heappush(frontier, again)
+            else:
+                waiting -= entry[2]
 
     def ranked(self) -> list[Any]:
         """The kept items' last field, fastest first."""

@@ -5,22 +5,26 @@ divide num_experts) -> micro_batch -> (sequence_parallel, recompute) -> zero -> 
 states before activations) so whole subtrees are dropped before any timing. Rejections are
 counted in plans (leaves of the pruned subtree), by reason. Per-(tp, sp, micro_batch, recompute)
 block terms and per-group-shape collective times are cached by the `Evaluator`.
+
+Both searches here end in the same bounded loop (`Ranking.best_first`): plan points visited best
+first by a step-time floor until no point left can enter the top-k. `search_transformer_plans`
+builds its points with the wider dimensions and floors above; `search_family_plans` builds them
+from the shared candidates and the `PlanEvaluator` protocol alone (the network family's search).
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 
 from modelplan.errors import PlanInfeasible
-from modelplan.plan.candidates import Candidates
+from modelplan.plan.candidates import Candidates, walk
 from modelplan.plan.estimate import block_vpps, to_estimate
 from modelplan.specs.family import family_of
 from modelplan.plan.infeasible import _axes, nearest_blocker
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.ranking import Ranking
-from modelplan.plan.results import SearchResult
+from modelplan.plan.results import PlanEstimate, SearchResult
 from modelplan.plan.evaluator import Evaluator, PlanPoint
 from modelplan.plan.memory_floor import MemoryFloor
 from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, _choose, divisors, paused_gc
@@ -37,7 +41,7 @@ from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
-__all__ = ["IntRange", "SearchSpace", "divisors", "search_plans", "search_transformer_plans"]  # the space lives in space.py
+__all__ = ["IntRange", "SearchSpace", "divisors", "search_family_plans", "search_plans", "search_transformer_plans"]  # the space lives in space.py
 
 NO_SPLIT = (None,)
 MEMORY = Reason.MEMORY.value
@@ -52,6 +56,67 @@ def search_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, spac
     """Every valid plan of `gpus` GPUs ranked by predicted step time, by the model's family
     (`specs/family.py`; raises PlanInfeasible with the nearest blocker when none fits)."""
     return family_of(spec).call("search", spec, training, cluster, gpus, space, cost, top_k)
+
+
+BEST_OF_AXES = ("tp", "pp", "dp")
+"""The best plan with tp > 1, with pp > 1 and with neither: what a family's `search_notes`
+compares its best plan with."""
+
+
+def search_family_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, space: SearchSpace | None = None,
+                        cost: CostModel | None = None, top_k: int = 5) -> SearchResult:
+    """`search_plans` over the family's `PlanEvaluator` alone (`plan/protocol.py`): every plan of
+    `candidates.walk`, visited best first by the evaluator's `step_floor_s` in the bounded loop
+    every search runs (`Ranking.best_first`); a plan is priced unless its floor is above both the
+    top-k's slowest step and the best step of each `BEST_OF_AXES` it belongs to (what the best
+    plan's notes compare with, `search_notes`). Ties keep the plan walked first, as a walk that
+    priced every plan would. PlanInfeasible with the first rejection's example when none fits."""
+    ev = family_of(spec).call("evaluator", spec, training, cluster, cost)
+    rank = Ranking(top_k)
+    space = space or SearchSpace()
+    cands = Candidates(space, gpus, cluster.gpus_per_node, training.global_batch, ev.units, ev.max_microbatches)
+    budget = ev.memory_bytes * (1 - space.memory_headroom)
+    frontier: list[tuple] = []
+    for plan in walk(ev, cands):
+        if isinstance(plan, Problem):
+            rank.reject(plan)
+        else:
+            frontier.append((ev.step_floor_s(plan), len(frontier), 1, plan))
+    best_of: dict[str, tuple[float, int, PlanEstimate]] = {}
+    """Per axis: (step time, walk order, estimate) of its fastest plan so far."""
+
+    def beyond(floor: float, axes: tuple[str, ...] = BEST_OF_AXES) -> bool:
+        """No plan of `axes` at or above this floor can enter the top-k or beat its axes' best."""
+        return rank.full and floor > rank.worst_s() and all(a in best_of and floor > best_of[a][0] for a in axes)
+
+    def visit(entry: tuple) -> None:
+        floor, seq, _, plan = entry
+        axes = tuple(a for a, member in zip(BEST_OF_AXES, (plan.tp > 1, plan.pp > 1, plan.tp == plan.pp == 1))
+                     if member)
+        if beyond(floor, axes):
+            rank.bounded += 1
+            return
+        est = ev.estimate(plan, space.memory_headroom)
+        if not est.fits:
+            rank.reject(Problem(Reason.MEMORY, f"tp {plan.tp}, pp {plan.pp}, dp {plan.dp}, micro_batch "
+                                f"{plan.micro_batch}, zero {plan.zero} needs {est.peak_memory_bytes / 1e9:.1f} GB "
+                                f"per GPU > {budget / 1e9:.1f} GB"), need_bytes=est.peak_memory_bytes)
+            return
+        rank.evaluated += 1
+        t = est.step.step_time_s
+        for a in axes:
+            if a not in best_of or (t, seq) < best_of[a][:2]:
+                best_of[a] = (t, seq, est)
+        rank.offer((-t, -seq, est))
+
+    rank.best_first(frontier, visit, len(frontier), beyond)
+    if not rank.heap:
+        detail = next(iter(rank.examples.values()), "no plan to try")
+        raise PlanInfeasible(f"no plan of {gpus} GPUs fits {spec.name}: {detail}")
+    best = rank.ranked()
+    notes = ev.search_notes(best[0], {a: e for a, (_, _, e) in best_of.items()})
+    best[0] = best[0].model_copy(update={"notes": best[0].notes + notes})
+    return rank.result(gpus, best)
 
 
 def search_transformer_plans(
@@ -177,9 +242,6 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
     waiting = 0
     """Plans under the classic points still in the frontier."""
     """Plan points of the classic grid that pass the rules, with their pipeline floor."""
-    evaluated = bounded = 0
-    tie = 0
-    closest: tuple[float, tuple] | None = None
     for tp, cp in ((t, c) for t in tps for c in cps_of(t)):
         tp_probs = tp_problems(spec, tp)
         node = cands.tp_node_problem(tp)
@@ -299,27 +361,26 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
                                         block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos)
                                     floor = ev.compute_floor_s(cls, tpos, block_s) if use_bound else 0.0
                                     waiting += under
-                                    frontier.append((floor, len(frontier), False, cls, orders, tpos, acts, variants,
-                                                     dpos, under, m, NO_SPLIT))
-    # best first over the classic points: keyed first by a compute floor, refined to the pipeline
-    # floor when popped; once the smallest key left cannot enter the top-k, nothing left can
-    heapq.heapify(frontier)
-    while frontier:
-        entry = heapq.heappop(frontier)
-        floor, seq, refined, cls, orders, tpos, acts, variants, dpos, under, m, splits = entry
-        if len(heap) == top_k and floor >= -heap[0][0]:
-            bounded += waiting
-            break
+                                    frontier.append((floor, len(frontier), under, False, cls, orders, tpos, acts,
+                                                     variants, dpos, m, NO_SPLIT))
+    # best first over the classic points (`Ranking.best_first`): keyed first by a compute floor,
+    # refined to the pipeline floor when popped; once the smallest key left cannot enter the
+    # top-k, nothing left can
+    closest: tuple[float, tuple] | None = None
+    tie = 0
+
+    def visit(entry: tuple) -> tuple | None:
+        nonlocal closest, tie
+        floor, seq, under, refined, cls, orders, tpos, acts, variants, dpos, m, splits = entry
+        evaluated = bounded = 0
         if not refined:
             # the stage split: the fastest, else the first relief that fits (`fits`); the compute
             # floor holds for every split (some rank runs >= layers / pp blocks), so splits are
             # found only for points the search reaches
             tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
             splits = ev.split_candidates(tp, sp, mb, rc, pp, ep, cp, sched, vpp) if pp > 1 and search_split else NO_SPLIT
-            heapq.heappush(frontier, (ev.pipeline_floor_s(cls, tpos, orders, splits) if use_bound else 0.0, seq,
-                                      True, *entry[3:11], splits))
-            continue
-        waiting -= under
+            return (ev.pipeline_floor_s(cls, tpos, orders, splits) if use_bound else 0.0, seq, under, True,
+                    *entry[4:11], splits)
         tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
         per_bound = under // (len(orders) * len(tpos) * len(acts))
         fitted: dict[tuple, tuple] = {}
@@ -385,9 +446,13 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
                             evaluated += 1
                             tie += 1
                             rank.offer((-t, -fit[1], tie, point))
+        rank.evaluated += evaluated
+        rank.bounded += bounded
+        return None
+
+    rank.best_first(frontier, visit, waiting, lambda floor: len(heap) == top_k and floor >= -heap[0][0])
     if not heap:
         raise PlanInfeasible(nearest_blocker(ev, n, rejected, rank.examples, closest, space.memory_headroom, space))
-    rank.evaluated, rank.bounded = evaluated, bounded
     best = []
     for point in rank.ranked():
         tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, _ = point[:12]

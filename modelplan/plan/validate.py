@@ -269,7 +269,10 @@ def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128,
 
 
 def planning_spec(model: object) -> TransformerSpec:
-    """The model as a TransformerSpec (dense or MoE), or a one-line error for what cannot be planned yet."""
+    """The model as a TransformerSpec (dense or MoE) for the transformer family's evaluator, or a
+    one-line error: another family is planned by its own evaluator (`specs/family.py`)."""
     if not isinstance(model, TransformerSpec):
-        raise SpecError("planning network specs is not supported yet (transformers only)")
+        raise SpecError(f"model: the transformer evaluator takes a transformer spec, not "
+                        f"'{getattr(model, 'kind', type(model).__name__)}'; plan it with search_plans / "
+                        "estimate_plan, which use its family's evaluator")
     return model

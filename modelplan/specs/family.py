@@ -31,8 +31,9 @@ class Family:
     """`count_memory`' implementation: (spec, training, micro_batch) -> MemoryCount."""
     search: str
     """`search_plans`' implementation: (spec, training, cluster, gpus, space, cost, top_k) -> SearchResult
-    (`plan.protocol.search_priced` prices every candidate of `plan.candidates` with the evaluator;
-    transformers add step-time and memory bounds over the same candidates)."""
+    (`plan.search.search_family_plans` walks the candidates of `plan.candidates` best first by the
+    evaluator's step-time floor; transformers add their memory and step-time floors over the same
+    candidates; both in the one bounded loop, `plan.ranking.Ranking.best_first`)."""
     evaluator: str
     """The family's `plan.protocol.PlanEvaluator` class: (spec, training, cluster, cost) -> its
     rules, search defaults and the price of one plan (`estimate_plan` validates and prices with it)."""
@@ -80,7 +81,7 @@ FAMILIES: dict[str, Family] = {
     "network": Family(
         "network", "modelplan.specs.network:NetworkSpec", "modelplan.count.network:count_network_params",
         "modelplan.count.network:count_network_flops", "modelplan.count.network:count_network_memory",
-        "modelplan.plan.protocol:search_priced",
+        "modelplan.plan.search:search_family_plans",
         "modelplan.plan.net_evaluator:NetEvaluator", "modelplan.execute.net.verify:network_run",
         "samples", walkthrough=True,
         oracles=(("numpy", "modelplan.execute.oracle.numpy_ref:numpy_network_run"),

@@ -95,9 +95,10 @@ def network_run(spec: NetworkSpec, training: TrainingSpec, plan: Plan, *, seed: 
         if has_bn:
             optimizer = replace(optimizer, eps=ADAM_EPS)
         if has_bn and training.optimizer in ("adam", "adamw"):
-            notes.append(f"Adam eps {ADAM_EPS:g}: BatchNorm makes some gradients exactly zero in exact "
-                         "arithmetic; their float noise is divided by eps in the first update (lr/eps "
-                         "amplification), which eps 1e-8 would push past the 1e-9 check")
+            notes.append(f"Adam eps {ADAM_EPS:g} (PyTorch's default 1e-8): BatchNorm makes some gradients exactly "
+                         "zero in exact arithmetic; the first update divides their float noise by eps (lr/eps "
+                         "amplification), which the update check allows element by element; the larger eps keeps "
+                         "that allowance 100x smaller")
     job = NetJob(spec, training, plan, seed, optimizer, steps, loss=loss)
     stages = job.stages()
     states = job.optimizer.num_states

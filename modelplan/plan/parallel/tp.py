@@ -30,7 +30,6 @@ from typing import NamedTuple
 from modelplan.comm.ops import Axis, Collective
 from modelplan.comm.regions import SUBLAYER_REGIONS, Region
 from modelplan.count.blocks import Block
-from modelplan.count.network_tree import leaves_of
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.parallel.calls import RankCalls
 from modelplan.plan.net_tp import TpRole
@@ -253,7 +252,7 @@ def leaf_calls(calls: RankCalls, stage, tp: int, micro_batch: int, act_bytes: in
     gather point all-gathers its output (b * numel(out), the gathered size); a column-parallel leaf
     enters through f (AllReduce of its input gradient in backward, b * numel(in)), except the
     network's first leaf, which has no input gradient (Shoeybi et al. 2019, f and g)."""
-    for leaf in leaves_of(stage.nodes):
+    for leaf in stage.leaves:
         r = stage.roles[leaf.path]
         out_bytes = micro_batch * math.prod(leaf.info.output_shape) * act_bytes
         if r.role is TpRole.ROW:
