@@ -1,0 +1,272 @@
+"""HF config mappers of further dense decoders whose blocks the spec already expresses: stablelm,
+gptj, gpt_neo, mpt, nemotron, cohere2, glm, exaone, exaone4, smollm3, helium, arcee, ernie4_5,
+hunyuan_v1_dense, seed_oss, olmo3, apertus, ministral, ministral3, internlm3, cwm, and the text
+models of Qwen2-VL / Qwen2.5-VL / Qwen3-VL (`*_vl_text`). Each states where its HF module
+(transformers 5.24) differs from Llama."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from modelplan.errors import SpecError
+from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_gpt import GPT_STYLE, rotary_fraction
+from modelplan.specs.hf_llama import all_sliding, layer_types, llama, qwen_sliding
+
+
+def pattern_types(c: HFConfig, pattern: int, default_window: int | None) -> dict:
+    """Sliding blocks except every `pattern`-th (Cohere2 / EXAONE 4 / OLMo 3:
+    block i is sliding unless (i + 1) % pattern == 0), or the config's explicit layer_types."""
+    layers = c.size("num_hidden_layers")
+    window = c.integer("sliding_window", default_window, nullable=True)
+    if pattern < 1:
+        raise SpecError(f"{c.source}: {c.path}sliding_window_pattern: must be >= 1, got {pattern}")
+    default = None
+    if window is not None:
+        default = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
+    types = layer_types(c, layers, default)
+    return {"sliding_window": window if types is not None and "sliding_attention" in types else None,
+            "layer_types": types}
+
+
+def _stablelm(c: HFConfig) -> dict:
+    """StableLM (StableLmForCausalLM): LayerNorms with bias, a quarter of each head rotated,
+    q/k/v bias use_qkv_bias, optional parallel residual (one norm then)."""
+    if c.flag("qk_layernorm", False):
+        raise SpecError(f"{c.source}: qk_layernorm: true is not supported (StableLM's per-head bias-free "
+                        "q/k LayerNorms beside biased block norms are not modelled)")
+    parallel = c.flag("use_parallel_residual", False)
+    return llama(c, norm="layernorm", norm_bias=True, norm_eps=c.number("layer_norm_eps", 1e-5),
+                 qkv_bias=c.flag("use_qkv_bias", False), attn_out_bias=False,
+                 rotary_fraction=rotary_fraction(c, 0.25), parallel_block=parallel,
+                 dropout=c.dropout(0.0, "hidden_dropout", "attention_dropout"))
+
+
+def _gptj(c: HFConfig) -> dict:
+    """GPT-J: parallel block with one LayerNorm, bias-free q/k/v/out, fc_in/fc_out with biases,
+    rotary on rotary_dim of each head, untied head with a bias."""
+    hidden, heads = c.size("n_embd", "hidden_size"), c.size("n_head", "num_attention_heads")
+    rotary = c.integer("rotary_dim", 64, nullable=True)
+    head_dim = hidden // heads
+    return dict(
+        layers=c.size("n_layer", "num_hidden_layers"), hidden=hidden, heads=heads,
+        ffn_hidden=c.integer("n_inner", None) or 4 * hidden, vocab=c.size("vocab_size"),
+        max_positions=c.integer("n_positions", 2048, "max_position_embeddings"), position="rotary",
+        rotary_fraction=min(rotary, head_dim) / head_dim if rotary else 1.0,
+        **{**GPT_STYLE, "qkv_bias": False, "attn_out_bias": False},
+        norm_eps=c.number("layer_norm_epsilon", 1e-5),
+        activation=c.activation("gelu_new", "activation_function"),
+        tied_embeddings=c.flag("tie_word_embeddings", False), lm_head_bias=True, parallel_block=True,
+        dropout=c.dropout(0.0, "resid_pdrop", "embd_pdrop", "attn_pdrop"),
+    )
+
+
+def _gpt_neo(c: HFConfig) -> dict:
+    """GPT-Neo: GPT-2 blocks with bias-free q/k/v (out_proj biased), learned positions, local
+    (window_size) and global attention alternating per attention_types, tied."""
+    hidden = c.size("hidden_size")
+    layers = c.size("num_layers", "num_hidden_layers")
+    spec = c.data.get("attention_types", [[["global", "local"], layers // 2]])
+    kinds: list[str] = []
+    try:
+        for pattern, repeat in spec:
+            kinds += list(pattern) * int(repeat)
+    except (TypeError, ValueError):
+        raise SpecError(f"{c.source}: attention_types: expected [[[kinds...], repeat], ...], got {spec!r}") from None
+    if len(kinds) != layers or set(kinds) - {"global", "local"}:
+        raise SpecError(f"{c.source}: attention_types: {len(kinds)} blocks of {sorted(set(kinds))} "
+                        f"for num_layers {layers} (global, local)")
+    types = ["sliding_attention" if k == "local" else "full_attention" for k in kinds]
+    from modelplan.specs.hf_llama import compact_types
+    return dict(
+        layers=layers, hidden=hidden, heads=c.size("num_heads", "num_attention_heads"),
+        ffn_hidden=c.integer("intermediate_size", None) or 4 * hidden, vocab=c.size("vocab_size"),
+        max_positions=c.integer("max_position_embeddings", 2048), position="learned",
+        **{**GPT_STYLE, "qkv_bias": False}, norm_eps=c.number("layer_norm_epsilon", 1e-5),
+        activation=c.activation("gelu_new", "activation_function"),
+        tied_embeddings=c.flag("tie_word_embeddings", True),
+        sliding_window=c.integer("window_size", 256) if "local" in kinds else None,
+        layer_types=compact_types(types),
+        dropout=c.dropout(0.0, "resid_dropout", "embed_dropout", "attention_dropout"),
+    )
+
+
+def _mpt(c: HFConfig) -> dict:
+    """MPT: ALiBi, fused bias-free Wqkv, bias-free LayerNorms (no_bias), 4h MLP (HF MptMLP
+    ignores expansion_ratio), tied."""
+    attn = c.sub("attn_config") or HFConfig({}, c.source, "attn_config.")
+    if not c.flag("no_bias", True):
+        raise SpecError(f"{c.source}: no_bias: false is not supported (HF MptModel builds bias-free layers)")
+    if not attn.flag("alibi", True):
+        raise SpecError(f"{c.source}: attn_config.alibi: false is not supported (HF MPT has no other position encoding)")
+    if attn.flag("qk_ln", False):
+        raise SpecError(f"{c.source}: attn_config.qk_ln: true is not supported (HF MptAttention has no q/k norm)")
+    hidden = c.size("d_model", "hidden_size")
+    return dict(
+        layers=c.size("n_layers", "num_hidden_layers"), hidden=hidden,
+        heads=c.size("n_heads", "num_attention_heads"), ffn_hidden=4 * hidden, vocab=c.size("vocab_size"),
+        max_positions=c.integer("max_seq_len", 2048), position="alibi", norm="layernorm", norm_bias=False,
+        qkv_bias=False, attn_out_bias=False, mlp_bias=False, gated_mlp=False, activation="gelu",
+        norm_eps=c.number("layer_norm_epsilon", 1e-5), tied_embeddings=c.flag("tie_word_embeddings", True),
+        qkv_clip=attn.number("clip_qkv", None), dropout=c.dropout(0.0, "resid_pdrop", "emb_pdrop"),
+    )
+
+
+def _nemotron(c: HFConfig) -> dict:
+    """Nemotron(-4, Minitron): LayerNorm1P with bias, plain up/down MLP with squared ReLU
+    (mapped to relu: it changes no count), half of each head rotated, untied."""
+    return llama(c, norm="layernorm", norm_bias=True, norm_eps=c.number("norm_eps", 1e-5), gated_mlp=False,
+                 activation=c.activation("relu2", "hidden_act"), rotary_fraction=rotary_fraction(c, 0.5))
+
+
+def _cohere2(c: HFConfig) -> dict:
+    """Cohere2 (Command R7B / Command A): Cohere's parallel block, three sliding blocks (4096)
+    per global one; the global blocks have no position encoding (HF Cohere2Attention rotates on
+    sliding blocks only)."""
+    if c.flag("use_qk_norm", False):
+        raise SpecError(f"{c.source}: use_qk_norm: true is not supported for cohere2")
+    fields = llama(c, norm="layernorm", norm_bias=False, norm_eps=c.number("layer_norm_eps", 1e-5),
+                   parallel_block=True, tied_embeddings=c.flag("tie_word_embeddings", True),
+                   logit_scale=c.number("logit_scale", 0.0625), head_dim=c.integer("head_dim", 128),
+                   **pattern_types(c, c.integer("sliding_window_pattern", 4), 4096))
+    types = fields["layer_types"] or []
+    fields["nope_full_attention"] = "sliding_attention" in types and "full_attention" in types
+    return fields
+
+
+def _glm(c: HFConfig) -> dict:
+    """GLM (GLM-4-9B, GlmForCausalLM): Llama blocks with q/k/v bias, fused gate_up_proj, half of
+    each head rotated, head_dim 128."""
+    return llama(c, head_dim=c.integer("head_dim", 128), qkv_bias=c.flag("attention_bias", True),
+                 attn_out_bias=False, norm_eps=c.number("rms_norm_eps", 1.5625e-07),
+                 rotary_fraction=rotary_fraction(c, 0.5))
+
+
+def _exaone(c: HFConfig) -> dict:
+    """EXAONE 3 / 3.5 (ExaoneForCausalLM): Llama blocks under GPT-2 style key names."""
+    c = c.renamed({"num_layers": "num_hidden_layers", "layer_norm_epsilon": "rms_norm_eps",
+                   "activation_function": "hidden_act"})
+    return llama(c, norm_eps=c.number("rms_norm_eps", 1e-5), dropout=c.dropout(0.0, "attention_dropout"))
+
+
+def _exaone4(c: HFConfig) -> dict:
+    """EXAONE 4: norms after attention and MLP (x + norm(f(x)), as OLMo-2), per-head RMSNorm
+    q/k norms on every block, three sliding blocks per global one (sliding_window_pattern 4 or
+    "LLLG"). Its global blocks skip RoPE (HF Exaone4Attention) but keep their q/k norms, which the
+    spec's NoPE blocks do not: they are priced with rotary (no count changes)."""
+    return llama(c, norm_placement="output", qk_norm=True, **exaone_sliding(c))
+
+
+def exaone_sliding(c: HFConfig) -> dict:
+    """EXAONE 4 / K-EXAONE layer types: sliding_window_pattern as a period or a string of L
+    (local) and G (global) letters, or the explicit layer_types."""
+    pattern = c.data.get("sliding_window_pattern", 4)
+    if not isinstance(pattern, str):
+        return pattern_types(c, c.integer("sliding_window_pattern", 4), 4096)
+    if not pattern or set(pattern) - {"L", "G"}:
+        raise SpecError(f"{c.source}: sliding_window_pattern: expected an integer or a string of L/G, got {pattern!r}")
+    layers = c.size("num_hidden_layers")
+    window = c.integer("sliding_window", 4096, nullable=True)
+    default = ["sliding_attention" if pattern[i % len(pattern)] == "L" else "full_attention" for i in range(layers)]
+    return {"sliding_window": window, "layer_types": layer_types(c, layers, default if window is not None else None)}
+
+
+def _smollm3(c: HFConfig) -> dict:
+    """SmolLM3: Llama blocks, tied; its NoPE blocks (every no_rope_layer_interval-th) change no
+    count and are priced with rotary."""
+    return llama(c, tied_embeddings=c.flag("tie_word_embeddings", True), **qwen_sliding(c))
+
+
+def _helium(c: HFConfig) -> dict:
+    """Helium (Kyutai): Llama blocks, head_dim 128, RMSNorm eps 1e-8."""
+    return llama(c, head_dim=c.integer("head_dim", 128), norm_eps=c.number("rms_norm_eps", 1e-8))
+
+
+def _arcee(c: HFConfig) -> dict:
+    """Arcee (AFM-4.5B): Llama attention, plain up/down MLP with squared ReLU (mapped to relu)."""
+    return llama(c, gated_mlp=False, activation=c.activation("relu2", "hidden_act"),
+                 norm_eps=c.number("rms_norm_eps", 1e-5))
+
+
+def _ernie4_5(c: HFConfig) -> dict:
+    """ERNIE 4.5 dense: Llama blocks, use_bias on q/k/v/o and the MLP, head_dim 128, tied."""
+    bias = c.flag("use_bias", False)
+    return llama(c, head_dim=c.integer("head_dim", 128), qkv_bias=bias, attn_out_bias=bias, mlp_bias=bias,
+                 norm_eps=c.number("rms_norm_eps", 1e-5), tied_embeddings=c.flag("tie_word_embeddings", True))
+
+
+def _hunyuan_dense(c: HFConfig) -> dict:
+    """Hunyuan v1 dense: Llama blocks with per-head RMSNorm query/key layernorms (use_qk_norm)."""
+    return llama(c, qk_norm=c.flag("use_qk_norm", True), norm_eps=c.number("rms_norm_eps", 1e-5))
+
+
+def _seed_oss(c: HFConfig) -> dict:
+    """Seed-OSS: Llama blocks, q/k/v bias attention_bias, o bias attention_out_bias."""
+    return llama(c, qkv_bias=c.flag("attention_bias", True), attn_out_bias=c.flag("attention_out_bias", False),
+                 head_dim=c.integer("head_dim", 128),
+                 dropout=c.dropout(0.1, "attention_dropout", "residual_dropout"))
+
+
+def _olmo3(c: HFConfig) -> dict:
+    """OLMo 3: OLMo-2 blocks (output norms, whole-projection q/k RMSNorms) with three sliding
+    blocks (4096) per global one."""
+    return llama(c, norm_eps=c.number("rms_norm_eps", 1e-5), norm_placement="output", mlp_bias=False,
+                 qk_norm=True, qk_norm_scope="all_heads", **pattern_types(c, 4, 4096))
+
+
+def _apertus(c: HFConfig) -> dict:
+    """Apertus: per-head RMSNorm q/k norms, plain up/down MLP with xIELU. xIELU's two learned
+    scalars per block (alpha_p, alpha_n) are not modelled: the count is 2 x layers low."""
+    if c.text("hidden_act", "xielu") != "xielu":
+        raise SpecError(f"{c.source}: hidden_act: only xielu is supported for apertus")
+    c = HFConfig({**c.data, "hidden_act": "silu"}, c.source, c.path, c.defaults)
+    return llama(c, qk_norm=True, gated_mlp=False, norm_eps=c.number("rms_norm_eps", 1e-5))
+
+
+def _ministral(c: HFConfig) -> dict:
+    """Ministral (8B): Mistral blocks; layer_types from the config (sliding or full)."""
+    return llama(c, norm_eps=c.number("rms_norm_eps", 1e-6), **all_sliding(c, 4096))
+
+
+def _ministral3(c: HFConfig) -> dict:
+    """Ministral 3 text: Mistral blocks, head_dim 128, no window by default."""
+    return llama(c, head_dim=c.integer("head_dim", 128), norm_eps=c.number("rms_norm_eps", 1e-5),
+                 **all_sliding(c, None))
+
+
+def _internlm3(c: HFConfig) -> dict:
+    """InternLM3: Llama blocks with head_dim 128; qkv_bias / bias switch q/k/v and o biases."""
+    return llama(c, head_dim=c.integer("head_dim", 128), qkv_bias=c.flag("qkv_bias", False),
+                 attn_out_bias=c.flag("bias", False), norm_eps=c.number("rms_norm_eps", 1e-5))
+
+
+def _cwm(c: HFConfig) -> dict:
+    """CWM (Code World Model): Llama blocks, head_dim 128, its explicit layer_types of sliding
+    (sliding_window 8192) and full blocks."""
+    layers = c.size("num_hidden_layers")
+    window = c.integer("sliding_window", 8192, nullable=True)
+    default = ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(layers)]
+    return llama(c, head_dim=c.integer("head_dim", 128), norm_eps=c.number("rms_norm_eps", 1e-5),
+                 sliding_window=window, layer_types=layer_types(c, layers, default if window else None))
+
+
+def _qwen2_vl_text(c: HFConfig) -> dict:
+    """Qwen2-VL / Qwen2.5-VL text model: Qwen2 blocks (multimodal RoPE changes no count)."""
+    return llama(c, qkv_bias=True, attn_out_bias=False, norm_eps=c.number("rms_norm_eps", 1e-5),
+                 **qwen_sliding(c))
+
+
+def _qwen3_vl_text(c: HFConfig) -> dict:
+    """Qwen3-VL text model: Qwen3 blocks (q/k norms, head_dim 128)."""
+    bias = c.flag("attention_bias", False)
+    return llama(c, head_dim=c.integer("head_dim", 128), qk_norm=True, qkv_bias=bias, attn_out_bias=bias)
+
+
+DENSE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
+    "stablelm": _stablelm, "gptj": _gptj, "gpt_neo": _gpt_neo, "mpt": _mpt, "nemotron": _nemotron,
+    "cohere2": _cohere2, "glm": _glm, "exaone": _exaone, "exaone4": _exaone4, "smollm3": _smollm3,
+    "helium": _helium, "arcee": _arcee, "ernie4_5": _ernie4_5, "hunyuan_v1_dense": _hunyuan_dense,
+    "seed_oss": _seed_oss, "olmo3": _olmo3, "apertus": _apertus, "ministral": _ministral,
+    "ministral3": _ministral3, "internlm3": _internlm3, "cwm": _cwm, "qwen2_vl_text": _qwen2_vl_text,
+    "qwen2_5_vl_text": _qwen2_vl_text, "qwen3_vl_text": _qwen3_vl_text,
+}
