@@ -235,9 +235,11 @@ def _ministral3(c: HFConfig) -> dict:
 
 
 def _internlm3(c: HFConfig) -> dict:
-    """InternLM3: Llama blocks with head_dim 128; qkv_bias / bias switch q/k/v and o biases."""
+    """InternLM3: Llama blocks with head_dim 128; qkv_bias switches the q/k/v biases, bias the
+    o_proj and MLP ones (HF InternLM3Attention / InternLM3MLP)."""
+    bias = c.flag("bias", False)
     return llama(c, head_dim=c.integer("head_dim", 128), qkv_bias=c.flag("qkv_bias", False),
-                 attn_out_bias=c.flag("bias", False), norm_eps=c.number("rms_norm_eps", 1e-5))
+                 attn_out_bias=bias, mlp_bias=bias, norm_eps=c.number("rms_norm_eps", 1e-5))
 
 
 def _cwm(c: HFConfig) -> dict:

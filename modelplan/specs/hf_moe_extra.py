@@ -74,7 +74,7 @@ def _ernie4_5_moe(c: HFConfig) -> dict:
     """ERNIE 4.5 MoE: use_bias on q/k/v/o, MoE blocks from moe_layer_start_index to
     moe_layer_end_index every moe_layer_interval (HF Ernie4_5_MoeDecoderLayer), softmax router
     whose selection bias moe_statics.e_score_correction_bias is a parameter (num_experts per
-    block: counted as a router bias), shared experts of moe_num_shared_experts x
+    block: counted as a router bias), lm_head bias use_bias, shared experts of moe_num_shared_experts x
     moe_intermediate_size, tied."""
     layers = c.size("num_hidden_layers")
     start, end = c.integer("moe_layer_start_index", 1), c.integer("moe_layer_end_index", layers - 1)
@@ -91,9 +91,10 @@ def _ernie4_5_moe(c: HFConfig) -> dict:
                    shared_experts=1 if shared else 0, shared_expert_ffn_hidden=shared * width if shared else None,
                    **moe_placement(layers, moe_layers))
     bias = c.flag("use_bias", False)
+    # Ernie4_5_MoeForCausalLM.lm_head: Linear(h, vocab, bias=use_bias)
     return llama(c, head_dim=c.integer("head_dim", 128), qkv_bias=bias, attn_out_bias=bias, mlp_bias=bias,
                  norm_eps=c.number("rms_norm_eps", 1e-5), tied_embeddings=c.flag("tie_word_embeddings", True),
-                 moe=moe)
+                 lm_head_bias=bias, moe=moe)
 
 
 def _per_layer(c: HFConfig, key: str, default: int) -> int:
