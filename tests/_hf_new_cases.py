@@ -65,6 +65,22 @@ NEW_VARIANTS = [
     (None, small("flex_olmo", num_experts=4, num_experts_per_tok=2, pad_token_id=0)),
     (None, small("exaone_moe", num_hidden_layers=3, head_dim=64, num_experts=8, num_experts_per_tok=2,
                  moe_intermediate_size=128)),
+    (None, small("falcon_mamba", hidden_size=128, state_size=8, expand=2, time_step_rank=16)),
+    (None, small("granitemoeshared", num_local_experts=4, shared_intermediate_size=128, pad_token_id=0)),
+    (None, small("granitemoeshared", num_local_experts=4, num_experts_per_tok=2, pad_token_id=0)),
+    (None, small("vaultgemma", num_hidden_layers=3, head_dim=64)),
+    (None, small("glm4_moe_lite", num_hidden_layers=3, moe_intermediate_size=64, n_routed_experts=8,
+                 num_experts_per_tok=2, kv_lora_rank=32, q_lora_rank=48, qk_nope_head_dim=32,
+                 qk_rope_head_dim=16, v_head_dim=32)),
+    (None, small("glm4_moe_lite", num_hidden_layers=3, mlp_layer_types=["dense", "sparse", "dense"],
+                 q_lora_rank=None, moe_intermediate_size=64, n_routed_experts=8, num_experts_per_tok=2,
+                 kv_lora_rank=32, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32)),
+    (None, small("iquestcoder", head_dim=64)),
+    (None, small("mellum", head_dim=64, num_local_experts=8, num_experts_per_tok=2, moe_intermediate_size=64,
+                 layer_types=["sliding_attention", "full_attention"], sliding_window=64)),
+    (None, small("sarvam_moe", head_dim=64, moe_intermediate_size=64, n_routed_experts=8, num_experts_per_tok=2)),
+    (None, small("jais2", head_dim=64, attention_bias=False)),
+    (None, small("granite_swa", num_hidden_layers=5, head_dim=64, tie_word_embeddings=False, pad_token_id=0)),
 ]
 
 

@@ -34,7 +34,6 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 
 UNMODELLED: dict[str, str] = {
     "mamba2": "Mamba-2 SSD mixers (multi-head state, grouped B/C, gated RMSNorm)",
-    "falcon_mamba": "Falcon-Mamba's weight-free B/C/dt RMS norms inside the Mamba mixer",
     "falcon_h1": "hybrid Mamba-2 + attention blocks in parallel with muP multipliers",
     "bamba": "hybrid Mamba-2 / attention blocks",
     "zamba": "shared attention blocks interleaved with Mamba blocks",

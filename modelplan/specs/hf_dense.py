@@ -1,7 +1,8 @@
 """HF config mappers of further dense decoders whose blocks the spec already expresses: stablelm,
 gptj, gpt_neo, mpt, nemotron, cohere2, glm, exaone, exaone4, smollm3, helium, arcee, ernie4_5,
 hunyuan_v1_dense, seed_oss, olmo3, apertus, ministral, ministral3, internlm3, cwm, and the text
-models of Qwen2-VL / Qwen2.5-VL / Qwen3-VL (`*_vl_text`). Each states where its HF module
+models of Qwen2-VL / Qwen2.5-VL / Qwen3-VL (`*_vl_text`), vaultgemma, jais2, granite_swa and
+iquestcoder (built as Llama by transformers). Each states where its HF module
 (transformers 5.24) differs from Llama."""
 
 from __future__ import annotations
@@ -264,11 +265,43 @@ def _qwen3_vl_text(c: HFConfig) -> dict:
     return llama(c, head_dim=c.integer("head_dim", 128), qk_norm=True, qkv_bias=bias, attn_out_bias=bias)
 
 
+def _vaultgemma(c: HFConfig) -> dict:
+    """VaultGemma: Gemma 2 attention (soft-caps, query_pre_attn_scalar, alternating sliding and
+    global blocks) with two pre-norms per block (input, pre_feedforward) instead of four."""
+    from modelplan.specs.hf_llama import LLAMA_MAPPERS
+
+    return {**LLAMA_MAPPERS["gemma2"](c), "norm_placement": "pre"}
+
+
+def _jais2(c: HFConfig) -> dict:
+    """Jais 2: LayerNorms with bias, biases on q/k/v/o (attention_bias) and on the plain up/down
+    MLP (mlp_bias) with squared ReLU (mapped to relu), head_dim 128."""
+    bias = c.flag("attention_bias", True)
+    return llama(c, head_dim=c.integer("head_dim", 128), norm="layernorm", norm_bias=True,
+                 norm_eps=c.number("layer_norm_eps", 1e-5), qkv_bias=bias, attn_out_bias=bias,
+                 mlp_bias=c.flag("mlp_bias", True), gated_mlp=False, activation=c.activation("relu2", "hidden_act"))
+
+
+def _granite_swa(c: HFConfig) -> dict:
+    """Granite SWA: Granite blocks with a learned sink per head, sliding (128) blocks between
+    global ones (its layer_types; default one global per four), tied."""
+    from modelplan.specs.hf_llama import granite_scales
+
+    layers = c.size("num_hidden_layers")
+    window = c.integer("sliding_window", 128, nullable=True)
+    default = ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(layers)]
+    types = layer_types(c, layers, default if window is not None else None)
+    return llama(c, attention_sinks=True, tied_embeddings=c.flag("tie_word_embeddings", True),
+                 sliding_window=window if types and "sliding_attention" in types else None,
+                 layer_types=types, **granite_scales(c))
+
+
 DENSE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "stablelm": _stablelm, "gptj": _gptj, "gpt_neo": _gpt_neo, "mpt": _mpt, "nemotron": _nemotron,
     "cohere2": _cohere2, "glm": _glm, "exaone": _exaone, "exaone4": _exaone4, "smollm3": _smollm3,
     "helium": _helium, "arcee": _arcee, "ernie4_5": _ernie4_5, "hunyuan_v1_dense": _hunyuan_dense,
     "seed_oss": _seed_oss, "olmo3": _olmo3, "apertus": _apertus, "ministral": _ministral,
     "ministral3": _ministral3, "internlm3": _internlm3, "cwm": _cwm, "qwen2_vl_text": _qwen2_vl_text,
-    "qwen2_5_vl_text": _qwen2_vl_text, "qwen3_vl_text": _qwen3_vl_text,
+    "qwen2_5_vl_text": _qwen2_vl_text, "qwen3_vl_text": _qwen3_vl_text, "vaultgemma": _vaultgemma,
+    "jais2": _jais2, "granite_swa": _granite_swa, "iquestcoder": llama,
 }

@@ -1,5 +1,6 @@
 """HF config mappers of further mixture-of-experts decoders: glm4_moe (GLM-4.5 / 4.6), dbrx,
-ernie4_5_moe, hunyuan_v1_moe, dots1, minimax_m2, solar_open, flex_olmo, exaone_moe. Each states
+ernie4_5_moe, hunyuan_v1_moe, dots1, minimax_m2, solar_open, flex_olmo, exaone_moe, glm4_moe_lite
+(GLM-4.7-Flash), granitemoeshared, mellum, sarvam_moe (built as GLM-4.5 by transformers). Each states
 where its HF module (transformers 5.24) differs from Llama / DeepSeek-V3."""
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_dense import exaone_sliding
 from modelplan.specs.hf_gpt import rotary_fraction
-from modelplan.specs.hf_llama import llama, qwen_sliding
-from modelplan.specs.hf_moe import moe_placement
+from modelplan.specs.hf_llama import granite_scales, layer_types, llama, qwen_sliding
+from modelplan.specs.hf_moe import MOE_MAPPERS, moe_placement
 
 
 def _head_dim(c: HFConfig) -> int:
@@ -163,8 +164,56 @@ def _exaone_moe(c: HFConfig) -> dict:
     return llama(c, head_dim=_head_dim(c), qk_norm=True, moe=moe, **exaone_sliding(c))
 
 
+def _glm4_moe_lite(c: HFConfig) -> dict:
+    """GLM-4.7-Flash (Glm4MoeLiteForCausalLM): DeepSeek-V3 blocks (MLA, sigmoid experts with a
+    correction-bias buffer, shared experts) placed by mlp_layer_types (default: block 0 dense);
+    transformers builds no MTP block, so num_nextn_predict_layers is not counted."""
+    layers = c.size("num_hidden_layers")
+    kinds = c.texts("mlp_layer_types", None) or ["dense"] + ["sparse"] * (layers - 1)
+    if len(kinds) != layers or set(kinds) - {"dense", "sparse"}:
+        raise SpecError(f"{c.source}: mlp_layer_types: expected {layers} entries of dense / sparse, got {kinds!r}")
+    data = {"n_group": 1, "topk_group": 1, "n_routed_experts": 64, "num_experts_per_tok": 4,
+            "routed_scaling_factor": 1.8, "q_lora_rank": 768, "qk_nope_head_dim": 192, "v_head_dim": 256,
+            "topk_method": "noaux_tc", **c.data, "num_nextn_predict_layers": 0, "first_k_dense_replace": 0}
+    fields = MOE_MAPPERS["deepseek_v3"](HFConfig(data, c.source, c.path, c.defaults))
+    placement = moe_placement(layers, [i for i, kind in enumerate(kinds) if kind == "sparse"])
+    moe = {**fields["moe"], "first_dense_layers": 0, "layer_freq": 1, "layers": None, **placement}
+    return {**fields, "moe": moe}
+
+
+def _sarvam_moe(c: HFConfig) -> dict:
+    """Sarvam-MoE: GLM-4.5 blocks (transformers builds Glm4MoeForCausalLM) whose config class
+    defaults to q/k norms on and the whole head rotated."""
+    return _glm4_moe(HFConfig({"use_qk_norm": True, "partial_rotary_factor": 1.0, **c.data}, c.source, c.path,
+                              c.defaults))
+
+
+def _granitemoeshared(c: HFConfig) -> dict:
+    """Granite-MoE-Shared: Granite-MoE plus a gated shared MLP of shared_intermediate_size (no
+    gate on its output) in every block."""
+    shared = c.integer("shared_intermediate_size", 0)
+    moe = dict(num_experts=c.integer("num_local_experts", 8), top_k=c.integer("num_experts_per_tok", 2),
+               expert_ffn_hidden=c.size("intermediate_size"), router="topk_softmax",
+               shared_experts=1 if shared else 0, shared_expert_ffn_hidden=shared or None)
+    return llama(c, mlp_bias=False, moe=moe, **granite_scales(c))
+
+
+def _mellum(c: HFConfig) -> dict:
+    """Mellum: Qwen3-MoE attention (per-head q/k norms, head_dim 128) with routed experts on every
+    block and its explicit layer_types (sliding_window when some slide)."""
+    layers = c.size("num_hidden_layers")
+    moe = dict(num_experts=c.integer("num_local_experts", 64), top_k=c.integer("num_experts_per_tok", 8),
+               expert_ffn_hidden=c.size("moe_intermediate_size"), norm_topk_prob=c.flag("norm_topk_prob", True))
+    types = layer_types(c, layers, None)
+    window = c.integer("sliding_window", 1024, nullable=True) if types and "sliding_attention" in types else None
+    c = c.renamed({"moe_intermediate_size": "intermediate_size"})  # no dense block: unused width
+    return llama(c, head_dim=c.integer("head_dim", 128), qk_norm=True, norm_eps=c.number("rms_norm_eps", 1e-6),
+                 moe=moe, layer_types=types, sliding_window=window)
+
+
 MOE_EXTRA_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "glm4_moe": _glm4_moe, "dbrx": _dbrx, "ernie4_5_moe": _ernie4_5_moe, "hunyuan_v1_moe": _hunyuan_moe,
     "dots1": _dots1, "minimax_m2": _minimax_m2, "solar_open": _solar_open, "flex_olmo": _flex_olmo,
-    "exaone_moe": _exaone_moe,
+    "exaone_moe": _exaone_moe, "glm4_moe_lite": _glm4_moe_lite, "granitemoeshared": _granitemoeshared,
+    "mellum": _mellum, "sarvam_moe": _sarvam_moe,
 }
