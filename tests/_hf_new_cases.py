@@ -81,6 +81,16 @@ NEW_VARIANTS = [
     (None, small("sarvam_moe", head_dim=64, moe_intermediate_size=64, n_routed_experts=8, num_experts_per_tok=2)),
     (None, small("jais2", head_dim=64, attention_bias=False)),
     (None, small("granite_swa", num_hidden_layers=5, head_dim=64, tie_word_embeddings=False, pad_token_id=0)),
+    (None, {"model_type": "codegen", "n_layer": 2, "n_embd": 256, "n_head": 4, "rotary_dim": 32, "vocab_size": 1000,
+            "n_positions": 512, "tie_word_embeddings": True}),
+    (None, small("granitemoe_swa", num_hidden_layers=5, num_local_experts=4, shared_intermediate_size=128,
+                 pad_token_id=0)),
+    (None, small("minicpm3", kv_lora_rank=32, q_lora_rank=48, qk_nope_head_dim=32, qk_rope_head_dim=16,
+                 v_head_dim=32, scale_emb=12, scale_depth=1.4, dim_model_base=64)),
+    (None, small("youtu", kv_lora_rank=32, q_lora_rank=None, qk_nope_head_dim=32, qk_rope_head_dim=16,
+                 v_head_dim=32, tie_word_embeddings=False)),
+    (None, small("persimmon", pad_token_id=0)),
+    (None, small("persimmon", qk_layernorm=False, partial_rotary_factor=0.25, pad_token_id=0)),
 ]
 
 

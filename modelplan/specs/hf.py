@@ -53,6 +53,7 @@ UNMODELLED: dict[str, str] = {
     "xlstm": "mLSTM blocks",
     "recurrent_gemma": "RG-LRU recurrent blocks",
     "apertus1p5": "its multimodal composite",
+    "afmoe": "the gated attention output (self_attn.gate_proj) and a learned expert_bias",
     "longcat_flash": "zero-computation experts and its two-attention blocks",
     "deepseek_v32": "DeepSeek sparse attention's lightning indexer",
     "gemma3n": "per-layer embeddings, AltUp and LAuReL blocks",

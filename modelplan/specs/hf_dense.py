@@ -2,7 +2,8 @@
 gptj, gpt_neo, mpt, nemotron, cohere2, glm, exaone, exaone4, smollm3, helium, arcee, ernie4_5,
 hunyuan_v1_dense, seed_oss, olmo3, apertus, ministral, ministral3, internlm3, cwm, and the text
 models of Qwen2-VL / Qwen2.5-VL / Qwen3-VL (`*_vl_text`), vaultgemma, jais2, granite_swa and
-iquestcoder (built as Llama by transformers). Each states where its HF module
+iquestcoder (built as Llama by transformers), codegen (GPT-J blocks), minicpm3 and youtu (MLA),
+persimmon. Each states where its HF module
 (transformers 5.24) differs from Llama."""
 
 from __future__ import annotations
@@ -296,6 +297,42 @@ def _granite_swa(c: HFConfig) -> dict:
                  layer_types=types, **granite_scales(c))
 
 
+def _mla_dense(c: HFConfig, **extra) -> dict:
+    """Dense blocks with DeepSeek-V2 multi-head latent attention (q/kv LoRA latents, each with
+    an RMSNorm; a decoupled rotary key shared by the heads)."""
+    mla = dict(kv_lora_rank=c.integer("kv_lora_rank", 512), q_lora_rank=c.integer("q_lora_rank", 1536, nullable=True),
+               qk_nope_head_dim=c.integer("qk_nope_head_dim", 128), qk_rope_head_dim=c.integer("qk_rope_head_dim", 64),
+               v_head_dim=c.integer("v_head_dim", 128))
+    return llama(c, kv_heads=None, head_dim=None, mla=mla, **extra)
+
+
+def _minicpm3(c: HFConfig) -> dict:
+    """MiniCPM3: MLA dense blocks, tied, muP scales: embeddings x scale_emb, each branch x
+    scale_depth / sqrt(layers), logits x dim_model_base / hidden (HF MiniCPM3)."""
+    hidden, layers = c.size("hidden_size"), c.size("num_hidden_layers")
+    return _mla_dense(
+        c, tied_embeddings=c.flag("tie_word_embeddings", True),
+        embedding_scale=c.number("scale_emb", 1.0, positive=True),
+        residual_scale=c.number("scale_depth", 1.0, positive=True) / layers ** 0.5,
+        logit_scale=c.number("dim_model_base", hidden, positive=True) / hidden,
+    )
+
+
+def _youtu(c: HFConfig) -> dict:
+    """Youtu-LLM: MLA dense blocks, tied."""
+    return _mla_dense(c, tied_embeddings=c.flag("tie_word_embeddings", True), norm_eps=c.number("rms_norm_eps", 1e-6))
+
+
+def _persimmon(c: HFConfig) -> dict:
+    """Persimmon / Fuyu text: LayerNorms with bias, fused q/k/v and dense with biases, bias-ful
+    LayerNorm q/k norms over head_dim (qk_layernorm), plain MLP with squared ReLU (as relu), half
+    of each head rotated, untied."""
+    # PersimmonAttention: query_key_value = Linear(h, 3h): every head has its own k and v
+    return llama(c, kv_heads=None, norm="layernorm", norm_bias=True, norm_eps=c.number("layer_norm_eps", 1e-5), qkv_bias=True,
+                 attn_out_bias=True, mlp_bias=True, gated_mlp=False, qk_norm=c.flag("qk_layernorm", True),
+                 activation=c.activation("relu2", "hidden_act"), rotary_fraction=rotary_fraction(c, 0.5))
+
+
 DENSE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "stablelm": _stablelm, "gptj": _gptj, "gpt_neo": _gpt_neo, "mpt": _mpt, "nemotron": _nemotron,
     "cohere2": _cohere2, "glm": _glm, "exaone": _exaone, "exaone4": _exaone4, "smollm3": _smollm3,
@@ -303,5 +340,6 @@ DENSE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "seed_oss": _seed_oss, "olmo3": _olmo3, "apertus": _apertus, "ministral": _ministral,
     "ministral3": _ministral3, "internlm3": _internlm3, "cwm": _cwm, "qwen2_vl_text": _qwen2_vl_text,
     "qwen2_5_vl_text": _qwen2_vl_text, "qwen3_vl_text": _qwen3_vl_text, "vaultgemma": _vaultgemma,
-    "jais2": _jais2, "granite_swa": _granite_swa, "iquestcoder": llama,
+    "jais2": _jais2, "granite_swa": _granite_swa, "iquestcoder": llama, "codegen": _gptj,
+    "minicpm3": _minicpm3, "youtu": _youtu, "persimmon": _persimmon,
 }

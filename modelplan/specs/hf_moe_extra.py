@@ -1,6 +1,6 @@
 """HF config mappers of further mixture-of-experts decoders: glm4_moe (GLM-4.5 / 4.6), dbrx,
 ernie4_5_moe, hunyuan_v1_moe, dots1, minimax_m2, solar_open, flex_olmo, exaone_moe, glm4_moe_lite
-(GLM-4.7-Flash), granitemoeshared, mellum, sarvam_moe (built as GLM-4.5 by transformers). Each states
+(GLM-4.7-Flash), granitemoeshared, granitemoe_swa, mellum, sarvam_moe (built as GLM-4.5 by transformers). Each states
 where its HF module (transformers 5.24) differs from Llama / DeepSeek-V3."""
 
 from __future__ import annotations
@@ -198,6 +198,17 @@ def _granitemoeshared(c: HFConfig) -> dict:
     return llama(c, mlp_bias=False, moe=moe, **granite_scales(c))
 
 
+def _granitemoe_swa(c: HFConfig) -> dict:
+    """Granite-MoE SWA: Granite-MoE-Shared blocks with a learned sink per head and sliding (128)
+    blocks between global ones (its layer_types; default global every fourth from block 0)."""
+    layers = c.size("num_hidden_layers")
+    window = c.integer("sliding_window", 128, nullable=True)
+    default = ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(layers)]
+    types = layer_types(c, layers, default if window is not None else None)
+    return {**_granitemoeshared(c), "attention_sinks": True, "layer_types": types,
+            "sliding_window": window if types and "sliding_attention" in types else None}
+
+
 def _mellum(c: HFConfig) -> dict:
     """Mellum: Qwen3-MoE attention (per-head q/k norms, head_dim 128) with routed experts on every
     block and its explicit layer_types (sliding_window when some slide)."""
@@ -215,5 +226,5 @@ MOE_EXTRA_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "glm4_moe": _glm4_moe, "dbrx": _dbrx, "ernie4_5_moe": _ernie4_5_moe, "hunyuan_v1_moe": _hunyuan_moe,
     "dots1": _dots1, "minimax_m2": _minimax_m2, "solar_open": _solar_open, "flex_olmo": _flex_olmo,
     "exaone_moe": _exaone_moe, "glm4_moe_lite": _glm4_moe_lite, "granitemoeshared": _granitemoeshared,
-    "mellum": _mellum, "sarvam_moe": _sarvam_moe,
+    "mellum": _mellum, "sarvam_moe": _sarvam_moe, "granitemoe_swa": _granitemoe_swa,
 }
