@@ -1,4 +1,5 @@
-"""HuggingFace config.json model_types added in issue 14 round 2 (hf_dense.py, hf_moe_extra.py):
+"""HuggingFace config.json model_types added in issue 14 round 2 (hf_dense.py, hf_layernorm.py,
+hf_moe_extra.py):
 each published fixture and variant counts exactly to transformers' own module built on the meta
 device (total and per component: embedding, blocks, final norm, head), rounds to its publisher's
 total, and runs through `modelplan count` / `modelplan plan`; types the spec cannot express are
@@ -225,12 +226,13 @@ def test_cli_plan_too_big_is_one_line(tmp_path):
 def test_every_new_type_is_exercised():
     """Each model_type the new mapper modules add has a fixture or a variant above."""
     from modelplan.specs.hf_dense import DENSE_MAPPERS
+    from modelplan.specs.hf_layernorm import LAYERNORM_MAPPERS
     from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
 
     tested = {config(n)["model_type"] for n in NEW_FIXTURES}
     tested |= {variant(n, o)["model_type"] for n, o in NEW_VARIANTS}
     tested |= {"apertus", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text"}
-    assert tested == set(DENSE_MAPPERS) | set(MOE_EXTRA_MAPPERS) | {"falcon_mamba"}  # hf_other
+    assert tested == set(DENSE_MAPPERS) | set(LAYERNORM_MAPPERS) | set(MOE_EXTRA_MAPPERS) | {"falcon_mamba"}  # hf_other
 
 
 def test_hf_model_builds_on_meta():

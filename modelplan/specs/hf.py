@@ -21,6 +21,7 @@ from typing import Any, Callable
 from modelplan.errors import SpecError, validate_model
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_dense import DENSE_MAPPERS
+from modelplan.specs.hf_layernorm import LAYERNORM_MAPPERS
 from modelplan.specs.hf_gpt import GPT_MAPPERS
 from modelplan.specs.hf_llama import LLAMA_MAPPERS
 from modelplan.specs.hf_moe import MOE_MAPPERS
@@ -29,7 +30,8 @@ from modelplan.specs.hf_other import OTHER_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
-    **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **MOE_EXTRA_MAPPERS,
+    **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
+    **MOE_EXTRA_MAPPERS,
 }
 
 UNMODELLED: dict[str, str] = {

@@ -1,9 +1,8 @@
-"""HF config mappers of further dense decoders whose blocks the spec already expresses: stablelm,
-gptj, gpt_neo, mpt, nemotron, cohere2, glm, exaone, exaone4, smollm3, helium, arcee, ernie4_5,
+"""HF config mappers of further dense Llama-family decoders whose blocks the spec already
+expresses: cohere2, glm, exaone, exaone4, smollm3, helium, arcee, ernie4_5,
 hunyuan_v1_dense, seed_oss, olmo3, apertus, ministral, ministral3, internlm3, cwm, and the text
-models of Qwen2-VL / Qwen2.5-VL / Qwen3-VL (`*_vl_text`), vaultgemma, jais2, granite_swa and
-iquestcoder (built as Llama by transformers), codegen (GPT-J blocks), minicpm3 and youtu (MLA),
-persimmon. Each states where its HF module
+models of Qwen2-VL / Qwen2.5-VL / Qwen3-VL (`*_vl_text`), vaultgemma, granite_swa, iquestcoder
+(built as Llama by transformers), minicpm3 and youtu (MLA). Each states where its HF module
 (transformers 5.24) differs from Llama."""
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_gpt import GPT_STYLE, rotary_fraction
+from modelplan.specs.hf_gpt import rotary_fraction
 from modelplan.specs.hf_llama import all_sliding, layer_types, llama, qwen_sliding
 
 
@@ -30,95 +29,6 @@ def pattern_types(c: HFConfig, pattern: int, default_window: int | None) -> dict
     return {"sliding_window": window if types is not None and "sliding_attention" in types else None,
             "layer_types": types}
 
-
-def _stablelm(c: HFConfig) -> dict:
-    """StableLM (StableLmForCausalLM): LayerNorms with bias, a quarter of each head rotated,
-    q/k/v bias use_qkv_bias, optional parallel residual (one norm then)."""
-    if c.flag("qk_layernorm", False):
-        raise SpecError(f"{c.source}: qk_layernorm: true is not supported (StableLM's per-head bias-free "
-                        "q/k LayerNorms beside biased block norms are not modelled)")
-    parallel = c.flag("use_parallel_residual", False)
-    return llama(c, norm="layernorm", norm_bias=True, norm_eps=c.number("layer_norm_eps", 1e-5),
-                 qkv_bias=c.flag("use_qkv_bias", False), attn_out_bias=False,
-                 rotary_fraction=rotary_fraction(c, 0.25), parallel_block=parallel,
-                 dropout=c.dropout(0.0, "hidden_dropout", "attention_dropout"))
-
-
-def _gptj(c: HFConfig) -> dict:
-    """GPT-J: parallel block with one LayerNorm, bias-free q/k/v/out, fc_in/fc_out with biases,
-    rotary on rotary_dim of each head, untied head with a bias."""
-    hidden, heads = c.size("n_embd", "hidden_size"), c.size("n_head", "num_attention_heads")
-    rotary = c.integer("rotary_dim", 64, nullable=True)
-    head_dim = hidden // heads
-    return dict(
-        layers=c.size("n_layer", "num_hidden_layers"), hidden=hidden, heads=heads,
-        ffn_hidden=c.integer("n_inner", None) or 4 * hidden, vocab=c.size("vocab_size"),
-        max_positions=c.integer("n_positions", 2048, "max_position_embeddings"), position="rotary",
-        rotary_fraction=min(rotary, head_dim) / head_dim if rotary else 1.0,
-        **{**GPT_STYLE, "qkv_bias": False, "attn_out_bias": False},
-        norm_eps=c.number("layer_norm_epsilon", 1e-5),
-        activation=c.activation("gelu_new", "activation_function"),
-        tied_embeddings=c.flag("tie_word_embeddings", False), lm_head_bias=True, parallel_block=True,
-        dropout=c.dropout(0.0, "resid_pdrop", "embd_pdrop", "attn_pdrop"),
-    )
-
-
-def _gpt_neo(c: HFConfig) -> dict:
-    """GPT-Neo: GPT-2 blocks with bias-free q/k/v (out_proj biased), learned positions, local
-    (window_size) and global attention alternating per attention_types, tied."""
-    hidden = c.size("hidden_size")
-    layers = c.size("num_layers", "num_hidden_layers")
-    spec = c.data.get("attention_types", [[["global", "local"], layers // 2]])
-    kinds: list[str] = []
-    try:
-        for pattern, repeat in spec:
-            kinds += list(pattern) * int(repeat)
-    except (TypeError, ValueError):
-        raise SpecError(f"{c.source}: attention_types: expected [[[kinds...], repeat], ...], got {spec!r}") from None
-    if len(kinds) != layers or set(kinds) - {"global", "local"}:
-        raise SpecError(f"{c.source}: attention_types: {len(kinds)} blocks of {sorted(set(kinds))} "
-                        f"for num_layers {layers} (global, local)")
-    types = ["sliding_attention" if k == "local" else "full_attention" for k in kinds]
-    from modelplan.specs.hf_llama import compact_types
-    return dict(
-        layers=layers, hidden=hidden, heads=c.size("num_heads", "num_attention_heads"),
-        ffn_hidden=c.integer("intermediate_size", None) or 4 * hidden, vocab=c.size("vocab_size"),
-        max_positions=c.integer("max_position_embeddings", 2048), position="learned",
-        **{**GPT_STYLE, "qkv_bias": False}, norm_eps=c.number("layer_norm_epsilon", 1e-5),
-        activation=c.activation("gelu_new", "activation_function"),
-        tied_embeddings=c.flag("tie_word_embeddings", True),
-        sliding_window=c.integer("window_size", 256) if "local" in kinds else None,
-        layer_types=compact_types(types),
-        dropout=c.dropout(0.0, "resid_dropout", "embed_dropout", "attention_dropout"),
-    )
-
-
-def _mpt(c: HFConfig) -> dict:
-    """MPT: ALiBi, fused bias-free Wqkv, bias-free LayerNorms (no_bias), 4h MLP (HF MptMLP
-    ignores expansion_ratio), tied."""
-    attn = c.sub("attn_config") or HFConfig({}, c.source, "attn_config.")
-    if not c.flag("no_bias", True):
-        raise SpecError(f"{c.source}: no_bias: false is not supported (HF MptModel builds bias-free layers)")
-    if not attn.flag("alibi", True):
-        raise SpecError(f"{c.source}: attn_config.alibi: false is not supported (HF MPT has no other position encoding)")
-    if attn.flag("qk_ln", False):
-        raise SpecError(f"{c.source}: attn_config.qk_ln: true is not supported (HF MptAttention has no q/k norm)")
-    hidden = c.size("d_model", "hidden_size")
-    return dict(
-        layers=c.size("n_layers", "num_hidden_layers"), hidden=hidden,
-        heads=c.size("n_heads", "num_attention_heads"), ffn_hidden=4 * hidden, vocab=c.size("vocab_size"),
-        max_positions=c.integer("max_seq_len", 2048), position="alibi", norm="layernorm", norm_bias=False,
-        qkv_bias=False, attn_out_bias=False, mlp_bias=False, gated_mlp=False, activation="gelu",
-        norm_eps=c.number("layer_norm_epsilon", 1e-5), tied_embeddings=c.flag("tie_word_embeddings", True),
-        qkv_clip=attn.number("clip_qkv", None), dropout=c.dropout(0.0, "resid_pdrop", "emb_pdrop"),
-    )
-
-
-def _nemotron(c: HFConfig) -> dict:
-    """Nemotron(-4, Minitron): LayerNorm1P with bias, plain up/down MLP with squared ReLU
-    (mapped to relu: it changes no count), half of each head rotated, untied."""
-    return llama(c, norm="layernorm", norm_bias=True, norm_eps=c.number("norm_eps", 1e-5), gated_mlp=False,
-                 activation=c.activation("relu2", "hidden_act"), rotary_fraction=rotary_fraction(c, 0.5))
 
 
 def _cohere2(c: HFConfig) -> dict:
@@ -274,14 +184,6 @@ def _vaultgemma(c: HFConfig) -> dict:
     return {**LLAMA_MAPPERS["gemma2"](c), "norm_placement": "pre"}
 
 
-def _jais2(c: HFConfig) -> dict:
-    """Jais 2: LayerNorms with bias, biases on q/k/v/o (attention_bias) and on the plain up/down
-    MLP (mlp_bias) with squared ReLU (mapped to relu), head_dim 128."""
-    bias = c.flag("attention_bias", True)
-    return llama(c, head_dim=c.integer("head_dim", 128), norm="layernorm", norm_bias=True,
-                 norm_eps=c.number("layer_norm_eps", 1e-5), qkv_bias=bias, attn_out_bias=bias,
-                 mlp_bias=c.flag("mlp_bias", True), gated_mlp=False, activation=c.activation("relu2", "hidden_act"))
-
 
 def _granite_swa(c: HFConfig) -> dict:
     """Granite SWA: Granite blocks with a learned sink per head, sliding (128) blocks between
@@ -323,23 +225,12 @@ def _youtu(c: HFConfig) -> dict:
     return _mla_dense(c, tied_embeddings=c.flag("tie_word_embeddings", True), norm_eps=c.number("rms_norm_eps", 1e-6))
 
 
-def _persimmon(c: HFConfig) -> dict:
-    """Persimmon / Fuyu text: LayerNorms with bias, fused q/k/v and dense with biases, bias-ful
-    LayerNorm q/k norms over head_dim (qk_layernorm), plain MLP with squared ReLU (as relu), half
-    of each head rotated, untied."""
-    # PersimmonAttention: query_key_value = Linear(h, 3h): every head has its own k and v
-    return llama(c, kv_heads=None, norm="layernorm", norm_bias=True, norm_eps=c.number("layer_norm_eps", 1e-5), qkv_bias=True,
-                 attn_out_bias=True, mlp_bias=True, gated_mlp=False, qk_norm=c.flag("qk_layernorm", True),
-                 activation=c.activation("relu2", "hidden_act"), rotary_fraction=rotary_fraction(c, 0.5))
-
 
 DENSE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
-    "stablelm": _stablelm, "gptj": _gptj, "gpt_neo": _gpt_neo, "mpt": _mpt, "nemotron": _nemotron,
     "cohere2": _cohere2, "glm": _glm, "exaone": _exaone, "exaone4": _exaone4, "smollm3": _smollm3,
     "helium": _helium, "arcee": _arcee, "ernie4_5": _ernie4_5, "hunyuan_v1_dense": _hunyuan_dense,
     "seed_oss": _seed_oss, "olmo3": _olmo3, "apertus": _apertus, "ministral": _ministral,
     "ministral3": _ministral3, "internlm3": _internlm3, "cwm": _cwm, "qwen2_vl_text": _qwen2_vl_text,
     "qwen2_5_vl_text": _qwen2_vl_text, "qwen3_vl_text": _qwen3_vl_text, "vaultgemma": _vaultgemma,
-    "jais2": _jais2, "granite_swa": _granite_swa, "iquestcoder": llama, "codegen": _gptj,
-    "minicpm3": _minicpm3, "youtu": _youtu, "persimmon": _persimmon,
+    "granite_swa": _granite_swa, "iquestcoder": llama, "minicpm3": _minicpm3, "youtu": _youtu,
 }
