@@ -127,3 +127,27 @@ def hf_training_flop_counts(data: dict, batch: int, seq: int, decoder_seq: int |
             for op, n in ops.items():
                 totals[str(op)] -= n
     return totals
+
+
+COMPONENTS = {
+    "embedding": ("embed_tokens.", "wte.", "wpe.", "word_embeddings.", "backbone.embeddings."),
+    "head": ("lm_head.",),
+    "final_norm": ("model.norm.", "transformer.ln_f.", "transformer.norm_f.", "language_model.norm.",
+                   "backbone.norm_f.", "model.final_layernorm."),
+}
+"""Name prefixes (after the module path) of the HF parameters outside the blocks, by modelplan's
+breakdown key; every other parameter is a block's ("layers")."""
+
+
+def hf_components(data: dict, skip: str | None = None) -> dict[str, int]:
+    """sum(p.numel()) of the HF model of `data` split into embedding / layers / final_norm / head
+    by parameter name (tied tensors yielded once, so a tied head is 0); parameters whose name
+    contains `skip` (a vision tower) are left out."""
+    out = {"embedding": 0, "layers": 0, "final_norm": 0, "head": 0}
+    for name, p in hf_model(data).named_parameters():
+        if skip is not None and skip in name:
+            continue
+        part = next((key for key, prefixes in COMPONENTS.items()
+                     if any(name.startswith(x) or f".{x}" in f".{name}" for x in prefixes)), "layers")
+        out[part] += p.numel()
+    return out

@@ -20,15 +20,72 @@ from typing import Any, Callable
 
 from modelplan.errors import SpecError, validate_model
 from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_dense import DENSE_MAPPERS
+from modelplan.specs.hf_layernorm import LAYERNORM_MAPPERS
 from modelplan.specs.hf_gpt import GPT_MAPPERS
 from modelplan.specs.hf_llama import LLAMA_MAPPERS
 from modelplan.specs.hf_moe import MOE_MAPPERS
+from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
 from modelplan.specs.hf_other import OTHER_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
-    **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS,
+    **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
+    **MOE_EXTRA_MAPPERS,
 }
+
+UNMODELLED: dict[str, str] = {
+    "mamba2": "Mamba-2 SSD mixers (multi-head state, grouped B/C, gated RMSNorm)",
+    "falcon_h1": "hybrid Mamba-2 + attention blocks in parallel with muP multipliers",
+    "bamba": "hybrid Mamba-2 / attention blocks",
+    "zamba": "shared attention blocks interleaved with Mamba blocks",
+    "zamba2": "shared attention blocks with LoRA adapters interleaved with Mamba-2 blocks",
+    "nemotron_h": "hybrid Mamba-2 / attention / MLP-only blocks",
+    "granitemoehybrid": "hybrid Mamba-2 / attention blocks with MoE",
+    "qwen3_next": "gated DeltaNet linear-attention layers",
+    "qwen3_5": "gated DeltaNet linear-attention layers (and a vision tower)",
+    "qwen3_5_text": "gated DeltaNet linear-attention layers",
+    "qwen3_5_moe": "gated DeltaNet linear-attention layers (and a vision tower)",
+    "qwen3_5_moe_text": "gated DeltaNet linear-attention layers",
+    "kimi_linear": "Kimi Delta Attention linear-attention layers",
+    "minimax": "lightning (linear) attention layers",
+    "lfm2": "gated short-convolution blocks",
+    "lfm2_moe": "gated short-convolution blocks",
+    "rwkv": "RWKV time-mixing blocks",
+    "xlstm": "mLSTM blocks",
+    "recurrent_gemma": "RG-LRU recurrent blocks",
+    "apertus1p5": "its multimodal composite",
+    "afmoe": "the gated attention output (self_attn.gate_proj) and a learned expert_bias",
+    "longcat_flash": "zero-computation experts and its two-attention blocks",
+    "deepseek_v32": "DeepSeek sparse attention's lightning indexer",
+    "gemma3n": "per-layer embeddings, AltUp and LAuReL blocks",
+    "qwen2_vl": "the Qwen2-VL vision tower",
+    "qwen2_5_vl": "the Qwen2.5-VL vision tower",
+    "qwen3_vl": "the Qwen3-VL vision tower",
+    "qwen3_vl_moe": "the Qwen3-VL vision tower",
+    "llama4": "the Llama 4 vision tower",
+    "llava": "its vision tower",
+    "llava_next": "its vision tower",
+    "idefics3": "its vision tower",
+    "smolvlm": "its vision tower",
+    "internvl": "its vision tower",
+    "glm4v": "the GLM-4V vision tower",
+    "glm4v_moe": "the GLM-4.5V vision tower",
+}
+"""model_types transformers ships whose architecture the spec cannot yet express exactly, with
+the missing feature: refused with that reason instead of a wrong count."""
+
+_TEXT_ONLY = {"qwen2_vl": "qwen2_vl_text", "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
+              "llama4": "llama4_text"}
+"""Vision-language types whose text_config alone is supported (as its own model_type)."""
+
+
+def _unmodelled(source: str, model_type: str) -> SpecError:
+    hint = ""
+    if model_type in _TEXT_ONLY:
+        hint = (f"; to count the language model alone, save its text_config as a config.json with "
+                f"model_type '{_TEXT_ONLY[model_type]}'")
+    return SpecError(f"{source}: model_type: '{model_type}': {UNMODELLED[model_type]} not modelled{hint}")
 
 _HEADS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForMaskedLM", "ForPreTraining",
           "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
@@ -142,6 +199,8 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
         raise SpecError(f"{source}: model_type: missing (a HuggingFace config.json names its "
                         f"model_type, one of: {', '.join(sorted(MAPPERS))})")
     mapper = MAPPERS.get(model_type)
+    if mapper is None and model_type in UNMODELLED:
+        raise _unmodelled(source, model_type)
     if mapper is None:
         raise SpecError(
             f"{source}: model_type: unsupported '{model_type}' (supported: {', '.join(sorted(MAPPERS))})"

@@ -17,6 +17,8 @@ _ACTIVATIONS = {
     "silu": "silu", "swish": "silu", "gelu": "gelu", "relu": "relu",
     "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",
     "bloom_gelu": "gelu_tanh", "gelu_python": "gelu",
+    # squared ReLU (Nemotron, Arcee): the spec's nearest kind; the activation changes no count
+    "relu2": "relu",
 }
 
 _MISSING = object()
@@ -116,6 +118,15 @@ class HFConfig:
         value = self._checked((key,), default, lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
                               "a list of strings")
         return None if value is None else list(value)
+
+    def renamed(self, names: dict[str, str]) -> "HFConfig":
+        """This config with keys renamed (old -> new) where the new key is absent: a family's
+        own key names (EXAONE 3 num_layers) read by a shared mapper."""
+        data = dict(self.data)
+        for old, new in names.items():
+            if old in data and new not in data:
+                data[new] = data[old]
+        return HFConfig(data, self.source, self.path, self.defaults)
 
     def sub(self, key: str, defaults: dict | None = None) -> "HFConfig | None":
         """A nested config object (`text_config`, `vision_config`); None when absent. With

@@ -175,5 +175,7 @@ def _mistral3(c: HFConfig) -> dict:
 
 OTHER_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "t5": lambda c: _t5_head(_t5(c), c), "mt5": lambda c: _t5_head(_t5(c, "gated-gelu"), c),
-    "mamba": _mamba, "jamba": _jamba, "gemma3": _gemma3, "mistral3": _mistral3,
+    # Falcon-Mamba: Mamba blocks whose B, C and dt RMS norms have no weight (no count change;
+    # their arithmetic is not modelled)
+    "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba, "gemma3": _gemma3, "mistral3": _mistral3,
 }
