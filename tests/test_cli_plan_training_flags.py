@@ -64,3 +64,13 @@ def test_bad_grad_dtype_is_a_one_line_error():
     result = runner.invoke(app, ["plan", "llama-3-8b", "--gpus", "8", "--grad-dtype", "fp16"])
     assert result.exit_code != 0
     assert "--grad-dtype" in result.output and "Traceback" not in result.output
+
+
+def test_engine_note_follows_the_run_gradient_dtype():
+    """Megatron reduces in fp32 by default (accumulate_allreduce_grads_in_fp32); with
+    --grad-dtype same (--no-grad-reduce-in-fp32) the gradients are reduced in bf16 and the note says so."""
+    plain = runner.invoke(app, ONE_PLAN[:-1])
+    same = runner.invoke(app, [*ONE_PLAN[:-1], "--grad-dtype", "same"])
+    assert plain.exit_code == 0 and same.exit_code == 0, plain.output + same.output
+    assert "gradients reduced in fp32" in plain.output
+    assert "gradients reduced in 16 bits" in same.output
