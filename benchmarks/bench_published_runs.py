@@ -4,7 +4,8 @@ its own published settings (`modelplan plan` with every plan field fixed).
 Runs: benchmarks/published_runs.toml (Megatron-LM/NeMo, Megatron-DeepSpeed, torchtitan, PyTorch
 FSDP, llm-foundry, Llama 3; A100 / H100 / H200 / B200; bf16 / fp16 / fp8; every figure with its
 source), benchmarks/published_runs_vtrain.toml (vTrain's 109 measured multi-node Megatron-DeepSpeed
-runs) and the ten Narayanan et al. 2021 runs of tests/data/calibration_runs.json.
+runs), the ten Narayanan et al. 2021 runs of tests/data/calibration_runs.json and
+benchmarks/published_runs_extra.toml (runs collected after the model was built: all held out).
 
 Split: every run carries `split = "fit"` (the modeller may choose constants with it; the Narayanan
 runs chose `sustained_fraction`, `kernel_overhead_us`, ... in specs/costmodel.py) or
