@@ -4,7 +4,8 @@ its own published settings (`modelplan plan` with every plan field fixed).
 Runs: benchmarks/published_runs.toml (Megatron-LM/NeMo, Megatron-DeepSpeed, torchtitan, PyTorch
 FSDP, llm-foundry, Llama 3; A100 / H100 / H200 / B200; bf16 / fp16 / fp8; every figure with its
 source), benchmarks/published_runs_vtrain.toml (vTrain's 109 measured multi-node Megatron-DeepSpeed
-runs) and the ten Narayanan et al. 2021 runs of tests/data/calibration_runs.json.
+runs), the ten Narayanan et al. 2021 runs of tests/data/calibration_runs.json and
+benchmarks/published_runs_extra.toml (runs collected after the model was built: all held out).
 
 Split: every run carries `split = "fit"` (the modeller may choose constants with it; the Narayanan
 runs chose `sustained_fraction`, `kernel_overhead_us`, ... in specs/costmodel.py) or
@@ -45,10 +46,12 @@ from modelplan.specs.plan import Plan  # noqa: E402
 from modelplan.specs.training import TrainingSpec  # noqa: E402
 
 RUN_FILES = (ROOT / "benchmarks" / "published_runs.toml", ROOT / "benchmarks" / "published_runs_vtrain.toml")
+# Runs collected after the model was built (issue 13): all held out, whatever the sha256 rule says.
+EXTRA_FILE = ROOT / "benchmarks" / "published_runs_extra.toml"
 NARAYANAN = ROOT / "tests" / "data" / "calibration_runs.json"
 GIB = 2**30
 # Settings a run may carry that the training spec takes when this version of modelplan has them.
-OPTIONAL_TRAINING = ("attention", "framework", "grad_dtype", "fp8_param_gather", "ac_mode", "fp8_recipe",
+OPTIONAL_TRAINING = ("attention", "framework", "grad_dtype", "fp8_param_gather", "master_weights", "ac_mode", "fp8_recipe",
                      "cp_comm_type")
 # Settings the plan takes when this version of modelplan has them.
 OPTIONAL_PLAN = ("reshard_after_forward", "fsdp_shard_size", "etp", "first_stage_layers", "last_stage_layers")
@@ -59,8 +62,11 @@ ENGINE_FRAMEWORK = {"megatron": "megatron", "deepspeed": "deepspeed", "torchtita
                     "foundry": "foundry"}
 
 
-def split_rule(run_id: str) -> str:
-    """The split fixed in the TOML header: Narayanan runs fit; else sha256(id) % 10 < 3 -> holdout."""
+def split_rule(run_id: str, file: str = "") -> str:
+    """The split fixed in the TOML header: Narayanan runs fit; else sha256(id) % 10 < 3 -> holdout;
+    every run of published_runs_extra.toml is holdout."""
+    if file == EXTRA_FILE.name:
+        return "holdout"
     if run_id.startswith("narayanan21_"):
         return "fit"
     return "holdout" if int(hashlib.sha256(run_id.encode()).hexdigest()[:8], 16) % 10 < 3 else "fit"
@@ -182,14 +188,14 @@ def narayanan_runs() -> list[dict]:
 
 def load_runs() -> list[dict]:
     runs = narayanan_runs()
-    for path in RUN_FILES:
+    for path in (*RUN_FILES, EXTRA_FILE):
         for run in tomllib.loads(path.read_text())["runs"]:
             runs.append({**run, "file": path.name})
     ids = [r["id"] for r in runs]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
         raise SystemExit(f"error: duplicate run ids: {', '.join(dup)}")
-    wrong = [r["id"] for r in runs if r.get("split") != split_rule(r["id"])]
+    wrong = [r["id"] for r in runs if r.get("split") != split_rule(r["id"], r["file"])]
     if wrong:
         raise SystemExit(f"error: split does not follow the rule in the TOML header: {', '.join(wrong)}")
     return runs
@@ -335,6 +341,8 @@ def main() -> int:
     print()
     for split in ("fit", "holdout"):
         _summary(split, [r for r in rows if r["split"] == split])
+    _summary("extra (held)", [r for r in rows if r["file"] == EXTRA_FILE.name])
+    _summary("all sets", rows)
     for title, key in (("by engine", "engine"), ("by source file", "file")):
         print()
         print(f"{title} (both splits; exact = priced with all its settings):")

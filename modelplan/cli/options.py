@@ -127,6 +127,25 @@ TpOverlapOpt = Annotated[
                  help="Overlap TP collectives with GEMMs (TE userbuffers, async TP) [default: the engine's].",
                  show_default=False),
 ]
+GradDtypeOpt = Annotated[
+    Optional[Literal["fp32", "same"]],
+    typer.Option("--grad-dtype",
+                 help="Gradient buffer and reduction dtype: fp32 (Megatron's default) or same (the compute dtype: "
+                      "Megatron --no-grad-reduce-in-fp32 / accumulate-allreduce-grads-in-fp32 off, NeMo "
+                      "grad_sync_dtype bf16) [default: fp32].", show_default=False),
+]
+Fp8ParamGatherOpt = Annotated[
+    bool,
+    typer.Option("--fp8-param-gather/--no-fp8-param-gather",
+                 help="fp8: keep and gather the parameters in fp8, no 16-bit copy (Megatron --fp8-param-gather, "
+                      "NeMo fp8_params, torchao fp8 all-gather).", show_default=False),
+]
+MasterWeightsOpt = Annotated[
+    Optional[bool],
+    typer.Option("--master-weights/--no-master-weights",
+                 help="Keep fp32 master weights in the optimizer [default: yes under mixed precision].",
+                 show_default=False),
+]
 EpOverlapOpt = Annotated[
     bool,
     typer.Option("--ep-comm-overlap/--no-ep-comm-overlap",

@@ -17,9 +17,12 @@ from modelplan.cli.options import (
     AcModeOpt,
     AttentionOpt,
     CompileOpt,
+    Fp8ParamGatherOpt,
     Fp8RecipeOpt,
     FrameworkOpt,
+    GradDtypeOpt,
     JsonOpt,
+    MasterWeightsOpt,
     OptimizerOpt,
     PrecisionOpt,
     SeqOpt,
@@ -118,6 +121,9 @@ def plan_cmd(
     tp_comm_overlap: TpOverlapOpt = None,
     ep_comm_overlap: EpOverlapOpt = False,
     cp_comm_type: CpCommTypeOpt = None,
+    grad_dtype: GradDtypeOpt = None,
+    fp8_param_gather: Fp8ParamGatherOpt = False,
+    master_weights: MasterWeightsOpt = None,
     tp: TpOpt = None,
     pp: PpOpt = None,
     dp: DpOpt = None,
@@ -183,7 +189,9 @@ def plan_cmd(
     training = _training(spec, batch, seq, precision, optimizer, attention,
                          dict(framework=framework, ac_mode=ac_mode, fp8_recipe=fp8_recipe, compile=compile_,
                               tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
-                              cp_comm_type=cp_comm_type, finetune=ft))
+                              cp_comm_type=cp_comm_type, finetune=ft, fp8_param_gather=fp8_param_gather,
+                              master_weights=master_weights,
+                              **({} if grad_dtype is None else {"grad_dtype": grad_dtype})))
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     space = SearchSpace(
         tp=parse_choice(tp, "tp"), pp=parse_choice(pp, "pp"), dp=parse_choice(dp, "dp"),

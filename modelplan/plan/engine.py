@@ -58,7 +58,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         ac_every=profile.layer_sac_every, fused_cross_entropy=profile.fused_cross_entropy,
         compiled_loss=_compiled_loss(training, profile), fp8_recipe=fp8,
         fp8_backend=profile.fp8_backend, attention_kernels=profile.attention_kernels,
-        sharded_low_precision_copy=profile.sharded_low_precision_copy, reduce_in_fp32=profile.reduce_in_fp32,
+        sharded_low_precision_copy=profile.sharded_low_precision_copy, reduce_in_fp32=profile.reduce_in_fp32 and training.grad_dtype == "fp32",
         grad_copy_bytes=profile.grad_copy_bytes, low_precision_grads=profile.low_precision_grads,
         dp_bucket_elements=profile.dp_bucket_elements, reshard_after_forward=profile.reshard_after_forward,
         reshard_after_forward_pp=profile.reshard_after_forward_pp, tp_comm_overlap=profile.tp_comm_overlap,
