@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from modelplan.count.blocks import block_of
 from modelplan.errors import SpecError
-from modelplan.execute.context_parallel import EXECUTED_CP_TYPES
+from modelplan.execute.context_parallel import EXECUTED_CP_TYPES, cp_comm_type
 from modelplan.execute.residual import check_norms
 from modelplan.execute.scale_features import head_dim, scaled_features, small_moe
+from modelplan.plan.parallel.cp import cp_problem
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.validate import pp_problem
 from modelplan.specs.load import load_engine
@@ -64,10 +65,15 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
 
 def _check_cp(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> None:
     """Context parallelism as the executor runs it (`execute/context_parallel.py`)."""
-    kind = training.cp_comm_type or load_engine(training.framework).cp_comm_type
+    kind = cp_comm_type(training)
     if kind not in EXECUTED_CP_TYPES:
         raise SpecError(f"cp_comm_type '{kind}' (cp {plan.cp}): verify executes context parallelism with "
-                        f"{', '.join(EXECUTED_CP_TYPES)} only (--cp-comm-type all_gather)")
+                        f"{', '.join(EXECUTED_CP_TYPES)} only")
+    heads = spec.heads // plan.tp if spec.heads % plan.tp == 0 else spec.heads
+    kv_heads = spec.num_kv_heads // plan.tp if spec.num_kv_heads % plan.tp == 0 else spec.num_kv_heads
+    problem = cp_problem(kind, plan.cp, heads, kv_heads, torch_cp=False)
+    if problem:
+        raise SpecError(problem)
     unsupported = [what for what, on in (
         ("MoE", spec.moe is not None), ("MLA", spec.mla is not None),
         ("mamba layers", any(spec.layer_type(i) == "mamba" for i in range(spec.layers))),
@@ -133,8 +139,9 @@ def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, lay
     if layers_per_stage < 1:
         raise SpecError(f"layers_per_stage ({layers_per_stage}) must be >= 1")
     tp = plan.tp
-    heads = 2 * tp
-    kv = heads if spec.num_kv_heads == spec.heads else 1 if spec.num_kv_heads == 1 else tp
+    ulysses = plan.cp if plan.cp > 1 and cp_comm_type(training) == "a2a" else 1  # heads and kv heads split over cp too
+    heads = 2 * tp * ulysses
+    kv = heads if spec.num_kv_heads == spec.heads else 1 if spec.num_kv_heads == 1 else tp * ulysses
     decoupled = spec.head_dim is not None and spec.head_dim * spec.heads != spec.hidden
     dim = head_dim(spec)
     hidden = 12 * tp if decoupled else heads * dim
