@@ -65,13 +65,17 @@ def test_full_recompute_gathers_kv_once_more():
 
 
 def test_ulysses_all_to_alls_qkv_and_output():
-    """a2a: forward AllToAll of Q, K, V (33,554,432 + 16,777,216 B per rank) and of the output
-    (33,554,432 B); backward of dO and of dQ, dK, dV: 4 AllToAlls per block."""
+    """a2a: one AllToAll per tensor (DeepSpeed `DistributedAttention` applies `_SeqAllToAll` to
+    query, key and value in turn, arXiv 2309.14509 sec. 3.1): forward Q (33,554,432 B per rank),
+    K and V (16,777,216 / 2 = 8,388,608 B each) and the output (33,554,432 B); backward dO, dQ,
+    dK, dV of the same sizes: 8 AllToAlls per block."""
     got = _cp_items("megatron", "a2a")
     n = LLAMA_GQA.layers
-    assert got == {("cp/attention/qkv", Collective.ALL_TO_ALL, None, 50_331_648): n,
+    assert got == {("cp/attention/qkv", Collective.ALL_TO_ALL, None, 33_554_432): n,
+                   ("cp/attention/qkv", Collective.ALL_TO_ALL, None, 8_388_608): 2 * n,
                    ("cp/attention/out", Collective.ALL_TO_ALL, None, 33_554_432): 2 * n,
-                   ("cp/attention/dkv", Collective.ALL_TO_ALL, None, 50_331_648): n}
+                   ("cp/attention/dkv", Collective.ALL_TO_ALL, None, 33_554_432): n,
+                   ("cp/attention/dkv", Collective.ALL_TO_ALL, None, 8_388_608): 2 * n}
 
 
 def test_torch_all_gather_rotates_fp32_dkv_round_the_ring():
