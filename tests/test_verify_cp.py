@@ -18,6 +18,8 @@ float64; dp 2 so 4 micro-batches per rank): a rank's K, V block is 2 x 4 tokens 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -183,3 +185,30 @@ def test_cli_runs_each_type_and_refuses_indivisible_heads():
     assert result.exit_code == 2
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and "cp_comm_type 'a2a' needs cp (3) to divide the heads (32) and kv heads (8)" in lines[0]
+
+
+CP_TYPES_ON_MPI = {kind: ["llama-2-7b", "--cp", "2", "--cp-comm-type", kind] for kind in ("p2p", "a2a")}
+
+
+@pytest.mark.slow
+def test_ring_and_ulysses_on_mpi_equal_the_simulator():
+    """One 2-rank MPI job runs `verify --cp 2` with p2p and with a2a: every check passes, the
+    ledgers equal the simulator's entry by entry (the ring's send/recv, Ulysses' AllToAlls) and the
+    tensors agree (the pattern of test_cli_verify_mpi.py)."""
+    from _mpi_support import mpi_available, mpiexec
+    if not mpi_available():
+        pytest.skip("no mpi4py / MPI library")
+    from test_cli_verify_mpi import DETAIL, HOOKS, assert_same_run, sim_doc, split_commands
+
+    args = [HOOKS]
+    for plan in CP_TYPES_ON_MPI.values():
+        args += ["--", "verify", *plan, "--backend", "mpi", *DETAIL]
+    proc = mpiexec(2, args, timeout_s=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    outputs = split_commands(proc.stdout)
+    assert len(outputs) == len(CP_TYPES_ON_MPI), proc.stdout
+    for (kind, plan), text in zip(CP_TYPES_ON_MPI.items(), outputs):
+        mpi = json.loads(text)
+        assert_same_run(mpi, sim_doc(plan), 2)
+        ops = {e["op"] for ledger in mpi["ledgers"] for e in ledger if e["axis"] == "cp"}
+        assert ops == {"p2p": {"send_recv"}, "a2a": {"all_to_all"}}[kind], ops

@@ -4,7 +4,8 @@
 in the message). `scale_down` keeps every flag of the model (norm, biases, gated MLP, GQA, tied
 head, positions, parallel block, MoE routing) and shrinks the dimensions so that every split of
 the plan is exact and the whole step runs in seconds: heads = 2*tp, kv_heads = tp for GQA
-(kv_heads = heads for MHA, 1 for MQA), head_dim 4, vocab 16*tp, layers = stages*layers_per_stage
+(kv_heads = heads for MHA, 1 for MQA; both times cp under cp_comm_type a2a, which splits heads
+over cp), head_dim 4, vocab 16*tp, layers = stages*layers_per_stage
 plus the model's remainder layers % stages (stages: pp*vpp, or the schedule's own count; an uneven
 split stays uneven, same shape), sequence 8 (a multiple of tp), experts a multiple of ep, and the
 fewest micro-batches from min(m, 2*pp) up that the schedule runs.
