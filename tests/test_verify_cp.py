@@ -169,6 +169,13 @@ def test_ulysses_needs_cp_to_divide_the_heads():
         verify(LLAMA, ULYSSES, Plan(cp=4), steps=1)
 
 
+def test_pytorch_ring_is_refused_by_name():
+    """torchtitan's CP is PyTorch's ring (fp32 dK, dV round the ring under either rotate method,
+    `parallel/cp.py`), not TE's: one line instead of a ledger that cannot match."""
+    with pytest.raises(SpecError, match="under framework 'torchtitan': verify executes Transformer Engine's"):
+        verify(GPT, ALL_GATHER.model_copy(update={"framework": "torchtitan"}), Plan(cp=2), scale=False, steps=1)
+
+
 def test_engine_default_type_runs():
     """No cp_comm_type: Megatron's default p2p (presets/frameworks/megatron.toml) is executed."""
     report = verify(GPT, ALL_GATHER.model_copy(update={"cp_comm_type": None}), Plan(cp=2), scale=False, steps=1)

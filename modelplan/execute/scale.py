@@ -36,11 +36,11 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
     """The splits a real engine needs (Megatron-LM's own checks); returns num_microbatches."""
     if not isinstance(spec, TransformerSpec):
         raise SpecError(f"verify executes transformer models only, not '{getattr(spec, 'kind', type(spec).__name__)}'")
-    if plan.cp > 1:
-        _check_cp(spec, training, plan)
     if any(spec.layer_type(i) != "mamba" for i in range(spec.layers)):  # attention-free models: no heads to split
         _divides("heads", spec.heads, "tp", plan.tp)
         _divides("kv_heads", spec.num_kv_heads, "tp", plan.tp)
+    if plan.cp > 1:
+        _check_cp(spec, training, plan)
     if spec.ssm is not None:
         _divides("ssm.inner", spec.ssm.inner, "tp", plan.tp)
     problem = pp_problem(spec.layers, plan.pp, plan.vpp, _stages(plan))
@@ -70,17 +70,19 @@ def _check_cp(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> None
     if kind not in EXECUTED_CP_TYPES:
         raise SpecError(f"cp_comm_type '{kind}' (cp {plan.cp}): verify executes context parallelism with "
                         f"{', '.join(EXECUTED_CP_TYPES)} only")
-    heads = spec.heads // plan.tp if spec.heads % plan.tp == 0 else spec.heads
-    kv_heads = spec.num_kv_heads // plan.tp if spec.num_kv_heads % plan.tp == 0 else spec.num_kv_heads
-    problem = cp_problem(kind, plan.cp, heads, kv_heads, torch_cp=False)
-    if problem:
-        raise SpecError(problem)
+    if load_engine(training.framework).cp_fp32_merge:
+        raise SpecError(f"cp ({plan.cp}) > 1 under framework '{training.framework}': verify executes Transformer "
+                        "Engine's exchanges; PyTorch's ring (fp32 dK, dV accumulators passed round it) is not "
+                        "executed yet")
     unsupported = [what for what, on in (
         ("MoE", spec.moe is not None), ("MLA", spec.mla is not None),
         ("mamba layers", any(spec.layer_type(i) == "mamba" for i in range(spec.layers))),
         ("MTP", bool(spec.mtp_layers)), (f"arch '{spec.arch}'", spec.arch != "decoder")) if on]
     if unsupported:
         raise SpecError(f"cp ({plan.cp}) > 1 with {', '.join(unsupported)} is not executed by verify yet")
+    problem = cp_problem(kind, plan.cp, spec.heads // plan.tp, spec.num_kv_heads // plan.tp, torch_cp=False)
+    if problem:  # the real model's heads: the scaled-down copy keeps their split (scale_down)
+        raise SpecError(problem)
     _divides("seq_len", training.seq_len, "cp", plan.cp)
 
 
