@@ -207,3 +207,18 @@ def test_megatron_rules_refuse_what_transformer_engine_refuses():
     assert len(broken_rules(base | {"--cp-comm-type": "a2a+p2p"}, env, 16)) == 1
     assert len(broken_rules(base | {"--cp-comm-type": "a2a"}, env, 16)) == 1
     assert broken_rules(base | {"--cp-comm-type": "a2a", "--context-parallel-size": "4"}, env, 8) == []
+
+
+def test_ulysses_pays_three_call_latencies_for_q_k_v():
+    """Alpha-beta (a fixed cost per call, independent of the bytes): the Q, K, V exchange is three
+    AllToAlls and the output's one, so a per-call latency adds 3x to the first what it adds to the
+    second; the bytes stay those of Q + K + V (same seconds without latency)."""
+    from test_plan_cp import gpt, ideal_cluster
+    training = TrainingSpec(global_batch=8, seq_len=4096)
+    fast = Evaluator(gpt(), training, ideal_cluster()).cp_seconds(1, 1, 4)
+    slow = Evaluator(gpt(), training, ideal_cluster().model_copy(update={"call_latency_us": 10.0})).cp_seconds(1, 1, 4)
+    extra_out = slow.out_a2a_s - fast.out_a2a_s
+    assert extra_out > 0
+    assert slow.qkv_a2a_s - fast.qkv_a2a_s == pytest.approx(3 * extra_out)
+    q, kv = 1024 * 16 * 64 * 2, 2 * 1024 * 16 * 64 * 2  # MHA: K, V together twice Q's bytes
+    assert fast.qkv_a2a_s == pytest.approx(fast.out_a2a_s * (q + kv) / q)
