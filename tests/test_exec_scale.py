@@ -53,7 +53,8 @@ def test_moe_experts_divide_by_ep():
     (LLAMA3_8B, Plan(tp=3), TrainingSpec(), r"tp \(3\) must divide heads \(32\)"),
     (LLAMA3_8B, Plan(pp=33), TrainingSpec(), r"pp \* vpp \(33 \* 1 = 33\) must not exceed layers \(32\)"),
     (LLAMA3_8B, Plan(dp=2, ep=2), TrainingSpec(global_batch=2), r"ep \(2\) > 1 needs an MoE model"),
-    (LLAMA3_8B, Plan(cp=2), TrainingSpec(), r"cp_comm_type .p2p. \(cp 2\): verify executes context parallelism with all_gather only"),
+    (LLAMA3_8B, Plan(cp=3), TrainingSpec(cp_comm_type="a2a"),
+     r"cp_comm_type 'a2a' needs cp \(3\) to divide the heads \(32\) and kv heads \(8\)"),
     (LLAMA3_8B, Plan(dp=4), TrainingSpec(global_batch=6), r"global_batch \(6\) must be divisible"),
     (GPT2.model_copy(update={"position": "alibi"}), Plan(), TrainingSpec(), "alibi"),
 ])
@@ -61,6 +62,15 @@ def test_unexecutable_plans_name_the_numbers(spec, plan, training, message):
     """Each bad plan is a one-line SpecError with the numbers involved."""
     with pytest.raises(SpecError, match=message):
         scale_down(spec, plan, training)
+
+
+def test_ulysses_scales_heads_over_tp_and_cp():
+    """a2a splits heads over tp x cp: Llama-3-8B (GQA) on tp 2, cp 2 keeps 2 heads and 1 kv head
+    per tp x cp rank (8 heads, 4 kv heads); p2p keeps the usual 2 tp heads, tp kv heads."""
+    small, _ = scale_down(LLAMA3_8B, Plan(tp=2, cp=2), TrainingSpec(cp_comm_type="a2a"))
+    assert (small.heads, small.num_kv_heads) == (8, 4)
+    small, _ = scale_down(LLAMA3_8B, Plan(tp=2, cp=2), TrainingSpec(cp_comm_type="p2p"))
+    assert (small.heads, small.num_kv_heads) == (4, 2)
 
 
 def test_uneven_split_stays_uneven_when_scaled_down():

@@ -120,14 +120,14 @@ def test_kv_send_crosses_nodes_when_the_cp_group_does():
     assert ev.cp_seconds(4, 1, 4).kv_send_s == pytest.approx(inside / 4 / INTER_BPS)
 
 
-def test_cp_plan_is_planned_only_and_its_terms_add_up():
+def test_cp_plan_terms_add_up_and_its_note_points_to_verify():
     """A cp plan is priced (terms sum to the step, a CP ring term exists) and its notes say verify
-    does not execute it."""
+    executes each cp_comm_type."""
     spec, training = gpt(), TrainingSpec(global_batch=8, seq_len=8192)
     est = estimate_plan(spec, training, Plan(dp=2, tp=2, cp=2, sequence_parallel=True), ideal_cluster())
     assert est.step.cp_comm_s + est.step.cp_hidden_s > 0
     assert sum(est.step.terms().values()) == pytest.approx(est.step.step_time_s)
-    assert any("verify` executes cp_comm_type all_gather" in note for note in est.notes)
+    assert any("verify --cp-comm-type` executes each type" in note for note in est.notes)
 
 
 def test_search_adds_cp_only_for_long_sequences_or_when_asked():

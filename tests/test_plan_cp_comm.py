@@ -65,13 +65,17 @@ def test_full_recompute_gathers_kv_once_more():
 
 
 def test_ulysses_all_to_alls_qkv_and_output():
-    """a2a: forward AllToAll of Q, K, V (33,554,432 + 16,777,216 B per rank) and of the output
-    (33,554,432 B); backward of dO and of dQ, dK, dV: 4 AllToAlls per block."""
+    """a2a: one AllToAll per tensor (DeepSpeed `DistributedAttention` applies `_SeqAllToAll` to
+    query, key and value in turn, arXiv 2309.14509 sec. 3.1): forward Q (33,554,432 B per rank),
+    K and V (16,777,216 / 2 = 8,388,608 B each) and the output (33,554,432 B); backward dO, dQ,
+    dK, dV of the same sizes: 8 AllToAlls per block."""
     got = _cp_items("megatron", "a2a")
     n = LLAMA_GQA.layers
-    assert got == {("cp/attention/qkv", Collective.ALL_TO_ALL, None, 50_331_648): n,
+    assert got == {("cp/attention/qkv", Collective.ALL_TO_ALL, None, 33_554_432): n,
+                   ("cp/attention/qkv", Collective.ALL_TO_ALL, None, 8_388_608): 2 * n,
                    ("cp/attention/out", Collective.ALL_TO_ALL, None, 33_554_432): 2 * n,
-                   ("cp/attention/dkv", Collective.ALL_TO_ALL, None, 50_331_648): n}
+                   ("cp/attention/dkv", Collective.ALL_TO_ALL, None, 33_554_432): n,
+                   ("cp/attention/dkv", Collective.ALL_TO_ALL, None, 8_388_608): 2 * n}
 
 
 def test_torch_all_gather_rotates_fp32_dkv_round_the_ring():
@@ -203,3 +207,18 @@ def test_megatron_rules_refuse_what_transformer_engine_refuses():
     assert len(broken_rules(base | {"--cp-comm-type": "a2a+p2p"}, env, 16)) == 1
     assert len(broken_rules(base | {"--cp-comm-type": "a2a"}, env, 16)) == 1
     assert broken_rules(base | {"--cp-comm-type": "a2a", "--context-parallel-size": "4"}, env, 8) == []
+
+
+def test_ulysses_pays_three_call_latencies_for_q_k_v():
+    """Alpha-beta (a fixed cost per call, independent of the bytes): the Q, K, V exchange is three
+    AllToAlls and the output's one, so a per-call latency adds 3x to the first what it adds to the
+    second; the bytes stay those of Q + K + V (same seconds without latency)."""
+    from test_plan_cp import gpt, ideal_cluster
+    training = TrainingSpec(global_batch=8, seq_len=4096)
+    fast = Evaluator(gpt(), training, ideal_cluster()).cp_seconds(1, 1, 4)
+    slow = Evaluator(gpt(), training, ideal_cluster().model_copy(update={"call_latency_us": 10.0})).cp_seconds(1, 1, 4)
+    extra_out = slow.out_a2a_s - fast.out_a2a_s
+    assert extra_out > 0
+    assert slow.qkv_a2a_s - fast.qkv_a2a_s == pytest.approx(3 * extra_out)
+    q, kv = 1024 * 16 * 64 * 2, 2 * 1024 * 16 * 64 * 2  # MHA: K, V together twice Q's bytes
+    assert fast.qkv_a2a_s == pytest.approx(fast.out_a2a_s * (q + kv) / q)

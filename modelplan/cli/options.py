@@ -157,7 +157,8 @@ CpCommTypeOpt = Annotated[
     typer.Option("--cp-comm-type",
                  help="Context-parallel exchange: p2p (ring send/recv overlapped with attention), all_gather "
                       "(AllGather of K, V; Llama 3), a2a (Ulysses AllToAll, heads split over cp) "
-                      "[default: the engine's: Megatron p2p, torchtitan all_gather, DeepSpeed a2a].",
+                      "[default: plan searches every type the engine runs and keeps the cheapest; verify runs "
+                      "the engine's: Megatron p2p, torchtitan all_gather, DeepSpeed a2a].",
                  show_default=False),
 ]
 JsonOpt = Annotated[

@@ -215,7 +215,9 @@ def plan_cmd(
     if output is not None:
         from modelplan.export.files import write_text_atomic
 
-        write_text_atomic(output, dumps_plan_document(plan_document(spec, training, result.best[0], cl)))
+        chosen = result.best[0].cp_comm_type  # the searched exchange, written where the run named none
+        doc_training = training if chosen is None else training.model_copy(update={"cp_comm_type": chosen})
+        write_text_atomic(output, dumps_plan_document(plan_document(spec, doc_training, result.best[0], cl)))
         if str(output) == "-":  # the document is the output
             return
     if json_out:

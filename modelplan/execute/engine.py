@@ -31,7 +31,7 @@ import numpy as np
 from modelplan.comm.regions import Region
 from modelplan.comm.communicator import Communicator, Group
 from modelplan.comm.ops import Axis
-from modelplan.execute.context_parallel import ContextParallel
+from modelplan.execute.context_parallel import ContextParallel, cp_comm_type
 from modelplan.execute.data_parallel import Bucket, DataParallel, Entry
 from modelplan.execute.expert_parallel import ExpertParallel
 from modelplan.execute.mappings import TensorParallel
@@ -72,6 +72,11 @@ class Job:
     @property
     def num_microbatches(self) -> int:
         return self.plan.num_microbatches(self.training.global_batch)
+
+    @property
+    def cp_comm_type(self) -> str:
+        """The run's cp_comm_type, else its engine's (`EngineProfile.cp_comm_type`)."""
+        return cp_comm_type(self.training)
 
     @property
     def recompute_full(self) -> bool:
@@ -311,7 +316,7 @@ class RankProgram(SteppedProgram):
         dims = job.dims
         self.coords = dims.coords(comm.rank)
         self.groups = Groups.build(dims, comm.rank)
-        cp = ContextParallel(comm, self.groups.cp) if self.plan.cp > 1 else None
+        cp = ContextParallel(comm, self.groups.cp, job.cp_comm_type) if self.plan.cp > 1 else None
         self.model = StageModel(
             TensorParallel(comm, self.groups.tp, self.plan.sequence_parallel, cp),
             ExpertParallel(comm, self.groups.ep), self.spec, job.recompute_full,

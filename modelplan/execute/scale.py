@@ -4,7 +4,8 @@
 in the message). `scale_down` keeps every flag of the model (norm, biases, gated MLP, GQA, tied
 head, positions, parallel block, MoE routing) and shrinks the dimensions so that every split of
 the plan is exact and the whole step runs in seconds: heads = 2*tp, kv_heads = tp for GQA
-(kv_heads = heads for MHA, 1 for MQA), head_dim 4, vocab 16*tp, layers = stages*layers_per_stage
+(kv_heads = heads for MHA, 1 for MQA; both times cp under cp_comm_type a2a, which splits heads
+over cp), head_dim 4, vocab 16*tp, layers = stages*layers_per_stage
 plus the model's remainder layers % stages (stages: pp*vpp, or the schedule's own count; an uneven
 split stays uneven, same shape), sequence 8 (a multiple of tp), experts a multiple of ep, and the
 fewest micro-batches from min(m, 2*pp) up that the schedule runs.
@@ -14,9 +15,10 @@ from __future__ import annotations
 
 from modelplan.count.blocks import block_of
 from modelplan.errors import SpecError
-from modelplan.execute.context_parallel import EXECUTED_CP_TYPES
+from modelplan.execute.context_parallel import EXECUTED_CP_TYPES, cp_comm_type
 from modelplan.execute.residual import check_norms
 from modelplan.execute.scale_features import head_dim, scaled_features, small_moe
+from modelplan.plan.parallel.cp import cp_problem
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.validate import pp_problem
 from modelplan.specs.load import load_engine
@@ -34,11 +36,11 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
     """The splits a real engine needs (Megatron-LM's own checks); returns num_microbatches."""
     if not isinstance(spec, TransformerSpec):
         raise SpecError(f"verify executes transformer models only, not '{getattr(spec, 'kind', type(spec).__name__)}'")
-    if plan.cp > 1:
-        _check_cp(spec, training, plan)
     if any(spec.layer_type(i) != "mamba" for i in range(spec.layers)):  # attention-free models: no heads to split
         _divides("heads", spec.heads, "tp", plan.tp)
         _divides("kv_heads", spec.num_kv_heads, "tp", plan.tp)
+    if plan.cp > 1:
+        _check_cp(spec, training, plan)
     if spec.ssm is not None:
         _divides("ssm.inner", spec.ssm.inner, "tp", plan.tp)
     problem = pp_problem(spec.layers, plan.pp, plan.vpp, _stages(plan))
@@ -64,16 +66,23 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
 
 def _check_cp(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> None:
     """Context parallelism as the executor runs it (`execute/context_parallel.py`)."""
-    kind = training.cp_comm_type or load_engine(training.framework).cp_comm_type
+    kind = cp_comm_type(training)
     if kind not in EXECUTED_CP_TYPES:
         raise SpecError(f"cp_comm_type '{kind}' (cp {plan.cp}): verify executes context parallelism with "
-                        f"{', '.join(EXECUTED_CP_TYPES)} only (--cp-comm-type all_gather)")
+                        f"{', '.join(EXECUTED_CP_TYPES)} only")
+    if load_engine(training.framework).cp_fp32_merge:
+        raise SpecError(f"cp ({plan.cp}) > 1 under framework '{training.framework}': verify executes Transformer "
+                        "Engine's exchanges; PyTorch's ring (fp32 dK, dV accumulators passed round it) is not "
+                        "executed yet")
     unsupported = [what for what, on in (
         ("MoE", spec.moe is not None), ("MLA", spec.mla is not None),
         ("mamba layers", any(spec.layer_type(i) == "mamba" for i in range(spec.layers))),
         ("MTP", bool(spec.mtp_layers)), (f"arch '{spec.arch}'", spec.arch != "decoder")) if on]
     if unsupported:
         raise SpecError(f"cp ({plan.cp}) > 1 with {', '.join(unsupported)} is not executed by verify yet")
+    problem = cp_problem(kind, plan.cp, spec.heads // plan.tp, spec.num_kv_heads // plan.tp, torch_cp=False)
+    if problem:  # the real model's heads: the scaled-down copy keeps their split (scale_down)
+        raise SpecError(problem)
     _divides("seq_len", training.seq_len, "cp", plan.cp)
 
 
@@ -133,8 +142,9 @@ def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, lay
     if layers_per_stage < 1:
         raise SpecError(f"layers_per_stage ({layers_per_stage}) must be >= 1")
     tp = plan.tp
-    heads = 2 * tp
-    kv = heads if spec.num_kv_heads == spec.heads else 1 if spec.num_kv_heads == 1 else tp
+    ulysses = plan.cp if plan.cp > 1 and cp_comm_type(training) == "a2a" else 1  # heads and kv heads split over cp too
+    heads = 2 * tp * ulysses
+    kv = heads if spec.num_kv_heads == spec.heads else 1 if spec.num_kv_heads == 1 else tp * ulysses
     decoupled = spec.head_dim is not None and spec.head_dim * spec.heads != spec.hidden
     dim = head_dim(spec)
     hidden = 12 * tp if decoupled else heads * dim

@@ -11,7 +11,7 @@ only multiplied by the blocks, units and micro-batches of every pipeline rank an
   heads; the embedding's g (and each MTP module's lookup); the head's f and the vocab-parallel
   loss (once more per MTP module);
 - expert parallel (`parallel/ep.py`): dispatch and combine per MoE block;
-- context parallel (`parallel/cp.py`; the executor runs all_gather, `execute/context_parallel.py`): per block the
+- context parallel (`parallel/cp.py`; the executor runs each type, `execute/context_parallel.py`): per block the
   engine's exchange (`TrainingSpec.cp_comm_type`: ring steps, AllGather / ReduceScatter, or
   AllToAll); every activation above is b*(s/cp)*h;
 - pipeline (`parallel/pp.py`): the sends and receives of the lowered action list, Megatron's

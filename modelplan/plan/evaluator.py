@@ -391,7 +391,7 @@ class Evaluator:
             dkv_send_s=self.pricer.p2p_time_s(dkv, shape.crosses_nodes),
             gather_s=price(Collective.ALL_GATHER, cp * kv, shape),
             scatter_s=price(Collective.REDUCE_SCATTER, cp * kv, shape),
-            qkv_a2a_s=price(Collective.ALL_TO_ALL, q + kv, shape),
+            qkv_a2a_s=cp_mod.qkv_a2a_seconds(price, q, kv, shape),
             out_a2a_s=price(Collective.ALL_TO_ALL, q, shape))
 
     def boundary(self, tp: int, sp: bool, micro_batch: int, cp: int, scatter_gather: bool) -> tuple[int, int | None]:

@@ -109,6 +109,9 @@ class PlanEstimate(Result):
     fits: bool
     notes: list[str] = Field(default_factory=list)
     """Conventions this plan relies on (vocab padding, KV replication)."""
+    cp_comm_type: str | None = None
+    """The context-parallel exchange a search chose for this cp > 1 plan, the cheapest of the
+    engine's (`plan/cp_search.py`); None: the run's or the engine's default."""
 
     @property
     def tokens_per_s(self) -> float | None:

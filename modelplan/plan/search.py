@@ -27,6 +27,7 @@ from modelplan.plan.ranking import Ranking
 from modelplan.plan.results import PlanEstimate, SearchResult
 from modelplan.plan.evaluator import Evaluator, PlanPoint
 from modelplan.plan.memory_floor import MemoryFloor
+from modelplan.plan.cp_search import search_cp_types
 from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, _choose, divisors, paused_gc
 from modelplan.plan.search_ext import Extensions
 from modelplan.plan.validate import (
@@ -54,8 +55,12 @@ plans within this factor of the memory budget: moving one or two blocks frees a 
 def search_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, space: SearchSpace | None = None,
                  cost: CostModel | None = None, top_k: int = 5) -> SearchResult:
     """Every valid plan of `gpus` GPUs ranked by predicted step time, by the model's family
-    (`specs/family.py`; raises PlanInfeasible with the nearest blocker when none fits)."""
-    return family_of(spec).call("search", spec, training, cluster, gpus, space, cost, top_k)
+    (`specs/family.py`; raises PlanInfeasible with the nearest blocker when none fits); a run that
+    names no cp_comm_type gets each cp plan under the engine's cheapest (`plan/cp_search.py`)."""
+    if not family_of(spec).blocks:
+        return family_of(spec).call("search", spec, training, cluster, gpus, space, cost, top_k)
+    return search_cp_types(lambda tr: family_of(spec).call("search", spec, tr, cluster, gpus, space, cost, top_k),
+                           training, space, gpus, top_k)
 
 
 BEST_OF_AXES = ("tp", "pp", "dp")

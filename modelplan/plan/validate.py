@@ -255,8 +255,7 @@ def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128,
             f"exchanged as the engine's cp_comm_type says (p2p: cp ring send/recv overlapped with the attention "
             f"core; all_gather: AllGather of K, V, ReduceScatter of dK, dV; a2a: Ulysses AllToAll of Q, K, V and "
             f"of the output); gradients reduced over "
-            f"dp*cp = {plan.dp * plan.cp}; `modelplan verify` executes cp_comm_type all_gather (p2p and a2a "
-            "are planned only)")
+            f"dp*cp = {plan.dp * plan.cp}; `modelplan verify --cp-comm-type` executes each type")
     features = [f for f in architecture_features(spec) if f not in PRICED]
     if features:  # the kernels and shards are the baseline block's: say what that leaves out
         notes.append(f"step time and per-GPU parameters are priced as baseline blocks: {', '.join(features)} "

@@ -132,6 +132,9 @@ class EngineProfile(Spec):
     cp_comm_type: CpCommType = "p2p"
     """The context-parallel exchange the engine runs when the run does not name one
     (`TrainingSpec.cp_comm_type`); each preset states its source."""
+    cp_comm_types: tuple[CpCommType, ...] = ()
+    """Every exchange the engine can be told to run; a search whose run names none prices each
+    on every cp > 1 plan and keeps the cheapest (`plan/cp_search.py`). Empty: cp_comm_type only."""
     tp_comm_overlap: bool = False
     """Tensor-parallel collectives overlapped with the GEMMs by default (TE userbuffers / async
     TP); off unless the run turns it on in every engine profiled here."""

@@ -23,9 +23,11 @@ from typing import Literal, Mapping
 
 import numpy as np
 
+from modelplan.comm.regions import Region
 from modelplan.execute.context_parallel import ContextParallel
 from modelplan.execute.layers.linear import linear_backward, linear_forward
 from modelplan.execute.layers.norm import NormCache, NormKind, Reduce, norm_backward, norm_forward
+from modelplan.execute.layers.ring_attention import ring_backward, ring_forward
 
 ROTARY_BASE = 10000.0  # RoFormer (Su et al. 2021) and Llama default theta
 
@@ -94,8 +96,8 @@ class AttentionCache:
     core: CoreCache
     context: np.ndarray  # (b, s, H*d)
     local_kv: tuple[np.ndarray, np.ndarray] | None = None
-    """Context parallel: this rank's K, V (b, KV, s/cp, d), gathered again in backward; the core
-    cache then holds no keys and values."""
+    """Context parallel all_gather / p2p: this rank's K, V (b, KV, s/cp, d), exchanged again in
+    backward; the core cache then holds no keys and values (p2p: a `RingCache`)."""
 
 
 def rotary_tables(seq: int, head_dim: int, base: float | None = None, offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -237,13 +239,76 @@ def _norm_heads_backward(qk: QKNorm, cache: NormCache, p: Mapping[str, np.ndarra
     return dx
 
 
+def _scale(shape: AttentionShape, q: np.ndarray) -> float:
+    return shape.scale if shape.scale is not None else 1.0 / math.sqrt(q.shape[-1])
+
+
+def _core(q: np.ndarray, k: np.ndarray, v: np.ndarray, shape: AttentionShape, sinks: np.ndarray | None,
+          offset: int, cp: ContextParallel | None):
+    """(context (b, H, s, d_v), core cache, local K, V or None) of the score core, K, V (b, KV, s, d)
+    exchanged over cp as `cp.kind` says (`execute/context_parallel.py`)."""
+    group = shape.heads // shape.kv_heads
+    if cp is not None and cp.kind == "p2p":  # ring: this rank's rows of the whole sequence's mask
+        seq = q.shape[2]
+        masked = attention_mask(seq * cp.size, shape.causal, shape.window, shape.chunk, seq, offset)
+        ctx, core = ring_forward(cp, q, k, v, group, _scale(shape, q), shape.softcap, masked, sinks)
+        return ctx, core, (k, v)
+    if cp is not None and cp.kind == "a2a":  # Ulysses: all s tokens of heads/cp heads, one AllToAll each
+        q, k, v = (cp.seq_to_heads(t, Region.CP_QKV) for t in (q, k, v))  # (b, n, s/cp, d) -> (b, n/cp, s, d)
+        sinks = None if sinks is None else sinks[cp.local_heads(shape.heads)]
+        ctx, core = core_forward(q, np.repeat(k, group, axis=1), np.repeat(v, group, axis=1), shape, sinks)
+        return cp.heads_to_seq(ctx, Region.CP_OUT), core, None  # (b, H/cp, s, d) -> (b, H, s/cp, d)
+    local_kv = None
+    if cp is not None:
+        local_kv = (k, v)
+        k, v = cp.gather_kv(k, v)  # (b, KV, s/cp, d) -> (b, KV, s, d)
+    k = np.repeat(k, group, axis=1)  # (b, KV, s, d) -> (b, H, s, d)
+    v = np.repeat(v, group, axis=1)
+    ctx, core = core_forward(q, k, v, shape, sinks, offset)
+    if cp is not None:  # keep the local K, V only (TE's all_gather gathers them again in backward)
+        core = replace(core, k=None, v=None)
+    return ctx, core, local_kv
+
+
+def _fold(t: np.ndarray, kv_heads: int) -> np.ndarray:
+    """(b, H, s, d) gradients of the repeated K or V heads -> (b, KV, s, d) (GQA sum)."""
+    b, heads, s, d = t.shape
+    return t.reshape(b, kv_heads, heads // kv_heads, s, d).sum(axis=2)
+
+
+def _core_backward(cache: AttentionCache, shape: AttentionShape, dctx: np.ndarray, cp: ContextParallel | None):
+    """(dq (b, H, s, d), dk, dv (b, KV, s, d) of this rank's tokens, dsinks or None) of `_core`."""
+    H, KV = shape.heads, shape.kv_heads
+    core = cache.core
+    if cp is not None and cp.kind == "p2p":
+        ctx = _heads(cache.context, H, shape.head_dim)  # O, for D = rowsum(dO * O)
+        return ring_backward(cp, core, *cache.local_kv, H // KV, _scale(shape, core.q), ctx, dctx)
+    if cp is not None and cp.kind == "a2a":
+        dq, dk, dv, part = core_backward(core, shape, cp.seq_to_heads(dctx, Region.CP_OUT))  # dO to head shards
+        dsinks = None
+        if part is not None:  # this rank's heads' share; the dp x cp average adds the others'
+            dsinks = np.zeros(H)
+            dsinks[cp.local_heads(H)] = part
+        dk, dv = _fold(dk, KV // cp.size), _fold(dv, KV // cp.size)
+        dq, dk, dv = (cp.heads_to_seq(t, Region.CP_DKV) for t in (dq, dk, dv))  # back to sequence shards
+        return dq, dk, dv, dsinks
+    if cp is not None:  # gather K, V again: (b, KV, s/cp, d) -> (b, H, s, d)
+        k, v = cp.gather_kv(*cache.local_kv)
+        core = replace(core, k=np.repeat(k, H // KV, axis=1), v=np.repeat(v, H // KV, axis=1))
+    dq, dk, dv, dsinks = core_backward(core, shape, dctx)
+    dk, dv = _fold(dk, KV), _fold(dv, KV)  # s (all keys) under cp
+    if cp is not None:  # this rank's slice of the summed whole-sequence dK, dV
+        dk, dv = cp.scatter_dkv(dk, dv)
+    return dq, dk, dv, dsinks
+
+
 def attention_forward(
     x: np.ndarray, p: Mapping[str, np.ndarray], shape: AttentionShape, reduce: Reduce | None = None,
     cp: ContextParallel | None = None,
 ) -> tuple[np.ndarray, AttentionCache]:
     """Self-attention of x (b, s, h) up to the output projection, bias excluded. `reduce` sums
     the all-heads q/k norm statistics over tensor-parallel ranks (None: one device); `cp`: x is
-    this rank's slice of the sequence and K, V are all-gathered over the cp group."""
+    this rank's slice of the sequence and K, V are exchanged over the cp group (`_core`)."""
     H, KV, d, qk = shape.heads, shape.kv_heads, shape.head_dim, shape.qk_norm
     seq = x.shape[1]
     offset = 0 if cp is None else cp.offset(seq)
@@ -265,15 +330,7 @@ def attention_forward(
     if shape.rotary:
         cos, sin = rotary_tables(seq, shape.rotary_dims or d, shape.rotary_base, offset)
         q, k = rotary_forward(q, cos, sin), rotary_forward(k, cos, sin)
-    local_kv = None
-    if cp is not None:
-        local_kv = (k, v)
-        k, v = cp.gather_kv(k, v)  # (b, KV, s/cp, d) -> (b, KV, s, d)
-    k = np.repeat(k, H // KV, axis=1)  # (b, KV, s, d) -> (b, H, s, d)
-    v = np.repeat(v, H // KV, axis=1)
-    ctx, core = core_forward(q, k, v, shape, p["sinks"] if shape.sinks else None, offset)
-    if cp is not None:  # keep the local K, V only (TE's all_gather gathers them again in backward)
-        core = replace(core, k=None, v=None)
+    ctx, core, local_kv = _core(q, k, v, shape, p["sinks"] if shape.sinks else None, offset, cp)
     context = _merge(ctx)  # (b, H, s, d) -> (b, s, H*d)
     out = linear_forward(context, p["out/weight"])  # (b, s, H*d) @ (H*d, h)
     return out, AttentionCache(x, norms, clip_masks, core, context, local_kv)
@@ -285,22 +342,12 @@ def attention_backward(
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(dx, grads) of attention_forward; grads has the keys of p except out/bias."""
     H, KV, d, qk = shape.heads, shape.kv_heads, shape.head_dim, shape.qk_norm
-    group = H // KV
-    b, seq, _ = cache.x.shape
+    seq = cache.x.shape[1]
     grads: dict[str, np.ndarray] = {}
-    core = cache.core
-    if cp is not None:  # gather K, V again: (b, KV, s/cp, d) -> (b, H, s, d)
-        k, v = cp.gather_kv(*cache.local_kv)
-        core = replace(core, k=np.repeat(k, group, axis=1), v=np.repeat(v, group, axis=1))
     dcontext, grads["out/weight"], _ = linear_backward(cache.context, p["out/weight"], dout, False)
-    dq, dk, dv, dsinks = core_backward(core, shape, _heads(dcontext, H, d))
+    dq, dk, dv, dsinks = _core_backward(cache, shape, _heads(dcontext, H, d), cp)
     if dsinks is not None:
         grads["sinks"] = dsinks
-    keys = dk.shape[2]  # s (all keys) under cp
-    dk = dk.reshape(b, KV, group, keys, d).sum(axis=2)  # fold the GQA repeats back
-    dv = dv.reshape(b, KV, group, keys, d).sum(axis=2)
-    if cp is not None:  # this rank's slice of the summed whole-sequence dK, dV
-        dk, dv = cp.scatter_dkv(dk, dv)
     if shape.rotary:
         cos, sin = rotary_tables(seq, shape.rotary_dims or d, shape.rotary_base, 0 if cp is None else cp.offset(seq))
         dq, dk = rotary_backward(dq, cos, sin), rotary_backward(dk, cos, sin)

@@ -15,10 +15,14 @@ compute dtype; `kv` = one rank's K, V block 2*b*(s/cp)*kv_heads/tp*head_dim valu
   transformer_config.py); backward all-gathers K, V again and reduce-scatters the full-sequence
   dK, dV (cp * kv, compute dtype), exposed. The gathered K, V (and in backward dK, dV) of the
   whole sequence are held while the block's attention runs.
-- 'a2a' (DeepSpeed-Ulysses, Jacobs et al. 2023; TE `AttnFuncWithCPAndQKVOA2A`): an AllToAll of
-  Q, K, V before attention (each rank then holds all s tokens of heads/cp heads) and of the
-  output after; backward the same on dO and dQ, dK, dV. Nothing to overlap with (attention
-  needs the whole exchange); heads and kv heads per TP rank must divide by cp.
+- 'a2a' (DeepSpeed-Ulysses, Jacobs et al. 2023, arXiv 2309.14509; TE `AttnFuncWithCPAndQKVOA2A`):
+  an AllToAll of each of Q, K and V before attention (each rank then holds all s tokens of
+  heads/cp heads) and of the output after; backward the same on dO and on each of dQ, dK, dV:
+  one call per tensor (DeepSpeed `DistributedAttention` applies `_SeqAllToAll` to query, key and
+  value in turn; TE's `flash_attn_a2a_communicate` issues one `all_to_all_single` per tensor),
+  4 calls forward and 4 backward, (cp-1)/cp of each tensor leaving each rank. Nothing to
+  overlap with (attention needs the whole exchange); heads and kv heads per TP rank must divide
+  by cp.
 
 PyTorch's context parallel (torchtitan; `EngineProfile.cp_fp32_merge`,
 torch/distributed/tensor/experimental/_attention.py) runs a ring of cp steps either way:
@@ -86,11 +90,13 @@ def cp_calls(calls: RankCalls, cp: int, cp_comm_type: str, torch_cp: bool, kv: i
     if cp == 1:
         return
     dkv = dkv_bytes(kv, act_bytes, torch_cp)
-    if cp_comm_type == "a2a":
-        calls.add(Collective.ALL_TO_ALL, Axis.CP, cp, q + kv, fwd_runs * blocks, Region.CP_QKV)
-        calls.add(Collective.ALL_TO_ALL, Axis.CP, cp, q, fwd_runs * blocks, Region.CP_OUT)
-        calls.add(Collective.ALL_TO_ALL, Axis.CP, cp, q, bwd_runs * blocks, Region.CP_OUT)  # dO
-        calls.add(Collective.ALL_TO_ALL, Axis.CP, cp, q + kv, bwd_runs * blocks, Region.CP_DKV)  # dQ, dK, dV
+    if cp_comm_type == "a2a":  # one AllToAll per tensor (module docstring)
+        for size, label in ((q, Region.CP_QKV), (kv // 2, Region.CP_QKV), (kv // 2, Region.CP_QKV),
+                            (q, Region.CP_OUT)):
+            calls.add(Collective.ALL_TO_ALL, Axis.CP, cp, size, fwd_runs * blocks, label)
+        for size, label in ((q, Region.CP_OUT), (q, Region.CP_DKV), (kv // 2, Region.CP_DKV),
+                            (kv // 2, Region.CP_DKV)):  # dO; dQ, dK, dV
+            calls.add(Collective.ALL_TO_ALL, Axis.CP, cp, size, bwd_runs * blocks, label)
         return
     if cp_comm_type == "all_gather":
         calls.add(Collective.ALL_GATHER, Axis.CP, cp, cp * kv, (fwd_runs + bwd_runs) * blocks, Region.CP_KV)
@@ -116,9 +122,14 @@ class CpSeconds(NamedTuple):
     scatter_s: float
     """ReduceScatter of dK, dV over cp."""
     qkv_a2a_s: float
-    """AllToAll of Q, K, V (equal to dQ, dK, dV's)."""
+    """The AllToAlls of Q, of K and of V (equal to dQ's, dK's and dV's; `qkv_a2a_seconds`)."""
     out_a2a_s: float
     """AllToAll of the attention output (equal to dO's)."""
+
+
+def qkv_a2a_seconds(price, q: int, kv: int, shape) -> float:
+    """Seconds of Ulysses' three AllToAlls of Q, K and V (`cp_calls`), `price(op, bytes, shape)`."""
+    return price(Collective.ALL_TO_ALL, q, shape) + 2 * price(Collective.ALL_TO_ALL, kv // 2, shape)
 
 
 def ring_exposure(cp: int, kv_send_s: float, core_fwd_s: float, core_bwd_s: float) -> tuple[float, float, float]:
