@@ -35,6 +35,9 @@ from modelplan.plan.dims import EXPERT_DP, ParallelDims, pair_shape, strided_sha
 from modelplan.plan.engine import engine_settings, keeps_low_precision_grads
 from modelplan.plan.fsdp import hsdp_groups, reduces_every_microbatch, zero3_mode
 from modelplan.plan.experts import expert_capacity, planned_capacity_factor
+from modelplan.plan.flop_floor import flop_floor_s
+from modelplan.plan.fp8 import gemm_rate_factor
+from modelplan.plan.kernels import layer_kernels
 from modelplan.plan.memory import block_activations, edge_activations, stage_memory
 from modelplan.plan.results import StageMemory
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
@@ -228,6 +231,7 @@ class Evaluator:
         self._mems: dict[tuple, tuple[StageMemory, StageMemory]] = {}
         self._splits: dict[tuple, tuple] = {}
         self._block_floors: dict[tuple, float] = {}
+        self._flop_floors: dict[tuple, float | None] = {}
         self._global_batch, self._layers = training.global_batch, self.spec.layers  # read per search point
 
     def _memo(self, key: tuple, make):
@@ -748,6 +752,40 @@ class Evaluator:
                 hit = min(hit, moe.compute_s + moe.recompute_s + moe.ep_s + moe.cp_s + (moe.tp_s if exposed_tp else 0.0))
             self._block_floors[key] = hit
         return hit
+
+    def block_flop_floor_s(self, tp: int, micro_batch: int, recompute: str, ep: int = 1, cp: int = 1
+                           ) -> float | None:
+        """A lower bound of `block_floor_s` under either sequence-parallel choice and any TP
+        overlap, from the FLOPs of the block kinds' kernels alone (`plan/flop_floor.py`): the
+        least kind's forward and backward, plus its forward again under full recompute (what
+        full recomputes, `KernelTimes.recompute_s`); communication and the other recompute modes
+        count as 0. SP changes only element-wise kernels, which the floor leaves out. None under
+        a fine-tune, whose frozen weights skip weight gradients (no such floor). Cached."""
+        full = recompute == "full"
+        key = (tp, micro_batch, full, ep, cp)
+        hit = self._flop_floors.get(key, False)
+        if hit is False:
+            hit = self._flop_floors[key] = None if self.finetune is not None else self._flop_floor(
+                tp, micro_batch, full, ep, cp)
+        return hit
+
+    def _flop_floor(self, tp: int, b: int, full: bool, ep: int, cp: int) -> float:
+        spec, training, sw = self.spec, self.training, self.software
+        recipe = sw.fp8_recipe
+        factor = gemm_rate_factor(recipe, self.cost.fp8_scaled_gemm_factor) if recipe else 0.0
+        tokens = b * training.seq_len // cp
+        least = math.inf
+        # the kinds `_mixed_terms` prices: each class's kinds, else its default block (None)
+        for moe in ([False, True] if spec.moe is not None else [False]):
+            capacity = expert_capacity(tokens, spec.moe, self.capacity_factor) if moe else None
+            for block in [k for k, _ in self.kinds_of(moe)] or [None]:
+                k = layer_kernels(spec, tp, b, training.seq_len, self.dtype_bytes, False, moe_layer=moe,
+                                  ep=ep if moe else 1, capacity=capacity, cp=cp, attention=training.attention,
+                                  elementwise=sw.elementwise, block=block, memory_len=training.seq_len,
+                                  norm_elementwise=sw.norm_elementwise, cp_fp32_merge=sw.cp_fp32_merge)
+                fwd, bwd = flop_floor_s(k, self.roofline, factor)
+                least = min(least, (2 * fwd if full else fwd) + bwd)
+        return least
 
     def compute_floor_s(self, cls: tuple, tp_overlaps: list[str] | None = None, block_s: float | None = None) -> float:
         """A lower bound of `pipeline_floor_s` from block terms alone (pipeline = m t_max +

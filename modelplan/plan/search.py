@@ -47,6 +47,9 @@ __all__ = ["IntRange", "SearchSpace", "divisors", "search_family_plans", "search
 NO_SPLIT = (None,)
 MEMORY = Reason.MEMORY.value
 """The memory reason's key in `Ranking.rejected` (read once: an enum's .value is slow in the hot loop)."""
+FLOPS, COMPUTE, PIPELINE = 0, 1, 2
+"""A frontier entry's floor, tighter at each step (`Evaluator.block_flop_floor_s`, `compute_floor_s`,
+`pipeline_floor_s`): the block terms are priced only for entries popped at their FLOP floor."""
 RELIEF_REACH = 1.05
 """The stage-split search tries its memory-relief splits (blocks moved to the last stage) only for
 plans within this factor of the memory budget: moving one or two blocks frees a few per cent."""
@@ -362,12 +365,15 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
                                                                f"least {over[0] / 1e9:.1f} GB per GPU > "
                                                                f"{over[1] / 1e9:.1f} GB"), under)
                                             continue
-                                    if use_bound and block_s is None:
-                                        block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos)
+                                    if use_bound and block_s is None:  # FLOPs alone, else the block terms
+                                        block_s = ev.block_flop_floor_s(tp, mb, rc, ep, cp)
+                                        stage = FLOPS if block_s is not None else COMPUTE
+                                        if block_s is None:
+                                            block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos)
                                     floor = ev.compute_floor_s(cls, tpos, block_s) if use_bound else 0.0
                                     waiting += under
-                                    frontier.append((floor, len(frontier), under, False, cls, orders, tpos, acts,
-                                                     variants, dpos, m, NO_SPLIT))
+                                    frontier.append((floor, len(frontier), under, stage if use_bound else COMPUTE,
+                                                     cls, orders, tpos, acts, variants, dpos, m, NO_SPLIT))
     # best first over the classic points (`Ranking.best_first`): keyed first by a compute floor,
     # refined to the pipeline floor when popped; once the smallest key left cannot enter the
     # top-k, nothing left can
@@ -378,13 +384,17 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
         nonlocal closest, tie
         floor, seq, under, refined, cls, orders, tpos, acts, variants, dpos, m, splits = entry
         evaluated = bounded = 0
-        if not refined:
+        if refined == FLOPS:  # the compute floor from the block terms, priced only now
+            tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
+            block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos)
+            return (ev.compute_floor_s(cls, tpos, block_s), seq, under, COMPUTE, *entry[4:])
+        if refined == COMPUTE:
             # the stage split: the fastest, else the first relief that fits (`fits`); the compute
             # floor holds for every split (some rank runs >= layers / pp blocks), so splits are
             # found only for points the search reaches
             tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
             splits = ev.split_candidates(tp, sp, mb, rc, pp, ep, cp, sched, vpp) if pp > 1 and search_split else NO_SPLIT
-            return (ev.pipeline_floor_s(cls, tpos, orders, splits) if use_bound else 0.0, seq, under, True,
+            return (ev.pipeline_floor_s(cls, tpos, orders, splits) if use_bound else 0.0, seq, under, PIPELINE,
                     *entry[4:11], splits)
         tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
         per_bound = under // (len(orders) * len(tpos) * len(acts))
