@@ -13,9 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from modelplan.cli import app
-from modelplan.plan.cp_search import searched_cp_types
+from modelplan.plan.cp_search import cp_only, searched_cp_types
 from modelplan.plan.estimate import estimate_plan
-from modelplan.plan.search import SearchSpace, search_plans
+from modelplan.plan.search import SearchSpace, search_plans, search_transformer_plans
+from modelplan.plan.space import IntRange
 from modelplan.specs.training import TrainingSpec
 from test_plan_cp import gpt, ideal_cluster
 
@@ -80,3 +81,32 @@ def test_plan_document_records_the_chosen_type(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["plan"]["cp"] > 1 and doc["training"]["cp_comm_type"] in ("p2p", "all_gather", "a2a")
     assert f"cp_comm_type {doc['training']['cp_comm_type']}: the cheapest" in result.output
+
+
+def test_other_types_search_cp_above_one_only():
+    """`cp_only`: the user's cp values above 1 (a range from 2), by default every divisor of the
+    GPU count above 1 that divides seq_len (8 GPUs, seq 32768: 2, 4, 8); None without any."""
+    assert cp_only(LONG, None, 8).cp == [2, 4, 8]
+    assert cp_only(LONG.model_copy(update={"seq_len": 6000}), None, 8).cp == [2, 4, 8]  # 6000 = 2^4 x 375
+    assert cp_only(LONG.model_copy(update={"seq_len": 32766}), None, 8).cp == [2]  # 32766 = 2 x 16383
+    assert cp_only(LONG, SearchSpace(cp=[1, 2, 4]), 8).cp == [2, 4]
+    assert cp_only(LONG, SearchSpace(cp=IntRange(lo=1, hi=4)), 8).cp == IntRange(lo=2, hi=4)
+    assert cp_only(LONG, SearchSpace(cp=[1]), 8) is None
+
+
+def test_searching_cp_above_one_keeps_the_whole_space_s_plans():
+    """The merged top-k equals that of searching the whole space under every exchange and keeping
+    each plan's cheapest (the rule stated in `cp_search.py`, applied here by hand)."""
+    spec, cluster, space = gpt(), ideal_cluster(), SearchSpace(cp=[1, 2, 4])
+    result = search_plans(spec, LONG, cluster, 8, space, top_k=6)
+    cheapest: dict[str, float] = {}
+    for kind in ("p2p", "all_gather", "a2a"):
+        whole = search_transformer_plans(spec, LONG.model_copy(update={"cp_comm_type": kind}), cluster, 8, space,
+                                         top_k=6)
+        for est in whole.best:
+            if est.plan.cp == 1 and kind != "p2p":
+                continue  # the default's search has every cp 1 plan
+            key = est.plan.model_dump_json()
+            cheapest[key] = min(cheapest.get(key, float("inf")), est.step.step_time_s)
+    want = sorted(cheapest.items(), key=lambda kv: kv[1])[:6]
+    assert [(e.plan.model_dump_json(), e.step.step_time_s) for e in result.best] == want

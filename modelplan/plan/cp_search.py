@@ -2,7 +2,8 @@
 search may try cp > 1, every exchange the engine can run (`EngineProfile.cp_comm_types`) is
 priced on every plan and each plan keeps its cheapest; the chosen type is on the estimate
 (`PlanEstimate.cp_comm_type`) and in its notes. A plan with cp 1 exchanges nothing, so it is
-taken from the engine default's search only.
+taken from the engine default's search only, and the other exchanges' searches try cp > 1 alone
+(`cp_only`): their best cp > 1 plans are those a search of the whole space would keep.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Callable
 
 from modelplan.errors import PlanInfeasible
 from modelplan.plan.results import PlanEstimate, SearchResult
-from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace
+from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, divisors
 from modelplan.specs.load import load_engine
 from modelplan.specs.training import TrainingSpec
 
@@ -30,6 +31,21 @@ def searched_cp_types(training: TrainingSpec, space: SearchSpace | None, gpus: i
     return (profile.cp_comm_type, *others) if tries_cp else (profile.cp_comm_type,)
 
 
+def cp_only(training: TrainingSpec, space: SearchSpace | None, gpus: int) -> SearchSpace | None:
+    """The space with cp 1 left out (None: it has no cp > 1): the user's cp values above 1, or
+    by default (a sequence of at least LONG_SEQUENCE) every divisor of the GPU count above 1 that
+    divides seq_len, which for each tp leaves the divisors of gpus / tp the search tries there."""
+    space = space or SearchSpace()
+    cp = space.cp
+    if cp is None:
+        values: list[int] | IntRange = [c for c in divisors(gpus) if c > 1 and training.seq_len % c == 0]
+    elif isinstance(cp, IntRange):
+        values = IntRange(lo=max(2, cp.lo), hi=cp.hi) if cp.hi > 1 else []
+    else:
+        values = [c for c in cp if c > 1]
+    return space.model_copy(update={"cp": values}) if values else None
+
+
 def _chosen(est: PlanEstimate, kind: str, seconds: dict[str, float]) -> PlanEstimate:
     priced = ", ".join(f"{t} {s:.4g} s" for t, s in seconds.items())
     note = (f"cp_comm_type {kind}: the cheapest context-parallel exchange the engine runs for this plan "
@@ -37,18 +53,23 @@ def _chosen(est: PlanEstimate, kind: str, seconds: dict[str, float]) -> PlanEsti
     return est.model_copy(update={"cp_comm_type": kind, "notes": [*est.notes, note]})
 
 
-def search_cp_types(search: Callable[[TrainingSpec], SearchResult], training: TrainingSpec,
+def search_cp_types(search: Callable[[TrainingSpec, SearchSpace | None], SearchResult], training: TrainingSpec,
                     space: SearchSpace | None, gpus: int, top_k: int) -> SearchResult:
-    """`search(training)` once per searched exchange, merged: the top_k distinct plans by step
-    time, each under its cheapest exchange; counts summed over the searches."""
+    """`search(training, space)` under the engine's default exchange and `search(training,
+    cp_only(space))` under each other, merged: the top_k distinct plans by step time, each under
+    its cheapest exchange; counts summed over the searches."""
     kinds = searched_cp_types(training, space, gpus)
     if len(kinds) == 1:
-        return search(training)
+        return search(training, space)
     results: dict[str, SearchResult] = {}
     failure: PlanInfeasible | None = None
+    wider = cp_only(training, space, gpus)
     for kind in kinds:
+        if kind != kinds[0] and wider is None:
+            continue
         try:
-            results[kind] = search(training.model_copy(update={"cp_comm_type": kind}))
+            results[kind] = search(training.model_copy(update={"cp_comm_type": kind}),
+                                   space if kind == kinds[0] else wider)
         except PlanInfeasible as exc:
             failure = failure or exc
     if not results:

@@ -62,7 +62,7 @@ def search_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, spac
     names no cp_comm_type gets each cp plan under the engine's cheapest (`plan/cp_search.py`)."""
     if not family_of(spec).blocks:
         return family_of(spec).call("search", spec, training, cluster, gpus, space, cost, top_k)
-    return search_cp_types(lambda tr: family_of(spec).call("search", spec, tr, cluster, gpus, space, cost, top_k),
+    return search_cp_types(lambda tr, sp: family_of(spec).call("search", spec, tr, cluster, gpus, sp, cost, top_k),
                            training, space, gpus, top_k)
 
 
