@@ -30,7 +30,15 @@ the ratio of dispatcher ops (views included) to the kernels the planner lists.
 bound max(0, host - device) added on each micro-batch slot of the critical rank, at each cost per
 listed op (0: the planner as it is).
 
+`--segments [US ...]` (issue 13, n15moe) counts the host ops of a dropless MoE block as the engines
+issue them (Megatron-core's all-to-all dispatcher and router, TransformerEngine v2.9's
+GroupedLinear per local expert) and adds, only where the dispatcher syncs the host once per MoE
+block forward, the per-segment bound max(device, host) - device at each cost per host op; it prints
+the rows that move, the split summaries, and the cost per op each synced row's published time
+needs (benchmarks/published_runs_model.md, "Dropless MoE host syncs").
+
     python benchmarks/bench_host_dispatch.py [--only SUBSTRING] [--top N] [--measure] [--scan US ...]
+        [--segments US ...]
 """
 
 from __future__ import annotations
