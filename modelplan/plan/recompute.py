@@ -71,3 +71,4 @@ def modules_forward_s(spec: TransformerSpec, block: Block | None, moe_layer: boo
     if norm is not None:
         seconds += recomputed_norms(spec, block, modules) * elementwise_s(norm)
     return seconds + (core_s if "core_attn" in modules else 0.0)
+
