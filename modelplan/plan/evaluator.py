@@ -293,7 +293,7 @@ class Evaluator:
         """(first stage, last stage) bytes per in-flight micro-batch (`memory.edge_activations`)."""
         sw = self.software
         return edge_activations(self.spec, micro_batch, self.training.seq_len, self.dtype_bytes, tp, sp, cp,
-                                sw.fused_cross_entropy, sw.compiled_loss, sw.sp_saves_gathered_inputs)
+                                sw.fused_cross_entropy, sw.compiled_loss, sw.sp_saves_gathered_inputs, sw.loss_parallel)
 
     def _mixed_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
                      etp: int | None, tp_overlap: str, mtp_ep: int) -> BlockTerms:

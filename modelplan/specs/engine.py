@@ -75,6 +75,11 @@ class EngineProfile(Spec):
     """Under `TrainingSpec.compile` the engine compiles its eager loss too, so the loss holds 2 d
     bytes per logit instead of 12 (`count.eager.loss_peak_bytes`; torchtitan's
     `build_cross_entropy_loss` since pytorch/torchtitan bbb1b616e, 2025-04-02)."""
+    loss_parallel: bool = False
+    """At tp > 1 the output layer leaves its logits vocab-sharded and the eager loss runs over
+    the DTensor shards (PyTorch `loss_parallel()`: torchtitan parallelize_llama.py
+    ColwiseParallel(output_layouts=Shard(-1)), train.py get_train_context), whose backward
+    holds 16 bytes per logit (`count.eager.loss_peak_bytes`)."""
     fp8_recipe: Fp8Recipe
     """The engine's default fp8 scaling recipe."""
     fp8_backend: Literal["te", "torchao"]
