@@ -47,6 +47,10 @@ class EngineSettings(NamedTuple):
     """The run's `cp_comm_type`, else the engine's (`EngineProfile.cp_comm_type`)."""
     loss_parallel: bool = False
     """`EngineProfile.loss_parallel` (the eager loss over vocab-sharded DTensor logits at tp > 1)."""
+    pp_microbatch_buffers: bool = False
+    """`EngineProfile.pp_microbatch_buffers` (torch.distributed.pipelining's receive buffers)."""
+    pp_keeps_outputs: bool = False
+    """`EngineProfile.pp_keeps_outputs` (the last stage keeps every micro-batch's logits)."""
 
 
 def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSettings:
@@ -67,7 +71,8 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         sp_saves_gathered_inputs=profile.sp_saves_gathered_inputs,
         fp8_tp_gather=fp8 is not None and fp8 in profile.fp8_tp_gather_recipes,
         cp_fp32_merge=profile.cp_fp32_merge, cp_comm_type=training.cp_comm_type or profile.cp_comm_type,
-        loss_parallel=profile.loss_parallel,
+        loss_parallel=profile.loss_parallel, pp_microbatch_buffers=profile.pp_microbatch_buffers,
+        pp_keeps_outputs=profile.pp_keeps_outputs,
     )
 
 
@@ -128,6 +133,9 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         parts.append("SP keeps the gathered linear inputs")
     if software.cp_fp32_merge:
         parts.append("CP ring merges in fp32")
+    if software.pp_microbatch_buffers:
+        parts.append("PP receive buffers per micro-batch" + (", last stage keeps every micro-batch's logits"
+                                                               if software.pp_keeps_outputs else ""))
     parts.append(f"allocator reserve {100 * fragmentation_fraction:g}% of activations + "
                  f"{runtime_reserved_bytes / 1e9:g} GB runtime")
     return "; ".join(parts)

@@ -80,6 +80,14 @@ class EngineProfile(Spec):
     the DTensor shards (PyTorch `loss_parallel()`: torchtitan parallelize_llama.py
     ColwiseParallel(output_layouts=Shard(-1)), train.py get_train_context), whose backward
     holds 16 bytes per logit (`count.eager.loss_peak_bytes`)."""
+    pp_microbatch_buffers: bool = False
+    """The pipeline runtime keeps one receive buffer per micro-batch for activations and for
+    gradients, and each in-flight micro-batch's stage output (torch.distributed.pipelining,
+    `memory.pipeline_stage_bytes`); False: the two messages in flight (Megatron's p2p
+    communication allocates each receive and frees pipeline outputs, deallocate_pipeline_outputs)."""
+    pp_keeps_outputs: bool = False
+    """The last pipeline stage keeps every micro-batch's output (the logits) until the step ends
+    (torch.distributed.pipelining `output_chunks`, returned by `schedule.step()`)."""
     fp8_recipe: Fp8Recipe
     """The engine's default fp8 scaling recipe."""
     fp8_backend: Literal["te", "torchao"]
