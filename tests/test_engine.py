@@ -448,3 +448,20 @@ def test_torchtitan_tensorwise_fp8_gathers_tp_activations_in_fp8():
         sizes[(key[0], key[3])] = sizes.get((key[0], key[3]), 0) + n
     # per sub-layer (attention, MLP): forward AG + RS, backward RS (of f) + AG (of g)
     assert sizes == {(Collective.ALL_GATHER, act // 2): 4, (Collective.REDUCE_SCATTER, act): 4}
+
+
+def test_torchtitan_context_parallel_moves_k_v_at_the_query_heads():
+    """torchtitan (before ff0829c10) repeats GQA's K, V to the query heads before SDPA, so the CP
+    ring carries them at 32 heads for Llama 3 8B: b s/cp x 32 x 128 x 2 (K, V) x 2 bytes, where
+    Megatron's carries the 8 KV heads (models/llama/model.py repeat_kv)."""
+    from modelplan.plan.evaluator import Evaluator
+
+    cluster = load_cluster("dgx-h100")
+    tokens = 8192 // 2
+    kv = {}
+    for framework in ("torchtitan", "megatron"):
+        ev = Evaluator(LLAMA, TrainingSpec(global_batch=8, seq_len=8192, framework=framework), cluster)
+        kv[framework] = ev.cp_block_bytes(1, 1, 2)[0]
+    assert kv["torchtitan"] == 2 * tokens * 32 * 128 * 2
+    assert kv["megatron"] == 2 * tokens * 8 * 128 * 2
+    assert load_engine("torchtitan").sdpa_repeats_kv

@@ -51,6 +51,8 @@ class EngineSettings(NamedTuple):
     """`EngineProfile.pp_microbatch_buffers` (torch.distributed.pipelining's receive buffers)."""
     pp_keeps_outputs: bool = False
     """`EngineProfile.pp_keeps_outputs` (the last stage keeps every micro-batch's logits)."""
+    sdpa_repeats_kv: bool = False
+    """`EngineProfile.sdpa_repeats_kv` (GQA's K, V repeated to the query heads before attention)."""
 
 
 def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSettings:
@@ -72,7 +74,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         fp8_tp_gather=fp8 is not None and fp8 in profile.fp8_tp_gather_recipes,
         cp_fp32_merge=profile.cp_fp32_merge, cp_comm_type=training.cp_comm_type or profile.cp_comm_type,
         loss_parallel=profile.loss_parallel, pp_microbatch_buffers=profile.pp_microbatch_buffers,
-        pp_keeps_outputs=profile.pp_keeps_outputs,
+        pp_keeps_outputs=profile.pp_keeps_outputs, sdpa_repeats_kv=profile.sdpa_repeats_kv,
     )
 
 
@@ -133,6 +135,8 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         parts.append("SP keeps the gathered linear inputs")
     if software.cp_fp32_merge:
         parts.append("CP ring merges in fp32")
+    if software.sdpa_repeats_kv:
+        parts.append("GQA K, V repeated to the query heads (CP exchanges them)")
     if software.pp_microbatch_buffers:
         parts.append("PP receive buffers per micro-batch" + (", last stage keeps every micro-batch's logits"
                                                                if software.pp_keeps_outputs else ""))

@@ -375,10 +375,11 @@ class Evaluator:
         return BlockTerms(times, recompute_s, tp_x, ep_x, cp_x, stored, working, emb_act, head_act, message)
 
     def cp_block_bytes(self, tp: int, micro_batch: int, cp: int) -> tuple[int, int]:
-        """(K, V block, queries) bytes of this rank's tokens on one TP rank (`parallel/cp.py`)."""
+        """(K, V block, queries) bytes of this rank's tokens on one TP rank (`parallel/cp.py`); K, V
+        at the query heads where the engine repeats them before attention (`sdpa_repeats_kv`)."""
         tokens = micro_batch * self.training.seq_len // cp
-        kv = cp_mod.kv_bytes(tokens, tp_mod.local_kv_heads(self.spec.num_kv_heads, tp), self.spec.dim_head,
-                             self.dtype_bytes)
+        kv_heads = self.spec.heads if self.software.sdpa_repeats_kv else self.spec.num_kv_heads
+        kv = cp_mod.kv_bytes(tokens, tp_mod.local_kv_heads(kv_heads, tp), self.spec.dim_head, self.dtype_bytes)
         return kv, cp_mod.q_bytes(tokens, self.spec.heads // tp, self.spec.dim_head, self.dtype_bytes)
 
     def cp_seconds(self, tp: int, micro_batch: int, cp: int) -> cp_mod.CpSeconds:

@@ -88,6 +88,11 @@ class EngineProfile(Spec):
     pp_keeps_outputs: bool = False
     """The last pipeline stage keeps every micro-batch's output (the logits) until the step ends
     (torch.distributed.pipelining `output_chunks`, returned by `schedule.step()`)."""
+    sdpa_repeats_kv: bool = False
+    """Grouped-query K, V are repeated to the query heads before the attention call, so context
+    parallelism gathers, sends and buffers K, V at the query heads (torchtitan before ff0829c10,
+    2026-01-27: models/llama/model.py `keys = repeat_kv(xk, n_rep)` before
+    F.scaled_dot_product_attention, which torch's context_parallel turns into ring attention)."""
     fp8_recipe: Fp8Recipe
     """The engine's default fp8 scaling recipe."""
     fp8_backend: Literal["te", "torchao"]
