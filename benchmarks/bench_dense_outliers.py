@@ -12,7 +12,7 @@ reproduced.
 2. `--foundry`: the llm-foundry benchmark README rows with attention at FlashAttention-2's rate and
    at a FlashAttention-1-class rate. The README tables were added in llm-foundry b2a43a147
    (2023-10-19), whose scripts/train/benchmarking/submit_benchmarks.py defaults `--attn_impl` to
-   'triton' (sweep.sh never passes it) and installs `.[gpu]` (flash-attn 1.0.9): the rows ran
+   'triton' (sweep.sh never passes it; 'flash' from 7f0fdae66, 2024-03-26) and installs `.[gpu]` (flash-attn 1.0.9): the rows ran
    llm-foundry's Triton FlashAttention (llmfoundry/models/layers/flash_attn_triton.py: "Overall
    Triton forward + backward is slightly slower than CUDA forward + backward", i.e. FlashAttention-1).
    FlashAttention-2 README figures (Dao-AILab/flash-attention assets/flash2_a100_fwd_bwd_benchmark.png,
