@@ -31,6 +31,7 @@ from modelplan.plan.commcost import CommPricer
 from modelplan.plan.block_mix import block_kinds, mean_terms, with_mtp
 from modelplan.plan.compute import Roofline, kernel_times
 from modelplan.count.checkpointing import checkpointed_share, op_sac_recomputed_fraction
+from modelplan.plan.recompute_layers import block_method_terms
 from modelplan.plan.dims import EXPERT_DP, ParallelDims, pair_shape, strided_shape
 from modelplan.plan.engine import engine_settings, keeps_low_precision_grads
 from modelplan.plan.fsdp import hsdp_groups, reduces_every_microbatch, zero3_mode
@@ -38,7 +39,8 @@ from modelplan.plan.experts import expert_capacity, planned_capacity_factor
 from modelplan.plan.flop_floor import flop_floor_s
 from modelplan.plan.fp8 import gemm_rate_factor
 from modelplan.plan.kernels import layer_kernels
-from modelplan.plan.memory import block_activations, edge_activations, stage_memory
+from modelplan.plan.memory import (block_activations, edge_activations, pipeline_stage_bytes, stage_memory,
+                                   stage_output_bytes)
 from modelplan.plan.results import StageMemory
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
 from modelplan.plan.parallel.calls import RankCalls
@@ -297,7 +299,7 @@ class Evaluator:
         """(first stage, last stage) bytes per in-flight micro-batch (`memory.edge_activations`)."""
         sw = self.software
         return edge_activations(self.spec, micro_batch, self.training.seq_len, self.dtype_bytes, tp, sp, cp,
-                                sw.fused_cross_entropy, sw.compiled_loss, sw.sp_saves_gathered_inputs)
+                                sw.fused_cross_entropy, sw.compiled_loss, sw.sp_saves_gathered_inputs, sw.loss_parallel)
 
     def _mixed_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
                      etp: int | None, tp_overlap: str, mtp_ep: int) -> BlockTerms:
@@ -345,14 +347,19 @@ class Evaluator:
         tp_shape = self.shapes(tp, 1, 1)[Axis.TP]
         gpn = self.cluster.gpus_per_node
         gather = tokens * spec.hidden if sw.fp8_tp_gather and sp else None  # 1-byte fp8 AllGathers
-        tp_t = self._memo(("tp", tp, sp, b, cp, etp, block), lambda: tp_mod.tp_seconds(
-            self.pricer, tp_shape, tp, sp, act, tokens, tp_mod.LOSS_VALUE_BYTES, etp,
+        # sequence-parallel dispatch (`parallel/ep.py`): no f / g around the routed experts (a shared
+        # expert keeps its own, `mlp_tp` None), the TP group's expert-buffer calls priced with the EP ones
+        sp_dispatch = moe and ep_mod.sequence_parallel_dispatch(tp, sp, ep, etp)
+        mlp_tp = (None if spec.moe.shared_experts else 1) if sp_dispatch else etp
+        tp_t = self._memo(("tp", tp, sp, b, cp, etp, block, sp_dispatch), lambda: tp_mod.tp_seconds(
+            self.pricer, tp_shape, tp, sp, act, tokens, tp_mod.LOSS_VALUE_BYTES, mlp_tp,
             strided_shape(etp, 1, gpn) if etp else None, gather, spec, block, d))
         if moe:
-            a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, capacity, spec.hidden, d)
+            sent = expert_capacity(tokens // tp, spec.moe, self.capacity_factor) if sp_dispatch else capacity
+            a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, sent, spec.hidden, d)
             # Megatron-core's expert grid: etp fastest, then ep (stride etp); else ep inside dp
             ep_shape = strided_shape(ep, etp, gpn) if etp else self.shapes(tp, ep, 2, ep, cp)[Axis.EP]
-            ep_x = ep_mod.ep_exposure(self.pricer, ep_shape, ep, a2a, full)
+            ep_x = ep_mod.ep_exposure(self.pricer, ep_shape, ep, a2a, full, tp if sp_dispatch else 1, tp_shape)
             if training.ep_comm_overlap:  # merged 1F1B: AllToAlls under the other micro-batch's compute
                 ep_x = ep_mod.overlapped(ep_x, times.fwd_gemm_s + times.fwd_elementwise_s + times.bwd_gemm_s
                                          + times.bwd_elementwise_s)
@@ -378,10 +385,11 @@ class Evaluator:
         return BlockTerms(times, recompute_s, tp_x, ep_x, cp_x, stored, working, emb_act, head_act, message)
 
     def cp_block_bytes(self, tp: int, micro_batch: int, cp: int) -> tuple[int, int]:
-        """(K, V block, queries) bytes of this rank's tokens on one TP rank (`parallel/cp.py`)."""
+        """(K, V block, queries) bytes of this rank's tokens on one TP rank (`parallel/cp.py`); K, V
+        at the query heads where the engine repeats them before attention (`sdpa_repeats_kv`)."""
         tokens = micro_batch * self.training.seq_len // cp
-        kv = cp_mod.kv_bytes(tokens, tp_mod.local_kv_heads(self.spec.num_kv_heads, tp), self.spec.dim_head,
-                             self.dtype_bytes)
+        kv_heads = self.spec.heads if self.software.sdpa_repeats_kv else self.spec.num_kv_heads
+        kv = cp_mod.kv_bytes(tokens, tp_mod.local_kv_heads(kv_heads, tp), self.spec.dim_head, self.dtype_bytes)
         return kv, cp_mod.q_bytes(tokens, self.spec.heads // tp, self.spec.dim_head, self.dtype_bytes)
 
     def cp_seconds(self, tp: int, micro_batch: int, cp: int) -> cp_mod.CpSeconds:
@@ -427,11 +435,16 @@ class Evaluator:
         bid, blocks = self.rank_blocks(schedule, pp, vpp, split)
         key = (tp, sp, micro_batch, recompute, pp, ep, cp, bid, tp_overlap) if etp is None else (
             tp, sp, micro_batch, recompute, pp, ep, cp, bid, tp_overlap, etp)
+        if recompute == "full" and self.software.recompute_method == "block":
+            key += (vpp,)  # the block method's chunk is layers / (pp vpp)
         hit = self._stages.get(key)
         if hit is None:
             moe = (self.block_terms(tp, sp, micro_batch, recompute, cp, ep, etp, tp_overlap)
                    if self.spec.moe is not None else None)
-            dense = self.block_terms(tp, sp, micro_batch, recompute, cp, None, None, tp_overlap, mtp_ep=ep)
+            # the MTP modules' MoE block (if any) over the plan's ep and etp, like the other MoE blocks
+            dense = self.block_terms(tp, sp, micro_batch, recompute, cp, None, etp, tp_overlap, mtp_ep=ep)
+            if recompute == "full" and self.software.recompute_method == "block":  # plan/recompute_layers.py
+                dense, moe = self._block_method(tp, sp, micro_batch, pp, vpp, ep, cp, etp, tp_overlap, dense, moe)
             st = compose_stages(blocks, dense, moe)
             mean = (st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s
             b0 = blocks[0]
@@ -439,6 +452,14 @@ class Evaluator:
             hit = self._stages[key] = StageEntry(st, max(st.first_s, st.last_s, st.mid_max_s), mean, dense, moe,
                                                  blocks, heavier)
         return hit
+
+    def _block_method(self, tp, sp, micro_batch, pp, vpp, ep, cp, etp, tp_overlap, dense, moe):
+        """Megatron-core's block method: the first N layers of each chunk recomputed, the rest not."""
+        sw, chunk = self.software, -(-self.spec.layers // (pp * vpp))
+        plain = self.block_terms(tp, sp, micro_batch, "none", cp, None, etp, tp_overlap, mtp_ep=ep)
+        plain_moe = self.block_terms(tp, sp, micro_batch, "none", cp, ep, etp, tp_overlap) if moe is not None else None
+        return (block_method_terms(dense, plain, sw.recompute_method, sw.recompute_num_layers, chunk),
+                block_method_terms(moe, plain_moe, sw.recompute_method, sw.recompute_num_layers, chunk))
 
     def split_candidates(self, tp: int, sp: bool, micro_batch: int, recompute: str, pp: int, ep: int = 1,
                          cp: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1,
@@ -657,7 +678,7 @@ class Evaluator:
     def _rank_memory(self, states: tuple, b: RankBlocks, held: float, index: int, groups: int, stage: StageEntry,
                      tp: int, pp: int, dp: int, zero: int, ep: int, cp: int, schedule: str, vpp: int,
                      etp: int | None, split, offload_optimizer: str, offload_activations: bool, zeropp: bool,
-                     order: str) -> StageMemory:
+                     order: str, m: int = 0) -> StageMemory:
         """`stage_memory` of pipeline rank `index` holding `b`, its states and `held` in-flight
         micro-batches, less what offload moves to the host, plus ZeRO++'s secondary shard."""
         if offload_optimizer != "none":
@@ -669,8 +690,15 @@ class Evaluator:
         if offload_activations and layers > 2:  # comm/offload.py: RESIDENT_LAYERS stay, for one micro-batch
             layers, moe_layers, held = 2, min(moe_layers, 2), 1.0
         buckets = self.bucket_bytes if zero >= 1 else 0.0
+        pipe = None
+        if pp > 1 and m and self.software.pp_microbatch_buffers:  # torch.distributed.pipelining
+            layout = schedule_layout(schedule, pp, vpp)
+            out = stage_output_bytes(self.spec, self.training.global_batch // (m * dp), self.training.seq_len,
+                                     self.dtype_bytes, tp, cp, self.software.loss_parallel)
+            pipe = pipeline_stage_bytes(layout.rank_stages[index], layout.num_stages, m, held,
+                                        stage.dense.boundary_bytes, out, self.software.pp_keeps_outputs)
         return stage_memory(states, layers, held, stage.dense, b.embedding > 0, b.head > 0, groups, self.cost,
-                            stage.moe, moe_layers, pp > 1, buckets, index)
+                            stage.moe, moe_layers, pp > 1, buckets, index, pipe)
 
     def mid_memory(self, stage: StageEntry, tp: int, pp: int, dp: int, vpp: int, m: int, schedule: str,
                    zero: int, ep: int, cp: int, reshard: bool | str = "default", shard: int | None = None,
@@ -708,7 +736,7 @@ class Evaluator:
                                                                  shard, etp, split),
                                            self.held.groups(tp, pp, dp, ep, cp))
         return r, self._rank_memory(states[0], stage.blocks[r], inflight, r, states[1], stage, tp, pp, dp, zero, ep, cp,
-                                    schedule, vpp, etp, split, offload_optimizer, offload_activations, zeropp, order)
+                                    schedule, vpp, etp, split, offload_optimizer, offload_activations, zeropp, order, m)
 
     def stage_memories(self, stage: StageEntry, tp: int, pp: int, dp: int, vpp: int, m: int, schedule: str,
                        zero: int, ep: int, cp: int, reshard: bool | str = "default", shard: int | None = None,
@@ -728,10 +756,10 @@ class Evaluator:
         inflight = self.inflight(schedule, pp, m, vpp)
         rest = (tp, pp, dp, zero, ep, cp, schedule, vpp, etp, split, offload_optimizer, offload_activations, zeropp,
                 order)
-        first = self._rank_memory(first_states, blocks[0], inflight[0], 0, groups, stage, *rest)
+        first = self._rank_memory(first_states, blocks[0], inflight[0], 0, groups, stage, *rest, m)
         if pp == 1:
             return first, first
-        return first, self._rank_memory(last_states, blocks[-1], inflight[1], pp - 1, groups, stage, *rest)
+        return first, self._rank_memory(last_states, blocks[-1], inflight[1], pp - 1, groups, stage, *rest, m)
 
     # -- the step ---------------------------------------------------------------------------------
 
@@ -742,6 +770,8 @@ class Evaluator:
         `tp_overlaps` overlaps them (None: some may). Cached."""
         exposed_tp = tp_overlaps is not None and all(self.resolved_tp_overlap(t, sp, tp) == "none"
                                                      for t in tp_overlaps)
+        if recompute == "full" and self.software.recompute_method == "block":
+            recompute = "none"  # some layers are not recomputed: the plain block is the floor
         key = (tp, sp, micro_batch, recompute, ep, cp, exposed_tp)
         hit = self._block_floors.get(key)
         if hit is None:

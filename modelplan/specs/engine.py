@@ -30,6 +30,15 @@ other matmul, of attention and of the collectives, recomputes the rest); layer_s
 full recompute of every N-th block, N = `EngineProfile.layer_sac_every`); every_nth_block
 (fms-fsdp `selective_checkpointing`: the same rule, N unpublished, read as N = 2)."""
 
+RecomputeModule = Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"]
+"""Megatron-core `TransformerConfig.recompute_modules` (transformer_config.py, core_v0.16):
+core_attn (the attention core), moe_act (the routed experts' activation), layernorm (the norms
+that are modules of their own), mla_up_proj (MLA's Q / KV up-projections and rope), mlp (a dense
+layer's MLP), moe (the whole MoE layer), shared_experts (the MoE layer's shared experts)."""
+
+RecomputeMethod = Literal["uniform", "block"]
+"""Megatron-core `TransformerConfig.recompute_method` under full recompute."""
+
 Fp8Recipe = Literal["delayed", "current", "tensorwise", "rowwise", "blockwise"]
 """fp8 scaling: delayed (Transformer Engine DelayedScaling: scale from an amax history, amax taken
 inside the cast), current (TE per-tensor current scaling: an amax pass before each cast),
@@ -75,6 +84,24 @@ class EngineProfile(Spec):
     """Under `TrainingSpec.compile` the engine compiles its eager loss too, so the loss holds 2 d
     bytes per logit instead of 12 (`count.eager.loss_peak_bytes`; torchtitan's
     `build_cross_entropy_loss` since pytorch/torchtitan bbb1b616e, 2025-04-02)."""
+    loss_parallel: bool = False
+    """At tp > 1 the output layer leaves its logits vocab-sharded and the eager loss runs over
+    the DTensor shards (PyTorch `loss_parallel()`: torchtitan parallelize_llama.py
+    ColwiseParallel(output_layouts=Shard(-1)), train.py get_train_context), whose backward
+    holds 16 bytes per logit (`count.eager.loss_peak_bytes`)."""
+    pp_microbatch_buffers: bool = False
+    """The pipeline runtime keeps one receive buffer per micro-batch for activations and for
+    gradients, and each in-flight micro-batch's stage output (torch.distributed.pipelining,
+    `memory.pipeline_stage_bytes`); False: the two messages in flight (Megatron's p2p
+    communication allocates each receive and frees pipeline outputs, deallocate_pipeline_outputs)."""
+    pp_keeps_outputs: bool = False
+    """The last pipeline stage keeps every micro-batch's output (the logits) until the step ends
+    (torch.distributed.pipelining `output_chunks`, returned by `schedule.step()`)."""
+    sdpa_repeats_kv: bool = False
+    """Grouped-query K, V are repeated to the query heads before the attention call, so context
+    parallelism gathers, sends and buffers K, V at the query heads (torchtitan before ff0829c10,
+    2026-01-27: models/llama/model.py `keys = repeat_kv(xk, n_rep)` before
+    F.scaled_dot_product_attention, which torch's context_parallel turns into ring attention)."""
     fp8_recipe: Fp8Recipe
     """The engine's default fp8 scaling recipe."""
     fp8_backend: Literal["te", "torchao"]
