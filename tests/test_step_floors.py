@@ -17,6 +17,7 @@ from modelplan.plan.compute import Roofline
 from modelplan.plan.evaluator import Evaluator, PlanPoint
 from modelplan.plan.flop_floor import flop_floor_s
 from modelplan.plan.kernels import Elementwise, Gemm, LayerKernels
+from modelplan.plan.memory import block_activations
 from modelplan.specs.finetune import FinetuneSpec
 from modelplan.specs.load import load_model
 from modelplan.specs.training import TrainingSpec
@@ -92,3 +93,22 @@ def test_a_fine_tune_has_no_flop_floor():
     lora = TrainingSpec(global_batch=16, seq_len=512, finetune=FinetuneSpec(method="lora", lora_rank=8))
     ev = Evaluator(load_model("llama-3-8b"), lora, H100)
     assert ev.block_flop_floor_s(1, 1, "none") is None
+
+
+@pytest.mark.parametrize("model, training", [
+    ("llama-3-8b", TrainingSpec(global_batch=32, seq_len=8192)),
+    ("llama-3-8b", TrainingSpec(global_batch=16, seq_len=65536)),  # cp > 1: the score term cp times
+    ("mixtral-8x7b", TrainingSpec(global_batch=32, seq_len=4096)),
+    ("llama-3-8b", TrainingSpec(global_batch=32, seq_len=4096, framework="torchtitan")),  # per-op SAC
+])
+def test_shared_no_recompute_bytes_change_no_figure(model, training):
+    """The evaluator hands each recomputing block the bytes it keeps without recompute (counted
+    once); the figures equal `memory.block_activations` counting them itself."""
+    spec = load_model(model)
+    ev = Evaluator(spec, training, H100)
+    for tp, sp, mb, cp in ((1, False, 1, 1), (2, True, 2, 1), (4, True, 1, 4), (2, False, 1, 2)):
+        for rc in ("selective", "full", "none"):
+            for moe in ([False, True] if spec.moe is not None else [False]):
+                alone = block_activations(ev.spec, mb, training.seq_len, ev.dtype_bytes, tp, sp, rc, moe,
+                                          training.attention, cp, ev.software)
+                assert ev.block_bytes(tp, sp, mb, rc, cp, moe, None) == alone

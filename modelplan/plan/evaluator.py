@@ -289,17 +289,27 @@ class Evaluator:
                     block: Block | None, etp: int | None = None) -> tuple[int, int]:
         """(bytes kept per in-flight micro-batch, transient bytes) of one block of a kind
         (`memory.block_activations` under the engine's settings; cached: the search's memory
-        floor asks first)."""
-        training = self.training
-        return self._memo(("block_bytes", tp, sp, micro_batch, recompute, cp, moe, block, etp), lambda: block_activations(
-            self.spec, micro_batch, training.seq_len, self.dtype_bytes, tp, sp, recompute, moe, training.attention, cp,
-            self.software, block, etp))
+        floor asks first); a recomputing block reuses the bytes it keeps without recompute."""
+        key = ("block_bytes", tp, sp, micro_batch, recompute, cp, moe, block, etp)
+        hit = self._cache.get(key)
+        if hit is None:
+            training = self.training
+            none = None if recompute == "none" else self.block_bytes(tp, sp, micro_batch, "none", cp, moe, block, etp)[0]
+            hit = self._cache[key] = block_activations(
+                self.spec, micro_batch, training.seq_len, self.dtype_bytes, tp, sp, recompute, moe, training.attention,
+                cp, self.software, block, etp, none_bytes=none)
+        return hit
 
     def edge_bytes(self, tp: int, sp: bool, micro_batch: int, cp: int) -> tuple[int, int]:
-        """(first stage, last stage) bytes per in-flight micro-batch (`memory.edge_activations`)."""
-        sw = self.software
-        return edge_activations(self.spec, micro_batch, self.training.seq_len, self.dtype_bytes, tp, sp, cp,
-                                sw.fused_cross_entropy, sw.compiled_loss, sw.sp_saves_gathered_inputs, sw.loss_parallel)
+        """(first stage, last stage) bytes per in-flight micro-batch (`memory.edge_activations`; cached)."""
+        key = ("edge_bytes", tp, sp, micro_batch, cp)
+        hit = self._cache.get(key)
+        if hit is None:
+            sw = self.software
+            hit = self._cache[key] = edge_activations(
+                self.spec, micro_batch, self.training.seq_len, self.dtype_bytes, tp, sp, cp, sw.fused_cross_entropy,
+                sw.compiled_loss, sw.sp_saves_gathered_inputs, sw.loss_parallel)
+        return hit
 
     def _mixed_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
                      etp: int | None, tp_overlap: str, mtp_ep: int) -> BlockTerms:
@@ -407,11 +417,16 @@ class Evaluator:
             out_a2a_s=price(Collective.ALL_TO_ALL, q, shape))
 
     def boundary(self, tp: int, sp: bool, micro_batch: int, cp: int, scatter_gather: bool) -> tuple[int, int | None]:
-        """(bytes sent, bytes the receiver all-gathers) of one stage-boundary tensor (`parallel/pp.py`)."""
-        s_local = self.training.seq_len // cp
-        numel = micro_batch * (s_local // tp if sp else s_local) * self.spec.hidden
-        return pp_mod.boundary_message(micro_batch, s_local, self.spec.hidden, tp, sp,
-                                       pipeline_scatter_gather(scatter_gather, tp, sp, numel), self.dtype_bytes)
+        """(bytes sent, bytes the receiver all-gathers) of one stage-boundary tensor (`parallel/pp.py`; cached)."""
+        key = ("boundary", tp, sp, micro_batch, cp, scatter_gather)
+        hit = self._cache.get(key)
+        if hit is None:
+            s_local = self.training.seq_len // cp
+            numel = micro_batch * (s_local // tp if sp else s_local) * self.spec.hidden
+            split = pipeline_scatter_gather(scatter_gather, tp, sp, numel)
+            hit = self._cache[key] = pp_mod.boundary_message(micro_batch, s_local, self.spec.hidden, tp, sp, split,
+                                                             self.dtype_bytes)
+        return hit
 
     # -- stages and the pipeline ------------------------------------------------------------------
 

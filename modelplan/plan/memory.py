@@ -25,14 +25,17 @@ from modelplan.specs.transformer import TransformerSpec
 def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
                       sequence_parallel: bool, recompute: str, moe_layer: bool, attention: str, cp: int = 1,
                       software: EngineSettings = MEGATRON_2021, block: Block | None = None,
-                      etp: int | None = None, probs_at_combine: bool = False) -> tuple[int, int]:
+                      etp: int | None = None, probs_at_combine: bool = False,
+                      none_bytes: int | None = None) -> tuple[int, int]:
     """(bytes one block keeps per in-flight micro-batch, transient bytes of the block being
     recomputed or back-propagated) on one TP rank (Korthikanti et al. 2022 sec. 4; full recompute
     keeps the block input and works on a whole block, selective keeps what the engine's policy
     keeps, `software.ac_mode`: all but the attention core for Megatron). With context parallelism
     a rank's s/cp queries score all s keys: cp x the (s/cp)^2 score term. `software` also gives
     the element-wise mode (eager composites keep more) and TE fp8's 1-byte linear inputs. `block`:
-    the kind of block (`count.blocks.Block`); None: the model's first block with this moe flag."""
+    the kind of block (`count.blocks.Block`); None: the model's first block with this moe flag.
+    `none_bytes`: what the block keeps without recompute, when the caller has it (this function's
+    first figure under recompute 'none'), so that it is not counted again."""
     s_local = seq_len // cp
     kind = next((i for i in range(spec.layers) if spec.is_moe_layer(i) == moe_layer), None)
     kind = None if block is not None else kind
@@ -56,12 +59,15 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
         return out
 
     stored = kept(recompute, mode)
+    if recompute == "none":
+        return stored, 0
+    none = kept("none") if none_bytes is None else none_bytes
     if recompute == "full":  # Megatron-core's uniform groups keep one input per group (plan/recompute_layers.py)
-        return uniform_group_bytes(stored, kept("none"), software.recompute_method, software.recompute_num_layers)
+        return uniform_group_bytes(stored, none, software.recompute_method, software.recompute_num_layers)
     if recompute == "selective" and mode in ("layer_sac", "every_nth_block"):
-        return stored, kept("none")
+        return stored, none
     if recompute == "selective":
-        return stored, kept("none") - stored
+        return stored, none - stored
     return stored, 0
 
 
