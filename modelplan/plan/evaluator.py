@@ -810,17 +810,23 @@ class Evaluator:
         key = (tp, micro_batch, full, ep, cp)
         hit = self._flop_floors.get(key, False)
         if hit is False:
-            hit = self._flop_floors[key] = None if self.finetune is not None else self._flop_floor(
-                tp, micro_batch, full, ep, cp)
+            if self.finetune is not None:
+                hit = None
+            else:  # the kinds' (forward, backward) floors, shared by every recompute
+                kinds = self._memo(("flop_floors", tp, micro_batch, ep, cp), lambda: self._flop_floors_of(
+                    tp, micro_batch, ep, cp))
+                hit = min((2 * fwd if full else fwd) + bwd for fwd, bwd in kinds)
+            self._flop_floors[key] = hit
         return hit
 
-    def _flop_floor(self, tp: int, b: int, full: bool, ep: int, cp: int) -> float:
+    def _flop_floors_of(self, tp: int, b: int, ep: int, cp: int) -> list[tuple[float, float]]:
+        """(forward, backward) FLOP floors of each block kind `_mixed_terms` prices: each class's
+        kinds, else its default block (None)."""
         spec, training, sw = self.spec, self.training, self.software
         recipe = sw.fp8_recipe
         factor = gemm_rate_factor(recipe, self.cost.fp8_scaled_gemm_factor) if recipe else 0.0
         tokens = b * training.seq_len // cp
-        least = math.inf
-        # the kinds `_mixed_terms` prices: each class's kinds, else its default block (None)
+        out = []
         for moe in ([False, True] if spec.moe is not None else [False]):
             capacity = expert_capacity(tokens, spec.moe, self.capacity_factor) if moe else None
             for block in [k for k, _ in self.kinds_of(moe)] or [None]:
@@ -828,9 +834,8 @@ class Evaluator:
                                   ep=ep if moe else 1, capacity=capacity, cp=cp, attention=training.attention,
                                   elementwise=sw.elementwise, block=block, memory_len=training.seq_len,
                                   norm_elementwise=sw.norm_elementwise, cp_fp32_merge=sw.cp_fp32_merge)
-                fwd, bwd = flop_floor_s(k, self.roofline, factor)
-                least = min(least, (2 * fwd if full else fwd) + bwd)
-        return least
+                out.append(flop_floor_s(k, self.roofline, factor))
+        return out
 
     def compute_floor_s(self, cls: tuple, tp_overlaps: list[str] | None = None, block_s: float | None = None) -> float:
         """A lower bound of `pipeline_floor_s` from block terms alone (pipeline = m t_max +
