@@ -3,6 +3,8 @@ Expected lists are worked by hand from divisors of the GPU count and the batch."
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from modelplan.plan.candidates import Candidates, FamilyAxes, Subtree, walk
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.space import SearchSpace
@@ -62,9 +64,11 @@ class _Family(FamilyAxes):
 
 
 def _walked(family, cands, prepare=None):
-    """(points as tuples of their named fields, (message, subtree) of each pruned rule, in order)."""
+    """(each point of the groups walked, with its schedule and vpp, in order; (message, subtree) of
+    each pruned rule, in order)."""
     pruned = []
-    points = list(walk(family, cands, lambda problem, at: pruned.append((problem.message, at)), prepare))
+    groups = list(walk(family, cands, lambda problem, at: pruned.append((problem.message, at)), prepare))
+    points = [SimpleNamespace(**g._asdict(), schedule=s, vpp=v) for g in groups for s, v in g.schedules]
     return points, pruned
 
 

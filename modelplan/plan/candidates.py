@@ -164,9 +164,10 @@ class Subtree(NamedTuple):
     ctx: Any = None
 
 
-class Point(NamedTuple):
-    """One point of the walk that passes every rule: the grid, micro-batch (m of them per step),
-    sequence parallelism, recompute and (schedule, vpp), with the search's `ctx` for its grid."""
+class Group(NamedTuple):
+    """The points of the walk that pass every rule under one grid, micro-batch (m of them per
+    step), sequence parallelism and recompute: one per (schedule, vpp) of `schedules`, with the
+    search's `ctx` for its grid."""
 
     tp: int
     cp: int
@@ -177,21 +178,21 @@ class Point(NamedTuple):
     num_microbatches: int
     sp: bool
     recompute: str
-    schedule: str
-    vpp: int
+    schedules: list[tuple[str, int]]
     ctx: Any
 
 
 def walk(family: WalkFamily, cands: Candidates, pruned: Callable[[Problem, Subtree], None],
          prepare: Callable[[int, int, int, int, int, list[int], list[tuple[str, int]]], Any] | None = None,
-         ) -> Iterator[Point]:
+         ) -> Iterator[Group]:
     """Every point the candidates hold, in the order tp -> cp -> pp -> dp -> ep -> micro_batch ->
-    sp -> recompute -> (schedule, vpp). A level that breaks a rule is handed to `pruned` once
-    with the subtree it drops: tp (the family's rules, then the node's, then cp's), the grid's
-    size and the first stage (`stage_problem` at vpp 1), a batch with no micro-batch size, ep,
-    the micro-batch's batch rule, the schedule's stages and rule (cached per (schedule, pp, vpp,
-    m)). `prepare(tp, cp, pp, dp, ep, mbs, schedules)`, once per grid, gives the `ctx` its
-    points carry, or None to drop the grid (the search counted it)."""
+    sp -> recompute -> (schedule, vpp), grouped by all but the last. A level that breaks a rule
+    is handed to `pruned` once with the subtree it drops: tp (the family's rules, then the
+    node's, then cp's), the grid's size and the first stage (`stage_problem` at vpp 1), a batch
+    with no micro-batch size, ep, the micro-batch's batch rule, the schedule's stages and rule
+    (cached per (schedule, pp, vpp, m); handed over before the group's points, once per sp and
+    recompute). `prepare(tp, cp, pp, dp, ep, mbs, schedules)`, once per grid, gives the `ctx`
+    its points carry, or None to drop the grid (the search counted it)."""
     n, gb = cands.gpus, cands.global_batch
     rules: dict[tuple, Problem | None] = {}
     """The pipeline rules' verdict per (schedule, pp, vpp, num_microbatches)."""
@@ -205,8 +206,8 @@ def walk(family: WalkFamily, cands: Candidates, pruned: Callable[[Problem, Subtr
             for pp in cands.pps(tp * cp):
                 svs = cands.schedules(pp, family.vpp_default(pp))
                 for dp in cands.dps(tp * cp, pp):
-                    problem = (next(iter(grid_problems(Plan(dp=dp, tp=tp, pp=pp, cp=cp), world_size=n)), None)
-                               or family.stage_problem(pp, 1, pp))
+                    problem = (grid_problems(Plan(dp=dp, tp=tp, pp=pp, cp=cp), world_size=n)[0]
+                               if tp * cp * pp * dp != n else family.stage_problem(pp, 1, pp))
                     if problem:
                         pruned(problem, Subtree(tp, cp, pp, dp))
                         continue
@@ -222,29 +223,35 @@ def walk(family: WalkFamily, cands: Candidates, pruned: Callable[[Problem, Subtr
                         ctx = prepare(tp, cp, pp, dp, ep, mbs, svs) if prepare is not None else ()
                         if ctx is None:
                             continue
-                        yield from _points(family, cands, pruned, rules, tp, cp, pp, dp, ep, mbs, svs, ctx)
+                        yield from _groups(family, cands, pruned, rules, tp, cp, pp, dp, ep, mbs, svs, ctx)
 
 
-def _points(family: WalkFamily, cands: Candidates, pruned: Callable[[Problem, Subtree], None],
+def _groups(family: WalkFamily, cands: Candidates, pruned: Callable[[Problem, Subtree], None],
             rules: dict[tuple, Problem | None], tp: int, cp: int, pp: int, dp: int, ep: int, mbs: list[int],
-            svs: list[tuple[str, int]], ctx: Any) -> Iterator[Point]:
-    """`walk`'s points of one grid: micro-batch -> sp -> recompute -> (schedule, vpp)."""
+            svs: list[tuple[str, int]], ctx: Any) -> Iterator[Group]:
+    """`walk`'s groups of one grid: micro-batch -> sp -> recompute."""
     for mb in mbs:
         problem = cands.batch_problem(mb, dp)
         if problem:
             pruned(problem, Subtree(tp, cp, pp, dp, ep, [mb]))
             continue
         m = cands.global_batch // (mb * dp)
+        valid, broken = [], []
+        for sched, vpp in svs:
+            rule = (sched, pp, vpp, m)
+            problem = rules.get(rule, False)
+            if problem is False:
+                problem = rules[rule] = (family.stage_problem(pp, vpp, schedule_layout(sched, pp, vpp).num_stages)
+                                         or schedule_problem(sched, pp, m, vpp))
+            if problem:
+                broken.append(problem)
+            else:
+                valid.append((sched, vpp))
         for sp in family.sps(tp):
             for rc in family.recomputes:
-                for sched, vpp in svs:
-                    rule = (sched, pp, vpp, m)
-                    problem = rules.get(rule, False)
-                    if problem is False:
-                        problem = rules[rule] = (
-                            family.stage_problem(pp, vpp, schedule_layout(sched, pp, vpp).num_stages)
-                            or schedule_problem(sched, pp, m, vpp))
-                    if problem:
-                        pruned(problem, Subtree(tp, cp, pp, dp, ep, [mb], sp, rc, ctx))
-                        continue
-                    yield Point(tp, cp, pp, dp, ep, mb, m, sp, rc, sched, vpp, ctx)
+                if broken:
+                    at = Subtree(tp, cp, pp, dp, ep, [mb], sp, rc, ctx)
+                    for problem in broken:
+                        pruned(problem, at)
+                if valid:
+                    yield Group(tp, cp, pp, dp, ep, mb, m, sp, rc, valid, ctx)

@@ -82,11 +82,11 @@ def search_family_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: in
     frontier: list[tuple] = []
     # the family's axes and rules (`candidates.FamilyAxes`, the evaluator's), each pruned subtree
     # counted as one rejection; every ZeRO stage of a point is one plan
-    for pt in walk(ev, cands, lambda problem, _: rank.reject(problem)):
-        for zero in cands.zeros:
-            plan = Plan(dp=pt.dp, tp=pt.tp, pp=pt.pp, vpp=pt.vpp, micro_batch=pt.micro_batch, schedule=pt.schedule,
-                        zero=zero)
-            frontier.append((ev.step_floor_s(plan), len(frontier), 1, plan))
+    for g in walk(ev, cands, lambda problem, _: rank.reject(problem)):
+        for sched, vpp in g.schedules:
+            for zero in cands.zeros:
+                plan = Plan(dp=g.dp, tp=g.tp, pp=g.pp, vpp=vpp, micro_batch=g.micro_batch, schedule=sched, zero=zero)
+                frontier.append((ev.step_floor_s(plan), len(frontier), 1, plan))
     best_of: dict[str, tuple[float, int, PlanEstimate]] = {}
     """Per axis: (step time, walk order, estimate) of its fastest plan so far."""
 
@@ -180,18 +180,20 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
             wide(tp, cp, dp, pp, e, zeros) for e in (eps if eps is not None else axes.eps(dp)) or [1])
         return per_mb * max(1, len(mbs if mbs is not None else cands.microbatches(dp)))
 
-    def under(at) -> int:
-        """Plans under one point of the walk (`at`: its grid's context, sp and recompute)."""
-        orders, dpos, variants, per_bound, floor_states = at.ctx
-        return len(orders) * len(ext.tp_overlaps(at.tp, at.sp)) * len(ext.activation_offloads(at.recompute)) * per_bound
+    counted: list = [None, 0]
+    """The last subtree of a schedule rule `pruned` counted, and its plans (a group's rules share it)."""
 
     def pruned(problem: Problem, at: Subtree) -> None:
         """A rule of the walk dropped `at`: every plan under it counted under its reason."""
         if at.pp is None:  # a tp (and cp) rule: every grid of it
             count = sum(leaves(at.tp, pp, dp, cp=at.cp) for pp in cands.pps(at.tp * at.cp)
                         for dp in cands.dps(at.tp * at.cp, pp))
-        elif at.sp is not None:
-            count = under(at)
+        elif at.sp is not None:  # a schedule's rule: one point of the walk, under every wider dimension
+            if counted[0] is not at:
+                orders, _, _, per_bound, _ = at.ctx
+                counted[:] = at, (len(orders) * len(ext.tp_overlaps(at.tp, at.sp))
+                                  * len(ext.activation_offloads(at.recompute)) * per_bound)
+            count = counted[1]
         else:
             count = leaves(at.tp, at.pp, at.dp, at.mbs, None if at.ep is None else [at.ep], at.cp)
         reject(problem, count)
@@ -279,39 +281,36 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
     frontier: list[tuple] = []
     waiting = 0
     """Plans under the classic points still in the frontier."""
-    block_key, block_s = None, None
-    """The compute floor's block, shared by the schedules of one (grid, micro_batch, sp, recompute)."""
-    for pt in walk(axes, cands, pruned, prepare):
-        tp, cp, pp, dp, ep, mb, m, sp, rc, sched, vpp, ctx = pt
+    for tp, cp, pp, dp, ep, mb, m, sp, rc, svs, ctx in walk(axes, cands, pruned, prepare):
         orders, dpos, variants, per_bound, floor_states = ctx
         tpos = ext.tp_overlaps(tp, sp)
         acts = ext.activation_offloads(rc)
         if not tpos or not acts:
             continue  # the asked TP overlap cannot run here (no SP): no plan
-        n_under = len(orders) * len(tpos) * len(acts) * per_bound
-        cls = (tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp)
-        if memory_floor:  # no plan of the point fits: dropped before any timing
-            states = floor_states.get((sched, vpp))
-            if states is None:
-                states = floor_states[sched, vpp] = memory_floors.states_bytes(
-                    tp, pp, dp, ep, cp, sched, vpp, variants, offload_can_shed)
-            over = memory_floors.exceeds(cls, states, True in acts, budget)
-            if over is not None:
-                if MEMORY in rank.examples:  # counted; no new example
-                    rejected[MEMORY] += n_under
-                else:
-                    reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
-                                   f"recompute {rc}, {sched} vpp {vpp}: the first pipeline rank needs at least "
-                                   f"{over[0] / 1e9:.1f} GB per GPU > {over[1] / 1e9:.1f} GB"), n_under)
-                continue
-        if use_bound:
-            key = (tp, cp, pp, dp, ep, mb, sp, rc)
-            if key != block_key:
-                block_key, block_s = key, ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos)
-        floor = ev.compute_floor_s(cls, tpos, block_s) if use_bound else 0.0
-        waiting += n_under
-        frontier.append((floor, len(frontier), n_under, False, cls, orders, tpos, acts,
-                         variants, dpos, m, NO_SPLIT))
+        under = len(orders) * len(tpos) * len(acts) * per_bound
+        block_s = None  # the compute floor's block, shared by the schedules
+        for sched, vpp in svs:
+            cls = (tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp)
+            if memory_floor:  # no plan of the point fits: dropped before any timing
+                states = floor_states.get((sched, vpp))
+                if states is None:
+                    states = floor_states[sched, vpp] = memory_floors.states_bytes(
+                        tp, pp, dp, ep, cp, sched, vpp, variants, offload_can_shed)
+                over = memory_floors.exceeds(cls, states, True in acts, budget)
+                if over is not None:
+                    if MEMORY in rank.examples:  # counted; no new example
+                        rejected[MEMORY] += under
+                    else:
+                        reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
+                                       f"recompute {rc}, {sched} vpp {vpp}: the first pipeline rank needs at least "
+                                       f"{over[0] / 1e9:.1f} GB per GPU > {over[1] / 1e9:.1f} GB"), under)
+                    continue
+            if use_bound and block_s is None:
+                block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos)
+            floor = ev.compute_floor_s(cls, tpos, block_s) if use_bound else 0.0
+            waiting += under
+            frontier.append((floor, len(frontier), under, False, cls, orders, tpos, acts,
+                             variants, dpos, m, NO_SPLIT))
     # best first over the classic points (`Ranking.best_first`): keyed first by a compute floor,
     # refined to the pipeline floor when popped; once the smallest key left cannot enter the
     # top-k, nothing left can
