@@ -30,7 +30,15 @@ the ratio of dispatcher ops (views included) to the kernels the planner lists.
 bound max(0, host - device) added on each micro-batch slot of the critical rank, at each cost per
 listed op (0: the planner as it is).
 
+`--segments [US ...]` (issue 13, n15moe) counts the host ops of a dropless MoE block as the engines
+issue them (Megatron-core's all-to-all dispatcher and router, TransformerEngine v2.9's
+GroupedLinear per local expert) and adds, only where the dispatcher syncs the host once per MoE
+block forward, the per-segment bound max(device, host) - device at each cost per host op; it prints
+the rows that move, the split summaries, and the cost per op each synced row's published time
+needs (benchmarks/published_runs_model.md, "Dropless MoE host syncs").
+
     python benchmarks/bench_host_dispatch.py [--only SUBSTRING] [--top N] [--measure] [--scan US ...]
+        [--segments US ...]
 """
 
 from __future__ import annotations
@@ -118,6 +126,142 @@ def install_host_bound(c_us: float) -> None:
     Evaluator.evaluate = evaluate
 
 
+# -- engine-true host ops of a dropless MoE block between two host syncs (issue 13, n15moe) -------
+# Counted from the engines' source (Megatron-core 0.15/0.16 `transformer/moe/`, TransformerEngine
+# v2.9 `pytorch/module/grouped_linear.py` and `csrc/extensions/cast.cpp`, `csrc/quantizer.cpp`):
+# host-issued launches (kernels, NCCL calls, DtoH copies) and host-only dispatcher calls.
+FP8_QUANTIZE_LAUNCHES = 3
+"""One TE current-scaling quantize of one tensor: nvte_compute_amax, nvte_compute_scale_from_amax,
+nvte_quantize_v2 (quantizer.cpp Float8CurrentScalingQuantizer::quantize); split_quantize loops over
+the experts for it (cast.cpp multi_tensor_quantize_impl: the fused multi-cast only for delayed scaling)."""
+
+
+def expert_ops(fp8: bool) -> tuple[int, int]:
+    """(forward, backward) launches per local expert of TEGroupedMLP's fc1 + fc2 (two GroupedLinear):
+    forward per linear split_quantize (fp8: 3 per expert) + one cuBLASLt GEMM per expert
+    (general_grouped_gemm); backward per linear the grad-output split_quantize (fp8: 3), the fp8
+    weight's column-wise copy for dgrad on Hopper (update_usage: 1), dgrad and wgrad GEMMs (2)."""
+    if fp8:
+        return 2 * (FP8_QUANTIZE_LAUNCHES + 1), 2 * (FP8_QUANTIZE_LAUNCHES + 1 + 2)
+    return 2 * 1, 2 * 2
+
+
+ROUTER_DISPATCH_OPS = (47, 25)
+"""(forward, backward) per MoE block outside the experts: router.py TopKRouter (gating GEMM,
+unfused score + top-k ~5, aux loss ~8), token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess
+(~7 with the tp_ep all-gather), the DtoH copies on cuda_dtoh_stream with event and wait (~8),
+permute / sort_chunks_by_idxs / Fp8Padding / weighted swiglu (~9), combine (sort back, AllToAll,
+unpermute, view: ~6), the two dispatch AllToAlls (tokens, probs); backward about half of it."""
+
+
+def attention_ops(ev: Evaluator, tp: int, sp: bool, b: int, cp: int, ep: int, etp: int | None) -> tuple[int, int]:
+    """(forward, backward) listed ops of an MoE block's non-MoE part (attention, norms, residuals,
+    their fp8 casts and TP collectives): `block_ops` restricted to names outside mlp/."""
+    spec, training, sw = ev.spec, ev.training, ev.software
+    tokens = b * training.seq_len // cp
+    routed = tokens * etp // tp if etp else tokens
+    capacity = expert_capacity(routed, spec.moe, ev.capacity_factor)
+    k = layer_kernels(spec, tp, b, training.seq_len, ev.dtype_bytes, sp, moe_layer=True, ep=ep, capacity=capacity,
+                      cp=cp, attention=training.attention, elementwise=sw.elementwise, memory_len=training.seq_len,
+                      etp=etp, norm_elementwise=sw.norm_elementwise, cp_fp32_merge=sw.cp_fp32_merge)
+    gemms = [g for g in k.gemms if not g.name.startswith("mlp/")]
+    casts = sum(1 for g in gemms if is_fp8_gemm(g.name)) if sw.fp8_recipe else 0
+    elem = [e for e in k.elementwise if not e.name.startswith("mlp/")]
+    comm = (4 if sp else 2) if tp > 1 else 0
+    fwd = len(gemms) + sum(e.kernels[0] for e in elem) + len(k.fused) + casts + comm
+    bwd = 2 * len(gemms) + sum(e.kernels[1] for e in elem) + len(k.fused) + casts + comm
+    return fwd, bwd
+
+
+def moe_segment_ops(ev: Evaluator, point) -> tuple[int, int]:
+    """(forward, backward) host ops of one MoE block on one rank, engine-true (above)."""
+    local = ev.spec.moe.num_experts // point.ep
+    ef, eb = expert_ops(bool(ev.software.fp8_recipe))
+    af, ab = attention_ops(ev, point.tp, point.sequence_parallel, point.micro_batch, point.cp, point.ep, point.etp)
+    return af + ROUTER_DISPATCH_OPS[0] + local * ef, ab + ROUTER_DISPATCH_OPS[1] + local * eb
+
+
+def syncs_per_moe_block(ev: Evaluator, point) -> bool:
+    """Megatron-core's all-to-all dispatcher syncs the host once per MoE block forward when dropless
+    (no moe_pad_expert_input_to_capacity) and ep * tp > 1 (`preprocess`: before_ep_alltoall)."""
+    return ev.spec.moe is not None and ev.spec.moe.capacity_factor is None and point.ep * point.tp > 1
+
+
+def install_segment_bound(c_us: float, log: dict | None = None) -> None:
+    """Price every plan with the per-segment host bound (a probe, not a model): where the
+    dispatcher syncs, each MoE block's forward (from one sync to the next) takes max(device, host);
+    the backward (no sync) runs ahead over a whole chunk, so with uniform blocks max(device, host)
+    per block too; under the merged 1F1B EP overlap one segment holds one block's forward and
+    another micro-batch's backward: max(device fwd + bwd, host fwd + bwd)."""
+    plain = Evaluator.evaluate
+
+    def evaluate(self, point):
+        ev = plain(self, point)
+        if self.spec.moe is None or not syncs_per_moe_block(self, point):
+            return ev
+        stage, bubble, m, _ = self.context(point)
+        rb = stage.blocks[stage.terms.critical_rank]
+        bt = self.block_terms(point.tp, point.sequence_parallel, point.micro_batch, point.recompute, point.cp,
+                              point.ep, point.etp)
+        hf, hb = (n * c_us * 1e-6 for n in moe_segment_ops(self, point))
+        df, db = bt.layer_fwd_s, bt.layer_bwd_s
+        if self.training.ep_comm_overlap:
+            added = max(0.0, hf + hb - df - db)
+        else:
+            added = max(0.0, hf - df) + max(0.0, hb - db)
+        if log is not None:
+            log[self.spec.name] = (hf, hb, df, db, rb.moe_run, m + bubble)
+        return ev._replace(step=ev.step._replace(step_time_s=ev.step.step_time_s + (m + bubble) * rb.moe_run * added))
+
+    Evaluator.evaluate = evaluate
+
+
+def segments(costs_us: list[float]) -> int:
+    """Per MoE run: engine-true host ops per MoE block, device vs host seconds per block at each
+    cost, the error with the per-segment bound, and the cost per op the published time needs;
+    then the split summaries at each cost."""
+    runs = [r for r in bench.load_runs() if ("spec" in r and "moe" in r["spec"]) or "moe" in r.get("model", "")
+            or r.get("model") in ("deepseek-v3", "gpt-oss-120b", "mixtral-8x7b", "mixtral-8x22b", "grok-1")]
+    plain = Evaluator.evaluate
+    base = {r["id"]: bench.price(r) for r in bench.load_runs()}
+    for c in costs_us:
+        Evaluator.evaluate = plain
+        log: dict = {}
+        install_segment_bound(c, log)
+        rows = [bench.price(r) for r in bench.load_runs()]
+        print(f"== {c:g} us per host op (per-segment bound where the dispatcher syncs)")
+        for r in rows:
+            b = base[r["id"]]
+            if "predicted_s" in r and abs(r["predicted_s"] - b["predicted_s"]) > 1e-9:
+                print(f"  {r['id']:50} {b['time_error']:+7.1%} -> {r['time_error']:+7.1%}")
+        groups = [("fit", "split", "fit"), ("holdout", "split", "holdout"), ("narayanan", "file", "calibration_runs.json")]
+        groups += [(f, "file", f) for f in sorted({r["file"] for r in rows}) if f != "calibration_runs.json"]
+        for label, key, value in groups:
+            errs = [abs(r["time_error"]) for r in rows if r.get(key) == value and bench._exact(r)]
+            if errs:
+                print(f"  {label:28} n={len(errs):3}  mean {sum(errs) / len(errs):6.1%}  max {max(errs):6.1%}"
+                      f"  > 25 %: {sum(e > 0.25 for e in errs)}")
+    Evaluator.evaluate = plain
+    log = {}
+    install_segment_bound(1.0, log)
+    print("\nper MoE block on the critical rank (dispatcher syncs):")
+    print(f"{'run':50} {'local':>5} {'ops f/b':>9} {'dev f/b ms':>12} {'need us/op':>10}")
+    for r in runs:
+        log.clear()
+        p = bench.price(r)
+        if not log or "predicted_s" not in p:
+            continue
+        (hf, hb, df, db, run, slots), = log.values()
+        spec = r.get("spec", {})
+        experts = spec.get("moe", {}).get("num_experts") if spec else None
+        missing = p["published_s"] - base[r["id"]]["predicted_s"]
+        per_block = missing / (slots * run) + df + db  # host seconds per block that would give the published time
+        print(f"{r['id']:50} {experts // r['ep'] if experts else '':>5} {hf * 1e6:4.0f}/{hb * 1e6:<4.0f} "
+              f"{df * 1e3:5.2f}/{db * 1e3:<5.2f} {per_block / ((hf + hb) * 1e6) * 1e6:10.0f}")
+    Evaluator.evaluate = plain
+    return 0
+
+
 def measure_host(reps: int = 200) -> None:
     """Dispatcher ops and host microseconds per op of one eager GPT-2 block (h 8, 2 heads, 2 tokens:
     every kernel trivial, so the time is the host's), forward and backward, on one CPU thread."""
@@ -189,7 +333,12 @@ def main() -> int:
     parser.add_argument("--measure", action="store_true", help="time an eager GPT-2 block's host ops here")
     parser.add_argument("--scan", type=float, nargs="*", metavar="US",
                         help="rerun bench_published_runs' summary with the host bound at these us per listed op")
+    parser.add_argument("--segments", type=float, nargs="*", metavar="US",
+                        help="engine-true MoE op counts: the per-segment host bound where Megatron's dropless "
+                             "dispatcher syncs, at these us per host op")
     args = parser.parse_args()
+    if args.segments is not None:
+        return segments(args.segments or [5.0, 10.0, 25.0])
     if args.measure:
         measure_host()
     if args.scan:

@@ -141,6 +141,26 @@ def test_expert_parallel_all_to_all():
     assert {i.nbytes for i in items} == {8 * 4096 * 4096 * 2}
 
 
+def test_sequence_parallel_dispatch_sends_each_rank_its_own_tokens():
+    """tp 2 with sequence parallelism, ep 2 (Megatron-core token_dispatcher.py, all-to-all
+    dispatcher): each TP rank permutes and all-to-alls its own s/tp tokens (dispatch_preprocess /
+    token_dispatch), all-gathers what arrived over tp before the experts (dispatch_postprocess,
+    gather_from_sequence_parallel_region over tp_group) and reduce-scatters their output after them
+    (combine_preprocess). Mixtral-shaped layer, one slot per local token: AllToAll 8 x (4096 / 2) x
+    4096 x 2 B, AllGather / ReduceScatter 2 x that; the routed experts have no f / g of their own."""
+    spec = LLAMA_7B.model_copy(update={"moe": MoESpec(num_experts=8, top_k=2, expert_ffn_hidden=14336)})
+    items = communication_list(spec, TrainingSpec(global_batch=2, seq_len=4096),
+                               Plan(dp=2, ep=2, tp=2, sequence_parallel=True))
+    a2a = [i for i in items if i.op is Collective.ALL_TO_ALL]
+    assert {i.nbytes for i in a2a} == {8 * 2048 * 4096 * 2}
+    assert sum(i.count for i in a2a) == 4 * 32
+    experts = [i for i in items if str(i.label).startswith("tp/experts")]
+    assert {(i.op, i.nbytes) for i in experts} == {(Collective.ALL_GATHER, 8 * 4096 * 4096 * 2),
+                                                    (Collective.REDUCE_SCATTER, 8 * 4096 * 4096 * 2)}
+    assert sum(i.count for i in experts) == 4 * 32  # AllGather + ReduceScatter, forward and backward
+    assert not [i for i in items if str(i.label).startswith("tp/mlp")]
+
+
 def test_startup_broadcast_and_barrier_are_marked():
     """Start-up traffic is flagged, once per run: one Broadcast per unit, one Barrier."""
     items = communication_list(GPT2_SMALL, TrainingSpec(global_batch=4, seq_len=1024), Plan(dp=2, tp=2))

@@ -122,6 +122,16 @@ def test_moe_with_expert_parallelism():
     assert_passes(MOE, Plan(dp=2, ep=2, tp=2))
 
 
+@pytest.mark.parametrize("shared", [1, 0])
+def test_moe_sequence_parallel_dispatch(shared):
+    """tp 2 with sequence parallelism, ep 2: each TP rank dispatches its own tokens and the TP
+    group all-gathers / reduce-scatters the expert buffer (Megatron-core's all-to-all dispatcher);
+    a shared expert keeps its own f / g. The step equals the single-device one and the ledger the list."""
+    spec = MOE.model_copy(update={"moe": MOE.moe.model_copy(update={"shared_experts": shared})})
+    report = assert_passes(spec, Plan(dp=2, ep=2, tp=2, sequence_parallel=True))
+    assert any(r.name == "bytes all_gather/tp" and r.passed for r in report.rows)
+
+
 def test_moe_expert_data_parallel_with_zero():
     """dp = 4, ep = 2: expert gradients reduce over the 2-rank expert-data-parallel groups."""
     assert_passes(MOE, Plan(dp=4, ep=2, zero=2))

@@ -42,6 +42,11 @@ class Region(StrEnum):
     TP_CROSS_ENTROPY_SUM = "tp/cross-entropy/sum"
     TP_PARTIAL_GRADS = "tp/partial-grads"
     """AllReduce of gradients that are partial sums over tp (sequence parallelism, MoE router)."""
+    TP_EXPERTS_IN = "tp/experts/in"
+    """AllGather over tp of the expert buffer an MoE rank received (sequence-parallel dispatch,
+    `plan/parallel/ep.py`); its backward a ReduceScatter."""
+    TP_EXPERTS_OUT = "tp/experts/out"
+    """ReduceScatter over tp of the experts' partial outputs before the combine; backward an AllGather."""
     EP_DISPATCH = "ep/dispatch"
     EP_COMBINE = "ep/combine"
     CP_KV = "cp/attention/kv"

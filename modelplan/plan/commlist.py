@@ -78,6 +78,9 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
     units = stage_units(spec, num_stages, plan.stage_split)
     replicas = unit_replicas(rank_units(spec, schedule.layout, plan.stage_split))
     shards = unit_shards(spec, plan)
+    sp_dispatch = spec.moe is not None and ep_mod.sequence_parallel_dispatch(tp, sp, plan.ep, plan.etp)
+    # the routed experts' f / g: none under sequence-parallel dispatch (a shared expert keeps its own)
+    moe_mlp_tp = (None if spec.moe.shared_experts else 1) if sp_dispatch else None
     per_rank: list[RankCalls] = []
     for r in range(pp):
         calls = RankCalls()
@@ -94,19 +97,24 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
             # MTP modules (last stage): a block (not recomputed), a lookup and the head each
             mtp = spec.mtp_layers if v == last else 0
             for block, n in Counter(block_of(spec, i) for i in layers).items():
-                tp_mod.block_kind_calls(calls, spec, block, tp, sp, A, tokens, act, fwd_runs * n, mc * n)
+                tp_mod.block_kind_calls(calls, spec, block, tp, sp, A, tokens, act, fwd_runs * n, mc * n,
+                                        moe_mlp_tp if block.moe else None)
             if mtp:
-                tp_mod.block_kind_calls(calls, spec, mtp_block(spec), tp, sp, A, tokens, act, mc * mtp, mc * mtp)
+                block = mtp_block(spec)
+                tp_mod.block_kind_calls(calls, spec, block, tp, sp, A, tokens, act, mc * mtp, mc * mtp,
+                                        moe_mlp_tp if block.moe else None)
             if v == 0:
                 tp_mod.embedding_calls(calls, tp, sp, A, mc)
             if v == last:
                 tp_mod.head_calls(calls, tp, sp, A, tokens, loss_b, mc * (1 + mtp))
                 tp_mod.embedding_calls(calls, tp, sp, A, mc * mtp, Region.TP_MTP_EMBEDDING)
-            if spec.moe is not None:
-                a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, expert_capacity(tokens, spec.moe, capacity_factor),
+            if spec.moe is not None:  # each TP rank dispatches its own tokens under SP (`parallel/ep.py`)
+                sent = tokens // tp if sp_dispatch else tokens
+                a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, expert_capacity(sent, spec.moe, capacity_factor),
                                             h, act)
-                ep_mod.moe_calls(calls, plan.ep, a2a, fwd_runs, mc, sum(spec.is_moe_layer(i) for i in layers))
-                ep_mod.moe_calls(calls, plan.ep, a2a, mc, mc, mtp)
+                group = tp if sp_dispatch else 1
+                ep_mod.moe_calls(calls, plan.ep, a2a, fwd_runs, mc, sum(spec.is_moe_layer(i) for i in layers), group)
+                ep_mod.moe_calls(calls, plan.ep, a2a, mc, mc, mtp, group)
             cp_mod.cp_calls(calls, plan.cp, software.cp_comm_type, software.cp_fp32_merge, kv, q, act, fwd_runs, mc,
                             len(layers))
             pp_mod.boundary_calls(calls, pp, tp, message, gathered, moves[c])

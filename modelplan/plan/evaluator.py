@@ -341,14 +341,19 @@ class Evaluator:
         tp_shape = self.shapes(tp, 1, 1)[Axis.TP]
         gpn = self.cluster.gpus_per_node
         gather = tokens * spec.hidden if sw.fp8_tp_gather and sp else None  # 1-byte fp8 AllGathers
-        tp_t = self._memo(("tp", tp, sp, b, cp, etp, block), lambda: tp_mod.tp_seconds(
-            self.pricer, tp_shape, tp, sp, act, tokens, tp_mod.LOSS_VALUE_BYTES, etp,
+        # sequence-parallel dispatch (`parallel/ep.py`): no f / g around the routed experts (a shared
+        # expert keeps its own, `mlp_tp` None), the TP group's expert-buffer calls priced with the EP ones
+        sp_dispatch = moe and ep_mod.sequence_parallel_dispatch(tp, sp, ep, etp)
+        mlp_tp = (None if spec.moe.shared_experts else 1) if sp_dispatch else etp
+        tp_t = self._memo(("tp", tp, sp, b, cp, etp, block, sp_dispatch), lambda: tp_mod.tp_seconds(
+            self.pricer, tp_shape, tp, sp, act, tokens, tp_mod.LOSS_VALUE_BYTES, mlp_tp,
             strided_shape(etp, 1, gpn) if etp else None, gather, spec, block, d))
         if moe:
-            a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, capacity, spec.hidden, d)
+            sent = expert_capacity(tokens // tp, spec.moe, self.capacity_factor) if sp_dispatch else capacity
+            a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, sent, spec.hidden, d)
             # Megatron-core's expert grid: etp fastest, then ep (stride etp); else ep inside dp
             ep_shape = strided_shape(ep, etp, gpn) if etp else self.shapes(tp, ep, 2, ep, cp)[Axis.EP]
-            ep_x = ep_mod.ep_exposure(self.pricer, ep_shape, ep, a2a, full)
+            ep_x = ep_mod.ep_exposure(self.pricer, ep_shape, ep, a2a, full, tp if sp_dispatch else 1, tp_shape)
             if training.ep_comm_overlap:  # merged 1F1B: AllToAlls under the other micro-batch's compute
                 ep_x = ep_mod.overlapped(ep_x, times.fwd_gemm_s + times.fwd_elementwise_s + times.bwd_gemm_s
                                          + times.bwd_elementwise_s)
@@ -427,7 +432,8 @@ class Evaluator:
         if hit is None:
             moe = (self.block_terms(tp, sp, micro_batch, recompute, cp, ep, etp, tp_overlap)
                    if self.spec.moe is not None else None)
-            dense = self.block_terms(tp, sp, micro_batch, recompute, cp, None, None, tp_overlap, mtp_ep=ep)
+            # the MTP modules' MoE block (if any) over the plan's ep and etp, like the other MoE blocks
+            dense = self.block_terms(tp, sp, micro_batch, recompute, cp, None, etp, tp_overlap, mtp_ep=ep)
             st = compose_stages(blocks, dense, moe)
             mean = (st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s
             b0 = blocks[0]

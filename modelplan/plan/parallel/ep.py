@@ -4,6 +4,20 @@ What it adds: per MoE block and micro-batch an AllToAll dispatch and an AllToAll
 forward (again in the recompute forward) and in backward, each of num_experts * capacity * h
 values (`plan/experts.py` sizes the capacity), over the ep data-parallel ranks of a group.
 
+Under sequence parallelism with the experts split over tp (no expert tensor parallel size, which
+Megatron-core then sets to tp) each TP rank dispatches only its own s/tp tokens
+(`sequence_parallel_dispatch`): Megatron-core's all-to-all dispatcher takes the MoE layer's input
+as it is, sequence-parallel (`MoEAlltoAllTokenDispatcher.dispatch_preprocess` permutes the rank's
+tokens, `token_dispatch` all-to-alls them over ep, `dispatch_postprocess` all-gathers what arrived
+over the tp group, `gather_from_sequence_parallel_region(global_input_tokens, group=tp_group)`;
+`combine_preprocess` reduce-scatters the experts' partial outputs back,
+`reduce_scatter_to_sequence_parallel_region`). So the AllToAlls move s/tp tokens of h per rank
+and the TP group moves the expert buffer (tp times one dispatch buffer) with an AllGather before
+the experts and a ReduceScatter after them, forward and backward (`TP_EXPERTS_IN/OUT`); the MoE
+MLP has no f / g of its own (a shared expert keeps its own, a dense MLP's). Megatron-core before
+0.10 (`token_permutation`: `all_to_all_sp2hp`, [S*B/TP, H] -> [S*B, H/TP], then the EP AllToAll
+of h/tp per token and an all-gather of the hidden dim) moves the same bytes over ep.
+
 States it shards: the routed experts over ep (and over tp like a dense MLP), `plan/shard.py`;
 their gradients and ZeRO shards over the dp x cp / ep ranks holding the same experts
 (`dp_zero.py`, Megatron-core's expert data-parallel group).
@@ -38,10 +52,25 @@ def dispatch_bytes(num_experts: int, capacity: int, hidden: int, act_bytes: int)
     return num_experts * capacity * hidden * act_bytes
 
 
-def moe_calls(calls: RankCalls, ep: int, nbytes: int, fwd_runs: int, bwd_runs: int, moe_blocks: int) -> None:
-    """Dispatch and combine of `moe_blocks` MoE blocks: `fwd_runs` forwards, `bwd_runs` backwards."""
+def sequence_parallel_dispatch(tp: int, sequence_parallel: bool, ep: int, etp: int | None) -> bool:
+    """Each TP rank dispatches its own sequence shard and the TP group gathers the expert buffer
+    (module docstring): sequence parallel, tp > 1, ep > 1, experts split over tp (etp None)."""
+    return sequence_parallel and tp > 1 and ep > 1 and etp is None
+
+
+def moe_calls(calls: RankCalls, ep: int, nbytes: int, fwd_runs: int, bwd_runs: int, moe_blocks: int,
+              tp: int = 1) -> None:
+    """Dispatch and combine of `moe_blocks` MoE blocks: `fwd_runs` forwards, `bwd_runs` backwards;
+    with `tp` > 1 (`sequence_parallel_dispatch`) the TP group's AllGather of the received expert
+    buffer (tp x `nbytes`) before the experts and ReduceScatter after them, each way (backward:
+    ReduceScatter of the experts' input gradient, AllGather of their output gradient)."""
     for label in (Region.EP_DISPATCH, Region.EP_COMBINE):
         calls.add(A2A, Axis.EP, ep, nbytes, (fwd_runs + bwd_runs) * moe_blocks, label)
+    if tp > 1:
+        for region, fwd_op, bwd_op in ((Region.TP_EXPERTS_IN, Collective.ALL_GATHER, Collective.REDUCE_SCATTER),
+                                       (Region.TP_EXPERTS_OUT, Collective.REDUCE_SCATTER, Collective.ALL_GATHER)):
+            calls.add(fwd_op, Axis.TP, tp, tp * nbytes, fwd_runs * moe_blocks, region)
+            calls.add(bwd_op, Axis.TP, tp, tp * nbytes, bwd_runs * moe_blocks, region)
 
 
 class EpExposure(NamedTuple):
@@ -52,12 +81,14 @@ class EpExposure(NamedTuple):
     recompute_s: float
 
 
-def ep_exposure(pricer: CommPricer, shape, ep: int, nbytes: int, full_recompute: bool) -> EpExposure:
-    """Price `moe_calls` of one block: half forward, half backward, the recompute forward's extra."""
+def ep_exposure(pricer: CommPricer, shape, ep: int, nbytes: int, full_recompute: bool, tp: int = 1,
+                tp_shape=None) -> EpExposure:
+    """Price `moe_calls` of one block: half forward, half backward, the recompute forward's extra
+    (the TP group's expert-buffer calls, `tp` > 1, on `tp_shape`)."""
     def priced(fwd_runs: int) -> float:
         calls = RankCalls()
-        moe_calls(calls, ep, nbytes, fwd_runs, 1, 1)
-        return calls.price(pricer, lambda axis, size: shape)
+        moe_calls(calls, ep, nbytes, fwd_runs, 1, 1, tp)
+        return calls.price(pricer, lambda axis, size: tp_shape if axis is Axis.TP else shape)
 
     plain = priced(1)
     again = priced(2) if full_recompute else plain
