@@ -196,7 +196,9 @@ def walk(family: WalkFamily, cands: Candidates, pruned: Callable[[Problem, Subtr
     n, gb = cands.gpus, cands.global_batch
     rules: dict[tuple, Problem | None] = {}
     """The pipeline rules' verdict per (schedule, pp, vpp, num_microbatches)."""
+    recomputes = family.recomputes
     for tp in cands.tps:
+        sps = family.sps(tp)
         for cp in family.cps(tp):
             node = cands.tp_node_problem(tp)
             problems = family.tp_problems(tp) + ([node] if node else []) + family.cp_problems(tp, cp)
@@ -205,6 +207,7 @@ def walk(family: WalkFamily, cands: Candidates, pruned: Callable[[Problem, Subtr
                 continue
             for pp in cands.pps(tp * cp):
                 svs = cands.schedules(pp, family.vpp_default(pp))
+                stages = [schedule_layout(sched, pp, vpp).num_stages for sched, vpp in svs]
                 for dp in cands.dps(tp * cp, pp):
                     problem = (grid_problems(Plan(dp=dp, tp=tp, pp=pp, cp=cp), world_size=n)[0]
                                if tp * cp * pp * dp != n else family.stage_problem(pp, 1, pp))
@@ -223,35 +226,29 @@ def walk(family: WalkFamily, cands: Candidates, pruned: Callable[[Problem, Subtr
                         ctx = prepare(tp, cp, pp, dp, ep, mbs, svs) if prepare is not None else ()
                         if ctx is None:
                             continue
-                        yield from _groups(family, cands, pruned, rules, tp, cp, pp, dp, ep, mbs, svs, ctx)
-
-
-def _groups(family: WalkFamily, cands: Candidates, pruned: Callable[[Problem, Subtree], None],
-            rules: dict[tuple, Problem | None], tp: int, cp: int, pp: int, dp: int, ep: int, mbs: list[int],
-            svs: list[tuple[str, int]], ctx: Any) -> Iterator[Group]:
-    """`walk`'s groups of one grid: micro-batch -> sp -> recompute."""
-    for mb in mbs:
-        problem = cands.batch_problem(mb, dp)
-        if problem:
-            pruned(problem, Subtree(tp, cp, pp, dp, ep, [mb]))
-            continue
-        m = cands.global_batch // (mb * dp)
-        valid, broken = [], []
-        for sched, vpp in svs:
-            rule = (sched, pp, vpp, m)
-            problem = rules.get(rule, False)
-            if problem is False:
-                problem = rules[rule] = (family.stage_problem(pp, vpp, schedule_layout(sched, pp, vpp).num_stages)
-                                         or schedule_problem(sched, pp, m, vpp))
-            if problem:
-                broken.append(problem)
-            else:
-                valid.append((sched, vpp))
-        for sp in family.sps(tp):
-            for rc in family.recomputes:
-                if broken:
-                    at = Subtree(tp, cp, pp, dp, ep, [mb], sp, rc, ctx)
-                    for problem in broken:
-                        pruned(problem, at)
-                if valid:
-                    yield Group(tp, cp, pp, dp, ep, mb, m, sp, rc, valid, ctx)
+                        # the grid's groups: micro_batch -> sp -> recompute, each with its valid schedules
+                        for mb in mbs:
+                            problem = cands.batch_problem(mb, dp)
+                            if problem:
+                                pruned(problem, Subtree(tp, cp, pp, dp, ep, [mb]))
+                                continue
+                            m = gb // (mb * dp)
+                            valid, broken = [], []
+                            for (sched, vpp), num_stages in zip(svs, stages):
+                                rule = (sched, pp, vpp, m)
+                                problem = rules.get(rule, False)
+                                if problem is False:
+                                    problem = rules[rule] = (family.stage_problem(pp, vpp, num_stages)
+                                                             or schedule_problem(sched, pp, m, vpp))
+                                if problem:
+                                    broken.append(problem)
+                                else:
+                                    valid.append((sched, vpp))
+                            for sp in sps:
+                                for rc in recomputes:
+                                    if broken:
+                                        at = Subtree(tp, cp, pp, dp, ep, [mb], sp, rc, ctx)
+                                        for problem in broken:
+                                            pruned(problem, at)
+                                    if valid:
+                                        yield Group(tp, cp, pp, dp, ep, mb, m, sp, rc, valid, ctx)

@@ -185,18 +185,17 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
 
     def pruned(problem: Problem, at: Subtree) -> None:
         """A rule of the walk dropped `at`: every plan under it counted under its reason."""
-        if at.pp is None:  # a tp (and cp) rule: every grid of it
-            count = sum(leaves(at.tp, pp, dp, cp=at.cp) for pp in cands.pps(at.tp * at.cp)
-                        for dp in cands.dps(at.tp * at.cp, pp))
-        elif at.sp is not None:  # a schedule's rule: one point of the walk, under every wider dimension
+        if at.sp is not None:  # a schedule's rule: one point of the walk, under every wider dimension
             if counted[0] is not at:
                 orders, _, _, per_bound, _ = at.ctx
-                counted[:] = at, (len(orders) * len(ext.tp_overlaps(at.tp, at.sp))
-                                  * len(ext.activation_offloads(at.recompute)) * per_bound)
-            count = counted[1]
+                counted[0], counted[1] = at, (len(orders) * len(ext.tp_overlaps(at.tp, at.sp))
+                                              * len(ext.activation_offloads(at.recompute)) * per_bound)
+            reject(problem, counted[1])
+        elif at.pp is None:  # a tp (and cp) rule: every grid of it
+            reject(problem, sum(leaves(at.tp, pp, dp, cp=at.cp) for pp in cands.pps(at.tp * at.cp)
+                                for dp in cands.dps(at.tp * at.cp, pp)))
         else:
-            count = leaves(at.tp, at.pp, at.dp, at.mbs, None if at.ep is None else [at.ep], at.cp)
-        reject(problem, count)
+            reject(problem, leaves(at.tp, at.pp, at.dp, at.mbs, None if at.ep is None else [at.ep], at.cp))
 
     offload_can_shed = any(o != "none" for o in ext.opts)
 
