@@ -136,3 +136,16 @@ def test_walk_takes_the_family_axes_and_lets_the_search_drop_a_grid():
     assert grids == {(1, 1, 4, 1): [(1, False, "none"), (1, False, "full")],
                      (1, 2, 2, 1): [(1, False, "none"), (1, False, "full"), (2, False, "none"), (2, False, "full")],
                      (4, 1, 1, 1): [(mb, sp, rc) for mb in (1, 2, 4) for sp in (False, True) for rc in ("none", "full")]}
+
+
+def test_a_tp_breaking_the_family_and_the_node_rule_counts_under_the_family():
+    """6 GPUs, 4 per node: tp 1, 2, 3 (at most a node); tp 3 leaves the node rule (4 % 3 != 0)
+    and, here, the family's too: the family's rule comes first (`walk`), so tp 3 is pruned once,
+    under the family's reason."""
+    fam = _Family()
+    fam.tp_problems = lambda tp: [Problem(Reason.TP_SPLITS_NOTHING, f"tp {tp}")] if tp in (2, 3) else []
+    _, pruned = _walked(fam, _cands(gpus=6, gpn=4, gb=12, units=2))
+    assert [(at.tp, m) for m, at in pruned if at.pp is None] == [(2, "tp 2"), (3, "tp 3")]
+    fam.tp_problems = lambda tp: []
+    _, pruned = _walked(fam, _cands(gpus=6, gpn=4, gb=12, units=2))
+    assert [(at.tp, "gpus_per_node (4)" in m) for m, at in pruned if at.pp is None] == [(3, True)]  # the node's
