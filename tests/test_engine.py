@@ -92,6 +92,73 @@ def test_loss_peak_per_logit():
     assert loss_peak_bytes(2, fused=False) == 12
 
 
+# Runs PyTorch's own cross-entropy on one gloo rank (CPU) under MemTracker and prints the peak
+# bytes per logit: plain F.cross_entropy(logits.float()) and the same under loss_parallel() over
+# DTensor Shard(-1) logits (torch/distributed/tensor/parallel/loss.py).
+_LOSS_PEAK_SCRIPT = """
+import contextlib, os, torch, torch.distributed as dist
+os.environ["MASTER_ADDR"] = "127.0.0.1"; os.environ["MASTER_PORT"] = os.environ["PORT"]
+dist.init_process_group("gloo", rank=0, world_size=1)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, Shard
+from torch.distributed.tensor.parallel import loss_parallel
+from torch.distributed._tools.mem_tracker import MemTracker
+mesh = init_device_mesh("cpu", (1,))
+N, V = 256, 4096
+labels = torch.randint(0, V, (N,))
+for sharded in (False, True):
+    leaf = torch.randn(N, V, dtype=torch.bfloat16, requires_grad=True)
+    tracker = MemTracker()
+    with tracker:
+        logits = leaf * 1.0
+        if sharded:
+            logits = DTensor.from_local(logits, mesh, [Shard(-1)])
+        with loss_parallel() if sharded else contextlib.nullcontext():
+            loss = torch.nn.functional.cross_entropy(logits.float(), labels)
+            del logits
+            loss.backward()
+    peak = tracker.get_tracker_snapshot("peak")
+    print(max(v[k] for v in peak.values() for k in v if str(k) == "Total") / (N * V))
+dist.destroy_process_group()
+"""
+
+
+def test_eager_loss_peak_per_logit_as_pytorch_measures_it():
+    """PyTorch's MemTracker over the real losses (one gloo rank, CPU): the eager loss peaks at 12
+    bytes per logit, 16 under loss_parallel (`_nll_loss_and_log_softmax_backward` holds the saved
+    log-softmax, the zeros gradient, exp(x) + grad and the product)."""
+    pytest.importorskip("torch")
+    import os
+    import random
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PORT": str(random.randint(20000, 40000))}
+    out = subprocess.run([sys.executable, "-c", _LOSS_PEAK_SCRIPT], capture_output=True, text=True, env=env,
+                         timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    plain, sharded = (float(x) for x in out.stdout.split())
+    assert round(plain) == loss_peak_bytes(2, fused=False) == 12
+    assert round(sharded) == loss_peak_bytes(2, fused=False, loss_parallel=True) == 16
+
+
+def test_loss_parallel_applies_to_the_eager_loss_at_tp_above_one():
+    """torchtitan's head at tp 8 holds 16 bytes per logit of its V/8 shard, 12 at tp 1 (no DTensor
+    loss); a compiled loss keeps 2 d either way (torchtitan 9dec370 parallel_dims.py)."""
+    from modelplan.plan.memory import edge_activations
+
+    s = 1024
+    h, v = LLAMA.hidden, LLAMA.vocab
+    _, head8 = edge_activations(LLAMA, 1, s, 2, 8, True, fused_cross_entropy=False, loss_parallel=True)
+    assert head8 == -(-(4 * s * h + 16 * s * v) // 8)
+    _, head1 = edge_activations(LLAMA, 1, s, 2, 1, False, fused_cross_entropy=False, loss_parallel=True)
+    assert head1 == 4 * s * h + 12 * s * v
+    _, compiled = edge_activations(LLAMA, 1, s, 2, 8, True, fused_cross_entropy=False, compiled_loss=True,
+                                   loss_parallel=True)
+    assert compiled == -(-(4 * s * h + 4 * s * v) // 8)
+    assert load_engine("torchtitan").loss_parallel and not load_engine("megatron").loss_parallel
+
+
 def test_compiled_loss_keeps_the_16_bit_logits_and_their_gradient():
     """torch.compile over F.cross_entropy(logits.float()): the bf16 logits saved and the bf16
     gradient written by one fused backward kernel, 2 + 2 bytes per logit (fp32: 4 + 4)."""
@@ -381,3 +448,20 @@ def test_torchtitan_tensorwise_fp8_gathers_tp_activations_in_fp8():
         sizes[(key[0], key[3])] = sizes.get((key[0], key[3]), 0) + n
     # per sub-layer (attention, MLP): forward AG + RS, backward RS (of f) + AG (of g)
     assert sizes == {(Collective.ALL_GATHER, act // 2): 4, (Collective.REDUCE_SCATTER, act): 4}
+
+
+def test_torchtitan_context_parallel_moves_k_v_at_the_query_heads():
+    """torchtitan (before ff0829c10) repeats GQA's K, V to the query heads before SDPA, so the CP
+    ring carries them at 32 heads for Llama 3 8B: b s/cp x 32 x 128 x 2 (K, V) x 2 bytes, where
+    Megatron's carries the 8 KV heads (models/llama/model.py repeat_kv)."""
+    from modelplan.plan.evaluator import Evaluator
+
+    cluster = load_cluster("dgx-h100")
+    tokens = 8192 // 2
+    kv = {}
+    for framework in ("torchtitan", "megatron"):
+        ev = Evaluator(LLAMA, TrainingSpec(global_batch=8, seq_len=8192, framework=framework), cluster)
+        kv[framework] = ev.cp_block_bytes(1, 1, 2)[0]
+    assert kv["torchtitan"] == 2 * tokens * 32 * 128 * 2
+    assert kv["megatron"] == 2 * tokens * 8 * 128 * 2
+    assert load_engine("torchtitan").sdpa_repeats_kv

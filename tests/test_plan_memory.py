@@ -116,3 +116,44 @@ def test_stage_total_adds_buffers_fragmentation_and_reserved():
     allocated = first.weights + first.gradients + first.optimizer + first.activations + first.comm_buffers
     assert first.fragmentation == pytest.approx(0.1 * (first.activations + first.comm_buffers))
     assert first.total == pytest.approx(allocated + first.fragmentation + 123)
+
+
+def test_torch_pipelining_buffers_per_rank_1f1b():
+    """torch.distributed.pipelining under 1F1B, pp 4, m 8 (stage.py, torch 2.13): a receive buffer
+    per micro-batch for activations (every stage but the first) and for gradients (every stage
+    but the last); the in-flight inputs are the blocks' own; fwd_cache keeps each in-flight
+    stage output; the last stage keeps all m outputs (output_chunks) or its in-flight one."""
+    from modelplan.plan.memory import pipeline_stage_bytes
+
+    B, O, m = 1000, 50_000, 8
+    assert pipeline_stage_bytes((0,), 4, m, 4, B, O, True) == (4 * B, 8 * B)
+    assert pipeline_stage_bytes((1,), 4, m, 3, B, O, True) == (3 * B, (8 - 3) * B + 8 * B)
+    assert pipeline_stage_bytes((3,), 4, m, 1, B, O, True) == (8 * O, (8 - 1) * B)
+    assert pipeline_stage_bytes((3,), 4, m, 1, B, O, False) == (1 * O, (8 - 1) * B)
+
+
+def test_torch_pipelining_buffers_per_chunk_interleaved():
+    """Interleaved pp 2 x 2 chunks, m 4: rank 0 runs stages 0 and 2 of 4, rank 1 stages 1 and 3;
+    each stage (a PipelineStage of its own) holds its own m receive buffers."""
+    from modelplan.plan.memory import pipeline_stage_bytes
+
+    B, O, m = 1000, 50_000, 4
+    # stage 0: 4 gradient buffers, 3 outputs; stage 2: 1 spare input + 4 gradient buffers, 3 outputs
+    assert pipeline_stage_bytes((0, 2), 4, m, 3, B, O, True) == (6 * B, 9 * B)
+    # stage 1: 2 spare inputs + 4 gradient buffers, 2 outputs; stage 3: 2 spare inputs, m logits
+    assert pipeline_stage_bytes((1, 3), 4, m, 2, B, O, True) == (2 * B + 4 * O, 8 * B)
+
+
+def test_torchtitan_last_stage_keeps_every_micro_batch_s_logits():
+    """torchtitan, 1F1B pp 2, tp 2 + SP, b 1, s 512: doubling m from 4 to 8 leaves the last rank's
+    in-flight micro-batches at 1 but adds 4 kept logits (b s V / tp x 2 bytes, vocab-sharded by
+    loss_parallel) and 4 activation-receive buffers (b s / tp x h x 2); Megatron's adds nothing."""
+    spec, s, t = _gpt(), 512, 2
+    point = PlanPoint(tp=t, pp=2, dp=1, micro_batch=1, sequence_parallel=True, recompute="full")
+    grown = {}
+    for framework in ("torchtitan", "megatron"):
+        last = [Evaluator(spec, TrainingSpec(global_batch=m, seq_len=s, framework=framework), _cluster()).memory(point)[1]
+                for m in (4, 8)]
+        grown[framework] = (last[1].activations + last[1].comm_buffers) - (last[0].activations + last[0].comm_buffers)
+    assert grown["torchtitan"] == 4 * (s * spec.vocab // t * 2) + 4 * (s // t * spec.hidden * 2)
+    assert grown["megatron"] == 0

@@ -64,7 +64,7 @@ def cross_entropy_bytes(d: int) -> tuple[int, int]:
     return d + 20, d + 24
 
 
-def loss_peak_bytes(d: int, fused: bool, compiled: bool = False) -> int:
+def loss_peak_bytes(d: int, fused: bool, compiled: bool = False, loss_parallel: bool = False) -> int:
     """Peak bytes per logit the loss holds on the last stage (forward output to backward end).
     Fused vocab-parallel cross-entropy (Megatron): the fp32 softmax, kept from the forward and
     turned into the gradient in place: 4 (Megatron's estimator, theoretical_memory_usage.py,
@@ -74,7 +74,13 @@ def loss_peak_bytes(d: int, fused: bool, compiled: bool = False) -> int:
     (`torch.compile` over `F.cross_entropy(logits.float())`, torchtitan's loss under compile):
     AOTAutograd's min-cut partitioner (torch/_functorch/partitioners.py) saves the d-byte logits
     and the per-row reductions, and backward recomputes the fp32 softmax inside one fused kernel
-    that writes the d-byte gradient: 2 d."""
+    that writes the d-byte gradient: 2 d. Eager under PyTorch's `loss_parallel` (DTensor
+    vocab-sharded logits, torchtitan at tp > 1): nll's and log_softmax's backward run as one
+    handler, `(grad_input + torch.exp(x)) * grad_output` beside the saved fp32 log-softmax x and
+    the zeros_like(x) gradient (torch/distributed/tensor/parallel/loss.py
+    `_nll_loss_and_log_softmax_backward`): x, grad_input, the sum, the product: 4 x 4."""
     if fused:
         return FP32
-    return 2 * d if compiled else 3 * FP32
+    if compiled:
+        return 2 * d
+    return 4 * FP32 if loss_parallel else 3 * FP32

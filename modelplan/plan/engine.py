@@ -45,6 +45,14 @@ class EngineSettings(NamedTuple):
     """`EngineProfile.cp_fp32_merge` (PyTorch ring SDPA merges each step's output in fp32)."""
     cp_comm_type: str = "p2p"
     """The run's `cp_comm_type`, else the engine's (`EngineProfile.cp_comm_type`)."""
+    loss_parallel: bool = False
+    """`EngineProfile.loss_parallel` (the eager loss over vocab-sharded DTensor logits at tp > 1)."""
+    pp_microbatch_buffers: bool = False
+    """`EngineProfile.pp_microbatch_buffers` (torch.distributed.pipelining's receive buffers)."""
+    pp_keeps_outputs: bool = False
+    """`EngineProfile.pp_keeps_outputs` (the last stage keeps every micro-batch's logits)."""
+    sdpa_repeats_kv: bool = False
+    """`EngineProfile.sdpa_repeats_kv` (GQA's K, V repeated to the query heads before attention)."""
 
 
 def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSettings:
@@ -65,6 +73,8 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         sp_saves_gathered_inputs=profile.sp_saves_gathered_inputs,
         fp8_tp_gather=fp8 is not None and fp8 in profile.fp8_tp_gather_recipes,
         cp_fp32_merge=profile.cp_fp32_merge, cp_comm_type=training.cp_comm_type or profile.cp_comm_type,
+        loss_parallel=profile.loss_parallel, pp_microbatch_buffers=profile.pp_microbatch_buffers,
+        pp_keeps_outputs=profile.pp_keeps_outputs, sdpa_repeats_kv=profile.sdpa_repeats_kv,
     )
 
 
@@ -96,8 +106,8 @@ def _loss_kind(software: EngineSettings) -> str:
     return "fused" if software.fused_cross_entropy else "compiled" if software.compiled_loss else "eager"
 
 
-def _loss_bytes(software: EngineSettings, dtype_bytes: int = 2) -> int:
-    return loss_peak_bytes(dtype_bytes, software.fused_cross_entropy, software.compiled_loss)
+def _loss_bytes(software: EngineSettings, dtype_bytes: int = 2, loss_parallel: bool = False) -> int:
+    return loss_peak_bytes(dtype_bytes, software.fused_cross_entropy, software.compiled_loss, loss_parallel)
 
 
 def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, float] | None,
@@ -110,7 +120,9 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         f"element-wise {software.elementwise}" + (f" (norms {software.norm_elementwise})"
                                                   if software.norm_elementwise != software.elementwise else ""),
         f"selective = {software.ac_mode}",
-        f"loss {_loss_kind(software)} cross-entropy ({_loss_bytes(software)} B/logit)",
+        f"loss {_loss_kind(software)} cross-entropy ({_loss_bytes(software)} B/logit"
+        + (f", {_loss_bytes(software, loss_parallel=True)} under loss parallel at tp > 1)"
+           if software.loss_parallel and _loss_kind(software) == "eager" else ")"),
         f"gradients reduced in {'fp32' if software.reduce_in_fp32 else '16 bits'}",
     ]
     if software.fp8_recipe:
@@ -123,6 +135,11 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         parts.append("SP keeps the gathered linear inputs")
     if software.cp_fp32_merge:
         parts.append("CP ring merges in fp32")
+    if software.sdpa_repeats_kv:
+        parts.append("GQA K, V repeated to the query heads (CP exchanges them)")
+    if software.pp_microbatch_buffers:
+        parts.append("PP receive buffers per micro-batch" + (", last stage keeps every micro-batch's logits"
+                                                               if software.pp_keeps_outputs else ""))
     parts.append(f"allocator reserve {100 * fragmentation_fraction:g}% of activations + "
                  f"{runtime_reserved_bytes / 1e9:g} GB runtime")
     return "; ".join(parts)

@@ -35,7 +35,8 @@ from modelplan.plan.dims import EXPERT_DP, ParallelDims, pair_shape, strided_sha
 from modelplan.plan.engine import engine_settings, keeps_low_precision_grads
 from modelplan.plan.fsdp import hsdp_groups, reduces_every_microbatch, zero3_mode
 from modelplan.plan.experts import expert_capacity, planned_capacity_factor
-from modelplan.plan.memory import block_activations, edge_activations, stage_memory
+from modelplan.plan.memory import (block_activations, edge_activations, pipeline_stage_bytes, stage_memory,
+                                   stage_output_bytes)
 from modelplan.plan.results import StageMemory
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
 from modelplan.plan.parallel.calls import RankCalls
@@ -293,7 +294,7 @@ class Evaluator:
         """(first stage, last stage) bytes per in-flight micro-batch (`memory.edge_activations`)."""
         sw = self.software
         return edge_activations(self.spec, micro_batch, self.training.seq_len, self.dtype_bytes, tp, sp, cp,
-                                sw.fused_cross_entropy, sw.compiled_loss, sw.sp_saves_gathered_inputs)
+                                sw.fused_cross_entropy, sw.compiled_loss, sw.sp_saves_gathered_inputs, sw.loss_parallel)
 
     def _mixed_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
                      etp: int | None, tp_overlap: str, mtp_ep: int) -> BlockTerms:
@@ -379,10 +380,11 @@ class Evaluator:
         return BlockTerms(times, recompute_s, tp_x, ep_x, cp_x, stored, working, emb_act, head_act, message)
 
     def cp_block_bytes(self, tp: int, micro_batch: int, cp: int) -> tuple[int, int]:
-        """(K, V block, queries) bytes of this rank's tokens on one TP rank (`parallel/cp.py`)."""
+        """(K, V block, queries) bytes of this rank's tokens on one TP rank (`parallel/cp.py`); K, V
+        at the query heads where the engine repeats them before attention (`sdpa_repeats_kv`)."""
         tokens = micro_batch * self.training.seq_len // cp
-        kv = cp_mod.kv_bytes(tokens, tp_mod.local_kv_heads(self.spec.num_kv_heads, tp), self.spec.dim_head,
-                             self.dtype_bytes)
+        kv_heads = self.spec.heads if self.software.sdpa_repeats_kv else self.spec.num_kv_heads
+        kv = cp_mod.kv_bytes(tokens, tp_mod.local_kv_heads(kv_heads, tp), self.spec.dim_head, self.dtype_bytes)
         return kv, cp_mod.q_bytes(tokens, self.spec.heads // tp, self.spec.dim_head, self.dtype_bytes)
 
     def cp_seconds(self, tp: int, micro_batch: int, cp: int) -> cp_mod.CpSeconds:
@@ -659,7 +661,7 @@ class Evaluator:
     def _rank_memory(self, states: tuple, b: RankBlocks, held: float, index: int, groups: int, stage: StageEntry,
                      tp: int, pp: int, dp: int, zero: int, ep: int, cp: int, schedule: str, vpp: int,
                      etp: int | None, split, offload_optimizer: str, offload_activations: bool, zeropp: bool,
-                     order: str) -> StageMemory:
+                     order: str, m: int = 0) -> StageMemory:
         """`stage_memory` of pipeline rank `index` holding `b`, its states and `held` in-flight
         micro-batches, less what offload moves to the host, plus ZeRO++'s secondary shard."""
         if offload_optimizer != "none":
@@ -671,8 +673,15 @@ class Evaluator:
         if offload_activations and layers > 2:  # comm/offload.py: RESIDENT_LAYERS stay, for one micro-batch
             layers, moe_layers, held = 2, min(moe_layers, 2), 1.0
         buckets = self.bucket_bytes if zero >= 1 else 0.0
+        pipe = None
+        if pp > 1 and m and self.software.pp_microbatch_buffers:  # torch.distributed.pipelining
+            layout = schedule_layout(schedule, pp, vpp)
+            out = stage_output_bytes(self.spec, self.training.global_batch // (m * dp), self.training.seq_len,
+                                     self.dtype_bytes, tp, cp, self.software.loss_parallel)
+            pipe = pipeline_stage_bytes(layout.rank_stages[index], layout.num_stages, m, held,
+                                        stage.dense.boundary_bytes, out, self.software.pp_keeps_outputs)
         return stage_memory(states, layers, held, stage.dense, b.embedding > 0, b.head > 0, groups, self.cost,
-                            stage.moe, moe_layers, pp > 1, buckets, index)
+                            stage.moe, moe_layers, pp > 1, buckets, index, pipe)
 
     def mid_memory(self, stage: StageEntry, tp: int, pp: int, dp: int, vpp: int, m: int, schedule: str,
                    zero: int, ep: int, cp: int, reshard: bool | str = "default", shard: int | None = None,
@@ -710,7 +719,7 @@ class Evaluator:
                                                                  shard, etp, split),
                                            self.held.groups(tp, pp, dp, ep, cp))
         return r, self._rank_memory(states[0], stage.blocks[r], inflight, r, states[1], stage, tp, pp, dp, zero, ep, cp,
-                                    schedule, vpp, etp, split, offload_optimizer, offload_activations, zeropp, order)
+                                    schedule, vpp, etp, split, offload_optimizer, offload_activations, zeropp, order, m)
 
     def stage_memories(self, stage: StageEntry, tp: int, pp: int, dp: int, vpp: int, m: int, schedule: str,
                        zero: int, ep: int, cp: int, reshard: bool | str = "default", shard: int | None = None,
@@ -730,10 +739,10 @@ class Evaluator:
         inflight = self.inflight(schedule, pp, m, vpp)
         rest = (tp, pp, dp, zero, ep, cp, schedule, vpp, etp, split, offload_optimizer, offload_activations, zeropp,
                 order)
-        first = self._rank_memory(first_states, blocks[0], inflight[0], 0, groups, stage, *rest)
+        first = self._rank_memory(first_states, blocks[0], inflight[0], 0, groups, stage, *rest, m)
         if pp == 1:
             return first, first
-        return first, self._rank_memory(last_states, blocks[-1], inflight[1], pp - 1, groups, stage, *rest)
+        return first, self._rank_memory(last_states, blocks[-1], inflight[1], pp - 1, groups, stage, *rest, m)
 
     # -- the step ---------------------------------------------------------------------------------
 

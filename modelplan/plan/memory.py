@@ -64,18 +64,62 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
 
 def edge_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
                      sequence_parallel: bool, cp: int = 1, fused_cross_entropy: bool = True,
-                     compiled_loss: bool = False, gathered_inputs: bool = False) -> tuple[int, int]:
+                     compiled_loss: bool = False, gathered_inputs: bool = False,
+                     loss_parallel: bool = False) -> tuple[int, int]:
     """(first stage, last stage) bytes per in-flight micro-batch (Korthikanti et al. 2022 sec. 4.3:
     token ids and embedding-dropout mask; output layer + cross-entropy 4sbh(1 + V/h)/t, or the
     eager loss's 12 bytes per logit, 2 d when torch.compile covers it). `gathered_inputs` (DTensor
     SP, torchtitan's output ColwiseParallel(input_layouts=Shard(1))): the output projection keeps
-    its all-gathered input, d s b h whole instead of its 1/t share."""
+    its all-gathered input, d s b h whole instead of its 1/t share. `loss_parallel` (the engine
+    keeps the logits vocab-sharded for the loss, PyTorch `loss_parallel()`): applies at tp > 1
+    (torchtitan 9dec370 parallel_dims.py `loss_parallel_enabled = tp > 1 and ...`)."""
     s_local = seq_len // cp
-    head = output_activation_bytes(spec, micro_batch, s_local, dtype_bytes, tp, fused_cross_entropy, compiled_loss)
+    head = output_activation_bytes(spec, micro_batch, s_local, dtype_bytes, tp, fused_cross_entropy, compiled_loss,
+                                   loss_parallel and tp > 1)
     if gathered_inputs and sequence_parallel and tp > 1 and spec.lm_head:
         whole = dtype_bytes * s_local * micro_batch * spec.hidden
         head += whole - -(-whole // tp)
     return embedding_activation_bytes(spec, micro_batch, s_local, tp, sequence_parallel), head
+
+
+def stage_output_bytes(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
+                       cp: int = 1, loss_parallel: bool = False) -> int:
+    """Bytes of the last stage's output for one micro-batch on one TP rank: the d-byte logits
+    (b, s/cp, V), vocab-sharded to V/tp under `loss_parallel` at tp > 1 (torchtitan 9dec370
+    parallelize_llama.py output ColwiseParallel(output_layouts=Shard(-1) if loss_parallel else
+    Replicate())); the hidden states without an lm_head."""
+    width = spec.vocab if spec.lm_head else spec.hidden
+    if spec.lm_head and loss_parallel and tp > 1:
+        width = -(-width // tp)
+    return dtype_bytes * micro_batch * (seq_len // cp) * width
+
+
+def pipeline_stage_bytes(rank_stages: tuple[int, ...], num_stages: int, num_microbatches: int, inflight: float,
+                         boundary_bytes: int, output_bytes: int, keeps_outputs: bool) -> tuple[float, float]:
+    """(activations, buffers) torch.distributed.pipelining adds on a pipeline rank running the
+    virtual stages `rank_stages` (torch 2.13 torch/distributed/pipelining/stage.py):
+    - one activation-receive buffer per micro-batch for every stage but the first and one
+      gradient-receive buffer per micro-batch for every stage but the last, allocated once
+      (`_prepare_forward_infra`: args_recv_info[chunk] = _create_act_recv_info(), and
+      `_setup_backward_recv_info`: grad_recv_info[mb] = _create_grad_recv_info(), each with
+      `_make_tensor_from_meta`); the `inflight` received inputs in use are the first block's
+      inputs, already among the blocks' activations;
+    - `fwd_cache[chunk] = (output_tuple, inputs)` keeps every in-flight micro-batch's stage output
+      (a boundary tensor) until its backward;
+    - the last stage appends every micro-batch's output (the logits) to `output_chunks` for the
+      step's return value (`keeps_outputs`; torchtitan passes return_outputs=False from
+      pytorch/torchtitan e5ef99aab, 2025-10-22), else only its in-flight ones are held."""
+    activations = buffers = 0.0
+    m = num_microbatches
+    for stage in rank_stages:
+        if stage > 0:
+            buffers += max(m - inflight, 0.0) * boundary_bytes
+        if stage < num_stages - 1:
+            buffers += m * boundary_bytes
+            activations += inflight * boundary_bytes
+        else:
+            activations += (m if keeps_outputs else inflight) * output_bytes
+    return activations, buffers
 
 
 def stage_memory(
@@ -92,13 +136,16 @@ def stage_memory(
     pipelined: bool = False,
     bucket_bytes: float = 0.0,
     stage: int = 0,
+    pipeline_bytes: tuple[float, float] | None = None,
 ) -> StageMemory:
     """Memory of one stage's GPU: model states, `layers` blocks' activations for `inflight`
     micro-batches plus one block's working set, edge activations, buffers and allowances;
     `moe_layers` of the blocks are MoE blocks with `moe_terms`; a `pipelined` stage (pp > 1) keeps
     send/recv buffers; `bucket_bytes`: the engine's data-parallel staging buckets (DeepSpeed);
-    `stage` is the pipeline rank. Of `terms` only the five byte fields are read (the search's
-    floor passes `memory_floor.BlockBytes`)."""
+    `stage` is the pipeline rank; `pipeline_bytes`: (activations, buffers) of an engine whose
+    pipeline runtime keeps per-micro-batch buffers (`pipeline_stage_bytes`), the buffers at least
+    the two messages counted otherwise. Of `terms` only the five byte fields are read (the
+    search's floor passes `memory_floor.BlockBytes`)."""
     weights, gradients, optimizer = states
     block_bytes = (layers - moe_layers) * terms.activation_bytes
     working = terms.working_bytes
@@ -111,7 +158,11 @@ def stage_memory(
     if is_last:
         activations += terms.head_activation_bytes
     # NCCL buffers per communicator; pipeline ranks also keep send/recv buffers of one activation
-    comm = groups * cost.nccl_buffer_bytes_per_group + (2 * terms.boundary_bytes if pipelined else 0) + bucket_bytes
+    p2p = 2 * terms.boundary_bytes if pipelined else 0
+    if pipelined and pipeline_bytes is not None:
+        activations += pipeline_bytes[0]
+        p2p = max(p2p, pipeline_bytes[1])
+    comm = groups * cost.nccl_buffer_bytes_per_group + p2p + bucket_bytes
     allocated = weights + gradients + optimizer + activations + comm
     # the caching allocator fragments around the tensors that come and go (activations, buffers);
     # model states are allocated once, as a few large contiguous buffers (Megatron's param and

@@ -75,6 +75,24 @@ class EngineProfile(Spec):
     """Under `TrainingSpec.compile` the engine compiles its eager loss too, so the loss holds 2 d
     bytes per logit instead of 12 (`count.eager.loss_peak_bytes`; torchtitan's
     `build_cross_entropy_loss` since pytorch/torchtitan bbb1b616e, 2025-04-02)."""
+    loss_parallel: bool = False
+    """At tp > 1 the output layer leaves its logits vocab-sharded and the eager loss runs over
+    the DTensor shards (PyTorch `loss_parallel()`: torchtitan parallelize_llama.py
+    ColwiseParallel(output_layouts=Shard(-1)), train.py get_train_context), whose backward
+    holds 16 bytes per logit (`count.eager.loss_peak_bytes`)."""
+    pp_microbatch_buffers: bool = False
+    """The pipeline runtime keeps one receive buffer per micro-batch for activations and for
+    gradients, and each in-flight micro-batch's stage output (torch.distributed.pipelining,
+    `memory.pipeline_stage_bytes`); False: the two messages in flight (Megatron's p2p
+    communication allocates each receive and frees pipeline outputs, deallocate_pipeline_outputs)."""
+    pp_keeps_outputs: bool = False
+    """The last pipeline stage keeps every micro-batch's output (the logits) until the step ends
+    (torch.distributed.pipelining `output_chunks`, returned by `schedule.step()`)."""
+    sdpa_repeats_kv: bool = False
+    """Grouped-query K, V are repeated to the query heads before the attention call, so context
+    parallelism gathers, sends and buffers K, V at the query heads (torchtitan before ff0829c10,
+    2026-01-27: models/llama/model.py `keys = repeat_kv(xk, n_rep)` before
+    F.scaled_dot_product_attention, which torch's context_parallel turns into ring attention)."""
     fp8_recipe: Fp8Recipe
     """The engine's default fp8 scaling recipe."""
     fp8_backend: Literal["te", "torchao"]
