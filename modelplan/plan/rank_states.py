@@ -144,11 +144,21 @@ class RankStates:
         the same experts (`parallel/dp_zero.py`; with `etp` the tp x dp x cp / (ep x etp) ranks of
         Megatron-core's expert-data-parallel group); ZeRO-3 as the engine runs it (`plan/fsdp.py`,
         `reshard`: the plan's reshard_after_forward); Transformer Engine's cached fp8 weights."""
-        layer, expert_layer = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))[2:]
         dense, experts = self.rank_param(tp, pp, ep, schedule, vpp, etp, split, pp_rank)
         if self.finetune is not None:  # frozen base, adapter states (`plan/finetune.py`)
             blocks = self.rank_blocks(schedule, pp, vpp, split)[pp_rank]
             return self.finetune.states(dense, blocks, tp, shard or dp * cp, zero)
+        # ranks and layouts holding the same parameters under the same sharding share the bytes
+        key = ("held", dense, experts, tp, ep, etp, dp * cp, zero, (reshard, pp, shard) if zero >= 3 else None)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self._held_bytes(dense, experts, tp, pp, dp, zero, ep, cp, reshard, shard, etp)
+        return hit
+
+    def _held_bytes(self, dense: int, experts: int, tp: int, pp: int, dp: int, zero: int, ep: int, cp: int,
+                    reshard: bool | str, shard: int | None, etp: int | None) -> tuple[float, float, float]:
+        """`rank_states` of a rank holding `dense` and `experts` parameters (no fine-tune)."""
+        layer, expert_layer = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))[2:]
         sizes = (self.dtype_bytes, self.grad_bytes, self.state_bytes)
         sw = self.software
         group = dp * cp
