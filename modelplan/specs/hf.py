@@ -27,12 +27,14 @@ from modelplan.specs.hf_llama import LLAMA_MAPPERS
 from modelplan.specs.hf_moe import MOE_MAPPERS
 from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
 from modelplan.specs.hf_other import OTHER_MAPPERS
+from modelplan.specs.hf_vision import VISION_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
     **MOE_EXTRA_MAPPERS,
 }
+MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
 
 UNMODELLED: dict[str, str] = {
     "mamba2": "Mamba-2 SSD mixers (multi-head state, grouped B/C, gated RMSNorm)",
@@ -59,25 +61,17 @@ UNMODELLED: dict[str, str] = {
     "longcat_flash": "zero-computation experts and its two-attention blocks",
     "deepseek_v32": "DeepSeek sparse attention's lightning indexer",
     "gemma3n": "per-layer embeddings, AltUp and LAuReL blocks",
-    "qwen2_vl": "the Qwen2-VL vision tower",
-    "qwen2_5_vl": "the Qwen2.5-VL vision tower",
-    "qwen3_vl": "the Qwen3-VL vision tower",
     "qwen3_vl_moe": "the Qwen3-VL vision tower",
-    "llama4": "the Llama 4 vision tower",
-    "llava": "its vision tower",
-    "llava_next": "its vision tower",
-    "idefics3": "its vision tower",
-    "smolvlm": "its vision tower",
-    "internvl": "its vision tower",
     "glm4v": "the GLM-4V vision tower",
     "glm4v_moe": "the GLM-4.5V vision tower",
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
 
-_TEXT_ONLY = {"qwen2_vl": "qwen2_vl_text", "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
-              "llama4": "llama4_text"}
-"""Vision-language types whose text_config alone is supported (as its own model_type)."""
+_TEXT_ONLY: dict[str, str] = {}
+"""Refused vision-language types whose text_config alone is supported (as its own model_type);
+the Qwen-VL and Llama 4 composites now read whole (hf_vision.py), their text model_types still
+count the language model alone."""
 
 
 def _unmodelled(source: str, model_type: str) -> SpecError:
