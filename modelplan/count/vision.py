@@ -135,3 +135,41 @@ def vision_activation_bytes(vision: "VisionSpec", text_hidden: int, dtype_bytes:
         rows = vision.pooled_tokens or vision.patches // vision.patch_merge ** 2
         projector = d * (vision.patches * h + rows * h + (2 * rows * text_hidden if vision.projector_layers == 2 else 0))
     return tower + projector
+
+
+def image_tokens(vision: "VisionSpec") -> int:
+    """Text-sequence positions one image fills: the projector's output rows (the last linear's
+    patches // merge; Gemma 3's pooled tokens; patches // m^2 after Mistral 3's merge)."""
+    if vision.connector is not None:
+        linears = [layer for layer in vision.connector if layer.kind == "linear"]
+        return vision.patches // linears[-1].merge if linears else vision.patches
+    return vision.pooled_tokens or vision.patches // vision.patch_merge ** 2
+
+
+VISION_CONVENTION = (
+    "one image of image_size x image_size pixels through the vision tower and projector: matmul "
+    "FLOPs only, 2 per multiply-add, the patch conv as a matmul, every query seeing every token of "
+    "its image (window_tokens in windowed blocks); training = 3 x forward (tower trained); "
+    "activations kept without recompute, fused attention; not part of the text-token step above"
+)
+
+
+def vision_document(spec, dtype_bytes: int) -> dict | None:
+    """Per-image figures of a model's vision tower for `modelplan count` (None without one)."""
+    from modelplan.count.params import with_parents
+
+    vision = spec.vision
+    if vision is None:
+        return None
+    flops = with_parents(vision_forward_flops(vision, spec.hidden), ())
+    forward = sum(value for key, value in flops.items() if "/" not in key)
+    return {
+        "image_size": vision.image_size,
+        "patches_per_image": vision.patches,
+        "tokens_per_image": image_tokens(vision),
+        "forward_flops_per_image": forward,
+        "training_flops_per_image": 3 * forward,  # backward = 2 x forward (count.flops convention)
+        "activation_bytes_per_image": vision_activation_bytes(vision, spec.hidden, dtype_bytes),
+        "flops_breakdown": flops,
+        "convention": VISION_CONVENTION,
+    }
