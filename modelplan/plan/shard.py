@@ -28,6 +28,7 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from modelplan.count.blocks import Block, block_of, mtp_block, norm_params
+from modelplan.count.vision import vision_params
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.stages import rank_units
 from modelplan.specs.plan import Plan
@@ -40,8 +41,8 @@ class UnitShard(NamedTuple):
     cache builders make thousands; every field is derived here from a validated spec)."""
 
     unit: str
-    """`embedding/word`, `embedding/extra`, `layers/<i>`, `layers/<i>/experts`, `head`, `mtp/<k>`
-    or `mtp/<k>/experts`."""
+    """`embedding/word`, `embedding/extra`, `layers/<i>`, `layers/<i>/experts`, `head`, `mtp/<k>`,
+    `mtp/<k>/experts` or `vision`."""
     numel: int
     """Local parameter elements (after the tp/ep split)."""
     partial_over_tp: int
@@ -216,6 +217,8 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     head = norm + (0 if spec.tied_embeddings else h * _split(spec.vocab, tp))
     head += _split(spec.vocab, tp) if spec.lm_head_bias else 0
     sizes["head"] = (head, norm if sp else 0, dp)
+    if spec.vision is not None:  # replicated over tp (its own small GEMMs), reduced over dp like the rest
+        sizes["vision"] = (sum(vision_params(spec.vision, h).values()), 0, dp)
     return {u: UnitShard(unit=u, numel=n, partial_over_tp=p, group_size=g) for u, (n, p, g) in sizes.items() if n}
 
 
