@@ -9,6 +9,7 @@ import json
 import pytest
 
 from _hf_new_cases import NEW_VARIANTS, variant
+from _hf_vision_cases import VISION_VARIANTS
 from _hf_reference import config, fixture_names, hf_mtp_numel, hf_numel
 from modelplan.count.params import count_params
 from modelplan.errors import SpecError
@@ -339,6 +340,7 @@ def test_every_mapper_has_a_fixture_or_variant():
     # the round-2 types: tests/test_hf_new.py (variants, Apertus' and the Qwen-VL text checks)
     tested |= {variant(name, o)["model_type"] for name, o in NEW_VARIANTS}
     tested |= {"apertus", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text"}
+    tested |= {data["model_type"] for data in VISION_VARIANTS}  # tests/test_hf_vision.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

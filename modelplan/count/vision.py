@@ -79,17 +79,30 @@ def vision_params(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
     }
 
 
+def _window_pairs(vision: "VisionSpec") -> int:
+    """(query, key) pairs of one windowed block: windows of w x w patches cut from the grid's
+    top left (edge windows keep the remainder), each window's n patches attending to its n."""
+    if vision.window_patches is None:
+        return vision.tokens ** 2
+    side, w = vision.image_size // vision.patch_size, vision.window_patches
+    sides = [w] * (side // w) + ([side % w] if side % w else [])
+    squares = sum(s * s for s in sides)  # patches of one row of windows, per window, squared sum
+    return squares * squares  # sum over windows (a x b patches) of (a b)^2 = (sum a^2)(sum b^2)
+
+
 def vision_forward_flops(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
     """Forward FLOPs of one image through the tower and projector, keyed relative to `vision/`."""
     h, f, p = vision.hidden, vision.ffn_hidden, vision.patches
     t = vision.tokens
     n_in = 2 if vision.gated_mlp else 1
-    windowed = 0 if vision.window_tokens is None else vision.layers - len(vision.full_attention_layers)
-    keys = (vision.layers - windowed) * t + windowed * min(t, vision.window_tokens or t)
+    windowed = 0 if vision.window_patches is None else vision.layers - len(set(vision.full_attention_layers))
+    # sum over blocks and queries of the keys each query sees: t^2 per full block, and per windowed
+    # block the sum of n^2 over its windows (Qwen2_5_VisionTransformer.get_window_index)
+    pairs = (vision.layers - windowed) * t * t + windowed * _window_pairs(vision)
     out = {
         "tower/patch": 2 * p * vision.channels * vision.temporal_patch * vision.patch_size ** 2 * h,
         "tower/layers/attention/qkv": vision.layers * 2 * t * h * 3 * h,  # (t, h) @ (h, 3h)
-        "tower/layers/attention/score": 2 * 2 * t * keys * h,  # QK^T and AV over `keys` keys per block
+        "tower/layers/attention/score": 2 * 2 * pairs * h,  # QK^T and AV: 2 h per (query, key) pair each
         "tower/layers/attention/out": vision.layers * 2 * t * h * h,
         "tower/layers/mlp": vision.layers * 2 * t * (n_in + 1) * h * f,
         # one probe query: q (h x h), k/v over t tokens, scores, out, MLP
@@ -100,7 +113,7 @@ def vision_forward_flops(vision: "VisionSpec", text_hidden: int) -> dict[str, in
         for layer in vision.connector:
             if layer.kind == "linear":
                 key = f"projector/{layer.name}"
-                rows = p // layer.merge
+                rows = p // layer.merge + layer.row_offset
                 out[key] = out.get(key, 0) + layer.copies * 2 * rows * layer.in_features * layer.out_features
         return out
     m2 = vision.patch_merge ** 2
@@ -130,7 +143,7 @@ def vision_activation_bytes(vision: "VisionSpec", text_hidden: int, dtype_bytes:
     if vision.connector is not None:
         for layer in vision.connector:
             if layer.kind != "vector":
-                projector += layer.copies * d * (vision.patches // layer.merge) * layer.in_features
+                projector += layer.copies * d * (vision.patches // layer.merge + layer.row_offset) * layer.in_features
     else:
         rows = vision.pooled_tokens or vision.patches // vision.patch_merge ** 2
         projector = d * (vision.patches * h + rows * h + (2 * rows * text_hidden if vision.projector_layers == 2 else 0))
@@ -142,14 +155,14 @@ def image_tokens(vision: "VisionSpec") -> int:
     patches // merge; Gemma 3's pooled tokens; patches // m^2 after Mistral 3's merge)."""
     if vision.connector is not None:
         linears = [layer for layer in vision.connector if layer.kind == "linear"]
-        return vision.patches // linears[-1].merge if linears else vision.patches
+        return vision.patches // linears[-1].merge + linears[-1].row_offset if linears else vision.patches
     return vision.pooled_tokens or vision.patches // vision.patch_merge ** 2
 
 
 VISION_CONVENTION = (
     "one image of image_size x image_size pixels through the vision tower and projector: matmul "
     "FLOPs only, 2 per multiply-add, the patch conv as a matmul, every query seeing every token of "
-    "its image (window_tokens in windowed blocks); training = 3 x forward (tower trained); "
+    "its image (its window in windowed blocks); training = 3 x forward (tower trained); "
     "activations kept without recompute, fused attention; not part of the text-token step above"
 )
 

@@ -161,6 +161,9 @@ class ConnectorLayer(Spec):
     after a pixel shuffle): the layer runs on patches // merge rows per image."""
     copies: int = Field(1, gt=0)
     """Identical copies (Qwen3-VL's deepstack mergers), each run once per image."""
+    row_offset: int = Field(0, ge=-1, le=1)
+    """Rows per image beyond patches // merge: -1 where LLaVA's 'default' feature strategy drops
+    the first token of a tower without a class token (SigLIP), +1 where 'full' keeps CLIP's."""
 
     @model_validator(mode="after")
     def _check(self) -> "ConnectorLayer":
@@ -234,11 +237,13 @@ class VisionSpec(Spec):
     qk_norm: bool = False
     """RMSNorms (no bias) over the full query and key width in every block (InternViT
     use_qk_norm)."""
-    window_tokens: int | None = Field(None, gt=0)
-    """Keys per query in the windowed blocks (Qwen2.5-VL window attention: (window_size /
-    patch_size)^2 patches); None: every block attends over the whole image. Changes FLOPs only."""
+    window_patches: int | None = Field(None, gt=0)
+    """Side in patches of the square attention windows of the windowed blocks (Qwen2.5-VL:
+    window_size // spatial_merge_size // patch_size merged tokens, times the merge size); the
+    image's patch grid is cut into such windows from the top left, the last row and column of
+    windows keeping the remainder. None: every block attends over the whole image. FLOPs only."""
     full_attention_layers: list[int] = Field(default_factory=list)
-    """0-based blocks that attend over the whole image when `window_tokens` is set (Qwen2.5-VL
+    """0-based blocks that attend over the whole image when `window_patches` is set (Qwen2.5-VL
     fullatt_block_indexes)."""
     pooled_tokens: int | None = Field(None, gt=0)
     """Tokens per image after Gemma 3's average pooling (mm_tokens_per_image): the projector runs

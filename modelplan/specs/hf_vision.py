@@ -49,7 +49,10 @@ def _text(c: HFConfig, default_type: str, text_mappers: dict[str, Mapper], top_l
         raise SpecError(f"{c.source}: text_config.model_type: unsupported '{mapped_type}'")
     defaults = _TEXT_DEFAULTS.get(mapped_type, {})
     text = HFConfig({**defaults, **text.data}, c.source, text.path)
-    return mapper(text), text
+    fields = mapper(text)
+    if fields.get("arch", "decoder") != "decoder":
+        raise SpecError(f"{c.source}: text_config.model_type: '{mapped_type}' is not a decoder")
+    return fields, text
 
 
 def _tied(c: HFConfig, text: HFConfig, default: bool, forwarded: bool) -> bool:
@@ -115,11 +118,12 @@ def _qwen2_5_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     fields, text = _text(c, "qwen2_5_vl_text", text_mappers, top_level=True)
     v = c.sub("vision_config", {})
     h, patch = v.integer("hidden_size", 3584), v.integer("patch_size", 14)
-    m2 = v.integer("spatial_merge_size", 2) ** 2
-    window = v.integer("window_size", 112) // patch
+    merge = v.integer("spatial_merge_size", 2)
+    m2 = merge ** 2
+    window = v.integer("window_size", 112) // merge // patch * merge  # vit_merger_window_size, in patches
     fields["vision"] = _qwen_tower(
         v, h, v.integer("intermediate_size", 3420), norm="rmsnorm", norm_bias=False, gated_mlp=True,
-        window_tokens=max(window, 1) ** 2, full_attention_layers=v.ints("fullatt_block_indexes", [7, 15, 23, 31]),
+        window_patches=window or None, full_attention_layers=v.ints("fullatt_block_indexes", [7, 15, 23, 31]),
         connector=_merger(h, m2, v.integer("out_hidden_size", 3584), "rmsnorm"))
     fields["tied_embeddings"] = _tied(c, text, False, True)
     return fields
@@ -185,7 +189,15 @@ def _llava(c: HFConfig, text_mappers: dict[str, Mapper], newline: bool = False) 
         c.integer("vision_feature_layer", -2)
         selected = 1
     t, bias = fields["hidden"], c.flag("multimodal_projector_bias", True)
+    strategy = c.text("vision_feature_select_strategy", "default")
+    if strategy not in ("default", "full"):
+        raise SpecError(f"{c.source}: vision_feature_select_strategy: unsupported '{strategy}' (default, full)")
+    # 'default' drops the first token (CLIP's class token; a SigLIP patch), 'full' keeps every token
+    offset = (int(tower.get("class_token", False)) if strategy == "full" else
+              -1 + int(tower.get("class_token", False)))
     connector = [_linear("linear_1", tower["hidden"] * selected, t, bias), _linear("linear_2", t, t, bias)]
+    for layer in connector:
+        layer["row_offset"] = offset
     if newline:
         connector.append(dict(name="image_newline", kind="vector", in_features=t))
     fields["vision"] = {**tower, "connector": connector}
