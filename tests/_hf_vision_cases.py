@@ -7,6 +7,7 @@ from __future__ import annotations
 VISION_FIXTURES = [
     "qwen2.5-vl-7b-instruct", "qwen2.5-vl-3b-instruct", "qwen2-vl-7b-instruct", "qwen3-vl-8b-instruct",
     "llava-1.5-7b-hf", "llava-v1.6-mistral-7b-hf", "llama-4-scout-17b-16e-instruct", "internvl3-1b-hf",
+    "qwen3-vl-30b-a3b-instruct",
 ]
 
 TEXT = {"num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
@@ -42,6 +43,15 @@ VISION_VARIANTS = [
     composite("qwen3_vl", "Qwen3VLForConditionalGeneration", text_config=TEXT, vision_config=_QWEN3),
     composite("qwen3_vl", "Qwen3VLForConditionalGeneration", text_config=TEXT, tie_word_embeddings=True,
               vision_config={**_QWEN3, "deepstack_visual_indexes": []}),
+    # Qwen3-VL-MoE: dense blocks by mlp_only_layers / decoder_sparse_step, tying
+    composite("qwen3_vl_moe", "Qwen3VLMoeForConditionalGeneration",
+              text_config={**TEXT, "num_hidden_layers": 4, "num_experts": 8, "num_experts_per_tok": 2,
+                           "moe_intermediate_size": 64, "mlp_only_layers": [0], "decoder_sparse_step": 1},
+              vision_config=_QWEN3),
+    composite("qwen3_vl_moe", "Qwen3VLMoeForConditionalGeneration", tie_word_embeddings=True,
+              text_config={**TEXT, "num_hidden_layers": 4, "num_experts": 8, "num_experts_per_tok": 2,
+                           "moe_intermediate_size": 64, "decoder_sparse_step": 2, "attention_bias": True},
+              vision_config={**_QWEN3, "deepstack_visual_indexes": [1]}),
     # LLaVA: CLIP or SigLIP tower, several feature layers, projector bias off
     composite("llava", "LlavaForConditionalGeneration", text_config={**TEXT, "model_type": "llama"},
               vision_config={**_CLIP, "model_type": "clip_vision_model"}),

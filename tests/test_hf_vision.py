@@ -64,6 +64,7 @@ def test_variants_equal_transformers(data):
     ("qwen3-vl-8b-instruct", 8.77, 2),  # Hub safetensors metadata, Qwen/Qwen3-VL-8B-Instruct: 8.77B
     ("llava-1.5-7b-hf", 7.06, 2),  # Hub safetensors metadata, llava-hf/llava-1.5-7b-hf: 7.06B
     ("llava-v1.6-mistral-7b-hf", 7.57, 2),  # Hub safetensors metadata, llava-hf/llava-v1.6-mistral-7b-hf: 7.57B
+    ("qwen3-vl-30b-a3b-instruct", 31.1, 1),  # Hub safetensors metadata, Qwen/Qwen3-VL-30B-A3B-Instruct: 31.1B
     ("llama-4-scout-17b-16e-instruct", 109, 0),  # Meta Llama 4 model card: Scout 109B total parameters
 ])
 def test_published_totals_rounded(name, billions, digits):

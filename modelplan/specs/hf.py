@@ -27,12 +27,12 @@ from modelplan.specs.hf_llama import LLAMA_MAPPERS
 from modelplan.specs.hf_moe import MOE_MAPPERS
 from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
 from modelplan.specs.hf_other import OTHER_MAPPERS
-from modelplan.specs.hf_vision import VISION_MAPPERS
+from modelplan.specs.hf_vision import VISION_MAPPERS, VISION_TEXT_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
-    **MOE_EXTRA_MAPPERS,
+    **MOE_EXTRA_MAPPERS, **VISION_TEXT_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
 
@@ -61,7 +61,6 @@ UNMODELLED: dict[str, str] = {
     "longcat_flash": "zero-computation experts and its two-attention blocks",
     "deepseek_v32": "DeepSeek sparse attention's lightning indexer",
     "gemma3n": "per-layer embeddings, AltUp and LAuReL blocks",
-    "qwen3_vl_moe": "the Qwen3-VL vision tower",
     "glm4v": "the GLM-4V vision tower",
     "glm4v_moe": "the GLM-4.5V vision tower",
 }

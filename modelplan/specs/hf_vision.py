@@ -14,6 +14,8 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_llama import llama
+from modelplan.specs.hf_moe import _experts, _qwen_moe_layers
 from modelplan.specs.hf_other import _vision as siglip_vision
 
 Mapper = Callable[[HFConfig], dict]
@@ -129,12 +131,24 @@ def _qwen2_5_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
-def _qwen3_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+def _qwen3_vl_moe_text(c: HFConfig) -> dict:
+    """Qwen3-VL-MoE text model: Qwen3 attention (q/k norms, head_dim 128) with fused routed
+    experts behind a softmax router whose top-k weights are always renormalised
+    (Qwen3VLMoeTextTopKRouter); MoE placement as Qwen3-MoE (decoder_sparse_step, mlp_only_layers)."""
+    moe = None
+    if c.integer("num_experts", 60, "num_local_experts") > 0:
+        moe = _experts(c.renamed({"num_local_experts": "num_experts"}), "num_experts", 60, 4,
+                       "moe_intermediate_size", norm_topk_prob=True, **_qwen_moe_layers(c))
+    bias = c.flag("attention_bias", False)
+    return llama(c, head_dim=c.integer("head_dim", 128), qk_norm=True, qkv_bias=bias, attn_out_bias=bias, moe=moe)
+
+
+def _qwen3_vl(c: HFConfig, text_mappers: dict[str, Mapper], text_type: str = "qwen3_vl_text") -> dict:
     """Qwen3-VL: Qwen3 text model, a LayerNorm / fc1-fc2 tower with a biased Conv3d and a learned
     position table (num_position_embeddings rows, interpolated) besides 2-D rotary, the
     PatchMerger (LayerNorm over each patch) and one deepstack merger (LayerNorm after the merge)
     per deepstack_visual_indexes entry."""
-    fields, text = _text(c, "qwen3_vl_text", text_mappers)
+    fields, text = _text(c, text_type, text_mappers)
     v = c.sub("vision_config", {})
     h, m2 = v.integer("hidden_size", 1152), v.integer("spatial_merge_size", 2) ** 2
     out, deep = v.integer("out_hidden_size", 3584), len(v.ints("deepstack_visual_indexes", [8, 16, 24]))
@@ -284,8 +298,12 @@ def _internvl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
 
 
 VISION_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
-    "qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen3_vl": _qwen3_vl, "llava": _llava,
+    "qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen3_vl": _qwen3_vl,
+    "qwen3_vl_moe": lambda c, m: _qwen3_vl(c, m, "qwen3_vl_moe_text"), "llava": _llava,
     "llava_next": lambda c, m: _llava(c, m, newline=True), "llama4": _llama4, "idefics3": _idefics3,
     "smolvlm": _idefics3, "internvl": _internvl,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
+
+VISION_TEXT_MAPPERS: dict[str, Mapper] = {"qwen3_vl_moe_text": _qwen3_vl_moe_text}
+"""Text models of composites that have no text-only mapper elsewhere."""
