@@ -64,7 +64,7 @@ def count_document(spec, training: "TrainingSpec", micro_batch: int) -> dict:
         "memory": {**memory.model_dump(), "model_states": memory.model_states},
     }
     if getattr(spec, "vision", None) is not None:
-        from modelplan.count.vision import vision_document
+        from modelplan.count.vision_report import vision_document
 
         doc["vision"] = vision_document(spec, training.dtype_bytes)
     return doc
