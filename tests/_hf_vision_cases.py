@@ -52,6 +52,13 @@ VISION_VARIANTS = [
               text_config={**TEXT, "num_hidden_layers": 4, "num_experts": 8, "num_experts_per_tok": 2,
                            "moe_intermediate_size": 64, "decoder_sparse_step": 2, "attention_bias": True},
               vision_config={**_QWEN3, "deepstack_visual_indexes": [1]}),
+    # GLM-4V: downsample conv + SwiGLU merger; qkv bias
+    composite("glm4v", "Glm4vForConditionalGeneration", text_config={**TEXT, "head_dim": None},
+              vision_config={"depth": 2, "hidden_size": 64, "num_heads": 4, "out_hidden_size": 96,
+                             "intermediate_size": 160, "image_size": 112, "patch_size": 14}),
+    composite("glm4v", "Glm4vForConditionalGeneration", tie_word_embeddings=True, text_config=TEXT,
+              vision_config={"depth": 2, "hidden_size": 64, "num_heads": 4, "out_hidden_size": 96,
+                             "intermediate_size": 160, "image_size": 56, "patch_size": 14, "attention_bias": True}),
     # LLaVA: CLIP or SigLIP tower, several feature layers, projector bias off
     composite("llava", "LlavaForConditionalGeneration", text_config={**TEXT, "model_type": "llama"},
               vision_config={**_CLIP, "model_type": "clip_vision_model"}),

@@ -87,7 +87,7 @@ def hf_image_flops(data: dict, image: int) -> int:
     v, kind = cfg.vision_config, data["model_type"]
     counter = FlopCounterMode(display=False)
     with torch.no_grad():
-        if kind.startswith("qwen"):  # flattened patches (n, C t p p) and their (t, h, w) grid
+        if kind.startswith(("qwen", "glm4v")):  # flattened patches (n, C t p p) and their (t, h, w) grid
             p, grid = v.patch_size, image // v.patch_size
             pixels = torch.randn(grid * grid, 3 * v.temporal_patch_size * p * p)
             with counter:
@@ -161,9 +161,9 @@ def test_text_only_hint_names_the_text_model_type(monkeypatch):
     """A refused composite whose text model is supported says which model_type counts it alone."""
     from modelplan.specs import hf
 
-    monkeypatch.setitem(hf._TEXT_ONLY, "glm4v", "glm4")
-    with pytest.raises(SpecError, match=r"'glm4v': the GLM-4V vision tower not modelled; .* model_type 'glm4'"):
-        from_hf_config({"model_type": "glm4v"}, "config.json")
+    monkeypatch.setitem(hf._TEXT_ONLY, "glm4v_moe", "glm4_moe")
+    with pytest.raises(SpecError, match=r"'glm4v_moe': the GLM-4.5V vision tower not modelled; .* model_type 'glm4_moe'"):
+        from_hf_config({"model_type": "glm4v_moe"}, "config.json")
 
 
 @pytest.mark.parametrize(("data", "message"), [

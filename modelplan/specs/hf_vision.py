@@ -14,7 +14,7 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_llama import llama
+from modelplan.specs.hf_llama import LLAMA_MAPPERS, llama
 from modelplan.specs.hf_moe import _experts, _qwen_moe_layers
 from modelplan.specs.hf_other import _vision as siglip_vision
 
@@ -82,14 +82,16 @@ def _norm(name: str, width: int, kind: str = "layernorm", merge: int = 1, copies
     return dict(name=name, kind=kind, in_features=width, bias=kind == "layernorm", merge=merge, copies=copies)
 
 
-def _qwen_tower(v: HFConfig, hidden: int, ffn: int, position: str = "rotary", patch: int = 14, **fields) -> dict:
+def _qwen_tower(v: HFConfig, hidden: int, ffn: int, position: str = "rotary", patch: int = 14,
+                image_size: int = DEFAULT_IMAGE_SIZE, depth_default: int = 32, heads_default: int = 16,
+                **fields) -> dict:
     """Shared fields of the Qwen-VL towers: Conv3d patch embedding over temporal_patch_size frames,
     2-D rotary positions, no norm before or after the blocks, biases on qkv / proj / MLP."""
     fields.setdefault("patch_bias", False)
     return dict(
-        layers=v.integer("depth", 32), hidden=hidden, heads=v.integer("num_heads", 16), ffn_hidden=ffn,
+        layers=v.integer("depth", depth_default), hidden=hidden, heads=v.integer("num_heads", heads_default), ffn_hidden=ffn,
         patch_size=v.integer("patch_size", patch), temporal_patch=v.integer("temporal_patch_size", 2),
-        image_size=v.integer("image_size", DEFAULT_IMAGE_SIZE), channels=v.integer("in_channels", 3, "in_chans"),
+        image_size=v.integer("image_size", image_size), channels=v.integer("in_channels", 3, "in_chans"),
         position=position, pre_norm=False, post_norm=False, projector_norm=False, **fields,
     )
 
@@ -297,13 +299,43 @@ def _internvl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
+def _glm4v_text(c: HFConfig) -> dict:
+    """GLM-4V text model (Glm4vTextModel): GLM-4 blocks (sandwich norms, q/k/v bias always, fused
+    gate_up_proj), head_dim = hidden / heads."""
+    heads = c.size("num_attention_heads")
+    data = {**c.data, "attention_bias": True, "head_dim": c.size("hidden_size") // heads}
+    return LLAMA_MAPPERS["glm4"](HFConfig(data, c.source, c.path))
+
+
+def _glm4v(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """GLM-4V: GLM-4 text model and Glm4vVisionModel: biased Conv3d patch embedding, RMSNorm
+    after it (post_conv_layernorm) and after the blocks, one learned position per patch of
+    image_size (interpolated), RMSNorm / SwiGLU blocks of out_hidden_size inner width without
+    biases (qkv bias = attention_bias), a Conv2d(h, out, m, stride m) downsample, and the merger
+    (proj, LayerNorm, SwiGLU of intermediate_size, no biases)."""
+    fields, text = _text(c, "glm4v_text", text_mappers)
+    v = c.sub("vision_config", {})
+    h, m2 = v.integer("hidden_size", 1536), v.integer("spatial_merge_size", 2) ** 2
+    out, inner = v.integer("out_hidden_size", 4096), v.integer("intermediate_size", 13696)
+    fields["vision"] = _qwen_tower(
+        v, h, out, position="learned", patch_bias=True, norm="rmsnorm", norm_bias=False, gated_mlp=True,
+        mlp_bias=False, qkv_bias=v.flag("attention_bias", False), attn_out_bias=False,
+        image_size=v.integer("image_size", 336), depth_default=24, heads_default=12,
+        connector=[_linear("downsample", h * m2, out, True, m2), _linear("merger/proj", out, out, False, m2),
+                   _norm("merger/norm", out, merge=m2), _linear("merger/gate_up", out, inner, False, m2, 2),
+                   _linear("merger/down", inner, out, False, m2)])
+    fields["vision"]["pre_norm"] = fields["vision"]["post_norm"] = True
+    fields["tied_embeddings"] = _tied(c, text, False, False)
+    return fields
+
+
 VISION_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen3_vl": _qwen3_vl,
     "qwen3_vl_moe": lambda c, m: _qwen3_vl(c, m, "qwen3_vl_moe_text"), "llava": _llava,
     "llava_next": lambda c, m: _llava(c, m, newline=True), "llama4": _llama4, "idefics3": _idefics3,
-    "smolvlm": _idefics3, "internvl": _internvl,
+    "smolvlm": _idefics3, "internvl": _internvl, "glm4v": _glm4v,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
 
-VISION_TEXT_MAPPERS: dict[str, Mapper] = {"qwen3_vl_moe_text": _qwen3_vl_moe_text}
+VISION_TEXT_MAPPERS: dict[str, Mapper] = {"qwen3_vl_moe_text": _qwen3_vl_moe_text, "glm4v_text": _glm4v_text}
 """Text models of composites that have no text-only mapper elsewhere."""
