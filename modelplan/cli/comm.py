@@ -81,9 +81,9 @@ def comm_cmd(
     step_factor: Annotated[int, typer.Option(
         "--step-factor", "-f", help="Multiply the size by this between rows.")] = 2,
     algo: Annotated[str, typer.Option(
-        help="auto (fastest modelled), nccl (fastest NCCL runs), or one algorithm: ring, tree, "
-             "binomial, recursive_doubling, halving_doubling, hierarchical, pairwise, direct, "
-             "dissemination, fitted.")] = "auto",
+        help="auto (NVIDIA: NCCL's tuning.cc pick; others: fastest modelled), nccl (fastest NCCL "
+             "runs), or one algorithm: ring, tree, nvls, pat, binomial, recursive_doubling, "
+             "halving_doubling, hierarchical, pairwise, direct, dissemination, fitted.")] = "auto",
     dtype: Annotated[str, typer.Option(
         "--dtype", "-d", help="Element type for the count column (float, half, bf16, fp8, ...).")] = "float",
     ranks_per_node: Annotated[Optional[int], typer.Option(

@@ -206,8 +206,10 @@ def collective_time_s(
     input (p x per-rank output); AllToAll: the whole per-rank send buffer; Barrier: ignored.
     ranks_per_node: how many of the group's ranks share a node (None: fill nodes, i.e.
     min(group_size, gpus_per_node)), or a `GroupShape` from `shape_of_ranks(global ranks)`.
-    algo: 'auto' (fastest modelled, or the cluster's measured fit), 'nccl' (fastest of what
-    NCCL runs), or one `Algo`. For hot loops pass `cluster_links(cluster)` as `cluster`.
+    algo: 'auto' (NVIDIA: NCCL's tuning.cc pick of (algorithm, protocol); others: the fastest
+    modelled algorithm; a cluster's measured fit first), 'nccl' (the fastest of what NCCL runs), or
+    one `Algo` (ring / tree / nvls / pat on NVIDIA: the best protocol for it, as NCCL_ALGO). For
+    hot loops pass `cluster_links(cluster)` as `cluster`.
     """
     op = op if isinstance(op, Collective) else parse_collective(op)
     algo = algo if isinstance(algo, Algo) else parse_algo(algo)
