@@ -112,3 +112,13 @@ def test_explicit_mpi_algorithms_and_non_nvidia_clusters_keep_the_alpha_beta_mod
                                             ("MI300X", ""), ("TPU v5p", "")])
 def test_nccl_arch(name, arch):
     assert nccl_arch(name) == arch
+
+
+def test_broadcast_and_pcie_latencies():
+    """Ring Broadcast: base + one hop (same channels): LL 6.6 + 0.6 on NVLink; a PCIe node reads
+    hwLat[PCI]: ring Simple AllReduce on 4 ranks 8.4 + 6 x 5.7 = 42.6 us."""
+    bcast = _table(Collective.BROADCAST, 8, 8)[Algo.RING, "ll"]
+    assert bcast.lat_s == pytest.approx(7.2e-6)
+    assert bcast.algbw_Bps == pytest.approx(141e9)  # bus factor 1: p / nsteps = 8 / 8
+    pcie = _table(Collective.ALL_REDUCE, 4, 4, nvlink=False)[Algo.RING, "simple"]
+    assert pcie.lat_s == pytest.approx(42.6e-6)
