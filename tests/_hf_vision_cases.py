@@ -59,6 +59,17 @@ VISION_VARIANTS = [
     composite("glm4v", "Glm4vForConditionalGeneration", tie_word_embeddings=True, text_config=TEXT,
               vision_config={"depth": 2, "hidden_size": 64, "num_heads": 4, "out_hidden_size": 96,
                              "intermediate_size": 160, "image_size": 56, "patch_size": 14, "attention_bias": True}),
+    # GLM-4.5V: GLM-4.5 MoE text model (dense prefix, shared expert) under the GLM-4V tower
+    composite("glm4v_moe", "Glm4vMoeForConditionalGeneration",
+              text_config={**TEXT, "num_attention_heads": 8, "num_hidden_layers": 3, "first_k_dense_replace": 1,
+                           "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64},
+              vision_config={"depth": 2, "hidden_size": 64, "num_heads": 4, "out_hidden_size": 96,
+                             "intermediate_size": 160, "image_size": 56, "patch_size": 14}),
+    composite("glm4v_moe", "Glm4vMoeForConditionalGeneration",
+              text_config={**TEXT, "attention_bias": False, "n_routed_experts": 4, "num_experts_per_tok": 2,
+                           "moe_intermediate_size": 64, "n_shared_experts": 2},
+              vision_config={"depth": 1, "hidden_size": 64, "num_heads": 4, "out_hidden_size": 96,
+                             "intermediate_size": 160, "image_size": 56, "patch_size": 14}),
     # LLaVA: CLIP or SigLIP tower, several feature layers, projector bias off
     composite("llava", "LlavaForConditionalGeneration", text_config={**TEXT, "model_type": "llama"},
               vision_config={**_CLIP, "model_type": "clip_vision_model"}),

@@ -341,7 +341,7 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {variant(name, o)["model_type"] for name, o in NEW_VARIANTS}
     tested |= {"apertus", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text"}
     tested |= {data["model_type"] for data in VISION_VARIANTS}  # tests/test_hf_vision.py
-    tested |= {"qwen3_vl_moe_text", "glm4v_text"}  # text_configs of the qwen3_vl_moe / glm4v variants there
+    tested |= {"qwen3_vl_moe_text", "glm4v_text", "glm4v_moe_text"}  # their composites' text_configs
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

@@ -161,9 +161,9 @@ def test_text_only_hint_names_the_text_model_type(monkeypatch):
     """A refused composite whose text model is supported says which model_type counts it alone."""
     from modelplan.specs import hf
 
-    monkeypatch.setitem(hf._TEXT_ONLY, "glm4v_moe", "glm4_moe")
-    with pytest.raises(SpecError, match=r"'glm4v_moe': the GLM-4.5V vision tower not modelled; .* model_type 'glm4_moe'"):
-        from_hf_config({"model_type": "glm4v_moe"}, "config.json")
+    monkeypatch.setitem(hf._TEXT_ONLY, "apertus1p5", "apertus")
+    with pytest.raises(SpecError, match=r"'apertus1p5': its multimodal composite not modelled; .* model_type 'apertus'"):
+        from_hf_config({"model_type": "apertus1p5"}, "config.json")
 
 
 @pytest.mark.parametrize(("data", "message"), [

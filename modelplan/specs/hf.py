@@ -61,7 +61,6 @@ UNMODELLED: dict[str, str] = {
     "longcat_flash": "zero-computation experts and its two-attention blocks",
     "deepseek_v32": "DeepSeek sparse attention's lightning indexer",
     "gemma3n": "per-layer embeddings, AltUp and LAuReL blocks",
-    "glm4v_moe": "the GLM-4.5V vision tower",
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""

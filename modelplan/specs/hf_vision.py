@@ -16,6 +16,7 @@ from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_llama import LLAMA_MAPPERS, llama
 from modelplan.specs.hf_moe import _experts, _qwen_moe_layers
+from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
 from modelplan.specs.hf_other import _vision as siglip_vision
 
 Mapper = Callable[[HFConfig], dict]
@@ -307,13 +308,18 @@ def _glm4v_text(c: HFConfig) -> dict:
     return LLAMA_MAPPERS["glm4"](HFConfig(data, c.source, c.path))
 
 
-def _glm4v(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+def _glm4v_moe_text(c: HFConfig) -> dict:
+    """GLM-4.5V text model: GLM-4.5's blocks (Glm4vMoeTextConfig: attention_bias defaults to true)."""
+    return MOE_EXTRA_MAPPERS["glm4_moe"](HFConfig({"attention_bias": True, **c.data}, c.source, c.path))
+
+
+def _glm4v(c: HFConfig, text_mappers: dict[str, Mapper], text_type: str = "glm4v_text") -> dict:
     """GLM-4V: GLM-4 text model and Glm4vVisionModel: biased Conv3d patch embedding, RMSNorm
     after it (post_conv_layernorm) and after the blocks, one learned position per patch of
     image_size (interpolated), RMSNorm / SwiGLU blocks of out_hidden_size inner width without
     biases (qkv bias = attention_bias), a Conv2d(h, out, m, stride m) downsample, and the merger
     (proj, LayerNorm, SwiGLU of intermediate_size, no biases)."""
-    fields, text = _text(c, "glm4v_text", text_mappers)
+    fields, text = _text(c, text_type, text_mappers)
     v = c.sub("vision_config", {})
     h, m2 = v.integer("hidden_size", 1536), v.integer("spatial_merge_size", 2) ** 2
     out, inner = v.integer("out_hidden_size", 4096), v.integer("intermediate_size", 13696)
@@ -334,8 +340,11 @@ VISION_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "qwen3_vl_moe": lambda c, m: _qwen3_vl(c, m, "qwen3_vl_moe_text"), "llava": _llava,
     "llava_next": lambda c, m: _llava(c, m, newline=True), "llama4": _llama4, "idefics3": _idefics3,
     "smolvlm": _idefics3, "internvl": _internvl, "glm4v": _glm4v,
+    # GLM-4.5V: the same tower; its text model is GLM-4.5's (Glm4vMoeTextModel = Glm4MoeModel's blocks)
+    "glm4v_moe": lambda c, m: _glm4v(c, m, "glm4v_moe_text"),
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
 
-VISION_TEXT_MAPPERS: dict[str, Mapper] = {"qwen3_vl_moe_text": _qwen3_vl_moe_text, "glm4v_text": _glm4v_text}
+VISION_TEXT_MAPPERS: dict[str, Mapper] = {"qwen3_vl_moe_text": _qwen3_vl_moe_text, "glm4v_text": _glm4v_text,
+                                          "glm4v_moe_text": _glm4v_moe_text}
 """Text models of composites that have no text-only mapper elsewhere."""
