@@ -1,6 +1,6 @@
 """Read a HuggingFace `config.json` (as a dict) into a TransformerSpec.
 
-Each supported `model_type` has one small mapping function (in hf_gpt, hf_llama, hf_moe,
+Each supported `model_type` has one small mapping function (in hf_gpt, hf_llama, hf_moe, hf_vision,
 hf_other) that states the module conventions of the HF implementation: which projections carry
 biases, where the norms sit, whether the embeddings are tied by default. Missing optional keys
 take the HF config class defaults; the size keys (layers, hidden, heads, vocab, ...) are
