@@ -23,6 +23,7 @@ from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_dense import DENSE_MAPPERS
 from modelplan.specs.hf_layernorm import LAYERNORM_MAPPERS
 from modelplan.specs.hf_gpt import GPT_MAPPERS
+from modelplan.specs.hf_hybrid import HYBRID_MAPPERS
 from modelplan.specs.hf_llama import LLAMA_MAPPERS
 from modelplan.specs.hf_moe import MOE_MAPPERS
 from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
@@ -31,22 +32,15 @@ from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
-    **MOE_EXTRA_MAPPERS,
+    **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS,
 }
 
 UNMODELLED: dict[str, str] = {
-    "mamba2": "Mamba-2 SSD mixers (multi-head state, grouped B/C, gated RMSNorm)",
     "falcon_h1": "hybrid Mamba-2 + attention blocks in parallel with muP multipliers",
-    "bamba": "hybrid Mamba-2 / attention blocks",
     "zamba": "shared attention blocks interleaved with Mamba blocks",
     "zamba2": "shared attention blocks with LoRA adapters interleaved with Mamba-2 blocks",
-    "nemotron_h": "hybrid Mamba-2 / attention / MLP-only blocks",
-    "granitemoehybrid": "hybrid Mamba-2 / attention blocks with MoE",
-    "qwen3_next": "gated DeltaNet linear-attention layers",
-    "qwen3_5": "gated DeltaNet linear-attention layers (and a vision tower)",
-    "qwen3_5_text": "gated DeltaNet linear-attention layers",
-    "qwen3_5_moe": "gated DeltaNet linear-attention layers (and a vision tower)",
-    "qwen3_5_moe_text": "gated DeltaNet linear-attention layers",
+    "qwen3_5": "the Qwen3.5 vision tower",
+    "qwen3_5_moe": "the Qwen3.5 vision tower",
     "kimi_linear": "Kimi Delta Attention linear-attention layers",
     "minimax": "lightning (linear) attention layers",
     "lfm2": "gated short-convolution blocks",
@@ -76,7 +70,7 @@ UNMODELLED: dict[str, str] = {
 the missing feature: refused with that reason instead of a wrong count."""
 
 _TEXT_ONLY = {"qwen2_vl": "qwen2_vl_text", "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
-              "llama4": "llama4_text"}
+              "llama4": "llama4_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 """Vision-language types whose text_config alone is supported (as its own model_type)."""
 
 
