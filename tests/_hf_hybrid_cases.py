@@ -49,6 +49,14 @@ HYBRID_VARIANTS = [
     _nemotron("MEM*EME", n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=64,
               moe_shared_expert_intermediate_size=96, n_group=2, topk_group=1),
     _nemotron("M*M-", use_bias=True, use_conv_bias=False, mlp_bias=True, tie_word_embeddings=True),
+    # Falcon-H1: attention and Mamba-2 in every block; mamba_d_ssm; then d_ssm null (expand x hidden),
+    # the gated norm, every bias, head_dim, tied head and the muP embedding / head multipliers
+    {"model_type": "falcon_h1", **{**_S, "num_hidden_layers": 3}, "mamba_d_ssm": 384, "mamba_n_heads": 6,
+     "mamba_d_state": 16, "mamba_n_groups": 2},
+    {"model_type": "falcon_h1", **{**_S, "num_hidden_layers": 3}, "mamba_d_ssm": None, "mamba_n_heads": 8,
+     "mamba_d_state": 16, "mamba_rms_norm": True, "projectors_bias": True, "mamba_proj_bias": True,
+     "attention_bias": True, "mlp_bias": True, "head_dim": 32, "tie_word_embeddings": True,
+     "embedding_multiplier": 5.0, "lm_head_multiplier": 0.5, "mamba_conv_bias": False},
     {"model_type": "mamba2", "num_hidden_layers": 2, "hidden_size": 256, "num_heads": 8, "head_dim": 64,
      "n_groups": 2, "state_size": 16, "vocab_size": 1000},
 ]

@@ -172,6 +172,24 @@ def test_cli_plan_runs_on_8_gpus(name):
     assert result.exit_code == 0, result.output
 
 
+@pytest.mark.slow
+def test_cli_plan_runs_on_a_parallel_hybrid(tmp_path):
+    """Falcon-H1's attention + Mamba-2 blocks (a small variant) plan on 8 GPUs."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(HYBRID_VARIANTS[11]))
+    result = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
+    assert result.exit_code == 0, result.output
+
+
+def test_parallel_hybrid_holds_kv_and_state():
+    """Falcon-H1 block: K/V per token (2 x 2 kv heads x 64) and the Mamba-2 states (conv
+    (384 + 2 x 2 x 16) x 4, SSM 6 x 64 x 16) in every one of its 3 blocks."""
+    spec = from_hf_config(HYBRID_VARIANTS[11])
+    state = (384 + 64) * 4 + 6 * 64 * 16
+    assert kv_cache_bytes(spec, 1, 100, 2) == 2 * 3 * (state + 2 * 2 * 64 * 100)
+    assert kv_cache_bytes_per_token(spec, 2) == 2 * 3 * 2 * 2 * 64
+
+
 @pytest.mark.parametrize(("name", "feature"), [("bamba-9b", "layer_types=mamba2"),
                                                 ("qwen3-next-80b-a3b-instruct", "layer_types=gated_deltanet")])
 def test_verify_refuses_the_mixer_in_one_line(name, feature):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from modelplan.count.blocks import Block
-from modelplan.count.mixers import LINEAR_MIXERS, mixer_flops
+from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_flops, mixer_flops
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -108,6 +108,8 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
         out = mixer_flops(spec, block.mixer, tokens, seq_len)
     elif block.mixer == "mlp":
         out = {}
+    elif block.mixer == PARALLEL_MAMBA2:
+        out = {**attention_flops(spec, tokens, keys), **mamba2_flops(spec, tokens, seq_len)}
     elif spec.mla is not None:
         out = mla_flops(spec, tokens, keys)
     else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from modelplan.count.mixers import LINEAR_MIXERS, mixer_params
+from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -173,6 +173,8 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
         out = mixer_params(spec, block.mixer)
     elif block.mixer == "mlp":  # a mixer-free MLP block (Nemotron-H)
         out = {}
+    elif block.mixer == PARALLEL_MAMBA2:  # Falcon-H1: attention and Mamba-2 side by side
+        out = {**attention_params(spec, block.relative_bias), **mamba2_params(spec)}
     elif spec.mla is not None:
         out = mla_params(spec)
     else:

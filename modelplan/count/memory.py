@@ -18,7 +18,7 @@ from modelplan.count.blocks import Block, block_of, mtp_block
 from modelplan.count.checkpointing import op_sac_kept_per_token
 from modelplan.count.eager import loss_peak_bytes, rmsnorm_kept_bytes, swiglu_kept_bytes
 from modelplan.count.flops import check_seq_len, decoder_seq_len
-from modelplan.count.mixers import LINEAR_MIXERS, kept_bytes_per_token, out_proj_width, state_elements
+from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, kept_bytes_per_token, out_proj_width, state_elements
 from modelplan.count.params import count_params
 from modelplan.count.result import MemoryCount
 from modelplan.specs.family import family_of
@@ -60,6 +60,8 @@ def _mixer_terms(spec: "TransformerSpec", block: Block, d: int) -> tuple[int, in
         sharded += d * (spec.q_width + spec.kv_width)  # pre-norm Q and K kept for the norm backward
     if spec.attention_output_gate:  # the gate logits and the ungated core output, for attn * sigmoid(gate)
         sharded += d * 2 * spec.q_width
+    if block.mixer == PARALLEL_MAMBA2:  # Falcon-H1: the Mamba-2 mixer's kept tensors beside attention's
+        sharded += kept_bytes_per_token(spec, "mamba2", d)
     return 0, sharded, True
 
 
@@ -69,6 +71,8 @@ def _out_proj_width(spec: "TransformerSpec", block: Block) -> int:
         return spec.ssm.inner
     if block.mixer in LINEAR_MIXERS:
         return out_proj_width(spec, block.mixer)
+    if block.mixer == PARALLEL_MAMBA2:
+        return spec.q_width + spec.mamba2.inner
     if spec.mla is not None:
         return spec.heads * spec.mla.v_head_dim
     return spec.q_width
@@ -160,7 +164,7 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
     replicated, sharded, score = _layer_terms(spec, block, dtype_bytes, attention, elementwise, norm_elementwise)
     if fp8_inputs:  # TE keeps the linear inputs as fp8 (1 byte) copies instead of 16-bit ones
         replicated, sharded = _fp8_kept(spec, block, dtype_bytes - 1, replicated, sharded)
-    standard = block.mixer not in ("mamba", "mlp", *LINEAR_MIXERS) and spec.mla is None and not block.cross and block.mlp
+    standard = block.mixer not in ("mamba", "mlp", PARALLEL_MAMBA2, *LINEAR_MIXERS) and spec.mla is None and not block.cross and block.mlp
     # DTensor SP: the linears' inputs (the norm outputs) are kept all-gathered, whole over tp
     shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp or block.mixer == "mlp"
     gathered = (1 if fp8_inputs else dtype_bytes) * spec.hidden * (1 if shared_input else 2) if (
@@ -354,6 +358,9 @@ def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_byte
             elements += spec.ssm.inner * (spec.ssm.conv_kernel + spec.ssm.state_size)
         elif block.mixer in LINEAR_MIXERS:  # conv window and SSM / delta-rule state (count/mixers.py)
             elements += state_elements(spec, block.mixer)
+        elif block.mixer == PARALLEL_MAMBA2:  # Falcon-H1: K/V and the Mamba-2 states
+            elements += state_elements(spec, "mamba2") + kv_bytes_per_cached_token(spec) * kv_cache_tokens(
+                spec, block, seq_len)
         elif block.cross:
             elements += 2 * spec.kv_width * (dec + seq_len)
         else:
@@ -369,7 +376,7 @@ def kv_cache_bytes_per_token(spec: "TransformerSpec", dtype_bytes: int) -> int:
     per_block = kv_bytes_per_cached_token(spec) if spec.arch != "encoder_decoder" else 2 * spec.kv_width
     grows = sum(
         1 for i in range(spec.num_blocks)
-        if (block := block_of(spec, i)).mixer == "full_attention" and (spec.arch != "encoder_decoder" or block.cross)
+        if (block := block_of(spec, i)).mixer in ("full_attention", PARALLEL_MAMBA2) and (spec.arch != "encoder_decoder" or block.cross)
     )
     return grows * per_block * dtype_bytes
 

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 LINEAR_MIXERS = ("mamba2", "gated_deltanet")
 """Layer types whose mixer is one of this module's (a fixed-size state, no K/V cache)."""
+PARALLEL_MAMBA2 = "parallel_mamba2"
+"""Layer type of a block whose attention and Mamba-2 read the same norm output and sum (Falcon-H1)."""
 
 FP32_BYTES = 4
 
@@ -32,8 +34,9 @@ def mamba2_params(spec: "TransformerSpec") -> dict[str, int]:
         # depthwise Conv1d(conv_dim, conv_dim, k, groups=conv_dim): weight (conv_dim, 1, k) + bias
         "mamba2/conv": m.conv_dim * m.conv_kernel + (m.conv_dim if m.conv_bias else 0),
         "mamba2/ssm": 3 * m.heads,  # dt_bias, A_log and D: (H,) each
-        "mamba2/norm": m.inner,  # RMSNormGated(d_inner, group_size=d_inner / G): weight (d_inner,)
-        "mamba2/out_proj": m.inner * h + (h if bias else 0),  # Linear(d_inner, h, bias=proj_bias)
+        # RMSNormGated(d_inner, group_size=d_inner / G): weight (d_inner,); Falcon-H1 may have none
+        "mamba2/norm": m.inner if m.gated_norm else 0,
+        "mamba2/out_proj": m.inner * h + (h if m.has_out_bias else 0),  # Linear(d_inner, h)
     }
 
 

@@ -26,7 +26,7 @@ from typing import NamedTuple
 from modelplan.count.attention import FusedAttention
 from modelplan.count.blocks import Block
 from modelplan.count.eager import ROTARY_KERNELS, rotary_bytes
-from modelplan.count.mixers import LINEAR_MIXERS
+from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.plan.linear_mixers import linear_mixer_kernels
 from modelplan.plan.parallel.tp import local_kv_heads
@@ -36,7 +36,8 @@ from modelplan.specs.transformer import TransformerSpec
 PRICED: frozenset[str] = frozenset({
     # kernels of their own here or in kernels.py, shards in shard.py, calls in parallel/tp.py
     "mla", "layer_types=sliding_attention", "layer_types=chunked_attention", "layer_types=mamba", "mlp=false",
-    "layer_types=mamba2", "layer_types=gated_deltanet", "layer_types=mlp", "attention_output_gate",  # plan/linear_mixers.py
+    "layer_types=mamba2", "layer_types=gated_deltanet", "layer_types=mlp", "layer_types=parallel_mamba2",
+    "attention_output_gate",  # plan/linear_mixers.py
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
     "moe.shared_expert_gate", "mtp_layers",
     # shards only (their compute is a per-head value or a scalar fused into a neighbour kernel)
@@ -173,6 +174,10 @@ def mixer_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q: int
         return MixerKernels(gemms, ew, [], [], out)
     if block.mixer == "mlp":  # a mixer-free MLP block (Nemotron-H)
         return MixerKernels([], [], [], [], None)
+    if block.mixer == PARALLEL_MAMBA2:  # Falcon-H1: attention's kernels, then the Mamba-2 mixer's
+        attn = attention_kernels(spec, block, tp, b, s_q, s, d, fused, eager)
+        gemms, ew, out = linear_mixer_kernels(spec, "mamba2", tp, b, s_q, d)
+        return MixerKernels(attn.gemms + gemms + [out], attn.elementwise + ew, attn.core, attn.fused, attn.out)
     if spec.mla is not None:
         return mla_kernels(spec, block, tp, b, s_q, s, d, fused, eager)
     return attention_kernels(spec, block, tp, b, s_q, s, d, fused, eager)

@@ -92,9 +92,9 @@ def linear_mixer_shard(spec: TransformerSpec, mixer: str, tp: int, sp: bool) -> 
         inner = heads * m.head_dim
         conv = inner + 2 * groups * m.state_size
         width = inner + conv + heads
-        out_bias = h if m.proj_bias else 0
+        out_bias = h if m.has_out_bias else 0
         numel = h * width + (width if m.proj_bias else 0) + conv * m.conv_kernel + (conv if m.conv_bias else 0)
-        numel += 3 * heads + inner + inner * h + out_bias  # dt_bias, A_log, D; norm weight; out_proj
+        numel += 3 * heads + (inner if m.gated_norm else 0) + inner * h + out_bias  # dt_bias, A_log, D; norm; out_proj
         return numel, out_bias if sp else 0
     g = spec.deltanet
     hv, hk = _split(g.value_heads, tp), local_kv_heads(g.key_heads, tp)

@@ -28,7 +28,7 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from modelplan.count.blocks import Block, block_of, mtp_block, norm_params
-from modelplan.count.mixers import LINEAR_MIXERS
+from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.linear_mixers import linear_mixer_shard
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.stages import rank_units
@@ -150,6 +150,9 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
         numel, partial = linear_mixer_shard(spec, block.mixer, tp, sp)
     elif block.mixer == "mlp":  # a mixer-free MLP block (Nemotron-H)
         numel, partial = 0, 0
+    elif block.mixer == PARALLEL_MAMBA2:  # Falcon-H1: attention and Mamba-2 side by side
+        (n_attn, p_attn), (n_ssm, p_ssm) = _attention(spec, tp, sp), linear_mixer_shard(spec, "mamba2", tp, sp)
+        numel, partial = n_attn + n_ssm, p_attn + p_ssm
     else:
         numel, partial = _attention(spec, tp, sp)
     numel, partial = numel + norms, partial + (norms if sp else 0)

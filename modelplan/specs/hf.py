@@ -36,7 +36,6 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 }
 
 UNMODELLED: dict[str, str] = {
-    "falcon_h1": "hybrid Mamba-2 + attention blocks in parallel with muP multipliers",
     "zamba": "shared attention blocks interleaved with Mamba blocks",
     "zamba2": "shared attention blocks with LoRA adapters interleaved with Mamba-2 blocks",
     "qwen3_5": "the Qwen3.5 vision tower",

@@ -150,6 +150,24 @@ def _mamba2_only(c: HFConfig) -> dict:
                 norm_eps=c.number("layer_norm_epsilon", 1e-5), tied_embeddings=c.flag("tie_word_embeddings", False))
 
 
+def _falcon_h1(c: HFConfig) -> dict:
+    """Falcon-H1 (FalconH1ForCausalLM): every block runs attention and a Mamba-2 mixer on the same
+    input-norm output and sums them, then a SwiGLU MLP. Mamba-2 d_inner is mamba_d_ssm (class
+    default 1024; null: mamba_expand * hidden), its gated RMSNorm only with mamba_rms_norm, its
+    out_proj bias projectors_bias. embedding_multiplier and lm_head_multiplier are the spec's
+    embedding and logit scales; the other muP multipliers (key, attention / SSM in and out, the
+    SSM's per-segment ssm_multipliers buffer, MLP gate / down) change no count and are not
+    represented (`verify` refuses the parallel_mamba2 block before any of them would run)."""
+    hidden = c.size("hidden_size")
+    inner = c.integer("mamba_d_ssm", 1024, nullable=True)
+    mixer = {**_mamba2(c), "inner": inner if inner is not None else int(c.number("mamba_expand", 2) * hidden),
+             "out_proj_bias": c.flag("projectors_bias", False), "gated_norm": c.flag("mamba_rms_norm", False)}
+    embedding, head = c.number("embedding_multiplier", 1.0), c.number("lm_head_multiplier", 1.0, positive=True)
+    return llama(c, kv_heads=c.integer("num_key_value_heads", 8), norm_eps=c.number("rms_norm_eps", 1e-5),
+                 max_positions=c.integer("max_position_embeddings", 8192), layer_types=["parallel_mamba2"],
+                 mamba2=mixer, embedding_scale=embedding if embedding != 1.0 else None, logit_scale=head)
+
+
 _NEMOTRON_PATTERN = {"M": "mamba2", "*": "full_attention", "-": "mlp", "E": "moe"}
 _NEMOTRON_TYPES = {"linear_attention": "mamba2", "mamba": "mamba2", "full_attention": "full_attention",
                    "attention": "full_attention", "mlp": "mlp", "moe": "moe"}
@@ -220,5 +238,5 @@ def _nemotron_h(c: HFConfig) -> dict:
 HYBRID_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "qwen3_next": _qwen3_next, "qwen3_5_text": _qwen3_5_text, "qwen3_5_moe_text": _qwen3_5_moe_text,
     "bamba": _bamba, "granitemoehybrid": _granitemoehybrid, "mamba2": _mamba2_only,
-    "nemotron_h": _nemotron_h,
+    "nemotron_h": _nemotron_h, "falcon_h1": _falcon_h1,
 }

@@ -38,6 +38,10 @@ class Mamba2Spec(Spec):
     """Q: chunk length of the SSD algorithm (HF mamba_chunk_size / chunk_size)."""
     proj_bias: bool = False
     """Biases on in_proj and out_proj (HF mamba_proj_bias / use_bias)."""
+    out_proj_bias: bool | None = None
+    """Bias on out_proj when it differs from in_proj's (Falcon-H1 projectors_bias); None: proj_bias."""
+    gated_norm: bool = True
+    """The gated RMSNorm before out_proj (Falcon-H1 mamba_rms_norm false: none, y * silu(z) only)."""
     conv_bias: bool = True
     """Bias on the conv1d (HF mamba_conv_bias / use_conv_bias)."""
 
@@ -53,6 +57,11 @@ class Mamba2Spec(Spec):
     def head_dim(self) -> int:
         """P = d_inner / H: channels per head."""
         return self.inner // self.heads
+
+    @property
+    def has_out_bias(self) -> bool:
+        """Whether out_proj has a bias."""
+        return self.proj_bias if self.out_proj_bias is None else self.out_proj_bias
 
     @property
     def conv_dim(self) -> int:

@@ -22,7 +22,7 @@ __all__ = ["TransformerSpec", "MoESpec", "MLASpec", "SSMSpec", "ClassifierSpec",
 Position = Literal["learned", "rotary", "alibi", "relative", "none"]
 Activation = Literal["gelu", "relu", "silu", "gelu_tanh", "swiglu_clamp"]
 LayerType = Literal["full_attention", "sliding_attention", "chunked_attention", "mamba", "mamba2", "gated_deltanet",
-                    "mlp"]
+                    "mlp", "parallel_mamba2"]
 NormPlacement = Literal["pre", "post", "sandwich", "output"]
 
 
@@ -53,8 +53,9 @@ class TransformerSpec(Spec):
     layer_types: list[LayerType] | None = None
     """Mixer of each block, repeated cyclically: block i is layer_types[i % len] (Gemma 3:
     5 x sliding_attention + full_attention; Jamba: 4 mamba, attention, 3 mamba); `mlp`: a block
-    without a mixer, its norm then its MLP (Nemotron-H, with `mlp` false for the others). None:
-    all full_attention."""
+    without a mixer, its norm then its MLP (Nemotron-H, with `mlp` false for the others);
+    `parallel_mamba2`: full attention and a Mamba-2 mixer on the same norm output, summed
+    (Falcon-H1). None: all full_attention."""
     sliding_window: int | None = Field(None, gt=0)
     """Keys a sliding_attention query sees, itself included (HF sliding_window)."""
     attention_chunk: int | None = Field(None, gt=0)
