@@ -243,3 +243,16 @@ def test_qwen3_5_text_config_equals_the_composite_language_model():
                  "vision_config": {"depth": 1, "hidden_size": 64, "num_heads": 4, "intermediate_size": 128,
                                    "out_hidden_size": 256}}
     assert components(text) == hf_components(composite, skip="visual")
+
+
+def test_serving_keeps_the_state_per_sequence_not_per_token():
+    """Bamba-9B served with tp 1: K/V per token from its 3 attention blocks only (2 x 3 x 8 x
+    128 x 2 B); a sequence adds its 29 Mamba-2 states once, in whole 16-token blocks."""
+    from modelplan.count.serve import count_serve_memory
+    from modelplan.specs.serve import ServeSpec
+
+    mem = count_serve_memory(from_hf_config(config("bamba-9b")), ServeSpec(context=1024, tp=1))
+    assert mem.kv_per_token_bytes == 2 * 3 * 8 * 128 * 2
+    state = 2 * 29 * ((8192 + 256) * 4 + 128 * 64 * 128)
+    block = 16 * mem.kv_per_token_bytes
+    assert mem.blocks_per_sequence == 1024 // 16 + -(-state // block)
