@@ -3,7 +3,7 @@
 The planner prices every GEMM at one rate, the accelerator's measured MAMF times the cost model's
 `sustained_fraction` (0.8, fitted to the ten Narayanan et al. 2021 runs), plus 4 us per kernel,
 under the HBM roof (`compute.Roofline.gemm_time_s`). This probe divides each GEMM's compute term by
-its tile and wave quantization share (`plan/gemm_waves.py`, NVIDIA's Matrix Multiplication
+its tile and wave quantization share (`benchmarks/gemm_waves.py`, NVIDIA's Matrix Multiplication
 Background User's Guide), taking the MAMF as the rate of a whole-wave, whole-tile shape, and reruns
 bench_published_runs' pricing for each tile set and a few values of `sustained_fraction` (a tile
 model lowers every GEMM's rate a little, so the fraction fitted without one is refitted here: the
@@ -35,7 +35,7 @@ from modelplan.plan.evaluator import Evaluator  # noqa: E402
 from modelplan.plan.experts import expert_capacity  # noqa: E402
 from modelplan.plan.kernels import layer_kernels  # noqa: E402
 from modelplan.specs.load import load_model, model_from_dict  # noqa: E402
-from modelplan.plan.gemm_waves import CUBLAS_LARGE_TILES, best_quantized_efficiency  # noqa: E402
+from gemm_waves import CUBLAS_LARGE_TILES, best_quantized_efficiency  # noqa: E402
 
 VARIANTS: tuple[tuple[str, tuple[tuple[int, int], ...], float], ...] = (
     ("none (today)", (), 0.80),

@@ -127,8 +127,12 @@ def parse_flags(argv: list[str]) -> dict[str, str | None]:
         flag = argv[i]
         assert flag.startswith("--"), f"not a flag: {flag}"
         if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            flags[flag] = argv[i + 1]
+            values = [argv[i + 1]]
             i += 2
+            while i < len(argv) and not argv[i].startswith("--"):  # nargs='*' flags (--recompute-modules)
+                values.append(argv[i])
+                i += 1
+            flags[flag] = " ".join(values)
         else:
             flags[flag] = None
             i += 1
@@ -257,6 +261,10 @@ def transformer_config_kwargs(flags: dict) -> dict:
                         ("--cp-comm-type", "cp_comm_type")):  # l. 1361: one value -> its string
         if flags.get(flag) is not None:
             kw[field] = flags[flag]
+    if "--moe-grouped-gemm" in flags:
+        kw["moe_grouped_gemm"] = True
+    if flags.get("--recompute-modules") is not None:  # nargs='*': a list of module names
+        kw["recompute_modules"] = flags["--recompute-modules"].split()
     for flag, field in (("--attention-dropout", "attention_dropout"),
                         ("--hidden-dropout", "hidden_dropout"),
                         ("--norm-epsilon", "layernorm_epsilon"),

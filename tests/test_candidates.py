@@ -1,12 +1,13 @@
-"""`plan/candidates.py`: the values every family's search tries per axis, and the plain walk.
+"""`plan/candidates.py`: the values every family's search tries per axis, and the one walk over them.
 Expected lists are worked by hand from divisors of the GPU count and the batch."""
 
 from __future__ import annotations
 
-from modelplan.plan.candidates import Candidates, walk
+from types import SimpleNamespace
+
+from modelplan.plan.candidates import Candidates, FamilyAxes, Subtree, walk
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.space import SearchSpace
-from modelplan.specs.plan import Plan
 
 
 def _cands(gpus: int = 16, gpn: int = 8, gb: int = 256, units: int = 24, cap: int | None = None, **space) -> Candidates:
@@ -47,7 +48,7 @@ def test_schedules_pair_interleaved_with_the_family_vpps():
     assert _cands(vpp=[2]).schedules(4, [2, 3]) == [("interleaved", 2)]
 
 
-class _Family:
+class _Family(FamilyAxes):
     """A family of 2 pipeline units whose tp 2 is invalid, default vpp 2."""
 
     units = 2
@@ -62,14 +63,89 @@ class _Family:
         return [2]
 
 
-def test_walk_yields_every_valid_plan_and_each_broken_rule_once():
-    """4 GPUs (one node), batch 8, zero 0: tp 2 is the family's problem; pp 4 > 2 units;
+def _walked(family, cands, prepare=None):
+    """(each point of the groups walked, with its schedule and vpp, in order; (message, subtree) of
+    each pruned rule, in order)."""
+    pruned = []
+    groups = list(walk(family, cands, lambda problem, at: pruned.append((problem.message, at)), prepare))
+    points = [SimpleNamespace(**g._asdict(), schedule=s, vpp=v) for g in groups for s, v in g.schedules]
+    return points, pruned
+
+
+def test_walk_yields_every_valid_point_and_each_broken_rule_once():
+    """4 GPUs (one node), batch 8: tp 2 is the family's problem; pp 4 > 2 units;
     tp 1 pp 1 dp 4 runs micro-batches 1, 2; tp 1 pp 2 dp 2 runs 1, 2, 4 under 1F1B while
     interleaved x2 needs 4 stages > 2 units (3 problems, one per micro-batch); tp 4 dp 1 runs 1, 2, 4, 8."""
-    out = list(walk(_Family(), _cands(gpus=4, gpn=4, gb=8, units=2, zero=[0])))
-    plans = [(p.tp, p.pp, p.dp, p.micro_batch, p.schedule.value) for p in out if isinstance(p, Plan)]
-    assert plans == [(1, 1, 4, 1, "1f1b"), (1, 1, 4, 2, "1f1b"),
-                     (1, 2, 2, 1, "1f1b"), (1, 2, 2, 2, "1f1b"), (1, 2, 2, 4, "1f1b"),
-                     (4, 1, 1, 1, "1f1b"), (4, 1, 1, 2, "1f1b"), (4, 1, 1, 4, "1f1b"), (4, 1, 1, 8, "1f1b")]
-    problems = [p.message for p in out if isinstance(p, Problem)]
-    assert problems == ["4 > 2", "4 > 2", "4 > 2", "4 > 2", "tp 2"]
+    points, pruned = _walked(_Family(), _cands(gpus=4, gpn=4, gb=8, units=2))
+    assert [(p.tp, p.pp, p.dp, p.micro_batch, p.schedule) for p in points] == [
+        (1, 1, 4, 1, "1f1b"), (1, 1, 4, 2, "1f1b"),
+        (1, 2, 2, 1, "1f1b"), (1, 2, 2, 2, "1f1b"), (1, 2, 2, 4, "1f1b"),
+        (4, 1, 1, 1, "1f1b"), (4, 1, 1, 2, "1f1b"), (4, 1, 1, 4, "1f1b"), (4, 1, 1, 8, "1f1b")]
+    assert [m for m, _ in pruned] == ["4 > 2", "4 > 2", "4 > 2", "4 > 2", "tp 2"]
+    # each names the subtree it drops: a schedule of one micro-batch, the grid of pp 4, all of tp 2
+    assert pruned[0][1] == Subtree(1, 1, 2, 2, 1, [1], False, "none", ())
+    assert pruned[3][1] == Subtree(1, 1, 4, 1)
+    assert pruned[4][1] == Subtree(2, 1)
+    # the network's axes: cp 1, ep 1, no sequence parallelism, one recompute setting
+    assert {(p.cp, p.ep, p.sp, p.recompute, p.num_microbatches * p.micro_batch * p.dp) for p in points} == {
+        (1, 1, False, "none", 8)}
+
+
+class _Wider(_Family):
+    """`_Family` with a transformer's kind of axes: cp 1 or 2 at tp 1 (cp 2 breaks a rule at tp
+    4), ep 1 and 2 where dp is even (ep 2 breaks a rule at dp 2), sp only with tp > 1, two
+    recompute settings."""
+
+    recomputes = ("none", "full")
+
+    def cps(self, tp):
+        return [1, 2] if tp == 1 else [1]
+
+    def cp_problems(self, tp, cp):
+        return [Problem(Reason.CP_SEQ, "cp 2 at tp 4")] if cp == 2 and tp == 4 else []
+
+    def eps(self, dp):
+        return [1, 2] if dp % 2 == 0 else [1]
+
+    def ep_problem(self, dp, ep):
+        return Problem(Reason.EP, "ep 2 at dp 2") if ep == 2 and dp == 2 else None
+
+    def sps(self, tp):
+        return [False, True] if tp > 1 else [False]
+
+
+def test_walk_takes_the_family_axes_and_lets_the_search_drop_a_grid():
+    """4 GPUs, batch 4, pp 1 only, 1F1B: the grids are (tp, cp, dp, ep) = (1, 1, 4, 1), (1, 1, 4, 2),
+    (1, 2, 2, 1), (1, 2, 2, 2: ep rule), (4, 1, 1, 1), tp 2 being `_Family`'s problem; `prepare`
+    drops (1, 1, 4, 2). Points per grid: micro-batches of 4 / dp x sp x 2 recomputes."""
+    seen = []
+
+    def prepare(tp, cp, pp, dp, ep, mbs, svs):
+        seen.append((tp, cp, dp, ep, tuple(mbs), tuple(svs)))
+        return None if (tp, cp, dp, ep) == (1, 1, 4, 2) else ("ctx", tp, ep)
+
+    points, pruned = _walked(_Wider(), _cands(gpus=4, gpn=4, gb=4, units=2, pp=[1], schedule=["1f1b"]), prepare)
+    assert seen == [(1, 1, 4, 1, (1,), (("1f1b", 1),)), (1, 1, 4, 2, (1,), (("1f1b", 1),)),
+                    (1, 2, 2, 1, (1, 2), (("1f1b", 1),)), (4, 1, 1, 1, (1, 2, 4), (("1f1b", 1),))]
+    assert [(m, at.ep, at.mbs) for m, at in pruned] == [("ep 2 at dp 2", 2, [1, 2]), ("tp 2", None, None)]
+    # tp 4's cp is 1: its cp rule is never reached
+    grids = {}
+    for p in points:
+        grids.setdefault((p.tp, p.cp, p.dp, p.ep), []).append((p.micro_batch, p.sp, p.recompute))
+        assert p.ctx == ("ctx", p.tp, p.ep)
+    assert grids == {(1, 1, 4, 1): [(1, False, "none"), (1, False, "full")],
+                     (1, 2, 2, 1): [(1, False, "none"), (1, False, "full"), (2, False, "none"), (2, False, "full")],
+                     (4, 1, 1, 1): [(mb, sp, rc) for mb in (1, 2, 4) for sp in (False, True) for rc in ("none", "full")]}
+
+
+def test_a_tp_breaking_the_family_and_the_node_rule_counts_under_the_family():
+    """6 GPUs, 4 per node: tp 1, 2, 3 (at most a node); tp 3 leaves the node rule (4 % 3 != 0)
+    and, here, the family's too: the family's rule comes first (`walk`), so tp 3 is pruned once,
+    under the family's reason."""
+    fam = _Family()
+    fam.tp_problems = lambda tp: [Problem(Reason.TP_SPLITS_NOTHING, f"tp {tp}")] if tp in (2, 3) else []
+    _, pruned = _walked(fam, _cands(gpus=6, gpn=4, gb=12, units=2))
+    assert [(at.tp, m) for m, at in pruned if at.pp is None] == [(2, "tp 2"), (3, "tp 3")]
+    fam.tp_problems = lambda tp: []
+    _, pruned = _walked(fam, _cands(gpus=6, gpn=4, gb=12, units=2))
+    assert [(at.tp, "gpus_per_node (4)" in m) for m, at in pruned if at.pp is None] == [(3, True)]  # the node's

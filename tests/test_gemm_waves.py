@@ -1,11 +1,16 @@
-"""Tile and wave quantization (`modelplan.plan.gemm_waves`); every expected value is worked by hand
-from NVIDIA's Matrix Multiplication Background User's Guide, sec. "Dimension Quantization Effects":
+"""Tile and wave quantization (`benchmarks/gemm_waves.py`, the probe beside its benchmark); every
+expected value is worked by hand from NVIDIA's Matrix Multiplication Background User's Guide, sec. "Dimension Quantization Effects":
 useful share = m n batch / (ceil(tiles / wave) x wave x tile area), tiles = ceil(m / tile_m)
 x ceil(n / tile_n) x batch, wave = SMs x tiles per SM."""
 
+import sys
+from pathlib import Path
+
 import pytest
 
-from modelplan.plan.gemm_waves import best_quantized_efficiency, quantized_efficiency
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # not part of the package
+
+from gemm_waves import best_quantized_efficiency, quantized_efficiency  # noqa: E402
 
 A100_SMS, H100_SMS = 108, 132  # NVIDIA A100 / H100 architecture whitepapers (presets/accelerators)
 

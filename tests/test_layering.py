@@ -119,3 +119,59 @@ def test_no_import_circles_between_files():
 def test_the_circle_check_finds_a_circle():
     """The checker itself: a -> b -> c -> a is one circle, d alone is none."""
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+REGISTRY = PACKAGE / "specs" / "family.py"
+"""The one place a spec's family is looked at (`specs/family.py`)."""
+
+
+def _family_names() -> tuple[set[str], set[str]]:
+    """(the registered kinds, their spec classes' names), read from the registry itself."""
+    from modelplan.specs.family import FAMILIES
+
+    return set(FAMILIES), {f.spec.split(":")[1] for f in FAMILIES.values()}
+
+
+def _family_dispatch(tree: ast.AST, kinds: set[str], classes: set[str]) -> list[str]:
+    """Each place `tree` picks a model family itself: `isinstance` / `issubclass` against a
+    family's spec class, a comparison of anything with a family's kind string ("network" ==
+    spec.kind, kind in ("transformer", ...)), or a pydantic union discriminated by `kind`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("isinstance", "issubclass"):
+            names = {n.id for arg in node.args[1:] for n in ast.walk(arg) if isinstance(n, ast.Name)}
+            names |= {n.attr for arg in node.args[1:] for n in ast.walk(arg) if isinstance(n, ast.Attribute)}
+            if names & classes:
+                found.append(f"line {node.lineno}: {node.func.id}(..., {', '.join(sorted(names & classes))})")
+        elif isinstance(node, ast.Compare):
+            strings = {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+            if strings & kinds:
+                found.append(f"line {node.lineno}: compares with {', '.join(sorted(strings & kinds))!r}")
+        elif isinstance(node, ast.keyword) and node.arg == "discriminator" and getattr(node.value, "value", None) == "kind":
+            found.append(f"line {node.value.lineno}: a union discriminated by kind")
+    return found
+
+
+@pytest.mark.parametrize("path,layer", [(p, l) for p, l in _modules() if p != REGISTRY], ids=lambda v: str(v)[-40:])
+def test_no_family_dispatch_outside_the_registry(path, layer):
+    """A model family is chosen only by `specs/family.py` (issue 12: no `kind ==` dispatch
+    outside the registry): every other module asks the registry (`family_of(spec).blocks`, its
+    evaluator, search, verify) instead of testing a spec's class or kind."""
+    kinds, classes = _family_names()
+    found = _family_dispatch(ast.parse(path.read_text()), kinds, classes)
+    assert not found, f"{path.relative_to(PACKAGE)} picks a family itself: {'; '.join(found)}"
+
+
+def test_the_dispatch_check_finds_each_form():
+    """The checker itself, on each form it forbids and on look-alikes it allows (another `kind`
+    vocabulary, a registry call)."""
+    kinds, classes = {"transformer", "network"}, {"TransformerSpec", "NetworkSpec"}
+    bad = ['if spec.kind == "network": pass', 'x = "transformer" != kind', 'y = spec.kind in ("network", "t")',
+           "if isinstance(spec, TransformerSpec): pass", "ok = isinstance(m, (int, specs.NetworkSpec))",
+           'f: Annotated[A | B, Field(discriminator="kind")]']
+    for src in bad:
+        assert len(_family_dispatch(ast.parse(src), kinds, classes)) == 1, src
+    good = ['if optimizer.kind == "adam": pass', "if family_of(spec).blocks: pass", "isinstance(x, Spec)",
+            'f: Annotated[A | B, Field(discriminator="type")]']
+    for src in good:
+        assert _family_dispatch(ast.parse(src), kinds, classes) == [], src

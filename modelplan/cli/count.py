@@ -16,8 +16,13 @@ from modelplan.cli.options import (
     ModelArg,
     OptimizerOpt,
     PrecisionOpt,
+    RecomputeLayersOpt,
+    RecomputeMethodOpt,
+    RecomputeModulesOpt,
     RecomputeOpt,
     SeqOpt,
+    implied_recompute,
+    recompute_settings,
 )
 from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.specs.family import FAMILIES
@@ -41,6 +46,9 @@ def count_cmd(
     precision: PrecisionOpt = "bf16",
     optimizer: OptimizerOpt = "adamw",
     recompute: RecomputeOpt = "none",
+    recompute_modules: RecomputeModulesOpt = None,
+    recompute_method: RecomputeMethodOpt = None,
+    recompute_layers: RecomputeLayersOpt = None,
     attention: AttentionOpt = "flash",
     json_out: JsonOpt = False,
     depth: DepthOpt = 3,
@@ -64,8 +72,9 @@ def count_cmd(
             decoder_seq_len=decoder_seq,
             precision=precision,
             optimizer=optimizer,
-            recompute=recompute,
+            recompute=implied_recompute(recompute, recompute_modules, recompute_method),
             attention=attention,
+            **recompute_settings(recompute_modules, recompute_method, recompute_layers),
         )
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, "training")) from None

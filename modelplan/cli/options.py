@@ -113,6 +113,45 @@ AcModeOpt = Annotated[
     Optional[AcMode],
     typer.Option("--ac-mode", help="What 'selective' recompute keeps [default: the engine's own].", show_default=False),
 ]
+RecomputeModulesOpt = Annotated[
+    Optional[str],
+    typer.Option("--recompute-modules",
+                 help="Megatron-core selective recompute modules, a comma list of core_attn, moe_act, layernorm, "
+                      "mla_up_proj, mlp, moe, shared_experts (sets --recompute selective).", show_default=False),
+]
+RecomputeMethodOpt = Annotated[
+    Optional[Literal["uniform", "block"]],
+    typer.Option("--recompute-method",
+                 help="Megatron-core full recompute: uniform (groups of --recompute-layers, only their inputs "
+                      "kept) or block (the first --recompute-layers of each pipeline chunk); sets --recompute full.",
+                 show_default=False),
+]
+RecomputeLayersOpt = Annotated[
+    Optional[int],
+    typer.Option("--recompute-layers", min=1, help="Megatron-core --recompute-num-layers (with --recompute-method).",
+                 show_default=False),
+]
+
+
+def implied_recompute(recompute: str, modules: str | None, method: str | None) -> str:
+    """--recompute-modules implies selective and --recompute-method full when --recompute is left at none."""
+    if recompute != "none":
+        return recompute
+    return "selective" if modules is not None else "full" if method is not None else recompute
+
+
+def recompute_settings(modules: str | None, method: str | None, layers: int | None) -> dict:
+    """The TrainingSpec fields of --recompute-modules / --recompute-method / --recompute-layers."""
+    out: dict = {}
+    if modules is not None:
+        out["recompute_modules"] = tuple(m.strip() for m in modules.split(",") if m.strip())
+    if method is not None:
+        out["recompute_method"] = method
+    if layers is not None:
+        out["recompute_num_layers"] = layers
+    return out
+
+
 Fp8RecipeOpt = Annotated[
     Optional[Fp8Recipe],
     typer.Option("--fp8-recipe", help="fp8 scaling recipe with --precision fp8 [default: the engine's].",

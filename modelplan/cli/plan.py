@@ -17,6 +17,8 @@ from modelplan.cli.options import (
     AcModeOpt,
     AttentionOpt,
     CompileOpt,
+    CpCommTypeOpt,
+    EpOverlapOpt,
     Fp8ParamGatherOpt,
     Fp8RecipeOpt,
     FrameworkOpt,
@@ -25,14 +27,17 @@ from modelplan.cli.options import (
     MasterWeightsOpt,
     OptimizerOpt,
     PrecisionOpt,
+    RecomputeLayersOpt,
+    RecomputeMethodOpt,
+    RecomputeModulesOpt,
     SeqOpt,
     TpOverlapOpt,
-    CpCommTypeOpt,
-    EpOverlapOpt,
     complete_clusters,
     complete_models,
     finite,
     global_batch_option,
+    implied_recompute,
+    recompute_settings,
 )
 from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.cli.search_options import (DpOverlapOpt, FsdpShardOpt, OffloadActivationsOpt, OffloadOptimizerOpt,
@@ -116,6 +121,9 @@ def plan_cmd(
     attention: AttentionOpt = "flash",
     framework: FrameworkOpt = "megatron",
     ac_mode: AcModeOpt = None,
+    recompute_modules: RecomputeModulesOpt = None,
+    recompute_method: RecomputeMethodOpt = None,
+    recompute_layers: RecomputeLayersOpt = None,
     fp8_recipe: Fp8RecipeOpt = None,
     compile_: CompileOpt = False,
     tp_comm_overlap: TpOverlapOpt = None,
@@ -188,6 +196,8 @@ def plan_cmd(
         raise SpecError(f"--finetune: {spec.name} is a '{spec.kind}' spec; fine-tuning is modelled for transformers")
     training = _training(spec, batch, seq, precision, optimizer, attention,
                          dict(framework=framework, ac_mode=ac_mode, fp8_recipe=fp8_recipe, compile=compile_,
+                              recompute=implied_recompute("none", recompute_modules, recompute_method),
+                              **recompute_settings(recompute_modules, recompute_method, recompute_layers),
                               tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
                               cp_comm_type=cp_comm_type, finetune=ft, fp8_param_gather=fp8_param_gather,
                               master_weights=master_weights,
@@ -197,7 +207,8 @@ def plan_cmd(
         tp=parse_choice(tp, "tp"), pp=parse_choice(pp, "pp"), dp=parse_choice(dp, "dp"),
         vpp=parse_choice(vpp, "vpp"), micro_batch=parse_choice(micro_batch, "micro-batch"),
         ep=parse_choice(ep, "ep"), cp=parse_choice(cp, "cp"), max_tp=max_tp,
-        recompute=parse_words(recompute, "recompute", ("none", "selective", "full")),
+        recompute=parse_words(recompute, "recompute", ("none", "selective", "full"))
+        or _recompute_of(recompute_modules, recompute_method),
         sequence_parallel=None if sequence_parallel is None else [sequence_parallel],
         zero=_zero_values(zero) if zero is not None else None,
         schedule=parse_words(schedule, "schedule", tuple(Schedule)),
@@ -258,6 +269,12 @@ def _zero_values(text: str) -> list[int]:
     if max(values) > 3:
         raise SpecError(f"--zero: stages are 0..3 (got {max(values)})")
     return values
+
+
+def _recompute_of(modules: str | None, method: str | None) -> list[str] | None:
+    """The search's recompute when only --recompute-modules (selective) / --recompute-method (full) is given."""
+    implied = implied_recompute("none", modules, method)
+    return None if implied == "none" else [implied]
 
 
 def _training(spec, batch, seq, precision, optimizer, attention="flash", engine: dict | None = None):

@@ -20,6 +20,7 @@ from modelplan.count.eager import loss_peak_bytes, rmsnorm_kept_bytes, swiglu_ke
 from modelplan.count.flops import check_seq_len, decoder_seq_len
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, kept_bytes_per_token, out_proj_width, state_elements
 from modelplan.count.params import count_params
+from modelplan.count.recompute_modules import discarded
 from modelplan.count.result import MemoryCount
 from modelplan.specs.family import family_of
 
@@ -147,7 +148,7 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
                  ac_mode: str = "attention_core", elementwise: str = "fused", ac_every: int = 2,
                  fp8_inputs: bool = False, norm_elementwise: str | None = None,
                  gathered_inputs: bool = False, dispatch_tp: int | None = None,
-                 probs_at_combine: bool = False) -> int:
+                 probs_at_combine: bool = False, recompute_modules: tuple[str, ...] = ()) -> int:
     """Activation bytes of one block of kind `block` (see activation_bytes_per_layer)."""
     if recompute == "selective" and ac_mode in ("layer_sac", "every_nth_block"):
         args = (spec, block, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel)
@@ -172,6 +173,11 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
     if recompute == "selective" and ac_mode == "op_sac" and not block.moe and standard and is_fused(attention):
         replicated, sharded = op_sac_kept_per_token(spec, dtype_bytes, tp)
         score, gathered = 0, 0  # op-SAC recomputes the norms and the gathers (its own save list)
+    gone = None
+    if recompute == "selective" and ac_mode == "modules":  # Megatron-core --recompute-modules
+        gone = discarded(spec, block, dtype_bytes, recompute_modules, fp8_inputs)
+        replicated, sharded = replicated - gone.replicated, sharded - gone.sharded
+        recompute = "selective" if gone.scores else "none"  # the score term stays unless core_attn
     sharded_bytes = sb * sharded
     if block.cross:  # K and V over the encoder tokens, per decoder layer
         sharded_bytes += dtype_bytes * micro_batch * memory_len * 2 * spec.kv_width
@@ -188,8 +194,9 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
     # the routed tokens: the tp group's (the dispatcher gathers the sequence-parallel shards) or,
     # under expert tensor parallelism etp < tp, each etp group's share (Megatron-core MoE)
     routed = sb * (dispatch_tp or tp) // tp if sequence_parallel else sb
-    return rep + _ceil_div(sharded_bytes, tp) + _dispatch_bytes(spec, block, routed, dtype_bytes, fp8_inputs,
-                                                                probs_at_combine)
+    copies = 0 if gone is not None and gone.routed_copies else _dispatch_bytes(
+        spec, block, routed, dtype_bytes, fp8_inputs, probs_at_combine)
+    return rep + _ceil_div(sharded_bytes, tp) + copies
 
 
 def _dispatch_bytes(spec: "TransformerSpec", block: Block, tokens: int, d: int, fp8_inputs: bool = False,
@@ -228,6 +235,7 @@ def activation_bytes_per_layer(
     block: Block | None = None,
     dispatch_tp: int | None = None,
     probs_at_combine: bool = False,
+    recompute_modules: tuple[str, ...] = (),
 ) -> int:
     """Activation bytes one block keeps for backward, per GPU, for one micro-batch.
 
@@ -266,7 +274,9 @@ def activation_bytes_per_layer(
       the paper's; op_sac keeps the block input, every other matmul output, attention's output
       and log-sum-exp (q/k/v attention blocks with a dense MLP; others keep attention_core's);
       layer_sac / every_nth_block keep a whole block in `ac_every` blocks fully recomputed (the
-      mean over blocks, rounded up).
+      mean over blocks, rounded up); 'modules' (Megatron-core `--recompute-modules`, listed in
+      `recompute_modules`) keeps what the none case keeps less what those modules discard
+      (`modelplan.count.recompute_modules`).
     - `elementwise` 'eager' (PyTorch composites, `modelplan.count.eager`): an RMSNorm keeps its
       fp32 input and its output, SwiGLU also keeps silu's output; `norm_elementwise` (None: the
       same) says how the norms alone run (a fused RMSNorm keeps its input only).
@@ -287,7 +297,8 @@ def activation_bytes_per_layer(
         _block_bytes(spec, kind, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, recompute, attention,
                      memory_len=seq_len, ac_mode=ac_mode, elementwise=elementwise, ac_every=ac_every,
                      fp8_inputs=fp8_inputs, norm_elementwise=norm_elementwise, gathered_inputs=gathered_inputs,
-                     dispatch_tp=dispatch_tp, probs_at_combine=probs_at_combine)
+                     dispatch_tp=dispatch_tp, probs_at_combine=probs_at_combine,
+                     recompute_modules=recompute_modules)
         for kind in kinds
     )
 
@@ -397,14 +408,24 @@ def count_transformer_memory(spec, training: "TrainingSpec", micro_batch: int) -
     check_seq_len(spec, seq_len)
     dec_len = decoder_seq_len(spec, training)
     params = count_params(spec).total
-    cache: dict[Block, int] = {}
+    cache: dict[tuple[Block, str], int] = {}
     per_layer = []
-    for index in range(spec.num_blocks):
+    modules = training.recompute_modules or ()
+    method, group = training.recompute_method, training.recompute_num_layers or 1
+    for index in range(spec.num_blocks):  # one replica: the whole model is one chunk
         block = block_of(spec, index)
-        if block not in cache:
-            cache[block] = _block_bytes(spec, block, micro_batch, dec_len if block.cross else seq_len, d, 1, False,
-                                        training.recompute, training.attention, memory_len=seq_len)
-        per_layer.append(cache[block])
+        rc = training.recompute
+        if rc == "full" and method == "block" and index >= group:
+            rc = "none"  # block: only the first N layers are checkpointed
+        if rc == "full" and method == "uniform" and index % group:
+            per_layer.append(0)  # uniform: inside a group only the group's input is kept
+            continue
+        if (block, rc) not in cache:
+            cache[block, rc] = _block_bytes(spec, block, micro_batch, dec_len if block.cross else seq_len, d, 1,
+                                            False, rc, training.attention, memory_len=seq_len,
+                                            ac_mode="modules" if modules else "attention_core",
+                                            recompute_modules=modules)
+        per_layer.append(cache[block, rc])
     head_len = dec_len or seq_len
     activations = (
         embedding_activation_bytes(spec, micro_batch, seq_len)

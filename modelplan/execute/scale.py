@@ -22,6 +22,7 @@ from modelplan.plan.parallel.cp import cp_problem
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.validate import pp_problem
 from modelplan.specs.load import load_engine
+from modelplan.specs.family import family_of
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -34,7 +35,7 @@ def _divides(what: str, n: int, by_what: str, by: int) -> None:
 
 def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int:
     """The splits a real engine needs (Megatron-LM's own checks); returns num_microbatches."""
-    if not isinstance(spec, TransformerSpec):
+    if not family_of(spec).blocks:  # the registry (`specs/family.py`): a family of transformer blocks
         raise SpecError(f"verify executes transformer models only, not '{getattr(spec, 'kind', type(spec).__name__)}'")
     if any(spec.layer_type(i) != "mamba" for i in range(spec.layers)):  # attention-free models: no heads to split
         _divides("heads", spec.heads, "tp", plan.tp)

@@ -16,6 +16,7 @@ from modelplan.specs.family import family_of
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.network import NetworkSpec
 from modelplan.specs.plan import Plan
+from modelplan.specs.recompute import MEGATRON_ONLY
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
@@ -73,6 +74,9 @@ def export_plan(
         plan.num_microbatches(training.global_batch)
     except ValueError as exc:
         raise ModelplanError(f"plan: {exc}") from None
+    megatron_only = next((f for f in MEGATRON_ONLY if getattr(training, f) is not None), None)
+    if megatron_only and engine not in (Engine.json, Engine.megatron):
+        raise ModelplanError(f"training.{megatron_only}: a Megatron-core setting; {engine.value} has none")
     if engine is Engine.json:
         if version is not None:
             raise ModelplanError("--engine-version: the json plan document has no engine version")

@@ -57,6 +57,10 @@ class MegatronArgs(Spec):
         return tuple(out)
 
 
+LIST_FLAGS = ("--recompute-modules",)
+"""Flags Megatron-LM parses with nargs='*': their value is written as separate words."""
+
+
 def _training_args(training: TrainingSpec, plan: Plan, notes: list[str]) -> list[Arg]:
     args: list[Arg] = [
         ("--micro-batch-size", str(plan.micro_batch)),
@@ -74,11 +78,15 @@ def _training_args(training: TrainingSpec, plan: Plan, notes: list[str]) -> list
     recompute = plan.recompute if plan.recompute is not None else training.recompute
     if recompute == "selective":
         args.append(("--recompute-granularity", "selective"))  # core attention by default
+        if training.recompute_modules:  # Megatron-LM arguments.py: --recompute-modules, nargs='*'
+            args.append(("--recompute-modules", " ".join(training.recompute_modules)))
+            if "moe_act" in training.recompute_modules:  # TransformerConfig: moe_act needs the grouped GEMM experts
+                args.append(("--moe-grouped-gemm", None))
     elif recompute == "full":
         args += [
             ("--recompute-granularity", "full"),
-            ("--recompute-method", "uniform"),
-            ("--recompute-num-layers", "1"),
+            ("--recompute-method", training.recompute_method or "uniform"),
+            ("--recompute-num-layers", str(training.recompute_num_layers or 1)),
         ]
     if training.optimizer in ("adam", "adamw"):
         args.append(("--optimizer", "adam"))
@@ -199,7 +207,8 @@ def megatron_arguments(model: TransformerSpec, training: TrainingSpec, plan: Pla
 def _array(name: str, args: tuple[Arg, ...] | list[Arg]) -> list[str]:
     lines = [f"{name}=("]
     for flag, value in args:
-        lines.append(f"    {flag}" + ("" if value is None else f" {shlex.quote(value)}"))
+        words = [value] if flag not in LIST_FLAGS or value is None else value.split()  # nargs='*' flags
+        lines.append(f"    {flag}" + ("" if value is None else " " + " ".join(shlex.quote(w) for w in words)))
     lines.append(")")
     return lines
 

@@ -1,25 +1,25 @@
-"""The values a search tries on each plan axis, for every model family: tp, pp, dp, micro-batch,
-(schedule, vpp) and ZeRO stage, each the user's choice (`SearchSpace`) or the default that can be
-valid on `gpus` GPUs. The family supplies what only it knows through its evaluator
-(`plan/protocol.py`): how many pipeline units it has, its default vpps, its own rules as
-`Problem`s. The transformer search (`search.py`) walks these axes with its memory and step-time
-bounds in between; `walk` is the plain walk every other family's search uses."""
+"""The values a search tries on each plan axis, and the one walk over them every model family's
+search runs (`walk`): tp, cp, pp, dp, ep, micro-batch, sequence parallelism, recompute and
+(schedule, vpp), each the user's choice (`SearchSpace`) or the default that can be valid on `gpus`
+GPUs, each level checked by the grid's, batch's and schedule's rules and the family's own. The
+family supplies what differs (`FamilyAxes`): which axes beyond tp, pp and dp it takes, its
+divisibility rules as `Problem`s, how many pipeline units it has and its default vpps. What a
+search does at a point (a network's ZeRO stages and step floor; a transformer's memory and
+step-time floors over its wider dimensions) and what a pruned subtree counts for are the search's
+(`search.py`)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Iterator
+from typing import Any, Callable, Iterator, NamedTuple, Protocol
 
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.space import SearchSpace, _choose, divisors
 from modelplan.plan.validate import batch_problem, grid_problems, tp_node_problem
 from modelplan.specs.plan import Plan, Schedule
-
-if TYPE_CHECKING:
-    from modelplan.plan.protocol import PlanEvaluator
 
 
 @dataclass(frozen=True)
@@ -106,42 +106,149 @@ class Candidates:
         return out
 
 
-def walk(ev: PlanEvaluator, cands: Candidates) -> Iterator[Plan | Problem]:
-    """Every plan the candidates hold, in the order tp -> pp -> dp -> micro_batch -> (schedule,
-    vpp) -> zero; a point that breaks a rule comes as its Problem instead (once for the subtree it
-    prunes), the family's rules from its evaluator, the grid's, batch's and schedule's shared."""
-    n = cands.gpus
+class FamilyAxes:
+    """The axes a family's plans take beyond tp, pp and dp, with their rules. This base takes none
+    (cp 1, ep 1, no sequence parallelism, one recompute setting): a network's plans."""
+
+    recomputes: tuple[str, ...] = ("none",)
+    """Recompute settings tried."""
+
+    def cps(self, tp: int) -> list[int]:
+        """Context-parallel sizes tried at this tp."""
+        return [1]
+
+    def cp_problems(self, tp: int, cp: int) -> list[Problem]:
+        """The family's rules for a context-parallel size (at this tp)."""
+        return []
+
+    def eps(self, dp: int) -> list[int]:
+        """Expert-parallel sizes tried at this dp (expert parallelism lives inside dp)."""
+        return [1]
+
+    def ep_problem(self, dp: int, ep: int) -> Problem | None:
+        """The family's rule for an expert-parallel size."""
+        return None
+
+    def sps(self, tp: int) -> list[bool]:
+        """Sequence-parallel settings tried at this tp."""
+        return [False]
+
+
+class WalkFamily(Protocol):
+    """What `walk` asks of a family: its axes (`FamilyAxes`) and its `PlanEvaluator` rules."""
+
+    recomputes: tuple[str, ...]
+
+    def cps(self, tp: int) -> list[int]: ...
+    def cp_problems(self, tp: int, cp: int) -> list[Problem]: ...
+    def eps(self, dp: int) -> list[int]: ...
+    def ep_problem(self, dp: int, ep: int) -> Problem | None: ...
+    def sps(self, tp: int) -> list[bool]: ...
+    def tp_problems(self, tp: int) -> list[Problem]: ...
+    def stage_problem(self, pp: int, vpp: int, num_stages: int) -> Problem | None: ...
+    def vpp_default(self, pp: int) -> list[int]: ...
+
+
+class Subtree(NamedTuple):
+    """Where a rule pruned the walk: the axes fixed so far (None: not yet), `mbs` the micro-batch
+    sizes under it (None: every one of dp's), `ctx` what the search's `prepare` gave its grid."""
+
+    tp: int
+    cp: int
+    pp: int | None = None
+    dp: int | None = None
+    ep: int | None = None
+    mbs: list[int] | None = None
+    sp: bool | None = None
+    recompute: str | None = None
+    ctx: Any = None
+
+
+class Group(NamedTuple):
+    """The points of the walk that pass every rule under one grid, micro-batch (m of them per
+    step), sequence parallelism and recompute: one per (schedule, vpp) of `schedules`, with the
+    search's `ctx` for its grid."""
+
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    ep: int
+    micro_batch: int
+    num_microbatches: int
+    sp: bool
+    recompute: str
+    schedules: list[tuple[str, int]]
+    ctx: Any
+
+
+def walk(family: WalkFamily, cands: Candidates, pruned: Callable[[Problem, Subtree], None],
+         prepare: Callable[[int, int, int, int, int, list[int], list[tuple[str, int]]], Any] | None = None,
+         ) -> Iterator[Group]:
+    """Every point the candidates hold, in the order tp -> cp -> pp -> dp -> ep -> micro_batch ->
+    sp -> recompute -> (schedule, vpp), grouped by all but the last. A level that breaks a rule
+    is handed to `pruned` once with the subtree it drops: tp (the family's rules, then the
+    node's, then cp's), the grid's size and the first stage (`stage_problem` at vpp 1), a batch
+    with no micro-batch size, ep, the micro-batch's batch rule, the schedule's stages and rule
+    (cached per (schedule, pp, vpp, m); handed over before the group's points, once per sp and
+    recompute). `prepare(tp, cp, pp, dp, ep, mbs, schedules)`, once per grid, gives the `ctx`
+    its points carry, or None to drop the grid (the search counted it)."""
+    n, gb = cands.gpus, cands.global_batch
+    rules: dict[tuple, Problem | None] = {}
+    """The pipeline rules' verdict per (schedule, pp, vpp, num_microbatches)."""
+    recomputes = family.recomputes
     for tp in cands.tps:
-        problems = [p for p in [cands.tp_node_problem(tp)] if p] or ev.tp_problems(tp)
-        if problems:
-            yield problems[0]
-            continue
-        for pp in cands.pps(tp):
-            problem = ev.stage_problem(pp, 1, pp)
-            if problem:
-                yield problem
+        sps = family.sps(tp)
+        for cp in family.cps(tp):
+            node = cands.tp_node_problem(tp)
+            problems = family.tp_problems(tp) + ([node] if node else []) + family.cp_problems(tp, cp)
+            if problems:
+                pruned(problems[0], Subtree(tp, cp))
                 continue
-            for dp in cands.dps(tp, pp):
-                grid = grid_problems(Plan(dp=dp, tp=tp, pp=pp), world_size=n)
-                if grid:
-                    yield grid[0]
-                    continue
-                mbs = cands.microbatches(dp)
-                if not mbs:
-                    yield cands.batch_problem(1, dp)
-                    continue
-                svs = cands.schedules(pp, ev.vpp_default(pp))
-                for mb in mbs:
-                    problem = cands.batch_problem(mb, dp)
+            for pp in cands.pps(tp * cp):
+                svs = cands.schedules(pp, family.vpp_default(pp))
+                stages = [schedule_layout(sched, pp, vpp).num_stages for sched, vpp in svs]
+                for dp in cands.dps(tp * cp, pp):
+                    problem = (grid_problems(Plan(dp=dp, tp=tp, pp=pp, cp=cp), world_size=n)[0]
+                               if tp * cp * pp * dp != n else family.stage_problem(pp, 1, pp))
                     if problem:
-                        yield problem
+                        pruned(problem, Subtree(tp, cp, pp, dp))
                         continue
-                    m = cands.global_batch // (mb * dp)
-                    for sched, vpp in svs:
-                        problem = (ev.stage_problem(pp, vpp, schedule_layout(sched, pp, vpp).num_stages)
-                                   or schedule_problem(sched, pp, m, vpp))
+                    mbs = cands.microbatches(dp)
+                    if not mbs:
+                        pruned(cands.batch_problem(1, dp), Subtree(tp, cp, pp, dp))
+                        continue
+                    for ep in family.eps(dp):
+                        problem = family.ep_problem(dp, ep)
                         if problem:
-                            yield problem
+                            pruned(problem, Subtree(tp, cp, pp, dp, ep, mbs))
                             continue
-                        for zero in cands.zeros:
-                            yield Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched, zero=zero)
+                        ctx = prepare(tp, cp, pp, dp, ep, mbs, svs) if prepare is not None else ()
+                        if ctx is None:
+                            continue
+                        # the grid's groups: micro_batch -> sp -> recompute, each with its valid schedules
+                        for mb in mbs:
+                            problem = cands.batch_problem(mb, dp)
+                            if problem:
+                                pruned(problem, Subtree(tp, cp, pp, dp, ep, [mb]))
+                                continue
+                            m = gb // (mb * dp)
+                            valid, broken = [], []
+                            for (sched, vpp), num_stages in zip(svs, stages):
+                                rule = (sched, pp, vpp, m)
+                                problem = rules.get(rule, False)
+                                if problem is False:
+                                    problem = rules[rule] = (family.stage_problem(pp, vpp, num_stages)
+                                                             or schedule_problem(sched, pp, m, vpp))
+                                if problem:
+                                    broken.append(problem)
+                                else:
+                                    valid.append((sched, vpp))
+                            for sp in sps:
+                                for rc in recomputes:
+                                    if broken:
+                                        at = Subtree(tp, cp, pp, dp, ep, [mb], sp, rc, ctx)
+                                        for problem in broken:
+                                            pruned(problem, at)
+                                    if valid:
+                                        yield Group(tp, cp, pp, dp, ep, mb, m, sp, rc, valid, ctx)

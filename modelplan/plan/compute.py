@@ -26,6 +26,7 @@ from modelplan.count.checkpointing import checkpointed_share
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings
 from modelplan.plan.fp8 import gemm_rate_factor, is_fp8_gemm, quantisation_bytes
 from modelplan.plan.kernels import Elementwise, Gemm, embedding_kernels, head_kernels, layer_kernels
+from modelplan.plan.recompute import modules_forward_s
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Accelerator
 from modelplan.specs.transformer import TransformerSpec
@@ -153,6 +154,8 @@ class KernelTimes(NamedTuple):
     embedding_bwd_s: float
     linear_fwd_s: float = 0.0
     """The block's linear-layer GEMMs of the forward (no attention core), fp8 casts included."""
+    modules_fwd_s: float = 0.0
+    """The forward of the Megatron-core `--recompute-modules` the run names (`plan/recompute.py`)."""
 
     def recompute_s(self, recompute: str, ac_mode: str = "attention_core", op_sac_fraction: float = 0.0,
                     ac_every: int = 2) -> float:
@@ -165,6 +168,8 @@ class KernelTimes(NamedTuple):
         if recompute == "selective":
             if ac_mode in ("layer_sac", "every_nth_block"):
                 return checkpointed_share(ac_every) * (self.fwd_gemm_s + self.fwd_elementwise_s)
+            if ac_mode == "modules":
+                return self.modules_fwd_s
             if ac_mode == "op_sac":
                 return op_sac_fraction * self.linear_fwd_s + self.fwd_elementwise_s
             return self.core_fwd_s
@@ -221,6 +226,8 @@ def kernel_times(
     head_f = sum(roofline.gemm_time_s(g, d) for g in head_gemms) + sum(roofline.elementwise_fwd_s(e) for e in head_ew)
     head_b = sum(roofline.gemm_time_s(x, d) for g in head_gemms for x in g.backward())
     head_b += sum(roofline.elementwise_bwd_s(e) for e in head_ew)
+    modules_f = modules_forward_s(spec, block, moe_layer, software.recompute_modules, k, gemm_s,
+                                  roofline.elementwise_fwd_s, core_f)
     return KernelTimes(gemm_f, gemm_b, ew_f, ew_b, core_f, core_b, head_f, head_b,
                        sum(roofline.elementwise_fwd_s(e) for e in emb_ew),
-                       sum(roofline.elementwise_bwd_s(e) for e in emb_ew), linear_f)
+                       sum(roofline.elementwise_bwd_s(e) for e in emb_ew), linear_f, modules_f)

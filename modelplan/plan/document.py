@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, SerializeAsAny, field_validator
 
 from modelplan.errors import SpecError, validate_model
 from modelplan.plan.results import PlanEstimate
+from modelplan.specs.base import Spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
-from modelplan.specs.network import NetworkSpec
-from modelplan.specs.transformer import TransformerSpec
 
 SCHEMA_VERSION = 1
 """The plan-document schema this modelplan writes and the newest it reads."""
@@ -40,8 +39,9 @@ class PlanDocument(BaseModel):
 
     schema_version: int
     """Document schema version (bumped on incompatible changes)."""
-    model: Annotated[TransformerSpec | NetworkSpec, Field(discriminator="kind")]
-    """The model the plan splits (chosen by its `kind`)."""
+    model: SerializeAsAny[Spec]
+    """The model the plan splits: a spec of the family its `kind` names (`specs/family.py`), dumped
+    with its own fields."""
     training: TrainingSpec
     """Batch, sequence length, precision, optimizer, recompute."""
     plan: Plan
@@ -52,6 +52,16 @@ class PlanDocument(BaseModel):
     """The cost-model constants the predictions used."""
     predictions: dict[str, Any] | None = None
     """Predicted step-time terms, throughput and memory (see `predictions_dict`)."""
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_of_its_family(cls, value: object) -> Spec:
+        """A raw table or preset name read as its family's spec (`specs/load.py`, the registry)."""
+        if isinstance(value, Spec):
+            return value
+        from modelplan.specs.load import model_from_data
+
+        return model_from_data({"model": value}, "plan document")
 
 
 def predictions_dict(est: PlanEstimate) -> dict[str, Any]:
@@ -83,7 +93,7 @@ def predictions_dict(est: PlanEstimate) -> dict[str, Any]:
 
 
 def plan_document(
-    spec: TransformerSpec | NetworkSpec,
+    spec: Spec,
     training: TrainingSpec,
     estimate: PlanEstimate,
     cluster: Cluster | None = None,

@@ -45,6 +45,11 @@ class EngineSettings(NamedTuple):
     """`EngineProfile.cp_fp32_merge` (PyTorch ring SDPA merges each step's output in fp32)."""
     cp_comm_type: str = "p2p"
     """The run's `cp_comm_type`, else the engine's (`EngineProfile.cp_comm_type`)."""
+    recompute_modules: tuple[str, ...] = ()
+    """Megatron-core `--recompute-modules` when the run names them (ac_mode is then 'modules')."""
+    recompute_method: str | None = None
+    """Megatron-core `--recompute-method` under full recompute (`count.recompute_layers`)."""
+    recompute_num_layers: int | None = None
     loss_parallel: bool = False
     """`EngineProfile.loss_parallel` (the eager loss over vocab-sharded DTensor logits at tp > 1)."""
     pp_microbatch_buffers: bool = False
@@ -62,7 +67,8 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
     fp8 = (training.fp8_recipe or profile.fp8_recipe) if training.precision == "fp8" else None
     return EngineSettings(
         framework=profile.name, elementwise=elementwise,
-        norm_elementwise="fused" if training.fused_norm else elementwise, ac_mode=training.ac_mode or profile.selective,
+        norm_elementwise="fused" if training.fused_norm else elementwise,
+        ac_mode="modules" if training.recompute_modules else training.ac_mode or profile.selective,
         ac_every=profile.layer_sac_every, fused_cross_entropy=profile.fused_cross_entropy,
         compiled_loss=_compiled_loss(training, profile), fp8_recipe=fp8,
         fp8_backend=profile.fp8_backend, attention_kernels=profile.attention_kernels,
@@ -73,6 +79,8 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         sp_saves_gathered_inputs=profile.sp_saves_gathered_inputs,
         fp8_tp_gather=fp8 is not None and fp8 in profile.fp8_tp_gather_recipes,
         cp_fp32_merge=profile.cp_fp32_merge, cp_comm_type=training.cp_comm_type or profile.cp_comm_type,
+        recompute_modules=tuple(training.recompute_modules or ()), recompute_method=training.recompute_method,
+        recompute_num_layers=training.recompute_num_layers,
         loss_parallel=profile.loss_parallel, pp_microbatch_buffers=profile.pp_microbatch_buffers,
         pp_keeps_outputs=profile.pp_keeps_outputs, sdpa_repeats_kv=profile.sdpa_repeats_kv,
     )
@@ -119,7 +127,7 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         f"engine {software.framework}: attention {kernel}{rates}",
         f"element-wise {software.elementwise}" + (f" (norms {software.norm_elementwise})"
                                                   if software.norm_elementwise != software.elementwise else ""),
-        f"selective = {software.ac_mode}",
+        f"selective = {'+'.join(software.recompute_modules) if software.recompute_modules else software.ac_mode}",
         f"loss {_loss_kind(software)} cross-entropy ({_loss_bytes(software)} B/logit"
         + (f", {_loss_bytes(software, loss_parallel=True)} under loss parallel at tp > 1)"
            if software.loss_parallel and _loss_kind(software) == "eager" else ")"),

@@ -31,6 +31,7 @@ from modelplan.plan.commcost import CommPricer
 from modelplan.plan.block_mix import block_kinds, mean_terms, with_mtp
 from modelplan.plan.compute import Roofline, kernel_times
 from modelplan.count.checkpointing import checkpointed_share, op_sac_recomputed_fraction
+from modelplan.plan.recompute_layers import block_method_terms
 from modelplan.plan.dims import EXPERT_DP, ParallelDims, pair_shape, strided_shape
 from modelplan.plan.engine import engine_settings, keeps_low_precision_grads
 from modelplan.plan.fsdp import hsdp_groups, reduces_every_microbatch, zero3_mode
@@ -430,12 +431,16 @@ class Evaluator:
         bid, blocks = self.rank_blocks(schedule, pp, vpp, split)
         key = (tp, sp, micro_batch, recompute, pp, ep, cp, bid, tp_overlap) if etp is None else (
             tp, sp, micro_batch, recompute, pp, ep, cp, bid, tp_overlap, etp)
+        if recompute == "full" and self.software.recompute_method == "block":
+            key += (vpp,)  # the block method's chunk is layers / (pp vpp)
         hit = self._stages.get(key)
         if hit is None:
             moe = (self.block_terms(tp, sp, micro_batch, recompute, cp, ep, etp, tp_overlap)
                    if self.spec.moe is not None else None)
             # the MTP modules' MoE block (if any) over the plan's ep and etp, like the other MoE blocks
             dense = self.block_terms(tp, sp, micro_batch, recompute, cp, None, etp, tp_overlap, mtp_ep=ep)
+            if recompute == "full" and self.software.recompute_method == "block":  # plan/recompute_layers.py
+                dense, moe = self._block_method(tp, sp, micro_batch, pp, vpp, ep, cp, etp, tp_overlap, dense, moe)
             st = compose_stages(blocks, dense, moe)
             mean = (st.first_s + st.last_s + (pp - 2) * st.mid_s) / pp if pp > 1 else st.first_s
             b0 = blocks[0]
@@ -443,6 +448,14 @@ class Evaluator:
             hit = self._stages[key] = StageEntry(st, max(st.first_s, st.last_s, st.mid_max_s), mean, dense, moe,
                                                  blocks, heavier)
         return hit
+
+    def _block_method(self, tp, sp, micro_batch, pp, vpp, ep, cp, etp, tp_overlap, dense, moe):
+        """Megatron-core's block method: the first N layers of each chunk recomputed, the rest not."""
+        sw, chunk = self.software, -(-self.spec.layers // (pp * vpp))
+        plain = self.block_terms(tp, sp, micro_batch, "none", cp, None, etp, tp_overlap, mtp_ep=ep)
+        plain_moe = self.block_terms(tp, sp, micro_batch, "none", cp, ep, etp, tp_overlap) if moe is not None else None
+        return (block_method_terms(dense, plain, sw.recompute_method, sw.recompute_num_layers, chunk),
+                block_method_terms(moe, plain_moe, sw.recompute_method, sw.recompute_num_layers, chunk))
 
     def split_candidates(self, tp: int, sp: bool, micro_batch: int, recompute: str, pp: int, ep: int = 1,
                          cp: int = 1, schedule: str = Schedule.ONE_F_ONE_B, vpp: int = 1,
@@ -753,6 +766,8 @@ class Evaluator:
         `tp_overlaps` overlaps them (None: some may). Cached."""
         exposed_tp = tp_overlaps is not None and all(self.resolved_tp_overlap(t, sp, tp) == "none"
                                                      for t in tp_overlaps)
+        if recompute == "full" and self.software.recompute_method == "block":
+            recompute = "none"  # some layers are not recomputed: the plain block is the floor
         key = (tp, sp, micro_batch, recompute, ep, cp, exposed_tp)
         hit = self._block_floors.get(key)
         if hit is None:

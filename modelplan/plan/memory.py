@@ -15,6 +15,7 @@ from __future__ import annotations
 from modelplan.count.blocks import Block
 from modelplan.count.memory import activation_bytes_per_layer, embedding_activation_bytes, output_activation_bytes
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings
+from modelplan.plan.recompute_layers import uniform_group_bytes
 from modelplan.plan.results import StageMemory
 from modelplan.plan.stage_time import BlockTerms
 from modelplan.specs.costmodel import CostModel
@@ -43,7 +44,7 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
         out = activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel, rc, kind,
                                          attention, ac_mode, ew, software.ac_every, fp8_inputs,
                                          software.norm_elementwise, software.sp_saves_gathered_inputs, block,
-                                         etp, probs_at_combine)
+                                         etp, probs_at_combine, software.recompute_modules)
         if cp > 1 and rc == "none":
             score = out - activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel,
                                                      "selective", kind, attention, elementwise=ew,
@@ -55,7 +56,9 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
         return out
 
     stored = kept(recompute, mode)
-    if recompute == "full" or (recompute == "selective" and mode in ("layer_sac", "every_nth_block")):
+    if recompute == "full":  # Megatron-core's uniform groups keep one input per group (plan/recompute_layers.py)
+        return uniform_group_bytes(stored, kept("none"), software.recompute_method, software.recompute_num_layers)
+    if recompute == "selective" and mode in ("layer_sac", "every_nth_block"):
         return stored, kept("none")
     if recompute == "selective":
         return stored, kept("none") - stored

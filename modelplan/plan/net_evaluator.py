@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from modelplan.comm.ops import Axis
 from modelplan.count.network import count_network_flops, count_network_params
 from modelplan.count.network_tree import network_tree
+from modelplan.plan.candidates import FamilyAxes
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.dims import ParallelDims, pair_shape
 from modelplan.plan.compute import Roofline
@@ -83,9 +84,9 @@ class RankCost:
     memory: StageMemory
 
 
-class NetEvaluator:
+class NetEvaluator(FamilyAxes):
     """The network family's `PlanEvaluator`: rules and prices of plans for one network, training
-    batch, cluster and cost model (with caches)."""
+    batch, cluster and cost model (with caches); its plans take tp, pp and dp only (`FamilyAxes`)."""
 
     max_microbatches = MAX_DEFAULT_MICROBATCHES
 

@@ -6,7 +6,8 @@ family supplies its units, kernels and stage model behind it; the communication 
 from the per-parallelism modules (`plan/parallel/`) for every family. Every search runs the same
 bounded loop (`Ranking.best_first`): `search.search_family_plans` over this protocol alone (its
 `step_floor_s` orders and bounds the candidates), the transformer family's search over the same
-candidates with its own memory and step-time floors (`search.py`)."""
+candidate walk (`candidates.walk`, the family's axes and rules) with its own memory and step-time
+floors (`search.py`)."""
 
 from __future__ import annotations
 

@@ -1,41 +1,39 @@
 """Search every valid data / tensor / pipeline split of N GPUs and rank the ones that fit.
 
-Enumeration order tp -> cp (see LONG_SEQUENCE) -> pp -> dp -> ep (MoE: divisors of dp that
-divide num_experts) -> micro_batch -> (sequence_parallel, recompute) -> zero -> (schedule, vpp); each level applies the rules of `validate.py` and a memory lower bound (model
-states before activations) so whole subtrees are dropped before any timing. Rejections are
-counted in plans (leaves of the pruned subtree), by reason. Per-(tp, sp, micro_batch, recompute)
-block terms and per-group-shape collective times are cached by the `Evaluator`.
+Both families' searches walk the same candidates (`candidates.walk`: tp -> cp -> pp -> dp -> ep
+-> micro_batch -> sp -> recompute -> (schedule, vpp), each level checked by the shared rules and
+the family's, `candidates.FamilyAxes`: a network takes tp, pp and dp only, a transformer also cp
+(see LONG_SEQUENCE), ep (MoE: divisors of dp that divide num_experts), sequence parallelism and
+recompute, `transformer_axes.py`) and end in the same bounded loop (`Ranking.best_first`): plan
+points visited best first by a step-time floor until no point left can enter the top-k.
 
-Both searches here end in the same bounded loop (`Ranking.best_first`): plan points visited best
-first by a step-time floor until no point left can enter the top-k. `search_transformer_plans`
-builds its points with the wider dimensions and floors above; `search_family_plans` builds them
-from the shared candidates and the `PlanEvaluator` protocol alone (the network family's search).
+`search_family_plans` (networks) makes every ZeRO stage of a point a plan over the
+`PlanEvaluator` protocol alone and counts a pruned subtree as one rejection.
+`search_transformer_plans` counts rejections in plans (the leaves of the pruned subtree, by
+reason), drops a grid whose model states alone overflow under every ZeRO variant (`prepare`),
+then a point whose first pipeline rank cannot fit (`MemoryFloor`), before any timing, and prices
+the rest over the wider dimensions (`search_ext.py`) best first by its compute, then pipeline,
+floor. Per-(tp, sp, micro_batch, recompute) block terms and per-group-shape collective times are
+cached by the `Evaluator`.
 """
-
 from __future__ import annotations
 
 import math
 
 from modelplan.errors import PlanInfeasible
-from modelplan.plan.candidates import Candidates, walk
+from modelplan.plan.candidates import Candidates, Subtree, walk
 from modelplan.plan.estimate import block_vpps, to_estimate
 from modelplan.specs.family import family_of
 from modelplan.plan.infeasible import _axes, nearest_blocker
-from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.ranking import Ranking
 from modelplan.plan.results import PlanEstimate, SearchResult
 from modelplan.plan.evaluator import Evaluator, PlanPoint
 from modelplan.plan.memory_floor import MemoryFloor
 from modelplan.plan.cp_search import search_cp_types
-from modelplan.plan.space import LONG_SEQUENCE, IntRange, SearchSpace, _choose, divisors, paused_gc
+from modelplan.plan.space import IntRange, SearchSpace, divisors, paused_gc
 from modelplan.plan.search_ext import Extensions
-from modelplan.plan.validate import (
-    cp_comm_problem,
-    ep_problem,
-    pp_problem,
-    tp_problems,
-)
+from modelplan.plan.transformer_axes import TransformerAxes
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
@@ -70,8 +68,8 @@ compares its best plan with."""
 
 def search_family_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, space: SearchSpace | None = None,
                         cost: CostModel | None = None, top_k: int = 5) -> SearchResult:
-    """`search_plans` over the family's `PlanEvaluator` alone (`plan/protocol.py`): every plan of
-    `candidates.walk`, visited best first by the evaluator's `step_floor_s` in the bounded loop
+    """`search_plans` over the family's `PlanEvaluator` alone (`plan/protocol.py`): every ZeRO stage
+    of every point of `candidates.walk` over the evaluator's axes (`FamilyAxes`), visited best first by the evaluator's `step_floor_s` in the bounded loop
     every search runs (`Ranking.best_first`); a plan is priced unless its floor is above both the
     top-k's slowest step and the best step of each `BEST_OF_AXES` it belongs to (what the best
     plan's notes compare with, `search_notes`). Ties keep the plan walked first, as a walk that
@@ -82,11 +80,13 @@ def search_family_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: in
     cands = Candidates(space, gpus, cluster.gpus_per_node, training.global_batch, ev.units, ev.max_microbatches)
     budget = ev.memory_bytes * (1 - space.memory_headroom)
     frontier: list[tuple] = []
-    for plan in walk(ev, cands):
-        if isinstance(plan, Problem):
-            rank.reject(plan)
-        else:
-            frontier.append((ev.step_floor_s(plan), len(frontier), 1, plan))
+    # the family's axes and rules (`candidates.FamilyAxes`, the evaluator's), each pruned subtree
+    # counted as one rejection; every ZeRO stage of a point is one plan
+    for g in walk(ev, cands, lambda problem, _: rank.reject(problem)):
+        for sched, vpp in g.schedules:
+            for zero in cands.zeros:
+                plan = Plan(dp=g.dp, tp=g.tp, pp=g.pp, vpp=vpp, micro_batch=g.micro_batch, schedule=sched, zero=zero)
+                frontier.append((ev.step_floor_s(plan), len(frontier), 1, plan))
     best_of: dict[str, tuple[float, int, PlanEstimate]] = {}
     """Per axis: (step time, walk order, estimate) of its fastest plan so far."""
 
@@ -134,7 +134,7 @@ def search_transformer_plans(
     top_k: int = 5,
     use_bound: bool = True,
 ) -> SearchResult:
-    """`search_plans` of a transformer (dense or MoE): the enumeration of the module docstring.
+    """`search_plans` of a transformer (dense or MoE): the walk and bounds of the module docstring.
     `use_bound` False prices every plan that fits (the benchmark's check that the step-time and
     memory floors never drop a top plan)."""
     with paused_gc():
@@ -165,50 +165,37 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
 
     cands = Candidates(space, n, gpn, gb, layers)
     """The per-axis values of every family's search (`candidates.py`)."""
-    recomputes = space.recompute or ["none", "selective", "full"]
+    axes = TransformerAxes(spec, training, cluster, space, n)
+    """Its axes beyond tp, pp, dp and their rules, for the one walk (`candidates.walk`)."""
     zeros = cands.zeros
-    sp_user = space.sequence_parallel or [False, True]
-    tps = cands.tps
-
-    def cps_of(tp: int) -> list[int]:
-        default = [1]
-        if training.seq_len >= LONG_SEQUENCE and n % tp == 0:  # the rule stated at LONG_SEQUENCE
-            default = [c for c in divisors(n // tp) if training.seq_len % c == 0]
-        return _choose(space.cp, default, n)
-
-    pps_of, dps_of, mbs_of, split_problem = cands.pps, cands.dps, cands.microbatches, cands.batch_problem
-
-    def svs_of(pp: int) -> list[tuple[str, int]]:
-        return cands.schedules(pp, block_vpps(layers, pp))
-
-    num_stages: dict[tuple, int] = {}
-    rules: dict[tuple, Problem | None] = {}
-    """The pipeline rules' verdict per (schedule, pp, vpp, num_microbatches)."""
-
-    def stages_of(sched: str, pp: int, vpp: int) -> int:
-        key = (sched, pp, vpp)
-        if key not in num_stages:
-            num_stages[key] = schedule_layout(sched, pp, vpp).num_stages
-        return num_stages[key]
-
-    def sps_of(tp: int) -> list[bool]:
-        return [x for x in sp_user if tp > 1 or not x] or [False]
-
-    def eps_of(dp: int) -> list[int]:
-        # MoE: every ep that divides dp and num_experts (expert parallelism lives inside dp)
-        default = [e for e in divisors(dp) if spec.moe.num_experts % e == 0] if spec.moe is not None else [1]
-        return _choose(space.ep, default, dp)
 
     def wide(tp: int, cp: int, dp: int, pp: int, ep: int, zs: list[int]) -> int:
         """Plans of one (micro_batch, schedule, vpp) under every sp, recompute, ZeRO stage in `zs`
         and wider dimension (`search_ext.py`)."""
-        return sum(ext.leaves_per_point(tp, cp, dp, pp, ep, sp, rc, zs) for sp in sps_of(tp) for rc in recomputes)
+        return sum(ext.leaves_per_point(tp, cp, dp, pp, ep, sp, rc, zs) for sp in axes.sps(tp) for rc in axes.recomputes)
 
     def leaves(tp: int, pp: int, dp: int, mbs: list[int] | None = None, eps: list[int] | None = None,
                cp: int = 1) -> int:
-        per_mb = max(1, len(svs_of(pp))) * sum(wide(tp, cp, dp, pp, e, zeros) for e in (eps if eps is not None
-                                                                                           else eps_of(dp)) or [1])
-        return per_mb * max(1, len(mbs if mbs is not None else mbs_of(dp)))
+        per_mb = max(1, len(cands.schedules(pp, block_vpps(layers, pp)))) * sum(
+            wide(tp, cp, dp, pp, e, zeros) for e in (eps if eps is not None else axes.eps(dp)) or [1])
+        return per_mb * max(1, len(mbs if mbs is not None else cands.microbatches(dp)))
+
+    counted: list = [None, 0]
+    """The last subtree of a schedule rule `pruned` counted, and its plans (a group's rules share it)."""
+
+    def pruned(problem: Problem, at: Subtree) -> None:
+        """A rule of the walk dropped `at`: every plan under it counted under its reason."""
+        if at.sp is not None:  # a schedule's rule: one point of the walk, under every wider dimension
+            if counted[0] is not at:
+                orders, _, _, per_bound, _ = at.ctx
+                counted[0], counted[1] = at, (len(orders) * len(ext.tp_overlaps(at.tp, at.sp))
+                                              * len(ext.activation_offloads(at.recompute)) * per_bound)
+            reject(problem, counted[1])
+        elif at.pp is None:  # a tp (and cp) rule: every grid of it
+            reject(problem, sum(leaves(at.tp, pp, dp, cp=at.cp) for pp in cands.pps(at.tp * at.cp)
+                                for dp in cands.dps(at.tp * at.cp, pp)))
+        else:
+            reject(problem, leaves(at.tp, at.pp, at.dp, at.mbs, None if at.ep is None else [at.ep], at.cp))
 
     offload_can_shed = any(o != "none" for o in ext.opts)
 
@@ -243,131 +230,86 @@ def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: 
                 return Problem(Reason.HOST_MEMORY, f"tp {tp}, pp {pp}, dp {dp}: {problem}"), 0.0
         return None, peak
 
+    def prepare(tp: int, cp: int, pp: int, dp: int, ep: int, mbs: list[int], svs: list[tuple[str, int]]):
+        """A grid's context for its points, or None when the model states alone fit under no ZeRO
+        variant (memory lower bound, less what offload can shed; those plans rejected here)."""
+        ok_zeros = []
+        for zero in zeros:  # memory lower bound: model states alone, less what offload can shed
+            held = ev.held.states(tp, pp, dp, zero, ep, cp)
+            if offload_can_shed:
+                held = [ev.mech.offloaded_states(x, dp, zero) for x in held]
+            need = max(sum(x) for x in held) + cost.runtime_reserved_bytes  # fragmentation: activations only
+            if need > budget:
+                reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
+                               f"with allowances (tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, zero {zero}) > "
+                               f"{budget / 1e9:.1f} GB"), max(1, len(svs)) * len(mbs) * wide(tp, cp, dp, pp, ep, [zero]), need)
+            else:
+                ok_zeros.append(zero)
+        if not ok_zeros:
+            return None
+        orders = ext.orders(tp, cp, dp, pp)
+        dpos = ext.dp_overlap_choices(dp, cp)
+        variants = []
+        per_variant = max(1, len(svs)) * len(mbs) * len(ext.opts) * len(dpos) * sum(
+            len(orders) * len(ext.tp_overlaps(tp, sp)) * len(ext.activation_offloads(rc))
+            for sp in axes.sps(tp) for rc in axes.recomputes)
+        for z in ok_zeros:
+            for v in ext.dp_variants(z, tp, dp, ep, cp):
+                if v.fsdp_shard_size or v.zeropp:  # their own states floor: fewer shards, hpZ's copy
+                    held = ev.held.states(tp, pp, dp, z, ep, cp, shard=v.fsdp_shard_size)
+                    if offload_can_shed:
+                        held = [ev.mech.offloaded_states(x, dp, z) for x in held]
+                    extra = ev.mech.zeropp_bytes(tp, dp, pp, cp, orders[0], float(sum(
+                        ev.held.rank_params(tp, pp, ep)[0][0]))) if v.zeropp else 0.0
+                    need = max(sum(x) for x in held) + extra + cost.runtime_reserved_bytes
+                    if need > budget:
+                        reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
+                                       f"(tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, zero {z}, "
+                                       f"{'zero++' if v.zeropp else f'hsdp {v.fsdp_shard_size}'}) > "
+                                       f"{budget / 1e9:.1f} GB"), per_variant, need)
+                        continue
+                variants.append((z, v))
+        if not variants:
+            return None
+        per_bound = len(variants) * len(ext.opts) * len(dpos)
+        """Plans under one pipeline bound: every ZeRO variant, optimizer offload, DP overlap."""
+        floor_states: dict[tuple, float] = {}
+        """Rank 0's least model states per (schedule, vpp) (`MemoryFloor.states_bytes`)."""
+        return orders, dpos, variants, per_bound, floor_states
+
     frontier: list[tuple] = []
     waiting = 0
     """Plans under the classic points still in the frontier."""
-    """Plan points of the classic grid that pass the rules, with their pipeline floor."""
-    for tp, cp in ((t, c) for t in tps for c in cps_of(t)):
-        tp_probs = tp_problems(spec, tp)
-        node = cands.tp_node_problem(tp)
-        if node:
-            tp_probs.append(node)
-        if training.seq_len % cp:
-            tp_probs.append(Problem(Reason.CP_SEQ, f"cp ({cp}) must divide seq_len ({training.seq_len})"))
-        cp_comm = cp_comm_problem(spec, training, tp, cp)
-        if cp_comm:
-            tp_probs.append(cp_comm)
-        for pp in pps_of(tp * cp):
-            for dp in dps_of(tp * cp, pp):
-                if tp_probs:
-                    reject(tp_probs[0], leaves(tp, pp, dp, cp=cp))
+    for tp, cp, pp, dp, ep, mb, m, sp, rc, svs, ctx in walk(axes, cands, pruned, prepare):
+        orders, dpos, variants, per_bound, floor_states = ctx
+        tpos = ext.tp_overlaps(tp, sp)
+        acts = ext.activation_offloads(rc)
+        if not tpos or not acts:
+            continue  # the asked TP overlap cannot run here (no SP): no plan
+        under = len(orders) * len(tpos) * len(acts) * per_bound
+        block_s = None  # the compute floor's block, shared by the schedules
+        for sched, vpp in svs:
+            cls = (tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp)
+            if memory_floor:  # no plan of the point fits: dropped before any timing
+                states = floor_states.get((sched, vpp))
+                if states is None:
+                    states = floor_states[sched, vpp] = memory_floors.states_bytes(
+                        tp, pp, dp, ep, cp, sched, vpp, variants, offload_can_shed)
+                over = memory_floors.exceeds(cls, states, True in acts, budget)
+                if over is not None:
+                    if MEMORY in rank.examples:  # counted; no new example
+                        rejected[MEMORY] += under
+                    else:
+                        reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
+                                       f"recompute {rc}, {sched} vpp {vpp}: the first pipeline rank needs at least "
+                                       f"{over[0] / 1e9:.1f} GB per GPU > {over[1] / 1e9:.1f} GB"), under)
                     continue
-                if tp * cp * pp * dp != n:
-                    reject(Problem(Reason.WORLD_SIZE, f"dp * tp * pp * cp ({dp} * {tp} * {pp} * {cp} = "
-                                   f"{dp * tp * pp * cp}) must equal the GPU count ({n})"), leaves(tp, pp, dp, cp=cp))
-                    continue
-                problem = pp_problem(layers, pp, 1)
-                if problem:
-                    reject(problem, leaves(tp, pp, dp, cp=cp))
-                    continue
-                mbs = mbs_of(dp)
-                if not mbs:
-                    reject(split_problem(1, dp), leaves(tp, pp, dp, cp=cp))
-                    continue
-                for ep in eps_of(dp):
-                    problem = ep_problem(spec, dp, ep)
-                    if problem:
-                        reject(problem, leaves(tp, pp, dp, mbs, [ep], cp))
-                        continue
-                    svs = svs_of(pp)
-                    ok_zeros = []
-                    for zero in zeros:  # memory lower bound: model states alone, less what offload can shed
-                        held = ev.held.states(tp, pp, dp, zero, ep, cp)
-                        if offload_can_shed:
-                            held = [ev.mech.offloaded_states(x, dp, zero) for x in held]
-                        need = max(sum(x) for x in held) + cost.runtime_reserved_bytes  # fragmentation: activations only
-                        if need > budget:
-                            reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
-                                           f"with allowances (tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, zero {zero}) > "
-                                           f"{budget / 1e9:.1f} GB"), max(1, len(svs)) * len(mbs) * wide(tp, cp, dp, pp, ep, [zero]), need)
-                        else:
-                            ok_zeros.append(zero)
-                    if not ok_zeros:
-                        continue
-                    orders = ext.orders(tp, cp, dp, pp)
-                    dpos = ext.dp_overlap_choices(dp, cp)
-                    variants = []
-                    per_variant = max(1, len(svs)) * len(mbs) * len(ext.opts) * len(dpos) * sum(
-                        len(orders) * len(ext.tp_overlaps(tp, sp)) * len(ext.activation_offloads(rc))
-                        for sp in sps_of(tp) for rc in recomputes)
-                    for z in ok_zeros:
-                        for v in ext.dp_variants(z, tp, dp, ep, cp):
-                            if v.fsdp_shard_size or v.zeropp:  # their own states floor: fewer shards, hpZ's copy
-                                held = ev.held.states(tp, pp, dp, z, ep, cp, shard=v.fsdp_shard_size)
-                                if offload_can_shed:
-                                    held = [ev.mech.offloaded_states(x, dp, z) for x in held]
-                                extra = ev.mech.zeropp_bytes(tp, dp, pp, cp, orders[0], float(sum(
-                                    ev.held.rank_params(tp, pp, ep)[0][0]))) if v.zeropp else 0.0
-                                need = max(sum(x) for x in held) + extra + cost.runtime_reserved_bytes
-                                if need > budget:
-                                    reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
-                                                   f"(tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, zero {z}, "
-                                                   f"{'zero++' if v.zeropp else f'hsdp {v.fsdp_shard_size}'}) > "
-                                                   f"{budget / 1e9:.1f} GB"), per_variant, need)
-                                    continue
-                            variants.append((z, v))
-                    if not variants:
-                        continue
-                    per_bound = len(variants) * len(ext.opts) * len(dpos)
-                    """Plans under one pipeline bound: every ZeRO variant, optimizer offload, DP overlap."""
-                    floor_states: dict[tuple, float] = {}
-                    """Rank 0's least model states per (schedule, vpp) (`MemoryFloor.states_bytes`)."""
-                    for mb in mbs:
-                        problem = split_problem(mb, dp)
-                        if problem:
-                            reject(problem, leaves(tp, pp, dp, [mb], [ep], cp))
-                            continue
-                        m = gb // (mb * dp)
-                        for sp in sps_of(tp):
-                            tpos = ext.tp_overlaps(tp, sp)
-                            for rc in recomputes:
-                                acts = ext.activation_offloads(rc)
-                                under = len(orders) * len(tpos) * len(acts) * per_bound
-                                block_s = None  # the compute floor's block, shared by the schedules
-                                for sched, vpp in svs:
-                                    rule = (sched, pp, vpp, m)
-                                    problem = rules.get(rule, False)
-                                    if problem is False:
-                                        problem = rules[rule] = (pp_problem(layers, pp, vpp, stages_of(sched, pp, vpp))
-                                                                 or schedule_problem(sched, pp, m, vpp))
-                                    if problem:
-                                        reject(problem, under)
-                                        continue
-                                    if not tpos or not acts:
-                                        continue  # the asked TP overlap cannot run here (no SP): no plan
-                                    cls = (tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp)
-                                    if memory_floor:  # no plan of the point fits: dropped before any timing
-                                        states = floor_states.get((sched, vpp))
-                                        if states is None:
-                                            states = floor_states[sched, vpp] = memory_floors.states_bytes(
-                                                tp, pp, dp, ep, cp, sched, vpp, variants, offload_can_shed)
-                                        over = memory_floors.exceeds(cls, states, True in acts, budget)
-                                        if over is not None:
-                                            if MEMORY in rank.examples:  # counted; no new example
-                                                rejected[MEMORY] += under
-                                            else:
-                                                reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}"
-                                                               f"{_axes(ep, cp)}, micro_batch {mb}, recompute {rc}, "
-                                                               f"{sched} vpp {vpp}: the first pipeline rank needs at "
-                                                               f"least {over[0] / 1e9:.1f} GB per GPU > "
-                                                               f"{over[1] / 1e9:.1f} GB"), under)
-                                            continue
-                                    if use_bound and block_s is None:
-                                        block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos)
-                                    floor = ev.compute_floor_s(cls, tpos, block_s) if use_bound else 0.0
-                                    waiting += under
-                                    frontier.append((floor, len(frontier), under, False, cls, orders, tpos, acts,
-                                                     variants, dpos, m, NO_SPLIT))
+            if use_bound and block_s is None:
+                block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos)
+            floor = ev.compute_floor_s(cls, tpos, block_s) if use_bound else 0.0
+            waiting += under
+            frontier.append((floor, len(frontier), under, False, cls, orders, tpos, acts,
+                             variants, dpos, m, NO_SPLIT))
     # best first over the classic points (`Ranking.best_first`): keyed first by a compute floor,
     # refined to the pipeline floor when popped; once the smallest key left cannot enter the
     # top-k, nothing left can

@@ -19,6 +19,7 @@ from modelplan.plan.parallel.cp import cp_problem
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.stages import split_layers
+from modelplan.specs.family import FAMILIES
 from modelplan.specs.features import architecture_features
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.load import load_engine
@@ -270,7 +271,8 @@ def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128,
 def planning_spec(model: object) -> TransformerSpec:
     """The model as a TransformerSpec (dense or MoE) for the transformer family's evaluator, or a
     one-line error: another family is planned by its own evaluator (`specs/family.py`)."""
-    if not isinstance(model, TransformerSpec):
+    family = FAMILIES.get(getattr(model, "kind", None))  # type: ignore[arg-type]
+    if family is None or not family.blocks:
         raise SpecError(f"model: the transformer evaluator takes a transformer spec, not "
                         f"'{getattr(model, 'kind', type(model).__name__)}'; plan it with search_plans / "
                         "estimate_plan, which use its family's evaluator")

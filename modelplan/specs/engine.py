@@ -30,6 +30,15 @@ other matmul, of attention and of the collectives, recomputes the rest); layer_s
 full recompute of every N-th block, N = `EngineProfile.layer_sac_every`); every_nth_block
 (fms-fsdp `selective_checkpointing`: the same rule, N unpublished, read as N = 2)."""
 
+RecomputeModule = Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"]
+"""Megatron-core `TransformerConfig.recompute_modules` (transformer_config.py, core_v0.16):
+core_attn (the attention core), moe_act (the routed experts' activation), layernorm (the norms
+that are modules of their own), mla_up_proj (MLA's Q / KV up-projections and rope), mlp (a dense
+layer's MLP), moe (the whole MoE layer), shared_experts (the MoE layer's shared experts)."""
+
+RecomputeMethod = Literal["uniform", "block"]
+"""Megatron-core `TransformerConfig.recompute_method` under full recompute."""
+
 Fp8Recipe = Literal["delayed", "current", "tensorwise", "rowwise", "blockwise"]
 """fp8 scaling: delayed (Transformer Engine DelayedScaling: scale from an amax history, amax taken
 inside the cast), current (TE per-tensor current scaling: an amax pass before each cast),

@@ -31,9 +31,10 @@ class Family:
     """`count_memory`' implementation: (spec, training, micro_batch) -> MemoryCount."""
     search: str
     """`search_plans`' implementation: (spec, training, cluster, gpus, space, cost, top_k) -> SearchResult
-    (`plan.search.search_family_plans` walks the candidates of `plan.candidates` best first by the
-    evaluator's step-time floor; transformers add their memory and step-time floors over the same
-    candidates; both in the one bounded loop, `plan.ranking.Ranking.best_first`)."""
+    (both walk the candidates of `plan.candidates.walk` over the family's axes and rules;
+    `plan.search.search_family_plans` visits them best first by the evaluator's step-time floor,
+    transformers add their memory and step-time floors; both in the one bounded loop,
+    `plan.ranking.Ranking.best_first`)."""
     evaluator: str
     """The family's `plan.protocol.PlanEvaluator` class: (spec, training, cluster, cost) -> its
     rules, search defaults and the price of one plan (`estimate_plan` validates and prices with it)."""

@@ -7,8 +7,9 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
-from modelplan.specs.engine import AcMode, CpCommType, Fp8Recipe, Framework
+from modelplan.specs.engine import AcMode, CpCommType, Fp8Recipe, Framework, RecomputeMethod, RecomputeModule
 from modelplan.specs.finetune import FinetuneSpec
+from modelplan.specs.recompute import check_recompute_settings
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 Optimizer = Literal["sgd", "momentum", "adam", "adamw"]
@@ -51,6 +52,18 @@ class TrainingSpec(Spec):
     ac_mode: AcMode | None = None
     """What recompute 'selective' recomputes; None: the engine's own meaning (Megatron: the
     attention core; torchtitan: per-op selective AC)."""
+    recompute_modules: tuple[RecomputeModule, ...] | None = None
+    """Megatron-core `--recompute-modules` (recompute 'selective' only): the submodules whose
+    forward re-runs in backward (`modelplan.count.recompute_modules`); None: the engine's own
+    selective (`ac_mode`; Megatron-core's default is ("core_attn",))."""
+    recompute_method: RecomputeMethod | None = None
+    """Megatron-core `--recompute-method` (recompute 'full' only): uniform (groups of
+    `recompute_num_layers` layers, only each group's input kept) or block (the first
+    `recompute_num_layers` layers of each pipeline chunk recomputed, the rest keep everything);
+    None: every layer checkpointed on its own (uniform with 1 layer)."""
+    recompute_num_layers: int | None = Field(None, ge=1)
+    """Megatron-core `--recompute-num-layers`: the group size (uniform) or the recomputed layers per
+    pipeline chunk (block); needs `recompute_method`."""
     fp8_recipe: Fp8Recipe | None = None
     """fp8 scaling recipe (precision fp8 only); None: the engine's default (TE delayed scaling,
     torchao tensorwise)."""
@@ -90,6 +103,11 @@ class TrainingSpec(Spec):
     finetune: FinetuneSpec | None = None
     """A fine-tuning step (`modelplan.specs.finetune`): LoRA / QLoRA train adapters on a frozen
     base (the planner prices that, `modelplan.plan.finetune`); None: every parameter trains."""
+
+    @model_validator(mode="after")
+    def _check_recompute(self) -> "TrainingSpec":
+        check_recompute_settings(self)
+        return self
 
     @model_validator(mode="after")
     def _check_fp8(self) -> "TrainingSpec":

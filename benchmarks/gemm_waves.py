@@ -8,9 +8,9 @@ waves of as many tiles as the GPU holds at once, one per SM for the guide's 256x
 (108 SMs; a wave of 108 tiles), and a partial last wave costs a full one (wave quantization).
 Useful work / work run = m n batch / (waves x wave size x tile_m x tile_n).
 
-Not part of the planner's roofline (`compute.Roofline` prices a GEMM at the measured MAMF times the
-cost model's `sustained_fraction`, independent of shape): priced over the published runs it did not
-improve them (benchmarks/bench_gemm_waves.py; benchmarks/published_runs_model.md, "GEMM tile and
+Not part of the planner, so it lives beside its benchmark, not in the package: the roofline
+(`compute.Roofline`) prices a GEMM at the measured MAMF times the cost model's `sustained_fraction`,
+independent of shape; priced over the published runs this model did not improve them (benchmarks/bench_gemm_waves.py; benchmarks/published_runs_model.md, "GEMM tile and
 wave quantization").
 """
 

@@ -1,0 +1,52 @@
+"""The transformer family's axes for the one candidate walk (`candidates.walk`): beyond tp, pp and
+dp its plans take context parallelism (by default every cp dividing the sequence from
+LONG_SEQUENCE tokens on), expert parallelism (MoE: every ep dividing dp and num_experts),
+sequence parallelism (tp > 1) and a recompute policy, each the user's choice where the
+`SearchSpace` names one; the rules are `validate.py`'s, as `TransformerEvaluator` states them."""
+
+from __future__ import annotations
+
+from modelplan.plan.candidates import FamilyAxes
+from modelplan.plan.estimate import TransformerEvaluator
+from modelplan.plan.problems import Problem, Reason
+from modelplan.plan.space import LONG_SEQUENCE, SearchSpace, _choose, divisors
+from modelplan.plan.validate import cp_comm_problem, ep_problem
+from modelplan.specs.hardware import Cluster
+from modelplan.specs.training import TrainingSpec
+from modelplan.specs.transformer import TransformerSpec
+
+
+class TransformerAxes(TransformerEvaluator, FamilyAxes):
+    """A transformer's axes and rules over `gpus` GPUs of a search space."""
+
+    def __init__(self, spec: TransformerSpec, training: TrainingSpec, cluster: Cluster, space: SearchSpace,
+                 gpus: int) -> None:
+        super().__init__(spec, training, cluster)
+        self.space, self.gpus = space, gpus
+        self.recomputes = tuple(space.recompute or ["none", "selective", "full"])
+        self._sp_asked = space.sequence_parallel or [False, True]
+
+    def cps(self, tp: int) -> list[int]:
+        n, seq = self.gpus, self.training.seq_len
+        default = [1]
+        if seq >= LONG_SEQUENCE and n % tp == 0:  # the rule stated at LONG_SEQUENCE
+            default = [c for c in divisors(n // tp) if seq % c == 0]
+        return _choose(self.space.cp, default, n)
+
+    def cp_problems(self, tp: int, cp: int) -> list[Problem]:
+        out = []
+        if self.training.seq_len % cp:
+            out.append(Problem(Reason.CP_SEQ, f"cp ({cp}) must divide seq_len ({self.training.seq_len})"))
+        problem = cp_comm_problem(self.spec, self.training, tp, cp)
+        return out + ([problem] if problem else [])
+
+    def eps(self, dp: int) -> list[int]:
+        moe = self.spec.moe  # expert parallelism lives inside dp
+        default = [e for e in divisors(dp) if moe.num_experts % e == 0] if moe is not None else [1]
+        return _choose(self.space.ep, default, dp)
+
+    def ep_problem(self, dp: int, ep: int) -> Problem | None:
+        return ep_problem(self.spec, dp, ep)
+
+    def sps(self, tp: int) -> list[bool]:
+        return [x for x in self._sp_asked if tp > 1 or not x] or [False]
