@@ -18,6 +18,12 @@ _NEMO = {"model_type": "nemotron_h", "hidden_size": 256, "num_attention_heads": 
          "ssm_state_size": 16, "n_groups": 2}
 
 
+_KIMI = {"model_type": "kimi_linear", "num_hidden_layers": 5, "hidden_size": 256, "intermediate_size": 512,
+         "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000, "pad_token_id": 0,
+         "moe_intermediate_size": 64, "num_local_experts": 8, "num_experts_per_tok": 2, "kv_lora_rank": 32,
+         "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "linear_num_heads": 4, "linear_head_dim": 32}
+
+
 def _nemotron(pattern: str, **extra) -> dict:
     return {**_NEMO, "hybrid_override_pattern": pattern, "num_hidden_layers": len(pattern), **extra}
 
@@ -57,6 +63,13 @@ HYBRID_VARIANTS = [
      "mamba_d_state": 16, "mamba_rms_norm": True, "projectors_bias": True, "mamba_proj_bias": True,
      "attention_bias": True, "mlp_bias": True, "head_dim": 32, "tie_word_embeddings": True,
      "embedding_multiplier": 5.0, "lm_head_multiplier": 0.5, "mamba_conv_bias": False},
+    # Kimi Linear: KDA + MLA blocks, the default pattern and MoE from block 1; then the checkpoint's
+    # linear_attn_config (1-based full_attn_layers), q latent, biases, 2 shared experts, groups
+    {**_KIMI},
+    {**_KIMI, "linear_attn_config": {"head_dim": 16, "num_heads": 8, "short_conv_kernel_size": 3,
+                                     "full_attn_layers": [2, 5], "kda_layers": [1, 3, 4]},
+     "first_k_dense_replace": 2, "n_shared_experts": 2, "q_lora_rank": 24, "attention_bias": True, "n_group": 2,
+     "topk_group": 1, "tie_word_embeddings": True},
     {"model_type": "mamba2", "num_hidden_layers": 2, "hidden_size": 256, "num_heads": 8, "head_dim": 64,
      "n_groups": 2, "state_size": 16, "vocab_size": 1000},
 ]

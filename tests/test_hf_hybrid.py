@@ -145,6 +145,18 @@ def test_planner_gemms_carry_the_counted_flops(name, index):
     assert gemm == expected
 
 
+def test_planner_gemms_carry_the_counted_kda_flops():
+    """Kimi Delta Attention (a Kimi Linear variant's block 0, dense MLP): GEMM FLOPs = count's
+    forward FLOPs but the conv."""
+    spec = from_hf_config(HYBRID_VARIANTS[13])
+    from modelplan.count.blocks import block_of
+    block = block_of(spec, 0)
+    assert block.mixer == "gated_deltanet" and not block.moe
+    counted = layer_forward_flops(spec, 0, tokens=2 * 256, seq_len=256)
+    gemm = sum(g.flops for g in layer_kernels(spec, 1, 2, 256, 2, block=block).gemms)
+    assert gemm == sum(v for k, v in counted.items() if not k.endswith("/conv"))
+
+
 def test_tensor_parallel_splits_the_deltanet_gemms():
     """Qwen3-Next's 16 key / 32 value heads split over tp 2: per-rank mixer FLOPs x 2 = tp 1."""
     spec = from_hf_config(config("qwen3-next-80b-a3b-instruct"))

@@ -40,9 +40,25 @@ def mamba2_params(spec: "TransformerSpec") -> dict[str, int]:
     }
 
 
+def kda_params(spec: "TransformerSpec") -> dict[str, int]:
+    """KimiLinearDeltaAttention (transformers 5.24), all linears bias-free."""
+    g, h = spec.deltanet, spec.hidden
+    d, r = g.value_dim, g.key_head_dim  # all channels; the low-rank gates' rank is one head's dims
+    return {
+        "deltanet/in_proj": h * (g.conv_dim + g.value_heads),  # q_proj, k_proj, v_proj; b_proj (h, heads)
+        "deltanet/gates": 2 * (h * r + r * d),  # forget gate f_a, f_b and output gate g_a, g_b
+        "deltanet/conv": g.conv_dim * g.conv_kernel,  # Conv1d(3 d, 3 d, k, groups=3 d, bias=False)
+        "deltanet/ssm": d + g.value_heads,  # dt_bias per channel, A_log per head
+        "deltanet/norm": g.value_head_dim,  # o_norm: RMSNormGated(head_dim)
+        "deltanet/out_proj": d * h,
+    }
+
+
 def deltanet_params(spec: "TransformerSpec") -> dict[str, int]:
     """Qwen3NextGatedDeltaNet / Qwen3_5GatedDeltaNet (transformers 5.24), all linears bias-free."""
     g, h = spec.deltanet, spec.hidden
+    if g.kda:
+        return kda_params(spec)
     return {
         # in_proj_qkvz: Linear(h, 2 key_dim + 2 value_dim); in_proj_ba: Linear(h, 2 value_heads)
         # (Qwen3.5 splits them into in_proj_qkv, in_proj_z, in_proj_b, in_proj_a: the same sizes)
@@ -93,6 +109,15 @@ def deltanet_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[s
     """Forward FLOPs of a gated DeltaNet mixer: the input GEMMs, the conv and the chunked delta
     rule, out_proj."""
     g, h = spec.deltanet, spec.hidden
+    if g.kda:  # q, k, v, b projections and the low-rank forget / output gates (Kimi Linear)
+        r = g.key_head_dim
+        return {
+            "deltanet/in_proj": 2 * tokens * h * (g.conv_dim + g.value_heads),
+            "deltanet/gates": 2 * tokens * 2 * (h * r + r * g.value_dim),
+            "deltanet/conv": 2 * tokens * g.conv_dim * g.conv_kernel,
+            "deltanet/scan": deltanet_scan_flops(spec, tokens, seq_len),
+            "deltanet/out_proj": 2 * tokens * g.value_dim * h,
+        }
     return {
         "deltanet/in_proj": 2 * tokens * h * (2 * g.key_dim + 2 * g.value_dim + 2 * g.value_heads),
         "deltanet/conv": 2 * tokens * g.conv_dim * g.conv_kernel,
@@ -130,6 +155,11 @@ def kept_bytes_per_token(spec: "TransformerSpec", mixer: str, d: int) -> int:
         return d * (m.in_proj_width + m.inner) + FP32_BYTES * m.groups
     g = spec.deltanet
     hv = g.value_heads
+    if g.kda:  # fla chunk_kda (ops/kda/chunk.py): save_for_backward(q, k, v, g, beta, Aqk, Akk), g fp32
+        # per channel; around it the conv input, the gates' low-rank inputs and output-gate logits,
+        # the core output and the norm output
+        elements = g.conv_dim + g.conv_dim + 2 * hv * g.chunk_size + hv + 2 * g.key_head_dim + 3 * g.value_dim
+        return d * elements + FP32_BYTES * g.value_dim
     elements = g.conv_dim + 2 * hv * g.key_head_dim + g.value_dim + hv * g.chunk_size + 2 * hv + 3 * g.value_dim
     return d * elements + FP32_BYTES * hv
 

@@ -56,15 +56,19 @@ def deltanet_kernels(spec: TransformerSpec, tp: int, b: int, s_q: int, d: int):
     conv = 2 * hk * dk + hv * dv
     c = min(g.chunk_size, s_q)
     batch = b * _split(s_q, c) * hv  # chunks x local value heads (q, k repeated to them)
-    gemms = [Gemm("deltanet/in_proj", tokens, conv + hv * dv + 2 * hv, h),  # column-parallel: q, k, v, z, b, a
-             Gemm("deltanet/scan/kk", c, c, dk, batch),  # K K^T
-             Gemm("deltanet/scan/w", c, dk, c, batch),  # W = T (beta K)
-             Gemm("deltanet/scan/u", c, dv, c, batch),  # U = T (beta V)
-             Gemm("deltanet/scan/qk", c, c, dk, batch),  # Q K^T
-             Gemm("deltanet/scan/intra", c, dv, c, batch),  # (Q K^T) (U - W S)
-             Gemm("deltanet/scan/ws", c, dv, dk, batch),  # W S
-             Gemm("deltanet/scan/qs", c, dv, dk, batch),  # Q S
-             Gemm("deltanet/scan/update", dk, dv, c, batch)]  # K^T (U - W S)
+    if g.kda:  # Kimi Linear: q, k, v, b column-parallel; the gates' h -> d_k halves replicated
+        gemms = [Gemm("deltanet/in_proj", tokens, conv + hv, h), Gemm("deltanet/gates/down", tokens, 2 * dk, h),
+                 Gemm("deltanet/gates/up", tokens, 2 * hv * dv, dk)]
+    else:
+        gemms = [Gemm("deltanet/in_proj", tokens, conv + hv * dv + 2 * hv, h)]  # column-parallel: q, k, v, z, b, a
+    gemms += [Gemm("deltanet/scan/kk", c, c, dk, batch),  # K K^T
+              Gemm("deltanet/scan/w", c, dk, c, batch),  # W = T (beta K)
+              Gemm("deltanet/scan/u", c, dv, c, batch),  # U = T (beta V)
+              Gemm("deltanet/scan/qk", c, c, dk, batch),  # Q K^T
+              Gemm("deltanet/scan/intra", c, dv, c, batch),  # (Q K^T) (U - W S)
+              Gemm("deltanet/scan/ws", c, dv, dk, batch),  # W S
+              Gemm("deltanet/scan/qs", c, dv, dk, batch),  # Q S
+              Gemm("deltanet/scan/update", dk, dv, c, batch)]  # K^T (U - W S)
     ew = [
         Elementwise("deltanet/conv", tokens * conv, 2 * d, 3 * d),
         # l2 norms of q, k, the gates and the scan's element-wise traffic (fla chunk.py)
@@ -99,6 +103,11 @@ def linear_mixer_shard(spec: TransformerSpec, mixer: str, tp: int, sp: bool) -> 
     g = spec.deltanet
     hv, hk = _split(g.value_heads, tp), local_kv_heads(g.key_heads, tp)
     conv = 2 * hk * g.key_head_dim + hv * g.value_head_dim
+    if g.kda:  # Kimi Linear: f_a, g_a (h -> d_k) and the o_norm weight replicated, the rest split
+        replicated = 2 * h * g.key_head_dim + g.value_head_dim
+        numel = h * (conv + hv) + 2 * g.key_head_dim * hv * g.value_head_dim + conv * g.conv_kernel
+        numel += hv * g.value_head_dim + hv + hv * g.value_head_dim * h + replicated  # dt_bias, A_log, o_proj
+        return numel, replicated if tp > 1 else 0
     numel = h * (conv + hv * g.value_head_dim + 2 * hv) + conv * g.conv_kernel + 2 * hv
     norm = g.value_head_dim  # one weight for all heads: replicated
     numel += norm + hv * g.value_head_dim * h

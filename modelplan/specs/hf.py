@@ -40,7 +40,6 @@ UNMODELLED: dict[str, str] = {
     "zamba2": "shared attention blocks with LoRA adapters interleaved with Mamba-2 blocks",
     "qwen3_5": "the Qwen3.5 vision tower",
     "qwen3_5_moe": "the Qwen3.5 vision tower",
-    "kimi_linear": "Kimi Delta Attention linear-attention layers",
     "minimax": "lightning (linear) attention layers",
     "lfm2": "gated short-convolution blocks",
     "lfm2_moe": "gated short-convolution blocks",

@@ -168,6 +168,64 @@ def _falcon_h1(c: HFConfig) -> dict:
                  mamba2=mixer, embedding_scale=embedding if embedding != 1.0 else None, logit_scale=head)
 
 
+def _kimi_types(c: HFConfig, linear: HFConfig | None) -> list[str]:
+    """KimiLinearConfig: layer_types, else linear_attn_config's 1-based full_attn_layers /
+    kda_layers, else full attention at every 4th block from block 4."""
+    layers = c.size("num_hidden_layers")
+    if not c.has("layer_types") and linear is not None and linear.has("full_attn_layers"):
+        full = set(linear.ints("full_attn_layers"))
+        if any(not 1 <= i <= layers for i in full):
+            raise SpecError(f"{c.source}: linear_attn_config.full_attn_layers: {sorted(full)} must be in 1..{layers}")
+        return ["full_attention" if i + 1 in full else "linear_attention" for i in range(layers)]
+    return ["full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(layers)]
+
+
+def _kimi_linear(c: HFConfig) -> dict:
+    """Kimi Linear (KimiLinearForCausalLM): Kimi Delta Attention blocks with MLA blocks (no position
+    encoding), a dense SwiGLU in the first first_k_dense_replace blocks (or per mlp_layer_types),
+    else DeepSeek-V3-style MoE (sigmoid router with score correction and groups, one shared MLP of
+    moe_intermediate_size x n_shared_experts)."""
+    c = c.renamed({"num_experts": "num_local_experts", "num_experts_per_token": "num_experts_per_tok",
+                   "num_shared_experts": "n_shared_experts", "moe_renormalize": "norm_topk_prob",
+                   "num_expert_group": "n_group", "model_max_length": "max_position_embeddings"})
+    layers = c.size("num_hidden_layers")
+    linear = c.sub("linear_attn_config")
+    heads = linear.integer("num_heads", None) if linear is not None else None
+    dim = linear.integer("head_dim", None) if linear is not None else None
+    kernel = linear.integer("short_conv_kernel_size", None) if linear is not None else None
+    heads, dim = heads or c.integer("linear_num_heads", 32), dim or c.integer("linear_head_dim", 128)
+    kernel = kernel or c.integer("linear_conv_kernel_dim", 4)
+    types = hybrid_types(c, "gated_deltanet", _kimi_types(c, linear))
+    kinds = c.texts("mlp_layer_types", None)
+    if kinds is None:
+        first = c.integer("first_k_dense_replace", 1)
+        kinds = ["dense" if i < first else "sparse" for i in range(layers)]
+    if len(kinds) != layers or set(kinds) - {"dense", "sparse"}:
+        raise SpecError(f"{c.source}: mlp_layer_types: expected {layers} entries of dense / sparse")
+    moe_layers = [i for i, kind in enumerate(kinds) if kind == "sparse"]
+    moe = None
+    if moe_layers:
+        shared = c.integer("n_shared_experts", 1) or 0
+        groups = c.integer("n_group", 1)
+        moe = dict(num_experts=c.integer("num_local_experts", 256), top_k=c.integer("num_experts_per_tok", 8),
+                   expert_ffn_hidden=c.size("moe_intermediate_size"), router="sigmoid", router_score_correction=True,
+                   router_groups=groups, router_group_top_k=c.integer("topk_group", 1) if groups > 1 else 1,
+                   norm_topk_prob=c.flag("norm_topk_prob", True), routed_scaling=c.number("routed_scaling_factor", 2.446),
+                   shared_experts=1 if shared else 0,
+                   shared_expert_ffn_hidden=shared * c.size("moe_intermediate_size") if shared else None,
+                   expert_bias=False, **moe_placement(layers, moe_layers))
+    mla = dict(kv_lora_rank=c.integer("kv_lora_rank", 512), q_lora_rank=c.integer("q_lora_rank", None, nullable=True),
+               qk_nope_head_dim=c.integer("qk_nope_head_dim", 128), qk_rope_head_dim=c.integer("qk_rope_head_dim", 64),
+               v_head_dim=c.integer("v_head_dim", 128))
+    fields = llama(c, kv_heads=None, head_dim=None, mla=mla, moe=moe, position="none", layer_types=types,
+                   norm_eps=c.number("rms_norm_eps", 1e-5),
+                   tied_embeddings=False)  # KimiLinearForCausalLM._tied_weights_keys is empty: never tied
+    if types is not None and "gated_deltanet" in types:
+        fields["deltanet"] = dict(key_heads=heads, value_heads=heads, key_head_dim=dim, value_head_dim=dim,
+                                  conv_kernel=kernel, kda=True)
+    return fields
+
+
 _NEMOTRON_PATTERN = {"M": "mamba2", "*": "full_attention", "-": "mlp", "E": "moe"}
 _NEMOTRON_TYPES = {"linear_attention": "mamba2", "mamba": "mamba2", "full_attention": "full_attention",
                    "attention": "full_attention", "mlp": "mlp", "moe": "moe"}
@@ -239,4 +297,5 @@ HYBRID_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "qwen3_next": _qwen3_next, "qwen3_5_text": _qwen3_5_text, "qwen3_5_moe_text": _qwen3_5_moe_text,
     "bamba": _bamba, "granitemoehybrid": _granitemoehybrid, "mamba2": _mamba2_only,
     "nemotron_h": _nemotron_h, "falcon_h1": _falcon_h1,
+    "kimi_linear": _kimi_linear,
 }

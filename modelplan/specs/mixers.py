@@ -89,6 +89,11 @@ class DeltaNetSpec(Spec):
     """Width of the depthwise causal conv1d over [q, k, v] (HF linear_conv_kernel_dim)."""
     chunk_size: int = Field(64, gt=0)
     """C: chunk length of the chunkwise delta-rule kernel (fla chunk_gated_delta_rule: 64)."""
+    kda: bool = False
+    """Kimi Delta Attention (Kimi Linear, arXiv 2510.26692; transformers KimiLinearDeltaAttention):
+    a per-channel decay from a low-rank forget gate (f_a: h -> d_k, f_b: d_k -> all channels, a
+    dt_bias per channel), beta from b_proj, a low-rank sigmoid output gate (g_a, g_b) instead of
+    the z projection; q, k, v projections of equal heads."""
 
     @model_validator(mode="after")
     def _check(self) -> "DeltaNetSpec":
