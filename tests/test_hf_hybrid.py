@@ -157,6 +157,25 @@ def test_planner_gemms_carry_the_counted_kda_flops():
     assert gemm == sum(v for k, v in counted.items() if not k.endswith("/conv"))
 
 
+@pytest.mark.parametrize("index", [0, 4, 9, 11, 13])
+def test_tp_shards_hold_the_counted_mixer_parameters(index):
+    """plan/shard.py's per-rank elements of a block: at tp 1 the whole block (count's
+    block_params); at tp 2 with sequence parallelism (every replicated tensor's gradient then a
+    partial sum) the two ranks hold it once plus the replicated part once more."""
+    from modelplan.count.blocks import block_of, block_params
+    from modelplan.plan.shard import _block
+
+    spec = from_hf_config(HYBRID_VARIANTS[index])
+    for i in range(spec.layers):
+        block = block_of(spec, i)
+        if block.moe:
+            continue
+        whole = sum(block_params(spec, block).values())
+        assert _block(spec, block, 1, False) == (whole, 0)
+        local, replicated = _block(spec, block, 2, True)
+        assert 2 * local - replicated == whole
+
+
 def test_tensor_parallel_splits_the_deltanet_gemms():
     """Qwen3-Next's 16 key / 32 value heads split over tp 2: per-rank mixer FLOPs x 2 = tp 1."""
     spec = from_hf_config(config("qwen3-next-80b-a3b-instruct"))

@@ -55,6 +55,7 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "nope_full_attention": spec.nope_full_attention,
         "mla": spec.mla is not None,
         "attention_output_gate": spec.attention_output_gate,
+        "deltanet.kda": spec.deltanet is not None and spec.deltanet.kda,
         "mlp=false": not spec.mlp,
         f"position={spec.position}": spec.position in ("alibi", "relative"),
         f"norm_placement={spec.placement}": spec.placement != "pre",
