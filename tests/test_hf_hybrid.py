@@ -287,3 +287,11 @@ def test_serving_keeps_the_state_per_sequence_not_per_token():
     state = 2 * 29 * ((8192 + 256) * 4 + 128 * 64 * 128)
     block = 16 * mem.kv_per_token_bytes
     assert mem.blocks_per_sequence == 1024 // 16 + -(-state // block)
+
+
+def test_count_reports_the_state_per_sequence():
+    """`count`'s memory holds Bamba-9B's 29 Mamba-2 states per sequence (bf16) apart from K/V."""
+    result = runner.invoke(app, ["count", str(HF / "bamba-9b.json"), "--json"])
+    assert result.exit_code == 0, result.output
+    memory = json.loads(result.stdout)["memory"]
+    assert memory["kv_state_per_sequence"] == 2 * 29 * ((8192 + 256) * 4 + 128 * 64 * 128)

@@ -446,4 +446,5 @@ def count_transformer_memory(spec, training: "TrainingSpec", micro_batch: int) -
         activations_per_layer=per_layer,
         kv_cache=kv_cache_bytes(spec, micro_batch, seq_len, d, dec_len or None),
         kv_cache_per_token=kv_cache_bytes_per_token(spec, d),
+        kv_state_per_sequence=kv_cache_bytes(spec, 1, 0, d),  # the cache of a sequence of 0 tokens
     )
