@@ -163,6 +163,8 @@ def _print_document(doc: dict, depth: int) -> None:
         (f"KV cache (inference, batch {tr['micro_batch']})", mem["kv_cache"]),
         ("KV cache per further token (each sequence)", mem.get("kv_cache_per_token", 0)),
     )
+    if mem.get("kv_state_per_sequence", 0):  # Mamba-style blocks: a fixed-size state per sequence
+        rows += (("of the cache, fixed-size states (each sequence)", mem["kv_state_per_sequence"]),)
     lines([(label, human_bytes(v), f"{v:,}") for label, v in rows], "lrr")
     vision = doc.get("vision")
     if vision is not None:

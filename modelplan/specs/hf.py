@@ -23,6 +23,7 @@ from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_dense import DENSE_MAPPERS
 from modelplan.specs.hf_layernorm import LAYERNORM_MAPPERS
 from modelplan.specs.hf_gpt import GPT_MAPPERS
+from modelplan.specs.hf_hybrid import HYBRID_MAPPERS
 from modelplan.specs.hf_llama import LLAMA_MAPPERS
 from modelplan.specs.hf_moe import MOE_MAPPERS
 from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
@@ -32,24 +33,15 @@ from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
-    **MOE_EXTRA_MAPPERS, **VISION_TEXT_MAPPERS,
+    **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS, **VISION_TEXT_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
 
 UNMODELLED: dict[str, str] = {
-    "mamba2": "Mamba-2 SSD mixers (multi-head state, grouped B/C, gated RMSNorm)",
-    "falcon_h1": "hybrid Mamba-2 + attention blocks in parallel with muP multipliers",
-    "bamba": "hybrid Mamba-2 / attention blocks",
     "zamba": "shared attention blocks interleaved with Mamba blocks",
     "zamba2": "shared attention blocks with LoRA adapters interleaved with Mamba-2 blocks",
-    "nemotron_h": "hybrid Mamba-2 / attention / MLP-only blocks",
-    "granitemoehybrid": "hybrid Mamba-2 / attention blocks with MoE",
-    "qwen3_next": "gated DeltaNet linear-attention layers",
-    "qwen3_5": "gated DeltaNet linear-attention layers (and a vision tower)",
-    "qwen3_5_text": "gated DeltaNet linear-attention layers",
-    "qwen3_5_moe": "gated DeltaNet linear-attention layers (and a vision tower)",
-    "qwen3_5_moe_text": "gated DeltaNet linear-attention layers",
-    "kimi_linear": "Kimi Delta Attention linear-attention layers",
+    "qwen3_5": "the Qwen3.5 vision tower",
+    "qwen3_5_moe": "the Qwen3.5 vision tower",
     "minimax": "lightning (linear) attention layers",
     "lfm2": "gated short-convolution blocks",
     "lfm2_moe": "gated short-convolution blocks",
@@ -65,10 +57,9 @@ UNMODELLED: dict[str, str] = {
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
 
-_TEXT_ONLY: dict[str, str] = {}
+_TEXT_ONLY = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 """Refused vision-language types whose text_config alone is supported (as its own model_type);
-the Qwen-VL and Llama 4 composites now read whole (hf_vision.py), their text model_types still
-count the language model alone."""
+the Qwen-VL, Llama 4, LLaVA, InternVL, Idefics3 and GLM-4V composites read whole (hf_vision.py)."""
 
 
 def _unmodelled(source: str, model_type: str) -> SpecError:
