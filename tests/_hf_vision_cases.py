@@ -70,6 +70,19 @@ VISION_VARIANTS = [
                            "moe_intermediate_size": 64, "n_shared_experts": 2},
               vision_config={"depth": 1, "hidden_size": 64, "num_heads": 4, "out_hidden_size": 96,
                              "intermediate_size": 160, "image_size": 56, "patch_size": 14}),
+    # Qwen3.5 / Qwen3.5-MoE: gated-DeltaNet text models (tests/_hf_hybrid_cases.py) under the
+    # Qwen3-VL tower without deepstack mergers
+    composite("qwen3_5", "Qwen3_5ForConditionalGeneration",
+              text_config={**TEXT, "num_hidden_layers": 4, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+                           "linear_key_head_dim": 32, "linear_value_head_dim": 48,
+                           "layer_types": ["linear_attention", "full_attention"] * 2},
+              vision_config={**_QWEN3, "deepstack_visual_indexes": []}),
+    composite("qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration",
+              text_config={**TEXT, "num_hidden_layers": 4, "num_experts": 8, "num_experts_per_tok": 2,
+                           "moe_intermediate_size": 64, "shared_expert_intermediate_size": 96,
+                           "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 32,
+                           "linear_value_head_dim": 48},
+              vision_config={k: v for k, v in _QWEN3.items() if k != "deepstack_visual_indexes"}),
     # LLaVA: CLIP or SigLIP tower, several feature layers, projector bias off
     composite("llava", "LlavaForConditionalGeneration", text_config={**TEXT, "model_type": "llama"},
               vision_config={**_CLIP, "model_type": "clip_vision_model"}),

@@ -258,9 +258,12 @@ def test_mixer_types_need_their_specs():
         tiny(layer_types=["full_attention"], deltanet=DELTA["deltanet"], mlp=True, ffn_hidden=4)
 
 
-def test_qwen3_5_composite_refusal_says_how_to_count_the_text_model():
-    with pytest.raises(SpecError, match=r"model_type 'qwen3_5_moe_text'"):
-        from_hf_config({"model_type": "qwen3_5_moe"}, "config.json")
+def test_qwen3_5_composite_reads_whole():
+    """Qwen3.5 composites now map with their vision tower (tests/test_hf_vision.py counts them)."""
+    from _hf_vision_cases import VISION_VARIANTS
+
+    data = next(d for d in VISION_VARIANTS if d["model_type"] == "qwen3_5_moe")
+    assert from_hf_config(data, "config.json").vision is not None
 
 
 @pytest.mark.torch

@@ -40,8 +40,6 @@ MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPE
 UNMODELLED: dict[str, str] = {
     "zamba": "shared attention blocks interleaved with Mamba blocks",
     "zamba2": "shared attention blocks with LoRA adapters interleaved with Mamba-2 blocks",
-    "qwen3_5": "the Qwen3.5 vision tower",
-    "qwen3_5_moe": "the Qwen3.5 vision tower",
     "minimax": "lightning (linear) attention layers",
     "lfm2": "gated short-convolution blocks",
     "lfm2_moe": "gated short-convolution blocks",
@@ -57,9 +55,10 @@ UNMODELLED: dict[str, str] = {
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
 
-_TEXT_ONLY = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+_TEXT_ONLY: dict[str, str] = {}
 """Refused vision-language types whose text_config alone is supported (as its own model_type);
-the Qwen-VL, Llama 4, LLaVA, InternVL, Idefics3 and GLM-4V composites read whole (hf_vision.py)."""
+the Qwen-VL / Qwen3.5, Llama 4, LLaVA, InternVL, Idefics3 and GLM-4V composites read whole
+(hf_vision.py), their text model_types still count the language model alone."""
 
 
 def _unmodelled(source: str, model_type: str) -> SpecError:

@@ -146,7 +146,8 @@ def _qwen3_vl_moe_text(c: HFConfig) -> dict:
     return llama(c, head_dim=c.integer("head_dim", 128), qk_norm=True, qkv_bias=bias, attn_out_bias=bias, moe=moe)
 
 
-def _qwen3_vl(c: HFConfig, text_mappers: dict[str, Mapper], text_type: str = "qwen3_vl_text") -> dict:
+def _qwen3_vl(c: HFConfig, text_mappers: dict[str, Mapper], text_type: str = "qwen3_vl_text",
+              deepstack: bool = True) -> dict:
     """Qwen3-VL: Qwen3 text model, a LayerNorm / fc1-fc2 tower with a biased Conv3d and a learned
     position table (num_position_embeddings rows, interpolated) besides 2-D rotary, the
     PatchMerger (LayerNorm over each patch) and one deepstack merger (LayerNorm after the merge)
@@ -154,7 +155,9 @@ def _qwen3_vl(c: HFConfig, text_mappers: dict[str, Mapper], text_type: str = "qw
     fields, text = _text(c, text_type, text_mappers)
     v = c.sub("vision_config", {})
     h, m2 = v.integer("hidden_size", 1152), v.integer("spatial_merge_size", 2) ** 2
-    out, deep = v.integer("out_hidden_size", 3584), len(v.ints("deepstack_visual_indexes", [8, 16, 24]))
+    # Qwen3.5's tower (Qwen3_5VisionModel) builds no deepstack mergers, whatever the key says
+    out = v.integer("out_hidden_size", 3584)
+    deep = len(v.ints("deepstack_visual_indexes", [8, 16, 24])) if deepstack else 0
     connector = [_norm("merger/norm", h), _linear("merger/fc1", h * m2, h * m2, True, m2),
                  _linear("merger/fc2", h * m2, out, True, m2)]
     if deep:
@@ -337,7 +340,10 @@ def _glm4v(c: HFConfig, text_mappers: dict[str, Mapper], text_type: str = "glm4v
 
 VISION_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen3_vl": _qwen3_vl,
-    "qwen3_vl_moe": lambda c, m: _qwen3_vl(c, m, "qwen3_vl_moe_text"), "llava": _llava,
+    "qwen3_vl_moe": lambda c, m: _qwen3_vl(c, m, "qwen3_vl_moe_text"),
+    # Qwen3.5: the Qwen3-VL tower without deepstack, on the gated-DeltaNet text models (hf_hybrid)
+    "qwen3_5": lambda c, m: _qwen3_vl(c, m, "qwen3_5_text", deepstack=False),
+    "qwen3_5_moe": lambda c, m: _qwen3_vl(c, m, "qwen3_5_moe_text", deepstack=False), "llava": _llava,
     "llava_next": lambda c, m: _llava(c, m, newline=True), "llama4": _llama4, "idefics3": _idefics3,
     "smolvlm": _idefics3, "internvl": _internvl, "glm4v": _glm4v,
     # GLM-4.5V: the same tower; its text model is GLM-4.5's (Glm4vMoeTextModel = Glm4MoeModel's blocks)
