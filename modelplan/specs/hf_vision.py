@@ -1,5 +1,6 @@
 """HF config mappers of the vision-language composites beyond Gemma 3 / Mistral 3: Qwen2-VL,
-Qwen2.5-VL, Qwen3-VL, LLaVA, LLaVA-NeXT, Llama 4, Idefics3 / SmolVLM and InternVL.
+Qwen2.5-VL, Qwen3-VL (and -MoE), Qwen3.5 (and -MoE), LLaVA, LLaVA-NeXT, Llama 4, Idefics3 /
+SmolVLM, InternVL, GLM-4V and GLM-4.5V.
 
 Each maps its text model with the mapper of the text model_type (`text_mappers`, hf.MAPPERS) and
 its vision tower + projector onto a `VisionSpec` whose `connector` lists the projector's layers,
