@@ -71,10 +71,15 @@ def search_family_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: in
                 waiting += enqueue(group, frontier)
             rank.best_first(frontier, prog.visit, waiting, prog.beyond)
             if rank.heap:
-                return rank.result(gpus, prog.best())
+                result = rank.result(gpus, prog.best())
+                break
             if not (on and floors is None and prog.retry):
                 raise PlanInfeasible(prog.infeasible())
             on = False
+        # the search's objects (the evaluator's caches, the frontier) freed while the collector is
+        # still paused: once it resumes, its first pass would walk every one still alive
+        prog = frontier = enqueue = group = None
+    return result
 
 
 search_transformer_plans = search_family_plans
