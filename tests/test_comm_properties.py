@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelplan.comm.clusters import load_cluster
-from modelplan.comm.cost import collective_time_s, valid_algos
+from modelplan.comm.cost import TUNED_ALGOS, TUNED_OPS, collective_time_s, valid_algos
 from modelplan.comm.ops import Collective
 from modelplan.comm.topology import cluster_links
 
@@ -54,11 +54,14 @@ def test_spreading_over_more_nodes_never_helps(name, op, n, g, k):
 @settings(max_examples=300, deadline=None)
 @given(clusters, ops, sizes, node_sizes, node_counts)
 def test_auto_is_never_slower_than_any_algorithm(name, op, n, g, k):
-    """auto returns the fastest valid algorithm: no single algorithm beats it."""
+    """auto returns the fastest valid algorithm: no single algorithm beats it; on an NVIDIA
+    cluster only among the algorithms NCCL runs (ring, tree, nvls, pat), as NCCL picks."""
     p = g * k
     if p < 2:
         return
     links = LINKS[name]
     t_auto = collective_time_s(op, n, p, g, links, "auto")
     for algo in valid_algos(op, p, g, links):
-        assert t_auto <= collective_time_s(op, n, p, g, links, algo)
+        if links.nccl_arch and op in TUNED_OPS and algo not in TUNED_ALGOS:
+            continue
+        assert t_auto <= collective_time_s(op, n, p, g, links, algo) * (1 + 1e-12)

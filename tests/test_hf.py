@@ -8,7 +8,9 @@ import json
 
 import pytest
 
+from _hf_hybrid_cases import HYBRID_VARIANTS
 from _hf_new_cases import NEW_VARIANTS, variant
+from _hf_vision_cases import VISION_VARIANTS
 from _hf_reference import config, fixture_names, hf_mtp_numel, hf_numel
 from modelplan.count.params import count_params
 from modelplan.errors import SpecError
@@ -168,7 +170,7 @@ def test_sequence_classification_head_replaces_lm_head():
 
 def test_unknown_model_type_lists_supported():
     """An unknown model_type is a one-line SpecError that lists the supported ones."""
-    with pytest.raises(SpecError, match=r"model_type: unsupported 'xlnet' \(supported: apertus, arcee, bert, bloom,") as exc:
+    with pytest.raises(SpecError, match=r"model_type: unsupported 'xlnet' \(supported: apertus, arcee, bamba, bert, bloom,") as exc:
         from_hf_config({"model_type": "xlnet"}, "config.json")
     assert "\n" not in str(exc.value)
 
@@ -339,6 +341,9 @@ def test_every_mapper_has_a_fixture_or_variant():
     # the round-2 types: tests/test_hf_new.py (variants, Apertus' and the Qwen-VL text checks)
     tested |= {variant(name, o)["model_type"] for name, o in NEW_VARIANTS}
     tested |= {"apertus", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text"}
+    tested |= {data["model_type"] for data in VISION_VARIANTS}  # tests/test_hf_vision.py
+    tested |= {"qwen3_vl_moe_text", "glm4v_text", "glm4v_moe_text"}  # their composites' text_configs
+    tested |= {data["model_type"] for data in HYBRID_VARIANTS}  # tests/test_hf_hybrid.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

@@ -129,9 +129,9 @@ def test_unmodelled_types_are_refused_naming_the_feature(model_type):
     assert UNMODELLED[model_type] in message and "\n" not in message
 
 
-def test_vl_refusal_says_how_to_count_the_text_model():
-    with pytest.raises(SpecError, match=r"model_type 'qwen2_5_vl_text'"):
-        from_hf_config({"model_type": "qwen2_5_vl"}, "config.json")
+def test_vl_composites_are_no_longer_refused():
+    """Qwen2.5-VL reads whole now (tests/test_hf_vision.py); its text model still counts alone above."""
+    assert "qwen2_5_vl" not in UNMODELLED and from_hf_config(config("qwen2.5-vl-3b-instruct")).vision is not None
 
 
 @pytest.mark.parametrize(("name", "key", "value", "message"), [

@@ -81,9 +81,9 @@ def comm_cmd(
     step_factor: Annotated[int, typer.Option(
         "--step-factor", "-f", help="Multiply the size by this between rows.")] = 2,
     algo: Annotated[str, typer.Option(
-        help="auto (fastest modelled), nccl (fastest NCCL runs), or one algorithm: ring, tree, "
-             "binomial, recursive_doubling, halving_doubling, hierarchical, pairwise, direct, "
-             "dissemination, fitted.")] = "auto",
+        help="auto (NVIDIA: NCCL's tuning.cc pick; others: fastest modelled), nccl (fastest NCCL "
+             "runs), or one algorithm: ring, tree, nvls, pat, binomial, recursive_doubling, "
+             "halving_doubling, hierarchical, pairwise, direct, dissemination, fitted.")] = "auto",
     dtype: Annotated[str, typer.Option(
         "--dtype", "-d", help="Element type for the count column (float, half, bf16, fp8, ...).")] = "float",
     ranks_per_node: Annotated[Optional[int], typer.Option(
@@ -141,12 +141,15 @@ def comm_cmd(
                    f"{inter.latency_us:g} us/hop")
     typer.echo(f"#   call latency {spec.call_latency_us:g} us; algo {algo_name.value}; "
                "alpha-beta model, not a measurement")
+    if links.nccl_arch:
+        typer.echo(f"#   ring/tree/nvls/pat priced by NCCL's tuning.cc model ({links.nccl_arch} constants, "
+                   "LL / LL128 / Simple), pick of least predicted time")
     typer.echo("#")
     typer.echo(f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>4}  "
-               f"{'time':>8}  {'algbw':>7}  {'busbw':>7}  algo")
+               f"{'time':>8}  {'algbw':>7}  {'busbw':>7}  algo/protocol")
     typer.echo(f"# {'(B)':>10}  {'(elements)':>12}  {'':>8}  {'':>6}  {'':>4}  "
                f"{'(us)':>8}  {'(GB/s)':>7}  {'(GB/s)':>7}")
     for c in costs:
         typer.echo(f"  {c.nbytes:>10}  {c.nbytes // itemsize:>12}  {type_name:>8}  {redop:>6}  "
                    f"{0 if rooted else -1:>4}  {_time_us(c.time_s * 1e6)}  {c.algbw_gbps:7.2f}  "
-                   f"{c.busbw_gbps:7.2f}  {c.algo.value}")
+                   f"{c.busbw_gbps:7.2f}  {c.algo.value}{'/' + c.protocol if c.protocol else ''}")

@@ -163,7 +163,20 @@ def _print_document(doc: dict, depth: int) -> None:
         (f"KV cache (inference, batch {tr['micro_batch']})", mem["kv_cache"]),
         ("KV cache per further token (each sequence)", mem.get("kv_cache_per_token", 0)),
     )
+    if mem.get("kv_state_per_sequence", 0):  # Mamba-style blocks: a fixed-size state per sequence
+        rows += (("of the cache, fixed-size states (each sequence)", mem["kv_state_per_sequence"]),)
     lines([(label, human_bytes(v), f"{v:,}") for label, v in rows], "lrr")
+    vision = doc.get("vision")
+    if vision is not None:
+        typer.echo()
+        heading("Vision tower", f" per image: {vision['image_size']} x {vision['image_size']} px, "
+                f"{vision['patches_per_image']:,} patches -> {vision['tokens_per_image']:,} text positions")
+        rows = (("forward FLOPs", human_flops(vision["forward_flops_per_image"]), vision["forward_flops_per_image"]),
+                ("training FLOPs (fwd + bwd)", human_flops(vision["training_flops_per_image"]),
+                 vision["training_flops_per_image"]),
+                ("activations", human_bytes(vision["activation_bytes_per_image"]), vision["activation_bytes_per_image"]))
+        lines([(label, text, f"{v:,}") for label, text, v in rows], "lrr")
+        typer.echo(typer.style(textwrap.fill(f"convention: {vision['convention']}", 100), dim=True))
 
 
 @app.command("presets")

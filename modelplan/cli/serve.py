@@ -72,8 +72,13 @@ def print_serve(spec, serve, cluster, est) -> None:
     typer.echo(typer.style(spec.name, bold=True) + f" served on {est.gpus} x {cluster.accelerator.name}: {est.replicas} "
                f"replica(s) of tp {est.tp}, weights {serve.weights}, KV cache {serve.kv_cache}, context {serve.context:,}")
     kv = spec.num_kv_heads
-    typer.echo(f"KV cache per token: {mem.kv_per_token_bytes:,} B = 2 x {spec.layers} layers x {kv} KV heads x "
-               f"{spec.dim_head} x {serve.kv_bytes} B; per GPU {mem.kv_per_token_per_gpu_bytes:,} B")
+    if spec.layer_types is None or spec.mla is not None:
+        typer.echo(f"KV cache per token: {mem.kv_per_token_bytes:,} B = 2 x {spec.layers} layers x {kv} KV heads x "
+                   f"{spec.dim_head} x {serve.kv_bytes} B; per GPU {mem.kv_per_token_per_gpu_bytes:,} B")
+    else:  # per-block mixers: windows, chunks and Mamba-style states keep the per-token figure below 2 L kv d
+        typer.echo(f"KV cache per token: {mem.kv_per_token_bytes:,} B over its attention blocks ({kv} KV heads x "
+                   f"{spec.dim_head}); per GPU {mem.kv_per_token_per_gpu_bytes:,} B; fixed-size states per sequence "
+                   f"in whole blocks")
     rows = [
         ("GPU memory x utilization", human_bytes(est.memory_budget_per_gpu_bytes), f"x {serve.gpu_memory_utilization:g}"),
         ("weights", human_bytes(mem.weights_per_gpu_bytes), f"{human_bytes(mem.weights_bytes)} / tp {est.tp}"),

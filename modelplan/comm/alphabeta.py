@@ -227,11 +227,13 @@ FORMULAS: dict[Collective, dict[Algo, Formula]] = {
         Algo.RING: gather_ring,
         Algo.RECURSIVE_DOUBLING: gather_recursive,
         Algo.HIERARCHICAL: gather_hierarchical,
+        Algo.PAT: gather_recursive,  # bytes and lg-p steps; NVIDIA clusters time it by comm.nccl_tuning
     },
     Collective.REDUCE_SCATTER: {
         Algo.RING: gather_ring,
         Algo.HALVING_DOUBLING: gather_recursive,
         Algo.HIERARCHICAL: gather_hierarchical,
+        Algo.PAT: gather_recursive,
     },
     Collective.BROADCAST: {Algo.RING: rooted_ring, Algo.BINOMIAL: rooted_binomial},
     Collective.REDUCE: {Algo.RING: rooted_ring, Algo.BINOMIAL: rooted_binomial},
@@ -243,11 +245,13 @@ FORMULAS: dict[Collective, dict[Algo, Formula]] = {
 
 NCCL_ALGOS: dict[Collective, frozenset[Algo]] = {
     Collective.ALL_REDUCE: frozenset({Algo.RING, Algo.TREE, Algo.NVLS}),
+    Collective.ALL_GATHER: frozenset({Algo.RING, Algo.PAT}),
+    Collective.REDUCE_SCATTER: frozenset({Algo.RING, Algo.PAT}),
     Collective.ALL_TO_ALL: frozenset({Algo.DIRECT}),
     Collective.SEND_RECV: frozenset({Algo.DIRECT}),
     Collective.BARRIER: frozenset({Algo.DISSEMINATION}),
 }
-"""What NCCL runs (tuning.cc without NVLSTree/CollNet/PAT, which are not modelled); ring otherwise.
+"""What NCCL runs (tuning.cc without NVLSTree/CollNet, which are not modelled); ring otherwise.
 NVLS is AllReduce only here: NCCL's NVLS AllGather/ReduceScatter are not modelled (measured AG/RS
 on 8xH200 stay on ring, comm_hw.md §1.2)."""
 
@@ -268,6 +272,8 @@ def invalid_reason(op: Collective, algo: Algo, p: int, g: int, k: int,
         return f"{algo.value} needs a power-of-two group size, not {p}"
     if algo is Algo.HIERARCHICAL and (k < 2 or g < 2):
         return f"hierarchical needs >= 2 nodes with >= 2 ranks each, not {k} node(s) x {g}"
+    if algo is Algo.PAT and (g != 1 or k < 2):
+        return f"pat runs with one rank per node on >= 2 nodes, not {k} node(s) x {g}"
     if algo is Algo.NVLS:
         # NVLSTree (NVLS in each node + a tree across nodes) is not modelled
         if nvls_min_ranks == 0:

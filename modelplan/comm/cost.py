@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from modelplan.comm.alphabeta import FORMULAS, NCCL_ALGOS, Estimate, Formula, invalid_reason
 from modelplan.comm.bandwidth import algbw_gbps, busbw_factor
+from modelplan.comm.nccl_tuning import Choice, choices
 from modelplan.comm.ops import Algo, Collective, parse_algo, parse_collective
 from modelplan.comm.topology import (
     ClusterLinks,
@@ -40,6 +41,8 @@ class CollectiveCost(BaseModel):
     """The operation priced."""
     algo: Algo
     """The algorithm priced (the one `auto` picked, or `fitted`)."""
+    protocol: str = ""
+    """NCCL protocol priced (ll, ll128, simple) where NCCL's tuning model priced it; '' otherwise."""
     nbytes: int
     """Message size in nccl-tests' convention for `op`."""
     group_size: int
@@ -93,6 +96,14 @@ class _Plan(NamedTuple):
     candidates: tuple[tuple[Algo, Formula], ...]
     fit: Fit | None
     """The measured fits when the fitted model prices this call."""
+    nccl: tuple[Choice, ...] = ()
+    """NCCL's (algorithm, protocol) table when tuning.cc's model prices this call (NVIDIA)."""
+
+
+TUNED_OPS = frozenset({Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.REDUCE_SCATTER,
+                       Collective.BROADCAST, Collective.REDUCE})
+"""Ops NCCL's tuning.cc prices by (algorithm, protocol); the others keep the alpha-beta formulas."""
+TUNED_ALGOS = frozenset({Algo.RING, Algo.TREE, Algo.NVLS, Algo.PAT})
 
 
 def _place(group_size: int, placement: int | None | GroupShape, links: ClusterLinks) -> GroupShape:
@@ -120,18 +131,29 @@ def _plan(op: Collective, algo: Algo, group_size: int, placement: int | None | G
     if algo is Algo.FITTED and fit is None:
         scope = "inter" if L.k > 1 else "intra"
         raise SpecError(f"cluster '{links.name}' has no fitted {op.value} for {scope}-node groups")
+    tuned = bool(links.nccl_arch) and op in TUNED_OPS
     if algo in (Algo.AUTO, Algo.FITTED, Algo.NCCL):
-        allowed = NCCL_ALGOS.get(op, frozenset({Algo.RING})) if algo is Algo.NCCL else FORMULAS[op]
+        # NVIDIA: auto is what NCCL runs; elsewhere (RCCL, MPI) every modelled algorithm but PAT
+        nccl_only = algo is Algo.NCCL or bool(links.nccl_arch)
+        allowed = NCCL_ALGOS.get(op, frozenset({Algo.RING})) if nccl_only else FORMULAS[op]
         cands = tuple(
             (a, f) for a, f in FORMULAS[op].items()
-            if a in allowed and invalid_reason(op, a, L.p, L.g, L.k, L.nvls_min) is None
+            if a in allowed and (a is not Algo.PAT or tuned)
+            and invalid_reason(op, a, L.p, L.g, L.k, L.nvls_min) is None
         )
     else:
         reason = invalid_reason(op, algo, L.p, L.g, L.k, L.nvls_min)
+        if reason is None and algo is Algo.PAT and not links.nccl_arch:
+            reason = f"pat is NCCL's, and cluster '{links.name}' has no NVIDIA accelerator"
         if reason is not None:
             raise SpecError(reason)
         cands = ((algo, FORMULAS[op][algo]),)
-    return _Plan(shape, L, cands, fit)
+        tuned = tuned and algo in TUNED_ALGOS
+    nccl: tuple[Choice, ...] = ()
+    if tuned:
+        protos = links.inter_protocols if L.k > 1 else links.intra_protocols
+        nccl = choices(op, L, links.nccl_arch, links.intra_nvlink, frozenset(a for a, _ in cands), protos)
+    return _Plan(shape, L, cands, fit, nccl)
 
 
 def _fitted(op: Collective, n: float, plan: _Plan) -> Estimate:
@@ -143,16 +165,21 @@ def _fitted(op: Collective, n: float, plan: _Plan) -> Estimate:
     return base._replace(time_s=alpha_s + n * busbw_factor(op, plan.path.p) / busbw_Bps)  # type: ignore[union-attr]
 
 
-def _estimate(op: Collective, n: float, plan: _Plan) -> tuple[Algo, Estimate]:
-    """(algorithm, estimate): the fit, or the fastest candidate (ties go to the first listed)."""
+def _estimate(op: Collective, n: float, plan: _Plan) -> tuple[Algo, str, Estimate]:
+    """(algorithm, protocol, estimate): the fit, NCCL's fastest (algorithm, protocol) with the
+    algorithm's bytes and steps, or the fastest candidate (ties go to the first listed)."""
     if plan.fit is not None:
-        return Algo.FITTED, _fitted(op, n, plan)
+        return Algo.FITTED, "", _fitted(op, n, plan)
+    if plan.nccl:
+        pick = min(plan.nccl, key=lambda c: c.time_s(n))
+        est = FORMULAS[op][pick.algo](n, plan.path)  # type: ignore[arg-type]
+        return pick.algo, pick.proto, est._replace(time_s=pick.time_s(n))
     best_algo, best = None, None
     for algo, formula in plan.candidates:
         est = formula(n, plan.path)  # type: ignore[arg-type]
         if best is None or est.time_s < best.time_s:
             best_algo, best = algo, est
-    return best_algo, best  # type: ignore[return-value]
+    return best_algo, "", best  # type: ignore[return-value]
 
 
 def _prepare(op, nbytes, group_size, ranks_per_node, cluster, algo) -> tuple[Collective, _Plan, ClusterLinks]:
@@ -179,8 +206,10 @@ def collective_time_s(
     input (p x per-rank output); AllToAll: the whole per-rank send buffer; Barrier: ignored.
     ranks_per_node: how many of the group's ranks share a node (None: fill nodes, i.e.
     min(group_size, gpus_per_node)), or a `GroupShape` from `shape_of_ranks(global ranks)`.
-    algo: 'auto' (fastest modelled, or the cluster's measured fit), 'nccl' (fastest of what
-    NCCL runs), or one `Algo`. For hot loops pass `cluster_links(cluster)` as `cluster`.
+    algo: 'auto' (NVIDIA: NCCL's tuning.cc pick of (algorithm, protocol); others: the fastest
+    modelled algorithm; a cluster's measured fit first), 'nccl' (the fastest of what NCCL runs), or
+    one `Algo` (ring / tree / nvls / pat on NVIDIA: the best protocol for it, as NCCL_ALGO). For
+    hot loops pass `cluster_links(cluster)` as `cluster`.
     """
     op = op if isinstance(op, Collective) else parse_collective(op)
     algo = algo if isinstance(algo, Algo) else parse_algo(algo)
@@ -199,7 +228,10 @@ def _time_s(op: Collective, nbytes: float, group_size: int, ranks_per_node: int 
         return 0.0
     if plan.fit is not None:
         return _fitted(op, nbytes, plan).time_s
-    n, L = float(nbytes), plan.path
+    n = float(nbytes)
+    if plan.nccl:
+        return min(c.time_s(n) for c in plan.nccl)
+    L = plan.path
     return min(formula(n, L).time_s for _, formula in plan.candidates)
 
 
@@ -219,9 +251,9 @@ def collective_cost(
     op, plan, links = _prepare(op, nbytes, group_size, ranks_per_node, cluster, algo)
     shape = plan.shape
     if plan.path is None:
-        chosen, est = parse_algo(algo), Estimate(0.0, 0.0, 0.0, 0, 0.0)
+        chosen, proto, est = parse_algo(algo), "", Estimate(0.0, 0.0, 0.0, 0, 0.0)
     else:
-        chosen, est = _estimate(op, float(nbytes), plan)
+        chosen, proto, est = _estimate(op, float(nbytes), plan)
     used = []
     if shape.ranks_per_node > 1:
         used.append(links.intra_name)
@@ -231,6 +263,7 @@ def collective_cost(
     return CollectiveCost(
         op=op,
         algo=chosen,
+        protocol=proto,
         nbytes=int(nbytes),
         group_size=group_size,
         ranks_per_node=shape.ranks_per_node,
@@ -255,4 +288,5 @@ def valid_algos(op: Collective | str, group_size: int, ranks_per_node: int | Non
     return [
         a for a in FORMULAS[op]
         if invalid_reason(op, a, group_size, shape.ranks_per_node, shape.nodes, links.nvls_min_ranks) is None
+        and (a is not Algo.PAT or bool(links.nccl_arch))
     ]

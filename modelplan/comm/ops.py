@@ -35,15 +35,18 @@ class Algo(StrEnum):
     """Collective algorithms the cost model knows (which op takes which: `comm.algorithms`)."""
 
     AUTO = "auto"
-    """The fastest valid algorithm for the size, as NCCL's tuner picks (or a measured fit)."""
+    """NVIDIA clusters: as `nccl`; others: the fastest modelled algorithm; or a measured fit."""
     NCCL = "nccl"
-    """The fastest of the algorithms NCCL itself runs for the op (ring, tree, nvls; grouped send/recv)."""
+    """The fastest (algorithm, protocol) NCCL itself runs for the op, by NCCL's tuning.cc model on
+    NVIDIA clusters (ring, tree, nvls, pat x LL, LL128, Simple; grouped send/recv)."""
     RING = "ring"
     """Ring: AllReduce = ring ReduceScatter + ring AllGather; Broadcast/Reduce = pipelined chain."""
     TREE = "tree"
     """NCCL's double binary tree AllReduce: a tree over nodes, a chain inside each node."""
     NVLS = "nvls"
     """NVLink SHARP AllReduce inside one NVSwitch node: the switch reduces and multicasts."""
+    PAT = "pat"
+    """NCCL's Parallel Aggregated Trees AllGather / ReduceScatter, one rank per node (NCCL 2.23+)."""
     BINOMIAL = "binomial"
     """Binomial tree: Broadcast, Reduce; AllReduce = binomial Reduce + binomial Broadcast."""
     RECURSIVE_DOUBLING = "recursive_doubling"
@@ -78,6 +81,7 @@ _ALGO_ALIASES = {_squash(a.value): a for a in Algo} | {
     "recursivehalving": Algo.HALVING_DOUBLING,
     "twolevel": Algo.HIERARCHICAL,
     "nvlinksharp": Algo.NVLS,
+    "parallelaggregatedtrees": Algo.PAT,
 }
 
 

@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import NamedTuple, Sequence
 
 from modelplan.comm.fabric import alltoall_slowdown, ring_slowdown
+from modelplan.comm.nccl_tuning import nccl_arch
 from modelplan.errors import SpecError
 from modelplan.specs.hardware import Cluster
 
@@ -50,6 +51,15 @@ class ClusterLinks(NamedTuple):
     """Nodes one leaf of the scale-out fabric joins at full rate; 0: non-blocking (`comm.fabric`)."""
     oversubscription: float = 1.0
     """Leaf down:up bandwidth ratio above `leaf_nodes`."""
+    nccl_arch: str = ""
+    """NCCL tuning.cc architecture row (volta, ampere, hopper, blackwell); '': not an NVIDIA
+    accelerator, so no NCCL protocol model (`comm.nccl_tuning`)."""
+    intra_nvlink: bool = True
+    """The intra-node link is NVLink (tuning.cc NCCL_HW_NVLINK), not PCIe."""
+    intra_protocols: tuple[str, ...] = ("ll", "ll128", "simple")
+    """NCCL protocols inside a node (Link.nccl_protocols)."""
+    inter_protocols: tuple[str, ...] = ("ll", "ll128", "simple")
+    """NCCL protocols groups that span nodes may use (Link.nccl_protocols of both links)."""
 
 
 def cluster_links(cluster: Cluster | ClusterLinks) -> ClusterLinks:
@@ -78,6 +88,10 @@ def cluster_links(cluster: Cluster | ClusterLinks) -> ClusterLinks:
         nvls_alpha_s=intra.nvls_latency_us * 1e-6 if intra.nvls else 0.0,
         leaf_nodes=cluster.fabric.leaf_nodes or 0,
         oversubscription=cluster.fabric.oversubscription,
+        nccl_arch=nccl_arch(cluster.accelerator.name),
+        intra_nvlink="pcie" not in intra.name.lower(),
+        intra_protocols=tuple(intra.nccl_protocols),
+        inter_protocols=tuple(p for p in intra.nccl_protocols if p in inter.nccl_protocols),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from modelplan.count.blocks import Block
+from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_flops, mixer_flops
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -34,8 +35,9 @@ def _mlp_weights(spec: "TransformerSpec", ffn_hidden: int) -> int:
 def attention_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str, int]:
     """q/k/v self-attention over `keys` keys per query."""
     h = spec.hidden
+    gate = spec.q_width if spec.attention_output_gate else 0  # Qwen3-Next: q_proj also emits the gate
     return {
-        "attention/qkv": 2 * tokens * h * (spec.q_width + 2 * spec.kv_width),  # (t, h) @ (h, q + 2kv)
+        "attention/qkv": 2 * tokens * h * (spec.q_width + gate + 2 * spec.kv_width),  # (t, h) @ (h, q [+ gate] + 2kv)
         # QK^T (t, d) @ (d, keys) and AV (t, keys) @ (keys, d) per head: 2 * 2 * t * keys * a * d
         "attention/score": 4 * tokens * keys * spec.q_width,
         "attention/out": 2 * tokens * spec.q_width * h,  # (t, a*d) @ (a*d, h)
@@ -102,6 +104,12 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
     keys = keys_per_query(spec, block.mixer, seq_len)
     if block.mixer == "mamba":
         out = mamba_flops(spec, tokens)
+    elif block.mixer in LINEAR_MIXERS:
+        out = mixer_flops(spec, block.mixer, tokens, seq_len)
+    elif block.mixer == "mlp":
+        out = {}
+    elif block.mixer == PARALLEL_MAMBA2:
+        out = {**attention_flops(spec, tokens, keys), **mamba2_flops(spec, tokens, seq_len)}
     elif spec.mla is not None:
         out = mla_flops(spec, tokens, keys)
     else:

@@ -4,6 +4,7 @@ HuggingFace module conventions. Leaves are keyed relative to the block:
     attention/{qkv, out, qk_norm, sinks, relative_bias}     q/k/v attention (any layer type)
     attention/{q/down, q/norm, q/up, q, kv/down, kv/norm, kv/up, out}   MLA (DeepSeek-V2)
     mamba/{in_proj, conv, x_proj, dt_proj, ssm, norms, out_proj}        Mamba mixer
+    mamba2/..., deltanet/...                                 Mamba-2 / gated DeltaNet (count/mixers.py)
     cross_attention/{qkv, out}                               decoder blocks of an encoder-decoder
     mlp/{in, out} or mlp/{router, experts, shared_experts, shared_gate}
     norm                                                     every norm of the block
@@ -12,6 +13,8 @@ HuggingFace module conventions. Leaves are keyed relative to the block:
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
+
+from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -39,7 +42,7 @@ def block_of(spec: "TransformerSpec", index: int) -> Block:
         moe=spec.is_moe_layer(index),
         cross=spec.is_decoder_block(index),
         relative_bias=spec.position == "relative" and spec.is_first_in_stack(index),
-        mlp=spec.mlp,
+        mlp=spec.has_mlp(index) if spec.arch != "encoder_decoder" else spec.mlp,
     )
 
 
@@ -89,7 +92,10 @@ def attention_params(spec: "TransformerSpec", relative_bias: bool) -> dict[str, 
     """q/k/v self-attention: projections, qk norms, sinks and T5's relative bias."""
     h = spec.hidden
     qkv_width = spec.q_width + 2 * spec.kv_width  # fused or separate q, k, v projections
-    return {
+    gate = {}
+    if spec.attention_output_gate:  # Qwen3-Next: q_proj is Linear(h, 2 heads head_dim), half of it the gate
+        gate = {"attention/gate": h * spec.q_width + (spec.q_width if spec.qkv_bias else 0)}
+    return {**gate,
         # HF q_proj/k_proj/v_proj (or fused c_attn / query_key_value): Linear(h, qkv_width)
         "attention/qkv": h * qkv_width + (qkv_width if spec.qkv_bias else 0),
         # HF o_proj / c_proj / dense: Linear(heads * head_dim, h)
@@ -163,6 +169,12 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
     h = spec.hidden
     if block.mixer == "mamba":
         out = mamba_params(spec)
+    elif block.mixer in LINEAR_MIXERS:
+        out = mixer_params(spec, block.mixer)
+    elif block.mixer == "mlp":  # a mixer-free MLP block (Nemotron-H)
+        out = {}
+    elif block.mixer == PARALLEL_MAMBA2:  # Falcon-H1: attention and Mamba-2 side by side
+        out = {**attention_params(spec, block.relative_bias), **mamba2_params(spec)}
     elif spec.mla is not None:
         out = mla_params(spec)
     else:

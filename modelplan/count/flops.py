@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 
 CONVENTION = (
     "matmul FLOPs only, 2 per multiply-add (norms, softmax, activations, biases, lookups, "
-    "softcaps not counted; Mamba's conv and scan contraction counted); attention QK^T and AV "
+    "softcaps not counted; Mamba's conv and scan contraction counted, Mamba-2 / gated DeltaNet "
+    "scans as their chunked algorithms' matmuls); attention QK^T and AV "
     "count every key a query may see: the full s x s square also for causal masks "
     "(Megatron-LM/PaLM), min(s, window) for sliding and min(s, chunk) for chunked layers; MLA "
     "expanded as transformers runs it; backward = 2 x forward; model = 3 x forward; hardware adds "

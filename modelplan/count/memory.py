@@ -18,6 +18,7 @@ from modelplan.count.blocks import Block, block_of, mtp_block
 from modelplan.count.checkpointing import op_sac_kept_per_token
 from modelplan.count.eager import loss_peak_bytes, rmsnorm_kept_bytes, swiglu_kept_bytes
 from modelplan.count.flops import check_seq_len, decoder_seq_len
+from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, kept_bytes_per_token, out_proj_width, state_elements
 from modelplan.count.params import count_params
 from modelplan.count.recompute_modules import discarded
 from modelplan.count.result import MemoryCount
@@ -43,6 +44,10 @@ def _mixer_terms(spec: "TransformerSpec", block: Block, d: int) -> tuple[int, in
         # in_proj output x, z (2 d_in), conv output, delta, y (out_proj input) and B, C, dt_low
         ssm = spec.ssm
         return 0, d * (5 * ssm.inner + ssm.dt_rank + 2 * ssm.state_size), False
+    if block.mixer in LINEAR_MIXERS:  # Mamba-2 / gated DeltaNet: what their fused kernels save
+        return 0, kept_bytes_per_token(spec, block.mixer, d), False
+    if block.mixer == "mlp":  # no mixer (Nemotron-H MLP blocks)
+        return 0, 0, False
     mla = spec.mla
     if mla is not None:
         # latents (not split by tp): q latent (norm and up inputs), kv latent + rope key, kv up input
@@ -54,6 +59,10 @@ def _mixer_terms(spec: "TransformerSpec", block: Block, d: int) -> tuple[int, in
     sharded = d * (2 * spec.q_width + 2 * spec.kv_width)
     if spec.qk_norm_in(block.mixer):
         sharded += d * (spec.q_width + spec.kv_width)  # pre-norm Q and K kept for the norm backward
+    if spec.attention_output_gate:  # the gate logits and the ungated core output, for attn * sigmoid(gate)
+        sharded += d * 2 * spec.q_width
+    if block.mixer == PARALLEL_MAMBA2:  # Falcon-H1: the Mamba-2 mixer's kept tensors beside attention's
+        sharded += kept_bytes_per_token(spec, "mamba2", d)
     return 0, sharded, True
 
 
@@ -61,6 +70,10 @@ def _out_proj_width(spec: "TransformerSpec", block: Block) -> int:
     """Width of the mixer's output-projection input (attention values, MLA's v dims, Mamba's y)."""
     if block.mixer == "mamba":
         return spec.ssm.inner
+    if block.mixer in LINEAR_MIXERS:
+        return out_proj_width(spec, block.mixer)
+    if block.mixer == PARALLEL_MAMBA2:
+        return spec.q_width + spec.mamba2.inner
     if spec.mla is not None:
         return spec.heads * spec.mla.v_head_dim
     return spec.q_width
@@ -80,7 +93,7 @@ def _fp8_kept(spec: "TransformerSpec", block: Block, saved: int, replicated: int
         replicated -= saved * spec.hidden  # (the routed copies' casts: _dispatch_bytes)
         sharded -= saved * (_out_proj_width(spec, block) + moe.top_k * moe.expert_ffn_hidden + shared_ffn)
         return replicated, sharded
-    shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp
+    shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp or block.mixer == "mlp"
     replicated -= saved * spec.hidden * (1 if shared_input else 2)
     sharded -= saved * (_out_proj_width(spec, block) + (spec.ffn_hidden if block.mlp else 0))
     return replicated, sharded
@@ -101,7 +114,7 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
     # Norm inputs: each sequential norm keeps its own input; a parallel block's norms share one.
     norm_inputs = 1 if spec.parallel_block else spec.num_norms_per_layer
     # Mixer input and MLP input (norm outputs); one shared tensor in a 1-norm parallel block.
-    shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp
+    shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp or block.mixer == "mlp"
     block_inputs = 1 if shared_input else 2
     replicated = d * h * (norm_inputs + block_inputs) + (2 if block.mlp else 1) * mask * h  # dropout masks (1 B)
     eager = elementwise == "eager"
@@ -152,9 +165,9 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
     replicated, sharded, score = _layer_terms(spec, block, dtype_bytes, attention, elementwise, norm_elementwise)
     if fp8_inputs:  # TE keeps the linear inputs as fp8 (1 byte) copies instead of 16-bit ones
         replicated, sharded = _fp8_kept(spec, block, dtype_bytes - 1, replicated, sharded)
-    standard = block.mixer != "mamba" and spec.mla is None and not block.cross and block.mlp
+    standard = block.mixer not in ("mamba", "mlp", PARALLEL_MAMBA2, *LINEAR_MIXERS) and spec.mla is None and not block.cross and block.mlp
     # DTensor SP: the linears' inputs (the norm outputs) are kept all-gathered, whole over tp
-    shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp
+    shared_input = (spec.parallel_block and spec.num_norms_per_layer == 1) or not block.mlp or block.mixer == "mlp"
     gathered = (1 if fp8_inputs else dtype_bytes) * spec.hidden * (1 if shared_input else 2) if (
         gathered_inputs and sequence_parallel and tp > 1) else 0
     if recompute == "selective" and ac_mode == "op_sac" and not block.moe and standard and is_fused(attention):
@@ -325,7 +338,7 @@ def output_activation_bytes(
 
 def kv_cache_tokens(spec: "TransformerSpec", block: Block, seq_len: int, memory_len: int = 0) -> int:
     """Tokens a block caches for one sequence of `seq_len` (its window or chunk at most)."""
-    if block.mixer == "mamba" or (spec.arch == "encoder_decoder" and not block.cross) or not spec.causal:
+    if block.mixer in ("mamba", "mlp", *LINEAR_MIXERS) or (spec.arch == "encoder_decoder" and not block.cross) or not spec.causal:
         return 0
     return keys_per_query(spec, block.mixer, seq_len) + (memory_len if block.cross else 0)
 
@@ -354,6 +367,11 @@ def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_byte
         block = block_of(spec, index)
         if block.mixer == "mamba":
             elements += spec.ssm.inner * (spec.ssm.conv_kernel + spec.ssm.state_size)
+        elif block.mixer in LINEAR_MIXERS:  # conv window and SSM / delta-rule state (count/mixers.py)
+            elements += state_elements(spec, block.mixer)
+        elif block.mixer == PARALLEL_MAMBA2:  # Falcon-H1: K/V and the Mamba-2 states
+            elements += state_elements(spec, "mamba2") + kv_bytes_per_cached_token(spec) * kv_cache_tokens(
+                spec, block, seq_len)
         elif block.cross:
             elements += 2 * spec.kv_width * (dec + seq_len)
         else:
@@ -369,7 +387,7 @@ def kv_cache_bytes_per_token(spec: "TransformerSpec", dtype_bytes: int) -> int:
     per_block = kv_bytes_per_cached_token(spec) if spec.arch != "encoder_decoder" else 2 * spec.kv_width
     grows = sum(
         1 for i in range(spec.num_blocks)
-        if (block := block_of(spec, i)).mixer == "full_attention" and (spec.arch != "encoder_decoder" or block.cross)
+        if (block := block_of(spec, i)).mixer in ("full_attention", PARALLEL_MAMBA2) and (spec.arch != "encoder_decoder" or block.cross)
     )
     return grows * per_block * dtype_bytes
 
@@ -428,4 +446,5 @@ def count_transformer_memory(spec, training: "TrainingSpec", micro_batch: int) -
         activations_per_layer=per_layer,
         kv_cache=kv_cache_bytes(spec, micro_batch, seq_len, d, dec_len or None),
         kv_cache_per_token=kv_cache_bytes_per_token(spec, d),
+        kv_state_per_sequence=kv_cache_bytes(spec, 1, 0, d),  # the cache of a sequence of 0 tokens
     )

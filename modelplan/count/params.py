@@ -11,7 +11,8 @@ sums of their children (nanoGPT's sizing notebook):
     final_norm           one per stack
     head                 output (untied lm_head), bias, transform (BERT MLM), pooler, proj,
                          classifier
-    vision               tower/{patch, position, layers, norms, head}, projector (Gemma 3, Mistral 3)
+    vision               tower/{patch, class, position, layers, norms, head}, projector/...
+                         (count.vision: Gemma 3, Mistral 3, Qwen-VL, LLaVA, Llama 4, ...)
     mtp                  multi-token prediction modules (DeepSeek-V3): norms, proj, block
 
 The four groups embedding, layers, final_norm and head are always present (0 when absent);
@@ -33,13 +34,13 @@ from modelplan.count.blocks import (
     unused_expert_params,
 )
 from modelplan.count.result import ParamCount
+from modelplan.count.vision import vision_params
 from modelplan.specs.family import family_of
 
 if TYPE_CHECKING:
-    from modelplan.specs.blocks import VisionSpec
     from modelplan.specs.transformer import TransformerSpec
 
-__all__ = ["count_params", "layer_params", "norm_params", "mlp_params", "with_parents", "TOP_LEVEL"]
+__all__ = ["count_params", "layer_params", "norm_params", "mlp_params", "with_parents", "vision_params", "TOP_LEVEL"]
 
 TOP_LEVEL = ("embedding", "layers", "final_norm", "head")
 
@@ -77,37 +78,6 @@ def head_params(spec: "TransformerSpec") -> dict[str, int]:
         "pooler": h * h + h if spec.pooler else 0,  # BertPooler: dense h x h + bias
         # classifier / score / qa_outputs: Linear(h, num_labels, bias)
         "classifier": h * cls.num_labels + (cls.num_labels if cls.bias else 0) if cls else 0,
-    }
-
-
-def vision_params(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
-    """Leaf parameters of a vision tower and its projector, keyed relative to `vision/`
-    (HF SiglipVisionModel + Gemma3MultiModalProjector; PixtralVisionModel + Mistral3 projector)."""
-    h, f = vision.hidden, vision.ffn_hidden
-
-    def norm(width: int) -> int:
-        return width * (2 if vision.norm_bias else 1)
-
-    n_in = 2 if vision.gated_mlp else 1
-    mlp = (n_in + 1) * h * f + ((n_in * f + h) if vision.mlp_bias else 0)
-    attention = 4 * h * h + (3 * h if vision.qkv_bias else 0) + (h if vision.attn_out_bias else 0)
-    patches = (vision.image_size // vision.patch_size) ** 2
-    # SiglipMultiheadAttentionPoolingHead: probe (1,1,h), nn.MultiheadAttention (in_proj 3h x h
-    # + bias, out_proj h x h + bias), LayerNorm, fc1/fc2 MLP with biases
-    pooling = h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (2 * h * f + f + h)
-    merged = h * vision.patch_merge ** 2
-    second = text_hidden * text_hidden + (text_hidden if vision.projector_bias else 0)
-    return {
-        # Conv2d(channels, h, kernel=stride=patch_size)
-        "tower/patch": vision.channels * vision.patch_size ** 2 * h + (h if vision.patch_bias else 0),
-        "tower/position": patches * h if vision.position == "learned" else 0,
-        "tower/norms": norm(h) * (int(vision.pre_norm) + int(vision.post_norm)),
-        "tower/layers": vision.layers * (attention + mlp + 2 * norm(h)),
-        "tower/head": pooling if vision.pooling_head else 0,
-        "projector/norm": h if vision.projector_norm else 0,  # RMSNorm over the tower width
-        "projector/merge": merged * h if vision.patch_merge > 1 else 0,  # Linear(h m^2, h, bias=False)
-        "projector/proj": h * text_hidden + (text_hidden if vision.projector_bias else 0),
-        "projector/proj2": second if vision.projector_layers == 2 else 0,
     }
 
 

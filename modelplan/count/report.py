@@ -13,6 +13,10 @@ The JSON form (`modelplan count MODEL --json`) is this dict, schema version 1:
                      activations_per_layer[int], kv_cache, kv_cache_per_token}   (bytes, one
                      unsharded replica; activations and kv_cache for one micro-batch of
                      micro_batch sequences, kv_cache_per_token for one sequence)
+    vision          only for a model with a vision tower: {image_size, patches_per_image,
+                     tokens_per_image, forward_flops_per_image, training_flops_per_image,
+                     activation_bytes_per_image, flops_breakdown{slash/path: int}, convention}
+                     (one image; the text-token step above does not include it)
 
 All numbers are exact Python ints; parents in a breakdown are the sums of their children.
 """
@@ -40,7 +44,7 @@ def count_document(spec, training: "TrainingSpec", micro_batch: int) -> dict:
             f"micro_batch ({micro_batch}) must not exceed global_batch ({training.global_batch})"
         )
     memory = count_memory(spec, training, micro_batch)
-    return {
+    doc = {
         "schema_version": SCHEMA_VERSION,
         "model": {"name": spec.name, "kind": spec.kind, "source": spec.source},
         "training": {
@@ -59,3 +63,8 @@ def count_document(spec, training: "TrainingSpec", micro_batch: int) -> dict:
         "flops": count_flops(spec, training).model_dump(),
         "memory": {**memory.model_dump(), "model_states": memory.model_states},
     }
+    if getattr(spec, "vision", None) is not None:
+        from modelplan.count.vision_report import vision_document
+
+        doc["vision"] = vision_document(spec, training.dtype_bytes)
+    return doc

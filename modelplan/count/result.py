@@ -65,6 +65,9 @@ class MemoryCount(Result):
     kv_cache_per_token: int = 0
     """Bytes each further token adds to one sequence's cache once every window is full (the
     full-attention blocks only: sliding, chunked and Mamba blocks stop growing)."""
+    kv_state_per_sequence: int = 0
+    """Part of the cache one sequence holds whatever its length: the conv and SSM / delta-rule
+    states of Mamba-style blocks (Mamba, Mamba-2, gated DeltaNet)."""
 
     @property
     def model_states(self) -> int:

@@ -6,7 +6,10 @@ A tensor-parallel rank holds kv_heads / tp heads (or one, replicated, when tp ex
 vLLM's rule); an MLA model's compressed latent is not split by heads, so every TP rank keeps all
 of it (vLLM's MLA backends). Paged attention (vLLM, Kwon et al. 2023) allocates whole blocks of `block_size`
 tokens, so a sequence of c tokens takes ceil(c / block) blocks; the tail of the last block is the
-paging overhead.
+paging overhead. Mamba-style blocks (Mamba, Mamba-2, gated DeltaNet) keep a fixed-size state per
+sequence instead of per-token K/V: it is not part of the per-token figures; like vLLM's hybrid
+cache manager, a sequence's states take whole pages (of the attention page size; one page of the
+state itself for attention-free models).
 """
 
 from __future__ import annotations
@@ -79,12 +82,19 @@ def count_serve_memory(spec: "TransformerSpec", serve: "ServeSpec") -> ServeMemo
     total = count_params(spec).total
     fmt = None if serve.weights in ("bf16", "fp16") else serve.weights
     weights = weights_bytes(total, linear_modules(spec, serving_layout(spec)), fmt, dtype_bytes=serve.weight_bytes)
-    per_token = kv_cache_bytes(spec, 1, 1, serve.kv_bytes)
-    per_token_gpu = kv_bytes_per_gpu(spec, 1, serve.kv_bytes, serve.tp)
+    # fixed-size conv / SSM / delta-rule states of Mamba-style blocks (the cache of 0 tokens)
+    state, state_gpu = kv_cache_bytes(spec, 1, 0, serve.kv_bytes), kv_bytes_per_gpu(spec, 0, serve.kv_bytes, serve.tp)
+    per_token = kv_cache_bytes(spec, 1, 1, serve.kv_bytes) - state
+    per_token_gpu = kv_bytes_per_gpu(spec, 1, serve.kv_bytes, serve.tp) - state_gpu
     blocks = -(-serve.context // serve.block_size)
-    per_block = kv_bytes_per_gpu(spec, serve.block_size, serve.kv_bytes, serve.tp)
-    used = kv_bytes_per_gpu(spec, serve.context, serve.kv_bytes, serve.tp)
-    paged = kv_bytes_per_gpu(spec, blocks * serve.block_size, serve.kv_bytes, serve.tp)
+    per_block = kv_bytes_per_gpu(spec, serve.block_size, serve.kv_bytes, serve.tp) - state_gpu
+    used = kv_bytes_per_gpu(spec, serve.context, serve.kv_bytes, serve.tp) - state_gpu
+    paged = kv_bytes_per_gpu(spec, blocks * serve.block_size, serve.kv_bytes, serve.tp) - state_gpu
+    if state_gpu and per_block == 0:  # attention-free (Mamba, Mamba-2): one state page per sequence
+        blocks, per_block, used, paged = 1, state_gpu, state_gpu, state_gpu
+    elif state_gpu:  # vLLM's hybrid allocator: a sequence's states take whole pages beside its K/V
+        state_blocks = -(-state_gpu // per_block)
+        blocks, used, paged = blocks + state_blocks, used + state_gpu, paged + state_blocks * per_block
     return ServeMemory(
         weights_bytes=weights, weights_per_gpu_bytes=-(-weights // serve.tp), kv_per_token_bytes=per_token,
         kv_per_token_per_gpu_bytes=per_token_gpu, kv_per_block_per_gpu_bytes=per_block,

@@ -26,7 +26,9 @@ from typing import NamedTuple
 from modelplan.count.attention import FusedAttention
 from modelplan.count.blocks import Block
 from modelplan.count.eager import ROTARY_KERNELS, rotary_bytes
+from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.kernel_types import Elementwise, Gemm
+from modelplan.plan.linear_mixers import linear_mixer_kernels
 from modelplan.plan.parallel.tp import local_kv_heads
 from modelplan.specs.transformer import TransformerSpec
 
@@ -34,6 +36,8 @@ from modelplan.specs.transformer import TransformerSpec
 PRICED: frozenset[str] = frozenset({
     # kernels of their own here or in kernels.py, shards in shard.py, calls in parallel/tp.py
     "mla", "layer_types=sliding_attention", "layer_types=chunked_attention", "layer_types=mamba", "mlp=false",
+    "layer_types=mamba2", "layer_types=gated_deltanet", "layer_types=mlp", "layer_types=parallel_mamba2",
+    "attention_output_gate", "deltanet.kda",  # plan/linear_mixers.py
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
     "moe.shared_expert_gate", "mtp_layers",
     # shards only (their compute is a per-head value or a scalar fused into a neighbour kernel)
@@ -96,12 +100,15 @@ def attention_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q:
     """q/k/v self-attention of one block."""
     h, dh, tokens = spec.hidden, spec.dim_head, b * s_q
     heads, kv = spec.heads // tp, local_kv_heads(spec.num_kv_heads, tp)
-    gemms = [Gemm("attention/qkv", tokens, (heads + 2 * kv) * dh, h)]  # column-parallel
+    gate = heads if spec.attention_output_gate else 0  # Qwen3-Next: q_proj also emits a gate per head
+    gemms = [Gemm("attention/qkv", tokens, (heads + gate + 2 * kv) * dh, h)]  # column-parallel
     g, core, flash = _core("attention", spec, block, b, heads, s_q, s, dh, dh, d, fused)
     rotated = int(dh * spec.rotary_fraction) if spec.rotary_fraction != 1.0 else dh
     ew = _rotary(spec, block, tokens * (heads + kv) * rotated, d, eager)
     if spec.qk_norm_in(block.mixer):  # a norm pass over Q and K
         ew.append(Elementwise("attention/qk_norm", tokens * (heads + kv) * dh, 2 * d, 3 * d))
+    if gate:  # attn * sigmoid(gate): read both, write; bwd reads them and dy, writes both grads
+        ew.append(Elementwise("attention/gate", tokens * heads * dh, 3 * d, 5 * d))
     return MixerKernels(gemms + g, ew, core, flash, Gemm("attention/out", tokens, h, heads * dh))  # row-parallel
 
 
@@ -162,6 +169,15 @@ def mixer_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q: int
     """The mixer of a block of kind `block`."""
     if block.mixer == "mamba":
         return mamba_kernels(spec, tp, b, s_q, d)
+    if block.mixer in LINEAR_MIXERS:
+        gemms, ew, out = linear_mixer_kernels(spec, block.mixer, tp, b, s_q, d)
+        return MixerKernels(gemms, ew, [], [], out)
+    if block.mixer == "mlp":  # a mixer-free MLP block (Nemotron-H)
+        return MixerKernels([], [], [], [], None)
+    if block.mixer == PARALLEL_MAMBA2:  # Falcon-H1: attention's kernels, then the Mamba-2 mixer's
+        attn = attention_kernels(spec, block, tp, b, s_q, s, d, fused, eager)
+        gemms, ew, out = linear_mixer_kernels(spec, "mamba2", tp, b, s_q, d)
+        return MixerKernels(attn.gemms + gemms + [out], attn.elementwise + ew, attn.core, attn.fused, attn.out)
     if spec.mla is not None:
         return mla_kernels(spec, block, tp, b, s_q, s, d, fused, eager)
     return attention_kernels(spec, block, tp, b, s_q, s, d, fused, eager)

@@ -129,7 +129,7 @@ def layer_kernels(
     fused = is_fused(attention)
     eager = elementwise == "eager"
     mixer = mixer_kernels(spec, block, tp, b, s_q, s, d, fused, eager)
-    gemms = mixer.gemms + [mixer.out]
+    gemms = mixer.gemms + ([mixer.out] if mixer.out is not None else [])  # none: a mixer-free block
     core, flash = list(mixer.core), list(mixer.fused)
     if cp_fp32_merge and cp > 1:
         kv_share = local_kv_heads(spec.num_kv_heads, tp) / max(1, spec.heads // tp)
@@ -154,7 +154,7 @@ def layer_kernels(
                else Elementwise("mlp/act", tokens * ffn_local, 3 * d, 5 * d))
     else:
         act = Elementwise("mlp/act", tokens * ffn_local, 2 * d, 3 * d)
-    sublayers = 1 + block.cross + block.mlp
+    sublayers = (block.mixer != "mlp") + block.cross + block.mlp
     other = [norm] * (spec.num_norms_per_layer + block.cross) + [bda] * sublayers
     if block.mlp and moe_layer:
         routed = tokens * etp // tp if etp else tokens  # etp < tp: each rank routes its sequence shard

@@ -28,6 +28,9 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from modelplan.count.blocks import Block, block_of, mtp_block, norm_params
+from modelplan.count.vision import vision_params
+from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
+from modelplan.plan.linear_mixers import linear_mixer_shard
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.stages import rank_units
 from modelplan.specs.plan import Plan
@@ -40,8 +43,8 @@ class UnitShard(NamedTuple):
     cache builders make thousands; every field is derived here from a validated spec)."""
 
     unit: str
-    """`embedding/word`, `embedding/extra`, `layers/<i>`, `layers/<i>/experts`, `head`, `mtp/<k>`
-    or `mtp/<k>/experts`."""
+    """`embedding/word`, `embedding/extra`, `layers/<i>`, `layers/<i>/experts`, `head`, `mtp/<k>`,
+    `mtp/<k>/experts` or `vision`."""
     numel: int
     """Local parameter elements (after the tp/ep split)."""
     partial_over_tp: int
@@ -116,6 +119,8 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
     q, kv = heads * d, _split(spec.num_kv_heads, tp) * d
     norms, norms_partial = _qk_norms(spec, tp)
     numel = h * (q + 2 * kv) + (q + 2 * kv if spec.qkv_bias else 0) + q * h + out_bias + norms
+    if spec.attention_output_gate:  # Qwen3-Next: the gate half of q_proj, split with the heads
+        numel += h * q + (q if spec.qkv_bias else 0)
     numel += heads if spec.attention_sinks else 0
     return numel, norms_partial + (out_bias if sp else 0)
 
@@ -140,7 +145,17 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
     """(local elements, partial elements) of one block of kind `block` without its routed experts."""
     h = spec.hidden
     norms = _norm(spec) * spec.num_norms_per_layer
-    numel, partial = _mamba(spec, tp, sp) if block.mixer == "mamba" else _attention(spec, tp, sp)
+    if block.mixer == "mamba":
+        numel, partial = _mamba(spec, tp, sp)
+    elif block.mixer in LINEAR_MIXERS:
+        numel, partial = linear_mixer_shard(spec, block.mixer, tp, sp)
+    elif block.mixer == "mlp":  # a mixer-free MLP block (Nemotron-H)
+        numel, partial = 0, 0
+    elif block.mixer == PARALLEL_MAMBA2:  # Falcon-H1: attention and Mamba-2 side by side
+        (n_attn, p_attn), (n_ssm, p_ssm) = _attention(spec, tp, sp), linear_mixer_shard(spec, "mamba2", tp, sp)
+        numel, partial = n_attn + n_ssm, p_attn + p_ssm
+    else:
+        numel, partial = _attention(spec, tp, sp)
     numel, partial = numel + norms, partial + (norms if sp else 0)
     if not block.mlp:
         return numel, partial
@@ -216,6 +231,8 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     head = norm + (0 if spec.tied_embeddings else h * _split(spec.vocab, tp))
     head += _split(spec.vocab, tp) if spec.lm_head_bias else 0
     sizes["head"] = (head, norm if sp else 0, dp)
+    if spec.vision is not None:  # replicated over tp (its own small GEMMs), reduced over dp like the rest
+        sizes["vision"] = (sum(vision_params(spec.vision, h).values()), 0, dp)
     return {u: UnitShard(unit=u, numel=n, partial_over_tp=p, group_size=g) for u, (n, p, g) in sizes.items() if n}
 
 

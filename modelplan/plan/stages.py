@@ -8,7 +8,10 @@ virtual stage v runs on pipeline rank v % pp as model chunk v // pp (Megatron's 
 
 Units are the groups of parameters one data-parallel collective moves: `embedding/word`,
 `embedding/extra` (position / token-type embeddings, embedding norm), `layers/<i>` (block i
-without its routed experts), `layers/<i>/experts` and `head` (final norm, output projection).
+without its routed experts), `layers/<i>/experts`, `head` (final norm, output projection) and
+`vision` (a vision tower and its projector, on the first stage before the embedding: it feeds the
+image tokens into the embedded sequence, as Megatron-core's LLaVAModel runs it on its first
+pipeline stage).
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ def stage_units(spec: TransformerSpec, num_stages: int, split: Split | None = No
     moe = spec.moe is not None
     start = 0
     for v in range(num_stages):
-        units = ["embedding/word", "embedding/extra"] if v == 0 else []
+        units = [*(["vision"] if spec.vision is not None else []), "embedding/word", "embedding/extra"] if v == 0 else []
         first, start = start, start + counts[v]
         for i in range(first, start):  # stage_layers(spec.layers, num_stages, v, split)
             units.append(f"layers/{i}")

@@ -140,9 +140,43 @@ class ClassifierSpec(Spec):
     per sequence on the pooled first token."""
 
 
+class ConnectorLayer(Spec):
+    """One parameter-holding layer of a vision projector / patch merger, in execution order
+    (Qwen-VL PatchMerger, LLaVA / InternVL multi_modal_projector, Idefics3 connector, Llama 4
+    pixel-shuffle MLP): a linear, a norm or a learned vector (LLaVA-NeXT image_newline)."""
+
+    name: str = Field(min_length=1)
+    """Breakdown key under `vision/projector/` (e.g. `merger/fc1`)."""
+    kind: Literal["linear", "layernorm", "rmsnorm", "vector"]
+    """linear: Linear(in_features, out_features); layernorm / rmsnorm: a norm over in_features
+    (rmsnorm has no bias); vector: in_features learned values, no matmul."""
+    in_features: int = Field(gt=0)
+    """Input width (the norm's or vector's width)."""
+    out_features: int = Field(0, ge=0)
+    """Output width of a linear (0 for norms and vectors)."""
+    bias: bool = False
+    """Bias on the linear / LayerNorm."""
+    merge: int = Field(1, gt=0)
+    """Tower patches folded into one input row of this layer (m^2 after a spatial merge, 1/r^2
+    after a pixel shuffle): the layer runs on patches // merge rows per image."""
+    copies: int = Field(1, gt=0)
+    """Identical copies (Qwen3-VL's deepstack mergers), each run once per image."""
+    row_offset: int = Field(0, ge=-1, le=1)
+    """Rows per image beyond patches // merge: -1 where LLaVA's 'default' feature strategy drops
+    the first token of a tower without a class token (SigLIP), +1 where 'full' keeps CLIP's."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "ConnectorLayer":
+        if self.kind == "linear" and self.out_features == 0:
+            raise ValueError(f"connector layer {self.name}: a linear needs out_features > 0")
+        return self
+
+
 class VisionSpec(Spec):
     """A ViT-style vision tower and its projector into the text model (SigLIP for Gemma 3, Pixtral
-    for Mistral 3): patch conv, position table or rotary, pre-norm encoder blocks."""
+    for Mistral 3, CLIP for LLaVA, the Qwen-VL towers, Llama 4's, InternViT): patch conv, position
+    table or rotary, pre-norm encoder blocks, then a projector (the fixed Gemma 3 / Mistral 3 one,
+    or a `connector` list of layers)."""
 
     layers: int = Field(gt=0)
     """Encoder blocks."""
@@ -188,3 +222,42 @@ class VisionSpec(Spec):
     """1: one Linear(hidden, text hidden); 2: Linear(hidden, text) + activation + Linear(text, text)."""
     projector_bias: bool = False
     """Biases on the projector linears."""
+    temporal_patch: int = Field(1, gt=0)
+    """Frames one patch spans (Qwen-VL Conv3d temporal_patch_size; an image is repeated to fill
+    them): the patch conv has channels * temporal_patch * patch_size^2 inputs."""
+    class_token: bool = False
+    """A learned class embedding prepended to the patches (CLIP, InternViT, Llama 4): h
+    parameters and one more token (and position row) per image."""
+    position_rows: int | None = Field(None, gt=0)
+    """Rows of the learned position table when it is not one per patch (+1 with a class token)
+    of the configured image (Qwen3-VL num_position_embeddings, interpolated at run time)."""
+    layer_scale: bool = False
+    """Learned per-channel scales on both residual branches of every block (InternViT lambda_1 /
+    lambda_2): 2h parameters per block."""
+    qk_norm: bool = False
+    """RMSNorms (no bias) over the full query and key width in every block (InternViT
+    use_qk_norm)."""
+    window_patches: int | None = Field(None, gt=0)
+    """Side in patches of the square attention windows of the windowed blocks (Qwen2.5-VL:
+    window_size // spatial_merge_size // patch_size merged tokens, times the merge size); the
+    image's patch grid is cut into such windows from the top left, the last row and column of
+    windows keeping the remainder. None: every block attends over the whole image. FLOPs only."""
+    full_attention_layers: list[int] = Field(default_factory=list)
+    """0-based blocks that attend over the whole image when `window_patches` is set (Qwen2.5-VL
+    fullatt_block_indexes)."""
+    pooled_tokens: int | None = Field(None, gt=0)
+    """Tokens per image after Gemma 3's average pooling (mm_tokens_per_image): the projector runs
+    on these. None: no pooling."""
+    connector: list[ConnectorLayer] | None = None
+    """The projector as its layers, in order; replaces projector_norm / patch_merge /
+    projector_layers / projector_bias (which describe Gemma 3's and Mistral 3's)."""
+
+    @property
+    def patches(self) -> int:
+        """Patches of one image of image_size x image_size pixels (temporal_patch frames)."""
+        return (self.image_size // self.patch_size) ** 2
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the tower's blocks run on per image (patches, plus the class token)."""
+        return self.patches + int(self.class_token)

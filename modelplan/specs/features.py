@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 
 def _layer_type_features(spec: "TransformerSpec") -> list[str]:
     types = set(spec.layer_types or ())
-    return [f"layer_types={kind}" for kind in ("sliding_attention", "chunked_attention", "mamba") if kind in types]
+    return [f"layer_types={kind}" for kind in ("sliding_attention", "chunked_attention", "mamba", "mamba2", "gated_deltanet", "mlp",
+                                                                   "parallel_mamba2")
+            if kind in types]
 
 
 def _moe_features(spec: "TransformerSpec") -> list[str]:
@@ -52,6 +54,8 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "rotary_fraction": spec.position == "rotary" and spec.rotary_fraction != 1.0,
         "nope_full_attention": spec.nope_full_attention,
         "mla": spec.mla is not None,
+        "attention_output_gate": spec.attention_output_gate,
+        "deltanet.kda": spec.deltanet is not None and spec.deltanet.kda,
         "mlp=false": not spec.mlp,
         f"position={spec.position}": spec.position in ("alibi", "relative"),
         f"norm_placement={spec.placement}": spec.placement != "pre",

@@ -133,6 +133,9 @@ class Link(Spec):
     nvls_latency_us: float = Field(0.0, ge=0)
     """Latency of one NVLS call in microseconds (tuning.cc: NVLS NVLink Simple 25 us; NCCL adds no
     base latency to it)."""
+    nccl_protocols: tuple[Literal["ll", "ll128", "simple"], ...] = ("ll", "ll128", "simple")
+    """NCCL protocols this link carries (AWS EFA without in-order 128-byte delivery: simple only,
+    aws/aws-ofi-nccl#76, #850; as NCCL_PROTO restricts them)."""
     source: str = ""
     """Where the bandwidth, efficiency and latency come from."""
 

@@ -1,6 +1,6 @@
 """Read a HuggingFace `config.json` (as a dict) into a TransformerSpec.
 
-Each supported `model_type` has one small mapping function (in hf_gpt, hf_llama, hf_moe,
+Each supported `model_type` has one small mapping function (in hf_gpt, hf_llama, hf_moe, hf_vision,
 hf_other) that states the module conventions of the HF implementation: which projections carry
 biases, where the norms sit, whether the embeddings are tied by default. Missing optional keys
 take the HF config class defaults; the size keys (layers, hidden, heads, vocab, ...) are
@@ -23,31 +23,23 @@ from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_dense import DENSE_MAPPERS
 from modelplan.specs.hf_layernorm import LAYERNORM_MAPPERS
 from modelplan.specs.hf_gpt import GPT_MAPPERS
+from modelplan.specs.hf_hybrid import HYBRID_MAPPERS
 from modelplan.specs.hf_llama import LLAMA_MAPPERS
 from modelplan.specs.hf_moe import MOE_MAPPERS
 from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
 from modelplan.specs.hf_other import OTHER_MAPPERS
+from modelplan.specs.hf_vision import VISION_MAPPERS, VISION_TEXT_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
-    **MOE_EXTRA_MAPPERS,
+    **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS, **VISION_TEXT_MAPPERS,
 }
+MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
 
 UNMODELLED: dict[str, str] = {
-    "mamba2": "Mamba-2 SSD mixers (multi-head state, grouped B/C, gated RMSNorm)",
-    "falcon_h1": "hybrid Mamba-2 + attention blocks in parallel with muP multipliers",
-    "bamba": "hybrid Mamba-2 / attention blocks",
     "zamba": "shared attention blocks interleaved with Mamba blocks",
     "zamba2": "shared attention blocks with LoRA adapters interleaved with Mamba-2 blocks",
-    "nemotron_h": "hybrid Mamba-2 / attention / MLP-only blocks",
-    "granitemoehybrid": "hybrid Mamba-2 / attention blocks with MoE",
-    "qwen3_next": "gated DeltaNet linear-attention layers",
-    "qwen3_5": "gated DeltaNet linear-attention layers (and a vision tower)",
-    "qwen3_5_text": "gated DeltaNet linear-attention layers",
-    "qwen3_5_moe": "gated DeltaNet linear-attention layers (and a vision tower)",
-    "qwen3_5_moe_text": "gated DeltaNet linear-attention layers",
-    "kimi_linear": "Kimi Delta Attention linear-attention layers",
     "minimax": "lightning (linear) attention layers",
     "lfm2": "gated short-convolution blocks",
     "lfm2_moe": "gated short-convolution blocks",
@@ -59,25 +51,14 @@ UNMODELLED: dict[str, str] = {
     "longcat_flash": "zero-computation experts and its two-attention blocks",
     "deepseek_v32": "DeepSeek sparse attention's lightning indexer",
     "gemma3n": "per-layer embeddings, AltUp and LAuReL blocks",
-    "qwen2_vl": "the Qwen2-VL vision tower",
-    "qwen2_5_vl": "the Qwen2.5-VL vision tower",
-    "qwen3_vl": "the Qwen3-VL vision tower",
-    "qwen3_vl_moe": "the Qwen3-VL vision tower",
-    "llama4": "the Llama 4 vision tower",
-    "llava": "its vision tower",
-    "llava_next": "its vision tower",
-    "idefics3": "its vision tower",
-    "smolvlm": "its vision tower",
-    "internvl": "its vision tower",
-    "glm4v": "the GLM-4V vision tower",
-    "glm4v_moe": "the GLM-4.5V vision tower",
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
 
-_TEXT_ONLY = {"qwen2_vl": "qwen2_vl_text", "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
-              "llama4": "llama4_text"}
-"""Vision-language types whose text_config alone is supported (as its own model_type)."""
+_TEXT_ONLY: dict[str, str] = {}
+"""Refused vision-language types whose text_config alone is supported (as its own model_type);
+the Qwen-VL / Qwen3.5, Llama 4, LLaVA, InternVL, Idefics3 and GLM-4V composites read whole
+(hf_vision.py), their text model_types still count the language model alone."""
 
 
 def _unmodelled(source: str, model_type: str) -> SpecError:

@@ -152,6 +152,7 @@ def _gemma3(c: HFConfig) -> dict:
     fields, _ = _composite(c, "gemma3_text", _GEMMA3_TEXT)
     vision = c.sub("vision_config", _SIGLIP)
     fields["vision"] = _vision(vision, False, projector_norm=True)
+    fields["vision"]["pooled_tokens"] = c.integer("mm_tokens_per_image", 256)  # Gemma3MultiModalProjector avg pool
     fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
     return fields
 

@@ -14,13 +14,15 @@ from pydantic import Field, field_validator, model_validator
 
 from modelplan.specs.base import Spec
 from modelplan.specs.blocks import ClassifierSpec, MLASpec, MoESpec, Norm, SSMSpec, VisionSpec
+from modelplan.specs.mixers import DeltaNetSpec, Mamba2Spec
 from modelplan.specs.transformer_checks import check_transformer
 
 __all__ = ["TransformerSpec", "MoESpec", "MLASpec", "SSMSpec", "ClassifierSpec", "VisionSpec"]
 
 Position = Literal["learned", "rotary", "alibi", "relative", "none"]
 Activation = Literal["gelu", "relu", "silu", "gelu_tanh", "swiglu_clamp"]
-LayerType = Literal["full_attention", "sliding_attention", "chunked_attention", "mamba"]
+LayerType = Literal["full_attention", "sliding_attention", "chunked_attention", "mamba", "mamba2", "gated_deltanet",
+                    "mlp", "parallel_mamba2"]
 NormPlacement = Literal["pre", "post", "sandwich", "output"]
 
 
@@ -50,8 +52,10 @@ class TransformerSpec(Spec):
     """Per-head dimension; None means hidden // heads (then heads must divide hidden)."""
     layer_types: list[LayerType] | None = None
     """Mixer of each block, repeated cyclically: block i is layer_types[i % len] (Gemma 3:
-    5 x sliding_attention + full_attention; Jamba: 4 mamba, attention, 3 mamba). None: all
-    full_attention."""
+    5 x sliding_attention + full_attention; Jamba: 4 mamba, attention, 3 mamba); `mlp`: a block
+    without a mixer, its norm then its MLP (Nemotron-H, with `mlp` false for the others);
+    `parallel_mamba2`: full attention and a Mamba-2 mixer on the same norm output, summed
+    (Falcon-H1). None: all full_attention."""
     sliding_window: int | None = Field(None, gt=0)
     """Keys a sliding_attention query sees, itself included (HF sliding_window)."""
     attention_chunk: int | None = Field(None, gt=0)
@@ -87,6 +91,13 @@ class TransformerSpec(Spec):
     """Multi-head Latent Attention instead of q/k/v projections (DeepSeek-V2/V3)."""
     ssm: SSMSpec | None = None
     """The state-space mixer of `mamba` blocks."""
+    mamba2: Mamba2Spec | None = None
+    """The Mamba-2 (SSD) mixer of `mamba2` blocks (Bamba, Granite 4.0-H, Nemotron-H)."""
+    deltanet: DeltaNetSpec | None = None
+    """The gated DeltaNet mixer of `gated_deltanet` blocks (Qwen3-Next, Qwen3.5)."""
+    attention_output_gate: bool = False
+    """Gated attention output (Qwen3-Next / Qwen3.5 full attention): q_proj also emits a per-head
+    gate, o_proj reads attn * sigmoid(gate); q_proj is twice as wide."""
     ffn_hidden: int = Field(0, ge=0)
     """Dense MLP hidden size (HF intermediate_size; 4h for GPT); 0 only when no block has a
     dense MLP."""
@@ -252,6 +263,11 @@ class TransformerSpec(Spec):
             return "full_attention"
         return self.layer_types[index % len(self.layer_types)]
 
+    def has_mlp(self, index: int) -> bool:
+        """Whether block `index` has an MLP: every block unless `mlp` is false, then only the
+        mixer-free `mlp` blocks (Nemotron-H's '-' and 'E' blocks)."""
+        return self.mlp or self.layer_type(index) == "mlp"
+
     def rotary_in(self, mixer: str) -> bool:
         """Whether blocks whose mixer is `mixer` rotate q and k (NoPE full-attention blocks do not)."""
         return self.position == "rotary" and not (self.nope_full_attention and mixer == "full_attention")
@@ -263,7 +279,7 @@ class TransformerSpec(Spec):
     def is_moe_layer(self, index: int) -> bool:
         """Whether block `index` (0-based) has an MoE MLP."""
         moe = self.moe
-        if moe is None or not self.mlp:
+        if moe is None or not self.has_mlp(index):
             return False
         if moe.layers is not None:
             return index in moe.layers

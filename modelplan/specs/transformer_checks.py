@@ -38,6 +38,12 @@ def _check_attention(spec: "TransformerSpec") -> None:
         raise ValueError("layer_types has mamba but ssm is not set")
     if spec.ssm is not None and "mamba" not in types:
         raise ValueError("ssm is set but no block is mamba (add 'mamba' to layer_types)")
+    if "parallel_mamba2" in types:
+        types = types | {"mamba2"}  # Falcon-H1 blocks hold a Mamba-2 mixer too
+    for kind, field in (("mamba2", "mamba2"), ("gated_deltanet", "deltanet")):
+        if (kind in types) != (getattr(spec, field) is not None):
+            raise ValueError(f"layer_types has {kind} but {field} is not set" if kind in types
+                             else f"{field} is set but no block is {kind} (add '{kind}' to layer_types)")
 
 
 def _check_blocks(spec: "TransformerSpec") -> None:
@@ -53,9 +59,11 @@ def _check_blocks(spec: "TransformerSpec") -> None:
         )
     if moe is not None and moe.layers is not None and any(i >= spec.layers for i in moe.layers):
         raise ValueError(f"moe.layers ({moe.layers}) must be below layers ({spec.layers})")
-    if moe is not None and not spec.mlp:
+    if moe is not None and not any(spec.has_mlp(i) for i in range(spec.layers)):
         raise ValueError("moe needs mlp (blocks without an MLP have no experts)")
-    dense = spec.mlp and any(not spec.is_moe_layer(i) for i in range(spec.layers))
+    if "mlp" in set(spec.layer_types or ()) and spec.mlp:
+        raise ValueError("layer_types has mlp (mixer-free MLP blocks) but mlp is true: set mlp false")
+    dense = any(spec.has_mlp(i) and not spec.is_moe_layer(i) for i in range(spec.layers))
     if dense and spec.ffn_hidden == 0:
         raise ValueError("ffn_hidden must be > 0: some blocks have a dense MLP")
     if spec.mtp_layers and spec.arch != "decoder":

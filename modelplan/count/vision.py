@@ -1,0 +1,160 @@
+"""Parameters, forward FLOPs and activation bytes of a vision tower and its projector
+(`specs.blocks.VisionSpec`), per image.
+
+Parameters follow the HF modules (SiglipVisionModel + Gemma3MultiModalProjector, PixtralVisionModel
++ Mistral3 projector, CLIPVisionModel + LlavaMultiModalProjector, the Qwen-VL vision transformers
+and PatchMergers, Llama4VisionModel, InternVLVisionModel, Idefics3 connector). FLOPs use the count
+convention of `count.flops` (matmuls only, 2 per multiply-add; every query sees every key of its
+image, or of its window in a windowed block); a training step's text-token FLOPs do not include
+them: they are reported per image (`modelplan count`'s `vision` section).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from modelplan.specs.blocks import ConnectorLayer, VisionSpec
+
+
+def _norm(vision: "VisionSpec", width: int) -> int:
+    return width * (2 if vision.norm_bias else 1)
+
+
+def _mlp_params(vision: "VisionSpec") -> int:
+    h, f = vision.hidden, vision.ffn_hidden
+    n_in = 2 if vision.gated_mlp else 1  # gated: gate_proj + up_proj; plain: fc1
+    return (n_in + 1) * h * f + ((n_in * f + h) if vision.mlp_bias else 0)
+
+
+def _attention_params(vision: "VisionSpec") -> int:
+    h = vision.hidden
+    qk_norms = 2 * h if vision.qk_norm else 0  # InternViT q_norm / k_norm: RMSNorm(h), no bias
+    return 4 * h * h + (3 * h if vision.qkv_bias else 0) + (h if vision.attn_out_bias else 0) + qk_norms
+
+
+def connector_params(layer: "ConnectorLayer") -> int:
+    """Parameters of one connector layer (all its copies)."""
+    if layer.kind == "linear":
+        one = layer.in_features * layer.out_features + (layer.out_features if layer.bias else 0)
+    elif layer.kind == "layernorm":
+        one = layer.in_features * (2 if layer.bias else 1)
+    else:  # rmsnorm weight or a learned vector (image_newline)
+        one = layer.in_features
+    return layer.copies * one
+
+
+def vision_params(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
+    """Leaf parameters of a vision tower and its projector, keyed relative to `vision/`."""
+    h, f = vision.hidden, vision.ffn_hidden
+    rows = vision.position_rows or vision.tokens  # one per patch (+ the class token's)
+    # SiglipMultiheadAttentionPoolingHead: probe (1,1,h), nn.MultiheadAttention (in_proj 3h x h
+    # + bias, out_proj h x h + bias), LayerNorm, fc1/fc2 MLP with biases
+    pooling = h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (2 * h * f + f + h)
+    block = _attention_params(vision) + _mlp_params(vision) + 2 * _norm(vision, h)
+    leaves = {
+        # Conv2d(channels, h, kernel=stride=patch) / Conv3d(channels, h, (t, p, p)) / Llama 4's
+        # unfold + Linear(channels p^2, h): channels * t * p^2 * h weights
+        "tower/patch": vision.channels * vision.temporal_patch * vision.patch_size ** 2 * h
+        + (h if vision.patch_bias else 0),
+        "tower/class": h if vision.class_token else 0,
+        "tower/position": rows * h if vision.position == "learned" else 0,
+        "tower/norms": _norm(vision, h) * (int(vision.pre_norm) + int(vision.post_norm)),
+        "tower/layers": vision.layers * (block + (2 * h if vision.layer_scale else 0)),
+        "tower/head": pooling if vision.pooling_head else 0,
+    }
+    if vision.connector is not None:
+        for layer in vision.connector:
+            key = f"projector/{layer.name}"
+            leaves[key] = leaves.get(key, 0) + connector_params(layer)
+        return leaves
+    merged = h * vision.patch_merge ** 2
+    second = text_hidden * text_hidden + (text_hidden if vision.projector_bias else 0)
+    return {
+        **leaves,
+        "projector/norm": h if vision.projector_norm else 0,  # RMSNorm over the tower width
+        "projector/merge": merged * h if vision.patch_merge > 1 else 0,  # Linear(h m^2, h, bias=False)
+        "projector/proj": h * text_hidden + (text_hidden if vision.projector_bias else 0),
+        "projector/proj2": second if vision.projector_layers == 2 else 0,
+    }
+
+
+def _window_pairs(vision: "VisionSpec") -> int:
+    """(query, key) pairs of one windowed block: windows of w x w patches cut from the grid's
+    top left (edge windows keep the remainder), each window's n patches attending to its n."""
+    if vision.window_patches is None:
+        return vision.tokens ** 2
+    side, w = vision.image_size // vision.patch_size, vision.window_patches
+    sides = [w] * (side // w) + ([side % w] if side % w else [])
+    squares = sum(s * s for s in sides)  # patches of one row of windows, per window, squared sum
+    return squares * squares  # sum over windows (a x b patches) of (a b)^2 = (sum a^2)(sum b^2)
+
+
+def vision_forward_flops(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
+    """Forward FLOPs of one image through the tower and projector, keyed relative to `vision/`."""
+    h, f, p = vision.hidden, vision.ffn_hidden, vision.patches
+    t = vision.tokens
+    n_in = 2 if vision.gated_mlp else 1
+    windowed = 0 if vision.window_patches is None else vision.layers - len(set(vision.full_attention_layers))
+    # sum over blocks and queries of the keys each query sees: t^2 per full block, and per windowed
+    # block the sum of n^2 over its windows (Qwen2_5_VisionTransformer.get_window_index)
+    pairs = (vision.layers - windowed) * t * t + windowed * _window_pairs(vision)
+    out = {
+        "tower/patch": 2 * p * vision.channels * vision.temporal_patch * vision.patch_size ** 2 * h,
+        "tower/layers/attention/qkv": vision.layers * 2 * t * h * 3 * h,  # (t, h) @ (h, 3h)
+        "tower/layers/attention/score": 2 * 2 * pairs * h,  # QK^T and AV: 2 h per (query, key) pair each
+        "tower/layers/attention/out": vision.layers * 2 * t * h * h,
+        "tower/layers/mlp": vision.layers * 2 * t * (n_in + 1) * h * f,
+        # one probe query: q (h x h), k/v over t tokens, scores, out, MLP
+        "tower/head": (2 * h * h + 2 * t * 2 * h * h + 2 * 2 * t * h + 2 * h * h + 2 * 2 * h * f)
+        if vision.pooling_head else 0,
+    }
+    if vision.connector is not None:
+        for layer in vision.connector:
+            if layer.kind == "linear":
+                key = f"projector/{layer.name}"
+                rows = p // layer.merge + layer.row_offset
+                out[key] = out.get(key, 0) + layer.copies * 2 * rows * layer.in_features * layer.out_features
+        return out
+    m2 = vision.patch_merge ** 2
+    rows = vision.pooled_tokens or p // m2  # Gemma 3 average-pools to mm_tokens_per_image first
+    return {
+        **out,
+        "projector/merge": 2 * (p // m2) * h * m2 * h if m2 > 1 else 0,
+        "projector/proj": 2 * rows * h * text_hidden,
+        "projector/proj2": 2 * rows * text_hidden * text_hidden if vision.projector_layers == 2 else 0,
+    }
+
+
+def vision_activation_bytes(vision: "VisionSpec", text_hidden: int, dtype_bytes: int) -> int:
+    """Activation bytes one image keeps for the backward (no recompute, fused attention).
+
+    Per block and token, Korthikanti et al. 2022 (arXiv 2205.05198) sec. 4.1 without dropout:
+    both norm inputs and outputs (4h), Q, K, V (3h), the output-projection input (h), the MLP's
+    inner tensors (2f plain: activation in and out; 3f gated: gate, up, product) in dtype_bytes,
+    and the fused kernel's fp32 log-sum-exp per head (Dao 2023, FlashAttention-2, Alg. 1).
+    Projector: each linear's input and its output's activation input."""
+    h, f, t, d = vision.hidden, vision.ffn_hidden, vision.tokens, dtype_bytes
+    inner = 3 if vision.gated_mlp else 2
+    per_token = d * (8 * h + inner * f) + 4 * vision.heads
+    tower = vision.layers * t * per_token + d * vision.patches * vision.channels * vision.temporal_patch \
+        * vision.patch_size ** 2  # the patch conv keeps its pixels
+    projector = 0
+    if vision.connector is not None:
+        for layer in vision.connector:
+            if layer.kind != "vector":
+                projector += layer.copies * d * (vision.patches // layer.merge + layer.row_offset) * layer.in_features
+    else:
+        rows = vision.pooled_tokens or vision.patches // vision.patch_merge ** 2
+        projector = d * (vision.patches * h + rows * h + (2 * rows * text_hidden if vision.projector_layers == 2 else 0))
+    return tower + projector
+
+
+def image_tokens(vision: "VisionSpec") -> int:
+    """Text-sequence positions one image fills: the projector's output rows (the last linear's
+    patches // merge; Gemma 3's pooled tokens; patches // m^2 after Mistral 3's merge)."""
+    if vision.connector is not None:
+        linears = [layer for layer in vision.connector if layer.kind == "linear"]
+        return vision.patches // linears[-1].merge + linears[-1].row_offset if linears else vision.patches
+    return vision.pooled_tokens or vision.patches // vision.patch_merge ** 2
+
