@@ -9,7 +9,8 @@ from modelplan.comm.clusters import load_cluster
 from modelplan.errors import PlanInfeasible
 from modelplan.plan.evaluator import Evaluator, PlanPoint
 from modelplan.plan.memory_floor import MemoryFloor
-from modelplan.plan.search import RELIEF_REACH, SearchSpace, _search_transformer, search_plans
+from modelplan.plan.search import SearchSpace, search_family_plans, search_plans
+from modelplan.plan.search_transformer import RELIEF_REACH
 from modelplan.plan.search_ext import DpVariant
 from modelplan.specs.load import load_model
 from modelplan.specs.training import TrainingSpec
@@ -79,7 +80,7 @@ def test_search_ranks_the_same_plans_with_and_without_the_floor(model, gpus, tra
     the search without it."""
     spec = load_model(model)
     args = (spec, training, cluster, gpus, space, None, 5, True)
-    with_floor, without = _search_transformer(*args, True), _search_transformer(*args, False)
+    with_floor, without = search_family_plans(*args, floors=True), search_family_plans(*args, floors=False)
     assert [e.model_dump() for e in with_floor.best] == [e.model_dump() for e in without.best]
     assert with_floor.candidates == without.candidates
     assert with_floor.rejected["out of memory"] > without.rejected.get("out of memory", 0)
@@ -91,7 +92,7 @@ def test_no_plan_fits_names_the_same_nearest_blocker():
     spec, training = load_model("llama-3-70b"), TrainingSpec(global_batch=16, seq_len=32768)
     space = SearchSpace(cp=[1], recompute=["none"], offload_activations=[False], offload_optimizer=["none"])
     with pytest.raises(PlanInfeasible) as without:
-        _search_transformer(spec, training, H100, 16, space, None, 5, True, False)
+        search_family_plans(spec, training, H100, 16, space, None, 5, True, floors=False)
     with pytest.raises(PlanInfeasible) as searched:
         search_plans(spec, training, H100, 16, space)
     assert str(searched.value) == str(without.value)

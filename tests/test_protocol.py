@@ -1,5 +1,5 @@
 """`plan/protocol.py`: one evaluator protocol for every family, one estimate entry, and the plain
-search over it alone (`search_family_plans`). Expected values: the bounded transformer search
+search's program over it alone (`protocol_search`, run by `search_family_plans`). Expected values: the bounded transformer search
 explores a superset of the protocol search's plans (every sp / recompute / overlap variant besides the defaults), so its best
 step can only be as fast or faster; a search's plan priced again through `estimate_plan` gives
 the same step (the same evaluator behind both entries)."""
@@ -10,9 +10,9 @@ import pytest
 
 from modelplan.comm.clusters import load_cluster
 from modelplan.plan.estimate import estimate_plan
-from modelplan.plan.problems import Problem
+from modelplan.specs.plan import Plan
 from modelplan.plan.protocol import PlanEvaluator
-from modelplan.plan.search import search_family_plans, search_plans
+from modelplan.plan.search import protocol_search, search_family_plans, search_plans
 from modelplan.specs.family import family_of
 from modelplan.specs.load import load_model
 from modelplan.specs.training import TrainingSpec
@@ -33,7 +33,7 @@ def test_plain_search_of_a_transformer_never_beats_the_bounded_one():
     """GPT-2 small on 8 H100s (batch 64, seq 1024): the plain search over the shared candidates
     finds a fitting plan; the bounded search's best is at most as slow."""
     spec, training = load_model("gpt2"), TrainingSpec(global_batch=64, seq_len=1024)
-    plain = search_family_plans(spec, training, H100, 8, top_k=1)
+    plain = search_family_plans(spec, training, H100, 8, top_k=1, program=protocol_search)
     bounded = search_plans(spec, training, H100, 8, top_k=1)
     assert plain.best and plain.best[0].fits
     assert bounded.best[0].step.step_time_s <= plain.best[0].step.step_time_s * (1 + 1e-12)
@@ -43,7 +43,7 @@ def test_plain_search_of_a_transformer_never_beats_the_bounded_one():
 def test_a_searched_plan_priced_again_is_the_same(name):
     """The plain search's best plan, estimated through `estimate_plan`, has the same step time."""
     spec, training = load_model(name), TrainingSpec(global_batch=64, seq_len=1024)
-    best = search_family_plans(spec, training, H100, 4, top_k=1).best[0]
+    best = search_family_plans(spec, training, H100, 4, top_k=1, program=protocol_search).best[0]
     again = estimate_plan(spec, training, best.plan, H100, world_size=4)
     assert again.step.step_time_s == pytest.approx(best.step.step_time_s, rel=1e-12)
     assert again.throughput_unit == family_of(spec).throughput_unit
@@ -56,7 +56,9 @@ def _every_plan_priced(spec, training, gpus):
 
     ev = family_of(spec).call("evaluator", spec, training, H100, None)
     cands = Candidates(SearchSpace(), gpus, H100.gpus_per_node, training.global_batch, ev.units, ev.max_microbatches)
-    priced = [(p, ev.estimate(p)) for p in walk(ev, cands) if not isinstance(p, Problem)]
+    plans = [Plan(dp=g.dp, tp=g.tp, pp=g.pp, vpp=vpp, micro_batch=g.micro_batch, schedule=sched, zero=zero)
+             for g in walk(ev, cands, lambda problem, at: None) for sched, vpp in g.schedules for zero in cands.zeros]
+    priced = [(p, ev.estimate(p)) for p in plans]
     return ev, [(p, e) for p, e in priced if e.fits]
 
 

@@ -120,3 +120,31 @@ def test_searched_split_lightens_the_last_stage_behind_a_large_head():
     assert best.step.step_time_s < even.step.step_time_s
     again = estimate_plan(GPT2, TRAIN, best.plan, A100, world_size=16)
     assert again.step.step_time_s == pytest.approx(best.step.step_time_s)
+
+
+def test_one_search_loop_for_every_family():
+    """Issue 12 item 3 (one search): the candidate walk (`candidates.walk`), the bounded loop
+    (`Ranking.best_first`) and a `Ranking` are called in one function of the package,
+    `search.search_family_plans`, which runs every family's search program; a second search
+    loop would have to call one of them elsewhere."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parent.parent / "modelplan"
+    sites = set()
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        walks = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                 and n.module == "modelplan.plan.candidates" for a in n.names if a.name == "walk"}
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for call in ast.walk(fn):
+                if not isinstance(call, ast.Call):
+                    continue
+                f = call.func
+                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+                if (name in walks and isinstance(f, ast.Name)) or name in ("best_first", "Ranking") or (
+                        isinstance(f, ast.Attribute) and name == "walk" and getattr(f.value, "id", "") == "candidates"):
+                    sites.add((path.relative_to(package).as_posix(), fn.name, name))
+    assert sites == {("plan/search.py", "search_family_plans", n) for n in ("walk", "best_first", "Ranking")}, sites

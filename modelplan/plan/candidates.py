@@ -5,8 +5,8 @@ GPUs, each level checked by the grid's, batch's and schedule's rules and the fam
 family supplies what differs (`FamilyAxes`): which axes beyond tp, pp and dp it takes, its
 divisibility rules as `Problem`s, how many pipeline units it has and its default vpps. What a
 search does at a point (a network's ZeRO stages and step floor; a transformer's memory and
-step-time floors over its wider dimensions) and what a pruned subtree counts for are the search's
-(`search.py`)."""
+step-time floors over its wider dimensions) and what a pruned subtree counts for are the hooks of
+the family's search program (`protocol.SearchProgram`), run by the one search (`search.py`)."""
 
 from __future__ import annotations
 

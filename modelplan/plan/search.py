@@ -1,67 +1,89 @@
 """Search every valid data / tensor / pipeline split of N GPUs and rank the ones that fit.
 
-Both families' searches walk the same candidates (`candidates.walk`: tp -> cp -> pp -> dp -> ep
--> micro_batch -> sp -> recompute -> (schedule, vpp), each level checked by the shared rules and
-the family's, `candidates.FamilyAxes`: a network takes tp, pp and dp only, a transformer also cp
-(see LONG_SEQUENCE), ep (MoE: divisors of dp that divide num_experts), sequence parallelism and
-recompute, `transformer_axes.py`) and end in the same bounded loop (`Ranking.best_first`): plan
-points visited best first by a step-time floor until no point left can enter the top-k.
-
-`search_family_plans` (networks) makes every ZeRO stage of a point a plan over the
-`PlanEvaluator` protocol alone and counts a pruned subtree as one rejection.
-`search_transformer_plans` counts rejections in plans (the leaves of the pruned subtree, by
-reason), drops a grid whose model states alone overflow under every ZeRO variant (`prepare`),
-then a point whose first pipeline rank cannot fit (`MemoryFloor`), before any timing, and prices
-the rest over the wider dimensions (`search_ext.py`) best first by its compute, then pipeline,
-floor. Per-(tp, sp, micro_batch, recompute) block terms and per-group-shape collective times are
-cached by the `Evaluator`.
+One search for every model family (`search_family_plans`): the candidates of one walk
+(`candidates.walk`: tp -> cp -> pp -> dp -> ep -> micro_batch -> sp -> recompute -> (schedule,
+vpp), each level checked by the shared rules and the family's, `candidates.FamilyAxes`: a network
+takes tp, pp and dp only, a transformer also cp (see LONG_SEQUENCE), ep (MoE: divisors of dp that
+divide num_experts), sequence parallelism and recompute, `transformer_axes.py`) and one bounded
+loop (`Ranking.best_first`): plan points visited best first by a step-time floor until no point
+left can enter the top-k. What a family does at a point, how it counts a pruned subtree and what
+it ranks are the hooks of its `SearchProgram` (`protocol.py`; `Family.search` names its factory):
+`protocol_search` makes every ZeRO stage of a point a plan over the `PlanEvaluator` protocol
+alone and counts a pruned subtree as one rejection (networks); the transformer family's program
+(`search_transformer.py`) counts rejections in plans, drops grids and points by memory floors
+before any timing and prices the rest over the wider dimensions (`search_ext.py`). A family may
+also run one search per variant of the run and merge them (`Family.search_runs`: transformers,
+one per context-parallel exchange, `cp_search.py`).
 """
 from __future__ import annotations
 
-import math
-
 from modelplan.errors import PlanInfeasible
-from modelplan.plan.candidates import Candidates, Subtree, walk
-from modelplan.plan.estimate import block_vpps, to_estimate
-from modelplan.specs.family import family_of
-from modelplan.plan.infeasible import _axes, nearest_blocker
+from modelplan.plan.candidates import Candidates, FamilyAxes, Group, walk
 from modelplan.plan.problems import Problem, Reason
+from modelplan.plan.protocol import SearchProgram
 from modelplan.plan.ranking import Ranking
 from modelplan.plan.results import PlanEstimate, SearchResult
-from modelplan.plan.evaluator import Evaluator, PlanPoint
-from modelplan.plan.memory_floor import MemoryFloor
-from modelplan.plan.cp_search import search_cp_types
 from modelplan.plan.space import IntRange, SearchSpace, divisors, paused_gc
-from modelplan.plan.search_ext import Extensions
-from modelplan.plan.transformer_axes import TransformerAxes
 from modelplan.specs.costmodel import CostModel
+from modelplan.specs.family import family_of, resolve
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
-from modelplan.specs.transformer import TransformerSpec
 
-__all__ = ["IntRange", "SearchSpace", "divisors", "search_family_plans", "search_plans", "search_transformer_plans"]  # the space lives in space.py
-
-NO_SPLIT = (None,)
-MEMORY = Reason.MEMORY.value
-"""The memory reason's key in `Ranking.rejected` (read once: an enum's .value is slow in the hot loop)."""
-FLOPS, COMPUTE, PIPELINE = 0, 1, 2
-"""A frontier entry's floor, tighter at each step (`Evaluator.block_flop_floor_s`, `compute_floor_s`,
-`pipeline_floor_s`): the block terms are priced only for entries popped at their FLOP floor."""
-RELIEF_REACH = 1.05
-"""The stage-split search tries its memory-relief splits (blocks moved to the last stage) only for
-plans within this factor of the memory budget: moving one or two blocks frees a few per cent."""
+__all__ = ["IntRange", "SearchSpace", "divisors", "protocol_search", "search_family_plans", "search_plans",
+           "search_transformer_plans"]  # the space lives in space.py
 
 
 def search_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, space: SearchSpace | None = None,
                  cost: CostModel | None = None, top_k: int = 5) -> SearchResult:
-    """Every valid plan of `gpus` GPUs ranked by predicted step time, by the model's family
-    (`specs/family.py`; raises PlanInfeasible with the nearest blocker when none fits); a run that
-    names no cp_comm_type gets each cp plan under the engine's cheapest (`plan/cp_search.py`)."""
-    if not family_of(spec).blocks:
-        return family_of(spec).call("search", spec, training, cluster, gpus, space, cost, top_k)
-    return search_cp_types(lambda tr, sp: family_of(spec).call("search", spec, tr, cluster, gpus, sp, cost, top_k),
-                           training, space, gpus, top_k)
+    """Every valid plan of `gpus` GPUs ranked by predicted step time (`search_family_plans`; raises
+    PlanInfeasible with the nearest blocker when none fits), once per variant of the run its family
+    searches (`Family.search_runs`: a run that names no cp_comm_type gets each cp plan under the
+    engine's cheapest, `plan/cp_search.py`)."""
+    runs = family_of(spec).search_runs
+    if runs is None:
+        return search_family_plans(spec, training, cluster, gpus, space, cost, top_k)
+    return resolve(runs)(lambda tr, sp: search_family_plans(spec, tr, cluster, gpus, sp, cost, top_k),
+                         training, space, gpus, top_k)
+
+
+def search_family_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, space: SearchSpace | None = None,
+                        cost: CostModel | None = None, top_k: int = 5, use_bound: bool = True,
+                        floors: bool | None = None, program=None) -> SearchResult:
+    """The one search of every family: the family's `SearchProgram` (`program`, a factory as
+    `Family.search` names one; default the family's) walked and ranked by one loop (module
+    docstring). `use_bound` False prices every plan that fits (the benchmark's check that the
+    floors never drop a top plan); `floors` the program's memory floors on or off, None: on, and
+    searched again without them when no plan fits and the program asks (`SearchProgram.retry`).
+    PlanInfeasible with the program's message when none fits."""
+    make = program or resolve(family_of(spec).search)
+    space = space or SearchSpace()
+    with paused_gc():
+        on = use_bound if floors is None else floors
+        while True:
+            rank = Ranking(top_k)  # its clock starts here
+            prog: SearchProgram = make(spec, training, cluster, gpus, space, cost, rank, use_bound, on)
+            frontier: list[tuple] = []
+            waiting = 0
+            """Plans under the entries still in the frontier."""
+            enqueue = prog.enqueue
+            for group in walk(prog.family, prog.cands, prog.pruned, prog.prepare):
+                waiting += enqueue(group, frontier)
+            rank.best_first(frontier, prog.visit, waiting, prog.beyond)
+            if rank.heap:
+                result = rank.result(gpus, prog.best())
+                break
+            if not (on and floors is None and prog.retry):
+                raise PlanInfeasible(prog.infeasible())
+            on = False
+        # the search's objects (the evaluator's caches, the frontier) freed while the collector is
+        # still paused: once it resumes, its first pass would walk every one still alive
+        prog = frontier = enqueue = group = None
+    return result
+
+
+search_transformer_plans = search_family_plans
+"""The name `benchmarks/bench_planner.py` calls (`use_bound=False`): the one search."""
 
 
 BEST_OF_AXES = ("tp", "pp", "dp")
@@ -69,33 +91,42 @@ BEST_OF_AXES = ("tp", "pp", "dp")
 compares its best plan with."""
 
 
-def search_family_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, space: SearchSpace | None = None,
-                        cost: CostModel | None = None, top_k: int = 5) -> SearchResult:
-    """`search_plans` over the family's `PlanEvaluator` alone (`plan/protocol.py`): every ZeRO stage
-    of every point of `candidates.walk` over the evaluator's axes (`FamilyAxes`), visited best first by the evaluator's `step_floor_s` in the bounded loop
-    every search runs (`Ranking.best_first`); a plan is priced unless its floor is above both the
-    top-k's slowest step and the best step of each `BEST_OF_AXES` it belongs to (what the best
-    plan's notes compare with, `search_notes`). Ties keep the plan walked first, as a walk that
-    priced every plan would. PlanInfeasible with the first rejection's example when none fits."""
+class _EvaluatorAxes(FamilyAxes):
+    """An evaluator's rules under `FamilyAxes`' default axes (no cp, ep, sequence parallelism; one
+    recompute setting), for an evaluator that states no axes of its own."""
+
+    def __init__(self, ev) -> None:
+        self.tp_problems, self.stage_problem, self.vpp_default = ev.tp_problems, ev.stage_problem, ev.vpp_default
+
+
+def protocol_search(spec, training: TrainingSpec, cluster: Cluster, gpus: int, space: SearchSpace,
+                    cost: CostModel | None, rank: Ranking, use_bound: bool = True, floors: bool = True) -> SearchProgram:
+    """The `SearchProgram` over the family's `PlanEvaluator` alone (`plan/protocol.py`; networks):
+    every ZeRO stage of every point of `candidates.walk` over the evaluator's axes (`FamilyAxes`),
+    visited best first by the evaluator's `step_floor_s`; a plan is priced unless its floor is above
+    both the top-k's slowest step and the best step of each `BEST_OF_AXES` it belongs to (what the
+    best plan's notes compare with, `search_notes`); each pruned subtree counts as one rejection.
+    Ties keep the plan walked first, as a walk that priced every plan would. `use_bound` False
+    prices every plan; it has no memory floors (`floors` unused). Its PlanInfeasible message is the
+    first rejection's example."""
     ev = family_of(spec).call("evaluator", spec, training, cluster, cost)
-    rank = Ranking(top_k)
-    space = space or SearchSpace()
     cands = Candidates(space, gpus, cluster.gpus_per_node, training.global_batch, ev.units, ev.max_microbatches)
     budget = ev.memory_bytes * (1 - space.memory_headroom)
-    frontier: list[tuple] = []
-    # the family's axes and rules (`candidates.FamilyAxes`, the evaluator's), each pruned subtree
-    # counted as one rejection; every ZeRO stage of a point is one plan
-    for g in walk(ev, cands, lambda problem, _: rank.reject(problem)):
+
+    def enqueue(g: Group, frontier: list[tuple]) -> int:
+        """Every ZeRO stage of each point of the group, keyed by its step floor."""
         for sched, vpp in g.schedules:
             for zero in cands.zeros:
                 plan = Plan(dp=g.dp, tp=g.tp, pp=g.pp, vpp=vpp, micro_batch=g.micro_batch, schedule=sched, zero=zero)
-                frontier.append((ev.step_floor_s(plan), len(frontier), 1, plan))
+                frontier.append((ev.step_floor_s(plan) if use_bound else 0.0, len(frontier), 1, plan))
+        return len(g.schedules) * len(cands.zeros)
+
     best_of: dict[str, tuple[float, int, PlanEstimate]] = {}
     """Per axis: (step time, walk order, estimate) of its fastest plan so far."""
 
     def beyond(floor: float, axes: tuple[str, ...] = BEST_OF_AXES) -> bool:
         """No plan of `axes` at or above this floor can enter the top-k or beat its axes' best."""
-        return rank.full and floor > rank.worst_s() and all(a in best_of and floor > best_of[a][0] for a in axes)
+        return use_bound and rank.full and floor > rank.worst_s() and all(a in best_of and floor > best_of[a][0] for a in axes)
 
     def visit(entry: tuple) -> None:
         floor, seq, _, plan = entry
@@ -117,309 +148,16 @@ def search_family_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: in
                 best_of[a] = (t, seq, est)
         rank.offer((-t, -seq, est))
 
-    rank.best_first(frontier, visit, len(frontier), beyond)
-    if not rank.heap:
+    def infeasible() -> str:
         detail = next(iter(rank.examples.values()), "no plan to try")
-        raise PlanInfeasible(f"no plan of {gpus} GPUs fits {spec.name}: {detail}")
-    best = rank.ranked()
-    notes = ev.search_notes(best[0], {a: e for a, (_, _, e) in best_of.items()})
-    best[0] = best[0].model_copy(update={"notes": best[0].notes + notes})
-    return rank.result(gpus, best)
+        return f"no plan of {gpus} GPUs fits {spec.name}: {detail}"
 
+    def ranked() -> list[PlanEstimate]:
+        best = rank.ranked()
+        notes = ev.search_notes(best[0], {a: e for a, (_, _, e) in best_of.items()})
+        best[0] = best[0].model_copy(update={"notes": best[0].notes + notes})
+        return best
 
-def search_transformer_plans(
-    spec: TransformerSpec,
-    training: TrainingSpec,
-    cluster: Cluster,
-    gpus: int,
-    space: SearchSpace | None = None,
-    cost: CostModel | None = None,
-    top_k: int = 5,
-    use_bound: bool = True,
-) -> SearchResult:
-    """`search_plans` of a transformer (dense or MoE): the walk and bounds of the module docstring.
-    `use_bound` False prices every plan that fits (the benchmark's check that the step-time and
-    memory floors never drop a top plan)."""
-    with paused_gc():
-        try:
-            return _search_transformer(spec, training, cluster, gpus, space, cost, top_k, use_bound, use_bound)
-        except PlanInfeasible:
-            if not use_bound:
-                raise
-        # no plan fits: searched again without the memory floor, whose rejections carry no exact
-        # need, so that the nearest blocker is the plan that comes closest to fitting
-        return _search_transformer(spec, training, cluster, gpus, space, cost, top_k, use_bound, False)
-
-
-def _search_transformer(spec: TransformerSpec, training: TrainingSpec, cluster: Cluster, gpus: int,
-                        space: SearchSpace | None, cost: CostModel | None, top_k: int, use_bound: bool,
-                        memory_floor: bool) -> SearchResult:
-    rank = Ranking(top_k)  # its clock starts here
-    space = space or SearchSpace()
-    ev = Evaluator(spec, training, cluster, cost)
-    spec, cost = ev.spec, ev.cost
-    ext = Extensions(ev, space, training)
-    memory_floors = MemoryFloor(ev, space.search_split, RELIEF_REACH)
-    n, gb, layers, gpn = gpus, training.global_batch, spec.layers, cluster.gpus_per_node
-    budget = ev.memory_bytes * (1 - space.memory_headroom)
-    search_split = space.search_split
-    reject, rejected = rank.reject, rank.rejected
-    heap = rank.heap
-
-    cands = Candidates(space, n, gpn, gb, layers)
-    """The per-axis values of every family's search (`candidates.py`)."""
-    axes = TransformerAxes(spec, training, cluster, space, n)
-    """Its axes beyond tp, pp, dp and their rules, for the one walk (`candidates.walk`)."""
-    zeros = cands.zeros
-
-    def wide(tp: int, cp: int, dp: int, pp: int, ep: int, zs: list[int]) -> int:
-        """Plans of one (micro_batch, schedule, vpp) under every sp, recompute, ZeRO stage in `zs`
-        and wider dimension (`search_ext.py`)."""
-        return sum(ext.leaves_per_point(tp, cp, dp, pp, ep, sp, rc, zs) for sp in axes.sps(tp) for rc in axes.recomputes)
-
-    def leaves(tp: int, pp: int, dp: int, mbs: list[int] | None = None, eps: list[int] | None = None,
-               cp: int = 1) -> int:
-        per_mb = max(1, len(cands.schedules(pp, block_vpps(layers, pp)))) * sum(
-            wide(tp, cp, dp, pp, e, zeros) for e in (eps if eps is not None else axes.eps(dp)) or [1])
-        return per_mb * max(1, len(mbs if mbs is not None else cands.microbatches(dp)))
-
-    counted: list = [None, 0]
-    """The last subtree of a schedule rule `pruned` counted, and its plans (a group's rules share it)."""
-
-    def pruned(problem: Problem, at: Subtree) -> None:
-        """A rule of the walk dropped `at`: every plan under it counted under its reason."""
-        if at.sp is not None:  # a schedule's rule: one point of the walk, under every wider dimension
-            if counted[0] is not at:
-                orders, _, _, per_bound, _ = at.ctx
-                counted[0], counted[1] = at, (len(orders) * len(ext.tp_overlaps(at.tp, at.sp))
-                                              * len(ext.activation_offloads(at.recompute)) * per_bound)
-            reject(problem, counted[1])
-        elif at.pp is None:  # a tp (and cp) rule: every grid of it
-            reject(problem, sum(leaves(at.tp, pp, dp, cp=at.cp) for pp in cands.pps(at.tp * at.cp)
-                                for dp in cands.dps(at.tp * at.cp, pp)))
-        else:
-            reject(problem, leaves(at.tp, at.pp, at.dp, at.mbs, None if at.ep is None else [at.ep], at.cp))
-
-    offload_can_shed = any(o != "none" for o in ext.opts)
-
-    def fits(point: PlanPoint, m: int, splits: tuple = NO_SPLIT) -> tuple[Problem | None, float, tuple | None]:
-        """(None, peak bytes, split) when the plan fits the GPU and its offload the host under its
-        split or, within RELIEF_REACH of the budget, under the first relief split of `splits` that
-        does; else (problem, bytes needed, its split)."""
-        problem, peak = fits_as_is(point, m)
-        if problem is None or problem.reason is not Reason.MEMORY or peak > RELIEF_REACH * budget:
-            return problem, peak, point.split
-        for split in splits[1:]:  # relief moves a block or two: it cannot close a wide gap
-            relief, relief_peak = fits_as_is(point._replace(split=split), m)
-            if relief is None:
-                return None, relief_peak, split
-        return problem, peak, point.split
-
-    def fits_as_is(point: PlanPoint, m: int) -> tuple[Problem | None, float]:
-        """(None, peak bytes) when the plan fits the GPU and its offload the host, else
-        (problem, bytes needed)."""
-        first, last = ev.memory(point)
-        peak = max(first.total, last.total)
-        tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp = point[:11]
-        if peak > budget:
-            return (Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
-                            f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > {budget / 1e9:.1f} GB"), peak)
-        if point.offload_optimizer != "none" or point.offload_activations:
-            stage = ev.stage_entry(tp, sp, mb, rc, pp, ep, cp, sched, vpp, None, point.split)
-            need = ev.mech.host_need(stage, tp, pp, dp, zero, ep, cp, sched, vpp, point.offload_optimizer,
-                                     point.offload_activations, ev.inflight(sched, pp, m, vpp)[0])
-            problem = ev.mech.host_problem(need)
-            if problem:
-                return Problem(Reason.HOST_MEMORY, f"tp {tp}, pp {pp}, dp {dp}: {problem}"), 0.0
-        return None, peak
-
-    def prepare(tp: int, cp: int, pp: int, dp: int, ep: int, mbs: list[int], svs: list[tuple[str, int]]):
-        """A grid's context for its points, or None when the model states alone fit under no ZeRO
-        variant (memory lower bound, less what offload can shed; those plans rejected here)."""
-        ok_zeros = []
-        for zero in zeros:  # memory lower bound: model states alone, less what offload can shed
-            held = ev.held.states(tp, pp, dp, zero, ep, cp)
-            if offload_can_shed:
-                held = [ev.mech.offloaded_states(x, dp, zero) for x in held]
-            need = max(sum(x) for x in held) + cost.runtime_reserved_bytes  # fragmentation: activations only
-            if need > budget:
-                reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
-                               f"with allowances (tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, zero {zero}) > "
-                               f"{budget / 1e9:.1f} GB"), max(1, len(svs)) * len(mbs) * wide(tp, cp, dp, pp, ep, [zero]), need)
-            else:
-                ok_zeros.append(zero)
-        if not ok_zeros:
-            return None
-        orders = ext.orders(tp, cp, dp, pp)
-        dpos = ext.dp_overlap_choices(dp, cp)
-        variants = []
-        per_variant = max(1, len(svs)) * len(mbs) * len(ext.opts) * len(dpos) * sum(
-            len(orders) * len(ext.tp_overlaps(tp, sp)) * len(ext.activation_offloads(rc))
-            for sp in axes.sps(tp) for rc in axes.recomputes)
-        for z in ok_zeros:
-            for v in ext.dp_variants(z, tp, dp, ep, cp):
-                if v.fsdp_shard_size or v.zeropp:  # their own states floor: fewer shards, hpZ's copy
-                    held = ev.held.states(tp, pp, dp, z, ep, cp, shard=v.fsdp_shard_size)
-                    if offload_can_shed:
-                        held = [ev.mech.offloaded_states(x, dp, z) for x in held]
-                    extra = ev.mech.zeropp_bytes(tp, dp, pp, cp, orders[0], float(sum(
-                        ev.held.rank_params(tp, pp, ep)[0][0]))) if v.zeropp else 0.0
-                    need = max(sum(x) for x in held) + extra + cost.runtime_reserved_bytes
-                    if need > budget:
-                        reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
-                                       f"(tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, zero {z}, "
-                                       f"{'zero++' if v.zeropp else f'hsdp {v.fsdp_shard_size}'}) > "
-                                       f"{budget / 1e9:.1f} GB"), per_variant, need)
-                        continue
-                variants.append((z, v))
-        if not variants:
-            return None
-        per_bound = len(variants) * len(ext.opts) * len(dpos)
-        """Plans under one pipeline bound: every ZeRO variant, optimizer offload, DP overlap."""
-        floor_states: dict[tuple, float] = {}
-        """Rank 0's least model states per (schedule, vpp) (`MemoryFloor.states_bytes`)."""
-        return orders, dpos, variants, per_bound, floor_states
-
-    frontier: list[tuple] = []
-    waiting = 0
-    """Plans under the classic points still in the frontier."""
-    for tp, cp, pp, dp, ep, mb, m, sp, rc, svs, ctx in walk(axes, cands, pruned, prepare):
-        orders, dpos, variants, per_bound, floor_states = ctx
-        tpos = ext.tp_overlaps(tp, sp)
-        acts = ext.activation_offloads(rc)
-        if not tpos or not acts:
-            continue  # the asked TP overlap cannot run here (no SP): no plan
-        under = len(orders) * len(tpos) * len(acts) * per_bound
-        block_s = None  # the compute floor's block, shared by the schedules
-        for sched, vpp in svs:
-            cls = (tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp)
-            if memory_floor:  # no plan of the point fits: dropped before any timing
-                states = floor_states.get((sched, vpp))
-                if states is None:
-                    states = floor_states[sched, vpp] = memory_floors.states_bytes(
-                        tp, pp, dp, ep, cp, sched, vpp, variants, offload_can_shed)
-                over = memory_floors.exceeds(cls, states, True in acts, budget)
-                if over is not None:
-                    if MEMORY in rank.examples:  # counted; no new example
-                        rejected[MEMORY] += under
-                    else:
-                        reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
-                                       f"recompute {rc}, {sched} vpp {vpp}: the first pipeline rank needs at least "
-                                       f"{over[0] / 1e9:.1f} GB per GPU > {over[1] / 1e9:.1f} GB"), under)
-                    continue
-            if use_bound and block_s is None:  # FLOPs alone, else the block terms
-                block_s = ev.block_flop_floor_s(tp, mb, rc, ep, cp)
-                stage = FLOPS if block_s is not None else COMPUTE
-                if block_s is None:
-                    block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos)
-            floor = ev.compute_floor_s(cls, tpos, block_s) if use_bound else 0.0
-            waiting += under
-            frontier.append((floor, len(frontier), under, stage if use_bound else COMPUTE, cls, orders, tpos, acts,
-                             variants, dpos, m, NO_SPLIT))
-    # best first over the classic points (`Ranking.best_first`): keyed first by a compute floor,
-    # refined to the pipeline floor when popped; once the smallest key left cannot enter the
-    # top-k, nothing left can
-    closest: tuple[float, tuple] | None = None
-    tie = 0
-
-    def visit(entry: tuple) -> tuple | None:
-        nonlocal closest, tie
-        floor, seq, under, refined, cls, orders, tpos, acts, variants, dpos, m, splits = entry
-        evaluated = bounded = 0
-        if refined == FLOPS:  # the compute floor from the block terms, priced only now
-            tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
-            block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos)
-            return (ev.compute_floor_s(cls, tpos, block_s), seq, under, COMPUTE, *entry[4:])
-        if refined == COMPUTE:
-            # the stage split: the fastest, else the first relief that fits (`fits`); the compute
-            # floor holds for every split (some rank runs >= layers / pp blocks), so splits are
-            # found only for points the search reaches
-            tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
-            splits = ev.split_candidates(tp, sp, mb, rc, pp, ep, cp, sched, vpp) if pp > 1 and search_split else NO_SPLIT
-            return (ev.pipeline_floor_s(cls, tpos, orders, splits) if use_bound else 0.0, seq, under, PIPELINE,
-                    *entry[4:11], splits)
-        tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
-        per_bound = under // (len(orders) * len(tpos) * len(acts))
-        fitted: dict[tuple, tuple] = {}
-        offloads = len(acts) * len(ext.opts)
-        offload_pairs = [(act, opt) for act in acts for opt in ext.opts]
-        for order in orders:
-            for tpo in tpos:
-                # the pipeline without offload: no ZeRO, offload or DP choice makes a step shorter
-                base = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, 0, ep, cp, tp_overlap=tpo, rank_order=order,
-                                 split=splits[0])
-                # a relief split is priced only when the fastest misfits: the bound covers every split
-                lb = min(ev.step_lower_bound_s(base._replace(split=x)) for x in splits) if use_bound else -1.0
-                if len(heap) == top_k and lb >= -heap[0][0]:
-                    bounded += per_bound * len(acts)
-                    continue
-                ctx = ev.context(base)
-                for zero, (shard, zpp) in variants:
-                    keys = [(zero, shard, zpp, opt, act, order if zpp else None) for act in acts for opt in ext.opts]
-                    fast_on = None
-                    for dpo in dpos:
-                        worst = -heap[0][0] if len(heap) == top_k else math.inf
-                        if lb >= worst or (fast_on is not None and fast_on >= worst):
-                            bounded += offloads  # the pipeline alone, or the same plans with DP overlap on
-                            continue
-                        # memory is shared by the TP-overlap, DP-overlap and order variants: known misfits
-                        # are rejected at once (their example was kept when first found), the rest are
-                        # timed first and their memory priced only when they are fast enough for the top-k
-                        known = [fitted.get(k) for k in keys]
-                        if all(f is not None and f[0] is not None for f in known):
-                            for f in known:
-                                rejected[f[0].reason.value] += 1
-                            continue
-                        leaf = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, True,
-                                         "default", shard, tpo, dpo, "none", False, order, zpp, split=splits[0])
-                        times = ev.variant_times_s(ctx, leaf, acts, ext.opts)
-                        fastest = min(times)
-                        if dpo and use_bound:
-                            fast_on = fastest
-                        if fastest >= worst:
-                            evaluated += offloads  # timed; too slow for the top-k, memory never priced
-                            continue
-                        for (act, opt), t, fkey, fit in zip(offload_pairs, times, keys, known):
-                            if len(heap) == top_k and t >= -heap[0][0]:
-                                evaluated += 1
-                                continue
-                            if fit is not None and fit[0] is not None:
-                                rejected[fit[0].reason.value] += 1
-                                continue
-                            point = leaf._replace(offload_optimizer=opt, offload_activations=act)
-                            if fit is None:
-                                fit = fitted[fkey] = fits(point, m, splits)
-                                if fit[0] is not None:
-                                    reject(fit[0], 1, fit[1])
-                                    if fit[1] and (closest is None or fit[1] < closest[0]):
-                                        closest = (fit[1], point)
-                                    continue
-                            if fit[2] != point.split:  # the fastest split misfits, a relief split fits: its time
-                                point = point._replace(split=fit[2])
-                                t = ev.step_time_s(point)
-                                if len(heap) == top_k and t >= -heap[0][0]:
-                                    evaluated += 1
-                                    continue
-                            evaluated += 1
-                            tie += 1
-                            rank.offer((-t, -fit[1], tie, point))
-        rank.evaluated += evaluated
-        rank.bounded += bounded
-        return None
-
-    rank.best_first(frontier, visit, waiting, lambda floor: len(heap) == top_k and floor >= -heap[0][0])
-    if not heap:
-        raise PlanInfeasible(nearest_blocker(ev, n, rejected, rank.examples, closest, space.memory_headroom, space))
-    best = []
-    for point in rank.ranked():
-        tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, _ = point[:12]
-        first_layers, last_layers = point.split if point.split is not None else (None, None)
-        plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
-                    sequence_parallel=sp, recompute=rc, zero=zero, ep=ep, cp=cp,
-                    fsdp_shard_size=point.fsdp_shard_size, tp_overlap=point.tp_overlap, dp_overlap=point.dp_overlap,
-                    offload_optimizer=point.offload_optimizer, offload_activations=point.offload_activations,
-                    rank_order=point.rank_order, zeropp=point.zeropp,
-                    first_stage_layers=first_layers, last_stage_layers=last_layers)
-        e = ev.evaluate(point)
-        best.append(to_estimate(ev, e, plan, space.memory_headroom))
-    return rank.result(n, best)
+    axes = ev if isinstance(ev, FamilyAxes) else _EvaluatorAxes(ev)
+    return SearchProgram(axes, cands, lambda problem, _: rank.reject(problem), None, enqueue, visit, beyond,
+                         ranked, infeasible)

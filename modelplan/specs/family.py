@@ -30,11 +30,12 @@ class Family:
     memory: str
     """`count_memory`' implementation: (spec, training, micro_batch) -> MemoryCount."""
     search: str
-    """`search_plans`' implementation: (spec, training, cluster, gpus, space, cost, top_k) -> SearchResult
-    (both walk the candidates of `plan.candidates.walk` over the family's axes and rules;
-    `plan.search.search_family_plans` visits them best first by the evaluator's step-time floor,
-    transformers add their memory and step-time floors; both in the one bounded loop,
-    `plan.ranking.Ranking.best_first`)."""
+    """The family's search program factory: (spec, training, cluster, gpus, space, cost, rank,
+    use_bound, floors) -> `plan.protocol.SearchProgram`, the hooks the one search
+    (`plan.search.search_family_plans`: one walk of `plan.candidates.walk` over the family's axes
+    and rules, one bounded loop `plan.ranking.Ranking.best_first`) calls; networks the program over
+    the evaluator protocol alone (`plan.search.protocol_search`), transformers theirs with memory and
+    step-time floors (`plan.search_transformer.transformer_search`)."""
     evaluator: str
     """The family's `plan.protocol.PlanEvaluator` class: (spec, training, cluster, cost) -> its
     rules, search defaults and the price of one plan (`estimate_plan` validates and prices with it)."""
@@ -53,6 +54,10 @@ class Family:
     """Built of transformer blocks: linear-module layouts, fine-tuning and serving are modelled for it."""
     stage_split: bool = False
     """Whether its pipeline stages may be uneven (first / last stage blocks searched, `estimate_split`)."""
+    search_runs: str | None = None
+    """The searches one `search_plans` runs and merges: (search, training, space, gpus, top_k) ->
+    SearchResult, `search(training)` the one search of a variant of the run (transformers: one per
+    context-parallel exchange, `plan.cp_search.search_cp_types`); None: one search."""
 
     def oracle(self, kind: str) -> Callable[..., Any]:
         """The oracle registered under `kind` (an `OracleKind` value)."""
@@ -74,15 +79,15 @@ FAMILIES: dict[str, Family] = {
     "transformer": Family(
         "transformer", "modelplan.specs.transformer:TransformerSpec", "modelplan.count.params:count_transformer_params",
         "modelplan.count.flops:count_transformer_flops", "modelplan.count.memory:count_transformer_memory",
-        "modelplan.plan.search:search_transformer_plans",
+        "modelplan.plan.search_transformer:transformer_search",
         "modelplan.plan.estimate:TransformerEvaluator", "modelplan.execute.verify:transformer_run",
-        "tokens", blocks=True, stage_split=True,
+        "tokens", blocks=True, stage_split=True, search_runs="modelplan.plan.cp_search:search_cp_types",
         oracles=(("numpy", "modelplan.execute.oracle.numpy_ref:numpy_transformer_run"),
                  ("torch", "modelplan.execute.oracle.torch_transformer:torch_transformer_run"))),
     "network": Family(
         "network", "modelplan.specs.network:NetworkSpec", "modelplan.count.network:count_network_params",
         "modelplan.count.network:count_network_flops", "modelplan.count.network:count_network_memory",
-        "modelplan.plan.search:search_family_plans",
+        "modelplan.plan.search:protocol_search",
         "modelplan.plan.net_evaluator:NetEvaluator", "modelplan.execute.net.verify:network_run",
         "samples", walkthrough=True,
         oracles=(("numpy", "modelplan.execute.oracle.numpy_ref:numpy_network_run"),
