@@ -55,7 +55,7 @@ def _params(m) -> dict:
         p[f"conv_{k}/weight"], p[f"conv_{k}/bias"] = cw[lo:hi], cb[lo:hi]
     for k in ("dt_bias", "A_log", "D"):
         p[k] = getattr(m, k).detach().numpy()
-    p["norm/weight"] = m.norm.weight.detach().numpy()
+    p["gate_norm/weight"] = m.norm.weight.detach().numpy()
     p["out/weight"] = m.out_proj.weight.detach().numpy().T
     return p
 
@@ -77,7 +77,7 @@ def test_mamba2_forward_and_backward_match_transformers(hf_mixer):
         "in_proj.bias": np.concatenate([g[f"in_{k}/bias"] for k in IN_PARTS]),
         "conv1d.weight": np.concatenate([g[f"conv_{k}/weight"] for k in "xBC"])[:, None],
         "conv1d.bias": np.concatenate([g[f"conv_{k}/bias"] for k in "xBC"]),
-        "dt_bias": g["dt_bias"], "A_log": g["A_log"], "D": g["D"], "norm.weight": g["norm/weight"],
+        "dt_bias": g["dt_bias"], "A_log": g["A_log"], "D": g["D"], "norm.weight": g["gate_norm/weight"],
         "out_proj.weight": g["out/weight"].T,
     }
     for name, prm in m.named_parameters():

@@ -185,6 +185,26 @@ def _mamba(p: str, unit: str, spec: TransformerSpec) -> list[ParamDef]:
     return defs + _linear(f"{pm}/out", unit, d, h, ssm.proj_bias, "row")
 
 
+def _mamba2(p: str, unit: str, spec: TransformerSpec) -> list[ParamDef]:
+    """The Mamba-2 mixer (layers/mamba2.py): in_proj's parts column-parallel and every per-head
+    or per-group piece split over tp (Megatron-core MambaMixer), out_proj row-parallel."""
+    m, h, pm = spec.mamba2, spec.hidden, f"{p}/mamba2"
+    gn = m.groups * m.state_size
+    defs: list[ParamDef] = []
+    for name, width in (("z", m.inner), ("x", m.inner), ("B", gn), ("C", gn), ("dt", m.heads)):
+        defs += _linear(f"{pm}/in_{name}", unit, h, width, m.proj_bias, "column")
+    for name, width in (("x", m.inner), ("B", gn), ("C", gn)):
+        defs.append(ParamDef(f"{pm}/conv_{name}/weight", (width, m.conv_kernel), unit, tp_dim=0))
+        if m.conv_bias:
+            defs.append(ParamDef(f"{pm}/conv_{name}/bias", (width,), unit, tp_dim=0, init="bias"))
+    defs.append(ParamDef(f"{pm}/dt_bias", (m.heads,), unit, tp_dim=0, init="bias"))
+    defs.append(ParamDef(f"{pm}/A_log", (m.heads,), unit, tp_dim=0))
+    defs.append(ParamDef(f"{pm}/D", (m.heads,), unit, tp_dim=0, init="norm_weight"))
+    if m.gated_norm:
+        defs.append(ParamDef(f"{pm}/gate_norm/weight", (m.inner,), unit, tp_dim=0, init="norm_weight"))
+    return defs + _linear(f"{pm}/out", unit, m.inner, h, m.has_out_bias, "row")
+
+
 def _mlp_block(p: str, unit: str, spec: TransformerSpec, moe_layer: bool) -> list[ParamDef]:
     """Dense MLP, or router, shared experts (+ gate) and routed experts (their own unit)."""
     if not moe_layer:
@@ -211,6 +231,8 @@ def _block_defs(spec: TransformerSpec, block: Block, p: str, unit: str) -> list[
             defs += _attention(p, unit, spec)
         elif name == "mamba":
             defs += _mamba(p, unit, spec)
+        elif name == "mamba2":
+            defs += _mamba2(p, unit, spec)
         elif name == "mlp":
             defs += _mlp_block(p, unit, spec, block.moe)
         if slot.post:

@@ -10,7 +10,8 @@ model uses stays on, at sizes the small model runs in seconds and the plan split
   embedding_scale stays sqrt(hidden) when it was (Gemma), else keeps its value;
 - MoE: its router options, biases and gate as they are; two router groups with one picked
   when the model groups its experts; explicit MoE layer lists become the last block;
-- Mamba: d_inner 2 hidden, state 4, dt_rank 2, conv kernel at most 4;
+- Mamba: d_inner 2 hidden, state 4, dt_rank 2, conv kernel at most 4; Mamba-2: 4 tp heads of 2
+  channels, 2 tp groups (1 stays 1), state 4, conv kernel at most 4;
 - MTP: at most two modules; the vision tower is left out (`support.TEXT_ONLY`).
 """
 
@@ -65,7 +66,7 @@ def small_moe(src: MoESpec, layers: int, expert_ffn: int, ep: int) -> MoESpec:
     })
 
 
-def scaled_features(spec: TransformerSpec, hidden: int, dim: int) -> dict:
+def scaled_features(spec: TransformerSpec, hidden: int, dim: int, tp: int = 1) -> dict:
     """TransformerSpec field updates that keep each feature of `spec` on in a model of width
     `hidden` and head_dim `dim`."""
     out: dict = {"layer_types": small_layer_types(spec), "vision": None,
@@ -77,6 +78,11 @@ def scaled_features(spec: TransformerSpec, hidden: int, dim: int) -> dict:
     if spec.ssm is not None:
         out["ssm"] = spec.ssm.model_copy(update={"inner": 2 * hidden, "state_size": 4, "dt_rank": 2,
                                                  "conv_kernel": min(spec.ssm.conv_kernel, 4)})
+    if spec.mamba2 is not None:
+        heads = 4 * tp
+        out["mamba2"] = spec.mamba2.model_copy(update={
+            "heads": heads, "inner": 2 * heads, "groups": 1 if spec.mamba2.groups == 1 else 2 * tp, "state_size": 4,
+            "conv_kernel": min(spec.mamba2.conv_kernel, 4), "chunk_size": 4})
     if spec.mla is not None:
         out["mla"] = MLASpec(kv_lora_rank=4, q_lora_rank=None if spec.mla.q_lora_rank is None else 4,
                              qk_nope_head_dim=4, qk_rope_head_dim=2, v_head_dim=4)

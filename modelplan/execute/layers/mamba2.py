@@ -4,7 +4,7 @@ with its backward. The SSD recurrence runs sequentially (the chunked algorithm i
 
 Parameters (relative names): in_z|in_x|in_B|in_C|in_dt /weight (h, width) and /bias (HF in_proj's
 five parts: d, d, G N, G N, H), conv_x|conv_B|conv_C /weight (width, k) and /bias (HF conv1d over
-[x, B, C], depthwise causal), dt_bias, A_log, D (H), norm/weight (d) of the gated RMSNorm, and
+[x, B, C], depthwise causal), dt_bias, A_log, D (H), gate_norm/weight (d) of the gated RMSNorm (`norm` is the block's pre-norm), and
 out/weight (d, h) (its bias is the caller's). Forward on x (b, s, h), head h in group h // (H/G):
 
     z = x W_z;  x', B, C = silu(conv(x W_x)), silu(conv(x W_B)), silu(conv(x W_C))
@@ -111,7 +111,7 @@ def mamba2_forward(x: np.ndarray, p: Mapping[str, np.ndarray], shape: Mamba2Shap
     norm = None
     if shape.gated_norm:  # RMS over each group's d / G channels, then the d-wide weight
         normed, norm = norm_forward("rmsnorm", _heads(gated, shape.groups), None, None, shape.eps)
-        gated = normed.reshape(y.shape) * p["norm/weight"]
+        gated = normed.reshape(y.shape) * p["gate_norm/weight"]
     out = gated @ p["out/weight"]  # (b, s, d) @ (d, h)
     return out, Mamba2Cache(x, pre, conv, z, dt_raw, delta, y, norm)
 
@@ -129,9 +129,9 @@ def mamba2_backward(c: Mamba2Cache, p: Mapping[str, np.ndarray], shape: Mamba2Sh
     gated = c.y * gz
     if shape.gated_norm:
         normed = c.norm.x_hat.reshape(c.y.shape)
-        dgn, grads["out/weight"], _ = linear_backward(normed * p["norm/weight"], p["out/weight"], dout, False)
-        grads["norm/weight"] = (dgn * normed).reshape(-1, normed.shape[-1]).sum(axis=0)
-        dg, _, _ = norm_backward(c.norm, None, _heads(dgn * p["norm/weight"], shape.groups), False)
+        dgn, grads["out/weight"], _ = linear_backward(normed * p["gate_norm/weight"], p["out/weight"], dout, False)
+        grads["gate_norm/weight"] = (dgn * normed).reshape(-1, normed.shape[-1]).sum(axis=0)
+        dg, _, _ = norm_backward(c.norm, None, _heads(dgn * p["gate_norm/weight"], shape.groups), False)
         dgated = dg.reshape(c.y.shape)
     else:
         dgated, grads["out/weight"], _ = linear_backward(gated, p["out/weight"], dout, False)
