@@ -57,14 +57,17 @@ def check_tp(heads: int, groups: int, tp: int) -> str | None:
 
 @dataclass(frozen=True)
 class Mamba2Cache:
+    """What mamba_ssm's fused mamba_split_conv1d_scan_combined keeps for backward (ssd_combined.py
+    save_for_backward: the in_proj output zxbcdt, the scan output and the norm's rstd per group;
+    count/mixers.kept_bytes_per_token prices the same): the conv outputs, delta, the states and
+    the normalised product are recomputed in backward."""
+
     x: np.ndarray
-    pre: dict  # conv inputs x W_x, x W_B, x W_C
-    conv: dict  # conv outputs before SiLU
+    pre: dict  # in_proj's x, B, C (the conv inputs)
     z: np.ndarray
-    dt_raw: np.ndarray  # x W_dt + dt_bias (b, s, H)
-    delta: np.ndarray
+    dt_raw: np.ndarray  # in_proj's dt + dt_bias (b, s, H)
     y: np.ndarray  # scan output incl. D x' (b, s, d)
-    norm: NormCache | None
+    rstd: np.ndarray | None  # 1 / rms of each group of the gated product (b, s, G, 1)
 
 
 def _heads(a: np.ndarray, n: int) -> np.ndarray:
@@ -108,12 +111,12 @@ def mamba2_forward(x: np.ndarray, p: Mapping[str, np.ndarray], shape: Mamba2Shap
     yh = np.einsum("bshpn,bshn->bshp", states, _by_head(C, shape)) + _heads(xs, H) * p["D"][:, None]
     y = yh.reshape(xs.shape)
     gated = y * _silu(z)
-    norm = None
+    rstd = None
     if shape.gated_norm:  # RMS over each group's d / G channels, then the d-wide weight
         normed, norm = norm_forward("rmsnorm", _heads(gated, shape.groups), None, None, shape.eps)
-        gated = normed.reshape(y.shape) * p["gate_norm/weight"]
+        gated, rstd = normed.reshape(y.shape) * p["gate_norm/weight"], norm.inv_std
     out = gated @ p["out/weight"]  # (b, s, d) @ (d, h)
-    return out, Mamba2Cache(x, pre, conv, z, dt_raw, delta, y, norm)
+    return out, Mamba2Cache(x, {k: pre[k] for k in PARTS}, z, dt_raw, y, rstd)
 
 
 def mamba2_backward(c: Mamba2Cache, p: Mapping[str, np.ndarray], shape: Mamba2Shape, dout: np.ndarray
@@ -121,17 +124,20 @@ def mamba2_backward(c: Mamba2Cache, p: Mapping[str, np.ndarray], shape: Mamba2Sh
     """(dx, grads) of mamba2_forward; grads has the keys of p except out/bias."""
     H, P = shape.heads, shape.head_dim
     grads: dict[str, np.ndarray] = {}
-    xs, B, C = (_silu(c.conv[k]) for k in PARTS)
+    conv = {k: causal_conv(c.pre[k], p[f"conv_{k}/weight"], p.get(f"conv_{k}/bias")) for k in PARTS}  # recomputed
+    xs, B, C = (_silu(conv[k]) for k in PARTS)
+    delta = _softplus(c.dt_raw)
     A = -np.exp(p["A_log"])
     xh, Bh, Ch = _heads(xs, H), _by_head(B, shape), _by_head(C, shape)
-    a, states = _scan(shape, c.delta, A, xh, Bh)  # recomputed
+    a, states = _scan(shape, delta, A, xh, Bh)
     gz = _silu(c.z)
     gated = c.y * gz
     if shape.gated_norm:
-        normed = c.norm.x_hat.reshape(c.y.shape)
+        norm = NormCache(_heads(gated, shape.groups) * c.rstd, c.rstd, "rmsnorm", c.y.shape[-1] // shape.groups)
+        normed = norm.x_hat.reshape(c.y.shape)
         dgn, grads["out/weight"], _ = linear_backward(normed * p["gate_norm/weight"], p["out/weight"], dout, False)
         grads["gate_norm/weight"] = (dgn * normed).reshape(-1, normed.shape[-1]).sum(axis=0)
-        dg, _, _ = norm_backward(c.norm, None, _heads(dgn * p["gate_norm/weight"], shape.groups), False)
+        dg, _, _ = norm_backward(norm, None, _heads(dgn * p["gate_norm/weight"], shape.groups), False)
         dgated = dg.reshape(c.y.shape)
     else:
         dgated, grads["out/weight"], _ = linear_backward(gated, p["out/weight"], dout, False)
@@ -150,16 +156,16 @@ def mamba2_backward(c: Mamba2Cache, p: Mapping[str, np.ndarray], shape: Mamba2Sh
         dbx[:, t] = g
         g = g * a[:, t, :, None, None]
     dsa = da * a  # d(delta A), a = exp(delta A)
-    grads["A_log"] = (dsa * c.delta).sum(axis=(0, 1)) * A  # dA/dA_log = A
+    grads["A_log"] = (dsa * delta).sum(axis=(0, 1)) * A  # dA/dA_log = A
     ddelta = dsa * A + np.einsum("bshpn,bshp,bshn->bsh", dbx, xh, Bh)
-    dxh = dxh + np.einsum("bshpn,bsh,bshn->bshp", dbx, c.delta, Bh)
-    dBh = np.einsum("bshpn,bsh,bshp->bshn", dbx, c.delta, xh)
-    ddt = ddelta * -np.expm1(-c.delta)  # softplus'(u) = sigmoid(u) = 1 - exp(-softplus(u))
+    dxh = dxh + np.einsum("bshpn,bsh,bshn->bshp", dbx, delta, Bh)
+    dBh = np.einsum("bshpn,bsh,bshp->bshn", dbx, delta, xh)
+    ddt = ddelta * -np.expm1(-delta)  # softplus'(u) = sigmoid(u) = 1 - exp(-softplus(u))
     grads["dt_bias"] = ddt.sum(axis=(0, 1))
     dparts = {"x": dxh.reshape(xs.shape), "B": _to_groups(dBh, shape), "C": _to_groups(dCh, shape)}
     dx = np.zeros_like(c.x)
     for k in PARTS:
-        dconv = dparts[k] * _silu_grad(c.conv[k])
+        dconv = dparts[k] * _silu_grad(conv[k])
         dpre, grads[f"conv_{k}/weight"] = causal_conv_backward(c.pre[k], p[f"conv_{k}/weight"], dconv)
         if f"conv_{k}/bias" in p:
             grads[f"conv_{k}/bias"] = dconv.sum(axis=(0, 1))
