@@ -156,3 +156,17 @@ def test_verify_still_refuses_falcon_h1_parallel_blocks(tmp_path):
     result = runner.invoke(app, ["verify", str(path)])
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code != 0 and len(lines) == 1 and "layer_types=parallel_mamba2" in lines[0]
+
+
+def test_verify_nemotron_h_moe_runs_every_kind_of_block():
+    """Nemotron-H with E (MoE) blocks: the scaled copy keeps a Mamba-2, an MLP-only MoE and an
+    attention block, and passes at tp 2 with experts split over ep 2."""
+    from modelplan.count.blocks import block_of
+    from modelplan.execute.scale import scale_down
+    spec = from_hf_config(next(d for d in HYBRID_VARIANTS if d.get("hybrid_override_pattern") == "MEM*EME"))
+    plan = Plan(dp=2, tp=2, ep=2)
+    small, _ = scale_down(spec, plan, TRAIN)
+    kinds = {(block_of(small, i).mixer, block_of(small, i).moe) for i in range(small.layers)}
+    assert {("mamba2", False), ("mlp", True), ("full_attention", False)} <= kinds
+    report = verify(spec, TRAIN, plan)
+    assert report.passed, _failed(report)

@@ -18,7 +18,7 @@ from modelplan.errors import SpecError
 from modelplan.execute.layers.mamba2 import check_tp as check_mamba2_tp
 from modelplan.execute.context_parallel import EXECUTED_CP_TYPES, cp_comm_type
 from modelplan.execute.residual import check_norms
-from modelplan.execute.scale_features import head_dim, scaled_features, small_moe
+from modelplan.execute.scale_features import head_dim, scaled_features, small_layer_types, small_moe
 from modelplan.plan.parallel.cp import cp_problem
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.validate import pp_problem
@@ -156,6 +156,9 @@ def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, lay
     hidden = 12 * tp if decoupled else heads * dim
     # keep an uneven split uneven: the same remainder gives the same shape of `split_layers`
     stages = _stages(plan)
+    kinds = small_layer_types(spec) or []
+    if "mlp" in kinds:  # Nemotron-H: mixer-free MLP blocks beside MLP-free ones: run every kind of block
+        layers_per_stage = max(layers_per_stage, -(-len(kinds) // stages))
     layers = stages * layers_per_stage + spec.layers % stages
     if plan.stage_split is not None:  # the plan's fixed first / last stage keep their blocks
         fixed = [n for n in plan.stage_split if n is not None]
@@ -165,7 +168,9 @@ def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, lay
     small_m = small_microbatches(plan, m)
     moe = None
     if spec.moe is not None:
-        moe = small_moe(spec.moe, layers, _width(spec.moe.expert_ffn_hidden / spec.hidden, hidden, tp), plan.ep)
+        with_mlp = [i for i in range(layers) if spec.mlp or (kinds and kinds[i % len(kinds)] == "mlp")]
+        moe = small_moe(spec.moe, layers, _width(spec.moe.expert_ffn_hidden / spec.hidden, hidden, tp), plan.ep,
+                        with_mlp)
     small = spec.model_copy(update={
         **scaled_features(spec, hidden, dim, tp),
         "name": f"{spec.name} (scaled down)", "layers": layers, "hidden": hidden, "heads": heads,

@@ -9,7 +9,8 @@ model uses stays on, at sizes the small model runs in seconds and the plan split
 - attention_scale keeps its ratio to 1/sqrt(head_dim) (Gemma's query_pre_attn_scalar);
   embedding_scale stays sqrt(hidden) when it was (Gemma), else keeps its value;
 - MoE: its router options, biases and gate as they are; two router groups with one picked
-  when the model groups its experts; explicit MoE layer lists become the last block;
+  when the model groups its experts; explicit MoE layer lists become the last block (with an MLP);
+  a model with mixer-free MLP blocks (Nemotron-H) keeps one block of each kind on every stage;
 - Mamba: d_inner 2 hidden, state 4, dt_rank 2, conv kernel at most 4; Mamba-2: 4 tp heads of 2
   channels, 2 tp groups (1 stays 1), state 4, conv kernel at most 4;
 - MTP: at most two modules; the vision tower is left out (`support.TEXT_ONLY`).
@@ -50,14 +51,17 @@ def small_layer_types(spec: TransformerSpec) -> list[str] | None:
     return kinds
 
 
-def small_moe(src: MoESpec, layers: int, expert_ffn: int, ep: int) -> MoESpec:
-    """The MoE settings of the small model (sizes shrunk, routing options kept)."""
+def small_moe(src: MoESpec, layers: int, expert_ffn: int, ep: int, with_mlp: list[int] | None = None) -> MoESpec:
+    """The MoE settings of the small model (sizes shrunk, routing options kept); `with_mlp`: the
+    blocks that have an MLP (None: all), the last of which an explicit MoE layer list becomes."""
     experts = ep * -(-max(4, 2 * ep) // ep)
     first_dense = min(src.first_dense_layers, 1) if layers > 1 else 0
     grouped = src.router_groups > 1 and experts % 2 == 0
     explicit = None
     if src.layers is not None:
         explicit = [layers - 1] if layers > 1 else [0]
+        if with_mlp:
+            explicit = [with_mlp[-1]]
     return src.model_copy(update={
         "num_experts": experts, "top_k": min(src.top_k, 2), "expert_ffn_hidden": expert_ffn,
         "shared_experts": min(src.shared_experts, 1), "shared_expert_ffn_hidden": None,
