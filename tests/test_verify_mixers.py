@@ -86,6 +86,61 @@ def test_mamba2_forward_and_backward_match_transformers(hf_mixer):
         np.testing.assert_allclose(ours[name], prm.grad.numpy(), rtol=0, atol=1e-10, err_msg=name)
 
 
+
+qn = pytest.importorskip("transformers.models.qwen3_next.modeling_qwen3_next")
+
+
+def test_gated_deltanet_forward_and_backward_match_transformers(monkeypatch):
+    """layers/deltanet.py against transformers' Qwen3NextGatedDeltaNet (its torch chunked path,
+    float64, the same random weights; 2 key heads repeated to 4 value heads)."""
+    from transformers import Qwen3NextConfig
+    from modelplan.execute.layers.deltanet import DeltaNetShape, deltanet_backward, deltanet_forward
+    torch.manual_seed(0)
+    hk, hv, dk, dv, h = 2, 4, 3, 2, 8
+    r = hv // hk
+    cfg = Qwen3NextConfig(hidden_size=h, linear_num_key_heads=hk, linear_num_value_heads=hv, linear_key_head_dim=dk,
+                          linear_value_head_dim=dv, linear_conv_kernel_dim=4, rms_norm_eps=1e-6, num_hidden_layers=1,
+                          layer_types=["linear_attention"], num_attention_heads=2, num_key_value_heads=1, vocab_size=16)
+    m = qn.Qwen3NextGatedDeltaNet(cfg, 0).double().eval()
+    with torch.no_grad():
+        for prm in m.parameters():
+            prm.copy_(torch.randn_like(prm) * 0.5)
+    # HF interleaves in_proj_qkvz per key head: [q (dk), k (dk), v (r dv), z (r dv)]; in_proj_ba: [b (r), a (r)]
+    cuts = {"q": slice(0, dk), "k": slice(dk, 2 * dk), "v": slice(2 * dk, 2 * dk + r * dv), "z": slice(2 * dk + r * dv, None)}
+    w = m.in_proj_qkvz.weight.detach().numpy().reshape(hk, -1, h)
+    p = {f"in_{k}/weight": w[:, sl].reshape(-1, h).T for k, sl in cuts.items()}
+    ba = m.in_proj_ba.weight.detach().numpy().reshape(hk, 2 * r, h)
+    p["in_b/weight"], p["in_a/weight"] = ba[:, :r].reshape(-1, h).T, ba[:, r:].reshape(-1, h).T
+    cw = m.conv1d.weight.detach().numpy()[:, 0]
+    p["conv_q/weight"], p["conv_k/weight"], p["conv_v/weight"] = cw[:hk * dk], cw[hk * dk:2 * hk * dk], cw[2 * hk * dk:]
+    p["dt_bias"], p["A_log"] = m.dt_bias.detach().numpy(), m.A_log.detach().numpy()
+    p["gate_norm/weight"], p["out/weight"] = m.norm.weight.detach().numpy(), m.out_proj.weight.detach().numpy().T
+    orig = torch.Tensor.float
+    monkeypatch.setattr(torch.Tensor, "float",
+                        lambda self, *a, **k: self.double() if self.dtype == torch.float64 else orig(self, *a, **k))
+    monkeypatch.setattr(qn, "torch", _Float64Torch())
+    x = torch.randn(2, 6, h, dtype=torch.float64, requires_grad=True)
+    out = m(x)
+    shape = DeltaNetShape(hk, hv, dk, dv, 1e-6)
+    y, cache = deltanet_forward(x.detach().numpy(), p, shape)
+    np.testing.assert_allclose(y, out.detach().numpy(), rtol=0, atol=1e-10)
+    dout = np.random.default_rng(1).standard_normal(y.shape)
+    (out * torch.from_numpy(dout)).sum().backward()
+    dx, g = deltanet_backward(cache, p, shape, dout)
+    np.testing.assert_allclose(dx, x.grad.numpy(), rtol=0, atol=1e-10)
+    gw = m.in_proj_qkvz.weight.grad.numpy().reshape(hk, -1, h)
+    gba = m.in_proj_ba.weight.grad.numpy().reshape(hk, 2 * r, h)
+    expected = {**{f"in_{k}/weight": gw[:, sl].reshape(-1, h).T for k, sl in cuts.items()},
+                "in_b/weight": gba[:, :r].reshape(-1, h).T, "in_a/weight": gba[:, r:].reshape(-1, h).T,
+                "dt_bias": m.dt_bias.grad.numpy(), "A_log": m.A_log.grad.numpy(),
+                "gate_norm/weight": m.norm.weight.grad.numpy(), "out/weight": m.out_proj.weight.grad.numpy().T}
+    cg = m.conv1d.weight.grad.numpy()[:, 0]
+    expected.update({"conv_q/weight": cg[:hk * dk], "conv_k/weight": cg[hk * dk:2 * hk * dk],
+                     "conv_v/weight": cg[2 * hk * dk:]})
+    assert set(g) == set(expected)
+    for name, want in expected.items():
+        np.testing.assert_allclose(g[name], want, rtol=0, atol=1e-10, err_msg=name)
+
 # --- verify on Mamba-2 hybrids (scaled down), sharded over tp, against the oracles ---
 
 import json  # noqa: E402
