@@ -24,7 +24,7 @@ from modelplan.execute.shapes import norm_b, norm_f, sub
 from modelplan.specs.transformer import TransformerSpec
 
 Params = dict[str, np.ndarray]
-SSM_MIXERS = ("mamba", "mamba2")
+SSM_MIXERS = ("mamba", "mamba2", "gated_deltanet")
 """Mixers that are their own sublayer (named as the block's mixer); every other mixer is attention."""
 Run = Callable[[str, Params, np.ndarray], tuple[np.ndarray, Any]]
 """run(sublayer, its parameters, input) -> (output, cache)."""

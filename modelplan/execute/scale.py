@@ -38,7 +38,7 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
     """The splits a real engine needs (Megatron-LM's own checks); returns num_microbatches."""
     if not family_of(spec).blocks:  # the registry (`specs/family.py`): a family of transformer blocks
         raise SpecError(f"verify executes transformer models only, not '{getattr(spec, 'kind', type(spec).__name__)}'")
-    if any(spec.layer_type(i) not in ("mamba", "mamba2", "mlp") for i in range(spec.layers)):  # attention-free: no heads
+    if any(spec.layer_type(i) not in ("mamba", "mamba2", "gated_deltanet", "mlp") for i in range(spec.layers)):  # attention-free: no heads
         _divides("heads", spec.heads, "tp", plan.tp)
         _divides("kv_heads", spec.num_kv_heads, "tp", plan.tp)
     if plan.cp > 1:
@@ -49,6 +49,8 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
         problem = check_mamba2_tp(spec.mamba2.heads, spec.mamba2.groups, plan.tp)
         if problem:
             raise SpecError(problem)
+    if spec.deltanet is not None:
+        _divides("deltanet.key_heads", spec.deltanet.key_heads, "tp", plan.tp)
     problem = pp_problem(spec.layers, plan.pp, plan.vpp, _stages(plan))
     if problem:
         raise SpecError(problem.message)
@@ -82,7 +84,7 @@ def _check_cp(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> None
                         "executed yet")
     unsupported = [what for what, on in (
         ("MoE", spec.moe is not None), ("MLA", spec.mla is not None),
-        ("mamba layers", any(spec.layer_type(i) in ("mamba", "mamba2") for i in range(spec.layers))),
+        ("mamba layers", any(spec.layer_type(i) in ("mamba", "mamba2", "gated_deltanet") for i in range(spec.layers))),
         ("MTP", bool(spec.mtp_layers)), (f"arch '{spec.arch}'", spec.arch != "decoder")) if on]
     if unsupported:
         raise SpecError(f"cp ({plan.cp}) > 1 with {', '.join(unsupported)} is not executed by verify yet")

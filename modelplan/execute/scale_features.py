@@ -12,7 +12,8 @@ model uses stays on, at sizes the small model runs in seconds and the plan split
   when the model groups its experts; explicit MoE layer lists become the last block (with an MLP);
   a model with mixer-free MLP blocks (Nemotron-H) keeps one block of each kind on every stage;
 - Mamba: d_inner 2 hidden, state 4, dt_rank 2, conv kernel at most 4; Mamba-2: 4 tp heads of 2
-  channels, 2 tp groups (1 stays 1), state 4, conv kernel at most 4;
+  channels, 2 tp groups (1 stays 1), state 4, conv kernel at most 4; gated DeltaNet: tp key heads
+  of 4 dims, value heads in the model's ratio (at most 2) of 2 dims;
 - MTP: at most two modules; the vision tower is left out (`support.TEXT_ONLY`).
 """
 
@@ -87,6 +88,11 @@ def scaled_features(spec: TransformerSpec, hidden: int, dim: int, tp: int = 1) -
         out["mamba2"] = spec.mamba2.model_copy(update={
             "heads": heads, "inner": 2 * heads, "groups": 1 if spec.mamba2.groups == 1 else 2 * tp, "state_size": 4,
             "conv_kernel": min(spec.mamba2.conv_kernel, 4), "chunk_size": 4})
+    if spec.deltanet is not None:  # tp key heads, their value heads in the model's ratio (at most 2)
+        g = spec.deltanet
+        out["deltanet"] = g.model_copy(update={
+            "key_heads": tp, "value_heads": tp * min(g.value_heads // g.key_heads, 2), "key_head_dim": 4,
+            "value_head_dim": 2, "conv_kernel": min(g.conv_kernel, 4), "chunk_size": 4})
     if spec.mla is not None:
         out["mla"] = MLASpec(kv_lora_rank=4, q_lora_rank=None if spec.mla.q_lora_rank is None else 4,
                              qk_nope_head_dim=4, qk_rope_head_dim=2, v_head_dim=4)

@@ -26,6 +26,8 @@ EXECUTED: frozenset[str] = frozenset({
     "moe.weights_on_input",
     # Mamba mixers (layers/mamba.py, layers/mamba2.py), MLP-free and mixer-free (Nemotron-H) blocks
     "layer_types=mamba", "layer_types=mamba2", "mlp=false", "layer_types=mlp",
+    # gated DeltaNet (layers/deltanet.py) and Qwen3-Next's gated attention output (layers/attention.py)
+    "layer_types=gated_deltanet", "attention_output_gate",
     # multi-token prediction on the last stage (mtp.py)
     "mtp_layers",
 })
