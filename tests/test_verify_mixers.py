@@ -204,13 +204,16 @@ def test_verify_refuses_a_split_of_one_group():
     assert result.exit_code != 0 and len(lines) == 1 and "mamba2.groups (1)" in lines[0]
 
 
-def test_verify_still_refuses_falcon_h1_parallel_blocks(tmp_path):
-    """Falcon-H1's attention + Mamba-2 parallel block is not executed: refused by name in one line."""
+@pytest.mark.parametrize(("model_type", "feature"), [("falcon_h1", "layer_types=parallel_mamba2"),
+                                                    ("kimi_linear", "deltanet.kda")])
+def test_verify_still_refuses_what_it_does_not_run(tmp_path, model_type, feature):
+    """Falcon-H1's attention + Mamba-2 parallel block and Kimi Delta Attention are not executed:
+    refused by name in one line."""
     path = tmp_path / "config.json"
-    path.write_text(json.dumps(next(d for d in HYBRID_VARIANTS if d["model_type"] == "falcon_h1")))
+    path.write_text(json.dumps(next(d for d in HYBRID_VARIANTS if d["model_type"] == model_type)))
     result = runner.invoke(app, ["verify", str(path)])
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code != 0 and len(lines) == 1 and "layer_types=parallel_mamba2" in lines[0]
+    assert result.exit_code != 0 and len(lines) == 1 and feature in lines[0]
 
 
 def test_verify_nemotron_h_moe_runs_every_kind_of_block():
@@ -225,3 +228,35 @@ def test_verify_nemotron_h_moe_runs_every_kind_of_block():
     assert {("mamba2", False), ("mlp", True), ("full_attention", False)} <= kinds
     report = verify(spec, TRAIN, plan)
     assert report.passed, _failed(report)
+
+
+
+QWEN3_NEXT = from_hf_config(json.loads((HF / "qwen3-next-80b-a3b-instruct.json").read_text()))
+
+
+@pytest.mark.parametrize("plan", [Plan(tp=2, pp=2), Plan(tp=2, pp=2, sequence_parallel=True)], ids=["tp2-pp2", "tp2-sp"])
+def test_verify_qwen3_next_passes(plan):
+    """Gated DeltaNet and gated-attention blocks (pp 2: one of each), MoE with a gated shared expert."""
+    report = verify(QWEN3_NEXT, TRAIN, plan)
+    assert report.passed, _failed(report)
+
+
+def test_verify_qwen3_next_against_the_torch_oracle():
+    """The torch oracle (oracle/torch_deltanet.py and the gate in torch_blocks, autograd) agrees."""
+    report = verify(QWEN3_NEXT, TRAIN, Plan(pp=2), oracle="torch")
+    assert report.passed, _failed(report)
+
+
+def test_verify_fails_without_the_deltanet_out_proj_all_reduce(monkeypatch):
+    """A wrong shard of the DeltaNet: its out_proj partial sums left un-reduced over tp fail verify."""
+    original = mappings.exit_region
+    fired = []
+
+    def exit_region(tp, x, region):
+        if region == Region.TP_MAMBA_OUT:
+            fired.append(region)
+            return x
+        return original(tp, x, region)
+    monkeypatch.setattr(mappings, "exit_region", exit_region)
+    report = verify(QWEN3_NEXT, TRAIN, Plan(tp=2))
+    assert fired and "loss" in _failed(report)
