@@ -159,6 +159,7 @@ from modelplan.specs.training import TrainingSpec  # noqa: E402
 
 HF = Path(__file__).parent / "data" / "hf"
 NEMOTRON = from_hf_config(json.loads((HF / "nvidia-nemotron-nano-9b-v2.json").read_text()))  # 8 groups: tp 2 splits them
+QWEN3_NEXT = from_hf_config(json.loads((HF / "qwen3-next-80b-a3b-instruct.json").read_text()))
 TRAIN = TrainingSpec(global_batch=4, seq_len=64)
 runner = CliRunner()
 
@@ -167,34 +168,20 @@ def _failed(report) -> list[str]:
     return [row.name for row in report.rows if not row.passed]
 
 
-@pytest.mark.parametrize("plan", [Plan(tp=1), Plan(tp=2), Plan(tp=2, sequence_parallel=True), Plan(tp=2, pp=2)],
-                         ids=["tp1", "tp2", "tp2-sp", "tp2-pp2"])
-def test_verify_nemotron_h_passes(plan):
-    """Mamba-2, attention and MLP-only blocks: loss, gradients, comm list, memory all pass."""
-    report = verify(NEMOTRON, TRAIN, plan)
+@pytest.mark.parametrize(("spec", "plan", "oracle"), [
+    (NEMOTRON, Plan(tp=1), "numpy"), (NEMOTRON, Plan(tp=2), "numpy"),
+    (NEMOTRON, Plan(tp=2, sequence_parallel=True), "numpy"), (NEMOTRON, Plan(tp=2, pp=2), "numpy"),
+    (NEMOTRON, Plan(tp=2), "torch"),  # oracle/torch_mamba2.py: autograd, not the hand-written backward
+    (QWEN3_NEXT, Plan(tp=2, pp=2), "numpy"), (QWEN3_NEXT, Plan(tp=2, pp=2, sequence_parallel=True), "numpy"),
+    (QWEN3_NEXT, Plan(pp=2), "torch"),  # oracle/torch_deltanet.py and torch_blocks' output gate
+], ids=["nemotron-tp1", "nemotron-tp2", "nemotron-tp2-sp", "nemotron-tp2-pp2", "nemotron-tp2-torch",
+        "qwen3next-tp2-pp2", "qwen3next-tp2-pp2-sp", "qwen3next-pp2-torch"])
+def test_verify_linear_mixer_hybrids_pass(spec, plan, oracle):
+    """Nemotron-H (Mamba-2, attention and MLP-only blocks) and Qwen3-Next (gated DeltaNet and
+    gated-attention blocks, pp 2: one of each; MoE with a gated shared expert): loss, gradients,
+    comm list and memory all pass."""
+    report = verify(spec, TRAIN, plan, oracle=oracle)
     assert report.passed, _failed(report)
-
-
-def test_verify_nemotron_h_tp2_against_the_torch_oracle():
-    """The torch oracle (oracle/torch_mamba2.py, autograd) gives the same loss and gradients."""
-    report = verify(NEMOTRON, TRAIN, Plan(tp=2), oracle="torch")
-    assert report.passed, _failed(report)
-
-
-def test_verify_fails_without_the_out_proj_all_reduce(monkeypatch):
-    """A wrong shard: the Mamba-2 out_proj's partial sums left un-reduced over tp fail verify."""
-    original = mappings.exit_region
-    fired = []
-
-    def exit_region(tp, x, region):
-        if region == Region.TP_MAMBA_OUT:
-            fired.append(region)
-            return x  # each rank keeps its own heads' partial output
-        return original(tp, x, region)
-    monkeypatch.setattr(mappings, "exit_region", exit_region)
-    report = verify(NEMOTRON, TRAIN, Plan(tp=2))
-    assert fired and not report.passed
-    assert "loss" in _failed(report)
 
 
 def test_verify_refuses_a_split_of_one_group():
@@ -231,32 +218,17 @@ def test_verify_nemotron_h_moe_runs_every_kind_of_block():
 
 
 
-QWEN3_NEXT = from_hf_config(json.loads((HF / "qwen3-next-80b-a3b-instruct.json").read_text()))
-
-
-@pytest.mark.parametrize("plan", [Plan(tp=2, pp=2), Plan(tp=2, pp=2, sequence_parallel=True)], ids=["tp2-pp2", "tp2-sp"])
-def test_verify_qwen3_next_passes(plan):
-    """Gated DeltaNet and gated-attention blocks (pp 2: one of each), MoE with a gated shared expert."""
-    report = verify(QWEN3_NEXT, TRAIN, plan)
-    assert report.passed, _failed(report)
-
-
-def test_verify_qwen3_next_against_the_torch_oracle():
-    """The torch oracle (oracle/torch_deltanet.py and the gate in torch_blocks, autograd) agrees."""
-    report = verify(QWEN3_NEXT, TRAIN, Plan(pp=2), oracle="torch")
-    assert report.passed, _failed(report)
-
-
-def test_verify_fails_without_the_deltanet_out_proj_all_reduce(monkeypatch):
-    """A wrong shard of the DeltaNet: its out_proj partial sums left un-reduced over tp fail verify."""
+@pytest.mark.parametrize("spec", [NEMOTRON, QWEN3_NEXT], ids=["mamba2", "gated_deltanet"])
+def test_verify_fails_without_the_out_proj_all_reduce(monkeypatch, spec):
+    """A wrong shard: the linear mixer's out_proj partial sums left un-reduced over tp fail verify."""
     original = mappings.exit_region
     fired = []
 
     def exit_region(tp, x, region):
         if region == Region.TP_MAMBA_OUT:
             fired.append(region)
-            return x
+            return x  # each rank keeps its own heads' partial output
         return original(tp, x, region)
     monkeypatch.setattr(mappings, "exit_region", exit_region)
-    report = verify(QWEN3_NEXT, TRAIN, Plan(tp=2))
+    report = verify(spec, TRAIN, Plan(tp=2))
     assert fired and "loss" in _failed(report)
