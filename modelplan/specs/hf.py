@@ -22,6 +22,7 @@ from modelplan.errors import SpecError, validate_model
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_dense import DENSE_MAPPERS
 from modelplan.specs.hf_layernorm import LAYERNORM_MAPPERS
+from modelplan.specs.hf_lfm2 import LFM2_MAPPERS
 from modelplan.specs.hf_gpt import GPT_MAPPERS
 from modelplan.specs.hf_hybrid import HYBRID_MAPPERS
 from modelplan.specs.hf_llama import LLAMA_MAPPERS
@@ -33,7 +34,7 @@ from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
-    **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS, **VISION_TEXT_MAPPERS,
+    **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS, **VISION_TEXT_MAPPERS, **LFM2_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
 
@@ -41,8 +42,6 @@ UNMODELLED: dict[str, str] = {
     "zamba": "shared attention blocks interleaved with Mamba blocks",
     "zamba2": "shared attention blocks with LoRA adapters interleaved with Mamba-2 blocks",
     "minimax": "lightning (linear) attention layers",
-    "lfm2": "gated short-convolution blocks",
-    "lfm2_moe": "gated short-convolution blocks",
     "rwkv": "RWKV time-mixing blocks",
     "xlstm": "mLSTM blocks",
     "recurrent_gemma": "RG-LRU recurrent blocks",

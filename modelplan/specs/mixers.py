@@ -116,3 +116,14 @@ class DeltaNetSpec(Spec):
     def conv_dim(self) -> int:
         """Channels of the conv1d: q, k and v."""
         return 2 * self.key_dim + self.value_dim
+
+
+class ShortConvSpec(Spec):
+    """An LFM2 gated short-convolution mixer (Liquid AI LFM2; transformers `Lfm2ShortConv`):
+    in_proj Linear(h, 3h) to B, C, x; y = C * conv(B * x) with a depthwise causal Conv1d(h, h,
+    L, groups=h); out_proj Linear(h, h). The conv width is the model's hidden size."""
+
+    conv_kernel: int = Field(3, gt=0)
+    """L: width of the depthwise causal conv (HF conv_L_cache)."""
+    bias: bool = False
+    """Biases on in_proj, the conv and out_proj (HF conv_bias)."""

@@ -1,0 +1,27 @@
+"""Cases of the model_types added by issue 16 (modelplan/specs/hf_lfm2.py, ...): the published
+fixtures and small variants switching each option the mappers read. Shared by tests/test_hf_more.py."""
+
+from __future__ import annotations
+
+# Published config.json fixtures (tests/data/hf/<name>.json; sources in its README).
+MORE_FIXTURES = ["lfm2-1.2b", "lfm2-8b-a1b"]
+
+_LFM = {"num_hidden_layers": 4, "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 1000, "max_position_embeddings": 512}
+
+MORE_VARIANTS = [
+    # LFM2: full_attn_idxs only (layer_types derived), default ffn 2/3 adjust and multiple_of rounding
+    {"model_type": "lfm2", **_LFM, "full_attn_idxs": [1, 3], "block_ffn_dim_multiplier": 1.5, "block_multiple_of": 64},
+    # explicit layer_types, conv biases, kernel 4, no ffn adjust, untied head via tie_embedding
+    {"model_type": "lfm2", **_LFM, "layer_types": ["conv", "conv", "full_attention", "conv"], "conv_bias": True,
+     "conv_L_cache": 4, "block_auto_adjust_ff_dim": False, "tie_embedding": False},
+    # block_ff_dim overrides intermediate_size (2/3 of 1000 rounded up to 768); every block attention
+    {"model_type": "lfm2", **_LFM, "block_ff_dim": 1000},
+    # LFM2-MoE: 1 dense block, no expert bias, conv biases, head_dim given
+    {"model_type": "lfm2_moe", **_LFM, "layer_types": ["conv", "full_attention", "conv", "conv"],
+     "moe_intermediate_size": 64, "num_experts": 8, "num_experts_per_tok": 2, "num_dense_layers": 1,
+     "use_expert_bias": False, "conv_bias": True, "head_dim": 32, "tie_word_embeddings": False},
+    # every block MoE (num_dense_layers 0)
+    {"model_type": "lfm2_moe", **_LFM, "layer_types": ["conv", "full_attention"] * 2, "moe_intermediate_size": 64,
+     "num_experts": 4, "num_experts_per_tok": 2, "num_dense_layers": 0},
+]
