@@ -4,7 +4,11 @@ fixtures and small variants switching each option the mappers read. Shared by te
 from __future__ import annotations
 
 # Published config.json fixtures (tests/data/hf/<name>.json; sources in its README).
-MORE_FIXTURES = ["lfm2-1.2b", "lfm2-8b-a1b"]
+MORE_FIXTURES = ["lfm2-1.2b", "lfm2-8b-a1b", "trinity-mini", "trinity-nano-preview"]
+
+_AF = {"model_type": "afmoe", "num_hidden_layers": 4, "hidden_size": 256, "intermediate_size": 512,
+       "moe_intermediate_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+       "vocab_size": 1000, "num_experts": 8, "num_experts_per_tok": 2}
 
 _LFM = {"num_hidden_layers": 4, "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4,
         "num_key_value_heads": 2, "vocab_size": 1000, "max_position_embeddings": 512}
@@ -24,4 +28,10 @@ MORE_VARIANTS = [
     # every block MoE (num_dense_layers 0)
     {"model_type": "lfm2_moe", **_LFM, "layer_types": ["conv", "full_attention"] * 2, "moe_intermediate_size": 64,
      "num_experts": 4, "num_experts_per_tok": 2, "num_dense_layers": 0},
+    # AFMoE: global every 2nd block (derived), 2 shared experts, no dense block, tied, muP off
+    {**_AF, "global_attn_every_n_layers": 2, "num_shared_experts": 2, "num_dense_layers": 0, "sliding_window": 64,
+     "tie_word_embeddings": True},
+    # no shared expert, kv heads default to heads, explicit layer_types all global, 3 dense blocks
+    {**{k: v for k, v in _AF.items() if k != "num_key_value_heads"}, "num_shared_experts": 0, "num_dense_layers": 3,
+     "layer_types": ["full_attention"] * 4, "mup_enabled": True, "route_scale": 2.0},
 ]

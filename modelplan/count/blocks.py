@@ -156,7 +156,8 @@ def mlp_block_params(spec: "TransformerSpec", moe_layer: bool) -> dict[str, int]
     shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
     return {
         # router: nn.Linear(h, num_experts, bias=router_bias) (Mixtral `gate`, gpt-oss `router`)
-        "mlp/router": h * moe.num_experts + (moe.num_experts if moe.router_bias else 0),
+        "mlp/router": h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
+        + (moe.num_experts if moe.score_correction_param else 0),  # AFMoE's expert_bias parameter
         "mlp/experts": moe.num_experts * expert_params(spec),
         "mlp/shared_experts": moe.shared_experts * sum(mlp_params(spec, shared_hidden)),
         # Qwen2-MoE shared_expert_gate: nn.Linear(h, 1, bias=False)

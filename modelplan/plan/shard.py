@@ -164,6 +164,7 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
         return numel + n, partial + p
     moe = spec.moe
     router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
+    router += moe.num_experts if moe.score_correction_param else 0  # AFMoE's expert_bias parameter
     router += h if moe.shared_expert_gate else 0  # Qwen2-MoE's gate: replicated like the router
     numel += router
     partial += router if tp > 1 else 0  # the router's gradient is a partial sum over tp

@@ -50,6 +50,9 @@ class MoESpec(Spec):
     router_score_correction: bool = False
     """Auxiliary-loss-free balancing: a per-expert bias added to the scores for selection only
     (DeepSeek-V3 e_score_correction_bias, a buffer: no parameter)."""
+    score_correction_param: bool = False
+    """The selection bias is stored as a (frozen, requires_grad=False) parameter of num_experts
+    values a block, counted in the parameters (AFMoE `expert_bias`), instead of a buffer."""
     router_groups: int = Field(1, gt=0)
     """Expert groups of group-limited routing (DeepSeek n_group with topk_method
     group_limited_greedy or noaux_tc): a token picks its experts from the router_group_top_k best

@@ -31,6 +31,7 @@ def _moe_features(spec: "TransformerSpec") -> list[str]:
     checks = {
         "moe.norm_topk_prob=false": moe.router == "softmax" and not moe.norm_topk_prob,
         "moe.router_score_correction": moe.router_score_correction,
+        "moe.score_correction_param": moe.score_correction_param,
         "moe.routed_scaling": moe.routed_scaling != 1.0,
         "moe.router_groups": moe.router_groups > 1,
         "moe.weights_on_input": moe.weights_on_input,
