@@ -5,10 +5,18 @@ from __future__ import annotations
 
 # Published config.json fixtures (tests/data/hf/<name>.json; sources in its README).
 MORE_FIXTURES = ["lfm2-1.2b", "lfm2-8b-a1b", "trinity-mini", "trinity-nano-preview"]
+DSA_FIXTURES = ["deepseek-v3.2"]  # compared as the main model (transformers builds no MTP layer)
 
 _AF = {"model_type": "afmoe", "num_hidden_layers": 4, "hidden_size": 256, "intermediate_size": 512,
        "moe_intermediate_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
        "vocab_size": 1000, "num_experts": 8, "num_experts_per_tok": 2}
+
+_DSA = {"model_type": "deepseek_v32", "architectures": ["DeepseekV32ForCausalLM"], "num_hidden_layers": 3,
+        "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 64, "num_attention_heads": 4,
+        "num_key_value_heads": 4, "vocab_size": 1000, "q_lora_rank": 64, "kv_lora_rank": 32, "qk_nope_head_dim": 16,
+        "qk_rope_head_dim": 8, "v_head_dim": 16, "n_routed_experts": 8, "num_experts_per_tok": 2, "n_group": 2,
+        "topk_group": 1, "first_k_dense_replace": 1, "index_n_heads": 4, "index_head_dim": 32, "index_topk": 16,
+        "num_nextn_predict_layers": 0}
 
 _LFM = {"num_hidden_layers": 4, "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4,
         "num_key_value_heads": 2, "vocab_size": 1000, "max_position_embeddings": 512}
@@ -34,4 +42,9 @@ MORE_VARIANTS = [
     # no shared expert, kv heads default to heads, explicit layer_types all global, 3 dense blocks
     {**{k: v for k, v in _AF.items() if k != "num_key_value_heads"}, "num_shared_experts": 0, "num_dense_layers": 3,
      "layer_types": ["full_attention"] * 4, "mup_enabled": True, "route_scale": 2.0},
+    # DeepSeek-V3.2: dense first block, grouped sigmoid routing, the indexer (4 heads x 32, top 16)
+    {**_DSA},
+    # mlp_layer_types (scattered MoE blocks), 2 shared experts, attention bias, tied
+    {**_DSA, "mlp_layer_types": ["sparse", "dense", "sparse"], "n_shared_experts": 2, "attention_bias": True,
+     "tie_word_embeddings": True, "index_n_heads": 2, "index_head_dim": 16},
 ]

@@ -306,7 +306,7 @@ MTP = [("deepseek-v3", {}), ("deepseek-v3", {"num_hidden_layers": 5, "first_k_de
 
 @pytest.mark.torch
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in fixture_names() if n != "deepseek-v3"])
+@pytest.mark.parametrize("name", [n for n in fixture_names() if n not in ("deepseek-v3", "deepseek-v3.2")])  # MTP apart
 def test_published_configs_equal_transformers_modules(name):
     """Every shipped config.json, at its published size, counts exactly to sum(p.numel()) of the
     transformers class its `architectures` names, built on the meta device."""

@@ -1,6 +1,7 @@
 """The model_types added by issue 16: LFM2 / LFM2-MoE (gated short-convolution blocks,
 modelplan/specs/hf_lfm2.py, count/short_conv.py, plan/short_conv.py) and AFMoE (gated attention
-output, expert_bias parameter, modelplan/specs/hf_afmoe.py). Counts equal
+output, expert_bias parameter, modelplan/specs/hf_afmoe.py) and DeepSeek-V3.2 (the sparse
+attention's lightning indexer, modelplan/specs/hf_deepseek32.py, plan/dsa.py). Counts equal
 transformers 5.24's own modules on the meta device; FLOPs and state caches equal hand-worked
 formulas; `count` / `plan` run and `verify` refuses the mixer by name."""
 
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from _hf_more_cases import MORE_FIXTURES, MORE_VARIANTS
-from _hf_reference import config, hf_components
+from _hf_more_cases import DSA_FIXTURES, MORE_FIXTURES, MORE_VARIANTS
+from _hf_reference import config, hf_components, hf_numel
 from modelplan.cli import app
 from modelplan.count.blocks import Block, block_of, block_params
 from modelplan.count.flops import layer_forward_flops
@@ -134,7 +135,8 @@ def test_cli_plan_runs_on_8_gpus(name):
 
 
 @pytest.mark.parametrize(("name", "feature"), [("lfm2-1.2b", "layer_types=short_conv"),
-                                                ("trinity-mini", "moe.score_correction_param")])
+                                                ("trinity-mini", "moe.score_correction_param"),
+                                                ("deepseek-v3.2", "mla.indexer")])
 def test_verify_refuses_the_mixer_in_one_line(name, feature):
     result = runner.invoke(app, ["verify", str(HF / f"{name}.json")])
     assert result.exit_code != 0
@@ -150,6 +152,8 @@ def test_verify_refuses_the_mixer_in_one_line(name, feature):
     ({**MORE_VARIANTS[0], "block_multiple_of": 0}, r"block_multiple_of: must be >= 1"),
     ({**MORE_VARIANTS[5], "attention_bias": True}, r"attention_bias: true is not modelled for afmoe"),
     ({**MORE_VARIANTS[5], "global_attn_every_n_layers": 0}, r"global_attn_every_n_layers: must be >= 1"),
+    ({**MORE_VARIANTS[7], "q_lora_rank": None}, r"q_lora_rank: null is not supported by deepseek_v32"),
+    ({**MORE_VARIANTS[7], "mlp_layer_types": ["dense"]}, r"mlp_layer_types: expected 3 entries"),
 ])
 def test_bad_configs_are_one_line_errors_naming_the_field(data, message):
     with pytest.raises(SpecError, match=message) as exc:
@@ -180,3 +184,82 @@ def test_afmoe_tp_shards_hold_the_counted_parameters(index):
         assert _block(spec, block, 1, False)[0] == whole
         local, replicated = _block(spec, block, 2, True)
         assert 2 * local - replicated == whole
+
+
+DSA_CASES = [config(n) for n in DSA_FIXTURES] + MORE_VARIANTS[7:9]
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("data", DSA_CASES, ids=DSA_FIXTURES + ["deepseek_v32-7", "deepseek_v32-8"])
+def test_deepseek_v32_main_model_equals_transformers(data):
+    """The main model (MTP modules apart: DeepseekV32ForCausalLM builds none) equals transformers 5.24."""
+    c = count_params(from_hf_config(data))
+    assert c.total - c.breakdown.get("mtp", 0) == hf_numel(data)
+
+
+def test_indexer_parameters_and_flops_by_hand():
+    """Variant 7 (h 256, q latent 64, 4 index heads x 32): wq_b 64 x 128 = 8,192, wk 256 x 32 =
+    8,192, k_norm 64, weights_proj 256 x 4 = 1,024: 17,472 a block. 10 tokens of a 100-token
+    sequence: projections 2 x 10 x 17,408 = 348,160; scores 2 x 10 x 100 x 4 x (32 + 1) = 264,000;
+    the main attention scores only the top 16 keys: 2 x 10 x 16 x 4 x (24 + 16) = 51,200."""
+    from modelplan.count.blocks import block_of
+
+    spec = from_hf_config(MORE_VARIANTS[7])
+    assert block_params(spec, block_of(spec, 0))["attention/indexer"] == 17472
+    flops = layer_forward_flops(spec, 0, tokens=10, seq_len=100)
+    assert flops["attention/indexer/proj"] == 348160 and flops["attention/indexer/score"] == 264000
+    assert flops["attention/score"] == 51200
+
+
+def test_deepseek_v32_is_v3_plus_61_indexers():
+    """DeepSeek-V3.2's main model is DeepSeek-V3's (671B, tests/test_hf.py) plus 61 indexers of
+    1536 x 64 x 128 + 7168 x 128 + 2 x 128 + 7168 x 64 = 13,959,424 each (index_n_heads 64,
+    index_head_dim 128, DeepSeek-V3.2-Exp config.json)."""
+    def main(name):
+        c = count_params(from_hf_config(config(name)))
+        return c.total - c.breakdown["mtp"]
+    assert main("deepseek-v3.2") - main("deepseek-v3") == 61 * 13_959_424
+
+
+def test_dsa_cache_holds_the_index_key():
+    """DeepSeek-V3.2 caches per token and block the latent 512, the rope key 64 and the index key
+    128 (transformers' DynamicIndexedLayer): 61 x 704 elements, bf16."""
+    spec = from_hf_config(config("deepseek-v3.2"))
+    assert kv_cache_bytes_per_token(spec, 2) == 2 * 61 * (512 + 64 + 128)
+
+
+def test_dsa_planner_gemms_carry_the_counted_flops():
+    """The planner's GEMMs of a DSA block (fused core apart) carry count's forward FLOPs but the
+    main attention's scores, which the fused kernel prices over at most index_topk keys."""
+    from modelplan.count.blocks import block_of
+
+    spec = from_hf_config(MORE_VARIANTS[7])
+    block = block_of(spec, 0)
+    counted = layer_forward_flops(spec, 0, tokens=2 * 256, seq_len=256)
+    kernels = layer_kernels(spec, 1, 2, 256, 2, block=block, attention="flash")
+    assert sum(g.flops for g in kernels.gemms) == sum(v for k, v in counted.items() if k != "attention/score")
+    assert all(f.window == 16 for f in kernels.fused if f.name == "attention/core")
+
+
+@pytest.mark.parametrize("index", [7, 8])
+def test_dsa_tp_shards_hold_the_counted_parameters(index):
+    """The indexer is replicated over tp with the latents: 2 ranks at sp hold the block once plus
+    the replicated part once more (routed experts excluded)."""
+    from modelplan.plan.shard import _block
+
+    spec = from_hf_config(MORE_VARIANTS[index])
+    for i in range(spec.layers):
+        block = block_of(spec, i)
+        whole = sum(v for k, v in block_params(spec, block).items() if not k.startswith("mlp/experts"))
+        assert _block(spec, block, 1, False)[0] == whole
+        local, replicated = _block(spec, block, 2, True)
+        assert 2 * local - replicated == whole
+
+
+@pytest.mark.slow
+def test_cli_plan_runs_on_a_dsa_model(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(MORE_VARIANTS[7]))
+    result = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
+    assert result.exit_code == 0, result.output

@@ -27,6 +27,7 @@ from modelplan.count.attention import FusedAttention
 from modelplan.count.blocks import Block
 from modelplan.count.eager import ROTARY_KERNELS, rotary_bytes
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
+from modelplan.plan.dsa import indexer_elementwise, indexer_gemms, sparse_core
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.plan.linear_mixers import linear_mixer_kernels
 from modelplan.plan.parallel.tp import local_kv_heads
@@ -39,6 +40,7 @@ PRICED: frozenset[str] = frozenset({
     "layer_types=mamba2", "layer_types=gated_deltanet", "layer_types=mlp", "layer_types=parallel_mamba2",
     "layer_types=short_conv",
     "attention_output_gate", "deltanet.kda",  # plan/linear_mixers.py
+    "mla.indexer",  # plan/dsa.py
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
     "moe.shared_expert_gate", "mtp_layers",
     # shards only (their compute is a per-head value or a scalar fused into a neighbour kernel)
@@ -131,6 +133,8 @@ def mla_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q: int, 
     g, core, flash = _core("attention", spec, block, b, heads, s_q, s, mla.qk_head_dim, mla.v_head_dim, d, fused)
     ew = [Elementwise("attention/latent_norms", tokens * (latents + mla.kv_lora_rank), 2 * d, 3 * d)]
     ew += _rotary(spec, block, tokens * (heads + 1) * mla.qk_rope_head_dim, d, eager)  # q rope dims, shared key
+    if mla.indexer is not None:  # DeepSeek-V3.2 (plan/dsa.py): the indexer, and the core over its top-k keys
+        g, ew, flash = g + indexer_gemms(spec, b, s_q, s), ew + indexer_elementwise(spec, b, s_q, s), sparse_core(spec, flash)
     return MixerKernels(gemms + g, ew, core, flash, Gemm("attention/out", tokens, h, heads * mla.v_head_dim))
 
 

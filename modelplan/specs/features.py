@@ -55,6 +55,7 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "rotary_fraction": spec.position == "rotary" and spec.rotary_fraction != 1.0,
         "nope_full_attention": spec.nope_full_attention,
         "mla": spec.mla is not None,
+        "mla.indexer": spec.mla is not None and spec.mla.indexer is not None,
         "attention_output_gate": spec.attention_output_gate,
         "deltanet.kda": spec.deltanet is not None and spec.deltanet.kda,
         "mlp=false": not spec.mlp,

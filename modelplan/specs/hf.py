@@ -23,6 +23,7 @@ from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_dense import DENSE_MAPPERS
 from modelplan.specs.hf_layernorm import LAYERNORM_MAPPERS
 from modelplan.specs.hf_afmoe import AFMOE_MAPPERS
+from modelplan.specs.hf_deepseek32 import DEEPSEEK32_MAPPERS
 from modelplan.specs.hf_lfm2 import LFM2_MAPPERS
 from modelplan.specs.hf_gpt import GPT_MAPPERS
 from modelplan.specs.hf_hybrid import HYBRID_MAPPERS
@@ -36,6 +37,7 @@ from modelplan.specs.transformer import TransformerSpec
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
     **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS, **VISION_TEXT_MAPPERS, **LFM2_MAPPERS, **AFMOE_MAPPERS,
+    **DEEPSEEK32_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
 
@@ -48,7 +50,6 @@ UNMODELLED: dict[str, str] = {
     "recurrent_gemma": "RG-LRU recurrent blocks",
     "apertus1p5": "its multimodal composite",
     "longcat_flash": "zero-computation experts and its two-attention blocks",
-    "deepseek_v32": "DeepSeek sparse attention's lightning indexer",
     "gemma3n": "per-layer embeddings, AltUp and LAuReL blocks",
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
