@@ -4,7 +4,7 @@ fixtures and small variants switching each option the mappers read. Shared by te
 from __future__ import annotations
 
 # Published config.json fixtures (tests/data/hf/<name>.json; sources in its README).
-MORE_FIXTURES = ["lfm2-1.2b", "lfm2-8b-a1b", "trinity-mini", "trinity-nano-preview"]
+MORE_FIXTURES = ["lfm2-1.2b", "lfm2-8b-a1b", "trinity-mini", "trinity-nano-preview", "recurrentgemma-2b"]
 DSA_FIXTURES = ["deepseek-v3.2"]  # compared as the main model (transformers builds no MTP layer)
 
 _AF = {"model_type": "afmoe", "num_hidden_layers": 4, "hidden_size": 256, "intermediate_size": 512,
@@ -17,6 +17,10 @@ _DSA = {"model_type": "deepseek_v32", "architectures": ["DeepseekV32ForCausalLM"
         "qk_rope_head_dim": 8, "v_head_dim": 16, "n_routed_experts": 8, "num_experts_per_tok": 2, "n_group": 2,
         "topk_group": 1, "first_k_dense_replace": 1, "index_n_heads": 4, "index_head_dim": 32, "index_topk": 16,
         "num_nextn_predict_layers": 0}
+
+_RG = {"model_type": "recurrent_gemma", "architectures": ["RecurrentGemmaForCausalLM"], "num_hidden_layers": 5,
+       "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4, "vocab_size": 1000,
+       "attention_window_size": 64}
 
 _LFM = {"num_hidden_layers": 4, "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4,
         "num_key_value_heads": 2, "vocab_size": 1000, "max_position_embeddings": 512}
@@ -47,4 +51,9 @@ MORE_VARIANTS = [
     # mlp_layer_types (scattered MoE blocks), 2 shared experts, attention bias, tied
     {**_DSA, "mlp_layer_types": ["sparse", "dense", "sparse"], "n_shared_experts": 2, "attention_bias": True,
      "tie_word_embeddings": True, "index_n_heads": 2, "index_head_dim": 16},
+    # RecurrentGemma: default block_types over 5 blocks (the cycle cut), MHA, lru_width = hidden
+    {**_RG},
+    # lru_width 512, conv 3, MQA with q/k/v biases, attention first, untied, partial rotary 0.25
+    {**_RG, "lru_width": 512, "conv1d_width": 3, "num_key_value_heads": 1, "attention_bias": True,
+     "block_types": ["attention", "recurrent"], "tie_word_embeddings": False, "partial_rotary_factor": 0.25},
 ]

@@ -1,7 +1,8 @@
 """The model_types added by issue 16: LFM2 / LFM2-MoE (gated short-convolution blocks,
 modelplan/specs/hf_lfm2.py, count/short_conv.py, plan/short_conv.py) and AFMoE (gated attention
 output, expert_bias parameter, modelplan/specs/hf_afmoe.py) and DeepSeek-V3.2 (the sparse
-attention's lightning indexer, modelplan/specs/hf_deepseek32.py, plan/dsa.py). Counts equal
+attention's lightning indexer, modelplan/specs/hf_deepseek32.py, plan/dsa.py) and RecurrentGemma
+(Griffin's RG-LRU blocks, modelplan/specs/hf_recurrent_gemma.py, count/rglru.py, plan/rglru.py). Counts equal
 transformers 5.24's own modules on the meta device; FLOPs and state caches equal hand-worked
 formulas; `count` / `plan` run and `verify` refuses the mixer by name."""
 
@@ -50,6 +51,7 @@ def test_equal_transformers_by_component(data):
     ("lfm2-8b-a1b", 8.3, 1),  # LiquidAI/LFM2-8B-A1B model card: 8.3B total (1.5B active)
     ("trinity-mini", 26, 0),  # arcee-ai/Trinity-Mini model card: 26B total (3B active)
     ("trinity-nano-preview", 6, 0),  # arcee-ai/Trinity-Nano-Preview model card: 6B total (1B active)
+    ("recurrentgemma-2b", 2.7, 1),  # google/recurrentgemma-2b model card: 2.7B parameters
 ])
 def test_published_totals_rounded(name, billions, digits):
     assert round(count_params(from_hf_config(config(name))).total / 1e9, digits) == billions
@@ -136,7 +138,8 @@ def test_cli_plan_runs_on_8_gpus(name):
 
 @pytest.mark.parametrize(("name", "feature"), [("lfm2-1.2b", "layer_types=short_conv"),
                                                 ("trinity-mini", "moe.score_correction_param"),
-                                                ("deepseek-v3.2", "mla.indexer")])
+                                                ("deepseek-v3.2", "mla.indexer"),
+                                                ("recurrentgemma-2b", "layer_types=rglru")])
 def test_verify_refuses_the_mixer_in_one_line(name, feature):
     result = runner.invoke(app, ["verify", str(HF / f"{name}.json")])
     assert result.exit_code != 0
@@ -154,6 +157,8 @@ def test_verify_refuses_the_mixer_in_one_line(name, feature):
     ({**MORE_VARIANTS[5], "global_attn_every_n_layers": 0}, r"global_attn_every_n_layers: must be >= 1"),
     ({**MORE_VARIANTS[7], "q_lora_rank": None}, r"q_lora_rank: null is not supported by deepseek_v32"),
     ({**MORE_VARIANTS[7], "mlp_layer_types": ["dense"]}, r"mlp_layer_types: expected 3 entries"),
+    ({**MORE_VARIANTS[9], "block_types": ["recurrent", "mlp"]}, r"block_types: unsupported \['mlp'\]"),
+    ({**MORE_VARIANTS[9], "num_hidden_layers": 400, "block_types": ["recurrent"]}, r"num_hidden_layers: 400 exceeds"),
 ])
 def test_bad_configs_are_one_line_errors_naming_the_field(data, message):
     with pytest.raises(SpecError, match=message) as exc:
@@ -263,3 +268,46 @@ def test_cli_plan_runs_on_a_dsa_model(tmp_path):
     path.write_text(json.dumps(MORE_VARIANTS[7]))
     result = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
     assert result.exit_code == 0, result.output
+
+
+def test_rglru_parameters_and_flops_by_hand():
+    """Variant 10 (h 256, w 512, 4 gate blocks of 128, k 3), block 1 (recurrent): linear_y, x
+    2 x (256 x 512 + 512) = 263,168; conv 512 x 3 + 512 = 2,048; gates 2 x (4 x 128^2 + 512) =
+    132,096; recurrent_param 512; linear_out 512 x 256 + 256 = 131,328. 10 tokens: in 2 x 10 x
+    256 x 1024 = 5,242,880; conv 2 x 10 x 512 x 3 = 30,720; gates 2 x 10 x 2 x 4 x 128^2 =
+    2,621,440; recurrence 2 x 10 x 512 = 10,240; out 2,621,440."""
+    spec = from_hf_config(MORE_VARIANTS[10])
+    block = block_of(spec, 1)
+    assert block.mixer == "rglru"
+    params = {k: v for k, v in block_params(spec, block).items() if k.startswith("rglru/")}
+    assert params == {"rglru/in_proj": 263168, "rglru/conv": 2048, "rglru/gates": 132096, "rglru/lru": 512,
+                      "rglru/out_proj": 131328}
+    flops = {k: v for k, v in layer_forward_flops(spec, 1, tokens=10, seq_len=10).items() if k.startswith("rglru/")}
+    assert flops == {"rglru/in_proj": 5242880, "rglru/conv": 30720, "rglru/gates": 2621440, "rglru/lru": 10240,
+                     "rglru/out_proj": 2621440}
+
+
+def test_recurrentgemma_state_cache_by_hand():
+    """RecurrentGemma-2B, batch 1, 4096 tokens, bf16: 18 recurrent blocks hold the conv window
+    2560 x 3 and the RG-LRU state 2560; 8 attention blocks (MQA, 1 kv head of 256) keep at most
+    the 2048-token window."""
+    spec = from_hf_config(config("recurrentgemma-2b"))
+    assert kv_cache_bytes(spec, 1, 4096, 2) == 2 * (18 * 2560 * 4 + 8 * 2 * 256 * 2048)
+
+
+@pytest.mark.parametrize("index", [9, 10])
+def test_rglru_planner_gemms_and_shards(index):
+    """A recurrent block's planner GEMMs carry count's FLOPs but the conv's and the recurrence's
+    (memory-bound passes there); its tp shards hold the counted parameters (2 ranks at sp: the
+    block once plus the replicated norms and linear_out bias once more)."""
+    from modelplan.plan.shard import _block
+
+    spec = from_hf_config(MORE_VARIANTS[index])
+    i = next(i for i in range(spec.layers) if block_of(spec, i).mixer == "rglru")
+    block = block_of(spec, i)
+    counted = layer_forward_flops(spec, i, tokens=2 * 128, seq_len=128)
+    gemm = sum(g.flops for g in layer_kernels(spec, 1, 2, 128, 2, block=block).gemms)
+    assert gemm == sum(v for k, v in counted.items() if k not in ("rglru/conv", "rglru/lru"))
+    whole = sum(block_params(spec, block).values())
+    local, replicated = _block(spec, block, 2, True)
+    assert _block(spec, block, 1, False) == (whole, 0) and 2 * local - replicated == whole

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.count.rglru import rglru_flops, rglru_kept_bytes, rglru_params, rglru_state_elements
 from modelplan.count.short_conv import (
     short_conv_flops, short_conv_kept_elements, short_conv_params, short_conv_state_elements)
 
@@ -21,7 +22,9 @@ if TYPE_CHECKING:
 
 SHORT_CONV = "short_conv"
 """Layer type of LFM2's gated short-convolution blocks (count/short_conv.py)."""
-LINEAR_MIXERS = ("mamba2", "gated_deltanet", SHORT_CONV)
+RGLRU = "rglru"
+"""Layer type of RecurrentGemma's Griffin recurrent blocks (count/rglru.py)."""
+LINEAR_MIXERS = ("mamba2", "gated_deltanet", SHORT_CONV, RGLRU)
 """Layer types whose mixer is one of this module's (a fixed-size state, no K/V cache)."""
 PARALLEL_MAMBA2 = "parallel_mamba2"
 """Layer type of a block whose attention and Mamba-2 read the same norm output and sum (Falcon-H1)."""
@@ -135,6 +138,8 @@ def mixer_params(spec: "TransformerSpec", mixer: str) -> dict[str, int]:
     """Parameters of a linear mixer of layer type `mixer`."""
     if mixer == SHORT_CONV:
         return short_conv_params(spec)
+    if mixer == RGLRU:
+        return rglru_params(spec)
     return mamba2_params(spec) if mixer == "mamba2" else deltanet_params(spec)
 
 
@@ -143,6 +148,8 @@ def mixer_flops(spec: "TransformerSpec", mixer: str, tokens: int, seq_len: int) 
     of `seq_len`."""
     if mixer == SHORT_CONV:
         return short_conv_flops(spec, tokens)
+    if mixer == RGLRU:
+        return rglru_flops(spec, tokens)
     return mamba2_flops(spec, tokens, seq_len) if mixer == "mamba2" else deltanet_flops(spec, tokens, seq_len)
 
 
@@ -161,6 +168,8 @@ def kept_bytes_per_token(spec: "TransformerSpec", mixer: str, d: int) -> int:
     input), and softplus its input a. LFM2's short conv: count/short_conv.py."""
     if mixer == SHORT_CONV:
         return d * short_conv_kept_elements(spec)
+    if mixer == RGLRU:
+        return rglru_kept_bytes(spec, d)
     if mixer == "mamba2":
         m = spec.mamba2
         return d * (m.in_proj_width + m.inner) + FP32_BYTES * m.groups
@@ -179,6 +188,8 @@ def out_proj_width(spec: "TransformerSpec", mixer: str) -> int:
     """Width of the mixer's out_proj input."""
     if mixer == SHORT_CONV:
         return spec.hidden
+    if mixer == RGLRU:
+        return spec.rglru.width
     return spec.mamba2.inner if mixer == "mamba2" else spec.deltanet.value_dim
 
 
@@ -189,6 +200,8 @@ def state_elements(spec: "TransformerSpec", mixer: str) -> int:
     (value_heads, d_k, d_v) for gated DeltaNet; conv_states (h, L) for LFM2's short conv)."""
     if mixer == SHORT_CONV:
         return short_conv_state_elements(spec)
+    if mixer == RGLRU:
+        return rglru_state_elements(spec)
     if mixer == "mamba2":
         m = spec.mamba2
         return m.conv_dim * m.conv_kernel + m.heads * m.head_dim * m.state_size

@@ -127,3 +127,29 @@ class ShortConvSpec(Spec):
     """L: width of the depthwise causal conv (HF conv_L_cache)."""
     bias: bool = False
     """Biases on in_proj, the conv and out_proj (HF conv_bias)."""
+
+
+class RGLRUSpec(Spec):
+    """Griffin's recurrent block (De et al. 2024, arXiv 2402.19427, sec. 2.4; transformers
+    `RecurrentGemmaRecurrentBlock`): linear_y and linear_x (h -> w, biases), y through GeLU; x
+    through a depthwise causal Conv1d(w, w, k) with bias, then the RG-LRU (input and recurrence
+    gates as block-diagonal linears of `heads` blocks, biases; a learned recurrent_param per
+    channel); out = linear_out((rg_lru(x) * y)), w -> h with bias."""
+
+    width: int = Field(gt=0)
+    """w: RG-LRU channels (HF lru_width, default hidden_size)."""
+    heads: int = Field(gt=0)
+    """Blocks of the block-diagonal gates (HF num_attention_heads)."""
+    conv_kernel: int = Field(4, gt=0)
+    """k: width of the temporal conv (HF conv1d_width)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "RGLRUSpec":
+        if self.width % self.heads:
+            raise ValueError(f"rglru.heads ({self.heads}) must divide rglru.width ({self.width})")
+        return self
+
+    @property
+    def block_width(self) -> int:
+        """Channels of one gate block: w / heads."""
+        return self.width // self.heads

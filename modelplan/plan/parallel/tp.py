@@ -65,7 +65,7 @@ def block_kind_calls(calls: RankCalls, spec: TransformerSpec, block: Block, tp: 
     block's cross-attention, the MLP if it has one), a q/k norm's statistics, and the Mamba
     mixer's AllReduce of its x_proj output (dt, B, C of all channels, with d_inner split over tp)
     in forward and of its gradient in backward."""
-    mixer = "mamba" if block.mixer in ("mamba", "mamba2", "gated_deltanet", "short_conv") else "attention"  # linear: one f/g pair
+    mixer = "mamba" if block.mixer in ("mamba", "mamba2", "gated_deltanet", "short_conv", "rglru") else "attention"  # linear: one f/g pair
     subs = [mixer] if block.mixer != "mlp" else []  # Nemotron-H MLP blocks have no mixer
     subs += (["cross_attention"] if block.cross else []) + (["mlp"] if block.mlp else [])
     _sublayer_calls(calls, subs, tp, sp, nbytes, fwd_runs, bwd_runs, mlp_tp, gather_bytes)
