@@ -4,7 +4,8 @@ fixtures and small variants switching each option the mappers read. Shared by te
 from __future__ import annotations
 
 # Published config.json fixtures (tests/data/hf/<name>.json; sources in its README).
-MORE_FIXTURES = ["lfm2-1.2b", "lfm2-8b-a1b", "trinity-mini", "trinity-nano-preview", "recurrentgemma-2b"]
+MORE_FIXTURES = ["lfm2-1.2b", "lfm2-8b-a1b", "trinity-mini", "trinity-nano-preview", "recurrentgemma-2b",
+                 "minimax-text-01-hf"]
 DSA_FIXTURES = ["deepseek-v3.2"]  # compared as the main model (transformers builds no MTP layer)
 
 _AF = {"model_type": "afmoe", "num_hidden_layers": 4, "hidden_size": 256, "intermediate_size": 512,
@@ -21,6 +22,10 @@ _DSA = {"model_type": "deepseek_v32", "architectures": ["DeepseekV32ForCausalLM"
 _RG = {"model_type": "recurrent_gemma", "architectures": ["RecurrentGemmaForCausalLM"], "num_hidden_layers": 5,
        "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4, "vocab_size": 1000,
        "attention_window_size": 64}
+
+_MM = {"model_type": "minimax", "architectures": ["MiniMaxForCausalLM"], "num_hidden_layers": 4, "hidden_size": 256,
+       "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+       "num_local_experts": 4, "num_experts_per_tok": 2}
 
 _LFM = {"num_hidden_layers": 4, "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4,
         "num_key_value_heads": 2, "vocab_size": 1000, "max_position_embeddings": 512}
@@ -56,4 +61,9 @@ MORE_VARIANTS = [
     # lru_width 512, conv 3, MQA with q/k/v biases, attention first, untied, partial rotary 0.25
     {**_RG, "lru_width": 512, "conv1d_width": 3, "num_key_value_heads": 1, "attention_bias": True,
      "block_types": ["attention", "recurrent"], "tie_word_embeddings": False, "partial_rotary_factor": 0.25},
+    # MiniMax-01: the default alternating pattern, head_dim = hidden / heads; then head_dim 32, block 64,
+    # a sliding window on the softmax blocks and an explicit pattern
+    {**_MM},
+    {**_MM, "head_dim": 32, "block_size": 64, "sliding_window": 128,
+     "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"]},
 ]

@@ -2,7 +2,8 @@
 modelplan/specs/hf_lfm2.py, count/short_conv.py, plan/short_conv.py) and AFMoE (gated attention
 output, expert_bias parameter, modelplan/specs/hf_afmoe.py) and DeepSeek-V3.2 (the sparse
 attention's lightning indexer, modelplan/specs/hf_deepseek32.py, plan/dsa.py) and RecurrentGemma
-(Griffin's RG-LRU blocks, modelplan/specs/hf_recurrent_gemma.py, count/rglru.py, plan/rglru.py). Counts equal
+(Griffin's RG-LRU blocks, modelplan/specs/hf_recurrent_gemma.py, count/rglru.py, plan/rglru.py) and
+MiniMax-01 (lightning attention, modelplan/specs/hf_minimax.py, count/lightning.py, plan/lightning.py). Counts equal
 transformers 5.24's own modules on the meta device; FLOPs and state caches equal hand-worked
 formulas; `count` / `plan` run and `verify` refuses the mixer by name."""
 
@@ -52,6 +53,7 @@ def test_equal_transformers_by_component(data):
     ("trinity-mini", 26, 0),  # arcee-ai/Trinity-Mini model card: 26B total (3B active)
     ("trinity-nano-preview", 6, 0),  # arcee-ai/Trinity-Nano-Preview model card: 6B total (1B active)
     ("recurrentgemma-2b", 2.7, 1),  # google/recurrentgemma-2b model card: 2.7B parameters
+    ("minimax-text-01-hf", 456, 0),  # MiniMax-01 report (arXiv 2501.08313): 456B total, 45.9B activated
 ])
 def test_published_totals_rounded(name, billions, digits):
     assert round(count_params(from_hf_config(config(name))).total / 1e9, digits) == billions
@@ -130,7 +132,7 @@ def test_cli_count_runs(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", MORE_FIXTURES)
+@pytest.mark.parametrize("name", [n for n in MORE_FIXTURES if n != "minimax-text-01-hf"])  # 456B: > 8 GPUs
 def test_cli_plan_runs_on_8_gpus(name):
     result = runner.invoke(app, ["plan", str(HF / f"{name}.json"), "--gpus", "8", "--json"])
     assert result.exit_code == 0, result.output
@@ -139,7 +141,8 @@ def test_cli_plan_runs_on_8_gpus(name):
 @pytest.mark.parametrize(("name", "feature"), [("lfm2-1.2b", "layer_types=short_conv"),
                                                 ("trinity-mini", "moe.score_correction_param"),
                                                 ("deepseek-v3.2", "mla.indexer"),
-                                                ("recurrentgemma-2b", "layer_types=rglru")])
+                                                ("recurrentgemma-2b", "layer_types=rglru"),
+                                                ("minimax-text-01-hf", "layer_types=lightning")])
 def test_verify_refuses_the_mixer_in_one_line(name, feature):
     result = runner.invoke(app, ["verify", str(HF / f"{name}.json")])
     assert result.exit_code != 0
@@ -157,6 +160,7 @@ def test_verify_refuses_the_mixer_in_one_line(name, feature):
     ({**MORE_VARIANTS[5], "global_attn_every_n_layers": 0}, r"global_attn_every_n_layers: must be >= 1"),
     ({**MORE_VARIANTS[7], "q_lora_rank": None}, r"q_lora_rank: null is not supported by deepseek_v32"),
     ({**MORE_VARIANTS[7], "mlp_layer_types": ["dense"]}, r"mlp_layer_types: expected 3 entries"),
+    ({**MORE_VARIANTS[11], "layer_types": ["linear_attention", "mamba"] * 2}, r"layer_types: unsupported \['mamba'\]"),
     ({**MORE_VARIANTS[9], "block_types": ["recurrent", "mlp"]}, r"block_types: unsupported \['mlp'\]"),
     ({**MORE_VARIANTS[9], "num_hidden_layers": 400, "block_types": ["recurrent"]}, r"num_hidden_layers: 400 exceeds"),
 ])
@@ -263,9 +267,11 @@ def test_dsa_tp_shards_hold_the_counted_parameters(index):
 
 
 @pytest.mark.slow
-def test_cli_plan_runs_on_a_dsa_model(tmp_path):
+@pytest.mark.parametrize("index", [7, 12])
+def test_cli_plan_runs_on_small_dsa_and_lightning_models(tmp_path, index):
+    """DeepSeek-V3.2 and MiniMax-01 variants plan on 8 GPUs (the published sizes need more)."""
     path = tmp_path / "config.json"
-    path.write_text(json.dumps(MORE_VARIANTS[7]))
+    path.write_text(json.dumps(MORE_VARIANTS[index]))
     result = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
     assert result.exit_code == 0, result.output
 
@@ -311,3 +317,38 @@ def test_rglru_planner_gemms_and_shards(index):
     whole = sum(block_params(spec, block).values())
     local, replicated = _block(spec, block, 2, True)
     assert _block(spec, block, 1, False) == (whole, 0) and 2 * local - replicated == whole
+
+
+def test_lightning_parameters_flops_and_state_by_hand():
+    """Variant 12 (h 256, 4 heads x 32, block 64), block 0 (lightning): qkv 256 x 384 + gate
+    256 x 128 = 131,072, norm 128, out_proj 32,768. 100 tokens of a 100-token sequence: in_proj
+    2 x 100 x 256 x 512 = 26,214,400; scan 100 x 4 x (4 x 64 x 32 + 4 x 32^2) = 4,915,200;
+    out_proj 6,553,600. State per sequence: 4 x 32 x 32 per lightning block (3 of them) and the
+    softmax block's K/V over its 128-token window (2 kv heads x 32 x 2)."""
+    spec = from_hf_config(MORE_VARIANTS[12])
+    block = block_of(spec, 0)
+    assert block.mixer == "lightning"
+    params = {k: v for k, v in block_params(spec, block).items() if k.startswith("lightning/")}
+    assert params == {"lightning/in_proj": 131072, "lightning/norm": 128, "lightning/out_proj": 32768}
+    flops = {k: v for k, v in layer_forward_flops(spec, 0, tokens=100, seq_len=100).items()
+             if k.startswith("lightning/")}
+    assert flops == {"lightning/in_proj": 26214400, "lightning/scan": 4915200, "lightning/out_proj": 6553600}
+    assert kv_cache_bytes(spec, 1, 1000, 2) == 2 * (3 * 4 * 32 * 32 + 2 * 2 * 32 * 128)
+
+
+@pytest.mark.parametrize("index", [11, 12])
+def test_lightning_planner_gemms_and_shards(index):
+    """A lightning block's planner GEMMs carry count's forward FLOPs exactly (its block-wise
+    matmuls are GEMMs); its tp shards split every parameter with the heads."""
+    from modelplan.plan.shard import _block
+
+    spec = from_hf_config(MORE_VARIANTS[index])
+    i = next(i for i in range(spec.layers) if block_of(spec, i).mixer == "lightning")
+    block = block_of(spec, i)
+    counted = layer_forward_flops(spec, i, tokens=2 * 256, seq_len=256)
+    kernels = layer_kernels(spec, 1, 2, 256, 2, block=block, moe_layer=block.moe)
+    gemm = sum(g.flops for g in kernels.gemms if not g.name.startswith("mlp/"))
+    assert gemm == sum(v for k, v in counted.items() if not k.startswith("mlp/"))
+    whole = sum(v for k, v in block_params(spec, block).items() if not k.startswith("mlp/experts"))
+    local, replicated = _block(spec, block, 2, True)
+    assert _block(spec, block, 1, False)[0] == whole and 2 * local - replicated == whole

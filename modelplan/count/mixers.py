@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.count.lightning import (
+    lightning_flops, lightning_kept_elements, lightning_params, lightning_state_elements)
 from modelplan.count.rglru import rglru_flops, rglru_kept_bytes, rglru_params, rglru_state_elements
 from modelplan.count.short_conv import (
     short_conv_flops, short_conv_kept_elements, short_conv_params, short_conv_state_elements)
@@ -24,7 +26,9 @@ SHORT_CONV = "short_conv"
 """Layer type of LFM2's gated short-convolution blocks (count/short_conv.py)."""
 RGLRU = "rglru"
 """Layer type of RecurrentGemma's Griffin recurrent blocks (count/rglru.py)."""
-LINEAR_MIXERS = ("mamba2", "gated_deltanet", SHORT_CONV, RGLRU)
+LIGHTNING = "lightning"
+"""Layer type of MiniMax-01's lightning-attention blocks (count/lightning.py)."""
+LINEAR_MIXERS = ("mamba2", "gated_deltanet", SHORT_CONV, RGLRU, LIGHTNING)
 """Layer types whose mixer is one of this module's (a fixed-size state, no K/V cache)."""
 PARALLEL_MAMBA2 = "parallel_mamba2"
 """Layer type of a block whose attention and Mamba-2 read the same norm output and sum (Falcon-H1)."""
@@ -140,6 +144,8 @@ def mixer_params(spec: "TransformerSpec", mixer: str) -> dict[str, int]:
         return short_conv_params(spec)
     if mixer == RGLRU:
         return rglru_params(spec)
+    if mixer == LIGHTNING:
+        return lightning_params(spec)
     return mamba2_params(spec) if mixer == "mamba2" else deltanet_params(spec)
 
 
@@ -150,6 +156,8 @@ def mixer_flops(spec: "TransformerSpec", mixer: str, tokens: int, seq_len: int) 
         return short_conv_flops(spec, tokens)
     if mixer == RGLRU:
         return rglru_flops(spec, tokens)
+    if mixer == LIGHTNING:
+        return lightning_flops(spec, tokens, seq_len)
     return mamba2_flops(spec, tokens, seq_len) if mixer == "mamba2" else deltanet_flops(spec, tokens, seq_len)
 
 
@@ -170,6 +178,8 @@ def kept_bytes_per_token(spec: "TransformerSpec", mixer: str, d: int) -> int:
         return d * short_conv_kept_elements(spec)
     if mixer == RGLRU:
         return rglru_kept_bytes(spec, d)
+    if mixer == LIGHTNING:
+        return d * lightning_kept_elements(spec)
     if mixer == "mamba2":
         m = spec.mamba2
         return d * (m.in_proj_width + m.inner) + FP32_BYTES * m.groups
@@ -190,6 +200,8 @@ def out_proj_width(spec: "TransformerSpec", mixer: str) -> int:
         return spec.hidden
     if mixer == RGLRU:
         return spec.rglru.width
+    if mixer == LIGHTNING:
+        return spec.lightning.width
     return spec.mamba2.inner if mixer == "mamba2" else spec.deltanet.value_dim
 
 
@@ -202,6 +214,8 @@ def state_elements(spec: "TransformerSpec", mixer: str) -> int:
         return short_conv_state_elements(spec)
     if mixer == RGLRU:
         return rglru_state_elements(spec)
+    if mixer == LIGHTNING:
+        return lightning_state_elements(spec)
     if mixer == "mamba2":
         m = spec.mamba2
         return m.conv_dim * m.conv_kernel + m.heads * m.head_dim * m.state_size

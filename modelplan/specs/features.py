@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 def _layer_type_features(spec: "TransformerSpec") -> list[str]:
     types = set(spec.layer_types or ())
     return [f"layer_types={kind}" for kind in ("sliding_attention", "chunked_attention", "mamba", "mamba2", "gated_deltanet", "mlp",
-                                                                   "parallel_mamba2", "short_conv", "rglru")
+                                                                   "parallel_mamba2", "short_conv", "rglru",
+                                                                   "lightning")
             if kind in types]
 
 

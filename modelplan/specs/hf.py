@@ -24,6 +24,7 @@ from modelplan.specs.hf_dense import DENSE_MAPPERS
 from modelplan.specs.hf_layernorm import LAYERNORM_MAPPERS
 from modelplan.specs.hf_afmoe import AFMOE_MAPPERS
 from modelplan.specs.hf_deepseek32 import DEEPSEEK32_MAPPERS
+from modelplan.specs.hf_minimax import MINIMAX_MAPPERS
 from modelplan.specs.hf_recurrent_gemma import RECURRENT_GEMMA_MAPPERS
 from modelplan.specs.hf_lfm2 import LFM2_MAPPERS
 from modelplan.specs.hf_gpt import GPT_MAPPERS
@@ -38,14 +39,13 @@ from modelplan.specs.transformer import TransformerSpec
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
     **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS, **VISION_TEXT_MAPPERS, **LFM2_MAPPERS, **AFMOE_MAPPERS,
-    **DEEPSEEK32_MAPPERS, **RECURRENT_GEMMA_MAPPERS,
+    **DEEPSEEK32_MAPPERS, **RECURRENT_GEMMA_MAPPERS, **MINIMAX_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
 
 UNMODELLED: dict[str, str] = {
     "zamba": "shared attention blocks interleaved with Mamba blocks",
     "zamba2": "shared attention blocks with LoRA adapters interleaved with Mamba-2 blocks",
-    "minimax": "lightning (linear) attention layers",
     "rwkv": "RWKV time-mixing blocks",
     "xlstm": "mLSTM blocks",
     "apertus1p5": "its multimodal composite",

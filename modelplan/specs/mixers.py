@@ -153,3 +153,23 @@ class RGLRUSpec(Spec):
     def block_width(self) -> int:
         """Channels of one gate block: w / heads."""
         return self.width // self.heads
+
+
+class LightningSpec(Spec):
+    """MiniMax's lightning attention (MiniMax-01 report, arXiv 2501.08313, sec. 2.2; Lightning
+    Attention-2, Qin et al. 2024, arXiv 2401.04658; transformers `MiniMaxLightningAttention`):
+    qkv_proj Linear(h, 3 H d) then SiLU, a decayed causal linear attention computed block-wise
+    (intra-block masked Q K^T V, inter-block through a d x d state per head), an RMSNorm over all
+    H d channels, times sigmoid(output_gate(x)), out_proj; all linears bias-free."""
+
+    heads: int = Field(gt=0)
+    """H (HF num_attention_heads)."""
+    head_dim: int = Field(gt=0)
+    """d (HF head_dim, default hidden / heads)."""
+    block_size: int = Field(256, gt=0)
+    """B: block length of the block-wise algorithm (HF block_size)."""
+
+    @property
+    def width(self) -> int:
+        """H d: width of q, k, v, the gate and the output."""
+        return self.heads * self.head_dim
