@@ -326,3 +326,15 @@ def test_lightning_planner_gemms_and_shards(index):
     whole = sum(v for k, v in block_params(spec, block).items() if not k.startswith("mlp/experts"))
     local, replicated = _block(spec, block, 2, True)
     assert _block(spec, block, 1, False)[0] == whole and 2 * local - replicated == whole
+
+
+@pytest.mark.parametrize(("index", "mixer", "expected"), [
+    (1, "short_conv", 6 * 256 * 2),  # B, C, x, B * x, conv output, out_proj input: 6h at 2 B
+    (10, "rglru", 13 * 512 * 2 + 4 * 512),  # 13w at 2 B + the fp32 scan state (count/rglru.py's list)
+    (12, "lightning", 9 * 128 * 2),  # qkv before / after SiLU, gate, core and norm outputs: 9 H d
+])
+def test_kept_bytes_per_token_by_hand(index, mixer, expected):
+    """Each new mixer's kept bytes per token equal the tensors its docstring enumerates."""
+    from modelplan.count.mixers import kept_bytes_per_token
+
+    assert kept_bytes_per_token(from_hf_config(MORE_VARIANTS[index]), mixer, 2) == expected
