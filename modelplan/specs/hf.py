@@ -44,10 +44,12 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
 
 UNMODELLED: dict[str, str] = {
-    "zamba": "shared attention blocks interleaved with Mamba blocks",
-    "zamba2": "shared attention blocks with LoRA adapters interleaved with Mamba-2 blocks",
-    "rwkv": "RWKV time-mixing blocks",
-    "xlstm": "mLSTM blocks",
+    "zamba": "a shared attention + MLP block (one set of weights reused by every hybrid layer, reading "
+             "the hidden state concatenated with the embeddings) interleaved with Mamba blocks",
+    "zamba2": "shared attention + MLP blocks (weights reused across layers, per-use LoRA adapters, input "
+              "concatenated with the embeddings) interleaved with Mamba-2 blocks",
+    "rwkv": "RWKV time-mixing (time_decay / time_first recurrence) and receptance-gated channel-mixing blocks",
+    "xlstm": "mLSTM blocks (matrix-memory LSTM with exponential gating)",
     "apertus1p5": "its multimodal composite",
     "longcat_flash": "zero-computation experts and its two-attention blocks",
     "gemma3n": "per-layer embeddings, AltUp and LAuReL blocks",
