@@ -67,3 +67,11 @@ MORE_VARIANTS = [
     {**_MM, "head_dim": 32, "block_size": 64, "sliding_window": 128,
      "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"]},
 ]
+
+# RWKV-4 (totals only: transformers names its embeddings rwkv.embeddings, its final norm ln_out, and
+# holds the embedding LayerNorm inside block 0 as pre_ln)
+RWKV_FIXTURES = ["rwkv-4-169m-pile"]
+RWKV_VARIANTS = [
+    {"model_type": "rwkv", "architectures": ["RwkvForCausalLM"], "num_hidden_layers": 3, "hidden_size": 256,
+     "attention_hidden_size": 192, "intermediate_size": 600, "vocab_size": 1000, "tie_word_embeddings": True},
+]

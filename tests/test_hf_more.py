@@ -3,7 +3,8 @@ modelplan/specs/hf_lfm2.py, count/short_conv.py, plan/short_conv.py) and AFMoE (
 output, expert_bias parameter, modelplan/specs/hf_afmoe.py) and DeepSeek-V3.2 (the sparse
 attention's lightning indexer, modelplan/specs/hf_deepseek32.py, plan/dsa.py) and RecurrentGemma
 (Griffin's RG-LRU blocks, modelplan/specs/hf_recurrent_gemma.py, count/rglru.py, plan/rglru.py) and
-MiniMax-01 (lightning attention, modelplan/specs/hf_minimax.py, count/lightning.py, plan/lightning.py). Counts equal
+MiniMax-01 (lightning attention, modelplan/specs/hf_minimax.py, count/lightning.py, plan/lightning.py)
+and RWKV-4 (time / channel mixing, modelplan/specs/hf_rwkv.py, count/rwkv.py, plan/rwkv.py). Counts equal
 transformers 5.24's own modules on the meta device; FLOPs and state caches equal hand-worked
 formulas; `count` / `plan` run and `verify` refuses the mixer by name."""
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from _hf_more_cases import DSA_FIXTURES, MORE_FIXTURES, MORE_VARIANTS
+from _hf_more_cases import DSA_FIXTURES, MORE_FIXTURES, MORE_VARIANTS, RWKV_FIXTURES, RWKV_VARIANTS
 from _hf_reference import config, hf_components, hf_numel
 from modelplan.cli import app
 from modelplan.count.blocks import Block, block_of, block_params
@@ -338,3 +339,51 @@ def test_kept_bytes_per_token_by_hand(index, mixer, expected):
     from modelplan.count.mixers import kept_bytes_per_token
 
     assert kept_bytes_per_token(from_hf_config(MORE_VARIANTS[index]), mixer, 2) == expected
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("data", [config(n) for n in RWKV_FIXTURES] + RWKV_VARIANTS,
+                         ids=RWKV_FIXTURES + ["rwkv-variant"])
+def test_rwkv_equals_transformers(data):
+    """RWKV-4-169M (169,342,464: the card's 169M) and a variant (A != h, I != 4h, tied head)
+    equal transformers 5.24's RwkvForCausalLM."""
+    assert count_params(from_hf_config(data)).total == hf_numel(data)
+
+
+def test_rwkv_block_by_hand():
+    """Variant (h 256, A 192, I 600): time mixing 4 x 256 x 192 + 3 x 256 = 197,376, time_decay
+    and time_first 384, channel mixing 2 x 256 x 600 + 256^2 + 2 x 256 = 373,248, two
+    LayerNorms 1,024; 10 tokens: 2 x 10 x 4 x 256 x 192 = 3,932,160, WKV 2 x 2 x 10 x 192 =
+    7,680, channel 2 x 10 x (2 x 256 x 600 + 256^2) = 7,454,720. State per sequence and block
+    2 x 256 + 3 x 192 = 1,088 (3 blocks, bf16)."""
+    spec = from_hf_config(RWKV_VARIANTS[0])
+    block = block_of(spec, 0)
+    assert block_params(spec, block) == {"rwkv/time_mix": 197376, "rwkv/wkv": 384, "rwkv/channel_mix": 373248,
+                                         "norm": 1024}
+    flops = layer_forward_flops(spec, 0, tokens=10, seq_len=10)
+    assert flops == {"rwkv/time_mix": 3932160, "rwkv/wkv": 7680, "rwkv/channel_mix": 7454720}
+    assert kv_cache_bytes(spec, 1, 500, 2) == 2 * 3 * 1088
+
+
+def test_rwkv_planner_and_shards():
+    """The planner's GEMMs carry count's FLOPs but the WKV recurrence's; 2 ranks at sp hold the
+    block once plus the replicated token-shift mixes and norms once more."""
+    from modelplan.plan.shard import _block
+
+    spec = from_hf_config(RWKV_VARIANTS[0])
+    block = block_of(spec, 0)
+    counted = layer_forward_flops(spec, 0, tokens=2 * 128, seq_len=128)
+    gemm = sum(g.flops for g in layer_kernels(spec, 1, 2, 128, 2, block=block).gemms)
+    assert gemm == counted["rwkv/time_mix"] + counted["rwkv/channel_mix"]
+    whole = sum(block_params(spec, block).values())
+    local, replicated = _block(spec, block, 2, True)
+    assert _block(spec, block, 1, False) == (whole, 0) and 2 * local - replicated == whole
+
+
+def test_rwkv_cli_count_plan_verify():
+    path = str(HF / "rwkv-4-169m-pile.json")
+    assert runner.invoke(app, ["count", path, "--json"]).exit_code == 0
+    assert runner.invoke(app, ["plan", path, "--gpus", "8", "--json"]).exit_code == 0
+    result = runner.invoke(app, ["verify", path])
+    assert result.exit_code != 0 and "layer_types=rwkv" in result.output and len(result.output.strip().splitlines()) == 1

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from modelplan.count.lightning import (
     lightning_flops, lightning_kept_elements, lightning_params, lightning_state_elements)
+from modelplan.count.rwkv import rwkv_flops, rwkv_kept_elements, rwkv_params, rwkv_state_elements
 from modelplan.count.rglru import rglru_flops, rglru_kept_bytes, rglru_params, rglru_state_elements
 from modelplan.count.short_conv import (
     short_conv_flops, short_conv_kept_elements, short_conv_params, short_conv_state_elements)
@@ -28,7 +29,9 @@ RGLRU = "rglru"
 """Layer type of RecurrentGemma's Griffin recurrent blocks (count/rglru.py)."""
 LIGHTNING = "lightning"
 """Layer type of MiniMax-01's lightning-attention blocks (count/lightning.py)."""
-LINEAR_MIXERS = ("mamba2", "gated_deltanet", SHORT_CONV, RGLRU, LIGHTNING)
+RWKV = "rwkv"
+"""Layer type of RWKV-4's blocks: time and channel mixing, no separate MLP (count/rwkv.py)."""
+LINEAR_MIXERS = ("mamba2", "gated_deltanet", SHORT_CONV, RGLRU, LIGHTNING, RWKV)
 """Layer types whose mixer is one of this module's (a fixed-size state, no K/V cache)."""
 PARALLEL_MAMBA2 = "parallel_mamba2"
 """Layer type of a block whose attention and Mamba-2 read the same norm output and sum (Falcon-H1)."""
@@ -146,6 +149,8 @@ def mixer_params(spec: "TransformerSpec", mixer: str) -> dict[str, int]:
         return rglru_params(spec)
     if mixer == LIGHTNING:
         return lightning_params(spec)
+    if mixer == RWKV:
+        return rwkv_params(spec)
     return mamba2_params(spec) if mixer == "mamba2" else deltanet_params(spec)
 
 
@@ -158,6 +163,8 @@ def mixer_flops(spec: "TransformerSpec", mixer: str, tokens: int, seq_len: int) 
         return rglru_flops(spec, tokens)
     if mixer == LIGHTNING:
         return lightning_flops(spec, tokens, seq_len)
+    if mixer == RWKV:
+        return rwkv_flops(spec, tokens)
     return mamba2_flops(spec, tokens, seq_len) if mixer == "mamba2" else deltanet_flops(spec, tokens, seq_len)
 
 
@@ -180,6 +187,8 @@ def kept_bytes_per_token(spec: "TransformerSpec", mixer: str, d: int) -> int:
         return rglru_kept_bytes(spec, d)
     if mixer == LIGHTNING:
         return d * lightning_kept_elements(spec)
+    if mixer == RWKV:
+        return d * rwkv_kept_elements(spec)
     if mixer == "mamba2":
         m = spec.mamba2
         return d * (m.in_proj_width + m.inner) + FP32_BYTES * m.groups
@@ -202,6 +211,8 @@ def out_proj_width(spec: "TransformerSpec", mixer: str) -> int:
         return spec.rglru.width
     if mixer == LIGHTNING:
         return spec.lightning.width
+    if mixer == RWKV:
+        return spec.rwkv.attention_hidden
     return spec.mamba2.inner if mixer == "mamba2" else spec.deltanet.value_dim
 
 
@@ -216,6 +227,8 @@ def state_elements(spec: "TransformerSpec", mixer: str) -> int:
         return rglru_state_elements(spec)
     if mixer == LIGHTNING:
         return lightning_state_elements(spec)
+    if mixer == RWKV:
+        return rwkv_state_elements(spec)
     if mixer == "mamba2":
         m = spec.mamba2
         return m.conv_dim * m.conv_kernel + m.heads * m.head_dim * m.state_size

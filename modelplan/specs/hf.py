@@ -26,6 +26,7 @@ from modelplan.specs.hf_afmoe import AFMOE_MAPPERS
 from modelplan.specs.hf_deepseek32 import DEEPSEEK32_MAPPERS
 from modelplan.specs.hf_minimax import MINIMAX_MAPPERS
 from modelplan.specs.hf_recurrent_gemma import RECURRENT_GEMMA_MAPPERS
+from modelplan.specs.hf_rwkv import RWKV_MAPPERS
 from modelplan.specs.hf_lfm2 import LFM2_MAPPERS
 from modelplan.specs.hf_gpt import GPT_MAPPERS
 from modelplan.specs.hf_hybrid import HYBRID_MAPPERS
@@ -39,7 +40,7 @@ from modelplan.specs.transformer import TransformerSpec
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
     **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS, **VISION_TEXT_MAPPERS, **LFM2_MAPPERS, **AFMOE_MAPPERS,
-    **DEEPSEEK32_MAPPERS, **RECURRENT_GEMMA_MAPPERS, **MINIMAX_MAPPERS,
+    **DEEPSEEK32_MAPPERS, **RECURRENT_GEMMA_MAPPERS, **MINIMAX_MAPPERS, **RWKV_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
 
@@ -48,7 +49,6 @@ UNMODELLED: dict[str, str] = {
              "the hidden state concatenated with the embeddings) interleaved with Mamba blocks",
     "zamba2": "shared attention + MLP blocks (weights reused across layers, per-use LoRA adapters, input "
               "concatenated with the embeddings) interleaved with Mamba-2 blocks",
-    "rwkv": "RWKV time-mixing (time_decay / time_first recurrence) and receptance-gated channel-mixing blocks",
     "xlstm": "mLSTM blocks (matrix-memory LSTM with exponential gating)",
     "apertus1p5": "its multimodal composite",
     "longcat_flash": "zero-computation experts and its two-attention blocks",

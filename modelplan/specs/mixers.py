@@ -173,3 +173,17 @@ class LightningSpec(Spec):
     def width(self) -> int:
         """H d: width of q, k, v, the gate and the output."""
         return self.heads * self.head_dim
+
+
+class RWKVSpec(Spec):
+    """An RWKV-4 block's two mixers (Peng et al. 2023, arXiv 2305.13048, sec. 3; transformers
+    `RwkvSelfAttention` and `RwkvFeedForward`): time mixing (token-shift mixes time_mix_key /
+    value / receptance, key, value, receptance Linear(h, A), the WKV recurrence with time_decay and
+    time_first per channel, output Linear(A, h)) and channel mixing (token-shift mixes, key
+    Linear(h, I), squared ReLU, value Linear(I, h), gated by sigmoid(receptance Linear(h, h)));
+    all linears bias-free."""
+
+    attention_hidden: int = Field(gt=0)
+    """A: channels of the time mixing (HF attention_hidden_size, default hidden)."""
+    intermediate: int = Field(gt=0)
+    """I: channel-mixing width (HF intermediate_size, default 4 hidden)."""
