@@ -122,3 +122,17 @@ def test_broadcast_and_pcie_latencies():
     assert bcast.algbw_Bps == pytest.approx(141e9)  # bus factor 1: p / nsteps = 8 / 8
     pcie = _table(Collective.ALL_REDUCE, 4, 4, nvlink=False)[Algo.RING, "simple"]
     assert pcie.lat_s == pytest.approx(42.6e-6)
+
+
+def test_tree_time_never_drops_at_a_correction_boundary():
+    """tuning.cc's tree correction is a step table (log2 buckets): 3 MiB + 1 B sits in the 0.6 bucket
+    of the Simple row and 4 MiB in the 0.7 one, so tuning.cc's raw time is lower at 4 MiB. A call can
+    always be padded to the larger size, so the smaller is priced no slower (found by
+    test_comm_properties.test_time_is_monotone_in_size on dgx-1v, tree, 32 ranks over 8 nodes)."""
+    from modelplan.comm.cost import collective_time_s
+    from modelplan.comm.ops import Algo, Collective
+    from test_comm_properties import LINKS
+    links = LINKS["dgx-1v"]
+    sizes = [3 * 2**20 + 1, 4 * 2**20, 6 * 2**20, 8 * 2**20]
+    times = [collective_time_s(Collective.ALL_REDUCE, n, 32, 4, links, Algo.TREE) for n in sizes]
+    assert times == sorted(times)

@@ -93,7 +93,20 @@ class Choice(NamedTuple):
     """TREE_CORRECTION row applied to algbw (-1: none)."""
 
     def time_s(self, n: float) -> float:
-        """Predicted seconds for n bytes (tuning.cc ncclTopoGetAlgoTime, one op per launch)."""
+        """Predicted seconds for n bytes (tuning.cc ncclTopoGetAlgoTime, one op per launch). The tree
+        correction is a step table, so tuning.cc's time can drop at a table boundary (3 MiB slower
+        than 4 MiB); a call is never slower than a larger one of the same algorithm (it could be
+        padded), so the lower envelope over the larger table boundaries is taken."""
+        t = self._raw_time_s(n)
+        if self.tree_row >= 0 and n < 64 << 23:
+            # first boundary above n: 64 x 2^j. The m-th one (m >= 3) is > 2^(m-1) n and would need a
+            # correction ratio > 4 to be faster; the table's is at most 1 / 0.4, so two suffice
+            j = (int(n) >> 6).bit_length()
+            for b in range(j, min(j + 2, 24)):
+                t = min(t, self._raw_time_s(64 << b))
+        return t
+
+    def _raw_time_s(self, n: float) -> float:
         bw = self.algbw_Bps
         if self.tree_row >= 0 and n >= 64:
             log_size = (int(n) >> 6).bit_length() - 1
