@@ -133,7 +133,8 @@ COMPONENTS = {
     "embedding": ("embed_tokens.", "wte.", "wpe.", "word_embeddings.", "backbone.embeddings.", "model.embeddings."),
     "head": ("lm_head.",),
     "final_norm": ("model.norm.", "transformer.ln_f.", "transformer.norm_f.", "language_model.norm.",
-                   "backbone.norm_f.", "model.norm_f.", "model.final_layernorm."),
+                   "backbone.norm_f.", "model.norm_f.", "model.final_layernorm.", "model.embedding_norm.",
+                   "model.final_norm."),
 }
 """Name prefixes (after the module path) of the HF parameters outside the blocks, by modelplan's
 breakdown key; every other parameter is a block's ("layers")."""

@@ -58,9 +58,30 @@ def mla_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str, int]
         **q,
         "attention/kv/down": 2 * tokens * h * (mla.kv_lora_rank + mla.qk_rope_head_dim),
         "attention/kv/up": 2 * tokens * mla.kv_lora_rank * a * (mla.qk_nope_head_dim + mla.v_head_dim),
-        # QK^T over d_h + d_h^R dims, AV over d_v dims, per head
-        "attention/score": 2 * tokens * keys * a * (mla.qk_head_dim + mla.v_head_dim),
+        # QK^T over d_h + d_h^R dims, AV over d_v dims, per head (DSA: over the top-k keys only)
+        "attention/score": 2 * tokens * _sparse_keys(spec, keys) * a * (mla.qk_head_dim + mla.v_head_dim),
         "attention/out": 2 * tokens * a * mla.v_head_dim * h,
+        **indexer_flops(spec, tokens, keys),
+    }
+
+
+def _sparse_keys(spec: "TransformerSpec", keys: int) -> int:
+    """Keys DeepSeek Sparse Attention's main attention reads a query: the indexer's top-k."""
+    ix = spec.mla.indexer
+    return keys if ix is None else min(keys, ix.topk)
+
+
+def indexer_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str, int]:
+    """The lightning indexer (DeepSeek-V3.2-Exp sec. 2.1, eq. 1; DeepseekV32Indexer.forward):
+    wq_b, wk, weights_proj GEMMs, q . k for every key a query may see (H^I x d^I) and the
+    weighted sum over heads (H^I); relu and top-k are element-wise (not counted)."""
+    mla, h = spec.mla, spec.hidden
+    ix = mla.indexer
+    if ix is None:
+        return {}
+    return {
+        "attention/indexer/proj": 2 * tokens * (mla.q_lora_rank * ix.heads * ix.head_dim + h * ix.head_dim + h * ix.heads),
+        "attention/indexer/score": 2 * tokens * keys * ix.heads * (ix.head_dim + 1),
     }
 
 

@@ -127,7 +127,17 @@ def mla_params(spec: "TransformerSpec") -> dict[str, int]:
     # kv_b_proj: Linear(d_c, a * (d_h + d_v), bias=False): per-head keys (no rope) and values
     out["attention/kv/up"] = mla.kv_lora_rank * a * (mla.qk_nope_head_dim + mla.v_head_dim)
     out["attention/out"] = a * mla.v_head_dim * h + (h if spec.attn_out_bias else 0)  # o_proj
+    if mla.indexer is not None:
+        out["attention/indexer"] = indexer_params(spec)
     return out
+
+
+def indexer_params(spec: "TransformerSpec") -> int:
+    """DeepseekV32Indexer: wq_b Linear(r, H d), wk Linear(h, d), k_norm LayerNorm(d) (weight and
+    bias), weights_proj Linear(h, H), all bias-free linears."""
+    mla, h = spec.mla, spec.hidden
+    ix = mla.indexer
+    return mla.q_lora_rank * ix.heads * ix.head_dim + h * ix.head_dim + 2 * ix.head_dim + h * ix.heads
 
 
 def mamba_params(spec: "TransformerSpec") -> dict[str, int]:
@@ -156,7 +166,8 @@ def mlp_block_params(spec: "TransformerSpec", moe_layer: bool) -> dict[str, int]
     shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
     return {
         # router: nn.Linear(h, num_experts, bias=router_bias) (Mixtral `gate`, gpt-oss `router`)
-        "mlp/router": h * moe.num_experts + (moe.num_experts if moe.router_bias else 0),
+        "mlp/router": h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
+        + (moe.num_experts if moe.score_correction_param else 0),  # AFMoE's expert_bias parameter
         "mlp/experts": moe.num_experts * expert_params(spec),
         "mlp/shared_experts": moe.shared_experts * sum(mlp_params(spec, shared_hidden)),
         # Qwen2-MoE shared_expert_gate: nn.Linear(h, 1, bias=False)

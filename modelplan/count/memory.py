@@ -53,6 +53,8 @@ def _mixer_terms(spec: "TransformerSpec", block: Block, d: int) -> tuple[int, in
         # latents (not split by tp): q latent (norm and up inputs), kv latent + rope key, kv up input
         r = mla.q_lora_rank or 0
         replicated = d * (2 * r + 2 * mla.kv_lora_rank + mla.qk_rope_head_dim)
+        if mla.indexer is not None:  # DeepSeek-V3.2: index queries, key and head weights (its KL loss's backward)
+            replicated += d * (mla.indexer.heads * mla.indexer.head_dim + mla.indexer.head_dim + mla.indexer.heads)
         # per-head Q and K (nope + rope dims), V and the output-projection input (v dims)
         return replicated, d * spec.heads * (2 * mla.qk_head_dim + 2 * mla.v_head_dim), True
     # Q, K, V (K, V at kv width: GQA keeps kv heads, no repeat) and the output-projection input
@@ -347,8 +349,9 @@ def kv_bytes_per_cached_token(spec: "TransformerSpec") -> int:
     """Elements one cached token of one attention block holds: K and V at kv_width (MHA/GQA/MQA),
     or MLA's compressed latent plus the shared rope key, d_c + d_h^R (DeepSeek-V2 sec. 2.1.2,
     what vLLM/SGLang cache; transformers' own cache keeps the expanded K and V)."""
-    if spec.mla is not None:
-        return spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim
+    if spec.mla is not None:  # DeepSeek-V3.2 also caches each token's index key (DynamicIndexedLayer)
+        ix = spec.mla.indexer.head_dim if spec.mla.indexer is not None else 0
+        return spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim + ix
     return 2 * spec.kv_width
 
 

@@ -13,10 +13,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.count.lightning import (
+    lightning_flops, lightning_kept_elements, lightning_params, lightning_state_elements)
+from modelplan.count.rwkv import rwkv_flops, rwkv_kept_elements, rwkv_params, rwkv_state_elements
+from modelplan.count.rglru import rglru_flops, rglru_kept_bytes, rglru_params, rglru_state_elements
+from modelplan.count.short_conv import (
+    short_conv_flops, short_conv_kept_elements, short_conv_params, short_conv_state_elements)
+
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
 
-LINEAR_MIXERS = ("mamba2", "gated_deltanet")
+SHORT_CONV = "short_conv"
+"""Layer type of LFM2's gated short-convolution blocks (count/short_conv.py)."""
+RGLRU = "rglru"
+"""Layer type of RecurrentGemma's Griffin recurrent blocks (count/rglru.py)."""
+LIGHTNING = "lightning"
+"""Layer type of MiniMax-01's lightning-attention blocks (count/lightning.py)."""
+RWKV = "rwkv"
+"""Layer type of RWKV-4's blocks: time and channel mixing, no separate MLP (count/rwkv.py)."""
+LINEAR_MIXERS = ("mamba2", "gated_deltanet", SHORT_CONV, RGLRU, LIGHTNING, RWKV)
 """Layer types whose mixer is one of this module's (a fixed-size state, no K/V cache)."""
 PARALLEL_MAMBA2 = "parallel_mamba2"
 """Layer type of a block whose attention and Mamba-2 read the same norm output and sum (Falcon-H1)."""
@@ -128,12 +143,28 @@ def deltanet_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[s
 
 def mixer_params(spec: "TransformerSpec", mixer: str) -> dict[str, int]:
     """Parameters of a linear mixer of layer type `mixer`."""
+    if mixer == SHORT_CONV:
+        return short_conv_params(spec)
+    if mixer == RGLRU:
+        return rglru_params(spec)
+    if mixer == LIGHTNING:
+        return lightning_params(spec)
+    if mixer == RWKV:
+        return rwkv_params(spec)
     return mamba2_params(spec) if mixer == "mamba2" else deltanet_params(spec)
 
 
 def mixer_flops(spec: "TransformerSpec", mixer: str, tokens: int, seq_len: int) -> dict[str, int]:
     """Forward FLOPs of a linear mixer of layer type `mixer` over `tokens` tokens in sequences
     of `seq_len`."""
+    if mixer == SHORT_CONV:
+        return short_conv_flops(spec, tokens)
+    if mixer == RGLRU:
+        return rglru_flops(spec, tokens)
+    if mixer == LIGHTNING:
+        return lightning_flops(spec, tokens, seq_len)
+    if mixer == RWKV:
+        return rwkv_flops(spec, tokens)
     return mamba2_flops(spec, tokens, seq_len) if mixer == "mamba2" else deltanet_flops(spec, tokens, seq_len)
 
 
@@ -149,7 +180,15 @@ def kept_bytes_per_token(spec: "TransformerSpec", mixer: str, d: int) -> int:
     save_for_backward(q, k, v, g, beta, A)) keeps q and k at the value heads, v, beta, the fp32
     gate g and A (C per head and token), recomputing the chunk states; around it the causal
     conv keeps its input (q, k, v), the gate z, the core output and the norm output (out_proj
-    input), and softplus its input a."""
+    input), and softplus its input a. LFM2's short conv: count/short_conv.py."""
+    if mixer == SHORT_CONV:
+        return d * short_conv_kept_elements(spec)
+    if mixer == RGLRU:
+        return rglru_kept_bytes(spec, d)
+    if mixer == LIGHTNING:
+        return d * lightning_kept_elements(spec)
+    if mixer == RWKV:
+        return d * rwkv_kept_elements(spec)
     if mixer == "mamba2":
         m = spec.mamba2
         return d * (m.in_proj_width + m.inner) + FP32_BYTES * m.groups
@@ -166,6 +205,14 @@ def kept_bytes_per_token(spec: "TransformerSpec", mixer: str, d: int) -> int:
 
 def out_proj_width(spec: "TransformerSpec", mixer: str) -> int:
     """Width of the mixer's out_proj input."""
+    if mixer == SHORT_CONV:
+        return spec.hidden
+    if mixer == RGLRU:
+        return spec.rglru.width
+    if mixer == LIGHTNING:
+        return spec.lightning.width
+    if mixer == RWKV:
+        return spec.rwkv.attention_hidden
     return spec.mamba2.inner if mixer == "mamba2" else spec.deltanet.value_dim
 
 
@@ -173,7 +220,15 @@ def state_elements(spec: "TransformerSpec", mixer: str) -> int:
     """Inference state of one block for one sequence, whatever its length: the conv window and
     the SSM / delta-rule state (transformers' hybrid caches: conv_states (conv_dim, k) and
     ssm_states (H, P, N) for Mamba-2; conv_states (conv_dim, k) and recurrent_states
-    (value_heads, d_k, d_v) for gated DeltaNet)."""
+    (value_heads, d_k, d_v) for gated DeltaNet; conv_states (h, L) for LFM2's short conv)."""
+    if mixer == SHORT_CONV:
+        return short_conv_state_elements(spec)
+    if mixer == RGLRU:
+        return rglru_state_elements(spec)
+    if mixer == LIGHTNING:
+        return lightning_state_elements(spec)
+    if mixer == RWKV:
+        return rwkv_state_elements(spec)
     if mixer == "mamba2":
         m = spec.mamba2
         return m.conv_dim * m.conv_kernel + m.heads * m.head_dim * m.state_size

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 
+from modelplan.count.blocks import block_of
 from modelplan.execute.report import VerifyRow
 from modelplan.plan.memory import block_activations, edge_activations
 from modelplan.plan.pipeline import schedule_layout
@@ -72,13 +73,14 @@ def planned_stage_memory(spec: TransformerSpec, training: TrainingSpec, plan: Pl
     dispatched = spec if spec.moe is None else spec.model_copy(
         update={"moe": spec.moe.model_copy(update={"top_k": spec.moe.num_experts})})
     # the executor's combine weights the expert outputs, so it keeps them too (probs_at_combine)
-    per_block = {moe: block_activations(dispatched if moe else spec, b, s, ITEMSIZE, tp, sp, recompute, moe,
-                                        "eager", plan.cp, probs_at_combine=True)[0]
-                 for moe in (False, True) if moe is False or spec.moe is not None}
+    # each kind of block its own figure (a hybrid's Mamba-2, attention and MLP-only blocks differ)
+    kinds = {block_of(spec, i) for i in range(spec.layers)}
+    per_block = {k: block_activations(dispatched if k.moe else spec, b, s, ITEMSIZE, tp, sp, recompute, k.moe,
+                                      "eager", plan.cp, block=k, probs_at_combine=True)[0] for k in kinds}
     out = []
     for r, mine in enumerate(layout.rank_stages):
         inflight = float(inflight_microbatches(plan.schedule, plan.pp, r, num_microbatches, plan.vpp))
-        blocks = sum(per_block[spec.is_moe_layer(i)] for v in mine for i in stage_layers(spec.layers, stages, v, split))
+        blocks = sum(per_block[block_of(spec, i)] for v in mine for i in stage_layers(spec.layers, stages, v, split))
         edges = (first_edge * inflight if 0 in mine else 0) + (last_edge if stages - 1 in mine else 0)
         e = elements[r]
         gathered = 0

@@ -159,6 +159,8 @@ def _attention(p: str, unit: str, spec: TransformerSpec) -> list[ParamDef]:
     defs = _linear(f"{p}/attention/q", unit, h, spec.heads * d, spec.qkv_bias, "column")
     defs += _linear(f"{p}/attention/k", unit, h, spec.num_kv_heads * d, spec.qkv_bias, "column")
     defs += _linear(f"{p}/attention/v", unit, h, spec.num_kv_heads * d, spec.qkv_bias, "column")
+    if spec.attention_output_gate:  # Qwen3-Next: q_proj's second half, column-parallel with its heads
+        defs += _linear(f"{p}/attention/gate", unit, h, spec.heads * d, spec.qkv_bias, "column")
     defs += _qk_norms(p, unit, spec)
     if spec.attention_sinks:
         defs.append(ParamDef(f"{p}/attention/sinks", (spec.heads,), unit, tp_dim=0, init="bias"))
@@ -183,6 +185,45 @@ def _mamba(p: str, unit: str, spec: TransformerSpec) -> list[ParamDef]:
     defs.append(ParamDef(f"{pm}/A_log", (d, n), unit, tp_dim=0))
     defs.append(ParamDef(f"{pm}/D", (d,), unit, tp_dim=0, init="norm_weight"))
     return defs + _linear(f"{pm}/out", unit, d, h, ssm.proj_bias, "row")
+
+
+def _mamba2(p: str, unit: str, spec: TransformerSpec) -> list[ParamDef]:
+    """The Mamba-2 mixer (layers/mamba2.py): in_proj's parts column-parallel and every per-head
+    or per-group piece split over tp (Megatron-core MambaMixer), out_proj row-parallel."""
+    m, h, pm = spec.mamba2, spec.hidden, f"{p}/mamba2"
+    gn = m.groups * m.state_size
+    defs: list[ParamDef] = []
+    for name, width in (("z", m.inner), ("x", m.inner), ("B", gn), ("C", gn), ("dt", m.heads)):
+        defs += _linear(f"{pm}/in_{name}", unit, h, width, m.proj_bias, "column")
+    for name, width in (("x", m.inner), ("B", gn), ("C", gn)):
+        defs.append(ParamDef(f"{pm}/conv_{name}/weight", (width, m.conv_kernel), unit, tp_dim=0))
+        if m.conv_bias:
+            defs.append(ParamDef(f"{pm}/conv_{name}/bias", (width,), unit, tp_dim=0, init="bias"))
+    defs.append(ParamDef(f"{pm}/dt_bias", (m.heads,), unit, tp_dim=0, init="bias"))
+    defs.append(ParamDef(f"{pm}/A_log", (m.heads,), unit, tp_dim=0))
+    defs.append(ParamDef(f"{pm}/D", (m.heads,), unit, tp_dim=0, init="norm_weight"))
+    if m.gated_norm:
+        defs.append(ParamDef(f"{pm}/gate_norm/weight", (m.inner,), unit, tp_dim=0, init="norm_weight"))
+    return defs + _linear(f"{pm}/out", unit, m.inner, h, m.has_out_bias, "row")
+
+
+def _deltanet(p: str, unit: str, spec: TransformerSpec) -> list[ParamDef]:
+    """The gated DeltaNet (layers/deltanet.py): q, k, v, z, b, a column-parallel by heads (key heads
+    and their value heads on one rank), conv and per-head pieces split with them, out_proj
+    row-parallel; the norm weight shared by the heads is replicated (its gradient a partial sum)."""
+    g, h, pm = spec.deltanet, spec.hidden, f"{p}/gated_deltanet"
+    defs: list[ParamDef] = []
+    widths = {"q": g.key_dim, "k": g.key_dim, "v": g.value_dim, "z": g.value_dim, "b": g.value_heads,
+              "a": g.value_heads}
+    for name, width in widths.items():
+        defs += _linear(f"{pm}/in_{name}", unit, h, width, False, "column")
+    for name in "qkv":
+        defs.append(ParamDef(f"{pm}/conv_{name}/weight", (widths[name], g.conv_kernel), unit, tp_dim=0))
+    defs.append(ParamDef(f"{pm}/dt_bias", (g.value_heads,), unit, tp_dim=0, init="bias"))
+    defs.append(ParamDef(f"{pm}/A_log", (g.value_heads,), unit, tp_dim=0))
+    defs.append(ParamDef(f"{pm}/gate_norm/weight", (g.value_head_dim,), unit, tensor_partial_grad=True,
+                         init="norm_weight"))
+    return defs + _linear(f"{pm}/out", unit, g.value_dim, h, False, "row")
 
 
 def _mlp_block(p: str, unit: str, spec: TransformerSpec, moe_layer: bool) -> list[ParamDef]:
@@ -211,6 +252,10 @@ def _block_defs(spec: TransformerSpec, block: Block, p: str, unit: str) -> list[
             defs += _attention(p, unit, spec)
         elif name == "mamba":
             defs += _mamba(p, unit, spec)
+        elif name == "mamba2":
+            defs += _mamba2(p, unit, spec)
+        elif name == "gated_deltanet":
+            defs += _deltanet(p, unit, spec)
         elif name == "mlp":
             defs += _mlp_block(p, unit, spec, block.moe)
         if slot.post:

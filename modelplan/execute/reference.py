@@ -23,6 +23,8 @@ from modelplan.execute.layers.loss import (
     logits_forward,
 )
 from modelplan.execute.layers.mamba import mamba_backward, mamba_forward
+from modelplan.execute.layers.mamba2 import mamba2_backward, mamba2_forward
+from modelplan.execute.layers.deltanet import deltanet_backward, deltanet_forward
 from modelplan.execute.layers.mla import mla_backward, mla_forward
 from modelplan.execute.layers.mlp import mlp_backward, mlp_forward
 from modelplan.execute.layers.moe import (
@@ -35,7 +37,7 @@ from modelplan.execute.layers.moe import (
 from modelplan.execute.optim import OptimizerConfig, optimizer_step
 from modelplan.execute.params import Batch, mtp_inputs
 from modelplan.execute.residual import block_backward, block_forward
-from modelplan.execute.shapes import attention_shape, mamba_shape, mla_shape, norm_b, norm_f, router, sub
+from modelplan.execute.shapes import attention_shape, deltanet_shape, mamba2_shape, mamba_shape, mla_shape, norm_b, norm_f, router, sub
 from modelplan.specs.transformer import TransformerSpec
 
 Params = dict[str, np.ndarray]
@@ -113,6 +115,11 @@ def _sublayer_forward(spec: TransformerSpec, block: Block):
         if name == "mamba":
             y, c = mamba_forward(h, p, mamba_shape(spec))
             return y + p.get("out/bias", 0.0), c
+        if name == "mamba2":
+            y, c = mamba2_forward(h, p, mamba2_shape(spec))
+            return y + p.get("out/bias", 0.0), c
+        if name == "gated_deltanet":
+            return deltanet_forward(h, p, deltanet_shape(spec))
         if name == "attention":
             if spec.mla is not None:
                 y, c = mla_forward(h, p, mla_shape(spec, 1, block.mixer))
@@ -137,6 +144,12 @@ def _sublayer_backward(spec: TransformerSpec, block: Block):
             dh, g = mamba_backward(c, p, mamba_shape(spec), dy)
             _bias_grad(g, p, dy)
             return dh, g
+        if name == "mamba2":
+            dh, g = mamba2_backward(c, p, mamba2_shape(spec), dy)
+            _bias_grad(g, p, dy)
+            return dh, g
+        if name == "gated_deltanet":
+            return deltanet_backward(c, p, deltanet_shape(spec), dy)
         if name == "attention":
             if spec.mla is not None:
                 dh, g = mla_backward(c, p, mla_shape(spec, 1, block.mixer), dy)

@@ -24,6 +24,8 @@ from modelplan.execute.shapes import norm_b, norm_f, sub
 from modelplan.specs.transformer import TransformerSpec
 
 Params = dict[str, np.ndarray]
+SSM_MIXERS = ("mamba", "mamba2", "gated_deltanet")
+"""Mixers that are their own sublayer (named as the block's mixer); every other mixer is attention."""
 Run = Callable[[str, Params, np.ndarray], tuple[np.ndarray, Any]]
 """run(sublayer, its parameters, input) -> (output, cache)."""
 RunBackward = Callable[[str, Params, Any, np.ndarray], tuple[np.ndarray, Params]]
@@ -42,8 +44,9 @@ class NormSlots(NamedTuple):
 
 
 def sublayers(block: Block) -> list[str]:
-    """A block's sublayers in order: its mixer, then its MLP."""
-    return ["mamba" if block.mixer == "mamba" else "attention"] + (["mlp"] if block.mlp else [])
+    """A block's sublayers in order: its mixer (none in an MLP-only block), then its MLP."""
+    mixer = [] if block.mixer == "mlp" else [block.mixer if block.mixer in SSM_MIXERS else "attention"]
+    return mixer + (["mlp"] if block.mlp else [])  # Nemotron-H "mlp" blocks: no mixer
 
 
 def norm_slots(spec: TransformerSpec, block: Block) -> dict[str, NormSlots]:

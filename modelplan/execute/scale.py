@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from modelplan.count.blocks import block_of
 from modelplan.errors import SpecError
+from modelplan.execute.layers.mamba2 import check_tp as check_mamba2_tp
 from modelplan.execute.context_parallel import EXECUTED_CP_TYPES, cp_comm_type
 from modelplan.execute.residual import check_norms
-from modelplan.execute.scale_features import head_dim, scaled_features, small_moe
+from modelplan.execute.scale_features import head_dim, scaled_features, small_layer_types, small_moe
 from modelplan.plan.parallel.cp import cp_problem
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.validate import pp_problem
@@ -37,13 +38,19 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
     """The splits a real engine needs (Megatron-LM's own checks); returns num_microbatches."""
     if not family_of(spec).blocks:  # the registry (`specs/family.py`): a family of transformer blocks
         raise SpecError(f"verify executes transformer models only, not '{getattr(spec, 'kind', type(spec).__name__)}'")
-    if any(spec.layer_type(i) != "mamba" for i in range(spec.layers)):  # attention-free models: no heads to split
+    if any(spec.layer_type(i) not in ("mamba", "mamba2", "gated_deltanet", "mlp") for i in range(spec.layers)):  # attention-free: no heads
         _divides("heads", spec.heads, "tp", plan.tp)
         _divides("kv_heads", spec.num_kv_heads, "tp", plan.tp)
     if plan.cp > 1:
         _check_cp(spec, training, plan)
     if spec.ssm is not None:
         _divides("ssm.inner", spec.ssm.inner, "tp", plan.tp)
+    if spec.mamba2 is not None:
+        problem = check_mamba2_tp(spec.mamba2.heads, spec.mamba2.groups, plan.tp)
+        if problem:
+            raise SpecError(problem)
+    if spec.deltanet is not None:
+        _divides("deltanet.key_heads", spec.deltanet.key_heads, "tp", plan.tp)
     problem = pp_problem(spec.layers, plan.pp, plan.vpp, _stages(plan))
     if problem:
         raise SpecError(problem.message)
@@ -77,7 +84,7 @@ def _check_cp(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> None
                         "executed yet")
     unsupported = [what for what, on in (
         ("MoE", spec.moe is not None), ("MLA", spec.mla is not None),
-        ("mamba layers", any(spec.layer_type(i) == "mamba" for i in range(spec.layers))),
+        ("mamba layers", any(spec.layer_type(i) in ("mamba", "mamba2", "gated_deltanet") for i in range(spec.layers))),
         ("MTP", bool(spec.mtp_layers)), (f"arch '{spec.arch}'", spec.arch != "decoder")) if on]
     if unsupported:
         raise SpecError(f"cp ({plan.cp}) > 1 with {', '.join(unsupported)} is not executed by verify yet")
@@ -151,6 +158,9 @@ def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, lay
     hidden = 12 * tp if decoupled else heads * dim
     # keep an uneven split uneven: the same remainder gives the same shape of `split_layers`
     stages = _stages(plan)
+    kinds = small_layer_types(spec) or []
+    if "mlp" in kinds:  # Nemotron-H: mixer-free MLP blocks beside MLP-free ones: run every kind of block
+        layers_per_stage = max(layers_per_stage, -(-len(kinds) // stages))
     layers = stages * layers_per_stage + spec.layers % stages
     if plan.stage_split is not None:  # the plan's fixed first / last stage keep their blocks
         fixed = [n for n in plan.stage_split if n is not None]
@@ -160,9 +170,11 @@ def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, lay
     small_m = small_microbatches(plan, m)
     moe = None
     if spec.moe is not None:
-        moe = small_moe(spec.moe, layers, _width(spec.moe.expert_ffn_hidden / spec.hidden, hidden, tp), plan.ep)
+        with_mlp = [i for i in range(layers) if spec.mlp or (kinds and kinds[i % len(kinds)] == "mlp")]
+        moe = small_moe(spec.moe, layers, _width(spec.moe.expert_ffn_hidden / spec.hidden, hidden, tp), plan.ep,
+                        with_mlp)
     small = spec.model_copy(update={
-        **scaled_features(spec, hidden, dim),
+        **scaled_features(spec, hidden, dim, tp),
         "name": f"{spec.name} (scaled down)", "layers": layers, "hidden": hidden, "heads": heads,
         "kv_heads": kv, "head_dim": dim if decoupled or dim != hidden // heads else None,
         "ffn_hidden": _width(spec.ffn_hidden / spec.hidden, hidden, tp), "vocab": 16 * tp,

@@ -7,6 +7,8 @@ import numpy as np
 
 from modelplan.execute.layers.attention import AttentionShape, QKNorm
 from modelplan.execute.layers.mamba import MambaShape
+from modelplan.execute.layers.mamba2 import Mamba2Shape
+from modelplan.execute.layers.deltanet import DeltaNetShape
 from modelplan.execute.layers.mla import MLAShape
 from modelplan.execute.layers.moe import Router
 from modelplan.execute.layers.norm import NormCache, norm_backward, norm_forward
@@ -64,6 +66,18 @@ def mamba_shape(spec: TransformerSpec, tp: int = 1) -> MambaShape:
     """The Mamba mixer with d_inner / tp local channels."""
     ssm = spec.ssm
     return MambaShape(ssm.inner // tp, ssm.state_size, ssm.dt_rank, ssm.conv_kernel, ssm.bc_dt_norm, spec.norm_eps)
+
+
+def mamba2_shape(spec: TransformerSpec, tp: int = 1) -> Mamba2Shape:
+    """The Mamba-2 mixer with heads / tp local heads and groups / tp local groups."""
+    m = spec.mamba2
+    return Mamba2Shape(m.heads // tp, m.head_dim, m.groups // tp, m.state_size, m.gated_norm, spec.norm_eps)
+
+
+def deltanet_shape(spec: TransformerSpec, tp: int = 1) -> DeltaNetShape:
+    """The gated DeltaNet with key_heads / tp and value_heads / tp local heads."""
+    g = spec.deltanet
+    return DeltaNetShape(g.key_heads // tp, g.value_heads // tp, g.key_head_dim, g.value_head_dim, spec.norm_eps)
 
 
 def score_correction_bias(num_experts: int) -> np.ndarray:

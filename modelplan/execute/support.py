@@ -24,8 +24,10 @@ EXECUTED: frozenset[str] = frozenset({
     "activation=swiglu_clamp", "moe.router=sigmoid", "moe.norm_topk_prob=false", "moe.router_score_correction",
     "moe.routed_scaling", "moe.router_groups", "moe.shared_expert_gate", "moe.expert_bias",
     "moe.weights_on_input",
-    # Mamba mixers (layers/mamba.py) and MLP-free blocks
-    "layer_types=mamba", "mlp=false",
+    # Mamba mixers (layers/mamba.py, layers/mamba2.py), MLP-free and mixer-free (Nemotron-H) blocks
+    "layer_types=mamba", "layer_types=mamba2", "mlp=false", "layer_types=mlp",
+    # gated DeltaNet (layers/deltanet.py) and Qwen3-Next's gated attention output (layers/attention.py)
+    "layer_types=gated_deltanet", "attention_output_gate",
     # multi-token prediction on the last stage (mtp.py)
     "mtp_layers",
 })

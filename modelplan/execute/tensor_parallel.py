@@ -5,7 +5,8 @@ projection whose bias is added once after the reduce; per-head options (sinks, p
 weights, sliding windows) follow their heads, a q/k norm over all heads (OLMo-2) all-reduces its
 statistics over tp, a head_dim norm weight shared by the heads (Qwen3) is replicated. MLA: heads
 split, latents replicated (Megatron-core MLASelfAttention). Mamba: d_inner channels split, x_proj's
-output all-reduced (`layers/mamba.py`). MLP: column-parallel in (and gate),
+output all-reduced (`layers/mamba.py`). Mamba-2 and gated DeltaNet: heads (and groups) split,
+nothing exchanged inside (`layers/mamba2.py`, `layers/deltanet.py`). MLP: column-parallel in (and gate),
 row-parallel out. Norms run on whatever the residual stream holds: the full sequence, or this
 rank's sequence shard under sequence parallelism (`residual.py` places them). Parameters `p` are
 this rank's shards, named as in the full model (`layers/3/attention/q/weight`).
@@ -23,11 +24,13 @@ from modelplan.execute import mappings
 from modelplan.execute.expert_parallel import ExpertParallel, moe_backward, moe_forward
 from modelplan.execute.layers.attention import attention_backward, attention_forward
 from modelplan.execute.layers.mamba import mamba_backward, mamba_forward
+from modelplan.execute.layers.mamba2 import mamba2_backward, mamba2_forward
+from modelplan.execute.layers.deltanet import deltanet_backward, deltanet_forward
 from modelplan.execute.layers.mla import mla_backward, mla_forward
 from modelplan.execute.layers.mlp import mlp_backward, mlp_forward
 from modelplan.execute.mappings import TensorParallel
 from modelplan.execute.residual import block_backward as residual_backward, block_forward as residual_forward
-from modelplan.execute.shapes import attention_shape, mamba_shape, mla_shape, sub
+from modelplan.execute.shapes import attention_shape, deltanet_shape, mamba2_shape, mamba_shape, mla_shape, sub
 from modelplan.specs.transformer import TransformerSpec
 
 Params = dict[str, np.ndarray]
@@ -82,6 +85,28 @@ def _mamba_b(tp: TensorParallel, spec: TransformerSpec, pm: Params, cache, dm: n
     return mappings.enter_region_backward(tp, dh, Region.TP_MAMBA_IN), grads
 
 
+LINEAR_MIXERS = {"mamba2": (mamba2_forward, mamba2_backward, mamba2_shape),
+                 "gated_deltanet": (deltanet_forward, deltanet_backward, deltanet_shape)}
+"""Mixers split by heads with nothing exchanged inside: f before in_proj, g after out_proj."""
+
+
+def _linear_mixer_f(tp: TensorParallel, spec: TransformerSpec, name: str, pm: Params, h: np.ndarray):
+    forward, _, shape = LINEAR_MIXERS[name]
+    m_in = mappings.enter_region(tp, h, Region.TP_MAMBA_IN)  # (b, s, h)
+    m_part, cache = forward(m_in, pm, shape(spec, tp.size))  # partial over tp
+    return mappings.exit_region(tp, m_part, Region.TP_MAMBA_OUT) + pm.get("out/bias", 0.0), cache
+
+
+def _linear_mixer_b(tp: TensorParallel, spec: TransformerSpec, name: str, pm: Params, cache, dm: np.ndarray):
+    _, backward, shape = LINEAR_MIXERS[name]
+    grads: Params = {}
+    if "out/bias" in pm:
+        grads["out/bias"] = _bias_grad(dm)
+    dh, g = backward(cache, pm, shape(spec, tp.size), mappings.exit_region_backward(tp, dm, Region.TP_MAMBA_OUT))
+    grads.update(g)
+    return mappings.enter_region_backward(tp, dh, Region.TP_MAMBA_IN), grads
+
+
 def _mlp_f(tp: TensorParallel, ep: ExpertParallel, spec: TransformerSpec, block: Block, pm: Params, h: np.ndarray):
     if block.moe:
         return moe_forward(tp, ep, spec, pm, h)
@@ -112,6 +137,8 @@ def kind_forward(tp: TensorParallel, ep: ExpertParallel, spec: TransformerSpec, 
             return _attention_f(tp, spec, block, ps, h)
         if name == "mamba":
             return _mamba_f(tp, spec, ps, h)
+        if name in LINEAR_MIXERS:
+            return _linear_mixer_f(tp, spec, name, ps, h)
         return _mlp_f(tp, ep, spec, block, ps, h)
     return residual_forward(spec, block, p, x, run)
 
@@ -124,6 +151,8 @@ def kind_backward(tp: TensorParallel, ep: ExpertParallel, spec: TransformerSpec,
             return _attention_b(tp, spec, block, ps, cache, dout)
         if name == "mamba":
             return _mamba_b(tp, spec, ps, cache, dout)
+        if name in LINEAR_MIXERS:
+            return _linear_mixer_b(tp, spec, name, ps, cache, dout)
         return _mlp_b(tp, ep, spec, block, ps, cache, dout)
     return residual_backward(spec, block, p, c, dy, run_backward)
 

@@ -27,6 +27,7 @@ from modelplan.count.attention import FusedAttention
 from modelplan.count.blocks import Block
 from modelplan.count.eager import ROTARY_KERNELS, rotary_bytes
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
+from modelplan.plan.dsa import indexer_elementwise, indexer_gemms, sparse_core
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.plan.linear_mixers import linear_mixer_kernels
 from modelplan.plan.parallel.tp import local_kv_heads
@@ -37,12 +38,14 @@ PRICED: frozenset[str] = frozenset({
     # kernels of their own here or in kernels.py, shards in shard.py, calls in parallel/tp.py
     "mla", "layer_types=sliding_attention", "layer_types=chunked_attention", "layer_types=mamba", "mlp=false",
     "layer_types=mamba2", "layer_types=gated_deltanet", "layer_types=mlp", "layer_types=parallel_mamba2",
+    "layer_types=short_conv", "layer_types=rglru", "layer_types=lightning", "layer_types=rwkv",
     "attention_output_gate", "deltanet.kda",  # plan/linear_mixers.py
+    "mla.indexer",  # plan/dsa.py
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
     "moe.shared_expert_gate", "mtp_layers",
     # shards only (their compute is a per-head value or a scalar fused into a neighbour kernel)
     "attention_sinks", "attention_scale", "qkv_clip", "embedding_scale", "residual_scale", "logit_scale",
-    "norm_affine=false", "moe.expert_bias",
+    "norm_affine=false", "moe.expert_bias", "moe.score_correction_param",
     # the same kernels as the baseline block (norm count, activation pass, router GEMM and top-k)
     "norm_placement=sandwich", "norm_placement=output", "norm_placement=post", "activation=swiglu_clamp",
     "moe.router=sigmoid", "moe.norm_topk_prob=false", "moe.router_score_correction", "moe.routed_scaling",
@@ -130,6 +133,8 @@ def mla_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q: int, 
     g, core, flash = _core("attention", spec, block, b, heads, s_q, s, mla.qk_head_dim, mla.v_head_dim, d, fused)
     ew = [Elementwise("attention/latent_norms", tokens * (latents + mla.kv_lora_rank), 2 * d, 3 * d)]
     ew += _rotary(spec, block, tokens * (heads + 1) * mla.qk_rope_head_dim, d, eager)  # q rope dims, shared key
+    if mla.indexer is not None:  # DeepSeek-V3.2 (plan/dsa.py): the indexer, and the core over its top-k keys
+        g, ew, flash = g + indexer_gemms(spec, b, s_q, s), ew + indexer_elementwise(spec, b, s_q, s), sparse_core(spec, flash)
     return MixerKernels(gemms + g, ew, core, flash, Gemm("attention/out", tokens, h, heads * mla.v_head_dim))
 
 

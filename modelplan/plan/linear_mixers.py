@@ -16,6 +16,10 @@ from __future__ import annotations
 
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.plan.parallel.tp import local_kv_heads
+from modelplan.plan.lightning import lightning_kernels, lightning_shard
+from modelplan.plan.rglru import rglru_kernels, rglru_shard
+from modelplan.plan.rwkv import rwkv_kernels, rwkv_shard
+from modelplan.plan.short_conv import short_conv_kernels, short_conv_shard
 from modelplan.specs.transformer import TransformerSpec
 
 
@@ -80,6 +84,14 @@ def deltanet_kernels(spec: TransformerSpec, tp: int, b: int, s_q: int, d: int):
 
 def linear_mixer_kernels(spec: TransformerSpec, mixer: str, tp: int, b: int, s_q: int, d: int):
     """(gemms, elementwise, out_proj) of the linear mixer of layer type `mixer`."""
+    if mixer == "short_conv":  # LFM2 (plan/short_conv.py)
+        return short_conv_kernels(spec, tp, b, s_q, d)
+    if mixer == "rglru":  # RecurrentGemma (plan/rglru.py)
+        return rglru_kernels(spec, tp, b, s_q, d)
+    if mixer == "lightning":  # MiniMax-01 (plan/lightning.py)
+        return lightning_kernels(spec, tp, b, s_q, d)
+    if mixer == "rwkv":  # RWKV-4 (plan/rwkv.py)
+        return rwkv_kernels(spec, tp, b, s_q, d)
     if mixer == "mamba2":
         return mamba2_kernels(spec, tp, b, s_q, d)
     return deltanet_kernels(spec, tp, b, s_q, d)
@@ -90,6 +102,14 @@ def linear_mixer_shard(spec: TransformerSpec, mixer: str, tp: int, sp: bool) -> 
     replicated while its gradient is a partial sum over tp (DeltaNet's shared norm weight; the
     out_proj bias under sequence parallelism)."""
     h = spec.hidden
+    if mixer == "short_conv":  # LFM2 (plan/short_conv.py)
+        return short_conv_shard(spec, tp, sp)
+    if mixer == "rglru":  # RecurrentGemma (plan/rglru.py)
+        return rglru_shard(spec, tp, sp)
+    if mixer == "lightning":  # MiniMax-01 (plan/lightning.py)
+        return lightning_shard(spec, tp, sp)
+    if mixer == "rwkv":  # RWKV-4 (plan/rwkv.py)
+        return rwkv_shard(spec, tp, sp)
     if mixer == "mamba2":
         m = spec.mamba2
         heads, groups = _split(m.heads, tp), local_kv_heads(m.groups, tp)

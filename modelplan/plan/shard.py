@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-from modelplan.count.blocks import Block, block_of, mtp_block, norm_params
+from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
 from modelplan.count.vision import vision_params
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.linear_mixers import linear_mixer_shard
@@ -114,6 +114,8 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
             r = mla.q_lora_rank
             replicated += h * r + (r if spec.qkv_bias else 0) + r
             split += r * heads * mla.qk_head_dim
+        if mla.indexer is not None:  # DeepSeek-V3.2's indexer: replicated on every tp rank
+            replicated += indexer_params(spec)
         return replicated + split + out_bias, (replicated if tp > 1 else 0) + (out_bias if sp else 0)
     d = spec.dim_head
     q, kv = heads * d, _split(spec.num_kv_heads, tp) * d
@@ -164,6 +166,7 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
         return numel + n, partial + p
     moe = spec.moe
     router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
+    router += moe.num_experts if moe.score_correction_param else 0  # AFMoE's expert_bias parameter
     router += h if moe.shared_expert_gate else 0  # Qwen2-MoE's gate: replicated like the router
     numel += router
     partial += router if tp > 1 else 0  # the router's gradient is a partial sum over tp

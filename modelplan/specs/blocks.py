@@ -50,6 +50,9 @@ class MoESpec(Spec):
     router_score_correction: bool = False
     """Auxiliary-loss-free balancing: a per-expert bias added to the scores for selection only
     (DeepSeek-V3 e_score_correction_bias, a buffer: no parameter)."""
+    score_correction_param: bool = False
+    """The selection bias is stored as a (frozen, requires_grad=False) parameter of num_experts
+    values a block, counted in the parameters (AFMoE `expert_bias`), instead of a buffer."""
     router_groups: int = Field(1, gt=0)
     """Expert groups of group-limited routing (DeepSeek n_group with topk_method
     group_limited_greedy or noaux_tc): a token picks its experts from the router_group_top_k best
@@ -88,6 +91,21 @@ class MoESpec(Spec):
         return self
 
 
+class IndexerSpec(Spec):
+    """DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2-Exp report, sec. 2.1;
+    transformers `DeepseekV32Indexer`): per token, index queries from the MLA query latent
+    (wq_b: q_lora_rank -> heads x head_dim), one index key (wk: h -> head_dim, then a LayerNorm)
+    and per-head weights (weights_proj: h -> heads); each query scores every earlier key as
+    sum_h w_h relu(q_h . k) and the main attention reads only its top-k keys."""
+
+    heads: int = Field(64, gt=0)
+    """H^I: index heads (HF index_n_heads)."""
+    head_dim: int = Field(128, gt=0)
+    """d^I: index head dims (HF index_head_dim)."""
+    topk: int = Field(2048, gt=0)
+    """Keys each query's main attention reads (HF index_topk)."""
+
+
 class MLASpec(Spec):
     """Multi-head Latent Attention (DeepSeek-V2, arXiv 2405.04434, sec. 2.1): queries and keys /
     values go through low-rank latents; a decoupled rotary key is shared by all heads."""
@@ -102,6 +120,14 @@ class MLASpec(Spec):
     """Decoupled rotary dims per head (d_h^R); the rotary key is one head wide, shared."""
     v_head_dim: int = Field(gt=0)
     """Per-head value dims."""
+    indexer: IndexerSpec | None = None
+    """DeepSeek Sparse Attention's indexer (DeepSeek-V3.2); None: dense MLA. Needs q_lora_rank."""
+
+    @model_validator(mode="after")
+    def _check_indexer(self) -> "MLASpec":
+        if self.indexer is not None and self.q_lora_rank is None:
+            raise ValueError("mla.indexer needs mla.q_lora_rank (its queries read the query latent)")
+        return self
 
     @property
     def qk_head_dim(self) -> int:

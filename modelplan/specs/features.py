@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 def _layer_type_features(spec: "TransformerSpec") -> list[str]:
     types = set(spec.layer_types or ())
     return [f"layer_types={kind}" for kind in ("sliding_attention", "chunked_attention", "mamba", "mamba2", "gated_deltanet", "mlp",
-                                                                   "parallel_mamba2")
+                                                                   "parallel_mamba2", "short_conv", "rglru",
+                                                                   "lightning", "rwkv")
             if kind in types]
 
 
@@ -31,6 +32,7 @@ def _moe_features(spec: "TransformerSpec") -> list[str]:
     checks = {
         "moe.norm_topk_prob=false": moe.router == "softmax" and not moe.norm_topk_prob,
         "moe.router_score_correction": moe.router_score_correction,
+        "moe.score_correction_param": moe.score_correction_param,
         "moe.routed_scaling": moe.routed_scaling != 1.0,
         "moe.router_groups": moe.router_groups > 1,
         "moe.weights_on_input": moe.weights_on_input,
@@ -54,6 +56,7 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "rotary_fraction": spec.position == "rotary" and spec.rotary_fraction != 1.0,
         "nope_full_attention": spec.nope_full_attention,
         "mla": spec.mla is not None,
+        "mla.indexer": spec.mla is not None and spec.mla.indexer is not None,
         "attention_output_gate": spec.attention_output_gate,
         "deltanet.kda": spec.deltanet is not None and spec.deltanet.kda,
         "mlp=false": not spec.mlp,

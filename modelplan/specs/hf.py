@@ -22,6 +22,12 @@ from modelplan.errors import SpecError, validate_model
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_dense import DENSE_MAPPERS
 from modelplan.specs.hf_layernorm import LAYERNORM_MAPPERS
+from modelplan.specs.hf_afmoe import AFMOE_MAPPERS
+from modelplan.specs.hf_deepseek32 import DEEPSEEK32_MAPPERS
+from modelplan.specs.hf_minimax import MINIMAX_MAPPERS
+from modelplan.specs.hf_recurrent_gemma import RECURRENT_GEMMA_MAPPERS
+from modelplan.specs.hf_rwkv import RWKV_MAPPERS
+from modelplan.specs.hf_lfm2 import LFM2_MAPPERS
 from modelplan.specs.hf_gpt import GPT_MAPPERS
 from modelplan.specs.hf_hybrid import HYBRID_MAPPERS
 from modelplan.specs.hf_llama import LLAMA_MAPPERS
@@ -33,23 +39,19 @@ from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
-    **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS, **VISION_TEXT_MAPPERS,
+    **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS, **VISION_TEXT_MAPPERS, **LFM2_MAPPERS, **AFMOE_MAPPERS,
+    **DEEPSEEK32_MAPPERS, **RECURRENT_GEMMA_MAPPERS, **MINIMAX_MAPPERS, **RWKV_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
 
 UNMODELLED: dict[str, str] = {
-    "zamba": "shared attention blocks interleaved with Mamba blocks",
-    "zamba2": "shared attention blocks with LoRA adapters interleaved with Mamba-2 blocks",
-    "minimax": "lightning (linear) attention layers",
-    "lfm2": "gated short-convolution blocks",
-    "lfm2_moe": "gated short-convolution blocks",
-    "rwkv": "RWKV time-mixing blocks",
-    "xlstm": "mLSTM blocks",
-    "recurrent_gemma": "RG-LRU recurrent blocks",
+    "zamba": "a shared attention + MLP block (one set of weights reused by every hybrid layer, reading "
+             "the hidden state concatenated with the embeddings) interleaved with Mamba blocks",
+    "zamba2": "shared attention + MLP blocks (weights reused across layers, per-use LoRA adapters, input "
+              "concatenated with the embeddings) interleaved with Mamba-2 blocks",
+    "xlstm": "mLSTM blocks (matrix-memory LSTM with exponential gating)",
     "apertus1p5": "its multimodal composite",
-    "afmoe": "the gated attention output (self_attn.gate_proj) and a learned expert_bias",
     "longcat_flash": "zero-computation experts and its two-attention blocks",
-    "deepseek_v32": "DeepSeek sparse attention's lightning indexer",
     "gemma3n": "per-layer embeddings, AltUp and LAuReL blocks",
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with

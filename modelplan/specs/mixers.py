@@ -116,3 +116,74 @@ class DeltaNetSpec(Spec):
     def conv_dim(self) -> int:
         """Channels of the conv1d: q, k and v."""
         return 2 * self.key_dim + self.value_dim
+
+
+class ShortConvSpec(Spec):
+    """An LFM2 gated short-convolution mixer (Liquid AI LFM2; transformers `Lfm2ShortConv`):
+    in_proj Linear(h, 3h) to B, C, x; y = C * conv(B * x) with a depthwise causal Conv1d(h, h,
+    L, groups=h); out_proj Linear(h, h). The conv width is the model's hidden size."""
+
+    conv_kernel: int = Field(3, gt=0)
+    """L: width of the depthwise causal conv (HF conv_L_cache)."""
+    bias: bool = False
+    """Biases on in_proj, the conv and out_proj (HF conv_bias)."""
+
+
+class RGLRUSpec(Spec):
+    """Griffin's recurrent block (De et al. 2024, arXiv 2402.19427, sec. 2.4; transformers
+    `RecurrentGemmaRecurrentBlock`): linear_y and linear_x (h -> w, biases), y through GeLU; x
+    through a depthwise causal Conv1d(w, w, k) with bias, then the RG-LRU (input and recurrence
+    gates as block-diagonal linears of `heads` blocks, biases; a learned recurrent_param per
+    channel); out = linear_out((rg_lru(x) * y)), w -> h with bias."""
+
+    width: int = Field(gt=0)
+    """w: RG-LRU channels (HF lru_width, default hidden_size)."""
+    heads: int = Field(gt=0)
+    """Blocks of the block-diagonal gates (HF num_attention_heads)."""
+    conv_kernel: int = Field(4, gt=0)
+    """k: width of the temporal conv (HF conv1d_width)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "RGLRUSpec":
+        if self.width % self.heads:
+            raise ValueError(f"rglru.heads ({self.heads}) must divide rglru.width ({self.width})")
+        return self
+
+    @property
+    def block_width(self) -> int:
+        """Channels of one gate block: w / heads."""
+        return self.width // self.heads
+
+
+class LightningSpec(Spec):
+    """MiniMax's lightning attention (MiniMax-01 report, arXiv 2501.08313, sec. 2.2; Lightning
+    Attention-2, Qin et al. 2024, arXiv 2401.04658; transformers `MiniMaxLightningAttention`):
+    qkv_proj Linear(h, 3 H d) then SiLU, a decayed causal linear attention computed block-wise
+    (intra-block masked Q K^T V, inter-block through a d x d state per head), an RMSNorm over all
+    H d channels, times sigmoid(output_gate(x)), out_proj; all linears bias-free."""
+
+    heads: int = Field(gt=0)
+    """H (HF num_attention_heads)."""
+    head_dim: int = Field(gt=0)
+    """d (HF head_dim, default hidden / heads)."""
+    block_size: int = Field(256, gt=0)
+    """B: block length of the block-wise algorithm (HF block_size)."""
+
+    @property
+    def width(self) -> int:
+        """H d: width of q, k, v, the gate and the output."""
+        return self.heads * self.head_dim
+
+
+class RWKVSpec(Spec):
+    """An RWKV-4 block's two mixers (Peng et al. 2023, arXiv 2305.13048, sec. 3; transformers
+    `RwkvSelfAttention` and `RwkvFeedForward`): time mixing (token-shift mixes time_mix_key /
+    value / receptance, key, value, receptance Linear(h, A), the WKV recurrence with time_decay and
+    time_first per channel, output Linear(A, h)) and channel mixing (token-shift mixes, key
+    Linear(h, I), squared ReLU, value Linear(I, h), gated by sigmoid(receptance Linear(h, h)));
+    all linears bias-free."""
+
+    attention_hidden: int = Field(gt=0)
+    """A: channels of the time mixing (HF attention_hidden_size, default hidden)."""
+    intermediate: int = Field(gt=0)
+    """I: channel-mixing width (HF intermediate_size, default 4 hidden)."""

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from modelplan.specs.base import Spec
 from modelplan.specs.blocks import ClassifierSpec, MLASpec, MoESpec, Norm, SSMSpec, VisionSpec
-from modelplan.specs.mixers import DeltaNetSpec, Mamba2Spec
+from modelplan.specs.mixers import DeltaNetSpec, LightningSpec, Mamba2Spec, RGLRUSpec, RWKVSpec, ShortConvSpec
 from modelplan.specs.transformer_checks import check_transformer
 
 __all__ = ["TransformerSpec", "MoESpec", "MLASpec", "SSMSpec", "ClassifierSpec", "VisionSpec"]
@@ -22,7 +22,7 @@ __all__ = ["TransformerSpec", "MoESpec", "MLASpec", "SSMSpec", "ClassifierSpec",
 Position = Literal["learned", "rotary", "alibi", "relative", "none"]
 Activation = Literal["gelu", "relu", "silu", "gelu_tanh", "swiglu_clamp"]
 LayerType = Literal["full_attention", "sliding_attention", "chunked_attention", "mamba", "mamba2", "gated_deltanet",
-                    "mlp", "parallel_mamba2"]
+                    "mlp", "parallel_mamba2", "short_conv", "rglru", "lightning", "rwkv"]
 NormPlacement = Literal["pre", "post", "sandwich", "output"]
 
 
@@ -95,6 +95,14 @@ class TransformerSpec(Spec):
     """The Mamba-2 (SSD) mixer of `mamba2` blocks (Bamba, Granite 4.0-H, Nemotron-H)."""
     deltanet: DeltaNetSpec | None = None
     """The gated DeltaNet mixer of `gated_deltanet` blocks (Qwen3-Next, Qwen3.5)."""
+    short_conv: ShortConvSpec | None = None
+    """The gated short-convolution mixer of `short_conv` blocks (LFM2)."""
+    rglru: RGLRUSpec | None = None
+    """The Griffin recurrent block of `rglru` blocks (RecurrentGemma)."""
+    lightning: LightningSpec | None = None
+    """The lightning (linear) attention of `lightning` blocks (MiniMax-01)."""
+    rwkv: RWKVSpec | None = None
+    """The time- and channel-mixing of `rwkv` blocks (RWKV-4; such a block has no separate MLP)."""
     attention_output_gate: bool = False
     """Gated attention output (Qwen3-Next / Qwen3.5 full attention): q_proj also emits a per-head
     gate, o_proj reads attn * sigmoid(gate); q_proj is twice as wide."""

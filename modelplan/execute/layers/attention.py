@@ -98,6 +98,8 @@ class AttentionCache:
     local_kv: tuple[np.ndarray, np.ndarray] | None = None
     """Context parallel all_gather / p2p: this rank's K, V (b, KV, s/cp, d), exchanged again in
     backward; the core cache then holds no keys and values (p2p: a `RingCache`)."""
+    gate: np.ndarray | None = None
+    """Qwen3-Next's output gate logits (b, s, H*d): out_proj reads context * sigmoid(gate)."""
 
 
 def rotary_tables(seq: int, head_dim: int, base: float | None = None, offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -332,8 +334,15 @@ def attention_forward(
         q, k = rotary_forward(q, cos, sin), rotary_forward(k, cos, sin)
     ctx, core, local_kv = _core(q, k, v, shape, p["sinks"] if shape.sinks else None, offset, cp)
     context = _merge(ctx)  # (b, H, s, d) -> (b, s, H*d)
-    out = linear_forward(context, p["out/weight"])  # (b, s, H*d) @ (H*d, h)
-    return out, AttentionCache(x, norms, clip_masks, core, context, local_kv)
+    gate = None
+    if "gate/weight" in p:  # Qwen3-Next attention_output_gate: attn_output * sigmoid(gate), per head
+        gate = linear_forward(x, p["gate/weight"], p.get("gate/bias"))
+    out = linear_forward(context if gate is None else context * _sigmoid(gate), p["out/weight"])  # (b, s, H*d) @ (H*d, h)
+    return out, AttentionCache(x, norms, clip_masks, core, context, local_kv, gate)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
 
 
 def attention_backward(
@@ -344,7 +353,12 @@ def attention_backward(
     H, KV, d, qk = shape.heads, shape.kv_heads, shape.head_dim, shape.qk_norm
     seq = cache.x.shape[1]
     grads: dict[str, np.ndarray] = {}
-    dcontext, grads["out/weight"], _ = linear_backward(cache.context, p["out/weight"], dout, False)
+    gated = cache.context if cache.gate is None else cache.context * _sigmoid(cache.gate)
+    dcontext, grads["out/weight"], _ = linear_backward(gated, p["out/weight"], dout, False)
+    dgate = None
+    if cache.gate is not None:
+        s = _sigmoid(cache.gate)
+        dgate, dcontext = dcontext * cache.context * s * (1.0 - s), dcontext * s
     dq, dk, dv, dsinks = _core_backward(cache, shape, _heads(dcontext, H, d), cp)
     if dsinks is not None:
         grads["sinks"] = dsinks
@@ -362,7 +376,9 @@ def attention_backward(
         for n in "qk":
             dt[n] = _norm_heads_backward(qk, cache.norms[n], p, f"{n}_norm", dt[n], grads, reduce)
     dx = np.zeros_like(cache.x)
-    for name in "qkv":
+    if dgate is not None:
+        dt["gate"] = dgate
+    for name in dt:
         dxi, grads[f"{name}/weight"], db = linear_backward(cache.x, p[f"{name}/weight"], dt[name], f"{name}/bias" in p)
         dx += dxi
         if db is not None:

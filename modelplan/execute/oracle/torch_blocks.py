@@ -97,7 +97,10 @@ def attention(model, x, prefix: str, mixer: str):
     k = k.repeat_interleave(heads // kv, dim=1)  # GQA: query head i reads kv head i // (H / KV)
     v = v.repeat_interleave(heads // kv, dim=1)
     ctx = core(torch, s, mixer, q, k, v, w.get(f"{prefix}/sinks"))
-    return model.linear(ctx.transpose(1, 2).reshape(b, seq, heads * d), f"{prefix}/out")
+    ctx = ctx.transpose(1, 2).reshape(b, seq, heads * d)
+    if f"{prefix}/gate/weight" in model.w:  # Qwen3-Next: attn_output * sigmoid(gate) before o_proj
+        ctx = ctx * model.torch.sigmoid(model.linear(x, f"{prefix}/gate"))
+    return model.linear(ctx, f"{prefix}/out")
 
 
 def latent_attention(model, x, prefix: str, mixer: str):

@@ -9,7 +9,7 @@ paired with j + d/2, the layout of GPT-NeoX and HF Llama checkpoints), MLPs with
 / F.relu (gated: Shazeer 2020), top-k routing with the softmax over the k chosen logits
 (Mixtral, Jiang et al. 2024, eq. 1-2) plus shared experts, a parallel block (GPT-J), a tied or
 separate output head, and F.cross_entropy (mean over tokens). Today's families' attention, MLA
-and routers are `torch_blocks.py`'s, Mamba mixers `torch_mamba.py`'s; norm placements (pre, post, sandwich, output), Granite's
+and routers are `torch_blocks.py`'s, Mamba mixers `torch_mamba.py`'s, Mamba-2 `torch_mamba2.py`'s, gated DeltaNet `torch_deltanet.py`'s; norm placements (pre, post, sandwich, output), Granite's
 scales, Gemma's embedding scale and soft-caps and DeepSeek-V3's MTP modules are here.
 
 Weights arrive as the executor's tensors (names and `(in, out)` layout), are copied into leaf
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from modelplan.execute.optim import OptimizerConfig
-from modelplan.execute.oracle import torch_blocks, torch_mamba
+from modelplan.execute.oracle import torch_blocks, torch_deltanet, torch_mamba, torch_mamba2
 from modelplan.execute.oracle.result import OracleRun, OracleUnavailable, Starts, require_torch
 from modelplan.execute.oracle.torch_train import train_torch
 from modelplan.execute.params import Batch
@@ -130,6 +130,10 @@ class _Model:
     def sublayer(self, name: str, x, prefix: str, mixer: str, moe: bool):
         if name == "mamba":
             return torch_mamba.mamba(self, x, f"{prefix}/mamba")
+        if name == "mamba2":
+            return torch_mamba2.mamba2(self, x, f"{prefix}/mamba2")
+        if name == "gated_deltanet":
+            return torch_deltanet.deltanet(self, x, f"{prefix}/gated_deltanet")
         if name == "attention":
             return self.attention(x, f"{prefix}/attention", mixer)
         return self.moe(x, f"{prefix}/mlp") if moe else self.mlp(x, f"{prefix}/mlp")
@@ -142,7 +146,8 @@ class _Model:
             h1 = self.norm(x, f"{prefix}/attention/norm")
             h2 = self.norm(x, f"{prefix}/mlp/norm") if s.num_norms_per_layer == 2 else h1
             return x + r * (self.sublayer("attention", h1, prefix, mixer, moe) + self.sublayer("mlp", h2, prefix, mixer, moe))
-        names = ["mamba" if mixer == "mamba" else "attention"] + (["mlp"] if s.mlp else [])  # mixer, then MLP
+        names = [] if mixer == "mlp" else [mixer if mixer in ("mamba", "mamba2", "gated_deltanet") else "attention"]  # mixer, then MLP
+        names += ["mlp"] if s.mlp or mixer == "mlp" else []  # Nemotron-H: MLP-only blocks (spec.has_mlp)
         for i, name in enumerate(names):
             pre = s.placement == "sandwich" or (s.placement == "pre" and (i == 0 or s.num_norms_per_layer == 2))
             h = self.norm(x, f"{prefix}/{name}/norm") if pre else x

@@ -30,6 +30,7 @@ from typing import NamedTuple
 from modelplan.comm.ops import Axis, Collective
 from modelplan.comm.regions import SUBLAYER_REGIONS, Region
 from modelplan.count.blocks import Block
+from modelplan.count.mixers import LINEAR_MIXERS
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.parallel.calls import RankCalls
 from modelplan.plan.net_tp import TpRole
@@ -65,7 +66,7 @@ def block_kind_calls(calls: RankCalls, spec: TransformerSpec, block: Block, tp: 
     block's cross-attention, the MLP if it has one), a q/k norm's statistics, and the Mamba
     mixer's AllReduce of its x_proj output (dt, B, C of all channels, with d_inner split over tp)
     in forward and of its gradient in backward."""
-    mixer = "mamba" if block.mixer in ("mamba", "mamba2", "gated_deltanet") else "attention"  # linear: one f/g pair
+    mixer = "mamba" if block.mixer in ("mamba", *LINEAR_MIXERS) else "attention"  # linear: one f/g pair
     subs = [mixer] if block.mixer != "mlp" else []  # Nemotron-H MLP blocks have no mixer
     subs += (["cross_attention"] if block.cross else []) + (["mlp"] if block.mlp else [])
     _sublayer_calls(calls, subs, tp, sp, nbytes, fwd_runs, bwd_runs, mlp_tp, gather_bytes)
