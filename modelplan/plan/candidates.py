@@ -207,7 +207,7 @@ def walk(family: WalkFamily, cands: Candidates, pruned: Callable[[Problem, Subtr
                 continue
             for pp in cands.pps(tp * cp):
                 svs = cands.schedules(pp, family.vpp_default(pp))
-                stages = [schedule_layout(sched, pp, vpp).num_stages for sched, vpp in svs]
+                stages = None  # the schedules' stage counts, read once a grid of pp passes its rules
                 for dp in cands.dps(tp * cp, pp):
                     problem = (grid_problems(Plan(dp=dp, tp=tp, pp=pp, cp=cp), world_size=n)[0]
                                if tp * cp * pp * dp != n else family.stage_problem(pp, 1, pp))
@@ -226,6 +226,8 @@ def walk(family: WalkFamily, cands: Candidates, pruned: Callable[[Problem, Subtr
                         ctx = prepare(tp, cp, pp, dp, ep, mbs, svs) if prepare is not None else ()
                         if ctx is None:
                             continue
+                        if stages is None:
+                            stages = [schedule_layout(sched, pp, vpp).num_stages for sched, vpp in svs]
                         # the grid's groups: micro_batch -> sp -> recompute, each with its valid schedules
                         for mb in mbs:
                             problem = cands.batch_problem(mb, dp)

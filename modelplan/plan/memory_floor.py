@@ -136,21 +136,35 @@ class MemoryFloor:
         or RELIEF_REACH of it where relief splits may be tried), else None (also where there is
         no floor); `offload_activations`: the space may offload them."""
         tp, pp, dp, vpp, mb, schedule, sp, recompute, ep, cp = cls
-        pipe = self._pipes.get((schedule, pp, vpp, mb * dp, offload_activations))
-        if pipe is None:
-            pipe = self._pipe(schedule, pp, vpp, mb * dp, offload_activations)
-        if pipe is False:
-            return None
-        layers, held, embedding, relief = pipe
-        t = self._bytes.get((tp, sp, mb, recompute, cp)) or self.block_bytes(tp, sp, mb, recompute, cp)
+        return self.over(self.group_bytes(tp, pp, dp, ep, cp, sp, mb, recompute), schedule, pp, vpp, mb * dp,
+                         offload_activations, states, budget)
+
+    def group_bytes(self, tp: int, pp: int, dp: int, ep: int, cp: int, sp: bool, micro_batch: int, recompute: str
+                    ) -> tuple[int, int, int, float]:
+        """What rank 0's floor reads of one group of the walk (its points differ only in schedule
+        and vpp): a block's least stored and working bytes, the embedding's activations, and the
+        communication buffers (NCCL's per group, the pipeline's two boundary messages)."""
+        t = self._bytes.get((tp, sp, micro_batch, recompute, cp)) or self.block_bytes(tp, sp, micro_batch, recompute, cp)
         groups = self._groups.get((tp, pp, dp, ep, cp))
         if groups is None:
             groups = self._groups[tp, pp, dp, ep, cp] = self.ev.held.groups(tp, pp, dp, ep, cp)
+        return (t.activation_bytes, t.working_bytes, t.embedding_activation_bytes,
+                groups * self.nccl_bytes + (2 * t.boundary_bytes if pp > 1 else 0))
+
+    def over(self, group: tuple, schedule: str, pp: int, vpp: int, sequences: int, offload_activations: bool,
+             states: float, budget: float) -> tuple[float, float] | None:
+        """`exceeds` for one point of a group (`group_bytes`), `sequences` (micro_batch x dp) per micro-batch."""
+        pipe = self._pipes.get((schedule, pp, vpp, sequences, offload_activations))
+        if pipe is None:
+            pipe = self._pipe(schedule, pp, vpp, sequences, offload_activations)
+        if pipe is False:
+            return None
+        layers, held, embedding, relief = pipe
+        stored, working, embedding_bytes, comm = group
         # `stage_memory`'s total for rank 0 (first stage, not last, no buckets), term by term
-        activations = held * layers * t.activation_bytes + t.working_bytes
+        activations = held * layers * stored + working
         if embedding:
-            activations += held * t.embedding_activation_bytes
-        comm = groups * self.nccl_bytes + (2 * t.boundary_bytes if pp > 1 else 0)
+            activations += held * embedding_bytes
         need = (states + activations + comm + (activations + comm) * self.fragmentation + self.reserved) * (1 - 1e-12)
         limit = budget * (self.relief_reach if relief else 1.0)
         return (need, limit) if need > limit else None

@@ -190,6 +190,9 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
             return 0  # the asked TP overlap cannot run here (no SP): no plan
         under = len(orders) * len(tpos) * len(acts) * per_bound
         block_s = None  # the compute floor's block, shared by the schedules
+        if floors:
+            group_bytes = memory_floors.group_bytes(tp, pp, dp, ep, cp, sp, mb, rc)
+            sequences, shed_acts = mb * dp, True in acts
         for sched, vpp in svs:
             cls = (tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp)
             if floors:  # no plan of the point fits: dropped before any timing
@@ -197,7 +200,7 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
                 if states is None:
                     states = floor_states[sched, vpp] = memory_floors.states_bytes(
                         tp, pp, dp, ep, cp, sched, vpp, variants, offload_can_shed)
-                over = memory_floors.exceeds(cls, states, True in acts, budget)
+                over = memory_floors.over(group_bytes, sched, pp, vpp, sequences, shed_acts, states, budget)
                 if over is not None:
                     if MEMORY in rank.examples:  # counted; no new example
                         rejected[MEMORY] += under

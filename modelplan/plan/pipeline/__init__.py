@@ -31,13 +31,15 @@ _MODULES: dict[str, ModuleType] = {}
 
 
 def schedule_layout(kind: Schedule | str, pp: int, vpp: int = 1) -> StageLayout:
-    """Which virtual stages each pipeline rank holds under `kind`."""
-    return _layout(Schedule(kind), pp, vpp)
+    """Which virtual stages each pipeline rank holds under `kind` (cached: a StrEnum member and its
+    string are one key)."""
+    layout = _LAYOUTS.get((kind, pp, vpp))
+    if layout is None:
+        layout = _LAYOUTS[kind, pp, vpp] = schedule_module(kind).layout(pp, vpp)
+    return layout
 
 
-@lru_cache(maxsize=1024)
-def _layout(kind: Schedule, pp: int, vpp: int) -> StageLayout:
-    return schedule_module(kind).layout(pp, vpp)
+_LAYOUTS: dict[tuple, StageLayout] = {}
 
 
 def schedule_problem(kind: Schedule | str, pp: int, num_microbatches: int, vpp: int = 1) -> Problem | None:
@@ -61,5 +63,5 @@ def _schedule(kind: Schedule, pp: int, m: int, vpp: int) -> PipelineSchedule:
         raise ValueError(problem.message)
     actions = tuple(tuple(module.rank_actions(pp, m, vpp, r)) for r in range(pp))
     routes = getattr(module, "route_of", None)
-    return PipelineSchedule(kind, pp, m, vpp, _layout(kind, pp, vpp), actions,
+    return PipelineSchedule(kind, pp, m, vpp, schedule_layout(kind, pp, vpp), actions,
                             tuple(routes(pp, m)) if routes is not None else ())

@@ -90,8 +90,12 @@ class StageLayout:
 
 
 def strided_layout(pp: int, chunks: int) -> StageLayout:
-    """Virtual stage v on rank v % pp as chunk v // pp (Megatron's interleaving; 1 chunk: plain)."""
-    return StageLayout(pp * chunks, tuple(tuple(c * pp + r for c in range(chunks)) for r in range(pp)))
+    """Virtual stage v on rank v % pp as chunk v // pp (Megatron's interleaving; 1 chunk: plain).
+    Its route is built here, not by `StageLayout`'s dict of every stage: the search asks for the
+    layouts of pipelines up to the GPU count (the walk reads their stage counts)."""
+    n = pp * chunks
+    return StageLayout(n, tuple(tuple(range(r, n, pp)) for r in range(pp)),
+                       (tuple(zip(list(range(pp)) * chunks, [c for c in range(chunks) for _ in range(pp)])),))
 
 
 @dataclass(frozen=True)
