@@ -11,7 +11,7 @@ chunkwise algorithms; the kept bytes are what the fused training kernels save fo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from modelplan.count.lightning import (
     lightning_flops, lightning_kept_elements, lightning_params, lightning_state_elements)
@@ -31,8 +31,6 @@ LIGHTNING = "lightning"
 """Layer type of MiniMax-01's lightning-attention blocks (count/lightning.py)."""
 RWKV = "rwkv"
 """Layer type of RWKV-4's blocks: time and channel mixing, no separate MLP (count/rwkv.py)."""
-LINEAR_MIXERS = ("mamba2", "gated_deltanet", SHORT_CONV, RGLRU, LIGHTNING, RWKV)
-"""Layer types whose mixer is one of this module's (a fixed-size state, no K/V cache)."""
 PARALLEL_MAMBA2 = "parallel_mamba2"
 """Layer type of a block whose attention and Mamba-2 read the same norm output and sum (Falcon-H1)."""
 
@@ -141,31 +139,71 @@ def deltanet_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[s
     }
 
 
+def _mamba2_kept_bytes(spec: "TransformerSpec", d: int) -> int:
+    m = spec.mamba2
+    return d * (m.in_proj_width + m.inner) + FP32_BYTES * m.groups
+
+
+def _deltanet_kept_bytes(spec: "TransformerSpec", d: int) -> int:
+    g = spec.deltanet
+    hv = g.value_heads
+    if g.kda:  # fla chunk_kda (ops/kda/chunk.py): save_for_backward(q, k, v, g, beta, Aqk, Akk), g fp32
+        # per channel; around it the conv input, the gates' low-rank inputs and output-gate logits,
+        # the core output and the norm output
+        elements = g.conv_dim + g.conv_dim + 2 * hv * g.chunk_size + hv + 2 * g.key_head_dim + 3 * g.value_dim
+        return d * elements + FP32_BYTES * g.value_dim
+    elements = g.conv_dim + 2 * hv * g.key_head_dim + g.value_dim + hv * g.chunk_size + 2 * hv + 3 * g.value_dim
+    return d * elements + FP32_BYTES * hv
+
+
+def _mamba2_state_elements(spec: "TransformerSpec") -> int:
+    m = spec.mamba2
+    return m.conv_dim * m.conv_kernel + m.heads * m.head_dim * m.state_size
+
+
+def _deltanet_state_elements(spec: "TransformerSpec") -> int:
+    g = spec.deltanet
+    return g.conv_dim * g.conv_kernel + g.value_heads * g.key_head_dim * g.value_head_dim
+
+
+class _Mixer(NamedTuple):
+    """One linear mixer's counts, each as a function of the spec (and tokens, bytes)."""
+
+    params: Callable[["TransformerSpec"], dict[str, int]]
+    flops: Callable[["TransformerSpec", int, int], dict[str, int]]  # (spec, tokens, seq_len)
+    kept_bytes: Callable[["TransformerSpec", int], int]  # (spec, d): bytes per token
+    out_width: Callable[["TransformerSpec"], int]
+    state: Callable[["TransformerSpec"], int]
+
+
+_MIXERS: dict[str, _Mixer] = {
+    "mamba2": _Mixer(mamba2_params, mamba2_flops, _mamba2_kept_bytes, lambda s: s.mamba2.inner,
+                     _mamba2_state_elements),
+    "gated_deltanet": _Mixer(deltanet_params, deltanet_flops, _deltanet_kept_bytes, lambda s: s.deltanet.value_dim,
+                             _deltanet_state_elements),
+    SHORT_CONV: _Mixer(short_conv_params, lambda s, tokens, seq_len: short_conv_flops(s, tokens),
+                       lambda s, d: d * short_conv_kept_elements(s), lambda s: s.hidden, short_conv_state_elements),
+    RGLRU: _Mixer(rglru_params, lambda s, tokens, seq_len: rglru_flops(s, tokens), rglru_kept_bytes,
+                  lambda s: s.rglru.width, rglru_state_elements),
+    LIGHTNING: _Mixer(lightning_params, lightning_flops, lambda s, d: d * lightning_kept_elements(s),
+                      lambda s: s.lightning.width, lightning_state_elements),
+    RWKV: _Mixer(rwkv_params, lambda s, tokens, seq_len: rwkv_flops(s, tokens), lambda s, d: d * rwkv_kept_elements(s),
+                 lambda s: s.rwkv.attention_hidden, rwkv_state_elements),
+}
+"""Each linear mixer's counts, by layer type (a new mixer is one row)."""
+LINEAR_MIXERS = tuple(_MIXERS)
+"""Layer types whose mixer is one of this module's (a fixed-size state, no K/V cache)."""
+
+
 def mixer_params(spec: "TransformerSpec", mixer: str) -> dict[str, int]:
     """Parameters of a linear mixer of layer type `mixer`."""
-    if mixer == SHORT_CONV:
-        return short_conv_params(spec)
-    if mixer == RGLRU:
-        return rglru_params(spec)
-    if mixer == LIGHTNING:
-        return lightning_params(spec)
-    if mixer == RWKV:
-        return rwkv_params(spec)
-    return mamba2_params(spec) if mixer == "mamba2" else deltanet_params(spec)
+    return _MIXERS[mixer].params(spec)
 
 
 def mixer_flops(spec: "TransformerSpec", mixer: str, tokens: int, seq_len: int) -> dict[str, int]:
     """Forward FLOPs of a linear mixer of layer type `mixer` over `tokens` tokens in sequences
     of `seq_len`."""
-    if mixer == SHORT_CONV:
-        return short_conv_flops(spec, tokens)
-    if mixer == RGLRU:
-        return rglru_flops(spec, tokens)
-    if mixer == LIGHTNING:
-        return lightning_flops(spec, tokens, seq_len)
-    if mixer == RWKV:
-        return rwkv_flops(spec, tokens)
-    return mamba2_flops(spec, tokens, seq_len) if mixer == "mamba2" else deltanet_flops(spec, tokens, seq_len)
+    return _MIXERS[mixer].flops(spec, tokens, seq_len)
 
 
 def kept_bytes_per_token(spec: "TransformerSpec", mixer: str, d: int) -> int:
@@ -181,39 +219,12 @@ def kept_bytes_per_token(spec: "TransformerSpec", mixer: str, d: int) -> int:
     gate g and A (C per head and token), recomputing the chunk states; around it the causal
     conv keeps its input (q, k, v), the gate z, the core output and the norm output (out_proj
     input), and softplus its input a. LFM2's short conv: count/short_conv.py."""
-    if mixer == SHORT_CONV:
-        return d * short_conv_kept_elements(spec)
-    if mixer == RGLRU:
-        return rglru_kept_bytes(spec, d)
-    if mixer == LIGHTNING:
-        return d * lightning_kept_elements(spec)
-    if mixer == RWKV:
-        return d * rwkv_kept_elements(spec)
-    if mixer == "mamba2":
-        m = spec.mamba2
-        return d * (m.in_proj_width + m.inner) + FP32_BYTES * m.groups
-    g = spec.deltanet
-    hv = g.value_heads
-    if g.kda:  # fla chunk_kda (ops/kda/chunk.py): save_for_backward(q, k, v, g, beta, Aqk, Akk), g fp32
-        # per channel; around it the conv input, the gates' low-rank inputs and output-gate logits,
-        # the core output and the norm output
-        elements = g.conv_dim + g.conv_dim + 2 * hv * g.chunk_size + hv + 2 * g.key_head_dim + 3 * g.value_dim
-        return d * elements + FP32_BYTES * g.value_dim
-    elements = g.conv_dim + 2 * hv * g.key_head_dim + g.value_dim + hv * g.chunk_size + 2 * hv + 3 * g.value_dim
-    return d * elements + FP32_BYTES * hv
+    return _MIXERS[mixer].kept_bytes(spec, d)
 
 
 def out_proj_width(spec: "TransformerSpec", mixer: str) -> int:
     """Width of the mixer's out_proj input."""
-    if mixer == SHORT_CONV:
-        return spec.hidden
-    if mixer == RGLRU:
-        return spec.rglru.width
-    if mixer == LIGHTNING:
-        return spec.lightning.width
-    if mixer == RWKV:
-        return spec.rwkv.attention_hidden
-    return spec.mamba2.inner if mixer == "mamba2" else spec.deltanet.value_dim
+    return _MIXERS[mixer].out_width(spec)
 
 
 def state_elements(spec: "TransformerSpec", mixer: str) -> int:
@@ -221,16 +232,4 @@ def state_elements(spec: "TransformerSpec", mixer: str) -> int:
     the SSM / delta-rule state (transformers' hybrid caches: conv_states (conv_dim, k) and
     ssm_states (H, P, N) for Mamba-2; conv_states (conv_dim, k) and recurrent_states
     (value_heads, d_k, d_v) for gated DeltaNet; conv_states (h, L) for LFM2's short conv)."""
-    if mixer == SHORT_CONV:
-        return short_conv_state_elements(spec)
-    if mixer == RGLRU:
-        return rglru_state_elements(spec)
-    if mixer == LIGHTNING:
-        return lightning_state_elements(spec)
-    if mixer == RWKV:
-        return rwkv_state_elements(spec)
-    if mixer == "mamba2":
-        m = spec.mamba2
-        return m.conv_dim * m.conv_kernel + m.heads * m.head_dim * m.state_size
-    g = spec.deltanet
-    return g.conv_dim * g.conv_kernel + g.value_heads * g.key_head_dim * g.value_head_dim
+    return _MIXERS[mixer].state(spec)
