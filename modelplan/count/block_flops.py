@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from modelplan.count.blocks import Block
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_flops, mixer_flops
+from modelplan.count.shared_block import use_flops
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -143,4 +144,6 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
         out["cross_attention/out"] = 2 * tokens * spec.q_width * h
     if block.mlp:
         out.update(mlp_flops(spec, tokens, block.moe))
+    if block.shared:  # Zamba: the shared attention + MLP block at this use, full-sequence keys
+        out.update(use_flops(spec, tokens, seq_len))
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
+from modelplan.count.shared_block import use_params
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -33,6 +34,8 @@ class Block(NamedTuple):
     """Holds T5's relative attention bias table (first block of each stack)."""
     mlp: bool = True
     """Has an MLP after the mixer."""
+    shared: bool = False
+    """Runs the model's shared attention + MLP block first (Zamba hybrid layers)."""
 
 
 def block_of(spec: "TransformerSpec", index: int) -> Block:
@@ -43,6 +46,7 @@ def block_of(spec: "TransformerSpec", index: int) -> Block:
         cross=spec.is_decoder_block(index),
         relative_bias=spec.position == "relative" and spec.is_first_in_stack(index),
         mlp=spec.has_mlp(index) if spec.arch != "encoder_decoder" else spec.mlp,
+        shared=spec.shared_block is not None and index in spec.shared_block.layers,
     )
 
 
@@ -199,6 +203,8 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
         norms += 1
     if block.mlp:
         out.update(mlp_block_params(spec, block.moe))
+    if block.shared:  # Zamba: the per-use linear and adapters (the shared weights: count.params)
+        out.update(use_params(spec))
     out["norm"] = norms * norm_params(spec, h)  # input/post-attention (and sandwich) norms
     return out
 

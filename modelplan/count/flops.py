@@ -94,7 +94,8 @@ def recompute_forward_flops(layer_flops: dict[str, int], recompute: str) -> int:
     if recompute == "full":
         return sum(layer_flops.values())  # the whole block forward again
     if recompute == "selective":  # QK^T, softmax, AV (Korthikanti et al. 2022)
-        return layer_flops.get("attention/score", 0) + layer_flops.get("cross_attention/score", 0)
+        return sum(layer_flops.get(key, 0) for key in ("attention/score", "cross_attention/score",
+                                                          "shared_block/attention/score"))
     return 0
 
 

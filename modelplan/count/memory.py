@@ -22,6 +22,7 @@ from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, kept_bytes_pe
 from modelplan.count.params import count_params
 from modelplan.count.recompute_modules import discarded
 from modelplan.count.result import MemoryCount
+from modelplan.count.shared_block import use_cache_elements, use_kept_bytes
 from modelplan.specs.family import family_of
 
 if TYPE_CHECKING:
@@ -124,6 +125,10 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
         replicated += (rmsnorm_kept_bytes(d) - d) * h * norm_inputs
     rep_mixer, sharded, scores = _mixer_terms(spec, block, d)
     replicated += rep_mixer
+    shared_score = 0
+    if block.shared:  # Zamba's shared attention + MLP block at this use (count/shared_block.py)
+        rep_use, sharded_use, shared_score = use_kept_bytes(spec, d, is_fused(attention))
+        replicated, sharded = replicated + rep_use, sharded + sharded_use
     if block.cross:  # T5 cross-attention: its norm input and block input, Q and the out-proj input
         replicated += 2 * d * h + mask * h
         sharded += 2 * d * spec.q_width
@@ -137,12 +142,12 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
     elif block.mlp:
         sharded += inner * d * spec.ffn_hidden
     if not scores:
-        return replicated, sharded, 0
+        return replicated, sharded, shared_score
     if is_fused(attention):
         return replicated, sharded + lse_bytes_per_token(spec.heads), 0
     # Softmax output (d), its dropout mask (1) and the dropout output (d); without dropout the
     # softmax output is the AV input itself.
-    return replicated, sharded, spec.heads * (2 * d + 1 if spec.dropout else d)
+    return replicated, sharded, spec.heads * (2 * d + 1 if spec.dropout else d) + shared_score
 
 
 def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_len: int, dtype_bytes: int,
@@ -379,6 +384,8 @@ def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_byte
             elements += 2 * spec.kv_width * (dec + seq_len)
         else:
             elements += kv_bytes_per_cached_token(spec) * kv_cache_tokens(spec, block, seq_len)
+        if block.shared:  # Zamba: each use of the shared attention caches its own K and V
+            elements += use_cache_elements(spec, seq_len)
     return batch * elements * dtype_bytes
 
 
@@ -392,7 +399,8 @@ def kv_cache_bytes_per_token(spec: "TransformerSpec", dtype_bytes: int) -> int:
         1 for i in range(spec.num_blocks)
         if (block := block_of(spec, i)).mixer in ("full_attention", PARALLEL_MAMBA2) and (spec.arch != "encoder_decoder" or block.cross)
     )
-    return grows * per_block * dtype_bytes
+    shared = len(spec.shared_block.layers) * use_cache_elements(spec, 1) if spec.shared_block is not None else 0
+    return (grows * per_block + shared) * dtype_bytes
 
 
 def count_memory(spec, training: "TrainingSpec", micro_batch: int) -> MemoryCount:

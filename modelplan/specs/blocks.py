@@ -152,6 +152,16 @@ class SSMSpec(Spec):
     """Bias on the conv1d (HF use_conv_bias)."""
     bc_dt_norm: bool = False
     """RMSNorms on the time step, B and C (Jamba dt_layernorm, b_layernorm, c_layernorm)."""
+    heads: int = Field(1, gt=0)
+    """Zamba's multi-head Mamba (ZambaMambaMixer n_mamba_heads): d_inner split into heads, each
+    with its own x_proj (dt, B, C) and dt_proj slice; the same parameter and FLOP counts as one
+    head, different math."""
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> "SSMSpec":
+        if self.inner % self.heads:
+            raise ValueError(f"ssm.heads ({self.heads}) must divide ssm.inner ({self.inner})")
+        return self
 
 
 class ClassifierSpec(Spec):

@@ -57,6 +57,8 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "nope_full_attention": spec.nope_full_attention,
         "mla": spec.mla is not None,
         "mla.indexer": spec.mla is not None and spec.mla.indexer is not None,
+        "shared_block": spec.shared_block is not None,
+        "ssm.heads": spec.ssm is not None and spec.ssm.heads > 1,
         "attention_output_gate": spec.attention_output_gate,
         "deltanet.kda": spec.deltanet is not None and spec.deltanet.kda,
         "mlp=false": not spec.mlp,

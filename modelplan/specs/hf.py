@@ -35,20 +35,18 @@ from modelplan.specs.hf_moe import MOE_MAPPERS
 from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
 from modelplan.specs.hf_other import OTHER_MAPPERS
 from modelplan.specs.hf_vision import VISION_MAPPERS, VISION_TEXT_MAPPERS
+from modelplan.specs.hf_zamba import ZAMBA_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
     **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS, **VISION_TEXT_MAPPERS, **LFM2_MAPPERS, **AFMOE_MAPPERS,
     **DEEPSEEK32_MAPPERS, **RECURRENT_GEMMA_MAPPERS, **MINIMAX_MAPPERS, **RWKV_MAPPERS,
+    **ZAMBA_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
 
 UNMODELLED: dict[str, str] = {
-    "zamba": "a shared attention + MLP block (one set of weights reused by every hybrid layer, reading "
-             "the hidden state concatenated with the embeddings) interleaved with Mamba blocks",
-    "zamba2": "shared attention + MLP blocks (weights reused across layers, per-use LoRA adapters, input "
-              "concatenated with the embeddings) interleaved with Mamba-2 blocks",
     "xlstm": "mLSTM blocks (matrix-memory LSTM with exponential gating)",
     "apertus1p5": "its multimodal composite",
     "longcat_flash": "zero-computation experts and its two-attention blocks",

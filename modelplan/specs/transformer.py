@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from modelplan.specs.base import Spec
 from modelplan.specs.blocks import ClassifierSpec, MLASpec, MoESpec, Norm, SSMSpec, VisionSpec
 from modelplan.specs.mixers import DeltaNetSpec, LightningSpec, Mamba2Spec, RGLRUSpec, RWKVSpec, ShortConvSpec
+from modelplan.specs.shared_block import SharedBlockSpec
 from modelplan.specs.transformer_checks import check_transformer
 
 __all__ = ["TransformerSpec", "MoESpec", "MLASpec", "SSMSpec", "ClassifierSpec", "VisionSpec"]
@@ -103,6 +104,9 @@ class TransformerSpec(Spec):
     """The lightning (linear) attention of `lightning` blocks (MiniMax-01)."""
     rwkv: RWKVSpec | None = None
     """The time- and channel-mixing of `rwkv` blocks (RWKV-4; such a block has no separate MLP)."""
+    shared_block: SharedBlockSpec | None = None
+    """A shared attention + MLP block run before the blocks it lists (Zamba, Zamba2): weights once
+    per copy, compute at every use."""
     attention_output_gate: bool = False
     """Gated attention output (Qwen3-Next / Qwen3.5 full attention): q_proj also emits a per-head
     gate, o_proj reads attn * sigmoid(gate); q_proj is twice as wide."""

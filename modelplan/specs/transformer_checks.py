@@ -67,6 +67,9 @@ def _check_blocks(spec: "TransformerSpec") -> None:
     dense = any(spec.has_mlp(i) and not spec.is_moe_layer(i) for i in range(spec.layers))
     if dense and spec.ffn_hidden == 0:
         raise ValueError("ffn_hidden must be > 0: some blocks have a dense MLP")
+    shared = spec.shared_block
+    if shared is not None and (spec.arch != "decoder" or any(i >= spec.layers for i in shared.layers)):
+        raise ValueError(f"shared_block.layers ({shared.layers}) must be blocks of a decoder below layers ({spec.layers})")
     if spec.mtp_layers and spec.arch != "decoder":
         raise ValueError(f"mtp_layers ({spec.mtp_layers}) needs a decoder model")
 
