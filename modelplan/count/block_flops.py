@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from modelplan.count.blocks import Block
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_flops, mixer_flops
 from modelplan.count.shared_block import use_flops
+from modelplan.count.side_paths import block_side_flops
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -146,4 +147,7 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
         out.update(mlp_flops(spec, tokens, block.moe))
     if block.shared:  # Zamba: the shared attention + MLP block at this use, full-sequence keys
         out.update(use_flops(spec, tokens, seq_len))
+    if block.kv_shared:  # Gemma 3n: K and V come from an earlier block
+        out["attention/qkv"] -= 2 * tokens * spec.hidden * 2 * spec.kv_width
+    out.update(block_side_flops(spec, tokens))  # Gemma 3n's side paths (count/side_paths.py)
     return out

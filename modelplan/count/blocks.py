@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
 from modelplan.count.shared_block import use_params
+from modelplan.count.side_paths import block_side_params, kv_shared_saving
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -36,6 +37,8 @@ class Block(NamedTuple):
     """Has an MLP after the mixer."""
     shared: bool = False
     """Runs the model's shared attention + MLP block first (Zamba hybrid layers)."""
+    kv_shared: bool = False
+    """Reads an earlier block's K/V instead of projecting its own (Gemma 3n's last blocks)."""
 
 
 def block_of(spec: "TransformerSpec", index: int) -> Block:
@@ -47,6 +50,7 @@ def block_of(spec: "TransformerSpec", index: int) -> Block:
         relative_bias=spec.position == "relative" and spec.is_first_in_stack(index),
         mlp=spec.has_mlp(index) if spec.arch != "encoder_decoder" else spec.mlp,
         shared=spec.shared_block is not None and index in spec.shared_block.layers,
+        kv_shared=spec.kv_shared_layers > 0 and index >= spec.layers - spec.kv_shared_layers,
     )
 
 
@@ -205,6 +209,11 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
         out.update(mlp_block_params(spec, block.moe))
     if block.shared:  # Zamba: the per-use linear and adapters (the shared weights: count.params)
         out.update(use_params(spec))
+    if block.kv_shared:  # Gemma 3n: no k_proj, v_proj, k_norm
+        qkv, k_norm = kv_shared_saving(spec)
+        out["attention/qkv"] -= qkv
+        out["attention/qk_norm"] -= k_norm
+    out.update(block_side_params(spec))  # Gemma 3n's AltUp, LAuReL, per-layer input (count/side_paths.py)
     out["norm"] = norms * norm_params(spec, h)  # input/post-attention (and sandwich) norms
     return out
 

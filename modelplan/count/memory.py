@@ -23,6 +23,7 @@ from modelplan.count.params import count_params
 from modelplan.count.recompute_modules import discarded
 from modelplan.count.result import MemoryCount
 from modelplan.count.shared_block import use_cache_elements, use_kept_bytes
+from modelplan.count.side_paths import block_side_kept_bytes
 from modelplan.specs.family import family_of
 
 if TYPE_CHECKING:
@@ -126,6 +127,7 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
     rep_mixer, sharded, scores = _mixer_terms(spec, block, d)
     replicated += rep_mixer
     shared_score = 0
+    replicated += block_side_kept_bytes(spec, d)  # Gemma 3n's AltUp, LAuReL, per-layer input
     if block.shared:  # Zamba's shared attention + MLP block at this use (count/shared_block.py)
         rep_use, sharded_use, shared_score = use_kept_bytes(spec, d, is_fused(attention))
         replicated, sharded = replicated + rep_use, sharded + sharded_use
@@ -345,7 +347,8 @@ def output_activation_bytes(
 
 def kv_cache_tokens(spec: "TransformerSpec", block: Block, seq_len: int, memory_len: int = 0) -> int:
     """Tokens a block caches for one sequence of `seq_len` (its window or chunk at most)."""
-    if block.mixer in ("mamba", "mlp", *LINEAR_MIXERS) or (spec.arch == "encoder_decoder" and not block.cross) or not spec.causal:
+    if block.mixer in ("mamba", "mlp", *LINEAR_MIXERS) or (spec.arch == "encoder_decoder" and not block.cross) or not spec.causal \
+            or block.kv_shared:  # Gemma 3n: the K/V-sharing blocks read an earlier block's cache
         return 0
     return keys_per_query(spec, block.mixer, seq_len) + (memory_len if block.cross else 0)
 
@@ -398,6 +401,7 @@ def kv_cache_bytes_per_token(spec: "TransformerSpec", dtype_bytes: int) -> int:
     grows = sum(
         1 for i in range(spec.num_blocks)
         if (block := block_of(spec, i)).mixer in ("full_attention", PARALLEL_MAMBA2) and (spec.arch != "encoder_decoder" or block.cross)
+        and not block.kv_shared
     )
     shared = len(spec.shared_block.layers) * use_cache_elements(spec, 1) if spec.shared_block is not None else 0
     return (grows * per_block + shared) * dtype_bytes

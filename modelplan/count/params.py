@@ -36,6 +36,7 @@ from modelplan.count.blocks import (
 )
 from modelplan.count.result import ParamCount
 from modelplan.count.shared_block import shared_params
+from modelplan.count.side_paths import embedding_side_params, head_side_params
 from modelplan.count.vision import vision_params
 from modelplan.specs.family import family_of
 
@@ -129,7 +130,7 @@ def count_params(spec) -> ParamCount:
 def count_transformer_params(spec) -> ParamCount:
     """`count_params` of a transformer."""
     leaves: dict[str, int] = {}
-    _add(leaves, "embedding", embedding_params(spec))
+    _add(leaves, "embedding", {**embedding_params(spec), **embedding_side_params(spec)})
     per_layer: list[int] = []
     unused = 0
     cache: dict[Block, dict[str, int]] = {}
@@ -142,7 +143,7 @@ def count_transformer_params(spec) -> ParamCount:
         _add(leaves, "layers", cache[kind])
     stacks = 2 if spec.arch == "encoder_decoder" else 1  # T5: encoder and decoder final norms
     leaves["final_norm"] = stacks * norm_params(spec, spec.hidden) if spec.final_norm else 0
-    _add(leaves, "head", head_params(spec))
+    _add(leaves, "head", {**head_params(spec), **head_side_params(spec)})
     if spec.vision is not None:
         _add(leaves, "vision", vision_params(spec.vision, spec.hidden))
     if spec.shared_block is not None:  # Zamba: tied across uses, once a copy
