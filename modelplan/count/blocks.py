@@ -172,11 +172,14 @@ def mlp_block_params(spec: "TransformerSpec", moe_layer: bool) -> dict[str, int]
         w_in, w_out = mlp_params(spec, spec.ffn_hidden)
         return {"mlp/in": w_in, "mlp/out": w_out}
     shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
+    scored = moe.num_experts + moe.zero_experts
     return {
         # router: nn.Linear(h, num_experts, bias=router_bias) (Mixtral `gate`, gpt-oss `router`)
-        "mlp/router": h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
+        # (+ LongCat-Flash's zero experts: the router scores them too)
+        "mlp/router": h * scored + (scored if moe.router_bias else 0)
         + (moe.num_experts if moe.score_correction_param else 0),  # AFMoE's expert_bias parameter
         "mlp/experts": moe.num_experts * expert_params(spec),
+        "mlp/zero_expert_padding": _zero_padding(spec),
         "mlp/shared_experts": moe.shared_experts * sum(mlp_params(spec, shared_hidden)),
         # Qwen2-MoE shared_expert_gate: nn.Linear(h, 1, bias=False)
         "mlp/shared_gate": h if moe.shared_expert_gate else 0,
@@ -218,9 +221,23 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
     return out
 
 
+def _zero_padding(spec: "TransformerSpec") -> int:
+    """gate_up rows transformers allocates for LongCat-Flash's zero experts (never read): 2 f h each."""
+    moe = spec.moe
+    return moe.zero_experts * 2 * spec.hidden * moe.expert_ffn_hidden if moe.zero_expert_padding else 0
+
+
+def real_experts_per_token(moe) -> tuple[int, int]:
+    """(numerator, denominator) of the real experts a token runs: top_k, or with zero experts
+    top_k E / (E + Z) under a load balanced over all of them (LongCat-Flash, arXiv 2509.01322 sec. 2.1)."""
+    return moe.top_k * moe.num_experts, moe.num_experts + moe.zero_experts
+
+
 def unused_expert_params(spec: "TransformerSpec", block: Block) -> int:
-    """Routed-expert parameters of a block that one token does not touch (num_experts - top_k)."""
+    """Routed-expert parameters of a block that one token does not touch (num_experts - top_k;
+    with zero experts the expected real ones, and the never-read padding)."""
     moe = spec.moe
     if moe is None or not block.moe:
         return 0
-    return (moe.num_experts - moe.top_k) * expert_params(spec)
+    num, den = real_experts_per_token(moe)
+    return (moe.num_experts * den - num) * expert_params(spec) // den + _zero_padding(spec)

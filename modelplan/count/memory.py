@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from modelplan.count.attention import is_fused, lse_bytes_per_token
 from modelplan.count.block_flops import keys_per_query
-from modelplan.count.blocks import Block, block_of, mtp_block
+from modelplan.count.blocks import Block, block_of, mtp_block, real_experts_per_token
 from modelplan.count.checkpointing import op_sac_kept_per_token
 from modelplan.count.eager import loss_peak_bytes, rmsnorm_kept_bytes, swiglu_kept_bytes
 from modelplan.count.flops import check_seq_len, decoder_seq_len
@@ -140,7 +140,8 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
     moe = spec.moe
     if block.mlp and block.moe and moe is not None:  # (the top_k routed copies: _dispatch_bytes)
         shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
-        sharded += inner * d * (moe.top_k * moe.expert_ffn_hidden + moe.shared_experts * shared_hidden)
+        num, den = real_experts_per_token(moe)  # zero experts keep nothing (LongCat-Flash)
+        sharded += inner * d * (num * moe.expert_ffn_hidden // den + moe.shared_experts * shared_hidden)
     elif block.mlp:
         sharded += inner * d * spec.ffn_hidden
     if not scores:

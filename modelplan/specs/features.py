@@ -38,6 +38,8 @@ def _moe_features(spec: "TransformerSpec") -> list[str]:
         "moe.weights_on_input": moe.weights_on_input,
         "moe.shared_expert_gate": moe.shared_expert_gate,
         "moe.expert_bias": moe.expert_bias is not None and moe.expert_bias != spec.mlp_bias,
+        "moe.zero_experts": moe.zero_experts > 0,
+        "moe.shortcut": moe.shortcut,
     }
     return out + [name for name, used in checks.items() if used]
 
