@@ -17,6 +17,7 @@ from __future__ import annotations
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.plan.parallel.tp import local_kv_heads
 from modelplan.plan.lightning import lightning_kernels, lightning_shard
+from modelplan.plan.mlstm import mlstm_kernels, mlstm_shard
 from modelplan.plan.rglru import rglru_kernels, rglru_shard
 from modelplan.plan.rwkv import rwkv_kernels, rwkv_shard
 from modelplan.plan.short_conv import short_conv_kernels, short_conv_shard
@@ -92,6 +93,8 @@ def linear_mixer_kernels(spec: TransformerSpec, mixer: str, tp: int, b: int, s_q
         return lightning_kernels(spec, tp, b, s_q, d)
     if mixer == "rwkv":  # RWKV-4 (plan/rwkv.py)
         return rwkv_kernels(spec, tp, b, s_q, d)
+    if mixer == "mlstm":  # xLSTM (plan/mlstm.py)
+        return mlstm_kernels(spec, tp, b, s_q, d)
     if mixer == "mamba2":
         return mamba2_kernels(spec, tp, b, s_q, d)
     return deltanet_kernels(spec, tp, b, s_q, d)
@@ -110,6 +113,8 @@ def linear_mixer_shard(spec: TransformerSpec, mixer: str, tp: int, sp: bool) -> 
         return lightning_shard(spec, tp, sp)
     if mixer == "rwkv":  # RWKV-4 (plan/rwkv.py)
         return rwkv_shard(spec, tp, sp)
+    if mixer == "mlstm":  # xLSTM (plan/mlstm.py)
+        return mlstm_shard(spec, tp, sp)
     if mixer == "mamba2":
         m = spec.mamba2
         heads, groups = _split(m.heads, tp), local_kv_heads(m.groups, tp)

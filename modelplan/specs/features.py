@@ -18,7 +18,7 @@ def _layer_type_features(spec: "TransformerSpec") -> list[str]:
     types = set(spec.layer_types or ())
     return [f"layer_types={kind}" for kind in ("sliding_attention", "chunked_attention", "mamba", "mamba2", "gated_deltanet", "mlp",
                                                                    "parallel_mamba2", "short_conv", "rglru",
-                                                                   "lightning", "rwkv")
+                                                                   "lightning", "rwkv", "mlstm")
             if kind in types]
 
 

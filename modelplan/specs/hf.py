@@ -38,18 +38,18 @@ from modelplan.specs.hf_vision import VISION_MAPPERS, VISION_TEXT_MAPPERS
 from modelplan.specs.hf_zamba import ZAMBA_MAPPERS
 from modelplan.specs.hf_gemma3n import GEMMA3N_MAPPERS
 from modelplan.specs.hf_longcat import LONGCAT_MAPPERS
+from modelplan.specs.hf_xlstm import XLSTM_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
     **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS, **VISION_TEXT_MAPPERS, **LFM2_MAPPERS, **AFMOE_MAPPERS,
     **DEEPSEEK32_MAPPERS, **RECURRENT_GEMMA_MAPPERS, **MINIMAX_MAPPERS, **RWKV_MAPPERS,
-    **ZAMBA_MAPPERS, **GEMMA3N_MAPPERS, **LONGCAT_MAPPERS,
+    **ZAMBA_MAPPERS, **GEMMA3N_MAPPERS, **LONGCAT_MAPPERS, **XLSTM_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
 
 UNMODELLED: dict[str, str] = {
-    "xlstm": "mLSTM blocks (matrix-memory LSTM with exponential gating)",
     "apertus1p5": "its multimodal composite",
     "gemma3n": "its MobileNetV5 vision tower and Conformer audio encoder",
 }

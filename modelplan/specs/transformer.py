@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from modelplan.specs.base import Spec
 from modelplan.specs.blocks import ClassifierSpec, MLASpec, MoESpec, Norm, SSMSpec, VisionSpec
 from modelplan.specs.mixers import DeltaNetSpec, LightningSpec, Mamba2Spec, RGLRUSpec, RWKVSpec, ShortConvSpec
+from modelplan.specs.mlstm import MLSTMSpec
 from modelplan.specs.shared_block import SharedBlockSpec
 from modelplan.specs.side_paths import AltUpSpec, PerLayerInputSpec
 from modelplan.specs.transformer_checks import check_transformer
@@ -24,7 +25,7 @@ __all__ = ["TransformerSpec", "MoESpec", "MLASpec", "SSMSpec", "ClassifierSpec",
 Position = Literal["learned", "rotary", "alibi", "relative", "none"]
 Activation = Literal["gelu", "relu", "silu", "gelu_tanh", "swiglu_clamp"]
 LayerType = Literal["full_attention", "sliding_attention", "chunked_attention", "mamba", "mamba2", "gated_deltanet",
-                    "mlp", "parallel_mamba2", "short_conv", "rglru", "lightning", "rwkv"]
+                    "mlp", "parallel_mamba2", "short_conv", "rglru", "lightning", "rwkv", "mlstm"]
 NormPlacement = Literal["pre", "post", "sandwich", "output"]
 
 
@@ -103,6 +104,8 @@ class TransformerSpec(Spec):
     """The Griffin recurrent block of `rglru` blocks (RecurrentGemma)."""
     lightning: LightningSpec | None = None
     """The lightning (linear) attention of `lightning` blocks (MiniMax-01)."""
+    mlstm: MLSTMSpec | None = None
+    """The mLSTM mixer of `mlstm` blocks (xLSTM; `specs/mlstm.py`)."""
     rwkv: RWKVSpec | None = None
     """The time- and channel-mixing of `rwkv` blocks (RWKV-4; such a block has no separate MLP)."""
     shared_block: SharedBlockSpec | None = None

@@ -41,7 +41,8 @@ def _check_attention(spec: "TransformerSpec") -> None:
     if "parallel_mamba2" in types:
         types = types | {"mamba2"}  # Falcon-H1 blocks hold a Mamba-2 mixer too
     for kind, field in (("mamba2", "mamba2"), ("gated_deltanet", "deltanet"), ("short_conv", "short_conv"),
-                        ("rglru", "rglru"), ("lightning", "lightning"), ("rwkv", "rwkv")):
+                        ("rglru", "rglru"), ("lightning", "lightning"), ("rwkv", "rwkv"),
+                        ("mlstm", "mlstm")):
         if (kind in types) != (getattr(spec, field) is not None):
             raise ValueError(f"layer_types has {kind} but {field} is not set" if kind in types
                              else f"{field} is set but no block is {kind} (add '{kind}' to layer_types)")
