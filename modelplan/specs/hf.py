@@ -40,6 +40,7 @@ from modelplan.specs.hf_gemma3n import GEMMA3N_MAPPERS
 from modelplan.specs.hf_longcat import LONGCAT_MAPPERS
 from modelplan.specs.hf_xlstm import XLSTM_MAPPERS
 from modelplan.specs.hf_roberta import ROBERTA_MAPPERS
+from modelplan.specs.hf_deepseek_like import DEEPSEEK_LIKE_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -47,7 +48,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS, **VISION_TEXT_MAPPERS, **LFM2_MAPPERS, **AFMOE_MAPPERS,
     **DEEPSEEK32_MAPPERS, **RECURRENT_GEMMA_MAPPERS, **MINIMAX_MAPPERS, **RWKV_MAPPERS,
     **ZAMBA_MAPPERS, **GEMMA3N_MAPPERS, **LONGCAT_MAPPERS, **XLSTM_MAPPERS,
-    **ROBERTA_MAPPERS,
+    **ROBERTA_MAPPERS, **DEEPSEEK_LIKE_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
 
