@@ -60,6 +60,8 @@ class ClusterLinks(NamedTuple):
     """NCCL protocols inside a node (Link.nccl_protocols)."""
     inter_protocols: tuple[str, ...] = ("ll", "ll128", "simple")
     """NCCL protocols groups that span nodes may use (Link.nccl_protocols of both links)."""
+    net_latency_s: float = 0.0
+    """The NCCL net plugin's reported latency (Link.nccl_net_latency_us of the inter link)."""
 
 
 def cluster_links(cluster: Cluster | ClusterLinks) -> ClusterLinks:
@@ -92,6 +94,7 @@ def cluster_links(cluster: Cluster | ClusterLinks) -> ClusterLinks:
         intra_nvlink="pcie" not in intra.name.lower(),
         intra_protocols=tuple(intra.nccl_protocols),
         inter_protocols=tuple(p for p in intra.nccl_protocols if p in inter.nccl_protocols),
+        net_latency_s=inter.nccl_net_latency_us * 1e-6,
     )
 
 
