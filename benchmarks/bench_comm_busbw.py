@@ -79,7 +79,7 @@ def harness_terms(rows: list[dict], algo: str = "auto") -> dict[str, tuple[float
             if row.get("sample") != "in":
                 raise SystemExit(f"row '{row['label']}' {row['size']}: fit_harness needs sample = \"in\"")
             gap = measured_time_s(row) - model_cost(row, row.get("algo", algo)).time_s
-            gaps.setdefault(row["harness"], []).append(gap)
+            gaps.setdefault(row.get("harness", "nccl-tests"), []).append(gap)
     return {h: (max(0.0, sum(g) / len(g)), len(g)) for h, g in gaps.items()}
 
 
