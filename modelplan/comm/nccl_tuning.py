@@ -10,7 +10,15 @@ calibrated ring rate (`PathLinks.b_ring`: NCCL's nChannels x bwIntra / bwInter);
 derive from it as tuning.cc does. nChannels is not in a spec: it is taken as busBw / 20 GB/s
 (topo.h per-channel NVLink speed of Ampere; the topology search sets nChannels x bw = busBw), and
 only enters the per-channel caps and the ring plateau test. Host CPU is assumed Intel x86
-(netOverhead 1 us, the Volta llMaxBw row across nodes), as on DGX H100 / B200.
+(netOverhead 1 us, the Volta llMaxBw row across nodes), as on DGX H100 / B200. Every network hop
+(interLat) carries the net plugin's reported latency (`Link.nccl_net_latency_us`: InfiniBand 0,
+AWS EFA 35-75 us), twice for Simple, as tuning.cc adds graph latencyInter.
+
+What this model leaves out (measured against nccl-tests in benchmarks/bench_comm_busbw.py):
+per-call launch time, which the nccl-tests and torch harnesses add to each timed call (fitted
+there, not here: adding it to the planner made the published-runs bench worse); NCCL's smaller
+chunks and fewer channels at medium sizes (enqueue.cc calcCollChunking / topoGetAlgoInfo), which
+tuning.cc corrects only for trees.
 """
 
 from __future__ import annotations
