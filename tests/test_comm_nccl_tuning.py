@@ -209,3 +209,15 @@ def test_a_negative_plugin_latency_is_refused():
     from pydantic import ValidationError
     with pytest.raises(ValidationError, match="nccl_net_latency_us"):
         type(B200.inter)(**{**B200.inter.model_dump(), "nccl_net_latency_us": -1.0})
+
+
+def test_send_recv_across_efa_nodes_pays_the_plugin_latency_as_simple():
+    """Send/Recv between nodes (alpha-beta send_recv_direct): call 8.4 + network hop 14 (the
+    preset's tuning.cc Simple NET hop) + 2 x 35 (interLat for Simple adds latencyInter twice)
+    = 92.4 us + n / (50 x 0.94 GB/s); over InfiniBand (0) 22.4 us + n / be."""
+    n = 1 << 20
+    be = 50e9 * 0.94
+    efa = collective_time_s("send_recv", n, 2, 1, _efa_links())
+    ib = collective_time_s("send_recv", n, 2, 1, cluster_links(B200))
+    assert efa == pytest.approx(92.4e-6 + n / be)
+    assert ib == pytest.approx(22.4e-6 + n / be)

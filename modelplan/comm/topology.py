@@ -78,7 +78,9 @@ def cluster_links(cluster: Cluster | ClusterLinks) -> ClusterLinks:
         intra_Bps=intra.effective_bandwidth_Bps,
         intra_mesh=intra.fabric == "mesh",
         intra_name=intra.name,
-        inter_alpha_s=inter.latency_us * 1e-6,
+        # a network hop of the alpha-beta formulas is tuning.cc's Simple interLat: the link's hop
+        # latency plus the net plugin's latency twice ("the flush extra latency")
+        inter_alpha_s=(inter.latency_us + 2 * inter.nccl_net_latency_us) * 1e-6,
         inter_Bps=inter.effective_bandwidth_Bps,
         inter_name=inter.name,
         fits=tuple(

@@ -139,7 +139,8 @@ class Link(Spec):
     nccl_net_latency_us: float = Field(0.0, ge=0)
     """Latency the NCCL net plugin reports for this network (ncclNetProperties.latency), which
     tuning.cc adds to each network hop (twice for Simple): InfiniBand (net_ib) 0; AWS EFA
-    (aws-ofi-nccl platform-aws.cpp) 35 us on p5en / p6-b200, 75 us on p4d / p5."""
+    (aws-ofi-nccl platform-aws.cpp) 35 us on p5en / p6-b200, 75 us on p4d / p5. The alpha-beta
+    formulas (Send/Recv, AllToAll, Barrier across nodes) add it twice to latency_us, as Simple."""
     source: str = ""
     """Where the bandwidth, efficiency and latency come from."""
 
