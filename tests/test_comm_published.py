@@ -78,3 +78,35 @@ def test_auto_matches_published_busbw(row):
     """auto (any modelled algorithm, or the row's pinned one) is within 15% of the shipped presets'
     measurements too."""
     assert _busbw(row, row.get("algo", "auto")) == pytest.approx(row["busbw_gbps"], rel=TOLERANCE)
+
+
+def _bench():
+    import importlib.util
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_comm_busbw.py"
+    spec = importlib.util.spec_from_file_location("bench_comm_busbw", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_harness_term_is_the_mean_gap_of_its_fit_rows():
+    """Two in-sample rows measured 10 us and 30 us slower than the model fit a 20 us term: busbw
+    back-solved from time = model + gap (size x 2(p-1)/p / busbw, nccl-tests PERFORMANCE.md)."""
+    bench = _bench()
+    rows = []
+    for gap_s in (10e-6, 30e-6):
+        row = {"label": "t", "cluster": "dgx-h100", "op": "all_reduce", "ranks": 8, "size": "1M",
+               "busbw_gbps": 1.0, "sample": "in", "fit_harness": True, "harness": "h"}
+        model_s = bench.model_cost(row).time_s
+        row["busbw_gbps"] = 2**20 * 2 * 7 / 8 / (model_s + gap_s) / 1e9
+        rows.append(row)
+    (term_s, n), = bench.harness_terms(rows).values()
+    assert (term_s, n) == (pytest.approx(20e-6), 2)
+
+
+def test_a_harness_fit_row_must_be_in_sample():
+    bench = _bench()
+    row = {"label": "t", "cluster": "dgx-h100", "op": "all_reduce", "ranks": 8, "size": "1M",
+           "busbw_gbps": 1.0, "sample": "out", "fit_harness": True}
+    with pytest.raises(SystemExit, match="fit_harness needs sample"):
+        bench.harness_terms([row])
