@@ -1,5 +1,6 @@
-"""The planner's pipeline in-flight counts and per-micro-batch stage memory against the engines'
-own schedule code (issue 13, Llama 3 405B in core; benchmarks/published_runs_model.md, n17dense)."""
+"""The planner's interleaved in-flight counts against the engines' own schedule code (issue 13,
+Llama 3 405B in core; benchmarks/published_runs_model.md, n17dense; Megatron's per-micro-batch
+stage memory: tests/test_plan_memory.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from modelplan.plan.evaluator import Evaluator, PlanPoint
 from modelplan.plan.pipeline.profile import inflight_microbatches
-from modelplan.specs.hardware import Accelerator, Cluster, Link
-from modelplan.specs.training import TrainingSpec
-from modelplan.specs.transformer import TransformerSpec
 
 
 def _megatron_core_held(pp: int, vpp: int, m: int, rank: int) -> int:
@@ -42,33 +39,3 @@ def test_llama3_405b_interleaved_in_flight_is_megatron_core_s_and_torch_s(m):
         assert inflight_microbatches("interleaved", pp, rank, m, vpp) == Fraction(held, vpp)
     assert _megatron_core_held(pp, vpp, 32, 1) == 141
     assert _megatron_core_held(pp, vpp, 16, 1) == 128
-
-
-def _gpt(layers: int = 8) -> TransformerSpec:
-    return TransformerSpec(layers=layers, hidden=1024, heads=16, ffn_hidden=4096, vocab=51200,
-                           position="learned", norm="layernorm", norm_bias=True, qkv_bias=True,
-                           attn_out_bias=True, mlp_bias=True, gated_mlp=False, activation="gelu",
-                           tied_embeddings=True, dropout=True)
-
-
-def _cluster() -> Cluster:
-    acc = Accelerator(name="gpu", peak_tflops={"bf16": 100.0}, memory_gb=80, memory_bw_tbps=2.0)
-    link = Link(name="l", bandwidth_gbps=100.0, latency_us=1.0)
-    return Cluster(name="c", accelerator=acc, gpus_per_node=8, intra=link, inter=link)
-
-
-def test_megatron_last_interleaved_rank_keeps_blocks_and_one_head_only():
-    """Megatron, interleaved pp 4 x vpp 2, m 8, L 8 (one block per chunk), tp 2 + SP, s 2048: the
-    last rank holds (vpp - 1) pp + 1 = 5 chunk forwards of one block, s b h (34 + 5 a s / h) / t
-    each (Korthikanti et al. 2022 Table 2), and the head's 4 s b h (1 + V/h) / t (Megatron
-    theoretical_memory_usage.py) once; no stage input or output per in-flight micro-batch
-    (Megatron-LM argument_utils.py sets deallocate_pipeline_outputs = True: the output's .data is
-    freed after its send; the input is the first block's own saved input)."""
-    s, b, h, a, t, pp, vpp, layers, vocab = 2048, 1, 1024, 16, 2, 4, 2, 8, 51200
-    ev = Evaluator(_gpt(layers), TrainingSpec(global_batch=8, seq_len=s, attention="eager", framework="megatron"),
-                   _cluster())
-    _, last = ev.memory(PlanPoint(tp=t, pp=pp, dp=1, vpp=vpp, schedule="interleaved", micro_batch=b,
-                                  sequence_parallel=True))
-    per_layer = s * b * h * (34 + 5 * a * s // h) // t
-    head = 4 * s * b * (h + vocab) // t
-    assert last.activations == 5 * per_layer + head
