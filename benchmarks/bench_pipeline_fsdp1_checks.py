@@ -86,17 +86,17 @@ def llama3() -> None:
     budget = est.memory_budget_bytes
     print(f"llama3_405b_8k_gpus in core, Meta's layout (pp {pp}, vpp {vpp}, m {m}); block {layer / 1e6:.1f} MB"
           f" per micro-batch; budget {budget / 1e9:.1f} GB")
-    print(f"  planner's own vpp 7 estimate: peak {est.peak_memory_bytes / 1e9:.2f} GB (rank {mid.stage}); "
-          f"step {est.step.step_time_s:.2f} s")
+    print(f"  planner's own vpp 7 estimate (split searched: {est.plan.stage_split}): peak "
+          f"{est.peak_memory_bytes / 1e9:.2f} GB (rank {mid.stage}); step {est.step.step_time_s:.2f} s")
     states = mid.weights + mid.gradients + mid.optimizer
     for r in (0, 1, 2, pp - 1):
         held = held_blocks(pp, vpp, m, r, meta)
         act = held * layer
         total = states + act + mid.comm_buffers + (act + mid.comm_buffers) * frac + mid.reserved
         bare = total - (act + mid.comm_buffers) * frac
-        print(f"  rank {r:2d}: warm-up {megatron_warmup(pp, vpp, m, r):3d} + 1 chunk forwards, {held:3d} block-micro-batches"
-              f" = {act / 1e9:5.1f} GB; total {total / 1e9:5.1f} GB ({frac:.0%} allocator allowance), "
-              f"{bare / 1e9:5.1f} GB without it")
+        print(f"  rank {r:2d}: warm-up {megatron_warmup(pp, vpp, m, r):3d} + 1 chunk forwards, "
+              f"{held:3d} block-micro-batches = {act / 1e9:5.1f} GB; total {total / 1e9:5.1f} GB "
+              f"({frac:.0%} allocator allowance), {bare / 1e9:5.1f} GB without it")
 
 
 def fsdp1() -> None:
@@ -110,14 +110,16 @@ def fsdp1() -> None:
     import modelplan.plan.evaluator as evaluator
 
     evaluator.dp_zero.dp_exposure = spy
-    print(f"{'run':<40} {'error':>7} {'AG/unit':>8} {'RS/unit':>8} {'bwd/unit':>9} {'(AG+RS)/bwd':>11} {'if AG exposed':>13}")
+    print(f"{'run':<40} {'error':>7} {'AG/unit':>8} {'RS/unit':>8} {'bwd/unit':>9} {'(AG+RS)/bwd':>11} "
+          f"{'if AG exposed':>13}")
     strict: list[tuple[float, float]] = []
     try:
         for run in bench.load_runs():
             if run.get("engine") not in ("foundry", "fsdp") or "case" in run:
                 continue
             seen.clear()
-            spec = bench.model_from_dict(dict(run["spec"]), run["id"]) if "spec" in run else bench.load_model(run["model"])
+            spec = (bench.model_from_dict(dict(run["spec"]), run["id"]) if "spec" in run
+                    else bench.load_model(run["model"]))
             training, plan, cluster = bench._training(run), bench._plan(run), bench._cluster(run)
             est = estimate_split(spec, training, plan, cluster, world_size=run["gpus"])
             _zero, times, m, _tf, t_bwd = seen[-1]
@@ -127,11 +129,11 @@ def fsdp1() -> None:
             # the reading this check rules out: every backward AllGather exposed (m x L gathers)
             worse = (est.step.step_time_s + m * spec.layers * ag) / published - 1
             strict.append((abs(err), abs(worse)))
-            print(f"{run['id']:<40} {err:+7.1%} {1e3 * ag:6.2f}ms {1e3 * rs:6.2f}ms {1e3 * bwd:7.2f}ms {(ag + rs) / bwd:11.2f}"
-                  f" {worse:+13.1%}")
+            print(f"{run['id']:<40} {err:+7.1%} {1e3 * ag:6.2f}ms {1e3 * rs:6.2f}ms {1e3 * bwd:7.2f}ms "
+                  f"{(ag + rs) / bwd:11.2f} {worse:+13.1%}")
         n = len(strict)
-        print(f"mean |error| {100 * sum(a for a, _ in strict) / n:.1f} % -> {100 * sum(b for _, b in strict) / n:.1f} % "
-              f"with every backward AllGather exposed (n={n})")
+        before, after = (100 * sum(x[i] for x in strict) / n for i in (0, 1))
+        print(f"mean |error| {before:.1f} % -> {after:.1f} % with every backward AllGather exposed (n={n})")
     finally:
         evaluator.dp_zero.dp_exposure = real
 
