@@ -9,7 +9,12 @@ step. The token-drop twin of a dropless run (same model, layout and expert op co
 therefore bounds the cost the dropless run may be charged if both ran on the same host stack; the
 dropless run would need published step / ops per step to be wholly host-bound.
 
-    python benchmarks/bench_moe_host_ceiling.py [--only SUBSTRING]
+`--moe-perf` prices Megatron-LM's own MoE-layer benchmark cases (tests/functional_tests/test_cases/
+common/moe_perf: one MoELayer, TE grouped GEMM, force-balanced dropless routing, tp 1 ep 8, seq 4096,
+micro-batch 1, timed with CUDA events on DGX H100; baseline.json) with the planner's MoE MLP kernels
+and EP AllToAll, against the measured forward and backward milliseconds.
+
+    python benchmarks/bench_moe_host_ceiling.py [--only SUBSTRING] [--moe-perf]
 """
 
 from __future__ import annotations
@@ -47,10 +52,53 @@ def host_ceiling(run: dict) -> tuple[float, float, float] | None:
     return ops, published, published / ops * 1e6
 
 
+MOE_PERF_BF16 = {
+    # Megatron-LM tests/functional_tests/test_cases/common/moe_perf: test_cases.py MIXTRAL_PROXY /
+    # DEEPSEEK_PROXY (gated_linear_unit and add_bias_linear off, TransformerConfig defaults: gelu);
+    # baseline.json forward_ms / backward_ms of the *_a2a_tp1ep8_bf16 cases.
+    # name: (hidden, expert ffn, experts, top-k, shared ffn, router, groups, group top-k, fwd ms, bwd ms)
+    "mixtral_a2a_tp1ep8_bf16": (4096, 14336, 8, 2, 0, "softmax", 1, 1, 4.327, 7.684),
+    "deepseek_a2a_tp1ep8_bf16": (7168, 2048, 32, 8, 2048, "sigmoid", 8, 4, 7.119, 10.483),
+}
+
+
+def moe_perf() -> None:
+    """The planner's MoE MLP (router, permute, experts, unpermute, shared expert) and EP AllToAll of
+    one MoELayer against Megatron-LM's measured moe_perf baselines (module docstring)."""
+    from modelplan.comm.clusters import load_cluster
+    from modelplan.plan.experts import expert_capacity
+    from modelplan.plan.kernels import moe_mlp_kernels
+    from modelplan.specs.blocks import MoESpec
+    from modelplan.specs.training import TrainingSpec
+    from modelplan.specs.transformer import TransformerSpec
+
+    cluster, tokens, ep = load_cluster("dgx-h100"), 4096, 8
+    for name, (h, f, experts, k, shared, router, groups, group_k, fwd_ms, bwd_ms) in MOE_PERF_BF16.items():
+        moe = MoESpec(num_experts=experts, top_k=k, expert_ffn_hidden=f, shared_experts=1 if shared else 0,
+                      shared_expert_ffn_hidden=shared or None, router=router, router_groups=groups,
+                      router_group_top_k=group_k)
+        spec = TransformerSpec(layers=1, hidden=h, heads=8, kv_heads=8, ffn_hidden=f, vocab=32000,
+                               gated_mlp=False, activation="gelu", moe=moe)
+        ev = Evaluator(spec, TrainingSpec(global_batch=ep, seq_len=tokens, precision="bf16", framework="megatron"),
+                       cluster)
+        a2a = ev.block_terms(1, False, 1, "none", 1, ep).ep
+        gemms, ew = moe_mlp_kernels(ev.spec, 1, ep, tokens, 2, expert_capacity(tokens, ev.spec.moe, ev.capacity_factor))
+        r = ev.roofline
+        fwd = sum(r.gemm_time_s(g, 2) for g in gemms) + sum(r.elementwise_fwd_s(e) for e in ew) + a2a.fwd_s
+        bwd = sum(r.gemm_time_s(x, 2) for g in gemms for x in g.backward()) + sum(r.elementwise_bwd_s(e) for e in ew)
+        bwd += a2a.bwd_s
+        print(f"{name:28} measured fwd {fwd_ms:5.2f} bwd {bwd_ms:5.2f} ms; planner fwd {fwd * 1e3:5.2f} "
+              f"({fwd * 1e3 / fwd_ms - 1:+.0%}) bwd {bwd * 1e3:5.2f} ({bwd * 1e3 / bwd_ms - 1:+.0%}) ms")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="mbridge25", help="run ids containing this")
+    parser.add_argument("--moe-perf", action="store_true", help="Megatron-LM's moe_perf cases instead")
     args = parser.parse_args()
+    if args.moe_perf:
+        moe_perf()
+        return 0
     print(f"{'run':44} {'dropless':>8} {'ops/step':>9} {'published s':>11} {'ceiling us/op':>13}")
     for run in bench.load_runs():
         if args.only not in run["id"]:
