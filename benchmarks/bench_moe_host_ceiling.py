@@ -14,7 +14,13 @@ common/moe_perf: one MoELayer, TE grouped GEMM, force-balanced dropless routing,
 micro-batch 1, timed with CUDA events on DGX H100; baseline.json) with the planner's MoE MLP kernels
 and EP AllToAll, against the measured forward and backward milliseconds.
 
-    python benchmarks/bench_moe_host_ceiling.py [--only SUBSTRING] [--moe-perf]
+`--later` prices the same three models' later H100 rows of Megatron-Bridge's performance archive
+(docs/performance-summary-archive.md at 067f987, "26.02" to "26.04 NeMo Container") as variants of
+the 25.11 rows (the table's GBS, MBS, PP, VP, EP; the EP overlap and dispatcher from the recipe
+files at the matching tag: v0.3.0 = 26.02, v0.3.1 = 26.02.01, v0.4.x = 26.04): not bench rows, a
+check of which setting the errors follow.
+
+    python benchmarks/bench_moe_host_ceiling.py [--only SUBSTRING] [--moe-perf] [--later]
 """
 
 from __future__ import annotations
@@ -91,13 +97,52 @@ def moe_perf() -> None:
               f"({fwd * 1e3 / fwd_ms - 1:+.0%}) bwd {bwd * 1e3:5.2f} ({bwd * 1e3 / bwd_ms - 1:+.0%}) ms")
 
 
+LATER_ROWS = (
+    # (label, 25.11 row it varies, tokens/s/GPU published, overrides)
+    ("Qwen3-30B 26.02: pp 2 vp 12 mbs 1 GBS 1024 ep 8, EP overlap (v0.3.0: deepep)",
+     "mbridge2511_qwen3_30b_a3b_h100_fp8", 5113, dict(vpp=12, micro_batch=1, global_batch=1024)),
+    ("Qwen3-30B 26.02.01 as printed (same layout), no overlap (v0.3.1: hybridep)",
+     "mbridge2511_qwen3_30b_a3b_h100_fp8", 9058,
+     dict(vpp=12, micro_batch=1, global_batch=1024, ep_comm_overlap=False)),
+    ("Qwen3-30B 26.02.01 as v0.3.1's recipe: pp 1 ep 16, no overlap, hybridep",
+     "mbridge2511_qwen3_30b_a3b_h100_fp8", 9058,
+     dict(pp=1, vpp=1, schedule="1f1b", micro_batch=1, global_batch=1024, ep=16, dp=16, ep_comm_overlap=False)),
+    ("Qwen3-30B 26.04: pp 1 mbs 1 GBS 1024 ep 16, no overlap, hybridep",
+     "mbridge2511_qwen3_30b_a3b_h100_fp8", 8901,
+     dict(pp=1, vpp=1, schedule="1f1b", micro_batch=1, global_batch=1024, ep=16, dp=16, ep_comm_overlap=False)),
+    ("Qwen3-235B 26.04: GBS 8192, EP overlap", "mbridge2511_qwen3_235b_a22b_h100_fp8", 1686,
+     dict(global_batch=8192)),
+    ("GPT-OSS-120B 26.04: GBS 1280 (no EP overlap)", "mbridge2511_gpt_oss_120b_h100_bf16", 5810,
+     dict(global_batch=1280)),
+)
+
+
+def later() -> None:
+    """The later archive rows as variants of the 25.11 rows (module docstring)."""
+    runs = {r["id"]: r for r in bench.load_runs()}
+    for label, base, tokens_per_s, changes in LATER_ROWS:
+        run = {**runs[base], "id": base + "_later", "reported": {"tokens_per_s_per_gpu": tokens_per_s}}
+        changes = dict(changes)
+        features = dict(run.get("features", {}))
+        if "ep_comm_overlap" in changes:
+            features["ep_comm_overlap"] = changes.pop("ep_comm_overlap")
+        run.update(changes, features=features)
+        row = bench.price(run)
+        print(f"{label:80} published {row['published_s']:6.2f} s, predicted {row['predicted_s']:6.2f} s "
+              f"({row['time_error']:+.1%})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="mbridge25", help="run ids containing this")
     parser.add_argument("--moe-perf", action="store_true", help="Megatron-LM's moe_perf cases instead")
+    parser.add_argument("--later", action="store_true", help="the later H100 archive rows instead")
     args = parser.parse_args()
     if args.moe_perf:
         moe_perf()
+        return 0
+    if args.later:
+        later()
         return 0
     print(f"{'run':44} {'dropless':>8} {'ops/step':>9} {'published s':>11} {'ceiling us/op':>13}")
     for run in bench.load_runs():
