@@ -65,3 +65,29 @@ def test_overlap_saves_the_all_to_alls_of_all_but_one_micro_batch_without_pipeli
     assert sum(merged.step.terms().values()) == pytest.approx(merged.step.step_time_s)
     ev = Evaluator(spec, merged_t, ideal_cluster())
     assert ev.block_terms(1, False, 1, "none", 1, 16).ep.merged_s == pytest.approx(a2a)
+
+
+def test_interleaved_overlap_step_agrees_across_the_search_paths():
+    """pp 2, vpp 2 with the overlap (4 MoE blocks, 8 micro-batches): `evaluate`, `step_time_s`
+    and the search's `variant_times_s` give one step, which exceeds the plan's steady-state
+    pricing by exactly the unmerged term (Megatron's count on the critical rank), and the step's
+    terms still add up."""
+    from modelplan.plan.evaluator import PlanPoint
+
+    spec = mixtral_like(layers=4)
+    training = TrainingSpec(global_batch=8 * 8, seq_len=1024, ep_comm_overlap=True)
+    plan = Plan(dp=8, ep=8, pp=2, vpp=2, schedule="interleaved", micro_batch=1)
+    ev = Evaluator(spec, training, ideal_cluster())
+    point = PlanPoint.of(plan, training)
+    step = ev.evaluate(point).step
+    assert ev.step_time_s(point) == pytest.approx(step.step_time_s)
+    assert ev.variant_times_s(ev.context(point), point, [False], ["none"]) == pytest.approx([step.step_time_s])
+    stage, _, m, _ = ev.context(point)
+    crit = stage.terms.critical_rank
+    extra = unmerged_chunks(2, 2, crit, m) * stage.blocks[crit].moe_run / 2 * stage.moe.ep.merged_s
+    assert extra > 0
+    assert ev.ep_unmerged_s(point, stage, m) == pytest.approx(extra)
+    assert step.ep_comm_s == pytest.approx(m * stage.terms.ep_s + extra)
+    est = estimate_plan(spec, training, plan, ideal_cluster())
+    assert est.step.step_time_s == pytest.approx(step.step_time_s)
+    assert sum(est.step.terms().values()) == pytest.approx(step.step_time_s)
