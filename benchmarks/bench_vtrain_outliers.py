@@ -4,14 +4,11 @@ A probe, not a model: nothing in modelplan uses it. It reprices the vTrain runs 
 bench_published_runs' own pricing and prints the figures of the section "vTrain outliers at the
 source" of published_runs_model.md:
 
-1. `--softmax`: Megatron's fused scale-mask-softmax eligibility of every vTrain row. Rule of
-   microsoft/Megatron-DeepSpeed megatron/model/fused_softmax.py `FusedScaleMaskSoftmax.is_kernel_available`
-   (fp16/bf16 input, 16 < sk <= 4096, sq % 4 == 0, sk % 4 == 0, b np % 4 == 0 and, for the causal
-   mask, b np % batch_per_block == 0) with `get_batch_per_block` of
-   megatron/fused_kernels/scaled_masked_softmax.h (128 threads a block, a warp of min(32, 2^ceil(log2 sk))
-   threads, 2 rows a warp when 2^ceil(log2 sk) <= 128, else 1); and the older rule vTrain copied into
+1. `--softmax`: Megatron's fused scale-mask-softmax eligibility of every vTrain row: the rule of
+   microsoft/Megatron-DeepSpeed megatron/model/fused_softmax.py `is_kernel_available`, as
+   modelplan prices it (`modelplan.plan.fused_softmax.kernel_available`); and the older rule vTrain copied into
    its simulator (VIA-Research/vTrain f8dda84 src/model/fused_softmax.py: 16 < sk <= 2048,
-   sq % 4 == 0, b np % 4 == 0). A row that fails would run the unfused fp32 torch softmax.
+   sq % 4 == 0, b np % 4 == 0). A row that fails runs the fp32 torch softmax (priced since n17vtrain).
 2. `--excess`: the 3.6B pp-1 series by tp and micro-batch: (published - predicted) / micro-batches,
    and the published time per micro-batch, to test a host floor (the same host work per micro-batch
    at every tp: Megatron-DeepSpeed issues the same ops per layer at tp 2, 4, 8).
@@ -41,24 +38,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_published_runs as bench  # noqa: E402
 from modelplan.comm.clusters import load_cluster  # noqa: E402
 from modelplan.comm.cost import collective_time_s  # noqa: E402
+from modelplan.plan.fused_softmax import batch_per_block, kernel_available  # noqa: E402
 
 OUTLIERS = ("vtrain_3p6b_g64_t8_d8_p1_mb64", "vtrain_3p6b_g64_t8_d8_p1_mb2", "vtrain_39p1b_g512_t2_d16_p16_mb2",
             "vtrain_39p1b_g512_t2_d16_p16_mb3", "vtrain_39p1b_g512_t2_d32_p8_mb2", "vtrain_3p6b_g64_t4_d16_p1_mb2")
-
-
-def batch_per_block(sk: int) -> int:
-    """Rows one 128-thread block of Megatron's softmax kernel takes (scaled_masked_softmax.h)."""
-    pow2 = 1 << (sk - 1).bit_length()
-    warp = min(pow2, 32)
-    return (128 // warp) * (2 if pow2 <= 128 else 1)
-
-
-def fused_softmax_available(b: int, local_heads: int, sq: int, sk: int, causal: bool = True) -> bool:
-    """Megatron-DeepSpeed `is_kernel_available` for a float16 input (else the fp32 torch softmax)."""
-    batches = b * local_heads
-    if not (16 < sk <= 4096 and sq % 4 == 0 and sk % 4 == 0 and batches % 4 == 0):
-        return False
-    return batches % batch_per_block(sk) == 0 if causal else sq % batch_per_block(sk) == 0
 
 
 def fused_softmax_available_v1(b: int, local_heads: int, sq: int, sk: int) -> bool:
@@ -81,7 +64,8 @@ def softmax(runs: list[dict]) -> None:
     for r in runs:
         b, heads, s, tp = r["micro_batch"], r["spec"]["heads"], r["seq"], r["tp"]
         key = (b, heads // tp, s)
-        ok, ok_v1 = fused_softmax_available(b, heads // tp, s, s), fused_softmax_available_v1(b, heads // tp, s, s)
+        ok = kernel_available(b, heads // tp, s, s, float16=True, causal=True)
+        ok_v1 = fused_softmax_available_v1(b, heads // tp, s, s)
         if not (ok and ok_v1):
             fails.append(r["id"])
         if r["id"] in OUTLIERS and key not in seen:
