@@ -10,17 +10,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
+from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error
 from _hf_reference import hf_model, hf_numel
-from modelplan.cli import app
 from modelplan.count.flops import layer_forward_flops
 from modelplan.count.memory import kv_cache_bytes
 from modelplan.count.params import count_params
 from modelplan.errors import SpecError
 from modelplan.specs.hf import from_hf_config
-
-runner = CliRunner()
 
 TEXT = dict(model_type="gemma3n_text", hidden_size=32, num_hidden_layers=6, num_attention_heads=2,
             num_key_value_heads=1, head_dim=16, intermediate_size=48, vocab_size=101,
@@ -107,9 +104,7 @@ def test_kv_sharing_blocks_cache_nothing():
     ({**TEXT, "altup_num_inputs": 1}, r"altup_num_inputs: must be >= 2"),
 ])
 def test_bad_configs_are_one_line_errors(data, message):
-    with pytest.raises(SpecError, match=message) as exc:
-        from_hf_config(data, "config.json")
-    assert "\n" not in str(exc.value)
+    assert_one_line_error(data, message)
 
 
 def test_composite_refused_with_the_text_config_hint():
@@ -119,13 +114,4 @@ def test_composite_refused_with_the_text_config_hint():
 
 def test_cli_count_plan_and_verify(tmp_path):
     """count and plan --gpus 8 exit 0; verify refuses the side paths by name in one line."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(TEXT))
-    result = runner.invoke(app, ["count", str(path), "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["params"]["total"] == count_params(from_hf_config(TEXT)).total
-    result = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
-    assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["verify", str(path)])
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code != 0 and len(lines) == 1 and "altup" in lines[0] and "kv_shared_layers" in lines[0]
+    assert_count_plan_verify(tmp_path, TEXT, "altup", "kv_shared_layers")

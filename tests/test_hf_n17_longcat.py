@@ -11,16 +11,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
+from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error
 from _hf_reference import hf_model, hf_numel
-from modelplan.cli import app
 from modelplan.count.flops import layer_forward_flops
 from modelplan.count.params import count_params
-from modelplan.errors import SpecError
 from modelplan.specs.hf import from_hf_config
-
-runner = CliRunner()
 
 TINY = dict(model_type="longcat_flash", hidden_size=32, num_layers=2, num_attention_heads=4, vocab_size=101,
             ffn_hidden_size=48, expert_ffn_hidden_size=16, n_routed_experts=6, zero_expert_num=3, moe_topk=3,
@@ -83,19 +79,8 @@ def test_active_parameters_count_the_expected_real_experts():
     ({**TINY, "moe_topk": 7}, r"moe.top_k \(7\) must not exceed moe.num_experts \(6\)"),
 ])
 def test_bad_configs_are_one_line_errors(data, message):
-    with pytest.raises(SpecError, match=message) as exc:
-        from_hf_config(data, "config.json")
-    assert "\n" not in str(exc.value)
+    assert_one_line_error(data, message)
 
 
 def test_cli_count_plan_and_verify(tmp_path):
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(TINY))
-    result = runner.invoke(app, ["count", str(path), "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["params"]["total"] == count_params(from_hf_config(TINY)).total
-    result = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
-    assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["verify", str(path)])
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code != 0 and len(lines) == 1 and "moe.zero_experts" in lines[0] and "moe.shortcut" in lines[0]
+    assert_count_plan_verify(tmp_path, TINY, "moe.zero_experts", "moe.shortcut")

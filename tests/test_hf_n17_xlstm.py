@@ -8,19 +8,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
+from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error
 from _hf_reference import hf_model, hf_numel
-from modelplan.cli import app
 from modelplan.count.flops import layer_forward_flops
 from modelplan.count.memory import kv_cache_bytes
 from modelplan.count.params import count_params
-from modelplan.errors import SpecError
 from modelplan.plan.kernels import layer_kernels
 from modelplan.count.blocks import block_of
 from modelplan.specs.hf import from_hf_config
-
-runner = CliRunner()
 
 TINY = dict(model_type="xlstm", hidden_size=64, num_hidden_layers=2, num_heads=4, vocab_size=101, chunk_size=4)
 CASES = [
@@ -80,19 +76,8 @@ def test_state_cache_by_hand():
     ({**TINY, "ffn_round_up_to_multiple_of": 0}, r"ffn_round_up_to_multiple_of: must be >= 1"),
 ])
 def test_bad_configs_are_one_line_errors(data, message):
-    with pytest.raises(SpecError, match=message) as exc:
-        from_hf_config(data, "config.json")
-    assert "\n" not in str(exc.value)
+    assert_one_line_error(data, message)
 
 
 def test_cli_count_plan_and_verify(tmp_path):
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(TINY))
-    result = runner.invoke(app, ["count", str(path), "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["params"]["total"] == count_params(from_hf_config(TINY)).total
-    result = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
-    assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["verify", str(path)])
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code != 0 and len(lines) == 1 and "layer_types=mlstm" in lines[0]
+    assert_count_plan_verify(tmp_path, TINY, "layer_types=mlstm")

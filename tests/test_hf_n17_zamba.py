@@ -10,19 +10,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
+from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error
 from _hf_reference import hf_model, hf_numel
-from modelplan.cli import app
 from modelplan.count.blocks import block_of
 from modelplan.count.flops import count_flops, layer_forward_flops
 from modelplan.count.memory import activation_bytes_per_layer, count_memory, kv_cache_bytes
 from modelplan.count.params import count_params
-from modelplan.errors import SpecError
 from modelplan.specs.hf import from_hf_config
 from modelplan.specs.training import TrainingSpec
-
-runner = CliRunner()
 
 ZAMBA = dict(model_type="zamba", hidden_size=32, num_hidden_layers=8, num_attention_heads=4, num_key_value_heads=2,
              intermediate_size=48, vocab_size=101, n_mamba_heads=2, attn_layer_period=3, attn_layer_offset=1,
@@ -134,21 +130,10 @@ def test_block_kinds():
     ({**ZAMBA, "mamba_dt_rank": "big"}, r"mamba_dt_rank: expected an integer"),
 ])
 def test_bad_configs_are_one_line_errors(data, message):
-    with pytest.raises(SpecError, match=message) as exc:
-        from_hf_config(data, "config.json")
-    assert "\n" not in str(exc.value)
+    assert_one_line_error(data, message)
 
 
 @pytest.mark.parametrize("data", [ZAMBA, ZAMBA2], ids=["zamba", "zamba2"])
 def test_cli_count_plan_and_verify(tmp_path, data):
     """count and plan --gpus 8 exit 0; verify refuses the shared block by name in one line."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(data))
-    result = runner.invoke(app, ["count", str(path), "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["params"]["total"] == count_params(from_hf_config(data)).total
-    result = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
-    assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["verify", str(path)])
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code != 0 and len(lines) == 1 and "shared_block" in lines[0]
+    assert_count_plan_verify(tmp_path, data, "shared_block")

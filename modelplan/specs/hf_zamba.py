@@ -28,11 +28,7 @@ def _block_types(c: HFConfig, default: list[str] | None) -> list[str]:
             raise SpecError(f"{c.source}: layers_block_type: missing (the config class's default pattern has "
                             f"{len(default or [])} entries, num_hidden_layers is {layers})")
         names = default
-    unknown = sorted(set(names) - set(_NAMES))
-    if unknown:
-        raise SpecError(f"{c.source}: {key}: unsupported {unknown} (supported: {', '.join(_NAMES)})")
-    if len(names) != layers:
-        raise SpecError(f"{c.source}: {key}: {len(names)} entries for num_hidden_layers {layers}")
+    c.check_names(key, names, _NAMES, layers)
     return [_NAMES[name] for name in names]
 
 
