@@ -129,7 +129,7 @@ def recompute_notes(training: TrainingSpec, plan: Plan, chunk_layers: int) -> li
         elif rc.method == "uniform" and n > 1 and chunk_layers == 1:
             notes.append(f"chunks of 1 block: each group is one block; --layers-per-stage {n} executes groups of {n}")
     if rc.core_attn:
-        notes.append("selective recompute executed: the attention core's probabilities dropped after forward "
+        notes.append("attention core recomputed (core_attn): its probabilities dropped after forward "
                      "and recomputed from the kept Q, K, V before its backward")
     kept = unexecuted(training, plan)
     if kept is not None:
