@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 BASE: dict[str, list[str]] = {
     "count": ["count", "gpt2"],
     "presets": ["presets"],
-    "comm": ["comm", "all_reduce", "--size", "1M", "--ranks", "8"],
+    "comm": ["comm", "all_reduce", "--size", "1M", "--ranks", "8", "--cluster", "dgx-h100"],
     "calibrate": ["calibrate", "--backend", "sim", "-b", "1K", "-e", "2K", "-n", "1", "-w", "0"],
     "plan": ["plan", "gpt2", "--gpus", "8", "--batch", "64", "--seq", "256"],
     "verify": ["verify", "gpt2", "--max-ranks", "2", "--dp", "2", "--global-batch", "4", "--seq", "16"],
@@ -56,6 +56,7 @@ NUMBERS = ["-1", "0", "9" * 30, "1.5", "abc", "nan", "inf", "-inf", ""]
 WORDS = ["nope-unknown", "", "\x00", "nan"]
 FILES = ["missing", "folder", "empty", "binary", "bad_toml", "bad_json"]
 EXIT_INTERNAL = 70
+CLASSES = ("ok", "clean", "unclear", "crash", "hang", "half-written")
 
 
 @dataclass
@@ -145,7 +146,7 @@ def option_cases(command, files: dict[str, str], per_option: int) -> list[tuple[
                         argv[argv.index(short[0]) + 1] = value
                     else:
                         argv += [opt, value]
-                cases.append((argv, opt))
+                cases.append((argv, "|".join(param.opts)))
         for param in sub.params:  # the model/plan argument itself
             if param.param_type_name == "argument" and name in ("count", "plan", "verify", "serve", "export"):
                 pos = 1
@@ -248,15 +249,25 @@ def output_cases(files: dict[str, str]) -> list[tuple[list[str], str]]:
     return cases
 
 
-def names_it(text: str, broken: str) -> bool:
-    """The message names the broken option or field (with or without dashes, - or _)."""
+def names_it(text: str, broken: str, argv: list[str] | None) -> bool:
+    """The message names the broken option or field (any of its names `a|b`, with or without
+    dashes, - or _), or quotes the file it could not read."""
     low = text.lower()
-    key = broken.lstrip("-").lower()
-    variants = {key, key.replace("-", "_"), key.replace("_", "-"), key.replace("-", " "), key.replace("_", " ")}
-    return any(v and v in low for v in variants) or (broken.startswith("-") and broken in text)
+    for name in broken.split("|"):
+        key = name.lstrip("-").lower()
+        variants = {key, key.replace("-", "_"), key.replace("_", "-"), key.replace("-", " "), key.replace("_", " ")}
+        if any(len(v) > 1 and v in low for v in variants) or (name.startswith("-") and f"{name} " in text):
+            return True
+    return any(os.sep in a and Path(a).name in text for a in argv or ())
 
 
-def classify(runner, command, argv: list[str], broken: str, limit_s: float) -> Result:
+def leftovers(tmp: Path) -> list[str]:
+    """Temporary files a write left behind (an atomic write removes its temp file on failure)."""
+    return [str(p) for p in tmp.rglob("*.tmp")]
+
+
+def classify(runner, command, argv: list[str], broken: str, limit_s: float, files_named: bool) -> Result:
+    """Run one case; `files_named`: quoting the unreadable file counts as naming what is broken."""
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, limit_s)
     try:
@@ -285,7 +296,7 @@ def classify(runner, command, argv: list[str], broken: str, limit_s: float) -> R
         return Result("ok", argv, code, "", broken)
     errs = [ln for ln in text.splitlines() if ln.startswith("error:")]
     msg = errs[-1] if errs else text.strip()[-300:]
-    clear = len(errs) == 1 and names_it(msg, broken) if code == 2 else names_it(text, broken)
+    clear = len(errs) == 1 and names_it(msg, broken, argv if files_named else None) if code == 2 else names_it(text, broken, argv if files_named else None)
     return Result("clean" if clear else "unclear", argv, code, msg[:300], broken)
 
 
@@ -293,7 +304,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-option", type=int, default=6, help="hostile values per option")
     ap.add_argument("--limit-s", type=float, default=20.0, help="per-case time limit")
-    ap.add_argument("--show", nargs="*", default=["crash", "hang", "unclear"])
+    ap.add_argument("--show", nargs="*", default=["crash", "hang", "unclear", "half-written"],
+                    help="classes whose cases are printed (ok too, to review what was accepted)")
     ap.add_argument("--only", default="", help="only the cases whose argv contains this string")
     args = ap.parse_args()
 
@@ -318,7 +330,15 @@ def main() -> None:
             for argv, broken in cases:
                 if args.only and args.only not in " ".join(argv):
                     continue
-                res = classify(runner, command, argv, broken, args.limit_s)
+                res = classify(runner, command, argv, broken, args.limit_s, group != "hf")
+                left = leftovers(tmp)
+                if left:
+                    res = Result("half-written", argv, res.code, f"left {left}", broken)
+                    for p in left:
+                        os.unlink(p)
+                for key in ("missing",):  # an --output case may have created it: missing again
+                    if os.path.isfile(files[key]):
+                        os.unlink(files[key])
                 counts[group][res.cls] += 1
                 if res.cls in args.show:
                     shown.append((group, res))
@@ -329,8 +349,8 @@ def main() -> None:
     total = Counter()
     for group, c in counts.items():
         total.update(c)
-        print(f"{group:<9} " + "  ".join(f"{k}={c.get(k, 0)}" for k in ("ok", "clean", "unclear", "crash", "hang")))
-    print(f"{'total':<9} " + "  ".join(f"{k}={total.get(k, 0)}" for k in ("ok", "clean", "unclear", "crash", "hang"))
+        print(f"{group:<9} " + "  ".join(f"{k}={c.get(k, 0)}" for k in CLASSES))
+    print(f"{'total':<9} " + "  ".join(f"{k}={total.get(k, 0)}" for k in CLASSES)
           + f"  ({sum(total.values())} cases, {time.perf_counter() - t0:.0f} s)")
 
 
