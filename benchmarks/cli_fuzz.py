@@ -153,7 +153,7 @@ def option_cases(command, files: dict[str, str], per_option: int) -> list[tuple[
                 for value in [*(files[k] for k in FILES), "nope-unknown-preset", ""]:
                     argv = list(base)
                     argv[pos] = value
-                    cases.append((argv, param.name or "model"))
+                    cases.append((argv, f"{param.name}|model|preset|{value}"))  # naming the value names it
                 break
     return cases
 
