@@ -164,3 +164,18 @@ def test_unwritable_output_is_refused_and_nothing_written(command, tmp_path, whe
         assert sorted(p.name for p in tmp_path.rglob("*")) == before
     finally:
         ro.chmod(0o755)
+
+
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["serve", "llama-3-8b", "--gpus", "1", "--context"], "--context"),
+    (["serve", "llama-3-8b", "--gpus", "1", "--context", "4096", "--batch"], "--batch"),
+    (["serve", "llama-3-8b", "--gpus", "1", "--context", "4096", "--concurrency"], "--concurrency"),
+    (["serve", "llama-3-8b", "--gpus", "1", "--context", "4096", "--block-size"], "--block-size"),
+    (["comm", "all_reduce", "--size", "1M", "--cluster", "dgx-h100", "--ranks"], "--ranks"),
+    (["count", "gpt2", "--lora-rank"], "--lora-rank"),
+    (["count", "flan-t5-xl", "--decoder-seq"], "--decoder-seq"),
+])
+def test_absurdly_large_size_is_refused(command, argv, flag):
+    """10**30 tokens, sequences, ranks or LoRA rank (a typo) is refused naming the flag, not
+    silently priced (the limits of modelplan.specs.limits)."""
+    assert flag in refused(command, [*argv, "1" + "0" * 30])
