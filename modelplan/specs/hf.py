@@ -197,4 +197,9 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     if fields.get("position", "rotary") == "rotary" and "rope_theta" not in fields:
         fields["rope_theta"] = rope_theta(c, model_type)
     fields = {k: v for k, v in fields.items() if v is not None}
-    return validate_model(TransformerSpec, fields, source)
+    try:
+        return validate_model(TransformerSpec, fields, source)
+    except SpecError as exc:  # the spec's field names -> the config.json keys the user wrote
+        from modelplan.specs.hf_fields import hf_keys_named
+
+        raise SpecError(f"{exc}{hf_keys_named(str(exc), data)}") from None
