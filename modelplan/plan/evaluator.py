@@ -16,6 +16,11 @@ Every communication term prices the same calls the communication list holds
 with its neighbours is cached: block terms per (tp, sp, micro_batch, recompute, cp[, ep]),
 stages per that and the layout, DP per (tp, pp, dp, zero, sp, rank, ep, cp, layout), collective
 times per (op, bytes, group shape); the hot loop (`evaluate`) reads plain dicts.
+
+This module assembles the step; the `Evaluator`'s methods live by concept in
+`evaluator_blocks.py` (one block's terms), `evaluator_stages.py` (stages, splits, the pipeline),
+`evaluator_dp.py` (DP / ZeRO / HSDP and the optimizer), `evaluator_memory.py` (rank memory) and
+`evaluator_floors.py` (the search's lower bounds), each a mixin over the caches `__init__` makes.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from modelplan.plan.mechanisms import Mechanisms
 from modelplan.plan.placement import DEFAULT_ORDER, placed_shapes
 from modelplan.plan.stage_time import BlockTerms
 from modelplan.plan.rank_states import RankStates
-from modelplan.plan.stages import RankBlocks, split_layers
+from modelplan.plan.stages import RankBlocks
 from modelplan.plan.validate import padded_vocab, planning_spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
