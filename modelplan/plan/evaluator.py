@@ -40,10 +40,11 @@ from modelplan.plan.evaluator_floors import StepFloors
 from modelplan.plan.evaluator_memory import StageMemories
 from modelplan.plan.evaluator_stages import StageEntry, StagePricing  # noqa: F401  (StageEntry: re-exported)
 from modelplan.plan.results import StageMemory
-from modelplan.plan.parallel import dp_zero, pp as pp_mod
+from modelplan.plan.parallel import pp as pp_mod
 from modelplan.plan.mechanisms import Mechanisms
 from modelplan.plan.placement import DEFAULT_ORDER, placed_shapes
 from modelplan.plan.stage_time import BlockTerms
+from modelplan.plan.state_rates import state_rates
 from modelplan.plan.rank_states import RankStates
 from modelplan.plan.stages import RankBlocks
 from modelplan.plan.validate import padded_vocab, planning_spec
@@ -153,16 +154,12 @@ class Evaluator(BlockPricing, StagePricing, DpPricing, StageMemories, StepFloors
             self.software = self.software._replace(tp_comm_overlap=training.tp_comm_overlap)
         self.roofline = Roofline.of(cluster.accelerator, training.precision, self.cost, self.software.attention_kernels)
         self.pricer = CommPricer(cluster)
-        self.dtype_bytes, self.grad_bytes = training.dtype_bytes, training.grad_bytes
+        self.dtype_bytes, self.grad_bytes, self.state_bytes, self.opt_bytes = state_rates(training)
         # bytes per gradient element the data-parallel reduction moves (the engine's reduce dtype)
         self.dp_grad_bytes = 4 if self.software.reduce_in_fp32 and training.grad_dtype == "fp32" else self.dtype_bytes
         # DeepSpeed stages gradients in a reduce bucket and parameters in an all-gather bucket (ZeRO >= 1)
         self.bucket_bytes = self.software.dp_bucket_elements * (self.dp_grad_bytes + self.dtype_bytes)
         self._modes: dict[tuple, object] = {}
-        self.state_bytes = dp_zero.state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
-        self.opt_bytes = dp_zero.optimizer_bytes_per_param(
-            self.grad_bytes, self.state_bytes, self.dtype_bytes, training.uses_master_weights
-        )
         self.memory_bytes = cluster.accelerator.memory_capacity_bytes
         moe = self.spec.moe
         self.capacity_factor = planned_capacity_factor(moe) if moe is not None else None
