@@ -40,7 +40,7 @@ from modelplan.plan.evaluator_floors import StepFloors
 from modelplan.plan.evaluator_memory import StageMemories
 from modelplan.plan.evaluator_stages import StageEntry, StagePricing  # noqa: F401  (StageEntry: re-exported)
 from modelplan.plan.results import StageMemory
-from modelplan.plan.parallel import pp as pp_mod
+from modelplan.plan.parallel import ep as ep_mod, pp as pp_mod
 from modelplan.plan.mechanisms import Mechanisms
 from modelplan.plan.placement import DEFAULT_ORDER, placed_shapes
 from modelplan.plan.stage_time import BlockTerms
