@@ -5,7 +5,7 @@ Split out of `plan/evaluator.py`: each term is one module's (`compute.py` kernel
 
 from __future__ import annotations
 
-from modelplan.comm.ops import Axis, Collective
+from modelplan.comm.ops import Axis
 from modelplan.count.blocks import Block, mtp_block
 from modelplan.plan.block_mix import block_kinds, mean_terms, with_mtp
 from modelplan.plan.compute import kernel_times
@@ -160,16 +160,8 @@ class BlockPricing:
     def cp_seconds(self, tp: int, micro_batch: int, cp: int) -> cp_mod.CpSeconds:
         """One call of each context-parallel transfer of one block on the cp group's links."""
         kv, q = self.cp_block_bytes(tp, micro_batch, cp)
-        shape = self.shapes(tp, 1, 1, cp=cp)[Axis.CP]
-        dkv = cp_mod.dkv_bytes(kv, self.dtype_bytes, self.software.cp_fp32_merge)
-        price = self.pricer.time_s
-        return cp_mod.CpSeconds(
-            kv_send_s=self.pricer.p2p_time_s(kv, shape.crosses_nodes),
-            dkv_send_s=self.pricer.p2p_time_s(dkv, shape.crosses_nodes),
-            gather_s=price(Collective.ALL_GATHER, cp * kv, shape),
-            scatter_s=price(Collective.REDUCE_SCATTER, cp * kv, shape),
-            qkv_a2a_s=cp_mod.qkv_a2a_seconds(price, q, kv, shape),
-            out_a2a_s=price(Collective.ALL_TO_ALL, q, shape))
+        return cp_mod.cp_seconds(self.pricer, cp, kv, q, self.shapes(tp, 1, 1, cp=cp)[Axis.CP], self.dtype_bytes,
+                                 self.software.cp_fp32_merge)
 
     def boundary(self, tp: int, sp: bool, micro_batch: int, cp: int, scatter_gather: bool) -> tuple[int, int | None]:
         """(bytes sent, bytes the receiver all-gathers) of one stage-boundary tensor (`parallel/pp.py`; cached)."""
