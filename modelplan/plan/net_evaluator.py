@@ -35,13 +35,12 @@ from modelplan.plan.parallel.dp_zero import (
     dp_exposure,
     dp_seconds,
     unit_calls,
-    optimizer_bytes_per_param,
     state_bytes as model_state_bytes,
-    state_bytes_per_param,
 )
 from modelplan.plan.parallel.calls import RankCalls
 from modelplan.plan.parallel.pp import p2p_seconds, pipeline_time_s, replica_calls
 from modelplan.plan.stages import unit_replicas
+from modelplan.plan.state_rates import state_rates
 from modelplan.plan.net_cost import StageTime, boundary_bytes, stage_time
 from modelplan.plan.net_layout import StagePlan, describe_stages, network_stages
 from modelplan.plan.net_shard import net_unit_shards, rank_activations
@@ -97,10 +96,7 @@ class NetEvaluator(FamilyAxes):
         self.units = len(self.tree)
         self.roofline = Roofline.of(cluster.accelerator, training.precision, self.cost)
         self.pricer = CommPricer(cluster)
-        self.dtype_bytes, self.grad_bytes = training.dtype_bytes, training.grad_bytes
-        self.state_bytes = state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
-        self.opt_bytes = optimizer_bytes_per_param(self.grad_bytes, self.state_bytes, self.dtype_bytes,
-                                                   training.uses_master_weights)
+        self.dtype_bytes, self.grad_bytes, self.state_bytes, self.opt_bytes = state_rates(training)
         self.memory_bytes = cluster.accelerator.memory_capacity_bytes
         self.params = count_network_params(spec).total
         self.model_flops = float(count_network_flops(spec, training).model)

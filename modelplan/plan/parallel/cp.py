@@ -127,6 +127,20 @@ class CpSeconds(NamedTuple):
     """AllToAll of the attention output (equal to dO's)."""
 
 
+def cp_seconds(pricer, cp: int, kv: int, q: int, shape, act_bytes: int, torch_cp: bool) -> CpSeconds:
+    """One call of each context-parallel transfer of one block (K, V block `kv`, queries `q` bytes)
+    on the cp group's links (`shape`), priced by `pricer` (`plan/commcost.CommPricer`)."""
+    dkv = dkv_bytes(kv, act_bytes, torch_cp)
+    price = pricer.time_s
+    return CpSeconds(
+        kv_send_s=pricer.p2p_time_s(kv, shape.crosses_nodes),
+        dkv_send_s=pricer.p2p_time_s(dkv, shape.crosses_nodes),
+        gather_s=price(Collective.ALL_GATHER, cp * kv, shape),
+        scatter_s=price(Collective.REDUCE_SCATTER, cp * kv, shape),
+        qkv_a2a_s=qkv_a2a_seconds(price, q, kv, shape),
+        out_a2a_s=price(Collective.ALL_TO_ALL, q, shape))
+
+
 def qkv_a2a_seconds(price, q: int, kv: int, shape) -> float:
     """Seconds of Ulysses' three AllToAlls of Q, K and V (`cp_calls`), `price(op, bytes, shape)`."""
     return price(Collective.ALL_TO_ALL, q, shape) + 2 * price(Collective.ALL_TO_ALL, kv // 2, shape)
