@@ -1,0 +1,160 @@
+"""HF config mappers of 2026 decoders built on DeepSeek's multi-head latent attention (transformers
+5.24): glm_moe_dsa (GLM-5, DeepSeek-V3.2 blocks), mistral4 (Mistral 4, DeepSeek-V3 blocks with a
+softmax router) and sarvam_mla (Sarvam-105B, built as DeepseekV3ForCausalLM). Each reads its own
+config class's defaults, then maps through the DeepSeek mapper whose modules transformers reuses."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from modelplan.errors import SpecError
+from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_deepseek32 import DEEPSEEK32_MAPPERS
+from modelplan.specs.hf_moe import MOE_MAPPERS
+
+
+def _with_defaults(c: HFConfig, defaults: dict) -> HFConfig:
+    """`c` with its config class's defaults under every key it leaves out (the DeepSeek mapper's
+    own defaults are DeepSeek-V3's)."""
+    return HFConfig({**defaults, **c.data}, c.source, c.path, c.defaults)
+
+
+_GLM_MOE_DSA = {
+    "n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1, "moe_intermediate_size": 2048,
+    "routed_scaling_factor": 2.5, "kv_lora_rank": 512, "q_lora_rank": 2048, "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 192, "v_head_dim": 256, "n_group": 1, "topk_group": 1, "norm_topk_prob": True,
+    "first_k_dense_replace": 3, "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 32,
+    "rms_norm_eps": 1e-5, "max_position_embeddings": 202752, "topk_method": "noaux_tc",
+}
+"""GlmMoeDsaConfig defaults (configuration_glm_moe_dsa.py)."""
+
+
+def _glm_moe_dsa(c: HFConfig) -> dict:
+    """GLM-MoE-DSA (GlmMoeDsaForCausalLM, GLM-5): DeepSeek-V3.2 blocks (MLA with the lightning
+    indexer, sigmoid experts with a correction buffer, dense first blocks or mlp_layer_types).
+    Its `"shared"` indexer_types blocks reuse the previous block's top-k and hold no indexer, which
+    the spec (one indexer per block) cannot state: refused. The MTP block's weights are dropped on
+    load (_keys_to_ignore_on_load_unexpected), so none is counted."""
+    c = _with_defaults(c.renamed({"num_experts": "n_routed_experts"}), _GLM_MOE_DSA)
+    kinds = c.texts("indexer_types", None)
+    pattern = c.data.get("index_topk_pattern")
+    freq = c.integer("index_topk_freq", 1)
+    if kinds is None and isinstance(pattern, str):
+        kinds = ["shared" if ch == "S" else "full" for ch in pattern]
+    elif kinds is None and freq > 1:
+        offset = c.integer("index_skip_topk_offset", 2)  # GlmMoeDsaConfig.__post_init__
+        kinds = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(c.size("num_hidden_layers"))]
+    if kinds is not None and "shared" in kinds:
+        raise SpecError(f"{c.source}: indexer_types: 'shared' blocks (top-k reused from the previous block, no "
+                        f"indexer of their own) are not modelled for glm_moe_dsa")
+    return DEEPSEEK32_MAPPERS["deepseek_v32"](HFConfig({**c.data, "num_nextn_predict_layers": 0}, c.source,
+                                                       c.path, c.defaults))
+
+
+_MISTRAL4 = {
+    "n_routed_experts": 128, "num_experts_per_tok": 4, "n_shared_experts": 1, "moe_intermediate_size": 2048,
+    "routed_scaling_factor": 1.0, "kv_lora_rank": 256, "q_lora_rank": 1024, "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 64, "v_head_dim": 128, "n_group": 1, "topk_group": 1, "norm_topk_prob": True,
+    "first_k_dense_replace": 0, "rms_norm_eps": 1e-6, "max_position_embeddings": 1048576,
+    "num_nextn_predict_layers": 0,
+}
+"""Mistral4Config defaults (configuration_mistral4.py); the class has no MTP layers."""
+
+
+def _mistral4(c: HFConfig) -> dict:
+    """Mistral 4 (Mistral4ForCausalLM, a DeepseekV3ForCausalLM): MLA blocks, dense first
+    first_k_dense_replace blocks, then routed + shared experts behind Mistral4TopkRouter: softmax
+    scores over all experts, top-k, renormalised (norm_topk_prob), x routed_scaling_factor, no
+    correction bias. With n_group > 1 it scores a group by the sum of its best two softmax scores,
+    which the spec's groups (best expert without a correction bias) do not: refused."""
+    c = _with_defaults(c.renamed({"num_local_experts": "n_routed_experts"}), _MISTRAL4)
+    groups = c.integer("n_group", 1)
+    if groups != 1:
+        raise SpecError(f"{c.source}: n_group: {groups} groups are not modelled for mistral4 (its "
+                        f"groups are scored by their best two softmax scores)")
+    fields = MOE_MAPPERS["deepseek_v3"](HFConfig({**c.data, "topk_method": "greedy", "scoring_func": "softmax"},
+                                                 c.source, c.path, c.defaults))
+    if fields.get("moe") is not None:
+        fields["moe"] = {**fields["moe"], "router": "softmax", "router_score_correction": False}
+    return fields
+
+
+_SARVAM_MLA = {
+    "n_routed_experts": 128, "num_experts_per_tok": 8, "n_shared_experts": 1, "moe_intermediate_size": 2048,
+    "routed_scaling_factor": 2.5, "kv_lora_rank": 512, "q_lora_rank": None, "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128, "v_head_dim": 128, "n_group": 1, "topk_group": 1, "norm_topk_prob": True,
+    "first_k_dense_replace": 1, "rms_norm_eps": 1e-6, "max_position_embeddings": 4096,
+    "num_nextn_predict_layers": 0,
+}
+"""SarvamMLAConfig defaults (configuration_sarvam_mla.py: a DeepseekV3Config whose checkpoints
+carry no MTP weights, num_mtp_layers 0)."""
+
+
+def _sarvam_mla(c: HFConfig) -> dict:
+    """Sarvam-MLA (built as DeepseekV3ForCausalLM): DeepSeek-V3 blocks, by default a plain q_proj
+    (q_lora_rank null) and one dense block."""
+    data = {**_SARVAM_MLA, **c.renamed({"num_experts": "n_routed_experts", "num_shared_experts": "n_shared_experts",
+                                        "num_mtp_layers": "num_nextn_predict_layers"}).data}
+    return MOE_MAPPERS["deepseek_v3"](HFConfig(data, c.source, c.path, c.defaults))
+
+
+N17NEW_MLA_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
+    "glm_moe_dsa": _glm_moe_dsa, "mistral4": _mistral4, "sarvam_mla": _sarvam_mla,
+}
+
+
+_HC = "manifold-constrained hyper-connections (attn_hc / ffn_hc: several residual streams mixed per block)"
+_HEAD_GATE = "a per-head sigmoid gate on the attention output (g_proj: Linear(hidden, heads))"
+
+N17NEW_UNMODELLED: dict[str, str] = {
+    "gemma4_text": "per-layer input embeddings (embed_tokens_per_layer, a gate and projection in every block), "
+                   "global blocks with wider heads than the sliding ones and optional MoE blocks beside the MLP",
+    "gemma4_unified_text": "Gemma 4's per-layer input embeddings and wider global-attention heads",
+    "gemma4": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its vision / audio towers",
+    "gemma4_unified": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its towers",
+    "gemma4_unified_assistant": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its towers",
+    "deepseek_v4": f"{_HC}, compressed sparse attention (a KV compressor with its own indexer) and a low-rank "
+                   "grouped output projection (o_a_proj / o_b_proj)",
+    "mistral_large4": "MLA blocks without a rope key on some blocks, an indexer over the hidden state with "
+                      "learned softmax scales and a learned rotary alpha",
+    "mistral_large4_text": "MLA blocks without a rope key on some blocks, an indexer over the hidden state with "
+                           "learned softmax scales and a learned rotary alpha",
+    "qwen4_exp_text": f"{_HC}, per-layer and n-gram embeddings and a compressed sparse-attention indexer",
+    "qwen4_exp": f"Qwen4-Exp's text model ({_HC}, per-layer and n-gram embeddings) and its vision tower",
+    "glm5_next": f"{_HC}, Kimi-style linear attention with a full-rank forget gate and a compressed indexer",
+    "glm5_next_text": f"{_HC}, Kimi-style linear attention with a full-rank forget gate and a compressed indexer",
+    "hy_v4": f"{_HC} and an indexer on some MLA blocks only",
+    "hy_v4_vl": f"Hunyuan 4's text model ({_HC}) and its vision tower",
+    "mimo_v2_flash": "value heads narrower than query/key heads and kv-head counts that differ between its "
+                     "sliding and full blocks",
+    "lfm3": _HEAD_GATE,
+    "lfm3_vl": f"LFM3's text model ({_HEAD_GATE}) and its vision tower",
+    "laguna": _HEAD_GATE,
+    "step3p5": _HEAD_GATE,
+    "step3p7": f"Step 3.7's text model ({_HEAD_GATE}) and its vision tower",
+    "zaya": "compressed convolutional attention (v_proj_current / v_proj_delayed, depthwise and grouped q/k "
+            "convs), an MLP router and learned residual scales",
+    "dots3_note_text": "MLA dimensions that differ from block to block, an indexer on some blocks only and a "
+                       "per-head attention gate",
+    "dots3_note": "dots.3's text model (per-block MLA dimensions, partial indexers) and its tower",
+    "inkling_text": "short convolutions on keys, values and both residual branches, and relative-logit biases",
+    "inkling2_text": "short convolutions on keys, values and both residual branches, attention-pooled block "
+                     "inputs and relative-position biases",
+    "inkling2_loop_text": "Inkling 2's short convolutions, attention-pooled block inputs and looped blocks",
+    "inkling_mm_model": "Inkling's text model (short convolutions, relative-logit biases) and its towers",
+    "inkling2": "Inkling 2's text model (short convolutions, attention-pooled inputs) and its tower",
+    "inkling2_loop": "Inkling 2's text model (short convolutions, looped blocks) and its tower",
+    "axk1": "a norm after the MLP on its MoE blocks only (post_mlp_layernorm)",
+    "axk2": "adaptive norms (an MLP inside each block's norms) and a gated query projection",
+    "bailing_hybrid": "linear attention with a full-rank per-channel forget gate beside MLA blocks with a "
+                      "per-head output gate",
+    "kimi_k25": "its MoonViT vision tower and projector",
+    "exaone4_5": "its vision tower and merger",
+    "minimax_m3_vl": "its vision tower and two-branch projector",
+}
+"""Refused 2026 model_types with the mechanism the spec does not express (transformers 5.24)."""
+
+N17NEW_TEXT_ONLY: dict[str, str] = {
+    "kimi_k25": "deepseek_v3", "exaone4_5": "exaone4", "minimax_m3_vl": "minimax_m3_vl_text",
+}
+"""Refused composites whose language model is supported as its own model_type."""
