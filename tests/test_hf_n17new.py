@@ -135,7 +135,7 @@ def test_hy_v3_moe_block_by_hand():
 
 @pytest.mark.parametrize(("data", "field"), [
     ({**CASES["glm_moe_dsa"], "indexer_types": ["full", "shared", "full", "shared"]}, "indexer_types"),
-    ({**CASES["glm_moe_dsa"], "index_topk_freq": 2}, "indexer_types"),
+    ({**CASES["glm_moe_dsa"], "index_topk_freq": 2}, "index_topk_freq / index_topk_pattern"),
     ({**CASES["mistral4"], "n_group": 2, "topk_group": 1}, "n_group"),
     ({**CASES["cohere2_moe"], "num_shared_experts": 1}, "shared_expert_combination_strategy"),
     ({**CASES["minimax_m3_vl_text"], "layer_types": ["full_attention", "minimax_m3_sparse"] * 2}, "layer_types"),

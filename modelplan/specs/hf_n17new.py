@@ -1,7 +1,6 @@
-"""HF config mappers of 2026 decoders built on DeepSeek's multi-head latent attention (transformers
-5.24): glm_moe_dsa (GLM-5, DeepSeek-V3.2 blocks), mistral4 (Mistral 4, DeepSeek-V3 blocks with a
-softmax router) and sarvam_mla (Sarvam-105B, built as DeepseekV3ForCausalLM). Each reads its own
-config class's defaults, then maps through the DeepSeek mapper whose modules transformers reuses."""
+"""HF config mapper of Mistral 4 (mistral4, transformers 5.24: DeepSeek-V3 blocks with a softmax
+router), read with its config class's defaults through the DeepSeek mapper whose modules
+transformers reuses, and the refused 2026 model_types with the mechanism each lacks."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_deepseek32 import DEEPSEEK32_MAPPERS
 from modelplan.specs.hf_moe import MOE_MAPPERS
 
 
@@ -17,38 +15,6 @@ def _with_defaults(c: HFConfig, defaults: dict) -> HFConfig:
     """`c` with its config class's defaults under every key it leaves out (the DeepSeek mapper's
     own defaults are DeepSeek-V3's)."""
     return HFConfig({**defaults, **c.data}, c.source, c.path, c.defaults)
-
-
-_GLM_MOE_DSA = {
-    "n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1, "moe_intermediate_size": 2048,
-    "routed_scaling_factor": 2.5, "kv_lora_rank": 512, "q_lora_rank": 2048, "qk_rope_head_dim": 64,
-    "qk_nope_head_dim": 192, "v_head_dim": 256, "n_group": 1, "topk_group": 1, "norm_topk_prob": True,
-    "first_k_dense_replace": 3, "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 32,
-    "rms_norm_eps": 1e-5, "max_position_embeddings": 202752, "topk_method": "noaux_tc",
-}
-"""GlmMoeDsaConfig defaults (configuration_glm_moe_dsa.py)."""
-
-
-def _glm_moe_dsa(c: HFConfig) -> dict:
-    """GLM-MoE-DSA (GlmMoeDsaForCausalLM, GLM-5): DeepSeek-V3.2 blocks (MLA with the lightning
-    indexer, sigmoid experts with a correction buffer, dense first blocks or mlp_layer_types).
-    Its `"shared"` indexer_types blocks reuse the previous block's top-k and hold no indexer, which
-    the spec (one indexer per block) cannot state: refused. The MTP block's weights are dropped on
-    load (_keys_to_ignore_on_load_unexpected), so none is counted."""
-    c = _with_defaults(c.renamed({"num_experts": "n_routed_experts"}), _GLM_MOE_DSA)
-    kinds = c.texts("indexer_types", None)
-    pattern = c.data.get("index_topk_pattern")
-    freq = c.integer("index_topk_freq", 1)
-    if kinds is None and isinstance(pattern, str):
-        kinds = ["shared" if ch == "S" else "full" for ch in pattern]
-    elif kinds is None and freq > 1:
-        offset = c.integer("index_skip_topk_offset", 2)  # GlmMoeDsaConfig.__post_init__
-        kinds = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(c.size("num_hidden_layers"))]
-    if kinds is not None and "shared" in kinds:
-        raise SpecError(f"{c.source}: indexer_types: 'shared' blocks (top-k reused from the previous block, no "
-                        f"indexer of their own) are not modelled for glm_moe_dsa")
-    return DEEPSEEK32_MAPPERS["deepseek_v32"](HFConfig({**c.data, "num_nextn_predict_layers": 0}, c.source,
-                                                       c.path, c.defaults))
 
 
 _MISTRAL4 = {
@@ -79,27 +45,8 @@ def _mistral4(c: HFConfig) -> dict:
     return fields
 
 
-_SARVAM_MLA = {
-    "n_routed_experts": 128, "num_experts_per_tok": 8, "n_shared_experts": 1, "moe_intermediate_size": 2048,
-    "routed_scaling_factor": 2.5, "kv_lora_rank": 512, "q_lora_rank": None, "qk_rope_head_dim": 64,
-    "qk_nope_head_dim": 128, "v_head_dim": 128, "n_group": 1, "topk_group": 1, "norm_topk_prob": True,
-    "first_k_dense_replace": 1, "rms_norm_eps": 1e-6, "max_position_embeddings": 4096,
-    "num_nextn_predict_layers": 0,
-}
-"""SarvamMLAConfig defaults (configuration_sarvam_mla.py: a DeepseekV3Config whose checkpoints
-carry no MTP weights, num_mtp_layers 0)."""
-
-
-def _sarvam_mla(c: HFConfig) -> dict:
-    """Sarvam-MLA (built as DeepseekV3ForCausalLM): DeepSeek-V3 blocks, by default a plain q_proj
-    (q_lora_rank null) and one dense block."""
-    data = {**_SARVAM_MLA, **c.renamed({"num_experts": "n_routed_experts", "num_shared_experts": "n_shared_experts",
-                                        "num_mtp_layers": "num_nextn_predict_layers"}).data}
-    return MOE_MAPPERS["deepseek_v3"](HFConfig(data, c.source, c.path, c.defaults))
-
-
 N17NEW_MLA_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
-    "glm_moe_dsa": _glm_moe_dsa, "mistral4": _mistral4, "sarvam_mla": _sarvam_mla,
+    "mistral4": _mistral4,  # replaces hf_deepseek_like's, which miscounts q_lora_rank null (tests/test_hf_n17new.py)
 }
 
 
