@@ -33,6 +33,8 @@ from modelplan.specs.hf_hybrid import HYBRID_MAPPERS
 from modelplan.specs.hf_llama import LLAMA_MAPPERS
 from modelplan.specs.hf_moe import MOE_MAPPERS
 from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
+from modelplan.specs.hf_n17new import N17NEW_MLA_MAPPERS, N17NEW_TEXT_ONLY, N17NEW_UNMODELLED
+from modelplan.specs.hf_n17new_more import N17NEW_MORE_MAPPERS
 from modelplan.specs.hf_other import OTHER_MAPPERS
 from modelplan.specs.hf_vision import VISION_MAPPERS, VISION_TEXT_MAPPERS
 from modelplan.specs.hf_zamba import ZAMBA_MAPPERS
@@ -51,6 +53,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **ROBERTA_MAPPERS, **DEEPSEEK_LIKE_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
+MAPPERS.update({**N17NEW_MLA_MAPPERS, **N17NEW_MORE_MAPPERS})  # 2026 families (hf_n17new*.py)
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its multimodal composite",
@@ -58,8 +61,9 @@ UNMODELLED: dict[str, str] = {
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
+UNMODELLED.update(N17NEW_UNMODELLED)  # 2026 families (hf_n17new.py)
 
-_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text"}
+_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text", **N17NEW_TEXT_ONLY}
 """Refused vision-language types whose text_config alone is supported (as its own model_type);
 the Qwen-VL / Qwen3.5, Llama 4, LLaVA, InternVL, Idefics3 and GLM-4V composites read whole
 (hf_vision.py), their text model_types still count the language model alone."""

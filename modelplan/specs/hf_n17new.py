@@ -1,0 +1,107 @@
+"""HF config mapper of Mistral 4 (mistral4, transformers 5.24: DeepSeek-V3 blocks with a softmax
+router), read with its config class's defaults through the DeepSeek mapper whose modules
+transformers reuses, and the refused 2026 model_types with the mechanism each lacks."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from modelplan.errors import SpecError
+from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_moe import MOE_MAPPERS
+
+
+def _with_defaults(c: HFConfig, defaults: dict) -> HFConfig:
+    """`c` with its config class's defaults under every key it leaves out (the DeepSeek mapper's
+    own defaults are DeepSeek-V3's)."""
+    return HFConfig({**defaults, **c.data}, c.source, c.path, c.defaults)
+
+
+_MISTRAL4 = {
+    "n_routed_experts": 128, "num_experts_per_tok": 4, "n_shared_experts": 1, "moe_intermediate_size": 2048,
+    "routed_scaling_factor": 1.0, "kv_lora_rank": 256, "q_lora_rank": 1024, "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 64, "v_head_dim": 128, "n_group": 1, "topk_group": 1, "norm_topk_prob": True,
+    "first_k_dense_replace": 0, "rms_norm_eps": 1e-6, "max_position_embeddings": 1048576,
+    "num_nextn_predict_layers": 0,
+}
+"""Mistral4Config defaults (configuration_mistral4.py); the class has no MTP layers."""
+
+
+def _mistral4(c: HFConfig) -> dict:
+    """Mistral 4 (Mistral4ForCausalLM, a DeepseekV3ForCausalLM): MLA blocks, dense first
+    first_k_dense_replace blocks, then routed + shared experts behind Mistral4TopkRouter: softmax
+    scores over all experts, top-k, renormalised (norm_topk_prob), x routed_scaling_factor, no
+    correction bias. With n_group > 1 it scores a group by the sum of its best two softmax scores,
+    which the spec's groups (best expert without a correction bias) do not: refused."""
+    c = _with_defaults(c.renamed({"num_local_experts": "n_routed_experts"}), _MISTRAL4)
+    groups = c.integer("n_group", 1)
+    if groups != 1:
+        raise SpecError(f"{c.source}: n_group: {groups} groups are not modelled for mistral4 (its "
+                        f"groups are scored by their best two softmax scores)")
+    fields = MOE_MAPPERS["deepseek_v3"](HFConfig({**c.data, "topk_method": "greedy", "scoring_func": "softmax"},
+                                                 c.source, c.path, c.defaults))
+    if fields.get("moe") is not None:
+        fields["moe"] = {**fields["moe"], "router": "softmax", "router_score_correction": False}
+    return fields
+
+
+N17NEW_MLA_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
+    "mistral4": _mistral4,  # replaces hf_deepseek_like's, which miscounts q_lora_rank null (tests/test_hf_n17new.py)
+}
+
+
+_HC = "manifold-constrained hyper-connections (attn_hc / ffn_hc: several residual streams mixed per block)"
+_HEAD_GATE = "a per-head sigmoid gate on the attention output (g_proj: Linear(hidden, heads))"
+
+N17NEW_UNMODELLED: dict[str, str] = {
+    "gemma4_text": "per-layer input embeddings (embed_tokens_per_layer, a gate and projection in every block), "
+                   "global blocks with wider heads than the sliding ones and optional MoE blocks beside the MLP",
+    "gemma4_unified_text": "Gemma 4's per-layer input embeddings and wider global-attention heads",
+    "gemma4": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its vision / audio towers",
+    "gemma4_unified": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its towers",
+    "gemma4_unified_assistant": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its towers",
+    "deepseek_v4": f"{_HC}, compressed sparse attention (a KV compressor with its own indexer) and a low-rank "
+                   "grouped output projection (o_a_proj / o_b_proj)",
+    "mistral_large4": "MLA blocks without a rope key on some blocks, an indexer over the hidden state with "
+                      "learned softmax scales and a learned rotary alpha",
+    "mistral_large4_text": "MLA blocks without a rope key on some blocks, an indexer over the hidden state with "
+                           "learned softmax scales and a learned rotary alpha",
+    "qwen4_exp_text": f"{_HC}, per-layer and n-gram embeddings and a compressed sparse-attention indexer",
+    "qwen4_exp": f"Qwen4-Exp's text model ({_HC}, per-layer and n-gram embeddings) and its vision tower",
+    "glm5_next": f"{_HC}, Kimi-style linear attention with a full-rank forget gate and a compressed indexer",
+    "glm5_next_text": f"{_HC}, Kimi-style linear attention with a full-rank forget gate and a compressed indexer",
+    "hy_v4": f"{_HC} and an indexer on some MLA blocks only",
+    "hy_v4_vl": f"Hunyuan 4's text model ({_HC}) and its vision tower",
+    "mimo_v2_flash": "value heads narrower than query/key heads and kv-head counts that differ between its "
+                     "sliding and full blocks",
+    "lfm3": _HEAD_GATE,
+    "lfm3_vl": f"LFM3's text model ({_HEAD_GATE}) and its vision tower",
+    "laguna": _HEAD_GATE,
+    "step3p5": _HEAD_GATE,
+    "step3p7": f"Step 3.7's text model ({_HEAD_GATE}) and its vision tower",
+    "zaya": "compressed convolutional attention (v_proj_current / v_proj_delayed, depthwise and grouped q/k "
+            "convs), an MLP router and learned residual scales",
+    "dots3_note_text": "MLA dimensions that differ from block to block, an indexer on some blocks only and a "
+                       "per-head attention gate",
+    "dots3_note": "dots.3's text model (per-block MLA dimensions, partial indexers) and its tower",
+    "inkling_text": "short convolutions on keys, values and both residual branches, and relative-logit biases",
+    "inkling2_text": "short convolutions on keys, values and both residual branches, attention-pooled block "
+                     "inputs and relative-position biases",
+    "inkling2_loop_text": "Inkling 2's short convolutions, attention-pooled block inputs and looped blocks",
+    "inkling_mm_model": "Inkling's text model (short convolutions, relative-logit biases) and its towers",
+    "inkling2": "Inkling 2's text model (short convolutions, attention-pooled inputs) and its tower",
+    "inkling2_loop": "Inkling 2's text model (short convolutions, looped blocks) and its tower",
+    "axk1": "a norm after the MLP on its MoE blocks only (post_mlp_layernorm)",
+    "axk2": "adaptive norms (an MLP inside each block's norms) and a gated query projection",
+    "bailing_hybrid": "linear attention with a full-rank per-channel forget gate beside MLA blocks with a "
+                      "per-head output gate",
+    "kimi_k25": "its MoonViT vision tower and projector",
+    "exaone4_5": "its vision tower and merger",
+    "minimax_m3_vl": "its vision tower and two-branch projector",
+}
+"""Refused 2026 model_types with the mechanism the spec does not express (transformers 5.24)."""
+
+N17NEW_TEXT_ONLY: dict[str, str] = {
+    "kimi_k25": "deepseek_v3", "exaone4_5": "exaone4", "minimax_m3_vl": "minimax_m3_vl_text",
+}
+"""Refused composites whose language model is supported as its own model_type."""
