@@ -35,12 +35,14 @@ from modelplan.specs.hf_moe import MOE_MAPPERS
 from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
 from modelplan.specs.hf_other import OTHER_MAPPERS
 from modelplan.specs.hf_vision import VISION_MAPPERS, VISION_TEXT_MAPPERS
+from modelplan.specs.hf_n17classic import CLASSIC_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
     **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS, **VISION_TEXT_MAPPERS, **LFM2_MAPPERS, **AFMOE_MAPPERS,
     **DEEPSEEK32_MAPPERS, **RECURRENT_GEMMA_MAPPERS, **MINIMAX_MAPPERS, **RWKV_MAPPERS,
+    **CLASSIC_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
 
