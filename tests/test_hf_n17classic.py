@@ -1,7 +1,8 @@
 """The BERT-like encoders of modelplan/specs/hf_n17classic.py (roberta, xlm-roberta, camembert,
 data2vec-text, roberta-prelayernorm, xlm-roberta-xl, megatron-bert): total parameters equal
 sum(p.numel()) of transformers 5.24's module built from a tiny config (the independent source),
-and `modelplan count` / `plan --gpus 8` run on the config.json."""
+and `modelplan count` / `plan --gpus 8` run on the config.json; ernie and the decoders openai-gpt,
+xglm, ctrl likewise; the refused classic types name their missing mechanism."""
 
 from __future__ import annotations
 
@@ -28,7 +29,19 @@ CLASSES = {"roberta": "Roberta", "xlm-roberta": "XLMRoberta", "camembert": "Came
 
 HEADS = ("Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification")
 
+CLASSES["ernie"] = "Ernie"
 CASES = [{**TINY, "model_type": t, "architectures": [p + h]} for t, p in CLASSES.items() for h in HEADS]
+
+DECODERS = {
+    "openai-gpt": dict(architectures=["OpenAIGPTLMHeadModel"], n_layer=2, n_embd=64, n_head=4, vocab_size=100,
+                       n_positions=40),
+    "xglm": dict(architectures=["XGLMForCausalLM"], num_layers=2, d_model=64, attention_heads=4, ffn_dim=96,
+                 vocab_size=100, max_position_embeddings=40),
+    "ctrl": dict(architectures=["CTRLLMHeadModel"], n_layer=2, n_embd=64, n_head=4, dff=96, vocab_size=100,
+                 n_positions=40),
+}
+"""Tiny configs of the GPT-style decoders, in each config class's own key names."""
+CASES += [{"model_type": t, **d} for t, d in DECODERS.items()]
 
 
 @pytest.mark.torch
@@ -38,13 +51,24 @@ def test_total_equals_transformers(data):
     assert count_params(from_hf_config(data)).total == hf_numel(data)
 
 
-@pytest.mark.parametrize("model_type", sorted(CLASSES))
-def test_count_and_plan_run(model_type, tmp_path):
+@pytest.mark.parametrize("data", [d for d in CASES if d["architectures"][0].endswith(("ForMaskedLM", "LMHeadModel", "CausalLM"))],
+                         ids=lambda d: d["model_type"])
+def test_count_and_plan_run(data, tmp_path):
     """`modelplan count` and `modelplan plan --gpus 8` succeed on the config.json."""
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({**TINY, "model_type": model_type,
-                                "architectures": [CLASSES[model_type] + "ForMaskedLM"]}))
+    path.write_text(json.dumps(data))
     result = runner.invoke(app, ["count", str(path), "--json"])
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("model_type, reason", [("roformer", "sinusoidal position table"),
+                                                ("bitnet", "ffn_sub_norm"), ("jetmoe", "mixture-of-attention")])
+def test_refused_types_name_the_mechanism(model_type, reason, tmp_path):
+    """A refused classic type exits non-zero with a one-line reason naming what is not modelled."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": model_type}))
+    result = runner.invoke(app, ["count", str(path)])
+    assert result.exit_code != 0
+    assert reason in result.output and "Traceback" not in result.output

@@ -35,7 +35,7 @@ from modelplan.specs.hf_moe import MOE_MAPPERS
 from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
 from modelplan.specs.hf_other import OTHER_MAPPERS
 from modelplan.specs.hf_vision import VISION_MAPPERS, VISION_TEXT_MAPPERS
-from modelplan.specs.hf_n17classic import CLASSIC_MAPPERS
+from modelplan.specs.hf_n17classic import CLASSIC_MAPPERS, CLASSIC_UNMODELLED
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -55,6 +55,7 @@ UNMODELLED: dict[str, str] = {
     "apertus1p5": "its multimodal composite",
     "longcat_flash": "zero-computation experts and its two-attention blocks",
     "gemma3n": "per-layer embeddings, AltUp and LAuReL blocks",
+    **CLASSIC_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
