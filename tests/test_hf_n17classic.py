@@ -2,7 +2,7 @@
 data2vec-text, roberta-prelayernorm, xlm-roberta-xl, megatron-bert): total parameters equal
 sum(p.numel()) of transformers 5.24's module built from a tiny config (the independent source),
 and `modelplan count` / `plan --gpus 8` run on the config.json; ernie and the decoders openai-gpt,
-xglm, ctrl likewise; the refused classic types name their missing mechanism."""
+xglm, ctrl and the llava_next_video / llava_onevision composites likewise; the refused classic types name their missing mechanism."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from _hf_reference import hf_numel
+from _hf_vision_cases import _CLIP, TEXT
 from modelplan.cli import app
 from modelplan.count.params import count_params
 from modelplan.specs.hf import from_hf_config
@@ -43,6 +44,12 @@ DECODERS = {
 """Tiny configs of the GPT-style decoders, in each config class's own key names."""
 CASES += [{"model_type": t, **d} for t, d in DECODERS.items()]
 
+_TOWERS = [dict(_CLIP, model_type="clip_vision_model"), dict(_CLIP, model_type="siglip_vision_model")]
+CASES += [{"model_type": t, "architectures": [a], "text_config": {**TEXT, "model_type": "qwen2"}, "vision_config": v}
+          for t, a in (("llava_next_video", "LlavaNextVideoForConditionalGeneration"),
+                       ("llava_onevision", "LlavaOnevisionForConditionalGeneration")) for v in _TOWERS]
+"""LLaVA-NeXT-Video / OneVision composites on a Qwen2 text model, CLIP and SigLIP towers."""
+
 
 @pytest.mark.torch
 @pytest.mark.parametrize("data", CASES, ids=[d["architectures"][0] for d in CASES])
@@ -51,7 +58,7 @@ def test_total_equals_transformers(data):
     assert count_params(from_hf_config(data)).total == hf_numel(data)
 
 
-@pytest.mark.parametrize("data", [d for d in CASES if d["architectures"][0].endswith(("ForMaskedLM", "LMHeadModel", "CausalLM"))],
+@pytest.mark.parametrize("data", [d for d in CASES if d["architectures"][0].endswith(("ForMaskedLM", "LMHeadModel", "CausalLM", "Generation"))],
                          ids=lambda d: d["model_type"])
 def test_count_and_plan_run(data, tmp_path):
     """`modelplan count` and `modelplan plan --gpus 8` succeed on the config.json."""

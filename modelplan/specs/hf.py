@@ -35,7 +35,7 @@ from modelplan.specs.hf_moe import MOE_MAPPERS
 from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
 from modelplan.specs.hf_other import OTHER_MAPPERS
 from modelplan.specs.hf_vision import VISION_MAPPERS, VISION_TEXT_MAPPERS
-from modelplan.specs.hf_n17classic import CLASSIC_MAPPERS, CLASSIC_UNMODELLED
+from modelplan.specs.hf_n17classic import CLASSIC_MAPPERS, CLASSIC_UNMODELLED, CLASSIC_VISION_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -44,7 +44,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **DEEPSEEK32_MAPPERS, **RECURRENT_GEMMA_MAPPERS, **MINIMAX_MAPPERS, **RWKV_MAPPERS,
     **CLASSIC_MAPPERS,
 }
-MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
+MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS}.items()})
 
 UNMODELLED: dict[str, str] = {
     "zamba": "a shared attention + MLP block (one set of weights reused by every hybrid layer, reading "

@@ -106,3 +106,17 @@ CLASSIC_UNMODELLED: dict[str, str] = {
                           "head's dense + LayerNorm transform before the decoder",
 }
 """Classic families transformers 5.24 ships that the spec cannot yet express exactly."""
+
+
+def _llava_newline(c: HFConfig, text_mappers: dict) -> dict:
+    """LLaVA-NeXT-Video / LLaVA-OneVision: LLaVA-NeXT's parameters (tower, two-layer projector,
+    image_newline); the video pooling (vision_resampler / bilinear resize) holds no weights."""
+    from modelplan.specs.hf_vision import VISION_MAPPERS
+
+    return VISION_MAPPERS["llava_next"](c, text_mappers)
+
+
+CLASSIC_VISION_MAPPERS: dict[str, Callable[[HFConfig, dict], dict]] = {
+    "llava_next_video": _llava_newline, "llava_onevision": _llava_newline,
+}
+"""Composites read whole, each taking the config and the text model_type -> mapper table."""
