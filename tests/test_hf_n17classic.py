@@ -2,7 +2,7 @@
 data2vec-text, roberta-prelayernorm, xlm-roberta-xl, megatron-bert): total parameters equal
 sum(p.numel()) of transformers 5.24's module built from a tiny config (the independent source),
 and `modelplan count` / `plan --gpus 8` run on the config.json; ernie and the decoders openai-gpt,
-xglm, ctrl and the llava_next_video / llava_onevision composites likewise; the refused classic types name their missing mechanism."""
+xglm, ctrl and the llava_next_video / llava_onevision / vipllava composites likewise; the refused classic types name their missing mechanism."""
 
 from __future__ import annotations
 
@@ -48,7 +48,12 @@ _TOWERS = [dict(_CLIP, model_type="clip_vision_model"), dict(_CLIP, model_type="
 CASES += [{"model_type": t, "architectures": [a], "text_config": {**TEXT, "model_type": "qwen2"}, "vision_config": v}
           for t, a in (("llava_next_video", "LlavaNextVideoForConditionalGeneration"),
                        ("llava_onevision", "LlavaOnevisionForConditionalGeneration")) for v in _TOWERS]
-"""LLaVA-NeXT-Video / OneVision composites on a Qwen2 text model, CLIP and SigLIP towers."""
+_VIP = dict(_CLIP, model_type="clip_vision_model", num_hidden_layers=12)  # deep enough for layers -11 and 6
+CASES += [{"model_type": "vipllava", "architectures": ["VipLlavaForConditionalGeneration"],
+           "text_config": {**TEXT, "model_type": "llama"}, "vision_config": _VIP, **extra}
+          for extra in ({}, {"vision_feature_layer": [-2, 0]}, {"vision_feature_layer": -2})]
+"""LLaVA-NeXT-Video / OneVision composites on a Qwen2 text model, CLIP and SigLIP towers; VipLLaVA
+with its default five feature layers, two, and one."""
 
 
 @pytest.mark.torch

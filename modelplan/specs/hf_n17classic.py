@@ -1,8 +1,8 @@
-"""HF config mappers of BERT-like encoders and small GPT-style decoders whose transformers 5.24 modules have BERT's parameter
-shapes: roberta, xlm-roberta, camembert, data2vec-text (RobertaEmbeddings' padding_idx and
+"""HF config mappers of classic families transformers 5.24 ships. BERT-shaped encoders: roberta, xlm-roberta, camembert, data2vec-text (RobertaEmbeddings' padding_idx and
 position offset change no count: max_position_embeddings rows, as in BertEmbeddings), and the
 pre-LN variants roberta-prelayernorm, xlm-roberta-xl, megatron-bert (final encoder LayerNorm),
-ernie; the decoders openai-gpt, xglm, ctrl."""
+ernie; the decoders openai-gpt, xglm, ctrl; the composites llava_next_video,
+llava_onevision, vipllava."""
 
 from __future__ import annotations
 
@@ -116,7 +116,23 @@ def _llava_newline(c: HFConfig, text_mappers: dict) -> dict:
     return VISION_MAPPERS["llava_next"](c, text_mappers)
 
 
+def _vipllava(c: HFConfig, text_mappers: dict) -> dict:
+    """VipLLaVA: LLaVA's tower and projector over the concatenated vision_feature_layer outputs
+    (class token dropped), with VipLlavaMultiModalProjector's LayerNorm before linear_1."""
+    from modelplan.specs.hf_vision import VISION_MAPPERS
+
+    layers = c.data.get("vision_feature_layer", c.data.get("vision_feature_layers", [-2, -5, -8, -11, 6]))
+    data = {**c.data, "vision_feature_layer": layers, "vision_feature_select_strategy": "default",
+            "multimodal_projector_bias": True}
+    fields = VISION_MAPPERS["llava"](HFConfig(data, c.source, c.path), text_mappers)
+    first = fields["vision"]["connector"][0]
+    norm = dict(name="projector_layernorm", kind="layernorm", in_features=first["in_features"], bias=True,
+                merge=1, copies=1, row_offset=first["row_offset"])
+    fields["vision"]["connector"] = [norm, *fields["vision"]["connector"]]
+    return fields
+
+
 CLASSIC_VISION_MAPPERS: dict[str, Callable[[HFConfig, dict], dict]] = {
-    "llava_next_video": _llava_newline, "llava_onevision": _llava_newline,
+    "llava_next_video": _llava_newline, "llava_onevision": _llava_newline, "vipllava": _vipllava,
 }
 """Composites read whole, each taking the config and the text model_type -> mapper table."""
