@@ -1,8 +1,18 @@
 """Model vs published nccl-tests bus bandwidth, one row per measurement, with the error.
 
-Run: python benchmarks/bench_comm_busbw.py [--algo auto|nccl|ring]
+Run: python benchmarks/bench_comm_busbw.py [--algo auto|nccl|ring] [--no-harness]
 Rows and sources: benchmarks/published_busbw.toml (from shared/reference/comm_hw.md §1.2).
 --algo prices the rows that ran NCCL's own choice; rows with a pinned `algo` (NVLS off) keep it.
+
+Harness: a row's `harness` names how it was timed. nccl-tests (the default) launches `iters`
+(20) calls back to back and divides one wall-clock interval by them (src/common.cu BenchTime), so
+the host's launch of each call overlaps the previous call's kernel and is not added. The
+"torch-blocking" rows (stas00/ml-engineering network/benchmarks/all_reduce_bench.py) time each
+call alone: barrier, record an event on an idle stream, dist.all_reduce, record, synchronize; the
+interval then holds the host-side launch (ProcessGroupNCCL, ncclAllReduce enqueue, kernel launch)
+as well as the collective. That per-call term has no published value: it is fitted here as the
+mean measured-minus-model time of the harness's rows marked `fit_harness` (all in-sample) and
+added to every row of that harness; --no-harness leaves it out.
 """
 
 from __future__ import annotations
@@ -16,7 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout uninstalled
 
 from modelplan.comm.clusters import load_cluster  # noqa: E402
-from modelplan.comm.cost import collective_cost, collective_time_s  # noqa: E402
+from modelplan.comm.bandwidth import busbw_factor  # noqa: E402
+from modelplan.comm.cost import CollectiveCost, collective_cost, collective_time_s  # noqa: E402
+from modelplan.comm.ops import parse_collective  # noqa: E402
 from modelplan.comm.sizes import format_size, parse_size  # noqa: E402
 from modelplan.comm.topology import cluster_links  # noqa: E402
 
@@ -29,18 +41,46 @@ def load_rows() -> list[dict]:
         return tomllib.load(fh)["row"]
 
 
-def model_busbw(row: dict, algo: str = "auto") -> tuple[float, str]:
-    """(busbw GB/s, algorithm) the model gives for one published row."""
+ROW_INTER = {"inter_bandwidth_gbps": "bandwidth_gbps", "inter_protocols": "nccl_protocols",
+             "inter_net_latency_us": "nccl_net_latency_us"}
+"""Row keys that override the preset's inter-node link, and the Link field each sets."""
+
+
+def model_cost(row: dict, algo: str = "auto") -> CollectiveCost:
+    """The model's cost of one published row (the preset with the row's link overrides)."""
     cluster = load_cluster(row["cluster"])
-    if "inter_bandwidth_gbps" in row:
-        inter = cluster.inter.model_copy(update={"bandwidth_gbps": row["inter_bandwidth_gbps"]})
-        cluster = cluster.model_copy(update={"inter": inter})
-    if "inter_protocols" in row:
-        inter = cluster.inter.model_copy(update={"nccl_protocols": tuple(row["inter_protocols"])})
-        cluster = cluster.model_copy(update={"inter": inter})
-    cost = collective_cost(row["op"], parse_size(row["size"]), row["ranks"], None, cluster, algo)
+    update = {field: row[key] for key, field in ROW_INTER.items() if key in row}
+    if update:
+        cluster = cluster.model_copy(update={"inter": cluster.inter.model_copy(update=update)})
+    return collective_cost(row["op"], parse_size(row["size"]), row["ranks"], None, cluster, algo)
+
+
+def model_busbw(row: dict, algo: str = "auto", harness_s: float = 0.0) -> tuple[float, str]:
+    """(busbw GB/s, algorithm) the model gives for one published row, `harness_s` added to its
+    time (the per-call term of the row's timing harness)."""
+    cost = model_cost(row, algo)
     proto = getattr(cost, "protocol", "")
-    return cost.busbw_gbps, cost.algo.value + (f"/{proto}" if proto else "")
+    busbw = cost.busbw_gbps * cost.time_s / (cost.time_s + harness_s) if cost.time_s else 0.0
+    return busbw, cost.algo.value + (f"/{proto}" if proto else "")
+
+
+def measured_time_s(row: dict) -> float:
+    """The published row's time per call: size x busbw factor / busbw (nccl-tests PERFORMANCE.md)."""
+    op = parse_collective(row["op"])
+    return parse_size(row["size"]) * busbw_factor(op, row["ranks"]) / (row["busbw_gbps"] * 1e9)
+
+
+def harness_terms(rows: list[dict], algo: str = "auto") -> dict[str, tuple[float, int]]:
+    """Per harness: (seconds added to each call, rows fitted), the mean measured - model time of
+    its `fit_harness` rows (which must be in-sample)."""
+    gaps: dict[str, list[float]] = {}
+    for row in rows:
+        if row.get("fit_harness"):
+            if row.get("sample") != "in":
+                raise SystemExit(f"row '{row['label']}' {row['size']}: fit_harness needs sample = \"in\"")
+            gap = measured_time_s(row) - model_cost(row, row.get("algo", algo)).time_s
+            gaps.setdefault(row.get("harness", "nccl-tests"), []).append(gap)
+    return {h: (max(0.0, sum(g) / len(g)), len(g)) for h, g in gaps.items()}
 
 
 def band(nbytes: int) -> str:
@@ -64,12 +104,18 @@ def band_summary(rows: list[tuple[dict, float]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--algo", default="auto")
+    parser.add_argument("--no-harness", action="store_true", help="leave out the fitted harness term")
     args = parser.parse_args()
+    rows = load_rows()
+    terms = {} if args.no_harness else harness_terms(rows, args.algo)
+    for name, (term_s, n) in sorted(terms.items()):
+        print(f"harness {name}: +{term_s * 1e6:.1f} us per call (fitted on {n} in-sample rows)")
     print(f"{'measurement':<48} {'size':>8} {'ranks':>5} {'published':>9} {'model':>8} "
           f"{'error':>7}  algo  (check)")
     errors, every = [], []
-    for row in load_rows():
-        model, algo = model_busbw(row, row.get("algo", args.algo))
+    for row in rows:
+        harness_s = terms.get(row.get("harness", "nccl-tests"), (0.0, 0))[0]
+        model, algo = model_busbw(row, row.get("algo", args.algo), harness_s)
         err = model / row["busbw_gbps"] - 1
         every.append((row, err))
         if row["check"]:

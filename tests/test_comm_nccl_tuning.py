@@ -136,3 +136,88 @@ def test_tree_time_never_drops_at_a_correction_boundary():
     sizes = [3 * 2**20 + 1, 4 * 2**20, 6 * 2**20, 8 * 2**20]
     times = [collective_time_s(Collective.ALL_REDUCE, n, 32, 4, links, Algo.TREE) for n in sizes]
     assert times == sorted(times)
+
+
+# NCCL net plugin latency (tuning.cc ncclTopoTuneModel: interLat = hwLat[NET][algo][proto] +
+# graph latencyInter, + latencyInter again for Simple, "the flush extra latency"; the plugin's
+# ncclNetProperties.latency: net_ib 0, aws-ofi-nccl src/platform-aws.cpp 35 us on p5en / p6-b200).
+B200 = load_cluster("dgx-b200")
+EFA_US = 35.0
+
+
+def _efa_links(net_latency_us=EFA_US, protocols=("ll", "ll128", "simple")):
+    inter = B200.inter.model_copy(update={"nccl_net_latency_us": net_latency_us, "nccl_protocols": protocols})
+    return cluster_links(B200.model_copy(update={"inter": inter}))
+
+
+def test_tree_network_hop_carries_the_plugin_latency():
+    """4 nodes x 8 B200, tree AllReduce: base + 2((g-1) hwLat[NVLINK][tree] + log2(4) interLat).
+    Simple: 8.4 + 2(7 x 4.0 + 2 x (14 + 2 x 35)) = 400.4 us; LL: 6.8 + 2(7 x 0.6 + 2 x (5.0 + 35))
+    = 175.2 us; LL128: 14.0 + 2(7 x 1.25 + 2 x (8.5 + 35)) = 205.5 us (tuning.cc baseLat, hwLat)."""
+    t = _table(Collective.ALL_REDUCE, 32, 8, links=_efa_links(), net_lat_us=EFA_US)
+    assert t[Algo.TREE, "simple"].lat_s == pytest.approx(400.4e-6)
+    assert t[Algo.TREE, "ll"].lat_s == pytest.approx(175.2e-6)
+    assert t[Algo.TREE, "ll128"].lat_s == pytest.approx(205.5e-6)
+
+
+def test_ring_inter_steps_carry_the_plugin_latency():
+    """4 nodes x 8 B200 (p 32), ring AllReduce: base + (2(p-1) - 2(k-1)) max(hwLat[NVLINK], netOverhead)
+    + 2(k-1) interLat. Simple: 8.4 + 56 x max(3.4, 3 x 1.0) + 6 x (14 + 70) = 702.8 us; LL: 6.6 + 56 x
+    max(0.6, 1.0) + 6 x (2.7 + 35) = 288.8 us (tuning.cc; getNetOverhead Intel x86 1 us, x3 Simple)."""
+    t = _table(Collective.ALL_REDUCE, 32, 8, links=_efa_links(), net_lat_us=EFA_US)
+    assert t[Algo.RING, "simple"].lat_s == pytest.approx(702.8e-6)
+    assert t[Algo.RING, "ll"].lat_s == pytest.approx(288.8e-6)
+
+
+def test_infiniband_reports_no_plugin_latency():
+    """A preset's network leaves nccl_net_latency_us at 0 (net_ib init.cc: props->latency = 0), so
+    cost.py prices 4 x 8 B200 tree Simple at 8.4 + 2(7 x 4.0 + 2 x 14) = 120.4 us, and with EFA's
+    35 us at 400.4 us (previous test)."""
+    ib = collective_cost("all_reduce", 64 * 1024, 32, 8, cluster_links(B200), "tree")
+    efa = collective_cost("all_reduce", 64 * 1024, 32, 8, _efa_links(protocols=("simple",)), "tree")
+    assert cluster_links(B200).net_latency_s == 0.0
+    tree_bw = _table(Collective.ALL_REDUCE, 32, 8, links=cluster_links(B200))[Algo.TREE, "simple"]
+    assert ib.protocol == "ll"  # IB carries LL: 6.8 + 2(7 x 0.6 + 2 x 5.0) = 35.2 us + n / bw
+    assert efa.time_s - (400.4e-6 + 64 * 1024 / (0.6 * tree_bw.algbw_Bps)) == pytest.approx(0, abs=1e-12)
+
+
+def test_broadcast_across_nodes_reads_the_ring_hop_without_plugin_latency():
+    """Ring Broadcast across nodes: base + hwLat[NET][ring] (tuning.cc adds `lat`, not interLat, and
+    reads no tree row for one GPU per node): LL 6.6 + 2.7 = 9.3 us whatever the plugin reports."""
+    for net in (0.0, EFA_US):
+        t = _table(Collective.BROADCAST, 4, 1, links=_efa_links(net), net_lat_us=net)
+        assert t[Algo.RING, "ll"].lat_s == pytest.approx(9.3e-6)
+
+
+def test_pat_reads_the_plugin_latency_through_the_tree_network_hop():
+    """PAT AllGather, 8 nodes x 1 GPU: 8.0 + log2(8) x (14 + 2 x 35) / 3.5 + 2.8 x 8 = 102.4 us."""
+    pat = _table(Collective.ALL_GATHER, 8, 1, links=_efa_links(), net_lat_us=EFA_US)[Algo.PAT, "simple"]
+    assert pat.lat_s == pytest.approx(102.4e-6)
+
+
+def test_tree_correction_table_is_masters_24_entries():
+    """tuning.cc treeCorrectionFactor[3][24]; the 24th (index 23: LL 1.0, LL128 1.0, Simple .9) is read
+    only for NVLSTree, so tree AllReduce at 512 MiB (log2(2^29 / 64) = 23) takes no correction."""
+    from modelplan.comm.nccl_tuning import TREE_CORRECTION
+    assert [len(row) for row in TREE_CORRECTION] == [24, 24, 24]
+    assert [row[23] for row in TREE_CORRECTION] == [1.0, 1.0, 0.9]
+    tree = _table(Collective.ALL_REDUCE, 128, 8)[Algo.TREE, "simple"]
+    assert tree.time_s(2**29) == pytest.approx(176.4e-6 + 2**29 / tree.algbw_Bps)
+
+
+def test_a_negative_plugin_latency_is_refused():
+    from pydantic import ValidationError
+    with pytest.raises(ValidationError, match="nccl_net_latency_us"):
+        type(B200.inter)(**{**B200.inter.model_dump(), "nccl_net_latency_us": -1.0})
+
+
+def test_send_recv_across_efa_nodes_pays_the_plugin_latency_as_simple():
+    """Send/Recv between nodes (alpha-beta send_recv_direct): call 8.4 + network hop 14 (the
+    preset's tuning.cc Simple NET hop) + 2 x 35 (interLat for Simple adds latencyInter twice)
+    = 92.4 us + n / (50 x 0.94 GB/s); over InfiniBand (0) 22.4 us + n / be."""
+    n = 1 << 20
+    be = 50e9 * 0.94
+    efa = collective_time_s("send_recv", n, 2, 1, _efa_links())
+    ib = collective_time_s("send_recv", n, 2, 1, cluster_links(B200))
+    assert efa == pytest.approx(92.4e-6 + n / be)
+    assert ib == pytest.approx(22.4e-6 + n / be)

@@ -21,12 +21,32 @@ CHECKED = [r for r in ROWS if r["check"]]
 TOLERANCE = 0.15
 
 
+# a row's overrides of the preset's inter-node link (fewer NICs, EFA's protocols and plugin latency)
+ROW_INTER = {"inter_bandwidth_gbps": "bandwidth_gbps", "inter_protocols": "nccl_protocols",
+             "inter_net_latency_us": "nccl_net_latency_us"}
+
+
 def _busbw(row: dict, algo: str) -> float:
     cluster = load_cluster(row["cluster"])
-    if "inter_bandwidth_gbps" in row:  # a box with fewer NICs than the preset
-        inter = cluster.inter.model_copy(update={"bandwidth_gbps": row["inter_bandwidth_gbps"]})
-        cluster = cluster.model_copy(update={"inter": inter})
+    update = {field: row[key] for key, field in ROW_INTER.items() if key in row}
+    if update:
+        cluster = cluster.model_copy(update={"inter": cluster.inter.model_copy(update=update)})
     return collective_cost(row["op"], parse_size(row["size"]), row["ranks"], None, cluster, algo).busbw_gbps
+
+
+def test_harness_terms_are_fitted_on_in_sample_rows_only():
+    """Every `fit_harness` row is marked in-sample, so the out-of-sample rows test the fitted
+    per-call terms (benchmarks/bench_comm_busbw.py harness_terms)."""
+    fitting = [r for r in ROWS if r.get("fit_harness")]
+    assert fitting and all(r.get("sample") == "in" for r in fitting)
+    assert {r.get("harness", "nccl-tests") for r in fitting} == {"nccl-tests", "torch-blocking"}
+
+
+def test_efa_rows_carry_the_aws_plugin_latency():
+    """The rows measured over AWS EFA (p5en, p6-b200) carry aws-ofi-nccl's reported net latency,
+    35 us (aws/aws-ofi-nccl src/platform-aws.cpp, platform entry "p5en/p6-b200")."""
+    efa = [r for r in ROWS if r["label"].startswith(("4 nodes x 8 B200", "4 nodes x 8 H200 (p5en"))]
+    assert len(efa) == 8 and {r.get("inter_net_latency_us") for r in efa} == {35.0}
 
 
 def test_the_issue_rows_are_present():
@@ -58,3 +78,35 @@ def test_auto_matches_published_busbw(row):
     """auto (any modelled algorithm, or the row's pinned one) is within 15% of the shipped presets'
     measurements too."""
     assert _busbw(row, row.get("algo", "auto")) == pytest.approx(row["busbw_gbps"], rel=TOLERANCE)
+
+
+def _bench():
+    import importlib.util
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_comm_busbw.py"
+    spec = importlib.util.spec_from_file_location("bench_comm_busbw", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_harness_term_is_the_mean_gap_of_its_fit_rows():
+    """Two in-sample rows measured 10 us and 30 us slower than the model fit a 20 us term: busbw
+    back-solved from time = model + gap (size x 2(p-1)/p / busbw, nccl-tests PERFORMANCE.md)."""
+    bench = _bench()
+    rows = []
+    for gap_s in (10e-6, 30e-6):
+        row = {"label": "t", "cluster": "dgx-h100", "op": "all_reduce", "ranks": 8, "size": "1M",
+               "busbw_gbps": 1.0, "sample": "in", "fit_harness": True, "harness": "h"}
+        model_s = bench.model_cost(row).time_s
+        row["busbw_gbps"] = 2**20 * 2 * 7 / 8 / (model_s + gap_s) / 1e9
+        rows.append(row)
+    (term_s, n), = bench.harness_terms(rows).values()
+    assert (term_s, n) == (pytest.approx(20e-6), 2)
+
+
+def test_a_harness_fit_row_must_be_in_sample():
+    bench = _bench()
+    row = {"label": "t", "cluster": "dgx-h100", "op": "all_reduce", "ranks": 8, "size": "1M",
+           "busbw_gbps": 1.0, "sample": "out", "fit_harness": True}
+    with pytest.raises(SystemExit, match="fit_harness needs sample"):
+        bench.harness_terms([row])

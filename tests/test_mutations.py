@@ -292,7 +292,8 @@ def _activations_never_freed(inj: Injector) -> None:
         def forward(self, st, p, x, mb):
             out, cache = original(self, st, p, x, mb)
             key = (id(self), st.index)
-            block = cache["blocks"][0]  # the first block's cache holds on to the previous micro-batch's
+            _, _, kept = cache["blocks"][0]  # (layers, checkpoint, kept): no recompute keeps the block caches
+            block = kept[0]  # the first block's cache holds on to the previous micro-batch's
             block["_earlier"], last[key] = last.get(key), cache
             return out, cache
         return forward

@@ -259,9 +259,9 @@ def test_ep_comm_overlap_exposes_only_what_the_all_to_alls_exceed_of_the_block_c
 
 
 def test_overlapped_keeps_the_excess_split_as_before():
-    """2 s forward + 2 s backward of AllToAll against 3 s of compute: 1 s stays, 0.5 s each way;
-    against 5 s nothing stays."""
+    """2 s forward + 2 s backward of AllToAll against 3 s of compute: 1 s stays, 0.5 s each way,
+    3 s merged away; against 5 s nothing stays (all 4 s merged away)."""
     from modelplan.plan.parallel.ep import EpExposure, overlapped
 
-    assert overlapped(EpExposure(2.0, 2.0, 0.0), 3.0) == pytest.approx(EpExposure(0.5, 0.5, 0.0))
-    assert overlapped(EpExposure(2.0, 2.0, 0.0), 5.0) == EpExposure(0.0, 0.0, 0.0)
+    assert overlapped(EpExposure(2.0, 2.0, 0.0), 3.0) == pytest.approx(EpExposure(0.5, 0.5, 0.0, 3.0))
+    assert overlapped(EpExposure(2.0, 2.0, 0.0), 5.0) == EpExposure(0.0, 0.0, 0.0, 4.0)

@@ -136,7 +136,10 @@ def calibrate_cmd(
     if top > MAX_BUFFER_BYTES:
         raise ModelplanError(f"--max-size ({max_size}) must be <= 1G: every rank holds buffers of "
                              "that size")
-    sizes = size_sweep(parse_size(min_size, "--min-size"), top, step_factor)
+    bottom = parse_size(min_size, "--min-size")
+    if not 8 <= bottom <= top:  # 8: one float64 item (execute.calibrate); size_sweep names its arguments
+        raise ModelplanError(f"--min-size ({min_size}) must be >= 8 bytes and <= --max-size ({max_size})")
+    sizes = size_sweep(bottom, top, step_factor)
     split_bytes = parse_size(split, "--split")
     if output is not None:
         from modelplan.export.files import check_writable

@@ -9,6 +9,7 @@ import typer
 
 from modelplan.cli.app import app, user_errors
 from modelplan.cli.options import complete_clusters, complete_words
+from modelplan.specs.limits import MAX_RANKS
 
 # nccl-tests type names and sizes (src/common.cu), plus the spellings ML people use
 DTYPES = {
@@ -70,7 +71,7 @@ def comm_cmd(
     collective: Annotated[str, typer.Argument(
         autocompletion=complete_words(_collective_names), help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv, "
              "barrier (nccl-tests spellings work too: allreduce, all-reduce, all_reduce_perf)")],
-    ranks: Annotated[int, typer.Option("--ranks", "-n", help="Ranks (GPUs) in the group.")],
+    ranks: Annotated[int, typer.Option("--ranks", "-n", max=MAX_RANKS, help="Ranks (GPUs) in the group.")],
     cluster: Annotated[str, typer.Option(
         "--cluster", "-c", help="Cluster preset (`modelplan presets`), TOML file, or - for "
                                 "standard input.", autocompletion=complete_clusters)],

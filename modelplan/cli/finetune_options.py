@@ -13,6 +13,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from modelplan.specs.family import family_of
+from modelplan.specs.limits import MAX_WIDTH
 
 Method = Literal["full", "lora", "qlora"]
 Layout = Literal["llama", "gpt2", "opt", "phi", "neox"]
@@ -20,7 +21,7 @@ Layout = Literal["llama", "gpt2", "opt", "phi", "neox"]
 FinetuneOpt = Annotated[Optional[Method], typer.Option(
     "--finetune", help="Fine-tuning: full, lora (frozen 16-bit base) or qlora (frozen NF4/int8 base): "
     "trainable parameters (PEFT's count) and memory; plan: the fine-tuning plan.", show_default=False)]
-LoraRankOpt = Annotated[int, typer.Option("--lora-rank", min=1, help="LoRA rank r (PEFT default 8).")]
+LoraRankOpt = Annotated[int, typer.Option("--lora-rank", min=1, max=MAX_WIDTH, help="LoRA rank r (PEFT default 8).")]
 LoraTargetsOpt = Annotated[Optional[str], typer.Option(
     "--lora-targets", help="Module names (q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj; c_attn,c_proj,c_fc "
     "for GPT-2) or all-linear [default: PEFT's per-model default].", show_default=False)]

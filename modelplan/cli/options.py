@@ -10,6 +10,9 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
+from modelplan.errors import ModelplanError
+from modelplan.specs.limits import MAX_BATCH, MAX_LAYERS
+
 # The choices of modelplan.specs.training, repeated here so that `modelplan --help` does not
 # import pydantic; tests/test_cli_count.py checks that the two stay equal.
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
@@ -82,7 +85,7 @@ SeqOpt = Annotated[
     ),
 ]
 MicroBatchOpt = Annotated[
-    int, typer.Option("--micro-batch", min=1, help="Sequences per micro-batch (activation memory).")
+    int, typer.Option("--micro-batch", min=1, max=MAX_BATCH, help="Sequences per micro-batch (activation memory).")
 ]
 PrecisionOpt = Annotated[
     Precision, typer.Option("--precision", help="fp32, or mixed precision with bf16/fp16/fp8 matmuls.")
@@ -128,7 +131,7 @@ RecomputeMethodOpt = Annotated[
 ]
 RecomputeLayersOpt = Annotated[
     Optional[int],
-    typer.Option("--recompute-layers", min=1, help="Megatron-core --recompute-num-layers (with --recompute-method).",
+    typer.Option("--recompute-layers", min=1, max=MAX_LAYERS, help="Megatron-core --recompute-num-layers (with --recompute-method).",
                  show_default=False),
 ]
 
@@ -148,6 +151,8 @@ def recompute_settings(modules: str | None, method: str | None, layers: int | No
     if method is not None:
         out["recompute_method"] = method
     if layers is not None:
+        if method is None:  # name the flags, not the TrainingSpec fields they set
+            raise ModelplanError(f"--recompute-layers ({layers}) needs --recompute-method (uniform or block)")
         out["recompute_num_layers"] = layers
     return out
 

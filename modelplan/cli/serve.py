@@ -9,6 +9,7 @@ import typer
 from modelplan.cli.app import app, user_errors
 from modelplan.cli.options import JsonOpt, ModelArg
 from modelplan.specs.family import family_of
+from modelplan.specs.limits import MAX_BATCH, MAX_SEQ
 
 Weights = Literal["bf16", "fp16", "fp8", "int4"]
 KVCache = Literal["bf16", "fp16", "fp8"]
@@ -18,17 +19,17 @@ KVCache = Literal["bf16", "fp16", "fp8"]
 @user_errors
 def serve_cmd(
     model: ModelArg,
-    context: Annotated[int, typer.Option("--context", min=1, help="Tokens per sequence the KV cache holds (prompt + output).")],
+    context: Annotated[int, typer.Option("--context", min=1, max=MAX_SEQ, help="Tokens per sequence the KV cache holds (prompt + output).")],
     gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs serving the model (replicas of --tp GPUs).")] = 8,
     cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster preset or file [default: dgx-h100].", show_default=False)] = None,
-    batch: Annotated[Optional[int], typer.Option("--batch", min=1, help="Sequences per replica in one decode step [default: the most that fit].", show_default=False)] = None,
-    concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Or: concurrent sequences over all replicas.", show_default=False)] = None,
+    batch: Annotated[Optional[int], typer.Option("--batch", min=1, max=MAX_BATCH, help="Sequences per replica in one decode step [default: the most that fit].", show_default=False)] = None,
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, max=MAX_BATCH, help="Or: concurrent sequences over all replicas.", show_default=False)] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", min=1, help="Tensor-parallel GPUs per replica [default: min(gpus, GPUs per node)].", show_default=False)] = None,
     weights: Annotated[Weights, typer.Option("--weights", help="Weight precision: bf16, fp16, fp8 (W8A8) or int4 (GPTQ/AWQ g128, W4A16).")] = "bf16",
     kv_cache: Annotated[KVCache, typer.Option("--kv-cache", help="KV-cache dtype.")] = "bf16",
-    block_size: Annotated[int, typer.Option("--block-size", min=1, help="Paged-attention block in tokens (vLLM: 16).")] = 16,
+    block_size: Annotated[int, typer.Option("--block-size", min=1, max=MAX_SEQ, help="Paged-attention block in tokens (vLLM: 16).")] = 16,
     gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", min=0.01, max=1.0, help="Fraction of GPU memory the engine uses (vLLM: 0.9).")] = 0.9,
-    max_batched_tokens: Annotated[int, typer.Option("--max-batched-tokens", min=1, help="Tokens of one scheduler step (activation workspace).")] = 8192,
+    max_batched_tokens: Annotated[int, typer.Option("--max-batched-tokens", min=1, max=MAX_SEQ, help="Tokens of one scheduler step (activation workspace).")] = 8192,
     json_out: JsonOpt = False,
 ) -> None:
     """KV cache per token and sequence, how many sequences fit, decode and prefill speed (roofline)."""

@@ -12,7 +12,17 @@ import typer
 
 from modelplan.cli.app import app, user_errors
 from modelplan.cli.mpirun import BackendChoice
-from modelplan.cli.options import CpCommTypeOpt, complete_models, finite
+from modelplan.cli.options import (
+    CpCommTypeOpt,
+    Recompute,
+    RecomputeLayersOpt,
+    RecomputeMethodOpt,
+    RecomputeModulesOpt,
+    complete_models,
+    finite,
+    implied_recompute,
+    recompute_settings,
+)
 from modelplan.errors import ModelplanError
 from modelplan.specs.plan import Schedule
 
@@ -96,6 +106,10 @@ def verify_cmd(
     schedule: Annotated[Optional[Schedule], typer.Option(help="Pipeline schedule.")] = None,
     sequence_parallel: Annotated[Optional[bool], typer.Option("--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism.")] = None,
     zero: Annotated[Optional[int], typer.Option(min=0, max=3, help="ZeRO stage 0-3.")] = None,
+    recompute: Annotated[Optional[Recompute], typer.Option("--recompute", help="Activation recompute: none, selective (the attention core, recomputed in backward) or full.", show_default=False)] = None,
+    recompute_modules: RecomputeModulesOpt = None,
+    recompute_method: RecomputeMethodOpt = None,
+    recompute_layers: RecomputeLayersOpt = None,
     optimizer: Annotated[Optional[OptimizerChoice], typer.Option(help="Optimizer of the step.")] = None,
     seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of the initial weights and the data.")] = 0,
     steps: Annotated[int, typer.Option(min=1, max=1000, help="Optimizer steps to run and compare one by one (each on a fresh batch; LR warm-up over 2, cosine decay after).")] = 3,
@@ -122,6 +136,12 @@ def verify_cmd(
                                         sequence_parallel=sequence_parallel, zero=zero).items() if v is not None}
     training_opts = {k: v for k, v in dict(global_batch=global_batch, seq_len=seq, cp_comm_type=cp_comm_type,
                                             optimizer=optimizer.value if optimizer else None).items() if v is not None}
+    if recompute is not None or recompute_modules is not None or recompute_method is not None:
+        plan_opts["recompute"] = None  # the training's recompute below, not a document's plan.recompute
+        training_opts.update(recompute=implied_recompute(recompute or "none", recompute_modules, recompute_method),
+                             **recompute_settings(recompute_modules, recompute_method, recompute_layers))
+    elif recompute_layers is not None:
+        training_opts["recompute_num_layers"] = recompute_layers
     if (ledger or tensors) and not json_out:
         raise ModelplanError("--ledger and --tensors add to the --json document: add --json")
     spec, training, plan = _inputs(target, plan_opts, training_opts)

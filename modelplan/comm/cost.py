@@ -152,7 +152,8 @@ def _plan(op: Collective, algo: Algo, group_size: int, placement: int | None | G
     nccl: tuple[Choice, ...] = ()
     if tuned:
         protos = links.inter_protocols if L.k > 1 else links.intra_protocols
-        nccl = choices(op, L, links.nccl_arch, links.intra_nvlink, frozenset(a for a, _ in cands), protos)
+        nccl = choices(op, L, links.nccl_arch, links.intra_nvlink, frozenset(a for a, _ in cands), protos,
+                       links.net_latency_s * 1e6)
     return _Plan(shape, L, cands, fit, nccl)
 
 

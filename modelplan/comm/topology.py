@@ -60,6 +60,8 @@ class ClusterLinks(NamedTuple):
     """NCCL protocols inside a node (Link.nccl_protocols)."""
     inter_protocols: tuple[str, ...] = ("ll", "ll128", "simple")
     """NCCL protocols groups that span nodes may use (Link.nccl_protocols of both links)."""
+    net_latency_s: float = 0.0
+    """The NCCL net plugin's reported latency (Link.nccl_net_latency_us of the inter link)."""
 
 
 def cluster_links(cluster: Cluster | ClusterLinks) -> ClusterLinks:
@@ -76,7 +78,9 @@ def cluster_links(cluster: Cluster | ClusterLinks) -> ClusterLinks:
         intra_Bps=intra.effective_bandwidth_Bps,
         intra_mesh=intra.fabric == "mesh",
         intra_name=intra.name,
-        inter_alpha_s=inter.latency_us * 1e-6,
+        # a network hop of the alpha-beta formulas is tuning.cc's Simple interLat: the link's hop
+        # latency plus the net plugin's latency twice ("the flush extra latency")
+        inter_alpha_s=(inter.latency_us + 2 * inter.nccl_net_latency_us) * 1e-6,
         inter_Bps=inter.effective_bandwidth_Bps,
         inter_name=inter.name,
         fits=tuple(
@@ -92,6 +96,7 @@ def cluster_links(cluster: Cluster | ClusterLinks) -> ClusterLinks:
         intra_nvlink="pcie" not in intra.name.lower(),
         intra_protocols=tuple(intra.nccl_protocols),
         inter_protocols=tuple(p for p in intra.nccl_protocols if p in inter.nccl_protocols),
+        net_latency_s=inter.nccl_net_latency_us * 1e-6,
     )
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from modelplan.count.blocks import Block
+from modelplan.count.blocks import Block, real_experts_per_token
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_flops, mixer_flops
+from modelplan.count.shared_block import use_flops
+from modelplan.count.side_paths import block_side_flops
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -110,9 +112,11 @@ def mlp_flops(spec: "TransformerSpec", tokens: int, moe_layer: bool) -> dict[str
         return {"mlp/in": 2 * tokens * n_in * h * spec.ffn_hidden,  # (t, h) @ (h, f) [x2 if gated]
                 "mlp/out": 2 * tokens * spec.ffn_hidden * h}  # (t, f) @ (f, h)
     shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
+    num, den = real_experts_per_token(moe)
     return {
-        "mlp/router": 2 * tokens * h * moe.num_experts,  # (t, h) @ (h, E)
-        "mlp/experts": 2 * tokens * moe.top_k * _mlp_weights(spec, moe.expert_ffn_hidden),
+        "mlp/router": 2 * tokens * h * (moe.num_experts + moe.zero_experts),  # (t, h) @ (h, E [+ Z])
+        # top_k experts a token (zero experts: the expected real ones, count.blocks.real_experts_per_token)
+        "mlp/experts": 2 * tokens * num * _mlp_weights(spec, moe.expert_ffn_hidden) // den,
         "mlp/shared_experts": 2 * tokens * moe.shared_experts * _mlp_weights(spec, shared_hidden),
         "mlp/shared_gate": 2 * tokens * h if moe.shared_expert_gate else 0,  # (t, h) @ (h, 1)
     }
@@ -143,4 +147,9 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
         out["cross_attention/out"] = 2 * tokens * spec.q_width * h
     if block.mlp:
         out.update(mlp_flops(spec, tokens, block.moe))
+    if block.shared:  # Zamba: the shared attention + MLP block at this use, full-sequence keys
+        out.update(use_flops(spec, tokens, seq_len))
+    if block.kv_shared:  # Gemma 3n: K and V come from an earlier block
+        out["attention/qkv"] -= 2 * tokens * spec.hidden * 2 * spec.kv_width
+    out.update(block_side_flops(spec, tokens))  # Gemma 3n's side paths (count/side_paths.py)
     return out

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
+from modelplan.count.shared_block import use_params
+from modelplan.count.side_paths import block_side_params, kv_shared_saving
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -33,6 +35,10 @@ class Block(NamedTuple):
     """Holds T5's relative attention bias table (first block of each stack)."""
     mlp: bool = True
     """Has an MLP after the mixer."""
+    shared: bool = False
+    """Runs the model's shared attention + MLP block first (Zamba hybrid layers)."""
+    kv_shared: bool = False
+    """Reads an earlier block's K/V instead of projecting its own (Gemma 3n's last blocks)."""
 
 
 def block_of(spec: "TransformerSpec", index: int) -> Block:
@@ -43,6 +49,8 @@ def block_of(spec: "TransformerSpec", index: int) -> Block:
         cross=spec.is_decoder_block(index),
         relative_bias=spec.position == "relative" and spec.is_first_in_stack(index),
         mlp=spec.has_mlp(index) if spec.arch != "encoder_decoder" else spec.mlp,
+        shared=spec.shared_block is not None and index in spec.shared_block.layers,
+        kv_shared=spec.kv_shared_layers > 0 and index >= spec.layers - spec.kv_shared_layers,
     )
 
 
@@ -164,11 +172,14 @@ def mlp_block_params(spec: "TransformerSpec", moe_layer: bool) -> dict[str, int]
         w_in, w_out = mlp_params(spec, spec.ffn_hidden)
         return {"mlp/in": w_in, "mlp/out": w_out}
     shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
+    scored = moe.num_experts + moe.zero_experts
     return {
         # router: nn.Linear(h, num_experts, bias=router_bias) (Mixtral `gate`, gpt-oss `router`)
-        "mlp/router": h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
+        # (+ LongCat-Flash's zero experts: the router scores them too)
+        "mlp/router": h * scored + (scored if moe.router_bias else 0)
         + (moe.num_experts if moe.score_correction_param else 0),  # AFMoE's expert_bias parameter
         "mlp/experts": moe.num_experts * expert_params(spec),
+        "mlp/zero_expert_padding": _zero_padding(spec),
         "mlp/shared_experts": moe.shared_experts * sum(mlp_params(spec, shared_hidden)),
         # Qwen2-MoE shared_expert_gate: nn.Linear(h, 1, bias=False)
         "mlp/shared_gate": h if moe.shared_expert_gate else 0,
@@ -199,13 +210,34 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
         norms += 1
     if block.mlp:
         out.update(mlp_block_params(spec, block.moe))
+    if block.shared:  # Zamba: the per-use linear and adapters (the shared weights: count.params)
+        out.update(use_params(spec))
+    if block.kv_shared:  # Gemma 3n: no k_proj, v_proj, k_norm
+        qkv, k_norm = kv_shared_saving(spec)
+        out["attention/qkv"] -= qkv
+        out["attention/qk_norm"] -= k_norm
+    out.update(block_side_params(spec))  # Gemma 3n's AltUp, LAuReL, per-layer input (count/side_paths.py)
     out["norm"] = norms * norm_params(spec, h)  # input/post-attention (and sandwich) norms
     return out
 
 
+def _zero_padding(spec: "TransformerSpec") -> int:
+    """gate_up rows transformers allocates for LongCat-Flash's zero experts (never read): 2 f h each."""
+    moe = spec.moe
+    return moe.zero_experts * 2 * spec.hidden * moe.expert_ffn_hidden if moe.zero_expert_padding else 0
+
+
+def real_experts_per_token(moe) -> tuple[int, int]:
+    """(numerator, denominator) of the real experts a token runs: top_k, or with zero experts
+    top_k E / (E + Z) under a load balanced over all of them (LongCat-Flash, arXiv 2509.01322 sec. 2.1)."""
+    return moe.top_k * moe.num_experts, moe.num_experts + moe.zero_experts
+
+
 def unused_expert_params(spec: "TransformerSpec", block: Block) -> int:
-    """Routed-expert parameters of a block that one token does not touch (num_experts - top_k)."""
+    """Routed-expert parameters of a block that one token does not touch (num_experts - top_k;
+    with zero experts the expected real ones, and the never-read padding)."""
     moe = spec.moe
     if moe is None or not block.moe:
         return 0
-    return (moe.num_experts - moe.top_k) * expert_params(spec)
+    num, den = real_experts_per_token(moe)
+    return (moe.num_experts * den - num) * expert_params(spec) // den + _zero_padding(spec)

@@ -36,6 +36,7 @@ from modelplan.count.block_flops import block_forward_flops
 from modelplan.count.blocks import Block, block_of, mtp_block
 from modelplan.count.params import TOP_LEVEL, with_parents
 from modelplan.count.result import FlopCount
+from modelplan.count.side_paths import embedding_side_flops, head_side_flops
 from modelplan.errors import SpecError
 from modelplan.specs.family import family_of
 
@@ -94,7 +95,8 @@ def recompute_forward_flops(layer_flops: dict[str, int], recompute: str) -> int:
     if recompute == "full":
         return sum(layer_flops.values())  # the whole block forward again
     if recompute == "selective":  # QK^T, softmax, AV (Korthikanti et al. 2022)
-        return layer_flops.get("attention/score", 0) + layer_flops.get("cross_attention/score", 0)
+        return sum(layer_flops.get(key, 0) for key in ("attention/score", "cross_attention/score",
+                                                          "shared_block/attention/score"))
     return 0
 
 
@@ -146,7 +148,8 @@ def count_transformer_flops(spec, training: "TrainingSpec") -> FlopCount:
     check_seq_len(spec, seq_len)
     dec_len = decoder_seq_len(spec, training)
     tokens = batch * seq_len
-    leaves: dict[str, int] = {f"embedding/{k}": v for k, v in embedding_forward_flops(spec, tokens).items()}
+    inputs = {**embedding_forward_flops(spec, tokens), **embedding_side_flops(spec, tokens)}
+    leaves: dict[str, int] = {f"embedding/{k}": v for k, v in inputs.items()}
     recompute = 0
     cache: dict[Block, dict[str, int]] = {}
     for index in range(spec.num_blocks):
@@ -160,7 +163,8 @@ def count_transformer_flops(spec, training: "TrainingSpec") -> FlopCount:
         for key, value in cache[block].items():
             leaves[f"layers/{key}"] = leaves.get(f"layers/{key}", 0) + value
     head_tokens, head_len = (batch * dec_len, dec_len) if dec_len else (tokens, seq_len)
-    for key, value in head_forward_flops(spec, head_tokens, head_len).items():
+    outputs = {**head_forward_flops(spec, head_tokens, head_len), **head_side_flops(spec, head_tokens)}
+    for key, value in outputs.items():
         leaves[f"head/{key}"] = value
     if spec.mtp_layers:
         mtp, mtp_recompute = _mtp_flops(spec, batch, seq_len, training.recompute)

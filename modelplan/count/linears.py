@@ -107,7 +107,7 @@ def linear_modules(spec: "TransformerSpec", layout: Layout) -> list[Linear]:
             add(f"attention/{name}", fan_in, fan_out)
         moe = spec.moe
         if moe is not None and spec.is_moe_layer(index):
-            add("mlp/router", spec.hidden, moe.num_experts)  # Mixtral `gate`: nn.Linear(h, experts)
+            add("mlp/router", spec.hidden, moe.num_experts + moe.zero_experts)  # Mixtral `gate`: nn.Linear(h, experts)
             for name, fan_in, fan_out in _mlp(spec, layout, moe.expert_ffn_hidden):
                 add(f"mlp/experts/{name}", fan_in, fan_out, moe.num_experts)
             shared = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from modelplan.count.attention import is_fused, lse_bytes_per_token
 from modelplan.count.block_flops import keys_per_query
-from modelplan.count.blocks import Block, block_of, mtp_block
+from modelplan.count.blocks import Block, block_of, mtp_block, real_experts_per_token
 from modelplan.count.checkpointing import op_sac_kept_per_token
 from modelplan.count.eager import loss_peak_bytes, rmsnorm_kept_bytes, swiglu_kept_bytes
 from modelplan.count.flops import check_seq_len, decoder_seq_len
@@ -22,6 +22,8 @@ from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, kept_bytes_pe
 from modelplan.count.params import count_params
 from modelplan.count.recompute_modules import discarded
 from modelplan.count.result import MemoryCount
+from modelplan.count.shared_block import use_cache_elements, use_kept_bytes
+from modelplan.count.side_paths import block_side_kept_bytes
 from modelplan.specs.family import family_of
 
 if TYPE_CHECKING:
@@ -124,6 +126,11 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
         replicated += (rmsnorm_kept_bytes(d) - d) * h * norm_inputs
     rep_mixer, sharded, scores = _mixer_terms(spec, block, d)
     replicated += rep_mixer
+    shared_score = 0
+    replicated += block_side_kept_bytes(spec, d)  # Gemma 3n's AltUp, LAuReL, per-layer input
+    if block.shared:  # Zamba's shared attention + MLP block at this use (count/shared_block.py)
+        rep_use, sharded_use, shared_score = use_kept_bytes(spec, d, is_fused(attention))
+        replicated, sharded = replicated + rep_use, sharded + sharded_use
     if block.cross:  # T5 cross-attention: its norm input and block input, Q and the out-proj input
         replicated += 2 * d * h + mask * h
         sharded += 2 * d * spec.q_width
@@ -133,16 +140,17 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
     moe = spec.moe
     if block.mlp and block.moe and moe is not None:  # (the top_k routed copies: _dispatch_bytes)
         shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
-        sharded += inner * d * (moe.top_k * moe.expert_ffn_hidden + moe.shared_experts * shared_hidden)
+        num, den = real_experts_per_token(moe)  # zero experts keep nothing (LongCat-Flash)
+        sharded += inner * d * (num * moe.expert_ffn_hidden // den + moe.shared_experts * shared_hidden)
     elif block.mlp:
         sharded += inner * d * spec.ffn_hidden
     if not scores:
-        return replicated, sharded, 0
+        return replicated, sharded, shared_score
     if is_fused(attention):
         return replicated, sharded + lse_bytes_per_token(spec.heads), 0
     # Softmax output (d), its dropout mask (1) and the dropout output (d); without dropout the
     # softmax output is the AV input itself.
-    return replicated, sharded, spec.heads * (2 * d + 1 if spec.dropout else d)
+    return replicated, sharded, spec.heads * (2 * d + 1 if spec.dropout else d) + shared_score
 
 
 def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_len: int, dtype_bytes: int,
@@ -340,7 +348,8 @@ def output_activation_bytes(
 
 def kv_cache_tokens(spec: "TransformerSpec", block: Block, seq_len: int, memory_len: int = 0) -> int:
     """Tokens a block caches for one sequence of `seq_len` (its window or chunk at most)."""
-    if block.mixer in ("mamba", "mlp", *LINEAR_MIXERS) or (spec.arch == "encoder_decoder" and not block.cross) or not spec.causal:
+    if block.mixer in ("mamba", "mlp", *LINEAR_MIXERS) or (spec.arch == "encoder_decoder" and not block.cross) or not spec.causal \
+            or block.kv_shared:  # Gemma 3n: the K/V-sharing blocks read an earlier block's cache
         return 0
     return keys_per_query(spec, block.mixer, seq_len) + (memory_len if block.cross else 0)
 
@@ -379,6 +388,8 @@ def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_byte
             elements += 2 * spec.kv_width * (dec + seq_len)
         else:
             elements += kv_bytes_per_cached_token(spec) * kv_cache_tokens(spec, block, seq_len)
+        if block.shared:  # Zamba: each use of the shared attention caches its own K and V
+            elements += use_cache_elements(spec, seq_len)
     return batch * elements * dtype_bytes
 
 
@@ -391,8 +402,10 @@ def kv_cache_bytes_per_token(spec: "TransformerSpec", dtype_bytes: int) -> int:
     grows = sum(
         1 for i in range(spec.num_blocks)
         if (block := block_of(spec, i)).mixer in ("full_attention", PARALLEL_MAMBA2) and (spec.arch != "encoder_decoder" or block.cross)
+        and not block.kv_shared
     )
-    return grows * per_block * dtype_bytes
+    shared = len(spec.shared_block.layers) * use_cache_elements(spec, 1) if spec.shared_block is not None else 0
+    return (grows * per_block + shared) * dtype_bytes
 
 
 def count_memory(spec, training: "TrainingSpec", micro_batch: int) -> MemoryCount:

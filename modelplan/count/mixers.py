@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from modelplan.count.lightning import (
     lightning_flops, lightning_kept_elements, lightning_params, lightning_state_elements)
+from modelplan.count.mlstm import mlstm_flops, mlstm_kept_bytes, mlstm_params, mlstm_state_elements
 from modelplan.count.rwkv import rwkv_flops, rwkv_kept_elements, rwkv_params, rwkv_state_elements
 from modelplan.count.rglru import rglru_flops, rglru_kept_bytes, rglru_params, rglru_state_elements
 from modelplan.count.short_conv import (
@@ -31,6 +32,8 @@ LIGHTNING = "lightning"
 """Layer type of MiniMax-01's lightning-attention blocks (count/lightning.py)."""
 RWKV = "rwkv"
 """Layer type of RWKV-4's blocks: time and channel mixing, no separate MLP (count/rwkv.py)."""
+MLSTM = "mlstm"
+"""Layer type of xLSTM's mLSTM blocks (count/mlstm.py)."""
 PARALLEL_MAMBA2 = "parallel_mamba2"
 """Layer type of a block whose attention and Mamba-2 read the same norm output and sum (Falcon-H1)."""
 
@@ -189,6 +192,7 @@ _MIXERS: dict[str, _Mixer] = {
                       lambda s: s.lightning.width, lightning_state_elements),
     RWKV: _Mixer(rwkv_params, lambda s, tokens, seq_len: rwkv_flops(s, tokens), lambda s, d: d * rwkv_kept_elements(s),
                  lambda s: s.rwkv.attention_hidden, rwkv_state_elements),
+    MLSTM: _Mixer(mlstm_params, mlstm_flops, mlstm_kept_bytes, lambda s: s.mlstm.v_dim, mlstm_state_elements),
 }
 """Each linear mixer's counts, by layer type (a new mixer is one row)."""
 LINEAR_MIXERS = tuple(_MIXERS)

@@ -14,6 +14,7 @@ sums of their children (nanoGPT's sizing notebook):
     vision               tower/{patch, class, position, layers, norms, head}, projector/...
                          (count.vision: Gemma 3, Mistral 3, Qwen-VL, LLaVA, Llama 4, ...)
     mtp                  multi-token prediction modules (DeepSeek-V3): norms, proj, block
+    shared_blocks        Zamba's shared attention + MLP weights, once a copy (count.shared_block)
 
 The four groups embedding, layers, final_norm and head are always present (0 when absent);
 vision, mtp and every leaf appear only when non-zero. `network` specs are dispatched to
@@ -34,6 +35,8 @@ from modelplan.count.blocks import (
     unused_expert_params,
 )
 from modelplan.count.result import ParamCount
+from modelplan.count.shared_block import shared_params
+from modelplan.count.side_paths import embedding_side_params, head_side_params
 from modelplan.count.vision import vision_params
 from modelplan.specs.family import family_of
 
@@ -127,7 +130,7 @@ def count_params(spec) -> ParamCount:
 def count_transformer_params(spec) -> ParamCount:
     """`count_params` of a transformer."""
     leaves: dict[str, int] = {}
-    _add(leaves, "embedding", embedding_params(spec))
+    _add(leaves, "embedding", {**embedding_params(spec), **embedding_side_params(spec)})
     per_layer: list[int] = []
     unused = 0
     cache: dict[Block, dict[str, int]] = {}
@@ -140,9 +143,11 @@ def count_transformer_params(spec) -> ParamCount:
         _add(leaves, "layers", cache[kind])
     stacks = 2 if spec.arch == "encoder_decoder" else 1  # T5: encoder and decoder final norms
     leaves["final_norm"] = stacks * norm_params(spec, spec.hidden) if spec.final_norm else 0
-    _add(leaves, "head", head_params(spec))
+    _add(leaves, "head", {**head_params(spec), **head_side_params(spec)})
     if spec.vision is not None:
         _add(leaves, "vision", vision_params(spec.vision, spec.hidden))
+    if spec.shared_block is not None:  # Zamba: tied across uses, once a copy
+        _add(leaves, "shared_blocks", shared_params(spec))
     if spec.mtp_layers:
         _add(leaves, "mtp", mtp_params(spec), spec.mtp_layers)
         unused += spec.mtp_layers * unused_expert_params(spec, mtp_block(spec))

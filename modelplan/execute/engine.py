@@ -39,6 +39,7 @@ from modelplan.execute.memory_probe import PeakTracker, RankMemory, bucket_roots
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.params import Batch, ParamDef, init_params, make_batch, param_defs
 from modelplan.execute.pipeline import PipelineP2P, StepRecord, run_actions
+from modelplan.execute.recompute import Recompute, recompute_of
 from modelplan.execute.stage import StageModel, split_cache, stage_layout
 from modelplan.plan.dims import ParallelDims, RankCoords
 from modelplan.plan.pipeline import Action, PipelineSchedule, pipeline_schedule
@@ -79,9 +80,9 @@ class Job:
         return cp_comm_type(self.training)
 
     @property
-    def recompute_full(self) -> bool:
-        mode = self.plan.recompute if self.plan.recompute is not None else self.training.recompute
-        return mode == "full"
+    def recompute(self) -> Recompute:
+        """What the executor recomputes (`recompute.py`)."""
+        return recompute_of(self.training, self.plan)
 
     def schedule(self) -> PipelineSchedule:
         """Every pipeline rank's ordered actions (the same data the cost model prices)."""
@@ -319,7 +320,7 @@ class RankProgram(SteppedProgram):
         cp = ContextParallel(comm, self.groups.cp, job.cp_comm_type) if self.plan.cp > 1 else None
         self.model = StageModel(
             TensorParallel(comm, self.groups.tp, self.plan.sequence_parallel, cp),
-            ExpertParallel(comm, self.groups.ep), self.spec, job.recompute_full,
+            ExpertParallel(comm, self.groups.ep), self.spec, job.recompute,
         )
         self.dp = DataParallel(comm, self.groups.dp.size, self.groups.tp, job.optimizer)  # averaged over dp x cp
         self.m = job.num_microbatches

@@ -10,8 +10,11 @@ planner's functions for the same (scaled-down) plan, at 8 bytes per element (flo
   `plan/shard.py`), exact; the executor gathers a whole chunk before computing it, where the
   planner's model (`plan/memory.py`) allows two blocks (current and prefetched, FSDP);
 - activations (what the blocks keep): `plan/memory.py`'s `block_activations` (Korthikanti et
-  al.'s per-block bytes at 8 bytes, eager attention: the executor keeps the s x s probabilities)
-  times the micro-batches the schedule keeps in flight (`pipeline.profile.inflight_microbatches`,
+  al.'s per-block bytes at 8 bytes, eager attention: the executor keeps the s x s probabilities
+  unless it recomputes the attention core) under the recompute the executor runs (`recompute.py`:
+  selective's attention core, full with Megatron-core's uniform groups through the planner's
+  `uniform_group_bytes`, its block method as the first N blocks of each chunk recomputed,
+  `count.recompute_layers`) times the micro-batches the schedule keeps in flight (`pipeline.profile.inflight_microbatches`,
   held from F to W: the executor keeps a split backward's activations until its W, as the
   planner prices them), within ACTIVATION_TOLERANCE (wider below than above). The executor's caches differ from the
   paper's tally in known small ways (norm statistics, K/V kept after the GQA repeat); a wrong free
@@ -35,7 +38,10 @@ from __future__ import annotations
 import math
 
 from modelplan.count.blocks import block_of
+from modelplan.count.recompute_layers import full_recompute
+from modelplan.execute.recompute import Recompute
 from modelplan.execute.report import VerifyRow
+from modelplan.plan.engine import MEGATRON_2021
 from modelplan.plan.memory import block_activations, edge_activations
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.pipeline.profile import inflight_microbatches
@@ -57,10 +63,11 @@ EDGE_NOTE = ("reported, not compared: the planner's edge terms are Megatron's es
 
 
 def planned_stage_memory(spec: TransformerSpec, training: TrainingSpec, plan: Plan, num_microbatches: int,
-                         recompute: str) -> list[dict[str, float]]:
+                         recompute: Recompute) -> list[dict[str, float]]:
     """Per pipeline rank, the planner's bytes per term for this (scaled) plan at float64, composed
     as `plan/memory.py`'s `stage_memory` does (in-flight micro-batches x the rank's blocks, plus
-    the first stage's embedding term per in-flight micro-batch and the last stage's head term)."""
+    the first stage's embedding term per in-flight micro-batch and the last stage's head term),
+    under the recompute the executor runs."""
     b, s, tp, sp = plan.micro_batch, training.seq_len, plan.tp, plan.sequence_parallel
     elements = rank_elements(spec, plan, training)
     shards = unit_shards(spec, plan)
@@ -75,12 +82,27 @@ def planned_stage_memory(spec: TransformerSpec, training: TrainingSpec, plan: Pl
     # the executor's combine weights the expert outputs, so it keeps them too (probs_at_combine)
     # each kind of block its own figure (a hybrid's Mamba-2, attention and MLP-only blocks differ)
     kinds = {block_of(spec, i) for i in range(spec.layers)}
-    per_block = {k: block_activations(dispatched if k.moe else spec, b, s, ITEMSIZE, tp, sp, recompute, k.moe,
-                                      "eager", plan.cp, block=k, probs_at_combine=True)[0] for k in kinds}
+    mode = "full" if recompute.full else "selective" if recompute.core_attn else "none"
+    software = MEGATRON_2021._replace(recompute_method=recompute.method, recompute_num_layers=recompute.num_layers)
+
+    def kept(rc: str) -> dict:
+        return {k: block_activations(dispatched if k.moe else spec, b, s, ITEMSIZE, tp, sp, rc, k.moe, "eager",
+                                     plan.cp, software, block=k, probs_at_combine=True)[0] for k in kinds}
+
+    block_method = recompute.full and recompute.method == "block"
+    per_block = kept(mode)
+    plain = kept("none") if block_method else per_block
+
+    def chunk_bytes(v: int) -> float:
+        layers = stage_layers(spec.layers, stages, v, split)
+        # block method: the chunk's first N blocks recomputed, the rest keep everything (count.recompute_layers)
+        n = full_recompute("block", recompute.num_layers, len(layers)).checkpointed if block_method else len(layers)
+        return sum((per_block if k < n else plain)[block_of(spec, i)] for k, i in enumerate(layers))
+
     out = []
     for r, mine in enumerate(layout.rank_stages):
         inflight = float(inflight_microbatches(plan.schedule, plan.pp, r, num_microbatches, plan.vpp))
-        blocks = sum(per_block[block_of(spec, i)] for v in mine for i in stage_layers(spec.layers, stages, v, split))
+        blocks = sum(chunk_bytes(v) for v in mine)
         edges = (first_edge * inflight if 0 in mine else 0) + (last_edge if stages - 1 in mine else 0)
         e = elements[r]
         gathered = 0

@@ -1,7 +1,9 @@
 """One pipeline stage (model chunk) on one rank: embedding on the first stage, its blocks, and the
-head with the loss on the last one. Full activation recomputation keeps only each block's input
-in forward and re-runs the block (with its communication) just before its backward, as
-Megatron-LM's `--recompute-granularity full` does for transformer layers."""
+head with the loss on the last one. Full activation recomputation keeps only each checkpoint's
+input in forward (a block, or a group of blocks under Megatron-core's uniform method; the blocks
+after the first N under its block method keep everything) and re-runs the checkpoint (with its
+communication) just before its backward, as Megatron-LM's `--recompute-granularity full` does
+for transformer layers (`recompute.py`)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from modelplan.execute.expert_parallel import ExpertParallel
 from modelplan.execute.mappings import TensorParallel
 from modelplan.execute.mtp import mtp_backward_tp, mtp_forward_tp
 from modelplan.execute.params import Batch
+from modelplan.execute.recompute import Recompute
 from modelplan.execute.tensor_parallel import block_backward, block_forward
 from modelplan.execute.vocab_parallel import (
     embedding_backward_tp,
@@ -59,22 +62,29 @@ def _add(into: Params, grads: Params) -> None:
 
 @dataclass(frozen=True)
 class StageModel:
-    """What a stage computes with: the parallel groups, the spec and whether to recompute."""
+    """What a stage computes with: the parallel groups, the spec and what to recompute."""
 
     tp: TensorParallel
     ep: ExpertParallel
     spec: TransformerSpec
-    recompute: bool
+    recompute: Recompute
+
+    def _blocks_forward(self, layers: range, p: Params, x: np.ndarray) -> tuple[np.ndarray, list]:
+        caches = []
+        for i in layers:
+            x, cache = block_forward(self.tp, self.ep, self.spec, i, p, x, self.recompute.core_attn)
+            caches.append(cache)
+        return x, caches
 
     def forward(self, st: StageLayout, p: Params, x: np.ndarray | None, mb: Batch) -> tuple[Any, dict[str, Any]]:
         """Output activation (b, s or s/tp, h), or the micro-batch's mean loss on the last stage."""
         c: dict[str, Any] = {"blocks": []}
         if st.is_first_stage:
             x, c["embedding"] = embedding_forward_tp(self.tp, self.spec, p, mb)
-        for i in st.layers:
+        for layers, checkpoint in self.recompute.groups(st.layers):
             x_in = x
-            x, cache = block_forward(self.tp, self.ep, self.spec, i, p, x_in)
-            c["blocks"].append(x_in if self.recompute else cache)
+            x, caches = self._blocks_forward(layers, p, x_in)
+            c["blocks"].append((layers, checkpoint, x_in if checkpoint else caches))  # a checkpoint keeps its input
         if st.is_last_stage:
             loss, c["head"] = head_forward_tp(self.tp, self.spec, p, x, mb.labels)
             if self.spec.mtp_layers:
@@ -97,11 +107,12 @@ class StageModel:
                 dh0, g = mtp_backward_tp(self.tp, self.ep, self.spec, p, c["mtp"], mb, dout)
                 dx = dx + dh0
                 _add(grads, g)
-        for i, cache in zip(reversed(st.layers), reversed(c["blocks"])):
-            if self.recompute:  # cache is the block input: run its forward again
-                _, cache = block_forward(self.tp, self.ep, self.spec, i, p, cache)
-            dx, g = block_backward(self.tp, self.ep, self.spec, i, p, cache, dx)
-            _add(grads, g)
+        for layers, checkpoint, kept in reversed(c["blocks"]):
+            caches = self._blocks_forward(layers, p, kept)[1] if checkpoint else kept  # run the group again
+            for i, cache in zip(reversed(layers), reversed(caches)):
+                dx, g = block_backward(self.tp, self.ep, self.spec, i, p, cache, dx)
+                _add(grads, g)
+            del caches
         if st.is_first_stage:
             _add(grads, embedding_backward_tp(self.tp, self.spec, p, c["embedding"], mb, dx))
             return None, grads

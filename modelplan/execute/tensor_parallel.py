@@ -22,7 +22,7 @@ from modelplan.count.blocks import Block, block_of
 from modelplan.comm.regions import Region
 from modelplan.execute import mappings
 from modelplan.execute.expert_parallel import ExpertParallel, moe_backward, moe_forward
-from modelplan.execute.layers.attention import attention_backward, attention_forward
+from modelplan.execute.layers.attention import attention_backward, attention_forward, discard_scores
 from modelplan.execute.layers.mamba import mamba_backward, mamba_forward
 from modelplan.execute.layers.mamba2 import mamba2_backward, mamba2_forward
 from modelplan.execute.layers.deltanet import deltanet_backward, deltanet_forward
@@ -45,14 +45,16 @@ def _stats(tp: TensorParallel):
     return tp.all_reduce if tp.size > 1 else None
 
 
-def _attention_f(tp: TensorParallel, spec: TransformerSpec, block: Block, pa: Params, h: np.ndarray):
+def _attention_f(tp: TensorParallel, spec: TransformerSpec, block: Block, pa: Params, h: np.ndarray,
+                 core_attn: bool = False):
     a_in = mappings.enter_region(tp, h, Region.TP_ATTENTION_IN)  # (b, s, h)
     if spec.mla is not None:
         a_part, cache = mla_forward(a_in, pa, mla_shape(spec, tp.size, block.mixer))  # partial over tp
     else:
         a_part, cache = attention_forward(a_in, pa, attention_shape(spec, tp.size, block.mixer), _stats(tp), tp.cp)
     a = mappings.exit_region(tp, a_part, Region.TP_ATTENTION_OUT)
-    return a + pa.get("out/bias", 0.0), cache
+    # core_attn recompute: the probabilities go, backward recomputes them (layers/attention.py)
+    return a + pa.get("out/bias", 0.0), discard_scores(cache) if core_attn else cache
 
 
 def _attention_b(tp: TensorParallel, spec: TransformerSpec, block: Block, pa: Params, cache, da: np.ndarray):
@@ -130,11 +132,12 @@ def _mlp_b(tp: TensorParallel, ep: ExpertParallel, spec: TransformerSpec, block:
 
 
 def kind_forward(tp: TensorParallel, ep: ExpertParallel, spec: TransformerSpec, block: Block, p: Params,
-                 x: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-    """A block of kind `block` with parameters `p` (relative names) on the residual stream x."""
+                 x: np.ndarray, core_attn: bool = False) -> tuple[np.ndarray, dict[str, Any]]:
+    """A block of kind `block` with parameters `p` (relative names) on the residual stream x;
+    `core_attn`: keep no attention probabilities (backward recomputes them)."""
     def run(name: str, ps: Params, h: np.ndarray):
         if name == "attention":
-            return _attention_f(tp, spec, block, ps, h)
+            return _attention_f(tp, spec, block, ps, h, core_attn)
         if name == "mamba":
             return _mamba_f(tp, spec, ps, h)
         if name in LINEAR_MIXERS:
@@ -158,10 +161,11 @@ def kind_backward(tp: TensorParallel, ep: ExpertParallel, spec: TransformerSpec,
 
 
 def block_forward(
-    tp: TensorParallel, ep: ExpertParallel, spec: TransformerSpec, i: int, params: Params, x: np.ndarray
+    tp: TensorParallel, ep: ExpertParallel, spec: TransformerSpec, i: int, params: Params, x: np.ndarray,
+    core_attn: bool = False,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Block i on the residual stream x (b, s or s/tp, h)."""
-    return kind_forward(tp, ep, spec, block_of(spec, i), sub(params, f"layers/{i}"), x)
+    return kind_forward(tp, ep, spec, block_of(spec, i), sub(params, f"layers/{i}"), x, core_attn)
 
 
 def block_backward(

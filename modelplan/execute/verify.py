@@ -31,6 +31,7 @@ from modelplan.execute.memory_check import check_measured_memory, planned_stage_
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.oracle import OracleKind, check_oracle, oracle_note
 from modelplan.execute.params import init_params, param_defs
+from modelplan.execute.recompute import chunk_blocks_for, recompute_notes, recompute_of
 from modelplan.execute.report import VerifyReport
 from modelplan.execute.scale import check_executable, scale_down
 from modelplan.execute.spmd import SpmdBackend, SpmdError
@@ -71,8 +72,6 @@ def _notes(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> list[st
         notes.append("dropout off: the executed step is deterministic")
     if spec.moe is not None and spec.moe.capacity_factor is not None:
         notes.append(f"capacity_factor {spec.moe.capacity_factor:g} not applied: dispatch is dropless")
-    if (plan.recompute or training.recompute) == "selective":
-        notes.append("selective recompute executed as no recompute (same math, same communication)")
     return notes
 
 
@@ -190,15 +189,19 @@ def transformer_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, *
     """A transformer's `FamilyRun`: scaled down, its rank program (`engine.train_step`), its
     communication list, held elements and stage memory."""
     notes = _notes(spec, training, plan) + [oracle_note(oracle)]
-    if scale:
-        spec, training = scale_down(spec, plan, training, layers_per_stage=layers_per_stage)
+    if scale:  # enough blocks per chunk for a full-recompute method's groups (`recompute.py`)
+        blocks = chunk_blocks_for(recompute_of(training, plan), layers_per_stage)
+        if blocks != layers_per_stage:
+            notes.append(f"{blocks} blocks per pipeline chunk (not {layers_per_stage}): the recompute method's "
+                         "groups are executed whole")
+        spec, training = scale_down(spec, plan, training, layers_per_stage=blocks)
     check_executable(spec, training, plan)
+    notes = notes + recompute_notes(training, plan, spec.layers // (plan.pp * plan.vpp))
     job = Job(spec, training, plan, seed, optimizer or default_optimizer(training, steps), steps)
-    recompute = "full" if job.recompute_full else "none"
     return FamilyRun(
         spec=spec, training=training, job=job, step=train_step, notes=notes, param_defs=param_defs(spec),
         reference=lambda kind, starts: oracle_steps(kind, spec, init_params(spec, job.rngs()[0]), job.batches(),
                                                     job.optimizer, starts=starts),
         comm_items=lambda: communication_list(spec, training, plan, element_bytes=8),
         rank_elements=lambda: rank_elements(spec, plan, training),
-        planned_memory=lambda _schedule: planned_stage_memory(spec, training, plan, job.num_microbatches, recompute))
+        planned_memory=lambda _schedule: planned_stage_memory(spec, training, plan, job.num_microbatches, job.recompute))

@@ -39,6 +39,7 @@ PRICED: frozenset[str] = frozenset({
     "mla", "layer_types=sliding_attention", "layer_types=chunked_attention", "layer_types=mamba", "mlp=false",
     "layer_types=mamba2", "layer_types=gated_deltanet", "layer_types=mlp", "layer_types=parallel_mamba2",
     "layer_types=short_conv", "layer_types=rglru", "layer_types=lightning", "layer_types=rwkv",
+    "layer_types=mlstm",
     "attention_output_gate", "deltanet.kda",  # plan/linear_mixers.py
     "mla.indexer",  # plan/dsa.py
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",

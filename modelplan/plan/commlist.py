@@ -7,7 +7,7 @@ rank of the pipeline stages in `pp_ranks`. What each parallelism adds is its own
 only multiplied by the blocks, units and micro-batches of every pipeline rank and chunk:
 
 - tensor parallel (`parallel/tp.py`, `sp.py`): per block sub-layer f and g in forward, recompute
-  and backward (the last stage's MTP blocks included), the statistics of a q/k norm over all
+  (every block, or the first N of each chunk under Megatron-core's block method) and backward (the last stage's MTP blocks included), the statistics of a q/k norm over all
   heads; the embedding's g (and each MTP module's lookup); the head's f and the vocab-parallel
   loss (once more per MTP module);
 - expert parallel (`parallel/ep.py`): dispatch and combine per MoE block;
@@ -31,6 +31,7 @@ from collections import Counter, defaultdict
 from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
 from modelplan.count.blocks import block_of, mtp_block
+from modelplan.count.recompute_layers import full_recompute
 from modelplan.plan.engine import engine_settings
 from modelplan.plan.experts import expert_capacity
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
@@ -93,11 +94,15 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
         for c, v in enumerate(schedule.layout.rank_stages[r]):
             mc = schedule.microbatches(r, c)  # micro-batches through this chunk (m, or m/2 for DualPipe)
             layers = stage_layers(spec.layers, num_stages, v, plan.stage_split)
-            fwd_runs = mc * (2 if recompute else 1)
+            # the blocks whose forward runs again before their backward: all under full recompute, the
+            # chunk's first N under Megatron-core's block method (count.recompute_layers)
+            again = layers[:full_recompute(training.recompute_method, training.recompute_num_layers,
+                                           len(layers)).recomputed if recompute else 0]
             # MTP modules (last stage): a block (not recomputed), a lookup and the head each
             mtp = spec.mtp_layers if v == last else 0
+            reruns = Counter(block_of(spec, i) for i in again)
             for block, n in Counter(block_of(spec, i) for i in layers).items():
-                tp_mod.block_kind_calls(calls, spec, block, tp, sp, A, tokens, act, fwd_runs * n, mc * n,
+                tp_mod.block_kind_calls(calls, spec, block, tp, sp, A, tokens, act, mc * (n + reruns[block]), mc * n,
                                         moe_mlp_tp if block.moe else None)
             if mtp:
                 block = mtp_block(spec)
@@ -113,10 +118,12 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
                 a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, expert_capacity(sent, spec.moe, capacity_factor),
                                             h, act)
                 group = tp if sp_dispatch else 1
-                ep_mod.moe_calls(calls, plan.ep, a2a, fwd_runs, mc, sum(spec.is_moe_layer(i) for i in layers), group)
+                moe_blocks = sum(spec.is_moe_layer(i) for i in layers)
+                ep_mod.moe_calls(calls, plan.ep, a2a, mc * (moe_blocks + sum(spec.is_moe_layer(i) for i in again)),
+                                 mc * moe_blocks, 1, group)
                 ep_mod.moe_calls(calls, plan.ep, a2a, mc, mc, mtp, group)
-            cp_mod.cp_calls(calls, plan.cp, software.cp_comm_type, software.cp_fp32_merge, kv, q, act, fwd_runs, mc,
-                            len(layers))
+            cp_mod.cp_calls(calls, plan.cp, software.cp_comm_type, software.cp_fp32_merge, kv, q, act,
+                            mc * (len(layers) + len(again)), mc * len(layers), 1)
             pp_mod.boundary_calls(calls, pp, tp, message, gathered, moves[c])
             for unit in units[v]:  # a unit two chunks share is placed once
                 if unit not in shards or unit in placed:

@@ -25,6 +25,7 @@ from modelplan.count.blocks import Block
 from modelplan.count.checkpointing import checkpointed_share
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings
 from modelplan.plan.fp8 import gemm_rate_factor, is_fp8_gemm, quantisation_bytes
+from modelplan.plan.fused_softmax import with_softmax_fallback
 from modelplan.plan.kernels import Elementwise, Gemm, embedding_kernels, head_kernels, layer_kernels
 from modelplan.plan.recompute import modules_forward_s
 from modelplan.specs.costmodel import CostModel
@@ -195,6 +196,9 @@ def kernel_times(
                       capacity=capacity, cp=cp, attention=attention, elementwise=software.elementwise, block=block,
                       memory_len=seq_len, etp=etp, norm_elementwise=software.norm_elementwise,
                       cp_fp32_merge=software.cp_fp32_merge)
+    # Megatron's FusedScaleMaskSoftmax falls back to the fp32 PyTorch softmax for some shapes
+    k = with_softmax_fallback(k, software.scale_mask_softmax, micro_batch, spec.heads // tp, s_local, seq_len, d,
+                              spec.causal)
     recipe = software.fp8_recipe
     factor = gemm_rate_factor(recipe, scaled_gemm_factor) if recipe else 0.0
 

@@ -58,6 +58,8 @@ class EngineSettings(NamedTuple):
     """`EngineProfile.pp_keeps_outputs` (the last stage keeps every micro-batch's logits)."""
     sdpa_repeats_kv: bool = False
     """`EngineProfile.sdpa_repeats_kv` (GQA's K, V repeated to the query heads before attention)."""
+    scale_mask_softmax: str = "fused"
+    """`EngineProfile.scale_mask_softmax` (Megatron's fused softmax and its fp32 PyTorch fallback)."""
 
 
 def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSettings:
@@ -83,6 +85,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         recompute_num_layers=training.recompute_num_layers,
         loss_parallel=profile.loss_parallel, pp_microbatch_buffers=profile.pp_microbatch_buffers,
         pp_keeps_outputs=profile.pp_keeps_outputs, sdpa_repeats_kv=profile.sdpa_repeats_kv,
+        scale_mask_softmax=profile.scale_mask_softmax,
     )
 
 

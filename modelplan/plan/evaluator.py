@@ -902,12 +902,13 @@ class Evaluator:
         recompute = point.recompute
         model_seq, hardware_seq = self._flops.get(recompute) or self.flops_per_sequence(recompute)
         mem_first, mem_last, mid = self.memories(point)
+        unmerged = self.ep_unmerged_s(point, stage, m)  # in `pipeline`: EP time, not bubble
         step = StepTerms(
             step_time_s=pipeline + dp_after + replica_sync + optimizer + offload - m * act_s,
             compute_s=m * st.compute_s, recompute_s=m * st.recompute_s, tp_comm_s=m * st.tp_s,
-            pp_comm_s=m * p2p, bubble_s=pipeline - m * t_max, dp_comm_s=dp_after + m * dp_mb,
+            pp_comm_s=m * p2p, bubble_s=pipeline - unmerged - m * t_max, dp_comm_s=dp_after + m * dp_mb,
             embedding_sync_s=replica_sync, optimizer_s=optimizer + m * accumulate, dp_comm_total_s=dp_total,
-            tp_hidden_s=m * st.tp_hidden_s, ep_comm_s=m * st.ep_s, cp_comm_s=m * st.cp_s,
+            tp_hidden_s=m * st.tp_hidden_s, ep_comm_s=m * st.ep_s + unmerged, cp_comm_s=m * st.cp_s,
             cp_hidden_s=m * st.cp_hidden_s, offload_s=offload,
         )
         batch = self.training.global_batch
@@ -920,6 +921,14 @@ class Evaluator:
         hot path: memory is priced only for plans fast enough to enter the top-k)."""
         _, _, m, _, act_s, _, pipeline, dp_after, _, _, replica_sync, optimizer, offload, _ = self._step(point)
         return pipeline + dp_after + replica_sync + optimizer + offload - m * act_s
+
+    def ep_unmerged_s(self, point: PlanPoint, stage: StageEntry, m: int) -> float:
+        """The merged-1F1B EP overlap's warm-up and cool-down chunks on the critical rank, whose
+        AllToAlls run exposed (`parallel/ep.py` `unmerged_s`); 0 without the overlap."""
+        if not self.training.ep_comm_overlap or stage.moe is None:
+            return 0.0
+        crit = stage.terms.critical_rank
+        return ep_mod.unmerged_s(stage.moe.ep, point.pp, point.vpp, crit, m, stage.blocks[crit].moe_run)
 
     def context(self, point: PlanPoint) -> tuple:
         """(stage entry, bubble, m, p2p seconds per micro-batch on the critical path) of a point:
@@ -988,6 +997,7 @@ class Evaluator:
         q = p2p + dp_mb + dpe.accumulate_s
         optimizer = dpe.optimizer_s
         base = pp_mod.pipeline_time_s(m, bubble, stage.slowest_s + q, stage.mean_s + q) + dp_after + dpe.replica_s + optimizer
+        base += self.ep_unmerged_s(point, stage, m)
         if len(acts) == 1 and len(opts) == 1 and not acts[0] and opts[0] == "none":
             return [base]
         act_extra = (m + bubble) * self.mech.activation_offload_s(stage) if True in acts else 0.0
@@ -1016,7 +1026,7 @@ class Evaluator:
         # the engine's fp32 accumulation of 16-bit gradients follows every backward (`DpEntry.accumulate_s`)
         per_mb = p2p + act_s + dp_mb + dpe.accumulate_s
         t_max = stage.slowest_s + per_mb
-        pipeline = pp_mod.pipeline_time_s(m, bubble, t_max, stage.mean_s + per_mb)
+        pipeline = pp_mod.pipeline_time_s(m, bubble, t_max, stage.mean_s + per_mb) + self.ep_unmerged_s(point, stage, m)
         optimizer, offload = dpe.optimizer_s, m * act_s
         if opt != "none":  # the step runs on the host: its exposed copies and CPU time replace the GPU's
             optimizer = 0.0

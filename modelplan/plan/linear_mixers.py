@@ -10,13 +10,20 @@ Kernels: the projections are GEMMs; the chunked scans are the batched matmuls of
 algorithms (Dao & Gu 2024 sec. 6; Yang et al. 2024 arXiv 2406.06484 sec. 3.2), so their FLOPs
 are `count.mixers`' scan FLOPs; the conv, the scan's element-wise in/out traffic and the gated
 RMSNorm are memory-bound passes priced at HBM rate.
+
+`_MIXERS` keys every linear mixer's kernels and shard by layer type (the other five mixers live
+in plan/short_conv.py, rglru.py, lightning.py, rwkv.py, mlstm.py), as count/mixers.py keys its counts.
 """
 
 from __future__ import annotations
 
+from typing import Callable, NamedTuple
+
+from modelplan.count.mixers import LIGHTNING, MLSTM, RGLRU, RWKV, SHORT_CONV
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.plan.parallel.tp import local_kv_heads
 from modelplan.plan.lightning import lightning_kernels, lightning_shard
+from modelplan.plan.mlstm import mlstm_kernels, mlstm_shard
 from modelplan.plan.rglru import rglru_kernels, rglru_shard
 from modelplan.plan.rwkv import rwkv_kernels, rwkv_shard
 from modelplan.plan.short_conv import short_conv_kernels, short_conv_shard
@@ -82,45 +89,24 @@ def deltanet_kernels(spec: TransformerSpec, tp: int, b: int, s_q: int, d: int):
     return gemms, ew, Gemm("deltanet/out_proj", tokens, h, hv * dv)  # row-parallel
 
 
-def linear_mixer_kernels(spec: TransformerSpec, mixer: str, tp: int, b: int, s_q: int, d: int):
-    """(gemms, elementwise, out_proj) of the linear mixer of layer type `mixer`."""
-    if mixer == "short_conv":  # LFM2 (plan/short_conv.py)
-        return short_conv_kernels(spec, tp, b, s_q, d)
-    if mixer == "rglru":  # RecurrentGemma (plan/rglru.py)
-        return rglru_kernels(spec, tp, b, s_q, d)
-    if mixer == "lightning":  # MiniMax-01 (plan/lightning.py)
-        return lightning_kernels(spec, tp, b, s_q, d)
-    if mixer == "rwkv":  # RWKV-4 (plan/rwkv.py)
-        return rwkv_kernels(spec, tp, b, s_q, d)
-    if mixer == "mamba2":
-        return mamba2_kernels(spec, tp, b, s_q, d)
-    return deltanet_kernels(spec, tp, b, s_q, d)
+def mamba2_shard(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
+    """(local elements, partial elements) of a Mamba-2 mixer: the out_proj bias is replicated, its
+    gradient a partial sum under sequence parallelism."""
+    m, h = spec.mamba2, spec.hidden
+    heads, groups = _split(m.heads, tp), local_kv_heads(m.groups, tp)
+    inner = heads * m.head_dim
+    conv = inner + 2 * groups * m.state_size
+    width = inner + conv + heads
+    out_bias = h if m.has_out_bias else 0
+    numel = h * width + (width if m.proj_bias else 0) + conv * m.conv_kernel + (conv if m.conv_bias else 0)
+    numel += 3 * heads + (inner if m.gated_norm else 0) + inner * h + out_bias  # dt_bias, A_log, D; norm; out_proj
+    return numel, out_bias if sp else 0
 
 
-def linear_mixer_shard(spec: TransformerSpec, mixer: str, tp: int, sp: bool) -> tuple[int, int]:
-    """(local elements, partial elements) of a linear mixer on one tp rank: `partial` is what is
-    replicated while its gradient is a partial sum over tp (DeltaNet's shared norm weight; the
-    out_proj bias under sequence parallelism)."""
-    h = spec.hidden
-    if mixer == "short_conv":  # LFM2 (plan/short_conv.py)
-        return short_conv_shard(spec, tp, sp)
-    if mixer == "rglru":  # RecurrentGemma (plan/rglru.py)
-        return rglru_shard(spec, tp, sp)
-    if mixer == "lightning":  # MiniMax-01 (plan/lightning.py)
-        return lightning_shard(spec, tp, sp)
-    if mixer == "rwkv":  # RWKV-4 (plan/rwkv.py)
-        return rwkv_shard(spec, tp, sp)
-    if mixer == "mamba2":
-        m = spec.mamba2
-        heads, groups = _split(m.heads, tp), local_kv_heads(m.groups, tp)
-        inner = heads * m.head_dim
-        conv = inner + 2 * groups * m.state_size
-        width = inner + conv + heads
-        out_bias = h if m.has_out_bias else 0
-        numel = h * width + (width if m.proj_bias else 0) + conv * m.conv_kernel + (conv if m.conv_bias else 0)
-        numel += 3 * heads + (inner if m.gated_norm else 0) + inner * h + out_bias  # dt_bias, A_log, D; norm; out_proj
-        return numel, out_bias if sp else 0
-    g = spec.deltanet
+def deltanet_shard(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
+    """(local elements, partial elements) of a gated DeltaNet mixer: the shared norm weight (and
+    Kimi Linear's replicated gate halves) have partial-sum gradients over tp."""
+    g, h = spec.deltanet, spec.hidden
     hv, hk = _split(g.value_heads, tp), local_kv_heads(g.key_heads, tp)
     conv = 2 * hk * g.key_head_dim + hv * g.value_head_dim
     if g.kda:  # Kimi Linear: f_a, g_a (h -> d_k) and the o_norm weight replicated, the rest split
@@ -132,3 +118,34 @@ def linear_mixer_shard(spec: TransformerSpec, mixer: str, tp: int, sp: bool) -> 
     norm = g.value_head_dim  # one weight for all heads: replicated
     numel += norm + hv * g.value_head_dim * h
     return numel, norm if tp > 1 else 0
+
+
+class _MixerPlan(NamedTuple):
+    """One linear mixer's kernels and tensor-parallel shard on one tp rank."""
+
+    kernels: Callable[[TransformerSpec, int, int, int, int], tuple]  # (spec, tp, b, s_q, d)
+    shard: Callable[[TransformerSpec, int, bool], tuple[int, int]]  # (spec, tp, sp)
+
+
+_MIXERS: dict[str, _MixerPlan] = {
+    "mamba2": _MixerPlan(mamba2_kernels, mamba2_shard),
+    "gated_deltanet": _MixerPlan(deltanet_kernels, deltanet_shard),
+    SHORT_CONV: _MixerPlan(short_conv_kernels, short_conv_shard),  # LFM2 (plan/short_conv.py)
+    RGLRU: _MixerPlan(rglru_kernels, rglru_shard),  # RecurrentGemma (plan/rglru.py)
+    LIGHTNING: _MixerPlan(lightning_kernels, lightning_shard),  # MiniMax-01 (plan/lightning.py)
+    RWKV: _MixerPlan(rwkv_kernels, rwkv_shard),  # RWKV-4 (plan/rwkv.py)
+    MLSTM: _MixerPlan(mlstm_kernels, mlstm_shard),  # xLSTM (plan/mlstm.py)
+}
+"""Each linear mixer's kernels and shard, by layer type: the same keys as count.mixers' table."""
+
+
+def linear_mixer_kernels(spec: TransformerSpec, mixer: str, tp: int, b: int, s_q: int, d: int):
+    """(gemms, elementwise, out_proj) of the linear mixer of layer type `mixer`."""
+    return _MIXERS[mixer].kernels(spec, tp, b, s_q, d)
+
+
+def linear_mixer_shard(spec: TransformerSpec, mixer: str, tp: int, sp: bool) -> tuple[int, int]:
+    """(local elements, partial elements) of a linear mixer on one tp rank: `partial` is what is
+    replicated while its gradient is a partial sum over tp (DeltaNet's shared norm weight; the
+    out_proj bias under sequence parallelism)."""
+    return _MIXERS[mixer].shard(spec, tp, sp)

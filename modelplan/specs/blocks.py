@@ -69,6 +69,17 @@ class MoESpec(Spec):
     routed_in = hidden * sigmoid(logit))."""
     shared_expert_gate: bool = False
     """A sigmoid gate (h x 1 linear, no bias) scaling the shared experts' output (Qwen2-MoE)."""
+    zero_experts: int = Field(0, ge=0)
+    """Zero-computation (identity) experts the router also scores (LongCat-Flash zero_expert_num,
+    arXiv 2509.01322 sec. 2.1): a top-k slot on one returns the token unchanged, no weights. With
+    its load balanced over all E + Z experts a token runs top_k E / (E + Z) real experts on average
+    (the expected FLOPs and active parameters counted)."""
+    zero_expert_padding: bool = False
+    """gate_up rows allocated for the zero experts too, never read (transformers 5.24
+    LongcatFlashExperts.gate_up_proj is (E + Z, 2f, h)): counted as `mlp/zero_expert_padding`."""
+    shortcut: bool = False
+    """The MoE reads this block's MLP input but its output joins the residual at the end of the
+    next block (LongCat-Flash's shortcut-connected MoE): the same counts, a different order."""
 
     @model_validator(mode="after")
     def _check(self) -> "MoESpec":
@@ -152,6 +163,16 @@ class SSMSpec(Spec):
     """Bias on the conv1d (HF use_conv_bias)."""
     bc_dt_norm: bool = False
     """RMSNorms on the time step, B and C (Jamba dt_layernorm, b_layernorm, c_layernorm)."""
+    heads: int = Field(1, gt=0)
+    """Zamba's multi-head Mamba (ZambaMambaMixer n_mamba_heads): d_inner split into heads, each
+    with its own x_proj (dt, B, C) and dt_proj slice; the same parameter and FLOP counts as one
+    head, different math."""
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> "SSMSpec":
+        if self.inner % self.heads:
+            raise ValueError(f"ssm.heads ({self.heads}) must divide ssm.inner ({self.inner})")
+        return self
 
 
 class ClassifierSpec(Spec):

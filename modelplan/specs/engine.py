@@ -102,6 +102,11 @@ class EngineProfile(Spec):
     parallelism gathers, sends and buffers K, V at the query heads (torchtitan before ff0829c10,
     2026-01-27: models/llama/model.py `keys = repeat_kv(xk, n_rep)` before
     F.scaled_dot_product_attention, which torch's context_parallel turns into ring attention)."""
+    scale_mask_softmax: Literal["fused", "megatron", "megatron_layer_scaled"] = "fused"
+    """How eager attention runs its softmax (`modelplan.plan.fused_softmax`): fused (one fused pass
+    whatever the shape), megatron (`FusedScaleMaskSoftmax`: its CUDA kernel where
+    `is_kernel_available`, else the PyTorch softmax in fp32), megatron_layer_scaled (the same with
+    query-key layer scaling, whose fallback also multiplies the scores by the layer number)."""
     fp8_recipe: Fp8Recipe
     """The engine's default fp8 scaling recipe."""
     fp8_backend: Literal["te", "torchao"]

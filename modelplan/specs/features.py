@@ -18,7 +18,7 @@ def _layer_type_features(spec: "TransformerSpec") -> list[str]:
     types = set(spec.layer_types or ())
     return [f"layer_types={kind}" for kind in ("sliding_attention", "chunked_attention", "mamba", "mamba2", "gated_deltanet", "mlp",
                                                                    "parallel_mamba2", "short_conv", "rglru",
-                                                                   "lightning", "rwkv")
+                                                                   "lightning", "rwkv", "mlstm")
             if kind in types]
 
 
@@ -38,6 +38,8 @@ def _moe_features(spec: "TransformerSpec") -> list[str]:
         "moe.weights_on_input": moe.weights_on_input,
         "moe.shared_expert_gate": moe.shared_expert_gate,
         "moe.expert_bias": moe.expert_bias is not None and moe.expert_bias != spec.mlp_bias,
+        "moe.zero_experts": moe.zero_experts > 0,
+        "moe.shortcut": moe.shortcut,
     }
     return out + [name for name, used in checks.items() if used]
 
@@ -57,6 +59,12 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "nope_full_attention": spec.nope_full_attention,
         "mla": spec.mla is not None,
         "mla.indexer": spec.mla is not None and spec.mla.indexer is not None,
+        "shared_block": spec.shared_block is not None,
+        "altup": spec.altup is not None,
+        "per_layer_input": spec.per_layer_input is not None,
+        "laurel_rank": spec.laurel_rank is not None,
+        "kv_shared_layers": spec.kv_shared_layers > 0,
+        "ssm.heads": spec.ssm is not None and spec.ssm.heads > 1,
         "attention_output_gate": spec.attention_output_gate,
         "deltanet.kda": spec.deltanet is not None and spec.deltanet.kda,
         "mlp=false": not spec.mlp,

@@ -136,6 +136,11 @@ class Link(Spec):
     nccl_protocols: tuple[Literal["ll", "ll128", "simple"], ...] = ("ll", "ll128", "simple")
     """NCCL protocols this link carries (AWS EFA without in-order 128-byte delivery: simple only,
     aws/aws-ofi-nccl#76, #850; as NCCL_PROTO restricts them)."""
+    nccl_net_latency_us: float = Field(0.0, ge=0)
+    """Latency the NCCL net plugin reports for this network (ncclNetProperties.latency), which
+    tuning.cc adds to each network hop (twice for Simple): InfiniBand (net_ib) 0; AWS EFA
+    (aws-ofi-nccl platform-aws.cpp) 35 us on p5en / p6-b200, 75 us on p4d / p5. The alpha-beta
+    formulas (Send/Recv, AllToAll, Barrier across nodes) add it twice to latency_us, as Simple."""
     source: str = ""
     """Where the bandwidth, efficiency and latency come from."""
 

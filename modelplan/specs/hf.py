@@ -35,6 +35,12 @@ from modelplan.specs.hf_moe import MOE_MAPPERS
 from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
 from modelplan.specs.hf_other import OTHER_MAPPERS
 from modelplan.specs.hf_vision import VISION_MAPPERS, VISION_TEXT_MAPPERS
+from modelplan.specs.hf_zamba import ZAMBA_MAPPERS
+from modelplan.specs.hf_gemma3n import GEMMA3N_MAPPERS
+from modelplan.specs.hf_longcat import LONGCAT_MAPPERS
+from modelplan.specs.hf_xlstm import XLSTM_MAPPERS
+from modelplan.specs.hf_roberta import ROBERTA_MAPPERS
+from modelplan.specs.hf_deepseek_like import DEEPSEEK_LIKE_MAPPERS
 from modelplan.specs.hf_n17classic import CLASSIC_MAPPERS, CLASSIC_UNMODELLED, CLASSIC_VISION_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
@@ -42,25 +48,21 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **GPT_MAPPERS, **LLAMA_MAPPERS, **MOE_MAPPERS, **OTHER_MAPPERS, **DENSE_MAPPERS, **LAYERNORM_MAPPERS,
     **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS, **VISION_TEXT_MAPPERS, **LFM2_MAPPERS, **AFMOE_MAPPERS,
     **DEEPSEEK32_MAPPERS, **RECURRENT_GEMMA_MAPPERS, **MINIMAX_MAPPERS, **RWKV_MAPPERS,
+    **ZAMBA_MAPPERS, **GEMMA3N_MAPPERS, **LONGCAT_MAPPERS, **XLSTM_MAPPERS,
+    **ROBERTA_MAPPERS, **DEEPSEEK_LIKE_MAPPERS,
     **CLASSIC_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS}.items()})
 
 UNMODELLED: dict[str, str] = {
-    "zamba": "a shared attention + MLP block (one set of weights reused by every hybrid layer, reading "
-             "the hidden state concatenated with the embeddings) interleaved with Mamba blocks",
-    "zamba2": "shared attention + MLP blocks (weights reused across layers, per-use LoRA adapters, input "
-              "concatenated with the embeddings) interleaved with Mamba-2 blocks",
-    "xlstm": "mLSTM blocks (matrix-memory LSTM with exponential gating)",
     "apertus1p5": "its multimodal composite",
-    "longcat_flash": "zero-computation experts and its two-attention blocks",
-    "gemma3n": "per-layer embeddings, AltUp and LAuReL blocks",
+    "gemma3n": "its MobileNetV5 vision tower and Conformer audio encoder",
     **CLASSIC_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
 
-_TEXT_ONLY: dict[str, str] = {}
+_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text"}
 """Refused vision-language types whose text_config alone is supported (as its own model_type);
 the Qwen-VL / Qwen3.5, Llama 4, LLaVA, InternVL, Idefics3 and GLM-4V composites read whole
 (hf_vision.py), their text model_types still count the language model alone."""
@@ -198,4 +200,9 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     if fields.get("position", "rotary") == "rotary" and "rope_theta" not in fields:
         fields["rope_theta"] = rope_theta(c, model_type)
     fields = {k: v for k, v in fields.items() if v is not None}
-    return validate_model(TransformerSpec, fields, source)
+    try:
+        return validate_model(TransformerSpec, fields, source)
+    except SpecError as exc:  # the spec's field names -> the config.json keys the user wrote
+        from modelplan.specs.hf_fields import hf_keys_named
+
+        raise SpecError(f"{exc}{hf_keys_named(str(exc), data)}") from None

@@ -151,6 +151,14 @@ class HFConfig:
         """Whether any of the dropout probabilities `keys` is positive."""
         return any((self.number(key, default) or 0.0) > 0 for key in keys)
 
+    def check_names(self, key: str, names: list[str], supported, layers: int, shown: str | None = None) -> None:
+        """A per-block list of names: every one in `supported`, one per block (`layers`)."""
+        unknown = sorted(set(names) - set(supported))
+        if unknown:
+            raise self._error(key, f"unsupported {unknown} (supported: {shown or ', '.join(supported)})")
+        if len(names) != layers:
+            raise self._error(key, f"{len(names)} entries for num_hidden_layers {layers}")
+
     def num_labels(self) -> int:
         """HF PretrainedConfig.num_labels: len(id2label) when given, else num_labels, else 2."""
         labels = self.data.get("id2label")

@@ -27,11 +27,7 @@ def _types(c: HFConfig, default: list[str] | None) -> list[str] | None:
         if default is None:
             raise SpecError(f"{c.source}: layer_types: missing (Lfm2MoeConfig has no default pattern)")
         names = default
-    unknown = sorted(set(names) - set(_TYPES))
-    if unknown:
-        raise SpecError(f"{c.source}: layer_types: unsupported {unknown} (supported: conv, full_attention)")
-    if len(names) != layers:
-        raise SpecError(f"{c.source}: layer_types: {len(names)} entries for num_hidden_layers {layers}")
+    c.check_names("layer_types", names, _TYPES, layers, "conv, full_attention")
     return compact_types([_TYPES[t] for t in names])
 
 

@@ -1,8 +1,7 @@
-"""HF config mappers of classic families transformers 5.24 ships. BERT-shaped encoders: roberta, xlm-roberta, camembert, data2vec-text (RobertaEmbeddings' padding_idx and
-position offset change no count: max_position_embeddings rows, as in BertEmbeddings), and the
-pre-LN variants roberta-prelayernorm, xlm-roberta-xl, megatron-bert (final encoder LayerNorm),
-ernie; the decoders openai-gpt, xglm, ctrl; the composites llava_next_video,
-llava_onevision, vipllava."""
+"""HF config mappers of classic families transformers 5.24 ships (the RoBERTa family is
+hf_roberta.py): the BERT-shaped encoders ernie and megatron-bert (pre-LN, final LayerNorm); the
+GPT-style decoders openai-gpt, xglm, ctrl; the composites llava_next_video, llava_onevision,
+vipllava; and the classic types refused with the mechanism the spec lacks."""
 
 from __future__ import annotations
 
@@ -10,29 +9,10 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_gpt import GPT_STYLE
+from modelplan.specs.hf_gpt import GPT_MAPPERS, GPT_STYLE
+from modelplan.specs.hf_roberta import ROBERTA_MAPPERS
 
-
-def _roberta(c: HFConfig) -> dict:
-    """RobertaModel: BertModel's post-LN blocks, learned positions + token types, pooler."""
-    return dict(
-        arch="encoder", layers=c.size("num_hidden_layers"), hidden=c.size("hidden_size"),
-        heads=c.size("num_attention_heads"), ffn_hidden=c.size("intermediate_size"),
-        vocab=c.size("vocab_size"), max_positions=c.integer("max_position_embeddings", 512),
-        type_vocab=c.integer("type_vocab_size", 2), position="learned", **GPT_STYLE,
-        norm_placement="post", norm_eps=c.number("layer_norm_eps", 1e-12),
-        activation=c.activation("gelu", "hidden_act"), embedding_norm=True, final_norm=False,
-        pooler=True, lm_head=False,
-        dropout=c.dropout(0.1, "hidden_dropout_prob", "attention_probs_dropout_prob"),
-    )
-
-
-def _pre_ln(embedding_norm: bool) -> Callable[[HFConfig], dict]:
-    """Pre-LN BERT-likes (RobertaPreLayerNorm / XLMRobertaXL / MegatronBert): a LayerNorm before
-    attention and MLP in each block and one after the last block."""
-    def mapper(c: HFConfig) -> dict:
-        return {**_roberta(c), "norm_placement": "pre", "final_norm": True, "embedding_norm": embedding_norm}
-    return mapper
+_bert = GPT_MAPPERS["bert"]
 
 
 def _ernie(c: HFConfig) -> dict:
@@ -40,7 +20,7 @@ def _ernie(c: HFConfig) -> dict:
     if c.flag("use_task_id", False):
         raise SpecError(f"{c.source}: use_task_id: true is not supported (ERNIE's task_type_embeddings "
                         "table is not modelled)")
-    return _roberta(c)
+    return _bert(c)
 
 
 def _openai_gpt(c: HFConfig) -> dict:
@@ -82,8 +62,8 @@ def _ctrl(c: HFConfig) -> dict:
 
 
 CLASSIC_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
-    "roberta": _roberta, "xlm-roberta": _roberta, "camembert": _roberta, "data2vec-text": _roberta,
-    "roberta-prelayernorm": _pre_ln(True), "xlm-roberta-xl": _pre_ln(False), "megatron-bert": _pre_ln(False),
+    # MegatronBertModel: XLM-RoBERTa-XL's shapes (pre-LN blocks, final LayerNorm, no embedding LayerNorm)
+    "megatron-bert": ROBERTA_MAPPERS["xlm-roberta-xl"],
     "ernie": _ernie, "openai-gpt": _openai_gpt, "xglm": _xglm, "ctrl": _ctrl,
 }
 

@@ -15,6 +15,9 @@ from pydantic import Field, field_validator, model_validator
 from modelplan.specs.base import Spec
 from modelplan.specs.blocks import ClassifierSpec, MLASpec, MoESpec, Norm, SSMSpec, VisionSpec
 from modelplan.specs.mixers import DeltaNetSpec, LightningSpec, Mamba2Spec, RGLRUSpec, RWKVSpec, ShortConvSpec
+from modelplan.specs.mlstm import MLSTMSpec
+from modelplan.specs.shared_block import SharedBlockSpec
+from modelplan.specs.side_paths import AltUpSpec, PerLayerInputSpec
 from modelplan.specs.transformer_checks import check_transformer
 
 __all__ = ["TransformerSpec", "MoESpec", "MLASpec", "SSMSpec", "ClassifierSpec", "VisionSpec"]
@@ -22,7 +25,7 @@ __all__ = ["TransformerSpec", "MoESpec", "MLASpec", "SSMSpec", "ClassifierSpec",
 Position = Literal["learned", "rotary", "alibi", "relative", "none"]
 Activation = Literal["gelu", "relu", "silu", "gelu_tanh", "swiglu_clamp"]
 LayerType = Literal["full_attention", "sliding_attention", "chunked_attention", "mamba", "mamba2", "gated_deltanet",
-                    "mlp", "parallel_mamba2", "short_conv", "rglru", "lightning", "rwkv"]
+                    "mlp", "parallel_mamba2", "short_conv", "rglru", "lightning", "rwkv", "mlstm"]
 NormPlacement = Literal["pre", "post", "sandwich", "output"]
 
 
@@ -101,8 +104,22 @@ class TransformerSpec(Spec):
     """The Griffin recurrent block of `rglru` blocks (RecurrentGemma)."""
     lightning: LightningSpec | None = None
     """The lightning (linear) attention of `lightning` blocks (MiniMax-01)."""
+    mlstm: MLSTMSpec | None = None
+    """The mLSTM mixer of `mlstm` blocks (xLSTM; `specs/mlstm.py`)."""
     rwkv: RWKVSpec | None = None
     """The time- and channel-mixing of `rwkv` blocks (RWKV-4; such a block has no separate MLP)."""
+    shared_block: SharedBlockSpec | None = None
+    """A shared attention + MLP block run before the blocks it lists (Zamba, Zamba2): weights once
+    per copy, compute at every use."""
+    altup: AltUpSpec | None = None
+    """AltUp's copies of the residual stream (Gemma 3n; `specs/side_paths.py`)."""
+    per_layer_input: PerLayerInputSpec | None = None
+    """Per-layer token inputs gated into every block (Gemma 3n)."""
+    laurel_rank: int | None = Field(None, gt=0)
+    """Rank of the LAuReL low-rank residual beside each block's attention (Gemma 3n laurel_rank)."""
+    kv_shared_layers: int = Field(0, ge=0)
+    """The last N blocks reuse the K/V of the last earlier block of their layer type (Gemma 3n
+    num_kv_shared_layers): no k/v projections, no k norm, no cache of their own."""
     attention_output_gate: bool = False
     """Gated attention output (Qwen3-Next / Qwen3.5 full attention): q_proj also emits a per-head
     gate, o_proj reads attn * sigmoid(gate); q_proj is twice as wide."""

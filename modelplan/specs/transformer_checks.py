@@ -41,7 +41,8 @@ def _check_attention(spec: "TransformerSpec") -> None:
     if "parallel_mamba2" in types:
         types = types | {"mamba2"}  # Falcon-H1 blocks hold a Mamba-2 mixer too
     for kind, field in (("mamba2", "mamba2"), ("gated_deltanet", "deltanet"), ("short_conv", "short_conv"),
-                        ("rglru", "rglru"), ("lightning", "lightning"), ("rwkv", "rwkv")):
+                        ("rglru", "rglru"), ("lightning", "lightning"), ("rwkv", "rwkv"),
+                        ("mlstm", "mlstm")):
         if (kind in types) != (getattr(spec, field) is not None):
             raise ValueError(f"layer_types has {kind} but {field} is not set" if kind in types
                              else f"{field} is set but no block is {kind} (add '{kind}' to layer_types)")
@@ -67,6 +68,13 @@ def _check_blocks(spec: "TransformerSpec") -> None:
     dense = any(spec.has_mlp(i) and not spec.is_moe_layer(i) for i in range(spec.layers))
     if dense and spec.ffn_hidden == 0:
         raise ValueError("ffn_hidden must be > 0: some blocks have a dense MLP")
+    if spec.kv_shared_layers >= spec.layers and spec.kv_shared_layers:
+        raise ValueError(f"kv_shared_layers ({spec.kv_shared_layers}) must be below layers ({spec.layers})")
+    if (spec.altup or spec.per_layer_input or spec.laurel_rank or spec.kv_shared_layers) and spec.arch != "decoder":
+        raise ValueError("altup, per_layer_input, laurel_rank and kv_shared_layers need a decoder model")
+    shared = spec.shared_block
+    if shared is not None and (spec.arch != "decoder" or any(i >= spec.layers for i in shared.layers)):
+        raise ValueError(f"shared_block.layers ({shared.layers}) must be blocks of a decoder below layers ({spec.layers})")
     if spec.mtp_layers and spec.arch != "decoder":
         raise ValueError(f"mtp_layers ({spec.mtp_layers}) needs a decoder model")
 

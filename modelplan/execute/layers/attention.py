@@ -278,7 +278,26 @@ def _fold(t: np.ndarray, kv_heads: int) -> np.ndarray:
     return t.reshape(b, kv_heads, heads // kv_heads, s, d).sum(axis=2)
 
 
-def _core_backward(cache: AttentionCache, shape: AttentionShape, dctx: np.ndarray, cp: ContextParallel | None):
+def discard_scores(cache):
+    """`cache` (an attention or MLA cache) without its core's probabilities: Megatron-core's
+    `core_attn` recompute keeps Q, K, V and re-runs the core before its backward (`restore_scores`).
+    A ring's blocks (`RingCache`) are kept: re-running them would be communication."""
+    if not isinstance(cache.core, CoreCache):
+        return cache
+    return replace(cache, core=replace(cache.core, probs=None, sink_probs=None, capped=None))
+
+
+def restore_scores(core: CoreCache, shape: AttentionShape, sinks: np.ndarray | None = None,
+                   q_offset: int = 0) -> CoreCache:
+    """The core cache with the probabilities `discard_scores` dropped, recomputed from its Q, K, V."""
+    if core.probs is not None:
+        return core
+    fresh = core_forward(core.q, core.k, core.v, shape, sinks, q_offset)[1]
+    return replace(core, probs=fresh.probs, sink_probs=fresh.sink_probs, capped=fresh.capped)
+
+
+def _core_backward(cache: AttentionCache, shape: AttentionShape, dctx: np.ndarray, cp: ContextParallel | None,
+                   sinks: np.ndarray | None = None):
     """(dq (b, H, s, d), dk, dv (b, KV, s, d) of this rank's tokens, dsinks or None) of `_core`."""
     H, KV = shape.heads, shape.kv_heads
     core = cache.core
@@ -286,6 +305,7 @@ def _core_backward(cache: AttentionCache, shape: AttentionShape, dctx: np.ndarra
         ctx = _heads(cache.context, H, shape.head_dim)  # O, for D = rowsum(dO * O)
         return ring_backward(cp, core, *cache.local_kv, H // KV, _scale(shape, core.q), ctx, dctx)
     if cp is not None and cp.kind == "a2a":
+        core = restore_scores(core, shape, None if sinks is None else sinks[cp.local_heads(H)])
         dq, dk, dv, part = core_backward(core, shape, cp.seq_to_heads(dctx, Region.CP_OUT))  # dO to head shards
         dsinks = None
         if part is not None:  # this rank's heads' share; the dp x cp average adds the others'
@@ -297,6 +317,7 @@ def _core_backward(cache: AttentionCache, shape: AttentionShape, dctx: np.ndarra
     if cp is not None:  # gather K, V again: (b, KV, s/cp, d) -> (b, H, s, d)
         k, v = cp.gather_kv(*cache.local_kv)
         core = replace(core, k=np.repeat(k, H // KV, axis=1), v=np.repeat(v, H // KV, axis=1))
+    core = restore_scores(core, shape, sinks, 0 if cp is None else cp.offset(core.q.shape[2]))
     dq, dk, dv, dsinks = core_backward(core, shape, dctx)
     dk, dv = _fold(dk, KV), _fold(dv, KV)  # s (all keys) under cp
     if cp is not None:  # this rank's slice of the summed whole-sequence dK, dV
@@ -359,7 +380,7 @@ def attention_backward(
     if cache.gate is not None:
         s = _sigmoid(cache.gate)
         dgate, dcontext = dcontext * cache.context * s * (1.0 - s), dcontext * s
-    dq, dk, dv, dsinks = _core_backward(cache, shape, _heads(dcontext, H, d), cp)
+    dq, dk, dv, dsinks = _core_backward(cache, shape, _heads(dcontext, H, d), cp, p["sinks"] if shape.sinks else None)
     if dsinks is not None:
         grads["sinks"] = dsinks
     if shape.rotary:

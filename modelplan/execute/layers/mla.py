@@ -26,6 +26,7 @@ from modelplan.execute.layers.attention import (
     _merge,
     core_backward,
     core_forward,
+    restore_scores,
     rotary_backward,
     rotary_forward,
     rotary_tables,
@@ -99,7 +100,7 @@ def mla_backward(c: MLACache, p: Mapping[str, np.ndarray], shape: MLAShape, dout
     seq = c.x.shape[1]
     grads: dict[str, np.ndarray] = {}
     dcontext, grads["out/weight"], _ = linear_backward(c.context, p["out/weight"], dout, False)
-    dq, dk, dvalue, _ = core_backward(c.core, shape.core, _heads(dcontext, H, dv))
+    dq, dk, dvalue, _ = core_backward(restore_scores(c.core, shape.core), shape.core, _heads(dcontext, H, dv))
     cos, sin = rotary_tables(seq, dr, shape.rotary_base)
     dq = np.concatenate([dq[..., :dn], rotary_backward(dq[..., dn:], cos, sin)], axis=-1)
     dk_rope = rotary_backward(dk[..., dn:].sum(axis=1, keepdims=True), cos, sin)  # (b, 1, s, d_R): summed over heads

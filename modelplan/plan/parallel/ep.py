@@ -29,10 +29,11 @@ its `moe_a2a_overlap` performance recipes; `TrainingSpec.ep_comm_overlap`) the f
 micro-batch and the backward of another run merged (combined 1F1B, DeepSeek-V3 paper sec. 3.2.1's
 DualPipe overlap): the AllToAlls of each run on a communication stream under the other's attention
 and expert compute, so a block exposes only what its AllToAlls exceed of one block's forward plus
-backward compute (`overlapped`; the bound of perfect interleaving: Megatron-core overlaps "in
-1f1b phase", model_parallel_config.py, so warm-up and cool-down micro-batches, which are not set
-apart here, and the comm kernels' SMs make it a lower bound; its extra activation memory,
-`ep_overlap_early_attn_memory_release`, is not counted).
+backward compute (`overlapped`; the bound of perfect interleaving; the comm kernels' SMs make it
+a lower bound; its extra activation memory, `ep_overlap_early_attn_memory_release`, is not
+counted). Megatron-core merges only in the 1F1B steady state ("in 1f1b phase",
+model_parallel_config.py): the warm-up forwards and as many cool-down backwards run alone with
+their AllToAlls exposed (`unmerged_chunks`, `unmerged_s`).
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ class EpExposure(NamedTuple):
     fwd_s: float
     bwd_s: float
     recompute_s: float
+    merged_s: float = 0.0
+    """Seconds of the block's AllToAlls the merged forward-backward hides (`overlapped`); they are
+    exposed again in the chunks that run unmerged (`unmerged_s`)."""
 
 
 def ep_exposure(pricer: CommPricer, shape, ep: int, nbytes: int, full_recompute: bool, tp: int = 1,
@@ -102,4 +106,27 @@ def overlapped(x: EpExposure, compute_s: float) -> EpExposure:
     if total <= 0.0:
         return x
     keep = max(0.0, total - compute_s) / total
-    return EpExposure(x.fwd_s * keep, x.bwd_s * keep, x.recompute_s * keep)
+    return EpExposure(x.fwd_s * keep, x.bwd_s * keep, x.recompute_s * keep, total * (1.0 - keep))
+
+
+def unmerged_chunks(pp: int, vpp: int, rank: int, m: int) -> int:
+    """Forward model chunks pipeline rank `rank` runs before the merged 1F1B steady state (and as
+    many backward chunks after it), of its m * vpp, under Megatron-core's combined 1F1B.
+    Interleaved (schedules.py `get_pp_rank_microbatches`): 2 (pp - rank - 1) + (vpp - 1) * pp
+    warm-up chunks (microbatch_group_size_per_vp_stage defaults to pp) plus the one extra forward
+    `overlap_moe_expert_parallel_comm` schedules; no pipelining (combined_1f1b.py
+    `combined_1f1b_schedule_for_no_pipelining`): the first forward alone, the last backward alone.
+    Megatron-core allows the overlap under pp > 1 only with vpp (transformer_config.py); a 1f1b
+    plan gets the same count with vpp 1."""
+    total = m * vpp
+    if pp == 1:
+        return min(total, 1)
+    return min(total, 2 * (pp - rank - 1) + (vpp - 1) * pp + 1)
+
+
+def unmerged_s(x: EpExposure, pp: int, vpp: int, rank: int, m: int, moe_run: float) -> float:
+    """Seconds per step the unmerged chunks of `rank` add back (`unmerged_chunks`): each runs
+    moe_run / vpp MoE blocks (a micro-batch's `moe_run` over its vpp chunks) whose merged-away
+    AllToAll seconds (`EpExposure.merged_s`, forward and backward halves) are exposed, the forward
+    half in each warm-up chunk and the backward half in each cool-down chunk."""
+    return unmerged_chunks(pp, vpp, rank, m) * moe_run / vpp * x.merged_s

@@ -1,0 +1,101 @@
+"""Coverage of the installed transformers' causal-LM and image-text-to-text model_types by the
+HF loader: each type's config class defaults (`AutoConfig.for_model(model_type)`) are written to a
+config.json and run through `modelplan count` in-process; the type is
+
+- supported: exit 0;
+- refused: a non-zero exit with a one-line error (unknown / unmodelled type, or a field it
+  cannot express);
+- crashed: an exception escaped the loader (a traceback: always a bug, whatever the type);
+- no_config: transformers itself cannot build the default config (not modelplan's doing).
+
+    python benchmarks/hf_coverage.py [--list refused|crashed|supported|all] [--json]
+
+Prints the counts per mapping and overall (a type in both mappings is counted once overall).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def model_types() -> dict[str, list[str]]:
+    """The model_types of transformers' causal-LM and image-text-to-text auto mappings."""
+    from transformers.models.auto import modeling_auto
+
+    return {"causal_lm": sorted(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
+            "image_text_to_text": sorted(modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)}
+
+
+def default_config(model_type: str) -> dict | None:
+    """The config class defaults of `model_type` as a config.json dict (None: transformers fails)."""
+    from transformers import AutoConfig
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cfg = AutoConfig.for_model(model_type)
+        return json.loads(cfg.to_json_string(use_diff=False))
+    except Exception:  # noqa: BLE001 - transformers' own failure, reported as no_config
+        return None
+
+
+def classify(model_type: str, folder: Path) -> tuple[str, str]:
+    """(outcome, detail) of `modelplan count` on the default config of `model_type`."""
+    from typer.testing import CliRunner
+
+    from modelplan.cli import app
+
+    data = default_config(model_type)
+    if data is None:
+        return "no_config", "AutoConfig.for_model failed"
+    path = folder / f"{model_type}.json"
+    path.write_text(json.dumps(data))
+    result = CliRunner().invoke(app, ["count", str(path), "--json"])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        return "crashed", f"{type(result.exception).__name__}: {result.exception}"
+    if result.exit_code == 0:
+        return "supported", str(json.loads(result.stdout)["params"]["total"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    if len(lines) != 1:
+        return "crashed", f"{len(lines)}-line error: " + " | ".join(lines[:3])
+    return "refused", lines[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--list", choices=["refused", "crashed", "supported", "no_config", "all"], default=None)
+    parser.add_argument("--json", action="store_true", help="print every type's outcome as JSON")
+    args = parser.parse_args()
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    mappings = model_types()
+    outcomes: dict[str, tuple[str, str]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for model_type in sorted(set().union(*mappings.values())):
+            outcomes[model_type] = classify(model_type, Path(tmp))
+    if args.json:
+        print(json.dumps({"transformers": transformers.__version__,
+                          "mappings": mappings, "outcomes": outcomes}, indent=1))
+        return
+    kinds = ("supported", "refused", "crashed", "no_config")
+    print(f"transformers {transformers.__version__}")
+    for name, types in {**mappings, "all": sorted(outcomes)}.items():
+        counts = {kind: sum(outcomes[t][0] == kind for t in types) for kind in kinds}
+        print(f"{name:>20}: {len(types)} types, " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    if args.list:
+        for model_type, (kind, detail) in outcomes.items():
+            if args.list in ("all", kind):
+                print(f"{kind:>10} {model_type}: {detail[:200]}")
+
+
+if __name__ == "__main__":
+    main()

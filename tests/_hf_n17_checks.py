@@ -1,0 +1,39 @@
+"""Checks the tests/test_hf_n17_*.py files share: a bad config is a one-line SpecError naming the
+field, and `count` / `plan --gpus 8` run while `verify` refuses the new features in one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from modelplan.cli import app
+from modelplan.count.params import count_params
+from modelplan.errors import SpecError
+from modelplan.specs.hf import from_hf_config
+
+runner = CliRunner()
+
+
+def assert_one_line_error(data: dict, message: str) -> None:
+    """from_hf_config(data) raises a one-line SpecError matching `message`."""
+    with pytest.raises(SpecError, match=message) as exc:
+        from_hf_config(data, "config.json")
+    assert "\n" not in str(exc.value)
+
+
+def assert_count_plan_verify(tmp_path, data: dict, *features: str) -> None:
+    """count (its total = count_params') and plan --gpus 8 exit 0; verify exits non-zero with one
+    line naming every one of `features`."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    result = runner.invoke(app, ["count", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["params"]["total"] == count_params(from_hf_config(data)).total
+    result = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["verify", str(path)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code != 0 and len(lines) == 1, result.output
+    assert all(feature in lines[0] for feature in features), lines[0]
