@@ -346,6 +346,9 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {data["model_type"] for data in HYBRID_VARIANTS}  # tests/test_hf_hybrid.py
     tested |= {"zamba", "zamba2", "gemma3n_text", "longcat_flash", "xlstm", "roberta", "xlm-roberta", "camembert",
                "data2vec-text", "roberta-prelayernorm", "xlm-roberta-xl", "sarvam_mla", "mistral4", "glm_moe_dsa"}  # tests/test_hf_n17_*.py (on CPU)
+    tested |= {"ernie", "megatron-bert", "openai-gpt", "xglm", "ctrl", "llava_next_video", "llava_onevision",
+               "vipllava"}  # tests/test_hf_n17classic.py (on CPU)
+    tested |= {"hy_v3", "cohere2_moe", "minimax_m3_vl_text", "nanochat", "olmo_hybrid"}  # tests/test_hf_n17new.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

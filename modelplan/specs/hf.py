@@ -43,6 +43,7 @@ from modelplan.specs.hf_longcat import LONGCAT_MAPPERS
 from modelplan.specs.hf_xlstm import XLSTM_MAPPERS
 from modelplan.specs.hf_roberta import ROBERTA_MAPPERS
 from modelplan.specs.hf_deepseek_like import DEEPSEEK_LIKE_MAPPERS
+from modelplan.specs.hf_n17classic import CLASSIC_MAPPERS, CLASSIC_UNMODELLED, CLASSIC_VISION_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -51,13 +52,15 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **DEEPSEEK32_MAPPERS, **RECURRENT_GEMMA_MAPPERS, **MINIMAX_MAPPERS, **RWKV_MAPPERS,
     **ZAMBA_MAPPERS, **GEMMA3N_MAPPERS, **LONGCAT_MAPPERS, **XLSTM_MAPPERS,
     **ROBERTA_MAPPERS, **DEEPSEEK_LIKE_MAPPERS,
+    **CLASSIC_MAPPERS,
 }
-MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in VISION_MAPPERS.items()})
+MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS}.items()})
 MAPPERS.update({**N17NEW_MLA_MAPPERS, **N17NEW_MORE_MAPPERS})  # 2026 families (hf_n17new*.py)
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its multimodal composite",
     "gemma3n": "its MobileNetV5 vision tower and Conformer audio encoder",
+    **CLASSIC_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
