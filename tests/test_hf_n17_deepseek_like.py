@@ -1,4 +1,5 @@
-"""Mistral 4 and GLM-MoE-DSA (modelplan/specs/hf_deepseek_like.py): DeepSeek modules with their own
+"""Mistral 4 (modelplan/specs/hf_n17new.py) and GLM-MoE-DSA (modelplan/specs/hf_deepseek_like.py):
+DeepSeek modules with their own
 config class defaults. Totals equal transformers 5.24's Mistral4ForCausalLM / GlmMoeDsaForCausalLM
 built on CPU from small configs and on the meta device at the class defaults."""
 

@@ -1,10 +1,7 @@
-"""HF config mappers of the decoders transformers 5.24 builds from DeepSeek modules with their own
+"""HF config mapper of a decoder transformers 5.24 builds from DeepSeek modules with its own
 config class defaults (a key the config leaves out takes that class's default, then the DeepSeek
-mapper reads it):
+mapper reads it); mistral4 is mapped in hf_n17new.py:
 
-- mistral4 (Mistral4ForCausalLM): DeepSeek-V2/V3 blocks, MLA with a query latent, every block MoE
-  (softmax router, top-k renormalised, one shared expert); no MTP modules. Its router's
-  group-limited selection (groups scored by their best two) is refused for n_group > 1.
 - glm_moe_dsa (GlmMoeDsaForCausalLM): DeepSeek-V3.2 blocks (MLA with the lightning indexer); no MTP
   modules built (GlmMoeDsaConfig has no num_nextn_predict_layers); layers whose indexer_types entry
   is 'shared' reuse an earlier layer's index mask and hold no indexer, which is refused.
@@ -17,15 +14,6 @@ from typing import Callable
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_deepseek32 import DEEPSEEK32_MAPPERS
-from modelplan.specs.hf_moe import MOE_MAPPERS
-
-_MISTRAL4 = dict(first_k_dense_replace=0, hidden_size=4096, intermediate_size=12288, kv_lora_rank=256,
-                 max_position_embeddings=1048576, moe_intermediate_size=2048, n_group=1, n_routed_experts=128,
-                 n_shared_experts=1, norm_topk_prob=True, num_attention_heads=32, num_experts_per_tok=4,
-                 num_hidden_layers=36, num_key_value_heads=32, q_lora_rank=1024, qk_nope_head_dim=64,
-                 qk_rope_head_dim=64, rms_norm_eps=1e-6, routed_scaling_factor=1.0, tie_word_embeddings=False,
-                 topk_group=1, v_head_dim=128, vocab_size=131072, num_nextn_predict_layers=0)
-"""Mistral4Config's defaults (transformers 5.24)."""
 
 _GLM_MOE_DSA = dict(first_k_dense_replace=3, hidden_size=6144, index_head_dim=128, index_n_heads=32, index_topk=2048,
                     intermediate_size=12288, kv_lora_rank=512, max_position_embeddings=202752, moe_intermediate_size=2048,
@@ -41,15 +29,6 @@ def _with(c: HFConfig, defaults: dict) -> HFConfig:
     return HFConfig({**defaults, **{k: v for k, v in c.data.items() if v is not None}}, c.source, c.path, c.defaults)
 
 
-def _mistral4(c: HFConfig) -> dict:
-    """Mistral4ForCausalLM as DeepSeek-V2 modules (softmax scores, greedy top-k)."""
-    c = _with(c, _MISTRAL4)
-    if c.integer("n_group") > 1:
-        raise SpecError(f"{c.source}: n_group: {c.integer('n_group')} groups (Mistral 4 scores a group by its best "
-                        f"two softmax scores) are not modelled; 1 is")
-    return MOE_MAPPERS["deepseek_v2"](HFConfig({**c.data, "topk_method": "greedy"}, c.source, c.path, c.defaults))
-
-
 def _glm_moe_dsa(c: HFConfig) -> dict:
     """GlmMoeDsaForCausalLM as DeepSeek-V3.2 modules."""
     kinds = c.texts("indexer_types", None)
@@ -62,4 +41,4 @@ def _glm_moe_dsa(c: HFConfig) -> dict:
     return DEEPSEEK32_MAPPERS["deepseek_v32"](_with(c, _GLM_MOE_DSA))
 
 
-DEEPSEEK_LIKE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {"mistral4": _mistral4, "glm_moe_dsa": _glm_moe_dsa}
+DEEPSEEK_LIKE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {"glm_moe_dsa": _glm_moe_dsa}

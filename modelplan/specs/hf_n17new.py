@@ -22,7 +22,8 @@ _MISTRAL4 = {
     "routed_scaling_factor": 1.0, "kv_lora_rank": 256, "q_lora_rank": 1024, "qk_rope_head_dim": 64,
     "qk_nope_head_dim": 64, "v_head_dim": 128, "n_group": 1, "topk_group": 1, "norm_topk_prob": True,
     "first_k_dense_replace": 0, "rms_norm_eps": 1e-6, "max_position_embeddings": 1048576,
-    "num_nextn_predict_layers": 0,
+    "num_nextn_predict_layers": 0, "hidden_size": 4096, "intermediate_size": 12288, "num_attention_heads": 32,
+    "num_hidden_layers": 36, "num_key_value_heads": 32, "vocab_size": 131072, "tie_word_embeddings": False,
 }
 """Mistral4Config defaults (configuration_mistral4.py); the class has no MTP layers."""
 
