@@ -51,20 +51,19 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **MOE_EXTRA_MAPPERS, **HYBRID_MAPPERS, **VISION_TEXT_MAPPERS, **LFM2_MAPPERS, **AFMOE_MAPPERS,
     **DEEPSEEK32_MAPPERS, **RECURRENT_GEMMA_MAPPERS, **MINIMAX_MAPPERS, **RWKV_MAPPERS,
     **ZAMBA_MAPPERS, **GEMMA3N_MAPPERS, **LONGCAT_MAPPERS, **XLSTM_MAPPERS,
-    **ROBERTA_MAPPERS, **DEEPSEEK_LIKE_MAPPERS,
-    **CLASSIC_MAPPERS,
+    **ROBERTA_MAPPERS, **DEEPSEEK_LIKE_MAPPERS, **CLASSIC_MAPPERS, **N17NEW_MLA_MAPPERS, **N17NEW_MORE_MAPPERS,
 }
-MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS)) for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS}.items()})
-MAPPERS.update({**N17NEW_MLA_MAPPERS, **N17NEW_MORE_MAPPERS})  # 2026 families (hf_n17new*.py)
+MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
+                for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS}.items()})
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its multimodal composite",
     "gemma3n": "its MobileNetV5 vision tower and Conformer audio encoder",
     **CLASSIC_UNMODELLED,
+    **N17NEW_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
-UNMODELLED.update(N17NEW_UNMODELLED)  # 2026 families (hf_n17new.py)
 
 _TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text", **N17NEW_TEXT_ONLY}
 """Refused vision-language types whose text_config alone is supported (as its own model_type);

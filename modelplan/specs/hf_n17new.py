@@ -47,7 +47,7 @@ def _mistral4(c: HFConfig) -> dict:
 
 
 N17NEW_MLA_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
-    "mistral4": _mistral4,  # replaces hf_deepseek_like's, which miscounts q_lora_rank null (tests/test_hf_n17new.py)
+    "mistral4": _mistral4,  # a null q_lora_rank kept: a plain q_proj (tests/test_hf_n17new.py)
 }
 
 
