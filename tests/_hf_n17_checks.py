@@ -16,6 +16,14 @@ from modelplan.specs.hf import from_hf_config
 runner = CliRunner()
 
 
+def class_defaults(model_type: str) -> dict:
+    """`model_type`'s config class defaults as the config.json transformers writes for them (the
+    independent source of the class-defaults tests)."""
+    from _hf_reference import transformers_module
+
+    return json.loads(transformers_module().AutoConfig.for_model(model_type).to_json_string(use_diff=False))
+
+
 def assert_one_line_error(data: dict, message: str) -> None:
     """from_hf_config(data) raises a one-line SpecError matching `message`."""
     with pytest.raises(SpecError, match=message) as exc:

@@ -5,11 +5,9 @@ built on CPU from small configs and on the meta device at the class defaults."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from _hf_n17_checks import assert_one_line_error
+from _hf_n17_checks import assert_one_line_error, class_defaults
 from _hf_reference import hf_model, hf_numel
 from modelplan.count.params import count_params
 from modelplan.specs.hf import from_hf_config
@@ -39,8 +37,7 @@ def test_total_equals_transformers_on_cpu(data):
 @pytest.mark.slow
 @pytest.mark.parametrize(("model_type", "cls"), [("mistral4", "Mistral4ForCausalLM"), ("glm_moe_dsa", "GlmMoeDsaForCausalLM")])
 def test_class_defaults_equal_transformers(model_type, cls):
-    transformers = pytest.importorskip("transformers")
-    data = json.loads(transformers.AutoConfig.for_model(model_type).to_json_string(use_diff=False))
+    data = class_defaults(model_type)
     data["architectures"] = [cls]
     assert count_params(from_hf_config(data)).total == hf_numel(data)
 

@@ -7,11 +7,9 @@ the text_config hint."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error
+from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error, class_defaults
 from _hf_reference import hf_model, hf_numel
 from modelplan.count.flops import layer_forward_flops
 from modelplan.count.memory import kv_cache_bytes
@@ -59,8 +57,7 @@ def test_total_equals_transformers_on_cpu(data):
 @pytest.mark.slow
 def test_class_defaults_equal_transformers():
     """Gemma3nTextConfig's defaults (gemma-3n-E4B's text model): 6,835,235,568 on the meta device."""
-    transformers = pytest.importorskip("transformers")
-    data = json.loads(transformers.AutoConfig.for_model("gemma3n_text").to_json_string(use_diff=False))
+    data = class_defaults("gemma3n_text")
     assert count_params(from_hf_config(data)).total == hf_numel(data) == 6_835_235_568
 
 

@@ -8,11 +8,9 @@ the report's 560B, arXiv 2509.01322); FLOPs of one layer by hand; `count` / `pla
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error
+from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error, class_defaults
 from _hf_reference import hf_model, hf_numel
 from modelplan.count.flops import layer_forward_flops
 from modelplan.count.params import count_params
@@ -45,8 +43,7 @@ def test_total_equals_transformers_on_cpu(data):
 @pytest.mark.torch
 @pytest.mark.slow
 def test_class_defaults_equal_transformers():
-    transformers = pytest.importorskip("transformers")
-    data = json.loads(transformers.AutoConfig.for_model("longcat_flash").to_json_string(use_diff=False))
+    data = class_defaults("longcat_flash")
     c = count_params(from_hf_config(data))
     assert c.total == hf_numel(data) == 741_053_585_408
     assert c.total - c.breakdown["layers/mlp/zero_expert_padding"] == 560_664_958_976

@@ -10,6 +10,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from _hf_n17_checks import class_defaults
 from _hf_reference import hf_model, hf_numel
 from modelplan.cli import app
 from modelplan.count.params import count_params
@@ -44,8 +45,7 @@ def test_total_equals_transformers_on_cpu(data):
 @pytest.mark.parametrize("model_type", ["roberta-prelayernorm", "xlm-roberta-xl", "sarvam_mla"])
 def test_class_defaults_equal_transformers(model_type):
     """Class defaults on the meta device (AutoModelForCausalLM's head for the RoBERTa ones)."""
-    transformers = pytest.importorskip("transformers")
-    data = json.loads(transformers.AutoConfig.for_model(model_type).to_json_string(use_diff=False))
+    data = class_defaults(model_type)
     if model_type in PREFIX:
         data["architectures"] = [PREFIX[model_type] + "ForCausalLM"]
     assert count_params(from_hf_config(data)).total == hf_numel(data)

@@ -5,11 +5,9 @@ state by hand; `count` / `plan` run and `verify` refuses the mixer in one line."
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error
+from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error, class_defaults
 from _hf_reference import hf_model, hf_numel
 from modelplan.count.flops import layer_forward_flops
 from modelplan.count.memory import kv_cache_bytes
@@ -37,8 +35,7 @@ def test_total_equals_transformers_on_cpu(data):
 @pytest.mark.torch
 @pytest.mark.slow
 def test_class_defaults_equal_transformers():
-    transformers = pytest.importorskip("transformers")
-    data = json.loads(transformers.AutoConfig.for_model("xlstm").to_json_string(use_diff=False))
+    data = class_defaults("xlstm")
     assert count_params(from_hf_config(data)).total == hf_numel(data) == 6_865_424_896
 
 

@@ -7,11 +7,9 @@ refuses the shared block in one line."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error
+from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error, class_defaults
 from _hf_reference import hf_model, hf_numel
 from modelplan.count.blocks import block_of
 from modelplan.count.flops import count_flops, layer_forward_flops
@@ -55,8 +53,7 @@ def test_total_equals_transformers_on_cpu(data):
 @pytest.mark.parametrize("model_type", ["zamba", "zamba2"])
 def test_class_defaults_equal_transformers(model_type):
     """The config class defaults (Zamba-7B-v1, Zamba2-2.7B) on the meta device."""
-    transformers = pytest.importorskip("transformers")
-    data = json.loads(transformers.AutoConfig.for_model(model_type).to_json_string(use_diff=False))
+    data = class_defaults(model_type)
     assert count_params(from_hf_config(data)).total == hf_numel(data)
 
 

@@ -11,6 +11,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from _hf_n17_checks import class_defaults
 from _hf_reference import hf_components, hf_model
 from modelplan.cli import app
 from modelplan.count.params import count_params
@@ -102,10 +103,7 @@ def test_components_equal_transformers(name):
                                         "minimax_m3_vl_text", "nanochat", "olmo_hybrid"])
 def test_class_defaults_equal_transformers(model_type):
     """The config class defaults alone (every size left out) give transformers' own count."""
-    from _hf_reference import transformers_module
-
-    transformers = transformers_module()
-    data = json.loads(transformers.AutoConfig.for_model(model_type).to_json_string(use_diff=False))
+    data = class_defaults(model_type)
     if model_type == "mistral4":  # AutoModelForCausalLM has no entry for Mistral4Config
         data["architectures"] = ["Mistral4ForCausalLM"]
     assert ours(data) == hf_components(data)
