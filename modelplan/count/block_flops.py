@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from modelplan.count.blocks import Block, real_experts_per_token
+from modelplan.count.extras import block_extra_flops
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_flops, mixer_flops
 from modelplan.count.shared_block import use_flops
 from modelplan.count.side_paths import block_side_flops
@@ -152,4 +153,5 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
     if block.kv_shared:  # Gemma 3n: K and V come from an earlier block
         out["attention/qkv"] -= 2 * tokens * spec.hidden * 2 * spec.kv_width
     out.update(block_side_flops(spec, tokens))  # Gemma 3n's side paths (count/side_paths.py)
+    out.update(block_extra_flops(spec, tokens))  # X-MOD's adapter (count/extras.py)
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from modelplan.count.extras import block_extra_params
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
 from modelplan.count.shared_block import use_params
 from modelplan.count.side_paths import block_side_params, kv_shared_saving
@@ -39,6 +40,10 @@ class Block(NamedTuple):
     """Runs the model's shared attention + MLP block first (Zamba hybrid layers)."""
     kv_shared: bool = False
     """Reads an earlier block's K/V instead of projecting its own (Gemma 3n's last blocks)."""
+    no_input_norm: bool = False
+    """Its attention input norm is an identity (extras.no_input_norm_blocks: ModernBERT-decoder)."""
+    out_bias: bool = False
+    """Its attention output projection has a bias (extras.out_bias_blocks: GPT-NeoX-Japanese)."""
 
 
 def block_of(spec: "TransformerSpec", index: int) -> Block:
@@ -51,6 +56,8 @@ def block_of(spec: "TransformerSpec", index: int) -> Block:
         mlp=spec.has_mlp(index) if spec.arch != "encoder_decoder" else spec.mlp,
         shared=spec.shared_block is not None and index in spec.shared_block.layers,
         kv_shared=spec.kv_shared_layers > 0 and index >= spec.layers - spec.kv_shared_layers,
+        no_input_norm=spec.extras is not None and index in spec.extras.no_input_norm_blocks,
+        out_bias=spec.extras is not None and index in spec.extras.out_bias_blocks,
     )
 
 
@@ -217,6 +224,8 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
         out["attention/qkv"] -= qkv
         out["attention/qk_norm"] -= k_norm
     out.update(block_side_params(spec))  # Gemma 3n's AltUp, LAuReL, per-layer input (count/side_paths.py)
+    out.update(block_extra_params(spec, block))  # sub-norms, adapters, ... (count/extras.py)
+    norms -= block.no_input_norm  # ModernBertDecoderLayer: attn_norm is nn.Identity() on block 0
     out["norm"] = norms * norm_params(spec, h)  # input/post-attention (and sandwich) norms
     return out
 

@@ -34,10 +34,12 @@ from typing import TYPE_CHECKING
 
 from modelplan.count.block_flops import block_forward_flops
 from modelplan.count.blocks import Block, block_of, mtp_block
+from modelplan.count.extras import embedding_extra_flops
 from modelplan.count.params import TOP_LEVEL, with_parents
 from modelplan.count.result import FlopCount
 from modelplan.count.side_paths import embedding_side_flops, head_side_flops
 from modelplan.errors import SpecError
+from modelplan.specs.extras import decoder_width, per_token_dense, transform_width
 from modelplan.specs.family import family_of
 
 if TYPE_CHECKING:
@@ -72,20 +74,22 @@ def layer_forward_flops(
 def embedding_forward_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
     """Forward FLOPs of the input side: lookups are free; OPT's project_in is a matmul."""
     e = spec.embed_dim
-    return {"proj": 2 * tokens * e * spec.hidden if e != spec.hidden else 0}
+    return {"proj": 2 * tokens * e * spec.hidden if e != spec.hidden else 0,
+            **embedding_extra_flops(spec, tokens)}  # ELECTRA embeddings_project, RoCBert map_inputs_layer
 
 
 def head_forward_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[str, int]:
     """Forward FLOPs of the output side for `tokens` tokens (logits are computed even when tied)."""
-    h, e = spec.hidden, spec.embed_dim
+    h, e, t, dec = spec.hidden, spec.embed_dim, transform_width(spec), decoder_width(spec)
     sequences = tokens // seq_len
     cls = spec.classifier
     rows = 0 if cls is None else tokens if cls.per_token else sequences
     return {
         "proj": 2 * tokens * h * e if e != h else 0,  # OPT project_out
-        "transform": 2 * tokens * h * h if spec.mlm_transform else 0,  # BERT MLM dense
-        "output": 2 * tokens * e * spec.vocab if spec.lm_head else 0,  # logits (t, e) @ (e, V)
-        "pooler": 2 * sequences * h * h if spec.pooler else 0,  # first token of each sequence
+        "transform": 2 * tokens * h * t if spec.mlm_transform else 0,  # BERT MLM dense (t, h) @ (h, t)
+        "output": 2 * tokens * dec * spec.vocab if spec.lm_head else 0,  # logits (t, dec) @ (dec, V)
+        # first token of each sequence (ELECTRA's discriminator dense: every token)
+        "pooler": 2 * (tokens if per_token_dense(spec) else sequences) * h * h if spec.pooler else 0,
         "classifier": 2 * rows * h * cls.num_labels if cls is not None else 0,  # (rows, h) @ (h, n)
     }
 

@@ -23,6 +23,7 @@ from modelplan.count.params import count_params
 from modelplan.count.recompute_modules import discarded
 from modelplan.count.result import MemoryCount
 from modelplan.count.shared_block import use_cache_elements, use_kept_bytes
+from modelplan.count.extras import block_extra_kept_bytes
 from modelplan.count.side_paths import block_side_kept_bytes
 from modelplan.specs.family import family_of
 
@@ -128,6 +129,7 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
     replicated += rep_mixer
     shared_score = 0
     replicated += block_side_kept_bytes(spec, d)  # Gemma 3n's AltUp, LAuReL, per-layer input
+    replicated += block_extra_kept_bytes(spec, block, d)  # sub-norms, adapters (count/extras.py)
     if block.shared:  # Zamba's shared attention + MLP block at this use (count/shared_block.py)
         rep_use, sharded_use, shared_score = use_kept_bytes(spec, d, is_fused(attention))
         replicated, sharded = replicated + rep_use, sharded + sharded_use

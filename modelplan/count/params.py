@@ -34,10 +34,12 @@ from modelplan.count.blocks import (
     norm_params,
     unused_expert_params,
 )
+from modelplan.count.extras import embedding_extra_params, frozen_params
 from modelplan.count.result import ParamCount
 from modelplan.count.shared_block import shared_params
 from modelplan.count.side_paths import embedding_side_params, head_side_params
 from modelplan.count.vision import vision_params
+from modelplan.specs.extras import decoder_width, head_tied, table_width, token_width, transform_width
 from modelplan.specs.family import family_of
 
 if TYPE_CHECKING:
@@ -55,28 +57,31 @@ def layer_params(spec: "TransformerSpec", index: int) -> dict[str, int]:
 
 def embedding_params(spec: "TransformerSpec") -> dict[str, int]:
     """Leaf parameters of the input side, keyed relative to `embedding/`."""
-    h, e = spec.hidden, spec.embed_dim
+    h, e, w = spec.hidden, spec.embed_dim, table_width(spec)  # w: ELECTRA's factored width, else h
+    rows = spec.max_positions + (spec.extras.position_offset if spec.extras is not None else 0)
     return {
         # nn.Embedding(vocab, embed_dim); T5's encoder and decoder embed_tokens are tied to `shared`
-        "token": spec.vocab * e,
-        # GPT-2 wpe / BERT position_embeddings: Embedding(max_positions, h); rotary/ALiBi: none
-        "position": spec.max_positions * h if spec.position == "learned" else 0,
-        "token_type": spec.type_vocab * h,  # BERT token_type_embeddings: Embedding(type_vocab, h)
-        "norm": norm_params(spec, h) if spec.embedding_norm else 0,  # BLOOM/BERT embedding LN
+        "token": spec.vocab * token_width(spec),
+        # GPT-2 wpe / BERT position_embeddings: Embedding(max_positions [+ offset: BioGPT], w); rotary/ALiBi: none
+        "position": rows * w if spec.position == "learned" else 0,
+        "token_type": spec.type_vocab * w,  # BERT token_type_embeddings: Embedding(type_vocab, w)
+        "norm": norm_params(spec, w) if spec.embedding_norm else 0,  # BLOOM/BERT embedding LN
         "proj": e * h if e != h else 0,  # OPT project_in: Linear(embed_dim, h, bias=False)
+        **embedding_extra_params(spec),  # ELECTRA embeddings_project, RoFormer's frozen table, ... (count/extras.py)
     }
 
 
 def head_params(spec: "TransformerSpec") -> dict[str, int]:
     """Leaf parameters of the output side, keyed relative to `head/`."""
-    h, e = spec.hidden, spec.embed_dim
+    h, e, t = spec.hidden, spec.embed_dim, transform_width(spec)  # t: h, or ELECTRA's embedding_size
     cls = spec.classifier
+    bias = spec.extras is None or spec.extras.head_transform_bias
     return {
         "proj": h * e if e != h else 0,  # OPT project_out: Linear(h, embed_dim, bias=False)
-        # BERT BertPredictionHeadTransform: dense h x h + bias, then a norm
-        "transform": h * h + h + norm_params(spec, h) if spec.mlm_transform else 0,
-        # lm_head: Linear(embed_dim, vocab, bias=False); tied heads reuse the token embedding
-        "output": spec.vocab * e if spec.lm_head and not spec.tied_embeddings else 0,
+        # BERT BertPredictionHeadTransform: dense h x t (+ bias), then a norm over t
+        "transform": h * t + (t if bias else 0) + norm_params(spec, t) if spec.mlm_transform else 0,
+        # lm_head: Linear(decoder width, vocab, bias=False); tied heads reuse the token embedding
+        "output": spec.vocab * decoder_width(spec) if spec.lm_head and not head_tied(spec) else 0,
         "bias": spec.vocab if spec.lm_head_bias else 0,
         "pooler": h * h + h if spec.pooler else 0,  # BertPooler: dense h x h + bias
         # classifier / score / qa_outputs: Linear(h, num_labels, bias)
@@ -155,7 +160,7 @@ def count_transformer_params(spec) -> ParamCount:
     total = sum(value for key, value in breakdown.items() if "/" not in key)
     return ParamCount(
         total=total,
-        trainable=total,
+        trainable=total - frozen_params(spec),  # RoFormer's sinusoidal table: requires_grad false
         active=total - unused,  # MoE: every routed expert except the top_k a token uses
         breakdown=breakdown,
         per_layer=per_layer,

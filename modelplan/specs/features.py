@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.specs.extras import extras_features
+
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
 
@@ -83,4 +85,5 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "mtp_layers": spec.mtp_layers > 0,
         "vision": spec.vision is not None,
     }
-    return [name for name, used in checks.items() if used] + _layer_type_features(spec) + _moe_features(spec)
+    return ([name for name, used in checks.items() if used] + _layer_type_features(spec) + _moe_features(spec)
+            + extras_features(spec))

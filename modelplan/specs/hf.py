@@ -44,6 +44,7 @@ from modelplan.specs.hf_xlstm import XLSTM_MAPPERS
 from modelplan.specs.hf_roberta import ROBERTA_MAPPERS
 from modelplan.specs.hf_deepseek_like import DEEPSEEK_LIKE_MAPPERS
 from modelplan.specs.hf_n17classic import CLASSIC_MAPPERS, CLASSIC_UNMODELLED, CLASSIC_VISION_MAPPERS
+from modelplan.specs.hf_n18small import N18SMALL_HEADS, N18SMALL_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -52,6 +53,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **DEEPSEEK32_MAPPERS, **RECURRENT_GEMMA_MAPPERS, **MINIMAX_MAPPERS, **RWKV_MAPPERS,
     **ZAMBA_MAPPERS, **GEMMA3N_MAPPERS, **LONGCAT_MAPPERS, **XLSTM_MAPPERS,
     **ROBERTA_MAPPERS, **DEEPSEEK_LIKE_MAPPERS, **CLASSIC_MAPPERS, **N17NEW_MLA_MAPPERS, **N17NEW_MORE_MAPPERS,
+    **N18SMALL_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS}.items()})
@@ -197,7 +199,8 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
             f"{source}: model_type: unsupported '{model_type}' (supported: {', '.join(sorted(MAPPERS))})"
         )
     _check_depth(c)
-    fields = apply_head(mapper(c), c, _architecture(c))
+    head = N18SMALL_HEADS.get(model_type)  # types whose head classes apply_head would misread
+    fields = head(mapper(c), c) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}
     if fields.get("position", "rotary") == "rotary" and "rope_theta" not in fields:

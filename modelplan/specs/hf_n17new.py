@@ -92,7 +92,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "inkling_mm_model": "Inkling's text model (short convolutions, relative-logit biases) and its towers",
     "inkling2": "Inkling 2's text model (short convolutions, attention-pooled inputs) and its tower",
     "inkling2_loop": "Inkling 2's text model (short convolutions, looped blocks) and its tower",
-    "axk1": "a norm after the MLP on its MoE blocks only (post_mlp_layernorm)",
     "axk2": "adaptive norms (an MLP inside each block's norms) and a gated query projection",
     "bailing_hybrid": "linear attention with a full-rank per-channel forget gate beside MLA blocks with a "
                       "per-head output gate",

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from modelplan.specs.base import Spec
 from modelplan.specs.blocks import ClassifierSpec, MLASpec, MoESpec, Norm, SSMSpec, VisionSpec
+from modelplan.specs.extras import ExtrasSpec
 from modelplan.specs.mixers import DeltaNetSpec, LightningSpec, Mamba2Spec, RGLRUSpec, RWKVSpec, ShortConvSpec
 from modelplan.specs.mlstm import MLSTMSpec
 from modelplan.specs.shared_block import SharedBlockSpec
@@ -204,6 +205,9 @@ class TransformerSpec(Spec):
     """Dropout is active in training (adds 1-byte masks to activation memory, Korthikanti et al.)."""
     moe: MoESpec | None = None
     """Mixture-of-experts settings; None for a dense model."""
+    extras: ExtrasSpec | None = None
+    """Small options of the block stack: factored embeddings, extra or frozen position rows, sub-norms,
+    adapters (`specs/extras.py`); None: none of them."""
 
     @field_validator("layer_types")
     @classmethod

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.specs.extras import check_extras
+
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
 
@@ -14,6 +16,7 @@ def check_transformer(spec: "TransformerSpec") -> None:
     _check_attention(spec)
     _check_blocks(spec)
     _check_heads(spec)
+    check_extras(spec)  # specs/extras.py
 
 
 def _check_attention(spec: "TransformerSpec") -> None:

@@ -1,0 +1,113 @@
+"""Exact parameters, forward FLOPs and kept activation bytes of the block stack's small options
+(`modelplan.specs.extras.ExtrasSpec`), keyed as count.params keys them:
+
+    embedding/{proj_in, frozen_position, concat/tables, concat/proj}   input side
+    attention/{sub_norm, out_bias}, mlp/{sub_norm, output_norm}, adapter/{layers, norm}   in a block
+
+The widths they change (factored tables, the MLM transform's output, the decoder's input) are
+read by count.params and count.flops through `table_width`, `token_width`, `transform_width` and
+`decoder_width`. FLOPs count only GEMMs (the convention count.flops states): norms and bias adds
+are free, a frozen table is a lookup.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from modelplan.count.blocks import Block
+    from modelplan.specs.transformer import TransformerSpec
+
+_ATTENTION = ("full_attention", "sliding_attention", "chunked_attention")
+
+
+def _norm(spec: "TransformerSpec", width: int) -> int:
+    """One norm of the model's kind over `width` (count.blocks.norm_params)."""
+    return width * (2 if spec.norm_bias else 1) if spec.norm_affine else 0
+
+
+
+
+
+
+
+def _concat_in(spec: "TransformerSpec") -> int:
+    """Input width of RoCBert's map_inputs_layer: h plus every used table."""
+    return spec.hidden + sum(t.width for t in spec.extras.concat_tables if t.used)
+
+
+def embedding_extra_params(spec: "TransformerSpec") -> dict[str, int]:
+    """Input-side parameters, keyed relative to `embedding/`."""
+    x, h, out = spec.extras, spec.hidden, {}
+    if x is None:
+        return out
+    if x.input_width is not None:  # ELECTRA embeddings_project / RemBERT embedding_hidden_mapping_in
+        out["proj_in"] = x.input_width * h + (h if x.input_proj_bias else 0)
+    if x.frozen_position_width is not None:  # RoFormerSinusoidalPositionalEmbedding(max_pos, head_dim)
+        out["frozen_position"] = spec.max_positions * x.frozen_position_width
+    out["concat/tables"] = sum(t.rows * t.width for t in x.concat_tables)  # nn.Embedding(rows, width) each
+    if x.concat_proj:  # RoCBert map_inputs_layer: Linear(h + widths, h) with bias
+        out["concat/proj"] = _concat_in(spec) * h + h
+    return out
+
+
+def frozen_params(spec: "TransformerSpec") -> int:
+    """Parameters with requires_grad false (RoFormer's sinusoidal table)."""
+    x = spec.extras
+    return spec.max_positions * x.frozen_position_width if x is not None and x.frozen_position_width else 0
+
+
+def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int]:
+    """One block's extra parameters, keyed relative to the block."""
+    x, h, out = spec.extras, spec.hidden, {}
+    if x is None:
+        return out
+    attention = block.mixer in _ATTENTION and spec.mla is None
+    if x.sub_norms and attention:  # BitNetAttention.attn_sub_norm: RMSNorm over the attention output
+        out["attention/sub_norm"] = _norm(spec, spec.q_width)
+    if block.out_bias and not spec.attn_out_bias:  # GPTNeoXJapaneseAttention.dense_bias: (h,)
+        out["attention/out_bias"] = h
+    if x.sub_norms and block.mlp and not block.moe:  # BitNetMLP.ffn_sub_norm: RMSNorm(intermediate_size)
+        out["mlp/sub_norm"] = _norm(spec, spec.ffn_hidden)
+    if x.moe_output_norm and block.moe:  # AXK1MoE.post_mlp_layernorm: RMSNorm(h)
+        out["mlp/output_norm"] = _norm(spec, h)
+    a = x.adapter
+    if a is not None:  # XmodOutput.adapter_modules: per language Linear(h, b) + Linear(b, h), biases
+        out["adapter/layers"] = a.copies * (2 * h * a.bottleneck + a.bottleneck + h)
+        out["adapter/norm"] = _norm(spec, h) if a.norm else 0  # adapter_layer_norm
+    return out
+
+
+def embedding_extra_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
+    """Input-side forward FLOPs, keyed relative to `embedding/` (lookups free)."""
+    x, h, out = spec.extras, spec.hidden, {}
+    if x is None:
+        return out
+    if x.input_width is not None:
+        out["proj_in"] = 2 * tokens * x.input_width * h  # (t, E) @ (E, h)
+    if x.concat_proj:
+        out["concat/proj"] = 2 * tokens * _concat_in(spec) * h  # (t, h + widths) @ (h + widths, h)
+    return out
+
+
+def block_extra_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
+    """One block's extra forward FLOPs: each token runs one adapter, (t, h) @ (h, b) and back."""
+    a = spec.extras.adapter if spec.extras is not None else None
+    return {"adapter/layers": 2 * tokens * 2 * spec.hidden * a.bottleneck} if a is not None else {}
+
+
+def block_extra_kept_bytes(spec: "TransformerSpec", block: "Block", d: int) -> int:
+    """Bytes per token these options keep for backward (16-bit values of `d` bytes, eager autograd):
+    each sub-norm's input (q_width, ffn_hidden), the MoE output norm's input (h), the adapter's
+    input (h, plus its norm's input), its bottleneck output and activation (2 b). Not split by tp."""
+    x, h, out = spec.extras, spec.hidden, 0
+    if x is None:
+        return 0
+    if x.sub_norms:
+        out += (spec.q_width if block.mixer in _ATTENTION else 0) + (spec.ffn_hidden if block.mlp and not block.moe else 0)
+    if x.moe_output_norm and block.moe:
+        out += h
+    if x.adapter is not None:
+        out += h * (2 if x.adapter.norm else 1) + 2 * x.adapter.bottleneck
+    return d * out
+
