@@ -226,12 +226,17 @@ def _roc_bert_head(fields: dict, c: HFConfig) -> dict:
 
 def _roformer_head(fields: dict, c: HFConfig) -> dict:
     """RoFormerForMultipleChoice: RoFormerSequenceSummary without a projection (RoFormerConfig has no
-    summary_use_proj), then classifier Linear(h, 1): no pooler-sized dense."""
+    summary_use_proj), then classifier Linear(h, 1): no pooler-sized dense. RoFormerForQuestionAnswering
+    sets config.num_labels = 2 before building qa_outputs."""
     from modelplan.specs.hf import apply_head, _architecture
 
     fields = apply_head(fields, c, _architecture(c))
-    name = _arch(c)
-    return {**fields, "pooler": False} if name is not None and name.endswith("ForMultipleChoice") else fields
+    name = _arch(c) or ""
+    if name.endswith("ForMultipleChoice"):
+        return {**fields, "pooler": False}
+    if name.endswith("ForQuestionAnswering"):
+        return {**fields, "classifier": {"num_labels": 2, "per_token": True}}
+    return fields
 
 
 def _generation_head(fields: dict, c: HFConfig) -> dict:
