@@ -187,3 +187,32 @@ def test_bad_options_are_one_line_errors():
         validate_model(TransformerSpec, {**base, "extras": {"out_bias_blocks": [5]}}, "model")
     with pytest.raises(SpecError, match=r"tied_embeddings: the decoder reads 64 features but the token table is 32"):
         validate_model(TransformerSpec, {**base, "tied_embeddings": True, "extras": {"input_width": 32}}, "model")
+
+
+LM_CASES = [d for d in CASES if d["architectures"][0].endswith(("ForMaskedLM", "ForCausalLM", "Decoder"))]
+
+
+@pytest.mark.parametrize("data", LM_CASES, ids=[f"{d['architectures'][0]}-{i}" for i, d in enumerate(LM_CASES)])
+def test_planner_units_hold_every_parameter(data):
+    """At tp = 1 the planner's units (plan/shard.py with plan/extras.py) hold exactly
+    count_params' total for the language-model heads: factored tables, offset rows, adapters,
+    sub-norms, the MLM transform at its width and RemBERT's untied decoder (pooler and classifier
+    heads are not in shard.py's units)."""
+    from modelplan.plan.shard import unit_shards
+    from modelplan.specs.plan import Plan
+
+    spec = from_hf_config(data)
+    assert sum(u.numel for u in unit_shards(spec, Plan()).values()) == count_params(spec).total
+
+
+def test_planner_kernels_run_the_adapter_and_the_transform_at_their_widths():
+    """plan/kernels.py: X-MOD's block runs dense1 (t, h) @ (h, b) and dense2 (t, b) @ (b, h) on every
+    tp rank; ELECTRA's head runs its transform (t, h) @ (h, E) and logits reading E features."""
+    from modelplan.plan.kernels import head_kernels, layer_kernels
+
+    xmod = from_hf_config(next(d for d in CASES if d["architectures"] == ["XmodForMaskedLM"]))
+    gemms = {g.name: (g.m, g.n, g.k) for g in layer_kernels(xmod, 2, 1, 8, 2).gemms}
+    assert gemms["adapter/in"] == (8, 16, 64) and gemms["adapter/out"] == (8, 64, 16)
+    electra = from_hf_config(next(d for d in CASES if d["architectures"] == ["ElectraForMaskedLM"]))
+    head = {g.name: (g.m, g.n, g.k) for g in head_kernels(electra, 1, 1, 8, 2, 100)[0]}
+    assert head == {"head/transform": (8, 32, 64), "head/logits": (8, 100, 32)}

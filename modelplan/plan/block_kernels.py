@@ -27,6 +27,7 @@ from modelplan.count.attention import FusedAttention
 from modelplan.count.blocks import Block
 from modelplan.count.eager import ROTARY_KERNELS, rotary_bytes
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
+from modelplan.plan.extras import PRICED_EXTRAS
 from modelplan.plan.dsa import indexer_elementwise, indexer_gemms, sparse_core
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.plan.linear_mixers import linear_mixer_kernels
@@ -51,7 +52,7 @@ PRICED: frozenset[str] = frozenset({
     "norm_placement=sandwich", "norm_placement=output", "norm_placement=post", "activation=swiglu_clamp",
     "moe.router=sigmoid", "moe.norm_topk_prob=false", "moe.router_score_correction", "moe.routed_scaling",
     "moe.router_groups", "moe.weights_on_input", "lm_head=false",
-})
+}) | PRICED_EXTRAS  # plan/extras.py
 """`specs.features` names the planner prices (the others are noted as priced as baseline blocks)."""
 
 

@@ -22,8 +22,10 @@ from modelplan.count.eager import (
 )
 from modelplan.count.blocks import Block, block_of
 from modelplan.plan.block_kernels import cross_kernels, mixer_kernels
+from modelplan.plan.extras import head_transform_kernels, layer_extra_kernels
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.plan.parallel.tp import local_kv_heads
+from modelplan.specs.extras import decoder_width
 from modelplan.specs.transformer import TransformerSpec
 
 __all__ = ["Elementwise", "Gemm", "LayerKernels", "embedding_kernels", "head_kernels", "layer_kernels",
@@ -155,7 +157,10 @@ def layer_kernels(
     else:
         act = Elementwise("mlp/act", tokens * ffn_local, 2 * d, 3 * d)
     sublayers = (block.mixer != "mlp") + block.cross + block.mlp
-    other = [norm] * (spec.num_norms_per_layer + block.cross) + [bda] * sublayers
+    other = [norm] * (spec.num_norms_per_layer - block.no_input_norm + block.cross) + [bda] * sublayers
+    extra_gemms, extra_ew = layer_extra_kernels(spec, block, tp, tokens, hidden_values, d)  # plan/extras.py
+    gemms += extra_gemms
+    other += extra_ew
     if block.mlp and moe_layer:
         routed = tokens * etp // tp if etp else tokens  # etp < tp: each rank routes its sequence shard
         moe_gemms, moe_ew = moe_mlp_kernels(spec, tp, ep, tokens, d, capacity if capacity is not None else routed,
@@ -219,7 +224,9 @@ def head_kernels(
     eager `F.cross_entropy(logits.float())` (`count.eager.cross_entropy_bytes`)."""
     tokens = micro_batch * seq_len
     vocab_local = vocab_padded // tp
-    gemms = (Gemm("head/logits", tokens, vocab_local, spec.hidden),) if spec.lm_head else ()
+    transform_gemms, transform_ew = head_transform_kernels(spec, tokens, dtype_bytes)  # BERT MLM transform
+    gemms = tuple(transform_gemms) + ((Gemm("head/logits", tokens, vocab_local, decoder_width(spec)),)
+                                      if spec.lm_head else ())
     # vocab_parallel_cross_entropy on fp32 upcast logits: fwd reads logits, writes fp32 copy,
     # max/exp/sum passes over fp32 (~ d + 4 * 4 bytes); bwd writes the fp32 softmax grad and
     # its dtype copy (~ 4 + 4 + d).
@@ -228,7 +235,7 @@ def head_kernels(
     loss = (Elementwise("head/cross_entropy", tokens * vocab_local, *cross_entropy_bytes(d), CROSS_ENTROPY_KERNELS)
             if eager else Elementwise("head/cross_entropy", tokens * vocab_local, d + 16, 8 + d))
     final_norm = norm_kernel("final_norm", spec, tokens * spec.hidden, d, (norm_elementwise or elementwise) == "eager")
-    out = (loss, final_norm) if spec.final_norm else (loss,)
+    out = ((loss, final_norm) if spec.final_norm else (loss,)) + tuple(transform_ew)
     if spec.final_logit_softcap is not None:  # Gemma 2: c tanh(z / c) over the logits, read and write
         out += (Elementwise("head/logit_softcap", tokens * vocab_local, 2 * d, 3 * d),)
     return gemms, out

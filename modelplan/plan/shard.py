@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
 from modelplan.count.vision import vision_params
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
+from modelplan.plan.extras import block_shard, embedding_extra, head_extra, word_width
 from modelplan.plan.linear_mixers import linear_mixer_shard
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.stages import rank_units
@@ -159,6 +160,8 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
     else:
         numel, partial = _attention(spec, tp, sp)
     numel, partial = numel + norms, partial + (norms if sp else 0)
+    extra, extra_partial = block_shard(spec, block, sp)  # sub-norms, adapters, ... (plan/extras.py)
+    numel, partial = numel + extra, partial + extra_partial
     if not block.mlp:
         return numel, partial
     if not block.moe:
@@ -213,9 +216,10 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     tp, sp, h = plan.tp, plan.sequence_parallel, spec.hidden
     dp, expert_group = unit_groups(tp, plan.dp, plan.cp, plan.ep, plan.etp)
     etp = plan.etp or tp
-    sizes: dict[str, tuple[int, int, int]] = {"embedding/word": (_split(spec.vocab, tp) * h, 0, dp)}
+    sizes: dict[str, tuple[int, int, int]] = {"embedding/word": (_split(spec.vocab, tp) * word_width(spec), 0, dp)}
     extra = (spec.max_positions * h if spec.position == "learned" else 0) + spec.type_vocab * h
     extra += _norm(spec) if spec.embedding_norm else 0
+    extra += embedding_extra(spec)  # factored / offset / frozen / concatenated tables (plan/extras.py)
     sizes["embedding/extra"] = (extra, extra if sp else 0, dp)
     blocks: dict = {}
     experts = _experts(spec, etp, plan.ep) if spec.moe is not None else 0
@@ -233,7 +237,9 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     norm = _norm(spec) if spec.final_norm else 0
     head = norm + (0 if spec.tied_embeddings else h * _split(spec.vocab, tp))
     head += _split(spec.vocab, tp) if spec.lm_head_bias else 0
-    sizes["head"] = (head, norm if sp else 0, dp)
+    transform, decoder = head_extra(spec, _split(spec.vocab, tp))  # BERT's MLM transform, RemBERT's decoder
+    head += transform + decoder
+    sizes["head"] = (head, norm + transform if sp else 0, dp)
     if spec.vision is not None:  # replicated over tp (its own small GEMMs), reduced over dp like the rest
         sizes["vision"] = (sum(vision_params(spec.vision, h).values()), 0, dp)
     return {u: UnitShard(unit=u, numel=n, partial_over_tp=p, group_size=g) for u, (n, p, g) in sizes.items() if n}
