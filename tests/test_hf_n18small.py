@@ -38,11 +38,14 @@ ENCODERS = [
     ("Xmod", dict(languages=["en_XX", "de_DE", "fr_XX"], adapter_reduction_factor=4), ENCODER_HEADS),
     ("Xmod", dict(languages=["en_XX", "de_DE"], adapter_layer_norm=True, pre_norm=True), ["Model", "ForMaskedLM"]),
     ("BertGeneration", {}, ["Decoder", "Encoder"]),
+    ("BigBird", dict(attention_type="original_full"), ["Model", "ForMaskedLM", "ForCausalLM", "ForPreTraining",
+                                                       "ForTokenClassification", "ForMultipleChoice"]),
+    ("BigBird", dict(use_bias=False, rescale_embeddings=True), ["ForMaskedLM"]),
 ]
 """(class prefix, config keys, heads) of the encoder-shaped types."""
 
 TYPES = {"Electra": "electra", "RoFormer": "roformer", "RemBert": "rembert", "RoCBert": "roc_bert", "Xmod": "xmod",
-         "BertGeneration": "bert-generation"}
+         "BertGeneration": "bert-generation", "BigBird": "big_bird"}
 
 CASES = [{**BERT, **extra, "model_type": TYPES[prefix], "architectures": [prefix + head]}
          for prefix, extra, heads in ENCODERS for head in heads]
@@ -76,12 +79,19 @@ DECODERS = [
 ]
 """Tiny decoders (and A.X-K1's MLA MoE), in each config class's key names."""
 CASES += DECODERS
+XLM = dict(model_type="xlm", n_layers=2, emb_dim=64, n_heads=4, vocab_size=100, max_position_embeddings=40,
+           num_labels=3, pad_token_id=0)
+CASES += [dict(XLM, architectures=["XLM" + head]) for head in ("WithLMHeadModel", "Model", "ForSequenceClassification",
+                                                                "ForTokenClassification", "ForQuestionAnsweringSimple")]
+CASES += [dict(XLM, architectures=["XLMWithLMHeadModel"], n_langs=3, gelu_activation=False, causal=True),
+          dict(XLM, architectures=["XLMWithLMHeadModel"], n_langs=3, use_lang_emb=False, sinusoidal_embeddings=True)]
+"""XLM in XLMConfig's key names: one language (no language table), three (a table), three unused."""
 
 CAUSAL_LM = {"electra": "ElectraForCausalLM", "roformer": "RoFormerForCausalLM", "rembert": "RemBertForCausalLM",
              "roc_bert": "RoCBertForCausalLM", "xmod": "XmodForCausalLM", "bert-generation": "BertGenerationDecoder",
              "biogpt": "BioGptForCausalLM", "gpt_neox_japanese": "GPTNeoXJapaneseForCausalLM",
              "bitnet": "BitNetForCausalLM", "modernbert-decoder": "ModernBertDecoderForCausalLM",
-             "axk1": "AXK1ForCausalLM"}
+             "axk1": "AXK1ForCausalLM", "big_bird": "BigBirdForCausalLM", "xlm": "XLMWithLMHeadModel"}
 """transformers' MODEL_FOR_CAUSAL_LM_MAPPING_NAMES entry of each type (the class hf_coverage.py counts)."""
 
 
@@ -115,8 +125,8 @@ def test_roformer_frozen_table_is_not_trainable():
 
 BATCH, SEQ = 2, 12
 FLOP_CASES = [d for d in CASES if d["architectures"][0].endswith(("ForMaskedLM", "ForCausalLM", "ForPreTraining",
-                                                                    "ForSequenceClassification", "Decoder"))
-              and d["model_type"] not in ("xmod", "roc_bert") or d["architectures"] == ["RoCBertForMaskedLM"]]
+                                                                    "ForSequenceClassification", "Decoder", "LMHeadModel"))
+              and d["model_type"] not in ("xmod", "roc_bert", "big_bird") or d["architectures"] == ["RoCBertForMaskedLM"]]
 
 
 @pytest.mark.torch
@@ -140,12 +150,38 @@ def test_xmod_flops_count_one_adapter_per_token():
     assert ours == sum(hf_training_flop_counts(data, BATCH, SEQ).values())
 
 
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["BigBirdForMaskedLM", "BigBirdForPreTraining"])
+def test_big_bird_flops_but_the_unread_pooler_backward(arch):
+    """BigBird (original_full): FlopCounterMode equals ours less the backward of what the MLM loss
+    does not read: the pooler (2 x 2 b h^2: its input and weight gradients) and the NSP classifier
+    (2 x 2 b h 2) that BigBirdModel runs in every head class."""
+    data = next(d for d in CASES if d["architectures"] == [arch] and d.get("attention_type") == "original_full")
+    ours = count_flops(from_hf_config(data), TrainingSpec(global_batch=BATCH, seq_len=SEQ)).model
+    unread = 2 * 2 * BATCH * 64 * 64 + (2 * 2 * BATCH * 64 * 2 if arch.endswith("PreTraining") else 0)
+    assert ours - unread == sum(hf_training_flop_counts(data, BATCH, SEQ).values())
+
+
+def test_big_bird_block_sparse_keys_per_query():
+    """block_sparse (the default) prices (5 + num_random_blocks) x block_size keys a query (Zaheer et
+    al. 2020, sec. 2): 3 random blocks of 64 give 512 keys, so at seq_len 4096 the score FLOPs are
+    512 / 4096 of original_full's."""
+    base = {**BERT, "model_type": "big_bird", "architectures": ["BigBirdForMaskedLM"], "max_position_embeddings": 4096}
+    training = TrainingSpec(global_batch=1, seq_len=4096)
+    sparse = count_flops(from_hf_config(base), training).breakdown["layers/attention/score"]
+    full = count_flops(from_hf_config({**base, "attention_type": "original_full"}), training).breakdown[
+        "layers/attention/score"]
+    assert sparse * 4096 == full * 512
+
+
 @pytest.mark.parametrize(("arch", "features"), [
     ("ElectraForMaskedLM", ["extras.input_width"]), ("RoFormerForMaskedLM", ["extras.frozen_position_width"]),
     ("RemBertForMaskedLM", ["extras.head_width", "extras.head_untied"]), ("RoCBertForMaskedLM", ["extras.concat_tables"]),
     ("XmodForMaskedLM", ["extras.adapter"]), ("BioGptForCausalLM", ["extras.position_offset"]),
     ("GPTNeoXJapaneseForCausalLM", ["extras.out_bias_blocks"]), ("BitNetForCausalLM", ["extras.sub_norms"]),
     ("ModernBertDecoderForCausalLM", ["extras.no_input_norm_blocks"]), ("AXK1ForCausalLM", ["extras.moe_output_norm"]),
+    ("BigBirdForMaskedLM", ["pooler"]),
 ])
 def test_count_plan_run_and_verify_names_the_options(arch, features, tmp_path):
     """`count` and `plan --gpus 8` exit 0; verify refuses the options its executor does not run."""
@@ -189,7 +225,8 @@ def test_bad_options_are_one_line_errors():
         validate_model(TransformerSpec, {**base, "tied_embeddings": True, "extras": {"input_width": 32}}, "model")
 
 
-LM_CASES = [d for d in CASES if d["architectures"][0].endswith(("ForMaskedLM", "ForCausalLM", "Decoder"))]
+LM_CASES = [d for d in CASES if d["architectures"][0].endswith(("ForMaskedLM", "ForCausalLM", "Decoder", "LMHeadModel"))
+            and d["model_type"] != "big_bird"]  # BigBird's LM heads keep the pooler
 
 
 @pytest.mark.parametrize("data", LM_CASES, ids=[f"{d['architectures'][0]}-{i}" for i, d in enumerate(LM_CASES)])

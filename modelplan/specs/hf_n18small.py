@@ -1,6 +1,6 @@
 """HF config mappers of classic and 2026 types built from the block stack's small options
 (`specs/extras.py`; transformers 5.24 modeling code): the BERT-shaped encoders electra, roformer,
-rembert, roc_bert, xmod and bert-generation; the decoders biogpt, gpt_neox_japanese, bitnet,
+rembert, roc_bert, xmod, bert-generation, big_bird and xlm; the decoders biogpt, gpt_neox_japanese, bitnet,
 modernbert-decoder; and axk1 (DeepSeek-V3 blocks with a norm on every MoE output).
 
 `N18SMALL_HEADS` maps a type whose head classes differ from BERT's / the generic decoder heads
@@ -189,7 +189,48 @@ def _axk1(c: HFConfig) -> dict:
     return {**fields, "moe": moe, "extras": {"moe_output_norm": True}}
 
 
+def _big_bird(c: HFConfig) -> dict:
+    """BigBirdModel: BERT's modules (q/k/v bias use_bias, embeddings x sqrt(h) with
+    rescale_embeddings) and its pooler in every head class. block_sparse attention (Zaheer et al.
+    2020, sec. 2: per query block 3 sliding, 2 global and num_random_blocks random key blocks) is
+    priced as a window of (5 + r) x block_size keys a query, the global query blocks' full rows not
+    counted; transformers runs original_full when seq_len <= (5 + 2 r) x block_size."""
+    hidden, fields = c.size("hidden_size"), _bert(c)
+    fields.update(max_positions=c.integer("max_position_embeddings", 4096), qkv_bias=c.flag("use_bias", True),
+                  activation=c.activation("gelu_new", "hidden_act"),
+                  embedding_scale=hidden ** 0.5 if c.flag("rescale_embeddings", False) else None)
+    kind = c.text("attention_type", "block_sparse")
+    if kind not in ("block_sparse", "original_full"):
+        raise SpecError(f"{c.source}: attention_type: unsupported '{kind}' (block_sparse, original_full)")
+    if kind == "block_sparse":
+        window = (5 + c.integer("num_random_blocks", 3)) * c.integer("block_size", 64)
+        fields.update(layer_types=["sliding_attention"], sliding_window=window)
+    return fields
+
+
+def _xlm(c: HFConfig) -> dict:
+    """XLMModel: post-LN blocks (q_lin/k_lin/v_lin/out_lin and lin1 -> 4 emb_dim -> lin2, all biased;
+    GELU or ReLU), learned positions (sinusoidal_embeddings only initialises them), a language table
+    (n_langs rows when use_lang_emb and n_langs > 1) and layer_norm_emb; XLMPredLayer proj
+    Linear(emb_dim, vocab) with bias, tied to the embeddings. The adaptive softmax (asm) is refused."""
+    if c.flag("asm", False):
+        raise SpecError(f"{c.source}: asm: true is not supported (XLMPredLayer's AdaptiveLogSoftmaxWithLoss)")
+    hidden, langs = c.size("emb_dim", "hidden_size"), c.integer("n_langs", 1)
+    return dict(
+        arch="decoder" if c.flag("causal", False) else "encoder",
+        layers=c.size("n_layers", "num_hidden_layers"), hidden=hidden, heads=c.size("n_heads", "num_attention_heads"),
+        ffn_hidden=4 * hidden, vocab=c.size("vocab_size", "n_words"),
+        max_positions=c.integer("max_position_embeddings", 512), position="learned",
+        type_vocab=langs if langs > 1 and c.flag("use_lang_emb", True) else 0, **GPT_STYLE,
+        norm_placement="post", norm_eps=c.number("layer_norm_eps", 1e-12),
+        activation="gelu" if c.flag("gelu_activation", True) else "relu", embedding_norm=True, final_norm=False,
+        lm_head=True, lm_head_bias=True, tied_embeddings=True,
+        dropout=c.dropout(0.1, "dropout", "attention_dropout"),
+    )
+
+
 N18SMALL_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
+    "big_bird": _big_bird, "xlm": _xlm,
     "electra": _electra, "roformer": _roformer, "rembert": _rembert, "roc_bert": _roc_bert, "xmod": _xmod,
     "bert-generation": _bert_generation, "biogpt": _biogpt, "gpt_neox_japanese": _gpt_neox_japanese,
     "bitnet": _bitnet, "modernbert-decoder": _modernbert_decoder, "axk1": _axk1,
@@ -263,7 +304,42 @@ def _causal_only(model_type: str, lm_suffix: str, bare: str) -> Callable[[dict, 
     return head
 
 
+def _big_bird_head(fields: dict, c: HFConfig) -> dict:
+    """BigBird's heads keep BigBirdModel's pooler (add_pooling_layer defaults to true in every
+    head class but question answering); its sequence-classification head (dense + out_proj beside
+    the pooler) and question-answering head are refused."""
+    from modelplan.specs.hf import apply_head, _architecture
+
+    name = _arch(c) or "BigBirdModel"
+    if name.endswith(("ForSequenceClassification", "ForQuestionAnswering")):
+        raise SpecError(f"{c.source}: architectures: '{name}' is not supported for big_bird (its head beside "
+                        "the pooler is not modelled)")
+    return {**apply_head(fields, c, _architecture(c)), "pooler": True}
+
+
+def _xlm_head(fields: dict, c: HFConfig) -> dict:
+    """XLMWithLMHeadModel (also without `architectures`), the bare XLMModel, and the heads that are
+    one Linear(h, num_labels): XLMForSequenceClassification's sequence_summary (first token,
+    summary_use_proj and summary_proj_to_labels), XLMForTokenClassification, XLMForQuestionAnsweringSimple."""
+    name = _arch(c)
+    if name is None or name.endswith("WithLMHeadModel"):
+        return fields
+    bare = {**fields, "lm_head": False, "lm_head_bias": False, "tied_embeddings": False}
+    if name == "XLMModel":
+        return bare
+    labels = c.num_labels()
+    if name.endswith(("ForTokenClassification", "ForQuestionAnsweringSimple")):
+        return {**bare, "classifier": {"num_labels": labels, "per_token": True}}
+    if (name.endswith("ForSequenceClassification") and c.flag("summary_use_proj", True)
+            and c.flag("summary_proj_to_labels", True) and c.text("summary_type", "first") == "first"):
+        return {**bare, "classifier": {"num_labels": labels}}
+    raise SpecError(f"{c.source}: architectures: unsupported head '{name}' for xlm (XLMWithLMHeadModel, XLMModel, "
+                    "XLMForSequenceClassification with its default summary, XLMForTokenClassification, "
+                    "XLMForQuestionAnsweringSimple)")
+
+
 N18SMALL_HEADS: dict[str, Callable[[dict, HFConfig], dict]] = {
+    "big_bird": _big_bird_head, "xlm": _xlm_head,
     "electra": _electra_head, "roc_bert": _roc_bert_head, "roformer": _roformer_head, "bert-generation": _generation_head,
     "modernbert-decoder": _causal_only("modernbert-decoder", "ForCausalLM", "DecoderModel"),
 }
