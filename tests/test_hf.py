@@ -350,7 +350,8 @@ def test_every_mapper_has_a_fixture_or_variant():
                "vipllava"}  # tests/test_hf_n17classic.py (on CPU)
     tested |= {"hy_v3", "cohere2_moe", "minimax_m3_vl_text", "nanochat", "olmo_hybrid"}  # tests/test_hf_n17new.py
     tested |= {"electra", "roformer", "rembert", "roc_bert", "xmod", "bert-generation", "biogpt", "gpt_neox_japanese",
-               "bitnet", "modernbert-decoder", "axk1", "big_bird", "xlm"}  # tests/test_hf_n18small.py
+               "bitnet", "modernbert-decoder", "axk1", "big_bird", "xlm",
+               "cpmant"}  # tests/test_hf_n18small.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

@@ -86,12 +86,17 @@ CASES += [dict(XLM, architectures=["XLM" + head]) for head in ("WithLMHeadModel"
 CASES += [dict(XLM, architectures=["XLMWithLMHeadModel"], n_langs=3, gelu_activation=False, causal=True),
           dict(XLM, architectures=["XLMWithLMHeadModel"], n_langs=3, use_lang_emb=False, sinusoidal_embeddings=True)]
 """XLM in XLMConfig's key names: one language (no language table), three (a table), three unused."""
+CPMANT = dict(model_type="cpmant", num_hidden_layers=2, hidden_size=64, num_attention_heads=4, dim_head=16, dim_ff=96,
+              vocab_size=100, prompt_types=2, prompt_length=3, segment_types=4, position_bias_num_buckets=16)
+CASES += [dict(CPMANT, architectures=["CpmAntForCausalLM"]), dict(CPMANT, architectures=["CpmAntModel"]),
+          dict(CPMANT, architectures=["CpmAntForCausalLM"], dim_head=8)]  # heads x dim_head < hidden
 
 CAUSAL_LM = {"electra": "ElectraForCausalLM", "roformer": "RoFormerForCausalLM", "rembert": "RemBertForCausalLM",
              "roc_bert": "RoCBertForCausalLM", "xmod": "XmodForCausalLM", "bert-generation": "BertGenerationDecoder",
              "biogpt": "BioGptForCausalLM", "gpt_neox_japanese": "GPTNeoXJapaneseForCausalLM",
              "bitnet": "BitNetForCausalLM", "modernbert-decoder": "ModernBertDecoderForCausalLM",
-             "axk1": "AXK1ForCausalLM", "big_bird": "BigBirdForCausalLM", "xlm": "XLMWithLMHeadModel"}
+             "axk1": "AXK1ForCausalLM", "big_bird": "BigBirdForCausalLM", "xlm": "XLMWithLMHeadModel",
+             "cpmant": "CpmAntForCausalLM"}
 """transformers' MODEL_FOR_CAUSAL_LM_MAPPING_NAMES entry of each type (the class hf_coverage.py counts)."""
 
 
@@ -126,7 +131,8 @@ def test_roformer_frozen_table_is_not_trainable():
 BATCH, SEQ = 2, 12
 FLOP_CASES = [d for d in CASES if d["architectures"][0].endswith(("ForMaskedLM", "ForCausalLM", "ForPreTraining",
                                                                     "ForSequenceClassification", "Decoder", "LMHeadModel"))
-              and d["model_type"] not in ("xmod", "roc_bert", "big_bird") or d["architectures"] == ["RoCBertForMaskedLM"]]
+              and d["model_type"] not in ("xmod", "roc_bert", "big_bird", "cpmant")
+              or d["architectures"] == ["RoCBertForMaskedLM"]]  # CPM-Ant's forward prepends its prompt tokens
 
 
 @pytest.mark.torch
@@ -181,7 +187,7 @@ def test_big_bird_block_sparse_keys_per_query():
     ("XmodForMaskedLM", ["extras.adapter"]), ("BioGptForCausalLM", ["extras.position_offset"]),
     ("GPTNeoXJapaneseForCausalLM", ["extras.out_bias_blocks"]), ("BitNetForCausalLM", ["extras.sub_norms"]),
     ("ModernBertDecoderForCausalLM", ["extras.no_input_norm_blocks"]), ("AXK1ForCausalLM", ["extras.moe_output_norm"]),
-    ("BigBirdForMaskedLM", ["pooler"]),
+    ("BigBirdForMaskedLM", ["pooler"]), ("CpmAntForCausalLM", ["position=relative", "extras.token_extra_rows"]),
 ])
 def test_count_plan_run_and_verify_names_the_options(arch, features, tmp_path):
     """`count` and `plan --gpus 8` exit 0; verify refuses the options its executor does not run."""
@@ -226,7 +232,7 @@ def test_bad_options_are_one_line_errors():
 
 
 LM_CASES = [d for d in CASES if d["architectures"][0].endswith(("ForMaskedLM", "ForCausalLM", "Decoder", "LMHeadModel"))
-            and d["model_type"] != "big_bird"]  # BigBird's LM heads keep the pooler
+            and d["model_type"] not in ("big_bird", "cpmant")]  # BigBird's pooler; shard.py has no relative-bias unit
 
 
 @pytest.mark.parametrize("data", LM_CASES, ids=[f"{d['architectures'][0]}-{i}" for i, d in enumerate(LM_CASES)])

@@ -1,7 +1,7 @@
 """Exact parameters, forward FLOPs and kept activation bytes of the block stack's small options
 (`modelplan.specs.extras.ExtrasSpec`), keyed as count.params keys them:
 
-    embedding/{proj_in, frozen_position, concat/tables, concat/proj}   input side
+    embedding/{proj_in, token_extra, frozen_position, concat/tables, concat/proj}   input side
     attention/{sub_norm, out_bias}, mlp/{sub_norm, output_norm}, adapter/{layers, norm}   in a block
 
 The widths they change (factored tables, the MLM transform's output, the decoder's input) are
@@ -13,6 +13,8 @@ are free, a frozen table is a lookup.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from modelplan.specs.extras import token_width
 
 if TYPE_CHECKING:
     from modelplan.count.blocks import Block
@@ -43,6 +45,7 @@ def embedding_extra_params(spec: "TransformerSpec") -> dict[str, int]:
         return out
     if x.input_width is not None:  # ELECTRA embeddings_project / RemBERT embedding_hidden_mapping_in
         out["proj_in"] = x.input_width * h + (h if x.input_proj_bias else 0)
+    out["token_extra"] = x.token_extra_rows * token_width(spec)  # CpmAntModel.input_embedding's prompt rows
     if x.frozen_position_width is not None:  # RoFormerSinusoidalPositionalEmbedding(max_pos, head_dim)
         out["frozen_position"] = spec.max_positions * x.frozen_position_width
     out["concat/tables"] = sum(t.rows * t.width for t in x.concat_tables)  # nn.Embedding(rows, width) each

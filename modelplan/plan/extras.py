@@ -29,6 +29,7 @@ UNPRICED: frozenset[str] = frozenset({"extras.input_width", "extras.concat_table
 
 PRICED_EXTRAS: frozenset[str] = frozenset({
     "extras.head_width", "extras.head_transform_bias=false", "extras.head_untied", "extras.position_offset",
+    "extras.token_extra_rows",
     "extras.frozen_position_width", "extras.sub_norms", "extras.moe_output_norm", "extras.no_input_norm_blocks",
     "extras.out_bias_blocks", "extras.adapter", "mlm_transform",
 })

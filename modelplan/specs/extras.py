@@ -5,7 +5,8 @@
   tables and the embedding LayerNorm are `input_width` wide, a Linear(input_width, h) maps them to
   the model width (`embeddings_project`, `embedding_hidden_mapping_in`); the MLM head's transform
   maps h -> `head_width` and the decoder reads `head_width` features;
-- extra rows of the learned position table (BioGPT's and OPT's offset 2);
+- extra rows of the learned position table (BioGPT's and OPT's offset 2) and of the token table
+  (CPM-Ant's prompt tokens);
 - a frozen sinusoidal table stored as a parameter (RoFormer's `embed_positions`, head_dim wide);
 - tables concatenated with the token embedding and mapped back to h (RoCBert's pronunciation and
   shape embeddings, `map_inputs_layer`);
@@ -73,6 +74,9 @@ class ExtrasSpec(Spec):
     dense_head_per_token: bool = False
     """The pooler-sized dense (h x h + bias) runs on every token, not the first one (ELECTRA's
     discriminator_predictions.dense before dense_prediction)."""
+    token_extra_rows: int = Field(0, ge=0)
+    """Rows of the token table beyond vocab that the head does not predict (CPM-Ant's
+    prompt_types x prompt_length prompt tokens)."""
     position_offset: int = Field(0, ge=0)
     """Rows of the learned position table beyond max_positions (BioGPT / OPT: 2)."""
     frozen_position_width: int | None = Field(None, gt=0)
@@ -148,7 +152,7 @@ def extras_features(spec: "TransformerSpec") -> list[str]:
         "extras.input_width": x.input_width is not None, "extras.head_width": x.head_width is not None,
         "extras.head_transform_bias=false": not x.head_transform_bias, "extras.head_untied": x.head_untied,
         "extras.dense_head_per_token": x.dense_head_per_token,
-        "extras.position_offset": x.position_offset > 0,
+        "extras.position_offset": x.position_offset > 0, "extras.token_extra_rows": x.token_extra_rows > 0,
         "extras.frozen_position_width": x.frozen_position_width is not None,
         "extras.concat_tables": bool(x.concat_tables), "extras.sub_norms": x.sub_norms,
         "extras.moe_output_norm": x.moe_output_norm, "extras.no_input_norm_blocks": bool(x.no_input_norm_blocks),

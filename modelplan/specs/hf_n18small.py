@@ -1,6 +1,6 @@
 """HF config mappers of classic and 2026 types built from the block stack's small options
 (`specs/extras.py`; transformers 5.24 modeling code): the BERT-shaped encoders electra, roformer,
-rembert, roc_bert, xmod, bert-generation, big_bird and xlm; the decoders biogpt, gpt_neox_japanese, bitnet,
+rembert, roc_bert, xmod, bert-generation, big_bird and xlm; the decoders biogpt, cpmant, gpt_neox_japanese, bitnet,
 modernbert-decoder; and axk1 (DeepSeek-V3 blocks with a norm on every MoE output).
 
 `N18SMALL_HEADS` maps a type whose head classes differ from BERT's / the generic decoder heads
@@ -229,8 +229,29 @@ def _xlm(c: HFConfig) -> dict:
     )
 
 
+def _cpmant(c: HFConfig) -> dict:
+    """CpmAntForCausalLM (CPM-Ant): pre-norm blocks of weight-only RMS LayerNorms
+    (CpmAntLayerNorm), bias-free project_q/k/v / attention_out of num_attention_heads x dim_head,
+    a GELU-gated w_0 / w_1 -> w_out FFN, output_layernorm; input_embedding holds vocab_size +
+    prompt_types x prompt_length rows, segment_embedding segment_types rows; one
+    CpmAntSegmentPositionEmbedding table (segment_types^2 + position_bias_num_buckets, heads) read by
+    every block (counted in block 0, as T5's relative bias); lm_head Linear(h, vocab) of its own
+    (the class ties nothing)."""
+    segments = c.integer("segment_types", 32)
+    return dict(
+        layers=c.size("num_hidden_layers"), hidden=c.size("hidden_size"), heads=c.size("num_attention_heads"),
+        head_dim=c.integer("dim_head", 128), ffn_hidden=c.integer("dim_ff", 10240), vocab=c.size("vocab_size"),
+        position="relative", relative_buckets=segments * segments + c.integer("position_bias_num_buckets", 512),
+        relative_max_distance=c.integer("position_bias_max_distance", 2048), max_positions=c.integer("position_bias_max_distance", 2048),
+        type_vocab=segments, norm="rmsnorm", norm_eps=c.number("eps", 1e-6), gated_mlp=True, activation="gelu",
+        tied_embeddings=False,
+        extras={"token_extra_rows": c.integer("prompt_types", 32) * c.integer("prompt_length", 32)},
+        dropout=c.dropout(0.0, "dropout_p"),
+    )
+
+
 N18SMALL_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
-    "big_bird": _big_bird, "xlm": _xlm,
+    "big_bird": _big_bird, "xlm": _xlm, "cpmant": _cpmant,
     "electra": _electra, "roformer": _roformer, "rembert": _rembert, "roc_bert": _roc_bert, "xmod": _xmod,
     "bert-generation": _bert_generation, "biogpt": _biogpt, "gpt_neox_japanese": _gpt_neox_japanese,
     "bitnet": _bitnet, "modernbert-decoder": _modernbert_decoder, "axk1": _axk1,
@@ -339,7 +360,7 @@ def _xlm_head(fields: dict, c: HFConfig) -> dict:
 
 
 N18SMALL_HEADS: dict[str, Callable[[dict, HFConfig], dict]] = {
-    "big_bird": _big_bird_head, "xlm": _xlm_head,
+    "big_bird": _big_bird_head, "xlm": _xlm_head, "cpmant": _causal_only("cpmant", "ForCausalLM", "CpmAntModel"),
     "electra": _electra_head, "roc_bert": _roc_bert_head, "roformer": _roformer_head, "bert-generation": _generation_head,
     "modernbert-decoder": _causal_only("modernbert-decoder", "ForCausalLM", "DecoderModel"),
 }
