@@ -90,13 +90,17 @@ CPMANT = dict(model_type="cpmant", num_hidden_layers=2, hidden_size=64, num_atte
               vocab_size=100, prompt_types=2, prompt_length=3, segment_types=4, position_bias_num_buckets=16)
 CASES += [dict(CPMANT, architectures=["CpmAntForCausalLM"]), dict(CPMANT, architectures=["CpmAntModel"]),
           dict(CPMANT, architectures=["CpmAntForCausalLM"], dim_head=8)]  # heads x dim_head < hidden
+XLNET = dict(model_type="xlnet", n_layer=2, d_model=64, n_head=4, d_inner=96, vocab_size=100, num_labels=3, pad_token_id=0)
+CASES += [dict(XLNET, architectures=["XLNet" + head]) for head in (
+    "LMHeadModel", "Model", "ForSequenceClassification", "ForMultipleChoice", "ForTokenClassification",
+    "ForQuestionAnsweringSimple")]
 
 CAUSAL_LM = {"electra": "ElectraForCausalLM", "roformer": "RoFormerForCausalLM", "rembert": "RemBertForCausalLM",
              "roc_bert": "RoCBertForCausalLM", "xmod": "XmodForCausalLM", "bert-generation": "BertGenerationDecoder",
              "biogpt": "BioGptForCausalLM", "gpt_neox_japanese": "GPTNeoXJapaneseForCausalLM",
              "bitnet": "BitNetForCausalLM", "modernbert-decoder": "ModernBertDecoderForCausalLM",
              "axk1": "AXK1ForCausalLM", "big_bird": "BigBirdForCausalLM", "xlm": "XLMWithLMHeadModel",
-             "cpmant": "CpmAntForCausalLM"}
+             "cpmant": "CpmAntForCausalLM", "xlnet": "XLNetLMHeadModel"}
 """transformers' MODEL_FOR_CAUSAL_LM_MAPPING_NAMES entry of each type (the class hf_coverage.py counts)."""
 
 
@@ -131,7 +135,7 @@ def test_roformer_frozen_table_is_not_trainable():
 BATCH, SEQ = 2, 12
 FLOP_CASES = [d for d in CASES if d["architectures"][0].endswith(("ForMaskedLM", "ForCausalLM", "ForPreTraining",
                                                                     "ForSequenceClassification", "Decoder", "LMHeadModel"))
-              and d["model_type"] not in ("xmod", "roc_bert", "big_bird", "cpmant")
+              and d["model_type"] not in ("xmod", "roc_bert", "big_bird", "cpmant", "xlnet")
               or d["architectures"] == ["RoCBertForMaskedLM"]]  # CPM-Ant's forward prepends its prompt tokens
 
 
@@ -169,6 +173,18 @@ def test_big_bird_flops_but_the_unread_pooler_backward(arch):
     assert ours - unread == sum(hf_training_flop_counts(data, BATCH, SEQ).values())
 
 
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize(("attn_type", "positions"), [("bi", 2 * SEQ), ("uni", SEQ + 1)])
+def test_xlnet_flops_but_the_constant_encoding_gradient(attn_type, positions):
+    """XLNet: FlopCounterMode equals ours less one matmul per block that autograd skips: the input
+    gradient of the r projection (its input is the sinusoidal encoding, a constant), 2 b P h q."""
+    data = dict(XLNET, architectures=["XLNetLMHeadModel"], attn_type=attn_type)
+    ours = count_flops(from_hf_config(data), TrainingSpec(global_batch=BATCH, seq_len=SEQ)).model
+    skipped = 2 * 2 * BATCH * positions * 64 * 64
+    assert ours - skipped == sum(hf_training_flop_counts(data, BATCH, SEQ).values())
+
+
 def test_big_bird_block_sparse_keys_per_query():
     """block_sparse (the default) prices (5 + num_random_blocks) x block_size keys a query (Zaheer et
     al. 2020, sec. 2): 3 random blocks of 64 give 512 keys, so at seq_len 4096 the score FLOPs are
@@ -188,6 +204,7 @@ def test_big_bird_block_sparse_keys_per_query():
     ("GPTNeoXJapaneseForCausalLM", ["extras.out_bias_blocks"]), ("BitNetForCausalLM", ["extras.sub_norms"]),
     ("ModernBertDecoderForCausalLM", ["extras.no_input_norm_blocks"]), ("AXK1ForCausalLM", ["extras.moe_output_norm"]),
     ("BigBirdForMaskedLM", ["pooler"]), ("CpmAntForCausalLM", ["position=relative", "extras.token_extra_rows"]),
+    ("XLNetLMHeadModel", ["extras.xl_relative", "extras.mask_embedding"]),
 ])
 def test_count_plan_run_and_verify_names_the_options(arch, features, tmp_path):
     """`count` and `plan --gpus 8` exit 0; verify refuses the options its executor does not run."""

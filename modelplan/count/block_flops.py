@@ -153,5 +153,5 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
     if block.kv_shared:  # Gemma 3n: K and V come from an earlier block
         out["attention/qkv"] -= 2 * tokens * spec.hidden * 2 * spec.kv_width
     out.update(block_side_flops(spec, tokens))  # Gemma 3n's side paths (count/side_paths.py)
-    out.update(block_extra_flops(spec, tokens))  # X-MOD's adapter (count/extras.py)
+    out.update(block_extra_flops(spec, block, tokens, seq_len))  # X-MOD's adapter, XLNet's positions (count/extras.py)
     return out

@@ -1,8 +1,8 @@
 """Exact parameters, forward FLOPs and kept activation bytes of the block stack's small options
 (`modelplan.specs.extras.ExtrasSpec`), keyed as count.params keys them:
 
-    embedding/{proj_in, token_extra, frozen_position, concat/tables, concat/proj}   input side
-    attention/{sub_norm, out_bias}, mlp/{sub_norm, output_norm}, adapter/{layers, norm}   in a block
+    embedding/{proj_in, token_extra, mask, frozen_position, concat/tables, concat/proj}   input side
+    attention/{sub_norm, out_bias, relative}, mlp/{sub_norm, output_norm}, adapter/{layers, norm}   in a block
 
 The widths they change (factored tables, the MLM transform's output, the decoder's input) are
 read by count.params and count.flops through `table_width`, `token_width`, `transform_width` and
@@ -46,6 +46,7 @@ def embedding_extra_params(spec: "TransformerSpec") -> dict[str, int]:
     if x.input_width is not None:  # ELECTRA embeddings_project / RemBERT embedding_hidden_mapping_in
         out["proj_in"] = x.input_width * h + (h if x.input_proj_bias else 0)
     out["token_extra"] = x.token_extra_rows * token_width(spec)  # CpmAntModel.input_embedding's prompt rows
+    out["mask"] = h if x.mask_embedding else 0  # XLNetModel.mask_emb: (1, 1, h)
     if x.frozen_position_width is not None:  # RoFormerSinusoidalPositionalEmbedding(max_pos, head_dim)
         out["frozen_position"] = spec.max_positions * x.frozen_position_width
     out["concat/tables"] = sum(t.rows * t.width for t in x.concat_tables)  # nn.Embedding(rows, width) each
@@ -74,6 +75,8 @@ def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int
         out["mlp/sub_norm"] = _norm(spec, spec.ffn_hidden)
     if x.moe_output_norm and block.moe:  # AXK1MoE.post_mlp_layernorm: RMSNorm(h)
         out["mlp/output_norm"] = _norm(spec, h)
+    if x.xl_relative is not None and attention:  # XLNetRelativeAttention.r (h, n, d), r_w/r_r/r_s_bias, seg_embed
+        out["attention/relative"] = spec.hidden * spec.q_width + 5 * spec.q_width
     a = x.adapter
     if a is not None:  # XmodOutput.adapter_modules: per language Linear(h, b) + Linear(b, h), biases
         out["adapter/layers"] = a.copies * (2 * h * a.bottleneck + a.bottleneck + h)
@@ -93,10 +96,27 @@ def embedding_extra_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int
     return out
 
 
-def block_extra_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
-    """One block's extra forward FLOPs: each token runs one adapter, (t, h) @ (h, b) and back."""
-    a = spec.extras.adapter if spec.extras is not None else None
-    return {"adapter/layers": 2 * tokens * 2 * spec.hidden * a.bottleneck} if a is not None else {}
+def relative_positions(spec: "TransformerSpec", seq_len: int) -> int:
+    """Relative positions a Transformer-XL query is scored against (XLNetModel.relative_positional_encoding
+    without memory: arange(klen, -qlen, -1) for 'bi', arange(klen, -1, -1) for 'uni')."""
+    return 2 * seq_len if spec.extras.xl_relative == "bi" else seq_len + 1
+
+
+def block_extra_flops(spec: "TransformerSpec", block: "Block", tokens: int, seq_len: int) -> dict[str, int]:
+    """One block's extra forward FLOPs: each token runs one adapter, (t, h) @ (h, b) and back;
+    Transformer-XL's position projection (P b, h) @ (h, q) over the P relative positions of each of
+    the b sequences and the position scores (q + r_r) . r, (t, d) @ (d, P) per head (the segment
+    term, only with token types, is not counted)."""
+    x, out = spec.extras, {}
+    if x is None:
+        return out
+    if x.adapter is not None:
+        out["adapter/layers"] = 2 * tokens * 2 * spec.hidden * x.adapter.bottleneck
+    if x.xl_relative is not None and block.mixer in _ATTENTION:
+        positions = relative_positions(spec, seq_len)
+        out["attention/relative_proj"] = 2 * (tokens // seq_len) * positions * spec.hidden * spec.q_width
+        out["attention/relative_score"] = 2 * tokens * positions * spec.q_width
+    return out
 
 
 def block_extra_kept_bytes(spec: "TransformerSpec", block: "Block", d: int) -> int:
@@ -112,5 +132,7 @@ def block_extra_kept_bytes(spec: "TransformerSpec", block: "Block", d: int) -> i
         out += h
     if x.adapter is not None:
         out += h * (2 if x.adapter.norm else 1) + 2 * x.adapter.bottleneck
+    if x.xl_relative is not None and block.mixer in _ATTENTION:
+        out += 2 * spec.q_width  # q + r_w and q + r_r (the s x P position scores: not counted)
     return d * out
 

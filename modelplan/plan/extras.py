@@ -8,8 +8,8 @@ rank's tokens; BitNet's sub-norms run over the local heads' output and the local
 (the whole-width statistic is one more reduction, not priced); the MoE output norm runs over the
 block's hidden values; an MLM transform to width t is a replicated (tokens, t, h) GEMM before the
 vocab-parallel logits, which read t features. The input-side projections (ELECTRA
-embeddings_project, RoCBert map_inputs_layer) are counted in the shards but not priced as kernels
-(`UNPRICED`): the planner's embedding stage has no GEMM.
+embeddings_project, RoCBert map_inputs_layer) and XLNet's relative-position projection and scores
+are counted in the shards but not priced as kernels (`UNPRICED`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ if TYPE_CHECKING:
     from modelplan.count.blocks import Block
     from modelplan.specs.transformer import TransformerSpec
 
-UNPRICED: frozenset[str] = frozenset({"extras.input_width", "extras.concat_tables", "extras.dense_head_per_token"})
+UNPRICED: frozenset[str] = frozenset({"extras.input_width", "extras.concat_tables", "extras.dense_head_per_token",
+                                      "extras.xl_relative"})
 """extras features whose compute the planner leaves out (noted as priced as baseline blocks)."""
 
 PRICED_EXTRAS: frozenset[str] = frozenset({
     "extras.head_width", "extras.head_transform_bias=false", "extras.head_untied", "extras.position_offset",
-    "extras.token_extra_rows",
+    "extras.token_extra_rows", "extras.mask_embedding",
     "extras.frozen_position_width", "extras.sub_norms", "extras.moe_output_norm", "extras.no_input_norm_blocks",
     "extras.out_bias_blocks", "extras.adapter", "mlm_transform",
 })

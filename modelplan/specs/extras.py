@@ -14,12 +14,14 @@
   norm on the MoE output (A.X-K1's post_mlp_layernorm), blocks without an input norm
   (ModernBERT-decoder's first block), an attention output bias on some blocks only
   (GPT-NeoX-Japanese's last block);
-- bottleneck adapters after every block's MLP, one per language, one of them run per token (X-MOD).
+- bottleneck adapters after every block's MLP, one per language, one of them run per token (X-MOD);
+- Transformer-XL relative attention (XLNet: a position projection, three bias vectors and a
+  segment table per block; a mask embedding).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
@@ -100,6 +102,14 @@ class ExtrasSpec(Spec):
     false (GPT-NeoX-Japanese: dense_bias on the last block, added with the residual)."""
     adapter: AdapterSpec | None = None
     """Per-block bottleneck adapters (X-MOD)."""
+    xl_relative: Literal["bi", "uni"] | None = None
+    """Transformer-XL relative attention (Dai et al. 2019, sec. 3.3; XLNet `XLNetRelativeAttention`):
+    per block a position projection r (h x q_width) of sinusoidal relative encodings, the content /
+    position / segment biases r_w, r_r, r_s and a segment table seg_embed (2 rows), each q_width;
+    the scores add q . r over 2 s relative positions ('bi') or s + 1 ('uni'). Use with position
+    'none' and bias-free q/k/v/o."""
+    mask_embedding: bool = False
+    """One learned h-wide vector for masked positions (XLNet mask_emb)."""
 
     @model_validator(mode="after")
     def _check(self) -> "ExtrasSpec":
@@ -157,6 +167,7 @@ def extras_features(spec: "TransformerSpec") -> list[str]:
         "extras.concat_tables": bool(x.concat_tables), "extras.sub_norms": x.sub_norms,
         "extras.moe_output_norm": x.moe_output_norm, "extras.no_input_norm_blocks": bool(x.no_input_norm_blocks),
         "extras.out_bias_blocks": bool(x.out_bias_blocks), "extras.adapter": x.adapter is not None,
+        "extras.xl_relative": x.xl_relative is not None, "extras.mask_embedding": x.mask_embedding,
     }
     return [name for name, used in checks.items() if used]
 
@@ -172,6 +183,9 @@ def check_extras(spec: "TransformerSpec") -> None:
     if spec.lm_head and head_tied(spec) and decoder_width(spec) != token_width(spec):
         raise ValueError(f"tied_embeddings: the decoder reads {decoder_width(spec)} features but the token "
                          f"table is {token_width(spec)} wide (set extras.head_untied)")
+    if x.xl_relative is not None and (spec.mla is not None or spec.position != "none"):
+        raise ValueError(f"extras.xl_relative is the position encoding: position must be 'none' (got '{spec.position}')"
+                         " and attention q/k/v (no mla)")
     if x.sub_norms and spec.moe is not None:
         raise ValueError("extras.sub_norms with moe: a sub-norm inside routed experts is not modelled")
     for name in ("no_input_norm_blocks", "out_bias_blocks"):

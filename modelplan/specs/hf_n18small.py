@@ -1,6 +1,6 @@
 """HF config mappers of classic and 2026 types built from the block stack's small options
 (`specs/extras.py`; transformers 5.24 modeling code): the BERT-shaped encoders electra, roformer,
-rembert, roc_bert, xmod, bert-generation, big_bird and xlm; the decoders biogpt, cpmant, gpt_neox_japanese, bitnet,
+rembert, roc_bert, xmod, bert-generation, big_bird, xlm and xlnet; the decoders biogpt, cpmant, gpt_neox_japanese, bitnet,
 modernbert-decoder; and axk1 (DeepSeek-V3 blocks with a norm on every MoE output).
 
 `N18SMALL_HEADS` maps a type whose head classes differ from BERT's / the generic decoder heads
@@ -250,8 +250,30 @@ def _cpmant(c: HFConfig) -> dict:
     )
 
 
+def _xlnet(c: HFConfig) -> dict:
+    """XLNetModel: word_embedding, mask_emb, post-LN blocks of XLNetRelativeAttention (bias-free q, k,
+    v, o of n_head x d_head, Transformer-XL's r projection, r_w / r_r / r_s biases, seg_embed, its
+    LayerNorm) and XLNetFeedForward (biased layer_1 -> d_inner -> layer_2, LayerNorm); no final
+    norm; XLNetLMHeadModel.lm_loss Linear(h, vocab) with bias, tied. Without memory (mem_len is
+    inference-time caching) and without target_mapping (the two-stream query path)."""
+    kind = c.text("attn_type", "bi")
+    if kind not in ("bi", "uni"):
+        raise SpecError(f"{c.source}: attn_type: unsupported '{kind}' (bi, uni)")
+    hidden, heads = c.size("d_model", "hidden_size"), c.size("n_head", "num_attention_heads")
+    if hidden % heads:
+        raise SpecError(f"{c.source}: n_head: {heads} does not divide d_model ({hidden})")
+    return dict(
+        layers=c.size("n_layer", "num_hidden_layers"), hidden=hidden, heads=heads, head_dim=hidden // heads,
+        ffn_hidden=c.integer("d_inner", 4096), vocab=c.size("vocab_size"), max_positions=c.integer("n_positions", 512) if c.has("n_positions") else 512,
+        position="none", **{**GPT_STYLE, "qkv_bias": False, "attn_out_bias": False}, norm_placement="post",
+        norm_eps=c.number("layer_norm_eps", 1e-12), activation=c.activation("gelu", "ff_activation"),
+        final_norm=False, tied_embeddings=True, lm_head_bias=True,
+        extras={"xl_relative": kind, "mask_embedding": True}, dropout=c.dropout(0.1, "dropout"),
+    )
+
+
 N18SMALL_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
-    "big_bird": _big_bird, "xlm": _xlm, "cpmant": _cpmant,
+    "big_bird": _big_bird, "xlm": _xlm, "cpmant": _cpmant, "xlnet": _xlnet,
     "electra": _electra, "roformer": _roformer, "rembert": _rembert, "roc_bert": _roc_bert, "xmod": _xmod,
     "bert-generation": _bert_generation, "biogpt": _biogpt, "gpt_neox_japanese": _gpt_neox_japanese,
     "bitnet": _bitnet, "modernbert-decoder": _modernbert_decoder, "axk1": _axk1,
@@ -359,7 +381,30 @@ def _xlm_head(fields: dict, c: HFConfig) -> dict:
                     "XLMForQuestionAnsweringSimple)")
 
 
+def _xlnet_head(fields: dict, c: HFConfig) -> dict:
+    """XLNetLMHeadModel (also without `architectures`), the bare XLNetModel, and the heads built from
+    XLNetSequenceSummary (summary_use_proj: Linear(h, h), a pooler on the last token) + logits_proj
+    (sequence classification, multiple choice) or one per-token Linear (token classification, simple QA)."""
+    name = _arch(c)
+    if name is None or name.endswith("LMHeadModel"):
+        return fields
+    bare = {**fields, "lm_head": False, "lm_head_bias": False, "tied_embeddings": False}
+    if name == "XLNetModel":
+        return bare
+    labels = c.num_labels()
+    if name.endswith(("ForTokenClassification", "ForQuestionAnsweringSimple")):
+        return {**bare, "classifier": {"num_labels": labels, "per_token": True}}
+    pooled = {"ForSequenceClassification": labels, "ForMultipleChoice": 1}
+    for suffix, n in pooled.items():
+        if name.endswith(suffix) and c.flag("summary_use_proj", True) and not c.flag("summary_proj_to_labels", False):
+            return {**bare, "pooler": True, "classifier": {"num_labels": n}}
+    raise SpecError(f"{c.source}: architectures: unsupported head '{name}' for xlnet (XLNetLMHeadModel, XLNetModel, "
+                    "XLNetForSequenceClassification, XLNetForMultipleChoice, XLNetForTokenClassification, "
+                    "XLNetForQuestionAnsweringSimple)")
+
+
 N18SMALL_HEADS: dict[str, Callable[[dict, HFConfig], dict]] = {
+    "xlnet": _xlnet_head,
     "big_bird": _big_bird_head, "xlm": _xlm_head, "cpmant": _causal_only("cpmant", "ForCausalLM", "CpmAntModel"),
     "electra": _electra_head, "roc_bert": _roc_bert_head, "roformer": _roformer_head, "bert-generation": _generation_head,
     "modernbert-decoder": _causal_only("modernbert-decoder", "ForCausalLM", "DecoderModel"),
