@@ -1,0 +1,145 @@
+"""Head readers of the hf_n18small types whose head classes `hf.apply_head` would misread
+(transformers 5.24): ELECTRA's discriminator, RoCBert's pre-training head, RoFormer's multiple-choice
+and QA heads, BigBird's pooler in every head, the class names of XLM, XLNet, bert-generation, and the
+decoders read as their causal LM or bare model only. Each gets the mapped body and the config and
+returns the fields with the head `architectures[0]` names."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from modelplan.errors import SpecError
+from modelplan.specs.hf_config import HFConfig
+
+
+def _arch(c: HFConfig) -> str | None:
+    names = c.texts("architectures", None)
+    return names[0] if names else None
+
+
+def _electra_head(fields: dict, c: HFConfig) -> dict:
+    """ElectraForPreTraining: the discriminator head (dense h x h with bias on every token,
+    dense_prediction Linear(h, 1)): a per-token pooler-sized dense and a one-label classifier."""
+    from modelplan.specs.hf import apply_head, _architecture
+
+    name = _arch(c)
+    if name is not None and name.endswith("ForPreTraining"):
+        extras = {**fields.get("extras", {}), "dense_head_per_token": True}
+        return {**fields, "lm_head": False, "tied_embeddings": False, "pooler": True, "extras": extras,
+                "classifier": {"num_labels": 1, "per_token": True}}
+    return apply_head(fields, c, _architecture(c))
+
+
+def _roc_bert_head(fields: dict, c: HFConfig) -> dict:
+    """RoCBertForPreTraining: pooler and the MLM head (no next-sentence classifier)."""
+    from modelplan.specs.hf import apply_head, _architecture
+
+    name = _arch(c)
+    if name is not None and name.endswith("ForPreTraining"):
+        return {**apply_head(fields, c, "RoCBertForMaskedLM"), "pooler": True}
+    return apply_head(fields, c, _architecture(c))
+
+
+def _roformer_head(fields: dict, c: HFConfig) -> dict:
+    """RoFormerForMultipleChoice: RoFormerSequenceSummary without a projection (RoFormerConfig has no
+    summary_use_proj), then classifier Linear(h, 1): no pooler-sized dense. RoFormerForQuestionAnswering
+    sets config.num_labels = 2 before building qa_outputs."""
+    from modelplan.specs.hf import apply_head, _architecture
+
+    fields = apply_head(fields, c, _architecture(c))
+    name = _arch(c) or ""
+    if name.endswith("ForMultipleChoice"):
+        return {**fields, "pooler": False}
+    if name.endswith("ForQuestionAnswering"):
+        return {**fields, "classifier": {"num_labels": 2, "per_token": True}}
+    return fields
+
+
+def _generation_head(fields: dict, c: HFConfig) -> dict:
+    """BertGenerationDecoder (LM head; also without `architectures`) or BertGenerationEncoder (bare)."""
+    name = _arch(c)
+    if name is None or name.endswith("Decoder"):
+        return fields
+    if name.endswith("Encoder"):
+        return {**fields, "arch": "encoder", "lm_head": False, "lm_head_bias": False, "tied_embeddings": False}
+    raise SpecError(f"{c.source}: architectures: unsupported head '{name}' for bert-generation "
+                    "(BertGenerationDecoder, BertGenerationEncoder)")
+
+
+def _causal_only(model_type: str, lm_suffix: str, bare: str) -> Callable[[dict, HFConfig], dict]:
+    """A decoder type read as its causal LM (also without `architectures`) or its bare model."""
+    def head(fields: dict, c: HFConfig) -> dict:
+        name = _arch(c)
+        if name is None or name.endswith(lm_suffix):
+            return fields
+        if name.endswith(bare):
+            return {**fields, "lm_head": False, "lm_head_bias": False, "mlm_transform": False, "tied_embeddings": False}
+        raise SpecError(f"{c.source}: architectures: unsupported head '{name}' for {model_type} "
+                        f"(...{lm_suffix}, ...{bare})")
+    return head
+
+
+def _big_bird_head(fields: dict, c: HFConfig) -> dict:
+    """BigBird's heads keep BigBirdModel's pooler (add_pooling_layer defaults to true in every
+    head class but question answering); its sequence-classification head (dense + out_proj beside
+    the pooler) and question-answering head are refused."""
+    from modelplan.specs.hf import apply_head, _architecture
+
+    name = _arch(c) or "BigBirdModel"
+    if name.endswith(("ForSequenceClassification", "ForQuestionAnswering")):
+        raise SpecError(f"{c.source}: architectures: '{name}' is not supported for big_bird (its head beside "
+                        "the pooler is not modelled)")
+    return {**apply_head(fields, c, _architecture(c)), "pooler": True}
+
+
+def _xlm_head(fields: dict, c: HFConfig) -> dict:
+    """XLMWithLMHeadModel (also without `architectures`), the bare XLMModel, and the heads that are
+    one Linear(h, num_labels): XLMForSequenceClassification's sequence_summary (first token,
+    summary_use_proj and summary_proj_to_labels), XLMForTokenClassification, XLMForQuestionAnsweringSimple."""
+    name = _arch(c)
+    if name is None or name.endswith("WithLMHeadModel"):
+        return fields
+    bare = {**fields, "lm_head": False, "lm_head_bias": False, "tied_embeddings": False}
+    if name == "XLMModel":
+        return bare
+    labels = c.num_labels()
+    if name.endswith(("ForTokenClassification", "ForQuestionAnsweringSimple")):
+        return {**bare, "classifier": {"num_labels": labels, "per_token": True}}
+    if (name.endswith("ForSequenceClassification") and c.flag("summary_use_proj", True)
+            and c.flag("summary_proj_to_labels", True) and c.text("summary_type", "first") == "first"):
+        return {**bare, "classifier": {"num_labels": labels}}
+    raise SpecError(f"{c.source}: architectures: unsupported head '{name}' for xlm (XLMWithLMHeadModel, XLMModel, "
+                    "XLMForSequenceClassification with its default summary, XLMForTokenClassification, "
+                    "XLMForQuestionAnsweringSimple)")
+
+
+def _xlnet_head(fields: dict, c: HFConfig) -> dict:
+    """XLNetLMHeadModel (also without `architectures`), the bare XLNetModel, and the heads built from
+    XLNetSequenceSummary (summary_use_proj: Linear(h, h), a pooler on the last token) + logits_proj
+    (sequence classification, multiple choice) or one per-token Linear (token classification, simple QA)."""
+    name = _arch(c)
+    if name is None or name.endswith("LMHeadModel"):
+        return fields
+    bare = {**fields, "lm_head": False, "lm_head_bias": False, "tied_embeddings": False}
+    if name == "XLNetModel":
+        return bare
+    labels = c.num_labels()
+    if name.endswith(("ForTokenClassification", "ForQuestionAnsweringSimple")):
+        return {**bare, "classifier": {"num_labels": labels, "per_token": True}}
+    pooled = {"ForSequenceClassification": labels, "ForMultipleChoice": 1}
+    for suffix, n in pooled.items():
+        if name.endswith(suffix) and c.flag("summary_use_proj", True) and not c.flag("summary_proj_to_labels", False):
+            return {**bare, "pooler": True, "classifier": {"num_labels": n}}
+    raise SpecError(f"{c.source}: architectures: unsupported head '{name}' for xlnet (XLNetLMHeadModel, XLNetModel, "
+                    "XLNetForSequenceClassification, XLNetForMultipleChoice, XLNetForTokenClassification, "
+                    "XLNetForQuestionAnsweringSimple)")
+
+
+N18SMALL_HEADS: dict[str, Callable[[dict, HFConfig], dict]] = {
+    "xlnet": _xlnet_head,
+    "big_bird": _big_bird_head, "xlm": _xlm_head, "cpmant": _causal_only("cpmant", "ForCausalLM", "CpmAntModel"),
+    "electra": _electra_head, "roc_bert": _roc_bert_head, "roformer": _roformer_head, "bert-generation": _generation_head,
+    "modernbert-decoder": _causal_only("modernbert-decoder", "ForCausalLM", "DecoderModel"),
+}
+"""Types whose head classes `hf.apply_head` would misread: each function gets the mapped body and
+the config and returns the fields with the head `architectures[0]` names."""
