@@ -276,3 +276,33 @@ def test_planner_kernels_run_the_adapter_and_the_transform_at_their_widths():
     electra = from_hf_config(next(d for d in CASES if d["architectures"] == ["ElectraForMaskedLM"]))
     head = {g.name: (g.m, g.n, g.k) for g in head_kernels(electra, 1, 1, 8, 2, 100)[0]}
     assert head == {"head/transform": (8, 32, 64), "head/logits": (8, 100, 32)}
+
+
+@pytest.mark.torch
+def test_adapter_kept_bytes_equal_what_autograd_saves():
+    """X-MOD's adapter keeps h + 2 b values a token for backward (count/extras.py); the independent
+    count: the distinct tensors autograd saves running transformers' XmodAdapter in bf16 (dense1's
+    input, the activation's input, dense2's input), through saved_tensors_hooks."""
+    import torch
+    from transformers.models.xmod.modeling_xmod import XmodAdapter
+
+    from _hf_reference import hf_config
+    from modelplan.count.blocks import block_of
+    from modelplan.count.extras import block_extra_kept_bytes
+
+    data = next(d for d in CASES if d["architectures"] == ["XmodForMaskedLM"])
+    adapter = XmodAdapter(hf_config(data)).to(torch.bfloat16)
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        saved[t.untyped_storage().data_ptr()] = t.numel() * t.element_size()
+        return t
+
+    tokens = 6
+    x = torch.randn(tokens, 64, dtype=torch.bfloat16, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        adapter(x)
+    weights = {p.untyped_storage().data_ptr() for p in adapter.parameters()}  # saved weights are not activations
+    activations = sum(n for ptr, n in saved.items() if ptr not in weights)
+    spec = from_hf_config(data)
+    assert block_extra_kept_bytes(spec, block_of(spec, 0), 2) * tokens == activations
