@@ -200,7 +200,7 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
         )
     _check_depth(c)
     head = N18SMALL_HEADS.get(model_type)  # types whose head classes apply_head would misread
-    fields = head(mapper(c), c) if head else apply_head(mapper(c), c, _architecture(c))
+    fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}
     if fields.get("position", "rotary") == "rotary" and "rope_theta" not in fields:

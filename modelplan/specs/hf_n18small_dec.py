@@ -127,7 +127,8 @@ def _cpmant(c: HFConfig) -> dict:
         layers=c.size("num_hidden_layers"), hidden=c.size("hidden_size"), heads=c.size("num_attention_heads"),
         head_dim=c.integer("dim_head", 128), ffn_hidden=c.integer("dim_ff", 10240), vocab=c.size("vocab_size"),
         position="relative", relative_buckets=segments * segments + c.integer("position_bias_num_buckets", 512),
-        relative_max_distance=c.integer("position_bias_max_distance", 2048), max_positions=c.integer("position_bias_max_distance", 2048),
+        relative_max_distance=c.integer("position_bias_max_distance", 2048),
+        max_positions=c.integer("position_bias_max_distance", 2048),  # no table: caps nothing
         type_vocab=segments, norm="rmsnorm", norm_eps=c.number("eps", 1e-6), gated_mlp=True, activation="gelu",
         tied_embeddings=False,
         extras={"token_extra_rows": c.integer("prompt_types", 32) * c.integer("prompt_length", 32)},

@@ -1,8 +1,9 @@
 """Head readers of the hf_n18small types whose head classes `hf.apply_head` would misread
 (transformers 5.24): ELECTRA's discriminator, RoCBert's pre-training head, RoFormer's multiple-choice
 and QA heads, BigBird's pooler in every head, the class names of XLM, XLNet, bert-generation, and the
-decoders read as their causal LM or bare model only. Each gets the mapped body and the config and
-returns the fields with the head `architectures[0]` names."""
+decoders read as their causal LM or bare model only. Each gets the mapped body, the config,
+`hf.apply_head` and `hf._architecture` (passed in: this module does not import hf.py, which imports
+it) and returns the fields with the head `architectures[0]` names."""
 
 from __future__ import annotations
 
@@ -17,36 +18,30 @@ def _arch(c: HFConfig) -> str | None:
     return names[0] if names else None
 
 
-def _electra_head(fields: dict, c: HFConfig) -> dict:
+def _electra_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
     """ElectraForPreTraining: the discriminator head (dense h x h with bias on every token,
     dense_prediction Linear(h, 1)): a per-token pooler-sized dense and a one-label classifier."""
-    from modelplan.specs.hf import apply_head, _architecture
-
     name = _arch(c)
     if name is not None and name.endswith("ForPreTraining"):
         extras = {**fields.get("extras", {}), "dense_head_per_token": True}
         return {**fields, "lm_head": False, "tied_embeddings": False, "pooler": True, "extras": extras,
                 "classifier": {"num_labels": 1, "per_token": True}}
-    return apply_head(fields, c, _architecture(c))
+    return apply_head(fields, c, architecture(c))
 
 
-def _roc_bert_head(fields: dict, c: HFConfig) -> dict:
+def _roc_bert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
     """RoCBertForPreTraining: pooler and the MLM head (no next-sentence classifier)."""
-    from modelplan.specs.hf import apply_head, _architecture
-
     name = _arch(c)
     if name is not None and name.endswith("ForPreTraining"):
         return {**apply_head(fields, c, "RoCBertForMaskedLM"), "pooler": True}
-    return apply_head(fields, c, _architecture(c))
+    return apply_head(fields, c, architecture(c))
 
 
-def _roformer_head(fields: dict, c: HFConfig) -> dict:
+def _roformer_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
     """RoFormerForMultipleChoice: RoFormerSequenceSummary without a projection (RoFormerConfig has no
     summary_use_proj), then classifier Linear(h, 1): no pooler-sized dense. RoFormerForQuestionAnswering
     sets config.num_labels = 2 before building qa_outputs."""
-    from modelplan.specs.hf import apply_head, _architecture
-
-    fields = apply_head(fields, c, _architecture(c))
+    fields = apply_head(fields, c, architecture(c))
     name = _arch(c) or ""
     if name.endswith("ForMultipleChoice"):
         return {**fields, "pooler": False}
@@ -55,7 +50,7 @@ def _roformer_head(fields: dict, c: HFConfig) -> dict:
     return fields
 
 
-def _generation_head(fields: dict, c: HFConfig) -> dict:
+def _generation_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
     """BertGenerationDecoder (LM head; also without `architectures`) or BertGenerationEncoder (bare)."""
     name = _arch(c)
     if name is None or name.endswith("Decoder"):
@@ -66,9 +61,9 @@ def _generation_head(fields: dict, c: HFConfig) -> dict:
                     "(BertGenerationDecoder, BertGenerationEncoder)")
 
 
-def _causal_only(model_type: str, lm_suffix: str, bare: str) -> Callable[[dict, HFConfig], dict]:
+def _causal_only(model_type: str, lm_suffix: str, bare: str) -> Callable[..., dict]:
     """A decoder type read as its causal LM (also without `architectures`) or its bare model."""
-    def head(fields: dict, c: HFConfig) -> dict:
+    def head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
         name = _arch(c)
         if name is None or name.endswith(lm_suffix):
             return fields
@@ -79,20 +74,18 @@ def _causal_only(model_type: str, lm_suffix: str, bare: str) -> Callable[[dict, 
     return head
 
 
-def _big_bird_head(fields: dict, c: HFConfig) -> dict:
+def _big_bird_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
     """BigBird's heads keep BigBirdModel's pooler (add_pooling_layer defaults to true in every
     head class but question answering); its sequence-classification head (dense + out_proj beside
     the pooler) and question-answering head are refused."""
-    from modelplan.specs.hf import apply_head, _architecture
-
     name = _arch(c) or "BigBirdModel"
     if name.endswith(("ForSequenceClassification", "ForQuestionAnswering")):
         raise SpecError(f"{c.source}: architectures: '{name}' is not supported for big_bird (its head beside "
                         "the pooler is not modelled)")
-    return {**apply_head(fields, c, _architecture(c)), "pooler": True}
+    return {**apply_head(fields, c, architecture(c)), "pooler": True}
 
 
-def _xlm_head(fields: dict, c: HFConfig) -> dict:
+def _xlm_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
     """XLMWithLMHeadModel (also without `architectures`), the bare XLMModel, and the heads that are
     one Linear(h, num_labels): XLMForSequenceClassification's sequence_summary (first token,
     summary_use_proj and summary_proj_to_labels), XLMForTokenClassification, XLMForQuestionAnsweringSimple."""
@@ -113,7 +106,7 @@ def _xlm_head(fields: dict, c: HFConfig) -> dict:
                     "XLMForQuestionAnsweringSimple)")
 
 
-def _xlnet_head(fields: dict, c: HFConfig) -> dict:
+def _xlnet_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
     """XLNetLMHeadModel (also without `architectures`), the bare XLNetModel, and the heads built from
     XLNetSequenceSummary (summary_use_proj: Linear(h, h), a pooler on the last token) + logits_proj
     (sequence classification, multiple choice) or one per-token Linear (token classification, simple QA)."""
@@ -135,11 +128,10 @@ def _xlnet_head(fields: dict, c: HFConfig) -> dict:
                     "XLNetForQuestionAnsweringSimple)")
 
 
-N18SMALL_HEADS: dict[str, Callable[[dict, HFConfig], dict]] = {
+N18SMALL_HEADS: dict[str, Callable[..., dict]] = {
     "xlnet": _xlnet_head,
     "big_bird": _big_bird_head, "xlm": _xlm_head, "cpmant": _causal_only("cpmant", "ForCausalLM", "CpmAntModel"),
     "electra": _electra_head, "roc_bert": _roc_bert_head, "roformer": _roformer_head, "bert-generation": _generation_head,
     "modernbert-decoder": _causal_only("modernbert-decoder", "ForCausalLM", "DecoderModel"),
 }
-"""Types whose head classes `hf.apply_head` would misread: each function gets the mapped body and
-the config and returns the fields with the head `architectures[0]` names."""
+"""Types whose head classes `hf.apply_head` would misread, to their head readers (module docstring)."""
