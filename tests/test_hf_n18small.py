@@ -306,3 +306,13 @@ def test_adapter_kept_bytes_equal_what_autograd_saves():
     activations = sum(n for ptr, n in saved.items() if ptr not in weights)
     spec = from_hf_config(data)
     assert block_extra_kept_bytes(spec, block_of(spec, 0), 2) * tokens == activations
+
+
+def test_megatron_export_notes_name_the_extras():
+    """Megatron's GPT flags have no sub-norms or adapters: the export says so by option name."""
+    from modelplan.export.megatron_model import model_args
+    from modelplan.specs.plan import Plan
+
+    notes: list[str] = []
+    model_args(from_hf_config(DECODERS[8]), TrainingSpec(global_batch=8, seq_len=16), Plan(), notes)
+    assert "extras.sub_norms: not a Megatron GPT option" in notes

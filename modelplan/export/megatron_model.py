@@ -9,6 +9,7 @@ What Megatron cannot express is appended to `notes`.
 from __future__ import annotations
 
 from modelplan.plan.validate import padded_vocab
+from modelplan.specs.extras import extras_features
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -117,6 +118,7 @@ def _architecture_notes(model: TransformerSpec, notes: list[str]) -> None:
     for what, present in extras.items():
         if present:
             notes.append(f"{what}: not a Megatron GPT option")
+    notes.extend(f"{name}: not a Megatron GPT option" for name in extras_features(model))  # specs/extras.py
     if model.arch == "encoder":
         notes.append("encoder (BERT) models launch with pretrain_bert.py, not pretrain_gpt.py")
 
