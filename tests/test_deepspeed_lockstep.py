@@ -57,3 +57,30 @@ def test_vtrain_p2p_gap_by_hand():
 
     assert vtrain_p2p_gap_s(2, 2048, 8192) == pytest.approx(134_217_728 / 26_843_545_600)
     assert vtrain_p2p_gap_s(2, 2048, 8192) == pytest.approx(0.005)
+
+
+def test_host_bound_per_layer_by_hand():
+    """vTrain single-node tp 8, h 2048, 24 layers, global batch 16, micro-batch 2: 775.623297 ms over
+    8 micro-batches and 24 layers = 4.0397 ms (its mb-1 twin: 1883.691016 / 16 / 24 = 4.905 ms)."""
+    from bench_vtrain_n18 import host_bound_per_layer_s
+
+    assert host_bound_per_layer_s(8) == pytest.approx(0.775623297 / 8 / 24)
+    rows = ((8, 2048, 1, 1883.691016),)
+    assert host_bound_per_layer_s(8, rows) == pytest.approx(1.883691016 / 16 / 24)
+
+
+def test_slot_cost_and_rising_pairs_by_hand():
+    """3.6B tp 8 dp 8 pp 1 (global batch 512): mb 32 -> m 2, 4.9723 s / (2 x 32) = 77.69 ms per
+    sample-slot; mb 64 -> m 1, 9.8389 s / 64 = 153.7 ms: +97.9 %, listed; mb 16 -> m 4, 5.0178 /
+    64 = 78.4 ms: within 10 % of mb 32 either way, not listed."""
+    from bench_vtrain_n18 import rising_pairs, slot_cost_s
+
+    def row(mb, t):
+        return {"id": f"vtrain_x_mb{mb}", "spec": {"hidden": 3072}, "tp": 8, "dp": 8, "pp": 1, "micro_batch": mb,
+                "global_batch": 512, "reported": {"iteration_time_s": t}}
+
+    runs = {r["id"]: r for r in (row(16, 5.0178), row(32, 4.9723), row(64, 9.8389))}
+    assert slot_cost_s(runs["vtrain_x_mb32"]) == pytest.approx(4.9723 / 64)
+    pairs = rising_pairs(runs)
+    assert [(a, b) for a, b, _ in pairs] == [("vtrain_x_mb32", "vtrain_x_mb64"), ("vtrain_x_mb16", "vtrain_x_mb64")]
+    assert pairs[0][2] == pytest.approx(9.8389 / 4.9723 - 1)
