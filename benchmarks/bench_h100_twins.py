@@ -6,6 +6,9 @@ a constant per FSDP unit, or overlap? A probe; nothing in modelplan uses it.
     python benchmarks/bench_h100_twins.py --interference 0.1 0.3 0.56
         # every run re-priced with the DP-overlap interference set to K on Hopper parts only
         # (persistent cuBLAS GEMMs run as two waves beside a NCCL kernel: pytorch/pytorch#143988)
+    python benchmarks/bench_h100_twins.py --h100-clock 0.87      # one sustained clock for every H100 run
+    python benchmarks/bench_h100_twins.py --drop-fitted-clock --interference 0.1 0.56
+        # the same scan with torchtitan's fitted sustained_clock_fraction (TOML `hardware`) ignored
 
 The helpers (pairing, ratios, per-unit residue) are `benchmarks/h100_twins.py`, tested in
 tests/test_h100_twins.py; prices come from `bench_published_runs.price`.
@@ -65,6 +68,22 @@ def _patch_hopper_interference(k: float) -> None:
     _HOPPER["patched"] = True
 
 
+def _patch_clock(h100_clock: float | None, drop_fitted: bool) -> None:
+    """H100 runs without a `hardware` clock get `h100_clock`; `drop_fitted` ignores the runs' own."""
+    cluster_of = bench._cluster
+
+    def patched(run: dict):
+        hardware = dict(run.get("hardware", {}))
+        fitted = hardware.pop("sustained_clock_fraction", None) if drop_fitted else hardware.get("sustained_clock_fraction")
+        cluster = cluster_of({**run, "hardware": hardware})
+        if h100_clock is not None and fitted is None and cluster.accelerator.name.startswith("H100"):
+            accelerator = cluster.accelerator.model_copy(update={"sustained_clock_fraction": h100_clock})
+            cluster = cluster.model_copy(update={"accelerator": accelerator})
+        return cluster
+
+    bench._cluster = patched
+
+
 def _mean(xs: list[float]) -> str:
     if not xs:
         return "   n=0"
@@ -96,18 +115,19 @@ def units(runs: dict, rows: list[dict]) -> None:
               f" {m:3d} {100 * r['time_error']:+6.1f}% {ms:10.2f}")
 
 
-def interference(runs_list: list[dict], ks: list[float]) -> None:
+def interference(runs_list: list[dict], ks: list[float | None], label: str = "") -> None:
     for k in ks:
-        _patch_hopper_interference(k)
+        if k is not None:
+            _patch_hopper_interference(k)
         rows = [bench.price(r) for r in runs_list]
         ok = [r for r in rows if bench._exact(r)]
-        print(f"== Hopper DP-overlap interference {k}")
-        for label, key in (("engine", "engine"), ("file", "file")):
+        print(f"== Hopper DP-overlap interference {'cost model' if k is None else k}{label}")
+        for group, key in (("engine", "engine"), ("file", "file")):
             groups = defaultdict(list)
             for r in ok:
                 groups[r[key]].append(r["time_error"])
             for name, errs in sorted(groups.items()):
-                print(f"  {label} {name:<28} {_mean(errs)}")
+                print(f"  {group} {name:<28} {_mean(errs)}")
         for split in ("fit", "holdout"):
             print(f"  split {split:<29} {_mean([r['time_error'] for r in ok if r['split'] == split])}")
 
@@ -117,11 +137,19 @@ def main() -> int:
     parser.add_argument("--units", action="store_true", help="published - predicted per FSDP unit and micro-batch")
     parser.add_argument("--interference", type=float, nargs="+", metavar="K",
                         help="re-price with DP-overlap interference K on Hopper parts")
+    parser.add_argument("--h100-clock", type=float, metavar="F",
+                        help="sustained_clock_fraction F for H100 runs that do not set one")
+    parser.add_argument("--drop-fitted-clock", action="store_true",
+                        help="ignore the runs' own sustained_clock_fraction (torchtitan's fitted 0.85)")
     args = parser.parse_args()
     runs_list = bench.load_runs()
     runs = {r["id"]: r for r in runs_list}
-    if args.interference:
-        interference(runs_list, args.interference)
+    if args.h100_clock is not None or args.drop_fitted_clock:
+        _patch_clock(args.h100_clock, args.drop_fitted_clock)
+    if args.interference or args.h100_clock is not None or args.drop_fitted_clock:
+        label = (f", H100 clock {args.h100_clock}" if args.h100_clock is not None else "") + \
+                (", fitted clocks dropped" if args.drop_fitted_clock else "")
+        interference(runs_list, args.interference or [None], label)
         return 0
     rows = [bench.price(r) for r in runs_list]
     if args.units:
