@@ -39,6 +39,7 @@ from modelplan.cli.options import (
     implied_recompute,
     recompute_settings,
 )
+from modelplan.cli.etp_option import EtpOpt, parse_etp
 from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.cli.search_options import (DpOverlapOpt, FsdpShardOpt, OffloadActivationsOpt, OffloadOptimizerOpt,
                                           RankOrderOpt, TpOverlapModesOpt, ZeroppOpt, parse_words, wide_space)
@@ -64,8 +65,8 @@ VppOpt = _range_opt("--vpp", "Model chunks per pipeline rank (>= 2 means the int
 MicroOpt = _range_opt("--micro-batch", "Sequences per micro-batch: 1, 1..8 or 1,2,4.")
 CpOpt = _range_opt("--cp", "Context-parallel size (sequence split for attention; verify executes it with "
                    "--cp-comm-type all_gather): 2, 1..8 or 2,4 [default: 1, or every valid value from seq 32768 on].")
-EpOpt = _range_opt("--ep", "Expert-parallel size (MoE; experts split over data-parallel ranks): 8, 1..8 or 2,4,8 "
-                   "[default: every divisor of dp that divides num_experts].")
+EpOpt = _range_opt("--ep", "Expert-parallel size (MoE; experts split over data-parallel ranks, or with --etp over "
+                   "tp x dp x cp / etp ranks): 8, 1..8 or 2,4,8 [default: every divisor of dp that divides num_experts].")
 ZeroOpt = _range_opt("--zero", "ZeRO stages to consider: 1, 0..1 or 0,1,3 [default: 0..3].")
 RecomputeListOpt = _range_opt("--recompute", "Activation recompute: none, selective, full, or a comma list.")
 ScheduleOpt = _range_opt("--schedule", f"Pipeline schedules: {', '.join(Schedule)} (comma list) [default: 1f1b,interleaved].")
@@ -138,6 +139,7 @@ def plan_cmd(
     vpp: VppOpt = None,
     micro_batch: MicroOpt = None,
     ep: EpOpt = None,
+    etp: EtpOpt = None,
     cp: CpOpt = None,
     max_tp: Annotated[Optional[int], typer.Option("--max-tp", min=1, max=MAX_RANKS, help="Largest tensor-parallel size to consider.", show_default=False)] = None,
     recompute: RecomputeListOpt = None,
@@ -206,7 +208,7 @@ def plan_cmd(
     space = SearchSpace(
         tp=parse_choice(tp, "tp"), pp=parse_choice(pp, "pp"), dp=parse_choice(dp, "dp"),
         vpp=parse_choice(vpp, "vpp"), micro_batch=parse_choice(micro_batch, "micro-batch"),
-        ep=parse_choice(ep, "ep"), cp=parse_choice(cp, "cp"), max_tp=max_tp,
+        ep=parse_choice(ep, "ep"), etp=parse_etp(etp), cp=parse_choice(cp, "cp"), max_tp=max_tp,
         recompute=parse_words(recompute, "recompute", ("none", "selective", "full"))
         or _recompute_of(recompute_modules, recompute_method),
         sequence_parallel=None if sequence_parallel is None else [sequence_parallel],

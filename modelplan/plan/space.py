@@ -43,7 +43,12 @@ class SearchSpace(Spec):
     """Model chunks per pipeline rank; values >= 2 use the interleaved schedule."""
     micro_batch: IntChoice | None = None
     ep: IntChoice | None = None
-    """Expert-parallel sizes (MoE); default: every divisor of dp that divides num_experts."""
+    """Expert-parallel sizes (MoE); default: every divisor of dp that divides num_experts (with an
+    etp other than tp: of tp x dp x cp / etp)."""
+    etp: list[int | Literal["tp"]] | None = None
+    """Expert tensor-parallel sizes (MoE, Megatron-core `--expert-tensor-parallel-size`; 'tp': the
+    plan's tp), each searched on its own and merged (`plan/etp_search.py`); default: tp only (the
+    experts split like the dense layers, Megatron-core's default)."""
     cp: IntChoice | None = None
     """Context-parallel sizes; default: 1, or from seq_len >= LONG_SEQUENCE on every divisor of
     gpus/tp that divides seq_len."""
