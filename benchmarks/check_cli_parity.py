@@ -37,7 +37,8 @@ TRAINING_FLAGS = {  # TrainingSpec field -> flag (None: a boolean pair --x / --n
     "recompute_method": "--recompute-method", "recompute_num_layers": "--recompute-layers",
 }
 TRAINING_SWITCHES = {"compile": "compile", "tp_comm_overlap": "tp-comm-overlap", "ep_comm_overlap": "ep-comm-overlap",
-                     "fp8_param_gather": "fp8-param-gather", "master_weights": "master-weights"}
+                     "fp8_param_gather": "fp8-param-gather", "master_weights": "master-weights",
+                     "fused_norm": "fused-norm", "compile_loss": "compile-loss"}
 
 
 def _switch(name: str, value: bool) -> str:
@@ -79,8 +80,20 @@ def cli_args(run: dict, spec, training, plan, cluster, tmp: Path) -> list[str]:
              _switch("sequence-parallel", plan.sequence_parallel)]
     if plan.etp is not None:
         args += ["--etp", str(plan.etp)]
-    if not (run.get("schedule") == "interleaved" and "vpp" not in run):  # else the bench searches vpp too
-        args += ["--vpp", str(plan.vpp)]
+    if plan.reshard_after_forward != "default":
+        args += ["--reshard-after-forward", str(plan.reshard_after_forward).lower()]
+    if plan.first_stage_layers is not None:
+        args += ["--first-stage-layers", str(plan.first_stage_layers)]
+    if plan.last_stage_layers is not None:
+        args += ["--last-stage-layers", str(plan.last_stage_layers)]
+    if plan.fsdp_shard_size is not None:
+        args += ["--fsdp-shard-size", str(plan.fsdp_shard_size)]
+    if plan.tp > cluster.gpus_per_node or cluster.gpus_per_node % plan.tp:
+        args.append("--allow-tp-across-nodes")
+    if run.get("schedule") == "interleaved" and "vpp" not in run:
+        # the bench searches vpp and the wider axes (`bench._search_vpp`): so does the CLI
+        return [a if a != "1f1b" else "interleaved" for a in args]
+    args += ["--vpp", str(plan.vpp)]
     # the axes the CLI searches, pinned where the bench's Plan leaves them at their default
     software = load_engine(training.framework)
     engine_overlap = training.tp_comm_overlap if training.tp_comm_overlap is not None else software.tp_comm_overlap
@@ -89,18 +102,11 @@ def cli_args(run: dict, spec, training, plan, cluster, tmp: Path) -> list[str]:
     args += ["--tp-overlap", tpo if plan.sequence_parallel and plan.tp > 1 else "none",
              _switch("dp-overlap", plan.dp_overlap if plan.dp_overlap is not None else CostModel().dp_overlap),
              "--offload-optimizer", plan.offload_optimizer, _switch("offload-activations", plan.offload_activations),
-             "--fsdp-shard-size", str(plan.fsdp_shard_size or 0), _switch("zeropp", plan.zeropp),
-             "--rank-order", plan.rank_order]
-    if plan.reshard_after_forward != "default":
-        args += ["--reshard-after-forward", str(plan.reshard_after_forward).lower()]
-    if plan.first_stage_layers is not None:
-        args += ["--first-stage-layers", str(plan.first_stage_layers)]
-    if plan.last_stage_layers is not None:
-        args += ["--last-stage-layers", str(plan.last_stage_layers)]
+             _switch("zeropp", plan.zeropp), "--rank-order", plan.rank_order]
+    if plan.fsdp_shard_size is None:
+        args += ["--fsdp-shard-size", "0"]
     if plan.cp > 1 and training.cp_comm_type is None:  # the bench prices the engine's default exchange
         args += ["--cp-comm-type", software.cp_comm_type]
-    if plan.tp > cluster.gpus_per_node or cluster.gpus_per_node % plan.tp:
-        args.append("--allow-tp-across-nodes")
     return args
 
 

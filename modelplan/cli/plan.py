@@ -41,6 +41,8 @@ from modelplan.cli.options import (
 )
 from modelplan.cli.etp_option import EtpOpt, parse_etp
 from modelplan.cli.finetune_options import with_finetune_options
+from modelplan.cli.layout_options import (CompileLossOpt, FirstStageOpt, FusedNormOpt, LastStageOpt, ReshardOpt,
+                                          kernel_settings, layout_space)
 from modelplan.cli.search_options import (DpOverlapOpt, FsdpShardOpt, OffloadActivationsOpt, OffloadOptimizerOpt,
                                           RankOrderOpt, TpOverlapModesOpt, ZeroppOpt, parse_words, wide_space)
 from modelplan.cli.run_options import (CheckpointEveryOpt, CheckpointWriteOpt, MtbfOpt, PriceOpt, PueOpt, RampupOpt,
@@ -153,6 +155,11 @@ def plan_cmd(
     fsdp_shard_size: FsdpShardOpt = None,
     zeropp: ZeroppOpt = None,
     rank_order: RankOrderOpt = None,
+    first_stage_layers: FirstStageOpt = None,
+    last_stage_layers: LastStageOpt = None,
+    reshard_after_forward: ReshardOpt = None,
+    fused_norm: FusedNormOpt = None,
+    compile_loss: CompileLossOpt = None,
     memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, callback=finite, help="Fraction of GPU memory to keep free.")] = 0.0,
     allow_tp_across_nodes: Annotated[bool, typer.Option("--allow-tp-across-nodes", help="Let TP groups span nodes.")] = False,
     top: Annotated[int, typer.Option("--top", min=1, max=1000, help="How many ranked plans to show.")] = 5,
@@ -198,11 +205,11 @@ def plan_cmd(
         raise SpecError(f"--finetune: {spec.name} is a '{spec.kind}' spec; fine-tuning is modelled for transformers")
     training = _training(spec, batch, seq, precision, optimizer, attention,
                          dict(framework=framework, ac_mode=ac_mode, fp8_recipe=fp8_recipe, compile=compile_,
-                              recompute=implied_recompute("none", recompute_modules, recompute_method),
+                              recompute=_training_recompute(recompute, recompute_modules, recompute_method),
                               **recompute_settings(recompute_modules, recompute_method, recompute_layers),
                               tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
                               cp_comm_type=cp_comm_type, finetune=ft, fp8_param_gather=fp8_param_gather,
-                              master_weights=master_weights,
+                              master_weights=master_weights, **kernel_settings(fused_norm, compile_loss),
                               **({} if grad_dtype is None else {"grad_dtype": grad_dtype})))
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     space = SearchSpace(
@@ -218,6 +225,7 @@ def plan_cmd(
         batch_splits=None if run is None or run.rampup is None else [run.rampup.start_batch, run.rampup.increment],
         **wide_space(tp_overlap, dp_overlap, offload_optimizer, offload_activations, fsdp_shard_size, zeropp,
                      rank_order),
+        **layout_space(first_stage_layers, last_stage_layers, reshard_after_forward),
     )
     result = search_plans(spec, training, cl, gpus, space, top_k=top)
     run_cost = None if run is None else price_run(spec, training, cl, result.best[0], run)
@@ -271,6 +279,15 @@ def _zero_values(text: str) -> list[int]:
     if max(values) > 3:
         raise SpecError(f"--zero: stages are 0..3 (got {max(values)})")
     return values
+
+
+def _training_recompute(recompute: str | None, modules: str | None, method: str | None) -> str:
+    """The run's recompute (`TrainingSpec.recompute`): the one --recompute policy when one is
+    given, else what --recompute-modules / --recompute-method imply."""
+    words = [w.strip().lower() for w in (recompute or "").split(",") if w.strip()]
+    if len(words) == 1 and words[0] in ("none", "selective", "full") and modules is None and method is None:
+        return words[0]
+    return implied_recompute("none", modules, method)
 
 
 def _recompute_of(modules: str | None, method: str | None) -> list[str] | None:

@@ -115,7 +115,8 @@ class MemoryFloor:
         return hit
 
     def states_bytes(self, tp: int, pp: int, dp: int, ep: int, cp: int, schedule: str, vpp: int,
-                     variants: list[tuple], shed: bool, etp: int | None = None) -> float:
+                     variants: list[tuple], shed: bool, etp: int | None = None,
+                     reshard: bool | str = "default") -> float:
         """The least model-state bytes rank 0 holds under any of `variants` ((zero, DpVariant)),
         with the optimizer offloaded when `shed`; 0 where a split may change rank 0's parameters
         other than by adding blocks (module docstring)."""
@@ -125,7 +126,7 @@ class MemoryFloor:
         ev = self.ev
         least = float("inf")
         for zero, variant in variants:
-            states = ev.held.first_states(tp, pp, dp, zero, ep, cp, schedule, vpp, "default", variant.fsdp_shard_size,
+            states = ev.held.first_states(tp, pp, dp, zero, ep, cp, schedule, vpp, reshard, variant.fsdp_shard_size,
                                           etp)
             if shed:
                 states = ev.mech.offloaded_states(states, dp, zero)

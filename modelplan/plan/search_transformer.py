@@ -21,6 +21,7 @@ from modelplan.plan.estimate import block_vpps, to_estimate
 from modelplan.plan.evaluator import Evaluator, PlanPoint
 from modelplan.plan.infeasible import _axes, nearest_blocker
 from modelplan.plan.memory_floor import MemoryFloor
+from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.protocol import SearchProgram
 from modelplan.plan.ranking import Ranking
@@ -28,6 +29,7 @@ from modelplan.plan.results import PlanEstimate
 from modelplan.plan.search_ext import Extensions
 from modelplan.plan.space import SearchSpace
 from modelplan.plan.transformer_axes import TransformerAxes
+from modelplan.plan.validate import split_problem
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
@@ -61,6 +63,11 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
     n, gb, layers, gpn = gpus, training.global_batch, spec.layers, cluster.gpus_per_node
     budget = ev.memory_bytes * (1 - space.memory_headroom)
     search_split = space.search_split
+    pinned = space.stage_split
+    """The user's (first, last) stage blocks: the only split tried; the memory floors (model states
+    and the first rank's), which assume rank 0 keeps at least its default blocks, are off then."""
+    floors = floors and pinned is None
+    reshard = space.reshard_after_forward
     reject, rejected = rank.reject, rank.rejected
     heap = rank.heap
 
@@ -136,10 +143,10 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
     def prepare(tp: int, cp: int, pp: int, dp: int, ep: int, mbs: list[int], svs: list[tuple[str, int]]):
         """A grid's context for its points, or None when the model states alone fit under no ZeRO
         variant (memory lower bound, less what offload can shed; those plans rejected here)."""
-        ok_zeros = []
+        ok_zeros = [] if pinned is None else list(zeros)  # a pinned split: no states floor (module docstring)
         etp = etp_at(tp)
-        for zero in zeros:  # memory lower bound: model states alone, less what offload can shed
-            held = ev.held.states(tp, pp, dp, zero, ep, cp, etp=etp)
+        for zero in zeros if pinned is None else ():  # memory lower bound: model states alone, less offload
+            held = ev.held.states(tp, pp, dp, zero, ep, cp, reshard=reshard, etp=etp)
             if offload_can_shed:
                 held = [ev.mech.offloaded_states(x, dp, zero) for x in held]
             need = max(sum(x) for x in held) + cost.runtime_reserved_bytes  # fragmentation: activations only
@@ -159,8 +166,8 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
             for sp in axes.sps(tp) for rc in axes.recomputes)
         for z in ok_zeros:
             for v in ext.dp_variants(z, tp, dp, ep, cp):
-                if v.fsdp_shard_size or v.zeropp:  # their own states floor: fewer shards, hpZ's copy
-                    held = ev.held.states(tp, pp, dp, z, ep, cp, shard=v.fsdp_shard_size, etp=etp)
+                if pinned is None and (v.fsdp_shard_size or v.zeropp):  # their own floor: fewer shards, hpZ's copy
+                    held = ev.held.states(tp, pp, dp, z, ep, cp, reshard=reshard, shard=v.fsdp_shard_size, etp=etp)
                     if offload_can_shed:
                         held = [ev.mech.offloaded_states(x, dp, z) for x in held]
                     extra = ev.mech.zeropp_bytes(tp, dp, pp, cp, orders[0], float(sum(
@@ -199,11 +206,16 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
             sequences, shed_acts = mb * dp, True in acts
         for sched, vpp in svs:
             cls = (tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp)
+            if pinned is not None:  # the user's split must leave every other stage a block
+                problem = split_problem(layers, schedule_layout(sched, pp, vpp).num_stages, 1, pinned)
+                if problem is not None:
+                    reject(problem, under)
+                    continue
             if floors:  # no plan of the point fits: dropped before any timing
                 states = floor_states.get((sched, vpp))
                 if states is None:
                     states = floor_states[sched, vpp] = memory_floors.states_bytes(
-                        tp, pp, dp, ep, cp, sched, vpp, variants, offload_can_shed, etp)
+                        tp, pp, dp, ep, cp, sched, vpp, variants, offload_can_shed, etp, reshard)
                 over = memory_floors.over(group_bytes, sched, pp, vpp, sequences, shed_acts, states, budget)
                 if over is not None:
                     if MEMORY in rank.examples:  # counted; no new example
@@ -245,8 +257,8 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
             # found only for points the search reaches
             tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
             etp = etp_at(tp)
-            splits = (ev.split_candidates(tp, sp, mb, rc, pp, ep, cp, sched, vpp, etp) if pp > 1 and search_split
-                      else NO_SPLIT)
+            splits = ((pinned,) if pinned is not None else ev.split_candidates(
+                tp, sp, mb, rc, pp, ep, cp, sched, vpp, etp) if pp > 1 and search_split else NO_SPLIT)
             return (ev.pipeline_floor_s(cls, tpos, orders, splits, etp) if use_bound else 0.0, seq, under, PIPELINE,
                     *entry[4:11], splits)
         tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
@@ -283,7 +295,7 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
                                 rejected[f[0].reason.value] += 1
                             continue
                         leaf = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, True,
-                                         "default", shard, tpo, dpo, "none", False, order, zpp, etp=etp,
+                                         reshard, shard, tpo, dpo, "none", False, order, zpp, etp=etp,
                                          split=splits[0])
                         times = ev.variant_times_s(ctx, leaf, acts, ext.opts)
                         fastest = min(times)
@@ -333,6 +345,7 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
             first_layers, last_layers = point.split if point.split is not None else (None, None)
             plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
                         sequence_parallel=sp, recompute=rc, zero=zero, ep=ep, cp=cp,
+                        reshard_after_forward=point.reshard_after_forward,
                         fsdp_shard_size=point.fsdp_shard_size, tp_overlap=point.tp_overlap,
                         dp_overlap=point.dp_overlap, offload_optimizer=point.offload_optimizer,
                         offload_activations=point.offload_activations, rank_order=point.rank_order,
