@@ -143,7 +143,7 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
     def prepare(tp: int, cp: int, pp: int, dp: int, ep: int, mbs: list[int], svs: list[tuple[str, int]]):
         """A grid's context for its points, or None when the model states alone fit under no ZeRO
         variant (memory lower bound, less what offload can shed; those plans rejected here)."""
-        ok_zeros = [] if pinned is None else list(zeros)  # a pinned split: no states floor (module docstring)
+        ok_zeros = [] if pinned is None else list(zeros)  # a pinned split: no states floor (`pinned`)
         etp = etp_at(tp)
         for zero in zeros if pinned is None else ():  # memory lower bound: model states alone, less offload
             held = ev.held.states(tp, pp, dp, zero, ep, cp, reshard=reshard, etp=etp)
