@@ -78,7 +78,7 @@ def cli_args(run: dict, spec, training, plan, cluster, tmp: Path) -> list[str]:
              "--ep", str(plan.ep), "--micro-batch", str(plan.micro_batch), "--schedule", str(plan.schedule),
              "--zero", str(plan.zero), "--recompute", plan.recompute or training.recompute,
              _switch("sequence-parallel", plan.sequence_parallel)]
-    args += ["--etp", "tp" if plan.etp is None else str(plan.etp)]  # the CLI searches tp and 1 for MoE
+    args += ["--etp", "tp" if plan.etp is None else str(plan.etp)]  # tp: Megatron-core's default, the CLI's
     if plan.reshard_after_forward != "default":
         args += ["--reshard-after-forward", str(plan.reshard_after_forward).lower()]
     if plan.first_stage_layers is not None:

@@ -51,18 +51,17 @@ def test_megatron_rule_by_hand():
 
 
 def test_published_layout_refused_with_experts_over_tp_and_priced_with_etp_1():
-    """With the experts split over tp (--etp tp, Megatron-core's default) ep must divide dp: the
-    refusal the CLI gave before --etp existed; with --etp 1, and by default (a Megatron MoE run
-    searches etp tp and 1), the published layout is priced, etp 1 on the plan."""
-    refused = runner.invoke(app, [*QWEN3_235B, "--etp", "tp"])
-    assert refused.exit_code != 0
-    assert "ep (32) must divide dp (16)" in refused.output
-    assert "Traceback" not in refused.output
-    pinned = _plans([*QWEN3_235B, "--etp", "1"])[0]
-    plan = pinned["plan"]
+    """With the experts split over tp (no --etp, or --etp tp: Megatron-core's default) ep must
+    divide dp, the refusal the CLI gave before --etp existed; with --etp 1 (the recipe's), and with
+    --etp 1,tp (both searched), the published layout is priced, etp 1 on the plan."""
+    for default in ([], ["--etp", "tp"]):
+        refused = runner.invoke(app, [*QWEN3_235B, *default])
+        assert refused.exit_code != 0
+        assert "ep (32) must divide dp (16)" in refused.output
+        assert "Traceback" not in refused.output
+    plan = _plans([*QWEN3_235B, "--etp", "1"])[0]["plan"]
     assert (plan["tp"], plan["pp"], plan["dp"], plan["ep"], plan["etp"], plan["vpp"]) == (2, 8, 16, 32, 1, 4)
-    searched = _plans(QWEN3_235B)[0]
-    assert searched["plan"]["etp"] == 1
+    assert _plans([*QWEN3_235B, "--etp", "1,tp"])[0]["plan"]["etp"] == 1
 
 
 def test_expert_bytes_follow_the_expert_grid():

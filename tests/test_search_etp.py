@@ -53,11 +53,7 @@ def test_a_list_is_the_merge_of_one_search_per_size():
     assert both.best[0].step.step_time_s == min(e.step.step_time_s for e in each)
 
 
-def test_megatron_moe_runs_search_etp_1_by_default():
-    """No etp named: a Megatron run of an MoE model tries etp 1 beside tp; a torchtitan run, tp
-    alone (its exporter has no expert grid)."""
+def test_default_is_megatron_cores_etp():
+    """No etp named: the experts split over tp (Megatron-core's default), every plan etp None."""
     space = SearchSpace(tp=[2], **NARROW)
-    megatron = search_plans(MIXTRAL, TRAIN, H100, 32, space, top_k=20).best
-    assert {e.plan.etp for e in megatron} >= {1}
-    titan = TRAIN.model_copy(update={"framework": "torchtitan"})
-    assert {e.plan.etp for e in search_plans(MIXTRAL, titan, H100, 32, space, top_k=20).best} == {None}
+    assert {e.plan.etp for e in search_plans(MIXTRAL, TRAIN, H100, 32, space, top_k=20).best} == {None}

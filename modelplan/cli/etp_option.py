@@ -13,8 +13,8 @@ import typer
 
 EtpOpt = Annotated[Optional[str], typer.Option(
     "--etp", help="Expert tensor-parallel size (MoE; Megatron-core --expert-tensor-parallel-size): 1, or a comma "
-    "list of sizes and 'tp' (the plan's tp) to search each, e.g. 1,tp [default: tp,1 for an MoE model under "
-    "--framework megatron, else tp].", show_default=False)]
+    "list of sizes and 'tp' (the plan's tp) to search each, e.g. 1,tp [default: tp, Megatron-core's].",
+    show_default=False)]
 
 
 def parse_etp(text: str | None) -> list[int | str] | None:

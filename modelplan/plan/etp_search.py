@@ -2,10 +2,10 @@
 `SearchSpace.etp` (each search holds one etp, `TransformerAxes.etp`, so its floors and caches are
 those of that expert grid), merged into one ranking: the top_k distinct plans by step time, the
 counts summed. Megatron-core's `--expert-tensor-parallel-size` defaults to tp (`parallel_state.
-initialize_model_parallel`: `expert_tensor_parallel_size = tensor_model_parallel_size` when None);
-Megatron-Bridge's recipes for MoE models mostly set it to 1 (recommended_model_configs_h100.csv:
-Qwen3, DeepSeek-V3, ...), so a Megatron run of an MoE model whose space names no etp searches
-both (`default_etps`).
+initialize_model_parallel`: `expert_tensor_parallel_size = tensor_model_parallel_size` when None),
+so a space that names none searches that one alone: a published run that leaves the flag out ran
+at tp (searching etp 1 by default moved the two such Grok-1 rows of the bench from -1.5 / -7.8 %
+to -15.2 / -25.6 %, published_runs_model.md, n18etp). `--etp 1,tp` asks for both.
 """
 
 from __future__ import annotations
@@ -16,16 +16,6 @@ from typing import Callable
 from modelplan.errors import PlanInfeasible
 from modelplan.plan.results import SearchResult
 from modelplan.plan.space import SearchSpace
-
-
-def default_etps(spec, training, space: SearchSpace | None) -> SearchSpace | None:
-    """The space with etp 'tp' and 1 when it names none, the model is MoE and the engine is
-    Megatron (the engine with Megatron-core's expert grid; modelplan's exporters for the others
-    split experts like the dense layers); else the space as given."""
-    if (space is not None and space.etp is not None) or getattr(spec, "moe", None) is None \
-            or training.framework != "megatron":
-        return space
-    return (space or SearchSpace()).model_copy(update={"etp": ["tp", 1]})
 
 
 def search_etps(search: Callable[[SearchSpace | None], SearchResult], space: SearchSpace | None,

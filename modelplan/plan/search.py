@@ -40,11 +40,9 @@ def search_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, spac
     PlanInfeasible with the nearest blocker when none fits), once per variant of the run its family
     searches (`Family.search_runs`: a run that names no cp_comm_type gets each cp plan under the
     engine's cheapest, `plan/cp_search.py`), and once per expert tensor-parallel size the space
-    lists (`plan/etp_search.py`; a Megatron run of an MoE model: tp and 1 unless the space names
-    its etp)."""
-    from modelplan.plan.etp_search import default_etps, search_etps
+    lists (`plan/etp_search.py`)."""
+    from modelplan.plan.etp_search import search_etps
 
-    space = default_etps(spec, training, space)
     runs = family_of(spec).search_runs
     if runs is None:
         return search_etps(lambda sp: search_family_plans(spec, training, cluster, gpus, sp, cost, top_k), space, top_k)

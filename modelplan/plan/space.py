@@ -47,9 +47,8 @@ class SearchSpace(Spec):
     etp other than tp: of tp x dp x cp / etp)."""
     etp: list[int | Literal["tp"]] | None = None
     """Expert tensor-parallel sizes (MoE, Megatron-core `--expert-tensor-parallel-size`; 'tp': the
-    plan's tp), each searched on its own and merged (`plan/etp_search.py`); default: tp and 1 for
-    a Megatron run of an MoE model (`etp_search.default_etps`), else tp alone (the experts split
-    like the dense layers, Megatron-core's default)."""
+    plan's tp), each searched on its own and merged (`plan/etp_search.py`); default: tp alone
+    (the experts split like the dense layers, Megatron-core's default)."""
     cp: IntChoice | None = None
     """Context-parallel sizes; default: 1, or from seq_len >= LONG_SEQUENCE on every divisor of
     gpus/tp that divides seq_len."""
