@@ -108,7 +108,7 @@ def test_etp_on_a_dense_model_is_refused():
     result = runner.invoke(app, ["plan", "llama-3-8b", "--gpus", "8", "--tp", "2", "--dp", "4", "--pp", "1",
                                  "--etp", "1", "--batch", "64", "--seq", "2048", "--json"])
     assert result.exit_code != 0
-    assert "etp (1) needs an MoE model" in result.output
+    assert "--etp: Llama-3-8B has no routed experts" in result.output
 
 
 def test_export_carries_etp_to_megatron_core(tmp_path):

@@ -37,3 +37,11 @@ def parse_etp(text: str | None) -> list[int | str] | None:
             raise SpecError(f"--etp: {value} must be between 1 and {MAX_RANKS:,}")
         out.append(value)
     return out
+
+
+def check_etp(values: list[int | str] | None, spec) -> None:
+    """--etp on a model without routed experts: one-line SpecError (etp sizes only the experts)."""
+    from modelplan.errors import SpecError
+
+    if values and any(v != "tp" for v in values) and getattr(spec, "moe", None) is None:
+        raise SpecError(f"--etp: {spec.name} has no routed experts (etp is the MoE experts' tensor-parallel size)")

@@ -39,7 +39,7 @@ from modelplan.cli.options import (
     implied_recompute,
     recompute_settings,
 )
-from modelplan.cli.etp_option import EtpOpt, parse_etp
+from modelplan.cli.etp_option import EtpOpt, check_etp, parse_etp
 from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.cli.layout_options import (CompileLossOpt, FirstStageOpt, FusedNormOpt, LastStageOpt, ReshardOpt,
                                           kernel_settings, layout_space)
@@ -212,10 +212,12 @@ def plan_cmd(
                               master_weights=master_weights, **kernel_settings(fused_norm, compile_loss),
                               **({} if grad_dtype is None else {"grad_dtype": grad_dtype})))
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
+    etps = parse_etp(etp)
+    check_etp(etps, spec)
     space = SearchSpace(
         tp=parse_choice(tp, "tp"), pp=parse_choice(pp, "pp"), dp=parse_choice(dp, "dp"),
         vpp=parse_choice(vpp, "vpp"), micro_batch=parse_choice(micro_batch, "micro-batch"),
-        ep=parse_choice(ep, "ep"), etp=parse_etp(etp), cp=parse_choice(cp, "cp"), max_tp=max_tp,
+        ep=parse_choice(ep, "ep"), etp=etps, cp=parse_choice(cp, "cp"), max_tp=max_tp,
         recompute=parse_words(recompute, "recompute", ("none", "selective", "full"))
         or _recompute_of(recompute_modules, recompute_method),
         sequence_parallel=None if sequence_parallel is None else [sequence_parallel],
