@@ -27,6 +27,8 @@ class TransformerAxes(TransformerEvaluator, FamilyAxes):
         self.space, self.gpus = space, gpus
         self.recomputes = tuple(space.recompute or ["none", "selective", "full"])
         self._sp_asked = space.sequence_parallel or [False, True]
+        if space.etp is not None and len(space.etp) > 1:
+            raise ValueError(f"etp: one size per search_family_plans (got {space.etp}; search_plans searches a list)")
         self.etp = space.etp[0] if space.etp and space.etp[0] != "tp" else None
         """The search's expert tensor-parallel size (one per search, `plan/etp_search.py`; None: tp)."""
 
