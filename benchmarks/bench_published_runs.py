@@ -268,13 +268,17 @@ def price(run: dict) -> dict:
 
 def _search_vpp(spec, training, plan: Plan, cluster, gpus: int, tp_span: bool):
     """An interleaved run whose vpp is not published: `modelplan plan` with every published field
-    fixed and vpp searched (the fastest plan that fits)."""
+    fixed and vpp searched (the fastest plan that fits; the search's other axes, TP / DP overlap,
+    offload, rank order, the CP exchange, searched too: benchmarks/check_cli_parity.py)."""
     from modelplan.plan.search import SearchSpace, search_plans
 
     space = SearchSpace(
         tp=[plan.tp], pp=[plan.pp], dp=[plan.dp], cp=[plan.cp], ep=[plan.ep], micro_batch=[plan.micro_batch],
         sequence_parallel=[plan.sequence_parallel], recompute=[plan.recompute], zero=[plan.zero],
-        schedule=["interleaved"], allow_tp_across_nodes=tp_span,
+        schedule=["interleaved"], allow_tp_across_nodes=tp_span, etp=None if plan.etp is None else [plan.etp],
+        first_stage_layers=plan.first_stage_layers, last_stage_layers=plan.last_stage_layers,
+        reshard_after_forward=plan.reshard_after_forward,
+        fsdp_shard_size=None if plan.fsdp_shard_size is None else [plan.fsdp_shard_size],
     )
     return search_plans(spec, training, cluster, gpus, space, top_k=1).best[0]
 

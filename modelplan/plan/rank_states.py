@@ -121,10 +121,10 @@ class RankStates:
         expert = max((numel[f"layers/{i}/experts"] for i in layers if f"layers/{i}/experts" in numel), default=0)
         return numel, experts, dense, expert
 
-    def uniform_blocks(self, tp: int, ep: int = 1) -> bool:
+    def uniform_blocks(self, tp: int, ep: int = 1, etp: int | None = None) -> bool:
         """Every block holds the same dense parameters and the same routed-expert parameters (a
         stage's parameters then follow its block count alone)."""
-        numel = self._memo(("unit_numels", tp, ep, None), lambda: self._unit_numels(tp, ep))[0]
+        numel = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))[0]
         layers = range(self.spec.layers)
         return (len({numel[f"layers/{i}"] for i in layers}) == 1
                 and len({numel.get(f"layers/{i}/experts", 0) for i in layers}) == 1)
