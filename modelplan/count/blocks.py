@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from modelplan.count.seq2seq import key_bias_saving
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
 from modelplan.count.shared_block import use_params
 from modelplan.count.side_paths import block_side_params, kv_shared_saving
@@ -208,6 +209,10 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
         out["cross_attention/qkv"] = h * qkv_width + (qkv_width if spec.qkv_bias else 0)
         out["cross_attention/out"] = spec.q_width * h + (h if spec.attn_out_bias else 0)
         norms += 1
+    if (saving := key_bias_saving(spec)) and "attention/qkv" in out:  # Whisper: k_proj without bias
+        out["attention/qkv"] -= saving
+        if block.cross:
+            out["cross_attention/qkv"] -= saving
     if block.mlp:
         out.update(mlp_block_params(spec, block.moe))
     if block.shared:  # Zamba: the per-use linear and adapters (the shared weights: count.params)

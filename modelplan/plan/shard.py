@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
 from modelplan.count.vision import vision_params
+from modelplan.count.seq2seq import audio_params, embedding_norms, position_params
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.linear_mixers import linear_mixer_shard
 from modelplan.plan.pipeline import schedule_layout
@@ -214,8 +215,8 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     dp, expert_group = unit_groups(tp, plan.dp, plan.cp, plan.ep, plan.etp)
     etp = plan.etp or tp
     sizes: dict[str, tuple[int, int, int]] = {"embedding/word": (_split(spec.vocab, tp) * h, 0, dp)}
-    extra = (spec.max_positions * h if spec.position == "learned" else 0) + spec.type_vocab * h
-    extra += _norm(spec) if spec.embedding_norm else 0
+    extra = position_params(spec) + spec.type_vocab * h + audio_params(spec)  # count.seq2seq: per-stack tables
+    extra += embedding_norms(spec) * _norm(spec)
     sizes["embedding/extra"] = (extra, extra if sp else 0, dp)
     blocks: dict = {}
     experts = _experts(spec, etp, plan.ep) if spec.moe is not None else 0

@@ -54,6 +54,9 @@ def _check_blocks(spec: "TransformerSpec") -> None:
             raise ValueError("encoder_decoder models take no layer_types, moe or mtp_layers")
     elif spec.decoder_layers is not None:
         raise ValueError(f"decoder_layers ({spec.decoder_layers}) needs arch 'encoder_decoder'")
+    if spec.seq2seq is not None and (spec.arch != "encoder_decoder" or spec.position != "learned"):
+        raise ValueError(f"seq2seq needs arch 'encoder_decoder' (got '{spec.arch}') and learned positions "
+                         f"(got '{spec.position}')")
     moe = spec.moe
     if moe is not None and moe.first_dense_layers > spec.layers:
         raise ValueError(

@@ -1,0 +1,136 @@
+"""HF config mappers of the BART-shaped encoder-decoders and Whisper (transformers 5.24
+modeling_bart.py and the files that copy it: mbart, marian, pegasus, blenderbot,
+blenderbot_small, plbart, mvp; modeling_whisper.py).
+
+Every one is an encoder stack and a decoder stack of `d_model` wide blocks with biased q/k/v/out
+projections (Whisper's k_proj has no bias), a plain fc1 -> activation -> fc2 MLP, LayerNorms with
+bias, cross-attention in every decoder block (its own `encoder_attn_layer_norm`), one position
+table per stack and one token table (`shared`) tied to both stacks and to the LM head;
+`final_logits_bias` is a buffer, not a parameter. They differ in the norm placement, the
+embedding and final norms, and the position tables (`FAMILY` below).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+from modelplan.errors import SpecError
+from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_gpt import GPT_STYLE
+
+
+class Shape(NamedTuple):
+    """What one family's modeling file builds around its blocks."""
+
+    placement: str
+    """post: x = norm(x + f(x)) (BartEncoderLayer); pre: x + f(norm(x)) (MBartEncoderLayer)."""
+    embedding_norm: bool
+    """`layernorm_embedding` after each stack's embeddings."""
+    final_norm: bool
+    """`layer_norm` after each stack's last block."""
+    offset: int
+    """Extra rows of each learned position table (BartLearnedPositionalEmbedding.offset = 2)."""
+    frozen: str
+    """Position tables holding fixed sinusoids (requires_grad False): none or both."""
+
+
+FAMILY: dict[str, Shape] = {
+    "bart": Shape("post", True, False, 2, "none"),  # BartEncoder / BartDecoder
+    "mbart": Shape("pre", True, True, 2, "none"),  # MBartEncoder: layernorm_embedding and layer_norm
+    "plbart": Shape("post", True, False, 2, "none"),  # copied from Bart
+    "mvp": Shape("post", True, False, 2, "none"),  # copied from Bart (+ optional prompts)
+    "marian": Shape("post", False, False, 0, "both"),  # MarianSinusoidalPositionalEmbedding
+    "pegasus": Shape("pre", False, True, 0, "both"),  # PegasusSinusoidalPositionalEmbedding
+    "blenderbot": Shape("pre", False, True, 0, "none"),  # BlenderbotLearnedPositionalEmbedding
+    "blenderbot-small": Shape("post", True, False, 0, "none"),  # BlenderbotSmallLearnedPositionalEmbedding
+}
+
+_HEADS = ("ForConditionalGeneration", "MTModel", "Model")
+"""Architectures read: the LM head on the decoder (MarianMTModel is Marian's), or the bare
+encoder-decoder (BartModel: `shared`, encoder, decoder)."""
+
+
+def _check_head(c: HFConfig) -> None:
+    names = c.texts("architectures", None)
+    if names and not names[0].endswith(_HEADS):
+        raise SpecError(f"{c.source}: architectures: '{names[0]}' not modelled (supported: the encoder-decoder "
+                        f"...ForConditionalGeneration, MarianMTModel or the bare ...Model; a ForCausalLM "
+                        f"decoder alone keeps cross-attention weights without an encoder)")
+
+
+def _same(c: HFConfig, encoder_key: str, decoder_key: str) -> int:
+    """A size both stacks must share (the spec has one width per model)."""
+    encoder, decoder = c.size(encoder_key), c.size(decoder_key)
+    if encoder != decoder:
+        raise SpecError(f"{c.source}: {encoder_key} ({encoder}) != {decoder_key} ({decoder}): stacks of "
+                        f"different widths are not modelled")
+    return encoder
+
+
+def _stacks(c: HFConfig) -> dict:
+    """Sizes and block conventions shared by every family here."""
+    _check_head(c)
+    if not c.flag("tie_word_embeddings", True):  # transformers 5.24 then unties shared, both embed_tokens and lm_head
+        raise SpecError(f"{c.source}: tie_word_embeddings: false is not modelled (transformers then keeps "
+                        f"separate shared, encoder and decoder token tables and an untied lm_head)")
+    hidden = c.size("d_model")
+    return dict(
+        arch="encoder_decoder",
+        layers=c.size("encoder_layers"),
+        decoder_layers=c.size("decoder_layers"),
+        hidden=hidden,
+        heads=_same(c, "encoder_attention_heads", "decoder_attention_heads"),
+        ffn_hidden=_same(c, "encoder_ffn_dim", "decoder_ffn_dim"),
+        vocab=c.size("vocab_size"),
+        position="learned",
+        **GPT_STYLE,  # biased projections and fc1/fc2, LayerNorm(d_model) with bias, no gate
+        norm_eps=1e-5,  # nn.LayerNorm default eps
+        activation=c.activation("gelu", "activation_function"),
+        # scale_embedding: embed_scale = sqrt(d_model) (BartScaledWordEmbedding)
+        embedding_scale=math.sqrt(hidden) if c.flag("scale_embedding", False) else None,
+        tied_embeddings=True,
+        dropout=c.dropout(0.1, "dropout", "attention_dropout", "activation_dropout"),
+    )
+
+
+def _bart_like(model_type: str) -> Callable[[HFConfig], dict]:
+    shape = FAMILY[model_type]
+
+    def mapper(c: HFConfig) -> dict:
+        if model_type == "mvp" and c.flag("use_prompt", False):
+            raise SpecError(f"{c.source}: use_prompt: true is not modelled (MVP's MvpPrompt tables and MLPs)")
+        if model_type == "marian" and not c.flag("share_encoder_decoder_embeddings", True):
+            raise SpecError(f"{c.source}: share_encoder_decoder_embeddings: false is not modelled (a separate "
+                            f"decoder token table of decoder_vocab_size rows)")
+        return dict(
+            **_stacks(c),
+            max_positions=c.size("max_position_embeddings"),
+            norm_placement=shape.placement,
+            embedding_norm=shape.embedding_norm,
+            final_norm=shape.final_norm,
+            seq2seq=dict(position_offset=shape.offset, frozen_positions=shape.frozen),
+        )
+
+    mapper.__doc__ = f"{model_type}: {shape}"
+    return mapper
+
+
+def _whisper(c: HFConfig) -> dict:
+    """WhisperForConditionalGeneration: conv1 / conv2 front-end over num_mel_bins frames, a fixed
+    sinusoid encoder table (max_source_positions rows, requires_grad False), a learned decoder
+    table (max_target_positions), pre-LN blocks with final layer_norm per stack, k_proj without
+    bias, decoder embed_tokens tied to proj_out."""
+    return dict(
+        **_stacks(c),
+        max_positions=c.size("max_target_positions"),
+        norm_placement="pre",
+        final_norm=True,
+        seq2seq=dict(encoder_positions=c.size("max_source_positions"), frozen_positions="encoder",
+                     key_bias=False, audio=dict(mel_bins=c.size("num_mel_bins"))),
+    )
+
+
+N18ENCDEC_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
+    **{name: _bart_like(name) for name in FAMILY}, "whisper": _whisper,
+}
