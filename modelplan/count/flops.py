@@ -103,9 +103,12 @@ def recompute_forward_flops(layer_flops: dict[str, int], recompute: str) -> int:
     return 0
 
 
-def check_seq_len(spec: "TransformerSpec", seq_len: int) -> None:
-    """A learned position table caps the sequence length."""
-    if spec.position == "learned" and seq_len > spec.max_positions:
+def check_seq_len(spec: "TransformerSpec", seq_len: int, decoder_seq_len: int = 0) -> None:
+    """A learned position table caps the sequence length (an encoder-decoder's tables: the source
+    and target lengths, count.seq2seq)."""
+    if spec.arch == "encoder_decoder":
+        check_lengths(spec, seq_len, decoder_seq_len)
+    elif spec.position == "learned" and seq_len > spec.max_positions:
         raise SpecError(
             f"seq_len ({seq_len}) exceeds max_positions ({spec.max_positions}) "
             f"of {spec.name}'s learned position table"
@@ -149,10 +152,7 @@ def count_transformer_flops(spec, training: "TrainingSpec") -> FlopCount:
     """
     seq_len, batch = training.seq_len, training.global_batch
     dec_len = decoder_seq_len(spec, training)
-    if spec.arch == "encoder_decoder":
-        check_lengths(spec, seq_len, dec_len)
-    else:
-        check_seq_len(spec, seq_len)
+    check_seq_len(spec, seq_len, dec_len)
     tokens = batch * seq_len
     inputs = {**embedding_forward_flops(spec, tokens), **embedding_side_flops(spec, tokens)}
     leaves: dict[str, int] = {f"embedding/{k}": v for k, v in inputs.items()}

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
 from modelplan.count.vision import vision_params
-from modelplan.count.seq2seq import audio_params, embedding_norms, position_params
+from modelplan.count.seq2seq import audio_params, embedding_norms, key_bias_saving, position_params
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.linear_mixers import linear_mixer_shard
 from modelplan.plan.pipeline import schedule_layout
@@ -159,6 +159,14 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
         numel, partial = n_attn + n_ssm, p_attn + p_ssm
     else:
         numel, partial = _attention(spec, tp, sp)
+        numel -= key_bias_saving(spec) // tp  # Whisper's k_proj has no bias (count.seq2seq)
+    if block.relative_bias:  # T5's relative_attention_bias (buckets x heads), replicated over tp
+        numel += spec.relative_buckets * spec.heads
+        partial += spec.relative_buckets * spec.heads if tp > 1 else 0
+    if block.cross:  # a decoder block's cross-attention: split like self-attention, its own norm
+        n, p = _attention(spec, tp, sp)
+        numel, partial = numel + n - key_bias_saving(spec) // tp, partial + p
+        norms += _norm(spec)
     numel, partial = numel + norms, partial + (norms if sp else 0)
     if not block.mlp:
         return numel, partial
@@ -220,7 +228,7 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     sizes["embedding/extra"] = (extra, extra if sp else 0, dp)
     blocks: dict = {}
     experts = _experts(spec, etp, plan.ep) if spec.moe is not None else 0
-    for i in range(spec.layers):
+    for i in range(spec.num_blocks):
         block = block_of(spec, i)
         if block not in blocks:  # alike blocks are the same size
             blocks[block] = _block(spec, block, tp, sp)
@@ -231,7 +239,8 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
         sizes[f"mtp/{k}"] = (*_mtp(spec, tp, sp), dp)
         if spec.moe is not None:
             sizes[f"mtp/{k}/experts"] = (experts, 0, expert_group)
-    norm = _norm(spec) if spec.final_norm else 0
+    stacks = 2 if spec.arch == "encoder_decoder" else 1  # an encoder-decoder's two final norms (count.params)
+    norm = stacks * _norm(spec) if spec.final_norm else 0
     head = norm + (0 if spec.tied_embeddings else h * _split(spec.vocab, tp))
     head += _split(spec.vocab, tp) if spec.lm_head_bias else 0
     sizes["head"] = (head, norm if sp else 0, dp)
