@@ -62,7 +62,8 @@ def hf_params(data: dict) -> tuple[int, int]:
     return sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad)
 
 
-CASES = [(t, h) for t in CLASSES for h in ("ForConditionalGeneration", "Model")]
+CASES = [(t, h) for t in CLASSES for h in ("ForConditionalGeneration", "Model", "ForCausalLM")]
+"""The encoder-decoder, the bare one, and the decoder alone (its blocks keep unused encoder_attn weights)."""
 
 
 @pytest.mark.torch
@@ -72,6 +73,23 @@ def test_total_and_trainable_equal_transformers(model_type, head):
     `shared` table once, cross-attention in every decoder block; fixed sinusoid tables (Marian,
     Pegasus, Whisper's encoder) are parameters with requires_grad False."""
     data = small_config(model_type, head)
+    c = count_params(from_hf_config(data))
+    assert (c.total, c.trainable) == hf_params(data)
+
+
+TROCR = [{}, {"use_learned_position_embeddings": False}, {"cross_attention_hidden_size": 12},
+         {"layernorm_embedding": False, "scale_embedding": True}]
+"""TrOCR's decoder: learned (+ 2 rows) or sinusoid positions (a plain tensor), encoder_attn k/v
+reading a narrower encoder, no embedding norm."""
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("overrides", TROCR)
+def test_trocr_decoder_equals_transformers(overrides):
+    from _hf_reference import transformers_module
+
+    cfg = transformers_module().AutoConfig.for_model("trocr", **SMALL, **overrides)
+    data = {**json.loads(cfg.to_json_string(use_diff=False)), "architectures": ["TrOCRForCausalLM"]}
     c = count_params(from_hf_config(data))
     assert (c.total, c.trainable) == hf_params(data)
 
@@ -101,6 +119,21 @@ def test_training_flops_equal_flop_counter(model_type):
     data = small_config(model_type)
     ours = count_flops(from_hf_config(data), TrainingSpec(global_batch=2, seq_len=12, decoder_seq_len=7)).model
     assert ours == sum(hf_training_flop_counts(data, 2, 12, 7).values())
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["bart", "trocr"])
+def test_decoder_alone_runs_no_cross_attention(model_type):
+    """BartForCausalLM / TrOCRForCausalLM without encoder states: FlopCounterMode counts exactly
+    our FLOPs of a decoder whose encoder_attn weights never run."""
+    from _hf_reference import hf_training_flop_counts, transformers_module
+
+    cfg = transformers_module().AutoConfig.for_model(model_type, **SMALL, use_cache=False)
+    data = {**json.loads(cfg.to_json_string(use_diff=False)), "architectures": [CLASSES.get(model_type, "TrOCR")
+                                                                               + "ForCausalLM"]}
+    ours = count_flops(from_hf_config(data), TrainingSpec(global_batch=2, seq_len=12)).model
+    assert ours == sum(hf_training_flop_counts(data, 2, 12).values())
 
 
 @pytest.mark.torch
@@ -149,11 +182,12 @@ def test_cross_attention_block_flops_by_hand():
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("model_type", ["bart", "whisper", "marian"])
-def test_planner_holds_every_block_of_both_stacks(model_type):
+@pytest.mark.parametrize(("model_type", "head"), [("bart", "ForConditionalGeneration"), ("whisper", "ForConditionalGeneration"),
+                                                  ("marian", "ForConditionalGeneration"), ("bart", "ForCausalLM")])
+def test_planner_holds_every_block_of_both_stacks(model_type, head):
     """pp 1, tp 1: the planner's per-rank units sum to transformers' parameter count (the
     decoder's blocks with their cross-attention included)."""
-    data = small_config(model_type)
+    data = small_config(model_type, head)
     spec = from_hf_config(data)
     assert sum(u.numel for u in unit_shards(spec, Plan()).values()) == hf_params(data)[0]
 
@@ -188,7 +222,7 @@ BASE = {"model_type": "bart", "d_model": 16, "encoder_layers": 1, "decoder_layer
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    ({"architectures": ["BartForCausalLM"]}, r"architectures: 'BartForCausalLM' not modelled"),
+    ({"architectures": ["BartForQuestionAnswering"]}, r"architectures: 'BartForQuestionAnswering' not modelled"),
     ({"architectures": ["BartForSequenceClassification"]}, r"'BartForSequenceClassification' not modelled"),
     ({"decoder_attention_heads": 4}, r"encoder_attention_heads \(2\) != decoder_attention_heads \(4\)"),
     ({"decoder_ffn_dim": 32}, r"encoder_ffn_dim \(24\) != decoder_ffn_dim \(32\)"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from modelplan.count.seq2seq import key_bias_saving
+from modelplan.count.seq2seq import idle_cross_params, key_bias_saving
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
 from modelplan.count.shared_block import use_params
 from modelplan.count.side_paths import block_side_params, kv_shared_saving
@@ -208,6 +208,9 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
         qkv_width = spec.q_width + 2 * spec.kv_width
         out["cross_attention/qkv"] = h * qkv_width + (qkv_width if spec.qkv_bias else 0)
         out["cross_attention/out"] = spec.q_width * h + (h if spec.attn_out_bias else 0)
+        norms += 1
+    elif idle := idle_cross_params(spec):  # a decoder built alone keeps unused encoder_attn weights
+        out.update(idle)
         norms += 1
     if (saving := key_bias_saving(spec)) and "attention/qkv" in out:  # Whisper: k_proj without bias
         out["attention/qkv"] -= saving

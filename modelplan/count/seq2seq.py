@@ -18,10 +18,10 @@ def position_rows(spec: "TransformerSpec") -> tuple[int, int]:
     with one stack (GPT-2 wpe, BERT position_embeddings), (0, 0) without learned positions."""
     if spec.position != "learned":
         return 0, 0
-    if spec.arch != "encoder_decoder":
-        return spec.max_positions, 0
     s2s = spec.seq2seq
     offset = s2s.position_offset if s2s is not None else 0  # BartLearnedPositionalEmbedding: num + 2 rows
+    if spec.arch != "encoder_decoder":
+        return spec.max_positions + offset, 0
     encoder = s2s.encoder_positions if s2s is not None and s2s.encoder_positions else spec.max_positions
     return encoder + offset, spec.max_positions + offset
 
@@ -46,6 +46,19 @@ def key_bias_saving(spec: "TransformerSpec") -> int:
     k_proj = nn.Linear(d, d, bias=False))."""
     s2s = spec.seq2seq
     return spec.kv_width if spec.qkv_bias and s2s is not None and not s2s.key_bias else 0
+
+
+def idle_cross_params(spec: "TransformerSpec") -> dict[str, int]:
+    """The encoder_attn weights of one block of a decoder built alone (BartDecoderLayer,
+    TrOCRDecoderLayer: q Linear(h, h), k / v Linear(cross_input, h), out Linear(h, h), biases
+    as the self-attention's) and its encoder_attn_layer_norm; {} for other models."""
+    s2s = spec.seq2seq
+    if s2s is None or not s2s.idle_cross_attention:
+        return {}
+    h, kv_in = spec.hidden, s2s.cross_input or spec.hidden
+    qkv = h * spec.q_width + 2 * kv_in * spec.kv_width
+    bias = spec.q_width + 2 * spec.kv_width - key_bias_saving(spec) if spec.qkv_bias else 0
+    return {"cross_attention/qkv": qkv + bias, "cross_attention/out": spec.q_width * h + (h if spec.attn_out_bias else 0)}
 
 
 def embedding_norms(spec: "TransformerSpec") -> int:

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
 from modelplan.count.vision import vision_params
-from modelplan.count.seq2seq import audio_params, embedding_norms, key_bias_saving, position_params
+from modelplan.count.seq2seq import audio_params, embedding_norms, idle_cross_params, key_bias_saving, position_params
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.linear_mixers import linear_mixer_shard
 from modelplan.plan.pipeline import schedule_layout
@@ -166,6 +166,10 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
     if block.cross:  # a decoder block's cross-attention: split like self-attention, its own norm
         n, p = _attention(spec, tp, sp)
         numel, partial = numel + n - key_bias_saving(spec) // tp, partial + p
+        norms += _norm(spec)
+    elif idle := idle_cross_params(spec):  # a decoder built alone: unused encoder_attn, split like attention
+        numel += idle["cross_attention/qkv"] // tp + spec.q_width * spec.hidden // tp  # column / row parallel
+        numel += spec.hidden if spec.attn_out_bias else 0  # out_proj bias replicated
         norms += _norm(spec)
     numel, partial = numel + norms, partial + (norms if sp else 0)
     if not block.mlp:

@@ -46,17 +46,28 @@ FAMILY: dict[str, Shape] = {
     "blenderbot-small": Shape("post", True, False, 0, "none"),  # BlenderbotSmallLearnedPositionalEmbedding
 }
 
-_HEADS = ("ForConditionalGeneration", "MTModel", "Model")
-"""Architectures read: the LM head on the decoder (MarianMTModel is Marian's), or the bare
-encoder-decoder (BartModel: `shared`, encoder, decoder)."""
+_HEADS = ("ForConditionalGeneration", "MTModel", "Model", "ForCausalLM")
+"""Architectures read: the LM head on the decoder (MarianMTModel is Marian's), the bare
+encoder-decoder (BartModel: `shared`, encoder, decoder), or the decoder alone (BartForCausalLM)."""
 
 
-def _check_head(c: HFConfig) -> None:
+def _decoder_alone(c: HFConfig) -> bool:
+    """Whether the config names the decoder built alone (...ForCausalLM); other heads are refused."""
     names = c.texts("architectures", None)
     if names and not names[0].endswith(_HEADS):
         raise SpecError(f"{c.source}: architectures: '{names[0]}' not modelled (supported: the encoder-decoder "
-                        f"...ForConditionalGeneration, MarianMTModel or the bare ...Model; a ForCausalLM "
-                        f"decoder alone keeps cross-attention weights without an encoder)")
+                        f"...ForConditionalGeneration, MarianMTModel, the bare ...Model or the decoder alone "
+                        f"...ForCausalLM)")
+    return bool(names) and names[0].endswith("ForCausalLM")
+
+
+def _alone(fields: dict) -> dict:
+    """The decoder stack of `fields` as a decoder model (XxxForCausalLM: XxxDecoderWrapper + tied
+    lm_head): its blocks keep their encoder_attn weights unused; its one position table."""
+    s2s = dict(fields["seq2seq"])
+    s2s.update(idle_cross_attention=True, encoder_positions=None, audio=None,
+               frozen_positions="both" if s2s.get("frozen_positions") == "both" else "none")
+    return {**fields, "arch": "decoder", "layers": fields["decoder_layers"], "decoder_layers": None, "seq2seq": s2s}
 
 
 def _same(c: HFConfig, encoder_key: str, decoder_key: str) -> int:
@@ -69,19 +80,19 @@ def _same(c: HFConfig, encoder_key: str, decoder_key: str) -> int:
 
 
 def _stacks(c: HFConfig) -> dict:
-    """Sizes and block conventions shared by every family here."""
-    _check_head(c)
+    """Sizes and block conventions shared by every family here (the decoder's alone for ...ForCausalLM)."""
+    alone = _decoder_alone(c)
     if not c.flag("tie_word_embeddings", True):  # transformers 5.24 then unties shared, both embed_tokens and lm_head
         raise SpecError(f"{c.source}: tie_word_embeddings: false is not modelled (transformers then keeps "
                         f"separate shared, encoder and decoder token tables and an untied lm_head)")
     hidden = c.size("d_model")
     return dict(
         arch="encoder_decoder",
-        layers=c.size("encoder_layers"),
+        layers=c.size("decoder_layers") if alone else c.size("encoder_layers"),
         decoder_layers=c.size("decoder_layers"),
         hidden=hidden,
-        heads=_same(c, "encoder_attention_heads", "decoder_attention_heads"),
-        ffn_hidden=_same(c, "encoder_ffn_dim", "decoder_ffn_dim"),
+        heads=c.size("decoder_attention_heads") if alone else _same(c, "encoder_attention_heads", "decoder_attention_heads"),
+        ffn_hidden=c.size("decoder_ffn_dim") if alone else _same(c, "encoder_ffn_dim", "decoder_ffn_dim"),
         vocab=c.size("vocab_size"),
         position="learned",
         **GPT_STYLE,  # biased projections and fc1/fc2, LayerNorm(d_model) with bias, no gate
@@ -103,7 +114,7 @@ def _bart_like(model_type: str) -> Callable[[HFConfig], dict]:
         if model_type == "marian" and not c.flag("share_encoder_decoder_embeddings", True):
             raise SpecError(f"{c.source}: share_encoder_decoder_embeddings: false is not modelled (a separate "
                             f"decoder token table of decoder_vocab_size rows)")
-        return dict(
+        fields = dict(
             **_stacks(c),
             max_positions=c.size("max_position_embeddings"),
             norm_placement=shape.placement,
@@ -111,6 +122,7 @@ def _bart_like(model_type: str) -> Callable[[HFConfig], dict]:
             final_norm=shape.final_norm,
             seq2seq=dict(position_offset=shape.offset, frozen_positions=shape.frozen),
         )
+        return _alone(fields) if _decoder_alone(c) else fields
 
     mapper.__doc__ = f"{model_type}: {shape}"
     return mapper
@@ -121,7 +133,7 @@ def _whisper(c: HFConfig) -> dict:
     sinusoid encoder table (max_source_positions rows, requires_grad False), a learned decoder
     table (max_target_positions), pre-LN blocks with final layer_norm per stack, k_proj without
     bias, decoder embed_tokens tied to proj_out."""
-    return dict(
+    fields = dict(
         **_stacks(c),
         max_positions=c.size("max_target_positions"),
         norm_placement="pre",
@@ -129,8 +141,34 @@ def _whisper(c: HFConfig) -> dict:
         seq2seq=dict(encoder_positions=c.size("max_source_positions"), frozen_positions="encoder",
                      key_bias=False, audio=dict(mel_bins=c.size("num_mel_bins"))),
     )
+    return _alone(fields) if _decoder_alone(c) else fields
+
+
+def _trocr(c: HFConfig) -> dict:
+    """TrOCRForCausalLM (the text decoder of TrOCR's VisionEncoderDecoderModel, built alone):
+    BART's post-LN decoder blocks, each with an unused encoder_attn whose k/v read
+    cross_attention_hidden_size features; a learned table with BART's + 2 offset, or (use_learned_
+    position_embeddings false) sinusoids in a plain tensor, no parameters; optional
+    layernorm_embedding; no final norm; lm_head `output_projection` tied to embed_tokens."""
+    names = c.texts("architectures", None)
+    if names and not names[0].endswith("ForCausalLM"):
+        raise SpecError(f"{c.source}: architectures: '{names[0]}' not modelled (supported: TrOCRForCausalLM)")
+    hidden = c.size("d_model")
+    learned = c.flag("use_learned_position_embeddings", True)
+    return dict(
+        layers=c.size("decoder_layers"), hidden=hidden, heads=c.size("decoder_attention_heads"),
+        ffn_hidden=c.size("decoder_ffn_dim"), vocab=c.size("vocab_size"),
+        max_positions=c.size("max_position_embeddings"), position="learned" if learned else "none",
+        **GPT_STYLE, norm_eps=1e-5, norm_placement="post", activation=c.activation("gelu", "activation_function"),
+        embedding_norm=c.flag("layernorm_embedding", True), final_norm=False,
+        embedding_scale=math.sqrt(hidden) if c.flag("scale_embedding", False) else None,
+        tied_embeddings=c.flag("tie_word_embeddings", True),
+        dropout=c.dropout(0.1, "dropout", "attention_dropout", "activation_dropout"),
+        seq2seq=dict(idle_cross_attention=True, position_offset=2 if learned else 0,
+                     cross_input=c.integer("cross_attention_hidden_size", None, nullable=True)),
+    )
 
 
 N18ENCDEC_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
-    **{name: _bart_like(name) for name in FAMILY}, "whisper": _whisper,
+    **{name: _bart_like(name) for name in FAMILY}, "whisper": _whisper, "trocr": _trocr,
 }

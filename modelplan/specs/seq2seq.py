@@ -44,5 +44,12 @@ class Seq2SeqSpec(Spec):
     """With qkv_bias: k_proj has a bias too (Whisper's k_proj has none, in self- and cross-attention)."""
     encoder_embedding_norm: bool = True
     """With embedding_norm: the encoder has its own layernorm_embedding (BART) beside the decoder's."""
+    idle_cross_attention: bool = False
+    """arch decoder: the decoder of an encoder-decoder built alone (BartForCausalLM,
+    TrOCRForCausalLM): every block keeps its encoder_attn (q/k/v/out) and encoder_attn_layer_norm,
+    which no forward runs without encoder states; parameters only."""
+    cross_input: int | None = Field(None, gt=0)
+    """Width of the encoder output the cross-attention k/v projections read (TrOCR
+    cross_attention_hidden_size: Linear(kdim, h)); None: hidden."""
     audio: AudioFrontendSpec | None = None
     """Whisper's convolutional front-end: the encoder reads audio frames, not tokens."""

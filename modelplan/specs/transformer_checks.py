@@ -54,9 +54,12 @@ def _check_blocks(spec: "TransformerSpec") -> None:
             raise ValueError("encoder_decoder models take no layer_types, moe or mtp_layers")
     elif spec.decoder_layers is not None:
         raise ValueError(f"decoder_layers ({spec.decoder_layers}) needs arch 'encoder_decoder'")
-    if spec.seq2seq is not None and (spec.arch != "encoder_decoder" or spec.position != "learned"):
-        raise ValueError(f"seq2seq needs arch 'encoder_decoder' (got '{spec.arch}') and learned positions "
-                         f"(got '{spec.position}')")
+    s2s = spec.seq2seq
+    if s2s is not None and s2s.idle_cross_attention != (spec.arch == "decoder"):
+        raise ValueError(f"seq2seq.idle_cross_attention ({s2s.idle_cross_attention}) is for arch 'decoder' "
+                         f"(a decoder built alone) and only there (arch '{spec.arch}')")
+    if s2s is not None and spec.arch == "encoder" or (s2s is not None and s2s.audio and spec.arch != "encoder_decoder"):
+        raise ValueError(f"seq2seq (audio front-end) needs arch 'encoder_decoder', not '{spec.arch}'")
     moe = spec.moe
     if moe is not None and moe.first_dense_layers > spec.layers:
         raise ValueError(
