@@ -172,3 +172,14 @@ def _trocr(c: HFConfig) -> dict:
 N18ENCDEC_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **{name: _bart_like(name) for name in FAMILY}, "whisper": _whisper, "trocr": _trocr,
 }
+
+N18ENCDEC_UNMODELLED: dict[str, str] = {
+    "bigbird_pegasus": "BigBird's block-sparse encoder attention (attention_type block_sparse: random, window and "
+                       "global blocks)",
+    "prophetnet": "its n-gram main / predict streams (ngram self-attention with relative buckets in every decoder block)",
+    "t5gemma2": "its merged decoder attention (self- and cross-attention in one softmax over shared projections) "
+                "and the SigLIP tower of its encoder",
+    "vision-encoder-decoder": "the composite of any vision encoder (a ViT, Swin, ... tower) with any text "
+                              "decoder",
+}
+"""Encoder-decoder types transformers 5.24 ships that the spec cannot yet express exactly."""
