@@ -230,6 +230,7 @@ BASE = {"model_type": "bart", "d_model": 16, "encoder_layers": 1, "decoder_layer
     ({"model_type": "mvp", "use_prompt": True}, r"use_prompt: true is not modelled"),
     ({"model_type": "marian", "share_encoder_decoder_embeddings": False}, r"share_encoder_decoder_embeddings"),
     ({"d_model": None}, r"d_model"),
+    ({"decoder_layers": 10**12}, r"decoder_layers \(1000000000000\) must be <= 10,000"),
 ])
 def test_unmodelled_options_are_one_line_errors(overrides, message):
     _one_line({**BASE, **overrides}, message)
