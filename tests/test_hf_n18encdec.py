@@ -245,3 +245,18 @@ def test_position_tables_cap_source_and_target_lengths(tmp_path):
     result = runner.invoke(app, ["count", str(path), "--seq", "64", "--decoder-seq", "65"])
     assert result.exit_code != 0 and "decoder_seq_len (65) exceeds max_positions (64)" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_planner_gemms_of_both_stacks_equal_the_counted_flops():
+    """The planner's GEMMs of an encoder block and of a decoder block (self-attention,
+    cross-attention over as many encoder tokens, MLP) sum to count's block FLOPs, which
+    test_training_flops_equal_flop_counter checks against FlopCounterMode."""
+    from modelplan.count.flops import layer_forward_flops
+    from modelplan.plan.kernels import layer_kernels
+
+    spec = from_hf_config({**BASE, "d_model": 64, "encoder_attention_heads": 4, "decoder_attention_heads": 4})
+    s = 32
+    for index in (0, 1):  # encoder, decoder
+        counted = sum(layer_forward_flops(spec, index, tokens=2 * s, seq_len=s).values())
+        kernels = layer_kernels(spec, 1, 2, s, 2, block=block_of(spec, index), memory_len=s, attention="eager")
+        assert sum(g.flops for g in kernels.gemms) == counted
