@@ -350,7 +350,7 @@ def test_every_mapper_has_a_fixture_or_variant():
                "vipllava"}  # tests/test_hf_n17classic.py (on CPU)
     tested |= {"hy_v3", "cohere2_moe", "minimax_m3_vl_text", "nanochat", "olmo_hybrid"}  # tests/test_hf_n17new.py
     tested |= {"bart", "mbart", "marian", "pegasus", "blenderbot", "blenderbot-small", "plbart", "mvp",
-               "whisper", "trocr"}  # tests/test_hf_n18encdec.py (on CPU)
+               "whisper", "trocr", "t5gemma2"}  # tests/test_hf_n18encdec.py (on CPU)
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

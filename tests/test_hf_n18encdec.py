@@ -260,3 +260,49 @@ def test_planner_gemms_of_both_stacks_equal_the_counted_flops():
         counted = sum(layer_forward_flops(spec, index, tokens=2 * s, seq_len=s).values())
         kernels = layer_kernels(spec, 1, 2, s, 2, block=block_of(spec, index), memory_len=s, attention="eager")
         assert sum(g.flops for g in kernels.gemms) == counted
+
+
+T5G_TEXT = dict(vocab_size=100, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=2,
+                num_key_value_heads=1, head_dim=16, sliding_window=16, query_pre_attn_scalar=16,
+                layer_types=["sliding_attention", "sliding_attention", "full_attention"])
+T5G_VISION = dict(hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+
+
+def t5gemma2_config(arch: str = "T5Gemma2ForConditionalGeneration", vision: bool = True) -> dict:
+    """A small T5Gemma 2 (3 encoder, 2 decoder blocks of Gemma 3's sliding / full pattern, a
+    one-block SigLIP tower) as transformers writes it."""
+    from _hf_reference import transformers_module
+
+    encoder = {"text_config": T5G_TEXT, "mm_tokens_per_image": 4, **({"vision_config": T5G_VISION} if vision else {})}
+    decoder = {**T5G_TEXT, "num_hidden_layers": 2, "layer_types": ["sliding_attention", "sliding_attention"]}
+    cfg = transformers_module().AutoConfig.for_model(
+        "t5gemma2", encoder=encoder, decoder=decoder, vocab_size=100, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+        image_token_index=99, eoi_token_index=98, boi_token_index=97)
+    return {**json.loads(cfg.to_json_string(use_diff=False)), "architectures": [arch]}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("arch", ["T5Gemma2ForConditionalGeneration", "T5Gemma2Model"])
+def test_t5gemma2_equals_transformers(arch):
+    """Gemma 3 blocks in both stacks, the merged decoder attention holding no weights of its own,
+    the eoi vector, the SigLIP tower and projector; the planner's units hold the same total."""
+    from _hf_reference import hf_numel
+
+    data = t5gemma2_config(arch)
+    spec = from_hf_config(data)
+    assert count_params(spec).total == hf_numel(data)
+    assert sum(u.numel for u in unit_shards(spec, Plan()).values()) == hf_numel(data)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_t5gemma2_flops_equal_flop_counter():
+    """Text only, 12 source and 7 target tokens (inside the sliding window): every decoder query
+    scores its 7 own keys and the 12 encoder keys in one softmax, k/v projected from the encoder
+    output in every decoder block; FlopCounterMode counts exactly our model FLOPs."""
+    from _hf_reference import hf_training_flop_counts
+
+    data = t5gemma2_config()
+    ours = count_flops(from_hf_config(data), TrainingSpec(global_batch=2, seq_len=12, decoder_seq_len=7)).model
+    assert ours == sum(hf_training_flop_counts(data, 2, 12, 7).values())

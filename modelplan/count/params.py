@@ -35,7 +35,7 @@ from modelplan.count.blocks import (
     unused_expert_params,
 )
 from modelplan.count.result import ParamCount
-from modelplan.count.seq2seq import audio_params, embedding_norms, frozen_params, position_params
+from modelplan.count.seq2seq import audio_params, embedding_norms, eoi_params, frozen_params, position_params
 from modelplan.count.shared_block import shared_params
 from modelplan.count.side_paths import embedding_side_params, head_side_params
 from modelplan.count.vision import vision_params
@@ -67,6 +67,7 @@ def embedding_params(spec: "TransformerSpec") -> dict[str, int]:
         # BLOOM/BERT embedding LN; BART: each stack's layernorm_embedding
         "norm": embedding_norms(spec) * norm_params(spec, h),
         "audio_conv": audio_params(spec),  # Whisper conv1 / conv2 (count.seq2seq)
+        "eoi": eoi_params(spec),  # T5Gemma 2's end-of-image vector
         "proj": e * h if e != h else 0,  # OPT project_in: Linear(embed_dim, h, bias=False)
     }
 

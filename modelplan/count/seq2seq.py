@@ -70,6 +70,17 @@ def embedding_norms(spec: "TransformerSpec") -> int:
     return 2 if both else 1
 
 
+def separate_cross(spec: "TransformerSpec", block) -> bool:
+    """A decoder block with cross-attention weights of its own (T5, BART); T5Gemma 2's merged
+    attention reuses the self-attention's."""
+    return block.cross and not (spec.seq2seq is not None and spec.seq2seq.merged_cross_attention)
+
+
+def eoi_params(spec: "TransformerSpec") -> int:
+    """T5Gemma2TextScaledWordEmbedding.eoi_embedding: one h vector beside the token table."""
+    return spec.hidden if spec.seq2seq is not None and spec.seq2seq.eoi_embedding else 0
+
+
 def audio_params(spec: "TransformerSpec") -> int:
     """Whisper conv1 Conv1d(mel, h, k) and conv2 Conv1d(h, h, k), weights and biases."""
     audio = spec.seq2seq.audio if spec.seq2seq is not None else None

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
 from modelplan.count.vision import vision_params
-from modelplan.count.seq2seq import audio_params, embedding_norms, idle_cross_params, key_bias_saving, position_params
+from modelplan.count.seq2seq import audio_params, embedding_norms, eoi_params, idle_cross_params, key_bias_saving, position_params, separate_cross
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.linear_mixers import linear_mixer_shard
 from modelplan.plan.pipeline import schedule_layout
@@ -163,7 +163,7 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
     if block.relative_bias:  # T5's relative_attention_bias (buckets x heads), replicated over tp
         numel += spec.relative_buckets * spec.heads
         partial += spec.relative_buckets * spec.heads if tp > 1 else 0
-    if block.cross:  # a decoder block's cross-attention: split like self-attention, its own norm
+    if separate_cross(spec, block):  # a decoder block's cross-attention: split like self-attention, its own norm
         n, p = _attention(spec, tp, sp)
         numel, partial = numel + n - key_bias_saving(spec) // tp, partial + p
         norms += _norm(spec)
@@ -227,7 +227,7 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     dp, expert_group = unit_groups(tp, plan.dp, plan.cp, plan.ep, plan.etp)
     etp = plan.etp or tp
     sizes: dict[str, tuple[int, int, int]] = {"embedding/word": (_split(spec.vocab, tp) * h, 0, dp)}
-    extra = position_params(spec) + spec.type_vocab * h + audio_params(spec)  # count.seq2seq: per-stack tables
+    extra = position_params(spec) + spec.type_vocab * h + audio_params(spec) + eoi_params(spec)  # count.seq2seq: per-stack tables
     extra += embedding_norms(spec) * _norm(spec)
     sizes["embedding/extra"] = (extra, extra if sp else 0, dp)
     blocks: dict = {}
@@ -245,7 +245,7 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
             sizes[f"mtp/{k}/experts"] = (experts, 0, expert_group)
     stacks = 2 if spec.arch == "encoder_decoder" else 1  # an encoder-decoder's two final norms (count.params)
     norm = stacks * _norm(spec) if spec.final_norm else 0
-    head = norm + (0 if spec.tied_embeddings else h * _split(spec.vocab, tp))
+    head = norm + (0 if spec.tied_embeddings or not spec.lm_head else h * _split(spec.vocab, tp))  # bare ...Model: none
     head += _split(spec.vocab, tp) if spec.lm_head_bias else 0
     sizes["head"] = (head, norm if sp else 0, dp)
     if spec.vision is not None:  # replicated over tp (its own small GEMMs), reduced over dp like the rest

@@ -169,16 +169,53 @@ def _trocr(c: HFConfig) -> dict:
     )
 
 
+def _t5gemma2(c: HFConfig) -> dict:
+    """T5Gemma2ForConditionalGeneration / T5Gemma2Model: a Gemma 3 text encoder (sliding / full
+    blocks, q/k norms, sandwich norms) with Gemma 3's SigLIP tower and projector, a decoder of the
+    same blocks whose T5Gemma2MergedAttention scores each query against its own keys and the
+    encoder's through the same q/k/v/o (no cross weights), one token table (with its eoi vector)
+    tied to both stacks and to the head."""
+    from modelplan.specs.hf_llama import LLAMA_MAPPERS
+    from modelplan.specs.hf_other import _vision
+
+    names = c.texts("architectures", None)
+    if names and not names[0].endswith(("ForConditionalGeneration", "Model")):
+        raise SpecError(f"{c.source}: architectures: '{names[0]}' not modelled (supported: "
+                        f"T5Gemma2ForConditionalGeneration, T5Gemma2Model)")
+    encoder, decoder = c.sub("encoder"), c.sub("decoder")
+    if encoder is None or decoder is None or encoder.sub("text_config") is None:
+        raise SpecError(f"{c.source}: encoder.text_config / decoder: missing (T5Gemma2Config nests both)")
+    text = encoder.sub("text_config")
+    fields = LLAMA_MAPPERS["gemma3_text"](text)
+    for key in ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+                "vocab_size", "sliding_window"):
+        if text.data.get(key) != decoder.data.get(key):
+            raise SpecError(f"{c.source}: decoder.{key} ({decoder.data.get(key)}) != encoder.text_config.{key} "
+                            f"({text.data.get(key)}): stacks of different shapes are not modelled")
+    kinds = fields.get("layer_types") or ["full_attention"]  # decoder block i is kinds[i % len], as the encoder's
+    own = decoder.texts("layer_types", None) or []
+    if any(kind != kinds[i % len(kinds)] for i, kind in enumerate(own)):
+        raise SpecError(f"{c.source}: decoder.layer_types: {own} does not follow encoder.text_config's "
+                        f"pattern {kinds}")
+    vision = encoder.sub("vision_config")
+    if vision is not None:  # Gemma 3's SigLIP tower and projector (hf_other._gemma3)
+        fields["vision"] = _vision(vision, False, projector_norm=True)
+        fields["vision"]["pooled_tokens"] = encoder.integer("mm_tokens_per_image", 256)
+    return {**fields, "arch": "encoder_decoder", "decoder_layers": decoder.size("num_hidden_layers"),
+            "final_logit_softcap": decoder.number("final_logit_softcapping", None, nullable=True),
+            "tied_embeddings": True,  # T5Gemma2LMHead.out_proj tied to the encoder's embed_tokens
+            "seq2seq": dict(merged_cross_attention=True, eoi_embedding=True)}
+
+
 N18ENCDEC_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **{name: _bart_like(name) for name in FAMILY}, "whisper": _whisper, "trocr": _trocr,
+    "t5gemma2": _t5gemma2,
 }
 
 N18ENCDEC_UNMODELLED: dict[str, str] = {
     "bigbird_pegasus": "BigBird's block-sparse encoder attention (attention_type block_sparse: random, window and "
                        "global blocks)",
     "prophetnet": "its n-gram main / predict streams (ngram self-attention with relative buckets in every decoder block)",
-    "t5gemma2": "its merged decoder attention (self- and cross-attention in one softmax over shared projections) "
-                "and the SigLIP tower of its encoder",
     "vision-encoder-decoder": "the composite of any vision encoder (a ViT, Swin, ... tower) with any text "
                               "decoder",
 }

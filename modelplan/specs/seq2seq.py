@@ -51,5 +51,11 @@ class Seq2SeqSpec(Spec):
     cross_input: int | None = Field(None, gt=0)
     """Width of the encoder output the cross-attention k/v projections read (TrOCR
     cross_attention_hidden_size: Linear(kdim, h)); None: hidden."""
+    merged_cross_attention: bool = False
+    """T5Gemma 2's decoder (T5Gemma2MergedAttention): cross-attention shares the block's q/k/v/o
+    projections, norms and softmax with self-attention (queries score their own keys and the
+    encoder's, k/v projected from both); no weights or norm of its own."""
+    eoi_embedding: bool = False
+    """T5Gemma 2's embed_tokens also holds an end-of-image vector (eoi_embedding, h)."""
     audio: AudioFrontendSpec | None = None
     """Whisper's convolutional front-end: the encoder reads audio frames, not tokens."""

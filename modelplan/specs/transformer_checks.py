@@ -50,8 +50,11 @@ def _check_attention(spec: "TransformerSpec") -> None:
 
 def _check_blocks(spec: "TransformerSpec") -> None:
     if spec.arch == "encoder_decoder":
-        if spec.layer_types is not None or spec.moe is not None or spec.mtp_layers:
-            raise ValueError("encoder_decoder models take no layer_types, moe or mtp_layers")
+        if spec.moe is not None or spec.mtp_layers:
+            raise ValueError("encoder_decoder models take no moe or mtp_layers")
+        if set(spec.layer_types or ()) - {"full_attention", "sliding_attention"}:
+            raise ValueError(f"encoder_decoder layer_types ({sorted(set(spec.layer_types))}) must be full_attention "
+                             "or sliding_attention (each stack repeats them from its first block)")
     elif spec.decoder_layers is not None:
         raise ValueError(f"decoder_layers ({spec.decoder_layers}) needs arch 'encoder_decoder'")
     s2s = spec.seq2seq
