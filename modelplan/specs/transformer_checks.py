@@ -59,10 +59,11 @@ def _check_blocks(spec: "TransformerSpec") -> None:
         raise ValueError(f"decoder_layers ({spec.decoder_layers}) needs arch 'encoder_decoder'")
     s2s = spec.seq2seq
     if s2s is not None and s2s.idle_cross_attention != (spec.arch == "decoder"):
-        raise ValueError(f"seq2seq.idle_cross_attention ({s2s.idle_cross_attention}) is for arch 'decoder' "
-                         f"(a decoder built alone) and only there (arch '{spec.arch}')")
-    if s2s is not None and spec.arch == "encoder" or (s2s is not None and s2s.audio and spec.arch != "encoder_decoder"):
-        raise ValueError(f"seq2seq (audio front-end) needs arch 'encoder_decoder', not '{spec.arch}'")
+        raise ValueError(f"seq2seq.idle_cross_attention must be true exactly for arch 'decoder' (a decoder "
+                         f"built alone); got {s2s.idle_cross_attention} with arch '{spec.arch}'")
+    if s2s is not None and (spec.arch == "encoder" or (s2s.audio is not None and spec.arch != "encoder_decoder")):
+        raise ValueError(f"seq2seq is for arch 'encoder_decoder' (or a decoder built alone, without the audio "
+                         f"front-end), not '{spec.arch}'")
     moe = spec.moe
     if moe is not None and moe.first_dense_layers > spec.layers:
         raise ValueError(
