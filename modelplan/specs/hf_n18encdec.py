@@ -201,10 +201,11 @@ def _t5gemma2(c: HFConfig) -> dict:
     if vision is not None:  # Gemma 3's SigLIP tower and projector (hf_other._gemma3)
         fields["vision"] = _vision(vision, False, projector_norm=True)
         fields["vision"]["pooled_tokens"] = encoder.integer("mm_tokens_per_image", 256)
-    from modelplan.specs.hf import rope_theta  # (hf.py imports this module)
-
+    rope = text.sub("rope_parameters")  # per layer type (transformers 5); the full_attention blocks' base
+    rope = rope.sub("full_attention") if rope is not None and rope.has("full_attention") else rope
+    theta = rope.number("rope_theta", None, nullable=True) if rope is not None else None
     return {**fields, "arch": "encoder_decoder", "decoder_layers": decoder.size("num_hidden_layers"),
-            "rope_theta": rope_theta(text, "gemma3_text"),  # its full_attention blocks' base
+            "rope_theta": theta,
             "final_logit_softcap": decoder.number("final_logit_softcapping", None, nullable=True),
             "tied_embeddings": True,  # T5Gemma2LMHead.out_proj tied to the encoder's embed_tokens
             "seq2seq": dict(merged_cross_attention=True, eoi_embedding=True)}
