@@ -35,6 +35,7 @@ from modelplan.count.blocks import (
     unused_expert_params,
 )
 from modelplan.count.result import ParamCount
+from modelplan.count.seq2seq import audio_params, embedding_norms, eoi_params, frozen_params, position_params
 from modelplan.count.shared_block import shared_params
 from modelplan.count.side_paths import embedding_side_params, head_side_params
 from modelplan.count.vision import vision_params
@@ -59,10 +60,14 @@ def embedding_params(spec: "TransformerSpec") -> dict[str, int]:
     return {
         # nn.Embedding(vocab, embed_dim); T5's encoder and decoder embed_tokens are tied to `shared`
         "token": spec.vocab * e,
-        # GPT-2 wpe / BERT position_embeddings: Embedding(max_positions, h); rotary/ALiBi: none
-        "position": spec.max_positions * h if spec.position == "learned" else 0,
+        # GPT-2 wpe / BERT position_embeddings: Embedding(max_positions, h), one per stack of an
+        # encoder-decoder (BART's + 2 rows: count.seq2seq); rotary/ALiBi: none
+        "position": position_params(spec),
         "token_type": spec.type_vocab * h,  # BERT token_type_embeddings: Embedding(type_vocab, h)
-        "norm": norm_params(spec, h) if spec.embedding_norm else 0,  # BLOOM/BERT embedding LN
+        # BLOOM/BERT embedding LN; BART: each stack's layernorm_embedding
+        "norm": embedding_norms(spec) * norm_params(spec, h),
+        "audio_conv": audio_params(spec),  # Whisper conv1 / conv2 (count.seq2seq)
+        "eoi": eoi_params(spec),  # T5Gemma 2's end-of-image vector
         "proj": e * h if e != h else 0,  # OPT project_in: Linear(embed_dim, h, bias=False)
     }
 
@@ -155,7 +160,7 @@ def count_transformer_params(spec) -> ParamCount:
     total = sum(value for key, value in breakdown.items() if "/" not in key)
     return ParamCount(
         total=total,
-        trainable=total,
+        trainable=total - frozen_params(spec),  # fixed sinusoid tables have requires_grad False
         active=total - unused,  # MoE: every routed expert except the top_k a token uses
         breakdown=breakdown,
         per_layer=per_layer,

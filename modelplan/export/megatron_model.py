@@ -119,6 +119,9 @@ def _architecture_notes(model: TransformerSpec, notes: list[str]) -> None:
             notes.append(f"{what}: not a Megatron GPT option")
     if model.arch == "encoder":
         notes.append("encoder (BERT) models launch with pretrain_bert.py, not pretrain_gpt.py")
+    if model.arch == "encoder_decoder":  # Megatron-LM's encoder-decoder entry point is pretrain_t5.py
+        notes.append("encoder-decoder models launch with pretrain_t5.py (encoder and decoder stacks, "
+                     "cross-attention, --encoder-num-layers / --decoder-num-layers), not pretrain_gpt.py as written here")
 
 
 def moe_args(model: TransformerSpec, plan: Plan, notes: list[str]) -> list[Arg]:

@@ -21,6 +21,7 @@ from modelplan.count.eager import (
     swiglu_bytes,
 )
 from modelplan.count.blocks import Block, block_of
+from modelplan.count.seq2seq import separate_cross
 from modelplan.plan.block_kernels import cross_kernels, mixer_kernels
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.plan.parallel.tp import local_kv_heads
@@ -136,7 +137,8 @@ def layer_kernels(
         core += [cp_merge_kernel(a, cp, kv_share) for a in flash]
     if block.cross:
         cross = cross_kernels(spec, tp, b, s_q, memory_len, d, fused)
-        gemms += cross.gemms + [cross.out]
+        # T5Gemma 2's merged attention: only k/v of the encoder output and the scores over it are extra
+        gemms += cross.gemms + [cross.out] if separate_cross(spec, block) else cross.gemms[1:]  # [q, kv, scores]
         core += cross.core
         flash += cross.fused
     if block.mlp and not moe_layer:
@@ -154,8 +156,9 @@ def layer_kernels(
                else Elementwise("mlp/act", tokens * ffn_local, 3 * d, 5 * d))
     else:
         act = Elementwise("mlp/act", tokens * ffn_local, 2 * d, 3 * d)
-    sublayers = (block.mixer != "mlp") + block.cross + block.mlp
-    other = [norm] * (spec.num_norms_per_layer + block.cross) + [bda] * sublayers
+    separate = separate_cross(spec, block)
+    sublayers = (block.mixer != "mlp") + separate + block.mlp
+    other = [norm] * (spec.num_norms_per_layer + separate) + [bda] * sublayers
     if block.mlp and moe_layer:
         routed = tokens * etp // tp if etp else tokens  # etp < tp: each rank routes its sequence shard
         moe_gemms, moe_ew = moe_mlp_kernels(spec, tp, ep, tokens, d, capacity if capacity is not None else routed,

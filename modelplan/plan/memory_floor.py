@@ -101,7 +101,7 @@ class MemoryFloor:
             last = layout.num_stages - 1
             chunks = layout.rank_stages[0]
             splits = pp > 1 and self.search_split
-            relief = splits and len(set(split_layers(self.ev.spec.layers, layout.num_stages))) > 1
+            relief = splits and len(set(split_layers(self.ev.spec.num_blocks, layout.num_stages))) > 1
             hit = self._ranks[key] = FirstRank(self.ev.rank_blocks(schedule, pp, vpp)[1][0],
                                                splits and last in chunks, len(chunks) == 1, relief)
         return hit

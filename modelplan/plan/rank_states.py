@@ -78,7 +78,7 @@ class RankStates:
         """The kind of every block unit: its `count.blocks.Block` (alike blocks are the same size),
         ('experts', block) for its expert set (other units are their own)."""
         out: dict[str, object] = {}
-        for i in range(self.spec.layers):
+        for i in range(self.spec.num_blocks):
             block = block_of(self.spec, i)
             out[f"layers/{i}"] = block
             out[f"layers/{i}/experts"] = ("experts", block)
@@ -116,7 +116,7 @@ class RankStates:
         units = unit_shards(self.spec, Plan(tp=tp, dp=ep, ep=ep, etp=etp))
         numel = {u: s.numel for u, s in units.items()}
         experts = {u for u in units if u.endswith("/experts")}
-        layers = range(self.spec.layers)
+        layers = range(self.spec.num_blocks)
         dense = max(numel[f"layers/{i}"] for i in layers)
         expert = max((numel[f"layers/{i}/experts"] for i in layers if f"layers/{i}/experts" in numel), default=0)
         return numel, experts, dense, expert
@@ -125,7 +125,7 @@ class RankStates:
         """Every block holds the same dense parameters and the same routed-expert parameters (a
         stage's parameters then follow its block count alone)."""
         numel = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))[0]
-        layers = range(self.spec.layers)
+        layers = range(self.spec.num_blocks)
         return (len({numel[f"layers/{i}"] for i in layers}) == 1
                 and len({numel.get(f"layers/{i}/experts", 0) for i in layers}) == 1)
 
