@@ -62,3 +62,28 @@ def test_flex_dispatcher_and_other_engines_do_not_sort(framework, flex):
 def test_training_spec_names_the_bad_dispatcher():
     with pytest.raises(ValidationError, match="moe_flex_dispatcher"):
         TrainingSpec(global_batch=8, seq_len=128, moe_flex_dispatcher="nccl")
+
+
+def test_megatron_export_names_the_flex_dispatcher():
+    """The Megatron launch flags carry the priced dispatcher (Megatron-LM arguments.py:
+    --moe-token-dispatcher-type {allgather, alltoall, flex}, --moe-flex-dispatcher-backend
+    {deepep, hybridep}); megatron-core's TransformerConfig takes the pair."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _engines import engine_module
+    from _megatron_rules import parse_flags, read_script, transformer_config_kwargs
+    from modelplan.export.engines import export_plan
+    from modelplan.specs.load import load_model
+    from modelplan.specs.plan import Plan
+
+    spec = load_model("mixtral-8x7b")
+    plan = Plan(dp=8, tp=1, pp=1, ep=8, micro_batch=1)
+    for flex, expected in ((None, ("alltoall", None)), ("hybridep", ("flex", "hybridep"))):
+        training = TrainingSpec(global_batch=8, seq_len=4096, moe_flex_dispatcher=flex)
+        flags = parse_flags(read_script(export_plan("megatron", spec, training, plan).text)[1])
+        assert (flags["--moe-token-dispatcher-type"], flags.get("--moe-flex-dispatcher-backend")) == expected
+    tc = engine_module("megatron.core.transformer.transformer_config")
+    config = tc.TransformerConfig(**transformer_config_kwargs(flags))  # the hybridep export's flags
+    assert (config.moe_token_dispatcher_type, config.moe_flex_dispatcher_backend) == ("flex", "hybridep")
