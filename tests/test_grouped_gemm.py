@@ -47,7 +47,8 @@ def test_a_single_grouped_kernel_engine_pays_once():
 
 def test_dense_and_router_gemms_are_not_expert_launches():
     """The router GEMM and a dense MLP are single GEMMs whatever their batch."""
-    gemms = [Gemm("mlp/router", 4096, 128, 2048), Gemm("mlp/in", 4096, 2048, 2048), Gemm("attention/scores", 64, 64, 64, 32)]
+    gemms = [Gemm("mlp/router", 4096, 128, 2048), Gemm("mlp/in", 4096, 2048, 2048),
+             Gemm("attention/scores", 64, 64, 64, 32)]
     assert extra_launches(gemms, "megatron", True) == (0, 0)
 
 
