@@ -8,7 +8,9 @@ with more than one local expert it is sorted again into expert-major order befor
 view / transpose / contiguous copy when dropping and padding) and sorted back before the combine
 (`combine_preprocess`, "Unpermutation 2"). Each is one pass over the received rows: read and write
 every value (TE's fused `moe_sort_chunks_by_index` or torch's split + cat), and its backward the
-reverse sort of the gradient. The flex dispatcher (DeepEP / HybridEP) hands its kernels the tokens
+reverse sort of the gradient (TransformerEngine docs/features/mixture_of_experts/
+mixture_of_experts.rst: "Over a generic all-to-all the tokens have to be permuted twice: sorted by
+destination rank before the collective and regrouped by expert after it"). The flex dispatcher (DeepEP / HybridEP) hands its kernels the tokens
 and the routing map and permutes once on the receiving side (`MoEFlexTokenDispatcher`
 `dispatch_postprocess` / `combine_preprocess`): no second permutation.
 

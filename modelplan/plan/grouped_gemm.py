@@ -5,10 +5,10 @@ local experts) and `compute.Roofline` charges a batched GEMM the per-kernel over
 right for a single grouped-GEMM kernel, not for how Megatron-core runs its experts on Hopper:
 `TEGroupedMLP` calls TransformerEngine's `GroupedLinear`, whose default path reads the per-expert
 token counts on the host, splits and quantizes the input per expert and "launches one cuBLAS GEMM
-per expert on a pool of CUDA streams" (TransformerEngine docs, MoE guide, "Grouped linear":
-per-expert GEMMs; the single-kernel CUTLASS path is opt-in, `NVTE_USE_CUTLASS_GROUPED_GEMM=1`,
-and the single cuBLASLt grouped GEMM needs cuBLAS 13.3+, 13.5+ for fp8 current scaling on
-Hopper). So every local expert pays the per-kernel overhead for its forward GEMM, its dgrad and
+per expert on a pool of CUDA streams" (TransformerEngine docs/features/mixture_of_experts/
+mixture_of_experts.rst, "Per-expert GEMMs"; an earlier version of the page: the single-kernel
+CUTLASS path is opt-in, `NVTE_USE_CUTLASS_GROUPED_GEMM=1`, and the single cuBLASLt grouped GEMM
+needs cuBLAS 13.3+, 13.5+ for fp8 current scaling on Hopper). So every local expert pays the per-kernel overhead for its forward GEMM, its dgrad and
 its wgrad, and under fp8 for the quantisation of its input (forward) and of its output gradient
 (backward), which `split_quantize` runs per expert.
 
