@@ -5,7 +5,7 @@ block's forward + backward kernel seconds per micro-batch on the critical rank, 
 attention core (fused kernel), the dense linear GEMMs (QKV, output, router), the routed experts'
 grouped GEMMs (their per-expert launches included, `plan/grouped_gemm.py`), the fp8 quantisation
 passes, and the memory-bound ops (norms, rotary, residuals, router softmax / top-k, permute, the
-all-to-all dispatcher's sort by local expert, unpermute, expert activation); then the published
+all-to-all dispatcher's sort by local expert, the fp8 expert padding, unpermute, expert activation); then the published
 step per MoE block and micro-batch slot against the predicted one.
 
     python benchmarks/bench_moe_breakdown.py [--only SUBSTRING]
@@ -26,6 +26,7 @@ from modelplan.plan.estimate import estimate_split  # noqa: E402
 from modelplan.plan.evaluator import Evaluator, PlanPoint  # noqa: E402
 from modelplan.plan.expert_sort import sort_kernel  # noqa: E402
 from modelplan.plan.experts import expert_capacity  # noqa: E402
+from modelplan.plan.fp8_padding import padding_kernel, pads  # noqa: E402
 from modelplan.plan.fp8 import gemm_rate_factor, is_fp8_gemm, quantisation_bytes  # noqa: E402
 from modelplan.plan.grouped_gemm import extra_launch_s  # noqa: E402
 from modelplan.plan.kernels import layer_kernels  # noqa: E402
@@ -59,6 +60,9 @@ def block_split_ms(ev: Evaluator, plan, training) -> dict[str, float]:
         op = sort_kernel(spec.moe.num_experts, plan.ep, cap, spec.hidden, d)
         if op is not None:
             out["memory-bound"] += r.elementwise_fwd_s(op) + r.elementwise_bwd_s(op)
+    if pads(recipe, sw.framework, training.moe_flex_dispatcher, spec.moe.capacity_factor is None, plan.ep * cap):
+        op = padding_kernel(spec.moe.num_experts, cap, spec.hidden, d)
+        out["memory-bound"] += r.elementwise_fwd_s(op) + r.elementwise_bwd_s(op)
     return {name: s * 1e3 for name, s in out.items()}
 
 
