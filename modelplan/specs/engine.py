@@ -80,6 +80,12 @@ class EngineProfile(Spec):
     """The loss is one fused vocab-parallel cross-entropy that keeps its fp32 softmax in place
     (Megatron `_VocabParallelCrossEntropy`); False: eager `F.cross_entropy(logits.float())`, which
     keeps the fp32 log-softmax and builds fp32 gradients beside it (`count.eager.loss_peak_bytes`)."""
+    loss_keeps_logits: bool = False
+    """The fused loss's caller keeps the 16-bit logits while the loss makes and holds its fp32
+    copy, so the loss peaks at 4 + d bytes per logit, not 4 (megatron-core 0.16.1
+    models/gpt/gpt_model.py `_postprocess` keeps `logits` across `compute_language_model_loss`;
+    Megatron-LM 2023 / Megatron-DeepSpeed `post_language_model_processing` keeps `output` across
+    `vocab_parallel_cross_entropy(output.float(), labels)`; `count.eager.loss_peak_bytes`)."""
     compiles_loss: bool = False
     """Under `TrainingSpec.compile` the engine compiles its eager loss too, so the loss holds 2 d
     bytes per logit instead of 12 (`count.eager.loss_peak_bytes`; torchtitan's
