@@ -62,6 +62,8 @@ class EngineSettings(NamedTuple):
     """`EngineProfile.scale_mask_softmax` (Megatron's fused softmax and its fp32 PyTorch fallback)."""
     loss_keeps_logits: bool = False
     """`EngineProfile.loss_keeps_logits` (the fused loss's caller keeps the 16-bit logits)."""
+    head_stays_gathered: bool = False
+    """`EngineProfile.head_stays_gathered` (ZeRO-3 keeps the output head gathered to its backward)."""
 
 
 def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSettings:
@@ -74,7 +76,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         norm_elementwise="fused" if training.fused_norm else elementwise,
         ac_mode="modules" if training.recompute_modules else training.ac_mode or profile.selective,
         ac_every=profile.layer_sac_every, fused_cross_entropy=profile.fused_cross_entropy,
-        loss_keeps_logits=profile.loss_keeps_logits,
+        loss_keeps_logits=profile.loss_keeps_logits, head_stays_gathered=profile.head_stays_gathered,
         compiled_loss=_compiled_loss(training, profile), fp8_recipe=fp8,
         fp8_backend=profile.fp8_backend, attention_kernels=profile.attention_kernels,
         sharded_low_precision_copy=profile.sharded_low_precision_copy, reduce_in_fp32=profile.reduce_in_fp32 and training.grad_dtype == "fp32",

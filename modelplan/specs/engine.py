@@ -150,6 +150,15 @@ class EngineProfile(Spec):
     reshard_after_forward_pp: bool
     """The same under pipeline parallelism (torchtitan: False, 'to avoid per-microbatch
     all-gathers'; the stage's parameters stay gathered across micro-batches)."""
+    head_stays_gathered: bool = False
+    """Under ZeRO-3 with resharding the output head (final norm + output projection) is not
+    resharded after its forward: its 16-bit parameters stay gathered until its backward, i.e. at
+    the loss's peak (torchtitan: `fully_shard([model.norm, model.output],
+    reshard_after_forward=policy == "always")` in models/llama3/infra/parallelize.py since 2025;
+    before, norm and output sat in the root `fully_shard(model)`, which FSDP2 never reshards after
+    forward, torch/distributed/fsdp/_fully_shard/_fsdp_state.py `_lazy_init`: "For the root, do not
+    reshard after forward since for training, the parameters would be freed and all-gathered
+    immediately")."""
     fp8_tp_gather_recipes: tuple[str, ...] = ()
     """fp8 recipes under which the sequence-parallel AllGathers move the 1-byte fp8 casts instead
     of 16-bit activations (torchtitan: tensorwise only, parallelize_llama.py
