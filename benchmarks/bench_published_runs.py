@@ -4,8 +4,12 @@ its own published settings (`modelplan plan` with every plan field fixed).
 Runs: benchmarks/published_runs.toml (Megatron-LM/NeMo, Megatron-DeepSpeed, torchtitan, PyTorch
 FSDP, llm-foundry, Llama 3; A100 / H100 / H200 / B200; bf16 / fp16 / fp8; every figure with its
 source), benchmarks/published_runs_vtrain.toml (vTrain's 109 measured multi-node Megatron-DeepSpeed
-runs), the ten Narayanan et al. 2021 runs of tests/data/calibration_runs.json and
-benchmarks/published_runs_extra.toml (runs collected after the model was built: all held out).
+runs), the ten Narayanan et al. 2021 runs of tests/data/calibration_runs.json,
+benchmarks/published_runs_extra.toml (runs collected after the model was built: all held out) and
+benchmarks/published_runs_memory.toml (published per-GPU peaks with the counter each read, all held
+out; a run there may carry no time). Memory is compared like for like: the prediction as the
+counter the source read would show it (`memory_kind`: allocated / reserved / device,
+`plan/memory_reading.py`).
 
 Split: every run carries `split = "fit"` (the modeller may choose constants with it; the Narayanan
 runs chose `sustained_fraction`, `kernel_overhead_us`, ... in specs/costmodel.py) or
