@@ -154,6 +154,8 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         parts.append("CP ring merges in fp32")
     if software.sdpa_repeats_kv:
         parts.append("GQA K, V repeated to the query heads (CP exchanges them)")
+    if software.head_stays_gathered:
+        parts.append("ZeRO-3 keeps the output head gathered to its backward")
     if software.pp_microbatch_buffers:
         parts.append("PP receive buffers per micro-batch" + (", last stage keeps every micro-batch's logits"
                                                                if software.pp_keeps_outputs else ""))
