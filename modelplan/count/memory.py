@@ -331,6 +331,7 @@ def embedding_activation_bytes(
 def output_activation_bytes(
     spec: "TransformerSpec", micro_batch: int, seq_len: int, dtype_bytes: int, tp: int = 1,
     fused_cross_entropy: bool = True, compiled_loss: bool = False, loss_parallel: bool = False,
+    keeps_logits: bool = False,
 ) -> int:
     """Output layer + cross-entropy activations of one micro-batch (last pipeline stage).
 
@@ -338,12 +339,13 @@ def output_activation_bytes(
     output and head input (2 d s b h) plus fp32 logits for the loss (4 s b V); 0 without lm_head.
     An eager `F.cross_entropy(logits.float())` holds 12 bytes per logit at its peak instead of 4
     (`modelplan.count.eager.loss_peak_bytes`); a compiled eager loss 2 d; an eager loss over
-    DTensor vocab-sharded logits (`loss_parallel`) 16.
+    DTensor vocab-sharded logits (`loss_parallel`) 16; a fused loss whose caller keeps the d-byte
+    logits (`keeps_logits`, Megatron) 4 + d.
     """
     if not spec.lm_head:
         return 0
     sb = seq_len * micro_batch
-    per_logit = loss_peak_bytes(dtype_bytes, fused_cross_entropy, compiled_loss, loss_parallel)
+    per_logit = loss_peak_bytes(dtype_bytes, fused_cross_entropy, compiled_loss, loss_parallel, keeps_logits)
     return _ceil_div(2 * dtype_bytes * sb * spec.hidden + per_logit * sb * spec.vocab, tp)
 
 

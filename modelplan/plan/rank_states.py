@@ -153,6 +153,12 @@ class RankStates:
         hit = self._cache.get(key)
         if hit is None:
             hit = self._cache[key] = self._held_bytes(dense, experts, tp, pp, dp, zero, ep, cp, reshard, shard, etp)
+        if zero >= 3 and pp_rank == pp - 1 and self.software.head_stays_gathered \
+                and zero3_mode(reshard, self.software, pp).reshard_after_forward:
+            # the output head stays gathered from its forward to its backward (the loss's peak)
+            numel = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))[0]
+            head = numel.get("head", numel.get("embedding/word", 0) if self.spec.tied_embeddings else 0)
+            hit = (hit[0] + self.dtype_bytes * head, *hit[1:])
         return hit
 
     def _held_bytes(self, dense: int, experts: int, tp: int, pp: int, dp: int, zero: int, ep: int, cp: int,
