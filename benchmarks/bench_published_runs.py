@@ -4,8 +4,12 @@ its own published settings (`modelplan plan` with every plan field fixed).
 Runs: benchmarks/published_runs.toml (Megatron-LM/NeMo, Megatron-DeepSpeed, torchtitan, PyTorch
 FSDP, llm-foundry, Llama 3; A100 / H100 / H200 / B200; bf16 / fp16 / fp8; every figure with its
 source), benchmarks/published_runs_vtrain.toml (vTrain's 109 measured multi-node Megatron-DeepSpeed
-runs), the ten Narayanan et al. 2021 runs of tests/data/calibration_runs.json and
-benchmarks/published_runs_extra.toml (runs collected after the model was built: all held out).
+runs), the ten Narayanan et al. 2021 runs of tests/data/calibration_runs.json,
+benchmarks/published_runs_extra.toml (runs collected after the model was built: all held out) and
+benchmarks/published_runs_memory.toml (published per-GPU peaks with the counter each read, all held
+out; a run there may carry no time). Memory is compared like for like: the prediction as the
+counter the source read would show it (`memory_kind`: allocated / reserved / device,
+`plan/memory_reading.py`).
 
 Split: every run carries `split = "fit"` (the modeller may choose constants with it; the Narayanan
 runs chose `sustained_fraction`, `kernel_overhead_us`, ... in specs/costmodel.py) or
@@ -41,6 +45,7 @@ from modelplan.count.flops import count_flops  # noqa: E402
 from modelplan.errors import SpecError  # noqa: E402
 from modelplan.plan.calibration import megatron_gpt, paper_flops  # noqa: E402
 from modelplan.plan.estimate import estimate_split  # noqa: E402
+from modelplan.plan.memory_reading import READINGS, peak_reading  # noqa: E402
 from modelplan.specs.load import load_model, model_from_dict  # noqa: E402
 from modelplan.specs.plan import Plan  # noqa: E402
 from modelplan.specs.training import TrainingSpec  # noqa: E402
@@ -48,6 +53,8 @@ from modelplan.specs.training import TrainingSpec  # noqa: E402
 RUN_FILES = (ROOT / "benchmarks" / "published_runs.toml", ROOT / "benchmarks" / "published_runs_vtrain.toml")
 # Runs collected after the model was built (issue 13): all held out, whatever the sha256 rule says.
 EXTRA_FILE = ROOT / "benchmarks" / "published_runs_extra.toml"
+# Published per-GPU peak memory with exact settings (n18mem): all held out; a run may carry no time.
+MEMORY_FILE = ROOT / "benchmarks" / "published_runs_memory.toml"
 NARAYANAN = ROOT / "tests" / "data" / "calibration_runs.json"
 GIB = 2**30
 # Settings a run may carry that the training spec takes when this version of modelplan has them.
@@ -65,7 +72,7 @@ ENGINE_FRAMEWORK = {"megatron": "megatron", "deepspeed": "deepspeed", "torchtita
 def split_rule(run_id: str, file: str = "") -> str:
     """The split fixed in the TOML header: Narayanan runs fit; else sha256(id) % 10 < 3 -> holdout;
     every run of published_runs_extra.toml is holdout."""
-    if file == EXTRA_FILE.name:
+    if file in (EXTRA_FILE.name, MEMORY_FILE.name):
         return "holdout"
     if run_id.startswith("narayanan21_"):
         return "fit"
@@ -188,7 +195,7 @@ def narayanan_runs() -> list[dict]:
 
 def load_runs() -> list[dict]:
     runs = narayanan_runs()
-    for path in (*RUN_FILES, EXTRA_FILE):
+    for path in (*RUN_FILES, EXTRA_FILE, MEMORY_FILE):
         for run in tomllib.loads(path.read_text())["runs"]:
             runs.append({**run, "file": path.name})
     ids = [r["id"] for r in runs]
@@ -237,7 +244,8 @@ def price(run: dict) -> dict:
         else:
             spec = model_from_dict(dict(run["spec"]), run["id"]) if "spec" in run else load_model(run["model"])
             training = _training(run)
-            row["published_s"] = published_step_s(run, spec, training)
+            if "reported" in run:  # a memory-only run (published_runs_memory.toml) has no time
+                row["published_s"] = published_step_s(run, spec, training)
             plan, cluster = _plan(run), _cluster(run)
         if run.get("unsupported"):
             return row
@@ -254,27 +262,42 @@ def price(run: dict) -> dict:
     if est.plan.stage_split is not None and plan.stage_split is None:
         row["split_searched"] = est.plan.stage_split
     row["predicted_s"] = est.step.step_time_s
-    row["time_error"] = est.step.step_time_s / row["published_s"] - 1
+    if "published_s" in row:
+        row["time_error"] = est.step.step_time_s / row["published_s"] - 1
     row["predicted_gib"] = est.peak_memory_bytes / GIB
     row["fits"] = est.fits
     if not est.fits:
         row["rejected"] = (f"does not fit: needs {est.peak_memory_bytes / 1e9:.1f} GB > "
                            f"{est.memory_budget_bytes / 1e9:.1f} GB")
-    if run.get("memory_gib"):
+    if run.get("memory_gib"):  # like for like: the counter the source read (plan/memory_reading.py)
         row["published_gib"] = run["memory_gib"]
-        row["memory_error"] = row["predicted_gib"] / run["memory_gib"] - 1
+        row["memory_reading"] = _reading(run.get("memory_kind", ""))
+        row["predicted_reading_gib"] = peak_reading(est.memory, row["memory_reading"]) / GIB
+        row["memory_error"] = row["predicted_reading_gib"] / run["memory_gib"] - 1
+        row["memory_readings_error"] = {k: peak_reading(est.memory, k) / GIB / v - 1
+                                        for k, v in run.get("memory_readings", {}).items()}
     return row
+
+
+def _reading(kind: str) -> str:
+    """The counter a `memory_kind` names (its first word); approx (method not stated): the device total."""
+    word = kind.split(" ", 1)[0]
+    return word if word in READINGS else "device"
 
 
 def _search_vpp(spec, training, plan: Plan, cluster, gpus: int, tp_span: bool):
     """An interleaved run whose vpp is not published: `modelplan plan` with every published field
-    fixed and vpp searched (the fastest plan that fits)."""
+    fixed and vpp searched (the fastest plan that fits; the search's other axes, TP / DP overlap,
+    offload, rank order, the CP exchange, searched too: benchmarks/check_cli_parity.py)."""
     from modelplan.plan.search import SearchSpace, search_plans
 
     space = SearchSpace(
         tp=[plan.tp], pp=[plan.pp], dp=[plan.dp], cp=[plan.cp], ep=[plan.ep], micro_batch=[plan.micro_batch],
         sequence_parallel=[plan.sequence_parallel], recompute=[plan.recompute], zero=[plan.zero],
-        schedule=["interleaved"], allow_tp_across_nodes=tp_span,
+        schedule=["interleaved"], allow_tp_across_nodes=tp_span, etp=None if plan.etp is None else [plan.etp],
+        first_stage_layers=plan.first_stage_layers, last_stage_layers=plan.last_stage_layers,
+        reshard_after_forward=plan.reshard_after_forward,
+        fsdp_shard_size=None if plan.fsdp_shard_size is None else [plan.fsdp_shard_size],
     )
     return search_plans(spec, training, cluster, gpus, space, top_k=1).best[0]
 
@@ -287,19 +310,19 @@ def _stats(errors: list[float]) -> str:
 
 
 def _exact(r: dict) -> bool:
-    return "time_error" in r and "unpriced" not in r
+    return ("time_error" in r or "memory_error" in r) and "unpriced" not in r
 
 
 def _summary(label: str, rows: list[dict]) -> None:
     exact = [r for r in rows if _exact(r)]
-    approx = [r for r in rows if "unpriced" in r and "time_error" in r]
+    approx = [r for r in rows if "unpriced" in r and ("time_error" in r or "memory_error" in r)]
     rejected = sum(1 for r in rows if "rejected" in r and "unpriced" not in r)
     unpriced = sum(1 for r in rows if "unpriced" in r)
-    print(f"{label:<13} iteration time: {_stats([r['time_error'] for r in exact])}")
+    print(f"{label:<13} iteration time: {_stats([r['time_error'] for r in exact if 'time_error' in r])}")
     print(f"{'':<13} peak memory:    {_stats([r['memory_error'] for r in exact if 'memory_error' in r])}")
     print(f"{'':<13} rejected (invalid or not fitting): {rejected} of {len(rows)}; unpriced (settings not modelled): {unpriced}")
     if approx:
-        print(f"{'':<13} unpriced, approximate (setting ignored): time {_stats([r['time_error'] for r in approx])};"
+        print(f"{'':<13} unpriced, approximate (setting ignored): time {_stats([r['time_error'] for r in approx if 'time_error' in r])};"
               f" memory {_stats([r['memory_error'] for r in approx if 'memory_error' in r])}")
 
 
@@ -323,14 +346,14 @@ def main() -> int:
     print("-" * len(head))
     for r in rows:
         sample = {"fit": "fit", "holdout": "hold"}[r["split"]]
-        pub = f"{r['published_s']:9.3f}" if "published_s" in r else " " * 9
+        pub = f"{r['published_s']:9.3f}s" if "published_s" in r else f"{'-':>10}"
         mark = "~" if "unpriced" in r else " "
-        if "predicted_s" in r:
-            line = f"{r['id']:<52} {r['engine']:<10} {sample:<4} {pub}s {r['predicted_s']:8.3f}s{mark}{100 * r['time_error']:+6.1f}%"
+        if "time_error" in r:
+            line = f"{r['id']:<52} {r['engine']:<10} {sample:<4} {pub} {r['predicted_s']:8.3f}s{mark}{100 * r['time_error']:+6.1f}%"
         else:
-            line = f"{r['id']:<52} {r['engine']:<10} {sample:<4} {pub}s {'-':>9} {'':>7}"
+            line = f"{r['id']:<52} {r['engine']:<10} {sample:<4} {pub} {'-':>9} {'':>7} "
         if "published_gib" in r:
-            line += f"  {r['published_gib']:6.1f}G {r['predicted_gib']:7.1f}G {100 * r['memory_error']:+6.1f}%"
+            line += f"  {r['published_gib']:6.1f}G {r['predicted_reading_gib']:7.1f}G {100 * r['memory_error']:+6.1f}%"
         elif "predicted_gib" in r:
             line += f"  {'':>7} {r['predicted_gib']:7.1f}G"
         if "unpriced" in r:

@@ -67,7 +67,7 @@ GENERATED_FLAGS = {
     "--pipeline-model-parallel-size", "--context-parallel-size", "--expert-model-parallel-size",
     "--expert-tensor-parallel-size", "--sequence-parallel", "--microbatch-group-size-per-virtual-pipeline-stage",
     "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
-    "--moe-expert-capacity-factor", "--moe-token-dispatcher-type",
+    "--moe-expert-capacity-factor", "--moe-token-dispatcher-type", "--moe-flex-dispatcher-backend",
     "--overlap-moe-expert-parallel-comm",  # ModelParallelConfig.overlap_moe_expert_parallel_comm
 }
 # TransformerConfig fields _add_network_size_args excludes from generation (those we could emit).
@@ -257,6 +257,7 @@ def transformer_config_kwargs(flags: dict) -> dict:
                         ("--recompute-granularity", "recompute_granularity"),
                         ("--recompute-method", "recompute_method"),
                         ("--moe-token-dispatcher-type", "moe_token_dispatcher_type"),
+                        ("--moe-flex-dispatcher-backend", "moe_flex_dispatcher_backend"),
                         ("--fp8-format", "fp8"),
                         ("--cp-comm-type", "cp_comm_type")):  # l. 1361: one value -> its string
         if flags.get(flag) is not None:

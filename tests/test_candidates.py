@@ -104,10 +104,10 @@ class _Wider(_Family):
     def cp_problems(self, tp, cp):
         return [Problem(Reason.CP_SEQ, "cp 2 at tp 4")] if cp == 2 and tp == 4 else []
 
-    def eps(self, dp):
+    def eps(self, dp, tp=1, cp=1):
         return [1, 2] if dp % 2 == 0 else [1]
 
-    def ep_problem(self, dp, ep):
+    def ep_problem(self, dp, ep, tp=1, cp=1):
         return Problem(Reason.EP, "ep 2 at dp 2") if ep == 2 and dp == 2 else None
 
     def sps(self, tp):

@@ -170,7 +170,7 @@ def test_sequence_classification_head_replaces_lm_head():
 
 def test_unknown_model_type_lists_supported():
     """An unknown model_type is a one-line SpecError that lists the supported ones."""
-    with pytest.raises(SpecError, match=r"model_type: unsupported 'reformer' \(supported: afmoe, apertus, arcee, (.*, )?bamba, bert, (.*, )?bloom,") as exc:
+    with pytest.raises(SpecError, match=r"model_type: unsupported 'reformer' \(supported: afmoe, apertus, arcee, (.*, )?bamba, bart, bert, (.*, )?bloom,") as exc:
         from_hf_config({"model_type": "reformer"}, "config.json")
     assert "\n" not in str(exc.value)
 
@@ -352,6 +352,8 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"electra", "roformer", "rembert", "roc_bert", "xmod", "bert-generation", "biogpt", "gpt_neox_japanese",
                "bitnet", "modernbert-decoder", "axk1", "big_bird", "xlm",
                "cpmant", "xlnet"}  # tests/test_hf_n18small.py
+    tested |= {"bart", "mbart", "marian", "pegasus", "blenderbot", "blenderbot-small", "plbart", "mvp",
+               "whisper", "trocr", "t5gemma2"}  # tests/test_hf_n18encdec.py (on CPU)
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

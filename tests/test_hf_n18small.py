@@ -12,6 +12,7 @@ import pytest
 from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error, class_defaults
 from _hf_reference import hf_model, hf_numel, hf_training_flop_counts
 from modelplan.count.flops import count_flops
+from modelplan.count.memory import count_memory
 from modelplan.count.params import count_params
 from modelplan.specs.hf import from_hf_config
 from modelplan.specs.training import TrainingSpec
@@ -130,6 +131,18 @@ def test_roformer_frozen_table_is_not_trainable():
     count = count_params(from_hf_config(data))
     assert count.trainable == sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert count.total - count.trainable == 40 * 64 // 4  # max_position_embeddings x head_dim
+
+
+@pytest.mark.torch
+def test_roformer_frozen_table_has_no_gradient_or_optimizer_state():
+    """Memory: bf16 weights cover every parameter, the fp32 gradients, master copy and Adam's m, v
+    (4 + 4 + 8 B, Megatron's mixed-precision accounting) only those transformers trains."""
+    data = next(d for d in CASES if d["architectures"] == ["RoFormerForMaskedLM"])
+    model = hf_model(data, device="cpu")
+    total = sum(p.numel() for p in model.parameters())
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    mem = count_memory(from_hf_config(data), TrainingSpec(seq_len=12, precision="bf16", optimizer="adam"), 1)
+    assert mem.model_states == 2 * total + 16 * trained
 
 
 BATCH, SEQ = 2, 12

@@ -162,8 +162,10 @@ def test_torchtitan_last_stage_keeps_every_micro_batch_s_logits():
 def test_megatron_last_interleaved_rank_keeps_blocks_and_one_head_only():
     """Megatron, interleaved pp 4 x vpp 2, m 8, L 8 (one block per chunk), tp 2 + SP, s 2048: the
     last rank holds (vpp - 1) pp + 1 = 5 chunk forwards of one block, s b h (34 + 5 a s / h) / t
-    each (Korthikanti et al. 2022 Table 2), and the head's 4 s b h (1 + V/h) / t (Megatron
-    theoretical_memory_usage.py) once; no stage input or output per in-flight micro-batch
+    each (Korthikanti et al. 2022 Table 2), and the head once: the output layer's 2 x 2 s b h / t
+    input and (4 + 2) s b V / t for the loss (the fp32 copy of the logits beside the 16-bit logits
+    gpt_model.py `_postprocess` still holds, megatron-core 0.16.1; Megatron's estimator,
+    theoretical_memory_usage.py, counts only the 4); no stage input or output per in-flight micro-batch
     (Megatron-LM argument_utils.py sets deallocate_pipeline_outputs = True: the output's .data is
     freed after its send; the input is the first block's own saved input)."""
     s, b, h, a, t, pp, vpp, layers, vocab = 2048, 1, 1024, 16, 2, 4, 2, 8, 51200
@@ -172,5 +174,5 @@ def test_megatron_last_interleaved_rank_keeps_blocks_and_one_head_only():
     _, last = ev.memory(PlanPoint(tp=t, pp=pp, dp=1, vpp=vpp, schedule="interleaved", micro_batch=b,
                                   sequence_parallel=True))
     per_layer = s * b * h * (34 + 5 * a * s // h) // t
-    head = 4 * s * b * (h + vocab) // t
+    head = (4 * s * b * h + (4 + 2) * s * b * vocab) // t
     assert last.activations == 5 * per_layer + head

@@ -54,7 +54,7 @@ def count_cmd(
     json_out: JsonOpt = False,
     depth: DepthOpt = 3,
     decoder_seq: Annotated[Optional[int], typer.Option(
-        "--decoder-seq", max=MAX_SEQ, help="Encoder-decoder models (T5): target tokens per sequence (default: --seq).")] = None,
+        "--decoder-seq", max=MAX_SEQ, help="Encoder-decoder models (T5, BART, Whisper): target tokens per sequence (default: --seq).")] = None,
     finetune=None,  # FinetuneSpec | None, from the options `with_finetune_options` adds
 ) -> None:
     """Parameters (total, per component, per layer, MoE active), FLOPs and memory of a model."""

@@ -39,7 +39,10 @@ from modelplan.cli.options import (
     implied_recompute,
     recompute_settings,
 )
+from modelplan.cli.etp_option import EtpOpt, check_etp, parse_etp
 from modelplan.cli.finetune_options import with_finetune_options
+from modelplan.cli.layout_options import (CompileLossOpt, FirstStageOpt, FusedNormOpt, LastStageOpt, ReshardOpt,
+                                          kernel_settings, layout_space)
 from modelplan.cli.search_options import (DpOverlapOpt, FsdpShardOpt, OffloadActivationsOpt, OffloadOptimizerOpt,
                                           RankOrderOpt, TpOverlapModesOpt, ZeroppOpt, parse_words, wide_space)
 from modelplan.cli.run_options import (CheckpointEveryOpt, CheckpointWriteOpt, MtbfOpt, PriceOpt, PueOpt, RampupOpt,
@@ -64,8 +67,8 @@ VppOpt = _range_opt("--vpp", "Model chunks per pipeline rank (>= 2 means the int
 MicroOpt = _range_opt("--micro-batch", "Sequences per micro-batch: 1, 1..8 or 1,2,4.")
 CpOpt = _range_opt("--cp", "Context-parallel size (sequence split for attention; verify executes it with "
                    "--cp-comm-type all_gather): 2, 1..8 or 2,4 [default: 1, or every valid value from seq 32768 on].")
-EpOpt = _range_opt("--ep", "Expert-parallel size (MoE; experts split over data-parallel ranks): 8, 1..8 or 2,4,8 "
-                   "[default: every divisor of dp that divides num_experts].")
+EpOpt = _range_opt("--ep", "Expert-parallel size (MoE; experts split over data-parallel ranks, or with --etp over "
+                   "tp x dp x cp / etp ranks): 8, 1..8 or 2,4,8 [default: every divisor of dp that divides num_experts].")
 ZeroOpt = _range_opt("--zero", "ZeRO stages to consider: 1, 0..1 or 0,1,3 [default: 0..3].")
 RecomputeListOpt = _range_opt("--recompute", "Activation recompute: none, selective, full, or a comma list.")
 ScheduleOpt = _range_opt("--schedule", f"Pipeline schedules: {', '.join(Schedule)} (comma list) [default: 1f1b,interleaved].")
@@ -138,6 +141,7 @@ def plan_cmd(
     vpp: VppOpt = None,
     micro_batch: MicroOpt = None,
     ep: EpOpt = None,
+    etp: EtpOpt = None,
     cp: CpOpt = None,
     max_tp: Annotated[Optional[int], typer.Option("--max-tp", min=1, max=MAX_RANKS, help="Largest tensor-parallel size to consider.", show_default=False)] = None,
     recompute: RecomputeListOpt = None,
@@ -151,6 +155,11 @@ def plan_cmd(
     fsdp_shard_size: FsdpShardOpt = None,
     zeropp: ZeroppOpt = None,
     rank_order: RankOrderOpt = None,
+    first_stage_layers: FirstStageOpt = None,
+    last_stage_layers: LastStageOpt = None,
+    reshard_after_forward: ReshardOpt = None,
+    fused_norm: FusedNormOpt = None,
+    compile_loss: CompileLossOpt = None,
     memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, callback=finite, help="Fraction of GPU memory to keep free.")] = 0.0,
     allow_tp_across_nodes: Annotated[bool, typer.Option("--allow-tp-across-nodes", help="Let TP groups span nodes.")] = False,
     top: Annotated[int, typer.Option("--top", min=1, max=1000, help="How many ranked plans to show.")] = 5,
@@ -196,17 +205,19 @@ def plan_cmd(
         raise SpecError(f"--finetune: {spec.name} is a '{spec.kind}' spec; fine-tuning is modelled for transformers")
     training = _training(spec, batch, seq, precision, optimizer, attention,
                          dict(framework=framework, ac_mode=ac_mode, fp8_recipe=fp8_recipe, compile=compile_,
-                              recompute=implied_recompute("none", recompute_modules, recompute_method),
+                              recompute=_training_recompute(recompute, recompute_modules, recompute_method),
                               **recompute_settings(recompute_modules, recompute_method, recompute_layers),
                               tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
                               cp_comm_type=cp_comm_type, finetune=ft, fp8_param_gather=fp8_param_gather,
-                              master_weights=master_weights,
+                              master_weights=master_weights, **kernel_settings(fused_norm, compile_loss),
                               **({} if grad_dtype is None else {"grad_dtype": grad_dtype})))
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
+    etps = parse_etp(etp)
+    check_etp(etps, spec)
     space = SearchSpace(
         tp=parse_choice(tp, "tp"), pp=parse_choice(pp, "pp"), dp=parse_choice(dp, "dp"),
         vpp=parse_choice(vpp, "vpp"), micro_batch=parse_choice(micro_batch, "micro-batch"),
-        ep=parse_choice(ep, "ep"), cp=parse_choice(cp, "cp"), max_tp=max_tp,
+        ep=parse_choice(ep, "ep"), etp=etps, cp=parse_choice(cp, "cp"), max_tp=max_tp,
         recompute=parse_words(recompute, "recompute", ("none", "selective", "full"))
         or _recompute_of(recompute_modules, recompute_method),
         sequence_parallel=None if sequence_parallel is None else [sequence_parallel],
@@ -216,6 +227,7 @@ def plan_cmd(
         batch_splits=None if run is None or run.rampup is None else [run.rampup.start_batch, run.rampup.increment],
         **wide_space(tp_overlap, dp_overlap, offload_optimizer, offload_activations, fsdp_shard_size, zeropp,
                      rank_order),
+        **layout_space(first_stage_layers, last_stage_layers, reshard_after_forward),
     )
     result = search_plans(spec, training, cl, gpus, space, top_k=top)
     run_cost = None if run is None else price_run(spec, training, cl, result.best[0], run)
@@ -269,6 +281,15 @@ def _zero_values(text: str) -> list[int]:
     if max(values) > 3:
         raise SpecError(f"--zero: stages are 0..3 (got {max(values)})")
     return values
+
+
+def _training_recompute(recompute: str | None, modules: str | None, method: str | None) -> str:
+    """The run's recompute (`TrainingSpec.recompute`): the one --recompute policy when one is
+    given, else what --recompute-modules / --recompute-method imply."""
+    words = [w.strip().lower() for w in (recompute or "").split(",") if w.strip()]
+    if len(words) == 1 and words[0] in ("none", "selective", "full") and modules is None and method is None:
+        return words[0]
+    return implied_recompute("none", modules, method)
 
 
 def _recompute_of(modules: str | None, method: str | None) -> list[str] | None:

@@ -23,8 +23,8 @@ OffloadActivationsOpt = Annotated[Optional[bool], typer.Option(
     "--offload-activations/--no-offload-activations", help="Fix activation offload to host memory on or off "
     "[default: try both where the cluster states its host].", show_default=False)]
 FsdpShardOpt = Annotated[Optional[str], typer.Option(
-    "--fsdp-shard-size", help="HSDP shard group sizes to try (ZeRO >= 2), comma list; 0: none [default: 1, 2 and 4 "
-    "nodes' data-parallel ranks].", show_default=False)]
+    "--fsdp-shard-size", help="HSDP shard group sizes to try (ZeRO >= 2), comma list; 0: plain sharding (8 tries "
+    "only 8, 0,8 both) [default: plain and 1, 2 and 4 nodes' data-parallel ranks].", show_default=False)]
 ZeroppOpt = Annotated[Optional[bool], typer.Option(
     "--zeropp/--no-zeropp", help="Fix ZeRO++ (qwZ, hpZ, qgZ on ZeRO-3) on or off [default: try both].",
     show_default=False)]
@@ -71,7 +71,7 @@ def wide_space(tp_overlap: str | None, dp_overlap: bool | None, offload_optimize
             raise SpecError(f"--fsdp-shard-size: expected sizes >= 0, got '{fsdp_shard_size}'")
         if max(sizes) > MAX_RANKS:
             raise SpecError(f"--fsdp-shard-size: {max(sizes)} is larger than {MAX_RANKS:,}")
-        out["fsdp_shard_size"] = [s for s in sizes if s > 0]
+        out["fsdp_shard_size"] = sorted(set(sizes))  # 0: plain sharding over every data-parallel rank
     if zeropp is not None:
         out["zeropp"] = [zeropp]
     if rank_order is not None:

@@ -145,6 +145,9 @@ def verify_cmd(
     if (ledger or tensors) and not json_out:
         raise ModelplanError("--ledger and --tensors add to the --json document: add --json")
     spec, training, plan = _inputs(target, plan_opts, training_opts)
+    if plan.etp not in (None, plan.tp):  # the executor splits experts like the dense MLPs
+        raise ModelplanError(f"plan.etp ({plan.etp}): verify executes the experts split over tp ({plan.tp}); an "
+                             "expert tensor-parallel size other than tp is planned and exported only")
     check_ranks(plan, max_ranks)
     training, plan = executed_batch(training, plan)
     if svg is not None:

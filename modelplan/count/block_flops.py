@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from modelplan.count.blocks import Block, real_experts_per_token
 from modelplan.count.extras import block_extra_flops
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_flops, mixer_flops
+from modelplan.count.seq2seq import separate_cross
 from modelplan.count.shared_block import use_flops
 from modelplan.count.side_paths import block_side_flops
 
@@ -142,10 +143,11 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
         out = attention_flops(spec, tokens, keys)
     if block.cross:
         h = spec.hidden
-        out["cross_attention/q"] = 2 * tokens * h * spec.q_width  # from the decoder stream
+        merged = not separate_cross(spec, block)  # T5Gemma 2: the self-attention's q and o serve both
+        out["cross_attention/q"] = 0 if merged else 2 * tokens * h * spec.q_width  # from the decoder stream
         out["cross_attention/kv"] = 2 * memory_tokens * h * 2 * spec.kv_width  # from the encoder output
         out["cross_attention/score"] = 4 * tokens * memory_len * spec.q_width
-        out["cross_attention/out"] = 2 * tokens * spec.q_width * h
+        out["cross_attention/out"] = 0 if merged else 2 * tokens * spec.q_width * h
     if block.mlp:
         out.update(mlp_flops(spec, tokens, block.moe))
     if block.shared:  # Zamba: the shared attention + MLP block at this use, full-sequence keys

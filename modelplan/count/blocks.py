@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from modelplan.count.extras import block_extra_params
+from modelplan.count.seq2seq import idle_cross_params, key_bias_saving, separate_cross
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
 from modelplan.count.shared_block import use_params
 from modelplan.count.side_paths import block_side_params, kv_shared_saving
@@ -49,7 +50,7 @@ class Block(NamedTuple):
 def block_of(spec: "TransformerSpec", index: int) -> Block:
     """The kind of block `index` (0-based over all blocks, encoder first for encoder_decoder)."""
     return Block(
-        mixer=spec.layer_type(index) if spec.arch != "encoder_decoder" else "full_attention",
+        mixer=spec.layer_type(index if index < spec.layers else index - spec.layers),  # each stack from its first block
         moe=spec.is_moe_layer(index),
         cross=spec.is_decoder_block(index),
         relative_bias=spec.position == "relative" and spec.is_first_in_stack(index),
@@ -209,12 +210,19 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
     else:
         out = attention_params(spec, block.relative_bias)
     norms = spec.num_norms_per_layer
-    if block.cross:
+    if separate_cross(spec, block):
         # T5 EncDecAttention: q from the decoder, k and v from the encoder output, o; own norm
         qkv_width = spec.q_width + 2 * spec.kv_width
         out["cross_attention/qkv"] = h * qkv_width + (qkv_width if spec.qkv_bias else 0)
         out["cross_attention/out"] = spec.q_width * h + (h if spec.attn_out_bias else 0)
         norms += 1
+    elif idle := idle_cross_params(spec):  # a decoder built alone keeps unused encoder_attn weights
+        out.update(idle)
+        norms += 1
+    if (saving := key_bias_saving(spec)) and "attention/qkv" in out:  # Whisper: k_proj without bias
+        out["attention/qkv"] -= saving
+        if separate_cross(spec, block):
+            out["cross_attention/qkv"] -= saving
     if block.mlp:
         out.update(mlp_block_params(spec, block.moe))
     if block.shared:  # Zamba: the per-use linear and adapters (the shared weights: count.params)

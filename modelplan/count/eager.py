@@ -64,11 +64,15 @@ def cross_entropy_bytes(d: int) -> tuple[int, int]:
     return d + 20, d + 24
 
 
-def loss_peak_bytes(d: int, fused: bool, compiled: bool = False, loss_parallel: bool = False) -> int:
+def loss_peak_bytes(d: int, fused: bool, compiled: bool = False, loss_parallel: bool = False,
+                    keeps_logits: bool = False) -> int:
     """Peak bytes per logit the loss holds on the last stage (forward output to backward end).
     Fused vocab-parallel cross-entropy (Megatron): the fp32 softmax, kept from the forward and
     turned into the gradient in place: 4 (Megatron's estimator, theoretical_memory_usage.py,
-    counts 4 s b V / t). Eager: the fp32 log-softmax kept from the forward, the fp32 gradient
+    counts 4 s b V / t); + d when the caller keeps the d-byte logits while that fp32 copy exists
+    (`keeps_logits`: megatron-core 0.16.1 gpt_model.py `_postprocess` holds `logits` across
+    `compute_language_model_loss`, cross_entropy.py `calculate_logits_max` makes the fp32 copy
+    inside, and backward's fp32 gradient is cast to the d-byte input's dtype beside it). Eager: the fp32 log-softmax kept from the forward, the fp32 gradient
     nll's backward writes and log_softmax's fp32 input gradient: 3 x 4, then the d-byte cast of
     that gradient for the output layer's backward once the first of them is freed. Compiled
     (`torch.compile` over `F.cross_entropy(logits.float())`, torchtitan's loss under compile):
@@ -80,7 +84,7 @@ def loss_peak_bytes(d: int, fused: bool, compiled: bool = False, loss_parallel: 
     the zeros_like(x) gradient (torch/distributed/tensor/parallel/loss.py
     `_nll_loss_and_log_softmax_backward`): x, grad_input, the sum, the product: 4 x 4."""
     if fused:
-        return FP32
+        return FP32 + (d if keeps_logits else 0)
     if compiled:
         return 2 * d
     return 4 * FP32 if loss_parallel else 3 * FP32

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from modelplan.specs.extras import token_width
+from modelplan.count.seq2seq import position_rows
+from modelplan.specs.extras import table_width, token_width
 
 if TYPE_CHECKING:
     from modelplan.count.blocks import Block
@@ -28,9 +29,12 @@ def _norm(spec: "TransformerSpec", width: int) -> int:
     return width * (2 if spec.norm_bias else 1) if spec.norm_affine else 0
 
 
-
-
-
+def position_table_params(spec: "TransformerSpec") -> int:
+    """Every learned position-table parameter: count.seq2seq's rows per stack (BART's + 2) plus
+    extras.position_offset rows in each table (BioGPT / OPT's + 2), each row table_width wide
+    (ELECTRA embedding_size, else h); count.seq2seq.position_params is the h-wide baseline."""
+    offset = spec.extras.position_offset if spec.extras is not None else 0
+    return sum(rows + offset for rows in position_rows(spec) if rows) * table_width(spec)
 
 
 def _concat_in(spec: "TransformerSpec") -> int:

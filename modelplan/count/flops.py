@@ -37,6 +37,7 @@ from modelplan.count.blocks import Block, block_of, mtp_block
 from modelplan.count.extras import embedding_extra_flops
 from modelplan.count.params import TOP_LEVEL, with_parents
 from modelplan.count.result import FlopCount
+from modelplan.count.seq2seq import audio_flops, check_lengths
 from modelplan.count.side_paths import embedding_side_flops, head_side_flops
 from modelplan.errors import SpecError
 from modelplan.specs.extras import decoder_width, per_token_dense, transform_width
@@ -72,9 +73,11 @@ def layer_forward_flops(
 
 
 def embedding_forward_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
-    """Forward FLOPs of the input side: lookups are free; OPT's project_in is a matmul."""
+    """Forward FLOPs of the input side: lookups are free; OPT's project_in is a matmul, Whisper's
+    front-end two convolutions (count.seq2seq)."""
     e = spec.embed_dim
     return {"proj": 2 * tokens * e * spec.hidden if e != spec.hidden else 0,
+            "audio_conv": audio_flops(spec, tokens),
             **embedding_extra_flops(spec, tokens)}  # ELECTRA embeddings_project, RoCBert map_inputs_layer
 
 
@@ -104,9 +107,12 @@ def recompute_forward_flops(layer_flops: dict[str, int], recompute: str) -> int:
     return 0
 
 
-def check_seq_len(spec: "TransformerSpec", seq_len: int) -> None:
-    """A learned position table caps the sequence length."""
-    if spec.position == "learned" and seq_len > spec.max_positions:
+def check_seq_len(spec: "TransformerSpec", seq_len: int, decoder_seq_len: int = 0) -> None:
+    """A learned position table caps the sequence length (an encoder-decoder's tables: the source
+    and target lengths, count.seq2seq)."""
+    if spec.arch == "encoder_decoder":
+        check_lengths(spec, seq_len, decoder_seq_len)
+    elif spec.position == "learned" and seq_len > spec.max_positions:
         raise SpecError(
             f"seq_len ({seq_len}) exceeds max_positions ({spec.max_positions}) "
             f"of {spec.name}'s learned position table"
@@ -149,8 +155,8 @@ def count_transformer_flops(spec, training: "TrainingSpec") -> FlopCount:
     pooler) does not divide evenly.
     """
     seq_len, batch = training.seq_len, training.global_batch
-    check_seq_len(spec, seq_len)
     dec_len = decoder_seq_len(spec, training)
+    check_seq_len(spec, seq_len, dec_len)
     tokens = batch * seq_len
     inputs = {**embedding_forward_flops(spec, tokens), **embedding_side_flops(spec, tokens)}
     leaves: dict[str, int] = {f"embedding/{k}": v for k, v in inputs.items()}

@@ -18,6 +18,7 @@ from modelplan.count.blocks import Block, block_of, mtp_block, real_experts_per_
 from modelplan.count.checkpointing import op_sac_kept_per_token
 from modelplan.count.eager import loss_peak_bytes, rmsnorm_kept_bytes, swiglu_kept_bytes
 from modelplan.count.flops import check_seq_len, decoder_seq_len
+from modelplan.count.seq2seq import separate_cross
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, kept_bytes_per_token, out_proj_width, state_elements
 from modelplan.count.params import count_params
 from modelplan.count.recompute_modules import discarded
@@ -133,7 +134,7 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
     if block.shared:  # Zamba's shared attention + MLP block at this use (count/shared_block.py)
         rep_use, sharded_use, shared_score = use_kept_bytes(spec, d, is_fused(attention))
         replicated, sharded = replicated + rep_use, sharded + sharded_use
-    if block.cross:  # T5 cross-attention: its norm input and block input, Q and the out-proj input
+    if separate_cross(spec, block):  # T5 cross-attention: its norm input and block input, Q and the out-proj input
         replicated += 2 * d * h + mask * h
         sharded += 2 * d * spec.q_width
     inner = 3 if spec.gated_mlp else 2  # plain: act in + act out; gated: fc1 out (2f) + fc2 in (f)
@@ -332,6 +333,7 @@ def embedding_activation_bytes(
 def output_activation_bytes(
     spec: "TransformerSpec", micro_batch: int, seq_len: int, dtype_bytes: int, tp: int = 1,
     fused_cross_entropy: bool = True, compiled_loss: bool = False, loss_parallel: bool = False,
+    keeps_logits: bool = False,
 ) -> int:
     """Output layer + cross-entropy activations of one micro-batch (last pipeline stage).
 
@@ -339,12 +341,13 @@ def output_activation_bytes(
     output and head input (2 d s b h) plus fp32 logits for the loss (4 s b V); 0 without lm_head.
     An eager `F.cross_entropy(logits.float())` holds 12 bytes per logit at its peak instead of 4
     (`modelplan.count.eager.loss_peak_bytes`); a compiled eager loss 2 d; an eager loss over
-    DTensor vocab-sharded logits (`loss_parallel`) 16.
+    DTensor vocab-sharded logits (`loss_parallel`) 16; a fused loss whose caller keeps the d-byte
+    logits (`keeps_logits`, Megatron) 4 + d.
     """
     if not spec.lm_head:
         return 0
     sb = seq_len * micro_batch
-    per_logit = loss_peak_bytes(dtype_bytes, fused_cross_entropy, compiled_loss, loss_parallel)
+    per_logit = loss_peak_bytes(dtype_bytes, fused_cross_entropy, compiled_loss, loss_parallel, keeps_logits)
     return _ceil_div(2 * dtype_bytes * sb * spec.hidden + per_logit * sb * spec.vocab, tp)
 
 
@@ -423,9 +426,10 @@ def count_transformer_memory(spec, training: "TrainingSpec", micro_batch: int) -
     seq_len encoder tokens. MTP modules (DeepSeek-V3) each keep a block, their norm and projection
     inputs (4 d h per token) and their own logits."""
     seq_len, d = training.seq_len, training.dtype_bytes
-    check_seq_len(spec, seq_len)
     dec_len = decoder_seq_len(spec, training)
-    params = count_params(spec).total
+    check_seq_len(spec, seq_len, dec_len)
+    counted = count_params(spec)
+    params = counted.total
     cache: dict[tuple[Block, str], int] = {}
     per_layer = []
     modules = training.recompute_modules or ()
@@ -455,11 +459,12 @@ def count_transformer_memory(spec, training: "TrainingSpec", micro_batch: int) -
                            training.attention)
         inputs = 4 * d * micro_batch * seq_len * spec.hidden  # enorm and hnorm inputs (h each), eh_proj's (2h)
         activations += spec.mtp_layers * (mtp + inputs + output_activation_bytes(spec, micro_batch, seq_len, d))
+    trained = counted.trainable  # frozen sinusoid tables (count.seq2seq, count.extras): no gradient, no optimizer state
     return MemoryCount(
         weights=params * d,
-        gradients=params * training.grad_bytes,
-        optimizer=params * FP32_BYTES * training.optimizer_states,
-        master_weights=params * FP32_BYTES if training.uses_master_weights else 0,
+        gradients=trained * training.grad_bytes,
+        optimizer=trained * FP32_BYTES * training.optimizer_states,
+        master_weights=trained * FP32_BYTES if training.uses_master_weights else 0,
         activations=activations,
         activations_per_layer=per_layer,
         kv_cache=kv_cache_bytes(spec, micro_batch, seq_len, d, dec_len or None),

@@ -34,8 +34,10 @@ from modelplan.count.blocks import (
     norm_params,
     unused_expert_params,
 )
-from modelplan.count.extras import embedding_extra_params, frozen_params
+from modelplan.count.extras import embedding_extra_params, position_table_params
+from modelplan.count.extras import frozen_params as extras_frozen_params
 from modelplan.count.result import ParamCount
+from modelplan.count.seq2seq import audio_params, embedding_norms, eoi_params, frozen_params
 from modelplan.count.shared_block import shared_params
 from modelplan.count.side_paths import embedding_side_params, head_side_params
 from modelplan.count.vision import vision_params
@@ -58,14 +60,17 @@ def layer_params(spec: "TransformerSpec", index: int) -> dict[str, int]:
 def embedding_params(spec: "TransformerSpec") -> dict[str, int]:
     """Leaf parameters of the input side, keyed relative to `embedding/`."""
     h, e, w = spec.hidden, spec.embed_dim, table_width(spec)  # w: ELECTRA's factored width, else h
-    rows = spec.max_positions + (spec.extras.position_offset if spec.extras is not None else 0)
     return {
         # nn.Embedding(vocab, embed_dim); T5's encoder and decoder embed_tokens are tied to `shared`
         "token": spec.vocab * token_width(spec),
-        # GPT-2 wpe / BERT position_embeddings: Embedding(max_positions [+ offset: BioGPT], w); rotary/ALiBi: none
-        "position": rows * w if spec.position == "learned" else 0,
+        # GPT-2 wpe / BERT position_embeddings: Embedding(max_positions, w), one per stack of an
+        # encoder-decoder (BART's + 2 rows: count.seq2seq; BioGPT's: extras.position_offset); rotary/ALiBi: none
+        "position": position_table_params(spec),
         "token_type": spec.type_vocab * w,  # BERT token_type_embeddings: Embedding(type_vocab, w)
-        "norm": norm_params(spec, w) if spec.embedding_norm else 0,  # BLOOM/BERT embedding LN
+        # BLOOM/BERT embedding LN; BART: each stack's layernorm_embedding
+        "norm": embedding_norms(spec) * norm_params(spec, w),
+        "audio_conv": audio_params(spec),  # Whisper conv1 / conv2 (count.seq2seq)
+        "eoi": eoi_params(spec),  # T5Gemma 2's end-of-image vector
         "proj": e * h if e != h else 0,  # OPT project_in: Linear(embed_dim, h, bias=False)
         **embedding_extra_params(spec),  # ELECTRA embeddings_project, RoFormer's frozen table, ... (count/extras.py)
     }
@@ -160,7 +165,8 @@ def count_transformer_params(spec) -> ParamCount:
     total = sum(value for key, value in breakdown.items() if "/" not in key)
     return ParamCount(
         total=total,
-        trainable=total - frozen_params(spec),  # RoFormer's sinusoidal table: requires_grad false
+        # fixed sinusoid tables (count.seq2seq) and RoFormer's (count.extras): requires_grad False
+        trainable=total - frozen_params(spec) - extras_frozen_params(spec),
         active=total - unused,  # MoE: every routed expert except the top_k a token uses
         breakdown=breakdown,
         per_layer=per_layer,

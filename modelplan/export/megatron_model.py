@@ -79,7 +79,7 @@ def model_args(
         args += [("--attention-dropout", "0.0"), ("--hidden-dropout", "0.0")]
     _architecture_notes(model, notes)
     if model.moe is not None:
-        args += moe_args(model, plan, notes)
+        args += moe_args(model, plan, notes, training.moe_flex_dispatcher)
     return args
 
 
@@ -121,10 +121,14 @@ def _architecture_notes(model: TransformerSpec, notes: list[str]) -> None:
     notes.extend(f"{name}: not a Megatron GPT option" for name in extras_features(model))  # specs/extras.py
     if model.arch == "encoder":
         notes.append("encoder (BERT) models launch with pretrain_bert.py, not pretrain_gpt.py")
+    if model.arch == "encoder_decoder":  # Megatron-LM's encoder-decoder entry point is pretrain_t5.py
+        notes.append("encoder-decoder models launch with pretrain_t5.py (encoder and decoder stacks, "
+                     "cross-attention, --encoder-num-layers / --decoder-num-layers), not pretrain_gpt.py as written here")
 
 
-def moe_args(model: TransformerSpec, plan: Plan, notes: list[str]) -> list[Arg]:
-    """MoE flags: experts, router, expert parallel and expert-tensor parallel, dispatcher."""
+def moe_args(model: TransformerSpec, plan: Plan, notes: list[str], flex_dispatcher: str | None = None) -> list[Arg]:
+    """MoE flags: experts, router, expert parallel and expert-tensor parallel, dispatcher (the
+    all-to-all one, or the flex one with the training's DeepEP / HybridEP backend)."""
     moe = model.moe
     assert moe is not None  # caller checks
     args: list[Arg] = [
@@ -135,8 +139,10 @@ def moe_args(model: TransformerSpec, plan: Plan, notes: list[str]) -> list[Arg]:
         ("--expert-tensor-parallel-size", str(plan.etp or plan.tp)),
         # alltoall: tokens go to the ep ranks holding their experts (the dispatch modelplan prices;
         # Megatron's default 'allgather' gathers every token on every rank).
-        ("--moe-token-dispatcher-type", "alltoall"),
+        ("--moe-token-dispatcher-type", "alltoall" if flex_dispatcher is None else "flex"),
     ]
+    if flex_dispatcher is not None:  # arguments.py --moe-flex-dispatcher-backend {deepep, hybridep}
+        args.append(("--moe-flex-dispatcher-backend", flex_dispatcher))
     if moe.shared_experts:
         # "total ffn hidden size" of all shared experts (arguments.py, moe group).
         shared = moe.shared_experts * (moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden)

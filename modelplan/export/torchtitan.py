@@ -152,6 +152,8 @@ def _model(model: TransformerSpec, training: TrainingSpec, notes: list[str]) -> 
     family: Literal["llama3", "qwen3"] = "qwen3" if moe is not None or model.qk_norm else "llama3"
     if model.arch == "encoder":
         notes.append("encoder (BERT) models are not among torchtitan's model families")
+    if model.arch == "encoder_decoder":
+        notes.append("encoder-decoder models (T5, BART, Whisper) are not among torchtitan's model families")
     differs = {
         "learned positions (torchtitan uses RoPE)": model.position == "learned",
         "no position encoding (torchtitan uses RoPE)": model.position == "none",

@@ -52,6 +52,8 @@ PRICED: frozenset[str] = frozenset({
     "norm_placement=sandwich", "norm_placement=output", "norm_placement=post", "activation=swiglu_clamp",
     "moe.router=sigmoid", "moe.norm_topk_prob=false", "moe.router_score_correction", "moe.routed_scaling",
     "moe.router_groups", "moe.weights_on_input", "lm_head=false",
+    # every block of both stacks, cross_kernels in decoder blocks, shards of both (pp 1 only: validate.py)
+    "arch=encoder_decoder",
 }) | PRICED_EXTRAS  # plan/extras.py
 """`specs.features` names the planner prices (the others are noted as priced as baseline blocks)."""
 

@@ -121,12 +121,13 @@ class FamilyAxes:
         """The family's rules for a context-parallel size (at this tp)."""
         return []
 
-    def eps(self, dp: int) -> list[int]:
-        """Expert-parallel sizes tried at this dp (expert parallelism lives inside dp)."""
+    def eps(self, dp: int, tp: int = 1, cp: int = 1) -> list[int]:
+        """Expert-parallel sizes tried at this dp (expert parallelism lives inside dp, or with an
+        expert tensor-parallel size inside tp x dp x cp)."""
         return [1]
 
-    def ep_problem(self, dp: int, ep: int) -> Problem | None:
-        """The family's rule for an expert-parallel size."""
+    def ep_problem(self, dp: int, ep: int, tp: int = 1, cp: int = 1) -> Problem | None:
+        """The family's rule for an expert-parallel size (at this tp and cp)."""
         return None
 
     def sps(self, tp: int) -> list[bool]:
@@ -141,8 +142,8 @@ class WalkFamily(Protocol):
 
     def cps(self, tp: int) -> list[int]: ...
     def cp_problems(self, tp: int, cp: int) -> list[Problem]: ...
-    def eps(self, dp: int) -> list[int]: ...
-    def ep_problem(self, dp: int, ep: int) -> Problem | None: ...
+    def eps(self, dp: int, tp: int = 1, cp: int = 1) -> list[int]: ...
+    def ep_problem(self, dp: int, ep: int, tp: int = 1, cp: int = 1) -> Problem | None: ...
     def sps(self, tp: int) -> list[bool]: ...
     def tp_problems(self, tp: int) -> list[Problem]: ...
     def stage_problem(self, pp: int, vpp: int, num_stages: int) -> Problem | None: ...
@@ -218,8 +219,8 @@ def walk(family: WalkFamily, cands: Candidates, pruned: Callable[[Problem, Subtr
                     if not mbs:
                         pruned(cands.batch_problem(1, dp), Subtree(tp, cp, pp, dp))
                         continue
-                    for ep in family.eps(dp):
-                        problem = family.ep_problem(dp, ep)
+                    for ep in family.eps(dp, tp, cp):
+                        problem = family.ep_problem(dp, ep, tp, cp)
                         if problem:
                             pruned(problem, Subtree(tp, cp, pp, dp, ep, mbs))
                             continue

@@ -93,7 +93,7 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
         placed: set[str] = set()
         for c, v in enumerate(schedule.layout.rank_stages[r]):
             mc = schedule.microbatches(r, c)  # micro-batches through this chunk (m, or m/2 for DualPipe)
-            layers = stage_layers(spec.layers, num_stages, v, plan.stage_split)
+            layers = stage_layers(spec.num_blocks, num_stages, v, plan.stage_split)
             # the blocks whose forward runs again before their backward: all under full recompute, the
             # chunk's first N under Megatron-core's block method (count.recompute_layers)
             again = layers[:full_recompute(training.recompute_method, training.recompute_num_layers,

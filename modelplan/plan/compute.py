@@ -26,6 +26,7 @@ from modelplan.count.checkpointing import checkpointed_share
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings
 from modelplan.plan.fp8 import gemm_rate_factor, is_fp8_gemm, quantisation_bytes
 from modelplan.plan.fused_softmax import with_softmax_fallback
+from modelplan.plan.grouped_gemm import extra_launch_s
 from modelplan.plan.kernels import Elementwise, Gemm, embedding_kernels, head_kernels, layer_kernels
 from modelplan.plan.recompute import modules_forward_s
 from modelplan.specs.costmodel import CostModel
@@ -219,6 +220,9 @@ def kernel_times(
                 ew_f += roofline.overhead_s + roofline.memory_time_s(q_f)
                 ew_b += roofline.overhead_s + roofline.memory_time_s(q_b)
                 linear_f += roofline.memory_time_s(q_f)
+    # the routed experts launch one GEMM (and fp8 quantisation) per local expert (`grouped_gemm.py`)
+    expert_f, expert_b = extra_launch_s(k.gemms, software.framework, bool(recipe), roofline.overhead_s)
+    gemm_f, gemm_b, linear_f = gemm_f + expert_f, gemm_b + expert_b, linear_f + expert_f
     core_f = sum(roofline.gemm_time_s(g, d) for g in k.attention_core_gemms)
     core_f += sum(roofline.elementwise_fwd_s(e) for e in k.attention_core_elementwise)
     core_b = sum(roofline.gemm_time_s(x, d) for g in k.attention_core_gemms for x in g.backward())

@@ -60,6 +60,10 @@ class EngineSettings(NamedTuple):
     """`EngineProfile.sdpa_repeats_kv` (GQA's K, V repeated to the query heads before attention)."""
     scale_mask_softmax: str = "fused"
     """`EngineProfile.scale_mask_softmax` (Megatron's fused softmax and its fp32 PyTorch fallback)."""
+    loss_keeps_logits: bool = False
+    """`EngineProfile.loss_keeps_logits` (the fused loss's caller keeps the 16-bit logits)."""
+    head_stays_gathered: bool = False
+    """`EngineProfile.head_stays_gathered` (ZeRO-3 keeps the output head gathered to its backward)."""
 
 
 def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSettings:
@@ -72,6 +76,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         norm_elementwise="fused" if training.fused_norm else elementwise,
         ac_mode="modules" if training.recompute_modules else training.ac_mode or profile.selective,
         ac_every=profile.layer_sac_every, fused_cross_entropy=profile.fused_cross_entropy,
+        loss_keeps_logits=profile.loss_keeps_logits, head_stays_gathered=profile.head_stays_gathered,
         compiled_loss=_compiled_loss(training, profile), fp8_recipe=fp8,
         fp8_backend=profile.fp8_backend, attention_kernels=profile.attention_kernels,
         sharded_low_precision_copy=profile.sharded_low_precision_copy, reduce_in_fp32=profile.reduce_in_fp32 and training.grad_dtype == "fp32",
@@ -118,7 +123,8 @@ def _loss_kind(software: EngineSettings) -> str:
 
 
 def _loss_bytes(software: EngineSettings, dtype_bytes: int = 2, loss_parallel: bool = False) -> int:
-    return loss_peak_bytes(dtype_bytes, software.fused_cross_entropy, software.compiled_loss, loss_parallel)
+    return loss_peak_bytes(dtype_bytes, software.fused_cross_entropy, software.compiled_loss, loss_parallel,
+                           software.loss_keeps_logits)
 
 
 def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, float] | None,
@@ -148,6 +154,8 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         parts.append("CP ring merges in fp32")
     if software.sdpa_repeats_kv:
         parts.append("GQA K, V repeated to the query heads (CP exchanges them)")
+    if software.head_stays_gathered:
+        parts.append("ZeRO-3 keeps the output head gathered to its backward")
     if software.pp_microbatch_buffers:
         parts.append("PP receive buffers per micro-batch" + (", last stage keeps every micro-batch's logits"
                                                                if software.pp_keeps_outputs else ""))

@@ -14,7 +14,7 @@ from modelplan.plan.problems import Problem
 from modelplan.plan.protocol import estimate_with
 from modelplan.plan.space import divisors
 from modelplan.specs.family import family_of
-from modelplan.plan.validate import plan_notes, plan_problems, pp_problem, tp_problems
+from modelplan.plan.validate import encoder_decoder_problem, plan_notes, plan_problems, pp_problem, tp_problems
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
@@ -105,7 +105,7 @@ class TransformerEvaluator:
 
     def __init__(self, spec: TransformerSpec, training: TrainingSpec, cluster: Cluster, cost: CostModel | None = None):
         self.spec, self.training, self.cluster, self.cost = spec, training, cluster, cost
-        self.units = spec.layers
+        self.units = spec.num_blocks
 
     @cached_property
     def evaluator(self) -> Evaluator:
@@ -123,10 +123,10 @@ class TransformerEvaluator:
         return tp_problems(self.spec, tp)
 
     def stage_problem(self, pp: int, vpp: int, num_stages: int) -> Problem | None:
-        return pp_problem(self.spec.layers, pp, vpp, num_stages)
+        return encoder_decoder_problem(self.spec, pp) or pp_problem(self.spec.num_blocks, pp, vpp, num_stages)
 
     def vpp_default(self, pp: int) -> list[int]:
-        return block_vpps(self.spec.layers, pp)
+        return block_vpps(self.spec.num_blocks, pp)
 
     def estimate(self, plan: Plan, memory_headroom: float = 0.0) -> PlanEstimate:
         return evaluate_plan(self.evaluator, plan, memory_headroom)

@@ -194,7 +194,7 @@ class Evaluator(BlockPricing, StagePricing, DpPricing, StageMemories, StepFloors
         self._splits: dict[tuple, tuple] = {}
         self._block_floors: dict[tuple, float] = {}
         self._flop_floors: dict[tuple, float | None] = {}
-        self._global_batch, self._layers = training.global_batch, self.spec.layers  # read per search point
+        self._global_batch, self._layers = training.global_batch, self.spec.num_blocks  # read per search point
 
     def _memo(self, key: tuple, make):
         hit = self._cache.get(key)

@@ -12,6 +12,8 @@ from modelplan.plan.compute import kernel_times
 from modelplan.count.checkpointing import checkpointed_share, op_sac_recomputed_fraction
 from modelplan.plan.dims import strided_shape
 from modelplan.plan.experts import expert_capacity
+from modelplan.plan.expert_sort import with_expert_sort
+from modelplan.plan.fp8_padding import with_fp8_padding
 from modelplan.plan.memory import block_activations, edge_activations
 from modelplan.plan.parallel import cp as cp_mod, ep as ep_mod, pp as pp_mod, tp as tp_mod
 from modelplan.plan.stage_time import BlockTerms
@@ -63,7 +65,7 @@ class BlockPricing:
             sw = self.software
             hit = self._cache[key] = edge_activations(
                 self.spec, micro_batch, self.training.seq_len, self.dtype_bytes, tp, sp, cp, sw.fused_cross_entropy,
-                sw.compiled_loss, sw.sp_saves_gathered_inputs, sw.loss_parallel)
+                sw.compiled_loss, sw.sp_saves_gathered_inputs, sw.loss_parallel, sw.loss_keeps_logits)
         return hit
 
     def _mixed_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
@@ -96,6 +98,13 @@ class BlockPricing:
             spec, tp, sp, b, training.seq_len, d, self.vocab_padded(tp), self.roofline, moe_layer=moe,
             ep=ep or 1, capacity=capacity, cp=cp, attention=training.attention, software=sw,
             scaled_gemm_factor=self.cost.fp8_scaled_gemm_factor, block=block, etp=etp))
+        if moe:  # the all-to-all dispatcher's sort by local expert and back (`expert_sort.py`)
+            times = with_expert_sort(times, self.roofline, sw.framework, training.moe_flex_dispatcher,
+                                     spec.moe.num_experts, ep, capacity, spec.hidden, d)
+            # fp8: TE's Fp8Padding / Fp8Unpadding copies of the experts' rows (`fp8_padding.py`)
+            times = with_fp8_padding(times, self.roofline, sw.fp8_recipe, sw.framework, training.moe_flex_dispatcher,
+                                     spec.moe.capacity_factor is None, spec.moe.num_experts, ep, capacity,
+                                     spec.hidden, d)
         ft = self.finetune
         if ft is not None:
             times = ft.kernel_times(times, tp, sp, b, cp, self.vocab_padded(tp), self.roofline, training.attention,

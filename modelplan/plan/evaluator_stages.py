@@ -78,7 +78,7 @@ class StagePricing:
 
     def _block_method(self, tp, sp, micro_batch, pp, vpp, ep, cp, etp, tp_overlap, dense, moe):
         """Megatron-core's block method: the first N layers of each chunk recomputed, the rest not."""
-        sw, chunk = self.software, -(-self.spec.layers // (pp * vpp))
+        sw, chunk = self.software, -(-self.spec.num_blocks // (pp * vpp))
         plain = self.block_terms(tp, sp, micro_batch, "none", cp, None, etp, tp_overlap, mtp_ep=ep)
         plain_moe = self.block_terms(tp, sp, micro_batch, "none", cp, ep, etp, tp_overlap) if moe is not None else None
         return (block_method_terms(dense, plain, sw.recompute_method, sw.recompute_num_layers, chunk),
@@ -102,7 +102,7 @@ class StagePricing:
         shape = self._splits.get((schedule, pp, vpp))
         if shape is None:
             stages = schedule_layout(schedule, pp, vpp).num_stages
-            shape = self._splits[(schedule, pp, vpp)] = (stages, split_layers(self.spec.layers, stages))
+            shape = self._splits[(schedule, pp, vpp)] = (stages, split_layers(self.spec.num_blocks, stages))
         stages, counts = shape
         last = counts[-1]
         out: list = [None]
@@ -116,7 +116,7 @@ class StagePricing:
             for n in range(max(1, last - shift), last):
                 split = (None, n)
                 try:
-                    split_layers(self.spec.layers, stages, split)
+                    split_layers(self.spec.num_blocks, stages, split)
                 except ValueError:
                     continue
                 slowest = self.stage_entry(tp, sp, micro_batch, recompute, pp, ep, cp, schedule, vpp, etp, split).slowest_s
@@ -129,7 +129,7 @@ class StagePricing:
             for extra in ((1, 2) if len(set(counts)) > 1 else ()):
                 split = (None, chosen + extra)
                 try:
-                    split_layers(self.spec.layers, stages, split)
+                    split_layers(self.spec.num_blocks, stages, split)
                 except ValueError:
                     continue
                 out.append(split)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from modelplan.count.extras import block_extra_params, embedding_extra_params
+from modelplan.count.extras import block_extra_params, embedding_extra_params, position_table_params
+from modelplan.count.seq2seq import embedding_norms, position_params
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.specs.extras import decoder_width, head_tied, table_width, token_width, transform_width
 
@@ -49,12 +50,12 @@ def block_shard(spec: "TransformerSpec", block: "Block", sp: bool) -> tuple[int,
 
 
 def embedding_extra(spec: "TransformerSpec") -> int:
-    """Elements of `embedding/extra` beyond the baseline's (h-wide position / type tables and norm):
-    the factored width, the offset rows, the frozen table, RoCBert's tables and map_inputs_layer."""
-    h, w, x = spec.hidden, table_width(spec), spec.extras
-    rows = spec.max_positions + (x.position_offset if x is not None else 0)
-    position = (rows * w - spec.max_positions * h) if spec.position == "learned" else 0
-    norm = _norm(spec, w) - _norm(spec, h) if spec.embedding_norm else 0
+    """Elements of `embedding/extra` beyond shard.py's baseline (count.seq2seq's h-wide position
+    tables, the h-wide type table and embedding norms): the factored width, the offset rows, the
+    frozen table, RoCBert's tables and map_inputs_layer."""
+    h, w = spec.hidden, table_width(spec)
+    position = position_table_params(spec) - position_params(spec)
+    norm = embedding_norms(spec) * (_norm(spec, w) - _norm(spec, h))
     return position + spec.type_vocab * (w - h) + norm + sum(embedding_extra_params(spec).values())
 
 

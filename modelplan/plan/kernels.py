@@ -21,6 +21,7 @@ from modelplan.count.eager import (
     swiglu_bytes,
 )
 from modelplan.count.blocks import Block, block_of
+from modelplan.count.seq2seq import separate_cross
 from modelplan.plan.block_kernels import cross_kernels, mixer_kernels
 from modelplan.plan.extras import head_transform_kernels, layer_extra_kernels
 from modelplan.plan.kernel_types import Elementwise, Gemm
@@ -138,7 +139,8 @@ def layer_kernels(
         core += [cp_merge_kernel(a, cp, kv_share) for a in flash]
     if block.cross:
         cross = cross_kernels(spec, tp, b, s_q, memory_len, d, fused)
-        gemms += cross.gemms + [cross.out]
+        # T5Gemma 2's merged attention: only k/v of the encoder output and the scores over it are extra
+        gemms += cross.gemms + [cross.out] if separate_cross(spec, block) else cross.gemms[1:]  # [q, kv, scores]
         core += cross.core
         flash += cross.fused
     if block.mlp and not moe_layer:
@@ -156,8 +158,9 @@ def layer_kernels(
                else Elementwise("mlp/act", tokens * ffn_local, 3 * d, 5 * d))
     else:
         act = Elementwise("mlp/act", tokens * ffn_local, 2 * d, 3 * d)
-    sublayers = (block.mixer != "mlp") + block.cross + block.mlp
-    other = [norm] * (spec.num_norms_per_layer - block.no_input_norm + block.cross) + [bda] * sublayers
+    separate = separate_cross(spec, block)
+    sublayers = (block.mixer != "mlp") + separate + block.mlp
+    other = [norm] * (spec.num_norms_per_layer - block.no_input_norm + separate) + [bda] * sublayers
     extra_gemms, extra_ew = layer_extra_kernels(spec, block, tp, tokens, hidden_values, d)  # plan/extras.py
     gemms += extra_gemms
     other += extra_ew

@@ -74,17 +74,18 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
 def edge_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
                      sequence_parallel: bool, cp: int = 1, fused_cross_entropy: bool = True,
                      compiled_loss: bool = False, gathered_inputs: bool = False,
-                     loss_parallel: bool = False) -> tuple[int, int]:
+                     loss_parallel: bool = False, keeps_logits: bool = False) -> tuple[int, int]:
     """(first stage, last stage) bytes per in-flight micro-batch (Korthikanti et al. 2022 sec. 4.3:
     token ids and embedding-dropout mask; output layer + cross-entropy 4sbh(1 + V/h)/t, or the
     eager loss's 12 bytes per logit, 2 d when torch.compile covers it). `gathered_inputs` (DTensor
     SP, torchtitan's output ColwiseParallel(input_layouts=Shard(1))): the output projection keeps
     its all-gathered input, d s b h whole instead of its 1/t share. `loss_parallel` (the engine
     keeps the logits vocab-sharded for the loss, PyTorch `loss_parallel()`): applies at tp > 1
-    (torchtitan 9dec370 parallel_dims.py `loss_parallel_enabled = tp > 1 and ...`)."""
+    (torchtitan 9dec370 parallel_dims.py `loss_parallel_enabled = tp > 1 and ...`). `keeps_logits`:
+    the fused loss's caller keeps the d-byte logits beside its fp32 copy (`count.eager.loss_peak_bytes`)."""
     s_local = seq_len // cp
     head = output_activation_bytes(spec, micro_batch, s_local, dtype_bytes, tp, fused_cross_entropy, compiled_loss,
-                                   loss_parallel and tp > 1)
+                                   loss_parallel and tp > 1, keeps_logits)
     if gathered_inputs and sequence_parallel and tp > 1 and spec.lm_head:
         whole = dtype_bytes * s_local * micro_batch * spec.hidden
         head += whole - -(-whole // tp)
@@ -171,7 +172,8 @@ def stage_memory(
     if pipelined and pipeline_bytes is not None:
         activations += pipeline_bytes[0]
         p2p = max(p2p, pipeline_bytes[1])
-    comm = groups * cost.nccl_buffer_bytes_per_group + p2p + bucket_bytes
+    nccl = float(groups * cost.nccl_buffer_bytes_per_group)
+    comm = nccl + p2p + bucket_bytes
     allocated = weights + gradients + optimizer + activations + comm
     # the caching allocator fragments around the tensors that come and go (activations, buffers);
     # model states are allocated once, as a few large contiguous buffers (Megatron's param and
@@ -179,6 +181,6 @@ def stage_memory(
     fragmentation = (activations + comm) * cost.fragmentation_fraction
     reserved = float(cost.runtime_reserved_bytes)
     return StageMemory(stage, weights, gradients, optimizer, activations, comm, fragmentation, reserved,
-                       allocated + fragmentation + reserved)
+                       allocated + fragmentation + reserved, nccl)
 
 

@@ -74,15 +74,17 @@ class MemoryFloor:
         self.nccl_bytes, self.fragmentation = cost.nccl_buffer_bytes_per_group, cost.fragmentation_fraction
         self.reserved = float(cost.runtime_reserved_bytes)
 
-    def block_bytes(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int) -> BlockBytes:
-        """The least bytes of any block kind, dense or MoE (cached per (tp, sp, micro_batch, recompute, cp))."""
-        key = (tp, sp, micro_batch, recompute, cp)
+    def block_bytes(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int,
+                    etp: int | None = None) -> BlockBytes:
+        """The least bytes of any block kind, dense or MoE, its experts over `etp` ranks (None: tp)
+        (cached per (tp, sp, micro_batch, recompute, cp, etp))."""
+        key = (tp, sp, micro_batch, recompute, cp, etp)
         hit = self._bytes.get(key)
         if hit is None:
             ev = self.ev
             classes = [False] + ([True] if ev.spec.moe is not None else [])
             kinds = {moe: [b for b, _ in ev.kinds_of(moe)] or [None] for moe in classes}
-            per_kind = {(moe, b): ev.block_bytes(tp, sp, micro_batch, recompute, cp, moe, b)
+            per_kind = {(moe, b): ev.block_bytes(tp, sp, micro_batch, recompute, cp, moe, b, etp if moe else None)
                         for moe in classes for b in kinds[moe]}
             stored = min(kept for kept, _ in per_kind.values())
             working = min(per_kind[False, b][1] for b in kinds[False])  # the stage's working set is the dense one's at least
@@ -99,31 +101,33 @@ class MemoryFloor:
             last = layout.num_stages - 1
             chunks = layout.rank_stages[0]
             splits = pp > 1 and self.search_split
-            relief = splits and len(set(split_layers(self.ev.spec.layers, layout.num_stages))) > 1
+            relief = splits and len(set(split_layers(self.ev.spec.num_blocks, layout.num_stages))) > 1
             hit = self._ranks[key] = FirstRank(self.ev.rank_blocks(schedule, pp, vpp)[1][0],
                                                splits and last in chunks, len(chunks) == 1, relief)
         return hit
 
-    def uniform_blocks(self, tp: int, ep: int) -> bool:
+    def uniform_blocks(self, tp: int, ep: int, etp: int | None = None) -> bool:
         """Every block holds the same dense and the same routed-expert parameters."""
-        key = (tp, ep)
+        key = (tp, ep, etp)
         hit = self._uniform.get(key)
         if hit is None:
-            hit = self._uniform[key] = self.ev.held.uniform_blocks(tp, ep)
+            hit = self._uniform[key] = self.ev.held.uniform_blocks(tp, ep, etp)
         return hit
 
     def states_bytes(self, tp: int, pp: int, dp: int, ep: int, cp: int, schedule: str, vpp: int,
-                     variants: list[tuple], shed: bool) -> float:
+                     variants: list[tuple], shed: bool, etp: int | None = None,
+                     reshard: bool | str = "default") -> float:
         """The least model-state bytes rank 0 holds under any of `variants` ((zero, DpVariant)),
         with the optimizer offloaded when `shed`; 0 where a split may change rank 0's parameters
         other than by adding blocks (module docstring)."""
         rank = self.first_rank(schedule, pp, vpp)
-        if not rank.prefix_only and pp > 1 and self.search_split and not self.uniform_blocks(tp, ep):
+        if not rank.prefix_only and pp > 1 and self.search_split and not self.uniform_blocks(tp, ep, etp):
             return 0.0
         ev = self.ev
         least = float("inf")
         for zero, variant in variants:
-            states = ev.held.first_states(tp, pp, dp, zero, ep, cp, schedule, vpp, "default", variant.fsdp_shard_size)
+            states = ev.held.first_states(tp, pp, dp, zero, ep, cp, schedule, vpp, reshard, variant.fsdp_shard_size,
+                                          etp)
             if shed:
                 states = ev.mech.offloaded_states(states, dp, zero)
             least = min(least, sum(states))
@@ -139,12 +143,13 @@ class MemoryFloor:
         return self.over(self.group_bytes(tp, pp, dp, ep, cp, sp, mb, recompute), schedule, pp, vpp, mb * dp,
                          offload_activations, states, budget)
 
-    def group_bytes(self, tp: int, pp: int, dp: int, ep: int, cp: int, sp: bool, micro_batch: int, recompute: str
-                    ) -> tuple[int, int, int, float]:
+    def group_bytes(self, tp: int, pp: int, dp: int, ep: int, cp: int, sp: bool, micro_batch: int, recompute: str,
+                    etp: int | None = None) -> tuple[int, int, int, float]:
         """What rank 0's floor reads of one group of the walk (its points differ only in schedule
         and vpp): a block's least stored and working bytes, the embedding's activations, and the
         communication buffers (NCCL's per group, the pipeline's two boundary messages)."""
-        t = self._bytes.get((tp, sp, micro_batch, recompute, cp)) or self.block_bytes(tp, sp, micro_batch, recompute, cp)
+        t = self._bytes.get((tp, sp, micro_batch, recompute, cp, etp)) or self.block_bytes(
+            tp, sp, micro_batch, recompute, cp, etp)
         groups = self._groups.get((tp, pp, dp, ep, cp))
         if groups is None:
             groups = self._groups[tp, pp, dp, ep, cp] = self.ev.held.groups(tp, pp, dp, ep, cp)

@@ -292,7 +292,9 @@ class NetEvaluator(FamilyAxes):
         allocated = weights + gradients + optimizer + activations + comm
         frag = allocated * self.cost.fragmentation_fraction
         reserved = float(self.cost.runtime_reserved_bytes)
-        return StageMemory(r, weights, gradients, optimizer, activations, comm, frag, reserved, allocated + frag + reserved)
+        nccl = float(groups * self.cost.nccl_buffer_bytes_per_group)
+        return StageMemory(r, weights, gradients, optimizer, activations, comm, frag, reserved, allocated + frag + reserved,
+                           nccl)
 
     def estimate(self, plan: Plan, memory_headroom: float = 0.0) -> PlanEstimate:
         """Step time, throughput and per-rank memory of one valid plan."""

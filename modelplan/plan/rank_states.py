@@ -78,7 +78,7 @@ class RankStates:
         """The kind of every block unit: its `count.blocks.Block` (alike blocks are the same size),
         ('experts', block) for its expert set (other units are their own)."""
         out: dict[str, object] = {}
-        for i in range(self.spec.layers):
+        for i in range(self.spec.num_blocks):
             block = block_of(self.spec, i)
             out[f"layers/{i}"] = block
             out[f"layers/{i}/experts"] = ("experts", block)
@@ -116,16 +116,16 @@ class RankStates:
         units = unit_shards(self.spec, Plan(tp=tp, dp=ep, ep=ep, etp=etp))
         numel = {u: s.numel for u, s in units.items()}
         experts = {u for u in units if u.endswith("/experts")}
-        layers = range(self.spec.layers)
+        layers = range(self.spec.num_blocks)
         dense = max(numel[f"layers/{i}"] for i in layers)
         expert = max((numel[f"layers/{i}/experts"] for i in layers if f"layers/{i}/experts" in numel), default=0)
         return numel, experts, dense, expert
 
-    def uniform_blocks(self, tp: int, ep: int = 1) -> bool:
+    def uniform_blocks(self, tp: int, ep: int = 1, etp: int | None = None) -> bool:
         """Every block holds the same dense parameters and the same routed-expert parameters (a
         stage's parameters then follow its block count alone)."""
-        numel = self._memo(("unit_numels", tp, ep, None), lambda: self._unit_numels(tp, ep))[0]
-        layers = range(self.spec.layers)
+        numel = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))[0]
+        layers = range(self.spec.num_blocks)
         return (len({numel[f"layers/{i}"] for i in layers}) == 1
                 and len({numel.get(f"layers/{i}/experts", 0) for i in layers}) == 1)
 
@@ -153,6 +153,12 @@ class RankStates:
         hit = self._cache.get(key)
         if hit is None:
             hit = self._cache[key] = self._held_bytes(dense, experts, tp, pp, dp, zero, ep, cp, reshard, shard, etp)
+        if zero >= 3 and pp_rank == pp - 1 and self.software.head_stays_gathered \
+                and zero3_mode(reshard, self.software, pp).reshard_after_forward:
+            # the output head stays gathered from its forward to its backward (the loss's peak)
+            numel = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))[0]
+            head = numel.get("head", numel.get("embedding/word", 0) if self.spec.tied_embeddings else 0)
+            hit = (hit[0] + self.dtype_bytes * head, *hit[1:])
         return hit
 
     def _held_bytes(self, dense: int, experts: int, tp: int, pp: int, dp: int, zero: int, ep: int, cp: int,

@@ -74,6 +74,9 @@ class StageMemory(NamedTuple):
     reserved: float
     """CUDA context and library workspaces."""
     total: float
+    nccl_buffers: float = 0.0
+    """The part of `comm_buffers` NCCL allocates itself, outside PyTorch's caching allocator
+    (`plan/memory_reading.py`)."""
 
 
 StageMemoryField = Annotated[StageMemory, PlainSerializer(lambda s: s._asdict())]

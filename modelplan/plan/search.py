@@ -39,12 +39,16 @@ def search_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, spac
     """Every valid plan of `gpus` GPUs ranked by predicted step time (`search_family_plans`; raises
     PlanInfeasible with the nearest blocker when none fits), once per variant of the run its family
     searches (`Family.search_runs`: a run that names no cp_comm_type gets each cp plan under the
-    engine's cheapest, `plan/cp_search.py`)."""
+    engine's cheapest, `plan/cp_search.py`), and once per expert tensor-parallel size the space
+    lists (`plan/etp_search.py`)."""
+    from modelplan.plan.etp_search import search_etps
+
     runs = family_of(spec).search_runs
     if runs is None:
-        return search_family_plans(spec, training, cluster, gpus, space, cost, top_k)
-    return resolve(runs)(lambda tr, sp: search_family_plans(spec, tr, cluster, gpus, sp, cost, top_k),
-                         training, space, gpus, top_k)
+        return search_etps(lambda sp: search_family_plans(spec, training, cluster, gpus, sp, cost, top_k), space, top_k)
+    return search_etps(lambda space_etp: resolve(runs)(
+        lambda tr, sp: search_family_plans(spec, tr, cluster, gpus, sp, cost, top_k), training, space_etp, gpus, top_k),
+        space, top_k)
 
 
 def search_family_plans(spec, training: TrainingSpec, cluster: Cluster, gpus: int, space: SearchSpace | None = None,

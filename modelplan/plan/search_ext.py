@@ -100,7 +100,10 @@ class Extensions:
                 per_node = max(1, self.gpn // (tp * cp)) if tp * cp < self.gpn else 1
                 sizes = (self.shards_asked if self.shards_asked is not None
                          else [per_node * k for k in HSDP_NODES])
-                hit += [DpVariant(s, False) for s in sorted(set(sizes)) if 2 <= s < group and group % s == 0]
+                hsdp = [DpVariant(s, False) for s in sorted(set(sizes)) if 2 <= s < group and group % s == 0]
+                # asked sizes without 0 (plain sharding): HSDP alone where one of them applies
+                plain = self.shards_asked is None or 0 in self.shards_asked or not hsdp
+                hit = (hit if plain else []) + hsdp
             if zero == 3 and True in self.zeropps and group > 1 and tp * cp < self.gpn:
                 hit.append(DpVariant(None, True))
             if self.zeropps == [True]:

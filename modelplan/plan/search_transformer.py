@@ -21,6 +21,7 @@ from modelplan.plan.estimate import block_vpps, to_estimate
 from modelplan.plan.evaluator import Evaluator, PlanPoint
 from modelplan.plan.infeasible import _axes, nearest_blocker
 from modelplan.plan.memory_floor import MemoryFloor
+from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.protocol import SearchProgram
 from modelplan.plan.ranking import Ranking
@@ -28,6 +29,7 @@ from modelplan.plan.results import PlanEstimate
 from modelplan.plan.search_ext import Extensions
 from modelplan.plan.space import SearchSpace
 from modelplan.plan.transformer_axes import TransformerAxes
+from modelplan.plan.validate import split_problem
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
@@ -58,9 +60,14 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
     spec, cost = ev.spec, ev.cost
     ext = Extensions(ev, space, training)
     memory_floors = MemoryFloor(ev, space.search_split, RELIEF_REACH)
-    n, gb, layers, gpn = gpus, training.global_batch, spec.layers, cluster.gpus_per_node
+    n, gb, layers, gpn = gpus, training.global_batch, spec.num_blocks, cluster.gpus_per_node
     budget = ev.memory_bytes * (1 - space.memory_headroom)
     search_split = space.search_split
+    pinned = space.stage_split
+    """The user's (first, last) stage blocks: the only split tried; the memory floors (model states
+    and the first rank's), which assume rank 0 keeps at least its default blocks, are off then."""
+    floors = floors and pinned is None
+    reshard = space.reshard_after_forward
     reject, rejected = rank.reject, rank.rejected
     heap = rank.heap
 
@@ -69,6 +76,8 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
     axes = TransformerAxes(spec, training, cluster, space, n)
     """Its axes beyond tp, pp, dp and their rules, for the one walk (`candidates.walk`)."""
     zeros = cands.zeros
+    etp_at = axes.etp_at
+    """A point's expert tensor-parallel size at its tp (`PlanPoint.etp`; None: tp)."""
 
     def wide(tp: int, cp: int, dp: int, pp: int, ep: int, zs: list[int]) -> int:
         """Plans of one (micro_batch, schedule, vpp) under every sp, recompute, ZeRO stage in `zs`
@@ -78,7 +87,7 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
     def leaves(tp: int, pp: int, dp: int, mbs: list[int] | None = None, eps: list[int] | None = None,
                cp: int = 1) -> int:
         per_mb = max(1, len(cands.schedules(pp, block_vpps(layers, pp)))) * sum(
-            wide(tp, cp, dp, pp, e, zeros) for e in (eps if eps is not None else axes.eps(dp)) or [1])
+            wide(tp, cp, dp, pp, e, zeros) for e in (eps if eps is not None else axes.eps(dp, tp, cp)) or [1])
         return per_mb * max(1, len(mbs if mbs is not None else cands.microbatches(dp)))
 
     counted: list = [None, 0]
@@ -123,7 +132,7 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
             return (Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
                             f"recompute {rc}, zero {zero} needs {peak / 1e9:.1f} GB per GPU > {budget / 1e9:.1f} GB"), peak)
         if point.offload_optimizer != "none" or point.offload_activations:
-            stage = ev.stage_entry(tp, sp, mb, rc, pp, ep, cp, sched, vpp, None, point.split)
+            stage = ev.stage_entry(tp, sp, mb, rc, pp, ep, cp, sched, vpp, point.etp, point.split)
             need = ev.mech.host_need(stage, tp, pp, dp, zero, ep, cp, sched, vpp, point.offload_optimizer,
                                      point.offload_activations, ev.inflight(sched, pp, m, vpp)[0])
             problem = ev.mech.host_problem(need)
@@ -134,9 +143,10 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
     def prepare(tp: int, cp: int, pp: int, dp: int, ep: int, mbs: list[int], svs: list[tuple[str, int]]):
         """A grid's context for its points, or None when the model states alone fit under no ZeRO
         variant (memory lower bound, less what offload can shed; those plans rejected here)."""
-        ok_zeros = []
-        for zero in zeros:  # memory lower bound: model states alone, less what offload can shed
-            held = ev.held.states(tp, pp, dp, zero, ep, cp)
+        ok_zeros = [] if pinned is None else list(zeros)  # a pinned split: no states floor (`pinned`)
+        etp = etp_at(tp)
+        for zero in zeros if pinned is None else ():  # memory lower bound: model states alone, less offload
+            held = ev.held.states(tp, pp, dp, zero, ep, cp, reshard=reshard, etp=etp)
             if offload_can_shed:
                 held = [ev.mech.offloaded_states(x, dp, zero) for x in held]
             need = max(sum(x) for x in held) + cost.runtime_reserved_bytes  # fragmentation: activations only
@@ -156,12 +166,12 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
             for sp in axes.sps(tp) for rc in axes.recomputes)
         for z in ok_zeros:
             for v in ext.dp_variants(z, tp, dp, ep, cp):
-                if v.fsdp_shard_size or v.zeropp:  # their own states floor: fewer shards, hpZ's copy
-                    held = ev.held.states(tp, pp, dp, z, ep, cp, shard=v.fsdp_shard_size)
+                if pinned is None and (v.fsdp_shard_size or v.zeropp):  # their own floor: fewer shards, hpZ's copy
+                    held = ev.held.states(tp, pp, dp, z, ep, cp, reshard=reshard, shard=v.fsdp_shard_size, etp=etp)
                     if offload_can_shed:
                         held = [ev.mech.offloaded_states(x, dp, z) for x in held]
                     extra = ev.mech.zeropp_bytes(tp, dp, pp, cp, orders[0], float(sum(
-                        ev.held.rank_params(tp, pp, ep)[0][0]))) if v.zeropp else 0.0
+                        ev.held.rank_params(tp, pp, ep, etp=etp)[0][0]))) if v.zeropp else 0.0
                     need = max(sum(x) for x in held) + extra + cost.runtime_reserved_bytes
                     if need > budget:
                         reject(Problem(Reason.MEMORY, f"model states alone need {need / 1e9:.1f} GB per GPU "
@@ -182,6 +192,7 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
         """The group's points that pass the memory floor onto the frontier, keyed by their
         compute floor; the plans under them."""
         tp, cp, pp, dp, ep, mb, m, sp, rc, svs, ctx = group
+        etp = etp_at(tp)
         waiting = 0
         orders, dpos, variants, per_bound, floor_states = ctx
         tpos = ext.tp_overlaps(tp, sp)
@@ -191,15 +202,20 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
         under = len(orders) * len(tpos) * len(acts) * per_bound
         block_s = None  # the compute floor's block, shared by the schedules
         if floors:
-            group_bytes = memory_floors.group_bytes(tp, pp, dp, ep, cp, sp, mb, rc)
+            group_bytes = memory_floors.group_bytes(tp, pp, dp, ep, cp, sp, mb, rc, etp)
             sequences, shed_acts = mb * dp, True in acts
         for sched, vpp in svs:
             cls = (tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp)
+            if pinned is not None:  # the user's split must leave every other stage a block
+                problem = split_problem(layers, schedule_layout(sched, pp, vpp).num_stages, 1, pinned)
+                if problem is not None:
+                    reject(problem, under)
+                    continue
             if floors:  # no plan of the point fits: dropped before any timing
                 states = floor_states.get((sched, vpp))
                 if states is None:
                     states = floor_states[sched, vpp] = memory_floors.states_bytes(
-                        tp, pp, dp, ep, cp, sched, vpp, variants, offload_can_shed)
+                        tp, pp, dp, ep, cp, sched, vpp, variants, offload_can_shed, etp, reshard)
                 over = memory_floors.over(group_bytes, sched, pp, vpp, sequences, shed_acts, states, budget)
                 if over is not None:
                     if MEMORY in rank.examples:  # counted; no new example
@@ -211,11 +227,11 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
                     continue
             stage = COMPUTE
             if use_bound and block_s is None:  # FLOPs alone, else the block terms
-                block_s = ev.block_flop_floor_s(tp, mb, rc, ep, cp)
+                block_s = ev.block_flop_floor_s(tp, mb, rc, ep, cp, etp)
                 stage = FLOPS if block_s is not None else COMPUTE
                 if block_s is None:
-                    block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos)
-            floor = ev.compute_floor_s(cls, tpos, block_s) if use_bound else 0.0
+                    block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos, etp)
+            floor = ev.compute_floor_s(cls, tpos, block_s) if use_bound else 0.0  # block_s: under etp
             waiting += under
             frontier.append((floor, len(frontier), under, stage if use_bound else COMPUTE, cls, orders, tpos, acts,
                              variants, dpos, m, NO_SPLIT))
@@ -233,17 +249,20 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
         evaluated = bounded = 0
         if refined == FLOPS:  # the compute floor from the block terms, priced only now
             tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
-            block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos)
+            block_s = ev.block_floor_s(tp, sp, mb, rc, ep, cp, tpos, etp_at(tp))
             return (ev.compute_floor_s(cls, tpos, block_s), seq, under, COMPUTE, *entry[4:])
         if refined == COMPUTE:
             # the stage split: the fastest, else the first relief that fits (`fits`); the compute
             # floor holds for every split (some rank runs >= layers / pp blocks), so splits are
             # found only for points the search reaches
             tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
-            splits = ev.split_candidates(tp, sp, mb, rc, pp, ep, cp, sched, vpp) if pp > 1 and search_split else NO_SPLIT
-            return (ev.pipeline_floor_s(cls, tpos, orders, splits) if use_bound else 0.0, seq, under, PIPELINE,
+            etp = etp_at(tp)
+            splits = ((pinned,) if pinned is not None else ev.split_candidates(
+                tp, sp, mb, rc, pp, ep, cp, sched, vpp, etp) if pp > 1 and search_split else NO_SPLIT)
+            return (ev.pipeline_floor_s(cls, tpos, orders, splits, etp) if use_bound else 0.0, seq, under, PIPELINE,
                     *entry[4:11], splits)
         tp, pp, dp, vpp, mb, sched, sp, rc, ep, cp = cls
+        etp = etp_at(tp)
         per_bound = under // (len(orders) * len(tpos) * len(acts))
         fitted: dict[tuple, tuple] = {}
         offloads = len(acts) * len(ext.opts)
@@ -252,7 +271,7 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
             for tpo in tpos:
                 # the pipeline without offload: no ZeRO, offload or DP choice makes a step shorter
                 base = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, 0, ep, cp, tp_overlap=tpo, rank_order=order,
-                                 split=splits[0])
+                                 etp=etp, split=splits[0])
                 # a relief split is priced only when the fastest misfits: the bound covers every split
                 lb = min(ev.step_lower_bound_s(base._replace(split=x)) for x in splits) if use_bound else -1.0
                 if len(heap) == top_k and lb >= -heap[0][0]:
@@ -276,7 +295,8 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
                                 rejected[f[0].reason.value] += 1
                             continue
                         leaf = PlanPoint(tp, pp, dp, vpp, mb, sched, sp, rc, zero, ep, cp, True,
-                                         "default", shard, tpo, dpo, "none", False, order, zpp, split=splits[0])
+                                         reshard, shard, tpo, dpo, "none", False, order, zpp, etp=etp,
+                                         split=splits[0])
                         times = ev.variant_times_s(ctx, leaf, acts, ext.opts)
                         fastest = min(times)
                         if dpo and use_bound:
@@ -325,10 +345,12 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
             first_layers, last_layers = point.split if point.split is not None else (None, None)
             plan = Plan(dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch=mb, schedule=sched,
                         sequence_parallel=sp, recompute=rc, zero=zero, ep=ep, cp=cp,
+                        reshard_after_forward=point.reshard_after_forward,
                         fsdp_shard_size=point.fsdp_shard_size, tp_overlap=point.tp_overlap,
                         dp_overlap=point.dp_overlap, offload_optimizer=point.offload_optimizer,
                         offload_activations=point.offload_activations, rank_order=point.rank_order,
-                        zeropp=point.zeropp, first_stage_layers=first_layers, last_stage_layers=last_layers)
+                        zeropp=point.zeropp, first_stage_layers=first_layers, last_stage_layers=last_layers,
+                        etp=axes.etp)
             best.append(to_estimate(ev, ev.evaluate(point), plan, space.memory_headroom))
         return best
 

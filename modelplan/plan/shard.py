@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
 from modelplan.count.vision import vision_params
+from modelplan.count.seq2seq import audio_params, embedding_norms, eoi_params, idle_cross_params, key_bias_saving, position_params, separate_cross
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.extras import block_shard, embedding_extra, head_extra, word_width
 from modelplan.plan.linear_mixers import linear_mixer_shard
@@ -159,6 +160,18 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
         numel, partial = n_attn + n_ssm, p_attn + p_ssm
     else:
         numel, partial = _attention(spec, tp, sp)
+        numel -= key_bias_saving(spec) // tp  # Whisper's k_proj has no bias (count.seq2seq)
+    if block.relative_bias:  # T5's relative_attention_bias (buckets x heads), replicated over tp
+        numel += spec.relative_buckets * spec.heads
+        partial += spec.relative_buckets * spec.heads if tp > 1 else 0
+    if separate_cross(spec, block):  # a decoder block's cross-attention: split like self-attention, its own norm
+        n, p = _attention(spec, tp, sp)
+        numel, partial = numel + n - key_bias_saving(spec) // tp, partial + p
+        norms += _norm(spec)
+    elif idle := idle_cross_params(spec):  # a decoder built alone: unused encoder_attn, split like attention
+        numel += idle["cross_attention/qkv"] // tp + spec.q_width * spec.hidden // tp  # column / row parallel
+        numel += spec.hidden if spec.attn_out_bias else 0  # out_proj bias replicated
+        norms += _norm(spec)
     numel, partial = numel + norms, partial + (norms if sp else 0)
     extra, extra_partial = block_shard(spec, block, sp)  # sub-norms, adapters, ... (plan/extras.py)
     numel, partial = numel + extra, partial + extra_partial
@@ -217,13 +230,13 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     dp, expert_group = unit_groups(tp, plan.dp, plan.cp, plan.ep, plan.etp)
     etp = plan.etp or tp
     sizes: dict[str, tuple[int, int, int]] = {"embedding/word": (_split(spec.vocab, tp) * word_width(spec), 0, dp)}
-    extra = (spec.max_positions * h if spec.position == "learned" else 0) + spec.type_vocab * h
-    extra += _norm(spec) if spec.embedding_norm else 0
+    extra = position_params(spec) + spec.type_vocab * h + audio_params(spec) + eoi_params(spec)  # count.seq2seq: per-stack tables
+    extra += embedding_norms(spec) * _norm(spec)
     extra += embedding_extra(spec)  # factored / offset / frozen / concatenated tables (plan/extras.py)
     sizes["embedding/extra"] = (extra, extra if sp else 0, dp)
     blocks: dict = {}
     experts = _experts(spec, etp, plan.ep) if spec.moe is not None else 0
-    for i in range(spec.layers):
+    for i in range(spec.num_blocks):
         block = block_of(spec, i)
         if block not in blocks:  # alike blocks are the same size
             blocks[block] = _block(spec, block, tp, sp)
@@ -234,8 +247,9 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
         sizes[f"mtp/{k}"] = (*_mtp(spec, tp, sp), dp)
         if spec.moe is not None:
             sizes[f"mtp/{k}/experts"] = (experts, 0, expert_group)
-    norm = _norm(spec) if spec.final_norm else 0
-    head = norm + (0 if spec.tied_embeddings else h * _split(spec.vocab, tp))
+    stacks = 2 if spec.arch == "encoder_decoder" else 1  # an encoder-decoder's two final norms (count.params)
+    norm = stacks * _norm(spec) if spec.final_norm else 0
+    head = norm + (0 if spec.tied_embeddings or not spec.lm_head else h * _split(spec.vocab, tp))  # bare ...Model: none
     head += _split(spec.vocab, tp) if spec.lm_head_bias else 0
     transform, decoder = head_extra(spec, _split(spec.vocab, tp))  # BERT's MLM transform, RemBERT's decoder
     head += transform + decoder

@@ -43,7 +43,12 @@ class SearchSpace(Spec):
     """Model chunks per pipeline rank; values >= 2 use the interleaved schedule."""
     micro_batch: IntChoice | None = None
     ep: IntChoice | None = None
-    """Expert-parallel sizes (MoE); default: every divisor of dp that divides num_experts."""
+    """Expert-parallel sizes (MoE); default: every divisor of dp that divides num_experts (with an
+    etp other than tp: of tp x dp x cp / etp)."""
+    etp: list[int | Literal["tp"]] | None = None
+    """Expert tensor-parallel sizes (MoE, Megatron-core `--expert-tensor-parallel-size`; 'tp': the
+    plan's tp), each searched on its own and merged (`plan/etp_search.py`); default: tp alone
+    (the experts split like the dense layers, Megatron-core's default)."""
     cp: IntChoice | None = None
     """Context-parallel sizes; default: 1, or from seq_len >= LONG_SEQUENCE on every divisor of
     gpus/tp that divides seq_len."""
@@ -66,7 +71,9 @@ class SearchSpace(Spec):
     offload_activations: list[bool] | None = None
     """Activation offload; default off and, with a host, on."""
     fsdp_shard_size: list[int] | None = None
-    """HSDP shard groups (zero >= 2); default 1, 2 and 4 nodes' data-parallel ranks."""
+    """HSDP shard groups (zero >= 2), 0 standing for plain sharding; default plain and 1, 2 and 4
+    nodes' data-parallel ranks. A list without 0 tries plain sharding only where none of its
+    sizes applies."""
     zeropp: list[bool] | None = None
     """ZeRO++ on ZeRO-3; default both."""
     rank_order: list[str] | None = None
@@ -77,6 +84,20 @@ class SearchSpace(Spec):
     search_split: bool = True
     """Search the first / last stage's blocks (`Evaluator.split_candidates`); False: the default
     split of `plan.stages.split_layers`."""
+    first_stage_layers: int | None = Field(None, gt=0)
+    """Fix the first virtual stage's blocks (`Plan.first_stage_layers`, Megatron-LM
+    `--decoder-first-pipeline-num-layers`); with `last_stage_layers` the split is not searched."""
+    last_stage_layers: int | None = Field(None, gt=0)
+    """Fix the last virtual stage's blocks (`Plan.last_stage_layers`)."""
+    reshard_after_forward: bool | Literal["default"] = "default"
+    """ZeRO-3 / FSDP: every plan's `Plan.reshard_after_forward` ('default': the engine's rule)."""
+
+    @property
+    def stage_split(self) -> tuple[int | None, int | None] | None:
+        """The fixed (first, last) stage blocks, or None: searched."""
+        if self.first_stage_layers is None and self.last_stage_layers is None:
+            return None
+        return (self.first_stage_layers, self.last_stage_layers)
 
 
 def divisors(n: int) -> list[int]:

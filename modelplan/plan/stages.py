@@ -81,13 +81,13 @@ def stage_units(spec: TransformerSpec, num_stages: int, split: Split | None = No
     one stage the last stage holds its own copy of `embedding/word` (Megatron keeps the word
     embedding on the first and last stage and all-reduces its gradient between them)."""
     out = []
-    counts = split_layers(spec.layers, num_stages, split)
+    counts = split_layers(spec.num_blocks, num_stages, split)
     moe = spec.moe is not None
     start = 0
     for v in range(num_stages):
         units = [*(["vision"] if spec.vision is not None else []), "embedding/word", "embedding/extra"] if v == 0 else []
         first, start = start, start + counts[v]
-        for i in range(first, start):  # stage_layers(spec.layers, num_stages, v, split)
+        for i in range(first, start):  # stage_layers(spec.num_blocks, num_stages, v, split)
             units.append(f"layers/{i}")
             if moe and spec.is_moe_layer(i):
                 units.append(f"layers/{i}/experts")
@@ -128,10 +128,10 @@ def unit_replicas(units: list[list[str]]) -> dict[str, tuple[int, ...]]:
 def rank_blocks(spec: TransformerSpec, layout: StageLayout, shares, split: Split | None = None) -> list[RankBlocks]:
     """Per pipeline rank, the (dense, MoE) blocks it holds and those a micro-batch runs on it,
     from the layout and each chunk's share of the micro-batches (`pipeline.profile.chunk_shares`)."""
-    counts = split_layers(spec.layers, layout.num_stages, split)
+    counts = split_layers(spec.num_blocks, layout.num_stages, split)
     starts = [0, *accumulate(counts)][:-1]
     last = layout.num_stages - 1
-    moe_layer = [spec.is_moe_layer(i) for i in range(spec.layers)] if spec.moe is not None else None
+    moe_layer = [spec.is_moe_layer(i) for i in range(spec.num_blocks)] if spec.moe is not None else None
     out = []
     for chunks, share in zip(layout.rank_stages, shares):
         held = [0, 0]

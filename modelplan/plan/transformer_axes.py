@@ -1,6 +1,8 @@
 """The transformer family's axes for the one candidate walk (`candidates.walk`): beyond tp, pp and
 dp its plans take context parallelism (by default every cp dividing the sequence from
-LONG_SEQUENCE tokens on), expert parallelism (MoE: every ep dividing dp and num_experts),
+LONG_SEQUENCE tokens on), expert parallelism (MoE: every ep dividing dp and num_experts; under a
+fixed expert tensor-parallel size `etp` other than tp, every ep with ep x etp dividing tp x dp x cp,
+Megatron-core's expert grid),
 sequence parallelism (tp > 1) and a recompute policy, each the user's choice where the
 `SearchSpace` names one; the rules are `validate.py`'s, as `TransformerEvaluator` states them."""
 
@@ -25,6 +27,14 @@ class TransformerAxes(TransformerEvaluator, FamilyAxes):
         self.space, self.gpus = space, gpus
         self.recomputes = tuple(space.recompute or ["none", "selective", "full"])
         self._sp_asked = space.sequence_parallel or [False, True]
+        if space.etp is not None and len(space.etp) > 1:
+            raise ValueError(f"etp: one size per search_family_plans (got {space.etp}; search_plans searches a list)")
+        self.etp = space.etp[0] if space.etp and space.etp[0] != "tp" else None
+        """The search's expert tensor-parallel size (one per search, `plan/etp_search.py`; None: tp)."""
+
+    def etp_at(self, tp: int) -> int | None:
+        """The points' `PlanPoint.etp` at this tp: None where the experts split over tp."""
+        return None if self.etp in (None, tp) else self.etp
 
     def cps(self, tp: int) -> list[int]:
         n, seq = self.gpus, self.training.seq_len
@@ -40,13 +50,18 @@ class TransformerAxes(TransformerEvaluator, FamilyAxes):
         problem = cp_comm_problem(self.spec, self.training, tp, cp)
         return out + ([problem] if problem else [])
 
-    def eps(self, dp: int) -> list[int]:
-        moe = self.spec.moe  # expert parallelism lives inside dp
+    def eps(self, dp: int, tp: int = 1, cp: int = 1) -> list[int]:
+        moe, etp = self.spec.moe, self.etp_at(tp)
+        if etp is not None:  # Megatron-core parallel_state: world % (etp x ep x pp) == 0
+            ranks = tp * dp * cp // etp if (tp * dp * cp) % etp == 0 else 1
+            default = [e for e in divisors(ranks) if moe.num_experts % e == 0] if moe is not None else [1]
+            return _choose(self.space.ep, default, ranks)
+        # expert parallelism lives inside dp
         default = [e for e in divisors(dp) if moe.num_experts % e == 0] if moe is not None else [1]
         return _choose(self.space.ep, default, dp)
 
-    def ep_problem(self, dp: int, ep: int) -> Problem | None:
-        return ep_problem(self.spec, dp, ep)
+    def ep_problem(self, dp: int, ep: int, tp: int = 1, cp: int = 1) -> Problem | None:
+        return ep_problem(self.spec, dp, ep, tp, cp, self.etp_at(tp))
 
     def sps(self, tp: int) -> list[bool]:
         return [x for x in self._sp_asked if tp > 1 or not x] or [False]

@@ -79,6 +79,17 @@ def pp_problem(layers: int, pp: int, vpp: int, num_stages: int | None = None) ->
     )
 
 
+def encoder_decoder_problem(spec: TransformerSpec, pp: int) -> Problem | None:
+    """An encoder-decoder is priced as one stage of blocks (encoder then decoder): its pipeline
+    stages are not, since a decoder stage also receives the encoder output and every stage would be
+    priced at the model's block mix (Megatron-LM's T5 split: --pipeline-model-parallel-split-rank)."""
+    if spec.arch != "encoder_decoder" or pp == 1:
+        return None
+    return Problem(Reason.NOT_FOR_FAMILY, f"pp ({pp}) > 1: pipeline stages of an encoder-decoder are not "
+                                          "priced (decoder stages also receive the encoder output); use pp 1 "
+                                          "with dp, tp and ZeRO")
+
+
 def split_problem(layers: int, pp: int, vpp: int, split) -> Problem | None:
     """A fixed first / last stage (`Plan.stage_split`) needs pipeline stages and must leave every
     other virtual stage at least one block (`plan.stages.split_layers`)."""
@@ -119,8 +130,9 @@ def plan_problems(
         problem = tp_node_problem(plan.tp, cluster.gpus_per_node)
         if problem:
             out.append(problem)
-    problem = (pp_problem(spec.layers, plan.pp, plan.vpp, schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages)
-               or split_problem(spec.layers, plan.pp, plan.vpp, plan.stage_split))
+    problem = (encoder_decoder_problem(spec, plan.pp)
+               or pp_problem(spec.num_blocks, plan.pp, plan.vpp, schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages)
+               or split_problem(spec.num_blocks, plan.pp, plan.vpp, plan.stage_split))
     if problem:
         out.append(problem)
     out += microbatch_problems(plan, training.global_batch)

@@ -80,6 +80,12 @@ class EngineProfile(Spec):
     """The loss is one fused vocab-parallel cross-entropy that keeps its fp32 softmax in place
     (Megatron `_VocabParallelCrossEntropy`); False: eager `F.cross_entropy(logits.float())`, which
     keeps the fp32 log-softmax and builds fp32 gradients beside it (`count.eager.loss_peak_bytes`)."""
+    loss_keeps_logits: bool = False
+    """The fused loss's caller keeps the 16-bit logits while the loss makes and holds its fp32
+    copy, so the loss peaks at 4 + d bytes per logit, not 4 (megatron-core 0.16.1
+    models/gpt/gpt_model.py `_postprocess` keeps `logits` across `compute_language_model_loss`;
+    Megatron-LM 2023 / Megatron-DeepSpeed `post_language_model_processing` keeps `output` across
+    `vocab_parallel_cross_entropy(output.float(), labels)`; `count.eager.loss_peak_bytes`)."""
     compiles_loss: bool = False
     """Under `TrainingSpec.compile` the engine compiles its eager loss too, so the loss holds 2 d
     bytes per logit instead of 12 (`count.eager.loss_peak_bytes`; torchtitan's
@@ -144,6 +150,15 @@ class EngineProfile(Spec):
     reshard_after_forward_pp: bool
     """The same under pipeline parallelism (torchtitan: False, 'to avoid per-microbatch
     all-gathers'; the stage's parameters stay gathered across micro-batches)."""
+    head_stays_gathered: bool = False
+    """Under ZeRO-3 with resharding the output head (final norm + output projection) is not
+    resharded after its forward: its 16-bit parameters stay gathered until its backward, i.e. at
+    the loss's peak (torchtitan: `fully_shard([model.norm, model.output],
+    reshard_after_forward=policy == "always")` in models/llama3/infra/parallelize.py since 2025;
+    before, norm and output sat in the root `fully_shard(model)`, which FSDP2 never reshards after
+    forward, torch/distributed/fsdp/_fully_shard/_fsdp_state.py `_lazy_init`: "For the root, do not
+    reshard after forward since for training, the parameters would be freed and all-gathered
+    immediately")."""
     fp8_tp_gather_recipes: tuple[str, ...] = ()
     """fp8 recipes under which the sequence-parallel AllGathers move the 1-byte fp8 casts instead
     of 16-bit activations (torchtitan: tensorwise only, parallelize_llama.py

@@ -51,6 +51,7 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
     default_scale = (spec.mla.qk_head_dim if spec.mla is not None else spec.dim_head) ** -0.5
     checks = {
         "arch=encoder_decoder": spec.arch == "encoder_decoder",
+        "seq2seq.audio": spec.seq2seq is not None and spec.seq2seq.audio is not None,  # Whisper's conv front-end
         "qk_norm": spec.qk_norm,
         "attention_sinks": spec.attention_sinks,
         "attn_logit_softcap": spec.attn_logit_softcap is not None,

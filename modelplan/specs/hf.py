@@ -45,6 +45,7 @@ from modelplan.specs.hf_roberta import ROBERTA_MAPPERS
 from modelplan.specs.hf_deepseek_like import DEEPSEEK_LIKE_MAPPERS
 from modelplan.specs.hf_n17classic import CLASSIC_MAPPERS, CLASSIC_UNMODELLED, CLASSIC_VISION_MAPPERS
 from modelplan.specs.hf_n18small import N18SMALL_HEADS, N18SMALL_MAPPERS
+from modelplan.specs.hf_n18encdec import N18ENCDEC_MAPPERS, N18ENCDEC_UNMODELLED
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -54,6 +55,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **ZAMBA_MAPPERS, **GEMMA3N_MAPPERS, **LONGCAT_MAPPERS, **XLSTM_MAPPERS,
     **ROBERTA_MAPPERS, **DEEPSEEK_LIKE_MAPPERS, **CLASSIC_MAPPERS, **N17NEW_MLA_MAPPERS, **N17NEW_MORE_MAPPERS,
     **N18SMALL_MAPPERS,
+    **N18ENCDEC_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS}.items()})
@@ -63,6 +65,7 @@ UNMODELLED: dict[str, str] = {
     "gemma3n": "its MobileNetV5 vision tower and Conformer audio encoder",
     **CLASSIC_UNMODELLED,
     **N17NEW_UNMODELLED,
+    **N18ENCDEC_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
@@ -108,7 +111,7 @@ def apply_head(fields: dict, c: HFConfig, name: str | None) -> dict:
     if name is None:
         return fields
     encoder = fields.get("arch") == "encoder"
-    if name.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForMaskedLM")):
+    if name.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForMaskedLM", "MTModel")):
         return _mlm_head(fields, c) if encoder else fields
     bare = {**fields, "lm_head": False, "lm_head_bias": False, "mlm_transform": False,
             "tied_embeddings": False, "mtp_layers": 0}

@@ -36,6 +36,9 @@ LIMITS: dict[str, int] = {
     "layer_freq": MAX_LAYERS, "hidden": MAX_WIDTH, "ffn_hidden": MAX_WIDTH, "vocab": MAX_WIDTH,
     "head_dim": MAX_WIDTH, "max_positions": MAX_SEQ, "heads": MAX_HEADS, "kv_heads": MAX_HEADS,
     "embedding_dim": MAX_WIDTH,
+    # encoder-decoder (specs/seq2seq.py)
+    "decoder_layers": MAX_LAYERS, "encoder_positions": MAX_SEQ, "position_offset": MAX_SEQ,
+    "cross_input": MAX_WIDTH, "mel_bins": MAX_WIDTH, "kernel": MAX_WIDTH,
     # MoE
     "num_experts": MAX_EXPERTS, "top_k": MAX_EXPERTS, "shared_experts": MAX_EXPERTS,
     "expert_ffn_hidden": MAX_WIDTH, "shared_expert_ffn_hidden": MAX_WIDTH,

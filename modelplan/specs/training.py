@@ -92,6 +92,10 @@ class TrainingSpec(Spec):
     """Expert-parallel AllToAlls overlapped with another micro-batch's compute (Megatron-core
     `--overlap-moe-expert-parallel-comm`, Megatron-Bridge `moe_a2a_overlap`: forward and backward
     of two micro-batches merged, `modelplan.plan.parallel.ep`); False: exposed."""
+    moe_flex_dispatcher: Literal["deepep", "hybridep"] | None = None
+    """Megatron-core's flex token dispatcher and its backend (`--moe-token-dispatcher-type flex`,
+    `--moe-flex-dispatcher-backend`); None: the all-to-all dispatcher, whose received tokens are
+    sorted by local expert and back (`modelplan.plan.expert_sort`)."""
     cp_comm_type: CpCommType | None = None
     """Context-parallel exchange of keys and values (Megatron / Transformer Engine
     `--cp-comm-type`, torchtitan's CP rotate method; `modelplan.specs.engine.CpCommType`); None:

@@ -17,6 +17,7 @@ from modelplan.specs.blocks import ClassifierSpec, MLASpec, MoESpec, Norm, SSMSp
 from modelplan.specs.extras import ExtrasSpec
 from modelplan.specs.mixers import DeltaNetSpec, LightningSpec, Mamba2Spec, RGLRUSpec, RWKVSpec, ShortConvSpec
 from modelplan.specs.mlstm import MLSTMSpec
+from modelplan.specs.seq2seq import Seq2SeqSpec
 from modelplan.specs.shared_block import SharedBlockSpec
 from modelplan.specs.side_paths import AltUpSpec, PerLayerInputSpec
 from modelplan.specs.transformer_checks import check_transformer
@@ -46,6 +47,8 @@ class TransformerSpec(Spec):
     """Number of blocks (HF num_hidden_layers); the encoder's for encoder_decoder."""
     decoder_layers: int | None = Field(None, gt=0)
     """encoder_decoder only: decoder blocks (T5 num_decoder_layers); None means `layers`."""
+    seq2seq: Seq2SeqSpec | None = None
+    """encoder_decoder only: per-stack position tables and Whisper's audio front-end (`specs/seq2seq.py`)."""
     hidden: int = Field(gt=0)
     """Model width h (HF hidden_size)."""
     heads: int = Field(gt=0)

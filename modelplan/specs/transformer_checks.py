@@ -53,10 +53,20 @@ def _check_attention(spec: "TransformerSpec") -> None:
 
 def _check_blocks(spec: "TransformerSpec") -> None:
     if spec.arch == "encoder_decoder":
-        if spec.layer_types is not None or spec.moe is not None or spec.mtp_layers:
-            raise ValueError("encoder_decoder models take no layer_types, moe or mtp_layers")
+        if spec.moe is not None or spec.mtp_layers:
+            raise ValueError("encoder_decoder models take no moe or mtp_layers")
+        if set(spec.layer_types or ()) - {"full_attention", "sliding_attention"}:
+            raise ValueError(f"encoder_decoder layer_types ({sorted(set(spec.layer_types))}) must be full_attention "
+                             "or sliding_attention (each stack repeats them from its first block)")
     elif spec.decoder_layers is not None:
         raise ValueError(f"decoder_layers ({spec.decoder_layers}) needs arch 'encoder_decoder'")
+    s2s = spec.seq2seq
+    if s2s is not None and s2s.idle_cross_attention != (spec.arch == "decoder"):
+        raise ValueError(f"seq2seq.idle_cross_attention must be true exactly for arch 'decoder' (a decoder "
+                         f"built alone); got {s2s.idle_cross_attention} with arch '{spec.arch}'")
+    if s2s is not None and (spec.arch == "encoder" or (s2s.audio is not None and spec.arch != "encoder_decoder")):
+        raise ValueError(f"seq2seq is for arch 'encoder_decoder' (or a decoder built alone, without the audio "
+                         f"front-end), not '{spec.arch}'")
     moe = spec.moe
     if moe is not None and moe.first_dense_layers > spec.layers:
         raise ValueError(

@@ -1,0 +1,55 @@
+"""`modelplan plan` options that fix a layout setting the search would otherwise leave at its
+default or search: the first / last pipeline stage's blocks, ZeRO-3's reshard after forward, and
+two element-wise kernel settings of eager engines (a fused norm, the compiled loss).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from modelplan.specs.limits import MAX_LAYERS
+
+FirstStageOpt = Annotated[Optional[int], typer.Option(
+    "--first-stage-layers", min=1, max=MAX_LAYERS, help="Blocks of the first virtual pipeline stage (Megatron-LM "
+    "--decoder-first-pipeline-num-layers) [default: searched].", show_default=False)]
+LastStageOpt = Annotated[Optional[int], typer.Option(
+    "--last-stage-layers", min=1, max=MAX_LAYERS, help="Blocks of the last virtual pipeline stage "
+    "(--decoder-last-pipeline-num-layers) [default: searched].", show_default=False)]
+ReshardOpt = Annotated[Optional[str], typer.Option(
+    "--reshard-after-forward", help="ZeRO-3 / FSDP: free gathered parameters after forward (true), keep them to "
+    "backward (false), or the engine's rule (default) [default: default].", show_default=False)]
+FusedNormOpt = Annotated[Optional[bool], typer.Option(
+    "--fused-norm/--no-fused-norm", help="Eager engines: the norm as one fused kernel (torchtitan fused_rmsnorm) "
+    "[default: no].", show_default=False)]
+CompileLossOpt = Annotated[Optional[bool], typer.Option(
+    "--compile-loss/--no-compile-loss", help="With --compile: torch.compile covers the loss too [default: the "
+    "engine's].", show_default=False)]
+
+
+def parse_reshard(text: str | None) -> bool | str:
+    """`true` / `false` / `default` -> True / False / 'default'; one-line SpecError otherwise."""
+    from modelplan.errors import SpecError
+
+    if text is None:
+        return "default"
+    word = text.strip().lower()
+    if word not in ("true", "false", "default"):
+        raise SpecError(f"--reshard-after-forward: expected true, false or default (got '{text[:40]}')")
+    return word if word == "default" else word == "true"
+
+
+def layout_space(first: int | None, last: int | None, reshard: str | None) -> dict:
+    """The SearchSpace fields these options set."""
+    return {"first_stage_layers": first, "last_stage_layers": last, "reshard_after_forward": parse_reshard(reshard)}
+
+
+def kernel_settings(fused_norm: bool | None, compile_loss: bool | None) -> dict:
+    """The TrainingSpec fields these options set (left out: the spec's defaults)."""
+    out: dict = {}
+    if fused_norm is not None:
+        out["fused_norm"] = fused_norm
+    if compile_loss is not None:
+        out["compile_loss"] = compile_loss
+    return out
