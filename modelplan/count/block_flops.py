@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.count.attention_extras import attention_calls, extra_attention_flops
 from modelplan.count.blocks import Block, real_experts_per_token
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_flops, mixer_flops
 from modelplan.count.shared_block import use_flops
 from modelplan.count.side_paths import block_side_flops
+from modelplan.specs.attention_shape import for_mixer
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -39,10 +41,12 @@ def attention_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str
     h = spec.hidden
     gate = spec.q_width if spec.attention_output_gate else 0  # Qwen3-Next: q_proj also emits the gate
     return {
-        "attention/qkv": 2 * tokens * h * (spec.q_width + gate + 2 * spec.kv_width),  # (t, h) @ (h, q [+ gate] + 2kv)
-        # QK^T (t, d) @ (d, keys) and AV (t, keys) @ (keys, d) per head: 2 * 2 * t * keys * a * d
-        "attention/score": 4 * tokens * keys * spec.q_width,
-        "attention/out": 2 * tokens * spec.q_width * h,  # (t, a*d) @ (a*d, h)
+        **extra_attention_flops(spec, tokens),  # LFM3 / Laguna g_proj (count/attention_extras.py)
+        "attention/qkv": 2 * tokens * h * (spec.q_width + gate + spec.kv_width + spec.v_width),  # (t, h) @ (h, q [+ gate] + k + v)
+        # QK^T (t, d) @ (d, keys) and AV (t, keys) @ (keys, d_v) per head: 2 * t * keys * a * (d + d_v)
+        # (x 2 for differential attention's two calls, count.attention_extras.attention_calls)
+        "attention/score": 2 * tokens * keys * (spec.q_width + spec.o_width) * attention_calls(spec),
+        "attention/out": 2 * tokens * spec.o_width * h,  # (t, a*d_v) @ (a*d_v, h)
     }
 
 
@@ -126,6 +130,7 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
                         memory_tokens: int = 0, memory_len: int = 0) -> dict[str, int]:
     """Forward FLOPs of one block for `tokens` tokens in sequences of `seq_len`; a decoder block
     of an encoder-decoder cross-attends to `memory_tokens` encoder tokens (`memory_len` a sequence)."""
+    spec = for_mixer(spec, block.mixer)  # its layer type's attention sizes (MiMo-V2-Flash)
     keys = keys_per_query(spec, block.mixer, seq_len)
     if block.mixer == "mamba":
         out = mamba_flops(spec, tokens)

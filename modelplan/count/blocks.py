@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from modelplan.count.attention_extras import extra_attention_params
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
 from modelplan.count.shared_block import use_params
 from modelplan.count.side_paths import block_side_params, kv_shared_saving
+from modelplan.specs.attention_shape import for_mixer
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -99,15 +101,16 @@ def qk_norm_params(spec: "TransformerSpec") -> int:
 def attention_params(spec: "TransformerSpec", relative_bias: bool) -> dict[str, int]:
     """q/k/v self-attention: projections, qk norms, sinks and T5's relative bias."""
     h = spec.hidden
-    qkv_width = spec.q_width + 2 * spec.kv_width  # fused or separate q, k, v projections
+    qkv_width = spec.q_width + spec.kv_width + spec.v_width  # fused or separate q, k, v projections
     gate = {}
     if spec.attention_output_gate:  # Qwen3-Next: q_proj is Linear(h, 2 heads head_dim), half of it the gate
         gate = {"attention/gate": h * spec.q_width + (spec.q_width if spec.qkv_bias else 0)}
+    gate.update(extra_attention_params(spec))  # LFM3 / Laguna g_proj, DiffLlama lambdas (count/attention_extras.py)
     return {**gate,
         # HF q_proj/k_proj/v_proj (or fused c_attn / query_key_value): Linear(h, qkv_width)
         "attention/qkv": h * qkv_width + (qkv_width if spec.qkv_bias else 0),
-        # HF o_proj / c_proj / dense: Linear(heads * head_dim, h)
-        "attention/out": spec.q_width * h + (h if spec.attn_out_bias else 0),
+        # HF o_proj / c_proj / dense: Linear(heads * head_dim, h) (value heads' width: v_head_dim)
+        "attention/out": spec.o_width * h + (h if spec.attn_out_bias else 0),
         "attention/qk_norm": qk_norm_params(spec),
         "attention/sinks": spec.heads if spec.attention_sinks else 0,  # gpt-oss sinks: (heads,)
         # T5 relative_attention_bias: Embedding(num_buckets, heads), first block of a stack
@@ -188,6 +191,7 @@ def mlp_block_params(spec: "TransformerSpec", moe_layer: bool) -> dict[str, int]
 
 def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
     """Leaf parameters of one block of kind `block`."""
+    spec = for_mixer(spec, block.mixer)  # its layer type's attention sizes (MiMo-V2-Flash)
     h = spec.hidden
     if block.mixer == "mamba":
         out = mamba_params(spec)

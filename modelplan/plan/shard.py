@@ -27,12 +27,14 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
+from modelplan.count.attention_extras import gate_width
 from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
 from modelplan.count.vision import vision_params
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.linear_mixers import linear_mixer_shard
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.stages import rank_units
+from modelplan.specs.attention_shape import for_mixer
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -117,14 +119,16 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
         if mla.indexer is not None:  # DeepSeek-V3.2's indexer: replicated on every tp rank
             replicated += indexer_params(spec)
         return replicated + split + out_bias, (replicated if tp > 1 else 0) + (out_bias if sp else 0)
-    d = spec.dim_head
-    q, kv = heads * d, _split(spec.num_kv_heads, tp) * d
+    d, kv_local = spec.dim_head, _split(spec.num_kv_heads, tp)
+    q, kv, v = heads * d, kv_local * d, kv_local * spec.dim_value  # value heads: v_head_dim (MiMo-V2-Flash)
     norms, norms_partial = _qk_norms(spec, tp)
-    numel = h * (q + 2 * kv) + (q + 2 * kv if spec.qkv_bias else 0) + q * h + out_bias + norms
+    numel = h * (q + kv + v) + (q + kv + v if spec.qkv_bias else 0) + heads * spec.dim_value * h + out_bias + norms
     if spec.attention_output_gate:  # Qwen3-Next: the gate half of q_proj, split with the heads
         numel += h * q + (q if spec.qkv_bias else 0)
     numel += heads if spec.attention_sinks else 0
-    return numel, norms_partial + (out_bias if sp else 0)
+    numel += h * gate_width(spec, heads)  # LFM3 / Laguna g_proj: column-parallel with the heads
+    lambdas = 4 * d if spec.differential_attention else 0  # DiffLlama lambda vectors: replicated, partial grads
+    return numel + lambdas, norms_partial + (lambdas if tp > 1 else 0) + (out_bias if sp else 0)
 
 
 def _mamba(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
@@ -145,6 +149,7 @@ def _mamba(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
 
 def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int, int]:
     """(local elements, partial elements) of one block of kind `block` without its routed experts."""
+    spec = for_mixer(spec, block.mixer)  # its layer type's attention sizes (MiMo-V2-Flash)
     h = spec.hidden
     norms = _norm(spec) * spec.num_norms_per_layer
     if block.mixer == "mamba":

@@ -73,11 +73,7 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "glm5_next_text": f"{_HC}, Kimi-style linear attention with a full-rank forget gate and a compressed indexer",
     "hy_v4": f"{_HC} and an indexer on some MLA blocks only",
     "hy_v4_vl": f"Hunyuan 4's text model ({_HC}) and its vision tower",
-    "mimo_v2_flash": "value heads narrower than query/key heads and kv-head counts that differ between its "
-                     "sliding and full blocks",
-    "lfm3": _HEAD_GATE,
     "lfm3_vl": f"LFM3's text model ({_HEAD_GATE}) and its vision tower",
-    "laguna": _HEAD_GATE,
     "step3p5": _HEAD_GATE,
     "step3p7": f"Step 3.7's text model ({_HEAD_GATE}) and its vision tower",
     "zaya": "compressed convolutional attention (v_proj_current / v_proj_delayed, depthwise and grouped q/k "

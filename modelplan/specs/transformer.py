@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from modelplan.specs.attention_shape import AttentionLayerType, LayerTypeAttention
 from modelplan.specs.base import Spec
 from modelplan.specs.blocks import ClassifierSpec, MLASpec, MoESpec, Norm, SSMSpec, VisionSpec
 from modelplan.specs.mixers import DeltaNetSpec, LightningSpec, Mamba2Spec, RGLRUSpec, RWKVSpec, ShortConvSpec
@@ -123,6 +124,20 @@ class TransformerSpec(Spec):
     attention_output_gate: bool = False
     """Gated attention output (Qwen3-Next / Qwen3.5 full attention): q_proj also emits a per-head
     gate, o_proj reads attn * sigmoid(gate); q_proj is twice as wide."""
+    head_gate: Literal["head", "element"] | None = None
+    """A separate bias-free gate projection g_proj on the block input scaling the attention output
+    before o_proj: head, Linear(h, heads), one value per head (LFM3 sigmoid, Laguna softplus);
+    element, Linear(h, heads * head_dim), one per channel (Laguna gating 'per-element'). None: none."""
+    v_head_dim: int | None = Field(None, gt=0)
+    """Per-head value width when it differs from head_dim (MiMo-V2-Flash v_head_dim): v_proj
+    Linear(h, kv_heads v_head_dim), o_proj Linear(heads v_head_dim, h). None: head_dim."""
+    attention_by_type: dict[AttentionLayerType, LayerTypeAttention] | None = None
+    """Attention sizes of the blocks of a layer type where they differ from the model's
+    (`specs/attention_shape.py`; MiMo-V2-Flash sliding blocks: more kv heads, sinks)."""
+    differential_attention: bool = False
+    """Differential attention (Ye et al. 2024, arXiv 2410.05258; transformers DiffLlamaAttention):
+    two softmax maps over the same Q and K, the second subtracted with a learned lambda
+    (lambda_q1/k1/q2/k2: 4 head_dim parameters a block) before a weight-free RMSNorm."""
     ffn_hidden: int = Field(0, ge=0)
     """Dense MLP hidden size (HF intermediate_size; 4h for GPT); 0 only when no block has a
     dense MLP."""
@@ -227,6 +242,21 @@ class TransformerSpec(Spec):
     def dim_head(self) -> int:
         """Per-head dimension with the hidden // heads default applied."""
         return self.head_dim if self.head_dim is not None else self.hidden // self.heads
+
+    @property
+    def dim_value(self) -> int:
+        """Per-head value width with the head_dim default applied."""
+        return self.v_head_dim if self.v_head_dim is not None else self.dim_head
+
+    @property
+    def v_width(self) -> int:
+        """Width of all value heads together: kv_heads * value head width (= kv_width by default)."""
+        return self.num_kv_heads * self.dim_value
+
+    @property
+    def o_width(self) -> int:
+        """Input width of the output projection: heads * value head width (= q_width by default)."""
+        return self.heads * self.dim_value
 
     @property
     def embed_dim(self) -> int:

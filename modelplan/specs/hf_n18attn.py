@@ -1,0 +1,133 @@
+"""HF config mappers of decoders whose attention adds a gate or a second softmax map (transformers
+5.24): LFM3 and Laguna (a bias-free g_proj gating each head's output, `TransformerSpec.head_gate`)
+and DiffLlama (differential attention, `TransformerSpec.differential_attention`), counted in
+count/attention_extras.py; MiMo-V2-Flash (narrower value heads, `TransformerSpec.v_head_dim`, and
+sliding blocks with their own kv heads and sinks, `specs/attention_shape.py`)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from modelplan.errors import SpecError
+from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_llama import compact_types, layer_types, llama
+
+_LFM3_TYPES = {"conv": "short_conv", "sliding_attention": "sliding_attention", "full_attention": "full_attention"}
+
+
+def _lfm3(c: HFConfig) -> dict:
+    """LFM3 (Lfm3ForCausalLM, Lfm3Config defaults): LFM2's gated short-conv blocks beside GQA
+    blocks (q/k RMSNorms over head_dim, g_proj Linear(h, heads) when use_attention_gate), each
+    block operator / ffn norms plus post norms when use_sandwich_norm, a bias-free SwiGLU (w1, w3,
+    w2) of intermediate_size, the final embedding_norm; the default pattern block i: full when
+    i % 4 == 2, sliding when i % 4 == 0 and i > 0, else conv (Lfm3Config.__post_init__)."""
+    layers = c.size("num_hidden_layers")
+    names = c.texts("layer_types", None)
+    if names is None:
+        names = ["full_attention" if i % 4 == 2 else "sliding_attention" if i % 4 == 0 and i > 0 else "conv"
+                 for i in range(layers)]
+    c.check_names("layer_types", names, _LFM3_TYPES, layers, "conv, sliding_attention, full_attention")
+    types = compact_types([_LFM3_TYPES[t] for t in names])
+    has = set(types or ("full_attention",))
+    fields = llama(c, kv_heads=c.integer("num_key_value_heads", 4), head_dim=c.integer("head_dim", 128),
+                   max_positions=c.integer("max_position_embeddings", 128000), norm_eps=c.number("norm_eps", 1e-5),
+                   tied_embeddings=c.flag("tie_word_embeddings", True), qk_norm=True, layer_types=types,
+                   sliding_window=c.integer("sliding_window", 256, nullable=True) if "sliding_attention" in has else None,
+                   norm_placement="sandwich" if c.flag("use_sandwich_norm", True) else "pre",
+                   head_gate="head" if c.flag("use_attention_gate", True) else None)
+    if "short_conv" in has:  # Lfm3ShortConv: in_proj Linear(h, 3h), depthwise conv, out_proj, bias conv_bias
+        fields["short_conv"] = dict(conv_kernel=c.integer("conv_L_cache", 7), bias=c.flag("conv_bias", False))
+    return fields
+
+
+def _laguna_gate(c: HFConfig) -> str:
+    """LagunaConfig.gating: true / 'per-head' -> one gate a head, 'per-element' -> one a channel
+    (false builds a per-element g_proj too: LagunaAttention's gate_per_head test)."""
+    value = c.data.get("gating", True)
+    if value is True or value == "per-head":
+        return "head"
+    if value is False or value == "per-element":
+        return "element"
+    raise SpecError(f"{c.source}: {c.path}gating: expected true, 'per-head' or 'per-element', got {value!r}")
+
+
+def _laguna(c: HFConfig) -> dict:
+    """Laguna (LagunaForCausalLM, LagunaConfig defaults, poolside/laguna-XS.2): GQA with q/k
+    RMSNorms over head_dim and g_proj (softplus gate), optional sliding blocks (layer_types), a
+    dense SwiGLU where mlp_layer_types says dense (default: the first block), else a sigmoid
+    router whose e_score_correction_bias is a frozen nn.Parameter (counted), always renormalised,
+    x moe_routed_scaling_factor, beside one shared SwiGLU of shared_expert_intermediate_size.
+    num_attention_heads_per_layer with differing counts is refused (the spec has one head count)."""
+    layers, heads = c.size("num_hidden_layers"), c.integer("num_attention_heads", 48)
+    per_layer = c.ints("num_attention_heads_per_layer", None)
+    if per_layer is not None:
+        if len(per_layer) != layers:
+            raise SpecError(f"{c.source}: {c.path}num_attention_heads_per_layer: {len(per_layer)} entries for "
+                            f"num_hidden_layers {layers}")
+        if len(set(per_layer)) > 1:
+            raise SpecError(f"{c.source}: {c.path}num_attention_heads_per_layer: per-block head counts "
+                            f"{sorted(set(per_layer))} are not modelled (one head count for every block is)")
+        heads = per_layer[0]
+    mlp_types = c.texts("mlp_layer_types", None) or ["dense"] + ["sparse"] * (layers - 1)
+    c.check_names("mlp_layer_types", mlp_types, ("dense", "sparse"), layers)
+    sparse = [i for i, t in enumerate(mlp_types) if t == "sparse"]
+    moe = None
+    if sparse:
+        moe = dict(num_experts=c.integer("num_experts", 256), top_k=c.integer("num_experts_per_tok", 8),
+                   expert_ffn_hidden=c.integer("moe_intermediate_size", 512), router="sigmoid",
+                   router_score_correction=True, score_correction_param=True, norm_topk_prob=True,
+                   routed_scaling=c.number("moe_routed_scaling_factor", 1.0, positive=True), expert_bias=False,
+                   shared_experts=1, shared_expert_ffn_hidden=c.integer("shared_expert_intermediate_size", 512),
+                   layers=sparse)
+    types = layer_types(c, layers, None)
+    return llama(c, heads=heads, kv_heads=c.integer("num_key_value_heads", 8), head_dim=c.integer("head_dim", 128),
+                 max_positions=c.integer("max_position_embeddings", 131072),
+                 qk_norm=True, layer_types=types, head_gate=_laguna_gate(c), moe=moe,
+                 sliding_window=c.integer("sliding_window", 512) if types and "sliding_attention" in types else None)
+
+
+def _diffllama(c: HFConfig) -> dict:
+    """DiffLlama (DiffLlamaForCausalLM, DiffLlamaConfig defaults): Llama blocks whose attention
+    is differential (four head_dim lambda vectors a block, a weight-free RMSNorm(2 head_dim))."""
+    hidden, heads = c.size("hidden_size"), c.size("num_attention_heads")
+    return llama(c, kv_heads=c.integer("num_key_value_heads", heads, nullable=True) or heads,
+                 head_dim=c.integer("head_dim", hidden // heads, nullable=True) or hidden // heads,
+                 differential_attention=True)
+
+
+def _mimo_v2_flash(c: HFConfig) -> dict:
+    """MiMo-V2-Flash (MiMoV2FlashForCausalLM, MiMoV2FlashConfig defaults): GQA whose q/k heads are
+    head_dim wide and value heads v_head_dim wide (o_proj Linear(heads v_head_dim, h), no bias);
+    sliding blocks hold 2 x num_key_value_heads kv heads and a sink logit per head, full blocks
+    neither (MiMoV2FlashAttention); default pattern full at block 0 and every sixth block; a dense
+    SwiGLU where mlp_layer_types says dense (default: block 0), else DeepSeek-V3's router
+    (sigmoid, e_score_correction_bias a buffer, n_group / topk_group groups scored by their best
+    two) over bias-free experts, no shared expert."""
+    layers, kv = c.size("num_hidden_layers"), c.integer("num_key_value_heads", 4)
+    default = ["full_attention" if i == 0 or not (i + 1) % 6 else "sliding_attention" for i in range(layers)]
+    types = layer_types(c, layers, default)
+    mlp_types = c.texts("mlp_layer_types", None) or ["dense"] + ["sparse"] * (layers - 1)
+    c.check_names("mlp_layer_types", mlp_types, ("dense", "sparse"), layers)
+    sparse = [i for i, t in enumerate(mlp_types) if t == "sparse"]
+    moe = None
+    if sparse:
+        moe = dict(num_experts=c.integer("n_routed_experts", 256), top_k=c.integer("num_experts_per_tok", 8),
+                   expert_ffn_hidden=c.integer("moe_intermediate_size", 2048), router="sigmoid",
+                   router_score_correction=True, norm_topk_prob=c.flag("norm_topk_prob", True),
+                   routed_scaling=c.number("routed_scaling_factor", 1.0, positive=True, nullable=True) or 1.0,
+                   router_groups=c.integer("n_group", 1), router_group_top_k=c.integer("topk_group", 1),
+                   expert_bias=False, layers=sparse)
+    window = c.integer("sliding_window", 129)
+    if c.has("sliding_window_size"):  # MiMoV2FlashConfig.__post_init__: sliding_window_size + 1
+        window = c.integer("sliding_window_size") + 1
+    sliding = types is not None and "sliding_attention" in types
+    return llama(c, kv_heads=kv, head_dim=c.integer("head_dim", 192), v_head_dim=c.integer("v_head_dim", 128),
+                 attn_out_bias=False, max_positions=c.integer("max_position_embeddings", 131072),
+                 norm_eps=c.number("rms_norm_eps", 1e-5), layer_types=types, moe=moe,
+                 sliding_window=window if sliding else None,
+                 attention_by_type={"sliding_attention": {"kv_heads": 2 * kv, "sinks": True}} if sliding else None)
+
+
+N18ATTN_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
+    "lfm3": _lfm3, "laguna": _laguna, "diffllama": _diffllama, "mimo_v2_flash": _mimo_v2_flash,
+}
