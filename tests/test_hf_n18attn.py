@@ -1,0 +1,157 @@
+"""The model_types of modelplan/specs/hf_n18attn.py: lfm3, laguna (a g_proj gate on each head's
+attention output), diffllama (differential attention), mimo_v2_flash (value heads narrower than
+q/k heads, sliding blocks with their own kv heads and sinks). Expected totals are sum(p.numel())
+of transformers 5.24's own model built from each small config on CPU (by component on the meta
+device) and from each config class's defaults; FLOPs of the new mechanisms against hand-worked
+formulas; `count` / `plan --gpus 8` run and `verify` refuses the new features by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error, class_defaults
+from _hf_reference import hf_components, hf_model
+from modelplan.count.block_flops import block_forward_flops
+from modelplan.count.blocks import block_of, block_params
+from modelplan.count.memory import kv_cache_bytes
+from modelplan.count.params import count_params
+from modelplan.specs.hf import UNMODELLED, from_hf_config
+
+_SMALL = {"num_hidden_layers": 4, "hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 4,
+          "vocab_size": 512, "max_position_embeddings": 256, "pad_token_id": 0}
+
+CASES = {
+    # LFM3 defaults at 8 blocks: conv, conv, full, conv, sliding, conv, full, conv; sandwich norms, gate, tied
+    "lfm3": {"model_type": "lfm3", "architectures": ["Lfm3ForCausalLM"], **_SMALL, "num_hidden_layers": 8,
+             "num_key_value_heads": 2, "head_dim": 32, "sliding_window": 64, "bos_token_id": 1, "eos_token_id": 2},
+    # no sandwich norms, no gate, conv biases, untied
+    "lfm3-plain": {"model_type": "lfm3", "architectures": ["Lfm3ForCausalLM"], **_SMALL, "num_key_value_heads": 2,
+                   "head_dim": 32, "use_sandwich_norm": False, "use_attention_gate": False, "conv_bias": True,
+                   "tie_word_embeddings": False, "layer_types": ["conv", "full_attention", "conv", "full_attention"],
+                   "bos_token_id": 1, "eos_token_id": 2},
+    # Laguna: per-head softplus gate, dense block 0, shared expert, correction bias as a parameter
+    "laguna": {"model_type": "laguna", "architectures": ["LagunaForCausalLM"], **_SMALL, "num_key_value_heads": 2,
+               "head_dim": 32, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+               "shared_expert_intermediate_size": 48},
+    # per-element gate, sliding blocks, scattered dense blocks, one head count listed per block
+    "laguna-element": {"model_type": "laguna", "architectures": ["LagunaForCausalLM"], **_SMALL,
+                       "num_key_value_heads": 2, "head_dim": 32, "num_experts": 8, "num_experts_per_tok": 2,
+                       "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48, "gating": "per-element",
+                       "sliding_window": 64, "num_attention_heads_per_layer": [4, 4, 4, 4],
+                       "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                       "mlp_layer_types": ["dense", "sparse", "dense", "sparse"], "attention_bias": True},
+    # DiffLlama: GQA with 2 kv heads, lambda vectors
+    "diffllama": {"model_type": "diffllama", "architectures": ["DiffLlamaForCausalLM"], **_SMALL,
+                  "num_key_value_heads": 2},
+    # MiMo-V2-Flash: default pattern at 7 blocks (full at 0 and 5), q/k 48 wide, v 32, dense block 0
+    "mimo_v2_flash": {"model_type": "mimo_v2_flash", "architectures": ["MiMoV2FlashForCausalLM"], **_SMALL,
+                      "num_hidden_layers": 7, "num_key_value_heads": 1, "head_dim": 48, "v_head_dim": 32,
+                      "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                      "sliding_window": 32},
+    # grouped routing, attention bias on q/k/v, explicit layer and MLP types
+    "mimo_v2_flash-groups": {"model_type": "mimo_v2_flash", "architectures": ["MiMoV2FlashForCausalLM"], **_SMALL,
+                             "num_key_value_heads": 2, "head_dim": 48, "v_head_dim": 32, "n_routed_experts": 8,
+                             "num_experts_per_tok": 2, "moe_intermediate_size": 32, "n_group": 2, "topk_group": 1,
+                             "attention_bias": True, "sliding_window": 32,
+                             "layer_types": ["sliding_attention", "sliding_attention", "full_attention",
+                                             "sliding_attention"],
+                             "mlp_layer_types": ["dense", "sparse", "sparse", "dense"]},
+}
+
+
+def ours(data: dict) -> dict[str, int]:
+    b = count_params(from_hf_config(data, "config.json")).breakdown
+    return {key: b.get(key, 0) for key in ("embedding", "layers", "final_norm", "head")}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", list(CASES))
+def test_total_equals_transformers_on_cpu(name):
+    """modelplan's total = sum(p.numel()) of the transformers 5.24 model built on CPU (tied
+    tensors yielded once)."""
+    data = CASES[name]
+    model = hf_model(data, device="cpu")
+    assert count_params(from_hf_config(data, "config.json")).total == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", list(CASES))
+def test_components_equal_transformers(name):
+    """embedding / layers / final_norm / head equal transformers' parameters by name."""
+    assert ours(CASES[name]) == hf_components(CASES[name])
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["lfm3", "laguna", "diffllama", "mimo_v2_flash"])
+def test_class_defaults_equal_transformers(model_type):
+    """The config class defaults alone give transformers' own count (meta device)."""
+    data = class_defaults(model_type)
+    assert ours(data) == hf_components(data)
+
+
+def test_gate_and_lambda_parameters_by_hand():
+    """g_proj: Linear(128, 4) per head, Linear(128, 4 x 32) per element (LagunaAttention.g_proj);
+    DiffLlama: lambda_q1, k1, q2, k2 of head_dim 32 each (DiffLlamaAttention)."""
+    spec = from_hf_config(CASES["laguna"])
+    assert block_params(spec, block_of(spec, 0))["attention/head_gate"] == 128 * 4
+    spec = from_hf_config(CASES["laguna-element"])
+    assert block_params(spec, block_of(spec, 0))["attention/head_gate"] == 128 * 4 * 32
+    spec = from_hf_config(CASES["diffllama"])
+    assert block_params(spec, block_of(spec, 0))["attention/lambda"] == 4 * 32
+
+
+def test_mimo_blocks_by_hand():
+    """MiMo-V2-Flash, h 128, 4 heads: full block q 4 x 48, k 1 x 48, v 1 x 32, o 4 x 32 -> 128,
+    no sinks; sliding block 2 kv heads (k 2 x 48, v 2 x 32) and 4 sinks (MiMoV2FlashAttention)."""
+    spec = from_hf_config(CASES["mimo_v2_flash"])
+    full, sliding = block_params(spec, block_of(spec, 0)), block_params(spec, block_of(spec, 1))
+    assert (full["attention/qkv"], full["attention/out"], full["attention/sinks"]) == (128 * (192 + 48 + 32), 128 * 128, 0)
+    assert (sliding["attention/qkv"], sliding["attention/sinks"]) == (128 * (192 + 96 + 64), 4)
+
+
+def test_attention_flops_by_hand():
+    """t = s = 64 tokens: DiffLlama's two calls 2 x 4 t s a d (QK^T and PV each 2 t s a d);
+    LFM3's gate GEMM 2 t h heads; MiMo's full block QK^T over d 48 and PV over d_v 32:
+    2 t s a (48 + 32), output projection 2 t (a d_v) h."""
+    t = 64
+    spec = from_hf_config(CASES["diffllama"])
+    assert block_forward_flops(spec, block_of(spec, 0), t, t)["attention/score"] == 2 * 4 * t * t * 4 * 32
+    spec = from_hf_config(CASES["lfm3"])
+    assert block_forward_flops(spec, block_of(spec, 2), t, t)["attention/head_gate"] == 2 * t * 128 * 4
+    spec = from_hf_config(CASES["mimo_v2_flash"])
+    flops = block_forward_flops(spec, block_of(spec, 0), t, t)
+    assert (flops["attention/score"], flops["attention/out"]) == (2 * t * t * 4 * (48 + 32), 2 * t * 4 * 32 * 128)
+
+
+def test_mimo_kv_cache_by_hand():
+    """One sequence of 64 tokens, 2 bytes: full blocks 0 and 5 cache 64 x (1 x 48 + 1 x 32), the
+    five sliding ones their 32-key window x (2 x 48 + 2 x 32) (what transformers' cache keeps)."""
+    spec = from_hf_config(CASES["mimo_v2_flash"])
+    assert kv_cache_bytes(spec, 1, 64, 2) == 2 * (2 * 64 * 80 + 5 * 32 * 160)
+
+
+@pytest.mark.parametrize(("name", "features"), [
+    ("lfm3", ("head_gate",)), ("diffllama", ("differential_attention",)),
+    ("mimo_v2_flash", ("v_head_dim", "attention_by_type")),
+])
+def test_cli_count_plan_and_verify_refusal(name, features, tmp_path):
+    """count and plan --gpus 8 run; verify refuses the new features by name in one line."""
+    assert_count_plan_verify(tmp_path, CASES[name], *features)
+
+
+@pytest.mark.parametrize(("data", "field"), [
+    ({**CASES["laguna"], "num_attention_heads_per_layer": [4, 8, 4, 8]}, "num_attention_heads_per_layer"),
+    ({**CASES["laguna"], "num_attention_heads_per_layer": [4, 4]}, "num_attention_heads_per_layer"),
+    ({**CASES["laguna"], "gating": "per-channel"}, "gating"),
+    ({**CASES["lfm3"], "layer_types": ["conv", "mamba"] * 4}, "layer_types"),
+    ({**CASES["mimo_v2_flash"], "mlp_layer_types": ["dense"] * 3}, "mlp_layer_types"),
+])
+def test_bad_options_refused_in_one_line(data, field):
+    """An option the spec cannot state (or a malformed one): one line naming the field."""
+    assert_one_line_error(data, field)
+
+
+def test_registered_not_refused():
+    """The four types are counted, no longer listed as unmodelled."""
+    assert not {"lfm3", "laguna", "diffllama", "mimo_v2_flash"} & set(UNMODELLED)
