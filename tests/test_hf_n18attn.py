@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error, class_defaults
-from _hf_reference import hf_components, hf_model
+from _hf_reference import COMPONENTS, hf_model
 from modelplan.count.block_flops import block_forward_flops
 from modelplan.count.blocks import block_of, block_params
 from modelplan.count.memory import kv_cache_bytes
@@ -56,7 +56,44 @@ CASES = {
                              "layer_types": ["sliding_attention", "sliding_attention", "full_attention",
                                              "sliding_attention"],
                              "mlp_layer_types": ["dense", "sparse", "sparse", "dense"]},
+    # Gemma 4 text at 6 blocks (5 sliding, 1 global of head_dim 64), per-layer inputs 16 wide over 64 rows
+    "gemma4_text": {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], **_SMALL, "num_hidden_layers": 6,
+                    "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64, "sliding_window": 32,
+                    "hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": 64},
+    # attention_k_eq_v: global blocks 1 kv head, no v_proj; the last 3 blocks reuse K/V; untied
+    "gemma4_text-kv": {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], **_SMALL,
+                       "num_hidden_layers": 8, "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64,
+                       "attention_k_eq_v": True, "num_global_key_value_heads": 1, "num_kv_shared_layers": 3,
+                       "layer_types": ["sliding_attention", "full_attention"] * 4, "sliding_window": 32,
+                       "hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": 64,
+                       "tie_word_embeddings": False},
+    # the serialised form: per_layer_config overrides, no per-layer inputs
+    "gemma4_text-per-layer": {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], **_SMALL,
+                              "num_key_value_heads": 2, "head_dim": 32, "sliding_window": 32,
+                              "hidden_size_per_layer_input": 0,
+                              "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                              "per_layer_config": {"1": {"head_dim": 48}, "3": {"head_dim": 48}}},
+    # Gemma 4 unified text: no per-layer inputs
+    "gemma4_unified_text": {"model_type": "gemma4_unified_text", "architectures": ["Gemma4UnifiedForCausalLM"], **_SMALL,
+                            "num_hidden_layers": 6, "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64,
+                            "sliding_window": 32},
 }
+
+
+_PER_LAYER = ("model.embed_tokens_per_layer.", "model.per_layer_model_projection.", "model.per_layer_projection_norm.")
+"""Gemma 4's per-layer-input tables and projection (Gemma4TextModel), modelplan's `embedding/per_layer`."""
+
+
+def hf_components(data: dict) -> dict[str, int]:
+    """transformers' sum(p.numel()) by embedding / layers / final_norm / head (parameter names, as
+    _hf_reference.hf_components, with Gemma 4's per-layer-input tables under embedding)."""
+    out = {"embedding": 0, "layers": 0, "final_norm": 0, "head": 0}
+    for name, p in hf_model(data).named_parameters():
+        part = "embedding" if name.startswith(_PER_LAYER) else next(
+            (key for key, prefixes in COMPONENTS.items()
+             if any(name.startswith(x) or f".{x}" in f".{name}" for x in prefixes)), "layers")
+        out[part] += p.numel()
+    return out
 
 
 def ours(data: dict) -> dict[str, int]:
@@ -83,7 +120,8 @@ def test_components_equal_transformers(name):
 
 @pytest.mark.torch
 @pytest.mark.slow
-@pytest.mark.parametrize("model_type", ["lfm3", "laguna", "diffllama", "mimo_v2_flash"])
+@pytest.mark.parametrize("model_type", ["lfm3", "laguna", "diffllama", "mimo_v2_flash", "gemma4_text",
+                                        "gemma4_unified_text"])
 def test_class_defaults_equal_transformers(model_type):
     """The config class defaults alone give transformers' own count (meta device)."""
     data = class_defaults(model_type)
@@ -133,7 +171,7 @@ def test_mimo_kv_cache_by_hand():
 
 @pytest.mark.parametrize(("name", "features"), [
     ("lfm3", ("head_gate",)), ("diffllama", ("differential_attention",)),
-    ("mimo_v2_flash", ("v_head_dim", "attention_by_type")),
+    ("mimo_v2_flash", ("v_head_dim", "attention_by_type")), ("gemma4_text-kv", ("attention_by_type", "per_layer_input")),
 ])
 def test_cli_count_plan_and_verify_refusal(name, features, tmp_path):
     """count and plan --gpus 8 run; verify refuses the new features by name in one line."""
@@ -146,12 +184,28 @@ def test_cli_count_plan_and_verify_refusal(name, features, tmp_path):
     ({**CASES["laguna"], "gating": "per-channel"}, "gating"),
     ({**CASES["lfm3"], "layer_types": ["conv", "mamba"] * 4}, "layer_types"),
     ({**CASES["mimo_v2_flash"], "mlp_layer_types": ["dense"] * 3}, "mlp_layer_types"),
+    ({**CASES["gemma4_text"], "enable_moe_block": True, "num_experts": 4, "top_k_experts": 2}, "enable_moe_block"),
+    ({**CASES["gemma4_text-kv"], "use_double_wide_mlp": True}, "use_double_wide_mlp"),
+    ({**CASES["gemma4_text-per-layer"], "per_layer_config": {"1": {"head_dim": 48}, "3": {"head_dim": 64}}},
+     "per_layer_config"),
+    ({**CASES["gemma4_text-per-layer"], "per_layer_config": {"1": {"intermediate_size": 48}}}, "per_layer_config"),
 ])
 def test_bad_options_refused_in_one_line(data, field):
     """An option the spec cannot state (or a malformed one): one line naming the field."""
     assert_one_line_error(data, field)
 
 
+def test_gemma4_global_block_by_hand():
+    """gemma4_text-kv global block, h 128, 4 heads of 64, 1 kv head, K = V: q_proj 128 x 256, k_proj
+    128 x 64, no v_proj, o_proj 256 x 128, q/k norms 2 x 64; a sliding block 2 kv heads of 32 with
+    v_proj (Gemma4TextAttention)."""
+    spec = from_hf_config(CASES["gemma4_text-kv"])
+    full, sliding = block_params(spec, block_of(spec, 1)), block_params(spec, block_of(spec, 0))
+    assert (full["attention/qkv"], full["attention/out"], full["attention/qk_norm"]) == (128 * 320, 256 * 128, 128)
+    assert sliding["attention/qkv"] == 128 * (128 + 64 + 64)
+
+
 def test_registered_not_refused():
-    """The four types are counted, no longer listed as unmodelled."""
-    assert not {"lfm3", "laguna", "diffllama", "mimo_v2_flash"} & set(UNMODELLED)
+    """The types are counted, no longer listed as unmodelled; Gemma 4's composites point to theirs."""
+    assert not {"lfm3", "laguna", "diffllama", "mimo_v2_flash", "gemma4_text", "gemma4_unified_text"} & set(UNMODELLED)
+    assert_one_line_error({"model_type": "gemma4"}, "model_type 'gemma4_text'")

@@ -42,7 +42,7 @@ def attention_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str
     gate = spec.q_width if spec.attention_output_gate else 0  # Qwen3-Next: q_proj also emits the gate
     return {
         **extra_attention_flops(spec, tokens),  # LFM3 / Laguna g_proj (count/attention_extras.py)
-        "attention/qkv": 2 * tokens * h * (spec.q_width + gate + spec.kv_width + spec.v_width),  # (t, h) @ (h, q [+ gate] + k + v)
+        "attention/qkv": 2 * tokens * h * (spec.q_width + gate + spec.kv_width + spec.v_proj_width),  # (t, h) @ (h, q [+ gate] + k + v)
         # QK^T (t, d) @ (d, keys) and AV (t, keys) @ (keys, d_v) per head: 2 * t * keys * a * (d + d_v)
         # (x 2 for differential attention's two calls, count.attention_extras.attention_calls)
         "attention/score": 2 * tokens * keys * (spec.q_width + spec.o_width) * attention_calls(spec),
@@ -155,6 +155,6 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
     if block.shared:  # Zamba: the shared attention + MLP block at this use, full-sequence keys
         out.update(use_flops(spec, tokens, seq_len))
     if block.kv_shared:  # Gemma 3n: K and V come from an earlier block
-        out["attention/qkv"] -= 2 * tokens * spec.hidden * 2 * spec.kv_width
+        out["attention/qkv"] -= 2 * tokens * spec.hidden * (spec.kv_width + spec.v_proj_width)
     out.update(block_side_flops(spec, tokens))  # Gemma 3n's side paths (count/side_paths.py)
     return out

@@ -101,7 +101,7 @@ def qk_norm_params(spec: "TransformerSpec") -> int:
 def attention_params(spec: "TransformerSpec", relative_bias: bool) -> dict[str, int]:
     """q/k/v self-attention: projections, qk norms, sinks and T5's relative bias."""
     h = spec.hidden
-    qkv_width = spec.q_width + spec.kv_width + spec.v_width  # fused or separate q, k, v projections
+    qkv_width = spec.q_width + spec.kv_width + spec.v_proj_width  # fused or separate q, k, v projections
     gate = {}
     if spec.attention_output_gate:  # Qwen3-Next: q_proj is Linear(h, 2 heads head_dim), half of it the gate
         gate = {"attention/gate": h * spec.q_width + (spec.q_width if spec.qkv_bias else 0)}

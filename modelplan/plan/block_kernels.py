@@ -43,7 +43,8 @@ PRICED: frozenset[str] = frozenset({
     "layer_types=short_conv", "layer_types=rglru", "layer_types=lightning", "layer_types=rwkv",
     "layer_types=mlstm",
     "attention_output_gate", "deltanet.kda",  # plan/linear_mixers.py
-    "head_gate", "differential_attention", "v_head_dim", "attention_by_type",  # attention_kernels below (count/attention_extras.py)
+    # attention_kernels below (count/attention_extras.py, specs/attention_shape.py)
+    "head_gate", "differential_attention", "v_head_dim", "attention_by_type", "value_is_key",
     "mla.indexer",  # plan/dsa.py
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
     "moe.shared_expert_gate", "mtp_layers",
@@ -109,7 +110,8 @@ def attention_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q:
     heads, kv = spec.heads // tp, local_kv_heads(spec.num_kv_heads, tp)
     gate = heads if spec.attention_output_gate else 0  # Qwen3-Next: q_proj also emits a gate per head
     dv = spec.dim_value  # value heads' width (MiMo-V2-Flash v_head_dim)
-    gemms = [Gemm("attention/qkv", tokens, (heads + gate + kv) * dh + kv * dv, h)]  # column-parallel
+    v_proj = 0 if spec.value_is_key else kv * dv  # Gemma 4 attention_k_eq_v: no v_proj
+    gemms = [Gemm("attention/qkv", tokens, (heads + gate + kv) * dh + v_proj, h)]  # column-parallel
     g, core, flash = _core("attention", spec, block, b, heads, s_q, s, dh, dv, d, fused)
     if attention_calls(spec) == 2:  # DiffLlama: a second call over the same Q, K (count/attention_extras.py)
         g2, core2, flash2 = _core("attention/second", spec, block, b, heads, s_q, s, dh, dv, d, fused)

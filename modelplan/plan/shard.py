@@ -121,6 +121,7 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
         return replicated + split + out_bias, (replicated if tp > 1 else 0) + (out_bias if sp else 0)
     d, kv_local = spec.dim_head, _split(spec.num_kv_heads, tp)
     q, kv, v = heads * d, kv_local * d, kv_local * spec.dim_value  # value heads: v_head_dim (MiMo-V2-Flash)
+    v = 0 if spec.value_is_key else v  # Gemma 4 attention_k_eq_v: no v_proj
     norms, norms_partial = _qk_norms(spec, tp)
     numel = h * (q + kv + v) + (q + kv + v if spec.qkv_bias else 0) + heads * spec.dim_value * h + out_bias + norms
     if spec.attention_output_gate:  # Qwen3-Next: the gate half of q_proj, split with the heads

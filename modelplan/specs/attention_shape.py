@@ -1,6 +1,7 @@
 """Attention sizes that differ by layer type (`TransformerSpec.attention_by_type`): MiMo-V2-Flash's
 sliding blocks hold twice the kv heads of its full blocks and a sink logit per head, which its full
-blocks lack (transformers 5.24 MiMoV2FlashAttention); Gemma 4's global blocks have wider heads.
+blocks lack (transformers 5.24 MiMoV2FlashAttention); Gemma 4's global blocks have wider heads
+(global_head_dim), with attention_k_eq_v their own kv-head count and no v_proj (Gemma4TextAttention).
 
 `for_mixer(spec, mixer)` is the spec one block of that mixer is counted, priced and sharded with:
 the model's spec with the layer type's sizes in place, so every per-block formula stays one formula.
@@ -33,10 +34,12 @@ class LayerTypeAttention(Spec):
     """Value head width of these blocks."""
     sinks: bool | None = None
     """A learned sink logit per head in these blocks' softmax (MiMo-V2-Flash: sliding blocks only)."""
+    value_is_key: bool | None = None
+    """The keys double as the values: no v_proj (Gemma 4 attention_k_eq_v global blocks)."""
 
 
 _FIELDS = {"heads": "heads", "kv_heads": "kv_heads", "head_dim": "head_dim", "v_head_dim": "v_head_dim",
-           "sinks": "attention_sinks"}
+           "sinks": "attention_sinks", "value_is_key": "value_is_key"}
 
 
 def for_mixer(spec: "TransformerSpec", mixer: str) -> "TransformerSpec":

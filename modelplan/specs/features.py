@@ -70,6 +70,7 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "differential_attention": spec.differential_attention,
         "v_head_dim": spec.v_head_dim is not None and spec.v_head_dim != spec.dim_head,
         "attention_by_type": bool(spec.attention_by_type),
+        "value_is_key": spec.value_is_key,
         "deltanet.kda": spec.deltanet is not None and spec.deltanet.kda,
         "mlp=false": not spec.mlp,
         f"position={spec.position}": spec.position in ("alibi", "relative"),

@@ -55,11 +55,8 @@ _HC = "manifold-constrained hyper-connections (attn_hc / ffn_hc: several residua
 _HEAD_GATE = "a per-head sigmoid gate on the attention output (g_proj: Linear(hidden, heads))"
 
 N17NEW_UNMODELLED: dict[str, str] = {
-    "gemma4_text": "per-layer input embeddings (embed_tokens_per_layer, a gate and projection in every block), "
-                   "global blocks with wider heads than the sliding ones and optional MoE blocks beside the MLP",
-    "gemma4_unified_text": "Gemma 4's per-layer input embeddings and wider global-attention heads",
-    "gemma4": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its vision / audio towers",
-    "gemma4_unified": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its towers",
+    "gemma4": "its vision and audio towers",
+    "gemma4_unified": "its vision and audio towers",
     "gemma4_unified_assistant": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its towers",
     "deepseek_v4": f"{_HC}, compressed sparse attention (a KV compressor with its own indexer) and a low-rank "
                    "grouped output projection (o_a_proj / o_b_proj)",
@@ -100,5 +97,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
 
 N17NEW_TEXT_ONLY: dict[str, str] = {
     "kimi_k25": "deepseek_v3", "exaone4_5": "exaone4", "minimax_m3_vl": "minimax_m3_vl_text",
+    "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text",
 }
 """Refused composites whose language model is supported as its own model_type."""

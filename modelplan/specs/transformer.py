@@ -131,6 +131,8 @@ class TransformerSpec(Spec):
     v_head_dim: int | None = Field(None, gt=0)
     """Per-head value width when it differs from head_dim (MiMo-V2-Flash v_head_dim): v_proj
     Linear(h, kv_heads v_head_dim), o_proj Linear(heads v_head_dim, h). None: head_dim."""
+    value_is_key: bool = False
+    """The keys double as the values: no v_proj, V = K (Gemma 4 attention_k_eq_v global blocks)."""
     attention_by_type: dict[AttentionLayerType, LayerTypeAttention] | None = None
     """Attention sizes of the blocks of a layer type where they differ from the model's
     (`specs/attention_shape.py`; MiMo-V2-Flash sliding blocks: more kv heads, sinks)."""
@@ -252,6 +254,11 @@ class TransformerSpec(Spec):
     def v_width(self) -> int:
         """Width of all value heads together: kv_heads * value head width (= kv_width by default)."""
         return self.num_kv_heads * self.dim_value
+
+    @property
+    def v_proj_width(self) -> int:
+        """Output width of v_proj: v_width, or 0 when the keys double as the values."""
+        return 0 if self.value_is_key else self.v_width
 
     @property
     def o_width(self) -> int:
