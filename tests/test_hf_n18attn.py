@@ -56,6 +56,13 @@ CASES = {
                              "layer_types": ["sliding_attention", "sliding_attention", "full_attention",
                                              "sliding_attention"],
                              "mlp_layer_types": ["dense", "sparse", "sparse", "dense"]},
+    # JetMoE: 4 attention experts of 2 kv heads x 16, top 2 (4 query heads), 4 MLP experts of 64
+    "jetmoe": {"model_type": "jetmoe", "architectures": ["JetMoeForCausalLM"], **_SMALL, "num_key_value_heads": 2,
+               "kv_channels": 16, "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 64},
+    # untied, top 1
+    "jetmoe-top1": {"model_type": "jetmoe", "architectures": ["JetMoeForCausalLM"], **_SMALL, "num_key_value_heads": 4,
+                    "kv_channels": 32, "num_local_experts": 3, "num_experts_per_tok": 1, "intermediate_size": 64,
+                    "tie_word_embeddings": False},
     # Gemma 4 text at 6 blocks (5 sliding, 1 global of head_dim 64), per-layer inputs 16 wide over 64 rows
     "gemma4_text": {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], **_SMALL, "num_hidden_layers": 6,
                     "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64, "sliding_window": 32,
@@ -120,7 +127,7 @@ def test_components_equal_transformers(name):
 
 @pytest.mark.torch
 @pytest.mark.slow
-@pytest.mark.parametrize("model_type", ["lfm3", "laguna", "diffllama", "mimo_v2_flash", "gemma4_text",
+@pytest.mark.parametrize("model_type", ["lfm3", "laguna", "diffllama", "mimo_v2_flash", "jetmoe", "gemma4_text",
                                         "gemma4_unified_text"])
 def test_class_defaults_equal_transformers(model_type):
     """The config class defaults alone give transformers' own count (meta device)."""
@@ -171,7 +178,7 @@ def test_mimo_kv_cache_by_hand():
 
 @pytest.mark.parametrize(("name", "features"), [
     ("lfm3", ("head_gate",)), ("diffllama", ("differential_attention",)),
-    ("mimo_v2_flash", ("v_head_dim", "attention_by_type")), ("gemma4_text-kv", ("attention_by_type", "per_layer_input")),
+    ("mimo_v2_flash", ("v_head_dim", "attention_by_type")), ("jetmoe", ("attention_experts", "moe.output_bias")), ("gemma4_text-kv", ("attention_by_type", "per_layer_input")),
 ])
 def test_cli_count_plan_and_verify_refusal(name, features, tmp_path):
     """count and plan --gpus 8 run; verify refuses the new features by name in one line."""
@@ -195,6 +202,22 @@ def test_bad_options_refused_in_one_line(data, field):
     assert_one_line_error(data, field)
 
 
+def test_jetmoe_block_by_hand():
+    """JetMoE block, h 128, 4 experts of 2 kv heads x 16 (kv width 32), top 2: kv_proj 128 x 64,
+    experts 4 x (32 x 128 + 128 x 32), router 128 x 4, output bias 128 (JetMoeMoA); MLP experts
+    4 x 3 x 128 x 64, router 128 x 4, bias 128 (JetMoeMoE). Active: 2 of 4 attention and MLP
+    experts; the router GEMM 2 t h E FLOPs."""
+    spec = from_hf_config(CASES["jetmoe"])
+    b = block_params(spec, block_of(spec, 0))
+    attention = {k: v for k, v in b.items() if k.startswith("attention/")}
+    assert attention == {"attention/qkv": 128 * 64, "attention/experts": 4 * 2 * 128 * 32,
+                         "attention/router": 128 * 4, "attention/out": 128}
+    assert (b["mlp/experts"], b["mlp/router"], b["mlp/output_bias"]) == (4 * 3 * 128 * 64, 128 * 4, 128)
+    c = count_params(spec)
+    assert c.total - c.active == 4 * (2 * 2 * 128 * 32 + 2 * 3 * 128 * 64)
+    assert block_forward_flops(spec, block_of(spec, 0), 64, 64)["attention/router"] == 2 * 64 * 128 * 4
+
+
 def test_gemma4_global_block_by_hand():
     """gemma4_text-kv global block, h 128, 4 heads of 64, 1 kv head, K = V: q_proj 128 x 256, k_proj
     128 x 64, no v_proj, o_proj 256 x 128, q/k norms 2 x 64; a sliding block 2 kv heads of 32 with
@@ -207,5 +230,6 @@ def test_gemma4_global_block_by_hand():
 
 def test_registered_not_refused():
     """The types are counted, no longer listed as unmodelled; Gemma 4's composites point to theirs."""
-    assert not {"lfm3", "laguna", "diffllama", "mimo_v2_flash", "gemma4_text", "gemma4_unified_text"} & set(UNMODELLED)
+    assert not {"lfm3", "laguna", "diffllama", "mimo_v2_flash", "jetmoe", "gemma4_text",
+                "gemma4_unified_text"} & set(UNMODELLED)
     assert_one_line_error({"model_type": "gemma4"}, "model_type 'gemma4_text'")

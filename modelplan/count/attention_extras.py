@@ -1,7 +1,7 @@
 """Exact parameters, forward FLOPs and kept activation bytes of two additions to q/k/v attention
 (`TransformerSpec.head_gate`, `TransformerSpec.differential_attention`), keyed relative to the block:
 
-    attention/{head_gate, lambda}
+    attention/{head_gate, lambda}, attention/{experts, router} (JetMoE)
 
 - head gate (transformers 5.24 `Lfm3Attention.g_proj`, `LagunaAttention.g_proj`): a bias-free
   Linear(h, heads) (one gate a head, broadcast over head_dim) or Linear(h, heads * head_dim) (one a
@@ -38,11 +38,31 @@ def extra_attention_params(spec: "TransformerSpec") -> dict[str, int]:
     return out
 
 
+def moa_params(spec: "TransformerSpec") -> dict[str, int]:
+    """JetMoE's mixture of attention experts (JetMoeAttention, JetMoeMoA): kv_proj Linear(h, 2 kv d,
+    bias=False); E experts' input_linear (kv d, h) and output_linear (h, kv d) weights; the router
+    Linear(h, E, bias=False); the output bias (h)."""
+    h, e, kv = spec.hidden, spec.attention_experts, spec.kv_width
+    return {"attention/qkv": h * (kv + spec.v_width), "attention/experts": e * 2 * h * kv,
+            "attention/router": h * e, "attention/out": h}
+
+
+def unused_attention_expert_params(spec: "TransformerSpec", block) -> int:
+    """MoA expert weights one token does not touch: E - top_k of the query / output pairs."""
+    if spec.attention_experts is None or block.mixer not in ("full_attention", "sliding_attention"):
+        return 0
+    return (spec.attention_experts - spec.heads // spec.num_kv_heads) * 2 * spec.hidden * spec.kv_width
+
+
 def extra_attention_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
-    """g_proj's GEMM (t, h) @ (h, width)."""
-    if spec.head_gate is None:
-        return {}
-    return {"attention/head_gate": 2 * tokens * spec.hidden * gate_width(spec)}
+    """g_proj's GEMM (t, h) @ (h, width); the MoA router's (t, h) @ (h, E) (its top_k query and
+    output projections are the plain ones' heads = kv_heads x top_k)."""
+    out = {}
+    if spec.head_gate is not None:
+        out["attention/head_gate"] = 2 * tokens * spec.hidden * gate_width(spec)
+    if spec.attention_experts is not None:
+        out["attention/router"] = 2 * tokens * spec.hidden * spec.attention_experts
+    return out
 
 
 def attention_calls(spec: "TransformerSpec") -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from modelplan.count.attention_extras import extra_attention_params
+from modelplan.count.attention_extras import extra_attention_params, moa_params, unused_attention_expert_params
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
 from modelplan.count.shared_block import use_params
 from modelplan.count.side_paths import block_side_params, kv_shared_saving
@@ -100,6 +100,8 @@ def qk_norm_params(spec: "TransformerSpec") -> int:
 
 def attention_params(spec: "TransformerSpec", relative_bias: bool) -> dict[str, int]:
     """q/k/v self-attention: projections, qk norms, sinks and T5's relative bias."""
+    if spec.attention_experts is not None:  # JetMoE's mixture of attention experts (count/attention_extras.py)
+        return moa_params(spec)
     h = spec.hidden
     qkv_width = spec.q_width + spec.kv_width + spec.v_proj_width  # fused or separate q, k, v projections
     gate = {}
@@ -186,6 +188,7 @@ def mlp_block_params(spec: "TransformerSpec", moe_layer: bool) -> dict[str, int]
         "mlp/shared_experts": moe.shared_experts * sum(mlp_params(spec, shared_hidden)),
         # Qwen2-MoE shared_expert_gate: nn.Linear(h, 1, bias=False)
         "mlp/shared_gate": h if moe.shared_expert_gate else 0,
+        "mlp/output_bias": h if moe.output_bias else 0,  # JetMoeMoE.bias: (h,)
     }
 
 
@@ -240,8 +243,8 @@ def real_experts_per_token(moe) -> tuple[int, int]:
 def unused_expert_params(spec: "TransformerSpec", block: Block) -> int:
     """Routed-expert parameters of a block that one token does not touch (num_experts - top_k;
     with zero experts the expected real ones, and the never-read padding)."""
-    moe = spec.moe
+    moe, moa = spec.moe, unused_attention_expert_params(spec, block)  # + JetMoE's idle attention experts
     if moe is None or not block.moe:
-        return 0
+        return moa
     num, den = real_experts_per_token(moe)
-    return (moe.num_experts * den - num) * expert_params(spec) // den + _zero_padding(spec)
+    return (moe.num_experts * den - num) * expert_params(spec) // den + _zero_padding(spec) + moa

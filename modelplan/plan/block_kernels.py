@@ -45,6 +45,7 @@ PRICED: frozenset[str] = frozenset({
     "attention_output_gate", "deltanet.kda",  # plan/linear_mixers.py
     # attention_kernels below (count/attention_extras.py, specs/attention_shape.py)
     "head_gate", "differential_attention", "v_head_dim", "attention_by_type", "value_is_key",
+    "attention_experts", "moe.output_bias",
     "mla.indexer",  # plan/dsa.py
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
     "moe.shared_expert_gate", "mtp_layers",
@@ -118,6 +119,8 @@ def attention_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q:
         g, core, flash = g + g2, core + core2, flash + flash2
     if spec.head_gate is not None:  # LFM3 / Laguna g_proj, column-parallel with the heads
         gemms.append(Gemm("attention/head_gate", tokens, gate_width(spec, heads), h))
+    if spec.attention_experts is not None:  # JetMoE MoA router (replicated), before its top_k q projections
+        gemms.append(Gemm("attention/router", tokens, spec.attention_experts, h))
     rotated = int(dh * spec.rotary_fraction) if spec.rotary_fraction != 1.0 else dh
     ew = _rotary(spec, block, tokens * (heads + kv) * rotated, d, eager)
     if spec.qk_norm_in(block.mixer):  # a norm pass over Q and K

@@ -120,6 +120,9 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
             replicated += indexer_params(spec)
         return replicated + split + out_bias, (replicated if tp > 1 else 0) + (out_bias if sp else 0)
     d, kv_local = spec.dim_head, _split(spec.num_kv_heads, tp)
+    if spec.attention_experts is not None:  # JetMoE MoA: expert q/o split with the kv heads, router and bias replicated
+        e, kv = spec.attention_experts, kv_local * d
+        return h * 2 * kv + e * 2 * h * kv + h * e + h, (h * e + h if tp > 1 else 0)
     q, kv, v = heads * d, kv_local * d, kv_local * spec.dim_value  # value heads: v_head_dim (MiMo-V2-Flash)
     v = 0 if spec.value_is_key else v  # Gemma 4 attention_k_eq_v: no v_proj
     norms, norms_partial = _qk_norms(spec, tp)
@@ -174,6 +177,7 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
     router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
     router += moe.num_experts if moe.score_correction_param else 0  # AFMoE's expert_bias parameter
     router += h if moe.shared_expert_gate else 0  # Qwen2-MoE's gate: replicated like the router
+    router += h if moe.output_bias else 0  # JetMoE's output bias: replicated
     numel += router
     partial += router if tp > 1 else 0  # the router's gradient is a partial sum over tp
     if moe.shared_experts:

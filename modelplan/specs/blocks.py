@@ -30,6 +30,8 @@ class MoESpec(Spec):
     """Always-active shared experts (DeepSeek-MoE); each has `shared_expert_ffn_hidden`."""
     shared_expert_ffn_hidden: int | None = Field(None, gt=0)
     """Hidden size of one shared expert (defaults to expert_ffn_hidden)."""
+    output_bias: bool = False
+    """One bias vector (h) added to the merged expert output (JetMoE JetMoeMoE.bias)."""
     layer_freq: int = Field(1, gt=0, description="Every layer_freq-th layer is MoE.")
     """Every `layer_freq`-th layer (counting from 1 after the dense prefix) is an MoE layer."""
     first_dense_layers: int = Field(0, ge=0)

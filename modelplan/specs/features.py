@@ -40,6 +40,7 @@ def _moe_features(spec: "TransformerSpec") -> list[str]:
         "moe.expert_bias": moe.expert_bias is not None and moe.expert_bias != spec.mlp_bias,
         "moe.zero_experts": moe.zero_experts > 0,
         "moe.shortcut": moe.shortcut,
+        "moe.output_bias": moe.output_bias,
     }
     return out + [name for name, used in checks.items() if used]
 
@@ -71,6 +72,7 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "v_head_dim": spec.v_head_dim is not None and spec.v_head_dim != spec.dim_head,
         "attention_by_type": bool(spec.attention_by_type),
         "value_is_key": spec.value_is_key,
+        "attention_experts": spec.attention_experts is not None,
         "deltanet.kda": spec.deltanet is not None and spec.deltanet.kda,
         "mlp=false": not spec.mlp,
         f"position={spec.position}": spec.position in ("alibi", "relative"),

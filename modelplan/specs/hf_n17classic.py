@@ -77,7 +77,6 @@ CLASSIC_UNMODELLED: dict[str, str] = {
     "xmod": "per-language adapter modules in every block",
     "biogpt": "its learned position table's 2-row offset (max_position_embeddings + 2 rows)",
     "gpt_neox_japanese": "its attention output bias (dense_bias) returned to the block and added with the residual",
-    "jetmoe": "mixture-of-attention experts (MoA: routed q / output projections)",
     "bitnet": "attn_sub_norm / ffn_sub_norm RMSNorms inside each block and ternary (1.58-bit) weights "
               "whose memory is not that of bf16 parameters",
     "doge": "dynamic mask attention (dt_proj and per-kv-head A parameters) and its cross-domain MoE",

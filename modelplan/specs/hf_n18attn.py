@@ -209,7 +209,25 @@ def _gemma4(c: HFConfig, unified: bool) -> dict:
     )
 
 
+def _jetmoe(c: HFConfig) -> dict:
+    """JetMoE (JetMoeForCausalLM, JetMoeConfig defaults): a mixture of attention experts (MoA:
+    num_local_experts query / output projection pairs of num_key_value_heads x kv_channels, top
+    num_experts_per_tok a token, so num_attention_heads = num_key_value_heads x num_experts_per_tok
+    (JetMoeConfig.__post_init__ overrides any stated value), a shared bias-free kv_proj, an output
+    bias) and an MoE MLP of the same expert count and top-k (gated bias-free experts of
+    intermediate_size, router softmax over the top-k logits, one output bias); RMSNorms, tied."""
+    kv, top_k = c.integer("num_key_value_heads", 16), c.integer("num_experts_per_tok", 2)
+    experts = c.integer("num_local_experts", 8)
+    c = HFConfig({**c.data, "num_attention_heads": kv * top_k}, c.source, c.path, c.defaults)
+    ffn = c.size("intermediate_size")
+    moe = dict(num_experts=experts, top_k=top_k, expert_ffn_hidden=ffn, router="topk_softmax", expert_bias=False,
+               output_bias=True)
+    return llama(c, kv_heads=kv, head_dim=c.integer("kv_channels", 128), attention_experts=experts, moe=moe,
+                 activation=c.activation("silu", "activation_function"), tied_embeddings=c.flag("tie_word_embeddings", True),
+                 max_positions=c.integer("max_position_embeddings", 4096), qkv_bias=False, attn_out_bias=False)
+
+
 N18ATTN_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "lfm3": _lfm3, "laguna": _laguna, "diffllama": _diffllama, "mimo_v2_flash": _mimo_v2_flash,
-    "gemma4_text": lambda c: _gemma4(c, unified=False), "gemma4_unified_text": lambda c: _gemma4(c, unified=True),
+    "jetmoe": _jetmoe, "gemma4_text": lambda c: _gemma4(c, unified=False), "gemma4_unified_text": lambda c: _gemma4(c, unified=True),
 }

@@ -136,6 +136,11 @@ class TransformerSpec(Spec):
     attention_by_type: dict[AttentionLayerType, LayerTypeAttention] | None = None
     """Attention sizes of the blocks of a layer type where they differ from the model's
     (`specs/attention_shape.py`; MiMo-V2-Flash sliding blocks: more kv heads, sinks)."""
+    attention_experts: int | None = Field(None, gt=0)
+    """Mixture of attention experts (JetMoE MoA, Shen et al. 2024, arXiv 2404.07413; transformers
+    JetMoeMoA): E pairs of query / output projections, each kv_heads x head_dim wide, of which a
+    bias-free router Linear(h, E) picks heads / kv_heads per token; one shared kv_proj and a bias
+    (h) on the merged output. `heads` is kv_heads x top_k. None: plain attention."""
     differential_attention: bool = False
     """Differential attention (Ye et al. 2024, arXiv 2410.05258; transformers DiffLlamaAttention):
     two softmax maps over the same Q and K, the second subtracted with a learned lambda

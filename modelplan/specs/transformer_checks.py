@@ -36,6 +36,9 @@ def _check_attention(spec: "TransformerSpec") -> None:
     if spec.v_head_dim is not None and spec.mla is not None:
         raise ValueError("v_head_dim does not apply to mla (set mla.v_head_dim)")
     check_shapes(spec)
+    if spec.attention_experts is not None and (spec.mla is not None or spec.heads // kv > spec.attention_experts):
+        raise ValueError(f"attention_experts ({spec.attention_experts}) needs q/k/v attention and at least "
+                         f"heads / kv_heads ({spec.heads // kv}) experts")
     if spec.differential_attention and kv % 2:  # DiffLlamaAttention splits V over its kv heads
         raise ValueError(f"differential_attention needs an even kv_heads (got {kv})")
     types = set(spec.layer_types or ())
