@@ -70,7 +70,7 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "glm5_next_text": f"{_HC}, Kimi-style linear attention with a full-rank forget gate and a compressed indexer",
     "hy_v4": f"{_HC} and an indexer on some MLA blocks only",
     "hy_v4_vl": f"Hunyuan 4's text model ({_HC}) and its vision tower",
-    "lfm3_vl": f"LFM3's text model ({_HEAD_GATE}) and its vision tower",
+    "lfm3_vl": "its vision tower and projector",
     "step3p5": _HEAD_GATE,
     "step3p7": f"Step 3.7's text model ({_HEAD_GATE}) and its vision tower",
     "zaya": "compressed convolutional attention (v_proj_current / v_proj_delayed, depthwise and grouped q/k "
@@ -97,6 +97,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
 
 N17NEW_TEXT_ONLY: dict[str, str] = {
     "kimi_k25": "deepseek_v3", "exaone4_5": "exaone4", "minimax_m3_vl": "minimax_m3_vl_text",
-    "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text",
+    "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text", "lfm3_vl": "lfm3",
 }
 """Refused composites whose language model is supported as its own model_type."""
