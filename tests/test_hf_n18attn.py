@@ -1,6 +1,7 @@
 """The model_types of modelplan/specs/hf_n18attn.py: lfm3, laguna (a g_proj gate on each head's
 attention output), diffllama (differential attention), mimo_v2_flash (value heads narrower than
-q/k heads, sliding blocks with their own kv heads and sinks). Expected totals are sum(p.numel())
+q/k heads, sliding blocks with their own kv heads and sinks), jetmoe (mixture of attention
+experts), doge (dynamic mask attention, residual weights), gemma4_text / gemma4_unified_text. Expected totals are sum(p.numel())
 of transformers 5.24's own model built from each small config on CPU (by component on the meta
 device) and from each config class's defaults; FLOPs of the new mechanisms against hand-worked
 formulas; `count` / `plan --gpus 8` run and `verify` refuses the new features by name."""
@@ -63,6 +64,11 @@ CASES = {
     "jetmoe-top1": {"model_type": "jetmoe", "architectures": ["JetMoeForCausalLM"], **_SMALL, "num_key_value_heads": 4,
                     "kv_channels": 32, "num_local_experts": 3, "num_experts_per_tok": 1, "intermediate_size": 64,
                     "tie_word_embeddings": False},
+    # Doge: GQA 2 kv heads, dynamic mask (A, dt_proj), residual weights, untied
+    "doge": {"model_type": "doge", "architectures": ["DogeForCausalLM"], **_SMALL, "num_key_value_heads": 2},
+    # attention bias (dt_proj's too), sliding window, tied
+    "doge-bias": {"model_type": "doge", "architectures": ["DogeForCausalLM"], **_SMALL, "attention_bias": True,
+                  "sliding_window": 64, "tie_word_embeddings": True},
     # Gemma 4 text at 6 blocks (5 sliding, 1 global of head_dim 64), per-layer inputs 16 wide over 64 rows
     "gemma4_text": {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], **_SMALL, "num_hidden_layers": 6,
                     "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64, "sliding_window": 32,
@@ -127,7 +133,7 @@ def test_components_equal_transformers(name):
 
 @pytest.mark.torch
 @pytest.mark.slow
-@pytest.mark.parametrize("model_type", ["lfm3", "laguna", "diffllama", "mimo_v2_flash", "jetmoe", "gemma4_text",
+@pytest.mark.parametrize("model_type", ["lfm3", "laguna", "diffllama", "mimo_v2_flash", "jetmoe", "doge", "gemma4_text",
                                         "gemma4_unified_text"])
 def test_class_defaults_equal_transformers(model_type):
     """The config class defaults alone give transformers' own count (meta device)."""
@@ -178,7 +184,8 @@ def test_mimo_kv_cache_by_hand():
 
 @pytest.mark.parametrize(("name", "features"), [
     ("lfm3", ("head_gate",)), ("diffllama", ("differential_attention",)),
-    ("mimo_v2_flash", ("v_head_dim", "attention_by_type")), ("jetmoe", ("attention_experts", "moe.output_bias")), ("gemma4_text-kv", ("attention_by_type", "per_layer_input")),
+    ("mimo_v2_flash", ("v_head_dim", "attention_by_type")), ("jetmoe", ("attention_experts", "moe.output_bias")),
+    ("doge", ("dynamic_mask", "residual_weights")), ("gemma4_text-kv", ("attention_by_type", "per_layer_input")),
 ])
 def test_cli_count_plan_and_verify_refusal(name, features, tmp_path):
     """count and plan --gpus 8 run; verify refuses the new features by name in one line."""
@@ -191,6 +198,7 @@ def test_cli_count_plan_and_verify_refusal(name, features, tmp_path):
     ({**CASES["laguna"], "gating": "per-channel"}, "gating"),
     ({**CASES["lfm3"], "layer_types": ["conv", "mamba"] * 4}, "layer_types"),
     ({**CASES["mimo_v2_flash"], "mlp_layer_types": ["dense"] * 3}, "mlp_layer_types"),
+    ({**CASES["doge"], "is_moe": True}, "is_moe"),
     ({**CASES["gemma4_text"], "enable_moe_block": True, "num_experts": 4, "top_k_experts": 2}, "enable_moe_block"),
     ({**CASES["gemma4_text-kv"], "use_double_wide_mlp": True}, "use_double_wide_mlp"),
     ({**CASES["gemma4_text-per-layer"], "per_layer_config": {"1": {"head_dim": 48}, "3": {"head_dim": 64}}},
@@ -218,6 +226,15 @@ def test_jetmoe_block_by_hand():
     assert block_forward_flops(spec, block_of(spec, 0), 64, 64)["attention/router"] == 2 * 64 * 128 * 4
 
 
+def test_doge_block_by_hand():
+    """Doge block, h 128, 4 heads of 32, 2 kv heads: A (2) + dt_proj Linear(64, 2) = 2 + 128, residual
+    weights 2 x 128 (DogeAttention, DogeDecoderLayer); dt_proj's GEMM 2 t 64 2 FLOPs."""
+    spec = from_hf_config(CASES["doge"])
+    b = block_params(spec, block_of(spec, 0))
+    assert (b["attention/dynamic_mask"], b["residual"]) == (2 + 64 * 2, 2 * 128)
+    assert block_forward_flops(spec, block_of(spec, 0), 64, 64)["attention/dynamic_mask"] == 2 * 64 * 64 * 2
+
+
 def test_gemma4_global_block_by_hand():
     """gemma4_text-kv global block, h 128, 4 heads of 64, 1 kv head, K = V: q_proj 128 x 256, k_proj
     128 x 64, no v_proj, o_proj 256 x 128, q/k norms 2 x 64; a sliding block 2 kv heads of 32 with
@@ -230,6 +247,6 @@ def test_gemma4_global_block_by_hand():
 
 def test_registered_not_refused():
     """The types are counted, no longer listed as unmodelled; Gemma 4's composites point to theirs."""
-    assert not {"lfm3", "laguna", "diffllama", "mimo_v2_flash", "jetmoe", "gemma4_text",
+    assert not {"lfm3", "laguna", "diffllama", "mimo_v2_flash", "jetmoe", "doge", "gemma4_text",
                 "gemma4_unified_text"} & set(UNMODELLED)
     assert_one_line_error({"model_type": "gemma4"}, "model_type 'gemma4_text'")

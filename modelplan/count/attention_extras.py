@@ -1,7 +1,7 @@
 """Exact parameters, forward FLOPs and kept activation bytes of two additions to q/k/v attention
 (`TransformerSpec.head_gate`, `TransformerSpec.differential_attention`), keyed relative to the block:
 
-    attention/{head_gate, lambda}, attention/{experts, router} (JetMoE)
+    attention/{head_gate, lambda}, attention/{experts, router} (JetMoE), attention/dynamic_mask (Doge)
 
 - head gate (transformers 5.24 `Lfm3Attention.g_proj`, `LagunaAttention.g_proj`): a bias-free
   Linear(h, heads) (one gate a head, broadcast over head_dim) or Linear(h, heads * head_dim) (one a
@@ -35,6 +35,9 @@ def extra_attention_params(spec: "TransformerSpec") -> dict[str, int]:
         out["attention/head_gate"] = spec.hidden * gate_width(spec)  # g_proj: Linear(h, width, bias=False)
     if spec.differential_attention:
         out["attention/lambda"] = 4 * spec.dim_head  # lambda_q1, lambda_k1, lambda_q2, lambda_k2: (head_dim,)
+    if spec.dynamic_mask:  # DogeAttention: A (kv,), dt_proj Linear(kv d, kv, bias=attention_bias)
+        kv = spec.num_kv_heads
+        out["attention/dynamic_mask"] = kv + spec.v_width * kv + (kv if spec.qkv_bias else 0)
     return out
 
 
@@ -62,6 +65,8 @@ def extra_attention_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int
         out["attention/head_gate"] = 2 * tokens * spec.hidden * gate_width(spec)
     if spec.attention_experts is not None:
         out["attention/router"] = 2 * tokens * spec.hidden * spec.attention_experts
+    if spec.dynamic_mask:  # Doge dt_proj: (t, kv d) @ (kv d, kv); the mask's exp / top-k are element-wise
+        out["attention/dynamic_mask"] = 2 * tokens * spec.v_width * spec.num_kv_heads
     return out
 
 

@@ -225,6 +225,8 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
         out["attention/qk_norm"] -= k_norm
     out.update(block_side_params(spec))  # Gemma 3n's AltUp, LAuReL, per-layer input (count/side_paths.py)
     out["norm"] = norms * norm_params(spec, h)  # input/post-attention (and sandwich) norms
+    if spec.residual_weights:  # Doge input_residual and post_attention_residual: (h,) each
+        out["residual"] = 2 * h
     return out
 
 

@@ -45,7 +45,7 @@ PRICED: frozenset[str] = frozenset({
     "attention_output_gate", "deltanet.kda",  # plan/linear_mixers.py
     # attention_kernels below (count/attention_extras.py, specs/attention_shape.py)
     "head_gate", "differential_attention", "v_head_dim", "attention_by_type", "value_is_key",
-    "attention_experts", "moe.output_bias",
+    "attention_experts", "moe.output_bias", "dynamic_mask", "residual_weights",
     "mla.indexer",  # plan/dsa.py
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
     "moe.shared_expert_gate", "mtp_layers",
@@ -121,6 +121,8 @@ def attention_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q:
         gemms.append(Gemm("attention/head_gate", tokens, gate_width(spec, heads), h))
     if spec.attention_experts is not None:  # JetMoE MoA router (replicated), before its top_k q projections
         gemms.append(Gemm("attention/router", tokens, spec.attention_experts, h))
+    if spec.dynamic_mask:  # Doge dt_proj over the local values
+        gemms.append(Gemm("attention/dynamic_mask", tokens, kv, kv * dv))
     rotated = int(dh * spec.rotary_fraction) if spec.rotary_fraction != 1.0 else dh
     ew = _rotary(spec, block, tokens * (heads + kv) * rotated, d, eager)
     if spec.qk_norm_in(block.mixer):  # a norm pass over Q and K

@@ -132,6 +132,8 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
     numel += heads if spec.attention_sinks else 0
     numel += h * gate_width(spec, heads)  # LFM3 / Laguna g_proj: column-parallel with the heads
     lambdas = 4 * d if spec.differential_attention else 0  # DiffLlama lambda vectors: replicated, partial grads
+    if spec.dynamic_mask:  # Doge A and dt_proj: split with the kv heads (dt_proj reads the local values)
+        numel += kv_local + v * kv_local + (kv_local if spec.qkv_bias else 0)
     return numel + lambdas, norms_partial + (lambdas if tp > 1 else 0) + (out_bias if sp else 0)
 
 
@@ -167,6 +169,7 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
         numel, partial = n_attn + n_ssm, p_attn + p_ssm
     else:
         numel, partial = _attention(spec, tp, sp)
+    norms += 2 * h if spec.residual_weights else 0  # Doge's residual weights: replicated like the norms
     numel, partial = numel + norms, partial + (norms if sp else 0)
     if not block.mlp:
         return numel, partial

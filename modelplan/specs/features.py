@@ -73,6 +73,8 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "attention_by_type": bool(spec.attention_by_type),
         "value_is_key": spec.value_is_key,
         "attention_experts": spec.attention_experts is not None,
+        "dynamic_mask": spec.dynamic_mask,
+        "residual_weights": spec.residual_weights,
         "deltanet.kda": spec.deltanet is not None and spec.deltanet.kda,
         "mlp=false": not spec.mlp,
         f"position={spec.position}": spec.position in ("alibi", "relative"),

@@ -79,7 +79,6 @@ CLASSIC_UNMODELLED: dict[str, str] = {
     "gpt_neox_japanese": "its attention output bias (dense_bias) returned to the block and added with the residual",
     "bitnet": "attn_sub_norm / ffn_sub_norm RMSNorms inside each block and ternary (1.58-bit) weights "
               "whose memory is not that of bf16 parameters",
-    "doge": "dynamic mask attention (dt_proj and per-kv-head A parameters) and its cross-domain MoE",
     "modernbert-decoder": "its first block without an attention norm, the embedding LayerNorm and the "
                           "head's dense + LayerNorm transform before the decoder",
 }

@@ -227,7 +227,23 @@ def _jetmoe(c: HFConfig) -> dict:
                  max_positions=c.integer("max_position_embeddings", 4096), qkv_bias=False, attn_out_bias=False)
 
 
+def _doge(c: HFConfig) -> dict:
+    """Doge (DogeForCausalLM, DogeConfig defaults; SmallDoge): Llama blocks with q/k RMSNorms over
+    head_dim, dynamic mask attention (A and dt_proj) and learned residual weights on both residual
+    paths (input_residual, post_attention_residual); untied by default. Its cross-domain MoE
+    (is_moe: product-key expert embeddings beside the MLP) is refused."""
+    if c.flag("is_moe", False):
+        raise SpecError(f"{c.source}: {c.path}is_moe: Doge's cross-domain MoE (product-key routed expert "
+                        f"embeddings down_embed / up_embed beside the MLP) is not modelled")
+    hidden, heads = c.size("hidden_size"), c.size("num_attention_heads")
+    return llama(c, kv_heads=c.integer("num_key_value_heads", heads, nullable=True) or heads,
+                 head_dim=c.integer("head_dim", hidden // heads), qk_norm=True, dynamic_mask=True,
+                 residual_weights=True, **({"sliding_window": c.integer("sliding_window"),
+                                            "layer_types": ["sliding_attention"]}
+                                           if c.integer("sliding_window", None, nullable=True) else {}))
+
+
 N18ATTN_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "lfm3": _lfm3, "laguna": _laguna, "diffllama": _diffllama, "mimo_v2_flash": _mimo_v2_flash,
-    "jetmoe": _jetmoe, "gemma4_text": lambda c: _gemma4(c, unified=False), "gemma4_unified_text": lambda c: _gemma4(c, unified=True),
+    "jetmoe": _jetmoe, "doge": _doge, "gemma4_text": lambda c: _gemma4(c, unified=False), "gemma4_unified_text": lambda c: _gemma4(c, unified=True),
 }

@@ -141,6 +141,13 @@ class TransformerSpec(Spec):
     JetMoeMoA): E pairs of query / output projections, each kv_heads x head_dim wide, of which a
     bias-free router Linear(h, E) picks heads / kv_heads per token; one shared kv_proj and a bias
     (h) on the merged output. `heads` is kv_heads x top_k. None: plain attention."""
+    dynamic_mask: bool = False
+    """Doge's dynamic mask attention (transformers DogeAttention): A (kv_heads values) and dt_proj
+    Linear(kv_heads head_dim, kv_heads, bias=qkv_bias) over the values, exp(A softplus(dt)) a
+    per-key bias on each kv head's scores (its keep_window_size best keys kept)."""
+    residual_weights: bool = False
+    """Learned per-channel weights on both residual paths of every block, x_new = w * x + f(x)
+    (Doge input_residual, post_attention_residual: 2 h parameters a block)."""
     differential_attention: bool = False
     """Differential attention (Ye et al. 2024, arXiv 2410.05258; transformers DiffLlamaAttention):
     two softmax maps over the same Q and K, the second subtracted with a learned lambda
