@@ -41,6 +41,12 @@ CASES = {
                        "sliding_window": 64, "num_attention_heads_per_layer": [4, 4, 4, 4],
                        "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
                        "mlp_layer_types": ["dense", "sparse", "dense", "sparse"], "attention_bias": True},
+    # Laguna XS.2's layout: sliding blocks with more query heads than the global ones, 3 : 1
+    "laguna-swa-heads": {"model_type": "laguna", "architectures": ["LagunaForCausalLM"], **_SMALL,
+                         "num_key_value_heads": 2, "head_dim": 32, "num_experts": 8, "num_experts_per_tok": 2,
+                         "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48, "sliding_window": 64,
+                         "num_attention_heads_per_layer": [8, 8, 8, 4],
+                         "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"]},
     # DiffLlama: GQA with 2 kv heads, lambda vectors
     "diffllama": {"model_type": "diffllama", "architectures": ["DiffLlamaForCausalLM"], **_SMALL,
                   "num_key_value_heads": 2},
@@ -193,7 +199,7 @@ def test_cli_count_plan_and_verify_refusal(name, features, tmp_path):
 
 
 @pytest.mark.parametrize(("data", "field"), [
-    ({**CASES["laguna"], "num_attention_heads_per_layer": [4, 8, 4, 8]}, "num_attention_heads_per_layer"),
+    ({**CASES["laguna-swa-heads"], "num_attention_heads_per_layer": [8, 4, 4, 4]}, "num_attention_heads_per_layer"),
     ({**CASES["laguna"], "num_attention_heads_per_layer": [4, 4]}, "num_attention_heads_per_layer"),
     ({**CASES["laguna"], "gating": "per-channel"}, "gating"),
     ({**CASES["lfm3"], "layer_types": ["conv", "mamba"] * 4}, "layer_types"),

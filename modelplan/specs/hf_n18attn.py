@@ -57,17 +57,21 @@ def _laguna(c: HFConfig) -> dict:
     dense SwiGLU where mlp_layer_types says dense (default: the first block), else a sigmoid
     router whose e_score_correction_bias is a frozen nn.Parameter (counted), always renormalised,
     x moe_routed_scaling_factor, beside one shared SwiGLU of shared_expert_intermediate_size.
-    num_attention_heads_per_layer with differing counts is refused (the spec has one head count)."""
+    num_attention_heads_per_layer: one head count per layer type (attention_by_type), else refused."""
     layers, heads = c.size("num_hidden_layers"), c.integer("num_attention_heads", 48)
     per_layer = c.ints("num_attention_heads_per_layer", None)
+    names = c.texts("layer_types", None) or ["full_attention"] * layers
+    by_type = None
     if per_layer is not None:
-        if len(per_layer) != layers:
+        if len(per_layer) != layers or len(names) != layers:
             raise SpecError(f"{c.source}: {c.path}num_attention_heads_per_layer: {len(per_layer)} entries for "
                             f"num_hidden_layers {layers}")
-        if len(set(per_layer)) > 1:
-            raise SpecError(f"{c.source}: {c.path}num_attention_heads_per_layer: per-block head counts "
-                            f"{sorted(set(per_layer))} are not modelled (one head count for every block is)")
-        heads = per_layer[0]
+        counts = {name: {n for n, t in zip(per_layer, names) if t == name} for name in set(names)}
+        if any(len(found) > 1 for found in counts.values()):
+            raise SpecError(f"{c.source}: {c.path}num_attention_heads_per_layer: head counts that differ within a "
+                            f"layer type ({ {k: sorted(v) for k, v in sorted(counts.items())} }) are not modelled")
+        heads = next(iter(counts.get("full_attention") or counts[names[0]]))
+        by_type = {name: {"heads": found.pop()} for name, found in counts.items() if heads not in found} or None
     mlp_types = c.texts("mlp_layer_types", None) or ["dense"] + ["sparse"] * (layers - 1)
     c.check_names("mlp_layer_types", mlp_types, ("dense", "sparse"), layers)
     sparse = [i for i, t in enumerate(mlp_types) if t == "sparse"]
@@ -82,7 +86,7 @@ def _laguna(c: HFConfig) -> dict:
     types = layer_types(c, layers, None)
     return llama(c, heads=heads, kv_heads=c.integer("num_key_value_heads", 8), head_dim=c.integer("head_dim", 128),
                  max_positions=c.integer("max_position_embeddings", 131072),
-                 qk_norm=True, layer_types=types, head_gate=_laguna_gate(c), moe=moe,
+                 qk_norm=True, layer_types=types, head_gate=_laguna_gate(c), moe=moe, attention_by_type=by_type,
                  sliding_window=c.integer("sliding_window", 512) if types and "sliding_attention" in types else None)
 
 
