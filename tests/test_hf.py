@@ -349,7 +349,7 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"ernie", "megatron-bert", "openai-gpt", "xglm", "ctrl", "llava_next_video", "llava_onevision",
                "vipllava"}  # tests/test_hf_n17classic.py (on CPU)
     tested |= {"hy_v3", "cohere2_moe", "minimax_m3_vl_text", "nanochat", "olmo_hybrid"}  # tests/test_hf_n17new.py
-    tested |= {"lfm3", "laguna", "diffllama", "mimo_v2_flash", "jetmoe", "doge", "gemma4_text",
+    tested |= {"lfm3", "laguna", "diffllama", "mimo_v2_flash", "jetmoe", "doge", "step3p5", "gemma4_text",
                "gemma4_unified_text"}  # tests/test_hf_n18attn.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 

@@ -251,8 +251,46 @@ def test_gemma4_global_block_by_hand():
     assert sliding["attention/qkv"] == 128 * (128 + 64 + 64)
 
 
+STEP3P5 = [
+    # sliding blocks with 8 query heads, global ones 4; dense blocks 0 and 3; one shared expert of 48
+    {"model_type": "step3p5", **_SMALL, "num_key_value_heads": 2, "head_dim": 32, "n_routed_experts": 8,
+     "num_experts_per_tok": 2, "moe_intermediate_size": 32, "share_expert_dim": 48, "sliding_window": 64,
+     "layer_types": ["sliding_attention", "full_attention"] * 2, "num_sliding_attention_heads": 8,
+     "mlp_layer_types": ["dense", "sparse", "sparse", "dense"]},
+    # the legacy keys: moe_layers_enum, attention_other_setting, MTP-padded layer_types, MLP bias
+    {"model_type": "step3p5", **_SMALL, "num_key_value_heads": 2, "head_dim": 32, "n_routed_experts": 4,
+     "num_experts_per_tok": 2, "moe_intermediate_size": 32, "share_expert_dim": 32, "sliding_window": 64,
+     "num_nextn_predict_layers": 1, "moe_layers_enum": "1,2", "attention_other_setting": {"num_attention_heads": 2},
+     "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention", "full_attention"],
+     "mlp_bias": True},
+]
+
+
+def _step3p5_reference(data: dict) -> int:
+    """transformers has no step3p5 causal-LM class: Step3p7TextModel's sum(p.numel()) plus the
+    untied lm_head Linear(h, vocab, bias=False) Step3p7ForConditionalGeneration puts on it."""
+    import torch
+    from transformers.models.step3p7.modeling_step3p7 import Step3p7TextModel
+
+    from _hf_reference import hf_config
+
+    cfg = hf_config(data)
+    with torch.device("meta"):
+        model = Step3p7TextModel(cfg)
+    return sum(p.numel() for p in model.parameters()) + cfg.vocab_size * cfg.hidden_size
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("data", STEP3P5 + [None], ids=["small", "legacy-keys", "class-defaults"])
+def test_step3p5_equals_transformers(data):
+    """Step 3.5's text model (the step3p7 composite's language model) = transformers' own."""
+    data = class_defaults("step3p5") if data is None else data
+    assert count_params(from_hf_config(data)).total == _step3p5_reference(data)
+
+
 def test_registered_not_refused():
     """The types are counted, no longer listed as unmodelled; Gemma 4's composites point to theirs."""
-    assert not {"lfm3", "laguna", "diffllama", "mimo_v2_flash", "jetmoe", "doge", "gemma4_text",
+    assert not {"lfm3", "laguna", "diffllama", "mimo_v2_flash", "jetmoe", "doge", "step3p5", "gemma4_text",
                 "gemma4_unified_text"} & set(UNMODELLED)
     assert_one_line_error({"model_type": "gemma4"}, "model_type 'gemma4_text'")
+    assert_one_line_error({"model_type": "step3p7"}, "model_type 'step3p5'")

@@ -52,7 +52,6 @@ N17NEW_MLA_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 
 
 _HC = "manifold-constrained hyper-connections (attn_hc / ffn_hc: several residual streams mixed per block)"
-_HEAD_GATE = "a per-head sigmoid gate on the attention output (g_proj: Linear(hidden, heads))"
 
 N17NEW_UNMODELLED: dict[str, str] = {
     "gemma4": "its vision and audio towers",
@@ -71,8 +70,7 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "hy_v4": f"{_HC} and an indexer on some MLA blocks only",
     "hy_v4_vl": f"Hunyuan 4's text model ({_HC}) and its vision tower",
     "lfm3_vl": "its vision tower and projector",
-    "step3p5": _HEAD_GATE,
-    "step3p7": f"Step 3.7's text model ({_HEAD_GATE}) and its vision tower",
+    "step3p7": "its vision tower and projector",
     "zaya": "compressed convolutional attention (v_proj_current / v_proj_delayed, depthwise and grouped q/k "
             "convs), an MLP router and learned residual scales",
     "dots3_note_text": "MLA dimensions that differ from block to block, an indexer on some blocks only and a "
@@ -97,6 +95,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
 
 N17NEW_TEXT_ONLY: dict[str, str] = {
     "kimi_k25": "deepseek_v3", "exaone4_5": "exaone4", "minimax_m3_vl": "minimax_m3_vl_text",
-    "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text", "lfm3_vl": "lfm3",
+    "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text", "lfm3_vl": "lfm3", "step3p7": "step3p5",
 }
 """Refused composites whose language model is supported as its own model_type."""

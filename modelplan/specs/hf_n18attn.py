@@ -247,7 +247,61 @@ def _doge(c: HFConfig) -> dict:
                                            if c.integer("sliding_window", None, nullable=True) else {}))
 
 
+def _trimmed(c: HFConfig, key: str, layers: int) -> list[str] | None:
+    """A per-block list that may carry num_nextn_predict_layers trailing MTP entries (dropped, as
+    Step3p7TextConfig.__post_init__ does)."""
+    names = c.texts(key, None)
+    if names is not None and len(names) == layers + c.integer("num_nextn_predict_layers", 0):
+        names = names[:layers]
+    return names
+
+
+def _step3p5(c: HFConfig) -> dict:
+    """Step 3.5 / 3.7 text (Step3p7TextModel, Step3p7TextConfig defaults): GQA with q/k RMSNorms
+    over head_dim and g_proj (sigmoid, one gate a head), sliding blocks with
+    num_sliding_attention_heads query heads (attention_other_setting in older configs), a dense
+    SwiGLU where mlp_layer_types says dense (default: blocks 0-2, or the legacy moe_layers_enum),
+    else a sigmoid router (correction bias a buffer, renormalised, x moe_router_scaling_factor)
+    over bias-free experts beside one shared SwiGLU of share_expert_dim; untied. The trailing
+    num_nextn_predict_layers MTP blocks are not part of the model (ignored on load); the
+    swiglu_limits clamps change no count."""
+    c = c.renamed({"num_attention_groups": "num_key_value_heads", "moe_num_experts": "n_routed_experts",
+                   "num_local_experts": "n_routed_experts", "moe_top_k": "num_experts_per_tok",
+                   "share_expert_dims": "share_expert_dim"})
+    layers, heads = c.size("num_hidden_layers"), c.integer("num_attention_heads", 64)
+    names = _trimmed(c, "layer_types", layers) or ["full_attention"] * layers
+    c.check_names("layer_types", names, ("full_attention", "sliding_attention"), layers)
+    mlp_types = _trimmed(c, "mlp_layer_types", layers)
+    if mlp_types is None:
+        enum = c.data.get("moe_layers_enum")
+        items = enum.split(",") if isinstance(enum, str) else enum
+        sparse = {int(i) for i in items if str(i).strip()} if items is not None else set(range(3, layers))
+        mlp_types = ["sparse" if i in sparse else "dense" for i in range(layers)]
+    c.check_names("mlp_layer_types", mlp_types, ("dense", "sparse"), layers)
+    sparse = [i for i, t in enumerate(mlp_types) if t == "sparse"]
+    moe = None
+    if sparse:
+        moe = dict(num_experts=c.integer("n_routed_experts", 288), top_k=c.integer("num_experts_per_tok", 8),
+                   expert_ffn_hidden=c.integer("moe_intermediate_size", 1280), router="sigmoid",
+                   router_score_correction=True, norm_topk_prob=True, expert_bias=False,
+                   routed_scaling=c.number("moe_router_scaling_factor", 1.0, positive=True),
+                   shared_experts=1, shared_expert_ffn_hidden=c.integer("share_expert_dim", 1280), layers=sparse)
+    other = c.sub("attention_other_setting")
+    sliding_heads = c.integer("num_sliding_attention_heads", None, nullable=True) or (
+        other.integer("num_attention_heads", heads) if other is not None else heads)
+    types = compact_types(names)
+    has_sliding = "sliding_attention" in names
+    if has_sliding and c.integer("sliding_window", None, nullable=True) is None:
+        raise SpecError(f"{c.source}: {c.path}sliding_window: missing for the sliding_attention blocks")
+    return llama(c, heads=heads, kv_heads=c.integer("num_key_value_heads", 8), head_dim=c.integer("head_dim", 128),
+                 qk_norm=True, head_gate="head", layer_types=types, moe=moe,
+                 max_positions=c.integer("max_position_embeddings", 128000), norm_eps=c.number("rms_norm_eps", 1e-5),
+                 sliding_window=c.integer("sliding_window") if has_sliding else None,
+                 attention_by_type={"sliding_attention": {"heads": sliding_heads}}
+                 if has_sliding and sliding_heads != heads else None)
+
+
 N18ATTN_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "lfm3": _lfm3, "laguna": _laguna, "diffllama": _diffllama, "mimo_v2_flash": _mimo_v2_flash,
-    "jetmoe": _jetmoe, "doge": _doge, "gemma4_text": lambda c: _gemma4(c, unified=False), "gemma4_unified_text": lambda c: _gemma4(c, unified=True),
+    "jetmoe": _jetmoe, "doge": _doge, "step3p5": _step3p5, "gemma4_text": lambda c: _gemma4(c, unified=False), "gemma4_unified_text": lambda c: _gemma4(c, unified=True),
 }
