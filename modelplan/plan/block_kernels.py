@@ -45,7 +45,8 @@ PRICED: frozenset[str] = frozenset({
     "attention_output_gate", "deltanet.kda",  # plan/linear_mixers.py
     # attention_kernels below (count/attention_extras.py, specs/attention_shape.py)
     "head_gate", "differential_attention", "v_head_dim", "attention_by_type", "value_is_key",
-    "attention_experts", "moe.output_bias", "dynamic_mask", "residual_weights",
+    "attention_experts", "dynamic_mask",
+    "moe.output_bias", "residual_weights",  # shards only (a bias add, a per-channel scale: element-wise)
     "mla.indexer",  # plan/dsa.py
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
     "moe.shared_expert_gate", "mtp_layers",
