@@ -13,9 +13,14 @@ import pytest
 from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error, class_defaults
 from _hf_reference import COMPONENTS, hf_model
 from modelplan.count.block_flops import block_forward_flops
+from modelplan.count.flops import layer_forward_flops
 from modelplan.count.blocks import block_of, block_params
 from modelplan.count.memory import kv_cache_bytes
 from modelplan.count.params import count_params
+from modelplan.plan.kernels import layer_kernels
+from modelplan.plan.shard import _block, unit_shards
+from modelplan.specs.plan import Plan
+from modelplan.specs.attention_shape import for_mixer
 from modelplan.specs.hf import UNMODELLED, from_hf_config
 
 _SMALL = {"num_hidden_layers": 4, "hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 4,
@@ -186,6 +191,49 @@ def test_mimo_kv_cache_by_hand():
     five sliding ones their 32-key window x (2 x 48 + 2 x 32) (what transformers' cache keeps)."""
     spec = from_hf_config(CASES["mimo_v2_flash"])
     assert kv_cache_bytes(spec, 1, 64, 2) == 2 * (2 * 64 * 80 + 5 * 32 * 160)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_planner_gemms_carry_the_counted_flops(name):
+    """Every block kind: the planner's weight GEMMs carry count's forward FLOPs but the score term
+    (the eager scores / context GEMMs, over the whole sequence) and, in MoE blocks, the MLP
+    (priced at its dispatched shapes)."""
+    spec, s = from_hf_config(CASES[name]), 128
+    for index in range(spec.layers):
+        block = block_of(spec, index)
+        counted = layer_forward_flops(spec, index, tokens=2 * s, seq_len=s)
+        kernels = layer_kernels(spec, 1, 2, s, 2, block=block, moe_layer=block.moe)
+        skip = ("attention/score", "/conv") + (("mlp/",) if block.moe else ())
+        expected = sum(v for k, v in counted.items() if not any(x in k for x in skip))
+        gemms = [g for g in kernels.gemms if not g.name.endswith(("/scores", "/context"))
+                 and not (block.moe and g.name.startswith("mlp/"))]
+        assert sum(g.flops for g in gemms) == expected, index
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_tp_shards_hold_the_counted_parameters(name):
+    """plan/shard.py's per-rank elements of each dense block: at tp 1 count's block_params; at tp 2
+    with sequence parallelism the two ranks hold it once plus the replicated part once more (blocks
+    with one kv head hold it whole on both ranks, not as a partial sum: left out at tp 2)."""
+    spec = from_hf_config(CASES[name])
+    for index in range(spec.layers):
+        block = block_of(spec, index)
+        if block.moe:
+            continue
+        whole = sum(block_params(spec, block).values())
+        assert _block(spec, block, 1, False) == (whole, 0), index
+        if for_mixer(spec, block.mixer).num_kv_heads % 2:
+            continue
+        local, replicated = _block(spec, block, 2, True)
+        assert 2 * local - replicated == whole, index
+
+
+@pytest.mark.parametrize("name", [*CASES, "gemma3n"])
+def test_one_rank_holds_the_counted_model(name):
+    """Plan() (one rank): plan/shard.py's units sum to count's total, the per-layer-input tables,
+    side paths and K/V-sharing blocks included (Gemma 3n: its class defaults, gemma-3n-E4B)."""
+    spec = from_hf_config(class_defaults("gemma3n_text") if name == "gemma3n" else CASES[name])
+    assert sum(u.numel for u in unit_shards(spec, Plan()).values()) == count_params(spec).total
 
 
 @pytest.mark.parametrize(("name", "features"), [

@@ -113,7 +113,8 @@ def attention_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q:
     gate = heads if spec.attention_output_gate else 0  # Qwen3-Next: q_proj also emits a gate per head
     dv = spec.dim_value  # value heads' width (MiMo-V2-Flash v_head_dim)
     v_proj = 0 if spec.value_is_key else kv * dv  # Gemma 4 attention_k_eq_v: no v_proj
-    gemms = [Gemm("attention/qkv", tokens, (heads + gate + kv) * dh + v_proj, h)]  # column-parallel
+    kv_proj = 0 if block.kv_shared else kv * dh + v_proj  # Gemma 3n / 4 K/V-sharing blocks: q only
+    gemms = [Gemm("attention/qkv", tokens, (heads + gate) * dh + kv_proj, h)]  # column-parallel
     g, core, flash = _core("attention", spec, block, b, heads, s_q, s, dh, dv, d, fused)
     if attention_calls(spec) == 2:  # DiffLlama: a second call over the same Q, K (count/attention_extras.py)
         g2, core2, flash2 = _core("attention/second", spec, block, b, heads, s_q, s, dh, dv, d, fused)

@@ -144,6 +144,7 @@ def layer_kernels(
             Gemm("mlp/in", tokens, (2 if spec.gated_mlp else 1) * ffn_local, h),  # column-parallel
             Gemm("mlp/out", tokens, h, ffn_local),  # row-parallel
         ]
+    gemms += side_path_gemms(spec, tokens)  # Gemma 3n / 4 per-layer input and LAuReL (replicated)
     norm = norm_kernel("norm", spec, hidden_values, d, (norm_elementwise or elementwise) == "eager")
     # fused bias-dropout-add after each row-parallel GEMM: reads out and residual, writes sum
     # (+ mask); bwd reads dy (+ mask), writes dx and reads dy again for the bias gradient.
@@ -169,6 +170,19 @@ def layer_kernels(
         other.remove(bda)  # one residual sum of attention + MLP
     core_gemms = tuple(g for g in gemms if g.name.endswith(("/scores", "/context")))
     return LayerKernels(tuple(gemms), tuple(other) + tuple(core), core_gemms, tuple(core), tuple(flash))
+
+
+def side_path_gemms(spec: TransformerSpec, tokens: int) -> list[Gemm]:
+    """The per-layer input's gate Linear(h, w) and projection Linear(w, h), LAuReL's Linear(h, r)
+    and Linear(r, h) (count/side_paths.py), every rank whole; AltUp's tiny mixes are not priced."""
+    h, out = spec.hidden, []
+    if spec.per_layer_input is not None:
+        w = spec.per_layer_input.width
+        out += [Gemm("per_layer_input/gate", tokens, w, h), Gemm("per_layer_input/proj", tokens, h, w)]
+    if spec.laurel_rank is not None:
+        r = spec.laurel_rank
+        out += [Gemm("laurel/left", tokens, r, h), Gemm("laurel/right", tokens, h, r)]
+    return out
 
 
 PYTORCH_CP_MERGE_FWD_BYTES = 38

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from modelplan.count.attention_extras import gate_width
 from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
+from modelplan.count.side_paths import block_side_params, embedding_side_params, head_side_params, kv_shared_saving
 from modelplan.count.vision import vision_params
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.linear_mixers import linear_mixer_shard
@@ -132,8 +133,9 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
     numel += heads if spec.attention_sinks else 0
     numel += h * gate_width(spec, heads)  # LFM3 / Laguna g_proj: column-parallel with the heads
     lambdas = 4 * d if spec.differential_attention else 0  # DiffLlama lambda vectors: replicated, partial grads
-    if spec.dynamic_mask:  # Doge A and dt_proj: split with the kv heads (dt_proj reads the local values)
-        numel += kv_local + v * kv_local + (kv_local if spec.qkv_bias else 0)
+    if spec.dynamic_mask:  # Doge A and dt_proj (reads every kv head's values): replicated, partial grads
+        kv_all = spec.num_kv_heads
+        lambdas += kv_all + spec.v_width * kv_all + (kv_all if spec.qkv_bias else 0)
     return numel + lambdas, norms_partial + (lambdas if tp > 1 else 0) + (out_bias if sp else 0)
 
 
@@ -170,7 +172,12 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
     else:
         numel, partial = _attention(spec, tp, sp)
     norms += 2 * h if spec.residual_weights else 0  # Doge's residual weights: replicated like the norms
-    numel, partial = numel + norms, partial + (norms if sp else 0)
+    side = sum(block_side_params(spec).values())  # Gemma 3n / 4 side paths (count/side_paths.py): replicated
+    if block.kv_shared:  # Gemma 3n / 4: no k_proj, v_proj, k_norm of its own
+        saving, k_norm = kv_shared_saving(spec)
+        numel -= _split(saving, tp) + k_norm
+        partial -= k_norm if tp > 1 else 0
+    numel, partial = numel + norms + side, partial + (norms if sp else 0) + (side if tp > 1 else 0)
     if not block.mlp:
         return numel, partial
     if not block.moe:
@@ -229,7 +236,8 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     sizes: dict[str, tuple[int, int, int]] = {"embedding/word": (_split(spec.vocab, tp) * h, 0, dp)}
     extra = (spec.max_positions * h if spec.position == "learned" else 0) + spec.type_vocab * h
     extra += _norm(spec) if spec.embedding_norm else 0
-    sizes["embedding/extra"] = (extra, extra if sp else 0, dp)
+    side = sum(embedding_side_params(spec).values())  # Gemma 3n / 4 per-layer tables, AltUp: replicated
+    sizes["embedding/extra"] = (extra + side, (extra if sp else 0) + (side if tp > 1 else 0), dp)
     blocks: dict = {}
     experts = _experts(spec, etp, plan.ep) if spec.moe is not None else 0
     for i in range(spec.layers):
@@ -246,7 +254,8 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     norm = _norm(spec) if spec.final_norm else 0
     head = norm + (0 if spec.tied_embeddings else h * _split(spec.vocab, tp))
     head += _split(spec.vocab, tp) if spec.lm_head_bias else 0
-    sizes["head"] = (head, norm if sp else 0, dp)
+    side = sum(head_side_params(spec).values())  # Gemma 3n's AltUp unembedding projections: replicated
+    sizes["head"] = (head + side, (norm if sp else 0) + (side if tp > 1 else 0), dp)
     if spec.vision is not None:  # replicated over tp (its own small GEMMs), reduced over dp like the rest
         sizes["vision"] = (sum(vision_params(spec.vision, h).values()), 0, dp)
     return {u: UnitShard(unit=u, numel=n, partial_over_tp=p, group_size=g) for u, (n, p, g) in sizes.items() if n}
