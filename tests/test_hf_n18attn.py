@@ -336,6 +336,19 @@ def test_step3p5_equals_transformers(data):
     assert count_params(from_hf_config(data)).total == _step3p5_reference(data)
 
 
+def test_lfm2_moe_without_layer_types_is_refused_as_transformers_does():
+    """Lfm2MoeConfig keeps layer_types None and Lfm2MoeDecoderLayer indexes it: transformers raises
+    TypeError building the class defaults, so count refuses them in one line naming the field."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("torch")
+    import torch
+
+    data = class_defaults("lfm2_moe")
+    with pytest.raises(TypeError), torch.device("meta"):
+        transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model("lfm2_moe"))
+    assert_one_line_error(data, "layer_types: missing")
+
+
 def test_registered_not_refused():
     """The types are counted, no longer listed as unmodelled; Gemma 4's composites point to theirs."""
     assert not {"lfm3", "laguna", "diffllama", "mimo_v2_flash", "jetmoe", "doge", "step3p5", "gemma4_text",
