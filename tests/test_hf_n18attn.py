@@ -91,6 +91,12 @@ CASES = {
                        "layer_types": ["sliding_attention", "full_attention"] * 4, "sliding_window": 32,
                        "hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": 64,
                        "tie_word_embeddings": False},
+    # Gemma 4's MoE blocks (26B-A4B style): 8 experts of 32 beside each block's MLP, top 2
+    "gemma4_text-moe": {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], **_SMALL,
+                        "num_hidden_layers": 6, "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64,
+                        "sliding_window": 32, "hidden_size_per_layer_input": 0, "enable_moe_block": True,
+                        "num_experts": 8, "top_k_experts": 2, "moe_intermediate_size": 32,
+                        "attention_k_eq_v": True, "num_global_key_value_heads": 1},
     # the serialised form: per_layer_config overrides, no per-layer inputs
     "gemma4_text-per-layer": {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], **_SMALL,
                               "num_key_value_heads": 2, "head_dim": 32, "sliding_window": 32,
@@ -239,7 +245,7 @@ def test_one_rank_holds_the_counted_model(name):
 @pytest.mark.parametrize(("name", "features"), [
     ("lfm3", ("head_gate",)), ("diffllama", ("differential_attention",)),
     ("mimo_v2_flash", ("v_head_dim", "attention_by_type")), ("jetmoe", ("attention_experts", "moe.output_bias")),
-    ("doge", ("dynamic_mask", "residual_weights")), ("gemma4_text-kv", ("attention_by_type", "per_layer_input")),
+    ("doge", ("dynamic_mask", "residual_weights")), ("gemma4_text-moe", ("moe.router_scales", "moe.branch_norms")), ("gemma4_text-kv", ("attention_by_type", "per_layer_input")),
 ])
 def test_cli_count_plan_and_verify_refusal(name, features, tmp_path):
     """count and plan --gpus 8 run; verify refuses the new features by name in one line."""
@@ -253,7 +259,7 @@ def test_cli_count_plan_and_verify_refusal(name, features, tmp_path):
     ({**CASES["lfm3"], "layer_types": ["conv", "mamba"] * 4}, "layer_types"),
     ({**CASES["mimo_v2_flash"], "mlp_layer_types": ["dense"] * 3}, "mlp_layer_types"),
     ({**CASES["doge"], "is_moe": True}, "is_moe"),
-    ({**CASES["gemma4_text"], "enable_moe_block": True, "num_experts": 4, "top_k_experts": 2}, "enable_moe_block"),
+    ({**CASES["gemma4_text"], "enable_moe_block": True, "num_experts": 4, "top_k_experts": 2}, "moe_intermediate_size"),
     ({**CASES["gemma4_text-kv"], "use_double_wide_mlp": True}, "use_double_wide_mlp"),
     ({**CASES["gemma4_text-per-layer"], "per_layer_config": {"1": {"head_dim": 48}, "3": {"head_dim": 64}}},
      "per_layer_config"),
@@ -297,6 +303,16 @@ def test_gemma4_global_block_by_hand():
     full, sliding = block_params(spec, block_of(spec, 1)), block_params(spec, block_of(spec, 0))
     assert (full["attention/qkv"], full["attention/out"], full["attention/qk_norm"]) == (128 * 320, 256 * 128, 128)
     assert sliding["attention/qkv"] == 128 * (128 + 64 + 64)
+
+
+def test_gemma4_moe_block_by_hand():
+    """gemma4_text-moe block, h 128: router proj 128 x 8, scale 128, per_expert_scale 8, experts
+    8 x 3 x 128 x 32, the dense MLP 3 x 128 x 256 as the shared expert, three branch norms of 128
+    (Gemma4TextRouter, Gemma4TextExperts, Gemma4TextDecoderLayer)."""
+    spec = from_hf_config(CASES["gemma4_text-moe"])
+    b = block_params(spec, block_of(spec, 0))
+    assert (b["mlp/router"], b["mlp/router_scales"], b["mlp/norms"]) == (128 * 8, 128 + 8, 3 * 128)
+    assert (b["mlp/experts"], b["mlp/shared_experts"]) == (8 * 3 * 128 * 32, 3 * 128 * 256)
 
 
 STEP3P5 = [

@@ -189,6 +189,9 @@ def mlp_block_params(spec: "TransformerSpec", moe_layer: bool) -> dict[str, int]
         # Qwen2-MoE shared_expert_gate: nn.Linear(h, 1, bias=False)
         "mlp/shared_gate": h if moe.shared_expert_gate else 0,
         "mlp/output_bias": h if moe.output_bias else 0,  # JetMoeMoE.bias: (h,)
+        # Gemma4TextRouter scale (h,) and per_expert_scale (E,); the branches' RMSNorms (h each)
+        "mlp/router_scales": h + moe.num_experts if moe.router_scales else 0,
+        "mlp/norms": moe.branch_norms * norm_params(spec, h),
     }
 
 

@@ -46,7 +46,8 @@ PRICED: frozenset[str] = frozenset({
     # attention_kernels below (count/attention_extras.py, specs/attention_shape.py)
     "head_gate", "differential_attention", "v_head_dim", "attention_by_type", "value_is_key",
     "attention_experts", "dynamic_mask",
-    "moe.output_bias", "residual_weights",  # shards only (a bias add, a per-channel scale: element-wise)
+    "moe.output_bias", "residual_weights", "moe.router_scales",  # shards only (element-wise adds / scales)
+    "moe.branch_norms",  # its norms' passes are not priced (the block's own are)
     "mla.indexer",  # plan/dsa.py
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
     "moe.shared_expert_gate", "mtp_layers",

@@ -188,6 +188,9 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
     router += moe.num_experts if moe.score_correction_param else 0  # AFMoE's expert_bias parameter
     router += h if moe.shared_expert_gate else 0  # Qwen2-MoE's gate: replicated like the router
     router += h if moe.output_bias else 0  # JetMoE's output bias: replicated
+    router += h + moe.num_experts if moe.router_scales else 0  # Gemma 4's router scales: replicated
+    branch_norms = moe.branch_norms * _norm(spec)  # Gemma 4's branch norms: replicated like the block's
+    numel, partial = numel + branch_norms, partial + (branch_norms if sp else 0)
     numel += router
     partial += router if tp > 1 else 0  # the router's gradient is a partial sum over tp
     if moe.shared_experts:

@@ -41,6 +41,8 @@ def _moe_features(spec: "TransformerSpec") -> list[str]:
         "moe.zero_experts": moe.zero_experts > 0,
         "moe.shortcut": moe.shortcut,
         "moe.output_bias": moe.output_bias,
+        "moe.router_scales": moe.router_scales,
+        "moe.branch_norms": moe.branch_norms > 0,
     }
     return out + [name for name, used in checks.items() if used]
 

@@ -56,15 +56,26 @@ def _gemma4(c: HFConfig, unified: bool) -> dict:
     sliding blocks per global one, the last block forced global (Gemma4TextConfig.__post_init__);
     global blocks sized by `_gemma4_shapes`; the last num_kv_shared_layers blocks reuse earlier
     K/V; gemma4_text adds per-layer inputs (embed_tokens_per_layer, a gate and projection in every
-    block). Its MoE block beside the MLP and double-wide MLPs on the K/V-sharing blocks are refused."""
+    block) and, with enable_moe_block, routed experts beside every block's MLP (the MLP as one shared
+    expert, Gemma4TextRouter's scales, three branch norms). Double-wide MLPs on the K/V-sharing
+    blocks are refused."""
     layers, hidden = c.size("num_hidden_layers"), c.size("hidden_size")
     names = c.texts("layer_types", None) or ["sliding_attention" if (i + 1) % 6 else "full_attention"
                                              for i in range(layers)]
     c.check_names("layer_types", names, ("sliding_attention", "full_attention"), layers)
     names = [*names[:-1], "full_attention"]  # Gemma4TextConfig forces the last block global
-    if not unified and c.flag("enable_moe_block", False):
-        raise SpecError(f"{c.source}: {c.path}enable_moe_block: Gemma 4's MoE block beside the MLP (its "
-                        f"router's scale vectors and three extra norms) is not modelled")
+    moe = None
+    if not unified and c.flag("enable_moe_block", False):  # Gemma4TextDecoderLayer: experts beside the MLP
+        experts, top_k = c.integer("num_experts", None, nullable=True), c.integer("top_k_experts", None, nullable=True)
+        inner = c.integer("moe_intermediate_size", None, nullable=True)
+        for key, value in (("num_experts", experts), ("top_k_experts", top_k), ("moe_intermediate_size", inner)):
+            if value is None:
+                raise SpecError(f"{c.source}: {c.path}{key}: missing (enable_moe_block needs it)")
+        # softmax router over all experts, top-k renormalised, x per_expert_scale; the dense MLP of
+        # intermediate_size summed with the experts' output: one always-active shared expert
+        moe = dict(num_experts=experts, top_k=top_k, expert_ffn_hidden=inner, router="softmax", norm_topk_prob=True,
+                   expert_bias=False, shared_experts=1, shared_expert_ffn_hidden=c.size("intermediate_size"),
+                   router_scales=True, branch_norms=3)
     shared = c.integer("num_kv_shared_layers", 0)
     if not 0 <= shared < layers:
         raise SpecError(f"{c.source}: {c.path}num_kv_shared_layers: {shared} must be in 0..{layers - 1}")
@@ -88,7 +99,7 @@ def _gemma4(c: HFConfig, unified: bool) -> dict:
         final_logit_softcap=c.number("final_logit_softcapping", None, nullable=True),
         sliding_window=c.integer("sliding_window", 1024 if unified else 512) if types else None,
         layer_types=types, kv_shared_layers=shared, per_layer_input=per_layer,
-        attention_by_type=_gemma4_shapes(c, names),
+        attention_by_type=_gemma4_shapes(c, names), moe=moe,
     )
 
 
