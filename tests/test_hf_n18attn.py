@@ -91,6 +91,12 @@ CASES = {
                        "layer_types": ["sliding_attention", "full_attention"] * 4, "sliding_window": 32,
                        "hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": 64,
                        "tie_word_embeddings": False},
+    # use_double_wide_mlp: the 3 K/V-sharing blocks' MLPs 2 x 256 wide
+    "gemma4_text-wide": {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], **_SMALL,
+                         "num_hidden_layers": 8, "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64,
+                         "num_kv_shared_layers": 3, "use_double_wide_mlp": True, "sliding_window": 32,
+                         "layer_types": ["sliding_attention", "full_attention"] * 4,
+                         "hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": 64},
     # Gemma 4's MoE blocks (26B-A4B style): 8 experts of 32 beside each block's MLP, top 2
     "gemma4_text-moe": {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], **_SMALL,
                         "num_hidden_layers": 6, "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64,
@@ -245,7 +251,8 @@ def test_one_rank_holds_the_counted_model(name):
 @pytest.mark.parametrize(("name", "features"), [
     ("lfm3", ("head_gate",)), ("diffllama", ("differential_attention",)),
     ("mimo_v2_flash", ("v_head_dim", "attention_by_type")), ("jetmoe", ("attention_experts", "moe.output_bias")),
-    ("doge", ("dynamic_mask", "residual_weights")), ("gemma4_text-moe", ("moe.router_scales", "moe.branch_norms")), ("gemma4_text-kv", ("attention_by_type", "per_layer_input")),
+    ("doge", ("dynamic_mask", "residual_weights")), ("gemma4_text-moe", ("moe.router_scales", "moe.branch_norms")),
+    ("gemma4_text-wide", ("kv_shared_ffn_hidden",)), ("gemma4_text-kv", ("attention_by_type", "per_layer_input")),
 ])
 def test_cli_count_plan_and_verify_refusal(name, features, tmp_path):
     """count and plan --gpus 8 run; verify refuses the new features by name in one line."""
@@ -260,7 +267,6 @@ def test_cli_count_plan_and_verify_refusal(name, features, tmp_path):
     ({**CASES["mimo_v2_flash"], "mlp_layer_types": ["dense"] * 3}, "mlp_layer_types"),
     ({**CASES["doge"], "is_moe": True}, "is_moe"),
     ({**CASES["gemma4_text"], "enable_moe_block": True, "num_experts": 4, "top_k_experts": 2}, "moe_intermediate_size"),
-    ({**CASES["gemma4_text-kv"], "use_double_wide_mlp": True}, "use_double_wide_mlp"),
     ({**CASES["gemma4_text-per-layer"], "per_layer_config": {"1": {"head_dim": 48}, "3": {"head_dim": 64}}},
      "per_layer_config"),
     ({**CASES["gemma4_text-per-layer"], "per_layer_config": {"1": {"intermediate_size": 48}}}, "per_layer_config"),

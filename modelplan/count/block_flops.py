@@ -14,7 +14,7 @@ from modelplan.count.blocks import Block, real_experts_per_token
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_flops, mixer_flops
 from modelplan.count.shared_block import use_flops
 from modelplan.count.side_paths import block_side_flops
-from modelplan.specs.attention_shape import for_mixer
+from modelplan.specs.attention_shape import for_block
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -130,7 +130,7 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
                         memory_tokens: int = 0, memory_len: int = 0) -> dict[str, int]:
     """Forward FLOPs of one block for `tokens` tokens in sequences of `seq_len`; a decoder block
     of an encoder-decoder cross-attends to `memory_tokens` encoder tokens (`memory_len` a sequence)."""
-    spec = for_mixer(spec, block.mixer)  # its layer type's attention sizes (MiMo-V2-Flash)
+    spec = for_block(spec, block)  # its layer type's attention sizes, its MLP width (specs/attention_shape.py)
     keys = keys_per_query(spec, block.mixer, seq_len)
     if block.mixer == "mamba":
         out = mamba_flops(spec, tokens)

@@ -18,7 +18,7 @@ from modelplan.count.attention_extras import extra_attention_params, moa_params,
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
 from modelplan.count.shared_block import use_params
 from modelplan.count.side_paths import block_side_params, kv_shared_saving
-from modelplan.specs.attention_shape import for_mixer
+from modelplan.specs.attention_shape import for_block
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -197,7 +197,7 @@ def mlp_block_params(spec: "TransformerSpec", moe_layer: bool) -> dict[str, int]
 
 def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
     """Leaf parameters of one block of kind `block`."""
-    spec = for_mixer(spec, block.mixer)  # its layer type's attention sizes (MiMo-V2-Flash)
+    spec = for_block(spec, block)  # its layer type's attention sizes, its MLP width (specs/attention_shape.py)
     h = spec.hidden
     if block.mixer == "mamba":
         out = mamba_params(spec)

@@ -25,7 +25,7 @@ from modelplan.count.recompute_modules import discarded
 from modelplan.count.result import MemoryCount
 from modelplan.count.shared_block import use_cache_elements, use_kept_bytes
 from modelplan.count.side_paths import block_side_kept_bytes
-from modelplan.specs.attention_shape import for_mixer
+from modelplan.specs.attention_shape import for_block, for_mixer
 from modelplan.specs.family import family_of
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
     head (Dao 2023, FlashAttention-2, Algorithm 1); its output is the output-projection input,
     already counted.
     """
-    spec = for_mixer(spec, block.mixer)  # its layer type's attention sizes (MiMo-V2-Flash)
+    spec = for_block(spec, block)  # its layer type's attention sizes, its MLP width (specs/attention_shape.py)
     h, mask = spec.hidden, (1 if spec.dropout else 0)
     # Norm inputs: each sequential norm keeps its own input; a parallel block's norms share one.
     norm_inputs = 1 if spec.parallel_block else spec.num_norms_per_layer

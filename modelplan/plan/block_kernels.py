@@ -32,7 +32,7 @@ from modelplan.plan.dsa import indexer_elementwise, indexer_gemms, sparse_core
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.plan.linear_mixers import linear_mixer_kernels
 from modelplan.plan.parallel.tp import local_kv_heads
-from modelplan.specs.attention_shape import for_mixer
+from modelplan.specs.attention_shape import for_block
 from modelplan.specs.transformer import TransformerSpec
 
 
@@ -45,7 +45,7 @@ PRICED: frozenset[str] = frozenset({
     "attention_output_gate", "deltanet.kda",  # plan/linear_mixers.py
     # attention_kernels below (count/attention_extras.py, specs/attention_shape.py)
     "head_gate", "differential_attention", "v_head_dim", "attention_by_type", "value_is_key",
-    "attention_experts", "dynamic_mask",
+    "attention_experts", "dynamic_mask", "kv_shared_ffn_hidden",
     "moe.output_bias", "residual_weights", "moe.router_scales",  # shards only (element-wise adds / scales)
     "moe.branch_norms",  # its norms' passes are not priced (the block's own are)
     "mla.indexer",  # plan/dsa.py
@@ -192,7 +192,7 @@ def cross_kernels(spec: TransformerSpec, tp: int, b: int, s_q: int, memory_len: 
 def mixer_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q: int, s: int, d: int,
                   fused: bool, eager: bool) -> MixerKernels:
     """The mixer of a block of kind `block`."""
-    spec = for_mixer(spec, block.mixer)  # its layer type's attention sizes (MiMo-V2-Flash)
+    spec = for_block(spec, block)  # its layer type's attention sizes, its MLP width (specs/attention_shape.py)
     if block.mixer == "mamba":
         return mamba_kernels(spec, tp, b, s_q, d)
     if block.mixer in LINEAR_MIXERS:

@@ -24,6 +24,7 @@ from modelplan.count.blocks import Block, block_of
 from modelplan.plan.block_kernels import cross_kernels, mixer_kernels
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.plan.parallel.tp import local_kv_heads
+from modelplan.specs.attention_shape import for_block
 from modelplan.specs.transformer import TransformerSpec
 
 __all__ = ["Elementwise", "Gemm", "LayerKernels", "embedding_kernels", "head_kernels", "layer_kernels",
@@ -118,10 +119,11 @@ def layer_kernels(
     d, b, s, h = dtype_bytes, micro_batch, seq_len, spec.hidden
     s_q = s // cp  # this rank's queries (and tokens) of each sequence
     tokens = b * s_q
-    ffn_local = spec.ffn_hidden // tp
     if block is None:
         kind = next((i for i in range(spec.layers) if spec.is_moe_layer(i) == moe_layer), 0)
         block = block_of(spec, kind)
+    spec = for_block(spec, block)  # its layer type's sizes, its MLP width (specs/attention_shape.py)
+    ffn_local = spec.ffn_hidden // tp
     # LayerNorm, dropout and residual run on all b*s*h values unless sequence parallel shards them
     # (Korthikanti et al. 2022, sec. 4.2.2).
     hidden_values = tokens * h // tp if sequence_parallel else tokens * h

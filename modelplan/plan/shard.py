@@ -35,7 +35,7 @@ from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.linear_mixers import linear_mixer_shard
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.stages import rank_units
-from modelplan.specs.attention_shape import for_mixer
+from modelplan.specs.attention_shape import for_block
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -157,7 +157,7 @@ def _mamba(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
 
 def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int, int]:
     """(local elements, partial elements) of one block of kind `block` without its routed experts."""
-    spec = for_mixer(spec, block.mixer)  # its layer type's attention sizes (MiMo-V2-Flash)
+    spec = for_block(spec, block)  # its layer type's attention sizes, its MLP width (specs/attention_shape.py)
     h = spec.hidden
     norms = _norm(spec) * spec.num_norms_per_layer
     if block.mixer == "mamba":

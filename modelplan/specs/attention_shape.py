@@ -3,8 +3,9 @@ sliding blocks hold twice the kv heads of its full blocks and a sink logit per h
 blocks lack (transformers 5.24 MiMoV2FlashAttention); Gemma 4's global blocks have wider heads
 (global_head_dim), with attention_k_eq_v their own kv-head count and no v_proj (Gemma4TextAttention).
 
-`for_mixer(spec, mixer)` is the spec one block of that mixer is counted, priced and sharded with:
-the model's spec with the layer type's sizes in place, so every per-block formula stays one formula.
+`for_block(spec, block)` is the spec one block is counted, priced and sharded with: the model's
+spec with its layer type's sizes (and a K/V-sharing block's own MLP width) in place, so every
+per-block formula stays one formula.
 """
 
 from __future__ import annotations
@@ -50,6 +51,15 @@ def for_mixer(spec: "TransformerSpec", mixer: str) -> "TransformerSpec":
     shape = shapes[mixer]
     update = {field: getattr(shape, key) for key, field in _FIELDS.items() if getattr(shape, key) is not None}
     return spec.model_copy(update={**update, "attention_by_type": None})
+
+
+def for_block(spec: "TransformerSpec", block) -> "TransformerSpec":
+    """`for_mixer` of the block's mixer, with the MLP width of a K/V-sharing block where it has its
+    own (Gemma 4 use_double_wide_mlp: 2 x intermediate_size, Gemma4TextMLP)."""
+    spec = for_mixer(spec, block.mixer)
+    if block.kv_shared and spec.kv_shared_ffn_hidden is not None:
+        spec = spec.model_copy(update={"ffn_hidden": spec.kv_shared_ffn_hidden})
+    return spec
 
 
 def check_shapes(spec: "TransformerSpec") -> None:

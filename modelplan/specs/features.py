@@ -67,6 +67,7 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "per_layer_input": spec.per_layer_input is not None,
         "laurel_rank": spec.laurel_rank is not None,
         "kv_shared_layers": spec.kv_shared_layers > 0,
+        "kv_shared_ffn_hidden": spec.kv_shared_ffn_hidden is not None,
         "ssm.heads": spec.ssm is not None and spec.ssm.heads > 1,
         "attention_output_gate": spec.attention_output_gate,
         "head_gate": spec.head_gate is not None,

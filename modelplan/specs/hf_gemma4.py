@@ -57,8 +57,8 @@ def _gemma4(c: HFConfig, unified: bool) -> dict:
     global blocks sized by `_gemma4_shapes`; the last num_kv_shared_layers blocks reuse earlier
     K/V; gemma4_text adds per-layer inputs (embed_tokens_per_layer, a gate and projection in every
     block) and, with enable_moe_block, routed experts beside every block's MLP (the MLP as one shared
-    expert, Gemma4TextRouter's scales, three branch norms). Double-wide MLPs on the K/V-sharing
-    blocks are refused."""
+    expert, Gemma4TextRouter's scales, three branch norms); use_double_wide_mlp doubles the MLP of
+    the K/V-sharing blocks (Gemma4TextMLP)."""
     layers, hidden = c.size("num_hidden_layers"), c.size("hidden_size")
     names = c.texts("layer_types", None) or ["sliding_attention" if (i + 1) % 6 else "full_attention"
                                              for i in range(layers)]
@@ -82,9 +82,7 @@ def _gemma4(c: HFConfig, unified: bool) -> dict:
     if shared and set(names[:layers - shared]) != set(names):  # Gemma4TextConfig.kv_sharing_modes' check
         raise SpecError(f"{c.source}: {c.path}num_kv_shared_layers: the first {layers - shared} blocks must hold "
                         f"every layer type ({sorted(set(names))}) for the {shared} sharing blocks to reuse")
-    if shared and c.flag("use_double_wide_mlp", False):
-        raise SpecError(f"{c.source}: {c.path}use_double_wide_mlp: MLPs twice as wide on the K/V-sharing "
-                        f"blocks only are not modelled")
+    wide = 2 * c.size("intermediate_size") if shared and c.flag("use_double_wide_mlp", False) else None
     per_layer = None
     width = 0 if unified else c.integer("hidden_size_per_layer_input", 256, nullable=True) or 0
     if width:
@@ -99,7 +97,7 @@ def _gemma4(c: HFConfig, unified: bool) -> dict:
         final_logit_softcap=c.number("final_logit_softcapping", None, nullable=True),
         sliding_window=c.integer("sliding_window", 1024 if unified else 512) if types else None,
         layer_types=types, kv_shared_layers=shared, per_layer_input=per_layer,
-        attention_by_type=_gemma4_shapes(c, names), moe=moe,
+        attention_by_type=_gemma4_shapes(c, names), moe=moe, kv_shared_ffn_hidden=wide,
     )
 
 

@@ -121,6 +121,9 @@ class TransformerSpec(Spec):
     kv_shared_layers: int = Field(0, ge=0)
     """The last N blocks reuse the K/V of the last earlier block of their layer type (Gemma 3n
     num_kv_shared_layers): no k/v projections, no k norm, no cache of their own."""
+    kv_shared_ffn_hidden: int | None = Field(None, gt=0)
+    """MLP width of the K/V-sharing blocks where it differs from ffn_hidden (Gemma 4
+    use_double_wide_mlp: 2 x intermediate_size). None: ffn_hidden."""
     attention_output_gate: bool = False
     """Gated attention output (Qwen3-Next / Qwen3.5 full attention): q_proj also emits a per-head
     gate, o_proj reads attn * sigmoid(gate); q_proj is twice as wide."""
