@@ -80,6 +80,9 @@ CASES = {
     # attention bias (dt_proj's too), sliding window, tied
     "doge-bias": {"model_type": "doge", "architectures": ["DogeForCausalLM"], **_SMALL, "attention_bias": True,
                   "sliding_window": 64, "tie_word_embeddings": True},
+    # Doge's cross-domain MoE: the SwiGLU plus 36 product-key experts (6 x 6 keys), top 4
+    "doge-moe": {"model_type": "doge", "architectures": ["DogeForCausalLM"], **_SMALL, "num_key_value_heads": 2,
+                 "is_moe": True, "num_experts": 36, "num_experts_per_tok": 4},
     # Gemma 4 text at 6 blocks (5 sliding, 1 global of head_dim 64), per-layer inputs 16 wide over 64 rows
     "gemma4_text": {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], **_SMALL, "num_hidden_layers": 6,
                     "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64, "sliding_window": 32,
@@ -252,7 +255,7 @@ def test_one_rank_holds_the_counted_model(name):
     ("lfm3", ("head_gate",)), ("diffllama", ("differential_attention",)),
     ("mimo_v2_flash", ("v_head_dim", "attention_by_type")), ("jetmoe", ("attention_experts", "moe.output_bias")),
     ("doge", ("dynamic_mask", "residual_weights")), ("gemma4_text-moe", ("moe.router_scales", "moe.branch_norms")),
-    ("gemma4_text-wide", ("kv_shared_ffn_hidden",)), ("gemma4_text-kv", ("attention_by_type", "per_layer_input")),
+    ("gemma4_text-wide", ("kv_shared_ffn_hidden",)), ("doge-moe", ("product_key_experts",)), ("gemma4_text-kv", ("attention_by_type", "per_layer_input")),
 ])
 def test_cli_count_plan_and_verify_refusal(name, features, tmp_path):
     """count and plan --gpus 8 run; verify refuses the new features by name in one line."""
@@ -265,7 +268,7 @@ def test_cli_count_plan_and_verify_refusal(name, features, tmp_path):
     ({**CASES["laguna"], "gating": "per-channel"}, "gating"),
     ({**CASES["lfm3"], "layer_types": ["conv", "mamba"] * 4}, "layer_types"),
     ({**CASES["mimo_v2_flash"], "mlp_layer_types": ["dense"] * 3}, "mlp_layer_types"),
-    ({**CASES["doge"], "is_moe": True}, "is_moe"),
+    ({**CASES["doge-moe"], "num_experts_per_tok": 40}, "num_experts_per_tok"),
     ({**CASES["gemma4_text"], "enable_moe_block": True, "num_experts": 4, "top_k_experts": 2}, "moe_intermediate_size"),
     ({**CASES["gemma4_text-per-layer"], "per_layer_config": {"1": {"head_dim": 48}, "3": {"head_dim": 64}}},
      "per_layer_config"),
@@ -299,6 +302,19 @@ def test_doge_block_by_hand():
     b = block_params(spec, block_of(spec, 0))
     assert (b["attention/dynamic_mask"], b["residual"]) == (2 + 64 * 2, 2 * 128)
     assert block_forward_flops(spec, block_of(spec, 0), 64, 64)["attention/dynamic_mask"] == 2 * 64 * 64 * 2
+
+
+def test_doge_product_key_experts_by_hand():
+    """doge-moe, h 128, 36 experts (6 keys a half), top 4: router_gate 128 x 12, down_embed and
+    up_embed 36 x 128 each (DogeCDMoE); a token reads 4 of the 36 (active: 32 x 256 fewer a block);
+    FLOPs 2 t 128 12 for the router and 2 t (2 x 4 x 128) for the two expert matmuls."""
+    spec = from_hf_config(CASES["doge-moe"])
+    b = block_params(spec, block_of(spec, 0))
+    assert (b["mlp/pk_router"], b["mlp/pk_experts"]) == (128 * 12, 2 * 36 * 128)
+    c = count_params(spec)
+    assert c.total - c.active == 4 * 32 * 2 * 128
+    flops = block_forward_flops(spec, block_of(spec, 0), 64, 64)
+    assert (flops["mlp/pk_router"], flops["mlp/pk_experts"]) == (2 * 64 * 128 * 12, 2 * 64 * 2 * 4 * 128)
 
 
 def test_gemma4_global_block_by_hand():

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from modelplan.count.attention_extras import attention_calls, extra_attention_flops
 from modelplan.count.blocks import Block, real_experts_per_token
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_flops, mixer_flops
+from modelplan.count.product_key import pk_flops
 from modelplan.count.shared_block import use_flops
 from modelplan.count.side_paths import block_side_flops
 from modelplan.specs.attention_shape import for_block
@@ -114,7 +115,8 @@ def mlp_flops(spec: "TransformerSpec", tokens: int, moe_layer: bool) -> dict[str
     if not moe_layer or moe is None:
         n_in = 2 if spec.gated_mlp else 1
         return {"mlp/in": 2 * tokens * n_in * h * spec.ffn_hidden,  # (t, h) @ (h, f) [x2 if gated]
-                "mlp/out": 2 * tokens * spec.ffn_hidden * h}  # (t, f) @ (f, h)
+                "mlp/out": 2 * tokens * spec.ffn_hidden * h,  # (t, f) @ (f, h)
+                **pk_flops(spec, tokens)}  # Doge's product-key experts (count/product_key.py)
     shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
     num, den = real_experts_per_token(moe)
     return {

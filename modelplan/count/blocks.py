@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from modelplan.count.attention_extras import extra_attention_params, moa_params, unused_attention_expert_params
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
+from modelplan.count.product_key import pk_params, pk_unused_params
 from modelplan.count.shared_block import use_params
 from modelplan.count.side_paths import block_side_params, kv_shared_saving
 from modelplan.specs.attention_shape import for_block
@@ -174,8 +175,8 @@ def mlp_block_params(spec: "TransformerSpec", moe_layer: bool) -> dict[str, int]
     """The MLP of a block: dense, or router + routed experts + shared experts (+ gate)."""
     h, moe = spec.hidden, spec.moe
     if not moe_layer or moe is None:
-        w_in, w_out = mlp_params(spec, spec.ffn_hidden)
-        return {"mlp/in": w_in, "mlp/out": w_out}
+        w_in, w_out = mlp_params(spec, spec.ffn_hidden)  # (+ Doge's product-key experts, count/product_key.py)
+        return {"mlp/in": w_in, "mlp/out": w_out, **pk_params(spec)}
     shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
     scored = moe.num_experts + moe.zero_experts
     return {
@@ -249,7 +250,7 @@ def unused_expert_params(spec: "TransformerSpec", block: Block) -> int:
     """Routed-expert parameters of a block that one token does not touch (num_experts - top_k;
     with zero experts the expected real ones, and the never-read padding)."""
     moe, moa = spec.moe, unused_attention_expert_params(spec, block)  # + JetMoE's idle attention experts
-    if moe is None or not block.moe:
-        return moa
+    if moe is None or not block.moe:  # (Doge: the expert vectors a token does not read)
+        return moa + (pk_unused_params(spec) if block.mlp else 0)
     num, den = real_experts_per_token(moe)
     return (moe.num_experts * den - num) * expert_params(spec) // den + _zero_padding(spec) + moa

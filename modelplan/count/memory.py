@@ -21,6 +21,7 @@ from modelplan.count.eager import loss_peak_bytes, rmsnorm_kept_bytes, swiglu_ke
 from modelplan.count.flops import check_seq_len, decoder_seq_len
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, kept_bytes_per_token, out_proj_width, state_elements
 from modelplan.count.params import count_params
+from modelplan.count.product_key import pk_kept_bytes
 from modelplan.count.recompute_modules import discarded
 from modelplan.count.result import MemoryCount
 from modelplan.count.shared_block import use_cache_elements, use_kept_bytes
@@ -148,6 +149,7 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
         sharded += inner * d * (num * moe.expert_ffn_hidden // den + moe.shared_experts * shared_hidden)
     elif block.mlp:
         sharded += inner * d * spec.ffn_hidden
+        replicated += pk_kept_bytes(spec, d)  # Doge's product-key experts (count/product_key.py)
     if not scores:
         return replicated, sharded, shared_score
     if is_fused(attention):

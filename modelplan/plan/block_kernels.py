@@ -45,7 +45,7 @@ PRICED: frozenset[str] = frozenset({
     "attention_output_gate", "deltanet.kda",  # plan/linear_mixers.py
     # attention_kernels below (count/attention_extras.py, specs/attention_shape.py)
     "head_gate", "differential_attention", "v_head_dim", "attention_by_type", "value_is_key",
-    "attention_experts", "dynamic_mask", "kv_shared_ffn_hidden",
+    "attention_experts", "dynamic_mask", "kv_shared_ffn_hidden", "product_key_experts",
     "moe.output_bias", "residual_weights", "moe.router_scales",  # shards only (element-wise adds / scales)
     "moe.branch_norms",  # its norms' passes are not priced (the block's own are)
     "mla.indexer",  # plan/dsa.py

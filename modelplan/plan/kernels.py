@@ -147,6 +147,10 @@ def layer_kernels(
             Gemm("mlp/out", tokens, h, ffn_local),  # row-parallel
         ]
     gemms += side_path_gemms(spec, tokens)  # Gemma 3n / 4 per-layer input and LAuReL (replicated)
+    pk = spec.product_key_experts
+    if block.mlp and not moe_layer and pk is not None:  # Doge's product-key experts (count/product_key.py), replicated
+        gemms += [Gemm("mlp/pk_router", tokens, 2 * pk.num_keys, h),
+                  Gemm("mlp/pk_experts/down", 1, pk.top_k, h, tokens), Gemm("mlp/pk_experts/up", 1, h, pk.top_k, tokens)]
     norm = norm_kernel("norm", spec, hidden_values, d, (norm_elementwise or elementwise) == "eager")
     # fused bias-dropout-add after each row-parallel GEMM: reads out and residual, writes sum
     # (+ mask); bwd reads dy (+ mask), writes dx and reads dy again for the bias gradient.

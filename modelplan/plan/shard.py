@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from modelplan.count.attention_extras import gate_width
 from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
+from modelplan.count.product_key import pk_params
 from modelplan.count.side_paths import block_side_params, embedding_side_params, head_side_params, kv_shared_saving
 from modelplan.count.vision import vision_params
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
@@ -182,7 +183,8 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
         return numel, partial
     if not block.moe:
         n, p = _mlp(spec, spec.ffn_hidden, tp, sp)
-        return numel + n, partial + p
+        pk = sum(pk_params(spec).values())  # Doge's product-key experts: replicated, partial grads
+        return numel + n + pk, partial + p + (pk if tp > 1 else 0)
     moe = spec.moe
     router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
     router += moe.num_experts if moe.score_correction_param else 0  # AFMoE's expert_bias parameter

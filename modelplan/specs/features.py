@@ -78,6 +78,7 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "attention_experts": spec.attention_experts is not None,
         "dynamic_mask": spec.dynamic_mask,
         "residual_weights": spec.residual_weights,
+        "product_key_experts": spec.product_key_experts is not None,
         "deltanet.kda": spec.deltanet is not None and spec.deltanet.kda,
         "mlp=false": not spec.mlp,
         f"position={spec.position}": spec.position in ("alibi", "relative"),

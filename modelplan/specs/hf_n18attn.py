@@ -156,15 +156,15 @@ def _jetmoe(c: HFConfig) -> dict:
 def _doge(c: HFConfig) -> dict:
     """Doge (DogeForCausalLM, DogeConfig defaults; SmallDoge): Llama blocks with q/k RMSNorms over
     head_dim, dynamic mask attention (A and dt_proj) and learned residual weights on both residual
-    paths (input_residual, post_attention_residual); untied by default. Its cross-domain MoE
-    (is_moe: product-key expert embeddings beside the MLP) is refused."""
+    paths (input_residual, post_attention_residual); untied by default; with is_moe the MLP is
+    DogeCDMoE: the SwiGLU plus product-key expert vectors (specs/product_key.py)."""
+    pk = None
     if c.flag("is_moe", False):
-        raise SpecError(f"{c.source}: {c.path}is_moe: Doge's cross-domain MoE (product-key routed expert "
-                        f"embeddings down_embed / up_embed beside the MLP) is not modelled")
+        pk = dict(num_experts=c.integer("num_experts", 16384), top_k=c.integer("num_experts_per_tok", 64))
     hidden, heads = c.size("hidden_size"), c.size("num_attention_heads")
     return llama(c, kv_heads=c.integer("num_key_value_heads", heads, nullable=True) or heads,
                  head_dim=c.integer("head_dim", hidden // heads), qk_norm=True, dynamic_mask=True,
-                 residual_weights=True, **({"sliding_window": c.integer("sliding_window"),
+                 residual_weights=True, product_key_experts=pk, **({"sliding_window": c.integer("sliding_window"),
                                             "layer_types": ["sliding_attention"]}
                                            if c.integer("sliding_window", None, nullable=True) else {}))
 

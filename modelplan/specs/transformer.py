@@ -17,6 +17,7 @@ from modelplan.specs.base import Spec
 from modelplan.specs.blocks import ClassifierSpec, MLASpec, MoESpec, Norm, SSMSpec, VisionSpec
 from modelplan.specs.mixers import DeltaNetSpec, LightningSpec, Mamba2Spec, RGLRUSpec, RWKVSpec, ShortConvSpec
 from modelplan.specs.mlstm import MLSTMSpec
+from modelplan.specs.product_key import ProductKeySpec
 from modelplan.specs.shared_block import SharedBlockSpec
 from modelplan.specs.side_paths import AltUpSpec, PerLayerInputSpec
 from modelplan.specs.transformer_checks import check_transformer
@@ -158,6 +159,9 @@ class TransformerSpec(Spec):
     ffn_hidden: int = Field(0, ge=0)
     """Dense MLP hidden size (HF intermediate_size; 4h for GPT); 0 only when no block has a
     dense MLP."""
+    product_key_experts: ProductKeySpec | None = None
+    """Product-key expert memory added to every dense MLP's output (Doge's cross-domain MoE,
+    `specs/product_key.py`). None: none."""
     mlp: bool = True
     """Blocks have an MLP after the mixer (false: Mamba's mixer-only blocks)."""
     vocab: int = Field(gt=0)
