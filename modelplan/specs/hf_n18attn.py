@@ -8,6 +8,7 @@ Gemma 4's text models come from hf_gemma4.py."""
 
 from __future__ import annotations
 
+from math import isqrt
 from typing import Callable
 
 from modelplan.errors import SpecError
@@ -161,6 +162,10 @@ def _doge(c: HFConfig) -> dict:
     pk = None
     if c.flag("is_moe", False):
         pk = dict(num_experts=c.integer("num_experts", 16384), top_k=c.integer("num_experts_per_tok", 64))
+        keys = isqrt(pk["num_experts"])
+        if pk["top_k"] > keys * keys:  # DogeCDMoE takes its top-k of num_keys^2 key sums
+            raise SpecError(f"{c.source}: {c.path}num_experts_per_tok: {pk['top_k']} exceeds the {keys * keys} "
+                            f"key sums of floor(sqrt(num_experts {pk['num_experts']}))^2")
     hidden, heads = c.size("hidden_size"), c.size("num_attention_heads")
     return llama(c, kv_heads=c.integer("num_key_value_heads", heads, nullable=True) or heads,
                  head_dim=c.integer("head_dim", hidden // heads), qk_norm=True, dynamic_mask=True,
