@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error, class_defaults
+from _hf_n18_cases import SMALL, CASES
 from _hf_reference import COMPONENTS, hf_model
 from modelplan.count.block_flops import block_forward_flops
 from modelplan.count.flops import layer_forward_flops
@@ -22,102 +23,6 @@ from modelplan.plan.shard import _block, unit_shards
 from modelplan.specs.plan import Plan
 from modelplan.specs.attention_shape import for_mixer
 from modelplan.specs.hf import UNMODELLED, from_hf_config
-
-_SMALL = {"num_hidden_layers": 4, "hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 4,
-          "vocab_size": 512, "max_position_embeddings": 256, "pad_token_id": 0}
-
-CASES = {
-    # LFM3 defaults at 8 blocks: conv, conv, full, conv, sliding, conv, full, conv; sandwich norms, gate, tied
-    "lfm3": {"model_type": "lfm3", "architectures": ["Lfm3ForCausalLM"], **_SMALL, "num_hidden_layers": 8,
-             "num_key_value_heads": 2, "head_dim": 32, "sliding_window": 64, "bos_token_id": 1, "eos_token_id": 2},
-    # no sandwich norms, no gate, conv biases, untied
-    "lfm3-plain": {"model_type": "lfm3", "architectures": ["Lfm3ForCausalLM"], **_SMALL, "num_key_value_heads": 2,
-                   "head_dim": 32, "use_sandwich_norm": False, "use_attention_gate": False, "conv_bias": True,
-                   "tie_word_embeddings": False, "layer_types": ["conv", "full_attention", "conv", "full_attention"],
-                   "bos_token_id": 1, "eos_token_id": 2},
-    # Laguna: per-head softplus gate, dense block 0, shared expert, correction bias as a parameter
-    "laguna": {"model_type": "laguna", "architectures": ["LagunaForCausalLM"], **_SMALL, "num_key_value_heads": 2,
-               "head_dim": 32, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
-               "shared_expert_intermediate_size": 48},
-    # per-element gate, sliding blocks, scattered dense blocks, one head count listed per block
-    "laguna-element": {"model_type": "laguna", "architectures": ["LagunaForCausalLM"], **_SMALL,
-                       "num_key_value_heads": 2, "head_dim": 32, "num_experts": 8, "num_experts_per_tok": 2,
-                       "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48, "gating": "per-element",
-                       "sliding_window": 64, "num_attention_heads_per_layer": [4, 4, 4, 4],
-                       "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
-                       "mlp_layer_types": ["dense", "sparse", "dense", "sparse"], "attention_bias": True},
-    # Laguna XS.2's layout: sliding blocks with more query heads than the global ones, 3 : 1
-    "laguna-swa-heads": {"model_type": "laguna", "architectures": ["LagunaForCausalLM"], **_SMALL,
-                         "num_key_value_heads": 2, "head_dim": 32, "num_experts": 8, "num_experts_per_tok": 2,
-                         "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48, "sliding_window": 64,
-                         "num_attention_heads_per_layer": [8, 8, 8, 4],
-                         "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"]},
-    # DiffLlama: GQA with 2 kv heads, lambda vectors
-    "diffllama": {"model_type": "diffllama", "architectures": ["DiffLlamaForCausalLM"], **_SMALL,
-                  "num_key_value_heads": 2},
-    # MiMo-V2-Flash: default pattern at 7 blocks (full at 0 and 5), q/k 48 wide, v 32, dense block 0
-    "mimo_v2_flash": {"model_type": "mimo_v2_flash", "architectures": ["MiMoV2FlashForCausalLM"], **_SMALL,
-                      "num_hidden_layers": 7, "num_key_value_heads": 1, "head_dim": 48, "v_head_dim": 32,
-                      "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
-                      "sliding_window": 32},
-    # grouped routing, attention bias on q/k/v, explicit layer and MLP types
-    "mimo_v2_flash-groups": {"model_type": "mimo_v2_flash", "architectures": ["MiMoV2FlashForCausalLM"], **_SMALL,
-                             "num_key_value_heads": 2, "head_dim": 48, "v_head_dim": 32, "n_routed_experts": 8,
-                             "num_experts_per_tok": 2, "moe_intermediate_size": 32, "n_group": 2, "topk_group": 1,
-                             "attention_bias": True, "sliding_window": 32,
-                             "layer_types": ["sliding_attention", "sliding_attention", "full_attention",
-                                             "sliding_attention"],
-                             "mlp_layer_types": ["dense", "sparse", "sparse", "dense"]},
-    # JetMoE: 4 attention experts of 2 kv heads x 16, top 2 (4 query heads), 4 MLP experts of 64
-    "jetmoe": {"model_type": "jetmoe", "architectures": ["JetMoeForCausalLM"], **_SMALL, "num_key_value_heads": 2,
-               "kv_channels": 16, "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 64},
-    # untied, top 1
-    "jetmoe-top1": {"model_type": "jetmoe", "architectures": ["JetMoeForCausalLM"], **_SMALL, "num_key_value_heads": 4,
-                    "kv_channels": 32, "num_local_experts": 3, "num_experts_per_tok": 1, "intermediate_size": 64,
-                    "tie_word_embeddings": False},
-    # Doge: GQA 2 kv heads, dynamic mask (A, dt_proj), residual weights, untied
-    "doge": {"model_type": "doge", "architectures": ["DogeForCausalLM"], **_SMALL, "num_key_value_heads": 2},
-    # attention bias (dt_proj's too), sliding window, tied
-    "doge-bias": {"model_type": "doge", "architectures": ["DogeForCausalLM"], **_SMALL, "attention_bias": True,
-                  "sliding_window": 64, "tie_word_embeddings": True},
-    # Doge's cross-domain MoE: the SwiGLU plus 36 product-key experts (6 x 6 keys), top 4
-    "doge-moe": {"model_type": "doge", "architectures": ["DogeForCausalLM"], **_SMALL, "num_key_value_heads": 2,
-                 "is_moe": True, "num_experts": 36, "num_experts_per_tok": 4},
-    # Gemma 4 text at 6 blocks (5 sliding, 1 global of head_dim 64), per-layer inputs 16 wide over 64 rows
-    "gemma4_text": {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], **_SMALL, "num_hidden_layers": 6,
-                    "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64, "sliding_window": 32,
-                    "hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": 64},
-    # attention_k_eq_v: global blocks 1 kv head, no v_proj; the last 3 blocks reuse K/V; untied
-    "gemma4_text-kv": {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], **_SMALL,
-                       "num_hidden_layers": 8, "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64,
-                       "attention_k_eq_v": True, "num_global_key_value_heads": 1, "num_kv_shared_layers": 3,
-                       "layer_types": ["sliding_attention", "full_attention"] * 4, "sliding_window": 32,
-                       "hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": 64,
-                       "tie_word_embeddings": False},
-    # use_double_wide_mlp: the 3 K/V-sharing blocks' MLPs 2 x 256 wide
-    "gemma4_text-wide": {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], **_SMALL,
-                         "num_hidden_layers": 8, "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64,
-                         "num_kv_shared_layers": 3, "use_double_wide_mlp": True, "sliding_window": 32,
-                         "layer_types": ["sliding_attention", "full_attention"] * 4,
-                         "hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": 64},
-    # Gemma 4's MoE blocks (26B-A4B style): 8 experts of 32 beside each block's MLP, top 2
-    "gemma4_text-moe": {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], **_SMALL,
-                        "num_hidden_layers": 6, "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64,
-                        "sliding_window": 32, "hidden_size_per_layer_input": 0, "enable_moe_block": True,
-                        "num_experts": 8, "top_k_experts": 2, "moe_intermediate_size": 32,
-                        "attention_k_eq_v": True, "num_global_key_value_heads": 1},
-    # the serialised form: per_layer_config overrides, no per-layer inputs
-    "gemma4_text-per-layer": {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], **_SMALL,
-                              "num_key_value_heads": 2, "head_dim": 32, "sliding_window": 32,
-                              "hidden_size_per_layer_input": 0,
-                              "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
-                              "per_layer_config": {"1": {"head_dim": 48}, "3": {"head_dim": 48}}},
-    # Gemma 4 unified text: no per-layer inputs
-    "gemma4_unified_text": {"model_type": "gemma4_unified_text", "architectures": ["Gemma4UnifiedForCausalLM"], **_SMALL,
-                            "num_hidden_layers": 6, "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64,
-                            "sliding_window": 32},
-}
-
 
 _PER_LAYER = ("model.embed_tokens_per_layer.", "model.per_layer_model_projection.", "model.per_layer_projection_norm.")
 """Gemma 4's per-layer-input tables and projection (Gemma4TextModel), modelplan's `embedding/per_layer`."""
@@ -339,12 +244,12 @@ def test_gemma4_moe_block_by_hand():
 
 STEP3P5 = [
     # sliding blocks with 8 query heads, global ones 4; dense blocks 0 and 3; one shared expert of 48
-    {"model_type": "step3p5", **_SMALL, "num_key_value_heads": 2, "head_dim": 32, "n_routed_experts": 8,
+    {"model_type": "step3p5", **SMALL, "num_key_value_heads": 2, "head_dim": 32, "n_routed_experts": 8,
      "num_experts_per_tok": 2, "moe_intermediate_size": 32, "share_expert_dim": 48, "sliding_window": 64,
      "layer_types": ["sliding_attention", "full_attention"] * 2, "num_sliding_attention_heads": 8,
      "mlp_layer_types": ["dense", "sparse", "sparse", "dense"]},
     # the legacy keys: moe_layers_enum, attention_other_setting, MTP-padded layer_types, MLP bias
-    {"model_type": "step3p5", **_SMALL, "num_key_value_heads": 2, "head_dim": 32, "n_routed_experts": 4,
+    {"model_type": "step3p5", **SMALL, "num_key_value_heads": 2, "head_dim": 32, "n_routed_experts": 4,
      "num_experts_per_tok": 2, "moe_intermediate_size": 32, "share_expert_dim": 32, "sliding_window": 64,
      "num_nextn_predict_layers": 1, "moe_layers_enum": "1,2", "attention_other_setting": {"num_attention_heads": 2},
      "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention", "full_attention"],
