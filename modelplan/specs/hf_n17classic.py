@@ -77,11 +77,8 @@ CLASSIC_UNMODELLED: dict[str, str] = {
     "xmod": "per-language adapter modules in every block",
     "biogpt": "its learned position table's 2-row offset (max_position_embeddings + 2 rows)",
     "gpt_neox_japanese": "its attention output bias (dense_bias) returned to the block and added with the residual",
-    "jetmoe": "mixture-of-attention experts (MoA: routed q / output projections)",
     "bitnet": "attn_sub_norm / ffn_sub_norm RMSNorms inside each block and ternary (1.58-bit) weights "
               "whose memory is not that of bf16 parameters",
-    "diffllama": "differential attention (per-block lambda_q1/k1/q2/k2 head_dim vectors weighting two subtracted softmax maps)",
-    "doge": "dynamic mask attention (dt_proj and per-kv-head A parameters) and its cross-domain MoE",
     "modernbert-decoder": "its first block without an attention norm, the embedding LayerNorm and the "
                           "head's dense + LayerNorm transform before the decoder",
 }
