@@ -354,6 +354,9 @@ def test_every_mapper_has_a_fixture_or_variant():
                "cpmant", "xlnet"}  # tests/test_hf_n18small.py
     tested |= {"bart", "mbart", "marian", "pegasus", "blenderbot", "blenderbot-small", "plbart", "mvp",
                "whisper", "trocr", "t5gemma2"}  # tests/test_hf_n18encdec.py (on CPU)
+
+    tested |= {"lfm3", "laguna", "diffllama", "mimo_v2_flash", "jetmoe", "doge", "step3p5", "gemma4_text",
+               "gemma4_unified_text"}  # tests/test_hf_n18attn.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.count.attention_extras import attention_calls, extra_attention_flops
 from modelplan.count.blocks import Block, real_experts_per_token
 from modelplan.count.extras import block_extra_flops
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_flops, mixer_flops
 from modelplan.count.seq2seq import separate_cross
+
+from modelplan.count.product_key import pk_flops
 from modelplan.count.shared_block import use_flops
 from modelplan.count.side_paths import block_side_flops
+from modelplan.specs.attention_shape import for_block
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -41,10 +45,12 @@ def attention_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str
     h = spec.hidden
     gate = spec.q_width if spec.attention_output_gate else 0  # Qwen3-Next: q_proj also emits the gate
     return {
-        "attention/qkv": 2 * tokens * h * (spec.q_width + gate + 2 * spec.kv_width),  # (t, h) @ (h, q [+ gate] + 2kv)
-        # QK^T (t, d) @ (d, keys) and AV (t, keys) @ (keys, d) per head: 2 * 2 * t * keys * a * d
-        "attention/score": 4 * tokens * keys * spec.q_width,
-        "attention/out": 2 * tokens * spec.q_width * h,  # (t, a*d) @ (a*d, h)
+        **extra_attention_flops(spec, tokens),  # LFM3 / Laguna g_proj (count/attention_extras.py)
+        "attention/qkv": 2 * tokens * h * (spec.q_width + gate + spec.kv_width + spec.v_proj_width),  # (t, h) @ (h, q [+ gate] + k + v)
+        # QK^T (t, d) @ (d, keys) and AV (t, keys) @ (keys, d_v) per head: 2 * t * keys * a * (d + d_v)
+        # (x 2 for differential attention's two calls, count.attention_extras.attention_calls)
+        "attention/score": 2 * tokens * keys * (spec.q_width + spec.o_width) * attention_calls(spec),
+        "attention/out": 2 * tokens * spec.o_width * h,  # (t, a*d_v) @ (a*d_v, h)
     }
 
 
@@ -112,7 +118,8 @@ def mlp_flops(spec: "TransformerSpec", tokens: int, moe_layer: bool) -> dict[str
     if not moe_layer or moe is None:
         n_in = 2 if spec.gated_mlp else 1
         return {"mlp/in": 2 * tokens * n_in * h * spec.ffn_hidden,  # (t, h) @ (h, f) [x2 if gated]
-                "mlp/out": 2 * tokens * spec.ffn_hidden * h}  # (t, f) @ (f, h)
+                "mlp/out": 2 * tokens * spec.ffn_hidden * h,  # (t, f) @ (f, h)
+                **pk_flops(spec, tokens)}  # Doge's product-key experts (count/product_key.py)
     shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
     num, den = real_experts_per_token(moe)
     return {
@@ -128,6 +135,7 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
                         memory_tokens: int = 0, memory_len: int = 0) -> dict[str, int]:
     """Forward FLOPs of one block for `tokens` tokens in sequences of `seq_len`; a decoder block
     of an encoder-decoder cross-attends to `memory_tokens` encoder tokens (`memory_len` a sequence)."""
+    spec = for_block(spec, block)  # its layer type's attention sizes, its MLP width (specs/attention_shape.py)
     keys = keys_per_query(spec, block.mixer, seq_len)
     if block.mixer == "mamba":
         out = mamba_flops(spec, tokens)
@@ -153,7 +161,7 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
     if block.shared:  # Zamba: the shared attention + MLP block at this use, full-sequence keys
         out.update(use_flops(spec, tokens, seq_len))
     if block.kv_shared:  # Gemma 3n: K and V come from an earlier block
-        out["attention/qkv"] -= 2 * tokens * spec.hidden * 2 * spec.kv_width
+        out["attention/qkv"] -= 2 * tokens * spec.hidden * (spec.kv_width + spec.v_proj_width)
     out.update(block_side_flops(spec, tokens))  # Gemma 3n's side paths (count/side_paths.py)
     out.update(block_extra_flops(spec, block, tokens, seq_len))  # X-MOD's adapter, XLNet's positions (count/extras.py)
     return out

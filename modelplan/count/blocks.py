@@ -16,9 +16,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from modelplan.count.extras import block_extra_params
 from modelplan.count.seq2seq import idle_cross_params, key_bias_saving, separate_cross
+
+from modelplan.count.attention_extras import extra_attention_params, moa_params, unused_attention_expert_params
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
+from modelplan.count.product_key import pk_params, pk_unused_params
 from modelplan.count.shared_block import use_params
 from modelplan.count.side_paths import block_side_params, kv_shared_saving
+from modelplan.specs.attention_shape import for_block
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -106,16 +110,19 @@ def qk_norm_params(spec: "TransformerSpec") -> int:
 
 def attention_params(spec: "TransformerSpec", relative_bias: bool) -> dict[str, int]:
     """q/k/v self-attention: projections, qk norms, sinks and T5's relative bias."""
+    if spec.attention_experts is not None:  # JetMoE's mixture of attention experts (count/attention_extras.py)
+        return moa_params(spec)
     h = spec.hidden
-    qkv_width = spec.q_width + 2 * spec.kv_width  # fused or separate q, k, v projections
+    qkv_width = spec.q_width + spec.kv_width + spec.v_proj_width  # fused or separate q, k, v projections
     gate = {}
     if spec.attention_output_gate:  # Qwen3-Next: q_proj is Linear(h, 2 heads head_dim), half of it the gate
         gate = {"attention/gate": h * spec.q_width + (spec.q_width if spec.qkv_bias else 0)}
+    gate.update(extra_attention_params(spec))  # LFM3 / Laguna g_proj, DiffLlama lambdas (count/attention_extras.py)
     return {**gate,
         # HF q_proj/k_proj/v_proj (or fused c_attn / query_key_value): Linear(h, qkv_width)
         "attention/qkv": h * qkv_width + (qkv_width if spec.qkv_bias else 0),
-        # HF o_proj / c_proj / dense: Linear(heads * head_dim, h)
-        "attention/out": spec.q_width * h + (h if spec.attn_out_bias else 0),
+        # HF o_proj / c_proj / dense: Linear(heads * head_dim, h) (value heads' width: v_head_dim)
+        "attention/out": spec.o_width * h + (h if spec.attn_out_bias else 0),
         "attention/qk_norm": qk_norm_params(spec),
         "attention/sinks": spec.heads if spec.attention_sinks else 0,  # gpt-oss sinks: (heads,)
         # T5 relative_attention_bias: Embedding(num_buckets, heads), first block of a stack
@@ -177,8 +184,8 @@ def mlp_block_params(spec: "TransformerSpec", moe_layer: bool) -> dict[str, int]
     """The MLP of a block: dense, or router + routed experts + shared experts (+ gate)."""
     h, moe = spec.hidden, spec.moe
     if not moe_layer or moe is None:
-        w_in, w_out = mlp_params(spec, spec.ffn_hidden)
-        return {"mlp/in": w_in, "mlp/out": w_out}
+        w_in, w_out = mlp_params(spec, spec.ffn_hidden)  # (+ Doge's product-key experts, count/product_key.py)
+        return {"mlp/in": w_in, "mlp/out": w_out, **pk_params(spec)}
     shared_hidden = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
     scored = moe.num_experts + moe.zero_experts
     return {
@@ -191,11 +198,16 @@ def mlp_block_params(spec: "TransformerSpec", moe_layer: bool) -> dict[str, int]
         "mlp/shared_experts": moe.shared_experts * sum(mlp_params(spec, shared_hidden)),
         # Qwen2-MoE shared_expert_gate: nn.Linear(h, 1, bias=False)
         "mlp/shared_gate": h if moe.shared_expert_gate else 0,
+        "mlp/output_bias": h if moe.output_bias else 0,  # JetMoeMoE.bias: (h,)
+        # Gemma4TextRouter scale (h,) and per_expert_scale (E,); the branches' RMSNorms (h each)
+        "mlp/router_scales": h + moe.num_experts if moe.router_scales else 0,
+        "mlp/norms": moe.branch_norms * norm_params(spec, h),
     }
 
 
 def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
     """Leaf parameters of one block of kind `block`."""
+    spec = for_block(spec, block)  # its layer type's attention sizes, its MLP width (specs/attention_shape.py)
     h = spec.hidden
     if block.mixer == "mamba":
         out = mamba_params(spec)
@@ -235,6 +247,8 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
     out.update(block_extra_params(spec, block))  # sub-norms, adapters, ... (count/extras.py)
     norms -= block.no_input_norm  # ModernBertDecoderLayer: attn_norm is nn.Identity() on block 0
     out["norm"] = norms * norm_params(spec, h)  # input/post-attention (and sandwich) norms
+    if spec.residual_weights:  # Doge input_residual and post_attention_residual: (h,) each
+        out["residual"] = 2 * h
     return out
 
 
@@ -253,8 +267,8 @@ def real_experts_per_token(moe) -> tuple[int, int]:
 def unused_expert_params(spec: "TransformerSpec", block: Block) -> int:
     """Routed-expert parameters of a block that one token does not touch (num_experts - top_k;
     with zero experts the expected real ones, and the never-read padding)."""
-    moe = spec.moe
-    if moe is None or not block.moe:
-        return 0
+    moe, moa = spec.moe, unused_attention_expert_params(spec, block)  # + JetMoE's idle attention experts
+    if moe is None or not block.moe:  # (Doge: the expert vectors a token does not read)
+        return moa + (pk_unused_params(spec) if block.mlp else 0)
     num, den = real_experts_per_token(moe)
-    return (moe.num_experts * den - num) * expert_params(spec) // den + _zero_padding(spec)
+    return (moe.num_experts * den - num) * expert_params(spec) // den + _zero_padding(spec) + moa

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from modelplan.count.attention import is_fused, lse_bytes_per_token
+from modelplan.count.attention_extras import extra_attention_kept_bytes
 from modelplan.count.block_flops import keys_per_query
 from modelplan.count.blocks import Block, block_of, mtp_block, real_experts_per_token
 from modelplan.count.checkpointing import op_sac_kept_per_token
@@ -21,11 +22,13 @@ from modelplan.count.flops import check_seq_len, decoder_seq_len
 from modelplan.count.seq2seq import separate_cross
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, kept_bytes_per_token, out_proj_width, state_elements
 from modelplan.count.params import count_params
+from modelplan.count.product_key import pk_kept_bytes
 from modelplan.count.recompute_modules import discarded
 from modelplan.count.result import MemoryCount
 from modelplan.count.shared_block import use_cache_elements, use_kept_bytes
 from modelplan.count.extras import block_extra_kept_bytes
 from modelplan.count.side_paths import block_side_kept_bytes
+from modelplan.specs.attention_shape import for_block, for_mixer
 from modelplan.specs.family import family_of
 
 if TYPE_CHECKING:
@@ -62,11 +65,12 @@ def _mixer_terms(spec: "TransformerSpec", block: Block, d: int) -> tuple[int, in
         # per-head Q and K (nope + rope dims), V and the output-projection input (v dims)
         return replicated, d * spec.heads * (2 * mla.qk_head_dim + 2 * mla.v_head_dim), True
     # Q, K, V (K, V at kv width: GQA keeps kv heads, no repeat) and the output-projection input
-    sharded = d * (2 * spec.q_width + 2 * spec.kv_width)
+    sharded = d * (spec.q_width + spec.kv_width + spec.v_width + spec.o_width)
     if spec.qk_norm_in(block.mixer):
         sharded += d * (spec.q_width + spec.kv_width)  # pre-norm Q and K kept for the norm backward
     if spec.attention_output_gate:  # the gate logits and the ungated core output, for attn * sigmoid(gate)
         sharded += d * 2 * spec.q_width
+    sharded += extra_attention_kept_bytes(spec, d)  # g_proj's gate, DiffLlama's second call (count/attention_extras.py)
     if block.mixer == PARALLEL_MAMBA2:  # Falcon-H1: the Mamba-2 mixer's kept tensors beside attention's
         sharded += kept_bytes_per_token(spec, "mamba2", d)
     return 0, sharded, True
@@ -82,7 +86,7 @@ def _out_proj_width(spec: "TransformerSpec", block: Block) -> int:
         return spec.q_width + spec.mamba2.inner
     if spec.mla is not None:
         return spec.heads * spec.mla.v_head_dim
-    return spec.q_width
+    return spec.o_width
 
 
 def _fp8_kept(spec: "TransformerSpec", block: Block, saved: int, replicated: int, sharded: int) -> tuple[int, int]:
@@ -116,6 +120,7 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
     head (Dao 2023, FlashAttention-2, Algorithm 1); its output is the output-projection input,
     already counted.
     """
+    spec = for_block(spec, block)  # its layer type's attention sizes, its MLP width (specs/attention_shape.py)
     h, mask = spec.hidden, (1 if spec.dropout else 0)
     # Norm inputs: each sequential norm keeps its own input; a parallel block's norms share one.
     norm_inputs = 1 if spec.parallel_block else spec.num_norms_per_layer
@@ -147,6 +152,7 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
         sharded += inner * d * (num * moe.expert_ffn_hidden // den + moe.shared_experts * shared_hidden)
     elif block.mlp:
         sharded += inner * d * spec.ffn_hidden
+        replicated += pk_kept_bytes(spec, d)  # Doge's product-key experts (count/product_key.py)
     if not scores:
         return replicated, sharded, shared_score
     if is_fused(attention):
@@ -366,7 +372,7 @@ def kv_bytes_per_cached_token(spec: "TransformerSpec") -> int:
     if spec.mla is not None:  # DeepSeek-V3.2 also caches each token's index key (DynamicIndexedLayer)
         ix = spec.mla.indexer.head_dim if spec.mla.indexer is not None else 0
         return spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim + ix
-    return 2 * spec.kv_width
+    return spec.kv_width + spec.v_width
 
 
 def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_bytes: int,
@@ -391,8 +397,8 @@ def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_byte
                 spec, block, seq_len)
         elif block.cross:
             elements += 2 * spec.kv_width * (dec + seq_len)
-        else:
-            elements += kv_bytes_per_cached_token(spec) * kv_cache_tokens(spec, block, seq_len)
+        else:  # (its layer type's kv heads: MiMo-V2-Flash, specs/attention_shape.py)
+            elements += kv_bytes_per_cached_token(for_mixer(spec, block.mixer)) * kv_cache_tokens(spec, block, seq_len)
         if block.shared:  # Zamba: each use of the shared attention caches its own K and V
             elements += use_cache_elements(spec, seq_len)
     return batch * elements * dtype_bytes
@@ -403,7 +409,7 @@ def kv_cache_bytes_per_token(spec: "TransformerSpec", dtype_bytes: int) -> int:
     the full-attention blocks' K/V (or MLA latents); sliding, chunked and Mamba blocks add none."""
     if not spec.causal:
         return 0
-    per_block = kv_bytes_per_cached_token(spec) if spec.arch != "encoder_decoder" else 2 * spec.kv_width
+    per_block = kv_bytes_per_cached_token(for_mixer(spec, "full_attention")) if spec.arch != "encoder_decoder" else 2 * spec.kv_width
     grows = sum(
         1 for i in range(spec.num_blocks)
         if (block := block_of(spec, i)).mixer in ("full_attention", PARALLEL_MAMBA2) and (spec.arch != "encoder_decoder" or block.cross)

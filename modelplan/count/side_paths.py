@@ -63,7 +63,7 @@ def block_side_params(spec: "TransformerSpec") -> dict[str, int]:
 def kv_shared_saving(spec: "TransformerSpec") -> tuple[int, int]:
     """(attention/qkv, attention/qk_norm) parameters a K/V-sharing block lacks: k_proj and v_proj
     (Linear(h, kv_width) each) and k_norm (head_dim, v_norm has no weight)."""
-    qkv = 2 * spec.kv_width * (spec.hidden + (1 if spec.qkv_bias else 0))
+    qkv = (spec.kv_width + spec.v_proj_width) * (spec.hidden + (1 if spec.qkv_bias else 0))
     return qkv, _norm(spec, spec.dim_head) if spec.qk_norm else 0
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from modelplan.count.attention import FusedAttention
+from modelplan.count.attention_extras import attention_calls, gate_width
 from modelplan.count.blocks import Block
 from modelplan.count.eager import ROTARY_KERNELS, rotary_bytes
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
@@ -32,6 +33,7 @@ from modelplan.plan.dsa import indexer_elementwise, indexer_gemms, sparse_core
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.plan.linear_mixers import linear_mixer_kernels
 from modelplan.plan.parallel.tp import local_kv_heads
+from modelplan.specs.attention_shape import for_block
 from modelplan.specs.transformer import TransformerSpec
 
 
@@ -42,6 +44,11 @@ PRICED: frozenset[str] = frozenset({
     "layer_types=short_conv", "layer_types=rglru", "layer_types=lightning", "layer_types=rwkv",
     "layer_types=mlstm",
     "attention_output_gate", "deltanet.kda",  # plan/linear_mixers.py
+    # attention_kernels below (count/attention_extras.py, specs/attention_shape.py)
+    "head_gate", "differential_attention", "v_head_dim", "attention_by_type", "value_is_key",
+    "attention_experts", "dynamic_mask", "kv_shared_ffn_hidden", "product_key_experts",
+    "moe.output_bias", "residual_weights", "moe.router_scales",  # shards only (element-wise adds / scales)
+    "moe.branch_norms",  # its norms' passes are not priced (the block's own are)
     "mla.indexer",  # plan/dsa.py
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
     "moe.shared_expert_gate", "mtp_layers",
@@ -108,15 +115,27 @@ def attention_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q:
     h, dh, tokens = spec.hidden, spec.dim_head, b * s_q
     heads, kv = spec.heads // tp, local_kv_heads(spec.num_kv_heads, tp)
     gate = heads if spec.attention_output_gate else 0  # Qwen3-Next: q_proj also emits a gate per head
-    gemms = [Gemm("attention/qkv", tokens, (heads + gate + 2 * kv) * dh, h)]  # column-parallel
-    g, core, flash = _core("attention", spec, block, b, heads, s_q, s, dh, dh, d, fused)
+    dv = spec.dim_value  # value heads' width (MiMo-V2-Flash v_head_dim)
+    v_proj = 0 if spec.value_is_key else kv * dv  # Gemma 4 attention_k_eq_v: no v_proj
+    kv_proj = 0 if block.kv_shared else kv * dh + v_proj  # Gemma 3n / 4 K/V-sharing blocks: q only
+    gemms = [Gemm("attention/qkv", tokens, (heads + gate) * dh + kv_proj, h)]  # column-parallel
+    g, core, flash = _core("attention", spec, block, b, heads, s_q, s, dh, dv, d, fused)
+    if attention_calls(spec) == 2:  # DiffLlama: a second call over the same Q, K (count/attention_extras.py)
+        g2, core2, flash2 = _core("attention/second", spec, block, b, heads, s_q, s, dh, dv, d, fused)
+        g, core, flash = g + g2, core + core2, flash + flash2
+    if spec.head_gate is not None:  # LFM3 / Laguna g_proj, column-parallel with the heads
+        gemms.append(Gemm("attention/head_gate", tokens, gate_width(spec, heads), h))
+    if spec.attention_experts is not None:  # JetMoE MoA router (replicated), before its top_k q projections
+        gemms.append(Gemm("attention/router", tokens, spec.attention_experts, h))
+    if spec.dynamic_mask:  # Doge dt_proj over the local values
+        gemms.append(Gemm("attention/dynamic_mask", tokens, kv, kv * dv))
     rotated = int(dh * spec.rotary_fraction) if spec.rotary_fraction != 1.0 else dh
     ew = _rotary(spec, block, tokens * (heads + kv) * rotated, d, eager)
     if spec.qk_norm_in(block.mixer):  # a norm pass over Q and K
         ew.append(Elementwise("attention/qk_norm", tokens * (heads + kv) * dh, 2 * d, 3 * d))
-    if gate:  # attn * sigmoid(gate): read both, write; bwd reads them and dy, writes both grads
+    if gate or spec.head_gate is not None:  # attn * sigmoid(gate): read both, write; bwd reads them and dy, writes both grads
         ew.append(Elementwise("attention/gate", tokens * heads * dh, 3 * d, 5 * d))
-    return MixerKernels(gemms + g, ew, core, flash, Gemm("attention/out", tokens, h, heads * dh))  # row-parallel
+    return MixerKernels(gemms + g, ew, core, flash, Gemm("attention/out", tokens, h, heads * dv))  # row-parallel
 
 
 def mla_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q: int, s: int, d: int,
@@ -176,6 +195,7 @@ def cross_kernels(spec: TransformerSpec, tp: int, b: int, s_q: int, memory_len: 
 def mixer_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q: int, s: int, d: int,
                   fused: bool, eager: bool) -> MixerKernels:
     """The mixer of a block of kind `block`."""
+    spec = for_block(spec, block)  # its layer type's attention sizes, its MLP width (specs/attention_shape.py)
     if block.mixer == "mamba":
         return mamba_kernels(spec, tp, b, s_q, d)
     if block.mixer in LINEAR_MIXERS:

@@ -27,6 +27,7 @@ from modelplan.plan.extras import head_transform_kernels, layer_extra_kernels
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.plan.parallel.tp import local_kv_heads
 from modelplan.specs.extras import decoder_width
+from modelplan.specs.attention_shape import for_block
 from modelplan.specs.transformer import TransformerSpec
 
 __all__ = ["Elementwise", "Gemm", "LayerKernels", "embedding_kernels", "head_kernels", "layer_kernels",
@@ -121,10 +122,11 @@ def layer_kernels(
     d, b, s, h = dtype_bytes, micro_batch, seq_len, spec.hidden
     s_q = s // cp  # this rank's queries (and tokens) of each sequence
     tokens = b * s_q
-    ffn_local = spec.ffn_hidden // tp
     if block is None:
         kind = next((i for i in range(spec.layers) if spec.is_moe_layer(i) == moe_layer), 0)
         block = block_of(spec, kind)
+    spec = for_block(spec, block)  # its layer type's sizes, its MLP width (specs/attention_shape.py)
+    ffn_local = spec.ffn_hidden // tp
     # LayerNorm, dropout and residual run on all b*s*h values unless sequence parallel shards them
     # (Korthikanti et al. 2022, sec. 4.2.2).
     hidden_values = tokens * h // tp if sequence_parallel else tokens * h
@@ -148,6 +150,11 @@ def layer_kernels(
             Gemm("mlp/in", tokens, (2 if spec.gated_mlp else 1) * ffn_local, h),  # column-parallel
             Gemm("mlp/out", tokens, h, ffn_local),  # row-parallel
         ]
+    gemms += side_path_gemms(spec, tokens)  # Gemma 3n / 4 per-layer input and LAuReL (replicated)
+    pk = spec.product_key_experts
+    if block.mlp and not moe_layer and pk is not None:  # Doge's product-key experts (count/product_key.py), replicated
+        gemms += [Gemm("mlp/pk_router", tokens, 2 * pk.num_keys, h),
+                  Gemm("mlp/pk_experts/down", 1, pk.top_k, h, tokens), Gemm("mlp/pk_experts/up", 1, h, pk.top_k, tokens)]
     norm = norm_kernel("norm", spec, hidden_values, d, (norm_elementwise or elementwise) == "eager")
     # fused bias-dropout-add after each row-parallel GEMM: reads out and residual, writes sum
     # (+ mask); bwd reads dy (+ mask), writes dx and reads dy again for the bias gradient.
@@ -177,6 +184,19 @@ def layer_kernels(
         other.remove(bda)  # one residual sum of attention + MLP
     core_gemms = tuple(g for g in gemms if g.name.endswith(("/scores", "/context")))
     return LayerKernels(tuple(gemms), tuple(other) + tuple(core), core_gemms, tuple(core), tuple(flash))
+
+
+def side_path_gemms(spec: TransformerSpec, tokens: int) -> list[Gemm]:
+    """The per-layer input's gate Linear(h, w) and projection Linear(w, h), LAuReL's Linear(h, r)
+    and Linear(r, h) (count/side_paths.py), every rank whole; AltUp's tiny mixes are not priced."""
+    h, out = spec.hidden, []
+    if spec.per_layer_input is not None:
+        w = spec.per_layer_input.width
+        out += [Gemm("per_layer_input/gate", tokens, w, h), Gemm("per_layer_input/proj", tokens, h, w)]
+    if spec.laurel_rank is not None:
+        r = spec.laurel_rank
+        out += [Gemm("laurel/left", tokens, r, h), Gemm("laurel/right", tokens, h, r)]
+    return out
 
 
 PYTORCH_CP_MERGE_FWD_BYTES = 38

@@ -27,7 +27,10 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
+from modelplan.count.attention_extras import gate_width
 from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
+from modelplan.count.product_key import pk_params
+from modelplan.count.side_paths import block_side_params, embedding_side_params, head_side_params, kv_shared_saving
 from modelplan.count.vision import vision_params
 from modelplan.count.seq2seq import audio_params, embedding_norms, eoi_params, idle_cross_params, key_bias_saving, position_params, separate_cross
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
@@ -35,6 +38,7 @@ from modelplan.plan.extras import block_shard, embedding_extra, head_extra, word
 from modelplan.plan.linear_mixers import linear_mixer_shard
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.stages import rank_units
+from modelplan.specs.attention_shape import for_block
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -119,14 +123,23 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
         if mla.indexer is not None:  # DeepSeek-V3.2's indexer: replicated on every tp rank
             replicated += indexer_params(spec)
         return replicated + split + out_bias, (replicated if tp > 1 else 0) + (out_bias if sp else 0)
-    d = spec.dim_head
-    q, kv = heads * d, _split(spec.num_kv_heads, tp) * d
+    d, kv_local = spec.dim_head, _split(spec.num_kv_heads, tp)
+    if spec.attention_experts is not None:  # JetMoE MoA: expert q/o split with the kv heads, router and bias replicated
+        e, kv = spec.attention_experts, kv_local * d
+        return h * 2 * kv + e * 2 * h * kv + h * e + h, (h * e + h if tp > 1 else 0)
+    q, kv, v = heads * d, kv_local * d, kv_local * spec.dim_value  # value heads: v_head_dim (MiMo-V2-Flash)
+    v = 0 if spec.value_is_key else v  # Gemma 4 attention_k_eq_v: no v_proj
     norms, norms_partial = _qk_norms(spec, tp)
-    numel = h * (q + 2 * kv) + (q + 2 * kv if spec.qkv_bias else 0) + q * h + out_bias + norms
+    numel = h * (q + kv + v) + (q + kv + v if spec.qkv_bias else 0) + heads * spec.dim_value * h + out_bias + norms
     if spec.attention_output_gate:  # Qwen3-Next: the gate half of q_proj, split with the heads
         numel += h * q + (q if spec.qkv_bias else 0)
     numel += heads if spec.attention_sinks else 0
-    return numel, norms_partial + (out_bias if sp else 0)
+    numel += h * gate_width(spec, heads)  # LFM3 / Laguna g_proj: column-parallel with the heads
+    lambdas = 4 * d if spec.differential_attention else 0  # DiffLlama lambda vectors: replicated, partial grads
+    if spec.dynamic_mask:  # Doge A and dt_proj (reads every kv head's values): replicated, partial grads
+        kv_all = spec.num_kv_heads
+        lambdas += kv_all + spec.v_width * kv_all + (kv_all if spec.qkv_bias else 0)
+    return numel + lambdas, norms_partial + (lambdas if tp > 1 else 0) + (out_bias if sp else 0)
 
 
 def _mamba(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
@@ -147,6 +160,7 @@ def _mamba(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
 
 def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int, int]:
     """(local elements, partial elements) of one block of kind `block` without its routed experts."""
+    spec = for_block(spec, block)  # its layer type's attention sizes, its MLP width (specs/attention_shape.py)
     h = spec.hidden
     norms = _norm(spec) * spec.num_norms_per_layer
     if block.mixer == "mamba":
@@ -172,18 +186,29 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
         numel += idle["cross_attention/qkv"] // tp + spec.q_width * spec.hidden // tp  # column / row parallel
         numel += spec.hidden if spec.attn_out_bias else 0  # out_proj bias replicated
         norms += _norm(spec)
-    numel, partial = numel + norms, partial + (norms if sp else 0)
+    norms += 2 * h if spec.residual_weights else 0  # Doge's residual weights: replicated like the norms
+    side = sum(block_side_params(spec).values())  # Gemma 3n / 4 side paths (count/side_paths.py): replicated
+    if block.kv_shared:  # Gemma 3n / 4: no k_proj, v_proj, k_norm of its own
+        saving, k_norm = kv_shared_saving(spec)
+        numel -= _split(saving, tp) + k_norm
+        partial -= k_norm if tp > 1 else 0
+    numel, partial = numel + norms + side, partial + (norms if sp else 0) + (side if tp > 1 else 0)
     extra, extra_partial = block_shard(spec, block, sp)  # sub-norms, adapters, ... (plan/extras.py)
     numel, partial = numel + extra, partial + extra_partial
     if not block.mlp:
         return numel, partial
     if not block.moe:
         n, p = _mlp(spec, spec.ffn_hidden, tp, sp)
-        return numel + n, partial + p
+        pk = sum(pk_params(spec).values())  # Doge's product-key experts: replicated, partial grads
+        return numel + n + pk, partial + p + (pk if tp > 1 else 0)
     moe = spec.moe
     router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
     router += moe.num_experts if moe.score_correction_param else 0  # AFMoE's expert_bias parameter
     router += h if moe.shared_expert_gate else 0  # Qwen2-MoE's gate: replicated like the router
+    router += h if moe.output_bias else 0  # JetMoE's output bias: replicated
+    router += h + moe.num_experts if moe.router_scales else 0  # Gemma 4's router scales: replicated
+    branch_norms = moe.branch_norms * _norm(spec)  # Gemma 4's branch norms: replicated like the block's
+    numel, partial = numel + branch_norms, partial + (branch_norms if sp else 0)
     numel += router
     partial += router if tp > 1 else 0  # the router's gradient is a partial sum over tp
     if moe.shared_experts:
@@ -233,7 +258,8 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     extra = position_params(spec) + spec.type_vocab * h + audio_params(spec) + eoi_params(spec)  # count.seq2seq: per-stack tables
     extra += embedding_norms(spec) * _norm(spec)
     extra += embedding_extra(spec)  # factored / offset / frozen / concatenated tables (plan/extras.py)
-    sizes["embedding/extra"] = (extra, extra if sp else 0, dp)
+    side = sum(embedding_side_params(spec).values())  # Gemma 3n / 4 per-layer tables, AltUp: replicated
+    sizes["embedding/extra"] = (extra + side, (extra if sp else 0) + (side if tp > 1 else 0), dp)
     blocks: dict = {}
     experts = _experts(spec, etp, plan.ep) if spec.moe is not None else 0
     for i in range(spec.num_blocks):
@@ -253,7 +279,8 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     head += _split(spec.vocab, tp) if spec.lm_head_bias else 0
     transform, decoder = head_extra(spec, _split(spec.vocab, tp))  # BERT's MLM transform, RemBERT's decoder
     head += transform + decoder
-    sizes["head"] = (head, norm + transform if sp else 0, dp)
+    side = sum(head_side_params(spec).values())  # Gemma 3n's AltUp unembedding projections: replicated
+    sizes["head"] = (head + side, (norm + transform if sp else 0) + (side if tp > 1 else 0), dp)
     if spec.vision is not None:  # replicated over tp (its own small GEMMs), reduced over dp like the rest
         sizes["vision"] = (sum(vision_params(spec.vision, h).values()), 0, dp)
     return {u: UnitShard(unit=u, numel=n, partial_over_tp=p, group_size=g) for u, (n, p, g) in sizes.items() if n}

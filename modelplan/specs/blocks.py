@@ -30,6 +30,14 @@ class MoESpec(Spec):
     """Always-active shared experts (DeepSeek-MoE); each has `shared_expert_ffn_hidden`."""
     shared_expert_ffn_hidden: int | None = Field(None, gt=0)
     """Hidden size of one shared expert (defaults to expert_ffn_hidden)."""
+    output_bias: bool = False
+    """One bias vector (h) added to the merged expert output (JetMoE JetMoeMoE.bias)."""
+    router_scales: bool = False
+    """The router scales its (weight-free RMS-normed) input per channel and each chosen expert's
+    weight by a learned per-expert scale: h + num_experts parameters (Gemma 4 Gemma4TextRouter)."""
+    branch_norms: int = Field(0, ge=0)
+    """Norms of the MLP's parallel branches beyond the block's own (Gemma 4's MoE blocks: the
+    dense MLP's and the experts' post norms and the experts' pre norm, 3), each of width h."""
     layer_freq: int = Field(1, gt=0, description="Every layer_freq-th layer is MoE.")
     """Every `layer_freq`-th layer (counting from 1 after the dense prefix) is an MoE layer."""
     first_dense_layers: int = Field(0, ge=0)

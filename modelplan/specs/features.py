@@ -42,6 +42,9 @@ def _moe_features(spec: "TransformerSpec") -> list[str]:
         "moe.expert_bias": moe.expert_bias is not None and moe.expert_bias != spec.mlp_bias,
         "moe.zero_experts": moe.zero_experts > 0,
         "moe.shortcut": moe.shortcut,
+        "moe.output_bias": moe.output_bias,
+        "moe.router_scales": moe.router_scales,
+        "moe.branch_norms": moe.branch_norms > 0,
     }
     return out + [name for name, used in checks.items() if used]
 
@@ -67,8 +70,18 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "per_layer_input": spec.per_layer_input is not None,
         "laurel_rank": spec.laurel_rank is not None,
         "kv_shared_layers": spec.kv_shared_layers > 0,
+        "kv_shared_ffn_hidden": spec.kv_shared_ffn_hidden is not None,
         "ssm.heads": spec.ssm is not None and spec.ssm.heads > 1,
         "attention_output_gate": spec.attention_output_gate,
+        "head_gate": spec.head_gate is not None,
+        "differential_attention": spec.differential_attention,
+        "v_head_dim": spec.v_head_dim is not None and spec.v_head_dim != spec.dim_head,
+        "attention_by_type": bool(spec.attention_by_type),
+        "value_is_key": spec.value_is_key,
+        "attention_experts": spec.attention_experts is not None,
+        "dynamic_mask": spec.dynamic_mask,
+        "residual_weights": spec.residual_weights,
+        "product_key_experts": spec.product_key_experts is not None,
         "deltanet.kda": spec.deltanet is not None and spec.deltanet.kda,
         "mlp=false": not spec.mlp,
         f"position={spec.position}": spec.position in ("alibi", "relative"),

@@ -35,6 +35,7 @@ from modelplan.specs.hf_moe import MOE_MAPPERS
 from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
 from modelplan.specs.hf_n17new import N17NEW_MLA_MAPPERS, N17NEW_TEXT_ONLY, N17NEW_UNMODELLED
 from modelplan.specs.hf_n17new_more import N17NEW_MORE_MAPPERS
+from modelplan.specs.hf_n18attn import N18ATTN_MAPPERS
 from modelplan.specs.hf_other import OTHER_MAPPERS
 from modelplan.specs.hf_vision import VISION_MAPPERS, VISION_TEXT_MAPPERS
 from modelplan.specs.hf_zamba import ZAMBA_MAPPERS
@@ -56,6 +57,8 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **ROBERTA_MAPPERS, **DEEPSEEK_LIKE_MAPPERS, **CLASSIC_MAPPERS, **N17NEW_MLA_MAPPERS, **N17NEW_MORE_MAPPERS,
     **N18SMALL_MAPPERS,
     **N18ENCDEC_MAPPERS,
+
+    **N18ATTN_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS}.items()})

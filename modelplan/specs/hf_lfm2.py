@@ -25,7 +25,8 @@ def _types(c: HFConfig, default: list[str] | None) -> list[str] | None:
         names = ["full_attention" if i in full else "conv" for i in range(layers)]
     if names is None:
         if default is None:
-            raise SpecError(f"{c.source}: layer_types: missing (Lfm2MoeConfig has no default pattern)")
+            raise SpecError(f"{c.source}: layer_types: missing (Lfm2MoeConfig has no default pattern: "
+                            f"transformers 5.24 cannot build Lfm2MoeForCausalLM without it either)")
         names = default
     c.check_names("layer_types", names, _TYPES, layers, "conv, full_attention")
     return compact_types([_TYPES[t] for t in names])

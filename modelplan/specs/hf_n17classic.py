@@ -68,9 +68,6 @@ CLASSIC_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 }
 
 CLASSIC_UNMODELLED: dict[str, str] = {
-    "jetmoe": "mixture-of-attention experts (MoA: routed q / output projections)",
-    "diffllama": "differential attention (per-block lambda_q1/k1/q2/k2 head_dim vectors weighting two subtracted softmax maps)",
-    "doge": "dynamic mask attention (dt_proj and per-kv-head A parameters) and its cross-domain MoE",
 }
 """Classic families transformers 5.24 ships that the spec cannot yet express exactly."""
 

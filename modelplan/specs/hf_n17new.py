@@ -52,14 +52,10 @@ N17NEW_MLA_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 
 
 _HC = "manifold-constrained hyper-connections (attn_hc / ffn_hc: several residual streams mixed per block)"
-_HEAD_GATE = "a per-head sigmoid gate on the attention output (g_proj: Linear(hidden, heads))"
 
 N17NEW_UNMODELLED: dict[str, str] = {
-    "gemma4_text": "per-layer input embeddings (embed_tokens_per_layer, a gate and projection in every block), "
-                   "global blocks with wider heads than the sliding ones and optional MoE blocks beside the MLP",
-    "gemma4_unified_text": "Gemma 4's per-layer input embeddings and wider global-attention heads",
-    "gemma4": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its vision / audio towers",
-    "gemma4_unified": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its towers",
+    "gemma4": "its vision and audio towers",
+    "gemma4_unified": "its vision and audio towers",
     "gemma4_unified_assistant": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its towers",
     "deepseek_v4": f"{_HC}, compressed sparse attention (a KV compressor with its own indexer) and a low-rank "
                    "grouped output projection (o_a_proj / o_b_proj)",
@@ -73,13 +69,8 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "glm5_next_text": f"{_HC}, Kimi-style linear attention with a full-rank forget gate and a compressed indexer",
     "hy_v4": f"{_HC} and an indexer on some MLA blocks only",
     "hy_v4_vl": f"Hunyuan 4's text model ({_HC}) and its vision tower",
-    "mimo_v2_flash": "value heads narrower than query/key heads and kv-head counts that differ between its "
-                     "sliding and full blocks",
-    "lfm3": _HEAD_GATE,
-    "lfm3_vl": f"LFM3's text model ({_HEAD_GATE}) and its vision tower",
-    "laguna": _HEAD_GATE,
-    "step3p5": _HEAD_GATE,
-    "step3p7": f"Step 3.7's text model ({_HEAD_GATE}) and its vision tower",
+    "lfm3_vl": "its vision tower and projector",
+    "step3p7": "its vision tower and projector",
     "zaya": "compressed convolutional attention (v_proj_current / v_proj_delayed, depthwise and grouped q/k "
             "convs), an MLP router and learned residual scales",
     "dots3_note_text": "MLA dimensions that differ from block to block, an indexer on some blocks only and a "
@@ -103,5 +94,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
 
 N17NEW_TEXT_ONLY: dict[str, str] = {
     "kimi_k25": "deepseek_v3", "exaone4_5": "exaone4", "minimax_m3_vl": "minimax_m3_vl_text",
+    "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text", "lfm3_vl": "lfm3", "step3p7": "step3p5",
 }
 """Refused composites whose language model is supported as its own model_type."""

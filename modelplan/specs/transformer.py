@@ -12,12 +12,15 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from modelplan.specs.attention_shape import AttentionLayerType, LayerTypeAttention
 from modelplan.specs.base import Spec
 from modelplan.specs.blocks import ClassifierSpec, MLASpec, MoESpec, Norm, SSMSpec, VisionSpec
 from modelplan.specs.extras import ExtrasSpec
 from modelplan.specs.mixers import DeltaNetSpec, LightningSpec, Mamba2Spec, RGLRUSpec, RWKVSpec, ShortConvSpec
 from modelplan.specs.mlstm import MLSTMSpec
 from modelplan.specs.seq2seq import Seq2SeqSpec
+
+from modelplan.specs.product_key import ProductKeySpec
 from modelplan.specs.shared_block import SharedBlockSpec
 from modelplan.specs.side_paths import AltUpSpec, PerLayerInputSpec
 from modelplan.specs.transformer_checks import check_transformer
@@ -124,12 +127,46 @@ class TransformerSpec(Spec):
     kv_shared_layers: int = Field(0, ge=0)
     """The last N blocks reuse the K/V of the last earlier block of their layer type (Gemma 3n
     num_kv_shared_layers): no k/v projections, no k norm, no cache of their own."""
+    kv_shared_ffn_hidden: int | None = Field(None, gt=0)
+    """MLP width of the K/V-sharing blocks where it differs from ffn_hidden (Gemma 4
+    use_double_wide_mlp: 2 x intermediate_size). None: ffn_hidden."""
     attention_output_gate: bool = False
     """Gated attention output (Qwen3-Next / Qwen3.5 full attention): q_proj also emits a per-head
     gate, o_proj reads attn * sigmoid(gate); q_proj is twice as wide."""
+    head_gate: Literal["head", "element"] | None = None
+    """A separate bias-free gate projection g_proj on the block input scaling the attention output
+    before o_proj: head, Linear(h, heads), one value per head (LFM3 sigmoid, Laguna softplus);
+    element, Linear(h, heads * head_dim), one per channel (Laguna gating 'per-element'). None: none."""
+    v_head_dim: int | None = Field(None, gt=0)
+    """Per-head value width when it differs from head_dim (MiMo-V2-Flash v_head_dim): v_proj
+    Linear(h, kv_heads v_head_dim), o_proj Linear(heads v_head_dim, h). None: head_dim."""
+    value_is_key: bool = False
+    """The keys double as the values: no v_proj, V = K (Gemma 4 attention_k_eq_v global blocks)."""
+    attention_by_type: dict[AttentionLayerType, LayerTypeAttention] | None = None
+    """Attention sizes of the blocks of a layer type where they differ from the model's
+    (`specs/attention_shape.py`; MiMo-V2-Flash sliding blocks: more kv heads, sinks)."""
+    attention_experts: int | None = Field(None, gt=0)
+    """Mixture of attention experts (JetMoE MoA, Shen et al. 2024, arXiv 2404.07413; transformers
+    JetMoeMoA): E pairs of query / output projections, each kv_heads x head_dim wide, of which a
+    bias-free router Linear(h, E) picks heads / kv_heads per token; one shared kv_proj and a bias
+    (h) on the merged output. `heads` is kv_heads x top_k. None: plain attention."""
+    dynamic_mask: bool = False
+    """Doge's dynamic mask attention (transformers DogeAttention): A (kv_heads values) and dt_proj
+    Linear(kv_heads head_dim, kv_heads, bias=qkv_bias) over the values, exp(A softplus(dt)) a
+    per-key bias on each kv head's scores (its keep_window_size best keys kept)."""
+    residual_weights: bool = False
+    """Learned per-channel weights on both residual paths of every block, x_new = w * x + f(x)
+    (Doge input_residual, post_attention_residual: 2 h parameters a block)."""
+    differential_attention: bool = False
+    """Differential attention (Ye et al. 2024, arXiv 2410.05258; transformers DiffLlamaAttention):
+    two softmax maps over the same Q and K, the second subtracted with a learned lambda
+    (lambda_q1/k1/q2/k2: 4 head_dim parameters a block) before a weight-free RMSNorm."""
     ffn_hidden: int = Field(0, ge=0)
     """Dense MLP hidden size (HF intermediate_size; 4h for GPT); 0 only when no block has a
     dense MLP."""
+    product_key_experts: ProductKeySpec | None = None
+    """Product-key expert memory added to every dense MLP's output (Doge's cross-domain MoE,
+    `specs/product_key.py`). None: none."""
     mlp: bool = True
     """Blocks have an MLP after the mixer (false: Mamba's mixer-only blocks)."""
     vocab: int = Field(gt=0)
@@ -234,6 +271,26 @@ class TransformerSpec(Spec):
     def dim_head(self) -> int:
         """Per-head dimension with the hidden // heads default applied."""
         return self.head_dim if self.head_dim is not None else self.hidden // self.heads
+
+    @property
+    def dim_value(self) -> int:
+        """Per-head value width with the head_dim default applied."""
+        return self.v_head_dim if self.v_head_dim is not None else self.dim_head
+
+    @property
+    def v_width(self) -> int:
+        """Width of all value heads together: kv_heads * value head width (= kv_width by default)."""
+        return self.num_kv_heads * self.dim_value
+
+    @property
+    def v_proj_width(self) -> int:
+        """Output width of v_proj: v_width, or 0 when the keys double as the values."""
+        return 0 if self.value_is_key else self.v_width
+
+    @property
+    def o_width(self) -> int:
+        """Input width of the output projection: heads * value head width (= q_width by default)."""
+        return self.heads * self.dim_value
 
     @property
     def embed_dim(self) -> int:
