@@ -63,6 +63,7 @@ def vision_params(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
         "tower/layers": vision.layers * (block + (2 * h if vision.layer_scale else 0)),
         "tower/head": pooling if vision.pooling_head else 0,
     }
+    leaves = {key: vision.towers * n for key, n in leaves.items()}  # Video-LLaVA: image + video towers
     if vision.connector is not None:
         for layer in vision.connector:
             key = f"projector/{layer.name}"

@@ -295,6 +295,9 @@ class VisionSpec(Spec):
     pooled_tokens: int | None = Field(None, gt=0)
     """Tokens per image after Gemma 3's average pooling (mm_tokens_per_image): the projector runs
     on these. None: no pooling."""
+    towers: int = Field(1, gt=0)
+    """Identical towers of this config (Video-LLaVA's image_tower and video_tower): each holds
+    the tower's parameters; an image runs through one."""
     connector: list[ConnectorLayer] | None = None
     """The projector as its layers, in order; replaces projector_norm / patch_merge /
     projector_layers / projector_bias (which describe Gemma 3's and Mistral 3's)."""

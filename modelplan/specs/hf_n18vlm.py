@@ -1,0 +1,279 @@
+"""HF config mappers of further vision-language composites (transformers 5.24): PaliGemma (1 and 2),
+ShieldGemma 2, Aya Vision, Command A Vision (cohere2_vision), LFM2-VL, LightOnOCR, GLM-4.6V,
+Video-LLaVA and DeepSeek-VL.
+
+Each maps its text model with the mapper of the text model_type (hf.MAPPERS) and its tower and
+projector onto a `VisionSpec` whose `connector` lists the projector's layers (module names in
+the comments). Sub-configs follow transformers' `SubConfigSpec.create_subconfig`: an absent
+text_config / vision_config is the composite's `init_kwargs` over the sub-config class defaults,
+a present one is read over the class defaults alone (the init_kwargs do not apply to it).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from modelplan.errors import SpecError
+from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_other import _vision as siglip_pixtral_vision
+from modelplan.specs.hf_vision import VISION_MAPPERS, _clip, _linear, _norm, _tied
+
+Mapper = Callable[[HFConfig], dict]
+
+CLASS_DEFAULTS: dict[str, dict] = {
+    "siglip_vision_model": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                            "num_attention_heads": 12, "image_size": 224, "patch_size": 16, "num_channels": 3,
+                            "vision_use_head": True},
+    "siglip2_vision_model": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                             "num_attention_heads": 12, "patch_size": 16, "num_patches": 256, "num_channels": 3,
+                             "vision_use_head": True},
+    "clip_vision_model": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                          "num_attention_heads": 12, "image_size": 224, "patch_size": 32, "num_channels": 3},
+    "pixtral": {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
+                "image_size": 1024, "patch_size": 16, "num_channels": 3},
+    "gemma": {"vocab_size": 256000, "hidden_size": 3072, "intermediate_size": 24576, "num_hidden_layers": 28,
+              "num_attention_heads": 16, "num_key_value_heads": 16},
+    "gemma2": {"vocab_size": 256000, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+               "num_attention_heads": 8, "num_key_value_heads": 4},
+    "gemma3_text": {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                    "num_attention_heads": 8, "num_key_value_heads": 4},
+    "cohere2": {"vocab_size": 256000, "hidden_size": 8192, "intermediate_size": 22528, "num_hidden_layers": 40,
+                "num_attention_heads": 64},
+    "qwen3": {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+              "num_attention_heads": 32},
+    "lfm2": {"vocab_size": 65536, "hidden_size": 2560, "intermediate_size": 12288, "num_hidden_layers": 32,
+             "num_attention_heads": 32, "num_key_value_heads": 8},
+    "llama": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+              "num_attention_heads": 32},
+    "mistral": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8},
+    "qwen2": {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+              "num_attention_heads": 32},
+}
+"""Size defaults of the sub-config classes these composites nest (transformers 5.24
+`AutoConfig.for_model(model_type)`; keys the class leaves None, such as Llama's head_dim, are
+left out: the text mappers derive them)."""
+
+
+def _sub(c: HFConfig, key: str, default_type: str, init_kwargs: dict | None = None) -> tuple[str, HFConfig]:
+    """(model_type, config) of sub-config `key` as transformers builds it: absent -> init_kwargs
+    over the class defaults of `default_type`; present -> its own keys over its class's defaults."""
+    raw = c.data.get(key)
+    if raw is None:
+        data = {"model_type": default_type, **(init_kwargs or {})}
+    elif isinstance(raw, dict):
+        data = raw
+    else:
+        raise SpecError(f"{c.source}: {c.path}{key}: expected an object, got {raw!r} ({type(raw).__name__})")
+    kind = HFConfig(data, c.source, f"{c.path}{key}.").text("model_type", default_type)
+    return kind, HFConfig({**CLASS_DEFAULTS.get(kind, {}), **data}, c.source, f"{c.path}{key}.")
+
+
+def _text(c: HFConfig, text_mappers: dict[str, Mapper], default_type: str, init_kwargs: dict | None = None,
+          drop: tuple[str, ...] = ()) -> tuple[dict, HFConfig]:
+    """The text model mapped by its own model_type's mapper; `drop`: keys the composite sets that
+    change no parameter (PaliGemma's prefix-LM use_bidirectional_attention)."""
+    kind, text = _sub(c, "text_config", default_type, init_kwargs)
+    mapper = text_mappers.get(kind)
+    if mapper is None or kind in VISION_MAPPERS or kind in COMPOSITE_MAPPERS:
+        raise SpecError(f"{c.source}: text_config.model_type: unsupported '{kind}'")
+    if drop:
+        text = HFConfig({k: v for k, v in text.data.items() if k not in drop}, c.source, text.path)
+    fields = mapper(text)
+    if fields.get("arch", "decoder") != "decoder":
+        raise SpecError(f"{c.source}: text_config.model_type: '{kind}' is not a decoder")
+    return fields, text
+
+
+def _siglip(v: HFConfig) -> dict:
+    """SiglipVisionModel: biased patch conv, one learned position per patch, biased LayerNorm /
+    fc1-fc2 blocks, post_layernorm, the attention-pooling head when vision_use_head (built, and
+    counted, even where the composite reads last_hidden_state)."""
+    return siglip_pixtral_vision(v, False, projector_norm=False)
+
+
+def _siglip2(v: HFConfig) -> dict:
+    """Siglip2VisionModel: SigLIP's blocks with a biased Linear(C p^2, h) patch embedding (the
+    conv's parameters) and a num_patches-row position table resized to each image; an image is
+    priced at sqrt(num_patches) x sqrt(num_patches) patches."""
+    rows = v.size("num_patches")
+    side = int(round(rows ** 0.5))
+    if side * side != rows:
+        raise SpecError(f"{v.source}: {v.path}num_patches: must be a square, got {rows}")
+    data = {**v.data, "image_size": side * v.size("patch_size")}
+    return {**_siglip(HFConfig(data, v.source, v.path)), "position_rows": rows}
+
+
+def _tower(c: HFConfig, default_type: str, init_kwargs: dict | None = None,
+           kinds: tuple[str, ...] = ("siglip_vision_model",)) -> tuple[dict, HFConfig]:
+    """The vision tower of vision_config (one of `kinds`) and its config."""
+    kind, v = _sub(c, "vision_config", default_type, init_kwargs)
+    towers = {"siglip_vision_model": _siglip, "siglip2_vision_model": _siglip2, "clip_vision_model": _clip,
+              "pixtral": lambda v: siglip_pixtral_vision(v, True, projector_norm=False)}
+    if kind not in kinds:
+        raise SpecError(f"{c.source}: vision_config.model_type: unsupported '{kind}' ({', '.join(kinds)})")
+    return towers[kind](v), v
+
+
+def _single_layer(c: HFConfig, key: str, default: int) -> None:
+    """Composites whose projector width assumes one feature layer: a list is refused."""
+    if isinstance(c.data.get(key, default), list):
+        raise SpecError(f"{c.source}: {key}: only a single layer index is supported")
+    c.integer(key, default)
+
+
+_PALIGEMMA_VISION = {"intermediate_size": 4096, "hidden_size": 1152, "patch_size": 14, "image_size": 224,
+                     "num_hidden_layers": 27, "num_attention_heads": 16, "vision_use_head": False}
+_PALIGEMMA_TEXT = {"hidden_size": 2048, "num_hidden_layers": 18, "intermediate_size": 16384, "num_attention_heads": 8,
+                   "num_key_value_heads": 1, "vocab_size": 257152}
+"""PaliGemmaConfig.sub_configs_defaults init_kwargs (transformers 5.24 configuration_paligemma.py)."""
+
+
+def _paligemma(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """PaliGemma / PaliGemma 2: Gemma (or Gemma 2) text model whose prefix-LM mask
+    (use_bidirectional_attention, no parameters) is priced causal, SigLIP tower, and
+    PaliGemmaMultiModalProjector: Linear(vision hidden, projection_dim, bias=True); tied head."""
+    fields, _ = _text(c, text_mappers, "gemma", _PALIGEMMA_TEXT, drop=("use_bidirectional_attention",))
+    tower, _ = _tower(c, "siglip_vision_model", _PALIGEMMA_VISION)
+    out = c.integer("projection_dim", 2048)
+    tower["connector"] = [_linear("linear", tower["hidden"], out, True)]
+    fields["vision"] = tower
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
+    return fields
+
+
+def _shieldgemma2(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """ShieldGemma 2: Gemma3ForConditionalGeneration's modules; ShieldGemma2Config ties when its
+    own tie_word_embeddings or the text_config's (Gemma3TextConfig default true) says so."""
+    fields = text_mappers["gemma3"](c)
+    _, text = _sub(c, "text_config", "gemma3_text")
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", False) or text.flag("tie_word_embeddings", True)
+    return fields
+
+
+def _swiglu_shuffle(c: HFConfig, text_hidden: int, tower: dict, inner: int, norm: bool) -> list[dict]:
+    """Aya Vision / Command A Vision projector: pixel shuffle by downsample_factor d (d^2 patches
+    per row), an optional LayerNorm over h d^2, linear_1 (h d^2 -> inner, bias), SwiGLU over its
+    two halves, linear_2 (inner / 2 -> text hidden, bias)."""
+    d2 = c.integer("downsample_factor", 2) ** 2
+    h = tower["hidden"] * d2
+    if inner % 2:
+        raise SpecError(f"{c.source}: alignment_intermediate_size: must be even (SwiGLU halves), got {inner}")
+    layers = [_norm("layernorm", h, merge=d2)] if norm else []
+    return layers + [_linear("linear_1", h, inner, True, d2), _linear("linear_2", inner // 2, text_hidden, True, d2)]
+
+
+_AYA_VISION = {"hidden_size": 1152, "intermediate_size": 4304, "patch_size": 14, "image_size": 384,
+               "num_hidden_layers": 26, "num_attention_heads": 14, "vision_use_head": False}
+"""AyaVisionConfig.sub_configs_defaults vision init_kwargs (transformers 5.24)."""
+
+
+def _aya_vision(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """Aya Vision: Cohere2 text model, SigLIP tower (last layer, every token), and
+    AyaVisionMultiModalProjector (pixel shuffle, LayerNorm, SwiGLU linear_1 / linear_2 of
+    alignment_intermediate_size, which defaults to the text width); tied head."""
+    fields, _ = _text(c, text_mappers, "cohere2")
+    tower, _ = _tower(c, "siglip_vision_model", _AYA_VISION)
+    _single_layer(c, "vision_feature_layer", -1)
+    inner = c.integer("alignment_intermediate_size", fields["hidden"])
+    tower["connector"] = _swiglu_shuffle(c, fields["hidden"], tower, inner, True)
+    fields["vision"] = tower
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
+    return fields
+
+
+_COHERE2_VISION = {"hidden_size": 1152, "intermediate_size": 3072, "image_size": 512, "num_hidden_layers": 27,
+                   "num_attention_heads": 12}
+"""Cohere2VisionConfig.sub_configs_defaults vision init_kwargs (transformers 5.24)."""
+
+
+def _cohere2_vision(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """Command A Vision: Cohere2 text model, SigLIP tower (with its pooling head unless
+    vision_use_head is false), Cohere2VisionMultiModalProjector (pixel shuffle, SwiGLU
+    linear_1 / linear_2 of alignment_intermediate_size, no norm); tied head."""
+    fields, _ = _text(c, text_mappers, "cohere2")
+    tower, _ = _tower(c, "siglip_vision_model", _COHERE2_VISION)
+    inner = c.integer("alignment_intermediate_size", 36864)
+    tower["connector"] = _swiglu_shuffle(c, fields["hidden"], tower, inner, False)
+    fields["vision"] = tower
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
+    return fields
+
+
+def _lfm2_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """LFM2-VL: LFM2 text model, SigLIP 2 tower (NaFlex: linear patch embedding, resized position
+    table), Lfm2VlMultiModalProjector (pixel unshuffle by downsample_factor, optional LayerNorm,
+    linear_1 to projector_hidden_size, activation, linear_2; projector_bias); tied unless
+    tie_word_embeddings / tie_embedding says false."""
+    fields, _ = _text(c, text_mappers, "lfm2")
+    tower, _ = _tower(c, "siglip2_vision_model", kinds=("siglip2_vision_model",))
+    d2 = c.integer("downsample_factor", 2) ** 2
+    h, inner, bias = tower["hidden"] * d2, c.integer("projector_hidden_size", 2560), c.flag("projector_bias", True)
+    norm = [_norm("layer_norm", h, merge=d2)] if c.flag("projector_use_layernorm", True) else []
+    tower["connector"] = norm + [_linear("linear_1", h, inner, bias, d2), _linear("linear_2", inner, fields["hidden"], bias, d2)]
+    fields["vision"] = tower
+    fields["tied_embeddings"] = c.flag("tie_embedding", True, "tie_word_embeddings")
+    return fields
+
+
+_LIGHTON_VISION = {"head_dim": 64, "hidden_size": 1024, "image_size": 1540, "intermediate_size": 4096,
+                   "num_attention_heads": 16, "num_channels": 3, "num_hidden_layers": 24, "patch_size": 14}
+_LIGHTON_TEXT = {"head_dim": 128, "hidden_size": 1024, "intermediate_size": 3072, "max_position_embeddings": 40960,
+                 "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-6,
+                 "rope_theta": 1000000, "sliding_window": None, "vocab_size": 151936}
+"""LightOnOcrConfig.sub_configs_defaults init_kwargs (transformers 5.24)."""
+
+
+def _lighton_ocr(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """LightOnOCR: Qwen3 text model, Pixtral tower, and LightOnOcrMultiModalProjector: RMSNorm
+    over the tower width, patch_merger Linear(h m^2, h, bias=False) over m x m patches, linear_1
+    (h -> text) and linear_2 (text -> text) without biases (Mistral 3's projector); tied head."""
+    fields, _ = _text(c, text_mappers, "qwen3", _LIGHTON_TEXT)
+    tower, _ = _tower(c, "pixtral", _LIGHTON_VISION, kinds=("pixtral",))
+    tower.update(projector_norm=True, patch_merge=c.integer("spatial_merge_size", 2), projector_layers=2,
+                 projector_bias=False)
+    fields["vision"] = tower
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
+    return fields
+
+
+def _glm46v(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """GLM-4.6V: GLM-4V's modules (Glm4vVisionModel, Glm4vTextModel); untied by default."""
+    return VISION_MAPPERS["glm4v"](c, text_mappers)
+
+
+_VIDEO_LLAVA_VISION = {"model_type": "clip_vision_model", "intermediate_size": 4096, "hidden_size": 1024,
+                       "patch_size": 14, "image_size": 224, "num_hidden_layers": 24, "num_attention_heads": 16}
+"""VideoLlavaConfig.sub_configs_defaults vision init_kwargs (transformers 5.24)."""
+
+
+def _video_llava(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """Video-LLaVA: LLaVA's text model, projector (linear_1, GELU, linear_2, biased) and CLIP
+    image_tower, plus a video_tower of the same vision_config (towers=2: both counted, one run
+    per image)."""
+    if c.data.get("vision_config") is None:
+        c = HFConfig({**c.data, "vision_config": _VIDEO_LLAVA_VISION}, c.source, c.path)
+    fields = VISION_MAPPERS["llava"](c, text_mappers)
+    fields["vision"]["towers"] = 2
+    return fields
+
+
+def _deepseek_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """DeepSeek-VL: Llama text model, SigLIP tower (pooling head built) and the aligner
+    DeepseekVLAligner: linear1 (vision hidden -> text hidden), GELU, linear2 (text -> text),
+    biased; tied by default."""
+    fields, _ = _text(c, text_mappers, "llama")
+    tower, _ = _tower(c, "siglip_vision_model")
+    t = fields["hidden"]
+    tower["connector"] = [_linear("linear1", tower["hidden"], t, True), _linear("linear2", t, t, True)]
+    fields["vision"] = tower
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
+    return fields
+
+
+COMPOSITE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
+    "paligemma": _paligemma, "shieldgemma2": _shieldgemma2, "aya_vision": _aya_vision,
+    "cohere2_vision": _cohere2_vision, "lfm2_vl": _lfm2_vl, "lighton_ocr": _lighton_ocr, "glm46v": _glm46v,
+    "video_llava": _video_llava, "deepseek_vl": _deepseek_vl,
+}
+"""Composite model_types; each takes the config and the text model_type -> mapper table."""
