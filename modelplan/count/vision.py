@@ -44,6 +44,12 @@ def connector_params(layer: "ConnectorLayer") -> int:
     return layer.copies * one
 
 
+def connector_rows(vision: "VisionSpec", layer: "ConnectorLayer") -> int:
+    """Rows one image feeds this connector layer: its fixed rows (perceiver latents), else the
+    tower's patches // merge + row_offset."""
+    return layer.rows if layer.rows is not None else vision.patches // layer.merge + layer.row_offset
+
+
 def vision_params(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
     """Leaf parameters of a vision tower and its projector, keyed relative to `vision/`."""
     h, f = vision.hidden, vision.ffn_hidden
@@ -114,7 +120,7 @@ def vision_forward_flops(vision: "VisionSpec", text_hidden: int) -> dict[str, in
         for layer in vision.connector:
             if layer.kind == "linear":
                 key = f"projector/{layer.name}"
-                rows = p // layer.merge + layer.row_offset
+                rows = connector_rows(vision, layer)
                 out[key] = out.get(key, 0) + layer.copies * 2 * rows * layer.in_features * layer.out_features
         return out
     m2 = vision.patch_merge ** 2
@@ -144,7 +150,7 @@ def vision_activation_bytes(vision: "VisionSpec", text_hidden: int, dtype_bytes:
     if vision.connector is not None:
         for layer in vision.connector:
             if layer.kind != "vector":
-                projector += layer.copies * d * (vision.patches // layer.merge + layer.row_offset) * layer.in_features
+                projector += layer.copies * d * connector_rows(vision, layer) * layer.in_features
     else:
         rows = vision.pooled_tokens or vision.patches // vision.patch_merge ** 2
         projector = d * (vision.patches * h + rows * h + (2 * rows * text_hidden if vision.projector_layers == 2 else 0))
@@ -156,6 +162,6 @@ def image_tokens(vision: "VisionSpec") -> int:
     patches // merge; Gemma 3's pooled tokens; patches // m^2 after Mistral 3's merge)."""
     if vision.connector is not None:
         linears = [layer for layer in vision.connector if layer.kind == "linear"]
-        return vision.patches // linears[-1].merge + linears[-1].row_offset if linears else vision.patches
+        return connector_rows(vision, linears[-1]) if linears else vision.patches
     return vision.pooled_tokens or vision.patches // vision.patch_merge ** 2
 

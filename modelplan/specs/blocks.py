@@ -211,6 +211,9 @@ class ConnectorLayer(Spec):
     row_offset: int = Field(0, ge=-1, le=1)
     """Rows per image beyond patches // merge: -1 where LLaVA's 'default' feature strategy drops
     the first token of a tower without a class token (SigLIP), +1 where 'full' keeps CLIP's."""
+    rows: int | None = Field(None, gt=0)
+    """Rows per image when fixed by the layer rather than the patches (a perceiver resampler's
+    latent queries, Idefics2 resampler_n_latents); replaces patches // merge + row_offset."""
 
     @model_validator(mode="after")
     def _check(self) -> "ConnectorLayer":

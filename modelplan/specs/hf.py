@@ -81,7 +81,8 @@ def _unmodelled(source: str, model_type: str) -> SpecError:
 
 _HEADS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForMaskedLM", "ForPreTraining",
           "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
-          "ForMultipleChoice", "ForNextSentencePrediction", "EncoderModel", "Model")
+          "ForMultipleChoice", "ForNextSentencePrediction", "EncoderModel", "Model",
+          "ShieldGemma2ForImageClassification")
 
 
 def _architecture(c: HFConfig) -> str | None:
@@ -107,7 +108,9 @@ def apply_head(fields: dict, c: HFConfig, name: str | None) -> dict:
     if name is None:
         return fields
     encoder = fields.get("arch") == "encoder"
-    if name.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForMaskedLM")):
+    # ShieldGemma2ForImageClassification wraps the whole Gemma 3 composite and reads yes/no off its LM head
+    if name.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForMaskedLM",
+                      "ShieldGemma2ForImageClassification")):
         return _mlm_head(fields, c) if encoder else fields
     bare = {**fields, "lm_head": False, "lm_head_bias": False, "mlm_transform": False,
             "tied_embeddings": False, "mtp_layers": 0}

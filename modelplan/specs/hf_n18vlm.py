@@ -230,8 +230,10 @@ def _lighton_ocr(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     (h -> text) and linear_2 (text -> text) without biases (Mistral 3's projector); tied head."""
     fields, _ = _text(c, text_mappers, "qwen3", _LIGHTON_TEXT)
     tower, _ = _tower(c, "pixtral", _LIGHTON_VISION, kinds=("pixtral",))
-    tower.update(projector_norm=True, patch_merge=c.integer("spatial_merge_size", 2), projector_layers=2,
-                 projector_bias=False)
+    m2, h, t = c.integer("spatial_merge_size", 2) ** 2, tower["hidden"], fields["hidden"]
+    # LightOnOcrPatchMerger.merging_layer is built even at spatial_merge_size 1 (a Linear(h, h))
+    tower["connector"] = [_norm("norm", h, "rmsnorm"), _linear("patch_merger", h * m2, h, False, m2),
+                          _linear("linear_1", h, t, False, m2), _linear("linear_2", t, t, False, m2)]
     fields["vision"] = tower
     fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
     return fields
@@ -271,9 +273,56 @@ def _deepseek_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
+_IDEFICS2_VISION = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
+                    "num_channels": 3, "image_size": 224, "patch_size": 32, "vision_use_head": False}
+"""Idefics2VisionConfig defaults (transformers 5.24): SigLIP's blocks without a pooling head."""
+_IDEFICS2_TEXT = {"max_position_embeddings": 4096 * 8, "rms_norm_eps": 1e-5}
+"""Idefics2Config.sub_configs_defaults text init_kwargs (over MistralConfig)."""
+
+
+def _perceiver(p: HFConfig, vision_hidden: int, text_hidden: int, text_ffn: int) -> list[dict]:
+    """Idefics2Connector: modality_projection (bias-free SwiGLU MLP, vision hidden ->
+    text intermediate_size -> text hidden) on every patch, then Idefics2PerceiverResampler:
+    n_latents learned latents, resampler_depth layers (RMSNorms on latents and context, bias-free
+    q / k / v / o of resampler_n_heads x resampler_head_dim with num_key_value_heads k/v heads,
+    post-attention RMSNorm, SwiGLU of 4 x width) and a final RMSNorm; its width is the text width
+    (Idefics2Config forces perceiver_config.hidden_size to it). The latents' rows run q / o / MLP,
+    the patches' rows k / v (the latents' own k / v rows are left out)."""
+    n, depth = p.integer("resampler_n_latents", 64), p.integer("resampler_depth", 3)
+    heads, dim, kv = p.integer("resampler_n_heads", 16), p.integer("resampler_head_dim", 96), p.integer("num_key_value_heads", 4)
+    t = text_hidden
+    layers = [_linear("modality_projection/gate_up", vision_hidden, text_ffn, False, copies=2),
+              _linear("modality_projection/down", text_ffn, t, False),
+              dict(name="perceiver/latents", kind="vector", in_features=n * t)]
+    if depth:
+        latent = dict(rows=n, copies=depth)
+        layers += [{**_norm("perceiver/norms", t, "rmsnorm"), **latent, "copies": 2 * depth},
+                   {**_norm("perceiver/context_norm", t, "rmsnorm"), "copies": depth},
+                   {**_linear("perceiver/q_proj", t, heads * dim, False), **latent},
+                   _linear("perceiver/kv_proj", t, kv * dim, False, copies=2 * depth),
+                   {**_linear("perceiver/o_proj", heads * dim, t, False), **latent},
+                   {**_linear("perceiver/gate_up", t, 4 * t, False), **latent, "copies": 2 * depth},
+                   {**_linear("perceiver/down", 4 * t, t, False), **latent}]
+    return layers + [{**_norm("perceiver/norm", t, "rmsnorm"), "rows": n}]
+
+
+def _idefics2(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """Idefics2: Mistral text model, Idefics2VisionTransformer (SigLIP-shaped, post_layernorm,
+    no head), the modality projection and perceiver resampler (`_perceiver`); untied."""
+    fields, text = _text(c, text_mappers, "mistral", _IDEFICS2_TEXT)
+    _, v = _sub(c, "vision_config", "idefics2_vision")
+    tower = _siglip(HFConfig({**_IDEFICS2_VISION, **{k: x for k, x in v.data.items() if k != "vision_use_head"}},
+                             v.source, v.path))
+    _, p = _sub(c, "perceiver_config", "idefics2_perceiver")
+    tower["connector"] = _perceiver(p, tower["hidden"], fields["hidden"], fields["ffn_hidden"])
+    fields["vision"] = tower
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)
+    return fields
+
+
 COMPOSITE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "paligemma": _paligemma, "shieldgemma2": _shieldgemma2, "aya_vision": _aya_vision,
     "cohere2_vision": _cohere2_vision, "lfm2_vl": _lfm2_vl, "lighton_ocr": _lighton_ocr, "glm46v": _glm46v,
-    "video_llava": _video_llava, "deepseek_vl": _deepseek_vl,
+    "video_llava": _video_llava, "deepseek_vl": _deepseek_vl, "idefics2": _idefics2,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""

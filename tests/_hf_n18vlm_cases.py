@@ -1,0 +1,79 @@
+"""Small configs of the composites of modelplan/specs/hf_n18vlm.py, each switching an option the
+mappers read (text model_type, tower kind and sub-config defaults, projector switches, tying)."""
+
+from __future__ import annotations
+
+from _hf_vision_cases import _CLIP, TEXT, composite
+
+_SIGLIP = {"model_type": "siglip_vision_model", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "image_size": 56, "patch_size": 14}
+_SIGLIP2 = {"model_type": "siglip2_vision_model", "hidden_size": 64, "intermediate_size": 96,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_patches": 16, "patch_size": 14}
+_PIXTRAL = {"model_type": "pixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "head_dim": 16, "image_size": 112, "patch_size": 14}
+_GEMMA = {**TEXT, "model_type": "gemma"}
+_COHERE2 = {**TEXT, "model_type": "cohere2", "layer_types": ["sliding_attention", "full_attention"]}
+
+N18VLM_CASES = [
+    # PaliGemma: Gemma text; a sparse vision_config (SiglipVisionConfig defaults fill it: 16 px patches
+    # of 224 px, the pooling head on); Gemma 2 text (PaliGemma 2); untied; projection_dim
+    composite("paligemma", "PaliGemmaForConditionalGeneration", text_config=_GEMMA, projection_dim=256,
+              vision_config={**_SIGLIP, "vision_use_head": False}),
+    composite("paligemma", "PaliGemmaForConditionalGeneration", text_config=_GEMMA, projection_dim=256,
+              vision_config={"model_type": "siglip_vision_model", "hidden_size": 64, "intermediate_size": 96,
+                             "num_hidden_layers": 1, "num_attention_heads": 4}),
+    composite("paligemma", "PaliGemmaForConditionalGeneration", projection_dim=256, tie_word_embeddings=False,
+              text_config={**TEXT, "model_type": "gemma2"}, vision_config={**_SIGLIP, "vision_use_head": False}),
+    # ShieldGemma 2: Gemma 3's modules; tied by the text_config unless both say false
+    composite("shieldgemma2", "Gemma3ForConditionalGeneration", text_config={**TEXT, "model_type": "gemma3_text"},
+              vision_config=_SIGLIP, mm_tokens_per_image=4),
+    composite("shieldgemma2", "Gemma3ForConditionalGeneration", tie_word_embeddings=False,
+              text_config={**TEXT, "model_type": "gemma3_text", "tie_word_embeddings": False},
+              vision_config=_SIGLIP, mm_tokens_per_image=4),
+    # Aya Vision: Cohere2 text, pixel shuffle 2 + LayerNorm + SwiGLU projector; its width defaulting
+    # to the text width, or set; untied
+    composite("aya_vision", "AyaVisionForConditionalGeneration", text_config=_COHERE2, vision_config=_SIGLIP),
+    composite("aya_vision", "AyaVisionForConditionalGeneration", text_config=_COHERE2, tie_word_embeddings=False,
+              alignment_intermediate_size=384, vision_config={**_SIGLIP, "vision_use_head": False}),
+    # Command A Vision: no projector norm; SigLIP head built by default, or off
+    composite("cohere2_vision", "Cohere2VisionForConditionalGeneration", text_config=_COHERE2,
+              alignment_intermediate_size=192, vision_config=_SIGLIP),
+    composite("cohere2_vision", "Cohere2VisionForConditionalGeneration", text_config=_COHERE2, downsample_factor=1,
+              alignment_intermediate_size=128, vision_config={**_SIGLIP, "vision_use_head": False}),
+    # LFM2-VL: SigLIP 2 tower; projector norm / bias off; tie_embedding false
+    composite("lfm2_vl", "Lfm2VlForConditionalGeneration", projector_hidden_size=160, vision_config=_SIGLIP2,
+              text_config={**TEXT, "model_type": "lfm2", "layer_types": ["conv", "full_attention"]}),
+    composite("lfm2_vl", "Lfm2VlForConditionalGeneration", projector_hidden_size=160, projector_bias=False,
+              projector_use_layernorm=False, tie_embedding=False, vision_config={**_SIGLIP2, "vision_use_head": False},
+              text_config={**TEXT, "model_type": "lfm2", "layer_types": ["full_attention", "conv"]}),
+    # LightOnOCR: Pixtral tower, Mistral 3's projector; merge 1; untied
+    composite("lighton_ocr", "LightOnOcrForConditionalGeneration", text_config={**TEXT, "model_type": "qwen3"},
+              vision_config=_PIXTRAL),
+    composite("lighton_ocr", "LightOnOcrForConditionalGeneration", text_config={**TEXT, "model_type": "qwen3"},
+              vision_config=_PIXTRAL, spatial_merge_size=1, tie_word_embeddings=False),
+    # GLM-4.6V: GLM-4V's tower and text model
+    composite("glm46v", "Glm46VForConditionalGeneration", text_config={**TEXT, "model_type": "glm4v_text"},
+              vision_config={"depth": 2, "hidden_size": 64, "num_heads": 4, "out_hidden_size": 96,
+                             "intermediate_size": 160, "image_size": 56, "patch_size": 14}),
+    # Video-LLaVA: image and video CLIP towers, one or two feature layers, projector bias off
+    composite("video_llava", "VideoLlavaForConditionalGeneration", text_config={**TEXT, "model_type": "llama"},
+              vision_config={**_CLIP, "model_type": "clip_vision_model"}),
+    composite("video_llava", "VideoLlavaForConditionalGeneration", text_config={**TEXT, "model_type": "llama"},
+              vision_config={**_CLIP, "model_type": "clip_vision_model"}, vision_feature_layer=[-2, -1],
+              multimodal_projector_bias=False),
+    # DeepSeek-VL: SigLIP tower (head on by default) and a two-layer aligner; untied
+    composite("deepseek_vl", "DeepseekVLForConditionalGeneration", text_config={**TEXT, "model_type": "llama"},
+              vision_config=_SIGLIP),
+    composite("deepseek_vl", "DeepseekVLForConditionalGeneration", text_config={**TEXT, "model_type": "llama"},
+              vision_config={**_SIGLIP, "vision_use_head": False}, tie_word_embeddings=False),
+    # Idefics2: SigLIP-shaped tower (no head), SwiGLU modality projection, perceiver resampler
+    # (its width forced to the text width); a hub-style vision model_type; no resampler layers
+    composite("idefics2", "Idefics2ForConditionalGeneration", text_config={**TEXT, "model_type": "mistral"},
+              vision_config={k: v for k, v in _SIGLIP.items() if k != "model_type"},
+              perceiver_config={"resampler_n_latents": 8, "resampler_depth": 2, "resampler_n_heads": 4,
+                                "resampler_head_dim": 16, "num_key_value_heads": 2}),
+    composite("idefics2", "Idefics2ForConditionalGeneration", text_config={**TEXT, "model_type": "mistral"},
+              tie_word_embeddings=True, vision_config={**_SIGLIP, "model_type": "idefics2"},
+              perceiver_config={"resampler_n_latents": 4, "resampler_depth": 0, "hidden_size": 32}),
+]
+"""Small composites (fast on the meta device)."""
