@@ -1,0 +1,143 @@
+"""The composites of modelplan/specs/hf_n18vlm.py (PaliGemma, ShieldGemma 2, Aya Vision, Command A
+Vision, LFM2-VL, LightOnOCR, GLM-4.6V, Video-LLaVA, DeepSeek-VL, Idefics2): total parameters and
+the tower + projector alone equal sum(p.numel()) of transformers 5.24's own module built from the
+same config on the meta device (the independent source), also for each type's config class
+defaults; a tower's forward FLOPs per image equal FlopCounterMode on transformers' tower and
+projector; `count` / `plan --gpus 8` run; bad fields are one-line errors naming them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from _hf_n17_checks import assert_one_line_error, class_defaults
+from _hf_n18vlm_cases import _COHERE2, _SIGLIP, N18VLM_CASES
+from _hf_reference import hf_class, hf_config, hf_model
+from _hf_vision_cases import TEXT, VISION_PARAM_PREFIXES, composite
+from modelplan.cli import app
+from modelplan.count.params import count_params
+from modelplan.count.vision import image_tokens, vision_forward_flops
+from modelplan.specs.hf import from_hf_config
+
+runner = CliRunner()
+IDS = [f"{d['model_type']}-{i}" for i, d in enumerate(N18VLM_CASES)]
+PREFIXES = VISION_PARAM_PREFIXES + ("vision_encoder.", "vision_projection.", "image_tower.", "video_tower.",
+                                    "aligner.")
+"""Name parts of the HF tower / projector parameters (LightOnOCR, Video-LLaVA, DeepSeek-VL add theirs)."""
+
+
+def hf_total_and_vision(data: dict) -> tuple[int, int]:
+    """sum(p.numel()) of transformers' composite, and of its tower + projector parameters."""
+    total = vision = 0
+    for name, p in hf_model(data).named_parameters():
+        total += p.numel()
+        if any(f".{x}" in f".{name}" for x in PREFIXES):
+            vision += p.numel()
+    return total, vision
+
+
+def _mine(data: dict) -> tuple[int, int]:
+    counts = count_params(from_hf_config(data, "config.json"))
+    return counts.total, counts.breakdown.get("vision", 0)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("data", N18VLM_CASES, ids=IDS)
+def test_small_composites_equal_transformers(data):
+    """Each small composite counts exactly: total and tower + projector."""
+    assert _mine(data) == hf_total_and_vision(data)
+
+
+DEFAULT_TYPES = {"paligemma": "PaliGemmaForConditionalGeneration", "shieldgemma2": "Gemma3ForConditionalGeneration",
+                 "cohere2_vision": "Cohere2VisionForConditionalGeneration", "lfm2_vl": "Lfm2VlForConditionalGeneration",
+                 "lighton_ocr": "LightOnOcrForConditionalGeneration", "glm46v": "Glm46VForConditionalGeneration",
+                 "video_llava": "VideoLlavaForConditionalGeneration", "deepseek_vl": "DeepseekVLForConditionalGeneration",
+                 "idefics2": "Idefics2ForConditionalGeneration"}
+"""model_type -> the image-text-to-text class transformers maps it to (aya_vision's defaults,
+14 heads over 1152 channels, are refused by transformers itself)."""
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", sorted(DEFAULT_TYPES))
+def test_class_defaults_equal_transformers(model_type):
+    """Each type's config class defaults (the full-size model) count exactly on the meta device."""
+    data = {**class_defaults(model_type), "architectures": [DEFAULT_TYPES[model_type]]}
+    assert _mine(data) == hf_total_and_vision(data)
+
+
+def test_shieldgemma2_classifier_is_the_whole_composite():
+    """ShieldGemma2ForImageClassification wraps Gemma 3's composite and its LM head: same count."""
+    data = N18VLM_CASES[3]
+    classifier = {**data, "architectures": ["ShieldGemma2ForImageClassification"]}
+    assert _mine(classifier) == _mine(data)
+
+
+def test_idefics2_image_tokens_are_the_latents():
+    """An Idefics2 image fills resampler_n_latents text positions (Idefics2Model.image_seq_len)."""
+    spec = from_hf_config(N18VLM_CASES[-2])
+    assert image_tokens(spec.vision) == 8
+
+
+def hf_image_flops(data: dict, image: int) -> int:
+    """FLOPs FlopCounterMode counts for one image through transformers' tower and projector
+    (get_image_features; eager attention, CPU, float32, no grad)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cfg = hf_config(data)
+    for sub in (cfg, cfg.text_config, cfg.vision_config):
+        sub._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = hf_class(data)._from_config(cfg).eval()
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model.model.get_image_features(pixel_values=torch.randn(1, 3, image, image))
+    return counter.get_total_flops()
+
+
+FLOP_CASES = [d for d in N18VLM_CASES if d["model_type"] in ("paligemma", "aya_vision", "cohere2_vision",
+                                                             "deepseek_vl", "video_llava")]
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("data", FLOP_CASES, ids=[d["model_type"] for d in FLOP_CASES])
+def test_forward_flops_per_image_equal_flop_counter(data):
+    """count.vision's forward FLOPs of one image equal FlopCounterMode on transformers' tower and
+    projector (SigLIP / CLIP blocks, pooling head, pixel shuffle + SwiGLU projectors)."""
+    spec = from_hf_config(data)
+    assert sum(vision_forward_flops(spec.vision, spec.hidden).values()) == hf_image_flops(data, spec.vision.image_size)
+
+
+@pytest.mark.parametrize("data", N18VLM_CASES[::2], ids=IDS[::2])
+def test_count_and_plan_run(data, tmp_path):
+    """`modelplan count` and `modelplan plan --gpus 8` succeed on the config.json."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    result = runner.invoke(app, ["count", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["params"]["total"] == count_params(from_hf_config(data)).total
+    result = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (composite("paligemma", "PaliGemmaForConditionalGeneration", text_config=TEXT,
+               vision_config={**_SIGLIP, "model_type": "clip_vision_model"}), r"vision_config.model_type: unsupported 'clip"),
+    (composite("aya_vision", "AyaVisionForConditionalGeneration", text_config=_COHERE2, vision_config=_SIGLIP,
+               alignment_intermediate_size=97), "alignment_intermediate_size: must be even"),
+    (composite("aya_vision", "AyaVisionForConditionalGeneration", text_config=_COHERE2, vision_config=_SIGLIP,
+               vision_feature_layer=[-1, -2]), "vision_feature_layer: only a single layer"),
+    (composite("lfm2_vl", "Lfm2VlForConditionalGeneration", vision_config={"model_type": "siglip2_vision_model",
+               "num_patches": 15}, text_config={**TEXT, "model_type": "lfm2"}), "num_patches: must be a square"),
+    (composite("deepseek_vl", "DeepseekVLForConditionalGeneration", text_config={**TEXT, "model_type": "paligemma"}),
+     "text_config.model_type: unsupported 'paligemma'"),
+    (composite("idefics2", "Idefics2ForConditionalGeneration", text_config=TEXT, perceiver_config=[1]),
+     "perceiver_config: expected an object"),
+])
+def test_bad_fields_are_one_line_errors(data, message):
+    """A field the mappers cannot read is a one-line SpecError naming it."""
+    assert_one_line_error(data, message)
