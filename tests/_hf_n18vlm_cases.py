@@ -75,5 +75,18 @@ N18VLM_CASES = [
     composite("idefics2", "Idefics2ForConditionalGeneration", text_config={**TEXT, "model_type": "mistral"},
               tie_word_embeddings=True, vision_config={**_SIGLIP, "model_type": "idefics2"},
               perceiver_config={"resampler_n_latents": 4, "resampler_depth": 0, "hidden_size": 32}),
+    # Qianfan-OCR: InternVL's modules; attention_bias defaults to true here, or off; tied
+    composite("qianfan_ocr", "QianfanOCRForConditionalGeneration", text_config={**TEXT, "model_type": "qwen3"},
+              vision_config={k: v for k, v in _CLIP.items()}),
+    composite("qianfan_ocr", "QianfanOCRForConditionalGeneration", text_config={**TEXT, "model_type": "qwen3"},
+              tie_word_embeddings=True, vision_config={**_CLIP, "attention_bias": False, "use_qk_norm": True}),
+    # PaddleOCR-VL: ERNIE 4.5 text (biases by use_bias), SigLIP-shaped tower, merged-patch projector
+    composite("paddleocr_vl", "PaddleOCRVLForConditionalGeneration", text_config=TEXT,
+              vision_config={k: v for k, v in _SIGLIP.items() if k != "model_type"}),
+    composite("paddleocr_vl", "PaddleOCRVLForConditionalGeneration", tie_word_embeddings=False,
+              text_config={**TEXT, "use_bias": True, "tie_word_embeddings": False},
+              vision_config={**_SIGLIP, "spatial_merge_size": 1}),
+    composite("paddleocr_vl", "PaddleOCRVLForConditionalGeneration", **TEXT, tie_word_embeddings=False,
+              vision_config={**_SIGLIP, "model_type": "paddleocr_vl"}),
 ]
 """Small composites (fast on the meta device)."""

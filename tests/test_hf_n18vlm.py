@@ -1,5 +1,6 @@
 """The composites of modelplan/specs/hf_n18vlm.py (PaliGemma, ShieldGemma 2, Aya Vision, Command A
-Vision, LFM2-VL, LightOnOCR, GLM-4.6V, Video-LLaVA, DeepSeek-VL, Idefics2): total parameters and
+Vision, LFM2-VL, LightOnOCR, GLM-4.6V, Video-LLaVA, DeepSeek-VL, Idefics2, Qianfan-OCR,
+PaddleOCR-VL): total parameters and
 the tower + projector alone equal sum(p.numel()) of transformers 5.24's own module built from the
 same config on the meta device (the independent source), also for each type's config class
 defaults; a tower's forward FLOPs per image equal FlopCounterMode on transformers' tower and
@@ -24,7 +25,7 @@ from modelplan.specs.hf import from_hf_config
 runner = CliRunner()
 IDS = [f"{d['model_type']}-{i}" for i, d in enumerate(N18VLM_CASES)]
 PREFIXES = VISION_PARAM_PREFIXES + ("vision_encoder.", "vision_projection.", "image_tower.", "video_tower.",
-                                    "aligner.")
+                                    "aligner.", "projector.")
 """Name parts of the HF tower / projector parameters (LightOnOCR, Video-LLaVA, DeepSeek-VL add theirs)."""
 
 
@@ -54,7 +55,8 @@ DEFAULT_TYPES = {"paligemma": "PaliGemmaForConditionalGeneration", "shieldgemma2
                  "cohere2_vision": "Cohere2VisionForConditionalGeneration", "lfm2_vl": "Lfm2VlForConditionalGeneration",
                  "lighton_ocr": "LightOnOcrForConditionalGeneration", "glm46v": "Glm46VForConditionalGeneration",
                  "video_llava": "VideoLlavaForConditionalGeneration", "deepseek_vl": "DeepseekVLForConditionalGeneration",
-                 "idefics2": "Idefics2ForConditionalGeneration"}
+                 "idefics2": "Idefics2ForConditionalGeneration", "qianfan_ocr": "QianfanOCRForConditionalGeneration",
+                 "paddleocr_vl": "PaddleOCRVLForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to (aya_vision's defaults,
 14 heads over 1152 channels, are refused by transformers itself)."""
 

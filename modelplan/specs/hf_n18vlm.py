@@ -1,6 +1,6 @@
 """HF config mappers of further vision-language composites (transformers 5.24): PaliGemma (1 and 2),
 ShieldGemma 2, Aya Vision, Command A Vision (cohere2_vision), LFM2-VL, LightOnOCR, GLM-4.6V,
-Video-LLaVA and DeepSeek-VL.
+Video-LLaVA, DeepSeek-VL, Idefics2, Qianfan-OCR and PaddleOCR-VL.
 
 Each maps its text model with the mapper of the text model_type (hf.MAPPERS) and its tower and
 projector onto a `VisionSpec` whose `connector` lists the projector's layers (module names in
@@ -320,9 +320,61 @@ def _idefics2(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
+def _qianfan_ocr(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """Qianfan-OCR: InternVL's modules (InternViT tower, pixel-shuffle projector) on a Qwen3 text
+    model; QianfanOCRVisionConfig's attention_bias defaults to true, the head is untied."""
+    _, text = _sub(c, "text_config", "qwen3")
+    _, v = _sub(c, "vision_config", "qianfan_ocr_vision")
+    data = {**c.data, "text_config": {"model_type": "qwen3", **text.data},
+            "vision_config": {"attention_bias": True, **v.data}}
+    fields = VISION_MAPPERS["internvl"](HFConfig(data, c.source, c.path), text_mappers)
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)
+    return fields
+
+
+_PADDLEOCR_TEXT = {"vocab_size": 103424, "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 18,
+                   "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 128, "use_bias": False,
+                   "rms_norm_eps": 1e-5}
+_PADDLEOCR_VISION = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+                     "num_attention_heads": 16, "num_channels": 3, "image_size": 384, "patch_size": 14,
+                     "vision_use_head": False}
+"""PaddleOCRTextConfig / PaddleOCRVisionConfig defaults (transformers 5.24)."""
+
+
+def _paddleocr_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """PaddleOCR-VL: ERNIE 4.5 text model (PaddleOCRTextModel: use_bias on q/k/v/o and the MLP,
+    head_dim 128), a SigLIP-shaped tower (biased patch conv, (image_size / patch)^2 positions,
+    post_layernorm, no head) and PaddleOCRProjector: LayerNorm over each patch, then over m x m
+    merged patches linear_1 (h m^2 -> h m^2) + GELU + linear_2 (-> text), biased; tied unless
+    both the composite and its text model say false. A save without text_config is flat (its
+    text keys at the top, as the published checkpoints)."""
+    raw = c.data.get("text_config")
+    if raw is not None and not isinstance(raw, dict):
+        raise SpecError(f"{c.source}: text_config: expected an object, got {raw!r}")
+    if raw is None:  # hub saves are flat: PaddleOCRVLConfig reads the text keys at the top
+        raw, path = {k: v for k, v in c.data.items() if k not in ("vision_config", "architectures", "model_type")}, ""
+    else:
+        path = "text_config."
+    text = HFConfig({**_PADDLEOCR_TEXT, **raw}, c.source, path)
+    fields = text_mappers["ernie4_5"](text)
+    _, v = _sub(c, "vision_config", "paddleocr_vl_vision")
+    tower = _siglip(HFConfig({**_PADDLEOCR_VISION, **{k: x for k, x in v.data.items() if k != "vision_use_head"}},
+                             v.source, v.path))
+    m2, h = v.integer("spatial_merge_size", 2) ** 2, tower["hidden"]
+    tower["connector"] = [_norm("pre_norm", h), _linear("linear_1", h * m2, h * m2, True, m2),
+                          _linear("linear_2", h * m2, fields["hidden"], True, m2)]
+    fields["vision"] = tower
+    # PaddleOCRVLConfig BC: a text_config tie_word_embeddings (default true) also ties; a flat
+    # save's top-level key is the composite's own field, so its text model keeps the default
+    text_tie = text.flag("tie_word_embeddings", True) if path else True
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", True) or text_tie
+    return fields
+
+
 COMPOSITE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "paligemma": _paligemma, "shieldgemma2": _shieldgemma2, "aya_vision": _aya_vision,
     "cohere2_vision": _cohere2_vision, "lfm2_vl": _lfm2_vl, "lighton_ocr": _lighton_ocr, "glm46v": _glm46v,
     "video_llava": _video_llava, "deepseek_vl": _deepseek_vl, "idefics2": _idefics2,
+    "qianfan_ocr": _qianfan_ocr, "paddleocr_vl": _paddleocr_vl,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
