@@ -72,15 +72,15 @@ def test_class_defaults_equal_transformers(model_type):
 
 def test_shieldgemma2_classifier_is_the_whole_composite():
     """ShieldGemma2ForImageClassification wraps Gemma 3's composite and its LM head: same count."""
-    data = N18VLM_CASES[3]
+    data = next(d for d in N18VLM_CASES if d["model_type"] == "shieldgemma2")
     classifier = {**data, "architectures": ["ShieldGemma2ForImageClassification"]}
     assert _mine(classifier) == _mine(data)
 
 
 def test_idefics2_image_tokens_are_the_latents():
     """An Idefics2 image fills resampler_n_latents text positions (Idefics2Model.image_seq_len)."""
-    spec = from_hf_config(N18VLM_CASES[-2])
-    assert image_tokens(spec.vision) == 8
+    data = next(d for d in N18VLM_CASES if d["model_type"] == "idefics2")
+    assert image_tokens(from_hf_config(data).vision) == data["perceiver_config"]["resampler_n_latents"] == 8
 
 
 def hf_image_flops(data: dict, image: int) -> int:
