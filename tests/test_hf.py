@@ -11,6 +11,7 @@ import pytest
 from _hf_hybrid_cases import HYBRID_VARIANTS
 from _hf_new_cases import NEW_VARIANTS, variant
 from _hf_vision_cases import VISION_VARIANTS
+from _hf_n18vlm_cases import N18VLM_CASES
 from _hf_reference import config, fixture_names, hf_mtp_numel, hf_numel
 from modelplan.count.params import count_params
 from modelplan.errors import SpecError
@@ -349,6 +350,7 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"ernie", "megatron-bert", "openai-gpt", "xglm", "ctrl", "llava_next_video", "llava_onevision",
                "vipllava"}  # tests/test_hf_n17classic.py (on CPU)
     tested |= {"hy_v3", "cohere2_moe", "minimax_m3_vl_text", "nanochat", "olmo_hybrid"}  # tests/test_hf_n17new.py
+    tested |= {data["model_type"] for data in N18VLM_CASES}  # tests/test_hf_n18vlm.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 
