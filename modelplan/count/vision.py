@@ -29,7 +29,8 @@ def _mlp_params(vision: "VisionSpec") -> int:
 
 def _attention_params(vision: "VisionSpec") -> int:
     h = vision.hidden
-    qk_norms = 2 * h if vision.qk_norm else 0  # InternViT q_norm / k_norm: RMSNorm(h), no bias
+    # InternViT q_norm / k_norm: RMSNorm(h), no bias; GLM-OCR's: RMSNorm(head_dim)
+    qk_norms = (2 * (h // vision.heads if vision.qk_norm_per_head else h)) if vision.qk_norm else 0
     return 4 * h * h + (3 * h if vision.qkv_bias else 0) + (h if vision.attn_out_bias else 0) + qk_norms
 
 

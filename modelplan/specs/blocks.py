@@ -287,6 +287,9 @@ class VisionSpec(Spec):
     qk_norm: bool = False
     """RMSNorms (no bias) over the full query and key width in every block (InternViT
     use_qk_norm)."""
+    qk_norm_per_head: bool = False
+    """With `qk_norm`: the RMSNorms span one head (hidden // heads weights each, shared by the
+    heads: GLM-OCR's q_norm / k_norm) instead of the full width."""
     window_patches: int | None = Field(None, gt=0)
     """Side in patches of the square attention windows of the windowed blocks (Qwen2.5-VL:
     window_size // spatial_merge_size // patch_size merged tokens, times the merge size); the

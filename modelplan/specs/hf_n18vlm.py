@@ -1,6 +1,6 @@
 """HF config mappers of further vision-language composites (transformers 5.24): PaliGemma (1 and 2),
 ShieldGemma 2, Aya Vision, Command A Vision (cohere2_vision), LFM2-VL, LightOnOCR, GLM-4.6V,
-Video-LLaVA, DeepSeek-VL, Idefics2, Qianfan-OCR and PaddleOCR-VL.
+Video-LLaVA, DeepSeek-VL, Idefics2, Qianfan-OCR, PaddleOCR-VL and GLM-OCR.
 
 Each maps its text model with the mapper of the text model_type (hf.MAPPERS) and its tower and
 projector onto a `VisionSpec` whose `connector` lists the projector's layers (module names in
@@ -16,7 +16,8 @@ from typing import Callable
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_other import _vision as siglip_pixtral_vision
-from modelplan.specs.hf_vision import VISION_MAPPERS, _clip, _linear, _norm, _tied
+from modelplan.specs.hf_llama import LLAMA_MAPPERS
+from modelplan.specs.hf_vision import VISION_MAPPERS, _clip, _linear, _norm, _qwen_tower
 
 Mapper = Callable[[HFConfig], dict]
 
@@ -371,10 +372,47 @@ def _paddleocr_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
+_GLM_OCR_TEXT = {"vocab_size": 59392, "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 16,
+                 "num_attention_heads": 16, "num_key_value_heads": 8, "rms_norm_eps": 1e-5}
+"""GlmOcrTextConfig defaults (transformers 5.24)."""
+
+
+def _glm_ocr_text(c: HFConfig) -> dict:
+    """GLM-OCR text model (GlmOcrTextModel): GLM-4 blocks (sandwich norms, fused gate_up_proj)
+    without q/k/v biases, head_dim = hidden / heads."""
+    data = {**_GLM_OCR_TEXT, **c.data}
+    heads = HFConfig(data, c.source, c.path).size("num_attention_heads")
+    data = {**data, "attention_bias": False, "head_dim": data.get("head_dim") or data["hidden_size"] // heads}
+    return LLAMA_MAPPERS["glm4"](HFConfig(data, c.source, c.path))
+
+
+def _glm_ocr(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """GLM-OCR: its text model (`_glm_ocr_text`) and GlmOcrVisionModel: biased Conv3d patch
+    embedding, 2-D rotary only (no position table, no norm before the blocks), RMSNorm / SwiGLU
+    blocks with attention_bias on qkv / proj / MLP and per-head q / k RMSNorms, post_layernorm, a
+    Conv2d(h, out, m, stride m) downsample and the merger (proj, LayerNorm, SwiGLU of
+    out_hidden_size x in_channels, no biases); untied."""
+    text = c.sub("text_config")
+    fields = _glm_ocr_text(text if text is not None else HFConfig({}, c.source, "text_config."))
+    v = c.sub("vision_config", {})
+    h, m2 = v.integer("hidden_size", 1024), v.integer("spatial_merge_size", 2) ** 2
+    out, channels, bias = v.integer("out_hidden_size", 1536), v.integer("in_channels", 3), v.flag("attention_bias", True)
+    fields["vision"] = _qwen_tower(
+        v, h, v.integer("intermediate_size", 4096), patch_bias=True, norm="rmsnorm", norm_bias=False, gated_mlp=True,
+        mlp_bias=bias, qkv_bias=bias, attn_out_bias=bias, qk_norm=True, qk_norm_per_head=True,
+        image_size=v.integer("image_size", 336), depth_default=24, heads_default=16,
+        connector=[_linear("downsample", h * m2, out, True, m2), _linear("merger/proj", out, out, False, m2),
+                   _norm("merger/norm", out, merge=m2), _linear("merger/gate_up", out, out * channels, False, m2, 2),
+                   _linear("merger/down", out * channels, out, False, m2)])
+    fields["vision"]["post_norm"] = True
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)
+    return fields
+
+
 COMPOSITE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "paligemma": _paligemma, "shieldgemma2": _shieldgemma2, "aya_vision": _aya_vision,
     "cohere2_vision": _cohere2_vision, "lfm2_vl": _lfm2_vl, "lighton_ocr": _lighton_ocr, "glm46v": _glm46v,
     "video_llava": _video_llava, "deepseek_vl": _deepseek_vl, "idefics2": _idefics2,
-    "qianfan_ocr": _qianfan_ocr, "paddleocr_vl": _paddleocr_vl,
+    "qianfan_ocr": _qianfan_ocr, "paddleocr_vl": _paddleocr_vl, "glm_ocr": _glm_ocr,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
