@@ -89,7 +89,8 @@ N18VLM_CASES = [
     composite("paddleocr_vl", "PaddleOCRVLForConditionalGeneration", **TEXT, tie_word_embeddings=False,
               vision_config={**_SIGLIP, "model_type": "paddleocr_vl"}),
     # GLM-OCR: per-head q/k norms in the tower, biases by attention_bias, bias-free GLM-4 text blocks
-    composite("glm_ocr", "GlmOcrForConditionalGeneration", text_config={**TEXT, "head_dim": None},
+    composite("glm_ocr", "GlmOcrForConditionalGeneration",
+              text_config={k: v for k, v in TEXT.items() if k != "head_dim"},
               vision_config={"depth": 2, "hidden_size": 64, "num_heads": 4, "out_hidden_size": 96,
                              "intermediate_size": 160, "image_size": 56, "patch_size": 14}),
     composite("glm_ocr", "GlmOcrForConditionalGeneration", text_config=TEXT, tie_word_embeddings=True,
