@@ -12,6 +12,9 @@ _SIGLIP2 = {"model_type": "siglip2_vision_model", "hidden_size": 64, "intermedia
 _PIXTRAL = {"model_type": "pixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
             "num_attention_heads": 4, "head_dim": 16, "image_size": 112, "patch_size": 14}
 _GEMMA = {**TEXT, "model_type": "gemma"}
+_BLIP = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "image_size": 56, "patch_size": 14}
+_QF = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4}
 _COHERE2 = {**TEXT, "model_type": "cohere2", "layer_types": ["sliding_attention", "full_attention"]}
 
 N18VLM_CASES = [
@@ -96,5 +99,20 @@ N18VLM_CASES = [
     composite("glm_ocr", "GlmOcrForConditionalGeneration", text_config=TEXT, tie_word_embeddings=True,
               vision_config={"depth": 1, "hidden_size": 64, "num_heads": 2, "out_hidden_size": 32,
                              "intermediate_size": 96, "image_size": 28, "attention_bias": False, "in_channels": 1}),
+    # BLIP-2 / InstructBLIP(-Video): BLIP ViT (qkv_bias), Q-Former (cross-attention every
+    # cross_attention_frequency layers; InstructBLIP's text embeddings and text-side MLPs), OPT or
+    # Llama text tied as its own config says
+    composite("blip-2", "Blip2ForConditionalGeneration", num_query_tokens=4,
+              text_config={"model_type": "opt", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                           "ffn_dim": 96, "vocab_size": 100, "word_embed_proj_dim": 64},
+              vision_config=_BLIP, qformer_config=_QF),
+    composite("blip-2", "Blip2ForConditionalGeneration", num_query_tokens=3, text_config={**TEXT, "model_type": "llama"},
+              vision_config={**_BLIP, "qkv_bias": False}, qformer_config={**_QF, "cross_attention_frequency": 3}),
+    composite("instructblip", "InstructBlipForConditionalGeneration", num_query_tokens=4,
+              text_config={**TEXT, "model_type": "llama", "tie_word_embeddings": True}, vision_config=_BLIP,
+              qformer_config={**_QF, "vocab_size": 50, "max_position_embeddings": 20}),
+    composite("instructblipvideo", "InstructBlipVideoForConditionalGeneration", num_query_tokens=2,
+              text_config={**TEXT, "model_type": "llama"}, vision_config=_BLIP,
+              qformer_config={**_QF, "vocab_size": 50, "max_position_embeddings": 20, "num_hidden_layers": 1}),
 ]
 """Small composites (fast on the meta device)."""
