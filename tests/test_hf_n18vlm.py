@@ -1,7 +1,7 @@
 """The composites of modelplan/specs/hf_n18vlm.py (PaliGemma, ShieldGemma 2, Aya Vision, Command A
 Vision, LFM2-VL, LightOnOCR, GLM-4.6V, Video-LLaVA, DeepSeek-VL, Idefics2, Qianfan-OCR,
 PaddleOCR-VL, GLM-OCR) and of modelplan/specs/hf_n18qformer.py (BLIP-2, InstructBLIP,
-InstructBLIP-Video): total parameters and
+InstructBLIP-Video) and hf_n18docling.py (Granite-Docling): total parameters and
 the tower + projector alone equal sum(p.numel()) of transformers 5.24's own module built from the
 same config on the meta device (the independent source), also for each type's config class
 defaults; a tower's forward FLOPs per image equal FlopCounterMode on transformers' tower and
@@ -26,7 +26,8 @@ from modelplan.specs.hf import from_hf_config
 runner = CliRunner()
 IDS = [f"{d['model_type']}-{i}" for i, d in enumerate(N18VLM_CASES)]
 PREFIXES = VISION_PARAM_PREFIXES + ("vision_encoder.", "vision_projection.", "image_tower.", "video_tower.",
-                                    "aligner.", "projector.", "qformer.", "query_tokens", "language_projection.")
+                                    "aligner.", "projector.", "qformer.", "query_tokens", "language_projection.",
+                                    "density_router.")
 """Name parts of the HF tower / projector parameters (LightOnOCR, Video-LLaVA, DeepSeek-VL add theirs)."""
 
 
@@ -59,7 +60,8 @@ DEFAULT_TYPES = {"paligemma": "PaliGemmaForConditionalGeneration", "shieldgemma2
                  "idefics2": "Idefics2ForConditionalGeneration", "qianfan_ocr": "QianfanOCRForConditionalGeneration",
                  "paddleocr_vl": "PaddleOCRVLForConditionalGeneration", "glm_ocr": "GlmOcrForConditionalGeneration",
                  "blip-2": "Blip2ForConditionalGeneration", "instructblip": "InstructBlipForConditionalGeneration",
-                 "instructblipvideo": "InstructBlipVideoForConditionalGeneration"}
+                 "instructblipvideo": "InstructBlipVideoForConditionalGeneration",
+                 "granite_docling": "GraniteDoclingForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to (aya_vision's defaults,
 14 heads over 1152 channels, are refused by transformers itself)."""
 

@@ -46,6 +46,7 @@ from modelplan.specs.hf_deepseek_like import DEEPSEEK_LIKE_MAPPERS
 from modelplan.specs.hf_n17classic import CLASSIC_MAPPERS, CLASSIC_UNMODELLED, CLASSIC_VISION_MAPPERS
 from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
+from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -57,7 +58,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
-                                      **QFORMER_MAPPERS}.items()})
+                                      **QFORMER_MAPPERS, **DOCLING_MAPPERS}.items()})
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its multimodal composite",
