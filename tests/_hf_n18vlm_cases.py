@@ -117,10 +117,10 @@ N18VLM_CASES = [
     # Granite-Docling: Granite text, coarse + fine connector paths with DeepStack mergers; no fine
     # path and a density router
     composite("granite_docling", "GraniteDoclingForConditionalGeneration", text_config=TEXT,
-              vision_config={**_SIGLIP, "out_hidden_size": 48, "scale_factor": 2, "deepstack_visual_indexes": [0, 1]}),
+              vision_config={**_SIGLIP, "out_hidden_size": 256, "scale_factor": 2, "deepstack_visual_indexes": [0, 1]}),
     composite("granite_docling", "GraniteDoclingForConditionalGeneration", text_config=TEXT, tie_word_embeddings=False,
               density_router_hidden_size=16,
-              vision_config={**_SIGLIP, "out_hidden_size": 48, "scale_factor": 2, "deepstack_visual_indexes": [],
+              vision_config={**_SIGLIP, "out_hidden_size": 256, "scale_factor": 2, "deepstack_visual_indexes": [],
                              "use_fine_route": False}),
 ]
 """Small composites (fast on the meta device)."""

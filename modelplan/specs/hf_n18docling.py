@@ -60,6 +60,9 @@ def _granite_docling(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     tower = _siglip(v)
     h, out = tower["hidden"], v.integer("out_hidden_size", 1024)
     scale, deep = v.integer("scale_factor", 4), len(v.ints("deepstack_visual_indexes", [3, 7, 10]))
+    if out != fields["hidden"]:  # GraniteDoclingConfig.validate_architecture
+        raise SpecError(f"{c.source}: vision_config.out_hidden_size: {out} must equal text_config.hidden_size "
+                        f"{fields['hidden']}")
     fine = v.flag("use_fine_route", True)
     if fine and scale < 2:
         raise SpecError(f"{c.source}: vision_config.scale_factor: must be >= 2 with use_fine_route, got {scale}")
