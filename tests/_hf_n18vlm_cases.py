@@ -12,6 +12,7 @@ _SIGLIP2 = {"model_type": "siglip2_vision_model", "hidden_size": 64, "intermedia
 _PIXTRAL = {"model_type": "pixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
             "num_attention_heads": 4, "head_dim": 16, "image_size": 112, "patch_size": 14}
 _GEMMA = {**TEXT, "model_type": "gemma"}
+_GRANITE = {**TEXT, "pad_token_id": 0}
 _BLIP = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
          "image_size": 56, "patch_size": 14}
 _QF = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4}
@@ -114,13 +115,15 @@ N18VLM_CASES = [
     composite("instructblipvideo", "InstructBlipVideoForConditionalGeneration", num_query_tokens=2,
               text_config={**TEXT, "model_type": "llama"}, vision_config=_BLIP,
               qformer_config={**_QF, "vocab_size": 50, "max_position_embeddings": 20, "num_hidden_layers": 1}),
-    # Granite-Docling: Granite text, coarse + fine connector paths with DeepStack mergers; no fine
-    # path and a density router
-    composite("granite_docling", "GraniteDoclingForConditionalGeneration", text_config=TEXT,
+    # Granite-Docling: Granite text, coarse + fine connector paths with DeepStack mergers; a density
+    # router (it needs the fine path); no fine path
+    composite("granite_docling", "GraniteDoclingForConditionalGeneration", text_config=_GRANITE,
               vision_config={**_SIGLIP, "out_hidden_size": 256, "scale_factor": 2, "deepstack_visual_indexes": [0, 1]}),
-    composite("granite_docling", "GraniteDoclingForConditionalGeneration", text_config=TEXT, tie_word_embeddings=False,
-              density_router_hidden_size=16,
-              vision_config={**_SIGLIP, "out_hidden_size": 256, "scale_factor": 2, "deepstack_visual_indexes": [],
-                             "use_fine_route": False}),
+    composite("granite_docling", "GraniteDoclingForConditionalGeneration", text_config=_GRANITE,
+              density_router_hidden_size=16, pad_token_id=0,
+              vision_config={**_SIGLIP, "out_hidden_size": 256, "scale_factor": 2, "deepstack_visual_indexes": []}),
+    composite("granite_docling", "GraniteDoclingForConditionalGeneration", text_config=_GRANITE, pad_token_id=0,
+              tie_word_embeddings=False, vision_config={**_SIGLIP, "out_hidden_size": 256, "scale_factor": 2,
+                                                        "use_fine_route": False}),
 ]
 """Small composites (fast on the meta device)."""

@@ -144,6 +144,8 @@ def test_count_and_plan_run(data, tmp_path):
      "text_config.model_type: unsupported 'paligemma'"),
     (composite("idefics2", "Idefics2ForConditionalGeneration", text_config=TEXT, perceiver_config=[1]),
      "perceiver_config: expected an object"),
+    (composite("granite_docling", "GraniteDoclingForConditionalGeneration", text_config=TEXT,
+               vision_config={**_SIGLIP, "out_hidden_size": 64}), "out_hidden_size: 64 must equal"),
 ])
 def test_bad_fields_are_one_line_errors(data, message):
     """A field the mappers cannot read is a one-line SpecError naming it."""

@@ -69,6 +69,8 @@ def _granite_docling(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     s2 = scale ** 2
     connector = []
     router = c.integer("density_router_hidden_size", None)
+    if router is not None and not fine:  # GraniteDoclingConfig.validate_architecture
+        raise SpecError(f"{c.source}: density_router_hidden_size: the router needs vision_config.use_fine_route true")
     if router is not None:  # once per tile (att over its patches) and per sample (fc1 / fc2)
         connector += [_linear("density_router/att", h, 1, True), {**_norm("density_router/norm", h), "rows": 1},
                       {**_linear("density_router/fc1", h, router, True), "rows": 1},
