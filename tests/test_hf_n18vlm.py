@@ -75,6 +75,32 @@ def test_class_defaults_equal_transformers(model_type):
     assert _mine(data) == hf_total_and_vision(data)
 
 
+PALIGEMMA_3B_224 = {
+    "architectures": ["PaliGemmaForConditionalGeneration"], "model_type": "paligemma", "projection_dim": 2048,
+    "text_config": {"hidden_size": 2048, "intermediate_size": 16384, "model_type": "gemma", "num_attention_heads": 8,
+                    "num_hidden_layers": 18, "num_image_tokens": 256, "num_key_value_heads": 1, "vocab_size": 257216},
+    "vision_config": {"hidden_size": 1152, "intermediate_size": 4304, "model_type": "siglip_vision_model",
+                      "num_attention_heads": 16, "num_hidden_layers": 27, "num_image_tokens": 256, "patch_size": 14,
+                      "projection_dim": 2048, "vision_use_head": False}}
+"""The sizes google/paligemma-3b-pt-224's config.json states (a sparse save: image_size and the
+Gemma head_dim come from the class defaults)."""
+
+
+def test_paligemma_3b_matches_the_published_size():
+    """PaliGemma 3B at 224 px: keras-hub's pali_gemma_presets.py states 2,923,335,408 parameters for
+    'pali_gemma_3b_224' with its tokenizer's 257,152 rows; the HF config pads the table to 257,216
+    (64 more rows of 2,048: +131,072)."""
+    keras = {**PALIGEMMA_3B_224, "text_config": {**PALIGEMMA_3B_224["text_config"], "vocab_size": 257152}}
+    assert count_params(from_hf_config(keras)).total == 2_923_335_408
+    assert count_params(from_hf_config(PALIGEMMA_3B_224)).total == 2_923_335_408 + 64 * 2048
+
+
+@pytest.mark.torch
+def test_paligemma_3b_equals_transformers():
+    """The published PaliGemma 3B config counts exactly as transformers builds it (meta device)."""
+    assert _mine(PALIGEMMA_3B_224) == hf_total_and_vision(PALIGEMMA_3B_224)
+
+
 def test_shieldgemma2_classifier_is_the_whole_composite():
     """ShieldGemma2ForImageClassification wraps Gemma 3's composite and its LM head: same count."""
     data = next(d for d in N18VLM_CASES if d["model_type"] == "shieldgemma2")
