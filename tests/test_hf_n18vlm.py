@@ -176,3 +176,14 @@ def test_count_and_plan_run(data, tmp_path):
 def test_bad_fields_are_one_line_errors(data, message):
     """A field the mappers cannot read is a one-line SpecError naming it."""
     assert_one_line_error(data, message)
+
+
+@pytest.mark.parametrize(("model_type", "reason"), [("mllama", "cross-attention decoder blocks"),
+                                                    ("idefics", "gated cross-attention"), ("fuyu", "vision_embed_tokens")])
+def test_refused_composites_name_the_mechanism(model_type, reason, tmp_path):
+    """A refused vision-language type exits non-zero with a one-line reason naming what is missing."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": model_type}))
+    result = runner.invoke(app, ["count", str(path)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code != 0 and len(lines) == 1 and reason in lines[0], result.output

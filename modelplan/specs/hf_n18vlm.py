@@ -416,3 +416,16 @@ COMPOSITE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "qianfan_ocr": _qianfan_ocr, "paddleocr_vl": _paddleocr_vl, "glm_ocr": _glm_ocr,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
+
+N18VLM_UNMODELLED: dict[str, str] = {
+    "mllama": "cross-attention decoder blocks (cross_attention_layers: gated cross-attention with q/k norms "
+              "instead of self-attention) and its tiled tower (gated position / tile embeddings, a global encoder)",
+    "idefics": "gated cross-attention blocks between the decoder blocks (gated_cross_attn_layers) and its perceiver",
+    "fast_vlm": "its timm FastViTHD tower (convolutional RepMixer stages)",
+    "perception_lm": "its timm Perception Encoder tower",
+    "got_ocr2": "its SAM tower's per-block relative-position tables and convolutional neck and projector",
+    "granite4_vision": "its window Q-Former downsamplers (deepstack_layer_map)",
+    "aria": "its cross-attention projector over learned queries and the Aria MoE text model",
+    "fuyu": "patch embeddings without a vision tower (vision_embed_tokens: a Linear over raw patch pixels)",
+}
+"""Vision-language types transformers 5.24 ships that the spec cannot yet express exactly."""
