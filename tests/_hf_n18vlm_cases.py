@@ -125,5 +125,11 @@ N18VLM_CASES = [
     composite("granite_docling", "GraniteDoclingForConditionalGeneration", text_config=_GRANITE, pad_token_id=0,
               tie_word_embeddings=False, vision_config={**_SIGLIP, "out_hidden_size": 256, "scale_factor": 2,
                                                         "use_fine_route": False}),
+    # VideoLLaMA 3: SigLIP blocks with rotary positions (no table), two-layer readout; tied
+    composite("video_llama_3", "VideoLlama3ForConditionalGeneration", text_config={**TEXT, "model_type": "qwen2"},
+              vision_config={k: v for k, v in _SIGLIP.items() if k not in ("model_type", "image_size")}),
+    composite("video_llama_3", "VideoLlama3ForConditionalGeneration", text_config={**TEXT, "model_type": "qwen2"},
+              tie_word_embeddings=True, vision_config={"hidden_size": 32, "num_attention_heads": 2,
+                                                       "num_hidden_layers": 1, "intermediate_size": 64}),
 ]
 """Small composites (fast on the meta device)."""

@@ -1,6 +1,6 @@
 """HF config mappers of further vision-language composites (transformers 5.24): PaliGemma (1 and 2),
 ShieldGemma 2, Aya Vision, Command A Vision (cohere2_vision), LFM2-VL, LightOnOCR, GLM-4.6V,
-Video-LLaVA, DeepSeek-VL, Idefics2, Qianfan-OCR, PaddleOCR-VL and GLM-OCR.
+Video-LLaVA, DeepSeek-VL, Idefics2, Qianfan-OCR, PaddleOCR-VL, GLM-OCR and VideoLLaMA 3.
 
 Each maps its text model with the mapper of the text model_type (hf.MAPPERS) and its tower and
 projector onto a `VisionSpec` whose `connector` lists the projector's layers (module names in
@@ -17,7 +17,7 @@ from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_other import _vision as siglip_pixtral_vision
 from modelplan.specs.hf_llama import LLAMA_MAPPERS
-from modelplan.specs.hf_vision import VISION_MAPPERS, _clip, _linear, _norm, _qwen_tower
+from modelplan.specs.hf_vision import DEFAULT_IMAGE_SIZE, VISION_MAPPERS, _clip, _linear, _norm, _qwen_tower
 
 Mapper = Callable[[HFConfig], dict]
 
@@ -409,11 +409,33 @@ def _glm_ocr(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
+_VIDEO_LLAMA3_VISION = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                        "num_attention_heads": 12, "num_channels": 3, "patch_size": 16}
+"""VideoLlama3VisionConfig defaults (transformers 5.24)."""
+
+
+def _video_llama_3(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """VideoLLaMA 3: Qwen2 text model, VideoLlama3VisionModel (SigLIP blocks, biased patch conv,
+    2-D rotary positions: no table, post_layernorm, no head; dynamic resolution, priced at
+    image_size or `DEFAULT_IMAGE_SIZE` px) and VideoLlama3Projector.readout: Linear(vision, text)
+    + GELU + Linear(text, text), biased; untied."""
+    fields, _ = _text(c, text_mappers, "qwen2")
+    _, v = _sub(c, "vision_config", "video_llama_3_vision")
+    data = {**_VIDEO_LLAMA3_VISION, "image_size": DEFAULT_IMAGE_SIZE, **v.data, "vision_use_head": False}
+    tower = {**_siglip(HFConfig(data, v.source, v.path)), "position": "rotary"}
+    t = fields["hidden"]
+    tower["connector"] = [_linear("readout/0", tower["hidden"], t, True), _linear("readout/2", t, t, True)]
+    fields["vision"] = tower
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)
+    return fields
+
+
 COMPOSITE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "paligemma": _paligemma, "shieldgemma2": _shieldgemma2, "aya_vision": _aya_vision,
     "cohere2_vision": _cohere2_vision, "lfm2_vl": _lfm2_vl, "lighton_ocr": _lighton_ocr, "glm46v": _glm46v,
     "video_llava": _video_llava, "deepseek_vl": _deepseek_vl, "idefics2": _idefics2,
     "qianfan_ocr": _qianfan_ocr, "paddleocr_vl": _paddleocr_vl, "glm_ocr": _glm_ocr,
+    "video_llama_3": _video_llama_3,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
 
