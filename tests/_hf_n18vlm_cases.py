@@ -13,6 +13,11 @@ _PIXTRAL = {"model_type": "pixtral", "hidden_size": 64, "intermediate_size": 96,
             "num_attention_heads": 4, "head_dim": 16, "image_size": 112, "patch_size": 14}
 _GEMMA = {**TEXT, "model_type": "gemma"}
 _GRANITE = {**TEXT, "pad_token_id": 0}
+_DEEPSEEK = {"model_type": "deepseek_v3", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 4, "intermediate_size": 512, "moe_intermediate_size": 64, "n_routed_experts": 4,
+             "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1, "kv_lora_rank": 32,
+             "q_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "vocab_size": 1000,
+             "num_nextn_predict_layers": 0, "n_group": 1, "topk_group": 1}
 _BLIP = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
          "image_size": 56, "patch_size": 14}
 _QF = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4}
@@ -131,5 +136,15 @@ N18VLM_CASES = [
     composite("video_llama_3", "VideoLlama3ForConditionalGeneration", text_config={**TEXT, "model_type": "qwen2"},
               tie_word_embeddings=True, vision_config={"hidden_size": 32, "num_attention_heads": 2,
                                                        "num_hidden_layers": 1, "intermediate_size": 64}),
+    # Kimi K2.5: DeepSeek-V3 text (MLA + MoE; a 'kimi_k2' text model_type), MoonViT tower, merged projector
+    composite("kimi_k25", "Kimi_K25ForConditionalGeneration", text_config=_DEEPSEEK,
+              vision_config={"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+                             "num_attention_heads": 4, "pos_emb_height": 8, "pos_emb_width": 8},
+              projection_hidden_size=64),
+    composite("kimi_k25", "Kimi_K25ForConditionalGeneration", text_config={**_DEEPSEEK, "model_type": "kimi_k2"},
+              tie_word_embeddings=False, projection_hidden_size=32,
+              vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                             "num_attention_heads": 2, "pos_emb_height": 4, "pos_emb_width": 6,
+                             "merge_kernel_size": [1, 1]}),
 ]
 """Small composites (fast on the meta device)."""

@@ -1,6 +1,6 @@
 """The composites of modelplan/specs/hf_n18vlm.py (PaliGemma, ShieldGemma 2, Aya Vision, Command A
 Vision, LFM2-VL, LightOnOCR, GLM-4.6V, Video-LLaVA, DeepSeek-VL, Idefics2, Qianfan-OCR,
-PaddleOCR-VL, GLM-OCR, VideoLLaMA 3) and of modelplan/specs/hf_n18qformer.py (BLIP-2, InstructBLIP,
+PaddleOCR-VL, GLM-OCR, VideoLLaMA 3, Kimi K2.5) and of modelplan/specs/hf_n18qformer.py (BLIP-2, InstructBLIP,
 InstructBLIP-Video) and hf_n18docling.py (Granite-Docling): total parameters and
 the tower + projector alone equal sum(p.numel()) of transformers 5.24's own module built from the
 same config on the meta device (the independent source), also for each type's config class
@@ -27,7 +27,7 @@ runner = CliRunner()
 IDS = [f"{d['model_type']}-{i}" for i, d in enumerate(N18VLM_CASES)]
 PREFIXES = VISION_PARAM_PREFIXES + ("vision_encoder.", "vision_projection.", "image_tower.", "video_tower.",
                                     "aligner.", "projector.", "qformer.", "query_tokens", "language_projection.",
-                                    "density_router.")
+                                    "density_router.", "mm_projector.")
 """Name parts of the HF tower / projector parameters (LightOnOCR, Video-LLaVA, DeepSeek-VL add theirs)."""
 
 
@@ -42,8 +42,10 @@ def hf_total_and_vision(data: dict) -> tuple[int, int]:
 
 
 def _mine(data: dict) -> tuple[int, int]:
+    """(total, vision group); DeepSeek-V3's multi-token prediction modules (the `mtp` group, in its
+    checkpoints, not in transformers' model: tests/test_hf.py checks them against MtpModel) left out."""
     counts = count_params(from_hf_config(data, "config.json"))
-    return counts.total, counts.breakdown.get("vision", 0)
+    return counts.total - counts.breakdown.get("mtp", 0), counts.breakdown.get("vision", 0)
 
 
 @pytest.mark.torch
@@ -62,7 +64,7 @@ DEFAULT_TYPES = {"paligemma": "PaliGemmaForConditionalGeneration", "shieldgemma2
                  "blip-2": "Blip2ForConditionalGeneration", "instructblip": "InstructBlipForConditionalGeneration",
                  "instructblipvideo": "InstructBlipVideoForConditionalGeneration",
                  "granite_docling": "GraniteDoclingForConditionalGeneration",
-                 "video_llama_3": "VideoLlama3ForConditionalGeneration"}
+                 "video_llama_3": "VideoLlama3ForConditionalGeneration", "kimi_k25": "Kimi_K25ForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to (aya_vision's defaults,
 14 heads over 1152 channels, are refused by transformers itself)."""
 

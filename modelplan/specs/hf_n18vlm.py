@@ -1,6 +1,6 @@
 """HF config mappers of further vision-language composites (transformers 5.24): PaliGemma (1 and 2),
 ShieldGemma 2, Aya Vision, Command A Vision (cohere2_vision), LFM2-VL, LightOnOCR, GLM-4.6V,
-Video-LLaVA, DeepSeek-VL, Idefics2, Qianfan-OCR, PaddleOCR-VL, GLM-OCR and VideoLLaMA 3.
+Video-LLaVA, DeepSeek-VL, Idefics2, Qianfan-OCR, PaddleOCR-VL, GLM-OCR, VideoLLaMA 3 and Kimi K2.5.
 
 Each maps its text model with the mapper of the text model_type (hf.MAPPERS) and its tower and
 projector onto a `VisionSpec` whose `connector` lists the projector's layers (module names in
@@ -48,6 +48,8 @@ CLASS_DEFAULTS: dict[str, dict] = {
               "num_attention_heads": 32},
     "mistral": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
                 "num_attention_heads": 32, "num_key_value_heads": 8},
+    "deepseek_v3": {"vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432, "num_hidden_layers": 61,
+                    "num_attention_heads": 128, "num_key_value_heads": 128},
     "qwen2": {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
               "num_attention_heads": 32},
 }
@@ -430,12 +432,43 @@ def _video_llama_3(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
+_MOONVIT = {"patch_size": 14, "pos_emb_height": 64, "pos_emb_width": 64, "num_attention_heads": 16,
+            "num_hidden_layers": 27, "hidden_size": 1152, "intermediate_size": 4304, "merge_kernel_size": [2, 2]}
+"""Kimi_K25VisionConfig defaults (transformers 5.24)."""
+
+
+def _kimi_k25(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """Kimi K2.5: DeepSeek-V3 text model (a 'kimi_k2' text_config reads as deepseek_v3, as
+    Kimi_K25Config does) and MoonViT: biased patch conv, a learned pos_emb_height x pos_emb_width
+    position table (bicubic-resized to each image) beside 2-D rotary, SigLIP-shaped biased blocks,
+    final_layernorm; Kimi_K25MultimodalProjection: LayerNorm over each patch, then over the
+    merge_kernel_size patches in_proj (h m^2 -> h m^2) + GELU + out_proj (-> text), biased.
+    Dynamic resolution: priced at image_size or `DEFAULT_IMAGE_SIZE` px."""
+    raw = c.data.get("text_config")
+    if isinstance(raw, dict) and raw.get("model_type", "deepseek_v3") == "kimi_k2":
+        c = HFConfig({**c.data, "text_config": {**raw, "model_type": "deepseek_v3"}}, c.source, c.path)
+    fields, _ = _text(c, text_mappers, "deepseek_v3")
+    _, v = _sub(c, "vision_config", "kimi_k25_vision")
+    v = HFConfig({**_MOONVIT, "image_size": DEFAULT_IMAGE_SIZE, **v.data, "vision_use_head": False}, v.source, v.path)
+    kernel = v.ints("merge_kernel_size")
+    if len(kernel) != 2 or kernel[0] != kernel[1] or kernel[0] < 1:
+        raise SpecError(f"{c.source}: vision_config.merge_kernel_size: only square kernels are supported, got {kernel}")
+    tower = {**_siglip(v), "position_rows": v.integer("pos_emb_height") * v.integer("pos_emb_width")}
+    m2, h = kernel[0] ** 2, tower["hidden"]
+    width = c.integer("projection_hidden_size", 1152)
+    tower["connector"] = [_norm("pre_norm", width), _linear("in_proj", h * m2, h * m2, True, m2),
+                          _linear("out_proj", h * m2, fields["hidden"], True, m2)]
+    fields["vision"] = tower
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
+    return fields
+
+
 COMPOSITE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "paligemma": _paligemma, "shieldgemma2": _shieldgemma2, "aya_vision": _aya_vision,
     "cohere2_vision": _cohere2_vision, "lfm2_vl": _lfm2_vl, "lighton_ocr": _lighton_ocr, "glm46v": _glm46v,
     "video_llava": _video_llava, "deepseek_vl": _deepseek_vl, "idefics2": _idefics2,
     "qianfan_ocr": _qianfan_ocr, "paddleocr_vl": _paddleocr_vl, "glm_ocr": _glm_ocr,
-    "video_llama_3": _video_llama_3,
+    "video_llama_3": _video_llama_3, "kimi_k25": _kimi_k25,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
 
