@@ -104,6 +104,16 @@ def test_paligemma_3b_equals_transformers():
     assert _mine(PALIGEMMA_3B_224) == hf_total_and_vision(PALIGEMMA_3B_224)
 
 
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", sorted(DEFAULT_TYPES))
+def test_bare_model_type_equals_transformers(model_type):
+    """A config naming only model_type (every sub-config absent: the composite's init_kwargs over
+    the sub-config class defaults) counts exactly."""
+    data = {"model_type": model_type, "architectures": [DEFAULT_TYPES[model_type]]}
+    assert _mine(data) == hf_total_and_vision(data)
+
+
 def test_shieldgemma2_classifier_is_the_whole_composite():
     """ShieldGemma2ForImageClassification wraps Gemma 3's composite and its LM head: same count."""
     data = next(d for d in N18VLM_CASES if d["model_type"] == "shieldgemma2")

@@ -49,7 +49,11 @@ CLASS_DEFAULTS: dict[str, dict] = {
     "mistral": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
                 "num_attention_heads": 32, "num_key_value_heads": 8},
     "deepseek_v3": {"vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432, "num_hidden_layers": 61,
-                    "num_attention_heads": 128, "num_key_value_heads": 128},
+                    "num_attention_heads": 128, "num_key_value_heads": 128, "moe_intermediate_size": 2048,
+                    "n_routed_experts": 256, "n_shared_experts": 1, "first_k_dense_replace": 3,
+                    "num_experts_per_tok": 8, "n_group": 8, "topk_group": 4},
+    "glm4v_text": {"vocab_size": 151552, "hidden_size": 4096, "intermediate_size": 13696, "num_hidden_layers": 40,
+                   "num_attention_heads": 32, "num_key_value_heads": 2},
     "qwen2": {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
               "num_attention_heads": 32},
 }
@@ -243,8 +247,11 @@ def _lighton_ocr(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
 
 
 def _glm46v(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
-    """GLM-4.6V: GLM-4V's modules (Glm4vVisionModel, Glm4vTextModel); untied by default."""
-    return VISION_MAPPERS["glm4v"](c, text_mappers)
+    """GLM-4.6V: GLM-4V's modules (Glm4vVisionModel, Glm4vTextModel) over Glm4vTextConfig's size
+    defaults; untied by default."""
+    _, text = _sub(c, "text_config", "glm4v_text")
+    data = {**c.data, "text_config": {"model_type": "glm4v_text", **text.data}}
+    return VISION_MAPPERS["glm4v"](HFConfig(data, c.source, c.path), text_mappers)
 
 
 _VIDEO_LLAVA_VISION = {"model_type": "clip_vision_model", "intermediate_size": 4096, "hidden_size": 1024,
