@@ -13,6 +13,10 @@ _PIXTRAL = {"model_type": "pixtral", "hidden_size": 64, "intermediate_size": 96,
             "num_attention_heads": 4, "head_dim": 16, "image_size": 112, "patch_size": 14}
 _GEMMA = {**TEXT, "model_type": "gemma"}
 _GRANITE = {**TEXT, "pad_token_id": 0}
+_MINIMAX = {"model_type": "minimax_m3_vl_text", "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 32, "rotary_dim": 16, "intermediate_size": 32, "vocab_size": 1000,
+            "dense_intermediate_size": 192, "shared_intermediate_size": 48, "num_local_experts": 8,
+            "num_experts_per_tok": 2, "moe_layer_freq": [0, 1]}
 _DEEPSEEK = {"model_type": "deepseek_v3", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
              "num_key_value_heads": 4, "intermediate_size": 512, "moe_intermediate_size": 64, "n_routed_experts": 4,
              "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1, "kv_lora_rank": 32,
@@ -146,5 +150,15 @@ N18VLM_CASES = [
               vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
                              "num_attention_heads": 2, "pos_emb_height": 4, "pos_emb_width": 6,
                              "merge_kernel_size": [1, 1]}),
+    # MiniMax-M3-VL: its MoE text model (a dense first block), Qwen-VL-style tower with pre_layrnorm,
+    # two-stage projector (per patch, then over merged patches); tied by the text_config
+    composite("minimax_m3_vl", "MiniMaxM3SparseForConditionalGeneration", text_config=_MINIMAX, projector_hidden_size=96,
+              vision_config={"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+                             "num_attention_heads": 4, "image_size": 56}),
+    composite("minimax_m3_vl", "MiniMaxM3SparseForConditionalGeneration", projector_hidden_size=48,
+              text_config={**_MINIMAX, "tie_word_embeddings": True},
+              vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                             "num_attention_heads": 2, "image_size": 28, "spatial_merge_size": 1,
+                             "temporal_patch_size": 1}),
 ]
 """Small composites (fast on the meta device)."""

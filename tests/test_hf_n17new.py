@@ -163,8 +163,7 @@ def test_refused_types_name_the_mechanism(model_type, tmp_path):
     assert len(lines) == 1 and UNMODELLED[model_type] in lines[0], result.output
 
 
-@pytest.mark.parametrize(("composite", "text"), [("exaone4_5", "exaone4"),
-                                                 ("minimax_m3_vl", "minimax_m3_vl_text")])
+@pytest.mark.parametrize(("composite", "text"), [("exaone4_5", "exaone4")])
 def test_composites_point_to_their_text_model(composite, text, tmp_path):
     """A refused composite whose language model is supported says which model_type counts it."""
     path = tmp_path / "config.json"

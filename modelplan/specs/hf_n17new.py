@@ -97,11 +97,10 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "bailing_hybrid": "linear attention with a full-rank per-channel forget gate beside MLA blocks with a "
                       "per-head output gate",
     "exaone4_5": "its vision tower and merger",
-    "minimax_m3_vl": "its vision tower and two-branch projector",
 }
 """Refused 2026 model_types with the mechanism the spec does not express (transformers 5.24)."""
 
 N17NEW_TEXT_ONLY: dict[str, str] = {
-    "exaone4_5": "exaone4", "minimax_m3_vl": "minimax_m3_vl_text",
+    "exaone4_5": "exaone4",
 }
 """Refused composites whose language model is supported as its own model_type."""

@@ -1,6 +1,6 @@
 """HF config mappers of further vision-language composites (transformers 5.24): PaliGemma (1 and 2),
 ShieldGemma 2, Aya Vision, Command A Vision (cohere2_vision), LFM2-VL, LightOnOCR, GLM-4.6V,
-Video-LLaVA, DeepSeek-VL, Idefics2, Qianfan-OCR, PaddleOCR-VL, GLM-OCR, VideoLLaMA 3 and Kimi K2.5.
+Video-LLaVA, DeepSeek-VL, Idefics2, Qianfan-OCR, PaddleOCR-VL, GLM-OCR, VideoLLaMA 3, Kimi K2.5 and MiniMax-M3-VL.
 
 Each maps its text model with the mapper of the text model_type (hf.MAPPERS) and its tower and
 projector onto a `VisionSpec` whose `connector` lists the projector's layers (module names in
@@ -54,6 +54,8 @@ CLASS_DEFAULTS: dict[str, dict] = {
                     "num_experts_per_tok": 8, "n_group": 8, "topk_group": 4},
     "glm4v_text": {"vocab_size": 151552, "hidden_size": 4096, "intermediate_size": 13696, "num_hidden_layers": 40,
                    "num_attention_heads": 32, "num_key_value_heads": 2},
+    "minimax_m3_vl_text": {"vocab_size": 200064, "hidden_size": 6144, "intermediate_size": 3072,
+                           "num_hidden_layers": 60, "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128},
     "qwen2": {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
               "num_attention_heads": 32},
 }
@@ -470,12 +472,43 @@ def _kimi_k25(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
+_MINIMAX_VISION = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "num_attention_heads": 16,
+                   "num_channels": 3, "image_size": 2016, "patch_size": 14, "temporal_patch_size": 2,
+                   "spatial_merge_size": 2}
+"""MiniMaxM3VLVisionConfig defaults (transformers 5.24)."""
+
+
+def _minimax_m3_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """MiniMax-M3-VL: its text model (minimax_m3_vl_text) and MiniMaxM3VLVisionModel: bias-free
+    Conv3d patch embedding over temporal_patch_size frames, 2-D rotary positions, pre_layrnorm,
+    biased LayerNorm / fc1-fc2 blocks, no final norm; MiniMaxM3VLMultiModalProjector: per patch
+    linear_1 (vision -> projector_hidden_size) + GELU + linear_2 (-> text), then over m x m
+    merged patches merge_linear_1 (text m^2 -> projector_hidden_size) + GELU + merge_linear_2
+    (-> text), biased; tied when it or its text_config says so."""
+    fields, text = _text(c, text_mappers, "minimax_m3_vl_text")
+    _, v = _sub(c, "vision_config", "minimax_m3_vl_vision")
+    v = HFConfig({**_MINIMAX_VISION, **v.data}, v.source, v.path)
+    h, t, p = v.size("hidden_size"), fields["hidden"], c.integer("projector_hidden_size", 6144)
+    m2 = v.integer("spatial_merge_size") ** 2
+    tower = dict(
+        layers=v.size("num_hidden_layers"), hidden=h, heads=v.size("num_attention_heads"),
+        ffn_hidden=v.size("intermediate_size"), patch_size=v.size("patch_size"), image_size=v.size("image_size"),
+        channels=v.size("num_channels"), temporal_patch=v.size("temporal_patch_size"), patch_bias=False,
+        position="rotary", pre_norm=True, post_norm=False, projector_norm=False,
+        connector=[_linear("linear_1", h, p, True), _linear("linear_2", p, t, True),
+                   _linear("merge_linear_1", t * m2, p, True, m2), _linear("merge_linear_2", p, t, True, m2)])
+    fields["vision"] = tower
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", False) or text.flag("tie_word_embeddings", False)
+    return fields
+
+
 COMPOSITE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "paligemma": _paligemma, "shieldgemma2": _shieldgemma2, "aya_vision": _aya_vision,
     "cohere2_vision": _cohere2_vision, "lfm2_vl": _lfm2_vl, "lighton_ocr": _lighton_ocr, "glm46v": _glm46v,
     "video_llava": _video_llava, "deepseek_vl": _deepseek_vl, "idefics2": _idefics2,
     "qianfan_ocr": _qianfan_ocr, "paddleocr_vl": _paddleocr_vl, "glm_ocr": _glm_ocr,
     "video_llama_3": _video_llama_3, "kimi_k25": _kimi_k25,
+    "minimax_m3_vl": _minimax_m3_vl,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
 
