@@ -140,13 +140,19 @@ def hf_image_flops(data: dict, image: int) -> int:
     torch.manual_seed(0)
     model = hf_class(data)._from_config(cfg).eval()
     counter = FlopCounterMode(display=False)
+    v = cfg.vision_config
     with torch.no_grad(), counter:
-        model.model.get_image_features(pixel_values=torch.randn(1, 3, image, image))
+        if data["model_type"] in ("glm46v", "glm_ocr"):  # flattened patches (n, C t p p) and their (t, h, w) grid
+            p, grid = v.patch_size, image // v.patch_size
+            pixels = torch.randn(grid * grid, v.in_channels * v.temporal_patch_size * p * p)
+            model.model.get_image_features(pixel_values=pixels, image_grid_thw=torch.tensor([[1, grid, grid]]))
+        else:
+            model.model.get_image_features(pixel_values=torch.randn(1, 3, image, image))
     return counter.get_total_flops()
 
 
 FLOP_CASES = [d for d in N18VLM_CASES if d["model_type"] in ("paligemma", "aya_vision", "cohere2_vision",
-                                                             "deepseek_vl", "video_llava")]
+                                                             "deepseek_vl", "video_llava", "glm46v", "glm_ocr")]
 
 
 @pytest.mark.torch
@@ -154,7 +160,8 @@ FLOP_CASES = [d for d in N18VLM_CASES if d["model_type"] in ("paligemma", "aya_v
 @pytest.mark.parametrize("data", FLOP_CASES, ids=[d["model_type"] for d in FLOP_CASES])
 def test_forward_flops_per_image_equal_flop_counter(data):
     """count.vision's forward FLOPs of one image equal FlopCounterMode on transformers' tower and
-    projector (SigLIP / CLIP blocks, pooling head, pixel shuffle + SwiGLU projectors)."""
+    projector (SigLIP / CLIP blocks, pooling head, pixel shuffle + SwiGLU projectors, GLM's
+    downsample conv and SwiGLU merger)."""
     spec = from_hf_config(data)
     assert sum(vision_forward_flops(spec.vision, spec.hidden).values()) == hf_image_flops(data, spec.vision.image_size)
 
