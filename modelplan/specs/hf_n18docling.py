@@ -8,7 +8,7 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_n18vlm import _siglip
+from modelplan.specs.hf_n18vlm_base import _siglip
 from modelplan.specs.hf_vision import _linear, _norm
 
 Mapper = Callable[[HFConfig], dict]

@@ -14,7 +14,7 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_n18vlm import CLASS_DEFAULTS, _sub, _text
+from modelplan.specs.hf_n18vlm_base import _sub, _text
 from modelplan.specs.hf_vision import _clip, _linear, _norm
 
 Mapper = Callable[[HFConfig], dict]
@@ -25,8 +25,6 @@ _BLIP_VISION = {"hidden_size": 1408, "intermediate_size": 6144, "num_hidden_laye
 _QFORMER = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
             "intermediate_size": 3072, "max_position_embeddings": 512, "cross_attention_frequency": 2}
 """Blip2QFormerConfig / InstructBlipQFormerConfig defaults (transformers 5.24)."""
-_OPT = {"vocab_size": 50272, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "ffn_dim": 3072}
-"""OPTConfig defaults (transformers 5.24), the composites' default text model."""
 
 
 def _blip_tower(v: HFConfig) -> dict:
@@ -89,8 +87,6 @@ def _blip2(c: HFConfig, text_mappers: dict[str, Mapper], instruct: bool = False)
     fields["tied_embeddings"] = text.flag("tie_word_embeddings", fields.get("tied_embeddings", False))
     return fields
 
-
-CLASS_DEFAULTS.setdefault("opt", _OPT)
 
 QFORMER_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "blip-2": _blip2, "instructblip": lambda c, m: _blip2(c, m, instruct=True),
