@@ -17,6 +17,8 @@ _MINIMAX = {"model_type": "minimax_m3_vl_text", "hidden_size": 128, "num_hidden_
             "num_key_value_heads": 2, "head_dim": 32, "rotary_dim": 16, "intermediate_size": 32, "vocab_size": 1000,
             "dense_intermediate_size": 192, "shared_intermediate_size": 48, "num_local_experts": 8,
             "num_experts_per_tok": 2, "moe_layer_freq": [0, 1]}
+_OVIS = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 56,
+         "vocab_size": 64}
 _DEEPSEEK = {"model_type": "deepseek_v3", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
              "num_key_value_heads": 4, "intermediate_size": 512, "moe_intermediate_size": 64, "n_routed_experts": 4,
              "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1, "kv_lora_rank": 32,
@@ -160,5 +162,11 @@ N18VLM_CASES = [
               vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
                              "num_attention_heads": 2, "image_size": 28, "spatial_merge_size": 1,
                              "temporal_patch_size": 1}),
+    # Ovis2: RMSNorm / SwiGLU tower, visual-word head and embedding table (hidden_stride merge); an
+    # untied head sized by the composite's own vocab_size / hidden_size, biased tower
+    composite("ovis2", "Ovis2ForConditionalGeneration", text_config={**TEXT, "model_type": "qwen2"}, hidden_size=256,
+              vision_config={**_OVIS, "hidden_stride": 2}),
+    composite("ovis2", "Ovis2ForConditionalGeneration", text_config={**TEXT, "model_type": "qwen2"}, hidden_size=256,
+              vocab_size=1000, tie_word_embeddings=False, vision_config={**_OVIS, "qkv_bias": True, "mlp_bias": True}),
 ]
 """Small composites (fast on the meta device)."""

@@ -1,6 +1,6 @@
 """The composites of modelplan/specs/hf_n18vlm.py (PaliGemma, ShieldGemma 2, Aya Vision, Command A
 Vision, LFM2-VL, LightOnOCR, GLM-4.6V, Video-LLaVA, DeepSeek-VL, Idefics2, Qianfan-OCR,
-PaddleOCR-VL, GLM-OCR, VideoLLaMA 3, Kimi K2.5, MiniMax-M3-VL) and of modelplan/specs/hf_n18qformer.py (BLIP-2, InstructBLIP,
+PaddleOCR-VL, GLM-OCR, VideoLLaMA 3, Kimi K2.5, MiniMax-M3-VL, Ovis2) and of modelplan/specs/hf_n18qformer.py (BLIP-2, InstructBLIP,
 InstructBLIP-Video) and hf_n18docling.py (Granite-Docling): total parameters and
 the tower + projector alone equal sum(p.numel()) of transformers 5.24's own module built from the
 same config on the meta device (the independent source), also for each type's config class
@@ -27,7 +27,8 @@ runner = CliRunner()
 IDS = [f"{d['model_type']}-{i}" for i, d in enumerate(N18VLM_CASES)]
 PREFIXES = VISION_PARAM_PREFIXES + ("vision_encoder.", "vision_projection.", "image_tower.", "video_tower.",
                                     "aligner.", "projector.", "qformer.", "query_tokens", "language_projection.",
-                                    "density_router.", "mm_projector.")
+                                    "density_router.", "mm_projector.",
+                                    "visual_embeddings_table.")
 """Name parts of the HF tower / projector parameters (LightOnOCR, Video-LLaVA, DeepSeek-VL add theirs)."""
 
 
@@ -65,7 +66,7 @@ DEFAULT_TYPES = {"paligemma": "PaliGemmaForConditionalGeneration", "shieldgemma2
                  "instructblipvideo": "InstructBlipVideoForConditionalGeneration",
                  "granite_docling": "GraniteDoclingForConditionalGeneration",
                  "video_llama_3": "VideoLlama3ForConditionalGeneration", "kimi_k25": "Kimi_K25ForConditionalGeneration",
-                 "minimax_m3_vl": "MiniMaxM3SparseForConditionalGeneration"}
+                 "minimax_m3_vl": "MiniMaxM3SparseForConditionalGeneration", "ovis2": "Ovis2ForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to (aya_vision's defaults,
 14 heads over 1152 channels, are refused by transformers itself)."""
 

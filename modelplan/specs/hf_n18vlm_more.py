@@ -1,5 +1,5 @@
-"""HF config mappers of the dynamic-resolution composites VideoLLaMA 3, Kimi K2.5 and MiniMax-M3-VL
-(transformers 5.24; see hf_n18vlm.py for the conventions)."""
+"""HF config mappers of the composites VideoLLaMA 3, Kimi K2.5, MiniMax-M3-VL (dynamic resolution) and
+Ovis2 (visual-word embeddings; transformers 5.24; see hf_n18vlm.py for the conventions)."""
 
 from __future__ import annotations
 
@@ -93,7 +93,42 @@ def _minimax_m3_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
+_OVIS2_VISION = {"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 24, "num_attention_heads": 8,
+                 "num_channels": 3, "image_size": 224, "patch_size": 14, "qkv_bias": False, "mlp_bias": False,
+                 "vocab_size": 16384, "hidden_stride": 1, "num_visual_indicator_tokens": 5}
+"""Ovis2VisionConfig defaults (transformers 5.24)."""
+
+
+def _ovis2(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """Ovis2: Qwen2 text model and Ovis2VisionModel: biased patch conv, one learned position per
+    patch, an RMSNorm on the embeddings and after the blocks, RMSNorm / SwiGLU blocks (q/k/v/out
+    bias qkv_bias, MLP bias mlp_bias); then head_linear (h s^2 -> visual vocab - indicators,
+    no bias) over hidden_stride x hidden_stride patches, a LayerNorm, a softmax, and the
+    probabilities times visual_embeddings_table (visual vocab x hidden_size: a bias-free linear);
+    tied. The table's width is the composite's hidden_size (the text width in published configs)."""
+    fields, _ = _text(c, text_mappers, "qwen2")
+    _, v = _sub(c, "vision_config", "ovis2_vision")
+    v = HFConfig({**_OVIS2_VISION, **v.data}, v.source, v.path)
+    bias, mlp_bias = v.flag("qkv_bias"), v.flag("mlp_bias")
+    h, s2 = v.size("hidden_size"), v.integer("hidden_stride") ** 2
+    vocab, indicators = v.size("vocab_size"), v.integer("num_visual_indicator_tokens")
+    if not 0 <= indicators < vocab:
+        raise SpecError(f"{c.source}: vision_config.num_visual_indicator_tokens: must be in [0, vocab_size), "
+                        f"got {indicators}")
+    tower = dict(
+        layers=v.size("num_hidden_layers"), hidden=h, heads=v.size("num_attention_heads"),
+        ffn_hidden=v.size("intermediate_size"), patch_size=v.size("patch_size"), image_size=v.size("image_size"),
+        channels=v.size("num_channels"), patch_bias=True, norm="rmsnorm", norm_bias=False, qkv_bias=bias,
+        attn_out_bias=bias, mlp_bias=mlp_bias, gated_mlp=True, pre_norm=True, post_norm=True, projector_norm=False,
+        connector=[_linear("head_linear", h * s2, vocab - indicators, False, s2),
+                   _norm("head_norm", vocab - indicators, merge=s2),
+                   _linear("visual_embeddings_table", vocab, c.integer("hidden_size", 1536), False, s2)])
+    fields["vision"] = tower
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
+    return fields
+
+
 MORE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
-    "video_llama_3": _video_llama_3, "kimi_k25": _kimi_k25, "minimax_m3_vl": _minimax_m3_vl,
+    "video_llama_3": _video_llama_3, "kimi_k25": _kimi_k25, "minimax_m3_vl": _minimax_m3_vl, "ovis2": _ovis2,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
