@@ -142,9 +142,8 @@ class BlockPricing:
             stored, working = (stored, working + adapters) if full else (stored + adapters, working)
         emb_act, head_act = self.edge_bytes(tp, sp, b, cp)
         message, _ = self.boundary(tp, sp, b, cp, True)
-        # per-op SAC saves reduce_scatter outputs, not all-gather ones (torchtitan activation_checkpoint.py
-        # save list): its recompute gathers each sub-layer's input again
-        regather = recompute == "selective" and mode == "op_sac" and sp and tp > 1
+        # per-op SAC saves reduce_scatter outputs, not all-gather ones: its recompute gathers again
+        regather = tp_mod.regathers_inputs(recompute, mode, training.attention, sp, tp, block)
         if tp_overlap != "none" and sp and tp > 1:
             tp_x = tp_mod.overlap_exposure(tp_t, rerun, self.cost, tp_overlap, self.mech.gemm_shares(moe),
                                            times.linear_fwd_s, tp, self.mech.sm_count,

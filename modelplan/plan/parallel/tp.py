@@ -161,6 +161,23 @@ def forward_gather_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, runs:
         calls.add(f_fwd, TP, tp, nbytes if gather_bytes is None else gather_bytes, runs, SUBLAYER_REGIONS[sub][0])
 
 
+def plain_block(block: Block | None) -> bool:
+    """One attention + MLP block (or the model's default block): the two sub-layers whose forward
+    AllGathers `forward_gather_calls` lists."""
+    return block is None or (block.mixer.endswith("attention") and block.mlp and not block.cross and not block.moe)
+
+
+def regathers_inputs(recompute: str, ac_mode: str, attention: str, sp: bool, tp: int, block: Block | None) -> bool:
+    """Whether the recompute runs the block's forward AllGathers again: torchtitan per-op SAC saves
+    the outputs of `_c10d_functional.reduce_scatter_tensor` but not of `all_gather_into_tensor`
+    (parallelize_llama.py `_save_list`; activation_checkpoint.py `comm_ops`: "Communication ops
+    whose outputs should be saved to avoid re-communication"), so the recompute of wk / w3 and the
+    weight gradients of wq, wk, wv, w1, w3 gather the sequence-parallel input again. Eager attention
+    and MoE blocks fall back to the attention-core mode (`evaluator_blocks`)."""
+    return (recompute == "selective" and ac_mode == "op_sac" and attention != "eager" and sp and tp > 1
+            and plain_block(block))
+
+
 def tp_seconds(pricer: CommPricer, shape, tp: int, sp: bool, nbytes: int, tokens: int, loss_bytes: int,
                mlp_tp: int | None = None, mlp_shape=None, gather_bytes: int | None = None,
                spec: TransformerSpec | None = None, block: Block | None = None, value_bytes: int = 2) -> TpSeconds:
@@ -184,8 +201,7 @@ def tp_seconds(pricer: CommPricer, shape, tp: int, sp: bool, nbytes: int, tokens
         priced(lambda c: embedding_calls(c, tp, sp, nbytes, 1)),
         priced(lambda c: head_calls(c, tp, sp, nbytes, tokens, loss_bytes, 1)),
         priced(lambda c: forward_gather_calls(c, tp, sp, nbytes, 1, gather_bytes))
-        if block is None or (block.mixer.endswith("attention") and block.mlp and not block.cross and mlp_tp is None)
-        else 0.0,
+        if plain_block(block) and mlp_tp is None else 0.0,
     )
 
 
