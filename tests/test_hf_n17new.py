@@ -152,7 +152,7 @@ def test_unmodelled_options_refused_in_one_line(data, field, tmp_path):
 @pytest.mark.parametrize("model_type", ["deepseek_v4", "mistral_large4", "qwen4_exp_text", "glm5_next",
                                         "hy_v4", "step3p7", "zaya",  # mimo_v2_flash, lfm3, laguna: test_hf_n18attn.py
                                         "dots3_note_text", "inkling_text", "inkling2_text", "axk2",
-                                        "bailing_hybrid", "kimi_k25", "exaone4_5"])
+                                        "bailing_hybrid", "exaone4_5"])
 def test_refused_types_name_the_mechanism(model_type, tmp_path):
     """Each refused 2026 type fails in one line with its missing mechanism (UNMODELLED)."""
     path = tmp_path / "config.json"
@@ -163,8 +163,7 @@ def test_refused_types_name_the_mechanism(model_type, tmp_path):
     assert len(lines) == 1 and UNMODELLED[model_type] in lines[0], result.output
 
 
-@pytest.mark.parametrize(("composite", "text"), [("kimi_k25", "deepseek_v3"), ("exaone4_5", "exaone4"),
-                                                 ("minimax_m3_vl", "minimax_m3_vl_text")])
+@pytest.mark.parametrize(("composite", "text"), [("exaone4_5", "exaone4")])
 def test_composites_point_to_their_text_model(composite, text, tmp_path):
     """A refused composite whose language model is supported says which model_type counts it."""
     path = tmp_path / "config.json"

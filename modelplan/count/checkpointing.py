@@ -72,3 +72,15 @@ def op_sac_kept_per_token(spec: "TransformerSpec", dtype_bytes: int, tp: int) ->
 def checkpointed_share(every: int) -> float:
     """Share of blocks a layer-level policy checkpoints whole: one block in `every`."""
     return 1.0 / every
+
+
+def op_sac_recomputed_shares(spec: "TransformerSpec") -> dict[str, float]:
+    """Per sub-layer input ("qkv": wq, wk, wv; "fc1": w1, w3), the share of the block's linear
+    forward FLOPs that per-op SAC recomputes from it: the GEMMs a recomputed input AllGather of
+    sequence parallelism feeds in the recompute (wk for Llama: wq and wv are saved)."""
+    saved = op_sac_saved(spec)
+    mms = block_matmuls(spec)
+    total = sum(k * n for _, k, n in mms)
+    groups = {"qkv": ("wq", "wk", "wv"), "fc1": ("w1", "w3")}
+    return {g: sum(k * n for name, k, n in mms if name in names and name not in saved) / total
+            for g, names in groups.items()}

@@ -29,7 +29,8 @@ def _mlp_params(vision: "VisionSpec") -> int:
 
 def _attention_params(vision: "VisionSpec") -> int:
     h = vision.hidden
-    qk_norms = 2 * h if vision.qk_norm else 0  # InternViT q_norm / k_norm: RMSNorm(h), no bias
+    # InternViT q_norm / k_norm: RMSNorm(h), no bias; GLM-OCR's: RMSNorm(head_dim)
+    qk_norms = (2 * (h // vision.heads if vision.qk_norm_per_head else h)) if vision.qk_norm else 0
     return 4 * h * h + (3 * h if vision.qkv_bias else 0) + (h if vision.attn_out_bias else 0) + qk_norms
 
 
@@ -42,6 +43,12 @@ def connector_params(layer: "ConnectorLayer") -> int:
     else:  # rmsnorm weight or a learned vector (image_newline)
         one = layer.in_features
     return layer.copies * one
+
+
+def connector_rows(vision: "VisionSpec", layer: "ConnectorLayer") -> int:
+    """Rows one image feeds this connector layer: its fixed rows (perceiver latents), else the
+    tower's patches // merge + row_offset."""
+    return layer.rows if layer.rows is not None else vision.patches // layer.merge + layer.row_offset
 
 
 def vision_params(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
@@ -63,6 +70,7 @@ def vision_params(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
         "tower/layers": vision.layers * (block + (2 * h if vision.layer_scale else 0)),
         "tower/head": pooling if vision.pooling_head else 0,
     }
+    leaves = {key: vision.towers * n for key, n in leaves.items()}  # Video-LLaVA: image + video towers
     if vision.connector is not None:
         for layer in vision.connector:
             key = f"projector/{layer.name}"
@@ -113,7 +121,7 @@ def vision_forward_flops(vision: "VisionSpec", text_hidden: int) -> dict[str, in
         for layer in vision.connector:
             if layer.kind == "linear":
                 key = f"projector/{layer.name}"
-                rows = p // layer.merge + layer.row_offset
+                rows = connector_rows(vision, layer)
                 out[key] = out.get(key, 0) + layer.copies * 2 * rows * layer.in_features * layer.out_features
         return out
     m2 = vision.patch_merge ** 2
@@ -143,7 +151,7 @@ def vision_activation_bytes(vision: "VisionSpec", text_hidden: int, dtype_bytes:
     if vision.connector is not None:
         for layer in vision.connector:
             if layer.kind != "vector":
-                projector += layer.copies * d * (vision.patches // layer.merge + layer.row_offset) * layer.in_features
+                projector += layer.copies * d * connector_rows(vision, layer) * layer.in_features
     else:
         rows = vision.pooled_tokens or vision.patches // vision.patch_merge ** 2
         projector = d * (vision.patches * h + rows * h + (2 * rows * text_hidden if vision.projector_layers == 2 else 0))
@@ -155,6 +163,6 @@ def image_tokens(vision: "VisionSpec") -> int:
     patches // merge; Gemma 3's pooled tokens; patches // m^2 after Mistral 3's merge)."""
     if vision.connector is not None:
         linears = [layer for layer in vision.connector if layer.kind == "linear"]
-        return vision.patches // linears[-1].merge + linears[-1].row_offset if linears else vision.patches
+        return connector_rows(vision, linears[-1]) if linears else vision.patches
     return vision.pooled_tokens or vision.patches // vision.patch_merge ** 2
 

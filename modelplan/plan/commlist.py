@@ -104,6 +104,9 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
             for block, n in Counter(block_of(spec, i) for i in layers).items():
                 tp_mod.block_kind_calls(calls, spec, block, tp, sp, A, tokens, act, mc * (n + reruns[block]), mc * n,
                                         moe_mlp_tp if block.moe else None)
+                if tp_mod.regathers_inputs(plan.recompute or training.recompute, software.ac_mode,
+                                           training.attention, sp, tp, block):  # per-op SAC's recompute
+                    tp_mod.forward_gather_calls(calls, tp, sp, A, mc * n)
             if mtp:
                 block = mtp_block(spec)
                 tp_mod.block_kind_calls(calls, spec, block, tp, sp, A, tokens, act, mc * mtp, mc * mtp,

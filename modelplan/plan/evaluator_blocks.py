@@ -9,7 +9,7 @@ from modelplan.comm.ops import Axis
 from modelplan.count.blocks import Block, mtp_block
 from modelplan.plan.block_mix import block_kinds, mean_terms, with_mtp
 from modelplan.plan.compute import kernel_times
-from modelplan.count.checkpointing import checkpointed_share, op_sac_recomputed_fraction
+from modelplan.count.checkpointing import checkpointed_share, op_sac_recomputed_fraction, op_sac_recomputed_shares
 from modelplan.plan.dims import strided_shape
 from modelplan.plan.experts import expert_capacity
 from modelplan.plan.expert_sort import with_expert_sort
@@ -151,11 +151,14 @@ class BlockPricing:
             stored, working = (stored, working + adapters) if full else (stored + adapters, working)
         emb_act, head_act = self.edge_bytes(tp, sp, b, cp)
         message, _ = self.boundary(tp, sp, b, cp, True)
+        # per-op SAC saves reduce_scatter outputs, not all-gather ones: its recompute gathers again
+        regather = tp_mod.regathers_inputs(recompute, mode, training.attention, sp, tp, block)
         if tp_overlap != "none" and sp and tp > 1:
             tp_x = tp_mod.overlap_exposure(tp_t, rerun, self.cost, tp_overlap, self.mech.gemm_shares(moe),
-                                           times.linear_fwd_s, tp, self.mech.sm_count)
+                                           times.linear_fwd_s, tp, self.mech.sm_count,
+                                           op_sac_recomputed_shares(spec) if regather else None)
         else:
-            tp_x = tp_mod.tp_exposure(tp_t, rerun, self.cost, None, tp)
+            tp_x = tp_mod.tp_exposure(tp_t, rerun, self.cost, None, tp, regather)
         return BlockTerms(times, recompute_s, tp_x, ep_x, cp_x, stored, working, emb_act, head_act, message)
 
     def cp_block_bytes(self, tp: int, micro_batch: int, cp: int) -> tuple[int, int]:

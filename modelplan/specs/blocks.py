@@ -219,6 +219,9 @@ class ConnectorLayer(Spec):
     row_offset: int = Field(0, ge=-1, le=1)
     """Rows per image beyond patches // merge: -1 where LLaVA's 'default' feature strategy drops
     the first token of a tower without a class token (SigLIP), +1 where 'full' keeps CLIP's."""
+    rows: int | None = Field(None, gt=0)
+    """Rows per image when fixed by the layer rather than the patches (a perceiver resampler's
+    latent queries, Idefics2 resampler_n_latents); replaces patches // merge + row_offset."""
 
     @model_validator(mode="after")
     def _check(self) -> "ConnectorLayer":
@@ -292,6 +295,9 @@ class VisionSpec(Spec):
     qk_norm: bool = False
     """RMSNorms (no bias) over the full query and key width in every block (InternViT
     use_qk_norm)."""
+    qk_norm_per_head: bool = False
+    """With `qk_norm`: the RMSNorms span one head (hidden // heads weights each, shared by the
+    heads: GLM-OCR's q_norm / k_norm) instead of the full width."""
     window_patches: int | None = Field(None, gt=0)
     """Side in patches of the square attention windows of the windowed blocks (Qwen2.5-VL:
     window_size // spatial_merge_size // patch_size merged tokens, times the merge size); the
@@ -303,6 +309,9 @@ class VisionSpec(Spec):
     pooled_tokens: int | None = Field(None, gt=0)
     """Tokens per image after Gemma 3's average pooling (mm_tokens_per_image): the projector runs
     on these. None: no pooling."""
+    towers: int = Field(1, gt=0)
+    """Identical towers of this config (Video-LLaVA's image_tower and video_tower): each holds
+    the tower's parameters; an image runs through one."""
     connector: list[ConnectorLayer] | None = None
     """The projector as its layers, in order; replaces projector_norm / patch_merge /
     projector_layers / projector_bias (which describe Gemma 3's and Mistral 3's)."""

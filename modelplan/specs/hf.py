@@ -47,6 +47,9 @@ from modelplan.specs.hf_deepseek_like import DEEPSEEK_LIKE_MAPPERS
 from modelplan.specs.hf_n17classic import CLASSIC_MAPPERS, CLASSIC_UNMODELLED, CLASSIC_VISION_MAPPERS
 from modelplan.specs.hf_n18small import N18SMALL_HEADS, N18SMALL_MAPPERS
 from modelplan.specs.hf_n18encdec import N18ENCDEC_MAPPERS, N18ENCDEC_UNMODELLED
+from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VLM_UNMODELLED
+from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
+from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -61,7 +64,8 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **N18ATTN_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
-                for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS}.items()})
+                for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
+                                      **QFORMER_MAPPERS, **DOCLING_MAPPERS}.items()})
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its multimodal composite",
@@ -69,6 +73,7 @@ UNMODELLED: dict[str, str] = {
     **CLASSIC_UNMODELLED,
     **N17NEW_UNMODELLED,
     **N18ENCDEC_UNMODELLED,
+    **N18VLM_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
@@ -88,7 +93,8 @@ def _unmodelled(source: str, model_type: str) -> SpecError:
 
 _HEADS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForMaskedLM", "ForPreTraining",
           "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
-          "ForMultipleChoice", "ForNextSentencePrediction", "EncoderModel", "Model")
+          "ForMultipleChoice", "ForNextSentencePrediction", "EncoderModel", "Model",
+          "ShieldGemma2ForImageClassification")
 
 
 def _architecture(c: HFConfig) -> str | None:
@@ -114,7 +120,9 @@ def apply_head(fields: dict, c: HFConfig, name: str | None) -> dict:
     if name is None:
         return fields
     encoder = fields.get("arch") == "encoder"
-    if name.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForMaskedLM", "MTModel")):
+    # ShieldGemma2ForImageClassification wraps the whole Gemma 3 composite and reads yes/no off its LM head
+    if name.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForMaskedLM",
+                      "MTModel", "ShieldGemma2ForImageClassification")):
         return _mlm_head(fields, c) if encoder else fields
     bare = {**fields, "lm_head": False, "lm_head_bias": False, "mlm_transform": False,
             "tied_embeddings": False, "mtp_layers": 0}

@@ -86,14 +86,12 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "axk2": "adaptive norms (an MLP inside each block's norms) and a gated query projection",
     "bailing_hybrid": "linear attention with a full-rank per-channel forget gate beside MLA blocks with a "
                       "per-head output gate",
-    "kimi_k25": "its MoonViT vision tower and projector",
     "exaone4_5": "its vision tower and merger",
-    "minimax_m3_vl": "its vision tower and two-branch projector",
 }
 """Refused 2026 model_types with the mechanism the spec does not express (transformers 5.24)."""
 
 N17NEW_TEXT_ONLY: dict[str, str] = {
-    "kimi_k25": "deepseek_v3", "exaone4_5": "exaone4", "minimax_m3_vl": "minimax_m3_vl_text",
+    "exaone4_5": "exaone4",
     "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text", "lfm3_vl": "lfm3", "step3p7": "step3p5",
 }
 """Refused composites whose language model is supported as its own model_type."""

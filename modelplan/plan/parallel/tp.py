@@ -145,6 +145,37 @@ class TpSeconds(NamedTuple):
     embedding_s: float
     head_s: float
     """Output head and vocab-parallel cross-entropy."""
+    gathers_fwd_s: float = 0.0
+    """One block's forward AllGathers (f of attention and MLP under sequence parallelism): what a
+    per-op SAC recompute runs again (`regathered`)."""
+
+
+def forward_gather_calls(calls: RankCalls, tp: int, sp: bool, nbytes: int, runs: int,
+                         gather_bytes: int | None = None) -> None:
+    """The forward f AllGathers of one attention + MLP block under sequence parallelism (none
+    without it: f is the identity in forward; Korthikanti et al. 2022 fig. 5)."""
+    _, _, f_fwd, _ = region_ops(sp)
+    if f_fwd is None:
+        return
+    for sub in ("attention", "mlp"):
+        calls.add(f_fwd, TP, tp, nbytes if gather_bytes is None else gather_bytes, runs, SUBLAYER_REGIONS[sub][0])
+
+
+def plain_block(block: Block | None) -> bool:
+    """One attention + MLP block (or the model's default block): the two sub-layers whose forward
+    AllGathers `forward_gather_calls` lists."""
+    return block is None or (block.mixer.endswith("attention") and block.mlp and not block.cross and not block.moe)
+
+
+def regathers_inputs(recompute: str, ac_mode: str, attention: str, sp: bool, tp: int, block: Block | None) -> bool:
+    """Whether the recompute runs the block's forward AllGathers again: torchtitan per-op SAC saves
+    the outputs of `_c10d_functional.reduce_scatter_tensor` but not of `all_gather_into_tensor`
+    (parallelize_llama.py `_save_list`; activation_checkpoint.py `comm_ops`: "Communication ops
+    whose outputs should be saved to avoid re-communication"), so the recompute of wk / w3 and the
+    weight gradients of wq, wk, wv, w1, w3 gather the sequence-parallel input again. Eager attention
+    and MoE blocks fall back to the attention-core mode (`evaluator_blocks`)."""
+    return (recompute == "selective" and ac_mode == "op_sac" and attention != "eager" and sp and tp > 1
+            and plain_block(block))
 
 
 def tp_seconds(pricer: CommPricer, shape, tp: int, sp: bool, nbytes: int, tokens: int, loss_bytes: int,
@@ -169,6 +200,8 @@ def tp_seconds(pricer: CommPricer, shape, tp: int, sp: bool, nbytes: int, tokens
         priced(lambda c: block_of_runs(c, 2)),
         priced(lambda c: embedding_calls(c, tp, sp, nbytes, 1)),
         priced(lambda c: head_calls(c, tp, sp, nbytes, tokens, loss_bytes, 1)),
+        priced(lambda c: forward_gather_calls(c, tp, sp, nbytes, 1, gather_bytes))
+        if plain_block(block) and mlp_tp is None else 0.0,
     )
 
 
@@ -198,13 +231,16 @@ def overlapped_fraction(tp_s: float, gemm_s: float, tp: int) -> float:
 
 
 def tp_exposure(t: TpSeconds, full_recompute: bool | float, cost: CostModel, overlap_gemm_s: float | None = None,
-                tp: int = 1) -> TpExposure:
+                tp: int = 1, regathered: bool = False) -> TpExposure:
     """The overlap rule: forward and backward move the same volume (Shoeybi et al. 2019 f/g).
     `full_recompute`: True, or the share of blocks whose forward is recomputed (layer-level
     selective checkpointing). `overlap_gemm_s`: the block's GEMM seconds the collectives overlap
-    (TP comm overlap on, `overlapped_fraction`); None: `cost.tp_exposed_fraction`."""
+    (TP comm overlap on, `overlapped_fraction`); None: `cost.tp_exposed_fraction`. `regathered`:
+    the recompute re-runs the block's forward AllGathers (`t.gathers_fwd_s`; torchtitan per-op
+    SAC saves reduce-scatter outputs but not all-gather outputs)."""
     share = float(full_recompute)
-    with_recompute = t.block_s + share * (t.block_recompute_s - t.block_s)
+    with_recompute = (t.block_s + share * (t.block_recompute_s - t.block_s)
+                      + (t.gathers_fwd_s if regathered else 0.0))
     exposed = (cost.tp_exposed_fraction if overlap_gemm_s is None
                else overlapped_fraction(with_recompute, overlap_gemm_s, tp))
     hidden = (1 - exposed) * with_recompute
@@ -224,14 +260,18 @@ SP_CALLS_PER_BLOCK = 8
 
 
 def overlap_exposure(t: TpSeconds, full_recompute: bool | float, cost: CostModel, mode: str,
-                     shares: dict[str, float], linear_fwd_s: float, tp: int, sm_count: int) -> TpExposure:
+                     shares: dict[str, float], linear_fwd_s: float, tp: int, sm_count: int,
+                     regathered: dict[str, float] | None = None) -> TpExposure:
     """`tp_exposure` when the block's sequence-parallel collectives overlap the GEMMs beside them
     (`modelplan.comm.tp_overlap`, TE's pair names): forward AllGathers before QKV and FC1, the
     ReduceScatters after the projection and FC2; backward the output-gradient AllGathers before
     the projection's and FC2's dgrad, the input-gradient ReduceScatters beside QKV's and FC1's
     wgrad. Each linear's forward GEMM is its FLOP share of `linear_fwd_s`; dgrad and wgrad take as
     long. The recompute forward overlaps like the forward. The SM cost of pipelined and bulk
-    overlap is in the exposed seconds; the embedding's and head's calls are not overlapped."""
+    overlap is in the exposed seconds; the embedding's and head's calls are not overlapped.
+    `regathered`: per-op SAC's recompute re-runs the two forward AllGathers (`tp_exposure`), each
+    beside only the recomputed GEMMs that consume it (their shares of the linear forward time,
+    `count.checkpointing.op_sac_recomputed_shares`: "qkv", "fc1")."""
     from modelplan.comm.tp_overlap import TpPair, block_exposed_s
 
     c = t.block_s / SP_CALLS_PER_BLOCK
@@ -243,6 +283,11 @@ def overlap_exposure(t: TpSeconds, full_recompute: bool | float, cost: CostModel
     share = float(full_recompute)
     total = t.block_s + share * (t.block_recompute_s - t.block_s)
     rec = share * fwd
+    if regathered is not None and t.gathers_fwd_s > 0.0:
+        a = t.gathers_fwd_s / 2  # one AllGather before attention, one before the MLP
+        rec += block_exposed_s(mode, {"qkv_fprop": TpPair(regathered["qkv"] * linear_fwd_s, a),
+                                      "fc1_fprop": TpPair(regathered["fc1"] * linear_fwd_s, a)}, tp, sm_count)
+        total += t.gathers_fwd_s
     f = cost.tp_exposed_fraction
     return TpExposure(fwd_s=fwd, bwd_s=bwd, recompute_s=rec, hidden_s=max(0.0, total - fwd - bwd - rec),
                       embedding_s=f * t.embedding_s, head_s=f * t.head_s)
