@@ -159,15 +159,23 @@ def _gemma3(c: HFConfig) -> dict:
 
 def _mistral3(c: HFConfig) -> dict:
     """Mistral 3 (Mistral3ForConditionalGeneration): Mistral text model, Pixtral tower, projector
-    (RMSNorm, patch merger Linear(h m^2, h), linear_1, GELU, linear_2)."""
+    (RMSNorm, patch merger Linear(h m^2, h), linear_1, GELU, linear_2) as connector layers."""
     fields, _ = _composite(c, "mistral", _MISTRAL3_TEXT)
     if not isinstance(c.data.get("vision_feature_layer", -1), int):
         raise SpecError(f"{c.source}: vision_feature_layer: only a single layer index is supported")
     vision = c.sub("vision_config", _PIXTRAL)
-    fields["vision"] = _vision(
-        vision, True, projector_norm=True, patch_merge=c.integer("spatial_merge_size", 2),
-        projector_layers=2, projector_bias=c.flag("multimodal_projector_bias", False),
-    )
+    fields["vision"] = _vision(vision, True)
+    h, t, m2 = fields["vision"]["hidden"], fields["hidden"], c.integer("spatial_merge_size", 2) ** 2
+    bias = c.flag("multimodal_projector_bias", False)
+    linear = dict(kind="linear", merge=m2)
+    # Mistral3MultiModalProjector (transformers 5.24 modeling_mistral3.py): norm on every patch;
+    # Mistral3PatchMerger.merging_layer is built even at spatial_merge_size 1 (a Linear(h, h))
+    fields["vision"]["connector"] = [
+        dict(name="norm", kind="rmsnorm", in_features=h),
+        dict(name="merge", in_features=h * m2, out_features=h, bias=False, **linear),
+        dict(name="proj", in_features=h, out_features=t, bias=bias, **linear),
+        dict(name="proj2", in_features=t, out_features=t, bias=bias, **linear),
+    ]
     # Mistral3Config.tie_word_embeddings defaults to true in transformers 5 (it decides, not the
     # text_config's false)
     fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
