@@ -1,5 +1,5 @@
 """The causal-LM model_types of modelplan/specs/hf_n18causal.py: hyperclovax, kolibri1, flint,
-lara_mini, aria_text, emu3, apertus1p5_text. Totals and components equal sum(p.numel()) of
+lara_mini, aria_text, emu3, cohere_compass_text, apertus1p5_text. Totals and components equal sum(p.numel()) of
 transformers 5.24's own model built from each small config (meta device, tied tensors once) and
 from the config class defaults; `count` and `plan --gpus 8` run through the CLI; the refused types
 fail in one line naming their missing mechanism."""
@@ -23,6 +23,8 @@ _SMALL = {"num_hidden_layers": 5, "hidden_size": 128, "intermediate_size": 256, 
           "vocab_size": 512, "max_position_embeddings": 256, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
 _MOE = {"num_key_value_heads": 2, "head_dim": 32, "num_experts": 8, "num_experts_per_tok": 2,
         "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48, "sliding_window": 16}
+
+_ROPE = {"rope_type": "default", "rope_theta": 10000.0}
 
 CASES = {
     # Granite blocks + post_norm1 / post_norm2 (sandwich), GQA
@@ -49,6 +51,14 @@ CASES = {
     # Aria text: every block MoE (top-k softmax), two shared experts as one wide MLP
     "aria_text": {"model_type": "aria_text", "architectures": ["AriaTextForCausalLM"], **_SMALL,
                   "num_key_value_heads": 2, "moe_num_experts": 4, "moe_topk": 2, "moe_num_shared_experts": 2},
+    # Cohere Compass text: parallel block, tied, all full (its config class needs per-type rope_parameters)
+    "cohere_compass_text": {"model_type": "cohere_compass_text", "architectures": ["CohereCompassForCausalLM"],
+                            **_SMALL, "rope_parameters": {"full_attention": _ROPE}},
+    # GQA, untied, 4 sliding blocks then a NoPE full block
+    "cohere_compass_text-nope": {"model_type": "cohere_compass_text", "architectures": ["CohereCompassForCausalLM"],
+                                 **_SMALL, "num_key_value_heads": 2, "tie_word_embeddings": False, "sliding_window": 16,
+                                 "layer_types": ["sliding_attention"] * 4 + ["full_attention"],
+                                 "rope_parameters": {"sliding_attention": _ROPE, "full_attention": None}},
 }
 
 
@@ -121,6 +131,13 @@ def test_hyperclovax_multiplies_logits_and_defaults_the_attention_scale():
     assert spec.attention_scale == pytest.approx(48 ** -0.5) and spec.norm_placement != "sandwich"
 
 
+def test_cohere_compass_nope_full_blocks():
+    """A null rope_parameters entry for full_attention: those blocks run without RoPE
+    (CohereCompassTextModel passes them no position embeddings)."""
+    assert from_hf_config(CASES["cohere_compass_text-nope"]).nope_full_attention
+    assert not from_hf_config(CASES["cohere_compass_text"]).nope_full_attention
+
+
 def test_flint_moe_placement_by_hand():
     """Flint defaults: blocks 0, 1 dense (mlp_only_layers), the rest MoE; sinks on."""
     spec = from_hf_config(CASES["flint"])
@@ -128,7 +145,8 @@ def test_flint_moe_placement_by_hand():
     assert spec.attention_sinks and spec.moe.router == "sigmoid" and not spec.moe.router_score_correction
 
 
-@pytest.mark.parametrize("name", ["hyperclovax", "kolibri1", "flint", "lara_mini", "aria_text"])
+@pytest.mark.parametrize("name", ["hyperclovax", "kolibri1", "flint", "lara_mini", "aria_text",
+                                  "cohere_compass_text-nope"])
 def test_cli_count_and_plan_run(name, tmp_path):
     """`modelplan count` and `modelplan plan --gpus 8` accept the config.json."""
     path = tmp_path / "config.json"

@@ -2,7 +2,8 @@
 expresses: hyperclovax (Granite + peri-layer norms), kolibri1 (GLM-4 sandwich blocks with
 Kolibri's sigmoid experts), flint (Qwen3-MoE with attention sinks and an ungated shared expert),
 lara_mini (Qwen3.5 gated DeltaNet + Qwen3 attention, Flint's experts), aria_text (Aria's MoE
-language model), emu3 (its language model) and apertus1p5_text (Apertus with an extended
+language model), emu3 (its language model), cohere_compass_text (Cohere2's parallel block) and
+apertus1p5_text (Apertus with an extended
 vocabulary); and the refused causal-LM types with the mechanism each lacks. Each mapper states
 where its HF module differs from Llama."""
 
@@ -186,9 +187,26 @@ def _apertus1p5_text(c: HFConfig) -> dict:
     return DENSE_MAPPERS["apertus"](_with_defaults(c, {"vocab_size": 266752, "max_position_embeddings": 65536}))
 
 
+def _cohere_compass_text(c: HFConfig) -> dict:
+    """Cohere Compass text model (CohereCompassForCausalLM): Cohere2's parallel block (one bias-free
+    LayerNorm, attention and MLP summed), head_dim = hidden / heads, tied, logits x logit_scale
+    (null: 1); layer_types default all full, sliding blocks see sliding_window (4096); a layer type
+    whose rope_parameters entry is null runs without RoPE (no q/k norms: the spec's NoPE blocks)."""
+    heads = c.size("num_attention_heads")
+    types = _sliding(c, ["full_attention"] * c.size("num_hidden_layers"))
+    rope = c.data.get("rope_parameters")
+    nope = isinstance(rope, dict) and "full_attention" in rope and rope["full_attention"] is None
+    return llama(c, norm="layernorm", norm_bias=False, norm_eps=c.number("layer_norm_eps", 1e-5),
+                 parallel_block=True, tied_embeddings=c.flag("tie_word_embeddings", True),
+                 logit_scale=c.number("logit_scale", 1.0, positive=True), head_dim=c.size("hidden_size") // heads,
+                 kv_heads=c.integer("num_key_value_heads", None) or heads,
+                 nope_full_attention=nope and "sliding_attention" in (types["layer_types"] or []), **types)
+
+
 N18CAUSAL_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "hyperclovax": _hyperclovax, "kolibri1": _kolibri1, "flint": _flint, "lara_mini": _lara_mini,
     "aria_text": _aria_text, "emu3": _emu3, "apertus1p5_text": _apertus1p5_text,
+    "cohere_compass_text": _cohere_compass_text,
 }
 
 
