@@ -173,7 +173,8 @@ def test_unmodelled_options_refused_in_one_line(data, field, tmp_path):
     assert len(lines) == 1 and f": {field}:" in lines[0], result.output
 
 
-@pytest.mark.parametrize("model_type", ["beam", "dory", "hrm_text", "blt"])
+@pytest.mark.parametrize("model_type", ["beam", "dory", "hrm_text", "blt", "moshi",
+                                        "moss_transcribe_diarize"])
 def test_refused_types_name_the_mechanism(model_type, tmp_path):
     """Each refused type fails in one line with its missing mechanism (UNMODELLED)."""
     path = tmp_path / "config.json"
