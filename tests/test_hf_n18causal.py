@@ -198,3 +198,15 @@ def test_refused_types_name_the_mechanism(model_type, tmp_path):
     assert result.exit_code != 0
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and UNMODELLED[model_type] in lines[0], result.output
+
+
+@pytest.mark.parametrize("name", ["hyperclovax", "kolibri1", "flint", "lara_mini", "cohere_compass_text-nope"])
+def test_cli_verify_passes(name, tmp_path):
+    """`modelplan verify`: the sharded numpy step equals the single-device reference and the
+    ledger equals the communication list for the mapped block kinds (sinks, sandwich norms,
+    gated DeltaNet beside sliding attention, ungated shared experts)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(CASES[name]))
+    result = runner.invoke(app, ["verify", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "all checks passed" in result.output
