@@ -60,7 +60,8 @@ def _kolibri1(c: HFConfig) -> dict:
     sandwich blocks (input, post_self_attn, post_attention, post_mlp norms), four sliding (513)
     blocks per full one, and every block MoE: a bias-free router whose top-k is picked on logits +
     a correction-bias buffer, weights sigmoid(logit) (renormalised with norm_topk_prob), beside one
-    ungated shared SwiGLU of shared_expert_intermediate_size. Its full blocks skip RoPE but keep
+    ungated shared SwiGLU of shared_expert_intermediate_size (selection on logits, not on sigmoid
+    scores as DeepSeek-V3's: no count or cost changes). Its full blocks skip RoPE but keep
     their q/k norms, which the spec's NoPE blocks do not: priced with rotary (no count changes)."""
     c = _with_defaults(c, _KOLIBRI1)
     layers = c.size("num_hidden_layers")
