@@ -171,8 +171,8 @@ def test_sequence_classification_head_replaces_lm_head():
 
 def test_unknown_model_type_lists_supported():
     """An unknown model_type is a one-line SpecError that lists the supported ones."""
-    with pytest.raises(SpecError, match=r"model_type: unsupported 'reformer' \(supported: afmoe, apertus, arcee, .*\bbert, .*\bbloom,") as exc:
-        from_hf_config({"model_type": "reformer"}, "config.json")
+    with pytest.raises(SpecError, match=r"model_type: unsupported 'no_such_model' \(supported: afmoe, apertus, .*, llama, ") as exc:
+        from_hf_config({"model_type": "no_such_model"}, "config.json")
     assert "\n" not in str(exc.value)
 
 
@@ -359,6 +359,8 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"lfm3", "laguna", "diffllama", "mimo_v2_flash", "jetmoe", "doge", "step3p5", "gemma4_text",
                "gemma4_unified_text"}  # tests/test_hf_n18attn.py
     tested |= {data["model_type"] for data in N18VLM_CASES}  # tests/test_hf_n18vlm.py
+    tested |= {"hyperclovax", "kolibri1", "flint", "lara_mini", "aria_text", "emu3", "cohere_compass_text",
+               "apertus1p5_text"}  # tests/test_hf_n18causal.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

@@ -36,6 +36,7 @@ from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
 from modelplan.specs.hf_n17new import N17NEW_MLA_MAPPERS, N17NEW_TEXT_ONLY, N17NEW_UNMODELLED
 from modelplan.specs.hf_n17new_more import N17NEW_MORE_MAPPERS
 from modelplan.specs.hf_n18attn import N18ATTN_MAPPERS
+from modelplan.specs.hf_n18causal import N18CAUSAL_MAPPERS, N18CAUSAL_UNMODELLED
 from modelplan.specs.hf_other import OTHER_MAPPERS
 from modelplan.specs.hf_vision import VISION_MAPPERS, VISION_TEXT_MAPPERS
 from modelplan.specs.hf_zamba import ZAMBA_MAPPERS
@@ -60,8 +61,8 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **ROBERTA_MAPPERS, **DEEPSEEK_LIKE_MAPPERS, **CLASSIC_MAPPERS, **N17NEW_MLA_MAPPERS, **N17NEW_MORE_MAPPERS,
     **N18SMALL_MAPPERS,
     **N18ENCDEC_MAPPERS,
-
     **N18ATTN_MAPPERS,
+    **N18CAUSAL_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
@@ -74,6 +75,7 @@ UNMODELLED: dict[str, str] = {
     **N17NEW_UNMODELLED,
     **N18ENCDEC_UNMODELLED,
     **N18VLM_UNMODELLED,
+    **N18CAUSAL_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
