@@ -39,6 +39,7 @@ from modelplan.cli.options import (
     implied_recompute,
     recompute_settings,
 )
+from modelplan.cli.dispatcher_option import MoeDispatcherOpt, dispatcher_settings
 from modelplan.cli.etp_option import EtpOpt, check_etp, parse_etp
 from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.cli.layout_options import (CompileLossOpt, FirstStageOpt, FusedNormOpt, LastStageOpt, ReshardOpt,
@@ -142,6 +143,7 @@ def plan_cmd(
     micro_batch: MicroOpt = None,
     ep: EpOpt = None,
     etp: EtpOpt = None,
+    moe_dispatcher: MoeDispatcherOpt = None,
     cp: CpOpt = None,
     max_tp: Annotated[Optional[int], typer.Option("--max-tp", min=1, max=MAX_RANKS, help="Largest tensor-parallel size to consider.", show_default=False)] = None,
     recompute: RecomputeListOpt = None,
@@ -210,6 +212,7 @@ def plan_cmd(
                               tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
                               cp_comm_type=cp_comm_type, finetune=ft, fp8_param_gather=fp8_param_gather,
                               master_weights=master_weights, **kernel_settings(fused_norm, compile_loss),
+                              **dispatcher_settings(moe_dispatcher, spec),
                               **({} if grad_dtype is None else {"grad_dtype": grad_dtype})))
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     etps = parse_etp(etp)
