@@ -318,6 +318,19 @@ def _training(spec, batch, seq, precision, optimizer, attention="flash", engine:
         raise SpecError(format_validation_error(exc, "training")) from None
 
 
+def _check_finite(path: Path, est) -> None:
+    """A document whose sizes or rates overflow the step time (inf or NaN seconds) is bad input."""
+    import math
+
+    from modelplan.errors import SpecError
+
+    bad = {key: value for key, value in {"step": est.step.step_time_s, **est.step.terms()}.items()
+           if not math.isfinite(value)}
+    if bad:
+        key, value = next(iter(bad.items()))
+        raise SpecError(f"{path}: the document's sizes and rates give a {key} time of {value} s (not finite)")
+
+
 def _explain(path: Path, model, gpus, cluster, headroom, allow_tp, output, json_out, svg=None) -> None:
     """Evaluate one plan document; exit 1 when it does not fit."""
     from modelplan.cli.plan_render import print_estimate
@@ -337,6 +350,7 @@ def _explain(path: Path, model, gpus, cluster, headroom, allow_tp, output, json_
         cl = load_cluster(DEFAULT_CLUSTER)
     est = estimate_plan(doc.model, doc.training, doc.plan, cl, doc.cost_model,
                         world_size=gpus, memory_headroom=headroom, allow_tp_across_nodes=allow_tp)
+    _check_finite(path, est)
     line = fit_explanation(est, cl.accelerator.memory_capacity_bytes / 1e9, headroom)
     if svg is not None:
         from modelplan.export.plan_picture import write_plan_svg

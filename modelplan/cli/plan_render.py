@@ -27,7 +27,7 @@ MEMORY_LABELS = ("weights", "gradients", "optimizer", "activations", "comm_buffe
 
 def bar(value: float, total: float, width: int = 24) -> str:
     """A horizontal bar of eighth-blocks, `width` characters for `total`."""
-    if total <= 0 or value <= 0:
+    if not total > 0 or not value > 0 or total == float("inf"):  # also NaN and inf: no bar
         return ""
     eighths = round(8 * width * min(value / total, 1.0))
     full, rest = divmod(eighths, 8)
