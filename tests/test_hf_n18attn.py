@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error, class_defaults
+from _hf_n17_checks import (assert_count_plan_verify, assert_one_line_error, assert_total_on_cpu, class_defaults,
+                            ours)
 from _hf_n18_cases import SMALL, CASES
 from _hf_reference import COMPONENTS, hf_model
 from modelplan.count.block_flops import block_forward_flops
@@ -40,19 +41,12 @@ def hf_components(data: dict) -> dict[str, int]:
     return out
 
 
-def ours(data: dict) -> dict[str, int]:
-    b = count_params(from_hf_config(data, "config.json")).breakdown
-    return {key: b.get(key, 0) for key in ("embedding", "layers", "final_norm", "head")}
-
-
 @pytest.mark.torch
 @pytest.mark.parametrize("name", list(CASES))
 def test_total_equals_transformers_on_cpu(name):
     """modelplan's total = sum(p.numel()) of the transformers 5.24 model built on CPU (tied
     tensors yielded once)."""
-    data = CASES[name]
-    model = hf_model(data, device="cpu")
-    assert count_params(from_hf_config(data, "config.json")).total == sum(p.numel() for p in model.parameters())
+    assert_total_on_cpu(CASES[name])
 
 
 @pytest.mark.torch
