@@ -1,5 +1,7 @@
-"""Checks the tests/test_hf_n17_*.py files share: a bad config is a one-line SpecError naming the
-field, and `count` / `plan --gpus 8` run while `verify` refuses the new features in one line."""
+"""Checks the tests/test_hf_n17_*.py and test_hf_n18*.py files share: a bad config is a one-line
+SpecError naming the field; `count` / `plan --gpus 8` run (and `verify` refuses the new features in
+one line); a refused config is one line naming why; the total on CPU and the components equal
+transformers'; each dense block's tp shards hold count's block parameters."""
 
 from __future__ import annotations
 
@@ -77,3 +79,23 @@ def assert_count_plan_verify(tmp_path, data: dict, *features: str) -> None:
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code != 0 and len(lines) == 1, result.output
     assert all(feature in lines[0] for feature in features), lines[0]
+
+
+def assert_dense_blocks_shard(spec, tp2=lambda block: True) -> None:
+    """plan/shard.py's per-rank elements of each dense block of `spec`: at tp 1 the whole block
+    (count's block_params); at tp 2 with sequence parallelism (every replicated tensor's gradient
+    then a partial sum) the two ranks hold it once plus the replicated part once more, for the
+    blocks `tp2(block)` accepts."""
+    from modelplan.count.blocks import block_of, block_params
+    from modelplan.plan.shard import _block
+
+    for index in range(spec.layers):
+        block = block_of(spec, index)
+        if block.moe:
+            continue
+        whole = sum(block_params(spec, block).values())
+        assert _block(spec, block, 1, False) == (whole, 0), index
+        if not tp2(block):
+            continue
+        local, replicated = _block(spec, block, 2, True)
+        assert 2 * local - replicated == whole, index
