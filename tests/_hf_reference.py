@@ -83,6 +83,17 @@ def hf_mtp_numel(data: dict) -> int:
     return sum(p.numel() for p in mtp.parameters() if id(p) not in own)
 
 
+def hf_total_and_part(data: dict, prefixes: tuple[str, ...]) -> tuple[int, int]:
+    """sum(p.numel()) of transformers' model of `data` (meta device), and of its parameters whose
+    dotted name holds one of `prefixes` (a composite's tower + projector)."""
+    total = part = 0
+    for name, p in hf_model(data).named_parameters():
+        total += p.numel()
+        if any(f".{x}" in f".{name}" for x in prefixes):
+            part += p.numel()
+    return total, part
+
+
 def hf_eager_composite(data: dict):
     """(config, model) of the HF composite of `data` on CPU in eval mode: eager attention on the
     composite, its text_config and vision_config; seed 0."""

@@ -13,7 +13,7 @@ import pytest
 
 from _hf_n17_checks import assert_count_plan, assert_count_refused, assert_one_line_error, class_defaults
 from _hf_n18vlm_cases import _COHERE2, _SIGLIP, N18VLM_CASES
-from _hf_reference import hf_eager_composite, hf_model
+from _hf_reference import hf_eager_composite, hf_total_and_part
 from _hf_vision_cases import TEXT, VISION_PARAM_PREFIXES, composite
 from modelplan.count.params import count_params
 from modelplan.count.vision import image_tokens, vision_forward_flops
@@ -29,12 +29,7 @@ PREFIXES = VISION_PARAM_PREFIXES + ("vision_encoder.", "vision_projection.", "im
 
 def hf_total_and_vision(data: dict) -> tuple[int, int]:
     """sum(p.numel()) of transformers' composite, and of its tower + projector parameters."""
-    total = vision = 0
-    for name, p in hf_model(data).named_parameters():
-        total += p.numel()
-        if any(f".{x}" in f".{name}" for x in PREFIXES):
-            vision += p.numel()
-    return total, vision
+    return hf_total_and_part(data, PREFIXES)
 
 
 def _mine(data: dict) -> tuple[int, int]:
