@@ -1,5 +1,7 @@
-"""Checks the tests/test_hf_n17_*.py files share: a bad config is a one-line SpecError naming the
-field, and `count` / `plan --gpus 8` run while `verify` refuses the new features in one line."""
+"""Checks the tests/test_hf_n17_*.py and test_hf_n18*.py files share: a bad config is a one-line
+SpecError naming the field; `count` / `plan --gpus 8` run (and `verify` refuses the new features in
+one line); a refused config is one line naming why; the total on CPU and the components equal
+transformers'; each dense block's tp shards hold count's block parameters."""
 
 from __future__ import annotations
 
@@ -31,9 +33,24 @@ def assert_one_line_error(data: dict, message: str) -> None:
     assert "\n" not in str(exc.value)
 
 
-def assert_count_plan_verify(tmp_path, data: dict, *features: str) -> None:
-    """count (its total = count_params') and plan --gpus 8 exit 0; verify exits non-zero with one
-    line naming every one of `features`."""
+def ours(data: dict) -> dict[str, int]:
+    """modelplan's embedding / layers / final_norm / head (compared with _hf_reference.hf_components)."""
+    b = count_params(from_hf_config(data, "config.json")).breakdown
+    return {key: b.get(key, 0) for key in ("embedding", "layers", "final_norm", "head")}
+
+
+def assert_total_on_cpu(data: dict) -> None:
+    """count_params' total = sum(p.numel()) of the transformers model really built on CPU (tied
+    tensors yielded once)."""
+    from _hf_reference import hf_model
+
+    model = hf_model(data, device="cpu")
+    assert count_params(from_hf_config(data, "config.json")).total == sum(p.numel() for p in model.parameters())
+
+
+def assert_count_plan(tmp_path, data: dict):
+    """count (its total = count_params') and plan --gpus 8 exit 0 on `data` written as config.json;
+    returns the path."""
     path = tmp_path / "config.json"
     path.write_text(json.dumps(data))
     result = runner.invoke(app, ["count", str(path), "--json"])
@@ -41,7 +58,44 @@ def assert_count_plan_verify(tmp_path, data: dict, *features: str) -> None:
     assert json.loads(result.stdout)["params"]["total"] == count_params(from_hf_config(data)).total
     result = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
     assert result.exit_code == 0, result.output
+    return path
+
+
+def assert_count_refused(tmp_path, data: dict, text: str) -> None:
+    """`modelplan count` on `data` exits non-zero with one line containing `text`."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    result = runner.invoke(app, ["count", str(path)])
+    assert result.exit_code != 0
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and text in lines[0], result.output
+
+
+def assert_count_plan_verify(tmp_path, data: dict, *features: str) -> None:
+    """count (its total = count_params') and plan --gpus 8 exit 0; verify exits non-zero with one
+    line naming every one of `features`."""
+    path = assert_count_plan(tmp_path, data)
     result = runner.invoke(app, ["verify", str(path)])
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code != 0 and len(lines) == 1, result.output
     assert all(feature in lines[0] for feature in features), lines[0]
+
+
+def assert_dense_blocks_shard(spec, tp2=lambda block: True) -> None:
+    """plan/shard.py's per-rank elements of each dense block of `spec`: at tp 1 the whole block
+    (count's block_params); at tp 2 with sequence parallelism (every replicated tensor's gradient
+    then a partial sum) the two ranks hold it once plus the replicated part once more, for the
+    blocks `tp2(block)` accepts."""
+    from modelplan.count.blocks import block_of, block_params
+    from modelplan.plan.shard import _block
+
+    for index in range(spec.layers):
+        block = block_of(spec, index)
+        if block.moe:
+            continue
+        whole = sum(block_params(spec, block).values())
+        assert _block(spec, block, 1, False) == (whole, 0), index
+        if not tp2(block):
+            continue
+        local, replicated = _block(spec, block, 2, True)
+        assert 2 * local - replicated == whole, index

@@ -83,6 +83,29 @@ def hf_mtp_numel(data: dict) -> int:
     return sum(p.numel() for p in mtp.parameters() if id(p) not in own)
 
 
+def hf_total_and_part(data: dict, prefixes: tuple[str, ...]) -> tuple[int, int]:
+    """sum(p.numel()) of transformers' model of `data` (meta device), and of its parameters whose
+    dotted name holds one of `prefixes` (a composite's tower + projector)."""
+    total = part = 0
+    for name, p in hf_model(data).named_parameters():
+        total += p.numel()
+        if any(f".{x}" in f".{name}" for x in prefixes):
+            part += p.numel()
+    return total, part
+
+
+def hf_eager_composite(data: dict):
+    """(config, model) of the HF composite of `data` on CPU in eval mode: eager attention on the
+    composite, its text_config and vision_config; seed 0."""
+    import torch
+
+    cfg = hf_config(data)
+    for sub in (cfg, cfg.text_config, cfg.vision_config):
+        sub._attn_implementation = "eager"
+    torch.manual_seed(0)
+    return cfg, hf_class(data)._from_config(cfg).eval()
+
+
 def hf_training_flops(data: dict, batch: int, seq: int, decoder_seq: int | None = None) -> int:
     """FLOPs FlopCounterMode counts for one forward + backward (loss on the model's own head)
     of the HF model of `data` on CPU, eager attention and eager experts, seed 0; the rotary

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from _hf_hybrid_cases import HYBRID_FIXTURES, HYBRID_VARIANTS
+from _hf_n17_checks import assert_dense_blocks_shard
 from _hf_reference import config, hf_components
 from modelplan.cli import app
 from modelplan.count.blocks import Block
@@ -162,18 +163,7 @@ def test_tp_shards_hold_the_counted_mixer_parameters(index):
     """plan/shard.py's per-rank elements of a block: at tp 1 the whole block (count's
     block_params); at tp 2 with sequence parallelism (every replicated tensor's gradient then a
     partial sum) the two ranks hold it once plus the replicated part once more."""
-    from modelplan.count.blocks import block_of, block_params
-    from modelplan.plan.shard import _block
-
-    spec = from_hf_config(HYBRID_VARIANTS[index])
-    for i in range(spec.layers):
-        block = block_of(spec, i)
-        if block.moe:
-            continue
-        whole = sum(block_params(spec, block).values())
-        assert _block(spec, block, 1, False) == (whole, 0)
-        local, replicated = _block(spec, block, 2, True)
-        assert 2 * local - replicated == whole
+    assert_dense_blocks_shard(from_hf_config(HYBRID_VARIANTS[index]))
 
 
 def test_tensor_parallel_splits_the_deltanet_gemms():

@@ -11,7 +11,7 @@ import copy
 import pytest
 
 from _hf_n18vlm_cases import _PIXTRAL
-from _hf_reference import config, hf_class, hf_config, hf_numel
+from _hf_reference import config, hf_eager_composite, hf_numel
 from _hf_vision_cases import _QWEN25, _QWEN3, TEXT, composite
 from modelplan.count.params import count_params
 from modelplan.count.vision import vision_forward_flops
@@ -83,11 +83,7 @@ def mistral3_image_flops(data: dict, image: int) -> int:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    cfg = hf_config(data)
-    for sub in (cfg, cfg.text_config, cfg.vision_config):
-        sub._attn_implementation = "eager"
-    torch.manual_seed(0)
-    model = hf_class(data)._from_config(cfg).eval()
+    _, model = hf_eager_composite(data)
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
         model.model.get_image_features(pixel_values=torch.randn(1, 3, image, image),

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_one_line_error, class_defaults
-from _hf_reference import hf_model, hf_numel
+from _hf_n17_checks import assert_one_line_error, assert_total_on_cpu, class_defaults
+from _hf_reference import hf_numel
 from modelplan.count.params import count_params
 from modelplan.specs.hf import from_hf_config
 
@@ -29,8 +29,7 @@ CASES = [MISTRAL4, {**MISTRAL4, "first_k_dense_replace": 1, "n_shared_experts": 
 @pytest.mark.slow
 @pytest.mark.parametrize("data", CASES, ids=[f"{d['model_type']}-{i}" for i, d in enumerate(CASES)])
 def test_total_equals_transformers_on_cpu(data):
-    model = hf_model(data, device="cpu")
-    assert count_params(from_hf_config(data)).total == sum(p.numel() for p in model.parameters())
+    assert_total_on_cpu(data)
 
 
 @pytest.mark.torch

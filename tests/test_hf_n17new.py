@@ -11,8 +11,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from _hf_n17_checks import class_defaults
-from _hf_reference import hf_components, hf_model
+from _hf_n17_checks import assert_count_plan, assert_count_refused, assert_total_on_cpu, class_defaults, ours
+from _hf_reference import hf_components
 from modelplan.cli import app
 from modelplan.count.params import count_params
 from modelplan.specs.hf import UNMODELLED, from_hf_config
@@ -75,19 +75,12 @@ CASES = {
 }
 
 
-def ours(data: dict) -> dict[str, int]:
-    b = count_params(from_hf_config(data, "config.json")).breakdown
-    return {key: b.get(key, 0) for key in ("embedding", "layers", "final_norm", "head")}
-
-
 @pytest.mark.torch
 @pytest.mark.parametrize("name", list(CASES))
 def test_total_equals_transformers_on_cpu(name):
     """modelplan's total = sum(p.numel()) of the transformers 5.24 model built on CPU (tied
     tensors yielded once)."""
-    data = CASES[name]
-    model = hf_model(data, device="cpu")
-    assert count_params(from_hf_config(data, "config.json")).total == sum(p.numel() for p in model.parameters())
+    assert_total_on_cpu(CASES[name])
 
 
 @pytest.mark.torch
@@ -112,13 +105,7 @@ def test_class_defaults_equal_transformers(model_type):
 @pytest.mark.parametrize("name", list(CASES))
 def test_cli_count_and_plan_run(name, tmp_path):
     """`modelplan count` and `modelplan plan --gpus 8` accept the config.json."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(CASES[name]))
-    result = runner.invoke(app, ["count", str(path), "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["params"]["total"] == count_params(from_hf_config(CASES[name])).total
-    result = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
-    assert result.exit_code == 0, result.output
+    assert_count_plan(tmp_path, CASES[name])
 
 
 def test_hy_v3_moe_block_by_hand():
@@ -141,12 +128,7 @@ def test_hy_v3_moe_block_by_hand():
 ])
 def test_unmodelled_options_refused_in_one_line(data, field, tmp_path):
     """An option the spec cannot state exactly: one line naming the field, non-zero exit."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(data))
-    result = runner.invoke(app, ["count", str(path)])
-    assert result.exit_code != 0
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and f": {field}:" in lines[0], result.output
+    assert_count_refused(tmp_path, data, f": {field}:")
 
 
 @pytest.mark.parametrize("model_type", ["deepseek_v4", "mistral_large4", "qwen4_exp_text", "glm5_next",
@@ -155,12 +137,7 @@ def test_unmodelled_options_refused_in_one_line(data, field, tmp_path):
                                         "bailing_hybrid", "exaone4_5"])
 def test_refused_types_name_the_mechanism(model_type, tmp_path):
     """Each refused 2026 type fails in one line with its missing mechanism (UNMODELLED)."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": model_type}))
-    result = runner.invoke(app, ["count", str(path)])
-    assert result.exit_code != 0
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and UNMODELLED[model_type] in lines[0], result.output
+    assert_count_refused(tmp_path, {"model_type": model_type}, UNMODELLED[model_type])
 
 
 @pytest.mark.parametrize(("composite", "text"), [("exaone4_5", "exaone4")])

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error, class_defaults
+from _hf_n17_checks import (assert_count_plan_verify, assert_dense_blocks_shard, assert_one_line_error,
+                            assert_total_on_cpu, class_defaults, ours)
 from _hf_n18_cases import SMALL, CASES
 from _hf_reference import COMPONENTS, hf_model
 from modelplan.count.block_flops import block_forward_flops
@@ -19,7 +20,7 @@ from modelplan.count.blocks import block_of, block_params
 from modelplan.count.memory import kv_cache_bytes
 from modelplan.count.params import count_params
 from modelplan.plan.kernels import layer_kernels
-from modelplan.plan.shard import _block, unit_shards
+from modelplan.plan.shard import unit_shards
 from modelplan.specs.plan import Plan
 from modelplan.specs.attention_shape import for_mixer
 from modelplan.specs.hf import UNMODELLED, from_hf_config
@@ -40,19 +41,12 @@ def hf_components(data: dict) -> dict[str, int]:
     return out
 
 
-def ours(data: dict) -> dict[str, int]:
-    b = count_params(from_hf_config(data, "config.json")).breakdown
-    return {key: b.get(key, 0) for key in ("embedding", "layers", "final_norm", "head")}
-
-
 @pytest.mark.torch
 @pytest.mark.parametrize("name", list(CASES))
 def test_total_equals_transformers_on_cpu(name):
     """modelplan's total = sum(p.numel()) of the transformers 5.24 model built on CPU (tied
     tensors yielded once)."""
-    data = CASES[name]
-    model = hf_model(data, device="cpu")
-    assert count_params(from_hf_config(data, "config.json")).total == sum(p.numel() for p in model.parameters())
+    assert_total_on_cpu(CASES[name])
 
 
 @pytest.mark.torch
@@ -136,16 +130,7 @@ def test_tp_shards_hold_the_counted_parameters(name):
     with sequence parallelism the two ranks hold it once plus the replicated part once more (blocks
     with one kv head hold it whole on both ranks, not as a partial sum: left out at tp 2)."""
     spec = from_hf_config(CASES[name])
-    for index in range(spec.layers):
-        block = block_of(spec, index)
-        if block.moe:
-            continue
-        whole = sum(block_params(spec, block).values())
-        assert _block(spec, block, 1, False) == (whole, 0), index
-        if for_mixer(spec, block.mixer).num_kv_heads % 2:
-            continue
-        local, replicated = _block(spec, block, 2, True)
-        assert 2 * local - replicated == whole, index
+    assert_dense_blocks_shard(spec, tp2=lambda block: not for_mixer(spec, block.mixer).num_kv_heads % 2)
 
 
 @pytest.mark.parametrize("name", [*CASES, "gemma3n"])

@@ -11,8 +11,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from _hf_n17_checks import class_defaults
-from _hf_reference import hf_components, hf_model, hf_training_flop_counts, transformers_module
+from _hf_n17_checks import assert_count_plan, assert_count_refused, assert_total_on_cpu, class_defaults, ours
+from _hf_reference import hf_components, hf_training_flop_counts, transformers_module
 from modelplan.cli import app
 from modelplan.count.flops import count_flops
 from modelplan.count.params import count_params
@@ -64,11 +64,6 @@ CASES = {
 }
 
 
-def ours(data: dict) -> dict[str, int]:
-    b = count_params(from_hf_config(data, "config.json")).breakdown
-    return {key: b.get(key, 0) for key in ("embedding", "layers", "final_norm", "head")}
-
-
 @pytest.mark.torch
 @pytest.mark.parametrize("name", list(CASES))
 def test_components_equal_transformers(name):
@@ -79,8 +74,7 @@ def test_components_equal_transformers(name):
 @pytest.mark.torch
 def test_total_equals_transformers_on_cpu():
     """The total = sum(p.numel()) of the transformers model really built on CPU (kolibri1)."""
-    data = CASES["kolibri1"]
-    assert count_params(from_hf_config(data)).total == sum(p.numel() for p in hf_model(data, "cpu").parameters())
+    assert_total_on_cpu(CASES["kolibri1"])
 
 
 @pytest.mark.torch
@@ -164,13 +158,7 @@ def test_flint_moe_placement_by_hand():
                                   "cohere_compass_text-nope"])
 def test_cli_count_and_plan_run(name, tmp_path):
     """`modelplan count` and `modelplan plan --gpus 8` accept the config.json."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(CASES[name]))
-    result = runner.invoke(app, ["count", str(path), "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["params"]["total"] == count_params(from_hf_config(CASES[name])).total
-    result = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
-    assert result.exit_code == 0, result.output
+    assert_count_plan(tmp_path, CASES[name])
 
 
 @pytest.mark.parametrize(("data", "field"), [
@@ -180,24 +168,14 @@ def test_cli_count_and_plan_run(name, tmp_path):
 ])
 def test_unmodelled_options_refused_in_one_line(data, field, tmp_path):
     """An option the spec cannot state exactly: one line naming the field, non-zero exit."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(data))
-    result = runner.invoke(app, ["count", str(path)])
-    assert result.exit_code != 0
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and f": {field}:" in lines[0], result.output
+    assert_count_refused(tmp_path, data, f": {field}:")
 
 
 @pytest.mark.parametrize("model_type", ["beam", "dory", "hrm_text", "blt", "moshi",
                                         "moss_transcribe_diarize"])
 def test_refused_types_name_the_mechanism(model_type, tmp_path):
     """Each refused type fails in one line with its missing mechanism (UNMODELLED)."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": model_type}))
-    result = runner.invoke(app, ["count", str(path)])
-    assert result.exit_code != 0
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and UNMODELLED[model_type] in lines[0], result.output
+    assert_count_refused(tmp_path, {"model_type": model_type}, UNMODELLED[model_type])
 
 
 @pytest.mark.parametrize("name", ["hyperclovax", "kolibri1", "flint", "lara_mini", "cohere_compass_text-nope"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error, class_defaults
+from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error, assert_total_on_cpu, class_defaults
 from _hf_reference import hf_model, hf_numel, hf_training_flop_counts
 from modelplan.count.flops import count_flops
 from modelplan.count.memory import count_memory
@@ -109,8 +109,7 @@ CAUSAL_LM = {"electra": "ElectraForCausalLM", "roformer": "RoFormerForCausalLM",
 @pytest.mark.parametrize("data", CASES, ids=[f"{d['architectures'][0]}-{i}" for i, d in enumerate(CASES)])
 def test_total_equals_transformers_on_cpu(data):
     """Total parameters equal sum(p.numel()) of the transformers model built on CPU."""
-    model = hf_model(data, device="cpu")
-    assert count_params(from_hf_config(data)).total == sum(p.numel() for p in model.parameters())
+    assert_total_on_cpu(data)
 
 
 @pytest.mark.torch

@@ -9,21 +9,16 @@ projector; `count` / `plan --gpus 8` run; bad fields are one-line errors naming 
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from typer.testing import CliRunner
 
-from _hf_n17_checks import assert_one_line_error, class_defaults
+from _hf_n17_checks import assert_count_plan, assert_count_refused, assert_one_line_error, class_defaults
 from _hf_n18vlm_cases import _COHERE2, _SIGLIP, N18VLM_CASES
-from _hf_reference import hf_class, hf_config, hf_model
+from _hf_reference import hf_eager_composite, hf_total_and_part
 from _hf_vision_cases import TEXT, VISION_PARAM_PREFIXES, composite
-from modelplan.cli import app
 from modelplan.count.params import count_params
 from modelplan.count.vision import image_tokens, vision_forward_flops
 from modelplan.specs.hf import from_hf_config
 
-runner = CliRunner()
 IDS = [f"{d['model_type']}-{i}" for i, d in enumerate(N18VLM_CASES)]
 PREFIXES = VISION_PARAM_PREFIXES + ("vision_encoder.", "vision_projection.", "image_tower.", "video_tower.",
                                     "aligner.", "projector.", "qformer.", "query_tokens", "language_projection.",
@@ -34,12 +29,7 @@ PREFIXES = VISION_PARAM_PREFIXES + ("vision_encoder.", "vision_projection.", "im
 
 def hf_total_and_vision(data: dict) -> tuple[int, int]:
     """sum(p.numel()) of transformers' composite, and of its tower + projector parameters."""
-    total = vision = 0
-    for name, p in hf_model(data).named_parameters():
-        total += p.numel()
-        if any(f".{x}" in f".{name}" for x in PREFIXES):
-            vision += p.numel()
-    return total, vision
+    return hf_total_and_part(data, PREFIXES)
 
 
 def _mine(data: dict) -> tuple[int, int]:
@@ -135,11 +125,7 @@ def hf_image_flops(data: dict, image: int) -> int:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    cfg = hf_config(data)
-    for sub in (cfg, cfg.text_config, cfg.vision_config):
-        sub._attn_implementation = "eager"
-    torch.manual_seed(0)
-    model = hf_class(data)._from_config(cfg).eval()
+    cfg, model = hf_eager_composite(data)
     counter = FlopCounterMode(display=False)
     v = cfg.vision_config
     with torch.no_grad(), counter:
@@ -170,13 +156,7 @@ def test_forward_flops_per_image_equal_flop_counter(data):
 @pytest.mark.parametrize("data", N18VLM_CASES[::2], ids=IDS[::2])
 def test_count_and_plan_run(data, tmp_path):
     """`modelplan count` and `modelplan plan --gpus 8` succeed on the config.json."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(data))
-    result = runner.invoke(app, ["count", str(path), "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["params"]["total"] == count_params(from_hf_config(data)).total
-    result = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
-    assert result.exit_code == 0, result.output
+    assert_count_plan(tmp_path, data)
 
 
 @pytest.mark.parametrize(("data", "message"), [
@@ -204,8 +184,4 @@ def test_bad_fields_are_one_line_errors(data, message):
                                                     ("idefics", "gated cross-attention"), ("fuyu", "vision_embed_tokens")])
 def test_refused_composites_name_the_mechanism(model_type, reason, tmp_path):
     """A refused vision-language type exits non-zero with a one-line reason naming what is missing."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": model_type}))
-    result = runner.invoke(app, ["count", str(path)])
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code != 0 and len(lines) == 1 and reason in lines[0], result.output
+    assert_count_refused(tmp_path, {"model_type": model_type}, reason)

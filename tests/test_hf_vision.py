@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_reference import config, hf_class, hf_config, hf_model
+from _hf_reference import config, hf_eager_composite, hf_total_and_part
 from _hf_vision_cases import TEXT, VISION_FIXTURES, VISION_PARAM_PREFIXES, VISION_VARIANTS, composite
 from modelplan.count.params import count_params
 from modelplan.count.vision import vision_forward_flops
@@ -25,12 +25,7 @@ def _counts(data: dict):
 
 def hf_total_and_vision(data: dict) -> tuple[int, int]:
     """sum(p.numel()) of transformers' composite, and of its tower + projector parameters."""
-    total = vision = 0
-    for name, p in hf_model(data).named_parameters():
-        total += p.numel()
-        if any(f".{x}" in f".{name}" for x in VISION_PARAM_PREFIXES):
-            vision += p.numel()
-    return total, vision
+    return hf_total_and_part(data, VISION_PARAM_PREFIXES)
 
 
 def _mine(data: dict) -> tuple[int, int]:
@@ -77,11 +72,7 @@ def hf_image_flops(data: dict, image: int) -> int:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    cfg = hf_config(data)
-    for sub in (cfg, cfg.text_config, cfg.vision_config):
-        sub._attn_implementation = "eager"
-    torch.manual_seed(0)
-    model = hf_class(data)._from_config(cfg).eval()
+    cfg, model = hf_eager_composite(data)
     v, kind = cfg.vision_config, data["model_type"]
     counter = FlopCounterMode(display=False)
     with torch.no_grad():

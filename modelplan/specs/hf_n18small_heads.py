@@ -85,19 +85,31 @@ def _big_bird_head(fields: dict, c: HFConfig, apply_head: Callable, architecture
     return {**apply_head(fields, c, architecture(c)), "pooler": True}
 
 
+def _lm_bare_or_token_head(fields: dict, c: HFConfig, lm_suffix: str, bare_name: str) -> tuple[str, dict, dict | None]:
+    """The heads XLM and XLNet share: the LM head (architectures ending `lm_suffix`, also none)
+    keeps `fields`, the bare `bare_name` drops the head, token classification / simple QA are one
+    per-token Linear(h, num_labels); returns (the architecture, the head-less fields, the mapped
+    fields, or None for the caller's other heads)."""
+    name = _arch(c)
+    if name is None or name.endswith(lm_suffix):
+        return name, fields, fields
+    bare = {**fields, "lm_head": False, "lm_head_bias": False, "tied_embeddings": False}
+    if name == bare_name:
+        return name, bare, bare
+    labels = c.num_labels()
+    if name.endswith(("ForTokenClassification", "ForQuestionAnsweringSimple")):
+        return name, bare, {**bare, "classifier": {"num_labels": labels, "per_token": True}}
+    return name, bare, None
+
+
 def _xlm_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
     """XLMWithLMHeadModel (also without `architectures`), the bare XLMModel, and the heads that are
     one Linear(h, num_labels): XLMForSequenceClassification's sequence_summary (first token,
     summary_use_proj and summary_proj_to_labels), XLMForTokenClassification, XLMForQuestionAnsweringSimple."""
-    name = _arch(c)
-    if name is None or name.endswith("WithLMHeadModel"):
-        return fields
-    bare = {**fields, "lm_head": False, "lm_head_bias": False, "tied_embeddings": False}
-    if name == "XLMModel":
-        return bare
+    name, bare, done = _lm_bare_or_token_head(fields, c, "WithLMHeadModel", "XLMModel")
+    if done is not None:
+        return done
     labels = c.num_labels()
-    if name.endswith(("ForTokenClassification", "ForQuestionAnsweringSimple")):
-        return {**bare, "classifier": {"num_labels": labels, "per_token": True}}
     if (name.endswith("ForSequenceClassification") and c.flag("summary_use_proj", True)
             and c.flag("summary_proj_to_labels", True) and c.text("summary_type", "first") == "first"):
         return {**bare, "classifier": {"num_labels": labels}}
@@ -110,15 +122,10 @@ def _xlnet_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: C
     """XLNetLMHeadModel (also without `architectures`), the bare XLNetModel, and the heads built from
     XLNetSequenceSummary (summary_use_proj: Linear(h, h), a pooler on the last token) + logits_proj
     (sequence classification, multiple choice) or one per-token Linear (token classification, simple QA)."""
-    name = _arch(c)
-    if name is None or name.endswith("LMHeadModel"):
-        return fields
-    bare = {**fields, "lm_head": False, "lm_head_bias": False, "tied_embeddings": False}
-    if name == "XLNetModel":
-        return bare
+    name, bare, done = _lm_bare_or_token_head(fields, c, "LMHeadModel", "XLNetModel")
+    if done is not None:
+        return done
     labels = c.num_labels()
-    if name.endswith(("ForTokenClassification", "ForQuestionAnsweringSimple")):
-        return {**bare, "classifier": {"num_labels": labels, "per_token": True}}
     pooled = {"ForSequenceClassification": labels, "ForMultipleChoice": 1}
     for suffix, n in pooled.items():
         if name.endswith(suffix) and c.flag("summary_use_proj", True) and not c.flag("summary_proj_to_labels", False):

@@ -14,7 +14,7 @@ from typing import Callable
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_n18ocr import OCR_MAPPERS
-from modelplan.specs.hf_n18vlm_base import Mapper, _single_layer, _siglip, _sub, _text, _tower
+from modelplan.specs.hf_n18vlm_base import Mapper, _mlp_connector, _single_layer, _siglip, _sub, _text, _tower
 from modelplan.specs.hf_n18vlm_more import MORE_MAPPERS
 from modelplan.specs.hf_vision import VISION_MAPPERS, _linear, _norm
 
@@ -135,11 +135,7 @@ def _deepseek_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     biased; tied by default."""
     fields, _ = _text(c, text_mappers, "llama")
     tower, _ = _tower(c, "siglip_vision_model")
-    t = fields["hidden"]
-    tower["connector"] = [_linear("linear1", tower["hidden"], t, True), _linear("linear2", t, t, True)]
-    fields["vision"] = tower
-    fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
-    return fields
+    return _mlp_connector(c, fields, tower, ("linear1", "linear2"), True)
 
 
 _IDEFICS2_VISION = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,

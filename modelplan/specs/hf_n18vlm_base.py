@@ -11,7 +11,7 @@ from typing import Callable
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_other import _vision as siglip_pixtral_vision
-from modelplan.specs.hf_vision import VISION_MAPPERS, _clip
+from modelplan.specs.hf_vision import VISION_MAPPERS, _clip, _linear
 
 Mapper = Callable[[HFConfig], dict]
 
@@ -126,3 +126,14 @@ def _single_layer(c: HFConfig, key: str, default: int) -> None:
     if isinstance(c.data.get(key, default), list):
         raise SpecError(f"{c.source}: {key}: only a single layer index is supported")
     c.integer(key, default)
+
+
+def _mlp_connector(c: HFConfig, fields: dict, tower: dict, names: tuple[str, str], tied: bool) -> dict:
+    """`fields` with `tower` as its vision part, connected by Linear(vision, text) + GELU +
+    Linear(text, text), both biased, named `names` (DeepseekVLAligner, VideoLlama3Projector);
+    tie_word_embeddings defaults to `tied`."""
+    t = fields["hidden"]
+    tower["connector"] = [_linear(names[0], tower["hidden"], t, True), _linear(names[1], t, t, True)]
+    fields["vision"] = tower
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", tied)
+    return fields

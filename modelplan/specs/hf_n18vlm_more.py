@@ -7,7 +7,7 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_n18vlm_base import Mapper, _siglip, _sub, _text
+from modelplan.specs.hf_n18vlm_base import Mapper, _mlp_connector, _siglip, _sub, _text
 from modelplan.specs.hf_vision import DEFAULT_IMAGE_SIZE, _linear, _norm
 
 
@@ -25,11 +25,7 @@ def _video_llama_3(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     _, v = _sub(c, "vision_config", "video_llama_3_vision")
     data = {**_VIDEO_LLAMA3_VISION, "image_size": DEFAULT_IMAGE_SIZE, **v.data, "vision_use_head": False}
     tower = {**_siglip(HFConfig(data, v.source, v.path)), "position": "rotary"}
-    t = fields["hidden"]
-    tower["connector"] = [_linear("readout/0", tower["hidden"], t, True), _linear("readout/2", t, t, True)]
-    fields["vision"] = tower
-    fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)
-    return fields
+    return _mlp_connector(c, fields, tower, ("readout/0", "readout/2"), False)
 
 
 _MOONVIT = {"patch_size": 14, "pos_emb_height": 64, "pos_emb_width": 64, "num_attention_heads": 16,
