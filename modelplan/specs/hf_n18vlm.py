@@ -16,6 +16,7 @@ from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_n18ocr import OCR_MAPPERS
 from modelplan.specs.hf_n18vlm_base import Mapper, _mlp_connector, _single_layer, _siglip, _sub, _text, _tower
 from modelplan.specs.hf_n18vlm_more import MORE_MAPPERS
+from modelplan.specs.hf_n18mllama import N18MLLAMA_MAPPERS
 from modelplan.specs.hf_vision import VISION_MAPPERS, _linear, _norm
 
 
@@ -188,13 +189,11 @@ def _idefics2(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
 COMPOSITE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "paligemma": _paligemma, "shieldgemma2": _shieldgemma2, "aya_vision": _aya_vision,
     "cohere2_vision": _cohere2_vision, "lfm2_vl": _lfm2_vl, "video_llava": _video_llava, "deepseek_vl": _deepseek_vl,
-    "idefics2": _idefics2, **OCR_MAPPERS, **MORE_MAPPERS,
+    "idefics2": _idefics2, **OCR_MAPPERS, **MORE_MAPPERS, **N18MLLAMA_MAPPERS,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
 
 N18VLM_UNMODELLED: dict[str, str] = {
-    "mllama": "cross-attention decoder blocks (cross_attention_layers: gated cross-attention with q/k norms "
-              "instead of self-attention) and its tiled tower (gated position / tile embeddings, a global encoder)",
     "idefics": "gated cross-attention blocks between the decoder blocks (gated_cross_attn_layers) and its perceiver",
     "fast_vlm": "its timm FastViTHD tower (convolutional RepMixer stages)",
     "perception_lm": "its timm Perception Encoder tower",
