@@ -1,11 +1,13 @@
 """HF config mapper of Llama 3.2 Vision (`mllama`, MllamaForConditionalGeneration, transformers 5.24
 models/mllama/modeling_mllama.py).
 
-The text model's self-attention blocks map onto Llama blocks; its gated cross-attention blocks
-(MllamaCrossAttentionDecoderLayer), the 8 extra embedding rows, the tiled tower's global encoder,
-gated position / tile embeddings and the projector are `VisionSpec.connector` parameter groups.
-The parameter total is exact; the cross-attention blocks' FLOPs are priced as connector layers
-(on the image rows), not per text token: an approximation, noted here.
+Every text block maps onto a Llama block: a gated cross-attention block
+(MllamaCrossAttentionDecoderLayer) has a Llama block's q / k / v / o, norms and MLP, plus q_norm /
+k_norm and two scalar gates, which (with the 8 extra embedding rows, the tiled tower's global
+encoder, gated position / tile embeddings and the projector) are `VisionSpec.connector`
+parameter groups. The parameter total is exact. FLOPs approximation: a cross-attention block is
+priced as a causal self-attention block over the text tokens (its k / v really run over the image
+states and its scores over text x image positions).
 """
 
 from __future__ import annotations
@@ -40,17 +42,12 @@ def _sub(c: HFConfig, key: str, defaults: dict) -> HFConfig:
     return HFConfig(data, c.source, f"{c.path}{key}.")
 
 
-def _cross_blocks(t: HFConfig, n: int) -> list[dict]:
-    """n MllamaCrossAttentionDecoderLayer: bias-free q / k / v / o (k / v over the vision states,
-    already at text width), q_norm / k_norm RMSNorm(head_dim), input / post-attention RMSNorms,
-    the scalar cross_attn_attn_gate / cross_attn_mlp_gate and a bias-free SwiGLU MLP."""
-    h, heads = t.size("hidden_size"), t.size("num_attention_heads")
-    kv, ffn = t.size("num_key_value_heads"), t.size("intermediate_size")
-    d = h // heads
-    return [_linear("cross/q_proj", h, heads * d, False, copies=n), _linear("cross/kv_proj", h, kv * d, False, copies=2 * n),
-            _linear("cross/o_proj", heads * d, h, False, copies=n), _norm("cross/qk_norm", d, "rmsnorm", copies=2 * n),
-            _norm("cross/norms", h, "rmsnorm", copies=2 * n), _vec("cross/gates", 1, 2 * n),
-            _linear("cross/gate_up", h, ffn, False, copies=2 * n), _linear("cross/down", ffn, h, False, copies=n)]
+def _cross_extras(t: HFConfig, n: int) -> list[dict]:
+    """What n MllamaCrossAttentionDecoderLayer hold beyond a Llama block (same bias-free q / k / v /
+    o, input / post-attention RMSNorms and SwiGLU MLP): q_norm / k_norm RMSNorm(head_dim) and the
+    scalar cross_attn_attn_gate / cross_attn_mlp_gate."""
+    d = t.size("hidden_size") // t.size("num_attention_heads")
+    return [_norm("cross/qk_norm", d, "rmsnorm", copies=2 * n), _vec("cross/gates", 1, 2 * n)]
 
 
 def _mllama(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
@@ -65,12 +62,10 @@ def _mllama(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     if not isinstance(cross, list) or not all(isinstance(i, int) and 0 <= i < layers for i in cross):
         raise SpecError(f"{c.source}: text_config.cross_attention_layers: expected indices below {layers}, got {cross!r}")
     n_cross = len(set(cross))
-    if n_cross >= layers:
-        raise SpecError(f"{c.source}: text_config.cross_attention_layers: every layer is cross-attention")
     keep = ("vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
             "rms_norm_eps", "max_position_embeddings", "rope_theta", "hidden_act")
     llama = {k: t.data[k] for k in keep if k in t.data}
-    fields = text_mappers["llama"](HFConfig({**llama, "model_type": "llama", "num_hidden_layers": layers - n_cross,
+    fields = text_mappers["llama"](HFConfig({**llama, "model_type": "llama", "num_hidden_layers": layers,
                                              "tie_word_embeddings": False}, t.source, t.path))
     th = fields["hidden"]
     h, ffn, heads = v.size("hidden_size"), v.size("intermediate_size"), v.size("attention_heads")
@@ -80,7 +75,7 @@ def _mllama(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
         raise SpecError(f"{c.source}: vision_config.supported_aspect_ratios: expected a list, got {ratios!r}")
     rows, g = len(ratios) + 1, v.integer("num_global_layers", 8)
     patches = (side // p) ** 2 + 1
-    connector = _cross_blocks(t, n_cross) + [_vec("embed_tokens/extra_rows", 8 * th)]
+    connector = _cross_extras(t, n_cross) + [_vec("embed_tokens/extra_rows", 8 * th)]
     if g:  # MllamaVisionEncoderLayer(is_gated=True): biased fc1 / fc2, bias-free attention, gate_attn / gate_ffn
         connector += [_linear("global/qkv", h, h, False, copies=3 * g), _linear("global/o_proj", h, h, False, copies=g),
                       _norm("global/norms", h, copies=2 * g), _linear("global/fc1", h, ffn, True, copies=g),
