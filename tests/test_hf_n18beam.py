@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_count_plan, assert_total_on_cpu, class_defaults
+from _hf_n17_checks import assert_count_plan, assert_dense_blocks_shard, assert_total_on_cpu, class_defaults
 from _hf_reference import hf_model
 from modelplan.count.params import count_params
 from modelplan.specs.hf import UNMODELLED, from_hf_config
@@ -58,3 +58,9 @@ def test_count_and_plan_run(tmp_path):
 def test_no_longer_refused():
     """beam is mapped, not in UNMODELLED."""
     assert "beam" not in UNMODELLED
+
+
+def test_dense_blocks_shard():
+    """plan/shard.py's per-rank elements of the dense blocks sum to count's block_params at tp 1
+    and tp 2 (gate_proj and gate_bias are colwise in BeamConfig.base_model_tp_plan)."""
+    assert_dense_blocks_shard(from_hf_config(CASES["beam-dense"], "config.json"))
