@@ -362,6 +362,7 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"hyperclovax", "kolibri1", "flint", "lara_mini", "aria_text", "emu3", "cohere_compass_text",
                "apertus1p5_text"}  # tests/test_hf_n18causal.py
     tested |= {"mllama"}  # tests/test_hf_n18mllama.py
+    tested |= {"beam"}  # tests/test_hf_n18beam.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

@@ -5,7 +5,8 @@
 
 - head gate (transformers 5.24 `Lfm3Attention.g_proj`, `LagunaAttention.g_proj`): a bias-free
   Linear(h, heads) (one gate a head, broadcast over head_dim) or Linear(h, heads * head_dim) (one a
-  channel) on the block input; o_proj reads attn * sigmoid(g) (LFM3) or attn * softplus(g) (Laguna).
+  channel) on the block input; o_proj reads attn * sigmoid(g) (LFM3) or attn * softplus(g) (Laguna);
+  Beam's gate_proj is per-channel with a learned (heads,) gate_bias (`head_gate_bias`) added to g.
 - differential attention (Ye et al. 2024, arXiv 2410.05258; `DiffLlamaAttention`): lambda_q1,
   lambda_k1, lambda_q2, lambda_k2, (head_dim,) each; the forward calls the attention kernel twice
   with the same Q and K, each time on half of V repeated to the kv heads, so the scores and the
@@ -33,6 +34,8 @@ def extra_attention_params(spec: "TransformerSpec") -> dict[str, int]:
     out = {}
     if spec.head_gate is not None:
         out["attention/head_gate"] = spec.hidden * gate_width(spec)  # g_proj: Linear(h, width, bias=False)
+        if spec.head_gate_bias:  # BeamAttention.gate_bias: nn.Parameter(zeros(num_attention_heads))
+            out["attention/head_gate"] += spec.heads
     if spec.differential_attention:
         out["attention/lambda"] = 4 * spec.dim_head  # lambda_q1, lambda_k1, lambda_q2, lambda_k2: (head_dim,)
     if spec.dynamic_mask:  # DogeAttention: A (kv,), dt_proj Linear(kv d, kv, bias=attention_bias)

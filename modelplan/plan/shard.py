@@ -135,6 +135,7 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
         numel += h * q + (q if spec.qkv_bias else 0)
     numel += heads if spec.attention_sinks else 0
     numel += h * gate_width(spec, heads)  # LFM3 / Laguna g_proj: column-parallel with the heads
+    numel += heads if spec.head_gate_bias else 0  # Beam gate_bias: colwise (BeamConfig.base_model_tp_plan)
     lambdas = 4 * d if spec.differential_attention else 0  # DiffLlama lambda vectors: replicated, partial grads
     if spec.dynamic_mask:  # Doge A and dt_proj (reads every kv head's values): replicated, partial grads
         kv_all = spec.num_kv_heads

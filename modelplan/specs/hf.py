@@ -36,6 +36,7 @@ from modelplan.specs.hf_moe_extra import MOE_EXTRA_MAPPERS
 from modelplan.specs.hf_n17new import N17NEW_MLA_MAPPERS, N17NEW_TEXT_ONLY, N17NEW_UNMODELLED
 from modelplan.specs.hf_n17new_more import N17NEW_MORE_MAPPERS
 from modelplan.specs.hf_n18attn import N18ATTN_MAPPERS
+from modelplan.specs.hf_n18beam import N18BEAM_MAPPERS
 from modelplan.specs.hf_n18causal import N18CAUSAL_MAPPERS, N18CAUSAL_UNMODELLED
 from modelplan.specs.hf_other import OTHER_MAPPERS
 from modelplan.specs.hf_vision import VISION_MAPPERS, VISION_TEXT_MAPPERS
@@ -63,6 +64,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **N18ENCDEC_MAPPERS,
     **N18ATTN_MAPPERS,
     **N18CAUSAL_MAPPERS,
+    **N18BEAM_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,

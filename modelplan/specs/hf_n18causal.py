@@ -212,8 +212,6 @@ N18CAUSAL_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 
 
 N18CAUSAL_UNMODELLED: dict[str, str] = {
-    "beam": "a per-head sigmoid gate with a learned per-head bias on the attention output (gate_proj, "
-            "gate_bias) and depth-scaled residual adds",
     "dory": "nGPT's unit-sphere blocks (learned per-channel sqk, s_gate, suv and lambda residual rates, a "
             "per-vocab logit scale) and looped recurrent blocks",
     "hrm_text": "two block stacks (H and L modules) reused over H_cycles x (L_cycles + 1) recurrent passes, "

@@ -137,6 +137,8 @@ class TransformerSpec(Spec):
     """A separate bias-free gate projection g_proj on the block input scaling the attention output
     before o_proj: head, Linear(h, heads), one value per head (LFM3 sigmoid, Laguna softplus);
     element, Linear(h, heads * head_dim), one per channel (Laguna gating 'per-element'). None: none."""
+    head_gate_bias: bool = False
+    """A learned (heads,) bias added to the head gate's logits, broadcast over head_dim (Beam gate_bias)."""
     v_head_dim: int | None = Field(None, gt=0)
     """Per-head value width when it differs from head_dim (MiMo-V2-Flash v_head_dim): v_proj
     Linear(h, kv_heads v_head_dim), o_proj Linear(heads v_head_dim, h). None: head_dim."""

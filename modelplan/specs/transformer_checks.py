@@ -35,6 +35,8 @@ def _check_attention(spec: "TransformerSpec") -> None:
                          "rotary blocks only there, and only weight-free ones (Llama 4's L2 norm) are modelled")
     if (spec.head_gate is not None or spec.differential_attention) and spec.mla is not None:
         raise ValueError("head_gate and differential_attention apply to q/k/v attention, not mla")
+    if spec.head_gate_bias and spec.head_gate is None:
+        raise ValueError("head_gate_bias needs a head_gate")
     if spec.v_head_dim is not None and spec.mla is not None:
         raise ValueError("v_head_dim does not apply to mla (set mla.v_head_dim)")
     check_shapes(spec)
