@@ -21,8 +21,9 @@ Commands run in this process through `modelplan.cli.app.run`, the function the c
 calls, with the click command built once. Inputs are scaled down (small models, at most 16 GPUs,
 verify on at most a few ranks, calibrate on the simulator with a tiny sweep) so the test stays
 under a few minutes on 2 cores. MPI is never started: `--backend mpi` with a valid --np is left
-to tests/test_mpi*.py. Each property runs twice, with a fixed seed (derandomized) and a random
-one; hypothesis prints the seed of a failing random run.
+to tests/test_mpi*.py. Each property runs with a fixed seed (derandomized), so a test run (and CI)
+gives the same verdict on the same tree; MODELPLAN_FUZZ_RANDOM=1 adds a run with a random seed
+(hypothesis prints the seed of a failing one) for hunting new crashes before a landing.
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ from modelplan.inputs import forget_stdin
 
 ROOT = Path(__file__).resolve().parent.parent
 HF_DIR = ROOT / "tests" / "data" / "hf"
-MODES = ("derandomized", "random")
+MODES = ("derandomized",) + (("random",) if os.environ.get("MODELPLAN_FUZZ_RANDOM") == "1" else ())
+"""A random seed only on request: two random-seed CI runs each met a different old crash, which made
+CI's verdict depend on the draw (both crashes are fixed, tests/test_cli_explain_finite.py and
+tests/test_hf_divisor.py)."""
 RUNNER = CliRunner()
 
 # ---------------------------------------------------------------- the harness
@@ -154,7 +158,7 @@ def fuzz(strategy, examples: int):
 
     def decorator(check):
         EXAMPLES[check.__name__] = examples
-        examples_here = max(1, round(examples * SCALE))
+        examples_here = max(1, round(examples * SCALE * 2 / len(MODES)))  # the same 2x examples per run
 
         @pytest.mark.parametrize("mode", MODES)
         def test(mode, command, workdir):
@@ -722,11 +726,12 @@ def test_readers(case, result):
 
 
 def test_examples_reach_the_floor():
-    """The fuzz tests above ask for at least 2,000 command lines per run (both modes together),
+    """The fuzz tests above ask for at least 2,000 command lines per run (twice each test's
+    examples: the fixed seed alone runs both shares, or with MODELPLAN_FUZZ_RANDOM=1 one each),
     and when they all ran in this session, they ran that many (printed by command and exit code
     with `pytest -s`)."""
     assert len(EXAMPLES) >= 13  # every command has its test
-    assert sum(EXAMPLES.values()) * len(MODES) >= 2000, EXAMPLES
+    assert sum(EXAMPLES.values()) * 2 >= 2000, EXAMPLES
     for (name, code), n in sorted(RAN.items()):
         print(f"fuzz: {name:<10} exit {code}: {n}")
     for reason, n in KNOWN_HITS.items():

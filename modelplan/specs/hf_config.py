@@ -73,6 +73,14 @@ class HFConfig:
         """A required integer under the first present key of `keys` (attribute_map aliases)."""
         return self.integer(keys[0], self.defaults.get(keys[0], _MISSING), *keys[1:])
 
+    def divisor(self, key: str, default: Any = _MISSING) -> int:
+        """An integer > 0 under `key` (a size another is divided by: a one-line error, not a
+        ZeroDivisionError, when it is 0 or negative)."""
+        value = self.integer(key, self.defaults.get(key, _MISSING) if default is _MISSING else default)
+        if value is None or value <= 0:
+            raise self._error(key, f"must be > 0, got {value!r}")
+        return value
+
     def number(self, key: str, default: Any = _MISSING, *aliases: str, nullable: bool = False,
                positive: bool = False) -> Any:
         """A finite number (> 0 with `positive`: it is divided by or raised to a negative power);

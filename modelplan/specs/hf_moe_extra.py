@@ -18,7 +18,7 @@ from modelplan.specs.hf_moe import MOE_MAPPERS, moe_placement
 def _head_dim(c: HFConfig) -> int:
     """head_dim, else hidden // heads (HF getattr(config, "head_dim", hidden // heads): GLM-4.5's
     96 heads of a 4096 width)."""
-    return c.integer("head_dim", c.size("hidden_size") // c.size("num_attention_heads"))
+    return c.integer("head_dim", c.size("hidden_size") // c.divisor("num_attention_heads"))
 
 
 def _sigmoid_experts(c: HFConfig, experts: int, top_k: int, first_dense: int, shared: int,

@@ -73,7 +73,7 @@ def _xmod(c: HFConfig) -> dict:
     hidden, languages = c.size("hidden_size"), c.texts("languages", ["en_XX"])
     if not languages:
         raise SpecError(f"{c.source}: languages: empty (X-MOD needs one adapter per language)")
-    adapter = dict(copies=len(languages), bottleneck=hidden // c.integer("adapter_reduction_factor", 2),
+    adapter = dict(copies=len(languages), bottleneck=hidden // c.divisor("adapter_reduction_factor", 2),
                    norm=c.flag("adapter_layer_norm", False))
     pre = c.flag("pre_norm", False)
     return {**_bert(c), "norm_placement": "pre" if pre else "post", "final_norm": pre, "extras": {"adapter": adapter}}
