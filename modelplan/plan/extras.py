@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.count.blocks import norm_params
 from modelplan.count.extras import block_extra_params, embedding_extra_params, position_table_params
 from modelplan.count.seq2seq import embedding_norms, position_params
 from modelplan.plan.kernel_types import Elementwise, Gemm
@@ -38,14 +39,10 @@ PRICED_EXTRAS: frozenset[str] = frozenset({
 """`specs.features` names this module prices (shards and kernels)."""
 
 
-def _norm(spec: "TransformerSpec", width: int) -> int:
-    return width * (2 if spec.norm_bias else 1) if spec.norm_affine else 0
-
-
 def block_shard(spec: "TransformerSpec", block: "Block", sp: bool) -> tuple[int, int]:
     """(local, partial-over-tp) elements of a block's extra parameters, all replicated; a block
     without its input norm holds one norm less."""
-    extra = sum(block_extra_params(spec, block).values()) - block.no_input_norm * _norm(spec, spec.hidden)
+    extra = sum(block_extra_params(spec, block).values()) - block.no_input_norm * norm_params(spec, spec.hidden)
     return extra, extra if sp else 0
 
 
@@ -55,7 +52,7 @@ def embedding_extra(spec: "TransformerSpec") -> int:
     frozen table, RoCBert's tables and map_inputs_layer."""
     h, w = spec.hidden, table_width(spec)
     position = position_table_params(spec) - position_params(spec)
-    norm = embedding_norms(spec) * (_norm(spec, w) - _norm(spec, h))
+    norm = embedding_norms(spec) * (norm_params(spec, w) - norm_params(spec, h))
     return position + spec.type_vocab * (w - h) + norm + sum(embedding_extra_params(spec).values())
 
 
@@ -72,7 +69,7 @@ def head_extra(spec: "TransformerSpec", vocab_local: int) -> tuple[int, int]:
         return 0, 0
     h, t = spec.hidden, transform_width(spec)
     bias = spec.extras is None or spec.extras.head_transform_bias
-    transform = h * t + (t if bias else 0) + _norm(spec, t) if spec.mlm_transform else 0
+    transform = h * t + (t if bias else 0) + norm_params(spec, t) if spec.mlm_transform else 0
     out = decoder_width(spec) * vocab_local if spec.lm_head and not head_tied(spec) else 0
     baseline = 0 if spec.tied_embeddings else h * vocab_local  # shard.py's head
     return transform, out - baseline
