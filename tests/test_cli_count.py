@@ -92,6 +92,19 @@ def test_presets_command_lists_models():
     assert "llama-3-8b" in result.stdout and "mixtral-8x7b" in result.stdout
 
 
+def test_presets_command_lists_hf_model_types():
+    """`modelplan presets` lists the HuggingFace model_types a config.json may name (llama and
+    gpt_neox are transformers' own spellings), as text and in --json."""
+    import json
+
+    result = run("presets")
+    assert result.exit_code == 0, result.output
+    line = next(l for l in result.stdout.splitlines() if l.startswith("HuggingFace config.json model_types: "))
+    assert {"llama", "gpt_neox", "t5"} <= set(line.split(": ", 1)[1].split(", "))
+    doc = json.loads(run("presets", "--json").stdout)
+    assert {"llama", "gpt_neox", "t5"} <= set(doc["hf_model_types"])
+
+
 def test_option_choices_match_training_spec():
     """The CLI's choice lists equal the TrainingSpec Literals they mirror."""
     assert get_args(options.Precision) == get_args(training.Precision)

@@ -185,13 +185,15 @@ def _print_document(doc: dict, depth: int) -> None:
 def presets_cmd(json_out: JsonOpt = False) -> None:
     """List the shipped model, accelerator and cluster presets."""
     from modelplan.presets import preset_names
+    from modelplan.specs.hf import model_types
 
     categories = ("models", "accelerators", "clusters")
     if json_out:
         import json
 
         typer.echo(json.dumps({"schema_version": 1, "kind": "modelplan.presets",
-                               **{c: preset_names(c) for c in categories}}, indent=2))
+                               **{c: preset_names(c) for c in categories}, "hf_model_types": model_types()}, indent=2))
         return
     for category in categories:
         typer.echo(f"{category}: {', '.join(preset_names(category)) or '-'}")
+    typer.echo(f"HuggingFace config.json model_types: {', '.join(model_types())}")

@@ -200,6 +200,25 @@ def rope_theta(c: HFConfig, model_type: str) -> float | None:
     return ROPE_THETA_DEFAULTS.get(model_type)
 
 
+def _listed() -> str:
+    """Where the modelled types are listed (the error does not print all of them)."""
+    return f"{len(MAPPERS)} model_types are modelled; `modelplan presets` lists them"
+
+
+def _did_you_mean(model_type: str) -> str:
+    """'; did you mean 'gpt_neox'?' where a modelled type differs from it only in case, '-', '_' or '.'."""
+    def key(name: str) -> str:
+        return name.lower().replace("-", "").replace("_", "").replace(".", "")
+
+    close = [t for t in sorted(MAPPERS) if key(t) == key(model_type)]
+    return f"; did you mean {' or '.join(repr(t) for t in close)}?" if close else ""
+
+
+def model_types() -> list[str]:
+    """Every HuggingFace model_type `from_hf_config` maps, sorted."""
+    return sorted(MAPPERS)
+
+
 def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     """A TransformerSpec from a parsed HuggingFace config.json; unknown model_type -> SpecError."""
     if not isinstance(data, dict):
@@ -208,14 +227,12 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     model_type = c.text("model_type", None)
     if model_type is None:
         raise SpecError(f"{source}: model_type: missing (a HuggingFace config.json names its "
-                        f"model_type, one of: {', '.join(sorted(MAPPERS))})")
+                        f"model_type; {_listed()})")
     mapper = MAPPERS.get(model_type)
     if mapper is None and model_type in UNMODELLED:
         raise _unmodelled(source, model_type)
     if mapper is None:
-        raise SpecError(
-            f"{source}: model_type: unsupported '{model_type}' (supported: {', '.join(sorted(MAPPERS))})"
-        )
+        raise SpecError(f"{source}: model_type: unsupported '{model_type}'{_did_you_mean(model_type)} ({_listed()})")
     _check_depth(c)
     head = N18SMALL_HEADS.get(model_type)  # types whose head classes apply_head would misread
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
