@@ -127,6 +127,20 @@ class HFConfig:
                               "a list of strings")
         return None if value is None else list(value)
 
+    def with_defaults(self, defaults: dict, fill_null: bool = False) -> "HFConfig":
+        """This config with its config class's `defaults` under every key it leaves out, and with
+        `fill_null` also under keys it sets to null (for classes whose __init__ maps None to the
+        default; elsewhere null means "off", e.g. DeepSeek's q_lora_rank)."""
+        present = {k: v for k, v in self.data.items() if not (fill_null and v is None)}
+        return HFConfig({**defaults, **present}, self.source, self.path, self.defaults)
+
+    def mlp_sparse_layers(self, default: list[str]) -> list[int]:
+        """The MoE blocks of mlp_layer_types ('dense' / 'sparse' per block; `default` when the
+        config has none), as HYV3Config, LagunaConfig and MiMoV2FlashConfig state them."""
+        kinds = self.texts("mlp_layer_types", None) or default
+        self.check_names("mlp_layer_types", kinds, ("dense", "sparse"), self.size("num_hidden_layers"))
+        return [i for i, kind in enumerate(kinds) if kind == "sparse"]
+
     def renamed(self, names: dict[str, str]) -> "HFConfig":
         """This config with keys renamed (old -> new) where the new key is absent: a family's
         own key names (EXAONE 3 num_layers) read by a shared mapper."""

@@ -11,12 +11,6 @@ from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_moe import MOE_MAPPERS
 
 
-def _with_defaults(c: HFConfig, defaults: dict) -> HFConfig:
-    """`c` with its config class's defaults under every key it leaves out (the DeepSeek mapper's
-    own defaults are DeepSeek-V3's)."""
-    return HFConfig({**defaults, **c.data}, c.source, c.path, c.defaults)
-
-
 _MISTRAL4 = {
     "n_routed_experts": 128, "num_experts_per_tok": 4, "n_shared_experts": 1, "moe_intermediate_size": 2048,
     "routed_scaling_factor": 1.0, "kv_lora_rank": 256, "q_lora_rank": 1024, "qk_rope_head_dim": 64,
@@ -34,7 +28,7 @@ def _mistral4(c: HFConfig) -> dict:
     scores over all experts, top-k, renormalised (norm_topk_prob), x routed_scaling_factor, no
     correction bias. With n_group > 1 it scores a group by the sum of its best two softmax scores,
     which the spec's groups (best expert without a correction bias) do not: refused."""
-    c = _with_defaults(c.renamed({"num_local_experts": "n_routed_experts"}), _MISTRAL4)
+    c = c.renamed({"num_local_experts": "n_routed_experts"}).with_defaults(_MISTRAL4)
     groups = c.integer("n_group", 1)
     if groups != 1:
         raise SpecError(f"{c.source}: n_group: {groups} groups are not modelled for mistral4 (its "

@@ -15,22 +15,13 @@ from modelplan.specs.hf_llama import compact_types, llama
 from modelplan.specs.hf_moe import moe_placement
 
 
-def _sparse_layers(c: HFConfig, default: list[str]) -> list[int]:
-    """Blocks whose mlp_layer_types entry is 'sparse' (`default` when the config has none)."""
-    layers = c.size("num_hidden_layers")
-    kinds = c.texts("mlp_layer_types", None) or default
-    if len(kinds) != layers or set(kinds) - {"dense", "sparse"}:
-        raise SpecError(f"{c.source}: {c.path}mlp_layer_types: expected {layers} entries of dense / sparse, got {kinds!r}")
-    return [i for i, kind in enumerate(kinds) if kind == "sparse"]
-
-
 def _hy_v3(c: HFConfig) -> dict:
     """Hunyuan 3 (HYV3ForCausalLM): Apertus attention (per-head q/k RMSNorms, head_dim 128), a dense
     SwiGLU on mlp_layer_types' dense blocks (default: block 0), elsewhere sigmoid-routed experts
     (HYV3TopKRouter: correction-bias buffer for selection, always renormalised, x
     router_scaling_factor) beside one shared SwiGLU of moe_intermediate_size x num_shared_experts."""
     layers = c.size("num_hidden_layers")
-    sparse = _sparse_layers(c, ["dense"] * min(layers, 1) + ["sparse"] * (layers - 1))
+    sparse = c.mlp_sparse_layers(["dense"] * min(layers, 1) + ["sparse"] * (layers - 1))
     moe = None
     if sparse:
         width, shared = c.size("moe_intermediate_size"), c.integer("num_shared_experts", 1) or 0
@@ -65,7 +56,7 @@ def _cohere2_moe(c: HFConfig) -> dict:
                      "layer_types": compact_types(types)}
     else:
         attention = pattern_types(c, c.integer("sliding_window_pattern", 4), 4096)
-    sparse = _sparse_layers(c, ["dense" if i < first else "sparse" for i in range(layers)])
+    sparse = c.mlp_sparse_layers(["dense" if i < first else "sparse" for i in range(layers)])
     shared = c.integer("num_shared_experts", 0) or 0
     if shared and c.text("shared_expert_combination_strategy", "average") != "sum":
         raise SpecError(f"{c.source}: shared_expert_combination_strategy: 'average' ((routed + shared) / 2) is not "
@@ -110,7 +101,7 @@ def _minimax_m3_text(c: HFConfig) -> dict:
         raise SpecError(f"{c.source}: swiglu_alpha / swiglu_limit: only gpt-oss's 1.702 / 7.0 are modelled")
     freq = c.ints("moe_layer_freq", None) if isinstance(c.data.get("moe_layer_freq"), list) else None
     default = ["sparse" if f else "dense" for f in freq] if freq is not None else ["sparse"] * layers
-    sparse = _sparse_layers(c, default)
+    sparse = c.mlp_sparse_layers(default)
     moe = None
     if sparse:
         moe = dict(num_experts=c.integer("num_local_experts", 128), top_k=c.integer("num_experts_per_tok", 4),

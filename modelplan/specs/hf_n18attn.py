@@ -55,14 +55,6 @@ def _laguna_gate(c: HFConfig) -> str:
     raise SpecError(f"{c.source}: {c.path}gating: expected true, 'per-head' or 'per-element', got {value!r}")
 
 
-def _sparse_layers(c: HFConfig, layers: int) -> list[int]:
-    """The MoE blocks of mlp_layer_types ('dense' / 'sparse'; default: block 0 dense, the rest
-    sparse), as LagunaConfig and MiMoV2FlashConfig state them."""
-    mlp_types = c.texts("mlp_layer_types", None) or ["dense"] + ["sparse"] * (layers - 1)
-    c.check_names("mlp_layer_types", mlp_types, ("dense", "sparse"), layers)
-    return [i for i, t in enumerate(mlp_types) if t == "sparse"]
-
-
 def _laguna(c: HFConfig) -> dict:
     """Laguna (LagunaForCausalLM, LagunaConfig defaults, poolside/laguna-XS.2): GQA with q/k
     RMSNorms over head_dim and g_proj (softplus gate), optional sliding blocks (layer_types), a
@@ -84,7 +76,7 @@ def _laguna(c: HFConfig) -> dict:
                             f"layer type ({ {k: sorted(v) for k, v in sorted(counts.items())} }) are not modelled")
         heads = next(iter(counts.get("full_attention") or counts[names[0]]))
         by_type = {name: {"heads": found.pop()} for name, found in counts.items() if heads not in found} or None
-    sparse = _sparse_layers(c, layers)
+    sparse = c.mlp_sparse_layers(["dense"] + ["sparse"] * (layers - 1))
     moe = None
     if sparse:
         moe = dict(num_experts=c.integer("num_experts", 256), top_k=c.integer("num_experts_per_tok", 8),
@@ -120,7 +112,7 @@ def _mimo_v2_flash(c: HFConfig) -> dict:
     layers, kv = c.size("num_hidden_layers"), c.integer("num_key_value_heads", 4)
     default = ["full_attention" if i == 0 or not (i + 1) % 6 else "sliding_attention" for i in range(layers)]
     types = layer_types(c, layers, default)
-    sparse = _sparse_layers(c, layers)
+    sparse = c.mlp_sparse_layers(["dense"] + ["sparse"] * (layers - 1))
     moe = None
     if sparse:
         moe = dict(num_experts=c.integer("n_routed_experts", 256), top_k=c.integer("num_experts_per_tok", 8),

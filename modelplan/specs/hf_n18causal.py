@@ -20,12 +20,6 @@ from modelplan.specs.hf_llama import compact_types, granite_scales, layer_types,
 from modelplan.specs.hf_moe import _qwen_moe_layers, moe_placement
 
 
-def _with_defaults(c: HFConfig, defaults: dict) -> HFConfig:
-    """`c` with its config class's defaults under every key it leaves out (or sets null)."""
-    present = {k: v for k, v in c.data.items() if v is not None}
-    return HFConfig({**defaults, **present}, c.source, c.path, c.defaults)
-
-
 def _sliding(c: HFConfig, default: list[str]) -> dict:
     """sliding_window and the per-block attention kinds (the config's layer_types, else `default`)."""
     types = layer_types(c, c.size("num_hidden_layers"), default)
@@ -63,7 +57,7 @@ def _kolibri1(c: HFConfig) -> dict:
     ungated shared SwiGLU of shared_expert_intermediate_size (selection on logits, not on sigmoid
     scores as DeepSeek-V3's: no count or cost changes). Its full blocks skip RoPE but keep
     their q/k norms, which the spec's NoPE blocks do not: priced with rotary (no count changes)."""
-    c = _with_defaults(c, _KOLIBRI1)
+    c = c.with_defaults(_KOLIBRI1, fill_null=True)
     layers = c.size("num_hidden_layers")
     default = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(layers)]
     moe = dict(num_experts=c.size("num_experts"), top_k=c.size("num_experts_per_tok"),
@@ -89,7 +83,7 @@ def _flint(c: HFConfig) -> dict:
     experts (top-k of sigmoid(logits), renormalised) beside one ungated shared SwiGLU of
     shared_expert_intermediate_size. Full blocks skip RoPE but keep q/k norms: priced with
     rotary (no count changes)."""
-    c = _with_defaults(c, _FLINT)
+    c = c.with_defaults(_FLINT, fill_null=True)
     layers = c.size("num_hidden_layers")
     default = ["full_attention" if i < 2 or i % 4 == 1 or i == layers - 1 else "sliding_attention"
                for i in range(layers)]
@@ -120,7 +114,7 @@ def _lara_mini(c: HFConfig) -> dict:
     block MoE: softmax top-k router (renormalised) and Flint's ungated shared SwiGLU of
     shared_expert_intermediate_size. Full blocks keep their q/k norms without RoPE: priced with
     rotary (no count changes)."""
-    c = _with_defaults(c, _LARA_MINI)
+    c = c.with_defaults(_LARA_MINI, fill_null=True)
     layers = c.size("num_hidden_layers")
     names = c.texts("layer_types", None) or [("linear_attention", "sliding_attention", "linear_attention",
                                               "full_attention", "sliding_attention")[i % 5] for i in range(layers)]
@@ -150,7 +144,7 @@ def _aria_text(c: HFConfig) -> dict:
     SwiGLU experts of intermediate_size picked on raw logits with a softmax over the top-k
     (AriaTextTopKRouter), beside one shared SwiGLU of intermediate_size x moe_num_shared_experts
     (AriaSharedExpertsMLP, biases with mlp_bias); no dense MLP."""
-    c = _with_defaults(c, _ARIA_TEXT)
+    c = c.with_defaults(_ARIA_TEXT, fill_null=True)
     layers, width = c.size("num_hidden_layers"), c.size("intermediate_size")
     shared = c.integer("moe_num_shared_experts", 2)
     moe = dict(num_experts=c.size("moe_num_experts"), top_k=c.size("moe_topk"), expert_ffn_hidden=width,
@@ -172,7 +166,7 @@ def _emu3(c: HFConfig) -> dict:
     defaults = {"vocab_size": 184622, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
                 "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 9216,
                 "rms_norm_eps": 1e-5, "tie_word_embeddings": False}  # Emu3TextConfig defaults
-    return llama(_with_defaults(text, defaults), norm_eps=text.number("rms_norm_eps", 1e-5))
+    return llama(text.with_defaults(defaults, fill_null=True), norm_eps=text.number("rms_norm_eps", 1e-5))
 
 
 def _apertus1p5_text(c: HFConfig) -> dict:
@@ -185,7 +179,7 @@ def _apertus1p5_text(c: HFConfig) -> dict:
     if out is not None and out != vocab:
         raise SpecError(f"{c.source}: output_vocab_size: an LM head of {out} rows beside {vocab} embedding rows "
                         f"is not modelled for apertus1p5_text")
-    return DENSE_MAPPERS["apertus"](_with_defaults(c, {"vocab_size": 266752, "max_position_embeddings": 65536}))
+    return DENSE_MAPPERS["apertus"](c.with_defaults({"vocab_size": 266752, "max_position_embeddings": 65536}, fill_null=True))
 
 
 def _cohere_compass_text(c: HFConfig) -> dict:
