@@ -120,3 +120,14 @@ def test_cli_rejects_a_rate_out_of_range():
     code, out = _plan("--cluster", "dgx-h100", "--tensor-rate", "0")
     assert code != 0
     assert "--tensor-rate" in out and "Traceback" not in out
+
+
+def test_grand_teton_part_is_torchtitans_published_h100():
+    """grand-teton-h100: 96 GB HBM2e at 2.4 TB/s and a 500 W limit (torchtitan docs/performance.md);
+    torchtitan lists no engine figure, so only the part's fitted clock 0.85 applies:
+    989.4 x 0.803 x 0.8 x 0.85 = 540.25 TFLOP/s."""
+    teton = load_cluster("grand-teton-h100")
+    acc = teton.accelerator
+    assert (acc.memory_gb, acc.memory_bw_tbps, acc.board_power_w, acc.architecture) == (96, 2.4, 500, "hopper")
+    assert rates(teton, framework="torchtitan")[0] == pytest.approx(540.25, rel=1e-4)
+    assert rates(H100, framework="torchtitan")[0] == pytest.approx(635.59, rel=1e-4)
