@@ -131,3 +131,12 @@ def test_grand_teton_part_is_torchtitans_published_h100():
     assert (acc.memory_gb, acc.memory_bw_tbps, acc.board_power_w, acc.architecture) == (96, 2.4, 500, "hopper")
     assert rates(teton, framework="torchtitan")[0] == pytest.approx(540.25, rel=1e-4)
     assert rates(H100, framework="torchtitan")[0] == pytest.approx(635.59, rel=1e-4)
+
+
+def test_cli_says_the_parts_clock():
+    """On grand-teton-h100 the plan's notes name the part's 0.85 clock (and no engine figure)."""
+    code, out = _plan("--cluster", "grand-teton-h100", "--framework", "torchtitan", "--json")
+    assert code == 0, out
+    notes = _notes(out)
+    assert any("keeps x0.85 of its tensor-core rate" in n for n in notes)
+    assert not [n for n in notes if n.startswith("tensor-core rate")]

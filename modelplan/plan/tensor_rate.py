@@ -44,3 +44,11 @@ def tensor_rate_note(rate: TensorRate, framework: str, accelerator: Accelerator)
         return (f"tensor-core rate x{rate.factor:g} on {accelerator.architecture} ({accelerator.name}): engine "
                 f"{framework}'s figure, FITTED to {rate.source} (--tensor-rate 1 turns it off)")
     return None
+
+
+def clock_note(accelerator: Accelerator) -> str | None:
+    """One line when the part's own sustained clock (`Accelerator.sustained_clock_fraction`) is below 1."""
+    if accelerator.sustained_clock_fraction == 1.0:
+        return None
+    return (f"{accelerator.name} keeps x{accelerator.sustained_clock_fraction:g} of its tensor-core rate "
+            "(the part's sustained_clock_fraction; its preset says what it was fitted to)")
