@@ -42,7 +42,7 @@ def tensor_rate_note(rate: TensorRate, framework: str, accelerator: Accelerator)
         return f"tensor-core rate x{rate.factor:g} (the run's --tensor-rate), GEMMs and fused attention"
     if rate.origin == "engine":
         return (f"tensor-core rate x{rate.factor:g} on {accelerator.architecture} ({accelerator.name}): engine "
-                f"{framework}'s figure, FITTED to {rate.source} (--tensor-rate 1 turns it off)")
+                f"{framework}'s figure, FITTED to {rate.source}; --tensor-rate 1 turns it off")
     return None
 
 
