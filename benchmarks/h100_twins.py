@@ -15,7 +15,7 @@ import json
 
 A100_CLUSTERS = ("dgx-a100", "dgx-a100-40gb")
 """Cluster presets of A100 runs."""
-H100_CLUSTERS = ("dgx-h100",)
+H100_CLUSTERS = ("dgx-h100", "grand-teton-h100")
 """Cluster presets of H100 SXM runs (H200 / B200 have their own)."""
 
 

@@ -41,6 +41,7 @@ from modelplan.cli.options import (
 )
 from modelplan.cli.dispatcher_option import MoeDispatcherOpt, dispatcher_settings
 from modelplan.cli.etp_option import EtpOpt, check_etp, parse_etp
+from modelplan.cli.tensor_rate_option import TensorRateOpt, tensor_rate_settings
 from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.cli.layout_options import (CompileLossOpt, FirstStageOpt, FusedNormOpt, LastStageOpt, ReshardOpt,
                                           kernel_settings, layout_space)
@@ -162,6 +163,7 @@ def plan_cmd(
     reshard_after_forward: ReshardOpt = None,
     fused_norm: FusedNormOpt = None,
     compile_loss: CompileLossOpt = None,
+    tensor_rate: TensorRateOpt = None,
     memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, callback=finite, help="Fraction of GPU memory to keep free.")] = 0.0,
     allow_tp_across_nodes: Annotated[bool, typer.Option("--allow-tp-across-nodes", help="Let TP groups span nodes.")] = False,
     top: Annotated[int, typer.Option("--top", min=1, max=1000, help="How many ranked plans to show.")] = 5,
@@ -212,7 +214,7 @@ def plan_cmd(
                               tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
                               cp_comm_type=cp_comm_type, finetune=ft, fp8_param_gather=fp8_param_gather,
                               master_weights=master_weights, **kernel_settings(fused_norm, compile_loss),
-                              **dispatcher_settings(moe_dispatcher, spec),
+                              **dispatcher_settings(moe_dispatcher, spec), **tensor_rate_settings(tensor_rate),
                               **({} if grad_dtype is None else {"grad_dtype": grad_dtype})))
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     etps = parse_etp(etp)

@@ -73,19 +73,21 @@ class Roofline:
 
     @classmethod
     def of(cls, accelerator: Accelerator, precision: str, cost: CostModel,
-           attention_kernels: tuple[str, ...] = ()) -> "Roofline":
+           attention_kernels: tuple[str, ...] = (), tensor_rate: float = 1.0) -> "Roofline":
         """Rates for one accelerator running one precision under one cost model. The fused
         attention rates are those of the first of `attention_kernels` (the engine's preference)
         the accelerator lists, else the cost model's flash efficiencies. Under fp8 training only
         the linear layers' GEMMs run at the fp8 rate (`plan/fp8.py`); the other GEMMs and
-        attention stay 16-bit (Transformer Engine / torchao)."""
+        attention stay 16-bit (Transformer Engine / torchao). `tensor_rate` scales the tensor-core
+        rates (GEMMs, fused attention) for the engine on this part (`plan/tensor_rate.py`)."""
         fp8 = precision == "fp8"
         peak = accelerator.peak_flops(precision)
         half = accelerator.peak_flops("bf16") if fp8 else peak
         kernel = accelerator.attention_kernel(attention_kernels)
         rates = accelerator.attention_rates(attention_kernels) or (cost.flash_fwd_efficiency, cost.flash_bwd_efficiency)
         fp8_eff = accelerator.matmul_efficiency_fp8 or accelerator.matmul_efficiency
-        sustained = cost.sustained_fraction * accelerator.sustained_clock_fraction  # tensor-core work
+        # tensor-core work: the fitted step fraction, the part's clock, the engine on this part
+        sustained = cost.sustained_fraction * accelerator.sustained_clock_fraction * tensor_rate
         return cls(
             matmul_flops_per_s=half * accelerator.matmul_efficiency * sustained,
             hbm_bytes_per_s=accelerator.memory_bw_tbps * 1e12 * cost.hbm_efficiency * cost.sustained_fraction,

@@ -13,6 +13,7 @@ from modelplan.plan.mechanisms import mechanism_notes
 from modelplan.plan.problems import Problem
 from modelplan.plan.protocol import estimate_with
 from modelplan.plan.space import divisors
+from modelplan.plan.tensor_rate import clock_note, tensor_rate_note
 from modelplan.specs.family import family_of
 from modelplan.plan.validate import encoder_decoder_problem, plan_notes, plan_problems, pp_problem, tp_problems
 from modelplan.specs.costmodel import CostModel
@@ -57,8 +58,16 @@ def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroo
                engine_assumptions(evaluator.software, evaluator.cluster.accelerator.attention_rates(
                    evaluator.software.attention_kernels), evaluator.cost.fragmentation_fraction,
                    evaluator.cost.runtime_reserved_bytes),
+               *_rate_notes(evaluator),
                *mechanism_notes(evaluator, plan, s, ev.memory_first)],
     )
+
+
+def _rate_notes(evaluator: Evaluator) -> list[str]:
+    """The part's clock and the engine's tensor-rate factor, where either is applied (`plan/tensor_rate.py`)."""
+    acc = evaluator.cluster.accelerator
+    notes = (clock_note(acc), tensor_rate_note(evaluator.tensor_rate, evaluator.software.framework, acc))
+    return [note for note in notes if note is not None]
 
 
 def evaluate_plan(

@@ -47,6 +47,7 @@ from modelplan.plan.stage_time import BlockTerms
 from modelplan.plan.state_rates import state_rates
 from modelplan.plan.rank_states import RankStates
 from modelplan.plan.stages import RankBlocks
+from modelplan.plan.tensor_rate import tensor_rate
 from modelplan.plan.validate import padded_vocab, planning_spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
@@ -152,7 +153,9 @@ class Evaluator(BlockPricing, StagePricing, DpPricing, StageMemories, StepFloors
             self.cost = self.cost.model_copy(update={"dp_overlap": training.dp_overlap})
         if training.tp_comm_overlap is not None:
             self.software = self.software._replace(tp_comm_overlap=training.tp_comm_overlap)
-        self.roofline = Roofline.of(cluster.accelerator, training.precision, self.cost, self.software.attention_kernels)
+        self.tensor_rate = tensor_rate(training, profile, cluster.accelerator)  # `plan/tensor_rate.py`
+        self.roofline = Roofline.of(cluster.accelerator, training.precision, self.cost, self.software.attention_kernels,
+                                    self.tensor_rate.factor)
         self.pricer = CommPricer(cluster)
         self.dtype_bytes, self.grad_bytes, self.state_bytes, self.opt_bytes = state_rates(training)
         # bytes per gradient element the data-parallel reduction moves (the engine's reduce dtype)

@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
 from modelplan.specs.costmodel import CostModel
+from modelplan.specs.hardware import Architecture
 
 Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp", "foundry"]
 """megatron: Megatron-LM / Megatron-core / NeMo / Megatron-Bridge; deepspeed: DeepSpeed ZeRO and
@@ -185,6 +186,14 @@ class EngineProfile(Spec):
     tp_comm_overlap: bool = False
     """Tensor-parallel collectives overlapped with the GEMMs by default (TE userbuffers / async
     TP); off unless the run turns it on in every engine profiled here."""
+    tensor_rate_by_arch: dict[Architecture, float] = {}
+    """Per accelerator architecture (`Accelerator.architecture`), the fraction of the priced
+    tensor-core rate (MAMF x the cost model's sustained fraction x the part's sustained clock)
+    this engine's whole step keeps; 1 on architectures not listed. A FITTED figure where no source
+    gives one: `tensor_rate_source` names the runs it was fitted to (`modelplan.plan.tensor_rate`;
+    the run's `TrainingSpec.tensor_rate` wins)."""
+    tensor_rate_source: str = ""
+    """Where `tensor_rate_by_arch` comes from (printed with the plan's assumptions)."""
     cost: dict[str, float | int | bool] = {}
     """Overrides of `CostModel` constants for this engine (sustained fraction, overlap, allocator
     reserve, ...); the rest keep the Megatron-LM defaults fitted to Narayanan et al. 2021."""
@@ -196,6 +205,11 @@ class EngineProfile(Spec):
         unknown = sorted(set(self.cost) - set(CostModel.model_fields))
         if unknown:
             raise ValueError(f"cost: unknown CostModel field(s) {', '.join(unknown)}")
+        for arch, rate in self.tensor_rate_by_arch.items():
+            if not 0 < rate <= 1:
+                raise ValueError(f"tensor_rate_by_arch.{arch} ({rate}) must be in (0, 1]")
+        if self.tensor_rate_by_arch and not self.tensor_rate_source:
+            raise ValueError("tensor_rate_by_arch needs tensor_rate_source (what the figure was fitted to)")
         return self
 
     def cost_model(self) -> CostModel:

@@ -18,6 +18,10 @@ CollectiveName = Literal[
 ]
 """The values of `modelplan.comm.ops.Collective` (specs sit left of comm, so spelled out here)."""
 
+Architecture = Literal["volta", "ampere", "hopper", "blackwell", "cdna3"]
+"""GPU architecture families: NVIDIA compute capability 7.0 (volta), 8.x (ampere), 9.0 (hopper),
+10.x (blackwell) (CUDA C++ Programming Guide, compute capabilities table); AMD CDNA3 (gfx942)."""
+
 
 class Accelerator(Spec):
     """One GPU/accelerator: dense peak throughput per dtype, memory and memory bandwidth."""
@@ -36,6 +40,9 @@ class Accelerator(Spec):
     """HBM bandwidth in TB/s."""
     matmul_efficiency: float = Field(0.8, gt=0, le=1)
     """Best achievable fraction of peak on large GEMMs (measured MAMF / peak)."""
+    architecture: Architecture | None = None
+    """The part's architecture family, what an engine's per-architecture figures key on
+    (`EngineProfile.tensor_rate_by_arch`); None: unknown, no such figure applies."""
     sm_count: int | None = Field(None, gt=0)
     """Streaming multiprocessors (AMD: compute units); what a collective running on some of them
     takes from the GEMMs beside it (`modelplan.comm.tp_overlap`). None: unknown."""

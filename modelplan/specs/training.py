@@ -76,6 +76,11 @@ class TrainingSpec(Spec):
     (`EngineProfile.compiles_loss`); False: an engine version that left it eager (torchtitan
     9dec370, Dec 2024: `# if job_config.training.compile: loss_fn = torch.compile(loss_fn)`
     commented out, e8977b007)."""
+    tensor_rate: float | None = Field(None, gt=0, le=1)
+    """Fraction of the priced tensor-core rate this run's step keeps (a figure measured on your
+    stack and part); None: the engine's figure for the accelerator's architecture
+    (`EngineProfile.tensor_rate_by_arch`, 1 where it lists none). Multiplies GEMM and fused
+    attention rates only (`modelplan.plan.tensor_rate`)."""
     fused_norm: bool = False
     """The norm runs as one fused kernel that keeps its input (torchtitan `norm_type =
     "fused_rmsnorm"`, a Triton RMSNorm saving x, weight and rstd; apex) while the engine's other
