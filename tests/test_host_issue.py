@@ -104,3 +104,10 @@ def test_no_host_term_without_the_overlap_or_at_zero_cost():
     plain = training.model_copy(update={"ep_comm_overlap": False})
     assert estimate_plan(spec, plain, plan, ideal_cluster(), CostModel(ep_overlap_host_op_us=1000.0)).step.host_s == 0
     assert estimate_plan(spec, training, plan, ideal_cluster(), CostModel(ep_overlap_host_op_us=0.0)).step.host_s == 0
+
+
+def test_a_host_bound_plan_says_so_in_its_notes():
+    """The plan's notes name the host term and the calibrated cost it was priced at."""
+    spec, training, plan = _overlap_case()
+    est = estimate_plan(spec, training, plan, ideal_cluster(), CostModel(ep_overlap_host_op_us=1000.0))
+    assert any(n.startswith("EP overlap host-bound") and "1000 us per host op" in n for n in est.notes)
