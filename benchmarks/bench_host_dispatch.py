@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_published_runs as bench  # noqa: E402
+from modelplan.plan import host_issue  # noqa: E402
 from modelplan.plan.evaluator import Evaluator  # noqa: E402
 from modelplan.plan.experts import expert_capacity  # noqa: E402
 from modelplan.plan.fp8 import is_fp8_gemm  # noqa: E402
@@ -127,64 +128,29 @@ def install_host_bound(c_us: float) -> None:
 
 
 # -- engine-true host ops of a dropless MoE block between two host syncs (issue 13, n15moe) -------
-# Counted from the engines' source (Megatron-core 0.15/0.16 `transformer/moe/`, TransformerEngine
-# v2.9 `pytorch/module/grouped_linear.py` and `csrc/extensions/cast.cpp`, `csrc/quantizer.cpp`):
-# host-issued launches (kernels, NCCL calls, DtoH copies) and host-only dispatcher calls.
-FP8_QUANTIZE_LAUNCHES = 3
-"""One TE current-scaling quantize of one tensor: nvte_compute_amax, nvte_compute_scale_from_amax,
-nvte_quantize_v2 (quantizer.cpp Float8CurrentScalingQuantizer::quantize); split_quantize loops over
-the experts for it (cast.cpp multi_tensor_quantize_impl: the fused multi-cast only for delayed scaling)."""
-
-
-def expert_ops(fp8: bool) -> tuple[int, int]:
-    """(forward, backward) launches per local expert of TEGroupedMLP's fc1 + fc2 (two GroupedLinear):
-    forward per linear split_quantize (fp8: 3 per expert) + one cuBLASLt GEMM per expert
-    (general_grouped_gemm); backward per linear the grad-output split_quantize (fp8: 3), the fp8
-    weight's column-wise copy for dgrad on Hopper (update_usage: 1), dgrad and wgrad GEMMs (2)."""
-    if fp8:
-        return 2 * (FP8_QUANTIZE_LAUNCHES + 1), 2 * (FP8_QUANTIZE_LAUNCHES + 1 + 2)
-    return 2 * 1, 2 * 2
-
-
-ROUTER_DISPATCH_OPS = (47, 25)
-"""(forward, backward) per MoE block outside the experts: router.py TopKRouter (gating GEMM,
-unfused score + top-k ~5, aux loss ~8), token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess
-(~7 with the tp_ep all-gather), the DtoH copies on cuda_dtoh_stream with event and wait (~8),
-permute / sort_chunks_by_idxs / Fp8Padding / weighted swiglu (~9), combine (sort back, AllToAll,
-unpermute, view: ~6), the two dispatch AllToAlls (tokens, probs); backward about half of it."""
+# Counted from the engines' source; the counts now live in modelplan/plan/host_issue.py (which the
+# planner uses for the merged-1F1B EP-overlap slots, n19epoverlap).
+FP8_QUANTIZE_LAUNCHES = host_issue.FP8_QUANTIZE_LAUNCHES
+ROUTER_DISPATCH_OPS = host_issue.ROUTER_DISPATCH_OPS
+expert_ops = host_issue.expert_ops
 
 
 def attention_ops(ev: Evaluator, tp: int, sp: bool, b: int, cp: int, ep: int, etp: int | None) -> tuple[int, int]:
-    """(forward, backward) listed ops of an MoE block's non-MoE part (attention, norms, residuals,
-    their fp8 casts and TP collectives): `block_ops` restricted to names outside mlp/."""
-    spec, training, sw = ev.spec, ev.training, ev.software
-    tokens = b * training.seq_len // cp
-    routed = tokens * etp // tp if etp else tokens
-    capacity = expert_capacity(routed, spec.moe, ev.capacity_factor)
-    k = layer_kernels(spec, tp, b, training.seq_len, ev.dtype_bytes, sp, moe_layer=True, ep=ep, capacity=capacity,
-                      cp=cp, attention=training.attention, elementwise=sw.elementwise, memory_len=training.seq_len,
-                      etp=etp, norm_elementwise=sw.norm_elementwise, cp_fp32_merge=sw.cp_fp32_merge)
-    gemms = [g for g in k.gemms if not g.name.startswith("mlp/")]
-    casts = sum(1 for g in gemms if is_fp8_gemm(g.name)) if sw.fp8_recipe else 0
-    elem = [e for e in k.elementwise if not e.name.startswith("mlp/")]
-    comm = (4 if sp else 2) if tp > 1 else 0
-    fwd = len(gemms) + sum(e.kernels[0] for e in elem) + len(k.fused) + casts + comm
-    bwd = 2 * len(gemms) + sum(e.kernels[1] for e in elem) + len(k.fused) + casts + comm
-    return fwd, bwd
+    """`host_issue.attention_ops` of an evaluator's model and settings."""
+    return host_issue.attention_ops(ev.spec, ev.training, ev.software, ev.dtype_bytes, ev.capacity_factor, tp, sp, b,
+                                    cp, ep, etp)
 
 
 def moe_segment_ops(ev: Evaluator, point) -> tuple[int, int]:
-    """(forward, backward) host ops of one MoE block on one rank, engine-true (above)."""
-    local = ev.spec.moe.num_experts // point.ep
-    ef, eb = expert_ops(bool(ev.software.fp8_recipe))
-    af, ab = attention_ops(ev, point.tp, point.sequence_parallel, point.micro_batch, point.cp, point.ep, point.etp)
-    return af + ROUTER_DISPATCH_OPS[0] + local * ef, ab + ROUTER_DISPATCH_OPS[1] + local * eb
+    """(forward, backward) host ops of one MoE block on one rank, engine-true (`host_issue.moe_block_host_ops`)."""
+    return host_issue.moe_block_host_ops(ev.spec, ev.training, ev.software, ev.dtype_bytes, ev.capacity_factor,
+                                         point.tp, point.sequence_parallel, point.micro_batch, point.cp, point.ep,
+                                         point.etp)
 
 
 def syncs_per_moe_block(ev: Evaluator, point) -> bool:
-    """Megatron-core's all-to-all dispatcher syncs the host once per MoE block forward when dropless
-    (no moe_pad_expert_input_to_capacity) and ep * tp > 1 (`preprocess`: before_ep_alltoall)."""
-    return ev.spec.moe is not None and ev.spec.moe.capacity_factor is None and point.ep * point.tp > 1
+    """`host_issue.dispatcher_syncs`: dropless and ep * tp > 1."""
+    return host_issue.dispatcher_syncs(ev.spec, point.tp, point.ep)
 
 
 def install_segment_bound(c_us: float, log: dict | None = None) -> None:
@@ -205,8 +171,8 @@ def install_segment_bound(c_us: float, log: dict | None = None) -> None:
                               point.ep, point.etp)
         hf, hb = (n * c_us * 1e-6 for n in moe_segment_ops(self, point))
         df, db = bt.layer_fwd_s, bt.layer_bwd_s
-        if self.training.ep_comm_overlap:
-            added = max(0.0, hf + hb - df - db)
+        if self.training.ep_comm_overlap:  # the planner prices it now (host_issue.py, with the schedule's own ops)
+            added = 0.0
         else:
             added = max(0.0, hf - df) + max(0.0, hb - db)
         if log is not None:

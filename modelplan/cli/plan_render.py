@@ -18,8 +18,9 @@ TIME_LABELS = {
     "embedding_sync_s": "pipeline copies' grad sync",
     "optimizer_s": "optimizer step",
     "offload_s": "offload to host (exposed)",
+    "host_s": "host issue, EP overlap (exposed)",
 }
-OPTIONAL_TERMS = ("ep_comm_s", "cp_comm_s", "offload_s")
+OPTIONAL_TERMS = ("ep_comm_s", "cp_comm_s", "offload_s", "host_s")
 """Time terms shown only when the plan has them (MoE all-to-all, context-parallel ring)."""
 SHORT = {"interleaved": "intl", "1f1b": "1f1b", "gpipe": "gpipe", "none": "none", "selective": "sel", "full": "full"}
 MEMORY_LABELS = ("weights", "gradients", "optimizer", "activations", "comm_buffers", "fragmentation", "reserved")

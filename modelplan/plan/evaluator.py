@@ -34,6 +34,7 @@ from modelplan.plan.compute import Roofline
 from modelplan.plan.dims import EXPERT_DP, ParallelDims, strided_shape
 from modelplan.plan.engine import engine_settings
 from modelplan.plan.experts import planned_capacity_factor
+from modelplan.plan import host_issue
 from modelplan.plan.evaluator_blocks import BlockPricing
 from modelplan.plan.evaluator_dp import DpEntry, DpPricing  # noqa: F401  (DpEntry: re-exported)
 from modelplan.plan.evaluator_floors import StepFloors
@@ -117,6 +118,7 @@ class StepTerms(NamedTuple):
     cp_comm_s: float
     cp_hidden_s: float
     offload_s: float = 0.0
+    host_s: float = 0.0
 
 
 class Evaluation(NamedTuple):
@@ -270,13 +272,14 @@ class Evaluator(BlockPricing, StagePricing, DpPricing, StageMemories, StepFloors
         model_seq, hardware_seq = self._flops.get(recompute) or self.flops_per_sequence(recompute)
         mem_first, mem_last, mid = self.memories(point)
         unmerged = self.ep_unmerged_s(point, stage, m)  # in `pipeline`: EP time, not bubble
+        host = self.ep_host_s(point, stage, m)  # in `pipeline`: host issue time, not bubble
         step = StepTerms(
             step_time_s=pipeline + dp_after + replica_sync + optimizer + offload - m * act_s,
             compute_s=m * st.compute_s, recompute_s=m * st.recompute_s, tp_comm_s=m * st.tp_s,
-            pp_comm_s=m * p2p, bubble_s=pipeline - unmerged - m * t_max, dp_comm_s=dp_after + m * dp_mb,
+            pp_comm_s=m * p2p, bubble_s=pipeline - unmerged - host - m * t_max, dp_comm_s=dp_after + m * dp_mb,
             embedding_sync_s=replica_sync, optimizer_s=optimizer + m * accumulate, dp_comm_total_s=dp_total,
             tp_hidden_s=m * st.tp_hidden_s, ep_comm_s=m * st.ep_s + unmerged, cp_comm_s=m * st.cp_s,
-            cp_hidden_s=m * st.cp_hidden_s, offload_s=offload,
+            cp_hidden_s=m * st.cp_hidden_s, offload_s=offload, host_s=host,
         )
         batch = self.training.global_batch
         if mid is not None:
@@ -296,6 +299,24 @@ class Evaluator(BlockPricing, StagePricing, DpPricing, StageMemories, StepFloors
             return 0.0
         crit = stage.terms.critical_rank
         return ep_mod.unmerged_s(stage.moe.ep, point.pp, point.vpp, crit, m, stage.blocks[crit].moe_run)
+
+    def ep_host_s(self, point: PlanPoint, stage: StageEntry, m: int) -> float:
+        """Host issue time beyond the device's in the merged-1F1B EP-overlap slots of the critical
+        rank (`host_issue.py`): where the dispatcher waits once per MoE block, each merged slot takes
+        max(device, host); 0 without the overlap or the wait."""
+        if not self.training.ep_comm_overlap or stage.moe is None or not host_issue.dispatcher_syncs(
+                self.spec, point.tp, point.ep):
+            return 0.0
+        crit = stage.terms.critical_rank
+        bt = self.block_terms(point.tp, point.sequence_parallel, point.micro_batch, point.recompute, point.cp,
+                              point.ep, point.etp)
+        fwd, bwd = host_issue.moe_block_host_ops(self.spec, self.training, self.software, self.dtype_bytes,
+                                                 self.capacity_factor, point.tp, point.sequence_parallel,
+                                                 point.micro_batch, point.cp, point.ep, point.etp)
+        slots = host_issue.merged_slots(point.pp, point.vpp, crit, m, stage.blocks[crit].moe_run)
+        ops = fwd + bwd + sum(host_issue.MERGED_NODE_OPS)
+        return host_issue.merged_host_s(ops, self.cost.ep_overlap_host_op_us * 1e-6,
+                                        bt.layer_fwd_s + bt.layer_bwd_s, slots)
 
     def context(self, point: PlanPoint) -> tuple:
         """(stage entry, bubble, m, p2p seconds per micro-batch on the critical path) of a point:
@@ -339,7 +360,7 @@ class Evaluator(BlockPricing, StagePricing, DpPricing, StageMemories, StepFloors
         q = p2p + dp_mb + dpe.accumulate_s
         optimizer = dpe.optimizer_s
         base = pp_mod.pipeline_time_s(m, bubble, stage.slowest_s + q, stage.mean_s + q) + dp_after + dpe.replica_s + optimizer
-        base += self.ep_unmerged_s(point, stage, m)
+        base += self.ep_unmerged_s(point, stage, m) + self.ep_host_s(point, stage, m)
         if len(acts) == 1 and len(opts) == 1 and not acts[0] and opts[0] == "none":
             return [base]
         act_extra = (m + bubble) * self.mech.activation_offload_s(stage) if True in acts else 0.0
@@ -368,7 +389,8 @@ class Evaluator(BlockPricing, StagePricing, DpPricing, StageMemories, StepFloors
         # the engine's fp32 accumulation of 16-bit gradients follows every backward (`DpEntry.accumulate_s`)
         per_mb = p2p + act_s + dp_mb + dpe.accumulate_s
         t_max = stage.slowest_s + per_mb
-        pipeline = pp_mod.pipeline_time_s(m, bubble, t_max, stage.mean_s + per_mb) + self.ep_unmerged_s(point, stage, m)
+        pipeline = (pp_mod.pipeline_time_s(m, bubble, t_max, stage.mean_s + per_mb) + self.ep_unmerged_s(point, stage, m)
+                    + self.ep_host_s(point, stage, m))
         optimizer, offload = dpe.optimizer_s, m * act_s
         if opt != "none":  # the step runs on the host: its exposed copies and CPU time replace the GPU's
             optimizer = 0.0

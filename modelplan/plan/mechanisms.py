@@ -207,6 +207,10 @@ def mechanism_notes(ev: "Evaluator", plan, step, memory) -> list[str]:
                 "saved activations of all but 2 blocks to host memory" if plan.offload_activations else ""]
         pcie = f", PCIe {host.pcie_Bps / 1e9:.1f} GB/s per GPU" if host is not None else ""
         notes.append(f"offload: {'; '.join(w for w in what if w)}; {where}{pcie}; {step.offload_s:.3f} s exposed")
+    if step.host_s > 0:  # plan/host_issue.py
+        notes.append(f"EP overlap host-bound: the merged forward / backward block pairs wait for the host once per "
+                     f"MoE block; {step.host_s:.3f} s of host issue beyond the GPU's at "
+                     f"{ev.cost.ep_overlap_host_op_us:g} us per host op (CALIBRATED on Megatron-Bridge PR #1760)")
     if plan.rank_order != "tp-cp-dp-pp" or plan.pp > 1:
         shapes = ev.shapes(plan.tp, plan.dp, plan.pp, plan.ep, plan.cp, plan.rank_order, plan.etp)
         parts = [f"{a.value} {s.ranks_per_node}/node over {s.nodes} node{'s' if s.nodes > 1 else ''}"

@@ -51,11 +51,13 @@ class StepTime(Result):
     offload_s: float = 0.0
     """Exposed offload: activation copies between HBM and host beyond the blocks' compute, and the
     host optimizer step with its gradient / weight copies (`modelplan.comm.offload`)."""
+    host_s: float = 0.0
+    """Host issue time beyond the GPU's in the merged-1F1B EP-overlap slots (`plan/host_issue.py`)."""
 
     def terms(self) -> dict[str, float]:
         """The additive terms in display order."""
         names = ("compute_s", "recompute_s", "tp_comm_s", "ep_comm_s", "cp_comm_s", "pp_comm_s", "bubble_s",
-                 "dp_comm_s", "embedding_sync_s", "optimizer_s", "offload_s")
+                 "dp_comm_s", "embedding_sync_s", "optimizer_s", "offload_s", "host_s")
         return {n: getattr(self, n) for n in names}
 
 

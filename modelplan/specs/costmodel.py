@@ -30,6 +30,10 @@ class CostModel(Spec):
     kernel_overhead_us: float = Field(4.0, ge=0)
     """Fixed time per kernel (launch + ramp-up + tail wave), added to every GEMM; makes small
     GEMMs less efficient (CUDA launch latency is 3-5 us; nsys traces of small matmuls)."""
+    ep_overlap_host_op_us: float = Field(33.3, ge=0)
+    """Host time per issued op in a merged-1F1B EP-overlap slot (`plan/host_issue.py`): calibrated
+    on Megatron-Bridge PR #1760's Qwen3-235B-A22B B200 BF16 run with `moe_a2a_overlap` (17.2 s;
+    `benchmarks/bench_ep_overlap_host.py`), no bench row; published per-op range 5-25 us (n13host)."""
     tp_exposed_fraction: float = Field(1.0, ge=0, le=1)
     """Share of tensor-parallel collectives on the critical path (1.0: classic Megatron TP,
     no userbuffer overlap; comm_hw.md section 5.3 suggests 0.2-0.5 with TE tp_comm_overlap)."""
