@@ -177,3 +177,10 @@ def test_megatron_export_writes_the_decoder_length():
     assert int(flags["--max-position-embeddings"]) >= 48
     gpt2 = megatron_arguments(load_model("gpt2"), TrainingSpec(global_batch=8, seq_len=32), Plan()).flags()
     assert "--decoder-seq-length" not in gpt2  # one stack: --seq-length only
+
+
+def test_count_refuses_decoder_seq_for_one_stack():
+    """count --decoder-seq on a decoder-only model: the same one-line error as plan's."""
+    result = runner.invoke(app, ["count", "gpt2", "--decoder-seq", "128"])
+    assert result.exit_code != 0 and "--decoder-seq: GPT-2 small is not an encoder-decoder" in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output

@@ -22,7 +22,7 @@ from modelplan.cli.options import (
     implied_recompute,
     recompute_settings,
 )
-from modelplan.cli.decoder_seq_option import DecoderSeqOpt
+from modelplan.cli.decoder_seq_option import DecoderSeqOpt, check_decoder_seq
 from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.specs.family import FAMILIES
 
@@ -76,6 +76,7 @@ def count_cmd(
         )
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, "training")) from None
+    check_decoder_seq(spec, training)
     from modelplan.cli.finetune_options import finetune_document, print_finetune
 
     ft = finetune
