@@ -184,3 +184,18 @@ def test_count_refuses_decoder_seq_for_one_stack():
     result = runner.invoke(app, ["count", "gpt2", "--decoder-seq", "128"])
     assert result.exit_code != 0 and "--decoder-seq: GPT-2 small is not an encoder-decoder" in result.output
     assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_edge_tp_seconds_follow_their_stack():
+    """tp 2: the head's (and loss's) exposed TP seconds depend on the target length only, the
+    embedding's on the source's: each equals the figure of a run with both lengths at its own."""
+    spec = from_hf_config(T5)
+    cluster = load_cluster("dgx-h100")
+
+    def edges(s: int, t: int) -> tuple[float, float]:
+        tp = Evaluator(spec, TrainingSpec(global_batch=4, seq_len=s, decoder_seq_len=t), cluster).block_terms(
+            2, False, 2, "none").tp
+        return tp.embedding_s, tp.head_s
+
+    embedding, head = edges(64, 16)
+    assert embedding == edges(64, 64)[0] and head == edges(16, 16)[1] and head < edges(64, 64)[1]

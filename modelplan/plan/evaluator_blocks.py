@@ -176,7 +176,7 @@ class BlockPricing:
             tp_x = tp_mod.tp_exposure(tp_t, rerun, self.cost, None, tp, regather)
         return BlockTerms(times, recompute_s, tp_x, ep_x, cp_x, stored, working, emb_act, head_act, message)
 
-    def _edge_tp_s(self, tp: int, sp: bool, b: int, cp: int, seq_len: int):
+    def _edge_tp_s(self, tp: int, sp: bool, b: int, cp: int, seq_len: int) -> tp_mod.TpSeconds:
         """TP seconds (`parallel/tp.py` TpSeconds) of a micro-batch of sequences of `seq_len`
         tokens (cached): what the embedding's and the head's calls cost on that stack's tokens."""
         def make():
