@@ -41,6 +41,7 @@ HAND_FLAGS = {
     "--tokenizer-type": "arguments.py:2386",
     "--mock-data": "arguments.py:2479",
     "--seq-length": "arguments.py:2482",
+    "--decoder-seq-length": "arguments.py:2487",  # pretrain_t5.py: sequence_length_decoder
     "--num-experts": "arguments.py:2691",
     "--moe-layer-freq": "arguments.py:2693",
     "--micro-batch-size": "training_config.py:10 TrainingConfig",
@@ -213,6 +214,10 @@ RULES: list[Rule] = [
     # l. 829-832: max_position_embeddings >= seq_length.
     ("max-position-embeddings >= seq-length",
      lambda f, env, world: _int(f, "--max-position-embeddings") >= _int(f, "--seq-length")),
+    # l. 833-834: max_position_embeddings >= decoder_seq_length (when given).
+    ("max-position-embeddings >= decoder-seq-length",
+     lambda f, env, world: "--decoder-seq-length" not in f
+     or _int(f, "--max-position-embeddings") >= _int(f, "--decoder-seq-length")),
     # l. 927-953 (pre-Blackwell): tp > 1 or cp > 1 without FSDP needs CUDA_DEVICE_MAX_CONNECTIONS=1.
     ("tp or cp > 1 without FSDP: CUDA_DEVICE_MAX_CONNECTIONS=1",
      lambda f, env, world: (_int(f, "--tensor-model-parallel-size") == 1

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
-
 import typer
 
 from modelplan.cli.app import app, user_errors
@@ -24,9 +22,9 @@ from modelplan.cli.options import (
     implied_recompute,
     recompute_settings,
 )
+from modelplan.cli.decoder_seq_option import DecoderSeqOpt, check_decoder_seq
 from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.specs.family import FAMILIES
-from modelplan.specs.limits import MAX_SEQ
 
 DEFAULT_SEQ = 2048
 
@@ -53,8 +51,7 @@ def count_cmd(
     attention: AttentionOpt = "flash",
     json_out: JsonOpt = False,
     depth: DepthOpt = 3,
-    decoder_seq: Annotated[Optional[int], typer.Option(
-        "--decoder-seq", max=MAX_SEQ, help="Encoder-decoder models (T5, BART, Whisper): target tokens per sequence (default: --seq).")] = None,
+    decoder_seq: DecoderSeqOpt = None,
     finetune=None,  # FinetuneSpec | None, from the options `with_finetune_options` adds
 ) -> None:
     """Parameters (total, per component, per layer, MoE active), FLOPs and memory of a model."""
@@ -79,6 +76,7 @@ def count_cmd(
         )
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, "training")) from None
+    check_decoder_seq(spec, training)
     from modelplan.cli.finetune_options import finetune_document, print_finetune
 
     ft = finetune

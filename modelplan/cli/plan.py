@@ -39,6 +39,7 @@ from modelplan.cli.options import (
     implied_recompute,
     recompute_settings,
 )
+from modelplan.cli.decoder_seq_option import DecoderSeqOpt, check_decoder_seq
 from modelplan.cli.dispatcher_option import MoeDispatcherOpt, dispatcher_settings
 from modelplan.cli.etp_option import EtpOpt, check_etp, parse_etp
 from modelplan.cli.tensor_rate_option import TensorRateOpt, tensor_rate_settings
@@ -121,6 +122,7 @@ def plan_cmd(
     cluster: Annotated[Optional[str], typer.Option("--cluster", help=f"Cluster preset or file [default: {DEFAULT_CLUSTER}].", show_default=False, autocompletion=complete_clusters)] = None,
     batch: PlanBatchOpt = None,
     seq: SeqOpt = None,
+    decoder_seq: DecoderSeqOpt = None,
     precision: PrecisionOpt = "bf16",
     optimizer: OptimizerOpt = "adamw",
     attention: AttentionOpt = "flash",
@@ -215,7 +217,9 @@ def plan_cmd(
                               cp_comm_type=cp_comm_type, finetune=ft, fp8_param_gather=fp8_param_gather,
                               master_weights=master_weights, **kernel_settings(fused_norm, compile_loss),
                               **dispatcher_settings(moe_dispatcher, spec), **tensor_rate_settings(tensor_rate),
-                              **({} if grad_dtype is None else {"grad_dtype": grad_dtype})))
+                              **({} if grad_dtype is None else {"grad_dtype": grad_dtype})),
+                         decoder_seq)
+    check_decoder_seq(spec, training)
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     etps = parse_etp(etp)
     check_etp(etps, spec)
@@ -303,7 +307,8 @@ def _recompute_of(modules: str | None, method: str | None) -> list[str] | None:
     return None if implied == "none" else [implied]
 
 
-def _training(spec, batch, seq, precision, optimizer, attention="flash", engine: dict | None = None):
+def _training(spec, batch, seq, precision, optimizer, attention="flash", engine: dict | None = None,
+              decoder_seq: int | None = None):
     from pydantic import ValidationError
 
     from modelplan.cli.count import default_seq_len
@@ -313,7 +318,7 @@ def _training(spec, batch, seq, precision, optimizer, attention="flash", engine:
     try:
         return TrainingSpec(
             global_batch=batch if batch is not None else DEFAULT_GLOBAL_BATCH,
-            seq_len=seq if seq is not None else default_seq_len(spec),
+            seq_len=seq if seq is not None else default_seq_len(spec), decoder_seq_len=decoder_seq,
             precision=precision, optimizer=optimizer, attention=attention, **(engine or {}),
         )
     except ValidationError as exc:

@@ -82,6 +82,8 @@ def _header(console, spec, training, cluster, gpus: int) -> None:
     acc = cluster.accelerator
     batch = (f"{training.global_batch} x seq {training.seq_len}" if family_of(spec).throughput_unit == "tokens"
              else f"{training.global_batch} samples")
+    if training.decoder_seq_len is not None and getattr(spec, "arch", None) == "encoder_decoder":
+        batch += f" (decoder {training.decoder_seq_len})"  # the target tokens per sequence (`plan/stack_lengths.py`)
     console.print(
         f"[bold]{spec.name}[/bold] on {gpus} x {acc.name} ({cluster.name}, {cluster.gpus_per_node}/node, "
         f"{acc.memory_gb:g} GB): global batch {batch}, "

@@ -255,6 +255,7 @@ def activation_bytes_per_layer(
     dispatch_tp: int | None = None,
     probs_at_combine: bool = False,
     recompute_modules: tuple[str, ...] = (),
+    memory_len: int | None = None,
 ) -> int:
     """Activation bytes one block keeps for backward, per GPU, for one micro-batch.
 
@@ -306,7 +307,8 @@ def activation_bytes_per_layer(
       column-parallel linears saved, d h each not split by t; Megatron keeps the shard and gathers
       again in backward (Korthikanti et al. 2022 sec. 4.2.2), which the formulas above assume.
     `layer_index` picks a block (block kinds differ), or `block` names its kind (an MTP module's);
-    None gives the largest block. Division by t
+    None gives the largest block. `memory_len`: the encoder tokens per sequence an encoder-decoder's
+    cross-attention keeps K and V of (None: seq_len). Division by t
     rounds up (exact when t divides the sizes). These are estimates of what a Megatron-style
     implementation keeps, not measured.
     """
@@ -314,7 +316,8 @@ def activation_bytes_per_layer(
     kinds = {block} if block is not None else {block_of(spec, i) for i in indices}
     return max(
         _block_bytes(spec, kind, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel, recompute, attention,
-                     memory_len=seq_len, ac_mode=ac_mode, elementwise=elementwise, ac_every=ac_every,
+                     memory_len=seq_len if memory_len is None else memory_len, ac_mode=ac_mode,
+                     elementwise=elementwise, ac_every=ac_every,
                      fp8_inputs=fp8_inputs, norm_elementwise=norm_elementwise, gathered_inputs=gathered_inputs,
                      dispatch_tp=dispatch_tp, probs_at_combine=probs_at_combine,
                      recompute_modules=recompute_modules)

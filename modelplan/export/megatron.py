@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 
+from modelplan.count.flops import decoder_seq_len
 from modelplan.export.launch import launch_geometry
 from modelplan.export.mechanisms import megatron_mechanism_args
 from modelplan.export.megatron_model import Arg, model_args
@@ -61,12 +62,14 @@ LIST_FLAGS = ("--recompute-modules",)
 """Flags Megatron-LM parses with nargs='*': their value is written as separate words."""
 
 
-def _training_args(training: TrainingSpec, plan: Plan, notes: list[str]) -> list[Arg]:
+def _training_args(model: TransformerSpec, training: TrainingSpec, plan: Plan, notes: list[str]) -> list[Arg]:
     args: list[Arg] = [
         ("--micro-batch-size", str(plan.micro_batch)),
         ("--global-batch-size", str(training.global_batch)),
-        ("--seq-length", str(training.seq_len)),
+        ("--seq-length", str(training.seq_len)),  # the encoder's for pretrain_t5.py (validate_args: = encoder_seq_length)
     ]
+    if model.arch == "encoder_decoder":  # pretrain_t5.py: sequence_length_decoder=args.decoder_seq_length
+        args.append(("--decoder-seq-length", str(decoder_seq_len(model, training))))
     precision = {"bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16"], "fp32": []}
     args += [(flag, None) for flag in precision[training.precision]]
     if training.precision == "fp8":
@@ -193,7 +196,7 @@ def megatron_arguments(model: TransformerSpec, training: TrainingSpec, plan: Pla
     notes: list[str] = []
     divisible_by = (cost or CostModel()).vocab_divisible_by
     model_flags = model_args(model, training, plan, notes, divisible_by)
-    training_flags = _training_args(training, plan, notes)
+    training_flags = _training_args(model, training, plan, notes)
     parallel_flags = _parallel_args(model, training, plan, notes)
     return MegatronArgs(
         model=tuple(model_flags),

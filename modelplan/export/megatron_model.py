@@ -8,6 +8,7 @@ What Megatron cannot express is appended to `notes`.
 
 from __future__ import annotations
 
+from modelplan.count.flops import decoder_seq_len
 from modelplan.plan.validate import padded_vocab
 from modelplan.specs.extras import extras_features
 from modelplan.specs.plan import Plan
@@ -22,16 +23,18 @@ MEGATRON_DEFAULT_ROTARY_BASE = 10000
 
 
 def max_position_embeddings(model: TransformerSpec, training: TrainingSpec, notes: list[str]) -> int:
-    """arguments.py asserts max_position_embeddings >= seq_length; a rotary model has no position
-    table, so the flag only sizes the RoPE cache and may grow to the sequence."""
-    if training.seq_len <= model.max_positions:
+    """arguments.py asserts max_position_embeddings >= seq_length (and >= decoder_seq_length, an
+    encoder-decoder's target length); a rotary model has no position table, so the flag only sizes
+    the RoPE cache and may grow to the sequence."""
+    longest = max(training.seq_len, decoder_seq_len(model, training))
+    if longest <= model.max_positions:
         return model.max_positions
     if model.position == "learned":
         notes.append(
-            f"seq_len ({training.seq_len}) exceeds the learned position table "
-            f"({model.max_positions}): --max-position-embeddings grows it to {training.seq_len}"
+            f"{'seq_len' if longest == training.seq_len else 'decoder_seq_len'} ({longest}) exceeds the learned position table "
+            f"({model.max_positions}): --max-position-embeddings grows it to {longest}"
         )
-    return training.seq_len
+    return longest
 
 
 def model_args(

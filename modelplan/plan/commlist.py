@@ -13,7 +13,8 @@ only multiplied by the blocks, units and micro-batches of every pipeline rank an
 - expert parallel (`parallel/ep.py`): dispatch and combine per MoE block;
 - context parallel (`parallel/cp.py`; the executor runs each type, `execute/context_parallel.py`): per block the
   engine's exchange (`TrainingSpec.cp_comm_type`: ring steps, AllGather / ReduceScatter, or
-  AllToAll); every activation above is b*(s/cp)*h;
+  AllToAll); every activation above is b*(s/cp)*h, s the tokens per sequence of the block's
+  stack (an encoder-decoder's decoder blocks and head: the target length, `plan/stack_lengths.py`);
 - pipeline (`parallel/pp.py`): the sends and receives of the lowered action list, Megatron's
   scatter/gather AllGather, and the AllReduce of units held by several pipeline ranks;
 - data parallel / ZeRO (`parallel/dp_zero.py`): per unit (`plan/shard.py`) the start-up
@@ -38,6 +39,7 @@ from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as p
 from modelplan.plan.parallel.calls import EXECUTOR_ALGO, CommItem, RankCalls, merge_rank_calls
 from modelplan.plan.parallel.pp import pipeline_calls
 from modelplan.plan.pipeline import ActionKind, PipelineSchedule, pipeline_schedule
+from modelplan.plan.stack_lengths import stack_lengths
 from modelplan.plan.shard import unit_shards
 from modelplan.plan.stages import rank_units, stage_layers, stage_units, unit_replicas
 from modelplan.specs.load import load_engine
@@ -55,6 +57,14 @@ def _sizes(training: TrainingSpec, element_bytes: int | None) -> tuple[int, int,
     return training.dtype_bytes, training.grad_bytes, tp_mod.LOSS_VALUE_BYTES
 
 
+def _stack_sizes(spec: TransformerSpec, plan: Plan, seq_len: int, act: int) -> tuple[int, int, int, int]:
+    """(tokens, activation bytes, CP K/V bytes, CP query bytes) of this rank's share of a
+    micro-batch of sequences of `seq_len` tokens (s/cp of each)."""
+    tokens = plan.micro_batch * (seq_len // plan.cp)
+    kv = cp_mod.kv_bytes(tokens, tp_mod.local_kv_heads(spec.num_kv_heads, plan.tp), spec.dim_head, act)
+    return tokens, tokens * spec.hidden * act, kv, cp_mod.q_bytes(tokens, spec.heads // plan.tp, spec.dim_head, act)
+
+
 def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan,
                        element_bytes: int | None = None, capacity_factor: float | None = None) -> list[CommItem]:
     """Every communication call of one step (and of the start-up) under `plan`.
@@ -66,10 +76,10 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
     b, s, h, tp, pp, vpp = plan.micro_batch, training.seq_len // plan.cp, spec.hidden, plan.tp, plan.pp, plan.vpp
     recompute = (plan.recompute or training.recompute) == "full"
     sp = plan.sequence_parallel
-    tokens = b * s  # this rank's tokens of the micro-batch (s is the local sequence s/cp)
-    A = tokens * h * act  # one (b, s, h) activation
-    kv = cp_mod.kv_bytes(tokens, tp_mod.local_kv_heads(spec.num_kv_heads, tp), spec.dim_head, act)
-    q = cp_mod.q_bytes(tokens, spec.heads // tp, spec.dim_head, act)
+    lengths = stack_lengths(spec, training)
+    sizes = {n: _stack_sizes(spec, plan, n, act) for n in set(lengths)}  # per stack's tokens per sequence
+    tokens, A = sizes[lengths.source][:2]  # this rank's tokens of the micro-batch, one (b, s/cp, h) activation
+    head_tokens, head_A = sizes[lengths.target][:2]
     software = engine_settings(training, load_engine(training.framework))
     numel = b * (s // tp if sp else s) * h  # one stage-boundary tensor
     message, gathered = pp_mod.boundary_message(b, s, h, tp, sp, plan.pipeline_scatter_gather(numel), act)
@@ -102,11 +112,12 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
             mtp = spec.mtp_layers if v == last else 0
             reruns = Counter(block_of(spec, i) for i in again)
             for block, n in Counter(block_of(spec, i) for i in layers).items():
-                tp_mod.block_kind_calls(calls, spec, block, tp, sp, A, tokens, act, mc * (n + reruns[block]), mc * n,
-                                        moe_mlp_tp if block.moe else None)
+                block_tokens, block_A = sizes[lengths.of_block(block)][:2]
+                tp_mod.block_kind_calls(calls, spec, block, tp, sp, block_A, block_tokens, act, mc * (n + reruns[block]),
+                                        mc * n, moe_mlp_tp if block.moe else None)
                 if tp_mod.regathers_inputs(plan.recompute or training.recompute, software.ac_mode,
                                            training.attention, sp, tp, block):  # per-op SAC's recompute
-                    tp_mod.forward_gather_calls(calls, tp, sp, A, mc * n)
+                    tp_mod.forward_gather_calls(calls, tp, sp, block_A, mc * n)
             if mtp:
                 block = mtp_block(spec)
                 tp_mod.block_kind_calls(calls, spec, block, tp, sp, A, tokens, act, mc * mtp, mc * mtp,
@@ -114,19 +125,25 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
             if v == 0:
                 tp_mod.embedding_calls(calls, tp, sp, A, mc)
             if v == last:
-                tp_mod.head_calls(calls, tp, sp, A, tokens, loss_b, mc * (1 + mtp))
+                tp_mod.head_calls(calls, tp, sp, head_A, head_tokens, loss_b, mc * (1 + mtp))
                 tp_mod.embedding_calls(calls, tp, sp, A, mc * mtp, Region.TP_MTP_EMBEDDING)
             if spec.moe is not None:  # each TP rank dispatches its own tokens under SP (`parallel/ep.py`)
-                sent = tokens // tp if sp_dispatch else tokens
-                a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, expert_capacity(sent, spec.moe, capacity_factor),
-                                            h, act)
+                def a2a(n: int) -> int:  # one dispatch of this rank's tokens of sequences of n
+                    sent = sizes[n][0] // tp if sp_dispatch else sizes[n][0]
+                    return ep_mod.dispatch_bytes(spec.moe.num_experts, expert_capacity(sent, spec.moe, capacity_factor),
+                                                 h, act)
                 group = tp if sp_dispatch else 1
-                moe_blocks = sum(spec.is_moe_layer(i) for i in layers)
-                ep_mod.moe_calls(calls, plan.ep, a2a, mc * (moe_blocks + sum(spec.is_moe_layer(i) for i in again)),
-                                 mc * moe_blocks, 1, group)
-                ep_mod.moe_calls(calls, plan.ep, a2a, mc, mc, mtp, group)
-            cp_mod.cp_calls(calls, plan.cp, software.cp_comm_type, software.cp_fp32_merge, kv, q, act,
-                            mc * (len(layers) + len(again)), mc * len(layers), 1)
+                moe_runs = Counter(lengths.of_block(block_of(spec, i)) for i in layers if spec.is_moe_layer(i))
+                moe_again = Counter(lengths.of_block(block_of(spec, i)) for i in again if spec.is_moe_layer(i))
+                for n, moe_blocks in moe_runs.items():
+                    ep_mod.moe_calls(calls, plan.ep, a2a(n), mc * (moe_blocks + moe_again[n]), mc * moe_blocks, 1, group)
+                ep_mod.moe_calls(calls, plan.ep, a2a(lengths.source), mc, mc, mtp, group)
+            runs = Counter(lengths.of_block(block_of(spec, i)) for i in layers)
+            again_runs = Counter(lengths.of_block(block_of(spec, i)) for i in again)
+            for n, blocks in runs.items():  # each stack's blocks exchange their own tokens' K, V
+                _, _, stack_kv, stack_q = sizes[n]
+                cp_mod.cp_calls(calls, plan.cp, software.cp_comm_type, software.cp_fp32_merge, stack_kv, stack_q, act,
+                                mc * (blocks + again_runs[n]), mc * blocks, 1)
             pp_mod.boundary_calls(calls, pp, tp, message, gathered, moves[c])
             for unit in units[v]:  # a unit two chunks share is placed once
                 if unit not in shards or unit in placed:

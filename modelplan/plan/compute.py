@@ -186,6 +186,9 @@ def kernel_times(
     cp: int = 1, attention: str = "eager", software: EngineSettings = MEGATRON_2021, scaled_gemm_factor: float = 1.0,
     block: Block | None = None,
     etp: int | None = None,
+    memory_len: int | None = None,
+    head_seq_len: int | None = None,
+    embedding_seq_len: int | None = None,
 ) -> KernelTimes:
     """Roofline times of one block's, the head's and the embedding's kernels (`plan/kernels.py`);
     a backward GEMM is the dgrad + wgrad pair of its forward. A fused attention kernel (flash /
@@ -193,11 +196,16 @@ def kernel_times(
     `software`: the engine's element-wise mode and, under fp8, its recipe: the linear layers'
     GEMMs at the fp8 rate (times `scaled_gemm_factor` for row- / block-scaled recipes) and their
     operands' quantisation passes as memory-bound time (`plan/fp8.py`). `block`: the block's kind
-    (`plan/block_kernels.py`; an encoder-decoder's cross-attention reads seq_len encoder tokens)."""
+    (`plan/block_kernels.py`), `seq_len` the tokens per sequence it runs on; an encoder-decoder's
+    cross-attention reads `memory_len` encoder tokens, its head runs on `head_seq_len` target tokens
+    and its embedding on `embedding_seq_len` source tokens (each None: seq_len; `plan/stack_lengths.py`)."""
     d, s_local = dtype_bytes, seq_len // cp
+    head_local = (seq_len if head_seq_len is None else head_seq_len) // cp
+    embedding_local = (seq_len if embedding_seq_len is None else embedding_seq_len) // cp
     k = layer_kernels(spec, tp, micro_batch, seq_len, d, sequence_parallel, moe_layer=moe_layer, ep=ep,
                       capacity=capacity, cp=cp, attention=attention, elementwise=software.elementwise, block=block,
-                      memory_len=seq_len, etp=etp, norm_elementwise=software.norm_elementwise,
+                      memory_len=seq_len if memory_len is None else memory_len, etp=etp,
+                      norm_elementwise=software.norm_elementwise,
                       cp_fp32_merge=software.cp_fp32_merge)
     # Megatron's FusedScaleMaskSoftmax falls back to the fp32 PyTorch softmax for some shapes
     k = with_softmax_fallback(k, software.scale_mask_softmax, micro_batch, spec.heads // tp, s_local, seq_len, d,
@@ -230,9 +238,9 @@ def kernel_times(
     core_b = sum(roofline.gemm_time_s(x, d) for g in k.attention_core_gemms for x in g.backward())
     core_b += sum(roofline.elementwise_bwd_s(e) for e in k.attention_core_elementwise)
     core_f, core_b = core_f + fused_f, core_b + fused_b
-    head_gemms, head_ew = head_kernels(spec, tp, micro_batch, s_local, d, vocab_padded, software.elementwise,
+    head_gemms, head_ew = head_kernels(spec, tp, micro_batch, head_local, d, vocab_padded, software.elementwise,
                                        software.norm_elementwise)
-    emb_ew = embedding_kernels(spec, micro_batch, s_local, d)
+    emb_ew = embedding_kernels(spec, micro_batch, embedding_local, d)
     head_f = sum(roofline.gemm_time_s(g, d) for g in head_gemms) + sum(roofline.elementwise_fwd_s(e) for e in head_ew)
     head_b = sum(roofline.gemm_time_s(x, d) for g in head_gemms for x in g.backward())
     head_b += sum(roofline.elementwise_bwd_s(e) for e in head_ew)

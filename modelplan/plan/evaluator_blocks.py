@@ -16,12 +16,20 @@ from modelplan.plan.expert_sort import with_expert_sort
 from modelplan.plan.fp8_padding import with_fp8_padding
 from modelplan.plan.memory import block_activations, edge_activations
 from modelplan.plan.parallel import cp as cp_mod, ep as ep_mod, pp as pp_mod, tp as tp_mod
+from modelplan.plan.stack_lengths import StackLengths, stack_lengths
 from modelplan.plan.stage_time import BlockTerms
 from modelplan.specs.plan import pipeline_scatter_gather
 
 
 class BlockPricing:
-    """The `Evaluator`'s per-block methods (its caches `_block_cache`, `_cache`)."""
+    """The `Evaluator`'s per-block methods (its caches `_block_cache`, `_cache`). Each block kind
+    runs on its stack's tokens per sequence (`lengths`: an encoder-decoder's decoder blocks and
+    head on the target length, `plan/stack_lengths.py`)."""
+
+    @property
+    def lengths(self) -> StackLengths:
+        """(source, target) tokens per sequence of the model's stacks (cached)."""
+        return self._memo(("lengths",), lambda: stack_lengths(self.spec, self.training))
 
     def block_terms(self, tp: int, sp: bool, micro_batch: int, recompute: str, cp: int = 1,
                     ep: int | None = None, etp: int | None = None, tp_overlap: str = "none",
@@ -50,22 +58,24 @@ class BlockPricing:
         key = ("block_bytes", tp, sp, micro_batch, recompute, cp, moe, block, etp)
         hit = self._cache.get(key)
         if hit is None:
-            training = self.training
+            training, lengths = self.training, self.lengths
             none = None if recompute == "none" else self.block_bytes(tp, sp, micro_batch, "none", cp, moe, block, etp)[0]
             hit = self._cache[key] = block_activations(
-                self.spec, micro_batch, training.seq_len, self.dtype_bytes, tp, sp, recompute, moe, training.attention,
-                cp, self.software, block, etp, none_bytes=none)
+                self.spec, micro_batch, lengths.of_block(block), self.dtype_bytes, tp, sp, recompute, moe,
+                training.attention, cp, self.software, block, etp, none_bytes=none, memory_len=lengths.source)
         return hit
 
     def edge_bytes(self, tp: int, sp: bool, micro_batch: int, cp: int) -> tuple[int, int]:
-        """(first stage, last stage) bytes per in-flight micro-batch (`memory.edge_activations`; cached)."""
+        """(first stage, last stage) bytes per in-flight micro-batch (`memory.edge_activations`: the
+        embedding on the source length, the head on the target's; cached)."""
         key = ("edge_bytes", tp, sp, micro_batch, cp)
         hit = self._cache.get(key)
         if hit is None:
             sw = self.software
             hit = self._cache[key] = edge_activations(
-                self.spec, micro_batch, self.training.seq_len, self.dtype_bytes, tp, sp, cp, sw.fused_cross_entropy,
-                sw.compiled_loss, sw.sp_saves_gathered_inputs, sw.loss_parallel, sw.loss_keeps_logits)
+                self.spec, micro_batch, self.lengths.source, self.dtype_bytes, tp, sp, cp, sw.fused_cross_entropy,
+                sw.compiled_loss, sw.sp_saves_gathered_inputs, sw.loss_parallel, sw.loss_keeps_logits,
+                self.lengths.target)
         return hit
 
     def _mixed_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
@@ -86,8 +96,9 @@ class BlockPricing:
 
     def _block_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,
                      block: Block | None, etp: int | None = None, tp_overlap: str = "none") -> BlockTerms:
-        spec, training, d = self.spec, self.training, self.dtype_bytes
-        s_local = training.seq_len // cp
+        spec, training, d, lengths = self.spec, self.training, self.dtype_bytes, self.lengths
+        s = lengths.of_block(block)  # this kind's stack: an encoder-decoder's decoder blocks on the target
+        s_local = s // cp
         tokens = b * s_local
         moe = ep is not None
         etp = etp if moe else None
@@ -95,9 +106,10 @@ class BlockPricing:
         capacity = expert_capacity(routed, spec.moe, self.capacity_factor) if moe else None
         sw = self.software
         times = self._memo(("kernel_times", tp, sp, b, cp, ep, etp, block), lambda: kernel_times(
-            spec, tp, sp, b, training.seq_len, d, self.vocab_padded(tp), self.roofline, moe_layer=moe,
+            spec, tp, sp, b, s, d, self.vocab_padded(tp), self.roofline, moe_layer=moe,
             ep=ep or 1, capacity=capacity, cp=cp, attention=training.attention, software=sw,
-            scaled_gemm_factor=self.cost.fp8_scaled_gemm_factor, block=block, etp=etp))
+            scaled_gemm_factor=self.cost.fp8_scaled_gemm_factor, block=block, etp=etp, memory_len=lengths.source,
+            head_seq_len=lengths.target, embedding_seq_len=lengths.source))
         if moe:  # the all-to-all dispatcher's sort by local expert and back (`expert_sort.py`)
             times = with_expert_sort(times, self.roofline, sw.framework, training.moe_flex_dispatcher,
                                      spec.moe.num_experts, ep, capacity, spec.hidden, d)
@@ -128,6 +140,9 @@ class BlockPricing:
         tp_t = self._memo(("tp", tp, sp, b, cp, etp, block, sp_dispatch), lambda: tp_mod.tp_seconds(
             self.pricer, tp_shape, tp, sp, act, tokens, tp_mod.LOSS_VALUE_BYTES, mlp_tp,
             strided_shape(etp, 1, gpn) if etp else None, gather, spec, block, d))
+        if lengths.differ:  # every kind's terms carry the edges: the embedding's on the source, the head's on the target
+            tp_t = tp_t._replace(embedding_s=self._edge_tp_s(tp, sp, b, cp, lengths.source).embedding_s,
+                                 head_s=self._edge_tp_s(tp, sp, b, cp, lengths.target).head_s)
         if moe:
             sent = expert_capacity(tokens // tp, spec.moe, self.capacity_factor) if sp_dispatch else capacity
             a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, sent, spec.hidden, d)
@@ -140,11 +155,11 @@ class BlockPricing:
         else:
             ep_x = ep_mod.EpExposure(0.0, 0.0, 0.0)
         cp_type, torch_cp = sw.cp_comm_type, sw.cp_fp32_merge
-        cp_x = cp_mod.cp_exposure(cp, cp_type, torch_cp, self.cp_seconds(tp, b, cp) if cp > 1 else None,
+        cp_x = cp_mod.cp_exposure(cp, cp_type, torch_cp, self.cp_seconds(tp, b, cp, s) if cp > 1 else None,
                                   times.core_fwd_s, times.core_bwd_s, full, self.cost)
         stored, working = self.block_bytes(tp, sp, b, recompute, cp, moe, block, etp)
         if cp > 1:  # the exchange's transient buffers (`parallel/cp.py` working_bytes)
-            kv, q = self.cp_block_bytes(tp, b, cp)
+            kv, q = self.cp_block_bytes(tp, b, cp, s)
             working += cp_mod.working_bytes(cp, cp_type, torch_cp, kv, q, d)
         if ft is not None:  # lora_A outputs kept for backward (full recompute: only while recomputed)
             adapters = ft.adapter_activation_bytes(tp, b, s_local)
@@ -161,17 +176,28 @@ class BlockPricing:
             tp_x = tp_mod.tp_exposure(tp_t, rerun, self.cost, None, tp, regather)
         return BlockTerms(times, recompute_s, tp_x, ep_x, cp_x, stored, working, emb_act, head_act, message)
 
-    def cp_block_bytes(self, tp: int, micro_batch: int, cp: int) -> tuple[int, int]:
-        """(K, V block, queries) bytes of this rank's tokens on one TP rank (`parallel/cp.py`); K, V
-        at the query heads where the engine repeats them before attention (`sdpa_repeats_kv`)."""
-        tokens = micro_batch * self.training.seq_len // cp
+    def _edge_tp_s(self, tp: int, sp: bool, b: int, cp: int, seq_len: int) -> tp_mod.TpSeconds:
+        """TP seconds (`parallel/tp.py` TpSeconds) of a micro-batch of sequences of `seq_len`
+        tokens (cached): what the embedding's and the head's calls cost on that stack's tokens."""
+        def make():
+            tokens = b * seq_len // cp
+            return tp_mod.tp_seconds(self.pricer, self.shapes(tp, 1, 1)[Axis.TP], tp, sp,
+                                     tokens * self.spec.hidden * self.dtype_bytes, tokens, tp_mod.LOSS_VALUE_BYTES)
+        return self._memo(("edge_tp", tp, sp, b, cp, seq_len), make)
+
+    def cp_block_bytes(self, tp: int, micro_batch: int, cp: int, seq_len: int | None = None) -> tuple[int, int]:
+        """(K, V block, queries) bytes of this rank's tokens on one TP rank (`parallel/cp.py`) of
+        sequences of `seq_len` (None: the source length); K, V at the query heads where the engine
+        repeats them before attention (`sdpa_repeats_kv`)."""
+        tokens = micro_batch * (self.lengths.source if seq_len is None else seq_len) // cp
         kv_heads = self.spec.heads if self.software.sdpa_repeats_kv else self.spec.num_kv_heads
         kv = cp_mod.kv_bytes(tokens, tp_mod.local_kv_heads(kv_heads, tp), self.spec.dim_head, self.dtype_bytes)
         return kv, cp_mod.q_bytes(tokens, self.spec.heads // tp, self.spec.dim_head, self.dtype_bytes)
 
-    def cp_seconds(self, tp: int, micro_batch: int, cp: int) -> cp_mod.CpSeconds:
-        """One call of each context-parallel transfer of one block on the cp group's links."""
-        kv, q = self.cp_block_bytes(tp, micro_batch, cp)
+    def cp_seconds(self, tp: int, micro_batch: int, cp: int, seq_len: int | None = None) -> cp_mod.CpSeconds:
+        """One call of each context-parallel transfer of one block (of sequences of `seq_len`) on
+        the cp group's links."""
+        kv, q = self.cp_block_bytes(tp, micro_batch, cp, seq_len)
         return cp_mod.cp_seconds(self.pricer, cp, kv, q, self.shapes(tp, 1, 1, cp=cp)[Axis.CP], self.dtype_bytes,
                                  self.software.cp_fp32_merge)
 

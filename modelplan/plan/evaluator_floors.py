@@ -64,15 +64,17 @@ class StepFloors:
         spec, training, sw = self.spec, self.training, self.software
         recipe = sw.fp8_recipe
         factor = gemm_rate_factor(recipe, self.cost.fp8_scaled_gemm_factor) if recipe else 0.0
-        tokens = b * training.seq_len // cp
+        lengths = self.lengths  # each kind on its stack's tokens, as `_block_terms` prices it
         out = []
         for moe in ([False, True] if spec.moe is not None else [False]):
-            routed = tokens * etp // tp if etp and moe else tokens  # as `_block_terms` routes them
-            capacity = expert_capacity(routed, spec.moe, self.capacity_factor) if moe else None
             for block in [k for k, _ in self.kinds_of(moe)] or [None]:
-                k = layer_kernels(spec, tp, b, training.seq_len, self.dtype_bytes, False, moe_layer=moe,
+                s = lengths.of_block(block)
+                tokens = b * s // cp
+                routed = tokens * etp // tp if etp and moe else tokens  # as `_block_terms` routes them
+                capacity = expert_capacity(routed, spec.moe, self.capacity_factor) if moe else None
+                k = layer_kernels(spec, tp, b, s, self.dtype_bytes, False, moe_layer=moe,
                                   ep=ep if moe else 1, capacity=capacity, cp=cp, attention=training.attention,
-                                  elementwise=sw.elementwise, block=block, memory_len=training.seq_len,
+                                  elementwise=sw.elementwise, block=block, memory_len=lengths.source,
                                   norm_elementwise=sw.norm_elementwise, cp_fp32_merge=sw.cp_fp32_merge,
                                   etp=etp if moe else None)
                 out.append(flop_floor_s(k, self.roofline, factor))

@@ -26,7 +26,7 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
                       sequence_parallel: bool, recompute: str, moe_layer: bool, attention: str, cp: int = 1,
                       software: EngineSettings = MEGATRON_2021, block: Block | None = None,
                       etp: int | None = None, probs_at_combine: bool = False,
-                      none_bytes: int | None = None) -> tuple[int, int]:
+                      none_bytes: int | None = None, memory_len: int | None = None) -> tuple[int, int]:
     """(bytes one block keeps per in-flight micro-batch, transient bytes of the block being
     recomputed or back-propagated) on one TP rank (Korthikanti et al. 2022 sec. 4; full recompute
     keeps the block input and works on a whole block, selective keeps what the engine's policy
@@ -35,8 +35,11 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
     the element-wise mode (eager composites keep more) and TE fp8's 1-byte linear inputs. `block`:
     the kind of block (`count.blocks.Block`); None: the model's first block with this moe flag.
     `none_bytes`: what the block keeps without recompute, when the caller has it (this function's
-    first figure under recompute 'none'), so that it is not counted again."""
+    first figure under recompute 'none'), so that it is not counted again. `memory_len`: the encoder
+    tokens per sequence a decoder block's cross-attention keeps K and V of (None: seq_len; its cp
+    share on this rank)."""
     s_local = seq_len // cp
+    memory_local = (seq_len if memory_len is None else memory_len) // cp
     kind = next((i for i in range(spec.layers) if spec.is_moe_layer(i) == moe_layer), None)
     kind = None if block is not None else kind
     mode = "attention_core" if moe_layer and software.ac_mode == "op_sac" else software.ac_mode
@@ -47,14 +50,15 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
         out = activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel, rc, kind,
                                          attention, ac_mode, ew, software.ac_every, fp8_inputs,
                                          software.norm_elementwise, software.sp_saves_gathered_inputs, block,
-                                         etp, probs_at_combine, software.recompute_modules)
+                                         etp, probs_at_combine, software.recompute_modules, memory_local)
         if cp > 1 and rc == "none":
             score = out - activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel,
                                                      "selective", kind, attention, elementwise=ew,
                                                      fp8_inputs=fp8_inputs,
                                                      norm_elementwise=software.norm_elementwise,
                                                      gathered_inputs=software.sp_saves_gathered_inputs, block=block,
-                                                     dispatch_tp=etp, probs_at_combine=probs_at_combine)
+                                                     dispatch_tp=etp, probs_at_combine=probs_at_combine,
+                                                     memory_len=memory_local)
             out += (cp - 1) * score
         return out
 
@@ -74,7 +78,8 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
 def edge_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
                      sequence_parallel: bool, cp: int = 1, fused_cross_entropy: bool = True,
                      compiled_loss: bool = False, gathered_inputs: bool = False,
-                     loss_parallel: bool = False, keeps_logits: bool = False) -> tuple[int, int]:
+                     loss_parallel: bool = False, keeps_logits: bool = False,
+                     head_seq_len: int | None = None) -> tuple[int, int]:
     """(first stage, last stage) bytes per in-flight micro-batch (Korthikanti et al. 2022 sec. 4.3:
     token ids and embedding-dropout mask; output layer + cross-entropy 4sbh(1 + V/h)/t, or the
     eager loss's 12 bytes per logit, 2 d when torch.compile covers it). `gathered_inputs` (DTensor
@@ -82,12 +87,15 @@ def edge_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtyp
     its all-gathered input, d s b h whole instead of its 1/t share. `loss_parallel` (the engine
     keeps the logits vocab-sharded for the loss, PyTorch `loss_parallel()`): applies at tp > 1
     (torchtitan 9dec370 parallel_dims.py `loss_parallel_enabled = tp > 1 and ...`). `keeps_logits`:
-    the fused loss's caller keeps the d-byte logits beside its fp32 copy (`count.eager.loss_peak_bytes`)."""
+    the fused loss's caller keeps the d-byte logits beside its fp32 copy (`count.eager.loss_peak_bytes`).
+    `head_seq_len`: the tokens per sequence of the head (an encoder-decoder's target length; None:
+    seq_len, which the embedding's are)."""
     s_local = seq_len // cp
-    head = output_activation_bytes(spec, micro_batch, s_local, dtype_bytes, tp, fused_cross_entropy, compiled_loss,
+    head_local = (seq_len if head_seq_len is None else head_seq_len) // cp
+    head = output_activation_bytes(spec, micro_batch, head_local, dtype_bytes, tp, fused_cross_entropy, compiled_loss,
                                    loss_parallel and tp > 1, keeps_logits)
     if gathered_inputs and sequence_parallel and tp > 1 and spec.lm_head:
-        whole = dtype_bytes * s_local * micro_batch * spec.hidden
+        whole = dtype_bytes * head_local * micro_batch * spec.hidden
         head += whole - -(-whole // tp)
     return embedding_activation_bytes(spec, micro_batch, s_local, tp, sequence_parallel), head
 

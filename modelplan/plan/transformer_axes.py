@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from modelplan.plan.candidates import FamilyAxes
 from modelplan.plan.estimate import TransformerEvaluator
-from modelplan.plan.problems import Problem, Reason
+from modelplan.plan.problems import Problem
 from modelplan.plan.space import LONG_SEQUENCE, SearchSpace, _choose, divisors
+from modelplan.plan.stack_lengths import cp_length_problem, stack_lengths
 from modelplan.plan.validate import cp_comm_problem, ep_problem
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.training import TrainingSpec
@@ -40,13 +41,13 @@ class TransformerAxes(TransformerEvaluator, FamilyAxes):
         n, seq = self.gpus, self.training.seq_len
         default = [1]
         if seq >= LONG_SEQUENCE and n % tp == 0:  # the rule stated at LONG_SEQUENCE
-            default = [c for c in divisors(n // tp) if seq % c == 0]
+            lengths = stack_lengths(self.spec, self.training)  # cp divides both stacks' sequences
+            default = [c for c in divisors(n // tp) if cp_length_problem(lengths, c) is None]
         return _choose(self.space.cp, default, n)
 
     def cp_problems(self, tp: int, cp: int) -> list[Problem]:
-        out = []
-        if self.training.seq_len % cp:
-            out.append(Problem(Reason.CP_SEQ, f"cp ({cp}) must divide seq_len ({self.training.seq_len})"))
+        problem = cp_length_problem(stack_lengths(self.spec, self.training), cp)
+        out = [problem] if problem else []
         problem = cp_comm_problem(self.spec, self.training, tp, cp)
         return out + ([problem] if problem else [])
 

@@ -18,6 +18,7 @@ from modelplan.plan.block_mix import block_kinds
 from modelplan.plan.parallel.cp import cp_problem
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
 from modelplan.plan.problems import Problem, Reason
+from modelplan.plan.stack_lengths import cp_length_problem, stack_lengths
 from modelplan.plan.stages import split_layers
 from modelplan.specs.family import FAMILIES
 from modelplan.specs.features import architecture_features
@@ -138,10 +139,9 @@ def plan_problems(
     out += microbatch_problems(plan, training.global_batch)
     if plan.sequence_parallel and plan.tp == 1:
         out.append(Problem(Reason.SEQUENCE_PARALLEL, "sequence_parallel needs tp > 1 (tp = 1)"))
-    if training.seq_len % plan.cp:
-        out.append(
-            Problem(Reason.CP_SEQ, f"cp ({plan.cp}) must divide seq_len ({training.seq_len})")
-        )
+    problem = cp_length_problem(stack_lengths(spec, training), plan.cp)  # both stacks' lengths
+    if problem:
+        out.append(problem)
     problem = cp_comm_problem(spec, training, plan.tp, plan.cp)
     if problem:
         out.append(problem)
