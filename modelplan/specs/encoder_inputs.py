@@ -1,0 +1,126 @@
+"""Inputs of an encoder that reads images or audio instead of tokens (`TransformerSpec.inputs`):
+standalone ViTs (ViT, DeiT, DINOv2, the CLIP / SigLIP vision models) and the wav2vec 2.0 family
+(wav2vec2, HuBERT). The blocks stay the transformer block stack's; this sub-spec states what
+replaces the token table and what task head sits after the final norm (transformers 5.24:
+modeling_vit.py, modeling_deit.py, modeling_dinov2.py, modeling_clip.py, modeling_siglip.py,
+modeling_wav2vec2.py, modeling_hubert.py).
+
+With `inputs` set there is no token table (`vocab` sizes only a CTC head), a sequence is one
+image (patches + prefix tokens) or one clip of audio (its frames).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, model_validator
+
+from modelplan.specs.base import Spec
+from modelplan.specs.blocks import ConnectorLayer
+
+
+class HeadLayer(ConnectorLayer):
+    """One layer of the task head after the encoder (DeiT's two classifiers, DINOv2's classifier
+    over [CLS, mean patch], wav2vec2's projector + classifier, SigLIP's logit scale): rows 1 runs
+    once per sequence (pooled), rows None on every token; keyed under `head/`."""
+
+
+class PatchInput(Spec):
+    """A ViT patch embedding: Conv2d(channels, h, kernel=stride=patch_size) over an image of
+    image_size x image_size pixels, `prefix_tokens` learned vectors prepended (CLS; DeiT's
+    distillation token), a learned position row per token (the spec's max_positions)."""
+
+    kind: Literal["patches"] = "patches"
+    channels: int = Field(3, gt=0)
+    """Image channels (HF num_channels)."""
+    patch_size: int = Field(gt=0)
+    """Square patch side in pixels."""
+    image_size: int = Field(gt=0)
+    """Square image side in pixels; image_size // patch_size patches per side."""
+    patch_bias: bool = True
+    """Bias on the patch conv (CLIP's has none)."""
+    prefix_tokens: int = Field(1, ge=0)
+    """Learned h-vectors prepended to the patches: ViT / DINOv2 / CLIP 1 (cls_token), DeiT 2 (cls +
+    distillation), SigLIP 0."""
+    mask_token: bool = False
+    """A learned h-vector replacing masked patches (DINOv2 always builds it; ViT use_mask_token)."""
+    pooling_head: bool = False
+    """SigLIP's attention-pooling head (vision_use_head; count.vision.pooling_head_params)."""
+    head: list[HeadLayer] = Field(default_factory=list)
+    """Task-head layers beyond the spec's pooler / classifier."""
+
+    @property
+    def patches(self) -> int:
+        """Patches of one image."""
+        return (self.image_size // self.patch_size) ** 2
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the blocks run on per image: patches plus the prefix tokens."""
+        return self.patches + self.prefix_tokens
+
+    @model_validator(mode="after")
+    def _check(self) -> "PatchInput":
+        if self.patch_size > self.image_size:
+            raise ValueError(f"patch_size ({self.patch_size}) exceeds image_size ({self.image_size})")
+        return self
+
+
+class AudioConvInput(Spec):
+    """wav2vec 2.0's input (Wav2Vec2FeatureEncoder + Wav2Vec2FeatureProjection +
+    Wav2Vec2PositionalConvEmbedding): raw samples through Conv1d layers (conv_dim / conv_kernel /
+    conv_stride, one input channel), a GroupNorm on the first conv ('group') or a LayerNorm after
+    every conv ('layer'); a LayerNorm and Linear(conv_dim[-1], h) per frame; a grouped, weight-normed
+    Conv1d(h, h, position_kernel, padding position_kernel // 2) added to the frames."""
+
+    kind: Literal["audio_conv"] = "audio_conv"
+    conv_dim: list[int] = Field(min_length=1)
+    """Output channels of each feature conv."""
+    conv_kernel: list[int] = Field(min_length=1)
+    """Kernel width of each feature conv."""
+    conv_stride: list[int] = Field(min_length=1)
+    """Stride of each feature conv."""
+    conv_bias: bool = False
+    """Bias on the feature convs."""
+    conv_norm: Literal["group", "layer"] = "group"
+    """group: GroupNorm(c, c) after the first conv only; layer: a LayerNorm(c) after every conv."""
+    projection_norm: bool = True
+    """LayerNorm(conv_dim[-1]) before the feature projection (HuBERT feat_proj_layer_norm)."""
+    position_kernel: int = Field(128, gt=0)
+    """Kernel of the positional conv (HF num_conv_pos_embeddings)."""
+    position_groups: int = Field(16, gt=0)
+    """Groups of the positional conv (HF num_conv_pos_embedding_groups)."""
+    masked_embedding: bool = True
+    """The learned masked_spec_embed (h) that SpecAugment writes over masked frames (built when
+    mask_time_prob or mask_feature_prob is positive)."""
+    sample_rate: int = Field(16000, gt=0)
+    """Samples per second of the input audio (the feature extractor's sampling_rate)."""
+    head: list[HeadLayer] = Field(default_factory=list)
+    """Task-head layers beyond the spec's CTC head (lm_head)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "AudioConvInput":
+        if not len(self.conv_dim) == len(self.conv_kernel) == len(self.conv_stride):
+            raise ValueError(f"conv_dim ({len(self.conv_dim)}), conv_kernel ({len(self.conv_kernel)}) and "
+                             f"conv_stride ({len(self.conv_stride)}) must have one entry per conv layer")
+        if any(v <= 0 for v in (*self.conv_dim, *self.conv_kernel, *self.conv_stride)):
+            raise ValueError("conv_dim, conv_kernel and conv_stride must be positive")
+        return self
+
+    def lengths(self, frames: int) -> list[int]:
+        """Samples, then each conv's output length, of the shortest input giving `frames` frames
+        (L_out = (L_in - kernel) // stride + 1, inverted: L_in = (L_out - 1) stride + kernel)."""
+        out = [frames]
+        for k, s in zip(reversed(self.conv_kernel), reversed(self.conv_stride)):
+            out.append((out[-1] - 1) * s + k)
+        return out[::-1]
+
+    def frames(self, samples: int) -> int:
+        """Frames of `samples` input samples (Wav2Vec2Model._get_feat_extract_output_lengths)."""
+        for k, s in zip(self.conv_kernel, self.conv_stride):
+            samples = (samples - k) // s + 1
+        return samples
+
+
+EncoderInput = Annotated[Union[PatchInput, AudioConvInput], Field(discriminator="kind")]
+"""What an encoder reads instead of tokens, by `kind`."""

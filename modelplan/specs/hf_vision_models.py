@@ -1,0 +1,234 @@
+"""HF config mappers of standalone vision models: ViT, DeiT, DINOv2, the CLIP / SigLIP / SigLIP 2
+vision models (encoders over patches, `specs.encoder_inputs.PatchInput`) and the CLIP, SigLIP and
+SigLIP 2 image-text models (the text tower as the block stack, the vision tower as the composites'
+`VisionSpec`, hf_vision / hf_n18vlm_base).
+
+The head is the class `architectures[0]` names, as transformers 5.24 builds it (modeling_vit.py,
+modeling_deit.py, modeling_dinov2.py, modeling_clip.py, modeling_siglip.py, modeling_siglip2.py);
+without `architectures`, the base model (ViTModel, ..., CLIPModel). A head class outside
+`HEADS` is refused naming the supported ones.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from modelplan.errors import SpecError
+from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_n18vlm_base import CLASS_DEFAULTS, _tower
+
+Mapper = Callable[[HFConfig], dict]
+
+HEADS: dict[str, tuple[str, ...]] = {
+    "vit": ("ViTModel", "ViTForImageClassification"),
+    "deit": ("DeiTModel", "DeiTForImageClassification", "DeiTForImageClassificationWithTeacher"),
+    "dinov2": ("Dinov2Model", "Dinov2ForImageClassification"),
+    "clip_vision_model": ("CLIPVisionModel", "CLIPVisionModelWithProjection"),
+    "siglip_vision_model": ("SiglipVisionModel",),
+    "siglip2_vision_model": ("Siglip2VisionModel",),
+    "clip": ("CLIPModel",),
+    "siglip": ("SiglipModel",),
+    "siglip2": ("Siglip2Model",),
+}
+"""model_type -> the classes whose head is modelled; the first is the base model."""
+
+
+_DEFAULTS: dict[str, dict] = {
+    "vit": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+            "image_size": 224, "patch_size": 16, "num_channels": 3},
+    "dinov2": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "image_size": 224,
+               "patch_size": 14, "num_channels": 3},
+    "clip_vision_model": {**CLASS_DEFAULTS["clip_vision_model"], "projection_dim": 512},
+    "siglip_vision_model": CLASS_DEFAULTS["siglip_vision_model"],
+    "siglip2_vision_model": CLASS_DEFAULTS["siglip2_vision_model"],
+}
+"""Size defaults of the config classes (transformers 5.24 AutoConfig.for_model; DeiTConfig's are
+ViTConfig's): a save with use_diff leaves out what equals them."""
+
+
+def with_defaults(c: HFConfig, kind: str, defaults: dict[str, dict] = _DEFAULTS) -> HFConfig:
+    """`c` over its config class's size defaults."""
+    return HFConfig({**defaults[kind], **c.data}, c.source, c.path)
+
+
+def architecture(c: HFConfig, model_type: str, heads: dict[str, tuple[str, ...]] = HEADS) -> str:
+    """architectures[0], else the base model; a class outside `heads` is a one-line error."""
+    names = c.texts("architectures", None)
+    name = names[0] if names else heads[model_type][0]
+    if name not in heads[model_type]:
+        raise SpecError(f"{c.source}: architectures: '{name}' not modelled (supported: "
+                        f"{', '.join(heads[model_type])}; without architectures: {heads[model_type][0]})")
+    return name
+
+
+def linear(name: str, n_in: int, n_out: int, bias: bool = True, rows: int | None = 1) -> dict:
+    """A head layer: Linear(n_in, n_out) on `rows` rows per sequence (None: every token)."""
+    return dict(name=name, kind="linear", in_features=n_in, out_features=n_out, bias=bias, rows=rows)
+
+
+def _labels(c: HFConfig) -> int:
+    """num_labels; a 0-label classifier is nn.Identity in these classes (refused: no layer)."""
+    labels = c.num_labels()
+    if labels < 1:
+        raise SpecError(f"{c.source}: num_labels: {labels} builds no classifier (nn.Identity); at least 1 is needed")
+    return labels
+
+
+def _encoder(c: HFConfig, ffn: int, patches: dict, image_size: int, *, qkv_bias: bool = True,
+             activation: str = "gelu", **fields) -> dict:
+    """A pre-LN ViT encoder over one image: LayerNorm (with bias) / biased attention and fc1-fc2
+    blocks, one learned position row per token, a final LayerNorm."""
+    patch = c.size("patch_size")
+    if patch > image_size:
+        raise SpecError(f"{c.source}: patch_size: {patch} exceeds image_size {image_size}")
+    inputs = dict(kind="patches", channels=c.size("num_channels"), patch_size=patch, image_size=image_size, **patches)
+    tokens = (image_size // patch) ** 2 + inputs.get("prefix_tokens", 1)
+    return dict(
+        arch="encoder", layers=c.size("num_hidden_layers"), hidden=c.size("hidden_size"),
+        heads=c.divisor("num_attention_heads"), ffn_hidden=ffn, vocab=1,  # no token table (inputs)
+        position="learned", max_positions=tokens, norm="layernorm", norm_bias=True, norm_placement="pre",
+        norm_eps=c.number("layer_norm_eps", 1e-12), qkv_bias=qkv_bias, attn_out_bias=True, mlp_bias=True,
+        gated_mlp=False, activation=c.activation(activation, "hidden_act"), final_norm=True, lm_head=False,
+        tied_embeddings=False, inputs=inputs, **fields)
+
+
+def _vit(c: HFConfig) -> dict:
+    """ViTModel (cls token, ViTPooler dense(h, pooler_output_size) + tanh on it) or
+    ViTForImageClassification (no pooler, Linear(h, num_labels) on the cls token)."""
+    c = with_defaults(c, "vit")
+    name, h = architecture(c, "vit"), c.size("hidden_size")
+    head = ([linear("pooler", h, c.integer("pooler_output_size", h, nullable=True) or h)] if name == "ViTModel"
+            else [linear("classifier", h, _labels(c))])
+    return _encoder(c, c.size("intermediate_size"), dict(head=head), c.size("image_size"),
+                    qkv_bias=c.flag("qkv_bias", True))
+
+
+def _deit(c: HFConfig) -> dict:
+    """DeiT: ViT's blocks behind cls and distillation tokens (patches + 2 positions); DeiTModel's
+    pooler, DeiTForImageClassification's classifier on the cls token, or ...WithTeacher's
+    cls_classifier and distillation_classifier."""
+    c = with_defaults(c, "vit")
+    name, h = architecture(c, "deit"), c.size("hidden_size")
+    if name == "DeiTModel":
+        head = [linear("pooler", h, c.integer("pooler_output_size", h, nullable=True) or h)]
+    elif name == "DeiTForImageClassification":
+        head = [linear("classifier", h, _labels(c))]
+    else:
+        head = [linear("cls_classifier", h, _labels(c)), linear("distillation_classifier", h, _labels(c))]
+    return _encoder(c, c.size("intermediate_size"), dict(prefix_tokens=2, head=head), c.size("image_size"),
+                    qkv_bias=c.flag("qkv_bias", True))
+
+
+def _dinov2(c: HFConfig) -> dict:
+    """DINOv2: cls and mask tokens, LayerScale on both branches (2h a block: counted as the block's
+    per-channel residual weights), fc1-fc2 of int(h mlp_ratio) or the SwiGLU FFN (weights_in
+    Linear(h, 2 f'), weights_out Linear(f', h), f' = (int(2/3 int(h mlp_ratio)) + 7) // 8 * 8);
+    Dinov2ForImageClassification: Linear(2h, num_labels) on [cls, mean of the patches]."""
+    c = with_defaults(c, "dinov2")
+    name, h = architecture(c, "dinov2"), c.size("hidden_size")
+    inner = int(h * c.number("mlp_ratio", 4, positive=True))  # Dinov2MLP / Dinov2SwiGLUFFN hidden_features
+    swiglu = c.flag("use_swiglu_ffn", False)
+    ffn = (int(inner * 2 / 3) + 7) // 8 * 8 if swiglu else inner
+    head = [linear("classifier", 2 * h, _labels(c))] if name == "Dinov2ForImageClassification" else []
+    fields = _encoder(c, ffn, dict(mask_token=True, head=head), c.size("image_size"),
+                      qkv_bias=c.flag("qkv_bias", True), residual_weights=True)
+    if swiglu:
+        fields.update(gated_mlp=True, activation="silu")
+    return fields
+
+
+def _clip_vision(c: HFConfig) -> dict:
+    """CLIPVisionModel: bias-free patch conv, class embedding, pre_layrnorm, blocks, post_layernorm
+    on the pooled class token; ...WithProjection adds visual_projection Linear(h, projection_dim,
+    bias=False)."""
+    c = with_defaults(c, "clip_vision_model")
+    name, h = architecture(c, "clip_vision_model"), c.size("hidden_size")
+    head = [linear("visual_projection", h, c.size("projection_dim"), bias=False)] if name.endswith("Projection") else []
+    return _encoder(c, c.size("intermediate_size"), dict(patch_bias=False, head=head), c.size("image_size"),
+                    activation="quick_gelu", embedding_norm=True)
+
+
+def _siglip_vision(c: HFConfig, image_size: int | None = None) -> dict:
+    """SiglipVisionModel: biased patch conv, one position per patch (no class token), blocks,
+    post_layernorm, the attention-pooling head when vision_use_head."""
+    kind = c.text("model_type")
+    architecture(c, kind)
+    c = with_defaults(c, kind)
+    return _encoder(c, c.size("intermediate_size"),
+                    dict(prefix_tokens=0, pooling_head=c.flag("vision_use_head", True)),
+                    image_size or c.size("image_size"), activation="gelu_pytorch_tanh")
+
+
+def _siglip2_vision(c: HFConfig) -> dict:
+    """Siglip2VisionModel: SigLIP's with a biased Linear(C p^2, h) patch embedding (the conv's
+    count and FLOPs) and num_patches position rows; an image is sqrt(num_patches)^2 patches."""
+    c = with_defaults(c, "siglip2_vision_model")
+    rows = c.size("num_patches")
+    side = int(round(rows ** 0.5))
+    if side * side != rows:
+        raise SpecError(f"{c.source}: num_patches: must be a square, got {rows}")
+    return _siglip_vision(c, side * c.size("patch_size"))
+
+
+_TEXT = {
+    "clip": {"vocab_size": 49408, "hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 12,
+             "num_attention_heads": 8, "max_position_embeddings": 77, "hidden_act": "quick_gelu"},
+    "siglip": {"vocab_size": 32000, "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+               "num_attention_heads": 12, "max_position_embeddings": 64, "hidden_act": "gelu_pytorch_tanh"},
+}
+"""CLIPTextConfig / SiglipTextConfig (and Siglip2TextConfig) class defaults (transformers 5.24)."""
+
+
+def _text_tower(c: HFConfig, kind: str) -> tuple[dict, HFConfig]:
+    """The text tower: token and position tables, pre-LN LayerNorm / biased blocks, final_layer_norm
+    (CLIPTextTransformer: causal; SiglipTextTransformer: bidirectional), no LM head."""
+    raw = c.data.get("text_config") or {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"{c.source}: text_config: expected an object, got {raw!r}")
+    t = HFConfig({**_TEXT[kind], **raw}, c.source, "text_config.")
+    return dict(
+        arch="decoder" if kind == "clip" else "encoder", layers=t.size("num_hidden_layers"),
+        hidden=t.size("hidden_size"), heads=t.divisor("num_attention_heads"), ffn_hidden=t.size("intermediate_size"),
+        vocab=t.size("vocab_size"), max_positions=t.size("max_position_embeddings"), position="learned",
+        norm="layernorm", norm_bias=True, norm_placement="pre", qkv_bias=True, attn_out_bias=True, mlp_bias=True,
+        gated_mlp=False, activation=t.activation("gelu", "hidden_act"), final_norm=True, lm_head=False,
+        tied_embeddings=False), t
+
+
+def _clip_model(c: HFConfig) -> dict:
+    """CLIPModel: the CLIP text tower with text_projection Linear(h_text, projection_dim,
+    bias=False) on its pooled (EOS) token, the CLIP vision tower with visual_projection
+    Linear(h_vision, projection_dim, bias=False) on its pooled token, and logit_scale (1)."""
+    architecture(c, "clip")
+    fields, _ = _text_tower(c, "clip")
+    proj = c.integer("projection_dim", 512)
+    fields["classifier"] = {"num_labels": proj, "bias": False}  # text_projection, once per text
+    tower, _ = _tower(c, "clip_vision_model", kinds=("clip_vision_model",))
+    tower["connector"] = [dict(name="visual_projection", kind="linear", in_features=tower["hidden"], out_features=proj,
+                               rows=1), dict(name="logit_scale", kind="vector", in_features=1)]
+    return {**fields, "vision": tower}
+
+
+def _siglip_model(kind: str) -> Mapper:
+    def mapper(c: HFConfig) -> dict:
+        """SiglipModel / Siglip2Model: the SigLIP text tower with its head Linear(h, projection_size,
+        bias) on the last token, the SigLIP (2) vision tower with its pooling head, logit_scale
+        and logit_bias (1 each)."""
+        architecture(c, kind)
+        fields, text = _text_tower(c, "siglip")
+        h = fields["hidden"]
+        fields["classifier"] = {"num_labels": text.integer("projection_size", h, nullable=True) or h}
+        tower_type = f"{kind}_vision_model"
+        tower, _ = _tower(c, tower_type, kinds=(tower_type,))
+        tower["connector"] = [dict(name="logit_scale", kind="vector", in_features=1),
+                              dict(name="logit_bias", kind="vector", in_features=1)]
+        return {**fields, "vision": tower}
+
+    return mapper
+
+
+VISION_MODEL_MAPPERS: dict[str, Mapper] = {
+    "vit": _vit, "deit": _deit, "dinov2": _dinov2, "clip_vision_model": _clip_vision,
+    "siglip_vision_model": _siglip_vision, "siglip2_vision_model": _siglip2_vision,
+    "clip": _clip_model, "siglip": _siglip_model("siglip"), "siglip2": _siglip_model("siglip2"),
+}
