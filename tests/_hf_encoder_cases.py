@@ -36,6 +36,15 @@ IMAGE_CASES = [
 ]
 """One small config per modelled image head class."""
 
+PAIR_CLASSIFIERS = [
+    case("clip", "CLIPForImageClassification", vision_config=_SIGLIP_V, num_labels=5),
+    case("metaclip_2", "MetaClip2ForImageClassification", vision_config=_SIGLIP_V, num_labels=5),
+    case("siglip", "SiglipForImageClassification", vision_config=_SIGLIP_V, num_labels=5),
+    case("siglip2", "Siglip2ForImageClassification",
+         vision_config={**{k: v for k, v in _SIGLIP_V.items() if k != "image_size"}, "num_patches": 16}, num_labels=5),
+]
+"""The image-text pairs' classifiers: their vision model alone and a classifier."""
+
 _TEXT = {"hidden_size": 24, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 40,
          "vocab_size": 99, "max_position_embeddings": 16}
 
@@ -44,6 +53,7 @@ PAIR_CASES = [
     case("siglip", "SiglipModel", text_config={**_TEXT, "projection_size": 20}, vision_config=_SIGLIP_V),
     case("siglip2", "Siglip2Model", text_config=_TEXT,
          vision_config={**{k: v for k, v in _SIGLIP_V.items() if k != "image_size"}, "num_patches": 16}),
+    case("metaclip_2", "MetaClip2Model", text_config=_TEXT, vision_config=_SIGLIP_V, projection_dim=20),
 ]
 """The image-text pairs: a small text tower and vision tower each."""
 
@@ -64,7 +74,7 @@ AUDIO_CASES = [
 DEFAULT_CLASSES = {
     "vit": "ViTModel", "deit": "DeiTModel", "dinov2": "Dinov2Model", "clip_vision_model": "CLIPVisionModel",
     "siglip_vision_model": "SiglipVisionModel", "siglip2_vision_model": "Siglip2VisionModel", "clip": "CLIPModel",
-    "siglip": "SiglipModel", "siglip2": "Siglip2Model", "wav2vec2": "Wav2Vec2Model", "hubert": "HubertModel",
+    "siglip": "SiglipModel", "siglip2": "Siglip2Model", "metaclip_2": "MetaClip2Model", "wav2vec2": "Wav2Vec2Model", "hubert": "HubertModel",
 }
 """model_type -> its base model, the class a config without architectures counts as."""
 

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from _hf_encoder_cases import AUDIO_CASES, DEFAULT_CLASSES, IMAGE_CASES, PAIR_CASES, hf_forward_flops
+from _hf_encoder_cases import AUDIO_CASES, DEFAULT_CLASSES, IMAGE_CASES, PAIR_CASES, PAIR_CLASSIFIERS, hf_forward_flops
 from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults, runner
 from _hf_reference import hf_numel
 from modelplan.cli import app
@@ -22,7 +22,8 @@ from modelplan.errors import SpecError
 from modelplan.specs.hf import from_hf_config
 from modelplan.specs.training import TrainingSpec
 
-CASES = IMAGE_CASES + PAIR_CASES + AUDIO_CASES
+IMAGES = IMAGE_CASES + PAIR_CLASSIFIERS
+CASES = IMAGES + PAIR_CASES + AUDIO_CASES
 IDS = [f"{d['architectures'][0]}-{i}" for i, d in enumerate(CASES)]
 
 
@@ -63,7 +64,7 @@ def test_published_sizes():
 
 @pytest.mark.torch
 @pytest.mark.slow
-@pytest.mark.parametrize("data", IMAGE_CASES, ids=IDS[:len(IMAGE_CASES)])
+@pytest.mark.parametrize("data", IMAGES, ids=IDS[:len(IMAGES)])
 def test_image_forward_flops_equal_flop_counter(data):
     """Forward FLOPs of one image (patch conv, blocks, pooler / classifiers / pooling head) equal
     FlopCounterMode on transformers' module."""

@@ -16,6 +16,7 @@ from typing import Callable
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_n18vlm_base import CLASS_DEFAULTS, _tower
+from modelplan.specs.hf_vision import _clip
 
 Mapper = Callable[[HFConfig], dict]
 
@@ -26,9 +27,10 @@ HEADS: dict[str, tuple[str, ...]] = {
     "clip_vision_model": ("CLIPVisionModel", "CLIPVisionModelWithProjection"),
     "siglip_vision_model": ("SiglipVisionModel",),
     "siglip2_vision_model": ("Siglip2VisionModel",),
-    "clip": ("CLIPModel",),
-    "siglip": ("SiglipModel",),
-    "siglip2": ("Siglip2Model",),
+    "clip": ("CLIPModel", "CLIPForImageClassification"),
+    "metaclip_2": ("MetaClip2Model", "MetaClip2ForImageClassification"),
+    "siglip": ("SiglipModel", "SiglipForImageClassification"),
+    "siglip2": ("Siglip2Model", "Siglip2ForImageClassification"),
 }
 """model_type -> the classes whose head is modelled; the first is the base model."""
 
@@ -137,37 +139,58 @@ def _dinov2(c: HFConfig) -> dict:
     return fields
 
 
-def _clip_vision(c: HFConfig) -> dict:
+def _clip_vision(c: HFConfig, head: list[dict] | None = None) -> dict:
     """CLIPVisionModel: bias-free patch conv, class embedding, pre_layrnorm, blocks, post_layernorm
     on the pooled class token; ...WithProjection adds visual_projection Linear(h, projection_dim,
-    bias=False)."""
+    bias=False); `head`: a composite's classifier instead (architectures not read)."""
     c = with_defaults(c, "clip_vision_model")
-    name, h = architecture(c, "clip_vision_model"), c.size("hidden_size")
-    head = [linear("visual_projection", h, c.size("projection_dim"), bias=False)] if name.endswith("Projection") else []
+    h = c.size("hidden_size")
+    if head is None:
+        name = architecture(c, "clip_vision_model")
+        head = [linear("visual_projection", h, c.size("projection_dim"), bias=False)] if name.endswith("Projection") else []
     return _encoder(c, c.size("intermediate_size"), dict(patch_bias=False, head=head), c.size("image_size"),
                     activation="quick_gelu", embedding_norm=True)
 
 
-def _siglip_vision(c: HFConfig, image_size: int | None = None) -> dict:
+def _siglip_vision(c: HFConfig, kind: str = "siglip_vision_model", head: list[dict] | None = None) -> dict:
     """SiglipVisionModel: biased patch conv, one position per patch (no class token), blocks,
-    post_layernorm, the attention-pooling head when vision_use_head."""
-    kind = c.text("model_type")
-    architecture(c, kind)
+    post_layernorm, the attention-pooling head when vision_use_head; Siglip2VisionModel: a biased
+    Linear(C p^2, h) patch embedding (the conv's count and FLOPs) and num_patches position rows, an
+    image of sqrt(num_patches)^2 patches. `head`: a composite's classifier (architectures not read)."""
+    if head is None:
+        architecture(c, kind)
     c = with_defaults(c, kind)
+    image_size = c.size("image_size") if kind == "siglip_vision_model" else None
+    if image_size is None:
+        rows = c.size("num_patches")
+        side = int(round(rows ** 0.5))
+        if side * side != rows:
+            raise SpecError(f"{c.source}: {c.path}num_patches: must be a square, got {rows}")
+        image_size = side * c.size("patch_size")
     return _encoder(c, c.size("intermediate_size"),
-                    dict(prefix_tokens=0, pooling_head=c.flag("vision_use_head", True)),
-                    image_size or c.size("image_size"), activation="gelu_pytorch_tanh")
+                    dict(prefix_tokens=0, pooling_head=c.flag("vision_use_head", True), head=head or []),
+                    image_size, activation="gelu_pytorch_tanh")
 
 
-def _siglip2_vision(c: HFConfig) -> dict:
-    """Siglip2VisionModel: SigLIP's with a biased Linear(C p^2, h) patch embedding (the conv's
-    count and FLOPs) and num_patches position rows; an image is sqrt(num_patches)^2 patches."""
-    c = with_defaults(c, "siglip2_vision_model")
-    rows = c.size("num_patches")
-    side = int(round(rows ** 0.5))
-    if side * side != rows:
-        raise SpecError(f"{c.source}: num_patches: must be a square, got {rows}")
-    return _siglip_vision(c, side * c.size("patch_size"))
+def _vision_config(c: HFConfig, kinds: tuple[str, ...]) -> HFConfig:
+    """vision_config (absent: {}), its model_type one of `kinds` when it states one."""
+    raw = c.data.get("vision_config") or {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"{c.source}: vision_config: expected an object, got {raw!r}")
+    v = HFConfig(raw, c.source, "vision_config.")
+    kind = v.text("model_type", kinds[0])
+    if kind not in kinds:
+        raise SpecError(f"{c.source}: vision_config.model_type: unsupported '{kind}' ({', '.join(kinds)})")
+    return v
+
+
+def _image_classifier(c: HFConfig, kind: str, kinds: tuple[str, ...]) -> dict:
+    """...ForImageClassification of an image-text pair (CLIP, MetaCLIP 2, SigLIP, SigLIP 2): the
+    vision model of vision_config alone, its tokens mean-pooled (CLIP's without the class token)
+    into classifier Linear(vision hidden, num_labels)."""
+    v = _vision_config(c, kinds)
+    head = [linear("classifier", with_defaults(v, kind).size("hidden_size"), _labels(c))]
+    return _clip_vision(v, head) if kind == "clip_vision_model" else _siglip_vision(v, kind, head)
 
 
 _TEXT = {
@@ -196,14 +219,17 @@ def _text_tower(c: HFConfig, kind: str) -> tuple[dict, HFConfig]:
 
 
 def _clip_model(c: HFConfig) -> dict:
-    """CLIPModel: the CLIP text tower with text_projection Linear(h_text, projection_dim,
-    bias=False) on its pooled (EOS) token, the CLIP vision tower with visual_projection
-    Linear(h_vision, projection_dim, bias=False) on its pooled token, and logit_scale (1)."""
-    architecture(c, "clip")
+    """CLIPModel (MetaClip2Model: the same modules): the CLIP text tower with text_projection
+    Linear(h_text, projection_dim, bias=False) on its pooled (EOS) token, the CLIP vision tower
+    with visual_projection Linear(h_vision, projection_dim, bias=False) on its pooled token, and
+    logit_scale (1); ...ForImageClassification: `_image_classifier`."""
+    kinds = ("clip_vision_model", "metaclip_2_vision_model")
+    if architecture(c, c.text("model_type")).endswith("ForImageClassification"):
+        return _image_classifier(c, "clip_vision_model", kinds)
     fields, _ = _text_tower(c, "clip")
     proj = c.integer("projection_dim", 512)
     fields["classifier"] = {"num_labels": proj, "bias": False}  # text_projection, once per text
-    tower, _ = _tower(c, "clip_vision_model", kinds=("clip_vision_model",))
+    tower = _clip(with_defaults(_vision_config(c, kinds), "clip_vision_model"))
     tower["connector"] = [dict(name="visual_projection", kind="linear", in_features=tower["hidden"], out_features=proj,
                                rows=1), dict(name="logit_scale", kind="vector", in_features=1)]
     return {**fields, "vision": tower}
@@ -213,8 +239,9 @@ def _siglip_model(kind: str) -> Mapper:
     def mapper(c: HFConfig) -> dict:
         """SiglipModel / Siglip2Model: the SigLIP text tower with its head Linear(h, projection_size,
         bias) on the last token, the SigLIP (2) vision tower with its pooling head, logit_scale
-        and logit_bias (1 each)."""
-        architecture(c, kind)
+        and logit_bias (1 each); ...ForImageClassification: `_image_classifier`."""
+        if architecture(c, kind).endswith("ForImageClassification"):
+            return _image_classifier(c, f"{kind}_vision_model", (f"{kind}_vision_model",))
         fields, text = _text_tower(c, "siglip")
         h = fields["hidden"]
         fields["classifier"] = {"num_labels": text.integer("projection_size", h, nullable=True) or h}
@@ -229,6 +256,6 @@ def _siglip_model(kind: str) -> Mapper:
 
 VISION_MODEL_MAPPERS: dict[str, Mapper] = {
     "vit": _vit, "deit": _deit, "dinov2": _dinov2, "clip_vision_model": _clip_vision,
-    "siglip_vision_model": _siglip_vision, "siglip2_vision_model": _siglip2_vision,
-    "clip": _clip_model, "siglip": _siglip_model("siglip"), "siglip2": _siglip_model("siglip2"),
+    "siglip_vision_model": _siglip_vision, "siglip2_vision_model": lambda c: _siglip_vision(c, "siglip2_vision_model"),
+    "clip": _clip_model, "metaclip_2": _clip_model, "siglip": _siglip_model("siglip"), "siglip2": _siglip_model("siglip2"),
 }
