@@ -68,6 +68,10 @@ AUDIO_CASES = [
     case("hubert", "HubertModel", **_AUDIO, feat_proj_layer_norm=False),
     case("hubert", "HubertForCTC", **{**_AUDIO, "num_conv_pos_embeddings": 15}),
     case("hubert", "HubertForSequenceClassification", **_AUDIO),
+    case("unispeech", "UniSpeechForCTC", **_AUDIO),
+    case("unispeech-sat", "UniSpeechSatForSequenceClassification", **_AUDIO, mask_time_prob=0.0),
+    case("data2vec-audio", "Data2VecAudioForCTC", **{**_AUDIO, "num_conv_pos_embeddings": 3}, conv_pos_kernel_size=5),
+    case("data2vec-audio", "Data2VecAudioModel", **{**_AUDIO, "num_conv_pos_embeddings": 2}, conv_pos_kernel_size=4),
 ]
 """One small config per modelled audio head class (an odd positional kernel once)."""
 
@@ -75,6 +79,7 @@ DEFAULT_CLASSES = {
     "vit": "ViTModel", "deit": "DeiTModel", "dinov2": "Dinov2Model", "clip_vision_model": "CLIPVisionModel",
     "siglip_vision_model": "SiglipVisionModel", "siglip2_vision_model": "Siglip2VisionModel", "clip": "CLIPModel",
     "siglip": "SiglipModel", "siglip2": "Siglip2Model", "metaclip_2": "MetaClip2Model", "wav2vec2": "Wav2Vec2Model", "hubert": "HubertModel",
+    "unispeech": "UniSpeechModel", "unispeech-sat": "UniSpeechSatModel", "data2vec-audio": "Data2VecAudioModel",
 }
 """model_type -> its base model, the class a config without architectures counts as."""
 
@@ -98,7 +103,7 @@ def hf_forward_flops(data: dict, seq_len: int, part: str | None = None, samples:
     torch.manual_seed(0)
     model = hf_class(data)._from_config(cfg).eval()
     v = getattr(cfg, "vision_config", cfg)
-    if data["model_type"] in ("wav2vec2", "hubert"):
+    if data["model_type"] in ("wav2vec2", "hubert", "unispeech", "unispeech-sat", "data2vec-audio"):
         from modelplan.specs.hf import from_hf_config
 
         samples = samples or from_hf_config(data).inputs.lengths(seq_len)[0]

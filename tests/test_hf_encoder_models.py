@@ -97,7 +97,7 @@ def test_audio_forward_flops_equal_flop_counter(data):
 def test_audio_flops_per_second_equal_flop_counter():
     """count's forward FLOPs of one second (16,000 samples: 799 frames of the small convs) equal
     FlopCounterMode on transformers' Wav2Vec2ForCTC over 16,000 samples."""
-    from modelplan.count.encoder_inputs import per_input_document
+    from modelplan.count.encoder_input_report import per_input_document
 
     data = AUDIO_CASES[1]
     doc = per_input_document(from_hf_config(data), 0, 7, 1)

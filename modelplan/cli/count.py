@@ -35,7 +35,7 @@ def default_seq_len(spec) -> int:
     """2048 tokens, or fewer when the model's position table is shorter (GPT-2 1024, BERT 512); an
     image encoder's one image (its patches and prefix tokens)."""
     inputs = getattr(spec, "inputs", None)
-    if inputs is not None and inputs.kind == "patches":
+    if inputs is not None and inputs.modality == "image":
         return inputs.tokens
     return min(DEFAULT_SEQ, getattr(spec, "max_positions", DEFAULT_SEQ))
 

@@ -30,9 +30,11 @@ def _conv_params(audio: "AudioConvInput") -> int:
 
 def _position_conv_params(audio: "AudioConvInput", h: int) -> int:
     """Wav2Vec2PositionalConvEmbedding: weight_norm(Conv1d(h, h, k, groups=g), dim=2) holds
-    weight_v (h, h / g, k) and weight_g (1, 1, k), plus the bias (h)."""
+    weight_v (h, h / g, k) and weight_g (1, 1, k), plus the bias (h); data2vec-audio's
+    position_layers plain Conv1d(h, h, k, groups=g) with biases."""
     k = audio.position_kernel
-    return h * (h // audio.position_groups) * k + k + h
+    one = h * (h // audio.position_groups) * k + h
+    return one + k if audio.position_weight_norm else audio.position_layers * one
 
 
 def input_params(spec: "TransformerSpec") -> dict[str, int]:
@@ -40,7 +42,7 @@ def input_params(spec: "TransformerSpec") -> dict[str, int]:
     x, h = spec.inputs, spec.hidden
     if x is None:
         return {}
-    if x.kind == "patches":
+    if x.modality == "image":
         return {
             # Conv2d(channels, h, kernel=stride=patch): channels p^2 h weights (+ h bias)
             "patch": x.channels * x.patch_size ** 2 * h + (h if x.patch_bias else 0),
@@ -65,7 +67,7 @@ def input_head_params(spec: "TransformerSpec") -> dict[str, int]:
     if x is None:
         return {}
     out = {layer.name: connector_params(layer) for layer in x.head}
-    if x.kind == "patches" and x.pooling_head:  # SigLIP's attention-pooling head (count.vision)
+    if x.modality == "image" and x.pooling_head:  # SigLIP's attention-pooling head (count.vision)
         out["pooling_head"] = pooling_head_params(spec.hidden, spec.ffn_hidden)
     return out
 
@@ -88,7 +90,7 @@ def _audio_flops(audio: "AudioConvInput", h: int, frames: int) -> dict[str, int]
     outputs = frames + 2 * (k // 2) - k + 1
     return {"features/conv": conv_flops(audio, audio.lengths(frames)),
             "projection/linear": 2 * frames * audio.conv_dim[-1] * h,
-            "position_conv": 2 * outputs * h * (h // audio.position_groups) * k}
+            "position_conv": audio.position_layers * 2 * outputs * h * (h // audio.position_groups) * k}
 
 
 def input_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[str, int]:
@@ -98,7 +100,7 @@ def input_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[str,
     if x is None:
         return {}
     sequences = tokens // seq_len
-    if x.kind == "patches":  # (patches, C p^2) @ (C p^2, h) per image
+    if x.modality == "image":  # (patches, C p^2) @ (C p^2, h) per image
         return {"patch": 2 * sequences * x.patches * x.channels * x.patch_size ** 2 * spec.hidden}
     return {key: sequences * n for key, n in _audio_flops(x, spec.hidden, seq_len).items()}
 
@@ -115,7 +117,7 @@ def input_head_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict
         if layer.kind == "linear":
             rows = sequences * layer.rows if layer.rows is not None else tokens
             out[layer.name] = layer.copies * 2 * rows * layer.in_features * layer.out_features
-    if x.kind == "patches" and x.pooling_head:
+    if x.modality == "image" and x.pooling_head:
         out["pooling_head"] = sequences * pooling_head_flops(spec.hidden, spec.ffn_hidden, seq_len)
     return out
 
@@ -123,31 +125,6 @@ def input_head_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict
 def check_input_length(spec: "TransformerSpec", seq_len: int) -> None:
     """An image is exactly its patches and prefix tokens (the learned table has one row each)."""
     x = spec.inputs
-    if x is not None and x.kind == "patches" and seq_len != x.tokens:
+    if x is not None and x.modality == "image" and seq_len != x.tokens:
         raise SpecError(f"seq_len ({seq_len}) must be {x.tokens} for {spec.name}: one {x.image_size} x "
                         f"{x.image_size} px image is {x.patches} patches + {x.prefix_tokens} prefix tokens")
-
-
-def per_input_document(spec: "TransformerSpec", forward: int, seq_len: int, batch: int) -> dict | None:
-    """`modelplan count`'s `inputs` section: what one sequence is (an image: its patches; a clip:
-    its frames) and its forward FLOPs (the step's forward / batch); for audio also the forward
-    FLOPs of one second (sample_rate samples, through the convs at their real lengths)."""
-    from modelplan.count.flops import count_flops
-    from modelplan.specs.training import TrainingSpec
-
-    x = spec.inputs
-    if x is None:
-        return None
-    per_sequence = forward // batch
-    if x.kind == "patches":
-        return {"unit": "image", "image_size": x.image_size, "patches": x.patches, "prefix_tokens": x.prefix_tokens,
-                "tokens": x.tokens, "forward_flops_per_image": per_sequence}
-    frames = x.frames(x.sample_rate)
-    second = count_flops(spec, TrainingSpec(global_batch=1, seq_len=frames)).forward
-    lengths = [x.sample_rate]
-    for k, s in zip(x.conv_kernel, x.conv_stride):  # each conv's output length on one second
-        lengths.append((lengths[-1] - k) // s + 1)
-    second += conv_flops(x, lengths) - conv_flops(x, x.lengths(frames))
-    return {"unit": "audio", "sample_rate": x.sample_rate, "frames_per_second": frames,
-            "samples_per_sequence": x.lengths(seq_len)[0], "forward_flops_per_sequence": per_sequence,
-            "forward_flops_per_second": second}

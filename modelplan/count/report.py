@@ -17,7 +17,7 @@ The JSON form (`modelplan count MODEL --json`) is this dict, schema version 1:
                      tokens_per_image, forward_flops_per_image, training_flops_per_image,
                      activation_bytes_per_image, flops_breakdown{slash/path: int}, convention}
                      (one image; the text-token step above does not include it)
-    inputs          only for an image / audio encoder (count.encoder_inputs): what one sequence is
+    inputs          only for an image / audio encoder (count.encoder_input_report): what one sequence is
                      {unit: image, image_size, patches, prefix_tokens, tokens,
                      forward_flops_per_image} or {unit: audio, sample_rate, frames_per_second,
                      samples_per_sequence, forward_flops_per_sequence, forward_flops_per_second}
@@ -72,7 +72,7 @@ def count_document(spec, training: "TrainingSpec", micro_batch: int) -> dict:
 
         doc["vision"] = vision_document(spec, training.dtype_bytes)
     if getattr(spec, "inputs", None) is not None:
-        from modelplan.count.encoder_inputs import per_input_document
+        from modelplan.count.encoder_input_report import per_input_document
 
         doc["inputs"] = per_input_document(spec, doc["flops"]["forward"], training.seq_len, training.global_batch)
     return doc

@@ -1,6 +1,6 @@
 """Inputs of an encoder that reads images or audio instead of tokens (`TransformerSpec.inputs`):
 standalone ViTs (ViT, DeiT, DINOv2, the CLIP / SigLIP vision models) and the wav2vec 2.0 family
-(wav2vec2, HuBERT). The blocks stay the transformer block stack's; this sub-spec states what
+(wav2vec2, HuBERT, UniSpeech, UniSpeech-SAT, data2vec-audio). The blocks stay the transformer block stack's; this sub-spec states what
 replaces the token table and what task head sits after the final norm (transformers 5.24:
 modeling_vit.py, modeling_deit.py, modeling_dinov2.py, modeling_clip.py, modeling_siglip.py,
 modeling_wav2vec2.py, modeling_hubert.py).
@@ -30,7 +30,7 @@ class PatchInput(Spec):
     image_size x image_size pixels, `prefix_tokens` learned vectors prepended (CLS; DeiT's
     distillation token), a learned position row per token (the spec's max_positions)."""
 
-    kind: Literal["patches"] = "patches"
+    modality: Literal["image"] = "image"
     channels: int = Field(3, gt=0)
     """Image channels (HF num_channels)."""
     patch_size: int = Field(gt=0)
@@ -73,7 +73,7 @@ class AudioConvInput(Spec):
     every conv ('layer'); a LayerNorm and Linear(conv_dim[-1], h) per frame; a grouped, weight-normed
     Conv1d(h, h, position_kernel, padding position_kernel // 2) added to the frames."""
 
-    kind: Literal["audio_conv"] = "audio_conv"
+    modality: Literal["audio"] = "audio"
     conv_dim: list[int] = Field(min_length=1)
     """Output channels of each feature conv."""
     conv_kernel: list[int] = Field(min_length=1)
@@ -90,6 +90,12 @@ class AudioConvInput(Spec):
     """Kernel of the positional conv (HF num_conv_pos_embeddings)."""
     position_groups: int = Field(16, gt=0)
     """Groups of the positional conv (HF num_conv_pos_embedding_groups)."""
+    position_layers: int = Field(1, gt=0)
+    """Positional convs in a row (data2vec-audio: num_conv_pos_embeddings of them, each followed
+    by a LayerNorm without parameters)."""
+    position_weight_norm: bool = True
+    """The positional conv is weight-normed (weight_v and a per-tap weight_g; data2vec-audio's are
+    plain convs)."""
     masked_embedding: bool = True
     """The learned masked_spec_embed (h) that SpecAugment writes over masked frames (built when
     mask_time_prob or mask_feature_prob is positive)."""
@@ -122,5 +128,5 @@ class AudioConvInput(Spec):
         return samples
 
 
-EncoderInput = Annotated[Union[PatchInput, AudioConvInput], Field(discriminator="kind")]
-"""What an encoder reads instead of tokens, by `kind`."""
+EncoderInput = Annotated[Union[PatchInput, AudioConvInput], Field(discriminator="modality")]
+"""What an encoder reads instead of tokens, by `modality`."""

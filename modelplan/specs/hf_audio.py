@@ -1,6 +1,7 @@
-"""HF config mappers of the wav2vec 2.0 speech encoders: wav2vec2 and HuBERT
-(`specs.encoder_inputs.AudioConvInput` in front of the block stack; transformers 5.24
-modeling_wav2vec2.py, modeling_hubert.py).
+"""HF config mappers of the wav2vec 2.0 speech encoders: wav2vec2, HuBERT, UniSpeech,
+UniSpeech-SAT and data2vec-audio (`specs.encoder_inputs.AudioConvInput` in front of the block
+stack; transformers 5.24 modeling_wav2vec2.py, modeling_hubert.py, modeling_unispeech.py,
+modeling_unispeech_sat.py, modeling_data2vec_audio.py).
 
 The blocks are BERT's post-LN ones behind the encoder's layer_norm (do_stable_layer_norm false)
 or pre-LN ones with a final layer_norm (true); attention and feed-forward carry biases; no
@@ -20,12 +21,17 @@ Mapper = Callable[[HFConfig], dict]
 
 _CONVS = {"conv_dim": [512] * 7, "conv_stride": [5, 2, 2, 2, 2, 2, 2], "conv_kernel": [10, 3, 3, 3, 3, 2, 2]}
 _DEFAULTS = {kind: {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
-                    "vocab_size": 32, "classifier_proj_size": 256, **_CONVS} for kind in ("wav2vec2", "hubert")}
-"""Wav2Vec2Config / HubertConfig size defaults (transformers 5.24 AutoConfig.for_model)."""
+                    "vocab_size": 32, "classifier_proj_size": 256, **_CONVS}
+             for kind in ("wav2vec2", "hubert", "unispeech", "unispeech-sat", "data2vec-audio")}
+"""Wav2Vec2Config / HubertConfig / UniSpeech(Sat)Config / Data2VecAudioConfig size defaults
+(transformers 5.24 AutoConfig.for_model)."""
 
 HEADS = {
     "wav2vec2": ("Wav2Vec2Model", "Wav2Vec2ForCTC", "Wav2Vec2ForSequenceClassification", "Wav2Vec2ForPreTraining"),
     "hubert": ("HubertModel", "HubertForCTC", "HubertForSequenceClassification"),
+    "unispeech": ("UniSpeechModel", "UniSpeechForCTC", "UniSpeechForSequenceClassification"),
+    "unispeech-sat": ("UniSpeechSatModel", "UniSpeechSatForCTC", "UniSpeechSatForSequenceClassification"),
+    "data2vec-audio": ("Data2VecAudioModel", "Data2VecAudioForCTC", "Data2VecAudioForSequenceClassification"),
 }
 """model_type -> the classes whose head is modelled; the first is the base model."""
 
@@ -70,16 +76,22 @@ def _speech(kind: str) -> Mapper:
         if c.flag("conv_pos_batch_norm", False):
             raise SpecError(f"{c.source}: conv_pos_batch_norm: true is not modelled (a BatchNorm before an "
                             f"unnormalised positional conv)")
-        norm = c.text("feat_extract_norm", "group")
+        data2vec = kind == "data2vec-audio"  # LayerNorm after every feature conv, plain positional convs
+        norm = "layer" if data2vec else c.text("feat_extract_norm", "group")
         if norm not in ("group", "layer"):
             raise SpecError(f"{c.source}: feat_extract_norm: unsupported '{norm}' (group, layer)")
-        h, stable = c.size("hidden_size"), c.flag("do_stable_layer_norm", False)
-        masked = (c.number("mask_time_prob", 0.05) or 0) > 0 or (c.number("mask_feature_prob", 0.0) or 0) > 0
+        h, stable = c.size("hidden_size"), not data2vec and c.flag("do_stable_layer_norm", False)
+        # masked_spec_embed: built when mask_time_prob or mask_feature_prob > 0 (UniSpeech-SAT: always)
+        masked = (kind == "unispeech-sat" or (c.number("mask_time_prob", 0.05) or 0) > 0
+                  or (c.number("mask_feature_prob", 0.0) or 0) > 0)
         head, layers = _head(c, name, h, kind)
-        inputs = dict(kind="audio_conv", conv_dim=c.ints("conv_dim"), conv_kernel=c.ints("conv_kernel"),
+        inputs = dict(modality="audio", conv_dim=c.ints("conv_dim"), conv_kernel=c.ints("conv_kernel"),
                       conv_stride=c.ints("conv_stride"), conv_bias=c.flag("conv_bias", False), conv_norm=norm,
-                      projection_norm=kind == "wav2vec2" or c.flag("feat_proj_layer_norm", True),
-                      position_kernel=c.integer("num_conv_pos_embeddings", 128),
+                      projection_norm=c.flag("feat_proj_layer_norm", True) if kind == "hubert" else True,
+                      position_kernel=c.integer("conv_pos_kernel_size", 19) if data2vec
+                      else c.integer("num_conv_pos_embeddings", 128),
+                      position_layers=c.integer("num_conv_pos_embeddings", 5) if data2vec else 1,
+                      position_weight_norm=not data2vec,
                       position_groups=c.divisor("num_conv_pos_embedding_groups", 16), masked_embedding=masked,
                       head=layers)
         if h % inputs["position_groups"]:
@@ -97,4 +109,4 @@ def _speech(kind: str) -> Mapper:
     return mapper
 
 
-AUDIO_MAPPERS: dict[str, Mapper] = {"wav2vec2": _speech("wav2vec2"), "hubert": _speech("hubert")}
+AUDIO_MAPPERS: dict[str, Mapper] = {kind: _speech(kind) for kind in HEADS}

@@ -83,7 +83,7 @@ def _encoder(c: HFConfig, ffn: int, patches: dict, image_size: int, *, qkv_bias:
     patch = c.size("patch_size")
     if patch > image_size:
         raise SpecError(f"{c.source}: patch_size: {patch} exceeds image_size {image_size}")
-    inputs = dict(kind="patches", channels=c.size("num_channels"), patch_size=patch, image_size=image_size, **patches)
+    inputs = dict(modality="image", channels=c.size("num_channels"), patch_size=patch, image_size=image_size, **patches)
     tokens = (image_size // patch) ** 2 + inputs.get("prefix_tokens", 1)
     return dict(
         arch="encoder", layers=c.size("num_hidden_layers"), hidden=c.size("hidden_size"),
