@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from hf_coverage import default_config  # noqa: E402  (the same class-defaults config.json)
+import hf_coverage  # noqa: E402  (the same class-defaults config.json and outcome rules)
 
 MAPPINGS = {
     "image_classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
@@ -47,25 +47,19 @@ def mappings() -> dict[str, dict[str, str]]:
 
 
 def classify(model_type: str, arch: str, folder: Path) -> tuple[str, str]:
-    """(outcome, detail) of `modelplan count` on the defaults of `model_type` built as `arch`."""
-    from typer.testing import CliRunner
+    """(outcome, detail) of `modelplan count` on the defaults of `model_type` built as `arch`:
+    hf_coverage.classify with its config.json naming `arch` in architectures."""
+    base = hf_coverage.default_config
 
-    from modelplan.cli import app
+    def named(kind: str) -> dict | None:
+        data = base(kind)
+        return None if data is None else {**data, "architectures": [arch]}
 
-    data = default_config(model_type)
-    if data is None:
-        return "no_config", "AutoConfig.for_model failed"
-    path = folder / f"{model_type}-{arch}.json"
-    path.write_text(json.dumps({**data, "architectures": [arch]}))
-    result = CliRunner().invoke(app, ["count", str(path), "--json"])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        return "crashed", f"{type(result.exception).__name__}: {result.exception}"
-    if result.exit_code == 0:
-        return "supported", str(json.loads(result.stdout)["params"]["total"])
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    if len(lines) != 1:
-        return "crashed", f"{len(lines)}-line error: " + " | ".join(lines[:3])
-    return "refused", lines[0]
+    hf_coverage.default_config = named
+    try:
+        return hf_coverage.classify(model_type, folder)
+    finally:
+        hf_coverage.default_config = base
 
 
 def main() -> None:

@@ -27,6 +27,10 @@ IMAGE_CASES = [
     case("dinov2", "Dinov2Model", **{k: v for k, v in _VIT.items() if k != "intermediate_size"}, mlp_ratio=3),
     case("dinov2", "Dinov2ForImageClassification", **{k: v for k, v in _VIT.items() if k != "intermediate_size"},
          use_swiglu_ffn=True),
+    case("dinov2_with_registers", "Dinov2WithRegistersForImageClassification",
+         **{k: v for k, v in _VIT.items() if k != "intermediate_size"}, num_register_tokens=3),
+    case("ijepa", "IJepaModel", **_VIT),
+    case("ijepa", "IJepaForImageClassification", **_VIT),
     case("clip_vision_model", "CLIPVisionModel", **_SIGLIP_V),
     case("clip_vision_model", "CLIPVisionModelWithProjection", **_SIGLIP_V, projection_dim=20),
     case("siglip_vision_model", "SiglipVisionModel", **_SIGLIP_V),
@@ -76,7 +80,8 @@ AUDIO_CASES = [
 """One small config per modelled audio head class (an odd positional kernel once)."""
 
 DEFAULT_CLASSES = {
-    "vit": "ViTModel", "deit": "DeiTModel", "dinov2": "Dinov2Model", "clip_vision_model": "CLIPVisionModel",
+    "vit": "ViTModel", "deit": "DeiTModel", "dinov2": "Dinov2Model", "ijepa": "IJepaModel",
+    "dinov2_with_registers": "Dinov2WithRegistersModel", "clip_vision_model": "CLIPVisionModel",
     "siglip_vision_model": "SiglipVisionModel", "siglip2_vision_model": "Siglip2VisionModel", "clip": "CLIPModel",
     "siglip": "SiglipModel", "siglip2": "Siglip2Model", "metaclip_2": "MetaClip2Model", "wav2vec2": "Wav2Vec2Model", "hubert": "HubertModel",
     "unispeech": "UniSpeechModel", "unispeech-sat": "UniSpeechSatModel", "data2vec-audio": "Data2VecAudioModel",

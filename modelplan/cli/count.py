@@ -194,7 +194,7 @@ def _print_inputs(inputs: dict | None, heading) -> None:
     typer.echo()
     if inputs["unit"] == "image":
         side = inputs["image_size"]
-        heading("Per image", f": {side} x {side} px = {inputs['patches']:,} patches + {inputs['prefix_tokens']} "
+        heading("Per image", f": {side} x {side} px = {inputs['patches']:,} patches + {inputs['tokens'] - inputs['patches']} "
                 f"prefix tokens = {inputs['tokens']:,} tokens (one sequence); forward "
                 f"{human_flops(inputs['forward_flops_per_image'])}")
         return

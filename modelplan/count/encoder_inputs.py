@@ -47,6 +47,7 @@ def input_params(spec: "TransformerSpec") -> dict[str, int]:
             # Conv2d(channels, h, kernel=stride=patch): channels p^2 h weights (+ h bias)
             "patch": x.channels * x.patch_size ** 2 * h + (h if x.patch_bias else 0),
             "prefix": x.prefix_tokens * h,  # cls_token (1, 1, h), DeiT's distillation_token
+            "registers": x.register_tokens * h,  # register_tokens (1, R, h)
             "mask": h if x.mask_token else 0,  # mask_token (1, 1, h)
         }
     norms = 2 * x.conv_dim[0] if x.conv_norm == "group" else sum(2 * c for c in x.conv_dim)  # affine GroupNorm / LayerNorm
@@ -123,8 +124,8 @@ def input_head_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict
 
 
 def check_input_length(spec: "TransformerSpec", seq_len: int) -> None:
-    """An image is exactly its patches and prefix tokens (the learned table has one row each)."""
+    """An image is exactly its patches, prefix and register tokens (learned rows per position)."""
     x = spec.inputs
     if x is not None and x.modality == "image" and seq_len != x.tokens:
         raise SpecError(f"seq_len ({seq_len}) must be {x.tokens} for {spec.name}: one {x.image_size} x "
-                        f"{x.image_size} px image is {x.patches} patches + {x.prefix_tokens} prefix tokens")
+                        f"{x.image_size} px image is {x.patches} patches + {x.prefix_tokens + x.register_tokens} prefix / register tokens")

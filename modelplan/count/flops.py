@@ -111,8 +111,9 @@ def recompute_forward_flops(layer_flops: dict[str, int], recompute: str) -> int:
 def check_seq_len(spec: "TransformerSpec", seq_len: int, decoder_seq_len: int = 0) -> None:
     """A learned position table caps the sequence length (an encoder-decoder's tables: the source
     and target lengths, count.seq2seq)."""
-    check_input_length(spec, seq_len)  # an image is its patches + prefix tokens (count.encoder_inputs)
-    if spec.arch == "encoder_decoder":
+    if spec.inputs is not None:
+        check_input_length(spec, seq_len)  # an image is its tokens (count.encoder_inputs)
+    elif spec.arch == "encoder_decoder":
         check_lengths(spec, seq_len, decoder_seq_len)
     elif spec.position == "learned" and seq_len > spec.max_positions:
         raise SpecError(

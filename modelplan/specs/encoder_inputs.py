@@ -42,6 +42,9 @@ class PatchInput(Spec):
     prefix_tokens: int = Field(1, ge=0)
     """Learned h-vectors prepended to the patches: ViT / DINOv2 / CLIP 1 (cls_token), DeiT 2 (cls +
     distillation), SigLIP 0."""
+    register_tokens: int = Field(0, ge=0)
+    """Learned h-vectors inserted after the prefix once the positions are added (DINOv2 with
+    registers): tokens without a position row."""
     mask_token: bool = False
     """A learned h-vector replacing masked patches (DINOv2 always builds it; ViT use_mask_token)."""
     pooling_head: bool = False
@@ -56,8 +59,8 @@ class PatchInput(Spec):
 
     @property
     def tokens(self) -> int:
-        """Tokens the blocks run on per image: patches plus the prefix tokens."""
-        return self.patches + self.prefix_tokens
+        """Tokens the blocks run on per image: patches, prefix and register tokens."""
+        return self.patches + self.prefix_tokens + self.register_tokens
 
     @model_validator(mode="after")
     def _check(self) -> "PatchInput":

@@ -1,4 +1,4 @@
-"""HF config mappers of standalone vision models: ViT, DeiT, DINOv2, the CLIP / SigLIP / SigLIP 2
+"""HF config mappers of standalone vision models: ViT, DeiT, DINOv2 (with registers), I-JEPA, the CLIP / SigLIP / SigLIP 2
 vision models (encoders over patches, `specs.encoder_inputs.PatchInput`) and the CLIP, SigLIP and
 SigLIP 2 image-text models (the text tower as the block stack, the vision tower as the composites'
 `VisionSpec`, hf_vision / hf_n18vlm_base).
@@ -24,6 +24,8 @@ HEADS: dict[str, tuple[str, ...]] = {
     "vit": ("ViTModel", "ViTForImageClassification"),
     "deit": ("DeiTModel", "DeiTForImageClassification", "DeiTForImageClassificationWithTeacher"),
     "dinov2": ("Dinov2Model", "Dinov2ForImageClassification"),
+    "dinov2_with_registers": ("Dinov2WithRegistersModel", "Dinov2WithRegistersForImageClassification"),
+    "ijepa": ("IJepaModel", "IJepaForImageClassification"),
     "clip_vision_model": ("CLIPVisionModel", "CLIPVisionModelWithProjection"),
     "siglip_vision_model": ("SiglipVisionModel",),
     "siglip2_vision_model": ("Siglip2VisionModel",),
@@ -38,6 +40,10 @@ HEADS: dict[str, tuple[str, ...]] = {
 _DEFAULTS: dict[str, dict] = {
     "vit": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
             "image_size": 224, "patch_size": 16, "num_channels": 3},
+    "ijepa": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+              "image_size": 224, "patch_size": 16, "num_channels": 3},
+    "dinov2_with_registers": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                              "image_size": 224, "patch_size": 16, "num_channels": 3, "num_register_tokens": 4},
     "dinov2": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "image_size": 224,
                "patch_size": 14, "num_channels": 3},
     "clip_vision_model": {**CLASS_DEFAULTS["clip_vision_model"], "projection_dim": 512},
@@ -84,11 +90,11 @@ def _encoder(c: HFConfig, ffn: int, patches: dict, image_size: int, *, qkv_bias:
     if patch > image_size:
         raise SpecError(f"{c.source}: patch_size: {patch} exceeds image_size {image_size}")
     inputs = dict(modality="image", channels=c.size("num_channels"), patch_size=patch, image_size=image_size, **patches)
-    tokens = (image_size // patch) ** 2 + inputs.get("prefix_tokens", 1)
+    rows = (image_size // patch) ** 2 + inputs.get("prefix_tokens", 1)  # register tokens have no position
     return dict(
         arch="encoder", layers=c.size("num_hidden_layers"), hidden=c.size("hidden_size"),
         heads=c.divisor("num_attention_heads"), ffn_hidden=ffn, vocab=1,  # no token table (inputs)
-        position="learned", max_positions=tokens, norm="layernorm", norm_bias=True, norm_placement="pre",
+        position="learned", max_positions=rows, norm="layernorm", norm_bias=True, norm_placement="pre",
         norm_eps=c.number("layer_norm_eps", 1e-12), qkv_bias=qkv_bias, attn_out_bias=True, mlp_bias=True,
         gated_mlp=False, activation=c.activation(activation, "hidden_act"), final_norm=True, lm_head=False,
         tied_embeddings=False, inputs=inputs, **fields)
@@ -125,18 +131,31 @@ def _dinov2(c: HFConfig) -> dict:
     """DINOv2: cls and mask tokens, LayerScale on both branches (2h a block: counted as the block's
     per-channel residual weights), fc1-fc2 of int(h mlp_ratio) or the SwiGLU FFN (weights_in
     Linear(h, 2 f'), weights_out Linear(f', h), f' = (int(2/3 int(h mlp_ratio)) + 7) // 8 * 8);
-    Dinov2ForImageClassification: Linear(2h, num_labels) on [cls, mean of the patches]."""
-    c = with_defaults(c, "dinov2")
-    name, h = architecture(c, "dinov2"), c.size("hidden_size")
+    Dinov2ForImageClassification: Linear(2h, num_labels) on [cls, mean of the patches]; DINOv2
+    with registers: num_register_tokens learned tokens after the cls token, without position rows."""
+    c = with_defaults(c, c.text("model_type"))
+    kind = c.text("model_type")
+    name, h = architecture(c, kind), c.size("hidden_size")
     inner = int(h * c.number("mlp_ratio", 4, positive=True))  # Dinov2MLP / Dinov2SwiGLUFFN hidden_features
     swiglu = c.flag("use_swiglu_ffn", False)
     ffn = (int(inner * 2 / 3) + 7) // 8 * 8 if swiglu else inner
-    head = [linear("classifier", 2 * h, _labels(c))] if name == "Dinov2ForImageClassification" else []
-    fields = _encoder(c, ffn, dict(mask_token=True, head=head), c.size("image_size"),
+    head = [linear("classifier", 2 * h, _labels(c))] if name.endswith("ForImageClassification") else []
+    registers = c.integer("num_register_tokens", 4) if kind == "dinov2_with_registers" else 0
+    fields = _encoder(c, ffn, dict(mask_token=True, register_tokens=registers, head=head), c.size("image_size"),
                       qkv_bias=c.flag("qkv_bias", True), residual_weights=True)
     if swiglu:
         fields.update(gated_mlp=True, activation="silu")
     return fields
+
+
+def _ijepa(c: HFConfig) -> dict:
+    """I-JEPA: ViT's blocks over the patches alone (no cls token, one position per patch), no
+    pooler; IJepaForImageClassification: Linear(h, num_labels) on the mean of the patches."""
+    c = with_defaults(c, "ijepa")
+    name, h = architecture(c, "ijepa"), c.size("hidden_size")
+    head = [linear("classifier", h, _labels(c))] if name.endswith("ForImageClassification") else []
+    return _encoder(c, c.size("intermediate_size"), dict(prefix_tokens=0, head=head), c.size("image_size"),
+                    qkv_bias=c.flag("qkv_bias", True))
 
 
 def _clip_vision(c: HFConfig, head: list[dict] | None = None) -> dict:
@@ -255,7 +274,7 @@ def _siglip_model(kind: str) -> Mapper:
 
 
 VISION_MODEL_MAPPERS: dict[str, Mapper] = {
-    "vit": _vit, "deit": _deit, "dinov2": _dinov2, "clip_vision_model": _clip_vision,
+    "vit": _vit, "deit": _deit, "dinov2": _dinov2, "dinov2_with_registers": _dinov2, "ijepa": _ijepa, "clip_vision_model": _clip_vision,
     "siglip_vision_model": _siglip_vision, "siglip2_vision_model": lambda c: _siglip_vision(c, "siglip2_vision_model"),
     "clip": _clip_model, "metaclip_2": _clip_model, "siglip": _siglip_model("siglip"), "siglip2": _siglip_model("siglip2"),
 }
