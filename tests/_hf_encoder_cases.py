@@ -79,12 +79,20 @@ AUDIO_CASES = [
 ]
 """One small config per modelled audio head class (an odd positional kernel once)."""
 
+_RESNET = {"embedding_size": 8, "hidden_sizes": [16, 32], "depths": [2, 1], "num_labels": 5}
+RESNET_CASES = [
+    case("resnet", "ResNetForImageClassification", **_RESNET),
+    case("resnet", "ResNetModel", **{**_RESNET, "hidden_sizes": [8, 24]}, layer_type="basic", downsample_in_first_stage=True),
+    case("resnet", "ResNetModel", **_RESNET, downsample_in_bottleneck=True, hidden_act="gelu"),
+]
+"""Small ResNets (the network stack): bottleneck and basic blocks, both downsampling options."""
+
 DEFAULT_CLASSES = {
     "vit": "ViTModel", "deit": "DeiTModel", "dinov2": "Dinov2Model", "ijepa": "IJepaModel",
     "dinov2_with_registers": "Dinov2WithRegistersModel", "clip_vision_model": "CLIPVisionModel",
     "siglip_vision_model": "SiglipVisionModel", "siglip2_vision_model": "Siglip2VisionModel", "clip": "CLIPModel",
     "siglip": "SiglipModel", "siglip2": "Siglip2Model", "metaclip_2": "MetaClip2Model", "wav2vec2": "Wav2Vec2Model", "hubert": "HubertModel",
-    "unispeech": "UniSpeechModel", "unispeech-sat": "UniSpeechSatModel", "data2vec-audio": "Data2VecAudioModel",
+    "resnet": "ResNetModel", "unispeech": "UniSpeechModel", "unispeech-sat": "UniSpeechSatModel", "data2vec-audio": "Data2VecAudioModel",
 }
 """model_type -> its base model, the class a config without architectures counts as."""
 

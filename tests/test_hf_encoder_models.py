@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from _hf_encoder_cases import AUDIO_CASES, DEFAULT_CLASSES, IMAGE_CASES, PAIR_CASES, PAIR_CLASSIFIERS, hf_forward_flops
+from _hf_encoder_cases import (AUDIO_CASES, DEFAULT_CLASSES, IMAGE_CASES, PAIR_CASES, PAIR_CLASSIFIERS, RESNET_CASES,
+                               hf_forward_flops)
 from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults, runner
 from _hf_reference import hf_numel
 from modelplan.cli import app
@@ -23,7 +24,7 @@ from modelplan.specs.hf import from_hf_config
 from modelplan.specs.training import TrainingSpec
 
 IMAGES = IMAGE_CASES + PAIR_CLASSIFIERS
-CASES = IMAGES + PAIR_CASES + AUDIO_CASES
+CASES = IMAGES + PAIR_CASES + AUDIO_CASES + RESNET_CASES
 IDS = [f"{d['architectures'][0]}-{i}" for i, d in enumerate(CASES)]
 
 
@@ -85,7 +86,7 @@ def test_pair_towers_flops_equal_flop_counter(data):
 
 @pytest.mark.torch
 @pytest.mark.slow
-@pytest.mark.parametrize("data", AUDIO_CASES, ids=IDS[-len(AUDIO_CASES):])
+@pytest.mark.parametrize("data", AUDIO_CASES, ids=[d["architectures"][0] for d in AUDIO_CASES])
 def test_audio_forward_flops_equal_flop_counter(data):
     """Forward FLOPs of the shortest clip giving 7 frames (feature convs, projection, positional
     conv, blocks, head) equal FlopCounterMode on transformers' module."""
@@ -103,6 +104,29 @@ def test_audio_flops_per_second_equal_flop_counter():
     doc = per_input_document(from_hf_config(data), 0, 7, 1)
     assert doc["frames_per_second"] == 799
     assert doc["forward_flops_per_second"] == hf_forward_flops(data, 0, samples=16000)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("data", RESNET_CASES, ids=[f"resnet-{i}" for i in range(len(RESNET_CASES))])
+def test_resnet_conv_and_linear_flops_equal_flop_counter(data):
+    """A ResNet as the network stack: its convolutions' FLOPs on one 224 x 224 image equal
+    FlopCounterMode's aten.convolution on transformers' module, and the classifier's its aten.addmm
+    plus one FLOP per bias element (the network convention counts the bias add)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from _hf_reference import hf_class, hf_config
+
+    flops = count_flops(from_hf_config(data), TrainingSpec(global_batch=1, seq_len=1)).breakdown
+    model = hf_class(data)._from_config(hf_config(data)).eval()
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model(pixel_values=torch.randn(1, 3, 224, 224))
+    ops = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
+    assert sum(v for k, v in flops.items() if k.endswith("convolution")) == ops["aten.convolution"]
+    labels = data["num_labels"] if data["architectures"][0].endswith("Classification") else 0
+    assert flops.get("classifier", 0) == ops.get("aten.addmm", 0) + labels
 
 
 def test_clip_lengths_invert_the_feature_encoder():

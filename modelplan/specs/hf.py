@@ -53,6 +53,7 @@ from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VL
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
 from modelplan.specs.hf_encoder_models import ENCODER_MODEL_MAPPERS, OWN_HEADS
+from modelplan.specs.family import spec_class
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -222,6 +223,8 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}
+    if fields.get("kind") == "network":  # a CNN through the network stack (hf_resnet)
+        return validate_model(spec_class("network"), fields, source)
     if fields.get("position", "rotary") == "rotary" and "rope_theta" not in fields:
         fields["rope_theta"] = rope_theta(c, model_type)
     fields = {k: v for k, v in fields.items() if v is not None}
