@@ -18,3 +18,22 @@ def _own_head(fields: dict, c, apply_head, architecture) -> dict:
 
 OWN_HEADS = {name: _own_head for name in ENCODER_MODEL_MAPPERS}
 """hf.from_hf_config's head hook for these types."""
+
+ENCODER_UNMODELLED: dict[str, str] = {
+    "beit": "BEiT's relative position bias tables, LayerScale and mean-pooled LayerNorm head",
+    "data2vec-vision": "BEiT's relative position bias tables, LayerScale and mean-pooled LayerNorm head",
+    "dinov3_vit": "DINOv3's 2-D rotary positions with bias-free keys (key_bias false) beside biased queries",
+    "swin": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
+    "swinv2": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
+    "donut-swin": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
+    "convnext": "ConvNeXt's channels-last LayerNorms and per-channel layer scale (gamma) in the network stack",
+    "convnextv2": "ConvNeXt V2's channels-last LayerNorms and global response normalisation in the network stack",
+    "wavlm": "WavLM's gated relative position bias (gru_rel_pos_linear, rel_attn_embed) in its attention",
+    "sew": "SEW's squeezed sequence (a pooled, then upsampled encoder input)",
+    "sew-d": "SEW-D's squeezed sequence and DeBERTa disentangled attention",
+    "wav2vec2-conformer": "Conformer blocks (convolution module, macaron feed-forwards)",
+    "wav2vec2-bert": "Conformer blocks (convolution module, macaron feed-forwards) over filter-bank features",
+    "audio-spectrogram-transformer": "overlapping spectrogram patches (frequency_stride / time_stride below patch_size)",
+}
+"""Image / audio encoder types transformers 5.24 ships whose mechanism the spec cannot yet express
+exactly: refused with the reason instead of a wrong count."""
