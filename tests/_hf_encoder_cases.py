@@ -21,6 +21,8 @@ def case(model_type: str, arch: str, **keys) -> dict:
 IMAGE_CASES = [
     case("vit", "ViTModel", **_VIT),
     case("vit", "ViTForImageClassification", **_VIT, qkv_bias=False),
+    case("vit_msn", "ViTMSNModel", **_VIT),
+    case("vit_msn", "ViTMSNForImageClassification", **_VIT),
     case("deit", "DeiTModel", **_VIT, pooler_output_size=24),
     case("deit", "DeiTForImageClassification", **_VIT),
     case("deit", "DeiTForImageClassificationWithTeacher", **_VIT),
@@ -88,7 +90,7 @@ RESNET_CASES = [
 """Small ResNets (the network stack): bottleneck and basic blocks, both downsampling options."""
 
 DEFAULT_CLASSES = {
-    "vit": "ViTModel", "deit": "DeiTModel", "dinov2": "Dinov2Model", "ijepa": "IJepaModel",
+    "vit": "ViTModel", "vit_msn": "ViTMSNModel", "deit": "DeiTModel", "dinov2": "Dinov2Model", "ijepa": "IJepaModel",
     "dinov2_with_registers": "Dinov2WithRegistersModel", "clip_vision_model": "CLIPVisionModel",
     "siglip_vision_model": "SiglipVisionModel", "siglip2_vision_model": "Siglip2VisionModel", "clip": "CLIPModel",
     "siglip": "SiglipModel", "siglip2": "Siglip2Model", "metaclip_2": "MetaClip2Model", "wav2vec2": "Wav2Vec2Model", "hubert": "HubertModel",

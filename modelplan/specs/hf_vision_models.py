@@ -1,4 +1,4 @@
-"""HF config mappers of standalone vision models: ViT, DeiT, DINOv2 (with registers), I-JEPA, the CLIP / SigLIP / SigLIP 2
+"""HF config mappers of standalone vision models: ViT (and ViT-MSN), DeiT, DINOv2 (with registers), I-JEPA, the CLIP / SigLIP / SigLIP 2
 vision models (encoders over patches, `specs.encoder_inputs.PatchInput`) and the CLIP, SigLIP and
 SigLIP 2 image-text models (the text tower as the block stack, the vision tower as the composites'
 `VisionSpec`, hf_vision / hf_n18vlm_base).
@@ -22,6 +22,7 @@ Mapper = Callable[[HFConfig], dict]
 
 HEADS: dict[str, tuple[str, ...]] = {
     "vit": ("ViTModel", "ViTForImageClassification"),
+    "vit_msn": ("ViTMSNModel", "ViTMSNForImageClassification"),
     "deit": ("DeiTModel", "DeiTForImageClassification", "DeiTForImageClassificationWithTeacher"),
     "dinov2": ("Dinov2Model", "Dinov2ForImageClassification"),
     "dinov2_with_registers": ("Dinov2WithRegistersModel", "Dinov2WithRegistersForImageClassification"),
@@ -101,12 +102,12 @@ def _encoder(c: HFConfig, ffn: int, patches: dict, image_size: int, *, qkv_bias:
 
 
 def _vit(c: HFConfig) -> dict:
-    """ViTModel (cls token, ViTPooler dense(h, pooler_output_size) + tanh on it) or
-    ViTForImageClassification (no pooler, Linear(h, num_labels) on the cls token)."""
+    """ViTModel (cls token, ViTPooler dense(h, pooler_output_size) + tanh on it), ViTMSNModel (no
+    pooler) or ...ForImageClassification (no pooler, Linear(h, num_labels) on the cls token)."""
     c = with_defaults(c, "vit")
-    name, h = architecture(c, "vit"), c.size("hidden_size")
+    name, h = architecture(c, c.text("model_type")), c.size("hidden_size")
     head = ([linear("pooler", h, c.integer("pooler_output_size", h, nullable=True) or h)] if name == "ViTModel"
-            else [linear("classifier", h, _labels(c))])
+            else [linear("classifier", h, _labels(c))] if name.endswith("ForImageClassification") else [])
     return _encoder(c, c.size("intermediate_size"), dict(head=head), c.size("image_size"),
                     qkv_bias=c.flag("qkv_bias", True))
 
@@ -274,7 +275,7 @@ def _siglip_model(kind: str) -> Mapper:
 
 
 VISION_MODEL_MAPPERS: dict[str, Mapper] = {
-    "vit": _vit, "deit": _deit, "dinov2": _dinov2, "dinov2_with_registers": _dinov2, "ijepa": _ijepa, "clip_vision_model": _clip_vision,
+    "vit": _vit, "vit_msn": _vit, "deit": _deit, "dinov2": _dinov2, "dinov2_with_registers": _dinov2, "ijepa": _ijepa, "clip_vision_model": _clip_vision,
     "siglip_vision_model": _siglip_vision, "siglip2_vision_model": lambda c: _siglip_vision(c, "siglip2_vision_model"),
     "clip": _clip_model, "metaclip_2": _clip_model, "siglip": _siglip_model("siglip"), "siglip2": _siglip_model("siglip2"),
 }
