@@ -75,6 +75,8 @@ AUDIO_CASES = [
     case("hubert", "HubertForCTC", **{**_AUDIO, "num_conv_pos_embeddings": 15}),
     case("hubert", "HubertForSequenceClassification", **_AUDIO),
     case("unispeech", "UniSpeechForCTC", **_AUDIO),
+    case("wavlm", "WavLMForCTC", **_AUDIO, num_buckets=20, max_bucket_distance=40),
+    case("wavlm", "WavLMForSequenceClassification", **_AUDIO, do_stable_layer_norm=True),
     case("unispeech-sat", "UniSpeechSatForSequenceClassification", **_AUDIO, mask_time_prob=0.0),
     case("data2vec-audio", "Data2VecAudioForCTC", **{**_AUDIO, "num_conv_pos_embeddings": 3}, conv_pos_kernel_size=5),
     case("data2vec-audio", "Data2VecAudioModel", **{**_AUDIO, "num_conv_pos_embeddings": 2}, conv_pos_kernel_size=4),
@@ -95,6 +97,7 @@ DEFAULT_CLASSES = {
     "siglip_vision_model": "SiglipVisionModel", "siglip2_vision_model": "Siglip2VisionModel", "clip": "CLIPModel",
     "siglip": "SiglipModel", "siglip2": "Siglip2Model", "metaclip_2": "MetaClip2Model", "wav2vec2": "Wav2Vec2Model", "hubert": "HubertModel",
     "resnet": "ResNetModel", "unispeech": "UniSpeechModel", "unispeech-sat": "UniSpeechSatModel", "data2vec-audio": "Data2VecAudioModel",
+    "wavlm": "WavLMModel",
 }
 """model_type -> its base model, the class a config without architectures counts as."""
 
@@ -118,7 +121,7 @@ def hf_forward_flops(data: dict, seq_len: int, part: str | None = None, samples:
     torch.manual_seed(0)
     model = hf_class(data)._from_config(cfg).eval()
     v = getattr(cfg, "vision_config", cfg)
-    if data["model_type"] in ("wav2vec2", "hubert", "unispeech", "unispeech-sat", "data2vec-audio"):
+    if data["model_type"] in ("wav2vec2", "hubert", "unispeech", "unispeech-sat", "data2vec-audio", "wavlm"):
         from modelplan.specs.hf import from_hf_config
 
         samples = samples or from_hf_config(data).inputs.lengths(seq_len)[0]

@@ -123,6 +123,22 @@ def input_head_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict
     return out
 
 
+def input_block_params(spec: "TransformerSpec") -> dict[str, int]:
+    """One block's parameters beside the block stack's: WavLM's gru_rel_pos_const (heads) and
+    gru_rel_pos_linear Linear(head_dim, 8) with bias, keyed relative to the block."""
+    x = spec.inputs
+    if x is None or x.modality != "audio" or not x.gated_relative_bias:
+        return {}
+    return {"attention/relative_gate": spec.heads + 8 * spec.dim_head + 8}
+
+
+def input_block_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
+    """That gate's forward FLOPs: (t, head_dim) @ (head_dim, 8) per head."""
+    if not input_block_params(spec):
+        return {}
+    return {"attention/relative_gate": 2 * tokens * spec.heads * spec.dim_head * 8}
+
+
 def check_input_length(spec: "TransformerSpec", seq_len: int) -> None:
     """An image is exactly its patches, prefix and register tokens (learned rows per position)."""
     x = spec.inputs

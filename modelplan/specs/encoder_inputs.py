@@ -1,6 +1,6 @@
 """Inputs of an encoder that reads images or audio instead of tokens (`TransformerSpec.inputs`):
 standalone ViTs (ViT, DeiT, DINOv2, the CLIP / SigLIP vision models) and the wav2vec 2.0 family
-(wav2vec2, HuBERT, UniSpeech, UniSpeech-SAT, data2vec-audio). The blocks stay the transformer block stack's; this sub-spec states what
+(wav2vec2, HuBERT, UniSpeech, UniSpeech-SAT, data2vec-audio, WavLM). The blocks stay the transformer block stack's; this sub-spec states what
 replaces the token table and what task head sits after the final norm (transformers 5.24:
 modeling_vit.py, modeling_deit.py, modeling_dinov2.py, modeling_clip.py, modeling_siglip.py,
 modeling_wav2vec2.py, modeling_hubert.py).
@@ -102,6 +102,10 @@ class AudioConvInput(Spec):
     masked_embedding: bool = True
     """The learned masked_spec_embed (h) that SpecAugment writes over masked frames (built when
     mask_time_prob or mask_feature_prob is positive)."""
+    gated_relative_bias: bool = False
+    """WavLM's gated relative position bias: the spec's bucketed bias table (position 'relative',
+    in the first block) scaled per head and query by a gate from gru_rel_pos_linear
+    Linear(head_dim, 8) over each head's input and gru_rel_pos_const (heads), in every block."""
     sample_rate: int = Field(16000, gt=0)
     """Samples per second of the input audio (the feature extractor's sampling_rate)."""
     head: list[HeadLayer] = Field(default_factory=list)

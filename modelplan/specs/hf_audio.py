@@ -1,7 +1,7 @@
 """HF config mappers of the wav2vec 2.0 speech encoders: wav2vec2, HuBERT, UniSpeech,
-UniSpeech-SAT and data2vec-audio (`specs.encoder_inputs.AudioConvInput` in front of the block
+UniSpeech-SAT, data2vec-audio and WavLM (`specs.encoder_inputs.AudioConvInput` in front of the block
 stack; transformers 5.24 modeling_wav2vec2.py, modeling_hubert.py, modeling_unispeech.py,
-modeling_unispeech_sat.py, modeling_data2vec_audio.py).
+modeling_unispeech_sat.py, modeling_data2vec_audio.py, modeling_wavlm.py).
 
 The blocks are BERT's post-LN ones behind the encoder's layer_norm (do_stable_layer_norm false)
 or pre-LN ones with a final layer_norm (true); attention and feed-forward carry biases; no
@@ -22,7 +22,7 @@ Mapper = Callable[[HFConfig], dict]
 _CONVS = {"conv_dim": [512] * 7, "conv_stride": [5, 2, 2, 2, 2, 2, 2], "conv_kernel": [10, 3, 3, 3, 3, 2, 2]}
 _DEFAULTS = {kind: {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
                     "vocab_size": 32, "classifier_proj_size": 256, **_CONVS}
-             for kind in ("wav2vec2", "hubert", "unispeech", "unispeech-sat", "data2vec-audio")}
+             for kind in ("wav2vec2", "hubert", "unispeech", "unispeech-sat", "data2vec-audio", "wavlm")}
 """Wav2Vec2Config / HubertConfig / UniSpeech(Sat)Config / Data2VecAudioConfig size defaults
 (transformers 5.24 AutoConfig.for_model)."""
 
@@ -32,6 +32,7 @@ HEADS = {
     "unispeech": ("UniSpeechModel", "UniSpeechForCTC", "UniSpeechForSequenceClassification"),
     "unispeech-sat": ("UniSpeechSatModel", "UniSpeechSatForCTC", "UniSpeechSatForSequenceClassification"),
     "data2vec-audio": ("Data2VecAudioModel", "Data2VecAudioForCTC", "Data2VecAudioForSequenceClassification"),
+    "wavlm": ("WavLMModel", "WavLMForCTC", "WavLMForSequenceClassification"),
 }
 """model_type -> the classes whose head is modelled; the first is the base model."""
 
@@ -65,6 +66,15 @@ def _head(c: HFConfig, name: str, h: int, kind: str) -> tuple[dict, list[dict]]:
     return none, []
 
 
+def _relative(c: HFConfig, kind: str) -> dict:
+    """WavLM: the bucketed relative position bias of WavLMAttention.compute_bias (num_buckets
+    buckets, log-spaced up to max_bucket_distance, rel_attn_embed in the first block only)."""
+    if kind != "wavlm":
+        return dict(position="none")
+    return dict(position="relative", relative_buckets=c.integer("num_buckets", 320),
+                relative_max_distance=c.integer("max_bucket_distance", 800))
+
+
 def _speech(kind: str) -> Mapper:
     def mapper(c: HFConfig) -> dict:
         """wav2vec2 / HuBERT: feature convs, feature projection, positional conv, post-LN (or
@@ -91,7 +101,7 @@ def _speech(kind: str) -> Mapper:
                       position_kernel=c.integer("conv_pos_kernel_size", 19) if data2vec
                       else c.integer("num_conv_pos_embeddings", 128),
                       position_layers=c.integer("num_conv_pos_embeddings", 5) if data2vec else 1,
-                      position_weight_norm=not data2vec,
+                      position_weight_norm=not data2vec, gated_relative_bias=kind == "wavlm",
                       position_groups=c.divisor("num_conv_pos_embedding_groups", 16), masked_embedding=masked,
                       head=layers)
         if h % inputs["position_groups"]:
@@ -99,12 +109,12 @@ def _speech(kind: str) -> Mapper:
                             f"hidden_size {h}")
         return dict(
             arch="encoder", layers=c.size("num_hidden_layers"), hidden=h, heads=c.divisor("num_attention_heads"),
-            ffn_hidden=c.size("intermediate_size"), position="none", norm="layernorm", norm_bias=True,
+            ffn_hidden=c.size("intermediate_size"), norm="layernorm", norm_bias=True,
             norm_eps=c.number("layer_norm_eps", 1e-5), norm_placement="pre" if stable else "post",
             embedding_norm=not stable, final_norm=stable, qkv_bias=True, attn_out_bias=True, mlp_bias=True,
             gated_mlp=False, activation=c.activation("gelu", "hidden_act"),
             dropout=c.dropout(0.1, "hidden_dropout", "attention_dropout", "activation_dropout"),
-            inputs=inputs, **head)
+            inputs=inputs, **head, **_relative(c, kind))
 
     return mapper
 

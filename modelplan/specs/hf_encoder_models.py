@@ -28,7 +28,6 @@ ENCODER_UNMODELLED: dict[str, str] = {
     "donut-swin": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
     "convnext": "ConvNeXt's channels-last LayerNorms and per-channel layer scale (gamma) in the network stack",
     "convnextv2": "ConvNeXt V2's channels-last LayerNorms and global response normalisation in the network stack",
-    "wavlm": "WavLM's gated relative position bias (gru_rel_pos_linear, rel_attn_embed) in its attention",
     "sew": "SEW's squeezed sequence (a pooled, then upsampled encoder input)",
     "sew-d": "SEW-D's squeezed sequence and DeBERTa disentangled attention",
     "wav2vec2-conformer": "Conformer blocks (convolution module, macaron feed-forwards)",
