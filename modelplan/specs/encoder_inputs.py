@@ -1,9 +1,9 @@
 """Inputs of an encoder that reads images or audio instead of tokens (`TransformerSpec.inputs`):
 standalone ViTs (ViT, DeiT, DINOv2, the CLIP / SigLIP vision models) and the wav2vec 2.0 family
-(wav2vec2, HuBERT, UniSpeech, UniSpeech-SAT, data2vec-audio, WavLM). The blocks stay the transformer block stack's; this sub-spec states what
-replaces the token table and what task head sits after the final norm (transformers 5.24:
-modeling_vit.py, modeling_deit.py, modeling_dinov2.py, modeling_clip.py, modeling_siglip.py,
-modeling_wav2vec2.py, modeling_hubert.py).
+(wav2vec2, HuBERT, UniSpeech, UniSpeech-SAT, data2vec-audio, WavLM). The blocks stay the
+transformer block stack's; this sub-spec states what replaces the token table and what task head
+sits after the final norm (transformers 5.24: modeling_vit.py, modeling_deit.py,
+modeling_dinov2.py, modeling_clip.py, modeling_siglip.py, modeling_wav2vec2.py, modeling_wavlm.py).
 
 With `inputs` set there is no token table (`vocab` sizes only a CTC head), a sequence is one
 image (patches + prefix tokens) or one clip of audio (its frames).

@@ -223,8 +223,8 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}
-    if fields.get("kind") == "network":  # a CNN through the network stack (hf_resnet)
-        return validate_model(spec_class("network"), fields, source)
+    if "kind" in fields:  # a mapper naming its family's spec (hf_resnet: a network spec)
+        return validate_model(spec_class(fields["kind"]), fields, source)
     if fields.get("position", "rotary") == "rotary" and "rope_theta" not in fields:
         fields["rope_theta"] = rope_theta(c, model_type)
     fields = {k: v for k, v in fields.items() if v is not None}

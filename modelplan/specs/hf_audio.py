@@ -15,7 +15,7 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_vision_models import architecture, linear, with_defaults
+from modelplan.specs.hf_vision_models import architecture, labels, linear, with_defaults
 
 Mapper = Callable[[HFConfig], dict]
 
@@ -50,7 +50,7 @@ def _head(c: HFConfig, name: str, h: int, kind: str) -> tuple[dict, list[dict]]:
         return dict(lm_head=True, lm_head_bias=True, tied_embeddings=False, vocab=c.size("vocab_size")), []
     if name.endswith("ForSequenceClassification"):
         proj = c.size("classifier_proj_size")
-        layers = [linear("projector", h, proj, rows=None), linear("classifier", proj, c.num_labels())]
+        layers = [linear("projector", h, proj, rows=None), linear("classifier", proj, labels(c))]
         if c.flag("use_weighted_layer_sum", False):
             layers.append(dict(name="layer_weights", kind="vector", in_features=c.size("num_hidden_layers") + 1))
         return none, layers

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_vision_models import architecture, with_defaults
+from modelplan.specs.hf_vision_models import architecture, labels, with_defaults
 
 IMAGE_SIZE = 224
 """Pixels per side of one priced image: the crop of the ImageNet checkpoints' image processor
@@ -80,10 +80,7 @@ def resnet(c: HFConfig) -> dict:
     layers = [embedder, _seq([_seq(stages, "stages")], "encoder"),
               {"type": "adaptiveavgpool2d", "name": "pooler", "output_size": 1}]
     if name == "ResNetForImageClassification":
-        labels = c.num_labels()
-        if labels < 1:
-            raise SpecError(f"{c.source}: num_labels: {labels} builds no classifier (nn.Identity); at least 1 is needed")
-        layers.append(_seq([{"type": "flatten"}, {"type": "linear", "out_features": labels}], "classifier"))
+        layers.append(_seq([{"type": "flatten"}, {"type": "linear", "out_features": labels(c)}], "classifier"))
     return {"kind": "network", "input_shape": [c.size("num_channels"), IMAGE_SIZE, IMAGE_SIZE], "layers": layers}
 
 

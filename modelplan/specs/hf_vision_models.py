@@ -1,7 +1,8 @@
-"""HF config mappers of standalone vision models: ViT (and ViT-MSN), DeiT, DINOv2 (with registers), I-JEPA, the CLIP / SigLIP / SigLIP 2
-vision models (encoders over patches, `specs.encoder_inputs.PatchInput`) and the CLIP, SigLIP and
-SigLIP 2 image-text models (the text tower as the block stack, the vision tower as the composites'
-`VisionSpec`, hf_vision / hf_n18vlm_base).
+"""HF config mappers of standalone vision models: ViT (and ViT-MSN), DeiT, DINOv2 (with
+registers), I-JEPA, the CLIP / SigLIP / SigLIP 2 vision models (encoders over patches,
+`specs.encoder_inputs.PatchInput`) and the CLIP (MetaCLIP 2), SigLIP and SigLIP 2 image-text
+models (the text tower as the block stack, the vision tower as the composites' `VisionSpec`,
+hf_vision / hf_n18vlm_base).
 
 The head is the class `architectures[0]` names, as transformers 5.24 builds it (modeling_vit.py,
 modeling_deit.py, modeling_dinov2.py, modeling_clip.py, modeling_siglip.py, modeling_siglip2.py);
@@ -38,11 +39,11 @@ HEADS: dict[str, tuple[str, ...]] = {
 """model_type -> the classes whose head is modelled; the first is the base model."""
 
 
+_VIT_BASE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+             "image_size": 224, "patch_size": 16, "num_channels": 3}
 _DEFAULTS: dict[str, dict] = {
-    "vit": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
-            "image_size": 224, "patch_size": 16, "num_channels": 3},
-    "ijepa": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
-              "image_size": 224, "patch_size": 16, "num_channels": 3},
+    "vit": _VIT_BASE,
+    "ijepa": _VIT_BASE,
     "dinov2_with_registers": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
                               "image_size": 224, "patch_size": 16, "num_channels": 3, "num_register_tokens": 4},
     "dinov2": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "image_size": 224,
@@ -51,8 +52,8 @@ _DEFAULTS: dict[str, dict] = {
     "siglip_vision_model": CLASS_DEFAULTS["siglip_vision_model"],
     "siglip2_vision_model": CLASS_DEFAULTS["siglip2_vision_model"],
 }
-"""Size defaults of the config classes (transformers 5.24 AutoConfig.for_model; DeiTConfig's are
-ViTConfig's): a save with use_diff leaves out what equals them."""
+"""Size defaults of the config classes (transformers 5.24 AutoConfig.for_model; DeiTConfig's and
+ViTMSNConfig's are ViTConfig's): a save with use_diff leaves out what equals them."""
 
 
 def with_defaults(c: HFConfig, kind: str, defaults: dict[str, dict] = _DEFAULTS) -> HFConfig:
@@ -75,7 +76,7 @@ def linear(name: str, n_in: int, n_out: int, bias: bool = True, rows: int | None
     return dict(name=name, kind="linear", in_features=n_in, out_features=n_out, bias=bias, rows=rows)
 
 
-def _labels(c: HFConfig) -> int:
+def labels(c: HFConfig) -> int:
     """num_labels; a 0-label classifier is nn.Identity in these classes (refused: no layer)."""
     labels = c.num_labels()
     if labels < 1:
@@ -86,7 +87,7 @@ def _labels(c: HFConfig) -> int:
 def _encoder(c: HFConfig, ffn: int, patches: dict, image_size: int, *, qkv_bias: bool = True,
              activation: str = "gelu", **fields) -> dict:
     """A pre-LN ViT encoder over one image: LayerNorm (with bias) / biased attention and fc1-fc2
-    blocks, one learned position row per token, a final LayerNorm."""
+    blocks, one learned position row per patch and prefix token, a final LayerNorm."""
     patch = c.size("patch_size")
     if patch > image_size:
         raise SpecError(f"{c.source}: patch_size: {patch} exceeds image_size {image_size}")
@@ -107,7 +108,7 @@ def _vit(c: HFConfig) -> dict:
     c = with_defaults(c, "vit")
     name, h = architecture(c, c.text("model_type")), c.size("hidden_size")
     head = ([linear("pooler", h, c.integer("pooler_output_size", h, nullable=True) or h)] if name == "ViTModel"
-            else [linear("classifier", h, _labels(c))] if name.endswith("ForImageClassification") else [])
+            else [linear("classifier", h, labels(c))] if name.endswith("ForImageClassification") else [])
     return _encoder(c, c.size("intermediate_size"), dict(head=head), c.size("image_size"),
                     qkv_bias=c.flag("qkv_bias", True))
 
@@ -121,9 +122,9 @@ def _deit(c: HFConfig) -> dict:
     if name == "DeiTModel":
         head = [linear("pooler", h, c.integer("pooler_output_size", h, nullable=True) or h)]
     elif name == "DeiTForImageClassification":
-        head = [linear("classifier", h, _labels(c))]
+        head = [linear("classifier", h, labels(c))]
     else:
-        head = [linear("cls_classifier", h, _labels(c)), linear("distillation_classifier", h, _labels(c))]
+        head = [linear("cls_classifier", h, labels(c)), linear("distillation_classifier", h, labels(c))]
     return _encoder(c, c.size("intermediate_size"), dict(prefix_tokens=2, head=head), c.size("image_size"),
                     qkv_bias=c.flag("qkv_bias", True))
 
@@ -140,7 +141,7 @@ def _dinov2(c: HFConfig) -> dict:
     inner = int(h * c.number("mlp_ratio", 4, positive=True))  # Dinov2MLP / Dinov2SwiGLUFFN hidden_features
     swiglu = c.flag("use_swiglu_ffn", False)
     ffn = (int(inner * 2 / 3) + 7) // 8 * 8 if swiglu else inner
-    head = [linear("classifier", 2 * h, _labels(c))] if name.endswith("ForImageClassification") else []
+    head = [linear("classifier", 2 * h, labels(c))] if name.endswith("ForImageClassification") else []
     registers = c.integer("num_register_tokens", 4) if kind == "dinov2_with_registers" else 0
     fields = _encoder(c, ffn, dict(mask_token=True, register_tokens=registers, head=head), c.size("image_size"),
                       qkv_bias=c.flag("qkv_bias", True), residual_weights=True)
@@ -154,7 +155,7 @@ def _ijepa(c: HFConfig) -> dict:
     pooler; IJepaForImageClassification: Linear(h, num_labels) on the mean of the patches."""
     c = with_defaults(c, "ijepa")
     name, h = architecture(c, "ijepa"), c.size("hidden_size")
-    head = [linear("classifier", h, _labels(c))] if name.endswith("ForImageClassification") else []
+    head = [linear("classifier", h, labels(c))] if name.endswith("ForImageClassification") else []
     return _encoder(c, c.size("intermediate_size"), dict(prefix_tokens=0, head=head), c.size("image_size"),
                     qkv_bias=c.flag("qkv_bias", True))
 
@@ -209,7 +210,7 @@ def _image_classifier(c: HFConfig, kind: str, kinds: tuple[str, ...]) -> dict:
     vision model of vision_config alone, its tokens mean-pooled (CLIP's without the class token)
     into classifier Linear(vision hidden, num_labels)."""
     v = _vision_config(c, kinds)
-    head = [linear("classifier", with_defaults(v, kind).size("hidden_size"), _labels(c))]
+    head = [linear("classifier", with_defaults(v, kind).size("hidden_size"), labels(c))]
     return _clip_vision(v, head) if kind == "clip_vision_model" else _siglip_vision(v, kind, head)
 
 
