@@ -31,6 +31,8 @@ IMAGE_CASES = [
          use_swiglu_ffn=True),
     case("dinov2_with_registers", "Dinov2WithRegistersForImageClassification",
          **{k: v for k, v in _VIT.items() if k != "intermediate_size"}, num_register_tokens=3),
+    case("dinov3_vit", "DINOv3ViTModel", **_VIT, num_register_tokens=2),
+    case("dinov3_vit", "DINOv3ViTModel", **_VIT, use_gated_mlp=True, key_bias=True, mlp_bias=False, proj_bias=False),
     case("ijepa", "IJepaModel", **_VIT),
     case("ijepa", "IJepaForImageClassification", **_VIT),
     case("clip_vision_model", "CLIPVisionModel", **_SIGLIP_V),
@@ -93,7 +95,7 @@ RESNET_CASES = [
 
 DEFAULT_CLASSES = {
     "vit": "ViTModel", "vit_msn": "ViTMSNModel", "deit": "DeiTModel", "dinov2": "Dinov2Model", "ijepa": "IJepaModel",
-    "dinov2_with_registers": "Dinov2WithRegistersModel", "clip_vision_model": "CLIPVisionModel",
+    "dinov2_with_registers": "Dinov2WithRegistersModel", "dinov3_vit": "DINOv3ViTModel", "clip_vision_model": "CLIPVisionModel",
     "siglip_vision_model": "SiglipVisionModel", "siglip2_vision_model": "Siglip2VisionModel", "clip": "CLIPModel",
     "siglip": "SiglipModel", "siglip2": "Siglip2Model", "metaclip_2": "MetaClip2Model", "wav2vec2": "Wav2Vec2Model", "hubert": "HubertModel",
     "resnet": "ResNetModel", "unispeech": "UniSpeechModel", "unispeech-sat": "UniSpeechSatModel", "data2vec-audio": "Data2VecAudioModel",

@@ -178,6 +178,7 @@ def test_image_seq_len_must_be_one_image():
     ({"model_type": "vit", "hidden_size": "big"}, "hidden_size"),
     ({"model_type": "deit", "architectures": ["DeiTForImageClassification"], "num_labels": 0}, "num_labels: 0"),
     ({"model_type": "siglip2_vision_model", "num_patches": 15}, "num_patches: must be a square"),
+    ({"model_type": "dinov3_vit", "query_bias": False}, "key_bias: query_bias False / key_bias False / value_bias True"),
     ({"model_type": "clip", "text_config": [1]}, "text_config: expected an object"),
     ({"model_type": "wav2vec2", "feat_extract_norm": "batch"}, "feat_extract_norm: unsupported 'batch'"),
     ({"model_type": "wav2vec2", "add_adapter": True}, "add_adapter: true is not modelled"),

@@ -124,17 +124,20 @@ def input_head_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict
 
 
 def input_block_params(spec: "TransformerSpec") -> dict[str, int]:
-    """One block's parameters beside the block stack's: WavLM's gru_rel_pos_const (heads) and
-    gru_rel_pos_linear Linear(head_dim, 8) with bias, keyed relative to the block."""
+    """One block's parameters beside the block stack's, keyed relative to the block: WavLM's
+    gru_rel_pos_const (heads) and gru_rel_pos_linear Linear(head_dim, 8) with bias; DINOv3's q and
+    v biases (h each)."""
     x = spec.inputs
-    if x is None or x.modality != "audio" or not x.gated_relative_bias:
+    if x is None:
         return {}
-    return {"attention/relative_gate": spec.heads + 8 * spec.dim_head + 8}
+    if x.modality == "image":
+        return {"attention/qv_bias": 2 * spec.hidden} if x.qv_bias else {}
+    return {"attention/relative_gate": spec.heads + 8 * spec.dim_head + 8} if x.gated_relative_bias else {}
 
 
 def input_block_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
-    """That gate's forward FLOPs: (t, head_dim) @ (head_dim, 8) per head."""
-    if not input_block_params(spec):
+    """WavLM's gate's forward FLOPs: (t, head_dim) @ (head_dim, 8) per head (bias adds: none)."""
+    if "attention/relative_gate" not in input_block_params(spec):
         return {}
     return {"attention/relative_gate": 2 * tokens * spec.heads * spec.dim_head * 8}
 

@@ -47,6 +47,9 @@ class PatchInput(Spec):
     registers): tokens without a position row."""
     mask_token: bool = False
     """A learned h-vector replacing masked patches (DINOv2 always builds it; ViT use_mask_token)."""
+    qv_bias: bool = False
+    """Biases on q and v but not on k (DINOv3 key_bias false), with the spec's qkv_bias false: 2h a
+    block, no matmul."""
     pooling_head: bool = False
     """SigLIP's attention-pooling head (vision_use_head; count.vision.pooling_head_params)."""
     head: list[HeadLayer] = Field(default_factory=list)

@@ -22,7 +22,6 @@ OWN_HEADS = {name: _own_head for name in ENCODER_MODEL_MAPPERS}
 ENCODER_UNMODELLED: dict[str, str] = {
     "beit": "BEiT's relative position bias tables, LayerScale and mean-pooled LayerNorm head",
     "data2vec-vision": "BEiT's relative position bias tables, LayerScale and mean-pooled LayerNorm head",
-    "dinov3_vit": "DINOv3's 2-D rotary positions with bias-free keys (key_bias false) beside biased queries",
     "swin": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
     "swinv2": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
     "donut-swin": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",

@@ -1,5 +1,5 @@
 """HF config mappers of standalone vision models: ViT (and ViT-MSN), DeiT, DINOv2 (with
-registers), I-JEPA, the CLIP / SigLIP / SigLIP 2 vision models (encoders over patches,
+registers), DINOv3, I-JEPA, the CLIP / SigLIP / SigLIP 2 vision models (encoders over patches,
 `specs.encoder_inputs.PatchInput`) and the CLIP (MetaCLIP 2), SigLIP and SigLIP 2 image-text
 models (the text tower as the block stack, the vision tower as the composites' `VisionSpec`,
 hf_vision / hf_n18vlm_base).
@@ -28,6 +28,7 @@ HEADS: dict[str, tuple[str, ...]] = {
     "dinov2": ("Dinov2Model", "Dinov2ForImageClassification"),
     "dinov2_with_registers": ("Dinov2WithRegistersModel", "Dinov2WithRegistersForImageClassification"),
     "ijepa": ("IJepaModel", "IJepaForImageClassification"),
+    "dinov3_vit": ("DINOv3ViTModel",),
     "clip_vision_model": ("CLIPVisionModel", "CLIPVisionModelWithProjection"),
     "siglip_vision_model": ("SiglipVisionModel",),
     "siglip2_vision_model": ("Siglip2VisionModel",),
@@ -46,6 +47,8 @@ _DEFAULTS: dict[str, dict] = {
     "ijepa": _VIT_BASE,
     "dinov2_with_registers": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
                               "image_size": 224, "patch_size": 16, "num_channels": 3, "num_register_tokens": 4},
+    "dinov3_vit": {"hidden_size": 384, "num_hidden_layers": 12, "num_attention_heads": 6, "intermediate_size": 1536,
+                   "image_size": 224, "patch_size": 16, "num_channels": 3},
     "dinov2": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "image_size": 224,
                "patch_size": 14, "num_channels": 3},
     "clip_vision_model": {**CLASS_DEFAULTS["clip_vision_model"], "projection_dim": 512},
@@ -147,6 +150,28 @@ def _dinov2(c: HFConfig) -> dict:
                       qkv_bias=c.flag("qkv_bias", True), residual_weights=True)
     if swiglu:
         fields.update(gated_mlp=True, activation="silu")
+    return fields
+
+
+def _dinov3(c: HFConfig) -> dict:
+    """DINOv3ViTModel: cls, register and mask tokens, 2-D rotary positions (no table), q / k / v / o
+    biases as query_bias / key_bias / value_bias / proj_bias (biased q and v over a bias-free k
+    counted as the input's qv_bias), LayerScale on both branches (the blocks' residual weights,
+    2h), up-down or gated MLP with mlp_bias, a final LayerNorm."""
+    architecture(c, "dinov3_vit")
+    c = with_defaults(c, "dinov3_vit")
+    q, k, v = (c.flag(key, default) for key, default in (("query_bias", True), ("key_bias", False), ("value_bias", True)))
+    if not (q == k == v or (q and v and not k)):
+        raise SpecError(f"{c.source}: key_bias: query_bias {q} / key_bias {k} / value_bias {v} not modelled "
+                        f"(all equal, or biased q and v over a bias-free k)")
+    gated = c.flag("use_gated_mlp", False)
+    fields = _encoder(c, c.size("intermediate_size"),
+                      dict(register_tokens=c.integer("num_register_tokens", 0), mask_token=True, qv_bias=q and not k),
+                      c.size("image_size"), qkv_bias=q and k, residual_weights=True)
+    fields.update(position="rotary", rope_theta=c.number("rope_theta", 100.0, positive=True), norm_eps=c.number(
+        "layer_norm_eps", 1e-5), attn_out_bias=c.flag("proj_bias", True), mlp_bias=c.flag("mlp_bias", True),
+        gated_mlp=gated)
+    fields.pop("max_positions")
     return fields
 
 
@@ -276,7 +301,8 @@ def _siglip_model(kind: str) -> Mapper:
 
 
 VISION_MODEL_MAPPERS: dict[str, Mapper] = {
-    "vit": _vit, "vit_msn": _vit, "deit": _deit, "dinov2": _dinov2, "dinov2_with_registers": _dinov2, "ijepa": _ijepa, "clip_vision_model": _clip_vision,
+    "vit": _vit, "vit_msn": _vit, "deit": _deit, "dinov2": _dinov2, "dinov2_with_registers": _dinov2, "ijepa": _ijepa,
+    "dinov3_vit": _dinov3, "clip_vision_model": _clip_vision,
     "siglip_vision_model": _siglip_vision, "siglip2_vision_model": lambda c: _siglip_vision(c, "siglip2_vision_model"),
     "clip": _clip_model, "metaclip_2": _clip_model, "siglip": _siglip_model("siglip"), "siglip2": _siglip_model("siglip2"),
 }
