@@ -33,6 +33,12 @@ IMAGE_CASES = [
          **{k: v for k, v in _VIT.items() if k != "intermediate_size"}, num_register_tokens=3),
     case("dinov3_vit", "DINOv3ViTModel", **_VIT, num_register_tokens=2),
     case("dinov3_vit", "DINOv3ViTModel", **_VIT, use_gated_mlp=True, key_bias=True, mlp_bias=False, proj_bias=False),
+    case("beit", "BeitModel", **_VIT),
+    case("beit", "BeitForImageClassification", **_VIT, use_relative_position_bias=True, use_mean_pooling=False),
+    case("beit", "BeitModel", **_VIT, use_shared_relative_position_bias=True, use_absolute_position_embeddings=True,
+         use_mask_token=True, layer_scale_init_value=0.0),
+    case("data2vec-vision", "Data2VecVisionModel", **_VIT, use_relative_position_bias=True),
+    case("data2vec-vision", "Data2VecVisionForImageClassification", **_VIT),
     case("ijepa", "IJepaModel", **_VIT),
     case("ijepa", "IJepaForImageClassification", **_VIT),
     case("clip_vision_model", "CLIPVisionModel", **_SIGLIP_V),
@@ -95,7 +101,8 @@ RESNET_CASES = [
 
 DEFAULT_CLASSES = {
     "vit": "ViTModel", "vit_msn": "ViTMSNModel", "deit": "DeiTModel", "dinov2": "Dinov2Model", "ijepa": "IJepaModel",
-    "dinov2_with_registers": "Dinov2WithRegistersModel", "dinov3_vit": "DINOv3ViTModel", "clip_vision_model": "CLIPVisionModel",
+    "dinov2_with_registers": "Dinov2WithRegistersModel", "dinov3_vit": "DINOv3ViTModel",
+    "beit": "BeitModel", "data2vec-vision": "Data2VecVisionModel", "clip_vision_model": "CLIPVisionModel",
     "siglip_vision_model": "SiglipVisionModel", "siglip2_vision_model": "Siglip2VisionModel", "clip": "CLIPModel",
     "siglip": "SiglipModel", "siglip2": "Siglip2Model", "metaclip_2": "MetaClip2Model", "wav2vec2": "Wav2Vec2Model", "hubert": "HubertModel",
     "resnet": "ResNetModel", "unispeech": "UniSpeechModel", "unispeech-sat": "UniSpeechSatModel", "data2vec-audio": "Data2VecAudioModel",

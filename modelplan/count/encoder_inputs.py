@@ -49,6 +49,8 @@ def input_params(spec: "TransformerSpec") -> dict[str, int]:
             "prefix": x.prefix_tokens * h,  # cls_token (1, 1, h), DeiT's distillation_token
             "registers": x.register_tokens * h,  # register_tokens (1, R, h)
             "mask": h if x.mask_token else 0,  # mask_token (1, 1, h)
+            # BEiT's shared_position_bias table: Parameter(num_relative_distance, heads)
+            "relative_table": x.relative_rows * spec.heads if x.relative_bias == "shared" else 0,
         }
     norms = 2 * x.conv_dim[0] if x.conv_norm == "group" else sum(2 * c for c in x.conv_dim)  # affine GroupNorm / LayerNorm
     c = x.conv_dim[-1]
@@ -125,13 +127,14 @@ def input_head_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict
 
 def input_block_params(spec: "TransformerSpec") -> dict[str, int]:
     """One block's parameters beside the block stack's, keyed relative to the block: WavLM's
-    gru_rel_pos_const (heads) and gru_rel_pos_linear Linear(head_dim, 8) with bias; DINOv3's q and
-    v biases (h each)."""
+    gru_rel_pos_const (heads) and gru_rel_pos_linear Linear(head_dim, 8) with bias; DINOv3's and
+    BEiT's q and v biases (h each); BEiT's relative bias table."""
     x = spec.inputs
     if x is None:
         return {}
-    if x.modality == "image":
-        return {"attention/qv_bias": 2 * spec.hidden} if x.qv_bias else {}
+    if x.modality == "image":  # DINOv3 / BEiT q and v biases, BEiT's per-block relative bias table
+        return {"attention/qv_bias": 2 * spec.hidden if x.qv_bias else 0,
+                "attention/relative_table": x.relative_rows * spec.heads if x.relative_bias == "block" else 0}
     return {"attention/relative_gate": spec.heads + 8 * spec.dim_head + 8} if x.gated_relative_bias else {}
 
 

@@ -50,6 +50,9 @@ class PatchInput(Spec):
     qv_bias: bool = False
     """Biases on q and v but not on k (DINOv3 key_bias false), with the spec's qkv_bias false: 2h a
     block, no matmul."""
+    relative_bias: Literal["none", "block", "shared"] = "none"
+    """BEiT's relative position bias table, ((2 s - 1)^2 + 3) x heads for an s x s patch grid (the
+    3: cls to token, token to cls, cls to cls): one per block, or one shared by all blocks."""
     pooling_head: bool = False
     """SigLIP's attention-pooling head (vision_use_head; count.vision.pooling_head_params)."""
     head: list[HeadLayer] = Field(default_factory=list)
@@ -59,6 +62,12 @@ class PatchInput(Spec):
     def patches(self) -> int:
         """Patches of one image."""
         return (self.image_size // self.patch_size) ** 2
+
+    @property
+    def relative_rows(self) -> int:
+        """Rows of one relative position bias table (BeitRelativePositionBias.num_relative_distance)."""
+        side = self.image_size // self.patch_size
+        return (2 * side - 1) ** 2 + 3
 
     @property
     def tokens(self) -> int:

@@ -20,8 +20,6 @@ OWN_HEADS = {name: _own_head for name in ENCODER_MODEL_MAPPERS}
 """hf.from_hf_config's head hook for these types."""
 
 ENCODER_UNMODELLED: dict[str, str] = {
-    "beit": "BEiT's relative position bias tables, LayerScale and mean-pooled LayerNorm head",
-    "data2vec-vision": "BEiT's relative position bias tables, LayerScale and mean-pooled LayerNorm head",
     "swin": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
     "swinv2": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
     "donut-swin": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",

@@ -1,5 +1,5 @@
 """HF config mappers of standalone vision models: ViT (and ViT-MSN), DeiT, DINOv2 (with
-registers), DINOv3, I-JEPA, the CLIP / SigLIP / SigLIP 2 vision models (encoders over patches,
+registers), DINOv3, BEiT (data2vec-vision), I-JEPA, the CLIP / SigLIP / SigLIP 2 vision models (encoders over patches,
 `specs.encoder_inputs.PatchInput`) and the CLIP (MetaCLIP 2), SigLIP and SigLIP 2 image-text
 models (the text tower as the block stack, the vision tower as the composites' `VisionSpec`,
 hf_vision / hf_n18vlm_base).
@@ -29,6 +29,8 @@ HEADS: dict[str, tuple[str, ...]] = {
     "dinov2_with_registers": ("Dinov2WithRegistersModel", "Dinov2WithRegistersForImageClassification"),
     "ijepa": ("IJepaModel", "IJepaForImageClassification"),
     "dinov3_vit": ("DINOv3ViTModel",),
+    "beit": ("BeitModel", "BeitForImageClassification"),
+    "data2vec-vision": ("Data2VecVisionModel", "Data2VecVisionForImageClassification"),
     "clip_vision_model": ("CLIPVisionModel", "CLIPVisionModelWithProjection"),
     "siglip_vision_model": ("SiglipVisionModel",),
     "siglip2_vision_model": ("Siglip2VisionModel",),
@@ -45,6 +47,8 @@ _VIT_BASE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads":
 _DEFAULTS: dict[str, dict] = {
     "vit": _VIT_BASE,
     "ijepa": _VIT_BASE,
+    "beit": _VIT_BASE,
+    "data2vec-vision": _VIT_BASE,
     "dinov2_with_registers": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
                               "image_size": 224, "patch_size": 16, "num_channels": 3, "num_register_tokens": 4},
     "dinov3_vit": {"hidden_size": 384, "num_hidden_layers": 12, "num_attention_heads": 6, "intermediate_size": 1536,
@@ -101,8 +105,8 @@ def _encoder(c: HFConfig, ffn: int, patches: dict, image_size: int, *, qkv_bias:
         heads=c.divisor("num_attention_heads"), ffn_hidden=ffn, vocab=1,  # no token table (inputs)
         position="learned", max_positions=rows, norm="layernorm", norm_bias=True, norm_placement="pre",
         norm_eps=c.number("layer_norm_eps", 1e-12), qkv_bias=qkv_bias, attn_out_bias=True, mlp_bias=True,
-        gated_mlp=False, activation=c.activation(activation, "hidden_act"), final_norm=True, lm_head=False,
-        tied_embeddings=False, inputs=inputs, **fields)
+        gated_mlp=False, activation=c.activation(activation, "hidden_act"), lm_head=False,
+        tied_embeddings=False, inputs=inputs, **{"final_norm": True, **fields})
 
 
 def _vit(c: HFConfig) -> dict:
@@ -172,6 +176,33 @@ def _dinov3(c: HFConfig) -> dict:
         "layer_norm_eps", 1e-5), attn_out_bias=c.flag("proj_bias", True), mlp_bias=c.flag("mlp_bias", True),
         gated_mlp=gated)
     fields.pop("max_positions")
+    return fields
+
+
+def _beit(c: HFConfig) -> dict:
+    """BEiT / data2vec-vision: cls token (mask token with use_mask_token), a learned table only with
+    use_absolute_position_embeddings, biased q and v over a bias-free k, relative position bias
+    tables (per block, or shared), LayerScale lambda_1 / lambda_2 when layer_scale_init_value > 0
+    (the blocks' residual weights, 2h); the final LayerNorm (use_mean_pooling false) or the
+    pooler's LayerNorm over the mean patch (true, built when add_pooling_layer: BeitModel,
+    ...ForImageClassification; Data2VecVisionModel has none); ...ForImageClassification:
+    Linear(h, num_labels) on the pooled token."""
+    kind = c.text("model_type")
+    name = architecture(c, kind)
+    c = with_defaults(c, kind)
+    h, mean = c.size("hidden_size"), c.flag("use_mean_pooling", True)
+    pooler = name != "Data2VecVisionModel"  # add_pooling_layer
+    shared = c.flag("use_shared_relative_position_bias", False)
+    relative = "shared" if shared else "block" if c.flag("use_relative_position_bias", False) else "none"
+    head = [linear("classifier", h, labels(c))] if name.endswith("ForImageClassification") else []
+    fields = _encoder(c, c.size("intermediate_size"),
+                      dict(mask_token=c.flag("use_mask_token", False), qv_bias=True, relative_bias=relative, head=head),
+                      c.size("image_size"), qkv_bias=False,
+                      residual_weights=(c.number("layer_scale_init_value", 0.1) or 0) > 0,
+                      final_norm=not mean or pooler)
+    if not c.flag("use_absolute_position_embeddings", False):
+        fields.update(position="none")
+        fields.pop("max_positions")
     return fields
 
 
@@ -302,7 +333,7 @@ def _siglip_model(kind: str) -> Mapper:
 
 VISION_MODEL_MAPPERS: dict[str, Mapper] = {
     "vit": _vit, "vit_msn": _vit, "deit": _deit, "dinov2": _dinov2, "dinov2_with_registers": _dinov2, "ijepa": _ijepa,
-    "dinov3_vit": _dinov3, "clip_vision_model": _clip_vision,
+    "dinov3_vit": _dinov3, "beit": _beit, "data2vec-vision": _beit, "clip_vision_model": _clip_vision,
     "siglip_vision_model": _siglip_vision, "siglip2_vision_model": lambda c: _siglip_vision(c, "siglip2_vision_model"),
     "clip": _clip_model, "metaclip_2": _clip_model, "siglip": _siglip_model("siglip"), "siglip2": _siglip_model("siglip2"),
 }
