@@ -39,6 +39,10 @@ IMAGE_CASES = [
          use_mask_token=True, layer_scale_init_value=0.0),
     case("data2vec-vision", "Data2VecVisionModel", **_VIT, use_relative_position_bias=True),
     case("data2vec-vision", "Data2VecVisionForImageClassification", **_VIT),
+    case("audio-spectrogram-transformer", "ASTForAudioClassification", **{k: v for k, v in _VIT.items() if k not in
+         ("image_size", "num_channels")}, num_mel_bins=24, max_length=40, frequency_stride=6, time_stride=5),
+    case("audio-spectrogram-transformer", "ASTModel", **{k: v for k, v in _VIT.items() if k not in
+         ("image_size", "num_channels")}, num_mel_bins=16, max_length=33),
     case("ijepa", "IJepaModel", **_VIT),
     case("ijepa", "IJepaForImageClassification", **_VIT),
     case("clip_vision_model", "CLIPVisionModel", **_SIGLIP_V),
@@ -102,7 +106,7 @@ RESNET_CASES = [
 DEFAULT_CLASSES = {
     "vit": "ViTModel", "vit_msn": "ViTMSNModel", "deit": "DeiTModel", "dinov2": "Dinov2Model", "ijepa": "IJepaModel",
     "dinov2_with_registers": "Dinov2WithRegistersModel", "dinov3_vit": "DINOv3ViTModel",
-    "beit": "BeitModel", "data2vec-vision": "Data2VecVisionModel", "clip_vision_model": "CLIPVisionModel",
+    "beit": "BeitModel", "data2vec-vision": "Data2VecVisionModel", "audio-spectrogram-transformer": "ASTModel", "clip_vision_model": "CLIPVisionModel",
     "siglip_vision_model": "SiglipVisionModel", "siglip2_vision_model": "Siglip2VisionModel", "clip": "CLIPModel",
     "siglip": "SiglipModel", "siglip2": "Siglip2Model", "metaclip_2": "MetaClip2Model", "wav2vec2": "Wav2Vec2Model", "hubert": "HubertModel",
     "resnet": "ResNetModel", "unispeech": "UniSpeechModel", "unispeech-sat": "UniSpeechSatModel", "data2vec-audio": "Data2VecAudioModel",
@@ -140,6 +144,8 @@ def hf_forward_flops(data: dict, seq_len: int, part: str | None = None, samples:
         inputs = {"pixel_values": torch.randn(1, n, v.num_channels * p * p),
                   "pixel_attention_mask": torch.ones(1, n, dtype=torch.long),
                   "spatial_shapes": torch.tensor([[int(n ** 0.5)] * 2])}
+    elif data["model_type"] == "audio-spectrogram-transformer":  # (batch, frames, mel bins)
+        inputs = {"input_values": torch.randn(1, cfg.max_length, cfg.num_mel_bins)}
     else:
         inputs = {"pixel_values": torch.randn(1, v.num_channels, v.image_size, v.image_size)}
     run = model

@@ -193,8 +193,8 @@ def _print_inputs(inputs: dict | None, heading) -> None:
         return
     typer.echo()
     if inputs["unit"] == "image":
-        side = inputs["image_size"]
-        heading("Per image", f": {side} x {side} px = {inputs['patches']:,} patches + {inputs['tokens'] - inputs['patches']} "
+        height, width = inputs.get("input_size") or [inputs["image_size"]] * 2
+        heading("Per image", f": {height} x {width} px = {inputs['patches']:,} patches + {inputs['tokens'] - inputs['patches']} "
                 f"prefix tokens = {inputs['tokens']:,} tokens (one sequence); forward "
                 f"{human_flops(inputs['forward_flops_per_image'])}")
         return

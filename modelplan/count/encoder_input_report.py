@@ -22,7 +22,8 @@ def per_input_document(spec: "TransformerSpec", forward: int, seq_len: int, batc
         return None
     per_sequence = forward // batch
     if x.modality == "image":
-        return {"unit": "image", "image_size": x.image_size, "patches": x.patches, "prefix_tokens": x.prefix_tokens,
+        return {"unit": "image", "image_size": x.image_size, "input_size": x.input_size or [x.image_size] * 2,
+                "patches": x.patches, "prefix_tokens": x.prefix_tokens,
                 "tokens": x.tokens, "forward_flops_per_image": per_sequence}
     frames = x.frames(x.sample_rate)
     second = count_flops(spec, TrainingSpec(global_batch=1, seq_len=frames)).forward

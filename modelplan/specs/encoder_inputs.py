@@ -37,6 +37,12 @@ class PatchInput(Spec):
     """Square patch side in pixels."""
     image_size: int = Field(gt=0)
     """Square image side in pixels; image_size // patch_size patches per side."""
+    input_size: list[int] | None = Field(None, min_length=2, max_length=2)
+    """[height, width] of a non-square input (AST: [num_mel_bins, max_length] of a spectrogram);
+    None: image_size x image_size."""
+    patch_stride: list[int] | None = Field(None, min_length=2, max_length=2)
+    """[height, width] stride of the patch conv where patches overlap (AST frequency_stride,
+    time_stride); None: patch_size."""
     patch_bias: bool = True
     """Bias on the patch conv (CLIP's has none)."""
     prefix_tokens: int = Field(1, ge=0)
@@ -59,9 +65,18 @@ class PatchInput(Spec):
     """Task-head layers beyond the spec's pooler / classifier."""
 
     @property
+    def grid(self) -> tuple[int, int]:
+        """Rows and columns of patches: (size - patch) // stride + 1 each way (Conv2d without padding)."""
+        size = self.input_size or [self.image_size] * 2
+        stride = self.patch_stride or [self.patch_size] * 2
+        rows, cols = ((n - self.patch_size) // s + 1 for n, s in zip(size, stride))
+        return rows, cols
+
+    @property
     def patches(self) -> int:
         """Patches of one image."""
-        return (self.image_size // self.patch_size) ** 2
+        rows, cols = self.grid
+        return rows * cols
 
     @property
     def relative_rows(self) -> int:
@@ -76,8 +91,10 @@ class PatchInput(Spec):
 
     @model_validator(mode="after")
     def _check(self) -> "PatchInput":
-        if self.patch_size > self.image_size:
-            raise ValueError(f"patch_size ({self.patch_size}) exceeds image_size ({self.image_size})")
+        if self.patch_size > min(self.input_size or [self.image_size]):
+            raise ValueError(f"patch_size ({self.patch_size}) exceeds the input ({self.input_size or self.image_size})")
+        if any(v < 1 for v in (*(self.input_size or ()), *(self.patch_stride or ()))):
+            raise ValueError("input_size and patch_stride must be positive")
         return self
 
 

@@ -29,7 +29,6 @@ ENCODER_UNMODELLED: dict[str, str] = {
     "sew-d": "SEW-D's squeezed sequence and DeBERTa disentangled attention",
     "wav2vec2-conformer": "Conformer blocks (convolution module, macaron feed-forwards)",
     "wav2vec2-bert": "Conformer blocks (convolution module, macaron feed-forwards) over filter-bank features",
-    "audio-spectrogram-transformer": "overlapping spectrogram patches (frequency_stride / time_stride below patch_size)",
 }
 """Image / audio encoder types transformers 5.24 ships whose mechanism the spec cannot yet express
 exactly: refused with the reason instead of a wrong count."""

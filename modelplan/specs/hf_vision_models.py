@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable
 
 from modelplan.errors import SpecError
+from modelplan.specs.encoder_inputs import PatchInput
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_n18vlm_base import CLASS_DEFAULTS, _tower
 from modelplan.specs.hf_vision import _clip
@@ -31,6 +32,7 @@ HEADS: dict[str, tuple[str, ...]] = {
     "dinov3_vit": ("DINOv3ViTModel",),
     "beit": ("BeitModel", "BeitForImageClassification"),
     "data2vec-vision": ("Data2VecVisionModel", "Data2VecVisionForImageClassification"),
+    "audio-spectrogram-transformer": ("ASTModel", "ASTForAudioClassification"),
     "clip_vision_model": ("CLIPVisionModel", "CLIPVisionModelWithProjection"),
     "siglip_vision_model": ("SiglipVisionModel",),
     "siglip2_vision_model": ("Siglip2VisionModel",),
@@ -48,6 +50,8 @@ _DEFAULTS: dict[str, dict] = {
     "vit": _VIT_BASE,
     "ijepa": _VIT_BASE,
     "beit": _VIT_BASE,
+    "audio-spectrogram-transformer": {**_VIT_BASE, "frequency_stride": 10, "time_stride": 10, "max_length": 1024,
+                                      "num_mel_bins": 128},
     "data2vec-vision": _VIT_BASE,
     "dinov2_with_registers": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
                               "image_size": 224, "patch_size": 16, "num_channels": 3, "num_register_tokens": 4},
@@ -96,10 +100,11 @@ def _encoder(c: HFConfig, ffn: int, patches: dict, image_size: int, *, qkv_bias:
     """A pre-LN ViT encoder over one image: LayerNorm (with bias) / biased attention and fc1-fc2
     blocks, one learned position row per patch and prefix token, a final LayerNorm."""
     patch = c.size("patch_size")
-    if patch > image_size:
-        raise SpecError(f"{c.source}: patch_size: {patch} exceeds image_size {image_size}")
+    if patch > min(patches.get("input_size") or [image_size]):
+        raise SpecError(f"{c.source}: patch_size: {patch} exceeds image_size {patches.get('input_size') or image_size}")
     inputs = dict(modality="image", channels=c.size("num_channels"), patch_size=patch, image_size=image_size, **patches)
-    rows = (image_size // patch) ** 2 + inputs.get("prefix_tokens", 1)  # register tokens have no position
+    # one position row per patch and prefix token (register tokens have none); validated by the spec
+    rows = PatchInput.model_construct(**inputs).patches + inputs.get("prefix_tokens", 1)
     return dict(
         arch="encoder", layers=c.size("num_hidden_layers"), hidden=c.size("hidden_size"),
         heads=c.divisor("num_attention_heads"), ffn_hidden=ffn, vocab=1,  # no token table (inputs)
@@ -107,6 +112,24 @@ def _encoder(c: HFConfig, ffn: int, patches: dict, image_size: int, *, qkv_bias:
         norm_eps=c.number("layer_norm_eps", 1e-12), qkv_bias=qkv_bias, attn_out_bias=True, mlp_bias=True,
         gated_mlp=False, activation=c.activation(activation, "hidden_act"), lm_head=False,
         tied_embeddings=False, inputs=inputs, **{"final_norm": True, **fields})
+
+
+def _ast(c: HFConfig) -> dict:
+    """Audio Spectrogram Transformer: ViT's blocks over a num_mel_bins x max_length spectrogram cut
+    by Conv2d(1, h, patch_size, stride (frequency_stride, time_stride)) into overlapping patches,
+    cls and distillation tokens, (patches + 2) positions, a final LayerNorm; ASTForAudioClassification:
+    ASTMLPHead (LayerNorm, Linear(h, num_labels)) on the mean of the two tokens."""
+    name = architecture(c, "audio-spectrogram-transformer")
+    c = with_defaults(c, "audio-spectrogram-transformer")
+    size = [c.size("num_mel_bins"), c.size("max_length")]
+    h = c.size("hidden_size")
+    head = ([dict(name="classifier/layernorm", kind="layernorm", in_features=h, bias=True),
+             linear("classifier/dense", h, labels(c))] if name.endswith("Classification") else [])
+    fields = HFConfig({**c.data, "num_channels": 1}, c.source, c.path)
+    return _encoder(fields, c.size("intermediate_size"),
+                    dict(prefix_tokens=2, input_size=size, head=head,
+                         patch_stride=[c.divisor("frequency_stride"), c.divisor("time_stride")]),
+                    max(size), qkv_bias=c.flag("qkv_bias", True))
 
 
 def _vit(c: HFConfig) -> dict:
@@ -333,7 +356,7 @@ def _siglip_model(kind: str) -> Mapper:
 
 VISION_MODEL_MAPPERS: dict[str, Mapper] = {
     "vit": _vit, "vit_msn": _vit, "deit": _deit, "dinov2": _dinov2, "dinov2_with_registers": _dinov2, "ijepa": _ijepa,
-    "dinov3_vit": _dinov3, "beit": _beit, "data2vec-vision": _beit, "clip_vision_model": _clip_vision,
+    "dinov3_vit": _dinov3, "beit": _beit, "data2vec-vision": _beit, "audio-spectrogram-transformer": _ast, "clip_vision_model": _clip_vision,
     "siglip_vision_model": _siglip_vision, "siglip2_vision_model": lambda c: _siglip_vision(c, "siglip2_vision_model"),
     "clip": _clip_model, "metaclip_2": _clip_model, "siglip": _siglip_model("siglip"), "siglip2": _siglip_model("siglip2"),
 }
