@@ -37,7 +37,7 @@ HEADS = {
 """model_type -> the classes whose head is modelled; the first is the base model."""
 
 
-def _head(c: HFConfig, name: str, h: int, kind: str) -> tuple[dict, list[dict]]:
+def _head(c: HFConfig, name: str, h: int) -> tuple[dict, list[dict]]:
     """(spec head fields, head layers) of class `name`: ...ForCTC's lm_head Linear(h, vocab_size)
     on every frame; ...ForSequenceClassification's projector Linear(h, classifier_proj_size) on
     every frame, mean-pooled, then classifier Linear(classifier_proj_size, num_labels), and
@@ -77,8 +77,9 @@ def _relative(c: HFConfig, kind: str) -> dict:
 
 def _speech(kind: str) -> Mapper:
     def mapper(c: HFConfig) -> dict:
-        """wav2vec2 / HuBERT: feature convs, feature projection, positional conv, post-LN (or
-        stable pre-LN) blocks, the head `architectures` names (HEADS)."""
+        """wav2vec2 / HuBERT / UniSpeech(-SAT) / data2vec-audio / WavLM: feature convs, feature
+        projection, positional conv(s), post-LN (or stable pre-LN) blocks, the head
+        `architectures` names (HEADS)."""
         name = architecture(c, kind, HEADS)
         c = with_defaults(c, kind, _DEFAULTS)
         if c.flag("add_adapter", False):
@@ -94,7 +95,7 @@ def _speech(kind: str) -> Mapper:
         # masked_spec_embed: built when mask_time_prob or mask_feature_prob > 0 (UniSpeech-SAT: always)
         masked = (kind == "unispeech-sat" or (c.number("mask_time_prob", 0.05) or 0) > 0
                   or (c.number("mask_feature_prob", 0.0) or 0) > 0)
-        head, layers = _head(c, name, h, kind)
+        head, layers = _head(c, name, h)
         inputs = dict(modality="audio", conv_dim=c.ints("conv_dim"), conv_kernel=c.ints("conv_kernel"),
                       conv_stride=c.ints("conv_stride"), conv_bias=c.flag("conv_bias", False), conv_norm=norm,
                       projection_norm=c.flag("feat_proj_layer_norm", True) if kind == "hubert" else True,
