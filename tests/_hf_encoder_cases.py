@@ -72,6 +72,7 @@ PAIR_CASES = [
     case("siglip2", "Siglip2Model", text_config=_TEXT,
          vision_config={**{k: v for k, v in _SIGLIP_V.items() if k != "image_size"}, "num_patches": 16}),
     case("metaclip_2", "MetaClip2Model", text_config=_TEXT, vision_config=_SIGLIP_V, projection_dim=20),
+    case("chinese_clip", "ChineseCLIPModel", text_config=_TEXT, vision_config=_SIGLIP_V, projection_dim=20),
 ]
 """The image-text pairs: a small text tower and vision tower each."""
 
@@ -108,7 +109,7 @@ DEFAULT_CLASSES = {
     "dinov2_with_registers": "Dinov2WithRegistersModel", "dinov3_vit": "DINOv3ViTModel",
     "beit": "BeitModel", "data2vec-vision": "Data2VecVisionModel", "audio-spectrogram-transformer": "ASTModel", "clip_vision_model": "CLIPVisionModel",
     "siglip_vision_model": "SiglipVisionModel", "siglip2_vision_model": "Siglip2VisionModel", "clip": "CLIPModel",
-    "siglip": "SiglipModel", "siglip2": "Siglip2Model", "metaclip_2": "MetaClip2Model", "wav2vec2": "Wav2Vec2Model", "hubert": "HubertModel",
+    "siglip": "SiglipModel", "siglip2": "Siglip2Model", "metaclip_2": "MetaClip2Model", "chinese_clip": "ChineseCLIPModel", "wav2vec2": "Wav2Vec2Model", "hubert": "HubertModel",
     "resnet": "ResNetModel", "unispeech": "UniSpeechModel", "unispeech-sat": "UniSpeechSatModel", "data2vec-audio": "Data2VecAudioModel",
     "wavlm": "WavLMModel",
 }

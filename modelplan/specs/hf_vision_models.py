@@ -1,6 +1,6 @@
 """HF config mappers of standalone vision models: ViT (and ViT-MSN), DeiT, DINOv2 (with
 registers), DINOv3, BEiT (data2vec-vision), I-JEPA, the CLIP / SigLIP / SigLIP 2 vision models (encoders over patches,
-`specs.encoder_inputs.PatchInput`) and the CLIP (MetaCLIP 2), SigLIP and SigLIP 2 image-text
+`specs.encoder_inputs.PatchInput`) and the CLIP (MetaCLIP 2, Chinese-CLIP), SigLIP and SigLIP 2 image-text
 models (the text tower as the block stack, the vision tower as the composites' `VisionSpec`,
 hf_vision / hf_n18vlm_base).
 
@@ -17,6 +17,7 @@ from typing import Callable
 from modelplan.errors import SpecError
 from modelplan.specs.encoder_inputs import PatchInput
 from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_gpt import GPT_MAPPERS
 from modelplan.specs.hf_n18vlm_base import CLASS_DEFAULTS, _tower
 from modelplan.specs.hf_vision import _clip
 
@@ -38,6 +39,7 @@ HEADS: dict[str, tuple[str, ...]] = {
     "siglip2_vision_model": ("Siglip2VisionModel",),
     "clip": ("CLIPModel", "CLIPForImageClassification"),
     "metaclip_2": ("MetaClip2Model", "MetaClip2ForImageClassification"),
+    "chinese_clip": ("ChineseCLIPModel",),
     "siglip": ("SiglipModel", "SiglipForImageClassification"),
     "siglip2": ("Siglip2Model", "Siglip2ForImageClassification"),
 }
@@ -335,6 +337,28 @@ def _clip_model(c: HFConfig) -> dict:
     return {**fields, "vision": tower}
 
 
+_BERT_BASE = {"vocab_size": 30522, "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+              "num_attention_heads": 12}
+"""ChineseCLIPTextConfig's size defaults (transformers 5.24: BERT-base's)."""
+
+
+def _chinese_clip(c: HFConfig) -> dict:
+    """ChineseCLIPModel: a BERT text tower without its pooler (ChineseCLIPTextModel,
+    add_pooling_layer=False) with text_projection Linear(h_text, projection_dim, bias=False) on its
+    [CLS] token, the CLIP vision tower with visual_projection, and logit_scale (1)."""
+    architecture(c, "chinese_clip")
+    raw = c.data.get("text_config") or {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"{c.source}: text_config: expected an object, got {raw!r}")
+    fields = GPT_MAPPERS["bert"](HFConfig({**_BERT_BASE, **raw}, c.source, "text_config."))
+    proj = c.integer("projection_dim", 512)
+    fields.update(pooler=False, classifier={"num_labels": proj, "bias": False})  # text_projection, once per text
+    tower = _clip(with_defaults(_vision_config(c, ("chinese_clip_vision_model",)), "clip_vision_model"))
+    tower["connector"] = [dict(name="visual_projection", kind="linear", in_features=tower["hidden"], out_features=proj,
+                               rows=1), dict(name="logit_scale", kind="vector", in_features=1)]
+    return {**fields, "vision": tower}
+
+
 def _siglip_model(kind: str) -> Mapper:
     def mapper(c: HFConfig) -> dict:
         """SiglipModel / Siglip2Model: the SigLIP text tower with its head Linear(h, projection_size,
@@ -358,5 +382,5 @@ VISION_MODEL_MAPPERS: dict[str, Mapper] = {
     "vit": _vit, "vit_msn": _vit, "deit": _deit, "dinov2": _dinov2, "dinov2_with_registers": _dinov2, "ijepa": _ijepa,
     "dinov3_vit": _dinov3, "beit": _beit, "data2vec-vision": _beit, "audio-spectrogram-transformer": _ast, "clip_vision_model": _clip_vision,
     "siglip_vision_model": _siglip_vision, "siglip2_vision_model": lambda c: _siglip_vision(c, "siglip2_vision_model"),
-    "clip": _clip_model, "metaclip_2": _clip_model, "siglip": _siglip_model("siglip"), "siglip2": _siglip_model("siglip2"),
+    "clip": _clip_model, "metaclip_2": _clip_model, "chinese_clip": _chinese_clip, "siglip": _siglip_model("siglip"), "siglip2": _siglip_model("siglip2"),
 }
