@@ -15,7 +15,7 @@ from modelplan.count.vision import connector_params, pooling_head_flops, pooling
 from modelplan.errors import SpecError
 
 if TYPE_CHECKING:
-    from modelplan.specs.encoder_inputs import AudioConvInput, PatchInput
+    from modelplan.specs.encoder_inputs import AudioConvInput
     from modelplan.specs.transformer import TransformerSpec
 
 

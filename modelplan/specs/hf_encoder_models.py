@@ -1,14 +1,15 @@
 """The standalone image and audio encoders' mappers in one table for `hf.MAPPERS`
-(hf_vision_models, hf_audio; ResNet as a network spec, hf_resnet), with their head hooks: each mapper reads `architectures` itself,
+(hf_vision_models, hf_image_text, hf_audio; ResNet as a network spec, hf_resnet), with their head hooks: each mapper reads `architectures` itself,
 so `hf.apply_head` is skipped for them."""
 
 from __future__ import annotations
 
 from modelplan.specs.hf_audio import AUDIO_MAPPERS
+from modelplan.specs.hf_image_text import IMAGE_TEXT_MAPPERS
 from modelplan.specs.hf_resnet import RESNET_MAPPERS
 from modelplan.specs.hf_vision_models import VISION_MODEL_MAPPERS
 
-ENCODER_MODEL_MAPPERS = {**VISION_MODEL_MAPPERS, **AUDIO_MAPPERS, **RESNET_MAPPERS}
+ENCODER_MODEL_MAPPERS = {**VISION_MODEL_MAPPERS, **IMAGE_TEXT_MAPPERS, **AUDIO_MAPPERS, **RESNET_MAPPERS}
 
 
 def _own_head(fields: dict, c, apply_head, architecture) -> dict:

@@ -1,12 +1,12 @@
-"""HF config mappers of standalone vision models: ViT (and ViT-MSN), DeiT, DINOv2 (with
-registers), DINOv3, BEiT (data2vec-vision), I-JEPA, the CLIP / SigLIP / SigLIP 2 vision models (encoders over patches,
-`specs.encoder_inputs.PatchInput`) and the CLIP (MetaCLIP 2, Chinese-CLIP), SigLIP and SigLIP 2 image-text
-models (the text tower as the block stack, the vision tower as the composites' `VisionSpec`,
-hf_vision / hf_n18vlm_base).
+"""HF config mappers of standalone vision encoders over patches (`specs.encoder_inputs.PatchInput`):
+ViT (and ViT-MSN), DeiT, DINOv2 (with registers), DINOv3, BEiT (data2vec-vision), I-JEPA, the
+Audio Spectrogram Transformer and the CLIP / SigLIP / SigLIP 2 vision models; the helpers the
+image-text pairs (hf_image_text) and the speech encoders (hf_audio) share.
 
 The head is the class `architectures[0]` names, as transformers 5.24 builds it (modeling_vit.py,
-modeling_deit.py, modeling_dinov2.py, modeling_clip.py, modeling_siglip.py, modeling_siglip2.py);
-without `architectures`, the base model (ViTModel, ..., CLIPModel). A head class outside
+modeling_deit.py, modeling_dinov2.py, modeling_dinov3_vit.py, modeling_beit.py, modeling_clip.py,
+modeling_siglip.py, modeling_siglip2.py, modeling_audio_spectrogram_transformer.py); without
+`architectures`, the base model (ViTModel, ..., CLIPVisionModel). A head class outside
 `HEADS` is refused naming the supported ones.
 """
 
@@ -17,9 +17,7 @@ from typing import Callable
 from modelplan.errors import SpecError
 from modelplan.specs.encoder_inputs import PatchInput
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_gpt import GPT_MAPPERS
-from modelplan.specs.hf_n18vlm_base import CLASS_DEFAULTS, _tower
-from modelplan.specs.hf_vision import _clip
+from modelplan.specs.hf_n18vlm_base import CLASS_DEFAULTS
 
 Mapper = Callable[[HFConfig], dict]
 
@@ -37,11 +35,6 @@ HEADS: dict[str, tuple[str, ...]] = {
     "clip_vision_model": ("CLIPVisionModel", "CLIPVisionModelWithProjection"),
     "siglip_vision_model": ("SiglipVisionModel",),
     "siglip2_vision_model": ("Siglip2VisionModel",),
-    "clip": ("CLIPModel", "CLIPForImageClassification"),
-    "metaclip_2": ("MetaClip2Model", "MetaClip2ForImageClassification"),
-    "chinese_clip": ("ChineseCLIPModel",),
-    "siglip": ("SiglipModel", "SiglipForImageClassification"),
-    "siglip2": ("Siglip2Model", "Siglip2ForImageClassification"),
 }
 """model_type -> the classes whose head is modelled; the first is the base model."""
 
@@ -241,7 +234,7 @@ def _ijepa(c: HFConfig) -> dict:
                     qkv_bias=c.flag("qkv_bias", True))
 
 
-def _clip_vision(c: HFConfig, head: list[dict] | None = None) -> dict:
+def clip_vision(c: HFConfig, head: list[dict] | None = None) -> dict:
     """CLIPVisionModel: bias-free patch conv, class embedding, pre_layrnorm, blocks, post_layernorm
     on the pooled class token; ...WithProjection adds visual_projection Linear(h, projection_dim,
     bias=False); `head`: a composite's classifier instead (architectures not read)."""
@@ -254,7 +247,7 @@ def _clip_vision(c: HFConfig, head: list[dict] | None = None) -> dict:
                     activation="quick_gelu", embedding_norm=True)
 
 
-def _siglip_vision(c: HFConfig, kind: str = "siglip_vision_model", head: list[dict] | None = None) -> dict:
+def siglip_vision(c: HFConfig, kind: str = "siglip_vision_model", head: list[dict] | None = None) -> dict:
     """SiglipVisionModel: biased patch conv, one position per patch (no class token), blocks,
     post_layernorm, the attention-pooling head when vision_use_head; Siglip2VisionModel: a biased
     Linear(C p^2, h) patch embedding (the conv's count and FLOPs) and num_patches position rows, an
@@ -274,113 +267,9 @@ def _siglip_vision(c: HFConfig, kind: str = "siglip_vision_model", head: list[di
                     image_size, activation="gelu_pytorch_tanh")
 
 
-def _vision_config(c: HFConfig, kinds: tuple[str, ...]) -> HFConfig:
-    """vision_config (absent: {}), its model_type one of `kinds` when it states one."""
-    raw = c.data.get("vision_config") or {}
-    if not isinstance(raw, dict):
-        raise SpecError(f"{c.source}: vision_config: expected an object, got {raw!r}")
-    v = HFConfig(raw, c.source, "vision_config.")
-    kind = v.text("model_type", kinds[0])
-    if kind not in kinds:
-        raise SpecError(f"{c.source}: vision_config.model_type: unsupported '{kind}' ({', '.join(kinds)})")
-    return v
-
-
-def _image_classifier(c: HFConfig, kind: str, kinds: tuple[str, ...]) -> dict:
-    """...ForImageClassification of an image-text pair (CLIP, MetaCLIP 2, SigLIP, SigLIP 2): the
-    vision model of vision_config alone, its tokens mean-pooled (CLIP's without the class token)
-    into classifier Linear(vision hidden, num_labels)."""
-    v = _vision_config(c, kinds)
-    head = [linear("classifier", with_defaults(v, kind).size("hidden_size"), labels(c))]
-    return _clip_vision(v, head) if kind == "clip_vision_model" else _siglip_vision(v, kind, head)
-
-
-_TEXT = {
-    "clip": {"vocab_size": 49408, "hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 12,
-             "num_attention_heads": 8, "max_position_embeddings": 77, "hidden_act": "quick_gelu"},
-    "siglip": {"vocab_size": 32000, "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
-               "num_attention_heads": 12, "max_position_embeddings": 64, "hidden_act": "gelu_pytorch_tanh"},
-}
-"""CLIPTextConfig / SiglipTextConfig (and Siglip2TextConfig) class defaults (transformers 5.24)."""
-
-
-def _text_tower(c: HFConfig, kind: str) -> tuple[dict, HFConfig]:
-    """The text tower: token and position tables, pre-LN LayerNorm / biased blocks, final_layer_norm
-    (CLIPTextTransformer: causal; SiglipTextTransformer: bidirectional), no LM head."""
-    raw = c.data.get("text_config") or {}
-    if not isinstance(raw, dict):
-        raise SpecError(f"{c.source}: text_config: expected an object, got {raw!r}")
-    t = HFConfig({**_TEXT[kind], **raw}, c.source, "text_config.")
-    return dict(
-        arch="decoder" if kind == "clip" else "encoder", layers=t.size("num_hidden_layers"),
-        hidden=t.size("hidden_size"), heads=t.divisor("num_attention_heads"), ffn_hidden=t.size("intermediate_size"),
-        vocab=t.size("vocab_size"), max_positions=t.size("max_position_embeddings"), position="learned",
-        norm="layernorm", norm_bias=True, norm_placement="pre", qkv_bias=True, attn_out_bias=True, mlp_bias=True,
-        gated_mlp=False, activation=t.activation("gelu", "hidden_act"), final_norm=True, lm_head=False,
-        tied_embeddings=False), t
-
-
-def _clip_model(c: HFConfig) -> dict:
-    """CLIPModel (MetaClip2Model: the same modules): the CLIP text tower with text_projection
-    Linear(h_text, projection_dim, bias=False) on its pooled (EOS) token, the CLIP vision tower
-    with visual_projection Linear(h_vision, projection_dim, bias=False) on its pooled token, and
-    logit_scale (1); ...ForImageClassification: `_image_classifier`."""
-    kinds = ("clip_vision_model", "metaclip_2_vision_model")
-    if architecture(c, c.text("model_type")).endswith("ForImageClassification"):
-        return _image_classifier(c, "clip_vision_model", kinds)
-    fields, _ = _text_tower(c, "clip")
-    proj = c.integer("projection_dim", 512)
-    fields["classifier"] = {"num_labels": proj, "bias": False}  # text_projection, once per text
-    tower = _clip(with_defaults(_vision_config(c, kinds), "clip_vision_model"))
-    tower["connector"] = [dict(name="visual_projection", kind="linear", in_features=tower["hidden"], out_features=proj,
-                               rows=1), dict(name="logit_scale", kind="vector", in_features=1)]
-    return {**fields, "vision": tower}
-
-
-_BERT_BASE = {"vocab_size": 30522, "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
-              "num_attention_heads": 12}
-"""ChineseCLIPTextConfig's size defaults (transformers 5.24: BERT-base's)."""
-
-
-def _chinese_clip(c: HFConfig) -> dict:
-    """ChineseCLIPModel: a BERT text tower without its pooler (ChineseCLIPTextModel,
-    add_pooling_layer=False) with text_projection Linear(h_text, projection_dim, bias=False) on its
-    [CLS] token, the CLIP vision tower with visual_projection, and logit_scale (1)."""
-    architecture(c, "chinese_clip")
-    raw = c.data.get("text_config") or {}
-    if not isinstance(raw, dict):
-        raise SpecError(f"{c.source}: text_config: expected an object, got {raw!r}")
-    fields = GPT_MAPPERS["bert"](HFConfig({**_BERT_BASE, **raw}, c.source, "text_config."))
-    proj = c.integer("projection_dim", 512)
-    fields.update(pooler=False, classifier={"num_labels": proj, "bias": False})  # text_projection, once per text
-    tower = _clip(with_defaults(_vision_config(c, ("chinese_clip_vision_model",)), "clip_vision_model"))
-    tower["connector"] = [dict(name="visual_projection", kind="linear", in_features=tower["hidden"], out_features=proj,
-                               rows=1), dict(name="logit_scale", kind="vector", in_features=1)]
-    return {**fields, "vision": tower}
-
-
-def _siglip_model(kind: str) -> Mapper:
-    def mapper(c: HFConfig) -> dict:
-        """SiglipModel / Siglip2Model: the SigLIP text tower with its head Linear(h, projection_size,
-        bias) on the last token, the SigLIP (2) vision tower with its pooling head, logit_scale
-        and logit_bias (1 each); ...ForImageClassification: `_image_classifier`."""
-        if architecture(c, kind).endswith("ForImageClassification"):
-            return _image_classifier(c, f"{kind}_vision_model", (f"{kind}_vision_model",))
-        fields, text = _text_tower(c, "siglip")
-        h = fields["hidden"]
-        fields["classifier"] = {"num_labels": text.integer("projection_size", h, nullable=True) or h}
-        tower_type = f"{kind}_vision_model"
-        tower, _ = _tower(c, tower_type, kinds=(tower_type,))
-        tower["connector"] = [dict(name="logit_scale", kind="vector", in_features=1),
-                              dict(name="logit_bias", kind="vector", in_features=1)]
-        return {**fields, "vision": tower}
-
-    return mapper
-
-
 VISION_MODEL_MAPPERS: dict[str, Mapper] = {
     "vit": _vit, "vit_msn": _vit, "deit": _deit, "dinov2": _dinov2, "dinov2_with_registers": _dinov2, "ijepa": _ijepa,
-    "dinov3_vit": _dinov3, "beit": _beit, "data2vec-vision": _beit, "audio-spectrogram-transformer": _ast, "clip_vision_model": _clip_vision,
-    "siglip_vision_model": _siglip_vision, "siglip2_vision_model": lambda c: _siglip_vision(c, "siglip2_vision_model"),
-    "clip": _clip_model, "metaclip_2": _clip_model, "chinese_clip": _chinese_clip, "siglip": _siglip_model("siglip"), "siglip2": _siglip_model("siglip2"),
+    "dinov3_vit": _dinov3, "beit": _beit, "data2vec-vision": _beit, "audio-spectrogram-transformer": _ast,
+    "clip_vision_model": clip_vision, "siglip_vision_model": siglip_vision,
+    "siglip2_vision_model": lambda c: siglip_vision(c, "siglip2_vision_model"),
 }
