@@ -165,6 +165,21 @@ def test_count_prints_per_second_of_audio(tmp_path):
     assert "49 frames" in result.output
 
 
+@pytest.mark.parametrize("engine", ["megatron", "deepspeed", "torchtitan"])
+def test_engine_exports_refuse_image_encoders(engine, tmp_path):
+    """An image encoder's plan exports as json; an engine's launch config (token models only) is a
+    one-line refusal naming the inputs."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "vit"}))
+    plan = runner.invoke(app, ["plan", str(path), "--gpus", "8", "--json"])
+    assert plan.exit_code == 0, plan.output
+    (tmp_path / "plan.json").write_text(plan.stdout)
+    result = runner.invoke(app, ["export", str(tmp_path / "plan.json"), "--to", engine])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code != 0 and len(lines) == 1 and "reads images or audio (inputs)" in lines[0], result.output
+    assert runner.invoke(app, ["export", str(tmp_path / "plan.json"), "--to", "json"]).exit_code == 0
+
+
 def test_image_seq_len_must_be_one_image():
     """An image is exactly its tokens: another seq_len is a one-line error saying the right one."""
     spec = from_hf_config({"model_type": "vit"})
