@@ -180,6 +180,16 @@ def test_engine_exports_refuse_image_encoders(engine, tmp_path):
     assert runner.invoke(app, ["export", str(tmp_path / "plan.json"), "--to", "json"]).exit_code == 0
 
 
+def test_pairs_print_one_pooled_embedding_per_image(tmp_path):
+    """CLIP's visual_projection and SigLIP's pooling head give one embedding per image, not a text
+    position per patch (CLIPModel.get_image_features / SiglipModel.get_image_features)."""
+    for model_type in ("clip", "siglip"):
+        path = tmp_path / f"{model_type}.json"
+        path.write_text(json.dumps({"model_type": model_type}))
+        result = runner.invoke(app, ["count", str(path)])
+        assert result.exit_code == 0 and "-> 1 pooled embedding" in result.output, result.output
+
+
 def test_image_seq_len_must_be_one_image():
     """An image is exactly its tokens: another seq_len is a one-line error saying the right one."""
     spec = from_hf_config({"model_type": "vit"})

@@ -171,6 +171,8 @@ def image_tokens(vision: "VisionSpec") -> int:
     patches // merge; Gemma 3's pooled tokens; patches // m^2 after Mistral 3's merge)."""
     if vision.connector is not None:
         linears = [layer for layer in vision.connector if layer.kind == "linear"]
-        return connector_rows(vision, linears[-1]) if linears else vision.patches
+        if linears:
+            return connector_rows(vision, linears[-1])
+        return 1 if vision.pooling_head else vision.patches  # SigLIP pairs: the pooling head's one embedding
     return vision.pooled_tokens or vision.patches // vision.patch_merge ** 2
 
