@@ -16,6 +16,7 @@ from _hf_reference import config, fixture_names, hf_mtp_numel, hf_numel
 from modelplan.count.params import count_params
 from modelplan.errors import SpecError
 from modelplan.specs.hf import MAPPERS, from_hf_config
+from modelplan.specs.hf_encoder_models import ENCODER_MODEL_MAPPERS
 
 
 def count(data: dict) -> int:
@@ -380,6 +381,7 @@ def test_every_mapper_has_a_fixture_or_variant():
                "apertus1p5_text"}  # tests/test_hf_n18causal.py
     tested |= {"mllama"}  # tests/test_hf_n18mllama.py
     tested |= {"beam"}  # tests/test_hf_n18beam.py
+    tested |= set(ENCODER_MODEL_MAPPERS)  # tests/test_hf_encoder_models.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

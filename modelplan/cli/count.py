@@ -30,7 +30,11 @@ DEFAULT_SEQ = 2048
 
 
 def default_seq_len(spec) -> int:
-    """2048 tokens, or fewer when the model's position table is shorter (GPT-2 1024, BERT 512)."""
+    """2048 tokens, or fewer when the model's position table is shorter (GPT-2 1024, BERT 512); an
+    image encoder's one image (its patches and prefix tokens)."""
+    inputs = getattr(spec, "inputs", None)
+    if inputs is not None and inputs.modality == "image":
+        return inputs.tokens
     return min(DEFAULT_SEQ, getattr(spec, "max_positions", DEFAULT_SEQ))
 
 
@@ -169,13 +173,36 @@ def _print_document(doc: dict, depth: int) -> None:
     if vision is not None:
         typer.echo()
         heading("Vision tower", f" per image: {vision['image_size']} x {vision['image_size']} px, "
-                f"{vision['patches_per_image']:,} patches -> {vision['tokens_per_image']:,} text positions")
+                f"{vision['patches_per_image']:,} patches -> " + (
+                    "1 pooled embedding" if vision["tokens_per_image"] == 1  # CLIP / SigLIP pairs' image embedding
+                    else f"{vision['tokens_per_image']:,} text positions"))
         rows = (("forward FLOPs", human_flops(vision["forward_flops_per_image"]), vision["forward_flops_per_image"]),
                 ("training FLOPs (fwd + bwd)", human_flops(vision["training_flops_per_image"]),
                  vision["training_flops_per_image"]),
                 ("activations", human_bytes(vision["activation_bytes_per_image"]), vision["activation_bytes_per_image"]))
         lines([(label, text, f"{v:,}") for label, text, v in rows], "lrr")
         typer.echo(typer.style(textwrap.fill(f"convention: {vision['convention']}", 100), dim=True))
+    _print_inputs(doc.get("inputs"), heading)
+
+
+def _print_inputs(inputs: dict | None, heading) -> None:
+    """What one sequence of an image / audio encoder is, and its forward FLOPs."""
+    from modelplan.cli.render import human_flops
+
+    if inputs is None:
+        return
+    typer.echo()
+    if inputs["unit"] == "image":
+        height, width = inputs.get("input_size") or [inputs["image_size"]] * 2
+        heading("Per image", f": {height} x {width} px = {inputs['patches']:,} patches + {inputs['tokens'] - inputs['patches']} "
+                f"prefix tokens = {inputs['tokens']:,} tokens (one sequence); forward "
+                f"{human_flops(inputs['forward_flops_per_image'])}")
+        return
+    rate = inputs["sample_rate"]
+    heading("Per clip", f": {inputs['samples_per_sequence'] / rate:.2f} s of {rate:,} Hz audio "
+            f"({inputs['frames_per_second']} frames a second = tokens); forward "
+            f"{human_flops(inputs['forward_flops_per_sequence'])} a clip, "
+            f"{human_flops(inputs['forward_flops_per_second'])} a second of audio")
 
 
 @app.command("presets")

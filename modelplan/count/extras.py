@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.count.encoder_inputs import input_block_flops, input_block_params
 from modelplan.count.seq2seq import position_rows
 from modelplan.specs.extras import table_width, token_width
 
@@ -66,8 +67,8 @@ def frozen_params(spec: "TransformerSpec") -> int:
 
 
 def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int]:
-    """One block's extra parameters, keyed relative to the block."""
-    x, h, out = spec.extras, spec.hidden, {}
+    """One block's extra parameters, keyed relative to the block (WavLM's gate: count.encoder_inputs)."""
+    x, h, out = spec.extras, spec.hidden, input_block_params(spec)
     if x is None:
         return out
     attention = block.mixer in _ATTENTION and spec.mla is None
@@ -111,7 +112,7 @@ def block_extra_flops(spec: "TransformerSpec", block: "Block", tokens: int, seq_
     Transformer-XL's position projection (P b, h) @ (h, q) over the P relative positions of each of
     the b sequences and the position scores (q + r_r) . r, (t, d) @ (d, P) per head (the segment
     term, only with token types, is not counted)."""
-    x, out = spec.extras, {}
+    x, out = spec.extras, input_block_flops(spec, tokens)  # WavLM's gate (count.encoder_inputs)
     if x is None:
         return out
     if x.adapter is not None:

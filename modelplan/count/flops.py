@@ -37,6 +37,7 @@ from modelplan.count.blocks import Block, block_of, mtp_block
 from modelplan.count.extras import embedding_extra_flops
 from modelplan.count.params import TOP_LEVEL, with_parents
 from modelplan.count.result import FlopCount
+from modelplan.count.encoder_inputs import check_input_length, input_flops, input_head_flops
 from modelplan.count.seq2seq import audio_flops, check_lengths
 from modelplan.count.side_paths import embedding_side_flops, head_side_flops
 from modelplan.errors import SpecError
@@ -110,7 +111,9 @@ def recompute_forward_flops(layer_flops: dict[str, int], recompute: str) -> int:
 def check_seq_len(spec: "TransformerSpec", seq_len: int, decoder_seq_len: int = 0) -> None:
     """A learned position table caps the sequence length (an encoder-decoder's tables: the source
     and target lengths, count.seq2seq)."""
-    if spec.arch == "encoder_decoder":
+    if spec.inputs is not None:
+        check_input_length(spec, seq_len)  # an image is its tokens (count.encoder_inputs)
+    elif spec.arch == "encoder_decoder":
         check_lengths(spec, seq_len, decoder_seq_len)
     elif spec.position == "learned" and seq_len > spec.max_positions:
         raise SpecError(
@@ -158,7 +161,8 @@ def count_transformer_flops(spec, training: "TrainingSpec") -> FlopCount:
     dec_len = decoder_seq_len(spec, training)
     check_seq_len(spec, seq_len, dec_len)
     tokens = batch * seq_len
-    inputs = {**embedding_forward_flops(spec, tokens), **embedding_side_flops(spec, tokens)}
+    inputs = {**embedding_forward_flops(spec, tokens), **embedding_side_flops(spec, tokens),
+              **input_flops(spec, tokens, seq_len)}
     leaves: dict[str, int] = {f"embedding/{k}": v for k, v in inputs.items()}
     recompute = 0
     cache: dict[Block, dict[str, int]] = {}
@@ -173,7 +177,8 @@ def count_transformer_flops(spec, training: "TrainingSpec") -> FlopCount:
         for key, value in cache[block].items():
             leaves[f"layers/{key}"] = leaves.get(f"layers/{key}", 0) + value
     head_tokens, head_len = (batch * dec_len, dec_len) if dec_len else (tokens, seq_len)
-    outputs = {**head_forward_flops(spec, head_tokens, head_len), **head_side_flops(spec, head_tokens)}
+    outputs = {**head_forward_flops(spec, head_tokens, head_len), **head_side_flops(spec, head_tokens),
+               **input_head_flops(spec, head_tokens, head_len)}
     for key, value in outputs.items():
         leaves[f"head/{key}"] = value
     if spec.mtp_layers:

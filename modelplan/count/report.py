@@ -17,6 +17,10 @@ The JSON form (`modelplan count MODEL --json`) is this dict, schema version 1:
                      tokens_per_image, forward_flops_per_image, training_flops_per_image,
                      activation_bytes_per_image, flops_breakdown{slash/path: int}, convention}
                      (one image; the text-token step above does not include it)
+    inputs          only for an image / audio encoder (count.encoder_input_report): what one sequence is
+                     {unit: image, image_size, patches, prefix_tokens, tokens,
+                     forward_flops_per_image} or {unit: audio, sample_rate, frames_per_second,
+                     samples_per_sequence, forward_flops_per_sequence, forward_flops_per_second}
 
 All numbers are exact Python ints; parents in a breakdown are the sums of their children.
 """
@@ -67,4 +71,8 @@ def count_document(spec, training: "TrainingSpec", micro_batch: int) -> dict:
         from modelplan.count.vision_report import vision_document
 
         doc["vision"] = vision_document(spec, training.dtype_bytes)
+    if getattr(spec, "inputs", None) is not None:
+        from modelplan.count.encoder_input_report import per_input_document
+
+        doc["inputs"] = per_input_document(spec, doc["flops"]["forward"], training.seq_len, training.global_batch)
     return doc

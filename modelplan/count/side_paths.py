@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.count.encoder_inputs import input_head_params, input_params
+
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
 
@@ -35,12 +37,14 @@ def embedding_side_params(spec: "TransformerSpec") -> dict[str, int]:
         out["per_layer/norm"] = _norm(spec, p.width)  # per_layer_projection_norm: RMSNorm(w)
     if spec.altup is not None:
         out["altup"] = (spec.altup.inputs - 1) * h * h  # altup_projections: n - 1 x Linear(h, h)
-    return out
+    return {**out, **input_params(spec)}  # patch / audio front-ends (count.encoder_inputs)
 
 
 def head_side_params(spec: "TransformerSpec") -> dict[str, int]:
-    """Output-side parameters, keyed relative to `head/`: altup_unembed_projections."""
-    return {"altup": (spec.altup.inputs - 1) * spec.hidden ** 2} if spec.altup is not None else {}
+    """Output-side parameters, keyed relative to `head/`: altup_unembed_projections; an image /
+    audio encoder's task head (count.encoder_inputs)."""
+    altup = {"altup": (spec.altup.inputs - 1) * spec.hidden ** 2} if spec.altup is not None else {}
+    return {**altup, **input_head_params(spec)}
 
 
 def block_side_params(spec: "TransformerSpec") -> dict[str, int]:

@@ -34,6 +34,18 @@ def _attention_params(vision: "VisionSpec") -> int:
     return 4 * h * h + (3 * h if vision.qkv_bias else 0) + (h if vision.attn_out_bias else 0) + qk_norms
 
 
+def pooling_head_params(h: int, f: int) -> int:
+    """SiglipMultiheadAttentionPoolingHead: probe (1,1,h), nn.MultiheadAttention (in_proj 3h x h
+    + bias, out_proj h x h + bias), LayerNorm, fc1/fc2 MLP (inner f) with biases."""
+    return h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (2 * h * f + f + h)
+
+
+def pooling_head_flops(h: int, f: int, t: int) -> int:
+    """Forward FLOPs of that head over t tokens: one probe query, q (h x h), k/v over the t
+    tokens, scores and AV, out, MLP."""
+    return 2 * h * h + 2 * t * 2 * h * h + 2 * 2 * t * h + 2 * h * h + 2 * 2 * h * f
+
+
 def connector_params(layer: "ConnectorLayer") -> int:
     """Parameters of one connector layer (all its copies)."""
     if layer.kind == "linear":
@@ -55,9 +67,7 @@ def vision_params(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
     """Leaf parameters of a vision tower and its projector, keyed relative to `vision/`."""
     h, f = vision.hidden, vision.ffn_hidden
     rows = vision.position_rows or vision.tokens  # one per patch (+ the class token's)
-    # SiglipMultiheadAttentionPoolingHead: probe (1,1,h), nn.MultiheadAttention (in_proj 3h x h
-    # + bias, out_proj h x h + bias), LayerNorm, fc1/fc2 MLP with biases
-    pooling = h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (2 * h * f + f + h)
+    pooling = pooling_head_params(h, f)
     block = _attention_params(vision) + _mlp_params(vision) + 2 * _norm(vision, h)
     leaves = {
         # Conv2d(channels, h, kernel=stride=patch) / Conv3d(channels, h, (t, p, p)) / Llama 4's
@@ -113,9 +123,7 @@ def vision_forward_flops(vision: "VisionSpec", text_hidden: int) -> dict[str, in
         "tower/layers/attention/score": 2 * 2 * pairs * h,  # QK^T and AV: 2 h per (query, key) pair each
         "tower/layers/attention/out": vision.layers * 2 * t * h * h,
         "tower/layers/mlp": vision.layers * 2 * t * (n_in + 1) * h * f,
-        # one probe query: q (h x h), k/v over t tokens, scores, out, MLP
-        "tower/head": (2 * h * h + 2 * t * 2 * h * h + 2 * 2 * t * h + 2 * h * h + 2 * 2 * h * f)
-        if vision.pooling_head else 0,
+        "tower/head": pooling_head_flops(h, f, t) if vision.pooling_head else 0,
     }
     if vision.connector is not None:
         for layer in vision.connector:
@@ -163,6 +171,8 @@ def image_tokens(vision: "VisionSpec") -> int:
     patches // merge; Gemma 3's pooled tokens; patches // m^2 after Mistral 3's merge)."""
     if vision.connector is not None:
         linears = [layer for layer in vision.connector if layer.kind == "linear"]
-        return connector_rows(vision, linears[-1]) if linears else vision.patches
+        if linears:
+            return connector_rows(vision, linears[-1])
+        return 1 if vision.pooling_head else vision.patches  # SigLIP pairs: the pooling head's one embedding
     return vision.pooled_tokens or vision.patches // vision.patch_merge ** 2
 

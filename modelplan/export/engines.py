@@ -83,6 +83,9 @@ def export_plan(
         doc = PlanDocument(schema_version=SCHEMA_VERSION, model=model, training=training,
                            plan=plan, cluster=cluster, predictions=predictions)
         return to_json(doc)
+    if getattr(model, "inputs", None) is not None:  # specs/encoder_inputs.py: no engine here reads images / audio
+        raise ModelplanError(f"--to {engine.value}: '{model.name}' reads images or audio (inputs), which the "
+                             f"{engine.value} launch configs do not build (they train token models): export it as json")
     if not family_of(model).blocks and engine is not Engine.ddp:
         raise ModelplanError(
             f"--to {engine.value}: '{model.name}' is a network (MLP/CNN/RNN) plan; "

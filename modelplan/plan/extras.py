@@ -58,7 +58,7 @@ def embedding_extra(spec: "TransformerSpec") -> int:
 
 def word_width(spec: "TransformerSpec") -> int:
     """Width of the vocab-split token table (ELECTRA embedding_size, else h)."""
-    return token_width(spec) if spec.extras is not None else spec.hidden
+    return token_width(spec) if spec.extras is not None or spec.inputs is not None else spec.hidden
 
 
 def head_extra(spec: "TransformerSpec", vocab_local: int) -> tuple[int, int]:

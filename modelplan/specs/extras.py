@@ -128,8 +128,11 @@ def table_width(spec: "TransformerSpec") -> int:
     return x.input_width if x is not None and x.input_width is not None else spec.hidden
 
 def token_width(spec: "TransformerSpec") -> int:
-    """Width of the token table: the factored width, else embed_dim (OPT), else hidden."""
+    """Width of the token table: the factored width, else embed_dim (OPT), else hidden; 0 for
+    an image / audio encoder (`inputs`: no token table)."""
     x = spec.extras
+    if spec.inputs is not None:
+        return 0
     return x.input_width if x is not None and x.input_width is not None else spec.embed_dim
 
 def transform_width(spec: "TransformerSpec") -> int:

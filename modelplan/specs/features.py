@@ -98,6 +98,7 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "classifier": spec.classifier is not None,
         "mtp_layers": spec.mtp_layers > 0,
         "vision": spec.vision is not None,
+        "inputs": spec.inputs is not None,  # image / audio encoder front-ends (specs/encoder_inputs.py)
     }
     return ([name for name, used in checks.items() if used] + _layer_type_features(spec) + _moe_features(spec)
             + extras_features(spec))

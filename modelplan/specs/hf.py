@@ -52,6 +52,8 @@ from modelplan.specs.hf_n18encdec import N18ENCDEC_MAPPERS, N18ENCDEC_UNMODELLED
 from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VLM_UNMODELLED
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
+from modelplan.specs.hf_encoder_models import ENCODER_MODEL_MAPPERS, ENCODER_UNMODELLED, OWN_HEADS
+from modelplan.specs.family import spec_class
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -64,7 +66,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **N18ENCDEC_MAPPERS,
     **N18ATTN_MAPPERS,
     **N18CAUSAL_MAPPERS,
-    **N18BEAM_MAPPERS,
+    **N18BEAM_MAPPERS, **ENCODER_MODEL_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
@@ -77,7 +79,7 @@ UNMODELLED: dict[str, str] = {
     **N17NEW_UNMODELLED,
     **N18ENCDEC_UNMODELLED,
     **N18VLM_UNMODELLED,
-    **N18CAUSAL_UNMODELLED,
+    **N18CAUSAL_UNMODELLED, **ENCODER_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
@@ -234,10 +236,12 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     if mapper is None:
         raise SpecError(f"{source}: model_type: unsupported '{model_type}'{_did_you_mean(model_type)} ({_listed()})")
     _check_depth(c)
-    head = N18SMALL_HEADS.get(model_type)  # types whose head classes apply_head would misread
+    head = {**N18SMALL_HEADS, **OWN_HEADS}.get(model_type)  # types whose head classes apply_head would misread
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}
+    if "kind" in fields:  # a mapper naming its family's spec (hf_resnet: a network spec)
+        return validate_model(spec_class(fields["kind"]), fields, source)
     if fields.get("position", "rotary") == "rotary" and "rope_theta" not in fields:
         fields["rope_theta"] = rope_theta(c, model_type)
     fields = {k: v for k, v in fields.items() if v is not None}

@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from modelplan.specs.attention_shape import AttentionLayerType, LayerTypeAttention
 from modelplan.specs.base import Spec
 from modelplan.specs.blocks import ClassifierSpec, MLASpec, MoESpec, Norm, SSMSpec, VisionSpec
+from modelplan.specs.encoder_inputs import EncoderInput
 from modelplan.specs.extras import ExtrasSpec
 from modelplan.specs.mixers import DeltaNetSpec, LightningSpec, Mamba2Spec, RGLRUSpec, RWKVSpec, ShortConvSpec
 from modelplan.specs.mlstm import MLSTMSpec
@@ -243,6 +244,9 @@ class TransformerSpec(Spec):
     (DeepSeek-V3 sec. 2.2: 0.3, then 0.1; Megatron-core --mtp-loss-scaling-factor 0.1)."""
     vision: VisionSpec | None = None
     """A vision tower and projector (Gemma 3, Mistral 3); parameters only."""
+    inputs: EncoderInput | None = None
+    """An encoder reading images (ViT patches) or audio (wav2vec 2.0 convs) instead of tokens, and
+    its task head (`specs/encoder_inputs.py`); no token table. None: tokens."""
     dropout: bool = False
     """Dropout is active in training (adds 1-byte masks to activation memory, Korthikanti et al.)."""
     moe: MoESpec | None = None
