@@ -27,11 +27,16 @@ def _mlp_params(vision: "VisionSpec") -> int:
     return (n_in + 1) * h * f + ((n_in * f + h) if vision.mlp_bias else 0)
 
 
+def _kv_width(vision: "VisionSpec") -> int:
+    """Width of the key (and of the value) projection: kv_heads x head_dim, else the tower width."""
+    return vision.hidden if vision.kv_heads is None else vision.kv_heads * (vision.hidden // vision.heads)
+
+
 def _attention_params(vision: "VisionSpec") -> int:
-    h = vision.hidden
+    h, qkv = vision.hidden, vision.hidden + 2 * _kv_width(vision)  # q (h) + k, v (kv_heads x head_dim each)
     # InternViT q_norm / k_norm: RMSNorm(h), no bias; GLM-OCR's: RMSNorm(head_dim)
     qk_norms = (2 * (h // vision.heads if vision.qk_norm_per_head else h)) if vision.qk_norm else 0
-    return 4 * h * h + (3 * h if vision.qkv_bias else 0) + (h if vision.attn_out_bias else 0) + qk_norms
+    return (qkv + h) * h + (qkv if vision.qkv_bias else 0) + (h if vision.attn_out_bias else 0) + qk_norms
 
 
 def connector_params(layer: "ConnectorLayer") -> int:
@@ -109,7 +114,7 @@ def vision_forward_flops(vision: "VisionSpec", text_hidden: int) -> dict[str, in
     pairs = (vision.layers - windowed) * t * t + windowed * _window_pairs(vision)
     out = {
         "tower/patch": 2 * p * vision.channels * vision.temporal_patch * vision.patch_size ** 2 * h,
-        "tower/layers/attention/qkv": vision.layers * 2 * t * h * 3 * h,  # (t, h) @ (h, 3h)
+        "tower/layers/attention/qkv": vision.layers * 2 * t * h * (h + 2 * _kv_width(vision)),  # (t, h) @ (h, h + 2 kv width)
         "tower/layers/attention/score": 2 * 2 * pairs * h,  # QK^T and AV: 2 h per (query, key) pair each
         "tower/layers/attention/out": vision.layers * 2 * t * h * h,
         "tower/layers/mlp": vision.layers * 2 * t * (n_in + 1) * h * f,

@@ -309,6 +309,9 @@ class VisionSpec(Spec):
     pooled_tokens: int | None = Field(None, gt=0)
     """Tokens per image after Gemma 3's average pooling (mm_tokens_per_image): the projector runs
     on these. None: no pooling."""
+    kv_heads: int | None = Field(None, gt=0)
+    """Key / value heads of grouped-query attention in the tower's blocks (EXAONE 4.5's fused
+    qkv of (heads + 2 kv_heads) x head_dim outputs); None: as many as `heads`."""
     towers: int = Field(1, gt=0)
     """Identical towers of this config (Video-LLaVA's image_tower and video_tower): each holds
     the tower's parameters; an image runs through one."""

@@ -70,7 +70,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "hy_v4": f"{_HC} and an indexer on some MLA blocks only",
     "hy_v4_vl": f"Hunyuan 4's text model ({_HC}) and its vision tower",
     "lfm3_vl": "its vision tower and projector",
-    "step3p7": "its vision tower and projector",
     "zaya": "compressed convolutional attention (v_proj_current / v_proj_delayed, depthwise and grouped q/k "
             "convs), an MLP router and learned residual scales",
     "dots3_note_text": "MLA dimensions that differ from block to block, an indexer on some blocks only and a "
@@ -86,12 +85,10 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "axk2": "adaptive norms (an MLP inside each block's norms) and a gated query projection",
     "bailing_hybrid": "linear attention with a full-rank per-channel forget gate beside MLA blocks with a "
                       "per-head output gate",
-    "exaone4_5": "its vision tower and merger",
 }
 """Refused 2026 model_types with the mechanism the spec does not express (transformers 5.24)."""
 
 N17NEW_TEXT_ONLY: dict[str, str] = {
-    "exaone4_5": "exaone4",
-    "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text", "lfm3_vl": "lfm3", "step3p7": "step3p5",
+    "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text", "lfm3_vl": "lfm3",
 }
 """Refused composites whose language model is supported as its own model_type."""

@@ -122,17 +122,21 @@ def _qwen2_5_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     """Qwen2.5-VL: Qwen2 text model, an RMSNorm / SwiGLU (biased) tower with window attention
     (full attention in fullatt_block_indexes; no count change), RMSNorm PatchMerger."""
     fields, text = _text(c, "qwen2_5_vl_text", text_mappers, top_level=True)
-    v = c.sub("vision_config", {})
+    fields["vision"] = _qwen2_5_tower(c.sub("vision_config", {}))
+    fields["tied_embeddings"] = _tied(c, text, False, True)
+    return fields
+
+
+def _qwen2_5_tower(v: HFConfig, **fields) -> dict:
+    """Qwen2_5_VisionTransformerPretrainedModel and its RMSNorm PatchMerger (also EXAONE 4.5's)."""
     h, patch = v.integer("hidden_size", 3584), v.integer("patch_size", 14)
     merge = v.integer("spatial_merge_size", 2)
     m2 = merge ** 2
     window = v.integer("window_size", 112) // merge // patch * merge  # vit_merger_window_size, in patches
-    fields["vision"] = _qwen_tower(
+    return _qwen_tower(
         v, h, v.integer("intermediate_size", 3420), norm="rmsnorm", norm_bias=False, gated_mlp=True,
         window_patches=window or None, full_attention_layers=v.ints("fullatt_block_indexes", [7, 15, 23, 31]),
-        connector=_merger(h, m2, v.integer("out_hidden_size", 3584), "rmsnorm"))
-    fields["tied_embeddings"] = _tied(c, text, False, True)
-    return fields
+        connector=_merger(h, m2, v.integer("out_hidden_size", 3584), "rmsnorm"), **fields)
 
 
 def _qwen3_vl_moe_text(c: HFConfig) -> dict:

@@ -1,0 +1,71 @@
+"""HF config mappers of decoder-side vision-language composites whose text model has its own mapper
+and whose tower is a variant of one already modelled (transformers 5.24): EXAONE 4.5 (Qwen2.5-VL's
+tower with grouped-query attention) and Step 3.7 (a layer-scaled ViT with two stride-2 conv
+downsamplers). Sub-configs are read as transformers builds them (hf_n18vlm_base.py); the
+projectors are `connector` layers (module names in the comments)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_n18vlm_base import Mapper, _sub, _text
+from modelplan.specs.hf_vision import _linear, _qwen2_5_tower
+
+_EXAONE4 = {"vocab_size": 102400, "hidden_size": 4096, "intermediate_size": 16384, "num_hidden_layers": 32,
+            "num_attention_heads": 32, "num_key_value_heads": 32}
+"""Exaone4Config size defaults (transformers 5.24), under an absent text_config."""
+_STEP3P5 = {"vocab_size": 128815, "hidden_size": 4096, "intermediate_size": 11264, "num_hidden_layers": 45,
+            "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128}
+"""Step3p7TextConfig size defaults (transformers 5.24; = Step3p5Config's)."""
+
+
+def _exaone4_5(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """EXAONE 4.5: EXAONE 4 text model ('exaone4_5_text' reads as exaone4, as Exaone4_5_Config
+    does) and Exaone4_5_VisionModel: Qwen2.5-VL's windowed RMSNorm / SwiGLU tower and RMSNorm
+    PatchMerger, its fused qkv Linear(h, (heads + 2 num_key_value_heads) x head_dim, bias=True)
+    (Exaone4_5_VisionAttention); untied by default."""
+    raw = c.data.get("text_config")
+    if isinstance(raw, dict) and raw.get("model_type") == "exaone4_5_text":
+        c = HFConfig({**c.data, "text_config": {**raw, "model_type": "exaone4"}}, c.source, c.path)
+    if raw is None:
+        c = HFConfig({**c.data, "text_config": {"model_type": "exaone4", **_EXAONE4}}, c.source, c.path)
+    fields, _ = _text(c, text_mappers, "exaone4")
+    _, v = _sub(c, "vision_config", "exaone4_5_vision")
+    fields["vision"] = _qwen2_5_tower(v, kv_heads=v.divisor("num_key_value_heads", 8))
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)
+    return fields
+
+
+def _step3p7(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """Step 3.7: Step 3.5's text model (Step3p7TextConfig, model_type step3p5, whatever the
+    text_config's model_type says: Step3p7Config drops it) and Step3p7VisionModel: bias-free patch
+    conv, one learned position per patch of image_size, pre_layernorm, biased LayerNorm / fc1-fc2
+    blocks of int(hidden x mlp_ratio) inner width with layer-scale lambda_1 / lambda_2 (2-D
+    rotary: no parameters), no final norm; then downsampler1 Conv2d(h, 2h, 3, stride 2) and
+    downsampler2 Conv2d(2h, 4h, 3, stride 2), biased (each a linear of 9 x in channels over a
+    quarter of the rows: exact FLOPs when the patch grid side is a multiple of 4), and
+    multi_modal_projector Linear(4h, text, bias=projector_bias); untied."""
+    text = c.data.get("text_config")
+    text = {k: x for k, x in text.items() if k != "model_type"} if isinstance(text, dict) else {}
+    c = HFConfig({**c.data, "text_config": {**_STEP3P5, **text, "model_type": "step3p5"}}, c.source, c.path)
+    fields, _ = _text(c, text_mappers, "step3p5")
+    _, v = _sub(c, "vision_config", "step3p5_vision")
+    h = v.integer("width", v.integer("hidden_size", 1536))  # Step3p7VisionConfig: width / layers / heads win
+    ffn = int(h * v.number("mlp_ratio", 8960 / 1536, positive=True))  # intermediate_size = int(h * mlp_ratio)
+    fields["vision"] = dict(
+        layers=v.integer("layers", v.integer("num_hidden_layers", 47)), hidden=h,
+        heads=v.integer("heads", v.integer("num_attention_heads", 16)), ffn_hidden=ffn,
+        patch_size=v.integer("patch_size", 14), image_size=v.integer("image_size", 728),
+        channels=v.integer("num_channels", 3), patch_bias=False, pre_norm=True, post_norm=False,
+        layer_scale=True, projector_norm=False,
+        connector=[_linear("downsampler1", 9 * h, 2 * h, True, 4), _linear("downsampler2", 9 * 2 * h, 4 * h, True, 16),
+                   _linear("multi_modal_projector", 4 * h, fields["hidden"], c.flag("projector_bias", False), 16)])
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)
+    return fields
+
+
+TOWER_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
+    "exaone4_5": _exaone4_5, "step3p7": _step3p7,
+}
+"""Composite model_types; each takes the config and the text model_type -> mapper table."""

@@ -1,0 +1,33 @@
+"""Small configs of the composites of modelplan/specs/hf_vlm_towers.py (EXAONE 4.5, Step 3.7), each
+switching an option the mappers read (tower kv heads, windows, text model_type spellings, the
+projector bias, tying)."""
+
+from __future__ import annotations
+
+from _hf_vision_cases import _QWEN25, TEXT, composite
+
+_STEP3P5 = {"num_hidden_layers": 2, "hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 512, "n_routed_experts": 4,
+            "num_experts_per_tok": 2, "moe_intermediate_size": 32, "share_expert_dim": 48,
+            "mlp_layer_types": ["dense", "sparse"], "layer_types": ["sliding_attention", "full_attention"],
+            "sliding_window": 64}
+_STEP_VISION = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 112,
+                "patch_size": 14, "mlp_ratio": 1.5}
+
+TOWER_CASES = [
+    # EXAONE 4.5: Qwen2.5-VL's windowed tower with 2 kv heads of 4; an 'exaone4_5_text' text model,
+    # tied, kv heads = heads, 4 x 4-patch windows
+    composite("exaone4_5", "Exaone4_5_ForConditionalGeneration", text_config={**TEXT, "model_type": "exaone4"},
+              vision_config={**_QWEN25, "num_key_value_heads": 2}),
+    composite("exaone4_5", "Exaone4_5_ForConditionalGeneration", tie_word_embeddings=True,
+              text_config={**TEXT, "model_type": "exaone4_5_text"},
+              vision_config={**_QWEN25, "num_key_value_heads": 4, "window_size": 56, "image_size": 112}),
+    # Step 3.7: layer-scaled ViT, two conv downsamplers, bias-free projector; a biased projector and
+    # the remote-code key names (width / layers / heads) with a text model_type Step3p7Config drops
+    composite("step3p7", "Step3p7ForConditionalGeneration", text_config=_STEP3P5, vision_config=_STEP_VISION),
+    composite("step3p7", "Step3p7ForConditionalGeneration", projector_bias=True,
+              text_config={**_STEP3P5, "model_type": "step3p7_text"},
+              vision_config={"width": 32, "layers": 1, "heads": 2, "image_size": 56, "patch_size": 7,
+                             "mlp_ratio": 2.0, "model_type": "step3p7_vision"}),
+]
+"""Small composites (fast on the meta device)."""

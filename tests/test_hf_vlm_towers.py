@@ -1,0 +1,118 @@
+"""The composites of modelplan/specs/hf_vlm_towers.py (EXAONE 4.5, Step 3.7) and hf_gemma4_vision.py
+(Gemma 4): total parameters and the tower + projector alone equal sum(p.numel()) of transformers
+5.24's own module built from the same config on the meta device (the independent source), also
+for each type's config class defaults and a bare model_type; a tower's forward FLOPs per image
+equal FlopCounterMode on transformers' tower and projector; `count` / `plan --gpus 8` run; bad
+fields are one-line errors naming them."""
+
+from __future__ import annotations
+
+import pytest
+
+from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults
+from _hf_reference import hf_eager_composite, hf_total_and_part
+from _hf_vision_cases import TEXT, composite
+from _hf_vlm_towers_cases import TOWER_CASES
+from test_hf_n18vlm import PREFIXES
+from modelplan.count.params import count_params
+from modelplan.count.vision import vision_forward_flops
+from modelplan.specs.hf import from_hf_config
+
+IDS = [f"{d['model_type']}-{i}" for i, d in enumerate(TOWER_CASES)]
+TOWER_PREFIXES = PREFIXES + ("vision_model.", "embed_vision.", "embed_audio.", "audio_tower.")
+"""Name parts of the HF tower / projector parameters (Step 3.7's vision_model, Gemma 4's towers and embedders)."""
+
+
+def _mine(data: dict) -> tuple[int, int]:
+    counts = count_params(from_hf_config(data, "config.json"))
+    return counts.total, counts.breakdown.get("vision", 0)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("data", TOWER_CASES, ids=IDS)
+def test_small_composites_equal_transformers(data):
+    """Each small composite counts exactly: total and tower + projector."""
+    assert _mine(data) == hf_total_and_part(data, TOWER_PREFIXES)
+
+
+DEFAULT_TYPES = {"exaone4_5": "Exaone4_5_ForConditionalGeneration", "step3p7": "Step3p7ForConditionalGeneration"}
+"""model_type -> the image-text-to-text class transformers maps it to."""
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", sorted(DEFAULT_TYPES))
+def test_class_defaults_equal_transformers(model_type):
+    """Each type's config class defaults (the full-size model) count exactly on the meta device."""
+    data = {**class_defaults(model_type), "architectures": [DEFAULT_TYPES[model_type]]}
+    assert _mine(data) == hf_total_and_part(data, TOWER_PREFIXES)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", sorted(DEFAULT_TYPES))
+def test_bare_model_type_equals_transformers(model_type):
+    """A config naming only model_type (every sub-config absent) counts exactly."""
+    data = {"model_type": model_type, "architectures": [DEFAULT_TYPES[model_type]]}
+    assert _mine(data) == hf_total_and_part(data, TOWER_PREFIXES)
+
+
+def hf_image_flops(data: dict, image: int) -> int:
+    """FLOPs FlopCounterMode counts for one image through transformers' tower and projector
+    (get_image_features; eager attention, CPU, float32, no grad)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cfg, model = hf_eager_composite(data)
+    counter = FlopCounterMode(display=False)
+    v = cfg.vision_config
+    with torch.no_grad(), counter:
+        if data["model_type"] == "exaone4_5":  # flattened patches (n, C t p p) and their (t, h, w) grid
+            p, grid = v.patch_size, image // v.patch_size
+            pixels = torch.randn(grid * grid, v.in_channels * v.temporal_patch_size * p * p)
+            model.model.get_image_features(pixel_values=pixels, image_grid_thw=torch.tensor([[1, grid, grid]]))
+        else:
+            model.model.get_image_features(pixel_values=torch.randn(1, 3, image, image))
+    return counter.get_total_flops()
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("data", TOWER_CASES, ids=IDS)
+def test_forward_flops_per_image_equal_flop_counter(data):
+    """count.vision's forward FLOPs of one image equal FlopCounterMode on transformers' tower and
+    projector (EXAONE 4.5's grouped-query qkv and windows, Step 3.7's conv downsamplers)."""
+    spec = from_hf_config(data)
+    assert sum(vision_forward_flops(spec.vision, spec.hidden).values()) == hf_image_flops(data, spec.vision.image_size)
+
+
+def test_grouped_query_tower_attention():
+    """EXAONE 4.5's qkv: Linear(64, (4 + 2 x 2) x 16, bias) = 64 x 128 + 128 per block, against
+    64 x 192 + 192 with 4 kv heads (hand count, Exaone4_5_VisionAttention)."""
+    gqa, mha = (from_hf_config(TOWER_CASES[0]).vision, from_hf_config(
+        {**TOWER_CASES[0], "vision_config": {**TOWER_CASES[0]["vision_config"], "num_key_value_heads": 4}}).vision)
+    assert (mha.kv_heads, gqa.kv_heads) == (4, 2)
+    layers = gqa.layers
+    diff = count_params(from_hf_config(TOWER_CASES[0])).breakdown["vision"] - count_params(
+        from_hf_config({**TOWER_CASES[0], "vision_config": {**TOWER_CASES[0]["vision_config"],
+                                                           "num_key_value_heads": 4}})).breakdown["vision"]
+    assert diff == -layers * (64 * 64 + 64)
+
+
+@pytest.mark.parametrize("data", TOWER_CASES, ids=IDS)
+def test_count_and_plan_run(data, tmp_path):
+    """`modelplan count` and `modelplan plan --gpus 8` succeed on the config.json."""
+    assert_count_plan(tmp_path, data)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (composite("exaone4_5", "Exaone4_5_ForConditionalGeneration", text_config={**TEXT, "model_type": "exaone4"},
+               vision_config={"num_key_value_heads": 0}), "vision_config.num_key_value_heads"),
+    (composite("step3p7", "Step3p7ForConditionalGeneration", vision_config={"mlp_ratio": -1}),
+     "vision_config.mlp_ratio"),
+    (composite("exaone4_5", "Exaone4_5_ForConditionalGeneration", text_config={**TEXT, "model_type": "llava"}),
+     "text_config.model_type: unsupported 'llava'"),
+])
+def test_bad_fields_are_one_line_errors(data, message):
+    """A field the mappers cannot read is a one-line SpecError naming it."""
+    assert_one_line_error(data, message)
