@@ -31,3 +31,19 @@ TOWER_CASES = [
                              "mlp_ratio": 2.0, "model_type": "step3p7_vision"}),
 ]
 """Small composites (fast on the meta device)."""
+
+_LFM3 = {"model_type": "lfm3", "num_hidden_layers": 4, "hidden_size": 128, "intermediate_size": 256,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 512, "sliding_window": 64,
+         "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
+_LFM3_VISION = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 4, "num_attention_heads": 4,
+                "num_key_value_heads": 2, "patch_size": 14, "image_size": 112}
+TOWER_CASES += [
+    # LFM3-VL: the default block pattern (conv, conv, attention, conv); an explicit pattern with a
+    # 5 x 5 kernel, no merge, bias-free projector, untied
+    composite("lfm3_vl", "Lfm3VlForConditionalGeneration", text_config=_LFM3, vision_config=_LFM3_VISION,
+              projector_hidden_size=96),
+    composite("lfm3_vl", "Lfm3VlForConditionalGeneration", text_config=_LFM3, projector_hidden_size=48,
+              projector_bias=False, tie_word_embeddings=False,
+              vision_config={**_LFM3_VISION, "layer_types": ["full_attention", "conv", "full_attention", "conv"],
+                             "conv_kernel_size": 5, "spatial_merge_size": 1, "temporal_patch_size": 1}),
+]

@@ -282,4 +282,4 @@ def test_registered_not_refused():
     assert not {"lfm3", "laguna", "diffllama", "mimo_v2_flash", "jetmoe", "doge", "step3p5", "gemma4_text",
                 "gemma4_unified_text"} & set(UNMODELLED)
     assert_one_line_error({"model_type": "gemma4"}, "model_type 'gemma4_text'")
-    assert_one_line_error({"model_type": "lfm3_vl"}, "model_type 'lfm3'")
+    assert_one_line_error({"model_type": "gemma3n"}, "model_type 'gemma3n_text'")

@@ -35,7 +35,8 @@ def test_small_composites_equal_transformers(data):
     assert _mine(data) == hf_total_and_part(data, TOWER_PREFIXES)
 
 
-DEFAULT_TYPES = {"exaone4_5": "Exaone4_5_ForConditionalGeneration", "step3p7": "Step3p7ForConditionalGeneration"}
+DEFAULT_TYPES = {"exaone4_5": "Exaone4_5_ForConditionalGeneration", "step3p7": "Step3p7ForConditionalGeneration",
+                 "lfm3_vl": "Lfm3VlForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to."""
 
 
@@ -67,7 +68,7 @@ def hf_image_flops(data: dict, image: int) -> int:
     counter = FlopCounterMode(display=False)
     v = cfg.vision_config
     with torch.no_grad(), counter:
-        if data["model_type"] == "exaone4_5":  # flattened patches (n, C t p p) and their (t, h, w) grid
+        if data["model_type"] in ("exaone4_5", "lfm3_vl"):  # flattened patches (n, C t p p) and their (t, h, w) grid
             p, grid = v.patch_size, image // v.patch_size
             pixels = torch.randn(grid * grid, v.in_channels * v.temporal_patch_size * p * p)
             model.model.get_image_features(pixel_values=pixels, image_grid_thw=torch.tensor([[1, grid, grid]]))

@@ -63,7 +63,8 @@ def vision_params(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
     # SiglipMultiheadAttentionPoolingHead: probe (1,1,h), nn.MultiheadAttention (in_proj 3h x h
     # + bias, out_proj h x h + bias), LayerNorm, fc1/fc2 MLP with biases
     pooling = h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (2 * h * f + f + h)
-    block = _attention_params(vision) + _mlp_params(vision) + 2 * _norm(vision, h)
+    block = _mlp_params(vision) + 2 * _norm(vision, h)
+    conv = 4 * h * h + vision.conv_kernel ** 2 * h  # in_proj (h -> 3h), out_proj (h -> h), depthwise k x k kernel
     leaves = {
         # Conv2d(channels, h, kernel=stride=patch) / Conv3d(channels, h, (t, p, p)) / Llama 4's
         # unfold + Linear(channels p^2, h): channels * t * p^2 * h weights
@@ -72,7 +73,8 @@ def vision_params(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
         "tower/class": h if vision.class_token else 0,
         "tower/position": rows * h if vision.position == "learned" else 0,
         "tower/norms": _norm(vision, h) * (int(vision.pre_norm) + int(vision.post_norm)),
-        "tower/layers": vision.layers * (block + (2 * h if vision.layer_scale else 0)),
+        "tower/layers": vision.layers * (block + (2 * h if vision.layer_scale else 0))
+        + vision.attention_layers * _attention_params(vision) + vision.conv_layers * conv,
         "tower/head": pooling if vision.pooling_head else 0,
     }
     leaves = {key: vision.towers * n for key, n in leaves.items()}  # Video-LLaVA: image + video towers
@@ -108,15 +110,18 @@ def vision_forward_flops(vision: "VisionSpec", text_hidden: int) -> dict[str, in
     h, f, p = vision.hidden, vision.ffn_hidden, vision.patches
     t = vision.tokens
     n_in = 2 if vision.gated_mlp else 1
-    windowed = 0 if vision.window_patches is None else vision.layers - len(set(vision.full_attention_layers))
+    attending = vision.attention_layers
+    windowed = 0 if vision.window_patches is None else attending - len(set(vision.full_attention_layers))
     # sum over blocks and queries of the keys each query sees: t^2 per full block, and per windowed
     # block the sum of n^2 over its windows (Qwen2_5_VisionTransformer.get_window_index)
-    pairs = (vision.layers - windowed) * t * t + windowed * _window_pairs(vision)
+    pairs = (attending - windowed) * t * t + windowed * _window_pairs(vision)
     out = {
         "tower/patch": 2 * p * vision.channels * vision.temporal_patch * vision.patch_size ** 2 * h,
-        "tower/layers/attention/qkv": vision.layers * 2 * t * h * (h + 2 * _kv_width(vision)),  # (t, h) @ (h, h + 2 kv width)
+        "tower/layers/attention/qkv": attending * 2 * t * h * (h + 2 * _kv_width(vision)),  # (t, h) @ (h, h + 2 kv width)
         "tower/layers/attention/score": 2 * 2 * pairs * h,  # QK^T and AV: 2 h per (query, key) pair each
-        "tower/layers/attention/out": vision.layers * 2 * t * h * h,
+        "tower/layers/attention/out": attending * 2 * t * h * h,
+        # short conv: in_proj (t, h) @ (h, 3h), depthwise k x k over each of h channels, out_proj (t, h) @ (h, h)
+        "tower/layers/conv": vision.conv_layers * 2 * t * h * (4 * h + vision.conv_kernel ** 2),
         "tower/layers/mlp": vision.layers * 2 * t * (n_in + 1) * h * f,
         # one probe query: q (h x h), k/v over t tokens, scores, out, MLP
         "tower/head": (2 * h * h + 2 * t * 2 * h * h + 2 * 2 * t * h + 2 * h * h + 2 * 2 * h * f)

@@ -312,12 +312,29 @@ class VisionSpec(Spec):
     kv_heads: int | None = Field(None, gt=0)
     """Key / value heads of grouped-query attention in the tower's blocks (EXAONE 4.5's fused
     qkv of (heads + 2 kv_heads) x head_dim outputs); None: as many as `heads`."""
+    conv_layers: int = Field(0, ge=0)
+    """Blocks whose token mixer is a gated depthwise short convolution instead of attention
+    (LFM3-VL Lfm3VlVisionShortConv: bias-free in_proj h -> 3h, depthwise conv_kernel x
+    conv_kernel over the patch grid, out_proj h -> h); the other layers - conv_layers attend."""
+    conv_kernel: int = Field(3, gt=0)
+    """Side of the short convolution's square depthwise kernel."""
     towers: int = Field(1, gt=0)
     """Identical towers of this config (Video-LLaVA's image_tower and video_tower): each holds
     the tower's parameters; an image runs through one."""
     connector: list[ConnectorLayer] | None = None
     """The projector as its layers, in order; replaces projector_norm / patch_merge /
     projector_layers / projector_bias (which describe Gemma 3's and Mistral 3's)."""
+
+    @model_validator(mode="after")
+    def _check_conv_layers(self) -> "VisionSpec":
+        if self.conv_layers > self.layers:
+            raise ValueError(f"conv_layers ({self.conv_layers}) must not exceed layers ({self.layers})")
+        return self
+
+    @property
+    def attention_layers(self) -> int:
+        """Blocks that attend (all but the short-convolution ones)."""
+        return self.layers - self.conv_layers
 
     @property
     def patches(self) -> int:

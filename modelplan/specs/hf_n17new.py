@@ -69,7 +69,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "glm5_next_text": f"{_HC}, Kimi-style linear attention with a full-rank forget gate and a compressed indexer",
     "hy_v4": f"{_HC} and an indexer on some MLA blocks only",
     "hy_v4_vl": f"Hunyuan 4's text model ({_HC}) and its vision tower",
-    "lfm3_vl": "its vision tower and projector",
     "zaya": "compressed convolutional attention (v_proj_current / v_proj_delayed, depthwise and grouped q/k "
             "convs), an MLP router and learned residual scales",
     "dots3_note_text": "MLA dimensions that differ from block to block, an indexer on some blocks only and a "
@@ -89,6 +88,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
 """Refused 2026 model_types with the mechanism the spec does not express (transformers 5.24)."""
 
 N17NEW_TEXT_ONLY: dict[str, str] = {
-    "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text", "lfm3_vl": "lfm3",
+    "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text",
 }
 """Refused composites whose language model is supported as its own model_type."""

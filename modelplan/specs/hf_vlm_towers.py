@@ -1,16 +1,17 @@
 """HF config mappers of decoder-side vision-language composites whose text model has its own mapper
 and whose tower is a variant of one already modelled (transformers 5.24): EXAONE 4.5 (Qwen2.5-VL's
-tower with grouped-query attention) and Step 3.7 (a layer-scaled ViT with two stride-2 conv
-downsamplers). Sub-configs are read as transformers builds them (hf_n18vlm_base.py); the
+tower with grouped-query attention), Step 3.7 (a layer-scaled ViT with two stride-2 conv
+downsamplers) and LFM3-VL (short-convolution and attention blocks). Sub-configs are read as transformers builds them (hf_n18vlm_base.py); the
 projectors are `connector` layers (module names in the comments)."""
 
 from __future__ import annotations
 
 from typing import Callable
 
+from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_n18vlm_base import Mapper, _sub, _text
-from modelplan.specs.hf_vision import _linear, _qwen2_5_tower
+from modelplan.specs.hf_vision import DEFAULT_IMAGE_SIZE, _linear, _norm, _qwen2_5_tower
 
 _EXAONE4 = {"vocab_size": 102400, "hidden_size": 4096, "intermediate_size": 16384, "num_hidden_layers": 32,
             "num_attention_heads": 32, "num_key_value_heads": 32}
@@ -65,7 +66,47 @@ def _step3p7(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
+_LFM3 = {"vocab_size": 128000, "hidden_size": 2048, "intermediate_size": 7680, "num_hidden_layers": 24,
+         "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128}
+"""Lfm3Config size defaults (transformers 5.24), under an absent text_config."""
+
+
+def _lfm3_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """LFM3-VL: LFM3 text model and Lfm3VlVisionModel: bias-free Linear(C t p^2, h) patch
+    embedding, embedding_norm (RMSNorm), 2-D rotary, blocks of RMSNorm + (grouped-query attention
+    with per-head q / k RMSNorms, or where layer_types says 'conv' the gated depthwise short
+    convolution) + RMSNorm + bias-free SwiGLU (w1 / w3 / w2), no final norm; dynamic resolution,
+    priced at image_size or `DEFAULT_IMAGE_SIZE` px. Lfm3VlMultiModalProjector: LayerNorm over
+    each patch, then over the spatial_merge_size^2 patches linear_1 (-> projector_hidden_size) +
+    GELU + linear_2 (-> text), biased by projector_bias; tied by default."""
+    raw = c.data.get("text_config")
+    if raw is None:
+        c = HFConfig({**c.data, "text_config": {"model_type": "lfm3", **_LFM3}}, c.source, c.path)
+    fields, _ = _text(c, text_mappers, "lfm3")
+    _, v = _sub(c, "vision_config", "lfm3_vl_vision")
+    layers = v.integer("num_hidden_layers", 14)
+    kinds = v.texts("layer_types", None)
+    if kinds is None:  # Lfm3VlVisionConfig.__post_init__
+        kinds = ["conv" if i < 2 or i % 2 else "full_attention" for i in range(layers)]
+    if len(kinds) != layers:
+        raise SpecError(f"{c.source}: vision_config.layer_types: {len(kinds)} entries for {layers} layers")
+    h, m2 = v.integer("hidden_size", 1024), v.integer("spatial_merge_size", 2) ** 2
+    inner, bias = c.integer("projector_hidden_size", 4096), c.flag("projector_bias", True)
+    fields["vision"] = dict(
+        layers=layers, hidden=h, heads=v.integer("num_attention_heads", 16), kv_heads=v.divisor("num_key_value_heads", 8),
+        ffn_hidden=v.integer("intermediate_size", 2560), patch_size=v.integer("patch_size", 16),
+        temporal_patch=v.integer("temporal_patch_size", 2), image_size=v.integer("image_size", DEFAULT_IMAGE_SIZE),
+        channels=v.integer("in_channels", 3), patch_bias=False, position="rotary", norm="rmsnorm", norm_bias=False,
+        qkv_bias=False, attn_out_bias=False, mlp_bias=False, gated_mlp=True, qk_norm=True, qk_norm_per_head=True,
+        pre_norm=True, post_norm=False, projector_norm=False, conv_layers=kinds.count("conv"),
+        conv_kernel=v.integer("conv_kernel_size", 3),
+        connector=[_norm("layer_norm", h), _linear("linear_1", h * m2, inner, bias, m2),
+                   _linear("linear_2", inner, fields["hidden"], bias, m2)])
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
+    return fields
+
+
 TOWER_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
-    "exaone4_5": _exaone4_5, "step3p7": _step3p7,
+    "exaone4_5": _exaone4_5, "step3p7": _step3p7, "lfm3_vl": _lfm3_vl,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
