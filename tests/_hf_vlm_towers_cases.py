@@ -47,3 +47,22 @@ TOWER_CASES += [
               vision_config={**_LFM3_VISION, "layer_types": ["full_attention", "conv", "full_attention", "conv"],
                              "conv_kernel_size": 5, "spatial_merge_size": 1, "temporal_patch_size": 1}),
 ]
+
+_GEMMA4 = {"model_type": "gemma4_text", "num_hidden_layers": 6, "hidden_size": 128, "intermediate_size": 256,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64,
+           "sliding_window": 32, "vocab_size": 512, "hidden_size_per_layer_input": 16,
+           "vocab_size_per_layer_input": 64, "pad_token_id": 0}
+_GEMMA4_VISION = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+                  "num_key_value_heads": 2, "head_dim": 24, "patch_size": 8, "position_embedding_size": 32,
+                  "pooling_kernel_size": 2, "image_size": 64}
+_GEMMA4_AUDIO = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "subsampling_conv_channels": [16, 8],
+                 "conv_kernel_size": 3, "output_proj_dims": 48}
+TOWER_CASES += [
+    # Gemma 4: text only (the class defaults' form); a vision tower (head_dim 24 x 4 heads over 64
+    # channels, 2 kv heads, 2 x 2 pooling); 4 x 4 pooling, 4 kv heads, with the audio tower too, untied
+    composite("gemma4", "Gemma4ForConditionalGeneration", text_config=_GEMMA4),
+    composite("gemma4", "Gemma4ForConditionalGeneration", text_config=_GEMMA4, vision_config=_GEMMA4_VISION),
+    composite("gemma4", "Gemma4ForConditionalGeneration", text_config=_GEMMA4, tie_word_embeddings=False,
+              vision_config={**_GEMMA4_VISION, "pooling_kernel_size": 4, "num_key_value_heads": 4},
+              audio_config=_GEMMA4_AUDIO),
+]

@@ -36,7 +36,7 @@ def test_small_composites_equal_transformers(data):
 
 
 DEFAULT_TYPES = {"exaone4_5": "Exaone4_5_ForConditionalGeneration", "step3p7": "Step3p7ForConditionalGeneration",
-                 "lfm3_vl": "Lfm3VlForConditionalGeneration"}
+                 "lfm3_vl": "Lfm3VlForConditionalGeneration", "gemma4": "Gemma4ForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to."""
 
 
@@ -58,6 +58,24 @@ def test_bare_model_type_equals_transformers(model_type):
     assert _mine(data) == hf_total_and_part(data, TOWER_PREFIXES)
 
 
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("towers", [("vision_config",), ("vision_config", "audio_config")])
+def test_gemma4_default_towers_equal_transformers(towers):
+    """Gemma 4 with its towers at Gemma4VisionConfig / Gemma4AudioConfig defaults (the class
+    defaults hold neither) counts exactly."""
+    data = {**class_defaults("gemma4"), "architectures": ["Gemma4ForConditionalGeneration"], **{k: {} for k in towers}}
+    assert _mine(data) == hf_total_and_part(data, TOWER_PREFIXES)
+
+
+def test_gemma4_audio_is_counted_not_priced():
+    """Gemma 4's audio tower adds parameters but no per-image FLOPs (it runs on audio frames)."""
+    with_audio, without = (from_hf_config(TOWER_CASES[-1]), from_hf_config(
+        {k: v for k, v in TOWER_CASES[-1].items() if k != "audio_config"}))
+    assert count_params(with_audio).total > count_params(without).total
+    assert vision_forward_flops(with_audio.vision, 128) == vision_forward_flops(without.vision, 128)
+
+
 def hf_image_flops(data: dict, image: int) -> int:
     """FLOPs FlopCounterMode counts for one image through transformers' tower and projector
     (get_image_features; eager attention, CPU, float32, no grad)."""
@@ -72,17 +90,29 @@ def hf_image_flops(data: dict, image: int) -> int:
             p, grid = v.patch_size, image // v.patch_size
             pixels = torch.randn(grid * grid, v.in_channels * v.temporal_patch_size * p * p)
             model.model.get_image_features(pixel_values=pixels, image_grid_thw=torch.tensor([[1, grid, grid]]))
+        elif data["model_type"] == "gemma4":  # patches (1, n, 3 p p) and their (x, y) grid positions
+            grid = image // v.patch_size
+            xy = torch.stack(torch.meshgrid(torch.arange(grid), torch.arange(grid), indexing="xy"), -1).reshape(1, -1, 2)
+            model.model.get_image_features(pixel_values=torch.rand(1, grid * grid, 3 * v.patch_size ** 2),
+                                           image_position_ids=xy)
         else:
             model.model.get_image_features(pixel_values=torch.randn(1, 3, image, image))
-    return counter.get_total_flops()
+    # Gemma 4's average pooling runs as a one-hot matmul (Gemma4VisionPooler): a mean, not a layer
+    pooling = sum(sum(ops.values()) for name, ops in counter.get_flop_counts().items()
+                  if name == "Gemma4VisionModel.pooler")
+    return counter.get_total_flops() - pooling
+
+
+FLOP_CASES = [d for d in TOWER_CASES if "vision_config" in d]
 
 
 @pytest.mark.torch
 @pytest.mark.slow
-@pytest.mark.parametrize("data", TOWER_CASES, ids=IDS)
+@pytest.mark.parametrize("data", FLOP_CASES, ids=[d["model_type"] for d in FLOP_CASES])
 def test_forward_flops_per_image_equal_flop_counter(data):
     """count.vision's forward FLOPs of one image equal FlopCounterMode on transformers' tower and
-    projector (EXAONE 4.5's grouped-query qkv and windows, Step 3.7's conv downsamplers)."""
+    projector (EXAONE 4.5's grouped-query qkv and windows, Step 3.7's conv downsamplers, LFM3-VL's
+    short convolutions, Gemma 4's head_dim and pooled embedder)."""
     spec = from_hf_config(data)
     assert sum(vision_forward_flops(spec.vision, spec.hidden).values()) == hf_image_flops(data, spec.vision.image_size)
 
@@ -113,6 +143,11 @@ def test_count_and_plan_run(data, tmp_path):
      "vision_config.mlp_ratio"),
     (composite("exaone4_5", "Exaone4_5_ForConditionalGeneration", text_config={**TEXT, "model_type": "llava"}),
      "text_config.model_type: unsupported 'llava'"),
+    (composite("lfm3_vl", "Lfm3VlForConditionalGeneration", vision_config={"layer_types": ["conv"]}),
+     "vision_config.layer_types: 1 entries for 14 layers"),
+    (composite("gemma4", "Gemma4ForConditionalGeneration", vision_config={"image_size": 112}),
+     "vision_config.image_size: 112 px must be a multiple"),
+    (composite("gemma4", "Gemma4ForConditionalGeneration", audio_config={}), "audio_config: an audio tower without"),
 ])
 def test_bad_fields_are_one_line_errors(data, message):
     """A field the mappers cannot read is a one-line SpecError naming it."""

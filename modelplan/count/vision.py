@@ -28,15 +28,16 @@ def _mlp_params(vision: "VisionSpec") -> int:
 
 
 def _kv_width(vision: "VisionSpec") -> int:
-    """Width of the key (and of the value) projection: kv_heads x head_dim, else the tower width."""
-    return vision.hidden if vision.kv_heads is None else vision.kv_heads * (vision.hidden // vision.heads)
+    """Width of the key (and of the value) projection: kv_heads x head_dim, else the query width."""
+    return vision.q_width if vision.kv_heads is None else vision.kv_heads * vision.head_size
 
 
 def _attention_params(vision: "VisionSpec") -> int:
-    h, qkv = vision.hidden, vision.hidden + 2 * _kv_width(vision)  # q (h) + k, v (kv_heads x head_dim each)
-    # InternViT q_norm / k_norm: RMSNorm(h), no bias; GLM-OCR's: RMSNorm(head_dim)
-    qk_norms = (2 * (h // vision.heads if vision.qk_norm_per_head else h)) if vision.qk_norm else 0
-    return (qkv + h) * h + (qkv if vision.qkv_bias else 0) + (h if vision.attn_out_bias else 0) + qk_norms
+    h, q = vision.hidden, vision.q_width
+    qkv = q + 2 * _kv_width(vision)  # q (heads x head_dim) + k, v (kv_heads x head_dim each)
+    # InternViT q_norm / k_norm: RMSNorm(h), no bias; GLM-OCR's / Gemma 4's: RMSNorm(head_dim)
+    qk_norms = (2 * (vision.head_size if vision.qk_norm_per_head else h)) if vision.qk_norm else 0
+    return qkv * h + q * h + (qkv if vision.qkv_bias else 0) + (h if vision.attn_out_bias else 0) + qk_norms
 
 
 def connector_params(layer: "ConnectorLayer") -> int:
@@ -63,7 +64,7 @@ def vision_params(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
     # SiglipMultiheadAttentionPoolingHead: probe (1,1,h), nn.MultiheadAttention (in_proj 3h x h
     # + bias, out_proj h x h + bias), LayerNorm, fc1/fc2 MLP with biases
     pooling = h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (2 * h * f + f + h)
-    block = _mlp_params(vision) + 2 * _norm(vision, h)
+    block = _mlp_params(vision) + (4 if vision.sandwich_norms else 2) * _norm(vision, h)
     conv = 4 * h * h + vision.conv_kernel ** 2 * h  # in_proj (h -> 3h), out_proj (h -> h), depthwise k x k kernel
     leaves = {
         # Conv2d(channels, h, kernel=stride=patch) / Conv3d(channels, h, (t, p, p)) / Llama 4's
@@ -107,7 +108,7 @@ def _window_pairs(vision: "VisionSpec") -> int:
 
 def vision_forward_flops(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
     """Forward FLOPs of one image through the tower and projector, keyed relative to `vision/`."""
-    h, f, p = vision.hidden, vision.ffn_hidden, vision.patches
+    h, f, p, q = vision.hidden, vision.ffn_hidden, vision.patches, vision.q_width
     t = vision.tokens
     n_in = 2 if vision.gated_mlp else 1
     attending = vision.attention_layers
@@ -117,9 +118,9 @@ def vision_forward_flops(vision: "VisionSpec", text_hidden: int) -> dict[str, in
     pairs = (attending - windowed) * t * t + windowed * _window_pairs(vision)
     out = {
         "tower/patch": 2 * p * vision.channels * vision.temporal_patch * vision.patch_size ** 2 * h,
-        "tower/layers/attention/qkv": attending * 2 * t * h * (h + 2 * _kv_width(vision)),  # (t, h) @ (h, h + 2 kv width)
-        "tower/layers/attention/score": 2 * 2 * pairs * h,  # QK^T and AV: 2 h per (query, key) pair each
-        "tower/layers/attention/out": attending * 2 * t * h * h,
+        "tower/layers/attention/qkv": attending * 2 * t * h * (q + 2 * _kv_width(vision)),  # (t, h) @ (h, q + 2 kv)
+        "tower/layers/attention/score": 2 * 2 * pairs * q,  # QK^T and AV: 2 q per (query, key) pair each
+        "tower/layers/attention/out": attending * 2 * t * q * h,  # (t, q) @ (q, h)
         # short conv: in_proj (t, h) @ (h, 3h), depthwise k x k over each of h channels, out_proj (t, h) @ (h, h)
         "tower/layers/conv": vision.conv_layers * 2 * t * h * (4 * h + vision.conv_kernel ** 2),
         "tower/layers/mlp": vision.layers * 2 * t * (n_in + 1) * h * f,

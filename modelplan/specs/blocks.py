@@ -312,6 +312,12 @@ class VisionSpec(Spec):
     kv_heads: int | None = Field(None, gt=0)
     """Key / value heads of grouped-query attention in the tower's blocks (EXAONE 4.5's fused
     qkv of (heads + 2 kv_heads) x head_dim outputs); None: as many as `heads`."""
+    head_dim: int | None = Field(None, gt=0)
+    """Width of one attention head when it is not hidden // heads (Gemma 4's head_dim): q and o
+    span heads x head_dim."""
+    sandwich_norms: bool = False
+    """Norms after the attention and MLP outputs too (Gemma 4's post_attention_layernorm /
+    post_feedforward_layernorm): four per block instead of two."""
     conv_layers: int = Field(0, ge=0)
     """Blocks whose token mixer is a gated depthwise short convolution instead of attention
     (LFM3-VL Lfm3VlVisionShortConv: bias-free in_proj h -> 3h, depthwise conv_kernel x
@@ -330,6 +336,16 @@ class VisionSpec(Spec):
         if self.conv_layers > self.layers:
             raise ValueError(f"conv_layers ({self.conv_layers}) must not exceed layers ({self.layers})")
         return self
+
+    @property
+    def head_size(self) -> int:
+        """Width of one attention head."""
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def q_width(self) -> int:
+        """Width of the query (and attention output) projection: heads x head_dim, else hidden."""
+        return self.hidden if self.head_dim is None else self.heads * self.head_dim
 
     @property
     def attention_layers(self) -> int:

@@ -10,6 +10,7 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_gemma4_vision import GEMMA4_VISION_MAPPERS
 from modelplan.specs.hf_n18vlm_base import Mapper, _sub, _text
 from modelplan.specs.hf_vision import DEFAULT_IMAGE_SIZE, _linear, _norm, _qwen2_5_tower
 
@@ -107,6 +108,7 @@ def _lfm3_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
 
 
 TOWER_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
-    "exaone4_5": _exaone4_5, "step3p7": _step3p7, "lfm3_vl": _lfm3_vl,
+    "exaone4_5": _exaone4_5, "step3p7": _step3p7, "lfm3_vl": _lfm3_vl, **GEMMA4_VISION_MAPPERS,
 }
-"""Composite model_types; each takes the config and the text model_type -> mapper table."""
+"""Composite model_types; each takes the config and the text model_type -> mapper table (with
+hf_gemma4_vision.py's)."""
