@@ -66,3 +66,19 @@ TOWER_CASES += [
               vision_config={**_GEMMA4_VISION, "pooling_kernel_size": 4, "num_key_value_heads": 4},
               audio_config=_GEMMA4_AUDIO),
 ]
+
+_UNIFIED = {"model_type": "gemma4_unified_text", "num_hidden_layers": 6, "hidden_size": 128, "intermediate_size": 256,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "global_head_dim": 64,
+            "sliding_window": 32, "vocab_size": 512, "pad_token_id": 0}
+TOWER_CASES += [
+    # Gemma 4 unified: text only; the encoder-free embedder (8 x 2 px model patches); with the audio
+    # frame embedder, untied
+    composite("gemma4_unified", "Gemma4UnifiedForConditionalGeneration", text_config=_UNIFIED),
+    composite("gemma4_unified", "Gemma4UnifiedForConditionalGeneration", text_config=_UNIFIED,
+              vision_config={"patch_size": 8, "pooling_kernel_size": 2, "mm_embed_dim": 48, "mm_posemb_size": 16,
+                             "output_proj_dims": 48, "image_size": 64}),
+    composite("gemma4_unified", "Gemma4UnifiedForConditionalGeneration", text_config=_UNIFIED,
+              tie_word_embeddings=False, audio_config={"audio_embed_dim": 40},
+              vision_config={"patch_size": 4, "pooling_kernel_size": 2, "mm_embed_dim": 32, "mm_posemb_size": 8,
+                             "output_proj_dims": 32, "image_size": 32}),
+]

@@ -36,7 +36,8 @@ def test_small_composites_equal_transformers(data):
 
 
 DEFAULT_TYPES = {"exaone4_5": "Exaone4_5_ForConditionalGeneration", "step3p7": "Step3p7ForConditionalGeneration",
-                 "lfm3_vl": "Lfm3VlForConditionalGeneration", "gemma4": "Gemma4ForConditionalGeneration"}
+                 "lfm3_vl": "Lfm3VlForConditionalGeneration", "gemma4": "Gemma4ForConditionalGeneration",
+                 "gemma4_unified": "Gemma4UnifiedForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to."""
 
 
@@ -60,11 +61,12 @@ def test_bare_model_type_equals_transformers(model_type):
 
 @pytest.mark.torch
 @pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["gemma4", "gemma4_unified"])
 @pytest.mark.parametrize("towers", [("vision_config",), ("vision_config", "audio_config")])
-def test_gemma4_default_towers_equal_transformers(towers):
-    """Gemma 4 with its towers at Gemma4VisionConfig / Gemma4AudioConfig defaults (the class
+def test_gemma4_default_towers_equal_transformers(model_type, towers):
+    """Gemma 4 (and unified) with its towers at their config class defaults (the composite's class
     defaults hold neither) counts exactly."""
-    data = {**class_defaults("gemma4"), "architectures": ["Gemma4ForConditionalGeneration"], **{k: {} for k in towers}}
+    data = {**class_defaults(model_type), "architectures": [DEFAULT_TYPES[model_type]], **{k: {} for k in towers}}
     assert _mine(data) == hf_total_and_part(data, TOWER_PREFIXES)
 
 
@@ -90,11 +92,11 @@ def hf_image_flops(data: dict, image: int) -> int:
             p, grid = v.patch_size, image // v.patch_size
             pixels = torch.randn(grid * grid, v.in_channels * v.temporal_patch_size * p * p)
             model.model.get_image_features(pixel_values=pixels, image_grid_thw=torch.tensor([[1, grid, grid]]))
-        elif data["model_type"] == "gemma4":  # patches (1, n, 3 p p) and their (x, y) grid positions
-            grid = image // v.patch_size
+        elif data["model_type"].startswith("gemma4"):  # patches (1, n, 3 p p) and their (x, y) grid positions
+            p = v.patch_size * (v.pooling_kernel_size if data["model_type"] == "gemma4_unified" else 1)
+            grid = image // p
             xy = torch.stack(torch.meshgrid(torch.arange(grid), torch.arange(grid), indexing="xy"), -1).reshape(1, -1, 2)
-            model.model.get_image_features(pixel_values=torch.rand(1, grid * grid, 3 * v.patch_size ** 2),
-                                           image_position_ids=xy)
+            model.model.get_image_features(pixel_values=torch.rand(1, grid * grid, 3 * p ** 2), image_position_ids=xy)
         else:
             model.model.get_image_features(pixel_values=torch.randn(1, 3, image, image))
     # Gemma 4's average pooling runs as a one-hot matmul (Gemma4VisionPooler): a mean, not a layer

@@ -236,8 +236,9 @@ class VisionSpec(Spec):
     table or rotary, pre-norm encoder blocks, then a projector (the fixed Gemma 3 / Mistral 3 one,
     or a `connector` list of layers)."""
 
-    layers: int = Field(gt=0)
-    """Encoder blocks."""
+    layers: int = Field(ge=0)
+    """Encoder blocks; 0: encoder-free (Gemma 4 unified's embedder: the patch embedding and its
+    norms feed the connector directly)."""
     hidden: int = Field(gt=0)
     """Width of the tower."""
     heads: int = Field(gt=0)

@@ -1,6 +1,8 @@
-"""HF config mapper of the Gemma 4 composite (transformers 5.24 Gemma4ForConditionalGeneration): the
-Gemma 4 text model (hf_gemma4.py), and when the config holds them (both are optional; the class
-defaults have neither) the vision tower with its embedder and the audio tower with its embedder.
+"""HF config mappers of the Gemma 4 composites (transformers 5.24 Gemma4ForConditionalGeneration,
+Gemma4UnifiedForConditionalGeneration): the Gemma 4 text model (hf_gemma4.py), and when the config
+holds them (both are optional; the class defaults have neither) the vision tower (Gemma 4 unified:
+an encoder-free patch embedder) and the audio tower (unified: a frame embedder) with their
+embedders.
 
 The vision tower is priced per image (`VisionSpec`); the audio tower (a Conformer over audio frames)
 is counted, not priced: its parameters are `vector` connector entries (memory and optimizer state
@@ -106,5 +108,51 @@ def _gemma4(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
-GEMMA4_VISION_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {"gemma4": _gemma4}
+_UNIFIED_TEXT = {**_GEMMA4_TEXT, "model_type": "gemma4_unified_text"}
+"""Gemma4UnifiedTextConfig size defaults (transformers 5.24; = Gemma4TextConfig's)."""
+_UNIFIED_VISION = {"patch_size": 16, "pooling_kernel_size": 3, "mm_embed_dim": 3840, "mm_posemb_size": 1120,
+                   "output_proj_dims": 3840}
+"""Gemma4UnifiedVisionConfig defaults (transformers 5.24)."""
+
+
+def _unified_vision(v: HFConfig, text_hidden: int) -> dict:
+    """Gemma4UnifiedVisionEmbedder (no encoder blocks): over each model patch of patch_size x
+    pooling_kernel_size pixels, patch_ln1 (LayerNorm over 3 P^2), patch_dense Linear(3 P^2,
+    mm_embed_dim, bias), patch_ln2, a (mm_posemb_size, 2, mm) x / y position table, pos_norm, then
+    the multimodal embedder (a weight-free RMSNorm, Linear(output_proj_dims, text, bias=False));
+    priced at image_size or `SOFT_TOKENS_PER_SIDE` model patches a side."""
+    v = HFConfig({**_UNIFIED_VISION, **v.data}, v.source, v.path)
+    side = v.integer("patch_size") * v.integer("pooling_kernel_size")  # model_patch_size
+    mm = v.integer("mm_embed_dim")
+    return dict(
+        layers=0, hidden=mm, heads=1, ffn_hidden=1, patch_size=side,
+        image_size=v.integer("image_size", SOFT_TOKENS_PER_SIDE * side), channels=3, position="learned",
+        position_rows=2 * v.integer("mm_posemb_size"), pre_norm=True, post_norm=True, projector_norm=False,
+        connector=[dict(name="patch_ln1", kind="layernorm", in_features=3 * side * side, bias=True),
+                   _linear("embed_vision", v.integer("output_proj_dims"), text_hidden, False)])
+
+
+def _gemma4_unified(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """Gemma 4 unified: Gemma4UnifiedTextModel (hf_gemma4.py), the optional encoder-free vision
+    embedder, and the optional audio embedder over raw waveform frames (embed_audio:
+    Linear(audio_embed_dim, text, bias=False), counted as a vector: it runs on audio); tied by default."""
+    if c.data.get("text_config") is None:
+        c = HFConfig({**c.data, "text_config": _UNIFIED_TEXT}, c.source, c.path)
+    fields, _ = _text(c, text_mappers, "gemma4_unified_text")
+    t = fields["hidden"]
+    vision, audio = c.sub("vision_config"), c.sub("audio_config")
+    if audio is not None and vision is None:
+        raise SpecError(f"{c.source}: audio_config: an audio embedder without a vision_config is not modelled")
+    if vision is not None:
+        fields["vision"] = _unified_vision(vision, t)
+    if audio is not None:
+        width = audio.integer("audio_embed_dim", 640, "hidden_size", "output_proj_dims", "audio_samples_per_token")
+        fields["vision"]["connector"].append(_vector("embed_audio", width, t))
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
+    return fields
+
+
+GEMMA4_VISION_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
+    "gemma4": _gemma4, "gemma4_unified": _gemma4_unified,
+}
 """Composite model_types; each takes the config and the text model_type -> mapper table."""

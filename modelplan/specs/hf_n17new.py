@@ -54,7 +54,6 @@ N17NEW_MLA_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 _HC = "manifold-constrained hyper-connections (attn_hc / ffn_hc: several residual streams mixed per block)"
 
 N17NEW_UNMODELLED: dict[str, str] = {
-    "gemma4_unified": "its vision and audio towers",
     "gemma4_unified_assistant": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its towers",
     "deepseek_v4": f"{_HC}, compressed sparse attention (a KV compressor with its own indexer) and a low-rank "
                    "grouped output projection (o_a_proj / o_b_proj)",
@@ -87,6 +86,5 @@ N17NEW_UNMODELLED: dict[str, str] = {
 """Refused 2026 model_types with the mechanism the spec does not express (transformers 5.24)."""
 
 N17NEW_TEXT_ONLY: dict[str, str] = {
-    "gemma4_unified": "gemma4_unified_text",
 }
 """Refused composites whose language model is supported as its own model_type."""
