@@ -82,3 +82,13 @@ TOWER_CASES += [
               vision_config={"patch_size": 4, "pooling_kernel_size": 2, "mm_embed_dim": 32, "mm_posemb_size": 8,
                              "output_proj_dims": 32, "image_size": 32}),
 ]
+
+_PERSIMMON = {"model_type": "persimmon", "num_hidden_layers": 2, "hidden_size": 128, "intermediate_size": 256,
+              "num_attention_heads": 4, "vocab_size": 512}
+TOWER_CASES += [
+    # Fuyu: a Linear over raw 14 px patches into the Persimmon text model; a flat save (text keys at
+    # the top), tied
+    composite("fuyu", "FuyuForCausalLM", text_config=_PERSIMMON, patch_size=14, image_size=56),
+    composite("fuyu", "FuyuForCausalLM", **{k: v for k, v in _PERSIMMON.items() if k != "model_type"},
+              patch_size=8, image_size=32, num_channels=1, tie_word_embeddings=True),
+]

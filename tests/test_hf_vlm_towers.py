@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults
-from _hf_reference import hf_eager_composite, hf_total_and_part
+from _hf_reference import hf_config, hf_eager_composite, hf_model, hf_total_and_part
 from _hf_vision_cases import TEXT, composite
 from _hf_vlm_towers_cases import TOWER_CASES
 from test_hf_n18vlm import PREFIXES
@@ -19,8 +19,9 @@ from modelplan.count.vision import vision_forward_flops
 from modelplan.specs.hf import from_hf_config
 
 IDS = [f"{d['model_type']}-{i}" for i, d in enumerate(TOWER_CASES)]
-TOWER_PREFIXES = PREFIXES + ("vision_model.", "embed_vision.", "embed_audio.", "audio_tower.")
-"""Name parts of the HF tower / projector parameters (Step 3.7's vision_model, Gemma 4's towers and embedders)."""
+TOWER_PREFIXES = PREFIXES + ("vision_model.", "embed_vision.", "embed_audio.", "audio_tower.", "vision_embed_tokens.")
+"""Name parts of the HF tower / projector parameters (Step 3.7's vision_model, Gemma 4's towers and
+embedders, Fuyu's patch Linear)."""
 
 
 def _mine(data: dict) -> tuple[int, int]:
@@ -37,7 +38,7 @@ def test_small_composites_equal_transformers(data):
 
 DEFAULT_TYPES = {"exaone4_5": "Exaone4_5_ForConditionalGeneration", "step3p7": "Step3p7ForConditionalGeneration",
                  "lfm3_vl": "Lfm3VlForConditionalGeneration", "gemma4": "Gemma4ForConditionalGeneration",
-                 "gemma4_unified": "Gemma4UnifiedForConditionalGeneration"}
+                 "gemma4_unified": "Gemma4UnifiedForConditionalGeneration", "fuyu": "FuyuForCausalLM"}
 """model_type -> the image-text-to-text class transformers maps it to."""
 
 
@@ -72,8 +73,8 @@ def test_gemma4_default_towers_equal_transformers(model_type, towers):
 
 def test_gemma4_audio_is_counted_not_priced():
     """Gemma 4's audio tower adds parameters but no per-image FLOPs (it runs on audio frames)."""
-    with_audio, without = (from_hf_config(TOWER_CASES[-1]), from_hf_config(
-        {k: v for k, v in TOWER_CASES[-1].items() if k != "audio_config"}))
+    data = next(d for d in TOWER_CASES if d["model_type"] == "gemma4" and "audio_config" in d)
+    with_audio, without = from_hf_config(data), from_hf_config({k: v for k, v in data.items() if k != "audio_config"})
     assert count_params(with_audio).total > count_params(without).total
     assert vision_forward_flops(with_audio.vision, 128) == vision_forward_flops(without.vision, 128)
 
@@ -84,8 +85,14 @@ def hf_image_flops(data: dict, image: int) -> int:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    cfg, model = hf_eager_composite(data)
     counter = FlopCounterMode(display=False)
+    if data["model_type"] == "fuyu":  # no tower: the Linear over raw patches (1, n, p p C)
+        model, cfg = hf_model(data, "cpu"), hf_config(data)
+        with torch.no_grad(), counter:
+            model.model.get_image_features(torch.randn(1, (image // cfg.patch_size) ** 2,
+                                                       cfg.patch_size ** 2 * cfg.num_channels))
+        return counter.get_total_flops()
+    cfg, model = hf_eager_composite(data)
     v = cfg.vision_config
     with torch.no_grad(), counter:
         if data["model_type"] in ("exaone4_5", "lfm3_vl"):  # flattened patches (n, C t p p) and their (t, h, w) grid
@@ -105,7 +112,7 @@ def hf_image_flops(data: dict, image: int) -> int:
     return counter.get_total_flops() - pooling
 
 
-FLOP_CASES = [d for d in TOWER_CASES if "vision_config" in d]
+FLOP_CASES = [d for d in TOWER_CASES if "vision_config" in d or d["model_type"] == "fuyu"]
 
 
 @pytest.mark.torch
@@ -114,7 +121,7 @@ FLOP_CASES = [d for d in TOWER_CASES if "vision_config" in d]
 def test_forward_flops_per_image_equal_flop_counter(data):
     """count.vision's forward FLOPs of one image equal FlopCounterMode on transformers' tower and
     projector (EXAONE 4.5's grouped-query qkv and windows, Step 3.7's conv downsamplers, LFM3-VL's
-    short convolutions, Gemma 4's head_dim and pooled embedder)."""
+    short convolutions, Gemma 4's head_dim and pooled embedder, the encoder-free embedders)."""
     spec = from_hf_config(data)
     assert sum(vision_forward_flops(spec.vision, spec.hidden).values()) == hf_image_flops(data, spec.vision.image_size)
 

@@ -1,7 +1,8 @@
 """HF config mappers of decoder-side vision-language composites whose text model has its own mapper
 and whose tower is a variant of one already modelled (transformers 5.24): EXAONE 4.5 (Qwen2.5-VL's
 tower with grouped-query attention), Step 3.7 (a layer-scaled ViT with two stride-2 conv
-downsamplers) and LFM3-VL (short-convolution and attention blocks). Sub-configs are read as transformers builds them (hf_n18vlm_base.py); the
+downsamplers), LFM3-VL (short-convolution and attention blocks) and Fuyu (no tower: a Linear over
+raw patch pixels). Sub-configs are read as transformers builds them (hf_n18vlm_base.py); the
 projectors are `connector` layers (module names in the comments)."""
 
 from __future__ import annotations
@@ -107,8 +108,38 @@ def _lfm3_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
+_PERSIMMON = {"vocab_size": 262144, "hidden_size": 4096, "intermediate_size": 16384, "num_hidden_layers": 36,
+              "num_attention_heads": 64}
+"""PersimmonConfig size defaults (transformers 5.24; FuyuConfig's text init_kwargs repeat them)."""
+_FUYU_TEXT_KEYS = ("vocab_size", "max_position_embeddings", "hidden_size", "intermediate_size", "num_hidden_layers",
+                   "num_attention_heads", "hidden_act", "initializer_range", "layer_norm_eps", "use_cache",
+                   "qk_layernorm", "hidden_dropout", "attention_dropout", "eos_token_id", "rope_scaling", "rope_theta")
+"""Top-level keys FuyuConfig.__post_init__ moves into the text_config of a flat save."""
+
+
+def _fuyu(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """Fuyu: Persimmon text model (a flat save's text keys read as FuyuConfig moves them) and no
+    vision tower: vision_embed_tokens Linear(patch_size^2 x num_channels, text hidden, bias=True)
+    over each raw patch (an encoder-free `VisionSpec`), one text position per patch; untied."""
+    text = c.data.get("text_config")
+    if text is None:
+        flat = {k: x for k, x in c.data.items() if k in _FUYU_TEXT_KEYS}
+        text = {"partial_rotary_factor": 0.5, **flat} if flat else {"qk_layernorm": True, "hidden_act": "relu2"}
+    if isinstance(text, dict):
+        c = HFConfig({**c.data, "text_config": {**_PERSIMMON, **text, "model_type": text.get("model_type", "persimmon")}},
+                     c.source, c.path)
+    fields, _ = _text(c, text_mappers, "persimmon")
+    t = fields["hidden"]
+    fields["vision"] = dict(
+        layers=0, hidden=t, heads=1, ffn_hidden=1, patch_size=c.integer("patch_size", 30),
+        image_size=c.integer("image_size", 300), channels=c.integer("num_channels", 3), position="rotary",
+        pre_norm=False, post_norm=False, projector_norm=False, connector=[])
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)
+    return fields
+
+
 TOWER_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
-    "exaone4_5": _exaone4_5, "step3p7": _step3p7, "lfm3_vl": _lfm3_vl, **GEMMA4_VISION_MAPPERS,
+    "exaone4_5": _exaone4_5, "step3p7": _step3p7, "lfm3_vl": _lfm3_vl, "fuyu": _fuyu, **GEMMA4_VISION_MAPPERS,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table (with
 hf_gemma4_vision.py's)."""
