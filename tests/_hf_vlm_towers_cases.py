@@ -1,4 +1,4 @@
-"""Small configs of the composites of modelplan/specs/hf_vlm_towers.py (EXAONE 4.5, Step 3.7), each
+"""Small configs of the composites of modelplan/specs/hf_vlm_towers.py, hf_gemma4_vision.py and hf_omni.py, each
 switching an option the mappers read (tower kv heads, windows, text model_type spellings, the
 projector bias, tying)."""
 
@@ -91,4 +91,26 @@ TOWER_CASES += [
     composite("fuyu", "FuyuForCausalLM", text_config=_PERSIMMON, patch_size=14, image_size=56),
     composite("fuyu", "FuyuForCausalLM", **{k: v for k, v in _PERSIMMON.items() if k != "model_type"},
               patch_size=8, image_size=32, num_channels=1, tie_word_embeddings=True),
+]
+
+_AUDIO = {"num_mel_bins": 16, "encoder_layers": 2, "encoder_attention_heads": 4, "encoder_ffn_dim": 96, "d_model": 64,
+          "output_dim": 256, "downsample_hidden_size": 8}
+_QWEN3_VISION = {"depth": 2, "hidden_size": 64, "intermediate_size": 96, "num_heads": 4, "out_hidden_size": 256,
+                 "deepstack_visual_indexes": [0], "num_position_embeddings": 64, "image_size": 128}
+_QWEN3_MOE = {"num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "vocab_size": 1000, "moe_intermediate_size": 64, "num_experts": 4,
+              "num_experts_per_tok": 2}
+TOWER_CASES += [
+    # Qwen2.5-Omni thinker: Qwen2 text, Qwen2.5-VL tower, Whisper-style audio encoder; tied
+    composite("qwen2_5_omni_thinker", "Qwen2_5OmniThinkerForConditionalGeneration", text_config=TEXT,
+              vision_config=_QWEN25, audio_config=_AUDIO),
+    composite("qwen2_5_omni_thinker", "Qwen2_5OmniThinkerForConditionalGeneration", tie_word_embeddings=True,
+              text_config=TEXT, vision_config={**_QWEN25, "spatial_merge_size": 1}, audio_config={**_AUDIO, "encoder_layers": 1}),
+    # Qwen3-Omni thinker: Qwen3-MoE text (head_dim from hidden / heads; a dense block by mlp_only_layers),
+    # Qwen3-VL tower with a deepstack merger, the Conv2d audio front end
+    composite("qwen3_omni_moe_thinker", "Qwen3OmniMoeThinkerForConditionalGeneration", text_config=_QWEN3_MOE,
+              vision_config=_QWEN3_VISION, audio_config=_AUDIO),
+    composite("qwen3_omni_moe_thinker", "Qwen3OmniMoeThinkerForConditionalGeneration",
+              text_config={**_QWEN3_MOE, "head_dim": 32, "mlp_only_layers": [0]},
+              vision_config={**_QWEN3_VISION, "deepstack_visual_indexes": []}, audio_config={**_AUDIO, "num_mel_bins": 20}),
 ]

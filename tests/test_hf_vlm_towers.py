@@ -1,5 +1,5 @@
-"""The composites of modelplan/specs/hf_vlm_towers.py (EXAONE 4.5, Step 3.7) and hf_gemma4_vision.py
-(Gemma 4): total parameters and the tower + projector alone equal sum(p.numel()) of transformers
+"""The composites of modelplan/specs/hf_vlm_towers.py (EXAONE 4.5, Step 3.7, LFM3-VL, Fuyu),
+hf_gemma4_vision.py (Gemma 4, Gemma 4 unified) and hf_omni.py (the Qwen omni thinkers): total parameters and the tower + projector alone equal sum(p.numel()) of transformers
 5.24's own module built from the same config on the meta device (the independent source), also
 for each type's config class defaults and a bare model_type; a tower's forward FLOPs per image
 equal FlopCounterMode on transformers' tower and projector; `count` / `plan --gpus 8` run; bad
@@ -38,7 +38,9 @@ def test_small_composites_equal_transformers(data):
 
 DEFAULT_TYPES = {"exaone4_5": "Exaone4_5_ForConditionalGeneration", "step3p7": "Step3p7ForConditionalGeneration",
                  "lfm3_vl": "Lfm3VlForConditionalGeneration", "gemma4": "Gemma4ForConditionalGeneration",
-                 "gemma4_unified": "Gemma4UnifiedForConditionalGeneration", "fuyu": "FuyuForCausalLM"}
+                 "gemma4_unified": "Gemma4UnifiedForConditionalGeneration", "fuyu": "FuyuForCausalLM",
+                 "qwen2_5_omni_thinker": "Qwen2_5OmniThinkerForConditionalGeneration",
+                 "qwen3_omni_moe_thinker": "Qwen3OmniMoeThinkerForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to."""
 
 
@@ -95,7 +97,7 @@ def hf_image_flops(data: dict, image: int) -> int:
     cfg, model = hf_eager_composite(data)
     v = cfg.vision_config
     with torch.no_grad(), counter:
-        if data["model_type"] in ("exaone4_5", "lfm3_vl"):  # flattened patches (n, C t p p) and their (t, h, w) grid
+        if data["model_type"] in ("exaone4_5", "lfm3_vl") or data["model_type"].startswith("qwen"):  # flattened patches (n, C t p p) and their (t, h, w) grid
             p, grid = v.patch_size, image // v.patch_size
             pixels = torch.randn(grid * grid, v.in_channels * v.temporal_patch_size * p * p)
             model.model.get_image_features(pixel_values=pixels, image_grid_thw=torch.tensor([[1, grid, grid]]))
@@ -121,7 +123,8 @@ FLOP_CASES = [d for d in TOWER_CASES if "vision_config" in d or d["model_type"] 
 def test_forward_flops_per_image_equal_flop_counter(data):
     """count.vision's forward FLOPs of one image equal FlopCounterMode on transformers' tower and
     projector (EXAONE 4.5's grouped-query qkv and windows, Step 3.7's conv downsamplers, LFM3-VL's
-    short convolutions, Gemma 4's head_dim and pooled embedder, the encoder-free embedders)."""
+    short convolutions, Gemma 4's head_dim and pooled embedder, the encoder-free embedders, the
+    omni thinkers' Qwen-VL towers with their audio encoders left out)."""
     spec = from_hf_config(data)
     assert sum(vision_forward_flops(spec.vision, spec.hidden).values()) == hf_image_flops(data, spec.vision.image_size)
 

@@ -13,6 +13,7 @@ from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_gemma4_vision import GEMMA4_VISION_MAPPERS
 from modelplan.specs.hf_n18vlm_base import Mapper, _sub, _text
+from modelplan.specs.hf_omni import OMNI_MAPPERS
 from modelplan.specs.hf_vision import DEFAULT_IMAGE_SIZE, _linear, _norm, _qwen2_5_tower
 
 _EXAONE4 = {"vocab_size": 102400, "hidden_size": 4096, "intermediate_size": 16384, "num_hidden_layers": 32,
@@ -140,6 +141,7 @@ def _fuyu(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
 
 TOWER_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "exaone4_5": _exaone4_5, "step3p7": _step3p7, "lfm3_vl": _lfm3_vl, "fuyu": _fuyu, **GEMMA4_VISION_MAPPERS,
+    **OMNI_MAPPERS,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table (with
-hf_gemma4_vision.py's)."""
+hf_gemma4_vision.py's and hf_omni.py's)."""
