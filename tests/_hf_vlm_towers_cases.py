@@ -114,3 +114,14 @@ TOWER_CASES += [
               text_config={**_QWEN3_MOE, "head_dim": 32, "mlp_only_layers": [0]},
               vision_config={**_QWEN3_VISION, "deepstack_visual_indexes": []}, audio_config={**_AUDIO, "num_mel_bins": 20}),
 ]
+
+_HUNYUAN_VISION = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+                   "patch_size": 14, "max_image_size": 112, "image_size": 112}
+TOWER_CASES += [
+    # HunYuan-VL: Llama-shaped text with q/k norms, the conv patch merger with newline tokens; a flat
+    # (legacy) save, its text untied on both levels, 3 x 3 merge
+    composite("hunyuan_vl", "HunYuanVLForConditionalGeneration", text_config={**TEXT, "model_type": "hunyuan_vl_text"},
+              vision_config=_HUNYUAN_VISION),
+    composite("hunyuan_vl", "HunYuanVLForConditionalGeneration", **TEXT, tie_word_embeddings=False,
+              vision_config={**_HUNYUAN_VISION, "spatial_merge_size": 3, "image_size": 84, "max_image_size": 56}),
+]

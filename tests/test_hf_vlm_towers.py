@@ -19,7 +19,8 @@ from modelplan.count.vision import vision_forward_flops
 from modelplan.specs.hf import from_hf_config
 
 IDS = [f"{d['model_type']}-{i}" for i, d in enumerate(TOWER_CASES)]
-TOWER_PREFIXES = PREFIXES + ("vision_model.", "embed_vision.", "embed_audio.", "audio_tower.", "vision_embed_tokens.")
+TOWER_PREFIXES = PREFIXES + ("vision_model.", "embed_vision.", "embed_audio.", "audio_tower.", "vision_embed_tokens.",
+                              "vision_tower.")
 """Name parts of the HF tower / projector parameters (Step 3.7's vision_model, Gemma 4's towers and
 embedders, Fuyu's patch Linear)."""
 
@@ -64,6 +65,18 @@ def test_bare_model_type_equals_transformers(model_type):
 
 @pytest.mark.torch
 @pytest.mark.slow
+def test_hunyuan_vl_defaults_with_head_dim_equal_transformers():
+    """HunYuan-VL's class defaults leave head_dim None, which transformers' own attention cannot
+    build; with it set to hidden / heads (128, what the mapper reads for None) the count is exact."""
+    data = class_defaults("hunyuan_vl")
+    data = {**data, "architectures": ["HunYuanVLForConditionalGeneration"],
+            "text_config": {**data["text_config"], "head_dim": 128}}
+    assert _mine(data) == hf_total_and_part(data, TOWER_PREFIXES)
+    assert _mine({**data, "text_config": {**data["text_config"], "head_dim": None}}) == _mine(data)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["gemma4", "gemma4_unified"])
 @pytest.mark.parametrize("towers", [("vision_config",), ("vision_config", "audio_config")])
 def test_gemma4_default_towers_equal_transformers(model_type, towers):
@@ -101,6 +114,10 @@ def hf_image_flops(data: dict, image: int) -> int:
             p, grid = v.patch_size, image // v.patch_size
             pixels = torch.randn(grid * grid, v.in_channels * v.temporal_patch_size * p * p)
             model.model.get_image_features(pixel_values=pixels, image_grid_thw=torch.tensor([[1, grid, grid]]))
+        elif data["model_type"] == "hunyuan_vl":  # flattened patches (n, C p p), one frame
+            p, grid = v.patch_size, image // v.patch_size
+            model.model.get_image_features(pixel_values=torch.randn(grid * grid, v.num_channels * p * p),
+                                           image_grid_thw=torch.tensor([[1, grid, grid]]))
         elif data["model_type"].startswith("gemma4"):  # patches (1, n, 3 p p) and their (x, y) grid positions
             p = v.patch_size * (v.pooling_kernel_size if data["model_type"] == "gemma4_unified" else 1)
             grid = image // p

@@ -1,8 +1,8 @@
 """HF config mappers of decoder-side vision-language composites whose text model has its own mapper
 and whose tower is a variant of one already modelled (transformers 5.24): EXAONE 4.5 (Qwen2.5-VL's
 tower with grouped-query attention), Step 3.7 (a layer-scaled ViT with two stride-2 conv
-downsamplers), LFM3-VL (short-convolution and attention blocks) and Fuyu (no tower: a Linear over
-raw patch pixels). Sub-configs are read as transformers builds them (hf_n18vlm_base.py); the
+downsamplers), LFM3-VL (short-convolution and attention blocks), HunYuan-VL (a conv patch merger
+with learned newline / begin / end tokens) and Fuyu (no tower: a Linear over raw patch pixels). Sub-configs are read as transformers builds them (hf_n18vlm_base.py); the
 projectors are `connector` layers (module names in the comments)."""
 
 from __future__ import annotations
@@ -139,8 +139,52 @@ def _fuyu(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
+_HUNYUAN_TEXT = {"vocab_size": 290943, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                 "num_attention_heads": 32}
+"""HunYuanVLTextConfig size defaults (transformers 5.24)."""
+_HUNYUAN_OWN = ("vision_config", "architectures", "model_type", "image_token_id", "im_start_id", "im_end_id",
+                "im_newline_id", "tie_word_embeddings", "_name_or_path", "transformers_version")
+"""HunYuanVLConfig's own keys: the rest of a flat (legacy) save is its text model's."""
+
+
+def _hunyuan_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """HunYuan-VL: HunYuanVLTextModel (Llama blocks with per-head query / key RMSNorms; a flat save's
+    text keys read as HunYuanVLConfig folds them) and HunYuanVLVisionTransformer: biased patch conv,
+    a learned table of (max_image_size / p)^2 + 1 rows (interpolated), biased LayerNorm / fc1-fc2
+    blocks, no final norm; HunYuanVLVisionPatchMerger: before_rms, proj_conv Conv2d(h, 2h, m,
+    stride m) + GELU + proj_out Conv2d(2h, 4h, 1), biased, an image_newline (4h) closing each row
+    of merged patches, mlp Linear(4h, text, bias) over the (g / m) x (g / m + 1) rows, image_begin
+    / image_end / image_sep (text wide each), after_rms; dynamic resolution, priced at image_size
+    or `DEFAULT_IMAGE_SIZE` px; tied unless both the composite and its text_config say not."""
+    text = c.data.get("text_config")
+    if text is None:
+        text = {k: x for k, x in c.data.items() if k not in _HUNYUAN_OWN}
+    if isinstance(text, dict):
+        c = HFConfig({**c.data, "text_config": {**_HUNYUAN_TEXT, **text, "use_qk_norm": True,
+                                                "model_type": "hunyuan_v1_dense"}}, c.source, c.path)
+    fields, text_cfg = _text(c, text_mappers, "hunyuan_v1_dense")
+    _, v = _sub(c, "vision_config", "hunyuan_vl_vision")
+    h, t, m, p = v.integer("hidden_size", 1152), fields["hidden"], v.integer("spatial_merge_size", 2), v.integer("patch_size", 16)
+    side = v.integer("image_size", DEFAULT_IMAGE_SIZE)
+    merged = (side // p) // m
+    if merged < 2:  # HunYuanVLVisionPatchMerger: spatial height and width must be greater than 1
+        raise SpecError(f"{c.source}: vision_config.image_size: {side} px gives {merged} merged patches a side (needs 2+)")
+    fields["vision"] = dict(
+        layers=v.integer("num_hidden_layers", 27), hidden=h, heads=v.integer("num_attention_heads", 16),
+        ffn_hidden=v.integer("intermediate_size", 4304), patch_size=p, image_size=side, channels=v.integer("num_channels", 3),
+        position_rows=(v.integer("max_image_size", 2048) // p) ** 2 + 1, pre_norm=False, post_norm=False,
+        projector_norm=False,
+        connector=[_norm("before_rms", h, "rmsnorm"), _linear("proj_conv", h * m * m, 2 * h, True, m * m),
+                   _linear("proj_out", 2 * h, 4 * h, True, m * m), dict(name="image_newline", kind="vector", in_features=4 * h),
+                   {**_linear("mlp", 4 * h, t, True), "rows": merged * (merged + 1)},
+                   dict(name="image_begin_end_sep", kind="vector", in_features=t, copies=3),
+                   {**_norm("after_rms", t, "rmsnorm"), "rows": merged * (merged + 1) + 2}])
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", True) or text_cfg.flag("tie_word_embeddings", True)
+    return fields
+
+
 TOWER_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
-    "exaone4_5": _exaone4_5, "step3p7": _step3p7, "lfm3_vl": _lfm3_vl, "fuyu": _fuyu, **GEMMA4_VISION_MAPPERS,
+    "exaone4_5": _exaone4_5, "step3p7": _step3p7, "lfm3_vl": _lfm3_vl, "fuyu": _fuyu, "hunyuan_vl": _hunyuan_vl, **GEMMA4_VISION_MAPPERS,
     **OMNI_MAPPERS,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table (with
