@@ -125,3 +125,13 @@ TOWER_CASES += [
     composite("hunyuan_vl", "HunYuanVLForConditionalGeneration", **TEXT, tie_word_embeddings=False,
               vision_config={**_HUNYUAN_VISION, "spatial_merge_size": 3, "image_size": 84, "max_image_size": 56}),
 ]
+
+TOWER_CASES += [
+    # HyperCLOVA X Vision V2: HyperCLOVA X text, Qwen2.5-VL tower, linear projector; untied, a
+    # 'qwen2_5_vl' vision model_type
+    composite("hyperclovax_vision_v2", "HyperCLOVAXVisionV2ForConditionalGeneration",
+              text_config={**TEXT, "model_type": "hyperclovax"}, vision_config={**_QWEN25, "out_hidden_size": 96}),
+    composite("hyperclovax_vision_v2", "HyperCLOVAXVisionV2ForConditionalGeneration", tie_word_embeddings=False,
+              text_config={**TEXT, "model_type": "hyperclovax"},
+              vision_config={**_QWEN25, "model_type": "qwen2_5_vl", "spatial_merge_size": 1}),
+]

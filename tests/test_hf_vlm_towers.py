@@ -41,7 +41,8 @@ DEFAULT_TYPES = {"exaone4_5": "Exaone4_5_ForConditionalGeneration", "step3p7": "
                  "lfm3_vl": "Lfm3VlForConditionalGeneration", "gemma4": "Gemma4ForConditionalGeneration",
                  "gemma4_unified": "Gemma4UnifiedForConditionalGeneration", "fuyu": "FuyuForCausalLM",
                  "qwen2_5_omni_thinker": "Qwen2_5OmniThinkerForConditionalGeneration",
-                 "qwen3_omni_moe_thinker": "Qwen3OmniMoeThinkerForConditionalGeneration"}
+                 "qwen3_omni_moe_thinker": "Qwen3OmniMoeThinkerForConditionalGeneration",
+                 "hyperclovax_vision_v2": "HyperCLOVAXVisionV2ForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to."""
 
 
@@ -94,6 +95,10 @@ def test_gemma4_audio_is_counted_not_priced():
     assert vision_forward_flops(with_audio.vision, 128) == vision_forward_flops(without.vision, 128)
 
 
+FLAT_PATCHES = ("exaone4_5", "lfm3_vl", "hyperclovax_vision_v2", "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")
+"""Types whose get_image_features takes Qwen-VL-style flattened patches and their grid."""
+
+
 def hf_image_flops(data: dict, image: int) -> int:
     """FLOPs FlopCounterMode counts for one image through transformers' tower and projector
     (get_image_features; eager attention, CPU, float32, no grad)."""
@@ -110,7 +115,7 @@ def hf_image_flops(data: dict, image: int) -> int:
     cfg, model = hf_eager_composite(data)
     v = cfg.vision_config
     with torch.no_grad(), counter:
-        if data["model_type"] in ("exaone4_5", "lfm3_vl") or data["model_type"].startswith("qwen"):  # flattened patches (n, C t p p) and their (t, h, w) grid
+        if data["model_type"] in FLAT_PATCHES:  # flattened patches (n, C t p p) and their (t, h, w) grid
             p, grid = v.patch_size, image // v.patch_size
             pixels = torch.randn(grid * grid, v.in_channels * v.temporal_patch_size * p * p)
             model.model.get_image_features(pixel_values=pixels, image_grid_thw=torch.tensor([[1, grid, grid]]))

@@ -2,7 +2,8 @@
 and whose tower is a variant of one already modelled (transformers 5.24): EXAONE 4.5 (Qwen2.5-VL's
 tower with grouped-query attention), Step 3.7 (a layer-scaled ViT with two stride-2 conv
 downsamplers), LFM3-VL (short-convolution and attention blocks), HunYuan-VL (a conv patch merger
-with learned newline / begin / end tokens) and Fuyu (no tower: a Linear over raw patch pixels). Sub-configs are read as transformers builds them (hf_n18vlm_base.py); the
+with learned newline / begin / end tokens), HyperCLOVA X Vision V2 (Qwen2.5-VL's tower and a linear
+projector) and Fuyu (no tower: a Linear over raw patch pixels). Sub-configs are read as transformers builds them (hf_n18vlm_base.py); the
 projectors are `connector` layers (module names in the comments)."""
 
 from __future__ import annotations
@@ -183,8 +184,30 @@ def _hunyuan_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
+_HYPERCLOVAX = {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "head_dim": 128}
+"""HyperCLOVAXConfig size defaults (transformers 5.24), under an absent text_config."""
+
+
+def _hyperclovax_vision_v2(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """HyperCLOVA X Vision V2: HyperCLOVA X text model and Qwen2_5_VisionTransformerPretrainedModel
+    (a 'qwen2_5_vl' vision model_type reads as qwen2_5_vl_vision, as the config class does) with
+    its merger, then projector Linear(out_hidden_size, text, bias=True); tied by default."""
+    if c.data.get("text_config") is None:
+        c = HFConfig({**c.data, "text_config": {"model_type": "hyperclovax", **_HYPERCLOVAX}}, c.source, c.path)
+    fields, _ = _text(c, text_mappers, "hyperclovax")
+    _, v = _sub(c, "vision_config", "qwen2_5_vl_vision")
+    tower = _qwen2_5_tower(v)
+    m2 = v.integer("spatial_merge_size", 2) ** 2
+    tower["connector"].append(_linear("projector", v.integer("out_hidden_size", 3584), fields["hidden"], True, m2))
+    fields["vision"] = tower
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
+    return fields
+
+
 TOWER_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
-    "exaone4_5": _exaone4_5, "step3p7": _step3p7, "lfm3_vl": _lfm3_vl, "fuyu": _fuyu, "hunyuan_vl": _hunyuan_vl, **GEMMA4_VISION_MAPPERS,
+    "exaone4_5": _exaone4_5, "step3p7": _step3p7, "lfm3_vl": _lfm3_vl, "fuyu": _fuyu, "hunyuan_vl": _hunyuan_vl,
+    "hyperclovax_vision_v2": _hyperclovax_vision_v2, **GEMMA4_VISION_MAPPERS,
     **OMNI_MAPPERS,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table (with
