@@ -135,3 +135,15 @@ TOWER_CASES += [
               text_config={**TEXT, "model_type": "hyperclovax"},
               vision_config={**_QWEN25, "model_type": "qwen2_5_vl", "spatial_merge_size": 1}),
 ]
+
+_ARIA_TEXT = {**TEXT, "model_type": "aria_text", "moe_num_experts": 4, "moe_topk": 2, "moe_num_shared_experts": 1}
+_IDEFICS3 = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "image_size": 70, "patch_size": 14, "model_type": "idefics3_vision"}
+TOWER_CASES += [
+    # Aria: aria_text MoE, Idefics3 tower, the learned-query cross-attention projector (25 patches ->
+    # 8 queries); an image size the dict does not list (priced at its largest entry), tied
+    composite("aria", "AriaForConditionalGeneration", text_config=_ARIA_TEXT, vision_config=_IDEFICS3,
+              projector_patch_to_query_dict={"25": 8, "100": 16}),
+    composite("aria", "AriaForConditionalGeneration", text_config=_ARIA_TEXT, tie_word_embeddings=True,
+              vision_config={**_IDEFICS3, "image_size": 56}, projector_patch_to_query_dict={"25": 8, "100": 16}),
+]

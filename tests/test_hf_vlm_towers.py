@@ -1,5 +1,5 @@
 """The composites of modelplan/specs/hf_vlm_towers.py (EXAONE 4.5, Step 3.7, LFM3-VL, Fuyu),
-hf_gemma4_vision.py (Gemma 4, Gemma 4 unified) and hf_omni.py (the Qwen omni thinkers): total parameters and the tower + projector alone equal sum(p.numel()) of transformers
+hf_gemma4_vision.py (Gemma 4, Gemma 4 unified), hf_omni.py (the Qwen omni thinkers) and hf_aria.py (Aria): total parameters and the tower + projector alone equal sum(p.numel()) of transformers
 5.24's own module built from the same config on the meta device (the independent source), also
 for each type's config class defaults and a bare model_type; a tower's forward FLOPs per image
 equal FlopCounterMode on transformers' tower and projector; `count` / `plan --gpus 8` run; bad
@@ -42,7 +42,8 @@ DEFAULT_TYPES = {"exaone4_5": "Exaone4_5_ForConditionalGeneration", "step3p7": "
                  "gemma4_unified": "Gemma4UnifiedForConditionalGeneration", "fuyu": "FuyuForCausalLM",
                  "qwen2_5_omni_thinker": "Qwen2_5OmniThinkerForConditionalGeneration",
                  "qwen3_omni_moe_thinker": "Qwen3OmniMoeThinkerForConditionalGeneration",
-                 "hyperclovax_vision_v2": "HyperCLOVAXVisionV2ForConditionalGeneration"}
+                 "hyperclovax_vision_v2": "HyperCLOVAXVisionV2ForConditionalGeneration",
+                 "aria": "AriaForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to."""
 
 
@@ -130,10 +131,12 @@ def hf_image_flops(data: dict, image: int) -> int:
             model.model.get_image_features(pixel_values=torch.rand(1, grid * grid, 3 * p ** 2), image_position_ids=xy)
         else:
             model.model.get_image_features(pixel_values=torch.randn(1, 3, image, image))
-    # Gemma 4's average pooling runs as a one-hot matmul (Gemma4VisionPooler): a mean, not a layer
-    pooling = sum(sum(ops.values()) for name, ops in counter.get_flop_counts().items()
-                  if name == "Gemma4VisionModel.pooler")
-    return counter.get_total_flops() - pooling
+    # Gemma 4's average pooling runs as a one-hot matmul (Gemma4VisionPooler): a mean, not a layer;
+    # Aria's cross-attention scores / context (the bmm of nn.MultiheadAttention) are not priced
+    left_out = sum(sum(n for op, n in ops.items() if name == "Gemma4VisionModel.pooler" or str(op) == "aten.bmm")
+                   for name, ops in counter.get_flop_counts().items()
+                   if name in ("Gemma4VisionModel.pooler", "AriaProjector.cross_attn.multihead_attn"))
+    return counter.get_total_flops() - left_out
 
 
 FLOP_CASES = [d for d in TOWER_CASES if "vision_config" in d or d["model_type"] == "fuyu"]
@@ -146,7 +149,8 @@ def test_forward_flops_per_image_equal_flop_counter(data):
     """count.vision's forward FLOPs of one image equal FlopCounterMode on transformers' tower and
     projector (EXAONE 4.5's grouped-query qkv and windows, Step 3.7's conv downsamplers, LFM3-VL's
     short convolutions, Gemma 4's head_dim and pooled embedder, the encoder-free embedders, the
-    omni thinkers' Qwen-VL towers with their audio encoders left out)."""
+    omni thinkers' Qwen-VL towers with their audio encoders left out, Aria's query cross-attention
+    but its score / context matmuls)."""
     spec = from_hf_config(data)
     assert sum(vision_forward_flops(spec.vision, spec.hidden).values()) == hf_image_flops(data, spec.vision.image_size)
 
@@ -182,6 +186,10 @@ def test_count_and_plan_run(data, tmp_path):
     (composite("gemma4", "Gemma4ForConditionalGeneration", vision_config={"image_size": 112}),
      "vision_config.image_size: 112 px must be a multiple"),
     (composite("gemma4", "Gemma4ForConditionalGeneration", audio_config={}), "audio_config: an audio tower without"),
+    (composite("aria", "AriaForConditionalGeneration", projector_patch_to_query_dict={"x": 1}),
+     "projector_patch_to_query_dict: expected"),
+    (composite("aria", "AriaForConditionalGeneration", projector_patch_to_query_dict={"24": 8}),
+     "24 patches is not a square grid"),
 ])
 def test_bad_fields_are_one_line_errors(data, message):
     """A field the mappers cannot read is a one-line SpecError naming it."""

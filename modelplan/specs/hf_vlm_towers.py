@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from modelplan.errors import SpecError
+from modelplan.specs.hf_aria import ARIA_MAPPERS
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_gemma4_vision import GEMMA4_VISION_MAPPERS
 from modelplan.specs.hf_n18vlm_base import Mapper, _sub, _text
@@ -208,7 +209,7 @@ def _hyperclovax_vision_v2(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict
 TOWER_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "exaone4_5": _exaone4_5, "step3p7": _step3p7, "lfm3_vl": _lfm3_vl, "fuyu": _fuyu, "hunyuan_vl": _hunyuan_vl,
     "hyperclovax_vision_v2": _hyperclovax_vision_v2, **GEMMA4_VISION_MAPPERS,
-    **OMNI_MAPPERS,
+    **OMNI_MAPPERS, **ARIA_MAPPERS,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table (with
-hf_gemma4_vision.py's and hf_omni.py's)."""
+hf_gemma4_vision.py's, hf_omni.py's and hf_aria.py's)."""
