@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults
+from _hf_n17_checks import assert_count_plan, assert_count_refused, assert_one_line_error, class_defaults
 from _hf_reference import hf_config, hf_eager_composite, hf_model, hf_total_and_part
 from _hf_vision_cases import TEXT, composite
 from _hf_vlm_towers_cases import TOWER_CASES
@@ -194,3 +194,13 @@ def test_count_and_plan_run(data, tmp_path):
 def test_bad_fields_are_one_line_errors(data, message):
     """A field the mappers cannot read is a one-line SpecError naming it."""
     assert_one_line_error(data, message)
+
+
+@pytest.mark.parametrize(("model_type", "reason"), [
+    ("molmo2", "attention-pooling adapter"), ("minicpmv4_6", "window-attention merger"),
+    ("ernie4_5_vl_moe", "modality-split experts"), ("deepseek_vl_hybrid", "SAM tower"), ("janus", "VQ-VAE"),
+    ("chameleon", "VQ-VAE image tokenizer"), ("phi4_multimodal", "Conformer audio encoder"),
+])
+def test_refused_composites_name_the_mechanism(model_type, reason, tmp_path):
+    """A vision-language type the spec cannot express exits non-zero with one line naming the part."""
+    assert_count_refused(tmp_path, {"model_type": model_type}, reason)
