@@ -1,9 +1,10 @@
-"""The composites of modelplan/specs/hf_vlm_towers.py (EXAONE 4.5, Step 3.7, LFM3-VL, Fuyu),
-hf_gemma4_vision.py (Gemma 4, Gemma 4 unified), hf_omni.py (the Qwen omni thinkers) and hf_aria.py (Aria): total parameters and the tower + projector alone equal sum(p.numel()) of transformers
-5.24's own module built from the same config on the meta device (the independent source), also
-for each type's config class defaults and a bare model_type; a tower's forward FLOPs per image
-equal FlopCounterMode on transformers' tower and projector; `count` / `plan --gpus 8` run; bad
-fields are one-line errors naming them."""
+"""The composites of modelplan/specs/hf_vlm_towers.py (EXAONE 4.5, Step 3.7, LFM3-VL, HunYuan-VL,
+HyperCLOVA X Vision V2, Fuyu), hf_gemma4_vision.py (Gemma 4, Gemma 4 unified), hf_omni.py (the
+Qwen omni thinkers) and hf_aria.py (Aria): total parameters and the tower + projector alone equal
+sum(p.numel()) of transformers 5.24's own module built from the same config on the meta device (the
+independent source), also for each type's config class defaults and a bare model_type; a tower's
+forward FLOPs per image equal FlopCounterMode on transformers' tower and projector; `count` /
+`plan --gpus 8` run; bad fields and unmodelled types are one-line errors naming them."""
 
 from __future__ import annotations
 

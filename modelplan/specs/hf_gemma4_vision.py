@@ -14,6 +14,7 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_n18mllama import _vec
 from modelplan.specs.hf_n18vlm_base import Mapper, _text
 from modelplan.specs.hf_vision import _linear
 
@@ -56,10 +57,6 @@ def _vision(v: HFConfig) -> dict:
     ), k * k
 
 
-def _vector(name: str, width: int, copies: int = 1) -> dict:
-    return dict(name=name, kind="vector", in_features=width, copies=copies)
-
-
 def _audio(a: HFConfig, text_hidden: int) -> list[dict]:
     """Gemma4AudioModel and embed_audio as counted `vector` entries: subsample_conv_projection (two
     bias-free 3 x 3 stride-2 convs with bias-free LayerNorms, input_proj_linear over (c0 // 4) x
@@ -77,15 +74,15 @@ def _audio(a: HFConfig, text_hidden: int) -> list[dict]:
     c0, c1 = channels
     head = h // heads
     out = a.integer("output_proj_dims")
-    layers = [_vector("audio_tower/subsample", 9 * c0 + c0 + 9 * c0 * c1 + c1),
-              _vector("audio_tower/subsample/input_proj", (c0 // 4) * c1, h)]
+    layers = [_vec("audio_tower/subsample", 9 * c0 + c0 + 9 * c0 * c1 + c1),
+              _vec("audio_tower/subsample/input_proj", (c0 // 4) * c1, h)]
     if n:
-        layers += [_vector("audio_tower/feed_forward", 4 * h, 4 * h * n), _vector("audio_tower/attention", head * heads, 4 * h * n),
-                   _vector("audio_tower/attention/post", h, h * n), _vector("audio_tower/attention/per_dim_scale", head, n),
-                   _vector("audio_tower/light_conv", h, 3 * h * n),
-                   _vector("audio_tower/light_conv/depthwise", a.integer("conv_kernel_size"), h * n),
-                   _vector("audio_tower/norms", h, 9 * n)]
-    return layers + [_vector("audio_tower/output_proj", h + 1, out), _vector("embed_audio", out, text_hidden)]
+        layers += [_vec("audio_tower/feed_forward", 4 * h, 4 * h * n), _vec("audio_tower/attention", head * heads, 4 * h * n),
+                   _vec("audio_tower/attention/post", h, h * n), _vec("audio_tower/attention/per_dim_scale", head, n),
+                   _vec("audio_tower/light_conv", h, 3 * h * n),
+                   _vec("audio_tower/light_conv/depthwise", a.integer("conv_kernel_size"), h * n),
+                   _vec("audio_tower/norms", h, 9 * n)]
+    return layers + [_vec("audio_tower/output_proj", h + 1, out), _vec("embed_audio", out, text_hidden)]
 
 
 def _gemma4(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
@@ -147,7 +144,7 @@ def _gemma4_unified(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
         fields["vision"] = _unified_vision(vision, t)
     if audio is not None:
         width = audio.integer("audio_embed_dim", 640, "hidden_size", "output_proj_dims", "audio_samples_per_token")
-        fields["vision"]["connector"].append(_vector("embed_audio", width, t))
+        fields["vision"]["connector"].append(_vec("embed_audio", width, t))
     fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
     return fields
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_n18mllama import _vec
 from modelplan.specs.hf_n18vlm_base import Mapper, _sub
 from modelplan.specs.hf_vision import _qwen2_5_tower, _qwen3_tower
 
@@ -27,10 +28,6 @@ _AUDIO = {"num_mel_bins": 128, "encoder_layers": 32, "encoder_attention_heads": 
 """Qwen2_5OmniAudioEncoderConfig / Qwen3OmniMoeAudioEncoderConfig size defaults (transformers 5.24)."""
 
 
-def _vector(name: str, width: int, copies: int = 1) -> dict:
-    return dict(name=name, kind="vector", in_features=width, copies=copies)
-
-
 def _audio(a: HFConfig, qwen3: bool) -> list[dict]:
     """The audio encoder as counted `vector` entries: per layer Whisper's biased q / v / out and
     k (bias-free in Qwen2.5-Omni, biased in Qwen3-Omni), two LayerNorms, fc1 / fc2 of
@@ -45,18 +42,18 @@ def _audio(a: HFConfig, qwen3: bool) -> list[dict]:
     if qwen3:
         c = a.integer("downsample_hidden_size")
         bins = (((mel + 1) // 2 + 1) // 2 + 1) // 2  # three stride-2 convs, padding 1
-        front = [_vector("audio_tower/conv2d", 9 * c + c + 2 * (9 * c * c + c)), _vector("audio_tower/conv_out", c * bins, d),
-                 _vector("audio_tower/proj1", d + 1, d)]
+        front = [_vec("audio_tower/conv2d", 9 * c + c + 2 * (9 * c * c + c)), _vec("audio_tower/conv_out", c * bins, d),
+                 _vec("audio_tower/proj1", d + 1, d)]
     else:
-        front = [_vector("audio_tower/conv1", 3 * mel + 1, d), _vector("audio_tower/conv2", 3 * d + 1, d),
-                 _vector("audio_tower/audio_bos_eos_token", out, 2)]
+        front = [_vec("audio_tower/conv1", 3 * mel + 1, d), _vec("audio_tower/conv2", 3 * d + 1, d),
+                 _vec("audio_tower/audio_bos_eos_token", out, 2)]
     layers = []
     if n:
         # q, k, v, out weights; their biases (Qwen2.5-Omni's k_proj has none); both norms; fc1, fc2
         biases = (4 if qwen3 else 3) * d + 2 * 2 * d + f + d
-        layers = [_vector("audio_tower/layers/attention", d, 4 * d * n), _vector("audio_tower/layers/mlp", d, 2 * f * n),
-                  _vector("audio_tower/layers/biases_norms", biases, n)]
-    return front + layers + [_vector("audio_tower/ln_post", 2 * d), _vector("audio_tower/proj", d + 1, out)]
+        layers = [_vec("audio_tower/layers/attention", d, 4 * d * n), _vec("audio_tower/layers/mlp", d, 2 * f * n),
+                  _vec("audio_tower/layers/biases_norms", biases, n)]
+    return front + layers + [_vec("audio_tower/ln_post", 2 * d), _vec("audio_tower/proj", d + 1, out)]
 
 
 def _thinker(c: HFConfig, text_mappers: dict[str, Mapper], qwen3: bool) -> dict:

@@ -3,8 +3,9 @@ and whose tower is a variant of one already modelled (transformers 5.24): EXAONE
 tower with grouped-query attention), Step 3.7 (a layer-scaled ViT with two stride-2 conv
 downsamplers), LFM3-VL (short-convolution and attention blocks), HunYuan-VL (a conv patch merger
 with learned newline / begin / end tokens), HyperCLOVA X Vision V2 (Qwen2.5-VL's tower and a linear
-projector) and Fuyu (no tower: a Linear over raw patch pixels). Sub-configs are read as transformers builds them (hf_n18vlm_base.py); the
-projectors are `connector` layers (module names in the comments)."""
+projector) and Fuyu (no tower: a Linear over raw patch pixels). Sub-configs are read as
+transformers builds them (hf_n18vlm_base.py); the projectors are `connector` layers (module names
+in the comments). `TOWER_MAPPERS` also holds hf_gemma4_vision.py's, hf_omni.py's and hf_aria.py's."""
 
 from __future__ import annotations
 
