@@ -54,7 +54,9 @@ N17NEW_MLA_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 _HC = "manifold-constrained hyper-connections (attn_hc / ffn_hc: several residual streams mixed per block)"
 
 N17NEW_UNMODELLED: dict[str, str] = {
-    "gemma4_unified_assistant": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its towers",
+    "gemma4_unified_assistant": "the drafter's projections to and from the target model (pre_projection over 2 x "
+                                "backbone_hidden_size, post_projection), its centroid masked embedder and blocks "
+                                "that all read the target's K/V",
     "deepseek_v4": f"{_HC}, compressed sparse attention (a KV compressor with its own indexer) and a low-rank "
                    "grouped output projection (o_a_proj / o_b_proj)",
     "mistral_large4": "MLA blocks without a rope key on some blocks, an indexer over the hidden state with "
