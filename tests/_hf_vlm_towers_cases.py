@@ -147,3 +147,18 @@ TOWER_CASES += [
     composite("aria", "AriaForConditionalGeneration", text_config=_ARIA_TEXT, tie_word_embeddings=True,
               vision_config={**_IDEFICS3, "image_size": 56}, projector_patch_to_query_dict={"25": 8, "100": 16}),
 ]
+
+_JANUS_VISION = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 64,
+                 "patch_size": 16, "mlp_ratio": 1.5, "projection_dim": 256}
+_VQ = {"embed_dim": 8, "num_embeddings": 64, "latent_channels": 32, "base_channels": 32,
+       "channel_multiplier": [1, 2], "num_res_blocks": 1, "projection_dim": 256, "image_token_embed_dim": 256}
+TOWER_CASES += [
+    # Janus: Llama text, SigLIP-shaped tower + 2-layer aligner, the VQ-VAE generation path (counted);
+    # no attention bias, a 3-layer aligner, doubled latent, three VQ levels, untied
+    composite("janus", "JanusForConditionalGeneration", text_config={**TEXT, "model_type": "llama"},
+              vision_config=_JANUS_VISION, vq_config=_VQ),
+    composite("janus", "JanusForConditionalGeneration", text_config={**TEXT, "model_type": "llama"},
+              tie_word_embeddings=False, vision_config={**_JANUS_VISION, "attention_bias": False, "depth": 3},
+              vq_config={**_VQ, "double_latent": True, "channel_multiplier": [1, 1, 2], "num_res_blocks": 2,
+                         "num_hidden_layers": 3}),
+]

@@ -1,6 +1,6 @@
 """The composites of modelplan/specs/hf_vlm_towers.py (EXAONE 4.5, Step 3.7, LFM3-VL, HunYuan-VL,
 HyperCLOVA X Vision V2, Fuyu), hf_gemma4_vision.py (Gemma 4, Gemma 4 unified), hf_omni.py (the
-Qwen omni thinkers) and hf_aria.py (Aria): total parameters and the tower + projector alone equal
+Qwen omni thinkers), hf_aria.py (Aria) and hf_janus.py (Janus): total parameters and the tower + projector alone equal
 sum(p.numel()) of transformers 5.24's own module built from the same config on the meta device (the
 independent source), also for each type's config class defaults and a bare model_type; a tower's
 forward FLOPs per image equal FlopCounterMode on transformers' tower and projector; `count` /
@@ -21,9 +21,10 @@ from modelplan.specs.hf import from_hf_config
 
 IDS = [f"{d['model_type']}-{i}" for i, d in enumerate(TOWER_CASES)]
 TOWER_PREFIXES = PREFIXES + ("vision_model.", "embed_vision.", "embed_audio.", "audio_tower.", "vision_embed_tokens.",
-                              "vision_tower.")
+                              "vision_tower.", "vqmodel.", "generation_embeddings.", "generation_aligner.",
+                              "generation_head.")
 """Name parts of the HF tower / projector parameters (Step 3.7's vision_model, Gemma 4's towers and
-embedders, Fuyu's patch Linear)."""
+embedders, Fuyu's patch Linear, Janus's generation path)."""
 
 
 def _mine(data: dict) -> tuple[int, int]:
@@ -44,7 +45,7 @@ DEFAULT_TYPES = {"exaone4_5": "Exaone4_5_ForConditionalGeneration", "step3p7": "
                  "qwen2_5_omni_thinker": "Qwen2_5OmniThinkerForConditionalGeneration",
                  "qwen3_omni_moe_thinker": "Qwen3OmniMoeThinkerForConditionalGeneration",
                  "hyperclovax_vision_v2": "HyperCLOVAXVisionV2ForConditionalGeneration",
-                 "aria": "AriaForConditionalGeneration"}
+                 "aria": "AriaForConditionalGeneration", "janus": "JanusForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to."""
 
 
@@ -187,6 +188,8 @@ def test_count_and_plan_run(data, tmp_path):
     (composite("gemma4", "Gemma4ForConditionalGeneration", vision_config={"image_size": 112}),
      "vision_config.image_size: 112 px must be a multiple"),
     (composite("gemma4", "Gemma4ForConditionalGeneration", audio_config={}), "audio_config: an audio tower without"),
+    (composite("janus", "JanusForConditionalGeneration", vision_config={"use_qk_norm": True}),
+     "vision_config.use_qk_norm: true"),
     (composite("aria", "AriaForConditionalGeneration", projector_patch_to_query_dict={"x": 1}),
      "projector_patch_to_query_dict: expected"),
     (composite("aria", "AriaForConditionalGeneration", projector_patch_to_query_dict={"24": 8}),
@@ -199,7 +202,7 @@ def test_bad_fields_are_one_line_errors(data, message):
 
 @pytest.mark.parametrize(("model_type", "reason"), [
     ("molmo2", "attention-pooling adapter"), ("minicpmv4_6", "window-attention merger"),
-    ("ernie4_5_vl_moe", "modality-split experts"), ("deepseek_vl_hybrid", "SAM tower"), ("janus", "VQ-VAE"),
+    ("ernie4_5_vl_moe", "modality-split experts"), ("deepseek_vl_hybrid", "SAM tower"),
     ("chameleon", "VQ-VAE image tokenizer"), ("phi4_multimodal", "Conformer audio encoder"),
     ("gemma4_unified_assistant", "pre_projection"),
 ])

@@ -5,7 +5,7 @@ downsamplers), LFM3-VL (short-convolution and attention blocks), HunYuan-VL (a c
 with learned newline / begin / end tokens), HyperCLOVA X Vision V2 (Qwen2.5-VL's tower and a linear
 projector) and Fuyu (no tower: a Linear over raw patch pixels). Sub-configs are read as
 transformers builds them (hf_n18vlm_base.py); the projectors are `connector` layers (module names
-in the comments). `TOWER_MAPPERS` also holds hf_gemma4_vision.py's, hf_omni.py's and hf_aria.py's."""
+in the comments). `TOWER_MAPPERS` also holds hf_gemma4_vision.py's, hf_omni.py's, hf_aria.py's and hf_janus.py's."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from modelplan.errors import SpecError
 from modelplan.specs.hf_aria import ARIA_MAPPERS
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_gemma4_vision import GEMMA4_VISION_MAPPERS
+from modelplan.specs.hf_janus import JANUS_MAPPERS
 from modelplan.specs.hf_n18vlm_base import Mapper, _sub, _text
 from modelplan.specs.hf_omni import OMNI_MAPPERS
 from modelplan.specs.hf_vision import DEFAULT_IMAGE_SIZE, _linear, _norm, _qwen2_5_tower
@@ -210,10 +211,9 @@ def _hyperclovax_vision_v2(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict
 TOWER_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "exaone4_5": _exaone4_5, "step3p7": _step3p7, "lfm3_vl": _lfm3_vl, "fuyu": _fuyu, "hunyuan_vl": _hunyuan_vl,
     "hyperclovax_vision_v2": _hyperclovax_vision_v2, **GEMMA4_VISION_MAPPERS,
-    **OMNI_MAPPERS, **ARIA_MAPPERS,
+    **OMNI_MAPPERS, **ARIA_MAPPERS, **JANUS_MAPPERS,
 }
-"""Composite model_types; each takes the config and the text model_type -> mapper table (with
-hf_gemma4_vision.py's, hf_omni.py's and hf_aria.py's)."""
+"""Composite model_types; each takes the config and the text model_type -> mapper table."""
 
 _MINICPMV = ("its tower's window-attention merger between the encoder blocks (the later blocks run on a quarter "
              "of the patches) and its downsample MLPs")
@@ -225,7 +225,6 @@ TOWER_UNMODELLED: dict[str, str] = {
                        "variable-resolution resampler",
     "deepseek_vl_hybrid": "its second, high-resolution SAM tower (windowed blocks with relative-position tables, "
                           "convolutional neck and projector)",
-    "janus": "its VQ-VAE image generation path (gen_vision_model, gen_aligner, gen_head, gen_embed) beside the tower",
     "chameleon": "its VQ-VAE image tokenizer (a convolutional encoder whose codes enter as text tokens)",
     "phi4_multimodal": "its image embedding (SigLIP tower with a compression projector) and Conformer audio "
                        "encoder inside the text model (embed_tokens_extend)",
