@@ -176,6 +176,17 @@ def test_count_and_plan_run(data, tmp_path):
     assert_count_plan(tmp_path, data)
 
 
+@pytest.mark.parametrize(("model_type", "sub", "key"), [
+    ("exaone4_5", "vision_config", "spatial_merge_size"), ("hyperclovax_vision_v2", "vision_config", "patch_size"),
+    ("hunyuan_vl", "vision_config", "spatial_merge_size"), ("lfm3_vl", "vision_config", "spatial_merge_size"),
+    ("gemma4", "vision_config", "pooling_kernel_size"), ("gemma4_unified", "vision_config", "patch_size"),
+    ("aria", "vision_config", "patch_size"), ("exaone4_5", "vision_config", "num_key_value_heads"),
+])
+def test_zero_divisors_are_one_line_errors(model_type, sub, key):
+    """A 0 size the mappers divide by is a one-line error naming it, not a ZeroDivisionError."""
+    assert_one_line_error({"model_type": model_type, sub: {key: 0}}, f"{sub}.{key}: must be > 0")
+
+
 @pytest.mark.parametrize(("data", "message"), [
     (composite("exaone4_5", "Exaone4_5_ForConditionalGeneration", text_config={**TEXT, "model_type": "exaone4"},
                vision_config={"num_key_value_heads": 0}), "vision_config.num_key_value_heads"),

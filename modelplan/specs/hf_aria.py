@@ -50,7 +50,7 @@ def _aria(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     _, v = _sub(c, "vision_config", "idefics3_vision")
     v = HFConfig({**_VISION, **{k: x for k, x in v.data.items() if k != "vision_use_head"}}, v.source, v.path)
     tower = _siglip(v)
-    table, p = _queries(c), tower["patch_size"]
+    table, p = _queries(c), v.divisor("patch_size")
     patches = (tower["image_size"] // p) ** 2
     if patches not in table:
         patches = max(table, key=lambda k: (table[k], k))

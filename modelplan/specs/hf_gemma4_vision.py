@@ -42,9 +42,9 @@ def _vision(v: HFConfig) -> dict:
     (pooling_kernel_size; transformers does it as a one-hot matmul, a mean here: no FLOPs), then
     Gemma4MultimodalEmbedder: a weight-free RMSNorm and Linear(h, text, bias=False)."""
     v = HFConfig({**_VISION, **v.data}, v.source, v.path)
-    k, p = v.integer("pooling_kernel_size"), v.integer("patch_size")
+    k, p = v.divisor("pooling_kernel_size"), v.divisor("patch_size")
     side = v.integer("image_size", SOFT_TOKENS_PER_SIDE * k * p)
-    if k < 1 or (side // p) % k:
+    if (side // p) % k:
         raise SpecError(f"{v.source}: {v.path}image_size: {side} px must be a multiple of pooling_kernel_size x "
                         f"patch_size ({k} x {p})")
     return dict(
@@ -119,7 +119,7 @@ def _unified_vision(v: HFConfig, text_hidden: int) -> dict:
     the multimodal embedder (a weight-free RMSNorm, Linear(output_proj_dims, text, bias=False));
     priced at image_size or `SOFT_TOKENS_PER_SIDE` model patches a side."""
     v = HFConfig({**_UNIFIED_VISION, **v.data}, v.source, v.path)
-    side = v.integer("patch_size") * v.integer("pooling_kernel_size")  # model_patch_size
+    side = v.divisor("patch_size") * v.divisor("pooling_kernel_size")  # model_patch_size
     mm = v.integer("mm_embed_dim")
     return dict(
         layers=0, hidden=mm, heads=1, ffn_hidden=1, patch_size=side,

@@ -129,8 +129,8 @@ def _qwen2_5_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
 
 def _qwen2_5_tower(v: HFConfig, **fields) -> dict:
     """Qwen2_5_VisionTransformerPretrainedModel and its RMSNorm PatchMerger (also EXAONE 4.5's)."""
-    h, patch = v.integer("hidden_size", 3584), v.integer("patch_size", 14)
-    merge = v.integer("spatial_merge_size", 2)
+    h, patch = v.integer("hidden_size", 3584), v.divisor("patch_size", 14)
+    merge = v.divisor("spatial_merge_size", 2)
     m2 = merge ** 2
     window = v.integer("window_size", 112) // merge // patch * merge  # vit_merger_window_size, in patches
     return _qwen_tower(

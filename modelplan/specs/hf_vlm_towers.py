@@ -97,7 +97,7 @@ def _lfm3_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
         kinds = ["conv" if i < 2 or i % 2 else "full_attention" for i in range(layers)]
     if len(kinds) != layers:
         raise SpecError(f"{c.source}: vision_config.layer_types: {len(kinds)} entries for {layers} layers")
-    h, m2 = v.integer("hidden_size", 1024), v.integer("spatial_merge_size", 2) ** 2
+    h, m2 = v.integer("hidden_size", 1024), v.divisor("spatial_merge_size", 2) ** 2
     inner, bias = c.integer("projector_hidden_size", 4096), c.flag("projector_bias", True)
     fields["vision"] = dict(
         layers=layers, hidden=h, heads=v.integer("num_attention_heads", 16), kv_heads=v.divisor("num_key_value_heads", 8),
@@ -168,7 +168,8 @@ def _hunyuan_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
                                                 "model_type": "hunyuan_v1_dense"}}, c.source, c.path)
     fields, text_cfg = _text(c, text_mappers, "hunyuan_v1_dense")
     _, v = _sub(c, "vision_config", "hunyuan_vl_vision")
-    h, t, m, p = v.integer("hidden_size", 1152), fields["hidden"], v.integer("spatial_merge_size", 2), v.integer("patch_size", 16)
+    h, t = v.integer("hidden_size", 1152), fields["hidden"]
+    m, p = v.divisor("spatial_merge_size", 2), v.divisor("patch_size", 16)
     side = v.integer("image_size", DEFAULT_IMAGE_SIZE)
     merged = (side // p) // m
     if merged < 2:  # HunYuanVLVisionPatchMerger: spatial height and width must be greater than 1
@@ -201,7 +202,7 @@ def _hyperclovax_vision_v2(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict
     fields, _ = _text(c, text_mappers, "hyperclovax")
     _, v = _sub(c, "vision_config", "qwen2_5_vl_vision")
     tower = _qwen2_5_tower(v)
-    m2 = v.integer("spatial_merge_size", 2) ** 2
+    m2 = v.divisor("spatial_merge_size", 2) ** 2
     tower["connector"].append(_linear("projector", v.integer("out_hidden_size", 3584), fields["hidden"], True, m2))
     fields["vision"] = tower
     fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
