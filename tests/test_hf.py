@@ -12,6 +12,7 @@ from _hf_hybrid_cases import HYBRID_VARIANTS
 from _hf_new_cases import NEW_VARIANTS, variant
 from _hf_vision_cases import VISION_VARIANTS
 from _hf_n18vlm_cases import N18VLM_CASES
+from _hf_vlm_towers_cases import TOWER_CASES
 from _hf_reference import config, fixture_names, hf_mtp_numel, hf_numel
 from modelplan.count.params import count_params
 from modelplan.errors import SpecError
@@ -382,6 +383,7 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"mllama"}  # tests/test_hf_n18mllama.py
     tested |= {"beam"}  # tests/test_hf_n18beam.py
     tested |= set(ENCODER_MODEL_MAPPERS)  # tests/test_hf_encoder_models.py
+    tested |= {data["model_type"] for data in TOWER_CASES}  # tests/test_hf_vlm_towers.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

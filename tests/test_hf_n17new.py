@@ -132,15 +132,15 @@ def test_unmodelled_options_refused_in_one_line(data, field, tmp_path):
 
 
 @pytest.mark.parametrize("model_type", ["deepseek_v4", "mistral_large4", "qwen4_exp_text", "glm5_next",
-                                        "hy_v4", "step3p7", "zaya",  # mimo_v2_flash, lfm3, laguna: test_hf_n18attn.py
+                                        "hy_v4", "zaya",  # mimo_v2_flash, lfm3, laguna: test_hf_n18attn.py
                                         "dots3_note_text", "inkling_text", "inkling2_text", "axk2",
-                                        "bailing_hybrid", "exaone4_5"])
+                                        "bailing_hybrid"])
 def test_refused_types_name_the_mechanism(model_type, tmp_path):
     """Each refused 2026 type fails in one line with its missing mechanism (UNMODELLED)."""
     assert_count_refused(tmp_path, {"model_type": model_type}, UNMODELLED[model_type])
 
 
-@pytest.mark.parametrize(("composite", "text"), [("exaone4_5", "exaone4")])
+@pytest.mark.parametrize(("composite", "text"), [("gemma3n", "gemma3n_text")])
 def test_composites_point_to_their_text_model(composite, text, tmp_path):
     """A refused composite whose language model is supported says which model_type counts it."""
     path = tmp_path / "config.json"

@@ -27,11 +27,17 @@ def _mlp_params(vision: "VisionSpec") -> int:
     return (n_in + 1) * h * f + ((n_in * f + h) if vision.mlp_bias else 0)
 
 
+def _kv_width(vision: "VisionSpec") -> int:
+    """Width of the key (and of the value) projection: kv_heads x head_dim, else the query width."""
+    return vision.q_width if vision.kv_heads is None else vision.kv_heads * vision.head_size
+
+
 def _attention_params(vision: "VisionSpec") -> int:
-    h = vision.hidden
-    # InternViT q_norm / k_norm: RMSNorm(h), no bias; GLM-OCR's: RMSNorm(head_dim)
-    qk_norms = (2 * (h // vision.heads if vision.qk_norm_per_head else h)) if vision.qk_norm else 0
-    return 4 * h * h + (3 * h if vision.qkv_bias else 0) + (h if vision.attn_out_bias else 0) + qk_norms
+    h, q = vision.hidden, vision.q_width
+    qkv = q + 2 * _kv_width(vision)  # q (heads x head_dim) + k, v (kv_heads x head_dim each)
+    # InternViT q_norm / k_norm: RMSNorm(h), no bias; GLM-OCR's / Gemma 4's: RMSNorm(head_dim)
+    qk_norms = (2 * (vision.head_size if vision.qk_norm_per_head else h)) if vision.qk_norm else 0
+    return qkv * h + q * h + (qkv if vision.qkv_bias else 0) + (h if vision.attn_out_bias else 0) + qk_norms
 
 
 def pooling_head_params(h: int, f: int) -> int:
@@ -68,7 +74,8 @@ def vision_params(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
     h, f = vision.hidden, vision.ffn_hidden
     rows = vision.position_rows or vision.tokens  # one per patch (+ the class token's)
     pooling = pooling_head_params(h, f)
-    block = _attention_params(vision) + _mlp_params(vision) + 2 * _norm(vision, h)
+    block = _mlp_params(vision) + (4 if vision.sandwich_norms else 2) * _norm(vision, h)
+    conv = 4 * h * h + vision.conv_kernel ** 2 * h  # in_proj (h -> 3h), out_proj (h -> h), depthwise k x k kernel
     leaves = {
         # Conv2d(channels, h, kernel=stride=patch) / Conv3d(channels, h, (t, p, p)) / Llama 4's
         # unfold + Linear(channels p^2, h): channels * t * p^2 * h weights
@@ -77,7 +84,8 @@ def vision_params(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
         "tower/class": h if vision.class_token else 0,
         "tower/position": rows * h if vision.position == "learned" else 0,
         "tower/norms": _norm(vision, h) * (int(vision.pre_norm) + int(vision.post_norm)),
-        "tower/layers": vision.layers * (block + (2 * h if vision.layer_scale else 0)),
+        "tower/layers": vision.layers * (block + (2 * h if vision.layer_scale else 0))
+        + vision.attention_layers * _attention_params(vision) + vision.conv_layers * conv,
         "tower/head": pooling if vision.pooling_head else 0,
     }
     leaves = {key: vision.towers * n for key, n in leaves.items()}  # Video-LLaVA: image + video towers
@@ -110,18 +118,21 @@ def _window_pairs(vision: "VisionSpec") -> int:
 
 def vision_forward_flops(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
     """Forward FLOPs of one image through the tower and projector, keyed relative to `vision/`."""
-    h, f, p = vision.hidden, vision.ffn_hidden, vision.patches
+    h, f, p, q = vision.hidden, vision.ffn_hidden, vision.patches, vision.q_width
     t = vision.tokens
     n_in = 2 if vision.gated_mlp else 1
-    windowed = 0 if vision.window_patches is None else vision.layers - len(set(vision.full_attention_layers))
+    attending = vision.attention_layers
+    windowed = 0 if vision.window_patches is None else attending - len(set(vision.full_attention_layers))
     # sum over blocks and queries of the keys each query sees: t^2 per full block, and per windowed
     # block the sum of n^2 over its windows (Qwen2_5_VisionTransformer.get_window_index)
-    pairs = (vision.layers - windowed) * t * t + windowed * _window_pairs(vision)
+    pairs = (attending - windowed) * t * t + windowed * _window_pairs(vision)
     out = {
         "tower/patch": 2 * p * vision.channels * vision.temporal_patch * vision.patch_size ** 2 * h,
-        "tower/layers/attention/qkv": vision.layers * 2 * t * h * 3 * h,  # (t, h) @ (h, 3h)
-        "tower/layers/attention/score": 2 * 2 * pairs * h,  # QK^T and AV: 2 h per (query, key) pair each
-        "tower/layers/attention/out": vision.layers * 2 * t * h * h,
+        "tower/layers/attention/qkv": attending * 2 * t * h * (q + 2 * _kv_width(vision)),  # (t, h) @ (h, q + 2 kv)
+        "tower/layers/attention/score": 2 * 2 * pairs * q,  # QK^T and AV: 2 q per (query, key) pair each
+        "tower/layers/attention/out": attending * 2 * t * q * h,  # (t, q) @ (q, h)
+        # short conv: in_proj (t, h) @ (h, 3h), depthwise k x k over each of h channels, out_proj (t, h) @ (h, h)
+        "tower/layers/conv": vision.conv_layers * 2 * t * h * (4 * h + vision.conv_kernel ** 2),
         "tower/layers/mlp": vision.layers * 2 * t * (n_in + 1) * h * f,
         "tower/head": pooling_head_flops(h, f, t) if vision.pooling_head else 0,
     }

@@ -236,8 +236,9 @@ class VisionSpec(Spec):
     table or rotary, pre-norm encoder blocks, then a projector (the fixed Gemma 3 / Mistral 3 one,
     or a `connector` list of layers)."""
 
-    layers: int = Field(gt=0)
-    """Encoder blocks."""
+    layers: int = Field(ge=0)
+    """Encoder blocks; 0: encoder-free (Gemma 4 unified's embedder: the patch embedding and its
+    norms feed the connector directly)."""
     hidden: int = Field(gt=0)
     """Width of the tower."""
     heads: int = Field(gt=0)
@@ -309,12 +310,48 @@ class VisionSpec(Spec):
     pooled_tokens: int | None = Field(None, gt=0)
     """Tokens per image after Gemma 3's average pooling (mm_tokens_per_image): the projector runs
     on these. None: no pooling."""
+    kv_heads: int | None = Field(None, gt=0)
+    """Key / value heads of grouped-query attention in the tower's blocks (EXAONE 4.5's fused
+    qkv of (heads + 2 kv_heads) x head_dim outputs); None: as many as `heads`."""
+    head_dim: int | None = Field(None, gt=0)
+    """Width of one attention head when it is not hidden // heads (Gemma 4's head_dim): q and o
+    span heads x head_dim."""
+    sandwich_norms: bool = False
+    """Norms after the attention and MLP outputs too (Gemma 4's post_attention_layernorm /
+    post_feedforward_layernorm): four per block instead of two."""
+    conv_layers: int = Field(0, ge=0)
+    """Blocks whose token mixer is a gated depthwise short convolution instead of attention
+    (LFM3-VL Lfm3VlVisionShortConv: bias-free in_proj h -> 3h, depthwise conv_kernel x
+    conv_kernel over the patch grid, out_proj h -> h); the other layers - conv_layers attend."""
+    conv_kernel: int = Field(3, gt=0)
+    """Side of the short convolution's square depthwise kernel."""
     towers: int = Field(1, gt=0)
     """Identical towers of this config (Video-LLaVA's image_tower and video_tower): each holds
     the tower's parameters; an image runs through one."""
     connector: list[ConnectorLayer] | None = None
     """The projector as its layers, in order; replaces projector_norm / patch_merge /
     projector_layers / projector_bias (which describe Gemma 3's and Mistral 3's)."""
+
+    @model_validator(mode="after")
+    def _check_conv_layers(self) -> "VisionSpec":
+        if self.conv_layers > self.layers:
+            raise ValueError(f"conv_layers ({self.conv_layers}) must not exceed layers ({self.layers})")
+        return self
+
+    @property
+    def head_size(self) -> int:
+        """Width of one attention head."""
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def q_width(self) -> int:
+        """Width of the query (and attention output) projection: heads x head_dim, else hidden."""
+        return self.hidden if self.head_dim is None else self.heads * self.head_dim
+
+    @property
+    def attention_layers(self) -> int:
+        """Blocks that attend (all but the short-convolution ones)."""
+        return self.layers - self.conv_layers
 
     @property
     def patches(self) -> int:

@@ -54,6 +54,7 @@ from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
 from modelplan.specs.hf_encoder_models import ENCODER_MODEL_MAPPERS, ENCODER_UNMODELLED, OWN_HEADS
 from modelplan.specs.family import spec_class
+from modelplan.specs.hf_vlm_towers import TOWER_MAPPERS, TOWER_UNMODELLED
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -70,7 +71,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
-                                      **QFORMER_MAPPERS, **DOCLING_MAPPERS}.items()})
+                                      **QFORMER_MAPPERS, **DOCLING_MAPPERS, **TOWER_MAPPERS}.items()})
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its multimodal composite",
@@ -79,7 +80,7 @@ UNMODELLED: dict[str, str] = {
     **N17NEW_UNMODELLED,
     **N18ENCDEC_UNMODELLED,
     **N18VLM_UNMODELLED,
-    **N18CAUSAL_UNMODELLED, **ENCODER_UNMODELLED,
+    **N18CAUSAL_UNMODELLED, **ENCODER_UNMODELLED, **TOWER_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""

@@ -48,9 +48,9 @@ N17NEW_MLA_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 _HC = "manifold-constrained hyper-connections (attn_hc / ffn_hc: several residual streams mixed per block)"
 
 N17NEW_UNMODELLED: dict[str, str] = {
-    "gemma4": "its vision and audio towers",
-    "gemma4_unified": "its vision and audio towers",
-    "gemma4_unified_assistant": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its towers",
+    "gemma4_unified_assistant": "the drafter's projections to and from the target model (pre_projection over 2 x "
+                                "backbone_hidden_size, post_projection), its centroid masked embedder and blocks "
+                                "that all read the target's K/V",
     "deepseek_v4": f"{_HC}, compressed sparse attention (a KV compressor with its own indexer) and a low-rank "
                    "grouped output projection (o_a_proj / o_b_proj)",
     "mistral_large4": "MLA blocks without a rope key on some blocks, an indexer over the hidden state with "
@@ -63,8 +63,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "glm5_next_text": f"{_HC}, Kimi-style linear attention with a full-rank forget gate and a compressed indexer",
     "hy_v4": f"{_HC} and an indexer on some MLA blocks only",
     "hy_v4_vl": f"Hunyuan 4's text model ({_HC}) and its vision tower",
-    "lfm3_vl": "its vision tower and projector",
-    "step3p7": "its vision tower and projector",
     "zaya": "compressed convolutional attention (v_proj_current / v_proj_delayed, depthwise and grouped q/k "
             "convs), an MLP router and learned residual scales",
     "dots3_note_text": "MLA dimensions that differ from block to block, an indexer on some blocks only and a "
@@ -80,12 +78,9 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "axk2": "adaptive norms (an MLP inside each block's norms) and a gated query projection",
     "bailing_hybrid": "linear attention with a full-rank per-channel forget gate beside MLA blocks with a "
                       "per-head output gate",
-    "exaone4_5": "its vision tower and merger",
 }
 """Refused 2026 model_types with the mechanism the spec does not express (transformers 5.24)."""
 
 N17NEW_TEXT_ONLY: dict[str, str] = {
-    "exaone4_5": "exaone4",
-    "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text", "lfm3_vl": "lfm3", "step3p7": "step3p5",
 }
 """Refused composites whose language model is supported as its own model_type."""

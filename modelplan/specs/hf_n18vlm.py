@@ -199,7 +199,5 @@ N18VLM_UNMODELLED: dict[str, str] = {
     "perception_lm": "its timm Perception Encoder tower",
     "got_ocr2": "its SAM tower's per-block relative-position tables and convolutional neck and projector",
     "granite4_vision": "its window Q-Former downsamplers (deepstack_layer_map)",
-    "aria": "its cross-attention projector over learned queries and the Aria MoE text model",
-    "fuyu": "patch embeddings without a vision tower (vision_embed_tokens: a Linear over raw patch pixels)",
 }
 """Vision-language types transformers 5.24 ships that the spec cannot yet express exactly."""

@@ -122,17 +122,21 @@ def _qwen2_5_vl(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     """Qwen2.5-VL: Qwen2 text model, an RMSNorm / SwiGLU (biased) tower with window attention
     (full attention in fullatt_block_indexes; no count change), RMSNorm PatchMerger."""
     fields, text = _text(c, "qwen2_5_vl_text", text_mappers, top_level=True)
-    v = c.sub("vision_config", {})
-    h, patch = v.integer("hidden_size", 3584), v.integer("patch_size", 14)
-    merge = v.integer("spatial_merge_size", 2)
-    m2 = merge ** 2
-    window = v.integer("window_size", 112) // merge // patch * merge  # vit_merger_window_size, in patches
-    fields["vision"] = _qwen_tower(
-        v, h, v.integer("intermediate_size", 3420), norm="rmsnorm", norm_bias=False, gated_mlp=True,
-        window_patches=window or None, full_attention_layers=v.ints("fullatt_block_indexes", [7, 15, 23, 31]),
-        connector=_merger(h, m2, v.integer("out_hidden_size", 3584), "rmsnorm"))
+    fields["vision"] = _qwen2_5_tower(c.sub("vision_config", {}))
     fields["tied_embeddings"] = _tied(c, text, False, True)
     return fields
+
+
+def _qwen2_5_tower(v: HFConfig, **fields) -> dict:
+    """Qwen2_5_VisionTransformerPretrainedModel and its RMSNorm PatchMerger (also EXAONE 4.5's)."""
+    h, patch = v.integer("hidden_size", 3584), v.divisor("patch_size", 14)
+    merge = v.divisor("spatial_merge_size", 2)
+    m2 = merge ** 2
+    window = v.integer("window_size", 112) // merge // patch * merge  # vit_merger_window_size, in patches
+    return _qwen_tower(
+        v, h, v.integer("intermediate_size", 3420), norm="rmsnorm", norm_bias=False, gated_mlp=True,
+        window_patches=window or None, full_attention_layers=v.ints("fullatt_block_indexes", [7, 15, 23, 31]),
+        connector=_merger(h, m2, v.integer("out_hidden_size", 3584), "rmsnorm"), **fields)
 
 
 def _qwen3_vl_moe_text(c: HFConfig) -> dict:
@@ -154,7 +158,13 @@ def _qwen3_vl(c: HFConfig, text_mappers: dict[str, Mapper], text_type: str = "qw
     PatchMerger (LayerNorm over each patch) and one deepstack merger (LayerNorm after the merge)
     per deepstack_visual_indexes entry."""
     fields, text = _text(c, text_type, text_mappers)
-    v = c.sub("vision_config", {})
+    fields["vision"] = _qwen3_tower(c.sub("vision_config", {}), deepstack)
+    fields["tied_embeddings"] = _tied(c, text, False, False)
+    return fields
+
+
+def _qwen3_tower(v: HFConfig, deepstack: bool = True) -> dict:
+    """Qwen3_VLVisionModel with its merger and deepstack mergers (also Qwen3-Omni's)."""
     h, m2 = v.integer("hidden_size", 1152), v.integer("spatial_merge_size", 2) ** 2
     # Qwen3.5's tower (Qwen3_5VisionModel) builds no deepstack mergers, whatever the key says
     out = v.integer("out_hidden_size", 3584)
@@ -165,11 +175,9 @@ def _qwen3_vl(c: HFConfig, text_mappers: dict[str, Mapper], text_type: str = "qw
         connector += [_norm("deepstack/norm", h * m2, merge=m2, copies=deep),
                       _linear("deepstack/fc1", h * m2, h * m2, True, m2, deep),
                       _linear("deepstack/fc2", h * m2, out, True, m2, deep)]
-    fields["vision"] = _qwen_tower(
+    return _qwen_tower(
         v, h, v.integer("intermediate_size", 4304), patch_bias=True, position="learned", patch=16,
         position_rows=v.integer("num_position_embeddings", 2304), connector=connector)
-    fields["tied_embeddings"] = _tied(c, text, False, False)
-    return fields
 
 
 def _clip(v: HFConfig) -> dict:
