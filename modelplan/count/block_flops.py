@@ -17,6 +17,7 @@ from modelplan.count.seq2seq import separate_cross
 
 from modelplan.count.product_key import pk_flops
 from modelplan.count.shared_block import use_flops
+from modelplan.count.mla_extras import mla_extra_flops, own_indexer
 from modelplan.count.side_paths import block_side_flops
 from modelplan.specs.attention_shape import for_block
 
@@ -72,6 +73,7 @@ def mla_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str, int]
         "attention/score": 2 * tokens * _sparse_keys(spec, keys) * a * (mla.qk_head_dim + mla.v_head_dim),
         "attention/out": 2 * tokens * a * mla.v_head_dim * h,
         **indexer_flops(spec, tokens, keys),
+        **mla_extra_flops(spec, tokens),  # HY-V4's gate_proj (count/mla_extras.py)
     }
 
 
@@ -86,7 +88,7 @@ def indexer_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str, 
     wq_b, wk, weights_proj GEMMs, q . k for every key a query may see (H^I x d^I) and the
     weighted sum over heads (H^I); relu and top-k are element-wise (not counted)."""
     mla, h = spec.mla, spec.hidden
-    ix = mla.indexer
+    ix = own_indexer(spec)  # None on blocks reusing an earlier top-k (count/mla_extras.py)
     if ix is None:
         return {}
     return {

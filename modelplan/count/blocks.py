@@ -18,6 +18,7 @@ from modelplan.count.extras import block_extra_params
 from modelplan.count.seq2seq import idle_cross_params, key_bias_saving, separate_cross
 
 from modelplan.count.attention_extras import extra_attention_params, moa_params, unused_attention_expert_params
+from modelplan.count.mla_extras import mla_extra_params, own_indexer
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
 from modelplan.count.product_key import pk_params, pk_unused_params
 from modelplan.count.shared_block import use_params
@@ -49,6 +50,8 @@ class Block(NamedTuple):
     """Its attention input norm is an identity (extras.no_input_norm_blocks: ModernBERT-decoder)."""
     out_bias: bool = False
     """Its attention output projection has a bias (extras.out_bias_blocks: GPT-NeoX-Japanese)."""
+    indexer_reused: bool = False
+    """Reuses an earlier block's indexer top-k, holds no indexer (mla.indexer.layers: HY-V4)."""
 
 
 def block_of(spec: "TransformerSpec", index: int) -> Block:
@@ -63,7 +66,13 @@ def block_of(spec: "TransformerSpec", index: int) -> Block:
         kv_shared=spec.kv_shared_layers > 0 and index >= spec.layers - spec.kv_shared_layers,
         no_input_norm=spec.extras is not None and index in spec.extras.no_input_norm_blocks,
         out_bias=spec.extras is not None and index in spec.extras.out_bias_blocks,
+        indexer_reused=_indexer_reused(spec, index),
     )
+
+
+def _indexer_reused(spec: "TransformerSpec", index: int) -> bool:
+    ix = spec.mla.indexer if spec.mla is not None else None
+    return ix is not None and ix.layers is not None and index not in ix.layers
 
 
 def mtp_block(spec: "TransformerSpec") -> Block:
@@ -150,8 +159,9 @@ def mla_params(spec: "TransformerSpec") -> dict[str, int]:
     # kv_b_proj: Linear(d_c, a * (d_h + d_v), bias=False): per-head keys (no rope) and values
     out["attention/kv/up"] = mla.kv_lora_rank * a * (mla.qk_nope_head_dim + mla.v_head_dim)
     out["attention/out"] = a * mla.v_head_dim * h + (h if spec.attn_out_bias else 0)  # o_proj
-    if mla.indexer is not None:
+    if own_indexer(spec) is not None:
         out["attention/indexer"] = indexer_params(spec)
+    out.update(mla_extra_params(spec))  # HY-V4's gate_proj and sinks (count/mla_extras.py)
     return out
 
 

@@ -28,6 +28,7 @@ from modelplan.count.result import MemoryCount
 from modelplan.count.shared_block import use_cache_elements, use_kept_bytes
 from modelplan.count.extras import block_extra_kept_bytes
 from modelplan.count.side_paths import block_side_kept_bytes
+from modelplan.count.mla_extras import mla_extra_kept_bytes, own_indexer
 from modelplan.specs.attention_shape import for_block, for_mixer
 from modelplan.specs.family import family_of
 
@@ -60,10 +61,10 @@ def _mixer_terms(spec: "TransformerSpec", block: Block, d: int) -> tuple[int, in
         # latents (not split by tp): q latent (norm and up inputs), kv latent + rope key, kv up input
         r = mla.q_lora_rank or 0
         replicated = d * (2 * r + 2 * mla.kv_lora_rank + mla.qk_rope_head_dim)
-        if mla.indexer is not None:  # DeepSeek-V3.2: index queries, key and head weights (its KL loss's backward)
-            replicated += d * (mla.indexer.heads * mla.indexer.head_dim + mla.indexer.head_dim + mla.indexer.heads)
-        # per-head Q and K (nope + rope dims), V and the output-projection input (v dims)
-        return replicated, d * spec.heads * (2 * mla.qk_head_dim + 2 * mla.v_head_dim), True
+        if (ix := own_indexer(spec)) is not None:  # DeepSeek-V3.2: index queries, key and head weights (its KL loss's backward)
+            replicated += d * (ix.heads * ix.head_dim + ix.head_dim + ix.heads)
+        # per-head Q and K (nope + rope dims), V and the output-projection input (v dims); HY-V4's gate
+        return replicated, d * spec.heads * (2 * mla.qk_head_dim + 2 * mla.v_head_dim) + mla_extra_kept_bytes(spec, d), True
     # Q, K, V (K, V at kv width: GQA keeps kv heads, no repeat) and the output-projection input
     sharded = d * (spec.q_width + spec.kv_width + spec.v_width + spec.o_width)
     if spec.qk_norm_in(block.mixer):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.count.hyperconn import hc_block_flops, hc_block_params, hc_head_flops, hc_head_params, hc_kept_bytes
+
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
 
@@ -40,7 +42,8 @@ def embedding_side_params(spec: "TransformerSpec") -> dict[str, int]:
 
 def head_side_params(spec: "TransformerSpec") -> dict[str, int]:
     """Output-side parameters, keyed relative to `head/`: altup_unembed_projections."""
-    return {"altup": (spec.altup.inputs - 1) * spec.hidden ** 2} if spec.altup is not None else {}
+    out = {"altup": (spec.altup.inputs - 1) * spec.hidden ** 2} if spec.altup is not None else {}
+    return {**out, **hc_head_params(spec)}  # DeepSeek-V4's hyper-connection head (count/hyperconn.py)
 
 
 def block_side_params(spec: "TransformerSpec") -> dict[str, int]:
@@ -57,7 +60,7 @@ def block_side_params(spec: "TransformerSpec") -> dict[str, int]:
     if spec.per_layer_input is not None:
         w = spec.per_layer_input.width  # per_layer_input_gate, per_layer_projection, post_per_layer_input_norm
         out["per_layer_input"] = 2 * h * w + _norm(spec, h)
-    return out
+    return {**out, **hc_block_params(spec)}  # attn_hc and ffn_hc (count/hyperconn.py)
 
 
 def kv_shared_saving(spec: "TransformerSpec") -> tuple[int, int]:
@@ -79,7 +82,8 @@ def embedding_side_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]
 
 def head_side_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
     """The unembedding projections' forward FLOPs, keyed relative to `head/`."""
-    return {"altup": 2 * tokens * (spec.altup.inputs - 1) * spec.hidden ** 2} if spec.altup is not None else {}
+    out = {"altup": 2 * tokens * (spec.altup.inputs - 1) * spec.hidden ** 2} if spec.altup is not None else {}
+    return {**out, **hc_head_flops(spec, tokens)}
 
 
 def block_side_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
@@ -94,7 +98,7 @@ def block_side_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
         out["laurel"] = 2 * tokens * 2 * h * spec.laurel_rank  # (t, h) @ (h, r), (t, r) @ (r, h)
     if spec.per_layer_input is not None:
         out["per_layer_input"] = 2 * tokens * 2 * h * spec.per_layer_input.width  # gate and projection
-    return out
+    return {**out, **hc_block_flops(spec, tokens)}
 
 
 def block_side_kept_bytes(spec: "TransformerSpec", d: int) -> int:
@@ -110,4 +114,4 @@ def block_side_kept_bytes(spec: "TransformerSpec", d: int) -> int:
         out += spec.laurel_rank + h
     if spec.per_layer_input is not None:
         out += 3 * spec.per_layer_input.width + h
-    return d * out
+    return d * out + hc_kept_bytes(spec, d)  # the n residual streams (count/hyperconn.py)

@@ -29,6 +29,7 @@ from modelplan.count.blocks import Block
 from modelplan.count.eager import ROTARY_KERNELS, rotary_bytes
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.extras import PRICED_EXTRAS
+from modelplan.count.mla_extras import mla_gate_width, own_indexer
 from modelplan.plan.dsa import indexer_elementwise, indexer_gemms, sparse_core
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.plan.linear_mixers import linear_mixer_kernels
@@ -50,6 +51,7 @@ PRICED: frozenset[str] = frozenset({
     "moe.output_bias", "residual_weights", "moe.router_scales",  # shards only (element-wise adds / scales)
     "moe.branch_norms",  # its norms' passes are not priced (the block's own are)
     "mla.indexer",  # plan/dsa.py
+    "hyper_connections",  # plan/kernels.py side_path_gemms (count/hyperconn.py); shards replicated
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
     "moe.shared_expert_gate", "mtp_layers",
     # shards only (their compute is a per-head value or a scalar fused into a neighbour kernel)
@@ -156,8 +158,12 @@ def mla_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q: int, 
     g, core, flash = _core("attention", spec, block, b, heads, s_q, s, mla.qk_head_dim, mla.v_head_dim, d, fused)
     ew = [Elementwise("attention/latent_norms", tokens * (latents + mla.kv_lora_rank), 2 * d, 3 * d)]
     ew += _rotary(spec, block, tokens * (heads + 1) * mla.qk_rope_head_dim, d, eager)  # q rope dims, shared key
-    if mla.indexer is not None:  # DeepSeek-V3.2 (plan/dsa.py): the indexer, and the core over its top-k keys
-        g, ew, flash = g + indexer_gemms(spec, b, s_q, s), ew + indexer_elementwise(spec, b, s_q, s), sparse_core(spec, flash)
+    if mla.indexer is not None:  # DeepSeek-V3.2 (plan/dsa.py): the core over the top-k keys, its own indexer
+        flash = sparse_core(spec, flash)
+        if own_indexer(spec) is not None:  # HY-V4's 'shared' blocks reuse an earlier top-k
+            g, ew = g + indexer_gemms(spec, b, s_q, s), ew + indexer_elementwise(spec, b, s_q, s)
+    if spec.head_gate is not None:  # HY-V4's gate_proj, column-parallel with the heads (count/mla_extras.py)
+        gemms.append(Gemm("attention/head_gate", tokens, mla_gate_width(spec, heads), h))
     return MixerKernels(gemms + g, ew, core, flash, Gemm("attention/out", tokens, h, heads * mla.v_head_dim))
 
 

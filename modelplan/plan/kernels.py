@@ -22,6 +22,7 @@ from modelplan.count.eager import (
 )
 from modelplan.count.blocks import Block, block_of
 from modelplan.count.seq2seq import separate_cross
+from modelplan.count.hyperconn import hc_gemm_shapes
 from modelplan.plan.block_kernels import cross_kernels, mixer_kernels
 from modelplan.plan.extras import head_transform_kernels, layer_extra_kernels
 from modelplan.plan.kernel_types import Elementwise, Gemm
@@ -196,7 +197,7 @@ def side_path_gemms(spec: TransformerSpec, tokens: int) -> list[Gemm]:
     if spec.laurel_rank is not None:
         r = spec.laurel_rank
         out += [Gemm("laurel/left", tokens, r, h), Gemm("laurel/right", tokens, h, r)]
-    return out
+    return out + [Gemm(*shape) for shape in hc_gemm_shapes(spec, tokens)]  # DeepSeek-V4's hyper-connections
 
 
 PYTORCH_CP_MERGE_FWD_BYTES = 38

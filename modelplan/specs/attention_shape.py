@@ -57,6 +57,9 @@ def for_block(spec: "TransformerSpec", block) -> "TransformerSpec":
     """`for_mixer` of the block's mixer, with the MLP width of a K/V-sharing block where it has its
     own (Gemma 4 use_double_wide_mlp: 2 x intermediate_size, Gemma4TextMLP)."""
     spec = for_mixer(spec, block.mixer)
+    if getattr(block, "indexer_reused", False):  # HY-V4 'shared' indexer blocks (count/mla_extras.py)
+        indexer = spec.mla.indexer.model_copy(update={"reused": True})
+        spec = spec.model_copy(update={"mla": spec.mla.model_copy(update={"indexer": indexer})})
     if block.kv_shared and spec.kv_shared_ffn_hidden is not None:
         spec = spec.model_copy(update={"ffn_hidden": spec.kv_shared_ffn_hidden})
     return spec

@@ -123,6 +123,18 @@ class IndexerSpec(Spec):
     """d^I: index head dims (HF index_head_dim)."""
     topk: int = Field(2048, gt=0)
     """Keys each query's main attention reads (HF index_topk)."""
+    layers: list[int] | None = None
+    """0-based blocks that hold and run an indexer; the others reuse the top-k of the last one
+    before them (HY-V4 / GLM-MoE-DSA indexer_types 'shared'). None: every block."""
+    reused: bool = False
+    """Set by `specs.attention_shape.for_block` on a block outside `layers`: no indexer weights
+    or compute of its own (count/mla_extras.py own_indexer), still index_topk keys a query."""
+
+    @model_validator(mode="after")
+    def _check_layers(self) -> "IndexerSpec":
+        if self.layers is not None and (not self.layers or 0 not in self.layers or min(self.layers) < 0):
+            raise ValueError(f"mla.indexer.layers ({self.layers}) must include block 0 (the first top-k)")
+        return self
 
 
 class MLASpec(Spec):

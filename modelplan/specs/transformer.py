@@ -23,6 +23,7 @@ from modelplan.specs.seq2seq import Seq2SeqSpec
 from modelplan.specs.product_key import ProductKeySpec
 from modelplan.specs.shared_block import SharedBlockSpec
 from modelplan.specs.side_paths import AltUpSpec, PerLayerInputSpec
+from modelplan.specs.hyperconn import HyperConnSpec
 from modelplan.specs.transformer_checks import check_transformer
 
 __all__ = ["TransformerSpec", "MoESpec", "MLASpec", "SSMSpec", "ClassifierSpec", "VisionSpec"]
@@ -119,6 +120,8 @@ class TransformerSpec(Spec):
     """A shared attention + MLP block run before the blocks it lists (Zamba, Zamba2): weights once
     per copy, compute at every use."""
     altup: AltUpSpec | None = None
+    hyper_connections: HyperConnSpec | None = None
+    """Residual streams widened to n copies mixed around every branch (DeepSeek-V4, HY-V4; `specs/hyperconn.py`)."""
     """AltUp's copies of the residual stream (Gemma 3n; `specs/side_paths.py`)."""
     per_layer_input: PerLayerInputSpec | None = None
     """Per-layer token inputs gated into every block (Gemma 3n)."""
