@@ -87,3 +87,11 @@ def hc_gemm_shapes(spec: "TransformerSpec", tokens: int) -> list[tuple[str, int,
     if hc.comb:
         out += [(f"hyper_connections/{m}_mix", n, h, n, tokens) for m in ("attn", "ffn")]
     return out
+
+
+def residual_width(spec: "TransformerSpec") -> int:
+    """Values per token of the residual stream between blocks: n h with hyper-connections (the
+    [B, S, n, h] hidden_states DeepseekV4DecoderLayer reads and returns), else h. A fully
+    recomputed block keeps this input; a pipeline stage sends it."""
+    hc = spec.hyper_connections
+    return spec.hidden * (hc.streams if hc is not None else 1)

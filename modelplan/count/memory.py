@@ -28,6 +28,7 @@ from modelplan.count.result import MemoryCount
 from modelplan.count.shared_block import use_cache_elements, use_kept_bytes
 from modelplan.count.extras import block_extra_kept_bytes
 from modelplan.count.side_paths import block_side_kept_bytes
+from modelplan.count.hyperconn import residual_width
 from modelplan.count.mla_extras import mla_extra_kept_bytes, own_indexer
 from modelplan.specs.attention_shape import for_block, for_mixer
 from modelplan.specs.family import family_of
@@ -180,7 +181,7 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
         return _ceil_div(full + (ac_every - 1) * none, ac_every)  # one block in ac_every recomputed whole
     sb = seq_len * micro_batch
     if recompute == "full":
-        kept = dtype_bytes * sb * spec.hidden  # only the block input (Korthikanti section 5)
+        kept = dtype_bytes * sb * residual_width(spec)  # only the block input (Korthikanti section 5; n h: count/hyperconn.py)
         return _ceil_div(kept, tp) if sequence_parallel else kept
     replicated, sharded, score = _layer_terms(spec, block, dtype_bytes, attention, elementwise, norm_elementwise)
     if fp8_inputs:  # TE keeps the linear inputs as fp8 (1 byte) copies instead of 16-bit ones
