@@ -17,6 +17,7 @@ from modelplan.count.seq2seq import separate_cross
 
 from modelplan.count.product_key import pk_flops
 from modelplan.count.shared_block import use_flops
+from modelplan.count.compressed_attention import compressed_attention_flops
 from modelplan.count.mla_extras import mla_extra_flops, own_indexer
 from modelplan.count.side_paths import block_side_flops
 from modelplan.specs.attention_shape import for_block
@@ -147,6 +148,8 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
         out = {}
     elif block.mixer == PARALLEL_MAMBA2:
         out = {**attention_flops(spec, tokens, keys), **mamba2_flops(spec, tokens, seq_len)}
+    elif spec.compressed_attention is not None:  # DeepSeek-V4 (count/compressed_attention.py)
+        out = compressed_attention_flops(spec, block.compressor, tokens, seq_len)
     elif spec.mla is not None:
         out = mla_flops(spec, tokens, keys)
     else:

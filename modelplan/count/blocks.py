@@ -18,6 +18,7 @@ from modelplan.count.extras import block_extra_params
 from modelplan.count.seq2seq import idle_cross_params, key_bias_saving, separate_cross
 
 from modelplan.count.attention_extras import extra_attention_params, moa_params, unused_attention_expert_params
+from modelplan.count.compressed_attention import compressed_attention_params
 from modelplan.count.mla_extras import mla_extra_params, own_indexer
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
 from modelplan.count.product_key import pk_params, pk_unused_params
@@ -52,6 +53,8 @@ class Block(NamedTuple):
     """Its attention output projection has a bias (extras.out_bias_blocks: GPT-NeoX-Japanese)."""
     indexer_reused: bool = False
     """Reuses an earlier block's indexer top-k, holds no indexer (mla.indexer.layers: HY-V4)."""
+    compressor: str = "none"
+    """DeepSeek-V4's KV compressor of the block: none, csa or hca (compressed_attention.compressors)."""
 
 
 def block_of(spec: "TransformerSpec", index: int) -> Block:
@@ -67,6 +70,7 @@ def block_of(spec: "TransformerSpec", index: int) -> Block:
         no_input_norm=spec.extras is not None and index in spec.extras.no_input_norm_blocks,
         out_bias=spec.extras is not None and index in spec.extras.out_bias_blocks,
         indexer_reused=_indexer_reused(spec, index),
+        compressor=spec.compressed_attention.compressors[index] if spec.compressed_attention is not None else "none",
     )
 
 
@@ -227,6 +231,8 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
         out = {}
     elif block.mixer == PARALLEL_MAMBA2:  # Falcon-H1: attention and Mamba-2 side by side
         out = {**attention_params(spec, block.relative_bias), **mamba2_params(spec)}
+    elif spec.compressed_attention is not None:  # DeepSeek-V4 (count/compressed_attention.py)
+        out = compressed_attention_params(spec, block.compressor)
     elif spec.mla is not None:
         out = mla_params(spec)
     else:

@@ -29,6 +29,7 @@ from modelplan.count.shared_block import use_cache_elements, use_kept_bytes
 from modelplan.count.extras import block_extra_kept_bytes
 from modelplan.count.side_paths import block_side_kept_bytes
 from modelplan.count.hyperconn import residual_width
+from modelplan.count.compressed_attention import compressed_attention_kept, compressed_cache_elements
 from modelplan.count.mla_extras import mla_extra_kept_bytes, own_indexer
 from modelplan.specs.attention_shape import for_block, for_mixer
 from modelplan.specs.family import family_of
@@ -57,6 +58,8 @@ def _mixer_terms(spec: "TransformerSpec", block: Block, d: int) -> tuple[int, in
         return 0, kept_bytes_per_token(spec, block.mixer, d), False
     if block.mixer == "mlp":  # no mixer (Nemotron-H MLP blocks)
         return 0, 0, False
+    if spec.compressed_attention is not None:  # DeepSeek-V4 (count/compressed_attention.py)
+        return (*compressed_attention_kept(spec, block.compressor, d), True)
     mla = spec.mla
     if mla is not None:
         # latents (not split by tp): q latent (norm and up inputs), kv latent + rope key, kv up input
@@ -399,6 +402,8 @@ def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_byte
                 spec, block, seq_len)
         elif block.cross:
             elements += 2 * spec.kv_width * (dec + seq_len)
+        elif spec.compressed_attention is not None:  # DeepSeek-V4's window and compressed keys
+            elements += compressed_cache_elements(spec, block.compressor, seq_len)
         else:  # (its layer type's kv heads: MiMo-V2-Flash, specs/attention_shape.py)
             elements += kv_bytes_per_cached_token(for_mixer(spec, block.mixer)) * kv_cache_tokens(spec, block, seq_len)
         if block.shared:  # Zamba: each use of the shared attention caches its own K and V

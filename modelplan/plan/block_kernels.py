@@ -29,6 +29,7 @@ from modelplan.count.blocks import Block
 from modelplan.count.eager import ROTARY_KERNELS, rotary_bytes
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.extras import PRICED_EXTRAS
+from modelplan.plan.compressed_attention import compressed_attention_kernels
 from modelplan.count.mla_extras import mla_gate_width, own_indexer
 from modelplan.plan.dsa import indexer_elementwise, indexer_gemms, sparse_core
 from modelplan.plan.kernel_types import Elementwise, Gemm
@@ -51,6 +52,7 @@ PRICED: frozenset[str] = frozenset({
     "moe.output_bias", "residual_weights", "moe.router_scales",  # shards only (element-wise adds / scales)
     "moe.branch_norms",  # its norms' passes are not priced (the block's own are)
     "mla.indexer",  # plan/dsa.py
+    "compressed_attention",  # plan/compressed_attention.py
     "hyper_connections",  # plan/kernels.py side_path_gemms (count/hyperconn.py); shards replicated
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
     "moe.shared_expert_gate", "mtp_layers",
@@ -213,6 +215,8 @@ def mixer_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q: int
         attn = attention_kernels(spec, block, tp, b, s_q, s, d, fused, eager)
         gemms, ew, out = linear_mixer_kernels(spec, "mamba2", tp, b, s_q, d)
         return MixerKernels(attn.gemms + gemms + [out], attn.elementwise + ew, attn.core, attn.fused, attn.out)
+    if spec.compressed_attention is not None:  # DeepSeek-V4 (plan/compressed_attention.py)
+        return MixerKernels(*compressed_attention_kernels(spec, block.compressor, tp, b, s_q, s, d, fused))
     if spec.mla is not None:
         return mla_kernels(spec, block, tp, b, s_q, s, d, fused, eager)
     return attention_kernels(spec, block, tp, b, s_q, s, d, fused, eager)

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from modelplan.count.attention_extras import gate_width
 from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
+from modelplan.count.compressed_attention import compressed_attention_shard
 from modelplan.count.mla_extras import mla_gate_width, own_indexer
 from modelplan.count.product_key import pk_params
 from modelplan.count.side_paths import block_side_params, embedding_side_params, head_side_params, kv_shared_saving
@@ -176,6 +177,8 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
     elif block.mixer == PARALLEL_MAMBA2:  # Falcon-H1: attention and Mamba-2 side by side
         (n_attn, p_attn), (n_ssm, p_ssm) = _attention(spec, tp, sp), linear_mixer_shard(spec, "mamba2", tp, sp)
         numel, partial = n_attn + n_ssm, p_attn + p_ssm
+    elif spec.compressed_attention is not None:  # DeepSeek-V4 (count/compressed_attention.py)
+        numel, partial = compressed_attention_shard(spec, block.compressor, tp, sp)
     else:
         numel, partial = _attention(spec, tp, sp)
         numel -= key_bias_saving(spec) // tp  # Whisper's k_proj has no bias (count.seq2seq)

@@ -68,6 +68,7 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "shared_block": spec.shared_block is not None,
         "altup": spec.altup is not None,
         "hyper_connections": spec.hyper_connections is not None,
+        "compressed_attention": spec.compressed_attention is not None,
         "per_layer_input": spec.per_layer_input is not None,
         "laurel_rank": spec.laurel_rank is not None,
         "kv_shared_layers": spec.kv_shared_layers > 0,

@@ -7,6 +7,15 @@
   (default block 0 and every block i with (i - 1) % 4 == 0), the others reuse its top-k; independent
   hyper-connections of hc_mult streams around both branches and a learned collapse head
   (HYV4HyperConnection, HYV4HyperHead); no MTP modules built (HYV4PreTrainedModel ignores them).
+- deepseek_v4 (DeepseekV4ForCausalLM, DeepseekV4Config defaults, DeepSeek-V4-Flash-Base):
+  DeepSeek-V4's attention (`specs/compressed_attention.py`: shared-KV MQA over a sliding window,
+  HCA / CSA compressors, the CSA indexer, a grouped low-rank output, sinks) and an MoE MLP in
+  every block (a bias-free router, sqrtsoftplus / sigmoid / softmax scores; 'hash_moe' blocks pick
+  their experts from a frozen tid2eid buffer, the same weights; one shared expert of
+  moe_intermediate_size, DeepseekV4MLP), manifold-constrained hyper-connections of hc_mult streams
+  and a learned head (DeepseekV4HyperConnection, DeepseekV4HyperHead); the checkpoint's MTP
+  modules are not built (num_nextn_predict_layers is ignored, as the class does). The experts'
+  swiglu_limit clamp and the router's score function change no count and are not executed.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_deepseek32 import DEEPSEEK32_MAPPERS
 from modelplan.specs.hf_deepseek_like import _with
+from modelplan.specs.hf_llama import llama
 
 _HY_V4 = dict(vocab_size=120832, hidden_size=2816, intermediate_size=6912, moe_intermediate_size=768,
               num_hidden_layers=34, num_attention_heads=32, max_position_embeddings=262144, rms_norm_eps=1e-5,
@@ -52,4 +62,82 @@ def _hy_v4(c: HFConfig) -> dict:
             "hyper_connections": hc, "mtp_layers": 0}
 
 
-HYPERCONN_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {"hy_v4": _hy_v4}
+_DEEPSEEK_V4 = dict(vocab_size=129280, hidden_size=4096, moe_intermediate_size=2048, num_hidden_layers=43,
+                    num_attention_heads=64, head_dim=512, q_lora_rank=1024, num_experts_per_tok=6,
+                    n_routed_experts=256, scoring_func="sqrtsoftplus", routed_scaling_factor=1.5,
+                    max_position_embeddings=1048576, hc_mult=4, sliding_window=128, o_groups=8, o_lora_rank=1024,
+                    index_n_heads=64, index_head_dim=128, index_topk=512, rms_norm_eps=1e-6, tie_word_embeddings=False)
+"""DeepseekV4Config's defaults (transformers 5.24 configuration_deepseek_v4.py)."""
+
+_V4_TYPES = {"sliding_attention": "none", "compressed_sparse_attention": "csa", "heavily_compressed_attention": "hca"}
+_V4_RATIOS = {0: "sliding_attention", 4: "compressed_sparse_attention", 128: "heavily_compressed_attention"}
+
+
+def _v4_compressors(c: HFConfig, layers: int) -> list[str]:
+    """layer_types (or the legacy compress_ratios), else DeepseekV4Config.__post_init__'s default:
+    two HCA blocks, then CSA at odd and HCA at even offsets."""
+    names = c.texts("layer_types", None)
+    if names is None and c.data.get("compress_ratios") is not None:
+        ratios = c.ints("compress_ratios")
+        if set(ratios) - set(_V4_RATIOS):
+            raise SpecError(f"{c.source}: compress_ratios: expected entries of 0, 4, 128 (got {sorted(set(ratios))})")
+        names = [_V4_RATIOS[r] for r in ratios]
+    if names is None:
+        names = ["heavily_compressed_attention"] * min(layers, 2) + [
+            "compressed_sparse_attention" if i % 2 else "heavily_compressed_attention" for i in range(max(layers - 2, 0))]
+    names = names[:layers]
+    c.check_names("layer_types", names, _V4_TYPES, layers)
+    return [_V4_TYPES[name] for name in names]
+
+
+def _v4_rates(c: HFConfig) -> tuple[int, int]:
+    """(csa, hca) tokens a compressed key pools: compress_rates, the legacy compress_rate_csa /
+    compress_rate_hca, else 4 and 128."""
+    rates = c.sub("compress_rates")
+    csa = rates.integer("compressed_sparse_attention", 4) if rates is not None else 4
+    hca = rates.integer("heavily_compressed_attention", 128) if rates is not None else 128
+    return c.integer("compress_rate_csa", csa), c.integer("compress_rate_hca", hca)
+
+
+def _v4_rotary_fraction(c: HFConfig, head_dim: int) -> float:
+    """partial_rotary_factor (top level or rope_parameters.main), else the legacy qk_rope_head_dim
+    over head_dim, else 64 / 512 (DeepseekV4Config.default_partial_rotary_factor)."""
+    rope = c.sub("rope_parameters")
+    main = rope.sub("main") if rope is not None else None
+    if c.data.get("partial_rotary_factor") is not None:
+        return c.number("partial_rotary_factor")
+    if main is not None and main.has("partial_rotary_factor"):
+        return main.number("partial_rotary_factor")
+    if c.data.get("qk_rope_head_dim") is not None:
+        return c.integer("qk_rope_head_dim") / head_dim
+    return 64 / 512
+
+
+def _deepseek_v4(c: HFConfig) -> dict:
+    """DeepseekV4ForCausalLM: every block DeepSeek-V4 attention + MoE, hyper-connections around both."""
+    c = _with(c, _DEEPSEEK_V4)
+    layers, head_dim = c.size("num_hidden_layers"), c.size("head_dim")
+    mlp_types = c.texts("mlp_layer_types", None)
+    if mlp_types is not None:
+        c.check_names("mlp_layer_types", mlp_types[:layers], ("hash_moe", "moe"), layers)
+    scoring = c.text("scoring_func", "sqrtsoftplus")
+    if scoring not in ("sqrtsoftplus", "sigmoid", "softmax"):
+        raise SpecError(f"{c.source}: scoring_func: unsupported '{scoring}' (sqrtsoftplus, sigmoid, softmax)")
+    csa, hca = _v4_rates(c)
+    ffn = c.size("moe_intermediate_size")
+    moe = dict(num_experts=c.integer("n_routed_experts", 256), top_k=c.integer("num_experts_per_tok", 6),
+               expert_ffn_hidden=ffn, shared_experts=1, shared_expert_ffn_hidden=ffn, expert_bias=False,
+               router="softmax" if scoring == "softmax" else "sigmoid", norm_topk_prob=True,
+               router_score_correction=True, routed_scaling=c.number("routed_scaling_factor", 1.5, positive=True))
+    ca = dict(q_lora_rank=c.size("q_lora_rank"), o_groups=c.size("o_groups"), o_lora_rank=c.size("o_lora_rank"),
+              csa_rate=csa, hca_rate=hca, index_heads=c.size("index_n_heads"), index_head_dim=c.size("index_head_dim"),
+              index_topk=c.size("index_topk"), compressors=_v4_compressors(c, layers))
+    hc = dict(streams=c.integer("hc_mult", 4), comb=True, head="learned")
+    c = HFConfig({**c.data, "intermediate_size": ffn}, c.source, c.path, c.defaults)
+    return llama(c, kv_heads=1, head_dim=head_dim, ffn_hidden=0, qkv_bias=False, attn_out_bias=False, mlp_bias=False,
+                 rotary_fraction=_v4_rotary_fraction(c, head_dim), layer_types=["sliding_attention"],
+                 sliding_window=c.size("sliding_window"), attention_sinks=True, compressed_attention=ca, moe=moe,
+                 hyper_connections=hc, mtp_layers=0)
+
+
+HYPERCONN_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {"hy_v4": _hy_v4, "deepseek_v4": _deepseek_v4}

@@ -57,8 +57,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "gemma4": "its vision and audio towers",
     "gemma4_unified": "its vision and audio towers",
     "gemma4_unified_assistant": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its towers",
-    "deepseek_v4": f"{_HC}, compressed sparse attention (a KV compressor with its own indexer) and a low-rank "
-                   "grouped output projection (o_a_proj / o_b_proj)",
     "mistral_large4": "MLA blocks without a rope key on some blocks, an indexer over the hidden state with "
                       "learned softmax scales and a learned rotary alpha",
     "mistral_large4_text": "MLA blocks without a rope key on some blocks, an indexer over the hidden state with "

@@ -24,6 +24,7 @@ from modelplan.specs.product_key import ProductKeySpec
 from modelplan.specs.shared_block import SharedBlockSpec
 from modelplan.specs.side_paths import AltUpSpec, PerLayerInputSpec
 from modelplan.specs.hyperconn import HyperConnSpec
+from modelplan.specs.compressed_attention import CompressedAttentionSpec
 from modelplan.specs.transformer_checks import check_transformer
 
 __all__ = ["TransformerSpec", "MoESpec", "MLASpec", "SSMSpec", "ClassifierSpec", "VisionSpec"]
@@ -99,6 +100,8 @@ class TransformerSpec(Spec):
     cost; exports write it (Megatron --rotary-base, torchtitan's rope theta). None: not stated,
     the engine's default applies."""
     mla: MLASpec | None = None
+    compressed_attention: CompressedAttentionSpec | None = None
+    """DeepSeek-V4's shared-KV attention with KV compressors (`specs/compressed_attention.py`)."""
     """Multi-head Latent Attention instead of q/k/v projections (DeepSeek-V2/V3)."""
     ssm: SSMSpec | None = None
     """The state-space mixer of `mamba` blocks."""

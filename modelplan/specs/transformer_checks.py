@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from modelplan.specs.attention_shape import check_shapes
+from modelplan.specs.compressed_attention import check_compressed
 from modelplan.specs.extras import check_extras
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ def _check_attention(spec: "TransformerSpec") -> None:
     if spec.v_head_dim is not None and spec.mla is not None:
         raise ValueError("v_head_dim does not apply to mla (set mla.v_head_dim)")
     check_shapes(spec)
+    check_compressed(spec)  # specs/compressed_attention.py
     if spec.attention_experts is not None and (spec.mla is not None or spec.heads // kv > spec.attention_experts):
         raise ValueError(f"attention_experts ({spec.attention_experts}) needs q/k/v attention and at least "
                          f"heads / kv_heads ({spec.heads // kv}) experts")
