@@ -10,7 +10,7 @@
 - deepseek_v4 (DeepseekV4ForCausalLM, DeepseekV4Config defaults, DeepSeek-V4-Flash-Base):
   DeepSeek-V4's attention (`specs/compressed_attention.py`: shared-KV MQA over a sliding window,
   HCA / CSA compressors, the CSA indexer, a grouped low-rank output, sinks) and an MoE MLP in
-  every block (a bias-free router, sqrtsoftplus / sigmoid / softmax scores; 'hash_moe' blocks pick
+  every block (a bias-free router, sqrtsoftplus or sigmoid scores; 'hash_moe' blocks pick
   their experts from a frozen tid2eid buffer, the same weights; one shared expert of
   moe_intermediate_size, DeepseekV4MLP), manifold-constrained hyper-connections of hc_mult streams
   and a learned head (DeepseekV4HyperConnection, DeepseekV4HyperHead); the checkpoint's MTP
@@ -121,13 +121,14 @@ def _deepseek_v4(c: HFConfig) -> dict:
     if mlp_types is not None:
         c.check_names("mlp_layer_types", mlp_types[:layers], ("hash_moe", "moe"), layers)
     scoring = c.text("scoring_func", "sqrtsoftplus")
-    if scoring not in ("sqrtsoftplus", "sigmoid", "softmax"):
-        raise SpecError(f"{c.source}: scoring_func: unsupported '{scoring}' (sqrtsoftplus, sigmoid, softmax)")
+    if scoring not in ("sqrtsoftplus", "sigmoid"):  # DeepseekV4TopKRouter: ACT2FN[scoring_func] (no softmax there)
+        raise SpecError(f"{c.source}: scoring_func: unsupported '{scoring}' (sqrtsoftplus, sigmoid: the activations "
+                        f"DeepseekV4TopKRouter can look up)")
     csa, hca = _v4_rates(c)
     ffn = c.size("moe_intermediate_size")
     moe = dict(num_experts=c.integer("n_routed_experts", 256), top_k=c.integer("num_experts_per_tok", 6),
                expert_ffn_hidden=ffn, shared_experts=1, shared_expert_ffn_hidden=ffn, expert_bias=False,
-               router="softmax" if scoring == "softmax" else "sigmoid", norm_topk_prob=True,
+               router="sigmoid", norm_topk_prob=True,
                router_score_correction=True, routed_scaling=c.number("routed_scaling_factor", 1.5, positive=True))
     ca = dict(q_lora_rank=c.size("q_lora_rank"), o_groups=c.size("o_groups"), o_lora_rank=c.size("o_lora_rank"),
               csa_rate=csa, hca_rate=hca, index_heads=c.size("index_n_heads"), index_head_dim=c.size("index_head_dim"),

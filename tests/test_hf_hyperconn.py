@@ -1,0 +1,212 @@
+"""The model_types of modelplan/specs/hf_hyperconn.py: hy_v4 (MLA with a per-channel gate, sinks and
+an indexer on some blocks only, independent hyper-connections) and deepseek_v4 (DeepSeek-V4's
+compressed attention, manifold-constrained hyper-connections). Expected totals are sum(p.numel())
+of transformers 5.24's own model on the meta device, for small configs and the config classes'
+defaults; the new mechanisms' parameters, FLOPs, kept bytes and cache against hand-worked formulas
+from the modeling files' shapes; `count` / `plan --gpus 8` run and `verify` refuses them by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from _hf_n17_checks import assert_count_plan_verify, assert_dense_blocks_shard, assert_one_line_error, class_defaults
+from _hf_reference import hf_numel
+from modelplan.count.block_flops import block_forward_flops
+from modelplan.count.blocks import block_of, block_params
+from modelplan.count.memory import activation_bytes_per_layer, kv_cache_bytes
+from modelplan.count.params import count_params
+from modelplan.plan.kernels import layer_kernels
+from modelplan.plan.shard import unit_shards
+from modelplan.specs.hf import UNMODELLED, from_hf_config
+from modelplan.specs.plan import Plan
+
+_HY = {"model_type": "hy_v4", "num_hidden_layers": 6, "hidden_size": 128, "intermediate_size": 256,
+       "moe_intermediate_size": 32, "num_attention_heads": 4, "q_lora_rank": 64, "kv_lora_rank": 32,
+       "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 24, "n_routed_experts": 8,
+       "num_experts_per_tok": 2, "index_n_heads": 2, "index_head_dim": 16, "index_topk": 32, "vocab_size": 1000,
+       "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+_V4 = {"model_type": "deepseek_v4", "num_hidden_layers": 5, "hidden_size": 128, "moe_intermediate_size": 32,
+       "num_attention_heads": 4, "head_dim": 64, "q_lora_rank": 48, "n_routed_experts": 8, "num_experts_per_tok": 2,
+       "index_n_heads": 2, "index_head_dim": 16, "vocab_size": 1000, "o_groups": 2, "o_lora_rank": 40,
+       "hc_mult": 3, "index_topk": 4}
+
+CASES = {
+    # default indexer_types at 6 blocks: full, full, shared, shared, shared, full; block 0 dense
+    "hy_v4": _HY,
+    # every block 'full', 3 streams, two dense blocks
+    "hy_v4-full": {**_HY, "indexer_types": ["full"] * 6, "hc_mult": 3, "mlp_layer_types": ["dense"] * 2 + ["sparse"] * 4},
+    # default layer_types at 5 blocks: hca, hca, hca, csa, hca; 3 hash_moe blocks
+    "deepseek_v4": _V4,
+    # a sliding block, legacy compress_ratios / compress_rate_csa, 2 streams, sigmoid router
+    "deepseek_v4-legacy": {**_V4, "compress_ratios": [0, 4, 128, 4, 0], "compress_rate_csa": 8, "hc_mult": 2,
+                           "scoring_func": "sigmoid", "num_hash_layers": 1},
+}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", [*CASES, "hy_v4-defaults", "deepseek_v4-defaults"])
+def test_total_equals_transformers(name):
+    """Total (and trainable: no frozen parameter) = transformers' sum(p.numel()) on the meta device,
+    for the small configs and each config class's defaults (Hy4-preview, DeepSeek-V4-Flash-Base)."""
+    data = class_defaults(name.removesuffix("-defaults")) if name.endswith("-defaults") else CASES[name]
+    counted = count_params(from_hf_config(data))
+    assert counted.total == counted.trainable == hf_numel(data)
+
+
+def test_independent_hyper_connections_by_hand():
+    """hy_v4, h 128, n 4, no mix: each of attn_hc / ffn_hc fn (2 n, n h) = 8 x 512, base 8, scale 2;
+    the head hc_fn (n, n h) = 4 x 512, hc_base 4, hc_scale 1 (HYV4HyperConnection, HYV4HyperHead)."""
+    spec = from_hf_config(CASES["hy_v4"])
+    assert block_params(spec, block_of(spec, 0))["hyper_connections"] == 2 * (8 * 512 + 8 + 2)
+    assert count_params(spec).breakdown["head/hyper_connections"] == 4 * 512 + 4 + 1
+
+
+def test_manifold_hyper_connections_by_hand():
+    """deepseek_v4, h 128, n 3: fn ((2 + n) n, n h) = 15 x 384, base 15, scale 3, twice a block
+    (DeepseekV4HyperConnection); forward FLOPs over t tokens: the fn GEMMs 2 x 2 t 384 15 and the
+    stream mixes comb^T @ x, 2 x 2 t n^2 h (DeepseekV4DecoderLayer.forward's torch.matmul)."""
+    spec, t = from_hf_config(CASES["deepseek_v4"]), 64
+    assert block_params(spec, block_of(spec, 0))["hyper_connections"] == 2 * (15 * 384 + 15 + 3)
+    flops = block_forward_flops(spec, block_of(spec, 0), t, t)
+    assert flops["hyper_connections/proj"] == 2 * 2 * t * 384 * 15
+    assert flops["hyper_connections/mix"] == 2 * 2 * t * 3 * 3 * 128
+
+
+@pytest.mark.torch
+def test_hyper_connection_flops_equal_flop_counter():
+    """One DeepseekV4HyperConnection's forward matmuls as FlopCounterMode counts them (its fn linear)
+    = count's hyper_connections/proj for one module."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers.models.deepseek_v4.modeling_deepseek_v4 import DeepseekV4HyperConnection
+
+    from _hf_reference import hf_config
+
+    data, t = CASES["deepseek_v4"], 16
+    module = DeepseekV4HyperConnection(hf_config(data))
+    torch.nn.init.normal_(module.fn)
+    with FlopCounterMode(display=False) as counter:
+        module(torch.randn(1, t, data["hc_mult"], data["hidden_size"]))
+    spec = from_hf_config(data)
+    assert counter.get_total_flops() == block_forward_flops(spec, block_of(spec, 0), t, t)["hyper_connections/proj"] // 2
+
+
+def test_streams_in_kept_bytes_and_recompute():
+    """The two modules keep n h streams (2 bytes) and two fp32 copies (mHC) a token: 2 (2 n h + 8 n h)
+    bytes more than the same blocks without hyper-connections; a fully recomputed block keeps its
+    n h input (DeepseekV4DecoderLayer reads [B, S, n, h])."""
+    spec = from_hf_config(CASES["deepseek_v4"])
+    plain = spec.model_copy(update={"hyper_connections": None})
+    s, nh = 32, 3 * 128
+    extra = activation_bytes_per_layer(spec, 1, s, 2, layer_index=0) - activation_bytes_per_layer(plain, 1, s, 2, layer_index=0)
+    assert extra == s * 2 * (2 * nh + 2 * 4 * nh)
+    assert activation_bytes_per_layer(spec, 1, s, 2, recompute="full", layer_index=0) == s * 2 * nh
+
+
+def test_compressed_attention_blocks_by_hand():
+    """deepseek_v4, h 128, 4 heads of d 64, r 48, 2 groups of d_g 40: q_a 128 x 48, q_a_norm 48, q_b
+    48 x 256, kv_proj 128 x 64, kv_norm 64, o_a (80, 128), o_b 80 x 128, sinks 4 (DeepseekV4Attention);
+    hca compressor kv / gate 128 x 64 each, position_bias 128 x 64, kv_norm 64; csa compressor
+    kv / gate 128 x 128 each, position_bias 4 x 128, kv_norm 64, indexer kv / gate 128 x 32 each,
+    position_bias 4 x 32, kv_norm 16, q_b 48 x 32, weights_proj 128 x 2 (DeepseekV4CSACompressor,
+    DeepseekV4Indexer)."""
+    spec = from_hf_config(CASES["deepseek_v4"])
+    hca, csa = block_params(spec, block_of(spec, 0)), block_params(spec, block_of(spec, 3))
+    base = 128 * 48 + 48 + 48 * 256 + 128 * 64 + 64 + 80 * 128 + 80 * 128 + 4
+    assert sum(v for k, v in hca.items() if k.startswith("attention/")) == base + 2 * 128 * 64 + 128 * 64 + 64
+    assert csa["attention/compressor"] == 2 * 128 * 128 + 4 * 128 + 64
+    assert csa["attention/indexer"] == 2 * 128 * 32 + 4 * 32 + 16 + 48 * 32 + 128 * 2
+
+
+def test_compressed_attention_flops_by_hand():
+    """s = t = 256, window 128: an hca block's queries read 128 window keys + 256 / 128 = 2 pooled
+    ones, a csa block's 128 + min(top-k 4, 256 / 4); QK^T and PV of the one K = V head: 2 t keys
+    heads 2 d; the grouped output 2 t (heads d) d_g; the csa compressor's kv / gate 2 t h 4 d and
+    its indexer's scores over all 64 pooled keys 2 t 64 H^I (d^I + 1)."""
+    spec, t = from_hf_config(CASES["deepseek_v4"]), 256
+    hca, csa = (block_forward_flops(spec, block_of(spec, i), t, t) for i in (0, 3))
+    assert hca["attention/score"] == 2 * t * (128 + 2) * 4 * 2 * 64
+    assert csa["attention/score"] == 2 * t * (128 + 4) * 4 * 2 * 64
+    assert hca["attention/out/groups"] == 2 * t * 256 * 40
+    assert csa["attention/compressor"] == 2 * t * 128 * 4 * 64
+    assert csa["attention/indexer/score"] == 2 * t * 64 * 2 * (16 + 1)
+    assert csa["attention/indexer/proj"] == 2 * t * (2 * 128 * 32 + 48 * 32 + 128 * 2)
+
+
+def test_compressed_attention_cache_by_hand():
+    """One sequence of 1024 at 2 bytes: each block's window (128 tokens x d 64, K = V) plus its pooled
+    keys, 1024 / 128 x 64 (hca) or 1024 / 4 x (64 + 16 indexer) (csa) (DeepseekV4HCACache /
+    DeepseekV4CSACache); blocks hca, hca, hca, csa, hca."""
+    spec = from_hf_config(CASES["deepseek_v4"])
+    hca, csa = 128 * 64 + 8 * 64, 128 * 64 + 256 * (64 + 16)
+    assert kv_cache_bytes(spec, 1, 1024, 2) == 2 * (4 * hca + csa)
+
+
+def test_shared_indexer_blocks_hold_and_run_none():
+    """hy_v4's 'shared' blocks (2, 3, 4) hold no indexer and run none, yet read only index_topk
+    keys; gate_proj Linear(128, 4 x 24) and sinks (4,) in every block (HYV4Attention)."""
+    spec, t = from_hf_config(CASES["hy_v4"]), 128
+    own, shared = block_params(spec, block_of(spec, 1)), block_params(spec, block_of(spec, 2))
+    assert own["attention/indexer"] == 64 * 32 + 128 * 16 + 2 * 16 + 128 * 2 and "attention/indexer" not in shared
+    assert (shared["attention/head_gate"], shared["attention/sinks"]) == (128 * 96, 4)
+    flops = block_forward_flops(spec, block_of(spec, 2), t, t)
+    assert not any(k.startswith("attention/indexer") for k in flops)
+    assert flops["attention/score"] == 2 * t * 32 * 4 * (24 + 24)  # top-k 32 keys, qk 16 + 8 and v 24 dims
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_kernels_match_counted_gemms(name):
+    """plan/kernels.py's weight GEMMs of each block (tp 1) add up to count's forward FLOPs but the
+    attention scores / context and, in MoE blocks, the MLP (priced at dispatched shapes)."""
+    spec, s = from_hf_config(CASES[name]), 128
+    for index in range(spec.layers):
+        block = block_of(spec, index)
+        counted = block_forward_flops(spec, block, 2 * s, s)
+        kernels = layer_kernels(spec, 1, 2, s, 2, block=block, moe_layer=block.moe)
+        skip = ("attention/score", "indexer/score") + (("mlp/",) if block.moe else ())
+        expected = sum(v for k, v in counted.items() if not any(x in k for x in skip))
+        gemms = [g for g in kernels.gemms if not g.name.endswith(("/scores", "/context", "/sum"))
+                 and not (block.moe and g.name.startswith("mlp/"))]
+        assert sum(g.flops for g in gemms) == expected, index
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_one_rank_holds_the_counted_model(name):
+    """Plan() (one rank): plan/shard.py's units sum to count's total."""
+    spec = from_hf_config(CASES[name])
+    assert sum(u.numel for u in unit_shards(spec, Plan()).values()) == count_params(spec).total
+
+
+def test_dense_block_shards():
+    """hy_v4's dense block: at tp 1 count's block_params, at tp 2 (SP) twice the rank's share less the
+    replicated part (latents, norms, indexer, hyper-connections)."""
+    assert_dense_blocks_shard(from_hf_config(CASES["hy_v4"]))
+
+
+@pytest.mark.parametrize(("name", "features"), [
+    ("hy_v4", ("hyper_connections", "head_gate")), ("deepseek_v4", ("hyper_connections", "compressed_attention")),
+])
+def test_cli_count_plan_and_verify_refusal(name, features, tmp_path):
+    """count and plan --gpus 8 run; verify refuses the new features by name in one line."""
+    assert_count_plan_verify(tmp_path, CASES[name], *features)
+
+
+@pytest.mark.parametrize(("data", "field"), [
+    ({**_HY, "indexer_types": ["shared"] + ["full"] * 5}, "indexer_types"),
+    ({**_HY, "indexer_types": ["full", "partial"] * 3}, "indexer_types"),
+    ({**_HY, "layer_types": ["full_attention"] * 6}, "layer_types"),
+    ({**_HY, "hc_mult": 1}, "hc_mult"),
+    ({**_V4, "layer_types": ["full_attention"] * 5}, "layer_types"),
+    ({**_V4, "compress_ratios": [0, 16, 0, 0, 0]}, "compress_ratios"),
+    ({**_V4, "scoring_func": "softmax"}, "scoring_func"),
+    ({**_V4, "o_groups": 3}, "o_groups"),
+    ({**_V4, "mlp_layer_types": ["moe", "dense", "moe", "moe", "moe"]}, "mlp_layer_types"),
+])
+def test_bad_options_refused_in_one_line(data, field):
+    """An option the spec cannot state (or a malformed one): one line naming the field."""
+    assert_one_line_error(data, field)
+
+
+def test_registered_not_refused():
+    """hy_v4 and deepseek_v4 are counted, no longer listed as unmodelled."""
+    assert not {"hy_v4", "deepseek_v4"} & set(UNMODELLED)
