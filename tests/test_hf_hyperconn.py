@@ -210,3 +210,31 @@ def test_bad_options_refused_in_one_line(data, field):
 def test_registered_not_refused():
     """hy_v4 and deepseek_v4 are counted, no longer listed as unmodelled."""
     assert not {"hy_v4", "deepseek_v4"} & set(UNMODELLED)
+
+
+def _hy_v4_vl_text_reference(data: dict) -> int:
+    """transformers has no hy_v4_vl_text causal-LM class: HYV4VLTextModel's sum(p.numel()) plus the
+    untied lm_head Linear(h, vocab, bias=False) HYV4VLForConditionalGeneration puts on it."""
+    import torch
+    from transformers.models.hy_v4_vl.modeling_hy_v4_vl import HYV4VLTextModel
+
+    from _hf_reference import hf_config
+
+    cfg = hf_config(data)
+    with torch.device("meta"):
+        model = HYV4VLTextModel(cfg)
+    return sum(p.numel() for p in model.parameters()) + cfg.vocab_size * cfg.hidden_size
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("data", [{**_HY, "model_type": "hy_v4_vl_text", "rope_parameters": {  # sections sum to rope 8 / 2
+    "rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1]}}, None], ids=["small", "class-defaults"])
+def test_hy_v4_vl_text_equals_transformers(data):
+    """HY-V4-VL's language model = transformers' own (HYV4VLTextConfig defaults: h 6144, 78 blocks)."""
+    data = class_defaults("hy_v4_vl_text") if data is None else data
+    assert count_params(from_hf_config(data)).total == _hy_v4_vl_text_reference(data)
+
+
+def test_hy_v4_vl_points_to_its_text_model():
+    """The composite is refused for its tower, naming the model_type that counts its language model."""
+    assert_one_line_error({"model_type": "hy_v4_vl"}, "HunYuan-VL vision tower.*model_type 'hy_v4_vl_text'")

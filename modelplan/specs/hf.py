@@ -52,7 +52,7 @@ from modelplan.specs.hf_n18encdec import N18ENCDEC_MAPPERS, N18ENCDEC_UNMODELLED
 from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VLM_UNMODELLED
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
-from modelplan.specs.hf_hyperconn import HYPERCONN_MAPPERS
+from modelplan.specs.hf_hyperconn import HYPERCONN_MAPPERS, HYPERCONN_TEXT_ONLY
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -84,7 +84,7 @@ UNMODELLED: dict[str, str] = {
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
 
-_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text", **N17NEW_TEXT_ONLY}
+_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text", **N17NEW_TEXT_ONLY, **HYPERCONN_TEXT_ONLY}
 """Refused vision-language types whose text_config alone is supported (as its own model_type);
 the Qwen-VL / Qwen3.5, Llama 4, LLaVA, InternVL, Idefics3 and GLM-4V composites read whole
 (hf_vision.py), their text model_types still count the language model alone."""

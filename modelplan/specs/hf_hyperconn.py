@@ -6,7 +6,8 @@
   sink logit per head (HYV4Attention); the indexer only on the blocks indexer_types says 'full'
   (default block 0 and every block i with (i - 1) % 4 == 0), the others reuse its top-k; independent
   hyper-connections of hc_mult streams around both branches and a learned collapse head
-  (HYV4HyperConnection, HYV4HyperHead); no MTP modules built (HYV4PreTrainedModel ignores them).
+  (HYV4HyperConnection, HYV4HyperHead); no MTP modules built (HYV4PreTrainedModel ignores them);
+  hy_v4_vl_text: HY-V4-VL's language model, the same blocks under HYV4VLTextConfig's defaults.
 - deepseek_v4 (DeepseekV4ForCausalLM, DeepseekV4Config defaults, DeepSeek-V4-Flash-Base):
   DeepSeek-V4's attention (`specs/compressed_attention.py`: shared-KV MQA over a sliding window,
   HCA / CSA compressors, the CSA indexer, a grouped low-rank output, sinks) and an MoE MLP in
@@ -36,10 +37,14 @@ _HY_V4 = dict(vocab_size=120832, hidden_size=2816, intermediate_size=6912, moe_i
               index_topk=2048, index_head_dim=128, index_n_heads=16, hc_mult=4)
 """HYV4Config's defaults (transformers 5.24 configuration_hy_v4.py)."""
 
+_HY_V4_VL_TEXT = {**_HY_V4, "hidden_size": 6144, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+                  "num_hidden_layers": 78, "num_attention_heads": 64, "q_lora_rank": 2048, "index_n_heads": 32}
+"""HYV4VLTextConfig's defaults (configuration_hy_v4_vl.py: HYV4Config with a wider text model)."""
 
-def _hy_v4(c: HFConfig) -> dict:
+
+def _hy_v4(c: HFConfig, defaults: dict = _HY_V4) -> dict:
     """HYV4ForCausalLM as DeepSeek-V3.2 modules plus the gate, sinks and hyper-connections."""
-    c = _with(c, _HY_V4)
+    c = _with(c, defaults)
     layers = c.size("num_hidden_layers")
     kinds = c.texts("layer_types", None)
     if kinds is not None and set(kinds) - {"indexed_attention"}:
@@ -141,4 +146,10 @@ def _deepseek_v4(c: HFConfig) -> dict:
                  hyper_connections=hc, mtp_layers=0)
 
 
-HYPERCONN_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {"hy_v4": _hy_v4, "deepseek_v4": _deepseek_v4}
+HYPERCONN_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
+    "hy_v4": _hy_v4, "hy_v4_vl_text": lambda c: _hy_v4(c, _HY_V4_VL_TEXT), "deepseek_v4": _deepseek_v4}
+"""hy_v4_vl_text: HY-V4-VL's language model (HYV4VLTextModel, the same modules; its m-RoPE has no
+weights) with the composite's untied lm_head."""
+
+HYPERCONN_TEXT_ONLY: dict[str, str] = {"hy_v4_vl": "hy_v4_vl_text"}
+"""Refused composites whose text_config alone is counted (its HunYuan-VL tower is not modelled)."""

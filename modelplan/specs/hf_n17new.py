@@ -65,7 +65,7 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "qwen4_exp": f"Qwen4-Exp's text model ({_HC}, per-layer and n-gram embeddings) and its vision tower",
     "glm5_next": f"{_HC}, Kimi-style linear attention with a full-rank forget gate and a compressed indexer",
     "glm5_next_text": f"{_HC}, Kimi-style linear attention with a full-rank forget gate and a compressed indexer",
-    "hy_v4_vl": f"Hunyuan 4's text model ({_HC}) and its vision tower",
+    "hy_v4_vl": "its HunYuan-VL vision tower and patch merger",
     "lfm3_vl": "its vision tower and projector",
     "step3p7": "its vision tower and projector",
     "zaya": "compressed convolutional attention (v_proj_current / v_proj_delayed, depthwise and grouped q/k "
