@@ -40,9 +40,18 @@ def mla_gate_width(spec: "TransformerSpec", heads: int | None = None) -> int:
 
 
 def mla_extra_params(spec: "TransformerSpec") -> dict[str, int]:
-    """HYV4Attention.gate_proj and sinks (heads,)."""
+    """HYV4Attention.gate_proj and sinks (heads,); dots.3's g_proj Linear(h, heads) and its
+    k_rope_only_layernorm RMSNorm(qk_rope_head_dim)."""
     return {"attention/head_gate": spec.hidden * mla_gate_width(spec),
-            "attention/sinks": spec.heads if spec.attention_sinks else 0}
+            "attention/sinks": spec.heads if spec.attention_sinks else 0,
+            "attention/kv/rope_norm": spec.mla.qk_rope_head_dim if spec.mla.rope_key_norm else 0}
+
+
+def mla_extra_shard(spec: "TransformerSpec", local_heads: int) -> tuple[int, int]:
+    """(split with the heads, replicated) elements of those on one tp rank: the gate and the sinks
+    colwise (HYV4Config / Dots3NoteTextConfig base_model_tp_plan), the rope-key norm replicated."""
+    split = spec.hidden * mla_gate_width(spec, local_heads) + (local_heads if spec.attention_sinks else 0)
+    return split, spec.mla.qk_rope_head_dim if spec.mla.rope_key_norm else 0
 
 
 def mla_extra_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:

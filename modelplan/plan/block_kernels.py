@@ -53,6 +53,7 @@ PRICED: frozenset[str] = frozenset({
     "moe.branch_norms",  # its norms' passes are not priced (the block's own are)
     "mla.indexer",  # plan/dsa.py
     "compressed_attention",  # plan/compressed_attention.py
+    "mla.rope_key_norm",  # its norm's pass: not priced (the latent norms are)
     "hyper_connections",  # plan/kernels.py side_path_gemms (count/hyperconn.py); shards replicated
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
     "moe.shared_expert_gate", "mtp_layers",

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from modelplan.count.attention_extras import gate_width
 from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
 from modelplan.count.compressed_attention import compressed_attention_shard
-from modelplan.count.mla_extras import mla_gate_width, own_indexer
+from modelplan.count.mla_extras import mla_extra_shard, own_indexer
 from modelplan.count.product_key import pk_params
 from modelplan.count.side_paths import block_side_params, embedding_side_params, head_side_params, kv_shared_saving
 from modelplan.count.vision import vision_params
@@ -124,8 +124,8 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
             split += r * heads * mla.qk_head_dim
         if own_indexer(spec) is not None:  # DeepSeek-V3.2's indexer: replicated on every tp rank
             replicated += indexer_params(spec)
-        # HY-V4's gate_proj and sinks: colwise with the heads (HYV4Config.base_model_tp_plan)
-        split += h * mla_gate_width(spec, heads) + (heads if spec.attention_sinks else 0)
+        extra_split, extra_replicated = mla_extra_shard(spec, heads)  # HY-V4 / dots.3 (count/mla_extras.py)
+        split, replicated = split + extra_split, replicated + extra_replicated
         return replicated + split + out_bias, (replicated if tp > 1 else 0) + (out_bias if sp else 0)
     d, kv_local = spec.dim_head, _split(spec.num_kv_heads, tp)
     if spec.attention_experts is not None:  # JetMoE MoA: expert q/o split with the kv heads, router and bias replicated

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from modelplan.specs.base import Spec
+from modelplan.specs.blocks import MLASpec
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -37,10 +38,13 @@ class LayerTypeAttention(Spec):
     """A learned sink logit per head in these blocks' softmax (MiMo-V2-Flash: sliding blocks only)."""
     value_is_key: bool | None = None
     """The keys double as the values: no v_proj (Gemma 4 attention_k_eq_v global blocks)."""
+    mla: MLASpec | None = None
+    """The latent attention of these blocks where the model's is MLA (dots.3's sliding blocks:
+    their own ranks and head widths, no indexer); with `heads` the only other override."""
 
 
 _FIELDS = {"heads": "heads", "kv_heads": "kv_heads", "head_dim": "head_dim", "v_head_dim": "v_head_dim",
-           "sinks": "attention_sinks", "value_is_key": "value_is_key"}
+           "sinks": "attention_sinks", "value_is_key": "value_is_key", "mla": "mla"}
 
 
 def for_mixer(spec: "TransformerSpec", mixer: str) -> "TransformerSpec":
@@ -69,7 +73,12 @@ def check_shapes(spec: "TransformerSpec") -> None:
     """Each layer type's heads divisible by its kv heads, and no override on MLA blocks."""
     for mixer, shape in (spec.attention_by_type or {}).items():
         if spec.mla is not None:
-            raise ValueError("attention_by_type does not apply to mla")
+            others = [key for key in _FIELDS if key not in ("heads", "mla") and getattr(shape, key) is not None]
+            if others:
+                raise ValueError(f"attention_by_type.{mixer}: {', '.join(others)} do not apply to mla (set its mla)")
+            continue
+        if shape.mla is not None:
+            raise ValueError(f"attention_by_type.{mixer}.mla needs an mla model")
         heads = shape.heads or spec.heads
         kv = shape.kv_heads or spec.num_kv_heads
         if heads % kv:

@@ -153,6 +153,9 @@ class MLASpec(Spec):
     """Per-head value dims."""
     indexer: IndexerSpec | None = None
     """DeepSeek Sparse Attention's indexer (DeepSeek-V3.2); None: dense MLA. Needs q_lora_rank."""
+    rope_key_norm: bool = False
+    """An RMSNorm over the shared rope key before its rotary (dots.3 k_rope_only_layernorm:
+    qk_rope_head_dim weights)."""
 
     @model_validator(mode="after")
     def _check_indexer(self) -> "MLASpec":

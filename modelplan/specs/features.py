@@ -65,6 +65,7 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "nope_full_attention": spec.nope_full_attention,
         "mla": spec.mla is not None,
         "mla.indexer": spec.mla is not None and spec.mla.indexer is not None,
+        "mla.rope_key_norm": spec.mla is not None and spec.mla.rope_key_norm,
         "shared_block": spec.shared_block is not None,
         "altup": spec.altup is not None,
         "hyper_connections": spec.hyper_connections is not None,

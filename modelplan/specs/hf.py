@@ -53,6 +53,7 @@ from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VL
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
 from modelplan.specs.hf_hyperconn import HYPERCONN_MAPPERS, HYPERCONN_TEXT_ONLY
+from modelplan.specs.hf_mla_layers import MLA_LAYERS_MAPPERS, MLA_LAYERS_TEXT_ONLY
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -66,7 +67,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **N18ATTN_MAPPERS,
     **N18CAUSAL_MAPPERS,
     **N18BEAM_MAPPERS,
-    **HYPERCONN_MAPPERS,
+    **HYPERCONN_MAPPERS, **MLA_LAYERS_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
@@ -84,7 +85,8 @@ UNMODELLED: dict[str, str] = {
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
 
-_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text", **N17NEW_TEXT_ONLY, **HYPERCONN_TEXT_ONLY}
+_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text", **N17NEW_TEXT_ONLY, **HYPERCONN_TEXT_ONLY,
+                              **MLA_LAYERS_TEXT_ONLY}
 """Refused vision-language types whose text_config alone is supported (as its own model_type);
 the Qwen-VL / Qwen3.5, Llama 4, LLaVA, InternVL, Idefics3 and GLM-4V composites read whole
 (hf_vision.py), their text model_types still count the language model alone."""

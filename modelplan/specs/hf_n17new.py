@@ -70,9 +70,7 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "step3p7": "its vision tower and projector",
     "zaya": "compressed convolutional attention (v_proj_current / v_proj_delayed, depthwise and grouped q/k "
             "convs), an MLP router and learned residual scales",
-    "dots3_note_text": "MLA dimensions that differ from block to block, an indexer on some blocks only and a "
-                       "per-head attention gate",
-    "dots3_note": "dots.3's text model (per-block MLA dimensions, partial indexers) and its tower",
+    "dots3_note": "its vision and audio towers and adapters",
     "inkling_text": "short convolutions on keys, values and both residual branches, and relative-logit biases",
     "inkling2_text": "short convolutions on keys, values and both residual branches, attention-pooled block "
                      "inputs and relative-position biases",
