@@ -238,3 +238,82 @@ def test_hy_v4_vl_text_equals_transformers(data):
 def test_hy_v4_vl_points_to_its_text_model():
     """The composite is refused for its tower, naming the model_type that counts its language model."""
     assert_one_line_error({"model_type": "hy_v4_vl"}, "HunYuan-VL vision tower.*model_type 'hy_v4_vl_text'")
+
+
+_GLM5 = {"model_type": "glm5_next_text", "num_hidden_layers": 8, "hidden_size": 128, "intermediate_size": 256,
+         "moe_intermediate_size": 32, "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 64,
+         "kv_lora_rank": 32, "qk_nope_head_dim": 16, "v_head_dim": 24, "n_routed_experts": 8, "num_experts_per_tok": 2,
+         "index_n_heads": 2, "index_head_dim": 16, "index_topk": 32, "vocab_size": 1000, "pad_token_id": 0,
+         "linear_head_dim": 16, "linear_num_heads": 4, "hc_mult": 3}
+GLM5 = {
+    # default layer_types at 8 blocks: KDA x 3, indexed MLA, KDA x 3, indexed MLA; dense blocks 0-2
+    "glm5_next_text": _GLM5,
+    # the second indexed block reuses the first's top-k (index_topk_pattern), the legacy linear_attn_config
+    "glm5_next_text-shared": {**_GLM5, "index_topk_pattern": "FFFFFFFS", "index_kpool": 8,
+                              "linear_attn_config": {"num_heads": 2, "head_dim": 32, "short_conv_kernel_size": 3}},
+}
+
+
+def _glm5_reference(data: dict) -> int:
+    """transformers has no glm5_next_text causal-LM class: Glm5NextTextModel's sum(p.numel()) plus the
+    untied lm_head Linear(h, vocab, bias=False) Glm5NextForConditionalGeneration puts on it."""
+    import torch
+    from transformers.models.glm5_next.modeling_glm5_next import Glm5NextTextModel
+
+    from _hf_reference import hf_config
+
+    cfg = hf_config(data)
+    with torch.device("meta"):
+        model = Glm5NextTextModel(cfg)
+    return sum(p.numel() for p in model.parameters()) + cfg.vocab_size * cfg.hidden_size
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", [*GLM5, "class-defaults"])
+def test_glm5_next_text_equals_transformers(name):
+    """GLM-5-Next's language model = transformers' own (the class defaults: GLM-5.3-Flash)."""
+    data = class_defaults("glm5_next_text") if name == "class-defaults" else GLM5[name]
+    assert count_params(from_hf_config(data)).total == _glm5_reference(data)
+
+
+def test_pooled_indexer_by_hand():
+    """glm5_next_text, h 128, H^I 2 x d^I 16, kpool 16: the indexer holds wq_b 64 x 32, wk 128 x 16,
+    k_norm 2 x 16, weights_proj 128 x 2 and the pool's ape 16 x 16 and gate 16 x 128
+    (Glm5NextTextIndexer); over s = t = 256 it scores 256 / 16 pools, 2 t 16 H^I (d^I + 1), its
+    gate GEMM 2 t h d^I joins the projections, and the attention reads top-k 32 + 15 tail keys of
+    qk 16 and v 24 dims; the mean head holds nothing."""
+    spec, t = from_hf_config(GLM5["glm5_next_text"]), 256
+    b = block_params(spec, block_of(spec, 3))
+    assert b["attention/indexer"] == 64 * 32 + 128 * 16 + 2 * 16 + 128 * 2 + 16 * 16 + 16 * 128
+    flops = block_forward_flops(spec, block_of(spec, 3), t, t)
+    assert flops["attention/indexer/score"] == 2 * t * 16 * 2 * 17
+    assert flops["attention/indexer/proj"] == 2 * t * (64 * 32 + 128 * 16 + 128 * 2 + 128 * 16)
+    assert flops["attention/score"] == 2 * t * (32 + 15) * 4 * (16 + 24)
+    assert "head/hyper_connections" not in count_params(spec).breakdown
+
+
+@pytest.mark.parametrize("name", list(GLM5))
+def test_glm5_kernels_and_shards(name):
+    """Weight GEMMs of each MLA block (tp 1) = count's forward FLOPs but scores and MoE MLPs (the KDA
+    blocks: tests/test_hf_hybrid.py's Kimi Linear checks); one rank holds the counted model."""
+    spec, s = from_hf_config(GLM5[name]), 128
+    for index in range(spec.layers):
+        block = block_of(spec, index)
+        if block.mixer != "full_attention":
+            continue
+        counted = block_forward_flops(spec, block, 2 * s, s)
+        kernels = layer_kernels(spec, 1, 2, s, 2, block=block, moe_layer=block.moe)
+        skip = ("attention/score", "indexer/score") + (("mlp/",) if block.moe else ())
+        expected = sum(v for k, v in counted.items() if not any(x in k for x in skip))
+        gemms = [g for g in kernels.gemms if not g.name.endswith(("/scores", "/context", "/sum"))
+                 and not (block.moe and g.name.startswith("mlp/"))]
+        assert sum(g.flops for g in gemms) == expected, index
+    assert sum(u.numel for u in unit_shards(spec, Plan()).values()) == count_params(spec).total
+
+
+def test_glm5_cli_and_composite(tmp_path):
+    """count and plan --gpus 8 run, verify refuses; the composite points to glm5_next_text."""
+    assert_count_plan_verify(tmp_path, GLM5["glm5_next_text"], "hyper_connections", "mla.indexer")
+    assert_one_line_error({"model_type": "glm5_next"}, "GLM-OCR vision tower.*model_type 'glm5_next_text'")
+    assert_one_line_error({**_GLM5, "index_topk": 30}, "index_topk")
+    assert_one_line_error({**_GLM5, "index_topk_pattern": "FFFSFFFF"}, "indexer_types")

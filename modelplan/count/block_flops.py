@@ -81,7 +81,10 @@ def mla_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str, int]
 def _sparse_keys(spec: "TransformerSpec", keys: int) -> int:
     """Keys DeepSeek Sparse Attention's main attention reads a query: the indexer's top-k."""
     ix = spec.mla.indexer
-    return keys if ix is None else min(keys, ix.topk)
+    if ix is None:
+        return keys
+    tail = ix.kpool - 1 if ix.kpool and ix.kpool_tail else 0  # GLM-5-Next: the incomplete pool's tokens too
+    return min(keys, ix.topk + tail)
 
 
 def indexer_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str, int]:
@@ -92,9 +95,11 @@ def indexer_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str, 
     ix = own_indexer(spec)  # None on blocks reusing an earlier top-k (count/mla_extras.py)
     if ix is None:
         return {}
+    pools = -(-keys // ix.kpool) if ix.kpool else keys  # GLM-5-Next scores one pooled key per kpool tokens
+    gate = h * ix.head_dim if ix.kpool else 0  # its pool gate (t, h) @ (h, d)
     return {
-        "attention/indexer/proj": 2 * tokens * (mla.q_lora_rank * ix.heads * ix.head_dim + h * ix.head_dim + h * ix.heads),
-        "attention/indexer/score": 2 * tokens * keys * ix.heads * (ix.head_dim + 1),
+        "attention/indexer/proj": 2 * tokens * (mla.q_lora_rank * ix.heads * ix.head_dim + h * ix.head_dim + h * ix.heads + gate),
+        "attention/indexer/score": 2 * tokens * pools * ix.heads * (ix.head_dim + 1),
     }
 
 

@@ -174,7 +174,8 @@ def indexer_params(spec: "TransformerSpec") -> int:
     bias), weights_proj Linear(h, H), all bias-free linears."""
     mla, h = spec.mla, spec.hidden
     ix = mla.indexer
-    return mla.q_lora_rank * ix.heads * ix.head_dim + h * ix.head_dim + 2 * ix.head_dim + h * ix.heads
+    pool = ix.kpool * ix.head_dim + ix.head_dim * h if ix.kpool else 0  # GLM-5-Next's pool ape and gate
+    return mla.q_lora_rank * ix.heads * ix.head_dim + h * ix.head_dim + 2 * ix.head_dim + h * ix.heads + pool
 
 
 def mamba_params(spec: "TransformerSpec") -> dict[str, int]:

@@ -129,11 +129,19 @@ class IndexerSpec(Spec):
     reused: bool = False
     """Set by `specs.attention_shape.for_block` on a block outside `layers`: no indexer weights
     or compute of its own (count/mla_extras.py own_indexer), still index_topk keys a query."""
+    kpool: int | None = Field(None, gt=0)
+    """GLM-5-Next's pooled index keys (Glm5NextTextIndexer): every kpool tokens' keys are pooled
+    by a softmax gate (index_kpool_compress_gate (d, h) over the block input, plus
+    index_kpool_compress_ape (kpool, d)); the queries score the pools and the main attention reads
+    the tokens of the topk / kpool best ones. None: DeepSeek-V3.2's per-token keys."""
+    kpool_tail: bool = True
+    """With kpool: the incomplete last pool's tokens (kpool - 1 at most) are read too
+    (index_kpool_always_select_tail)."""
 
     @model_validator(mode="after")
     def _check_layers(self) -> "IndexerSpec":
-        if self.layers is not None and (not self.layers or 0 not in self.layers or min(self.layers) < 0):
-            raise ValueError(f"mla.indexer.layers ({self.layers}) must include block 0 (the first top-k)")
+        if self.layers is not None and (not self.layers or min(self.layers) < 0):
+            raise ValueError(f"mla.indexer.layers ({self.layers}) must list block indices >= 0 (the first top-k among them)")
         return self
 
 
@@ -147,8 +155,9 @@ class MLASpec(Spec):
     """d_c': width of the query latent; None: a plain q projection (DeepSeek-V2-Lite)."""
     qk_nope_head_dim: int = Field(gt=0)
     """Per-head query/key dims without rotary (d_h)."""
-    qk_rope_head_dim: int = Field(gt=0)
-    """Decoupled rotary dims per head (d_h^R); the rotary key is one head wide, shared."""
+    qk_rope_head_dim: int = Field(ge=0)
+    """Decoupled rotary dims per head (d_h^R); the rotary key is one head wide, shared (0: NoPE
+    MLA, GLM-5-Next)."""
     v_head_dim: int = Field(gt=0)
     """Per-head value dims."""
     indexer: IndexerSpec | None = None

@@ -17,6 +17,13 @@
   and a learned head (DeepseekV4HyperConnection, DeepseekV4HyperHead); the checkpoint's MTP
   modules are not built (num_nextn_predict_layers is ignored, as the class does). The experts'
   swiglu_limit clamp and the router's score function change no count and are not executed.
+- glm5_next_text (Glm5NextTextModel and the composite's untied lm_head, Glm5NextTextConfig
+  defaults, zai-org/GLM-5.3-Flash): Kimi Delta Attention blocks ('linear_attention': q/k/v, a
+  depthwise conv, low-rank forget and output gates, per-channel dt_bias, A_log per head) beside
+  NoPE MLA blocks ('indexed_attention', qk_rope_head_dim 0) whose lightning indexer scores pooled
+  keys (index_kpool tokens a pool, Glm5NextTextIndexer) and whose 'shared' blocks reuse the last
+  top-k; dense first blocks then DeepSeek-V3 routed + shared experts; manifold-constrained
+  hyper-connections with a parameter-free mean head (Glm5NextTextHyperHead); no position encoding.
 """
 
 from __future__ import annotations
@@ -146,10 +153,73 @@ def _deepseek_v4(c: HFConfig) -> dict:
                  hyper_connections=hc, mtp_layers=0)
 
 
+_GLM5_NEXT_TEXT = dict(num_hidden_layers=45, hidden_size=4096, intermediate_size=12288, num_attention_heads=64,
+                       max_position_embeddings=1048576, q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=256,
+                       qk_rope_head_dim=0, v_head_dim=256, moe_intermediate_size=2048, num_experts_per_tok=8,
+                       n_routed_experts=288, n_shared_experts=1, routed_scaling_factor=2.5, n_group=1, topk_group=1,
+                       norm_topk_prob=True, linear_head_dim=128, linear_num_heads=64, linear_conv_kernel_dim=4,
+                       hc_mult=4, index_kpool=16, index_head_dim=128, index_n_heads=32, index_topk=2048,
+                       vocab_size=154880, rms_norm_eps=1e-5, tie_word_embeddings=False, num_nextn_predict_layers=0)
+"""Glm5NextTextConfig's defaults (transformers 5.24 configuration_glm5_next.py; GlmMoeDsaConfig's for the rest)."""
+
+
+def _glm5_indexers(c: HFConfig, layers: int) -> list[str]:
+    """indexer_types, else index_topk_pattern ('F' full / 'S' shared), else Glm5NextTextConfig's
+    schedule: 'full' where max(i - index_skip_topk_offset + 1, 0) % index_topk_freq == 0."""
+    names = c.texts("indexer_types", None)
+    pattern = c.data.get("index_topk_pattern")
+    if names is None and pattern is not None:
+        if not isinstance(pattern, str) or set(pattern) - {"F", "S"}:
+            raise SpecError(f"{c.source}: index_topk_pattern: expected a string of F (full) and S (shared)")
+        names = [{"F": "full", "S": "shared"}[x] for x in pattern]
+    if names is None:
+        freq, offset = max(c.integer("index_topk_freq", 1), 1), c.integer("index_skip_topk_offset", 2)
+        names = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(layers)]
+    c.check_names("indexer_types", names, ("full", "shared"), layers)
+    return names
+
+
+def _glm5_next_text(c: HFConfig) -> dict:
+    """GLM-5-Next's language model: KDA and indexed NoPE MLA blocks with mHC hyper-connections."""
+    c = _with(c, _GLM5_NEXT_TEXT)
+    layers = c.size("num_hidden_layers")
+    types = c.texts("layer_types", None) or ["linear_attention" if i % 4 != 3 else "indexed_attention"
+                                             for i in range(layers)]
+    types = ["indexed_attention" if t == "full_attention" else t for t in types]
+    c.check_names("layer_types", types, ("linear_attention", "indexed_attention"), layers)
+    if c.texts("mlp_layer_types", None) is None:
+        c = HFConfig({**c.data, "mlp_layer_types": ["dense"] * min(3, layers) + ["sparse"] * max(layers - 3, 0)},
+                     c.source, c.path, c.defaults)
+    if c.size("index_topk") % c.size("index_kpool"):
+        raise SpecError(f"{c.source}: index_topk: {c.size('index_topk')} is not a multiple of index_kpool "
+                        f"{c.size('index_kpool')} (Glm5NextTextConfig.validate_architecture)")
+    linear = c.sub("linear_attn_config")
+    heads = linear.integer("num_heads", c.size("linear_num_heads")) if linear is not None else c.size("linear_num_heads")
+    dim = linear.integer("head_dim", c.size("linear_head_dim")) if linear is not None else c.size("linear_head_dim")
+    kernel = (linear.integer("short_conv_kernel_size", c.size("linear_conv_kernel_dim")) if linear is not None
+              else c.size("linear_conv_kernel_dim"))
+    fields = DEEPSEEK32_MAPPERS["deepseek_v32"](c)
+    indexed = [i for i, t in enumerate(types) if t == "indexed_attention"]
+    owners = [i for i, kind in enumerate(_glm5_indexers(c, layers)) if kind == "full" and i in indexed]
+    if indexed and (not owners or owners[0] != indexed[0]):
+        raise SpecError(f"{c.source}: indexer_types: the first indexed_attention block must be 'full'")
+    indexer = {**fields["mla"]["indexer"], "kpool": c.size("index_kpool"),
+               "kpool_tail": c.flag("index_kpool_always_select_tail", True),
+               "layers": None if owners == list(range(layers)) else owners or [0]}
+    out = {**fields, "mla": {**fields["mla"], "indexer": indexer}, "position": "none", "mtp_layers": 0,
+           "hyper_connections": dict(streams=c.integer("hc_mult", 4), comb=True, head="mean"),
+           "layer_types": ["gated_deltanet" if t == "linear_attention" else "full_attention" for t in types]}
+    if "linear_attention" in types:
+        out["deltanet"] = dict(key_heads=heads, value_heads=heads, key_head_dim=dim, value_head_dim=dim,
+                               conv_kernel=kernel, kda=True)
+    return out
+
+
 HYPERCONN_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
-    "hy_v4": _hy_v4, "hy_v4_vl_text": lambda c: _hy_v4(c, _HY_V4_VL_TEXT), "deepseek_v4": _deepseek_v4}
+    "hy_v4": _hy_v4, "hy_v4_vl_text": lambda c: _hy_v4(c, _HY_V4_VL_TEXT), "deepseek_v4": _deepseek_v4,
+    "glm5_next_text": _glm5_next_text}
 """hy_v4_vl_text: HY-V4-VL's language model (HYV4VLTextModel, the same modules; its m-RoPE has no
 weights) with the composite's untied lm_head."""
 
-HYPERCONN_TEXT_ONLY: dict[str, str] = {"hy_v4_vl": "hy_v4_vl_text"}
+HYPERCONN_TEXT_ONLY: dict[str, str] = {"hy_v4_vl": "hy_v4_vl_text", "glm5_next": "glm5_next_text"}
 """Refused composites whose text_config alone is counted (its HunYuan-VL tower is not modelled)."""
