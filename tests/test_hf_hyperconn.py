@@ -208,8 +208,8 @@ def test_bad_options_refused_in_one_line(data, field):
 
 
 def test_registered_not_refused():
-    """hy_v4 and deepseek_v4 are counted, no longer listed as unmodelled."""
-    assert not {"hy_v4", "deepseek_v4"} & set(UNMODELLED)
+    """hy_v4, deepseek_v4 and glm5_next are counted, no longer listed as unmodelled."""
+    assert not {"hy_v4", "deepseek_v4", "glm5_next", "glm5_next_text"} & set(UNMODELLED)
 
 
 def _hy_v4_vl_text_reference(data: dict) -> int:
@@ -311,9 +311,23 @@ def test_glm5_kernels_and_shards(name):
     assert sum(u.numel for u in unit_shards(spec, Plan()).values()) == count_params(spec).total
 
 
-def test_glm5_cli_and_composite(tmp_path):
-    """count and plan --gpus 8 run, verify refuses; the composite points to glm5_next_text."""
+_GLM5_COMPOSITE = {"model_type": "glm5_next", "architectures": ["Glm5NextForConditionalGeneration"],
+                   "text_config": {k: v for k, v in _GLM5.items() if k != "model_type"},
+                   "vision_config": {"depth": 2, "hidden_size": 64, "num_heads": 4, "intermediate_size": 128,
+                                     "out_hidden_size": 96, "projection_intermediate_size": 160}}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("data", [_GLM5_COMPOSITE, None], ids=["small", "class-defaults"])
+def test_glm5_next_composite_equals_transformers(data):
+    """Glm5NextForConditionalGeneration = transformers' own: the text model and GLM-OCR's tower with a
+    projection_intermediate_size-wide merger SwiGLU (the class defaults: GLM-5.3-Flash)."""
+    data = data or {**class_defaults("glm5_next"), "architectures": ["Glm5NextForConditionalGeneration"]}
+    assert count_params(from_hf_config(data)).total == hf_numel(data)
+
+
+def test_glm5_cli(tmp_path):
+    """count and plan --gpus 8 run, verify refuses; bad index schedules are refused in one line."""
     assert_count_plan_verify(tmp_path, GLM5["glm5_next_text"], "hyper_connections", "mla.indexer")
-    assert_one_line_error({"model_type": "glm5_next"}, "GLM-OCR vision tower.*model_type 'glm5_next_text'")
     assert_one_line_error({**_GLM5, "index_topk": 30}, "index_topk")
     assert_one_line_error({**_GLM5, "index_topk_pattern": "FFFSFFFF"}, "indexer_types")

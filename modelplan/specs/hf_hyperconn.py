@@ -35,6 +35,8 @@ from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_deepseek32 import DEEPSEEK32_MAPPERS
 from modelplan.specs.hf_deepseek_like import _with
 from modelplan.specs.hf_llama import llama
+from modelplan.specs.hf_n18ocr import OCR_MAPPERS
+from modelplan.specs.hf_vision import _linear
 
 _HY_V4 = dict(vocab_size=120832, hidden_size=2816, intermediate_size=6912, moe_intermediate_size=768,
               num_hidden_layers=34, num_attention_heads=32, max_position_embeddings=262144, rms_norm_eps=1e-5,
@@ -215,11 +217,29 @@ def _glm5_next_text(c: HFConfig) -> dict:
     return out
 
 
+def _glm5_next(c: HFConfig, text_mappers: dict) -> dict:
+    """Glm5NextForConditionalGeneration: its text model (`_glm5_next_text`, untied lm_head) and
+    Glm5NextVisionModel, GLM-OCR's tower (hf_n18ocr.py) whose merger's SwiGLU is
+    projection_intermediate_size wide (Glm5NextVisionPatchMerger: context_dim)."""
+    text = c.sub("text_config") or HFConfig({}, c.source, "text_config.")
+    fields = _glm5_next_text(text)
+    v = c.sub("vision_config", {})
+    vision = OCR_MAPPERS["glm_ocr"](HFConfig({"vision_config": v.data}, c.source, c.path), text_mappers)["vision"]
+    out, inner = v.integer("out_hidden_size", 1536), v.integer("projection_intermediate_size", 10240)
+    m2 = v.integer("spatial_merge_size", 2) ** 2
+    kept = [layer for layer in vision["connector"] if layer["name"] not in ("merger/gate_up", "merger/down")]
+    vision["connector"] = kept + [_linear("merger/gate_up", out, inner, False, m2, 2), _linear("merger/down", inner, out, False, m2)]
+    return {**fields, "vision": vision, "tied_embeddings": c.flag("tie_word_embeddings", False)}
+
+
+HYPERCONN_COMPOSITES = {"glm5_next": _glm5_next}
+"""Composite model_types (the config and the text mapper table, as hf_vision.VISION_MAPPERS)."""
+
 HYPERCONN_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "hy_v4": _hy_v4, "hy_v4_vl_text": lambda c: _hy_v4(c, _HY_V4_VL_TEXT), "deepseek_v4": _deepseek_v4,
     "glm5_next_text": _glm5_next_text}
 """hy_v4_vl_text: HY-V4-VL's language model (HYV4VLTextModel, the same modules; its m-RoPE has no
 weights) with the composite's untied lm_head."""
 
-HYPERCONN_TEXT_ONLY: dict[str, str] = {"hy_v4_vl": "hy_v4_vl_text", "glm5_next": "glm5_next_text"}
+HYPERCONN_TEXT_ONLY: dict[str, str] = {"hy_v4_vl": "hy_v4_vl_text"}
 """Refused composites whose text_config alone is counted (its HunYuan-VL tower is not modelled)."""

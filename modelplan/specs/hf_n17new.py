@@ -63,7 +63,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
                            "learned softmax scales and a learned rotary alpha",
     "qwen4_exp_text": f"{_HC}, per-layer and n-gram embeddings and a compressed sparse-attention indexer",
     "qwen4_exp": f"Qwen4-Exp's text model ({_HC}, per-layer and n-gram embeddings) and its vision tower",
-    "glm5_next": "its GLM-OCR vision tower and merger",
     "hy_v4_vl": "its HunYuan-VL vision tower and patch merger",
     "lfm3_vl": "its vision tower and projector",
     "step3p7": "its vision tower and projector",
