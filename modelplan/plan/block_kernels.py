@@ -45,7 +45,7 @@ PRICED: frozenset[str] = frozenset({
     "layer_types=mamba2", "layer_types=gated_deltanet", "layer_types=mlp", "layer_types=parallel_mamba2",
     "layer_types=short_conv", "layer_types=rglru", "layer_types=lightning", "layer_types=rwkv",
     "layer_types=mlstm",
-    "attention_output_gate", "deltanet.kda",  # plan/linear_mixers.py
+    "attention_output_gate", "deltanet.kda", "deltanet.kda_full_rank_gates",  # plan/linear_mixers.py
     # attention_kernels below (count/attention_extras.py, specs/attention_shape.py)
     "head_gate", "differential_attention", "v_head_dim", "attention_by_type", "value_is_key",
     "attention_experts", "dynamic_mask", "kv_shared_ffn_hidden", "product_key_experts",

@@ -86,6 +86,7 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "residual_weights": spec.residual_weights,
         "product_key_experts": spec.product_key_experts is not None,
         "deltanet.kda": spec.deltanet is not None and spec.deltanet.kda,
+        "deltanet.kda_full_rank_gates": spec.deltanet is not None and spec.deltanet.kda_full_rank_gates,
         "mlp=false": not spec.mlp,
         f"position={spec.position}": spec.position in ("alibi", "relative"),
         f"norm_placement={spec.placement}": spec.placement != "pre",

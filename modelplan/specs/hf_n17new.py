@@ -77,8 +77,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "inkling2": "Inkling 2's text model (short convolutions, attention-pooled inputs) and its tower",
     "inkling2_loop": "Inkling 2's text model (short convolutions, looped blocks) and its tower",
     "axk2": "adaptive norms (an MLP inside each block's norms) and a gated query projection",
-    "bailing_hybrid": "linear attention with a full-rank per-channel forget gate beside MLA blocks with a "
-                      "per-head output gate",
     "exaone4_5": "its vision tower and merger",
 }
 """Refused 2026 model_types with the mechanism the spec does not express (transformers 5.24)."""
