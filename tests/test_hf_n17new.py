@@ -132,7 +132,7 @@ def test_unmodelled_options_refused_in_one_line(data, field, tmp_path):
 
 
 @pytest.mark.parametrize("model_type", ["mistral_large4", "qwen4_exp_text",  # hy_v4, deepseek_v4, glm5_next: test_hf_hyperconn.py
-                                        "step3p7", "zaya",  # mimo_v2_flash, lfm3, laguna: test_hf_n18attn.py
+                                        "step3p7",  # mimo_v2_flash, lfm3, laguna: test_hf_n18attn.py; zaya: test_hf_cca.py
                                         "inkling_text",  # dots3_note_text: test_hf_mla_layers.py "inkling2_text", "axk2",
                                         "exaone4_5"])  # bailing_hybrid: test_hf_linear_mla.py
 def test_refused_types_name_the_mechanism(model_type, tmp_path):

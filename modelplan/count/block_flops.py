@@ -17,6 +17,7 @@ from modelplan.count.seq2seq import separate_cross
 
 from modelplan.count.product_key import pk_flops
 from modelplan.count.shared_block import use_flops
+from modelplan.count.cca import router_mlp_flops
 from modelplan.count.compressed_attention import compressed_attention_flops
 from modelplan.count.mla_extras import mla_extra_flops, own_indexer
 from modelplan.count.side_paths import block_side_flops
@@ -168,6 +169,8 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
         out["cross_attention/out"] = 0 if merged else 2 * tokens * spec.q_width * h
     if block.mlp:
         out.update(mlp_flops(spec, tokens, block.moe))
+        if block.moe and spec.moe.router_mlp is not None:  # ZAYA's router MLP (count/cca.py)
+            out["mlp/router"] = router_mlp_flops(spec, tokens)
     if block.shared:  # Zamba: the shared attention + MLP block at this use, full-sequence keys
         out.update(use_flops(spec, tokens, seq_len))
     if block.kv_shared:  # Gemma 3n: K and V come from an earlier block

@@ -18,6 +18,7 @@ from modelplan.count.extras import block_extra_params
 from modelplan.count.seq2seq import idle_cross_params, key_bias_saving, separate_cross
 
 from modelplan.count.attention_extras import extra_attention_params, moa_params, unused_attention_expert_params
+from modelplan.count.cca import residual_affine_params, router_mlp_params
 from modelplan.count.compressed_attention import compressed_attention_params
 from modelplan.count.mla_extras import mla_extra_params, own_indexer
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
@@ -55,6 +56,8 @@ class Block(NamedTuple):
     """Reuses an earlier block's indexer top-k, holds no indexer (mla.indexer.layers: HY-V4)."""
     compressor: str = "none"
     """DeepSeek-V4's KV compressor of the block: none, csa or hca (compressed_attention.compressors)."""
+    router_state: bool = False
+    """Its router MLP adds the previous block's router state (moe.router_mlp: every block but the first)."""
 
 
 def block_of(spec: "TransformerSpec", index: int) -> Block:
@@ -71,6 +74,7 @@ def block_of(spec: "TransformerSpec", index: int) -> Block:
         out_bias=spec.extras is not None and index in spec.extras.out_bias_blocks,
         indexer_reused=_indexer_reused(spec, index),
         compressor=spec.compressed_attention.compressors[index] if spec.compressed_attention is not None else "none",
+        router_state=spec.moe is not None and spec.moe.router_mlp is not None and index > 0,
     )
 
 
@@ -254,6 +258,8 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
             out["cross_attention/qkv"] -= saving
     if block.mlp:
         out.update(mlp_block_params(spec, block.moe))
+        if block.moe and spec.moe.router_mlp is not None:  # ZAYA's router MLP (count/cca.py)
+            out["mlp/router"] = router_mlp_params(spec, block.router_state)
     if block.shared:  # Zamba: the per-use linear and adapters (the shared weights: count.params)
         out.update(use_params(spec))
     if block.kv_shared:  # Gemma 3n: no k_proj, v_proj, k_norm
@@ -266,6 +272,8 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
     out["norm"] = norms * norm_params(spec, h)  # input/post-attention (and sandwich) norms
     if spec.residual_weights:  # Doge input_residual and post_attention_residual: (h,) each
         out["residual"] = 2 * h
+    if spec.residual_affine:  # ZAYA's residual scales and biases (count/cca.py)
+        out["residual"] = residual_affine_params(spec)
     return out
 
 

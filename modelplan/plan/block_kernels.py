@@ -53,6 +53,7 @@ PRICED: frozenset[str] = frozenset({
     "moe.branch_norms",  # its norms' passes are not priced (the block's own are)
     "mla.indexer",  # plan/dsa.py
     "compressed_attention",  # plan/compressed_attention.py
+    "cca", "moe.router_mlp", "residual_affine",  # attention_kernels here, plan/kernels.py; shards (element-wise adds)
     "mla.rope_key_norm",  # its norm's pass: not priced (the latent norms are)
     "hyper_connections",  # plan/kernels.py side_path_gemms (count/hyperconn.py); shards replicated
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
@@ -134,8 +135,14 @@ def attention_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q:
         gemms.append(Gemm("attention/router", tokens, spec.attention_experts, h))
     if spec.dynamic_mask:  # Doge dt_proj over the local values
         gemms.append(Gemm("attention/dynamic_mask", tokens, kv, kv * dv))
+    if spec.cca is not None:  # ZAYA's convs (count/cca.py): the grouped one a GEMM per head, the depthwise one a pass
+        gemms.append(Gemm("attention/cca/grouped", tokens, dh, dh * spec.cca.grouped_kernel, heads + kv))
+        conv = tokens * (heads + kv) * dh
+        extra_ew = [Elementwise("attention/cca/depthwise", conv, 2 * d, 3 * d)]
+    else:
+        extra_ew = []
     rotated = int(dh * spec.rotary_fraction) if spec.rotary_fraction != 1.0 else dh
-    ew = _rotary(spec, block, tokens * (heads + kv) * rotated, d, eager)
+    ew = _rotary(spec, block, tokens * (heads + kv) * rotated, d, eager) + extra_ew
     if spec.qk_norm_in(block.mixer):  # a norm pass over Q and K
         ew.append(Elementwise("attention/qk_norm", tokens * (heads + kv) * dh, 2 * d, 3 * d))
     if gate or spec.head_gate is not None:  # attn * sigmoid(gate): read both, write; bwd reads them and dy, writes both grads

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from modelplan.count.attention_extras import gate_width
 from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
+from modelplan.count.cca import cca_params, residual_affine_params, router_mlp_params
 from modelplan.count.compressed_attention import compressed_attention_shard
 from modelplan.count.mla_extras import mla_extra_shard, own_indexer
 from modelplan.count.product_key import pk_params
@@ -141,6 +142,7 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
     numel += h * gate_width(spec, heads)  # LFM3 / Laguna g_proj: column-parallel with the heads
     numel += heads if spec.head_gate_bias else 0  # Beam gate_bias: colwise (BeamConfig.base_model_tp_plan)
     lambdas = 4 * d if spec.differential_attention else 0  # DiffLlama lambda vectors: replicated, partial grads
+    lambdas += sum(cca_params(spec).values())  # ZAYA's q/k convs and temperature: replicated (no engine splits them)
     if spec.dynamic_mask:  # Doge A and dt_proj (reads every kv head's values): replicated, partial grads
         kv_all = spec.num_kv_heads
         lambdas += kv_all + spec.v_width * kv_all + (kv_all if spec.qkv_bias else 0)
@@ -194,6 +196,7 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
         numel += spec.hidden if spec.attn_out_bias else 0  # out_proj bias replicated
         norms += _norm(spec)
     norms += 2 * h if spec.residual_weights else 0  # Doge's residual weights: replicated like the norms
+    norms += residual_affine_params(spec)  # ZAYA's residual scales and biases: replicated like the norms
     side = sum(block_side_params(spec).values())  # Gemma 3n / 4 side paths (count/side_paths.py): replicated
     if block.kv_shared:  # Gemma 3n / 4: no k_proj, v_proj, k_norm of its own
         saving, k_norm = kv_shared_saving(spec)
@@ -210,6 +213,8 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
         return numel + n + pk, partial + p + (pk if tp > 1 else 0)
     moe = spec.moe
     router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
+    if moe.router_mlp is not None:  # ZAYA's router MLP (count/cca.py), replicated like a router
+        router = router_mlp_params(spec, block.router_state)
     router += moe.num_experts if moe.score_correction_param else 0  # AFMoE's expert_bias parameter
     router += h if moe.shared_expert_gate else 0  # Qwen2-MoE's gate: replicated like the router
     router += h if moe.output_bias else 0  # JetMoE's output bias: replicated

@@ -85,6 +85,10 @@ class MoESpec(Spec):
     zero_expert_padding: bool = False
     """gate_up rows allocated for the zero experts too, never read (transformers 5.24
     LongcatFlashExperts.gate_up_proj is (E + Z, 2f, h)): counted as `mlp/zero_expert_padding`."""
+    router_mlp: int | None = Field(None, gt=0)
+    """r: a router MLP instead of Linear(h, E) (ZAYA ZayaRouter: down_proj h -> r, an RMSNorm, two
+    GELU Linear(r, r), out_proj r -> E + 1, the last class skipping the MLP; each block after the
+    first adds the previous block's router state). A token still runs top_k experts."""
     shortcut: bool = False
     """The MoE reads this block's MLP input but its output joins the residual at the end of the
     next block (LongCat-Flash's shortcut-connected MoE): the same counts, a different order."""

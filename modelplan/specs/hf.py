@@ -55,6 +55,7 @@ from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
 from modelplan.specs.hf_hyperconn import HYPERCONN_COMPOSITES, HYPERCONN_MAPPERS, HYPERCONN_TEXT_ONLY
 from modelplan.specs.hf_mla_layers import MLA_LAYERS_MAPPERS, MLA_LAYERS_TEXT_ONLY
 from modelplan.specs.hf_linear_mla import LINEAR_MLA_MAPPERS
+from modelplan.specs.hf_cca import CCA_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -68,7 +69,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **N18ATTN_MAPPERS,
     **N18CAUSAL_MAPPERS,
     **N18BEAM_MAPPERS,
-    **HYPERCONN_MAPPERS, **MLA_LAYERS_MAPPERS, **LINEAR_MLA_MAPPERS,
+    **HYPERCONN_MAPPERS, **MLA_LAYERS_MAPPERS, **LINEAR_MLA_MAPPERS, **CCA_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,

@@ -66,8 +66,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "hy_v4_vl": "its HunYuan-VL vision tower and patch merger",
     "lfm3_vl": "its vision tower and projector",
     "step3p7": "its vision tower and projector",
-    "zaya": "compressed convolutional attention (v_proj_current / v_proj_delayed, depthwise and grouped q/k "
-            "convs), an MLP router and learned residual scales",
     "dots3_note": "its vision and audio towers and adapters",
     "inkling_text": "short convolutions on keys, values and both residual branches, and relative-logit biases",
     "inkling2_text": "short convolutions on keys, values and both residual branches, attention-pooled block "

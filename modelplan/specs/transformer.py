@@ -25,6 +25,7 @@ from modelplan.specs.shared_block import SharedBlockSpec
 from modelplan.specs.side_paths import AltUpSpec, PerLayerInputSpec
 from modelplan.specs.hyperconn import HyperConnSpec
 from modelplan.specs.compressed_attention import CompressedAttentionSpec
+from modelplan.specs.cca import CCASpec
 from modelplan.specs.transformer_checks import check_transformer
 
 __all__ = ["TransformerSpec", "MoESpec", "MLASpec", "SSMSpec", "ClassifierSpec", "VisionSpec"]
@@ -102,6 +103,11 @@ class TransformerSpec(Spec):
     mla: MLASpec | None = None
     compressed_attention: CompressedAttentionSpec | None = None
     """DeepSeek-V4's shared-KV attention with KV compressors (`specs/compressed_attention.py`)."""
+    cca: CCASpec | None = None
+    """Compressed convolutional attention's q/k convolutions and key temperature (ZAYA; `specs/cca.py`)."""
+    residual_affine: bool = False
+    """A learned scale and bias on the branch and on the residual at both adds of every block, and
+    on the embeddings (ZAYA ZayaResidualScaling: 8 h a block, ZayaModel: 2 h)."""
     """Multi-head Latent Attention instead of q/k/v projections (DeepSeek-V2/V3)."""
     ssm: SSMSpec | None = None
     """The state-space mixer of `mamba` blocks."""
