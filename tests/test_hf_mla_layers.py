@@ -117,3 +117,87 @@ def test_composite_points_to_its_text_model():
     dots3_note_text is no longer unmodelled."""
     assert "dots3_note_text" not in UNMODELLED
     assert_one_line_error({"model_type": "dots3_note"}, "vision and audio towers.*model_type 'dots3_note_text'")
+
+
+_ML4 = {"model_type": "mistral_large4_text", "num_hidden_layers": 4, "hidden_size": 128, "intermediate_size": 256,
+        "moe_intermediate_size": 32, "num_attention_heads": 4, "kv_lora_rank": 32, "qk_nope_head_dim": 16,
+        "qk_rope_head_dim": 8, "v_head_dim": 24, "n_routed_experts": 8, "num_experts_per_tok": 2, "index_n_heads": 2,
+        "index_head_dim": 16, "index_topk": 16, "vocab_size": 1000, "pad_token_id": 0}
+ML4 = {
+    # default no_rope_layers at 4 blocks: rope, rope, rope, NoPE; block 2 reads block 1's latent
+    "mistral_large4_text": {**_ML4, "kv_source_layers": [0, 1, 1, 3]},
+    # shared indexers (index_topk_pattern), two dense blocks, no KV sharing
+    "mistral_large4_text-shared": {**_ML4, "index_topk_pattern": "FSFS", "first_k_dense_replace": 2},
+}
+
+
+def _ml4_reference(data: dict) -> int:
+    """transformers has no mistral_large4_text causal-LM class: MistralLarge4TextModel's sum(p.numel())
+    plus the untied lm_head Linear(h, vocab, bias=False) MistralLarge4ForConditionalGeneration puts on it."""
+    import torch
+    from transformers.models.mistral_large4.modeling_mistral_large4 import MistralLarge4TextModel
+
+    from _hf_reference import hf_config
+
+    cfg = hf_config(data)
+    with torch.device("meta"):
+        model = MistralLarge4TextModel(cfg)
+    return sum(p.numel() for p in model.parameters()) + cfg.vocab_size * cfg.hidden_size
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", [*ML4, "class-defaults"])
+def test_mistral_large4_text_equals_transformers(name):
+    """Mistral Large 4's language model = transformers' own (the class defaults: 1.05 T parameters)."""
+    data = class_defaults("mistral_large4_text") if name == "class-defaults" else ML4[name]
+    assert count_params(from_hf_config(data)).total == _ml4_reference(data)
+
+
+@pytest.mark.torch
+def test_mistral_large4_composite_equals_transformers():
+    """MistralLarge4ForConditionalGeneration (class defaults: Mistral-Large-4-1T-A52B) = transformers'
+    own: its text model and Mistral 3's Pixtral tower and projector."""
+    data = {**class_defaults("mistral_large4"), "architectures": ["MistralLarge4ForConditionalGeneration"]}
+    assert count_params(from_hf_config(data)).total == hf_numel(data)
+
+
+def test_mistral_large4_blocks_by_hand():
+    """h 128, 4 heads, d_c 32, nope 16, rope 8, v 24: a rope block holds q_proj 128 x 96, kv_a 128 x 40,
+    kv_a_norm 32, kv_b 32 x 160, o_proj 96 x 128, softmax scales 2 x 4 and the indexer (q_input_norm
+    2 x 128, wq_b 128 x 32, wk 128 x 16, k_norm 2 x 16, weights_proj 128 x 2, its scales 2 x 2); block 2
+    (reading block 1's latent) no kv_a / kv_a_norm; the NoPE block 3 kv_a 128 x 32 and kv_b 32 x 192
+    (MistralLarge4TextAttention, MistralLarge4TextIndexer); the model's rotary alpha 8 / 2."""
+    spec = from_hf_config(ML4["mistral_large4_text"])
+    rope, shared, nope = (block_params(spec, block_of(spec, i)) for i in (0, 2, 3))
+    indexer = 2 * 128 + 128 * 32 + 2 * 2 + 128 * 16 + 2 * 16 + 128 * 2
+    assert (rope["attention/kv/down"], rope["attention/softmax_scales"], rope["attention/indexer"]) == (128 * 40, 8, indexer)
+    assert (shared["attention/kv/down"], shared["attention/kv/norm"]) == (0, 0)
+    assert (nope["attention/kv/down"], nope["attention/kv/up"]) == (128 * 32, 32 * 192)
+    assert count_params(spec).breakdown["embedding/rotary_alpha"] == 4
+
+
+@pytest.mark.parametrize("name", list(ML4))
+def test_mistral_large4_kernels_and_shards(name):
+    """Weight GEMMs of each block (tp 1) = count's forward FLOPs but the scores and MoE MLPs; one rank
+    holds the counted model; the dense block at tp 2 (SP)."""
+    spec, s = from_hf_config(ML4[name]), 64
+    for index in range(spec.layers):
+        block = block_of(spec, index)
+        counted = block_forward_flops(spec, block, 2 * s, s)
+        kernels = layer_kernels(spec, 1, 2, s, 2, block=block, moe_layer=block.moe)
+        skip = ("attention/score", "indexer/score") + (("mlp/",) if block.moe else ())
+        expected = sum(v for k, v in counted.items() if not any(x in k for x in skip))
+        gemms = [g for g in kernels.gemms if not g.name.endswith(("/scores", "/context", "/sum"))
+                 and not (block.moe and g.name.startswith("mlp/"))]
+        assert sum(g.flops for g in gemms) == expected, index
+    assert sum(u.numel for u in unit_shards(spec, Plan()).values()) == count_params(spec).total
+    assert_dense_blocks_shard(spec)
+
+
+def test_mistral_large4_cli(tmp_path):
+    """count and plan --gpus 8 run; verify refuses the new features; bad schedules in one line."""
+    assert_count_plan_verify(tmp_path, ML4["mistral_large4_text"], "mla.kv_source", "mla.nope_layers",
+                             "mla.softmax_scales")
+    assert_one_line_error({**_ML4, "kv_source_layers": [0, 0, 1, 3]}, "kv_source_layers")
+    assert_one_line_error({**_ML4, "kv_source_layers": [0, 1, 2, 2]}, "kv_source_layers")
+    assert_one_line_error({**_ML4, "index_topk_pattern": "SFFF"}, "indexer_types")

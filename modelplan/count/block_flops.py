@@ -69,7 +69,7 @@ def mla_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str, int]
         q = {"attention/q/down": 2 * tokens * h * r, "attention/q/up": 2 * tokens * r * q_out}
     return {
         **q,
-        "attention/kv/down": 2 * tokens * h * (mla.kv_lora_rank + mla.qk_rope_head_dim),
+        "attention/kv/down": 0 if mla.kv_reused else 2 * tokens * h * (mla.kv_lora_rank + mla.qk_rope_head_dim),
         "attention/kv/up": 2 * tokens * mla.kv_lora_rank * a * (mla.qk_nope_head_dim + mla.v_head_dim),
         # QK^T over d_h + d_h^R dims, AV over d_v dims, per head (DSA: over the top-k keys only)
         "attention/score": 2 * tokens * _sparse_keys(spec, keys) * a * (mla.qk_head_dim + mla.v_head_dim),
@@ -98,8 +98,9 @@ def indexer_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str, 
         return {}
     pools = -(-keys // ix.kpool) if ix.kpool else keys  # GLM-5-Next scores one pooled key per kpool tokens
     gate = h * ix.head_dim if ix.kpool else 0  # its pool gate (t, h) @ (h, d)
+    q_in = h if ix.query_from_hidden else mla.q_lora_rank  # Mistral Large 4: wq_b over the block input
     return {
-        "attention/indexer/proj": 2 * tokens * (mla.q_lora_rank * ix.heads * ix.head_dim + h * ix.head_dim + h * ix.heads + gate),
+        "attention/indexer/proj": 2 * tokens * (q_in * ix.heads * ix.head_dim + h * ix.head_dim + h * ix.heads + gate),
         "attention/indexer/score": 2 * tokens * pools * ix.heads * (ix.head_dim + 1),
     }
 

@@ -56,6 +56,10 @@ class Block(NamedTuple):
     """Reuses an earlier block's indexer top-k, holds no indexer (mla.indexer.layers: HY-V4)."""
     compressor: str = "none"
     """DeepSeek-V4's KV compressor of the block: none, csa or hca (compressed_attention.compressors)."""
+    mla_nope: bool = False
+    """Its MLA has no rotary dims (mla.nope_layers: Mistral Large 4)."""
+    mla_kv_reused: bool = False
+    """Its MLA reads an earlier block's latent (mla.kv_source: Mistral Large 4)."""
     router_state: bool = False
     """Its router MLP adds the previous block's router state (moe.router_mlp: every block but the first)."""
 
@@ -75,6 +79,8 @@ def block_of(spec: "TransformerSpec", index: int) -> Block:
         indexer_reused=_indexer_reused(spec, index),
         compressor=spec.compressed_attention.compressors[index] if spec.compressed_attention is not None else "none",
         router_state=spec.moe is not None and spec.moe.router_mlp is not None and index > 0,
+        mla_nope=spec.mla is not None and spec.mla.nope_layers is not None and index in spec.mla.nope_layers,
+        mla_kv_reused=spec.mla is not None and spec.mla.kv_source is not None and spec.mla.kv_source[index] != index,
     )
 
 
@@ -162,8 +168,9 @@ def mla_params(spec: "TransformerSpec") -> dict[str, int]:
         out["attention/q/up"] = r * q_out  # q_b_proj: Linear(r, a * (d_h + d_h^R), bias=False)
     kv_a = mla.kv_lora_rank + mla.qk_rope_head_dim
     # kv_a_proj_with_mqa: Linear(h, d_c + d_h^R, bias=attention_bias): latent + shared rope key
-    out["attention/kv/down"] = h * kv_a + (kv_a if spec.qkv_bias else 0)
-    out["attention/kv/norm"] = mla.kv_lora_rank  # kv_a_layernorm: RMSNorm(kv_lora_rank)
+    # (none where the block reads an earlier block's latent: Mistral Large 4's kv_source)
+    out["attention/kv/down"] = 0 if mla.kv_reused else h * kv_a + (kv_a if spec.qkv_bias else 0)
+    out["attention/kv/norm"] = 0 if mla.kv_reused else mla.kv_lora_rank  # kv_a_layernorm: RMSNorm(kv_lora_rank)
     # kv_b_proj: Linear(d_c, a * (d_h + d_v), bias=False): per-head keys (no rope) and values
     out["attention/kv/up"] = mla.kv_lora_rank * a * (mla.qk_nope_head_dim + mla.v_head_dim)
     out["attention/out"] = a * mla.v_head_dim * h + (h if spec.attn_out_bias else 0)  # o_proj
@@ -179,7 +186,9 @@ def indexer_params(spec: "TransformerSpec") -> int:
     mla, h = spec.mla, spec.hidden
     ix = mla.indexer
     pool = ix.kpool * ix.head_dim + ix.head_dim * h if ix.kpool else 0  # GLM-5-Next's pool ape and gate
-    return mla.q_lora_rank * ix.heads * ix.head_dim + h * ix.head_dim + 2 * ix.head_dim + h * ix.heads + pool
+    # Mistral Large 4: q_input_norm LayerNorm(h), wq_b Linear(h, H d), softmax scale and bias (H each)
+    query = h * ix.heads * ix.head_dim + 2 * h + 2 * ix.heads if ix.query_from_hidden else mla.q_lora_rank * ix.heads * ix.head_dim
+    return query + h * ix.head_dim + 2 * ix.head_dim + h * ix.heads + pool
 
 
 def mamba_params(spec: "TransformerSpec") -> dict[str, int]:

@@ -44,13 +44,22 @@ def mla_extra_params(spec: "TransformerSpec") -> dict[str, int]:
     k_rope_only_layernorm RMSNorm(qk_rope_head_dim)."""
     return {"attention/head_gate": spec.hidden * mla_gate_width(spec),
             "attention/sinks": spec.heads if spec.attention_sinks else 0,
-            "attention/kv/rope_norm": spec.mla.qk_rope_head_dim if spec.mla.rope_key_norm else 0}
+            "attention/kv/rope_norm": spec.mla.qk_rope_head_dim if spec.mla.rope_key_norm else 0,
+            # MistralLarge4TextSoftmaxScaling: scale and bias (heads,) each
+            "attention/softmax_scales": 2 * spec.heads if spec.mla.softmax_scales else 0}
+
+
+def mla_embedding_params(spec: "TransformerSpec") -> dict[str, int]:
+    """MistralLarge4TextRotaryEmbedding.alpha (qk_rope_head_dim / 2), keyed relative to `embedding/`."""
+    mla = spec.mla
+    return {"rotary_alpha": mla.qk_rope_head_dim // 2} if mla is not None and mla.rotary_alpha else {}
 
 
 def mla_extra_shard(spec: "TransformerSpec", local_heads: int) -> tuple[int, int]:
     """(split with the heads, replicated) elements of those on one tp rank: the gate and the sinks
     colwise (HYV4Config / Dots3NoteTextConfig base_model_tp_plan), the rope-key norm replicated."""
     split = spec.hidden * mla_gate_width(spec, local_heads) + (local_heads if spec.attention_sinks else 0)
+    split += 2 * local_heads if spec.mla.softmax_scales else 0  # Mistral Large 4's scales: with the heads
     return split, spec.mla.qk_rope_head_dim if spec.mla.rope_key_norm else 0
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from modelplan.count.cca import input_affine_params
+from modelplan.count.mla_extras import mla_embedding_params
 from modelplan.count.hyperconn import hc_block_flops, hc_block_params, hc_head_flops, hc_head_params, hc_kept_bytes
 
 if TYPE_CHECKING:
@@ -38,7 +39,8 @@ def embedding_side_params(spec: "TransformerSpec") -> dict[str, int]:
         out["per_layer/norm"] = _norm(spec, p.width)  # per_layer_projection_norm: RMSNorm(w)
     if spec.altup is not None:
         out["altup"] = (spec.altup.inputs - 1) * h * h  # altup_projections: n - 1 x Linear(h, h)
-    return {**out, **input_affine_params(spec)}  # ZAYA's input scale and bias (count/cca.py)
+    # ZAYA's input scale and bias (count/cca.py), Mistral Large 4's rotary alpha (count/mla_extras.py)
+    return {**out, **input_affine_params(spec), **mla_embedding_params(spec)}
 
 
 def head_side_params(spec: "TransformerSpec") -> dict[str, int]:

@@ -55,6 +55,7 @@ PRICED: frozenset[str] = frozenset({
     "compressed_attention",  # plan/compressed_attention.py
     "cca", "moe.router_mlp", "residual_affine",  # attention_kernels here, plan/kernels.py; shards (element-wise adds)
     "mla.rope_key_norm",  # its norm's pass: not priced (the latent norms are)
+    "mla.softmax_scales", "mla.nope_layers", "mla.kv_source", "mla.indexer.query_from_hidden",  # for_block sizes
     "hyper_connections",  # plan/kernels.py side_path_gemms (count/hyperconn.py); shards replicated
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
     "moe.shared_expert_gate", "mtp_layers",
@@ -163,8 +164,9 @@ def mla_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q: int, 
         gemms = [Gemm("attention/q_a", tokens, r, h),  # replicated latent
                  Gemm("attention/q_b", tokens, heads * mla.qk_head_dim, r)]  # column-parallel
         latents = r
-    gemms += [Gemm("attention/kv_a", tokens, mla.kv_lora_rank + mla.qk_rope_head_dim, h),  # replicated
-              Gemm("attention/kv_b", tokens, heads * (mla.qk_nope_head_dim + mla.v_head_dim), mla.kv_lora_rank)]
+    if not mla.kv_reused:  # Mistral Large 4's kv_source blocks read an earlier latent
+        gemms.append(Gemm("attention/kv_a", tokens, mla.kv_lora_rank + mla.qk_rope_head_dim, h))  # replicated
+    gemms.append(Gemm("attention/kv_b", tokens, heads * (mla.qk_nope_head_dim + mla.v_head_dim), mla.kv_lora_rank))
     g, core, flash = _core("attention", spec, block, b, heads, s_q, s, mla.qk_head_dim, mla.v_head_dim, d, fused)
     ew = [Elementwise("attention/latent_norms", tokens * (latents + mla.kv_lora_rank), 2 * d, 3 * d)]
     ew += _rotary(spec, block, tokens * (heads + 1) * mla.qk_rope_head_dim, d, eager)  # q rope dims, shared key

@@ -25,7 +25,8 @@ def indexer_gemms(spec: TransformerSpec, b: int, s_q: int, s: int) -> list[Gemm]
     ix = mla.indexer
     keys = -(-s // ix.kpool) if ix.kpool else s  # GLM-5-Next: one pooled key per kpool tokens
     pool = [Gemm("attention/indexer/pool_gate", tokens, ix.head_dim, h)] if ix.kpool else []
-    return [Gemm("attention/indexer/q", tokens, ix.heads * ix.head_dim, mla.q_lora_rank),
+    q_in = h if ix.query_from_hidden else mla.q_lora_rank  # Mistral Large 4: wq_b over the block input
+    return [Gemm("attention/indexer/q", tokens, ix.heads * ix.head_dim, q_in),
             Gemm("attention/indexer/k", tokens, ix.head_dim, h),
             Gemm("attention/indexer/weights", tokens, ix.heads, h), *pool,
             Gemm("attention/indexer/scores", s_q, keys, ix.head_dim, b * ix.heads),

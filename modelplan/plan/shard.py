@@ -115,7 +115,7 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
     if spec.mla is not None:
         mla = spec.mla
         kv_a = mla.kv_lora_rank + mla.qk_rope_head_dim
-        replicated = h * kv_a + (kv_a if spec.qkv_bias else 0) + mla.kv_lora_rank
+        replicated = 0 if mla.kv_reused else h * kv_a + (kv_a if spec.qkv_bias else 0) + mla.kv_lora_rank
         split = heads * mla.kv_lora_rank * (mla.qk_nope_head_dim + mla.v_head_dim) + heads * mla.v_head_dim * h
         if mla.q_lora_rank is None:
             split += h * heads * mla.qk_head_dim

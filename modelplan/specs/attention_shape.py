@@ -64,6 +64,12 @@ def for_block(spec: "TransformerSpec", block) -> "TransformerSpec":
     if getattr(block, "indexer_reused", False):  # HY-V4 'shared' indexer blocks (count/mla_extras.py)
         indexer = spec.mla.indexer.model_copy(update={"reused": True})
         spec = spec.model_copy(update={"mla": spec.mla.model_copy(update={"indexer": indexer})})
+    if getattr(block, "mla_nope", False):  # Mistral Large 4's NoPE blocks: the rope dims join the nope ones
+        mla = spec.mla
+        spec = spec.model_copy(update={"mla": mla.model_copy(update={
+            "qk_nope_head_dim": mla.qk_nope_head_dim + mla.qk_rope_head_dim, "qk_rope_head_dim": 0})})
+    if getattr(block, "mla_kv_reused", False):  # Mistral Large 4: an earlier block's latent, no kv_a
+        spec = spec.model_copy(update={"mla": spec.mla.model_copy(update={"kv_reused": True})})
     if block.kv_shared and spec.kv_shared_ffn_hidden is not None:
         spec = spec.model_copy(update={"ffn_hidden": spec.kv_shared_ffn_hidden})
     return spec

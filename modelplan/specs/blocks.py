@@ -138,6 +138,10 @@ class IndexerSpec(Spec):
     by a softmax gate (index_kpool_compress_gate (d, h) over the block input, plus
     index_kpool_compress_ape (kpool, d)); the queries score the pools and the main attention reads
     the tokens of the topk / kpool best ones. None: DeepSeek-V3.2's per-token keys."""
+    query_from_hidden: bool = False
+    """The index queries come from the block input, not the query latent (Mistral Large 4's
+    MistralLarge4TextIndexer: q_input_norm LayerNorm(h), wq_b Linear(h, H d), a learned per-head
+    softmax scale and bias, 2 H)."""
     kpool_tail: bool = True
     """With kpool: the incomplete last pool's tokens (kpool - 1 at most) are read too
     (index_kpool_always_select_tail)."""
@@ -166,13 +170,27 @@ class MLASpec(Spec):
     """Per-head value dims."""
     indexer: IndexerSpec | None = None
     """DeepSeek Sparse Attention's indexer (DeepSeek-V3.2); None: dense MLA. Needs q_lora_rank."""
+    softmax_scales: bool = False
+    """A learned per-head scale and bias on the queries over log(position + 1) (Mistral Large 4's
+    MistralLarge4TextSoftmaxScaling: 2 heads a block)."""
+    rotary_alpha: bool = False
+    """A learned exponent per rotary frequency, once in the model (MistralLarge4TextRotaryEmbedding.alpha:
+    qk_rope_head_dim / 2)."""
+    nope_layers: list[int] | None = None
+    """Blocks without rotary dims: their queries and keys are qk_nope_head_dim + qk_rope_head_dim
+    wide without a rope key (Mistral Large 4 no_rope_layers 0)."""
+    kv_source: list[int] | None = None
+    """Each block's latent source: a block whose entry is an earlier block reads that block's
+    latent and holds no kv_a_proj_with_mqa / kv_a_layernorm (Mistral Large 4 kv_source_layers)."""
+    kv_reused: bool = False
+    """Set by `specs.attention_shape.for_block` on a block reading an earlier latent (kv_source)."""
     rope_key_norm: bool = False
     """An RMSNorm over the shared rope key before its rotary (dots.3 k_rope_only_layernorm:
     qk_rope_head_dim weights)."""
 
     @model_validator(mode="after")
     def _check_indexer(self) -> "MLASpec":
-        if self.indexer is not None and self.q_lora_rank is None:
+        if self.indexer is not None and self.q_lora_rank is None and not self.indexer.query_from_hidden:
             raise ValueError("mla.indexer needs mla.q_lora_rank (its queries read the query latent)")
         return self
 

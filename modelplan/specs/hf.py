@@ -53,7 +53,7 @@ from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VL
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
 from modelplan.specs.hf_hyperconn import HYPERCONN_COMPOSITES, HYPERCONN_MAPPERS, HYPERCONN_TEXT_ONLY
-from modelplan.specs.hf_mla_layers import MLA_LAYERS_MAPPERS, MLA_LAYERS_TEXT_ONLY
+from modelplan.specs.hf_mla_layers import MLA_LAYERS_COMPOSITES, MLA_LAYERS_MAPPERS, MLA_LAYERS_TEXT_ONLY
 from modelplan.specs.hf_linear_mla import LINEAR_MLA_MAPPERS
 from modelplan.specs.hf_cca import CCA_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
@@ -73,7 +73,8 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
-                                      **QFORMER_MAPPERS, **DOCLING_MAPPERS, **HYPERCONN_COMPOSITES}.items()})
+                                      **QFORMER_MAPPERS, **DOCLING_MAPPERS, **HYPERCONN_COMPOSITES,
+                                      **MLA_LAYERS_COMPOSITES}.items()})
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its multimodal composite",

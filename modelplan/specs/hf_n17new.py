@@ -57,10 +57,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "gemma4": "its vision and audio towers",
     "gemma4_unified": "its vision and audio towers",
     "gemma4_unified_assistant": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its towers",
-    "mistral_large4": "MLA blocks without a rope key on some blocks, an indexer over the hidden state with "
-                      "learned softmax scales and a learned rotary alpha",
-    "mistral_large4_text": "MLA blocks without a rope key on some blocks, an indexer over the hidden state with "
-                           "learned softmax scales and a learned rotary alpha",
     "qwen4_exp_text": f"{_HC}, per-layer and n-gram embeddings and a compressed sparse-attention indexer",
     "qwen4_exp": f"Qwen4-Exp's text model ({_HC}, per-layer and n-gram embeddings) and its vision tower",
     "hy_v4_vl": "its HunYuan-VL vision tower and patch merger",
