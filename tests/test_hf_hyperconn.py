@@ -7,6 +7,8 @@ from the modeling files' shapes; `count` / `plan --gpus 8` run and `verify` refu
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from _hf_n17_checks import assert_count_plan_verify, assert_dense_blocks_shard, assert_one_line_error, class_defaults
@@ -331,3 +333,59 @@ def test_glm5_cli(tmp_path):
     assert_count_plan_verify(tmp_path, GLM5["glm5_next_text"], "hyper_connections", "mla.indexer")
     assert_one_line_error({**_GLM5, "index_topk": 30}, "index_topk")
     assert_one_line_error({**_GLM5, "index_topk_pattern": "FFFSFFFF"}, "indexer_types")
+
+
+_QSA = {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 32, "indexer_budget": 32,
+        "indexer_compress_ratio": 4}
+_QWEN4 = {"model_type": "qwen4_exp_text", "num_hidden_layers": 4, "hidden_size": 128, "moe_intermediate_size": 32,
+          "shared_expert_intermediate_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+          "num_experts": 8, "num_experts_per_tok": 2, "vocab_size": 1000, "linear_num_key_heads": 2,
+          "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16, "hc_count": 3,
+          "hc_lowrank": 24, "pad_token_id": 0, **_QSA}
+_QSA_DEFAULTS = {"indexer_n_heads": 16, "indexer_kv_heads": 1, "indexer_head_dim": 256, "indexer_budget": 2048,
+                 "indexer_compress_ratio": 16}
+"""Qwen4ExpTextConfig leaves the QSA sizes unset, and transformers cannot build its full-attention
+blocks without them: the class-defaults checks add these (index head 256 = the rotary dims)."""
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", ["small", "class-defaults", "composite"])
+def test_qwen4_exp_equals_transformers(name):
+    """Qwen4ExpForCausalLM (small; class defaults + QSA sizes) and Qwen4ExpForConditionalGeneration
+    (class defaults + QSA sizes) = transformers' own."""
+    if name == "small":
+        data = _QWEN4
+    elif name == "class-defaults":
+        data = {**class_defaults("qwen4_exp_text"), **_QSA_DEFAULTS}
+    else:
+        from _hf_reference import transformers_module
+
+        cfg = transformers_module().AutoConfig.for_model("qwen4_exp", text_config=_QSA_DEFAULTS)
+        data = {**json.loads(cfg.to_json_string(use_diff=False)), "architectures": ["Qwen4ExpForConditionalGeneration"]}
+    assert count_params(from_hf_config(data)).total == hf_numel(data)
+
+
+def test_gated_residual_and_qsa_by_hand():
+    """h 128, n 3 (n h 384), r 24: each of a block's two gated residuals hc_norm 384, down 384 x 24,
+    up 24 x 384, inject 384 x 3, and no block norm (Qwen4ExpTextGatedResidual, Qwen4ExpTextDecoderLayer);
+    the head 384 + 2 x 384 x 24; the full-attention block's QSA index_qk_proj 128 x 3 x 32 and two norms
+    of 32 (Qwen4ExpTextQSAIndexer); over s = t = 256 the indexer scores 256 / 4 pooled keys, 2 t 64 x 2 x 32,
+    and the attention reads 32 + 3 keys."""
+    spec, t = from_hf_config(_QWEN4), 256
+    b = block_params(spec, block_of(spec, 3))
+    assert b["hyper_connections"] == 2 * (384 + 2 * 384 * 24 + 384 * 3) and "norm" not in {k for k, v in b.items() if v}
+    assert b["attention/indexer"] == 128 * 3 * 32 + 2 * 32
+    assert count_params(spec).breakdown["head/hyper_connections"] == 384 + 2 * 384 * 24
+    flops = block_forward_flops(spec, block_of(spec, 3), t, t)
+    assert flops["attention/indexer/score"] == 2 * t * 64 * 2 * 32
+    assert flops["attention/score"] == 2 * t * 35 * (4 * 32 + 4 * 32)
+    assert flops["hyper_connections/proj"] == 2 * 2 * t * 384 * (2 * 24 + 3)
+
+
+def test_qwen4_exp_cli_and_refusals(tmp_path):
+    """count and plan --gpus 8 run, verify refuses; PLE and a missing QSA size are refused in one line."""
+    assert_count_plan_verify(tmp_path, _QWEN4, "hyper_connections", "token_indexer")
+    assert_one_line_error({**_QWEN4, "ple_layer_ids": [1]}, "ple_layer_ids")
+    assert_one_line_error({k: v for k, v in _QWEN4.items() if k != "indexer_budget"}, "indexer_budget")
+    spec = from_hf_config(_QWEN4)
+    assert sum(u.numel for u in unit_shards(spec, Plan()).values()) == count_params(spec).total

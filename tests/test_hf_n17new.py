@@ -131,7 +131,7 @@ def test_unmodelled_options_refused_in_one_line(data, field, tmp_path):
     assert_count_refused(tmp_path, data, f": {field}:")
 
 
-@pytest.mark.parametrize("model_type", ["qwen4_exp_text",  # hy_v4, deepseek_v4, glm5_next: test_hf_hyperconn.py; mistral_large4: test_hf_mla_layers.py
+@pytest.mark.parametrize("model_type", [  # hy_v4, deepseek_v4, glm5_next, qwen4_exp: test_hf_hyperconn.py; mistral_large4: test_hf_mla_layers.py
                                         "step3p7",  # mimo_v2_flash, lfm3, laguna: test_hf_n18attn.py; zaya: test_hf_cca.py
                                         "inkling_text",  # dots3_note_text: test_hf_mla_layers.py "inkling2_text", "axk2",
                                         "exaone4_5"])  # bailing_hybrid: test_hf_linear_mla.py

@@ -18,6 +18,7 @@ from modelplan.count.seq2seq import separate_cross
 from modelplan.count.product_key import pk_flops
 from modelplan.count.shared_block import use_flops
 from modelplan.count.cca import router_mlp_flops
+from modelplan.count.qsa import qsa_flops, read_keys
 from modelplan.count.compressed_attention import compressed_attention_flops
 from modelplan.count.mla_extras import mla_extra_flops, own_indexer
 from modelplan.count.side_paths import block_side_flops
@@ -159,8 +160,8 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
         out = compressed_attention_flops(spec, block.compressor, tokens, seq_len)
     elif spec.mla is not None:
         out = mla_flops(spec, tokens, keys)
-    else:
-        out = attention_flops(spec, tokens, keys)
+    else:  # (Qwen4-Exp's token indexer: its own FLOPs, the top keys read; count/qsa.py)
+        out = {**attention_flops(spec, tokens, read_keys(spec, keys)), **qsa_flops(spec, tokens, seq_len)}
     if block.cross:
         h = spec.hidden
         merged = not separate_cross(spec, block)  # T5Gemma 2: the self-attention's q and o serve both

@@ -29,7 +29,10 @@ def hc_block_params(spec: "TransformerSpec") -> dict[str, int]:
     hc = spec.hyper_connections
     if hc is None:
         return {}
-    one = hc.mixes * hc.streams * spec.hidden + hc.mixes + (3 if hc.comb else 2)
+    nh = hc.streams * spec.hidden
+    if hc.lowrank is not None:  # Qwen4ExpTextGatedResidual: hc_norm (n h), down, up, block_inject_weight (n, n h)
+        return {"hyper_connections": MODULES_PER_BLOCK * (nh + 2 * nh * hc.lowrank + nh * hc.streams)}
+    one = hc.mixes * nh + hc.mixes + (3 if hc.comb else 2)
     return {"hyper_connections": MODULES_PER_BLOCK * one}
 
 
@@ -39,6 +42,8 @@ def hc_head_params(spec: "TransformerSpec") -> dict[str, int]:
     if hc is None or hc.head == "mean":
         return {}
     n = hc.streams
+    if hc.lowrank is not None:  # Qwen4ExpTextModel.hyper_connection_mixer: no injection
+        return {"hyper_connections": n * spec.hidden * (1 + 2 * hc.lowrank)}
     return {"hyper_connections": n * n * spec.hidden + n + 1}
 
 
@@ -48,6 +53,8 @@ def hc_block_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
     if hc is None:
         return {}
     n, h = hc.streams, spec.hidden
+    if hc.lowrank is not None:  # down (t, n h) @ (n h, r), up (t, r) @ (r, n h), inject (t, n h) @ (n h, n)
+        return {"hyper_connections/proj": MODULES_PER_BLOCK * 2 * tokens * n * h * (2 * hc.lowrank + n)}
     out = {"hyper_connections/proj": MODULES_PER_BLOCK * 2 * tokens * n * h * hc.mixes}  # (t, n h) @ (n h, mixes)
     if hc.comb:
         out["hyper_connections/mix"] = MODULES_PER_BLOCK * 2 * tokens * n * n * h  # (n, n) @ (n, h) per token
@@ -59,6 +66,8 @@ def hc_head_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
     hc = spec.hyper_connections
     if hc is None or hc.head == "mean":
         return {}
+    if hc.lowrank is not None:
+        return {"hyper_connections": 2 * tokens * hc.streams * spec.hidden * 2 * hc.lowrank}
     return {"hyper_connections": 2 * tokens * hc.streams * spec.hidden * hc.streams}
 
 
@@ -72,6 +81,8 @@ def hc_kept_bytes(spec: "TransformerSpec", d: int) -> int:
     if hc is None:
         return 0
     nh = hc.streams * spec.hidden
+    if hc.lowrank is not None:  # Qwen4-Exp: the streams, the normed streams and the sigmoid mix weights (n h each), r
+        return MODULES_PER_BLOCK * d * (3 * nh + hc.lowrank)
     copies = 2 if hc.comb else 1
     return MODULES_PER_BLOCK * (d * nh + copies * FP32_BYTES * nh)
 
@@ -83,6 +94,9 @@ def hc_gemm_shapes(spec: "TransformerSpec", tokens: int) -> list[tuple[str, int,
     if hc is None:
         return []
     n, h = hc.streams, spec.hidden
+    if hc.lowrank is not None:
+        return [(f"hyper_connections/{m}_{part}", tokens, width, k, 1) for m in ("attn", "ffn")
+                for part, width, k in (("down", hc.lowrank, n * h), ("up", n * h, hc.lowrank), ("inject", n, n * h))]
     out = [(f"hyper_connections/{m}_proj", tokens, hc.mixes, n * h, 1) for m in ("attn", "ffn")]
     if hc.comb:
         out += [(f"hyper_connections/{m}_mix", n, h, n, tokens) for m in ("attn", "ffn")]

@@ -21,6 +21,7 @@ mixer and T5's cross-attention. `plan/kernels.py` adds the norms, residuals and 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 from modelplan.count.attention import FusedAttention
@@ -30,6 +31,7 @@ from modelplan.count.eager import ROTARY_KERNELS, rotary_bytes
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.extras import PRICED_EXTRAS
 from modelplan.plan.compressed_attention import compressed_attention_kernels
+from modelplan.count.qsa import read_keys
 from modelplan.count.mla_extras import mla_gate_width, own_indexer
 from modelplan.plan.dsa import indexer_elementwise, indexer_gemms, sparse_core
 from modelplan.plan.kernel_types import Elementwise, Gemm
@@ -53,7 +55,7 @@ PRICED: frozenset[str] = frozenset({
     "moe.branch_norms",  # its norms' passes are not priced (the block's own are)
     "mla.indexer",  # plan/dsa.py
     "compressed_attention",  # plan/compressed_attention.py
-    "cca", "moe.router_mlp", "residual_affine",  # attention_kernels here, plan/kernels.py; shards (element-wise adds)
+    "cca", "moe.router_mlp", "residual_affine", "token_indexer",  # attention_kernels here, plan/kernels.py; shards (element-wise adds)
     "mla.rope_key_norm",  # its norm's pass: not priced (the latent norms are)
     "mla.softmax_scales", "mla.nope_layers", "mla.kv_source", "mla.indexer.query_from_hidden",  # for_block sizes
     "hyper_connections",  # plan/kernels.py side_path_gemms (count/hyperconn.py); shards replicated
@@ -136,6 +138,12 @@ def attention_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q:
         gemms.append(Gemm("attention/router", tokens, spec.attention_experts, h))
     if spec.dynamic_mask:  # Doge dt_proj over the local values
         gemms.append(Gemm("attention/dynamic_mask", tokens, kv, kv * dv))
+    if spec.token_indexer is not None:  # Qwen4-Exp's QSA (count/qsa.py): its projection and pooled-key scores
+        ix = spec.token_indexer
+        gemms += [Gemm("attention/indexer/proj", tokens, (ix.heads + 1) * ix.head_dim, h),
+                  Gemm("attention/indexer/scores", s_q, s // ix.compress_ratio, ix.head_dim, b * ix.heads)]
+        flash = [dataclasses.replace(f, window=read_keys(spec, s) if f.window is None else min(f.window, read_keys(spec, s)))
+                 for f in flash]
     if spec.cca is not None:  # ZAYA's convs (count/cca.py): the grouped one a GEMM per head, the depthwise one a pass
         gemms.append(Gemm("attention/cca/grouped", tokens, dh, dh * spec.cca.grouped_kernel, heads + kv))
         conv = tokens * (heads + kv) * dh

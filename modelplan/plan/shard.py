@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from modelplan.count.attention_extras import gate_width
 from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
 from modelplan.count.cca import cca_params, residual_affine_params, router_mlp_params
+from modelplan.count.qsa import qsa_params
 from modelplan.count.compressed_attention import compressed_attention_shard
 from modelplan.count.mla_extras import mla_extra_shard, own_indexer
 from modelplan.count.product_key import pk_params
@@ -143,6 +144,7 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
     numel += heads if spec.head_gate_bias else 0  # Beam gate_bias: colwise (BeamConfig.base_model_tp_plan)
     lambdas = 4 * d if spec.differential_attention else 0  # DiffLlama lambda vectors: replicated, partial grads
     lambdas += sum(cca_params(spec).values())  # ZAYA's q/k convs and temperature: replicated (no engine splits them)
+    lambdas += sum(qsa_params(spec).values())  # Qwen4-Exp's QSA indexer: replicated (colwise_gather_output)
     if spec.dynamic_mask:  # Doge A and dt_proj (reads every kv head's values): replicated, partial grads
         kv_all = spec.num_kv_heads
         lambdas += kv_all + spec.v_width * kv_all + (kv_all if spec.qkv_bias else 0)

@@ -75,6 +75,7 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "hyper_connections": spec.hyper_connections is not None,
         "compressed_attention": spec.compressed_attention is not None,
         "cca": spec.cca is not None,
+        "token_indexer": spec.token_indexer is not None,
         "residual_affine": spec.residual_affine,
         "moe.router_mlp": spec.moe is not None and spec.moe.router_mlp is not None,
         "per_layer_input": spec.per_layer_input is not None,

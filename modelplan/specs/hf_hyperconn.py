@@ -24,6 +24,11 @@
   keys (index_kpool tokens a pool, Glm5NextTextIndexer) and whose 'shared' blocks reuse the last
   top-k; dense first blocks then DeepSeek-V3 routed + shared experts; manifold-constrained
   hyper-connections with a parameter-free mean head (Glm5NextTextHyperHead); no position encoding.
+- qwen4_exp_text (Qwen4ExpForCausalLM, Qwen4ExpTextConfig defaults; the qwen4_exp composite reads it
+  through Qwen3.5-MoE's tower mapper): Qwen3.5-MoE's gated-DeltaNet and gated-attention blocks,
+  the full-attention ('indexed_attention') ones with the QSA token indexer (`specs/qsa.py`), every
+  block wrapped in two low-rank gated residuals over hc_count streams that replace its norms, a
+  gated-residual head and no final norm; per-layer n-gram embeddings (ple_layer_ids) are refused.
 """
 
 from __future__ import annotations
@@ -232,12 +237,58 @@ def _glm5_next(c: HFConfig, text_mappers: dict) -> dict:
     return {**fields, "vision": vision, "tied_embeddings": c.flag("tie_word_embeddings", False)}
 
 
-HYPERCONN_COMPOSITES = {"glm5_next": _glm5_next}
+_QWEN4 = dict(num_experts=512, num_experts_per_tok=10, norm_topk_prob=True, hc_count=4, hc_lowrank=320)
+"""Qwen4ExpTextConfig's defaults where they differ from Qwen3_5MoeTextConfig's (transformers 5.24)."""
+
+_QSA = ("indexer_n_heads", "indexer_kv_heads", "indexer_head_dim", "indexer_budget", "indexer_compress_ratio")
+
+
+def _qwen4_exp_text(c: HFConfig) -> dict:
+    """Qwen4ExpForCausalLM: Qwen3.5-MoE blocks, QSA on the full-attention ones, gated residual streams."""
+    from modelplan.specs.hf_hybrid import HYBRID_MAPPERS  # the Qwen3.5-MoE text mapper
+
+    c = _with(c, _QWEN4)
+    if c.ints("ple_layer_ids", None):
+        raise SpecError(f"{c.source}: ple_layer_ids: per-layer n-gram embeddings (PLE: hashed n-gram tables and a "
+                        f"dilated conv per listed block) are not modelled")
+    types = c.texts("layer_types", None)
+    if types is not None:
+        types = ["full_attention" if t in ("indexed_attention", "full_attention") else t for t in types]
+        c = HFConfig({**c.data, "layer_types": types}, c.source, c.path, c.defaults)
+    fields = HYBRID_MAPPERS["qwen3_5_moe_text"](c)
+    if any(t != "gated_deltanet" for t in fields.get("layer_types") or ["full_attention"]):
+        missing = [key for key in _QSA if c.data.get(key) is None]
+        if missing:
+            raise SpecError(f"{c.source}: {missing[0]}: missing (Qwen4-Exp's full-attention blocks build the QSA "
+                            f"indexer: transformers 5.24 cannot build them without {', '.join(missing)})")
+        if c.integer("indexer_kv_heads") != 1:
+            raise SpecError(f"{c.source}: indexer_kv_heads: Qwen4-Exp's QSA has one index key head "
+                            f"(got {c.integer('indexer_kv_heads')})")
+        fields["token_indexer"] = dict(heads=c.size("indexer_n_heads"), head_dim=c.size("indexer_head_dim"),
+                                       budget=c.size("indexer_budget"), compress_ratio=c.size("indexer_compress_ratio"))
+    streams = c.integer("hc_count", 4)
+    if streams < 2:
+        raise SpecError(f"{c.source}: hc_count: {streams} streams is not a hyper-connection (>= 2)")
+    fields["hyper_connections"] = dict(streams=streams, comb=False, lowrank=c.size("hc_lowrank"), head="learned")
+    return {**fields, "final_norm": False, "norms_per_layer": None}
+
+
+def _qwen4_exp(c: HFConfig, text_mappers: dict) -> dict:
+    """Qwen4ExpForConditionalGeneration: Qwen3.5-MoE's tower and merger (Qwen4ExpVisionModel is
+    Qwen3_5MoeVisionModel; hf_vision.py) around the qwen4_exp_text model."""
+    from modelplan.specs.hf_vision import VISION_MAPPERS
+
+    text = c.sub("text_config")
+    data = {**c.data, "text_config": {"model_type": "qwen4_exp_text", **(text.data if text is not None else {})}}
+    return VISION_MAPPERS["qwen3_5_moe"](HFConfig(data, c.source, c.path), text_mappers)
+
+
+HYPERCONN_COMPOSITES = {"glm5_next": _glm5_next, "qwen4_exp": _qwen4_exp}
 """Composite model_types (the config and the text mapper table, as hf_vision.VISION_MAPPERS)."""
 
 HYPERCONN_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "hy_v4": _hy_v4, "hy_v4_vl_text": lambda c: _hy_v4(c, _HY_V4_VL_TEXT), "deepseek_v4": _deepseek_v4,
-    "glm5_next_text": _glm5_next_text}
+    "glm5_next_text": _glm5_next_text, "qwen4_exp_text": _qwen4_exp_text}
 """hy_v4_vl_text: HY-V4-VL's language model (HYV4VLTextModel, the same modules; its m-RoPE has no
 weights) with the composite's untied lm_head."""
 

@@ -51,14 +51,11 @@ N17NEW_MLA_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 }
 
 
-_HC = "manifold-constrained hyper-connections (attn_hc / ffn_hc: several residual streams mixed per block)"
 
 N17NEW_UNMODELLED: dict[str, str] = {
     "gemma4": "its vision and audio towers",
     "gemma4_unified": "its vision and audio towers",
     "gemma4_unified_assistant": "Gemma 4's text model (per-layer input embeddings, wider global heads) and its towers",
-    "qwen4_exp_text": f"{_HC}, per-layer and n-gram embeddings and a compressed sparse-attention indexer",
-    "qwen4_exp": f"Qwen4-Exp's text model ({_HC}, per-layer and n-gram embeddings) and its vision tower",
     "hy_v4_vl": "its HunYuan-VL vision tower and patch merger",
     "lfm3_vl": "its vision tower and projector",
     "step3p7": "its vision tower and projector",

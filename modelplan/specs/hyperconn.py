@@ -32,6 +32,11 @@ class HyperConnSpec(Spec):
     comb: bool = True
     """The n x n residual mix of mHC (DeepSeek-V4, GLM-5-Next); false: HY-V4's independent
     hyper-connections (pre and post weights only)."""
+    lowrank: int | None = Field(None, gt=0)
+    """r: Qwen4-Exp's gated residual (Qwen4ExpTextGatedResidual) instead: a grouped RMSNorm over the
+    streams (n h weights, replacing the block's norms), a rank-r sigmoid mixer down (n h -> r) and up
+    (r -> n h) collapsing them and block_inject_weight (n h -> n) expanding the branch output; the
+    head the same module without the injection. None: the fn projection above."""
     head: Literal["learned", "mean"] = "learned"
     """The final collapse of the streams: learned (DeepseekV4HyperHead / HYV4HyperHead weights) or
     a parameter-free mean (Glm5NextTextHyperHead)."""

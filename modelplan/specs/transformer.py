@@ -26,6 +26,7 @@ from modelplan.specs.side_paths import AltUpSpec, PerLayerInputSpec
 from modelplan.specs.hyperconn import HyperConnSpec
 from modelplan.specs.compressed_attention import CompressedAttentionSpec
 from modelplan.specs.cca import CCASpec
+from modelplan.specs.qsa import TokenIndexerSpec
 from modelplan.specs.transformer_checks import check_transformer
 
 __all__ = ["TransformerSpec", "MoESpec", "MLASpec", "SSMSpec", "ClassifierSpec", "VisionSpec"]
@@ -103,6 +104,8 @@ class TransformerSpec(Spec):
     mla: MLASpec | None = None
     compressed_attention: CompressedAttentionSpec | None = None
     """DeepSeek-V4's shared-KV attention with KV compressors (`specs/compressed_attention.py`)."""
+    token_indexer: TokenIndexerSpec | None = None
+    """A token indexer on the full-attention blocks' q/k/v attention (Qwen4-Exp QSA; `specs/qsa.py`)."""
     cca: CCASpec | None = None
     """Compressed convolutional attention's q/k convolutions and key temperature (ZAYA; `specs/cca.py`)."""
     residual_affine: bool = False
@@ -331,6 +334,8 @@ class TransformerSpec(Spec):
         """Norms inside one block (a decoder block's cross-attention norm not included)."""
         if self.norms_per_layer is not None:
             return self.norms_per_layer
+        if self.hyper_connections is not None and self.hyper_connections.lowrank is not None:
+            return 0  # Qwen4-Exp: the gated residuals' grouped norms replace the block's (count/hyperconn.py)
         if self.placement == "sandwich":
             return 4
         return 1 if self.parallel_block or not self.mlp else 2
