@@ -41,7 +41,8 @@ from modelplan.specs.hf_deepseek32 import DEEPSEEK32_MAPPERS
 from modelplan.specs.hf_deepseek_like import _with
 from modelplan.specs.hf_llama import llama
 from modelplan.specs.hf_n18ocr import OCR_MAPPERS
-from modelplan.specs.hf_vision import _linear
+from modelplan.specs.hf_hybrid import HYBRID_MAPPERS
+from modelplan.specs.hf_vision import VISION_MAPPERS, _linear
 
 _HY_V4 = dict(vocab_size=120832, hidden_size=2816, intermediate_size=6912, moe_intermediate_size=768,
               num_hidden_layers=34, num_attention_heads=32, max_position_embeddings=262144, rms_norm_eps=1e-5,
@@ -245,8 +246,6 @@ _QSA = ("indexer_n_heads", "indexer_kv_heads", "indexer_head_dim", "indexer_budg
 
 def _qwen4_exp_text(c: HFConfig) -> dict:
     """Qwen4ExpForCausalLM: Qwen3.5-MoE blocks, QSA on the full-attention ones, gated residual streams."""
-    from modelplan.specs.hf_hybrid import HYBRID_MAPPERS  # the Qwen3.5-MoE text mapper
-
     c = _with(c, _QWEN4)
     if c.ints("ple_layer_ids", None):
         raise SpecError(f"{c.source}: ple_layer_ids: per-layer n-gram embeddings (PLE: hashed n-gram tables and a "
@@ -255,7 +254,7 @@ def _qwen4_exp_text(c: HFConfig) -> dict:
     if types is not None:
         types = ["full_attention" if t in ("indexed_attention", "full_attention") else t for t in types]
         c = HFConfig({**c.data, "layer_types": types}, c.source, c.path, c.defaults)
-    fields = HYBRID_MAPPERS["qwen3_5_moe_text"](c)
+    fields = HYBRID_MAPPERS["qwen3_5_moe_text"](c)  # Qwen3.5-MoE's blocks (hf_hybrid.py)
     if any(t != "gated_deltanet" for t in fields.get("layer_types") or ["full_attention"]):
         missing = [key for key in _QSA if c.data.get(key) is None]
         if missing:
@@ -276,8 +275,6 @@ def _qwen4_exp_text(c: HFConfig) -> dict:
 def _qwen4_exp(c: HFConfig, text_mappers: dict) -> dict:
     """Qwen4ExpForConditionalGeneration: Qwen3.5-MoE's tower and merger (Qwen4ExpVisionModel is
     Qwen3_5MoeVisionModel; hf_vision.py) around the qwen4_exp_text model."""
-    from modelplan.specs.hf_vision import VISION_MAPPERS
-
     text = c.sub("text_config")
     data = {**c.data, "text_config": {"model_type": "qwen4_exp_text", **(text.data if text is not None else {})}}
     return VISION_MAPPERS["qwen3_5_moe"](HFConfig(data, c.source, c.path), text_mappers)
