@@ -384,6 +384,9 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"beam"}  # tests/test_hf_n18beam.py
     tested |= set(ENCODER_MODEL_MAPPERS)  # tests/test_hf_encoder_models.py
     tested |= {data["model_type"] for data in TOWER_CASES}  # tests/test_hf_vlm_towers.py
+    tested |= {"hy_v4", "hy_v4_vl_text", "deepseek_v4", "glm5_next", "glm5_next_text", "qwen4_exp", "qwen4_exp_text",  # test_hf_hyperconn.py
+               "dots3_note_text", "mistral_large4", "mistral_large4_text",  # test_hf_mla_layers.py
+               "bailing_hybrid", "zaya"}  # test_hf_linear_mla.py, test_hf_cca.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.count.cca import cca_flops, cca_kept_bytes, cca_params
+from modelplan.count.qsa import qsa_kept_bytes, qsa_params
+
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
 
@@ -41,7 +44,7 @@ def extra_attention_params(spec: "TransformerSpec") -> dict[str, int]:
     if spec.dynamic_mask:  # DogeAttention: A (kv,), dt_proj Linear(kv d, kv, bias=attention_bias)
         kv = spec.num_kv_heads
         out["attention/dynamic_mask"] = kv + spec.v_width * kv + (kv if spec.qkv_bias else 0)
-    return out
+    return {**out, **cca_params(spec), **qsa_params(spec)}  # ZAYA's q/k convs (count/cca.py), Qwen4-Exp's QSA (count/qsa.py)
 
 
 def moa_params(spec: "TransformerSpec") -> dict[str, int]:
@@ -70,7 +73,7 @@ def extra_attention_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int
         out["attention/router"] = 2 * tokens * spec.hidden * spec.attention_experts
     if spec.dynamic_mask:  # Doge dt_proj: (t, kv d) @ (kv d, kv); the mask's exp / top-k are element-wise
         out["attention/dynamic_mask"] = 2 * tokens * spec.v_width * spec.num_kv_heads
-    return out
+    return {**out, **cca_flops(spec, tokens)}  # ZAYA's q/k convs (count/cca.py)
 
 
 def attention_calls(spec: "TransformerSpec") -> int:
@@ -88,4 +91,4 @@ def extra_attention_kept_bytes(spec: "TransformerSpec", d: int) -> int:
         out += d * (gate_width(spec) + spec.q_width)
     if spec.differential_attention:
         out += d * 2 * spec.q_width
-    return out
+    return out + cca_kept_bytes(spec, d) + qsa_kept_bytes(spec, d)  # ZAYA's convs, Qwen4-Exp's QSA

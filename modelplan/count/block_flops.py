@@ -17,6 +17,10 @@ from modelplan.count.seq2seq import separate_cross
 
 from modelplan.count.product_key import pk_flops
 from modelplan.count.shared_block import use_flops
+from modelplan.count.cca import router_mlp_flops
+from modelplan.count.qsa import qsa_flops, read_keys
+from modelplan.count.compressed_attention import compressed_attention_flops
+from modelplan.count.mla_extras import mla_extra_flops, own_indexer
 from modelplan.count.side_paths import block_side_flops
 from modelplan.specs.attention_shape import for_block
 
@@ -66,19 +70,23 @@ def mla_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str, int]
         q = {"attention/q/down": 2 * tokens * h * r, "attention/q/up": 2 * tokens * r * q_out}
     return {
         **q,
-        "attention/kv/down": 2 * tokens * h * (mla.kv_lora_rank + mla.qk_rope_head_dim),
+        "attention/kv/down": 0 if mla.kv_reused else 2 * tokens * h * (mla.kv_lora_rank + mla.qk_rope_head_dim),
         "attention/kv/up": 2 * tokens * mla.kv_lora_rank * a * (mla.qk_nope_head_dim + mla.v_head_dim),
         # QK^T over d_h + d_h^R dims, AV over d_v dims, per head (DSA: over the top-k keys only)
         "attention/score": 2 * tokens * _sparse_keys(spec, keys) * a * (mla.qk_head_dim + mla.v_head_dim),
         "attention/out": 2 * tokens * a * mla.v_head_dim * h,
         **indexer_flops(spec, tokens, keys),
+        **mla_extra_flops(spec, tokens),  # HY-V4's gate_proj (count/mla_extras.py)
     }
 
 
 def _sparse_keys(spec: "TransformerSpec", keys: int) -> int:
     """Keys DeepSeek Sparse Attention's main attention reads a query: the indexer's top-k."""
     ix = spec.mla.indexer
-    return keys if ix is None else min(keys, ix.topk)
+    if ix is None:
+        return keys
+    tail = ix.kpool - 1 if ix.kpool and ix.kpool_tail else 0  # GLM-5-Next: the incomplete pool's tokens too
+    return min(keys, ix.topk + tail)
 
 
 def indexer_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str, int]:
@@ -86,12 +94,15 @@ def indexer_flops(spec: "TransformerSpec", tokens: int, keys: int) -> dict[str, 
     wq_b, wk, weights_proj GEMMs, q . k for every key a query may see (H^I x d^I) and the
     weighted sum over heads (H^I); relu and top-k are element-wise (not counted)."""
     mla, h = spec.mla, spec.hidden
-    ix = mla.indexer
+    ix = own_indexer(spec)  # None on blocks reusing an earlier top-k (count/mla_extras.py)
     if ix is None:
         return {}
+    pools = -(-keys // ix.kpool) if ix.kpool else keys  # GLM-5-Next scores one pooled key per kpool tokens
+    gate = h * ix.head_dim if ix.kpool else 0  # its pool gate (t, h) @ (h, d)
+    q_in = h if ix.query_from_hidden else mla.q_lora_rank  # Mistral Large 4: wq_b over the block input
     return {
-        "attention/indexer/proj": 2 * tokens * (mla.q_lora_rank * ix.heads * ix.head_dim + h * ix.head_dim + h * ix.heads),
-        "attention/indexer/score": 2 * tokens * keys * ix.heads * (ix.head_dim + 1),
+        "attention/indexer/proj": 2 * tokens * (q_in * ix.heads * ix.head_dim + h * ix.head_dim + h * ix.heads + gate),
+        "attention/indexer/score": 2 * tokens * pools * ix.heads * (ix.head_dim + 1),
     }
 
 
@@ -145,10 +156,12 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
         out = {}
     elif block.mixer == PARALLEL_MAMBA2:
         out = {**attention_flops(spec, tokens, keys), **mamba2_flops(spec, tokens, seq_len)}
+    elif spec.compressed_attention is not None:  # DeepSeek-V4 (count/compressed_attention.py)
+        out = compressed_attention_flops(spec, block.compressor, tokens, seq_len)
     elif spec.mla is not None:
         out = mla_flops(spec, tokens, keys)
-    else:
-        out = attention_flops(spec, tokens, keys)
+    else:  # (Qwen4-Exp's token indexer: its own FLOPs, the top keys read; count/qsa.py)
+        out = {**attention_flops(spec, tokens, read_keys(spec, keys)), **qsa_flops(spec, tokens, seq_len)}
     if block.cross:
         h = spec.hidden
         merged = not separate_cross(spec, block)  # T5Gemma 2: the self-attention's q and o serve both
@@ -158,6 +171,8 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
         out["cross_attention/out"] = 0 if merged else 2 * tokens * spec.q_width * h
     if block.mlp:
         out.update(mlp_flops(spec, tokens, block.moe))
+        if block.moe and spec.moe.router_mlp is not None:  # ZAYA's router MLP (count/cca.py)
+            out["mlp/router"] = router_mlp_flops(spec, tokens)
     if block.shared:  # Zamba: the shared attention + MLP block at this use, full-sequence keys
         out.update(use_flops(spec, tokens, seq_len))
     if block.kv_shared:  # Gemma 3n: K and V come from an earlier block

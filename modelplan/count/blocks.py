@@ -18,6 +18,9 @@ from modelplan.count.extras import block_extra_params
 from modelplan.count.seq2seq import idle_cross_params, key_bias_saving, separate_cross
 
 from modelplan.count.attention_extras import extra_attention_params, moa_params, unused_attention_expert_params
+from modelplan.count.cca import residual_affine_params, router_mlp_params
+from modelplan.count.compressed_attention import compressed_attention_params
+from modelplan.count.mla_extras import mla_extra_params, own_indexer
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
 from modelplan.count.product_key import pk_params, pk_unused_params
 from modelplan.count.shared_block import use_params
@@ -49,6 +52,16 @@ class Block(NamedTuple):
     """Its attention input norm is an identity (extras.no_input_norm_blocks: ModernBERT-decoder)."""
     out_bias: bool = False
     """Its attention output projection has a bias (extras.out_bias_blocks: GPT-NeoX-Japanese)."""
+    indexer_reused: bool = False
+    """Reuses an earlier block's indexer top-k, holds no indexer (mla.indexer.layers: HY-V4)."""
+    compressor: str = "none"
+    """DeepSeek-V4's KV compressor of the block: none, csa or hca (compressed_attention.compressors)."""
+    mla_nope: bool = False
+    """Its MLA has no rotary dims (mla.nope_layers: Mistral Large 4)."""
+    mla_kv_reused: bool = False
+    """Its MLA reads an earlier block's latent (mla.kv_source: Mistral Large 4)."""
+    router_state: bool = False
+    """Its router MLP adds the previous block's router state (moe.router_mlp: every block but the first)."""
 
 
 def block_of(spec: "TransformerSpec", index: int) -> Block:
@@ -63,7 +76,17 @@ def block_of(spec: "TransformerSpec", index: int) -> Block:
         kv_shared=spec.kv_shared_layers > 0 and index >= spec.layers - spec.kv_shared_layers,
         no_input_norm=spec.extras is not None and index in spec.extras.no_input_norm_blocks,
         out_bias=spec.extras is not None and index in spec.extras.out_bias_blocks,
+        indexer_reused=_indexer_reused(spec, index),
+        compressor=spec.compressed_attention.compressors[index] if spec.compressed_attention is not None else "none",
+        router_state=spec.moe is not None and spec.moe.router_mlp is not None and index > 0,
+        mla_nope=spec.mla is not None and spec.mla.nope_layers is not None and index in spec.mla.nope_layers,
+        mla_kv_reused=spec.mla is not None and spec.mla.kv_source is not None and spec.mla.kv_source[index] != index,
     )
+
+
+def _indexer_reused(spec: "TransformerSpec", index: int) -> bool:
+    ix = spec.mla.indexer if spec.mla is not None else None
+    return ix is not None and ix.layers is not None and index not in ix.layers
 
 
 def mtp_block(spec: "TransformerSpec") -> Block:
@@ -145,13 +168,15 @@ def mla_params(spec: "TransformerSpec") -> dict[str, int]:
         out["attention/q/up"] = r * q_out  # q_b_proj: Linear(r, a * (d_h + d_h^R), bias=False)
     kv_a = mla.kv_lora_rank + mla.qk_rope_head_dim
     # kv_a_proj_with_mqa: Linear(h, d_c + d_h^R, bias=attention_bias): latent + shared rope key
-    out["attention/kv/down"] = h * kv_a + (kv_a if spec.qkv_bias else 0)
-    out["attention/kv/norm"] = mla.kv_lora_rank  # kv_a_layernorm: RMSNorm(kv_lora_rank)
+    # (none where the block reads an earlier block's latent: Mistral Large 4's kv_source)
+    out["attention/kv/down"] = 0 if mla.kv_reused else h * kv_a + (kv_a if spec.qkv_bias else 0)
+    out["attention/kv/norm"] = 0 if mla.kv_reused else mla.kv_lora_rank  # kv_a_layernorm: RMSNorm(kv_lora_rank)
     # kv_b_proj: Linear(d_c, a * (d_h + d_v), bias=False): per-head keys (no rope) and values
     out["attention/kv/up"] = mla.kv_lora_rank * a * (mla.qk_nope_head_dim + mla.v_head_dim)
     out["attention/out"] = a * mla.v_head_dim * h + (h if spec.attn_out_bias else 0)  # o_proj
-    if mla.indexer is not None:
+    if own_indexer(spec) is not None:
         out["attention/indexer"] = indexer_params(spec)
+    out.update(mla_extra_params(spec))  # HY-V4's gate_proj and sinks (count/mla_extras.py)
     return out
 
 
@@ -160,7 +185,10 @@ def indexer_params(spec: "TransformerSpec") -> int:
     bias), weights_proj Linear(h, H), all bias-free linears."""
     mla, h = spec.mla, spec.hidden
     ix = mla.indexer
-    return mla.q_lora_rank * ix.heads * ix.head_dim + h * ix.head_dim + 2 * ix.head_dim + h * ix.heads
+    pool = ix.kpool * ix.head_dim + ix.head_dim * h if ix.kpool else 0  # GLM-5-Next's pool ape and gate
+    # Mistral Large 4: q_input_norm LayerNorm(h), wq_b Linear(h, H d), softmax scale and bias (H each)
+    query = h * ix.heads * ix.head_dim + 2 * h + 2 * ix.heads if ix.query_from_hidden else mla.q_lora_rank * ix.heads * ix.head_dim
+    return query + h * ix.head_dim + 2 * ix.head_dim + h * ix.heads + pool
 
 
 def mamba_params(spec: "TransformerSpec") -> dict[str, int]:
@@ -217,6 +245,8 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
         out = {}
     elif block.mixer == PARALLEL_MAMBA2:  # Falcon-H1: attention and Mamba-2 side by side
         out = {**attention_params(spec, block.relative_bias), **mamba2_params(spec)}
+    elif spec.compressed_attention is not None:  # DeepSeek-V4 (count/compressed_attention.py)
+        out = compressed_attention_params(spec, block.compressor)
     elif spec.mla is not None:
         out = mla_params(spec)
     else:
@@ -237,6 +267,8 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
             out["cross_attention/qkv"] -= saving
     if block.mlp:
         out.update(mlp_block_params(spec, block.moe))
+        if block.moe and spec.moe.router_mlp is not None:  # ZAYA's router MLP (count/cca.py)
+            out["mlp/router"] = router_mlp_params(spec, block.router_state)
     if block.shared:  # Zamba: the per-use linear and adapters (the shared weights: count.params)
         out.update(use_params(spec))
     if block.kv_shared:  # Gemma 3n: no k_proj, v_proj, k_norm
@@ -249,6 +281,8 @@ def block_params(spec: "TransformerSpec", block: Block) -> dict[str, int]:
     out["norm"] = norms * norm_params(spec, h)  # input/post-attention (and sandwich) norms
     if spec.residual_weights:  # Doge input_residual and post_attention_residual: (h,) each
         out["residual"] = 2 * h
+    if spec.residual_affine:  # ZAYA's residual scales and biases (count/cca.py)
+        out["residual"] = residual_affine_params(spec)
     return out
 
 

@@ -28,6 +28,9 @@ from modelplan.count.result import MemoryCount
 from modelplan.count.shared_block import use_cache_elements, use_kept_bytes
 from modelplan.count.extras import block_extra_kept_bytes
 from modelplan.count.side_paths import block_side_kept_bytes
+from modelplan.count.hyperconn import residual_width
+from modelplan.count.compressed_attention import compressed_attention_kept, compressed_cache_elements
+from modelplan.count.mla_extras import mla_extra_kept_bytes, own_indexer
 from modelplan.specs.attention_shape import for_block, for_mixer
 from modelplan.specs.family import family_of
 
@@ -55,15 +58,17 @@ def _mixer_terms(spec: "TransformerSpec", block: Block, d: int) -> tuple[int, in
         return 0, kept_bytes_per_token(spec, block.mixer, d), False
     if block.mixer == "mlp":  # no mixer (Nemotron-H MLP blocks)
         return 0, 0, False
+    if spec.compressed_attention is not None:  # DeepSeek-V4 (count/compressed_attention.py)
+        return (*compressed_attention_kept(spec, block.compressor, d), True)
     mla = spec.mla
     if mla is not None:
         # latents (not split by tp): q latent (norm and up inputs), kv latent + rope key, kv up input
         r = mla.q_lora_rank or 0
         replicated = d * (2 * r + 2 * mla.kv_lora_rank + mla.qk_rope_head_dim)
-        if mla.indexer is not None:  # DeepSeek-V3.2: index queries, key and head weights (its KL loss's backward)
-            replicated += d * (mla.indexer.heads * mla.indexer.head_dim + mla.indexer.head_dim + mla.indexer.heads)
-        # per-head Q and K (nope + rope dims), V and the output-projection input (v dims)
-        return replicated, d * spec.heads * (2 * mla.qk_head_dim + 2 * mla.v_head_dim), True
+        if (ix := own_indexer(spec)) is not None:  # DeepSeek-V3.2: index queries, key and head weights (its KL loss's backward)
+            replicated += d * (ix.heads * ix.head_dim + ix.head_dim + ix.heads)
+        # per-head Q and K (nope + rope dims), V and the output-projection input (v dims); HY-V4's gate
+        return replicated, d * spec.heads * (2 * mla.qk_head_dim + 2 * mla.v_head_dim) + mla_extra_kept_bytes(spec, d), True
     # Q, K, V (K, V at kv width: GQA keeps kv heads, no repeat) and the output-projection input
     sharded = d * (spec.q_width + spec.kv_width + spec.v_width + spec.o_width)
     if spec.qk_norm_in(block.mixer):
@@ -179,7 +184,7 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
         return _ceil_div(full + (ac_every - 1) * none, ac_every)  # one block in ac_every recomputed whole
     sb = seq_len * micro_batch
     if recompute == "full":
-        kept = dtype_bytes * sb * spec.hidden  # only the block input (Korthikanti section 5)
+        kept = dtype_bytes * sb * residual_width(spec)  # only the block input (Korthikanti section 5; n h: count/hyperconn.py)
         return _ceil_div(kept, tp) if sequence_parallel else kept
     replicated, sharded, score = _layer_terms(spec, block, dtype_bytes, attention, elementwise, norm_elementwise)
     if fp8_inputs:  # TE keeps the linear inputs as fp8 (1 byte) copies instead of 16-bit ones
@@ -400,6 +405,8 @@ def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_byte
                 spec, block, seq_len)
         elif block.cross:
             elements += 2 * spec.kv_width * (dec + seq_len)
+        elif spec.compressed_attention is not None:  # DeepSeek-V4's window and compressed keys
+            elements += compressed_cache_elements(spec, block.compressor, seq_len)
         else:  # (its layer type's kv heads: MiMo-V2-Flash, specs/attention_shape.py)
             elements += kv_bytes_per_cached_token(for_mixer(spec, block.mixer)) * kv_cache_tokens(spec, block, seq_len)
         if block.shared:  # Zamba: each use of the shared attention caches its own K and V

@@ -56,13 +56,23 @@ def mamba2_params(spec: "TransformerSpec") -> dict[str, int]:
     }
 
 
-def kda_params(spec: "TransformerSpec") -> dict[str, int]:
-    """KimiLinearDeltaAttention (transformers 5.24), all linears bias-free."""
+def kda_gate_weights(spec: "TransformerSpec") -> int:
+    """Weights of KDA's forget and output gates: Kimi Linear's f_a, f_b, g_a, g_b (rank d_k, one
+    head's dims) or Bailing hybrid's full-rank f_proj and g_proj Linear(h, value_dim); each weight
+    is one multiply-add a token."""
     g, h = spec.deltanet, spec.hidden
-    d, r = g.value_dim, g.key_head_dim  # all channels; the low-rank gates' rank is one head's dims
+    if g.kda_full_rank_gates:
+        return 2 * h * g.value_dim
+    return 2 * (h * g.key_head_dim + g.key_head_dim * g.value_dim)
+
+
+def kda_params(spec: "TransformerSpec") -> dict[str, int]:
+    """KimiLinearDeltaAttention / BailingHybridDeltaAttention (transformers 5.24), linears bias-free."""
+    g, h = spec.deltanet, spec.hidden
+    d = g.value_dim  # all channels
     return {
         "deltanet/in_proj": h * (g.conv_dim + g.value_heads),  # q_proj, k_proj, v_proj; b_proj (h, heads)
-        "deltanet/gates": 2 * (h * r + r * d),  # forget gate f_a, f_b and output gate g_a, g_b
+        "deltanet/gates": kda_gate_weights(spec),  # forget and output gates
         "deltanet/conv": g.conv_dim * g.conv_kernel,  # Conv1d(3 d, 3 d, k, groups=3 d, bias=False)
         "deltanet/ssm": d + g.value_heads,  # dt_bias per channel, A_log per head
         "deltanet/norm": g.value_head_dim,  # o_norm: RMSNormGated(head_dim)
@@ -125,11 +135,10 @@ def deltanet_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[s
     """Forward FLOPs of a gated DeltaNet mixer: the input GEMMs, the conv and the chunked delta
     rule, out_proj."""
     g, h = spec.deltanet, spec.hidden
-    if g.kda:  # q, k, v, b projections and the low-rank forget / output gates (Kimi Linear)
-        r = g.key_head_dim
+    if g.kda:  # q, k, v, b projections and the forget / output gates (Kimi Linear, Bailing hybrid)
         return {
             "deltanet/in_proj": 2 * tokens * h * (g.conv_dim + g.value_heads),
-            "deltanet/gates": 2 * tokens * 2 * (h * r + r * g.value_dim),
+            "deltanet/gates": 2 * tokens * kda_gate_weights(spec),
             "deltanet/conv": 2 * tokens * g.conv_dim * g.conv_kernel,
             "deltanet/scan": deltanet_scan_flops(spec, tokens, seq_len),
             "deltanet/out_proj": 2 * tokens * g.value_dim * h,
@@ -153,7 +162,8 @@ def _deltanet_kept_bytes(spec: "TransformerSpec", d: int) -> int:
     if g.kda:  # fla chunk_kda (ops/kda/chunk.py): save_for_backward(q, k, v, g, beta, Aqk, Akk), g fp32
         # per channel; around it the conv input, the gates' low-rank inputs and output-gate logits,
         # the core output and the norm output
-        elements = g.conv_dim + g.conv_dim + 2 * hv * g.chunk_size + hv + 2 * g.key_head_dim + 3 * g.value_dim
+        low_rank = 0 if g.kda_full_rank_gates else 2 * g.key_head_dim  # the low-rank gates' inner outputs
+        elements = g.conv_dim + g.conv_dim + 2 * hv * g.chunk_size + hv + low_rank + 3 * g.value_dim
         return d * elements + FP32_BYTES * g.value_dim
     elements = g.conv_dim + 2 * hv * g.key_head_dim + g.value_dim + hv * g.chunk_size + 2 * hv + 3 * g.value_dim
     return d * elements + FP32_BYTES * hv

@@ -16,6 +16,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from modelplan.count.encoder_inputs import input_head_params, input_params
+from modelplan.count.cca import input_affine_params
+from modelplan.count.mla_extras import mla_embedding_params
+from modelplan.count.hyperconn import hc_block_flops, hc_block_params, hc_head_flops, hc_head_params, hc_kept_bytes
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -37,14 +40,16 @@ def embedding_side_params(spec: "TransformerSpec") -> dict[str, int]:
         out["per_layer/norm"] = _norm(spec, p.width)  # per_layer_projection_norm: RMSNorm(w)
     if spec.altup is not None:
         out["altup"] = (spec.altup.inputs - 1) * h * h  # altup_projections: n - 1 x Linear(h, h)
-    return {**out, **input_params(spec)}  # patch / audio front-ends (count.encoder_inputs)
+    # ZAYA's input scale and bias (count/cca.py), Mistral Large 4's rotary alpha (count/mla_extras.py);
+    # patch / audio front-ends (count.encoder_inputs)
+    return {**out, **input_affine_params(spec), **mla_embedding_params(spec), **input_params(spec)}
 
 
 def head_side_params(spec: "TransformerSpec") -> dict[str, int]:
-    """Output-side parameters, keyed relative to `head/`: altup_unembed_projections; an image /
-    audio encoder's task head (count.encoder_inputs)."""
+    """Output-side parameters, keyed relative to `head/`: altup_unembed_projections; DeepSeek-V4's
+    hyper-connection head (count/hyperconn.py); an image / audio encoder's task head (count.encoder_inputs)."""
     altup = {"altup": (spec.altup.inputs - 1) * spec.hidden ** 2} if spec.altup is not None else {}
-    return {**altup, **input_head_params(spec)}
+    return {**altup, **hc_head_params(spec), **input_head_params(spec)}
 
 
 def block_side_params(spec: "TransformerSpec") -> dict[str, int]:
@@ -61,7 +66,7 @@ def block_side_params(spec: "TransformerSpec") -> dict[str, int]:
     if spec.per_layer_input is not None:
         w = spec.per_layer_input.width  # per_layer_input_gate, per_layer_projection, post_per_layer_input_norm
         out["per_layer_input"] = 2 * h * w + _norm(spec, h)
-    return out
+    return {**out, **hc_block_params(spec)}  # attn_hc and ffn_hc (count/hyperconn.py)
 
 
 def kv_shared_saving(spec: "TransformerSpec") -> tuple[int, int]:
@@ -83,7 +88,8 @@ def embedding_side_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]
 
 def head_side_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
     """The unembedding projections' forward FLOPs, keyed relative to `head/`."""
-    return {"altup": 2 * tokens * (spec.altup.inputs - 1) * spec.hidden ** 2} if spec.altup is not None else {}
+    out = {"altup": 2 * tokens * (spec.altup.inputs - 1) * spec.hidden ** 2} if spec.altup is not None else {}
+    return {**out, **hc_head_flops(spec, tokens)}
 
 
 def block_side_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
@@ -98,7 +104,7 @@ def block_side_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:
         out["laurel"] = 2 * tokens * 2 * h * spec.laurel_rank  # (t, h) @ (h, r), (t, r) @ (r, h)
     if spec.per_layer_input is not None:
         out["per_layer_input"] = 2 * tokens * 2 * h * spec.per_layer_input.width  # gate and projection
-    return out
+    return {**out, **hc_block_flops(spec, tokens)}
 
 
 def block_side_kept_bytes(spec: "TransformerSpec", d: int) -> int:
@@ -114,4 +120,4 @@ def block_side_kept_bytes(spec: "TransformerSpec", d: int) -> int:
         out += spec.laurel_rank + h
     if spec.per_layer_input is not None:
         out += 3 * spec.per_layer_input.width + h
-    return d * out
+    return d * out + hc_kept_bytes(spec, d)  # the n residual streams (count/hyperconn.py)

@@ -21,6 +21,7 @@ mixer and T5's cross-attention. `plan/kernels.py` adds the norms, residuals and 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 from modelplan.count.attention import FusedAttention
@@ -29,6 +30,9 @@ from modelplan.count.blocks import Block
 from modelplan.count.eager import ROTARY_KERNELS, rotary_bytes
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.extras import PRICED_EXTRAS
+from modelplan.plan.compressed_attention import compressed_attention_kernels
+from modelplan.count.qsa import read_keys
+from modelplan.count.mla_extras import mla_gate_width, own_indexer
 from modelplan.plan.dsa import indexer_elementwise, indexer_gemms, sparse_core
 from modelplan.plan.kernel_types import Elementwise, Gemm
 from modelplan.plan.linear_mixers import linear_mixer_kernels
@@ -43,13 +47,18 @@ PRICED: frozenset[str] = frozenset({
     "layer_types=mamba2", "layer_types=gated_deltanet", "layer_types=mlp", "layer_types=parallel_mamba2",
     "layer_types=short_conv", "layer_types=rglru", "layer_types=lightning", "layer_types=rwkv",
     "layer_types=mlstm",
-    "attention_output_gate", "deltanet.kda",  # plan/linear_mixers.py
+    "attention_output_gate", "deltanet.kda", "deltanet.kda_full_rank_gates",  # plan/linear_mixers.py
     # attention_kernels below (count/attention_extras.py, specs/attention_shape.py)
     "head_gate", "differential_attention", "v_head_dim", "attention_by_type", "value_is_key",
     "attention_experts", "dynamic_mask", "kv_shared_ffn_hidden", "product_key_experts",
     "moe.output_bias", "residual_weights", "moe.router_scales",  # shards only (element-wise adds / scales)
     "moe.branch_norms",  # its norms' passes are not priced (the block's own are)
     "mla.indexer",  # plan/dsa.py
+    "compressed_attention",  # plan/compressed_attention.py
+    "cca", "moe.router_mlp", "residual_affine", "token_indexer",  # attention_kernels here, plan/kernels.py; shards (element-wise adds)
+    "mla.rope_key_norm",  # its norm's pass: not priced (the latent norms are)
+    "mla.softmax_scales", "mla.nope_layers", "mla.kv_source", "mla.indexer.query_from_hidden",  # for_block sizes
+    "hyper_connections",  # plan/kernels.py side_path_gemms (count/hyperconn.py); shards replicated
     "qk_norm", "attn_logit_softcap", "final_logit_softcap", "rotary_fraction", "nope_full_attention",
     "moe.shared_expert_gate", "mtp_layers",
     # shards only (their compute is a per-head value or a scalar fused into a neighbour kernel)
@@ -129,8 +138,20 @@ def attention_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q:
         gemms.append(Gemm("attention/router", tokens, spec.attention_experts, h))
     if spec.dynamic_mask:  # Doge dt_proj over the local values
         gemms.append(Gemm("attention/dynamic_mask", tokens, kv, kv * dv))
+    if spec.token_indexer is not None:  # Qwen4-Exp's QSA (count/qsa.py): its projection and pooled-key scores
+        ix = spec.token_indexer
+        gemms += [Gemm("attention/indexer/proj", tokens, (ix.heads + 1) * ix.head_dim, h),
+                  Gemm("attention/indexer/scores", s_q, s // ix.compress_ratio, ix.head_dim, b * ix.heads)]
+        flash = [dataclasses.replace(f, window=read_keys(spec, s) if f.window is None else min(f.window, read_keys(spec, s)))
+                 for f in flash]
+    if spec.cca is not None:  # ZAYA's convs (count/cca.py): the grouped one a GEMM per head, the depthwise one a pass
+        gemms.append(Gemm("attention/cca/grouped", tokens, dh, dh * spec.cca.grouped_kernel, heads + kv))
+        conv = tokens * (heads + kv) * dh
+        extra_ew = [Elementwise("attention/cca/depthwise", conv, 2 * d, 3 * d)]
+    else:
+        extra_ew = []
     rotated = int(dh * spec.rotary_fraction) if spec.rotary_fraction != 1.0 else dh
-    ew = _rotary(spec, block, tokens * (heads + kv) * rotated, d, eager)
+    ew = _rotary(spec, block, tokens * (heads + kv) * rotated, d, eager) + extra_ew
     if spec.qk_norm_in(block.mixer):  # a norm pass over Q and K
         ew.append(Elementwise("attention/qk_norm", tokens * (heads + kv) * dh, 2 * d, 3 * d))
     if gate or spec.head_gate is not None:  # attn * sigmoid(gate): read both, write; bwd reads them and dy, writes both grads
@@ -151,13 +172,18 @@ def mla_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q: int, 
         gemms = [Gemm("attention/q_a", tokens, r, h),  # replicated latent
                  Gemm("attention/q_b", tokens, heads * mla.qk_head_dim, r)]  # column-parallel
         latents = r
-    gemms += [Gemm("attention/kv_a", tokens, mla.kv_lora_rank + mla.qk_rope_head_dim, h),  # replicated
-              Gemm("attention/kv_b", tokens, heads * (mla.qk_nope_head_dim + mla.v_head_dim), mla.kv_lora_rank)]
+    if not mla.kv_reused:  # Mistral Large 4's kv_source blocks read an earlier latent
+        gemms.append(Gemm("attention/kv_a", tokens, mla.kv_lora_rank + mla.qk_rope_head_dim, h))  # replicated
+    gemms.append(Gemm("attention/kv_b", tokens, heads * (mla.qk_nope_head_dim + mla.v_head_dim), mla.kv_lora_rank))
     g, core, flash = _core("attention", spec, block, b, heads, s_q, s, mla.qk_head_dim, mla.v_head_dim, d, fused)
     ew = [Elementwise("attention/latent_norms", tokens * (latents + mla.kv_lora_rank), 2 * d, 3 * d)]
     ew += _rotary(spec, block, tokens * (heads + 1) * mla.qk_rope_head_dim, d, eager)  # q rope dims, shared key
-    if mla.indexer is not None:  # DeepSeek-V3.2 (plan/dsa.py): the indexer, and the core over its top-k keys
-        g, ew, flash = g + indexer_gemms(spec, b, s_q, s), ew + indexer_elementwise(spec, b, s_q, s), sparse_core(spec, flash)
+    if mla.indexer is not None:  # DeepSeek-V3.2 (plan/dsa.py): the core over the top-k keys, its own indexer
+        flash = sparse_core(spec, flash)
+        if own_indexer(spec) is not None:  # HY-V4's 'shared' blocks reuse an earlier top-k
+            g, ew = g + indexer_gemms(spec, b, s_q, s), ew + indexer_elementwise(spec, b, s_q, s)
+    if spec.head_gate is not None:  # HY-V4's gate_proj, column-parallel with the heads (count/mla_extras.py)
+        gemms.append(Gemm("attention/head_gate", tokens, mla_gate_width(spec, heads), h))
     return MixerKernels(gemms + g, ew, core, flash, Gemm("attention/out", tokens, h, heads * mla.v_head_dim))
 
 
@@ -207,6 +233,8 @@ def mixer_kernels(spec: TransformerSpec, block: Block, tp: int, b: int, s_q: int
         attn = attention_kernels(spec, block, tp, b, s_q, s, d, fused, eager)
         gemms, ew, out = linear_mixer_kernels(spec, "mamba2", tp, b, s_q, d)
         return MixerKernels(attn.gemms + gemms + [out], attn.elementwise + ew, attn.core, attn.fused, attn.out)
+    if spec.compressed_attention is not None:  # DeepSeek-V4 (plan/compressed_attention.py)
+        return MixerKernels(*compressed_attention_kernels(spec, block.compressor, tp, b, s_q, s, d, fused))
     if spec.mla is not None:
         return mla_kernels(spec, block, tp, b, s_q, s, d, fused, eager)
     return attention_kernels(spec, block, tp, b, s_q, s, d, fused, eager)

@@ -32,6 +32,7 @@ from collections import Counter, defaultdict
 from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
 from modelplan.count.blocks import block_of, mtp_block
+from modelplan.count.hyperconn import residual_width
 from modelplan.count.recompute_layers import full_recompute
 from modelplan.plan.engine import engine_settings
 from modelplan.plan.experts import expert_capacity
@@ -81,8 +82,9 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
     tokens, A = sizes[lengths.source][:2]  # this rank's tokens of the micro-batch, one (b, s/cp, h) activation
     head_tokens, head_A = sizes[lengths.target][:2]
     software = engine_settings(training, load_engine(training.framework))
-    numel = b * (s // tp if sp else s) * h  # one stage-boundary tensor
-    message, gathered = pp_mod.boundary_message(b, s, h, tp, sp, plan.pipeline_scatter_gather(numel), act)
+    width = residual_width(spec)  # h, or n h with hyper-connections (count/hyperconn.py)
+    numel = b * (s // tp if sp else s) * width  # one stage-boundary tensor
+    message, gathered = pp_mod.boundary_message(b, s, width, tp, sp, plan.pipeline_scatter_gather(numel), act)
     schedule = pipeline_schedule(plan.schedule, pp, m, vpp)
     num_stages = schedule.num_stages
     last = num_stages - 1

@@ -23,11 +23,14 @@ def indexer_gemms(spec: TransformerSpec, b: int, s_q: int, s: int) -> list[Gemm]
     """wq_b, wk, weights_proj, then per index head q . k over the s keys and the head-weighted sum."""
     mla, h, tokens = spec.mla, spec.hidden, b * s_q
     ix = mla.indexer
-    return [Gemm("attention/indexer/q", tokens, ix.heads * ix.head_dim, mla.q_lora_rank),
+    keys = -(-s // ix.kpool) if ix.kpool else s  # GLM-5-Next: one pooled key per kpool tokens
+    pool = [Gemm("attention/indexer/pool_gate", tokens, ix.head_dim, h)] if ix.kpool else []
+    q_in = h if ix.query_from_hidden else mla.q_lora_rank  # Mistral Large 4: wq_b over the block input
+    return [Gemm("attention/indexer/q", tokens, ix.heads * ix.head_dim, q_in),
             Gemm("attention/indexer/k", tokens, ix.head_dim, h),
-            Gemm("attention/indexer/weights", tokens, ix.heads, h),
-            Gemm("attention/indexer/scores", s_q, s, ix.head_dim, b * ix.heads),
-            Gemm("attention/indexer/sum", 1, s, ix.heads, tokens)]
+            Gemm("attention/indexer/weights", tokens, ix.heads, h), *pool,
+            Gemm("attention/indexer/scores", s_q, keys, ix.head_dim, b * ix.heads),
+            Gemm("attention/indexer/sum", 1, keys, ix.heads, tokens)]
 
 
 def indexer_elementwise(spec: TransformerSpec, b: int, s_q: int, s: int) -> list[Elementwise]:
@@ -37,5 +40,6 @@ def indexer_elementwise(spec: TransformerSpec, b: int, s_q: int, s: int) -> list
 
 def sparse_core(spec: TransformerSpec, flash: list[FusedAttention]) -> list[FusedAttention]:
     """The fused MLA core seeing at most index_topk keys a query."""
-    topk = spec.mla.indexer.topk
+    ix = spec.mla.indexer
+    topk = ix.topk + (ix.kpool - 1 if ix.kpool and ix.kpool_tail else 0)  # GLM-5-Next's tail pool
     return [dataclasses.replace(f, window=topk if f.window is None else min(f.window, topk)) for f in flash]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from modelplan.comm.ops import Axis
 from modelplan.count.blocks import Block, mtp_block
+from modelplan.count.hyperconn import residual_width
 from modelplan.plan.block_mix import block_kinds, mean_terms, with_mtp
 from modelplan.plan.compute import kernel_times
 from modelplan.count.checkpointing import checkpointed_share, op_sac_recomputed_fraction, op_sac_recomputed_shares
@@ -207,8 +208,9 @@ class BlockPricing:
         hit = self._cache.get(key)
         if hit is None:
             s_local = self.training.seq_len // cp
-            numel = micro_batch * (s_local // tp if sp else s_local) * self.spec.hidden
+            width = residual_width(self.spec)  # n h with hyper-connections (count/hyperconn.py)
+            numel = micro_batch * (s_local // tp if sp else s_local) * width
             split = pipeline_scatter_gather(scatter_gather, tp, sp, numel)
-            hit = self._cache[key] = pp_mod.boundary_message(micro_batch, s_local, self.spec.hidden, tp, sp, split,
+            hit = self._cache[key] = pp_mod.boundary_message(micro_batch, s_local, width, tp, sp, split,
                                                              self.dtype_bytes)
         return hit

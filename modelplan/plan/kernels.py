@@ -22,6 +22,8 @@ from modelplan.count.eager import (
 )
 from modelplan.count.blocks import Block, block_of
 from modelplan.count.seq2seq import separate_cross
+from modelplan.count.cca import router_mlp_gemms
+from modelplan.count.hyperconn import hc_gemm_shapes
 from modelplan.plan.block_kernels import cross_kernels, mixer_kernels
 from modelplan.plan.extras import head_transform_kernels, layer_extra_kernels
 from modelplan.plan.kernel_types import Elementwise, Gemm
@@ -65,8 +67,10 @@ def moe_mlp_kernels(
     f = moe.expert_ffn_hidden // (etp or tp)
     routed = tokens if routed is None else routed
     inputs = 2 if spec.gated_mlp else 1
+    router = [Gemm("mlp/router", routed, E, h)] if moe.router_mlp is None else [  # (T, h) @ (h, E), every tp rank
+        Gemm(*shape) for shape in router_mlp_gemms(spec, routed)]  # ZAYA's router MLP (count/cca.py)
     gemms = [
-        Gemm("mlp/router", routed, E, h),  # (T, h) @ (h, E), every tp rank
+        *router,
         Gemm("mlp/experts/in", rows, inputs * f, h, local),  # column-parallel, one per local expert
         Gemm("mlp/experts/out", rows, h, f, local),  # row-parallel
     ]
@@ -196,7 +200,7 @@ def side_path_gemms(spec: TransformerSpec, tokens: int) -> list[Gemm]:
     if spec.laurel_rank is not None:
         r = spec.laurel_rank
         out += [Gemm("laurel/left", tokens, r, h), Gemm("laurel/right", tokens, h, r)]
-    return out
+    return out + [Gemm(*shape) for shape in hc_gemm_shapes(spec, tokens)]  # DeepSeek-V4's hyper-connections
 
 
 PYTORCH_CP_MERGE_FWD_BYTES = 38

@@ -67,7 +67,9 @@ def deltanet_kernels(spec: TransformerSpec, tp: int, b: int, s_q: int, d: int):
     conv = 2 * hk * dk + hv * dv
     c = min(g.chunk_size, s_q)
     batch = b * _split(s_q, c) * hv  # chunks x local value heads (q, k repeated to them)
-    if g.kda:  # Kimi Linear: q, k, v, b column-parallel; the gates' h -> d_k halves replicated
+    if g.kda and g.kda_full_rank_gates:  # Bailing hybrid: q, k, v, b and f_proj, g_proj column-parallel
+        gemms = [Gemm("deltanet/in_proj", tokens, conv + hv, h), Gemm("deltanet/gates", tokens, 2 * hv * dv, h)]
+    elif g.kda:  # Kimi Linear: q, k, v, b column-parallel; the gates' h -> d_k halves replicated
         gemms = [Gemm("deltanet/in_proj", tokens, conv + hv, h), Gemm("deltanet/gates/down", tokens, 2 * dk, h),
                  Gemm("deltanet/gates/up", tokens, 2 * hv * dv, dk)]
     else:
@@ -110,8 +112,10 @@ def deltanet_shard(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
     hv, hk = _split(g.value_heads, tp), local_kv_heads(g.key_heads, tp)
     conv = 2 * hk * g.key_head_dim + hv * g.value_head_dim
     if g.kda:  # Kimi Linear: f_a, g_a (h -> d_k) and the o_norm weight replicated, the rest split
-        replicated = 2 * h * g.key_head_dim + g.value_head_dim
-        numel = h * (conv + hv) + 2 * g.key_head_dim * hv * g.value_head_dim + conv * g.conv_kernel
+        full = g.kda_full_rank_gates  # Bailing hybrid: f_proj, g_proj split with the value heads
+        replicated = (0 if full else 2 * h * g.key_head_dim) + g.value_head_dim
+        gates = 2 * h * hv * g.value_head_dim if full else 2 * g.key_head_dim * hv * g.value_head_dim
+        numel = h * (conv + hv) + gates + conv * g.conv_kernel
         numel += hv * g.value_head_dim + hv + hv * g.value_head_dim * h + replicated  # dt_bias, A_log, o_proj
         return numel, replicated if tp > 1 else 0
     numel = h * (conv + hv * g.value_head_dim + 2 * hv) + conv * g.conv_kernel + 2 * hv

@@ -29,6 +29,10 @@ from pydantic import BaseModel, ConfigDict
 
 from modelplan.count.attention_extras import gate_width
 from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
+from modelplan.count.cca import cca_params, residual_affine_params, router_mlp_params
+from modelplan.count.qsa import qsa_params
+from modelplan.count.compressed_attention import compressed_attention_shard
+from modelplan.count.mla_extras import mla_extra_shard, own_indexer
 from modelplan.count.product_key import pk_params
 from modelplan.count.side_paths import block_side_params, embedding_side_params, head_side_params, kv_shared_saving
 from modelplan.count.vision import vision_params
@@ -112,7 +116,7 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
     if spec.mla is not None:
         mla = spec.mla
         kv_a = mla.kv_lora_rank + mla.qk_rope_head_dim
-        replicated = h * kv_a + (kv_a if spec.qkv_bias else 0) + mla.kv_lora_rank
+        replicated = 0 if mla.kv_reused else h * kv_a + (kv_a if spec.qkv_bias else 0) + mla.kv_lora_rank
         split = heads * mla.kv_lora_rank * (mla.qk_nope_head_dim + mla.v_head_dim) + heads * mla.v_head_dim * h
         if mla.q_lora_rank is None:
             split += h * heads * mla.qk_head_dim
@@ -120,8 +124,10 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
             r = mla.q_lora_rank
             replicated += h * r + (r if spec.qkv_bias else 0) + r
             split += r * heads * mla.qk_head_dim
-        if mla.indexer is not None:  # DeepSeek-V3.2's indexer: replicated on every tp rank
+        if own_indexer(spec) is not None:  # DeepSeek-V3.2's indexer: replicated on every tp rank
             replicated += indexer_params(spec)
+        extra_split, extra_replicated = mla_extra_shard(spec, heads)  # HY-V4 / dots.3 (count/mla_extras.py)
+        split, replicated = split + extra_split, replicated + extra_replicated
         return replicated + split + out_bias, (replicated if tp > 1 else 0) + (out_bias if sp else 0)
     d, kv_local = spec.dim_head, _split(spec.num_kv_heads, tp)
     if spec.attention_experts is not None:  # JetMoE MoA: expert q/o split with the kv heads, router and bias replicated
@@ -137,6 +143,8 @@ def _attention(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
     numel += h * gate_width(spec, heads)  # LFM3 / Laguna g_proj: column-parallel with the heads
     numel += heads if spec.head_gate_bias else 0  # Beam gate_bias: colwise (BeamConfig.base_model_tp_plan)
     lambdas = 4 * d if spec.differential_attention else 0  # DiffLlama lambda vectors: replicated, partial grads
+    lambdas += sum(cca_params(spec).values())  # ZAYA's q/k convs and temperature: replicated (no engine splits them)
+    lambdas += sum(qsa_params(spec).values())  # Qwen4-Exp's QSA indexer: replicated (colwise_gather_output)
     if spec.dynamic_mask:  # Doge A and dt_proj (reads every kv head's values): replicated, partial grads
         kv_all = spec.num_kv_heads
         lambdas += kv_all + spec.v_width * kv_all + (kv_all if spec.qkv_bias else 0)
@@ -173,6 +181,8 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
     elif block.mixer == PARALLEL_MAMBA2:  # Falcon-H1: attention and Mamba-2 side by side
         (n_attn, p_attn), (n_ssm, p_ssm) = _attention(spec, tp, sp), linear_mixer_shard(spec, "mamba2", tp, sp)
         numel, partial = n_attn + n_ssm, p_attn + p_ssm
+    elif spec.compressed_attention is not None:  # DeepSeek-V4 (count/compressed_attention.py)
+        numel, partial = compressed_attention_shard(spec, block.compressor, tp, sp)
     else:
         numel, partial = _attention(spec, tp, sp)
         numel -= key_bias_saving(spec) // tp  # Whisper's k_proj has no bias (count.seq2seq)
@@ -188,6 +198,7 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
         numel += spec.hidden if spec.attn_out_bias else 0  # out_proj bias replicated
         norms += _norm(spec)
     norms += 2 * h if spec.residual_weights else 0  # Doge's residual weights: replicated like the norms
+    norms += residual_affine_params(spec)  # ZAYA's residual scales and biases: replicated like the norms
     side = sum(block_side_params(spec).values())  # Gemma 3n / 4 side paths (count/side_paths.py): replicated
     if block.kv_shared:  # Gemma 3n / 4: no k_proj, v_proj, k_norm of its own
         saving, k_norm = kv_shared_saving(spec)
@@ -204,6 +215,8 @@ def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int,
         return numel + n + pk, partial + p + (pk if tp > 1 else 0)
     moe = spec.moe
     router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
+    if moe.router_mlp is not None:  # ZAYA's router MLP (count/cca.py), replicated like a router
+        router = router_mlp_params(spec, block.router_state)
     router += moe.num_experts if moe.score_correction_param else 0  # AFMoE's expert_bias parameter
     router += h if moe.shared_expert_gate else 0  # Qwen2-MoE's gate: replicated like the router
     router += h if moe.output_bias else 0  # JetMoE's output bias: replicated

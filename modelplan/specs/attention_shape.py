@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from modelplan.specs.base import Spec
+from modelplan.specs.blocks import MLASpec
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -37,10 +38,13 @@ class LayerTypeAttention(Spec):
     """A learned sink logit per head in these blocks' softmax (MiMo-V2-Flash: sliding blocks only)."""
     value_is_key: bool | None = None
     """The keys double as the values: no v_proj (Gemma 4 attention_k_eq_v global blocks)."""
+    mla: MLASpec | None = None
+    """The latent attention of these blocks where the model's is MLA (dots.3's sliding blocks:
+    their own ranks and head widths, no indexer); with `heads` the only other override."""
 
 
 _FIELDS = {"heads": "heads", "kv_heads": "kv_heads", "head_dim": "head_dim", "v_head_dim": "v_head_dim",
-           "sinks": "attention_sinks", "value_is_key": "value_is_key"}
+           "sinks": "attention_sinks", "value_is_key": "value_is_key", "mla": "mla"}
 
 
 def for_mixer(spec: "TransformerSpec", mixer: str) -> "TransformerSpec":
@@ -57,6 +61,15 @@ def for_block(spec: "TransformerSpec", block) -> "TransformerSpec":
     """`for_mixer` of the block's mixer, with the MLP width of a K/V-sharing block where it has its
     own (Gemma 4 use_double_wide_mlp: 2 x intermediate_size, Gemma4TextMLP)."""
     spec = for_mixer(spec, block.mixer)
+    if getattr(block, "indexer_reused", False):  # HY-V4 'shared' indexer blocks (count/mla_extras.py)
+        indexer = spec.mla.indexer.model_copy(update={"reused": True})
+        spec = spec.model_copy(update={"mla": spec.mla.model_copy(update={"indexer": indexer})})
+    if getattr(block, "mla_nope", False):  # Mistral Large 4's NoPE blocks: the rope dims join the nope ones
+        mla = spec.mla
+        spec = spec.model_copy(update={"mla": mla.model_copy(update={
+            "qk_nope_head_dim": mla.qk_nope_head_dim + mla.qk_rope_head_dim, "qk_rope_head_dim": 0})})
+    if getattr(block, "mla_kv_reused", False):  # Mistral Large 4: an earlier block's latent, no kv_a
+        spec = spec.model_copy(update={"mla": spec.mla.model_copy(update={"kv_reused": True})})
     if block.kv_shared and spec.kv_shared_ffn_hidden is not None:
         spec = spec.model_copy(update={"ffn_hidden": spec.kv_shared_ffn_hidden})
     return spec
@@ -66,7 +79,12 @@ def check_shapes(spec: "TransformerSpec") -> None:
     """Each layer type's heads divisible by its kv heads, and no override on MLA blocks."""
     for mixer, shape in (spec.attention_by_type or {}).items():
         if spec.mla is not None:
-            raise ValueError("attention_by_type does not apply to mla")
+            others = [key for key in _FIELDS if key not in ("heads", "mla") and getattr(shape, key) is not None]
+            if others:
+                raise ValueError(f"attention_by_type.{mixer}: {', '.join(others)} do not apply to mla (set its mla)")
+            continue
+        if shape.mla is not None:
+            raise ValueError(f"attention_by_type.{mixer}.mla needs an mla model")
         heads = shape.heads or spec.heads
         kv = shape.kv_heads or spec.num_kv_heads
         if heads % kv:

@@ -85,6 +85,10 @@ class MoESpec(Spec):
     zero_expert_padding: bool = False
     """gate_up rows allocated for the zero experts too, never read (transformers 5.24
     LongcatFlashExperts.gate_up_proj is (E + Z, 2f, h)): counted as `mlp/zero_expert_padding`."""
+    router_mlp: int | None = Field(None, gt=0)
+    """r: a router MLP instead of Linear(h, E) (ZAYA ZayaRouter: down_proj h -> r, an RMSNorm, two
+    GELU Linear(r, r), out_proj r -> E + 1, the last class skipping the MLP; each block after the
+    first adds the previous block's router state). A token still runs top_k experts."""
     shortcut: bool = False
     """The MoE reads this block's MLP input but its output joins the residual at the end of the
     next block (LongCat-Flash's shortcut-connected MoE): the same counts, a different order."""
@@ -123,6 +127,30 @@ class IndexerSpec(Spec):
     """d^I: index head dims (HF index_head_dim)."""
     topk: int = Field(2048, gt=0)
     """Keys each query's main attention reads (HF index_topk)."""
+    layers: list[int] | None = None
+    """0-based blocks that hold and run an indexer; the others reuse the top-k of the last one
+    before them (HY-V4 / GLM-MoE-DSA indexer_types 'shared'). None: every block."""
+    reused: bool = False
+    """Set by `specs.attention_shape.for_block` on a block outside `layers`: no indexer weights
+    or compute of its own (count/mla_extras.py own_indexer), still index_topk keys a query."""
+    kpool: int | None = Field(None, gt=0)
+    """GLM-5-Next's pooled index keys (Glm5NextTextIndexer): every kpool tokens' keys are pooled
+    by a softmax gate (index_kpool_compress_gate (d, h) over the block input, plus
+    index_kpool_compress_ape (kpool, d)); the queries score the pools and the main attention reads
+    the tokens of the topk / kpool best ones. None: DeepSeek-V3.2's per-token keys."""
+    query_from_hidden: bool = False
+    """The index queries come from the block input, not the query latent (Mistral Large 4's
+    MistralLarge4TextIndexer: q_input_norm LayerNorm(h), wq_b Linear(h, H d), a learned per-head
+    softmax scale and bias, 2 H)."""
+    kpool_tail: bool = True
+    """With kpool: the incomplete last pool's tokens (kpool - 1 at most) are read too
+    (index_kpool_always_select_tail)."""
+
+    @model_validator(mode="after")
+    def _check_layers(self) -> "IndexerSpec":
+        if self.layers is not None and (not self.layers or min(self.layers) < 0):
+            raise ValueError(f"mla.indexer.layers ({self.layers}) must list block indices >= 0 (the first top-k among them)")
+        return self
 
 
 class MLASpec(Spec):
@@ -135,16 +163,34 @@ class MLASpec(Spec):
     """d_c': width of the query latent; None: a plain q projection (DeepSeek-V2-Lite)."""
     qk_nope_head_dim: int = Field(gt=0)
     """Per-head query/key dims without rotary (d_h)."""
-    qk_rope_head_dim: int = Field(gt=0)
-    """Decoupled rotary dims per head (d_h^R); the rotary key is one head wide, shared."""
+    qk_rope_head_dim: int = Field(ge=0)
+    """Decoupled rotary dims per head (d_h^R); the rotary key is one head wide, shared (0: NoPE
+    MLA, GLM-5-Next)."""
     v_head_dim: int = Field(gt=0)
     """Per-head value dims."""
     indexer: IndexerSpec | None = None
     """DeepSeek Sparse Attention's indexer (DeepSeek-V3.2); None: dense MLA. Needs q_lora_rank."""
+    softmax_scales: bool = False
+    """A learned per-head scale and bias on the queries over log(position + 1) (Mistral Large 4's
+    MistralLarge4TextSoftmaxScaling: 2 heads a block)."""
+    rotary_alpha: bool = False
+    """A learned exponent per rotary frequency, once in the model (MistralLarge4TextRotaryEmbedding.alpha:
+    qk_rope_head_dim / 2)."""
+    nope_layers: list[int] | None = None
+    """Blocks without rotary dims: their queries and keys are qk_nope_head_dim + qk_rope_head_dim
+    wide without a rope key (Mistral Large 4 no_rope_layers 0)."""
+    kv_source: list[int] | None = None
+    """Each block's latent source: a block whose entry is an earlier block reads that block's
+    latent and holds no kv_a_proj_with_mqa / kv_a_layernorm (Mistral Large 4 kv_source_layers)."""
+    kv_reused: bool = False
+    """Set by `specs.attention_shape.for_block` on a block reading an earlier latent (kv_source)."""
+    rope_key_norm: bool = False
+    """An RMSNorm over the shared rope key before its rotary (dots.3 k_rope_only_layernorm:
+    qk_rope_head_dim weights)."""
 
     @model_validator(mode="after")
     def _check_indexer(self) -> "MLASpec":
-        if self.indexer is not None and self.q_lora_rank is None:
+        if self.indexer is not None and self.q_lora_rank is None and not self.indexer.query_from_hidden:
             raise ValueError("mla.indexer needs mla.q_lora_rank (its queries read the query latent)")
         return self
 

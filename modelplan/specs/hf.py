@@ -55,6 +55,10 @@ from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
 from modelplan.specs.hf_encoder_models import ENCODER_MODEL_MAPPERS, ENCODER_UNMODELLED, OWN_HEADS
 from modelplan.specs.family import spec_class
 from modelplan.specs.hf_vlm_towers import TOWER_MAPPERS, TOWER_UNMODELLED
+from modelplan.specs.hf_hyperconn import HYPERCONN_COMPOSITES, HYPERCONN_MAPPERS, HYPERCONN_TEXT_ONLY
+from modelplan.specs.hf_mla_layers import MLA_LAYERS_COMPOSITES, MLA_LAYERS_MAPPERS, MLA_LAYERS_TEXT_ONLY
+from modelplan.specs.hf_linear_mla import LINEAR_MLA_MAPPERS
+from modelplan.specs.hf_cca import CCA_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -68,10 +72,12 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **N18ATTN_MAPPERS,
     **N18CAUSAL_MAPPERS,
     **N18BEAM_MAPPERS, **ENCODER_MODEL_MAPPERS,
+    **HYPERCONN_MAPPERS, **MLA_LAYERS_MAPPERS, **LINEAR_MLA_MAPPERS, **CCA_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
-                                      **QFORMER_MAPPERS, **DOCLING_MAPPERS, **TOWER_MAPPERS}.items()})
+                                      **QFORMER_MAPPERS, **DOCLING_MAPPERS, **TOWER_MAPPERS, **HYPERCONN_COMPOSITES,
+                                      **MLA_LAYERS_COMPOSITES}.items()})
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its multimodal composite",
@@ -85,7 +91,8 @@ UNMODELLED: dict[str, str] = {
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
 
-_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text", **N17NEW_TEXT_ONLY}
+_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text", **N17NEW_TEXT_ONLY, **HYPERCONN_TEXT_ONLY,
+                              **MLA_LAYERS_TEXT_ONLY}
 """Refused vision-language types whose text_config alone is supported (as its own model_type);
 the Qwen-VL / Qwen3.5, Llama 4, LLaVA, InternVL, Idefics3 and GLM-4V composites read whole
 (hf_vision.py), their text model_types still count the language model alone."""

@@ -45,29 +45,13 @@ N17NEW_MLA_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 }
 
 
-_HC = "manifold-constrained hyper-connections (attn_hc / ffn_hc: several residual streams mixed per block)"
 
 N17NEW_UNMODELLED: dict[str, str] = {
     "gemma4_unified_assistant": "the drafter's projections to and from the target model (pre_projection over 2 x "
                                 "backbone_hidden_size, post_projection), its centroid masked embedder and blocks "
                                 "that all read the target's K/V",
-    "deepseek_v4": f"{_HC}, compressed sparse attention (a KV compressor with its own indexer) and a low-rank "
-                   "grouped output projection (o_a_proj / o_b_proj)",
-    "mistral_large4": "MLA blocks without a rope key on some blocks, an indexer over the hidden state with "
-                      "learned softmax scales and a learned rotary alpha",
-    "mistral_large4_text": "MLA blocks without a rope key on some blocks, an indexer over the hidden state with "
-                           "learned softmax scales and a learned rotary alpha",
-    "qwen4_exp_text": f"{_HC}, per-layer and n-gram embeddings and a compressed sparse-attention indexer",
-    "qwen4_exp": f"Qwen4-Exp's text model ({_HC}, per-layer and n-gram embeddings) and its vision tower",
-    "glm5_next": f"{_HC}, Kimi-style linear attention with a full-rank forget gate and a compressed indexer",
-    "glm5_next_text": f"{_HC}, Kimi-style linear attention with a full-rank forget gate and a compressed indexer",
-    "hy_v4": f"{_HC} and an indexer on some MLA blocks only",
-    "hy_v4_vl": f"Hunyuan 4's text model ({_HC}) and its vision tower",
-    "zaya": "compressed convolutional attention (v_proj_current / v_proj_delayed, depthwise and grouped q/k "
-            "convs), an MLP router and learned residual scales",
-    "dots3_note_text": "MLA dimensions that differ from block to block, an indexer on some blocks only and a "
-                       "per-head attention gate",
-    "dots3_note": "dots.3's text model (per-block MLA dimensions, partial indexers) and its tower",
+    "hy_v4_vl": "its HunYuan-VL vision tower and patch merger",
+    "dots3_note": "its vision and audio towers and adapters",
     "inkling_text": "short convolutions on keys, values and both residual branches, and relative-logit biases",
     "inkling2_text": "short convolutions on keys, values and both residual branches, attention-pooled block "
                      "inputs and relative-position biases",
@@ -76,8 +60,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "inkling2": "Inkling 2's text model (short convolutions, attention-pooled inputs) and its tower",
     "inkling2_loop": "Inkling 2's text model (short convolutions, looped blocks) and its tower",
     "axk2": "adaptive norms (an MLP inside each block's norms) and a gated query projection",
-    "bailing_hybrid": "linear attention with a full-rank per-channel forget gate beside MLA blocks with a "
-                      "per-head output gate",
 }
 """Refused 2026 model_types with the mechanism the spec does not express (transformers 5.24)."""
 

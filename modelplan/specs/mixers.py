@@ -94,6 +94,9 @@ class DeltaNetSpec(Spec):
     a per-channel decay from a low-rank forget gate (f_a: h -> d_k, f_b: d_k -> all channels, a
     dt_bias per channel), beta from b_proj, a low-rank sigmoid output gate (g_a, g_b) instead of
     the z projection; q, k, v projections of equal heads."""
+    kda_full_rank_gates: bool = False
+    """With kda: the forget and output gates are full-rank Linear(h, value_dim) each (Bailing
+    hybrid's BailingHybridForgetGate.f_proj and g_proj) instead of Kimi Linear's rank-d_k pairs."""
 
     @model_validator(mode="after")
     def _check(self) -> "DeltaNetSpec":

@@ -24,6 +24,10 @@ from modelplan.specs.seq2seq import Seq2SeqSpec
 from modelplan.specs.product_key import ProductKeySpec
 from modelplan.specs.shared_block import SharedBlockSpec
 from modelplan.specs.side_paths import AltUpSpec, PerLayerInputSpec
+from modelplan.specs.hyperconn import HyperConnSpec
+from modelplan.specs.compressed_attention import CompressedAttentionSpec
+from modelplan.specs.cca import CCASpec
+from modelplan.specs.qsa import TokenIndexerSpec
 from modelplan.specs.transformer_checks import check_transformer
 
 __all__ = ["TransformerSpec", "MoESpec", "MLASpec", "SSMSpec", "ClassifierSpec", "VisionSpec"]
@@ -99,6 +103,15 @@ class TransformerSpec(Spec):
     cost; exports write it (Megatron --rotary-base, torchtitan's rope theta). None: not stated,
     the engine's default applies."""
     mla: MLASpec | None = None
+    compressed_attention: CompressedAttentionSpec | None = None
+    """DeepSeek-V4's shared-KV attention with KV compressors (`specs/compressed_attention.py`)."""
+    token_indexer: TokenIndexerSpec | None = None
+    """A token indexer on the full-attention blocks' q/k/v attention (Qwen4-Exp QSA; `specs/qsa.py`)."""
+    cca: CCASpec | None = None
+    """Compressed convolutional attention's q/k convolutions and key temperature (ZAYA; `specs/cca.py`)."""
+    residual_affine: bool = False
+    """A learned scale and bias on the branch and on the residual at both adds of every block, and
+    on the embeddings (ZAYA ZayaResidualScaling: 8 h a block, ZayaModel: 2 h)."""
     """Multi-head Latent Attention instead of q/k/v projections (DeepSeek-V2/V3)."""
     ssm: SSMSpec | None = None
     """The state-space mixer of `mamba` blocks."""
@@ -120,6 +133,8 @@ class TransformerSpec(Spec):
     """A shared attention + MLP block run before the blocks it lists (Zamba, Zamba2): weights once
     per copy, compute at every use."""
     altup: AltUpSpec | None = None
+    hyper_connections: HyperConnSpec | None = None
+    """Residual streams widened to n copies mixed around every branch (DeepSeek-V4, HY-V4; `specs/hyperconn.py`)."""
     """AltUp's copies of the residual stream (Gemma 3n; `specs/side_paths.py`)."""
     per_layer_input: PerLayerInputSpec | None = None
     """Per-layer token inputs gated into every block (Gemma 3n)."""
@@ -323,6 +338,8 @@ class TransformerSpec(Spec):
         """Norms inside one block (a decoder block's cross-attention norm not included)."""
         if self.norms_per_layer is not None:
             return self.norms_per_layer
+        if self.hyper_connections is not None and self.hyper_connections.lowrank is not None:
+            return 0  # Qwen4-Exp: the gated residuals' grouped norms replace the block's (count/hyperconn.py)
         if self.placement == "sandwich":
             return 4
         return 1 if self.parallel_block or not self.mlp else 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from modelplan.specs.attention_shape import check_shapes
+from modelplan.specs.compressed_attention import check_compressed
 from modelplan.specs.extras import check_extras
 
 if TYPE_CHECKING:
@@ -33,13 +34,14 @@ def _check_attention(spec: "TransformerSpec") -> None:
     if spec.nope_full_attention and spec.qk_norm and spec.qk_norm_weight != "none":
         raise ValueError(f"qk_norm_weight ('{spec.qk_norm_weight}') with nope_full_attention: q/k norms sit on the "
                          "rotary blocks only there, and only weight-free ones (Llama 4's L2 norm) are modelled")
-    if (spec.head_gate is not None or spec.differential_attention) and spec.mla is not None:
-        raise ValueError("head_gate and differential_attention apply to q/k/v attention, not mla")
+    if (spec.head_gate_bias or spec.differential_attention) and spec.mla is not None:
+        raise ValueError("head_gate_bias and differential_attention apply to q/k/v attention, not mla")
     if spec.head_gate_bias and spec.head_gate is None:
         raise ValueError("head_gate_bias needs a head_gate")
     if spec.v_head_dim is not None and spec.mla is not None:
         raise ValueError("v_head_dim does not apply to mla (set mla.v_head_dim)")
     check_shapes(spec)
+    check_compressed(spec)  # specs/compressed_attention.py
     if spec.attention_experts is not None and (spec.mla is not None or spec.heads // kv > spec.attention_experts):
         raise ValueError(f"attention_experts ({spec.attention_experts}) needs q/k/v attention and at least "
                          f"heads / kv_heads ({spec.heads // kv}) experts")
