@@ -1,0 +1,110 @@
+"""The vision-language composites of modelplan/specs/hf_vlm_encdec.py (Florence-2, ...): total and
+trainable parameters and the tower + projector group equal sum(p.numel()) of transformers 5.24's own
+module built from the same config on the meta device (the independent source), for a small config
+and for each type's config class defaults; a tower's forward FLOPs per image equal FlopCounterMode
+on transformers' tower and projector; `count` / `plan --gpus 8` run; bad fields are one-line errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults
+from _hf_reference import hf_eager_composite, hf_model
+from modelplan.count.params import count_params
+from modelplan.count.vision import image_tokens, vision_forward_flops
+from modelplan.specs.hf import from_hf_config
+
+_BART = {"model_type": "bart", "d_model": 32, "encoder_layers": 2, "decoder_layers": 3, "encoder_attention_heads": 4,
+         "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48, "vocab_size": 300,
+         "max_position_embeddings": 64}
+_DAVIT = {"depths": [1, 2], "patch_size": [7, 3], "patch_stride": [4, 2], "patch_padding": [3, 1],
+          "patch_prenorm": [False, True], "embed_dim": [16, 32], "num_heads": [2, 4], "num_groups": [2, 4],
+          "window_size": 5, "projection_dim": 32, "qkv_bias": False, "image_size": 104}
+"""Two DaViT stages; 104 px -> a 26 x 26 then 13 x 13 grid, padded to 30 / 15 for 5 x 5 windows."""
+
+CASES = {
+    "florence2": {"model_type": "florence2", "architectures": ["Florence2ForConditionalGeneration"],
+                  "text_config": _BART, "vision_config": _DAVIT},
+}
+"""Small configs, one per type (the name: the module transformers builds)."""
+
+TOWER = {"florence2": ("vision_tower.", "multi_modal_projector.")}
+"""Name parts of each type's tower + projector parameters in transformers' module."""
+
+
+def hf_counts(data: dict) -> tuple[int, int, int]:
+    """(total, requires_grad, tower + projector) of transformers' module on the meta device."""
+    prefixes = TOWER[data["model_type"]]
+    total = trainable = tower = 0
+    for name, p in hf_model(data).named_parameters():
+        total += p.numel()
+        trainable += p.numel() if p.requires_grad else 0
+        tower += p.numel() if any(f".{x}" in f".{name}" for x in prefixes) else 0
+    return total, trainable, tower
+
+
+def mine(data: dict) -> tuple[int, int, int]:
+    counts = count_params(from_hf_config(data, "config.json"))
+    return counts.total, counts.trainable, counts.breakdown.get("vision", 0)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("model_type", sorted(CASES))
+def test_small_config_equals_transformers(model_type):
+    """A small config counts exactly: total, trainable and the tower + projector."""
+    assert mine(CASES[model_type]) == hf_counts(CASES[model_type])
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", sorted(CASES))
+def test_class_defaults_equal_transformers(model_type):
+    """The config class defaults (the full-size model) count exactly on the meta device."""
+    data = {**class_defaults(model_type), "architectures": CASES[model_type]["architectures"]}
+    assert mine(data) == hf_counts(data)
+
+
+def hf_image_flops(data: dict, image: int) -> int:
+    """FLOPs FlopCounterMode counts for one image through transformers' tower and projector
+    (get_image_features; eager attention, CPU, float32, no grad)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    _, model = hf_eager_composite(data)
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model.model.get_image_features(pixel_values=torch.randn(1, 3, image, image))
+    return counter.get_total_flops()
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("model_type", ["florence2"])
+def test_forward_flops_per_image_equal_flop_counter(model_type):
+    """count.vision's forward FLOPs of one image equal FlopCounterMode on transformers' tower and
+    projector (DaViT: conv embeddings, depthwise convs, padded window and channel attention)."""
+    spec = from_hf_config(CASES[model_type])
+    flops = sum(vision_forward_flops(spec.vision, spec.hidden).values())
+    assert flops == hf_image_flops(CASES[model_type], spec.vision.image_size)
+
+
+def test_florence2_image_tokens():
+    """A Florence-2 image fills its grid's tokens plus the prepended mean (Florence2MultiModalProjector:
+    cat of the spatial mean and the grid): 104 px / 8 = 13 x 13 + 1 = 170."""
+    assert image_tokens(from_hf_config(CASES["florence2"]).vision) == 13 * 13 + 1
+
+
+@pytest.mark.parametrize("model_type", sorted(CASES))
+def test_count_and_plan_run(model_type, tmp_path):
+    """`modelplan count` and `modelplan plan --gpus 8` succeed on the config.json."""
+    assert_count_plan(tmp_path, CASES[model_type])
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({**CASES["florence2"], "vision_config": {**_DAVIT, "num_heads": [2]}}, r"vision_config.num_heads: expected a list of 2"),
+    ({**CASES["florence2"], "vision_config": {**_DAVIT, "num_groups": [3, 4]}}, r"num_groups \(3\) must divide embed_dim"),
+    ({**CASES["florence2"], "vision_config": {**_DAVIT, "image_size": 1700}}, r"max_position_embeddings \(50\)"),
+    ({**CASES["florence2"], "text_config": {**_BART, "model_type": "llama"}}, r"'llama' is not a text encoder-decoder"),
+])
+def test_bad_fields_are_one_line_errors(data, message):
+    """A field the mappers cannot read is a one-line SpecError naming it."""
+    assert_one_line_error(data, message)
