@@ -1,4 +1,5 @@
-"""The vision-language composites of modelplan/specs/hf_vlm_encdec.py (Florence-2, ...): total and
+"""The vision-language composites of modelplan/specs/hf_vlm_encdec.py (Florence-2, ...) and
+hf_vlm_bert.py (BLIP, GIT): total and
 trainable parameters and the tower + projector group equal sum(p.numel()) of transformers 5.24's own
 module built from the same config on the meta device (the independent source), for a small config
 and for each type's config class defaults; a tower's forward FLOPs per image equal FlopCounterMode
@@ -9,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults
-from _hf_reference import hf_eager_composite, hf_model
+from _hf_reference import hf_class, hf_config, hf_model
 from modelplan.count.params import count_params
 from modelplan.count.vision import image_tokens, vision_forward_flops
 from modelplan.specs.hf import from_hf_config
@@ -22,14 +23,32 @@ _DAVIT = {"depths": [1, 2], "patch_size": [7, 3], "patch_stride": [4, 2], "patch
           "window_size": 5, "projection_dim": 32, "qkv_bias": False, "image_size": 104}
 """Two DaViT stages; 104 px -> a 26 x 26 then 13 x 13 grid, padded to 30 / 15 for 5 x 5 windows."""
 
+_VIT = {"hidden_size": 24, "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 64,
+        "patch_size": 16}
+"""A 4 x 4-patch ViT (+ a class token: 17 tokens)."""
+_BERT = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 300,
+         "max_position_embeddings": 64}
+
 CASES = {
     "florence2": {"model_type": "florence2", "architectures": ["Florence2ForConditionalGeneration"],
                   "text_config": _BART, "vision_config": _DAVIT},
+    "blip": {"model_type": "blip", "architectures": ["BlipForConditionalGeneration"], "text_config": _BERT,
+             "vision_config": _VIT},
+    "git": {"model_type": "git", "architectures": ["GitForCausalLM"], **_BERT, "num_image_with_embedding": 2,
+            "vision_config": _VIT},
 }
 """Small configs, one per type (the name: the module transformers builds)."""
 
-TOWER = {"florence2": ("vision_tower.", "multi_modal_projector.")}
+TOWER = {"florence2": ("vision_tower.", "multi_modal_projector."), "blip": ("vision_model.",),
+         "git": ("image_encoder.", "visual_projection.", "img_temporal_embedding")}
 """Name parts of each type's tower + projector parameters in transformers' module."""
+
+IMAGE_FEATURES = {
+    "florence2": lambda model, pixels: model.model.get_image_features(pixel_values=pixels),
+    "blip": lambda model, pixels: model.vision_model(pixel_values=pixels),
+    "git": lambda model, pixels: model.git.visual_projection(model.git.image_encoder(pixels).last_hidden_state),
+}
+"""transformers' tower + projector on one image, per type."""
 
 
 def hf_counts(data: dict) -> tuple[int, int, int]:
@@ -64,27 +83,58 @@ def test_class_defaults_equal_transformers(model_type):
     assert mine(data) == hf_counts(data)
 
 
+def hf_eager(data: dict):
+    """transformers' module of `data` on CPU in eval mode, eager attention on it and its sub-configs; seed 0."""
+    import torch
+
+    cfg = hf_config(data)
+    for sub in (cfg, getattr(cfg, "text_config", None), getattr(cfg, "vision_config", None)):
+        if sub is not None:
+            sub._attn_implementation = "eager"
+    torch.manual_seed(0)
+    return hf_class(data)._from_config(cfg).eval()
+
+
 def hf_image_flops(data: dict, image: int) -> int:
     """FLOPs FlopCounterMode counts for one image through transformers' tower and projector
     (get_image_features; eager attention, CPU, float32, no grad)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    _, model = hf_eager_composite(data)
+    model = hf_eager(data)
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
-        model.model.get_image_features(pixel_values=torch.randn(1, 3, image, image))
+        IMAGE_FEATURES[data["model_type"]](model, torch.randn(1, 3, image, image))
     return counter.get_total_flops()
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("model_type", ["florence2"])
+@pytest.mark.parametrize("model_type", sorted(IMAGE_FEATURES))
 def test_forward_flops_per_image_equal_flop_counter(model_type):
     """count.vision's forward FLOPs of one image equal FlopCounterMode on transformers' tower and
     projector (DaViT: conv embeddings, depthwise convs, padded window and channel attention)."""
     spec = from_hf_config(CASES[model_type])
     flops = sum(vision_forward_flops(spec.vision, spec.hidden).values())
     assert flops == hf_image_flops(CASES[model_type], spec.vision.image_size)
+
+
+@pytest.mark.torch
+def test_blip_text_decoder_flops_equal_flop_counter():
+    """BLIP's text decoder cross-attends in every block to the 17 image tokens: count_flops' forward
+    of one 16-token sequence (blocks with their cross-attention, MLM head) equals FlopCounterMode on
+    transformers' BlipTextLMHeadModel given 17 encoder states of the vision width."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from modelplan.count.flops import count_flops
+    from modelplan.specs.training import TrainingSpec
+
+    data = CASES["blip"]
+    model = hf_eager(data)
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model.text_decoder(input_ids=torch.randint(0, 300, (1, 16)), encoder_hidden_states=torch.randn(1, 17, 24))
+    assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1)).forward == counter.get_total_flops()
 
 
 def test_florence2_image_tokens():
@@ -104,6 +154,8 @@ def test_count_and_plan_run(model_type, tmp_path):
     ({**CASES["florence2"], "vision_config": {**_DAVIT, "num_groups": [3, 4]}}, r"num_groups \(3\) must divide embed_dim"),
     ({**CASES["florence2"], "vision_config": {**_DAVIT, "image_size": 1700}}, r"max_position_embeddings \(50\)"),
     ({**CASES["florence2"], "text_config": {**_BART, "model_type": "llama"}}, r"'llama' is not a text encoder-decoder"),
+    ({**CASES["blip"], "architectures": ["BlipForQuestionAnswering"]}, r"architectures: 'BlipForQuestionAnswering' not"),
+    ({**CASES["git"], "num_image_with_embedding": "two"}, r"num_image_with_embedding"),
 ])
 def test_bad_fields_are_one_line_errors(data, message):
     """A field the mappers cannot read is a one-line SpecError naming it."""
