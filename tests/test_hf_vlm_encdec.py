@@ -37,16 +37,32 @@ CASES = {
     "git": {"model_type": "git", "architectures": ["GitForCausalLM"], **_BERT, "num_image_with_embedding": 2,
             "vision_config": _VIT},
 }
+_TROCR = {"model_type": "trocr", "d_model": 32, "decoder_layers": 2, "decoder_attention_heads": 4, "decoder_ffn_dim": 48,
+          "vocab_size": 300, "max_position_embeddings": 64}
+_DECODERS = {
+    "trocr": _TROCR,  # TrOCR: widths differ -> enc_to_dec_proj
+    "trocr-cross": {**_TROCR, "cross_attention_hidden_size": 24},  # k / v read the 24-wide encoder output
+    "mbart": {**{k: v for k, v in _BART.items() if k != "model_type"}, "model_type": "mbart"},  # Donut's decoder
+    "gpt2": {"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 4, "vocab_size": 300, "n_positions": 64,
+             "add_cross_attention": True, "is_decoder": True},  # ViT-GPT2 captioning
+    "bert": {**_BERT, "hidden_size": 24, "model_type": "bert", "add_cross_attention": True, "is_decoder": True},
+}
+CASES.update({f"vision-encoder-decoder/{name}": {
+    "model_type": "vision-encoder-decoder", "architectures": ["VisionEncoderDecoderModel"],
+    "encoder": {**_VIT, "model_type": "vit"}, "decoder": decoder} for name, decoder in _DECODERS.items()})
 """Small configs, one per type (the name: the module transformers builds)."""
 
 TOWER = {"florence2": ("vision_tower.", "multi_modal_projector."), "blip": ("vision_model.",),
-         "git": ("image_encoder.", "visual_projection.", "img_temporal_embedding")}
-"""Name parts of each type's tower + projector parameters in transformers' module."""
+         "git": ("image_encoder.", "visual_projection.", "img_temporal_embedding"),
+         "vision-encoder-decoder": ("^encoder.", "^enc_to_dec_proj.")}
+"""Name parts of each type's tower + projector parameters in transformers' module (^: a name's start)."""
 
 IMAGE_FEATURES = {
     "florence2": lambda model, pixels: model.model.get_image_features(pixel_values=pixels),
     "blip": lambda model, pixels: model.vision_model(pixel_values=pixels),
     "git": lambda model, pixels: model.git.visual_projection(model.git.image_encoder(pixels).last_hidden_state),
+    "vision-encoder-decoder": lambda model, pixels: getattr(model, "enc_to_dec_proj", lambda x: x)(
+        model.encoder(pixel_values=pixels).last_hidden_state),
 }
 """transformers' tower + projector on one image, per type."""
 
@@ -58,7 +74,8 @@ def hf_counts(data: dict) -> tuple[int, int, int]:
     for name, p in hf_model(data).named_parameters():
         total += p.numel()
         trainable += p.numel() if p.requires_grad else 0
-        tower += p.numel() if any(f".{x}" in f".{name}" for x in prefixes) else 0
+        tower += p.numel() if any(name.startswith(x[1:]) if x[0] == "^" else f".{x}" in f".{name}"
+                                  for x in prefixes) else 0
     return total, trainable, tower
 
 
@@ -76,10 +93,11 @@ def test_small_config_equals_transformers(model_type):
 
 @pytest.mark.torch
 @pytest.mark.slow
-@pytest.mark.parametrize("model_type", sorted(CASES))
+@pytest.mark.parametrize("model_type", sorted({data["model_type"] for data in CASES.values()}))
 def test_class_defaults_equal_transformers(model_type):
     """The config class defaults (the full-size model) count exactly on the meta device."""
-    data = {**class_defaults(model_type), "architectures": CASES[model_type]["architectures"]}
+    arch = next(data["architectures"] for data in CASES.values() if data["model_type"] == model_type)
+    data = {**class_defaults(model_type), "architectures": arch}
     assert mine(data) == hf_counts(data)
 
 
@@ -109,12 +127,12 @@ def hf_image_flops(data: dict, image: int) -> int:
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("model_type", sorted(IMAGE_FEATURES))
+@pytest.mark.parametrize("model_type", sorted(CASES))
 def test_forward_flops_per_image_equal_flop_counter(model_type):
     """count.vision's forward FLOPs of one image equal FlopCounterMode on transformers' tower and
     projector (DaViT: conv embeddings, depthwise convs, padded window and channel attention)."""
     spec = from_hf_config(CASES[model_type])
-    flops = sum(vision_forward_flops(spec.vision, spec.hidden).values())
+    flops = sum(vision_forward_flops(spec.vision, spec.hidden).values())  # (ViTModel's pooler included)
     assert flops == hf_image_flops(CASES[model_type], spec.vision.image_size)
 
 
@@ -137,6 +155,28 @@ def test_blip_text_decoder_flops_equal_flop_counter():
     assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1)).forward == counter.get_total_flops()
 
 
+@pytest.mark.torch
+@pytest.mark.parametrize("name", sorted(_DECODERS))
+def test_vision_encoder_decoder_decoder_flops_equal_flop_counter(name):
+    """Each decoder's forward over one 16-token sequence cross-attending to the 17 encoder tokens
+    (count_flops: blocks, their cross-attention, head) equals FlopCounterMode on transformers'
+    decoder given the (projected) encoder states."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from modelplan.count.flops import count_flops
+    from modelplan.specs.training import TrainingSpec
+
+    data = CASES[f"vision-encoder-decoder/{name}"]
+    model = hf_eager(data)
+    width = 24 if name in ("trocr-cross", "bert") else 32  # what reaches the cross-attention
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model.decoder(input_ids=torch.randint(0, 300, (1, 16)), encoder_hidden_states=torch.randn(1, 17, width),
+                      use_cache=False)
+    assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1)).forward == counter.get_total_flops()
+
+
 def test_florence2_image_tokens():
     """A Florence-2 image fills its grid's tokens plus the prepended mean (Florence2MultiModalProjector:
     cat of the spatial mean and the grid): 104 px / 8 = 13 x 13 + 1 = 170."""
@@ -156,6 +196,12 @@ def test_count_and_plan_run(model_type, tmp_path):
     ({**CASES["florence2"], "text_config": {**_BART, "model_type": "llama"}}, r"'llama' is not a text encoder-decoder"),
     ({**CASES["blip"], "architectures": ["BlipForQuestionAnswering"]}, r"architectures: 'BlipForQuestionAnswering' not"),
     ({**CASES["git"], "num_image_with_embedding": "two"}, r"num_image_with_embedding"),
+    ({**CASES["vision-encoder-decoder/gpt2"], "encoder": {"model_type": "beit"}}, r"encoder.model_type: unsupported 'beit'"),
+    ({**CASES["vision-encoder-decoder/gpt2"], "decoder": {"model_type": "llama"}}, r"decoder.model_type: unsupported 'llama'"),
+    ({**CASES["vision-encoder-decoder/gpt2"], "decoder": {**_DECODERS["gpt2"], "add_cross_attention": False}},
+     r"decoder.add_cross_attention: false"),
+    ({**CASES["vision-encoder-decoder/trocr"], "decoder": {**_TROCR, "cross_attention_hidden_size": 16}},
+     r"cross_attention_hidden_size \(16\) must equal the encoder's hidden_size \(24\)"),
 ])
 def test_bad_fields_are_one_line_errors(data, message):
     """A field the mappers cannot read is a one-line SpecError naming it."""

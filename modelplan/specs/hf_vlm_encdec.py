@@ -10,7 +10,7 @@ from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_davit import DAVIT_DEFAULTS, davit_tower
 from modelplan.specs.hf_n18vlm_base import Mapper, _sub
-from modelplan.specs.hf_vision import _linear, _norm
+from modelplan.specs.hf_vision import _clip, _linear, _norm
 
 BART_DEFAULTS = {"vocab_size": 50265, "max_position_embeddings": 1024, "encoder_layers": 12, "encoder_ffn_dim": 4096,
                  "encoder_attention_heads": 16, "decoder_layers": 12, "decoder_ffn_dim": 4096,
@@ -60,5 +60,99 @@ def _florence2(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
-VLM_ENCDEC_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {"florence2": _florence2}
+_VIT = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+        "image_size": 224, "patch_size": 16, "num_channels": 3, "qkv_bias": True, "pooler_output_size": None}
+"""ViTConfig defaults (transformers 5.24 configuration_vit.py)."""
+
+
+def _vit_encoder(v: HFConfig) -> dict:
+    """ViTModel as AutoModel builds it (add_pooling_layer true, no mask token): cls_token, biased
+    patch conv, (patches + 1) learned positions, pre-LN blocks (q / k / v bias qkv_bias), final
+    layernorm, and ViTPooler Linear(h, pooler_output_size) + tanh on the first token."""
+    v = HFConfig({**_VIT, **v.data}, v.source, v.path)
+    tower = {**_clip(v), "patch_bias": True, "pre_norm": False, "qkv_bias": v.flag("qkv_bias")}
+    h = tower["hidden"]
+    pooled = v.integer("pooler_output_size", None, nullable=True) or h
+    tower["connector"] = [{**_linear("pooler", h, pooled, True), "rows": 1}]
+    return tower
+
+
+_ENCODERS: dict[str, Callable[[HFConfig], dict]] = {"vit": _vit_encoder}
+"""VisionEncoderDecoder encoder model_types (AutoModel) -> their tower."""
+
+_TROCR = {"vocab_size": 50265, "d_model": 1024, "decoder_layers": 12, "decoder_attention_heads": 16,
+          "decoder_ffn_dim": 4096, "max_position_embeddings": 512}
+_BERT = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+         "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2}
+_GPT2 = {"vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024}
+"""TrOCRConfig, BertConfig, GPT2Config size defaults (transformers 5.24)."""
+
+_DECODERS: dict[str, tuple[str, dict]] = {
+    "trocr": ("TrOCRForCausalLM", _TROCR), "bart": ("BartForCausalLM", BART_DEFAULTS),
+    "mbart": ("MBartForCausalLM", BART_DEFAULTS), "bert": ("BertLMHeadModel", _BERT),
+    "gpt2": ("GPT2LMHeadModel", _GPT2),
+}
+"""VisionEncoderDecoder decoder model_types -> the class AutoModelForCausalLM builds and the
+config class's size defaults. TrOCR / BART / mBART decoders always hold their encoder_attn; BERT
+and GPT-2 build it when add_cross_attention (BertLayer.crossattention: query / key / value /
+dense + LayerNorm; GPT2Block: q_attn, c_attn (k, v), c_proj, ln_cross_attn: the same shapes)."""
+
+
+def _ved_decoder(c: HFConfig, text_mappers: dict[str, Mapper]) -> tuple[dict, HFConfig]:
+    kind, d = _sub(c, "decoder", "bert", {"is_decoder": True, "add_cross_attention": True})
+    if kind not in _DECODERS:
+        raise SpecError(f"{c.source}: decoder.model_type: unsupported '{kind}' (supported: {', '.join(sorted(_DECODERS))})")
+    head, defaults = _DECODERS[kind]
+    d = HFConfig({**defaults, **d.data, "architectures": [head]}, d.source, d.path)
+    from modelplan.specs.hf import apply_head  # hf.py imports this module
+
+    fields = apply_head(text_mappers[kind](d), d, head)
+    if kind in ("bert", "gpt2"):
+        if not d.flag("add_cross_attention", False):
+            raise SpecError(f"{c.source}: decoder.add_cross_attention: false is not modelled (a decoder that "
+                            f"never reads the image)")
+        fields.update(arch="decoder", seq2seq=dict(idle_cross_attention=True))  # BertLMHeadModel: causal, MLM head
+    if kind != "trocr" and d.integer("cross_attention_hidden_size", None, nullable=True) is not None:
+        raise SpecError(f"{c.source}: decoder.cross_attention_hidden_size: only TrOCR's decoder reads it")
+    return fields, d
+
+
+def _vision_encoder_decoder(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """VisionEncoderDecoderModel: an image encoder (AutoModel of `encoder`: `_ENCODERS`) and a text
+    decoder (AutoModelForCausalLM of `decoder`: `_DECODERS`) whose every block cross-attends to
+    all of the encoder's tokens; enc_to_dec_proj Linear(encoder width, decoder width) on them
+    when the widths differ and the decoder has no cross_attention_hidden_size."""
+    kind, e = _sub(c, "encoder", "vit")
+    if kind not in _ENCODERS:
+        raise SpecError(f"{c.source}: encoder.model_type: unsupported '{kind}' (supported: {', '.join(sorted(_ENCODERS))})")
+    tower = _ENCODERS[kind](e)
+    fields, d = _ved_decoder(c, text_mappers)
+    width, h = tower["hidden"], fields["hidden"]
+    cross = d.integer("cross_attention_hidden_size", None, nullable=True)
+    if cross is not None and cross != width:
+        raise SpecError(f"{c.source}: decoder.cross_attention_hidden_size ({cross}) must equal the encoder's "
+                        f"hidden_size ({width})")
+    if width != h and cross is None:
+        tower["connector"].append({**_linear("enc_to_dec_proj", width, h, True), "row_offset": int(tower["class_token"])})
+    tokens = (tower["image_size"] // tower["patch_size"]) ** 2 + int(tower["class_token"])
+    fields["seq2seq"] = {**fields["seq2seq"], "cross_memory": tokens, "cross_input": cross or h}
+    fields["vision"] = tower
+    return fields
+
+
+def _ved_head(fields: dict, c: HFConfig, apply_head, architecture) -> dict:
+    """VisionEncoderDecoderModel is the whole composite, its LM head the decoder's (already mapped)."""
+    name = architecture(c)
+    if name not in (None, "VisionEncoderDecoderModel"):
+        raise SpecError(f"{c.source}: architectures: '{name}' not modelled (supported: VisionEncoderDecoderModel)")
+    return fields
+
+
+VLM_ENCDEC_HEADS = {"vision-encoder-decoder": _ved_head}
+"""model_type -> its head reading (hf.from_hf_config): the composite's class name ends in Model
+but carries the decoder's LM head."""
+
+VLM_ENCDEC_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
+    "florence2": _florence2, "vision-encoder-decoder": _vision_encoder_decoder,
+}
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
