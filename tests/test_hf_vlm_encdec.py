@@ -50,6 +50,21 @@ _DECODERS = {
 CASES.update({f"vision-encoder-decoder/{name}": {
     "model_type": "vision-encoder-decoder", "architectures": ["VisionEncoderDecoderModel"],
     "encoder": {**_VIT, "model_type": "vit"}, "decoder": decoder} for name, decoder in _DECODERS.items()})
+_SWINS = {
+    # Donut: a 90 x 70 px page -> a 23 x 18 patch grid (padded), 5 x 5 windows padded, odd sides merged
+    "donut-swin": {"model_type": "donut-swin", "image_size": [90, 70], "patch_size": 4, "embed_dim": 8,
+                   "depths": [2, 2, 1], "num_heads": [2, 2, 4], "window_size": 5},
+    # Swin with absolute positions: 16 x 16 then 8 x 8 grids in 3 x 3 windows (padded to 18 and 9)
+    "swin": {"model_type": "swin", "image_size": 64, "patch_size": 4, "embed_dim": 8, "depths": [2, 1],
+             "num_heads": [2, 2], "window_size": 3, "use_absolute_embeddings": True},
+    # the last stage's 7 x 7 grid is one window, unshifted (set_shift_and_window_size; a smaller grid
+    # makes transformers 5.24's relative-position bias mismatch the window and fail)
+    "swin-one-window": {"model_type": "swin", "image_size": 56, "patch_size": 4, "embed_dim": 8, "depths": [1, 2],
+                        "num_heads": [2, 2], "window_size": 7},
+}
+CASES.update({f"vision-encoder-decoder/{name}": {
+    "model_type": "vision-encoder-decoder", "architectures": ["VisionEncoderDecoderModel"], "encoder": encoder,
+    "decoder": _DECODERS["mbart"]} for name, encoder in _SWINS.items()})
 """Small configs, one per type (the name: the module transformers builds)."""
 
 TOWER = {"florence2": ("vision_tower.", "multi_modal_projector."), "blip": ("vision_model.",),
@@ -121,8 +136,10 @@ def hf_image_flops(data: dict, image: int) -> int:
 
     model = hf_eager(data)
     counter = FlopCounterMode(display=False)
+    side = (data.get("encoder") or {}).get("image_size", image)  # Donut: [height, width]
+    height, width = side if isinstance(side, list) else (side, side)
     with torch.no_grad(), counter:
-        IMAGE_FEATURES[data["model_type"]](model, torch.randn(1, 3, image, image))
+        IMAGE_FEATURES[data["model_type"]](model, torch.randn(1, 3, height, width))
     return counter.get_total_flops()
 
 
@@ -130,7 +147,8 @@ def hf_image_flops(data: dict, image: int) -> int:
 @pytest.mark.parametrize("model_type", sorted(CASES))
 def test_forward_flops_per_image_equal_flop_counter(model_type):
     """count.vision's forward FLOPs of one image equal FlopCounterMode on transformers' tower and
-    projector (DaViT: conv embeddings, depthwise convs, padded window and channel attention)."""
+    projector (DaViT: conv embeddings, depthwise convs, padded window and channel attention; Swin:
+    padded windows, patch merging)."""
     spec = from_hf_config(CASES[model_type])
     flops = sum(vision_forward_flops(spec.vision, spec.hidden).values())  # (ViTModel's pooler included)
     assert flops == hf_image_flops(CASES[model_type], spec.vision.image_size)
@@ -175,6 +193,20 @@ def test_vision_encoder_decoder_decoder_flops_equal_flop_counter(name):
         model.decoder(input_ids=torch.randint(0, 300, (1, 16)), encoder_hidden_states=torch.randn(1, 17, width),
                       use_cache=False)
     assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1)).forward == counter.get_total_flops()
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", sorted(_SWINS))
+def test_cross_memory_is_the_encoder_output(name):
+    """The decoder cross-attends to every token the encoder outputs (transformers' last_hidden_state rows)."""
+    import torch
+
+    data = CASES[f"vision-encoder-decoder/{name}"]
+    side = data["encoder"]["image_size"]
+    height, width = side if isinstance(side, list) else (side, side)
+    with torch.no_grad():
+        states = hf_eager(data).encoder(pixel_values=torch.randn(1, 3, height, width)).last_hidden_state
+    assert from_hf_config(data).seq2seq.cross_memory == states.shape[1]
 
 
 def test_florence2_image_tokens():

@@ -10,6 +10,7 @@ from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_davit import DAVIT_DEFAULTS, davit_tower
 from modelplan.specs.hf_n18vlm_base import Mapper, _sub
+from modelplan.specs.hf_swin import swin_tower
 from modelplan.specs.hf_vision import _clip, _linear, _norm
 
 BART_DEFAULTS = {"vocab_size": 50265, "max_position_embeddings": 1024, "encoder_layers": 12, "encoder_ffn_dim": 4096,
@@ -65,7 +66,7 @@ _VIT = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, 
 """ViTConfig defaults (transformers 5.24 configuration_vit.py)."""
 
 
-def _vit_encoder(v: HFConfig) -> dict:
+def _vit_encoder(v: HFConfig) -> tuple[dict, int]:
     """ViTModel as AutoModel builds it (add_pooling_layer true, no mask token): cls_token, biased
     patch conv, (patches + 1) learned positions, pre-LN blocks (q / k / v bias qkv_bias), final
     layernorm, and ViTPooler Linear(h, pooler_output_size) + tanh on the first token."""
@@ -74,11 +75,15 @@ def _vit_encoder(v: HFConfig) -> dict:
     h = tower["hidden"]
     pooled = v.integer("pooler_output_size", None, nullable=True) or h
     tower["connector"] = [{**_linear("pooler", h, pooled, True), "rows": 1}]
-    return tower
+    return tower, (tower["image_size"] // tower["patch_size"]) ** 2 + 1  # patches + the class token
 
 
-_ENCODERS: dict[str, Callable[[HFConfig], dict]] = {"vit": _vit_encoder}
-"""VisionEncoderDecoder encoder model_types (AutoModel) -> their tower."""
+_ENCODERS: dict[str, Callable[[HFConfig], tuple[dict, int]]] = {
+    "vit": _vit_encoder,
+    "swin": lambda v: swin_tower(v, donut=False),  # SwinModel: its pooler is an AdaptiveAvgPool1d
+    "donut-swin": lambda v: swin_tower(v, donut=True),
+}
+"""VisionEncoderDecoder encoder model_types (AutoModel) -> (their tower, the tokens it outputs)."""
 
 _TROCR = {"vocab_size": 50265, "d_model": 1024, "decoder_layers": 12, "decoder_attention_heads": 16,
           "decoder_ffn_dim": 4096, "max_position_embeddings": 512}
@@ -125,7 +130,7 @@ def _vision_encoder_decoder(c: HFConfig, text_mappers: dict[str, Mapper]) -> dic
     kind, e = _sub(c, "encoder", "vit")
     if kind not in _ENCODERS:
         raise SpecError(f"{c.source}: encoder.model_type: unsupported '{kind}' (supported: {', '.join(sorted(_ENCODERS))})")
-    tower = _ENCODERS[kind](e)
+    tower, tokens = _ENCODERS[kind](e)
     fields, d = _ved_decoder(c, text_mappers)
     width, h = tower["hidden"], fields["hidden"]
     cross = d.integer("cross_attention_hidden_size", None, nullable=True)
@@ -133,8 +138,7 @@ def _vision_encoder_decoder(c: HFConfig, text_mappers: dict[str, Mapper]) -> dic
         raise SpecError(f"{c.source}: decoder.cross_attention_hidden_size ({cross}) must equal the encoder's "
                         f"hidden_size ({width})")
     if width != h and cross is None:
-        tower["connector"].append({**_linear("enc_to_dec_proj", width, h, True), "row_offset": int(tower["class_token"])})
-    tokens = (tower["image_size"] // tower["patch_size"]) ** 2 + int(tower["class_token"])
+        tower["connector"].append({**_linear("enc_to_dec_proj", width, h, True), "rows": tokens})
     fields["seq2seq"] = {**fields["seq2seq"], "cross_memory": tokens, "cross_input": cross or h}
     fields["vision"] = tower
     return fields
