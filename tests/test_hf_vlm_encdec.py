@@ -1,5 +1,5 @@
 """The vision-language composites of modelplan/specs/hf_vlm_encdec.py (Florence-2, VisionEncoderDecoder
-with ViT / Swin / Donut-Swin encoders), hf_vlm_bert.py (BLIP, GIT) and hf_pix2struct.py.
+with ViT / Swin / Donut-Swin encoders), hf_vlm_bert.py (BLIP, GIT), hf_pix2struct.py and hf_kosmos.py (KOSMOS-2).
 
 Independent source: transformers 5.24's own modules built from the same config: sum(p.numel()) on
 the meta device for the total, the trainable and the tower + projector group (a small config and
@@ -75,10 +75,15 @@ CASES["pix2struct"] = {
     "vision_config": {"hidden_size": 32, "patch_embed_hidden_size": 48, "d_ff": 40, "d_kv": 6, "num_hidden_layers": 2,
                       "num_attention_heads": 3, "seq_len": 64}}
 """Pix2Struct on 40 flattened patches of 48 values; its encoder's heads x d_kv (18) narrower than its width."""
+CASES["kosmos-2"] = {
+    "model_type": "kosmos-2", "architectures": ["Kosmos2ForConditionalGeneration"], "latent_query_num": 8,
+    "text_config": {"embed_dim": 32, "layers": 2, "ffn_dim": 48, "attention_heads": 4, "vocab_size": 300,
+                    "max_position_embeddings": 64}, "vision_config": _VIT}
 
 TOWER = {"florence2": ("vision_tower.", "multi_modal_projector."), "blip": ("vision_model.",),
          "git": ("image_encoder.", "visual_projection.", "img_temporal_embedding"),
-         "vision-encoder-decoder": ("^encoder.", "^enc_to_dec_proj."), "pix2struct": ("^encoder.",)}
+         "vision-encoder-decoder": ("^encoder.", "^enc_to_dec_proj."), "pix2struct": ("^encoder.",),
+         "kosmos-2": ("vision_model.", "image_to_text_projection.")}
 """Name parts of each type's tower + projector parameters in transformers' module (^: a name's start)."""
 
 IMAGE_FEATURES = {
@@ -87,6 +92,8 @@ IMAGE_FEATURES = {
     "git": lambda model, pixels: model.git.visual_projection(model.git.image_encoder(pixels).last_hidden_state),
     "vision-encoder-decoder": lambda model, pixels: getattr(model, "enc_to_dec_proj", lambda x: x)(
         model.encoder(pixel_values=pixels).last_hidden_state),
+    "kosmos-2": lambda model, pixels: model.image_to_text_projection(
+        model.vision_model.model.post_layernorm(model.vision_model(pixel_values=pixels)[0])),
 }
 """transformers' tower + projector on one image, per type."""
 
@@ -139,7 +146,7 @@ def hf_eager(data: dict):
 
 def hf_image_flops(data: dict, image: int) -> int:
     """FLOPs FlopCounterMode counts for one image through transformers' tower and projector
-    (get_image_features; eager attention, CPU, float32, no grad)."""
+    (eager attention, CPU, float32; a forward only, so nothing is counted twice)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -147,7 +154,7 @@ def hf_image_flops(data: dict, image: int) -> int:
     counter = FlopCounterMode(display=False)
     side = (data.get("encoder") or {}).get("image_size", image)  # Donut: [height, width]
     height, width = side if isinstance(side, list) else (side, side)
-    with torch.no_grad(), counter:
+    with counter:  # no torch.no_grad: FlopCounterMode's module hooks need Kosmos-2's expanded latents to carry grad
         IMAGE_FEATURES[data["model_type"]](model, torch.randn(1, 3, height, width))
     return counter.get_total_flops()
 
@@ -243,6 +250,28 @@ def test_pix2struct_flops_equal_flop_counter():
     assert count_flops(spec, TrainingSpec(seq_len=16, global_batch=1)).forward == decoder.get_total_flops()
 
 
+@pytest.mark.torch
+def test_kosmos2_text_flops_equal_flop_counter():
+    """Kosmos-2's decoder (inner attention and FFN LayerNorms, sinusoid positions) over one 16-token
+    sequence: count_flops' forward equals FlopCounterMode on transformers' Kosmos2TextForCausalLM."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from modelplan.count.flops import count_flops
+    from modelplan.specs.training import TrainingSpec
+
+    data = CASES["kosmos-2"]
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        hf_eager(data).text_model(input_ids=torch.randint(0, 300, (1, 16)), use_cache=False)
+    assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1)).forward == counter.get_total_flops()
+
+
+def test_kosmos2_image_tokens_are_the_latents():
+    """A Kosmos-2 image fills latent_query_num (8) text positions (Kosmos2ImageToTextProjection)."""
+    assert image_tokens(from_hf_config(CASES["kosmos-2"]).vision) == 8
+
+
 def test_florence2_image_tokens():
     """A Florence-2 image fills its grid's tokens plus the prepended mean (Florence2MultiModalProjector:
     cat of the spatial mean and the grid): 104 px / 8 = 13 x 13 + 1 = 170."""
@@ -266,6 +295,8 @@ def test_count_and_plan_run(model_type, tmp_path):
     ({**CASES["vision-encoder-decoder/gpt2"], "decoder": {"model_type": "llama"}}, r"decoder.model_type: unsupported 'llama'"),
     ({**CASES["vision-encoder-decoder/gpt2"], "decoder": {**_DECODERS["gpt2"], "add_cross_attention": False}},
      r"decoder.add_cross_attention: false"),
+    ({**CASES["kosmos-2"], "text_config": {**CASES["kosmos-2"]["text_config"], "add_cross_attention": True}},
+     r"text_config.add_cross_attention: true is not modelled"),
     ({**CASES["pix2struct"], "text_config": {**CASES["pix2struct"]["text_config"], "d_kv": 6}},
      r"text_config.d_kv: num_heads x d_kv \(4 x 6\) must equal hidden_size \(32\)"),
     ({**CASES["pix2struct"], "vision_config": {**CASES["pix2struct"]["vision_config"], "hidden_size": 24}},
