@@ -1,5 +1,6 @@
 """The vision-language composites of modelplan/specs/hf_vlm_encdec.py (Florence-2, VisionEncoderDecoder
-with ViT / Swin / Donut-Swin encoders), hf_vlm_bert.py (BLIP, GIT), hf_pix2struct.py and hf_kosmos.py (KOSMOS-2).
+with ViT / Swin / Donut-Swin encoders), hf_vlm_bert.py (BLIP, GIT), hf_pix2struct.py, hf_kosmos.py (KOSMOS-2) and hf_ocr_more.py (GOT-OCR 2.0,
+PP-Chart2Table).
 
 Independent source: transformers 5.24's own modules built from the same config: sum(p.numel()) on
 the meta device for the total, the trainable and the tower + projector group (a small config and
@@ -80,10 +81,21 @@ CASES["kosmos-2"] = {
     "text_config": {"embed_dim": 32, "layers": 2, "ffn_dim": 48, "attention_heads": 4, "vocab_size": 300,
                     "max_position_embeddings": 64}, "vision_config": _VIT}
 
+_QWEN2 = {"model_type": "qwen2", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 300}
+_SAM = {"hidden_size": 24, "output_channels": 16, "num_hidden_layers": 3, "num_attention_heads": 2, "image_size": 80,
+        "patch_size": 8, "window_size": 3, "global_attn_indexes": [1], "mlp_dim": 40}
+"""A 10 x 10-patch SAM: two blocks in 3 x 3 windows (padded to 12 x 12), one global block."""
+for _name in ("got_ocr2", "pp_chart2table"):
+    CASES[_name] = {"model_type": _name, "architectures": ["GotOcr2ForConditionalGeneration"], "text_config": _QWEN2,
+                    "vision_config": _SAM}
+CASES["got_ocr2-untied"] = {**CASES["got_ocr2"], "tie_word_embeddings": False}  # the composite's flag decides
+
 TOWER = {"florence2": ("vision_tower.", "multi_modal_projector."), "blip": ("vision_model.",),
          "git": ("image_encoder.", "visual_projection.", "img_temporal_embedding"),
          "vision-encoder-decoder": ("^encoder.", "^enc_to_dec_proj."), "pix2struct": ("^encoder.",),
-         "kosmos-2": ("vision_model.", "image_to_text_projection.")}
+         "kosmos-2": ("vision_model.", "image_to_text_projection."),
+         "got_ocr2": ("vision_tower.", "multi_modal_projector."), "pp_chart2table": ("vision_tower.", "multi_modal_projector.")}
 """Name parts of each type's tower + projector parameters in transformers' module (^: a name's start)."""
 
 IMAGE_FEATURES = {
@@ -92,6 +104,8 @@ IMAGE_FEATURES = {
     "git": lambda model, pixels: model.git.visual_projection(model.git.image_encoder(pixels).last_hidden_state),
     "vision-encoder-decoder": lambda model, pixels: getattr(model, "enc_to_dec_proj", lambda x: x)(
         model.encoder(pixel_values=pixels).last_hidden_state),
+    "got_ocr2": lambda model, pixels: model.model.get_image_features(pixel_values=pixels),
+    "pp_chart2table": lambda model, pixels: model.model.get_image_features(pixel_values=pixels),
     "kosmos-2": lambda model, pixels: model.image_to_text_projection(
         model.vision_model.model.post_layernorm(model.vision_model(pixel_values=pixels)[0])),
 }
@@ -164,7 +178,8 @@ def hf_image_flops(data: dict, image: int) -> int:
 def test_forward_flops_per_image_equal_flop_counter(model_type):
     """count.vision's forward FLOPs of one image equal FlopCounterMode on transformers' tower and
     projector (DaViT: conv embeddings, depthwise convs, padded window and channel attention; Swin:
-    padded windows, patch merging)."""
+    padded windows, patch merging; SAM: windowed and global blocks with decomposed relative positions,
+    the conv neck and GOT's stride-2 conv projector)."""
     spec = from_hf_config(CASES[model_type])
     flops = sum(vision_forward_flops(spec.vision, spec.hidden).values())  # (ViTModel's pooler included)
     assert flops == hf_image_flops(CASES[model_type], spec.vision.image_size)
@@ -272,6 +287,12 @@ def test_kosmos2_image_tokens_are_the_latents():
     assert image_tokens(from_hf_config(CASES["kosmos-2"]).vision) == 8
 
 
+def test_got_ocr2_image_tokens():
+    """A GOT-OCR 2.0 image fills (grid / 4)^2 text positions: two stride-2 convs on the 10 x 10 grid
+    leave 3 x 3 = 9 (GotOcr2MultiModalProjector)."""
+    assert image_tokens(from_hf_config(CASES["got_ocr2"]).vision) == 9
+
+
 def test_florence2_image_tokens():
     """A Florence-2 image fills its grid's tokens plus the prepended mean (Florence2MultiModalProjector:
     cat of the spatial mean and the grid): 104 px / 8 = 13 x 13 + 1 = 170."""
@@ -297,6 +318,7 @@ def test_count_and_plan_run(model_type, tmp_path):
      r"decoder.add_cross_attention: false"),
     ({**CASES["kosmos-2"], "text_config": {**CASES["kosmos-2"]["text_config"], "add_cross_attention": True}},
      r"text_config.add_cross_attention: true is not modelled"),
+    ({**CASES["got_ocr2"], "vision_config": {**_SAM, "global_attn_indexes": [3]}}, r"global_attn_indexes: \[3\] must be"),
     ({**CASES["pix2struct"], "text_config": {**CASES["pix2struct"]["text_config"], "d_kv": 6}},
      r"text_config.d_kv: num_heads x d_kv \(4 x 6\) must equal hidden_size \(32\)"),
     ({**CASES["pix2struct"], "vision_config": {**CASES["pix2struct"]["vision_config"], "hidden_size": 24}},

@@ -53,6 +53,7 @@ from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VL
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
 from modelplan.specs.hf_kosmos import KOSMOS_MAPPERS
+from modelplan.specs.hf_ocr_more import OCR_MORE_MAPPERS
 from modelplan.specs.hf_pix2struct import PIX2STRUCT_MAPPERS
 from modelplan.specs.hf_vlm_bert import VLM_BERT_MAPPERS
 from modelplan.specs.hf_vlm_encdec import VLM_ENCDEC_HEADS, VLM_ENCDEC_MAPPERS
@@ -73,7 +74,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
                                       **QFORMER_MAPPERS, **DOCLING_MAPPERS, **VLM_ENCDEC_MAPPERS, **VLM_BERT_MAPPERS,
-                                      **PIX2STRUCT_MAPPERS, **KOSMOS_MAPPERS}.items()})
+                                      **PIX2STRUCT_MAPPERS, **KOSMOS_MAPPERS, **OCR_MORE_MAPPERS}.items()})
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its multimodal composite",

@@ -20,9 +20,11 @@ DAVIT_DEFAULTS = {"in_channels": 3, "depths": [1, 1, 9, 1], "patch_size": [7, 3,
 """Florence2VisionConfig defaults (transformers 5.24)."""
 
 
-def _conv(name: str, n_in: int, n_out: int, kernel: int, rows: int, groups: int = 1, copies: int = 1) -> dict:
+def _conv(name: str, n_in: int, n_out: int, kernel: int, rows: int, groups: int = 1, copies: int = 1,
+          bias: bool = True) -> dict:
+    """A Conv2d(n_in, n_out, kernel, groups) tower layer with `rows` output positions per image."""
     return dict(name=name, kind="conv", in_features=n_in, out_features=n_out, kernel=kernel, groups=groups,
-                bias=True, rows=rows, copies=copies)
+                bias=bias, rows=rows, copies=copies)
 
 
 def _rows(layer: dict, rows: int) -> dict:
