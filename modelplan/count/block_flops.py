@@ -13,7 +13,7 @@ from modelplan.count.attention_extras import attention_calls, extra_attention_fl
 from modelplan.count.blocks import Block, real_experts_per_token
 from modelplan.count.extras import block_extra_flops
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_flops, mixer_flops
-from modelplan.count.seq2seq import memory_cross_flops, separate_cross
+from modelplan.count.seq2seq import encoder_keys, memory_cross_flops, separate_cross
 
 from modelplan.count.product_key import pk_flops
 from modelplan.count.shared_block import use_flops
@@ -136,7 +136,7 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
     """Forward FLOPs of one block for `tokens` tokens in sequences of `seq_len`; a decoder block
     of an encoder-decoder cross-attends to `memory_tokens` encoder tokens (`memory_len` a sequence)."""
     spec = for_block(spec, block)  # its layer type's attention sizes, its MLP width (specs/attention_shape.py)
-    keys = keys_per_query(spec, block.mixer, seq_len)
+    keys = encoder_keys(spec, block, keys_per_query(spec, block.mixer, seq_len))  # BigBird-Pegasus' sparse encoder
     if block.mixer == "mamba":
         out = mamba_flops(spec, tokens)
     elif block.mixer in LINEAR_MIXERS:

@@ -61,6 +61,14 @@ def idle_cross_params(spec: "TransformerSpec") -> dict[str, int]:
     return {"cross_attention/qkv": qkv + bias, "cross_attention/out": spec.q_width * h + (h if spec.attn_out_bias else 0)}
 
 
+def encoder_keys(spec: "TransformerSpec", block, keys: int) -> int:
+    """Keys an encoder block's query scores: `keys`, capped by seq2seq.encoder_window (BigBird-Pegasus)."""
+    s2s = spec.seq2seq
+    if spec.arch != "encoder_decoder" or block.cross or s2s is None or s2s.encoder_window is None:
+        return keys
+    return min(keys, s2s.encoder_window)
+
+
 def memory_cross_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[str, int]:
     """Forward FLOPs of one decoder block's encoder_attn over `seq2seq.cross_memory` image tokens
     per sequence ({} without): q and out on the text tokens, k / v from cross_input features on each

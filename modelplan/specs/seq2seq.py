@@ -55,6 +55,9 @@ class Seq2SeqSpec(Spec):
     """With idle_cross_attention: the encoder_attn does run, on this many encoder positions per
     sequence (a composite's image tokens: BLIP's text decoder, a VisionEncoderDecoder's decoder,
     Pix2Struct's), whose k / v it projects from cross_input features; None: it never runs."""
+    encoder_window: int | None = Field(None, gt=0)
+    """Keys each encoder query scores when fewer than the source length (BigBird-Pegasus
+    block_sparse attention, priced as (5 + num_random_blocks) x block_size keys); None: all."""
     merged_cross_attention: bool = False
     """T5Gemma 2's decoder (T5Gemma2MergedAttention): cross-attention shares the block's q/k/v/o
     projections, norms and softmax with self-attention (queries score their own keys and the
