@@ -1,5 +1,5 @@
 """The vision-language composites of modelplan/specs/hf_vlm_encdec.py (Florence-2, VisionEncoderDecoder
-with ViT / Swin / Donut-Swin encoders), hf_vlm_bert.py (BLIP, GIT), hf_pix2struct.py, hf_kosmos.py (KOSMOS-2) and hf_ocr_more.py (GOT-OCR 2.0,
+with ViT / Swin / Donut-Swin encoders), hf_vlm_bert.py (BLIP, GIT), hf_pix2struct.py, hf_kosmos.py (KOSMOS-2, KOSMOS-2.5) and hf_ocr_more.py (GOT-OCR 2.0,
 PP-Chart2Table).
 
 Independent source: transformers 5.24's own modules built from the same config: sum(p.numel()) on
@@ -81,6 +81,11 @@ CASES["kosmos-2"] = {
     "text_config": {"embed_dim": 32, "layers": 2, "ffn_dim": 48, "attention_heads": 4, "vocab_size": 300,
                     "max_position_embeddings": 64}, "vision_config": _VIT}
 
+CASES["kosmos-2.5"] = {
+    "model_type": "kosmos-2.5", "architectures": ["Kosmos2_5ForConditionalGeneration"], "latent_query_num": 8,
+    "max_patches": 40, "text_config": CASES["kosmos-2"]["text_config"],
+    "vision_config": {"hidden_size": 24, "patch_embed_hidden_size": 48, "intermediate_size": 40, "head_dim": 6,
+                      "num_hidden_layers": 2, "num_attention_heads": 3, "max_num_patches": 64}}
 _QWEN2 = {"model_type": "qwen2", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 300}
 _SAM = {"hidden_size": 24, "output_channels": 16, "num_hidden_layers": 3, "num_attention_heads": 2, "image_size": 80,
@@ -95,6 +100,7 @@ TOWER = {"florence2": ("vision_tower.", "multi_modal_projector."), "blip": ("vis
          "git": ("image_encoder.", "visual_projection.", "img_temporal_embedding"),
          "vision-encoder-decoder": ("^encoder.", "^enc_to_dec_proj."), "pix2struct": ("^encoder.",),
          "kosmos-2": ("vision_model.", "image_to_text_projection."),
+         "kosmos-2.5": ("vision_model.", "image_to_text_projection."),
          "got_ocr2": ("vision_tower.", "multi_modal_projector."), "pp_chart2table": ("vision_tower.", "multi_modal_projector.")}
 """Name parts of each type's tower + projector parameters in transformers' module (^: a name's start)."""
 
@@ -174,7 +180,7 @@ def hf_image_flops(data: dict, image: int) -> int:
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("model_type", sorted(set(CASES) - {"pix2struct"}))
+@pytest.mark.parametrize("model_type", sorted(set(CASES) - {"pix2struct", "kosmos-2.5"}))
 def test_forward_flops_per_image_equal_flop_counter(model_type):
     """count.vision's forward FLOPs of one image equal FlopCounterMode on transformers' tower and
     projector (DaViT: conv embeddings, depthwise convs, padded window and channel attention; Swin:
@@ -263,6 +269,30 @@ def test_pix2struct_flops_equal_flop_counter():
             model.decoder(input_ids=torch.randint(0, 300, (1, 16)), encoder_hidden_states=states, use_cache=False)
     assert sum(vision_forward_flops(spec.vision, spec.hidden).values()) == encoder.get_total_flops()
     assert count_flops(spec, TrainingSpec(seq_len=16, global_batch=1)).forward == decoder.get_total_flops()
+
+
+@pytest.mark.torch
+def test_kosmos2_5_flops_equal_flop_counter():
+    """Kosmos-2.5's encoder on its max_patches (40) flattened patches and latent projection (8
+    queries), and its decoder (ffn_layernorm only) over one 16-token sequence, each equal
+    FlopCounterMode on transformers' modules."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from modelplan.count.flops import count_flops
+    from modelplan.specs.training import TrainingSpec
+
+    data, spec = CASES["kosmos-2.5"], from_hf_config(CASES["kosmos-2.5"])
+    model = hf_eager(data)
+    patches = torch.zeros(1, 40, 2 + 48)
+    patches[:, :, 2:] = torch.randn(1, 40, 48)
+    tower, text = FlopCounterMode(display=False), FlopCounterMode(display=False)
+    with tower:
+        model.image_to_text_projection(model.vision_model(flattened_patches=patches)[0])
+    with torch.no_grad(), text:
+        model.text_model(input_ids=torch.randint(0, 300, (1, 16)), use_cache=False)
+    assert sum(vision_forward_flops(spec.vision, spec.hidden).values()) == tower.get_total_flops()
+    assert count_flops(spec, TrainingSpec(seq_len=16, global_batch=1)).forward == text.get_total_flops()
 
 
 @pytest.mark.torch

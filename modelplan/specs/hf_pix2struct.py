@@ -31,12 +31,15 @@ _VISION = {"hidden_size": 768, "patch_embed_hidden_size": 768, "d_ff": 2048, "d_
 """Pix2StructTextConfig / Pix2StructVisionConfig defaults (transformers 5.24)."""
 
 
-def _encoder(v: HFConfig, patches: int) -> dict:
-    """Pix2StructVisionModel as tower layers on `patches` tokens (see the module docstring)."""
-    h, layers, heads, d_kv = (v.size(k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "d_kv"))
-    inner, ffn, rows = heads * d_kv, v.size("d_ff"), dict(rows=patches)
+def flattened_patch_encoder(v: HFConfig, patches: int, keys: tuple[str, str, str] = ("d_kv", "d_ff", "seq_len")) -> dict:
+    """Pix2StructVisionModel as tower layers on `patches` tokens (see the module docstring); `keys`:
+    the config's names of the head width, the MLP width and the row / column table size
+    (Kosmos-2.5's Kosmos2_5VisionModel: head_dim, intermediate_size, max_num_patches)."""
+    h, layers, heads = (v.size(k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads"))
+    d_kv, ffn, table = (v.size(k) for k in keys)
+    inner, rows = heads * d_kv, dict(rows=patches)
     tower = [{**_linear("embeddings/patch_projection", v.size("patch_embed_hidden_size"), h, True), **rows},
-             dict(name="embeddings/row_column", kind="vector", in_features=h, copies=2 * v.size("seq_len")),
+             dict(name="embeddings/row_column", kind="vector", in_features=h, copies=2 * table),
              {**_norm("layers/norms", h, "rmsnorm", copies=2 * layers), **rows},
              {**_linear("layers/attention/qkv", h, inner, False, copies=3 * layers), **rows},
              dict(name="layers/attention/scores", kind="attention", in_features=inner, keys=patches, copies=layers, **rows),
@@ -77,7 +80,7 @@ def _pix2struct(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
         raise SpecError(f"{c.source}: vision_config.hidden_size ({v.size('hidden_size')}) must equal "
                         f"text_config.hidden_size ({fields['hidden']}): the decoder reads the encoder states as they are")
     fields["seq2seq"] = dict(idle_cross_attention=True, cross_memory=patches)
-    fields["vision"] = _encoder(v, patches)
+    fields["vision"] = flattened_patch_encoder(v, patches)
     return fields
 
 
