@@ -1,6 +1,6 @@
 """The vision-language composites of modelplan/specs/hf_vlm_encdec.py (Florence-2, VisionEncoderDecoder
 with ViT / Swin / Donut-Swin encoders), hf_vlm_bert.py (BLIP, GIT), hf_pix2struct.py, hf_kosmos.py (KOSMOS-2, KOSMOS-2.5) and hf_ocr_more.py (GOT-OCR 2.0,
-PP-Chart2Table).
+PP-Chart2Table, PP-FormulaNet).
 
 Independent source: transformers 5.24's own modules built from the same config: sum(p.numel()) on
 the meta device for the total, the trainable and the tower + projector group (a small config and
@@ -95,13 +95,19 @@ for _name in ("got_ocr2", "pp_chart2table"):
     CASES[_name] = {"model_type": _name, "architectures": ["GotOcr2ForConditionalGeneration"], "text_config": _QWEN2,
                     "vision_config": _SAM}
 CASES["got_ocr2-untied"] = {**CASES["got_ocr2"], "tie_word_embeddings": False}  # the composite's flag decides
+CASES["pp_formulanet"] = {
+    "model_type": "pp_formulanet", "architectures": ["PPFormulaNetForConditionalGeneration"],
+    "text_config": {"d_model": 32, "decoder_layers": 2, "decoder_attention_heads": 4, "decoder_ffn_dim": 48,
+                    "vocab_size": 300, "max_position_embeddings": 64},
+    "vision_config": {**_SAM, "post_conv_in_channels": 16, "post_conv_mid_channels": 20, "post_conv_out_channels": 28,
+                      "decoder_hidden_size": 32}}
 
 TOWER = {"florence2": ("vision_tower.", "multi_modal_projector."), "blip": ("vision_model.",),
          "git": ("image_encoder.", "visual_projection.", "img_temporal_embedding"),
          "vision-encoder-decoder": ("^encoder.", "^enc_to_dec_proj."), "pix2struct": ("^encoder.",),
          "kosmos-2": ("vision_model.", "image_to_text_projection."),
          "kosmos-2.5": ("vision_model.", "image_to_text_projection."),
-         "got_ocr2": ("vision_tower.", "multi_modal_projector."), "pp_chart2table": ("vision_tower.", "multi_modal_projector.")}
+         "got_ocr2": ("vision_tower.", "multi_modal_projector."), "pp_formulanet": ("^model.encoder.",), "pp_chart2table": ("vision_tower.", "multi_modal_projector.")}
 """Name parts of each type's tower + projector parameters in transformers' module (^: a name's start)."""
 
 IMAGE_FEATURES = {
@@ -111,6 +117,7 @@ IMAGE_FEATURES = {
     "vision-encoder-decoder": lambda model, pixels: getattr(model, "enc_to_dec_proj", lambda x: x)(
         model.encoder(pixel_values=pixels).last_hidden_state),
     "got_ocr2": lambda model, pixels: model.model.get_image_features(pixel_values=pixels),
+    "pp_formulanet": lambda model, pixels: model.model.encoder(pixel_values=pixels),
     "pp_chart2table": lambda model, pixels: model.model.get_image_features(pixel_values=pixels),
     "kosmos-2": lambda model, pixels: model.image_to_text_projection(
         model.vision_model.model.post_layernorm(model.vision_model(pixel_values=pixels)[0])),
@@ -317,6 +324,28 @@ def test_kosmos2_image_tokens_are_the_latents():
     assert image_tokens(from_hf_config(CASES["kosmos-2"]).vision) == 8
 
 
+@pytest.mark.torch
+def test_pp_formulanet_decoder_flops_equal_flop_counter():
+    """PP-FormulaNet's mBART decoder over one 16-token sequence cross-attending to the 9 projected
+    image tokens, and its lm_head: count_flops' forward equals FlopCounterMode on transformers'."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from modelplan.count.flops import count_flops
+    from modelplan.specs.training import TrainingSpec
+
+    data = CASES["pp_formulanet"]
+    model = hf_eager(data)
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad():
+        states = model.model.encoder(pixel_values=torch.randn(1, 3, 80, 80)).pooler_output  # (1, 9, 32)
+        with counter:
+            out = model.model.decoder(input_ids=torch.randint(0, 300, (1, 16)), encoder_hidden_states=states,
+                                      use_cache=False)
+            model.lm_head(out.last_hidden_state)
+    assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1)).forward == counter.get_total_flops()
+
+
 def test_got_ocr2_image_tokens():
     """A GOT-OCR 2.0 image fills (grid / 4)^2 text positions: two stride-2 convs on the 10 x 10 grid
     leave 3 x 3 = 9 (GotOcr2MultiModalProjector)."""
@@ -349,6 +378,8 @@ def test_count_and_plan_run(model_type, tmp_path):
     ({**CASES["kosmos-2"], "text_config": {**CASES["kosmos-2"]["text_config"], "add_cross_attention": True}},
      r"text_config.add_cross_attention: true is not modelled"),
     ({**CASES["got_ocr2"], "vision_config": {**_SAM, "global_attn_indexes": [3]}}, r"global_attn_indexes: \[3\] must be"),
+    ({**CASES["pp_formulanet"], "vision_config": {**CASES["pp_formulanet"]["vision_config"], "decoder_hidden_size": 30}},
+     r"decoder_hidden_size \(30\) must equal text_config.d_model \(32\)"),
     ({**CASES["pix2struct"], "text_config": {**CASES["pix2struct"]["text_config"], "d_kv": 6}},
      r"text_config.d_kv: num_heads x d_kv \(4 x 6\) must equal hidden_size \(32\)"),
     ({**CASES["pix2struct"], "vision_config": {**CASES["pix2struct"]["vision_config"], "hidden_size": 24}},
