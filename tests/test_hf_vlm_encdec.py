@@ -1,6 +1,6 @@
 """The vision-language composites of modelplan/specs/hf_vlm_encdec.py (Florence-2, VisionEncoderDecoder
 with ViT / Swin / Donut-Swin encoders), hf_vlm_bert.py (BLIP, GIT), hf_pix2struct.py, hf_kosmos.py (KOSMOS-2, KOSMOS-2.5) and hf_ocr_more.py (GOT-OCR 2.0,
-PP-Chart2Table, PP-FormulaNet).
+PP-Chart2Table, PP-FormulaNet, Unlimited-OCR).
 
 Independent source: transformers 5.24's own modules built from the same config: sum(p.numel()) on
 the meta device for the total, the trainable and the tower + projector group (a small config and
@@ -95,6 +95,16 @@ for _name in ("got_ocr2", "pp_chart2table"):
     CASES[_name] = {"model_type": _name, "architectures": ["GotOcr2ForConditionalGeneration"], "text_config": _QWEN2,
                     "vision_config": _SAM}
 CASES["got_ocr2-untied"] = {**CASES["got_ocr2"], "tie_word_embeddings": False}  # the composite's flag decides
+CASES["unlimited_ocr"] = {
+    "model_type": "unlimited_ocr", "architectures": ["UnlimitedOcrForConditionalGeneration"],
+    "text_config": {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 3, "num_attention_heads": 4,
+                    "num_key_value_heads": 4, "vocab_size": 300, "n_routed_experts": 4, "num_experts_per_tok": 2,
+                    "moe_intermediate_size": 16, "n_shared_experts": 1, "mlp_layer_types": ["dense", "sparse", "sparse"],
+                    "layer_types": ["reference_sliding_attention", "full_attention", "reference_sliding_attention"]},
+    "vision_config": {"sam_config": {**_SAM, "image_size": 128, "downsample_channels": [20, 32]},
+                      "encoder_config": {"hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2,
+                                         "num_attention_heads": 2, "image_size": 56, "patch_size": 14}}}
+"""Unlimited-OCR: a 16 x 16 SAM grid -> 4 x 4 after its proj convs -> a CLIP on 17 tokens; MoE from block 1."""
 CASES["pp_formulanet"] = {
     "model_type": "pp_formulanet", "architectures": ["PPFormulaNetForConditionalGeneration"],
     "text_config": {"d_model": 32, "decoder_layers": 2, "decoder_attention_heads": 4, "decoder_ffn_dim": 48,
@@ -107,7 +117,8 @@ TOWER = {"florence2": ("vision_tower.", "multi_modal_projector."), "blip": ("vis
          "vision-encoder-decoder": ("^encoder.", "^enc_to_dec_proj."), "pix2struct": ("^encoder.",),
          "kosmos-2": ("vision_model.", "image_to_text_projection."),
          "kosmos-2.5": ("vision_model.", "image_to_text_projection."),
-         "got_ocr2": ("vision_tower.", "multi_modal_projector."), "pp_formulanet": ("^model.encoder.",), "pp_chart2table": ("vision_tower.", "multi_modal_projector.")}
+         "got_ocr2": ("vision_tower.", "multi_modal_projector."), "pp_formulanet": ("^model.encoder.",),
+         "unlimited_ocr": ("vision_tower.", "multi_modal_projector.", "view_separator", "image_newline"), "pp_chart2table": ("vision_tower.", "multi_modal_projector.")}
 """Name parts of each type's tower + projector parameters in transformers' module (^: a name's start)."""
 
 IMAGE_FEATURES = {
@@ -118,6 +129,8 @@ IMAGE_FEATURES = {
         model.encoder(pixel_values=pixels).last_hidden_state),
     "got_ocr2": lambda model, pixels: model.model.get_image_features(pixel_values=pixels),
     "pp_formulanet": lambda model, pixels: model.model.encoder(pixel_values=pixels),
+    "unlimited_ocr": lambda model, pixels: model.model.multi_modal_projector(
+        model.model.vision_tower(pixel_values=pixels).last_hidden_state),
     "pp_chart2table": lambda model, pixels: model.model.get_image_features(pixel_values=pixels),
     "kosmos-2": lambda model, pixels: model.image_to_text_projection(
         model.vision_model.model.post_layernorm(model.vision_model(pixel_values=pixels)[0])),
@@ -164,9 +177,12 @@ def hf_eager(data: dict):
     import torch
 
     cfg = hf_config(data)
-    for sub in (cfg, getattr(cfg, "text_config", None), getattr(cfg, "vision_config", None)):
+    vision = getattr(cfg, "vision_config", None)
+    for sub in (cfg, getattr(cfg, "text_config", None), vision, getattr(vision, "sam_config", None),
+                getattr(vision, "encoder_config", None)):
         if sub is not None:
             sub._attn_implementation = "eager"
+            sub._experts_implementation = "eager"
     torch.manual_seed(0)
     return hf_class(data)._from_config(cfg).eval()
 
@@ -346,6 +362,24 @@ def test_pp_formulanet_decoder_flops_equal_flop_counter():
     assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1)).forward == counter.get_total_flops()
 
 
+@pytest.mark.torch
+def test_unlimited_ocr_text_flops_equal_flop_counter():
+    """Unlimited-OCR's MoE text model (a dense block, two sparse ones: router, top-2 of 4 experts, a
+    shared expert) over one 16-token sequence: count_flops' forward equals FlopCounterMode on
+    transformers' model with eager experts (each token through its 2 experts)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from modelplan.count.flops import count_flops
+    from modelplan.specs.training import TrainingSpec
+
+    data = CASES["unlimited_ocr"]
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        hf_eager(data)(input_ids=torch.randint(0, 300, (1, 16)), use_cache=False)
+    assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1)).forward == counter.get_total_flops()
+
+
 def test_got_ocr2_image_tokens():
     """A GOT-OCR 2.0 image fills (grid / 4)^2 text positions: two stride-2 convs on the 10 x 10 grid
     leave 3 x 3 = 9 (GotOcr2MultiModalProjector)."""
@@ -378,6 +412,8 @@ def test_count_and_plan_run(model_type, tmp_path):
     ({**CASES["kosmos-2"], "text_config": {**CASES["kosmos-2"]["text_config"], "add_cross_attention": True}},
      r"text_config.add_cross_attention: true is not modelled"),
     ({**CASES["got_ocr2"], "vision_config": {**_SAM, "global_attn_indexes": [3]}}, r"global_attn_indexes: \[3\] must be"),
+    ({**CASES["unlimited_ocr"], "text_config": {**CASES["unlimited_ocr"]["text_config"],
+                                                "layer_types": ["sliding_attention"] * 3}}, r"text_config.layer_types: 3"),
     ({**CASES["pp_formulanet"], "vision_config": {**CASES["pp_formulanet"]["vision_config"], "decoder_hidden_size": 30}},
      r"decoder_hidden_size \(30\) must equal text_config.d_model \(32\)"),
     ({**CASES["pix2struct"], "text_config": {**CASES["pix2struct"]["text_config"], "d_kv": 6}},

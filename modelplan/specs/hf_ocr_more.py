@@ -11,7 +11,7 @@ from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_davit import _conv
 from modelplan.specs.hf_n18vlm_base import Mapper, _sub, _text
 from modelplan.specs.hf_sam import sam_tower
-from modelplan.specs.hf_vision import _linear
+from modelplan.specs.hf_vision import _linear, _norm
 
 _GOT_VISION = {"hidden_size": 768, "output_channels": 256, "num_hidden_layers": 12, "num_attention_heads": 12,
                "num_channels": 3, "image_size": 1024, "patch_size": 16, "qkv_bias": True, "use_abs_pos": True,
@@ -84,8 +84,108 @@ def _pp_formulanet(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
+_UNLIMITED_TEXT = {"vocab_size": 129280, "hidden_size": 1280, "intermediate_size": 6848, "num_hidden_layers": 12,
+                   "num_attention_heads": 10, "num_key_value_heads": 10, "max_position_embeddings": 32768,
+                   "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
+                   "n_group": 1, "n_routed_experts": 64, "n_shared_experts": 2, "routed_scaling_factor": 1.0,
+                   "topk_group": 1, "topk_method": "greedy", "num_experts_per_tok": 6, "moe_intermediate_size": 896,
+                   "sliding_window": 128}
+_UNLIMITED_SAM = {**_GOT_VISION, "downsample_channels": [512, 1024]}
+_UNLIMITED_CLIP = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
+                   "image_size": 224, "patch_size": 14}
+"""UnlimitedOcrTextConfig / UnlimitedOcrSamVisionConfig / UnlimitedOcrVisionEncoderConfig defaults (transformers 5.24)."""
+
+
+def _unlimited_text(t: HFConfig) -> dict:
+    """UnlimitedOcrTextModel: Llama-shaped MHA blocks (head_dim = hidden / heads), an MLP per
+    mlp_layer_types entry (dense: intermediate_size SwiGLU; sparse: n_routed_experts SwiGLU experts
+    of moe_intermediate_size behind a bias-free softmax router, top-k weights not renormalised,
+    x routed_scaling_factor, plus one shared MLP of n_shared_experts x moe_intermediate_size);
+    reference_sliding_attention blocks are causal over the whole prefill in training
+    (create_reference_sliding_window_causal_mask without a cache keeps every earlier key): full."""
+    from modelplan.specs.hf_llama import llama
+    from modelplan.specs.hf_moe import moe_placement
+
+    layers, heads = t.size("num_hidden_layers"), t.size("num_attention_heads")
+    default = ["sparse" if i >= t.integer("first_k_dense_replace", 1) else "dense" for i in range(layers)]
+    kinds = t.texts("mlp_layer_types", None) or default
+    if len(kinds) != layers or set(kinds) - {"dense", "sparse"}:
+        raise SpecError(f"{t.source}: {t.path}mlp_layer_types: {layers} entries of dense / sparse expected, got {kinds}")
+    attention = t.texts("layer_types", None) or ["reference_sliding_attention"] * layers
+    mixers = ("full_attention", "reference_sliding_attention")  # UnlimitedOcrTextModel's causal_mask_mapping keys
+    if len(attention) != layers or set(attention) - set(mixers):
+        raise SpecError(f"{t.source}: {t.path}layer_types: {layers} entries of {', '.join(mixers)} expected, got {attention}")
+    method = t.text("topk_method")
+    if method not in ("greedy", "group_limited_greedy"):
+        raise SpecError(f"{t.source}: {t.path}topk_method: unsupported '{method}' (greedy, group_limited_greedy)")
+    groups = t.integer("n_group") if method == "group_limited_greedy" else 1
+    sparse = [i for i, kind in enumerate(kinds) if kind == "sparse"]
+    shared = t.integer("n_shared_experts") or 0
+    moe = None
+    if sparse:
+        moe = dict(num_experts=t.size("n_routed_experts"), top_k=t.size("num_experts_per_tok"),
+                   expert_ffn_hidden=t.size("moe_intermediate_size"), router="softmax", expert_bias=False,
+                   norm_topk_prob=False, router_groups=groups, router_group_top_k=t.integer("topk_group") if groups > 1 else 1,
+                   shared_experts=1 if shared else 0,
+                   shared_expert_ffn_hidden=shared * t.size("moe_intermediate_size") if shared else None,
+                   routed_scaling=t.number("routed_scaling_factor"), **moe_placement(layers, sparse))
+    data = {**t.data, "head_dim": t.size("hidden_size") // heads}
+    return llama(HFConfig(data, t.source, t.path), moe=moe)
+
+
+def _clip_on_features(v: HFConfig, tokens: int) -> list[dict]:
+    """UnlimitedOcrVisionEncoder as tower layers: CLIP's blocks on the SAM feature map (no patch
+    conv: a class embedding, a (patches + 1)-row position table interpolated to the grid,
+    pre_layrnorm, LayerNorm / biased q, k, v, out / LayerNorm / fc1, fc2; no post norm)."""
+    h, f, layers = v.size("hidden_size"), v.size("intermediate_size"), v.size("num_hidden_layers")
+    positions = (v.size("image_size") // v.size("patch_size")) ** 2 + 1
+    rows = dict(rows=tokens)
+    return [dict(name="clip/class_embedding", kind="vector", in_features=h),
+            dict(name="clip/position_embedding", kind="vector", in_features=positions * h),
+            {**_norm("clip/pre_layrnorm", h), **rows},
+            {**_norm("clip/layers/norms", h, copies=2 * layers), **rows},
+            {**_linear("clip/layers/qkv", h, h, True, copies=3 * layers), **rows},
+            dict(name="clip/layers/scores", kind="attention", in_features=h, keys=tokens, copies=layers, **rows),
+            {**_linear("clip/layers/out_proj", h, h, True, copies=layers), **rows},
+            {**_linear("clip/layers/fc1", h, f, True, copies=layers), **rows},
+            {**_linear("clip/layers/fc2", f, h, True, copies=layers), **rows}]
+
+
+def _unlimited_ocr(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """UnlimitedOcrForConditionalGeneration: the MoE text model above, UnlimitedOcrVisionModel (the
+    SAM tower and neck, then its proj: two bias-free 3x3 stride-2 convs to downsample_channels; a
+    CLIP encoder on that map, `_clip_on_features`), multi_modal_projector Linear(SAM channels + CLIP
+    width, text, bias) on the grid's tokens (the class token dropped), and two learned text-width
+    vectors (view_separator, image_newline); untied head. One image is one view at the SAM's
+    image_size (the base mode; local crops are further views)."""
+    _, t = _sub(c, "text_config", "unlimited_ocr_text")
+    fields = _unlimited_text(HFConfig({**_UNLIMITED_TEXT, **t.data}, t.source, t.path))
+    _, v = _sub(c, "vision_config", "unlimited_ocr_vision")
+    _, sam = _sub(v, "sam_config", "unlimited_ocr_sam_vision_model")
+    _, clip = _sub(v, "encoder_config", "unlimited_ocr_vision_encoder")
+    sam = HFConfig({**_UNLIMITED_SAM, **sam.data}, sam.source, sam.path)
+    tower, side, out = sam_tower(sam)
+    mid, wide = sam.ints("downsample_channels")[:2] if len(sam.ints("downsample_channels")) >= 2 else (None, None)
+    if mid is None:
+        raise SpecError(f"{c.source}: vision_config.sam_config.downsample_channels: two channel counts expected")
+    half = _stride2(side)
+    grid = _stride2(half) ** 2
+    clip = HFConfig({**_UNLIMITED_CLIP, **clip.data}, clip.source, clip.path)
+    if clip.size("hidden_size") != wide:
+        raise SpecError(f"{c.source}: vision_config.encoder_config.hidden_size ({clip.size('hidden_size')}) must equal "
+                        f"sam_config.downsample_channels[-1] ({wide}): the CLIP blocks read the SAM map as embeddings")
+    tower["tower"] += [_conv("sam_proj/conv1", out, mid, 3, half * half, bias=False),
+                       _conv("sam_proj/conv2", mid, wide, 3, grid, bias=False), *_clip_on_features(clip, grid + 1)]
+    h = fields["hidden"]
+    tower["connector"] = [{**_linear("multi_modal_projector", wide + clip.size("hidden_size"), h, True), "rows": grid},
+                          dict(name="view_separator_image_newline", kind="vector", in_features=h, copies=2)]
+    fields["vision"] = tower
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)
+    return fields
+
+
 OCR_MORE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
-    "got_ocr2": _got_ocr2, "pp_formulanet": _pp_formulanet,
+    "got_ocr2": _got_ocr2, "pp_formulanet": _pp_formulanet, "unlimited_ocr": _unlimited_ocr,
     "pp_chart2table": _got_ocr2,  # PPChart2TableConfig: GotOcr2Config's fields and defaults (GotOcr2ForConditionalGeneration)
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
