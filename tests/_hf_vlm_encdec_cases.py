@@ -92,6 +92,13 @@ CASES["unlimited_ocr"] = {
                       "encoder_config": {"hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2,
                                          "num_attention_heads": 2, "image_size": 56, "patch_size": 14}}}
 """Unlimited-OCR: a 16 x 16 SAM grid -> 4 x 4 after its proj convs -> a CLIP on 17 tokens; MoE from block 1."""
+CASES["deepseek_ocr2"] = {
+    "model_type": "deepseek_ocr2", "architectures": ["DeepseekOcr2ForConditionalGeneration"],
+    "text_config": {k: v for k, v in CASES["unlimited_ocr"]["text_config"].items() if k != "layer_types"},
+    "vision_config": {"sam_config": CASES["unlimited_ocr"]["vision_config"]["sam_config"],
+                      "encoder_config": {"hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2,
+                                         "num_attention_heads": 4, "num_key_value_heads": 2}}}
+"""DeepSeek-OCR 2: the same SAM, then 16 patches + 144 queries through a GQA encoder."""
 CASES["pp_formulanet"] = {
     "model_type": "pp_formulanet", "architectures": ["PPFormulaNetForConditionalGeneration"],
     "text_config": {"d_model": 32, "decoder_layers": 2, "decoder_attention_heads": 4, "decoder_ffn_dim": 48,
@@ -105,7 +112,8 @@ TOWER = {"florence2": ("vision_tower.", "multi_modal_projector."), "blip": ("vis
          "kosmos-2": ("vision_model.", "image_to_text_projection."),
          "kosmos-2.5": ("vision_model.", "image_to_text_projection."),
          "got_ocr2": ("vision_tower.", "multi_modal_projector."), "pp_formulanet": ("^model.encoder.",),
-         "unlimited_ocr": ("vision_tower.", "multi_modal_projector.", "view_separator", "image_newline"), "pp_chart2table": ("vision_tower.", "multi_modal_projector.")}
+         "unlimited_ocr": ("vision_tower.", "multi_modal_projector.", "view_separator", "image_newline"),
+         "deepseek_ocr2": ("vision_tower.", "multi_modal_projector.", "view_separator"), "pp_chart2table": ("vision_tower.", "multi_modal_projector.")}
 """Name parts of each type's tower + projector parameters in transformers' module (^: a name's start)."""
 
 IMAGE_FEATURES = {
@@ -116,6 +124,8 @@ IMAGE_FEATURES = {
         model.encoder(pixel_values=pixels).last_hidden_state),
     "got_ocr2": lambda model, pixels: model.model.get_image_features(pixel_values=pixels),
     "pp_formulanet": lambda model, pixels: model.model.encoder(pixel_values=pixels),
+    "deepseek_ocr2": lambda model, pixels: model.model.multi_modal_projector(
+        model.model.vision_tower(pixel_values=pixels).last_hidden_state),
     "unlimited_ocr": lambda model, pixels: model.model.multi_modal_projector(
         model.model.vision_tower(pixel_values=pixels).last_hidden_state),
     "pp_chart2table": lambda model, pixels: model.model.get_image_features(pixel_values=pixels),

@@ -364,7 +364,7 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"mllama"}  # tests/test_hf_n18mllama.py
     tested |= {"beam"}  # tests/test_hf_n18beam.py
     tested |= {"florence2", "blip", "git", "vision-encoder-decoder", "pix2struct", "kosmos-2", "kosmos-2.5", "got_ocr2",
-               "pp_chart2table", "pp_formulanet", "unlimited_ocr"}  # tests/test_hf_vlm_encdec.py
+               "pp_chart2table", "pp_formulanet", "unlimited_ocr", "deepseek_ocr2"}  # tests/test_hf_vlm_encdec.py
     tested |= {"bigbird_pegasus"}  # tests/test_hf_encdec_more.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 

@@ -1,6 +1,7 @@
 """The vision-language composites of modelplan/specs/hf_vlm_encdec.py (Florence-2, VisionEncoderDecoder
 with ViT / Swin / Donut-Swin encoders), hf_vlm_bert.py (BLIP, GIT), hf_pix2struct.py, hf_kosmos.py
-(KOSMOS-2, KOSMOS-2.5) and hf_ocr_more.py (GOT-OCR 2.0, PP-Chart2Table, PP-FormulaNet, Unlimited-OCR);
+(KOSMOS-2, KOSMOS-2.5) and hf_ocr_more.py (GOT-OCR 2.0, PP-Chart2Table, PP-FormulaNet, Unlimited-OCR,
+DeepSeek-OCR 2);
 the small configs are in tests/_hf_vlm_encdec_cases.py.
 
 Independent source: transformers 5.24's own modules built from the same config: sum(p.numel()) on
@@ -35,7 +36,7 @@ def test_small_config_equals_transformers(model_type):
 
 @pytest.mark.torch
 @pytest.mark.slow
-@pytest.mark.parametrize("model_type", sorted({data["model_type"] for data in CASES.values()}))
+@pytest.mark.parametrize("model_type", sorted({data["model_type"] for data in CASES.values()} - {"deepseek_ocr2"}))
 def test_class_defaults_equal_transformers(model_type):
     """The config class defaults (the full-size model) count exactly on the meta device."""
     arch = next(data["architectures"] for data in CASES.values() if data["model_type"] == model_type)
@@ -219,9 +220,25 @@ def test_pp_formulanet_decoder_flops_equal_flop_counter():
 
 
 @pytest.mark.torch
-def test_unlimited_ocr_text_flops_equal_flop_counter():
-    """Unlimited-OCR's MoE text model (a dense block, two sparse ones: router, top-2 of 4 experts, a
-    shared expert) over one 16-token sequence: count_flops' forward equals FlopCounterMode on
+@pytest.mark.slow
+def test_deepseek_ocr2_full_size_equals_transformers():
+    """DeepSeek-OCR 2 at full size: DeepseekOcr2Config's defaults with the two keys they leave
+    unbuildable or unusable set (mlp_layer_types: one dense block then sparse ones; 6 routed experts a
+    token) and an encoder as wide as the SAM's 896 output channels (Qwen2-0.5B's sizes)."""
+    data = class_defaults("deepseek_ocr2")
+    data["architectures"] = ["DeepseekOcr2ForConditionalGeneration"]
+    data["text_config"].update(mlp_layer_types=["dense"] + ["sparse"] * 31, num_experts_per_tok=6)
+    data["vision_config"]["encoder_config"].update(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                                                   num_attention_heads=14, num_key_value_heads=2,
+                                                   layer_types=["full_attention"] * 24)
+    assert mine(data) == hf_counts(data)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("model_type", ["unlimited_ocr", "deepseek_ocr2"])
+def test_ocr_moe_text_flops_equal_flop_counter(model_type):
+    """The OCR composites' MoE text model (a dense block, two sparse ones: router, top-2 of 4 experts,
+    a shared expert) over one 16-token sequence: count_flops' forward equals FlopCounterMode on
     transformers' model with eager experts (each token through its 2 experts)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
@@ -229,7 +246,7 @@ def test_unlimited_ocr_text_flops_equal_flop_counter():
     from modelplan.count.flops import count_flops
     from modelplan.specs.training import TrainingSpec
 
-    data = CASES["unlimited_ocr"]
+    data = CASES[model_type]
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
         hf_eager(data)(input_ids=torch.randint(0, 300, (1, 16)), use_cache=False)
@@ -268,6 +285,7 @@ def test_count_and_plan_run(model_type, tmp_path):
     ({**CASES["kosmos-2"], "text_config": {**CASES["kosmos-2"]["text_config"], "add_cross_attention": True}},
      r"text_config.add_cross_attention: true is not modelled"),
     ({**CASES["got_ocr2"], "vision_config": {**_SAM, "global_attn_indexes": [3]}}, r"global_attn_indexes: \[3\] must be"),
+    ({"model_type": "deepseek_ocr2"}, r"text_config.mlp_layer_types: missing"),
     ({**CASES["unlimited_ocr"], "text_config": {**CASES["unlimited_ocr"]["text_config"],
                                                 "layer_types": ["sliding_attention"] * 3}}, r"text_config.layer_types: 3"),
     ({**CASES["pp_formulanet"], "vision_config": {**CASES["pp_formulanet"]["vision_config"], "decoder_hidden_size": 30}},

@@ -96,8 +96,9 @@ _UNLIMITED_CLIP = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_l
 """UnlimitedOcrTextConfig / UnlimitedOcrSamVisionConfig / UnlimitedOcrVisionEncoderConfig defaults (transformers 5.24)."""
 
 
-def _unlimited_text(t: HFConfig) -> dict:
-    """UnlimitedOcrTextModel: Llama-shaped MHA blocks (head_dim = hidden / heads), an MLP per
+def _unlimited_text(t: HFConfig, reference: bool = True) -> dict:
+    """UnlimitedOcrTextModel (DeepseekOcr2TextModel without `reference`: every block full, no
+    default mlp_layer_types): Llama-shaped MHA blocks (head_dim = hidden / heads), an MLP per
     mlp_layer_types entry (dense: intermediate_size SwiGLU; sparse: n_routed_experts SwiGLU experts
     of moe_intermediate_size behind a bias-free softmax router, top-k weights not renormalised,
     x routed_scaling_factor, plus one shared MLP of n_shared_experts x moe_intermediate_size);
@@ -108,13 +109,18 @@ def _unlimited_text(t: HFConfig) -> dict:
 
     layers, heads = t.size("num_hidden_layers"), t.size("num_attention_heads")
     default = ["sparse" if i >= t.integer("first_k_dense_replace", 1) else "dense" for i in range(layers)]
-    kinds = t.texts("mlp_layer_types", None) or default
+    kinds = t.texts("mlp_layer_types", None) or (default if reference else None)
+    if kinds is None:  # DeepseekOcr2TextConfig leaves it None and DeepseekOcr2TextDecoderLayer indexes it
+        raise SpecError(f"{t.source}: {t.path}mlp_layer_types: missing (no default: transformers 5.24 cannot build "
+                        f"the model without it either)")
     if len(kinds) != layers or set(kinds) - {"dense", "sparse"}:
         raise SpecError(f"{t.source}: {t.path}mlp_layer_types: {layers} entries of dense / sparse expected, got {kinds}")
-    attention = t.texts("layer_types", None) or ["reference_sliding_attention"] * layers
-    mixers = ("full_attention", "reference_sliding_attention")  # UnlimitedOcrTextModel's causal_mask_mapping keys
-    if len(attention) != layers or set(attention) - set(mixers):
-        raise SpecError(f"{t.source}: {t.path}layer_types: {layers} entries of {', '.join(mixers)} expected, got {attention}")
+    if reference:
+        attention = t.texts("layer_types", None) or ["reference_sliding_attention"] * layers
+        mixers = ("full_attention", "reference_sliding_attention")  # UnlimitedOcrTextModel's causal_mask_mapping keys
+        if len(attention) != layers or set(attention) - set(mixers):
+            raise SpecError(f"{t.source}: {t.path}layer_types: {layers} entries of {', '.join(mixers)} expected, "
+                            f"got {attention}")
     method = t.text("topk_method")
     if method not in ("greedy", "group_limited_greedy"):
         raise SpecError(f"{t.source}: {t.path}topk_method: unsupported '{method}' (greedy, group_limited_greedy)")
@@ -123,6 +129,8 @@ def _unlimited_text(t: HFConfig) -> dict:
     shared = t.integer("n_shared_experts") or 0
     moe = None
     if sparse:
+        if t.data.get("num_experts_per_tok") is None:
+            raise SpecError(f"{t.source}: {t.path}num_experts_per_tok: missing (the routers' top-k)")
         moe = dict(num_experts=t.size("n_routed_experts"), top_k=t.size("num_experts_per_tok"),
                    expert_ffn_hidden=t.size("moe_intermediate_size"), router="softmax", expert_bias=False,
                    norm_topk_prob=False, router_groups=groups, router_group_top_k=t.integer("topk_group") if groups > 1 else 1,
@@ -184,8 +192,83 @@ def _unlimited_ocr(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
+_OCR2_TEXT = {"vocab_size": 102400, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+              "num_attention_heads": 32, "max_position_embeddings": 2048, "rms_norm_eps": 1e-6,
+              "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False, "n_routed_experts": 64,
+              "n_shared_experts": 2, "routed_scaling_factor": 1.0, "topk_method": "greedy",
+              "moe_intermediate_size": 1407}
+_OCR2_SAM = {**_GOT_VISION, "downsample_channels": None}
+_OCR2_ENCODER = {"hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32, "num_attention_heads": 32,
+                 "num_key_value_heads": None, "rms_norm_eps": 1e-6, "use_sliding_window": False}
+"""DeepseekOcr2TextConfig / DeepseekOcr2SamVisionConfig / DeepseekOcr2VisionEncoderConfig defaults (transformers 5.24)."""
+
+
+def _query_encoder(e: HFConfig, patches: int) -> tuple[list[dict], int]:
+    """DeepseekOcr2VisionEncoder as tower layers: Qwen2-shaped blocks (RMSNorms, q / k / v with
+    bias, o without, GQA, bias-free SwiGLU, 1-D rotary, a final norm) over the SAM patches
+    followed by the learned queries (query_768_resolution, 144 rows, when patches <= 144, else
+    query_1024_resolution, 256 rows; both tables built); (layers, queries)."""
+    if e.flag("use_sliding_window"):
+        raise SpecError(f"{e.source}: {e.path}use_sliding_window: true is not modelled (sliding vision blocks)")
+    h, f, layers, heads = (e.size(k) for k in ("hidden_size", "intermediate_size", "num_hidden_layers",
+                                                 "num_attention_heads"))
+    kv = e.integer("num_key_value_heads", None, nullable=True) or heads
+    if h % heads or heads % kv:
+        raise SpecError(f"{e.source}: {e.path}num_key_value_heads: {kv} must divide num_attention_heads ({heads}), "
+                        f"which must divide hidden_size ({h})")
+    queries = 144 if patches <= 144 else 256  # DeepseekOcr2VisionModel.forward
+    n, d = patches + queries, h // heads
+    rows = dict(rows=n)
+    return [dict(name="encoder/queries", kind="vector", in_features=h, copies=144 + 256),
+            {**_norm("encoder/layers/norms", h, "rmsnorm", copies=2 * layers), **rows},
+            {**_linear("encoder/layers/q_proj", h, h, True, copies=layers), **rows},
+            {**_linear("encoder/layers/kv_proj", h, kv * d, True, copies=2 * layers), **rows},
+            dict(name="encoder/layers/scores", kind="attention", in_features=h, keys=n, copies=layers, **rows),
+            {**_linear("encoder/layers/o_proj", h, h, False, copies=layers), **rows},
+            {**_linear("encoder/layers/gate_up", h, f, False, copies=2 * layers), **rows},
+            {**_linear("encoder/layers/down", f, h, False, copies=layers), **rows},
+            {**_norm("encoder/norm", h, "rmsnorm"), **rows}], queries
+
+
+def _deepseek_ocr2(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
+    """DeepseekOcr2ForConditionalGeneration: the MoE text model (`_unlimited_text` without reference
+    blocks), DeepseekOcr2VisionModel (the SAM tower, neck and proj convs to downsample_channels,
+    then `_query_encoder` over the patches and the queries, whose outputs the image keeps),
+    multi_modal_projector Linear(encoder width, text, bias) on the queries, a view_separator
+    vector; the head is untied unless tie_word_embeddings. One image is one view at the SAM's
+    image_size (local crops are further views)."""
+    _, t = _sub(c, "text_config", "deepseek_ocr2_text")
+    fields = _unlimited_text(HFConfig({**_OCR2_TEXT, **t.data}, t.source, t.path), reference=False)
+    _, v = _sub(c, "vision_config", "deepseek_ocr2_vision")
+    _, sam = _sub(v, "sam_config", "deepseek_ocr2_sam_vision_model")
+    _, enc = _sub(v, "encoder_config", "deepseek_ocr2_encoder")
+    sam = HFConfig({**_OCR2_SAM, **sam.data}, sam.source, sam.path)
+    enc = HFConfig({**_OCR2_ENCODER, **enc.data}, enc.source, enc.path)
+    channels = sam.data.get("downsample_channels")
+    if not isinstance(channels, list) or len(channels) != 2:
+        raise SpecError(f"{c.source}: vision_config.sam_config.downsample_channels: two channel counts expected, "
+                        f"got {channels!r}")
+    mid, wide = sam.ints("downsample_channels")
+    if wide != enc.size("hidden_size"):
+        raise SpecError(f"{c.source}: vision_config.sam_config.downsample_channels[-1] ({wide}) must equal "
+                        f"encoder_config.hidden_size ({enc.size('hidden_size')}): the encoder reads the SAM map")
+    tower, side, out = sam_tower(sam)
+    half = _stride2(side)
+    patches = _stride2(half) ** 2
+    encoder, queries = _query_encoder(enc, patches)
+    tower["tower"] += [_conv("sam_proj/conv1", out, mid, 3, half * half, bias=False),
+                       _conv("sam_proj/conv2", mid, wide, 3, patches, bias=False), *encoder]
+    h = fields["hidden"]
+    tower["connector"] = [{**_linear("multi_modal_projector", wide, h, True), "rows": queries},
+                          dict(name="view_separator", kind="vector", in_features=h)]
+    fields["vision"] = tower
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)
+    return fields
+
+
 OCR_MORE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "got_ocr2": _got_ocr2, "pp_formulanet": _pp_formulanet, "unlimited_ocr": _unlimited_ocr,
+    "deepseek_ocr2": _deepseek_ocr2,
     "pp_chart2table": _got_ocr2,  # PPChart2TableConfig: GotOcr2Config's fields and defaults (GotOcr2ForConditionalGeneration)
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
