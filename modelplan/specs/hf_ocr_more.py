@@ -9,6 +9,8 @@ from typing import Callable
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_davit import _conv
+from modelplan.specs.hf_llama import llama
+from modelplan.specs.hf_moe import moe_placement
 from modelplan.specs.hf_n18vlm_base import Mapper, _sub, _text
 from modelplan.specs.hf_sam import sam_tower
 from modelplan.specs.hf_vision import _linear, _norm
@@ -104,9 +106,6 @@ def _unlimited_text(t: HFConfig, reference: bool = True) -> dict:
     x routed_scaling_factor, plus one shared MLP of n_shared_experts x moe_intermediate_size);
     reference_sliding_attention blocks are causal over the whole prefill in training
     (create_reference_sliding_window_causal_mask without a cache keeps every earlier key): full."""
-    from modelplan.specs.hf_llama import llama
-    from modelplan.specs.hf_moe import moe_placement
-
     layers, heads = t.size("num_hidden_layers"), t.size("num_attention_heads")
     default = ["sparse" if i >= t.integer("first_k_dense_replace", 1) else "dense" for i in range(layers)]
     kinds = t.texts("mlp_layer_types", None) or (default if reference else None)

@@ -103,20 +103,24 @@ and GPT-2 build it when add_cross_attention (BertLayer.crossattention: query / k
 dense + LayerNorm; GPT2Block: q_attn, c_attn (k, v), c_proj, ln_cross_attn: the same shapes)."""
 
 
-def _ved_decoder(c: HFConfig, text_mappers: dict[str, Mapper]) -> tuple[dict, HFConfig]:
+def _ved_decoder_config(c: HFConfig) -> tuple[str, str, HFConfig]:
+    """(model_type, head class, config over its class defaults) of the composite's decoder."""
     kind, d = _sub(c, "decoder", "bert", {"is_decoder": True, "add_cross_attention": True})
     if kind not in _DECODERS:
         raise SpecError(f"{c.source}: decoder.model_type: unsupported '{kind}' (supported: {', '.join(sorted(_DECODERS))})")
     head, defaults = _DECODERS[kind]
-    d = HFConfig({**defaults, **d.data, "architectures": [head]}, d.source, d.path)
-    from modelplan.specs.hf import apply_head  # hf.py imports this module
+    return kind, head, HFConfig({**defaults, **d.data, "architectures": [head]}, d.source, d.path)
 
-    fields = apply_head(text_mappers[kind](d), d, head)
+
+def _ved_decoder(c: HFConfig, text_mappers: dict[str, Mapper]) -> tuple[dict, HFConfig]:
+    """The decoder's body (its head is put on by `_ved_head`, once the composite is mapped)."""
+    kind, _, d = _ved_decoder_config(c)
+    fields = dict(text_mappers[kind](d))
     if kind in ("bert", "gpt2"):
         if not d.flag("add_cross_attention", False):
             raise SpecError(f"{c.source}: decoder.add_cross_attention: false is not modelled (a decoder that "
                             f"never reads the image)")
-        fields.update(arch="decoder", seq2seq=dict(idle_cross_attention=True))  # BertLMHeadModel: causal, MLM head
+        fields["seq2seq"] = dict(idle_cross_attention=True)
     if kind != "trocr" and d.integer("cross_attention_hidden_size", None, nullable=True) is not None:
         raise SpecError(f"{c.source}: decoder.cross_attention_hidden_size: only TrOCR's decoder reads it")
     return fields, d
@@ -145,11 +149,13 @@ def _vision_encoder_decoder(c: HFConfig, text_mappers: dict[str, Mapper]) -> dic
 
 
 def _ved_head(fields: dict, c: HFConfig, apply_head, architecture) -> dict:
-    """VisionEncoderDecoderModel is the whole composite, its LM head the decoder's (already mapped)."""
+    """VisionEncoderDecoderModel is the whole composite; its LM head is the decoder's head class
+    (hf.apply_head: BertLMHeadModel's MLM head on BERT's body), its blocks causal."""
     name = architecture(c)
     if name not in (None, "VisionEncoderDecoderModel"):
         raise SpecError(f"{c.source}: architectures: '{name}' not modelled (supported: VisionEncoderDecoderModel)")
-    return fields
+    _, head, d = _ved_decoder_config(c)
+    return {**apply_head(fields, d, head), "arch": "decoder"}
 
 
 VLM_ENCDEC_HEADS = {"vision-encoder-decoder": _ved_head}
