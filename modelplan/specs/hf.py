@@ -57,7 +57,7 @@ from modelplan.specs.hf_kosmos import KOSMOS_MAPPERS
 from modelplan.specs.hf_ocr_more import OCR_MORE_MAPPERS
 from modelplan.specs.hf_pix2struct import PIX2STRUCT_MAPPERS
 from modelplan.specs.hf_vlm_bert import VLM_BERT_MAPPERS
-from modelplan.specs.hf_vlm_encdec import VLM_ENCDEC_HEADS, VLM_ENCDEC_MAPPERS
+from modelplan.specs.hf_vlm_encdec import VLM_ENCDEC_HEADS, VLM_ENCDEC_MAPPERS, VLM_ENCDEC_UNMODELLED
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -82,7 +82,7 @@ UNMODELLED: dict[str, str] = {
     "gemma3n": "its MobileNetV5 vision tower and Conformer audio encoder",
     **CLASSIC_UNMODELLED,
     **N17NEW_UNMODELLED,
-    **N18ENCDEC_UNMODELLED,
+    **N18ENCDEC_UNMODELLED, **VLM_ENCDEC_UNMODELLED,
     **N18VLM_UNMODELLED,
     **N18CAUSAL_UNMODELLED,
 }

@@ -166,3 +166,10 @@ VLM_ENCDEC_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "florence2": _florence2, "vision-encoder-decoder": _vision_encoder_decoder,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
+
+VLM_ENCDEC_UNMODELLED: dict[str, str] = {
+    "udop": "its T5 stacks over text tokens fused with image patches, 2-D cell-position tables and the "
+            "aggregated 1-D / horizontal / vertical relative biases (relative_bias_args)",
+    "reformer": "LSH and local chunked self-attention, axial position embeddings and reversible residual layers",
+}
+"""Encoder-decoder and document types transformers 5.24 ships that the spec cannot yet express."""
