@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults
+from _hf_n17_checks import assert_count_plan, assert_count_refused, assert_one_line_error, class_defaults
 from _hf_vlm_encdec_cases import (_BART, _DAVIT, _DECODERS, _SAM, _SWINS, _TROCR, CASES, IMAGE_FEATURES, hf_counts,
                                    hf_eager)
 from modelplan.count.params import count_params
@@ -300,3 +300,9 @@ def test_count_and_plan_run(model_type, tmp_path):
 def test_bad_fields_are_one_line_errors(data, message):
     """A field the mappers cannot read is a one-line SpecError naming it."""
     assert_one_line_error(data, message)
+
+
+@pytest.mark.parametrize(("model_type", "reason"), [("udop", "relative_bias_args"), ("reformer", "LSH")])
+def test_refused_types_name_the_mechanism(model_type, reason, tmp_path):
+    """A refused type exits non-zero with a one-line reason naming what is not modelled."""
+    assert_count_refused(tmp_path, {"model_type": model_type}, reason)
