@@ -40,6 +40,10 @@ _DECODERS = {
 CASES.update({f"vision-encoder-decoder/{name}": {
     "model_type": "vision-encoder-decoder", "architectures": ["VisionEncoderDecoderModel"],
     "encoder": {**_VIT, "model_type": "vit"}, "decoder": decoder} for name, decoder in _DECODERS.items()})
+CASES["vision-encoder-decoder/deit"] = {
+    "model_type": "vision-encoder-decoder", "architectures": ["VisionEncoderDecoderModel"],
+    "encoder": {**_VIT, "model_type": "deit"}, "decoder": _TROCR}
+"""TrOCR-small's shape: a DeiT encoder (class and distillation tokens: 18 tokens) and a TrOCR decoder."""
 _SWINS = {
     # Donut: a 90 x 70 px page -> a 23 x 18 patch grid (padded), 5 x 5 windows padded, odd sides merged
     "donut-swin": {"model_type": "donut-swin", "image_size": [90, 70], "patch_size": 4, "embed_dim": 8,

@@ -78,8 +78,31 @@ def _vit_encoder(v: HFConfig) -> tuple[dict, int]:
     return tower, (tower["image_size"] // tower["patch_size"]) ** 2 + 1  # patches + the class token
 
 
+def _deit_encoder(v: HFConfig) -> tuple[dict, int]:
+    """DeiTModel as AutoModel builds it: ViTModel's modules with a distillation token beside the
+    class token (patches + 2 tokens and position rows), as tower layers; the pooler on the first."""
+    v = HFConfig({**_VIT, **v.data}, v.source, v.path)
+    h, f, layers, p = (v.size(k) for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "patch_size"))
+    patches = (v.size("image_size") // p) ** 2
+    n, rows = patches + 2, dict(rows=patches + 2)
+    pooled = v.integer("pooler_output_size", None, nullable=True) or h
+    tower = [dict(name="embeddings/patch", kind="conv", in_features=v.size("num_channels"), out_features=h, kernel=p,
+                  bias=True, rows=patches),
+             dict(name="embeddings/cls_distillation_tokens", kind="vector", in_features=h, copies=2),
+             dict(name="embeddings/position", kind="vector", in_features=n * h),
+             {**_norm("layers/norms", h, copies=2 * layers), **rows},
+             {**_linear("layers/attention/qkv", h, h, v.flag("qkv_bias"), copies=3 * layers), **rows},
+             dict(name="layers/attention/scores", kind="attention", in_features=h, keys=n, copies=layers, **rows),
+             {**_linear("layers/attention/out", h, h, True, copies=layers), **rows},
+             {**_linear("layers/mlp/fc1", h, f, True, copies=layers), **rows},
+             {**_linear("layers/mlp/fc2", f, h, True, copies=layers), **rows},
+             {**_norm("layernorm", h), **rows}, {**_linear("pooler", h, pooled, True), "rows": 1}]
+    return dict(layers=layers, hidden=h, heads=v.size("num_attention_heads"), ffn_hidden=f, patch_size=p,
+                image_size=v.size("image_size"), channels=v.size("num_channels"), tower=tower, connector=[]), n
+
+
 _ENCODERS: dict[str, Callable[[HFConfig], tuple[dict, int]]] = {
-    "vit": _vit_encoder,
+    "vit": _vit_encoder, "deit": _deit_encoder,  # TrOCR-small's encoder is a DeiT
     "swin": lambda v: swin_tower(v, donut=False),  # SwinModel: its pooler is an AdaptiveAvgPool1d
     "donut-swin": lambda v: swin_tower(v, donut=True),
 }
