@@ -306,3 +306,19 @@ def test_bad_fields_are_one_line_errors(data, message):
 def test_refused_types_name_the_mechanism(model_type, reason, tmp_path):
     """A refused type exits non-zero with a one-line reason naming what is not modelled."""
     assert_count_refused(tmp_path, {"model_type": model_type}, reason)
+
+
+def test_count_reports_the_cross_attended_tokens(tmp_path):
+    """`count --json` gives a VisionEncoderDecoder's image as the 17 ViT tokens its decoder
+    cross-attends to (16 patches + the class token), not as text positions."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from modelplan.cli import app
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(CASES["vision-encoder-decoder/gpt2"]))
+    result = CliRunner().invoke(app, ["count", str(path), "--json"])
+    vision = json.loads(result.output)["vision"]
+    assert (vision["tokens_per_image"], vision["tokens_read_by"]) == (17, "cross_attention")

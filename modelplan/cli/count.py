@@ -171,7 +171,8 @@ def _print_document(doc: dict, depth: int) -> None:
     if vision is not None:
         typer.echo()
         heading("Vision tower", f" per image: {vision['image_size']} x {vision['image_size']} px, "
-                f"{vision['patches_per_image']:,} patches -> {vision['tokens_per_image']:,} text positions")
+                f"{vision['patches_per_image']:,} patches -> {vision['tokens_per_image']:,} "
+                f"{'tokens the decoder cross-attends to' if vision.get('tokens_read_by') == 'cross_attention' else 'text positions'}")
         rows = (("forward FLOPs", human_flops(vision["forward_flops_per_image"]), vision["forward_flops_per_image"]),
                 ("training FLOPs (fwd + bwd)", human_flops(vision["training_flops_per_image"]),
                  vision["training_flops_per_image"]),
