@@ -322,3 +322,18 @@ def test_count_reports_the_cross_attended_tokens(tmp_path):
     result = CliRunner().invoke(app, ["count", str(path), "--json"])
     vision = json.loads(result.output)["vision"]
     assert (vision["tokens_per_image"], vision["tokens_read_by"]) == (17, "cross_attention")
+
+
+def test_cross_attention_to_the_image_keeps_its_activations():
+    """A decoder block whose encoder_attn reads the image keeps, per Korthikanti et al. 2022 sec. 4.1
+    applied to the cross-attention sub-layer (no dropout, fused attention, no recompute): its norm
+    input and its input (2 d h a token), Q and the out-proj input (2 d q) per text token, and K and
+    V over the M image tokens once per sequence (2 d kv M): BLIP's decoder (h = q = kv = 32, d = 2,
+    M = 17) with 16-token sequences keeps 16 (4 x 2 x 32) + 2 x 2 x 32 x 17 more bytes a block."""
+    from modelplan.count.memory import activation_bytes_per_layer
+
+    spec = from_hf_config(CASES["blip"])
+    alone = spec.model_copy(update={"seq2seq": spec.seq2seq.model_copy(update={"cross_memory": None})})
+    args = dict(micro_batch=1, seq_len=16, dtype_bytes=2, attention="flash")
+    grown = activation_bytes_per_layer(spec, **args) - activation_bytes_per_layer(alone, **args)
+    assert grown == 16 * 4 * 2 * 32 + 2 * 2 * 32 * 17

@@ -69,6 +69,12 @@ def encoder_keys(spec: "TransformerSpec", block, keys: int) -> int:
     return min(keys, s2s.encoder_window)
 
 
+def cross_memory_len(spec: "TransformerSpec") -> int:
+    """Image tokens each sequence's cross-attention reads in a decoder built alone (seq2seq.cross_memory), else 0."""
+    s2s = spec.seq2seq
+    return s2s.cross_memory if s2s is not None and s2s.cross_memory is not None else 0
+
+
 def memory_cross_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[str, int]:
     """Forward FLOPs of one decoder block's encoder_attn over `seq2seq.cross_memory` image tokens
     per sequence ({} without): q and out on the text tokens, k / v from cross_input features on each
