@@ -117,7 +117,8 @@ TOWER = {"florence2": ("vision_tower.", "multi_modal_projector."), "blip": ("vis
          "kosmos-2.5": ("vision_model.", "image_to_text_projection."),
          "got_ocr2": ("vision_tower.", "multi_modal_projector."), "pp_formulanet": ("^model.encoder.",),
          "unlimited_ocr": ("vision_tower.", "multi_modal_projector.", "view_separator", "image_newline"),
-         "deepseek_ocr2": ("vision_tower.", "multi_modal_projector.", "view_separator"), "pp_chart2table": ("vision_tower.", "multi_modal_projector.")}
+         "deepseek_ocr2": ("vision_tower.", "multi_modal_projector.", "view_separator"),
+         "pp_chart2table": ("vision_tower.", "multi_modal_projector.")}
 """Name parts of each type's tower + projector parameters in transformers' module (^: a name's start)."""
 
 IMAGE_FEATURES = {

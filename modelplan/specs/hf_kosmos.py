@@ -1,10 +1,10 @@
 """HF config mappers of KOSMOS-2 (transformers 5.24 modeling_kosmos2.py) and KOSMOS-2.5
 (modeling_kosmos2_5.py: Pix2Struct's encoder, the same projection and decoder shape).
 
-KOSMOS-2: a CLIP-shaped tower, an image-to-text projection that resamples the image into latent_query_num latent queries, and a
-MAGNETO-style decoder (Wang et al. 2022, "Foundation Transformers": a LayerNorm inside each
-sub-layer: inner_attn_ln before out_proj, ffn_layernorm before fc2) with fixed sinusoidal
-positions (a buffer)."""
+KOSMOS-2: a CLIP-shaped tower, an image-to-text projection that resamples the image into
+latent_query_num latent queries, and a MAGNETO-style decoder (Wang et al. 2022, "Foundation
+Transformers": a LayerNorm inside each sub-layer: inner_attn_ln before out_proj, ffn_layernorm
+before fc2) with fixed sinusoidal positions (a buffer)."""
 
 from __future__ import annotations
 
