@@ -337,3 +337,19 @@ def test_cross_attention_to_the_image_keeps_its_activations():
     args = dict(micro_batch=1, seq_len=16, dtype_bytes=2, attention="flash")
     grown = activation_bytes_per_layer(spec, **args) - activation_bytes_per_layer(alone, **args)
     assert grown == 16 * 4 * 2 * 32 + 2 * 2 * 32 * 17
+
+
+def test_verify_refuses_the_decoders_cross_attention(tmp_path):
+    """`verify` exits non-zero in one line naming seq2seq.idle_cross_attention: the numpy executor
+    does not hold or run a decoder's encoder_attn (it would drop those weights)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from modelplan.cli import app
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(CASES["vision-encoder-decoder/gpt2"]))
+    result = CliRunner().invoke(app, ["verify", str(path)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code != 0 and len(lines) == 1 and "seq2seq.idle_cross_attention" in lines[0], result.output
