@@ -353,3 +353,14 @@ def test_verify_refuses_the_decoders_cross_attention(tmp_path):
     result = CliRunner().invoke(app, ["verify", str(path)])
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code != 0 and len(lines) == 1 and "seq2seq.idle_cross_attention" in lines[0], result.output
+
+
+def test_kv_cache_holds_the_image_keys_and_values():
+    """An inference cache of a decoder cross-attending to the image also holds K and V of its 17
+    image tokens in every block (HF EncoderDecoderCache's cross-attention cache): BLIP's 2 blocks
+    of kv width 32 at 2 bytes add 2 x 2 x 32 x 17 x 2 bytes a sequence."""
+    from modelplan.count.memory import kv_cache_bytes
+
+    spec = from_hf_config(CASES["blip"])
+    alone = spec.model_copy(update={"seq2seq": spec.seq2seq.model_copy(update={"cross_memory": None})})
+    assert kv_cache_bytes(spec, 1, 16, 2) - kv_cache_bytes(alone, 1, 16, 2) == 2 * 2 * 32 * 17 * 2

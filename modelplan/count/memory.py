@@ -383,7 +383,8 @@ def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_byte
     block over the keys it keeps (a sliding window or chunk caps them), Mamba's conv and SSM states
     (HF MambaCache: d_inner x conv_kernel and d_inner x N per block, whatever the length), and for
     an encoder-decoder the decoder's self-attention over decoder_seq_len plus cross-attention K/V
-    over the seq_len encoder tokens. 0 for encoders."""
+    over the seq_len encoder tokens (a decoder reading seq2seq.cross_memory image tokens: theirs).
+    0 for encoders."""
     if not spec.causal:
         return 0
     dec = decoder_seq_len or seq_len
@@ -401,6 +402,7 @@ def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_byte
             elements += 2 * spec.kv_width * (dec + seq_len)
         else:  # (its layer type's kv heads: MiMo-V2-Flash, specs/attention_shape.py)
             elements += kv_bytes_per_cached_token(for_mixer(spec, block.mixer)) * kv_cache_tokens(spec, block, seq_len)
+            elements += 2 * spec.kv_width * cross_memory_len(spec)  # BLIP / VisionEncoderDecoder: the image's cross K/V
         if block.shared:  # Zamba: each use of the shared attention caches its own K and V
             elements += use_cache_elements(spec, seq_len)
     return batch * elements * dtype_bytes
