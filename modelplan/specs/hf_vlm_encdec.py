@@ -19,8 +19,9 @@ BART_DEFAULTS = {"vocab_size": 50265, "max_position_embeddings": 1024, "encoder_
 """BartConfig size defaults (transformers 5.24 configuration_bart.py)."""
 
 FLORENCE2_IMAGE_SIZE = 768
-"""Pixels per side of one Florence-2 image (microsoft/Florence-2-base preprocessor_config.json:
-crop_size / size 768 x 768); vision_config.image_size overrides it."""
+"""Pixels per side of one Florence-2 image (Xiao et al. 2023, arXiv 2311.06242: 768 x 768 inputs;
+the microsoft/Florence-2-base processor resizes to it; transformers 5.24 ships no size of its own);
+vision_config.image_size overrides it."""
 
 
 def _encoder_decoder_text(c: HFConfig, text_mappers: dict[str, Mapper], default_type: str, defaults: dict) -> dict:
