@@ -126,7 +126,7 @@ BASE = 'layers = 2\nhidden = 64\nheads = 4\nffn_hidden = 128\nvocab = 100\n'
         ("broken.json", '{"layers": 2,', "broken.json: truncated JSON at line 1"),
         ("moe.toml", BASE + "[moe]\nnum_experts = 2\ntop_k = 4\nexpert_ffn_hidden = 8\n",
          "moe.top_k (4) must not exceed moe.num_experts (2)"),
-        ("hf.json", '{"model_type": "reformer"}', "model_type: unsupported 'reformer'"),
+        ("hf.json", '{"model_type": "no_such_model"}', "model_type: unsupported 'no_such_model'"),
     ],
 )
 def test_bad_spec_is_one_line_error(tmp_path, filename, text, expected):

@@ -387,6 +387,9 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"hy_v4", "hy_v4_vl_text", "deepseek_v4", "glm5_next", "glm5_next_text", "qwen4_exp", "qwen4_exp_text",  # test_hf_hyperconn.py
                "dots3_note_text", "mistral_large4", "mistral_large4_text",  # test_hf_mla_layers.py
                "bailing_hybrid", "zaya"}  # test_hf_linear_mla.py, test_hf_cca.py
+    tested |= {"florence2", "blip", "git", "vision-encoder-decoder", "pix2struct", "kosmos-2", "kosmos-2.5", "got_ocr2",
+               "pp_chart2table", "pp_formulanet", "unlimited_ocr", "deepseek_ocr2"}  # tests/test_hf_vlm_encdec.py
+    tested |= {"bigbird_pegasus"}  # tests/test_hf_encdec_more.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

@@ -13,7 +13,7 @@ from modelplan.count.attention_extras import attention_calls, extra_attention_fl
 from modelplan.count.blocks import Block, real_experts_per_token
 from modelplan.count.extras import block_extra_flops
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_flops, mixer_flops
-from modelplan.count.seq2seq import separate_cross
+from modelplan.count.seq2seq import encoder_keys, memory_cross_flops, separate_cross
 
 from modelplan.count.product_key import pk_flops
 from modelplan.count.shared_block import use_flops
@@ -147,7 +147,7 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
     """Forward FLOPs of one block for `tokens` tokens in sequences of `seq_len`; a decoder block
     of an encoder-decoder cross-attends to `memory_tokens` encoder tokens (`memory_len` a sequence)."""
     spec = for_block(spec, block)  # its layer type's attention sizes, its MLP width (specs/attention_shape.py)
-    keys = keys_per_query(spec, block.mixer, seq_len)
+    keys = encoder_keys(spec, block, keys_per_query(spec, block.mixer, seq_len))  # BigBird-Pegasus' sparse encoder
     if block.mixer == "mamba":
         out = mamba_flops(spec, tokens)
     elif block.mixer in LINEAR_MIXERS:
@@ -169,6 +169,8 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
         out["cross_attention/kv"] = 2 * memory_tokens * h * 2 * spec.kv_width  # from the encoder output
         out["cross_attention/score"] = 4 * tokens * memory_len * spec.q_width
         out["cross_attention/out"] = 0 if merged else 2 * tokens * spec.q_width * h
+    else:  # a decoder built alone whose encoder_attn reads image tokens (BLIP, VisionEncoderDecoder)
+        out.update(memory_cross_flops(spec, tokens, seq_len))
     if block.mlp:
         out.update(mlp_flops(spec, tokens, block.moe))
         if block.moe and spec.moe.router_mlp is not None:  # ZAYA's router MLP (count/cca.py)

@@ -72,7 +72,7 @@ def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int
     if x is None:
         return out
     attention = block.mixer in _ATTENTION and spec.mla is None
-    if x.sub_norms and attention:  # BitNetAttention.attn_sub_norm: RMSNorm over the attention output
+    if x.sub_norms and x.attention_sub_norm and attention:  # BitNetAttention.attn_sub_norm: RMSNorm over the attention output
         out["attention/sub_norm"] = _norm(spec, spec.q_width)
     if block.out_bias and not spec.attn_out_bias:  # GPTNeoXJapaneseAttention.dense_bias: (h,)
         out["attention/out_bias"] = h
@@ -132,7 +132,8 @@ def block_extra_kept_bytes(spec: "TransformerSpec", block: "Block", d: int) -> i
     if x is None:
         return 0
     if x.sub_norms:
-        out += (spec.q_width if block.mixer in _ATTENTION else 0) + (spec.ffn_hidden if block.mlp and not block.moe else 0)
+        out += (spec.q_width if block.mixer in _ATTENTION and x.attention_sub_norm else 0) \
+            + (spec.ffn_hidden if block.mlp and not block.moe else 0)
     if x.moe_output_norm and block.moe:
         out += h
     if x.adapter is not None:

@@ -19,7 +19,7 @@ from modelplan.count.blocks import Block, block_of, mtp_block, real_experts_per_
 from modelplan.count.checkpointing import op_sac_kept_per_token
 from modelplan.count.eager import loss_peak_bytes, rmsnorm_kept_bytes, swiglu_kept_bytes
 from modelplan.count.flops import check_seq_len, decoder_seq_len
-from modelplan.count.seq2seq import separate_cross
+from modelplan.count.seq2seq import cross_memory_len, separate_cross
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, kept_bytes_per_token, out_proj_width, state_elements
 from modelplan.count.params import count_params
 from modelplan.count.product_key import pk_kept_bytes
@@ -144,7 +144,8 @@ def _layer_terms(spec: "TransformerSpec", block: Block, d: int, attention: str =
     if block.shared:  # Zamba's shared attention + MLP block at this use (count/shared_block.py)
         rep_use, sharded_use, shared_score = use_kept_bytes(spec, d, is_fused(attention))
         replicated, sharded = replicated + rep_use, sharded + sharded_use
-    if separate_cross(spec, block):  # T5 cross-attention: its norm input and block input, Q and the out-proj input
+    if separate_cross(spec, block) or cross_memory_len(spec):  # T5 (or a decoder's image) cross-attention: its
+        # norm input and block input, Q and the out-proj input
         replicated += 2 * d * h + mask * h
         sharded += 2 * d * spec.q_width
     inner = 3 if spec.gated_mlp else 2  # plain: act in + act out; gated: fc1 out (2f) + fc2 in (f)
@@ -203,14 +204,15 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
         replicated, sharded = replicated - gone.replicated, sharded - gone.sharded
         recompute = "selective" if gone.scores else "none"  # the score term stays unless core_attn
     sharded_bytes = sb * sharded
-    if block.cross:  # K and V over the encoder tokens, per decoder layer
+    memory_len = memory_len if block.cross else cross_memory_len(spec)  # BLIP / VisionEncoderDecoder: the image's
+    if memory_len:  # K and V over the encoder tokens, per decoder layer
         sharded_bytes += dtype_bytes * micro_batch * memory_len * 2 * spec.kv_width
     if recompute != "selective":  # selective recompute drops the a s^2 part (section 5)
         # the score term is eager attention's (a fused kernel keeps none): it materialises every
         # query's s scores and masks them also in sliding / chunked blocks (HF eager attention,
         # Megatron's unfused softmax), so its keys are the whole sequence
         sharded_bytes += score * sb * seq_len
-        if block.cross and not is_fused(attention):
+        if memory_len and not is_fused(attention):
             sharded_bytes += spec.heads * dtype_bytes * sb * memory_len
     replicated_bytes = sb * (replicated - gathered)
     rep = _ceil_div(replicated_bytes, tp) if sequence_parallel else replicated_bytes
@@ -389,7 +391,8 @@ def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_byte
     block over the keys it keeps (a sliding window or chunk caps them), Mamba's conv and SSM states
     (HF MambaCache: d_inner x conv_kernel and d_inner x N per block, whatever the length), and for
     an encoder-decoder the decoder's self-attention over decoder_seq_len plus cross-attention K/V
-    over the seq_len encoder tokens. 0 for encoders."""
+    over the seq_len encoder tokens (a decoder reading seq2seq.cross_memory image tokens: theirs).
+    0 for encoders."""
     if not spec.causal:
         return 0
     dec = decoder_seq_len or seq_len
@@ -409,6 +412,7 @@ def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_byte
             elements += compressed_cache_elements(spec, block.compressor, seq_len)
         else:  # (its layer type's kv heads: MiMo-V2-Flash, specs/attention_shape.py)
             elements += kv_bytes_per_cached_token(for_mixer(spec, block.mixer)) * kv_cache_tokens(spec, block, seq_len)
+            elements += 2 * spec.kv_width * cross_memory_len(spec)  # BLIP / VisionEncoderDecoder: the image's cross K/V
         if block.shared:  # Zamba: each use of the shared attention caches its own K and V
             elements += use_cache_elements(spec, seq_len)
     return batch * elements * dtype_bytes

@@ -61,6 +61,34 @@ def idle_cross_params(spec: "TransformerSpec") -> dict[str, int]:
     return {"cross_attention/qkv": qkv + bias, "cross_attention/out": spec.q_width * h + (h if spec.attn_out_bias else 0)}
 
 
+def encoder_keys(spec: "TransformerSpec", block, keys: int) -> int:
+    """Keys an encoder block's query scores: `keys`, capped by seq2seq.encoder_window (BigBird-Pegasus)."""
+    s2s = spec.seq2seq
+    if spec.arch != "encoder_decoder" or block.cross or s2s is None or s2s.encoder_window is None:
+        return keys
+    return min(keys, s2s.encoder_window)
+
+
+def cross_memory_len(spec: "TransformerSpec") -> int:
+    """Image tokens each sequence's cross-attention reads in a decoder built alone (seq2seq.cross_memory), else 0."""
+    s2s = spec.seq2seq
+    return s2s.cross_memory if s2s is not None and s2s.cross_memory is not None else 0
+
+
+def memory_cross_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[str, int]:
+    """Forward FLOPs of one decoder block's encoder_attn over `seq2seq.cross_memory` image tokens
+    per sequence ({} without): q and out on the text tokens, k / v from cross_input features on each
+    sequence's memory, QK^T and AV over it (Vaswani et al. 2017 sec. 3.2.3; 2 per multiply-add)."""
+    s2s = spec.seq2seq
+    if s2s is None or s2s.cross_memory is None:
+        return {}
+    h, memory, kv_in = spec.hidden, s2s.cross_memory, s2s.cross_input or spec.hidden
+    return {"cross_attention/q": 2 * tokens * h * spec.q_width,  # (t, h) @ (h, q)
+            "cross_attention/kv": 2 * (tokens // seq_len) * memory * kv_in * 2 * spec.kv_width,  # (b m, kv_in) @ (kv_in, 2 kv)
+            "cross_attention/score": 4 * tokens * memory * spec.q_width,
+            "cross_attention/out": 2 * tokens * spec.q_width * h}
+
+
 def embedding_norms(spec: "TransformerSpec") -> int:
     """Embedding norms: one per stack for an encoder-decoder (BART encoder/decoder
     layernorm_embedding), else one."""

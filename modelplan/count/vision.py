@@ -54,8 +54,11 @@ def pooling_head_flops(h: int, f: int, t: int) -> int:
 
 def connector_params(layer: "ConnectorLayer") -> int:
     """Parameters of one connector layer (all its copies)."""
-    if layer.kind == "linear":
-        one = layer.in_features * layer.out_features + (layer.out_features if layer.bias else 0)
+    if layer.kind in ("linear", "conv"):  # Conv2d weight (out, in / groups, k, k)
+        one = layer.in_features // layer.groups * layer.kernel ** 2 * layer.out_features \
+            + (layer.out_features if layer.bias else 0)
+    elif layer.kind == "attention":
+        one = 0
     elif layer.kind == "layernorm":
         one = layer.in_features * (2 if layer.bias else 1)
     else:  # rmsnorm weight or a learned vector (image_newline)
@@ -69,8 +72,32 @@ def connector_rows(vision: "VisionSpec", layer: "ConnectorLayer") -> int:
     return layer.rows if layer.rows is not None else vision.patches // layer.merge + layer.row_offset
 
 
+def connector_flops(vision: "VisionSpec", layer: "ConnectorLayer") -> int:
+    """Forward FLOPs of one connector / tower layer (all its copies) per image: a linear or conv
+    2 per multiply-add over its rows (torch.utils.flop_counter conv_flop: 2 x output positions x
+    weight elements); an attention QK^T and AV, 2 x 2 x keys x width per row; norms and vectors 0."""
+    rows = connector_rows(vision, layer)
+    if layer.kind in ("linear", "conv"):
+        return layer.copies * 2 * rows * layer.in_features // layer.groups * layer.kernel ** 2 * layer.out_features
+    if layer.kind == "attention":
+        return layer.copies * 2 * 2 * rows * layer.keys * layer.in_features
+    return 0
+
+
+def _layer_sums(prefix: str, layers: "list[ConnectorLayer]", value) -> dict[str, int]:
+    """`value(layer)` summed per `prefix/name` key over `layers`."""
+    out: dict[str, int] = {}
+    for layer in layers:
+        key = f"{prefix}/{layer.name}"
+        out[key] = out.get(key, 0) + value(layer)
+    return out
+
+
 def vision_params(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
     """Leaf parameters of a vision tower and its projector, keyed relative to `vision/`."""
+    if vision.tower is not None:  # a tower given as its layers (DaViT)
+        return {**_layer_sums("tower", vision.tower, connector_params),
+                **_layer_sums("projector", vision.connector or [], connector_params)}
     h, f = vision.hidden, vision.ffn_hidden
     rows = vision.position_rows or vision.tokens  # one per patch (+ the class token's)
     pooling = pooling_head_params(h, f)
@@ -118,6 +145,10 @@ def _window_pairs(vision: "VisionSpec") -> int:
 
 def vision_forward_flops(vision: "VisionSpec", text_hidden: int) -> dict[str, int]:
     """Forward FLOPs of one image through the tower and projector, keyed relative to `vision/`."""
+    if vision.tower is not None:
+        flops = lambda layer: connector_flops(vision, layer)  # noqa: E731
+        sums = {**_layer_sums("tower", vision.tower, flops), **_layer_sums("projector", vision.connector or [], flops)}
+        return {key: n for key, n in sums.items() if n}  # norms and vectors run no matmul
     h, f, p, q = vision.hidden, vision.ffn_hidden, vision.patches, vision.q_width
     t = vision.tokens
     n_in = 2 if vision.gated_mlp else 1
@@ -137,11 +168,9 @@ def vision_forward_flops(vision: "VisionSpec", text_hidden: int) -> dict[str, in
         "tower/head": pooling_head_flops(h, f, t) if vision.pooling_head else 0,
     }
     if vision.connector is not None:
-        for layer in vision.connector:
-            if layer.kind == "linear":
-                key = f"projector/{layer.name}"
-                rows = connector_rows(vision, layer)
-                out[key] = out.get(key, 0) + layer.copies * 2 * rows * layer.in_features * layer.out_features
+        for key, n in _layer_sums("projector", vision.connector, lambda layer: connector_flops(vision, layer)).items():
+            if n:
+                out[key] = n
         return out
     m2 = vision.patch_merge ** 2
     rows = vision.pooled_tokens or p // m2  # Gemma 3 average-pools to mm_tokens_per_image first
@@ -162,6 +191,10 @@ def vision_activation_bytes(vision: "VisionSpec", text_hidden: int, dtype_bytes:
     and the fused kernel's fp32 log-sum-exp per head (Dao 2023, FlashAttention-2, Alg. 1).
     Projector: each linear's input and its output's activation input."""
     h, f, t, d = vision.hidden, vision.ffn_hidden, vision.tokens, dtype_bytes
+    if vision.tower is not None:  # each layer's input (an attention's Q, K and V: 3 x its width)
+        return sum(layer.copies * d * connector_rows(vision, layer) * layer.in_features
+                   * (3 if layer.kind == "attention" else 1)
+                   for layer in (*vision.tower, *(vision.connector or [])) if layer.kind != "vector")
     inner = 3 if vision.gated_mlp else 2
     per_token = d * (8 * h + inner * f) + 4 * vision.heads
     tower = vision.layers * t * per_token + d * vision.patches * vision.channels * vision.temporal_patch \
@@ -181,7 +214,7 @@ def image_tokens(vision: "VisionSpec") -> int:
     """Text-sequence positions one image fills: the projector's output rows (the last linear's
     patches // merge; Gemma 3's pooled tokens; patches // m^2 after Mistral 3's merge)."""
     if vision.connector is not None:
-        linears = [layer for layer in vision.connector if layer.kind == "linear"]
+        linears = [layer for layer in vision.connector if layer.kind in ("linear", "conv")]
         if linears:
             return connector_rows(vision, linears[-1])
         return 1 if vision.pooling_head else vision.patches  # SigLIP pairs: the pooling head's one embedding

@@ -20,10 +20,13 @@ def vision_document(spec, dtype_bytes: int) -> dict | None:
         return None
     flops = with_parents(vision_forward_flops(vision, spec.hidden), ())
     forward = sum(value for key, value in flops.items() if "/" not in key)
+    s2s = spec.seq2seq
+    memory = s2s.cross_memory if s2s is not None else None  # BLIP, VisionEncoderDecoder: read by cross-attention
     return {
         "image_size": vision.image_size,
         "patches_per_image": vision.patches,
-        "tokens_per_image": image_tokens(vision),
+        "tokens_per_image": memory or image_tokens(vision),
+        "tokens_read_by": "cross_attention" if memory else "text_positions",
         "forward_flops_per_image": forward,
         "training_flops_per_image": 3 * forward,  # backward = 2 x forward (count.flops convention)
         "activation_bytes_per_image": vision_activation_bytes(vision, spec.hidden, dtype_bytes),

@@ -84,7 +84,7 @@ def layer_extra_kernels(spec: "TransformerSpec", block: "Block", tp: int, tokens
         return [], []
     gemms, ew = [], []
     if x.sub_norms:
-        if block.mixer in ("full_attention", "sliding_attention", "chunked_attention"):
+        if block.mixer in ("full_attention", "sliding_attention", "chunked_attention") and x.attention_sub_norm:
             ew.append(Elementwise("attention/sub_norm", tokens * spec.q_width // tp, 2 * d, 3 * d))
         if block.mlp and not block.moe:
             ew.append(Elementwise("mlp/sub_norm", tokens * spec.ffn_hidden // tp, 2 * d, 3 * d))

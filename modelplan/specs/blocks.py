@@ -248,9 +248,11 @@ class ConnectorLayer(Spec):
 
     name: str = Field(min_length=1)
     """Breakdown key under `vision/projector/` (e.g. `merger/fc1`)."""
-    kind: Literal["linear", "layernorm", "rmsnorm", "vector"]
+    kind: Literal["linear", "layernorm", "rmsnorm", "vector", "conv", "attention"]
     """linear: Linear(in_features, out_features); layernorm / rmsnorm: a norm over in_features
-    (rmsnorm has no bias); vector: in_features learned values, no matmul."""
+    (rmsnorm has no bias); vector: in_features learned values, no matmul; conv: Conv2d(in_features,
+    out_features, kernel, groups=groups), rows = its output positions; attention: the score and
+    value matmuls of `in_features` channels, each row attending to `keys` keys (no parameters)."""
     in_features: int = Field(gt=0)
     """Input width (the norm's or vector's width)."""
     out_features: int = Field(0, ge=0)
@@ -268,11 +270,22 @@ class ConnectorLayer(Spec):
     rows: int | None = Field(None, gt=0)
     """Rows per image when fixed by the layer rather than the patches (a perceiver resampler's
     latent queries, Idefics2 resampler_n_latents); replaces patches // merge + row_offset."""
+    kernel: int = Field(1, gt=0)
+    """conv: square kernel side."""
+    groups: int = Field(1, gt=0)
+    """conv: groups (in_features for a depthwise conv); it divides in_features and out_features."""
+    keys: int | None = Field(None, gt=0)
+    """attention: keys each row's query scores (a window's tokens; a channel group's width)."""
 
     @model_validator(mode="after")
     def _check(self) -> "ConnectorLayer":
-        if self.kind == "linear" and self.out_features == 0:
-            raise ValueError(f"connector layer {self.name}: a linear needs out_features > 0")
+        if self.kind in ("linear", "conv") and self.out_features == 0:
+            raise ValueError(f"connector layer {self.name}: a {self.kind} needs out_features > 0")
+        if self.kind == "conv" and (self.in_features % self.groups or self.out_features % self.groups):
+            raise ValueError(f"connector layer {self.name}: groups ({self.groups}) must divide in_features "
+                             f"({self.in_features}) and out_features ({self.out_features})")
+        if self.kind == "attention" and self.keys is None:
+            raise ValueError(f"connector layer {self.name}: an attention needs keys")
         return self
 
 
@@ -377,6 +390,11 @@ class VisionSpec(Spec):
     connector: list[ConnectorLayer] | None = None
     """The projector as its layers, in order; replaces projector_norm / patch_merge /
     projector_layers / projector_bias (which describe Gemma 3's and Mistral 3's)."""
+    tower: list[ConnectorLayer] | None = None
+    """The tower as its layers, in order, for a tower that is no stack of uniform ViT blocks
+    (Florence-2's DaViT: conv embeddings, stages of different widths): replaces the patch
+    embedding, class token, positions, norms and blocks the fields above describe; `patch_size`
+    is then the tower's total stride and `hidden` its output width (`patches`: its output tokens)."""
 
     @model_validator(mode="after")
     def _check_conv_layers(self) -> "VisionSpec":

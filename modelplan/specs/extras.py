@@ -93,6 +93,9 @@ class ExtrasSpec(Spec):
     """A norm over the attention output before the output projection (q_width) and one over the
     MLP's inner activation before its down projection (ffn_hidden) in every block (BitNet b1.58,
     Ma et al. 2024 / transformers BitNetAttention.attn_sub_norm, BitNetMLP.ffn_sub_norm)."""
+    attention_sub_norm: bool = True
+    """With sub_norms: the attention's sub-norm too; false keeps only the MLP's (Kosmos-2.5's
+    Kosmos2_5TextFFN.ffn_layernorm without an inner attention norm)."""
     moe_output_norm: bool = False
     """A norm (h) on the output of every MoE MLP (A.X-K1 AXK1MoE.post_mlp_layernorm)."""
     no_input_norm_blocks: list[int] = Field(default_factory=list)

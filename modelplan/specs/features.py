@@ -55,6 +55,8 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
     checks = {
         "arch=encoder_decoder": spec.arch == "encoder_decoder",
         "seq2seq.audio": spec.seq2seq is not None and spec.seq2seq.audio is not None,  # Whisper's conv front-end
+        # a decoder built alone keeps encoder_attn weights (TrOCR, BLIP, VisionEncoderDecoder), run on image tokens or not
+        "seq2seq.idle_cross_attention": spec.seq2seq is not None and spec.seq2seq.idle_cross_attention,
         "qk_norm": spec.qk_norm,
         "attention_sinks": spec.attention_sinks,
         "attn_logit_softcap": spec.attn_logit_softcap is not None,

@@ -49,6 +49,7 @@ from modelplan.specs.hf_deepseek_like import DEEPSEEK_LIKE_MAPPERS
 from modelplan.specs.hf_n17classic import CLASSIC_MAPPERS, CLASSIC_UNMODELLED, CLASSIC_VISION_MAPPERS
 from modelplan.specs.hf_n18small import N18SMALL_HEADS, N18SMALL_MAPPERS
 from modelplan.specs.hf_n18encdec import N18ENCDEC_MAPPERS, N18ENCDEC_UNMODELLED
+from modelplan.specs.hf_encdec_more import ENCDEC_MORE_MAPPERS
 from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VLM_UNMODELLED
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
@@ -59,6 +60,11 @@ from modelplan.specs.hf_hyperconn import HYPERCONN_COMPOSITES, HYPERCONN_MAPPERS
 from modelplan.specs.hf_mla_layers import MLA_LAYERS_COMPOSITES, MLA_LAYERS_MAPPERS, MLA_LAYERS_TEXT_ONLY
 from modelplan.specs.hf_linear_mla import LINEAR_MLA_MAPPERS
 from modelplan.specs.hf_cca import CCA_MAPPERS
+from modelplan.specs.hf_kosmos import KOSMOS_MAPPERS
+from modelplan.specs.hf_ocr_more import OCR_MORE_MAPPERS
+from modelplan.specs.hf_pix2struct import PIX2STRUCT_MAPPERS
+from modelplan.specs.hf_vlm_bert import VLM_BERT_MAPPERS
+from modelplan.specs.hf_vlm_encdec import VLM_ENCDEC_HEADS, VLM_ENCDEC_MAPPERS, VLM_ENCDEC_UNMODELLED
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -68,7 +74,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **ZAMBA_MAPPERS, **GEMMA3N_MAPPERS, **LONGCAT_MAPPERS, **XLSTM_MAPPERS,
     **ROBERTA_MAPPERS, **DEEPSEEK_LIKE_MAPPERS, **CLASSIC_MAPPERS, **N17NEW_MLA_MAPPERS, **N17NEW_MORE_MAPPERS,
     **N18SMALL_MAPPERS,
-    **N18ENCDEC_MAPPERS,
+    **N18ENCDEC_MAPPERS, **ENCDEC_MORE_MAPPERS,
     **N18ATTN_MAPPERS,
     **N18CAUSAL_MAPPERS,
     **N18BEAM_MAPPERS, **ENCODER_MODEL_MAPPERS,
@@ -77,14 +83,15 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
                                       **QFORMER_MAPPERS, **DOCLING_MAPPERS, **TOWER_MAPPERS, **HYPERCONN_COMPOSITES,
-                                      **MLA_LAYERS_COMPOSITES}.items()})
+                                      **MLA_LAYERS_COMPOSITES, **VLM_ENCDEC_MAPPERS, **VLM_BERT_MAPPERS,
+                                      **PIX2STRUCT_MAPPERS, **KOSMOS_MAPPERS, **OCR_MORE_MAPPERS}.items()})
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its multimodal composite",
     "gemma3n": "its MobileNetV5 vision tower and Conformer audio encoder",
     **CLASSIC_UNMODELLED,
     **N17NEW_UNMODELLED,
-    **N18ENCDEC_UNMODELLED,
+    **N18ENCDEC_UNMODELLED, **VLM_ENCDEC_UNMODELLED,
     **N18VLM_UNMODELLED,
     **N18CAUSAL_UNMODELLED, **ENCODER_UNMODELLED, **TOWER_UNMODELLED,
 }
@@ -244,7 +251,7 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     if mapper is None:
         raise SpecError(f"{source}: model_type: unsupported '{model_type}'{_did_you_mean(model_type)} ({_listed()})")
     _check_depth(c)
-    head = {**N18SMALL_HEADS, **OWN_HEADS}.get(model_type)  # types whose head classes apply_head would misread
+    head = {**N18SMALL_HEADS, **OWN_HEADS, **VLM_ENCDEC_HEADS}.get(model_type)  # types whose head classes apply_head would misread
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}

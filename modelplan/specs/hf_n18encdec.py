@@ -217,10 +217,6 @@ N18ENCDEC_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 }
 
 N18ENCDEC_UNMODELLED: dict[str, str] = {
-    "bigbird_pegasus": "BigBird's block-sparse encoder attention (attention_type block_sparse: random, window and "
-                       "global blocks)",
     "prophetnet": "its n-gram main / predict streams (ngram self-attention with relative buckets in every decoder block)",
-    "vision-encoder-decoder": "the composite of any vision encoder (a ViT, Swin, ... tower) with any text "
-                              "decoder",
 }
 """Encoder-decoder types transformers 5.24 ships that the spec cannot yet express exactly."""

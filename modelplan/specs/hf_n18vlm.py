@@ -197,7 +197,6 @@ N18VLM_UNMODELLED: dict[str, str] = {
     "idefics": "gated cross-attention blocks between the decoder blocks (gated_cross_attn_layers) and its perceiver",
     "fast_vlm": "its timm FastViTHD tower (convolutional RepMixer stages)",
     "perception_lm": "its timm Perception Encoder tower",
-    "got_ocr2": "its SAM tower's per-block relative-position tables and convolutional neck and projector",
     "granite4_vision": "its window Q-Former downsamplers (deepstack_layer_map)",
 }
 """Vision-language types transformers 5.24 ships that the spec cannot yet express exactly."""

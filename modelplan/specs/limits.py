@@ -38,7 +38,8 @@ LIMITS: dict[str, int] = {
     "embedding_dim": MAX_WIDTH,
     # encoder-decoder (specs/seq2seq.py)
     "decoder_layers": MAX_LAYERS, "encoder_positions": MAX_SEQ, "position_offset": MAX_SEQ,
-    "cross_input": MAX_WIDTH, "mel_bins": MAX_WIDTH, "kernel": MAX_WIDTH,
+    "cross_input": MAX_WIDTH, "mel_bins": MAX_WIDTH, "kernel": MAX_WIDTH, "cross_memory": MAX_SEQ, "keys": MAX_SEQ,
+    "encoder_window": MAX_SEQ,
     # MoE
     "num_experts": MAX_EXPERTS, "top_k": MAX_EXPERTS, "shared_experts": MAX_EXPERTS,
     "expert_ffn_hidden": MAX_WIDTH, "shared_expert_ffn_hidden": MAX_WIDTH,

@@ -51,6 +51,13 @@ class Seq2SeqSpec(Spec):
     cross_input: int | None = Field(None, gt=0)
     """Width of the encoder output the cross-attention k/v projections read (TrOCR
     cross_attention_hidden_size: Linear(kdim, h)); None: hidden."""
+    cross_memory: int | None = Field(None, gt=0)
+    """With idle_cross_attention: the encoder_attn does run, on this many encoder positions per
+    sequence (a composite's image tokens: BLIP's text decoder, a VisionEncoderDecoder's decoder,
+    Pix2Struct's), whose k / v it projects from cross_input features; None: it never runs."""
+    encoder_window: int | None = Field(None, gt=0)
+    """Keys each encoder query scores when fewer than the source length (BigBird-Pegasus
+    block_sparse attention, priced as (5 + num_random_blocks) x block_size keys); None: all."""
     merged_cross_attention: bool = False
     """T5Gemma 2's decoder (T5Gemma2MergedAttention): cross-attention shares the block's q/k/v/o
     projections, norms and softmax with self-attention (queries score their own keys and the

@@ -81,6 +81,8 @@ def _check_blocks(spec: "TransformerSpec") -> None:
                          f"built alone); got {s2s.idle_cross_attention} with arch '{spec.arch}'")
     if spec.inputs is not None and (spec.arch != "encoder" or spec.type_vocab):
         raise ValueError(f"inputs (images / audio) needs arch 'encoder' without token types, not '{spec.arch}'")
+    if s2s is not None and s2s.cross_memory is not None and not s2s.idle_cross_attention:
+        raise ValueError("seq2seq.cross_memory needs idle_cross_attention (a decoder whose encoder_attn reads it)")
     if s2s is not None and (spec.arch == "encoder" or (s2s.audio is not None and spec.arch != "encoder_decoder")):
         raise ValueError(f"seq2seq is for arch 'encoder_decoder' (or a decoder built alone, without the audio "
                          f"front-end), not '{spec.arch}'")
