@@ -70,7 +70,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "dots3_note_text": "MLA dimensions that differ from block to block, an indexer on some blocks only and a "
                        "per-head attention gate",
     "dots3_note": "dots.3's text model (per-block MLA dimensions, partial indexers) and its tower",
-    "inkling_text": "short convolutions on keys, values and both residual branches, and relative-logit biases",
     "inkling2_text": "short convolutions on keys, values and both residual branches, attention-pooled block "
                      "inputs and relative-position biases",
     "inkling2_loop_text": "Inkling 2's short convolutions, attention-pooled block inputs and looped blocks",

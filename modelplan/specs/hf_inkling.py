@@ -1,0 +1,73 @@
+"""HF config mapper of Inkling's text model (transformers 5.24 InklingForCausalLM, InklingTextConfig
+defaults): GQA blocks without rotary, q/k RMSNorms over head_dim (scores scaled 1/head_dim), short
+convolutions on the keys, values and both residual branches and a relative-logit bias
+(`specs/conv_relative.py`); sliding blocks ('hybrid_sliding') with their own heads, kv heads and
+head_dim (`attention_by_type`); a SwiGLU of intermediate_size where mlp_layer_types says dense, else
+a sigmoid router (e_score_correction_bias a buffer) whose weight also scores the n_shared_experts
+shared SwiGLUs, top-k renormalised with them and x route_scale; an RMS-normed token table, an
+untied head over vocab_size, the final states divided by logits_mup_width_multiplier."""
+
+from __future__ import annotations
+
+from modelplan.errors import SpecError
+from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_llama import compact_types, llama
+
+_TYPES = {"hybrid": "full_attention", "hybrid_sliding": "sliding_attention"}
+_ALIASES = {"sconv_kernel_size": "conv_kernel_size", "sliding_window": "sliding_window_size",
+            "num_local_experts": "n_routed_experts", "model_max_length": "max_position_embeddings"}
+"""InklingTextConfig.attribute_map: checkpoint names of the class's fields."""
+
+
+def _layer_types(c: HFConfig, layers: int) -> list[str]:
+    """layer_types, else every block slides but each sixth, or those local_layer_ids lists
+    (InklingTextConfig.__post_init__)."""
+    names = c.texts("layer_types", None)
+    if names is None:
+        local = c.ints("local_layer_ids", None)
+        local = set(local) if local is not None else {i for i in range(layers) if (i + 1) % 6}
+        names = ["hybrid_sliding" if i in local else "hybrid" for i in range(layers)]
+    c.check_names("layer_types", names, _TYPES, layers, "hybrid, hybrid_sliding")
+    return [_TYPES[name] for name in names]
+
+
+def _inkling_text(c: HFConfig) -> dict:
+    """Inkling's text model (module docstring)."""
+    c = c.renamed(_ALIASES)
+    layers, ffn, expert_ffn = c.size("num_hidden_layers"), c.integer("intermediate_size", 24576), c.integer(
+        "moe_intermediate_size", 3072)
+    if c.has("dense_intermediate_size"):  # __post_init__: intermediate_size is then the experts' width
+        ffn, expert_ffn = c.size("dense_intermediate_size"), ffn
+    types = _layer_types(c, layers)
+    dense_prefix = c.integer("dense_mlp_idx", 0)
+    sparse = c.mlp_sparse_layers(["dense" if i < dense_prefix else "sparse" for i in range(layers)])
+    shared = c.integer("n_shared_experts", 2)
+    moe = None
+    if sparse:
+        if shared < 1:
+            raise SpecError(f"{c.source}: {c.path}n_shared_experts: {shared} (InklingTopkRouter slices off at "
+                            "least one shared expert's logit)")
+        moe = dict(num_experts=c.integer("n_routed_experts", 256), top_k=c.integer("num_experts_per_tok", 6),
+                   expert_ffn_hidden=expert_ffn, router="sigmoid", router_score_correction=True,
+                   norm_topk_prob=True, routed_scaling=c.number("route_scale", 8.0, positive=True),
+                   expert_bias=False, shared_experts=shared, shared_expert_ffn_hidden=expert_ffn, layers=sparse)
+    window = c.integer("sliding_window_size", 512)
+    sliding = "sliding_attention" in types
+    by_type = None
+    if sliding:
+        by_type = {"sliding_attention": {"heads": c.integer("swa_num_attention_heads", 64),
+                                         "kv_heads": c.integer("swa_num_key_value_heads", 16),
+                                         "head_dim": c.integer("swa_head_dim", 128)}}
+    conv = dict(conv_kernel=c.integer("conv_kernel_size", 4), d_rel=c.integer("d_rel", 16),
+                rel_extent=c.integer("rel_extent", 1024), sliding_rel_extent=window,
+                router_extra_rows=shared if sparse else 0)
+    return llama(c, heads=c.integer("num_attention_heads", 64), kv_heads=c.integer("num_key_value_heads", 8),
+                 head_dim=c.integer("head_dim", 128), ffn_hidden=ffn, vocab=c.integer("vocab_size", 201024),
+                 max_positions=c.integer("max_position_embeddings", 131072), position="none", qk_norm=True,
+                 layer_types=compact_types(types), sliding_window=window if sliding else None,
+                 attention_by_type=by_type, moe=moe, embedding_norm=True, tied_embeddings=False,
+                 logit_scale=1 / c.number("logits_mup_width_multiplier", 24.0, positive=True),
+                 extras={"conv_relative": conv})
+
+
+INKLING_MAPPERS = {"inkling_text": _inkling_text}
