@@ -53,6 +53,7 @@ from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VL
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
 from modelplan.specs.hf_inkling import INKLING_MAPPERS
+from modelplan.specs.hf_audio_lm import AUDIO_LM_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -66,7 +67,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **N18ATTN_MAPPERS,
     **N18CAUSAL_MAPPERS,
     **N18BEAM_MAPPERS,
-    **INKLING_MAPPERS,
+    **INKLING_MAPPERS, **AUDIO_LM_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
