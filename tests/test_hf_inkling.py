@@ -1,0 +1,102 @@
+"""inkling_text (modelplan/specs/hf_inkling.py): short convolutions on the keys, values and both
+residual branches and a relative-logit bias (specs/conv_relative.py). Expected totals are
+sum(p.numel()) of transformers 5.24's InklingForCausalLM built from each small config (on CPU) and
+from InklingTextConfig's defaults (meta device); leaves and FLOPs against hand-worked formulas from
+modeling_inkling.py; `count` / `plan --gpus 8` run and `verify` refuses the new feature by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from _hf_n17_checks import (assert_count_plan_verify, assert_dense_blocks_shard, assert_one_line_error,
+                            assert_total_on_cpu, class_defaults, ours)
+from _hf_reference import hf_components
+from modelplan.count.block_flops import block_forward_flops
+from modelplan.count.blocks import block_of, block_params
+from modelplan.specs.hf import from_hf_config
+
+_SMALL = {"model_type": "inkling_text", "architectures": ["InklingForCausalLM"], "num_hidden_layers": 6,
+          "hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "head_dim": 32, "swa_num_attention_heads": 4, "swa_num_key_value_heads": 1, "swa_head_dim": 16,
+          "vocab_size": 512, "moe_intermediate_size": 32, "n_routed_experts": 8, "num_experts_per_tok": 2,
+          "n_shared_experts": 2, "sliding_window_size": 64, "rel_extent": 100, "d_rel": 8}
+
+CASES = {
+    # default pattern: blocks 0-4 sliding, block 5 full; block 0 dense, the rest MoE
+    "inkling": {**_SMALL, "mlp_layer_types": ["dense"] + ["sparse"] * 5},
+    # checkpoint spellings: sconv_kernel_size, local_layer_ids, dense_mlp_idx, dense_intermediate_size
+    # (then intermediate_size is the experts' width), one shared expert
+    "inkling-checkpoint": {**_SMALL, "num_hidden_layers": 4, "sconv_kernel_size": 3, "local_layer_ids": [1, 2],
+                           "dense_mlp_idx": 2, "intermediate_size": 48, "dense_intermediate_size": 80,
+                           "n_shared_experts": 1},
+    # every block dense and full (no router, no sliding sizes)
+    "inkling-dense": {**_SMALL, "num_hidden_layers": 2, "layer_types": ["hybrid", "hybrid"],
+                      "mlp_layer_types": ["dense", "dense"]},
+}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", list(CASES))
+def test_total_equals_transformers_on_cpu(name):
+    """modelplan's total = sum(p.numel()) of InklingForCausalLM built on CPU."""
+    assert_total_on_cpu(CASES[name])
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", list(CASES))
+def test_components_equal_transformers(name):
+    """embedding (with embed_norm) / layers / final_norm / head equal transformers' by name."""
+    assert ours(CASES[name]) == hf_components(CASES[name])
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_class_defaults_equal_transformers():
+    """InklingTextConfig's defaults alone (66 blocks, 256 experts) give transformers' own count."""
+    data = class_defaults("inkling_text")
+    assert ours(data) == hf_components(data)
+
+
+def test_conv_and_relative_leaves_by_hand():
+    """Sliding block 0 (4 heads, 1 kv head of 16, dense): k/v convs 2 x 16 x 4, r_proj 128 x 4 x 8,
+    bank 8 x 64 (the window), branch convs 2 x 128 x 4, global_scale 1; full MoE block 5 (2 kv heads
+    of 32): k/v convs 2 x 64 x 4, bank 8 x 100, router rows for the 2 shared experts 2 x 128."""
+    spec = from_hf_config(CASES["inkling"])
+    sliding, full = block_params(spec, block_of(spec, 0)), block_params(spec, block_of(spec, 5))
+    assert (sliding["attention/kv_conv"], sliding["attention/relative/proj"], sliding["attention/relative/bank"],
+            sliding["branch_conv"], sliding["mlp/global_scale"]) == (2 * 16 * 4, 128 * 4 * 8, 8 * 64, 2 * 128 * 4, 1)
+    assert (full["attention/kv_conv"], full["attention/relative/bank"], full["mlp/router_extra"]) == (
+        2 * 64 * 4, 8 * 100, 2 * 128)
+
+
+def test_flops_by_hand():
+    """t = 128 tokens, full block 5: depthwise convs 2 t c L (k, v: c 64; branches: c 128 each),
+    r_proj 2 t h (heads d_rel), the bank over every distance 2 t heads d_rel extent."""
+    t = 128
+    spec = from_hf_config(CASES["inkling"])
+    flops = block_forward_flops(spec, block_of(spec, 5), t, t)
+    assert flops["attention/kv_conv"] == 2 * t * 2 * 64 * 4
+    assert flops["branch_conv"] == 2 * t * 2 * 128 * 4
+    assert flops["attention/relative/proj"] == 2 * t * 128 * 4 * 8
+    assert flops["attention/relative/bank"] == 2 * t * 4 * 8 * 100
+
+
+def test_dense_blocks_shard():
+    """plan/shard.py's dense blocks hold count's block parameters (replicated extras at tp 2)."""
+    assert_dense_blocks_shard(from_hf_config(CASES["inkling-dense"]))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_count_plan_and_verify_refusal(name, tmp_path):
+    """count and plan --gpus 8 run; verify names the feature it cannot execute."""
+    assert_count_plan_verify(tmp_path, CASES[name], "extras.conv_relative")
+
+
+@pytest.mark.parametrize(("data", "field"), [
+    ({**_SMALL, "layer_types": ["hybrid", "linear"] * 3}, "layer_types"),
+    ({**_SMALL, "mlp_layer_types": ["sparse"] * 5}, "mlp_layer_types"),
+    ({**_SMALL, "n_shared_experts": 0}, "n_shared_experts"),
+])
+def test_bad_fields_one_line(data, field):
+    """A layer type, MLP list or shared-expert count transformers cannot build: one line naming it."""
+    assert_one_line_error(data, f"{field}:")
