@@ -1,4 +1,6 @@
-"""HF config mappers of MusicGen's and MusicGen-Melody's decoder over audio codebooks (transformers
+"""HF config mappers of audio-token language models (transformers 5.24).
+
+MusicGen's and MusicGen-Melody's decoder over audio codebooks (transformers
 5.24 MusicgenForCausalLM / MusicgenMelodyForCausalLM, what MODEL_FOR_CAUSAL_LM maps both types to):
 num_codebooks token tables of vocab_size + 1 rows (the extra row is the pad / bos code) summed into
 one input, sinusoidal positions (a buffer, no parameters), pre-LN blocks of bias-free q/k/v/out and
@@ -9,7 +11,14 @@ MusicGen's blocks keep their encoder_attn (cross-attention over the text encoder
 the decoder is built alone; MusicGen-Melody's blocks have none (its conditioning is prepended).
 
 A composite config (model_type musicgen / musicgen_melody) is read through its `decoder`
-sub-config; MusicgenForConditionalGeneration (its T5 text encoder and EnCodec audio codec) is refused."""
+sub-config; MusicgenForConditionalGeneration (its T5 text encoder and EnCodec audio codec) is refused.
+
+Moshi's temporal transformer as MoshiForCausalLM holds it (what MODEL_FOR_CAUSAL_LM maps moshi to): a
+token table of vocab_size + 1 rows, Llama-style blocks (RMSNorm, rotary, bias-free GQA of head_dim)
+whose MoshiGatingMLP fc1 Linear(h, ffn_dim) splits into gate and up halves before fc2
+Linear(ffn_dim / 2, h), an untied head Linear(h, vocab_size); sliding_window is stored by
+MoshiDecoderLayer but never applied. MoshiForConditionalGeneration (the depth decoder over audio
+codebooks with per-codebook MoshiFlexibleLinear weights, the Mimi codec) is refused."""
 
 from __future__ import annotations
 
@@ -18,6 +27,7 @@ import math
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_gpt import GPT_STYLE
+from modelplan.specs.hf_llama import llama
 
 
 def _decoder_of(c: HFConfig, composite: str) -> HFConfig:
@@ -55,7 +65,28 @@ def _musicgen_decoder(c: HFConfig, cross: bool, composite: str) -> dict:
     return fields
 
 
+def _moshi(c: HFConfig) -> dict:
+    """MoshiForCausalLM (module docstring; MoshiConfig defaults)."""
+    names = c.texts("architectures", None)
+    if names and not names[0].endswith("ForCausalLM"):
+        raise SpecError(f"{c.source}: architectures: '{names[0]}' not modelled (its depth decoder over audio "
+                        f"codebooks and the Mimi codec); supported: MoshiForCausalLM, the temporal transformer")
+    ffn = c.integer("ffn_dim", 22528)
+    if ffn % 2:
+        raise SpecError(f"{c.source}: {c.path}ffn_dim: {ffn} must be even (MoshiGatingMLP splits fc1's output "
+                        f"into gate and up halves)")
+    # MoshiConfig's sizes; ffn_dim / 2 read as llama()'s intermediate_size
+    c = HFConfig(c.data, c.source, c.path, {**c.defaults, "num_hidden_layers": 32, "hidden_size": 4096,
+                                            "num_attention_heads": 32, "vocab_size": 32000, "intermediate_size": ffn // 2})
+    heads = c.size("num_attention_heads")
+    return llama(c, kv_heads=c.integer("num_key_value_heads", heads, nullable=True) or heads,
+                 head_dim=c.integer("head_dim", 128), max_positions=c.integer("max_position_embeddings", 3000),
+                 norm_eps=c.number("rms_norm_eps", 1e-8),
+                 extras={"token_extra_rows": 1})  # MoshiModel.embed_tokens: Embedding(vocab_size + 1, h)
+
+
 AUDIO_LM_MAPPERS = {
+    "moshi": _moshi,
     "musicgen": lambda c: _musicgen_decoder(c, True, "Musicgen"),
     "musicgen_decoder": lambda c: _musicgen_decoder(c, True, "Musicgen"),
     "musicgen_melody": lambda c: _musicgen_decoder(c, False, "MusicgenMelody"),
