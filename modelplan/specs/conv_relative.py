@@ -10,6 +10,19 @@ block additions of Inkling (transformers 5.24 `InklingAttention`, `InklingDecode
   `sliding_rel_extent` (the window) in sliding ones;
 - a learned scalar on each block's MLP output (InklingMLP.global_scale, InklingTopkRouter.global_scale)
   and `router_extra_rows` rows of the router weight that score the shared experts (shared_expert_sink).
+
+Inkling 2 (`Inkling2SlidingDecoderLayer`, `Inkling2FullDecoderLayer`, `Inkling2TextModel`) adds:
+
+- learned (heads, head_dim) and (heads, d_rel) scales before the L2 clips of the queries and the
+  relative states (Inkling2ScaledL2Clip; keys are clipped, values RMS-normed, weight-free);
+- in full blocks, dynamic k/v convolutions: the taps are a static (L, c) weight plus per-token taps
+  weight_proj Linear(h, kv_heads L) shared within a kv head (Inkling2DynamicShortConvolution);
+- a per-token sink logit a head, sink_proj Linear(h, heads);
+- attention residuals over block states (Inkling2BlockAttentionResidual): each block pools its
+  attention input (1 learned h-wide query in sliding blocks, 3 in full ones -- q, k, v inputs --,
+  none in block 0) and its MLP input (1 query) over the states of every `pool_block_layers` blocks
+  so far, and the model pools the final norm's input (1 query); full blocks norm their q, k and v
+  inputs apart (2 norms beyond the block's own).
 """
 
 from __future__ import annotations
@@ -38,3 +51,12 @@ class ConvRelativeSpec(Spec):
     """One learned scalar on each block's MLP output (global_scale, dense or routed)."""
     router_extra_rows: int = Field(0, ge=0)
     """Router rows beyond the routed experts (Inkling: n_shared_experts, scored with them)."""
+    clip_scales: bool = False
+    """Inkling 2's learned scales of the queries and relative states (module docstring)."""
+    dynamic_kv_conv: bool = False
+    """Inkling 2's per-token conv taps on the keys and values of full blocks."""
+    sink_proj: bool = False
+    """Inkling 2's per-token sink logits, Linear(h, heads)."""
+    pool_block_layers: int | None = Field(None, gt=0)
+    """Inkling 2's attention residuals: blocks summed into one block state (HF
+    n_layers_per_attn_res_block); None: plain residuals."""

@@ -5,7 +5,14 @@ convolutions on the keys, values and both residual branches and a relative-logit
 head_dim (`attention_by_type`); a SwiGLU of intermediate_size where mlp_layer_types says dense, else
 a sigmoid router (e_score_correction_bias a buffer) whose weight also scores the n_shared_experts
 shared SwiGLUs, top-k renormalised with them and x route_scale; an RMS-normed token table, an
-untied head over vocab_size, the final states divided by logits_mup_width_multiplier."""
+untied head over vocab_size, the final states divided by logits_mup_width_multiplier.
+
+Inkling 2's text model (Inkling2ForCausalLM, Inkling2TextConfig defaults) keeps the convolutions and
+the relative logits and adds attention residuals, per-token sinks, dynamic k/v taps in full blocks and
+learned clip scales (`specs/conv_relative.py`), a sigmoid gate on the attention output
+(gate_proj Linear(h, heads head_dim): `head_gate` 'element'), routed experts only (a sigmoid router,
+renormalised, x route_scale) of a soft-capped SwiGLU in every block, a head of unpadded_vocab_size
+rows over a token table of vocab_size rows, and a final logit soft-cap."""
 
 from __future__ import annotations
 
@@ -70,4 +77,44 @@ def _inkling_text(c: HFConfig) -> dict:
                  extras={"conv_relative": conv})
 
 
-INKLING_MAPPERS = {"inkling_text": _inkling_text}
+_ALIASES2 = {"sconv_kernel_size": "conv_kernel_size", "sliding_window": "sliding_window_size",
+             "num_local_experts": "n_routed_experts", "intermediate_size": "moe_intermediate_size",
+             "routed_scaling_factor": "route_scale"}
+"""Inkling2TextConfig.attribute_map."""
+
+
+def _inkling2_text(c: HFConfig) -> dict:
+    """Inkling 2's text model (module docstring)."""
+    c = c.renamed(_ALIASES2)
+    layers = c.size("num_hidden_layers")
+    names = c.texts("layer_types", None) or ["hybrid" if (i + 1) % 6 == 0 else "hybrid_sliding" for i in range(layers)]
+    c.check_names("layer_types", names, _TYPES, layers, "hybrid, hybrid_sliding")
+    types = [_TYPES[name] for name in names]
+    if c.text("scoring_func", "sigmoid") != "sigmoid":
+        raise SpecError(f"{c.source}: {c.path}scoring_func: '{c.text('scoring_func')}' not modelled (supported: sigmoid)")
+    vocab, head_rows = c.integer("vocab_size", 201024), c.integer("unpadded_vocab_size", 200058)
+    if head_rows > vocab:
+        raise SpecError(f"{c.source}: {c.path}unpadded_vocab_size: {head_rows} exceeds vocab_size {vocab} (the head "
+                        f"would predict tokens the table lacks)")
+    expert_ffn, window = c.integer("moe_intermediate_size", 2304), c.integer("sliding_window_size", 1024)
+    moe = dict(num_experts=c.integer("n_routed_experts", 384), top_k=c.integer("num_experts_per_tok", 8),
+               expert_ffn_hidden=expert_ffn, router="sigmoid", router_score_correction=True, norm_topk_prob=True,
+               routed_scaling=c.number("route_scale", 8.0, positive=True), expert_bias=False)
+    sliding = "sliding_attention" in types
+    c = HFConfig(c.data, c.source, c.path, {**c.defaults, "intermediate_size": expert_ffn})  # experts only
+    by_type = {"sliding_attention": {"heads": c.integer("swa_num_attention_heads", 48),
+                                     "kv_heads": c.integer("swa_num_key_value_heads", 8),
+                                     "head_dim": c.integer("swa_head_dim", 128)}} if sliding else None
+    conv = dict(conv_kernel=c.integer("conv_kernel_size", 4), d_rel=c.integer("d_rel", 16),
+                rel_extent=c.integer("rel_extent", 1024), sliding_rel_extent=window, mlp_scale=False,
+                clip_scales=True, dynamic_kv_conv=True, sink_proj=True,
+                pool_block_layers=c.integer("n_layers_per_attn_res_block", 6))
+    return llama(c, heads=c.integer("num_attention_heads", 48), kv_heads=c.integer("num_key_value_heads", 8),
+                 head_dim=c.integer("head_dim", 128), vocab=head_rows, max_positions=c.integer("max_position_embeddings", 1048576),
+                 position="none", layer_types=compact_types(types), sliding_window=window if sliding else None,
+                 attention_by_type=by_type, moe=moe, embedding_norm=True, tied_embeddings=False,
+                 head_gate="element", final_logit_softcap=c.number("final_logit_softcapping", 30.0, positive=True),
+                 extras={"conv_relative": conv, "token_extra_rows": vocab - head_rows})
+
+
+INKLING_MAPPERS = {"inkling_text": _inkling_text, "inkling2_text": _inkling2_text}
