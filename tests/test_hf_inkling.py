@@ -1,5 +1,6 @@
-"""inkling_text (modelplan/specs/hf_inkling.py): short convolutions on the keys, values and both
-residual branches and a relative-logit bias (specs/conv_relative.py). Expected totals are
+"""inkling_text and inkling2_text (modelplan/specs/hf_inkling.py): short convolutions on the keys,
+values and both residual branches and a relative-logit bias; Inkling 2's attention residuals, sinks,
+dynamic k/v taps and clip scales (specs/conv_relative.py). Expected totals are
 sum(p.numel()) of transformers 5.24's InklingForCausalLM built from each small config (on CPU) and
 from InklingTextConfig's defaults (meta device); leaves and FLOPs against hand-worked formulas from
 modeling_inkling.py; `count` / `plan --gpus 8` run and `verify` refuses the new feature by name."""
@@ -10,9 +11,10 @@ import pytest
 
 from _hf_n17_checks import (assert_count_plan_verify, assert_dense_blocks_shard, assert_one_line_error,
                             assert_total_on_cpu, class_defaults, ours)
-from _hf_reference import hf_components
+from _hf_reference import COMPONENTS, hf_components, hf_model
 from modelplan.count.block_flops import block_forward_flops
 from modelplan.count.blocks import block_of, block_params
+from modelplan.count.params import count_params
 from modelplan.specs.hf import from_hf_config
 
 _SMALL = {"model_type": "inkling_text", "architectures": ["InklingForCausalLM"], "num_hidden_layers": 6,
@@ -33,6 +35,34 @@ CASES = {
     "inkling-dense": {**_SMALL, "num_hidden_layers": 2, "layer_types": ["hybrid", "hybrid"],
                       "mlp_layer_types": ["dense", "dense"]},
 }
+
+_SMALL2 = {**{k: v for k, v in _SMALL.items() if k not in ("intermediate_size", "n_shared_experts")},
+           "model_type": "inkling2_text", "architectures": ["Inkling2ForCausalLM"], "unpadded_vocab_size": 500}
+
+CASES2 = {
+    # default pattern (block 5 full), a block state every 2 blocks, head 500 rows over a 512-row table
+    "inkling2": {**_SMALL2, "n_layers_per_attn_res_block": 2},
+    # checkpoint spellings (num_local_experts / intermediate_size win over the n_routed_experts /
+    # moe_intermediate_size also given, as in transformers), block 0 full (no pooled attention input), unpadded head
+    "inkling2-first-full": {**_SMALL2, "num_hidden_layers": 5, "hidden_size": 64, "num_attention_heads": 2,
+                            "num_key_value_heads": 1, "swa_num_attention_heads": 4, "swa_num_key_value_heads": 2,
+                            "vocab_size": 300, "unpadded_vocab_size": 300, "intermediate_size": 40,
+                            "num_local_experts": 4, "num_experts_per_tok": 1, "sliding_window": 32, "d_rel": 4,
+                            "n_layers_per_attn_res_block": 3, "sconv_kernel_size": 3,
+                            "layer_types": ["hybrid", "hybrid_sliding", "hybrid", "hybrid_sliding", "hybrid"]},
+}
+
+
+def hf_components2(data: dict) -> dict[str, int]:
+    """_hf_reference.hf_components with Inkling 2's final_input (the final norm's pooled input) in the
+    head, where modelplan keys it (head/input_pool)."""
+    out = {"embedding": 0, "layers": 0, "final_norm": 0, "head": 0}
+    for name, p in hf_model(data).named_parameters():
+        part = "head" if name.startswith("model.final_input.") else next(
+            (key for key, prefixes in COMPONENTS.items()
+             if any(name.startswith(x) or f".{x}" in f".{name}" for x in prefixes)), "layers")
+        out[part] += p.numel()
+    return out
 
 
 @pytest.mark.torch
@@ -55,6 +85,45 @@ def test_class_defaults_equal_transformers():
     """InklingTextConfig's defaults alone (66 blocks, 256 experts) give transformers' own count."""
     data = class_defaults("inkling_text")
     assert ours(data) == hf_components(data)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", list(CASES2))
+def test_inkling2_total_and_components_equal_transformers(name):
+    """Inkling2ForCausalLM: the total on CPU, and its parameters by embedding / layers / final_norm / head."""
+    assert_total_on_cpu(CASES2[name])
+    assert ours(CASES2[name]) == hf_components2(CASES2[name])
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_inkling2_class_defaults_equal_transformers():
+    """Inkling2TextConfig's defaults alone (48 blocks, 384 experts) give transformers' own count."""
+    data = class_defaults("inkling2_text")
+    assert ours(data) == hf_components2(data)
+
+
+def test_inkling2_leaves_by_hand():
+    """h 128: sliding block 1 pools its attention input and MLP input (2 x 128), block 0 only its MLP
+    input (128); full block 5 pools q, k, v inputs and its MLP input (4 x 128) and norms k, v inputs
+    apart (2 x 128); its dynamic taps weight_proj 2 x 128 x (2 kv heads x 4) beside the static 2 x 64 x 4;
+    sink_proj 128 x 4; q scale 4 x 32, relative-state scale 4 x 8 (Inkling2FullDecoderLayer)."""
+    spec = from_hf_config(CASES2["inkling2"])
+    first, sliding, full = (block_params(spec, block_of(spec, i)) for i in (0, 1, 5))
+    assert (first["pools"], sliding["pools"], full["pools"], full["attention/input_norms"]) == (
+        128, 2 * 128, 4 * 128, 2 * 128)
+    assert full["attention/kv_conv"] == 2 * 64 * 4 + 2 * 128 * 2 * 4
+    assert (full["attention/sink_proj"], full["attention/q_scale"], full["attention/relative/scale"]) == (
+        128 * 4, 4 * 32, 4 * 8)
+    assert count_params(spec).breakdown["head/input_pool"] == 128
+
+
+def test_inkling2_pool_flops_by_hand():
+    """6 blocks, a block state every 2: blocks 0..5 see 1, 2, 2, 3, 3, 4 sources (states so far + the
+    partial one), 15 // 6 = 2 on average; a full block's 4 queries score and mix them: 2 x 2 t 4 2 h."""
+    t = 128
+    spec = from_hf_config(CASES2["inkling2"])
+    assert block_forward_flops(spec, block_of(spec, 5), t, t)["pools"] == 4 * t * 4 * 2 * 128
 
 
 def test_conv_and_relative_leaves_by_hand():
@@ -86,16 +155,18 @@ def test_dense_blocks_shard():
     assert_dense_blocks_shard(from_hf_config(CASES["inkling-dense"]))
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", [*CASES, *CASES2])
 def test_count_plan_and_verify_refusal(name, tmp_path):
     """count and plan --gpus 8 run; verify names the feature it cannot execute."""
-    assert_count_plan_verify(tmp_path, CASES[name], "extras.conv_relative")
+    assert_count_plan_verify(tmp_path, {**CASES, **CASES2}[name], "extras.conv_relative")
 
 
 @pytest.mark.parametrize(("data", "field"), [
     ({**_SMALL, "layer_types": ["hybrid", "linear"] * 3}, "layer_types"),
     ({**_SMALL, "mlp_layer_types": ["sparse"] * 5}, "mlp_layer_types"),
     ({**_SMALL, "n_shared_experts": 0}, "n_shared_experts"),
+    ({**_SMALL2, "unpadded_vocab_size": 600}, "unpadded_vocab_size"),
+    ({**_SMALL2, "scoring_func": "softmax"}, "scoring_func"),
 ])
 def test_bad_fields_one_line(data, field):
     """A layer type, MLP list or shared-expert count transformers cannot build: one line naming it."""

@@ -26,6 +26,13 @@ _ALIASES = {"sconv_kernel_size": "conv_kernel_size", "sliding_window": "sliding_
 """InklingTextConfig.attribute_map: checkpoint names of the class's fields."""
 
 
+def _aliased(c: HFConfig, aliases: dict[str, str]) -> HFConfig:
+    """The config with each attribute_map alias's value under its field, the alias winning where both
+    are given (PreTrainedConfig sets the alias after the fields, redirected to the field)."""
+    data = {**c.data, **{key: c.data[alias] for alias, key in aliases.items() if c.data.get(alias) is not None}}
+    return HFConfig(data, c.source, c.path, c.defaults)
+
+
 def _layer_types(c: HFConfig, layers: int) -> list[str]:
     """layer_types, else every block slides but each sixth, or those local_layer_ids lists
     (InklingTextConfig.__post_init__)."""
@@ -40,7 +47,7 @@ def _layer_types(c: HFConfig, layers: int) -> list[str]:
 
 def _inkling_text(c: HFConfig) -> dict:
     """Inkling's text model (module docstring)."""
-    c = c.renamed(_ALIASES)
+    c = _aliased(c, _ALIASES)
     layers, ffn, expert_ffn = c.size("num_hidden_layers"), c.integer("intermediate_size", 24576), c.integer(
         "moe_intermediate_size", 3072)
     if c.has("dense_intermediate_size"):  # __post_init__: intermediate_size is then the experts' width
@@ -85,7 +92,7 @@ _ALIASES2 = {"sconv_kernel_size": "conv_kernel_size", "sliding_window": "sliding
 
 def _inkling2_text(c: HFConfig) -> dict:
     """Inkling 2's text model (module docstring)."""
-    c = c.renamed(_ALIASES2)
+    c = _aliased(c, _ALIASES2)
     layers = c.size("num_hidden_layers")
     names = c.texts("layer_types", None) or ["hybrid" if (i + 1) % 6 == 0 else "hybrid_sliding" for i in range(layers)]
     c.check_names("layer_types", names, _TYPES, layers, "hybrid, hybrid_sliding")
