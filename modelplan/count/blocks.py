@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from modelplan.count.extras import block_extra_params
 from modelplan.count.seq2seq import idle_cross_params, key_bias_saving, separate_cross
 
-from modelplan.count.conv_relative import pooled_residuals
+from modelplan.count.conv_relative import in_loop, pooled_residuals
 from modelplan.count.attention_extras import extra_attention_params, moa_params, unused_attention_expert_params
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_params, mixer_params
 from modelplan.count.product_key import pk_params, pk_unused_params
@@ -52,6 +52,8 @@ class Block(NamedTuple):
     """Its attention output projection has a bias (extras.out_bias_blocks: GPT-NeoX-Japanese)."""
     no_input_pool: bool = False
     """Block 0 of an attention-residual stack: no pooled attention input (count/conv_relative.py)."""
+    looped: bool = False
+    """Runs several passes per forward, with message gates (Inkling 2 Loop: count/conv_relative.py)."""
 
 
 def block_of(spec: "TransformerSpec", index: int) -> Block:
@@ -67,6 +69,7 @@ def block_of(spec: "TransformerSpec", index: int) -> Block:
         no_input_norm=spec.extras is not None and index in spec.extras.no_input_norm_blocks,
         out_bias=spec.extras is not None and index in spec.extras.out_bias_blocks,
         no_input_pool=index == 0 and pooled_residuals(spec),
+        looped=in_loop(spec, index),
     )
 
 

@@ -32,6 +32,17 @@ def pooled_residuals(spec: "TransformerSpec") -> bool:
     return m is not None and m.pool_block_layers is not None
 
 
+def in_loop(spec: "TransformerSpec", index: int) -> bool:
+    """Block `index` sits in Inkling 2 Loop's looped range."""
+    m = _spec(spec)
+    return m is not None and m.loop_start <= index < m.loop_end
+
+
+def block_passes(spec: "TransformerSpec", block: "Block") -> int:
+    """Times a block of kind `block` runs per forward: loop_passes for a looped block, else 1."""
+    return spec.extras.conv_relative.loop_passes if block.looped else 1
+
+
 def final_pool_params(spec: "TransformerSpec") -> int:
     """Inkling2TextModel.final_input: one h-wide query pooling the final norm's input."""
     return spec.hidden if pooled_residuals(spec) else 0
@@ -77,6 +88,9 @@ def conv_relative_params(spec: "TransformerSpec", block: "Block") -> dict[str, i
         out["pools"] = _pool_queries(spec, block) * h
         if block.mixer == "full_attention":  # q/k/v_input_layernorm replace input_layernorm: 2 more
             out["attention/input_norms"] = 2 * h
+    if block.looped:  # Inkling2LoopMessageGate x 4; message_input.query[i]: (4, h)
+        out["message_gates"] = 4 * (2 * h * m.loop_gate_rank + 2 * m.loop_gate_rank * h)
+        out["pools"] = out.get("pools", 0) + 4 * h
     if block.mlp:
         out["mlp/global_scale"] = 1 if m.mlp_scale else 0  # InklingMLP / InklingTopkRouter.global_scale: (1,)
         if block.moe:  # InklingTopkRouter.weight: (n_routed + n_shared, h)
@@ -114,6 +128,18 @@ def conv_relative_flops(spec: "TransformerSpec", block: "Block", tokens: int) ->
     if block.moe and block.mlp:  # the extra router rows' GEMM (t, h) @ (h, shared)
         out["mlp/router_extra"] = 2 * tokens * h * m.router_extra_rows
     return out
+
+
+def loop_message_flops(spec: "TransformerSpec", block: "Block", tokens: int) -> dict[str, int]:
+    """The message path of a looped block, in passes 2 .. loop_passes: message_input's 4 queries over
+    the previous pass's sources (2 x 2 t 4 S h) and the four gates' GEMMs, (t, 2h) @ (2h, r) and two
+    (t, r) @ (r, h) each (Inkling2LoopTextModel.forward, Inkling2LoopMessageGate)."""
+    m, h = _spec(spec), spec.hidden
+    later = block_passes(spec, block) - 1
+    if later < 1:
+        return {}
+    pool = 4 * tokens * 4 * pool_sources(spec) * h
+    return {"message_gates": later * (4 * 2 * tokens * 4 * h * m.loop_gate_rank + pool)}
 
 
 def conv_relative_kept_elements(spec: "TransformerSpec", block: "Block") -> int:

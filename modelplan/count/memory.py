@@ -26,6 +26,7 @@ from modelplan.count.product_key import pk_kept_bytes
 from modelplan.count.recompute_modules import discarded
 from modelplan.count.result import MemoryCount
 from modelplan.count.shared_block import use_cache_elements, use_kept_bytes
+from modelplan.count.conv_relative import block_passes
 from modelplan.count.extras import block_extra_kept_bytes
 from modelplan.count.side_paths import block_side_kept_bytes
 from modelplan.specs.attention_shape import for_block, for_mixer
@@ -215,7 +216,8 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
     routed = sb * (dispatch_tp or tp) // tp if sequence_parallel else sb
     copies = 0 if gone is not None and gone.routed_copies else _dispatch_bytes(
         spec, block, routed, dtype_bytes, fp8_inputs, probs_at_combine)
-    return rep + _ceil_div(sharded_bytes, tp) + copies
+    # Inkling 2 Loop: each pass of a looped block keeps its own activations (count/conv_relative.py)
+    return (rep + _ceil_div(sharded_bytes, tp) + copies) * (block_passes(spec, block) if block.looped else 1)
 
 
 def _dispatch_bytes(spec: "TransformerSpec", block: Block, tokens: int, d: int, fp8_inputs: bool = False,

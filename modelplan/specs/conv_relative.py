@@ -23,11 +23,17 @@ Inkling 2 (`Inkling2SlidingDecoderLayer`, `Inkling2FullDecoderLayer`, `Inkling2T
   none in block 0) and its MLP input (1 query) over the states of every `pool_block_layers` blocks
   so far, and the model pools the final norm's input (1 query); full blocks norm their q, k and v
   inputs apart (2 norms beyond the block's own).
+
+Inkling 2 Loop (`Inkling2LoopTextModel`) runs blocks loop_start .. loop_end - 1 `loop_passes` times
+(the same weights, each pass restarting from the pre-loop states); from the second pass each looped
+block gates messages pooled from the previous pass into its q, k, v and MLP inputs: four
+Inkling2LoopMessageGate (down_proj Linear(2h, r), forget / message gates Linear(r, h) each) and the
+model's message_input queries, (4, h) a looped block.
 """
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
 
@@ -60,3 +66,17 @@ class ConvRelativeSpec(Spec):
     pool_block_layers: int | None = Field(None, gt=0)
     """Inkling 2's attention residuals: blocks summed into one block state (HF
     n_layers_per_attn_res_block); None: plain residuals."""
+    loop_start: int = Field(0, ge=0)
+    """First looped block (HF loop_layer_index_start)."""
+    loop_end: int = Field(0, ge=0)
+    """Block after the last looped one (HF loop_layer_index_end); loop_start == loop_end: no loop."""
+    loop_passes: int = Field(1, gt=0)
+    """Passes over the looped blocks (HF loop_num_passes)."""
+    loop_gate_rank: int = Field(1, gt=0)
+    """r: rank of the message gates (HF loop_gate_rank)."""
+
+    @model_validator(mode="after")
+    def _check_loop(self) -> "ConvRelativeSpec":
+        if self.loop_end < self.loop_start:
+            raise ValueError(f"conv_relative.loop_end ({self.loop_end}) must not precede loop_start ({self.loop_start})")
+        return self

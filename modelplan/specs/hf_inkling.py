@@ -12,7 +12,8 @@ the relative logits and adds attention residuals, per-token sinks, dynamic k/v t
 learned clip scales (`specs/conv_relative.py`), a sigmoid gate on the attention output
 (gate_proj Linear(h, heads head_dim): `head_gate` 'element'), routed experts only (a sigmoid router,
 renormalised, x route_scale) of a soft-capped SwiGLU in every block, a head of unpadded_vocab_size
-rows over a token table of vocab_size rows, and a final logit soft-cap."""
+rows over a token table of vocab_size rows, and a final logit soft-cap. Inkling 2 Loop's text model
+(Inkling2LoopForCausalLM) runs a range of those blocks several passes with message gates."""
 
 from __future__ import annotations
 
@@ -90,9 +91,35 @@ _ALIASES2 = {"sconv_kernel_size": "conv_kernel_size", "sliding_window": "sliding
 """Inkling2TextConfig.attribute_map."""
 
 
-def _inkling2_text(c: HFConfig) -> dict:
-    """Inkling 2's text model (module docstring)."""
-    c = _aliased(c, _ALIASES2)
+_INKLING2_SIZES = {"hidden_size": 4608, "num_hidden_layers": 48, "num_attention_heads": 48,
+                   "swa_num_attention_heads": 48, "moe_intermediate_size": 2304, "n_routed_experts": 384}
+"""Inkling2TextConfig's defaults where Inkling2LoopTextConfig's differ."""
+_LOOP_SIZES = {"hidden_size": 2304, "num_hidden_layers": 24, "num_attention_heads": 24,
+               "swa_num_attention_heads": 24, "moe_intermediate_size": 1152, "n_routed_experts": 128}
+"""Inkling2LoopTextConfig's defaults (transformers 5.24)."""
+
+
+def _loop(c: HFConfig, layers: int, pool: int) -> dict:
+    """Inkling2LoopTextConfig's loop: loop_layer_index_start / end, loop_num_passes, loop_gate_rank
+    (or a checkpoint's loop_config core_start / core_end / num_passes / gate_rank), as its
+    validate_architecture checks them; the range must fit the blocks (message_input is sized by it)."""
+    lc = c.sub("loop_config") or HFConfig({}, c.source, "loop_config.")
+    start = lc.integer("core_start", c.integer("loop_layer_index_start", 6))
+    end = lc.integer("core_end", c.integer("loop_layer_index_end", 18))
+    passes = lc.integer("num_passes", c.integer("loop_num_passes", 3))
+    rank = lc.integer("gate_rank", c.integer("loop_gate_rank", 64))
+    if passes < 1 or rank < 1:
+        raise SpecError(f"{c.source}: {c.path}loop_num_passes / loop_gate_rank: {passes} / {rank} must be >= 1")
+    if not 0 < start <= end <= layers or start % pool or end % pool:
+        raise SpecError(f"{c.source}: {c.path}loop_layer_index_start / loop_layer_index_end: {start} .. {end} must "
+                        f"be multiples of n_layers_per_attn_res_block ({pool}) with 0 < start <= end <= "
+                        f"num_hidden_layers ({layers})")
+    return dict(loop_start=start, loop_end=end, loop_passes=passes, loop_gate_rank=rank)
+
+
+def _inkling2_text(c: HFConfig, loop: bool = False) -> dict:
+    """Inkling 2's text model (module docstring), with Inkling 2 Loop's looped blocks when `loop`."""
+    c = _aliased(c, _ALIASES2).with_defaults(_LOOP_SIZES if loop else _INKLING2_SIZES)
     layers = c.size("num_hidden_layers")
     names = c.texts("layer_types", None) or ["hybrid" if (i + 1) % 6 == 0 else "hybrid_sliding" for i in range(layers)]
     c.check_names("layer_types", names, _TYPES, layers, "hybrid, hybrid_sliding")
@@ -116,6 +143,8 @@ def _inkling2_text(c: HFConfig) -> dict:
                 rel_extent=c.integer("rel_extent", 1024), sliding_rel_extent=window, mlp_scale=False,
                 clip_scales=True, dynamic_kv_conv=True, sink_proj=True,
                 pool_block_layers=c.integer("n_layers_per_attn_res_block", 6))
+    if loop:
+        conv.update(_loop(c, layers, conv["pool_block_layers"]))
     return llama(c, heads=c.integer("num_attention_heads", 48), kv_heads=c.integer("num_key_value_heads", 8),
                  head_dim=c.integer("head_dim", 128), vocab=head_rows, max_positions=c.integer("max_position_embeddings", 1048576),
                  position="none", layer_types=compact_types(types), sliding_window=window if sliding else None,
@@ -124,4 +153,5 @@ def _inkling2_text(c: HFConfig) -> dict:
                  extras={"conv_relative": conv, "token_extra_rows": vocab - head_rows})
 
 
-INKLING_MAPPERS = {"inkling_text": _inkling_text, "inkling2_text": _inkling2_text}
+INKLING_MAPPERS = {"inkling_text": _inkling_text, "inkling2_text": _inkling2_text,
+                   "inkling2_loop_text": lambda c: _inkling2_text(c, loop=True)}
