@@ -1,6 +1,7 @@
-"""inkling_text and inkling2_text (modelplan/specs/hf_inkling.py): short convolutions on the keys,
-values and both residual branches and a relative-logit bias; Inkling 2's attention residuals, sinks,
-dynamic k/v taps and clip scales (specs/conv_relative.py). Expected totals are
+"""inkling_text, inkling2_text and inkling2_loop_text (modelplan/specs/hf_inkling.py): short
+convolutions on the keys, values and both residual branches and a relative-logit bias; Inkling 2's
+attention residuals, sinks, dynamic k/v taps and clip scales; Inkling 2 Loop's looped blocks
+(specs/conv_relative.py). Expected totals are
 sum(p.numel()) of transformers 5.24's InklingForCausalLM built from each small config (on CPU) and
 from InklingTextConfig's defaults (meta device); leaves and FLOPs against hand-worked formulas from
 modeling_inkling.py; `count` / `plan --gpus 8` run and `verify` refuses the new feature by name."""
@@ -50,6 +51,10 @@ CASES2 = {
                             "num_local_experts": 4, "num_experts_per_tok": 1, "sliding_window": 32, "d_rel": 4,
                             "n_layers_per_attn_res_block": 3, "sconv_kernel_size": 3,
                             "layer_types": ["hybrid", "hybrid_sliding", "hybrid", "hybrid_sliding", "hybrid"]},
+    # Inkling 2 Loop: blocks 2..5 run 3 passes, message gates of rank 16
+    "inkling2_loop": {**_SMALL2, "model_type": "inkling2_loop_text", "architectures": ["Inkling2LoopForCausalLM"],
+                      "num_hidden_layers": 8, "n_layers_per_attn_res_block": 2, "loop_layer_index_start": 2,
+                      "loop_layer_index_end": 6, "loop_num_passes": 3, "loop_gate_rank": 16},
 }
 
 
@@ -97,10 +102,29 @@ def test_inkling2_total_and_components_equal_transformers(name):
 
 @pytest.mark.torch
 @pytest.mark.slow
-def test_inkling2_class_defaults_equal_transformers():
-    """Inkling2TextConfig's defaults alone (48 blocks, 384 experts) give transformers' own count."""
-    data = class_defaults("inkling2_text")
+@pytest.mark.parametrize("model_type", ["inkling2_text", "inkling2_loop_text"])
+def test_inkling2_class_defaults_equal_transformers(model_type):
+    """Inkling2TextConfig's defaults (48 blocks, 384 experts) and Inkling2LoopTextConfig's (24 blocks,
+    blocks 6..17 looped 3 times) give transformers' own count."""
+    data = class_defaults(model_type)
     assert ours(data) == hf_components2(data)
+
+
+def test_loop_by_hand():
+    """A looped block holds four message gates, 2h r + 2 r h each (h 128, r 16), and its 4 message
+    queries (4 x 128); its forward FLOPs are 3 passes of the block plus, in passes 2 and 3, the gates'
+    GEMMs 2 t (2h r + 2 r h) x 4 and message_input's 4 queries over the average sources (8 blocks, a
+    state every 2: 1, 2, 2, 3, 3, 4, 4, 5 -> 24 // 8 = 3), 2 x 2 t 4 3 h."""
+    t = 128
+    spec = from_hf_config(CASES2["inkling2_loop"])
+    looped, plain = block_of(spec, 3), block_of(spec, 7)
+    assert looped.looped and not plain.looped and looped._replace(looped=False) == plain
+    params = block_params(spec, looped)
+    assert params["message_gates"] == 4 * (2 * 128 * 16 + 2 * 16 * 128)
+    assert params["pools"] - block_params(spec, plain)["pools"] == 4 * 128
+    flops, once = block_forward_flops(spec, looped, t, t), block_forward_flops(spec, plain, t, t)
+    assert flops["mlp/experts"] == 3 * once["mlp/experts"]
+    assert flops["message_gates"] == 2 * (4 * 2 * t * 4 * 128 * 16 + 4 * t * 4 * 3 * 128)
 
 
 def test_inkling2_leaves_by_hand():
@@ -167,6 +191,8 @@ def test_count_plan_and_verify_refusal(name, tmp_path):
     ({**_SMALL, "n_shared_experts": 0}, "n_shared_experts"),
     ({**_SMALL2, "unpadded_vocab_size": 600}, "unpadded_vocab_size"),
     ({**_SMALL2, "scoring_func": "softmax"}, "scoring_func"),
+    ({**CASES2["inkling2_loop"], "loop_layer_index_end": 10}, "loop_layer_index_start / loop_layer_index_end"),
+    ({**CASES2["inkling2_loop"], "loop_layer_index_start": 3}, "loop_layer_index_start / loop_layer_index_end"),
 ])
 def test_bad_fields_one_line(data, field):
     """A layer type, MLP list or shared-expert count transformers cannot build: one line naming it."""

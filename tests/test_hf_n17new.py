@@ -133,7 +133,7 @@ def test_unmodelled_options_refused_in_one_line(data, field, tmp_path):
 
 @pytest.mark.parametrize("model_type", ["deepseek_v4", "mistral_large4", "qwen4_exp_text", "glm5_next",
                                         "hy_v4", "step3p7", "zaya",  # mimo_v2_flash, lfm3, laguna: test_hf_n18attn.py
-                                        "dots3_note_text", "inkling2_text", "axk2",
+                                        "dots3_note_text", "axk2",
                                         "bailing_hybrid", "exaone4_5"])
 def test_refused_types_name_the_mechanism(model_type, tmp_path):
     """Each refused 2026 type fails in one line with its missing mechanism (UNMODELLED)."""

@@ -70,12 +70,9 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "dots3_note_text": "MLA dimensions that differ from block to block, an indexer on some blocks only and a "
                        "per-head attention gate",
     "dots3_note": "dots.3's text model (per-block MLA dimensions, partial indexers) and its tower",
-    "inkling2_text": "short convolutions on keys, values and both residual branches, attention-pooled block "
-                     "inputs and relative-position biases",
-    "inkling2_loop_text": "Inkling 2's short convolutions, attention-pooled block inputs and looped blocks",
-    "inkling_mm_model": "Inkling's text model (short convolutions, relative-logit biases) and its towers",
-    "inkling2": "Inkling 2's text model (short convolutions, attention-pooled inputs) and its tower",
-    "inkling2_loop": "Inkling 2's text model (short convolutions, looped blocks) and its tower",
+    "inkling_mm_model": "its hierarchical-MLP vision encoder and dMel audio embeddings",
+    "inkling2": "its vision tower and merger",
+    "inkling2_loop": "its vision tower and merger",
     "axk2": "adaptive norms (an MLP inside each block's norms) and a gated query projection",
     "bailing_hybrid": "linear attention with a full-rank per-channel forget gate beside MLA blocks with a "
                       "per-head output gate",
@@ -86,5 +83,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
 N17NEW_TEXT_ONLY: dict[str, str] = {
     "exaone4_5": "exaone4",
     "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text", "lfm3_vl": "lfm3", "step3p7": "step3p5",
+    "inkling_mm_model": "inkling_text", "inkling2": "inkling2_text", "inkling2_loop": "inkling2_loop_text",
 }
 """Refused composites whose language model is supported as its own model_type."""
