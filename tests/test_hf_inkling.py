@@ -110,6 +110,51 @@ def test_inkling2_class_defaults_equal_transformers(model_type):
     assert ours(data) == hf_components2(data)
 
 
+_TOWER = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "patch_size": 4, "posemb_grid_size": 6,
+          "spatial_merge_size": 3, "projection_hidden_dim": 96, "projector_bias": True, "mlp_ratio": 2.5}
+
+
+def _composite(model_type: str, text: dict, vision: dict | None) -> dict:
+    """The config.json transformers writes for an Inkling 2 composite of these sub-configs."""
+    from _hf_reference import transformers_module
+    import json
+
+    kwargs = {"text_config": text} | ({"vision_config": {**vision, "text_hidden_size": text["hidden_size"]}}
+                                     if vision else {})
+    cfg = transformers_module().AutoConfig.for_model(model_type, **kwargs)
+    return json.loads(cfg.to_json_string(use_diff=False))
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(("model_type", "text"), [("inkling2", "inkling2"), ("inkling2_loop", "inkling2_loop")])
+def test_composite_equals_transformers(model_type, text):
+    """Inkling2(Loop)ForConditionalGeneration on the meta device: the text model and the small tower
+    (class token and its position row, pre-LayerNorm, layer scales, biased merger), and the vision
+    part alone."""
+    from _hf_reference import transformers_module
+    import torch
+
+    sub = {k: v for k, v in CASES2[text].items() if k not in ("architectures", "model_type")}
+    data = _composite(model_type, sub, _TOWER)
+    cls = {"inkling2": "Inkling2ForConditionalGeneration", "inkling2_loop": "Inkling2LoopForConditionalGeneration"}
+    with torch.device("meta"):
+        model = getattr(transformers_module(), cls[model_type])._from_config(
+            transformers_module().AutoConfig.for_model(model_type, **{k: data[k] for k in ("text_config", "vision_config")}))
+    counted = count_params(from_hf_config(data))
+    assert counted.total == sum(p.numel() for p in model.parameters())
+    assert counted.breakdown["vision"] == sum(p.numel() for n, p in model.named_parameters() if "vision_tower" in n)
+
+
+def test_composite_tower_by_hand():
+    """Tower h 64, patch 4, 6 x 6 grid: patch 3 x 16 x 64, class 64, table (36 + 1) x 64, pre-norm 2 x 64;
+    merger linear_1 (64 x 9) x 96 + 96, linear_2 96 x 128 + 128 (Inkling2VisionEmbeddings, Inkling2VisionMerger)."""
+    sub = {k: v for k, v in CASES2["inkling2"].items() if k not in ("architectures", "model_type")}
+    b = count_params(from_hf_config({"model_type": "inkling2", "text_config": {**sub, "model_type": "inkling2_text"},
+                                     "vision_config": _TOWER})).breakdown
+    assert (b["vision/tower/patch"], b["vision/tower/class"], b["vision/tower/position"]) == (48 * 64, 64, 37 * 64)
+    assert b["vision/projector"] == 64 * 9 * 96 + 96 + 96 * 128 + 128
+
+
 def test_loop_by_hand():
     """A looped block holds four message gates, 2h r + 2 r h each (h 128, r 16), and its 4 message
     queries (4 x 128); its forward FLOPs are 3 passes of the block plus, in passes 2 and 3, the gates'
@@ -193,7 +238,18 @@ def test_count_plan_and_verify_refusal(name, tmp_path):
     ({**_SMALL2, "scoring_func": "softmax"}, "scoring_func"),
     ({**CASES2["inkling2_loop"], "loop_layer_index_end": 10}, "loop_layer_index_start / loop_layer_index_end"),
     ({**CASES2["inkling2_loop"], "loop_layer_index_start": 3}, "loop_layer_index_start / loop_layer_index_end"),
+    ({"model_type": "inkling2", "text_config": {**_SMALL2, "model_type": "inkling2_text"},
+      "vision_config": {"text_hidden_size": 64}}, "vision_config.text_hidden_size"),
 ])
 def test_bad_fields_one_line(data, field):
     """A layer type, MLP list or shared-expert count transformers cannot build: one line naming it."""
     assert_one_line_error(data, f"{field}:")
+
+
+def test_composite_count_and_plan_run(tmp_path):
+    """count and plan --gpus 8 run on an Inkling 2 composite (text model and tower)."""
+    from _hf_n17_checks import assert_count_plan
+
+    sub = {k: v for k, v in CASES2["inkling2"].items() if k not in ("architectures", "model_type")}
+    assert_count_plan(tmp_path, {"model_type": "inkling2", "architectures": ["Inkling2ForConditionalGeneration"],
+                                 "text_config": {**sub, "model_type": "inkling2_text"}, "vision_config": _TOWER})

@@ -52,7 +52,7 @@ from modelplan.specs.hf_n18encdec import N18ENCDEC_MAPPERS, N18ENCDEC_UNMODELLED
 from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VLM_UNMODELLED
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
-from modelplan.specs.hf_inkling import INKLING_MAPPERS
+from modelplan.specs.hf_inkling import INKLING_COMPOSITES, INKLING_MAPPERS
 from modelplan.specs.hf_audio_lm import AUDIO_LM_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
@@ -71,7 +71,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
-                                      **QFORMER_MAPPERS, **DOCLING_MAPPERS}.items()})
+                                      **QFORMER_MAPPERS, **DOCLING_MAPPERS, **INKLING_COMPOSITES}.items()})
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its multimodal composite",

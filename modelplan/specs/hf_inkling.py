@@ -155,3 +155,49 @@ def _inkling2_text(c: HFConfig, loop: bool = False) -> dict:
 
 INKLING_MAPPERS = {"inkling_text": _inkling_text, "inkling2_text": _inkling2_text,
                    "inkling2_loop_text": lambda c: _inkling2_text(c, loop=True)}
+
+
+_VISION_ALIASES = {"native_patch_size": "patch_size", "adapter_merge_size": "spatial_merge_size"}
+"""Inkling2VisionConfig.attribute_map."""
+
+
+def _inkling2_tower(c: HFConfig, text_hidden: int) -> dict:
+    """Inkling2VisionModel (Inkling2VisionConfig defaults): a bias-free Linear(C p^2, h) patch embedding,
+    a class embedding with its own position row beside a posemb_grid_size^2-row table (interpolated to
+    each image: priced at a grid of that side), a biased pre-LayerNorm, ViT blocks (biased q/k/v/out
+    and fc1 -> intermediate_size -> fc2, LayerNorms before and after, layer-scale lambdas, 2-D rotary),
+    no final norm; Inkling2VisionMerger: m x m patches into linear_1 Linear(h m^2, projection_hidden_dim)
+    and linear_2 to the text width, biased when projector_bias."""
+    from modelplan.specs.hf_vision import _linear
+
+    raw = c.data.get("vision_config") or {}
+    v = _aliased(HFConfig(raw, c.source, "vision_config."), _VISION_ALIASES)
+    hidden, patch, grid = v.integer("hidden_size", 1024), v.integer("patch_size", 20), v.integer("posemb_grid_size", 32)
+    ffn = v.integer("intermediate_size", None) or int(hidden * v.number("mlp_ratio", 4.0, positive=True))
+    merge, inner, bias = v.integer("spatial_merge_size", 2), v.integer("projection_hidden_dim", 4096), v.flag(
+        "projector_bias", False)
+    return dict(layers=v.integer("num_hidden_layers", 23), hidden=hidden, heads=v.integer("num_attention_heads", 16),
+                ffn_hidden=ffn, patch_size=patch, image_size=grid * patch, channels=v.integer("num_channels", 3),
+                patch_bias=False, position="learned", position_rows=grid * grid + 1, class_token=True,
+                norm="layernorm", norm_bias=True, pre_norm=True, post_norm=False, layer_scale=True,
+                connector=[_linear("linear_1", hidden * merge * merge, inner, bias, merge * merge),
+                           _linear("linear_2", inner, text_hidden, bias, merge * merge)])
+
+
+def _inkling2(c: HFConfig, text_mappers: dict, text_type: str) -> dict:
+    """Inkling2ForConditionalGeneration / Inkling2LoopForConditionalGeneration: the text model of
+    `text_type` (its untied head) and `_inkling2_tower`."""
+    from modelplan.specs.hf_n18vlm_base import _text
+
+    fields, _ = _text(c, text_mappers, text_type)
+    vision = c.sub("vision_config")
+    declared = vision.integer("text_hidden_size", None) if vision is not None else None
+    if declared is not None and declared != fields["hidden"]:  # Inkling2Config.validate_architecture
+        raise SpecError(f"{c.source}: vision_config.text_hidden_size: {declared} must match text_config.hidden_size "
+                        f"({fields['hidden']})")
+    fields["vision"] = _inkling2_tower(c, fields["hidden"])
+    return fields
+
+
+INKLING_COMPOSITES = {"inkling2": lambda c, m: _inkling2(c, m, "inkling2_text"),
+                      "inkling2_loop": lambda c, m: _inkling2(c, m, "inkling2_loop_text")}

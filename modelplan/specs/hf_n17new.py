@@ -71,8 +71,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
                        "per-head attention gate",
     "dots3_note": "dots.3's text model (per-block MLA dimensions, partial indexers) and its tower",
     "inkling_mm_model": "its hierarchical-MLP vision encoder and dMel audio embeddings",
-    "inkling2": "its vision tower and merger",
-    "inkling2_loop": "its vision tower and merger",
     "axk2": "adaptive norms (an MLP inside each block's norms) and a gated query projection",
     "bailing_hybrid": "linear attention with a full-rank per-channel forget gate beside MLA blocks with a "
                       "per-head output gate",
@@ -83,6 +81,6 @@ N17NEW_UNMODELLED: dict[str, str] = {
 N17NEW_TEXT_ONLY: dict[str, str] = {
     "exaone4_5": "exaone4",
     "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text", "lfm3_vl": "lfm3", "step3p7": "step3p5",
-    "inkling_mm_model": "inkling_text", "inkling2": "inkling2_text", "inkling2_loop": "inkling2_loop_text",
+    "inkling_mm_model": "inkling_text",
 }
 """Refused composites whose language model is supported as its own model_type."""
