@@ -72,6 +72,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
                                       **QFORMER_MAPPERS, **DOCLING_MAPPERS, **INKLING_COMPOSITES}.items()})
+MAPPERS["glmga"] = MAPPERS["glm46v"]  # GlmgaConfig builds Glm46VForConditionalGeneration (transformers 5.24)
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its multimodal composite",
