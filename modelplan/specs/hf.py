@@ -54,6 +54,7 @@ from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
 from modelplan.specs.hf_inkling import INKLING_COMPOSITES, INKLING_MAPPERS
 from modelplan.specs.hf_audio_lm import AUDIO_LM_MAPPERS
+from modelplan.specs.hf_reused import REUSED_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -71,8 +72,8 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
-                                      **QFORMER_MAPPERS, **DOCLING_MAPPERS, **INKLING_COMPOSITES}.items()})
-MAPPERS["glmga"] = MAPPERS["glm46v"]  # GlmgaConfig builds Glm46VForConditionalGeneration (transformers 5.24)
+                                      **QFORMER_MAPPERS, **DOCLING_MAPPERS, **INKLING_COMPOSITES,
+                                      **REUSED_MAPPERS}.items()})
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its multimodal composite",

@@ -1,0 +1,62 @@
+"""glmga and cosmos3_omni (modelplan/specs/hf_reused.py): GlmgaConfig builds transformers 5.24's
+Glm46VForConditionalGeneration, Cosmos3OmniForConditionalGeneration builds Qwen3-VL's tower and text
+model. Expected totals are sum(p.numel()) of the class AutoModelForImageTextToText builds, on the
+meta device, for the class defaults and a small config; another sub-config type is refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from _hf_n17_checks import assert_count_plan, assert_one_line_error
+from _hf_reference import transformers_module
+from modelplan.count.params import count_params
+from modelplan.specs.hf import from_hf_config
+
+_TEXT = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "intermediate_size": 256, "vocab_size": 300}
+SMALL = {
+    "glmga": {"text_config": _TEXT, "vision_config": {"hidden_size": 64, "depth": 2, "num_heads": 4,
+                                                      "intermediate_size": 96, "out_hidden_size": 128,
+                                                      "patch_size": 14}},
+    "cosmos3_omni": {"text_config": {**_TEXT, "head_dim": 32},
+                     "vision_config": {"hidden_size": 64, "depth": 4, "num_heads": 4, "intermediate_size": 96,
+                                       "out_hidden_size": 128, "deepstack_visual_indexes": [1, 2],
+                                       "num_position_embeddings": 64}},
+}
+CLASSES = {"glmga": "Glm46VForConditionalGeneration", "cosmos3_omni": "Cosmos3OmniForConditionalGeneration"}
+
+
+def _config(model_type: str, kwargs: dict) -> tuple[dict, int]:
+    """(config.json dict, transformers' own parameter count) of the config class built from kwargs."""
+    import torch
+
+    transformers = transformers_module()
+    cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
+    with torch.device("meta"):
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    assert type(model).__name__ == CLASSES[model_type]
+    return json.loads(cfg.to_json_string(use_diff=False)), sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("model_type", list(SMALL))
+@pytest.mark.parametrize("small", [False, True], ids=["class-defaults", "small"])
+def test_total_equals_transformers(model_type, small):
+    """modelplan's total = the built class's sum(p.numel())."""
+    data, expected = _config(model_type, SMALL[model_type] if small else {})
+    assert count_params(from_hf_config(data)).total == expected
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("model_type", list(SMALL))
+def test_count_and_plan_run(model_type, tmp_path):
+    """count and plan --gpus 8 exit 0 on the small config."""
+    assert_count_plan(tmp_path, _config(model_type, SMALL[model_type])[0])
+
+
+def test_other_sub_config_refused_in_one_line():
+    """A vision_config of another model_type (AutoModel would build other modules): one line."""
+    assert_one_line_error({"model_type": "cosmos3_omni", "vision_config": {"model_type": "siglip_vision_model"}},
+                          "vision_config.model_type: 'siglip_vision_model' not modelled")
