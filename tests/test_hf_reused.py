@@ -1,6 +1,8 @@
-"""glmga and cosmos3_omni (modelplan/specs/hf_reused.py): GlmgaConfig builds transformers 5.24's
-Glm46VForConditionalGeneration, Cosmos3OmniForConditionalGeneration builds Qwen3-VL's tower and text
-model. Expected totals are sum(p.numel()) of the class AutoModelForImageTextToText builds, on the
+"""glmga, cosmos3_omni and cohere_compass (modelplan/specs/hf_reused.py): GlmgaConfig builds
+transformers 5.24's Glm46VForConditionalGeneration, Cosmos3OmniForConditionalGeneration builds
+Qwen3-VL's tower and text model, CohereCompassForConditionalGeneration Qwen3-VL's tower around the
+cohere_compass_text model. CohereCompassConfig's own defaults do not build (its text model reads
+rope_parameters['full_attention']): its "class defaults" add that one entry, which holds no parameter. Expected totals are sum(p.numel()) of the class AutoModelForImageTextToText builds, on the
 meta device, for the class defaults and a small config; another sub-config type is refused."""
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from _hf_reference import transformers_module
 from modelplan.count.params import count_params
 from modelplan.specs.hf import from_hf_config
 
+_ROPE = {"rope_type": "default", "rope_theta": 10000.0}
 _TEXT = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
          "intermediate_size": 256, "vocab_size": 300}
 SMALL = {
@@ -24,8 +27,14 @@ SMALL = {
                      "vision_config": {"hidden_size": 64, "depth": 4, "num_heads": 4, "intermediate_size": 96,
                                        "out_hidden_size": 128, "deepstack_visual_indexes": [1, 2],
                                        "num_position_embeddings": 64}},
+    "cohere_compass": {"text_config": {**_TEXT, "rope_parameters": {"full_attention": _ROPE}},
+                       "vision_config": {"hidden_size": 64, "depth": 4, "num_heads": 4, "intermediate_size": 96,
+                                         "out_hidden_size": 128, "deepstack_visual_indexes": [1, 2],
+                                         "num_position_embeddings": 64}},
 }
-CLASSES = {"glmga": "Glm46VForConditionalGeneration", "cosmos3_omni": "Cosmos3OmniForConditionalGeneration"}
+DEFAULTS = {"glmga": {}, "cosmos3_omni": {}, "cohere_compass": {"text_config": {"rope_parameters": {"full_attention": _ROPE}}}}
+CLASSES = {"glmga": "Glm46VForConditionalGeneration", "cosmos3_omni": "Cosmos3OmniForConditionalGeneration",
+           "cohere_compass": "CohereCompassForConditionalGeneration"}
 
 
 def _config(model_type: str, kwargs: dict) -> tuple[dict, int]:
@@ -45,7 +54,7 @@ def _config(model_type: str, kwargs: dict) -> tuple[dict, int]:
 @pytest.mark.parametrize("small", [False, True], ids=["class-defaults", "small"])
 def test_total_equals_transformers(model_type, small):
     """modelplan's total = the built class's sum(p.numel())."""
-    data, expected = _config(model_type, SMALL[model_type] if small else {})
+    data, expected = _config(model_type, SMALL[model_type] if small else DEFAULTS[model_type])
     assert count_params(from_hf_config(data)).total == expected
 
 
