@@ -57,6 +57,7 @@ from modelplan.specs.hf_audio_lm import AUDIO_LM_MAPPERS
 from modelplan.specs.hf_reused import REUSED_MAPPERS
 from modelplan.specs.hf_cosmos3 import COSMOS3_MAPPERS, COSMOS3_TEXT_MAPPERS
 from modelplan.specs.hf_muse import MUSE_MAPPERS, MUSE_TEXT_MAPPERS
+from modelplan.specs.hf_nemotron_omni import NEMOTRON_OMNI_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -75,7 +76,8 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
                                       **QFORMER_MAPPERS, **DOCLING_MAPPERS, **INKLING_COMPOSITES,
-                                      **REUSED_MAPPERS, **COSMOS3_MAPPERS, **MUSE_MAPPERS}.items()})
+                                      **REUSED_MAPPERS, **COSMOS3_MAPPERS, **MUSE_MAPPERS,
+                                      **NEMOTRON_OMNI_MAPPERS}.items()})
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its VQ image tokenizer (convolutional ResNet encoder / decoder) and WavTokenizer audio encoder",
