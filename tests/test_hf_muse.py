@@ -81,3 +81,12 @@ def test_non_square_grid_one_line():
     data = _small_data()
     assert_one_line_error({**data, "vision_config": {**SMALL["vision_config"], "pos_emb_width": 7}},
                           "pos_emb_height / pos_emb_width")
+
+
+@pytest.mark.parametrize("model_type", ["diffusion_gemma", "muse_spark", "evolla", "pi0"])
+def test_refused_multimodal_types_name_the_mechanism(model_type, tmp_path):
+    """Each refused multimodal type fails in one line with its missing mechanism (hf_unmodelled_multimodal.py)."""
+    from _hf_n17_checks import assert_count_refused
+    from modelplan.specs.hf import UNMODELLED
+
+    assert_count_refused(tmp_path, {"model_type": model_type}, UNMODELLED[model_type])

@@ -58,6 +58,7 @@ from modelplan.specs.hf_reused import REUSED_MAPPERS
 from modelplan.specs.hf_cosmos3 import COSMOS3_MAPPERS, COSMOS3_TEXT_MAPPERS
 from modelplan.specs.hf_muse import MUSE_MAPPERS, MUSE_TEXT_MAPPERS
 from modelplan.specs.hf_nemotron_omni import NEMOTRON_OMNI_MAPPERS
+from modelplan.specs.hf_unmodelled_multimodal import MULTIMODAL_UNMODELLED
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -87,6 +88,7 @@ UNMODELLED: dict[str, str] = {
     **N18ENCDEC_UNMODELLED,
     **N18VLM_UNMODELLED,
     **N18CAUSAL_UNMODELLED,
+    **MULTIMODAL_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
