@@ -5,12 +5,10 @@ layers by hand from Cosmos3EdgePatchMerger."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from _hf_n17_checks import assert_count_plan
-from _hf_reference import transformers_module
+from _hf_composites import built
 from modelplan.count.params import count_params
 from modelplan.specs.hf import from_hf_config
 
@@ -24,14 +22,7 @@ SMALL = {"text_config": {"hidden_size": 128, "num_hidden_layers": 2, "num_attent
 
 def _built(kwargs: dict):
     """(config.json dict, Cosmos3EdgeForConditionalGeneration on the meta device) of Cosmos3EdgeConfig(**kwargs)."""
-    import torch
-
-    transformers = transformers_module()
-    cfg = transformers.AutoConfig.for_model("cosmos3_edge", **kwargs)
-    with torch.device("meta"):
-        model = transformers.AutoModelForImageTextToText.from_config(cfg)
-    assert type(model).__name__ == "Cosmos3EdgeForConditionalGeneration"
-    return json.loads(cfg.to_json_string(use_diff=False)), model
+    return built("cosmos3_edge", kwargs, "Cosmos3EdgeForConditionalGeneration")
 
 
 @pytest.mark.torch

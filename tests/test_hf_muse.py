@@ -5,12 +5,10 @@ the projector and a block's norms / gate by hand from the modeling file."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from _hf_n17_checks import assert_count_plan, assert_one_line_error
-from _hf_reference import transformers_module
+from _hf_composites import built
 from modelplan.count.blocks import block_of, block_params
 from modelplan.count.params import count_params
 from modelplan.specs.hf import from_hf_config
@@ -24,13 +22,7 @@ SMALL = {"text_config": {"hidden_size": 128, "num_hidden_layers": 5, "num_attent
 
 def _built(kwargs: dict):
     """(config.json dict, MuseGlimmerForConditionalGeneration on the meta device) of MuseGlimmerConfig(**kwargs)."""
-    import torch
-
-    transformers = transformers_module()
-    cfg = transformers.AutoConfig.for_model("muse_glimmer", **kwargs)
-    with torch.device("meta"):
-        model = transformers.AutoModelForImageTextToText.from_config(cfg)
-    return json.loads(cfg.to_json_string(use_diff=False)), model
+    return built("muse_glimmer", kwargs, "MuseGlimmerForConditionalGeneration")
 
 
 @pytest.mark.torch

@@ -5,12 +5,10 @@ vision part: RadioModel and multi_modal_projector); the RADIO prefix tokens and 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from _hf_n17_checks import assert_count_plan, assert_one_line_error
-from _hf_reference import transformers_module
+from _hf_composites import built
 from modelplan.count.params import count_params
 from modelplan.specs.hf import from_hf_config
 
@@ -27,13 +25,7 @@ SMALL = {"text_config": {"hidden_size": 128, "num_hidden_layers": 4, "num_attent
 
 def _built(kwargs: dict):
     """(config.json dict, NemotronH_Omni_Reasoning_V3 on the meta device) of the config class built from kwargs."""
-    import torch
-
-    transformers = transformers_module()
-    cfg = transformers.AutoConfig.for_model("nemotron_h_omni", **kwargs)
-    with torch.device("meta"):
-        model = transformers.AutoModelForImageTextToText.from_config(cfg)
-    return json.loads(cfg.to_json_string(use_diff=False)), model
+    return built("nemotron_h_omni", kwargs, "NemotronH_Omni_Reasoning_V3")
 
 
 @pytest.mark.torch

@@ -7,12 +7,10 @@ meta device, for the class defaults and a small config; another sub-config type 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from _hf_n17_checks import assert_count_plan, assert_one_line_error
-from _hf_reference import transformers_module
+from _hf_composites import built
 from modelplan.count.params import count_params
 from modelplan.specs.hf import from_hf_config
 
@@ -39,14 +37,8 @@ CLASSES = {"glmga": "Glm46VForConditionalGeneration", "cosmos3_omni": "Cosmos3Om
 
 def _config(model_type: str, kwargs: dict) -> tuple[dict, int]:
     """(config.json dict, transformers' own parameter count) of the config class built from kwargs."""
-    import torch
-
-    transformers = transformers_module()
-    cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
-    with torch.device("meta"):
-        model = transformers.AutoModelForImageTextToText.from_config(cfg)
-    assert type(model).__name__ == CLASSES[model_type]
-    return json.loads(cfg.to_json_string(use_diff=False)), sum(p.numel() for p in model.parameters())
+    data, model = built(model_type, kwargs, CLASSES[model_type])
+    return data, sum(p.numel() for p in model.parameters())
 
 
 @pytest.mark.torch
