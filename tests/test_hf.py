@@ -380,6 +380,10 @@ def test_every_mapper_has_a_fixture_or_variant():
                "apertus1p5_text"}  # tests/test_hf_n18causal.py
     tested |= {"mllama"}  # tests/test_hf_n18mllama.py
     tested |= {"beam"}  # tests/test_hf_n18beam.py
+    tested |= {"inkling_text", "inkling2_text", "inkling2_loop_text", "inkling2", "inkling2_loop",  # test_hf_inkling.py
+               "musicgen", "musicgen_decoder", "musicgen_melody", "musicgen_melody_decoder", "moshi",  # test_hf_audio_lm.py
+               "glmga", "cosmos3_omni", "cohere_compass", "cosmos3_edge", "cosmos3_edge_text",  # test_hf_reused / cosmos3
+               "muse_glimmer", "muse_glimmer_text", "nemotron_h_omni"}  # test_hf_muse.py, test_hf_nemotron_omni.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

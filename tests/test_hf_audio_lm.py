@@ -27,6 +27,8 @@ CASES = {
     "musicgen_melody": ({"model_type": "musicgen_melody",
                          "decoder": {"model_type": "musicgen_melody_decoder", **_DECODER, "num_codebooks": 4}},
                         "MusicgenMelodyForCausalLM"),
+    "musicgen_melody_decoder": ({"model_type": "musicgen_melody_decoder", **_DECODER, "num_codebooks": 2},
+                                "MusicgenMelodyForCausalLM"),
 }
 
 
