@@ -249,3 +249,15 @@ def test_composite_count_and_plan_run(tmp_path):
     sub = {k: v for k, v in CASES2["inkling2"].items() if k not in ("architectures", "model_type")}
     assert_count_plan(tmp_path, {"model_type": "inkling2", "architectures": ["Inkling2ForConditionalGeneration"],
                                  "text_config": {**sub, "model_type": "inkling2_text"}, "vision_config": _TOWER})
+
+
+def test_inference_cache_by_hand():
+    """One sequence of 64 tokens, 2 bytes: each of the 2 full blocks caches K and V (2 x 64 x 64) and
+    its four conv states, the last 4 inputs of k, v (64 each) and both branches (128 each)
+    (InklingShortConvolution, number_of_conv_states 4); Inkling 2 Loop's full block 5 sits in the looped
+    range, so each further token adds its K and V once per pass, 3 x 2 x 64 values."""
+    from modelplan.count.memory import kv_cache_bytes, kv_cache_bytes_per_token
+
+    spec = from_hf_config(CASES["inkling-dense"])
+    assert kv_cache_bytes(spec, 1, 64, 2) == 2 * 2 * (2 * 64 * 64 + (64 + 64 + 2 * 128) * 4)
+    assert kv_cache_bytes_per_token(from_hf_config(CASES2["inkling2_loop"]), 2) == 2 * 3 * 2 * 64

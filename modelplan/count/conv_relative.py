@@ -142,6 +142,17 @@ def loop_message_flops(spec: "TransformerSpec", block: "Block", tokens: int) -> 
     return {"message_gates": later * (4 * 2 * tokens * 4 * h * m.loop_gate_rank + pool)}
 
 
+def conv_cache_elements(spec: "TransformerSpec", block: "Block") -> int:
+    """Per-sequence inference state of one block's short convolutions, whatever the length: each keeps
+    its last conv_kernel_size inputs a channel (transformers' LinearAttentionCacheLayer.update_conv_state
+    pads its conv_states to the kernel; InklingTextConfig.number_of_conv_states = 4)."""
+    m = _spec(spec)
+    if m is None:
+        return 0
+    channels = (spec.kv_width + spec.v_width if m.kv_conv else 0) + (2 * spec.hidden if m.branch_conv else 0)
+    return channels * m.conv_kernel
+
+
 def conv_relative_kept_elements(spec: "TransformerSpec", block: "Block") -> int:
     """Values per token eager autograd keeps for backward: each conv's input (k, v, and the two h-wide
     branch outputs), the relative states (heads d_rel) and their logits over every distance
