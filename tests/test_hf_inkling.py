@@ -261,3 +261,36 @@ def test_inference_cache_by_hand():
     spec = from_hf_config(CASES["inkling-dense"])
     assert kv_cache_bytes(spec, 1, 64, 2) == 2 * 2 * (2 * 64 * 64 + (64 + 64 + 2 * 128) * 4)
     assert kv_cache_bytes_per_token(from_hf_config(CASES2["inkling2_loop"]), 2) == 2 * 3 * 2 * 64
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", list(CASES))
+def test_forward_flops_equal_flop_counter(name):
+    """One eager forward of InklingForCausalLM (batch 2, 12 tokens, under every window) counts our
+    forward FLOPs (blocks and head) under torch.utils.flop_counter.FlopCounterMode, plus what HF's
+    eager causal_conv1d_fn computes beyond them: it pads by K - 1 on both sides and slices, so each
+    sequence's convs run K - 1 more outputs a channel, 2 K FLOPs each (our count is the s outputs
+    the causal conv needs, as the fused kernel computes)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from _hf_reference import hf_class, hf_config
+    from modelplan.count.conv_relative import conv_cache_elements
+    from modelplan.count.flops import head_forward_flops, layer_forward_flops
+    from modelplan.specs.attention_shape import for_block
+
+    b, s, data = 2, 12, {**CASES[name], "sliding_window_size": 16}
+    cfg = hf_config(data)
+    cfg._attn_implementation, cfg._experts_implementation = "eager", "eager"
+    torch.manual_seed(0)
+    model = hf_class(data)._from_config(cfg).eval()
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(input_ids=torch.randint(0, 300, (b, s)))
+    spec = from_hf_config(data)
+    ours = sum(sum(layer_forward_flops(spec, i, b * s, s).values()) for i in range(spec.layers))
+    ours += sum(head_forward_flops(spec, b * s, s).values())
+    k = spec.extras.conv_relative.conv_kernel
+    padded = sum(2 * b * (k - 1) * conv_cache_elements(for_block(spec, block_of(spec, i)), block_of(spec, i))
+                 for i in range(spec.layers))  # conv_cache_elements: the conv channels x K
+    assert sum(counter.get_flop_counts()["Global"].values()) == ours + padded
