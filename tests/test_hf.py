@@ -390,6 +390,10 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"florence2", "blip", "git", "vision-encoder-decoder", "pix2struct", "kosmos-2", "kosmos-2.5", "got_ocr2",
                "pp_chart2table", "pp_formulanet", "unlimited_ocr", "deepseek_ocr2"}  # tests/test_hf_vlm_encdec.py
     tested |= {"bigbird_pegasus"}  # tests/test_hf_encdec_more.py
+    tested |= {"inkling_text", "inkling2_text", "inkling2_loop_text", "inkling2", "inkling2_loop",  # test_hf_inkling.py
+               "musicgen", "musicgen_decoder", "musicgen_melody", "musicgen_melody_decoder", "moshi",  # test_hf_audio_lm.py
+               "glmga", "cosmos3_omni", "cohere_compass", "cosmos3_edge", "cosmos3_edge_text",  # test_hf_reused / cosmos3
+               "muse_glimmer", "muse_glimmer_text", "nemotron_h_omni"}  # test_hf_muse.py, test_hf_nemotron_omni.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

@@ -133,8 +133,9 @@ def test_unmodelled_options_refused_in_one_line(data, field, tmp_path):
 
 @pytest.mark.parametrize("model_type", [  # hy_v4, deepseek_v4, glm5_next, qwen4_exp: test_hf_hyperconn.py;
                                         # mistral_large4, dots3_note_text: test_hf_mla_layers.py; zaya: test_hf_cca.py;
-                                        # bailing_hybrid: test_hf_linear_mla.py; mimo_v2_flash, lfm3, laguna: test_hf_n18attn.py
-                                        "inkling_text", "inkling2_text", "axk2"])
+                                        # bailing_hybrid: test_hf_linear_mla.py; inkling*: test_hf_inkling.py;
+                                        # mimo_v2_flash, lfm3, laguna: test_hf_n18attn.py
+                                        "axk2"])
 def test_refused_types_name_the_mechanism(model_type, tmp_path):
     """Each refused 2026 type fails in one line with its missing mechanism (UNMODELLED)."""
     assert_count_refused(tmp_path, {"model_type": model_type}, UNMODELLED[model_type])

@@ -151,7 +151,7 @@ def test_text_only_hint_names_the_text_model_type(monkeypatch):
     from modelplan.specs import hf
 
     monkeypatch.setitem(hf._TEXT_ONLY, "apertus1p5", "apertus")
-    with pytest.raises(SpecError, match=r"'apertus1p5': its multimodal composite not modelled; .* model_type 'apertus'"):
+    with pytest.raises(SpecError, match=r"'apertus1p5': its VQ image tokenizer .* not modelled; .* model_type 'apertus'"):
         from_hf_config({"model_type": "apertus1p5"}, "config.json")
 
 

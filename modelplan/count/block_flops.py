@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from modelplan.count.attention_extras import attention_calls, extra_attention_flops
 from modelplan.count.blocks import Block, real_experts_per_token
+from modelplan.count.conv_relative import block_passes, loop_message_flops
 from modelplan.count.extras import block_extra_flops
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, mamba2_flops, mixer_flops
 from modelplan.count.seq2seq import encoder_keys, memory_cross_flops, separate_cross
@@ -181,4 +182,6 @@ def block_forward_flops(spec: "TransformerSpec", block: Block, tokens: int, seq_
         out["attention/qkv"] -= 2 * tokens * spec.hidden * (spec.kv_width + spec.v_proj_width)
     out.update(block_side_flops(spec, tokens))  # Gemma 3n's side paths (count/side_paths.py)
     out.update(block_extra_flops(spec, block, tokens, seq_len))  # X-MOD's adapter, XLNet's positions (count/extras.py)
+    if block.looped:  # Inkling 2 Loop: every pass, and the later passes' messages (count/conv_relative.py)
+        out = {**{k: v * block_passes(spec, block) for k, v in out.items()}, **loop_message_flops(spec, block, tokens)}
     return out

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from modelplan.count.extras import block_extra_params
 from modelplan.count.seq2seq import idle_cross_params, key_bias_saving, separate_cross
 
+from modelplan.count.conv_relative import in_loop, pooled_residuals
 from modelplan.count.attention_extras import extra_attention_params, moa_params, unused_attention_expert_params
 from modelplan.count.cca import residual_affine_params, router_mlp_params
 from modelplan.count.compressed_attention import compressed_attention_params
@@ -62,6 +63,10 @@ class Block(NamedTuple):
     """Its MLA reads an earlier block's latent (mla.kv_source: Mistral Large 4)."""
     router_state: bool = False
     """Its router MLP adds the previous block's router state (moe.router_mlp: every block but the first)."""
+    no_input_pool: bool = False
+    """Block 0 of an attention-residual stack: no pooled attention input (count/conv_relative.py)."""
+    looped: bool = False
+    """Runs several passes per forward, with message gates (Inkling 2 Loop: count/conv_relative.py)."""
 
 
 def block_of(spec: "TransformerSpec", index: int) -> Block:
@@ -81,6 +86,8 @@ def block_of(spec: "TransformerSpec", index: int) -> Block:
         router_state=spec.moe is not None and spec.moe.router_mlp is not None and index > 0,
         mla_nope=spec.mla is not None and spec.mla.nope_layers is not None and index in spec.mla.nope_layers,
         mla_kv_reused=spec.mla is not None and spec.mla.kv_source is not None and spec.mla.kv_source[index] != index,
+        no_input_pool=index == 0 and pooled_residuals(spec),
+        looped=in_loop(spec, index),
     )
 
 

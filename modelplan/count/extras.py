@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from modelplan.count.encoder_inputs import input_block_flops, input_block_params
+from modelplan.count.conv_relative import conv_relative_flops, conv_relative_kept_elements, conv_relative_params
 from modelplan.count.seq2seq import position_rows
 from modelplan.specs.extras import table_width, token_width
 
@@ -86,6 +87,8 @@ def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int
     if a is not None:  # XmodOutput.adapter_modules: per language Linear(h, b) + Linear(b, h), biases
         out["adapter/layers"] = a.copies * (2 * h * a.bottleneck + a.bottleneck + h)
         out["adapter/norm"] = _norm(spec, h) if a.norm else 0  # adapter_layer_norm
+    if x.conv_relative is not None:  # Inkling (count/conv_relative.py)
+        out.update(conv_relative_params(spec, block))
     return out
 
 
@@ -121,6 +124,8 @@ def block_extra_flops(spec: "TransformerSpec", block: "Block", tokens: int, seq_
         positions = relative_positions(spec, seq_len)
         out["attention/relative_proj"] = 2 * (tokens // seq_len) * positions * spec.hidden * spec.q_width
         out["attention/relative_score"] = 2 * tokens * positions * spec.q_width
+    if x.conv_relative is not None:  # Inkling (count/conv_relative.py)
+        out.update(conv_relative_flops(spec, block, tokens))
     return out
 
 
@@ -140,5 +145,7 @@ def block_extra_kept_bytes(spec: "TransformerSpec", block: "Block", d: int) -> i
         out += h * (2 if x.adapter.norm else 1) + 2 * x.adapter.bottleneck
     if x.xl_relative is not None and block.mixer in _ATTENTION:
         out += 2 * spec.q_width  # q + r_w and q + r_r (the s x P position scores: not counted)
+    if x.conv_relative is not None:  # Inkling (count/conv_relative.py)
+        out += conv_relative_kept_elements(spec, block)
     return d * out
 

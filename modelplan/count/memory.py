@@ -26,6 +26,7 @@ from modelplan.count.product_key import pk_kept_bytes
 from modelplan.count.recompute_modules import discarded
 from modelplan.count.result import MemoryCount
 from modelplan.count.shared_block import use_cache_elements, use_kept_bytes
+from modelplan.count.conv_relative import block_passes, conv_cache_elements
 from modelplan.count.extras import block_extra_kept_bytes
 from modelplan.count.side_paths import block_side_kept_bytes
 from modelplan.count.hyperconn import residual_width
@@ -222,7 +223,8 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
     routed = sb * (dispatch_tp or tp) // tp if sequence_parallel else sb
     copies = 0 if gone is not None and gone.routed_copies else _dispatch_bytes(
         spec, block, routed, dtype_bytes, fp8_inputs, probs_at_combine)
-    return rep + _ceil_div(sharded_bytes, tp) + copies
+    # Inkling 2 Loop: each pass of a looped block keeps its own activations (count/conv_relative.py)
+    return (rep + _ceil_div(sharded_bytes, tp) + copies) * (block_passes(spec, block) if block.looped else 1)
 
 
 def _dispatch_bytes(spec: "TransformerSpec", block: Block, tokens: int, d: int, fp8_inputs: bool = False,
@@ -399,6 +401,7 @@ def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_byte
     elements = 0
     for index in range(spec.num_blocks):
         block = block_of(spec, index)
+        before = elements
         if block.mixer == "mamba":
             elements += spec.ssm.inner * (spec.ssm.conv_kernel + spec.ssm.state_size)
         elif block.mixer in LINEAR_MIXERS:  # conv window and SSM / delta-rule state (count/mixers.py)
@@ -415,6 +418,10 @@ def kv_cache_bytes(spec: "TransformerSpec", batch: int, seq_len: int, dtype_byte
             elements += 2 * spec.kv_width * cross_memory_len(spec)  # BLIP / VisionEncoderDecoder: the image's cross K/V
         if block.shared:  # Zamba: each use of the shared attention caches its own K and V
             elements += use_cache_elements(spec, seq_len)
+        # Inkling's conv states (its own per block, as for_mixer's sizes); a looped block's cache per pass
+        elements += conv_cache_elements(for_block(spec, block), block)
+        if block.looped:  # Inkling2LoopTextModel deep-copies the loop layers' caches for each later pass
+            elements += (elements - before) * (block_passes(spec, block) - 1)
     return batch * elements * dtype_bytes
 
 
@@ -424,8 +431,8 @@ def kv_cache_bytes_per_token(spec: "TransformerSpec", dtype_bytes: int) -> int:
     if not spec.causal:
         return 0
     per_block = kv_bytes_per_cached_token(for_mixer(spec, "full_attention")) if spec.arch != "encoder_decoder" else 2 * spec.kv_width
-    grows = sum(
-        1 for i in range(spec.num_blocks)
+    grows = sum(  # (a looped block's cache grows once per pass: count/conv_relative.py)
+        block_passes(spec, block) if block.looped else 1 for i in range(spec.num_blocks)
         if (block := block_of(spec, i)).mixer in ("full_attention", PARALLEL_MAMBA2) and (spec.arch != "encoder_decoder" or block.cross)
         and not block.kv_shared
     )

@@ -34,6 +34,7 @@ from modelplan.count.blocks import (
     norm_params,
     unused_expert_params,
 )
+from modelplan.count.conv_relative import final_pool_params
 from modelplan.count.extras import embedding_extra_params, position_table_params
 from modelplan.count.extras import frozen_params as extras_frozen_params
 from modelplan.count.result import ParamCount
@@ -91,6 +92,7 @@ def head_params(spec: "TransformerSpec") -> dict[str, int]:
         "pooler": h * h + h if spec.pooler else 0,  # BertPooler: dense h x h + bias
         # classifier / score / qa_outputs: Linear(h, num_labels, bias)
         "classifier": h * cls.num_labels + (cls.num_labels if cls.bias else 0) if cls else 0,
+        "input_pool": final_pool_params(spec),  # Inkling 2's final_input (count/conv_relative.py)
     }
 
 

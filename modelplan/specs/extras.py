@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
+from modelplan.specs.conv_relative import ConvRelativeSpec
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -113,6 +114,8 @@ class ExtrasSpec(Spec):
     'none' and bias-free q/k/v/o."""
     mask_embedding: bool = False
     """One learned h-wide vector for masked positions (XLNet mask_emb)."""
+    conv_relative: ConvRelativeSpec | None = None
+    """Inkling's short convolutions and relative logits (`specs/conv_relative.py`)."""
 
     @model_validator(mode="after")
     def _check(self) -> "ExtrasSpec":
@@ -174,6 +177,7 @@ def extras_features(spec: "TransformerSpec") -> list[str]:
         "extras.moe_output_norm": x.moe_output_norm, "extras.no_input_norm_blocks": bool(x.no_input_norm_blocks),
         "extras.out_bias_blocks": bool(x.out_bias_blocks), "extras.adapter": x.adapter is not None,
         "extras.xl_relative": x.xl_relative is not None, "extras.mask_embedding": x.mask_embedding,
+        "extras.conv_relative": x.conv_relative is not None,
     }
     return [name for name, used in checks.items() if used]
 

@@ -65,6 +65,13 @@ from modelplan.specs.hf_ocr_more import OCR_MORE_MAPPERS
 from modelplan.specs.hf_pix2struct import PIX2STRUCT_MAPPERS
 from modelplan.specs.hf_vlm_bert import VLM_BERT_MAPPERS
 from modelplan.specs.hf_vlm_encdec import VLM_ENCDEC_HEADS, VLM_ENCDEC_MAPPERS, VLM_ENCDEC_UNMODELLED
+from modelplan.specs.hf_inkling import INKLING_COMPOSITES, INKLING_MAPPERS
+from modelplan.specs.hf_audio_lm import AUDIO_LM_MAPPERS
+from modelplan.specs.hf_reused import REUSED_MAPPERS
+from modelplan.specs.hf_cosmos3 import COSMOS3_MAPPERS, COSMOS3_TEXT_MAPPERS
+from modelplan.specs.hf_muse import MUSE_MAPPERS, MUSE_TEXT_MAPPERS
+from modelplan.specs.hf_nemotron_omni import NEMOTRON_OMNI_MAPPERS
+from modelplan.specs.hf_unmodelled_multimodal import MULTIMODAL_UNMODELLED
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -79,27 +86,31 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **N18CAUSAL_MAPPERS,
     **N18BEAM_MAPPERS, **ENCODER_MODEL_MAPPERS,
     **HYPERCONN_MAPPERS, **MLA_LAYERS_MAPPERS, **LINEAR_MLA_MAPPERS, **CCA_MAPPERS,
+    **INKLING_MAPPERS, **AUDIO_LM_MAPPERS, **COSMOS3_TEXT_MAPPERS, **MUSE_TEXT_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
                                       **QFORMER_MAPPERS, **DOCLING_MAPPERS, **TOWER_MAPPERS, **HYPERCONN_COMPOSITES,
                                       **MLA_LAYERS_COMPOSITES, **VLM_ENCDEC_MAPPERS, **VLM_BERT_MAPPERS,
-                                      **PIX2STRUCT_MAPPERS, **KOSMOS_MAPPERS, **OCR_MORE_MAPPERS}.items()})
+                                      **PIX2STRUCT_MAPPERS, **KOSMOS_MAPPERS, **OCR_MORE_MAPPERS, **INKLING_COMPOSITES,
+                                      **REUSED_MAPPERS, **COSMOS3_MAPPERS, **MUSE_MAPPERS,
+                                      **NEMOTRON_OMNI_MAPPERS}.items()})
 
 UNMODELLED: dict[str, str] = {
-    "apertus1p5": "its multimodal composite",
+    "apertus1p5": "its VQ image tokenizer (convolutional ResNet encoder / decoder) and WavTokenizer audio encoder",
     "gemma3n": "its MobileNetV5 vision tower and Conformer audio encoder",
     **CLASSIC_UNMODELLED,
     **N17NEW_UNMODELLED,
     **N18ENCDEC_UNMODELLED, **VLM_ENCDEC_UNMODELLED,
     **N18VLM_UNMODELLED,
     **N18CAUSAL_UNMODELLED, **ENCODER_UNMODELLED, **TOWER_UNMODELLED,
+    **MULTIMODAL_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
 
-_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text", **N17NEW_TEXT_ONLY, **HYPERCONN_TEXT_ONLY,
-                              **MLA_LAYERS_TEXT_ONLY}
+_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text", "apertus1p5": "apertus1p5_text", **N17NEW_TEXT_ONLY,
+                              **HYPERCONN_TEXT_ONLY, **MLA_LAYERS_TEXT_ONLY}
 """Refused vision-language types whose text_config alone is supported (as its own model_type);
 the Qwen-VL / Qwen3.5, Llama 4, LLaVA, InternVL, Idefics3 and GLM-4V composites read whole
 (hf_vision.py), their text model_types still count the language model alone."""

@@ -52,17 +52,12 @@ N17NEW_UNMODELLED: dict[str, str] = {
                                 "that all read the target's K/V",
     "hy_v4_vl": "its HunYuan-VL vision tower and patch merger",
     "dots3_note": "its vision and audio towers and adapters",
-    "inkling_text": "short convolutions on keys, values and both residual branches, and relative-logit biases",
-    "inkling2_text": "short convolutions on keys, values and both residual branches, attention-pooled block "
-                     "inputs and relative-position biases",
-    "inkling2_loop_text": "Inkling 2's short convolutions, attention-pooled block inputs and looped blocks",
-    "inkling_mm_model": "Inkling's text model (short convolutions, relative-logit biases) and its towers",
-    "inkling2": "Inkling 2's text model (short convolutions, attention-pooled inputs) and its tower",
-    "inkling2_loop": "Inkling 2's text model (short convolutions, looped blocks) and its tower",
+    "inkling_mm_model": "its hierarchical-MLP vision encoder and dMel audio embeddings",
     "axk2": "adaptive norms (an MLP inside each block's norms) and a gated query projection",
 }
 """Refused 2026 model_types with the mechanism the spec does not express (transformers 5.24)."""
 
 N17NEW_TEXT_ONLY: dict[str, str] = {
+    "inkling_mm_model": "inkling_text",
 }
 """Refused composites whose language model is supported as its own model_type."""
