@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.count.relative_attention import (relative_block_flops, relative_block_params,
+                                                relative_embedding_flops, relative_embedding_params)
 from modelplan.count.seq2seq import position_rows
 from modelplan.specs.extras import table_width, token_width
 
@@ -56,6 +58,7 @@ def embedding_extra_params(spec: "TransformerSpec") -> dict[str, int]:
     out["concat/tables"] = sum(t.rows * t.width for t in x.concat_tables)  # nn.Embedding(rows, width) each
     if x.concat_proj:  # RoCBert map_inputs_layer: Linear(h + widths, h) with bias
         out["concat/proj"] = _concat_in(spec) * h + h
+    out.update(relative_embedding_params(spec))  # DeBERTa's rel_embeddings, MPNet's table (count/relative_attention.py)
     return out
 
 
@@ -85,6 +88,7 @@ def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int
     if a is not None:  # XmodOutput.adapter_modules: per language Linear(h, b) + Linear(b, h), biases
         out["adapter/layers"] = a.copies * (2 * h * a.bottleneck + a.bottleneck + h)
         out["adapter/norm"] = _norm(spec, h) if a.norm else 0  # adapter_layer_norm
+    out.update(relative_block_params(spec, block))  # DeBERTa, UMT5, LED, LongT5 (count/relative_attention.py)
     return out
 
 
@@ -97,6 +101,7 @@ def embedding_extra_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int
         out["proj_in"] = 2 * tokens * x.input_width * h  # (t, E) @ (E, h)
     if x.concat_proj:
         out["concat/proj"] = 2 * tokens * _concat_in(spec) * h  # (t, h + widths) @ (h + widths, h)
+    out.update(relative_embedding_flops(spec, tokens))  # DeBERTa-v2's ConvLayer
     return out
 
 
@@ -120,6 +125,7 @@ def block_extra_flops(spec: "TransformerSpec", block: "Block", tokens: int, seq_
         positions = relative_positions(spec, seq_len)
         out["attention/relative_proj"] = 2 * (tokens // seq_len) * positions * spec.hidden * spec.q_width
         out["attention/relative_score"] = 2 * tokens * positions * spec.q_width
+    out.update(relative_block_flops(spec, block, tokens, seq_len))  # DeBERTa c2p / p2c, LongT5 globals
     return out
 
 

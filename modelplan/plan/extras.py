@@ -27,14 +27,16 @@ if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
 
 UNPRICED: frozenset[str] = frozenset({"extras.input_width", "extras.concat_tables", "extras.dense_head_per_token",
-                                      "extras.xl_relative"})
+                                      "extras.xl_relative", "extras.relative.disentangled",
+                                      "extras.relative.transient_global"})
 """extras features whose compute the planner leaves out (noted as priced as baseline blocks)."""
 
 PRICED_EXTRAS: frozenset[str] = frozenset({
     "extras.head_width", "extras.head_transform_bias=false", "extras.head_untied", "extras.position_offset",
     "extras.token_extra_rows", "extras.mask_embedding",
     "extras.frozen_position_width", "extras.sub_norms", "extras.moe_output_norm", "extras.no_input_norm_blocks",
-    "extras.out_bias_blocks", "extras.adapter", "mlm_transform",
+    "extras.out_bias_blocks", "extras.adapter", "mlm_transform", "extras.relative.bias_table",
+    "extras.relative.encoder_sliding", "extras.relative.global_projections", "extras.relative.qv_bias_only",
 })
 """`specs.features` names this module prices (shards and kernels)."""
 

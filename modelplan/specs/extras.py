@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
+from modelplan.specs.relative_attention import RelativeSpec, check_relative, relative_features
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -110,6 +111,9 @@ class ExtrasSpec(Spec):
     'none' and bias-free q/k/v/o."""
     mask_embedding: bool = False
     """One learned h-wide vector for masked positions (XLNet mask_emb)."""
+    relative: RelativeSpec | None = None
+    """DeBERTa's disentangled attention, extra T5 bias tables, LED / LongT5 encoder attention
+    (`specs/relative_attention.py`)."""
 
     @model_validator(mode="after")
     def _check(self) -> "ExtrasSpec":
@@ -169,7 +173,7 @@ def extras_features(spec: "TransformerSpec") -> list[str]:
         "extras.out_bias_blocks": bool(x.out_bias_blocks), "extras.adapter": x.adapter is not None,
         "extras.xl_relative": x.xl_relative is not None, "extras.mask_embedding": x.mask_embedding,
     }
-    return [name for name, used in checks.items() if used]
+    return [name for name, used in checks.items() if used] + relative_features(x.relative)
 
 def check_extras(spec: "TransformerSpec") -> None:
     """Raise ValueError naming the fields when the options contradict the rest of the spec."""
@@ -194,4 +198,5 @@ def check_extras(spec: "TransformerSpec") -> None:
             raise ValueError(f"extras.{name}: block {late[0]} >= the model's {spec.num_blocks} blocks")
     if x.no_input_norm_blocks and spec.num_norms_per_layer < 2:
         raise ValueError("extras.no_input_norm_blocks needs blocks of two or more norms")
+    check_relative(spec)
 

@@ -52,6 +52,8 @@ from modelplan.specs.hf_n18encdec import N18ENCDEC_MAPPERS, N18ENCDEC_UNMODELLED
 from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VLM_UNMODELLED
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
+from modelplan.specs.hf_encoders import ENCODER_HEADS, ENCODER_MAPPERS
+from modelplan.specs.hf_seq2seq_more import SEQ2SEQ_MORE_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -65,6 +67,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **N18ATTN_MAPPERS,
     **N18CAUSAL_MAPPERS,
     **N18BEAM_MAPPERS,
+    **ENCODER_MAPPERS, **SEQ2SEQ_MORE_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
@@ -217,7 +220,7 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
             f"{source}: model_type: unsupported '{model_type}' (supported: {', '.join(sorted(MAPPERS))})"
         )
     _check_depth(c)
-    head = N18SMALL_HEADS.get(model_type)  # types whose head classes apply_head would misread
+    head = N18SMALL_HEADS.get(model_type) or ENCODER_HEADS.get(model_type)  # head classes apply_head would misread
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}

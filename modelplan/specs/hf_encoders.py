@@ -1,0 +1,118 @@
+"""HF config mappers of the most-downloaded BERT-successor encoders (transformers 5.24 modeling
+code): distilbert, mpnet, ibert, deberta, deberta-v2 (DeBERTa-v3) and modernbert. Each is BERT's
+encoder (`hf_gpt._bert`) or ModernBERT-decoder's blocks (`hf_n18small_dec`) with the differences
+its modeling file builds; DeBERTa's disentangled attention and MPNet's bucket table are
+`specs/relative_attention.py` options. Their heads are BERT's (`hf.apply_head`) but for ModernBERT,
+whose classifier heads keep the MLM head's dense + norm (`ENCODER_HEADS`)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from modelplan.errors import SpecError
+from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_gpt import GPT_MAPPERS
+from modelplan.specs.hf_n18small_dec import N18SMALL_DECODERS
+from modelplan.specs.hf_n18small_heads import _causal_only
+
+_bert = GPT_MAPPERS["bert"]
+
+
+def _distilbert(c: HFConfig) -> dict:
+    """DistilBertModel: BERT's post-LN blocks (q_lin/k_lin/v_lin/out_lin, lin1/lin2, biased) over
+    word + position embeddings and their LayerNorm; no token types, no pooler (its classifier heads'
+    pre_classifier dense h x h has the pooler's size). sinusoidal_pos_embds fills the position table
+    and freezes it: refused (the frozen table is not modelled)."""
+    if c.flag("sinusoidal_pos_embds", False):
+        raise SpecError(f"{c.source}: sinusoidal_pos_embds: true is not modelled (a frozen position table)")
+    renamed = {"num_hidden_layers": c.size("n_layers"), "hidden_size": c.size("dim"),
+               "num_attention_heads": c.size("n_heads"), "intermediate_size": c.size("hidden_dim"),
+               "hidden_act": c.text("activation", "gelu"), "type_vocab_size": 0}
+    fields = _bert(HFConfig({**c.data, **renamed}, c.source, c.path, c.defaults))
+    return {**fields, "pooler": False, "dropout": c.dropout(0.1, "dropout", "attention_dropout")}
+
+
+def _mpnet(c: HFConfig) -> dict:
+    """MPNetModel: BERT's blocks (q/k/v/o biased), word + position tables (no token types), its pooler;
+    MPNetEncoder holds one relative_attention_bias Embedding(relative_attention_num_buckets, heads)
+    for every block (T5's bucketing, Song et al. 2020 sec. 2.3)."""
+    return {**_bert(HFConfig({**c.data, "type_vocab_size": 0}, c.source, c.path, c.defaults)),
+            "max_positions": c.integer("max_position_embeddings", 512),
+            "relative_buckets": c.integer("relative_attention_num_buckets", 32),
+            "extras": {"relative": {"bias_table": "encoder"}}}
+
+
+def _pos_att_type(c: HFConfig) -> set[str]:
+    """DebertaConfig.pos_att_type: a list or a 'c2p|p2c' string (lowercased, split on '|')."""
+    raw = c.data.get("pos_att_type")
+    kinds = [x.strip() for x in raw.lower().split("|")] if isinstance(raw, str) else c.texts("pos_att_type", None) or []
+    unknown = set(kinds) - {"c2p", "p2c"}
+    if unknown:
+        raise SpecError(f"{c.source}: pos_att_type: unsupported {sorted(unknown)} (c2p, p2c)")
+    return set(kinds)
+
+
+def _deberta(v2: bool) -> Callable[[HFConfig], dict]:
+    def mapper(c: HFConfig) -> dict:
+        """DebertaModel / DebertaV2Model: BERT's post-LN blocks over word (+ position when
+        position_biased_input, + token-type) embeddings and their LayerNorm, no pooler;
+        relative_attention adds the disentangled terms (specs/relative_attention.py): v2 with
+        pos_key_proj / pos_query_proj unless share_att_key, 2 x position_buckets rows when bucketed,
+        its rel_embeddings LayerNorm and ConvLayer; v1 with pos_proj / pos_q_proj and in_proj's q_bias /
+        v_bias. Heads: BERT's (the MLM head's transform, tied decoder, vocab bias; ContextPooler's
+        dense for sequence classification)."""
+        hidden = c.size("hidden_size")
+        for key in ("embedding_size", "pooler_hidden_size"):
+            if c.integer(key, hidden) != hidden:
+                raise SpecError(f"{c.source}: {key}: {c.integer(key)} != hidden_size ({hidden}) is not modelled")
+        if c.flag("talking_head", False):
+            raise SpecError(f"{c.source}: talking_head: true is not modelled (head_logits_proj / head_weights_proj)")
+        fields = _bert(HFConfig({"type_vocab_size": 0, **c.data}, c.source, c.path, c.defaults))
+        fields.update(pooler=False, norm_eps=c.number("layer_norm_eps", 1e-7),
+                      position="learned" if c.flag("position_biased_input", True) else "none")
+        extras = _disentangled(c, v2) if c.flag("relative_attention", False) else None
+        if not v2:  # DisentangledSelfAttention.in_proj Linear(h, 3h, bias=False) + q_bias + v_bias
+            extras = {**(extras or {}), "qv_bias_only": True}
+            fields["qkv_bias"] = False
+        return {**fields, **({"extras": {"relative": extras}} if extras else {})}
+    return mapper
+
+
+def _disentangled(c: HFConfig, v2: bool) -> dict:
+    """The relative-position sizes of DebertaEncoder / DebertaV2Encoder (see `_deberta`)."""
+    kinds = _pos_att_type(c)
+    rel = c.integer("max_relative_positions", -1)
+    rel = rel if rel >= 1 else c.size("max_position_embeddings")
+    buckets = c.integer("position_buckets", -1) if v2 else -1
+    span = buckets if buckets > 0 else rel  # pos_ebd_size
+    d = dict(positions=2 * span, c2p="c2p" in kinds, p2c="p2c" in kinds, span_capped=not v2)
+    if v2:
+        norms = [x.strip() for x in c.text("norm_rel_ebd", "none").lower().split("|")]
+        d.update(norm="layer_norm" in norms, projections="shared" if c.flag("share_att_key", False) else "separate",
+                 conv_kernel=c.integer("conv_kernel_size", 0), conv_groups=c.integer("conv_groups", 1))
+    else:
+        d["projections"] = "v1"
+    return {"disentangled": d}
+
+
+def _modernbert(c: HFConfig) -> dict:
+    """ModernBertModel: ModernBERT-decoder's modules (embedding norm, pre-LN blocks, block 0 without
+    attn_norm, gated Wi, final norm, the MLM head's dense + norm and tied decoder) as a bidirectional
+    encoder; its sliding blocks see local_attention // 2 positions on either side
+    (ModernBertAttention: sliding_window = local_attention // 2 + 1 in a bidirectional mask)."""
+    fields = N18SMALL_DECODERS["modernbert-decoder"](c)
+    if fields.get("sliding_window") is not None:
+        fields["sliding_window"] = 2 * (c.integer("local_attention", 128) // 2) + 1
+    return {**fields, "arch": "encoder", "max_positions": c.integer("max_position_embeddings", 8192)}
+
+
+ENCODER_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
+    "distilbert": _distilbert, "mpnet": _mpnet, "ibert": _bert,  # IBertModel: RoBERTa's tensors (quant_mode: buffers)
+    "deberta": _deberta(False), "deberta-v2": _deberta(True), "modernbert": _modernbert,
+}
+
+ENCODER_HEADS: dict[str, Callable[..., dict]] = {
+    "modernbert": _causal_only("modernbert", "ForMaskedLM", "BertModel"),
+}
+"""ModernBERT read as ModernBertForMaskedLM (also without `architectures`) or the bare
+ModernBertModel; its classifier heads (the dense + norm before a Linear(h, labels)) are refused."""

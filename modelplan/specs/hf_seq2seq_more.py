@@ -1,0 +1,96 @@
+"""HF config mappers of the T5 and BART successors (transformers 5.24 modeling code): umt5, longt5,
+switch_transformers (T5's modules, `hf_other._t5`) and led (BART's, `hf_n18encdec._stacks`), with
+the differences each modeling file builds; the attention options are `specs/relative_attention.py`."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from modelplan.errors import SpecError
+from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_n18encdec import _stacks
+from modelplan.specs.hf_other import OTHER_MAPPERS
+
+
+def _relative(fields: dict, **options) -> dict:
+    """`fields` with extras.relative options added."""
+    extras = dict(fields.get("extras") or {})
+    extras["relative"] = {**extras.get("relative", {}), **options}
+    return {**fields, "extras": extras}
+
+
+def _umt5(c: HFConfig) -> dict:
+    """UMT5ForConditionalGeneration: mT5's modules (gated-gelu default) with a relative_attention_bias
+    table in every self-attention block of both stacks (UMT5Attention: has_relative_attention_bias
+    always true); UMT5EncoderModel: the encoder alone."""
+    fields = OTHER_MAPPERS["mt5"](c)
+    return _relative(fields, bias_table="every_block")
+
+
+def _longt5(c: HFConfig) -> dict:
+    """LongT5ForConditionalGeneration: T5's modules whose encoder attends locally (LongT5LocalAttention:
+    blocks of block_len = local_radius + 1 queries over 3 blocks of keys, Guo et al. 2022 sec. 3.1.1) or
+    also to one summary token per global_block_size tokens (transient-global: its own bias table
+    in the first block and a global_input_layer_norm in every encoder block, sec. 3.1.2)."""
+    kind = c.text("encoder_attention_type", "local")
+    if kind not in ("local", "transient-global"):
+        raise SpecError(f"{c.source}: encoder_attention_type: unsupported '{kind}' (local, transient-global)")
+    fields = OTHER_MAPPERS["t5"](c)
+    window = 3 * (c.integer("local_radius", 127) + 1)  # keys per query: the block and its two neighbours
+    options = {"transient_global": c.integer("global_block_size", 16)} if kind == "transient-global" else {}
+    if fields["arch"] == "encoder":  # LongT5EncoderModel: every block is an encoder block
+        fields = {**fields, "layer_types": ["sliding_attention"], "sliding_window": window}
+        return _relative(fields, **options) if options else fields
+    return _relative({**fields, "sliding_window": window}, encoder_sliding=True, **options)
+
+
+def _switch_transformers(c: HFConfig) -> dict:
+    """SwitchTransformersForConditionalGeneration: T5 v1.0's modules (dense_act_fn, no gate) whose
+    sparse blocks swap the MLP for a Switch layer (Fedus et al. 2021 sec. 2.1: router
+    Linear(h, num_experts, router_bias), top-1, the output scaled by the router probability):
+    encoder block i is sparse when i % step == 1 (or step == 1), step = num_layers //
+    num_sparse_encoder_layers, and likewise the decoder; tie_word_embeddings as the config says."""
+    layers = c.size("num_layers")
+    decoder = c.integer("num_decoder_layers", 12, nullable=True) or layers  # SwitchTransformersConfig: 12, None -> num_layers
+    fields = OTHER_MAPPERS["t5"](HFConfig({**c.data, "feed_forward_proj": c.text("dense_act_fn", "relu")},
+                                          c.source, c.path, c.defaults))
+    if fields["arch"] == "encoder":
+        decoder = 0
+    sparse = []
+    for offset, stack, key in ((0, layers, "num_sparse_encoder_layers"), (layers, decoder, "num_sparse_decoder_layers")):
+        count = c.integer(key, 3)
+        step = stack // count if count else stack  # SwitchTransformersConfig.__post_init__ (its 'HACK' for 0)
+        # SwitchTransformersStack: is_sparse = i % step == 1 or step == 1 (so 0 sparse layers still make block 1 sparse)
+        sparse += [offset + i for i in range(stack) if step > 0 and (i % step == 1 or step == 1)]
+    fields.update(decoder_layers=decoder or None, tied_embeddings=c.flag("tie_word_embeddings", True))
+    if sparse:
+        fields["moe"] = dict(num_experts=c.size("num_experts"), top_k=1, expert_ffn_hidden=fields["ffn_hidden"],
+                             layers=sparse, router_bias=c.flag("router_bias", False), norm_topk_prob=False)
+    return fields
+
+
+def _led(c: HFConfig) -> dict:
+    """LEDForConditionalGeneration: BART's post-LN stacks (layernorm_embedding each, no final norm),
+    learned position tables of max_encoder_position_embeddings / max_decoder_position_embeddings rows
+    (no offset); encoder blocks of Longformer attention (Beltagy et al. 2020 sec. 3.1: attention_window
+    / 2 keys on either side, LEDEncoderSelfAttention's query / key / value and the unused-by-default
+    query_global / key_global / value_global, all biased)."""
+    windows = c.data.get("attention_window", 512)
+    windows = windows if isinstance(windows, list) else [windows]
+    if not windows or len(set(windows)) != 1 or not isinstance(windows[0], int) or windows[0] <= 0:
+        raise SpecError(f"{c.source}: attention_window: {windows} (one positive window for every layer is modelled)")
+    fields = dict(
+        **_stacks(c),
+        max_positions=c.size("max_decoder_position_embeddings"),
+        norm_placement="post", embedding_norm=True, final_norm=False,
+        seq2seq=dict(encoder_positions=c.size("max_encoder_position_embeddings")),
+        sliding_window=2 * (windows[0] // 2) + 1,  # LEDEncoderSelfAttention one_sided_attn_window_size each side
+    )
+    if fields["arch"] != "encoder_decoder":
+        raise SpecError(f"{c.source}: architectures: LED's decoder alone is not modelled")
+    return _relative(fields, encoder_sliding=True, global_projections=True)
+
+
+SEQ2SEQ_MORE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
+    "umt5": _umt5, "longt5": _longt5, "switch_transformers": _switch_transformers, "led": _led,
+}
