@@ -37,6 +37,7 @@ PRICED_EXTRAS: frozenset[str] = frozenset({
     "extras.frozen_position_width", "extras.sub_norms", "extras.moe_output_norm", "extras.no_input_norm_blocks",
     "extras.out_bias_blocks", "extras.adapter", "mlm_transform", "extras.relative.bias_table",
     "extras.relative.encoder_sliding", "extras.relative.global_projections", "extras.relative.qv_bias_only",
+    "extras.weight_groups",
 })
 """`specs.features` names this module prices (shards and kernels)."""
 

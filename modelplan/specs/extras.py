@@ -111,6 +111,9 @@ class ExtrasSpec(Spec):
     'none' and bias-free q/k/v/o."""
     mask_embedding: bool = False
     """One learned h-wide vector for masked positions (XLNet mask_emb)."""
+    weight_groups: int | None = Field(None, gt=0)
+    """Distinct block weight sets the encoder's blocks share in order (ALBERT num_hidden_groups:
+    `specs/layer_sharing.py`); None: every block its own."""
     relative: RelativeSpec | None = None
     """DeBERTa's disentangled attention, extra T5 bias tables, LED / LongT5 encoder attention
     (`specs/relative_attention.py`)."""
@@ -172,6 +175,7 @@ def extras_features(spec: "TransformerSpec") -> list[str]:
         "extras.moe_output_norm": x.moe_output_norm, "extras.no_input_norm_blocks": bool(x.no_input_norm_blocks),
         "extras.out_bias_blocks": bool(x.out_bias_blocks), "extras.adapter": x.adapter is not None,
         "extras.xl_relative": x.xl_relative is not None, "extras.mask_embedding": x.mask_embedding,
+        "extras.weight_groups": x.weight_groups is not None,
     }
     return [name for name, used in checks.items() if used] + relative_features(x.relative)
 
@@ -199,4 +203,7 @@ def check_extras(spec: "TransformerSpec") -> None:
     if x.no_input_norm_blocks and spec.num_norms_per_layer < 2:
         raise ValueError("extras.no_input_norm_blocks needs blocks of two or more norms")
     check_relative(spec)
+    if x.weight_groups is not None and (spec.arch != "encoder" or x.weight_groups > spec.layers):
+        raise ValueError(f"extras.weight_groups ({x.weight_groups}) is for an encoder of at least as many layers "
+                         f"(got arch '{spec.arch}', layers {spec.layers})")
 

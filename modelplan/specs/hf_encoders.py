@@ -1,5 +1,5 @@
 """HF config mappers of the most-downloaded BERT-successor encoders (transformers 5.24 modeling
-code): distilbert, mpnet, ibert, deberta, deberta-v2 (DeBERTa-v3) and modernbert. Each is BERT's
+code): distilbert, mpnet, ibert, deberta, deberta-v2 (DeBERTa-v3), modernbert and albert. Each is BERT's
 encoder (`hf_gpt._bert`) or ModernBERT-decoder's blocks (`hf_n18small_dec`) with the differences
 its modeling file builds; DeBERTa's disentangled attention and MPNet's bucket table are
 `specs/relative_attention.py` options. Their heads are BERT's (`hf.apply_head`) but for ModernBERT,
@@ -106,13 +106,41 @@ def _modernbert(c: HFConfig) -> dict:
     return {**fields, "arch": "encoder", "max_positions": c.integer("max_position_embeddings", 8192)}
 
 
+def _albert(c: HFConfig) -> dict:
+    """AlbertModel: BERT's post-LN blocks (query/key/value/dense, ffn/ffn_output, biased) on
+    embedding_size-wide word / position / token-type tables and LayerNorm, mapped to h by
+    embedding_hidden_mapping_in Linear(E, h) with bias; num_hidden_groups weight sets shared by the
+    blocks in order (specs/layer_sharing.py); its pooler; AlbertMLMHead: dense h -> E, LayerNorm(E),
+    decoder Linear(E, vocab) tied, vocab bias (BERT's MLM head at width E)."""
+    inner = c.integer("inner_group_num", 1)
+    if inner != 1:
+        raise SpecError(f"{c.source}: inner_group_num: {inner} is not modelled (every use of a group runs its "
+                        f"{inner} layers)")
+    layers, groups = c.size("num_hidden_layers"), c.integer("num_hidden_groups", 1)
+    if not 0 < groups <= layers:
+        raise SpecError(f"{c.source}: num_hidden_groups: {groups} must be in 1..num_hidden_layers ({layers})")
+    extras = {"weight_groups": groups, "input_width": c.integer("embedding_size", 128)}  # the mapping even at E = h
+    return {**_bert(c), "activation": c.activation("gelu_new", "hidden_act"), "extras": extras}
+
+
 ENCODER_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "distilbert": _distilbert, "mpnet": _mpnet, "ibert": _bert,  # IBertModel: RoBERTa's tensors (quant_mode: buffers)
     "deberta": _deberta(False), "deberta-v2": _deberta(True), "modernbert": _modernbert,
+    "albert": _albert,
 }
 
+def _albert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
+    """BERT's heads; AlbertForPreTraining's sentence-order head (AlbertSOPHead) is Linear(h, num_labels)."""
+    fields = apply_head(fields, c, architecture(c))
+    names = c.texts("architectures", None) or [""]
+    if names[0].endswith("ForPreTraining"):
+        return {**fields, "classifier": {"num_labels": c.num_labels()}}
+    return fields
+
+
 ENCODER_HEADS: dict[str, Callable[..., dict]] = {
-    "modernbert": _causal_only("modernbert", "ForMaskedLM", "BertModel"),
+    "modernbert": _causal_only("modernbert", "ForMaskedLM", "BertModel"), "albert": _albert_head,
 }
 """ModernBERT read as ModernBertForMaskedLM (also without `architectures`) or the bare
-ModernBertModel; its classifier heads (the dense + norm before a Linear(h, labels)) are refused."""
+ModernBertModel (its classifier heads, the dense + norm before a Linear(h, labels), are refused);
+ALBERT's pre-training head."""
