@@ -49,7 +49,10 @@ def _switch_transformers(c: HFConfig) -> dict:
     sparse blocks swap the MLP for a Switch layer (Fedus et al. 2021 sec. 2.1: router
     Linear(h, num_experts, router_bias), top-1, the output scaled by the router probability):
     encoder block i is sparse when i % step == 1 (or step == 1), step = num_layers //
-    num_sparse_encoder_layers, and likewise the decoder; tie_word_embeddings as the config says."""
+    num_sparse_encoder_layers, and likewise the decoder."""
+    if not c.flag("tie_word_embeddings", True):  # transformers 5.24 then unties shared, both embed_tokens and lm_head
+        raise SpecError(f"{c.source}: tie_word_embeddings: false is not modelled (transformers then keeps "
+                        f"separate shared, encoder and decoder token tables and an untied lm_head)")
     layers = c.size("num_layers")
     decoder = c.integer("num_decoder_layers", 12, nullable=True) or layers  # SwitchTransformersConfig: 12, None -> num_layers
     fields = OTHER_MAPPERS["t5"](HFConfig({**c.data, "feed_forward_proj": c.text("dense_act_fn", "relu")},
@@ -62,7 +65,7 @@ def _switch_transformers(c: HFConfig) -> dict:
         step = stack // count if count else stack  # SwitchTransformersConfig.__post_init__ (its 'HACK' for 0)
         # SwitchTransformersStack: is_sparse = i % step == 1 or step == 1 (so 0 sparse layers still make block 1 sparse)
         sparse += [offset + i for i in range(stack) if step > 0 and (i % step == 1 or step == 1)]
-    fields.update(decoder_layers=decoder or None, tied_embeddings=c.flag("tie_word_embeddings", True))
+    fields["decoder_layers"] = decoder or None
     if sparse:
         fields["moe"] = dict(num_experts=c.size("num_experts"), top_k=1, expert_ffn_hidden=fields["ffn_hidden"],
                              layers=sparse, router_bias=c.flag("router_bias", False), norm_topk_prob=False)
@@ -79,6 +82,9 @@ def _led(c: HFConfig) -> dict:
     windows = windows if isinstance(windows, list) else [windows]
     if not windows or len(set(windows)) != 1 or not isinstance(windows[0], int) or windows[0] <= 0:
         raise SpecError(f"{c.source}: attention_window: {windows} (one positive window for every layer is modelled)")
+    if (c.texts("architectures", None) or [""])[0].endswith("ForCausalLM"):
+        raise SpecError(f"{c.source}: architectures: LED's decoder alone is not modelled (transformers has no "
+                        f"LEDForCausalLM)")
     fields = dict(
         **_stacks(c),
         max_positions=c.size("max_decoder_position_embeddings"),
@@ -86,8 +92,6 @@ def _led(c: HFConfig) -> dict:
         seq2seq=dict(encoder_positions=c.size("max_encoder_position_embeddings")),
         sliding_window=2 * (windows[0] // 2) + 1,  # LEDEncoderSelfAttention one_sided_attn_window_size each side
     )
-    if fields["arch"] != "encoder_decoder":
-        raise SpecError(f"{c.source}: architectures: LED's decoder alone is not modelled")
     return _relative(fields, encoder_sliding=True, global_projections=True)
 
 

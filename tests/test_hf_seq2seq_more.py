@@ -1,0 +1,153 @@
+"""The encoder-decoders of modelplan/specs/hf_seq2seq_more.py (umt5, longt5, switch_transformers,
+led): total and trainable parameters equal sum(p.numel()) of transformers 5.24's module built on
+CPU from a tiny config for each head read, and at the config class defaults (meta device);
+training FLOPs equal FlopCounterMode's count of one eager forward + backward, less the terms
+named per test; `count` and `plan --gpus 8` run and `verify` refuses the new options by name;
+what is not modelled is a one-line error naming the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error, class_defaults
+from _hf_reference import hf_model, hf_numel, hf_training_flop_counts
+from modelplan.count.block_flops import block_forward_flops
+from modelplan.count.blocks import block_of
+from modelplan.count.flops import count_flops
+from modelplan.count.params import count_params
+from modelplan.specs.hf import from_hf_config
+from modelplan.specs.training import TrainingSpec
+
+T5 = dict(num_layers=2, d_model=64, num_heads=4, d_kv=16, d_ff=96, vocab_size=100, decoder_start_token_id=0)
+"""A tiny T5-shaped config in T5's key names."""
+LED = dict(model_type="led", encoder_layers=2, decoder_layers=1, d_model=64, encoder_attention_heads=4,
+           decoder_attention_heads=4, encoder_ffn_dim=96, decoder_ffn_dim=96, vocab_size=100,
+           max_encoder_position_embeddings=64, max_decoder_position_embeddings=32, attention_window=8,
+           decoder_start_token_id=2)
+SWITCH = dict(T5, model_type="switch_transformers", num_experts=4, num_sparse_encoder_layers=1,
+              num_sparse_decoder_layers=1)
+
+CASES = [dict(T5, model_type="umt5", architectures=["UMT5" + h], **extra)
+         for h in ("ForConditionalGeneration", "Model", "EncoderModel")
+         for extra in ({}, dict(num_decoder_layers=3, d_kv=8, feed_forward_proj="relu"))]
+CASES += [dict(T5, model_type="longt5", architectures=["LongT5" + h], local_radius=3, **extra)
+          for h in ("ForConditionalGeneration", "Model", "EncoderModel")
+          for extra in ({}, dict(encoder_attention_type="transient-global", global_block_size=4),
+                        dict(encoder_attention_type="transient-global", feed_forward_proj="gated-gelu"))]
+CASES += [dict(SWITCH, architectures=["SwitchTransformers" + h], **extra)
+          for h in ("ForConditionalGeneration", "Model", "EncoderModel")
+          for extra in ({}, dict(num_layers=4, num_decoder_layers=2, num_sparse_encoder_layers=4,
+                                 num_sparse_decoder_layers=0, router_bias=True),
+                        dict(num_decoder_layers=3))]
+CASES += [dict(LED, architectures=["LED" + h], **extra) for h in ("ForConditionalGeneration", "Model")
+          for extra in ({}, dict(decoder_layers=2, attention_window=[4, 4]))]
+
+SEQ2SEQ_LM = {"umt5": "UMT5ForConditionalGeneration", "longt5": "LongT5ForConditionalGeneration",
+              "switch_transformers": "SwitchTransformersForConditionalGeneration", "led": "LEDForConditionalGeneration"}
+"""transformers' MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES entry of each type."""
+
+
+def _ids(cases):
+    return [f"{d['architectures'][0]}-{i}" for i, d in enumerate(cases)]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("data", CASES, ids=_ids(CASES))
+def test_total_and_trainable_equal_transformers_on_cpu(data):
+    """Total and trainable parameters equal those of the transformers model built on CPU."""
+    model = hf_model(data, device="cpu")
+    count = count_params(from_hf_config(data))
+    assert count.total == sum(p.numel() for p in model.parameters())
+    assert count.trainable == sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", sorted(SEQ2SEQ_LM))
+def test_class_defaults_equal_transformers(model_type):
+    """The config class defaults (Switch's 12 decoder blocks whatever num_layers says), meta device."""
+    data = {**class_defaults(model_type), "architectures": [SEQ2SEQ_LM[model_type]]}
+    assert count_params(from_hf_config(data)).total == hf_numel(data)
+
+
+BATCH, SEQ, DEC = 2, 12, 7
+FLOP_CASES = [d for d in CASES if d["architectures"][0].endswith("ForConditionalGeneration")
+              and d["model_type"] in ("umt5", "switch_transformers")
+              or d["architectures"] == ["LongT5ForConditionalGeneration"] and "encoder_attention_type" not in d]
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("data", FLOP_CASES, ids=_ids(FLOP_CASES))
+def test_training_flops_equal_flop_counter(data):
+    """One forward + backward of the HF module (eager) counts exactly our model FLOPs (LongT5's
+    local blocks at a length of 3 x block_len: every query then sees the 12 keys we count; Switch's
+    top-1 experts, no token over expert_capacity 64)."""
+    ours = count_flops(from_hf_config(data), TrainingSpec(global_batch=BATCH, seq_len=SEQ, decoder_seq_len=DEC)).model
+    assert ours == sum(hf_training_flop_counts(data, BATCH, SEQ, DEC).values())
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_longt5_transient_global_flops_but_the_one_hot_gradient():
+    """LongT5 transient-global: FlopCounterMode equals ours less the one input gradient autograd
+    skips, that of the one-hot block assignment in the global aggregation (its input is a
+    constant): 2 t (s / g) h per encoder block (Guo et al. 2022 sec. 3.1.2)."""
+    data = dict(T5, model_type="longt5", architectures=["LongT5ForConditionalGeneration"], local_radius=3,
+                encoder_attention_type="transient-global", global_block_size=4)
+    ours = count_flops(from_hf_config(data), TrainingSpec(global_batch=BATCH, seq_len=SEQ, decoder_seq_len=DEC)).model
+    skipped = 2 * 2 * BATCH * SEQ * (SEQ // 4) * 64
+    assert ours - skipped == sum(hf_training_flop_counts(data, BATCH, SEQ, DEC).values())
+
+
+def test_led_encoder_blocks_see_the_window_and_the_decoder_everything():
+    """LED at s = 4096 with attention_window 512: each encoder query scores 2 x 256 + 1 keys
+    (Beltagy et al. 2020 sec. 3.1), each decoder query all 64 decoder positions."""
+    spec = from_hf_config(dict(LED, attention_window=512, max_encoder_position_embeddings=4096))
+    encoder = block_forward_flops(spec, block_of(spec, 0), 4096, 4096)
+    decoder = block_forward_flops(spec, block_of(spec, spec.layers), 64, 64, 4096, 4096)
+    assert encoder["attention/score"] == 2 * 4096 * 513 * (64 + 64)
+    assert decoder["attention/score"] == 2 * 64 * 64 * (64 + 64)
+
+
+def test_longt5_local_keys_and_transient_global_summaries_by_hand():
+    """LongT5 at s = 4096, local_radius 127 (block_len 128: 3 x 128 keys), global_block_size 16:
+    256 summaries a sequence, scored by every query (QK^T and AV), k / v projected once each."""
+    spec = from_hf_config(dict(T5, model_type="longt5", encoder_attention_type="transient-global"))
+    flops = block_forward_flops(spec, block_of(spec, 0), 4096, 4096)
+    assert flops["attention/score"] == 2 * 4096 * 384 * (64 + 64)
+    assert flops["attention/relative/global_score"] == 2 * 4096 * 256 * (64 + 64)
+    assert flops["attention/relative/global_kv"] == 2 * 256 * 64 * 2 * 64
+
+
+def test_switch_sparse_blocks_follow_the_sparse_step():
+    """Switch-base (12 + 12 blocks, 6 sparse each: step 2): blocks 1, 3, ..., 11 of each stack are
+    Switch layers (SwitchTransformersStack: i % step == 1)."""
+    spec = from_hf_config(dict(SWITCH, num_layers=12, num_decoder_layers=12, num_sparse_encoder_layers=6,
+                               num_sparse_decoder_layers=6))
+    assert [i for i in range(24) if spec.is_moe_layer(i)] == [1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23]
+
+
+COUNT_PLAN = [(dict(T5, model_type="umt5"), ("extras.relative.bias_table",)),
+              (dict(T5, model_type="longt5", encoder_attention_type="transient-global"),
+               ("extras.relative.encoder_sliding", "extras.relative.transient_global")),
+              (dict(SWITCH), ("arch=encoder_decoder",)),
+              (dict(LED), ("extras.relative.encoder_sliding", "extras.relative.global_projections"))]
+
+
+@pytest.mark.parametrize(("data", "features"), COUNT_PLAN, ids=[d["model_type"] for d, _ in COUNT_PLAN])
+def test_count_plan_run_and_verify_names_the_features(tmp_path, data, features):
+    """count and plan --gpus 8 exit 0; verify refuses the options the executor does not run, by name."""
+    assert_count_plan_verify(tmp_path, data, *features)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (dict(T5, model_type="longt5", encoder_attention_type="global"), "encoder_attention_type: unsupported 'global'"),
+    (dict(LED, attention_window=[8, 16]), r"attention_window: \[8, 16\]"),
+    (dict(LED, architectures=["LEDForCausalLM"]), "LED's decoder alone is not modelled"),
+    (dict(LED, tie_word_embeddings=False), "tie_word_embeddings: false is not modelled"),
+    (dict(SWITCH, tie_word_embeddings=False), "tie_word_embeddings: false is not modelled"),
+])
+def test_unmodelled_is_a_one_line_error_naming_the_field(data, message):
+    """What the spec cannot express is refused in one line naming the config key."""
+    assert_one_line_error(data, message)
