@@ -1,5 +1,5 @@
 """The encoder-decoders of modelplan/specs/hf_seq2seq_more.py (umt5, longt5, switch_transformers,
-led): total and trainable parameters equal sum(p.numel()) of transformers 5.24's module built on
+led, t5gemma): total and trainable parameters equal sum(p.numel()) of transformers 5.24's module built on
 CPU from a tiny config for each head read, and at the config class defaults (meta device);
 training FLOPs equal FlopCounterMode's count of one eager forward + backward, less the terms
 named per test; `count` and `plan --gpus 8` run and `verify` refuses the new options by name;
@@ -42,8 +42,18 @@ CASES += [dict(SWITCH, architectures=["SwitchTransformers" + h], **extra)
 CASES += [dict(LED, architectures=["LED" + h], **extra) for h in ("ForConditionalGeneration", "Model")
           for extra in ({}, dict(decoder_layers=2, attention_window=[4, 4]))]
 
+GEMMA_STACK = dict(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                   num_hidden_layers=2, vocab_size=100, layer_types=["sliding_attention", "full_attention"],
+                   sliding_window=16)
+"""One tiny Gemma 2 stack in T5GemmaModuleConfig's key names."""
+T5GEMMA = dict(model_type="t5gemma", vocab_size=100, decoder_start_token_id=0, encoder=GEMMA_STACK, decoder=GEMMA_STACK)
+CASES += [dict(T5GEMMA, architectures=["T5Gemma" + h]) for h in ("ForConditionalGeneration", "Model")]
+CASES += [dict(T5GEMMA, architectures=["T5GemmaForConditionalGeneration"],
+               decoder=dict(GEMMA_STACK, num_hidden_layers=4, layer_types=["sliding_attention", "full_attention"] * 2)),
+          dict(T5GEMMA, architectures=["T5GemmaEncoderModel"], is_encoder_decoder=False)]
+
 SEQ2SEQ_LM = {"umt5": "UMT5ForConditionalGeneration", "longt5": "LongT5ForConditionalGeneration",
-              "switch_transformers": "SwitchTransformersForConditionalGeneration", "led": "LEDForConditionalGeneration"}
+              "switch_transformers": "SwitchTransformersForConditionalGeneration", "led": "LEDForConditionalGeneration", "t5gemma": "T5GemmaForConditionalGeneration"}
 """transformers' MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES entry of each type."""
 
 
@@ -73,14 +83,16 @@ def test_class_defaults_equal_transformers(model_type):
 BATCH, SEQ, DEC = 2, 12, 7
 FLOP_CASES = [d for d in CASES if d["architectures"][0].endswith("ForConditionalGeneration")
               and d["model_type"] in ("umt5", "switch_transformers")
-              or d["architectures"] == ["LongT5ForConditionalGeneration"] and "encoder_attention_type" not in d]
+              or d["architectures"] == ["LongT5ForConditionalGeneration"] and "encoder_attention_type" not in d
+              or d["model_type"] == "t5gemma" and d["architectures"][0].endswith("ForConditionalGeneration")]
 
 
 @pytest.mark.torch
 @pytest.mark.slow
 @pytest.mark.parametrize("data", FLOP_CASES, ids=_ids(FLOP_CASES))
 def test_training_flops_equal_flop_counter(data):
-    """One forward + backward of the HF module (eager) counts exactly our model FLOPs (LongT5's
+    """One forward + backward of the HF module (eager) counts exactly our model FLOPs (T5Gemma's
+    cross-attention between its two norms; LongT5's
     local blocks at a length of 3 x block_len: every query then sees the 12 keys we count; Switch's
     top-1 experts, no token over expert_capacity 64)."""
     ours = count_flops(from_hf_config(data), TrainingSpec(global_batch=BATCH, seq_len=SEQ, decoder_seq_len=DEC)).model
@@ -132,7 +144,8 @@ COUNT_PLAN = [(dict(T5, model_type="umt5"), ("extras.relative.bias_table",)),
               (dict(T5, model_type="longt5", encoder_attention_type="transient-global"),
                ("extras.relative.encoder_sliding", "extras.relative.transient_global")),
               (dict(SWITCH), ("arch=encoder_decoder",)),
-              (dict(LED), ("extras.relative.encoder_sliding", "extras.relative.global_projections"))]
+              (dict(LED), ("extras.relative.encoder_sliding", "extras.relative.global_projections")),
+              (dict(T5GEMMA), ("extras.encoder_token_table", "extras.cross_post_norm"))]
 
 
 @pytest.mark.parametrize(("data", "features"), COUNT_PLAN, ids=[d["model_type"] for d, _ in COUNT_PLAN])
@@ -147,6 +160,8 @@ def test_count_plan_run_and_verify_names_the_features(tmp_path, data, features):
     (dict(LED, architectures=["LEDForCausalLM"]), "LED's decoder alone is not modelled"),
     (dict(LED, tie_word_embeddings=False), "tie_word_embeddings: false is not modelled"),
     (dict(SWITCH, tie_word_embeddings=False), "tie_word_embeddings: false is not modelled"),
+    (dict(T5GEMMA, decoder=dict(GEMMA_STACK, hidden_size=32)), r"decoder.hidden \(32\) != encoder.hidden \(64\)"),
+    (dict(T5GEMMA, architectures=["T5GemmaForTokenClassification"]), "'T5GemmaForTokenClassification' not modelled"),
 ])
 def test_unmodelled_is_a_one_line_error_naming_the_field(data, message):
     """What the spec cannot express is refused in one line naming the config key."""

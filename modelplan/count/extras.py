@@ -58,6 +58,7 @@ def embedding_extra_params(spec: "TransformerSpec") -> dict[str, int]:
     out["concat/tables"] = sum(t.rows * t.width for t in x.concat_tables)  # nn.Embedding(rows, width) each
     if x.concat_proj:  # RoCBert map_inputs_layer: Linear(h + widths, h) with bias
         out["concat/proj"] = _concat_in(spec) * h + h
+    out["encoder_token"] = spec.vocab * token_width(spec) if x.encoder_token_table else 0  # T5Gemma encoder.embed_tokens
     out.update(relative_embedding_params(spec))  # DeBERTa's rel_embeddings, MPNet's table (count/relative_attention.py)
     return out
 
@@ -88,6 +89,8 @@ def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int
     if a is not None:  # XmodOutput.adapter_modules: per language Linear(h, b) + Linear(b, h), biases
         out["adapter/layers"] = a.copies * (2 * h * a.bottleneck + a.bottleneck + h)
         out["adapter/norm"] = _norm(spec, h) if a.norm else 0  # adapter_layer_norm
+    if x.cross_post_norm and block.cross:  # T5GemmaDecoderLayer.post_cross_attn_layernorm
+        out["cross_attention/post_norm"] = _norm(spec, h)
     out.update(relative_block_params(spec, block))  # DeBERTa, UMT5, LED, LongT5 (count/relative_attention.py)
     return out
 

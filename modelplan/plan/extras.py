@@ -37,7 +37,7 @@ PRICED_EXTRAS: frozenset[str] = frozenset({
     "extras.frozen_position_width", "extras.sub_norms", "extras.moe_output_norm", "extras.no_input_norm_blocks",
     "extras.out_bias_blocks", "extras.adapter", "mlm_transform", "extras.relative.bias_table",
     "extras.relative.encoder_sliding", "extras.relative.global_projections", "extras.relative.qv_bias_only",
-    "extras.weight_groups",
+    "extras.weight_groups", "extras.cross_post_norm", "extras.encoder_token_table",
 })
 """`specs.features` names this module prices (shards and kernels)."""
 

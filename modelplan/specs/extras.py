@@ -111,6 +111,11 @@ class ExtrasSpec(Spec):
     'none' and bias-free q/k/v/o."""
     mask_embedding: bool = False
     """One learned h-wide vector for masked positions (XLNet mask_emb)."""
+    encoder_token_table: bool = False
+    """An encoder-decoder's encoder has a token table of its own beside the decoder's, which the head
+    ties (T5Gemma: encoder.embed_tokens, decoder.embed_tokens)."""
+    cross_post_norm: bool = False
+    """A norm after each decoder block's cross-attention too (T5Gemma post_cross_attn_layernorm)."""
     weight_groups: int | None = Field(None, gt=0)
     """Distinct block weight sets the encoder's blocks share in order (ALBERT num_hidden_groups:
     `specs/layer_sharing.py`); None: every block its own."""
@@ -175,7 +180,8 @@ def extras_features(spec: "TransformerSpec") -> list[str]:
         "extras.moe_output_norm": x.moe_output_norm, "extras.no_input_norm_blocks": bool(x.no_input_norm_blocks),
         "extras.out_bias_blocks": bool(x.out_bias_blocks), "extras.adapter": x.adapter is not None,
         "extras.xl_relative": x.xl_relative is not None, "extras.mask_embedding": x.mask_embedding,
-        "extras.weight_groups": x.weight_groups is not None,
+        "extras.weight_groups": x.weight_groups is not None, "extras.encoder_token_table": x.encoder_token_table,
+        "extras.cross_post_norm": x.cross_post_norm,
     }
     return [name for name, used in checks.items() if used] + relative_features(x.relative)
 
@@ -203,6 +209,8 @@ def check_extras(spec: "TransformerSpec") -> None:
     if x.no_input_norm_blocks and spec.num_norms_per_layer < 2:
         raise ValueError("extras.no_input_norm_blocks needs blocks of two or more norms")
     check_relative(spec)
+    if (x.encoder_token_table or x.cross_post_norm) and spec.arch != "encoder_decoder":
+        raise ValueError(f"extras.encoder_token_table / cross_post_norm are for arch 'encoder_decoder' (got '{spec.arch}')")
     if x.weight_groups is not None and (spec.arch != "encoder" or x.weight_groups > spec.layers):
         raise ValueError(f"extras.weight_groups ({x.weight_groups}) is for an encoder of at least as many layers "
                          f"(got arch '{spec.arch}', layers {spec.layers})")

@@ -52,7 +52,7 @@ from modelplan.specs.hf_n18encdec import N18ENCDEC_MAPPERS, N18ENCDEC_UNMODELLED
 from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VLM_UNMODELLED
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
-from modelplan.specs.hf_encoders import ENCODER_HEADS, ENCODER_MAPPERS
+from modelplan.specs.hf_encoders import ENCODER_HEADS, ENCODER_MAPPERS, ENCODER_UNMODELLED
 from modelplan.specs.hf_seq2seq_more import SEQ2SEQ_MORE_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
@@ -81,6 +81,7 @@ UNMODELLED: dict[str, str] = {
     **N18ENCDEC_UNMODELLED,
     **N18VLM_UNMODELLED,
     **N18CAUSAL_UNMODELLED,
+    **ENCODER_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""

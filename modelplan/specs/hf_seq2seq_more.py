@@ -1,5 +1,6 @@
 """HF config mappers of the T5 and BART successors (transformers 5.24 modeling code): umt5, longt5,
-switch_transformers (T5's modules, `hf_other._t5`) and led (BART's, `hf_n18encdec._stacks`), with
+switch_transformers (T5's modules, `hf_other._t5`), led (BART's, `hf_n18encdec._stacks`) and t5gemma
+(Gemma 2's, `hf_llama`), with
 the differences each modeling file builds; the attention options are `specs/relative_attention.py`."""
 
 from __future__ import annotations
@@ -95,6 +96,42 @@ def _led(c: HFConfig) -> dict:
     return _relative(fields, encoder_sliding=True, global_projections=True)
 
 
+def _t5gemma(c: HFConfig) -> dict:
+    """T5GemmaForConditionalGeneration / T5GemmaModel: an encoder and a decoder of Gemma 2 blocks
+    (sandwich RMSNorms, sliding / full layer_types, softcaps; `hf_llama._gemma2` on each nested
+    config), each decoder block with cross_attn (q Linear(h, q), k / v Linear(cross_attention_hidden_size,
+    kv), o) between pre_ / post_cross_attn_layernorm; encoder and decoder embed_tokens of their own, the
+    head tied to the decoder's; T5GemmaEncoderModel: the encoder alone."""
+    from modelplan.specs.hf_llama import LLAMA_MAPPERS
+
+    encoder, decoder = c.sub("encoder"), c.sub("decoder")
+    if encoder is None or decoder is None:
+        raise SpecError(f"{c.source}: encoder / decoder: missing (T5GemmaConfig nests both)")
+    fields = LLAMA_MAPPERS["gemma2"](encoder)
+    names = c.texts("architectures", None) or ["T5GemmaForConditionalGeneration"]
+    if names[0].endswith("EncoderModel"):
+        return {**fields, "arch": "encoder", "lm_head": False, "tied_embeddings": False, "final_logit_softcap": None}
+    if not names[0].endswith(("ForConditionalGeneration", "Model")):
+        raise SpecError(f"{c.source}: architectures: '{names[0]}' not modelled (supported: T5GemmaForConditional"
+                        f"Generation, T5GemmaModel, T5GemmaEncoderModel)")
+    own = LLAMA_MAPPERS["gemma2"](decoder)
+    for key in ("hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "sliding_window", "layer_types",
+                "attention_scale", "attn_logit_softcap"):
+        if own.get(key) != fields.get(key):
+            raise SpecError(f"{c.source}: decoder.{key} ({own.get(key)}) != encoder.{key} ({fields.get(key)}): "
+                            f"stacks of different shapes are not modelled")
+    if decoder.integer("cross_attention_hidden_size", fields["hidden"], nullable=True) not in (None, fields["hidden"]):
+        raise SpecError(f"{c.source}: decoder.cross_attention_hidden_size != encoder.hidden_size is not modelled")
+    if not c.flag("tie_word_embeddings", True):
+        raise SpecError(f"{c.source}: tie_word_embeddings: false is not modelled (an untied lm_head.out_proj)")
+    bare = names[0].endswith("Model")
+    return {**fields, "arch": "encoder_decoder", "decoder_layers": decoder.size("num_hidden_layers"),
+            "lm_head": not bare, "tied_embeddings": not bare,
+            "final_logit_softcap": own.get("final_logit_softcap"),
+            "extras": {"encoder_token_table": True, "cross_post_norm": True}}
+
+
 SEQ2SEQ_MORE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "umt5": _umt5, "longt5": _longt5, "switch_transformers": _switch_transformers, "led": _led,
+    "t5gemma": _t5gemma,
 }
