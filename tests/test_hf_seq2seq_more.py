@@ -1,5 +1,5 @@
 """The encoder-decoders of modelplan/specs/hf_seq2seq_more.py (umt5, longt5, switch_transformers,
-led, t5gemma): total and trainable parameters equal sum(p.numel()) of transformers 5.24's module built on
+led, t5gemma, m2m_100) and longformer: total and trainable parameters equal sum(p.numel()) of transformers 5.24's module built on
 CPU from a tiny config for each head read, and at the config class defaults (meta device);
 training FLOPs equal FlopCounterMode's count of one eager forward + backward, less the terms
 named per test; `count` and `plan --gpus 8` run and `verify` refuses the new options by name;
@@ -52,9 +52,22 @@ CASES += [dict(T5GEMMA, architectures=["T5GemmaForConditionalGeneration"],
                decoder=dict(GEMMA_STACK, num_hidden_layers=4, layer_types=["sliding_attention", "full_attention"] * 2)),
           dict(T5GEMMA, architectures=["T5GemmaEncoderModel"], is_encoder_decoder=False)]
 
+M2M = dict(model_type="m2m_100", encoder_layers=2, decoder_layers=1, d_model=64, encoder_attention_heads=4,
+           decoder_attention_heads=4, encoder_ffn_dim=96, decoder_ffn_dim=96, vocab_size=100, max_position_embeddings=32,
+           decoder_start_token_id=2, encoder_layerdrop=0.0, decoder_layerdrop=0.0)
+"""A tiny M2M100 / NLLB config, LayerDrop off (FlopCounterMode would see a random number of blocks)."""
+CASES += [dict(M2M, architectures=["M2M100" + h], **extra) for h in ("ForConditionalGeneration", "Model")
+          for extra in ({}, dict(scale_embedding=False))]
+LONGFORMER = dict(model_type="longformer", num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                  intermediate_size=96, vocab_size=100, max_position_embeddings=40, attention_window=[8, 8], num_labels=3)
+CASES += [dict(LONGFORMER, architectures=["Longformer" + h], **({"num_labels": 2} if h == "ForQuestionAnswering" else {}))
+          for h in ("ForMaskedLM", "Model", "ForSequenceClassification", "ForTokenClassification",
+                    "ForQuestionAnswering", "ForMultipleChoice")]
+
 SEQ2SEQ_LM = {"umt5": "UMT5ForConditionalGeneration", "longt5": "LongT5ForConditionalGeneration",
-              "switch_transformers": "SwitchTransformersForConditionalGeneration", "led": "LEDForConditionalGeneration", "t5gemma": "T5GemmaForConditionalGeneration"}
-"""transformers' MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES entry of each type."""
+              "switch_transformers": "SwitchTransformersForConditionalGeneration", "led": "LEDForConditionalGeneration", "t5gemma": "T5GemmaForConditionalGeneration",
+              "m2m_100": "M2M100ForConditionalGeneration", "longformer": "LongformerForMaskedLM"}
+"""transformers' MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES entry of each type (Longformer's masked LM)."""
 
 
 def _ids(cases):
@@ -84,7 +97,7 @@ BATCH, SEQ, DEC = 2, 12, 7
 FLOP_CASES = [d for d in CASES if d["architectures"][0].endswith("ForConditionalGeneration")
               and d["model_type"] in ("umt5", "switch_transformers")
               or d["architectures"] == ["LongT5ForConditionalGeneration"] and "encoder_attention_type" not in d
-              or d["model_type"] == "t5gemma" and d["architectures"][0].endswith("ForConditionalGeneration")]
+              or d["model_type"] in ("t5gemma", "m2m_100") and d["architectures"][0].endswith("ForConditionalGeneration")]
 
 
 @pytest.mark.torch
@@ -122,6 +135,13 @@ def test_led_encoder_blocks_see_the_window_and_the_decoder_everything():
     assert decoder["attention/score"] == 2 * 64 * 64 * (64 + 64)
 
 
+def test_longformer_queries_see_the_window():
+    """Longformer-base at s = 4096, attention_window 512: 2 x 256 + 1 keys a query in every block."""
+    spec = from_hf_config(dict(LONGFORMER, attention_window=512, max_position_embeddings=4098))
+    flops = block_forward_flops(spec, block_of(spec, 0), 4096, 4096)
+    assert flops["attention/score"] == 2 * 4096 * 513 * (64 + 64)
+
+
 def test_longt5_local_keys_and_transient_global_summaries_by_hand():
     """LongT5 at s = 4096, local_radius 127 (block_len 128: 3 x 128 keys), global_block_size 16:
     256 summaries a sequence, scored by every query (QK^T and AV), k / v projected once each."""
@@ -145,7 +165,9 @@ COUNT_PLAN = [(dict(T5, model_type="umt5"), ("extras.relative.bias_table",)),
                ("extras.relative.encoder_sliding", "extras.relative.transient_global")),
               (dict(SWITCH), ("arch=encoder_decoder",)),
               (dict(LED), ("extras.relative.encoder_sliding", "extras.relative.global_projections")),
-              (dict(T5GEMMA), ("extras.encoder_token_table", "extras.cross_post_norm"))]
+              (dict(T5GEMMA), ("extras.encoder_token_table", "extras.cross_post_norm")),
+              (dict(M2M), ("arch=encoder_decoder",)),
+              (dict(LONGFORMER), ("extras.relative.global_projections",))]
 
 
 @pytest.mark.parametrize(("data", "features"), COUNT_PLAN, ids=[d["model_type"] for d, _ in COUNT_PLAN])
@@ -157,6 +179,7 @@ def test_count_plan_run_and_verify_names_the_features(tmp_path, data, features):
 @pytest.mark.parametrize(("data", "message"), [
     (dict(T5, model_type="longt5", encoder_attention_type="global"), "encoder_attention_type: unsupported 'global'"),
     (dict(LED, attention_window=[8, 16]), r"attention_window: \[8, 16\]"),
+    (dict(LONGFORMER, attention_window=[8, 16]), r"attention_window: \[8, 16\]"),
     (dict(LED, architectures=["LEDForCausalLM"]), "LED's decoder alone is not modelled"),
     (dict(LED, tie_word_embeddings=False), "tie_word_embeddings: false is not modelled"),
     (dict(SWITCH, tie_word_embeddings=False), "tie_word_embeddings: false is not modelled"),

@@ -1,6 +1,6 @@
 """HF config mappers of the T5 and BART successors (transformers 5.24 modeling code): umt5, longt5,
-switch_transformers (T5's modules, `hf_other._t5`), led (BART's, `hf_n18encdec._stacks`) and t5gemma
-(Gemma 2's, `hf_llama`), with
+switch_transformers (T5's modules, `hf_other._t5`), led and m2m_100 (BART's, `hf_n18encdec._stacks`),
+t5gemma (Gemma 2's, `hf_llama`) and the encoder longformer (RoBERTa's with LED's attention), with
 the differences each modeling file builds; the attention options are `specs/relative_attention.py`."""
 
 from __future__ import annotations
@@ -9,8 +9,11 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_gpt import GPT_MAPPERS
 from modelplan.specs.hf_n18encdec import _stacks
 from modelplan.specs.hf_other import OTHER_MAPPERS
+
+_bert = GPT_MAPPERS["bert"]
 
 
 def _relative(fields: dict, **options) -> dict:
@@ -73,16 +76,44 @@ def _switch_transformers(c: HFConfig) -> dict:
     return fields
 
 
+def _windows(c: HFConfig) -> int:
+    """Longformer's attention_window (one int, or one per layer, all equal) as keys per query:
+    attention_window // 2 on either side and the query's own (Beltagy et al. 2020 sec. 3.1)."""
+    windows = c.data.get("attention_window", 512)
+    windows = windows if isinstance(windows, list) else [windows]
+    if not windows or len(set(windows)) != 1 or not isinstance(windows[0], int) or windows[0] <= 0:
+        raise SpecError(f"{c.source}: attention_window: {windows} (one positive window for every layer is modelled)")
+    return 2 * (windows[0] // 2) + 1
+
+
+def _longformer(c: HFConfig) -> dict:
+    """LongformerModel: RoBERTa's modules (read as bert, hf_roberta) whose self-attention keeps
+    query_global / key_global / value_global beside query / key / value (all biased) and attends
+    within attention_window; the global tokens' extra rows are not in the FLOPs."""
+    fields = {**_bert(c), "layer_types": ["sliding_attention"], "sliding_window": _windows(c),
+              "max_positions": c.integer("max_position_embeddings", 514)}
+    return _relative(fields, global_projections=True)
+
+
+def _m2m_100(c: HFConfig) -> dict:
+    """M2M100ForConditionalGeneration (NLLB-200's class too): pre-LN BART-shaped stacks with a final
+    layer_norm each, no layernorm_embedding, sinusoidal positions held as buffers (no parameters),
+    embeddings scaled by sqrt(d_model) (scale_embedding, default true), `shared` tied to both stacks
+    and the head."""
+    fields = dict(
+        **_stacks(c), max_positions=c.integer("max_position_embeddings", 1024), norm_placement="pre",
+        embedding_norm=False, final_norm=True,
+    )
+    return {**fields, "position": "none",
+            "embedding_scale": fields["hidden"] ** 0.5 if c.flag("scale_embedding", True) else None}
+
+
 def _led(c: HFConfig) -> dict:
     """LEDForConditionalGeneration: BART's post-LN stacks (layernorm_embedding each, no final norm),
     learned position tables of max_encoder_position_embeddings / max_decoder_position_embeddings rows
     (no offset); encoder blocks of Longformer attention (Beltagy et al. 2020 sec. 3.1: attention_window
     / 2 keys on either side, LEDEncoderSelfAttention's query / key / value and the unused-by-default
     query_global / key_global / value_global, all biased)."""
-    windows = c.data.get("attention_window", 512)
-    windows = windows if isinstance(windows, list) else [windows]
-    if not windows or len(set(windows)) != 1 or not isinstance(windows[0], int) or windows[0] <= 0:
-        raise SpecError(f"{c.source}: attention_window: {windows} (one positive window for every layer is modelled)")
     if (c.texts("architectures", None) or [""])[0].endswith("ForCausalLM"):
         raise SpecError(f"{c.source}: architectures: LED's decoder alone is not modelled (transformers has no "
                         f"LEDForCausalLM)")
@@ -91,7 +122,7 @@ def _led(c: HFConfig) -> dict:
         max_positions=c.size("max_decoder_position_embeddings"),
         norm_placement="post", embedding_norm=True, final_norm=False,
         seq2seq=dict(encoder_positions=c.size("max_encoder_position_embeddings")),
-        sliding_window=2 * (windows[0] // 2) + 1,  # LEDEncoderSelfAttention one_sided_attn_window_size each side
+        sliding_window=_windows(c),  # LEDEncoderSelfAttention: one_sided_attn_window_size each side
     )
     return _relative(fields, encoder_sliding=True, global_projections=True)
 
@@ -133,5 +164,5 @@ def _t5gemma(c: HFConfig) -> dict:
 
 SEQ2SEQ_MORE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "umt5": _umt5, "longt5": _longt5, "switch_transformers": _switch_transformers, "led": _led,
-    "t5gemma": _t5gemma,
+    "t5gemma": _t5gemma, "longformer": _longformer, "m2m_100": _m2m_100,
 }
