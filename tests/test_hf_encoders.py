@@ -43,9 +43,9 @@ CASES += [dict(BERT, model_type="deberta", architectures=["Deberta" + h], **extr
 CASES += [dict(BERT, model_type="deberta-v2", architectures=["DebertaV2" + h], **extra) for h in HEADS
           for extra in ({}, DEBERTA_V3, DEBERTA_V2_XL, dict(DEBERTA_V3, type_vocab_size=2, pos_att_type=["c2p"]))]
 CASES += [dict(BERT, model_type="modernbert", architectures=["ModernBert" + h], pad_token_id=0, num_hidden_layers=4,
-               **extra) for h in ("ForMaskedLM", "Model")
+               **extra) for h in HEADS
           for extra in ({}, dict(norm_bias=True, attention_bias=True, mlp_bias=True, classifier_bias=True),
-                        dict(decoder_bias=False, global_attn_every_n_layers=2))]
+                        dict(decoder_bias=False, global_attn_every_n_layers=2, classifier_pooling="mean"))]
 CASES += [dict(BERT, model_type="albert", architectures=["Albert" + h], num_hidden_layers=4, **extra)
           for h in HEADS + ["ForPreTraining"]
           for extra in (dict(embedding_size=32), dict(embedding_size=32, num_hidden_groups=2),
@@ -100,8 +100,9 @@ FLOP_CASES = [d for d in CASES if d["architectures"][0].endswith(("ForMaskedLM",
 @pytest.mark.parametrize("data", FLOP_CASES, ids=_ids(FLOP_CASES))
 def test_training_flops_equal_flop_counter(data):
     """One forward + backward of the HF module (eager) counts exactly our model FLOPs: ALBERT's
-    shared blocks at every use, its factored embeddings and head (ModernBERT at a length its
-    local window covers: eager attention masks the square, it does not skip it)."""
+    shared blocks at every use, its factored embeddings and head; ModernBERT's classifier head's
+    dense on the pooled rows only (at a length its local window covers: eager attention masks the
+    square, it does not skip it)."""
     ours = count_flops(from_hf_config(data), TrainingSpec(global_batch=BATCH, seq_len=SEQ)).model
     assert ours == sum(hf_training_flop_counts(data, BATCH, SEQ).values())
 
@@ -176,6 +177,8 @@ COUNT_PLAN = [(dict(DISTIL, architectures=["DistilBertForMaskedLM"]), ("mlm_tran
                ("extras.relative.disentangled",)),
               (dict(BERT, model_type="modernbert", architectures=["ModernBertForMaskedLM"], pad_token_id=0),
                ("extras.no_input_norm_blocks",)),
+              (dict(BERT, model_type="modernbert", architectures=["ModernBertForSequenceClassification"],
+                    pad_token_id=0), ("extras.head_transform_bias=false",)),
               (dict(BERT, model_type="albert", architectures=["AlbertForMaskedLM"]), ("extras.weight_groups",))]
 
 
@@ -198,8 +201,8 @@ def test_ibert_count_and_plan_run(tmp_path):
     (dict(BERT, model_type="deberta-v2", relative_attention=True, pos_att_type="c2p|p2p"), "pos_att_type: unsupported"),
     (dict(BERT, model_type="albert", inner_group_num=2), "inner_group_num: 2 is not modelled"),
     (dict(BERT, model_type="albert", num_hidden_groups=3), r"num_hidden_groups: 3 must be in 1..num_hidden_layers"),
-    (dict(BERT, model_type="modernbert", architectures=["ModernBertForSequenceClassification"]),
-     "unsupported head 'ModernBertForSequenceClassification'"),
+    (dict(BERT, model_type="modernbert", architectures=["ModernBertForNextSentencePrediction"]),
+     "unsupported head 'ModernBertForNextSentencePrediction'"),
 ])
 def test_unmodelled_is_a_one_line_error_naming_the_field(data, message):
     """What the spec cannot express is refused in one line naming the config key."""

@@ -3,7 +3,7 @@ code): distilbert, mpnet, ibert, deberta, deberta-v2 (DeBERTa-v3), modernbert an
 encoder (`hf_gpt._bert`) or ModernBERT-decoder's blocks (`hf_n18small_dec`) with the differences
 its modeling file builds; DeBERTa's disentangled attention and MPNet's bucket table are
 `specs/relative_attention.py` options. Their heads are BERT's (`hf.apply_head`) but for ModernBERT,
-whose classifier heads keep the MLM head's dense + norm (`ENCODER_HEADS`)."""
+whose classifier heads keep the MLM head's dense + norm, and ALBERT's pre-training head (`ENCODER_HEADS`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_gpt import GPT_MAPPERS
 from modelplan.specs.hf_n18small_dec import N18SMALL_DECODERS
-from modelplan.specs.hf_n18small_heads import _causal_only
 
 _bert = GPT_MAPPERS["bert"]
 
@@ -138,12 +137,29 @@ def _albert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: 
     return fields
 
 
-ENCODER_HEADS: dict[str, Callable[..., dict]] = {
-    "modernbert": _causal_only("modernbert", "ForMaskedLM", "BertModel"), "albert": _albert_head,
-}
-"""ModernBERT read as ModernBertForMaskedLM (also without `architectures`) or the bare
-ModernBertModel (its classifier heads, the dense + norm before a Linear(h, labels), are refused);
-ALBERT's pre-training head."""
+def _modernbert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
+    """ModernBertForMaskedLM (also without `architectures`), the bare ModernBertModel, and the
+    classifier heads: ModernBertPredictionHead (the MLM head's dense + norm) then Linear(h, labels)
+    with bias, on the pooled first / mean token (sequence classification: num_labels; multiple
+    choice: 1) or on every token (token classification, question answering: num_labels)."""
+    name = (c.texts("architectures", None) or ["ModernBertForMaskedLM"])[0]
+    if name.endswith("ForMaskedLM"):
+        return fields
+    bare = {**fields, "lm_head": False, "lm_head_bias": False, "tied_embeddings": False}
+    if name.endswith("BertModel"):
+        return {**bare, "mlm_transform": False}
+    heads = {"ForSequenceClassification": (c.num_labels(), False), "ForMultipleChoice": (1, False),
+             "ForTokenClassification": (c.num_labels(), True), "ForQuestionAnswering": (c.num_labels(), True)}
+    for suffix, (labels, per_token) in heads.items():
+        if name.endswith(suffix):
+            return {**bare, "classifier": {"num_labels": labels, "per_token": per_token}}
+    raise SpecError(f"{c.source}: architectures: unsupported head '{name}' for modernbert (ModernBertForMaskedLM, "
+                    f"ModernBertModel, ...ForSequenceClassification, ...ForTokenClassification, "
+                    f"...ForQuestionAnswering, ...ForMultipleChoice)")
+
+
+ENCODER_HEADS: dict[str, Callable[..., dict]] = {"modernbert": _modernbert_head, "albert": _albert_head}
+"""Types whose head classes `hf.apply_head` would misread (ModernBERT's, ALBERT's pre-training head)."""
 
 ENCODER_UNMODELLED: dict[str, str] = {
     "funnel": "Funnel-Transformer's pooled blocks (the sequence halved between block groups, block_sizes) and its "

@@ -108,7 +108,7 @@ def _check_blocks(spec: "TransformerSpec") -> None:
 def _check_heads(spec: "TransformerSpec") -> None:
     if spec.lm_head_bias and not spec.lm_head:
         raise ValueError("lm_head_bias needs lm_head (there is no output head to carry it)")
-    if spec.mlm_transform and not spec.lm_head:
-        raise ValueError("mlm_transform needs lm_head (it feeds the output head)")
+    if spec.mlm_transform and not spec.lm_head and spec.classifier is None:
+        raise ValueError("mlm_transform needs lm_head or a classifier (it feeds the output head)")
     if spec.mtp_layers and not spec.lm_head:
         raise ValueError("mtp_layers needs lm_head (the modules share the output head)")
