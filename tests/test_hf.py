@@ -171,7 +171,7 @@ def test_sequence_classification_head_replaces_lm_head():
 
 def test_unknown_model_type_lists_supported():
     """An unknown model_type is a one-line SpecError that lists the supported ones."""
-    with pytest.raises(SpecError, match=r"model_type: unsupported 'no_such_model' \(supported: afmoe, apertus, .*, llama, ") as exc:
+    with pytest.raises(SpecError, match=r"model_type: unsupported 'no_such_model' \(supported: afmoe, albert, apertus, .*, llama, ") as exc:
         from_hf_config({"model_type": "no_such_model"}, "config.json")
     assert "\n" not in str(exc.value)
 

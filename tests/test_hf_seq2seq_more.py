@@ -64,6 +64,12 @@ CASES += [dict(LONGFORMER, architectures=["Longformer" + h], **({"num_labels": 2
           for h in ("ForMaskedLM", "Model", "ForSequenceClassification", "ForTokenClassification",
                     "ForQuestionAnswering", "ForMultipleChoice")]
 
+CASES += [dict(T5, model_type=t, architectures=[prefix + h], num_labels=3) for t, prefix in (("t5", "T5"), ("mt5", "MT5"),
+                                                                                    ("umt5", "UMT5"))
+          for h in ("ForSequenceClassification", "ForQuestionAnswering", "ForTokenClassification")]
+"""The T5 family's classifier heads: T5ClassificationHead on the decoder, qa_outputs per decoder token,
+the encoder alone with a per-token classifier."""
+
 SEQ2SEQ_LM = {"umt5": "UMT5ForConditionalGeneration", "longt5": "LongT5ForConditionalGeneration",
               "switch_transformers": "SwitchTransformersForConditionalGeneration", "led": "LEDForConditionalGeneration", "t5gemma": "T5GemmaForConditionalGeneration",
               "m2m_100": "M2M100ForConditionalGeneration", "longformer": "LongformerForMaskedLM"}

@@ -53,7 +53,7 @@ from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VL
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
 from modelplan.specs.hf_encoders import ENCODER_HEADS, ENCODER_MAPPERS, ENCODER_UNMODELLED
-from modelplan.specs.hf_seq2seq_more import SEQ2SEQ_MORE_MAPPERS
+from modelplan.specs.hf_seq2seq_more import SEQ2SEQ_HEADS, SEQ2SEQ_MORE_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -221,7 +221,7 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
             f"{source}: model_type: unsupported '{model_type}' (supported: {', '.join(sorted(MAPPERS))})"
         )
     _check_depth(c)
-    head = N18SMALL_HEADS.get(model_type) or ENCODER_HEADS.get(model_type)  # head classes apply_head would misread
+    head = N18SMALL_HEADS.get(model_type) or ENCODER_HEADS.get(model_type) or SEQ2SEQ_HEADS.get(model_type)  # misread by apply_head
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}

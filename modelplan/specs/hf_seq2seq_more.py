@@ -166,3 +166,26 @@ SEQ2SEQ_MORE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "umt5": _umt5, "longt5": _longt5, "switch_transformers": _switch_transformers, "led": _led,
     "t5gemma": _t5gemma, "longformer": _longformer, "m2m_100": _m2m_100,
 }
+
+
+def _t5_heads(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
+    """The T5 / mT5 / UMT5 head classes beside the LM head (modeling_t5.py): ...ForSequenceClassification,
+    T5ClassificationHead (dense h x h and out_proj Linear(h, num_labels), biased) on the decoder's
+    last eos state: a pooler and a classifier; ...ForQuestionAnswering, qa_outputs Linear(h, num_labels)
+    on every decoder token; ...ForTokenClassification, the encoder alone (T5EncoderModel) and a
+    per-token Linear(h, num_labels); others as `hf.apply_head` reads them."""
+    name = architecture(c) or ""
+    labels = c.num_labels()
+    bare = {**fields, "lm_head": False, "lm_head_bias": False}
+    if name.endswith("ForSequenceClassification"):
+        return {**bare, "pooler": True, "classifier": {"num_labels": labels}}
+    if name.endswith("ForQuestionAnswering"):
+        return {**bare, "classifier": {"num_labels": labels, "per_token": True}}
+    if name.endswith("ForTokenClassification"):
+        return {**bare, "arch": "encoder", "decoder_layers": None, "norm_placement": "pre", "tied_embeddings": False,
+                "classifier": {"num_labels": labels, "per_token": True}}
+    return apply_head(fields, c, name or None)
+
+
+SEQ2SEQ_HEADS: dict[str, Callable[..., dict]] = {"t5": _t5_heads, "mt5": _t5_heads, "umt5": _t5_heads}
+"""Types whose head classes `hf.apply_head` would misread, to their head readers."""
