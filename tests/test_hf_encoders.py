@@ -207,3 +207,20 @@ def test_ibert_count_and_plan_run(tmp_path):
 def test_unmodelled_is_a_one_line_error_naming_the_field(data, message):
     """What the spec cannot express is refused in one line naming the config key."""
     assert_one_line_error(data, message)
+
+
+@pytest.mark.torch
+def test_coverage_script_surveys_the_masked_lm_class(tmp_path):
+    """benchmarks/hf_coverage.py runs a masked-LM mapping entry with its class in `architectures`:
+    distilbert's class defaults as DistilBertForMaskedLM count transformers' total."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "hf_coverage.py"
+    module_spec = importlib.util.spec_from_file_location("hf_coverage", path)
+    coverage = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(coverage)
+    assert coverage.extra_classes()["masked_lm"]["distilbert"] == "DistilBertForMaskedLM"
+    kind, total = coverage.classify("distilbert", tmp_path, "DistilBertForMaskedLM")
+    data = {**class_defaults("distilbert"), "architectures": ["DistilBertForMaskedLM"]}
+    assert (kind, int(total)) == ("supported", hf_numel(data))
