@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_count_plan, assert_count_plan_verify, assert_one_line_error, class_defaults
-from _hf_reference import hf_model, hf_numel, hf_training_flop_counts
+from _hf_n17_checks import (assert_class_defaults, assert_count_plan, assert_count_plan_verify, assert_one_line_error,
+                             assert_total_and_trainable_on_cpu, case_ids, class_defaults)
+from _hf_reference import hf_numel, hf_training_flop_counts
 from modelplan.count.block_flops import block_forward_flops
 from modelplan.count.blocks import block_of
 from modelplan.count.flops import count_flops
@@ -57,18 +58,11 @@ MASKED_LM = {"distilbert": "DistilBertForMaskedLM", "mpnet": "MPNetForMaskedLM",
 """transformers' MODEL_FOR_MASKED_LM_MAPPING_NAMES entry of each type."""
 
 
-def _ids(cases):
-    return [f"{d['architectures'][0]}-{i}" for i, d in enumerate(cases)]
-
-
 @pytest.mark.torch
-@pytest.mark.parametrize("data", CASES, ids=_ids(CASES))
+@pytest.mark.parametrize("data", CASES, ids=case_ids(CASES))
 def test_total_and_trainable_equal_transformers_on_cpu(data):
     """Total and trainable parameters equal those of the transformers model built on CPU."""
-    model = hf_model(data, device="cpu")
-    count = count_params(from_hf_config(data))
-    assert count.total == sum(p.numel() for p in model.parameters())
-    assert count.trainable == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert_total_and_trainable_on_cpu(data)
 
 
 @pytest.mark.torch
@@ -76,8 +70,7 @@ def test_total_and_trainable_equal_transformers_on_cpu(data):
 @pytest.mark.parametrize("model_type", sorted(MASKED_LM))
 def test_class_defaults_equal_transformers(model_type):
     """The config class defaults, built on the meta device as the masked-LM class."""
-    data = {**class_defaults(model_type), "architectures": [MASKED_LM[model_type]]}
-    assert count_params(from_hf_config(data)).total == hf_numel(data)
+    assert_class_defaults(model_type, MASKED_LM[model_type])
 
 
 @pytest.mark.torch
@@ -97,7 +90,7 @@ FLOP_CASES = [d for d in CASES if d["architectures"][0].endswith(("ForMaskedLM",
 
 @pytest.mark.torch
 @pytest.mark.slow
-@pytest.mark.parametrize("data", FLOP_CASES, ids=_ids(FLOP_CASES))
+@pytest.mark.parametrize("data", FLOP_CASES, ids=case_ids(FLOP_CASES))
 def test_training_flops_equal_flop_counter(data):
     """One forward + backward of the HF module (eager) counts exactly our model FLOPs: ALBERT's
     shared blocks at every use, its factored embeddings and head; ModernBERT's classifier head's
@@ -166,7 +159,8 @@ def test_albert_counts_each_weight_group_once_and_runs_every_block():
     assert shared.per_layer[1] == shared.per_layer[3] == 0 and shared.per_layer[0] == shared.per_layer[2] > 0
     training = TrainingSpec(global_batch=2, seq_len=8)
     four = count_flops(from_hf_config(dict(BERT, model_type="albert", num_hidden_layers=4)), training)
-    assert four.breakdown["layers"] == 2 * count_flops(from_hf_config(dict(BERT, model_type="albert")), training).breakdown["layers"]
+    two = count_flops(from_hf_config(dict(BERT, model_type="albert")), training)
+    assert four.breakdown["layers"] == 2 * two.breakdown["layers"]
 
 
 COUNT_PLAN = [(dict(DISTIL, architectures=["DistilBertForMaskedLM"]), ("mlm_transform",)),

@@ -1,5 +1,6 @@
 """The encoder-decoders of modelplan/specs/hf_seq2seq_more.py (umt5, longt5, switch_transformers,
-led, t5gemma, m2m_100) and longformer: total and trainable parameters equal sum(p.numel()) of transformers 5.24's module built on
+led, t5gemma, m2m_100) and longformer: total and trainable parameters equal sum(p.numel()) of
+transformers 5.24's module built on
 CPU from a tiny config for each head read, and at the config class defaults (meta device);
 training FLOPs equal FlopCounterMode's count of one eager forward + backward, less the terms
 named per test; `count` and `plan --gpus 8` run and `verify` refuses the new options by name;
@@ -9,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_count_plan_verify, assert_one_line_error, class_defaults
-from _hf_reference import hf_model, hf_numel, hf_training_flop_counts
+from _hf_n17_checks import (assert_class_defaults, assert_count_plan_verify, assert_one_line_error,
+                             assert_total_and_trainable_on_cpu, case_ids)
+from _hf_reference import hf_training_flop_counts
 from modelplan.count.block_flops import block_forward_flops
 from modelplan.count.blocks import block_of
 from modelplan.count.flops import count_flops
-from modelplan.count.params import count_params
 from modelplan.specs.hf import from_hf_config
 from modelplan.specs.training import TrainingSpec
 
@@ -53,41 +54,38 @@ CASES += [dict(T5GEMMA, architectures=["T5GemmaForConditionalGeneration"],
           dict(T5GEMMA, architectures=["T5GemmaEncoderModel"], is_encoder_decoder=False)]
 
 M2M = dict(model_type="m2m_100", encoder_layers=2, decoder_layers=1, d_model=64, encoder_attention_heads=4,
-           decoder_attention_heads=4, encoder_ffn_dim=96, decoder_ffn_dim=96, vocab_size=100, max_position_embeddings=32,
+           decoder_attention_heads=4, encoder_ffn_dim=96, decoder_ffn_dim=96, vocab_size=100,
+           max_position_embeddings=32,
            decoder_start_token_id=2, encoder_layerdrop=0.0, decoder_layerdrop=0.0)
 """A tiny M2M100 / NLLB config, LayerDrop off (FlopCounterMode would see a random number of blocks)."""
 CASES += [dict(M2M, architectures=["M2M100" + h], **extra) for h in ("ForConditionalGeneration", "Model")
           for extra in ({}, dict(scale_embedding=False))]
 LONGFORMER = dict(model_type="longformer", num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
-                  intermediate_size=96, vocab_size=100, max_position_embeddings=40, attention_window=[8, 8], num_labels=3)
-CASES += [dict(LONGFORMER, architectures=["Longformer" + h], **({"num_labels": 2} if h == "ForQuestionAnswering" else {}))
+                  intermediate_size=96, vocab_size=100, max_position_embeddings=40, attention_window=[8, 8],
+                  num_labels=3)
+CASES += [dict(LONGFORMER, architectures=["Longformer" + h],
+               **({"num_labels": 2} if h == "ForQuestionAnswering" else {}))
           for h in ("ForMaskedLM", "Model", "ForSequenceClassification", "ForTokenClassification",
                     "ForQuestionAnswering", "ForMultipleChoice")]
 
-CASES += [dict(T5, model_type=t, architectures=[prefix + h], num_labels=3) for t, prefix in (("t5", "T5"), ("mt5", "MT5"),
-                                                                                    ("umt5", "UMT5"))
+CASES += [dict(T5, model_type=t, architectures=[prefix + h], num_labels=3)
+          for t, prefix in (("t5", "T5"), ("mt5", "MT5"), ("umt5", "UMT5"))
           for h in ("ForSequenceClassification", "ForQuestionAnswering", "ForTokenClassification")]
 """The T5 family's classifier heads: T5ClassificationHead on the decoder, qa_outputs per decoder token,
 the encoder alone with a per-token classifier."""
 
 SEQ2SEQ_LM = {"umt5": "UMT5ForConditionalGeneration", "longt5": "LongT5ForConditionalGeneration",
-              "switch_transformers": "SwitchTransformersForConditionalGeneration", "led": "LEDForConditionalGeneration", "t5gemma": "T5GemmaForConditionalGeneration",
+              "switch_transformers": "SwitchTransformersForConditionalGeneration", "led": "LEDForConditionalGeneration",
+              "t5gemma": "T5GemmaForConditionalGeneration",
               "m2m_100": "M2M100ForConditionalGeneration", "longformer": "LongformerForMaskedLM"}
 """transformers' MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES entry of each type (Longformer's masked LM)."""
 
 
-def _ids(cases):
-    return [f"{d['architectures'][0]}-{i}" for i, d in enumerate(cases)]
-
-
 @pytest.mark.torch
-@pytest.mark.parametrize("data", CASES, ids=_ids(CASES))
+@pytest.mark.parametrize("data", CASES, ids=case_ids(CASES))
 def test_total_and_trainable_equal_transformers_on_cpu(data):
     """Total and trainable parameters equal those of the transformers model built on CPU."""
-    model = hf_model(data, device="cpu")
-    count = count_params(from_hf_config(data))
-    assert count.total == sum(p.numel() for p in model.parameters())
-    assert count.trainable == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert_total_and_trainable_on_cpu(data)
 
 
 @pytest.mark.torch
@@ -95,20 +93,20 @@ def test_total_and_trainable_equal_transformers_on_cpu(data):
 @pytest.mark.parametrize("model_type", sorted(SEQ2SEQ_LM))
 def test_class_defaults_equal_transformers(model_type):
     """The config class defaults (Switch's 12 decoder blocks whatever num_layers says), meta device."""
-    data = {**class_defaults(model_type), "architectures": [SEQ2SEQ_LM[model_type]]}
-    assert count_params(from_hf_config(data)).total == hf_numel(data)
+    assert_class_defaults(model_type, SEQ2SEQ_LM[model_type])
 
 
 BATCH, SEQ, DEC = 2, 12, 7
 FLOP_CASES = [d for d in CASES if d["architectures"][0].endswith("ForConditionalGeneration")
               and d["model_type"] in ("umt5", "switch_transformers")
               or d["architectures"] == ["LongT5ForConditionalGeneration"] and "encoder_attention_type" not in d
-              or d["model_type"] in ("t5gemma", "m2m_100") and d["architectures"][0].endswith("ForConditionalGeneration")]
+              or d["model_type"] in ("t5gemma", "m2m_100")
+              and d["architectures"][0].endswith("ForConditionalGeneration")]
 
 
 @pytest.mark.torch
 @pytest.mark.slow
-@pytest.mark.parametrize("data", FLOP_CASES, ids=_ids(FLOP_CASES))
+@pytest.mark.parametrize("data", FLOP_CASES, ids=case_ids(FLOP_CASES))
 def test_training_flops_equal_flop_counter(data):
     """One forward + backward of the HF module (eager) counts exactly our model FLOPs (T5Gemma's
     cross-attention between its two norms; LongT5's

@@ -221,7 +221,8 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
             f"{source}: model_type: unsupported '{model_type}' (supported: {', '.join(sorted(MAPPERS))})"
         )
     _check_depth(c)
-    head = N18SMALL_HEADS.get(model_type) or ENCODER_HEADS.get(model_type) or SEQ2SEQ_HEADS.get(model_type)  # misread by apply_head
+    # types whose head classes apply_head would misread
+    head = N18SMALL_HEADS.get(model_type) or ENCODER_HEADS.get(model_type) or SEQ2SEQ_HEADS.get(model_type)
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}

@@ -58,13 +58,15 @@ def _switch_transformers(c: HFConfig) -> dict:
         raise SpecError(f"{c.source}: tie_word_embeddings: false is not modelled (transformers then keeps "
                         f"separate shared, encoder and decoder token tables and an untied lm_head)")
     layers = c.size("num_layers")
-    decoder = c.integer("num_decoder_layers", 12, nullable=True) or layers  # SwitchTransformersConfig: 12, None -> num_layers
+    # SwitchTransformersConfig: num_decoder_layers 12 by default, None -> num_layers
+    decoder = c.integer("num_decoder_layers", 12, nullable=True) or layers
     fields = OTHER_MAPPERS["t5"](HFConfig({**c.data, "feed_forward_proj": c.text("dense_act_fn", "relu")},
                                           c.source, c.path, c.defaults))
     if fields["arch"] == "encoder":
         decoder = 0
     sparse = []
-    for offset, stack, key in ((0, layers, "num_sparse_encoder_layers"), (layers, decoder, "num_sparse_decoder_layers")):
+    stacks = ((0, layers, "num_sparse_encoder_layers"), (layers, decoder, "num_sparse_decoder_layers"))
+    for offset, stack, key in stacks:
         count = c.integer(key, 3)
         step = stack // count if count else stack  # SwitchTransformersConfig.__post_init__ (its 'HACK' for 0)
         # SwitchTransformersStack: is_sparse = i % step == 1 or step == 1 (so 0 sparse layers still make block 1 sparse)

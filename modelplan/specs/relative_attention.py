@@ -111,7 +111,8 @@ def check_relative(spec) -> None:
     if x.qv_bias_only and spec.qkv_bias:
         raise ValueError("extras.relative.qv_bias_only replaces the q/k/v biases: qkv_bias must be false")
     if d is not None and spec.hidden % d.conv_groups:
-        raise ValueError(f"extras.relative.disentangled.conv_groups ({d.conv_groups}) must divide hidden ({spec.hidden})")
+        raise ValueError(f"extras.relative.disentangled.conv_groups ({d.conv_groups}) must divide hidden "
+                         f"({spec.hidden})")
 
 
 def encoder_sliding(spec, index: int) -> bool:
