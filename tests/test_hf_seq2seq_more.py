@@ -73,6 +73,15 @@ CASES += [dict(T5, model_type=t, architectures=[prefix + h], num_labels=3)
           for h in ("ForSequenceClassification", "ForQuestionAnswering", "ForTokenClassification")]
 """The T5 family's classifier heads: T5ClassificationHead on the decoder, qa_outputs per decoder token,
 the encoder alone with a per-token classifier."""
+BART = dict(encoder_layers=2, decoder_layers=1, d_model=64, encoder_attention_heads=4, decoder_attention_heads=4,
+            encoder_ffn_dim=96, decoder_ffn_dim=96, vocab_size=100, max_position_embeddings=32, num_labels=3)
+CASES += [dict(BART, model_type=t, architectures=[prefix + h]) for t, prefix, heads in (
+    ("bart", "Bart", ("ForSequenceClassification", "ForQuestionAnswering")),
+    ("mbart", "MBart", ("ForSequenceClassification", "ForQuestionAnswering")),
+    ("plbart", "PLBart", ("ForSequenceClassification",)),
+    ("mvp", "Mvp", ("ForSequenceClassification", "ForQuestionAnswering"))) for h in heads]
+CASES += [dict(LED, architectures=["LEDForQuestionAnswering"], num_labels=3)]
+"""The BART family's classifier heads (BartClassificationHead on the decoder, qa_outputs) and LED's."""
 
 SEQ2SEQ_LM = {"umt5": "UMT5ForConditionalGeneration", "longt5": "LongT5ForConditionalGeneration",
               "switch_transformers": "SwitchTransformersForConditionalGeneration", "led": "LEDForConditionalGeneration",
@@ -193,3 +202,12 @@ def test_count_plan_run_and_verify_names_the_features(tmp_path, data, features):
 def test_unmodelled_is_a_one_line_error_naming_the_field(data, message):
     """What the spec cannot express is refused in one line naming the config key."""
     assert_one_line_error(data, message)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize(("model_type", "architecture"), [("bart", "BartForSequenceClassification"),
+                                                          ("t5", "T5ForSequenceClassification")])
+def test_classifier_class_defaults_equal_transformers(model_type, architecture):
+    """facebook/bart-large-mnli's class and T5's classifier at their config class defaults."""
+    assert_class_defaults(model_type, architecture)

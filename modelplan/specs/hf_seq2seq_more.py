@@ -189,5 +189,22 @@ def _t5_heads(fields: dict, c: HFConfig, apply_head: Callable, architecture: Cal
     return apply_head(fields, c, name or None)
 
 
-SEQ2SEQ_HEADS: dict[str, Callable[..., dict]] = {"t5": _t5_heads, "mt5": _t5_heads, "umt5": _t5_heads}
+def _bart_heads(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
+    """The BART family's classifier heads (modeling_bart.py): ...ForSequenceClassification,
+    BartClassificationHead (dense d x d and out_proj Linear(d, num_labels), biased) on the decoder's
+    last eos state: a pooler and a classifier; ...ForQuestionAnswering, qa_outputs Linear(d, 2) on
+    every decoder token (the class sets num_labels 2); others as `hf.apply_head` reads them."""
+    name = architecture(c) or ""
+    bare = {**fields, "lm_head": False, "lm_head_bias": False}
+    if name.endswith("ForSequenceClassification"):
+        return {**bare, "pooler": True, "classifier": {"num_labels": c.num_labels()}}
+    if name.endswith("ForQuestionAnswering"):
+        return {**bare, "classifier": {"num_labels": 2, "per_token": True}}
+    return apply_head(fields, c, name or None)
+
+
+SEQ2SEQ_HEADS: dict[str, Callable[..., dict]] = {
+    "t5": _t5_heads, "mt5": _t5_heads, "umt5": _t5_heads,
+    **{name: _bart_heads for name in ("bart", "mbart", "plbart", "mvp", "led")},
+}
 """Types whose head classes `hf.apply_head` would misread, to their head readers."""
