@@ -1,5 +1,5 @@
 """The encoders of modelplan/specs/hf_encoders.py (distilbert, mpnet, ibert, deberta, deberta-v2,
-modernbert, albert) and the options they use (specs/relative_attention.py, specs/layer_sharing.py):
+modernbert, albert, flaubert) and the options they use (specs/relative_attention.py, specs/layer_sharing.py):
 total and trainable parameters equal sum(p.numel()) of transformers 5.24's module built on CPU
 from a tiny config for every head read, and at the config class defaults (meta device); training
 FLOPs equal FlopCounterMode's count of one eager forward + backward, less the terms named per test;
@@ -52,9 +52,16 @@ CASES += [dict(BERT, model_type="albert", architectures=["Albert" + h], num_hidd
           for extra in (dict(embedding_size=32), dict(embedding_size=32, num_hidden_groups=2),
                         dict(embedding_size=64, num_hidden_groups=3))]
 
+FLAUBERT = dict(model_type="flaubert", n_layers=2, emb_dim=64, n_heads=4, vocab_size=100, max_position_embeddings=40,
+                num_labels=3, pad_token_id=0)
+CASES += [dict(FLAUBERT, architectures=["Flaubert" + h], **extra)
+          for h in ("WithLMHeadModel", "Model", "ForSequenceClassification", "ForTokenClassification",
+                    "ForQuestionAnsweringSimple") for extra in ({}, dict(pre_norm=True), dict(n_langs=3))]
+
 MASKED_LM = {"distilbert": "DistilBertForMaskedLM", "mpnet": "MPNetForMaskedLM", "ibert": "IBertForMaskedLM",
              "deberta": "DebertaForMaskedLM", "deberta-v2": "DebertaV2ForMaskedLM",
-             "modernbert": "ModernBertForMaskedLM", "albert": "AlbertForMaskedLM"}
+             "modernbert": "ModernBertForMaskedLM", "albert": "AlbertForMaskedLM",
+             "flaubert": "FlaubertWithLMHeadModel"}
 """transformers' MODEL_FOR_MASKED_LM_MAPPING_NAMES entry of each type."""
 
 

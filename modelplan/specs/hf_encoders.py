@@ -1,5 +1,5 @@
 """HF config mappers of the most-downloaded BERT-successor encoders (transformers 5.24 modeling
-code): distilbert, mpnet, ibert, deberta, deberta-v2 (DeBERTa-v3), modernbert and albert. Each is BERT's
+code): distilbert, mpnet, ibert, deberta, deberta-v2 (DeBERTa-v3), modernbert, albert and flaubert. Each is BERT's
 encoder (`hf_gpt._bert`) or ModernBERT-decoder's blocks (`hf_n18small_dec`) with the differences
 its modeling file builds; DeBERTa's disentangled attention and MPNet's bucket table are
 `specs/relative_attention.py` options. Their heads are BERT's (`hf.apply_head`) but for ModernBERT,
@@ -12,6 +12,7 @@ from typing import Callable
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_gpt import GPT_MAPPERS
+from modelplan.specs.hf_n18small import N18SMALL_HEADS, N18SMALL_MAPPERS
 from modelplan.specs.hf_n18small_dec import N18SMALL_DECODERS
 
 _bert = GPT_MAPPERS["bert"]
@@ -122,10 +123,25 @@ def _albert(c: HFConfig) -> dict:
     return {**_bert(c), "activation": c.activation("gelu_new", "hidden_act"), "extras": extras}
 
 
+def _flaubert(c: HFConfig) -> dict:
+    """FlaubertModel: XLM's modules (hf_n18small._xlm); pre_norm moves each block's LayerNorms before
+    attention and the MLP (the same tensors: no count change). LayerDrop is a training-time skip:
+    every block is counted."""
+    fields = N18SMALL_MAPPERS["xlm"](c)
+    return {**fields, "norm_placement": "pre"} if c.flag("pre_norm", False) else fields
+
+
+def _flaubert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
+    """XLM's heads under Flaubert's class names (the bare FlaubertModel)."""
+    if (c.texts("architectures", None) or [""])[0] == "FlaubertModel":
+        return {**fields, "lm_head": False, "lm_head_bias": False, "tied_embeddings": False}
+    return N18SMALL_HEADS["xlm"](fields, c, apply_head, architecture)
+
+
 ENCODER_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "distilbert": _distilbert, "mpnet": _mpnet, "ibert": _bert,  # IBertModel: RoBERTa's tensors (quant_mode: buffers)
     "deberta": _deberta(False), "deberta-v2": _deberta(True), "modernbert": _modernbert,
-    "albert": _albert,
+    "albert": _albert, "flaubert": _flaubert,
 }
 
 def _albert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
@@ -158,7 +174,8 @@ def _modernbert_head(fields: dict, c: HFConfig, apply_head: Callable, architectu
                     f"...ForQuestionAnswering, ...ForMultipleChoice)")
 
 
-ENCODER_HEADS: dict[str, Callable[..., dict]] = {"modernbert": _modernbert_head, "albert": _albert_head}
+ENCODER_HEADS: dict[str, Callable[..., dict]] = {"modernbert": _modernbert_head, "albert": _albert_head,
+                                                 "flaubert": _flaubert_head}
 """Types whose head classes `hf.apply_head` would misread (ModernBERT's, ALBERT's pre-training head)."""
 
 ENCODER_UNMODELLED: dict[str, str] = {
