@@ -1,5 +1,5 @@
 """The encoders of modelplan/specs/hf_encoders.py (distilbert, mpnet, ibert, deberta, deberta-v2,
-modernbert, albert, flaubert) and the options they use (specs/relative_attention.py, specs/layer_sharing.py):
+modernbert, albert, flaubert, esm) and the options they use (specs/relative_attention.py, specs/layer_sharing.py):
 total and trainable parameters equal sum(p.numel()) of transformers 5.24's module built on CPU
 from a tiny config for every head read, and at the config class defaults (meta device); training
 FLOPs equal FlopCounterMode's count of one eager forward + backward, less the terms named per test;
@@ -58,6 +58,12 @@ CASES += [dict(FLAUBERT, architectures=["Flaubert" + h], **extra)
           for h in ("WithLMHeadModel", "Model", "ForSequenceClassification", "ForTokenClassification",
                     "ForQuestionAnsweringSimple") for extra in ({}, dict(pre_norm=True), dict(n_langs=3))]
 
+ESM = dict(BERT, model_type="esm", vocab_size=33, pad_token_id=1, mask_token_id=32)
+CASES += [dict(ESM, architectures=["Esm" + h], **extra)
+          for h in ("ForMaskedLM", "Model", "ForSequenceClassification", "ForTokenClassification")
+          for extra in (dict(position_embedding_type="rotary"), dict(emb_layer_norm_before=True))]
+"""ESM-2 (rotary, no embedding norm) and ESM-1b (learned positions, emb_layer_norm_before)."""
+
 MASKED_LM = {"distilbert": "DistilBertForMaskedLM", "mpnet": "MPNetForMaskedLM", "ibert": "IBertForMaskedLM",
              "deberta": "DebertaForMaskedLM", "deberta-v2": "DebertaV2ForMaskedLM",
              "modernbert": "ModernBertForMaskedLM", "albert": "AlbertForMaskedLM",
@@ -81,6 +87,15 @@ def test_class_defaults_equal_transformers(model_type):
 
 
 @pytest.mark.torch
+def test_esm_class_defaults_with_a_vocabulary_equal_transformers():
+    """EsmConfig's defaults leave vocab_size None (refused in one line); with ESM-2's 33 tokens they
+    count what transformers builds (EsmForMaskedLM, its contact head included)."""
+    assert_one_line_error(class_defaults("esm"), "vocab_size: missing")
+    data = {**class_defaults("esm"), "vocab_size": 33, "architectures": ["EsmForMaskedLM"]}
+    assert count_params(from_hf_config(data)).total == hf_numel(data)
+
+
+@pytest.mark.torch
 def test_deberta_v3_base_published_config_equals_transformers():
     """microsoft/deberta-v3-base's config.json (as published) counts what transformers builds."""
     data = dict(model_type="deberta-v2", architectures=["DebertaV2ForMaskedLM"], hidden_size=768,
@@ -92,7 +107,7 @@ def test_deberta_v3_base_published_config_equals_transformers():
 
 BATCH, SEQ = 2, 12
 FLOP_CASES = [d for d in CASES if d["architectures"][0].endswith(("ForMaskedLM", "ForSequenceClassification"))
-              and d["model_type"] in ("distilbert", "mpnet", "ibert", "modernbert", "albert")]
+              and d["model_type"] in ("distilbert", "mpnet", "ibert", "modernbert", "albert", "esm")]
 
 
 @pytest.mark.torch
@@ -196,6 +211,8 @@ def test_ibert_count_and_plan_run(tmp_path):
 
 @pytest.mark.parametrize(("data", "message"), [
     (dict(DISTIL, sinusoidal_pos_embds=True), "sinusoidal_pos_embds: true is not modelled"),
+    (dict(ESM, is_folding_model=True), "is_folding_model: true is not modelled"),
+    (dict(ESM, position_embedding_type="relative_key"), "position_embedding_type: unsupported 'relative_key'"),
     (dict(BERT, model_type="deberta", talking_head=True), "talking_head: true is not modelled"),
     (dict(BERT, model_type="deberta-v2", embedding_size=32), "embedding_size: 32 != hidden_size"),
     (dict(BERT, model_type="deberta-v2", pooler_hidden_size=32), "pooler_hidden_size: 32 != hidden_size"),

@@ -59,6 +59,7 @@ def embedding_extra_params(spec: "TransformerSpec") -> dict[str, int]:
     if x.concat_proj:  # RoCBert map_inputs_layer: Linear(h + widths, h) with bias
         out["concat/proj"] = _concat_in(spec) * h + h
     out["encoder_token"] = spec.vocab * token_width(spec) if x.encoder_token_table else 0  # T5Gemma encoder.embed_tokens
+    out["contact_head"] = spec.layers * spec.heads + 1 if x.contact_head else 0  # EsmContactPredictionHead.regression
     out.update(relative_embedding_params(spec))  # DeBERTa's rel_embeddings, MPNet's table (count/relative_attention.py)
     return out
 

@@ -38,6 +38,7 @@ PRICED_EXTRAS: frozenset[str] = frozenset({
     "extras.out_bias_blocks", "extras.adapter", "mlm_transform", "extras.relative.bias_table",
     "extras.relative.encoder_sliding", "extras.relative.global_projections", "extras.relative.qv_bias_only",
     "extras.weight_groups", "extras.cross_post_norm", "extras.encoder_token_table",
+    "extras.contact_head",
 })
 """`specs.features` names this module prices (shards and kernels)."""
 

@@ -116,6 +116,9 @@ class ExtrasSpec(Spec):
     ties (T5Gemma: encoder.embed_tokens, decoder.embed_tokens)."""
     cross_post_norm: bool = False
     """A norm after each decoder block's cross-attention too (T5Gemma post_cross_attn_layernorm)."""
+    contact_head: bool = False
+    """ESM's contact-prediction regression, Linear(layers x heads, 1) with bias, held by EsmModel in
+    every head class and not run by the masked-LM loss: parameters only."""
     weight_groups: int | None = Field(None, gt=0)
     """Distinct block weight sets the encoder's blocks share in order (ALBERT num_hidden_groups:
     `specs/layer_sharing.py`); None: every block its own."""
@@ -181,7 +184,7 @@ def extras_features(spec: "TransformerSpec") -> list[str]:
         "extras.out_bias_blocks": bool(x.out_bias_blocks), "extras.adapter": x.adapter is not None,
         "extras.xl_relative": x.xl_relative is not None, "extras.mask_embedding": x.mask_embedding,
         "extras.weight_groups": x.weight_groups is not None, "extras.encoder_token_table": x.encoder_token_table,
-        "extras.cross_post_norm": x.cross_post_norm,
+        "extras.cross_post_norm": x.cross_post_norm, "extras.contact_head": x.contact_head,
     }
     return [name for name, used in checks.items() if used] + relative_features(x.relative)
 

@@ -1,5 +1,5 @@
 """HF config mappers of the most-downloaded BERT-successor encoders (transformers 5.24 modeling
-code): distilbert, mpnet, ibert, deberta, deberta-v2 (DeBERTa-v3), modernbert, albert and flaubert. Each is BERT's
+code): distilbert, mpnet, ibert, deberta, deberta-v2 (DeBERTa-v3), modernbert, albert, flaubert and esm. Each is BERT's
 encoder (`hf_gpt._bert`) or ModernBERT-decoder's blocks (`hf_n18small_dec`) with the differences
 its modeling file builds; DeBERTa's disentangled attention and MPNet's bucket table are
 `specs/relative_attention.py` options. Their heads are BERT's (`hf.apply_head`) but for ModernBERT,
@@ -138,10 +138,28 @@ def _flaubert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture
     return N18SMALL_HEADS["xlm"](fields, c, apply_head, architecture)
 
 
+def _esm(c: HFConfig) -> dict:
+    """EsmModel (ESM-2, ESM-1b): pre-LN blocks (BERT's biased modules, attention.LayerNorm before the
+    attention and LayerNorm before the MLP), emb_layer_norm_after as the final norm, an embedding
+    LayerNorm only with emb_layer_norm_before, no token types, rotary q/k (base 10000, ESM's
+    RotaryEmbedding) or a learned position table (absolute), its pooler, and contact_head; heads
+    as BERT's (EsmLMHead: dense, LayerNorm, tied decoder, vocab bias)."""
+    if c.flag("is_folding_model", False):
+        raise SpecError(f"{c.source}: is_folding_model: true is not modelled (ESMFold's folding trunk)")
+    kind = c.text("position_embedding_type", "absolute")
+    if kind not in ("absolute", "rotary"):
+        raise SpecError(f"{c.source}: position_embedding_type: unsupported '{kind}' (absolute, rotary)")
+    fields = _bert(HFConfig({**c.data, "type_vocab_size": 0}, c.source, c.path, c.defaults))
+    rotary = {"position": "rotary", "rope_theta": 10000.0} if kind == "rotary" else {}
+    return {**fields, **rotary, "norm_placement": "pre", "final_norm": True,
+            "embedding_norm": bool(c.flag("emb_layer_norm_before", None)),  # EsmConfig: None (no norm) by default
+            "max_positions": c.integer("max_position_embeddings", 1026), "extras": {"contact_head": True}}
+
+
 ENCODER_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "distilbert": _distilbert, "mpnet": _mpnet, "ibert": _bert,  # IBertModel: RoBERTa's tensors (quant_mode: buffers)
     "deberta": _deberta(False), "deberta-v2": _deberta(True), "modernbert": _modernbert,
-    "albert": _albert, "flaubert": _flaubert,
+    "albert": _albert, "flaubert": _flaubert, "esm": _esm,
 }
 
 def _albert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
