@@ -1,5 +1,5 @@
 """The encoder-decoders of modelplan/specs/hf_seq2seq_more.py (umt5, longt5, switch_transformers,
-led, t5gemma, m2m_100) and longformer: total and trainable parameters equal sum(p.numel()) of
+led, t5gemma, m2m_100, nllb-moe) and longformer: total and trainable parameters equal sum(p.numel()) of
 transformers 5.24's module built on
 CPU from a tiny config for each head read, and at the config class defaults (meta device);
 training FLOPs equal FlopCounterMode's count of one eager forward + backward, less the terms
@@ -60,6 +60,13 @@ M2M = dict(model_type="m2m_100", encoder_layers=2, decoder_layers=1, d_model=64,
 """A tiny M2M100 / NLLB config, LayerDrop off (FlopCounterMode would see a random number of blocks)."""
 CASES += [dict(M2M, architectures=["M2M100" + h], **extra) for h in ("ForConditionalGeneration", "Model")
           for extra in ({}, dict(scale_embedding=False))]
+NLLB_MOE = dict(M2M, model_type="nllb-moe", encoder_layers=4, decoder_layers=4, num_experts=4, encoder_sparse_step=2,
+                decoder_sparse_step=2)
+CASES += [dict(NLLB_MOE, architectures=[arch], **extra) for arch in ("NllbMoeForConditionalGeneration", "NllbMoeModel")
+          for extra in ({}, dict(decoder_layers=3, decoder_sparse_step=3, router_bias=True),
+                        dict(decoder_layers=2, decoder_sparse_step=0))]
+"""NLLB-MoE: sparse blocks at (i + 1) % step == 0 in each stack (its FLOPs are top-2, not the
+dense-dispatch of transformers' eager NllbMoeSparseMLP, so no FlopCounterMode comparison)."""
 LONGFORMER = dict(model_type="longformer", num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
                   intermediate_size=96, vocab_size=100, max_position_embeddings=40, attention_window=[8, 8],
                   num_labels=3)
@@ -86,7 +93,8 @@ CASES += [dict(LED, architectures=["LEDForQuestionAnswering"], num_labels=3)]
 SEQ2SEQ_LM = {"umt5": "UMT5ForConditionalGeneration", "longt5": "LongT5ForConditionalGeneration",
               "switch_transformers": "SwitchTransformersForConditionalGeneration", "led": "LEDForConditionalGeneration",
               "t5gemma": "T5GemmaForConditionalGeneration",
-              "m2m_100": "M2M100ForConditionalGeneration", "longformer": "LongformerForMaskedLM"}
+              "m2m_100": "M2M100ForConditionalGeneration", "longformer": "LongformerForMaskedLM",
+              "nllb-moe": "NllbMoeForConditionalGeneration"}
 """transformers' MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES entry of each type (Longformer's masked LM)."""
 
 

@@ -1,5 +1,5 @@
 """HF config mappers of the T5 and BART successors (transformers 5.24 modeling code): umt5, longt5,
-switch_transformers (T5's modules, `hf_other._t5`), led and m2m_100 (BART's, `hf_n18encdec._stacks`),
+switch_transformers (T5's modules, `hf_other._t5`), led, m2m_100 and nllb-moe (BART's, `hf_n18encdec._stacks`),
 t5gemma (Gemma 2's, `hf_llama`) and the encoder longformer (RoBERTa's with LED's attention), with
 the differences each modeling file builds; the attention options are `specs/relative_attention.py`."""
 
@@ -110,6 +110,23 @@ def _m2m_100(c: HFConfig) -> dict:
             "embedding_scale": fields["hidden"] ** 0.5 if c.flag("scale_embedding", True) else None}
 
 
+def _nllb_moe(c: HFConfig) -> dict:
+    """NllbMoeForConditionalGeneration: M2M100's stacks (`_m2m_100`) whose block i of each stack is
+    sparse when (i + 1) % sparse_step == 0: NllbMoeSparseMLP's router Linear(h, num_experts,
+    router_bias), top-2 experts of the dense MLP's biased fc1 / fc2 (Lepikhin et al. 2020's top-2
+    gating, NLLB Team 2022 sec. 6.2)."""
+    fields = _m2m_100(c)
+    encoder, decoder = fields["layers"], fields["decoder_layers"]
+    sparse = []
+    for offset, stack, key in ((0, encoder, "encoder_sparse_step"), (encoder, decoder, "decoder_sparse_step")):
+        step = c.integer(key, 4)
+        sparse += [offset + i for i in range(stack) if step > 0 and (i + 1) % step == 0]
+    if sparse:
+        fields["moe"] = dict(num_experts=c.size("num_experts"), top_k=2, expert_ffn_hidden=fields["ffn_hidden"],
+                             layers=sparse, router_bias=c.flag("router_bias", False))
+    return fields
+
+
 def _led(c: HFConfig) -> dict:
     """LEDForConditionalGeneration: BART's post-LN stacks (layernorm_embedding each, no final norm),
     learned position tables of max_encoder_position_embeddings / max_decoder_position_embeddings rows
@@ -167,6 +184,7 @@ def _t5gemma(c: HFConfig) -> dict:
 SEQ2SEQ_MORE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "umt5": _umt5, "longt5": _longt5, "switch_transformers": _switch_transformers, "led": _led,
     "t5gemma": _t5gemma, "longformer": _longformer, "m2m_100": _m2m_100,
+    "nllb-moe": _nllb_moe,
 }
 
 
