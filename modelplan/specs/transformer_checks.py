@@ -86,7 +86,7 @@ def _check_blocks(spec: "TransformerSpec") -> None:
             f"moe.first_dense_layers ({moe.first_dense_layers}) exceeds layers ({spec.layers})"
         )
     if moe is not None and moe.layers is not None and any(i >= spec.num_blocks for i in moe.layers):
-        raise ValueError(f"moe.layers ({moe.layers}) must be below the {spec.num_blocks} blocks (layers + decoder's)")
+        raise ValueError(f"moe.layers ({moe.layers}) must be below the model's {spec.num_blocks} blocks")
     if moe is not None and not any(spec.has_mlp(i) for i in range(spec.layers)):
         raise ValueError("moe needs mlp (blocks without an MLP have no experts)")
     if "mlp" in set(spec.layer_types or ()) and spec.mlp:
