@@ -242,3 +242,20 @@ def test_coverage_script_surveys_the_masked_lm_class(tmp_path):
     kind, total = coverage.classify("distilbert", tmp_path, "DistilBertForMaskedLM")
     data = {**class_defaults("distilbert"), "architectures": ["DistilBertForMaskedLM"]}
     assert (kind, int(total)) == ("supported", hf_numel(data))
+
+
+@pytest.mark.parametrize("extra", [DEBERTA_V3, DEBERTA_V2_XL, dict(relative_attention=True, pos_att_type="c2p|p2c")],
+                         ids=["v3", "v2-xl", "v1"])
+def test_planner_gemms_equal_the_counted_block_flops(extra):
+    """The planner's GEMMs of a DeBERTa block (its position projections and c2p / p2c scores beside
+    the q/k/v, scores, out and MLP) sum to count's block FLOPs at tp 1, and split over tp 2."""
+    from modelplan.count.flops import layer_forward_flops
+    from modelplan.plan.kernels import layer_kernels
+
+    model_type = "deberta" if "max_relative_positions" not in extra and "position_buckets" not in extra else "deberta-v2"
+    spec = from_hf_config(dict(BERT, model_type=model_type, **extra))
+    s = 32
+    counted = sum(layer_forward_flops(spec, 0, tokens=2 * s, seq_len=s).values())
+    tp1 = layer_kernels(spec, 1, 2, s, 2, block=block_of(spec, 0), attention="eager")
+    tp2 = layer_kernels(spec, 2, 2, s, 2, block=block_of(spec, 0), attention="eager")
+    assert sum(g.flops for g in tp1.gemms) == counted == 2 * sum(g.flops for g in tp2.gemms)

@@ -219,3 +219,18 @@ def test_unmodelled_is_a_one_line_error_naming_the_field(data, message):
 def test_classifier_class_defaults_equal_transformers(model_type, architecture):
     """facebook/bart-large-mnli's class and T5's classifier at their config class defaults."""
     assert_class_defaults(model_type, architecture)
+
+
+def test_planner_gemms_equal_the_counted_block_flops_of_transient_global():
+    """The planner's GEMMs of a LongT5 transient-global encoder block (local window, the global
+    summaries' aggregation, k / v and scores) sum to count's block FLOPs (at s = the 12-key window:
+    eager attention scores the whole square and masks it)."""
+    from modelplan.count.flops import layer_forward_flops
+    from modelplan.plan.kernels import layer_kernels
+
+    spec = from_hf_config(dict(T5, model_type="longt5", local_radius=3, encoder_attention_type="transient-global",
+                               global_block_size=4))
+    s = 12
+    counted = sum(layer_forward_flops(spec, 0, tokens=2 * s, seq_len=s).values())
+    kernels = layer_kernels(spec, 1, 2, s, 2, block=block_of(spec, 0), attention="eager")
+    assert sum(g.flops for g in kernels.gemms) == counted

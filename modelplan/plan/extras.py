@@ -27,8 +27,7 @@ if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
 
 UNPRICED: frozenset[str] = frozenset({"extras.input_width", "extras.concat_tables", "extras.dense_head_per_token",
-                                      "extras.xl_relative", "extras.relative.disentangled",
-                                      "extras.relative.transient_global"})
+                                      "extras.xl_relative"})
 """extras features whose compute the planner leaves out (noted as priced as baseline blocks)."""
 
 PRICED_EXTRAS: frozenset[str] = frozenset({
@@ -37,6 +36,7 @@ PRICED_EXTRAS: frozenset[str] = frozenset({
     "extras.frozen_position_width", "extras.sub_norms", "extras.moe_output_norm", "extras.no_input_norm_blocks",
     "extras.out_bias_blocks", "extras.adapter", "mlm_transform", "extras.relative.bias_table",
     "extras.relative.encoder_sliding", "extras.relative.global_projections", "extras.relative.qv_bias_only",
+    "extras.relative.disentangled", "extras.relative.transient_global",  # their GEMMs: plan/relative_kernels.py
     "extras.weight_groups", "extras.cross_post_norm", "extras.encoder_token_table",
     "extras.contact_head",
 })
