@@ -1,5 +1,5 @@
 """The encoders of modelplan/specs/hf_encoders.py (distilbert, mpnet, ibert, deberta, deberta-v2,
-modernbert, albert, flaubert, esm) and the options they use (specs/relative_attention.py, specs/layer_sharing.py):
+modernbert, albert, flaubert, esm, eurobert) and the options they use (specs/relative_attention.py, specs/layer_sharing.py):
 total and trainable parameters equal sum(p.numel()) of transformers 5.24's module built on CPU
 from a tiny config for every head read, and at the config class defaults (meta device); training
 FLOPs equal FlopCounterMode's count of one eager forward + backward, less the terms named per test;
@@ -64,10 +64,17 @@ CASES += [dict(ESM, architectures=["Esm" + h], **extra)
           for extra in (dict(position_embedding_type="rotary"), dict(emb_layer_norm_before=True))]
 """ESM-2 (rotary, no embedding norm) and ESM-1b (learned positions, emb_layer_norm_before)."""
 
+EUROBERT = dict(BERT, model_type="eurobert", num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                mask_token_id=3)
+CASES += [dict(EUROBERT, architectures=["EuroBert" + h], **extra)
+          for h in ("ForMaskedLM", "Model", "ForSequenceClassification", "ForTokenClassification")
+          for extra in ({}, dict(mlp_bias=True, tie_word_embeddings=True, classifier_pooling="mean"))]
+"""EuroBERT: Llama blocks both ways; 'late' pooling runs the dense and classifier on every token."""
+
 MASKED_LM = {"distilbert": "DistilBertForMaskedLM", "mpnet": "MPNetForMaskedLM", "ibert": "IBertForMaskedLM",
              "deberta": "DebertaForMaskedLM", "deberta-v2": "DebertaV2ForMaskedLM",
              "modernbert": "ModernBertForMaskedLM", "albert": "AlbertForMaskedLM",
-             "flaubert": "FlaubertWithLMHeadModel"}
+             "flaubert": "FlaubertWithLMHeadModel", "eurobert": "EuroBertForMaskedLM"}
 """transformers' MODEL_FOR_MASKED_LM_MAPPING_NAMES entry of each type."""
 
 
@@ -107,7 +114,7 @@ def test_deberta_v3_base_published_config_equals_transformers():
 
 BATCH, SEQ = 2, 12
 FLOP_CASES = [d for d in CASES if d["architectures"][0].endswith(("ForMaskedLM", "ForSequenceClassification"))
-              and d["model_type"] in ("distilbert", "mpnet", "ibert", "modernbert", "albert", "esm")]
+              and d["model_type"] in ("distilbert", "mpnet", "ibert", "modernbert", "albert", "esm", "eurobert")]
 
 
 @pytest.mark.torch

@@ -1,5 +1,5 @@
 """HF config mappers of the most-downloaded BERT-successor encoders (transformers 5.24 modeling
-code): distilbert, mpnet, ibert, deberta, deberta-v2 (DeBERTa-v3), modernbert, albert, flaubert and esm. Each is BERT's
+code): distilbert, mpnet, ibert, deberta, deberta-v2 (DeBERTa-v3), modernbert, albert, flaubert, esm and eurobert. Each is BERT's
 encoder (`hf_gpt._bert`) or ModernBERT-decoder's blocks (`hf_n18small_dec`) with the differences
 its modeling file builds; DeBERTa's disentangled attention and MPNet's bucket table are
 `specs/relative_attention.py` options. Their heads are BERT's (`hf.apply_head`) but for ModernBERT,
@@ -156,10 +156,44 @@ def _esm(c: HFConfig) -> dict:
             "max_positions": c.integer("max_position_embeddings", 1026), "extras": {"contact_head": True}}
 
 
+def _eurobert(c: HFConfig) -> dict:
+    """EuroBertModel: Llama's blocks (hf_llama.llama: RMSNorm pre-norm, rotary, gated MLP, GQA)
+    attending in both directions, the final norm; no pooler."""
+    from modelplan.specs.hf_llama import llama
+
+    return {**llama(c), "arch": "encoder"}
+
+
+def _eurobert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
+    """EuroBertForMaskedLM (also without `architectures`): lm_head Linear(h, vocab, bias=mlp_bias), tied
+    as tie_word_embeddings says (false by default); EuroBertModel bare; ...ForSequenceClassification:
+    dense h x h and classifier Linear(h, num_labels), biased, on the pooled bos / mean token (both on
+    every token before the mean of the logits for classifier_pooling 'late'); ...ForTokenClassification: Linear(h, labels)."""
+    name = (c.texts("architectures", None) or ["EuroBertForMaskedLM"])[0]
+    bare = {**fields, "lm_head": False, "lm_head_bias": False, "tied_embeddings": False}
+    if name.endswith("ForMaskedLM"):
+        return {**fields, "lm_head": True, "lm_head_bias": c.flag("mlp_bias", False),
+                "tied_embeddings": c.flag("tie_word_embeddings", False)}
+    if name.endswith("BertModel"):
+        return bare
+    if name.endswith("ForSequenceClassification"):
+        pooling = c.text("classifier_pooling", "late")
+        if pooling not in ("bos", "mean", "late"):
+            raise SpecError(f"{c.source}: classifier_pooling: unsupported '{pooling}' (bos, mean, late)")
+        extras = {**(fields.get("extras") or {}), "dense_head_per_token": pooling == "late"}
+        late = pooling == "late"
+        return {**bare, "pooler": True, "classifier": {"num_labels": c.num_labels(), "per_token": late}, "extras": extras}
+    if name.endswith("ForTokenClassification"):
+        return {**bare, "classifier": {"num_labels": c.num_labels(), "per_token": True}}
+    raise SpecError(f"{c.source}: architectures: unsupported head '{name}' for eurobert (EuroBertForMaskedLM, "
+                    f"EuroBertModel, ...ForSequenceClassification, ...ForTokenClassification)")
+
+
 ENCODER_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "distilbert": _distilbert, "mpnet": _mpnet, "ibert": _bert,  # IBertModel: RoBERTa's tensors (quant_mode: buffers)
     "deberta": _deberta(False), "deberta-v2": _deberta(True), "modernbert": _modernbert,
     "albert": _albert, "flaubert": _flaubert, "esm": _esm,
+    "eurobert": _eurobert,
 }
 
 def _albert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
@@ -193,7 +227,7 @@ def _modernbert_head(fields: dict, c: HFConfig, apply_head: Callable, architectu
 
 
 ENCODER_HEADS: dict[str, Callable[..., dict]] = {"modernbert": _modernbert_head, "albert": _albert_head,
-                                                 "flaubert": _flaubert_head}
+                                                 "flaubert": _flaubert_head, "eurobert": _eurobert_head}
 """Types whose head classes `hf.apply_head` would misread (ModernBERT's, ALBERT's pre-training head)."""
 
 ENCODER_UNMODELLED: dict[str, str] = {
