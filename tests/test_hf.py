@@ -364,7 +364,7 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"mllama"}  # tests/test_hf_n18mllama.py
     tested |= {"beam"}  # tests/test_hf_n18beam.py
     tested |= {"distilbert", "mpnet", "ibert", "deberta", "deberta-v2", "modernbert", "albert",
-               "flaubert", "esm", "eurobert"}  # tests/test_hf_encoders.py
+               "flaubert", "esm", "eurobert", "nomic_bert"}  # tests/test_hf_encoders.py
     tested |= {"umt5", "longt5", "switch_transformers", "led", "t5gemma", "m2m_100", "longformer",
                "nllb-moe"}  # test_hf_seq2seq_more.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}

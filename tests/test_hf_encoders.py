@@ -1,5 +1,5 @@
 """The encoders of modelplan/specs/hf_encoders.py (distilbert, mpnet, ibert, deberta, deberta-v2,
-modernbert, albert, flaubert, esm, eurobert) and the options they use (specs/relative_attention.py, specs/layer_sharing.py):
+modernbert, albert, flaubert, esm, eurobert, nomic_bert) and the options they use (specs/relative_attention.py, specs/layer_sharing.py):
 total and trainable parameters equal sum(p.numel()) of transformers 5.24's module built on CPU
 from a tiny config for every head read, and at the config class defaults (meta device); training
 FLOPs equal FlopCounterMode's count of one eager forward + backward, less the terms named per test;
@@ -71,10 +71,15 @@ CASES += [dict(EUROBERT, architectures=["EuroBert" + h], **extra)
           for extra in ({}, dict(mlp_bias=True, tie_word_embeddings=True, classifier_pooling="mean"))]
 """EuroBERT: Llama blocks both ways; 'late' pooling runs the dense and classifier on every token."""
 
+NOMIC = dict(BERT, model_type="nomic_bert", head_dim=16, pad_token_id=0)
+CASES += [dict(NOMIC, architectures=["NomicBert" + h])
+          for h in ("ForMaskedLM", "Model", "ForSequenceClassification", "ForTokenClassification")]
+
 MASKED_LM = {"distilbert": "DistilBertForMaskedLM", "mpnet": "MPNetForMaskedLM", "ibert": "IBertForMaskedLM",
              "deberta": "DebertaForMaskedLM", "deberta-v2": "DebertaV2ForMaskedLM",
              "modernbert": "ModernBertForMaskedLM", "albert": "AlbertForMaskedLM",
-             "flaubert": "FlaubertWithLMHeadModel", "eurobert": "EuroBertForMaskedLM"}
+             "flaubert": "FlaubertWithLMHeadModel", "eurobert": "EuroBertForMaskedLM",
+             "nomic_bert": "NomicBertForMaskedLM"}
 """transformers' MODEL_FOR_MASKED_LM_MAPPING_NAMES entry of each type."""
 
 
@@ -114,7 +119,8 @@ def test_deberta_v3_base_published_config_equals_transformers():
 
 BATCH, SEQ = 2, 12
 FLOP_CASES = [d for d in CASES if d["architectures"][0].endswith(("ForMaskedLM", "ForSequenceClassification"))
-              and d["model_type"] in ("distilbert", "mpnet", "ibert", "modernbert", "albert", "esm", "eurobert")]
+              and d["model_type"] in ("distilbert", "mpnet", "ibert", "modernbert", "albert", "esm", "eurobert",
+                                         "nomic_bert")]
 
 
 @pytest.mark.torch

@@ -1,5 +1,5 @@
 """HF config mappers of the most-downloaded BERT-successor encoders (transformers 5.24 modeling
-code): distilbert, mpnet, ibert, deberta, deberta-v2 (DeBERTa-v3), modernbert, albert, flaubert, esm and eurobert. Each is BERT's
+code): distilbert, mpnet, ibert, deberta, deberta-v2 (DeBERTa-v3), modernbert, albert, flaubert, esm, eurobert and nomic_bert. Each is BERT's
 encoder (`hf_gpt._bert`) or ModernBERT-decoder's blocks (`hf_n18small_dec`) with the differences
 its modeling file builds; DeBERTa's disentangled attention and MPNet's bucket table are
 `specs/relative_attention.py` options. Their heads are BERT's (`hf.apply_head`) but for ModernBERT,
@@ -189,11 +189,23 @@ def _eurobert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture
                     f"EuroBertModel, ...ForSequenceClassification, ...ForTokenClassification)")
 
 
+def _nomic_bert(c: HFConfig) -> dict:
+    """NomicBertModel (nomic-embed-text): BERT's post-LN blocks and embedding LayerNorm with bias-free
+    q/k/v/o and a bias-free gated MLP (gate / up / down, hidden_act silu), rotary q/k of head_dim
+    (rope_parameters), token types, no position table, no pooler (its sequence classifier adds
+    one); heads as BERT's."""
+    fields = _bert(c)
+    return {**fields, "qkv_bias": False, "attn_out_bias": False, "mlp_bias": False, "gated_mlp": True,
+            "activation": c.activation("silu", "hidden_act"), "position": "rotary", "pooler": False,
+            "head_dim": c.integer("head_dim", fields["hidden"] // fields["heads"]),
+            "max_positions": c.integer("max_position_embeddings", 2048)}
+
+
 ENCODER_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "distilbert": _distilbert, "mpnet": _mpnet, "ibert": _bert,  # IBertModel: RoBERTa's tensors (quant_mode: buffers)
     "deberta": _deberta(False), "deberta-v2": _deberta(True), "modernbert": _modernbert,
     "albert": _albert, "flaubert": _flaubert, "esm": _esm,
-    "eurobert": _eurobert,
+    "eurobert": _eurobert, "nomic_bert": _nomic_bert,
 }
 
 def _albert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
