@@ -1,9 +1,11 @@
 """HF config mappers of the most-downloaded BERT-successor encoders (transformers 5.24 modeling
-code): distilbert, mpnet, ibert, deberta, deberta-v2 (DeBERTa-v3), modernbert, albert, flaubert, esm, eurobert and nomic_bert. Each is BERT's
-encoder (`hf_gpt._bert`) or ModernBERT-decoder's blocks (`hf_n18small_dec`) with the differences
-its modeling file builds; DeBERTa's disentangled attention and MPNet's bucket table are
-`specs/relative_attention.py` options. Their heads are BERT's (`hf.apply_head`) but for ModernBERT,
-whose classifier heads keep the MLM head's dense + norm, and ALBERT's pre-training head (`ENCODER_HEADS`)."""
+code): distilbert, mpnet, ibert, deberta, deberta-v2 (DeBERTa-v3), modernbert, albert, flaubert, esm,
+eurobert and nomic_bert. Each is BERT's encoder (`hf_gpt._bert`), XLM's (flaubert), Llama's blocks
+(eurobert) or ModernBERT-decoder's (modernbert) with the differences its modeling file builds;
+DeBERTa's disentangled attention and MPNet's bucket table are `specs/relative_attention.py` options,
+ALBERT's sharing `specs/layer_sharing.py`. Their heads are BERT's (`hf.apply_head`) but for the
+types in `ENCODER_HEADS` (ModernBERT's classifier heads keep the MLM head's dense + norm, ALBERT's
+pre-training head, Flaubert's and EuroBERT's class names)."""
 
 from __future__ import annotations
 
