@@ -16,7 +16,11 @@
   (GPT-NeoX-Japanese's last block);
 - bottleneck adapters after every block's MLP, one per language, one of them run per token (X-MOD);
 - Transformer-XL relative attention (XLNet: a position projection, three bias vectors and a
-  segment table per block; a mask embedding).
+  segment table per block; a mask embedding);
+- DeBERTa's disentangled attention, extra T5 bias tables, LED / LongT5 encoder attention
+  (`relative`: specs/relative_attention.py), ALBERT's cross-layer sharing (`weight_groups`:
+  specs/layer_sharing.py), T5Gemma's own encoder token table and post-cross-attention norm, ESM's
+  contact head.
 """
 
 from __future__ import annotations
