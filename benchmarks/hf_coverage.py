@@ -11,6 +11,9 @@ config.json and run through `modelplan count` in-process; the type is
     python benchmarks/hf_coverage.py [--list refused|crashed|supported|all] [--json]
 
 Prints the counts per mapping and overall (a type in both mappings is counted once overall).
+The masked-LM, seq2seq-LM and sequence-classification mappings (`EXTRA`) are surveyed the same
+way with `architectures` naming the mapping's class (BertForMaskedLM, ...), each on a line of its
+own, outside the overall line (which stays the union of the first two).
 """
 
 from __future__ import annotations
@@ -34,6 +37,19 @@ def model_types() -> dict[str, list[str]]:
             "image_text_to_text": sorted(modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)}
 
 
+EXTRA = {"masked_lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES", "seq2seq_lm": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
+         "sequence_classification": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES"}
+"""Further mappings surveyed per head class (name -> transformers.models.auto.modeling_auto table)."""
+
+
+def extra_classes() -> dict[str, dict[str, str]]:
+    """Per EXTRA mapping, model_type -> the class it names (the first where it lists several)."""
+    from transformers.models.auto import modeling_auto
+
+    tables = {name: getattr(modeling_auto, table) for name, table in EXTRA.items()}
+    return {name: {t: c if isinstance(c, str) else c[0] for t, c in sorted(table.items())} for name, table in tables.items()}
+
+
 def default_config(model_type: str) -> dict | None:
     """The config class defaults of `model_type` as a config.json dict (None: transformers fails)."""
     from transformers import AutoConfig
@@ -47,8 +63,9 @@ def default_config(model_type: str) -> dict | None:
         return None
 
 
-def classify(model_type: str, folder: Path) -> tuple[str, str]:
-    """(outcome, detail) of `modelplan count` on the default config of `model_type`."""
+def classify(model_type: str, folder: Path, architecture: str | None = None) -> tuple[str, str]:
+    """(outcome, detail) of `modelplan count` on the default config of `model_type` (with
+    `architectures` [architecture] when given)."""
     from typer.testing import CliRunner
 
     from modelplan.cli import app
@@ -56,6 +73,8 @@ def classify(model_type: str, folder: Path) -> tuple[str, str]:
     data = default_config(model_type)
     if data is None:
         return "no_config", "AutoConfig.for_model failed"
+    if architecture is not None:
+        data["architectures"] = [architecture]
     path = folder / f"{model_type}.json"
     path.write_text(json.dumps(data))
     result = CliRunner().invoke(app, ["count", str(path), "--json"])
@@ -79,22 +98,31 @@ def main() -> None:
     transformers.logging.set_verbosity_error()
     mappings = model_types()
     outcomes: dict[str, tuple[str, str]] = {}
+    classes = extra_classes()
+    extra: dict[str, dict[str, tuple[str, str]]] = {name: {} for name in classes}
     with tempfile.TemporaryDirectory() as tmp:
         for model_type in sorted(set().union(*mappings.values())):
             outcomes[model_type] = classify(model_type, Path(tmp))
+        for name, table in classes.items():
+            for model_type, architecture in table.items():
+                extra[name][model_type] = classify(model_type, Path(tmp), architecture)
     if args.json:
         print(json.dumps({"transformers": transformers.__version__,
-                          "mappings": mappings, "outcomes": outcomes}, indent=1))
+                          "mappings": mappings, "outcomes": outcomes, "extra": extra}, indent=1))
         return
     kinds = ("supported", "refused", "crashed", "no_config")
     print(f"transformers {transformers.__version__}")
-    for name, types in {**mappings, "all": sorted(outcomes)}.items():
-        counts = {kind: sum(outcomes[t][0] == kind for t in types) for kind in kinds}
-        print(f"{name:>20}: {len(types)} types, " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    lines = {**{name: (types, outcomes) for name, types in mappings.items()}, "all": (sorted(outcomes), outcomes),
+             **{name: (sorted(table), table) for name, table in extra.items()}}
+    for name, (types, results) in lines.items():
+        counts = {kind: sum(results[t][0] == kind for t in types) for kind in kinds}
+        print(f"{name:>23}: {len(types)} types, " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     if args.list:
-        for model_type, (kind, detail) in outcomes.items():
-            if args.list in ("all", kind):
-                print(f"{kind:>10} {model_type}: {detail[:200]}")
+        listed = [("", outcomes)] + [(f"{name}:", table) for name, table in extra.items()]
+        for prefix, table in listed:
+            for model_type, (kind, detail) in table.items():
+                if args.list in ("all", kind):
+                    print(f"{kind:>10} {prefix}{model_type}: {detail[:200]}")
 
 
 if __name__ == "__main__":

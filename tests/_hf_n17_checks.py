@@ -99,3 +99,27 @@ def assert_dense_blocks_shard(spec, tp2=lambda block: True) -> None:
             continue
         local, replicated = _block(spec, block, 2, True)
         assert 2 * local - replicated == whole, index
+
+
+def case_ids(cases: list[dict]) -> list[str]:
+    """pytest ids of config cases: architectures[0] and the case's index."""
+    return [f"{d['architectures'][0]}-{i}" for i, d in enumerate(cases)]
+
+
+def assert_total_and_trainable_on_cpu(data: dict) -> None:
+    """count_params' total and trainable = sum(p.numel()) of the transformers model built on CPU,
+    all of its parameters and those with requires_grad."""
+    from _hf_reference import hf_model
+
+    model = hf_model(data, device="cpu")
+    count = count_params(from_hf_config(data, "config.json"))
+    assert count.total == sum(p.numel() for p in model.parameters())
+    assert count.trainable == sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def assert_class_defaults(model_type: str, architecture: str) -> None:
+    """`model_type`'s config class defaults built as `architecture` on the meta device count its total."""
+    from _hf_reference import hf_numel
+
+    data = {**class_defaults(model_type), "architectures": [architecture]}
+    assert count_params(from_hf_config(data, "config.json")).total == hf_numel(data)

@@ -394,6 +394,10 @@ def test_every_mapper_has_a_fixture_or_variant():
                "musicgen", "musicgen_decoder", "musicgen_melody", "musicgen_melody_decoder", "moshi",  # test_hf_audio_lm.py
                "glmga", "cosmos3_omni", "cohere_compass", "cosmos3_edge", "cosmos3_edge_text",  # test_hf_reused / cosmos3
                "muse_glimmer", "muse_glimmer_text", "nemotron_h_omni"}  # test_hf_muse.py, test_hf_nemotron_omni.py
+    tested |= {"distilbert", "mpnet", "ibert", "deberta", "deberta-v2", "modernbert", "albert",
+               "flaubert", "esm", "eurobert", "nomic_bert"}  # tests/test_hf_encoders.py
+    tested |= {"umt5", "longt5", "switch_transformers", "led", "t5gemma", "m2m_100", "longformer",
+               "nllb-moe"}  # test_hf_seq2seq_more.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

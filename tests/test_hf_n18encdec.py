@@ -222,8 +222,8 @@ BASE = {"model_type": "bart", "d_model": 16, "encoder_layers": 1, "decoder_layer
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    ({"architectures": ["BartForQuestionAnswering"]}, r"architectures: 'BartForQuestionAnswering' not modelled"),
-    ({"architectures": ["BartForSequenceClassification"]}, r"'BartForSequenceClassification' not modelled"),
+    ({"architectures": ["BartForTokenClassification"]}, r"architectures: 'BartForTokenClassification' not modelled"),  # no such class
+    ({"architectures": ["BartForMultipleChoice"]}, r"'BartForMultipleChoice' not modelled"),
     ({"decoder_attention_heads": 4}, r"encoder_attention_heads \(2\) != decoder_attention_heads \(4\)"),
     ({"decoder_ffn_dim": 32}, r"encoder_ffn_dim \(24\) != decoder_ffn_dim \(32\)"),
     ({"tie_word_embeddings": False}, r"tie_word_embeddings: false is not modelled"),

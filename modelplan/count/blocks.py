@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from modelplan.count.extras import block_extra_params
+from modelplan.specs.relative_attention import encoder_sliding
 from modelplan.count.seq2seq import idle_cross_params, key_bias_saving, separate_cross
 
 from modelplan.count.conv_relative import in_loop, pooled_residuals
@@ -72,7 +73,8 @@ class Block(NamedTuple):
 def block_of(spec: "TransformerSpec", index: int) -> Block:
     """The kind of block `index` (0-based over all blocks, encoder first for encoder_decoder)."""
     return Block(
-        mixer=spec.layer_type(index if index < spec.layers else index - spec.layers),  # each stack from its first block
+        mixer=spec.layer_type(index if index < spec.layers else index - spec.layers)  # each stack from its first block
+        if not encoder_sliding(spec, index) else "sliding_attention",  # LED / LongT5 encoders (specs/relative_attention.py)
         moe=spec.is_moe_layer(index),
         cross=spec.is_decoder_block(index),
         relative_bias=spec.position == "relative" and spec.is_first_in_stack(index),

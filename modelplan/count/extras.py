@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from modelplan.count.encoder_inputs import input_block_flops, input_block_params
 from modelplan.count.conv_relative import conv_relative_flops, conv_relative_kept_elements, conv_relative_params
+from modelplan.count.relative_attention import (relative_block_flops, relative_block_params,
+                                                relative_embedding_flops, relative_embedding_params)
 from modelplan.count.seq2seq import position_rows
 from modelplan.specs.extras import table_width, token_width
 
@@ -58,6 +60,9 @@ def embedding_extra_params(spec: "TransformerSpec") -> dict[str, int]:
     out["concat/tables"] = sum(t.rows * t.width for t in x.concat_tables)  # nn.Embedding(rows, width) each
     if x.concat_proj:  # RoCBert map_inputs_layer: Linear(h + widths, h) with bias
         out["concat/proj"] = _concat_in(spec) * h + h
+    out["encoder_token"] = spec.vocab * token_width(spec) if x.encoder_token_table else 0  # T5Gemma encoder.embed_tokens
+    out["contact_head"] = spec.layers * spec.heads + 1 if x.contact_head else 0  # EsmContactPredictionHead.regression
+    out.update(relative_embedding_params(spec))  # DeBERTa's rel_embeddings, MPNet's table (count/relative_attention.py)
     return out
 
 
@@ -89,6 +94,9 @@ def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int
         out["adapter/norm"] = _norm(spec, h) if a.norm else 0  # adapter_layer_norm
     if x.conv_relative is not None:  # Inkling (count/conv_relative.py)
         out.update(conv_relative_params(spec, block))
+    if x.cross_post_norm and block.cross:  # T5GemmaDecoderLayer.post_cross_attn_layernorm
+        out["cross_attention/post_norm"] = _norm(spec, h)
+    out.update(relative_block_params(spec, block))  # DeBERTa, UMT5, LED, LongT5 (count/relative_attention.py)
     return out
 
 
@@ -101,6 +109,7 @@ def embedding_extra_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int
         out["proj_in"] = 2 * tokens * x.input_width * h  # (t, E) @ (E, h)
     if x.concat_proj:
         out["concat/proj"] = 2 * tokens * _concat_in(spec) * h  # (t, h + widths) @ (h + widths, h)
+    out.update(relative_embedding_flops(spec, tokens))  # DeBERTa-v2's ConvLayer
     return out
 
 
@@ -126,6 +135,7 @@ def block_extra_flops(spec: "TransformerSpec", block: "Block", tokens: int, seq_
         out["attention/relative_score"] = 2 * tokens * positions * spec.q_width
     if x.conv_relative is not None:  # Inkling (count/conv_relative.py)
         out.update(conv_relative_flops(spec, block, tokens))
+    out.update(relative_block_flops(spec, block, tokens, seq_len))  # DeBERTa c2p / p2c, LongT5 globals
     return out
 
 

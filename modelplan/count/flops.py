@@ -90,7 +90,8 @@ def head_forward_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> di
     rows = 0 if cls is None else tokens if cls.per_token else sequences
     return {
         "proj": 2 * tokens * h * e if e != h else 0,  # OPT project_out
-        "transform": 2 * tokens * h * t if spec.mlm_transform else 0,  # BERT MLM dense (t, h) @ (h, t)
+        # BERT MLM dense (t, h) @ (h, t); before a pooled classifier only (ModernBERT) on its rows
+        "transform": 2 * (rows if not spec.lm_head and cls is not None else tokens) * h * t if spec.mlm_transform else 0,
         "output": 2 * tokens * dec * spec.vocab if spec.lm_head else 0,  # logits (t, dec) @ (dec, V)
         # first token of each sequence (ELECTRA's discriminator dense: every token)
         "pooler": 2 * (tokens if per_token_dense(spec) else sequences) * h * h if spec.pooler else 0,

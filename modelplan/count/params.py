@@ -44,6 +44,7 @@ from modelplan.count.side_paths import embedding_side_params, head_side_params
 from modelplan.count.vision import vision_params
 from modelplan.specs.extras import decoder_width, head_tied, table_width, token_width, transform_width
 from modelplan.specs.family import family_of
+from modelplan.specs.layer_sharing import reuses_weights
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -150,6 +151,9 @@ def count_transformer_params(spec) -> ParamCount:
         kind = block_of(spec, index)
         if kind not in cache:
             cache[kind] = block_params(spec, kind)
+        if reuses_weights(spec, index):  # ALBERT: an earlier block holds this block's weights
+            per_layer.append(0)
+            continue
         per_layer.append(sum(cache[kind].values()))
         unused += unused_expert_params(spec, kind)
         _add(leaves, "layers", cache[kind])

@@ -34,7 +34,11 @@ PRICED_EXTRAS: frozenset[str] = frozenset({
     "extras.head_width", "extras.head_transform_bias=false", "extras.head_untied", "extras.position_offset",
     "extras.token_extra_rows", "extras.mask_embedding",
     "extras.frozen_position_width", "extras.sub_norms", "extras.moe_output_norm", "extras.no_input_norm_blocks",
-    "extras.out_bias_blocks", "extras.adapter", "mlm_transform",
+    "extras.out_bias_blocks", "extras.adapter", "mlm_transform", "extras.relative.bias_table",
+    "extras.relative.encoder_sliding", "extras.relative.global_projections", "extras.relative.qv_bias_only",
+    "extras.relative.disentangled", "extras.relative.transient_global",  # their GEMMs: plan/relative_kernels.py
+    "extras.weight_groups", "extras.cross_post_norm", "extras.encoder_token_table",
+    "extras.contact_head",
 })
 """`specs.features` names this module prices (shards and kernels)."""
 

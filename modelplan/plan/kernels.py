@@ -27,6 +27,7 @@ from modelplan.count.hyperconn import hc_gemm_shapes
 from modelplan.plan.block_kernels import cross_kernels, mixer_kernels
 from modelplan.plan.extras import head_transform_kernels, layer_extra_kernels
 from modelplan.plan.kernel_types import Elementwise, Gemm
+from modelplan.plan.relative_kernels import relative_gemms
 from modelplan.plan.parallel.tp import local_kv_heads
 from modelplan.specs.extras import decoder_width
 from modelplan.specs.attention_shape import for_block
@@ -155,6 +156,7 @@ def layer_kernels(
             Gemm("mlp/out", tokens, h, ffn_local),  # row-parallel
         ]
     gemms += side_path_gemms(spec, tokens)  # Gemma 3n / 4 per-layer input and LAuReL (replicated)
+    gemms += relative_gemms(spec, block, tp, b, s_q)  # DeBERTa, LongT5 (plan/relative_kernels.py)
     pk = spec.product_key_experts
     if block.mlp and not moe_layer and pk is not None:  # Doge's product-key experts (count/product_key.py), replicated
         gemms += [Gemm("mlp/pk_router", tokens, 2 * pk.num_keys, h),

@@ -117,7 +117,7 @@ class RankStates:
         numel = {u: s.numel for u, s in units.items()}
         experts = {u for u in units if u.endswith("/experts")}
         layers = range(self.spec.num_blocks)
-        dense = max(numel[f"layers/{i}"] for i in layers)
+        dense = max(numel.get(f"layers/{i}", 0) for i in layers)  # ALBERT: reused blocks hold none
         expert = max((numel[f"layers/{i}/experts"] for i in layers if f"layers/{i}/experts" in numel), default=0)
         return numel, experts, dense, expert
 
@@ -126,7 +126,7 @@ class RankStates:
         stage's parameters then follow its block count alone)."""
         numel = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))[0]
         layers = range(self.spec.num_blocks)
-        return (len({numel[f"layers/{i}"] for i in layers}) == 1
+        return (len({numel.get(f"layers/{i}", 0) for i in layers}) == 1
                 and len({numel.get(f"layers/{i}/experts", 0) for i in layers}) == 1)
 
     def params(self, tp: int, pp: int) -> tuple[int, int, int, int]:

@@ -43,6 +43,7 @@ from modelplan.plan.linear_mixers import linear_mixer_shard
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.stages import rank_units
 from modelplan.specs.attention_shape import for_block
+from modelplan.specs.layer_sharing import reuses_weights
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -280,7 +281,7 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
         block = block_of(spec, i)
         if block not in blocks:  # alike blocks are the same size
             blocks[block] = _block(spec, block, tp, sp)
-        sizes[f"layers/{i}"] = (*blocks[block], dp)
+        sizes[f"layers/{i}"] = (0, 0, dp) if reuses_weights(spec, i) else (*blocks[block], dp)  # ALBERT: held once
         if spec.is_moe_layer(i):
             sizes[f"layers/{i}/experts"] = (experts, 0, expert_group)
     for k in range(spec.mtp_layers):

@@ -16,7 +16,11 @@
   (GPT-NeoX-Japanese's last block);
 - bottleneck adapters after every block's MLP, one per language, one of them run per token (X-MOD);
 - Transformer-XL relative attention (XLNet: a position projection, three bias vectors and a
-  segment table per block; a mask embedding).
+  segment table per block; a mask embedding);
+- DeBERTa's disentangled attention, extra T5 bias tables, LED / LongT5 encoder attention
+  (`relative`: specs/relative_attention.py), ALBERT's cross-layer sharing (`weight_groups`:
+  specs/layer_sharing.py), T5Gemma's own encoder token table and post-cross-attention norm, ESM's
+  contact head.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
 from modelplan.specs.conv_relative import ConvRelativeSpec
+from modelplan.specs.relative_attention import RelativeSpec, check_relative, relative_features
 
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
@@ -116,6 +121,20 @@ class ExtrasSpec(Spec):
     """One learned h-wide vector for masked positions (XLNet mask_emb)."""
     conv_relative: ConvRelativeSpec | None = None
     """Inkling's short convolutions and relative logits (`specs/conv_relative.py`)."""
+    encoder_token_table: bool = False
+    """An encoder-decoder's encoder has a token table of its own beside the decoder's, which the head
+    ties (T5Gemma: encoder.embed_tokens, decoder.embed_tokens)."""
+    cross_post_norm: bool = False
+    """A norm after each decoder block's cross-attention too (T5Gemma post_cross_attn_layernorm)."""
+    contact_head: bool = False
+    """ESM's contact-prediction regression, Linear(layers x heads, 1) with bias, held by EsmModel in
+    every head class and not run by the masked-LM loss: parameters only."""
+    weight_groups: int | None = Field(None, gt=0)
+    """Distinct block weight sets the encoder's blocks share in order (ALBERT num_hidden_groups:
+    `specs/layer_sharing.py`); None: every block its own."""
+    relative: RelativeSpec | None = None
+    """DeBERTa's disentangled attention, extra T5 bias tables, LED / LongT5 encoder attention
+    (`specs/relative_attention.py`)."""
 
     @model_validator(mode="after")
     def _check(self) -> "ExtrasSpec":
@@ -178,8 +197,10 @@ def extras_features(spec: "TransformerSpec") -> list[str]:
         "extras.out_bias_blocks": bool(x.out_bias_blocks), "extras.adapter": x.adapter is not None,
         "extras.xl_relative": x.xl_relative is not None, "extras.mask_embedding": x.mask_embedding,
         "extras.conv_relative": x.conv_relative is not None,
+        "extras.weight_groups": x.weight_groups is not None, "extras.encoder_token_table": x.encoder_token_table,
+        "extras.cross_post_norm": x.cross_post_norm, "extras.contact_head": x.contact_head,
     }
-    return [name for name, used in checks.items() if used]
+    return [name for name, used in checks.items() if used] + relative_features(x.relative)
 
 def check_extras(spec: "TransformerSpec") -> None:
     """Raise ValueError naming the fields when the options contradict the rest of the spec."""
@@ -204,4 +225,10 @@ def check_extras(spec: "TransformerSpec") -> None:
             raise ValueError(f"extras.{name}: block {late[0]} >= the model's {spec.num_blocks} blocks")
     if x.no_input_norm_blocks and spec.num_norms_per_layer < 2:
         raise ValueError("extras.no_input_norm_blocks needs blocks of two or more norms")
+    check_relative(spec)
+    if (x.encoder_token_table or x.cross_post_norm) and spec.arch != "encoder_decoder":
+        raise ValueError(f"extras.encoder_token_table / cross_post_norm are for arch 'encoder_decoder' (got '{spec.arch}')")
+    if x.weight_groups is not None and (spec.arch != "encoder" or x.weight_groups > spec.layers):
+        raise ValueError(f"extras.weight_groups ({x.weight_groups}) is for an encoder of at least as many layers "
+                         f"(got arch '{spec.arch}', layers {spec.layers})")
 

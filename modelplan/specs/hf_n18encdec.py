@@ -46,7 +46,8 @@ FAMILY: dict[str, Shape] = {
     "blenderbot-small": Shape("post", True, False, 0, "none"),  # BlenderbotSmallLearnedPositionalEmbedding
 }
 
-_HEADS = ("ForConditionalGeneration", "MTModel", "Model", "ForCausalLM")
+_HEADS = ("ForConditionalGeneration", "MTModel", "Model", "ForCausalLM", "ForSequenceClassification",
+          "ForQuestionAnswering")  # the last two: hf_seq2seq_more.SEQ2SEQ_HEADS
 """Architectures read: the LM head on the decoder (MarianMTModel is Marian's), the bare
 encoder-decoder (BartModel: `shared`, encoder, decoder), or the decoder alone (BartForCausalLM)."""
 
@@ -56,8 +57,8 @@ def _decoder_alone(c: HFConfig) -> bool:
     names = c.texts("architectures", None)
     if names and not names[0].endswith(_HEADS):
         raise SpecError(f"{c.source}: architectures: '{names[0]}' not modelled (supported: the encoder-decoder "
-                        f"...ForConditionalGeneration, MarianMTModel, the bare ...Model or the decoder alone "
-                        f"...ForCausalLM)")
+                        f"...ForConditionalGeneration, MarianMTModel, the bare ...Model, the decoder alone "
+                        f"...ForCausalLM, ...ForSequenceClassification, ...ForQuestionAnswering)")
     return bool(names) and names[0].endswith("ForCausalLM")
 
 

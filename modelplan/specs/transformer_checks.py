@@ -68,8 +68,8 @@ def _check_attention(spec: "TransformerSpec") -> None:
 
 def _check_blocks(spec: "TransformerSpec") -> None:
     if spec.arch == "encoder_decoder":
-        if spec.moe is not None or spec.mtp_layers:
-            raise ValueError("encoder_decoder models take no moe or mtp_layers")
+        if (spec.moe is not None and spec.moe.layers is None) or spec.mtp_layers:  # Switch: moe.layers over both stacks
+            raise ValueError("encoder_decoder models take no mtp_layers, and moe only with explicit moe.layers")
         if set(spec.layer_types or ()) - {"full_attention", "sliding_attention"}:
             raise ValueError(f"encoder_decoder layer_types ({sorted(set(spec.layer_types))}) must be full_attention "
                              "or sliding_attention (each stack repeats them from its first block)")
@@ -91,8 +91,8 @@ def _check_blocks(spec: "TransformerSpec") -> None:
         raise ValueError(
             f"moe.first_dense_layers ({moe.first_dense_layers}) exceeds layers ({spec.layers})"
         )
-    if moe is not None and moe.layers is not None and any(i >= spec.layers for i in moe.layers):
-        raise ValueError(f"moe.layers ({moe.layers}) must be below layers ({spec.layers})")
+    if moe is not None and moe.layers is not None and any(i >= spec.num_blocks for i in moe.layers):
+        raise ValueError(f"moe.layers ({moe.layers}) must be below the model's {spec.num_blocks} blocks")
     if moe is not None and not any(spec.has_mlp(i) for i in range(spec.layers)):
         raise ValueError("moe needs mlp (blocks without an MLP have no experts)")
     if "mlp" in set(spec.layer_types or ()) and spec.mlp:
@@ -114,7 +114,7 @@ def _check_blocks(spec: "TransformerSpec") -> None:
 def _check_heads(spec: "TransformerSpec") -> None:
     if spec.lm_head_bias and not spec.lm_head:
         raise ValueError("lm_head_bias needs lm_head (there is no output head to carry it)")
-    if spec.mlm_transform and not spec.lm_head:
-        raise ValueError("mlm_transform needs lm_head (it feeds the output head)")
+    if spec.mlm_transform and not spec.lm_head and spec.classifier is None:
+        raise ValueError("mlm_transform needs lm_head or a classifier (it feeds the output head)")
     if spec.mtp_layers and not spec.lm_head:
         raise ValueError("mtp_layers needs lm_head (the modules share the output head)")
