@@ -23,6 +23,7 @@ from modelplan.cli.options import (
     recompute_settings,
 )
 from modelplan.cli.decoder_seq_option import DecoderSeqOpt, check_decoder_seq
+from modelplan.cli.images_option import ImagesPerSeqOpt, check_images
 from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.specs.family import FAMILIES
 
@@ -56,6 +57,7 @@ def count_cmd(
     json_out: JsonOpt = False,
     depth: DepthOpt = 3,
     decoder_seq: DecoderSeqOpt = None,
+    images_per_seq: ImagesPerSeqOpt = None,
     finetune=None,  # FinetuneSpec | None, from the options `with_finetune_options` adds
 ) -> None:
     """Parameters (total, per component, per layer, MoE active), FLOPs and memory of a model."""
@@ -72,6 +74,7 @@ def count_cmd(
             global_batch=batch if batch is not None else micro_batch,
             seq_len=seq if seq is not None else default_seq_len(spec),
             decoder_seq_len=decoder_seq,
+            images_per_seq=images_per_seq,
             precision=precision,
             optimizer=optimizer,
             recompute=implied_recompute(recompute, recompute_modules, recompute_method),
@@ -81,6 +84,7 @@ def count_cmd(
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, "training")) from None
     check_decoder_seq(spec, training)
+    check_images(spec, training)
     from modelplan.cli.finetune_options import finetune_document, print_finetune
 
     ft = finetune
