@@ -155,3 +155,21 @@ def test_cli_negative_images_are_refused():
     """--images-per-seq -1 is refused by the option's range (non-zero exit)."""
     result = runner.invoke(app, ["plan", "gpt2", "--gpus", "8", "--images-per-seq", "-1"])
     assert result.exit_code != 0 and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("framework", "recomputed"), [("fsdp", True), ("megatron", False)])
+def test_full_recompute_reruns_the_tower_blocks_except_on_megatron(framework, recomputed):
+    """Hardware - model FLOPs under full recompute grow per image by the tower blocks' forward
+    (not the patch conv or projector) where the engine recomputes the tower (transformers'
+    gradient_checkpointing_enable reaches the vision encoder); Megatron-LM's
+    examples/multimodal/model.py clears the vision recompute unless --recompute-vision: nothing."""
+    spec = from_hf_config(LLAVA)
+    leaves = vision_forward_flops(spec.vision, spec.hidden)
+    blocks = sum(v for k, v in leaves.items() if k.startswith("tower/layers/"))
+
+    def extra(images: int) -> int:
+        c = count_flops(spec, TrainingSpec(global_batch=BATCH, seq_len=SEQ, images_per_seq=images, recompute="full",
+                                           framework=framework))
+        return c.hardware - c.model
+
+    assert extra(1) - extra(0) == (BATCH * blocks if recomputed else 0)

@@ -179,7 +179,8 @@ def _print_document(doc: dict, depth: int) -> None:
         heading("Vision tower", f" per image: {vision['image_size']} x {vision['image_size']} px, "
                 f"{vision['patches_per_image']:,} patches -> " + (
                     "1 pooled embedding" if vision["tokens_per_image"] == 1  # CLIP / SigLIP pairs' image embedding
-                    else f"{vision['tokens_per_image']:,} text positions"))
+                    else f"{vision['tokens_per_image']:,} text positions")
+                + f"; {vision['images_per_seq']} per sequence in the step's FLOPs above")
         rows = (("forward FLOPs", human_flops(vision["forward_flops_per_image"]), vision["forward_flops_per_image"]),
                 ("training FLOPs (fwd + bwd)", human_flops(vision["training_flops_per_image"]),
                  vision["training_flops_per_image"]),

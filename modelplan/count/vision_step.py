@@ -5,7 +5,8 @@ its FLOPs over the step's images (`count.vision` per image, times the images the
   image in its sequence; an image-text pair's batch of B pairs is B images and B texts).
 - Trained tower: forward + backward, the backward 2 x forward (input and weight gradient of every
   matmul, the count convention of `count.flops`); recompute 'full' re-runs the tower's blocks'
-  forward, 'selective' their attention scores (QK^T, AV), as for the text blocks.
+  forward, 'selective' their attention scores (QK^T, AV), as for the text blocks, except on
+  Megatron (`tower_recompute`).
 - Frozen tower: a fine-tune with adapters (LoRA / QLoRA) trains adapters inside the text blocks
   only (`plan/finetune.py` refuses adapters outside them), so the tower and projector are frozen.
   Their input is pixels (no gradient), so autograd builds no graph through them and runs no
@@ -46,6 +47,13 @@ def tower_frozen(training: "TrainingSpec") -> bool:
     return ft is not None and ft.uses_adapters
 
 
+def tower_recompute(recompute: str, framework: str) -> str:
+    """The recompute the tower runs under the step's: the same, except on Megatron, whose
+    examples/multimodal/model.py clears the vision config's recompute unless --recompute-vision
+    ("Toggle --recompute* for the vision and language model separately"): none there."""
+    return "none" if framework == "megatron" else recompute
+
+
 def tower_recompute_flops(flops: dict[str, int], recompute: str) -> int:
     """Forward FLOPs the recompute re-runs for one image (`flops`: `vision_forward_flops`'s leaves):
     full, every tower block (not the patch embedding, pooling head or projector, which sit outside
@@ -69,7 +77,7 @@ def vision_step_flops(spec: "TransformerSpec", training: "TrainingSpec") -> tupl
     leaves = {key: images * value for key, value in per_image.items()}
     if tower_frozen(training):
         return leaves, -2 * sum(leaves.values()), 0
-    return leaves, 0, images * tower_recompute_flops(per_image, training.recompute)
+    return leaves, 0, images * tower_recompute_flops(per_image, tower_recompute(training.recompute, training.framework))
 
 
 def tower_activation_bytes(spec: "TransformerSpec", training: "TrainingSpec", images: int, recompute: str) -> int:

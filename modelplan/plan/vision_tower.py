@@ -13,10 +13,17 @@ micro-batch of b sequences sends b x images_per_seq images through it (`count.vi
   towers of transformers' VLMs: O(t h) against O(t h^2) per block).
 - tensor parallelism: the tower is replicated over tp: each TP rank of the first stage runs it on
   the micro-batch's images, as its parameters are held whole (`plan/shard.py`), as HF / FSDP /
-  DeepSpeed run the transformers module. (Megatron-LM's examples/multimodal build the vision
-  model with the language model's tensor_model_parallel_size by default: not modelled.)
+  DeepSpeed run the transformers module (whose tower has no tp_plan). Megatron-LM's
+  examples/multimodal/model.py builds the vision config as a deepcopy of the language model's, so
+  it inherits tensor_model_parallel_size (with sequence_parallel, tp_comm_overlap off): that split
+  is not modelled (the tower's time under Megatron at tp > 1 is an upper bound).
 - recompute: full re-runs the tower blocks' forward, selective their attention core, as the plan
-  does for the text blocks (`count.vision_step.tower_recompute_flops`);
+  does for the text blocks (`count.vision_step.tower_recompute_flops`; transformers'
+  `gradient_checkpointing_enable` sets every submodule's `gradient_checkpointing`, the vision
+  encoder's too), except on Megatron: Megatron-LM's examples/multimodal/model.py clears the vision
+  config's recompute_granularity / method unless `--recompute-vision` ("Toggle --recompute* for
+  the vision and language model separately"), so there the tower keeps everything, recomputes
+  nothing;
 - memory: the tower's activations per in-flight micro-batch join the first stage's
   (`count.vision_step.tower_activation_bytes`).
 
@@ -31,7 +38,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from modelplan.count.vision import vision_forward_flops
-from modelplan.count.vision_step import images_per_sequence, tower_activation_bytes, tower_frozen, tower_recompute_flops
+from modelplan.count.vision_step import (images_per_sequence, tower_activation_bytes, tower_frozen, tower_recompute,
+                                        tower_recompute_flops)
 from modelplan.plan.compute import kernel_head_dim
 
 if TYPE_CHECKING:
@@ -82,11 +90,12 @@ def tower_seconds(spec: "TransformerSpec", training: "TrainingSpec", roofline: "
 
 
 def with_vision_tower(terms: "BlockTerms", spec: "TransformerSpec", training: "TrainingSpec",
-                      roofline: "Roofline", micro_batch: int, recompute: str) -> "BlockTerms":
+                      roofline: "Roofline", micro_batch: int, recompute: str, framework: str) -> "BlockTerms":
     """`terms` with the tower's seconds in the first stage's embedding kernels (forward, and the
     backward with its recompute) and its activations in the first stage's bytes per micro-batch."""
     if getattr(spec, "vision", None) is None:
         return terms
+    recompute = tower_recompute(recompute, framework)
     fwd_s, bwd_s = tower_seconds(spec, training, roofline, micro_batch, recompute)
     images = micro_batch * images_per_sequence(spec, training)
     k = terms.kernels
