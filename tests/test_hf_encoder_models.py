@@ -33,8 +33,9 @@ def _total(data: dict) -> int:
 
 
 def _forward(data: dict, seq_len: int) -> int:
-    """modelplan's forward FLOPs of one sequence (an image, a clip of seq_len frames, a text)."""
-    return count_flops(from_hf_config(data), TrainingSpec(global_batch=1, seq_len=seq_len)).forward
+    """modelplan's forward FLOPs of one sequence (an image, a clip of seq_len frames, a text; a
+    pair's text tower alone: no image, images_per_seq 0)."""
+    return count_flops(from_hf_config(data), TrainingSpec(global_batch=1, seq_len=seq_len, images_per_seq=0)).forward
 
 
 @pytest.mark.torch

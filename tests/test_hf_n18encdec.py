@@ -304,5 +304,6 @@ def test_t5gemma2_flops_equal_flop_counter():
     from _hf_reference import hf_training_flop_counts
 
     data = t5gemma2_config()
-    ours = count_flops(from_hf_config(data), TrainingSpec(global_batch=2, seq_len=12, decoder_seq_len=7)).model
+    training = TrainingSpec(global_batch=2, seq_len=12, decoder_seq_len=7, images_per_seq=0)  # input_ids only: no image
+    ours = count_flops(from_hf_config(data), training).model
     assert ours == sum(hf_training_flop_counts(data, 2, 12, 7).values())

@@ -87,7 +87,7 @@ def test_blip_text_decoder_flops_equal_flop_counter():
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
         model.text_decoder(input_ids=torch.randint(0, 300, (1, 16)), encoder_hidden_states=torch.randn(1, 17, 24))
-    assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1)).forward == counter.get_total_flops()
+    assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1, images_per_seq=0)).forward == counter.get_total_flops()
 
 
 @pytest.mark.torch
@@ -109,7 +109,7 @@ def test_vision_encoder_decoder_decoder_flops_equal_flop_counter(name):
     with torch.no_grad(), counter:
         model.decoder(input_ids=torch.randint(0, 300, (1, 16)), encoder_hidden_states=torch.randn(1, 17, width),
                       use_cache=False)
-    assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1)).forward == counter.get_total_flops()
+    assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1, images_per_seq=0)).forward == counter.get_total_flops()
 
 
 @pytest.mark.torch
@@ -148,7 +148,7 @@ def test_pix2struct_flops_equal_flop_counter():
         with decoder:
             model.decoder(input_ids=torch.randint(0, 300, (1, 16)), encoder_hidden_states=states, use_cache=False)
     assert sum(vision_forward_flops(spec.vision, spec.hidden).values()) == encoder.get_total_flops()
-    assert count_flops(spec, TrainingSpec(seq_len=16, global_batch=1)).forward == decoder.get_total_flops()
+    assert count_flops(spec, TrainingSpec(seq_len=16, global_batch=1, images_per_seq=0)).forward == decoder.get_total_flops()
 
 
 @pytest.mark.torch
@@ -172,7 +172,7 @@ def test_kosmos2_5_flops_equal_flop_counter():
     with torch.no_grad(), text:
         model.text_model(input_ids=torch.randint(0, 300, (1, 16)), use_cache=False)
     assert sum(vision_forward_flops(spec.vision, spec.hidden).values()) == tower.get_total_flops()
-    assert count_flops(spec, TrainingSpec(seq_len=16, global_batch=1)).forward == text.get_total_flops()
+    assert count_flops(spec, TrainingSpec(seq_len=16, global_batch=1, images_per_seq=0)).forward == text.get_total_flops()
 
 
 @pytest.mark.torch
@@ -189,7 +189,7 @@ def test_kosmos2_text_flops_equal_flop_counter():
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
         hf_eager(data).text_model(input_ids=torch.randint(0, 300, (1, 16)), use_cache=False)
-    assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1)).forward == counter.get_total_flops()
+    assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1, images_per_seq=0)).forward == counter.get_total_flops()
 
 
 def test_kosmos2_image_tokens_are_the_latents():
@@ -216,7 +216,7 @@ def test_pp_formulanet_decoder_flops_equal_flop_counter():
             out = model.model.decoder(input_ids=torch.randint(0, 300, (1, 16)), encoder_hidden_states=states,
                                       use_cache=False)
             model.lm_head(out.last_hidden_state)
-    assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1)).forward == counter.get_total_flops()
+    assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1, images_per_seq=0)).forward == counter.get_total_flops()
 
 
 @pytest.mark.torch
@@ -250,7 +250,7 @@ def test_ocr_moe_text_flops_equal_flop_counter(model_type):
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
         hf_eager(data)(input_ids=torch.randint(0, 300, (1, 16)), use_cache=False)
-    assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1)).forward == counter.get_total_flops()
+    assert count_flops(from_hf_config(data), TrainingSpec(seq_len=16, global_batch=1, images_per_seq=0)).forward == counter.get_total_flops()
 
 
 def test_got_ocr2_image_tokens():

@@ -23,6 +23,7 @@ from modelplan.cli.options import (
     recompute_settings,
 )
 from modelplan.cli.decoder_seq_option import DecoderSeqOpt, check_decoder_seq
+from modelplan.cli.images_option import ImagesPerSeqOpt, check_images
 from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.specs.family import FAMILIES
 
@@ -56,6 +57,7 @@ def count_cmd(
     json_out: JsonOpt = False,
     depth: DepthOpt = 3,
     decoder_seq: DecoderSeqOpt = None,
+    images_per_seq: ImagesPerSeqOpt = None,
     finetune=None,  # FinetuneSpec | None, from the options `with_finetune_options` adds
 ) -> None:
     """Parameters (total, per component, per layer, MoE active), FLOPs and memory of a model."""
@@ -72,6 +74,7 @@ def count_cmd(
             global_batch=batch if batch is not None else micro_batch,
             seq_len=seq if seq is not None else default_seq_len(spec),
             decoder_seq_len=decoder_seq,
+            images_per_seq=images_per_seq,
             precision=precision,
             optimizer=optimizer,
             recompute=implied_recompute(recompute, recompute_modules, recompute_method),
@@ -81,6 +84,7 @@ def count_cmd(
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, "training")) from None
     check_decoder_seq(spec, training)
+    check_images(spec, training)
     from modelplan.cli.finetune_options import finetune_document, print_finetune
 
     ft = finetune
@@ -176,7 +180,8 @@ def _print_document(doc: dict, depth: int) -> None:
                 f"{vision['patches_per_image']:,} patches -> " + (
                     "1 pooled embedding" if vision["tokens_per_image"] == 1  # CLIP / SigLIP pairs' image embedding
                     else f"{vision['tokens_per_image']:,} tokens the decoder cross-attends to"
-                    if vision.get("tokens_read_by") == "cross_attention" else f"{vision['tokens_per_image']:,} text positions"))
+                    if vision.get("tokens_read_by") == "cross_attention" else f"{vision['tokens_per_image']:,} text positions")
+                + f"; {vision['images_per_seq']} per sequence in the step's FLOPs above")
         rows = (("forward FLOPs", human_flops(vision["forward_flops_per_image"]), vision["forward_flops_per_image"]),
                 ("training FLOPs (fwd + bwd)", human_flops(vision["training_flops_per_image"]),
                  vision["training_flops_per_image"]),

@@ -40,6 +40,7 @@ from modelplan.cli.options import (
     recompute_settings,
 )
 from modelplan.cli.decoder_seq_option import DecoderSeqOpt, check_decoder_seq
+from modelplan.cli.images_option import ImagesPerSeqOpt, check_images
 from modelplan.cli.dispatcher_option import MoeDispatcherOpt, dispatcher_settings
 from modelplan.cli.etp_option import EtpOpt, check_etp, parse_etp
 from modelplan.cli.tensor_rate_option import TensorRateOpt, tensor_rate_settings
@@ -123,6 +124,7 @@ def plan_cmd(
     batch: PlanBatchOpt = None,
     seq: SeqOpt = None,
     decoder_seq: DecoderSeqOpt = None,
+    images_per_seq: ImagesPerSeqOpt = None,
     precision: PrecisionOpt = "bf16",
     optimizer: OptimizerOpt = "adamw",
     attention: AttentionOpt = "flash",
@@ -217,9 +219,11 @@ def plan_cmd(
                               cp_comm_type=cp_comm_type, finetune=ft, fp8_param_gather=fp8_param_gather,
                               master_weights=master_weights, **kernel_settings(fused_norm, compile_loss),
                               **dispatcher_settings(moe_dispatcher, spec), **tensor_rate_settings(tensor_rate),
-                              **({} if grad_dtype is None else {"grad_dtype": grad_dtype})),
+                              **({} if grad_dtype is None else {"grad_dtype": grad_dtype}),
+                              **({} if images_per_seq is None else {"images_per_seq": images_per_seq})),
                          decoder_seq)
     check_decoder_seq(spec, training)
+    check_images(spec, training)
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     etps = parse_etp(etp)
     check_etp(etps, spec)

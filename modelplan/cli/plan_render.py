@@ -84,6 +84,10 @@ def _header(console, spec, training, cluster, gpus: int) -> None:
              else f"{training.global_batch} samples")
     if training.decoder_seq_len is not None and getattr(spec, "arch", None) == "encoder_decoder":
         batch += f" (decoder {training.decoder_seq_len})"  # the target tokens per sequence (`plan/stack_lengths.py`)
+    if getattr(spec, "vision", None) is not None:  # the images the first stage's tower runs (`plan/vision_tower.py`)
+        from modelplan.count.vision_step import images_per_sequence
+
+        batch += f", {images_per_sequence(spec, training)} image(s) per sequence"
     console.print(
         f"[bold]{spec.name}[/bold] on {gpus} x {acc.name} ({cluster.name}, {cluster.gpus_per_node}/node, "
         f"{acc.memory_gb:g} GB): global batch {batch}, "

@@ -22,7 +22,9 @@ Convention (stated in every FlopCount.convention):
   decoder_seq_len tokens, cross-attention K/V projections on the encoder tokens; per-token
   figures divide by encoder + decoder tokens.
 - MTP module k (DeepSeek-V3) runs on s - k positions of each sequence and has its own logits.
-- A vision tower's FLOPs are not counted (the step is text tokens only).
+- A vision tower runs on the step's global_batch x images_per_seq images (`count.vision_step`):
+  forward per image from `count.vision`, backward 2 x forward, recompute as for the blocks;
+  a frozen tower (adapter fine-tunes) forward only.
 
 In the limit s/h -> 0 and vocab*h << N, model FLOPs per token -> 6N (Kaplan et al. 2020's
 C = 6ND): every weight is used in one multiply-add forward and two backward.
@@ -39,6 +41,7 @@ from modelplan.count.params import TOP_LEVEL, with_parents
 from modelplan.count.result import FlopCount
 from modelplan.count.encoder_inputs import check_input_length, input_flops, input_head_flops
 from modelplan.count.seq2seq import audio_flops, check_lengths
+from modelplan.count.vision_step import vision_step_flops
 from modelplan.count.side_paths import embedding_side_flops, head_side_flops
 from modelplan.errors import SpecError
 from modelplan.specs.extras import decoder_width, per_token_dense, transform_width
@@ -57,7 +60,8 @@ CONVENTION = (
     "expanded as transformers runs it; backward = 2 x forward; model = 3 x forward; hardware adds "
     "the recompute forward (full: every transformer layer, not the output layer; selective: "
     "QK^T/AV); MoE: router + top_k experts per token, dropless; encoder-decoder: decoder and "
-    "head on decoder_seq_len tokens; vision towers not counted"
+    "head on decoder_seq_len tokens; a vision tower on images_per_seq images per sequence "
+    "(frozen under adapter fine-tunes: forward only)"
 )
 
 
@@ -186,9 +190,12 @@ def count_transformer_flops(spec, training: "TrainingSpec") -> FlopCount:
         mtp, mtp_recompute = _mtp_flops(spec, batch, seq_len, training.recompute)
         leaves.update({f"mtp/{k}": v for k, v in mtp.items()})
         recompute += mtp_recompute
+    vision, frozen, vision_recompute = vision_step_flops(spec, training)  # the tower's images (count.vision_step)
+    leaves.update({f"vision/{k}": v for k, v in vision.items()})
+    recompute += vision_recompute
     breakdown = with_parents(leaves, TOP_LEVEL)
     forward = sum(value for key, value in breakdown.items() if "/" not in key)
-    model = 3 * forward  # forward + backward (2x: input and weight gradients), PaLM App. B
+    model = 3 * forward + frozen  # forward + backward (2x: input and weight gradients), PaLM App. B
     return FlopCount(
         forward_per_token=forward // (tokens + batch * dec_len),
         forward=forward,

@@ -13,10 +13,10 @@ The JSON form (`modelplan count MODEL --json`) is this dict, schema version 1:
                      activations_per_layer[int], kv_cache, kv_cache_per_token}   (bytes, one
                      unsharded replica; activations and kv_cache for one micro-batch of
                      micro_batch sequences, kv_cache_per_token for one sequence)
-    vision          only for a model with a vision tower: {image_size, patches_per_image,
+    vision          only for a model with a vision tower: {images_per_seq, image_size, patches_per_image,
                      tokens_per_image, forward_flops_per_image, training_flops_per_image,
                      activation_bytes_per_image, flops_breakdown{slash/path: int}, convention}
-                     (one image; the text-token step above does not include it)
+                     (one image; `flops` above includes images_per_seq images per sequence)
     inputs          only for an image / audio encoder (count.encoder_input_report): what one sequence is
                      {unit: image, image_size, patches, prefix_tokens, tokens,
                      forward_flops_per_image} or {unit: audio, sample_rate, frames_per_second,
@@ -69,8 +69,9 @@ def count_document(spec, training: "TrainingSpec", micro_batch: int) -> dict:
     }
     if getattr(spec, "vision", None) is not None:
         from modelplan.count.vision_report import vision_document
+        from modelplan.count.vision_step import images_per_sequence
 
-        doc["vision"] = vision_document(spec, training.dtype_bytes)
+        doc["vision"] = vision_document(spec, training.dtype_bytes, images_per_sequence(spec, training))
     if getattr(spec, "inputs", None) is not None:
         from modelplan.count.encoder_input_report import per_input_document
 

@@ -9,11 +9,12 @@ VISION_CONVENTION = (
     "one image of image_size x image_size pixels through the vision tower and projector: matmul "
     "FLOPs only, 2 per multiply-add, the patch conv as a matmul, every query seeing every token of "
     "its image (its window in windowed blocks); training = 3 x forward (tower trained); "
-    "activations kept without recompute, fused attention; not part of the text-token step above"
+    "activations kept without recompute, fused attention; the step's flops above include "
+    "images_per_seq images per sequence (count.vision_step)"
 )
 
 
-def vision_document(spec, dtype_bytes: int) -> dict | None:
+def vision_document(spec, dtype_bytes: int, images_per_seq: int = 1) -> dict | None:
     """Per-image figures of a model's vision tower for `modelplan count` (None without one)."""
     vision = spec.vision
     if vision is None:
@@ -23,6 +24,7 @@ def vision_document(spec, dtype_bytes: int) -> dict | None:
     s2s = spec.seq2seq
     memory = s2s.cross_memory if s2s is not None else None  # BLIP, VisionEncoderDecoder: read by cross-attention
     return {
+        "images_per_seq": images_per_seq,  # images each sequence sends through the tower (TrainingSpec)
         "image_size": vision.image_size,
         "patches_per_image": vision.patches,
         "tokens_per_image": memory or image_tokens(vision),

@@ -19,6 +19,7 @@ from modelplan.plan.memory import block_activations, edge_activations
 from modelplan.plan.parallel import cp as cp_mod, ep as ep_mod, pp as pp_mod, tp as tp_mod
 from modelplan.plan.stack_lengths import StackLengths, stack_lengths
 from modelplan.plan.stage_time import BlockTerms
+from modelplan.plan.vision_tower import with_vision_tower
 from modelplan.specs.plan import pipeline_scatter_gather
 
 
@@ -42,8 +43,9 @@ class BlockPricing:
         key = (tp, sp, micro_batch, recompute, cp, ep, tp_overlap, etp, mtp_ep)
         hit = self._block_cache.get(key)
         if hit is None:
-            hit = self._block_cache[key] = self._mixed_terms(tp, sp, micro_batch, recompute, cp, ep, etp,
-                                                             tp_overlap, mtp_ep)
+            hit = self._block_cache[key] = with_vision_tower(  # the first stage's tower (`vision_tower.py`)
+                self._mixed_terms(tp, sp, micro_batch, recompute, cp, ep, etp, tp_overlap, mtp_ep), self.spec,
+                self.training, self.roofline, micro_batch, recompute, self.software)
         return hit
 
     def kinds_of(self, moe: bool) -> list[tuple[Block, int]]:

@@ -30,6 +30,10 @@ class TrainingSpec(Spec):
     """Tokens per sequence (ignored by non-sequence networks); the encoder's for encoder-decoders."""
     decoder_seq_len: int | None = Field(None, gt=0)
     """Encoder-decoder models (T5): target tokens per sequence; None means seq_len."""
+    images_per_seq: int | None = Field(None, ge=0)
+    """Images each sequence carries through the model's vision tower (`modelplan.count.vision_step`);
+    None: 1 for a model with a tower (a VLM's image in its sequence; an image-text pair's one image
+    per text), 0 without one."""
     precision: Precision = "bf16"
     """fp32, or mixed precision with bf16 / fp16 / fp8 matmuls."""
     optimizer: Optimizer = "adamw"
