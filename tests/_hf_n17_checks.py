@@ -123,3 +123,24 @@ def assert_class_defaults(model_type: str, architecture: str) -> None:
 
     data = {**class_defaults(model_type), "architectures": [architecture]}
     assert count_params(from_hf_config(data, "config.json")).total == hf_numel(data)
+
+
+def assert_kernels_match_counted_gemms(spec, s: int, only=lambda block: True) -> None:
+    """plan/kernels.py's weight GEMMs of each block (tp 1, micro-batch 2, s tokens) add up to count's
+    forward FLOPs but the attention scores / context (and an indexer's) and, in MoE blocks, the MLP
+    (priced at dispatched shapes): the planner prices what count counts. `only`: the blocks checked."""
+    from modelplan.count.block_flops import block_forward_flops
+    from modelplan.count.blocks import block_of
+    from modelplan.plan.kernels import layer_kernels
+
+    for index in range(spec.layers):
+        block = block_of(spec, index)
+        if not only(block):
+            continue
+        counted = block_forward_flops(spec, block, 2 * s, s)
+        kernels = layer_kernels(spec, 1, 2, s, 2, block=block, moe_layer=block.moe)
+        skip = ("attention/score", "indexer/score") + (("mlp/",) if block.moe else ())
+        expected = sum(v for k, v in counted.items() if not any(x in k for x in skip))
+        gemms = [g for g in kernels.gemms if not g.name.endswith(("/scores", "/context", "/sum"))
+                 and not (block.moe and g.name.startswith("mlp/"))]
+        assert sum(g.flops for g in gemms) == expected, index

@@ -11,13 +11,13 @@ import json
 
 import pytest
 
-from _hf_n17_checks import assert_count_plan_verify, assert_dense_blocks_shard, assert_one_line_error, class_defaults
+from _hf_n17_checks import (assert_count_plan_verify, assert_dense_blocks_shard, assert_kernels_match_counted_gemms,
+                            assert_one_line_error, class_defaults)
 from _hf_reference import hf_numel
 from modelplan.count.block_flops import block_forward_flops
 from modelplan.count.blocks import block_of, block_params
 from modelplan.count.memory import activation_bytes_per_layer, kv_cache_bytes
 from modelplan.count.params import count_params
-from modelplan.plan.kernels import layer_kernels
 from modelplan.plan.shard import unit_shards
 from modelplan.specs.hf import UNMODELLED, from_hf_config
 from modelplan.specs.plan import Plan
@@ -160,16 +160,7 @@ def test_shared_indexer_blocks_hold_and_run_none():
 def test_kernels_match_counted_gemms(name):
     """plan/kernels.py's weight GEMMs of each block (tp 1) add up to count's forward FLOPs but the
     attention scores / context and, in MoE blocks, the MLP (priced at dispatched shapes)."""
-    spec, s = from_hf_config(CASES[name]), 128
-    for index in range(spec.layers):
-        block = block_of(spec, index)
-        counted = block_forward_flops(spec, block, 2 * s, s)
-        kernels = layer_kernels(spec, 1, 2, s, 2, block=block, moe_layer=block.moe)
-        skip = ("attention/score", "indexer/score") + (("mlp/",) if block.moe else ())
-        expected = sum(v for k, v in counted.items() if not any(x in k for x in skip))
-        gemms = [g for g in kernels.gemms if not g.name.endswith(("/scores", "/context", "/sum"))
-                 and not (block.moe and g.name.startswith("mlp/"))]
-        assert sum(g.flops for g in gemms) == expected, index
+    assert_kernels_match_counted_gemms(from_hf_config(CASES[name]), 128)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -298,18 +289,8 @@ def test_pooled_indexer_by_hand():
 def test_glm5_kernels_and_shards(name):
     """Weight GEMMs of each MLA block (tp 1) = count's forward FLOPs but scores and MoE MLPs (the KDA
     blocks: tests/test_hf_hybrid.py's Kimi Linear checks); one rank holds the counted model."""
-    spec, s = from_hf_config(GLM5[name]), 128
-    for index in range(spec.layers):
-        block = block_of(spec, index)
-        if block.mixer != "full_attention":
-            continue
-        counted = block_forward_flops(spec, block, 2 * s, s)
-        kernels = layer_kernels(spec, 1, 2, s, 2, block=block, moe_layer=block.moe)
-        skip = ("attention/score", "indexer/score") + (("mlp/",) if block.moe else ())
-        expected = sum(v for k, v in counted.items() if not any(x in k for x in skip))
-        gemms = [g for g in kernels.gemms if not g.name.endswith(("/scores", "/context", "/sum"))
-                 and not (block.moe and g.name.startswith("mlp/"))]
-        assert sum(g.flops for g in gemms) == expected, index
+    spec = from_hf_config(GLM5[name])
+    assert_kernels_match_counted_gemms(spec, 128, only=lambda block: block.mixer == "full_attention")
     assert sum(u.numel for u in unit_shards(spec, Plan()).values()) == count_params(spec).total
 
 

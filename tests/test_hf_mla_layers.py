@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_count_plan_verify, assert_dense_blocks_shard, assert_one_line_error, class_defaults
+from _hf_n17_checks import (assert_count_plan_verify, assert_dense_blocks_shard, assert_kernels_match_counted_gemms,
+                            assert_one_line_error, class_defaults)
 from _hf_reference import hf_numel
 from modelplan.count.block_flops import block_forward_flops
 from modelplan.count.blocks import block_of, block_params
 from modelplan.count.params import count_params
-from modelplan.plan.kernels import layer_kernels
 from modelplan.plan.shard import unit_shards
 from modelplan.specs.hf import UNMODELLED, from_hf_config
 from modelplan.specs.plan import Plan
@@ -75,16 +75,7 @@ def test_sliding_blocks_read_their_window():
 def test_kernels_match_counted_gemms(name):
     """plan/kernels.py's weight GEMMs of each block (tp 1) add up to count's forward FLOPs but the
     attention scores / context (and the indexer's) and, in MoE blocks, the MLP."""
-    spec, s = from_hf_config(CASES[name]), 64
-    for index in range(spec.layers):
-        block = block_of(spec, index)
-        counted = block_forward_flops(spec, block, 2 * s, s)
-        kernels = layer_kernels(spec, 1, 2, s, 2, block=block, moe_layer=block.moe)
-        skip = ("attention/score", "indexer/score") + (("mlp/",) if block.moe else ())
-        expected = sum(v for k, v in counted.items() if not any(x in k for x in skip))
-        gemms = [g for g in kernels.gemms if not g.name.endswith(("/scores", "/context", "/sum"))
-                 and not (block.moe and g.name.startswith("mlp/"))]
-        assert sum(g.flops for g in gemms) == expected, index
+    assert_kernels_match_counted_gemms(from_hf_config(CASES[name]), 64)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -180,16 +171,8 @@ def test_mistral_large4_blocks_by_hand():
 def test_mistral_large4_kernels_and_shards(name):
     """Weight GEMMs of each block (tp 1) = count's forward FLOPs but the scores and MoE MLPs; one rank
     holds the counted model; the dense block at tp 2 (SP)."""
-    spec, s = from_hf_config(ML4[name]), 64
-    for index in range(spec.layers):
-        block = block_of(spec, index)
-        counted = block_forward_flops(spec, block, 2 * s, s)
-        kernels = layer_kernels(spec, 1, 2, s, 2, block=block, moe_layer=block.moe)
-        skip = ("attention/score", "indexer/score") + (("mlp/",) if block.moe else ())
-        expected = sum(v for k, v in counted.items() if not any(x in k for x in skip))
-        gemms = [g for g in kernels.gemms if not g.name.endswith(("/scores", "/context", "/sum"))
-                 and not (block.moe and g.name.startswith("mlp/"))]
-        assert sum(g.flops for g in gemms) == expected, index
+    spec = from_hf_config(ML4[name])
+    assert_kernels_match_counted_gemms(spec, 64)
     assert sum(u.numel for u in unit_shards(spec, Plan()).values()) == count_params(spec).total
     assert_dense_blocks_shard(spec)
 
