@@ -12,7 +12,10 @@ Each run is ok (exit 0), refused (non-zero exit, one line on stderr, no tracebac
 exception escaped, the backstop's exit 70 "internal error", a traceback or a multi-line error).
 A type whose default `count` is not supported is skipped (hf_coverage.py surveys those).
 
-    python benchmarks/hf_command_sweep.py [--extra] [--vision] [--only T1,T2] [--limit N] [--json]
+    python benchmarks/hf_command_sweep.py [--extra] [--vision] [--wide] [--only T1,T2] [--limit N] [--json]
+
+--wide adds the settings in WIDE (fp8, eager attention, long sequences, other frameworks, cp, ep,
+vpp, LoRA / QLoRA, serve, verify with cp / zero 3 / ep), `launch` and `compare`.
 
 Prints the counts per command and every crash's type, command and exception line.
 """
@@ -85,12 +88,30 @@ def run(args: list[str]) -> tuple[str, str]:
         return "ok", ""
     if result.exit_code == 70 or (err and "internal error" in err[0]):
         return "CRASH", err[0] if err else f"exit {result.exit_code}"
+    if err and err[0].startswith("Usage:"):
+        return "usage", err[-1]  # click's own usage error: the sweep's command line is wrong
     if len(err) != 1:
         return "CRASH", f"{len(err)}-line error (exit {result.exit_code}): " + " | ".join(err[:3])
     return "refused", err[0]
 
 
-def sweep(name: str, data: dict, folder: Path) -> dict[str, tuple[str, str]]:
+WIDE = {
+    "plan 16 fp8 eager seq 32k": ["plan", "--gpus", "16", "--precision", "fp8", "--attention", "eager", "--seq", "32768"],
+    "plan 8 deepspeed zero 3": ["plan", "--gpus", "8", "--framework", "deepspeed", "--zero", "3"],
+    "plan 8 torchtitan cp 2": ["plan", "--gpus", "8", "--framework", "torchtitan", "--cp", "2"],
+    "plan 8 fsdp": ["plan", "--gpus", "8", "--framework", "fsdp"],
+    "plan 16 ep 2 vpp 2": ["plan", "--gpus", "16", "--ep", "2", "--vpp", "2", "--pp", "2"],
+    "plan 8 lora": ["plan", "--gpus", "8", "--finetune", "lora"],
+    "plan 8 qlora": ["plan", "--gpus", "8", "--finetune", "qlora"],
+    "serve": ["serve", "--context", "8192", "--json"],
+    "serve tp 8 fp8 int4": ["serve", "--context", "131072", "--tp", "8", "--weights", "int4", "--kv-cache", "fp8"],
+    "verify cp 2 zero 3": ["verify", "--cp", "2", "--dp", "2", "--zero", "3", "--steps", "1"],
+    "verify ep 2": ["verify", "--ep", "2", "--steps", "1"],
+}
+"""--wide: further settings per type (the model path goes after the command name)."""
+
+
+def sweep(name: str, data: dict, folder: Path, wide: bool = False) -> dict[str, tuple[str, str]]:
     """Every command's outcome on one config (name: the file stem; data: its config.json)."""
     path = folder / f"{name}.json"
     path.write_text(json.dumps(data))
@@ -112,6 +133,14 @@ def sweep(name: str, data: dict, folder: Path) -> dict[str, tuple[str, str]]:
             outcomes[f"export {target}"] = run(["export", str(plan_path), "--to", target])
     target = small_path if small is not None and outcomes["count shrunk"][0] == "ok" else path
     outcomes["verify tp2 pp2"] = run(["verify", str(target), "--tp", "2", "--pp", "2", "--steps", "1"])
+    if wide:
+        for command, extra in WIDE.items():
+            head, *rest = extra
+            model = str(small_path if head == "verify" and small is not None else path)
+            outcomes[command] = run([head, model, *rest])
+        if plan_path.exists():
+            outcomes["launch megatron"] = run(["launch", str(plan_path), "--to", "megatron"])
+            outcomes["compare"] = run(["compare", str(plan_path), str(plan_path)])
     return outcomes
 
 
@@ -133,6 +162,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--extra", action="store_true", help="also the masked-LM, seq2seq, classification mappings")
     parser.add_argument("--vision", action="store_true", help="also hf_coverage_vision.py's mappings")
+    parser.add_argument("--wide", action="store_true", help="also WIDE's settings, launch and compare")
     parser.add_argument("--only", default="", help="comma list of model_types")
     parser.add_argument("--limit", type=int, default=0, help="the first N entries only")
     parser.add_argument("--json", action="store_true", help="print every outcome as JSON")
@@ -155,7 +185,7 @@ def main() -> None:
             label = model_type if arch is None else f"{model_type}/{arch}"
             if arch is not None:
                 data["architectures"] = [arch]
-            results[label] = sweep(label.replace("/", "__"), data, Path(tmp))
+            results[label] = sweep(label.replace("/", "__"), data, Path(tmp), args.wide)
     if args.json:
         print(json.dumps({"transformers": transformers.__version__, "results": results}, indent=1))
         return
@@ -166,7 +196,7 @@ def main() -> None:
         for command, (kind, _) in out.items():
             per_command.setdefault(command, Counter())[kind] += 1
     for command, counts in per_command.items():
-        print(f"{command:>22}: " + ", ".join(f"{k} {counts[k]}" for k in ("ok", "refused", "CRASH")))
+        print(f"{command:>22}: " + ", ".join(f"{k} {counts[k]}" for k in ("ok", "refused", "CRASH", "usage") if k != "usage" or counts[k]))
     crashes = [(label, command, detail) for label, out in swept.items() for command, (kind, detail) in out.items()
                if kind == "CRASH"]
     print(f"{len(crashes)} crashes")
