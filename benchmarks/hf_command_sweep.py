@@ -8,7 +8,7 @@ CliRunner:
     dgx-h100, plan --gpus 8 --recompute full, export --to <each target> of the 8-GPU plan,
     verify --tp 2 --pp 2 on the shrunk copy.
 
-Each run is ok (exit 0), refused (non-zero exit, one line on stderr, no traceback) or CRASH (an
+Each run is ok (exit 0, --json output parses, no nan / inf printed), refused (non-zero exit, one line on stderr, no traceback) or CRASH (an
 exception escaped, the backstop's exit 70 "internal error", a traceback or a multi-line error).
 A type whose default `count` is not supported is skipped (hf_coverage.py surveys those).
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import re
 import sys
 import tempfile
 from collections import Counter
@@ -71,6 +72,10 @@ def shrink(data: dict) -> dict | None:
     return out if changed else None
 
 
+NOT_A_NUMBER = re.compile(r"\b(nan|NaN|-?inf|-?Infinity)\b")
+"""A number the output must never hold (a division by zero or an overflow passed through)."""
+
+
 def run(args: list[str]) -> tuple[str, str]:
     """(outcome, detail) of one in-process `modelplan` command line."""
     from typer.testing import CliRunner
@@ -85,6 +90,14 @@ def run(args: list[str]) -> tuple[str, str]:
     if "Traceback (most recent call last)" in text:
         return "CRASH", "traceback: " + (err[-1] if err else "")
     if result.exit_code == 0:
+        if "--json" in args:
+            try:
+                json.loads(result.stdout)
+            except ValueError as exc:
+                return "CRASH", f"exit 0 but --json printed no JSON document: {exc}"
+        bad = NOT_A_NUMBER.search(result.stdout)
+        if bad:
+            return "CRASH", f"exit 0 but the output holds {bad.group(0)!r}: {result.stdout[max(bad.start() - 80, 0):bad.end()]!r}"
         return "ok", ""
     if result.exit_code == 70 or (err and "internal error" in err[0]):
         return "CRASH", err[0] if err else f"exit {result.exit_code}"

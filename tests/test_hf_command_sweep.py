@@ -1,0 +1,67 @@
+"""benchmarks/hf_command_sweep.py: its outcome rules and a sample of its sweep (every command on a
+dense, an MoE, a hybrid-SSM and an image-text HF type's class defaults ends ok or in a one-line
+refusal, never a crash)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+pytest.importorskip("transformers")
+
+import hf_command_sweep as sweep  # noqa: E402
+import hf_coverage  # noqa: E402
+
+
+def test_shrink_sets_layer_counts_and_cuts_per_layer_lists():
+    """Every layer count above 2 becomes 2, nested ones too, and a list as long as it is cut to 2."""
+    data = {"num_hidden_layers": 4, "layer_types": ["a", "b", "a", "b"], "vocab_size": 4,
+            "text_config": {"num_layers": 6, "pattern": [1, 2, 3, 4, 5, 6]}, "architectures": ["X"]}
+    small = sweep.shrink(data)
+    assert small == {"num_hidden_layers": 2, "layer_types": ["a", "b"], "vocab_size": 4,
+                     "text_config": {"num_layers": 2, "pattern": [1, 2]}, "architectures": ["X"]}
+    assert data["num_hidden_layers"] == 4  # the input is left as it was
+
+
+def test_shrink_returns_none_when_nothing_is_above_two():
+    """A config already at 2 layers has no shrunk copy."""
+    assert sweep.shrink({"num_hidden_layers": 2}) is None
+
+
+def test_a_bad_field_is_a_one_line_refusal(tmp_path):
+    """A negative hidden_size in a config.json is refused in one line (exit 2), not a crash."""
+    path = tmp_path / "bad.json"
+    path.write_text('{"model_type": "llama", "hidden_size": -8, "num_hidden_layers": 2, '
+                    '"num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 32}')
+    kind, detail = sweep.run(["count", str(path), "--json"])
+    assert kind == "refused", detail
+    assert detail.startswith("error:")
+
+
+def test_an_escaped_exception_is_a_crash(monkeypatch, tmp_path):
+    """An exception other than a ModelplanError inside a command is classed CRASH (the backstop's exit 70)."""
+    import modelplan.specs.load as load
+
+    def boom(*args, **kwargs):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(load, "load_model", boom)  # modelplan/cli/count.py imports it at call time
+    kind, detail = sweep.run(["count", "gpt2-small", "--json"])
+    assert kind == "CRASH", detail
+    assert "ZeroDivisionError" in detail
+
+
+@pytest.mark.parametrize("model_type", ["llama", "mixtral", "jamba", "llava"])
+def test_every_command_on_class_defaults_is_ok_or_a_one_line_refusal(model_type, tmp_path):
+    """The sweep's commands (and --wide's) on the class defaults of `model_type`: none crashes."""
+    data = hf_coverage.default_config(model_type)
+    assert data is not None
+    outcomes = sweep.sweep(model_type, data, tmp_path, wide=True)
+    assert outcomes["count"][0] == "ok", outcomes["count"]
+    crashes = {command: detail for command, (kind, detail) in outcomes.items() if kind in ("CRASH", "usage")}
+    assert crashes == {}
