@@ -15,7 +15,8 @@ A type whose default `count` is not supported is skipped (hf_coverage.py surveys
     python benchmarks/hf_command_sweep.py [--extra] [--vision] [--wide] [--only T1,T2] [--limit N] [--json]
 
 --wide adds the settings in WIDE (fp8, eager attention, long sequences, other frameworks, cp, ep,
-vpp, LoRA / QLoRA, serve, verify with cp / zero 3 / ep), `launch` and `compare`.
+vpp, LoRA / QLoRA, serve, verify with cp / zero 3 / ep), `launch` and `compare`. --mutate runs
+instead `count` and `plan` on bad values written into each config's own keys (MUTATIONS).
 
 Prints the counts per command and every crash's type, command and exception line.
 """
@@ -124,6 +125,40 @@ WIDE = {
 """--wide: further settings per type (the model path goes after the command name)."""
 
 
+MUTATIONS = {"hidden_size": (0, -64, "big", None), "num_attention_heads": (0, 3), "num_key_value_heads": (0, 7),
+             "intermediate_size": (0, -1), "num_hidden_layers": (0,), "vocab_size": (0, 1.5), "head_dim": (0, 7),
+             "num_experts": (0,), "num_local_experts": (0,), "num_experts_per_tok": (0, 10**6),
+             "max_position_embeddings": (0,), "rope_theta": (0, "x"), "tie_word_embeddings": ("maybe",)}
+"""--mutate: bad values written into a config's own keys (top level, else text_config); `count --json`
+and `plan --gpus 8` must refuse them in one line (or accept them) and never crash."""
+
+
+def mutants(data: dict) -> list[tuple[str, dict]]:
+    """(label, config.json) per MUTATIONS value of a key the config holds."""
+    out = []
+    for key, values in MUTATIONS.items():
+        where = data if key in data else data.get("text_config") if isinstance(data.get("text_config"), dict) else None
+        if where is None or key not in where:
+            continue
+        for value in values:
+            bad = copy.deepcopy(data)
+            (bad if where is data else bad["text_config"])[key] = value
+            out.append((f"{key}={value!r}", bad))
+    return out
+
+
+def mutate(name: str, data: dict, folder: Path) -> dict[str, tuple[str, str]]:
+    """`count --json` and `plan --gpus 8` on every mutant of one config."""
+    outcomes = {}
+    for label, bad in mutants(data):
+        path = folder / f"{name}.mutant.json"
+        path.write_text(json.dumps(bad))
+        outcomes[f"count {label}"] = run(["count", str(path), "--json"])
+        if outcomes[f"count {label}"][0] == "ok":
+            outcomes[f"plan 8 {label}"] = run(["plan", str(path), "--gpus", "8"])
+    return outcomes
+
+
 def sweep(name: str, data: dict, folder: Path, wide: bool = False) -> dict[str, tuple[str, str]]:
     """Every command's outcome on one config (name: the file stem; data: its config.json)."""
     path = folder / f"{name}.json"
@@ -176,6 +211,7 @@ def main() -> None:
     parser.add_argument("--extra", action="store_true", help="also the masked-LM, seq2seq, classification mappings")
     parser.add_argument("--vision", action="store_true", help="also hf_coverage_vision.py's mappings")
     parser.add_argument("--wide", action="store_true", help="also WIDE's settings, launch and compare")
+    parser.add_argument("--mutate", action="store_true", help="only MUTATIONS' bad values (count, plan)")
     parser.add_argument("--only", default="", help="comma list of model_types")
     parser.add_argument("--limit", type=int, default=0, help="the first N entries only")
     parser.add_argument("--json", action="store_true", help="print every outcome as JSON")
@@ -198,7 +234,15 @@ def main() -> None:
             label = model_type if arch is None else f"{model_type}/{arch}"
             if arch is not None:
                 data["architectures"] = [arch]
-            results[label] = sweep(label.replace("/", "__"), data, Path(tmp), args.wide)
+            stem = label.replace("/", "__")
+            if not args.mutate:
+                results[label] = sweep(stem, data, Path(tmp), args.wide)
+                continue
+            path = Path(tmp) / f"{stem}.json"
+            path.write_text(json.dumps(data))
+            results[label] = {"count": run(["count", str(path), "--json"])}
+            if results[label]["count"][0] == "ok":
+                results[label].update(mutate(stem, data, Path(tmp)))
     if args.json:
         print(json.dumps({"transformers": transformers.__version__, "results": results}, indent=1))
         return
@@ -209,7 +253,12 @@ def main() -> None:
         for command, (kind, _) in out.items():
             per_command.setdefault(command, Counter())[kind] += 1
     for command, counts in per_command.items():
+        if args.mutate and command != "count":
+            continue
         print(f"{command:>22}: " + ", ".join(f"{k} {counts[k]}" for k in ("ok", "refused", "CRASH", "usage") if k != "usage" or counts[k]))
+    if args.mutate:
+        kinds = Counter(k for out in swept.values() for c, (k, _) in out.items() if c != "count")
+        print(f"{'mutants':>22}: " + ", ".join(f"{k} {kinds[k]}" for k in ("ok", "refused", "CRASH")))
     crashes = [(label, command, detail) for label, out in swept.items() for command, (kind, detail) in out.items()
                if kind == "CRASH"]
     print(f"{len(crashes)} crashes")

@@ -40,7 +40,7 @@ def test_a_bad_field_is_a_one_line_refusal(tmp_path):
                     '"num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 32}')
     kind, detail = sweep.run(["count", str(path), "--json"])
     assert kind == "refused", detail
-    assert detail.startswith("error:")
+    assert detail.startswith("error:") and "hidden_size = -8" in detail
 
 
 def test_an_escaped_exception_is_a_crash(monkeypatch, tmp_path):
