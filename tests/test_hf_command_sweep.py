@@ -65,3 +65,30 @@ def test_every_command_on_class_defaults_is_ok_or_a_one_line_refusal(model_type,
     assert outcomes["count"][0] == "ok", outcomes["count"]
     crashes = {command: detail for command, (kind, detail) in outcomes.items() if kind in ("CRASH", "usage")}
     assert crashes == {}
+
+
+HEADS_ZERO = ["cohere_compass", "cohere_compass_text", "diffllama", "doge", "glm46v", "glm4v", "glm_ocr", "glmga",
+              "lfm2", "lfm2_vl", "minimax", "mllama", "recurrent_gemma", "roformer", "unlimited_ocr", "zamba",
+              "zamba2"]
+"""The types whose mapper divided by num_attention_heads = 0 (ZeroDivisionError, exit 70) before
+HFConfig refused it (hf_command_sweep.py --mutate)."""
+
+
+@pytest.mark.parametrize("model_type", HEADS_ZERO)
+def test_zero_attention_heads_is_a_one_line_error_naming_the_field(model_type, tmp_path):
+    """num_attention_heads = 0 in the class defaults (top level, else text_config): exit 2, one line."""
+    data = hf_coverage.default_config(model_type)
+    bad = dict(data["text_config"]) if "num_attention_heads" not in data else data
+    bad["num_attention_heads"] = 0
+    if bad is not data:
+        data["text_config"] = bad
+    path = tmp_path / "config.json"
+    path.write_text(__import__("json").dumps(data))
+    from typer.testing import CliRunner
+
+    from modelplan.cli import app
+
+    result = CliRunner().invoke(app, ["count", str(path), "--json"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "num_attention_heads: must be > 0, got 0" in lines[0], lines
