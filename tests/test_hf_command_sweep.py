@@ -92,3 +92,34 @@ def test_zero_attention_heads_is_a_one_line_error_naming_the_field(model_type, t
     assert result.exit_code == 2, result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "num_attention_heads: must be > 0, got 0" in lines[0], lines
+
+
+OTHER_BAD = [("minicpm3", "hidden_size", 0, "hidden_size: must be > 0, got 0"),
+             ("minicpm3", "num_hidden_layers", 0, "num_hidden_layers: must be > 0, got 0"),
+             ("olmo_hybrid", "num_hidden_layers", 0, "num_hidden_layers: must be > 0, got 0"),
+             ("glm_ocr", "hidden_size", None, "text_config.hidden_size: missing"),
+             ("glm_ocr", "hidden_size", "big", "text_config.hidden_size: expected an integer, got 'big'"),
+             ("inkling_text", "head_dim", 0, "head_dim: must be > 0, got 0"),
+             ("minimax_m3_vl_text", "head_dim", 0, "head_dim: must be > 0, got 0"),
+             ("muse_glimmer", "head_dim", 0, "text_config.head_dim: must be > 0, got 0")]
+"""(type, key, bad value, message) the --mutate sweep crashed on before (ZeroDivisionError,
+TypeError, IndexError: exit 70): each is now a one-line error naming the field."""
+
+
+@pytest.mark.parametrize(("model_type", "key", "value", "message"), OTHER_BAD)
+def test_other_bad_values_are_one_line_errors_naming_the_field(model_type, key, value, message, tmp_path):
+    """The class defaults with `key` (top level, else text_config) set to `value`: exit 2, one line."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from modelplan.cli import app
+
+    data = hf_coverage.default_config(model_type)
+    (data if key in data else data["text_config"])[key] = value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    result = CliRunner().invoke(app, ["count", str(path), "--json"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], lines
