@@ -91,7 +91,7 @@ def test_zero_attention_heads_is_a_one_line_error_naming_the_field(model_type, t
     result = CliRunner().invoke(app, ["count", str(path), "--json"])
     assert result.exit_code == 2, result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "num_attention_heads: must be > 0, got 0" in lines[0], lines
+    assert len(lines) == 1 and "num_attention_heads: must be > 0 (config.json: num_attention_heads = 0)" in lines[0], lines
 
 
 OTHER_BAD = [("minicpm3", "hidden_size", 0, "hidden_size: must be > 0, got 0"),

@@ -73,7 +73,7 @@ class HFConfig:
             value = int(value)
         if value is None or (isinstance(value, int) and not isinstance(value, bool)):
             if name in DIVISOR_KEYS and value is not None and value <= 0:
-                raise self._error(name, f"must be > 0, got {value!r}")
+                raise self._error(name, f"must be > 0 (config.json: {name} = {value!r})")
             return value
         raise self._error(name, f"expected an integer, got {value!r} ({_kind(value)})")
 
