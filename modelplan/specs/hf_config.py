@@ -28,6 +28,12 @@ def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+DIVISOR_KEYS = frozenset({"num_attention_heads"})
+"""Keys every mapper divides by (head_dim = hidden_size // num_attention_heads, HF's own default in
+e.g. LlamaConfig): `integer` refuses a value <= 0 in one line instead of a ZeroDivisionError
+(benchmarks/hf_command_sweep.py --mutate found it in 19 mappers)."""
+
+
 class HFConfig:
     """Typed access to one (possibly nested) HF config dict; `source` prefixes every error."""
 
@@ -63,10 +69,12 @@ class HFConfig:
         name, value = self._raw((key, *aliases), default, nullable)
         if value is _MISSING:
             raise self._missing(key)
-        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-            return value
         if isinstance(value, float) and value.is_integer():
-            return int(value)
+            value = int(value)
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            if name in DIVISOR_KEYS and value is not None and value <= 0:
+                raise self._error(name, f"must be > 0 (config.json: {name} = {value!r})")
+            return value
         raise self._error(name, f"expected an integer, got {value!r} ({_kind(value)})")
 
     def size(self, *keys: str) -> int:

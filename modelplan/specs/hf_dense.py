@@ -211,7 +211,7 @@ def _mla_dense(c: HFConfig, **extra) -> dict:
 def _minicpm3(c: HFConfig) -> dict:
     """MiniCPM3: MLA dense blocks, tied, muP scales: embeddings x scale_emb, each branch x
     scale_depth / sqrt(layers), logits x dim_model_base / hidden (HF MiniCPM3)."""
-    hidden, layers = c.size("hidden_size"), c.size("num_hidden_layers")
+    hidden, layers = c.divisor("hidden_size"), c.divisor("num_hidden_layers")  # both divided by below
     return _mla_dense(
         c, tied_embeddings=c.flag("tie_word_embeddings", True),
         embedding_scale=c.number("scale_emb", 1.0, positive=True),

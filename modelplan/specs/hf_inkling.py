@@ -83,7 +83,7 @@ def _inkling_text(c: HFConfig) -> dict:
                  attention_by_type=by_type, moe=moe, embedding_norm=True, tied_embeddings=False,
                  logit_scale=1 / c.number("logits_mup_width_multiplier", 24.0, positive=True),
                  # InklingAttention.scaling: 1 / head_dim (q, k RMS-normed); sliding blocks 1 / swa_head_dim
-                 attention_scale=1 / c.integer("head_dim", 128), extras={"conv_relative": conv})
+                 attention_scale=1 / c.divisor("head_dim", 128), extras={"conv_relative": conv})
 
 
 _ALIASES2 = {"sconv_kernel_size": "conv_kernel_size", "sliding_window": "sliding_window_size",

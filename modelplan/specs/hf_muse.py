@@ -49,7 +49,7 @@ def _muse_glimmer_text(c: HFConfig) -> dict:
                  nope_full_attention=sliding and "full_attention" in types, norm_placement="sandwich",
                  qk_norm=True, qk_norm_weight="none", head_gate="element",
                  # MuseGlimmerTextAttention: q = qk_norm(q) * qk_scale_factor, scores x head_dim^-0.5
-                 attention_scale=c.number("qk_scale_factor", 3.87, positive=True) * c.integer("head_dim", 128) ** -0.5,
+                 attention_scale=c.number("qk_scale_factor", 3.87, positive=True) * c.divisor("head_dim", 128) ** -0.5,
                  final_logit_softcap=softcap, logit_scale=c.number("output_multiplier", 0.19611613513818404, positive=True))
 
 

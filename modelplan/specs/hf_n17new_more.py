@@ -89,7 +89,7 @@ def _minimax_m3_text(c: HFConfig) -> dict:
     (correction-bias buffer, renormalised, x routed_scaling_factor) beside one shared MLP of
     shared_intermediate_size. Its block-sparse attention (layer_types minimax_m3_sparse, a
     lightning indexer over key blocks) is not modelled: refused."""
-    layers, head_dim = c.size("num_hidden_layers"), c.integer("head_dim", 128)
+    layers, head_dim = c.size("num_hidden_layers"), c.divisor("head_dim", 128)
     types = c.texts("layer_types", None) or ["full_attention"] * layers
     sparse_cfg = c.sub("sparse_attention_config")
     if c.texts("layer_types", None) is None and sparse_cfg is not None and sparse_cfg.has("sparse_attention_freq"):
@@ -132,7 +132,7 @@ def _olmo_hybrid(c: HFConfig) -> dict:
     attention blocks (whole-projection q/k RMSNorms, norms after attention and MLP) every 4th
     block (block 3, 7, ...; the last if none). Both block kinds hold two hidden-size norms; the
     spec places them once for all blocks, as OLMo-3's output norms (no count changes)."""
-    layers, heads, hidden = c.size("num_hidden_layers"), c.size("num_attention_heads"), c.size("hidden_size")
+    layers, heads, hidden = c.divisor("num_hidden_layers"), c.size("num_attention_heads"), c.size("hidden_size")
     default = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(layers)]
     if "full_attention" not in default:
         default[-1] = "full_attention"

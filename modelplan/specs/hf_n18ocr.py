@@ -103,8 +103,9 @@ def _glm_ocr_text(c: HFConfig) -> dict:
     """GLM-OCR text model (GlmOcrTextModel): GLM-4 blocks (sandwich norms, fused gate_up_proj)
     without q/k/v biases, head_dim = hidden / heads."""
     data = {**_GLM_OCR_TEXT, **c.data}
-    heads = HFConfig(data, c.source, c.path).size("num_attention_heads")
-    data = {**data, "attention_bias": False, "head_dim": data.get("head_dim") or data["hidden_size"] // heads}
+    full = HFConfig(data, c.source, c.path)
+    heads, hidden = full.size("num_attention_heads"), full.size("hidden_size")
+    data = {**data, "attention_bias": False, "head_dim": data.get("head_dim") or hidden // heads}
     return LLAMA_MAPPERS["glm4"](HFConfig(data, c.source, c.path))
 
 
