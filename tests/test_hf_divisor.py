@@ -21,7 +21,7 @@ GLM45_AIR = {
 
 @pytest.mark.parametrize("heads", [0, -4])
 def test_glm4_moe_zero_heads_is_a_one_line_error(heads):
-    with pytest.raises(SpecError, match=rf"num_attention_heads: must be > 0, got {heads}") as exc:
+    with pytest.raises(SpecError, match=rf"num_attention_heads: must be > 0 \(config.json: num_attention_heads = {heads}\)") as exc:
         from_hf_config({**GLM45_AIR, "num_attention_heads": heads, "head_dim": None}, "config.json")
     assert "\n" not in str(exc.value)
 
