@@ -176,3 +176,20 @@ def test_kv_sliding_window_five_to_one_by_hand():
     assert mem.kv_per_sequence_per_gpu_bytes == 8192 * (10 * 32768 + 52 * 1024) == 3_120_562_176
     half = count_serve_memory(load_model("gemma-3-27b"), ServeSpec(context=32768, tp=2))
     assert half.kv_per_sequence_per_gpu_bytes == 3_120_562_176 // 2
+
+
+def test_default_tp_fits_the_heads(tmp_path):
+    """12 attention / 12 KV heads on 8 GPUs: tp 8 does not divide 12 (vLLM: total_num_heads % tp_size
+    == 0), so the default is the largest divisor of the 8 GPUs that does, 4 (2 replicas), worked by
+    hand; an explicit --tp 8 is still refused in one line."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 768, "intermediate_size": 2048,
+                                "num_hidden_layers": 2, "num_attention_heads": 12, "num_key_value_heads": 12,
+                                "vocab_size": 1000, "max_position_embeddings": 4096}))
+    result = CliRunner().invoke(app, ["serve", str(path), "--context", "2048", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["serve"]["tp"] == 4 and doc["replicas"] == 2
+    bad = CliRunner().invoke(app, ["serve", str(path), "--context", "2048", "--tp", "8"])
+    assert bad.exit_code != 0 and "tp (8) must divide kv_heads (12)" in bad.output
+    assert len(bad.output.strip().splitlines()) == 1

@@ -24,7 +24,7 @@ def serve_cmd(
     cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster preset or file [default: dgx-h100].", show_default=False)] = None,
     batch: Annotated[Optional[int], typer.Option("--batch", min=1, max=MAX_BATCH, help="Sequences per replica in one decode step [default: the most that fit].", show_default=False)] = None,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, max=MAX_BATCH, help="Or: concurrent sequences over all replicas.", show_default=False)] = None,
-    tp: Annotated[Optional[int], typer.Option("--tp", min=1, help="Tensor-parallel GPUs per replica [default: min(gpus, GPUs per node)].", show_default=False)] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", min=1, help="Tensor-parallel GPUs per replica [default: the largest tp <= min(gpus, GPUs per node) that divides the GPUs and the attention heads and fits the KV heads].", show_default=False)] = None,
     weights: Annotated[Weights, typer.Option("--weights", help="Weight precision: bf16, fp16, fp8 (W8A8) or int4 (GPTQ/AWQ g128, W4A16).")] = "bf16",
     kv_cache: Annotated[KVCache, typer.Option("--kv-cache", help="KV-cache dtype.")] = "bf16",
     block_size: Annotated[int, typer.Option("--block-size", min=1, max=MAX_SEQ, help="Paged-attention block in tokens (vLLM: 16).")] = 16,
@@ -45,7 +45,7 @@ def serve_cmd(
         raise SpecError(f"serve: {spec.name} is a '{spec.kind}' spec; serving is modelled for transformers")
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     serve = validate_model(ServeSpec, {
-        "context": context, "weights": weights, "kv_cache": kv_cache, "tp": tp or min(gpus, cl.gpus_per_node),
+        "context": context, "weights": weights, "kv_cache": kv_cache, "tp": tp or default_tp(spec, gpus, cl.gpus_per_node),
         "block_size": block_size, "gpu_memory_utilization": gpu_memory_utilization,
         "max_batched_tokens": max_batched_tokens}, "serve")
     est = serve_estimate(spec, serve, cl, gpus, batch=batch, concurrency=concurrency)
@@ -110,3 +110,16 @@ def print_serve(spec, serve, cluster, est) -> None:
     ]
     for line in text_table(rows, "lrl"):
         typer.echo(line)
+
+
+def default_tp(spec, gpus: int, gpus_per_node: int) -> int:
+    """The largest tp <= min(gpus, gpus_per_node) that divides the GPUs (whole replicas), the
+    attention heads (vLLM's tensor-parallel attention: total_num_heads % tp_size == 0) and that
+    divides the KV heads or is a multiple of them (count.serve.local_kv_fraction); 1 at worst."""
+    kv = spec.num_kv_heads if spec.mla is None else None
+    for tp in range(min(gpus, gpus_per_node), 0, -1):
+        if gpus % tp or spec.heads % tp:
+            continue
+        if kv is None or kv % tp == 0 or tp % kv == 0:
+            return tp
+    return 1
