@@ -36,6 +36,7 @@ def serve_cmd(
     from modelplan.cli.plan import DEFAULT_CLUSTER
     from modelplan.comm.clusters import load_cluster
     from modelplan.cost.serve import serve_estimate
+    from modelplan.count.serve import default_serving_tp
     from modelplan.errors import SpecError, validate_model
     from modelplan.specs.load import load_model
     from modelplan.specs.serve import ServeSpec
@@ -45,7 +46,7 @@ def serve_cmd(
         raise SpecError(f"serve: {spec.name} is a '{spec.kind}' spec; serving is modelled for transformers")
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     serve = validate_model(ServeSpec, {
-        "context": context, "weights": weights, "kv_cache": kv_cache, "tp": tp or default_tp(spec, gpus, cl.gpus_per_node),
+        "context": context, "weights": weights, "kv_cache": kv_cache, "tp": tp or default_serving_tp(spec, gpus, cl.gpus_per_node),
         "block_size": block_size, "gpu_memory_utilization": gpu_memory_utilization,
         "max_batched_tokens": max_batched_tokens}, "serve")
     est = serve_estimate(spec, serve, cl, gpus, batch=batch, concurrency=concurrency)
@@ -111,15 +112,3 @@ def print_serve(spec, serve, cluster, est) -> None:
     for line in text_table(rows, "lrl"):
         typer.echo(line)
 
-
-def default_tp(spec, gpus: int, gpus_per_node: int) -> int:
-    """The largest tp <= min(gpus, gpus_per_node) that divides the GPUs (whole replicas), the
-    attention heads (vLLM's tensor-parallel attention: total_num_heads % tp_size == 0) and that
-    divides the KV heads or is a multiple of them (count.serve.local_kv_fraction); 1 at worst."""
-    kv = spec.num_kv_heads if spec.mla is None else None
-    for tp in range(min(gpus, gpus_per_node), 0, -1):
-        if gpus % tp or spec.heads % tp:
-            continue
-        if kv is None or kv % tp == 0 or tp % kv == 0:
-            return tp
-    return 1

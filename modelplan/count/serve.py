@@ -41,11 +41,24 @@ def local_kv_fraction(spec: "TransformerSpec", tp: int) -> tuple[int, int]:
     if spec.mla is not None:
         return 1, 1
     kv = spec.num_kv_heads
-    if tp > kv and tp % kv:
-        raise SpecError(f"tp ({tp}) must divide kv_heads ({kv}) or be a multiple of it")
-    if tp <= kv and kv % tp:
-        raise SpecError(f"tp ({tp}) must divide kv_heads ({kv})")
+    if not tp_fits_kv_heads(spec, tp):
+        raise SpecError(f"tp ({tp}) must divide kv_heads ({kv})" + (" or be a multiple of it" if tp > kv else ""))
     return max(1, kv // tp), kv
+
+
+def tp_fits_kv_heads(spec: "TransformerSpec", tp: int) -> bool:
+    """tp divides the KV heads, or is a multiple of them (each KV head replicated over tp / kv ranks);
+    any tp for MLA (the latent is held whole)."""
+    kv = spec.num_kv_heads
+    return spec.mla is not None or (kv % tp == 0 if tp <= kv else tp % kv == 0)
+
+
+def default_serving_tp(spec: "TransformerSpec", gpus: int, gpus_per_node: int) -> int:
+    """The largest tp <= min(gpus, gpus_per_node) that divides the GPUs (whole replicas), the
+    attention heads (vLLM's tensor-parallel attention: total_num_heads % tp_size == 0) and fits the
+    KV heads (`tp_fits_kv_heads`); 1 at worst."""
+    return next((tp for tp in range(min(gpus, gpus_per_node), 1, -1)
+                 if gpus % tp == 0 and spec.heads % tp == 0 and tp_fits_kv_heads(spec, tp)), 1)
 
 
 def kv_bytes_per_gpu(spec: "TransformerSpec", tokens: int, kv_bytes: int, tp: int) -> int:

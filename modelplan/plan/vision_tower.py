@@ -85,14 +85,11 @@ def tower_seconds(spec: "TransformerSpec", training: "TrainingSpec", roofline: "
     if vision is None or images == 0:
         return 0.0, 0.0
     leaves = vision_forward_flops(vision, spec.hidden)
+    frozen = tower_frozen(training)
     if vision.tower is not None or vision.layers == 0:  # a layer list (DaViT, Swin, SAM) or no blocks (Fuyu)
         # no uniform ViT block to run through the kernel model: every leaf one GEMM at the matmul rate
-        gemms = [images * n for n in leaves.values() if n]
-        fwd_s = sum(roofline.overhead_s + n / roofline.matmul_flops_per_s for n in gemms)
-        if tower_frozen(training):
-            return fwd_s, 0.0
-        bwd_s = sum(2 * roofline.overhead_s + 2 * n / roofline.matmul_flops_per_s for n in gemms)  # dgrad + wgrad
-        return fwd_s, bwd_s + (fwd_s if recompute == "full" else 0.0)
+        fwd_s, bwd_s = _leaf_gemm_seconds(leaves.values(), images, roofline)
+        return (fwd_s, 0.0) if frozen else (fwd_s, bwd_s + (fwd_s if recompute == "full" else 0.0))
     # the blocks: one encoder block's kernels over images x tokens (`compute.kernel_times`)
     k = kernel_times(tower_block_spec(spec), 1, False, images, vision.tokens, training.dtype_bytes, 1, roofline,
                      attention=training.attention, software=software)
@@ -101,15 +98,21 @@ def tower_seconds(spec: "TransformerSpec", training: "TrainingSpec", roofline: "
     block_f = k.fwd_gemm_s + k.fwd_elementwise_s - k.core_fwd_s + core_f
     block_b = k.bwd_gemm_s + k.bwd_elementwise_s - k.core_bwd_s + core_b
     # the patch conv, pooling head and projector: each leaf one GEMM at the matmul rate
-    rest = [images * n for key, n in leaves.items() if n and not key.startswith(BLOCK_KEYS)]
-    rest_f = sum(roofline.overhead_s + n / roofline.matmul_flops_per_s for n in rest)
+    rest_f, rest_b = _leaf_gemm_seconds((n for key, n in leaves.items() if not key.startswith(BLOCK_KEYS)),
+                                        images, roofline)
     fwd_s = vision.layers * block_f + rest_f
-    if tower_frozen(training):
+    if frozen:
         return fwd_s, 0.0
-    rest_b = sum(2 * roofline.overhead_s + 2 * n / roofline.matmul_flops_per_s for n in rest)  # dgrad + wgrad
     rerun = block_f if recompute == "full" else core_f if recompute == "selective" else 0.0
     return fwd_s, vision.layers * (block_b + rerun) + rest_b
 
+
+def _leaf_gemm_seconds(flops_per_image, images: int, roofline: "Roofline") -> tuple[float, float]:
+    """(forward, backward) seconds of `count.vision` leaves priced as one GEMM each at the matmul
+    rate over `images` images; the backward is the dgrad + wgrad pair, twice the forward."""
+    gemms = [images * n for n in flops_per_image if n]
+    fwd_s = sum(roofline.overhead_s + n / roofline.matmul_flops_per_s for n in gemms)
+    return fwd_s, sum(2 * roofline.overhead_s + 2 * n / roofline.matmul_flops_per_s for n in gemms)
 
 def with_vision_tower(terms: "BlockTerms", spec: "TransformerSpec", training: "TrainingSpec",
                       roofline: "Roofline", micro_batch: int, recompute: str, software: "EngineSettings") -> "BlockTerms":
