@@ -36,6 +36,7 @@ from modelplan.count.hyperconn import residual_width
 from modelplan.count.recompute_layers import full_recompute
 from modelplan.plan.engine import engine_settings
 from modelplan.plan.experts import expert_capacity
+from modelplan.plan.fp8 import param_gather_bytes
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
 from modelplan.plan.parallel.calls import EXECUTOR_ALGO, CommItem, RankCalls, merge_rank_calls
 from modelplan.plan.parallel.pp import pipeline_calls
@@ -152,7 +153,9 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
                     continue
                 placed.add(unit)
                 u = shards[unit]
-                dp_zero.unit_calls(calls, u, tp, plan.zero, uses[unit], act, grad)
+                gather = act if element_bytes is not None else param_gather_bytes(  # the executor: one width
+                    unit, act, training.fp8_param_gather, software.fp8_recipe, software.fp8_backend)
+                dp_zero.unit_calls(calls, u, tp, plan.zero, uses[unit], act, grad, gather=gather)
                 if unit in replicas and r in replicas[unit]:
                     owned = u.padded if plan.zero == 0 else u.padded // u.group_size
                     pp_mod.replica_calls(calls, unit, len(replicas[unit]), owned * grad)

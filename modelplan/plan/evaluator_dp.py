@@ -10,6 +10,7 @@ from typing import NamedTuple
 from modelplan.comm.ops import Axis, Collective
 from modelplan.plan.dims import EXPERT_DP, pair_shape, strided_shape
 from modelplan.plan.engine import keeps_low_precision_grads
+from modelplan.plan.fp8 import param_gather_bytes
 from modelplan.plan.fsdp import hsdp_groups, reduces_every_microbatch, zero3_mode
 from modelplan.plan.parallel import dp_zero, pp as pp_mod
 from modelplan.plan.parallel.calls import RankCalls
@@ -106,7 +107,9 @@ class DpPricing:
         for (unit, count), n in zip(kinds, copies):
             if unit in shards:
                 u = shards[unit]
-                dp_zero.unit_calls(calls, u, tp, zero, 1, self.dtype_bytes, self.dp_grad_bytes, count)
+                gather = param_gather_bytes(unit, self.dtype_bytes, self.training.fp8_param_gather,
+                                            self.software.fp8_recipe, self.software.fp8_backend)
+                dp_zero.unit_calls(calls, u, tp, zero, 1, self.dtype_bytes, self.dp_grad_bytes, count, gather)
                 if n:
                     owned = u.padded if zero == 0 else u.padded // u.group_size
                     pp_mod.replica_calls(tied, unit, n, owned * self.dp_grad_bytes)

@@ -18,6 +18,8 @@ the 16-bit input):
 Weights are quantised once per step when the engine caches them across micro-batches (TE
 `is_first_microbatch`), else in every forward (torchao). Rowwise- and block-scaled GEMMs run in
 CUTLASS / DeepGEMM kernels slower than cuBLAS's per-tensor-scaled ones (`CostModel`).
+With fp8 parameter gathers (`TrainingSpec.fp8_param_gather`) the ZeRO / FSDP parameter AllGather
+of the blocks' linear weights moves 1 byte per element instead of 2 (`param_gather_bytes`).
 """
 
 from __future__ import annotations
@@ -55,3 +57,27 @@ def quantisation_bytes(recipe: str, dtype_bytes: int, m: int, k: int, n: int, ba
 def gemm_rate_factor(recipe: str, scaled_gemm_factor: float) -> float:
     """Rate of a recipe's fp8 GEMM relative to cuBLAS's per-tensor-scaled fp8 GEMM."""
     return scaled_gemm_factor if recipe in ("rowwise", "blockwise") else 1.0
+
+
+def param_gather_bytes(unit: str, dtype_bytes: int, fp8_param_gather: bool, recipe: str | None, backend: str) -> int:
+    """Bytes per element of a unit's ZeRO / FSDP parameter AllGather (units of `plan/shard.py`).
+
+    1 for a block's weights when the run gathers its parameters in fp8: Megatron
+    `--fp8-param-gather` ("perform the param all-gather in fp8", TE modules: the blocks' linear
+    layers, the routed experts' grouped GEMMs too); torchao `enable_fsdp_float8_all_gather`
+    ("cast Float8Linear.weight from high precision to float8 before FSDP all-gather", torchtitan
+    docs/float8.md), tensorwise only (torchao float8/config.py: "enable_fsdp_float8_all_gather only
+    supports tensorwise scaling granularity"), dense `nn.Linear`s only (torchtitan's float8
+    converter swaps `nn.Linear`, not grouped experts). The block's norm weights (2 h of ~12 h^2
+    elements) are counted with them. Embedding and output layer stay 16-bit (neither engine casts
+    them to fp8)."""
+    if not fp8_param_gather or recipe is None:
+        return dtype_bytes
+    if backend != "te" and recipe != "tensorwise":
+        return dtype_bytes
+    parts = unit.split("/")
+    if parts[0] not in ("layers", "mtp"):
+        return dtype_bytes
+    if parts[-1] == "experts" and backend != "te":
+        return dtype_bytes
+    return 1

@@ -40,11 +40,14 @@ AG, AR, BC, RS = Collective.ALL_GATHER, Collective.ALL_REDUCE, Collective.BROADC
 
 
 def unit_calls(calls: RankCalls, u: UnitShard, tp: int, zero: int, m: int, param: int, grad: int,
-               units: int = 1) -> None:
+               units: int = 1, gather: int | None = None) -> None:
     """A unit's data-parallel calls (module docstring): start-up Broadcast, the tp AllReduce of its
     partial-sum gradients, then the ZeRO gradient reduction and parameter gather; `param` and
-    `grad` are bytes per element, `m` the backwards of the unit per step (`units` alike units)."""
+    `grad` are bytes per element, `m` the backwards of the unit per step (`units` alike units);
+    `gather`: bytes per element of the parameter AllGather when not `param` (fp8 parameter
+    gathers, `plan/fp8.py` `param_gather_bytes`)."""
     D, P, k = u.group_size, u.padded, units
+    gather = param if gather is None else gather
     calls.add(BC, Axis.DP, D, u.numel * param, k, Region.DP_BROADCAST, startup=True, root=0)
     per_mb = zero >= 2
     if u.partial_over_tp:
@@ -53,7 +56,7 @@ def unit_calls(calls: RankCalls, u: UnitShard, tp: int, zero: int, m: int, param
         calls.add(AR, Axis.DP, D, P * grad, k, Region.DP_GRADS, overlap=True)
     else:
         calls.add(RS, Axis.DP, D, P * grad, k * (m if per_mb else 1), Region.DP_GRADS, overlap=True)
-        calls.add(AG, Axis.DP, D, P * param, k * (2 * m if zero == 3 else 1), Region.DP_PARAMS, overlap=True)
+        calls.add(AG, Axis.DP, D, P * gather, k * (2 * m if zero == 3 else 1), Region.DP_PARAMS, overlap=True)
 
 
 class DpTimes(NamedTuple):
