@@ -24,6 +24,7 @@ from modelplan.count.attention import FusedAttention
 from modelplan.count.blocks import Block
 from modelplan.count.checkpointing import checkpointed_share
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings
+from modelplan.plan.expert_bias import with_expert_bias
 from modelplan.plan.fp8 import gemm_rate_factor, is_fp8_gemm, quantisation_bytes
 from modelplan.plan.fused_softmax import with_softmax_fallback
 from modelplan.plan.grouped_gemm import extra_launch_s
@@ -212,6 +213,7 @@ def kernel_times(
     k = with_softmax_fallback(k, software.scale_mask_softmax, micro_batch, spec.heads // tp, s_local, seq_len, d,
                               spec.causal)
     k = with_engine_rotary(k, spec, software.framework, d)  # Megatron's unfused YaRN rotary (`rotary_fusion.py`)
+    k = with_expert_bias(k, spec, software.framework, d)  # Megatron's per-expert fc2 bias (`expert_bias.py`)
     recipe = software.fp8_recipe
     factor = gemm_rate_factor(recipe, scaled_gemm_factor) if recipe else 0.0
 
