@@ -6,7 +6,7 @@ attention core (fused kernel), the dense linear GEMMs (QKV, output, router), the
 grouped GEMMs (their per-expert launches included, `plan/grouped_gemm.py`), the fp8 quantisation
 passes, and the memory-bound ops (norms, rotary, residuals, router softmax / top-k, permute, the
 all-to-all dispatcher's sort by local expert, the fp8 expert padding, unpermute, expert activation,
-Megatron's unfused YaRN rotary and per-expert fc2 bias); then the published
+Megatron's unfused YaRN rotary, per-expert fc2 bias and eager clamp); then the published
 step per MoE block and micro-batch slot against the predicted one.
 
     python benchmarks/bench_moe_breakdown.py [--only SUBSTRING]
@@ -26,6 +26,7 @@ import bench_published_runs as bench  # noqa: E402
 from modelplan.plan.estimate import estimate_split  # noqa: E402
 from modelplan.plan.evaluator import Evaluator, PlanPoint  # noqa: E402
 from modelplan.plan.expert_bias import with_expert_bias  # noqa: E402
+from modelplan.plan.expert_clamp import with_expert_clamp  # noqa: E402
 from modelplan.plan.expert_sort import sort_kernel  # noqa: E402
 from modelplan.plan.experts import expert_capacity  # noqa: E402
 from modelplan.plan.fp8_padding import padding_kernel, pads  # noqa: E402
@@ -45,7 +46,8 @@ def block_split_ms(ev: Evaluator, plan, training) -> dict[str, float]:
     k = layer_kernels(spec, plan.tp, plan.micro_batch, training.seq_len, d, plan.sequence_parallel, moe_layer=True,
                       ep=plan.ep, capacity=cap, attention=training.attention, elementwise=sw.elementwise,
                       etp=plan.etp, norm_elementwise=sw.norm_elementwise)
-    k = with_expert_bias(with_engine_rotary(k, spec, sw.framework, d), spec, sw.framework, d)  # as compute.py prices
+    for post in (with_engine_rotary, with_expert_bias, with_expert_clamp):  # as compute.py prices them
+        k = post(k, spec, sw.framework, d)
     recipe = sw.fp8_recipe
     factor = gemm_rate_factor(recipe, ev.cost.fp8_scaled_gemm_factor) if recipe else 0.0
     out = dict.fromkeys(("attention core", "dense GEMMs", "expert GEMMs", "fp8 quantise", "memory-bound"), 0.0)
