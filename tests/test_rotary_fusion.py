@@ -71,6 +71,7 @@ def test_block_pays_the_extra_passes_at_hbm_speed():
     ({"rope_scaling": {"type": "yarn", "factor": 40}}, "yarn"),  # the older key (deepseek-v3)
     ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 150000.0}}, "yarn"),  # transformers 5
     ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, None),
+    ({"rope_scaling": {"type": 7}}, None),  # not a kind this reads: no error (it changes no count)
     ({}, None),
 ])
 def test_hf_config_reads_the_scaling_kind(rope, expected):

@@ -237,9 +237,9 @@ def rope_scaling(c: HFConfig) -> str | None:
     or its text_config names rope_type (or the older key type) 'yarn'; else None."""
     for cfg in (c, c.sub("text_config")):
         for key in ("rope_scaling", "rope_parameters"):
-            nested = cfg.sub(key) if cfg is not None else None
-            if nested is not None and nested.text("rope_type", None, "type") == "yarn":
-                return "yarn"
+            nested = cfg.data.get(key) if cfg is not None else None
+            if isinstance(nested, dict) and nested.get("rope_type", nested.get("type")) == "yarn":
+                return "yarn"  # any other shape or kind: not YaRN (it changes no count, so no error)
     return None
 
 
