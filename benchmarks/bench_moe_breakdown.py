@@ -5,7 +5,8 @@ block's forward + backward kernel seconds per micro-batch on the critical rank, 
 attention core (fused kernel), the dense linear GEMMs (QKV, output, router), the routed experts'
 grouped GEMMs (their per-expert launches included, `plan/grouped_gemm.py`), the fp8 quantisation
 passes, and the memory-bound ops (norms, rotary, residuals, router softmax / top-k, permute, the
-all-to-all dispatcher's sort by local expert, the fp8 expert padding, unpermute, expert activation); then the published
+all-to-all dispatcher's sort by local expert, the fp8 expert padding, unpermute, expert activation,
+Megatron's unfused YaRN rotary, per-expert fc2 bias and eager clamp); then the published
 step per MoE block and micro-batch slot against the predicted one.
 
     python benchmarks/bench_moe_breakdown.py [--only SUBSTRING]
@@ -24,12 +25,15 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_published_runs as bench  # noqa: E402
 from modelplan.plan.estimate import estimate_split  # noqa: E402
 from modelplan.plan.evaluator import Evaluator, PlanPoint  # noqa: E402
+from modelplan.plan.expert_bias import with_expert_bias  # noqa: E402
+from modelplan.plan.expert_clamp import with_expert_clamp  # noqa: E402
 from modelplan.plan.expert_sort import sort_kernel  # noqa: E402
 from modelplan.plan.experts import expert_capacity  # noqa: E402
 from modelplan.plan.fp8_padding import padding_kernel, pads  # noqa: E402
 from modelplan.plan.fp8 import gemm_rate_factor, is_fp8_gemm, quantisation_bytes  # noqa: E402
 from modelplan.plan.grouped_gemm import extra_launch_s  # noqa: E402
 from modelplan.plan.kernels import layer_kernels  # noqa: E402
+from modelplan.plan.rotary_fusion import with_engine_rotary  # noqa: E402
 from modelplan.specs.load import load_model, model_from_dict  # noqa: E402
 
 
@@ -42,6 +46,8 @@ def block_split_ms(ev: Evaluator, plan, training) -> dict[str, float]:
     k = layer_kernels(spec, plan.tp, plan.micro_batch, training.seq_len, d, plan.sequence_parallel, moe_layer=True,
                       ep=plan.ep, capacity=cap, attention=training.attention, elementwise=sw.elementwise,
                       etp=plan.etp, norm_elementwise=sw.norm_elementwise)
+    for post in (with_engine_rotary, with_expert_bias, with_expert_clamp):  # as compute.py prices them
+        k = post(k, spec, sw.framework, d)
     recipe = sw.fp8_recipe
     factor = gemm_rate_factor(recipe, ev.cost.fp8_scaled_gemm_factor) if recipe else 0.0
     out = dict.fromkeys(("attention core", "dense GEMMs", "expert GEMMs", "fp8 quantise", "memory-bound"), 0.0)

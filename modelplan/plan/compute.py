@@ -24,11 +24,14 @@ from modelplan.count.attention import FusedAttention
 from modelplan.count.blocks import Block
 from modelplan.count.checkpointing import checkpointed_share
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings
+from modelplan.plan.expert_bias import with_expert_bias
+from modelplan.plan.expert_clamp import with_expert_clamp
 from modelplan.plan.fp8 import gemm_rate_factor, is_fp8_gemm, quantisation_bytes
 from modelplan.plan.fused_softmax import with_softmax_fallback
 from modelplan.plan.grouped_gemm import extra_launch_s
 from modelplan.plan.kernels import Elementwise, Gemm, embedding_kernels, head_kernels, layer_kernels
 from modelplan.plan.recompute import modules_forward_s
+from modelplan.plan.rotary_fusion import with_engine_rotary
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Accelerator
 from modelplan.specs.transformer import TransformerSpec
@@ -210,6 +213,9 @@ def kernel_times(
     # Megatron's FusedScaleMaskSoftmax falls back to the fp32 PyTorch softmax for some shapes
     k = with_softmax_fallback(k, software.scale_mask_softmax, micro_batch, spec.heads // tp, s_local, seq_len, d,
                               spec.causal)
+    k = with_engine_rotary(k, spec, software.framework, d)  # Megatron's unfused YaRN rotary (`rotary_fusion.py`)
+    k = with_expert_bias(k, spec, software.framework, d)  # Megatron's per-expert fc2 bias (`expert_bias.py`)
+    k = with_expert_clamp(k, spec, software.framework, d)  # and its eager clamp before the activation
     recipe = software.fp8_recipe
     factor = gemm_rate_factor(recipe, scaled_gemm_factor) if recipe else 0.0
 

@@ -232,6 +232,17 @@ def rope_theta(c: HFConfig, model_type: str) -> float | None:
     return ROPE_THETA_DEFAULTS.get(model_type)
 
 
+def rope_scaling(c: HFConfig) -> str | None:
+    """'yarn' when rope_scaling (transformers 4) or rope_parameters (transformers 5) of the config
+    or its text_config names rope_type (or the older key type) 'yarn'; else None."""
+    for cfg in (c, c.sub("text_config")):
+        for key in ("rope_scaling", "rope_parameters"):
+            nested = cfg.data.get(key) if cfg is not None else None
+            if isinstance(nested, dict) and nested.get("rope_type", nested.get("type")) == "yarn":
+                return "yarn"  # any other shape or kind: not YaRN (it changes no count, so no error)
+    return None
+
+
 def _listed() -> str:
     """Where the modelled types are listed (the error does not print all of them)."""
     return f"{len(MAPPERS)} model_types are modelled; `modelplan presets` lists them"
@@ -273,8 +284,9 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}
     if "kind" in fields:  # a mapper naming its family's spec (hf_resnet: a network spec)
         return validate_model(spec_class(fields["kind"]), fields, source)
-    if fields.get("position", "rotary") == "rotary" and "rope_theta" not in fields:
-        fields["rope_theta"] = rope_theta(c, model_type)
+    if fields.get("position", "rotary") == "rotary":
+        fields.setdefault("rope_theta", rope_theta(c, model_type))
+        fields.setdefault("rope_scaling", rope_scaling(c))
     fields = {k: v for k, v in fields.items() if v is not None}
     try:
         return validate_model(TransformerSpec, fields, source)

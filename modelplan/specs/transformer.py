@@ -102,6 +102,10 @@ class TransformerSpec(Spec):
     """RoPE base (HF rope_theta; Su et al. 2021's 10000 in the original). It changes no count or
     cost; exports write it (Megatron --rotary-base, torchtitan's rope theta). None: not stated,
     the engine's default applies."""
+    rope_scaling: Literal["yarn"] | None = None
+    """RoPE frequency scaling (HF rope_scaling / rope_parameters rope_type; YaRN: Peng et al. 2023).
+    It changes no count; Megatron-core applies YaRN with its unfused rotary (`plan/rotary_fusion.py`).
+    None: plain RoPE or a scaling no engine here prices apart."""
     mla: MLASpec | None = None
     compressed_attention: CompressedAttentionSpec | None = None
     """DeepSeek-V4's shared-KV attention with KV compressors (`specs/compressed_attention.py`)."""
