@@ -332,3 +332,19 @@ def test_rules_table_rejects_known_bad_launches(change, rule):
     if "set" in change:
         flags[change["set"][0]] = change["set"][1]
     assert any(rule in broken for broken in broken_rules(flags, env, 8))
+
+
+def test_yarn_rope_is_noted_not_silently_plain():
+    """A YaRN model (gpt-oss: HF rope_scaling rope_type 'yarn', factor 32) exports plain RoPE
+    arguments; Megatron-core needs YaRN's factor / original length / betas as config fields
+    (megatron/core/models/common/embeddings/yarn_rotary_pos_embedding.py), which the spec does not
+    hold, so the export must say so instead of writing a different model silently."""
+    from modelplan.export.megatron_model import _rope_args
+
+    notes: list[str] = []
+    args = _rope_args(LLAMA3_8B.model_copy(update={"rope_scaling": "yarn", "rope_theta": 150000.0}), notes)
+    assert ("--rotary-base", "150000") in args
+    assert any("YaRN" in n for n in notes)
+    plain: list[str] = []
+    _rope_args(LLAMA3_8B.model_copy(update={"rope_theta": 500000.0}), plain)
+    assert not any("YaRN" in n for n in plain)

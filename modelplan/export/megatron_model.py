@@ -177,5 +177,10 @@ def _rope_args(model: TransformerSpec, notes: list[str]) -> list[Arg]:
         notes.append(f"RoPE base {theta:g} is not an integer: Megatron's --rotary-base takes an int")
     if model.rotary_fraction != 1.0:
         args.append(("--rotary-percent", repr(model.rotary_fraction)))
+    if model.rope_scaling == "yarn":
+        # Megatron-core takes YaRN's factor, original length, betas and mscale as config fields
+        # (yarn_rotary_embedding.py); the spec records only that YaRN is used, so plain RoPE is written.
+        notes.append("YaRN RoPE scaling: its factor / original length / betas are not in the spec; "
+                     "the arguments write plain RoPE, set Megatron's YaRN fields by hand")
     return args
 
