@@ -71,6 +71,7 @@ from modelplan.specs.hf_reused import REUSED_MAPPERS
 from modelplan.specs.hf_cosmos3 import COSMOS3_MAPPERS, COSMOS3_TEXT_MAPPERS
 from modelplan.specs.hf_muse import MUSE_MAPPERS, MUSE_TEXT_MAPPERS
 from modelplan.specs.hf_nemotron_omni import NEMOTRON_OMNI_MAPPERS
+from modelplan.specs.hf_composites_more import COMPOSITES_MORE
 from modelplan.specs.hf_unmodelled_multimodal import MULTIMODAL_UNMODELLED
 from modelplan.specs.hf_encoders import ENCODER_HEADS, ENCODER_MAPPERS, ENCODER_UNMODELLED as TEXT_ENCODER_UNMODELLED
 from modelplan.specs.hf_seq2seq_more import SEQ2SEQ_HEADS, SEQ2SEQ_MORE_MAPPERS
@@ -97,7 +98,7 @@ MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                                       **MLA_LAYERS_COMPOSITES, **VLM_ENCDEC_MAPPERS, **VLM_BERT_MAPPERS,
                                       **PIX2STRUCT_MAPPERS, **KOSMOS_MAPPERS, **OCR_MORE_MAPPERS, **INKLING_COMPOSITES,
                                       **REUSED_MAPPERS, **COSMOS3_MAPPERS, **MUSE_MAPPERS,
-                                      **NEMOTRON_OMNI_MAPPERS}.items()})
+                                      **NEMOTRON_OMNI_MAPPERS, **COMPOSITES_MORE}.items()})
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its VQ image tokenizer (convolutional ResNet encoder / decoder) and WavTokenizer audio encoder",

@@ -1,0 +1,10 @@
+"""The registry of further image-text composites, one module per architecture (each module's
+docstring names its transformers 5.24 source): DeepSeek-VL hybrid, MiniCPM-V 4.6 / 4.7 and MiniCPM-OCR."""
+
+from __future__ import annotations
+
+from modelplan.specs.hf_deepseek_vl_hybrid import DEEPSEEK_VL_HYBRID_MAPPERS
+from modelplan.specs.hf_minicpm_v import MINICPM_V_MAPPERS
+
+COMPOSITES_MORE = {**DEEPSEEK_VL_HYBRID_MAPPERS, **MINICPM_V_MAPPERS}
+"""Composite model_types -> mapper(config, text model_type -> mapper table)."""

@@ -1,0 +1,42 @@
+"""Small configs of the composites registered in modelplan/specs/hf_composites_more.py, each
+switching an option its mapper reads (tower sub-config keys, merger placement, modes, tying)."""
+
+from __future__ import annotations
+
+from _hf_vision_cases import TEXT, composite
+
+_SIGLIP = {"model_type": "siglip_vision_model", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "image_size": 64, "patch_size": 16}
+_SAM = {"model_type": "sam_vision_model", "hidden_size": 32, "output_channels": 16, "num_hidden_layers": 3,
+        "num_attention_heads": 2, "image_size": 128, "patch_size": 16, "window_size": 3, "global_attn_indexes": [1],
+        "mlp_dim": 48}
+_QWEN35 = {"model_type": "qwen3_5_text", **TEXT, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+           "linear_key_head_dim": 16, "linear_value_head_dim": 16, "layer_types": ["linear_attention", "full_attention"]}
+_MINICPM_VISION = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 3, "num_attention_heads": 2,
+                   "image_size": 64, "patch_size": 8}
+
+DEEPSEEK_VL_HYBRID_CASES = [
+    # Llama text, SigLIP (pooling head on by default) and a windowed SAM with one global block; tied
+    composite("deepseek_vl_hybrid", "DeepseekVLHybridForConditionalGeneration", text_config={**TEXT, "model_type": "llama"},
+              vision_config=_SIGLIP, high_res_vision_config=_SAM),
+    # no SigLIP head, SAM without relative positions or its absolute table, biased qkv off; untied
+    composite("deepseek_vl_hybrid", "DeepseekVLHybridForConditionalGeneration", tie_word_embeddings=False,
+              text_config={**TEXT, "model_type": "llama"}, vision_config={**_SIGLIP, "vision_use_head": False},
+              high_res_vision_config={**_SAM, "use_rel_pos": False, "use_abs_pos": False, "qkv_bias": False,
+                                      "global_attn_indexes": [0, 2]}),
+]
+
+MINICPM_V_CASES = [
+    # the merger after block 1 (16x mode), one merge round; tied / untied by each class's default
+    composite("minicpmv4_6", "MiniCPMV4_6ForConditionalGeneration", text_config=_QWEN35, insert_layer_id=1,
+              vision_config=_MINICPM_VISION),
+    composite("minicpmv4_7", "MiniCPMV4_7ForConditionalGeneration", text_config=_QWEN35, insert_layer_id=0,
+              merger_times=2, vision_config=_MINICPM_VISION),
+    # MiniCPM-OCR's 4x mode: the merger built but skipped; the 16x mode on it; tying off
+    composite("minicpm_ocr", "MiniCPMOcrForConditionalGeneration", text_config=_QWEN35, vision_config=_MINICPM_VISION),
+    composite("minicpm_ocr", "MiniCPMOcrForConditionalGeneration", text_config=_QWEN35, downsample_mode="16x",
+              insert_layer_id=2, tie_word_embeddings=False, vision_config=_MINICPM_VISION),
+]
+
+CASES = DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES
+"""Small composites (fast on the meta device)."""

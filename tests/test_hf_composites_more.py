@@ -1,0 +1,78 @@
+"""The composites of modelplan/specs/hf_composites_more.py (DeepSeek-VL hybrid, MiniCPM-V 4.6 /
+4.7, MiniCPM-OCR, ...): total parameters and the tower + projector alone equal sum(p.numel()) of
+transformers 5.24's own module built from the same config on the meta device (the independent
+source), also for each type's config class defaults; `count` / `plan --gpus 8` run; bad fields
+are one-line errors naming them."""
+
+from __future__ import annotations
+
+import pytest
+
+from _hf_composites_more_cases import CASES, MINICPM_V_CASES
+from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults
+from _hf_reference import hf_total_and_part
+from _hf_vision_cases import VISION_PARAM_PREFIXES
+from modelplan.count.params import count_params
+from modelplan.specs.hf import from_hf_config
+
+IDS = [f"{d['model_type']}-{i}" for i, d in enumerate(CASES)]
+PREFIXES = VISION_PARAM_PREFIXES + ("high_res_vision_model.", "high_res_vision_neck.", "high_res_vision_proj.",
+                                    "high_res_vision_alpha", "aligner.", "merger.")
+"""Name parts of the HF tower / projector parameters."""
+
+
+def _mine(data: dict) -> tuple[int, int]:
+    """(total, vision group); multi-token prediction modules (the `mtp` group, not in transformers'
+    model) left out."""
+    counts = count_params(from_hf_config(data, "config.json"))
+    return counts.total - counts.breakdown.get("mtp", 0), counts.breakdown.get("vision", 0)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("data", CASES, ids=IDS)
+def test_small_composites_equal_transformers(data):
+    """Each small composite counts exactly: total and tower + projector."""
+    assert _mine(data) == hf_total_and_part(data, PREFIXES)
+
+
+DEFAULT_TYPES = {"deepseek_vl_hybrid": "DeepseekVLHybridForConditionalGeneration",
+                 "minicpmv4_6": "MiniCPMV4_6ForConditionalGeneration",
+                 "minicpmv4_7": "MiniCPMV4_7ForConditionalGeneration",
+                 "minicpm_ocr": "MiniCPMOcrForConditionalGeneration"}
+"""model_type -> the image-text-to-text class transformers maps it to."""
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", sorted(DEFAULT_TYPES))
+def test_class_defaults_equal_transformers(model_type):
+    """Each type's config class defaults (the full-size model) count exactly on the meta device."""
+    data = {**class_defaults(model_type), "architectures": [DEFAULT_TYPES[model_type]]}
+    assert _mine(data) == hf_total_and_part(data, PREFIXES)
+
+
+@pytest.mark.parametrize("data", CASES, ids=IDS)
+def test_count_and_plan_run(tmp_path, data):
+    """count and plan --gpus 8 exit 0 on each small composite."""
+    assert_count_plan(tmp_path, data)
+
+
+def test_minicpm_merger_quarters_the_later_blocks():
+    """MiniCPM-V 16x mode: the blocks after insert_layer_id run on a quarter of the 8 x 8 = 64
+    patches (ViTWindowAttentionMerger's 2 x 2 windows), the merger's MLP on a quarter of those."""
+    vision = from_hf_config(MINICPM_V_CASES[0]).vision
+    rows = {layer.name: layer.rows for layer in vision.tower + vision.connector}
+    assert rows["blocks/mlp/lin1"] == 64 and rows["merged_blocks/mlp/lin1"] == 16
+    assert rows["merger/0/linear_1"] == 4
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"vision_config": {"window_kernel_size": [2, 3]}}, "window_kernel_size"),
+    ({"vision_config": {"image_size": 72, "patch_size": 8}}, "vision_config.image_size"),
+    ({"merger_times": 0}, "merger_times"),
+])
+def test_minicpm_bad_fields_are_one_line_errors(fields, message):
+    """A non-square window, a grid the windows do not divide, no merge round: one line naming the field."""
+    base = MINICPM_V_CASES[0]
+    data = {**base, **fields, "vision_config": {**base["vision_config"], **fields.get("vision_config", {})}}
+    assert_one_line_error(data, message)
