@@ -38,5 +38,26 @@ MINICPM_V_CASES = [
               insert_layer_id=2, tie_word_embeddings=False, vision_config=_MINICPM_VISION),
 ]
 
-CASES = DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES
+_MOLMO2_TEXT = {**TEXT, "additional_vocab_size": 16}
+_MOLMO2_VISION = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 3, "num_attention_heads": 4,
+                  "num_key_value_heads": 2, "head_dim": 8, "image_size": [56, 56], "patch_size": 14}
+_MOLMO2_ADAPTER = {"hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+                   "intermediate_size": 80, "text_hidden_size": 256, "vision_feature_layer": [-1, 1]}
+
+MOLMO2_CASES = [
+    # per-head q / k norms, pre-norm blocks, two feature layers; grouped-query attention in tower and pooling
+    composite("molmo2", "Molmo2ForConditionalGeneration", text_config=_MOLMO2_TEXT, vision_config=_MOLMO2_VISION,
+              adapter_config=_MOLMO2_ADAPTER),
+    # 'olmo' norms over the whole projection, norm_after, biased text qkv; the checkpoints' key names
+    # (image_default_input_size, image_patch_size, image_num_pos, vit_layers); biases off in tower and adapter
+    composite("molmo2", "Molmo2ForConditionalGeneration",
+              text_config={**_MOLMO2_TEXT, "qk_norm_type": "olmo", "norm_after": True, "attention_bias": True},
+              vision_config={**{k: v for k, v in _MOLMO2_VISION.items() if k not in ("image_size", "patch_size")},
+                             "image_default_input_size": [70, 70], "image_patch_size": 14, "image_num_pos": 30,
+                             "attention_bias": False},
+              adapter_config={**{k: v for k, v in _MOLMO2_ADAPTER.items() if k != "vision_feature_layer"},
+                              "vit_layers": [0], "attention_bias": False, "mlp_bias": True}),
+]
+
+CASES = DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES + MOLMO2_CASES
 """Small composites (fast on the meta device)."""

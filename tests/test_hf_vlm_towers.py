@@ -212,7 +212,6 @@ def test_bad_fields_are_one_line_errors(data, message):
 
 
 @pytest.mark.parametrize(("model_type", "reason"), [
-    ("molmo2", "attention-pooling adapter"),
     ("ernie4_5_vl_moe", "modality-split experts"),
     ("chameleon", "VQ-VAE image tokenizer"), ("phi4_multimodal", "Conformer audio encoder"),
     ("gemma4_unified_assistant", "pre_projection"),

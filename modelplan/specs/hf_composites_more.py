@@ -1,10 +1,11 @@
 """The registry of further image-text composites, one module per architecture (each module's
-docstring names its transformers 5.24 source): DeepSeek-VL hybrid, MiniCPM-V 4.6 / 4.7 and MiniCPM-OCR."""
+docstring names its transformers 5.24 source): DeepSeek-VL hybrid, MiniCPM-V 4.6 / 4.7 and MiniCPM-OCR, Molmo2."""
 
 from __future__ import annotations
 
 from modelplan.specs.hf_deepseek_vl_hybrid import DEEPSEEK_VL_HYBRID_MAPPERS
 from modelplan.specs.hf_minicpm_v import MINICPM_V_MAPPERS
+from modelplan.specs.hf_molmo2 import MOLMO2_MAPPERS
 
-COMPOSITES_MORE = {**DEEPSEEK_VL_HYBRID_MAPPERS, **MINICPM_V_MAPPERS}
+COMPOSITES_MORE = {**DEEPSEEK_VL_HYBRID_MAPPERS, **MINICPM_V_MAPPERS, **MOLMO2_MAPPERS}
 """Composite model_types -> mapper(config, text model_type -> mapper table)."""

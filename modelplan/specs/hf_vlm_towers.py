@@ -217,8 +217,6 @@ TOWER_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
 
 TOWER_UNMODELLED: dict[str, str] = {
-    "molmo2": "its text model (norm_after blocks, additional_vocab_size embedding rows) and its attention-pooling "
-              "adapter over several ViT layers",
     "ernie4_5_vl_moe": "its text model's modality-split experts (text and vision experts in each MoE block) and its "
                        "variable-resolution resampler",
     "chameleon": "its VQ-VAE image tokenizer (a convolutional encoder whose codes enter as text tokens)",
