@@ -59,5 +59,18 @@ MOLMO2_CASES = [
                               "vit_layers": [0], "attention_bias": False, "mlp_bias": True}),
 ]
 
-CASES = DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES + MOLMO2_CASES
+_VQ = {"embed_dim": 16, "num_embeddings": 64, "latent_channels": 32, "resolution": 32, "base_channels": 32,
+       "channel_multiplier": [1, 2], "num_res_blocks": 1}
+
+CHAMELEON_CASES = [
+    # per-head LayerNorm q / k norms, MHA; a two-level VQ encoder with the mid attention only
+    composite("chameleon", "ChameleonForConditionalGeneration", **TEXT, vocabulary_map={"<image>": 5},
+              vq_config=_VQ),
+    # swin_norm, grouped kv heads, attention blocks at the 16-pixel level, a doubled latent, two res blocks
+    composite("chameleon", "ChameleonForConditionalGeneration", **TEXT, vocabulary_map={"<image>": 5}, swin_norm=True,
+              vq_config={**_VQ, "attn_resolutions": [16], "double_latent": True, "num_res_blocks": 2,
+                         "channel_multiplier": [1, 1, 2]}),
+]
+
+CASES = DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES + MOLMO2_CASES + CHAMELEON_CASES
 """Small composites (fast on the meta device)."""

@@ -1,5 +1,5 @@
 """The composites of modelplan/specs/hf_composites_more.py (DeepSeek-VL hybrid, MiniCPM-V 4.6 /
-4.7, MiniCPM-OCR, Molmo2, ...): total parameters and the tower + projector alone equal sum(p.numel()) of
+4.7, MiniCPM-OCR, Molmo2, Chameleon, ...): total parameters and the tower + projector alone equal sum(p.numel()) of
 transformers 5.24's own module built from the same config on the meta device (the independent
 source), also for each type's config class defaults; `count` / `plan --gpus 8` run; bad fields
 are one-line errors naming them."""
@@ -17,15 +17,16 @@ from modelplan.specs.hf import from_hf_config
 
 IDS = [f"{d['model_type']}-{i}" for i, d in enumerate(CASES)]
 PREFIXES = VISION_PARAM_PREFIXES + ("high_res_vision_model.", "high_res_vision_neck.", "high_res_vision_proj.",
-                                    "high_res_vision_alpha", "aligner.", "merger.", "multi_modal_projector.")
+                                    "high_res_vision_alpha", "aligner.", "merger.", "multi_modal_projector.", "vqmodel.")
 """Name parts of the HF tower / projector parameters."""
 
 
 def _mine(data: dict) -> tuple[int, int]:
     """(total, vision group); multi-token prediction modules (the `mtp` group, not in transformers'
-    model) left out."""
+    model) left out, and Chameleon's text q / k norm biases (held in the vision group) moved out of it."""
     counts = count_params(from_hf_config(data, "config.json"))
-    return counts.total - counts.breakdown.get("mtp", 0), counts.breakdown.get("vision", 0)
+    moved = counts.breakdown.get("vision/tower/text_qk_norm_biases", 0)
+    return counts.total - counts.breakdown.get("mtp", 0), counts.breakdown.get("vision", 0) - moved
 
 
 @pytest.mark.torch
@@ -38,7 +39,8 @@ def test_small_composites_equal_transformers(data):
 DEFAULT_TYPES = {"deepseek_vl_hybrid": "DeepseekVLHybridForConditionalGeneration",
                  "minicpmv4_6": "MiniCPMV4_6ForConditionalGeneration",
                  "minicpmv4_7": "MiniCPMV4_7ForConditionalGeneration",
-                 "minicpm_ocr": "MiniCPMOcrForConditionalGeneration", "molmo2": "Molmo2ForConditionalGeneration"}
+                 "minicpm_ocr": "MiniCPMOcrForConditionalGeneration", "molmo2": "Molmo2ForConditionalGeneration",
+                 "chameleon": "ChameleonForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to."""
 
 
@@ -48,6 +50,8 @@ DEFAULT_TYPES = {"deepseek_vl_hybrid": "DeepseekVLHybridForConditionalGeneration
 def test_class_defaults_equal_transformers(model_type):
     """Each type's config class defaults (the full-size model) count exactly on the meta device."""
     data = {**class_defaults(model_type), "architectures": [DEFAULT_TYPES[model_type]]}
+    if model_type == "chameleon":  # ChameleonModel needs a vocabulary_map holding '<image>' to build
+        data["vocabulary_map"] = {"<image>": 8711}
     assert _mine(data) == hf_total_and_part(data, PREFIXES)
 
 
@@ -76,3 +80,13 @@ def test_minicpm_bad_fields_are_one_line_errors(fields, message):
     base = MINICPM_V_CASES[0]
     data = {**base, **fields, "vision_config": {**base["vision_config"], **fields.get("vision_config", {})}}
     assert_one_line_error(data, message)
+
+
+def test_chameleon_image_is_1024_tokens():
+    """Chameleon's tokenizer turns a 512 x 512 image into 1024 codes of an 8192-entry codebook
+    (Chameleon Team 2024, arXiv 2405.09818 sec. 2.1)."""
+    from modelplan.count.vision import image_tokens
+
+    spec = from_hf_config({"model_type": "chameleon", "architectures": ["ChameleonForConditionalGeneration"]})
+    assert image_tokens(spec.vision) == 1024
+    assert count_params(spec).breakdown["vision/tower/quantize/embedding"] == 8192 * 256
