@@ -72,5 +72,22 @@ CHAMELEON_CASES = [
                          "channel_multiplier": [1, 1, 2]}),
 ]
 
-CASES = DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES + MOLMO2_CASES + CHAMELEON_CASES
+_IDEFICS_TEXT = {k: v for k, v in TEXT.items() if k not in ("num_key_value_heads", "head_dim")}
+_IDEFICS_VISION = {"embed_dim": 48, "image_size": 56, "intermediate_size": 96, "patch_size": 14,
+                   "num_hidden_layers": 2, "num_attention_heads": 4}
+
+IDEFICS_CASES = [
+    # a cross block after every decoder block, scalar gates, no resampler; untied
+    composite("idefics", "IdeficsForVisionText2Text", **_IDEFICS_TEXT, vision_config=_IDEFICS_VISION),
+    # every second block, vector gates, q / k norms, additional vocab rows, the perceiver with its q / k norms; tied
+    composite("idefics", "IdeficsForVisionText2Text", **{**_IDEFICS_TEXT, "num_hidden_layers": 4},
+              cross_layer_interval=2, alpha_type="vector", qk_layer_norms=True, additional_vocab_size=7,
+              tie_word_embeddings=True, use_resampler=True, vision_config=_IDEFICS_VISION,
+              perceiver_config={"resampler_n_latents": 5, "resampler_depth": 2, "resampler_n_heads": 2,
+                                "resampler_head_dim": 8, "qk_layer_norms_perceiver": True}),
+    # the bare IdeficsModel (no head)
+    composite("idefics", "IdeficsModel", **_IDEFICS_TEXT, vision_config=_IDEFICS_VISION),
+]
+
+CASES = DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES + MOLMO2_CASES + CHAMELEON_CASES + IDEFICS_CASES
 """Small composites (fast on the meta device)."""

@@ -180,7 +180,7 @@ def test_bad_fields_are_one_line_errors(data, message):
     assert_one_line_error(data, message)
 
 
-@pytest.mark.parametrize(("model_type", "reason"), [("idefics", "gated cross-attention"), ("granite4_vision", "window Q-Former")])
+@pytest.mark.parametrize(("model_type", "reason"), [("granite4_vision", "window Q-Former")])
 def test_refused_composites_name_the_mechanism(model_type, reason, tmp_path):
     """A refused vision-language type exits non-zero with a one-line reason naming what is missing."""
     assert_count_refused(tmp_path, {"model_type": model_type}, reason)

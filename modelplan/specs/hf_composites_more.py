@@ -1,12 +1,16 @@
 """The registry of further image-text composites, one module per architecture (each module's
-docstring names its transformers 5.24 source): DeepSeek-VL hybrid, MiniCPM-V 4.6 / 4.7 and MiniCPM-OCR, Molmo2, Chameleon."""
+docstring names its transformers 5.24 source): DeepSeek-VL hybrid, MiniCPM-V 4.6 / 4.7 and MiniCPM-OCR, Molmo2, Chameleon, IDEFICS."""
 
 from __future__ import annotations
 
 from modelplan.specs.hf_chameleon import CHAMELEON_MAPPERS
 from modelplan.specs.hf_deepseek_vl_hybrid import DEEPSEEK_VL_HYBRID_MAPPERS
+from modelplan.specs.hf_idefics import IDEFICS_HEADS, IDEFICS_MAPPERS
 from modelplan.specs.hf_minicpm_v import MINICPM_V_MAPPERS
 from modelplan.specs.hf_molmo2 import MOLMO2_MAPPERS
 
-COMPOSITES_MORE = {**DEEPSEEK_VL_HYBRID_MAPPERS, **MINICPM_V_MAPPERS, **MOLMO2_MAPPERS, **CHAMELEON_MAPPERS}
+COMPOSITES_MORE = {**DEEPSEEK_VL_HYBRID_MAPPERS, **MINICPM_V_MAPPERS, **MOLMO2_MAPPERS, **CHAMELEON_MAPPERS, **IDEFICS_MAPPERS}
 """Composite model_types -> mapper(config, text model_type -> mapper table)."""
+
+COMPOSITES_MORE_HEADS = {**IDEFICS_HEADS}
+"""model_type -> its head reading (hf.from_hf_config), where the class name is none of hf._HEADS."""
