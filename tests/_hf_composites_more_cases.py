@@ -89,5 +89,25 @@ IDEFICS_CASES = [
     composite("idefics", "IdeficsModel", **_IDEFICS_TEXT, vision_config=_IDEFICS_VISION),
 ]
 
-CASES = DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES + MOLMO2_CASES + CHAMELEON_CASES + IDEFICS_CASES
+_PHI4_VISION = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+                "image_size": 56, "patch_size": 14, "crop_size": 56}
+_PHI4_AUDIO = {"hidden_size": 32, "intermediate_size": 48, "num_blocks": 2, "num_attention_heads": 4,
+               "ext_pw_out_channel": 32, "depthwise_separable_out_channel": 32, "nemo_conv_channels": 16,
+               "input_size": 20}
+
+PHI4_MULTIMODAL_CASES = [
+    # Phi-3 text at the top level; a 4 x 4 patch grid (pooled 2 x 2); the Conformer with 8x time reduction
+    composite("phi4_multimodal", "Phi4MultimodalForCausalLM", **TEXT, pad_token_id=0, vision_config=_PHI4_VISION,
+              audio_config=_PHI4_AUDIO),
+    # an odd 3 x 3 grid (reflection-padded); symmetric bias buckets, 4x reduction, depthwise multiplier 2,
+    # downsample_rate 2, other conv widths; tied
+    composite("phi4_multimodal", "Phi4MultimodalForCausalLM", **TEXT, pad_token_id=0, tie_word_embeddings=True,
+              vision_config={**_PHI4_VISION, "image_size": 42},
+              audio_config={**_PHI4_AUDIO, "bias_symmetric": True, "time_reduction": 4, "depthwise_multiplier": 2,
+                            "downsample_rate": 2, "ext_pw_out_channel": 24, "depthwise_separable_out_channel": 40,
+                            "kernel_size": 5, "bias_max_distance": 50}),
+]
+
+CASES = (DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES + MOLMO2_CASES + CHAMELEON_CASES + IDEFICS_CASES
+         + PHI4_MULTIMODAL_CASES)
 """Small composites (fast on the meta device)."""

@@ -219,8 +219,6 @@ TOWER_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
 TOWER_UNMODELLED: dict[str, str] = {
     "ernie4_5_vl_moe": "its text model's modality-split experts (text and vision experts in each MoE block) and its "
                        "variable-resolution resampler",
-    "phi4_multimodal": "its image embedding (SigLIP tower with a compression projector) and Conformer audio "
-                       "encoder inside the text model (embed_tokens_extend)",
 }
 """Vision-language types transformers 5.24 ships that the spec cannot yet express exactly (the
 mechanism named); refused in one line."""
