@@ -108,6 +108,21 @@ PHI4_MULTIMODAL_CASES = [
                             "kernel_size": 5, "bias_max_distance": 50}),
 ]
 
+_ERNIE_TEXT = {**TEXT, "num_hidden_layers": 3, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 128,
+               "moe_intermediate_size": [64, 32], "moe_num_experts": 4, "moe_k": 2, "moe_num_shared_experts": 1}
+_ERNIE_VISION = {"depth": 2, "hidden_size": 32, "num_heads": 4, "intermediate_size": 80, "patch_size": 14}
+
+ERNIE4_5_VL_MOE_CASES = [
+    # a dense first block then MoE blocks with text and vision experts; tied
+    composite("ernie4_5_vl_moe", "Ernie4_5_VLMoeForConditionalGeneration", text_config=_ERNIE_TEXT,
+              vision_config=_ERNIE_VISION),
+    # scattered sparse blocks, biases on, no shared expert, merge 1; untied
+    composite("ernie4_5_vl_moe", "Ernie4_5_VLMoeForConditionalGeneration", tie_word_embeddings=False,
+              text_config={**_ERNIE_TEXT, "mlp_layer_types": ["sparse", "dense", "sparse"], "use_bias": True,
+                           "moe_num_shared_experts": 0, "tie_word_embeddings": False},
+              vision_config={**_ERNIE_VISION, "spatial_merge_size": 1}),
+]
+
 CASES = (DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES + MOLMO2_CASES + CHAMELEON_CASES + IDEFICS_CASES
-         + PHI4_MULTIMODAL_CASES)
+         + PHI4_MULTIMODAL_CASES + ERNIE4_5_VL_MOE_CASES)
 """Small composites (fast on the meta device)."""

@@ -212,7 +212,6 @@ def test_bad_fields_are_one_line_errors(data, message):
 
 
 @pytest.mark.parametrize(("model_type", "reason"), [
-    ("ernie4_5_vl_moe", "modality-split experts"),
     ("gemma4_unified_assistant", "pre_projection"),
 ])
 def test_refused_composites_name_the_mechanism(model_type, reason, tmp_path):

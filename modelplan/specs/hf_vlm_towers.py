@@ -217,8 +217,6 @@ TOWER_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
 
 TOWER_UNMODELLED: dict[str, str] = {
-    "ernie4_5_vl_moe": "its text model's modality-split experts (text and vision experts in each MoE block) and its "
-                       "variable-resolution resampler",
 }
 """Vision-language types transformers 5.24 ships that the spec cannot yet express exactly (the
 mechanism named); refused in one line."""
