@@ -123,6 +123,20 @@ ERNIE4_5_VL_MOE_CASES = [
               vision_config={**_ERNIE_VISION, "spatial_merge_size": 1}),
 ]
 
+_PI0_VLM = {"text_config": {**TEXT, "model_type": "gemma"}, "projection_dim": 256,
+            "vision_config": {**_SIGLIP, "vision_use_head": False}}
+_PI0_DIT = {"hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 96, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 16}
+
+PI0_CASES = [
+    # a small PaliGemma beside a small action expert; default action / state widths
+    composite("pi0", "PI0ForConditionalGeneration", vlm_config=_PI0_VLM, dit_config=_PI0_DIT),
+    # biased expert attention, other action / state widths
+    composite("pi0", "PI0ForConditionalGeneration", vlm_config=_PI0_VLM, max_action_dim=7, max_state_dim=5,
+              dit_config={**_PI0_DIT, "attention_bias": True}),
+]
+
 CASES = (DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES + MOLMO2_CASES + CHAMELEON_CASES + IDEFICS_CASES
-         + PHI4_MULTIMODAL_CASES + ERNIE4_5_VL_MOE_CASES)
+         + PHI4_MULTIMODAL_CASES + ERNIE4_5_VL_MOE_CASES
+         + PI0_CASES)
 """Small composites (fast on the meta device)."""

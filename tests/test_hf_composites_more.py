@@ -1,5 +1,5 @@
 """The composites of modelplan/specs/hf_composites_more.py (DeepSeek-VL hybrid, MiniCPM-V 4.6 /
-4.7, MiniCPM-OCR, Molmo2, Chameleon, IDEFICS, Phi-4-multimodal, ERNIE 4.5 VL MoE, ...): total parameters and the tower + projector alone equal sum(p.numel()) of
+4.7, MiniCPM-OCR, Molmo2, Chameleon, IDEFICS, Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, ...): total parameters and the tower + projector alone equal sum(p.numel()) of
 transformers 5.24's own module built from the same config on the meta device (the independent
 source), also for each type's config class defaults; `count` / `plan --gpus 8` run; bad fields
 are one-line errors naming them."""
@@ -19,7 +19,8 @@ IDS = [f"{d['model_type']}-{i}" for i, d in enumerate(CASES)]
 PREFIXES = VISION_PARAM_PREFIXES + ("high_res_vision_model.", "high_res_vision_neck.", "high_res_vision_proj.",
                                     "high_res_vision_alpha", "aligner.", "merger.", "multi_modal_projector.", "vqmodel.",
                                     "perceiver_resampler.", "gated_cross_attn_layers.", "embed_tokens_extend.",
-                                    "resampler_model.", "vision_moe.")
+                                    "resampler_model.", "vision_moe.",
+                                    "dit.", "embed_action_time.", "action_out_proj.")
 """Name parts of the HF tower / projector parameters."""
 
 
@@ -44,7 +45,7 @@ DEFAULT_TYPES = {"deepseek_vl_hybrid": "DeepseekVLHybridForConditionalGeneration
                  "minicpm_ocr": "MiniCPMOcrForConditionalGeneration", "molmo2": "Molmo2ForConditionalGeneration",
                  "chameleon": "ChameleonForConditionalGeneration", "idefics": "IdeficsForVisionText2Text",
                  "phi4_multimodal": "Phi4MultimodalForCausalLM",
-                 "ernie4_5_vl_moe": "Ernie4_5_VLMoeForConditionalGeneration"}
+                 "ernie4_5_vl_moe": "Ernie4_5_VLMoeForConditionalGeneration", "pi0": "PI0ForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to."""
 
 
