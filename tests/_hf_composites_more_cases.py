@@ -136,7 +136,24 @@ PI0_CASES = [
               dit_config={**_PI0_DIT, "attention_bias": True}),
 ]
 
+_HY_TEXT = {"model_type": "hy_v4_vl_text", "num_hidden_layers": 6, "hidden_size": 128, "intermediate_size": 256,
+            "moe_intermediate_size": 32, "num_attention_heads": 4, "q_lora_rank": 64, "kv_lora_rank": 32,
+            "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 24, "n_routed_experts": 8,
+            "num_experts_per_tok": 2, "index_n_heads": 2, "index_head_dim": 16, "index_topk": 32, "vocab_size": 1000,
+            "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1]}}
+_HY_VISION = {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+              "out_hidden_size": 128, "patch_size": 8, "max_image_size": 64}
+
+HY_V4_VL_CASES = [
+    # a small Hy4 text model; merge 2 into the text width; untied
+    composite("hy_v4_vl", "HYV4VLForConditionalGeneration", text_config=_HY_TEXT, vision_config=_HY_VISION),
+    # merge 1, another output width
+    composite("hy_v4_vl", "HYV4VLForConditionalGeneration", text_config=_HY_TEXT,
+              vision_config={**_HY_VISION, "spatial_merge_size": 1, "out_hidden_size": 96, "max_image_size": 48}),
+]
+
 CASES = (DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES + MOLMO2_CASES + CHAMELEON_CASES + IDEFICS_CASES
          + PHI4_MULTIMODAL_CASES + ERNIE4_5_VL_MOE_CASES
-         + PI0_CASES)
+         + PI0_CASES + HY_V4_VL_CASES)
 """Small composites (fast on the meta device)."""

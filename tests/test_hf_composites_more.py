@@ -1,5 +1,5 @@
 """The composites of modelplan/specs/hf_composites_more.py (DeepSeek-VL hybrid, MiniCPM-V 4.6 /
-4.7, MiniCPM-OCR, Molmo2, Chameleon, IDEFICS, Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, ...): total parameters and the tower + projector alone equal sum(p.numel()) of
+4.7, MiniCPM-OCR, Molmo2, Chameleon, IDEFICS, Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, Hy4 VL, ...): total parameters and the tower + projector alone equal sum(p.numel()) of
 transformers 5.24's own module built from the same config on the meta device (the independent
 source), also for each type's config class defaults; `count` / `plan --gpus 8` run; bad fields
 are one-line errors naming them."""
@@ -45,7 +45,8 @@ DEFAULT_TYPES = {"deepseek_vl_hybrid": "DeepseekVLHybridForConditionalGeneration
                  "minicpm_ocr": "MiniCPMOcrForConditionalGeneration", "molmo2": "Molmo2ForConditionalGeneration",
                  "chameleon": "ChameleonForConditionalGeneration", "idefics": "IdeficsForVisionText2Text",
                  "phi4_multimodal": "Phi4MultimodalForCausalLM",
-                 "ernie4_5_vl_moe": "Ernie4_5_VLMoeForConditionalGeneration", "pi0": "PI0ForConditionalGeneration"}
+                 "ernie4_5_vl_moe": "Ernie4_5_VLMoeForConditionalGeneration", "pi0": "PI0ForConditionalGeneration",
+                 "hy_v4_vl": "HYV4VLForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to."""
 
 
