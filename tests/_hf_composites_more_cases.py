@@ -153,7 +153,27 @@ HY_V4_VL_CASES = [
               vision_config={**_HY_VISION, "spatial_merge_size": 1, "out_hidden_size": 96, "max_image_size": 48}),
 ]
 
+_APERTUS_TEXT = {"model_type": "apertus1p5_text", "num_hidden_layers": 2, "hidden_size": 128, "intermediate_size": 256,
+                 "num_attention_heads": 4, "vocab_size": 512, "max_position_embeddings": 256, "pad_token_id": 0}
+_APERTUS_VQ = {"codebook_size": 64, "embed_dim": 16, "latent_channels": 32, "base_channels": 32,
+               "channel_multiplier": [1, 2], "num_res_blocks": 1, "attn_resolutions": [16], "resolution": 32}
+_WAV = {"num_filters": 8, "upsampling_ratios": [2, 3], "hidden_size": 32, "codebook_dim": 32, "codebook_size": 64,
+        "num_lstm_layers": 1}
+
+APERTUS1P5_CASES = [
+    # attention at the 16-pixel level of a two-level VQ encoder; weight-normed audio convs with shortcuts
+    composite("apertus1p5", "Apertus1p5ForConditionalGeneration", text_config=_APERTUS_TEXT, vision_config=_APERTUS_VQ,
+              audio_config={**_WAV, "model_type": "wavtokenizer_encoder"}, image_token_offset=100,
+              audio_token_offset=164),
+    # no VQ attention level; GroupNorm audio convs, no shortcut, two residual layers, two LSTM layers; tied
+    composite("apertus1p5", "Apertus1p5ForConditionalGeneration", text_config=_APERTUS_TEXT, tie_word_embeddings=True,
+              vision_config={**_APERTUS_VQ, "attn_resolutions": [], "num_res_blocks": 2},
+              audio_config={**_WAV, "model_type": "wavtokenizer_encoder", "norm_type": "time_group_norm",
+                            "use_conv_shortcut": False, "num_residual_layers": 2, "num_lstm_layers": 2},
+              image_token_offset=100, audio_token_offset=164),
+]
+
 CASES = (DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES + MOLMO2_CASES + CHAMELEON_CASES + IDEFICS_CASES
          + PHI4_MULTIMODAL_CASES + ERNIE4_5_VL_MOE_CASES
-         + PI0_CASES + HY_V4_VL_CASES)
+         + PI0_CASES + HY_V4_VL_CASES + APERTUS1P5_CASES)
 """Small composites (fast on the meta device)."""

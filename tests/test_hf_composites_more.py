@@ -1,5 +1,5 @@
 """The composites of modelplan/specs/hf_composites_more.py (DeepSeek-VL hybrid, MiniCPM-V 4.6 /
-4.7, MiniCPM-OCR, Molmo2, Chameleon, IDEFICS, Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, Hy4 VL, ...): total parameters and the tower + projector alone equal sum(p.numel()) of
+4.7, MiniCPM-OCR, Molmo2, Chameleon, IDEFICS, Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, Hy4 VL, Apertus 1.5, ...): total parameters and the tower + projector alone equal sum(p.numel()) of
 transformers 5.24's own module built from the same config on the meta device (the independent
 source), also for each type's config class defaults; `count` / `plan --gpus 8` run; bad fields
 are one-line errors naming them."""
@@ -20,15 +20,17 @@ PREFIXES = VISION_PARAM_PREFIXES + ("high_res_vision_model.", "high_res_vision_n
                                     "high_res_vision_alpha", "aligner.", "merger.", "multi_modal_projector.", "vqmodel.",
                                     "perceiver_resampler.", "gated_cross_attn_layers.", "embed_tokens_extend.",
                                     "resampler_model.", "vision_moe.",
-                                    "dit.", "embed_action_time.", "action_out_proj.")
+                                    "dit.", "embed_action_time.", "action_out_proj.",
+                                    "vision_tokenizer.", "audio_tokenizer.")
 """Name parts of the HF tower / projector parameters."""
 
 
 def _mine(data: dict) -> tuple[int, int]:
     """(total, vision group); multi-token prediction modules (the `mtp` group, not in transformers'
-    model) left out, and Chameleon's text q / k norm biases (held in the vision group) moved out of it."""
+    model) left out, and Chameleon's text q / k norm biases and Apertus 1.5's xIELU scalars (held in the
+    vision group) moved out of it."""
     counts = count_params(from_hf_config(data, "config.json"))
-    moved = counts.breakdown.get("vision/tower/text_qk_norm_biases", 0)
+    moved = sum(counts.breakdown.get(f"vision/tower/{key}", 0) for key in ("text_qk_norm_biases", "text_xielu_alphas"))
     return counts.total - counts.breakdown.get("mtp", 0), counts.breakdown.get("vision", 0) - moved
 
 
@@ -46,7 +48,7 @@ DEFAULT_TYPES = {"deepseek_vl_hybrid": "DeepseekVLHybridForConditionalGeneration
                  "chameleon": "ChameleonForConditionalGeneration", "idefics": "IdeficsForVisionText2Text",
                  "phi4_multimodal": "Phi4MultimodalForCausalLM",
                  "ernie4_5_vl_moe": "Ernie4_5_VLMoeForConditionalGeneration", "pi0": "PI0ForConditionalGeneration",
-                 "hy_v4_vl": "HYV4VLForConditionalGeneration"}
+                 "hy_v4_vl": "HYV4VLForConditionalGeneration", "apertus1p5": "Apertus1p5ForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to."""
 
 

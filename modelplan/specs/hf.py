@@ -101,7 +101,6 @@ MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                                       **NEMOTRON_OMNI_MAPPERS, **COMPOSITES_MORE}.items()})
 
 UNMODELLED: dict[str, str] = {
-    "apertus1p5": "its VQ image tokenizer (convolutional ResNet encoder / decoder) and WavTokenizer audio encoder",
     "gemma3n": "its MobileNetV5 vision tower and Conformer audio encoder",
     **CLASSIC_UNMODELLED,
     **N17NEW_UNMODELLED,
@@ -114,7 +113,7 @@ UNMODELLED: dict[str, str] = {
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
 
-_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text", "apertus1p5": "apertus1p5_text", **N17NEW_TEXT_ONLY,
+_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text", **N17NEW_TEXT_ONLY,
                               **HYPERCONN_TEXT_ONLY, **MLA_LAYERS_TEXT_ONLY}
 """Refused vision-language types whose text_config alone is supported (as its own model_type);
 the Qwen-VL / Qwen3.5, Llama 4, LLaVA, InternVL, Idefics3 and GLM-4V composites read whole

@@ -48,8 +48,9 @@ def _attn(name: str, width: int, side: int) -> list[dict]:
             dict(name=f"{name}/scores", kind="attention", in_features=width, keys=n, rows=n)]
 
 
-def vq_encoder(q: HFConfig) -> tuple[list[dict], int, int]:
-    """(tower layers, latent grid side, total stride) of ChameleonVQVAE (module docstring)."""
+def vq_encoder(q: HFConfig, post_quant_conv: bool = True) -> tuple[list[dict], int, int]:
+    """(tower layers, latent grid side, total stride) of ChameleonVQVAE (module docstring);
+    `post_quant_conv` False: without it (Apertus 1.5's encode-only tokenizer)."""
     mult, blocks, base = q.ints("channel_multiplier"), q.integer("num_res_blocks"), q.size("base_channels")
     if not mult or min(mult) <= 0 or blocks < 0 or base % 32:
         raise SpecError(f"{q.source}: vq_config: channel_multiplier {mult} (positive), num_res_blocks {blocks} (>= 0) "
@@ -77,8 +78,9 @@ def vq_encoder(q: HFConfig) -> tuple[list[dict], int, int]:
     layers += [_rows(_norm("encoder/norm_out", width), n),
                _conv("encoder/conv_out", width, latent * (2 if q.flag("double_latent") else 1), 3, n),
                _conv("quant_conv", latent, embed, 1, n),
-               _vec("quantize/embedding", embed, q.size("num_embeddings")),
-               _vec("post_quant_conv", embed + 1, latent)]  # Conv2d(embed_dim, latent, 1): built, not run
+               _vec("quantize/embedding", embed, q.size("num_embeddings"))]
+    if post_quant_conv:
+        layers.append(_vec("post_quant_conv", embed + 1, latent))  # Conv2d(embed_dim, latent, 1): built, not run
     return layers, side, 2 ** (len(mult) - 1)
 
 
