@@ -173,7 +173,28 @@ APERTUS1P5_CASES = [
               image_token_offset=100, audio_token_offset=164),
 ]
 
+_INKLING_TEXT = {"model_type": "inkling_text", "num_hidden_layers": 2, "hidden_size": 128, "intermediate_size": 256,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "swa_num_attention_heads": 4,
+                 "swa_num_key_value_heads": 1, "swa_head_dim": 16, "vocab_size": 512, "sliding_window_size": 64,
+                 "rel_extent": 100, "d_rel": 8, "layer_types": ["hybrid", "hybrid"], "mlp_layer_types": ["dense", "dense"]}
+
+INKLING_MM_CASES = [
+    # an 8-pixel, 2-frame patch over 6 layers: each layer takes its nearest scale (argmin)
+    composite("inkling_mm_model", "InklingForConditionalGeneration", text_config=_INKLING_TEXT,
+              vision_config={"patch_size": 8, "n_layers": 6}, audio_config={"n_mel_bins": 4, "mel_vocab_size": 16}),
+    # a 12-pixel patch (factors 3, 2, 2), 1 channel, the attribute_map's num_hidden_layers
+    composite("inkling_mm_model", "InklingForConditionalGeneration", text_config=_INKLING_TEXT,
+              vision_config={"patch_size": 12, "num_hidden_layers": 5, "num_channels": 1}),
+]
+
+INKLING_ASSIGNMENT_CASES = [
+    # 3 layers over 5 scales: the one-to-one assignment (transformers calls scipy's linear_sum_assignment)
+    composite("inkling_mm_model", "InklingForConditionalGeneration", text_config=_INKLING_TEXT,
+              vision_config={"patch_size": 8, "n_layers": 3}),
+]
+
 CASES = (DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES + MOLMO2_CASES + CHAMELEON_CASES + IDEFICS_CASES
          + PHI4_MULTIMODAL_CASES + ERNIE4_5_VL_MOE_CASES
-         + PI0_CASES + HY_V4_VL_CASES + APERTUS1P5_CASES)
+         + PI0_CASES + HY_V4_VL_CASES + APERTUS1P5_CASES
+         + INKLING_MM_CASES)
 """Small composites (fast on the meta device)."""

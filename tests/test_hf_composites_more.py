@@ -1,5 +1,5 @@
 """The composites of modelplan/specs/hf_composites_more.py (DeepSeek-VL hybrid, MiniCPM-V 4.6 /
-4.7, MiniCPM-OCR, Molmo2, Chameleon, IDEFICS, Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, Hy4 VL, Apertus 1.5, ...): total parameters and the tower + projector alone equal sum(p.numel()) of
+4.7, MiniCPM-OCR, Molmo2, Chameleon, IDEFICS, Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, Hy4 VL, Apertus 1.5, Inkling, ...): total parameters and the tower + projector alone equal sum(p.numel()) of
 transformers 5.24's own module built from the same config on the meta device (the independent
 source), also for each type's config class defaults; `count` / `plan --gpus 8` run; bad fields
 are one-line errors naming them."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_composites_more_cases import CASES, MINICPM_V_CASES
+from _hf_composites_more_cases import CASES, INKLING_ASSIGNMENT_CASES, MINICPM_V_CASES
 from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults
 from _hf_reference import hf_total_and_part
 from _hf_vision_cases import VISION_PARAM_PREFIXES
@@ -21,7 +21,7 @@ PREFIXES = VISION_PARAM_PREFIXES + ("high_res_vision_model.", "high_res_vision_n
                                     "perceiver_resampler.", "gated_cross_attn_layers.", "embed_tokens_extend.",
                                     "resampler_model.", "vision_moe.",
                                     "dit.", "embed_action_time.", "action_out_proj.",
-                                    "vision_tokenizer.", "audio_tokenizer.")
+                                    "vision_tokenizer.", "audio_tokenizer.", "audio_tower.")
 """Name parts of the HF tower / projector parameters."""
 
 
@@ -41,6 +41,14 @@ def test_small_composites_equal_transformers(data):
     assert _mine(data) == hf_total_and_part(data, PREFIXES)
 
 
+@pytest.mark.torch
+@pytest.mark.parametrize("data", INKLING_ASSIGNMENT_CASES)
+def test_inkling_scale_assignment_equals_transformers(data):
+    """Fewer HMLP layers than scales: the one-to-one assignment counts as transformers' (needs scipy)."""
+    pytest.importorskip("scipy")
+    assert _mine(data) == hf_total_and_part(data, PREFIXES)
+
+
 DEFAULT_TYPES = {"deepseek_vl_hybrid": "DeepseekVLHybridForConditionalGeneration",
                  "minicpmv4_6": "MiniCPMV4_6ForConditionalGeneration",
                  "minicpmv4_7": "MiniCPMV4_7ForConditionalGeneration",
@@ -48,7 +56,8 @@ DEFAULT_TYPES = {"deepseek_vl_hybrid": "DeepseekVLHybridForConditionalGeneration
                  "chameleon": "ChameleonForConditionalGeneration", "idefics": "IdeficsForVisionText2Text",
                  "phi4_multimodal": "Phi4MultimodalForCausalLM",
                  "ernie4_5_vl_moe": "Ernie4_5_VLMoeForConditionalGeneration", "pi0": "PI0ForConditionalGeneration",
-                 "hy_v4_vl": "HYV4VLForConditionalGeneration", "apertus1p5": "Apertus1p5ForConditionalGeneration"}
+                 "hy_v4_vl": "HYV4VLForConditionalGeneration", "apertus1p5": "Apertus1p5ForConditionalGeneration",
+                 "inkling_mm_model": "InklingForConditionalGeneration"}
 """model_type -> the image-text-to-text class transformers maps it to."""
 
 
@@ -63,7 +72,7 @@ def test_class_defaults_equal_transformers(model_type):
     assert _mine(data) == hf_total_and_part(data, PREFIXES)
 
 
-@pytest.mark.parametrize("data", CASES, ids=IDS)
+@pytest.mark.parametrize("data", CASES + INKLING_ASSIGNMENT_CASES)
 def test_count_and_plan_run(tmp_path, data):
     """count and plan --gpus 8 exit 0 on each small composite."""
     assert_count_plan(tmp_path, data)
@@ -98,3 +107,9 @@ def test_chameleon_image_is_1024_tokens():
     spec = from_hf_config({"model_type": "chameleon", "architectures": ["ChameleonForConditionalGeneration"]})
     assert image_tokens(spec.vision) == 1024
     assert count_params(spec).breakdown["vision/tower/quantize/embedding"] == 8192 * 256
+
+
+def test_inkling_single_frame_patch_is_one_line_error():
+    """temporal_patch_size 1 (no temporal scale: transformers 5.24 builds float sizes and fails) is refused."""
+    data = {**INKLING_ASSIGNMENT_CASES[0], "vision_config": {"temporal_patch_size": 1}}
+    assert_one_line_error(data, "temporal_patch_size")

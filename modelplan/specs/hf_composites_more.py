@@ -1,6 +1,6 @@
 """The registry of further image-text composites, one module per architecture (each module's
 docstring names its transformers 5.24 source): DeepSeek-VL hybrid, MiniCPM-V 4.6 / 4.7 and MiniCPM-OCR, Molmo2, Chameleon, IDEFICS,
-Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, Hy4 VL, Apertus 1.5."""
+Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, Hy4 VL, Apertus 1.5, Inkling multimodal."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from modelplan.specs.hf_deepseek_vl_hybrid import DEEPSEEK_VL_HYBRID_MAPPERS
 from modelplan.specs.hf_ernie4_5_vl_moe import ERNIE4_5_VL_MOE_MAPPERS
 from modelplan.specs.hf_hy_v4_vl import HY_V4_VL_MAPPERS
 from modelplan.specs.hf_idefics import IDEFICS_HEADS, IDEFICS_MAPPERS
+from modelplan.specs.hf_inkling_mm import INKLING_MM_MAPPERS
 from modelplan.specs.hf_minicpm_v import MINICPM_V_MAPPERS
 from modelplan.specs.hf_molmo2 import MOLMO2_MAPPERS
 from modelplan.specs.hf_phi4_multimodal import PHI4_MULTIMODAL_MAPPERS
@@ -17,7 +18,8 @@ from modelplan.specs.hf_pi0 import PI0_MAPPERS
 
 COMPOSITES_MORE = {**DEEPSEEK_VL_HYBRID_MAPPERS, **MINICPM_V_MAPPERS, **MOLMO2_MAPPERS, **CHAMELEON_MAPPERS, **IDEFICS_MAPPERS,
                    **PHI4_MULTIMODAL_MAPPERS, **ERNIE4_5_VL_MOE_MAPPERS,
-                   **PI0_MAPPERS, **HY_V4_VL_MAPPERS, **APERTUS1P5_MAPPERS}
+                   **PI0_MAPPERS, **HY_V4_VL_MAPPERS, **APERTUS1P5_MAPPERS,
+                   **INKLING_MM_MAPPERS}
 """Composite model_types -> mapper(config, text model_type -> mapper table)."""
 
 COMPOSITES_MORE_HEADS = {**IDEFICS_HEADS}
