@@ -193,8 +193,23 @@ INKLING_ASSIGNMENT_CASES = [
               vision_config={"patch_size": 8, "n_layers": 3}),
 ]
 
+_SAPROT = {"vocab_size": 40, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "intermediate_size": 64, "max_position_embeddings": 66}
+_EVOLLA_TEXT = {k: v for k, v in TEXT.items() if k != "head_dim"}
+
+EVOLLA_CASES = [
+    # rotary SaProt, a two-block resampler, an aligner in every block (2 blocks // 2 added layers = 1)
+    composite("evolla", "EvollaForProteinText2Text", **_EVOLLA_TEXT, aligner_num_add_layers=2, resampler_depth=2,
+              resampler_dim_head=8, resampler_heads=2, resampler_num_latents=4, protein_encoder_config=_SAPROT),
+    # absolute SaProt positions with the LayerNorm before; one aligner (every 2nd block), its out_proj bias-free
+    composite("evolla", "EvollaForProteinText2Text", **{**_EVOLLA_TEXT, "num_hidden_layers": 3}, aligner_num_add_layers=1,
+              aligner_enable_bias=False, aligner_ffn_mult=2, resampler_depth=1, resampler_dim_head=8, resampler_heads=2,
+              resampler_num_latents=4, resampler_ff_mult=2,
+              protein_encoder_config={**_SAPROT, "position_embedding_type": "absolute", "emb_layer_norm_before": True}),
+]
+
 CASES = (DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES + MOLMO2_CASES + CHAMELEON_CASES + IDEFICS_CASES
          + PHI4_MULTIMODAL_CASES + ERNIE4_5_VL_MOE_CASES
          + PI0_CASES + HY_V4_VL_CASES + APERTUS1P5_CASES
-         + INKLING_MM_CASES)
+         + INKLING_MM_CASES + EVOLLA_CASES)
 """Small composites (fast on the meta device)."""

@@ -1,5 +1,5 @@
 """The composites of modelplan/specs/hf_composites_more.py (DeepSeek-VL hybrid, MiniCPM-V 4.6 /
-4.7, MiniCPM-OCR, Molmo2, Chameleon, IDEFICS, Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, Hy4 VL, Apertus 1.5, Inkling, ...): total parameters and the tower + projector alone equal sum(p.numel()) of
+4.7, MiniCPM-OCR, Molmo2, Chameleon, IDEFICS, Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, Hy4 VL, Apertus 1.5, Inkling, Evolla, ...): total parameters and the tower + projector alone equal sum(p.numel()) of
 transformers 5.24's own module built from the same config on the meta device (the independent
 source), also for each type's config class defaults; `count` / `plan --gpus 8` run; bad fields
 are one-line errors naming them."""
@@ -21,7 +21,8 @@ PREFIXES = VISION_PARAM_PREFIXES + ("high_res_vision_model.", "high_res_vision_n
                                     "perceiver_resampler.", "gated_cross_attn_layers.", "embed_tokens_extend.",
                                     "resampler_model.", "vision_moe.",
                                     "dit.", "embed_action_time.", "action_out_proj.",
-                                    "vision_tokenizer.", "audio_tokenizer.", "audio_tower.")
+                                    "vision_tokenizer.", "audio_tokenizer.", "audio_tower.",
+                                    "protein_encoder.", "adapter.")
 """Name parts of the HF tower / projector parameters."""
 
 
@@ -57,7 +58,7 @@ DEFAULT_TYPES = {"deepseek_vl_hybrid": "DeepseekVLHybridForConditionalGeneration
                  "phi4_multimodal": "Phi4MultimodalForCausalLM",
                  "ernie4_5_vl_moe": "Ernie4_5_VLMoeForConditionalGeneration", "pi0": "PI0ForConditionalGeneration",
                  "hy_v4_vl": "HYV4VLForConditionalGeneration", "apertus1p5": "Apertus1p5ForConditionalGeneration",
-                 "inkling_mm_model": "InklingForConditionalGeneration"}
+                 "inkling_mm_model": "InklingForConditionalGeneration", "evolla": "EvollaForProteinText2Text"}
 """model_type -> the image-text-to-text class transformers maps it to."""
 
 
