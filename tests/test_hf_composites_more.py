@@ -2,17 +2,19 @@
 4.7, MiniCPM-OCR, Molmo2, Chameleon, IDEFICS, Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, Hy4 VL, Apertus 1.5, Inkling, Evolla, ...): total parameters and the tower + projector alone equal sum(p.numel()) of
 transformers 5.24's own module built from the same config on the meta device (the independent
 source), also for each type's config class defaults; `count` / `plan --gpus 8` run; bad fields
-are one-line errors naming them."""
+are one-line errors naming them; the towers given as layer lists (MiniCPM-V's, Chameleon's) run
+the forward FLOPs torch.utils.flop_counter.FlopCounterMode counts on transformers' own modules."""
 
 from __future__ import annotations
 
 import pytest
 
-from _hf_composites_more_cases import CASES, INKLING_ASSIGNMENT_CASES, MINICPM_V_CASES
+from _hf_composites_more_cases import CASES, CHAMELEON_CASES, INKLING_ASSIGNMENT_CASES, MINICPM_V_CASES
 from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults
-from _hf_reference import hf_total_and_part
+from _hf_reference import hf_class, hf_config, hf_eager_composite, hf_total_and_part
 from _hf_vision_cases import VISION_PARAM_PREFIXES
 from modelplan.count.params import count_params
+from modelplan.count.vision import vision_forward_flops
 from modelplan.specs.hf import from_hf_config
 
 IDS = [f"{d['model_type']}-{i}" for i, d in enumerate(CASES)]
@@ -114,3 +116,44 @@ def test_inkling_single_frame_patch_is_one_line_error():
     """temporal_patch_size 1 (no temporal scale: transformers 5.24 builds float sizes and fails) is refused."""
     data = {**INKLING_ASSIGNMENT_CASES[0], "vision_config": {"temporal_patch_size": 1}}
     assert_one_line_error(data, "temporal_patch_size")
+
+
+def _flop_count(run) -> int:
+    """FlopCounterMode's total over `run()` (no grad)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        run()
+    return counter.get_total_flops()
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("data", MINICPM_V_CASES, ids=[d["model_type"] for d in MINICPM_V_CASES])
+def test_minicpm_tower_flops_equal_flop_counter(data):
+    """MiniCPM-V / OCR: one image through get_image_features (tower, window merger, merger) costs
+    what FlopCounterMode counts on transformers' modules (eager attention)."""
+    import torch
+
+    cfg, model = hf_eager_composite(data)
+    v = cfg.vision_config
+    side = v.image_size // v.patch_size
+    pixels = torch.randn(1, v.num_channels, v.patch_size, side * side * v.patch_size)  # the processor's packed patches
+    expected = _flop_count(lambda: model.model.get_image_features(pixels, torch.tensor([[side, side]])))
+    spec = from_hf_config(data)
+    assert sum(vision_forward_flops(spec.vision, spec.hidden).values()) == expected
+
+
+@pytest.mark.torch
+def test_chameleon_tokenizer_flops_equal_flop_counter():
+    """Chameleon: one image through ChameleonVQVAE.encode (convs, attention, codebook distances)
+    costs what FlopCounterMode counts on transformers' modules."""
+    import torch
+
+    data = CHAMELEON_CASES[0]
+    torch.manual_seed(0)
+    model = hf_class(data)._from_config(hf_config(data)).eval()
+    side = data["vq_config"]["resolution"]
+    expected = _flop_count(lambda: model.model.vqmodel.encode(torch.randn(1, 3, side, side)))
+    spec = from_hf_config(data)
+    assert sum(vision_forward_flops(spec.vision, spec.hidden).values()) == expected

@@ -78,7 +78,8 @@ def vq_encoder(q: HFConfig, post_quant_conv: bool = True) -> tuple[list[dict], i
     layers += [_rows(_norm("encoder/norm_out", width), n),
                _conv("encoder/conv_out", width, latent * (2 if q.flag("double_latent") else 1), 3, n),
                _conv("quant_conv", latent, embed, 1, n),
-               _vec("quantize/embedding", embed, q.size("num_embeddings"))]
+               # the codebook: each latent scored against every code (ChameleonVQVAEVectorQuantizer's distance matmul)
+               _rows(_linear("quantize/embedding", embed, q.size("num_embeddings"), False), n)]
     if post_quant_conv:
         layers.append(_vec("post_quant_conv", embed + 1, latent))  # Conv2d(embed_dim, latent, 1): built, not run
     return layers, side, 2 ** (len(mult) - 1)
