@@ -1,6 +1,7 @@
 """The composites of modelplan/specs/hf_composites_more.py (DeepSeek-VL hybrid, MiniCPM-V 4.6 /
-4.7, MiniCPM-OCR, Molmo2, Chameleon, IDEFICS, Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, Hy4 VL, Apertus 1.5, Inkling, Evolla, ...): total parameters and the tower + projector alone equal sum(p.numel()) of
-transformers 5.24's own module built from the same config on the meta device (the independent
+4.7, MiniCPM-OCR, Molmo2, Chameleon, IDEFICS, Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, Hy4 VL,
+Apertus 1.5, Inkling, Evolla): total parameters and the tower + projector alone equal
+sum(p.numel()) of transformers 5.24's own module built from the same config on the meta device (the independent
 source), also for each type's config class defaults; `count` / `plan --gpus 8` run; bad fields
 are one-line errors naming them; the towers given as layer lists (MiniCPM-V's, Chameleon's) run
 the forward FLOPs torch.utils.flop_counter.FlopCounterMode counts on transformers' own modules."""

@@ -52,8 +52,10 @@ def wavtokenizer_encoder(a: HFConfig) -> list[dict]:
         width *= 2
     lstm = a.integer("num_lstm_layers") * (8 * width * width + 8 * width)  # nn.LSTM: 4 gates of W_ih, W_hh, b_ih, b_hh
     total += conv(width, a.size("hidden_size"), a.size("last_kernel_size"))
-    return [_vec("audio_tokenizer/encoder/convs", total)] + ([_vec("audio_tokenizer/encoder/lstm", 8 * width + 8,
-                                                                   width * a.integer("num_lstm_layers"))] if lstm else [])
+    out = [_vec("audio_tokenizer/encoder/convs", total)]
+    if lstm:
+        out.append(_vec("audio_tokenizer/encoder/lstm", 8 * width + 8, width * a.integer("num_lstm_layers")))
+    return out
 
 
 def _apertus1p5(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
@@ -67,7 +69,7 @@ def _apertus1p5(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
                                      post_quant_conv=False)
     _, a = _sub(c, "audio_config", "wavtokenizer_encoder")
     tower += wavtokenizer_encoder(HFConfig({**_AUDIO, **a.data}, a.source, a.path))
-    # xIELU's learned alpha_p / alpha_n in every text block, which the apertus block stack leaves out (hf_dense._apertus)
+    # xIELU's learned alpha_p / alpha_n in every text block, left out by the apertus stack (hf_dense._apertus)
     tower.append(_vec("text_xielu_alphas", 2, fields["layers"]))
     fields["vision"] = dict(layers=0, hidden=q["embed_dim"], heads=1, ffn_hidden=1, patch_size=stride,
                             image_size=side * stride, channels=q["in_channels"], tower=tower, connector=[])

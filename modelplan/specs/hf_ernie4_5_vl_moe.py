@@ -52,7 +52,8 @@ def _text(c: HFConfig, text_mappers: dict[str, Mapper]) -> tuple[dict, list[int]
     fields = text_mappers["ernie4_5_moe"](HFConfig(data, t.source, t.path))
     fields["lm_head_bias"] = False  # Ernie4_5_VLMoeForConditionalGeneration.lm_head: bias=False
     if sparse:
-        fields["moe"].update({"first_dense_layers": 0, "layer_freq": 1, "layers": None, **moe_placement(layers, sparse)})
+        placement = {"first_dense_layers": 0, "layer_freq": 1, "layers": None, **moe_placement(layers, sparse)}
+        fields["moe"].update(placement)
     else:
         fields["moe"] = None
     return fields, sparse, widths[1]
@@ -69,7 +70,8 @@ def _ernie4_5_vl_moe(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
                         f"modelled, as transformers 5.24 hard-codes it)")
     wide, merge = h * m * m, m * m
     connector = [_linear("spatial_linear/fc1", wide, wide, True, merge=merge),
-                 _linear("spatial_linear/fc2", wide, wide, True, merge=merge), _norm("spatial_linear/ln", wide, merge=merge),
+                 _linear("spatial_linear/fc2", wide, wide, True, merge=merge),
+                 _norm("spatial_linear/ln", wide, merge=merge),
                  _linear("temporal_linear/fc1", 2 * wide, wide, True, merge=merge),
                  _linear("temporal_linear/fc2", wide, wide, True, merge=merge),
                  _norm("temporal_linear/ln", wide, merge=merge), _linear("mlp", wide, t, True, merge=merge),
@@ -77,7 +79,8 @@ def _ernie4_5_vl_moe(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     if sparse:
         experts = fields["moe"]["num_experts"]
         n = len(sparse)  # vision_moe: router (experts x h) + its correction bias, bias-free SwiGLU experts
-        connector += [_vec("vision_moe/gate", t + 1, experts * n), _vec("vision_moe/experts", t, 3 * vision_width * experts * n)]
+        connector += [_vec("vision_moe/gate", t + 1, experts * n),
+                      _vec("vision_moe/experts", t, 3 * vision_width * experts * n)]
     fields["vision"] = dict(
         layers=v.size("depth"), hidden=h, heads=v.divisor("num_heads"), ffn_hidden=v.size("intermediate_size"),
         patch_size=v.size("patch_size"), image_size=v.integer("image_size", DEFAULT_IMAGE_SIZE),

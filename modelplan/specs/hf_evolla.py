@@ -52,7 +52,8 @@ def _saprot(p: HFConfig) -> list[dict]:
         out.append(_vec("protein_encoder/embeddings/position_embeddings", d, p.size("max_position_embeddings")))
     if n:  # query, key, value, dense (d -> d); intermediate (d -> f), output (f -> d); two LayerNorms; all biased
         out += [_vec("protein_encoder/encoder/layer/attention", d + 1, 4 * d * n),
-                _vec("protein_encoder/encoder/layer/mlp", d + 1, f * n), _vec("protein_encoder/encoder/layer/output", f + 1, d * n),
+                _vec("protein_encoder/encoder/layer/mlp", d + 1, f * n),
+                _vec("protein_encoder/encoder/layer/output", f + 1, d * n),
                 _vec("protein_encoder/encoder/layer/layer_norms", 4 * d, n)]
     return out
 
@@ -92,19 +93,7 @@ def _evolla(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
-def _evolla_head(fields: dict, c: HFConfig, apply_head, architecture) -> dict:
-    """EvollaForProteinText2Text carries the LM head (its name ends in none of hf._HEADS);
-    EvollaModel is the bare body."""
-    names = c.texts("architectures", None) or ["EvollaForProteinText2Text"]
-    if names[0] == "EvollaForProteinText2Text":
-        return fields
-    if names[0] != "EvollaModel":
-        raise SpecError(f"{c.source}: architectures: '{names[0]}' not modelled (supported: EvollaForProteinText2Text, "
-                        f"EvollaModel)")
-    return apply_head(fields, c, architecture(c))
-
-
-EVOLLA_HEADS = {"evolla": _evolla_head}
-"""model_type -> its head reading (hf.from_hf_config)."""
+EVOLLA_HEAD_CLASSES = ("EvollaForProteinText2Text", "EvollaModel")
+"""The class carrying the LM head (its name ends in none of hf._HEADS) and the bare body."""
 
 EVOLLA_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {"evolla": _evolla}

@@ -89,7 +89,8 @@ def _idefics(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     fields = llama(HFConfig({**t.data, "vocab_size": t.size("vocab_size") + extra}, c.source, c.path))
     v = _sub(c, "vision_config", _VISION)
     raw = c.data.get("vision_config") or {}
-    d = v.size("hidden_size") if "hidden_size" in raw and "embed_dim" not in raw else v.size("embed_dim")  # attribute_map
+    aliased = "hidden_size" in raw and "embed_dim" not in raw  # IdeficsVisionConfig.attribute_map
+    d = v.size("hidden_size") if aliased else v.size("embed_dim")
     tower = _clip(HFConfig({**v.data, "hidden_size": d}, v.source, v.path))
     tokens = (tower["image_size"] // tower["patch_size"]) ** 2 + 1  # the class token's state too
     connector = []
@@ -103,19 +104,7 @@ def _idefics(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     return fields
 
 
-def _idefics_head(fields: dict, c: HFConfig, apply_head, architecture) -> dict:
-    """IdeficsForVisionText2Text carries the LM head (its name ends in none of hf._HEADS);
-    IdeficsModel is the bare body."""
-    names = c.texts("architectures", None) or ["IdeficsForVisionText2Text"]
-    if names[0] == "IdeficsForVisionText2Text":
-        return fields
-    if names[0] != "IdeficsModel":
-        raise SpecError(f"{c.source}: architectures: '{names[0]}' not modelled (supported: IdeficsForVisionText2Text, "
-                        f"IdeficsModel)")
-    return apply_head(fields, c, architecture(c))
-
-
-IDEFICS_HEADS = {"idefics": _idefics_head}
-"""model_type -> its head reading (hf.from_hf_config)."""
+IDEFICS_HEAD_CLASSES = ("IdeficsForVisionText2Text", "IdeficsModel")
+"""The class carrying the LM head (its name ends in none of hf._HEADS) and the bare body."""
 
 IDEFICS_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {"idefics": _idefics}

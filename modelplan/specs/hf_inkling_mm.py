@@ -94,7 +94,8 @@ def hmlp_tower(v: HFConfig, text_hidden: int) -> dict:
     tower = []
     for i, ((t0, h0, c0), (t1, h1, c1)) in enumerate(zip(scales[:-1], scales[1:])):
         if t1 % t0 or h1 % h0:
-            raise SpecError(f"{v.source}: vision_config: scale {i} ({t0}, {h0}) does not divide scale {i + 1} ({t1}, {h1})")
+            raise SpecError(f"{v.source}: vision_config: scale {i} ({t0}, {h0}) does not divide scale {i + 1} "
+                            f"({t1}, {h1})")
         last = i == layers - 1
         rows = patches * (temporal // t1) * (patch // h1) ** 2  # positions of the end scale in one image
         out = text_hidden if last else c1

@@ -101,8 +101,9 @@ def _molmo2(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     """Molmo2ForConditionalGeneration (module docstring); text_mappers unused (its own text model)."""
     t = _config(c, "text_config", _TEXT, {})
     fields = _text(t)
-    v = _config(c, "vision_config", _VISION, {"image_default_input_size": "image_size",
-                                              "image_patch_size": "patch_size", "image_num_pos": "num_position_embeddings"})
+    aliases = {"image_default_input_size": "image_size", "image_patch_size": "patch_size",
+               "image_num_pos": "num_position_embeddings"}
+    v = _config(c, "vision_config", _VISION, aliases)
     tower = _tower(v)
     a = _config(c, "adapter_config", _ADAPTER, {"vit_layers": "vision_feature_layer"})
     tower["connector"] = _adapter(a, tower["hidden"], tower["layers"], tower["image_size"] // tower["patch_size"])
