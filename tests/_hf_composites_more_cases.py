@@ -208,8 +208,23 @@ EVOLLA_CASES = [
               protein_encoder_config={**_SAPROT, "position_embedding_type": "absolute", "emb_layer_norm_before": True}),
 ]
 
+_GRANITE4_VISION = {"model_type": "siglip_vision_model", "hidden_size": 64, "intermediate_size": 96,
+                    "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 64, "patch_size": 8}
+
+GRANITE4_VISION_CASES = [
+    # a SigLIP tower (head built), two deepstack pairs, 2x2 queries per 4x4 window, the default Q-Former
+    composite("granite4_vision", "Granite4VisionForConditionalGeneration", text_config={**TEXT, "pad_token_id": 0},
+              vision_config=_GRANITE4_VISION, deepstack_layer_map=[[0, 0], [1, 1]], downsample_rate="2/4"),
+    # a CLIP tower, one pair, 1x1 queries per 2x2 window, a two-layer Q-Former with cross-attention every 2nd
+    composite("granite4_vision", "Granite4VisionForConditionalGeneration", text_config={**TEXT, "pad_token_id": 0},
+              vision_config={**{k: v for k, v in _GRANITE4_VISION.items() if k != "model_type"},
+                             "model_type": "clip_vision_model"},
+              deepstack_layer_map=[[1, 0]], downsample_rate="1/2",
+              qformer_config={"num_hidden_layers": 2, "intermediate_size": 80, "cross_attention_frequency": 2}),
+]
+
 CASES = (DEEPSEEK_VL_HYBRID_CASES + MINICPM_V_CASES + MOLMO2_CASES + CHAMELEON_CASES + IDEFICS_CASES
          + PHI4_MULTIMODAL_CASES + ERNIE4_5_VL_MOE_CASES
          + PI0_CASES + HY_V4_VL_CASES + APERTUS1P5_CASES
-         + INKLING_MM_CASES + EVOLLA_CASES)
+         + INKLING_MM_CASES + EVOLLA_CASES + GRANITE4_VISION_CASES)
 """Small composites (fast on the meta device)."""

@@ -1,6 +1,7 @@
 """The composites of modelplan/specs/hf_composites_more.py (DeepSeek-VL hybrid, MiniCPM-V 4.6 /
 4.7, MiniCPM-OCR, Molmo2, Chameleon, IDEFICS, Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, Hy4 VL,
-Apertus 1.5, Inkling, Evolla): total parameters and the tower + projector alone equal
+Apertus 1.5, Inkling, Evolla, Granite 4
+Vision): total parameters and the tower + projector alone equal
 sum(p.numel()) of transformers 5.24's own module built from the same config on the meta device (the independent
 source), also for each type's config class defaults; `count` / `plan --gpus 8` run; bad fields
 are one-line errors naming them; the towers given as layer lists (MiniCPM-V's, Chameleon's) run
@@ -25,7 +26,8 @@ PREFIXES = VISION_PARAM_PREFIXES + ("high_res_vision_model.", "high_res_vision_n
                                     "resampler_model.", "vision_moe.",
                                     "dit.", "embed_action_time.", "action_out_proj.",
                                     "vision_tokenizer.", "audio_tokenizer.", "audio_tower.",
-                                    "protein_encoder.", "adapter.")
+                                    "protein_encoder.", "adapter.",
+                                    "layerwise_projectors.", "spatial_projectors.", "image_newline")
 """Name parts of the HF tower / projector parameters."""
 
 
@@ -158,3 +160,9 @@ def test_chameleon_tokenizer_flops_equal_flop_counter():
     expected = _flop_count(lambda: model.model.vqmodel.encode(torch.randn(1, 3, side, side)))
     spec = from_hf_config(data)
     assert sum(vision_forward_flops(spec.vision, spec.hidden).values()) == expected
+
+
+def test_granite4_vision_class_defaults_refused_naming_the_field():
+    """Granite 4 Vision's class defaults leave deepstack_layer_map None, which transformers 5.24
+    cannot build either (len(None) in Granite4VisionModel.__init__): one line naming it."""
+    assert_one_line_error({"model_type": "granite4_vision"}, "deepstack_layer_map: missing")

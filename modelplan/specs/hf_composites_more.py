@@ -1,7 +1,8 @@
 """The registry of further image-text composites, one module per architecture (each module's
 docstring names its transformers 5.24 source): DeepSeek-VL hybrid, MiniCPM-V 4.6 / 4.7 and
 MiniCPM-OCR, Molmo2, Chameleon, IDEFICS, Phi-4-multimodal, ERNIE 4.5 VL MoE, pi0, Hy4 VL,
-Apertus 1.5, Inkling multimodal, Evolla."""
+Apertus 1.5, Inkling multimodal, Evolla,
+Granite 4 Vision."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_deepseek_vl_hybrid import DEEPSEEK_VL_HYBRID_MAPPERS
 from modelplan.specs.hf_ernie4_5_vl_moe import ERNIE4_5_VL_MOE_MAPPERS
 from modelplan.specs.hf_evolla import EVOLLA_HEAD_CLASSES, EVOLLA_MAPPERS
+from modelplan.specs.hf_granite4_vision import GRANITE4_VISION_MAPPERS
 from modelplan.specs.hf_hy_v4_vl import HY_V4_VL_MAPPERS
 from modelplan.specs.hf_idefics import IDEFICS_HEAD_CLASSES, IDEFICS_MAPPERS
 from modelplan.specs.hf_inkling_mm import INKLING_MM_MAPPERS
@@ -22,7 +24,8 @@ from modelplan.specs.hf_pi0 import PI0_MAPPERS
 
 COMPOSITES_MORE = {**DEEPSEEK_VL_HYBRID_MAPPERS, **MINICPM_V_MAPPERS, **MOLMO2_MAPPERS, **CHAMELEON_MAPPERS,
                    **IDEFICS_MAPPERS, **PHI4_MULTIMODAL_MAPPERS, **ERNIE4_5_VL_MOE_MAPPERS, **PI0_MAPPERS,
-                   **HY_V4_VL_MAPPERS, **APERTUS1P5_MAPPERS, **INKLING_MM_MAPPERS, **EVOLLA_MAPPERS}
+                   **HY_V4_VL_MAPPERS, **APERTUS1P5_MAPPERS, **INKLING_MM_MAPPERS, **EVOLLA_MAPPERS,
+                   **GRANITE4_VISION_MAPPERS}
 """Composite model_types -> mapper(config, text model_type -> mapper table)."""
 
 

@@ -196,6 +196,5 @@ COMPOSITE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
 N18VLM_UNMODELLED: dict[str, str] = {
     "fast_vlm": "its timm FastViTHD tower (convolutional RepMixer stages)",
     "perception_lm": "its timm Perception Encoder tower",
-    "granite4_vision": "its window Q-Former downsamplers (deepstack_layer_map)",
 }
 """Vision-language types transformers 5.24 ships that the spec cannot yet express exactly."""
