@@ -13,6 +13,7 @@ from _hf_new_cases import NEW_VARIANTS, variant
 from _hf_vision_cases import VISION_VARIANTS
 from _hf_n18vlm_cases import N18VLM_CASES
 from _hf_vlm_towers_cases import TOWER_CASES
+from _hf_composites_more_cases import CASES as COMPOSITES_MORE_CASES
 from _hf_reference import config, fixture_names, hf_mtp_numel, hf_numel
 from modelplan.count.params import count_params
 from modelplan.errors import SpecError
@@ -398,6 +399,7 @@ def test_every_mapper_has_a_fixture_or_variant():
                "flaubert", "esm", "eurobert", "nomic_bert"}  # tests/test_hf_encoders.py
     tested |= {"umt5", "longt5", "switch_transformers", "led", "t5gemma", "m2m_100", "longformer",
                "nllb-moe"}  # test_hf_seq2seq_more.py
+    tested |= {data["model_type"] for data in COMPOSITES_MORE_CASES}  # tests/test_hf_composites_more.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

@@ -75,7 +75,7 @@ def test_non_square_grid_one_line():
                           "pos_emb_height / pos_emb_width")
 
 
-@pytest.mark.parametrize("model_type", ["diffusion_gemma", "muse_spark", "evolla", "pi0"])
+@pytest.mark.parametrize("model_type", ["diffusion_gemma", "muse_spark"])
 def test_refused_multimodal_types_name_the_mechanism(model_type, tmp_path):
     """Each refused multimodal type fails in one line with its missing mechanism (hf_unmodelled_multimodal.py)."""
     from _hf_n17_checks import assert_count_refused

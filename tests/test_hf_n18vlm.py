@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_count_plan, assert_count_refused, assert_one_line_error, class_defaults
+from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults
 from _hf_n18vlm_cases import _COHERE2, _SIGLIP, N18VLM_CASES
 from _hf_reference import hf_eager_composite, hf_total_and_part
 from _hf_vision_cases import TEXT, VISION_PARAM_PREFIXES, composite
@@ -178,9 +178,3 @@ def test_count_and_plan_run(data, tmp_path):
 def test_bad_fields_are_one_line_errors(data, message):
     """A field the mappers cannot read is a one-line SpecError naming it."""
     assert_one_line_error(data, message)
-
-
-@pytest.mark.parametrize(("model_type", "reason"), [("idefics", "gated cross-attention"), ("granite4_vision", "window Q-Former")])
-def test_refused_composites_name_the_mechanism(model_type, reason, tmp_path):
-    """A refused vision-language type exits non-zero with a one-line reason naming what is missing."""
-    assert_count_refused(tmp_path, {"model_type": model_type}, reason)

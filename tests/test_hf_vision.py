@@ -146,13 +146,10 @@ def test_text_model_alone_counts_as_its_own_model_type():
     assert whole.total - whole.breakdown["vision"] == text.total
 
 
-def test_text_only_hint_names_the_text_model_type(monkeypatch):
+def test_text_only_hint_names_the_text_model_type():
     """A refused composite whose text model is supported says which model_type counts it alone."""
-    from modelplan.specs import hf
-
-    monkeypatch.setitem(hf._TEXT_ONLY, "apertus1p5", "apertus")
-    with pytest.raises(SpecError, match=r"'apertus1p5': its VQ image tokenizer .* not modelled; .* model_type 'apertus'"):
-        from_hf_config({"model_type": "apertus1p5"}, "config.json")
+    with pytest.raises(SpecError, match=r"'gemma3n': its MobileNetV5 vision tower .* not modelled; .* model_type 'gemma3n_text'"):
+        from_hf_config({"model_type": "gemma3n"}, "config.json")
 
 
 @pytest.mark.parametrize(("data", "message"), [

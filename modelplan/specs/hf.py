@@ -71,6 +71,7 @@ from modelplan.specs.hf_reused import REUSED_MAPPERS
 from modelplan.specs.hf_cosmos3 import COSMOS3_MAPPERS, COSMOS3_TEXT_MAPPERS
 from modelplan.specs.hf_muse import MUSE_MAPPERS, MUSE_TEXT_MAPPERS
 from modelplan.specs.hf_nemotron_omni import NEMOTRON_OMNI_MAPPERS
+from modelplan.specs.hf_composites_more import COMPOSITES_MORE, COMPOSITES_MORE_HEADS
 from modelplan.specs.hf_unmodelled_multimodal import MULTIMODAL_UNMODELLED
 from modelplan.specs.hf_encoders import ENCODER_HEADS, ENCODER_MAPPERS, ENCODER_UNMODELLED as TEXT_ENCODER_UNMODELLED
 from modelplan.specs.hf_seq2seq_more import SEQ2SEQ_HEADS, SEQ2SEQ_MORE_MAPPERS
@@ -97,10 +98,9 @@ MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                                       **MLA_LAYERS_COMPOSITES, **VLM_ENCDEC_MAPPERS, **VLM_BERT_MAPPERS,
                                       **PIX2STRUCT_MAPPERS, **KOSMOS_MAPPERS, **OCR_MORE_MAPPERS, **INKLING_COMPOSITES,
                                       **REUSED_MAPPERS, **COSMOS3_MAPPERS, **MUSE_MAPPERS,
-                                      **NEMOTRON_OMNI_MAPPERS}.items()})
+                                      **NEMOTRON_OMNI_MAPPERS, **COMPOSITES_MORE}.items()})
 
 UNMODELLED: dict[str, str] = {
-    "apertus1p5": "its VQ image tokenizer (convolutional ResNet encoder / decoder) and WavTokenizer audio encoder",
     "gemma3n": "its MobileNetV5 vision tower and Conformer audio encoder",
     **CLASSIC_UNMODELLED,
     **N17NEW_UNMODELLED,
@@ -113,7 +113,7 @@ UNMODELLED: dict[str, str] = {
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
 
-_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text", "apertus1p5": "apertus1p5_text", **N17NEW_TEXT_ONLY,
+_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text", **N17NEW_TEXT_ONLY,
                               **HYPERCONN_TEXT_ONLY, **MLA_LAYERS_TEXT_ONLY}
 """Refused vision-language types whose text_config alone is supported (as its own model_type);
 the Qwen-VL / Qwen3.5, Llama 4, LLaVA, InternVL, Idefics3 and GLM-4V composites read whole
@@ -278,7 +278,8 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
         raise SpecError(f"{source}: model_type: unsupported '{model_type}'{_did_you_mean(model_type)} ({_listed()})")
     _check_depth(c)
     # types whose head classes apply_head would misread
-    head = {**N18SMALL_HEADS, **OWN_HEADS, **VLM_ENCDEC_HEADS, **ENCODER_HEADS, **SEQ2SEQ_HEADS}.get(model_type)
+    head = {**N18SMALL_HEADS, **OWN_HEADS, **VLM_ENCDEC_HEADS, **ENCODER_HEADS, **SEQ2SEQ_HEADS,
+            **COMPOSITES_MORE_HEADS}.get(model_type)
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}

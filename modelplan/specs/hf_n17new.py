@@ -50,14 +50,11 @@ N17NEW_UNMODELLED: dict[str, str] = {
     "gemma4_unified_assistant": "the drafter's projections to and from the target model (pre_projection over 2 x "
                                 "backbone_hidden_size, post_projection), its centroid masked embedder and blocks "
                                 "that all read the target's K/V",
-    "hy_v4_vl": "its HunYuan-VL vision tower and patch merger",
     "dots3_note": "its vision and audio towers and adapters",
-    "inkling_mm_model": "its hierarchical-MLP vision encoder and dMel audio embeddings",
     "axk2": "adaptive norms (an MLP inside each block's norms) and a gated query projection",
 }
 """Refused 2026 model_types with the mechanism the spec does not express (transformers 5.24)."""
 
 N17NEW_TEXT_ONLY: dict[str, str] = {
-    "inkling_mm_model": "inkling_text",
 }
 """Refused composites whose language model is supported as its own model_type."""

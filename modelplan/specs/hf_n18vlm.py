@@ -194,9 +194,7 @@ COMPOSITE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
 
 N18VLM_UNMODELLED: dict[str, str] = {
-    "idefics": "gated cross-attention blocks between the decoder blocks (gated_cross_attn_layers) and its perceiver",
     "fast_vlm": "its timm FastViTHD tower (convolutional RepMixer stages)",
     "perception_lm": "its timm Perception Encoder tower",
-    "granite4_vision": "its window Q-Former downsamplers (deepstack_layer_map)",
 }
 """Vision-language types transformers 5.24 ships that the spec cannot yet express exactly."""

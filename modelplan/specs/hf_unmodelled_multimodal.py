@@ -8,8 +8,4 @@ MULTIMODAL_UNMODELLED: dict[str, str] = {
                        "clippable linears) and its Gemma 4 vision tower",
     "muse_spark": "its text model (MoE blocks with pre- / post-expert projections and norms, learned residual "
                   "gates) and its vision and causal-conv audio towers",
-    "evolla": "its SaProt protein encoder and sequence-compressor resampler feeding cross-attention aligners "
-              "inside a Llama decoder",
-    "pi0": "a PaliGemma model beside a second Gemma decoder (the action expert, with its own token table) and "
-           "flow-matching action / time embeddings",
 }

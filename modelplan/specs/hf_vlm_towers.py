@@ -216,19 +216,7 @@ TOWER_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
 
-_MINICPMV = ("its tower's window-attention merger between the encoder blocks (the later blocks run on a quarter "
-             "of the patches) and its downsample MLPs")
 TOWER_UNMODELLED: dict[str, str] = {
-    "molmo2": "its text model (norm_after blocks, additional_vocab_size embedding rows) and its attention-pooling "
-              "adapter over several ViT layers",
-    "minicpm_ocr": _MINICPMV, "minicpmv4_6": _MINICPMV, "minicpmv4_7": _MINICPMV,
-    "ernie4_5_vl_moe": "its text model's modality-split experts (text and vision experts in each MoE block) and its "
-                       "variable-resolution resampler",
-    "deepseek_vl_hybrid": "its second, high-resolution SAM tower (windowed blocks with relative-position tables, "
-                          "convolutional neck and projector)",
-    "chameleon": "its VQ-VAE image tokenizer (a convolutional encoder whose codes enter as text tokens)",
-    "phi4_multimodal": "its image embedding (SigLIP tower with a compression projector) and Conformer audio "
-                       "encoder inside the text model (embed_tokens_extend)",
 }
 """Vision-language types transformers 5.24 ships that the spec cannot yet express exactly (the
 mechanism named); refused in one line."""
