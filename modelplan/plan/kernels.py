@@ -31,6 +31,7 @@ from modelplan.plan.relative_kernels import relative_gemms
 from modelplan.plan.parallel.tp import local_kv_heads
 from modelplan.specs.extras import decoder_width
 from modelplan.specs.attention_shape import for_block
+from modelplan.specs.tp_kv_heads import attention_kv_heads
 from modelplan.specs.transformer import TransformerSpec
 
 __all__ = ["Elementwise", "Gemm", "LayerKernels", "embedding_kernels", "head_kernels", "layer_kernels",
@@ -142,7 +143,7 @@ def layer_kernels(
     gemms = mixer.gemms + ([mixer.out] if mixer.out is not None else [])  # none: a mixer-free block
     core, flash = list(mixer.core), list(mixer.fused)
     if cp_fp32_merge and cp > 1:
-        kv_share = local_kv_heads(spec.num_kv_heads, tp) / max(1, spec.heads // tp)
+        kv_share = local_kv_heads(attention_kv_heads(spec), tp) / max(1, spec.heads // tp)
         core += [cp_merge_kernel(a, cp, kv_share) for a in flash]
     if block.cross:
         cross = cross_kernels(spec, tp, b, s_q, memory_len, d, fused)
