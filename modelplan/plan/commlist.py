@@ -91,7 +91,7 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
     last = num_stages - 1
     units = stage_units(spec, num_stages, plan.stage_split)
     replicas = unit_replicas(rank_units(spec, schedule.layout, plan.stage_split))
-    shards = unit_shards(spec, plan)
+    shards = unit_shards(spec, plan, training.framework)
     sp_dispatch = spec.moe is not None and ep_mod.sequence_parallel_dispatch(tp, sp, plan.ep, plan.etp)
     # the routed experts' f / g: none under sequence-parallel dispatch (a shared expert keeps its own)
     moe_mlp_tp = (None if spec.moe.shared_experts else 1) if sp_dispatch else None

@@ -46,7 +46,8 @@ class BlockPricing:
         if hit is None:
             hit = self._block_cache[key] = with_vision_tower(  # the first stage's tower (`vision_tower.py`)
                 self._mixed_terms(tp, sp, micro_batch, recompute, cp, ep, etp, tp_overlap, mtp_ep), self.spec,
-                self.training, self.roofline, micro_batch, recompute, self.software)
+                self.training, self.roofline, micro_batch, recompute, self.software, tp, self.pricer,
+                self.shapes(tp, 1, 1)[Axis.TP])
         return hit
 
     def kinds_of(self, moe: bool) -> list[tuple[Block, int]]:
