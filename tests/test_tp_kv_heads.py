@@ -54,3 +54,20 @@ def test_plan_and_serve_agree():
         raise AssertionError("serve accepted tp 4 for 6 KV heads")
     assert default_serving_tp(spec(heads=12, kv_heads=6, mla=True), 4, 8) == 4  # MLA: heads 12 % 4 only
     assert default_serving_tp(gqa, 4, 8) == 2  # 4 GPUs: tp 4 does not fit 6 KV heads, 3 does not divide 4 GPUs
+
+
+def test_verify_does_not_divide_mla_kv_heads():
+    """verify's executor splits K, V heads exactly (no replication): a GQA model of 2 heads and 1 KV
+    head is refused at tp 2, but the same shape with MLA (K, V per query head from kv_b) runs."""
+    import pytest
+
+    from modelplan.errors import SpecError
+    from modelplan.execute.scale import check_plan
+    from modelplan.specs.training import TrainingSpec
+
+    latent = MLASpec(kv_lora_rank=4, q_lora_rank=3, qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=2)
+    gqa = TransformerSpec(layers=2, hidden=8, heads=2, kv_heads=1, ffn_hidden=12, vocab=11)
+    training, plan = TrainingSpec(global_batch=4, seq_len=8), Plan(tp=2, dp=1, micro_batch=1)
+    with pytest.raises(SpecError, match=r"tp \(2\) must divide kv_heads \(1\)"):
+        check_plan(gqa, training, plan)
+    assert check_plan(gqa.model_copy(update={"mla": latent}), training, plan) == 4  # 4 micro-batches
