@@ -187,6 +187,7 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
     sb = seq_len * micro_batch
     if recompute == "full":
         kept = dtype_bytes * sb * residual_width(spec)  # only the block input (Korthikanti section 5; n h: count/hyperconn.py)
+        kept *= block_passes(spec, block)  # Inkling 2 Loop: each pass's checkpoint keeps its own input
         return _ceil_div(kept, tp) if sequence_parallel else kept
     replicated, sharded, score = _layer_terms(spec, block, dtype_bytes, attention, elementwise, norm_elementwise)
     if fp8_inputs:  # TE keeps the linear inputs as fp8 (1 byte) copies instead of 16-bit ones

@@ -22,6 +22,7 @@ from modelplan.count.params import count_params
 from modelplan.count.quant import weights_bytes
 from modelplan.count.result import Result
 from modelplan.errors import SpecError
+from modelplan.specs.tp_kv_heads import tp_fits_kv_heads, tp_kv_heads_problem
 
 if TYPE_CHECKING:
     from modelplan.specs.serve import ServeSpec
@@ -40,17 +41,11 @@ def local_kv_fraction(spec: "TransformerSpec", tp: int) -> tuple[int, int]:
     rank holds whole."""
     if spec.mla is not None:
         return 1, 1
+    problem = tp_kv_heads_problem(spec, tp)
+    if problem:
+        raise SpecError(problem)
     kv = spec.num_kv_heads
-    if not tp_fits_kv_heads(spec, tp):
-        raise SpecError(f"tp ({tp}) must divide kv_heads ({kv})" + (" or be a multiple of it" if tp > kv else ""))
     return max(1, kv // tp), kv
-
-
-def tp_fits_kv_heads(spec: "TransformerSpec", tp: int) -> bool:
-    """tp divides the KV heads, or is a multiple of them (each KV head replicated over tp / kv ranks);
-    any tp for MLA (the latent is held whole)."""
-    kv = spec.num_kv_heads
-    return spec.mla is not None or (kv % tp == 0 if tp <= kv else tp % kv == 0)
 
 
 def default_serving_tp(spec: "TransformerSpec", gpus: int, gpus_per_node: int) -> int:

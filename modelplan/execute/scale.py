@@ -25,6 +25,7 @@ from modelplan.plan.validate import pp_problem
 from modelplan.specs.load import load_engine
 from modelplan.specs.family import family_of
 from modelplan.specs.plan import Plan
+from modelplan.specs.tp_kv_heads import attention_kv_heads
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
@@ -40,7 +41,7 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
         raise SpecError(f"verify executes transformer models only, not '{getattr(spec, 'kind', type(spec).__name__)}'")
     if any(spec.layer_type(i) not in ("mamba", "mamba2", "gated_deltanet", "mlp") for i in range(spec.layers)):  # attention-free: no heads
         _divides("heads", spec.heads, "tp", plan.tp)
-        _divides("kv_heads", spec.num_kv_heads, "tp", plan.tp)
+        _divides("kv_heads", attention_kv_heads(spec), "tp", plan.tp)  # MLA: its K, V heads are the query heads
     if plan.cp > 1:
         _check_cp(spec, training, plan)
     if spec.ssm is not None:

@@ -70,6 +70,7 @@ PRICED: frozenset[str] = frozenset({
     "moe.router_groups", "moe.weights_on_input", "lm_head=false",
     # every block of both stacks, cross_kernels in decoder blocks, shards of both (pp 1 only: validate.py)
     "arch=encoder_decoder",
+    "seq2seq.idle_cross_attention",  # shards in shard.py; cross_kernels over seq2seq.cross_memory in kernels.py
 }) | PRICED_EXTRAS  # plan/extras.py
 """`specs.features` names the planner prices (the others are noted as priced as baseline blocks)."""
 
@@ -207,13 +208,15 @@ def mamba_kernels(spec: TransformerSpec, tp: int, b: int, s_q: int, d: int) -> M
 
 
 def cross_kernels(spec: TransformerSpec, tp: int, b: int, s_q: int, memory_len: int, d: int,
-                  fused: bool) -> MixerKernels:
-    """T5 cross-attention: decoder queries against the encoder's keys and values."""
+                  fused: bool, kv_in: int | None = None) -> MixerKernels:
+    """T5 cross-attention (Vaswani et al. 2017 sec. 3.2.3): decoder queries against the keys and values
+    of `memory_len` encoder tokens per sequence, projected from `kv_in`-wide features (None: hidden):
+    q 2 t h q, k / v 2 b m kv_in 2 kv, QK^T and AV 2 x 2 t m q, out 2 t q h FLOPs (whole model)."""
     h, dh, tokens = spec.hidden, spec.dim_head, b * s_q
     heads, kv = spec.heads // tp, local_kv_heads(spec.num_kv_heads, tp)
     block = Block("full_attention", False, True, False)
-    gemms = [Gemm("cross_attention/q", tokens, heads * dh, h),
-             Gemm("cross_attention/kv", b * memory_len, 2 * kv * dh, h)]  # from the encoder output
+    gemms = [Gemm("cross_attention/q", tokens, heads * dh, h),  # column-parallel
+             Gemm("cross_attention/kv", b * memory_len, 2 * kv * dh, kv_in or h)]  # from the encoder output
     g, core, flash = _core("cross_attention", spec, block, b, heads, s_q, memory_len, dh, dh, d, fused)
     return MixerKernels(gemms + g, [], core, flash, Gemm("cross_attention/out", tokens, h, heads * dh))
 

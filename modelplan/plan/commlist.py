@@ -27,13 +27,14 @@ unless `element_bytes` fixes one size for all (the float64 executor: 8).
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 from modelplan.comm.regions import Region
 from modelplan.comm.ops import Axis, Collective
-from modelplan.count.blocks import block_of, mtp_block
+from modelplan.count.blocks import mtp_block
 from modelplan.count.hyperconn import residual_width
 from modelplan.count.recompute_layers import full_recompute
+from modelplan.plan.block_passes import block_runs
 from modelplan.plan.engine import engine_settings
 from modelplan.plan.experts import expert_capacity
 from modelplan.plan.fp8 import param_gather_bytes
@@ -91,7 +92,7 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
     last = num_stages - 1
     units = stage_units(spec, num_stages, plan.stage_split)
     replicas = unit_replicas(rank_units(spec, schedule.layout, plan.stage_split))
-    shards = unit_shards(spec, plan)
+    shards = unit_shards(spec, plan, training.framework)
     sp_dispatch = spec.moe is not None and ep_mod.sequence_parallel_dispatch(tp, sp, plan.ep, plan.etp)
     # the routed experts' f / g: none under sequence-parallel dispatch (a shared expert keeps its own)
     moe_mlp_tp = (None if spec.moe.shared_experts else 1) if sp_dispatch else None
@@ -113,8 +114,8 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
                                            len(layers)).recomputed if recompute else 0]
             # MTP modules (last stage): a block (not recomputed), a lookup and the head each
             mtp = spec.mtp_layers if v == last else 0
-            reruns = Counter(block_of(spec, i) for i in again)
-            for block, n in Counter(block_of(spec, i) for i in layers).items():
+            reruns = block_runs(spec, again)  # a looped block's calls once a pass (`block_passes.py`)
+            for block, n in block_runs(spec, layers).items():
                 block_tokens, block_A = sizes[lengths.of_block(block)][:2]
                 tp_mod.block_kind_calls(calls, spec, block, tp, sp, block_A, block_tokens, act, mc * (n + reruns[block]),
                                         mc * n, moe_mlp_tp if block.moe else None)
@@ -136,13 +137,13 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
                     return ep_mod.dispatch_bytes(spec.moe.num_experts, expert_capacity(sent, spec.moe, capacity_factor),
                                                  h, act)
                 group = tp if sp_dispatch else 1
-                moe_runs = Counter(lengths.of_block(block_of(spec, i)) for i in layers if spec.is_moe_layer(i))
-                moe_again = Counter(lengths.of_block(block_of(spec, i)) for i in again if spec.is_moe_layer(i))
+                moe_runs = block_runs(spec, [i for i in layers if spec.is_moe_layer(i)], lengths.of_block)
+                moe_again = block_runs(spec, [i for i in again if spec.is_moe_layer(i)], lengths.of_block)
                 for n, moe_blocks in moe_runs.items():
                     ep_mod.moe_calls(calls, plan.ep, a2a(n), mc * (moe_blocks + moe_again[n]), mc * moe_blocks, 1, group)
                 ep_mod.moe_calls(calls, plan.ep, a2a(lengths.source), mc, mc, mtp, group)
-            runs = Counter(lengths.of_block(block_of(spec, i)) for i in layers)
-            again_runs = Counter(lengths.of_block(block_of(spec, i)) for i in again)
+            runs = block_runs(spec, layers, lengths.of_block)
+            again_runs = block_runs(spec, again, lengths.of_block)
             for n, blocks in runs.items():  # each stack's blocks exchange their own tokens' K, V
                 _, _, stack_kv, stack_q = sizes[n]
                 cp_mod.cp_calls(calls, plan.cp, software.cp_comm_type, software.cp_fp32_merge, stack_kv, stack_q, act,

@@ -9,6 +9,7 @@ from modelplan.comm.ops import Axis
 from modelplan.count.blocks import Block, mtp_block
 from modelplan.count.hyperconn import residual_width
 from modelplan.plan.block_mix import block_kinds, mean_terms, with_mtp
+from modelplan.plan.block_passes import looped_times, passes_of, repeated
 from modelplan.plan.compute import kernel_times
 from modelplan.count.checkpointing import checkpointed_share, op_sac_recomputed_fraction, op_sac_recomputed_shares
 from modelplan.plan.dims import strided_shape
@@ -45,7 +46,8 @@ class BlockPricing:
         if hit is None:
             hit = self._block_cache[key] = with_vision_tower(  # the first stage's tower (`vision_tower.py`)
                 self._mixed_terms(tp, sp, micro_batch, recompute, cp, ep, etp, tp_overlap, mtp_ep), self.spec,
-                self.training, self.roofline, micro_batch, recompute, self.software)
+                self.training, self.roofline, micro_batch, recompute, self.software, tp, self.pricer,
+                self.shapes(tp, 1, 1)[Axis.TP])
         return hit
 
     def kinds_of(self, moe: bool) -> list[tuple[Block, int]]:
@@ -124,6 +126,8 @@ class BlockPricing:
         if ft is not None:
             times = ft.kernel_times(times, tp, sp, b, cp, self.vocab_padded(tp), self.roofline, training.attention,
                                     sw.elementwise)
+        passes = passes_of(spec, block)  # a looped block: one pass's terms x passes (`block_passes.py`)
+        times = looped_times(times, spec, block, tokens, self.roofline, d)
         full = recompute == "full"
         # what 'selective' recomputes under this engine (`count/checkpointing.py`; MoE blocks: attention core)
         mode = "attention_core" if moe and sw.ac_mode == "op_sac" else sw.ac_mode
@@ -140,9 +144,9 @@ class BlockPricing:
         # expert keeps its own, `mlp_tp` None), the TP group's expert-buffer calls priced with the EP ones
         sp_dispatch = moe and ep_mod.sequence_parallel_dispatch(tp, sp, ep, etp)
         mlp_tp = (None if spec.moe.shared_experts else 1) if sp_dispatch else etp
-        tp_t = self._memo(("tp", tp, sp, b, cp, etp, block, sp_dispatch), lambda: tp_mod.tp_seconds(
+        tp_t = repeated(self._memo(("tp", tp, sp, b, cp, etp, block, sp_dispatch), lambda: tp_mod.tp_seconds(
             self.pricer, tp_shape, tp, sp, act, tokens, tp_mod.LOSS_VALUE_BYTES, mlp_tp,
-            strided_shape(etp, 1, gpn) if etp else None, gather, spec, block, d))
+            strided_shape(etp, 1, gpn) if etp else None, gather, spec, block, d)), passes)
         if lengths.differ:  # every kind's terms carry the edges: the embedding's on the source, the head's on the target
             tp_t = tp_t._replace(embedding_s=self._edge_tp_s(tp, sp, b, cp, lengths.source).embedding_s,
                                  head_s=self._edge_tp_s(tp, sp, b, cp, lengths.target).head_s)
@@ -151,14 +155,15 @@ class BlockPricing:
             a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, sent, spec.hidden, d)
             # Megatron-core's expert grid: etp fastest, then ep (stride etp); else ep inside dp
             ep_shape = strided_shape(ep, etp, gpn) if etp else self.shapes(tp, ep, 2, ep, cp)[Axis.EP]
-            ep_x = ep_mod.ep_exposure(self.pricer, ep_shape, ep, a2a, full, tp if sp_dispatch else 1, tp_shape)
+            ep_x = repeated(ep_mod.ep_exposure(self.pricer, ep_shape, ep, a2a, full, tp if sp_dispatch else 1,
+                                               tp_shape), passes)
             if training.ep_comm_overlap:  # merged 1F1B: AllToAlls under the other micro-batch's compute
                 ep_x = ep_mod.overlapped(ep_x, times.fwd_gemm_s + times.fwd_elementwise_s + times.bwd_gemm_s
                                          + times.bwd_elementwise_s)
         else:
             ep_x = ep_mod.EpExposure(0.0, 0.0, 0.0)
         cp_type, torch_cp = sw.cp_comm_type, sw.cp_fp32_merge
-        cp_x = cp_mod.cp_exposure(cp, cp_type, torch_cp, self.cp_seconds(tp, b, cp, s) if cp > 1 else None,
+        cp_x = cp_mod.cp_exposure(cp, cp_type, torch_cp, repeated(self.cp_seconds(tp, b, cp, s), passes) if cp > 1 else None,
                                   times.core_fwd_s, times.core_bwd_s, full, self.cost)
         stored, working = self.block_bytes(tp, sp, b, recompute, cp, moe, block, etp)
         if cp > 1:  # the exchange's transient buffers (`parallel/cp.py` working_bytes)

@@ -93,7 +93,7 @@ class DpPricing:
                   etp: int | None = None, order: str = DEFAULT_ORDER) -> DpEntry:
         # the units' sizes depend on (tp, sp, ep, etp) only; the rank's unit kinds regrouped for dp, cp
         sized = self._memo(("unit_sizes", tp, sp, ep, etp), lambda: unit_shards(
-            self.spec, Plan(tp=tp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, etp=etp)))
+            self.spec, Plan(tp=tp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, etp=etp), self.training.framework))
         groups = unit_groups(tp, dp, cp, ep, etp)
         shards = {unit: regrouped(sized[unit], groups) for unit, _ in kinds if unit in sized}
         shapes = self.shapes(tp, dp, pp, ep, cp, order, etp)

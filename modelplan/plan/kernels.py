@@ -21,7 +21,7 @@ from modelplan.count.eager import (
     swiglu_bytes,
 )
 from modelplan.count.blocks import Block, block_of
-from modelplan.count.seq2seq import separate_cross
+from modelplan.count.seq2seq import cross_memory_len, separate_cross
 from modelplan.count.cca import router_mlp_gemms
 from modelplan.count.hyperconn import hc_gemm_shapes
 from modelplan.plan.block_kernels import cross_kernels, mixer_kernels
@@ -31,6 +31,7 @@ from modelplan.plan.relative_kernels import relative_gemms
 from modelplan.plan.parallel.tp import local_kv_heads
 from modelplan.specs.extras import decoder_width
 from modelplan.specs.attention_shape import for_block
+from modelplan.specs.tp_kv_heads import attention_kv_heads
 from modelplan.specs.transformer import TransformerSpec
 
 __all__ = ["Elementwise", "Gemm", "LayerKernels", "embedding_kernels", "head_kernels", "layer_kernels",
@@ -122,7 +123,8 @@ def layer_kernels(
     RMSNorm, SwiGLU and rotary run as eager PyTorch composites (`modelplan.count.eager`). `block`:
     the kind of block (`count.blocks.Block`; default: the model's first dense or MoE block), whose
     mixer is `block_kernels.py`'s; a decoder block of an encoder-decoder cross-attends to
-    `memory_len` encoder tokens per sequence. `cp_fp32_merge`: the ring's per-step fp32 merges
+    `memory_len` encoder tokens per sequence, a decoder built alone to its `seq2seq.cross_memory`
+    image tokens (BLIP, VisionEncoderDecoder, Pix2Struct: `count.seq2seq.memory_cross_flops`). `cp_fp32_merge`: the ring's per-step fp32 merges
     of PyTorch's context-parallel SDPA join the attention core (`cp_merge_kernel`)."""
     d, b, s, h = dtype_bytes, micro_batch, seq_len, spec.hidden
     s_q = s // cp  # this rank's queries (and tokens) of each sequence
@@ -142,12 +144,15 @@ def layer_kernels(
     gemms = mixer.gemms + ([mixer.out] if mixer.out is not None else [])  # none: a mixer-free block
     core, flash = list(mixer.core), list(mixer.fused)
     if cp_fp32_merge and cp > 1:
-        kv_share = local_kv_heads(spec.num_kv_heads, tp) / max(1, spec.heads // tp)
+        kv_share = local_kv_heads(attention_kv_heads(spec), tp) / max(1, spec.heads // tp)
         core += [cp_merge_kernel(a, cp, kv_share) for a in flash]
-    if block.cross:
-        cross = cross_kernels(spec, tp, b, s_q, memory_len, d, fused)
+    image_memory = cross_memory_len(spec)  # a decoder built alone whose encoder_attn reads image tokens
+    if block.cross or image_memory:
+        kv_in = (spec.seq2seq.cross_input or h) if image_memory else h  # VisionEncoderDecoder: Linear(kdim, h)
+        cross = cross_kernels(spec, tp, b, s_q, memory_len if block.cross else image_memory, d, fused, kv_in)
         # T5Gemma 2's merged attention: only k/v of the encoder output and the scores over it are extra
-        gemms += cross.gemms + [cross.out] if separate_cross(spec, block) else cross.gemms[1:]  # [q, kv, scores]
+        own = separate_cross(spec, block) or bool(image_memory)
+        gemms += cross.gemms + [cross.out] if own else cross.gemms[1:]  # [q, kv, scores]
         core += cross.core
         flash += cross.fused
     if block.mlp and not moe_layer:
@@ -171,7 +176,7 @@ def layer_kernels(
                else Elementwise("mlp/act", tokens * ffn_local, 3 * d, 5 * d))
     else:
         act = Elementwise("mlp/act", tokens * ffn_local, 2 * d, 3 * d)
-    separate = separate_cross(spec, block)
+    separate = separate_cross(spec, block) or bool(image_memory)  # encoder_attn_layer_norm and its residual add
     sublayers = (block.mixer != "mlp") + separate + block.mlp
     other = [norm] * (spec.num_norms_per_layer - block.no_input_norm + separate) + [bda] * sublayers
     extra_gemms, extra_ew = layer_extra_kernels(spec, block, tp, tokens, hidden_values, d)  # plan/extras.py

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from modelplan.count.blocks import Block
 from modelplan.count.memory import activation_bytes_per_layer, embedding_activation_bytes, output_activation_bytes
+from modelplan.plan.block_passes import passes_of
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings
 from modelplan.plan.recompute_layers import uniform_group_bytes
 from modelplan.plan.results import StageMemory
@@ -65,13 +66,14 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
     stored = kept(recompute, mode)
     if recompute == "none":
         return stored, 0
-    none = kept("none") if none_bytes is None else none_bytes
+    # a looped block keeps every pass's share but recomputes / back-propagates one pass at a time
+    none = (kept("none") if none_bytes is None else none_bytes) // passes_of(spec, block)
     if recompute == "full":  # Megatron-core's uniform groups keep one input per group (plan/recompute_layers.py)
         return uniform_group_bytes(stored, none, software.recompute_method, software.recompute_num_layers)
     if recompute == "selective" and mode in ("layer_sac", "every_nth_block"):
         return stored, none
     if recompute == "selective":
-        return stored, none - stored
+        return stored, none - stored // passes_of(spec, block)
     return stored, 0
 
 

@@ -113,7 +113,7 @@ class RankStates:
     def _unit_numels(self, tp: int, ep: int, etp: int | None = None) -> tuple[dict[str, int], set[str], int, int]:
         """(numel per unit, the routed-expert units, largest block's dense and expert numel); the
         element counts depend on tp, ep and etp only (dp = ep here: only the padding depends on dp)."""
-        units = unit_shards(self.spec, Plan(tp=tp, dp=ep, ep=ep, etp=etp))
+        units = unit_shards(self.spec, Plan(tp=tp, dp=ep, ep=ep, etp=etp), self.training.framework)
         numel = {u: s.numel for u, s in units.items()}
         experts = {u for u in units if u.endswith("/experts")}
         layers = range(self.spec.num_blocks)

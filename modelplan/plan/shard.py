@@ -28,7 +28,7 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from modelplan.count.attention_extras import gate_width
-from modelplan.count.blocks import Block, block_of, indexer_params, mtp_block, norm_params
+from modelplan.count.blocks import Block, block_of, block_params, indexer_params, mtp_block, norm_params
 from modelplan.count.cca import cca_params, residual_affine_params, router_mlp_params
 from modelplan.count.qsa import qsa_params
 from modelplan.count.compressed_attention import compressed_attention_shard
@@ -42,6 +42,8 @@ from modelplan.plan.extras import block_shard, embedding_extra, head_extra, word
 from modelplan.plan.linear_mixers import linear_mixer_shard
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.stages import rank_units
+from modelplan.plan.vision_tower import tower_block_spec
+from modelplan.plan.vision_tower_tp import TOWER_BLOCK, tower_tp
 from modelplan.specs.attention_shape import for_block
 from modelplan.specs.layer_sharing import reuses_weights
 from modelplan.specs.plan import Plan
@@ -168,6 +170,17 @@ def _mamba(spec: TransformerSpec, tp: int, sp: bool) -> tuple[int, int]:
     return numel, out_bias if sp else 0
 
 
+def tower_params_saved(spec: TransformerSpec, tp: int) -> int:
+    """Vision-tower elements one rank does not hold when its blocks are split over `tp`
+    (`vision_tower_tp.py`): per block, the whole block (`count.blocks`) less one rank's shard of it
+    (no sequence parallelism)."""
+    if tp == 1:
+        return 0
+    tower = tower_block_spec(spec)
+    whole = sum(block_params(tower, TOWER_BLOCK).values())
+    return spec.vision.layers * (whole - _block(tower, TOWER_BLOCK, tp, False)[0])
+
+
 def _block(spec: TransformerSpec, block: Block, tp: int, sp: bool) -> tuple[int, int]:
     """(local elements, partial elements) of one block of kind `block` without its routed experts."""
     spec = for_block(spec, block)  # its layer type's attention sizes, its MLP width (specs/attention_shape.py)
@@ -264,8 +277,9 @@ def regrouped(shard: UnitShard, groups: tuple[int, int]) -> UnitShard:
     return shard if group == shard.group_size else shard._replace(group_size=group)
 
 
-def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
-    """Every non-empty unit of the model as one rank holds it."""
+def unit_shards(spec: TransformerSpec, plan: Plan, framework: str | None = None) -> dict[str, UnitShard]:
+    """Every non-empty unit of the model as one rank holds it (`framework`: the engine, which decides
+    whether a vision tower's blocks are split over tp; None: replicated)."""
     tp, sp, h = plan.tp, plan.sequence_parallel, spec.hidden
     dp, expert_group = unit_groups(tp, plan.dp, plan.cp, plan.ep, plan.etp)
     etp = plan.etp or tp
@@ -296,15 +310,16 @@ def unit_shards(spec: TransformerSpec, plan: Plan) -> dict[str, UnitShard]:
     head += transform + decoder
     side = sum(head_side_params(spec).values())  # Gemma 3n's AltUp unembedding projections: replicated
     sizes["head"] = (head + side, (norm + transform if sp else 0) + (side if tp > 1 else 0), dp)
-    if spec.vision is not None:  # replicated over tp (its own small GEMMs), reduced over dp like the rest
-        sizes["vision"] = (sum(vision_params(spec.vision, h).values()), 0, dp)
+    if spec.vision is not None:  # replicated over tp, or its blocks split under Megatron (`vision_tower_tp.py`)
+        saved = tower_params_saved(spec, tower_tp(spec, framework, tp)) if framework else 0
+        sizes["vision"] = (sum(vision_params(spec.vision, h).values()) - saved, 0, dp)
     return {u: UnitShard(unit=u, numel=n, partial_over_tp=p, group_size=g) for u, (n, p, g) in sizes.items() if n}
 
 
 def rank_elements(spec: TransformerSpec, plan: Plan, training: TrainingSpec) -> list[RankElements]:
     """Per pipeline rank: weight, gradient and optimizer-state elements held (table above)."""
     units = rank_units(spec, schedule_layout(plan.schedule, plan.pp, plan.vpp), plan.stage_split)
-    return held_elements(units, unit_shards(spec, plan), plan, training.optimizer_states)
+    return held_elements(units, unit_shards(spec, plan, training.framework), plan, training.optimizer_states)
 
 
 def held_elements(units: Sequence[Sequence[str]], shards: dict[str, UnitShard], plan: Plan,

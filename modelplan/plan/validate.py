@@ -6,6 +6,7 @@ and the search uses the same functions to count why it rejected plans. Conventio
   make-vocab-size-divisible-by), so tp never has to divide vocab;
 - when kv_heads < tp and tp is a multiple of kv_heads, each KV head is replicated on
   tp / kv_heads ranks (vLLM / Megatron-core GQA convention); otherwise tp must divide kv_heads;
+  MLA has no KV heads to divide (`specs/tp_kv_heads.py` owns the rule);
 - every virtual stage holds at least one block: layers >= pp * vpp (uneven splits leave the
   first and last stage lighter, `plan/stages.py`).
 """
@@ -25,6 +26,7 @@ from modelplan.specs.features import architecture_features
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.load import load_engine
 from modelplan.specs.plan import Plan
+from modelplan.specs.tp_kv_heads import attention_kv_heads, kv_heads_replicas, tp_kv_heads_problem
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
 
@@ -40,14 +42,9 @@ def tp_problems(spec: TransformerSpec, tp: int) -> list[Problem]:
     out = []
     if spec.heads % tp:
         out.append(Problem(Reason.TP_HEADS, f"tp ({tp}) must divide heads ({spec.heads})"))
-    kv = spec.num_kv_heads
-    if kv != spec.heads and kv % tp and tp % kv:
-        out.append(
-            Problem(
-                Reason.TP_KV_HEADS,
-                f"tp ({tp}) must divide kv_heads ({kv}) or be a multiple of it (KV heads replicated)",
-            )
-        )
+    kv_problem = tp_kv_heads_problem(spec, tp)  # the one rule (MLA: none; MQA: any tp)
+    if kv_problem and spec.num_kv_heads != spec.heads:  # MHA: the heads message already says it
+        out.append(Problem(Reason.TP_KV_HEADS, kv_problem))
     ffn = spec.moe.expert_ffn_hidden if spec.moe is not None else spec.ffn_hidden
     name = "moe.expert_ffn_hidden" if spec.moe is not None else "ffn_hidden"
     if ffn % tp:
@@ -159,7 +156,7 @@ def cp_comm_problem(spec: TransformerSpec, training: TrainingSpec, tp: int, cp: 
         return None
     profile = load_engine(training.framework)
     kind = training.cp_comm_type or profile.cp_comm_type
-    kv_local = max(1, spec.num_kv_heads // tp)  # a KV head replicated over tp / kv_heads ranks
+    kv_local = max(1, attention_kv_heads(spec) // tp)  # a KV head replicated over tp / kv_heads ranks
     message = cp_problem(kind, cp, spec.heads // tp, kv_local, profile.cp_fp32_merge)
     return None if message is None else Problem(Reason.CP_COMM, message)
 
@@ -245,9 +242,9 @@ def plan_notes(spec: TransformerSpec, plan: Plan, vocab_divisible_by: int = 128,
             f"vocab padded from {spec.vocab} to {padded} (multiple of {vocab_divisible_by} * tp "
             f"{plan.tp}, Megatron-LM)"
         )
-    kv = spec.num_kv_heads
-    if kv < plan.tp and plan.tp % kv == 0:
-        notes.append(f"each of the {kv} KV heads is replicated on {plan.tp // kv} TP ranks")
+    replicas = kv_heads_replicas(spec, plan.tp)
+    if replicas > 1:
+        notes.append(f"each of the {spec.num_kv_heads} KV heads is replicated on {replicas} TP ranks")
     moe = spec.moe
     if moe is not None:
         cf = capacity_factor if capacity_factor is not None else 1.0

@@ -11,12 +11,12 @@ micro-batch of b sequences sends b x images_per_seq images through it (`count.vi
   (Qwen2.5-VL) scale the attention core by their (query, key) pairs; the patch conv, pooling head
   and projector are one GEMM per `count.vision` leaf at the matmul rate. A frozen tower runs
   forward only (`count.vision_step`). The blocks' q/k norms and layer scales are not priced.
-- tensor parallelism: the tower is replicated over tp: each TP rank of the first stage runs it on
-  the micro-batch's images, as its parameters are held whole (`plan/shard.py`), as HF / FSDP /
-  DeepSpeed run the transformers module (whose tower has no tp_plan). Megatron-LM's
-  examples/multimodal/model.py builds the vision config as a deepcopy of the language model's, so
-  it inherits tensor_model_parallel_size (with sequence_parallel, tp_comm_overlap off): that split
-  is not modelled (the tower's time under Megatron at tp > 1 is an upper bound).
+- tensor parallelism (`plan/vision_tower_tp.py`): HF / FSDP / DeepSpeed / torchtitan replicate the
+  tower over tp (each TP rank of the first stage runs it on the micro-batch's images, its
+  parameters held whole, `plan/shard.py`); Megatron-LM splits its blocks over the language model's
+  tp (examples/multimodal/model.py: the vision config is a deepcopy of the language model's, with
+  sequence_parallel and tp_comm_overlap off): the blocks' kernels at tp, their exposed f / g
+  AllReduces, their parameter and activation shares.
 - recompute: full re-runs the tower blocks' forward, selective their attention core, as the plan
   does for the text blocks (`count.vision_step.tower_recompute_flops`; transformers'
   `gradient_checkpointing_enable` sets every submodule's `gradient_checkpointing`, the vision
@@ -40,8 +40,10 @@ from typing import TYPE_CHECKING
 from modelplan.count.vision import vision_forward_flops
 from modelplan.count.vision_step import images_per_sequence, tower_activation_bytes, tower_frozen, tower_recompute
 from modelplan.plan.compute import kernel_times
+from modelplan.plan.vision_tower_tp import tower_activation_saving, tower_tp, tower_tp_seconds
 
 if TYPE_CHECKING:
+    from modelplan.plan.commcost import CommPricer
     from modelplan.plan.compute import Roofline
     from modelplan.plan.engine import EngineSettings
     from modelplan.plan.stage_time import BlockTerms
@@ -77,9 +79,10 @@ def _window_share(spec: "TransformerSpec") -> float:
 
 
 def tower_seconds(spec: "TransformerSpec", training: "TrainingSpec", roofline: "Roofline", micro_batch: int,
-                  recompute: str, software: "EngineSettings") -> tuple[float, float]:
+                  recompute: str, software: "EngineSettings", tp: int = 1) -> tuple[float, float]:
     """(forward, backward incl. recompute) seconds of the tower on one micro-batch's images on one
-    rank of the first stage (module docstring); (0, 0) without images."""
+    rank of the first stage (module docstring), its blocks' heads and MLP split over `tp`
+    (`vision_tower_tp.tower_tp`; 1: replicated); (0, 0) without images."""
     vision = spec.vision
     images = micro_batch * images_per_sequence(spec, training)
     if vision is None or images == 0:
@@ -91,7 +94,7 @@ def tower_seconds(spec: "TransformerSpec", training: "TrainingSpec", roofline: "
         fwd_s, bwd_s = _leaf_gemm_seconds(leaves.values(), images, roofline)
         return (fwd_s, 0.0) if frozen else (fwd_s, bwd_s + (fwd_s if recompute == "full" else 0.0))
     # the blocks: one encoder block's kernels over images x tokens (`compute.kernel_times`)
-    k = kernel_times(tower_block_spec(spec), 1, False, images, vision.tokens, training.dtype_bytes, 1, roofline,
+    k = kernel_times(tower_block_spec(spec), tp, False, images, vision.tokens, training.dtype_bytes, 1, roofline,
                      attention=training.attention, software=software)
     window = _window_share(spec)  # windowed blocks: their attention core on their windows' pairs
     core_f, core_b = k.core_fwd_s * window, k.core_bwd_s * window
@@ -115,15 +118,23 @@ def _leaf_gemm_seconds(flops_per_image, images: int, roofline: "Roofline") -> tu
     return fwd_s, sum(2 * roofline.overhead_s + 2 * n / roofline.matmul_flops_per_s for n in gemms)
 
 def with_vision_tower(terms: "BlockTerms", spec: "TransformerSpec", training: "TrainingSpec",
-                      roofline: "Roofline", micro_batch: int, recompute: str, software: "EngineSettings") -> "BlockTerms":
+                      roofline: "Roofline", micro_batch: int, recompute: str, software: "EngineSettings",
+                      tp: int = 1, pricer: "CommPricer | None" = None, tp_shape=None) -> "BlockTerms":
     """`terms` with the tower's seconds in the first stage's embedding kernels (forward, and the
-    backward with its recompute) and its activations in the first stage's bytes per micro-batch."""
+    backward with its recompute) and its activations in the first stage's bytes per micro-batch;
+    under an engine that splits its blocks over `tp` (`vision_tower_tp.py`: Megatron) their shares,
+    and their exposed AllReduces (priced by `pricer` on the TP group's `tp_shape`) in the embedding's TP seconds."""
     if getattr(spec, "vision", None) is None:
         return terms
     recompute = tower_recompute(recompute, software.framework)
-    fwd_s, bwd_s = tower_seconds(spec, training, roofline, micro_batch, recompute, software)
+    split = tower_tp(spec, software.framework, tp) if pricer is not None else 1
+    fwd_s, bwd_s = tower_seconds(spec, training, roofline, micro_batch, recompute, software, split)
     images = micro_batch * images_per_sequence(spec, training)
     k = terms.kernels
     kernels = k._replace(embedding_fwd_s=k.embedding_fwd_s + fwd_s, embedding_bwd_s=k.embedding_bwd_s + bwd_s)
     kept = tower_activation_bytes(spec, training, images, recompute)
-    return replace(terms, kernels=kernels, embedding_activation_bytes=terms.embedding_activation_bytes + kept)
+    if kept and recompute != "full":  # the split blocks keep their shares (a full recompute keeps block inputs)
+        kept -= tower_activation_saving(spec, training.dtype_bytes, images, split)
+    comm = tower_tp_seconds(spec, training, pricer, tp_shape, split, images) if split > 1 else 0.0
+    return replace(terms, kernels=kernels, tp=terms.tp._replace(embedding_s=terms.tp.embedding_s + comm),
+                   embedding_activation_bytes=terms.embedding_activation_bytes + kept)

@@ -400,6 +400,10 @@ class VisionSpec(Spec):
     def _check_conv_layers(self) -> "VisionSpec":
         if self.conv_layers > self.layers:
             raise ValueError(f"conv_layers ({self.conv_layers}) must not exceed layers ({self.layers})")
+        # SiglipAttention / CLIPAttention: "embed_dim must be divisible by num_heads"
+        if self.tower is None and self.attention_layers and self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(f"vision.heads ({self.heads}) must divide vision.hidden ({self.hidden}) when no "
+                             "vision.head_dim is given")
         return self
 
     @property

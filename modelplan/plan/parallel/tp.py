@@ -31,6 +31,7 @@ from modelplan.comm.ops import Axis, Collective
 from modelplan.comm.regions import SUBLAYER_REGIONS, Region
 from modelplan.count.blocks import Block
 from modelplan.count.mixers import LINEAR_MIXERS
+from modelplan.count.seq2seq import cross_memory_len
 from modelplan.plan.commcost import CommPricer
 from modelplan.plan.parallel.calls import RankCalls
 from modelplan.plan.net_tp import TpRole
@@ -68,7 +69,8 @@ def block_kind_calls(calls: RankCalls, spec: TransformerSpec, block: Block, tp: 
     in forward and of its gradient in backward."""
     mixer = "mamba" if block.mixer in ("mamba", *LINEAR_MIXERS) else "attention"  # linear: one f/g pair
     subs = [mixer] if block.mixer != "mlp" else []  # Nemotron-H MLP blocks have no mixer
-    subs += (["cross_attention"] if block.cross else []) + (["mlp"] if block.mlp else [])
+    cross = block.cross or cross_memory_len(spec) > 0  # a decoder built alone reading image tokens too
+    subs += (["cross_attention"] if cross else []) + (["mlp"] if block.mlp else [])
     _sublayer_calls(calls, subs, tp, sp, nbytes, fwd_runs, bwd_runs, mlp_tp, gather_bytes)
     if block.mixer == "mamba":
         ssm = spec.ssm
