@@ -250,8 +250,6 @@ ENCODER_UNMODELLED: dict[str, str] = {
     "mobilebert": "MobileBERT's bottleneck blocks (intra-bottleneck projections, stacked FFNs, NoNorm)",
     "squeezebert": "SqueezeBERT's grouped 1x1 convolutions for q/k/v, the attention output and the MLP "
                    "(q_groups, k_groups, v_groups, post_attention_groups, intermediate_groups, output_groups)",
-    "nystromformer": "Nystromformer's landmark attention (num_landmarks, the iterative pseudo-inverse, the "
-                     "depthwise conv over values)",
     "luke": "LUKE's entity embeddings and entity-aware attention (entity_vocab_size, w2e / e2w / e2e queries)",
     "fsmt": "FSMT's separate source and target vocabularies (src_vocab_size, tgt_vocab_size)",
 }

@@ -1,0 +1,56 @@
+"""Parameter groups beside an encoder's block stack (`ExtrasSpec.side`): the tables, linears and
+norms an HF encoder adds to BERT's modules that no other option states, each with the
+multiply-adds it runs per token (transformers 5.24 modeling files):
+
+- at the input (`embedding`): LayoutLM's 2-D position tables, MarkupLM's XPath tables and MLP,
+  LiLT's layout embeddings;
+- in every block (`block`): GTE's down_proj bias, Nystromformer's depthwise value conv,
+  ConvBERT's span-based dynamic convolution, LiLT's layout stream.
+
+Their GEMMs are counted as 2 FLOPs a multiply-add (count/encoder_side.py); the planner keeps their
+parameters replicated and does not price their kernels (`extras.side`, plan/extras.py UNPRICED)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from modelplan.specs.base import Spec
+
+
+class SideOp(Spec):
+    """One parameter group and the forward work it does per token."""
+
+    name: str = Field(min_length=1)
+    """Breakdown key under `embedding/side/` or a block's `side/`."""
+    params: int = Field(0, ge=0)
+    """Parameter elements (all trainable)."""
+    macs: int = Field(0, ge=0)
+    """Forward multiply-adds per token that do not depend on the sequence length (a linear's in x out)."""
+    macs_per_key: int = Field(0, ge=0)
+    """Forward multiply-adds per token per key of its sequence (an attention's scores and context)."""
+    kept: int = Field(0, ge=0)
+    """Activation elements per token kept for backward (a linear's input)."""
+
+
+class EncoderSideSpec(Spec):
+    """The side groups of the input side and of every block."""
+
+    embedding: list[SideOp] = Field(default_factory=list)
+    """Run once per token before the first block."""
+    block: list[SideOp] = Field(default_factory=list)
+    """Held and run by every block."""
+
+
+def linear(name: str, n_in: int, n_out: int, bias: bool = True) -> dict:
+    """nn.Linear(n_in, n_out, bias): n_in x n_out weights (+ n_out), n_in x n_out multiply-adds a token."""
+    return dict(name=name, params=n_in * n_out + (n_out if bias else 0), macs=n_in * n_out, kept=n_in)
+
+
+def table(name: str, rows: int, width: int, copies: int = 1) -> dict:
+    """`copies` nn.Embedding(rows, width) lookups: parameters only."""
+    return dict(name=name, params=copies * rows * width)
+
+
+def layer_norm(name: str, width: int, bias: bool = True) -> dict:
+    """nn.LayerNorm(width): weight (+ bias); no GEMM."""
+    return dict(name=name, params=width * (2 if bias else 1))

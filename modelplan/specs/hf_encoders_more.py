@@ -1,0 +1,223 @@
+"""HF config mappers of more BERT-shaped encoders (transformers 5.24 modeling code): gte and
+jina_embeddings_v3 (post-LN rotary blocks), layoutlm (2-D position tables), markuplm (XPath
+embeddings), tapas (seven token-type tables), yoso, mra and nystromformer (BERT's modules, their
+approximate attention parameter-free but for Nystromformer's value conv), fnet (Fourier mixing:
+MLP-only blocks) and convbert (span-based dynamic convolution heads). Each is BERT's encoder
+(`hf_gpt._bert`) with the groups its modeling file adds as `extras.side` (specs/encoder_side.py);
+heads are BERT's (`hf.apply_head`), their classification heads' dense + out_proj the size of
+BERT's pooler + classifier."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from modelplan.errors import SpecError
+from modelplan.specs.encoder_side import layer_norm, linear, table
+from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_gpt import GPT_MAPPERS
+
+_bert = GPT_MAPPERS["bert"]
+
+
+def _with(c: HFConfig, **keys) -> HFConfig:
+    """`c` with some keys defaulted (the config class defaults BERT's mapper would read otherwise)."""
+    return HFConfig({**keys, **c.data}, c.source, c.path, c.defaults)
+
+
+def _side(fields: dict, embedding: list[dict] | None = None, block: list[dict] | None = None) -> dict:
+    """`fields` with side groups added to its extras."""
+    extras = dict(fields.get("extras") or {})
+    extras["side"] = {"embedding": embedding or [], "block": block or []}
+    return {**fields, "extras": extras}
+
+
+def _rope_theta(c: HFConfig, default: float) -> float:
+    """rope_parameters.rope_theta, else rope_theta, else the config class's default_theta."""
+    nested = c.sub("rope_parameters")
+    if nested is not None and nested.has("rope_theta"):
+        return nested.number("rope_theta")
+    return c.number("rope_theta", default)
+
+
+def _gte(c: HFConfig) -> dict:
+    """GteModel (gte-multilingual): BERT's post-LN blocks (q/k/v/o biased, post_attention_layernorm,
+    post_mlp_layernorm) with rotary q/k (GteConfig.default_theta 160000), no position table, a
+    gated MLP (gate_proj, up_proj bias-free; down_proj with bias), token types (1), the embedding
+    LayerNorm; no pooler in GteModel (its sequence classifier adds one); MLM head as BERT's."""
+    c = _with(c, type_vocab_size=1, max_position_embeddings=8192, layer_norm_eps=1e-12)
+    fields = {**_bert(c), "position": "rotary", "rope_theta": _rope_theta(c, 160000.0), "gated_mlp": True,
+              "mlp_bias": False, "pooler": False}
+    return _side(fields, block=[dict(name="down_proj_bias", params=fields["hidden"])])  # GteMLP.down_proj.bias
+
+
+def _jina_v3(c: HFConfig) -> dict:
+    """JinaEmbeddingsV3Model: XLM-RoBERTa's post-LN blocks (biased q/k/v/o, fc1/fc2) with rotary q/k
+    (JinaEmbeddingsV3Config.default_theta 20000), no position table, token types (1), its pooler.
+    The published checkpoint's task LoRA adapters are not modules of transformers' port: none
+    counted."""
+    c = _with(c, type_vocab_size=1, max_position_embeddings=8194, layer_norm_eps=1e-5)
+    return {**_bert(c), "position": "rotary", "rope_theta": _rope_theta(c, 20000.0)}
+
+
+def _layoutlm(c: HFConfig) -> dict:
+    """LayoutLMModel: BERT's modules plus x / y / h / w position tables, each
+    Embedding(max_2d_position_embeddings, h), summed into the embedding (Xu et al. 2020 sec. 2.2)."""
+    fields = _bert(c)
+    rows = c.integer("max_2d_position_embeddings", 1024)
+    return _side(fields, embedding=[table("xywh_position", rows, fields["hidden"], copies=4)])
+
+
+def _tapas(c: HFConfig) -> dict:
+    """TapasModel: BERT's modules with one token-type table per entry of type_vocab_sizes
+    (token_type_embeddings_0..6, each h wide: their rows add up as one table's); TapasForQuestionAnswering's
+    cell-selection and aggregation weights are not modelled."""
+    names = c.texts("architectures", None) or [""]
+    if names[0].endswith("ForQuestionAnswering"):
+        raise SpecError(f"{c.source}: architectures: '{names[0]}' is not modelled (TAPAS's cell-selection "
+                        f"output_weights / column_output_weights and aggregation classifier)")
+    sizes = c.data.get("type_vocab_sizes", [3, 256, 256, 2, 256, 256, 10])  # TapasConfig's default
+    if not isinstance(sizes, list) or not all(isinstance(n, int) and n > 0 for n in sizes):
+        raise SpecError(f"{c.source}: type_vocab_sizes: expected a list of positive integers, got {sizes!r}")
+    return {**_bert(_with(c, max_position_embeddings=1024)), "type_vocab": sum(sizes)}
+
+
+def _offset_bert(conv: str | None, type_vocab: int = 1) -> Callable[[HFConfig], dict]:
+    """YosoModel / MraModel / NystromformerModel: BERT's modules with max_position_embeddings + 2
+    position rows, `type_vocab` token types, no pooler (their classification heads' dense is the pooler's
+    size); `conv` names the key of a depthwise Conv2d(heads, heads, (k, 1), groups=heads,
+    bias=False) over each head's values (YOSO conv_window, Nystromformer conv_kernel_size): heads x k
+    weights, k multiply-adds per value element."""
+    def mapper(c: HFConfig) -> dict:
+        c = _with(c, type_vocab_size=type_vocab, max_position_embeddings=4096 if conv == "conv_window" else 512)
+        fields = {**_bert(c), "pooler": False, "extras": {"position_offset": 2}}
+        kernel = c.integer(conv, 65 if conv == "conv_kernel_size" else None) if conv else None
+        if not kernel:
+            return fields
+        heads, h = fields["heads"], fields["hidden"]
+        return _side(fields, block=[dict(name="value_conv", params=heads * kernel, macs=kernel * h)])
+    return mapper
+
+
+def _fnet(c: HFConfig) -> dict:
+    """FNetModel (Lee-Thorp et al. 2022): BERT's embeddings then embeddings.projection Linear(h, h)
+    with bias (extras.input_width = h), blocks of a parameter-free Fourier transform (its
+    output LayerNorm) and BERT's MLP with its LayerNorm: two norms a block, no attention; its pooler;
+    heads as BERT's (FFTs are not GEMMs: no FLOPs counted for the mixing)."""
+    c = _with(c, type_vocab_size=4, layer_norm_eps=1e-12, hidden_act="gelu_new", num_attention_heads=1)
+    fields = _bert(c)
+    return {**fields, "layer_types": ["mlp"] * fields["layers"], "mlp": False, "norms_per_layer": 2,
+            "extras": {"input_width": fields["hidden"]}}
+
+
+def _convbert(c: HFConfig) -> dict:
+    """ConvBertModel (Jiang et al. 2020): BERT's modules at embedding_size with
+    embeddings_project Linear(E, h) when E != h; each block's attention runs heads // head_ratio
+    heads (query / key / value h -> h / head_ratio, biased) beside the span-based dynamic
+    convolution: key_conv_attn_layer (depthwise Conv1d(h, h, k, groups=h, bias=False), pointwise
+    Conv1d(h, h / r, 1, bias=False), bias (h / r, 1)), conv_kernel_layer Linear(h / r, heads_c x k),
+    conv_out_layer Linear(h, h / r); attention.output.dense reads both halves (h x h); the MLP is
+    BERT's (num_groups 1: grouped linears refused)."""
+    if c.integer("num_groups", 1) != 1:
+        raise SpecError(f"{c.source}: num_groups: {c.integer('num_groups')} is not modelled (ConvBERT's grouped "
+                        f"intermediate / output linears)")
+    fields = _bert(c)
+    h, heads = fields["hidden"], fields["heads"]
+    ratio, k = c.integer("head_ratio", 2), c.integer("conv_kernel_size", 9)
+    local = max(heads // ratio, 1)  # ConvBertSelfAttention.num_attention_heads (1 when head_ratio > heads)
+    if h % local:
+        raise SpecError(f"{c.source}: hidden_size: {h} must be divisible by num_attention_heads // head_ratio ({local})")
+    d = h // local // 2  # attention_head_size
+    half = local * d  # all_head_size = h / head_ratio
+    embedding = c.integer("embedding_size", 768)  # ConvBertConfig's default
+    fields.update(heads=local, head_dim=d, extras={"input_width": embedding} if embedding != h else None)
+    block = [
+        dict(name="conv/key_depthwise", params=h * k, macs=h * k, kept=h),  # SeparableConv1D.depthwise
+        linear("conv/key_pointwise", h, half, bias=False),  # SeparableConv1D.pointwise
+        dict(name="conv/key_bias", params=half),  # SeparableConv1D.bias (h / r, 1)
+        linear("conv/kernel", half, local * k),  # conv_kernel_layer
+        linear("conv/out", h, half),  # conv_out_layer
+        dict(name="conv/unfold", macs=half * k),  # the (h / r) x k unfolded span times its kernel
+        linear("conv/output_share", h - half, h, bias=False),  # output.dense's rows reading the conv half
+    ]
+    return _side(fields, block=block)
+
+
+def _markuplm(c: HFConfig) -> dict:
+    """MarkupLMModel (Li et al. 2022): BERT's modules plus XPathEmbeddings: max_depth tag tables
+    Embedding(max_xpath_tag_unit_embeddings, xpath_unit_hidden_size) and as many subscript tables
+    Embedding(max_xpath_subs_unit_embeddings, xpath_unit_hidden_size), then xpath_unitseq2_inner
+    Linear(D, 4h), inner2emb Linear(4h, h) over D = max_depth x xpath_unit_hidden_size
+    (xpath_unitseq2_embeddings Linear(D, h) is held but not run); its pooler."""
+    fields = _bert(c)
+    h = fields["hidden"]
+    depth, unit = c.integer("max_depth", 50), c.integer("xpath_unit_hidden_size", 32)
+    width = depth * unit
+    embedding = [
+        table("xpath/tag", c.integer("max_xpath_tag_unit_embeddings", 256), unit, copies=depth),
+        table("xpath/subs", c.integer("max_xpath_subs_unit_embeddings", 1024), unit, copies=depth),
+        dict(name="xpath/unitseq2", params=width * h + h),  # xpath_unitseq2_embeddings: not in the forward
+        linear("xpath/inner", width, 4 * h),
+        linear("xpath/inner2emb", 4 * h, h),
+    ]
+    return _side(fields, embedding=embedding)
+
+
+def _lilt(c: HFConfig) -> dict:
+    """LiltModel (Wang et al. 2022): BERT's text stream and its pooler beside a layout stream of width
+    w = h / channel_shrink_ratio: LiltLayoutEmbeddings (x / y / h / w tables of h // 6 columns over
+    max_2d_position_embeddings rows, box_linear_embeddings Linear(h, w) over the six concatenated
+    lookups, box_position_embeddings (max_position_embeddings, w), LayerNorm(w)); in every block
+    layout_query / key / value Linear(w, w), layout_output (dense w x w, LayerNorm(w)), the layout
+    scores and context (bi-directional attention complementation: the text and layout scores are
+    summed), layout_intermediate Linear(w, f / r), layout_output Linear(f / r, w) and LayerNorm(w)."""
+    fields = _bert(c)
+    h, f = fields["hidden"], fields["ffn_hidden"]
+    r = c.integer("channel_shrink_ratio", 4)
+    w, fw, rows = h // r, f // r, c.integer("max_2d_position_embeddings", 1024)
+    embedding = [table("layout/xywh", rows, h // 6, copies=4), linear("layout/box_linear", h, w),
+                 table("layout/box_position", fields["max_positions"], w), layer_norm("layout/norm", w)]
+    block = [linear("layout/qkv", w, 3 * w), linear("layout/attention_out", w, w), layer_norm("layout/attention_norm", w),
+             dict(name="layout/scores", macs_per_key=2 * w),  # QK^T and softmax(QK^T) V over the w layout dims
+             linear("layout/intermediate", w, fw), linear("layout/output", fw, w), layer_norm("layout/output_norm", w)]
+    return _side(fields, embedding=embedding, block=block)
+
+
+ENCODERS_MORE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
+    "gte": _gte, "jina_embeddings_v3": _jina_v3, "layoutlm": _layoutlm, "tapas": _tapas,
+    "yoso": _offset_bert("conv_window"), "mra": _offset_bert(None), "nystromformer": _offset_bert("conv_kernel_size", 2),
+    "fnet": _fnet, "convbert": _convbert, "markuplm": _markuplm, "lilt": _lilt,
+}
+
+
+def _pooled_always(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
+    """BERT's heads over a body that keeps its pooler under every head (LayoutLMModel builds
+    LayoutLMPooler whatever the head)."""
+    return {**apply_head(fields, c, architecture(c)), "pooler": True}
+
+
+def _qa_two_labels(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
+    """BERT's heads; ...ForQuestionAnswering sets num_labels 2 before building qa_outputs (YOSO, MRA,
+    Nystromformer)."""
+    fields = apply_head(fields, c, architecture(c))
+    if (architecture(c) or "").endswith("ForQuestionAnswering"):
+        return {**fields, "classifier": {"num_labels": 2, "per_token": True}}
+    return fields
+
+
+def _convbert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
+    """BERT's heads without a pooler in ConvBertModel: ConvBertForMultipleChoice's sequence_summary is
+    the first token, with Linear(h, h) only under summary_use_proj (XLM's SequenceSummary), then
+    classifier Linear(h, 1)."""
+    name = architecture(c) or ""
+    fields = apply_head(fields, c, name)
+    if name.endswith("ForMultipleChoice"):
+        if c.flag("summary_use_proj", False) and c.flag("summary_proj_to_labels", False):
+            raise SpecError(f"{c.source}: summary_proj_to_labels: true is not modelled (a num_labels-wide summary)")
+        return {**fields, "pooler": c.flag("summary_use_proj", False)}
+    return {**fields, "pooler": False} if name.endswith("Model") else fields
+
+
+ENCODERS_MORE_HEADS: dict[str, Callable[..., dict]] = {
+    "layoutlm": _pooled_always, "fnet": _pooled_always, "convbert": _convbert_head, "yoso": _qa_two_labels, "mra": _qa_two_labels, "nystromformer": _qa_two_labels,
+}
+"""Types whose head classes `hf.apply_head` would misread."""
