@@ -1,0 +1,165 @@
+"""The encoders of modelplan/specs/hf_encoders_more.py (gte, jina_embeddings_v3, layoutlm, tapas,
+yoso, mra, nystromformer, fnet, convbert, markuplm, lilt) and the side groups they use
+(specs/encoder_side.py): total and trainable parameters equal sum(p.numel()) of transformers 5.24's
+module built on CPU from a tiny config for every head class, and at the config class defaults (meta
+device); training FLOPs equal FlopCounterMode's count of one eager forward + backward, less the terms
+named per test; `count` and `plan --gpus 8` run and `verify` refuses `extras.side` by name in one
+line; what is not modelled is a one-line error naming the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from _hf_n17_checks import (assert_class_defaults, assert_count_plan_verify, assert_one_line_error,
+                             assert_total_and_trainable_on_cpu, case_ids)
+from _hf_reference import hf_training_flop_counts
+from modelplan.count.flops import count_flops
+from modelplan.count.params import count_params
+from modelplan.specs.hf import from_hf_config
+from modelplan.specs.training import TrainingSpec
+
+BERT = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=96, vocab_size=100,
+            max_position_embeddings=40, num_labels=3)
+"""A tiny BERT-shaped config in BERT's key names."""
+HEADS = ["ForMaskedLM", "Model", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
+         "ForMultipleChoice", "ForPreTraining"]
+PREFIX = {"gte": "Gte", "jina_embeddings_v3": "JinaEmbeddingsV3", "layoutlm": "LayoutLM", "tapas": "Tapas",
+          "yoso": "Yoso", "mra": "Mra", "nystromformer": "Nystromformer", "fnet": "FNet", "convbert": "ConvBert",
+          "markuplm": "MarkupLM", "lilt": "Lilt"}
+"""Each type's class-name prefix."""
+CLASSES = {"gte": HEADS[:4], "jina_embeddings_v3": HEADS[:5], "layoutlm": HEADS[:5], "tapas": HEADS[:3],
+           "yoso": HEADS[:6], "mra": HEADS[:6], "nystromformer": HEADS[:6], "fnet": HEADS, "convbert": HEADS[:6],
+           "markuplm": HEADS[1:5], "lilt": HEADS[1:5]}
+"""The head classes transformers 5.24 ships per type (TapasForQuestionAnswering is refused)."""
+VARIANTS = {
+    "gte": [{}, dict(type_vocab_size=2, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})],
+    "jina_embeddings_v3": [{}],
+    "layoutlm": [{}, dict(max_2d_position_embeddings=20)],
+    "tapas": [{}, dict(type_vocab_sizes=[3, 4])],
+    "yoso": [{}, dict(conv_window=3)],
+    "mra": [dict(max_position_embeddings=64)],  # MraSelfAttention needs max_position_embeddings of 32-blocks
+    "nystromformer": [{}, dict(conv_kernel_size=5)],
+    "fnet": [{}],
+    "convbert": [{}, dict(embedding_size=64, head_ratio=4, conv_kernel_size=5), dict(hidden_size=32, head_ratio=8)],
+    "markuplm": [{}, dict(max_depth=5, xpath_unit_hidden_size=8)],
+    "lilt": [dict(hidden_size=96), dict(hidden_size=96, channel_shrink_ratio=2, max_2d_position_embeddings=30)],
+}
+"""Per type: the configs read (LiLT's layout tables are h // 6 wide and must concatenate to h: h = 96)."""
+
+CASES = [dict(BERT, model_type=t, architectures=[PREFIX[t] + h], **extra)
+         for t, heads in CLASSES.items() for h in heads for extra in VARIANTS[t]]
+
+DEFAULTS = {"gte": "GteForMaskedLM", "jina_embeddings_v3": "JinaEmbeddingsV3ForMaskedLM",
+            "layoutlm": "LayoutLMForMaskedLM", "tapas": "TapasForMaskedLM", "yoso": "YosoForMaskedLM",
+            "mra": "MraForMaskedLM", "nystromformer": "NystromformerForMaskedLM", "fnet": "FNetForMaskedLM",
+            "convbert": "ConvBertForMaskedLM", "markuplm": "MarkupLMForSequenceClassification",
+            "lilt": "LiltForSequenceClassification"}
+"""transformers' masked-LM mapping entry of each type (its sequence classifier where it has none)."""
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("data", CASES, ids=case_ids(CASES))
+def test_total_and_trainable_equal_transformers_on_cpu(data):
+    """Total and trainable parameters equal those of the transformers model built on CPU."""
+    assert_total_and_trainable_on_cpu(data)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", sorted(DEFAULTS))
+def test_class_defaults_equal_transformers(model_type):
+    """The config class defaults, built on the meta device as the mapping's class."""
+    assert_class_defaults(model_type, DEFAULTS[model_type])
+
+
+BATCH, SEQ = 2, 12
+
+
+def _flops(data: dict) -> tuple[int, dict[str, int]]:
+    """(our training FLOPs, FlopCounterMode's by aten op) of `data` at BATCH x SEQ."""
+    ours = count_flops(from_hf_config(data), TrainingSpec(global_batch=BATCH, seq_len=SEQ)).model
+    return ours, hf_training_flop_counts(data, BATCH, SEQ)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("data", [
+    dict(BERT, model_type="gte", architectures=["GteForMaskedLM"]),
+    dict(BERT, model_type="jina_embeddings_v3", architectures=["JinaEmbeddingsV3ForMaskedLM"]),
+    dict(BERT, model_type="tapas", architectures=["TapasForSequenceClassification"]),
+    dict(BERT, model_type="markuplm", architectures=["MarkupLMForSequenceClassification"]),
+], ids=lambda d: d["architectures"][0])
+def test_training_flops_equal_flop_counter(data):
+    """One forward + backward of the HF module (eager) counts exactly our model FLOPs (MarkupLM's
+    XPath MLP per token, GTE's gated MLP, rotary blocks)."""
+    ours, ref = _flops(data)
+    assert ours == sum(ref.values())
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["layoutlm", "fnet"])
+def test_masked_lm_flops_but_the_pooler_backward(model_type):
+    """LayoutLM / FNet keep their pooler under the masked-LM head: its output is not in the loss, so
+    autograd runs no backward through it; ours counts it 3x forward: 2 x (b, h) @ (h, h) x 2 more."""
+    data = dict(BERT, model_type=model_type, architectures=[PREFIX[model_type] + "ForMaskedLM"])
+    ours, ref = _flops(data)
+    assert ours - 2 * (2 * BATCH * 64 * 64) == sum(ref.values())
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize("data", [
+    dict(BERT, model_type="convbert", architectures=["ConvBertForMaskedLM"], embedding_size=64),
+    dict(BERT, model_type="nystromformer", architectures=["NystromformerForMaskedLM"]),
+], ids=["convbert", "nystromformer"])
+def test_conv_flops_with_the_backward_at_twice_the_forward(data):
+    """ConvBERT's separable key conv and Nystromformer's value conv: FlopCounterMode's forward
+    convolution equals ours; its convolution_backward is replaced by 2x the forward (grad input and
+    grad weight, the convention every GEMM here follows), the rest equal."""
+    ours, ref = _flops(data)
+    assert ours == sum(ref.values()) - ref["aten.convolution_backward"] + 2 * ref["aten.convolution"]
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_lilt_flops_but_the_last_layout_tail():
+    """LiLT: the last block's layout stream past its scores (layout value, context, attention output,
+    intermediate and output; w = 24, f / r = 24) never reaches the text-stream loss, so autograd runs
+    no backward there: ours is 2 x their forward higher."""
+    data = dict(BERT, model_type="lilt", architectures=["LiltForSequenceClassification"], hidden_size=96)
+    ours, ref = _flops(data)
+    t, w = BATCH * SEQ, 24
+    tail = 2 * t * w * w + 2 * t * SEQ * w + 2 * t * w * w + 2 * 2 * t * w * 24  # value, context, out, MLP
+    assert ours - 2 * tail == sum(ref.values())
+
+
+COUNT_PLAN = [dict(BERT, model_type=t, architectures=[PREFIX[t] + CLASSES[t][0]], **VARIANTS[t][-1])
+              for t in ("gte", "layoutlm", "convbert", "markuplm", "lilt", "nystromformer")]
+
+
+@pytest.mark.parametrize("data", COUNT_PLAN, ids=[d["model_type"] for d in COUNT_PLAN])
+def test_count_plan_run_and_verify_names_the_side_groups(tmp_path, data):
+    """count and plan --gpus 8 exit 0; verify refuses the side groups the executor does not run, by name."""
+    assert_count_plan_verify(tmp_path, data, "extras.side")
+
+
+def test_layoutlm_tables_by_hand():
+    """LayoutLM's x / y / h / w tables: 4 x max_2d_position_embeddings x h over BERT's embedding
+    (Xu et al. 2020 sec. 2.2: four 2-D position embedding layers)."""
+    layout = count_params(from_hf_config(dict(BERT, model_type="layoutlm", max_2d_position_embeddings=10)))
+    bert = count_params(from_hf_config(dict(BERT, model_type="bert")))
+    assert layout.total - bert.total == 4 * 10 * 64
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (dict(BERT, model_type="tapas", architectures=["TapasForQuestionAnswering"]),
+     "'TapasForQuestionAnswering' is not modelled"),
+    (dict(BERT, model_type="tapas", type_vocab_sizes=[3, "x"]), "type_vocab_sizes: expected a list"),
+    (dict(BERT, model_type="convbert", num_groups=2), "num_groups: 2 is not modelled"),
+    (dict(BERT, model_type="convbert", architectures=["ConvBertForMultipleChoice"], summary_use_proj=True,
+          summary_proj_to_labels=True), "summary_proj_to_labels: true is not modelled"),
+])
+def test_unmodelled_is_a_one_line_error_naming_the_field(data, message):
+    """What the spec cannot express is refused in one line naming the config key."""
+    assert_one_line_error(data, message)
