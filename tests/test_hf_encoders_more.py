@@ -163,3 +163,61 @@ def test_layoutlm_tables_by_hand():
 def test_unmodelled_is_a_one_line_error_naming_the_field(data, message):
     """What the spec cannot express is refused in one line naming the config key."""
     assert_one_line_error(data, message)
+
+
+TINY = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=96, vocab_size=100,
+            num_labels=3)
+HEAD_CASES = [
+    dict(TINY, model_type="big_bird", architectures=["BigBirdForSequenceClassification"], max_position_embeddings=64),
+    dict(TINY, model_type="big_bird", architectures=["BigBirdForQuestionAnswering"], max_position_embeddings=64),
+    dict(TINY, model_type="big_bird", architectures=["BigBirdForMaskedLM"], max_position_embeddings=64),
+    dict(TINY, model_type="modernbert-decoder", architectures=["ModernBertDecoderForSequenceClassification"],
+         pad_token_id=0),
+    dict(TINY, model_type="modernbert-decoder", architectures=["ModernBertDecoderForSequenceClassification"],
+         pad_token_id=0, classifier_bias=True, norm_bias=True),
+]
+"""The heads of already supported types added here (hf_encoders_more: big_bird_task_head, _modernbert_decoder_head)."""
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("data", HEAD_CASES, ids=case_ids(HEAD_CASES))
+def test_added_heads_equal_transformers_on_cpu(data):
+    """BigBird's classification / QA heads and ModernBERT-decoder's sequence classifier count what
+    transformers builds."""
+    assert_total_and_trainable_on_cpu(data)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(("model_type", "architecture", "extra"), [
+    ("t5gemma", "T5GemmaForSequenceClassification", {}),
+    ("t5gemma", "T5GemmaForSequenceClassification", {"is_encoder_decoder": False}),
+    ("t5gemma", "T5GemmaForTokenClassification", {}),
+    ("t5gemma2", "T5Gemma2ForSequenceClassification", {}),
+    ("t5gemma2", "T5Gemma2ForTokenClassification", {}),
+    ("modernbert-decoder", "ModernBertDecoderForSequenceClassification", {}),
+])
+def test_added_heads_class_defaults_equal_transformers(model_type, architecture, extra):
+    """T5Gemma / T5Gemma2's score.out_proj over the bare model (the encoder alone when
+    is_encoder_decoder is false) at the config class defaults, on the meta device."""
+    from _hf_n17_checks import class_defaults
+    from _hf_reference import hf_numel
+
+    data = {**class_defaults(model_type), **extra, "architectures": [architecture]}
+    assert count_params(from_hf_config(data)).total == hf_numel(data)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_added_head_flops_equal_flop_counter():
+    """ModernBERT-decoder's sequence classifier: its prediction head and classifier on every token,
+    exactly FlopCounterMode's; BigBird's: ours less the pooler's backward (computed, not in the loss:
+    2 x (b, h) @ (h, h) twice more)."""
+    ours, ref = _flops(HEAD_CASES[3])
+    assert ours == sum(ref.values())
+    ours, ref = _flops(HEAD_CASES[0])
+    assert ours - 2 * (2 * BATCH * 64 * 64) == sum(ref.values())
+
+
+def test_esm_without_a_vocabulary_names_its_source():
+    """EsmConfig's vocab_size default is None: a one-line error saying so."""
+    assert_one_line_error(dict(BERT, model_type="esm", vocab_size=None), "EsmConfig's default is None")

@@ -16,7 +16,7 @@ def _ops(spec: "TransformerSpec", where: str) -> "list[SideOp]":
 
 
 def side_params(spec: "TransformerSpec", where: str) -> dict[str, int]:
-    """Parameters of the `where` ('embedding' or 'block') groups."""
+    """Parameters of the `where` ('embedding', 'block' or 'head') groups."""
     out: dict[str, int] = {}
     for op in _ops(spec, where):
         out[f"side/{op.name}"] = out.get(f"side/{op.name}", 0) + op.params
@@ -25,10 +25,12 @@ def side_params(spec: "TransformerSpec", where: str) -> dict[str, int]:
 
 def side_flops(spec: "TransformerSpec", where: str, tokens: int, seq_len: int) -> dict[str, int]:
     """Forward FLOPs of the `where` groups over `tokens` tokens in sequences of `seq_len`: 2 a
-    multiply-add (torch.utils.flop_counter's mm / bmm convention)."""
+    multiply-add (torch.utils.flop_counter's mm / bmm convention); a per-sequence group on
+    tokens // seq_len rows."""
     out: dict[str, int] = {}
     for op in _ops(spec, where):
-        out[f"side/{op.name}"] = out.get(f"side/{op.name}", 0) + 2 * tokens * (op.macs + op.macs_per_key * seq_len)
+        rows = tokens // seq_len if op.per_sequence else tokens
+        out[f"side/{op.name}"] = out.get(f"side/{op.name}", 0) + 2 * rows * (op.macs + op.macs_per_key * seq_len)
     return out
 
 

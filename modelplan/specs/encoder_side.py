@@ -5,7 +5,8 @@ multiply-adds it runs per token (transformers 5.24 modeling files):
 - at the input (`embedding`): LayoutLM's 2-D position tables, MarkupLM's XPath tables and MLP,
   LiLT's layout embeddings;
 - in every block (`block`): GTE's down_proj bias, Nystromformer's depthwise value conv,
-  ConvBERT's span-based dynamic convolution, LiLT's layout stream.
+  ConvBERT's span-based dynamic convolution, LiLT's layout stream;
+- in the head (`head`): BigBird's classification dense and question-answering MLP.
 
 Their GEMMs are counted as 2 FLOPs a multiply-add (count/encoder_side.py); the planner keeps their
 parameters replicated and does not price their kernels (`extras.side`, plan/extras.py UNPRICED)."""
@@ -30,6 +31,8 @@ class SideOp(Spec):
     """Forward multiply-adds per token per key of its sequence (an attention's scores and context)."""
     kept: int = Field(0, ge=0)
     """Activation elements per token kept for backward (a linear's input)."""
+    per_sequence: bool = False
+    """Runs on one row a sequence (a classification head's dense on the first token), not every token."""
 
 
 class EncoderSideSpec(Spec):
@@ -39,11 +42,14 @@ class EncoderSideSpec(Spec):
     """Run once per token before the first block."""
     block: list[SideOp] = Field(default_factory=list)
     """Held and run by every block."""
+    head: list[SideOp] = Field(default_factory=list)
+    """Run by the task head before its classifier (BigBird's classification dense beside the pooler)."""
 
 
-def linear(name: str, n_in: int, n_out: int, bias: bool = True) -> dict:
-    """nn.Linear(n_in, n_out, bias): n_in x n_out weights (+ n_out), n_in x n_out multiply-adds a token."""
-    return dict(name=name, params=n_in * n_out + (n_out if bias else 0), macs=n_in * n_out, kept=n_in)
+def linear(name: str, n_in: int, n_out: int, bias: bool = True, per_sequence: bool = False) -> dict:
+    """nn.Linear(n_in, n_out, bias): n_in x n_out weights (+ n_out), n_in x n_out multiply-adds a row."""
+    return dict(name=name, params=n_in * n_out + (n_out if bias else 0), macs=n_in * n_out, kept=n_in,
+                per_sequence=per_sequence)
 
 
 def table(name: str, rows: int, width: int, copies: int = 1) -> dict:

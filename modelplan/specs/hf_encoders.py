@@ -148,6 +148,9 @@ def _esm(c: HFConfig) -> dict:
     as BERT's (EsmLMHead: dense, LayerNorm, tied decoder, vocab bias)."""
     if c.flag("is_folding_model", False):
         raise SpecError(f"{c.source}: is_folding_model: true is not modelled (ESMFold's folding trunk)")
+    if c.data.get("vocab_size") is None:  # EsmConfig.vocab_size defaults to None
+        raise SpecError(f"{c.source}: vocab_size: missing (EsmConfig's default is None, so transformers cannot build "
+                        f"EsmModel without it either; the ESM-2 and ESM-1b checkpoints set 33)")
     kind = c.text("position_embedding_type", "absolute")
     if kind not in ("absolute", "rotary"):
         raise SpecError(f"{c.source}: position_embedding_type: unsupported '{kind}' (absolute, rotary)")
