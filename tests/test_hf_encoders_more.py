@@ -221,3 +221,57 @@ def test_added_head_flops_equal_flop_counter():
 def test_esm_without_a_vocabulary_names_its_source():
     """EsmConfig's vocab_size default is None: a one-line error saying so."""
     assert_one_line_error(dict(BERT, model_type="esm", vocab_size=None), "EsmConfig's default is None")
+
+
+LLAMA_TINY = dict(num_hidden_layers=3, hidden_size=64, intermediate_size=96, num_attention_heads=4, vocab_size=100,
+                  num_labels=3)
+LLAMA_CASES = [dict(LLAMA_TINY, model_type="esmc", architectures=["Esmc" + h], **extra)
+               for h in ("ForMaskedLM", "Model", "ForSequenceClassification", "ForTokenClassification")
+               for extra in ({}, {"tie_word_embeddings": True})]
+LLAMA_CASES += [dict(LLAMA_TINY, model_type="ultrabert", architectures=["Ultrabert" + h], num_key_value_heads=2,
+                     **extra)
+                for h in ("ForMaskedLM", "Model", "ForSequenceClassification", "ForTokenClassification",
+                          "ForQuestionAnswering")
+                for extra in ({}, {"tie_word_embeddings": True, "prediction_head_size": 32})]
+"""ESM C (EsmcForMaskedLM never ties its decoder) and Ultrabert, Llama-shaped encoders."""
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("data", LLAMA_CASES, ids=case_ids(LLAMA_CASES))
+def test_llama_shaped_encoders_equal_transformers_on_cpu(data):
+    """ESM C's LayerNorms (biased in the blocks, bias-free q/k and final norms) and Ultrabert's
+    prediction head count what transformers builds."""
+    assert_total_and_trainable_on_cpu(data)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize(("model_type", "architecture"), [
+    ("esmc", "EsmcForMaskedLM"), ("esmc", "EsmcForSequenceClassification"),
+    ("ultrabert", "UltrabertForMaskedLM"), ("ultrabert", "UltrabertForSequenceClassification")])
+def test_llama_shaped_encoders_class_defaults_and_flops(model_type, architecture):
+    """At the class defaults (meta device) the totals equal transformers'; on a tiny config one
+    eager forward + backward counts exactly our FLOPs (Ultrabert's sliding blocks: eager attention
+    masks the square, so at 12 tokens every key is scored)."""
+    assert_class_defaults(model_type, architecture)
+    extra = {"num_key_value_heads": 2, "prediction_head_size": 32} if model_type == "ultrabert" else {}
+    ours, ref = _flops(dict(LLAMA_TINY, model_type=model_type, architectures=[architecture], **extra))
+    assert ours == sum(ref.values())
+
+
+def test_ultrabert_sliding_blocks_see_the_window_on_either_side():
+    """Ultrabert's sliding blocks attend to |i - j| <= sliding_window (transformers masking_utils
+    sliding_window_bidirectional_overlay): 2 x 128 + 1 = 257 keys at 1024 tokens; every third block
+    (the default layer_types) sees all 1024."""
+    from modelplan.count.block_flops import block_forward_flops
+    from modelplan.count.blocks import block_of
+
+    spec = from_hf_config(dict(LLAMA_TINY, model_type="ultrabert", max_position_embeddings=1024))
+    d = 16
+    scores = [block_forward_flops(spec, block_of(spec, i), 1024, 1024)["attention/score"] for i in range(3)]
+    assert scores == [2 * 2 * 1024 * 257 * 4 * d] * 2 + [2 * 2 * 1024 * 1024 * 4 * d]
+
+
+def test_esmc_grouped_query_attention_is_refused():
+    """EsmcConfig refuses num_key_value_heads != num_attention_heads: so does the loader, in one line."""
+    assert_one_line_error(dict(LLAMA_TINY, model_type="esmc", num_key_value_heads=2), "num_key_value_heads: 2")

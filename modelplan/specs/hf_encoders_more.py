@@ -24,10 +24,11 @@ def _with(c: HFConfig, **keys) -> HFConfig:
     return HFConfig({**keys, **c.data}, c.source, c.path, c.defaults)
 
 
-def _side(fields: dict, embedding: list[dict] | None = None, block: list[dict] | None = None) -> dict:
+def _side(fields: dict, embedding: list[dict] | None = None, block: list[dict] | None = None,
+          head: list[dict] | None = None) -> dict:
     """`fields` with side groups added to its extras."""
     extras = dict(fields.get("extras") or {})
-    extras["side"] = {"embedding": embedding or [], "block": block or []}
+    extras["side"] = {"embedding": embedding or [], "block": block or [], "head": head or []}
     return {**fields, "extras": extras}
 
 
@@ -182,10 +183,44 @@ def _lilt(c: HFConfig) -> dict:
     return _side(fields, embedding=embedding, block=block)
 
 
+def _esmc(c: HFConfig) -> dict:
+    """EsmcModel (ESM C): Llama's modules (q/k/v/o and gated MLP bias-free, rotary) attending both
+    ways with LayerNorms: input / post-attention EsmcLayerNorm with bias, q_norm / k_norm over the
+    whole projection and the final norm without (their biases as a side group, norm_bias false), no
+    embedding norm."""
+    from modelplan.specs.hf_llama import llama
+
+    kv = c.integer("num_key_value_heads", None, nullable=True)
+    if kv is not None and kv != c.size("num_attention_heads"):
+        raise SpecError(f"{c.source}: num_key_value_heads: {kv} != num_attention_heads ({c.size('num_attention_heads')}):"
+                        f" ESMC has no grouped-query attention (EsmcConfig refuses it too)")
+    fields = {**llama(_with(c, max_position_embeddings=2048)), "arch": "encoder", "norm": "layernorm",
+              "norm_bias": False, "norm_eps": 1e-5, "qk_norm": True, "qk_norm_scope": "all_heads"}
+    return _side(fields, block=[dict(name="norm_biases", params=2 * fields["hidden"])])  # the two block LayerNorms' biases
+
+
+def _ultrabert(c: HFConfig) -> dict:
+    """UltrabertModel: Llama's blocks (RMSNorm, rotary, gated MLP, GQA) attending both ways, its
+    sliding_attention blocks (every block but each third by default, layer_types) seeing the keys
+    within sliding_window on either side (create_bidirectional_sliding_window_mask: |i - j| <=
+    sliding_window), the final norm."""
+    from modelplan.specs.hf_llama import llama
+
+    fields = {**llama(_with(c, max_position_embeddings=32768)), "arch": "encoder"}
+    layers, window = fields["layers"], c.integer("sliding_window", 128)
+    kinds = c.texts("layer_types", None) or ["sliding_attention" if (i + 1) % 3 else "full_attention"
+                                             for i in range(layers)]
+    rope = c.sub("rope_parameters")
+    full = rope.sub("full_attention") if rope is not None and rope.has("full_attention") else rope
+    theta = full.number("rope_theta", 2560000.0) if full is not None else 2560000.0  # UltrabertConfig's full_attention base
+    return {**fields, "layer_types": kinds, "sliding_window": 2 * window + 1, "rope_theta": theta}
+
+
 ENCODERS_MORE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "gte": _gte, "jina_embeddings_v3": _jina_v3, "layoutlm": _layoutlm, "tapas": _tapas,
     "yoso": _offset_bert("conv_window"), "mra": _offset_bert(None), "nystromformer": _offset_bert("conv_kernel_size", 2),
     "fnet": _fnet, "convbert": _convbert, "markuplm": _markuplm, "lilt": _lilt,
+    "esmc": _esmc, "ultrabert": _ultrabert,
 }
 
 
@@ -259,7 +294,49 @@ def _modernbert_decoder_head(fields: dict, c: HFConfig, apply_head: Callable, ar
             "classifier": {"num_labels": c.num_labels(), "bias": c.flag("classifier_bias", False), "per_token": True}}
 
 
+def _esmc_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
+    """EsmcForMaskedLM (also without `architectures`): EsmcMaskedLMHead, dense h x h with bias, GELU,
+    LayerNorm(h) with bias (its bias a side group), decoder Linear(h, vocab) with bias, never tied (no
+    _tied_weights_keys); EsmcModel bare; ...ForSequenceClassification: EsmcClassificationHead on the
+    first token (dense + out_proj: a pooler and a classifier); ...ForTokenClassification: a biased
+    Linear(h, num_labels) on every token."""
+    name = architecture(c) or "EsmcForMaskedLM"
+    if name.endswith("ForMaskedLM"):
+        fields = {**fields, "lm_head": True, "mlm_transform": True, "lm_head_bias": True}
+        side = {**fields["extras"]["side"], "head": [dict(name="transform_norm_bias", params=fields["hidden"])]}
+        return {**fields, "extras": {**fields["extras"], "side": side, "head_untied": True}}  # declares no tied weights
+    if name.endswith(("EsmcModel", "ForSequenceClassification", "ForTokenClassification")):
+        return apply_head({**fields, "pooler": False}, c, name)
+    raise SpecError(f"{c.source}: architectures: unsupported head '{name}' for esmc (EsmcForMaskedLM, EsmcModel, "
+                    f"...ForSequenceClassification, ...ForTokenClassification)")
+
+
+def _ultrabert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
+    """UltrabertForMaskedLM (also without `architectures`): UltrabertPredictionHead, linear1 Linear(h, p)
+    and linear2 Linear(p, h) bias-free (p = prediction_head_size), decoder Linear(h, vocab) bias-free,
+    tied as tie_word_embeddings says; UltrabertModel bare; ...ForSequenceClassification: classifier
+    Linear(h, num_labels) with bias on the pooled cls / mean row; ...ForTokenClassification and
+    ...ForQuestionAnswering (Linear(h, 2)) on every token."""
+    name = architecture(c) or "UltrabertForMaskedLM"
+    bare = {**fields, "lm_head": False, "lm_head_bias": False, "tied_embeddings": False}
+    if name.endswith("ForMaskedLM"):
+        p = c.integer("prediction_head_size", 768)
+        h = fields["hidden"]
+        head = [linear("prediction/linear1", h, p, bias=False), linear("prediction/linear2", p, h, bias=False)]
+        return _side({**fields, "lm_head": True, "lm_head_bias": False}, head=head)
+    if name.endswith("Model"):
+        return bare
+    if name.endswith("ForSequenceClassification"):
+        return {**bare, "classifier": {"num_labels": c.num_labels()}}
+    if name.endswith(("ForTokenClassification", "ForQuestionAnswering")):
+        labels = 2 if name.endswith("ForQuestionAnswering") else c.num_labels()  # GenericForQuestionAnswering: Linear(h, 2)
+        return {**bare, "classifier": {"num_labels": labels, "per_token": True}}
+    raise SpecError(f"{c.source}: architectures: unsupported head '{name}' for ultrabert (UltrabertForMaskedLM, "
+                    f"UltrabertModel, ...ForSequenceClassification, ...ForTokenClassification, ...ForQuestionAnswering)")
+
+
 ENCODERS_MORE_HEADS: dict[str, Callable[..., dict]] = {
+    "esmc": _esmc_head, "ultrabert": _ultrabert_head,
     "modernbert-decoder": _modernbert_decoder_head,
     "t5gemma": _t5gemma_classifier, "t5gemma2": _t5gemma_classifier,
     "layoutlm": _pooled_always, "fnet": _pooled_always, "convbert": _convbert_head, "yoso": _qa_two_labels, "mra": _qa_two_labels, "nystromformer": _qa_two_labels,
