@@ -275,3 +275,52 @@ def test_ultrabert_sliding_blocks_see_the_window_on_either_side():
 def test_esmc_grouped_query_attention_is_refused():
     """EsmcConfig refuses num_key_value_heads != num_attention_heads: so does the loader, in one line."""
     assert_one_line_error(dict(LLAMA_TINY, model_type="esmc", num_key_value_heads=2), "num_key_value_heads: 2")
+
+
+V3 = dict(BERT, model_type="layoutlmv3", coordinate_size=12, shape_size=8, input_size=32, patch_size=8)
+"""A tiny LayoutLMv3: 4 x 12 + 2 x 8 = 64 box columns, a 4 x 4 patch grid."""
+V3_CASES = [dict(V3, architectures=["LayoutLMv3" + h], **extra)
+            for h in ("Model", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
+            for extra in ({}, {"num_labels": 12, "visual_embed": False, "has_spatial_attention_bias": False})]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("data", V3_CASES, ids=case_ids(V3_CASES))
+def test_layoutlmv3_equals_transformers_on_cpu(data):
+    """LayoutLMv3's box tables, image side and relative-bias tables count what transformers builds
+    (token classification with 10+ labels: the per-token classification head)."""
+    assert_total_and_trainable_on_cpu(data)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_layoutlmv3_text_only_flops_equal_flop_counter():
+    """A text-only forward + backward (no pixel_values): FlopCounterMode's count exactly (the
+    relative / spatial biases are bucket lookups, no GEMM)."""
+    ours, ref = _flops(dict(V3, architectures=["LayoutLMv3ForSequenceClassification"]))
+    assert ours == sum(ref.values())
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("model_type", ["modernvbert", "ultravbert"])
+@pytest.mark.parametrize("head", ["ForMaskedLM", "Model", "ForSequenceClassification", "ForTokenClassification"])
+@pytest.mark.parametrize("tied", [False, True])
+def test_vision_bert_composites_class_defaults_equal_transformers(model_type, head, tied):
+    """ModernVBert / UltraVBert at the class defaults (meta device): the SigLIP tower (its pooling head
+    for ModernVBert), the pixel-shuffle connector, the text encoder and each head; the composite's
+    tie_word_embeddings ties the masked-LM head."""
+    from _hf_n17_checks import class_defaults
+    from _hf_reference import hf_numel
+
+    prefix = {"modernvbert": "ModernVBert", "ultravbert": "UltraVBert"}[model_type]
+    data = {**class_defaults(model_type), "architectures": [prefix + head], "tie_word_embeddings": tied}
+    assert count_params(from_hf_config(data)).total == hf_numel(data)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (dict(V3, coordinate_size=16), r"coordinate_size, shape_size: 4 x 16 \+ 2 x 8 must equal hidden_size \(64\)"),
+    (dict(V3, text_embed=False), "text_embed: false is not modelled"),
+])
+def test_layoutlmv3_bad_box_widths_are_one_line_errors(data, message):
+    """LayoutLMv3 concatenates the six box lookups to h: other widths cannot run, refused by name."""
+    assert_one_line_error(data, message)

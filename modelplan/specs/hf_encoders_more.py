@@ -216,11 +216,87 @@ def _ultrabert(c: HFConfig) -> dict:
     return {**fields, "layer_types": kinds, "sliding_window": 2 * window + 1, "rope_theta": theta}
 
 
+def _layoutlmv3(c: HFConfig) -> dict:
+    """LayoutLMv3Model (Huang et al. 2022): RoBERTa's text modules (post-LN blocks, layer_norm_eps 1e-5)
+    with x / y tables of coordinate_size and h / w tables of shape_size columns concatenated to h;
+    with visual_embed, the image side (patch_embed Conv2d(num_channels, h, patch) with bias, cls_token,
+    pos_embed of (input_size / patch)^2 + 1 rows, LayerNorm and norm); the encoder's relative (rel_pos_bias
+    Linear(rel_pos_bins, heads)) and spatial (rel_pos_x / y_bias Linear(rel_2d_pos_bins, heads)) biases,
+    looked up by bucket (no GEMM). FLOPs and memory are a text-only forward's: image patches joining the
+    sequence are not modelled."""
+    if not c.flag("text_embed", True):
+        raise SpecError(f"{c.source}: text_embed: false is not modelled (an image-only LayoutLMv3)")
+    fields = _bert(_with(c, layer_norm_eps=1e-5))
+    h, heads, rows = fields["hidden"], fields["heads"], c.integer("max_2d_position_embeddings", 1024)
+    coordinate, shape = c.integer("coordinate_size", 128), c.integer("shape_size", 128)
+    if 4 * coordinate + 2 * shape != h:  # LayoutLMv3TextEmbeddings.calculate_spatial_position_embeddings
+        raise SpecError(f"{c.source}: coordinate_size, shape_size: 4 x {coordinate} + 2 x {shape} must equal "
+                        f"hidden_size ({h}) (the six box lookups are concatenated to h)")
+    embedding = [table("layout/xy", rows, coordinate, copies=2), table("layout/hw", rows, shape, copies=2)]
+    if c.flag("visual_embed", True):
+        patch = c.data.get("patch_size", 16)
+        patch = patch[0] if isinstance(patch, list) and patch else patch
+        if not isinstance(patch, int) or patch <= 0:
+            raise SpecError(f"{c.source}: patch_size: expected a positive integer, got {patch!r}")
+        side = c.integer("input_size", 224) // patch
+        channels = c.integer("num_channels", 3)
+        embedding += [dict(name="visual/patch", params=channels * patch * patch * h + h),
+                      table("visual/cls_and_position", side * side + 2, h),  # cls_token + pos_embed rows
+                      layer_norm("visual/norms", h), layer_norm("visual/norms", h)]  # LayerNorm, norm
+    if c.flag("has_relative_attention_bias", True):
+        embedding.append(table("relative/1d", c.integer("rel_pos_bins", 32), heads))
+    if c.flag("has_spatial_attention_bias", True):
+        embedding.append(table("relative/2d", c.integer("rel_2d_pos_bins", 64), heads, copies=2))
+    return _side({**fields, "pooler": False}, embedding=embedding)
+
+
+def _shuffled_siglip(c: HFConfig, fields: dict, use_head: bool, norm: bool) -> dict:
+    """`fields` (the text encoder) with vision_config's SigLIP tower (biased patch conv, a position per
+    patch, post_layernorm, the attention-pooling head under vision_use_head) and a connector that
+    pixel-shuffles its patches by pixel_shuffle_factor s, projects them, modality_projection
+    Linear(h_v s^2, h, bias=False) (Idefics3's connector, `hf_vision._idefics3`), then with `norm` an
+    RMSNorm(h); lm_head tied as the composite's tie_word_embeddings says."""
+    from modelplan.specs.hf_vision import _linear
+
+    v = c.sub("vision_config", {})
+    s2 = c.integer("pixel_shuffle_factor", 4) ** 2
+    h = v.integer("hidden_size", 768)
+    connector = [_linear("modality_projection", h * s2, fields["hidden"], False, s2)]
+    if norm:  # UltraVBertConnector.norm
+        connector.append(dict(name="norm", kind="rmsnorm", in_features=fields["hidden"], merge=s2))
+    fields["vision"] = dict(
+        layers=v.integer("num_hidden_layers", 12), hidden=h, heads=v.integer("num_attention_heads", 12),
+        ffn_hidden=v.integer("intermediate_size", 3072), patch_size=v.integer("patch_size", 16),
+        image_size=v.integer("image_size", 224), channels=v.integer("num_channels", 3), pre_norm=False,
+        post_norm=True, projector_norm=False, pooling_head=v.flag("vision_use_head", use_head), connector=connector)
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)
+    return fields
+
+
+def _text_config(c: HFConfig) -> HFConfig:
+    return c.sub("text_config") or HFConfig({}, c.source, "text_config.")
+
+
+def _modernvbert(c: HFConfig) -> dict:
+    """ModernVBertModel: a ModernBERT text encoder (text_config, `hf_encoders._modernbert`) beside a
+    SigLIP tower with its pooling head (`_shuffled_siglip`)."""
+    from modelplan.specs.hf_encoders import ENCODER_MAPPERS
+
+    return _shuffled_siglip(c, ENCODER_MAPPERS["modernbert"](_text_config(c)), use_head=True, norm=False)
+
+
+def _ultravbert(c: HFConfig) -> dict:
+    """UltraVBertModel: an Ultrabert text encoder (text_config, `_ultrabert`) beside a SigLIP tower
+    without its pooling head and a connector ending in an RMSNorm (`_shuffled_siglip`)."""
+    return _shuffled_siglip(c, _ultrabert(_text_config(c)), use_head=False, norm=True)
+
+
 ENCODERS_MORE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "gte": _gte, "jina_embeddings_v3": _jina_v3, "layoutlm": _layoutlm, "tapas": _tapas,
     "yoso": _offset_bert("conv_window"), "mra": _offset_bert(None), "nystromformer": _offset_bert("conv_kernel_size", 2),
     "fnet": _fnet, "convbert": _convbert, "markuplm": _markuplm, "lilt": _lilt,
-    "esmc": _esmc, "ultrabert": _ultrabert,
+    "esmc": _esmc, "ultrabert": _ultrabert, "layoutlmv3": _layoutlmv3,
+    "modernvbert": _modernvbert, "ultravbert": _ultravbert,
 }
 
 
@@ -319,8 +395,8 @@ def _ultrabert_head(fields: dict, c: HFConfig, apply_head: Callable, architectur
     ...ForQuestionAnswering (Linear(h, 2)) on every token."""
     name = architecture(c) or "UltrabertForMaskedLM"
     bare = {**fields, "lm_head": False, "lm_head_bias": False, "tied_embeddings": False}
-    if name.endswith("ForMaskedLM"):
-        p = c.integer("prediction_head_size", 768)
+    if name.endswith("ForMaskedLM"):  # UltraVBert: its text_config's prediction_head_size
+        p = (c.sub("text_config") or c).integer("prediction_head_size", 768)
         h = fields["hidden"]
         head = [linear("prediction/linear1", h, p, bias=False), linear("prediction/linear2", p, h, bias=False)]
         return _side({**fields, "lm_head": True, "lm_head_bias": False}, head=head)
@@ -335,7 +411,31 @@ def _ultrabert_head(fields: dict, c: HFConfig, apply_head: Callable, architectur
                     f"UltrabertModel, ...ForSequenceClassification, ...ForTokenClassification, ...ForQuestionAnswering)")
 
 
+def _layoutlmv3_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
+    """LayoutLMv3Model bare (no pooler); ...ForSequenceClassification: LayoutLMv3ClassificationHead on the
+    first token (dense + out_proj: a pooler and a classifier); ...ForTokenClassification: Linear(h,
+    num_labels) under 10 labels, else the classification head on every token; ...ForQuestionAnswering:
+    the classification head (dense, out_proj Linear(h, num_labels)) on every token."""
+    name = architecture(c) or "LayoutLMv3Model"
+    fields = apply_head(fields, c, name)
+    labels = c.num_labels()
+    per_token_head = {**fields, "pooler": True, "classifier": {"num_labels": labels, "per_token": True},
+                      "extras": {**fields["extras"], "dense_head_per_token": True}}
+    if name.endswith("ForQuestionAnswering") or (name.endswith("ForTokenClassification") and labels >= 10):
+        return per_token_head
+    return {**fields, "pooler": False} if name.endswith("Model") else fields
+
+
+def _modernvbert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
+    """ModernBERT's heads (`hf_encoders._modernbert_head`) under ModernVBert's class names."""
+    from modelplan.specs.hf_encoders import ENCODER_HEADS
+
+    return ENCODER_HEADS["modernbert"](fields, c, apply_head, architecture)
+
+
 ENCODERS_MORE_HEADS: dict[str, Callable[..., dict]] = {
+    "modernvbert": _modernvbert_head, "ultravbert": _ultrabert_head,
+    "layoutlmv3": _layoutlmv3_head,
     "esmc": _esmc_head, "ultrabert": _ultrabert_head,
     "modernbert-decoder": _modernbert_decoder_head,
     "t5gemma": _t5gemma_classifier, "t5gemma2": _t5gemma_classifier,
