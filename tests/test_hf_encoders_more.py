@@ -25,11 +25,11 @@ HEADS = ["ForMaskedLM", "Model", "ForSequenceClassification", "ForTokenClassific
          "ForMultipleChoice", "ForPreTraining"]
 PREFIX = {"gte": "Gte", "jina_embeddings_v3": "JinaEmbeddingsV3", "layoutlm": "LayoutLM", "tapas": "Tapas",
           "yoso": "Yoso", "mra": "Mra", "nystromformer": "Nystromformer", "fnet": "FNet", "convbert": "ConvBert",
-          "markuplm": "MarkupLM", "lilt": "Lilt"}
+          "markuplm": "MarkupLM", "lilt": "Lilt", "squeezebert": "SqueezeBert"}
 """Each type's class-name prefix."""
 CLASSES = {"gte": HEADS[:4], "jina_embeddings_v3": HEADS[:5], "layoutlm": HEADS[:5], "tapas": HEADS[:3],
            "yoso": HEADS[:6], "mra": HEADS[:6], "nystromformer": HEADS[:6], "fnet": HEADS, "convbert": HEADS[:6],
-           "markuplm": HEADS[1:5], "lilt": HEADS[1:5]}
+           "markuplm": HEADS[1:5], "lilt": HEADS[1:5], "squeezebert": HEADS[:6]}
 """The head classes transformers 5.24 ships per type (TapasForQuestionAnswering is refused)."""
 VARIANTS = {
     "gte": [{}, dict(type_vocab_size=2, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})],
@@ -43,6 +43,8 @@ VARIANTS = {
     "convbert": [{}, dict(embedding_size=64, head_ratio=4, conv_kernel_size=5), dict(hidden_size=32, head_ratio=8)],
     "markuplm": [{}, dict(max_depth=5, xpath_unit_hidden_size=8)],
     "lilt": [dict(hidden_size=96), dict(hidden_size=96, channel_shrink_ratio=2, max_2d_position_embeddings=30)],
+    "squeezebert": [dict(embedding_size=64), dict(embedding_size=64, q_groups=2, k_groups=1, v_groups=4,
+                                                  post_attention_groups=2, intermediate_groups=2, output_groups=2)],
 }
 """Per type: the configs read (LiLT's layout tables are h // 6 wide and must concatenate to h: h = 96)."""
 
@@ -53,7 +55,7 @@ DEFAULTS = {"gte": "GteForMaskedLM", "jina_embeddings_v3": "JinaEmbeddingsV3ForM
             "layoutlm": "LayoutLMForMaskedLM", "tapas": "TapasForMaskedLM", "yoso": "YosoForMaskedLM",
             "mra": "MraForMaskedLM", "nystromformer": "NystromformerForMaskedLM", "fnet": "FNetForMaskedLM",
             "convbert": "ConvBertForMaskedLM", "markuplm": "MarkupLMForSequenceClassification",
-            "lilt": "LiltForSequenceClassification"}
+            "lilt": "LiltForSequenceClassification", "squeezebert": "SqueezeBertForMaskedLM"}
 """transformers' masked-LM mapping entry of each type (its sequence classifier where it has none)."""
 
 
@@ -100,7 +102,7 @@ def test_training_flops_equal_flop_counter(data):
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["layoutlm", "fnet"])
 def test_masked_lm_flops_but_the_pooler_backward(model_type):
-    """LayoutLM / FNet keep their pooler under the masked-LM head: its output is not in the loss, so
+    """LayoutLM / FNet (SqueezeBERT: below) keep their pooler under the masked-LM head: its output is not in the loss, so
     autograd runs no backward through it; ours counts it 3x forward: 2 x (b, h) @ (h, h) x 2 more."""
     data = dict(BERT, model_type=model_type, architectures=[PREFIX[model_type] + "ForMaskedLM"])
     ours, ref = _flops(data)
@@ -112,11 +114,12 @@ def test_masked_lm_flops_but_the_pooler_backward(model_type):
 @pytest.mark.parametrize("data", [
     dict(BERT, model_type="convbert", architectures=["ConvBertForMaskedLM"], embedding_size=64),
     dict(BERT, model_type="nystromformer", architectures=["NystromformerForMaskedLM"]),
-], ids=["convbert", "nystromformer"])
+    dict(BERT, model_type="squeezebert", architectures=["SqueezeBertForSequenceClassification"], embedding_size=64),
+], ids=["convbert", "nystromformer", "squeezebert"])
 def test_conv_flops_with_the_backward_at_twice_the_forward(data):
-    """ConvBERT's separable key conv and Nystromformer's value conv: FlopCounterMode's forward
-    convolution equals ours; its convolution_backward is replaced by 2x the forward (grad input and
-    grad weight, the convention every GEMM here follows), the rest equal."""
+    """ConvBERT's separable key conv, Nystromformer's value conv and SqueezeBERT's grouped 1x1 convs:
+    FlopCounterMode's forward convolution equals ours; its convolution_backward is replaced by 2x the
+    forward (grad input and grad weight, the convention every GEMM here follows), the rest equal."""
     ours, ref = _flops(data)
     assert ours == sum(ref.values()) - ref["aten.convolution_backward"] + 2 * ref["aten.convolution"]
 
@@ -135,7 +138,7 @@ def test_lilt_flops_but_the_last_layout_tail():
 
 
 COUNT_PLAN = [dict(BERT, model_type=t, architectures=[PREFIX[t] + CLASSES[t][0]], **VARIANTS[t][-1])
-              for t in ("gte", "layoutlm", "convbert", "markuplm", "lilt", "nystromformer")]
+              for t in ("gte", "layoutlm", "convbert", "markuplm", "lilt", "nystromformer", "squeezebert")]
 
 
 @pytest.mark.parametrize("data", COUNT_PLAN, ids=[d["model_type"] for d in COUNT_PLAN])
@@ -157,6 +160,9 @@ def test_layoutlm_tables_by_hand():
      "'TapasForQuestionAnswering' is not modelled"),
     (dict(BERT, model_type="tapas", type_vocab_sizes=[3, "x"]), "type_vocab_sizes: expected a list"),
     (dict(BERT, model_type="convbert", num_groups=2), "num_groups: 2 is not modelled"),
+    (dict(BERT, model_type="squeezebert", embedding_size=32), "embedding_size: 32 != hidden_size"),
+    (dict(BERT, model_type="squeezebert", embedding_size=64, q_groups=3), r"q_groups: 3 must divide"),
+    (dict(BERT, model_type="squeezebert", embedding_size=64, output_groups=2), "output_groups: 2 != intermediate_groups"),
     (dict(BERT, model_type="convbert", architectures=["ConvBertForMultipleChoice"], summary_use_proj=True,
           summary_proj_to_labels=True), "summary_proj_to_labels: true is not modelled"),
 ])

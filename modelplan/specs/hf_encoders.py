@@ -251,8 +251,6 @@ ENCODER_UNMODELLED: dict[str, str] = {
     "funnel": "Funnel-Transformer's pooled blocks (the sequence halved between block groups, block_sizes) and its "
               "upsampling decoder",
     "mobilebert": "MobileBERT's bottleneck blocks (intra-bottleneck projections, stacked FFNs, NoNorm)",
-    "squeezebert": "SqueezeBERT's grouped 1x1 convolutions for q/k/v, the attention output and the MLP "
-                   "(q_groups, k_groups, v_groups, post_attention_groups, intermediate_groups, output_groups)",
     "luke": "LUKE's entity embeddings and entity-aware attention (entity_vocab_size, w2e / e2w / e2e queries)",
     "fsmt": "FSMT's separate source and target vocabularies (src_vocab_size, tgt_vocab_size)",
 }

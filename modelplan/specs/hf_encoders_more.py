@@ -143,6 +143,42 @@ def _convbert(c: HFConfig) -> dict:
     return _side(fields, block=block)
 
 
+def _grouped(name: str, n_in: int, n_out: int, groups: int) -> dict:
+    """nn.Conv1d(n_in, n_out, 1, groups) with bias over every token: n_in / groups x n_out weights."""
+    return dict(name=name, params=n_in // groups * n_out + n_out, macs=n_in // groups * n_out, kept=n_in)
+
+
+def _squeezebert(c: HFConfig) -> dict:
+    """SqueezeBertModel (Iandola et al. 2020): BERT's embeddings, its pooler and heads; every block's
+    q / k / v (q_groups, k_groups, v_groups), post-attention (post_attention_groups), intermediate
+    (intermediate_groups) and output (output_groups) linears are grouped 1x1 Conv1d with bias, held as
+    side groups beside the block's two LayerNorms (the blocks read as mixer-free `mlp` layers whose MLP,
+    of width f / groups, has the grouped intermediate / output convs' weights and multiply-adds; the
+    attention scores QK^T and AV, 2 x h multiply-adds a token a key, are a side group too)."""
+    fields = _bert(c)
+    h, f, layers = fields["hidden"], fields["ffn_hidden"], fields["layers"]
+    if c.integer("embedding_size", 768) != h:
+        raise SpecError(f"{c.source}: embedding_size: {c.integer('embedding_size')} != hidden_size ({h}) "
+                        f"(SqueezeBertEncoder asserts they are equal)")
+    groups = {key: c.integer(key, default) for key, default in (("q_groups", 4), ("k_groups", 4), ("v_groups", 4),
+              ("post_attention_groups", 1), ("intermediate_groups", 4), ("output_groups", 4))}
+    widths = {"q_groups": (h, h), "k_groups": (h, h), "v_groups": (h, h), "post_attention_groups": (h, h),
+              "intermediate_groups": (h, f), "output_groups": (f, h)}
+    for key, g in groups.items():
+        if g <= 0 or any(w % g for w in widths[key]):
+            raise SpecError(f"{c.source}: {key}: {g} must divide the conv's channels {widths[key]}")
+    g = groups["intermediate_groups"]
+    if groups["output_groups"] != g:
+        raise SpecError(f"{c.source}: output_groups: {groups['output_groups']} != intermediate_groups ({g}) is not "
+                        f"modelled (the MLP is read as one of width intermediate_size / groups)")
+    block = [_grouped("attention/" + k[0], h, h, groups[k]) for k in ("q_groups", "k_groups", "v_groups")]
+    block += [dict(name="attention/scores", macs_per_key=2 * h), _grouped("attention/out", h, h, groups["post_attention_groups"]),
+              dict(name="mlp/in_bias", params=f - f // g, kept=f - f // g)]  # the rest of intermediate's f biases, inputs
+    # the MLP: Linear(h, f / g) and Linear(f / g, h) hold h f / g weights each, as the grouped 1x1 convs do
+    fields = {**fields, "layer_types": ["mlp"] * layers, "mlp": False, "norms_per_layer": 2, "ffn_hidden": f // g}
+    return _side(fields, block=block)
+
+
 def _markuplm(c: HFConfig) -> dict:
     """MarkupLMModel (Li et al. 2022): BERT's modules plus XPathEmbeddings: max_depth tag tables
     Embedding(max_xpath_tag_unit_embeddings, xpath_unit_hidden_size) and as many subscript tables
@@ -296,13 +332,13 @@ ENCODERS_MORE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "yoso": _offset_bert("conv_window"), "mra": _offset_bert(None), "nystromformer": _offset_bert("conv_kernel_size", 2),
     "fnet": _fnet, "convbert": _convbert, "markuplm": _markuplm, "lilt": _lilt,
     "esmc": _esmc, "ultrabert": _ultrabert, "layoutlmv3": _layoutlmv3,
-    "modernvbert": _modernvbert, "ultravbert": _ultravbert,
+    "modernvbert": _modernvbert, "ultravbert": _ultravbert, "squeezebert": _squeezebert,
 }
 
 
 def _pooled_always(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
     """BERT's heads over a body that keeps its pooler under every head (LayoutLMModel builds
-    LayoutLMPooler whatever the head)."""
+    LayoutLMPooler whatever the head; so do FNet and SqueezeBERT)."""
     return {**apply_head(fields, c, architecture(c)), "pooler": True}
 
 
@@ -439,6 +475,6 @@ ENCODERS_MORE_HEADS: dict[str, Callable[..., dict]] = {
     "esmc": _esmc_head, "ultrabert": _ultrabert_head,
     "modernbert-decoder": _modernbert_decoder_head,
     "t5gemma": _t5gemma_classifier, "t5gemma2": _t5gemma_classifier,
-    "layoutlm": _pooled_always, "fnet": _pooled_always, "convbert": _convbert_head, "yoso": _qa_two_labels, "mra": _qa_two_labels, "nystromformer": _qa_two_labels,
+    "layoutlm": _pooled_always, "fnet": _pooled_always, "squeezebert": _pooled_always, "convbert": _convbert_head, "yoso": _qa_two_labels, "mra": _qa_two_labels, "nystromformer": _qa_two_labels,
 }
 """Types whose head classes `hf.apply_head` would misread."""
