@@ -25,11 +25,13 @@ HEADS = ["ForMaskedLM", "Model", "ForSequenceClassification", "ForTokenClassific
          "ForMultipleChoice", "ForPreTraining"]
 PREFIX = {"gte": "Gte", "jina_embeddings_v3": "JinaEmbeddingsV3", "layoutlm": "LayoutLM", "tapas": "Tapas",
           "yoso": "Yoso", "mra": "Mra", "nystromformer": "Nystromformer", "fnet": "FNet", "convbert": "ConvBert",
-          "markuplm": "MarkupLM", "lilt": "Lilt", "squeezebert": "SqueezeBert"}
+          "markuplm": "MarkupLM", "lilt": "Lilt", "squeezebert": "SqueezeBert",
+          "luke": "Luke"}
 """Each type's class-name prefix."""
 CLASSES = {"gte": HEADS[:4], "jina_embeddings_v3": HEADS[:5], "layoutlm": HEADS[:5], "tapas": HEADS[:3],
            "yoso": HEADS[:6], "mra": HEADS[:6], "nystromformer": HEADS[:6], "fnet": HEADS, "convbert": HEADS[:6],
-           "markuplm": HEADS[1:5], "lilt": HEADS[1:5], "squeezebert": HEADS[:6]}
+           "markuplm": HEADS[1:5], "lilt": HEADS[1:5], "squeezebert": HEADS[:6],
+           "luke": HEADS[:6] + ["ForEntityClassification", "ForEntityPairClassification", "ForEntitySpanClassification"]}
 """The head classes transformers 5.24 ships per type (TapasForQuestionAnswering is refused)."""
 VARIANTS = {
     "gte": [{}, dict(type_vocab_size=2, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})],
@@ -45,6 +47,8 @@ VARIANTS = {
     "lilt": [dict(hidden_size=96), dict(hidden_size=96, channel_shrink_ratio=2, max_2d_position_embeddings=30)],
     "squeezebert": [dict(embedding_size=64), dict(embedding_size=64, q_groups=2, k_groups=1, v_groups=4,
                                                   post_attention_groups=2, intermediate_groups=2, output_groups=2)],
+    "luke": [dict(entity_vocab_size=50, entity_emb_size=16),
+             dict(entity_vocab_size=50, entity_emb_size=64, use_entity_aware_attention=False)],
 }
 """Per type: the configs read (LiLT's layout tables are h // 6 wide and must concatenate to h: h = 96)."""
 
@@ -55,7 +59,8 @@ DEFAULTS = {"gte": "GteForMaskedLM", "jina_embeddings_v3": "JinaEmbeddingsV3ForM
             "layoutlm": "LayoutLMForMaskedLM", "tapas": "TapasForMaskedLM", "yoso": "YosoForMaskedLM",
             "mra": "MraForMaskedLM", "nystromformer": "NystromformerForMaskedLM", "fnet": "FNetForMaskedLM",
             "convbert": "ConvBertForMaskedLM", "markuplm": "MarkupLMForSequenceClassification",
-            "lilt": "LiltForSequenceClassification", "squeezebert": "SqueezeBertForMaskedLM"}
+            "lilt": "LiltForSequenceClassification", "squeezebert": "SqueezeBertForMaskedLM",
+            "luke": "LukeForMaskedLM"}
 """transformers' masked-LM mapping entry of each type (its sequence classifier where it has none)."""
 
 
@@ -90,10 +95,12 @@ def _flops(data: dict) -> tuple[int, dict[str, int]]:
     dict(BERT, model_type="jina_embeddings_v3", architectures=["JinaEmbeddingsV3ForMaskedLM"]),
     dict(BERT, model_type="tapas", architectures=["TapasForSequenceClassification"]),
     dict(BERT, model_type="markuplm", architectures=["MarkupLMForSequenceClassification"]),
+    dict(BERT, model_type="luke", architectures=["LukeForSequenceClassification"], entity_vocab_size=50,
+         entity_emb_size=16),
 ], ids=lambda d: d["architectures"][0])
 def test_training_flops_equal_flop_counter(data):
     """One forward + backward of the HF module (eager) counts exactly our model FLOPs (MarkupLM's
-    XPath MLP per token, GTE's gated MLP, rotary blocks)."""
+    XPath MLP per token, GTE's gated MLP, rotary blocks; LUKE's word-only forward)."""
     ours, ref = _flops(data)
     assert ours == sum(ref.values())
 

@@ -251,7 +251,6 @@ ENCODER_UNMODELLED: dict[str, str] = {
     "funnel": "Funnel-Transformer's pooled blocks (the sequence halved between block groups, block_sizes) and its "
               "upsampling decoder",
     "mobilebert": "MobileBERT's bottleneck blocks (intra-bottleneck projections, stacked FFNs, NoNorm)",
-    "luke": "LUKE's entity embeddings and entity-aware attention (entity_vocab_size, w2e / e2w / e2e queries)",
     "fsmt": "FSMT's separate source and target vocabularies (src_vocab_size, tgt_vocab_size)",
 }
 """Encoder (and FSMT encoder-decoder) types transformers 5.24 ships that the spec cannot yet express exactly."""

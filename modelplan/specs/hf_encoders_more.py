@@ -179,6 +179,23 @@ def _squeezebert(c: HFConfig) -> dict:
     return _side(fields, block=block)
 
 
+def _luke(c: HFConfig) -> dict:
+    """LukeModel (Yamada et al. 2020): RoBERTa's text modules and pooler beside LukeEntityEmbeddings
+    (entity_embeddings (entity_vocab_size, E), entity_embedding_dense Linear(E, h, bias=False) when
+    E != h, its own position and token-type tables, LayerNorm) and, with use_entity_aware_attention,
+    each block's w2e_query / e2w_query / e2e_query Linear(h, h). FLOPs and memory are a word-only
+    forward's (entity tokens joining the sequence are not modelled)."""
+    fields = _bert(c)
+    h, e = fields["hidden"], c.integer("entity_emb_size", 256)
+    embedding = [table("entity/token", c.integer("entity_vocab_size", 500000), e),
+                 table("entity/position", fields["max_positions"], h), table("entity/token_type", fields["type_vocab"], h),
+                 layer_norm("entity/norm", h)]
+    if e != h:
+        embedding.append(dict(name="entity/dense", params=e * h))
+    block = [dict(name="entity_queries", params=3 * (h * h + h))] if c.flag("use_entity_aware_attention", True) else []
+    return _side(fields, embedding=embedding, block=block)
+
+
 def _markuplm(c: HFConfig) -> dict:
     """MarkupLMModel (Li et al. 2022): BERT's modules plus XPathEmbeddings: max_depth tag tables
     Embedding(max_xpath_tag_unit_embeddings, xpath_unit_hidden_size) and as many subscript tables
@@ -333,6 +350,7 @@ ENCODERS_MORE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "fnet": _fnet, "convbert": _convbert, "markuplm": _markuplm, "lilt": _lilt,
     "esmc": _esmc, "ultrabert": _ultrabert, "layoutlmv3": _layoutlmv3,
     "modernvbert": _modernvbert, "ultravbert": _ultravbert, "squeezebert": _squeezebert,
+    "luke": _luke,
 }
 
 
@@ -469,7 +487,33 @@ def _modernvbert_head(fields: dict, c: HFConfig, apply_head: Callable, architect
     return ENCODER_HEADS["modernbert"](fields, c, apply_head, architecture)
 
 
+def _luke_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
+    """LUKE's heads: BERT's (LukeForMaskedLM's lm_head, its decoder untied, LukeModel's pooler kept; the pooled ...ForSequenceClassification /
+    ...ForMultipleChoice; ...ForTokenClassification and ...ForQuestionAnswering without the pooler)
+    plus, for the masked LM, entity_predictions (transform dense h -> E with bias, LayerNorm(E), a bias
+    per entity, its decoder tied to the entity table); the entity heads keep the pooler and add
+    classifier Linear(h | 2h | 3h, num_labels) (the pair's without bias) on one entity (pair, span) a
+    sequence."""
+    names = c.texts("architectures", None) or ["LukeModel"]
+    name, h, labels = names[0], fields["hidden"], c.num_labels()
+    entity = {"ForEntityClassification": (1, True), "ForEntityPairClassification": (2, False),
+              "ForEntitySpanClassification": (3, True)}
+    for suffix, (width, bias) in entity.items():
+        if name.endswith(suffix):
+            head = [linear("entity_classifier", width * h, labels, bias=bias, per_sequence=True)]
+            fields = apply_head(fields, c, "LukeModel")
+            return {**fields, "extras": {**fields["extras"], "side": {**fields["extras"]["side"], "head": head}}}
+    fields = apply_head(fields, c, architecture(c))
+    if name.endswith("ForMaskedLM"):
+        e = c.integer("entity_emb_size", 256)
+        head = [dict(name="entity_predictions", params=h * e + e + 2 * e + c.integer("entity_vocab_size", 500000))]
+        side = {**fields["extras"]["side"], "head": head}  # LukeForMaskedLM keeps the pooler, unties lm_head.decoder
+        return {**fields, "pooler": True, "extras": {**fields["extras"], "side": side, "head_untied": True}}
+    return fields
+
+
 ENCODERS_MORE_HEADS: dict[str, Callable[..., dict]] = {
+    "luke": _luke_head,
     "modernvbert": _modernvbert_head, "ultravbert": _ultrabert_head,
     "layoutlmv3": _layoutlmv3_head,
     "esmc": _esmc_head, "ultrabert": _ultrabert_head,
