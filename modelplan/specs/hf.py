@@ -74,7 +74,7 @@ from modelplan.specs.hf_nemotron_omni import NEMOTRON_OMNI_MAPPERS
 from modelplan.specs.hf_unmodelled_multimodal import MULTIMODAL_UNMODELLED
 from modelplan.specs.hf_encoders import ENCODER_HEADS, ENCODER_MAPPERS, ENCODER_UNMODELLED as TEXT_ENCODER_UNMODELLED
 from modelplan.specs.hf_seq2seq_more import SEQ2SEQ_HEADS, SEQ2SEQ_MORE_MAPPERS
-from modelplan.specs.hf_encoders_more import ENCODERS_MORE_HEADS, ENCODERS_MORE_MAPPERS
+from modelplan.specs.hf_encoders_more import ENCODERS_MORE_HEADS, ENCODERS_MORE_MAPPERS, ENCODERS_MORE_UNMODELLED
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -109,7 +109,7 @@ UNMODELLED: dict[str, str] = {
     **N18VLM_UNMODELLED,
     **N18CAUSAL_UNMODELLED, **ENCODER_UNMODELLED, **TOWER_UNMODELLED,
     **MULTIMODAL_UNMODELLED,
-    **TEXT_ENCODER_UNMODELLED,
+    **TEXT_ENCODER_UNMODELLED, **ENCODERS_MORE_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""

@@ -522,3 +522,14 @@ ENCODERS_MORE_HEADS: dict[str, Callable[..., dict]] = {
     "layoutlm": _pooled_always, "fnet": _pooled_always, "squeezebert": _pooled_always, "convbert": _convbert_head, "yoso": _qa_two_labels, "mra": _qa_two_labels, "nystromformer": _qa_two_labels,
 }
 """Types whose head classes `hf.apply_head` would misread."""
+
+ENCODERS_MORE_UNMODELLED: dict[str, str] = {
+    "layoutlmv2": "LayoutLMv2's visual backbone (a detectron2 ResNet-FPN and its visual_proj over the image)",
+    "canine": "CANINE's downsampled deep stack (the character encoder, a strided conv to molecules, the deep "
+              "encoder at 1 / downsampling_rate of the sequence, the upsampling conv and final character encoder)",
+    "perceiver": "Perceiver IO's latent array (cross-attention from num_latents latents to the inputs, latent "
+                 "self-attention blocks, the output queries' decoder)",
+    "neomme": "NeoMME's value embeddings, exclusive self-attention with sigmoid-gated projections and patch "
+              "embeddings",
+}
+"""Masked-LM / classification types transformers 5.24 ships whose mechanism the spec cannot express exactly."""
