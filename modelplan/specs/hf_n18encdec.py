@@ -181,7 +181,7 @@ def _t5gemma2(c: HFConfig) -> dict:
 
     names = c.texts("architectures", None)
     if names and not names[0].endswith(("ForConditionalGeneration", "Model", "ForSequenceClassification",
-                                        "ForTokenClassification")):  # the classifiers: hf_encoders_more
+                                        "ForTokenClassification")):  # the classifiers: hf_encoder_heads_more
         raise SpecError(f"{c.source}: architectures: '{names[0]}' not modelled (supported: "
                         f"T5Gemma2ForConditionalGeneration, T5Gemma2Model, ...ForSequenceClassification, "
                         f"...ForTokenClassification)")

@@ -76,12 +76,9 @@ def _causal_only(model_type: str, lm_suffix: str, bare: str) -> Callable[..., di
 
 def _big_bird_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
     """BigBird's heads keep BigBirdModel's pooler (add_pooling_layer defaults to true in every
-    head class but question answering); the sequence-classification head (BigBirdClassificationHead)
-    and the question-answering head (BigBirdForQuestionAnsweringHead) as `hf_encoders_more.big_bird_task_head`."""
-    from modelplan.specs.hf_encoders_more import big_bird_task_head
-
-    fields = {**apply_head(fields, c, architecture(c)), "pooler": True}
-    return big_bird_task_head(fields, c, _arch(c) or "BigBirdModel")
+    head class but question answering); the sequence-classification and question-answering heads:
+    `hf_encoder_heads_more`."""
+    return {**apply_head(fields, c, architecture(c)), "pooler": True}
 
 
 def _lm_bare_or_token_head(fields: dict, c: HFConfig, lm_suffix: str, bare_name: str) -> tuple[str, dict, dict | None]:

@@ -159,7 +159,7 @@ def _t5gemma(c: HFConfig) -> dict:
         raise SpecError(f"{c.source}: encoder / decoder: missing (T5GemmaConfig nests both)")
     fields = LLAMA_MAPPERS["gemma2"](encoder)
     names = c.texts("architectures", None) or ["T5GemmaForConditionalGeneration"]
-    classifier = names[0].endswith(("ForSequenceClassification", "ForTokenClassification"))  # hf_encoders_more
+    classifier = names[0].endswith(("ForSequenceClassification", "ForTokenClassification"))  # hf_encoder_heads_more
     if names[0].endswith("EncoderModel") or (classifier and not c.flag("is_encoder_decoder", True)):
         return {**fields, "arch": "encoder", "lm_head": False, "tied_embeddings": False, "final_logit_softcap": None}
     if not names[0].endswith(("ForConditionalGeneration", "Model")) and not classifier:
