@@ -26,12 +26,13 @@ HEADS = ["ForMaskedLM", "Model", "ForSequenceClassification", "ForTokenClassific
 PREFIX = {"gte": "Gte", "jina_embeddings_v3": "JinaEmbeddingsV3", "layoutlm": "LayoutLM", "tapas": "Tapas",
           "yoso": "Yoso", "mra": "Mra", "nystromformer": "Nystromformer", "fnet": "FNet", "convbert": "ConvBert",
           "markuplm": "MarkupLM", "lilt": "Lilt", "squeezebert": "SqueezeBert",
-          "luke": "Luke"}
+          "luke": "Luke", "mobilebert": "MobileBert"}
 """Each type's class-name prefix."""
 CLASSES = {"gte": HEADS[:4], "jina_embeddings_v3": HEADS[:5], "layoutlm": HEADS[:5], "tapas": HEADS[:3],
            "yoso": HEADS[:6], "mra": HEADS[:6], "nystromformer": HEADS[:6], "fnet": HEADS, "convbert": HEADS[:6],
            "markuplm": HEADS[1:5], "lilt": HEADS[1:5], "squeezebert": HEADS[:6],
-           "luke": HEADS[:6] + ["ForEntityClassification", "ForEntityPairClassification", "ForEntitySpanClassification"]}
+           "luke": HEADS[:6] + ["ForEntityClassification", "ForEntityPairClassification", "ForEntitySpanClassification"],
+           "mobilebert": HEADS + ["ForNextSentencePrediction"]}
 """The head classes transformers 5.24 ships per type (TapasForQuestionAnswering is refused)."""
 VARIANTS = {
     "gte": [{}, dict(type_vocab_size=2, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})],
@@ -49,6 +50,11 @@ VARIANTS = {
                                                   post_attention_groups=2, intermediate_groups=2, output_groups=2)],
     "luke": [dict(entity_vocab_size=50, entity_emb_size=16),
              dict(entity_vocab_size=50, entity_emb_size=64, use_entity_aware_attention=False)],
+    "mobilebert": [dict(embedding_size=16, intra_bottleneck_size=32),
+                   dict(embedding_size=16, intra_bottleneck_size=32, trigram_input=False, key_query_shared_bottleneck=False,
+                        num_feedforward_networks=2, classifier_activation=False),
+                   dict(embedding_size=64, intra_bottleneck_size=16, use_bottleneck_attention=True,
+                        normalization_type="layer_norm")],
 }
 """Per type: the configs read (LiLT's layout tables are h // 6 wide and must concatenate to h: h = 96)."""
 
@@ -60,7 +66,7 @@ DEFAULTS = {"gte": "GteForMaskedLM", "jina_embeddings_v3": "JinaEmbeddingsV3ForM
             "mra": "MraForMaskedLM", "nystromformer": "NystromformerForMaskedLM", "fnet": "FNetForMaskedLM",
             "convbert": "ConvBertForMaskedLM", "markuplm": "MarkupLMForSequenceClassification",
             "lilt": "LiltForSequenceClassification", "squeezebert": "SqueezeBertForMaskedLM",
-            "luke": "LukeForMaskedLM"}
+            "luke": "LukeForMaskedLM", "mobilebert": "MobileBertForMaskedLM"}
 """transformers' masked-LM mapping entry of each type (its sequence classifier where it has none)."""
 
 
@@ -97,10 +103,15 @@ def _flops(data: dict) -> tuple[int, dict[str, int]]:
     dict(BERT, model_type="markuplm", architectures=["MarkupLMForSequenceClassification"]),
     dict(BERT, model_type="luke", architectures=["LukeForSequenceClassification"], entity_vocab_size=50,
          entity_emb_size=16),
+    dict(BERT, model_type="mobilebert", architectures=["MobileBertForMaskedLM"], embedding_size=16,
+         intra_bottleneck_size=32),
+    dict(BERT, model_type="mobilebert", architectures=["MobileBertForSequenceClassification"], embedding_size=16,
+         intra_bottleneck_size=32),
 ], ids=lambda d: d["architectures"][0])
 def test_training_flops_equal_flop_counter(data):
     """One forward + backward of the HF module (eager) counts exactly our model FLOPs (MarkupLM's
-    XPath MLP per token, GTE's gated MLP, rotary blocks; LUKE's word-only forward)."""
+    XPath MLP per token, GTE's gated MLP, rotary blocks; LUKE's word-only forward; MobileBERT's
+    bottleneck blocks and its trigram embedding)."""
     ours, ref = _flops(data)
     assert ours == sum(ref.values())
 
@@ -145,7 +156,7 @@ def test_lilt_flops_but_the_last_layout_tail():
 
 
 COUNT_PLAN = [dict(BERT, model_type=t, architectures=[PREFIX[t] + CLASSES[t][0]], **VARIANTS[t][-1])
-              for t in ("gte", "layoutlm", "convbert", "markuplm", "lilt", "nystromformer", "squeezebert")]
+              for t in ("gte", "layoutlm", "convbert", "markuplm", "lilt", "nystromformer", "squeezebert", "mobilebert")]
 
 
 @pytest.mark.parametrize("data", COUNT_PLAN, ids=[d["model_type"] for d in COUNT_PLAN])
@@ -168,6 +179,8 @@ def test_layoutlm_tables_by_hand():
     (dict(BERT, model_type="tapas", type_vocab_sizes=[3, "x"]), "type_vocab_sizes: expected a list"),
     (dict(BERT, model_type="convbert", num_groups=2), "num_groups: 2 is not modelled"),
     (dict(BERT, model_type="squeezebert", embedding_size=32), "embedding_size: 32 != hidden_size"),
+    (dict(BERT, model_type="mobilebert", use_bottleneck=False), "use_bottleneck: false is not modelled"),
+    (dict(BERT, model_type="mobilebert", embedding_size=128), r"embedding_size: 128 > hidden_size \(64\)"),
     (dict(BERT, model_type="squeezebert", embedding_size=64, q_groups=3), r"q_groups: 3 must divide"),
     (dict(BERT, model_type="squeezebert", embedding_size=64, output_groups=2), "output_groups: 2 != intermediate_groups"),
     (dict(BERT, model_type="convbert", architectures=["ConvBertForMultipleChoice"], summary_use_proj=True,

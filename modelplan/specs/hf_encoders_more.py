@@ -22,6 +22,7 @@ from modelplan.specs.hf_encoder_heads_more import HEADS_MORE
 from modelplan.specs.hf_encoders_layout import LAYOUT_HEADS, LAYOUT_MAPPERS
 from modelplan.specs.hf_encoders_llama import LLAMA_ENCODER_HEADS, LLAMA_ENCODER_MAPPERS
 from modelplan.specs.hf_gpt import GPT_MAPPERS
+from modelplan.specs.hf_mobilebert import MOBILEBERT_HEADS, MOBILEBERT_MAPPERS
 
 _bert = GPT_MAPPERS["bert"]
 
@@ -229,13 +230,13 @@ ENCODERS_MORE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "gte": _gte, "jina_embeddings_v3": _jina_v3, "tapas": _tapas,
     "yoso": _offset_bert("conv_window"), "mra": _offset_bert(None), "nystromformer": _offset_bert("conv_kernel_size", 2),
     "fnet": _fnet, "convbert": _convbert, "squeezebert": _squeezebert, "luke": _luke,
-    **LAYOUT_MAPPERS, **LLAMA_ENCODER_MAPPERS,
+    **LAYOUT_MAPPERS, **LLAMA_ENCODER_MAPPERS, **MOBILEBERT_MAPPERS,
 }
 
 ENCODERS_MORE_HEADS: dict[str, Callable[..., dict]] = {
     "fnet": pooled_always, "squeezebert": pooled_always, "convbert": _convbert_head, "luke": _luke_head,
     "yoso": _qa_two_labels, "mra": _qa_two_labels, "nystromformer": _qa_two_labels,
-    **LAYOUT_HEADS, **LLAMA_ENCODER_HEADS, **HEADS_MORE,
+    **LAYOUT_HEADS, **LLAMA_ENCODER_HEADS, **HEADS_MORE, **MOBILEBERT_HEADS,
 }
 """Types whose head classes `hf.apply_head` would misread."""
 
