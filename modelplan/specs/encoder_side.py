@@ -1,12 +1,16 @@
 """Parameter groups beside an encoder's block stack (`ExtrasSpec.side`): the tables, linears and
-norms an HF encoder adds to BERT's modules that no other option states, each with the
-multiply-adds it runs per token (transformers 5.24 modeling files):
+norms an HF encoder adds to the modules the spec's other fields state, each with the multiply-adds
+it runs per token (transformers 5.24 modeling files):
 
-- at the input (`embedding`): LayoutLM's 2-D position tables, MarkupLM's XPath tables and MLP,
-  LiLT's layout embeddings;
-- in every block (`block`): GTE's down_proj bias, Nystromformer's depthwise value conv,
-  ConvBERT's span-based dynamic convolution, LiLT's layout stream;
-- in the head (`head`): BigBird's classification dense and question-answering MLP.
+- at the input (`embedding`): LayoutLM / LayoutLMv3 / LiLT's 2-D position tables (LayoutLMv3's
+  image side, LiLT's box projection), MarkupLM's XPath tables and MLP, LUKE's entity tables,
+  MobileBERT's trigram projection;
+- in every block (`block`): GTE's down_proj bias, ESM C's norm biases, Nystromformer / YOSO's
+  depthwise value conv, ConvBERT's span-based dynamic convolution, SqueezeBERT's grouped q / k / v
+  convs, MobileBERT's bottleneck-width attention and feed-forwards, LiLT's layout stream, LUKE's
+  entity-aware queries;
+- in the head (`head`): BigBird's classification dense and question-answering MLP, Ultrabert's
+  prediction head, LUKE's entity predictions and entity classifiers.
 
 Their GEMMs are counted as 2 FLOPs a multiply-add (count/encoder_side.py); the planner keeps their
 parameters replicated and does not price their kernels (`extras.side`, plan/extras.py UNPRICED)."""

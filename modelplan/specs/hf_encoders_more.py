@@ -1,14 +1,15 @@
 """HF config mappers of more BERT-shaped encoders (transformers 5.24 modeling code): gte and
-jina_embeddings_v3 (post-LN rotary blocks), layoutlm, layoutlmv3 and lilt (2-D position tables, an
-image side, a layout stream), markuplm (XPath embeddings), tapas (seven token-type tables), yoso, mra
-and nystromformer (BERT's modules, their approximate attention parameter-free but for the value
-conv), fnet (Fourier mixing: MLP-only blocks), convbert (span-based dynamic convolution heads),
-squeezebert (grouped 1x1 convs), luke (entity tables and queries), the Llama-shaped esmc and
-ultrabert, and the SigLIP + encoder composites modernvbert and ultravbert; with the heads of
-big_bird, t5gemma / t5gemma2 and modernbert-decoder that `hf.apply_head` cannot read. Each is an
-existing mapper (BERT's `hf_gpt._bert`, `hf_llama.llama`, ModernBERT's) with the groups its modeling
-file adds as `extras.side` (specs/encoder_side.py); heads are BERT's where the classes are, their
-classification heads' dense + out_proj the size of BERT's pooler + classifier."""
+jina_embeddings_v3 (post-LN rotary blocks), tapas (seven token-type tables), yoso, mra and
+nystromformer (BERT's modules, their approximate attention parameter-free but for the value conv),
+fnet (Fourier mixing: MLP-only blocks), convbert (span-based dynamic convolution heads), squeezebert
+(grouped 1x1 convs) and luke (entity tables and queries): BERT's encoder (`hf_gpt._bert`) with the
+groups each modeling file adds as `extras.side` (specs/encoder_side.py); heads BERT's where the
+classes are (their classification heads' dense + out_proj the size of BERT's pooler + classifier).
+
+The tables here also hold, for `hf.MAPPERS` in one entry, the document encoders
+(`hf_encoders_layout`), the Llama / ModernBERT-shaped encoders and composites (`hf_encoders_llama`),
+MobileBERT (`hf_mobilebert`) and the heads of big_bird, t5gemma / t5gemma2 and modernbert-decoder
+(`hf_encoder_heads_more`)."""
 
 from __future__ import annotations
 
