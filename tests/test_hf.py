@@ -400,6 +400,9 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"umt5", "longt5", "switch_transformers", "led", "t5gemma", "m2m_100", "longformer",
                "nllb-moe"}  # test_hf_seq2seq_more.py
     tested |= {data["model_type"] for data in COMPOSITES_MORE_CASES}  # tests/test_hf_composites_more.py
+    from modelplan.specs.hf_encoders_more import ENCODERS_MORE_MAPPERS
+
+    tested |= set(ENCODERS_MORE_MAPPERS)  # tests/test_hf_encoders_more.py
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

@@ -205,7 +205,7 @@ def test_count_plan_run_and_verify_names_the_features(tmp_path, data, features):
     (dict(LED, tie_word_embeddings=False), "tie_word_embeddings: false is not modelled"),
     (dict(SWITCH, tie_word_embeddings=False), "tie_word_embeddings: false is not modelled"),
     (dict(T5GEMMA, decoder=dict(GEMMA_STACK, hidden_size=32)), r"decoder.hidden \(32\) != encoder.hidden \(64\)"),
-    (dict(T5GEMMA, architectures=["T5GemmaForTokenClassification"]), "'T5GemmaForTokenClassification' not modelled"),
+    (dict(T5GEMMA, architectures=["T5GemmaForQuestionAnswering"]), "'T5GemmaForQuestionAnswering' not modelled"),
 ])
 def test_unmodelled_is_a_one_line_error_naming_the_field(data, message):
     """What the spec cannot express is refused in one line naming the config key."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from modelplan.count.encoder_inputs import input_block_flops, input_block_params
+from modelplan.count.encoder_side import side_flops, side_kept_elements, side_params
 from modelplan.count.conv_relative import conv_relative_flops, conv_relative_kept_elements, conv_relative_params
 from modelplan.count.relative_attention import (relative_block_flops, relative_block_params,
                                                 relative_embedding_flops, relative_embedding_params)
@@ -63,6 +64,7 @@ def embedding_extra_params(spec: "TransformerSpec") -> dict[str, int]:
     out["encoder_token"] = spec.vocab * token_width(spec) if x.encoder_token_table else 0  # T5Gemma encoder.embed_tokens
     out["contact_head"] = spec.layers * spec.heads + 1 if x.contact_head else 0  # EsmContactPredictionHead.regression
     out.update(relative_embedding_params(spec))  # DeBERTa's rel_embeddings, MPNet's table (count/relative_attention.py)
+    out.update(side_params(spec, "embedding"))  # LayoutLM's 2-D tables, MarkupLM's XPath MLP (count/encoder_side.py)
     return out
 
 
@@ -97,6 +99,7 @@ def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int
     if x.cross_post_norm and block.cross:  # T5GemmaDecoderLayer.post_cross_attn_layernorm
         out["cross_attention/post_norm"] = _norm(spec, h)
     out.update(relative_block_params(spec, block))  # DeBERTa, UMT5, LED, LongT5 (count/relative_attention.py)
+    out.update(side_params(spec, "block"))  # GTE's down bias, ConvBERT's conv heads (count/encoder_side.py)
     return out
 
 
@@ -110,6 +113,7 @@ def embedding_extra_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int
     if x.concat_proj:
         out["concat/proj"] = 2 * tokens * _concat_in(spec) * h  # (t, h + widths) @ (h + widths, h)
     out.update(relative_embedding_flops(spec, tokens))  # DeBERTa-v2's ConvLayer
+    out.update(side_flops(spec, "embedding", tokens, 0))  # per token only: MarkupLM's XPath MLP (count/encoder_side.py)
     return out
 
 
@@ -136,6 +140,7 @@ def block_extra_flops(spec: "TransformerSpec", block: "Block", tokens: int, seq_
     if x.conv_relative is not None:  # Inkling (count/conv_relative.py)
         out.update(conv_relative_flops(spec, block, tokens))
     out.update(relative_block_flops(spec, block, tokens, seq_len))  # DeBERTa c2p / p2c, LongT5 globals
+    out.update(side_flops(spec, "block", tokens, seq_len))  # ConvBERT's conv heads, LiLT's layout stream
     return out
 
 
@@ -157,5 +162,6 @@ def block_extra_kept_bytes(spec: "TransformerSpec", block: "Block", d: int) -> i
         out += 2 * spec.q_width  # q + r_w and q + r_r (the s x P position scores: not counted)
     if x.conv_relative is not None:  # Inkling (count/conv_relative.py)
         out += conv_relative_kept_elements(spec, block)
+    out += side_kept_elements(spec)  # the side linears' inputs (count/encoder_side.py)
     return d * out
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from modelplan.count.block_flops import block_forward_flops
 from modelplan.count.blocks import Block, block_of, mtp_block
+from modelplan.count.encoder_side import side_flops
 from modelplan.count.extras import embedding_extra_flops
 from modelplan.count.params import TOP_LEVEL, with_parents
 from modelplan.count.result import FlopCount
@@ -100,6 +101,7 @@ def head_forward_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> di
         # first token of each sequence (ELECTRA's discriminator dense: every token)
         "pooler": 2 * (tokens if per_token_dense(spec) else sequences) * h * h if spec.pooler else 0,
         "classifier": 2 * rows * h * cls.num_labels if cls is not None else 0,  # (rows, h) @ (h, n)
+        **side_flops(spec, "head", tokens, seq_len),  # BigBird's classification dense (count/encoder_side.py)
     }
 
 

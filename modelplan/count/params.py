@@ -35,6 +35,7 @@ from modelplan.count.blocks import (
     unused_expert_params,
 )
 from modelplan.count.conv_relative import final_pool_params
+from modelplan.count.encoder_side import side_params
 from modelplan.count.extras import embedding_extra_params, position_table_params
 from modelplan.count.extras import frozen_params as extras_frozen_params
 from modelplan.count.result import ParamCount
@@ -94,6 +95,7 @@ def head_params(spec: "TransformerSpec") -> dict[str, int]:
         # classifier / score / qa_outputs: Linear(h, num_labels, bias)
         "classifier": h * cls.num_labels + (cls.num_labels if cls.bias else 0) if cls else 0,
         "input_pool": final_pool_params(spec),  # Inkling 2's final_input (count/conv_relative.py)
+        **side_params(spec, "head"),  # BigBird's classification dense (count/encoder_side.py)
     }
 
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
 
 UNPRICED: frozenset[str] = frozenset({"extras.input_width", "extras.concat_tables", "extras.dense_head_per_token",
-                                      "extras.xl_relative"})
+                                      "extras.xl_relative", "extras.side"})
 """extras features whose compute the planner leaves out (noted as priced as baseline blocks)."""
 
 PRICED_EXTRAS: frozenset[str] = frozenset({

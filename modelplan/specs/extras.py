@@ -31,6 +31,7 @@ from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
 from modelplan.specs.conv_relative import ConvRelativeSpec
+from modelplan.specs.encoder_side import EncoderSideSpec
 from modelplan.specs.relative_attention import RelativeSpec, check_relative, relative_features
 
 if TYPE_CHECKING:
@@ -135,6 +136,9 @@ class ExtrasSpec(Spec):
     relative: RelativeSpec | None = None
     """DeBERTa's disentangled attention, extra T5 bias tables, LED / LongT5 encoder attention
     (`specs/relative_attention.py`)."""
+    side: EncoderSideSpec | None = None
+    """Tables, linears and norms beside the block stack (LayoutLM, MarkupLM, GTE, ConvBERT, ...:
+    `specs/encoder_side.py`)."""
 
     @model_validator(mode="after")
     def _check(self) -> "ExtrasSpec":
@@ -199,6 +203,7 @@ def extras_features(spec: "TransformerSpec") -> list[str]:
         "extras.conv_relative": x.conv_relative is not None,
         "extras.weight_groups": x.weight_groups is not None, "extras.encoder_token_table": x.encoder_token_table,
         "extras.cross_post_norm": x.cross_post_norm, "extras.contact_head": x.contact_head,
+        "extras.side": x.side is not None,
     }
     return [name for name, used in checks.items() if used] + relative_features(x.relative)
 

@@ -75,6 +75,7 @@ from modelplan.specs.hf_composites_more import COMPOSITES_MORE, COMPOSITES_MORE_
 from modelplan.specs.hf_unmodelled_multimodal import MULTIMODAL_UNMODELLED
 from modelplan.specs.hf_encoders import ENCODER_HEADS, ENCODER_MAPPERS, ENCODER_UNMODELLED as TEXT_ENCODER_UNMODELLED
 from modelplan.specs.hf_seq2seq_more import SEQ2SEQ_HEADS, SEQ2SEQ_MORE_MAPPERS
+from modelplan.specs.hf_encoders_more import ENCODERS_MORE_HEADS, ENCODERS_MORE_MAPPERS, ENCODERS_MORE_UNMODELLED
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -90,7 +91,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **N18BEAM_MAPPERS, **ENCODER_MODEL_MAPPERS,
     **HYPERCONN_MAPPERS, **MLA_LAYERS_MAPPERS, **LINEAR_MLA_MAPPERS, **CCA_MAPPERS,
     **INKLING_MAPPERS, **AUDIO_LM_MAPPERS, **COSMOS3_TEXT_MAPPERS, **MUSE_TEXT_MAPPERS,
-    **ENCODER_MAPPERS, **SEQ2SEQ_MORE_MAPPERS,
+    **ENCODER_MAPPERS, **SEQ2SEQ_MORE_MAPPERS, **ENCODERS_MORE_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
@@ -108,7 +109,7 @@ UNMODELLED: dict[str, str] = {
     **N18VLM_UNMODELLED,
     **N18CAUSAL_UNMODELLED, **ENCODER_UNMODELLED, **TOWER_UNMODELLED,
     **MULTIMODAL_UNMODELLED,
-    **TEXT_ENCODER_UNMODELLED,
+    **TEXT_ENCODER_UNMODELLED, **ENCODERS_MORE_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
@@ -279,7 +280,7 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     _check_depth(c)
     # types whose head classes apply_head would misread
     head = {**N18SMALL_HEADS, **OWN_HEADS, **VLM_ENCDEC_HEADS, **ENCODER_HEADS, **SEQ2SEQ_HEADS,
-            **COMPOSITES_MORE_HEADS}.get(model_type)
+            **COMPOSITES_MORE_HEADS, **ENCODERS_MORE_HEADS}.get(model_type)
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}

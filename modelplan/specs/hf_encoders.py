@@ -148,6 +148,9 @@ def _esm(c: HFConfig) -> dict:
     as BERT's (EsmLMHead: dense, LayerNorm, tied decoder, vocab bias)."""
     if c.flag("is_folding_model", False):
         raise SpecError(f"{c.source}: is_folding_model: true is not modelled (ESMFold's folding trunk)")
+    if c.data.get("vocab_size") is None:  # EsmConfig.vocab_size defaults to None
+        raise SpecError(f"{c.source}: vocab_size: missing (EsmConfig's default is None, so transformers cannot build "
+                        f"EsmModel without it either; the ESM-2 and ESM-1b checkpoints set 33)")
     kind = c.text("position_embedding_type", "absolute")
     if kind not in ("absolute", "rotary"):
         raise SpecError(f"{c.source}: position_embedding_type: unsupported '{kind}' (absolute, rotary)")
@@ -247,12 +250,6 @@ ENCODER_HEADS: dict[str, Callable[..., dict]] = {"modernbert": _modernbert_head,
 ENCODER_UNMODELLED: dict[str, str] = {
     "funnel": "Funnel-Transformer's pooled blocks (the sequence halved between block groups, block_sizes) and its "
               "upsampling decoder",
-    "mobilebert": "MobileBERT's bottleneck blocks (intra-bottleneck projections, stacked FFNs, NoNorm)",
-    "squeezebert": "SqueezeBERT's grouped 1x1 convolutions for q/k/v, the attention output and the MLP "
-                   "(q_groups, k_groups, v_groups, post_attention_groups, intermediate_groups, output_groups)",
-    "nystromformer": "Nystromformer's landmark attention (num_landmarks, the iterative pseudo-inverse, the "
-                     "depthwise conv over values)",
-    "luke": "LUKE's entity embeddings and entity-aware attention (entity_vocab_size, w2e / e2w / e2e queries)",
     "fsmt": "FSMT's separate source and target vocabularies (src_vocab_size, tgt_vocab_size)",
 }
 """Encoder (and FSMT encoder-decoder) types transformers 5.24 ships that the spec cannot yet express exactly."""

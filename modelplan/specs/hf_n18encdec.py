@@ -180,9 +180,11 @@ def _t5gemma2(c: HFConfig) -> dict:
     from modelplan.specs.hf_other import _vision
 
     names = c.texts("architectures", None)
-    if names and not names[0].endswith(("ForConditionalGeneration", "Model")):
+    if names and not names[0].endswith(("ForConditionalGeneration", "Model", "ForSequenceClassification",
+                                        "ForTokenClassification")):  # the classifiers: hf_encoder_heads_more
         raise SpecError(f"{c.source}: architectures: '{names[0]}' not modelled (supported: "
-                        f"T5Gemma2ForConditionalGeneration, T5Gemma2Model)")
+                        f"T5Gemma2ForConditionalGeneration, T5Gemma2Model, ...ForSequenceClassification, "
+                        f"...ForTokenClassification)")
     encoder, decoder = c.sub("encoder"), c.sub("decoder")
     if encoder is None or decoder is None or encoder.sub("text_config") is None:
         raise SpecError(f"{c.source}: encoder.text_config / decoder: missing (T5Gemma2Config nests both)")

@@ -76,12 +76,8 @@ def _causal_only(model_type: str, lm_suffix: str, bare: str) -> Callable[..., di
 
 def _big_bird_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
     """BigBird's heads keep BigBirdModel's pooler (add_pooling_layer defaults to true in every
-    head class but question answering); its sequence-classification head (dense + out_proj beside
-    the pooler) and question-answering head are refused."""
-    name = _arch(c) or "BigBirdModel"
-    if name.endswith(("ForSequenceClassification", "ForQuestionAnswering")):
-        raise SpecError(f"{c.source}: architectures: '{name}' is not supported for big_bird (its head beside "
-                        "the pooler is not modelled)")
+    head class but question answering); the sequence-classification and question-answering heads:
+    `hf_encoder_heads_more`."""
     return {**apply_head(fields, c, architecture(c)), "pooler": True}
 
 

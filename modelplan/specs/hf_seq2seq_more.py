@@ -159,11 +159,13 @@ def _t5gemma(c: HFConfig) -> dict:
         raise SpecError(f"{c.source}: encoder / decoder: missing (T5GemmaConfig nests both)")
     fields = LLAMA_MAPPERS["gemma2"](encoder)
     names = c.texts("architectures", None) or ["T5GemmaForConditionalGeneration"]
-    if names[0].endswith("EncoderModel"):
+    classifier = names[0].endswith(("ForSequenceClassification", "ForTokenClassification"))  # hf_encoder_heads_more
+    if names[0].endswith("EncoderModel") or (classifier and not c.flag("is_encoder_decoder", True)):
         return {**fields, "arch": "encoder", "lm_head": False, "tied_embeddings": False, "final_logit_softcap": None}
-    if not names[0].endswith(("ForConditionalGeneration", "Model")):
+    if not names[0].endswith(("ForConditionalGeneration", "Model")) and not classifier:
         raise SpecError(f"{c.source}: architectures: '{names[0]}' not modelled (supported: T5GemmaForConditional"
-                        f"Generation, T5GemmaModel, T5GemmaEncoderModel)")
+                        f"Generation, T5GemmaModel, T5GemmaEncoderModel, ...ForSequenceClassification, "
+                        f"...ForTokenClassification)")
     own = LLAMA_MAPPERS["gemma2"](decoder)
     for key in ("hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "sliding_window", "layer_types",
                 "attention_scale", "attn_logit_softcap"):
@@ -174,7 +176,7 @@ def _t5gemma(c: HFConfig) -> dict:
         raise SpecError(f"{c.source}: decoder.cross_attention_hidden_size != encoder.hidden_size is not modelled")
     if not c.flag("tie_word_embeddings", True):
         raise SpecError(f"{c.source}: tie_word_embeddings: false is not modelled (an untied lm_head.out_proj)")
-    bare = names[0].endswith("Model")
+    bare = names[0].endswith("Model") or classifier
     return {**fields, "arch": "encoder_decoder", "decoder_layers": decoder.size("num_hidden_layers"),
             "lm_head": not bare, "tied_embeddings": not bare,
             "final_logit_softcap": own.get("final_logit_softcap"),
