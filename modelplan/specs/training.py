@@ -80,6 +80,12 @@ class TrainingSpec(Spec):
     (`EngineProfile.compiles_loss`); False: an engine version that left it eager (torchtitan
     9dec370, Dec 2024: `# if job_config.training.compile: loss_fn = torch.compile(loss_fn)`
     commented out, e8977b007)."""
+    loss_upcast: bool = True
+    """The eager cross-entropy casts the 16-bit logits to fp32 first (`F.cross_entropy(logits.float())`:
+    torchtitan, HF transformers' ForCausalLMLoss); False: it runs on the 16-bit logits (NeMo
+    AutoModel MaskedCrossEntropy(fp32_upcast=False)): d instead of 4 bytes per logit for the kept
+    softmax and its gradients (`count.eager.loss_peak_bytes`). Engines with a fused
+    vocab-parallel loss (Megatron) ignore it."""
     tensor_rate: float | None = Field(None, gt=0, le=1)
     """Fraction of the priced tensor-core rate this run's step keeps (a figure measured on your
     stack and part); None: the engine's figure for the accelerator's architecture
