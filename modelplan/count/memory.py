@@ -492,7 +492,7 @@ def count_transformer_memory(spec, training: "TrainingSpec", micro_batch: int) -
     return MemoryCount(
         weights=params * d,
         gradients=trained * training.grad_bytes,
-        optimizer=trained * FP32_BYTES * training.optimizer_states,
+        optimizer=trained * training.optimizer_state_bytes * training.optimizer_states,
         master_weights=trained * FP32_BYTES if training.uses_master_weights else 0,
         activations=activations,
         activations_per_layer=per_layer,

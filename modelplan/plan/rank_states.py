@@ -28,7 +28,8 @@ class RankStates:
     def __init__(self, spec: TransformerSpec, training: TrainingSpec, software: EngineSettings = MEGATRON_2021) -> None:
         self.spec, self.training, self.software = spec, training, software
         self.dtype_bytes, self.grad_bytes = training.dtype_bytes, training.grad_bytes
-        self.state_bytes = dp_zero.state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
+        self.state_bytes = dp_zero.state_bytes_per_param(training.optimizer_states, training.uses_master_weights,
+                                                         training.optimizer_state_bytes)
         self._cache: dict[tuple, object] = {}
         self._ids: dict[tuple, int] = {}
         self.finetune = None

@@ -42,6 +42,10 @@ class TrainingSpec(Spec):
     """Keep fp32 master weights; None means yes for mixed precision, no for fp32."""
     grad_dtype: Literal["fp32", "same"] = "fp32"
     """Gradient accumulation buffer: fp32 (Megatron default) or the compute dtype."""
+    optimizer_state_dtype: Literal["fp32", "same"] = "fp32"
+    """Optimizer states (Adam m and v): fp32 (Megatron, DeepSpeed, an fp32-master or fp32-parameter
+    run) or the compute dtype (`torch.optim.AdamW` over bf16 parameters without a master copy:
+    its states are `zeros_like(param)`, torch/optim/adamw.py `_init_group`)."""
     recompute: Recompute = "none"
     """Activation recomputation: none, selective (attention core) or full (per layer)."""
     attention: AttentionKernel = "flash"
@@ -156,6 +160,11 @@ class TrainingSpec(Spec):
     def grad_bytes(self) -> int:
         """Bytes per gradient element."""
         return 4 if self.grad_dtype == "fp32" else self.dtype_bytes
+
+    @property
+    def optimizer_state_bytes(self) -> int:
+        """Bytes per element of each optimizer state tensor."""
+        return 4 if self.optimizer_state_dtype == "fp32" else self.dtype_bytes
 
     @property
     def optimizer_states(self) -> int:
