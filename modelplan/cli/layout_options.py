@@ -26,6 +26,9 @@ FusedNormOpt = Annotated[Optional[bool], typer.Option(
 CompileLossOpt = Annotated[Optional[bool], typer.Option(
     "--compile-loss/--no-compile-loss", help="With --compile: torch.compile covers the loss too [default: the "
     "engine's].", show_default=False)]
+LossUpcastOpt = Annotated[Optional[bool], typer.Option(
+    "--loss-upcast/--no-loss-upcast", help="Eager engines: the cross-entropy casts the logits to fp32 first "
+    "(--no-loss-upcast: on the 16-bit logits, NeMo AutoModel fp32_upcast=False) [default: yes].", show_default=False)]
 
 
 def parse_reshard(text: str | None) -> bool | str:
@@ -45,9 +48,11 @@ def layout_space(first: int | None, last: int | None, reshard: str | None) -> di
     return {"first_stage_layers": first, "last_stage_layers": last, "reshard_after_forward": parse_reshard(reshard)}
 
 
-def kernel_settings(fused_norm: bool | None, compile_loss: bool | None) -> dict:
+def kernel_settings(fused_norm: bool | None, compile_loss: bool | None, loss_upcast: bool | None = None) -> dict:
     """The TrainingSpec fields these options set (left out: the spec's defaults)."""
     out: dict = {}
+    if loss_upcast is not None:
+        out["loss_upcast"] = loss_upcast
     if fused_norm is not None:
         out["fused_norm"] = fused_norm
     if compile_loss is not None:

@@ -44,9 +44,10 @@ from modelplan.cli.images_option import ImagesPerSeqOpt, check_images
 from modelplan.cli.dispatcher_option import MoeDispatcherOpt, dispatcher_settings
 from modelplan.cli.etp_option import EtpOpt, check_etp, parse_etp
 from modelplan.cli.tensor_rate_option import TensorRateOpt, tensor_rate_settings
+from modelplan.cli.optimizer_state_option import OptimizerStateDtypeOpt, optimizer_state_settings
 from modelplan.cli.finetune_options import with_finetune_options
-from modelplan.cli.layout_options import (CompileLossOpt, FirstStageOpt, FusedNormOpt, LastStageOpt, ReshardOpt,
-                                          kernel_settings, layout_space)
+from modelplan.cli.layout_options import (CompileLossOpt, FirstStageOpt, FusedNormOpt, LastStageOpt, LossUpcastOpt,
+                                          ReshardOpt, kernel_settings, layout_space)
 from modelplan.cli.search_options import (DpOverlapOpt, FsdpShardOpt, OffloadActivationsOpt, OffloadOptimizerOpt,
                                           RankOrderOpt, TpOverlapModesOpt, ZeroppOpt, parse_words, wide_space)
 from modelplan.cli.run_options import (CheckpointEveryOpt, CheckpointWriteOpt, MtbfOpt, PriceOpt, PueOpt, RampupOpt,
@@ -167,7 +168,9 @@ def plan_cmd(
     reshard_after_forward: ReshardOpt = None,
     fused_norm: FusedNormOpt = None,
     compile_loss: CompileLossOpt = None,
+    loss_upcast: LossUpcastOpt = None,
     tensor_rate: TensorRateOpt = None,
+    optimizer_state_dtype: OptimizerStateDtypeOpt = None,
     memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, callback=finite, help="Fraction of GPU memory to keep free.")] = 0.0,
     allow_tp_across_nodes: Annotated[bool, typer.Option("--allow-tp-across-nodes", help="Let TP groups span nodes.")] = False,
     top: Annotated[int, typer.Option("--top", min=1, max=1000, help="How many ranked plans to show.")] = 5,
@@ -217,8 +220,9 @@ def plan_cmd(
                               **recompute_settings(recompute_modules, recompute_method, recompute_layers),
                               tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
                               cp_comm_type=cp_comm_type, finetune=ft, fp8_param_gather=fp8_param_gather,
-                              master_weights=master_weights, **kernel_settings(fused_norm, compile_loss),
+                              master_weights=master_weights, **kernel_settings(fused_norm, compile_loss, loss_upcast),
                               **dispatcher_settings(moe_dispatcher, spec), **tensor_rate_settings(tensor_rate),
+                              **optimizer_state_settings(optimizer_state_dtype),
                               **({} if grad_dtype is None else {"grad_dtype": grad_dtype}),
                               **({} if images_per_seq is None else {"images_per_seq": images_per_seq})),
                          decoder_seq)

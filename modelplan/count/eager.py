@@ -56,16 +56,20 @@ def rotary_bytes(d: int) -> tuple[int, int]:
     return 16 + 2 * d, 16 + 2 * d
 
 
-def cross_entropy_bytes(d: int) -> tuple[int, int]:
+def cross_entropy_bytes(d: int, upcast: bool = True) -> tuple[int, int]:
     """(forward, backward) bytes per logit of `F.cross_entropy(logits.float(), labels)`:
     float() d + 4, log_softmax's max, sum-exp and output passes 4 + 4 + 4 + 4; backward: the
     nll gradient (a zero fp32 tensor and a scatter) 4, log_softmax's backward 4 + 4 + 4 + 4,
-    float()'s 4 + d."""
+    float()'s 4 + d. Without the upcast (`upcast` False: `F.cross_entropy(logits, labels)` on the
+    d-byte logits) the same passes move d bytes each and there is no cast: 4 d forward, 5 d
+    backward."""
+    if not upcast:
+        return 4 * d, 5 * d
     return d + 20, d + 24
 
 
 def loss_peak_bytes(d: int, fused: bool, compiled: bool = False, loss_parallel: bool = False,
-                    keeps_logits: bool = False) -> int:
+                    keeps_logits: bool = False, upcast: bool = True) -> int:
     """Peak bytes per logit the loss holds on the last stage (forward output to backward end).
     Fused vocab-parallel cross-entropy (Megatron): the fp32 softmax, kept from the forward and
     turned into the gradient in place: 4 (Megatron's estimator, theoretical_memory_usage.py,
@@ -82,9 +86,13 @@ def loss_peak_bytes(d: int, fused: bool, compiled: bool = False, loss_parallel: 
     vocab-sharded logits, torchtitan at tp > 1): nll's and log_softmax's backward run as one
     handler, `(grad_input + torch.exp(x)) * grad_output` beside the saved fp32 log-softmax x and
     the zeros_like(x) gradient (torch/distributed/tensor/parallel/loss.py
-    `_nll_loss_and_log_softmax_backward`): x, grad_input, the sum, the product: 4 x 4."""
+    `_nll_loss_and_log_softmax_backward`): x, grad_input, the sum, the product: 4 x 4. An eager
+    loss without the upcast (`upcast` False, on the d-byte logits: NeMo AutoModel
+    MaskedCrossEntropy(fp32_upcast=False)) holds the same tensors in d bytes and needs no cast
+    for the output layer's backward: 3 d (4 d under loss parallel)."""
     if fused:
         return FP32 + (d if keeps_logits else 0)
     if compiled:
         return 2 * d
-    return 4 * FP32 if loss_parallel else 3 * FP32
+    width = FP32 if upcast else d
+    return 4 * width if loss_parallel else 3 * width

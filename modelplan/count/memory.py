@@ -352,7 +352,7 @@ def embedding_activation_bytes(
 def output_activation_bytes(
     spec: "TransformerSpec", micro_batch: int, seq_len: int, dtype_bytes: int, tp: int = 1,
     fused_cross_entropy: bool = True, compiled_loss: bool = False, loss_parallel: bool = False,
-    keeps_logits: bool = False,
+    keeps_logits: bool = False, loss_upcast: bool = True,
 ) -> int:
     """Output layer + cross-entropy activations of one micro-batch (last pipeline stage).
 
@@ -361,12 +361,14 @@ def output_activation_bytes(
     An eager `F.cross_entropy(logits.float())` holds 12 bytes per logit at its peak instead of 4
     (`modelplan.count.eager.loss_peak_bytes`); a compiled eager loss 2 d; an eager loss over
     DTensor vocab-sharded logits (`loss_parallel`) 16; a fused loss whose caller keeps the d-byte
-    logits (`keeps_logits`, Megatron) 4 + d.
+    logits (`keeps_logits`, Megatron) 4 + d; an eager loss on the d-byte logits (`loss_upcast`
+    False) 3 d.
     """
     if not spec.lm_head:
         return 0
     sb = seq_len * micro_batch
-    per_logit = loss_peak_bytes(dtype_bytes, fused_cross_entropy, compiled_loss, loss_parallel, keeps_logits)
+    per_logit = loss_peak_bytes(dtype_bytes, fused_cross_entropy, compiled_loss, loss_parallel, keeps_logits,
+                                loss_upcast)
     return _ceil_div(2 * dtype_bytes * sb * spec.hidden + per_logit * sb * spec.vocab, tp)
 
 
@@ -491,7 +493,7 @@ def count_transformer_memory(spec, training: "TrainingSpec", micro_batch: int) -
     return MemoryCount(
         weights=params * d,
         gradients=trained * training.grad_bytes,
-        optimizer=trained * FP32_BYTES * training.optimizer_states,
+        optimizer=trained * training.optimizer_state_bytes * training.optimizer_states,
         master_weights=trained * FP32_BYTES if training.uses_master_weights else 0,
         activations=activations,
         activations_per_layer=per_layer,

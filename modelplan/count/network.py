@@ -172,7 +172,7 @@ def count_network_memory(spec: NetworkSpec, training: TrainingSpec, micro_batch:
     return MemoryCount(
         weights=params * dtype_bytes,
         gradients=params * training.grad_bytes,
-        optimizer=params * 4 * training.optimizer_states,
+        optimizer=params * training.optimizer_state_bytes * training.optimizer_states,
         master_weights=params * 4 if training.uses_master_weights else 0,
         activations=sum(per_layer),
         activations_per_layer=per_layer,

@@ -64,6 +64,8 @@ class EngineSettings(NamedTuple):
     """`EngineProfile.loss_keeps_logits` (the fused loss's caller keeps the 16-bit logits)."""
     head_stays_gathered: bool = False
     """`EngineProfile.head_stays_gathered` (ZeRO-3 keeps the output head gathered to its backward)."""
+    loss_upcast: bool = True
+    """`TrainingSpec.loss_upcast` (the eager loss casts the logits to fp32 first)."""
 
 
 def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSettings:
@@ -90,7 +92,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         recompute_num_layers=training.recompute_num_layers,
         loss_parallel=profile.loss_parallel, pp_microbatch_buffers=profile.pp_microbatch_buffers,
         pp_keeps_outputs=profile.pp_keeps_outputs, sdpa_repeats_kv=profile.sdpa_repeats_kv,
-        scale_mask_softmax=profile.scale_mask_softmax,
+        scale_mask_softmax=profile.scale_mask_softmax, loss_upcast=training.loss_upcast,
     )
 
 
@@ -124,7 +126,7 @@ def _loss_kind(software: EngineSettings) -> str:
 
 def _loss_bytes(software: EngineSettings, dtype_bytes: int = 2, loss_parallel: bool = False) -> int:
     return loss_peak_bytes(dtype_bytes, software.fused_cross_entropy, software.compiled_loss, loss_parallel,
-                           software.loss_keeps_logits)
+                           software.loss_keeps_logits, software.loss_upcast)
 
 
 def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, float] | None,

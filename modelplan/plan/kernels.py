@@ -252,10 +252,11 @@ def norm_kernel(name: str, spec: TransformerSpec, values: int, d: int, eager: bo
 
 def head_kernels(
     spec: TransformerSpec, tp: int, micro_batch: int, seq_len: int, dtype_bytes: int, vocab_padded: int,
-    elementwise: str = "fused", norm_elementwise: str | None = None,
+    elementwise: str = "fused", norm_elementwise: str | None = None, loss_upcast: bool = True,
 ) -> tuple[tuple[Gemm, ...], tuple[Elementwise, ...]]:
     """Output projection and vocab-parallel cross-entropy on the last stage (Megatron-LM), or
-    eager `F.cross_entropy(logits.float())` (`count.eager.cross_entropy_bytes`)."""
+    eager `F.cross_entropy(logits.float())` (`count.eager.cross_entropy_bytes`; on the d-byte
+    logits when `loss_upcast` is False)."""
     tokens = micro_batch * seq_len
     vocab_local = vocab_padded // tp
     transform_gemms, transform_ew = head_transform_kernels(spec, tokens, dtype_bytes)  # BERT MLM transform
@@ -266,7 +267,8 @@ def head_kernels(
     # its dtype copy (~ 4 + 4 + d).
     d = dtype_bytes
     eager = elementwise == "eager"
-    loss = (Elementwise("head/cross_entropy", tokens * vocab_local, *cross_entropy_bytes(d), CROSS_ENTROPY_KERNELS)
+    loss = (Elementwise("head/cross_entropy", tokens * vocab_local, *cross_entropy_bytes(d, loss_upcast),
+                        CROSS_ENTROPY_KERNELS)
             if eager else Elementwise("head/cross_entropy", tokens * vocab_local, d + 16, 8 + d))
     final_norm = norm_kernel("final_norm", spec, tokens * spec.hidden, d, (norm_elementwise or elementwise) == "eager")
     out = ((loss, final_norm) if spec.final_norm else (loss,)) + tuple(transform_ew)

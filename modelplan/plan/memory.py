@@ -81,7 +81,7 @@ def edge_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtyp
                      sequence_parallel: bool, cp: int = 1, fused_cross_entropy: bool = True,
                      compiled_loss: bool = False, gathered_inputs: bool = False,
                      loss_parallel: bool = False, keeps_logits: bool = False,
-                     head_seq_len: int | None = None) -> tuple[int, int]:
+                     head_seq_len: int | None = None, loss_upcast: bool = True) -> tuple[int, int]:
     """(first stage, last stage) bytes per in-flight micro-batch (Korthikanti et al. 2022 sec. 4.3:
     token ids and embedding-dropout mask; output layer + cross-entropy 4sbh(1 + V/h)/t, or the
     eager loss's 12 bytes per logit, 2 d when torch.compile covers it). `gathered_inputs` (DTensor
@@ -91,11 +91,11 @@ def edge_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtyp
     (torchtitan 9dec370 parallel_dims.py `loss_parallel_enabled = tp > 1 and ...`). `keeps_logits`:
     the fused loss's caller keeps the d-byte logits beside its fp32 copy (`count.eager.loss_peak_bytes`).
     `head_seq_len`: the tokens per sequence of the head (an encoder-decoder's target length; None:
-    seq_len, which the embedding's are)."""
+    seq_len, which the embedding's are). `loss_upcast` False: the eager loss on the d-byte logits."""
     s_local = seq_len // cp
     head_local = (seq_len if head_seq_len is None else head_seq_len) // cp
     head = output_activation_bytes(spec, micro_batch, head_local, dtype_bytes, tp, fused_cross_entropy, compiled_loss,
-                                   loss_parallel and tp > 1, keeps_logits)
+                                   loss_parallel and tp > 1, keeps_logits, loss_upcast)
     if gathered_inputs and sequence_parallel and tp > 1 and spec.lm_head:
         whole = dtype_bytes * head_local * micro_batch * spec.hidden
         head += whole - -(-whole // tp)

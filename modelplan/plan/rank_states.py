@@ -28,7 +28,8 @@ class RankStates:
     def __init__(self, spec: TransformerSpec, training: TrainingSpec, software: EngineSettings = MEGATRON_2021) -> None:
         self.spec, self.training, self.software = spec, training, software
         self.dtype_bytes, self.grad_bytes = training.dtype_bytes, training.grad_bytes
-        self.state_bytes = dp_zero.state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
+        self.state_bytes = dp_zero.state_bytes_per_param(training.optimizer_states, training.uses_master_weights,
+                                                         training.optimizer_state_bytes)
         self._cache: dict[tuple, object] = {}
         self._ids: dict[tuple, int] = {}
         self.finetune = None
@@ -149,10 +150,12 @@ class RankStates:
             blocks = self.rank_blocks(schedule, pp, vpp, split)[pp_rank]
             return self.finetune.states(dense, blocks, tp, shard or dp * cp, zero)
         # ranks and layouts holding the same parameters under the same sharding share the bytes
-        key = ("held", dense, experts, tp, ep, etp, dp * cp, zero, (reshard, pp, shard) if zero >= 3 else None)
+        fp8 = self._fp8_gathered(tp, pp, ep, schedule, vpp, etp, split, pp_rank, reshard) if zero >= 3 else 0
+        key = ("held", dense, experts, tp, ep, etp, dp * cp, zero, (reshard, pp, shard, fp8) if zero >= 3 else None)
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._cache[key] = self._held_bytes(dense, experts, tp, pp, dp, zero, ep, cp, reshard, shard, etp)
+            hit = self._cache[key] = self._held_bytes(dense, experts, tp, pp, dp, zero, ep, cp, reshard, shard, etp,
+                                                      fp8)
         if zero >= 3 and pp_rank == pp - 1 and self.software.head_stays_gathered \
                 and zero3_mode(reshard, self.software, pp).reshard_after_forward:
             # the output head stays gathered from its forward to its backward (the loss's peak)
@@ -161,9 +164,24 @@ class RankStates:
             hit = (hit[0] + self.dtype_bytes * head, *hit[1:])
         return hit
 
+    def _fp8_gathered(self, tp: int, pp: int, ep: int, schedule: str, vpp: int, etp: int | None, split,
+                      pp_rank: int, reshard: bool | str) -> int:
+        """Parameters ZeRO-3 holds gathered that torchao's float8 all-gather gathers as fp8: the
+        blocks' dense parameters (Float8Linear weights; torchtitan and benchmark_litgpt leave the
+        embedding and the output head unconverted), `UNITS_IN_FLIGHT` blocks when units are
+        resharded after forward, every block of the rank when they are kept to backward
+        (`fsdp.zero3_state_bytes` then keeps the whole stage gathered)."""
+        numel, experts, layer, _ = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))
+        if zero3_mode(reshard, self.software, pp).reshard_after_forward:
+            return UNITS_IN_FLIGHT * layer
+        names = self.rank_units(schedule, pp, vpp, split)[pp_rank]
+        return sum(numel.get(n, 0) for n in names if n.startswith("layers/") and n not in experts)
+
     def _held_bytes(self, dense: int, experts: int, tp: int, pp: int, dp: int, zero: int, ep: int, cp: int,
-                    reshard: bool | str, shard: int | None, etp: int | None) -> tuple[float, float, float]:
-        """`rank_states` of a rank holding `dense` and `experts` parameters (no fine-tune)."""
+                    reshard: bool | str, shard: int | None, etp: int | None,
+                    fp8_gathered: int = 0) -> tuple[float, float, float]:
+        """`rank_states` of a rank holding `dense` and `experts` parameters (no fine-tune);
+        `fp8_gathered`: its gathered parameters the float8 all-gather holds in fp8."""
         layer, expert_layer = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))[2:]
         sizes = (self.dtype_bytes, self.grad_bytes, self.state_bytes)
         sw = self.software
@@ -184,8 +202,8 @@ class RankStates:
             if self.training.fp8_param_gather and zero < 3:
                 weights -= self.dtype_bytes * (dense + experts)
         elif sw.fp8_recipe is not None and self.training.fp8_param_gather and zero >= 3:
-            # torchao fp8 all-gather: the gathered units are fp8 (1 byte) instead of 16-bit
-            weights -= (self.dtype_bytes - 1) * layer * UNITS_IN_FLIGHT
+            # torchao fp8 all-gather: the gathered blocks are fp8 (1 byte) instead of 16-bit
+            weights -= (self.dtype_bytes - 1) * fp8_gathered
         return weights, gradients, optimizer
 
     def states(self, tp: int, pp: int, dp: int, zero: int, ep: int = 1, cp: int = 1,

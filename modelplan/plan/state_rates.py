@@ -27,6 +27,6 @@ class StateRates(NamedTuple):
 
 def state_rates(training: TrainingSpec) -> StateRates:
     """The byte rates of `training`'s precision, optimizer states and master weights."""
-    state = state_bytes_per_param(training.optimizer_states, training.uses_master_weights)
+    state = state_bytes_per_param(training.optimizer_states, training.uses_master_weights, training.optimizer_state_bytes)
     opt = optimizer_bytes_per_param(training.grad_bytes, state, training.dtype_bytes, training.uses_master_weights)
     return StateRates(training.dtype_bytes, training.grad_bytes, state, opt)

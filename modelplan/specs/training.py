@@ -42,6 +42,10 @@ class TrainingSpec(Spec):
     """Keep fp32 master weights; None means yes for mixed precision, no for fp32."""
     grad_dtype: Literal["fp32", "same"] = "fp32"
     """Gradient accumulation buffer: fp32 (Megatron default) or the compute dtype."""
+    optimizer_state_dtype: Literal["fp32", "same"] = "fp32"
+    """Optimizer states (Adam m and v): fp32 (Megatron, DeepSpeed, an fp32-master or fp32-parameter
+    run) or the compute dtype (`torch.optim.AdamW` over bf16 parameters without a master copy:
+    its states are `zeros_like(param)`, torch/optim/adamw.py `_init_group`)."""
     recompute: Recompute = "none"
     """Activation recomputation: none, selective (attention core) or full (per layer)."""
     attention: AttentionKernel = "flash"
@@ -80,6 +84,12 @@ class TrainingSpec(Spec):
     (`EngineProfile.compiles_loss`); False: an engine version that left it eager (torchtitan
     9dec370, Dec 2024: `# if job_config.training.compile: loss_fn = torch.compile(loss_fn)`
     commented out, e8977b007)."""
+    loss_upcast: bool = True
+    """The eager cross-entropy casts the 16-bit logits to fp32 first (`F.cross_entropy(logits.float())`:
+    torchtitan, HF transformers' ForCausalLMLoss); False: it runs on the 16-bit logits (NeMo
+    AutoModel MaskedCrossEntropy(fp32_upcast=False)): d instead of 4 bytes per logit for the kept
+    softmax and its gradients (`count.eager.loss_peak_bytes`). Engines with a fused
+    vocab-parallel loss (Megatron) ignore it."""
     tensor_rate: float | None = Field(None, gt=0, le=1)
     """Fraction of the priced tensor-core rate this run's step keeps (a figure measured on your
     stack and part); None: the engine's figure for the accelerator's architecture
@@ -150,6 +160,11 @@ class TrainingSpec(Spec):
     def grad_bytes(self) -> int:
         """Bytes per gradient element."""
         return 4 if self.grad_dtype == "fp32" else self.dtype_bytes
+
+    @property
+    def optimizer_state_bytes(self) -> int:
+        """Bytes per element of each optimizer state tensor."""
+        return 4 if self.optimizer_state_dtype == "fp32" else self.dtype_bytes
 
     @property
     def optimizer_states(self) -> int:

@@ -182,9 +182,10 @@ def state_bytes(
     return weights, gradients, optimizer
 
 
-def state_bytes_per_param(optimizer_states: int, master_weights: bool) -> int:
-    """fp32 optimizer states (Adam m and v: 2) plus the fp32 master copy (ZeRO's K = 12 for Adam)."""
-    return 4 * optimizer_states + (4 if master_weights else 0)
+def state_bytes_per_param(optimizer_states: int, master_weights: bool, bytes_per_state: int = 4) -> int:
+    """Optimizer states (Adam m and v: 2, fp32 unless `bytes_per_state` says otherwise) plus the fp32
+    master copy (ZeRO's K = 12 for Adam)."""
+    return bytes_per_state * optimizer_states + (4 if master_weights else 0)
 
 
 def optimizer_bytes_per_param(grad_bytes: int, state_bytes: int, dtype_bytes: int, master_weights: bool) -> int:
