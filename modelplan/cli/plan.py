@@ -45,8 +45,8 @@ from modelplan.cli.dispatcher_option import MoeDispatcherOpt, dispatcher_setting
 from modelplan.cli.etp_option import EtpOpt, check_etp, parse_etp
 from modelplan.cli.tensor_rate_option import TensorRateOpt, tensor_rate_settings
 from modelplan.cli.finetune_options import with_finetune_options
-from modelplan.cli.layout_options import (CompileLossOpt, FirstStageOpt, FusedNormOpt, LastStageOpt, ReshardOpt,
-                                          kernel_settings, layout_space)
+from modelplan.cli.layout_options import (CompileLossOpt, FirstStageOpt, FusedNormOpt, LastStageOpt, LossKernelOpt,
+                                          ReshardOpt, kernel_settings, layout_space)
 from modelplan.cli.search_options import (DpOverlapOpt, FsdpShardOpt, OffloadActivationsOpt, OffloadOptimizerOpt,
                                           RankOrderOpt, TpOverlapModesOpt, ZeroppOpt, parse_words, wide_space)
 from modelplan.cli.run_options import (CheckpointEveryOpt, CheckpointWriteOpt, MtbfOpt, PriceOpt, PueOpt, RampupOpt,
@@ -167,6 +167,7 @@ def plan_cmd(
     reshard_after_forward: ReshardOpt = None,
     fused_norm: FusedNormOpt = None,
     compile_loss: CompileLossOpt = None,
+    loss_kernel: LossKernelOpt = None,
     tensor_rate: TensorRateOpt = None,
     memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, callback=finite, help="Fraction of GPU memory to keep free.")] = 0.0,
     allow_tp_across_nodes: Annotated[bool, typer.Option("--allow-tp-across-nodes", help="Let TP groups span nodes.")] = False,
@@ -217,7 +218,7 @@ def plan_cmd(
                               **recompute_settings(recompute_modules, recompute_method, recompute_layers),
                               tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
                               cp_comm_type=cp_comm_type, finetune=ft, fp8_param_gather=fp8_param_gather,
-                              master_weights=master_weights, **kernel_settings(fused_norm, compile_loss),
+                              master_weights=master_weights, **kernel_settings(fused_norm, compile_loss, loss_kernel),
                               **dispatcher_settings(moe_dispatcher, spec), **tensor_rate_settings(tensor_rate),
                               **({} if grad_dtype is None else {"grad_dtype": grad_dtype}),
                               **({} if images_per_seq is None else {"images_per_seq": images_per_seq})),

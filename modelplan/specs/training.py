@@ -7,7 +7,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
-from modelplan.specs.engine import AcMode, CpCommType, Fp8Recipe, Framework, RecomputeMethod, RecomputeModule
+from modelplan.specs.engine import (AcMode, CpCommType, Fp8Recipe, Framework, LossKernel, RecomputeMethod,
+                                   RecomputeModule)
 from modelplan.specs.finetune import FinetuneSpec
 from modelplan.specs.recompute import check_recompute_settings
 
@@ -80,6 +81,10 @@ class TrainingSpec(Spec):
     (`EngineProfile.compiles_loss`); False: an engine version that left it eager (torchtitan
     9dec370, Dec 2024: `# if job_config.training.compile: loss_fn = torch.compile(loss_fn)`
     commented out, e8977b007)."""
+    loss_kernel: LossKernel | None = None
+    """The cross-entropy kernels this run's loss runs (Megatron-core `--cross-entropy-loss-fusion`
+    with `--cross-entropy-fusion-impl native` -> megatron_native, `te` -> te; NeMo 2 / Megatron-Bridge
+    turn the fusion on in their model configs); None: the engine's (`EngineProfile.loss_kernel`)."""
     tensor_rate: float | None = Field(None, gt=0, le=1)
     """Fraction of the priced tensor-core rate this run's step keeps (a figure measured on your
     stack and part); None: the engine's figure for the accelerator's architecture
