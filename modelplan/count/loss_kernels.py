@@ -65,11 +65,13 @@ def loss_kernel_bytes(kind: LossKernel, d: int) -> tuple[int, int]:
     if kind == "eager":
         return cross_entropy_bytes(d)
     if kind == "compiled":
-        # Inductor's log_softmax over a row too long for one block: an amax loop and a sum-exp
-        # loop over the d-byte logits, 2 d (nll reads one value per row); AOTAutograd's min-cut
-        # partitioner saves the logits and the row statistics, so backward recomputes the softmax
-        # and writes the d-byte gradient in one kernel, 2 d (torch/_functorch/partitioners.py)
-        return 2 * d, 2 * d
+        # Inductor's online softmax (torch/_inductor/fx_passes/post_grad.py prepare_softmax_online,
+        # config.online_softmax on by default, torch 2.13) takes the max and the sum of exp in one
+        # read of the d-byte logits, d (an Inductor without it reads them twice); nll gathers one value
+        # per row; AOTAutograd's min-cut partitioner saves the logits and the row statistics, so
+        # backward recomputes the softmax and writes the d-byte gradient in one kernel, 2 d
+        # (torch/_functorch/partitioners.py)
+        return d, 2 * d
     if kind == "flash_attn":
         # fwd: cross_entropy_fwd_kernel one online-softmax pass over the logits, d;
         # bwd: cross_entropy_bwd_kernel reads the logits and writes dlogits, 2 d
