@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from modelplan.cli import app
 from modelplan.comm.clusters import load_cluster
 from modelplan.count.loss_kernels import loss_kernel_bytes, loss_kernel_launches
+from modelplan.export.megatron import megatron_arguments
 from modelplan.plan.engine import engine_settings
 from modelplan.plan.estimate import estimate_plan
 from modelplan.plan.kernels import head_kernels
@@ -122,3 +123,16 @@ def test_cli_loss_kernel_option_and_its_error():
     assert (result := runner.invoke(app, [*base, "--loss-kernel", "te"])).exit_code == 0, result.output
     bad = runner.invoke(app, [*base, "--loss-kernel", "bogus"])
     assert bad.exit_code == 2 and "--loss-kernel" in bad.output and "Traceback" not in bad.output
+
+
+@pytest.mark.parametrize(("kind", "flags"), [
+    ("megatron", {}),
+    ("megatron_native", {"--cross-entropy-loss-fusion": None}),  # the impl defaults to native
+    ("te", {"--cross-entropy-loss-fusion": None, "--cross-entropy-fusion-impl": "te"}),
+])
+def test_megatron_export_writes_the_fusion_flags(kind, flags):
+    """Megatron-LM arguments.py: --cross-entropy-loss-fusion (store_true), --cross-entropy-fusion-impl
+    {native, te} (default native)."""
+    written = megatron_arguments(load_model("llama-3-8b"), TrainingSpec(global_batch=8, loss_kernel=kind),
+                                 Plan(dp=8)).flags()
+    assert {k: v for k, v in written.items() if k.startswith("--cross-entropy")} == flags
