@@ -4,6 +4,8 @@ megatron-core's own `vocab_parallel_cross_entropy`, the engine / run resolution 
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -72,7 +74,11 @@ def test_megatron_count_matches_megatron_core_itself():
     aten ops read and write per logit are the count: 38 forward, 14 backward."""
     pytest.importorskip("megatron.core")
     script = Path(__file__).parent / "data" / "megatron_loss_bytes.py"
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    with socket.socket() as free:  # a port no other session's process group holds
+        free.bind(("127.0.0.1", 0))
+        port = str(free.getsockname()[1])
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["38", "14"]
 
