@@ -1,6 +1,7 @@
 """`modelplan plan` options that fix a layout setting the search would otherwise leave at its
 default or search: the first / last pipeline stage's blocks, ZeRO-3's reshard after forward, and
-two element-wise kernel settings of eager engines (a fused norm, the compiled loss).
+two element-wise kernel settings of eager engines (a fused norm, the compiled loss) and the loss's
+cross-entropy kernels.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from modelplan.specs.engine import LossKernel
 from modelplan.specs.limits import MAX_LAYERS
 
 FirstStageOpt = Annotated[Optional[int], typer.Option(
@@ -29,6 +31,10 @@ CompileLossOpt = Annotated[Optional[bool], typer.Option(
 LossUpcastOpt = Annotated[Optional[bool], typer.Option(
     "--loss-upcast/--no-loss-upcast", help="Eager engines: the cross-entropy casts the logits to fp32 first "
     "(--no-loss-upcast: on the 16-bit logits, NeMo AutoModel fp32_upcast=False) [default: yes].", show_default=False)]
+LossKernelOpt = Annotated[Optional[LossKernel], typer.Option(
+    "--loss-kernel", help="Cross-entropy kernels the loss runs: megatron (unfused vocab_parallel_cross_entropy), "
+    "megatron_native / te (Megatron-core --cross-entropy-loss-fusion with --cross-entropy-fusion-impl native / te; "
+    "te_fp32_grad: TE 2.18 on), eager, compiled, flash_attn [default: the engine's].", show_default=False)]
 
 
 def parse_reshard(text: str | None) -> bool | str:
@@ -48,9 +54,10 @@ def layout_space(first: int | None, last: int | None, reshard: str | None) -> di
     return {"first_stage_layers": first, "last_stage_layers": last, "reshard_after_forward": parse_reshard(reshard)}
 
 
-def kernel_settings(fused_norm: bool | None, compile_loss: bool | None, loss_upcast: bool | None = None) -> dict:
+def kernel_settings(fused_norm: bool | None, compile_loss: bool | None, loss_upcast: bool | None = None,
+                    loss_kernel: str | None = None) -> dict:
     """The TrainingSpec fields these options set (left out: the spec's defaults)."""
-    out: dict = {}
+    out: dict = {} if loss_kernel is None else {"loss_kernel": loss_kernel}
     if loss_upcast is not None:
         out["loss_upcast"] = loss_upcast
     if fused_norm is not None:

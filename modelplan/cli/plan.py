@@ -46,7 +46,8 @@ from modelplan.cli.etp_option import EtpOpt, check_etp, parse_etp
 from modelplan.cli.tensor_rate_option import TensorRateOpt, tensor_rate_settings
 from modelplan.cli.optimizer_state_option import OptimizerStateDtypeOpt, optimizer_state_settings
 from modelplan.cli.finetune_options import with_finetune_options
-from modelplan.cli.layout_options import (CompileLossOpt, FirstStageOpt, FusedNormOpt, LastStageOpt, LossUpcastOpt,
+from modelplan.cli.layout_options import (CompileLossOpt, FirstStageOpt, FusedNormOpt, LastStageOpt, LossKernelOpt,
+                                          LossUpcastOpt,
                                           ReshardOpt, kernel_settings, layout_space)
 from modelplan.cli.search_options import (DpOverlapOpt, FsdpShardOpt, OffloadActivationsOpt, OffloadOptimizerOpt,
                                           RankOrderOpt, TpOverlapModesOpt, ZeroppOpt, parse_words, wide_space)
@@ -169,6 +170,7 @@ def plan_cmd(
     fused_norm: FusedNormOpt = None,
     compile_loss: CompileLossOpt = None,
     loss_upcast: LossUpcastOpt = None,
+    loss_kernel: LossKernelOpt = None,
     tensor_rate: TensorRateOpt = None,
     optimizer_state_dtype: OptimizerStateDtypeOpt = None,
     memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, callback=finite, help="Fraction of GPU memory to keep free.")] = 0.0,
@@ -220,7 +222,8 @@ def plan_cmd(
                               **recompute_settings(recompute_modules, recompute_method, recompute_layers),
                               tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
                               cp_comm_type=cp_comm_type, finetune=ft, fp8_param_gather=fp8_param_gather,
-                              master_weights=master_weights, **kernel_settings(fused_norm, compile_loss, loss_upcast),
+                              master_weights=master_weights,
+                              **kernel_settings(fused_norm, compile_loss, loss_upcast, loss_kernel),
                               **dispatcher_settings(moe_dispatcher, spec), **tensor_rate_settings(tensor_rate),
                               **optimizer_state_settings(optimizer_state_dtype),
                               **({} if grad_dtype is None else {"grad_dtype": grad_dtype}),

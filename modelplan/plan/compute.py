@@ -245,7 +245,7 @@ def kernel_times(
     core_b += sum(roofline.elementwise_bwd_s(e) for e in k.attention_core_elementwise)
     core_f, core_b = core_f + fused_f, core_b + fused_b
     head_gemms, head_ew = head_kernels(spec, tp, micro_batch, head_local, d, vocab_padded, software.elementwise,
-                                       software.norm_elementwise, software.loss_upcast)
+                                       software.norm_elementwise, software.loss_upcast, software.loss_kernel)
     emb_ew = embedding_kernels(spec, micro_batch, embedding_local, d)
     head_f = sum(roofline.gemm_time_s(g, d) for g in head_gemms) + sum(roofline.elementwise_fwd_s(e) for e in head_ew)
     head_b = sum(roofline.gemm_time_s(x, d) for g in head_gemms for x in g.backward())

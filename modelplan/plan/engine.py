@@ -66,6 +66,8 @@ class EngineSettings(NamedTuple):
     """`EngineProfile.head_stays_gathered` (ZeRO-3 keeps the output head gathered to its backward)."""
     loss_upcast: bool = True
     """`TrainingSpec.loss_upcast` (the eager loss casts the logits to fp32 first)."""
+    loss_kernel: str = "megatron"
+    """The cross-entropy kernels the loss runs (`count.loss_kernels`): the run's, else the engine's."""
 
 
 def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSettings:
@@ -93,6 +95,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         loss_parallel=profile.loss_parallel, pp_microbatch_buffers=profile.pp_microbatch_buffers,
         pp_keeps_outputs=profile.pp_keeps_outputs, sdpa_repeats_kv=profile.sdpa_repeats_kv,
         scale_mask_softmax=profile.scale_mask_softmax, loss_upcast=training.loss_upcast,
+        loss_kernel=_loss_kernel(training, profile),
     )
 
 
@@ -109,6 +112,13 @@ def _compiled_loss(training: TrainingSpec, profile: EngineProfile) -> bool:
     if not training.compile or profile.fused_cross_entropy:
         return False
     return profile.compiles_loss if training.compile_loss is None else training.compile_loss
+
+
+def _loss_kernel(training: TrainingSpec, profile: EngineProfile) -> str:
+    """The run's `loss_kernel` where it names one, else the engine's; an eager loss that
+    torch.compile covers (`_compiled_loss`) runs as 'compiled'."""
+    kind = training.loss_kernel or profile.loss_kernel
+    return "compiled" if kind == "eager" and _compiled_loss(training, profile) else kind
 
 
 MEGATRON_2021 = EngineSettings(
@@ -139,9 +149,10 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         f"element-wise {software.elementwise}" + (f" (norms {software.norm_elementwise})"
                                                   if software.norm_elementwise != software.elementwise else ""),
         f"selective = {'+'.join(software.recompute_modules) if software.recompute_modules else software.ac_mode}",
-        f"loss {_loss_kind(software)} cross-entropy ({_loss_bytes(software)} B/logit"
-        + (f", {_loss_bytes(software, loss_parallel=True)} under loss parallel at tp > 1)"
-           if software.loss_parallel and _loss_kind(software) == "eager" else ")"),
+        f"loss {_loss_kind(software)} cross-entropy ({_loss_bytes(software)} B/logit held"
+        + (f", {_loss_bytes(software, loss_parallel=True)} under loss parallel at tp > 1"
+           if software.loss_parallel and _loss_kind(software) == "eager" else "")
+        + f"; {software.loss_kernel} kernels)",
         f"gradients reduced in {'fp32' if software.reduce_in_fp32 else '16 bits'}",
     ]
     if software.fp8_recipe:

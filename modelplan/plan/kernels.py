@@ -12,14 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from modelplan.count.attention import FusedAttention, is_fused
-from modelplan.count.eager import (
-    CROSS_ENTROPY_KERNELS,
-    RMSNORM_KERNELS,
-    SWIGLU_KERNELS,
-    cross_entropy_bytes,
-    rmsnorm_bytes,
-    swiglu_bytes,
-)
+from modelplan.count.eager import RMSNORM_KERNELS, SWIGLU_KERNELS, rmsnorm_bytes, swiglu_bytes
+from modelplan.count.loss_kernels import loss_kernel_bytes, loss_kernel_launches
 from modelplan.count.blocks import Block, block_of
 from modelplan.count.seq2seq import cross_memory_len, separate_cross
 from modelplan.count.cca import router_mlp_gemms
@@ -253,23 +247,21 @@ def norm_kernel(name: str, spec: TransformerSpec, values: int, d: int, eager: bo
 def head_kernels(
     spec: TransformerSpec, tp: int, micro_batch: int, seq_len: int, dtype_bytes: int, vocab_padded: int,
     elementwise: str = "fused", norm_elementwise: str | None = None, loss_upcast: bool = True,
+    loss_kernel: str | None = None,
 ) -> tuple[tuple[Gemm, ...], tuple[Elementwise, ...]]:
-    """Output projection and vocab-parallel cross-entropy on the last stage (Megatron-LM), or
-    eager `F.cross_entropy(logits.float())` (`count.eager.cross_entropy_bytes`; on the d-byte
-    logits when `loss_upcast` is False)."""
+    """Output projection and the cross-entropy over the vocab-parallel logits on the last stage,
+    as the engine's loss kernels run it (`count.loss_kernels`; None: eager
+    `F.cross_entropy(logits.float())` for eager element-wise ops, on the d-byte logits when
+    `loss_upcast` is False, else Megatron's unfused `vocab_parallel_cross_entropy`)."""
     tokens = micro_batch * seq_len
     vocab_local = vocab_padded // tp
     transform_gemms, transform_ew = head_transform_kernels(spec, tokens, dtype_bytes)  # BERT MLM transform
     gemms = tuple(transform_gemms) + ((Gemm("head/logits", tokens, vocab_local, decoder_width(spec)),)
                                       if spec.lm_head else ())
-    # vocab_parallel_cross_entropy on fp32 upcast logits: fwd reads logits, writes fp32 copy,
-    # max/exp/sum passes over fp32 (~ d + 4 * 4 bytes); bwd writes the fp32 softmax grad and
-    # its dtype copy (~ 4 + 4 + d).
     d = dtype_bytes
-    eager = elementwise == "eager"
-    loss = (Elementwise("head/cross_entropy", tokens * vocab_local, *cross_entropy_bytes(d, loss_upcast),
-                        CROSS_ENTROPY_KERNELS)
-            if eager else Elementwise("head/cross_entropy", tokens * vocab_local, d + 16, 8 + d))
+    kind = loss_kernel or ("eager" if elementwise == "eager" else "megatron")
+    loss = Elementwise("head/cross_entropy", tokens * vocab_local, *loss_kernel_bytes(kind, d, loss_upcast),
+                       loss_kernel_launches(kind))
     final_norm = norm_kernel("final_norm", spec, tokens * spec.hidden, d, (norm_elementwise or elementwise) == "eager")
     out = ((loss, final_norm) if spec.final_norm else (loss,)) + tuple(transform_ew)
     if spec.final_logit_softcap is not None:  # Gemma 2: c tanh(z / c) over the logits, read and write

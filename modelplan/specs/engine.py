@@ -55,6 +55,14 @@ before attention: TE / Megatron `all_gather`, Llama 3's CP, PyTorch CP rotate me
 'allgather'), a2a (DeepSpeed-Ulysses: AllToAll of Q, K, V and of the output, heads split over
 cp; TE / Megatron `a2a`)."""
 
+LossKernel = Literal["megatron", "megatron_native", "te", "te_fp32_grad", "eager", "compiled", "flash_attn"]
+"""The cross-entropy kernels the loss runs (`modelplan.count.loss_kernels`): megatron (Megatron-LM /
+Megatron-core / Megatron-DeepSpeed unfused `vocab_parallel_cross_entropy`), megatron_native
+(Megatron-core `--cross-entropy-loss-fusion`, fusion impl "native"), te (fusion impl "te":
+Transformer Engine's Triton `parallel_cross_entropy`, TE 2.2-2.17), te_fp32_grad (the same, TE
+2.18 on: an fp32 gradient), eager (`F.cross_entropy(logits.float())`), compiled (the same under
+torch.compile), flash_attn (flash-attn's Triton cross-entropy, llm-foundry)."""
+
 AttentionImpl = Literal["fa2", "fa3", "cudnn"]
 """Fused-attention kernels whose sustained rates accelerator presets may list
 (`Accelerator.attention_efficiency`): FlashAttention-2, FlashAttention-3, cuDNN fused attention."""
@@ -81,6 +89,10 @@ class EngineProfile(Spec):
     """The loss is one fused vocab-parallel cross-entropy that keeps its fp32 softmax in place
     (Megatron `_VocabParallelCrossEntropy`); False: eager `F.cross_entropy(logits.float())`, which
     keeps the fp32 log-softmax and builds fp32 gradients beside it (`count.eager.loss_peak_bytes`)."""
+    loss_kernel: LossKernel
+    """The cross-entropy kernels the engine runs when the run does not name them
+    (`TrainingSpec.loss_kernel`); an eager loss under torch.compile with the loss compiled is
+    'compiled' (`modelplan.count.loss_kernels`)."""
     loss_keeps_logits: bool = False
     """The fused loss's caller keeps the 16-bit logits while the loss makes and holds its fp32
     copy, so the loss peaks at 4 + d bytes per logit, not 4 (megatron-core 0.16.1

@@ -7,7 +7,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
-from modelplan.specs.engine import AcMode, CpCommType, Fp8Recipe, Framework, RecomputeMethod, RecomputeModule
+from modelplan.specs.engine import (AcMode, CpCommType, Fp8Recipe, Framework, LossKernel, RecomputeMethod,
+                                   RecomputeModule)
 from modelplan.specs.finetune import FinetuneSpec
 from modelplan.specs.recompute import check_recompute_settings
 
@@ -90,6 +91,10 @@ class TrainingSpec(Spec):
     AutoModel MaskedCrossEntropy(fp32_upcast=False)): d instead of 4 bytes per logit for the kept
     softmax and its gradients (`count.eager.loss_peak_bytes`). Engines with a fused
     vocab-parallel loss (Megatron) ignore it."""
+    loss_kernel: LossKernel | None = None
+    """The cross-entropy kernels this run's loss runs (Megatron-core `--cross-entropy-loss-fusion`
+    with `--cross-entropy-fusion-impl native` -> megatron_native, `te` -> te; NeMo 2 / Megatron-Bridge
+    turn the fusion on in their model configs); None: the engine's (`EngineProfile.loss_kernel`)."""
     tensor_rate: float | None = Field(None, gt=0, le=1)
     """Fraction of the priced tensor-core rate this run's step keeps (a figure measured on your
     stack and part); None: the engine's figure for the accelerator's architecture
