@@ -67,6 +67,7 @@ from modelplan.specs.hf_vlm_bert import VLM_BERT_MAPPERS
 from modelplan.specs.hf_vlm_encdec import VLM_ENCDEC_HEADS, VLM_ENCDEC_MAPPERS, VLM_ENCDEC_UNMODELLED
 from modelplan.specs.hf_inkling import INKLING_COMPOSITES, INKLING_MAPPERS
 from modelplan.specs.hf_audio_lm import AUDIO_LM_MAPPERS
+from modelplan.specs.hf_audio_composites import AUDIO_COMPOSITE_MAPPERS
 from modelplan.specs.hf_reused import REUSED_MAPPERS
 from modelplan.specs.hf_cosmos3 import COSMOS3_MAPPERS, COSMOS3_TEXT_MAPPERS
 from modelplan.specs.hf_muse import MUSE_MAPPERS, MUSE_TEXT_MAPPERS
@@ -97,7 +98,7 @@ MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                                       **MLA_LAYERS_COMPOSITES, **VLM_ENCDEC_MAPPERS, **VLM_BERT_MAPPERS,
                                       **PIX2STRUCT_MAPPERS, **KOSMOS_MAPPERS, **OCR_MORE_MAPPERS, **INKLING_COMPOSITES,
                                       **REUSED_MAPPERS, **COSMOS3_MAPPERS, **MUSE_MAPPERS,
-                                      **NEMOTRON_OMNI_MAPPERS}.items()})
+                                      **NEMOTRON_OMNI_MAPPERS, **AUDIO_COMPOSITE_MAPPERS}.items()})
 
 UNMODELLED: dict[str, str] = {
     "apertus1p5": "its VQ image tokenizer (convolutional ResNet encoder / decoder) and WavTokenizer audio encoder",

@@ -1,0 +1,59 @@
+"""Whisper-style audio encoders as the layers of a `VisionSpec.tower` (transformers 5.24
+modeling_qwen2_audio.py Qwen2AudioEncoder, modeling_audioflamingo3.py AudioFlamingo3Encoder,
+modeling_voxtral.py VoxtralEncoder, modeling_moss_transcribe_diarize.py
+MossTranscribeDiarizeAudioModel, modeling_glmasr.py GlmAsrEncoder), priced per clip of
+`2 x frames` mel frames (30 s at 100 frames a second: 3000 mel frames, 1500 encoder frames).
+
+conv1 Conv1d(num_mel_bins, d, 3) and conv2 Conv1d(d, d, 3, stride 2), both biased, are written
+as linears over their im2col rows (in x kernel inputs: the same weights and multiply-adds); a
+learned (frozen) position table of `frames` rows (Whisper's embed_positions) or rotary
+positions (GLM-ASR: buffers only); pre-LN blocks of q / k / v / out (k bias-free) and fc1 / fc2
+(biased), then a final LayerNorm over the frames after an optional average pool.
+"""
+
+from __future__ import annotations
+
+import math
+
+from modelplan.errors import SpecError
+from modelplan.specs.hf_davit import _rows
+from modelplan.specs.hf_vision import _linear, _norm
+
+
+def whisper_encoder(d: int, heads: int, ffn: int, layers: int, mel: int, frames: int, *, kv_heads: int | None = None,
+                    head_dim: int | None = None, positions: bool = True, pool: int = 1, source: str = "audio_config",
+                    ) -> list[dict]:
+    """Tower layers of one clip: convs on 2 x frames, then frames, blocks on `frames`, the final
+    norm on frames // pool (Qwen2-Audio / AudioFlamingo 3's AvgPool1d(2, 2) before it)."""
+    if heads < 1 or d % heads and head_dim is None:
+        raise SpecError(f"{source}: num_attention_heads ({heads}) must divide hidden_size ({d})")
+    hd = head_dim or d // heads
+    kv = kv_heads or heads
+    if heads % kv:
+        raise SpecError(f"{source}: num_key_value_heads ({kv}) must divide num_attention_heads ({heads})")
+    q, k, n = heads * hd, kv * hd, layers
+    out = [_rows(_linear("conv1", 3 * mel, d, True), 2 * frames),  # Conv1d(mel, d, 3): (2T, 3 mel) @ (3 mel, d)
+           _rows(_linear("conv2", 3 * d, d, True), frames)]  # Conv1d(d, d, 3, stride 2): (T, 3 d) @ (3 d, d)
+    if positions:  # embed_positions: Embedding(max_source_positions, d), requires_grad false
+        out.append(dict(name="embed_positions", kind="vector", in_features=frames * d))
+    if n:
+        out += [_rows(_norm("layers/attention_norm", d, copies=n), frames),
+                _rows(_linear("layers/attention/q", d, q, True, copies=n), frames),
+                _rows(_linear("layers/attention/k", d, k, False, copies=n), frames),  # k_proj: bias=False
+                _rows(_linear("layers/attention/v", d, k, True, copies=n), frames),
+                dict(name="layers/attention/scores", kind="attention", in_features=q, keys=frames, rows=frames,
+                     copies=n),
+                _rows(_linear("layers/attention/out", q, d, True, copies=n), frames),
+                _rows(_norm("layers/mlp_norm", d, copies=n), frames),
+                _rows(_linear("layers/mlp/fc1", d, ffn, True, copies=n), frames),
+                _rows(_linear("layers/mlp/fc2", ffn, d, True, copies=n), frames)]
+    return out + [_rows(_norm("layer_norm", d), max(frames // pool, 1))]
+
+
+def audio_tower(layers: list[dict], d: int, heads: int, ffn: int, depth: int, frames: int, connector: list[dict]) -> dict:
+    """The `vision` fields of an audio encoder given as tower layers: `patch_size` 1 and an
+    image_size whose square is at least the clip's frames (the report's patches); every layer
+    carries its own rows."""
+    side = math.isqrt(frames - 1) + 1 if frames > 1 else 1
+    return dict(layers=depth or 1, hidden=d, heads=heads, ffn_hidden=ffn, patch_size=1, image_size=side,
+                channels=1, tower=layers, connector=connector)
