@@ -25,6 +25,10 @@ def per_input_document(spec: "TransformerSpec", forward: int, seq_len: int, batc
         return {"unit": "image", "image_size": x.image_size, "input_size": x.input_size or [x.image_size] * 2,
                 "patches": x.patches, "prefix_tokens": x.prefix_tokens,
                 "tokens": x.tokens, "forward_flops_per_image": per_sequence}
+    if x.modality == "features":  # filter-bank frames: one second is frames_per_second encoder frames
+        second = count_flops(spec, TrainingSpec(global_batch=1, seq_len=x.frames_per_second)).forward
+        return {"unit": "audio_features", "frames_per_second": x.frames_per_second,
+                "forward_flops_per_sequence": per_sequence, "forward_flops_per_second": second}
     frames = x.frames(x.sample_rate)
     second = count_flops(spec, TrainingSpec(global_batch=1, seq_len=frames)).forward
     lengths = [x.sample_rate]

@@ -52,6 +52,9 @@ def input_params(spec: "TransformerSpec") -> dict[str, int]:
             # BEiT's shared_position_bias table: Parameter(num_relative_distance, heads)
             "relative_table": x.relative_rows * spec.heads if x.relative_bias == "shared" else 0,
         }
+    if x.modality == "features":  # the front layers (FeatureInput), masked_spec_embed (h,)
+        return {**{f"front/{layer.name}": connector_params(layer) for layer in x.front},
+                "mask": h if x.masked_embedding else 0}
     norms = 2 * x.conv_dim[0] if x.conv_norm == "group" else sum(2 * c for c in x.conv_dim)  # affine GroupNorm / LayerNorm
     c = x.conv_dim[-1]
     return {
@@ -73,6 +76,14 @@ def input_head_params(spec: "TransformerSpec") -> dict[str, int]:
     if x.modality == "image" and x.pooling_head:  # SigLIP's attention-pooling head (count.vision)
         out["pooling_head"] = pooling_head_params(spec.hidden, spec.ffn_hidden)
     return out
+
+
+def layer_flops_per_row(layer) -> int:
+    """2 x multiply-adds of one row through a linear / conv layer (Conv2d: one output position);
+    0 for norms and vectors."""
+    if layer.kind in ("linear", "conv"):
+        return 2 * layer.in_features // layer.groups * layer.kernel ** 2 * layer.out_features
+    return 0
 
 
 def conv_flops(audio: "AudioConvInput", lengths: list[int]) -> int:
@@ -105,6 +116,9 @@ def input_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[str,
     sequences = tokens // seq_len
     if x.modality == "image":  # (patches, C p^2) @ (C p^2, h) per image
         return {"patch": 2 * sequences * x.patches * x.channels * x.patch_size ** 2 * spec.hidden}
+    if x.modality == "features":  # each front layer on `rows` rows per frame
+        return {f"front/{layer.name}": tokens * (layer.rows or 1) * layer_flops_per_row(layer) for layer in x.front
+                if layer.kind in ("linear", "conv")}
     return {key: sequences * n for key, n in _audio_flops(x, spec.hidden, seq_len).items()}
 
 
@@ -135,7 +149,8 @@ def input_block_params(spec: "TransformerSpec") -> dict[str, int]:
     if x.modality == "image":  # DINOv3 / BEiT q and v biases, BEiT's per-block relative bias table
         return {"attention/qv_bias": 2 * spec.hidden if x.qv_bias else 0,
                 "attention/relative_table": x.relative_rows * spec.heads if x.relative_bias == "block" else 0}
-    return {"attention/relative_gate": spec.heads + 8 * spec.dim_head + 8} if x.gated_relative_bias else {}
+    gated = x.modality == "audio" and x.gated_relative_bias
+    return {"attention/relative_gate": spec.heads + 8 * spec.dim_head + 8} if gated else {}
 
 
 def input_block_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
+from modelplan.specs.conformer import ConformerSpec
 from modelplan.specs.conv_relative import ConvRelativeSpec
 from modelplan.specs.relative_attention import RelativeSpec, check_relative, relative_features
 
@@ -121,6 +122,8 @@ class ExtrasSpec(Spec):
     """One learned h-wide vector for masked positions (XLNet mask_emb)."""
     conv_relative: ConvRelativeSpec | None = None
     """Inkling's short convolutions and relative logits (`specs/conv_relative.py`)."""
+    conformer: ConformerSpec | None = None
+    """Conformer blocks: macaron feed-forward, convolution module, block norm (`specs/conformer.py`)."""
     encoder_token_table: bool = False
     """An encoder-decoder's encoder has a token table of its own beside the decoder's, which the head
     ties (T5Gemma: encoder.embed_tokens, decoder.embed_tokens)."""
@@ -196,7 +199,7 @@ def extras_features(spec: "TransformerSpec") -> list[str]:
         "extras.moe_output_norm": x.moe_output_norm, "extras.no_input_norm_blocks": bool(x.no_input_norm_blocks),
         "extras.out_bias_blocks": bool(x.out_bias_blocks), "extras.adapter": x.adapter is not None,
         "extras.xl_relative": x.xl_relative is not None, "extras.mask_embedding": x.mask_embedding,
-        "extras.conv_relative": x.conv_relative is not None,
+        "extras.conv_relative": x.conv_relative is not None, "extras.conformer": x.conformer is not None,
         "extras.weight_groups": x.weight_groups is not None, "extras.encoder_token_table": x.encoder_token_table,
         "extras.cross_post_norm": x.cross_post_norm, "extras.contact_head": x.contact_head,
     }

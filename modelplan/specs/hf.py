@@ -68,6 +68,7 @@ from modelplan.specs.hf_vlm_encdec import VLM_ENCDEC_HEADS, VLM_ENCDEC_MAPPERS, 
 from modelplan.specs.hf_inkling import INKLING_COMPOSITES, INKLING_MAPPERS
 from modelplan.specs.hf_audio_lm import AUDIO_LM_MAPPERS
 from modelplan.specs.hf_audio_composites import AUDIO_COMPOSITE_MAPPERS
+from modelplan.specs.hf_conformer import CONFORMER_HEADS, CONFORMER_MAPPERS
 from modelplan.specs.hf_reused import REUSED_MAPPERS
 from modelplan.specs.hf_cosmos3 import COSMOS3_MAPPERS, COSMOS3_TEXT_MAPPERS
 from modelplan.specs.hf_muse import MUSE_MAPPERS, MUSE_TEXT_MAPPERS
@@ -90,7 +91,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **N18BEAM_MAPPERS, **ENCODER_MODEL_MAPPERS,
     **HYPERCONN_MAPPERS, **MLA_LAYERS_MAPPERS, **LINEAR_MLA_MAPPERS, **CCA_MAPPERS,
     **INKLING_MAPPERS, **AUDIO_LM_MAPPERS, **COSMOS3_TEXT_MAPPERS, **MUSE_TEXT_MAPPERS,
-    **ENCODER_MAPPERS, **SEQ2SEQ_MORE_MAPPERS,
+    **ENCODER_MAPPERS, **SEQ2SEQ_MORE_MAPPERS, **CONFORMER_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
@@ -268,7 +269,8 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
         raise SpecError(f"{source}: model_type: unsupported '{model_type}'{_did_you_mean(model_type)} ({_listed()})")
     _check_depth(c)
     # types whose head classes apply_head would misread
-    head = {**N18SMALL_HEADS, **OWN_HEADS, **VLM_ENCDEC_HEADS, **ENCODER_HEADS, **SEQ2SEQ_HEADS}.get(model_type)
+    head = {**N18SMALL_HEADS, **OWN_HEADS, **VLM_ENCDEC_HEADS, **ENCODER_HEADS, **SEQ2SEQ_HEADS,
+            **CONFORMER_HEADS}.get(model_type)
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}
