@@ -1,5 +1,6 @@
 """Conformer speech encoders (modelplan/specs/hf_conformer.py, specs/conformer.py, count/conformer.py):
-wav2vec2-conformer and wav2vec2-bert. Expected totals are sum(p.numel()) of transformers 5.24's
+wav2vec2-conformer, wav2vec2-bert, parakeet_ctc / parakeet_encoder and lasr_ctc / lasr_encoder
+(hf_conformer_ctc.py). Expected totals are sum(p.numel()) of transformers 5.24's
 classes built on CPU from small configs (and on the meta device from the class defaults); one
 block's Conformer parts and their FLOPs are worked by hand from Gulati et al. 2020 fig. 1 / the
 HF modules; count / plan --gpus 8 run and verify refuses the new feature in one line."""
@@ -35,6 +36,20 @@ CASES = [
     {"model_type": "wav2vec2-bert", "architectures": ["Wav2Vec2BertModel"], **_SMALL,
      "feature_projection_input_dim": 24, "position_embeddings_type": "rotary", "mask_time_prob": 0.0},
 ]
+_NEMO = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 48,
+         "conv_kernel_size": 5, "subsampling_conv_channels": 8, "num_mel_bins": 16, "subsampling_conv_kernel_size": 3}
+CASES += [
+    {"model_type": "parakeet_ctc", "architectures": ["ParakeetForCTC"], "vocab_size": 20,
+     "encoder_config": {"model_type": "parakeet_encoder", **_NEMO, "subsampling_factor": 4}},
+    {"model_type": "parakeet_ctc", "architectures": ["ParakeetForCTC"], "vocab_size": 20,
+     "encoder_config": {"model_type": "parakeet_encoder", **_NEMO, "attention_bias": False,
+                        "convolution_bias": False}},
+    {"model_type": "parakeet_encoder", "architectures": ["ParakeetEncoder"], **_NEMO, "subsampling_factor": 4},
+    {"model_type": "lasr_ctc", "architectures": ["LasrForCTC"], "vocab_size": 20,
+     "encoder_config": {"model_type": "lasr_encoder", **_NEMO, "conv_kernel_size": 4}},
+    {"model_type": "lasr_encoder", "architectures": ["LasrEncoder"], **_NEMO, "attention_bias": True,
+     "convolution_bias": True},
+]
 IDS = [f"{d['architectures'][0]}-{i}" for i, d in enumerate(CASES)]
 
 
@@ -48,6 +63,7 @@ def test_small_total_equals_transformers_on_cpu(data):
 @pytest.mark.torch
 @pytest.mark.slow
 @pytest.mark.parametrize(("model_type", "cls"), [("wav2vec2-conformer", "Wav2Vec2ConformerForSequenceClassification"),
+                                                 ("parakeet_ctc", "ParakeetForCTC"), ("lasr_ctc", "LasrForCTC"),
                                                  ("wav2vec2-bert", "Wav2Vec2BertForSequenceClassification"),
                                                  ("wav2vec2-bert", "Wav2Vec2BertModel")])
 def test_class_defaults_equal_transformers(model_type, cls):
@@ -85,7 +101,26 @@ def test_conformer_flops_by_hand():
     assert f["layers/conformer/relative_score"] == 2 * 2 * s * 19 * h
 
 
-@pytest.mark.parametrize("data", CASES[:1] + CASES[4:5], ids=IDS[:1] + IDS[4:5])
+def test_parakeet_front_flops_by_hand():
+    """ParakeetEncoderSubsamplingConv2D, factor 4, k 3, stride 2, 16 mel bins, C 8, h 32, per encoder
+    frame: conv0 on 2 time x 8 frequency positions, 2 x 9 x 8 each; the depthwise conv on 1 x 4,
+    2 x 9 x 8; the pointwise 2 x 8 x 8 on 1 x 4; the linear 2 x (8 x 16 / 4) x 32."""
+    f = count_flops(from_hf_config(CASES[7]), TrainingSpec(global_batch=1, seq_len=10)).breakdown
+    per_frame = 2 * 16 * 9 * 8 + 2 * 4 * 9 * 8 + 2 * 4 * 8 * 8 + 2 * 32 * 32
+    assert f["embedding/front"] == 10 * per_frame
+
+
+def test_lasr_block_norms_bias_free_by_hand():
+    """LASR's five bias-free LayerNorms a block (32 each) and the final out_norm (32); the conv
+    module bias-free with a 4-tap depthwise conv: 32 x 64 + 32 x 4 + BatchNorm 64 + 32 x 32."""
+    b = count_params(from_hf_config(CASES[10])).breakdown
+    assert b["layers/norm"] + b["layers/conformer/ffn1_norm"] + b["layers/conformer/block_norm"] == 2 * 4 * 32
+    assert b["layers/conformer/conv"] == 2 * (32 + 32 * 64 + 32 * 4 + 64 + 32 * 32)
+    assert b["final_norm"] == 32
+
+
+@pytest.mark.parametrize("data", CASES[:1] + CASES[4:5] + CASES[7:8] + CASES[10:11],
+                         ids=IDS[:1] + IDS[4:5] + IDS[7:8] + IDS[10:11])
 def test_count_plan_run_and_verify_refuses(data, tmp_path):
     """count and plan --gpus 8 exit 0; verify refuses the Conformer blocks in one line."""
     assert_count_plan_verify(tmp_path, data, "extras.conformer")
@@ -99,3 +134,6 @@ def test_bad_configs_one_line():
     assert_one_line_error({**CASES[4], "add_adapter": True}, "add_adapter: true is not modelled")
     assert_one_line_error({**CASES[4], "position_embeddings_type": "alibi"}, "position_embeddings_type")
     assert_one_line_error({**CASES[4], "architectures": ["Wav2Vec2BertForXVector"]}, "architectures")
+    assert_one_line_error({**CASES[7], "architectures": ["ParakeetForTDT"]}, "architectures")
+    bad = {**CASES[7], "encoder_config": {**CASES[7]["encoder_config"], "subsampling_factor": 6}}
+    assert_one_line_error(bad, "subsampling_factor: 6")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from modelplan.errors import SpecError
 from modelplan.specs.hf_audio import AUDIO_MAPPERS, _head
 from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_conformer_ctc import CONFORMER_CTC_MAPPERS
 from modelplan.specs.hf_encoder_models import _own_head
 from modelplan.specs.hf_vision_models import with_defaults
 
@@ -98,7 +99,9 @@ def _wav2vec2_bert(c: HFConfig) -> dict:
         inputs=inputs, position=positions["position"], extras=_conformer(c, positions, norm="layer"), **head)
 
 
-CONFORMER_MAPPERS = {"wav2vec2-conformer": _wav2vec2_conformer, "wav2vec2-bert": _wav2vec2_bert}
-"""model_type -> mapper; each reads `architectures` itself (CONFORMER_HEADS)."""
+CONFORMER_MAPPERS = {"wav2vec2-conformer": _wav2vec2_conformer, "wav2vec2-bert": _wav2vec2_bert,
+                     **CONFORMER_CTC_MAPPERS}
+"""model_type -> mapper (with Parakeet's and LASR's, hf_conformer_ctc.py); each reads `architectures`
+itself (CONFORMER_HEADS)."""
 CONFORMER_HEADS = {name: _own_head for name in CONFORMER_MAPPERS}
 """hf.from_hf_config's head hook: the mapper's head is already the class architectures[0] names."""
