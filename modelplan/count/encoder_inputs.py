@@ -149,6 +149,8 @@ def input_block_params(spec: "TransformerSpec") -> dict[str, int]:
     if x.modality == "image":  # DINOv3 / BEiT q and v biases, BEiT's per-block relative bias table
         return {"attention/qv_bias": 2 * spec.hidden if x.qv_bias else 0,
                 "attention/relative_table": x.relative_rows * spec.heads if x.relative_bias == "block" else 0}
+    if x.modality == "features":  # Whisper's encoder: q and v biased, k not
+        return {"attention/qv_bias": 2 * spec.hidden if x.qv_bias else 0}
     gated = x.modality == "audio" and x.gated_relative_bias
     return {"attention/relative_gate": spec.heads + 8 * spec.dim_head + 8} if gated else {}
 

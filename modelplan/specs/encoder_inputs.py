@@ -179,6 +179,9 @@ class FeatureInput(Spec):
     """Encoder frames of one second of audio (100 feature frames over the front's subsampling)."""
     masked_embedding: bool = False
     """The learned masked_spec_embed (h) written over masked frames (Wav2Vec2-BERT)."""
+    qv_bias: bool = False
+    """Biases on q and v but not on k (Whisper's encoder k_proj), with the spec's qkv_bias false:
+    2h a block, no matmul."""
     head: list[HeadLayer] = Field(default_factory=list)
     """Task-head layers beyond the spec's CTC head (lm_head)."""
 
