@@ -20,11 +20,10 @@ from modelplan.specs.hf_davit import _rows
 from modelplan.specs.hf_vision import _linear, _norm
 
 
-def whisper_encoder(d: int, heads: int, ffn: int, layers: int, mel: int, frames: int, *, kv_heads: int | None = None,
-                    head_dim: int | None = None, positions: bool = True, pool: int = 1, source: str = "audio_config",
-                    ) -> list[dict]:
-    """Tower layers of one clip: convs on 2 x frames, then frames, blocks on `frames`, the final
-    norm on frames // pool (Qwen2-Audio / AudioFlamingo 3's AvgPool1d(2, 2) before it)."""
+def encoder_blocks(d: int, heads: int, ffn: int, layers: int, frames: int, *, kv_heads: int | None = None,
+                   head_dim: int | None = None, k_bias: bool = False, source: str = "audio_config") -> list[dict]:
+    """Tower layers of `layers` pre-LN blocks on `frames` frames: a LayerNorm, q / k / v / out
+    (biased; k with `k_bias`), every frame attending to every frame, a LayerNorm, fc1 / fc2 (biased)."""
     if heads < 1 or d % heads and head_dim is None:
         raise SpecError(f"{source}: num_attention_heads ({heads}) must divide hidden_size ({d})")
     hd = head_dim or d // heads
@@ -32,22 +31,50 @@ def whisper_encoder(d: int, heads: int, ffn: int, layers: int, mel: int, frames:
     if heads % kv:
         raise SpecError(f"{source}: num_key_value_heads ({kv}) must divide num_attention_heads ({heads})")
     q, k, n = heads * hd, kv * hd, layers
+    if not n:
+        return []
+    return [_rows(_norm("layers/attention_norm", d, copies=n), frames),
+            _rows(_linear("layers/attention/q", d, q, True, copies=n), frames),
+            _rows(_linear("layers/attention/k", d, k, k_bias, copies=n), frames),  # Whisper's k_proj: bias=False
+            _rows(_linear("layers/attention/v", d, k, True, copies=n), frames),
+            dict(name="layers/attention/scores", kind="attention", in_features=q, keys=frames, rows=frames, copies=n),
+            _rows(_linear("layers/attention/out", q, d, True, copies=n), frames),
+            _rows(_norm("layers/mlp_norm", d, copies=n), frames),
+            _rows(_linear("layers/mlp/fc1", d, ffn, True, copies=n), frames),
+            _rows(_linear("layers/mlp/fc2", ffn, d, True, copies=n), frames)]
+
+
+def whisper_encoder(d: int, heads: int, ffn: int, layers: int, mel: int, frames: int, *, kv_heads: int | None = None,
+                    head_dim: int | None = None, positions: bool = True, pool: int = 1, source: str = "audio_config",
+                    ) -> list[dict]:
+    """Tower layers of one clip: convs on 2 x frames, then frames, blocks on `frames`, the final
+    norm on frames // pool (Qwen2-Audio / AudioFlamingo 3's AvgPool1d(2, 2) before it)."""
     out = [_rows(_linear("conv1", 3 * mel, d, True), 2 * frames),  # Conv1d(mel, d, 3): (2T, 3 mel) @ (3 mel, d)
            _rows(_linear("conv2", 3 * d, d, True), frames)]  # Conv1d(d, d, 3, stride 2): (T, 3 d) @ (3 d, d)
     if positions:  # embed_positions: Embedding(max_source_positions, d), requires_grad false
         out.append(dict(name="embed_positions", kind="vector", in_features=frames * d))
-    if n:
-        out += [_rows(_norm("layers/attention_norm", d, copies=n), frames),
-                _rows(_linear("layers/attention/q", d, q, True, copies=n), frames),
-                _rows(_linear("layers/attention/k", d, k, False, copies=n), frames),  # k_proj: bias=False
-                _rows(_linear("layers/attention/v", d, k, True, copies=n), frames),
-                dict(name="layers/attention/scores", kind="attention", in_features=q, keys=frames, rows=frames,
-                     copies=n),
-                _rows(_linear("layers/attention/out", q, d, True, copies=n), frames),
-                _rows(_norm("layers/mlp_norm", d, copies=n), frames),
-                _rows(_linear("layers/mlp/fc1", d, ffn, True, copies=n), frames),
-                _rows(_linear("layers/mlp/fc2", ffn, d, True, copies=n), frames)]
+    out += encoder_blocks(d, heads, ffn, layers, frames, kv_heads=kv_heads, head_dim=head_dim, source=source)
     return out + [_rows(_norm("layer_norm", d), max(frames // pool, 1))]
+
+
+def wav2vec2_front(conv_dim: list[int], kernels: list[int], strides: list[int], bias: bool, samples: int,
+                   d: int, position_kernel: int, position_groups: int) -> tuple[list[dict], int]:
+    """(tower layers, frames) of wav2vec2's feature encoder with a LayerNorm after every conv
+    (feat_extract_norm 'layer'), the LayerNorm + Linear(conv_dim[-1], d) projection and one plain
+    grouped positional Conv1d(d, d, k, groups) (OmniASR's), over `samples` raw samples; each
+    Conv1d(c_in, c_out, k, stride) a linear over its im2col rows (L_out = (L_in - k) // s + 1)."""
+    layers, length, c_in = [], samples, 1
+    for i, (c_out, k, s) in enumerate(zip(conv_dim, kernels, strides)):
+        length = (length - k) // s + 1
+        if length < 1:
+            raise SpecError(f"audio_config.conv_kernel: conv {i} leaves no frames of a {samples}-sample clip")
+        layers += [_rows(_linear(f"features/conv{i}", c_in * k, c_out, bias), length),
+                   _rows(_norm(f"features/norm{i}", c_out), length)]
+        c_in = c_out
+    k = position_kernel
+    return layers + [_rows(_norm("projection/norm", c_in), length), _rows(_linear("projection/linear", c_in, d, True), length),
+                     dict(name="position_conv", kind="conv", in_features=d * k, out_features=d, groups=position_groups,
+                          bias=True, rows=length)], length
 
 
 def audio_tower(layers: list[dict], d: int, heads: int, ffn: int, depth: int, frames: int, connector: list[dict]) -> dict:
