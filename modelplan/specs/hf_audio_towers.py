@@ -15,9 +15,14 @@ from __future__ import annotations
 
 import math
 
+from typing import TYPE_CHECKING
+
 from modelplan.errors import SpecError
 from modelplan.specs.hf_davit import _rows
 from modelplan.specs.hf_vision import _linear, _norm
+
+if TYPE_CHECKING:
+    from modelplan.specs.conformer import ConvModuleSpec
 
 
 def encoder_blocks(d: int, heads: int, ffn: int, layers: int, frames: int, *, kv_heads: int | None = None,
@@ -84,3 +89,33 @@ def audio_tower(layers: list[dict], d: int, heads: int, ffn: int, depth: int, fr
     side = math.isqrt(frames - 1) + 1 if frames > 1 else 1
     return dict(layers=depth or 1, hidden=d, heads=heads, ffn_hidden=ffn, patch_size=1, image_size=side,
                 channels=1, tower=layers, connector=connector)
+
+
+def conformer_blocks(d: int, heads: int, head_dim: int, ffn: int, layers: int, frames: int, context: int,
+                     conv: "ConvModuleSpec", relative_rows: int) -> list[dict]:
+    """Tower layers of `layers` Conformer blocks (Granite Speech's GraniteSpeechConformerBlock) on
+    `frames` frames: ff1 and ff2 (pre-norm, biased up / down), pre-norm attention with bias-free q
+    and kv and a biased out, attending within blocks of `context` frames (padded up to whole
+    blocks) with Shaw's relative table (relative_rows x head_dim, one more q . r product per
+    (query, key) pair: half an attention's two, `attention/rel_pos`), the convolution module
+    (`specs.conformer.conv_module_layers`, shared with the block stack) and a post norm."""
+    from modelplan.specs.conformer import conv_module_layers
+
+    n, inner = layers, heads * head_dim
+    if not n:
+        return []
+    padded = -(-frames // context) * context  # F.pad to whole context blocks
+    ff = [_rows(_norm("layers/ff/pre_norm", d, copies=2 * n), frames),
+          _rows(_linear("layers/ff/up_proj", d, ffn, True, copies=2 * n), frames),
+          _rows(_linear("layers/ff/down_proj", ffn, d, True, copies=2 * n), frames)]
+    attention = [_rows(_norm("layers/attn/pre_norm", d, copies=n), frames),
+                 _rows(_linear("layers/attn/to_q", d, inner, False, copies=n), padded),
+                 _rows(_linear("layers/attn/to_kv", d, 2 * inner, False, copies=n), padded),
+                 dict(name="layers/attn/scores", kind="attention", in_features=inner, keys=context, rows=padded,
+                      copies=n),
+                 dict(name="layers/attn/rel_pos", kind="attention", in_features=max(inner // 2, 1), keys=context,
+                      rows=padded, copies=n),
+                 dict(name="layers/attn/rel_pos_emb", kind="vector", in_features=relative_rows * head_dim, copies=n),
+                 _rows(_linear("layers/attn/to_out", inner, d, True, copies=n), frames)]
+    convs = [_rows(layer, frames) for layer in conv_module_layers(conv, d, prefix="layers/conv", copies=n)]
+    return ff + attention + convs + [_rows(_norm("layers/post_norm", d, copies=n), frames)]
