@@ -61,9 +61,10 @@ def input_params(spec: "TransformerSpec") -> dict[str, int]:
         "features/conv": _conv_params(x),
         "features/norm": norms,
         "projection/norm": 2 * c if x.projection_norm else 0,  # LayerNorm(conv_dim[-1])
-        "projection/linear": c * h + h,  # Linear(conv_dim[-1], h)
+        "projection/linear": c * h + h if x.projection else 0,  # Linear(conv_dim[-1], h)
         "position_conv": _position_conv_params(x, h),
         "mask": h if x.masked_embedding else 0,  # masked_spec_embed (h,)
+        "upsample": h * h * x.squeeze + h * x.squeeze if x.upsample else 0,  # SEWUpsampling.projection
     }
 
 
@@ -100,11 +101,14 @@ def _audio_flops(audio: "AudioConvInput", h: int, frames: int) -> dict[str, int]
     """One clip giving `frames` frames: each feature conv over its output length (the shortest
     input for those frames, AudioConvInput.lengths), the projection per frame and the positional
     conv over frames + 2 (k // 2) - k + 1 outputs (Wav2Vec2SamePadLayer drops the extra one)."""
-    k = audio.position_kernel
-    outputs = frames + 2 * (k // 2) - k + 1
-    return {"features/conv": conv_flops(audio, audio.lengths(frames)),
-            "projection/linear": 2 * frames * audio.conv_dim[-1] * h,
-            "position_conv": audio.position_layers * 2 * outputs * h * (h // audio.position_groups) * k}
+    k, sq = audio.position_kernel, audio.squeeze
+    # SEW: the convs and projection run on squeeze x frames, the strided positional conv gives one
+    # output per squeezed token, the upsampling Linear(h, h squeeze) runs on those tokens
+    outputs = frames + 2 * (k // 2) - k + 1 if sq == 1 else frames
+    return {"features/conv": conv_flops(audio, audio.lengths(sq * frames)),
+            "projection/linear": 2 * sq * frames * audio.conv_dim[-1] * h if audio.projection else 0,
+            "position_conv": audio.position_layers * 2 * outputs * h * (h // audio.position_groups) * k,
+            "upsample": 2 * frames * h * h * sq if audio.upsample else 0}
 
 
 def input_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[str, int]:
@@ -124,15 +128,17 @@ def input_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[str,
 
 def input_head_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[str, int]:
     """Forward FLOPs of the task head's layers: a layer with `rows` runs on that many rows per
-    sequence (1: the pooled token), else on every token; keyed relative to `head/`."""
+    sequence (1: the pooled token), else on every token (every upsampled frame under SEW's
+    squeeze); keyed relative to `head/`."""
     x = spec.inputs
     if x is None:
         return {}
     sequences = tokens // seq_len
+    frames = tokens * (x.squeeze if x.modality == "audio" else 1)  # SEW's upsampled frames
     out = {}
     for layer in x.head:
         if layer.kind == "linear":
-            rows = sequences * layer.rows if layer.rows is not None else tokens
+            rows = sequences * layer.rows if layer.rows is not None else frames
             out[layer.name] = layer.copies * 2 * rows * layer.in_features * layer.out_features
     if x.modality == "image" and x.pooling_head:
         out["pooling_head"] = sequences * pooling_head_flops(spec.hidden, spec.ffn_hidden, seq_len)

@@ -138,6 +138,15 @@ class AudioConvInput(Spec):
     Linear(head_dim, 8) over each head's input and gru_rel_pos_const (heads), in every block."""
     sample_rate: int = Field(16000, gt=0)
     """Samples per second of the input audio (the feature extractor's sampling_rate)."""
+    projection: bool = True
+    """The feature projection Linear(conv_dim[-1], h) (SEW builds it only when the widths differ)."""
+    squeeze: int = Field(1, gt=0)
+    """SEW's squeeze_factor: the blocks run on frames // squeeze tokens (an AvgPool1d; the positional
+    conv strides by it); a sequence's tokens are these squeezed ones, and the head's per-token
+    layers run on the squeeze x tokens upsampled frames."""
+    upsample: bool = False
+    """SEWUpsampling's Linear(h, h squeeze) on every squeezed token, its output reshaped into
+    squeeze frames of h (built even at squeeze 1)."""
     head: list[HeadLayer] = Field(default_factory=list)
     """Task-head layers beyond the spec's CTC head (lm_head)."""
 
