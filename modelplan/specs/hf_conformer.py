@@ -15,11 +15,6 @@ from __future__ import annotations
 from modelplan.errors import SpecError
 from modelplan.specs.hf_audio import AUDIO_MAPPERS, _head
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_conformer_ctc import CONFORMER_CTC_MAPPERS
-from modelplan.specs.hf_encoder_models import _own_head
-from modelplan.specs.hf_omniasr import OMNIASR_MAPPERS
-from modelplan.specs.hf_sew import SEW_MAPPERS
-from modelplan.specs.hf_whisper_encoder import WHISPER_ENCODER_HEADS, WHISPER_ENCODER_MAPPERS
 from modelplan.specs.hf_vision_models import with_defaults
 
 _NAMES = {"Model": "Wav2Vec2Model", "ForCTC": "Wav2Vec2ForCTC",
@@ -102,10 +97,5 @@ def _wav2vec2_bert(c: HFConfig) -> dict:
         inputs=inputs, position=positions["position"], extras=_conformer(c, positions, norm="layer"), **head)
 
 
-CONFORMER_MAPPERS = {"wav2vec2-conformer": _wav2vec2_conformer, "wav2vec2-bert": _wav2vec2_bert,
-                     **CONFORMER_CTC_MAPPERS, **WHISPER_ENCODER_MAPPERS, **OMNIASR_MAPPERS,
-                     **SEW_MAPPERS}
-"""model_type -> mapper (with Parakeet's and LASR's, hf_conformer_ctc.py, and Whisper's audio classifier,
-hf_whisper_encoder.py, OmniASR's CTC encoder, hf_omniasr.py, SEW's, hf_sew.py); each reads `architectures` itself (CONFORMER_HEADS)."""
-CONFORMER_HEADS = {**{name: _own_head for name in CONFORMER_MAPPERS}, **WHISPER_ENCODER_HEADS}
-"""hf.from_hf_config's head hook: the mapper's head is already the class architectures[0] names."""
+CONFORMER_MAPPERS = {"wav2vec2-conformer": _wav2vec2_conformer, "wav2vec2-bert": _wav2vec2_bert}
+"""model_type -> mapper; each reads `architectures` itself (hf_speech.SPEECH_HEADS)."""

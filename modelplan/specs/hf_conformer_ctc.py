@@ -118,4 +118,4 @@ def _conformer_ctc(c: HFConfig, kind: str) -> dict:
 
 CONFORMER_CTC_MAPPERS = {f"{kind}_{suffix}": (lambda c, kind=kind: _conformer_ctc(c, kind))
                          for kind in ("parakeet", "lasr") for suffix in ("ctc", "encoder")}
-"""model_type -> mapper; each reads `architectures` itself (hf_conformer.CONFORMER_HEADS)."""
+"""model_type -> mapper; each reads `architectures` itself (hf_speech.SPEECH_HEADS)."""

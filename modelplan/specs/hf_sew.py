@@ -75,4 +75,4 @@ def _sew_d(c: HFConfig) -> dict:
 
 
 SEW_MAPPERS = {"sew": _sew, "sew-d": _sew_d}
-"""model_type -> mapper; each reads `architectures` itself (hf_conformer.CONFORMER_HEADS)."""
+"""model_type -> mapper; each reads `architectures` itself (hf_speech.SPEECH_HEADS)."""
