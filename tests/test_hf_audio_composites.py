@@ -95,3 +95,14 @@ def test_foreign_audio_encoder_refused_in_one_line():
     bad = {**data, "model_type": "voxtral", "audio_config": {**_WHISPER, "model_type": "voxtral_encoder",
                                                               "intermediate_size": 48}}
     assert_one_line_error(bad, "intermediate_size: 48 must divide")
+
+
+def test_qwen3_asr_chunks_and_windows_by_hand():
+    """Qwen3ASREncoder on 3000 mel frames, n_window 50: 30 chunks of 100 frames, each 100 -> 50 -> 25
+    -> 13 frames and 16 -> 8 -> 4 -> 2 bins through the three stride-2 convs, so 390 frames for the
+    blocks; a window of n_window_infer 800 mel frames holds 8 chunks, 104 frames (the keys); conv2d1
+    on 30 x 8 x 50 output positions."""
+    tower = {layer.name: layer for layer in from_hf_config(_data("qwen3_asr")).vision.tower}
+    assert tower["conv2d1"].rows == 30 * 8 * 50 and tower["conv_out"].rows == 390
+    assert tower["conv_out"].in_features == 8 * 2
+    assert tower["layers/attention/scores"].keys == 104 and tower["layers/attention/scores"].rows == 390

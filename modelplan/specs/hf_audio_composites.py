@@ -15,8 +15,8 @@ model_type's mapper. The encoder is a `VisionSpec.tower` of layers priced per 30
   linear_1 Linear(intermediate_size, 2 text) and linear_2 Linear(2 text, text), biased;
 - moss_transcribe_diarize: Whisper's encoder, audio_merge_size frames packed into one row for
   linear_1 Linear(merge d, text), linear_2 Linear(text, text) (projector_bias) and a biased LayerNorm;
-- qwen3_asr: Qwen3ASREncoder (Qwen3-Omni's audio encoder: hf_omni.py counts it) and its
-  projector linear_1 Linear(d, d), linear_2 Linear(d, output_dim): counted, not priced;
+- qwen3_asr: Qwen3ASREncoder (Qwen3-Omni's audio encoder: chunked Conv2d subsampling, windowed
+  attention) and its projector linear_1 Linear(d, d), linear_2 Linear(d, output_dim);
 - omniasr: hf_omniasr.py; granite_speech / granite_speech_plus: hf_granite_speech.py.
 
 Qwen2-Audio, Voxtral and the Flamingos never tie the head (no _tied_weights_keys); GLM-ASR,
@@ -28,11 +28,10 @@ from __future__ import annotations
 from typing import Callable
 
 from modelplan.errors import SpecError
-from modelplan.specs.hf_audio_towers import audio_tower, whisper_encoder
+from modelplan.specs.hf_audio_towers import audio_tower, qwen3_asr_encoder, whisper_encoder
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_davit import _rows
 from modelplan.specs.hf_n18vlm_base import Mapper, _sub, _text
-from modelplan.specs.hf_omni import _audio as qwen_omni_audio
 from modelplan.specs.hf_granite_speech import GRANITE_SPEECH_MAPPERS
 from modelplan.specs.hf_omniasr import OMNIASR_COMPOSITES
 from modelplan.specs.hf_vision import _linear, _norm
@@ -157,17 +156,21 @@ def _moss(c: HFConfig, m: dict[str, Mapper]) -> dict:
 
 
 def _qwen3_asr(c: HFConfig, m: dict[str, Mapper]) -> dict:
-    """Qwen3ASRForConditionalGeneration: the Qwen3 text model and the counted audio encoder."""
+    """Qwen3ASRForConditionalGeneration: the Qwen3 text model, Qwen3ASREncoder as tower layers over
+    one 30 s clip (3000 mel frames; `hf_audio_towers.qwen3_asr_encoder`) and its projector
+    linear_1 Linear(d, d), GELU, linear_2 Linear(d, output_dim), biased, on every frame."""
     fields = _text_of(c, m, "qwen3", _QWEN3_ASR_TEXT, False)
     kind, a = _sub(c, "audio_config", "qwen3_asr_encoder")
     if kind != "qwen3_asr_encoder":
         raise SpecError(f"{c.source}: audio_config.model_type: unsupported '{kind}' (qwen3_asr_encoder)")
     a = HFConfig({"output_dim": 3584, "d_model": 1024, "encoder_layers": 24, "encoder_attention_heads": 16,
-                  "encoder_ffn_dim": 4096, **a.data}, a.source, a.path)  # Qwen3ASRAudioEncoderConfig defaults
+                  "encoder_ffn_dim": 4096, "downsample_hidden_size": 480, "num_mel_bins": 128,
+                  **{k: v for k, v in a.data.items() if v is not None}}, a.source, a.path)  # Qwen3ASREncoderConfig defaults
     d = a.integer("d_model")
-    layers = qwen_omni_audio(a, qwen3=True)
+    layers, frames = qwen3_asr_encoder(a, 3000)  # 30 s at 100 mel frames a second
+    connector = _two(True, d, frames, d, a.integer("output_dim"))
     fields["vision"] = audio_tower(layers, d, a.integer("encoder_attention_heads"), a.integer("encoder_ffn_dim"),
-                                   a.integer("encoder_layers"), 1, [])
+                                   a.integer("encoder_layers"), frames, connector)
     fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
     return fields
 

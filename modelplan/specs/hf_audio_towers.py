@@ -26,9 +26,11 @@ if TYPE_CHECKING:
 
 
 def encoder_blocks(d: int, heads: int, ffn: int, layers: int, frames: int, *, kv_heads: int | None = None,
-                   head_dim: int | None = None, k_bias: bool = False, source: str = "audio_config") -> list[dict]:
+                   head_dim: int | None = None, k_bias: bool = False, keys: int | None = None,
+                   source: str = "audio_config") -> list[dict]:
     """Tower layers of `layers` pre-LN blocks on `frames` frames: a LayerNorm, q / k / v / out
-    (biased; k with `k_bias`), every frame attending to every frame, a LayerNorm, fc1 / fc2 (biased)."""
+    (biased; k with `k_bias`), every frame attending to `keys` frames (None: all of them), a
+    LayerNorm, fc1 / fc2 (biased)."""
     if heads < 1 or d % heads and head_dim is None:
         raise SpecError(f"{source}: num_attention_heads ({heads}) must divide hidden_size ({d})")
     hd = head_dim or d // heads
@@ -42,7 +44,8 @@ def encoder_blocks(d: int, heads: int, ffn: int, layers: int, frames: int, *, kv
             _rows(_linear("layers/attention/q", d, q, True, copies=n), frames),
             _rows(_linear("layers/attention/k", d, k, k_bias, copies=n), frames),  # Whisper's k_proj: bias=False
             _rows(_linear("layers/attention/v", d, k, True, copies=n), frames),
-            dict(name="layers/attention/scores", kind="attention", in_features=q, keys=frames, rows=frames, copies=n),
+            dict(name="layers/attention/scores", kind="attention", in_features=q, keys=min(keys or frames, frames),
+                 rows=frames, copies=n),
             _rows(_linear("layers/attention/out", q, d, True, copies=n), frames),
             _rows(_norm("layers/mlp_norm", d, copies=n), frames),
             _rows(_linear("layers/mlp/fc1", d, ffn, True, copies=n), frames),
@@ -60,6 +63,28 @@ def whisper_encoder(d: int, heads: int, ffn: int, layers: int, mel: int, frames:
         out.append(dict(name="embed_positions", kind="vector", in_features=frames * d))
     out += encoder_blocks(d, heads, ffn, layers, frames, kv_heads=kv_heads, head_dim=head_dim, source=source)
     return out + [_rows(_norm("layer_norm", d), max(frames // pool, 1))]
+
+
+def qwen3_asr_encoder(a, mel_frames: int) -> tuple[list[dict], int]:
+    """(tower layers, frames) of Qwen3ASREncoder on one clip of `mel_frames` mel frames: chunks of
+    2 n_window frames, each through three Conv2d(., downsample_hidden_size, 3, stride 2, padding 1)
+    (biased) over (mel bins, time), conv_out Linear(c x bins, d, bias=False) per output frame,
+    sinusoid positions (a buffer), pre-LN blocks with biased q / k / v / out attending within
+    windows of n_window_infer mel frames (every window taken as full), ln_post."""
+    d, heads, ffn, n = (a.integer(k) for k in ("d_model", "encoder_attention_heads", "encoder_ffn_dim", "encoder_layers"))
+    c, mel, chunk = a.integer("downsample_hidden_size"), a.integer("num_mel_bins"), 2 * a.integer("n_window", 50)
+    chunks = -(-mel_frames // chunk)
+    layers, bins, time, c_in = [], mel, chunk, 1
+    for i in range(3):
+        bins, time = (bins - 1) // 2 + 1, (time - 1) // 2 + 1  # Conv2d(k 3, s 2, p 1) output side
+        layers.append(dict(name=f"conv2d{i + 1}", kind="conv", in_features=c_in, out_features=c, kernel=3, bias=True,
+                           rows=chunks * bins * time))
+        c_in = c
+    frames = chunks * time
+    keys = max(a.integer("n_window_infer", 800) // chunk, 1) * time  # a window's post-CNN frames
+    layers.append(_rows(_linear("conv_out", c * bins, d, False), frames))
+    layers += encoder_blocks(d, heads, ffn, n, frames, k_bias=True, keys=keys, source=f"{a.source}: {a.path}")
+    return layers + [_rows(_norm("ln_post", d), frames)], frames
 
 
 def wav2vec2_front(conv_dim: list[int], kernels: list[int], strides: list[int], bias: bool, samples: int,
