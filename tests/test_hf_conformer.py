@@ -137,3 +137,13 @@ def test_bad_configs_one_line():
     assert_one_line_error({**CASES[7], "architectures": ["ParakeetForTDT"]}, "architectures")
     bad = {**CASES[7], "encoder_config": {**CASES[7]["encoder_config"], "subsampling_factor": 6}}
     assert_one_line_error(bad, "subsampling_factor: 6")
+
+
+def test_planner_prices_the_conformer_gemms():
+    """plan/extras.conformer_kernels: ffn1 (t, h) @ (h, f) and back, the conv module's pointwise
+    (t, h) @ (h, 2h) and (t, h) @ (h, h) for t = 10 tokens, h 32, f 48: 2 t (2 h f + 3 h^2) FLOPs;
+    the plan's note then names only the unpriced relative positions."""
+    from modelplan.plan.extras import conformer_kernels
+
+    gemms, _ = conformer_kernels(from_hf_config(CASES[0]), 10, 2)
+    assert sum(g.flops for g in gemms) == 2 * 10 * (2 * 32 * 48 + 3 * 32 * 32)

@@ -203,7 +203,9 @@ def extras_features(spec: "TransformerSpec") -> list[str]:
         "extras.weight_groups": x.weight_groups is not None, "extras.encoder_token_table": x.encoder_token_table,
         "extras.cross_post_norm": x.cross_post_norm, "extras.contact_head": x.contact_head,
     }
-    return [name for name, used in checks.items() if used] + relative_features(x.relative)
+    conformer = [f"extras.conformer.relative={x.conformer.relative}"] \
+        if x.conformer is not None and x.conformer.relative != "none" else []
+    return [name for name, used in checks.items() if used] + relative_features(x.relative) + conformer
 
 def check_extras(spec: "TransformerSpec") -> None:
     """Raise ValueError naming the fields when the options contradict the rest of the spec."""
