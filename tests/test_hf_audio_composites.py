@@ -1,5 +1,5 @@
 """The audio-LLM composites (modelplan/specs/hf_audio_composites.py, hf_audio_towers.py):
-qwen2_audio, audioflamingo3, musicflamingo, voxtral, glmasr, moss_transcribe_diarize, qwen3_asr.
+qwen2_audio, audioflamingo3, musicflamingo, voxtral, glmasr, moss_transcribe_diarize, qwen3_asr, vibevoice_asr.
 Expected totals are sum(p.numel()) of transformers 5.24's ...ForConditionalGeneration built on
 CPU from a small config and on the meta device from the config class defaults; the per-clip tower
 FLOPs are worked by hand; count / plan --gpus 8 run; a foreign audio_config is one line."""
@@ -106,3 +106,38 @@ def test_qwen3_asr_chunks_and_windows_by_hand():
     assert tower["conv2d1"].rows == 30 * 8 * 50 and tower["conv_out"].rows == 390
     assert tower["conv_out"].in_features == 8 * 2
     assert tower["layers/attention/scores"].keys == 104 and tower["layers/attention/scores"].rows == 390
+
+
+_TOKENIZER = {"model_type": "vibevoice_acoustic_tokenizer_encoder", "hidden_size": 8, "kernel_size": 3,
+              "num_filters": 4, "downsampling_ratios": [2, 4], "depths": [1, 1, 2], "ffn_expansion": 2}
+_VIBEVOICE = {"model_type": "vibevoice_asr", "architectures": ["VibeVoiceAsrForConditionalGeneration"],
+              "text_config": _QWEN2, "acoustic_tokenizer_encoder_config": _TOKENIZER,
+              "semantic_tokenizer_encoder_config": {**_TOKENIZER, "hidden_size": 16}}
+
+
+@pytest.mark.torch
+def test_vibevoice_total_equals_transformers_on_cpu():
+    """VibeVoiceAsrForConditionalGeneration's sum(p.numel()) on CPU (two tokenizer encoders)."""
+    assert_total_on_cpu(_VIBEVOICE)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_vibevoice_class_defaults():
+    """VibeVoiceAsrConfig's defaults (meta device)."""
+    assert_class_defaults("vibevoice_asr", "VibeVoiceAsrForConditionalGeneration")
+
+
+def test_vibevoice_tokenizer_by_hand(tmp_path):
+    """num_filters 4, ratios 2, 4, kernel 3: the stem conv 1 x 3 x 4 + 4 on 720000 samples (30 s at
+    24 kHz), stage 0's Conv1d(4, 8, 4, stride 2) on 360000, stage 1's Conv1d(8, 16, 8, stride 4) and
+    the head Conv1d(16, 8, 3) on 90000 frames; a ConvNeXt layer of 8: two RMSNorms 16, the depthwise
+    8 x 3 + 8, gammas 16, linear1 8 x 16 + 16, linear2 16 x 8 + 8; count / plan run."""
+    tower = {layer.name: layer for layer in from_hf_config(_VIBEVOICE).vision.tower}
+    assert tower["acoustic/stem/conv"].rows == 720000 and tower["acoustic/stage0/conv"].rows == 360000
+    assert tower["acoustic/stage0/conv"].in_features == 4 * 4 and tower["acoustic/head"].rows == 90000
+    from modelplan.count.vision import connector_params
+    layer = sum(connector_params(tower[f"acoustic/stage0/{n}"]) for n in ("norms", "mixer", "gammas", "ffn/linear1",
+                                                                          "ffn/linear2"))
+    assert layer == 16 + (8 * 3 + 8) + 16 + (8 * 16 + 16) + (16 * 8 + 8)
+    assert_count_plan(tmp_path, _VIBEVOICE)

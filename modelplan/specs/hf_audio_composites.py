@@ -17,7 +17,8 @@ model_type's mapper. The encoder is a `VisionSpec.tower` of layers priced per 30
   linear_1 Linear(merge d, text), linear_2 Linear(text, text) (projector_bias) and a biased LayerNorm;
 - qwen3_asr: Qwen3ASREncoder (Qwen3-Omni's audio encoder: chunked Conv2d subsampling, windowed
   attention) and its projector linear_1 Linear(d, d), linear_2 Linear(d, output_dim);
-- omniasr: hf_omniasr.py; granite_speech / granite_speech_plus: hf_granite_speech.py.
+- omniasr: hf_omniasr.py; granite_speech / granite_speech_plus: hf_granite_speech.py; vibevoice_asr:
+  hf_vibevoice.py.
 
 Qwen2-Audio, Voxtral and the Flamingos never tie the head (no _tied_weights_keys); GLM-ASR,
 MOSS and Qwen3-ASR tie it unless tie_word_embeddings is false. VoxtralConfig / GlmAsrConfig merge their text init_kwargs into a text_config dict as well.
@@ -34,6 +35,7 @@ from modelplan.specs.hf_davit import _rows
 from modelplan.specs.hf_n18vlm_base import Mapper, _sub, _text
 from modelplan.specs.hf_granite_speech import GRANITE_SPEECH_MAPPERS
 from modelplan.specs.hf_omniasr import OMNIASR_COMPOSITES
+from modelplan.specs.hf_vibevoice import VIBEVOICE_MAPPERS
 from modelplan.specs.hf_vision import _linear, _norm
 
 _WHISPER = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "num_attention_heads": 20,
@@ -178,6 +180,6 @@ def _qwen3_asr(c: HFConfig, m: dict[str, Mapper]) -> dict:
 AUDIO_COMPOSITE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "qwen2_audio": _qwen2_audio, "audioflamingo3": _flamingo, "musicflamingo": _flamingo, "voxtral": _voxtral,
     "glmasr": _glmasr, "moss_transcribe_diarize": _moss, "qwen3_asr": _qwen3_asr, **OMNIASR_COMPOSITES,
-    **GRANITE_SPEECH_MAPPERS,
+    **GRANITE_SPEECH_MAPPERS, **VIBEVOICE_MAPPERS,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""

@@ -27,8 +27,6 @@ SPEECH_UNMODELLED: dict[str, str] = {
                                "the frames inside the stack) and its self-conditioning CTC pair (out / out_mid)",
     "voxtral_realtime": "VoxtralRealtimeTextModel's time-conditioned adaptive RMSNorm in every decoder block "
                         "(ada_rms_norm) and its causal-conv audio encoder",
-    "vibevoice_asr": "its two VibeVoice tokenizer encoders (acoustic and semantic: convolutional 1-D stages with "
-                     "depthwise mixers and layer scales) and their connectors",
     "nemo_speechlm": "Nemotron 3.5 Transcribe's audio model (ASR encoder, a diarization model, speaker "
                      "embeddings) and its word-timestamp encoder and head",
 }
