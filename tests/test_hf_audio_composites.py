@@ -1,5 +1,5 @@
 """The audio-LLM composites (modelplan/specs/hf_audio_composites.py, hf_audio_towers.py):
-qwen2_audio, audioflamingo3, musicflamingo, voxtral, glmasr, moss_transcribe_diarize, qwen3_asr, vibevoice_asr.
+qwen2_audio, audioflamingo3, musicflamingo, voxtral, glmasr, moss_transcribe_diarize, qwen3_asr, vibevoice_asr, voxtral_realtime.
 Expected totals are sum(p.numel()) of transformers 5.24's ...ForConditionalGeneration built on
 CPU from a small config and on the meta device from the config class defaults; the per-clip tower
 FLOPs are worked by hand; count / plan --gpus 8 run; a foreign audio_config is one line."""
@@ -141,3 +141,39 @@ def test_vibevoice_tokenizer_by_hand(tmp_path):
                                                                           "ffn/linear2"))
     assert layer == 16 + (8 * 3 + 8) + 16 + (8 * 16 + 16) + (16 * 8 + 8)
     assert_count_plan(tmp_path, _VIBEVOICE)
+
+
+_REALTIME = {"model_type": "voxtral_realtime", "architectures": ["VoxtralRealtimeForConditionalGeneration"],
+             "text_config": {**_QWEN2, "model_type": "voxtral_realtime_text", "head_dim": 16, "sliding_window": 64},
+             "audio_config": {"model_type": "voxtral_realtime_encoder", **_WHISPER, "max_position_embeddings": 20,
+                              "head_dim": 8, "sliding_window": 10}, "downsample_factor": 4}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("tied", [True, False])
+def test_voxtral_realtime_total_equals_transformers_on_cpu(tied):
+    """VoxtralRealtimeForConditionalGeneration's sum(p.numel()) on CPU, head tied or not."""
+    assert_total_on_cpu({**_REALTIME, "tie_word_embeddings": tied})
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_voxtral_realtime_class_defaults():
+    """VoxtralRealtimeConfig's defaults (meta device)."""
+    assert_class_defaults("voxtral_realtime", "VoxtralRealtimeForConditionalGeneration")
+
+
+def test_voxtral_realtime_by_hand(tmp_path):
+    """h 64: ada_rms_norm 64 x 32 + 32 x 64 a block (two blocks), its GEMMs once a sequence; the
+    encoder's gated MLP 2 x 32 x 64 + 64 x 32 + 32 a block, attention within 10 frames; the
+    projector on 20 / 4 rows of 4 x 32; count / plan run."""
+    from modelplan.count.params import count_params
+
+    spec = from_hf_config(_REALTIME)
+    assert count_params(spec).breakdown["layers/mlp/ada_norm"] == 2 * 2 * 64 * 32
+    tower = {layer.name: layer for layer in spec.vision.tower}
+    assert tower["layers/attention/scores"].keys == 10
+    assert tower["layers/mlp/gate_up"].copies == 4 and not tower["layers/mlp/gate_up"].bias
+    rows = {layer.name: (layer.rows, layer.in_features) for layer in spec.vision.connector}
+    assert rows["linear_1"] == (5, 128)
+    assert_count_plan(tmp_path, _REALTIME)

@@ -97,6 +97,8 @@ def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int
         out.update(conv_relative_params(spec, block))
     if x.conformer is not None:  # macaron FFN, conv module, block norm (count/conformer.py)
         out.update(conformer_params(spec, block))
+    if x.ada_norm_rank is not None and block.mlp:  # VoxtralRealtimeTextAdaRmsNorm linear1 (h, r), linear2 (r, h)
+        out["mlp/ada_norm"] = 2 * h * x.ada_norm_rank
     if x.cross_post_norm and block.cross:  # T5GemmaDecoderLayer.post_cross_attn_layernorm
         out["cross_attention/post_norm"] = _norm(spec, h)
     out.update(relative_block_params(spec, block))  # DeBERTa, UMT5, LED, LongT5 (count/relative_attention.py)
@@ -140,6 +142,8 @@ def block_extra_flops(spec: "TransformerSpec", block: "Block", tokens: int, seq_
         out.update(conv_relative_flops(spec, block, tokens))
     if x.conformer is not None:  # macaron FFN, conv module, relative positions (count/conformer.py)
         out.update(conformer_flops(spec, block, tokens, seq_len))
+    if x.ada_norm_rank is not None and block.mlp:  # one conditioning vector a sequence: (1, h) @ (h, r) and back
+        out["mlp/ada_norm"] = 2 * (tokens // seq_len) * 2 * spec.hidden * x.ada_norm_rank
     out.update(relative_block_flops(spec, block, tokens, seq_len))  # DeBERTa c2p / p2c, LongT5 globals
     return out
 

@@ -40,6 +40,7 @@ PRICED_EXTRAS: frozenset[str] = frozenset({
     "extras.relative.disentangled", "extras.relative.transient_global",  # their GEMMs: plan/relative_kernels.py
     "extras.weight_groups", "extras.cross_post_norm", "extras.encoder_token_table",
     "extras.contact_head", "extras.conformer",  # Conformer: conformer_kernels
+    "extras.ada_norm_rank",  # shards only: its GEMMs run once a sequence
 })
 """`specs.features` names this module prices (shards and kernels)."""
 

@@ -122,6 +122,10 @@ class ExtrasSpec(Spec):
     """One learned h-wide vector for masked positions (XLNet mask_emb)."""
     conv_relative: ConvRelativeSpec | None = None
     """Inkling's short convolutions and relative logits (`specs/conv_relative.py`)."""
+    ada_norm_rank: int | None = Field(None, gt=0)
+    """A time-conditioned scale on every block's MLP input: a bias-free Linear(h, r), GELU, Linear(r, h)
+    of the sequence's conditioning vector, x * (1 + scale) (VoxtralRealtimeTextAdaRmsNorm, r 32):
+    2 h r parameters a block, run once a sequence."""
     conformer: ConformerSpec | None = None
     """Conformer blocks: macaron feed-forward, convolution module, block norm (`specs/conformer.py`)."""
     encoder_token_table: bool = False
@@ -200,6 +204,7 @@ def extras_features(spec: "TransformerSpec") -> list[str]:
         "extras.out_bias_blocks": bool(x.out_bias_blocks), "extras.adapter": x.adapter is not None,
         "extras.xl_relative": x.xl_relative is not None, "extras.mask_embedding": x.mask_embedding,
         "extras.conv_relative": x.conv_relative is not None, "extras.conformer": x.conformer is not None,
+        "extras.ada_norm_rank": x.ada_norm_rank is not None,
         "extras.weight_groups": x.weight_groups is not None, "extras.encoder_token_table": x.encoder_token_table,
         "extras.cross_post_norm": x.cross_post_norm, "extras.contact_head": x.contact_head,
     }

@@ -17,6 +17,7 @@ model_type's mapper. The encoder is a `VisionSpec.tower` of layers priced per 30
   linear_1 Linear(merge d, text), linear_2 Linear(text, text) (projector_bias) and a biased LayerNorm;
 - qwen3_asr: Qwen3ASREncoder (Qwen3-Omni's audio encoder: chunked Conv2d subsampling, windowed
   attention) and its projector linear_1 Linear(d, d), linear_2 Linear(d, output_dim);
+- voxtral_realtime: `_voxtral_realtime` (its Mistral-shaped text model with ada_rms_norm);
 - omniasr: hf_omniasr.py; granite_speech / granite_speech_plus: hf_granite_speech.py; vibevoice_asr:
   hf_vibevoice.py.
 
@@ -29,7 +30,7 @@ from __future__ import annotations
 from typing import Callable
 
 from modelplan.errors import SpecError
-from modelplan.specs.hf_audio_towers import audio_tower, qwen3_asr_encoder, whisper_encoder
+from modelplan.specs.hf_audio_towers import audio_tower, encoder_blocks, qwen3_asr_encoder, whisper_encoder
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_davit import _rows
 from modelplan.specs.hf_n18vlm_base import Mapper, _sub, _text
@@ -177,9 +178,55 @@ def _qwen3_asr(c: HFConfig, m: dict[str, Mapper]) -> dict:
     return fields
 
 
+_REALTIME_AUDIO = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "num_attention_heads": 32,
+                   "head_dim": 64, "num_mel_bins": 128, "max_position_embeddings": 1500, "sliding_window": 750}
+"""VoxtralRealtimeEncoderConfig defaults (transformers 5.24)."""
+_REALTIME_TEXT = {"vocab_size": 131072, "hidden_size": 3072, "intermediate_size": 9216, "num_hidden_layers": 26,
+                  "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "rms_norm_eps": 1e-5,
+                  "max_position_embeddings": 131072, "sliding_window": 8192}
+"""VoxtralRealtimeTextConfig defaults (transformers 5.24)."""
+
+
+def _voxtral_realtime(c: HFConfig, m: dict[str, Mapper]) -> dict:
+    """VoxtralRealtimeForConditionalGeneration: VoxtralRealtimeTextModel read as Mistral's (bias-free
+    GQA, SwiGLU, RMSNorm, every block sliding over sliding_window) plus each block's ada_rms_norm
+    (`ExtrasSpec.ada_norm_rank` 32, on the sinusoidal time embedding); the causal-conv encoder as
+    tower layers (Whisper's conv1 / conv2 shapes, RMSNorm blocks with biased q / v / o, bias-free k,
+    gate / up bias-free and a biased down, attending within sliding_window frames, a final norm) on
+    one 30 s clip; the projector linear_1 Linear(downsample_factor x d, text) and linear_2, bias-free,
+    on frames / downsample_factor rows; the time embedding holds buffers only."""
+    raw = c.data.get("text_config") or {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"{c.source}: text_config: expected an object, got {raw!r}")
+    kind = raw.get("model_type", "voxtral_realtime_text")
+    if kind != "voxtral_realtime_text":
+        raise SpecError(f"{c.source}: text_config.model_type: unsupported '{kind}' (voxtral_realtime_text)")
+    text = {**_REALTIME_TEXT, **{k: v for k, v in raw.items() if v is not None}, "model_type": "mistral"}
+    fields = m["mistral"](HFConfig(text, c.source, "text_config."))
+    fields["extras"] = {**(fields.get("extras") or {}), "ada_norm_rank": 32}  # Linear(h, 32), Linear(32, h)
+    _, a = _sub(c, "audio_config", "voxtral_realtime_encoder")
+    a = HFConfig({**_REALTIME_AUDIO, **{k: v for k, v in a.data.items() if v is not None}}, c.source, a.path)
+    d, heads, ffn, depth = (a.size(k) for k in ("hidden_size", "num_attention_heads", "intermediate_size",
+                                                "num_hidden_layers"))
+    frames, factor = a.size("max_position_embeddings"), c.integer("downsample_factor", 4)
+    if frames % factor:
+        raise SpecError(f"{c.source}: downsample_factor: {factor} must divide audio_config.max_position_embeddings "
+                        f"({frames}) to regroup the frames for the projector")
+    mel = a.size("num_mel_bins")
+    layers = [_rows(_linear("conv1", 3 * mel, d, True), 2 * frames), _rows(_linear("conv2", 3 * d, d, True), frames),
+              *encoder_blocks(d, heads, ffn, depth, frames, head_dim=a.size("head_dim"), k_bias=False,
+                              keys=a.integer("sliding_window", None, nullable=True), rms=True, gated=True,
+                              source=f"{c.source}: {a.path}"),
+              _rows(_norm("norm", d, "rmsnorm"), frames)]
+    connector = _two(False, fields["hidden"], frames // factor, factor * d, fields["hidden"])
+    fields["vision"] = audio_tower(layers, d, heads, ffn, depth, frames, connector)
+    fields["tied_embeddings"] = c.flag("tie_word_embeddings", True)
+    return fields
+
+
 AUDIO_COMPOSITE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
     "qwen2_audio": _qwen2_audio, "audioflamingo3": _flamingo, "musicflamingo": _flamingo, "voxtral": _voxtral,
     "glmasr": _glmasr, "moss_transcribe_diarize": _moss, "qwen3_asr": _qwen3_asr, **OMNIASR_COMPOSITES,
-    **GRANITE_SPEECH_MAPPERS, **VIBEVOICE_MAPPERS,
+    **GRANITE_SPEECH_MAPPERS, **VIBEVOICE_MAPPERS, "voxtral_realtime": _voxtral_realtime,
 }
 """Composite model_types; each takes the config and the text model_type -> mapper table."""

@@ -26,11 +26,12 @@ if TYPE_CHECKING:
 
 
 def encoder_blocks(d: int, heads: int, ffn: int, layers: int, frames: int, *, kv_heads: int | None = None,
-                   head_dim: int | None = None, k_bias: bool = False, keys: int | None = None,
-                   source: str = "audio_config") -> list[dict]:
-    """Tower layers of `layers` pre-LN blocks on `frames` frames: a LayerNorm, q / k / v / out
-    (biased; k with `k_bias`), every frame attending to `keys` frames (None: all of them), a
-    LayerNorm, fc1 / fc2 (biased)."""
+                   head_dim: int | None = None, k_bias: bool = False, keys: int | None = None, rms: bool = False,
+                   gated: bool = False, source: str = "audio_config") -> list[dict]:
+    """Tower layers of `layers` pre-LN blocks on `frames` frames: a LayerNorm (RMSNorm with `rms`),
+    q / k / v / out (biased; k with `k_bias`), every frame attending to `keys` frames (None: all of
+    them), a norm, fc1 / fc2 (biased) or, `gated`, bias-free gate / up and a biased down
+    (VoxtralRealtimeMLP)."""
     if heads < 1 or d % heads and head_dim is None:
         raise SpecError(f"{source}: num_attention_heads ({heads}) must divide hidden_size ({d})")
     hd = head_dim or d // heads
@@ -40,16 +41,19 @@ def encoder_blocks(d: int, heads: int, ffn: int, layers: int, frames: int, *, kv
     q, k, n = heads * hd, kv * hd, layers
     if not n:
         return []
-    return [_rows(_norm("layers/attention_norm", d, copies=n), frames),
+    kind = "rmsnorm" if rms else "layernorm"
+    mlp = [_rows(_linear("layers/mlp/gate_up", d, ffn, False, copies=2 * n), frames),
+           _rows(_linear("layers/mlp/down", ffn, d, True, copies=n), frames)] if gated else \
+        [_rows(_linear("layers/mlp/fc1", d, ffn, True, copies=n), frames),
+         _rows(_linear("layers/mlp/fc2", ffn, d, True, copies=n), frames)]
+    return [_rows(_norm("layers/attention_norm", d, kind, copies=n), frames),
             _rows(_linear("layers/attention/q", d, q, True, copies=n), frames),
             _rows(_linear("layers/attention/k", d, k, k_bias, copies=n), frames),  # Whisper's k_proj: bias=False
             _rows(_linear("layers/attention/v", d, k, True, copies=n), frames),
             dict(name="layers/attention/scores", kind="attention", in_features=q, keys=min(keys or frames, frames),
                  rows=frames, copies=n),
             _rows(_linear("layers/attention/out", q, d, True, copies=n), frames),
-            _rows(_norm("layers/mlp_norm", d, copies=n), frames),
-            _rows(_linear("layers/mlp/fc1", d, ffn, True, copies=n), frames),
-            _rows(_linear("layers/mlp/fc2", ffn, d, True, copies=n), frames)]
+            _rows(_norm("layers/mlp_norm", d, kind, copies=n), frames), *mlp]
 
 
 def whisper_encoder(d: int, heads: int, ffn: int, layers: int, mel: int, frames: int, *, kv_heads: int | None = None,

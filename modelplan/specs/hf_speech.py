@@ -25,8 +25,6 @@ SPEECH_UNMODELLED: dict[str, str] = {
                            "frames inside the stack) and its self-conditioning CTC pair (out / out_mid)",
     "granite_speech5_encoder": "Granite Speech 5's subsampling Conformer blocks (a stride-2 depthwise conv halving "
                                "the frames inside the stack) and its self-conditioning CTC pair (out / out_mid)",
-    "voxtral_realtime": "VoxtralRealtimeTextModel's time-conditioned adaptive RMSNorm in every decoder block "
-                        "(ada_rms_norm) and its causal-conv audio encoder",
     "nemo_speechlm": "Nemotron 3.5 Transcribe's audio model (ASR encoder, a diarization model, speaker "
                      "embeddings) and its word-timestamp encoder and head",
 }
