@@ -22,7 +22,8 @@ model_type's mapper. The encoder is a `VisionSpec.tower` of layers priced per 30
   hf_vibevoice.py.
 
 Qwen2-Audio, Voxtral and the Flamingos never tie the head (no _tied_weights_keys); GLM-ASR,
-MOSS and Qwen3-ASR tie it unless tie_word_embeddings is false. VoxtralConfig / GlmAsrConfig merge their text init_kwargs into a text_config dict as well.
+MOSS, Qwen3-ASR and Voxtral-Realtime tie it unless tie_word_embeddings is false. VoxtralConfig /
+GlmAsrConfig merge their text init_kwargs into a text_config dict as well.
 """
 
 from __future__ import annotations
