@@ -111,13 +111,14 @@ def wav2vec2_front(conv_dim: list[int], kernels: list[int], strides: list[int], 
                           bias=True, rows=length)], length
 
 
-def audio_tower(layers: list[dict], d: int, heads: int, ffn: int, depth: int, frames: int, connector: list[dict]) -> dict:
+def audio_tower(layers: list[dict], d: int, heads: int, ffn: int, depth: int, frames: int, connector: list[dict],
+                unit: str = "30 s audio clip") -> dict:
     """The `vision` fields of an audio encoder given as tower layers: `patch_size` 1 and an
     image_size whose square is at least the clip's frames (the report's patches); every layer
-    carries its own rows."""
+    carries its own rows; `unit` names the clip (VisionSpec.input_unit)."""
     side = math.isqrt(frames - 1) + 1 if frames > 1 else 1
     return dict(layers=depth or 1, hidden=d, heads=heads, ffn_hidden=ffn, patch_size=1, image_size=side,
-                channels=1, tower=layers, connector=connector)
+                channels=1, tower=layers, connector=connector, input_unit=unit)
 
 
 def conformer_blocks(d: int, heads: int, head_dim: int, ffn: int, layers: int, frames: int, context: int,

@@ -82,7 +82,7 @@ def _omniasr(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     layers += encoder_blocks(d, heads, ffn, depth, frames, k_bias=True, source=f"{c.source}: {a.path}")
     layers.append(_rows(_norm("layer_norm", d), frames))
     connector = [_rows(_linear("multi_modal_projector", d, fields["hidden"], True), frames)]
-    fields["vision"] = audio_tower(layers, d, heads, ffn, depth, frames, connector)
+    fields["vision"] = audio_tower(layers, d, heads, ffn, depth, frames, connector, "30 s audio clip at 16 kHz")
     fields["tied_embeddings"] = False
     return fields
 

@@ -77,7 +77,7 @@ def _vibevoice_asr(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
         connector += [_rows(_linear(f"{stream}_linear_1", e.size("hidden_size"), t, True), frames),
                       _rows(_norm(f"{stream}_norm", t, "rmsnorm"), frames),
                       _rows(_linear(f"{stream}_linear_2", t, t, True), frames)]
-    fields["vision"] = audio_tower(layers, 64, 1, 256, 1, frames, connector)
+    fields["vision"] = audio_tower(layers, 64, 1, 256, 1, frames, connector, "30 s audio clip at 24 kHz")
     fields["tied_embeddings"] = False
     return fields
 
