@@ -398,6 +398,9 @@ def test_every_mapper_has_a_fixture_or_variant():
                "flaubert", "esm", "eurobert", "nomic_bert"}  # tests/test_hf_encoders.py
     tested |= {"umt5", "longt5", "switch_transformers", "led", "t5gemma", "m2m_100", "longformer",
                "nllb-moe"}  # test_hf_seq2seq_more.py
+    from modelplan.specs.hf_audio_composites import AUDIO_COMPOSITE_MAPPERS
+    from modelplan.specs.hf_speech import SPEECH_MAPPERS  # test_hf_conformer / _sew / _speech / _omniasr / ...
+    tested |= set(SPEECH_MAPPERS) | set(AUDIO_COMPOSITE_MAPPERS)  # test_hf_audio_composites / _granite_speech
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 
