@@ -20,7 +20,7 @@ def _seamless(prefix: str):
         if name != f"{prefix}ForTextToText":
             raise SpecError(f"{c.source}: architectures: '{name}' not modelled (its Conformer speech encoder, "
                             f"text-to-unit model and vocoder); supported: {prefix}ForTextToText")
-        data = {**c.data, "d_model": c.size("hidden_size"), "model_type": "m2m_100",
+        data = {**c.data, "d_model": c.divisor("hidden_size"), "model_type": "m2m_100",
                 "architectures": ["M2M100ForConditionalGeneration"]}
         return SEQ2SEQ_MORE_MAPPERS["m2m_100"](HFConfig(data, c.source, c.path))
     return mapper
