@@ -43,3 +43,11 @@ def test_text_to_text_count_plan_and_speech_classes_refused(tmp_path):
 def test_unmodelled_speech_types_refused_in_one_line(model_type, tmp_path):
     """Each still-unmodelled speech type: one line naming the missing feature."""
     assert_count_refused(tmp_path, {"model_type": model_type}, SPEECH_UNMODELLED[model_type][:30])
+
+
+def test_bad_hidden_size_one_line():
+    """A negative hidden_size (the m2m_100 mapper's d_model) is one line naming the field, not a math error."""
+    from _hf_n17_checks import assert_one_line_error
+
+    data = {"model_type": "seamless_m4t", "architectures": ["SeamlessM4TForTextToText"], **_SMALL, "hidden_size": -64}
+    assert_one_line_error(data, "hidden_size")
