@@ -403,6 +403,9 @@ def test_every_mapper_has_a_fixture_or_variant():
     from modelplan.specs.hf_encoders_more import ENCODERS_MORE_MAPPERS
 
     tested |= set(ENCODERS_MORE_MAPPERS)  # tests/test_hf_encoders_more.py
+    from modelplan.specs.hf_audio_composites import AUDIO_COMPOSITE_MAPPERS
+    from modelplan.specs.hf_speech import SPEECH_MAPPERS  # test_hf_conformer / _sew / _speech / _omniasr / ...
+    tested |= set(SPEECH_MAPPERS) | set(AUDIO_COMPOSITE_MAPPERS)  # test_hf_audio_composites / _granite_speech
     assert tested | {"mt5"} == set(MAPPERS) | {"gemma3_text"}
 
 

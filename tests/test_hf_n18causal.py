@@ -171,8 +171,7 @@ def test_unmodelled_options_refused_in_one_line(data, field, tmp_path):
     assert_count_refused(tmp_path, data, f": {field}:")
 
 
-@pytest.mark.parametrize("model_type", ["dory", "hrm_text", "blt",
-                                        "moss_transcribe_diarize"])
+@pytest.mark.parametrize("model_type", ["dory", "hrm_text", "blt"])
 def test_refused_types_name_the_mechanism(model_type, tmp_path):
     """Each refused type fails in one line with its missing mechanism (UNMODELLED)."""
     assert_count_refused(tmp_path, {"model_type": model_type}, UNMODELLED[model_type])

@@ -25,12 +25,17 @@ def per_input_document(spec: "TransformerSpec", forward: int, seq_len: int, batc
         return {"unit": "image", "image_size": x.image_size, "input_size": x.input_size or [x.image_size] * 2,
                 "patches": x.patches, "prefix_tokens": x.prefix_tokens,
                 "tokens": x.tokens, "forward_flops_per_image": per_sequence}
+    if x.modality == "features":  # filter-bank frames: one second is frames_per_second encoder frames
+        second = count_flops(spec, TrainingSpec(global_batch=1, seq_len=x.frames_per_second)).forward
+        return {"unit": "audio_features", "frames_per_second": x.frames_per_second,
+                "forward_flops_per_sequence": per_sequence, "forward_flops_per_second": second}
     frames = x.frames(x.sample_rate)
-    second = count_flops(spec, TrainingSpec(global_batch=1, seq_len=frames)).forward
+    tokens = max(frames // x.squeeze, 1)  # SEW: the blocks' squeezed tokens of one second
+    second = count_flops(spec, TrainingSpec(global_batch=1, seq_len=tokens)).forward
     lengths = [x.sample_rate]
     for k, s in zip(x.conv_kernel, x.conv_stride):  # each conv's output length on one second
         lengths.append((lengths[-1] - k) // s + 1)
-    second += conv_flops(x, lengths) - conv_flops(x, x.lengths(frames))
+    second += conv_flops(x, lengths) - conv_flops(x, x.lengths(tokens * x.squeeze))
     return {"unit": "audio", "sample_rate": x.sample_rate, "frames_per_second": frames,
-            "samples_per_sequence": x.lengths(seq_len)[0], "forward_flops_per_sequence": per_sequence,
+            "samples_per_sequence": x.lengths(seq_len * x.squeeze)[0], "forward_flops_per_sequence": per_sequence,
             "forward_flops_per_second": second}

@@ -52,15 +52,19 @@ def input_params(spec: "TransformerSpec") -> dict[str, int]:
             # BEiT's shared_position_bias table: Parameter(num_relative_distance, heads)
             "relative_table": x.relative_rows * spec.heads if x.relative_bias == "shared" else 0,
         }
+    if x.modality == "features":  # the front layers (FeatureInput), masked_spec_embed (h,)
+        return {**{f"front/{layer.name}": connector_params(layer) for layer in x.front},
+                "mask": h if x.masked_embedding else 0}
     norms = 2 * x.conv_dim[0] if x.conv_norm == "group" else sum(2 * c for c in x.conv_dim)  # affine GroupNorm / LayerNorm
     c = x.conv_dim[-1]
     return {
         "features/conv": _conv_params(x),
         "features/norm": norms,
         "projection/norm": 2 * c if x.projection_norm else 0,  # LayerNorm(conv_dim[-1])
-        "projection/linear": c * h + h,  # Linear(conv_dim[-1], h)
+        "projection/linear": c * h + h if x.projection else 0,  # Linear(conv_dim[-1], h)
         "position_conv": _position_conv_params(x, h),
         "mask": h if x.masked_embedding else 0,  # masked_spec_embed (h,)
+        "upsample": h * h * x.squeeze + h * x.squeeze if x.upsample else 0,  # SEWUpsampling.projection
     }
 
 
@@ -73,6 +77,14 @@ def input_head_params(spec: "TransformerSpec") -> dict[str, int]:
     if x.modality == "image" and x.pooling_head:  # SigLIP's attention-pooling head (count.vision)
         out["pooling_head"] = pooling_head_params(spec.hidden, spec.ffn_hidden)
     return out
+
+
+def layer_flops_per_row(layer) -> int:
+    """2 x multiply-adds of one row through a linear / conv layer (Conv2d: one output position);
+    0 for norms and vectors."""
+    if layer.kind in ("linear", "conv"):
+        return 2 * layer.in_features // layer.groups * layer.kernel ** 2 * layer.out_features
+    return 0
 
 
 def conv_flops(audio: "AudioConvInput", lengths: list[int]) -> int:
@@ -89,11 +101,14 @@ def _audio_flops(audio: "AudioConvInput", h: int, frames: int) -> dict[str, int]
     """One clip giving `frames` frames: each feature conv over its output length (the shortest
     input for those frames, AudioConvInput.lengths), the projection per frame and the positional
     conv over frames + 2 (k // 2) - k + 1 outputs (Wav2Vec2SamePadLayer drops the extra one)."""
-    k = audio.position_kernel
-    outputs = frames + 2 * (k // 2) - k + 1
-    return {"features/conv": conv_flops(audio, audio.lengths(frames)),
-            "projection/linear": 2 * frames * audio.conv_dim[-1] * h,
-            "position_conv": audio.position_layers * 2 * outputs * h * (h // audio.position_groups) * k}
+    k, sq = audio.position_kernel, audio.squeeze
+    # SEW: the convs and projection run on squeeze x frames, the strided positional conv gives one
+    # output per squeezed token, the upsampling Linear(h, h squeeze) runs on those tokens
+    outputs = frames + 2 * (k // 2) - k + 1 if sq == 1 else frames
+    return {"features/conv": conv_flops(audio, audio.lengths(sq * frames)),
+            "projection/linear": 2 * sq * frames * audio.conv_dim[-1] * h if audio.projection else 0,
+            "position_conv": audio.position_layers * 2 * outputs * h * (h // audio.position_groups) * k,
+            "upsample": 2 * frames * h * h * sq if audio.upsample else 0}
 
 
 def input_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[str, int]:
@@ -105,20 +120,25 @@ def input_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[str,
     sequences = tokens // seq_len
     if x.modality == "image":  # (patches, C p^2) @ (C p^2, h) per image
         return {"patch": 2 * sequences * x.patches * x.channels * x.patch_size ** 2 * spec.hidden}
+    if x.modality == "features":  # each front layer on `rows` rows per frame
+        return {f"front/{layer.name}": tokens * (layer.rows or 1) * layer_flops_per_row(layer) for layer in x.front
+                if layer.kind in ("linear", "conv")}
     return {key: sequences * n for key, n in _audio_flops(x, spec.hidden, seq_len).items()}
 
 
 def input_head_flops(spec: "TransformerSpec", tokens: int, seq_len: int) -> dict[str, int]:
     """Forward FLOPs of the task head's layers: a layer with `rows` runs on that many rows per
-    sequence (1: the pooled token), else on every token; keyed relative to `head/`."""
+    sequence (1: the pooled token), else on every token (every upsampled frame under SEW's
+    squeeze); keyed relative to `head/`."""
     x = spec.inputs
     if x is None:
         return {}
     sequences = tokens // seq_len
+    frames = tokens * (x.squeeze if x.modality == "audio" else 1)  # SEW's upsampled frames
     out = {}
     for layer in x.head:
         if layer.kind == "linear":
-            rows = sequences * layer.rows if layer.rows is not None else tokens
+            rows = sequences * layer.rows if layer.rows is not None else frames
             out[layer.name] = layer.copies * 2 * rows * layer.in_features * layer.out_features
     if x.modality == "image" and x.pooling_head:
         out["pooling_head"] = sequences * pooling_head_flops(spec.hidden, spec.ffn_hidden, seq_len)
@@ -135,7 +155,10 @@ def input_block_params(spec: "TransformerSpec") -> dict[str, int]:
     if x.modality == "image":  # DINOv3 / BEiT q and v biases, BEiT's per-block relative bias table
         return {"attention/qv_bias": 2 * spec.hidden if x.qv_bias else 0,
                 "attention/relative_table": x.relative_rows * spec.heads if x.relative_bias == "block" else 0}
-    return {"attention/relative_gate": spec.heads + 8 * spec.dim_head + 8} if x.gated_relative_bias else {}
+    if x.modality == "features":  # Whisper's encoder: q and v biased, k not
+        return {"attention/qv_bias": 2 * spec.hidden if x.qv_bias else 0}
+    gated = x.modality == "audio" and x.gated_relative_bias
+    return {"attention/relative_gate": spec.heads + 8 * spec.dim_head + 8} if gated else {}
 
 
 def input_block_flops(spec: "TransformerSpec", tokens: int) -> dict[str, int]:

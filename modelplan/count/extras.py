@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelplan.count.conformer import conformer_flops, conformer_kept_elements, conformer_params
 from modelplan.count.encoder_inputs import input_block_flops, input_block_params
 from modelplan.count.encoder_side import side_flops, side_kept_elements, side_params
 from modelplan.count.conv_relative import conv_relative_flops, conv_relative_kept_elements, conv_relative_params
@@ -96,6 +97,10 @@ def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int
         out["adapter/norm"] = _norm(spec, h) if a.norm else 0  # adapter_layer_norm
     if x.conv_relative is not None:  # Inkling (count/conv_relative.py)
         out.update(conv_relative_params(spec, block))
+    if x.conformer is not None:  # macaron FFN, conv module, block norm (count/conformer.py)
+        out.update(conformer_params(spec, block))
+    if x.ada_norm_rank is not None and block.mlp:  # VoxtralRealtimeTextAdaRmsNorm linear1 (h, r), linear2 (r, h)
+        out["mlp/ada_norm"] = 2 * h * x.ada_norm_rank
     if x.cross_post_norm and block.cross:  # T5GemmaDecoderLayer.post_cross_attn_layernorm
         out["cross_attention/post_norm"] = _norm(spec, h)
     out.update(relative_block_params(spec, block))  # DeBERTa, UMT5, LED, LongT5 (count/relative_attention.py)
@@ -139,6 +144,10 @@ def block_extra_flops(spec: "TransformerSpec", block: "Block", tokens: int, seq_
         out["attention/relative_score"] = 2 * tokens * positions * spec.q_width
     if x.conv_relative is not None:  # Inkling (count/conv_relative.py)
         out.update(conv_relative_flops(spec, block, tokens))
+    if x.conformer is not None:  # macaron FFN, conv module, relative positions (count/conformer.py)
+        out.update(conformer_flops(spec, block, tokens, seq_len))
+    if x.ada_norm_rank is not None and block.mlp:  # one conditioning vector a sequence: (1, h) @ (h, r) and back
+        out["mlp/ada_norm"] = 2 * (tokens // seq_len) * 2 * spec.hidden * x.ada_norm_rank
     out.update(relative_block_flops(spec, block, tokens, seq_len))  # DeBERTa c2p / p2c, LongT5 globals
     out.update(side_flops(spec, "block", tokens, seq_len))  # ConvBERT's conv heads, LiLT's layout stream
     return out
@@ -163,5 +172,7 @@ def block_extra_kept_bytes(spec: "TransformerSpec", block: "Block", d: int) -> i
     if x.conv_relative is not None:  # Inkling (count/conv_relative.py)
         out += conv_relative_kept_elements(spec, block)
     out += side_kept_elements(spec)  # the side linears' inputs (count/encoder_side.py)
+    if x.conformer is not None:  # (count/conformer.py)
+        out += conformer_kept_elements(spec, block)
     return d * out
 

@@ -25,6 +25,7 @@ def vision_document(spec, dtype_bytes: int, images_per_seq: int = 1) -> dict | N
     memory = s2s.cross_memory if s2s is not None else None  # BLIP, VisionEncoderDecoder: read by cross-attention
     return {
         "images_per_seq": images_per_seq,  # images each sequence sends through the tower (TrainingSpec)
+        "input_unit": vision.input_unit or "image",  # an audio tower's clip (VisionSpec.input_unit)
         "image_size": vision.image_size,
         "patches_per_image": vision.patches,
         "tokens_per_image": memory or image_tokens(vision),

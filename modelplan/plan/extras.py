@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
 
 UNPRICED: frozenset[str] = frozenset({"extras.input_width", "extras.concat_tables", "extras.dense_head_per_token",
-                                      "extras.xl_relative", "extras.side"})
+                                      "extras.xl_relative", "extras.side", "extras.conformer.relative=xl",
+                                      "extras.conformer.relative=key"})
 """extras features whose compute the planner leaves out (noted as priced as baseline blocks)."""
 
 PRICED_EXTRAS: frozenset[str] = frozenset({
@@ -38,7 +39,8 @@ PRICED_EXTRAS: frozenset[str] = frozenset({
     "extras.relative.encoder_sliding", "extras.relative.global_projections", "extras.relative.qv_bias_only",
     "extras.relative.disentangled", "extras.relative.transient_global",  # their GEMMs: plan/relative_kernels.py
     "extras.weight_groups", "extras.cross_post_norm", "extras.encoder_token_table",
-    "extras.contact_head",
+    "extras.contact_head", "extras.conformer",  # Conformer: conformer_kernels
+    "extras.ada_norm_rank",  # shards only: its GEMMs run once a sequence
 })
 """`specs.features` names this module prices (shards and kernels)."""
 
@@ -100,6 +102,33 @@ def layer_extra_kernels(spec: "TransformerSpec", block: "Block", tp: int, tokens
         ew.append(Elementwise("adapter/act", tokens * a.bottleneck, 2 * d, 3 * d))
         if a.norm:
             ew.append(Elementwise("adapter/norm", hidden_values, 2 * d, 3 * d))
+    if x.conformer is not None:
+        conformer = conformer_kernels(spec, tokens, d)
+        gemms, ew = gemms + conformer[0], ew + conformer[1]
+    return gemms, ew
+
+
+def conformer_kernels(spec: "TransformerSpec", tokens: int, d: int) -> tuple[list[Gemm], list[Elementwise]]:
+    """A Conformer block's additions (count/conformer.py), whole on every tp rank over the rank's
+    tokens: ffn1's two GEMMs, its activation and norm; the conv module's pointwise GEMMs (t, h) @
+    (h, 2c) and (t, c) @ (c, h), its pre-norm, GLU, depthwise conv (k taps a channel: memory-bound),
+    post-depthwise norm and activation as passes; the block norm. Transformer-XL's position GEMMs
+    are not priced (`extras.conformer.relative=xl`)."""
+    m, h = spec.extras.conformer, spec.hidden
+    f, c = spec.ffn_hidden, m.conv.channels or spec.hidden
+    gemms = [Gemm("conformer/conv/pointwise1", tokens, 2 * c, h), Gemm("conformer/conv/pointwise2", tokens, h, c)]
+    ew = [Elementwise("conformer/conv/norm", tokens * h, 2 * d, 3 * d),
+          Elementwise("conformer/conv/glu", tokens * 2 * c, 1.5 * d, 2.5 * d),
+          Elementwise("conformer/conv/depthwise", tokens * c, 2 * d, 3 * d),
+          Elementwise("conformer/conv/depthwise_norm", tokens * c, 2 * d, 3 * d),
+          Elementwise("conformer/conv/act", tokens * c, 2 * d, 3 * d)]
+    if m.macaron:  # ffn1: the block's MLP shape
+        n_in = 2 if spec.gated_mlp else 1
+        gemms += [Gemm("conformer/ffn1/in", tokens, n_in * f, h), Gemm("conformer/ffn1/out", tokens, h, f)]
+        ew += [Elementwise("conformer/ffn1/act", tokens * f, 2 * d, 3 * d),
+               Elementwise("conformer/ffn1_norm", tokens * h, 2 * d, 3 * d)]
+    if m.block_norm:
+        ew.append(Elementwise("conformer/block_norm", tokens * h, 2 * d, 3 * d))
     return gemms, ew
 
 

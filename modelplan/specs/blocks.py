@@ -395,6 +395,9 @@ class VisionSpec(Spec):
     (Florence-2's DaViT: conv embeddings, stages of different widths): replaces the patch
     embedding, class token, positions, norms and blocks the fields above describe; `patch_size`
     is then the tower's total stride and `hidden` its output width (`patches`: its output tokens)."""
+    input_unit: str | None = None
+    """What one tower input is when it is not an image (an audio encoder's '30 s clip at 16 kHz':
+    `count`'s per-image figures are then per clip); None: an image."""
 
     @model_validator(mode="after")
     def _check_conv_layers(self) -> "VisionSpec":

@@ -1,6 +1,7 @@
 """Inputs of an encoder that reads images or audio instead of tokens (`TransformerSpec.inputs`):
 standalone ViTs (ViT, DeiT, DINOv2, the CLIP / SigLIP vision models) and the wav2vec 2.0 family
-(wav2vec2, HuBERT, UniSpeech, UniSpeech-SAT, data2vec-audio, WavLM). The blocks stay the
+(wav2vec2, HuBERT, UniSpeech, UniSpeech-SAT, data2vec-audio, WavLM) and the filter-bank
+encoders (Wav2Vec2-BERT, Parakeet, LASR: `FeatureInput`). The blocks stay the
 transformer block stack's; this sub-spec states what replaces the token table and what task head
 sits after the final norm (transformers 5.24: modeling_vit.py, modeling_deit.py,
 modeling_dinov2.py, modeling_clip.py, modeling_siglip.py, modeling_wav2vec2.py, modeling_wavlm.py).
@@ -137,6 +138,15 @@ class AudioConvInput(Spec):
     Linear(head_dim, 8) over each head's input and gru_rel_pos_const (heads), in every block."""
     sample_rate: int = Field(16000, gt=0)
     """Samples per second of the input audio (the feature extractor's sampling_rate)."""
+    projection: bool = True
+    """The feature projection Linear(conv_dim[-1], h) (SEW builds it only when the widths differ)."""
+    squeeze: int = Field(1, gt=0)
+    """SEW's squeeze_factor: the blocks run on frames // squeeze tokens (an AvgPool1d; the positional
+    conv strides by it); a sequence's tokens are these squeezed ones, and the head's per-token
+    layers run on the squeeze x tokens upsampled frames."""
+    upsample: bool = False
+    """SEWUpsampling's Linear(h, h squeeze) on every squeezed token, its output reshaped into
+    squeeze frames of h (built even at squeeze 1)."""
     head: list[HeadLayer] = Field(default_factory=list)
     """Task-head layers beyond the spec's CTC head (lm_head)."""
 
@@ -164,5 +174,26 @@ class AudioConvInput(Spec):
         return samples
 
 
-EncoderInput = Annotated[Union[PatchInput, AudioConvInput], Field(discriminator="modality")]
+class FeatureInput(Spec):
+    """Filter-bank features (num_mel_bins a 10 ms frame) through `front` layers before the blocks:
+    Wav2Vec2-BERT's feature projection (LayerNorm and Linear over stacked frames), Parakeet's
+    Conv2d subsampling and linear, LASR's dense / strided Conv1d / dense subsampler. A front
+    layer's `rows` are its rows per encoder frame (a strided conv before the last stride runs on
+    more rows than there are frames; Conv2d: its time x frequency output positions); None: one."""
+
+    modality: Literal["features"] = "features"
+    front: list[HeadLayer] = Field(min_length=1)
+    """The front layers, in order, keyed under `embedding/front/`."""
+    frames_per_second: int = Field(gt=0)
+    """Encoder frames of one second of audio (100 feature frames over the front's subsampling)."""
+    masked_embedding: bool = False
+    """The learned masked_spec_embed (h) written over masked frames (Wav2Vec2-BERT)."""
+    qv_bias: bool = False
+    """Biases on q and v but not on k (Whisper's encoder k_proj), with the spec's qkv_bias false:
+    2h a block, no matmul."""
+    head: list[HeadLayer] = Field(default_factory=list)
+    """Task-head layers beyond the spec's CTC head (lm_head)."""
+
+
+EncoderInput = Annotated[Union[PatchInput, AudioConvInput, FeatureInput], Field(discriminator="modality")]
 """What an encoder reads instead of tokens, by `modality`."""

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
+from modelplan.specs.conformer import ConformerSpec
 from modelplan.specs.conv_relative import ConvRelativeSpec
 from modelplan.specs.encoder_side import EncoderSideSpec
 from modelplan.specs.relative_attention import RelativeSpec, check_relative, relative_features
@@ -122,6 +123,12 @@ class ExtrasSpec(Spec):
     """One learned h-wide vector for masked positions (XLNet mask_emb)."""
     conv_relative: ConvRelativeSpec | None = None
     """Inkling's short convolutions and relative logits (`specs/conv_relative.py`)."""
+    ada_norm_rank: int | None = Field(None, gt=0)
+    """A time-conditioned scale on every block's MLP input: a bias-free Linear(h, r), GELU, Linear(r, h)
+    of the sequence's conditioning vector, x * (1 + scale) (VoxtralRealtimeTextAdaRmsNorm, r 32):
+    2 h r parameters a block, run once a sequence."""
+    conformer: ConformerSpec | None = None
+    """Conformer blocks: macaron feed-forward, convolution module, block norm (`specs/conformer.py`)."""
     encoder_token_table: bool = False
     """An encoder-decoder's encoder has a token table of its own beside the decoder's, which the head
     ties (T5Gemma: encoder.embed_tokens, decoder.embed_tokens)."""
@@ -200,12 +207,15 @@ def extras_features(spec: "TransformerSpec") -> list[str]:
         "extras.moe_output_norm": x.moe_output_norm, "extras.no_input_norm_blocks": bool(x.no_input_norm_blocks),
         "extras.out_bias_blocks": bool(x.out_bias_blocks), "extras.adapter": x.adapter is not None,
         "extras.xl_relative": x.xl_relative is not None, "extras.mask_embedding": x.mask_embedding,
-        "extras.conv_relative": x.conv_relative is not None,
+        "extras.conv_relative": x.conv_relative is not None, "extras.conformer": x.conformer is not None,
+        "extras.ada_norm_rank": x.ada_norm_rank is not None,
         "extras.weight_groups": x.weight_groups is not None, "extras.encoder_token_table": x.encoder_token_table,
         "extras.cross_post_norm": x.cross_post_norm, "extras.contact_head": x.contact_head,
         "extras.side": x.side is not None,
     }
-    return [name for name, used in checks.items() if used] + relative_features(x.relative)
+    conformer = [f"extras.conformer.relative={x.conformer.relative}"] \
+        if x.conformer is not None and x.conformer.relative != "none" else []
+    return [name for name, used in checks.items() if used] + relative_features(x.relative) + conformer
 
 def check_extras(spec: "TransformerSpec") -> None:
     """Raise ValueError naming the fields when the options contradict the rest of the spec."""

@@ -67,6 +67,8 @@ from modelplan.specs.hf_vlm_bert import VLM_BERT_MAPPERS
 from modelplan.specs.hf_vlm_encdec import VLM_ENCDEC_HEADS, VLM_ENCDEC_MAPPERS, VLM_ENCDEC_UNMODELLED
 from modelplan.specs.hf_inkling import INKLING_COMPOSITES, INKLING_MAPPERS
 from modelplan.specs.hf_audio_lm import AUDIO_LM_MAPPERS
+from modelplan.specs.hf_audio_composites import AUDIO_COMPOSITE_MAPPERS
+from modelplan.specs.hf_speech import SPEECH_HEADS, SPEECH_MAPPERS, SPEECH_UNMODELLED
 from modelplan.specs.hf_reused import REUSED_MAPPERS
 from modelplan.specs.hf_cosmos3 import COSMOS3_MAPPERS, COSMOS3_TEXT_MAPPERS
 from modelplan.specs.hf_muse import MUSE_MAPPERS, MUSE_TEXT_MAPPERS
@@ -91,7 +93,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **N18BEAM_MAPPERS, **ENCODER_MODEL_MAPPERS,
     **HYPERCONN_MAPPERS, **MLA_LAYERS_MAPPERS, **LINEAR_MLA_MAPPERS, **CCA_MAPPERS,
     **INKLING_MAPPERS, **AUDIO_LM_MAPPERS, **COSMOS3_TEXT_MAPPERS, **MUSE_TEXT_MAPPERS,
-    **ENCODER_MAPPERS, **SEQ2SEQ_MORE_MAPPERS, **ENCODERS_MORE_MAPPERS,
+    **ENCODER_MAPPERS, **SEQ2SEQ_MORE_MAPPERS, **ENCODERS_MORE_MAPPERS, **SPEECH_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
@@ -99,7 +101,7 @@ MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                                       **MLA_LAYERS_COMPOSITES, **VLM_ENCDEC_MAPPERS, **VLM_BERT_MAPPERS,
                                       **PIX2STRUCT_MAPPERS, **KOSMOS_MAPPERS, **OCR_MORE_MAPPERS, **INKLING_COMPOSITES,
                                       **REUSED_MAPPERS, **COSMOS3_MAPPERS, **MUSE_MAPPERS,
-                                      **NEMOTRON_OMNI_MAPPERS, **COMPOSITES_MORE}.items()})
+                                      **NEMOTRON_OMNI_MAPPERS, **COMPOSITES_MORE, **AUDIO_COMPOSITE_MAPPERS}.items()})
 
 UNMODELLED: dict[str, str] = {
     "gemma3n": "its MobileNetV5 vision tower and Conformer audio encoder",
@@ -109,7 +111,7 @@ UNMODELLED: dict[str, str] = {
     **N18VLM_UNMODELLED,
     **N18CAUSAL_UNMODELLED, **ENCODER_UNMODELLED, **TOWER_UNMODELLED,
     **MULTIMODAL_UNMODELLED,
-    **TEXT_ENCODER_UNMODELLED, **ENCODERS_MORE_UNMODELLED,
+    **TEXT_ENCODER_UNMODELLED, **ENCODERS_MORE_UNMODELLED, **SPEECH_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
@@ -280,7 +282,7 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     _check_depth(c)
     # types whose head classes apply_head would misread
     head = {**N18SMALL_HEADS, **OWN_HEADS, **VLM_ENCDEC_HEADS, **ENCODER_HEADS, **SEQ2SEQ_HEADS,
-            **COMPOSITES_MORE_HEADS, **ENCODERS_MORE_HEADS}.get(model_type)
+            **COMPOSITES_MORE_HEADS, **ENCODERS_MORE_HEADS, **SPEECH_HEADS}.get(model_type)
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}

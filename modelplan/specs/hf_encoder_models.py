@@ -26,10 +26,6 @@ ENCODER_UNMODELLED: dict[str, str] = {
     "donut-swin": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
     "convnext": "ConvNeXt's channels-last LayerNorms and per-channel layer scale (gamma) in the network stack",
     "convnextv2": "ConvNeXt V2's channels-last LayerNorms and global response normalisation in the network stack",
-    "sew": "SEW's squeezed sequence (a pooled, then upsampled encoder input)",
-    "sew-d": "SEW-D's squeezed sequence and DeBERTa disentangled attention",
-    "wav2vec2-conformer": "Conformer blocks (convolution module, macaron feed-forwards)",
-    "wav2vec2-bert": "Conformer blocks (convolution module, macaron feed-forwards) over filter-bank features",
 }
 """Image / audio encoder types transformers 5.24 ships whose mechanism the spec cannot yet express
 exactly: refused with the reason instead of a wrong count."""

@@ -212,6 +212,5 @@ N18CAUSAL_UNMODELLED: dict[str, str] = {
                 "weight-free norms and a sigmoid attention gate",
     "blt": "byte-level patching (a local encoder and decoder around a global transformer, hash n-gram "
            "embeddings and cross-attention between bytes and patches)",
-    "moss_transcribe_diarize": "the audio encoder and projector around its qwen3 text_config",
 }
 """Refused causal-LM model_types with the mechanism the spec does not express (transformers 5.24)."""
