@@ -7,7 +7,8 @@ FLOPs (forward, a multiply-add = 2 FLOPs):
   bias adds excluded). Linear: 2*in*out per row; Conv: 2*(C_in/groups)*prod(k) per output
   element; RNN per step, layer, direction: 2*G*h*(in_l + h_out) (+ 2*h*proj for LSTM proj).
 - other FLOPs, 1 per element per elementwise op: bias add 1 per output element (RNN: 2*G*h
-  per step for b_ih and b_hh); relu/gelu/tanh/sigmoid/silu 1; softmax 5 (max, subtract,
+  per step for b_ih and b_hh); relu/relu6/gelu/tanh/sigmoid/silu 1; layer scale 1; residual
+  gate product 1 per output element; softmax 5 (max, subtract,
   exp, sum, divide); dropout 1 (mask multiply) when p > 0; residual add 1; batchnorm/layernorm
   5 (mean, subtract, square+sum for variance, scale by 1/std) + 1 per affine weight and bias;
   max/avg pool prod(kernel) per output element; adaptive avg pool: window size per output
@@ -18,7 +19,8 @@ FLOPs (forward, a multiply-add = 2 FLOPs):
 
 Activation memory kept for backward, per sample: float tensors (counted in the compute dtype)
 plus fixed-width bytes. Each layer counts what its own backward needs:
-- Linear, Conv: the input. LayerNorm: the input (Korthikanti et al. 2022, sec. 4.1).
+- Linear, Conv, LayerScale: the input. LayerNorm: the input (Korthikanti et al. 2022, sec. 4.1).
+  Gate product (residual `mul`): both factors. ReLU6: a 1-byte mask like ReLU.
   BatchNorm: the input and the normalised output. gelu/silu: the input; tanh, sigmoid,
   softmax: the output. ReLU: a 1-byte mask per element. Dropout (p > 0): a 1-byte mask.
 - MaxPool: int64 argmax indices per output element (8 bytes, torch's max_pool*_with_indices).
@@ -43,6 +45,7 @@ from modelplan.specs.layers import (
     Dropout,
     Embedding,
     LayerNorm,
+    LayerScale,
     Linear,
     Pool,
     Recurrent,
@@ -91,10 +94,12 @@ def param_shapes(leaf: Leaf) -> dict[str, tuple[int, ...]]:
     if isinstance(layer, LayerNorm):
         if not layer.elementwise_affine:
             return {}
-        normalized = tuple(layer.normalized_shape or shape[-1:])
+        normalized = (shape[0],) if layer.type == "layernorm2d" else tuple(layer.normalized_shape or shape[-1:])
         return {"weight": normalized} | ({"bias": normalized} if layer.bias else {})
     if isinstance(layer, Embedding):
         return {"weight": (layer.num_embeddings, layer.embedding_dim)}
+    if isinstance(layer, LayerScale):
+        return {"weight": (shape[0],)}
     if isinstance(layer, Recurrent):
         return recurrent_param_shapes(layer, shape[-1])
     return {}
@@ -131,7 +136,7 @@ def _recurrent_flops(layer: Recurrent, shape: tuple[int, ...]) -> tuple[int, int
 def forward_flops(leaf: Leaf) -> tuple[int, int]:
     """(matmul FLOPs, other FLOPs) of one sample's forward, by the module docstring's rules."""
     layer, n_in, n_out = leaf.layer, math.prod(leaf.input_shape), math.prod(leaf.output_shape)
-    if leaf.type == "add":
+    if leaf.type in ("add", "mul"):
         return 0, n_out
     if isinstance(layer, Linear):
         rows = n_in // leaf.input_shape[-1]
@@ -159,7 +164,7 @@ def forward_flops(leaf: Leaf) -> tuple[int, int]:
         return 0, leaf.input_shape[0] * math.prod(windows)
     if isinstance(layer, Softmax):
         return 0, 5 * n_in
-    if isinstance(layer, Activation):
+    if isinstance(layer, (Activation, LayerScale)):
         return 0, n_in
     if isinstance(layer, Dropout):
         return 0, n_in if layer.p > 0 else 0
@@ -181,8 +186,10 @@ def _recurrent_saved(layer: Recurrent, shape: tuple[int, ...]) -> tuple[int, int
 def saved_for_backward(leaf: Leaf) -> tuple[int, int]:
     """(float elements, fixed-width bytes) kept for backward, by the module docstring's rules."""
     layer, n_in, n_out = leaf.layer, math.prod(leaf.input_shape), math.prod(leaf.output_shape)
-    if isinstance(layer, (Linear, Conv, LayerNorm)):
+    if isinstance(layer, (Linear, Conv, LayerNorm, LayerScale)):
         return n_in, 0
+    if leaf.type == "mul":  # both factors: the gate (input_shape) and the gated tensor (output_shape)
+        return n_in + n_out, 0
     if isinstance(layer, BatchNorm):
         return 2 * n_in, 0
     if isinstance(layer, Recurrent):
@@ -194,7 +201,7 @@ def saved_for_backward(leaf: Leaf) -> tuple[int, int]:
     if isinstance(layer, Softmax):
         return n_out, 0
     if isinstance(layer, Activation):
-        return (0, MASK_BYTES * n_in) if layer.type == "relu" else (n_in, 0)
+        return (0, MASK_BYTES * n_in) if layer.type in ("relu", "relu6") else (n_in, 0)
     if isinstance(layer, Dropout):
         return 0, (MASK_BYTES * n_in if layer.p > 0 else 0)
     return 0, 0  # add, flatten, adaptive avg pool

@@ -54,6 +54,7 @@ from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VL
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
 from modelplan.specs.hf_encoder_models import ENCODER_MODEL_MAPPERS, ENCODER_UNMODELLED, OWN_HEADS
+from modelplan.specs.hf_image_classifiers import IMAGE_CLASSIFIER_HEADS, IMAGE_CLASSIFIER_MAPPERS
 from modelplan.specs.family import spec_class
 from modelplan.specs.hf_vlm_towers import TOWER_MAPPERS, TOWER_UNMODELLED
 from modelplan.specs.hf_hyperconn import HYPERCONN_COMPOSITES, HYPERCONN_MAPPERS, HYPERCONN_TEXT_ONLY
@@ -89,7 +90,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **N18BEAM_MAPPERS, **ENCODER_MODEL_MAPPERS,
     **HYPERCONN_MAPPERS, **MLA_LAYERS_MAPPERS, **LINEAR_MLA_MAPPERS, **CCA_MAPPERS,
     **INKLING_MAPPERS, **AUDIO_LM_MAPPERS, **COSMOS3_TEXT_MAPPERS, **MUSE_TEXT_MAPPERS,
-    **ENCODER_MAPPERS, **SEQ2SEQ_MORE_MAPPERS,
+    **ENCODER_MAPPERS, **SEQ2SEQ_MORE_MAPPERS, **IMAGE_CLASSIFIER_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
@@ -267,7 +268,8 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
         raise SpecError(f"{source}: model_type: unsupported '{model_type}'{_did_you_mean(model_type)} ({_listed()})")
     _check_depth(c)
     # types whose head classes apply_head would misread
-    head = {**N18SMALL_HEADS, **OWN_HEADS, **VLM_ENCDEC_HEADS, **ENCODER_HEADS, **SEQ2SEQ_HEADS}.get(model_type)
+    head = {**N18SMALL_HEADS, **OWN_HEADS, **VLM_ENCDEC_HEADS, **ENCODER_HEADS, **SEQ2SEQ_HEADS,
+            **IMAGE_CLASSIFIER_HEADS}.get(model_type)
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}

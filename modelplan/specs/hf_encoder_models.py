@@ -24,7 +24,6 @@ ENCODER_UNMODELLED: dict[str, str] = {
     "swin": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
     "swinv2": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
     "donut-swin": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
-    "convnext": "ConvNeXt's channels-last LayerNorms and per-channel layer scale (gamma) in the network stack",
     "convnextv2": "ConvNeXt V2's channels-last LayerNorms and global response normalisation in the network stack",
     "sew": "SEW's squeezed sequence (a pooled, then upsampled encoder input)",
     "sew-d": "SEW-D's squeezed sequence and DeBERTa disentangled attention",

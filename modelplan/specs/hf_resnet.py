@@ -29,11 +29,11 @@ def _seq(layers: list[dict], name: str | None = None) -> dict:
     return {"type": "sequential", "layers": layers, **({"name": name} if name else {})}
 
 
-def _conv(out: int, kernel: int, stride: int, act: str | None, name: str | None = None) -> dict:
-    """ResNetConvLayer: Conv2d(kernel, stride, padding kernel // 2, bias=False), BatchNorm2d,
+def _conv(out: int, kernel: int, stride: int, act: str | None, name: str | None = None, groups: int = 1) -> dict:
+    """ResNetConvLayer: Conv2d(kernel, stride, padding kernel // 2, groups, bias=False), BatchNorm2d,
     the activation (none on a block's last conv)."""
     layers = [{"type": "conv2d", "name": "convolution", "out_channels": out, "kernel_size": kernel,
-               "stride": stride, "padding": kernel // 2, "bias": False},
+               "stride": stride, "padding": kernel // 2, "groups": groups, "bias": False},
               {"type": "batchnorm2d", "name": "normalization"}]
     return _seq(layers + ([{"type": act, "name": "activation"}] if act else []), name)
 

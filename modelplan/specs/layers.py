@@ -108,11 +108,14 @@ class BatchNorm(LayerBase):
 
 
 class LayerNorm(LayerBase):
-    """`nn.LayerNorm` over the trailing `normalized_shape` dimensions."""
+    """`nn.LayerNorm` over the trailing `normalized_shape` dimensions; `layernorm2d` over the
+    channel axis of a [C, ...] sample at every position (ConvNeXt's channels_first LayerNorm,
+    transformers modeling_convnext.py ConvNextLayerNorm; timm's LayerNorm2d)."""
 
-    type: Literal["layernorm"]
+    type: Literal["layernorm", "layernorm2d"]
     normalized_shape: list[int] | None = None
-    """Trailing dimensions normalised together; None: the last dimension."""
+    """Trailing dimensions normalised together; None: the last dimension (layernorm2d: the
+    channels; it takes no normalized_shape)."""
     elementwise_affine: bool = True
     """Learnable per-element weight (and bias, see `bias`)."""
     bias: bool = True
@@ -126,6 +129,20 @@ class LayerNorm(LayerBase):
         if value is not None and (not value or any(v < 1 for v in value)):
             raise ValueError(f"normalized_shape ({value}) must be non-empty positive sizes")
         return value
+
+    @model_validator(mode="after")
+    def _check_channels(self) -> "LayerNorm":
+        if self.type == "layernorm2d" and self.normalized_shape is not None:
+            raise ValueError(f"layernorm2d normalises the channels: normalized_shape ({self.normalized_shape}) "
+                             "must be left out")
+        return self
+
+
+class LayerScale(LayerBase):
+    """A learned per-channel scale y = x * gamma over the first sample axis (Touvron et al. 2021,
+    CaiT sec. 3; ConvNeXt's layer_scale_parameter): C parameters, no bias."""
+
+    type: Literal["layerscale"]
 
 
 class Embedding(LayerBase):
@@ -188,11 +205,11 @@ class AdaptiveAvgPool(LayerBase):
         return int(self.type[-2])
 
 
-ActivationName = Literal["relu", "gelu", "tanh", "sigmoid", "silu"]
+ActivationName = Literal["relu", "relu6", "gelu", "tanh", "sigmoid", "silu"]
 
 
 class Activation(LayerBase):
-    """Elementwise `nn.ReLU`, `nn.GELU`, `nn.Tanh`, `nn.Sigmoid`, `nn.SiLU`."""
+    """Elementwise `nn.ReLU`, `nn.ReLU6` (min(max(x, 0), 6)), `nn.GELU`, `nn.Tanh`, `nn.Sigmoid`, `nn.SiLU`."""
 
     type: ActivationName
 
@@ -275,7 +292,7 @@ class Recurrent(LayerBase):
 
 
 LeafLayer = Union[
-    Linear, Conv, BatchNorm, LayerNorm, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
+    Linear, Conv, BatchNorm, LayerNorm, LayerScale, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
     Flatten, Dropout, Recurrent,
 ]
 """Layers that compute (everything but the composite blocks)."""

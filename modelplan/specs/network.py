@@ -32,6 +32,7 @@ from modelplan.specs.layers import (
     Flatten,
     LayerBase,
     LayerNorm,
+    LayerScale,
     LeafLayer,
     Linear,
     Pool,
@@ -41,7 +42,7 @@ from modelplan.specs.layers import (
 
 __all__ = [
     "Activation", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten",
-    "Layer", "LayerNorm", "LeafLayer", "Linear", "NetworkSpec", "Pool", "Recurrent", "Repeat",
+    "Layer", "LayerNorm", "LayerScale", "LeafLayer", "Linear", "NetworkSpec", "Pool", "Recurrent", "Repeat",
     "Residual", "Sequential", "Softmax",
 ]
 
@@ -71,11 +72,13 @@ class Repeat(LayerBase):
 
 
 class Residual(LayerBase):
-    """main(x) + shortcut(x), then an optional activation (ResNet BasicBlock / Bottleneck).
+    """main(x) + shortcut(x), then an optional activation (ResNet BasicBlock / Bottleneck);
+    with `combine = "mul"`, main(x) * shortcut(x), main's output broadcast over the shortcut's
+    size-1 axes: a squeeze-and-excitation gate (Hu et al. 2018, eq. 4: x scaled per channel).
 
     Main items are children of the block (by name or position); unnamed shortcut items sit
-    at `shortcut/<i>`; an empty shortcut is the identity. The sum is the leaf `<block>/add`,
-    the activation `<block>/act`.
+    at `shortcut/<i>`; an empty shortcut is the identity. The sum is the leaf `<block>/add`
+    (the product `<block>/mul`), the activation `<block>/act`.
     """
 
     type: Literal["residual"]
@@ -85,6 +88,8 @@ class Residual(LayerBase):
     """The shortcut branch (torchvision's `downsample`); empty: identity."""
     activation: ActivationName | None = None
     """Activation applied after the sum (ResNet: relu)."""
+    combine: Literal["add", "mul"] = "add"
+    """How the branches meet: their sum, or main's output (a per-channel gate) times the shortcut's."""
 
 
 Layer = Annotated[
@@ -93,6 +98,7 @@ Layer = Annotated[
         Conv,
         BatchNorm,
         LayerNorm,
+        LayerScale,
         Embedding,
         Pool,
         AdaptiveAvgPool,

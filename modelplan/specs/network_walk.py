@@ -21,6 +21,7 @@ from modelplan.specs.layers import (
     Embedding,
     Flatten,
     LayerNorm,
+    LayerScale,
     LeafLayer,
     Linear,
     Pool,
@@ -38,7 +39,7 @@ class Leaf:
     path: str
     """Slash path, e.g. 'layer2/0/conv1' or 'layer2/0/add'."""
     type: str
-    """The layer's `type`, or 'add' for a residual sum."""
+    """The layer's `type`, or 'add' / 'mul' closing a residual block (sum / gate product)."""
     layer: LeafLayer | None
     """The leaf spec (None for 'add')."""
     input_shape: Shape
@@ -169,6 +170,10 @@ def leaf_output_shape(layer: LeafLayer, shape: Shape, where: str) -> Shape:
         if layer.num_features is not None and layer.num_features != shape[0]:
             raise SpecError(f"{where}: num_features ({layer.num_features}) != input channels ({shape[0]})")
         return shape
+    if isinstance(layer, LayerNorm) and layer.type == "layernorm2d":
+        if len(shape) < 2:
+            raise SpecError(f"{where}: needs a [channels, ...] input, got {_fmt(shape)}")
+        return shape
     if isinstance(layer, LayerNorm):
         normalized = tuple(layer.normalized_shape or shape[-1:])
         if shape[len(shape) - len(normalized):] != normalized or len(normalized) > len(shape):
@@ -192,7 +197,7 @@ def leaf_output_shape(layer: LeafLayer, shape: Shape, where: str) -> Shape:
     if isinstance(layer, Softmax):
         _dim(layer.dim, len(shape), "dim", where)
         return shape
-    if isinstance(layer, (Activation, Dropout)):
+    if isinstance(layer, (Activation, Dropout, LayerScale)):
         return shape
     raise SpecError(f"{where}: unsupported layer type '{layer.type}'")  # pragma: no cover
 
@@ -249,12 +254,19 @@ class _Walker:
             main = self.items(item.main, shape, path)
             short = self.items(item.shortcut, shape, path, index_prefix="shortcut/")
             self.in_residual -= 1
-            if main != short:
+            if item.combine == "mul":  # the gate broadcasts over the shortcut's axes where it has size 1
+                if len(main) != len(short) or any(g not in (1, s) for g, s in zip(main, short)):
+                    raise SpecError(f"layer '{path}' (residual, mul): main branch output {_fmt(main)} does not "
+                                    f"broadcast over shortcut output {_fmt(short)}")
+                self.leaves.append(Leaf(self._join(path, "mul"), "mul", None, main, short, self.unit))
+                main = short
+            elif main != short:
                 raise SpecError(
                     f"layer '{path}' (residual): main branch output {_fmt(main)} != "
                     f"shortcut output {_fmt(short)}"
                 )
-            self.leaves.append(Leaf(self._join(path, "add"), "add", None, main, main, self.unit))
+            else:
+                self.leaves.append(Leaf(self._join(path, "add"), "add", None, main, main, self.unit))
             if item.activation is not None:
                 act = Activation(type=item.activation)
                 self.leaves.append(Leaf(self._join(path, "act"), act.type, act, main, main, self.unit))

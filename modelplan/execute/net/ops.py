@@ -27,13 +27,13 @@ from modelplan.execute.net.pool import (
 from modelplan.execute.net.recurrent import recurrent_backward, recurrent_forward
 from modelplan.execute.net.saved import RunContext, Saved, dropout_keep
 from modelplan.specs.layers import (
-    Activation, AdaptiveAvgPool, BatchNorm, Conv, Dropout, Embedding, Flatten, LayerNorm, Linear,
+    Activation, AdaptiveAvgPool, BatchNorm, Conv, Dropout, Embedding, Flatten, LayerNorm, LayerScale, Linear,
     Pool, Recurrent, Softmax,
 )
 from modelplan.specs.network_walk import as_tuple
 
 Params = dict[str, np.ndarray]
-ACTIVATIONS = ("relu", "gelu", "silu", "tanh", "sigmoid")
+ACTIVATIONS = ("relu", "relu6", "gelu", "silu", "tanh", "sigmoid")
 
 
 def _pair(values: tuple[int, ...], fill: int) -> tuple[int, int]:
@@ -55,6 +55,31 @@ def conv_geometry(layer: Conv, where: str) -> ConvGeometry:
         kernel=_pair(kernel, 1), stride=_pair(as_tuple(layer.stride, n, "stride", where), 1),
         dilation=_pair(dilation, 1), pad_lo=_pair(lo, 0), pad_hi=_pair(hi, 0), groups=layer.groups,
     )
+
+
+def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
+    """(C,) -> broadcastable against (N, C, ...)."""
+    return v.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def _layernorm_forward(p: Params, x: np.ndarray, k: int, eps: float) -> tuple[np.ndarray, Saved]:
+    """LayerNorm over the last k axes of x."""
+    flat = x.reshape(*x.shape[: x.ndim - k], -1)  # (..., prod(normalized))
+    width = flat.shape[-1]
+    weight = p["weight"].reshape(-1) if "weight" in p else np.ones(width)
+    bias = p["bias"].reshape(-1) if "bias" in p else None
+    y, cache = norm_forward("layernorm", flat, weight, bias, eps)
+    return y.reshape(x.shape), Saved(floats=(cache.x_hat,), extra=(cache, weight, x.shape))
+
+
+def _layernorm_backward(p: Params, saved: Saved, dy: np.ndarray) -> tuple[np.ndarray, Params]:
+    cache, weight, shape = saved.extra
+    flat_dy = dy.reshape(cache.x_hat.shape)
+    dx, dw, db = norm_backward(cache, weight, flat_dy, "bias" in p)
+    grads = {"weight": dw.reshape(p["weight"].shape)} if "weight" in p else {}
+    if db is not None:
+        grads["bias"] = db.reshape(p["bias"].shape)
+    return dx.reshape(shape), grads
 
 
 def _as_2d(x: np.ndarray, n: int) -> np.ndarray:
@@ -92,14 +117,13 @@ def leaf_forward(node: LeafNode, p: Params, x: np.ndarray, ctx: RunContext,
             buffers["running_mean"], buffers["running_var"] = update_running(
                 buffers["running_mean"], buffers["running_var"], stats)
         return y, saved
+    if isinstance(layer, LayerNorm) and layer.type == "layernorm2d":  # the channel axis 1, moved last
+        y, saved = _layernorm_forward(p, np.moveaxis(x, 1, -1), 1, layer.eps)
+        return np.moveaxis(y, -1, 1), saved
     if isinstance(layer, LayerNorm):
-        k = len(layer.normalized_shape or [1])
-        flat = x.reshape(*x.shape[: x.ndim - k], -1)  # (..., prod(normalized))
-        width = flat.shape[-1]
-        weight = p["weight"].reshape(-1) if "weight" in p else np.ones(width)
-        bias = p["bias"].reshape(-1) if "bias" in p else None
-        y, cache = norm_forward("layernorm", flat, weight, bias, layer.eps)
-        return y.reshape(x.shape), Saved(floats=(cache.x_hat,), extra=(cache, weight, x.shape))
+        return _layernorm_forward(p, x, len(layer.normalized_shape or [1]), layer.eps)
+    if isinstance(layer, LayerScale):
+        return x * _per_channel(p["weight"], x.ndim), Saved(floats=(x,))
     if isinstance(layer, Embedding):
         ids = np.asarray(x, dtype=np.int64)
         return embedding_forward(p["weight"], ids), Saved(fixed=(ids,))
@@ -149,14 +173,15 @@ def leaf_backward(node: LeafNode, p: Params, saved: Saved, dy: np.ndarray, need_
     if isinstance(layer, BatchNorm):
         dx, dw, db = batchnorm_backward(saved, p.get("weight"), dy)
         return dx, ({"weight": dw, "bias": db} if dw is not None else {})
+    if isinstance(layer, LayerNorm) and layer.type == "layernorm2d":
+        dx, grads = _layernorm_backward(p, saved, np.moveaxis(dy, 1, -1))
+        return np.moveaxis(dx, -1, 1), grads
     if isinstance(layer, LayerNorm):
-        cache, weight, shape = saved.extra
-        flat_dy = dy.reshape(cache.x_hat.shape)
-        dx, dw, db = norm_backward(cache, weight, flat_dy, "bias" in p)
-        grads = {"weight": dw.reshape(p["weight"].shape)} if "weight" in p else {}
-        if db is not None:
-            grads["bias"] = db.reshape(p["bias"].shape)
-        return dx.reshape(shape), grads
+        return _layernorm_backward(p, saved, dy)
+    if isinstance(layer, LayerScale):
+        (x,) = saved.floats
+        axes = (0,) + tuple(range(2, dy.ndim))
+        return dy * _per_channel(p["weight"], dy.ndim), {"weight": (dy * x).sum(axis=axes)}
     if isinstance(layer, Embedding):
         (ids,) = saved.fixed
         return None, {"weight": embedding_backward(p["weight"].shape[0], ids, dy)}

@@ -29,7 +29,8 @@ from modelplan.specs.network import NetworkSpec
 
 
 def _activation(nn, kind: str):
-    return {"relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "silu": nn.SiLU}[kind]()
+    return {"relu": nn.ReLU, "relu6": nn.ReLU6, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid,
+            "silu": nn.SiLU}[kind]()
 
 
 class _Builder:
@@ -72,6 +73,34 @@ class _Builder:
 
         return Dropout()
 
+    def channels_last(self, norm):
+        """`norm` over the channel axis 1 (ConvNeXt's channels_first LayerNorm), as permutes around it."""
+        nn = self.nn
+
+        class ChannelNorm(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weight, self.bias = norm.weight, norm.bias
+
+            def forward(self, x):
+                return norm(x.movedim(1, -1)).movedim(-1, 1)
+
+        return ChannelNorm()
+
+    def layer_scale(self, channels: int):
+        """x * gamma per channel (axis 1)."""
+        torch, nn = self.torch, self.nn
+
+        class LayerScale(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weight = nn.Parameter(torch.ones(channels))
+
+            def forward(self, x):
+                return x * self.weight.reshape((1, -1) + (1,) * (x.ndim - 2))
+
+        return LayerScale()
+
     def leaf(self, node):
         nn, layer, shape = self.nn, node.layer, node.info.input_shape
         t = layer.type
@@ -86,6 +115,10 @@ class _Builder:
                                                                                affine=layer.affine)
         if t == "layernorm":
             return nn.LayerNorm(layer.normalized_shape or shape[-1:], eps=layer.eps)
+        if t == "layernorm2d":
+            return self.channels_last(nn.LayerNorm(shape[0], eps=layer.eps))
+        if t == "layerscale":
+            return self.layer_scale(shape[0])
         if t == "embedding":
             return nn.Embedding(layer.num_embeddings, layer.embedding_dim)
         if t in ("maxpool1d", "maxpool2d", "avgpool1d", "avgpool2d"):
@@ -121,6 +154,7 @@ class _Builder:
         main = self.modules(node.main)
         shortcut = [m for _, m in self.modules(node.shortcut)]
         act = _activation(nn, node.act.layer.type) if node.act else None
+        gated = node.add.info.type == "mul"  # a squeeze-and-excitation gate: y broadcast over s
 
         class Residual(nn.Module):
             def __init__(self):
@@ -136,7 +170,7 @@ class _Builder:
                     y = getattr(self, n)(y)
                 for m in shortcut:
                     s = m(s)
-                y = y + s
+                y = y * s if gated else y + s
                 return act(y) if act is not None else y
 
         return Residual()
