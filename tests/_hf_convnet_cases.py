@@ -1,0 +1,36 @@
+"""Small configs of the HF convolutional classifiers mapped onto the network stack
+(modelplan/specs/hf_convnets.py): each head class and the options that change the layer tree."""
+
+from __future__ import annotations
+
+
+def case(model_type: str, arch: str, **keys) -> dict:
+    return {"model_type": model_type, "architectures": [arch], **keys}
+
+
+_EFFICIENT = {"width_coefficient": 0.5, "depth_coefficient": 0.5, "hidden_dim": 640, "kernel_sizes": [3, 5],
+              "in_channels": [32, 16], "out_channels": [16, 24], "strides": [1, 2], "num_block_repeats": [1, 3],
+              "expand_ratios": [1, 6], "image_size": 64}
+_CONVNEXT = {"hidden_sizes": [8, 16], "depths": [1, 2], "num_stages": 2, "image_size": 64}
+_REGNET = {"hidden_sizes": [16, 32], "depths": [1, 2], "groups_width": 8, "embedding_size": 8}
+
+CONVNET_CASES = [
+    case("mobilenet_v1", "MobileNetV1ForImageClassification", depth_multiplier=0.25, image_size=64),
+    case("mobilenet_v1", "MobileNetV1Model", depth_multiplier=0.5, min_depth=16, image_size=64),
+    case("mobilenet_v2", "MobileNetV2ForImageClassification", depth_multiplier=0.35, image_size=64),
+    case("mobilenet_v2", "MobileNetV2Model", depth_multiplier=0.5, first_layer_is_expansion=False, image_size=64,
+         finegrained_output=False),
+    case("regnet", "RegNetForImageClassification", **_REGNET),
+    case("regnet", "RegNetModel", **_REGNET, layer_type="x", downsample_in_first_stage=False),
+    case("convnext", "ConvNextForImageClassification", **_CONVNEXT),
+    case("convnext", "ConvNextModel", **_CONVNEXT, layer_scale_init_value=0.0, patch_size=2),
+    case("efficientnet", "EfficientNetForImageClassification", **_EFFICIENT),
+    case("efficientnet", "EfficientNetModel", **{**_EFFICIENT, "expand_ratios": [2, 1]}, hidden_act="relu"),
+]
+"""One small config per head class, and the options: depth multipliers, X / Y RegNet layers, no layer
+scale, expansion ratios of 1 and more."""
+
+CONVNET_DEFAULTS = {"mobilenet_v1": "MobileNetV1ForImageClassification",
+                    "mobilenet_v2": "MobileNetV2ForImageClassification", "regnet": "RegNetForImageClassification",
+                    "convnext": "ConvNextForImageClassification", "efficientnet": "EfficientNetForImageClassification"}
+"""model_type -> the classifier class its class-defaults config is built as."""
