@@ -12,7 +12,8 @@ FLOPs (forward, a multiply-add = 2 FLOPs):
   exp, sum, divide); dropout 1 (mask multiply) when p > 0; residual add 1; batchnorm/layernorm
   5 (mean, subtract, square+sum for variance, scale by 1/std) + 1 per affine weight and bias;
   max/avg pool prod(kernel) per output element; adaptive avg pool: window size per output
-  element; flatten/embedding 0 (views and gathers). RNN cell math per hidden unit per step:
+  element; flatten/embedding/space-to-depth 0 (views, gathers, a padded copy); window attention:
+  `count.window_attention`. RNN cell math per hidden unit per step:
   LSTM 13 (4 adds of the two products, 3 sigmoid, 2 tanh, 3 for c_t = f*c + i*g, 1 for
   h_t = o*tanh(c_t)), GRU 10 (3 adds, 2 sigmoid, r*(W_hn h + b_hn), tanh, 3 for
   h_t = n + z*(h - n)), RNN 2 (add, nonlinearity).
@@ -50,7 +51,9 @@ from modelplan.specs.layers import (
     Pool,
     Recurrent,
     Softmax,
+    WindowAttention,
 )
+from modelplan.count import window_attention
 from modelplan.specs.network_walk import Leaf, as_tuple
 
 INDEX_BYTES = 8  # torch.int64 indices (argmax, token ids)
@@ -100,6 +103,8 @@ def param_shapes(leaf: Leaf) -> dict[str, tuple[int, ...]]:
         return {"weight": (layer.num_embeddings, layer.embedding_dim)}
     if isinstance(layer, LayerScale):
         return {"weight": (shape[0],)}
+    if isinstance(layer, WindowAttention):
+        return window_attention.param_shapes(layer)
     if isinstance(layer, Recurrent):
         return recurrent_param_shapes(layer, shape[-1])
     return {}
@@ -148,6 +153,8 @@ def forward_flops(leaf: Leaf) -> tuple[int, int]:
         return 2 * n_out * per_out, n_out if layer.bias else 0  # 2 * MACs
     if isinstance(layer, Recurrent):
         return _recurrent_flops(layer, leaf.input_shape)
+    if isinstance(layer, WindowAttention):
+        return window_attention.forward_flops(layer, leaf.input_shape)
     if isinstance(layer, BatchNorm):
         return 0, (5 + (2 if layer.affine else 0)) * n_in
     if isinstance(layer, LayerNorm):
@@ -194,6 +201,8 @@ def saved_for_backward(leaf: Leaf) -> tuple[int, int]:
         return 2 * n_in, 0
     if isinstance(layer, Recurrent):
         return _recurrent_saved(layer, leaf.input_shape)
+    if isinstance(layer, WindowAttention):
+        return window_attention.saved_elements(layer, leaf.input_shape), 0
     if isinstance(layer, Embedding):
         return 0, INDEX_BYTES * n_in
     if isinstance(layer, Pool):

@@ -145,6 +145,42 @@ class LayerScale(LayerBase):
     type: Literal["layerscale"]
 
 
+class WindowAttention(LayerBase):
+    """Multi-head self-attention inside square windows of a [3C, H, W] map of stacked q, k, v
+    (Liu et al. 2021, Swin Transformer, sec. 3.2; transformers modeling_swin.py SwinLayer): the
+    grid is zero-padded at the bottom and right to a multiple of window_size, cyclically shifted
+    up-left by `shift` (the regions the shift joins masked apart, -100 added to their scores),
+    cut into window_size^2-token windows; each head scores softmax(q k^T / sqrt(d) + B) v with B
+    from a ((2 w - 1)^2, heads) relative position bias table; the output [C, H, W] is the padding
+    cropped off. Parameters: the table (relative_position_bias_table)."""
+
+    type: Literal["windowattention"]
+    heads: int = Field(gt=0)
+    """Attention heads; 3 * heads divides the input channels."""
+    window_size: int = Field(gt=0)
+    """Side of the square windows, in positions."""
+    shift: int = Field(0, ge=0)
+    """Cyclic shift of the shifted-window blocks (window_size // 2), 0: none."""
+    relative_bias: bool = True
+    """A learned relative position bias table added to the scores."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "WindowAttention":
+        if self.shift >= self.window_size:
+            raise ValueError(f"shift ({self.shift}) must be smaller than window_size ({self.window_size})")
+        return self
+
+
+class SpaceToDepth(LayerBase):
+    """Each block x block neighbourhood of a [C, H, W] map stacked into channels, [block^2 C, H / block,
+    W / block], after zero-padding H and W at the bottom and right to multiples of block (Swin's
+    SwinPatchMerging gather of 2 x 2 patches; nn.PixelUnshuffle's channel order)."""
+
+    type: Literal["spacetodepth"]
+    block: int = Field(2, gt=0)
+    """Side of the merged neighbourhood."""
+
+
 class Embedding(LayerBase):
     """`nn.Embedding`: the network input is then token ids, output appends embedding_dim."""
 
@@ -292,7 +328,7 @@ class Recurrent(LayerBase):
 
 
 LeafLayer = Union[
-    Linear, Conv, BatchNorm, LayerNorm, LayerScale, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
+    Linear, Conv, BatchNorm, LayerNorm, LayerScale, WindowAttention, SpaceToDepth, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
     Flatten, Dropout, Recurrent,
 ]
 """Layers that compute (everything but the composite blocks)."""

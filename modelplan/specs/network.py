@@ -38,12 +38,14 @@ from modelplan.specs.layers import (
     Pool,
     Recurrent,
     Softmax,
+    SpaceToDepth,
+    WindowAttention,
 )
 
 __all__ = [
     "Activation", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten",
     "Layer", "LayerNorm", "LayerScale", "LeafLayer", "Linear", "NetworkSpec", "Pool", "Recurrent", "Repeat",
-    "Residual", "Sequential", "Softmax",
+    "Residual", "Sequential", "Softmax", "SpaceToDepth", "WindowAttention",
 ]
 
 
@@ -99,6 +101,8 @@ Layer = Annotated[
         BatchNorm,
         LayerNorm,
         LayerScale,
+        WindowAttention,
+        SpaceToDepth,
         Embedding,
         Pool,
         AdaptiveAvgPool,

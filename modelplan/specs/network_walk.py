@@ -27,6 +27,8 @@ from modelplan.specs.layers import (
     Pool,
     Recurrent,
     Softmax,
+    SpaceToDepth,
+    WindowAttention,
 )
 
 Shape = tuple[int, ...]
@@ -199,6 +201,16 @@ def leaf_output_shape(layer: LeafLayer, shape: Shape, where: str) -> Shape:
         return shape
     if isinstance(layer, (Activation, Dropout, LayerScale)):
         return shape
+    if isinstance(layer, WindowAttention):
+        if len(shape) != 3 or shape[0] % (3 * layer.heads):
+            raise SpecError(f"{where}: needs a [3 C, H, W] input of stacked q, k, v with 3 x heads ({layer.heads}) "
+                            f"dividing its channels, got {_fmt(shape)}")
+        return (shape[0] // 3, *shape[1:])
+    if isinstance(layer, SpaceToDepth):
+        if len(shape) != 3:
+            raise SpecError(f"{where}: needs a [C, H, W] input, got {_fmt(shape)}")
+        b = layer.block
+        return (shape[0] * b * b, -(-shape[1] // b), -(-shape[2] // b))
     raise SpecError(f"{where}: unsupported layer type '{layer.type}'")  # pragma: no cover
 
 

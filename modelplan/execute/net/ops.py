@@ -26,9 +26,12 @@ from modelplan.execute.net.pool import (
 )
 from modelplan.execute.net.recurrent import recurrent_backward, recurrent_forward
 from modelplan.execute.net.saved import RunContext, Saved, dropout_keep
+from modelplan.execute.net.window_attention import (
+    space_to_depth_backward, space_to_depth_forward, window_attention_backward, window_attention_forward,
+)
 from modelplan.specs.layers import (
     Activation, AdaptiveAvgPool, BatchNorm, Conv, Dropout, Embedding, Flatten, LayerNorm, LayerScale, Linear,
-    Pool, Recurrent, Softmax,
+    Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention,
 )
 from modelplan.specs.network_walk import as_tuple
 
@@ -152,6 +155,10 @@ def leaf_forward(node: LeafNode, p: Params, x: np.ndarray, ctx: RunContext,
         return x.reshape(x.shape[:start] + (-1,) + x.shape[end + 1 :]), Saved(extra=x.shape)
     if isinstance(layer, Recurrent):
         return recurrent_forward(layer, p, x, ctx, node.path)
+    if isinstance(layer, WindowAttention):
+        return window_attention_forward(layer, p, x)
+    if isinstance(layer, SpaceToDepth):
+        return space_to_depth_forward(layer.block, x)
     raise ValueError(f"{node.path}: no executor for layer type '{info.type}'")  # pragma: no cover
 
 
@@ -202,4 +209,8 @@ def leaf_backward(node: LeafNode, p: Params, saved: Saved, dy: np.ndarray, need_
         return dy.reshape(saved.extra), {}
     if isinstance(layer, Recurrent):
         return recurrent_backward(layer, p, saved, dy, need_dx)
+    if isinstance(layer, WindowAttention):
+        return window_attention_backward(layer, p, saved, dy)
+    if isinstance(layer, SpaceToDepth):
+        return space_to_depth_backward(layer.block, saved, dy), {}
     raise ValueError(f"{node.path}: no executor for layer type '{node.info.type}'")  # pragma: no cover

@@ -101,6 +101,52 @@ class _Builder:
 
         return LayerScale()
 
+    def window_attention(self, layer):
+        """Swin's pad / shift / partition / biased, masked softmax attention / reverse / crop in torch ops."""
+        torch, nn, w, shift, heads = self.torch, self.nn, layer.window_size, layer.shift, layer.heads
+        from modelplan.execute.net.window_attention import relative_index, shift_mask
+
+        class WindowAttention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                if layer.relative_bias:
+                    self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * w - 1) ** 2, heads))
+
+            def windows(self, t, hp, wp):  # (N, C, Hp, Wp) -> (N, nW, heads, T, d)
+                t = torch.roll(t, (-shift, -shift), (2, 3)) if shift else t
+                n, c = t.shape[:2]
+                t = t.reshape(n, c, hp // w, w, wp // w, w).permute(0, 2, 4, 3, 5, 1).reshape(n, -1, w * w, c)
+                return t.reshape(n, t.shape[1], w * w, heads, c // heads).transpose(2, 3)
+
+            def forward(self, x):
+                n, _, h, width = x.shape
+                hp, wp = -(-h // w) * w, -(-width // w) * w
+                x = nn.functional.pad(x, (0, wp - width, 0, hp - h))
+                q, k, v = (self.windows(t, hp, wp) for t in x.chunk(3, dim=1))
+                s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
+                if layer.relative_bias:
+                    s = s + self.relative_position_bias_table[torch.from_numpy(relative_index(w))].permute(2, 0, 1)
+                if shift:
+                    s = s + torch.from_numpy(shift_mask(w, shift, hp, wp))[:, None]
+                o = (s.softmax(-1) @ v).transpose(2, 3).reshape(n, -1, w, w, x.shape[1] // 3)
+                o = o.reshape(n, hp // w, wp // w, w, w, -1).permute(0, 5, 1, 3, 2, 4).reshape(n, -1, hp, wp)
+                o = torch.roll(o, (shift, shift), (2, 3)) if shift else o
+                return o[:, :, :h, :width]
+
+        return WindowAttention()
+
+    def space_to_depth(self, block: int):
+        """Zero-pad to multiples of block, then nn.PixelUnshuffle(block)."""
+        nn = self.nn
+
+        class SpaceToDepth(nn.Module):
+            def forward(self, x):
+                h, w = x.shape[2], x.shape[3]
+                x = nn.functional.pad(x, (0, -w % block, 0, -h % block))
+                return nn.functional.pixel_unshuffle(x, block)
+
+        return SpaceToDepth()
+
     def leaf(self, node):
         nn, layer, shape = self.nn, node.layer, node.info.input_shape
         t = layer.type
@@ -119,6 +165,10 @@ class _Builder:
             return self.channels_last(nn.LayerNorm(shape[0], eps=layer.eps))
         if t == "layerscale":
             return self.layer_scale(shape[0])
+        if t == "windowattention":
+            return self.window_attention(layer)
+        if t == "spacetodepth":
+            return self.space_to_depth(layer.block)
         if t == "embedding":
             return nn.Embedding(layer.num_embeddings, layer.embedding_dim)
         if t in ("maxpool1d", "maxpool2d", "avgpool1d", "avgpool2d"):
