@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_convnet_cases import CONVNET_CASES, CONVNET_DEFAULTS
+from _hf_image_classifier_cases import CONVNET_CASES, CONVNET_DEFAULTS
 from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults, runner
 from _hf_reference import hf_numel
 from modelplan.cli import app

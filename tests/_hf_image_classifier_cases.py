@@ -1,5 +1,6 @@
-"""Small configs of the HF convolutional classifiers mapped onto the network stack
-(modelplan/specs/hf_convnets.py): each head class and the options that change the layer tree."""
+"""Small configs of the HF image classifiers mapped onto the network stack
+(modelplan/specs/hf_convnets.py, hf_swin_networks.py): each head class and the options that
+change the layer tree."""
 
 from __future__ import annotations
 
@@ -34,3 +35,15 @@ CONVNET_DEFAULTS = {"mobilenet_v1": "MobileNetV1ForImageClassification",
                     "mobilenet_v2": "MobileNetV2ForImageClassification", "regnet": "RegNetForImageClassification",
                     "convnext": "ConvNextForImageClassification", "efficientnet": "EfficientNetForImageClassification"}
 """model_type -> the classifier class its class-defaults config is built as."""
+
+_SWIN = {"embed_dim": 16, "depths": [2, 1], "num_heads": [2, 4], "image_size": 64, "window_size": 4}
+SWIN_CASES = [
+    case("swin", "SwinForImageClassification", **_SWIN),
+    case("swin", "SwinModel", **{**_SWIN, "depths": [1, 3, 1], "num_heads": [1, 2, 4]}, qkv_bias=False, mlp_ratio=2.0),
+    case("donut-swin", "DonutSwinModel", **_SWIN),
+    case("donut-swin", "DonutSwinForImageClassification", **{**_SWIN, "image_size": [64, 96]}),
+]
+"""Swin / Donut-Swin: shifted and unshifted stages, a last stage whose grid equals the window (no
+shift), a non-square image (Donut's [height, width]), no q / k / v bias."""
+
+SWIN_DEFAULTS = {"swin": "SwinForImageClassification", "donut-swin": "DonutSwinForImageClassification"}
