@@ -47,3 +47,12 @@ SWIN_CASES = [
 shift), a non-square image (Donut's [height, width]), no q / k / v bias."""
 
 SWIN_DEFAULTS = {"swin": "SwinForImageClassification", "donut-swin": "DonutSwinForImageClassification"}
+
+_BIT = {"hidden_sizes": [32, 64], "depths": [2, 1], "num_groups": 4, "embedding_size": 16, "image_size": 64}
+BIT_CASES = [
+    case("bit", "BitForImageClassification", **_BIT),
+    case("bit", "BitModel", **_BIT, layer_type="bottleneck"),
+    case("bit", "BitModel", **{**_BIT, "depths": [1, 2]}, global_padding="SAME"),
+    case("bit", "BitForImageClassification", **_BIT, global_padding="SAME", embedding_dynamic_padding=True),
+]
+"""BiT: pre-activation and post-activation bottlenecks, the stem pool's paddings."""

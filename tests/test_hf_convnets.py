@@ -1,4 +1,4 @@
-"""HF convolutional classifiers as network specs (modelplan/specs/hf_convnets.py): total parameters
+"""HF convolutional classifiers as network specs (modelplan/specs/hf_convnets.py, hf_bit.py): total parameters
 equal sum(p.numel()) of transformers 5.24's own module (the class `architectures` names) for small
 configs and the config class defaults; published sizes; convolution FLOPs of one image equal
 FlopCounterMode's aten.convolution on that module; `count` / `plan --gpus 8` / `verify` run; bad
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_image_classifier_cases import CONVNET_CASES, CONVNET_DEFAULTS
+from _hf_image_classifier_cases import BIT_CASES, CONVNET_CASES, CONVNET_DEFAULTS
 from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults, runner
 from _hf_reference import hf_numel
 from modelplan.cli import app
@@ -16,7 +16,8 @@ from modelplan.count.network import network_layers
 from modelplan.count.params import count_params
 from modelplan.specs.hf import from_hf_config
 
-IDS = [f"{d['architectures'][0]}-{i}" for i, d in enumerate(CONVNET_CASES)]
+CASES = CONVNET_CASES + BIT_CASES
+IDS = [f"{d['architectures'][0]}-{i}" for i, d in enumerate(CASES)]
 
 
 def _total(data: dict) -> int:
@@ -24,7 +25,7 @@ def _total(data: dict) -> int:
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("data", CONVNET_CASES, ids=IDS)
+@pytest.mark.parametrize("data", CASES, ids=IDS)
 def test_small_configs_equal_transformers(data):
     """Each small config counts exactly as transformers builds the class it names."""
     assert _total(data) == hf_numel(data)
@@ -41,17 +42,21 @@ def test_class_defaults_equal_transformers(model_type):
 
 def test_published_sizes():
     """ImageNet-1k classifiers (torchvision.models docs, num_params): mobilenet_v2 3,504,872,
-    efficientnet_b0 5,288,548 (width and depth coefficients 1.0, 224 px)."""
+    efficientnet_b0 5,288,548 (width and depth coefficients 1.0, 224 px), regnet_y_400mf 4,344,144
+    (RegNetY-400MF, Radosavovic et al. 2020: widths 48 / 104 / 208 / 440, depths 1 / 3 / 6 / 6,
+    group width 8)."""
     labels = {"num_labels": 1000}
     assert _total({"model_type": "mobilenet_v2", "architectures": ["MobileNetV2ForImageClassification"],
                    **labels}) == 3_504_872
     assert _total({"model_type": "efficientnet", "architectures": ["EfficientNetForImageClassification"],
                    "width_coefficient": 1.0, "depth_coefficient": 1.0, "hidden_dim": 1280, "image_size": 224,
                    **labels}) == 5_288_548
+    assert _total({"model_type": "regnet", "architectures": ["RegNetForImageClassification"], "hidden_sizes": [48, 104, 208, 440],
+                   "depths": [1, 3, 6, 6], "groups_width": 8, **labels}) == 4_344_144
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("data", CONVNET_CASES[::2], ids=IDS[::2])
+@pytest.mark.parametrize("data", CASES[::2], ids=IDS[::2])
 def test_matmul_flops_equal_flop_counter(data):
     """The convolutions' and linears' FLOPs of one image (2 x MACs, bias adds apart) equal
     FlopCounterMode's aten.convolution + aten.addmm + aten.mm on transformers' module (TensorFlow
@@ -72,7 +77,7 @@ def test_matmul_flops_equal_flop_counter(data):
     assert sum(row.matmul_flops for row in network_layers(spec)) == expected
 
 
-@pytest.mark.parametrize("data", CONVNET_CASES[1::3], ids=IDS[1::3])
+@pytest.mark.parametrize("data", CASES[1::3], ids=IDS[1::3])
 def test_count_plan_verify_run(data, tmp_path):
     """`count`, `plan --gpus 8` and `verify --tp 2 --pp 2` succeed on the config.json."""
     path = assert_count_plan(tmp_path, data)
@@ -87,8 +92,12 @@ def test_count_plan_verify_run(data, tmp_path):
     ({"model_type": "efficientnet", "strides": [1, 2]}, "kernel_sizes: the per-stage lists"),
     ({"model_type": "regnet", "layer_type": "z"}, "layer_type: unsupported 'z'"),
     ({"model_type": "convnext", "num_stages": 3}, "num_stages: 3"),
+    ({"model_type": "bit", "layer_type": "basic"}, "layer_type: unsupported 'basic'"),
     ({"model_type": "convnext", "depths": [1, 1]}, "depths: \\[1, 1\\] must be"),
     ({"model_type": "regnet", "architectures": ["RegNetForSegmentation"]}, "architectures: 'RegNetForSegmentation'"),
+    ({"model_type": "bit", "width_factor": 2}, "width_factor: 2 makes the last stage 4096 wide"),
+    ({"model_type": "bit", "global_padding": "valid"}, "global_padding: unsupported 'valid'"),
+    ({"model_type": "bit", "output_stride": 16}, "output_stride: 16"),
 ])
 def test_bad_fields_are_one_line_errors(data, message):
     """A value the mapper cannot build is a one-line error naming the field."""

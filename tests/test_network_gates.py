@@ -1,6 +1,7 @@
-"""The network stack's ConvNeXt / MobileNet / squeeze-and-excitation pieces (specs/layers.py
-layernorm2d, layerscale, relu6; specs/network.py Residual combine = "mul"): counts worked by hand,
-and the executor's forward and gradients equal torch's autograd on the same modules."""
+"""The network stack's ConvNeXt / MobileNet / BiT / Swin / squeeze-and-excitation pieces
+(specs/layers.py layernorm2d, layerscale, relu6, groupnorm, windowattention, spacetodepth;
+specs/network.py Residual combine = "mul"): counts worked by hand, and the executor's forward and
+gradients equal torch's autograd on the same modules (torch ops written from the definitions)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,33 @@ GATED = NetworkSpec(input_shape=[3, 6, 6], layers=[
 ])
 
 
+WINDOWED = NetworkSpec(input_shape=[3, 10, 10], layers=[
+    {"type": "conv2d", "out_channels": 8, "kernel_size": 2, "stride": 2}, {"type": "groupnorm", "num_groups": 2},
+    {"type": "residual", "main": [{"type": "layernorm2d"}, {"type": "conv2d", "out_channels": 24, "kernel_size": 1},
+                                  {"type": "windowattention", "name": "attn", "heads": 2, "window_size": 2},
+                                  {"type": "conv2d", "out_channels": 8, "kernel_size": 1}]},
+    {"type": "residual", "main": [{"type": "conv2d", "out_channels": 24, "kernel_size": 1},
+                                  {"type": "windowattention", "heads": 2, "window_size": 3, "shift": 1},
+                                  {"type": "conv2d", "out_channels": 8, "kernel_size": 1}]},
+    {"type": "spacetodepth", "name": "merge"}, {"type": "layernorm2d"},
+    {"type": "adaptiveavgpool2d", "output_size": 1}, {"type": "flatten"}, {"type": "linear", "out_features": 3},
+])
+"""A 5 x 5 grid: windows of 2 and 3 pad it to 6 x 6; the second attention is shifted (masked)."""
+
+
+def test_window_attention_counts_by_hand():
+    """heads 2, window 2 on a 5 x 5 grid of 8 channels: padded to 6 x 6 = 36 tokens, 4 keys each:
+    scores 2 x 36 x 4 = 288; q k^T and p v 2 x 2 x 288 x 4 (head dim) FLOPs; a (2 x 2 - 1)^2 x 2
+    bias table; the merge of a 5 x 5 grid pads to 6 x 6: [32, 3, 3]."""
+    rows = {row.path: row for row in network_layers(WINDOWED)}
+    attn = rows["2/attn"]
+    assert attn.params == 9 * 2 and attn.matmul_flops == 2 * 2 * 288 * 4
+    assert attn.forward_flops - attn.matmul_flops == (1 + 1 + 5) * 288
+    assert attn.saved_elements == 24 * 25 + 288
+    assert rows["merge"].output_shape == (32, 3, 3)
+    assert rows["1"].params == 16 and rows["1"].buffers == 0
+
+
 def test_counts_by_hand():
     """layernorm2d holds weight and bias per channel (2 x 4), layerscale one gamma per channel (4);
     the gate product costs one FLOP per gated element (4 x 6 x 6) and keeps both factors (the
@@ -45,12 +73,14 @@ def test_gate_must_broadcast():
 
 
 @pytest.mark.torch
-def test_forward_and_gradients_equal_torch():
+@pytest.mark.parametrize("spec", [GATED, WINDOWED], ids=["gated", "windowed"])
+def test_forward_and_gradients_equal_torch(spec):
     """Outputs, loss and every parameter gradient equal torch's forward and autograd (nn.ReLU6,
-    nn.LayerNorm on channels-last data, x * gamma, x * gate)."""
+    nn.LayerNorm on channels-last data, x * gamma, x * gate, nn.GroupNorm, padded / shifted /
+    masked window attention with its bias table, nn.PixelUnshuffle)."""
     from test_net_torch import _close, to_torch, torch_step
 
-    layers, ref, out, loss, grads, _ = torch_step(GATED)
+    layers, ref, out, loss, grads, _ = torch_step(spec)
     _close(ref.outputs, out, "outputs")
     assert ref.loss == pytest.approx(loss, rel=1e-12)
     kinds = {info.path: info.type for info in layers}

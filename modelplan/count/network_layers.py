@@ -10,7 +10,8 @@ FLOPs (forward, a multiply-add = 2 FLOPs):
   per step for b_ih and b_hh); relu/relu6/gelu/tanh/sigmoid/silu 1; layer scale 1; residual
   gate product 1 per output element; softmax 5 (max, subtract,
   exp, sum, divide); dropout 1 (mask multiply) when p > 0; residual add 1; batchnorm/layernorm
-  5 (mean, subtract, square+sum for variance, scale by 1/std) + 1 per affine weight and bias;
+  5 (mean, subtract, square+sum for variance, scale by 1/std) + 1 per affine weight and bias
+  (groupnorm as batchnorm);
   max/avg pool prod(kernel) per output element; adaptive avg pool: window size per output
   element; flatten/embedding/space-to-depth 0 (views, gathers, a padded copy); window attention:
   `count.window_attention`. RNN cell math per hidden unit per step:
@@ -20,7 +21,7 @@ FLOPs (forward, a multiply-add = 2 FLOPs):
 
 Activation memory kept for backward, per sample: float tensors (counted in the compute dtype)
 plus fixed-width bytes. Each layer counts what its own backward needs:
-- Linear, Conv, LayerScale: the input. LayerNorm: the input (Korthikanti et al. 2022, sec. 4.1).
+- Linear, Conv, LayerScale: the input. LayerNorm, GroupNorm: the input (Korthikanti et al. 2022, sec. 4.1).
   Gate product (residual `mul`): both factors. ReLU6: a 1-byte mask like ReLU.
   BatchNorm: the input and the normalised output. gelu/silu: the input; tanh, sigmoid,
   softmax: the output. ReLU: a 1-byte mask per element. Dropout (p > 0): a 1-byte mask.
@@ -45,6 +46,7 @@ from modelplan.specs.layers import (
     Conv,
     Dropout,
     Embedding,
+    GroupNorm,
     LayerNorm,
     LayerScale,
     Linear,
@@ -92,7 +94,7 @@ def param_shapes(leaf: Leaf) -> dict[str, tuple[int, ...]]:
         kernel = as_tuple(layer.kernel_size, layer.spatial_dims, "kernel_size", leaf.path)
         out = {"weight": (layer.out_channels, shape[0] // layer.groups, *kernel)}
         return out | ({"bias": (layer.out_channels,)} if layer.bias else {})
-    if isinstance(layer, BatchNorm):
+    if isinstance(layer, (BatchNorm, GroupNorm)):
         return {"weight": (shape[0],), "bias": (shape[0],)} if layer.affine else {}
     if isinstance(layer, LayerNorm):
         if not layer.elementwise_affine:
@@ -155,7 +157,7 @@ def forward_flops(leaf: Leaf) -> tuple[int, int]:
         return _recurrent_flops(layer, leaf.input_shape)
     if isinstance(layer, WindowAttention):
         return window_attention.forward_flops(layer, leaf.input_shape)
-    if isinstance(layer, BatchNorm):
+    if isinstance(layer, (BatchNorm, GroupNorm)):
         return 0, (5 + (2 if layer.affine else 0)) * n_in
     if isinstance(layer, LayerNorm):
         affine = (1 + int(layer.bias)) if layer.elementwise_affine else 0
@@ -193,7 +195,7 @@ def _recurrent_saved(layer: Recurrent, shape: tuple[int, ...]) -> tuple[int, int
 def saved_for_backward(leaf: Leaf) -> tuple[int, int]:
     """(float elements, fixed-width bytes) kept for backward, by the module docstring's rules."""
     layer, n_in, n_out = leaf.layer, math.prod(leaf.input_shape), math.prod(leaf.output_shape)
-    if isinstance(layer, (Linear, Conv, LayerNorm, LayerScale)):
+    if isinstance(layer, (Linear, Conv, LayerNorm, GroupNorm, LayerScale)):
         return n_in, 0
     if leaf.type == "mul":  # both factors: the gate (input_shape) and the gated tensor (output_shape)
         return n_in + n_out, 0

@@ -37,7 +37,7 @@ from modelplan.count import window_attention
 from modelplan.specs.layers import Conv, Linear, Recurrent, WindowAttention
 from modelplan.specs.network_walk import as_tuple
 
-NORMS = ("batchnorm1d", "batchnorm2d", "layernorm", "layernorm2d")
+NORMS = ("batchnorm1d", "batchnorm2d", "layernorm", "layernorm2d", "groupnorm")
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,19 @@ class LayerNorm(LayerBase):
         return self
 
 
+class GroupNorm(LayerBase):
+    """`nn.GroupNorm`: the channels of a [C, ...] sample in num_groups groups, each normalised over
+    its channels and positions together (Wu & He 2018, eq. 1), then a per-channel affine."""
+
+    type: Literal["groupnorm"]
+    num_groups: int = Field(gt=0)
+    """Groups; they divide the channels."""
+    affine: bool = True
+    """Learnable per-channel weight and bias (2 * C parameters)."""
+    eps: float = Field(1e-5, gt=0)
+    """Added to the variance (used by the executor)."""
+
+
 class LayerScale(LayerBase):
     """A learned per-channel scale y = x * gamma over the first sample axis (Touvron et al. 2021,
     CaiT sec. 3; ConvNeXt's layer_scale_parameter): C parameters, no bias."""
@@ -328,7 +341,7 @@ class Recurrent(LayerBase):
 
 
 LeafLayer = Union[
-    Linear, Conv, BatchNorm, LayerNorm, LayerScale, WindowAttention, SpaceToDepth, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
+    Linear, Conv, BatchNorm, LayerNorm, GroupNorm, LayerScale, WindowAttention, SpaceToDepth, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
     Flatten, Dropout, Recurrent,
 ]
 """Layers that compute (everything but the composite blocks)."""

@@ -30,6 +30,7 @@ from modelplan.specs.layers import (
     Dropout,
     Embedding,
     Flatten,
+    GroupNorm,
     LayerBase,
     LayerNorm,
     LayerScale,
@@ -43,7 +44,7 @@ from modelplan.specs.layers import (
 )
 
 __all__ = [
-    "Activation", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten",
+    "Activation", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten", "GroupNorm",
     "Layer", "LayerNorm", "LayerScale", "LeafLayer", "Linear", "NetworkSpec", "Pool", "Recurrent", "Repeat",
     "Residual", "Sequential", "Softmax", "SpaceToDepth", "WindowAttention",
 ]
@@ -100,6 +101,7 @@ Layer = Annotated[
         Conv,
         BatchNorm,
         LayerNorm,
+        GroupNorm,
         LayerScale,
         WindowAttention,
         SpaceToDepth,

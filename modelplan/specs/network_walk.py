@@ -20,6 +20,7 @@ from modelplan.specs.layers import (
     Dropout,
     Embedding,
     Flatten,
+    GroupNorm,
     LayerNorm,
     LayerScale,
     LeafLayer,
@@ -200,6 +201,11 @@ def leaf_output_shape(layer: LeafLayer, shape: Shape, where: str) -> Shape:
         _dim(layer.dim, len(shape), "dim", where)
         return shape
     if isinstance(layer, (Activation, Dropout, LayerScale)):
+        return shape
+    if isinstance(layer, GroupNorm):
+        if len(shape) < 2 or shape[0] % layer.num_groups:
+            raise SpecError(f"{where}: num_groups ({layer.num_groups}) must divide the channels of a [C, ...] input, "
+                            f"got {_fmt(shape)}")
         return shape
     if isinstance(layer, WindowAttention):
         if len(shape) != 3 or shape[0] % (3 * layer.heads):

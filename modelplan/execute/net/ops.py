@@ -30,7 +30,7 @@ from modelplan.execute.net.window_attention import (
     space_to_depth_backward, space_to_depth_forward, window_attention_backward, window_attention_forward,
 )
 from modelplan.specs.layers import (
-    Activation, AdaptiveAvgPool, BatchNorm, Conv, Dropout, Embedding, Flatten, LayerNorm, LayerScale, Linear,
+    Activation, AdaptiveAvgPool, BatchNorm, Conv, Dropout, Embedding, Flatten, GroupNorm, LayerNorm, LayerScale, Linear,
     Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention,
 )
 from modelplan.specs.network_walk import as_tuple
@@ -127,6 +127,12 @@ def leaf_forward(node: LeafNode, p: Params, x: np.ndarray, ctx: RunContext,
         return _layernorm_forward(p, x, len(layer.normalized_shape or [1]), layer.eps)
     if isinstance(layer, LayerScale):
         return x * _per_channel(p["weight"], x.ndim), Saved(floats=(x,))
+    if isinstance(layer, GroupNorm):  # (N, G, C/G * positions) normalised, then the per-channel affine
+        groups = x.reshape(x.shape[0], layer.num_groups, -1)
+        inv_std = 1.0 / np.sqrt(groups.var(axis=-1, keepdims=True) + layer.eps)  # biased variance (torch)
+        x_hat = ((groups - groups.mean(axis=-1, keepdims=True)) * inv_std).reshape(x.shape)
+        y = x_hat * _per_channel(p["weight"], x.ndim) + _per_channel(p["bias"], x.ndim) if "weight" in p else x_hat
+        return y, Saved(floats=(x_hat,), extra=inv_std)
     if isinstance(layer, Embedding):
         ids = np.asarray(x, dtype=np.int64)
         return embedding_forward(p["weight"], ids), Saved(fixed=(ids,))
@@ -185,6 +191,15 @@ def leaf_backward(node: LeafNode, p: Params, saved: Saved, dy: np.ndarray, need_
         return np.moveaxis(dx, -1, 1), grads
     if isinstance(layer, LayerNorm):
         return _layernorm_backward(p, saved, dy)
+    if isinstance(layer, GroupNorm):  # dx = inv_std (g - mean(g) - x_hat mean(g x_hat)) per group, g = dy w
+        (x_hat,), grads = saved.floats, {}
+        if "weight" in p:
+            axes = (0,) + tuple(range(2, dy.ndim))
+            grads = {"weight": (dy * x_hat).sum(axis=axes), "bias": dy.sum(axis=axes)}
+            dy = dy * _per_channel(p["weight"], dy.ndim)
+        g, h = dy.reshape(dy.shape[0], layer.num_groups, -1), x_hat.reshape(dy.shape[0], layer.num_groups, -1)
+        dx = saved.extra * (g - g.mean(axis=-1, keepdims=True) - h * (g * h).mean(axis=-1, keepdims=True))
+        return dx.reshape(dy.shape), grads
     if isinstance(layer, LayerScale):
         (x,) = saved.floats
         axes = (0,) + tuple(range(2, dy.ndim))

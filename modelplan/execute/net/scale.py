@@ -56,6 +56,8 @@ def _shrink(node: Any, cap: int, q: int) -> Any:
             out[key] = cap if node[key] % q == 0 else cap + 1
     if _depthwise(node):
         out["groups"] = out["out_channels"]
+    if out.get("type") == "groupnorm":  # groups that divide the capped widths (and the narrower ones they divided)
+        out["num_groups"] = math.gcd(out["num_groups"], cap)
     if out.get("type") == "embedding":
         out["num_embeddings"] = min(out["num_embeddings"], 32)
     if out.get("proj_size"):

@@ -163,6 +163,8 @@ class _Builder:
             return nn.LayerNorm(layer.normalized_shape or shape[-1:], eps=layer.eps)
         if t == "layernorm2d":
             return self.channels_last(nn.LayerNorm(shape[0], eps=layer.eps))
+        if t == "groupnorm":
+            return nn.GroupNorm(layer.num_groups, shape[0], eps=layer.eps, affine=layer.affine)
         if t == "layerscale":
             return self.layer_scale(shape[0])
         if t == "windowattention":
