@@ -25,6 +25,8 @@ CONVNET_CASES = [
     case("regnet", "RegNetModel", **_REGNET, layer_type="x", downsample_in_first_stage=False),
     case("convnext", "ConvNextForImageClassification", **_CONVNEXT),
     case("convnext", "ConvNextModel", **_CONVNEXT, layer_scale_init_value=0.0, patch_size=2),
+    case("convnextv2", "ConvNextV2ForImageClassification", **_CONVNEXT),
+    case("convnextv2", "ConvNextV2Model", **{**_CONVNEXT, "depths": [2, 0]}),
     case("efficientnet", "EfficientNetForImageClassification", **_EFFICIENT),
     case("efficientnet", "EfficientNetModel", **{**_EFFICIENT, "expand_ratios": [2, 1]}, hidden_act="relu"),
 ]
@@ -33,7 +35,8 @@ scale, expansion ratios of 1 and more."""
 
 CONVNET_DEFAULTS = {"mobilenet_v1": "MobileNetV1ForImageClassification",
                     "mobilenet_v2": "MobileNetV2ForImageClassification", "regnet": "RegNetForImageClassification",
-                    "convnext": "ConvNextForImageClassification", "efficientnet": "EfficientNetForImageClassification"}
+                    "convnext": "ConvNextForImageClassification", "efficientnet": "EfficientNetForImageClassification",
+                    "convnextv2": "ConvNextV2ForImageClassification", "bit": "BitForImageClassification"}
 """model_type -> the classifier class its class-defaults config is built as."""
 
 _SWIN = {"embed_dim": 16, "depths": [2, 1], "num_heads": [2, 4], "image_size": 64, "window_size": 4}

@@ -11,7 +11,8 @@ FLOPs (forward, a multiply-add = 2 FLOPs):
   gate product 1 per output element; softmax 5 (max, subtract,
   exp, sum, divide); dropout 1 (mask multiply) when p > 0; residual add 1; batchnorm/layernorm
   5 (mean, subtract, square+sum for variance, scale by 1/std) + 1 per affine weight and bias
-  (groupnorm as batchnorm);
+  (groupnorm as batchnorm); global response norm 6 (square and sum for the L2 norm, x * N,
+  * gamma, + beta, + x; the per-channel norms and their mean are not counted);
   max/avg pool prod(kernel) per output element; adaptive avg pool: window size per output
   element; flatten/embedding/space-to-depth 0 (views, gathers, a padded copy); window attention:
   `count.window_attention`. RNN cell math per hidden unit per step:
@@ -21,7 +22,7 @@ FLOPs (forward, a multiply-add = 2 FLOPs):
 
 Activation memory kept for backward, per sample: float tensors (counted in the compute dtype)
 plus fixed-width bytes. Each layer counts what its own backward needs:
-- Linear, Conv, LayerScale: the input. LayerNorm, GroupNorm: the input (Korthikanti et al. 2022, sec. 4.1).
+- Linear, Conv, LayerScale, global response norm: the input. LayerNorm, GroupNorm: the input (Korthikanti et al. 2022, sec. 4.1).
   Gate product (residual `mul`): both factors. ReLU6: a 1-byte mask like ReLU.
   BatchNorm: the input and the normalised output. gelu/silu: the input; tanh, sigmoid,
   softmax: the output. ReLU: a 1-byte mask per element. Dropout (p > 0): a 1-byte mask.
@@ -46,6 +47,7 @@ from modelplan.specs.layers import (
     Conv,
     Dropout,
     Embedding,
+    GlobalResponseNorm,
     GroupNorm,
     LayerNorm,
     LayerScale,
@@ -61,6 +63,7 @@ from modelplan.specs.network_walk import Leaf, as_tuple
 INDEX_BYTES = 8  # torch.int64 indices (argmax, token ids)
 MASK_BYTES = 1  # torch.bool masks
 
+GRN_FLOPS = 6  # per element of a global response norm (see module docstring)
 # Elementwise FLOPs per hidden unit per time step of the cell math (see module docstring).
 CELL_FLOPS = {"lstm": 13, "gru": 10, "rnn": 2}
 # Float elements per hidden unit per step that BPTT keeps beyond h_t (see module docstring).
@@ -96,6 +99,8 @@ def param_shapes(leaf: Leaf) -> dict[str, tuple[int, ...]]:
         return out | ({"bias": (layer.out_channels,)} if layer.bias else {})
     if isinstance(layer, (BatchNorm, GroupNorm)):
         return {"weight": (shape[0],), "bias": (shape[0],)} if layer.affine else {}
+    if isinstance(layer, GlobalResponseNorm):
+        return {"weight": (shape[0],), "bias": (shape[0],)}
     if isinstance(layer, LayerNorm):
         if not layer.elementwise_affine:
             return {}
@@ -175,6 +180,8 @@ def forward_flops(leaf: Leaf) -> tuple[int, int]:
         return 0, 5 * n_in
     if isinstance(layer, (Activation, LayerScale)):
         return 0, n_in
+    if isinstance(layer, GlobalResponseNorm):  # square, sum; x * N, * gamma, + beta, + x
+        return 0, GRN_FLOPS * n_in
     if isinstance(layer, Dropout):
         return 0, n_in if layer.p > 0 else 0
     return 0, 0  # flatten, embedding
@@ -195,7 +202,7 @@ def _recurrent_saved(layer: Recurrent, shape: tuple[int, ...]) -> tuple[int, int
 def saved_for_backward(leaf: Leaf) -> tuple[int, int]:
     """(float elements, fixed-width bytes) kept for backward, by the module docstring's rules."""
     layer, n_in, n_out = leaf.layer, math.prod(leaf.input_shape), math.prod(leaf.output_shape)
-    if isinstance(layer, (Linear, Conv, LayerNorm, GroupNorm, LayerScale)):
+    if isinstance(layer, (Linear, Conv, LayerNorm, GroupNorm, GlobalResponseNorm, LayerScale)):
         return n_in, 0
     if leaf.type == "mul":  # both factors: the gate (input_shape) and the gated tensor (output_shape)
         return n_in + n_out, 0

@@ -4,7 +4,8 @@ Conv2d + BatchNorm2d + ReLU6 layers, depthwise 3x3 convs, V2's inverted residual
 (modeling_regnet.py: ResNet-like X / Y blocks of grouped 3x3 convs, Y with squeeze-and-excitation),
 EfficientNet (modeling_efficientnet.py: MBConv blocks, expansion, depthwise conv, squeeze-and-excitation,
 projection) and ConvNeXt (modeling_convnext.py: patchify stem, depthwise 7x7 blocks with channels-last LayerNorm,
-pointwise MLP and layer scale, LayerNorm + 2x2 conv downsampling).
+pointwise MLP and layer scale, LayerNorm + 2x2 conv downsampling; ConvNeXt V2, modeling_convnextv2.py:
+global response normalisation after the activation instead of layer scale).
 
 A Linear over channels-last features (ConvNeXt's pwconv1 / pwconv2) is written as the 1x1 conv it
 equals (the same weights, bias and FLOPs); TensorFlow "SAME" padding (MobileNet tf_padding) as the
@@ -28,6 +29,7 @@ HEADS = {
     "regnet": ("RegNetModel", "RegNetForImageClassification"),
     "convnext": ("ConvNextModel", "ConvNextForImageClassification"),
     "efficientnet": ("EfficientNetModel", "EfficientNetForImageClassification"),
+    "convnextv2": ("ConvNextV2Model", "ConvNextV2ForImageClassification"),
 }
 """model_type -> the classes whose head is modelled; the first is the base model."""
 
@@ -48,6 +50,8 @@ DEFAULTS = {
                      "num_block_repeats": [1, 2, 2, 3, 3, 4, 1], "expand_ratios": [1, 6, 6, 6, 6, 6, 6],
                      "squeeze_expansion_ratio": 0.25, "hidden_act": "swish", "hidden_dim": 2560, "pooling_type": "mean",
                      "dropout_rate": 0.5, "drop_connect_rate": 0.2},
+    "convnextv2": {"num_channels": 3, "patch_size": 4, "num_stages": 4, "hidden_sizes": [96, 192, 384, 768],
+                   "depths": [3, 3, 9, 3], "hidden_act": "gelu", "image_size": 224},
 }
 """Config class defaults (transformers 5.24 configuration_mobilenet_v1.py, configuration_mobilenet_v2.py,
 configuration_regnet.py, configuration_convnext.py); RegNet's image_size is the ImageNet crop."""
@@ -325,4 +329,5 @@ def convnext(c: HFConfig, extra=lambda dim: [], scale: bool | None = None) -> di
 
 
 CONVNET_MAPPERS = {"mobilenet_v1": mobilenet_v1, "mobilenet_v2": mobilenet_v2, "regnet": regnet,
-                   "convnext": convnext, "efficientnet": efficientnet}
+                   "convnext": convnext, "efficientnet": efficientnet,
+                   "convnextv2": lambda c: convnext(c, lambda dim: [{"type": "grn", "name": "grn"}], scale=False)}

@@ -22,7 +22,6 @@ OWN_HEADS = {name: _own_head for name in ENCODER_MODEL_MAPPERS}
 
 ENCODER_UNMODELLED: dict[str, str] = {
     "swinv2": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
-    "convnextv2": "ConvNeXt V2's channels-last LayerNorms and global response normalisation in the network stack",
     "sew": "SEW's squeezed sequence (a pooled, then upsampled encoder input)",
     "sew-d": "SEW-D's squeezed sequence and DeBERTa disentangled attention",
     "wav2vec2-conformer": "Conformer blocks (convolution module, macaron feed-forwards)",

@@ -151,6 +151,15 @@ class GroupNorm(LayerBase):
     """Added to the variance (used by the executor)."""
 
 
+class GlobalResponseNorm(LayerBase):
+    """ConvNeXt V2's global response normalisation of a [C, H, W] map (Woo et al. 2023, eq. 1-3;
+    transformers modeling_convnextv2.py ConvNextV2GRN): G_c = ||x_c||_2 over the positions,
+    N_c = G_c / (mean over channels of G + 1e-6), y = gamma * (x * N) + beta + x; gamma and beta
+    per channel."""
+
+    type: Literal["grn"]
+
+
 class LayerScale(LayerBase):
     """A learned per-channel scale y = x * gamma over the first sample axis (Touvron et al. 2021,
     CaiT sec. 3; ConvNeXt's layer_scale_parameter): C parameters, no bias."""
@@ -341,7 +350,7 @@ class Recurrent(LayerBase):
 
 
 LeafLayer = Union[
-    Linear, Conv, BatchNorm, LayerNorm, GroupNorm, LayerScale, WindowAttention, SpaceToDepth, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
+    Linear, Conv, BatchNorm, LayerNorm, GroupNorm, GlobalResponseNorm, LayerScale, WindowAttention, SpaceToDepth, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
     Flatten, Dropout, Recurrent,
 ]
 """Layers that compute (everything but the composite blocks)."""

@@ -30,6 +30,7 @@ from modelplan.specs.layers import (
     Dropout,
     Embedding,
     Flatten,
+    GlobalResponseNorm,
     GroupNorm,
     LayerBase,
     LayerNorm,
@@ -44,7 +45,7 @@ from modelplan.specs.layers import (
 )
 
 __all__ = [
-    "Activation", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten", "GroupNorm",
+    "Activation", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten", "GlobalResponseNorm", "GroupNorm",
     "Layer", "LayerNorm", "LayerScale", "LeafLayer", "Linear", "NetworkSpec", "Pool", "Recurrent", "Repeat",
     "Residual", "Sequential", "Softmax", "SpaceToDepth", "WindowAttention",
 ]
@@ -102,6 +103,7 @@ Layer = Annotated[
         BatchNorm,
         LayerNorm,
         GroupNorm,
+        GlobalResponseNorm,
         LayerScale,
         WindowAttention,
         SpaceToDepth,

@@ -20,6 +20,7 @@ from modelplan.specs.layers import (
     Dropout,
     Embedding,
     Flatten,
+    GlobalResponseNorm,
     GroupNorm,
     LayerNorm,
     LayerScale,
@@ -201,6 +202,10 @@ def leaf_output_shape(layer: LeafLayer, shape: Shape, where: str) -> Shape:
         _dim(layer.dim, len(shape), "dim", where)
         return shape
     if isinstance(layer, (Activation, Dropout, LayerScale)):
+        return shape
+    if isinstance(layer, GlobalResponseNorm):
+        if len(shape) < 2:
+            raise SpecError(f"{where}: needs a [channels, ...] input, got {_fmt(shape)}")
         return shape
     if isinstance(layer, GroupNorm):
         if len(shape) < 2 or shape[0] % layer.num_groups:

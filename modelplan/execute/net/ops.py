@@ -30,7 +30,7 @@ from modelplan.execute.net.window_attention import (
     space_to_depth_backward, space_to_depth_forward, window_attention_backward, window_attention_forward,
 )
 from modelplan.specs.layers import (
-    Activation, AdaptiveAvgPool, BatchNorm, Conv, Dropout, Embedding, Flatten, GroupNorm, LayerNorm, LayerScale, Linear,
+    Activation, AdaptiveAvgPool, BatchNorm, Conv, Dropout, Embedding, Flatten, GlobalResponseNorm, GroupNorm, LayerNorm, LayerScale, Linear,
     Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention,
 )
 from modelplan.specs.network_walk import as_tuple
@@ -63,6 +63,32 @@ def conv_geometry(layer: Conv, where: str) -> ConvGeometry:
 def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
     """(C,) -> broadcastable against (N, C, ...)."""
     return v.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+GRN_EPS = 1e-6  # ConvNextV2GRN: global_features.mean(dim=-1) + 1e-6
+
+
+def _grn_terms(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(G, mean_c G + eps, N) of (N, C, ...): per-channel L2 norms over the positions."""
+    g = np.sqrt((x * x).sum(axis=tuple(range(2, x.ndim)), keepdims=True))
+    m = g.mean(axis=1, keepdims=True) + GRN_EPS
+    return g, m, g / m
+
+
+def grn_forward(p: Params, x: np.ndarray) -> np.ndarray:
+    """gamma * (x * N) + beta + x (Woo et al. 2023, eq. 1-3)."""
+    return _per_channel(p["weight"], x.ndim) * (x * _grn_terms(x)[2]) + _per_channel(p["bias"], x.ndim) + x
+
+
+def grn_backward(p: Params, x: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, Params]:
+    """dN = sum(dy gamma x), dG = dN / m - sum_c(dN G) / (C m^2), dx = dy + dy gamma N + dG x / G."""
+    g, m, n = _grn_terms(x)
+    spatial, axes = tuple(range(2, x.ndim)), (0,) + tuple(range(2, x.ndim))
+    du = dy * _per_channel(p["weight"], dy.ndim)
+    dn = (du * x).sum(axis=spatial, keepdims=True)
+    dg = dn / m - (dn * g).sum(axis=1, keepdims=True) / (x.shape[1] * m * m)
+    dx = dy + du * n + dg * x / np.where(g > 0, g, 1.0)
+    return dx, {"weight": (dy * x * n).sum(axis=axes), "bias": dy.sum(axis=axes)}
 
 
 def _layernorm_forward(p: Params, x: np.ndarray, k: int, eps: float) -> tuple[np.ndarray, Saved]:
@@ -127,6 +153,8 @@ def leaf_forward(node: LeafNode, p: Params, x: np.ndarray, ctx: RunContext,
         return _layernorm_forward(p, x, len(layer.normalized_shape or [1]), layer.eps)
     if isinstance(layer, LayerScale):
         return x * _per_channel(p["weight"], x.ndim), Saved(floats=(x,))
+    if isinstance(layer, GlobalResponseNorm):
+        return grn_forward(p, x), Saved(floats=(x,))
     if isinstance(layer, GroupNorm):  # (N, G, C/G * positions) normalised, then the per-channel affine
         groups = x.reshape(x.shape[0], layer.num_groups, -1)
         inv_std = 1.0 / np.sqrt(groups.var(axis=-1, keepdims=True) + layer.eps)  # biased variance (torch)
@@ -191,6 +219,8 @@ def leaf_backward(node: LeafNode, p: Params, saved: Saved, dy: np.ndarray, need_
         return np.moveaxis(dx, -1, 1), grads
     if isinstance(layer, LayerNorm):
         return _layernorm_backward(p, saved, dy)
+    if isinstance(layer, GlobalResponseNorm):
+        return grn_backward(p, saved.floats[0], dy)
     if isinstance(layer, GroupNorm):  # dx = inv_std (g - mean(g) - x_hat mean(g x_hat)) per group, g = dy w
         (x_hat,), grads = saved.floats, {}
         if "weight" in p:

@@ -101,6 +101,23 @@ class _Builder:
 
         return LayerScale()
 
+    def grn(self, channels: int):
+        """ConvNextV2GRN on channels-first data: torch.linalg.vector_norm over the positions."""
+        torch, nn = self.torch, self.nn
+
+        class GRN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weight, self.bias = nn.Parameter(torch.zeros(channels)), nn.Parameter(torch.zeros(channels))
+
+            def forward(self, x):
+                g = torch.linalg.vector_norm(x, ord=2, dim=tuple(range(2, x.ndim)), keepdim=True)
+                n = g / (g.mean(dim=1, keepdim=True) + 1e-6)
+                shape = (1, -1) + (1,) * (x.ndim - 2)
+                return self.weight.reshape(shape) * (x * n) + self.bias.reshape(shape) + x
+
+        return GRN()
+
     def window_attention(self, layer):
         """Swin's pad / shift / partition / biased, masked softmax attention / reverse / crop in torch ops."""
         torch, nn, w, shift, heads = self.torch, self.nn, layer.window_size, layer.shift, layer.heads
@@ -163,6 +180,8 @@ class _Builder:
             return nn.LayerNorm(layer.normalized_shape or shape[-1:], eps=layer.eps)
         if t == "layernorm2d":
             return self.channels_last(nn.LayerNorm(shape[0], eps=layer.eps))
+        if t == "grn":
+            return self.grn(shape[0])
         if t == "groupnorm":
             return nn.GroupNorm(layer.num_groups, shape[0], eps=layer.eps, affine=layer.affine)
         if t == "layerscale":
