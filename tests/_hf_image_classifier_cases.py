@@ -36,7 +36,8 @@ scale, expansion ratios of 1 and more."""
 CONVNET_DEFAULTS = {"mobilenet_v1": "MobileNetV1ForImageClassification",
                     "mobilenet_v2": "MobileNetV2ForImageClassification", "regnet": "RegNetForImageClassification",
                     "convnext": "ConvNextForImageClassification", "efficientnet": "EfficientNetForImageClassification",
-                    "convnextv2": "ConvNextV2ForImageClassification", "bit": "BitForImageClassification"}
+                    "convnextv2": "ConvNextV2ForImageClassification", "bit": "BitForImageClassification",
+                    "poolformer": "PoolFormerForImageClassification"}
 """model_type -> the classifier class its class-defaults config is built as."""
 
 _SWIN = {"embed_dim": 16, "depths": [2, 1], "num_heads": [2, 4], "image_size": 64, "window_size": 4}
@@ -59,3 +60,10 @@ BIT_CASES = [
     case("bit", "BitForImageClassification", **_BIT, global_padding="SAME", embedding_dynamic_padding=True),
 ]
 """BiT: pre-activation and post-activation bottlenecks, the stem pool's paddings."""
+
+_POOL = {"hidden_sizes": [8, 16], "depths": [1, 2], "num_encoder_blocks": 2, "image_size": 64}
+POOLFORMER_CASES = [
+    case("poolformer", "PoolFormerForImageClassification", **_POOL),
+    case("poolformer", "PoolFormerModel", **_POOL, use_layer_scale=False, pool_size=5, mlp_ratio=2.0),
+]
+"""PoolFormer: with and without layer scale, another pool size and MLP ratio."""

@@ -1,6 +1,6 @@
 """The network stack's ConvNeXt / MobileNet / BiT / Swin / squeeze-and-excitation pieces
 (specs/layers.py layernorm2d, layerscale, relu6, groupnorm, grn, windowattention, spacetodepth;
-specs/network.py Residual combine = "mul"): counts worked by hand, and the executor's forward and
+specs/network.py Residual combine = "mul" / "sub"): counts worked by hand, and the executor's forward and
 gradients equal torch's autograd on the same modules (torch ops written from the definitions)."""
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ WINDOWED = NetworkSpec(input_shape=[3, 10, 10], layers=[
                                   {"type": "windowattention", "heads": 2, "window_size": 3, "shift": 1},
                                   {"type": "conv2d", "out_channels": 8, "kernel_size": 1}]},
     {"type": "spacetodepth", "name": "merge"}, {"type": "layernorm2d"}, {"type": "grn", "name": "grn"},
+    {"type": "residual", "name": "pooling", "combine": "sub",
+     "main": [{"type": "avgpool2d", "kernel_size": 3, "stride": 1, "padding": 1}]},
     {"type": "adaptiveavgpool2d", "output_size": 1}, {"type": "flatten"}, {"type": "linear", "out_features": 3},
 ])
 """A 5 x 5 grid: windows of 2 and 3 pad it to 6 x 6; the second attention is shifted (masked)."""
@@ -51,6 +53,7 @@ def test_window_attention_counts_by_hand():
     assert rows["merge"].output_shape == (32, 3, 3)
     assert rows["1"].params == 16 and rows["1"].buffers == 0
     assert rows["grn"].params == 2 * 32 and rows["grn"].forward_flops == 6 * 32 * 9
+    assert rows["pooling/sub"].forward_flops == 32 * 9 and rows["pooling/sub"].saved_elements == 0
 
 
 def test_counts_by_hand():
@@ -78,7 +81,7 @@ def test_gate_must_broadcast():
 def test_forward_and_gradients_equal_torch(spec):
     """Outputs, loss and every parameter gradient equal torch's forward and autograd (nn.ReLU6,
     nn.LayerNorm on channels-last data, x * gamma, x * gate, nn.GroupNorm, padded / shifted /
-    masked window attention with its bias table, nn.PixelUnshuffle, ConvNeXt V2's GRN)."""
+    masked window attention with its bias table, nn.PixelUnshuffle, ConvNeXt V2's GRN, PoolFormer's pool(x) - x)."""
     from test_net_torch import _close, to_torch, torch_step
 
     layers, ref, out, loss, grads, _ = torch_step(spec)

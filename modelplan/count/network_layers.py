@@ -8,7 +8,7 @@ FLOPs (forward, a multiply-add = 2 FLOPs):
   element; RNN per step, layer, direction: 2*G*h*(in_l + h_out) (+ 2*h*proj for LSTM proj).
 - other FLOPs, 1 per element per elementwise op: bias add 1 per output element (RNN: 2*G*h
   per step for b_ih and b_hh); relu/relu6/gelu/tanh/sigmoid/silu 1; layer scale 1; residual
-  gate product 1 per output element; softmax 5 (max, subtract,
+  gate product and difference 1 per output element; softmax 5 (max, subtract,
   exp, sum, divide); dropout 1 (mask multiply) when p > 0; residual add 1; batchnorm/layernorm
   5 (mean, subtract, square+sum for variance, scale by 1/std) + 1 per affine weight and bias
   (groupnorm as batchnorm); global response norm 6 (square and sum for the L2 norm, x * N,
@@ -148,7 +148,7 @@ def _recurrent_flops(layer: Recurrent, shape: tuple[int, ...]) -> tuple[int, int
 def forward_flops(leaf: Leaf) -> tuple[int, int]:
     """(matmul FLOPs, other FLOPs) of one sample's forward, by the module docstring's rules."""
     layer, n_in, n_out = leaf.layer, math.prod(leaf.input_shape), math.prod(leaf.output_shape)
-    if leaf.type in ("add", "mul"):
+    if leaf.type in ("add", "mul", "sub"):
         return 0, n_out
     if isinstance(layer, Linear):
         rows = n_in // leaf.input_shape[-1]

@@ -78,11 +78,12 @@ class Repeat(LayerBase):
 class Residual(LayerBase):
     """main(x) + shortcut(x), then an optional activation (ResNet BasicBlock / Bottleneck);
     with `combine = "mul"`, main(x) * shortcut(x), main's output broadcast over the shortcut's
-    size-1 axes: a squeeze-and-excitation gate (Hu et al. 2018, eq. 4: x scaled per channel).
+    size-1 axes: a squeeze-and-excitation gate (Hu et al. 2018, eq. 4: x scaled per channel); with
+    `combine = "sub"`, main(x) - shortcut(x).
 
     Main items are children of the block (by name or position); unnamed shortcut items sit
     at `shortcut/<i>`; an empty shortcut is the identity. The sum is the leaf `<block>/add`
-    (the product `<block>/mul`), the activation `<block>/act`.
+    (the product `<block>/mul`, the difference `<block>/sub`), the activation `<block>/act`.
     """
 
     type: Literal["residual"]
@@ -92,8 +93,9 @@ class Residual(LayerBase):
     """The shortcut branch (torchvision's `downsample`); empty: identity."""
     activation: ActivationName | None = None
     """Activation applied after the sum (ResNet: relu)."""
-    combine: Literal["add", "mul"] = "add"
-    """How the branches meet: their sum, or main's output (a per-channel gate) times the shortcut's."""
+    combine: Literal["add", "mul", "sub"] = "add"
+    """How the branches meet: their sum, main's output (a per-channel gate) times the shortcut's,
+    or main's minus the shortcut's (PoolFormer's pool(x) - x)."""
 
 
 Layer = Annotated[

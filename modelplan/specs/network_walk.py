@@ -43,7 +43,7 @@ class Leaf:
     path: str
     """Slash path, e.g. 'layer2/0/conv1' or 'layer2/0/add'."""
     type: str
-    """The layer's `type`, or 'add' / 'mul' closing a residual block (sum / gate product)."""
+    """The layer's `type`, or 'add' / 'mul' / 'sub' closing a residual block (sum / gate product / difference)."""
     layer: LeafLayer | None
     """The leaf spec (None for 'add')."""
     input_shape: Shape
@@ -289,7 +289,7 @@ class _Walker:
                     f"shortcut output {_fmt(short)}"
                 )
             else:
-                self.leaves.append(Leaf(self._join(path, "add"), "add", None, main, main, self.unit))
+                self.leaves.append(Leaf(self._join(path, item.combine), item.combine, None, main, main, self.unit))
             if item.activation is not None:
                 act = Activation(type=item.activation)
                 self.leaves.append(Leaf(self._join(path, "act"), act.type, act, main, main, self.unit))

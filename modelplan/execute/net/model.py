@@ -75,8 +75,9 @@ def forward_nodes(nodes: tuple[Node, ...], params: Params, x: np.ndarray, ctx: R
         short_tape: list = []
         y = forward_nodes(node.main, params, x, ctx, buffers, hooks, main_tape)
         s = forward_nodes(node.shortcut, params, x, ctx, buffers, hooks, short_tape)
-        gated = node.add.info.type == "mul"
-        x = y * s if gated else y + s  # the gate product (y broadcast over s) or the residual sum
+        combine = node.add.info.type
+        gated = combine == "mul"
+        x = y * s if gated else y - s if combine == "sub" else y + s  # gate product (y broadcast over s), difference, sum
         act = None
         if node.act is not None:
             x, act = _leaf_forward(node.act, params, x, ctx, buffers, hooks)
@@ -111,6 +112,8 @@ def backward_nodes(nodes: tuple[Node, ...], params: Params, tape: list, dy: np.n
             axes = tuple(i for i in range(1, dy.ndim) if y.shape[i] == 1 and dy.shape[i] != 1)
             dy_main, dy_short = (dy * s).sum(axis=axes, keepdims=True), dy * y
         d_main = backward_nodes(node.main, params, main_tape, dy_main, grads, hooks)
+        if node.add.info.type == "sub":
+            dy_short = -dy
         d_short = backward_nodes(node.shortcut, params, short_tape, dy_short, grads, hooks)
         dy = d_main + d_short
     return dy

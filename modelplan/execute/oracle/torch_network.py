@@ -226,6 +226,7 @@ class _Builder:
         shortcut = [m for _, m in self.modules(node.shortcut)]
         act = _activation(nn, node.act.layer.type) if node.act else None
         gated = node.add.info.type == "mul"  # a squeeze-and-excitation gate: y broadcast over s
+        difference = node.add.info.type == "sub"
 
         class Residual(nn.Module):
             def __init__(self):
@@ -241,7 +242,7 @@ class _Builder:
                     y = getattr(self, n)(y)
                 for m in shortcut:
                     s = m(s)
-                y = y * s if gated else y + s
+                y = y * s if gated else y - s if difference else y + s
                 return act(y) if act is not None else y
 
         return Residual()
