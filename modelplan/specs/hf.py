@@ -54,7 +54,8 @@ from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VL
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
 from modelplan.specs.hf_encoder_models import ENCODER_MODEL_MAPPERS, ENCODER_UNMODELLED, OWN_HEADS
-from modelplan.specs.hf_image_classifiers import IMAGE_CLASSIFIER_HEADS, IMAGE_CLASSIFIER_MAPPERS
+from modelplan.specs.hf_image_classifiers import (IMAGE_CLASSIFIER_HEADS, IMAGE_CLASSIFIER_MAPPERS,
+                                                  IMAGE_CLASSIFIER_UNMODELLED)
 from modelplan.specs.family import spec_class
 from modelplan.specs.hf_vlm_towers import TOWER_MAPPERS, TOWER_UNMODELLED
 from modelplan.specs.hf_hyperconn import HYPERCONN_COMPOSITES, HYPERCONN_MAPPERS, HYPERCONN_TEXT_ONLY
@@ -109,7 +110,7 @@ UNMODELLED: dict[str, str] = {
     **N18VLM_UNMODELLED,
     **N18CAUSAL_UNMODELLED, **ENCODER_UNMODELLED, **TOWER_UNMODELLED,
     **MULTIMODAL_UNMODELLED,
-    **TEXT_ENCODER_UNMODELLED,
+    **TEXT_ENCODER_UNMODELLED, **IMAGE_CLASSIFIER_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""

@@ -21,7 +21,6 @@ OWN_HEADS = {name: _own_head for name in ENCODER_MODEL_MAPPERS}
 """hf.from_hf_config's head hook for these types."""
 
 ENCODER_UNMODELLED: dict[str, str] = {
-    "swinv2": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
     "sew": "SEW's squeezed sequence (a pooled, then upsampled encoder input)",
     "sew-d": "SEW-D's squeezed sequence and DeBERTa disentangled attention",
     "wav2vec2-conformer": "Conformer blocks (convolution module, macaron feed-forwards)",

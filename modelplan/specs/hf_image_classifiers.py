@@ -14,3 +14,25 @@ IMAGE_CLASSIFIER_MAPPERS = {**CONVNET_MAPPERS, **SWIN_NETWORK_MAPPERS, **BIT_MAP
                             **POOLFORMER_MAPPERS}
 IMAGE_CLASSIFIER_HEADS = {name: _own_head for name in IMAGE_CLASSIFIER_MAPPERS}
 """hf.from_hf_config's head hook: the mapper's fields already hold the head architectures[0] names."""
+
+IMAGE_CLASSIFIER_UNMODELLED: dict[str, str] = {
+    "swinv2": "Swin V2's scaled cosine attention with a continuous position-bias MLP over log-spaced coordinates, "
+              "bias-free keys and post-norm blocks",
+    "cvt": "CvT's convolutional token embeddings and depthwise-conv q / k / v projections (strided keys and values)",
+    "dinat": "DiNAT's dilated neighbourhood attention (each token attends its k x k neighbours)",
+    "focalnet": "FocalNet's focal modulation (gated hierarchical depthwise-conv context) in place of attention",
+    "hgnet_v2": "HGNetV2's HG blocks (concatenated conv branch outputs aggregated by 1x1 convs)",
+    "hiera": "Hiera's mask-unit attention with query pooling over its unrolled token order",
+    "levit": "LeViT's attention with strided query subsampling and per-head attention biases over the grid",
+    "mobilevit": "MobileViT's transformer blocks over unfolded patches and its concatenating fusion",
+    "mobilevitv2": "MobileViT V2's separable linear self-attention over unfolded patches",
+    "pvt": "PVT's spatial-reduction attention (keys and values from a strided conv of the map)",
+    "pvt_v2": "PVT v2's spatial-reduction attention and depthwise-conv MLPs",
+    "segformer": "SegFormer's efficient self-attention (keys and values from a strided conv) and Mix-FFN depthwise convs",
+    "swiftformer": "SwiftFormer's efficient additive attention (a learned global query vector)",
+    "align": "ALIGN's EfficientNet image tower inside the image-text pair (a convolutional tower of the composite)",
+    "altclip": "AltCLIP's text head (pre_LN and transformation Linear after the XLM-R encoder, then text_projection)",
+    "clipseg": "CLIPSeg's FiLM-conditioned decoder over extracted CLIP activations",
+}
+"""Image classification / zero-shot types transformers 5.24 ships whose mechanism the network
+stack and the vision towers cannot yet express exactly: refused with it."""
