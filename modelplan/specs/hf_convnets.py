@@ -1,9 +1,8 @@
 """HF convolutional image classifiers as network specs (`specs.network`), the layer trees
 transformers 5.24 builds: MobileNetV1 / MobileNetV2 (modeling_mobilenet_v1.py, modeling_mobilenet_v2.py:
 Conv2d + BatchNorm2d + ReLU6 layers, depthwise 3x3 convs, V2's inverted residuals), RegNet
-(modeling_regnet.py: ResNet-like X / Y blocks of grouped 3x3 convs, Y with squeeze-and-excitation),
-EfficientNet (modeling_efficientnet.py: MBConv blocks, expansion, depthwise conv, squeeze-and-excitation,
-projection) and ConvNeXt (modeling_convnext.py: patchify stem, depthwise 7x7 blocks with channels-last LayerNorm,
+(modeling_regnet.py: ResNet-like X / Y blocks of grouped 3x3 convs, Y with squeeze-and-excitation)
+and ConvNeXt (modeling_convnext.py: patchify stem, depthwise 7x7 blocks with channels-last LayerNorm,
 pointwise MLP and layer scale, LayerNorm + 2x2 conv downsampling; ConvNeXt V2, modeling_convnextv2.py:
 global response normalisation after the activation instead of layer scale).
 
@@ -15,11 +14,9 @@ Images are image_size pixels square (224 in the config classes that state one).
 
 from __future__ import annotations
 
-import math
-
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_resnet import IMAGE_SIZE, _conv, _seq
+from modelplan.specs.hf_resnet import IMAGE_SIZE, _conv, _seq, residual_layer
 from modelplan.specs.hf_swin import image_sides
 from modelplan.specs.hf_vision_models import architecture, labels, with_defaults
 
@@ -28,7 +25,6 @@ HEADS = {
     "mobilenet_v2": ("MobileNetV2Model", "MobileNetV2ForImageClassification"),
     "regnet": ("RegNetModel", "RegNetForImageClassification"),
     "convnext": ("ConvNextModel", "ConvNextForImageClassification"),
-    "efficientnet": ("EfficientNetModel", "EfficientNetForImageClassification"),
     "convnextv2": ("ConvNextV2Model", "ConvNextV2ForImageClassification"),
 }
 """model_type -> the classes whose head is modelled; the first is the base model."""
@@ -44,12 +40,6 @@ DEFAULTS = {
                "image_size": IMAGE_SIZE},  # RegNetConfig states no input size: hf_resnet's 224
     "convnext": {"num_channels": 3, "patch_size": 4, "num_stages": 4, "hidden_sizes": [96, 192, 384, 768],
                  "depths": [3, 3, 9, 3], "hidden_act": "gelu", "layer_scale_init_value": 1e-6, "image_size": 224},
-    "efficientnet": {"num_channels": 3, "image_size": 600, "width_coefficient": 2.0, "depth_coefficient": 3.1,
-                     "depth_divisor": 8, "kernel_sizes": [3, 3, 5, 3, 5, 5, 3], "in_channels": [32, 16, 24, 40, 80, 112, 192],
-                     "out_channels": [16, 24, 40, 80, 112, 192, 320], "strides": [1, 2, 2, 2, 1, 2, 1],
-                     "num_block_repeats": [1, 2, 2, 3, 3, 4, 1], "expand_ratios": [1, 6, 6, 6, 6, 6, 6],
-                     "squeeze_expansion_ratio": 0.25, "hidden_act": "swish", "hidden_dim": 2560, "pooling_type": "mean",
-                     "dropout_rate": 0.5, "drop_connect_rate": 0.2},
     "convnextv2": {"num_channels": 3, "patch_size": 4, "num_stages": 4, "hidden_sizes": [96, 192, 384, 768],
                    "depths": [3, 3, 9, 3], "hidden_act": "gelu", "image_size": 224},
 }
@@ -91,11 +81,13 @@ def squeeze_excite(reduced: int, channels: int, act: str, gate: str = "sigmoid",
             "main": [{"type": "adaptiveavgpool2d", "name": names[0], "output_size": 1}, _seq(attention, names[1])]}
 
 
-def _network(c: HFConfig, layers: list[dict]) -> dict:
+def network(c: HFConfig, layers: list[dict]) -> dict:
+    """The network spec of `layers` over one image."""
     return {"kind": "network", "input_shape": image_input(c), "layers": layers}
 
 
-def _pool() -> dict:
+def pool() -> dict:
+    """The base models' pooler: AdaptiveAvgPool2d(1)."""
     return {"type": "adaptiveavgpool2d", "name": "pooler", "output_size": 1}
 
 
@@ -115,10 +107,10 @@ def mobilenet_v1(c: HFConfig) -> dict:
             depth *= 2
             out = max(int(depth * mult), least)
         blocks += [_conv(c_in, 3, stride, act, groups=c_in), _conv(out, 1, 1, act)]
-    layers = [stem, _seq(blocks, "layer"), _pool()]
+    layers = [stem, _seq(blocks, "layer"), pool()]
     if name.endswith("ForImageClassification"):
         layers += classifier_head(c, "classifier", c.number("classifier_dropout_prob"))
-    return _network(c, layers)
+    return network(c, layers)
 
 
 def make_divisible(value: float, divisor: int, least: int) -> int:
@@ -157,78 +149,10 @@ def mobilenet_v2(c: HFConfig) -> dict:
         residual = stride == 1 and c_in == c_out  # MobileNetV2InvertedResidual.use_residual
         blocks.append({"type": "residual", "main": main} if residual else _seq(main))
     last = 1280 if c.flag("finegrained_output") and mult < 1.0 else scaled(1280)
-    layers = [_seq(stem, "conv_stem"), _seq(blocks, "layer"), _conv(last, 1, 1, act, "conv_1x1"), _pool()]
+    layers = [_seq(stem, "conv_stem"), _seq(blocks, "layer"), _conv(last, 1, 1, act, "conv_1x1"), pool()]
     if name.endswith("ForImageClassification"):
         layers += classifier_head(c, "classifier", c.number("classifier_dropout_prob"))
-    return _network(c, layers)
-
-
-def _conv_bn_act(out: int, kernel: int, stride: int, act: str | None, names: tuple[str, ...], groups: int = 1) -> list[dict]:
-    """Conv2d(kernel, stride, padding kernel // 2, groups, bias=False), BatchNorm2d, the optional
-    activation, named `names` (EfficientNet's expand_conv / expand_bn / expand_act, ...)."""
-    layers = [{"type": "conv2d", "name": names[0], "out_channels": out, "kernel_size": kernel, "stride": stride,
-               "padding": kernel // 2, "groups": groups, "bias": False}, {"type": "batchnorm2d", "name": names[1]}]
-    return layers + ([{"type": act, "name": names[2]}] if act else [])
-
-
-def _efficientnet_block(c: HFConfig, c_in: int, c_out: int, stride: int, kernel: int, ratio: int, act: str,
-                        residual: bool, drop: float) -> dict:
-    """EfficientNetBlock: the expansion (1x1 to c_in * ratio, where ratio != 1), the depthwise
-    kernel x kernel conv, squeeze-and-excitation to max(1, int(c_in * squeeze_expansion_ratio)),
-    the 1x1 projection; `residual`: dropout(drop) and the input added (EfficientNetFinalBlockLayer)."""
-    wide = c_in * ratio
-    main = []
-    if ratio != 1:
-        main.append(_seq(_conv_bn_act(wide, 1, 1, act, ("expand_conv", "expand_bn", "expand_act")), "expansion"))
-    main.append(_seq(_conv_bn_act(wide, kernel, stride, act, ("depthwise_conv", "depthwise_norm", "depthwise_act"),
-                                  groups=wide), "depthwise_conv"))
-    squeeze = max(1, int(c_in * c.number("squeeze_expansion_ratio", positive=True)))
-    main.append(_seq([squeeze_excite(squeeze, wide, act, names=("squeeze", "excite"))], "squeeze_excite"))
-    project = _conv_bn_act(c_out, 1, 1, None, ("project_conv", "project_bn"))
-    if residual and drop > 0:
-        project.append({"type": "dropout", "name": "dropout", "p": drop})
-    main.append(_seq(project, "projection"))
-    return {"type": "residual", "main": main} if residual else _seq(main)
-
-
-def efficientnet(c: HFConfig) -> dict:
-    """EfficientNetModel (a 3x3 stride-2 stem, the stages' blocks repeated ceil(depth_coefficient
-    n) times with widths scaled by width_coefficient (round_filters), top_conv 1x1 to
-    round_filters(1280), the mean over the grid) or ...ForImageClassification (dropout,
-    Linear(hidden_dim, num_labels)). Stride-2 convs pad asymmetrically (ZeroPad2d) in transformers,
-    to the output size symmetric padding gives."""
-    name = architecture(c, "efficientnet", HEADS)
-    c = with_defaults(c, "efficientnet", DEFAULTS)
-    act, divisor, width = activation(c), c.size("depth_divisor"), c.number("width_coefficient", positive=True)
-
-    def filters(channels: int) -> int:  # round_filters
-        return make_divisible(channels * width, divisor, divisor)
-
-    keys = ("kernel_sizes", "in_channels", "out_channels", "strides", "num_block_repeats", "expand_ratios")
-    lists = [c.ints(key) for key in keys]
-    if len({len(v) for v in lists}) != 1:
-        raise SpecError(f"{c.source}: {keys[0]}: the per-stage lists must have one length, got "
-                        + ", ".join(f"{k} {len(v)}" for k, v in zip(keys, lists)))
-    if c.text("pooling_type") != "mean":
-        raise SpecError(f"{c.source}: pooling_type: '{c.text('pooling_type')}' not modelled (mean is)")
-    top = filters(1280)
-    if c.size("hidden_dim") != top:  # top_bn is BatchNorm2d(hidden_dim) after a conv to round_filters(1280)
-        raise SpecError(f"{c.source}: hidden_dim: {c.size('hidden_dim')} must equal top_conv's "
-                        f"round_filters(1280) = {top} channels")
-    repeats = [int(math.ceil(c.number("depth_coefficient", positive=True) * n)) for n in lists[4]]
-    total, blocks = sum(repeats), []
-    for (kernel, c_in, c_out, stride, _, ratio), n in zip(zip(*lists), repeats):
-        c_in, c_out = filters(c_in), filters(c_out)
-        for j in range(n):
-            drop = c.number("drop_connect_rate") * len(blocks) / total
-            blocks.append(_efficientnet_block(c, c_out if j else c_in, c_out, 1 if j else stride, kernel, ratio, act,
-                                              residual=j > 0, drop=drop))  # id_skip: the first block has none
-    stem = _conv_bn_act(filters(32), 3, 2, act, ("convolution", "batchnorm", "activation"))
-    encoder = [_seq(blocks, "blocks"), *_conv_bn_act(top, 1, 1, act, ("top_conv", "top_bn", "top_activation"))]
-    layers = [_seq(stem, "embeddings"), _seq(encoder, "encoder"), _pool()]
-    if name.endswith("ForImageClassification"):
-        layers += classifier_head(c, "classifier", c.number("dropout_rate"))
-    return _network(c, layers)
+    return network(c, layers)
 
 
 def _stages(c: HFConfig) -> tuple[list[int], list[int]]:
@@ -250,11 +174,7 @@ def _regnet_layer(c: HFConfig, c_in: int, c_out: int, stride: int, act: str) -> 
     if c.text("layer_type") == "y":
         main.append(squeeze_excite(int(round(c_in / 4)), c_out, "relu"))
     main.append(_conv(c_out, 1, 1, None))
-    shortcut = []
-    if c_in != c_out or stride != 1:  # RegNetShortCut: Conv2d(1x1, stride, bias=False) + BatchNorm2d
-        shortcut = [{"type": "conv2d", "name": "convolution", "out_channels": c_out, "kernel_size": 1,
-                     "stride": stride, "bias": False}, {"type": "batchnorm2d", "name": "normalization"}]
-    return {"type": "residual", "main": [_seq(main, "layer")], "shortcut": shortcut, "activation": act}
+    return residual_layer(main, c_in, c_out, stride, act)
 
 
 def regnet(c: HFConfig) -> dict:
@@ -274,10 +194,10 @@ def regnet(c: HFConfig) -> dict:
         stages.append(_seq([_seq(blocks, "layers")]))
         c_in = c_out
     layers = [_seq([_conv(c.size("embedding_size"), 3, 2, act, "embedder")], "embedder"),
-              _seq([_seq(stages, "stages")], "encoder"), _pool()]
+              _seq([_seq(stages, "stages")], "encoder"), pool()]
     if name.endswith("ForImageClassification"):
         layers.append(_seq(classifier_head(c, "1"), "classifier"))
-    return _network(c, layers)
+    return network(c, layers)
 
 
 def _convnext_layer(dim: int, act: str, scale: bool, extra: list[dict]) -> dict:
@@ -325,9 +245,9 @@ def convnext(c: HFConfig, extra=lambda dim: [], scale: bool | None = None) -> di
               {"type": "layernorm", "name": "layernorm"}]
     if name.endswith("ForImageClassification"):
         layers.append({"type": "linear", "name": "classifier", "out_features": labels(c)})
-    return _network(c, layers)
+    return network(c, layers)
 
 
 CONVNET_MAPPERS = {"mobilenet_v1": mobilenet_v1, "mobilenet_v2": mobilenet_v2, "regnet": regnet,
-                   "convnext": convnext, "efficientnet": efficientnet,
+                   "convnext": convnext,
                    "convnextv2": lambda c: convnext(c, lambda dim: [{"type": "grn", "name": "grn"}], scale=False)}
