@@ -50,7 +50,16 @@ SWIN_CASES = [
 """Swin / Donut-Swin: shifted and unshifted stages, a last stage whose grid equals the window (no
 shift), a non-square image (Donut's [height, width]), no q / k / v bias."""
 
-SWIN_DEFAULTS = {"swin": "SwinForImageClassification", "donut-swin": "DonutSwinForImageClassification"}
+SWINV2_CASES = [
+    case("swinv2", "Swinv2ForImageClassification", **_SWIN),
+    case("swinv2", "Swinv2Model", **{**_SWIN, "depths": [2, 2, 1], "num_heads": [2, 2, 4], "window_size": 8},
+         pretrained_window_sizes=[4, 4, 4], qkv_bias=False),
+]
+"""Swin V2: a stage grid smaller than the window (clamped to the grid, unshifted), pretrained windows,
+no q / v bias."""
+
+SWIN_DEFAULTS = {"swin": "SwinForImageClassification", "donut-swin": "DonutSwinForImageClassification",
+                 "swinv2": "Swinv2ForImageClassification"}
 
 _BIT = {"hidden_sizes": [32, 64], "depths": [2, 1], "num_groups": 4, "embedding_size": 16, "image_size": 64}
 BIT_CASES = [

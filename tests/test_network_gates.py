@@ -33,12 +33,17 @@ WINDOWED = NetworkSpec(input_shape=[3, 10, 10], layers=[
     {"type": "residual", "main": [{"type": "conv2d", "out_channels": 24, "kernel_size": 1},
                                   {"type": "windowattention", "heads": 2, "window_size": 3, "shift": 1},
                                   {"type": "conv2d", "out_channels": 8, "kernel_size": 1}]},
+    {"type": "residual", "main": [{"type": "conv2d", "out_channels": 24, "kernel_size": 1, "bias": False},
+                                  {"type": "windowattention", "heads": 2, "window_size": 3, "shift": 1, "cosine": True,
+                                   "bias_mlp": 16, "qv_bias": True, "pretrained_window": 4},
+                                  {"type": "layernorm2d"}]},
     {"type": "spacetodepth", "name": "merge"}, {"type": "layernorm2d"}, {"type": "grn", "name": "grn"},
     {"type": "residual", "name": "pooling", "combine": "sub",
      "main": [{"type": "avgpool2d", "kernel_size": 3, "stride": 1, "padding": 1}]},
     {"type": "adaptiveavgpool2d", "output_size": 1}, {"type": "flatten"}, {"type": "linear", "out_features": 3},
 ])
-"""A 5 x 5 grid: windows of 2 and 3 pad it to 6 x 6; the second attention is shifted (masked)."""
+"""A 5 x 5 grid: windows of 2 and 3 pad it to 6 x 6; the second attention is shifted (masked); the
+third is Swin V2's (cosine, continuous position-bias MLP, q / v biases, post-norm)."""
 
 
 def test_window_attention_counts_by_hand():
@@ -81,7 +86,7 @@ def test_gate_must_broadcast():
 def test_forward_and_gradients_equal_torch(spec):
     """Outputs, loss and every parameter gradient equal torch's forward and autograd (nn.ReLU6,
     nn.LayerNorm on channels-last data, x * gamma, x * gate, nn.GroupNorm, padded / shifted /
-    masked window attention with its bias table, nn.PixelUnshuffle, ConvNeXt V2's GRN, PoolFormer's pool(x) - x)."""
+    masked window attention with its bias table or Swin V2's cosine / bias-MLP form, nn.PixelUnshuffle, ConvNeXt V2's GRN, PoolFormer's pool(x) - x)."""
     from test_net_torch import _close, to_torch, torch_step
 
     layers, ref, out, loss, grads, _ = torch_step(spec)

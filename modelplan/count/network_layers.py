@@ -111,7 +111,7 @@ def param_shapes(leaf: Leaf) -> dict[str, tuple[int, ...]]:
     if isinstance(layer, LayerScale):
         return {"weight": (shape[0],)}
     if isinstance(layer, WindowAttention):
-        return window_attention.param_shapes(layer)
+        return window_attention.param_shapes(layer, shape[0])
     if isinstance(layer, Recurrent):
         return recurrent_param_shapes(layer, shape[-1])
     return {}

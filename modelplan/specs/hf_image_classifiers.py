@@ -18,8 +18,6 @@ IMAGE_CLASSIFIER_HEADS = {name: _own_head for name in IMAGE_CLASSIFIER_MAPPERS}
 """hf.from_hf_config's head hook: the mapper's fields already hold the head architectures[0] names."""
 
 IMAGE_CLASSIFIER_UNMODELLED: dict[str, str] = {
-    "swinv2": "Swin V2's scaled cosine attention with a continuous position-bias MLP over log-spaced coordinates, "
-              "bias-free keys and post-norm blocks",
     "cvt": "CvT's convolutional token embeddings and depthwise-conv q / k / v projections (strided keys and values)",
     "dinat": "DiNAT's dilated neighbourhood attention (each token attends its k x k neighbours)",
     "focalnet": "FocalNet's focal modulation (gated hierarchical depthwise-conv context) in place of attention",

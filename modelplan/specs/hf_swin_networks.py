@@ -1,5 +1,8 @@
 """HF Swin Transformer image models (transformers 5.24 modeling_swin.py SwinModel /
-SwinForImageClassification, modeling_donut_swin.py DonutSwinModel / DonutSwinForImageClassification)
+SwinForImageClassification, modeling_donut_swin.py DonutSwinModel / DonutSwinForImageClassification,
+modeling_swinv2.py Swinv2Model / Swinv2ForImageClassification: post-norm blocks, scaled cosine
+attention, a continuous position-bias MLP, q / v biases over a bias-free k, merging that reduces
+before it normalises)
 as network specs (`specs.network`) on channels-first [C, H, W] maps: the patch conv
 (kernel = stride = patch_size) and its LayerNorm; per stage `depths[i]` SwinLayers, each an
 attention residual (layernorm_before, q / k / v as one 1x1 conv to 3C, shifted-window attention
@@ -25,7 +28,8 @@ from modelplan.specs.hf_swin import SWIN_DEFAULTS, image_sides
 from modelplan.specs.hf_vision_models import architecture, labels
 
 HEADS = {"swin": ("SwinModel", "SwinForImageClassification"),
-         "donut-swin": ("DonutSwinModel", "DonutSwinForImageClassification")}
+         "donut-swin": ("DonutSwinModel", "DonutSwinForImageClassification"),
+         "swinv2": ("Swinv2Model", "Swinv2ForImageClassification")}
 """model_type -> the classes whose head is modelled; the first is the base model."""
 
 
@@ -37,22 +41,38 @@ def _norm(name: str | None = None) -> dict:
     return {"type": "layernorm2d", **({"name": name} if name else {})}
 
 
-def swin_layer(dim: int, heads: int, window: int, shift: int, ffn: int, act: str, qkv_bias: bool, name: str) -> dict:
-    """One SwinLayer: the attention and the MLP residuals."""
-    attention = [_norm("layernorm_before"), _conv1x1("qkv", 3 * dim, qkv_bias),
-                 {"type": "windowattention", "name": "attention", "heads": heads, "window_size": window,
-                  "shift": shift}, _conv1x1("o_proj", dim)]
-    mlp = [_norm("layernorm_after"), _conv1x1("fc1", ffn), {"type": act, "name": "act"}, _conv1x1("fc2", dim)]
+CPB_HIDDEN = 512  # Swinv2SelfAttention.continuous_position_bias_mlp: Linear(2, 512), ReLU, Linear(512, heads)
+
+
+def swin_layer(dim: int, heads: int, window: int, shift: int, ffn: int, act: str, qkv_bias: bool, name: str,
+               pretrained: int | None = None) -> dict:
+    """One SwinLayer (pre-norm) or, `pretrained` given, Swinv2Layer (post-norm: each residual's
+    LayerNorm after its branch; cosine attention with the continuous position bias normalised by
+    the `pretrained` window, 0: its own, and q / v biases over a bias-free k)."""
+    attend = {"type": "windowattention", "name": "attention", "heads": heads, "window_size": window, "shift": shift}
+    mlp = [_conv1x1("fc1", ffn), {"type": act, "name": "act"}, _conv1x1("fc2", dim)]
+    if pretrained is None:
+        attention = [_norm("layernorm_before"), _conv1x1("qkv", 3 * dim, qkv_bias), attend, _conv1x1("o_proj", dim)]
+        mlp = [_norm("layernorm_after"), *mlp]
+    else:
+        attend.update(cosine=True, bias_mlp=CPB_HIDDEN, qv_bias=qkv_bias, pretrained_window=pretrained)
+        attention = [_conv1x1("qkv", 3 * dim, False), attend, _conv1x1("dense", dim), _norm("layernorm_before")]
+        mlp = [*mlp, _norm("layernorm_after")]
     return _seq([{"type": "residual", "name": "attention", "main": attention},
                  {"type": "residual", "name": "mlp", "main": mlp}], name)
 
 
-def _stage_window(c: HFConfig, i: int, rows: int, cols: int, window: int) -> tuple[int, bool]:
+def _stage_window(c: HFConfig, i: int, rows: int, cols: int, window: int, v2: bool) -> tuple[int, bool]:
     """(window, whether odd layers shift): a grid no larger than the window attends whole and
-    unshifted; a grid smaller than the bias table's window is refused (transformers' bias of
-    window_size^2 tokens does not fit its scores)."""
+    unshifted; Swin's bias table is built for window_size, so a smaller grid is refused (its bias
+    does not fit the scores); Swin V2 clamps the window to the grid (square grids only here)."""
     if min(rows, cols) > window:
         return window, True
+    if v2 and rows == cols:
+        return rows, False
+    if v2:
+        raise SpecError(f"{c.source}: window_size: stage {i}'s {rows} x {cols} grid clamps Swin V2's {window} x {window} "
+                        f"window to a non-square one (not modelled: the network stack's windows are square)")
     if min(rows, cols) < window:
         raise SpecError(f"{c.source}: window_size: stage {i}'s {rows} x {cols} grid is smaller than the {window} x "
                         f"{window} window its relative position bias table is built for (image_size / patch_size "
@@ -63,8 +83,11 @@ def _stage_window(c: HFConfig, i: int, rows: int, cols: int, window: int) -> tup
 def swin(c: HFConfig) -> dict:
     """SwinModel / DonutSwinModel (pooled features) or ...ForImageClassification, as a network spec."""
     kind = c.text("model_type")
-    name = architecture(c, kind, HEADS)
+    name, v2 = architecture(c, kind, HEADS), kind == "swinv2"
     c = HFConfig({**SWIN_DEFAULTS, "hidden_act": "gelu", **c.data}, c.source, c.path)
+    pretrained = c.ints("pretrained_window_sizes", [0] * len(c.ints("depths"))) if v2 else None
+    if v2 and len(pretrained) != len(c.ints("depths")):
+        raise SpecError(f"{c.source}: pretrained_window_sizes: expected one entry per stage, got {pretrained}")
     if c.flag("use_absolute_embeddings"):
         raise SpecError(f"{c.source}: use_absolute_embeddings: a learned position table added to the patch grid "
                         f"not modelled in the network stack")
@@ -84,18 +107,18 @@ def swin(c: HFConfig) -> dict:
         width_i = dim * 2 ** i
         if width_i % n_heads:
             raise SpecError(f"{c.source}: num_heads: {n_heads} must divide stage {i}'s width {width_i}")
-        w, shifts = _stage_window(c, i, rows, cols, window)
-        blocks = [swin_layer(width_i, n_heads, w, w // 2 if shifts and j % 2 else 0, int(ratio * width_i), act,
-                             c.flag("qkv_bias"), str(j)) for j in range(depth)]
+        w, shifts = _stage_window(c, i, rows, cols, window, v2)
+        blocks = [swin_layer(width_i, n_heads, w, window // 2 if shifts and j % 2 else 0, int(ratio * width_i), act,
+                             c.flag("qkv_bias"), str(j), pretrained[i] if v2 else None) for j in range(depth)]
         stage = [_seq(blocks, "blocks")] if blocks else []
-        if i < len(depths) - 1:  # SwinPatchMerging pads odd sides by one
-            stage.append(_seq([{"type": "spacetodepth", "block": 2}, _norm("norm"),
-                               _conv1x1("reduction", 4 * width_i // 2, bias=False)], "downsample"))
+        if i < len(depths) - 1:  # SwinPatchMerging pads odd sides by one; Swin V2 reduces, then normalises
+            merge = [_norm("norm"), _conv1x1("reduction", 2 * width_i, bias=False)]
+            stage.append(_seq([{"type": "spacetodepth", "block": 2}, *(merge[::-1] if v2 else merge)], "downsample"))
             rows, cols = -(-rows // 2), -(-cols // 2)
         if stage:
             stages.append(_seq(stage, str(i)))
     layers = [embeddings, _seq([_seq(stages, "layers")], "encoder")]
-    if kind == "swin":
+    if kind != "donut-swin":
         layers.append(_norm("layernorm"))
     layers += [{"type": "adaptiveavgpool2d", "name": "pooler", "output_size": 1}, {"type": "flatten"}]
     if name.endswith("ForImageClassification"):
@@ -103,4 +126,4 @@ def swin(c: HFConfig) -> dict:
     return {"kind": "network", "input_shape": image_input(c), "layers": layers}
 
 
-SWIN_NETWORK_MAPPERS = {"swin": swin, "donut-swin": swin}
+SWIN_NETWORK_MAPPERS = {"swin": swin, "donut-swin": swin, "swinv2": swin}

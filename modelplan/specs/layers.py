@@ -184,7 +184,20 @@ class WindowAttention(LayerBase):
     shift: int = Field(0, ge=0)
     """Cyclic shift of the shifted-window blocks (window_size // 2), 0: none."""
     relative_bias: bool = True
-    """A learned relative position bias table added to the scores."""
+    """A relative position bias added to the scores: a learned table, or with `bias_mlp` the
+    continuous one."""
+    bias_mlp: int = Field(0, ge=0)
+    """Swin V2's continuous position bias (Liu et al. 2022, sec. 3.3): 16 sigmoid(MLP(log-spaced
+    relative coordinates)), the MLP Linear(2, bias_mlp) + ReLU + Linear(bias_mlp, heads, no bias)
+    (cpb_fc1_weight / cpb_fc1_bias / cpb_fc2_weight) in place of the table; 0: the table."""
+    pretrained_window: int = Field(0, ge=0)
+    """Swin V2: the window the coordinates are normalised by (pretrained_window_sizes); 0: window_size."""
+    cosine: bool = False
+    """Swin V2's scaled cosine attention: cos(q, k) * exp(min(logit_scale, log 100)), one
+    learned logit_scale per head, in place of q k^T / sqrt(d)."""
+    qv_bias: bool = False
+    """Biases on q and v, none on k (Swin V2's query / value over a bias-free key), held here as
+    q_bias and v_bias and added to the stacked input's q and v channels."""
 
     @model_validator(mode="after")
     def _check(self) -> "WindowAttention":

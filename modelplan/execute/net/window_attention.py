@@ -66,21 +66,65 @@ def _pad(x: np.ndarray, hp: int, wp: int) -> np.ndarray:
     return np.pad(x, ((0, 0), (0, 0), (0, hp - x.shape[2]), (0, wp - x.shape[3])))
 
 
-def _qkv(layer: WindowAttention, x: np.ndarray) -> tuple[np.ndarray, ...]:
-    """q, k, v as (N, windows, heads, T, d) of the padded, shifted grid."""
+MAX_LOGIT = np.log(100.0)  # Swinv2SelfAttention: torch.clamp(logit_scale, max=log(1 / 0.01))
+NORM_EPS = 1e-12  # F.normalize's eps
+
+
+def log_coordinates(w: int, pretrained: int) -> np.ndarray:
+    """((2 w - 1)^2, 2) relative coordinates, normalised to [-8, 8] and log-spaced
+    (Swinv2SelfAttention.create_coords_table_and_index)."""
+    rel = np.arange(-(w - 1), w, dtype=float)
+    table = np.stack(np.meshgrid(rel, rel, indexing="ij"), axis=-1).reshape(-1, 2)
+    if pretrained > 0:
+        table = table / (pretrained - 1)
+    elif w > 1:
+        table = table / (w - 1)
+    table = table * 8
+    return np.sign(table) * np.log2(np.abs(table) + 1.0) / np.log2(8)
+
+
+def _qkv(layer: WindowAttention, p: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
+    """q, k, v as (N, windows, heads, T, d) of the padded, shifted grid (q and v biased with qv_bias)."""
     w = layer.window_size
     hp, wp = -(-x.shape[2] // w) * w, -(-x.shape[3] // w) * w
-    return tuple(_heads(_windows(_pad(t, hp, wp), w, layer.shift), layer.heads) for t in np.split(x, 3, axis=1))
+    q, k, v = np.split(x, 3, axis=1)
+    if layer.qv_bias:
+        q, v = q + p["q_bias"][None, :, None, None], v + p["v_bias"][None, :, None, None]
+    return tuple(_heads(_windows(_pad(t, hp, wp), w, layer.shift), layer.heads) for t in (q, k, v))
+
+
+def _table(layer: WindowAttention, p: dict) -> tuple[np.ndarray, tuple | None]:
+    """((2 w - 1)^2, heads) bias table, and the continuous bias MLP's intermediates (or None)."""
+    if not layer.bias_mlp:
+        return p["relative_position_bias_table"], None
+    coords = log_coordinates(layer.window_size, layer.pretrained_window)
+    pre = coords @ p["cpb_fc1_weight"].T + p["cpb_fc1_bias"]  # (R, 2) @ (2, m)
+    hidden = np.maximum(pre, 0.0)
+    sig = 1.0 / (1.0 + np.exp(-(hidden @ p["cpb_fc2_weight"].T)))  # (R, m) @ (m, heads)
+    return 16.0 * sig, (coords, pre, hidden, sig)
 
 
 def _bias(layer: WindowAttention, p: dict, hp: int, wp: int) -> np.ndarray:
     """Relative bias (heads, T, T) plus the shift mask (windows, 1, T, T), broadcastable to the scores."""
     w, out = layer.window_size, 0.0
     if layer.relative_bias:
-        out = p["relative_position_bias_table"][relative_index(w)].transpose(2, 0, 1)  # (heads, T, T)
+        out = _table(layer, p)[0][relative_index(w)].transpose(2, 0, 1)  # (heads, T, T)
     if layer.shift:
         out = out + shift_mask(w, layer.shift, hp, wp)[:, None]
     return out
+
+
+def _scores(layer: WindowAttention, p: dict, q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(q k^T scaled, the q and k it multiplied, their norms, the scale): 1 / sqrt(d), or Swin V2's
+    cosine with exp(min(logit_scale, log 100)) per head."""
+    if not layer.cosine:
+        scale = q.shape[-1] ** -0.5
+        return q @ k.swapaxes(-1, -2) * scale, q, k, None, None, scale  # (.., T, d) @ (.., d, T)
+    nq = np.maximum(np.linalg.norm(q, axis=-1, keepdims=True), NORM_EPS)
+    nk = np.maximum(np.linalg.norm(k, axis=-1, keepdims=True), NORM_EPS)
+    scale = np.exp(np.minimum(p["logit_scale"], MAX_LOGIT))  # (heads, 1, 1)
+    qn, kn = q / nq, k / nk
+    return qn @ kn.swapaxes(-1, -2) * scale, qn, kn, nq, nk, scale
 
 
 def window_attention_forward(layer: WindowAttention, p: dict, x: np.ndarray) -> tuple[np.ndarray, Saved]:
@@ -88,9 +132,8 @@ def window_attention_forward(layer: WindowAttention, p: dict, x: np.ndarray) -> 
     n, _, h, width = x.shape
     w = layer.window_size
     hp, wp = -(-h // w) * w, -(-width // w) * w
-    q, k, v = _qkv(layer, x)
-    scale = q.shape[-1] ** -0.5
-    s = q @ k.swapaxes(-1, -2) * scale + _bias(layer, p, hp, wp)  # (N, nW, h, T, d) @ (N, nW, h, d, T)
+    q, k, v = _qkv(layer, p, x)
+    s = _scores(layer, p, q, k)[0] + _bias(layer, p, hp, wp)
     s = np.exp(s - s.max(axis=-1, keepdims=True))
     probs = s / s.sum(axis=-1, keepdims=True)
     out = _unwindows(_merge(probs @ v), w, layer.shift, hp, wp)  # (N, nW, h, T, T) @ (N, nW, h, T, d)
@@ -103,20 +146,36 @@ def window_attention_backward(layer: WindowAttention, p: dict, saved: Saved, dy:
     x, probs = saved.floats
     w, h, width = layer.window_size, x.shape[2], x.shape[3]
     hp, wp = -(-h // w) * w, -(-width // w) * w
-    q, k, v = _qkv(layer, x)
-    scale = q.shape[-1] ** -0.5
+    q, k, v = _qkv(layer, p, x)
+    _, qs, ks, nq, nk, scale = _scores(layer, p, q, k)
     do = _heads(_windows(_pad(dy, hp, wp), w, layer.shift), layer.heads)
     dv = probs.swapaxes(-1, -2) @ do  # (.., T, T).T @ (.., T, d)
     dp = do @ v.swapaxes(-1, -2)  # (.., T, d) @ (.., d, T)
     ds = probs * (dp - (dp * probs).sum(axis=-1, keepdims=True))
-    dq, dk = ds @ k * scale, ds.swapaxes(-1, -2) @ q * scale
+    dq, dk = ds @ ks * scale, ds.swapaxes(-1, -2) @ qs * scale
     grads = {}
+    if layer.cosine:  # d logit_scale = scale * sum(dS * cos) where unclamped; d(q / |q|) -> dq
+        cos = qs @ ks.swapaxes(-1, -2)
+        per_head = (ds * cos).sum(axis=(0, 1, 3, 4)).reshape(-1, 1, 1)
+        grads["logit_scale"] = per_head * scale * (p["logit_scale"] < MAX_LOGIT)
+        dq = (dq - qs * (dq * qs).sum(axis=-1, keepdims=True)) / nq
+        dk = (dk - ks * (dk * ks).sum(axis=-1, keepdims=True)) / nk
     if layer.relative_bias:
-        table = p["relative_position_bias_table"]
+        table, mlp = _table(layer, p)
         per_pair = ds.sum(axis=(0, 1)).transpose(1, 2, 0).reshape(-1, table.shape[1])  # (T^2, heads)
-        grads["relative_position_bias_table"] = np.zeros_like(table)
-        np.add.at(grads["relative_position_bias_table"], relative_index(w).reshape(-1), per_pair)
+        dtable = np.zeros_like(table)
+        np.add.at(dtable, relative_index(w).reshape(-1), per_pair)
+        if mlp is None:
+            grads["relative_position_bias_table"] = dtable
+        else:  # back through 16 sigmoid(hidden @ W2^T), ReLU, coords @ W1^T + b1
+            coords, pre, hidden, sig = mlp
+            dm = dtable * 16.0 * sig * (1.0 - sig)  # (R, heads)
+            dhidden = dm @ p["cpb_fc2_weight"] * (pre > 0)  # (R, heads) @ (heads, m)
+            grads.update(cpb_fc2_weight=dm.T @ hidden, cpb_fc1_weight=dhidden.T @ coords,
+                         cpb_fc1_bias=dhidden.sum(axis=0))
     parts = [_unwindows(_merge(t), w, layer.shift, hp, wp)[:, :, :h, :width] for t in (dq, dk, dv)]
+    if layer.qv_bias:
+        grads.update(q_bias=parts[0].sum(axis=(0, 2, 3)), v_bias=parts[2].sum(axis=(0, 2, 3)))
     return np.concatenate(parts, axis=1), grads
 
 

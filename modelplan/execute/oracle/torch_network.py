@@ -14,6 +14,7 @@ sample index): the masks are data both runs must share; the arithmetic on them i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -118,16 +119,31 @@ class _Builder:
 
         return GRN()
 
-    def window_attention(self, layer):
+    def window_attention(self, layer, channels: int):
         """Swin's pad / shift / partition / biased, masked softmax attention / reverse / crop in torch ops."""
         torch, nn, w, shift, heads = self.torch, self.nn, layer.window_size, layer.shift, layer.heads
-        from modelplan.execute.net.window_attention import relative_index, shift_mask
+        from modelplan.execute.net.window_attention import log_coordinates, relative_index, shift_mask
 
         class WindowAttention(nn.Module):
             def __init__(self):
                 super().__init__()
-                if layer.relative_bias:
+                m = layer.bias_mlp
+                if layer.relative_bias and m:
+                    self.cpb_fc1_weight, self.cpb_fc1_bias = nn.Parameter(torch.zeros(m, 2)), nn.Parameter(torch.zeros(m))
+                    self.cpb_fc2_weight = nn.Parameter(torch.zeros(heads, m))
+                elif layer.relative_bias:
                     self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * w - 1) ** 2, heads))
+                if layer.cosine:
+                    self.logit_scale = nn.Parameter(torch.zeros(heads, 1, 1))
+                if layer.qv_bias:
+                    self.q_bias, self.v_bias = nn.Parameter(torch.zeros(channels)), nn.Parameter(torch.zeros(channels))
+
+            def table(self):
+                if not layer.bias_mlp:
+                    return self.relative_position_bias_table
+                coords = torch.from_numpy(log_coordinates(w, layer.pretrained_window))
+                hidden = torch.relu(coords @ self.cpb_fc1_weight.T + self.cpb_fc1_bias)
+                return 16 * torch.sigmoid(hidden @ self.cpb_fc2_weight.T)
 
             def windows(self, t, hp, wp):  # (N, C, Hp, Wp) -> (N, nW, heads, T, d)
                 t = torch.roll(t, (-shift, -shift), (2, 3)) if shift else t
@@ -138,11 +154,19 @@ class _Builder:
             def forward(self, x):
                 n, _, h, width = x.shape
                 hp, wp = -(-h // w) * w, -(-width // w) * w
+                q, k, v = x.chunk(3, dim=1)
+                if layer.qv_bias:
+                    q, v = q + self.q_bias.reshape(1, -1, 1, 1), v + self.v_bias.reshape(1, -1, 1, 1)
+                x = torch.cat([q, k, v], dim=1)
                 x = nn.functional.pad(x, (0, wp - width, 0, hp - h))
                 q, k, v = (self.windows(t, hp, wp) for t in x.chunk(3, dim=1))
-                s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
+                if layer.cosine:  # Swinv2SelfAttention
+                    q, k = nn.functional.normalize(q, dim=-1), nn.functional.normalize(k, dim=-1)
+                    s = q @ k.transpose(-1, -2) * torch.clamp(self.logit_scale, max=math.log(100.0)).exp()
+                else:
+                    s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
                 if layer.relative_bias:
-                    s = s + self.relative_position_bias_table[torch.from_numpy(relative_index(w))].permute(2, 0, 1)
+                    s = s + self.table()[torch.from_numpy(relative_index(w))].permute(2, 0, 1)
                 if shift:
                     s = s + torch.from_numpy(shift_mask(w, shift, hp, wp))[:, None]
                 o = (s.softmax(-1) @ v).transpose(2, 3).reshape(n, -1, w, w, x.shape[1] // 3)
@@ -187,7 +211,7 @@ class _Builder:
         if t == "layerscale":
             return self.layer_scale(shape[0])
         if t == "windowattention":
-            return self.window_attention(layer)
+            return self.window_attention(layer, shape[0] // 3)
         if t == "spacetodepth":
             return self.space_to_depth(layer.block)
         if t == "embedding":
