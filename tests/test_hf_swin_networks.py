@@ -87,7 +87,7 @@ def test_count_plan_verify_run(data, tmp_path):
     ({"model_type": "swin", "num_heads": [3, 6]}, "num_heads: expected one positive entry per stage"),
     ({"model_type": "swin", "num_heads": [5, 6, 12, 24]}, "num_heads: 5 must divide stage 0's width 96"),
     ({"model_type": "swinv2", "pretrained_window_sizes": [0, 0]}, "pretrained_window_sizes: expected one entry"),
-    ({"model_type": "swinv2", "image_size": [64, 32], "window_size": 8}, "window_size: stage 1's 8 x 4 grid clamps"),
+    ({"model_type": "swinv2", "image_size": [64, 32], "window_size": 8}, "window_size: stage 0's 16 x 8 grid gives Swin V2 a non-square window"),
 ])
 def test_bad_fields_are_one_line_errors(data, message):
     """A value the mapper cannot build is a one-line error naming the field."""

@@ -68,11 +68,12 @@ def _stage_window(c: HFConfig, i: int, rows: int, cols: int, window: int, v2: bo
     does not fit the scores); Swin V2 clamps the window to the grid (square grids only here)."""
     if min(rows, cols) > window:
         return window, True
-    if v2 and rows == cols:
-        return rows, False
-    if v2:
-        raise SpecError(f"{c.source}: window_size: stage {i}'s {rows} x {cols} grid clamps Swin V2's {window} x {window} "
-                        f"window to a non-square one (not modelled: the network stack's windows are square)")
+    if v2:  # Swinv2Layer._compute_window_shift: per axis, window min(r, w), a shift only where r > w
+        sides, shifts = {min(rows, window), min(cols, window)}, {rows > window, cols > window}
+        if len(sides) == 1 and len(shifts) == 1:
+            return sides.pop(), shifts.pop()
+        raise SpecError(f"{c.source}: window_size: stage {i}'s {rows} x {cols} grid gives Swin V2 a non-square window "
+                        f"or a shift along one axis only (not modelled: the network stack's windows are square)")
     if min(rows, cols) < window:
         raise SpecError(f"{c.source}: window_size: stage {i}'s {rows} x {cols} grid is smaller than the {window} x "
                         f"{window} window its relative position bias table is built for (image_size / patch_size "
