@@ -37,7 +37,7 @@ CONVNET_DEFAULTS = {"mobilenet_v1": "MobileNetV1ForImageClassification",
                     "mobilenet_v2": "MobileNetV2ForImageClassification", "regnet": "RegNetForImageClassification",
                     "convnext": "ConvNextForImageClassification", "efficientnet": "EfficientNetForImageClassification",
                     "convnextv2": "ConvNextV2ForImageClassification", "bit": "BitForImageClassification",
-                    "poolformer": "PoolFormerForImageClassification"}
+                    "poolformer": "PoolFormerForImageClassification", "textnet": "TextNetForImageClassification"}
 """model_type -> the classifier class its class-defaults config is built as."""
 
 _SWIN = {"embed_dim": 16, "depths": [2, 1], "num_heads": [2, 4], "image_size": 64, "window_size": 4}
@@ -76,3 +76,12 @@ POOLFORMER_CASES = [
     case("poolformer", "PoolFormerModel", **_POOL, use_layer_scale=False, pool_size=5, mlp_ratio=2.0),
 ]
 """PoolFormer: with and without layer scale, another pool size and MLP ratio."""
+
+_TEXTNET = {"hidden_sizes": [8, 8, 16], "conv_layer_kernel_sizes": [[[3, 3], [1, 3]], [[3, 1], [3, 3]]],
+            "conv_layer_strides": [[1, 1], [2, 1]], "stem_out_channels": 8, "image_size": 64}
+TEXTNET_CASES = [
+    case("textnet", "TextNetForImageClassification", **_TEXTNET),
+    case("textnet", "TextNetModel", **_TEXTNET, stem_kernel_size=5, stem_stride=1),
+]
+"""TextNet: 3 x 3, 1 x 3 and 3 x 1 kernels (their vertical / horizontal branches), the identity branch
+where channels and stride stay."""

@@ -1,4 +1,5 @@
-"""HF convolutional classifiers as network specs (modelplan/specs/hf_convnets.py, hf_bit.py, hf_poolformer.py): total parameters
+"""HF convolutional classifiers as network specs (modelplan/specs/hf_convnets.py, hf_efficientnet.py, hf_bit.py, hf_poolformer.py,
+hf_textnet.py): total parameters
 equal sum(p.numel()) of transformers 5.24's own module (the class `architectures` names) for small
 configs and the config class defaults; published sizes; convolution FLOPs of one image equal
 FlopCounterMode's aten.convolution on that module; `count` / `plan --gpus 8` / `verify` run; bad
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_image_classifier_cases import BIT_CASES, CONVNET_CASES, CONVNET_DEFAULTS, POOLFORMER_CASES
+from _hf_image_classifier_cases import BIT_CASES, CONVNET_CASES, CONVNET_DEFAULTS, POOLFORMER_CASES, TEXTNET_CASES
 from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults, runner
 from _hf_reference import hf_numel
 from modelplan.cli import app
@@ -16,7 +17,7 @@ from modelplan.count.network import network_layers
 from modelplan.count.params import count_params
 from modelplan.specs.hf import from_hf_config
 
-CASES = CONVNET_CASES + BIT_CASES + POOLFORMER_CASES
+CASES = CONVNET_CASES + BIT_CASES + POOLFORMER_CASES + TEXTNET_CASES
 IDS = [f"{d['architectures'][0]}-{i}" for i, d in enumerate(CASES)]
 
 
@@ -94,6 +95,7 @@ def test_count_plan_verify_run(data, tmp_path):
     ({"model_type": "convnext", "num_stages": 3}, "num_stages: 3"),
     ({"model_type": "bit", "layer_type": "basic"}, "layer_type: unsupported 'basic'"),
     ({"model_type": "poolformer", "pool_size": 4}, "pool_size: 4 must be odd"),
+    ({"model_type": "textnet", "conv_layer_strides": [[1]]}, "conv_layer_kernel_sizes: expected one list"),
     ({"model_type": "poolformer", "num_encoder_blocks": 5}, "num_encoder_blocks: 5 needs"),
     ({"model_type": "convnext", "depths": [1, 1]}, "depths: \\[1, 1\\] must be"),
     ({"model_type": "regnet", "architectures": ["RegNetForSegmentation"]}, "architectures: 'RegNetForSegmentation'"),

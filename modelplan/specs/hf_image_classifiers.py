@@ -1,5 +1,5 @@
 """The image classifiers on the network stack (hf_convnets, hf_efficientnet, hf_swin_networks,
-hf_bit, hf_poolformer) and ImageGPT's pixel decoder (hf_imagegpt): their mappers, the head hook
+hf_bit, hf_poolformer, hf_textnet) and ImageGPT's pixel decoder (hf_imagegpt): their mappers, the head hook
 saying each builds its own head, and the types still refused with the mechanism they lack."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from modelplan.specs.hf_encoder_models import _own_head
 from modelplan.specs.hf_imagegpt import IMAGEGPT_MAPPERS
 from modelplan.specs.hf_poolformer import POOLFORMER_MAPPERS
 from modelplan.specs.hf_swin_networks import SWIN_NETWORK_MAPPERS
+from modelplan.specs.hf_textnet import TEXTNET_MAPPERS
 
 IMAGE_CLASSIFIER_MAPPERS = {**CONVNET_MAPPERS, **EFFICIENTNET_MAPPERS, **SWIN_NETWORK_MAPPERS, **BIT_MAPPERS,
-                            **IMAGEGPT_MAPPERS, **POOLFORMER_MAPPERS}
+                            **IMAGEGPT_MAPPERS, **POOLFORMER_MAPPERS, **TEXTNET_MAPPERS}
 IMAGE_CLASSIFIER_HEADS = {name: _own_head for name in IMAGE_CLASSIFIER_MAPPERS}
 """hf.from_hf_config's head hook: the mapper's fields already hold the head architectures[0] names."""
 
