@@ -55,14 +55,11 @@ def _efficientnet_block(c: HFConfig, c_in: int, c_out: int, stride: int, kernel:
     return {"type": "residual", "main": main} if residual else _seq(main)
 
 
-def efficientnet(c: HFConfig) -> dict:
-    """EfficientNetModel (a 3x3 stride-2 stem, the stages' blocks repeated ceil(depth_coefficient
-    n) times with widths scaled by width_coefficient (round_filters), top_conv 1x1 to
-    round_filters(1280), the mean over the grid) or ...ForImageClassification (dropout,
-    Linear(hidden_dim, num_labels)). Stride-2 convs pad asymmetrically (ZeroPad2d) in transformers,
-    to the output size symmetric padding gives."""
-    name = architecture(c, "efficientnet", HEADS)
-    c = with_defaults(c, "efficientnet", DEFAULTS)
+def efficientnet_layers(c: HFConfig, top_conv: bool = True) -> list[dict]:
+    """The stem and the encoder's blocks (the stages' blocks repeated ceil(depth_coefficient n)
+    times, widths scaled by width_coefficient: round_filters), then with `top_conv` top_conv 1x1
+    to round_filters(1280) + top_bn + activation (ALIGN's vision encoder has none); `c` over its
+    config class's defaults."""
     act, divisor, width = activation(c), c.size("depth_divisor"), c.number("width_coefficient", positive=True)
 
     def filters(channels: int) -> int:  # round_filters
@@ -71,14 +68,10 @@ def efficientnet(c: HFConfig) -> dict:
     keys = ("kernel_sizes", "in_channels", "out_channels", "strides", "num_block_repeats", "expand_ratios")
     lists = [c.ints(key) for key in keys]
     if len({len(v) for v in lists}) != 1:
-        raise SpecError(f"{c.source}: {keys[0]}: the per-stage lists must have one length, got "
+        raise SpecError(f"{c.source}: {c.path}{keys[0]}: the per-stage lists must have one length, got "
                         + ", ".join(f"{k} {len(v)}" for k, v in zip(keys, lists)))
     if c.text("pooling_type") != "mean":
-        raise SpecError(f"{c.source}: pooling_type: '{c.text('pooling_type')}' not modelled (mean is)")
-    top = filters(1280)
-    if c.size("hidden_dim") != top:  # top_bn is BatchNorm2d(hidden_dim) after a conv to round_filters(1280)
-        raise SpecError(f"{c.source}: hidden_dim: {c.size('hidden_dim')} must equal top_conv's "
-                        f"round_filters(1280) = {top} channels")
+        raise SpecError(f"{c.source}: {c.path}pooling_type: '{c.text('pooling_type')}' not modelled (mean is)")
     repeats = [int(math.ceil(c.number("depth_coefficient", positive=True) * n)) for n in lists[4]]
     total, blocks = sum(repeats), []
     for (kernel, c_in, c_out, stride, _, ratio), n in zip(zip(*lists), repeats):
@@ -88,8 +81,22 @@ def efficientnet(c: HFConfig) -> dict:
             blocks.append(_efficientnet_block(c, c_out if j else c_in, c_out, 1 if j else stride, kernel, ratio, act,
                                               residual=j > 0, drop=drop))  # id_skip: the first block has none
     stem = _conv_bn_act(filters(32), 3, 2, act, ("convolution", "batchnorm", "activation"))
-    encoder = [_seq(blocks, "blocks"), *_conv_bn_act(top, 1, 1, act, ("top_conv", "top_bn", "top_activation"))]
-    layers = [_seq(stem, "embeddings"), _seq(encoder, "encoder"), pool()]
+    encoder = [_seq(blocks, "blocks")]
+    if top_conv:
+        top = filters(1280)
+        if c.size("hidden_dim") != top:  # top_bn is BatchNorm2d(hidden_dim) after a conv to round_filters(1280)
+            raise SpecError(f"{c.source}: {c.path}hidden_dim: {c.size('hidden_dim')} must equal top_conv's "
+                            f"round_filters(1280) = {top} channels")
+        encoder += _conv_bn_act(top, 1, 1, act, ("top_conv", "top_bn", "top_activation"))
+    return [_seq(stem, "embeddings"), _seq(encoder, "encoder")]
+
+
+def efficientnet(c: HFConfig) -> dict:
+    """EfficientNetModel (`efficientnet_layers`, the mean over the grid) or
+    ...ForImageClassification (dropout, Linear(hidden_dim, num_labels))."""
+    name = architecture(c, "efficientnet", HEADS)
+    c = with_defaults(c, "efficientnet", DEFAULTS)
+    layers = [*efficientnet_layers(c), pool()]
     if name.endswith("ForImageClassification"):
         layers += classifier_head(c, "classifier", c.number("dropout_rate"))
     return network(c, layers)

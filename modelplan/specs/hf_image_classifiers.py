@@ -1,9 +1,10 @@
 """The image classifiers on the network stack (hf_convnets, hf_efficientnet, hf_swin_networks,
-hf_bit, hf_poolformer, hf_textnet) and ImageGPT's pixel decoder (hf_imagegpt): their mappers, the head hook
+hf_bit, hf_poolformer, hf_textnet), ImageGPT's pixel decoder (hf_imagegpt) and ALIGN (hf_align): their mappers, the head hook
 saying each builds its own head, and the types still refused with the mechanism they lack."""
 
 from __future__ import annotations
 
+from modelplan.specs.hf_align import ALIGN_MAPPERS
 from modelplan.specs.hf_bit import BIT_MAPPERS
 from modelplan.specs.hf_convnets import CONVNET_MAPPERS
 from modelplan.specs.hf_efficientnet import EFFICIENTNET_MAPPERS
@@ -14,7 +15,8 @@ from modelplan.specs.hf_swin_networks import SWIN_NETWORK_MAPPERS
 from modelplan.specs.hf_textnet import TEXTNET_MAPPERS
 
 IMAGE_CLASSIFIER_MAPPERS = {**CONVNET_MAPPERS, **EFFICIENTNET_MAPPERS, **SWIN_NETWORK_MAPPERS, **BIT_MAPPERS,
-                            **IMAGEGPT_MAPPERS, **POOLFORMER_MAPPERS, **TEXTNET_MAPPERS}
+                            **IMAGEGPT_MAPPERS, **POOLFORMER_MAPPERS, **TEXTNET_MAPPERS,
+                            **ALIGN_MAPPERS}
 IMAGE_CLASSIFIER_HEADS = {name: _own_head for name in IMAGE_CLASSIFIER_MAPPERS}
 """hf.from_hf_config's head hook: the mapper's fields already hold the head architectures[0] names."""
 
@@ -31,7 +33,6 @@ IMAGE_CLASSIFIER_UNMODELLED: dict[str, str] = {
     "pvt_v2": "PVT v2's spatial-reduction attention and depthwise-conv MLPs",
     "segformer": "SegFormer's efficient self-attention (keys and values from a strided conv) and Mix-FFN depthwise convs",
     "swiftformer": "SwiftFormer's efficient additive attention (a learned global query vector)",
-    "align": "ALIGN's EfficientNet image tower inside the image-text pair (a convolutional tower of the composite)",
     "altclip": "AltCLIP's text head (pre_LN and transformation Linear after the XLM-R encoder, then text_projection)",
     "clipseg": "CLIPSeg's FiLM-conditioned decoder over extracted CLIP activations",
 }
