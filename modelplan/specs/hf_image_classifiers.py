@@ -1,10 +1,11 @@
 """The image classifiers on the network stack (hf_convnets, hf_efficientnet, hf_swin_networks,
-hf_bit, hf_poolformer, hf_textnet), ImageGPT's pixel decoder (hf_imagegpt) and ALIGN (hf_align): their mappers, the head hook
+hf_bit, hf_poolformer, hf_textnet), ImageGPT's pixel decoder (hf_imagegpt) ALIGN (hf_align) and AltCLIP (hf_altclip): their mappers, the head hook
 saying each builds its own head, and the types still refused with the mechanism they lack."""
 
 from __future__ import annotations
 
 from modelplan.specs.hf_align import ALIGN_MAPPERS
+from modelplan.specs.hf_altclip import ALTCLIP_MAPPERS
 from modelplan.specs.hf_bit import BIT_MAPPERS
 from modelplan.specs.hf_convnets import CONVNET_MAPPERS
 from modelplan.specs.hf_efficientnet import EFFICIENTNET_MAPPERS
@@ -16,7 +17,7 @@ from modelplan.specs.hf_textnet import TEXTNET_MAPPERS
 
 IMAGE_CLASSIFIER_MAPPERS = {**CONVNET_MAPPERS, **EFFICIENTNET_MAPPERS, **SWIN_NETWORK_MAPPERS, **BIT_MAPPERS,
                             **IMAGEGPT_MAPPERS, **POOLFORMER_MAPPERS, **TEXTNET_MAPPERS,
-                            **ALIGN_MAPPERS}
+                            **ALIGN_MAPPERS, **ALTCLIP_MAPPERS}
 IMAGE_CLASSIFIER_HEADS = {name: _own_head for name in IMAGE_CLASSIFIER_MAPPERS}
 """hf.from_hf_config's head hook: the mapper's fields already hold the head architectures[0] names."""
 
@@ -33,7 +34,6 @@ IMAGE_CLASSIFIER_UNMODELLED: dict[str, str] = {
     "pvt_v2": "PVT v2's spatial-reduction attention and depthwise-conv MLPs",
     "segformer": "SegFormer's efficient self-attention (keys and values from a strided conv) and Mix-FFN depthwise convs",
     "swiftformer": "SwiftFormer's efficient additive attention (a learned global query vector)",
-    "altclip": "AltCLIP's text head (pre_LN and transformation Linear after the XLM-R encoder, then text_projection)",
     "clipseg": "CLIPSeg's FiLM-conditioned decoder over extracted CLIP activations",
 }
 """Image classification / zero-shot types transformers 5.24 ships whose mechanism the network
