@@ -34,7 +34,6 @@ IMAGE_CLASSIFIER_UNMODELLED: dict[str, str] = {
     "pvt_v2": "PVT v2's spatial-reduction attention and depthwise-conv MLPs",
     "segformer": "SegFormer's efficient self-attention (keys and values from a strided conv) and Mix-FFN depthwise convs",
     "swiftformer": "SwiftFormer's efficient additive attention (a learned global query vector)",
-    "clipseg": "CLIPSeg's FiLM-conditioned decoder over extracted CLIP activations",
 }
 """Image classification / zero-shot types transformers 5.24 ships whose mechanism the network
 stack and the vision towers cannot yet express exactly: refused with it."""
