@@ -19,6 +19,7 @@ from modelplan.count.params import count_params
 from modelplan.errors import SpecError
 from modelplan.specs.hf import MAPPERS, from_hf_config
 from modelplan.specs.hf_encoder_models import ENCODER_MODEL_MAPPERS
+from modelplan.specs.hf_image_classifiers import IMAGE_CLASSIFIER_MAPPERS
 
 
 def count(data: dict) -> int:
@@ -384,6 +385,7 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"mllama"}  # tests/test_hf_n18mllama.py
     tested |= {"beam"}  # tests/test_hf_n18beam.py
     tested |= set(ENCODER_MODEL_MAPPERS)  # tests/test_hf_encoder_models.py
+    tested |= set(IMAGE_CLASSIFIER_MAPPERS)  # tests/test_hf_convnets.py, test_hf_swin_networks.py, test_hf_imagegpt.py
     tested |= {data["model_type"] for data in TOWER_CASES}  # tests/test_hf_vlm_towers.py
     tested |= {"hy_v4", "hy_v4_vl_text", "deepseek_v4", "glm5_next", "glm5_next_text", "qwen4_exp", "qwen4_exp_text",  # test_hf_hyperconn.py
                "dots3_note_text", "mistral_large4", "mistral_large4_text",  # test_hf_mla_layers.py

@@ -7,18 +7,23 @@ FLOPs (forward, a multiply-add = 2 FLOPs):
   bias adds excluded). Linear: 2*in*out per row; Conv: 2*(C_in/groups)*prod(k) per output
   element; RNN per step, layer, direction: 2*G*h*(in_l + h_out) (+ 2*h*proj for LSTM proj).
 - other FLOPs, 1 per element per elementwise op: bias add 1 per output element (RNN: 2*G*h
-  per step for b_ih and b_hh); relu/gelu/tanh/sigmoid/silu 1; softmax 5 (max, subtract,
+  per step for b_ih and b_hh); relu/relu6/gelu/tanh/sigmoid/silu 1; layer scale 1; residual
+  gate product and difference 1 per output element; softmax 5 (max, subtract,
   exp, sum, divide); dropout 1 (mask multiply) when p > 0; residual add 1; batchnorm/layernorm
-  5 (mean, subtract, square+sum for variance, scale by 1/std) + 1 per affine weight and bias;
+  5 (mean, subtract, square+sum for variance, scale by 1/std) + 1 per affine weight and bias
+  (groupnorm as batchnorm); global response norm 6 (square and sum for the L2 norm, x * N,
+  * gamma, + beta, + x; the per-channel norms and their mean are not counted);
   max/avg pool prod(kernel) per output element; adaptive avg pool: window size per output
-  element; flatten/embedding 0 (views and gathers). RNN cell math per hidden unit per step:
+  element; flatten/embedding/space-to-depth 0 (views, gathers, a padded copy); window attention:
+  `count.window_attention`. RNN cell math per hidden unit per step:
   LSTM 13 (4 adds of the two products, 3 sigmoid, 2 tanh, 3 for c_t = f*c + i*g, 1 for
   h_t = o*tanh(c_t)), GRU 10 (3 adds, 2 sigmoid, r*(W_hn h + b_hn), tanh, 3 for
   h_t = n + z*(h - n)), RNN 2 (add, nonlinearity).
 
 Activation memory kept for backward, per sample: float tensors (counted in the compute dtype)
 plus fixed-width bytes. Each layer counts what its own backward needs:
-- Linear, Conv: the input. LayerNorm: the input (Korthikanti et al. 2022, sec. 4.1).
+- Linear, Conv, LayerScale, global response norm: the input. LayerNorm, GroupNorm: the input (Korthikanti et al. 2022, sec. 4.1).
+  Gate product (residual `mul`): both factors. ReLU6: a 1-byte mask like ReLU.
   BatchNorm: the input and the normalised output. gelu/silu: the input; tanh, sigmoid,
   softmax: the output. ReLU: a 1-byte mask per element. Dropout (p > 0): a 1-byte mask.
 - MaxPool: int64 argmax indices per output element (8 bytes, torch's max_pool*_with_indices).
@@ -42,17 +47,23 @@ from modelplan.specs.layers import (
     Conv,
     Dropout,
     Embedding,
+    GlobalResponseNorm,
+    GroupNorm,
     LayerNorm,
+    LayerScale,
     Linear,
     Pool,
     Recurrent,
     Softmax,
+    WindowAttention,
 )
+from modelplan.count import window_attention
 from modelplan.specs.network_walk import Leaf, as_tuple
 
 INDEX_BYTES = 8  # torch.int64 indices (argmax, token ids)
 MASK_BYTES = 1  # torch.bool masks
 
+GRN_FLOPS = 6  # per element of a global response norm (see module docstring)
 # Elementwise FLOPs per hidden unit per time step of the cell math (see module docstring).
 CELL_FLOPS = {"lstm": 13, "gru": 10, "rnn": 2}
 # Float elements per hidden unit per step that BPTT keeps beyond h_t (see module docstring).
@@ -86,15 +97,21 @@ def param_shapes(leaf: Leaf) -> dict[str, tuple[int, ...]]:
         kernel = as_tuple(layer.kernel_size, layer.spatial_dims, "kernel_size", leaf.path)
         out = {"weight": (layer.out_channels, shape[0] // layer.groups, *kernel)}
         return out | ({"bias": (layer.out_channels,)} if layer.bias else {})
-    if isinstance(layer, BatchNorm):
+    if isinstance(layer, (BatchNorm, GroupNorm)):
         return {"weight": (shape[0],), "bias": (shape[0],)} if layer.affine else {}
+    if isinstance(layer, GlobalResponseNorm):
+        return {"weight": (shape[0],), "bias": (shape[0],)}
     if isinstance(layer, LayerNorm):
         if not layer.elementwise_affine:
             return {}
-        normalized = tuple(layer.normalized_shape or shape[-1:])
+        normalized = (shape[0],) if layer.type == "layernorm2d" else tuple(layer.normalized_shape or shape[-1:])
         return {"weight": normalized} | ({"bias": normalized} if layer.bias else {})
     if isinstance(layer, Embedding):
         return {"weight": (layer.num_embeddings, layer.embedding_dim)}
+    if isinstance(layer, LayerScale):
+        return {"weight": (shape[0],)}
+    if isinstance(layer, WindowAttention):
+        return window_attention.param_shapes(layer, shape[0])
     if isinstance(layer, Recurrent):
         return recurrent_param_shapes(layer, shape[-1])
     return {}
@@ -131,7 +148,7 @@ def _recurrent_flops(layer: Recurrent, shape: tuple[int, ...]) -> tuple[int, int
 def forward_flops(leaf: Leaf) -> tuple[int, int]:
     """(matmul FLOPs, other FLOPs) of one sample's forward, by the module docstring's rules."""
     layer, n_in, n_out = leaf.layer, math.prod(leaf.input_shape), math.prod(leaf.output_shape)
-    if leaf.type == "add":
+    if leaf.type in ("add", "mul", "sub"):
         return 0, n_out
     if isinstance(layer, Linear):
         rows = n_in // leaf.input_shape[-1]
@@ -143,7 +160,9 @@ def forward_flops(leaf: Leaf) -> tuple[int, int]:
         return 2 * n_out * per_out, n_out if layer.bias else 0  # 2 * MACs
     if isinstance(layer, Recurrent):
         return _recurrent_flops(layer, leaf.input_shape)
-    if isinstance(layer, BatchNorm):
+    if isinstance(layer, WindowAttention):
+        return window_attention.forward_flops(layer, leaf.input_shape)
+    if isinstance(layer, (BatchNorm, GroupNorm)):
         return 0, (5 + (2 if layer.affine else 0)) * n_in
     if isinstance(layer, LayerNorm):
         affine = (1 + int(layer.bias)) if layer.elementwise_affine else 0
@@ -159,8 +178,10 @@ def forward_flops(leaf: Leaf) -> tuple[int, int]:
         return 0, leaf.input_shape[0] * math.prod(windows)
     if isinstance(layer, Softmax):
         return 0, 5 * n_in
-    if isinstance(layer, Activation):
+    if isinstance(layer, (Activation, LayerScale)):
         return 0, n_in
+    if isinstance(layer, GlobalResponseNorm):  # square, sum; x * N, * gamma, + beta, + x
+        return 0, GRN_FLOPS * n_in
     if isinstance(layer, Dropout):
         return 0, n_in if layer.p > 0 else 0
     return 0, 0  # flatten, embedding
@@ -181,12 +202,16 @@ def _recurrent_saved(layer: Recurrent, shape: tuple[int, ...]) -> tuple[int, int
 def saved_for_backward(leaf: Leaf) -> tuple[int, int]:
     """(float elements, fixed-width bytes) kept for backward, by the module docstring's rules."""
     layer, n_in, n_out = leaf.layer, math.prod(leaf.input_shape), math.prod(leaf.output_shape)
-    if isinstance(layer, (Linear, Conv, LayerNorm)):
+    if isinstance(layer, (Linear, Conv, LayerNorm, GroupNorm, GlobalResponseNorm, LayerScale)):
         return n_in, 0
+    if leaf.type == "mul":  # both factors: the gate (input_shape) and the gated tensor (output_shape)
+        return n_in + n_out, 0
     if isinstance(layer, BatchNorm):
         return 2 * n_in, 0
     if isinstance(layer, Recurrent):
         return _recurrent_saved(layer, leaf.input_shape)
+    if isinstance(layer, WindowAttention):
+        return window_attention.saved_elements(layer, leaf.input_shape), 0
     if isinstance(layer, Embedding):
         return 0, INDEX_BYTES * n_in
     if isinstance(layer, Pool):
@@ -194,7 +219,7 @@ def saved_for_backward(leaf: Leaf) -> tuple[int, int]:
     if isinstance(layer, Softmax):
         return n_out, 0
     if isinstance(layer, Activation):
-        return (0, MASK_BYTES * n_in) if layer.type == "relu" else (n_in, 0)
+        return (0, MASK_BYTES * n_in) if layer.type in ("relu", "relu6") else (n_in, 0)
     if isinstance(layer, Dropout):
         return 0, (MASK_BYTES * n_in if layer.p > 0 else 0)
     return 0, 0  # add, flatten, adaptive avg pool

@@ -33,10 +33,11 @@ from modelplan.plan.parallel.tp import leaf_calls
 from modelplan.plan.net_layout import StagePlan
 from modelplan.plan.net_tp import TpRole
 from modelplan.specs.costmodel import CostModel
-from modelplan.specs.layers import Conv, Linear, Recurrent
+from modelplan.count import window_attention
+from modelplan.specs.layers import Conv, Linear, Recurrent, WindowAttention
 from modelplan.specs.network_walk import as_tuple
 
-NORMS = ("batchnorm1d", "batchnorm2d", "layernorm")
+NORMS = ("batchnorm1d", "batchnorm2d", "layernorm", "layernorm2d", "groupnorm")
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,11 @@ def leaf_gemms(leaf: LeafNode, b: int, tp: int, role: TpRole) -> list[tuple[Gemm
             if layer.proj_size:
                 out.append((Gemm(f"{leaf.path}/hr{k}", b, layer.proj_size, layer.hidden_size), layer.directions * seq))
         return out
+    if isinstance(layer, WindowAttention):  # q k^T and p v of every head of every window, batched
+        hp, wp = window_attention.padded_grid(layer, info.input_shape)
+        t, d = layer.window_size ** 2, info.input_shape[0] // 3 // layer.heads
+        batch = b * layer.heads * (hp * wp // t)
+        return [(Gemm(f"{leaf.path}/scores", t, t, d), batch), (Gemm(f"{leaf.path}/values", t, d, t), batch)]
     return []
 
 
@@ -124,6 +130,8 @@ def leaf_elementwise(leaf: LeafNode, b: int, share: int) -> list[tuple[Elementwi
         return [(Elementwise(leaf.path, n, 3, 5), 1)]
     if t == "embedding":
         return [(Elementwise(leaf.path, b * _numel(info.output_shape), 1, 2), 1)]
+    if isinstance(leaf.layer, WindowAttention):  # the scores' scale, bias, mask and softmax
+        return [(Elementwise(f"{leaf.path}/softmax", b * window_attention.scores(leaf.layer, info.input_shape), 2, 3), 1)]
     return [(Elementwise(leaf.path, n, 2, 3), 1)]
 
 

@@ -54,6 +54,8 @@ from modelplan.specs.hf_n18vlm import COMPOSITE_MAPPERS as N18VLM_MAPPERS, N18VL
 from modelplan.specs.hf_n18qformer import QFORMER_MAPPERS
 from modelplan.specs.hf_n18docling import DOCLING_MAPPERS
 from modelplan.specs.hf_encoder_models import ENCODER_MODEL_MAPPERS, ENCODER_UNMODELLED, OWN_HEADS
+from modelplan.specs.hf_image_classifiers import (IMAGE_CLASSIFIER_HEADS, IMAGE_CLASSIFIER_MAPPERS,
+                                                  IMAGE_CLASSIFIER_UNMODELLED)
 from modelplan.specs.family import spec_class
 from modelplan.specs.hf_vlm_towers import TOWER_MAPPERS, TOWER_UNMODELLED
 from modelplan.specs.hf_hyperconn import HYPERCONN_COMPOSITES, HYPERCONN_MAPPERS, HYPERCONN_TEXT_ONLY
@@ -93,7 +95,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **N18BEAM_MAPPERS, **ENCODER_MODEL_MAPPERS,
     **HYPERCONN_MAPPERS, **MLA_LAYERS_MAPPERS, **LINEAR_MLA_MAPPERS, **CCA_MAPPERS,
     **INKLING_MAPPERS, **AUDIO_LM_MAPPERS, **COSMOS3_TEXT_MAPPERS, **MUSE_TEXT_MAPPERS,
-    **ENCODER_MAPPERS, **SEQ2SEQ_MORE_MAPPERS, **ENCODERS_MORE_MAPPERS, **SPEECH_MAPPERS,
+    **ENCODER_MAPPERS, **SEQ2SEQ_MORE_MAPPERS, **ENCODERS_MORE_MAPPERS, **SPEECH_MAPPERS, **IMAGE_CLASSIFIER_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
@@ -111,7 +113,7 @@ UNMODELLED: dict[str, str] = {
     **N18VLM_UNMODELLED,
     **N18CAUSAL_UNMODELLED, **ENCODER_UNMODELLED, **TOWER_UNMODELLED,
     **MULTIMODAL_UNMODELLED,
-    **TEXT_ENCODER_UNMODELLED, **ENCODERS_MORE_UNMODELLED, **SPEECH_UNMODELLED,
+    **TEXT_ENCODER_UNMODELLED, **ENCODERS_MORE_UNMODELLED, **SPEECH_UNMODELLED, **IMAGE_CLASSIFIER_UNMODELLED,
 }
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
@@ -282,7 +284,8 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     _check_depth(c)
     # types whose head classes apply_head would misread
     head = {**N18SMALL_HEADS, **OWN_HEADS, **VLM_ENCDEC_HEADS, **ENCODER_HEADS, **SEQ2SEQ_HEADS,
-            **COMPOSITES_MORE_HEADS, **ENCODERS_MORE_HEADS, **SPEECH_HEADS}.get(model_type)
+            **COMPOSITES_MORE_HEADS, **ENCODERS_MORE_HEADS, **SPEECH_HEADS,
+            **IMAGE_CLASSIFIER_HEADS}.get(model_type)
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}

@@ -21,11 +21,6 @@ OWN_HEADS = {name: _own_head for name in ENCODER_MODEL_MAPPERS}
 """hf.from_hf_config's head hook for these types."""
 
 ENCODER_UNMODELLED: dict[str, str] = {
-    "swin": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
-    "swinv2": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
-    "donut-swin": "Swin's shifted-window attention with relative position bias tables and patch-merging stages",
-    "convnext": "ConvNeXt's channels-last LayerNorms and per-channel layer scale (gamma) in the network stack",
-    "convnextv2": "ConvNeXt V2's channels-last LayerNorms and global response normalisation in the network stack",
 }
 """Image / audio encoder types transformers 5.24 ships whose mechanism the spec cannot yet express
 exactly: refused with the reason instead of a wrong count."""

@@ -20,6 +20,7 @@ HEADS: dict[str, tuple[str, ...]] = {
     "clip": ("CLIPModel", "CLIPForImageClassification"),
     "metaclip_2": ("MetaClip2Model", "MetaClip2ForImageClassification"),
     "chinese_clip": ("ChineseCLIPModel",),
+    "clipseg": ("CLIPSegModel",),  # CLIPModel's modules; CLIPSegForImageSegmentation's decoder is not modelled
     "siglip": ("SiglipModel", "SiglipForImageClassification"),
     "siglip2": ("Siglip2Model", "Siglip2ForImageClassification"),
 }
@@ -73,11 +74,11 @@ def _text_tower(c: HFConfig, kind: str) -> tuple[dict, HFConfig]:
 
 
 def _clip_model(c: HFConfig) -> dict:
-    """CLIPModel (MetaClip2Model: the same modules): the CLIP text tower with text_projection
+    """CLIPModel (MetaClip2Model, CLIPSegModel: the same modules): the CLIP text tower with text_projection
     Linear(h_text, projection_dim, bias=False) on its pooled (EOS) token, the CLIP vision tower
     with visual_projection Linear(h_vision, projection_dim, bias=False) on its pooled token, and
     logit_scale (1); ...ForImageClassification: `_image_classifier`."""
-    kinds = ("clip_vision_model", "metaclip_2_vision_model")
+    kinds = ("clip_vision_model", "metaclip_2_vision_model", "clipseg_vision_model")
     if architecture(c, c.text("model_type"), HEADS).endswith("ForImageClassification"):
         return _image_classifier(c, "clip_vision_model", kinds)
     fields, _ = _text_tower(c, "clip")
@@ -131,6 +132,6 @@ def _siglip_model(kind: str) -> Mapper:
 
 
 IMAGE_TEXT_MAPPERS: dict[str, Mapper] = {
-    "clip": _clip_model, "metaclip_2": _clip_model, "chinese_clip": _chinese_clip,
+    "clip": _clip_model, "metaclip_2": _clip_model, "clipseg": _clip_model, "chinese_clip": _chinese_clip,
     "siglip": _siglip_model("siglip"), "siglip2": _siglip_model("siglip2"),
 }

@@ -29,11 +29,11 @@ def _seq(layers: list[dict], name: str | None = None) -> dict:
     return {"type": "sequential", "layers": layers, **({"name": name} if name else {})}
 
 
-def _conv(out: int, kernel: int, stride: int, act: str | None, name: str | None = None) -> dict:
-    """ResNetConvLayer: Conv2d(kernel, stride, padding kernel // 2, bias=False), BatchNorm2d,
+def _conv(out: int, kernel: int, stride: int, act: str | None, name: str | None = None, groups: int = 1) -> dict:
+    """ResNetConvLayer: Conv2d(kernel, stride, padding kernel // 2, groups, bias=False), BatchNorm2d,
     the activation (none on a block's last conv)."""
     layers = [{"type": "conv2d", "name": "convolution", "out_channels": out, "kernel_size": kernel,
-               "stride": stride, "padding": kernel // 2, "bias": False},
+               "stride": stride, "padding": kernel // 2, "groups": groups, "bias": False},
               {"type": "batchnorm2d", "name": "normalization"}]
     return _seq(layers + ([{"type": act, "name": "activation"}] if act else []), name)
 
@@ -46,8 +46,14 @@ def _block(c_in: int, c_out: int, stride: int, bottleneck: bool, act: str, down_
                 _conv(mid, 3, 1 if down_in_bottleneck else stride, act), _conv(c_out, 1, 1, None)]
     else:
         main = [_conv(c_out, 3, stride, act), _conv(c_out, 3, 1, None)]
+    return residual_layer(main, c_in, c_out, stride, act)
+
+
+def residual_layer(main: list[dict], c_in: int, c_out: int, stride: int, act: str) -> dict:
+    """`main` as the block's `layer`, a shortcut where channels or stride change (ResNetShortCut,
+    RegNetShortCut: Conv2d(1x1, stride, bias=False) + BatchNorm2d), the activation after the sum."""
     shortcut = []
-    if c_in != c_out or stride != 1:  # ResNetShortCut: Conv2d(1x1, stride, bias=False) + BatchNorm2d
+    if c_in != c_out or stride != 1:
         shortcut = [{"type": "conv2d", "name": "convolution", "out_channels": c_out, "kernel_size": 1,
                      "stride": stride, "bias": False}, {"type": "batchnorm2d", "name": "normalization"}]
     return {"type": "residual", "main": [_seq(main, "layer")], "shortcut": shortcut, "activation": act}

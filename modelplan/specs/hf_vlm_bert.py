@@ -40,8 +40,11 @@ def _blip(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     positions, no pre-norm, fused biased qkv, post_layernorm) and BlipTextLMHeadModel: BERT's
     decoder blocks, each with a crossattention (query Linear(h, h), key / value
     Linear(encoder_hidden_size = vision width, h), dense + LayerNorm) over every image token, and
-    the MLM head (transform dense + LayerNorm, decoder tied to the word table, vocab bias)."""
-    _heads(c, ("BlipForConditionalGeneration",))
+    the MLM head (transform dense + LayerNorm, decoder tied to the word table, vocab bias);
+    BlipModel: BlipTextModel with its pooler and no head, text_projection Linear(h, projection_dim,
+    bias=False) on the first token, visual_projection Linear(vision, projection_dim, bias=False) on
+    the pooled image token and logit_scale (1)."""
+    _heads(c, ("BlipForConditionalGeneration", "BlipModel"))
     _, v = _sub(c, "vision_config", "blip_vision_model")
     tower = _blip_tower(HFConfig({**_BLIP_VISION, **v.data}, v.source, v.path))
     _, t = _sub(c, "text_config", "blip_text_model")
@@ -51,6 +54,11 @@ def _blip(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     fields.update(mlm_transform=True, tied_embeddings=t.flag("tie_word_embeddings", True),
                   seq2seq=dict(idle_cross_attention=True, cross_input=tower["hidden"], cross_memory=tokens))
     fields["vision"] = {**tower, "connector": []}  # the decoder reads the tower's output directly
+    if (c.texts("architectures", None) or [""])[0] == "BlipModel":  # apply_head drops the LM head
+        proj = c.integer("projection_dim", 512)
+        fields.update(pooler=True, classifier={"num_labels": proj, "bias": False})  # text_projection
+        fields["vision"]["connector"] = [{**_linear("visual_projection", tower["hidden"], proj, False), "rows": 1},
+                                         dict(name="logit_scale", kind="vector", in_features=1)]
     return fields
 
 

@@ -108,11 +108,14 @@ class BatchNorm(LayerBase):
 
 
 class LayerNorm(LayerBase):
-    """`nn.LayerNorm` over the trailing `normalized_shape` dimensions."""
+    """`nn.LayerNorm` over the trailing `normalized_shape` dimensions; `layernorm2d` over the
+    channel axis of a [C, ...] sample at every position (ConvNeXt's channels_first LayerNorm,
+    transformers modeling_convnext.py ConvNextLayerNorm; timm's LayerNorm2d)."""
 
-    type: Literal["layernorm"]
+    type: Literal["layernorm", "layernorm2d"]
     normalized_shape: list[int] | None = None
-    """Trailing dimensions normalised together; None: the last dimension."""
+    """Trailing dimensions normalised together; None: the last dimension (layernorm2d: the
+    channels; it takes no normalized_shape)."""
     elementwise_affine: bool = True
     """Learnable per-element weight (and bias, see `bias`)."""
     bias: bool = True
@@ -126,6 +129,91 @@ class LayerNorm(LayerBase):
         if value is not None and (not value or any(v < 1 for v in value)):
             raise ValueError(f"normalized_shape ({value}) must be non-empty positive sizes")
         return value
+
+    @model_validator(mode="after")
+    def _check_channels(self) -> "LayerNorm":
+        if self.type == "layernorm2d" and self.normalized_shape is not None:
+            raise ValueError(f"layernorm2d normalises the channels: normalized_shape ({self.normalized_shape}) "
+                             "must be left out")
+        return self
+
+
+class GroupNorm(LayerBase):
+    """`nn.GroupNorm`: the channels of a [C, ...] sample in num_groups groups, each normalised over
+    its channels and positions together (Wu & He 2018, eq. 1), then a per-channel affine."""
+
+    type: Literal["groupnorm"]
+    num_groups: int = Field(gt=0)
+    """Groups; they divide the channels."""
+    affine: bool = True
+    """Learnable per-channel weight and bias (2 * C parameters)."""
+    eps: float = Field(1e-5, gt=0)
+    """Added to the variance (used by the executor)."""
+
+
+class GlobalResponseNorm(LayerBase):
+    """ConvNeXt V2's global response normalisation of a [C, H, W] map (Woo et al. 2023, eq. 1-3;
+    transformers modeling_convnextv2.py ConvNextV2GRN): G_c = ||x_c||_2 over the positions,
+    N_c = G_c / (mean over channels of G + 1e-6), y = gamma * (x * N) + beta + x; gamma and beta
+    per channel."""
+
+    type: Literal["grn"]
+
+
+class LayerScale(LayerBase):
+    """A learned per-channel scale y = x * gamma over the first sample axis (Touvron et al. 2021,
+    CaiT sec. 3; ConvNeXt's layer_scale_parameter): C parameters, no bias."""
+
+    type: Literal["layerscale"]
+
+
+class WindowAttention(LayerBase):
+    """Multi-head self-attention inside square windows of a [3C, H, W] map of stacked q, k, v
+    (Liu et al. 2021, Swin Transformer, sec. 3.2; transformers modeling_swin.py SwinLayer): the
+    grid is zero-padded at the bottom and right to a multiple of window_size, cyclically shifted
+    up-left by `shift` (the regions the shift joins masked apart, -100 added to their scores),
+    cut into window_size^2-token windows; each head scores softmax(q k^T / sqrt(d) + B) v with B
+    from a ((2 w - 1)^2, heads) relative position bias table; the output [C, H, W] is the padding
+    cropped off. Parameters: the table (relative_position_bias_table)."""
+
+    type: Literal["windowattention"]
+    heads: int = Field(gt=0)
+    """Attention heads; 3 * heads divides the input channels."""
+    window_size: int = Field(gt=0)
+    """Side of the square windows, in positions."""
+    shift: int = Field(0, ge=0)
+    """Cyclic shift of the shifted-window blocks (window_size // 2), 0: none."""
+    relative_bias: bool = True
+    """A relative position bias added to the scores: a learned table, or with `bias_mlp` the
+    continuous one."""
+    bias_mlp: int = Field(0, ge=0)
+    """Swin V2's continuous position bias (Liu et al. 2022, sec. 3.3): 16 sigmoid(MLP(log-spaced
+    relative coordinates)), the MLP Linear(2, bias_mlp) + ReLU + Linear(bias_mlp, heads, no bias)
+    (cpb_fc1_weight / cpb_fc1_bias / cpb_fc2_weight) in place of the table; 0: the table."""
+    pretrained_window: int = Field(0, ge=0)
+    """Swin V2: the window the coordinates are normalised by (pretrained_window_sizes); 0: window_size."""
+    cosine: bool = False
+    """Swin V2's scaled cosine attention: cos(q, k) * exp(min(logit_scale, log 100)), one
+    learned logit_scale per head, in place of q k^T / sqrt(d)."""
+    qv_bias: bool = False
+    """Biases on q and v, none on k (Swin V2's query / value over a bias-free key), held here as
+    q_bias and v_bias and added to the stacked input's q and v channels."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "WindowAttention":
+        if self.shift >= self.window_size:
+            raise ValueError(f"shift ({self.shift}) must be smaller than window_size ({self.window_size})")
+        return self
+
+
+class SpaceToDepth(LayerBase):
+    """Each block x block neighbourhood of a [C, H, W] map stacked into channels, [block^2 C, H / block,
+    W / block], after zero-padding H and W at the bottom and right to multiples of block (Swin's
+    SwinPatchMerging gather of 2 x 2 patches; nn.PixelUnshuffle's channel order)."""
+
+    type: Literal["spacetodepth"]
+    block: int = Field(2, gt=0)
+    """Side of the merged neighbourhood."""
 
 
 class Embedding(LayerBase):
@@ -188,11 +276,11 @@ class AdaptiveAvgPool(LayerBase):
         return int(self.type[-2])
 
 
-ActivationName = Literal["relu", "gelu", "tanh", "sigmoid", "silu"]
+ActivationName = Literal["relu", "relu6", "gelu", "tanh", "sigmoid", "silu"]
 
 
 class Activation(LayerBase):
-    """Elementwise `nn.ReLU`, `nn.GELU`, `nn.Tanh`, `nn.Sigmoid`, `nn.SiLU`."""
+    """Elementwise `nn.ReLU`, `nn.ReLU6` (min(max(x, 0), 6)), `nn.GELU`, `nn.Tanh`, `nn.Sigmoid`, `nn.SiLU`."""
 
     type: ActivationName
 
@@ -275,7 +363,7 @@ class Recurrent(LayerBase):
 
 
 LeafLayer = Union[
-    Linear, Conv, BatchNorm, LayerNorm, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
+    Linear, Conv, BatchNorm, LayerNorm, GroupNorm, GlobalResponseNorm, LayerScale, WindowAttention, SpaceToDepth, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
     Flatten, Dropout, Recurrent,
 ]
 """Layers that compute (everything but the composite blocks)."""

@@ -30,19 +30,24 @@ from modelplan.specs.layers import (
     Dropout,
     Embedding,
     Flatten,
+    GlobalResponseNorm,
+    GroupNorm,
     LayerBase,
     LayerNorm,
+    LayerScale,
     LeafLayer,
     Linear,
     Pool,
     Recurrent,
     Softmax,
+    SpaceToDepth,
+    WindowAttention,
 )
 
 __all__ = [
-    "Activation", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten",
-    "Layer", "LayerNorm", "LeafLayer", "Linear", "NetworkSpec", "Pool", "Recurrent", "Repeat",
-    "Residual", "Sequential", "Softmax",
+    "Activation", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten", "GlobalResponseNorm", "GroupNorm",
+    "Layer", "LayerNorm", "LayerScale", "LeafLayer", "Linear", "NetworkSpec", "Pool", "Recurrent", "Repeat",
+    "Residual", "Sequential", "Softmax", "SpaceToDepth", "WindowAttention",
 ]
 
 
@@ -71,11 +76,14 @@ class Repeat(LayerBase):
 
 
 class Residual(LayerBase):
-    """main(x) + shortcut(x), then an optional activation (ResNet BasicBlock / Bottleneck).
+    """main(x) + shortcut(x), then an optional activation (ResNet BasicBlock / Bottleneck);
+    with `combine = "mul"`, main(x) * shortcut(x), main's output broadcast over the shortcut's
+    size-1 axes: a squeeze-and-excitation gate (Hu et al. 2018, eq. 4: x scaled per channel); with
+    `combine = "sub"`, main(x) - shortcut(x).
 
     Main items are children of the block (by name or position); unnamed shortcut items sit
-    at `shortcut/<i>`; an empty shortcut is the identity. The sum is the leaf `<block>/add`,
-    the activation `<block>/act`.
+    at `shortcut/<i>`; an empty shortcut is the identity. The sum is the leaf `<block>/add`
+    (the product `<block>/mul`, the difference `<block>/sub`), the activation `<block>/act`.
     """
 
     type: Literal["residual"]
@@ -85,6 +93,9 @@ class Residual(LayerBase):
     """The shortcut branch (torchvision's `downsample`); empty: identity."""
     activation: ActivationName | None = None
     """Activation applied after the sum (ResNet: relu)."""
+    combine: Literal["add", "mul", "sub"] = "add"
+    """How the branches meet: their sum, main's output (a per-channel gate) times the shortcut's,
+    or main's minus the shortcut's (PoolFormer's pool(x) - x)."""
 
 
 Layer = Annotated[
@@ -93,6 +104,11 @@ Layer = Annotated[
         Conv,
         BatchNorm,
         LayerNorm,
+        GroupNorm,
+        GlobalResponseNorm,
+        LayerScale,
+        WindowAttention,
+        SpaceToDepth,
         Embedding,
         Pool,
         AdaptiveAvgPool,

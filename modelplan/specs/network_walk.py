@@ -20,12 +20,17 @@ from modelplan.specs.layers import (
     Dropout,
     Embedding,
     Flatten,
+    GlobalResponseNorm,
+    GroupNorm,
     LayerNorm,
+    LayerScale,
     LeafLayer,
     Linear,
     Pool,
     Recurrent,
     Softmax,
+    SpaceToDepth,
+    WindowAttention,
 )
 
 Shape = tuple[int, ...]
@@ -38,7 +43,7 @@ class Leaf:
     path: str
     """Slash path, e.g. 'layer2/0/conv1' or 'layer2/0/add'."""
     type: str
-    """The layer's `type`, or 'add' for a residual sum."""
+    """The layer's `type`, or 'add' / 'mul' / 'sub' closing a residual block (sum / gate product / difference)."""
     layer: LeafLayer | None
     """The leaf spec (None for 'add')."""
     input_shape: Shape
@@ -169,6 +174,10 @@ def leaf_output_shape(layer: LeafLayer, shape: Shape, where: str) -> Shape:
         if layer.num_features is not None and layer.num_features != shape[0]:
             raise SpecError(f"{where}: num_features ({layer.num_features}) != input channels ({shape[0]})")
         return shape
+    if isinstance(layer, LayerNorm) and layer.type == "layernorm2d":
+        if len(shape) < 2:
+            raise SpecError(f"{where}: needs a [channels, ...] input, got {_fmt(shape)}")
+        return shape
     if isinstance(layer, LayerNorm):
         normalized = tuple(layer.normalized_shape or shape[-1:])
         if shape[len(shape) - len(normalized):] != normalized or len(normalized) > len(shape):
@@ -192,8 +201,27 @@ def leaf_output_shape(layer: LeafLayer, shape: Shape, where: str) -> Shape:
     if isinstance(layer, Softmax):
         _dim(layer.dim, len(shape), "dim", where)
         return shape
-    if isinstance(layer, (Activation, Dropout)):
+    if isinstance(layer, (Activation, Dropout, LayerScale)):
         return shape
+    if isinstance(layer, GlobalResponseNorm):
+        if len(shape) < 2:
+            raise SpecError(f"{where}: needs a [channels, ...] input, got {_fmt(shape)}")
+        return shape
+    if isinstance(layer, GroupNorm):
+        if len(shape) < 2 or shape[0] % layer.num_groups:
+            raise SpecError(f"{where}: num_groups ({layer.num_groups}) must divide the channels of a [C, ...] input, "
+                            f"got {_fmt(shape)}")
+        return shape
+    if isinstance(layer, WindowAttention):
+        if len(shape) != 3 or shape[0] % (3 * layer.heads):
+            raise SpecError(f"{where}: needs a [3 C, H, W] input of stacked q, k, v with 3 x heads ({layer.heads}) "
+                            f"dividing its channels, got {_fmt(shape)}")
+        return (shape[0] // 3, *shape[1:])
+    if isinstance(layer, SpaceToDepth):
+        if len(shape) != 3:
+            raise SpecError(f"{where}: needs a [C, H, W] input, got {_fmt(shape)}")
+        b = layer.block
+        return (shape[0] * b * b, -(-shape[1] // b), -(-shape[2] // b))
     raise SpecError(f"{where}: unsupported layer type '{layer.type}'")  # pragma: no cover
 
 
@@ -249,12 +277,19 @@ class _Walker:
             main = self.items(item.main, shape, path)
             short = self.items(item.shortcut, shape, path, index_prefix="shortcut/")
             self.in_residual -= 1
-            if main != short:
+            if item.combine == "mul":  # the gate broadcasts over the shortcut's axes where it has size 1
+                if len(main) != len(short) or any(g not in (1, s) for g, s in zip(main, short)):
+                    raise SpecError(f"layer '{path}' (residual, mul): main branch output {_fmt(main)} does not "
+                                    f"broadcast over shortcut output {_fmt(short)}")
+                self.leaves.append(Leaf(self._join(path, "mul"), "mul", None, main, short, self.unit))
+                main = short
+            elif main != short:
                 raise SpecError(
                     f"layer '{path}' (residual): main branch output {_fmt(main)} != "
                     f"shortcut output {_fmt(short)}"
                 )
-            self.leaves.append(Leaf(self._join(path, "add"), "add", None, main, main, self.unit))
+            else:
+                self.leaves.append(Leaf(self._join(path, item.combine), item.combine, None, main, main, self.unit))
             if item.activation is not None:
                 act = Activation(type=item.activation)
                 self.leaves.append(Leaf(self._join(path, "act"), act.type, act, main, main, self.unit))

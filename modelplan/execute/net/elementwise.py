@@ -1,6 +1,6 @@
 """Element-wise layers: activations, softmax and dropout, each keeping what torch keeps.
 
-ReLU keeps a bool mask; GELU and SiLU their input; tanh, sigmoid and softmax their output
+ReLU and ReLU6 keep a bool mask; GELU and SiLU their input; tanh, sigmoid and softmax their output
 (d tanh = 1 - y^2, d sigmoid = y(1 - y)); dropout its bool keep-mask (inverted dropout:
 kept elements are scaled by 1/(1 - p), torch's convention).
 """
@@ -20,7 +20,7 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def act_forward(kind: str, x: np.ndarray) -> tuple[np.ndarray, Saved]:
-    """phi(x) for relu, gelu, silu, tanh, sigmoid."""
+    """phi(x) for relu, relu6, gelu, silu, tanh, sigmoid."""
     if kind == "tanh":
         y = np.tanh(x)
         return y, Saved(floats=(y,))
@@ -30,6 +30,9 @@ def act_forward(kind: str, x: np.ndarray) -> tuple[np.ndarray, Saved]:
     if kind == "relu":
         mask = x > 0
         return x * mask, Saved(fixed=(mask,))
+    if kind == "relu6":  # min(max(x, 0), 6); the gradient flows where 0 < x < 6 (torch hardtanh_backward)
+        mask = (x > 0) & (x < 6)
+        return np.clip(x, 0.0, 6.0), Saved(fixed=(mask,))
     return activation_forward(kind, x), Saved(floats=(x,))
 
 
@@ -41,7 +44,7 @@ def act_backward(kind: str, saved: Saved, dy: np.ndarray) -> np.ndarray:
     if kind == "sigmoid":
         (y,) = saved.floats
         return dy * y * (1.0 - y)
-    if kind == "relu":
+    if kind in ("relu", "relu6"):
         (mask,) = saved.fixed
         return dy * mask
     (x,) = saved.floats

@@ -64,7 +64,8 @@ def sub(tensors: Params, prefix: str) -> Params:
 
 def forward_nodes(nodes: tuple[Node, ...], params: Params, x: np.ndarray, ctx: RunContext,
                   buffers: Params, hooks: LeafHooks, tape: list) -> np.ndarray:
-    """Run `nodes` on x; appends one tape entry per node (Saved, or a residual's sub-tapes)."""
+    """Run `nodes` on x; appends one tape entry per node (Saved, or a residual's sub-tapes, its
+    activation's Saved and what its gate product keeps)."""
     for node in nodes:
         if isinstance(node, LeafNode):
             x, saved = _leaf_forward(node, params, x, ctx, buffers, hooks)
@@ -74,11 +75,13 @@ def forward_nodes(nodes: tuple[Node, ...], params: Params, x: np.ndarray, ctx: R
         short_tape: list = []
         y = forward_nodes(node.main, params, x, ctx, buffers, hooks, main_tape)
         s = forward_nodes(node.shortcut, params, x, ctx, buffers, hooks, short_tape)
-        x = y + s  # the residual sum
+        combine = node.add.info.type
+        gated = combine == "mul"
+        x = y * s if gated else y - s if combine == "sub" else y + s  # gate product (y broadcast over s), difference, sum
         act = None
         if node.act is not None:
             x, act = _leaf_forward(node.act, params, x, ctx, buffers, hooks)
-        tape.append((main_tape, short_tape, act))
+        tape.append((main_tape, short_tape, act, Saved(floats=(y, s)) if gated else Saved()))
     return x
 
 
@@ -100,11 +103,18 @@ def backward_nodes(nodes: tuple[Node, ...], params: Params, tape: list, dy: np.n
         if isinstance(node, LeafNode):
             dy = _leaf_backward(node, params, entry, dy, grads, hooks, wants_dx)
             continue
-        main_tape, short_tape, act = entry
+        main_tape, short_tape, act, combine = entry
         if node.act is not None:
             dy = _leaf_backward(node.act, params, act, dy, grads, hooks, True)
-        d_main = backward_nodes(node.main, params, main_tape, dy, grads, hooks)
-        d_short = backward_nodes(node.shortcut, params, short_tape, dy, grads, hooks)
+        dy_main = dy_short = dy
+        if combine.floats:  # d(y * s): dy * s summed over the axes y was broadcast along, and dy * y
+            y, s = combine.floats
+            axes = tuple(i for i in range(1, dy.ndim) if y.shape[i] == 1 and dy.shape[i] != 1)
+            dy_main, dy_short = (dy * s).sum(axis=axes, keepdims=True), dy * y
+        d_main = backward_nodes(node.main, params, main_tape, dy_main, grads, hooks)
+        if node.add.info.type == "sub":
+            dy_short = -dy
+        d_short = backward_nodes(node.shortcut, params, short_tape, dy_short, grads, hooks)
         dy = d_main + d_short
     return dy
 
@@ -124,10 +134,10 @@ def tape_leaves(nodes: tuple[Node, ...], tape: list) -> Iterator[tuple[LeafNode,
         if isinstance(node, LeafNode):
             yield node, entry
         else:
-            main_tape, short_tape, act = entry
+            main_tape, short_tape, act, combine = entry
             yield from tape_leaves(node.main, main_tape)
             yield from tape_leaves(node.shortcut, short_tape)
-            yield node.add, Saved()
+            yield node.add, combine
             if node.act is not None:
                 yield node.act, act
 

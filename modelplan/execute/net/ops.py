@@ -26,14 +26,17 @@ from modelplan.execute.net.pool import (
 )
 from modelplan.execute.net.recurrent import recurrent_backward, recurrent_forward
 from modelplan.execute.net.saved import RunContext, Saved, dropout_keep
+from modelplan.execute.net.window_attention import (
+    space_to_depth_backward, space_to_depth_forward, window_attention_backward, window_attention_forward,
+)
 from modelplan.specs.layers import (
-    Activation, AdaptiveAvgPool, BatchNorm, Conv, Dropout, Embedding, Flatten, LayerNorm, Linear,
-    Pool, Recurrent, Softmax,
+    Activation, AdaptiveAvgPool, BatchNorm, Conv, Dropout, Embedding, Flatten, GlobalResponseNorm, GroupNorm, LayerNorm, LayerScale, Linear,
+    Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention,
 )
 from modelplan.specs.network_walk import as_tuple
 
 Params = dict[str, np.ndarray]
-ACTIVATIONS = ("relu", "gelu", "silu", "tanh", "sigmoid")
+ACTIVATIONS = ("relu", "relu6", "gelu", "silu", "tanh", "sigmoid")
 
 
 def _pair(values: tuple[int, ...], fill: int) -> tuple[int, int]:
@@ -55,6 +58,57 @@ def conv_geometry(layer: Conv, where: str) -> ConvGeometry:
         kernel=_pair(kernel, 1), stride=_pair(as_tuple(layer.stride, n, "stride", where), 1),
         dilation=_pair(dilation, 1), pad_lo=_pair(lo, 0), pad_hi=_pair(hi, 0), groups=layer.groups,
     )
+
+
+def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
+    """(C,) -> broadcastable against (N, C, ...)."""
+    return v.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+GRN_EPS = 1e-6  # ConvNextV2GRN: global_features.mean(dim=-1) + 1e-6
+
+
+def _grn_terms(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(G, mean_c G + eps, N) of (N, C, ...): per-channel L2 norms over the positions."""
+    g = np.sqrt((x * x).sum(axis=tuple(range(2, x.ndim)), keepdims=True))
+    m = g.mean(axis=1, keepdims=True) + GRN_EPS
+    return g, m, g / m
+
+
+def grn_forward(p: Params, x: np.ndarray) -> np.ndarray:
+    """gamma * (x * N) + beta + x (Woo et al. 2023, eq. 1-3)."""
+    return _per_channel(p["weight"], x.ndim) * (x * _grn_terms(x)[2]) + _per_channel(p["bias"], x.ndim) + x
+
+
+def grn_backward(p: Params, x: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, Params]:
+    """dN = sum(dy gamma x), dG = dN / m - sum_c(dN G) / (C m^2), dx = dy + dy gamma N + dG x / G."""
+    g, m, n = _grn_terms(x)
+    spatial, axes = tuple(range(2, x.ndim)), (0,) + tuple(range(2, x.ndim))
+    du = dy * _per_channel(p["weight"], dy.ndim)
+    dn = (du * x).sum(axis=spatial, keepdims=True)
+    dg = dn / m - (dn * g).sum(axis=1, keepdims=True) / (x.shape[1] * m * m)
+    dx = dy + du * n + dg * x / np.where(g > 0, g, 1.0)
+    return dx, {"weight": (dy * x * n).sum(axis=axes), "bias": dy.sum(axis=axes)}
+
+
+def _layernorm_forward(p: Params, x: np.ndarray, k: int, eps: float) -> tuple[np.ndarray, Saved]:
+    """LayerNorm over the last k axes of x."""
+    flat = x.reshape(*x.shape[: x.ndim - k], -1)  # (..., prod(normalized))
+    width = flat.shape[-1]
+    weight = p["weight"].reshape(-1) if "weight" in p else np.ones(width)
+    bias = p["bias"].reshape(-1) if "bias" in p else None
+    y, cache = norm_forward("layernorm", flat, weight, bias, eps)
+    return y.reshape(x.shape), Saved(floats=(cache.x_hat,), extra=(cache, weight, x.shape))
+
+
+def _layernorm_backward(p: Params, saved: Saved, dy: np.ndarray) -> tuple[np.ndarray, Params]:
+    cache, weight, shape = saved.extra
+    flat_dy = dy.reshape(cache.x_hat.shape)
+    dx, dw, db = norm_backward(cache, weight, flat_dy, "bias" in p)
+    grads = {"weight": dw.reshape(p["weight"].shape)} if "weight" in p else {}
+    if db is not None:
+        grads["bias"] = db.reshape(p["bias"].shape)
+    return dx.reshape(shape), grads
 
 
 def _as_2d(x: np.ndarray, n: int) -> np.ndarray:
@@ -92,14 +146,21 @@ def leaf_forward(node: LeafNode, p: Params, x: np.ndarray, ctx: RunContext,
             buffers["running_mean"], buffers["running_var"] = update_running(
                 buffers["running_mean"], buffers["running_var"], stats)
         return y, saved
+    if isinstance(layer, LayerNorm) and layer.type == "layernorm2d":  # the channel axis 1, moved last
+        y, saved = _layernorm_forward(p, np.moveaxis(x, 1, -1), 1, layer.eps)
+        return np.moveaxis(y, -1, 1), saved
     if isinstance(layer, LayerNorm):
-        k = len(layer.normalized_shape or [1])
-        flat = x.reshape(*x.shape[: x.ndim - k], -1)  # (..., prod(normalized))
-        width = flat.shape[-1]
-        weight = p["weight"].reshape(-1) if "weight" in p else np.ones(width)
-        bias = p["bias"].reshape(-1) if "bias" in p else None
-        y, cache = norm_forward("layernorm", flat, weight, bias, layer.eps)
-        return y.reshape(x.shape), Saved(floats=(cache.x_hat,), extra=(cache, weight, x.shape))
+        return _layernorm_forward(p, x, len(layer.normalized_shape or [1]), layer.eps)
+    if isinstance(layer, LayerScale):
+        return x * _per_channel(p["weight"], x.ndim), Saved(floats=(x,))
+    if isinstance(layer, GlobalResponseNorm):
+        return grn_forward(p, x), Saved(floats=(x,))
+    if isinstance(layer, GroupNorm):  # (N, G, C/G * positions) normalised, then the per-channel affine
+        groups = x.reshape(x.shape[0], layer.num_groups, -1)
+        inv_std = 1.0 / np.sqrt(groups.var(axis=-1, keepdims=True) + layer.eps)  # biased variance (torch)
+        x_hat = ((groups - groups.mean(axis=-1, keepdims=True)) * inv_std).reshape(x.shape)
+        y = x_hat * _per_channel(p["weight"], x.ndim) + _per_channel(p["bias"], x.ndim) if "weight" in p else x_hat
+        return y, Saved(floats=(x_hat,), extra=inv_std)
     if isinstance(layer, Embedding):
         ids = np.asarray(x, dtype=np.int64)
         return embedding_forward(p["weight"], ids), Saved(fixed=(ids,))
@@ -128,6 +189,10 @@ def leaf_forward(node: LeafNode, p: Params, x: np.ndarray, ctx: RunContext,
         return x.reshape(x.shape[:start] + (-1,) + x.shape[end + 1 :]), Saved(extra=x.shape)
     if isinstance(layer, Recurrent):
         return recurrent_forward(layer, p, x, ctx, node.path)
+    if isinstance(layer, WindowAttention):
+        return window_attention_forward(layer, p, x)
+    if isinstance(layer, SpaceToDepth):
+        return space_to_depth_forward(layer.block, x)
     raise ValueError(f"{node.path}: no executor for layer type '{info.type}'")  # pragma: no cover
 
 
@@ -149,14 +214,26 @@ def leaf_backward(node: LeafNode, p: Params, saved: Saved, dy: np.ndarray, need_
     if isinstance(layer, BatchNorm):
         dx, dw, db = batchnorm_backward(saved, p.get("weight"), dy)
         return dx, ({"weight": dw, "bias": db} if dw is not None else {})
+    if isinstance(layer, LayerNorm) and layer.type == "layernorm2d":
+        dx, grads = _layernorm_backward(p, saved, np.moveaxis(dy, 1, -1))
+        return np.moveaxis(dx, -1, 1), grads
     if isinstance(layer, LayerNorm):
-        cache, weight, shape = saved.extra
-        flat_dy = dy.reshape(cache.x_hat.shape)
-        dx, dw, db = norm_backward(cache, weight, flat_dy, "bias" in p)
-        grads = {"weight": dw.reshape(p["weight"].shape)} if "weight" in p else {}
-        if db is not None:
-            grads["bias"] = db.reshape(p["bias"].shape)
-        return dx.reshape(shape), grads
+        return _layernorm_backward(p, saved, dy)
+    if isinstance(layer, GlobalResponseNorm):
+        return grn_backward(p, saved.floats[0], dy)
+    if isinstance(layer, GroupNorm):  # dx = inv_std (g - mean(g) - x_hat mean(g x_hat)) per group, g = dy w
+        (x_hat,), grads = saved.floats, {}
+        if "weight" in p:
+            axes = (0,) + tuple(range(2, dy.ndim))
+            grads = {"weight": (dy * x_hat).sum(axis=axes), "bias": dy.sum(axis=axes)}
+            dy = dy * _per_channel(p["weight"], dy.ndim)
+        g, h = dy.reshape(dy.shape[0], layer.num_groups, -1), x_hat.reshape(dy.shape[0], layer.num_groups, -1)
+        dx = saved.extra * (g - g.mean(axis=-1, keepdims=True) - h * (g * h).mean(axis=-1, keepdims=True))
+        return dx.reshape(dy.shape), grads
+    if isinstance(layer, LayerScale):
+        (x,) = saved.floats
+        axes = (0,) + tuple(range(2, dy.ndim))
+        return dy * _per_channel(p["weight"], dy.ndim), {"weight": (dy * x).sum(axis=axes)}
     if isinstance(layer, Embedding):
         (ids,) = saved.fixed
         return None, {"weight": embedding_backward(p["weight"].shape[0], ids, dy)}
@@ -177,4 +254,8 @@ def leaf_backward(node: LeafNode, p: Params, saved: Saved, dy: np.ndarray, need_
         return dy.reshape(saved.extra), {}
     if isinstance(layer, Recurrent):
         return recurrent_backward(layer, p, saved, dy, need_dx)
+    if isinstance(layer, WindowAttention):
+        return window_attention_backward(layer, p, saved, dy)
+    if isinstance(layer, SpaceToDepth):
+        return space_to_depth_backward(layer.block, saved, dy), {}
     raise ValueError(f"{node.path}: no executor for layer type '{node.info.type}'")  # pragma: no cover

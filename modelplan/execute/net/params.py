@@ -46,7 +46,7 @@ def executor_shape(layer_type: str, name: str, torch_shape: tuple[int, ...]) -> 
 
 
 def _init(info: LayerInfo, name: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    if info.type.startswith("batchnorm") or info.type == "layernorm":
+    if info.type.startswith("batchnorm") or info.type in ("layernorm", "layernorm2d", "groupnorm", "grn", "layerscale"):
         return (1.0 if name == "weight" else 0.0) + 0.1 * rng.normal(size=shape)
     if info.type == "embedding":
         return rng.normal(size=shape)

@@ -3,7 +3,8 @@
 `scale_network` leaves small networks alone (at most 200,000 parameters and 20 MFLOPs of
 forward per sample: the 2-3-2-1 MLP, LeNet-5) and otherwise caps every width (out_features,
 out_channels, hidden_size, embedding_dim) at 8 * q, q = lcm(tp, the largest conv groups), keeping
-a width that q divided a multiple of q; the vocabulary at 32 rows; images at 32 x 32, or 64 x 64
+a width that q divided a multiple of q (a depthwise conv, groups = out_channels, keeps groups equal
+to its capped channels and does not enter q); the vocabulary at 32 rows; images at 32 x 32, or 64 x 64
 when every BatchNorm2d would otherwise see fewer than 2 x 2 pixels (ResNet's last stage) or the
 stack needs more; sequences at 6 steps. Inferred sizes
 (in_features, in_channels, num_features, input_size) are re-inferred. Every layer, residual
@@ -29,9 +30,14 @@ WIDTHS = ("out_features", "out_channels", "hidden_size", "embedding_dim")
 INFERRED = ("in_features", "in_channels", "num_features", "input_size")
 
 
+def _depthwise(node: dict) -> bool:
+    """A depthwise conv (groups = out_channels > 1): it shrinks with its channels."""
+    return node.get("type", "").startswith("conv") and node.get("groups", 1) == node.get("out_channels") > 1
+
+
 def _groups(node: Any) -> int:
     if isinstance(node, dict):
-        own = node.get("groups", 1) if node.get("type", "").startswith("conv") else 1
+        own = node.get("groups", 1) if node.get("type", "").startswith("conv") and not _depthwise(node) else 1
         return max([own] + [_groups(v) for v in node.values()])
     if isinstance(node, list):
         return max([1] + [_groups(v) for v in node])
@@ -48,6 +54,10 @@ def _shrink(node: Any, cap: int, q: int) -> Any:
     for key in WIDTHS:
         if key in out and out[key] > cap:
             out[key] = cap if node[key] % q == 0 else cap + 1
+    if _depthwise(node):
+        out["groups"] = out["out_channels"]
+    if out.get("type") == "groupnorm":  # groups that divide the capped widths (and the narrower ones they divided)
+        out["num_groups"] = math.gcd(out["num_groups"], cap)
     if out.get("type") == "embedding":
         out["num_embeddings"] = min(out["num_embeddings"], 32)
     if out.get("proj_size"):

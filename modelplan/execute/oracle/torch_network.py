@@ -14,6 +14,7 @@ sample index): the masks are data both runs must share; the arithmetic on them i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -29,7 +30,8 @@ from modelplan.specs.network import NetworkSpec
 
 
 def _activation(nn, kind: str):
-    return {"relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "silu": nn.SiLU}[kind]()
+    return {"relu": nn.ReLU, "relu6": nn.ReLU6, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid,
+            "silu": nn.SiLU}[kind]()
 
 
 class _Builder:
@@ -72,6 +74,120 @@ class _Builder:
 
         return Dropout()
 
+    def channels_last(self, norm):
+        """`norm` over the channel axis 1 (ConvNeXt's channels_first LayerNorm), as permutes around it."""
+        nn = self.nn
+
+        class ChannelNorm(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weight, self.bias = norm.weight, norm.bias
+
+            def forward(self, x):
+                return norm(x.movedim(1, -1)).movedim(-1, 1)
+
+        return ChannelNorm()
+
+    def layer_scale(self, channels: int):
+        """x * gamma per channel (axis 1)."""
+        torch, nn = self.torch, self.nn
+
+        class LayerScale(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weight = nn.Parameter(torch.ones(channels))
+
+            def forward(self, x):
+                return x * self.weight.reshape((1, -1) + (1,) * (x.ndim - 2))
+
+        return LayerScale()
+
+    def grn(self, channels: int):
+        """ConvNextV2GRN on channels-first data: torch.linalg.vector_norm over the positions."""
+        torch, nn = self.torch, self.nn
+
+        class GRN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weight, self.bias = nn.Parameter(torch.zeros(channels)), nn.Parameter(torch.zeros(channels))
+
+            def forward(self, x):
+                g = torch.linalg.vector_norm(x, ord=2, dim=tuple(range(2, x.ndim)), keepdim=True)
+                n = g / (g.mean(dim=1, keepdim=True) + 1e-6)
+                shape = (1, -1) + (1,) * (x.ndim - 2)
+                return self.weight.reshape(shape) * (x * n) + self.bias.reshape(shape) + x
+
+        return GRN()
+
+    def window_attention(self, layer, channels: int):
+        """Swin's pad / shift / partition / biased, masked softmax attention / reverse / crop in torch ops."""
+        torch, nn, w, shift, heads = self.torch, self.nn, layer.window_size, layer.shift, layer.heads
+        from modelplan.execute.net.window_attention import log_coordinates, relative_index, shift_mask
+
+        class WindowAttention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                m = layer.bias_mlp
+                if layer.relative_bias and m:
+                    self.cpb_fc1_weight, self.cpb_fc1_bias = nn.Parameter(torch.zeros(m, 2)), nn.Parameter(torch.zeros(m))
+                    self.cpb_fc2_weight = nn.Parameter(torch.zeros(heads, m))
+                elif layer.relative_bias:
+                    self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * w - 1) ** 2, heads))
+                if layer.cosine:
+                    self.logit_scale = nn.Parameter(torch.zeros(heads, 1, 1))
+                if layer.qv_bias:
+                    self.q_bias, self.v_bias = nn.Parameter(torch.zeros(channels)), nn.Parameter(torch.zeros(channels))
+
+            def table(self):
+                if not layer.bias_mlp:
+                    return self.relative_position_bias_table
+                coords = torch.from_numpy(log_coordinates(w, layer.pretrained_window))
+                hidden = torch.relu(coords @ self.cpb_fc1_weight.T + self.cpb_fc1_bias)
+                return 16 * torch.sigmoid(hidden @ self.cpb_fc2_weight.T)
+
+            def windows(self, t, hp, wp):  # (N, C, Hp, Wp) -> (N, nW, heads, T, d)
+                t = torch.roll(t, (-shift, -shift), (2, 3)) if shift else t
+                n, c = t.shape[:2]
+                t = t.reshape(n, c, hp // w, w, wp // w, w).permute(0, 2, 4, 3, 5, 1).reshape(n, -1, w * w, c)
+                return t.reshape(n, t.shape[1], w * w, heads, c // heads).transpose(2, 3)
+
+            def forward(self, x):
+                n, _, h, width = x.shape
+                hp, wp = -(-h // w) * w, -(-width // w) * w
+                q, k, v = x.chunk(3, dim=1)
+                if layer.qv_bias:
+                    q, v = q + self.q_bias.reshape(1, -1, 1, 1), v + self.v_bias.reshape(1, -1, 1, 1)
+                x = torch.cat([q, k, v], dim=1)
+                x = nn.functional.pad(x, (0, wp - width, 0, hp - h))
+                q, k, v = (self.windows(t, hp, wp) for t in x.chunk(3, dim=1))
+                if layer.cosine:  # Swinv2SelfAttention
+                    q, k = nn.functional.normalize(q, dim=-1), nn.functional.normalize(k, dim=-1)
+                    s = q @ k.transpose(-1, -2) * torch.clamp(self.logit_scale, max=math.log(100.0)).exp()
+                else:
+                    s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
+                if layer.relative_bias:
+                    s = s + self.table()[torch.from_numpy(relative_index(w))].permute(2, 0, 1)
+                if shift:
+                    s = s + torch.from_numpy(shift_mask(w, shift, hp, wp))[:, None]
+                o = (s.softmax(-1) @ v).transpose(2, 3).reshape(n, -1, w, w, x.shape[1] // 3)
+                o = o.reshape(n, hp // w, wp // w, w, w, -1).permute(0, 5, 1, 3, 2, 4).reshape(n, -1, hp, wp)
+                o = torch.roll(o, (shift, shift), (2, 3)) if shift else o
+                return o[:, :, :h, :width]
+
+        return WindowAttention()
+
+    def space_to_depth(self, block: int):
+        """Zero-pad to multiples of block, then nn.PixelUnshuffle(block)."""
+        nn = self.nn
+
+        class SpaceToDepth(nn.Module):
+            def forward(self, x):
+                h, w = x.shape[2], x.shape[3]
+                x = nn.functional.pad(x, (0, -w % block, 0, -h % block))
+                return nn.functional.pixel_unshuffle(x, block)
+
+        return SpaceToDepth()
+
     def leaf(self, node):
         nn, layer, shape = self.nn, node.layer, node.info.input_shape
         t = layer.type
@@ -86,6 +202,18 @@ class _Builder:
                                                                                affine=layer.affine)
         if t == "layernorm":
             return nn.LayerNorm(layer.normalized_shape or shape[-1:], eps=layer.eps)
+        if t == "layernorm2d":
+            return self.channels_last(nn.LayerNorm(shape[0], eps=layer.eps))
+        if t == "grn":
+            return self.grn(shape[0])
+        if t == "groupnorm":
+            return nn.GroupNorm(layer.num_groups, shape[0], eps=layer.eps, affine=layer.affine)
+        if t == "layerscale":
+            return self.layer_scale(shape[0])
+        if t == "windowattention":
+            return self.window_attention(layer, shape[0] // 3)
+        if t == "spacetodepth":
+            return self.space_to_depth(layer.block)
         if t == "embedding":
             return nn.Embedding(layer.num_embeddings, layer.embedding_dim)
         if t in ("maxpool1d", "maxpool2d", "avgpool1d", "avgpool2d"):
@@ -121,6 +249,8 @@ class _Builder:
         main = self.modules(node.main)
         shortcut = [m for _, m in self.modules(node.shortcut)]
         act = _activation(nn, node.act.layer.type) if node.act else None
+        gated = node.add.info.type == "mul"  # a squeeze-and-excitation gate: y broadcast over s
+        difference = node.add.info.type == "sub"
 
         class Residual(nn.Module):
             def __init__(self):
@@ -136,7 +266,7 @@ class _Builder:
                     y = getattr(self, n)(y)
                 for m in shortcut:
                     s = m(s)
-                y = y + s
+                y = y * s if gated else y - s if difference else y + s
                 return act(y) if act is not None else y
 
         return Residual()

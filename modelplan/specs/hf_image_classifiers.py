@@ -1,0 +1,39 @@
+"""The image classifiers on the network stack (hf_convnets, hf_efficientnet, hf_swin_networks,
+hf_bit, hf_poolformer, hf_textnet), ImageGPT's pixel decoder (hf_imagegpt) ALIGN (hf_align) and AltCLIP (hf_altclip): their mappers, the head hook
+saying each builds its own head, and the types still refused with the mechanism they lack."""
+
+from __future__ import annotations
+
+from modelplan.specs.hf_align import ALIGN_MAPPERS
+from modelplan.specs.hf_altclip import ALTCLIP_MAPPERS
+from modelplan.specs.hf_bit import BIT_MAPPERS
+from modelplan.specs.hf_convnets import CONVNET_MAPPERS
+from modelplan.specs.hf_efficientnet import EFFICIENTNET_MAPPERS
+from modelplan.specs.hf_encoder_models import _own_head
+from modelplan.specs.hf_imagegpt import IMAGEGPT_MAPPERS
+from modelplan.specs.hf_poolformer import POOLFORMER_MAPPERS
+from modelplan.specs.hf_swin_networks import SWIN_NETWORK_MAPPERS
+from modelplan.specs.hf_textnet import TEXTNET_MAPPERS
+
+IMAGE_CLASSIFIER_MAPPERS = {**CONVNET_MAPPERS, **EFFICIENTNET_MAPPERS, **SWIN_NETWORK_MAPPERS, **BIT_MAPPERS,
+                            **IMAGEGPT_MAPPERS, **POOLFORMER_MAPPERS, **TEXTNET_MAPPERS,
+                            **ALIGN_MAPPERS, **ALTCLIP_MAPPERS}
+IMAGE_CLASSIFIER_HEADS = {name: _own_head for name in IMAGE_CLASSIFIER_MAPPERS}
+"""hf.from_hf_config's head hook: the mapper's fields already hold the head architectures[0] names."""
+
+IMAGE_CLASSIFIER_UNMODELLED: dict[str, str] = {
+    "cvt": "CvT's convolutional token embeddings and depthwise-conv q / k / v projections (strided keys and values)",
+    "dinat": "DiNAT's dilated neighbourhood attention (each token attends its k x k neighbours)",
+    "focalnet": "FocalNet's focal modulation (gated hierarchical depthwise-conv context) in place of attention",
+    "hgnet_v2": "HGNetV2's HG blocks (concatenated conv branch outputs aggregated by 1x1 convs)",
+    "hiera": "Hiera's mask-unit attention with query pooling over its unrolled token order",
+    "levit": "LeViT's attention with strided query subsampling and per-head attention biases over the grid",
+    "mobilevit": "MobileViT's transformer blocks over unfolded patches and its concatenating fusion",
+    "mobilevitv2": "MobileViT V2's separable linear self-attention over unfolded patches",
+    "pvt": "PVT's spatial-reduction attention (keys and values from a strided conv of the map)",
+    "pvt_v2": "PVT v2's spatial-reduction attention and depthwise-conv MLPs",
+    "segformer": "SegFormer's efficient self-attention (keys and values from a strided conv) and Mix-FFN depthwise convs",
+    "swiftformer": "SwiftFormer's efficient additive attention (a learned global query vector)",
+}
+"""Image classification / zero-shot types transformers 5.24 ships whose mechanism the network
+stack and the vision towers cannot yet express exactly: refused with it."""
