@@ -268,3 +268,21 @@ def test_a_failing_rank_is_a_failed_execution_row(monkeypatch):
     assert not report.passed
     assert [r.name for r in report.rows] == ["execution"]
     assert "rank 1" in report.rows[0].detail and "injected" in report.rows[0].detail
+
+
+def test_compare_tensors_small_tensor_rounding_passes_real_fault_fails():
+    """A tensor 1e-7 the size of the largest (a BatchNorm bias gradient that is a sum with
+    cancellation) reordered by a sharded run moves by rounding of its terms: 1.2e-15 of the largest
+    here (EfficientNet-B7 at tp 2 measured 1.2e-9 relative at the old 1e-6 floor), which is
+    1.2e-11 at the 1e-4 floor and passes. A real fault moves it by a share of itself: 10 % of
+    1e-7 = 1e-8 of the largest, i.e. 1e-4 relative at the floor, which fails."""
+    import numpy as np
+
+    from modelplan.execute.checks import compare_tensors
+
+    ref = {"big": np.array([1.0, -0.5]), "bias": np.array([1e-7, -3e-8])}
+    rounding = {"big": ref["big"].copy(), "bias": ref["bias"] + 1.2e-15}
+    assert compare_tensors("gradients", rounding, ref, []).passed
+    fault = {"big": ref["big"].copy(), "bias": ref["bias"] * 1.1}
+    row = compare_tensors("gradients", fault, ref, [])
+    assert not row.passed and "bias" in row.detail
