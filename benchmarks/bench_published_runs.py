@@ -67,7 +67,7 @@ OPTIONAL_PLAN = ("reshard_after_forward", "fsdp_shard_size", "etp", "first_stage
 # to it; the others stay informational.
 FEATURE_ALIASES = {"async_tp": "tp_comm_overlap", "fp8_all_gather": "fp8_param_gather"}
 ENGINE_FRAMEWORK = {"megatron": "megatron", "deepspeed": "deepspeed", "torchtitan": "torchtitan", "fsdp": "fsdp",
-                    "foundry": "foundry"}
+                    "foundry": "foundry", "automodel": "automodel"}
 
 
 def split_rule(run_id: str, file: str = "") -> str:
