@@ -120,6 +120,11 @@ class TrainingSpec(Spec):
     """Megatron-core's flex token dispatcher and its backend (`--moe-token-dispatcher-type flex`,
     `--moe-flex-dispatcher-backend`); None: the all-to-all dispatcher, whose received tokens are
     sorted by local expert and back (`modelplan.plan.expert_sort`)."""
+    fake_balanced_gate: bool = False
+    """The router replaced by NeMo AutoModel's benchmark `FakeBalancedGate` (BackendConfig
+    fake_balanced_gate: token t to experts (t k + j) mod E, k consecutive experts,
+    components/moe/layers.py): what DeepEP's deduplicated exchange sends (`modelplan.plan.deepep`);
+    False: a learned router, read as uniform over the experts."""
     cp_comm_type: CpCommType | None = None
     """Context-parallel exchange of keys and values (Megatron / Transformer Engine
     `--cp-comm-type`, torchtitan's CP rotate method; `modelplan.specs.engine.CpCommType`); None:
