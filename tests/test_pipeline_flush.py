@@ -97,3 +97,16 @@ def test_cli_takes_pp_flush_microbatches():
     ok = runner.invoke(app, ["plan", "llama-3-8b", "--gpus", "16", "--batch", "64", "--pp", "4", "--tp", "2",
                              "--pp-flush-microbatches", "8", "--json"])
     assert ok.exit_code == 0, ok.output
+
+
+def test_fsdp_kept_gathered_reduces_once_per_flush():
+    """ZeRO-3 kept gathered across micro-batches under PP (torchtitan's reshard_after_forward False):
+    torch pipelining's perform_reduce_grad ends every schedule call with FSDP's post-backward
+    (stage.py), so 4 flushes pay 4 times the one reduction after the pipeline."""
+    spec, cluster = load_model("llama-3-8b"), load_cluster("dgx-h100")
+    plan = Plan(tp=1, pp=4, dp=4, micro_batch=1, zero=3)
+    base = dict(global_batch=128, seq_len=2048, framework="torchtitan")
+    one = estimate_plan(spec, TrainingSpec(**base), plan, cluster)
+    four = estimate_plan(spec, TrainingSpec(**base, pp_flush_microbatches=8), plan, cluster)
+    assert one.step.dp_comm_s > 0
+    assert four.step.dp_comm_s == pytest.approx(4 * one.step.dp_comm_s)
