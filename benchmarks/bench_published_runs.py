@@ -60,14 +60,14 @@ GIB = 2**30
 # Settings a run may carry that the training spec takes when this version of modelplan has them.
 OPTIONAL_TRAINING = ("attention", "framework", "grad_dtype", "fp8_param_gather", "master_weights", "ac_mode", "fp8_recipe",
                      "cp_comm_type", "recompute_modules", "recompute_method", "recompute_num_layers", "loss_upcast",
-                     "optimizer_state_dtype", "loss_kernel")
+                     "optimizer_state_dtype", "loss_kernel", "pp_flush_microbatches")
 # Settings the plan takes when this version of modelplan has them.
 OPTIONAL_PLAN = ("reshard_after_forward", "fsdp_shard_size", "etp", "first_stage_layers", "last_stage_layers")
 # `features` a run lists that name a TrainingSpec / Plan field (or one of these aliases) are passed
 # to it; the others stay informational.
 FEATURE_ALIASES = {"async_tp": "tp_comm_overlap", "fp8_all_gather": "fp8_param_gather"}
 ENGINE_FRAMEWORK = {"megatron": "megatron", "deepspeed": "deepspeed", "torchtitan": "torchtitan", "fsdp": "fsdp",
-                    "foundry": "foundry"}
+                    "foundry": "foundry", "automodel": "automodel"}
 
 
 def split_rule(run_id: str, file: str = "") -> str:

@@ -20,7 +20,7 @@ Optimizer = Literal["sgd", "momentum", "adam", "adamw"]
 Recompute = Literal["none", "selective", "full"]
 Attention = Literal["flash", "sdpa", "eager"]
 # The choices of modelplan.specs.engine (tests/test_engine.py checks that they stay equal).
-Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp", "foundry"]
+Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp", "foundry", "automodel"]
 AcMode = Literal["attention_core", "op_sac", "layer_sac", "every_nth_block"]
 Fp8Recipe = Literal["delayed", "current", "tensorwise", "rowwise", "blockwise"]
 CpCommType = Literal["p2p", "all_gather", "a2a"]

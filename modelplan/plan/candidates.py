@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Iterator, NamedTuple, Protocol
 
-from modelplan.plan.pipeline import schedule_layout, schedule_problem
+from modelplan.plan.pipeline import schedule_layout
+from modelplan.plan.pipeline.flush import flush_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.space import SearchSpace, _choose, divisors
 from modelplan.plan.validate import batch_problem, grid_problems, tp_node_problem
@@ -34,6 +35,9 @@ class Candidates:
     """What pp * vpp may not exceed (a transformer's layers, a network's units): the cap of a vpp range."""
     max_microbatches: int | None = None
     """Default micro-batch sizes give at most this many micro-batches per step (None: no cap)."""
+    pp_flush_microbatches: int | None = None
+    """Micro-batches per schedule call (`TrainingSpec.pp_flush_microbatches`): each flush must
+    meet the schedule's rule (`pipeline/flush.py`); None: one flush of the step's m."""
 
     @cached_property
     def zeros(self) -> list[int]:
@@ -242,7 +246,7 @@ def walk(family: WalkFamily, cands: Candidates, pruned: Callable[[Problem, Subtr
                                 problem = rules.get(rule, False)
                                 if problem is False:
                                     problem = rules[rule] = (family.stage_problem(pp, vpp, num_stages)
-                                                             or schedule_problem(sched, pp, m, vpp))
+                                                             or flush_problem(sched, pp, m, vpp, cands.pp_flush_microbatches))
                                 if problem:
                                     broken.append(problem)
                                 else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from modelplan.comm.ops import Axis, Collective
+from modelplan.plan.pipeline.flush import flush_sizes
 from modelplan.plan.dims import EXPERT_DP, pair_shape, strided_shape
 from modelplan.plan.engine import keeps_low_precision_grads
 from modelplan.plan.fp8 import param_gather_bytes
@@ -152,4 +153,10 @@ class DpPricing:
                 dp_mb += dpe.grad_copy_s
             else:
                 dp_after += dpe.grad_copy_s
+        if not every_mb:
+            # ZeRO-3 kept gathered across micro-batches: torch pipelining ends every schedule call with
+            # FSDP's post-backward (stage.py perform_reduce_grad: set_requires_gradient_sync and
+            # set_reshard_after_backward True), so each flush reduces and re-gathers (`pipeline/flush.py`)
+            flushes = len(flush_sizes(m, self.training.pp_flush_microbatches))
+            dp_after, dp_total = dp_after * flushes, dp_total * flushes
         return dp_after + dpe.partial_grads_s * (m if zero >= 2 else 1), dp_mb, dp_total

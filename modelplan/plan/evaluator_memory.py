@@ -11,7 +11,7 @@ from modelplan.plan.memory import pipeline_stage_bytes, stage_memory, stage_outp
 from modelplan.plan.results import StageMemory
 from modelplan.plan.placement import DEFAULT_ORDER
 from modelplan.plan.pipeline import schedule_layout
-from modelplan.plan.pipeline.profile import inflight_microbatches
+from modelplan.plan.pipeline.flush import flush_microbatches, step_inflight_microbatches
 from modelplan.plan.stages import RankBlocks
 from modelplan.specs.plan import Schedule
 
@@ -48,12 +48,14 @@ class StageMemories:
         return hit
 
     def inflight(self, schedule: str, pp: int, m: int, vpp: int) -> tuple[float, float]:
-        """Micro-batches whose activations the first and the last pipeline rank hold at peak."""
+        """Micro-batches whose activations the first and the last pipeline rank hold at peak (in
+        the step's largest flush, `pipeline/flush.py`)."""
         hit = self._inflight.get((schedule, pp, m, vpp))
         if hit is None:
-            kind = Schedule(schedule)
+            kind, f = Schedule(schedule), self.training.pp_flush_microbatches
             hit = self._inflight[(schedule, pp, m, vpp)] = (
-                float(inflight_microbatches(kind, pp, 0, m, vpp)), float(inflight_microbatches(kind, pp, pp - 1, m, vpp)))
+                float(step_inflight_microbatches(kind, pp, 0, m, vpp, f)),
+                float(step_inflight_microbatches(kind, pp, pp - 1, m, vpp, f)))
         return hit
 
     def _rank_memory(self, states: tuple, b: RankBlocks, held: float, index: int, groups: int, stage: StageEntry,
@@ -76,7 +78,8 @@ class StageMemories:
             layout = schedule_layout(schedule, pp, vpp)
             out = stage_output_bytes(self.spec, self.training.global_batch // (m * dp), self.training.seq_len,
                                      self.dtype_bytes, tp, cp, self.software.loss_parallel)
-            pipe = pipeline_stage_bytes(layout.rank_stages[index], layout.num_stages, m, held,
+            flush = flush_microbatches(m, self.training.pp_flush_microbatches)  # buffers per schedule call
+            pipe = pipeline_stage_bytes(layout.rank_stages[index], layout.num_stages, flush, held,
                                         stage.dense.boundary_bytes, out, self.software.pp_keeps_outputs)
         return stage_memory(states, layers, held, stage.dense, b.embedding > 0, b.head > 0, groups, self.cost,
                             stage.moe, moe_layers, pp > 1, buckets, index, pipe)
@@ -104,7 +107,7 @@ class StageMemories:
                 load = b.dense * t + b.moe * mt
                 if load > base and load not in seen:
                     seen.add(load)
-                    n = float(inflight_microbatches(kind, pp, r, m, vpp))
+                    n = float(step_inflight_microbatches(kind, pp, r, m, vpp, self.training.pp_flush_microbatches))
                     loads.append((n * load, n, r))
             pick = self._inflight[key] = max(loads)[1:] if loads else None
         if pick is None:

@@ -14,7 +14,8 @@ from modelplan.plan.recompute_layers import block_method_terms
 from modelplan.plan.parallel import pp as pp_mod
 from modelplan.plan.placement import DEFAULT_ORDER
 from modelplan.plan.pipeline import schedule_layout
-from modelplan.plan.pipeline.profile import boundary_messages, bubble_microbatches, chunk_shares
+from modelplan.plan.pipeline.flush import step_bubble_microbatches
+from modelplan.plan.pipeline.profile import boundary_messages, chunk_shares
 from modelplan.plan.stage_time import BlockTerms, StageTerms, compose_stages
 from modelplan.plan.stages import RankBlocks, rank_blocks, split_layers
 from modelplan.specs.plan import Schedule
@@ -138,12 +139,14 @@ class StagePricing:
 
     def pipe(self, schedule: str, pp: int, m: int, vpp: int) -> tuple[float, int | float]:
         """(bubble in micro-batch times, stage-boundary messages per micro-batch) of a schedule,
-        read off its action list (`pipeline/profile.py`)."""
+        read off its action list (`pipeline/profile.py`), once per flush of the step's m
+        (`pipeline/flush.py`, `TrainingSpec.pp_flush_microbatches`)."""
         key = (schedule, pp, m, vpp)
         hit = self._pipes.get(key)
         if hit is None:
             kind = Schedule(schedule)
-            hit = self._pipes[key] = (float(bubble_microbatches(kind, pp, m, vpp)), boundary_messages(kind, pp, vpp))
+            bubble = step_bubble_microbatches(kind, pp, m, vpp, self.training.pp_flush_microbatches)
+            hit = self._pipes[key] = (float(bubble), boundary_messages(kind, pp, vpp))
         return hit
 
     def p2p_s(self, tp: int, sp: bool, micro_batch: int, dp: int, pp: int, cp: int = 1,

@@ -71,7 +71,7 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
     reject, rejected = rank.reject, rank.rejected
     heap = rank.heap
 
-    cands = Candidates(space, n, gpn, gb, layers)
+    cands = Candidates(space, n, gpn, gb, layers, pp_flush_microbatches=training.pp_flush_microbatches)
     """The per-axis values of every family's search (`candidates.py`)."""
     axes = TransformerAxes(spec, training, cluster, space, n)
     """Its axes beyond tp, pp, dp and their rules, for the one walk (`candidates.walk`)."""

@@ -17,7 +17,8 @@ from modelplan.errors import SpecError
 from modelplan.plan.block_kernels import PRICED
 from modelplan.plan.block_mix import block_kinds
 from modelplan.plan.parallel.cp import cp_problem
-from modelplan.plan.pipeline import schedule_layout, schedule_problem
+from modelplan.plan.pipeline import schedule_layout
+from modelplan.plan.pipeline.flush import flush_problem
 from modelplan.plan.problems import Problem, Reason
 from modelplan.plan.stack_lengths import cp_length_problem, stack_lengths
 from modelplan.plan.stages import split_layers
@@ -133,7 +134,7 @@ def plan_problems(
                or split_problem(spec.num_blocks, plan.pp, plan.vpp, plan.stage_split))
     if problem:
         out.append(problem)
-    out += microbatch_problems(plan, training.global_batch)
+    out += microbatch_problems(plan, training.global_batch, training.pp_flush_microbatches)
     if plan.sequence_parallel and plan.tp == 1:
         out.append(Problem(Reason.SEQUENCE_PARALLEL, "sequence_parallel needs tp > 1 (tp = 1)"))
     problem = cp_length_problem(stack_lengths(spec, training), plan.cp)  # both stacks' lengths
@@ -183,11 +184,13 @@ def grid_problems(plan: Plan, cluster: Cluster | None = None, world_size: int | 
     return out
 
 
-def microbatch_problems(plan: Plan, global_batch: int) -> list[Problem]:
-    """Whole micro-batches per data-parallel rank, and a count the schedule can run (every family)."""
+def microbatch_problems(plan: Plan, global_batch: int, pp_flush_microbatches: int | None = None) -> list[Problem]:
+    """Whole micro-batches per data-parallel rank, and counts the schedule can run, per flush
+    (`pipeline/flush.py`; every family)."""
     problem = batch_problem(global_batch, plan.micro_batch, plan.dp)
     if problem is None:
-        problem = schedule_problem(plan.schedule, plan.pp, plan.num_microbatches(global_batch), plan.vpp)
+        problem = flush_problem(plan.schedule, plan.pp, plan.num_microbatches(global_batch), plan.vpp,
+                                pp_flush_microbatches)
     return [problem] if problem else []
 
 

@@ -19,10 +19,11 @@ from modelplan.specs.base import Spec
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Architecture
 
-Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp", "foundry"]
+Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp", "foundry", "automodel"]
 """megatron: Megatron-LM / Megatron-core / NeMo / Megatron-Bridge; deepspeed: DeepSpeed ZeRO and
 Megatron-DeepSpeed; torchtitan: PyTorch FSDP2 + DTensor TP/PP/CP; fsdp: PyTorch FSDP1 stacks
-(HF Trainer / accelerate, fms-fsdp); foundry: llm-foundry / Composer (FSDP1, MPT's kernels)."""
+(HF Trainer / accelerate, fms-fsdp); foundry: llm-foundry / Composer (FSDP1, MPT's kernels); automodel: NeMo AutoModel (FSDP2 + DTensor
+EP, torch pipelining, Transformer Engine kernels)."""
 
 AcMode = Literal["attention_core", "op_sac", "layer_sac", "every_nth_block"]
 """What `recompute = "selective"` recomputes: attention_core (Megatron / Korthikanti et al. 2022:

@@ -120,11 +120,22 @@ class TrainingSpec(Spec):
     """Megatron-core's flex token dispatcher and its backend (`--moe-token-dispatcher-type flex`,
     `--moe-flex-dispatcher-backend`); None: the all-to-all dispatcher, whose received tokens are
     sorted by local expert and back (`modelplan.plan.expert_sort`)."""
+    fake_balanced_gate: bool = False
+    """The router replaced by NeMo AutoModel's benchmark `FakeBalancedGate` (BackendConfig
+    fake_balanced_gate: token t to experts (t k + j) mod E, k consecutive experts,
+    components/moe/layers.py): what DeepEP's deduplicated exchange sends (`modelplan.plan.deepep`);
+    False: a learned router, read as uniform over the experts."""
     cp_comm_type: CpCommType | None = None
     """Context-parallel exchange of keys and values (Megatron / Transformer Engine
     `--cp-comm-type`, torchtitan's CP rotate method; `modelplan.specs.engine.CpCommType`); None:
     the engine's default (`EngineProfile.cp_comm_type`: Megatron p2p, torchtitan all_gather,
     DeepSpeed a2a)."""
+    pp_flush_microbatches: int | None = Field(None, gt=0)
+    """Micro-batches per call of the pipeline schedule (a flush) when the engine accumulates
+    gradients outside it (NeMo AutoModel, torchtitan: local_batch_size // pp_microbatch_size, the
+    step running global_batch / (that x micro_batch x dp) calls; `modelplan.plan.pipeline.flush`):
+    the bubble is paid per flush and a rank holds one flush's micro-batches; None: all of the
+    step's micro-batches in one flush (Megatron-LM)."""
     dp_overlap: bool | None = None
     """Data-parallel gradient reduction overlapped with the backward; None: the cost model's
     setting (on: Megatron overlap_grad_reduce, DDP buckets, FSDP)."""

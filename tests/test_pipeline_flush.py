@@ -1,0 +1,112 @@
+"""Pipeline flushes (`modelplan.plan.pipeline.flush`): gradient accumulation outside the schedule
+calls it several times per step, each call filling and draining the pipeline (NeMo AutoModel
+benchmark.py: one `schedule.step` per GA step of local_batch_size // pp_microbatch_size
+micro-batches)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from typer.testing import CliRunner
+
+from modelplan.cli import app
+from modelplan.comm.clusters import load_cluster
+from modelplan.plan.estimate import estimate_plan
+from modelplan.plan.pipeline.flush import flush_problem, flush_sizes, step_bubble_microbatches, step_inflight_microbatches
+from modelplan.specs.load import load_model
+from modelplan.specs.plan import Plan
+from modelplan.specs.training import TrainingSpec
+
+
+@pytest.mark.parametrize("m,per_flush,sizes", [(32, 8, (8, 8, 8, 8)), (10, 4, (4, 4, 2)), (8, None, (8,)),
+                                               (8, 16, (8,))])
+def test_flush_sizes_split_the_step(m, per_flush, sizes):
+    """m micro-batches in calls of per_flush (the last one the remainder); None or more: one call."""
+    assert flush_sizes(m, per_flush) == sizes
+
+
+def test_1f1b_bubble_is_paid_per_flush():
+    """1F1B idles (p - 1) micro-batch times per flush (Narayanan et al. 2021 sec. 2.2: bubble
+    fraction (p-1)/m): pp 4, m 32 in 4 flushes of 8 -> 4 x 3 = 12, one flush -> 3."""
+    assert step_bubble_microbatches("1f1b", 4, 32, 1, 8) == 12
+    assert step_bubble_microbatches("1f1b", 4, 32, 1, None) == 3
+
+
+def test_interleaved_bubble_is_paid_per_flush():
+    """Megatron's interleaved schedule idles (p - 1)/v per flush (Narayanan et al. 2021 sec. 2.2):
+    pp 4, vpp 2, m 16 in 2 flushes of 8 -> 2 x 3/2 = 3."""
+    assert step_bubble_microbatches("interleaved", 4, 16, 2, 8) == Fraction(3)
+
+
+def test_1f1b_holds_one_flush():
+    """1F1B rank r holds min(pp - r, m) micro-batches (Narayanan et al. 2021 sec. 2.2): with flushes
+    of 2 on pp 4, rank 0 holds 2, not 4."""
+    assert step_inflight_microbatches("1f1b", 4, 0, 32, 1, 2) == 2
+    assert step_inflight_microbatches("1f1b", 4, 0, 32, 1, None) == 4
+
+
+def test_each_flush_must_meet_the_schedule_rule():
+    """Interleaved needs each call's micro-batches divisible by pp (its rule): 16 in calls of 6
+    leaves 6, 6, 4 -> 6 % 4 breaks it; calls of 8 run."""
+    assert flush_problem("interleaved", 4, 16, 2, 6) is not None
+    assert flush_problem("interleaved", 4, 16, 2, 8) is None
+
+
+def test_planner_bubble_grows_with_the_flushes():
+    """Same plan and stage times: 4 flushes of 8 on pp 4 cost 4 x (p-1) bubble micro-batch times,
+    4 times one flush's (p-1) (the 1F1B rule above), and rank 0 holds no more than pp = 4."""
+    spec, cluster = load_model("llama-3-8b"), load_cluster("dgx-h100")
+    plan = Plan(tp=2, pp=4, dp=2, micro_batch=1)
+    one = estimate_plan(spec, TrainingSpec(global_batch=64, seq_len=2048), plan, cluster)
+    four = estimate_plan(spec, TrainingSpec(global_batch=64, seq_len=2048, pp_flush_microbatches=8), plan, cluster)
+    assert four.step.bubble_s == pytest.approx(4 * one.step.bubble_s)
+    assert four.memory[0].activations == one.memory[0].activations  # 8 >= pp: rank 0 still holds 4
+
+
+def test_planner_first_rank_holds_fewer_with_short_flushes():
+    """Flushes of 2 on pp 4: 1F1B's rank 0 holds 2 micro-batches instead of 4, so its activations
+    shrink (min(pp - r, m), Narayanan et al. 2021)."""
+    spec, cluster = load_model("llama-3-8b"), load_cluster("dgx-h100")
+    plan = Plan(tp=2, pp=4, dp=2, micro_batch=1)
+    one = estimate_plan(spec, TrainingSpec(global_batch=64, seq_len=2048), plan, cluster)
+    short = estimate_plan(spec, TrainingSpec(global_batch=64, seq_len=2048, pp_flush_microbatches=2), plan, cluster)
+    assert short.memory[0].activations < one.memory[0].activations
+
+
+def test_torch_pipelining_last_stage_keeps_one_flush_of_logits():
+    """torch.distributed.pipelining's last stage keeps each call's outputs (`output_chunks`,
+    torchtitan's pp_keeps_outputs): 4 flushes of 8 hold 8 micro-batches' logits, not 32; the
+    drop is 24 x micro_batch x seq x vocab x 2 bytes (bf16, tp 1)."""
+    spec, cluster = load_model("llama-3-8b"), load_cluster("dgx-h100")
+    plan = Plan(tp=1, pp=4, dp=2, micro_batch=1)
+    base = dict(global_batch=64, seq_len=2048, framework="torchtitan")
+    one = estimate_plan(spec, TrainingSpec(**base), plan, cluster)
+    four = estimate_plan(spec, TrainingSpec(**base, pp_flush_microbatches=8), plan, cluster)
+    logits = 1 * 2048 * 128256 * 2  # Llama 3 vocab 128256 (its config.json), bf16
+    drop = one.memory[-1].activations - four.memory[-1].activations
+    assert drop == pytest.approx(24 * logits, rel=1e-9)
+
+
+def test_cli_takes_pp_flush_microbatches():
+    """`modelplan plan --pp-flush-microbatches 0` is refused naming the option; 8 plans."""
+    runner = CliRunner()
+    bad = runner.invoke(app, ["plan", "llama-3-8b", "--gpus", "16", "--batch", "64", "--pp", "4",
+                              "--pp-flush-microbatches", "0"])
+    assert bad.exit_code != 0 and "pp-flush-microbatches" in bad.output
+    ok = runner.invoke(app, ["plan", "llama-3-8b", "--gpus", "16", "--batch", "64", "--pp", "4", "--tp", "2",
+                             "--pp-flush-microbatches", "8", "--json"])
+    assert ok.exit_code == 0, ok.output
+
+
+def test_fsdp_kept_gathered_reduces_once_per_flush():
+    """ZeRO-3 kept gathered across micro-batches under PP (torchtitan's reshard_after_forward False):
+    torch pipelining's perform_reduce_grad ends every schedule call with FSDP's post-backward
+    (stage.py), so 4 flushes pay 4 times the one reduction after the pipeline."""
+    spec, cluster = load_model("llama-3-8b"), load_cluster("dgx-h100")
+    plan = Plan(tp=1, pp=4, dp=4, micro_batch=1, zero=3)
+    base = dict(global_batch=128, seq_len=2048, framework="torchtitan")
+    one = estimate_plan(spec, TrainingSpec(**base), plan, cluster)
+    four = estimate_plan(spec, TrainingSpec(**base, pp_flush_microbatches=8), plan, cluster)
+    assert one.step.dp_comm_s > 0
+    assert four.step.dp_comm_s == pytest.approx(4 * one.step.dp_comm_s)
