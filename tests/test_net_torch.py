@@ -101,6 +101,12 @@ RECURRENT = NetworkSpec(input_shape=[6], layers=[
                          ids=["mlp", "small-cnn", "tiny-resnet", "conv1d-pools-norms", "lstm-gru-rnn"])
 def test_forward_loss_and_gradients_equal_torch(spec):
     """Outputs, loss and every parameter gradient equal torch's forward and autograd."""
+    assert_step_equals_torch(spec)
+
+
+def assert_step_equals_torch(spec) -> None:
+    """The executor's outputs, loss and every parameter gradient against torch's forward and
+    autograd on the same weights and batch (also used by tests/test_network_gates.py)."""
     layers, ref, out, loss, grads, _ = torch_step(spec)
     _close(ref.outputs, out, "outputs")
     assert ref.loss == pytest.approx(loss, rel=1e-12)

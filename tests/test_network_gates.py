@@ -87,12 +87,6 @@ def test_forward_and_gradients_equal_torch(spec):
     """Outputs, loss and every parameter gradient equal torch's forward and autograd (nn.ReLU6,
     nn.LayerNorm on channels-last data, x * gamma, x * gate, nn.GroupNorm, padded / shifted /
     masked window attention with its bias table or Swin V2's cosine / bias-MLP form, nn.PixelUnshuffle, ConvNeXt V2's GRN, PoolFormer's pool(x) - x)."""
-    from test_net_torch import _close, to_torch, torch_step
+    from test_net_torch import assert_step_equals_torch
 
-    layers, ref, out, loss, grads, _ = torch_step(spec)
-    _close(ref.outputs, out, "outputs")
-    assert ref.loss == pytest.approx(loss, rel=1e-12)
-    kinds = {info.path: info.type for info in layers}
-    for name, g in ref.grads.items():
-        path, attr = name.rsplit("/", 1)
-        _close(to_torch(kinds[path], attr, g), grads[name], name)
+    assert_step_equals_torch(spec)
