@@ -177,3 +177,19 @@ def test_voxtral_realtime_by_hand(tmp_path):
     rows = {layer.name: (layer.rows, layer.in_features) for layer in spec.vision.connector}
     assert rows["linear_1"] == (5, 128)
     assert_count_plan(tmp_path, _REALTIME)
+
+
+def test_plan_header_names_the_clip_not_an_image(tmp_path):
+    """An audio LLM's plan header counts its tower inputs in the tower's own unit (VisionSpec.input_unit:
+    a 30 s clip for Qwen2-Audio's Whisper-style encoder), not as images."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from modelplan.cli.app import app
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_data("qwen2_audio")))
+    result = CliRunner().invoke(app, ["plan", str(path), "--gpus", "8"])
+    assert result.exit_code == 0, result.output
+    assert "30 s audio clip(s) per sequence" in result.output and "image(s) per sequence" not in result.output

@@ -87,7 +87,8 @@ def _header(console, spec, training, cluster, gpus: int) -> None:
     if getattr(spec, "vision", None) is not None:  # the images the first stage's tower runs (`plan/vision_tower.py`)
         from modelplan.count.vision_step import images_per_sequence
 
-        batch += f", {images_per_sequence(spec, training)} image(s) per sequence"
+        unit = spec.vision.input_unit or "image"  # an audio tower's clip (VisionSpec.input_unit)
+        batch += f", {images_per_sequence(spec, training)} {unit}(s) per sequence"
     console.print(
         f"[bold]{spec.name}[/bold] on {gpus} x {acc.name} ({cluster.name}, {cluster.gpus_per_node}/node, "
         f"{acc.memory_gb:g} GB): global batch {batch}, "
