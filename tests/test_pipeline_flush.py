@@ -110,3 +110,18 @@ def test_fsdp_kept_gathered_reduces_once_per_flush():
     four = estimate_plan(spec, TrainingSpec(**base, pp_flush_microbatches=8), plan, cluster)
     assert one.step.dp_comm_s > 0
     assert four.step.dp_comm_s == pytest.approx(4 * one.step.dp_comm_s)
+
+
+def test_verify_says_flushes_are_priced_not_executed():
+    """verify's executor runs a step's micro-batches as one flush: a plan with smaller flushes gets a note
+    saying so (global batch 8, micro-batch 1, dp 1: m = 8 micro-batches, flushes of 2), and none when the
+    flush holds every micro-batch or pp is 1."""
+    from modelplan.execute.verify import _notes
+    from modelplan.specs.training import TrainingSpec
+
+    spec = load_model("llama-3-8b")
+    flushed = TrainingSpec(global_batch=8, pp_flush_microbatches=2)
+    plan = Plan(pp=2, dp=1, micro_batch=1)
+    assert any("flushes of 2" in n and "8 micro-batches" in n for n in _notes(spec, flushed, plan))
+    assert not any("flush" in n for n in _notes(spec, TrainingSpec(global_batch=8, pp_flush_microbatches=8), plan))
+    assert not any("flush" in n for n in _notes(spec, flushed, Plan(pp=1, dp=1, micro_batch=1)))

@@ -72,6 +72,11 @@ def _notes(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> list[st
         notes.append("dropout off: the executed step is deterministic")
     if spec.moe is not None and spec.moe.capacity_factor is not None:
         notes.append(f"capacity_factor {spec.moe.capacity_factor:g} not applied: dispatch is dropless")
+    per_flush = training.pp_flush_microbatches
+    m = plan.num_microbatches(training.global_batch)
+    if plan.pp > 1 and per_flush is not None and per_flush < m:  # plan/pipeline/flush.py prices the flushes
+        notes.append(f"pipeline flushes of {per_flush} micro-batches are priced by the plan, not executed: "
+                     f"the executor runs the step's {m} micro-batches as one flush")
     return notes
 
 
