@@ -3,7 +3,9 @@ AutoModel / torch source it cites."""
 
 from __future__ import annotations
 
+from modelplan.plan.engine import grad_copy_bytes
 from modelplan.specs.load import load_engine
+from modelplan.specs.training import TrainingSpec
 
 
 def test_automodel_runs_transformer_engine_kernels():
@@ -17,10 +19,11 @@ def test_automodel_runs_transformer_engine_kernels():
 def test_automodel_reduces_gradients_in_bf16_without_a_predivide():
     """FSDP2Config's MixedPrecisionPolicy(reduce_dtype bf16): the copy into the reduce-scatter input
     moves 2 + 2 bytes per element and NCCL's AVG divides (torch _fsdp_collectives.py
-    _get_gradient_divide_factors), where torchtitan's fp32 reduce moves 2 + 4 + 4 + 4 = 14."""
+    _get_gradient_divide_factors), where torchtitan's fp32 reduce writes 4 bytes (2 + 4)."""
     am, tt = load_engine("automodel"), load_engine("torchtitan")
-    assert (am.reduce_in_fp32, am.grad_copy_bytes) == (False, 2 + 2)
-    assert (tt.reduce_in_fp32, tt.grad_copy_bytes) == (True, 14)
+    run = TrainingSpec(global_batch=8, seq_len=4096, framework="automodel")
+    assert (am.reduce_in_fp32, grad_copy_bytes(run, am)) == (False, 2 + 2)
+    assert (tt.reduce_in_fp32, grad_copy_bytes(run.model_copy(update={"framework": "torchtitan"}), tt)) == (True, 2 + 4)
 
 
 def test_automodel_keeps_torch_pipelining_buffers_and_outputs():

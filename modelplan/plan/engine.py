@@ -84,7 +84,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         compiled_loss=_compiled_loss(training, profile), fp8_recipe=fp8,
         fp8_backend=profile.fp8_backend, attention_kernels=profile.attention_kernels,
         sharded_low_precision_copy=profile.sharded_low_precision_copy, reduce_in_fp32=profile.reduce_in_fp32 and training.grad_dtype == "fp32",
-        grad_copy_bytes=profile.grad_copy_bytes, low_precision_grads=profile.low_precision_grads,
+        grad_copy_bytes=grad_copy_bytes(training, profile), low_precision_grads=profile.low_precision_grads,
         dp_bucket_elements=profile.dp_bucket_elements, reshard_after_forward=profile.reshard_after_forward,
         reshard_after_forward_pp=profile.reshard_after_forward_pp, tp_comm_overlap=profile.tp_comm_overlap,
         sp_saves_gathered_inputs=profile.sp_saves_gathered_inputs,
@@ -97,6 +97,17 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         scale_mask_softmax=profile.scale_mask_softmax, loss_upcast=training.loss_upcast,
         loss_kernel=_loss_kernel(training, profile),
     )
+
+
+def grad_copy_bytes(training: TrainingSpec, profile: EngineProfile) -> int:
+    """HBM bytes per unsharded gradient element the engine moves before a ZeRO-2/3 ReduceScatter
+    (`EngineProfile.grad_copy_bytes`); FSDP2's copy-in alone reads the 16-bit gradient and writes
+    it in the reduce dtype (`EngineProfile.grad_copy_in_only`)."""
+    if not profile.grad_copy_in_only:
+        return profile.grad_copy_bytes
+    d = training.dtype_bytes
+    reduce_bytes = 4 if profile.reduce_in_fp32 and training.grad_dtype == "fp32" else d
+    return d + reduce_bytes
 
 
 def keeps_low_precision_grads(software: EngineSettings, zero: int, precision: str, grad_bytes: int) -> bool:

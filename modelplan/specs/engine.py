@@ -156,7 +156,15 @@ class EngineProfile(Spec):
     """HBM bytes per unsharded gradient element the engine moves before each ZeRO-2/3 gradient
     ReduceScatter besides the collective: FSDP casts the unit's 16-bit gradient into an fp32
     reduce buffer (d + 4) and pre-divides it in place (4 + 4); Megatron's GEMMs accumulate
-    straight into the fp32 main_grad buffer and average inside the collective (0)."""
+    straight into the fp32 main_grad buffer and average inside the collective (0). Unused where
+    `grad_copy_in_only` says the engine's only copy is the copy-in."""
+    grad_copy_in_only: bool = False
+    """FSDP2 (torch >= 2.4): the only pass before each ReduceScatter is `foreach_reduce`'s copy of
+    the unsharded 16-bit gradients into the reduce-scatter input of the reduce dtype, d + r bytes
+    per element (r = 4 for an fp32 reduce, else d); no pre-divide, NCCL's ReduceOp.AVG divides
+    for fp32 and bf16 (torch _fsdp_collectives.py `_get_gradient_divide_factors`: "For fp32/bf16
+    ... use NCCL's built-in division to avoid separate div kernels"; pytorch/pytorch#120919 fp32,
+    #123362 bf16). False: `grad_copy_bytes` as the profile gives it (FSDP1 pre-divides)."""
     reshard_after_forward: bool
     """ZeRO-3 / FSDP frees gathered parameters after each unit's forward and gathers them again for
     backward; under pipeline parallelism the engine's own rule may differ
