@@ -26,9 +26,16 @@ Engine modes (`TpOverlap`): "userbuffers" is TE's default map that Megatron `--t
 uses (transformer_engine/pytorch/module/base.py initialize_ub: ring_exchange for qkv_fprop,
 fc1_fprop, proj_dgrad, fc2_dgrad; pipeline for proj_fprop, fc2_fprop; bulk for qkv_dgrad,
 qkv_wgrad, fc1_dgrad, fc1_wgrad); "ring" rings every pair (torchtitan async TP; TE with every
-pair configured `ring_exchange`); "none" is no overlap. Not modelled: the loss of GEMM efficiency
-from splitting it into chunks (none is priced), and contention between overlapped copies and
-HBM traffic of the GEMM.
+pair configured `ring_exchange`); "none" is no overlap. A ring-exchanged ReduceScatter leaves
+each rank the tp partial outputs of its shard; one more kernel sums them on the compute stream
+after the last chunk (`ring_reductions`, `reduce_scatter_partials_bytes`): TE
+comm_gemm_overlap.cpp CommOverlapP2PBase::split_overlap_rs `reduce_bf16(reduce_buf, rs_output,
+tp_size, ...)`, torch distributed/_symmetric_memory `_fused_matmul_reduce_scatter_impl`
+`reduce_fn(stacked_partials ...)` (torch.sum over the tp chunks). NCCL's ReduceScatter reduces
+inside its own kernel, so the other methods have no such pass. Not modelled: the loss of GEMM
+efficiency from splitting it into chunks (none is priced), the local shard's copy into the ring's
+buffer before a ring AllGather (1/tp of the gathered bytes), and contention between overlapped
+copies and HBM traffic of the GEMM.
 """
 
 from __future__ import annotations
@@ -117,6 +124,21 @@ def method_of(mode: TpOverlap, pair: str) -> Method:
     if mode == "ring":
         return "ring"
     return USERBUFFERS_METHOD[pair]
+
+
+REDUCE_SCATTER_PAIRS: frozenset[str] = frozenset({"proj_fprop", "fc2_fprop", "qkv_wgrad", "fc1_wgrad"})
+"""The pairs whose collective is a ReduceScatter (the module docstring's pairs)."""
+
+
+def ring_reductions(mode: TpOverlap, pairs: tuple[str, ...]) -> int:
+    """How many of `pairs` are ReduceScatters the mode ring-exchanges (each ends in a partials sum)."""
+    return sum(1 for name in pairs if name in REDUCE_SCATTER_PAIRS and method_of(mode, name) == "ring")
+
+
+def reduce_scatter_partials_bytes(tokens: int, width: int, tp: int, dtype_bytes: int) -> int:
+    """HBM bytes of summing a ring ReduceScatter's tp partials of a (tokens, width) output: each
+    rank reads tp chunks of tokens / tp rows and writes its one chunk (module docstring)."""
+    return tokens * width * dtype_bytes + tokens // tp * width * dtype_bytes
 
 
 def block_exposed_s(mode: TpOverlap, pairs: dict[str, TpPair], tp: int, sm_count: int) -> float:

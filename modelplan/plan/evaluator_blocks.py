@@ -6,6 +6,7 @@ Split out of `plan/evaluator.py`: each term is one module's (`compute.py` kernel
 from __future__ import annotations
 
 from modelplan.comm.ops import Axis
+from modelplan.comm.tp_overlap import reduce_scatter_partials_bytes
 from modelplan.count.blocks import Block, mtp_block
 from modelplan.count.hyperconn import residual_width
 from modelplan.plan.deepep import deepep_copy_fraction
@@ -181,9 +182,12 @@ class BlockPricing:
         # per-op SAC saves reduce_scatter outputs, not all-gather ones: its recompute gathers again
         regather = tp_mod.regathers_inputs(recompute, mode, training.attention, sp, tp, block)
         if tp_overlap != "none" and sp and tp > 1:
+            # the sum of a ring ReduceScatter's tp partials of one (b s, h) output (`comm/tp_overlap.py`)
+            partials_s = self.roofline.overhead_s + self.roofline.memory_time_s(
+                reduce_scatter_partials_bytes(tokens, spec.hidden, tp, d))
             tp_x = tp_mod.overlap_exposure(tp_t, rerun, self.cost, tp_overlap, self.mech.gemm_shares(moe),
                                            times.linear_fwd_s, tp, self.mech.sm_count,
-                                           op_sac_recomputed_shares(spec) if regather else None)
+                                           op_sac_recomputed_shares(spec) if regather else None, partials_s)
         else:
             tp_x = tp_mod.tp_exposure(tp_t, rerun, self.cost, None, tp, regather)
         return BlockTerms(times, recompute_s, tp_x, ep_x, cp_x, stored, working, emb_act, head_act, message)

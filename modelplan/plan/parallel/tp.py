@@ -263,7 +263,7 @@ SP_CALLS_PER_BLOCK = 8
 
 def overlap_exposure(t: TpSeconds, full_recompute: bool | float, cost: CostModel, mode: str,
                      shares: dict[str, float], linear_fwd_s: float, tp: int, sm_count: int,
-                     regathered: dict[str, float] | None = None) -> TpExposure:
+                     regathered: dict[str, float] | None = None, partials_sum_s: float = 0.0) -> TpExposure:
     """`tp_exposure` when the block's sequence-parallel collectives overlap the GEMMs beside them
     (`modelplan.comm.tp_overlap`, TE's pair names): forward AllGathers before QKV and FC1, the
     ReduceScatters after the projection and FC2; backward the output-gradient AllGathers before
@@ -273,8 +273,10 @@ def overlap_exposure(t: TpSeconds, full_recompute: bool | float, cost: CostModel
     overlap is in the exposed seconds; the embedding's and head's calls are not overlapped.
     `regathered`: per-op SAC's recompute re-runs the two forward AllGathers (`tp_exposure`), each
     beside only the recomputed GEMMs that consume it (their shares of the linear forward time,
-    `count.checkpointing.op_sac_recomputed_shares`: "qkv", "fc1")."""
-    from modelplan.comm.tp_overlap import TpPair, block_exposed_s
+    `count.checkpointing.op_sac_recomputed_shares`: "qkv", "fc1"). `partials_sum_s`: one sum of a
+    ring ReduceScatter's tp partials, added once per ring-exchanged ReduceScatter pair
+    (`comm.tp_overlap.ring_reductions`)."""
+    from modelplan.comm.tp_overlap import TpPair, block_exposed_s, ring_reductions
 
     c = t.block_s / SP_CALLS_PER_BLOCK
     g = {k: v * linear_fwd_s for k, v in shares.items()}
@@ -282,6 +284,11 @@ def overlap_exposure(t: TpSeconds, full_recompute: bool | float, cost: CostModel
                                  "fc1_fprop": TpPair(g["fc1"], c), "fc2_fprop": TpPair(g["fc2"], c)}, tp, sm_count)
     bwd = block_exposed_s(mode, {"proj_dgrad": TpPair(g["proj"], c), "fc2_dgrad": TpPair(g["fc2"], c),
                                  "qkv_wgrad": TpPair(g["qkv"], c), "fc1_wgrad": TpPair(g["fc1"], c)}, tp, sm_count)
+    # ring ReduceScatters end in a sum of the tp partials on the compute stream (not traffic: kept
+    # out of the hidden seconds below)
+    sum_f = partials_sum_s * ring_reductions(mode, ("proj_fprop", "fc2_fprop"))
+    sum_b = partials_sum_s * ring_reductions(mode, ("qkv_wgrad", "fc1_wgrad"))
+    fwd, bwd = fwd + sum_f, bwd + sum_b
     share = float(full_recompute)
     total = t.block_s + share * (t.block_recompute_s - t.block_s)
     rec = share * fwd
@@ -291,7 +298,8 @@ def overlap_exposure(t: TpSeconds, full_recompute: bool | float, cost: CostModel
                                       "fc1_fprop": TpPair(regathered["fc1"] * linear_fwd_s, a)}, tp, sm_count)
         total += t.gathers_fwd_s
     f = cost.tp_exposed_fraction
-    return TpExposure(fwd_s=fwd, bwd_s=bwd, recompute_s=rec, hidden_s=max(0.0, total - fwd - bwd - rec),
+    sums = sum_f + sum_b + share * sum_f
+    return TpExposure(fwd_s=fwd, bwd_s=bwd, recompute_s=rec, hidden_s=max(0.0, total - fwd - bwd - rec + sums),
                       embedding_s=f * t.embedding_s, head_s=f * t.head_s)
 
 
