@@ -125,3 +125,46 @@ def test_verify_says_flushes_are_priced_not_executed():
     assert any("flushes of 2" in n and "8 micro-batches" in n for n in _notes(spec, flushed, plan))
     assert not any("flush" in n for n in _notes(spec, TrainingSpec(global_batch=8, pp_flush_microbatches=8), plan))
     assert not any("flush" in n for n in _notes(spec, flushed, Plan(pp=1, dp=1, micro_batch=1)))
+
+
+def test_reduction_after_the_pipeline_waits_alone_under_torch_pipelining():
+    """Kept gathered (ZeRO-3 reduced once, as ZeRO-1's rule): a 4 s ReduceScatter (1 s last bucket)
+    beside a 5 s backward at overlap fraction 0.9 exposes max(1, 4 - 4.5) = 1 s when FSDP reduces
+    beside the backward; torch pipelining's REDUCE_GRAD runs after the chunk's last backward and the
+    compute stream waits on it (stage.py perform_reduce_grad), so all 4 s are exposed. The gather
+    after the pipeline (2 s, 0.5 s first bucket, behind m x t_fwd = 3 x 1 s) is 0.5 s either way."""
+    from modelplan.plan.parallel.dp_zero import DpTimes, dp_exposure
+
+    times = DpTimes(0.0, 0.0, reduce_scatter=4.0, reduce_scatter_bucket=1.0, all_gather=2.0,
+                    all_gather_bucket=0.5, all_gather_block=0.0)
+    beside = dp_exposure(1, times, 3, t_fwd=1.0, t_bwd=5.0, overlap=True, overlap_fraction=0.9)
+    alone = dp_exposure(1, times, 3, t_fwd=1.0, t_bwd=5.0, overlap=True, overlap_fraction=0.9,
+                        reduce_beside_backward=False)
+    assert beside.after_pipeline_s == pytest.approx(1.0 + 0.5)
+    assert alone.after_pipeline_s == pytest.approx(4.0 + 0.5)
+
+
+def test_fsdp_kept_gathered_under_pp_exposes_its_whole_reduction():
+    """torchtitan PP with ZeRO-3 kept gathered: on the critical rank the DP seconds after the
+    pipeline are its whole gradient ReduceScatter, its gradient copies, the gather's un-hidden part
+    (max(first bucket, gather - m t_fwd)) with the interference share of the hidden rest
+    (`dp_zero.dp_exposure`) and its partial-gradient AllReduce: nothing of the
+    reduction hides behind the last backward (the test above, on the planner's own DP entry)."""
+    from modelplan.comm.dp_overlap import param_gather_exposed_s
+    from modelplan.plan.evaluator import Evaluator, PlanPoint
+
+    spec, cluster = load_model("llama-3-8b"), load_cluster("dgx-h100")
+    training = TrainingSpec(global_batch=64, seq_len=2048, framework="torchtitan")
+    plan = Plan(tp=1, pp=4, dp=4, micro_batch=1, zero=3)
+    ev = Evaluator(spec, training, cluster)
+    point = PlanPoint.of(plan, training)
+    stage, _, m, _ = ev.context(point)
+    st = stage.terms
+    dpe = ev.dp_entry(1, 4, 4, 3, False, st.critical_rank)
+    t = dpe.times
+    gather = param_gather_exposed_s(t.all_gather, t.all_gather_bucket, m * st.fwd_s, True)
+    hidden = t.all_gather - gather  # what the forward hides still costs the interference share
+    want = t.reduce_scatter + dpe.grad_copy_s + gather + ev.cost.overlap_interference * hidden + dpe.partial_grads_s
+    after, _, _ = ev._dp_terms(st, dpe, m, 3, "default", None, 4, 4)
+    assert t.reduce_scatter > 0
+    assert after == pytest.approx(want)

@@ -286,3 +286,12 @@ def test_compare_tensors_small_tensor_rounding_passes_real_fault_fails():
     fault = {"big": ref["big"].copy(), "bias": ref["bias"] * 1.1}
     row = compare_tensors("gradients", fault, ref, [])
     assert not row.passed and "bias" in row.detail
+
+
+def test_deepep_plan_verifies_against_the_executed_dispatcher():
+    """Under DeepEP the planner lists the deduplicated exchange (`plan/deepep.py`), which the
+    executor does not run: verify compares its ledger with the AllToAll dispatcher's list (the
+    step still matches the single-device one) and its report says the exchange is priced only."""
+    training = TRAIN.model_copy(update={"moe_flex_dispatcher": "deepep", "fake_balanced_gate": True})
+    report = assert_passes(MOE, Plan(dp=2, ep=2), training)
+    assert any("DeepEP" in n and "not executed" in n for n in report.notes)

@@ -77,7 +77,17 @@ def _notes(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> list[st
     if plan.pp > 1 and per_flush is not None and per_flush < m:  # plan/pipeline/flush.py prices the flushes
         notes.append(f"pipeline flushes of {per_flush} micro-batches are priced by the plan, not executed: "
                      f"the executor runs the step's {m} micro-batches as one flush")
+    if spec.moe is not None and plan.ep > 1 and training.moe_flex_dispatcher == "deepep":  # plan/deepep.py
+        notes.append("DeepEP's deduplicated exchange is priced by the plan, not executed: the executor runs the "
+                     "AllToAll dispatcher and its ledger is checked against that dispatcher's list")
     return notes
+
+
+def _executed_training(training: TrainingSpec) -> TrainingSpec:
+    """The settings the executor runs: its AllToAll dispatcher in place of DeepEP's exchange."""
+    if training.moe_flex_dispatcher != "deepep":
+        return training
+    return training.model_copy(update={"moe_flex_dispatcher": None})
 
 
 class Verified(NamedTuple):
@@ -207,6 +217,6 @@ def transformer_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, *
         spec=spec, training=training, job=job, step=train_step, notes=notes, param_defs=param_defs(spec),
         reference=lambda kind, starts: oracle_steps(kind, spec, init_params(spec, job.rngs()[0]), job.batches(),
                                                     job.optimizer, starts=starts),
-        comm_items=lambda: communication_list(spec, training, plan, element_bytes=8),
+        comm_items=lambda: communication_list(spec, _executed_training(training), plan, element_bytes=8),
         rank_elements=lambda: rank_elements(spec, plan, training),
         planned_memory=lambda _schedule: planned_stage_memory(spec, training, plan, job.num_microbatches, job.recompute))

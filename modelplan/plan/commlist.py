@@ -10,7 +10,8 @@ only multiplied by the blocks, units and micro-batches of every pipeline rank an
   (every block, or the first N of each chunk under Megatron-core's block method) and backward (the last stage's MTP blocks included), the statistics of a q/k norm over all
   heads; the embedding's g (and each MTP module's lookup); the head's f and the vocab-parallel
   loss (once more per MTP module);
-- expert parallel (`parallel/ep.py`): dispatch and combine per MoE block;
+- expert parallel (`parallel/ep.py`): dispatch and combine per MoE block (DeepEP's deduplicated bytes,
+  `plan/deepep.py`, under `moe_flex_dispatcher = "deepep"`);
 - context parallel (`parallel/cp.py`; the executor runs each type, `execute/context_parallel.py`): per block the
   engine's exchange (`TrainingSpec.cp_comm_type`: ring steps, AllGather / ReduceScatter, or
   AllToAll); every activation above is b*(s/cp)*h, s the tokens per sequence of the block's
@@ -35,6 +36,7 @@ from modelplan.count.blocks import mtp_block
 from modelplan.count.hyperconn import residual_width
 from modelplan.count.recompute_layers import full_recompute
 from modelplan.plan.block_passes import block_runs
+from modelplan.plan.deepep import exchange_bytes
 from modelplan.plan.engine import engine_settings
 from modelplan.plan.experts import expert_capacity
 from modelplan.plan.fp8 import param_gather_bytes
@@ -69,11 +71,13 @@ def _stack_sizes(spec: TransformerSpec, plan: Plan, seq_len: int, act: int) -> t
 
 
 def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan,
-                       element_bytes: int | None = None, capacity_factor: float | None = None) -> list[CommItem]:
+                       element_bytes: int | None = None, capacity_factor: float | None = None,
+                       gpus_per_node: int | None = None) -> list[CommItem]:
     """Every communication call of one step (and of the start-up) under `plan`.
 
     `capacity_factor` sizes the MoE dispatch buffers (None: the executor's one slot per local
-    token per expert; see `plan/experts.py`)."""
+    token per expert; see `plan/experts.py`). `gpus_per_node` (the cluster's) is needed only under
+    DeepEP, whose exchange counts destination ranks inside a node and nodes across them."""
     act, grad, loss_b = _sizes(training, element_bytes)
     m = plan.num_microbatches(training.global_batch)
     b, s, h, tp, pp, vpp = plan.micro_batch, training.seq_len // plan.cp, spec.hidden, plan.tp, plan.pp, plan.vpp
@@ -134,8 +138,10 @@ def communication_list(spec: TransformerSpec, training: TrainingSpec, plan: Plan
             if spec.moe is not None:  # each TP rank dispatches its own tokens under SP (`parallel/ep.py`)
                 def a2a(n: int) -> int:  # one dispatch of this rank's tokens of sequences of n
                     sent = sizes[n][0] // tp if sp_dispatch else sizes[n][0]
-                    return ep_mod.dispatch_bytes(spec.moe.num_experts, expert_capacity(sent, spec.moe, capacity_factor),
-                                                 h, act)
+                    alltoall = ep_mod.dispatch_bytes(spec.moe.num_experts,
+                                                     expert_capacity(sent, spec.moe, capacity_factor), h, act)
+                    # DeepEP: one copy per destination rank / node, as priced (`plan/deepep.py`)
+                    return exchange_bytes(alltoall, spec.moe, training, plan.ep, gpus_per_node)
                 group = tp if sp_dispatch else 1
                 moe_runs = block_runs(spec, [i for i in layers if spec.is_moe_layer(i)], lengths.of_block)
                 moe_again = block_runs(spec, [i for i in again if spec.is_moe_layer(i)], lengths.of_block)

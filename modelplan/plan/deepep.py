@@ -20,6 +20,9 @@ from __future__ import annotations
 from fractions import Fraction
 from math import comb, gcd
 
+from modelplan.specs.blocks import MoESpec
+from modelplan.specs.training import TrainingSpec
+
 
 def uniform_distinct_groups(num_experts: int, top_k: int, groups: int) -> Fraction:
     """Expected distinct groups among k experts drawn without replacement from E in `groups`
@@ -45,3 +48,17 @@ def deepep_copy_fraction(num_experts: int, top_k: int, ep: int, gpus_per_node: i
     groups = ep if ep <= gpus_per_node or ep % gpus_per_node else ep // gpus_per_node
     count = balanced_gate_distinct_groups if balanced_gate else uniform_distinct_groups
     return float(count(num_experts, top_k, groups) / top_k)
+
+
+def exchange_bytes(alltoall_bytes: int, moe: MoESpec, training: TrainingSpec, ep: int,
+                   gpus_per_node: int | None) -> int:
+    """Bytes of one dispatch (or combine) under the plan's dispatcher: the AllToAll dispatcher's
+    top-k copies `alltoall_bytes`, or DeepEP's deduplicated share of them (`deepep_copy_fraction`).
+    The one rule the planner prices and the communication list lists (`plan/commlist.py`)."""
+    if training.moe_flex_dispatcher != "deepep":
+        return alltoall_bytes
+    if gpus_per_node is None:
+        raise ValueError("gpus_per_node is needed to count DeepEP's destinations (ranks inside a node, "
+                         "nodes across them)")
+    return round(alltoall_bytes * deepep_copy_fraction(moe.num_experts, moe.top_k, ep, gpus_per_node,
+                                                       training.fake_balanced_gate))

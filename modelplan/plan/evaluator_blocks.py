@@ -9,7 +9,7 @@ from modelplan.comm.ops import Axis
 from modelplan.comm.tp_overlap import reduce_scatter_partials_bytes
 from modelplan.count.blocks import Block, mtp_block
 from modelplan.count.hyperconn import residual_width
-from modelplan.plan.deepep import deepep_copy_fraction
+from modelplan.plan.deepep import exchange_bytes
 from modelplan.plan.block_mix import block_kinds, mean_terms, with_mtp
 from modelplan.plan.block_passes import looped_times, passes_of, repeated
 from modelplan.plan.compute import kernel_times
@@ -154,10 +154,9 @@ class BlockPricing:
                                  head_s=self._edge_tp_s(tp, sp, b, cp, lengths.target).head_s)
         if moe:
             sent = expert_capacity(tokens // tp, spec.moe, self.capacity_factor) if sp_dispatch else capacity
-            a2a = ep_mod.dispatch_bytes(spec.moe.num_experts, sent, spec.hidden, d)
-            if training.moe_flex_dispatcher == "deepep":  # one copy per destination (`plan/deepep.py`)
-                a2a = round(a2a * deepep_copy_fraction(spec.moe.num_experts, spec.moe.top_k, ep, gpn,
-                                                       training.fake_balanced_gate))
+            # DeepEP: one copy per destination (`plan/deepep.py`), as the communication list
+            a2a = exchange_bytes(ep_mod.dispatch_bytes(spec.moe.num_experts, sent, spec.hidden, d), spec.moe,
+                                 training, ep, gpn)
             # Megatron-core's expert grid: etp fastest, then ep (stride etp); else ep inside dp
             ep_shape = strided_shape(ep, etp, gpn) if etp else self.shapes(tp, ep, 2, ep, cp)[Axis.EP]
             ep_x = repeated(ep_mod.ep_exposure(self.pricer, ep_shape, ep, a2a, full, tp if sp_dispatch else 1,

@@ -147,6 +147,11 @@ class DpPricing:
             zero if every_mb else 1, dpe.times, m, st.fwd_s, st.bwd_s, cost.dp_overlap if dpo is None else dpo,
             cost.dp_overlap_fraction, cost.overlap_interference,
             backward_gathers=mode is None or mode.reshard_after_forward,
+            # kept gathered under torch pipelining: the schedule's REDUCE_GRAD action, after a chunk's
+            # last backward, reduce-scatters its gradients and the compute stream waits for them
+            # (torch 2.13 stage.py perform_reduce_grad -> FSDP _root_post_backward_final_callback with
+            # is_last_backward: current_stream().wait_event per reduce-scatter): nothing hides it
+            reduce_beside_backward=every_mb,
         )
         if zero >= 2:  # the engine's gradient copies before each ReduceScatter (memory-bound)
             if every_mb:

@@ -15,7 +15,8 @@ current one and the prefetched next).
 
 Overlap (comm_hw.md section 5; the constants are in `CostModel`), `dp_exposure`:
 - zero 0/1 gradient reduction: hidden behind `dp_overlap_fraction` of the last micro-batch's
-  backward, except the last bucket: max(t_bucket, t - f * t_bwd);
+  backward, except the last bucket: max(t_bucket, t - f * t_bwd); not hidden at all where it runs
+  after the backward alone (ZeRO-3 kept gathered under torch pipelining, `reduce_beside_backward`);
 - zero 1/2 parameter AllGather: hidden behind the next forward except one bucket;
 - zero 2: gradients are reduce-scattered after every micro-batch, each hidden like the above;
 - zero 3: per micro-batch, gather weights for forward and backward and reduce-scatter gradients,
@@ -116,14 +117,18 @@ class DpExposure(NamedTuple):
 def dp_exposure(
     zero: int, times: DpTimes, num_microbatches: int, t_fwd: float, t_bwd: float,
     overlap: bool, overlap_fraction: float, interference: float = 0.0, backward_gathers: bool = True,
+    reduce_beside_backward: bool = True,
 ) -> DpExposure:
     """Exposed data-parallel communication under the overlap rules of the module docstring.
 
     t_fwd / t_bwd: one micro-batch's forward / backward (with recompute) on the stage.
     `backward_gathers` False: ZeRO-3 keeps the forward's gathered parameters for backward
     (reshard_after_forward False, `plan/fsdp.py`): no second AllGather per micro-batch.
+    `reduce_beside_backward` False: the gradient reduction after the last micro-batch waits alone
+    (torch pipelining's REDUCE_GRAD, `evaluator_dp._dp_terms`): none of it hides behind a backward.
     """
-    raw = _dp_exposure(zero, times, num_microbatches, t_fwd, t_bwd, overlap, overlap_fraction, backward_gathers)
+    raw = _dp_exposure(zero, times, num_microbatches, t_fwd, t_bwd if reduce_beside_backward else 0.0,
+                       overlap, overlap_fraction, backward_gathers)
     if interference == 0.0:
         return raw
     after, per_mb, total = raw
