@@ -174,6 +174,10 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         parts.append("GQA K, V repeated to the query heads (CP exchanges them)")
     if software.head_stays_gathered:
         parts.append("ZeRO-3 keeps the output head gathered to its backward")
+    if software.fsdp_ends_in_root:
+        parts.append("FSDP2 root holds embedding, norm and head (gathered all step, head gradient to the end)")
+    if not software.sac_saves_attention:
+        parts.append("per-op SAC recomputes attention (its kernel not in the save list)")
     if software.pp_microbatch_buffers:
         parts.append("PP receive buffers per micro-batch" + (", last stage keeps every micro-batch's logits"
                                                                if software.pp_keeps_outputs else ""))
