@@ -60,6 +60,7 @@ GIB = 2**30
 # Settings a run may carry that the training spec takes when this version of modelplan has them.
 OPTIONAL_TRAINING = ("attention", "framework", "grad_dtype", "fp8_param_gather", "master_weights", "ac_mode", "fp8_recipe",
                      "cp_comm_type", "recompute_modules", "recompute_method", "recompute_num_layers", "loss_upcast",
+                     "fsdp_ends_in_root",
                      "optimizer_state_dtype", "loss_kernel", "pp_flush_microbatches")
 # Settings the plan takes when this version of modelplan has them.
 OPTIONAL_PLAN = ("reshard_after_forward", "fsdp_shard_size", "etp", "first_stage_layers", "last_stage_layers")

@@ -46,6 +46,8 @@ from modelplan.cli.etp_option import EtpOpt, check_etp, parse_etp
 from modelplan.cli.tensor_rate_option import TensorRateOpt, tensor_rate_settings
 from modelplan.cli.optimizer_state_option import OptimizerStateDtypeOpt, optimizer_state_settings
 from modelplan.cli.gate_option import FakeGateOpt, gate_settings
+from modelplan.cli.sac_option import SacAttentionOpt, sac_settings
+from modelplan.cli.fsdp_root_option import FsdpRootOpt, fsdp_root_settings
 from modelplan.cli.pp_flush_option import PpFlushOpt, pp_flush_settings
 from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.cli.layout_options import (CompileLossOpt, FirstStageOpt, FusedNormOpt, LastStageOpt, LossKernelOpt,
@@ -177,6 +179,8 @@ def plan_cmd(
     optimizer_state_dtype: OptimizerStateDtypeOpt = None,
     pp_flush_microbatches: PpFlushOpt = None,
     fake_balanced_gate: FakeGateOpt = None,
+    sac_saves_attention: SacAttentionOpt = None,
+    fsdp_ends_in_root: FsdpRootOpt = None,
     memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, callback=finite, help="Fraction of GPU memory to keep free.")] = 0.0,
     allow_tp_across_nodes: Annotated[bool, typer.Option("--allow-tp-across-nodes", help="Let TP groups span nodes.")] = False,
     top: Annotated[int, typer.Option("--top", min=1, max=1000, help="How many ranked plans to show.")] = 5,
@@ -231,7 +235,8 @@ def plan_cmd(
                               **dispatcher_settings(moe_dispatcher, spec), **tensor_rate_settings(tensor_rate),
                               **optimizer_state_settings(optimizer_state_dtype),
                               **pp_flush_settings(pp_flush_microbatches),
-                              **gate_settings(fake_balanced_gate),
+                              **gate_settings(fake_balanced_gate), **sac_settings(sac_saves_attention),
+                              **fsdp_root_settings(fsdp_ends_in_root),
                               **({} if grad_dtype is None else {"grad_dtype": grad_dtype}),
                               **({} if images_per_seq is None else {"images_per_seq": images_per_seq})),
                          decoder_seq)

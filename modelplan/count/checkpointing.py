@@ -47,16 +47,19 @@ def op_sac_recomputed_fraction(spec: "TransformerSpec") -> float:
     return redone / total
 
 
-def op_sac_kept_per_token(spec: "TransformerSpec", dtype_bytes: int, tp: int) -> tuple[int, int]:
+def op_sac_kept_per_token(spec: "TransformerSpec", dtype_bytes: int, tp: int,
+                          saves_attention: bool = True) -> tuple[int, int]:
     """(replicated, tp-sharded) bytes per token one block keeps under per-op SAC: the block input
     (the checkpoint's input, replicated over tp), the saved matmul outputs (column-parallel ones
     sharded over tp; the row-parallel w2 / wo outputs replicated), attention's output and its
-    fp32 log-sum-exp (sharded), and with tp > 1 the reduce-scatter output of the attention
+    fp32 log-sum-exp (sharded; not when the run's SDPA kernel is missing from the save list,
+    `saves_attention` False), and with tp > 1 the reduce-scatter output of the attention
     projection (saved as a collective output)."""
     d = dtype_bytes
     saved = op_sac_saved(spec)
     replicated = d * spec.hidden  # block input
-    sharded = d * spec.q_width + 4 * spec.heads  # attention output + log-sum-exp (FlashAttention-2)
+    # attention output + log-sum-exp (FlashAttention-2), when its op is in the save list
+    sharded = d * spec.q_width + 4 * spec.heads if saves_attention else 0
     for name, _, n in block_matmuls(spec):
         if name not in saved:
             continue

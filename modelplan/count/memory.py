@@ -174,7 +174,8 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
                  ac_mode: str = "attention_core", elementwise: str = "fused", ac_every: int = 2,
                  fp8_inputs: bool = False, norm_elementwise: str | None = None,
                  gathered_inputs: bool = False, dispatch_tp: int | None = None,
-                 probs_at_combine: bool = False, recompute_modules: tuple[str, ...] = ()) -> int:
+                 probs_at_combine: bool = False, recompute_modules: tuple[str, ...] = (),
+                 sac_saves_attention: bool = True) -> int:
     """Activation bytes of one block of kind `block` (see activation_bytes_per_layer)."""
     if recompute == "selective" and ac_mode in ("layer_sac", "every_nth_block"):
         args = (spec, block, micro_batch, seq_len, dtype_bytes, tp, sequence_parallel)
@@ -198,7 +199,7 @@ def _block_bytes(spec: "TransformerSpec", block: Block, micro_batch: int, seq_le
     gathered = (1 if fp8_inputs else dtype_bytes) * spec.hidden * (1 if shared_input else 2) if (
         gathered_inputs and sequence_parallel and tp > 1) else 0
     if recompute == "selective" and ac_mode == "op_sac" and not block.moe and standard and is_fused(attention):
-        replicated, sharded = op_sac_kept_per_token(spec, dtype_bytes, tp)
+        replicated, sharded = op_sac_kept_per_token(spec, dtype_bytes, tp, sac_saves_attention)
         score, gathered = 0, 0  # op-SAC recomputes the norms and the gathers (its own save list)
     gone = None
     if recompute == "selective" and ac_mode == "modules":  # Megatron-core --recompute-modules
@@ -266,6 +267,7 @@ def activation_bytes_per_layer(
     probs_at_combine: bool = False,
     recompute_modules: tuple[str, ...] = (),
     memory_len: int | None = None,
+    sac_saves_attention: bool = True,
 ) -> int:
     """Activation bytes one block keeps for backward, per GPU, for one micro-batch.
 
@@ -303,6 +305,8 @@ def activation_bytes_per_layer(
     - `ac_mode` says what 'selective' keeps (`modelplan.count.checkpointing`): attention_core is
       the paper's; op_sac keeps the block input, every other matmul output, attention's output
       and log-sum-exp (q/k/v attention blocks with a dense MLP; others keep attention_core's);
+      op_sac with `sac_saves_attention` False keeps neither (the run's SDPA op is not in the
+      engine's save list, `TrainingSpec.sac_saves_attention`);
       layer_sac / every_nth_block keep a whole block in `ac_every` blocks fully recomputed (the
       mean over blocks, rounded up); 'modules' (Megatron-core `--recompute-modules`, listed in
       `recompute_modules`) keeps what the none case keeps less what those modules discard
@@ -330,7 +334,7 @@ def activation_bytes_per_layer(
                      elementwise=elementwise, ac_every=ac_every,
                      fp8_inputs=fp8_inputs, norm_elementwise=norm_elementwise, gathered_inputs=gathered_inputs,
                      dispatch_tp=dispatch_tp, probs_at_combine=probs_at_combine,
-                     recompute_modules=recompute_modules)
+                     recompute_modules=recompute_modules, sac_saves_attention=sac_saves_attention)
         for kind in kinds
     )
 

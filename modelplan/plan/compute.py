@@ -165,11 +165,12 @@ class KernelTimes(NamedTuple):
     """The forward of the Megatron-core `--recompute-modules` the run names (`plan/recompute.py`)."""
 
     def recompute_s(self, recompute: str, ac_mode: str = "attention_core", op_sac_fraction: float = 0.0,
-                    ac_every: int = 2) -> float:
+                    ac_every: int = 2, sac_saves_attention: bool = True) -> float:
         """The recomputed forward of one block (module docstring). `ac_mode` says what selective
         recompute redoes (`modelplan.count.checkpointing`): the attention core; under torchtitan's
         per-op SAC the unsaved matmuls (`op_sac_fraction` of the linear FLOPs) and every
-        element-wise op (attention is saved); layer-level modes one whole block in `ac_every`."""
+        element-wise op (attention is saved, unless `sac_saves_attention` is False: then its core
+        runs again too); layer-level modes one whole block in `ac_every`."""
         if recompute == "full":
             return self.fwd_gemm_s + self.fwd_elementwise_s
         if recompute == "selective":
@@ -178,7 +179,8 @@ class KernelTimes(NamedTuple):
             if ac_mode == "modules":
                 return self.modules_fwd_s
             if ac_mode == "op_sac":
-                return op_sac_fraction * self.linear_fwd_s + self.fwd_elementwise_s
+                attention = 0.0 if sac_saves_attention else self.core_fwd_s
+                return op_sac_fraction * self.linear_fwd_s + self.fwd_elementwise_s + attention
             return self.core_fwd_s
         return 0.0
 

@@ -66,6 +66,10 @@ class EngineSettings(NamedTuple):
     """`EngineProfile.head_stays_gathered` (ZeRO-3 keeps the output head gathered to its backward)."""
     loss_upcast: bool = True
     """`TrainingSpec.loss_upcast` (the eager loss casts the logits to fp32 first)."""
+    sac_saves_attention: bool = True
+    """`TrainingSpec.sac_saves_attention` (per-op SAC keeps attention's output)."""
+    fsdp_ends_in_root: bool = False
+    """`TrainingSpec.fsdp_ends_in_root` (embedding, norm and head in FSDP2's root group)."""
     loss_kernel: str = "megatron"
     """The cross-entropy kernels the loss runs (`count.loss_kernels`): the run's, else the engine's."""
 
@@ -95,6 +99,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         loss_parallel=profile.loss_parallel, pp_microbatch_buffers=profile.pp_microbatch_buffers,
         pp_keeps_outputs=profile.pp_keeps_outputs, sdpa_repeats_kv=profile.sdpa_repeats_kv,
         scale_mask_softmax=profile.scale_mask_softmax, loss_upcast=training.loss_upcast,
+        sac_saves_attention=training.sac_saves_attention, fsdp_ends_in_root=training.fsdp_ends_in_root,
         loss_kernel=_loss_kernel(training, profile),
     )
 
@@ -180,6 +185,10 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         parts.append("GQA K, V repeated to the query heads (CP exchanges them)")
     if software.head_stays_gathered:
         parts.append("ZeRO-3 keeps the output head gathered to its backward")
+    if software.fsdp_ends_in_root:
+        parts.append("FSDP2 root holds embedding, norm and head (gathered all step, head gradient to the end)")
+    if not software.sac_saves_attention:
+        parts.append("per-op SAC recomputes attention (its kernel not in the save list)")
     if software.pp_microbatch_buffers:
         parts.append("PP receive buffers per micro-batch" + (", last stage keeps every micro-batch's logits"
                                                                if software.pp_keeps_outputs else ""))

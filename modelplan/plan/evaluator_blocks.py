@@ -136,7 +136,8 @@ class BlockPricing:
         if mode == "op_sac" and training.attention == "eager":
             mode = "attention_core"
         layer_level = recompute == "selective" and mode in ("layer_sac", "every_nth_block")
-        recompute_s = times.recompute_s(recompute, mode, op_sac_recomputed_fraction(spec), sw.ac_every)
+        recompute_s = times.recompute_s(recompute, mode, op_sac_recomputed_fraction(spec), sw.ac_every,
+                                        sw.sac_saves_attention)
         rerun = 1.0 if full else (checkpointed_share(sw.ac_every) if layer_level else 0.0)
         act = tokens * spec.hidden * d  # one (b, s/cp, h) activation
         tp_shape = self.shapes(tp, 1, 1)[Axis.TP]

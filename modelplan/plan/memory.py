@@ -51,7 +51,8 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
         out = activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel, rc, kind,
                                          attention, ac_mode, ew, software.ac_every, fp8_inputs,
                                          software.norm_elementwise, software.sp_saves_gathered_inputs, block,
-                                         etp, probs_at_combine, software.recompute_modules, memory_local)
+                                         etp, probs_at_combine, software.recompute_modules, memory_local,
+                                         software.sac_saves_attention)
         if cp > 1 and rc == "none":
             score = out - activation_bytes_per_layer(spec, micro_batch, s_local, dtype_bytes, tp, sequence_parallel,
                                                      "selective", kind, attention, elementwise=ew,

@@ -162,7 +162,20 @@ class RankStates:
             numel = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))[0]
             head = numel.get("head", numel.get("embedding/word", 0) if self.spec.tied_embeddings else 0)
             hit = (hit[0] + self.dtype_bytes * head, *hit[1:])
+        if zero >= 3 and pp == 1 and self.software.fsdp_ends_in_root:
+            hit = self._root_ends(hit, tp, ep, etp, zero3_mode(reshard, self.software, pp).reshard_after_forward)
         return hit
+
+    def _root_ends(self, hit: tuple[float, float, float], tp: int, ep: int, etp: int | None,
+                   resharded: bool) -> tuple[float, float, float]:
+        """`hit` with FSDP2's root group holding the embedding and the head (`TrainingSpec.fsdp_ends_in_root`):
+        the word embedding gathered beside the head (when the blocks are resharded; otherwise it is
+        gathered already) and the head's unsharded 16-bit gradient, reduce-scattered only at the end of backward."""
+        numel = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))[0]
+        word = numel.get("embedding/word", 0)
+        head = numel.get("head", word if self.spec.tied_embeddings else 0)
+        gathered = word if resharded and not self.spec.tied_embeddings else 0
+        return hit[0] + self.dtype_bytes * gathered, hit[1] + self.dtype_bytes * head, hit[2]
 
     def _fp8_gathered(self, tp: int, pp: int, ep: int, schedule: str, vpp: int, etp: int | None, split,
                       pp_rank: int, reshard: bool | str) -> int:

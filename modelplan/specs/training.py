@@ -91,6 +91,19 @@ class TrainingSpec(Spec):
     AutoModel MaskedCrossEntropy(fp32_upcast=False)): d instead of 4 bytes per logit for the kept
     softmax and its gradients (`count.eager.loss_peak_bytes`). Engines with a fused
     vocab-parallel loss (Megatron) ignore it."""
+    sac_saves_attention: bool = True
+    """Per-op selective AC (`ac_mode` op_sac) keeps attention's output and log-sum-exp: the SDPA
+    kernel the run dispatched is in the engine's save list (torchtitan `_save_list`: the flash and
+    efficient ops). False: it is not, so attention is recomputed in backward, its output not kept
+    (torchtitan 3b85aa31f, 2025-05-14, puts SDPBackend.CUDNN_ATTENTION first on compute capability
+    10.x; `_scaled_dot_product_cudnn_attention` joined `_save_list` only in b39377f9f, 2025-12-01)."""
+    fsdp_ends_in_root: bool = False
+    """FSDP2's root group holds the word embedding, final norm and output head (torchtitan before
+    83e694105, 2025-07-28: the blocks got `fully_shard` each and `fully_shard(model)` took the rest).
+    FSDP2 does not reshard the root after forward (torch fsdp/_fully_shard/_fsdp_state.py `_lazy_init`)
+    and reduce-scatters its gradients in the final backward callback (`_root_post_backward_final_callback`:
+    its forward input, the token ids, needs no gradient), so under ZeRO-3 without PP the embedding
+    stays gathered beside the head and the head's unsharded gradient lives to the end of backward."""
     loss_kernel: LossKernel | None = None
     """The cross-entropy kernels this run's loss runs (Megatron-core `--cross-entropy-loss-fusion`
     with `--cross-entropy-fusion-impl native` -> megatron_native, `te` -> te; NeMo 2 / Megatron-Bridge
