@@ -26,7 +26,7 @@ from modelplan.count.checkpointing import checkpointed_share
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings
 from modelplan.plan.expert_bias import with_expert_bias
 from modelplan.plan.expert_clamp import with_expert_clamp
-from modelplan.plan.fp8 import gemm_rate_factor, is_fp8_gemm, quantisation_bytes
+from modelplan.plan.fp8 import gemm_rate_factor, is_fp8_gemm, quantisation_bytes, weight_arrives_in_fp8
 from modelplan.plan.fused_softmax import with_softmax_fallback
 from modelplan.plan.grouped_gemm import extra_launch_s
 from modelplan.plan.kernels import Elementwise, Gemm, embedding_kernels, head_kernels, layer_kernels
@@ -234,7 +234,8 @@ def kernel_times(
     if recipe:  # quantise each fp8 GEMM's input (fwd) and output gradient (bwd)
         for g in k.gemms:
             if is_fp8_gemm(g.name):
-                q_f, q_b = quantisation_bytes(recipe, d, g.m * g.batch, g.k, g.n, software.fp8_backend)
+                q_f, q_b = quantisation_bytes(recipe, d, g.m * g.batch, g.k, g.n, software.fp8_backend,
+                                              weight_arrives_in_fp8(g.name, software.fp8_weights_gathered))
                 ew_f += roofline.overhead_s + roofline.memory_time_s(q_f)
                 ew_b += roofline.overhead_s + roofline.memory_time_s(q_b)
                 linear_f += roofline.memory_time_s(q_f)

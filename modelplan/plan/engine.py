@@ -41,6 +41,9 @@ class EngineSettings(NamedTuple):
     """`EngineProfile.sp_saves_gathered_inputs` (DTensor SP keeps the gathered linear inputs)."""
     fp8_tp_gather: bool = False
     """The run's fp8 recipe is one of `EngineProfile.fp8_tp_gather_recipes`: 1-byte TP AllGathers."""
+    fp8_weights_gathered: bool = False
+    """torchao's FSDP2 float8 all-gather (`TrainingSpec.fp8_param_gather`, tensorwise): the dense
+    linear weights arrive in fp8, so no Float8Linear casts them (`plan/fp8.py` `quantisation_bytes`)."""
     cp_fp32_merge: bool = False
     """`EngineProfile.cp_fp32_merge` (PyTorch ring SDPA merges each step's output in fp32)."""
     cp_comm_type: str = "p2p"
@@ -93,6 +96,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         reshard_after_forward_pp=profile.reshard_after_forward_pp, tp_comm_overlap=profile.tp_comm_overlap,
         sp_saves_gathered_inputs=profile.sp_saves_gathered_inputs,
         fp8_tp_gather=fp8 is not None and fp8 in profile.fp8_tp_gather_recipes,
+        fp8_weights_gathered=training.fp8_param_gather and profile.fp8_backend == "torchao" and fp8 == "tensorwise",
         cp_fp32_merge=profile.cp_fp32_merge, cp_comm_type=training.cp_comm_type or profile.cp_comm_type,
         recompute_modules=tuple(training.recompute_modules or ()), recompute_method=training.recompute_method,
         recompute_num_layers=training.recompute_num_layers,

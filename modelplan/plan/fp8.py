@@ -42,16 +42,32 @@ def cast_bytes_per_element(recipe: str, dtype_bytes: int) -> int:
     return 2 * d + 2
 
 
-def quantisation_bytes(recipe: str, dtype_bytes: int, m: int, k: int, n: int, backend: str) -> tuple[int, int]:
+def quantisation_bytes(recipe: str, dtype_bytes: int, m: int, k: int, n: int, backend: str,
+                       weight_in_fp8: bool = False) -> tuple[int, int]:
     """(forward, backward) HBM bytes of quantising one linear layer's operands, out (m, n) =
     in (m, k) @ w (k, n). te: the input in forward (with its transpose for wgrad), the output
     gradient in backward, the weight once per step (cached: counted 0 per micro-batch). torchao:
     input and weight in forward, and in backward the output gradient plus the input and weight
-    again from their 16-bit copies."""
+    again from their 16-bit copies. `weight_in_fp8`: the weight arrives already in fp8 (torchao's
+    FSDP2 float8 all-gather: `WeightWithDynamicFloat8CastTensor.fsdp_post_all_gather` returns a
+    Float8Tensor and Float8Linear skips it, `tensor_already_casted_to_fp8`, torchao
+    float8/float8_linear.py): no pass in forward, and in backward only the copy that gives dgrad's
+    second operand `_scaled_mm`'s column-major layout (float8_ops.py `preprocess_addmm`:
+    `b_data.t().contiguous().t()`), 1 + 1 bytes per element. The cast itself is of the 1/dp shard
+    before the gather, on FSDP2's all-gather copy-in stream, with the scale precomputed once per
+    step (`precompute_float8_dynamic_scale_for_fsdp`): not counted here."""
     per = cast_bytes_per_element(recipe, dtype_bytes)
     if backend == "te":
         return per * m * k, per * m * n
+    if weight_in_fp8:
+        return per * m * k, per * (m * n + m * k) + 2 * k * n
     return per * (m * k + k * n), per * (m * n + m * k + k * n)
+
+
+def weight_arrives_in_fp8(gemm_name: str, fp8_weights_gathered: bool) -> bool:
+    """Whether a linear layer's weight comes out of torchao's float8 all-gather already in fp8:
+    the dense `nn.Linear`s only, not the routed experts (`param_gather_bytes`)."""
+    return fp8_weights_gathered and "/experts/" not in gemm_name
 
 
 def gemm_rate_factor(recipe: str, scaled_gemm_factor: float) -> float:
