@@ -71,3 +71,14 @@ def test_eager_engine_is_slower_than_fused():
     """The same plan under an eager engine costs more element-wise time than under compile."""
     plan = Plan(dp=8, zero=3, micro_batch=1)
     assert est(plan).step.compute_s > est(plan, compile=True).step.compute_s
+
+
+def test_engine_note_names_the_eager_attention_not_the_fused_kernel():
+    """--attention eager runs no fused kernel (QK^T and AV as GEMMs, the s x s scores kept), so the
+    engine note says eager and prints no fused-kernel rate; flash prints the engine's kernel."""
+    plan = Plan(dp=8, micro_batch=1)
+    eager = est(plan, framework="deepspeed", attention="eager").notes
+    flash = est(plan, framework="deepspeed", attention="flash").notes
+    assert any("attention eager (unfused" in n for n in eager)
+    assert not any("attention fa2" in n for n in eager)
+    assert any("attention fa2" in n for n in flash)

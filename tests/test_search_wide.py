@@ -102,6 +102,19 @@ def test_rank_order_moves_pipeline_traffic_into_the_node():
     assert mapped.step.pp_comm_s < default.step.pp_comm_s
 
 
+@pytest.mark.parametrize("framework, tried", [("deepspeed", True), ("megatron", False), ("torchtitan", False),
+                                              ("fsdp", False)])
+def test_zeropp_is_searched_only_under_deepspeed(framework, tried):
+    """ZeRO++ (qwZ / hpZ / qgZ) exists only in DeepSpeed (its zero_optimization keys
+    zero_quantized_weights, zero_hpz_partition_size, zero_quantized_gradients; FSDP2, FSDP1 and
+    Megatron's distributed optimizer have none): Llama-2-7B ZeRO-3 on 128 A100 tries it under
+    DeepSpeed and never ranks it for the other engines."""
+    training = TrainingSpec(global_batch=256, seq_len=4096, framework=framework)
+    result = search_plans(LLAMA7, training, A100, 128, SearchSpace(tp=[1], pp=[1], zero=[3], micro_batch=[2]),
+                          top_k=50)
+    assert any(e.plan.zeropp for e in result.best) is tried
+
+
 def test_zeropp_needs_zero3():
     """ZeRO++ is a ZeRO-3 refinement."""
     with pytest.raises(ValueError, match="zeropp needs zero 3"):

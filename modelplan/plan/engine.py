@@ -140,12 +140,14 @@ def _loss_bytes(software: EngineSettings, dtype_bytes: int = 2, loss_parallel: b
 
 
 def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, float] | None,
-                       fragmentation_fraction: float, runtime_reserved_bytes: int) -> str:
-    """One line stating what the step time and memory assume about the engine."""
+                       fragmentation_fraction: float, runtime_reserved_bytes: int, attention: str = "flash") -> str:
+    """One line stating what the step time and memory assume about the engine; `attention`: the
+    run's kernel (`TrainingSpec.attention`: eager runs no fused kernel, so no fused rate applies)."""
     kernel = next(iter(software.attention_kernels), "flash")
     rates = f" {attention_rates[0]:.2f}/{attention_rates[1]:.2f} of peak" if attention_rates else ""
     parts = [
-        f"engine {software.framework}: attention {kernel}{rates}",
+        f"engine {software.framework}: " + ("attention eager (unfused: QK^T, AV as batched GEMMs, softmax "
+                                             "passes over the kept s x s scores)" if attention == "eager" else f"attention {kernel}{rates}"),
         f"element-wise {software.elementwise}" + (f" (norms {software.norm_elementwise})"
                                                   if software.norm_elementwise != software.elementwise else ""),
         f"selective = {'+'.join(software.recompute_modules) if software.recompute_modules else software.ac_mode}",
