@@ -105,10 +105,12 @@ def deepspeed_config(model: TransformerSpec, training: TrainingSpec, plan: Plan)
         )
         counts = split_layers(model.layers, plan.pp, plan.stage_split)
         if len(set(counts)) > 1:
+            # deepspeed/runtime/pipe/module.py _partition_layers: 'parameters' (the default,
+            # partition_balanced over each layer's parameter count), 'uniform', 'type:<regex>'
             notes.append(
-                f"uneven stages {list(counts)} blocks (first and last lighter): PipelineModule's "
-                "partition_method 'uniform' balances block counts only; set the stage boundaries "
-                "in code"
+                f"uneven stages {list(counts)} blocks: PipelineModule's partition_method "
+                "('parameters' by default, 'uniform', 'type:<regex>') takes no stage boundaries; "
+                "set them in code"
             )
         if plan.zero >= 2:
             notes.append(
