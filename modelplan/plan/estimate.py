@@ -57,7 +57,8 @@ def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroo
         notes=[*plan_notes(evaluator.spec, plan, evaluator.cost.vocab_divisible_by, evaluator.capacity_factor),
                engine_assumptions(evaluator.software, evaluator.cluster.accelerator.attention_rates(
                    evaluator.software.attention_kernels), evaluator.cost.fragmentation_fraction,
-                   evaluator.cost.runtime_reserved_bytes, evaluator.training.attention),
+                   evaluator.cost.runtime_reserved_bytes, evaluator.training.attention,
+                   evaluator.cost.nccl_buffer_bytes_per_group),
                *_rate_notes(evaluator),
                *mechanism_notes(evaluator, plan, s, ev.memory_first)],
     )
