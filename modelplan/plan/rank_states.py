@@ -151,7 +151,8 @@ class RankStates:
             return self.finetune.states(dense, blocks, tp, shard or dp * cp, zero)
         # ranks and layouts holding the same parameters under the same sharding share the bytes
         fp8 = self._fp8_gathered(tp, pp, ep, schedule, vpp, etp, split, pp_rank, reshard) if zero >= 3 else 0
-        te = self._te_fp8_params(tp, ep, etp, self.rank_units(schedule, pp, vpp, split)[pp_rank])
+        te = self._memo(("te_fp8", tp, ep, etp, schedule, pp, vpp, split, pp_rank), lambda: self._te_fp8_params(
+            tp, ep, etp, self.rank_units(schedule, pp, vpp, split)[pp_rank]))
         key = ("held", dense, experts, tp, ep, etp, dp * cp, zero, (reshard, pp, shard, fp8) if zero >= 3 else None, te)
         hit = self._cache.get(key)
         if hit is None:
