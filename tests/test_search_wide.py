@@ -135,3 +135,17 @@ def test_ramp_up_that_no_split_admits_names_the_ramp_batch():
     """dp 64 (tp 1, pp 1) cannot split a ramp-up batch of 8: the reason names that batch."""
     with pytest.raises(PlanInfeasible, match=r"ramp-up batch \(8\)"):
         search_plans(LLAMA7, TRAIN, A100, 64, SearchSpace(**CLASSIC, tp=[1], pp=[1], batch_splits=[8]))
+
+
+@pytest.mark.parametrize("framework, tried", [("megatron", True), ("torchtitan", False), ("deepspeed", False),
+                                              ("fsdp", False)])
+def test_activation_offload_is_searched_only_under_megatron(framework, tried):
+    """Offloading the saved activations of blocks that are not recomputed is Megatron-core's
+    (TransformerConfig cpu_offloading, fine_grained_activation_offloading); DeepSpeed offloads
+    checkpoints only (activation_checkpointing.cpu_checkpointing, under recompute) and torchtitan has
+    none (pytorch/torchtitan#2379, 2026): on a cluster with a host the search tries it under
+    Megatron alone."""
+    training = TrainingSpec(global_batch=64, seq_len=2048, framework=framework)
+    result = search_plans(LLAMA7, training, A100, 8, SearchSpace(tp=[1], pp=[1], zero=[1], micro_batch=[1],
+                                                                 recompute=["none"]), top_k=50)
+    assert any(e.plan.offload_activations for e in result.best) is tried

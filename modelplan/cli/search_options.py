@@ -21,7 +21,8 @@ OffloadOptimizerOpt = Annotated[Optional[str], typer.Option(
     "list [default: none and what the cluster's host offers].", show_default=False)]
 OffloadActivationsOpt = Annotated[Optional[bool], typer.Option(
     "--offload-activations/--no-offload-activations", help="Fix activation offload to host memory on or off "
-    "[default: try both where the cluster states its host].", show_default=False)]
+    "[default: try both under --framework megatron where the cluster states its host; off with the other "
+    "engines, which do not offload saved activations].", show_default=False)]
 FsdpShardOpt = Annotated[Optional[str], typer.Option(
     "--fsdp-shard-size", help="HSDP shard group sizes to try (ZeRO >= 2), comma list; 0: plain sharding (8 tries "
     "only 8, 0,8 both) [default: plain and 1, 2 and 4 nodes' data-parallel ranks].", show_default=False)]
