@@ -135,3 +135,28 @@ def test_compare_a_plan_the_planner_cannot_price_is_one_line_exit_2(tmp_path):
     line naming the numbers, exit 2 (cp itself is planned since context parallelism was added)."""
     a = _write(tmp_path / "a.json", Plan(dp=4, cp=3))
     assert "cp (3) must divide seq_len" in _one_line_error(runner.invoke(app, ["compare", str(a), str(a)]))
+
+
+@pytest.mark.parametrize("framework, engine", [
+    ("megatron", "megatron"), ("deepspeed", "deepspeed"), ("torchtitan", "torchtitan"), ("fsdp", "ddp"),
+])
+def test_export_without_to_follows_the_plans_engine(tmp_path, framework, engine):
+    """The engine is part of the plan (`plan --framework`, issue 13 item 5): `export` without --to
+    writes that engine's launch config (PyTorch FSDP runs as the ddp target's torchrun config)."""
+    src = _write(tmp_path / "plan.json", PLAN_A)
+    data = json.loads(src.read_text())
+    data["training"]["framework"] = framework
+    src.write_text(json.dumps(data))
+    result = runner.invoke(app, ["export", str(src), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["engine"] == engine
+
+
+def test_export_without_to_for_an_engine_without_exporter_is_one_line(tmp_path):
+    """llm-foundry has no exporter: one line naming the engine and the targets, exit 2."""
+    src = _write(tmp_path / "plan.json", PLAN_B)
+    data = json.loads(src.read_text())
+    data["training"]["framework"] = "foundry"
+    src.write_text(json.dumps(data))
+    line = _one_line_error(runner.invoke(app, ["export", str(src)]))
+    assert "foundry" in line and "--to" in line

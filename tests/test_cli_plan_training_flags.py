@@ -53,6 +53,15 @@ def test_fp8_param_gather_drops_the_16_bit_weight_copy():
     assert plain - gathered <= 2 * LLAMA3_8B_PARAMS
 
 
+def test_te_fp8_copies_cover_the_blocks_not_the_embedding_and_head():
+    """Transformer Engine keeps an fp8 weight and its transpose (1 + 1 B) of its own modules only:
+    the 32 blocks' linears; Megatron-core's word embedding (VocabParallelEmbedding) and output
+    layer (tensor_parallel.ColumnParallelLinear, models/gpt/gpt_model.py) are not TE modules and
+    stay bf16. Hand count: 2 B x 8,030,261,248 + 2 B x 32 x 218,112,000 (block norms counted
+    with the blocks) = 30,019,690,496 B."""
+    assert _stage("--precision", "fp8")["weights_bytes"] == 2 * LLAMA3_8B_PARAMS + 2 * 32 * 218_112_000
+
+
 def test_fp8_param_gather_without_fp8_is_a_one_line_error():
     result = runner.invoke(app, ["plan", "llama-3-8b", "--gpus", "8", "--fp8-param-gather"])
     assert result.exit_code == 2

@@ -88,3 +88,16 @@ def test_priced_fsdp_gather_is_the_list_s(gather):
     listed = sum(i.count * ev.pricer.time_s(i.op, i.nbytes, shape) for i in items
                  if i.op is Collective.ALL_GATHER and i.axis is Axis.DP and not i.startup)
     assert ev.dp_entry(1, 1, 2, 3, False, 0).times.all_gather == pytest.approx(listed / 2)
+
+
+@pytest.mark.parametrize("recipe, backend, noted", [
+    ("rowwise", "torchao", True),     # torchao float8/config.py: fp8 all-gather is tensorwise only
+    ("tensorwise", "torchao", False),
+    ("current", "te", False),         # Megatron --fp8-param-gather: TE modules under any recipe
+])
+def test_fp8_gather_the_recipe_cannot_do_is_noted(recipe, backend, noted):
+    """A run asking for fp8 parameter gathers its recipe cannot do is told they stay 16-bit."""
+    from modelplan.plan.fp8 import param_gather_note
+
+    assert (param_gather_note(True, recipe, backend) is not None) is noted
+    assert param_gather_note(False, recipe, backend) is None

@@ -71,3 +71,27 @@ def test_eager_engine_is_slower_than_fused():
     """The same plan under an eager engine costs more element-wise time than under compile."""
     plan = Plan(dp=8, zero=3, micro_batch=1)
     assert est(plan).step.compute_s > est(plan, compile=True).step.compute_s
+
+
+def test_engine_note_names_the_eager_attention_not_the_fused_kernel():
+    """--attention eager runs no fused kernel (QK^T and AV as GEMMs, the s x s scores kept), so the
+    engine note says eager and prints no fused-kernel rate; flash prints the engine's kernel."""
+    plan = Plan(dp=8, micro_batch=1)
+    eager = est(plan, framework="deepspeed", attention="eager").notes
+    flash = est(plan, framework="deepspeed", attention="flash").notes
+    assert any("attention eager (unfused" in n for n in eager)
+    assert not any("attention fa2" in n for n in eager)
+    assert any("attention fa2" in n for n in flash)
+
+
+def test_memory_note_states_the_reserved_and_nccl_rows_it_prices():
+    """The engine note states the allowances the memory table adds, and they are the table's:
+    dp 8 alone under Megatron is one communicator (the DP group), so comm buffers are exactly the
+    NCCL buffers the note names (no pipeline messages, no staging buckets), and the reserved row
+    is the note's CUDA context figure."""
+    e = estimate_plan(LLAMA, TrainingSpec(global_batch=32, seq_len=4096, framework="megatron"),
+                      Plan(dp=8, micro_batch=1, zero=1), H100)
+    note = next(n for n in e.notes if n.startswith("engine megatron"))
+    stage = e.memory[0]
+    assert f"NCCL {stage.comm_buffers / 1e6:g} MB per communicator" in note
+    assert f"workspaces {stage.reserved / 1e9:g} GB (reserved row)" in note

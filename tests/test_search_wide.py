@@ -102,6 +102,19 @@ def test_rank_order_moves_pipeline_traffic_into_the_node():
     assert mapped.step.pp_comm_s < default.step.pp_comm_s
 
 
+@pytest.mark.parametrize("framework, tried", [("deepspeed", True), ("megatron", False), ("torchtitan", False),
+                                              ("fsdp", False)])
+def test_zeropp_is_searched_only_under_deepspeed(framework, tried):
+    """ZeRO++ (qwZ / hpZ / qgZ) exists only in DeepSpeed (its zero_optimization keys
+    zero_quantized_weights, zero_hpz_partition_size, zero_quantized_gradients; FSDP2, FSDP1 and
+    Megatron's distributed optimizer have none): Llama-2-7B ZeRO-3 on 128 A100 tries it under
+    DeepSpeed and never ranks it for the other engines."""
+    training = TrainingSpec(global_batch=256, seq_len=4096, framework=framework)
+    result = search_plans(LLAMA7, training, A100, 128, SearchSpace(tp=[1], pp=[1], zero=[3], micro_batch=[2]),
+                          top_k=50)
+    assert any(e.plan.zeropp for e in result.best) is tried
+
+
 def test_zeropp_needs_zero3():
     """ZeRO++ is a ZeRO-3 refinement."""
     with pytest.raises(ValueError, match="zeropp needs zero 3"):
@@ -122,3 +135,17 @@ def test_ramp_up_that_no_split_admits_names_the_ramp_batch():
     """dp 64 (tp 1, pp 1) cannot split a ramp-up batch of 8: the reason names that batch."""
     with pytest.raises(PlanInfeasible, match=r"ramp-up batch \(8\)"):
         search_plans(LLAMA7, TRAIN, A100, 64, SearchSpace(**CLASSIC, tp=[1], pp=[1], batch_splits=[8]))
+
+
+@pytest.mark.parametrize("framework, tried", [("megatron", True), ("torchtitan", False), ("deepspeed", False),
+                                              ("fsdp", False)])
+def test_activation_offload_is_searched_only_under_megatron(framework, tried):
+    """Offloading the saved activations of blocks that are not recomputed is Megatron-core's
+    (TransformerConfig cpu_offloading, fine_grained_activation_offloading); DeepSpeed offloads
+    checkpoints only (activation_checkpointing.cpu_checkpointing, under recompute) and torchtitan has
+    none (pytorch/torchtitan#2379, 2026): on a cluster with a host the search tries it under
+    Megatron alone."""
+    training = TrainingSpec(global_batch=64, seq_len=2048, framework=framework)
+    result = search_plans(LLAMA7, training, A100, 8, SearchSpace(tp=[1], pp=[1], zero=[1], micro_batch=[1],
+                                                                 recompute=["none"]), top_k=50)
+    assert any(e.plan.offload_activations for e in result.best) is tried

@@ -155,3 +155,32 @@ def test_the_transformer_evaluator_points_a_network_to_its_family():
     with pytest.raises(SpecError, match="not 'network'; plan it with search_plans / estimate_plan") as err:
         planning_spec(load_model("mlp"))
     assert "not supported" not in str(err.value)
+
+
+DEEPSPEED = TrainingSpec(global_batch=512, seq_len=2048, framework="deepspeed")
+
+
+@pytest.mark.parametrize("plan, broken", [
+    (Plan(dp=8, pp=2, zero=1), False),                       # BLOOM / MT-NLG: ZeRO-1 under the pipeline
+    (Plan(dp=8, pp=2, zero=2), True),                        # pipe/engine.py asserts stage < 2
+    (Plan(dp=8, pp=2, zero=3), True),
+    (Plan(dp=8, pp=1, zero=3), False),                       # no pipeline: any ZeRO stage
+    (Plan(dp=8, pp=2, vpp=2, schedule="interleaved"), True),  # TrainSchedule is DeepSpeed's only schedule
+])
+def test_deepspeed_pipeline_engine_rules(plan, broken):
+    """DeepSpeed's PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline
+    parallelism" (deepspeed/runtime/pipe/engine.py) and runs its 1F1B TrainSchedule only
+    (pipe/schedule.py); Megatron runs both (the distributed optimizer, interleaving)."""
+    assert (Reason.ENGINE in reasons(plan, training=DEEPSPEED)) is broken
+    assert Reason.ENGINE not in reasons(plan)
+
+
+def test_deepspeed_search_ranks_only_plans_its_pipeline_runs():
+    """The search under --framework deepspeed ranks no pipelined plan with ZeRO >= 2 or an
+    interleaved schedule, and counts what it dropped under the engine's reason."""
+    from modelplan.comm.clusters import load_cluster
+    from modelplan.plan.search import SearchSpace, search_plans
+
+    result = search_plans(model(), DEEPSPEED, load_cluster("dgx-h100"), 16, SearchSpace(pp=[2]), top_k=50)
+    assert result.best and all(e.plan.zero <= 1 and e.plan.schedule == "1f1b" for e in result.best)
+    assert result.rejected.get(Reason.ENGINE.value, 0) > 0

@@ -75,6 +75,18 @@ def test_uneven_pipeline_stages(pp, vpp, schedule):
     assert_passes(spec, Plan(pp=pp, vpp=vpp, schedule=schedule), TrainingSpec(global_batch=12, seq_len=8))
 
 
+def test_scaled_down_uneven_split_is_stated():
+    """A 32-layer plan on pp 4 with Megatron's --decoder-first/last-pipeline-num-layers 5 and 7
+    (5 + 10 + 10 + 7) scaled down keeps the fixed stages' blocks and gives the middle ones one
+    block each (scale.py: layers = first + last + (stages - 2) x layers_per_stage): 5 + 1 + 1 + 7, said in
+    a note beside the plan's own split."""
+    spec = LLAMA.model_copy(update={"layers": 32})
+    plan = Plan(pp=4, first_stage_layers=5, last_stage_layers=7)
+    report = verify(spec, TrainingSpec(global_batch=8, seq_len=8), plan, steps=1)
+    assert report.passed, failed(report)
+    assert any("5+1+1+7 executed (the plan's 5+10+10+7" in n for n in report.notes), report.notes
+
+
 def test_dp_tp_pp_2x2x2():
     """The 8-rank grid dp x tp x pp = 2 x 2 x 2 with 1F1B."""
     assert_passes(LLAMA, Plan(dp=2, tp=2, pp=2))

@@ -32,9 +32,12 @@ def export_cmd(
                                   "output); - reads it from standard input.")
     ],
     to: Annotated[
-        str, typer.Option("--to", help="Target: megatron, deepspeed, torchtitan, ddp or json.",
-                          autocompletion=complete_words(("megatron", "deepspeed", "torchtitan", "ddp", "json")))
-    ],
+        Optional[str], typer.Option("--to", help="Target: megatron, deepspeed, torchtitan, ddp or json "
+                                    "[default: the plan's engine (plan --framework): megatron, deepspeed, "
+                                    "torchtitan; fsdp -> ddp; ddp for network plans].",
+                                    autocompletion=complete_words(("megatron", "deepspeed", "torchtitan", "ddp", "json")),
+                                    show_default=False)
+    ] = None,
     output: Annotated[
         Optional[Path], typer.Option("-o", "--output", help="Write to this file (atomically) instead of stdout.")
     ] = None,
@@ -43,15 +46,16 @@ def export_cmd(
 ) -> None:
     """Turn a plan into a launch config: a Megatron-LM script, ds_config.json, a torchtitan 0.3
     config module, or a plain PyTorch DDP/FSDP config (network plans)."""
-    from modelplan.export.engines import export_document, parse_engine
+    from modelplan.export.engines import default_engine, export_document, parse_engine
     from modelplan.plan.document import read_plan_document
 
-    engine = parse_engine(to)
+    engine = parse_engine(to) if to is not None else None
     if output is not None:
         from modelplan.export.files import check_writable
 
         check_writable(output, "-o")
-    result = export_document(engine, read_plan_document(plan_file), engine_version)
+    doc = read_plan_document(plan_file)
+    result = export_document(engine if engine is not None else default_engine(doc), doc, engine_version)
     if output is not None:
         from modelplan.export.files import write_text_atomic
 

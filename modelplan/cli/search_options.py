@@ -21,12 +21,13 @@ OffloadOptimizerOpt = Annotated[Optional[str], typer.Option(
     "list [default: none and what the cluster's host offers].", show_default=False)]
 OffloadActivationsOpt = Annotated[Optional[bool], typer.Option(
     "--offload-activations/--no-offload-activations", help="Fix activation offload to host memory on or off "
-    "[default: try both where the cluster states its host].", show_default=False)]
+    "[default: try both under --framework megatron where the cluster states its host; off with the other "
+    "engines, which do not offload saved activations].", show_default=False)]
 FsdpShardOpt = Annotated[Optional[str], typer.Option(
     "--fsdp-shard-size", help="HSDP shard group sizes to try (ZeRO >= 2), comma list; 0: plain sharding (8 tries "
     "only 8, 0,8 both) [default: plain and 1, 2 and 4 nodes' data-parallel ranks].", show_default=False)]
 ZeroppOpt = Annotated[Optional[bool], typer.Option(
-    "--zeropp/--no-zeropp", help="Fix ZeRO++ (qwZ, hpZ, qgZ on ZeRO-3) on or off [default: try both].",
+    "--zeropp/--no-zeropp", help="Fix ZeRO++ (qwZ, hpZ, qgZ on ZeRO-3) on or off [default: try both under --framework deepspeed, off with the other engines, which do not run it].",
     show_default=False)]
 RankOrderOpt = Annotated[Optional[str], typer.Option(
     "--rank-order", help="Rank orders to try, fastest axis first, comma list (e.g. tp-cp-dp-pp,tp-cp-pp-dp) "

@@ -50,8 +50,9 @@ from modelplan.execute.step_checks import (
 from modelplan.execute.support import check_supported, text_only_notes
 from modelplan.plan.commlist import communication_list
 from modelplan.specs.family import family_of
-from modelplan.plan.pipeline import pipeline_schedule
+from modelplan.plan.pipeline import pipeline_schedule, schedule_layout
 from modelplan.plan.shard import rank_elements
+from modelplan.plan.stages import split_layers
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -209,7 +210,11 @@ def transformer_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, *
         if blocks != layers_per_stage:
             notes.append(f"{blocks} blocks per pipeline chunk (not {layers_per_stage}): the recompute method's "
                          "groups are executed whole")
+        full_split = _split_text(spec.num_blocks, plan)
         spec, training = scale_down(spec, plan, training, layers_per_stage=blocks)
+        if full_split is not None:
+            notes.append(f"uneven pipeline stages: blocks per virtual stage {_split_text(spec.num_blocks, plan)} "
+                         f"executed (the plan's {full_split} scaled down; a fixed first / last stage keeps its blocks)")
     check_executable(spec, training, plan)
     notes = notes + recompute_notes(training, plan, spec.layers // (plan.pp * plan.vpp))
     job = Job(spec, training, plan, seed, optimizer or default_optimizer(training, steps), steps)
@@ -220,3 +225,15 @@ def transformer_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, *
         comm_items=lambda: communication_list(spec, _executed_training(training), plan, element_bytes=8),
         rank_elements=lambda: rank_elements(spec, plan, training),
         planned_memory=lambda _schedule: planned_stage_memory(spec, training, plan, job.num_microbatches, job.recompute))
+
+
+def _split_text(num_blocks: int, plan: Plan) -> str | None:
+    """Blocks per virtual stage as 'a+b+...' (`plan.stages.split_layers`) when they differ, else None."""
+    if plan.pp == 1:
+        return None
+    try:
+        counts = split_layers(num_blocks, schedule_layout(plan.schedule, plan.pp, plan.vpp).num_stages,
+                              plan.stage_split)
+    except ValueError:
+        return None  # the executor's own check names the problem
+    return "+".join(map(str, counts)) if len(set(counts)) > 1 else None

@@ -24,6 +24,7 @@ from typing import Any
 from modelplan.export.mechanisms import deepspeed_mechanisms
 from modelplan.export.result import Engine, EngineExport, LaunchCommand
 from modelplan.export.versions import release
+from modelplan.plan.deepspeed_partition import parameters_split
 from modelplan.plan.stages import split_layers
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
@@ -104,12 +105,18 @@ def deepspeed_config(model: TransformerSpec, training: TrainingSpec, plan: Plan)
             f"deepspeed.pipe.PipelineModule(layers, num_stages={plan.pp}) in code"
         )
         counts = split_layers(model.layers, plan.pp, plan.stage_split)
-        if len(set(counts)) > 1:
-            notes.append(
-                f"uneven stages {list(counts)} blocks (first and last lighter): PipelineModule's "
-                "partition_method 'uniform' balances block counts only; set the stage boundaries "
-                "in code"
-            )
+        if plan.vpp == 1:  # deepspeed/runtime/pipe/module.py _partition_layers: 'parameters' (the
+            # default, partition_balanced over each layer's parameter count), 'uniform', 'type:<regex>'
+            engine = parameters_split(model, plan.tp, plan.pp)
+            if engine == counts:
+                notes.append(f"stages of {list(counts)} blocks: PipelineModule's default partition_method "
+                             "'parameters' places the same")
+            else:
+                notes.append(
+                    f"stages of {list(counts)} blocks; PipelineModule's default partition_method 'parameters' "
+                    f"would place {list(engine)}, and no method ('parameters', 'uniform', 'type:<regex>') takes "
+                    "stage boundaries: set them in code"
+                )
         if plan.zero >= 2:
             notes.append(
                 f"ZeRO-{plan.zero} with pipeline parallel: DeepSpeed's pipeline engine asserts "

@@ -30,6 +30,27 @@ def parse_engine(name: str) -> Engine:
         raise ModelplanError(f"--to: unknown engine '{name}' (choose {choices})") from None
 
 
+ENGINE_TARGETS = {"megatron": Engine.megatron, "deepspeed": Engine.deepspeed, "torchtitan": Engine.torchtitan,
+                  "fsdp": Engine.ddp}
+"""`TrainingSpec.framework` -> the export target that launches it (fsdp: PyTorch FSDP under
+torchrun, the ddp target); llm-foundry and NeMo AutoModel have no exporter here."""
+
+
+def default_engine(doc: PlanDocument) -> Engine:
+    """The export target of a plan whose `--to` is not given: its engine's
+    (`TrainingSpec.framework`, `ENGINE_TARGETS`), ddp for a network (MLP / CNN / RNN) plan; an
+    engine without an exporter is a one-line error naming the choices."""
+    if not family_of(doc.model).blocks:
+        return Engine.ddp
+    framework = doc.training.framework
+    target = ENGINE_TARGETS.get(framework)
+    if target is None:
+        choices = ", ".join(e.value for e in Engine)
+        raise ModelplanError(f"--to: the plan's engine ({framework}) has no exporter here; name a target "
+                             f"({choices})")
+    return target
+
+
 def document_dict(doc: PlanDocument) -> dict[str, Any]:
     """The document in the planner's layout (`modelplan.plan.document`), current schema."""
     body = doc.model_dump(mode="json", exclude={"schema_version"})

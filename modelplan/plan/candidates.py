@@ -138,6 +138,10 @@ class FamilyAxes:
         """Sequence-parallel settings tried at this tp."""
         return [False]
 
+    def schedule_problem(self, schedule: str, pp: int) -> Problem | None:
+        """The engine's rule for a pipeline schedule at this pp (None: it runs every schedule)."""
+        return None
+
 
 class WalkFamily(Protocol):
     """What `walk` asks of a family: its axes (`FamilyAxes`) and its `PlanEvaluator` rules."""
@@ -151,6 +155,7 @@ class WalkFamily(Protocol):
     def sps(self, tp: int) -> list[bool]: ...
     def tp_problems(self, tp: int) -> list[Problem]: ...
     def stage_problem(self, pp: int, vpp: int, num_stages: int) -> Problem | None: ...
+    def schedule_problem(self, schedule: str, pp: int) -> Problem | None: ...
     def vpp_default(self, pp: int) -> list[int]: ...
 
 
@@ -246,6 +251,7 @@ def walk(family: WalkFamily, cands: Candidates, pruned: Callable[[Problem, Subtr
                                 problem = rules.get(rule, False)
                                 if problem is False:
                                     problem = rules[rule] = (family.stage_problem(pp, vpp, num_stages)
+                                                             or family.schedule_problem(sched, pp)
                                                              or flush_problem(sched, pp, m, vpp, cands.pp_flush_microbatches))
                                 if problem:
                                     broken.append(problem)

@@ -160,12 +160,16 @@ def _loss_bytes(software: EngineSettings, dtype_bytes: int = 2, loss_parallel: b
 
 
 def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, float] | None,
-                       fragmentation_fraction: float, runtime_reserved_bytes: int) -> str:
-    """One line stating what the step time and memory assume about the engine."""
+                       fragmentation_fraction: float, runtime_reserved_bytes: int, attention: str = "flash",
+                       nccl_buffer_bytes: int = 0) -> str:
+    """One line stating what the step time and memory assume about the engine; `attention`: the
+    run's kernel (`TrainingSpec.attention`: eager runs no fused kernel, so no fused rate applies);
+    `nccl_buffer_bytes`: NCCL's buffers per communicator (`CostModel.nccl_buffer_bytes_per_group`)."""
     kernel = next(iter(software.attention_kernels), "flash")
     rates = f" {attention_rates[0]:.2f}/{attention_rates[1]:.2f} of peak" if attention_rates else ""
     parts = [
-        f"engine {software.framework}: attention {kernel}{rates}",
+        f"engine {software.framework}: " + ("attention eager (unfused: QK^T, AV as batched GEMMs, softmax "
+                                             "passes over the kept s x s scores)" if attention == "eager" else f"attention {kernel}{rates}"),
         f"element-wise {software.elementwise}" + (f" (norms {software.norm_elementwise})"
                                                   if software.norm_elementwise != software.elementwise else ""),
         f"selective = {'+'.join(software.recompute_modules) if software.recompute_modules else software.ac_mode}",
@@ -196,6 +200,8 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
     if software.pp_microbatch_buffers:
         parts.append("PP receive buffers per micro-batch" + (", last stage keeps every micro-batch's logits"
                                                                if software.pp_keeps_outputs else ""))
-    parts.append(f"allocator reserve {100 * fragmentation_fraction:g}% of activations + "
-                 f"{runtime_reserved_bytes / 1e9:g} GB runtime")
+    parts.append(f"allocator reserve {100 * fragmentation_fraction:g}% of activations and buffers (fragmentation "
+                 f"row), CUDA context and cuBLAS / cuDNN workspaces {runtime_reserved_bytes / 1e9:g} GB (reserved row)"
+                 + (f", NCCL {nccl_buffer_bytes / 1e6:g} MB per communicator (in comm buffers)" if nccl_buffer_bytes
+                    else ""))
     return "; ".join(parts)

@@ -9,6 +9,7 @@ from modelplan.errors import SpecError
 from modelplan.plan.engine import engine_assumptions
 from modelplan.plan.results import PlanEstimate, StepTime
 from modelplan.plan.evaluator import Evaluation, Evaluator, PlanPoint
+from modelplan.plan.fp8 import param_gather_note
 from modelplan.plan.mechanisms import mechanism_notes
 from modelplan.plan.problems import Problem
 from modelplan.plan.protocol import estimate_with
@@ -57,16 +58,19 @@ def to_estimate(evaluator: Evaluator, ev: Evaluation, plan: Plan, memory_headroo
         notes=[*plan_notes(evaluator.spec, plan, evaluator.cost.vocab_divisible_by, evaluator.capacity_factor),
                engine_assumptions(evaluator.software, evaluator.cluster.accelerator.attention_rates(
                    evaluator.software.attention_kernels), evaluator.cost.fragmentation_fraction,
-                   evaluator.cost.runtime_reserved_bytes),
+                   evaluator.cost.runtime_reserved_bytes, evaluator.training.attention,
+                   evaluator.cost.nccl_buffer_bytes_per_group),
                *_rate_notes(evaluator),
                *mechanism_notes(evaluator, plan, s, ev.memory_first)],
     )
 
 
 def _rate_notes(evaluator: Evaluator) -> list[str]:
-    """The part's clock and the engine's tensor-rate factor, where either is applied (`plan/tensor_rate.py`)."""
-    acc = evaluator.cluster.accelerator
-    notes = (clock_note(acc), tensor_rate_note(evaluator.tensor_rate, evaluator.software.framework, acc))
+    """The part's clock and the engine's tensor-rate factor, where either is applied (`plan/tensor_rate.py`),
+    and fp8 parameter gathers the engine's recipe cannot do (`fp8.param_gather_note`)."""
+    acc, sw = evaluator.cluster.accelerator, evaluator.software
+    notes = (clock_note(acc), tensor_rate_note(evaluator.tensor_rate, sw.framework, acc),
+             param_gather_note(evaluator.training.fp8_param_gather, sw.fp8_recipe, sw.fp8_backend))
     return [note for note in notes if note is not None]
 
 

@@ -97,3 +97,12 @@ def param_gather_bytes(unit: str, dtype_bytes: int, fp8_param_gather: bool, reci
     if parts[-1] == "experts" and backend != "te":
         return dtype_bytes
     return 1
+
+
+def param_gather_note(fp8_param_gather: bool, recipe: str | None, backend: str) -> str | None:
+    """The run asks for fp8 parameter gathers that its engine's recipe cannot do (torchao's
+    float8 all-gather is tensorwise only, `param_gather_bytes`): a note that they stay 16-bit."""
+    if not fp8_param_gather or recipe is None or backend == "te" or recipe == "tensorwise":
+        return None
+    return (f"fp8 parameter gather: torchao gathers in fp8 under tensorwise scaling only; the {recipe} recipe "
+            "gathers the 16-bit weights (torchao float8/config.py enable_fsdp_float8_all_gather)")

@@ -27,6 +27,7 @@ class Reason(StrEnum):
     CP_COMM = "cp_comm_type"
     EP = "expert parallel"
     NOT_FOR_FAMILY = "not for this model family"
+    ENGINE = "not run by the engine"
     MEMORY = "out of memory"
     HOST_MEMORY = "offload exceeds host memory"
 

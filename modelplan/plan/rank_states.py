@@ -151,11 +151,13 @@ class RankStates:
             return self.finetune.states(dense, blocks, tp, shard or dp * cp, zero)
         # ranks and layouts holding the same parameters under the same sharding share the bytes
         fp8 = self._fp8_gathered(tp, pp, ep, schedule, vpp, etp, split, pp_rank, reshard) if zero >= 3 else 0
-        key = ("held", dense, experts, tp, ep, etp, dp * cp, zero, (reshard, pp, shard, fp8) if zero >= 3 else None)
+        te = self._memo(("te_fp8", tp, ep, etp, schedule, pp, vpp, split, pp_rank), lambda: self._te_fp8_params(
+            tp, ep, etp, self.rank_units(schedule, pp, vpp, split)[pp_rank]))
+        key = ("held", dense, experts, tp, ep, etp, dp * cp, zero, (reshard, pp, shard, fp8) if zero >= 3 else None, te)
         hit = self._cache.get(key)
         if hit is None:
             hit = self._cache[key] = self._held_bytes(dense, experts, tp, pp, dp, zero, ep, cp, reshard, shard, etp,
-                                                      fp8)
+                                                      fp8, te)
         if zero >= 3 and pp_rank == pp - 1 and self.software.head_stays_gathered \
                 and zero3_mode(reshard, self.software, pp).reshard_after_forward:
             # the output head stays gathered from its forward to its backward (the loss's peak)
@@ -190,11 +192,24 @@ class RankStates:
         names = self.rank_units(schedule, pp, vpp, split)[pp_rank]
         return sum(numel.get(n, 0) for n in names if n.startswith("layers/") and n not in experts)
 
+    def _te_fp8_params(self, tp: int, ep: int, etp: int | None, names: list[str]) -> int:
+        """Parameters of `names` Transformer Engine keeps fp8 copies of under TE fp8 (0 otherwise):
+        the blocks' (and MTP modules') linear weights, routed experts too; the word embedding
+        (`VocabParallelEmbedding`) and the output layer (`tensor_parallel.ColumnParallelLinear`,
+        megatron-core models/gpt/gpt_model.py) are not TE modules, so `fp8_autocast` leaves them
+        16-bit. The blocks' norm weights (2 h of ~12 h^2) are counted with them, as
+        `fp8.param_gather_bytes` does."""
+        if self.software.fp8_recipe is None or self.software.fp8_backend != "te":
+            return 0
+        numel = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))[0]
+        return sum(numel.get(n, 0) for n in names if n.split("/")[0] in ("layers", "mtp"))
+
     def _held_bytes(self, dense: int, experts: int, tp: int, pp: int, dp: int, zero: int, ep: int, cp: int,
                     reshard: bool | str, shard: int | None, etp: int | None,
-                    fp8_gathered: int = 0) -> tuple[float, float, float]:
+                    fp8_gathered: int = 0, te_fp8: int = 0) -> tuple[float, float, float]:
         """`rank_states` of a rank holding `dense` and `experts` parameters (no fine-tune);
-        `fp8_gathered`: its gathered parameters the float8 all-gather holds in fp8."""
+        `fp8_gathered`: its gathered parameters the float8 all-gather holds in fp8; `te_fp8`: its
+        parameters Transformer Engine keeps fp8 copies of (`_te_fp8_params`)."""
         layer, expert_layer = self._memo(("unit_numels", tp, ep, etp), lambda: self._unit_numels(tp, ep, etp))[2:]
         sizes = (self.dtype_bytes, self.grad_bytes, self.state_bytes)
         sw = self.software
@@ -209,11 +224,14 @@ class RankStates:
         if keeps_low_precision_grads(sw, zero, self.training.precision, self.grad_bytes):
             gradients += self.dtype_bytes * (dense + experts)  # the bf16 .grad beside the fp32 buffer
         if sw.fp8_recipe is not None and sw.fp8_backend == "te":
-            # TE keeps fp8 weights and their transposes (cached across micro-batches); with
-            # fp8_param_gather they are the parameters and no 16-bit copy exists
-            weights += 2 * (dense + experts)
+            # TE keeps fp8 weights and their transposes (cached across micro-batches, 1 + 1 B) of
+            # its modules' weights; with fp8_param_gather they are the parameters and no 16-bit
+            # copy of them exists. The amax histories (fp32, DelayedScaling amax_history_len: TE
+            # 1024, Megatron --fp8-amax-history-len 1, three tensors per linear) are <= 12 KB per
+            # linear layer, not counted
+            weights += 2 * te_fp8
             if self.training.fp8_param_gather and zero < 3:
-                weights -= self.dtype_bytes * (dense + experts)
+                weights -= self.dtype_bytes * te_fp8
         elif sw.fp8_recipe is not None and self.training.fp8_param_gather and zero >= 3:
             # torchao fp8 all-gather: the gathered blocks are fp8 (1 byte) instead of 16-bit
             weights -= (self.dtype_bytes - 1) * fp8_gathered

@@ -7,11 +7,12 @@ schedule, vpp, zero) the search also tries:
 - `tp_overlap`: none, and what the engine can run (Megatron: TE `ring` exchange and the
   `userbuffers` default map, the latter only where the accelerator's SM count is known;
   torchtitan: async TP `ring`), sequence parallelism only;
-- `offload_activations`: off, and on where the cluster states its host and the recompute is
-  not full (full recompute keeps only block inputs; Calculon's rule);
+- `offload_activations`: off, and on where the cluster states its host, the engine is
+  Megatron-core (the one that offloads saved activations) and the recompute is not full (full
+  recompute keeps only block inputs; Calculon's rule);
 - per ZeRO stage: HSDP shard groups of 1, 2 and 4 nodes' data-parallel ranks (zero >= 2,
-  the evaluator's HSDP, `plan/fsdp.py`), ZeRO++ (zero 3, at least two data-parallel ranks per
-  node for hpZ's secondary shard), optimizer offload to cpu (and nvme where the host has it);
+  the evaluator's HSDP, `plan/fsdp.py`), ZeRO++ (DeepSpeed's: zero 3, at least two data-parallel
+  ranks per node for hpZ's secondary shard), optimizer offload to cpu (and nvme where the host has it);
 - `dp_overlap`: on and off where there is data-parallel traffic.
 A user's `SearchSpace` value, or the training spec's fixed `tp_comm_overlap` / `dp_overlap`,
 narrows each to what was asked.
@@ -60,10 +61,17 @@ class Extensions:
         host = ev.host
         default_opts = ["none"] + (["cpu", "nvme"][: 1 + (host.nvme_read_Bps > 0)] if host is not None else [])
         self.opts = list(space.offload_optimizer) if space.offload_optimizer is not None else default_opts
+        # activation offload as priced here (saved activations of non-recomputed blocks to the host)
+        # is Megatron-core's (TransformerConfig cpu_offloading / fine_grained_activation_offloading);
+        # DeepSpeed offloads only checkpoints (activation_checkpointing.cpu_checkpointing, with
+        # recompute), torchtitan 0.3 has none (pytorch/torchtitan#2379), nor FSDP1 stacks: asked only
         self.acts = (list(space.offload_activations) if space.offload_activations is not None
-                     else [False, True] if host is not None else [False])
+                     else [False, True] if host is not None and fw == "megatron" else [False])
         self.shards_asked = space.fsdp_shard_size
-        self.zeropps = list(space.zeropp) if space.zeropp is not None else [False, True]
+        # ZeRO++ (qwZ, hpZ, qgZ) is DeepSpeed's alone (zero_quantized_weights, zero_hpz_partition_size,
+        # zero_quantized_gradients; docs/_tutorials/zeropp.md): other engines try it only when asked
+        self.zeropps = (list(space.zeropp) if space.zeropp is not None
+                        else [False, True] if fw == "deepspeed" else [False])
         self._orders: dict[tuple, list[str]] = {}
         self._variants: dict[tuple, list[DpVariant]] = {}
 

@@ -29,7 +29,7 @@ from modelplan.plan.results import PlanEstimate
 from modelplan.plan.search_ext import Extensions
 from modelplan.plan.space import SearchSpace
 from modelplan.plan.transformer_axes import TransformerAxes
-from modelplan.plan.validate import split_problem
+from modelplan.plan.validate import engine_pipeline_problem, split_problem
 from modelplan.specs.costmodel import CostModel
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.plan import Plan
@@ -56,6 +56,8 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
     plan that fits; `floors` False drops no point by its memory floor (whose rejections carry no
     exact need)."""
     top_k = rank.top_k
+    if training.framework == "deepspeed" and space.schedule is None:  # its 1F1B TrainSchedule only
+        space = space.model_copy(update={"schedule": ["1f1b"]})  # (`validate.engine_pipeline_problem`)
     ev = Evaluator(spec, training, cluster, cost)
     spec, cost = ev.spec, ev.cost
     ext = Extensions(ev, space, training)
@@ -143,9 +145,16 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
     def prepare(tp: int, cp: int, pp: int, dp: int, ep: int, mbs: list[int], svs: list[tuple[str, int]]):
         """A grid's context for its points, or None when the model states alone fit under no ZeRO
         variant (memory lower bound, less what offload can shed; those plans rejected here)."""
-        ok_zeros = [] if pinned is None else list(zeros)  # a pinned split: no states floor (`pinned`)
         etp = etp_at(tp)
-        for zero in zeros if pinned is None else ():  # memory lower bound: model states alone, less offload
+        runnable = []
+        for zero in zeros:  # the engine's pipeline runtime (DeepSpeed: ZeRO < 2 under pp)
+            problem = engine_pipeline_problem(training.framework, pp, zero)
+            if problem:
+                reject(problem, max(1, len(svs)) * len(mbs) * wide(tp, cp, dp, pp, ep, [zero]))
+            else:
+                runnable.append(zero)
+        ok_zeros = [] if pinned is None else runnable  # a pinned split: no states floor (`pinned`)
+        for zero in runnable if pinned is None else ():  # memory lower bound: model states alone, less offload
             held = ev.held.states(tp, pp, dp, zero, ep, cp, reshard=reshard, etp=etp)
             if offload_can_shed:
                 held = [ev.mech.offloaded_states(x, dp, zero) for x in held]

@@ -13,7 +13,7 @@ from modelplan.plan.estimate import TransformerEvaluator
 from modelplan.plan.problems import Problem
 from modelplan.plan.space import LONG_SEQUENCE, SearchSpace, _choose, divisors
 from modelplan.plan.stack_lengths import cp_length_problem, stack_lengths
-from modelplan.plan.validate import cp_comm_problem, ep_problem
+from modelplan.plan.validate import cp_comm_problem, engine_pipeline_problem, ep_problem
 from modelplan.specs.hardware import Cluster
 from modelplan.specs.training import TrainingSpec
 from modelplan.specs.transformer import TransformerSpec
@@ -66,3 +66,6 @@ class TransformerAxes(TransformerEvaluator, FamilyAxes):
 
     def sps(self, tp: int) -> list[bool]:
         return [x for x in self._sp_asked if tp > 1 or not x] or [False]
+
+    def schedule_problem(self, schedule: str, pp: int) -> Problem | None:
+        return engine_pipeline_problem(self.training.framework, pp, 0, schedule)

@@ -135,6 +135,9 @@ def plan_problems(
     if problem:
         out.append(problem)
     out += microbatch_problems(plan, training.global_batch, training.pp_flush_microbatches)
+    problem = engine_pipeline_problem(training.framework, plan.pp, plan.zero, plan.schedule)
+    if problem:
+        out.append(problem)
     if plan.sequence_parallel and plan.tp == 1:
         out.append(Problem(Reason.SEQUENCE_PARALLEL, "sequence_parallel needs tp > 1 (tp = 1)"))
     problem = cp_length_problem(stack_lengths(spec, training), plan.cp)  # both stacks' lengths
@@ -147,6 +150,20 @@ def plan_problems(
     if problem:
         out.append(problem)
     return out
+
+
+def engine_pipeline_problem(framework: str, pp: int, zero: int, schedule: str = "1f1b") -> Problem | None:
+    """What the engine's pipeline runtime cannot run: DeepSpeed's pipeline engine asserts ZeRO
+    stage < 2 ("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism",
+    deepspeed/runtime/pipe/engine.py) and runs its own 1F1B TrainSchedule only (pipe/schedule.py)."""
+    if framework != "deepspeed" or pp == 1:
+        return None
+    if zero >= 2:
+        return Problem(Reason.ENGINE, f"DeepSpeed's pipeline engine needs ZeRO stage < 2 (zero {zero}, pp {pp})")
+    if schedule != "1f1b":
+        return Problem(Reason.ENGINE, f"DeepSpeed's pipeline engine runs its 1F1B TrainSchedule only "
+                                      f"(schedule {schedule}, pp {pp})")
+    return None
 
 
 def cp_comm_problem(spec: TransformerSpec, training: TrainingSpec, tp: int, cp: int) -> Problem | None:
