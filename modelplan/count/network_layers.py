@@ -15,7 +15,7 @@ FLOPs (forward, a multiply-add = 2 FLOPs):
   * gamma, + beta, + x; the per-channel norms and their mean are not counted);
   max/avg pool prod(kernel) per output element; adaptive avg pool: window size per output
   element; flatten/embedding/space-to-depth 0 (views, gathers, a padded copy); window attention:
-  `count.window_attention`. RNN cell math per hidden unit per step:
+  `count.window_attention`; a residual's attention combine: `count.cross_attention`. RNN cell math per hidden unit per step:
   LSTM 13 (4 adds of the two products, 3 sigmoid, 2 tanh, 3 for c_t = f*c + i*g, 1 for
   h_t = o*tanh(c_t)), GRU 10 (3 adds, 2 sigmoid, r*(W_hn h + b_hn), tanh, 3 for
   h_t = n + z*(h - n)), RNN 2 (add, nonlinearity).
@@ -57,7 +57,8 @@ from modelplan.specs.layers import (
     Softmax,
     WindowAttention,
 )
-from modelplan.count import window_attention
+from modelplan.count import cross_attention, window_attention
+from modelplan.specs.network import Attend
 from modelplan.specs.network_walk import Leaf, as_tuple
 
 INDEX_BYTES = 8  # torch.int64 indices (argmax, token ids)
@@ -150,6 +151,8 @@ def forward_flops(leaf: Leaf) -> tuple[int, int]:
     layer, n_in, n_out = leaf.layer, math.prod(leaf.input_shape), math.prod(leaf.output_shape)
     if leaf.type in ("add", "mul", "sub"):
         return 0, n_out
+    if isinstance(layer, Attend):
+        return cross_attention.forward_flops(layer, leaf.input_shape, leaf.output_shape)
     if isinstance(layer, Linear):
         rows = n_in // leaf.input_shape[-1]
         matmul = 2 * rows * leaf.input_shape[-1] * layer.out_features  # 2 * MACs
@@ -212,6 +215,8 @@ def saved_for_backward(leaf: Leaf) -> tuple[int, int]:
         return _recurrent_saved(layer, leaf.input_shape)
     if isinstance(layer, WindowAttention):
         return window_attention.saved_elements(layer, leaf.input_shape), 0
+    if isinstance(layer, Attend):
+        return cross_attention.saved_elements(layer, leaf.input_shape, leaf.output_shape), 0
     if isinstance(layer, Embedding):
         return 0, INDEX_BYTES * n_in
     if isinstance(layer, Pool):

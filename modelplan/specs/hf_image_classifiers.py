@@ -12,12 +12,13 @@ from modelplan.specs.hf_efficientnet import EFFICIENTNET_MAPPERS
 from modelplan.specs.hf_encoder_models import _own_head
 from modelplan.specs.hf_imagegpt import IMAGEGPT_MAPPERS
 from modelplan.specs.hf_poolformer import POOLFORMER_MAPPERS
+from modelplan.specs.hf_reduced_attention import REDUCED_ATTENTION_MAPPERS
 from modelplan.specs.hf_swin_networks import SWIN_NETWORK_MAPPERS
 from modelplan.specs.hf_textnet import TEXTNET_MAPPERS
 
 IMAGE_CLASSIFIER_MAPPERS = {**CONVNET_MAPPERS, **EFFICIENTNET_MAPPERS, **SWIN_NETWORK_MAPPERS, **BIT_MAPPERS,
                             **IMAGEGPT_MAPPERS, **POOLFORMER_MAPPERS, **TEXTNET_MAPPERS,
-                            **ALIGN_MAPPERS, **ALTCLIP_MAPPERS}
+                            **ALIGN_MAPPERS, **ALTCLIP_MAPPERS, **REDUCED_ATTENTION_MAPPERS}
 IMAGE_CLASSIFIER_HEADS = {name: _own_head for name in IMAGE_CLASSIFIER_MAPPERS}
 """hf.from_hf_config's head hook: the mapper's fields already hold the head architectures[0] names."""
 
@@ -31,8 +32,6 @@ IMAGE_CLASSIFIER_UNMODELLED: dict[str, str] = {
     "mobilevit": "MobileViT's transformer blocks over unfolded patches and its concatenating fusion",
     "mobilevitv2": "MobileViT V2's separable linear self-attention over unfolded patches",
     "pvt": "PVT's spatial-reduction attention (keys and values from a strided conv of the map)",
-    "pvt_v2": "PVT v2's spatial-reduction attention and depthwise-conv MLPs",
-    "segformer": "SegFormer's efficient self-attention (keys and values from a strided conv) and Mix-FFN depthwise convs",
     "swiftformer": "SwiftFormer's efficient additive attention (a learned global query vector)",
 }
 """Image classification / zero-shot types transformers 5.24 ships whose mechanism the network

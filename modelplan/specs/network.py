@@ -45,7 +45,7 @@ from modelplan.specs.layers import (
 )
 
 __all__ = [
-    "Activation", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten", "GlobalResponseNorm", "GroupNorm",
+    "Activation", "Attend", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten", "GlobalResponseNorm", "GroupNorm",
     "Layer", "LayerNorm", "LayerScale", "LeafLayer", "Linear", "NetworkSpec", "Pool", "Recurrent", "Repeat",
     "Residual", "Sequential", "Softmax", "SpaceToDepth", "WindowAttention",
 ]
@@ -79,7 +79,9 @@ class Residual(LayerBase):
     """main(x) + shortcut(x), then an optional activation (ResNet BasicBlock / Bottleneck);
     with `combine = "mul"`, main(x) * shortcut(x), main's output broadcast over the shortcut's
     size-1 axes: a squeeze-and-excitation gate (Hu et al. 2018, eq. 4: x scaled per channel); with
-    `combine = "sub"`, main(x) - shortcut(x).
+    `combine = "sub"`, main(x) - shortcut(x); with `combine = "attend"`, multi-head attention of
+    main's output (queries [C, ...]) over the shortcut's (stacked keys and values [2 C, ...], on
+    their own, e.g. spatially reduced, grid: `Attend`).
 
     Main items are children of the block (by name or position); unnamed shortcut items sit
     at `shortcut/<i>`; an empty shortcut is the identity. The sum is the leaf `<block>/add`
@@ -93,9 +95,30 @@ class Residual(LayerBase):
     """The shortcut branch (torchvision's `downsample`); empty: identity."""
     activation: ActivationName | None = None
     """Activation applied after the sum (ResNet: relu)."""
-    combine: Literal["add", "mul", "sub"] = "add"
+    combine: Literal["add", "mul", "sub", "attend"] = "add"
     """How the branches meet: their sum, main's output (a per-channel gate) times the shortcut's,
-    or main's minus the shortcut's (PoolFormer's pool(x) - x)."""
+    main's minus the shortcut's (PoolFormer's pool(x) - x), or main's queries attending the
+    shortcut's keys and values (`Attend`)."""
+    heads: int | None = Field(None, gt=0)
+    """combine = "attend": attention heads (they divide the query channels); unset otherwise."""
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> "Residual":
+        if (self.combine == "attend") != (self.heads is not None):
+            raise ValueError(f"heads ({self.heads}) is set exactly when combine is 'attend' (got '{self.combine}')")
+        return self
+
+
+class Attend(LayerBase):
+    """The leaf closing a `combine = "attend"` residual (Wang et al. 2021, PVT, sec. 3.3,
+    spatial-reduction attention; Xie et al. 2021, SegFormer, eq. 2): queries q [C, *P] from the main
+    branch, keys and values k, v = the halves of the shortcut's [2 C, *M]; per head h (C / heads
+    channels each) out_h = softmax(q_h^T k_h / sqrt(C / heads)) v_h, [C, *P]. No parameters: the
+    projections are the branches' own layers. Built by the walker, never written in a spec."""
+
+    type: Literal["attend"]
+    heads: int = Field(gt=0)
+    """Attention heads."""
 
 
 Layer = Annotated[

@@ -43,9 +43,11 @@ class Leaf:
     path: str
     """Slash path, e.g. 'layer2/0/conv1' or 'layer2/0/add'."""
     type: str
-    """The layer's `type`, or 'add' / 'mul' / 'sub' closing a residual block (sum / gate product / difference)."""
+    """The layer's `type`, or 'add' / 'mul' / 'sub' / 'attend' closing a residual block (sum / gate
+    product / difference / attention of main's queries over the shortcut's keys and values)."""
     layer: LeafLayer | None
-    """The leaf spec (None for 'add')."""
+    """The leaf spec (None for 'add', 'mul', 'sub'; `network.Attend` for 'attend', input_shape its
+    keys and values, output_shape its queries)."""
     input_shape: Shape
     """Per-sample input shape."""
     output_shape: Shape
@@ -242,6 +244,20 @@ class _Walker:
     def _join(parent: str, segment: str) -> str:
         return f"{parent}/{segment}" if parent else segment
 
+    def _attend(self, item, path: str, queries: Shape, keys_values: Shape) -> Shape:
+        """The `attend` leaf of an attention residual: main's [C, *P] queries over the
+        shortcut's [2 C, *M] stacked keys and values, output [C, *P]."""
+        from modelplan.specs.network import Attend
+
+        if (len(queries) < 2 or len(keys_values) != len(queries) or keys_values[0] != 2 * queries[0]
+                or queries[0] % item.heads):
+            raise SpecError(f"layer '{path}' (residual, attend): needs main [C, ...] queries with heads ({item.heads}) "
+                            f"dividing C and shortcut [2 C, ...] keys and values of the same rank, got main "
+                            f"{_fmt(queries)} and shortcut {_fmt(keys_values)}")
+        layer = Attend(type="attend", heads=item.heads)
+        self.leaves.append(Leaf(self._join(path, "attend"), "attend", layer, keys_values, queries, self.unit))
+        return queries
+
     def items(self, items: list, shape: Shape, parent: str, index_prefix: str = "") -> Shape:
         """Walk a list; an unnamed repeat splices its copies into the positions of this list."""
         position = 0
@@ -277,7 +293,9 @@ class _Walker:
             main = self.items(item.main, shape, path)
             short = self.items(item.shortcut, shape, path, index_prefix="shortcut/")
             self.in_residual -= 1
-            if item.combine == "mul":  # the gate broadcasts over the shortcut's axes where it has size 1
+            if item.combine == "attend":
+                main = self._attend(item, path, main, short)
+            elif item.combine == "mul":  # the gate broadcasts over the shortcut's axes where it has size 1
                 if len(main) != len(short) or any(g not in (1, s) for g, s in zip(main, short)):
                     raise SpecError(f"layer '{path}' (residual, mul): main branch output {_fmt(main)} does not "
                                     f"broadcast over shortcut output {_fmt(short)}")

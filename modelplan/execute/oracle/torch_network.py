@@ -251,6 +251,14 @@ class _Builder:
         act = _activation(nn, node.act.layer.type) if node.act else None
         gated = node.add.info.type == "mul"  # a squeeze-and-excitation gate: y broadcast over s
         difference = node.add.info.type == "sub"
+        heads = node.add.layer.heads if node.add.info.type == "attend" else 0
+        torch = self.torch
+
+        def attend(q, kv):  # per head softmax(q^T k / sqrt(d)) v, as torch's scaled_dot_product_attention
+            n, c = q.shape[:2]
+            split = lambda t: t.reshape(n, heads, c // heads, -1).transpose(2, 3)  # noqa: E731  (N, h, pos, d)
+            out = torch.nn.functional.scaled_dot_product_attention(split(q), split(kv[:, :c]), split(kv[:, c:]))
+            return out.transpose(2, 3).reshape(q.shape)
 
         class Residual(nn.Module):
             def __init__(self):
@@ -266,7 +274,10 @@ class _Builder:
                     y = getattr(self, n)(y)
                 for m in shortcut:
                     s = m(s)
-                y = y * s if gated else y - s if difference else y + s
+                if heads:
+                    y = attend(y, s)
+                else:
+                    y = y * s if gated else y - s if difference else y + s
                 return act(y) if act is not None else y
 
         return Residual()

@@ -1,0 +1,66 @@
+"""The network stack's attention combine (specs/network.py Residual combine = "attend", PVT /
+SegFormer spatial-reduction attention): counts worked by hand, a one-line error on mismatched
+branches, and the executor's forward and gradients equal torch's autograd
+(torch.nn.functional.scaled_dot_product_attention on the same weights)."""
+
+from __future__ import annotations
+
+import pytest
+
+from modelplan.count.network import network_layers
+from modelplan.errors import SpecError
+from modelplan.specs.network import NetworkSpec
+
+REDUCED = NetworkSpec(input_shape=[3, 8, 8], layers=[
+    {"type": "conv2d", "out_channels": 8, "kernel_size": 3, "stride": 2, "padding": 1},
+    {"type": "layernorm2d"},
+    {"type": "residual", "name": "block", "main": [
+        {"type": "layernorm2d", "name": "norm"},
+        {"type": "residual", "name": "attention", "combine": "attend", "heads": 2,
+         "main": [{"type": "conv2d", "name": "query", "out_channels": 8, "kernel_size": 1}],
+         "shortcut": [{"type": "conv2d", "out_channels": 8, "kernel_size": 2, "stride": 2}, {"type": "layernorm2d"},
+                      {"type": "conv2d", "out_channels": 16, "kernel_size": 1}]},
+        {"type": "conv2d", "name": "proj", "out_channels": 8, "kernel_size": 1}]},
+    {"type": "residual", "name": "full", "combine": "attend", "heads": 4,
+     "main": [{"type": "conv2d", "out_channels": 8, "kernel_size": 1}],
+     "shortcut": [{"type": "adaptiveavgpool2d", "output_size": 3}, {"type": "conv2d", "out_channels": 16,
+                                                                      "kernel_size": 1}, {"type": "gelu"}]},
+    {"type": "adaptiveavgpool2d", "output_size": 1}, {"type": "flatten"}, {"type": "linear", "out_features": 3},
+])
+"""A 4 x 4 grid of 8 channels: the first attention's keys and values come from a 2 x 2 strided conv
+(a 2 x 2 grid), the second's from a pooled 3 x 3 grid."""
+
+
+def test_attend_counts_by_hand():
+    """heads 2, 16 query positions, 4 key positions, 8 channels: 2 x 16 x 4 = 128 scores; q k^T and
+    p v 2 x 2 x 128 x 4 (head dim) FLOPs; the scale and softmax 6 per score; backward keeps q (8 x 16),
+    k / v (16 x 4) and the probabilities (128); no parameters of its own."""
+    rows = {row.path: row for row in network_layers(REDUCED)}
+    attend = rows["block/attention/attend"]
+    assert attend.input_shape == (16, 2, 2) and attend.output_shape == (8, 4, 4)
+    assert attend.params == 0 and attend.matmul_flops == 2 * 2 * 128 * 4
+    assert attend.forward_flops - attend.matmul_flops == 6 * 128
+    assert attend.saved_elements == 8 * 16 + 16 * 4 + 128
+    full = rows["full/attend"]  # 4 heads of 2 channels, 16 x 9 scores each
+    assert full.matmul_flops == 2 * 2 * (4 * 16 * 9) * 2
+
+
+def test_attend_needs_stacked_keys_and_values():
+    """A shortcut that does not give 2 C channels is a one-line error naming both shapes."""
+    with pytest.raises((SpecError, ValueError), match=r"residual, attend.*\[8, 4, 4\].*\[8, 4, 4\]"):
+        NetworkSpec(input_shape=[8, 4, 4], layers=[{"type": "residual", "combine": "attend", "heads": 2,
+                                                    "main": [{"type": "conv2d", "out_channels": 8, "kernel_size": 1}]}])
+
+
+def test_heads_only_with_attend():
+    """heads is set exactly when combine is 'attend'."""
+    with pytest.raises(ValueError, match="heads"):
+        NetworkSpec(input_shape=[8, 4, 4], layers=[{"type": "residual", "heads": 2, "main": [{"type": "relu"}]}])
+
+
+@pytest.mark.torch
+def test_forward_and_gradients_equal_torch():
+    """Outputs, loss and every parameter gradient equal torch's forward and autograd."""
+    from test_net_torch import assert_step_equals_torch
+
+    assert_step_equals_torch(REDUCED)
