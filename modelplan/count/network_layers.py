@@ -14,7 +14,7 @@ FLOPs (forward, a multiply-add = 2 FLOPs):
   (groupnorm as batchnorm); global response norm 6 (square and sum for the L2 norm, x * N,
   * gamma, + beta, + x; the per-channel norms and their mean are not counted);
   max/avg pool prod(kernel) per output element; adaptive avg pool: window size per output
-  element; flatten/embedding/space-to-depth 0 (views, gathers, a padded copy); window attention:
+  element; flatten/embedding/space-to-depth/zero-pad/concat 0 (views, gathers, padded or stacked copies); window attention:
   `count.window_attention`; a residual's attention combine: `count.cross_attention`. RNN cell math per hidden unit per step:
   LSTM 13 (4 adds of the two products, 3 sigmoid, 2 tanh, 3 for c_t = f*c + i*g, 1 for
   h_t = o*tanh(c_t)), GRU 10 (3 adds, 2 sigmoid, r*(W_hn h + b_hn), tanh, 3 for
@@ -27,7 +27,7 @@ plus fixed-width bytes. Each layer counts what its own backward needs:
   BatchNorm: the input and the normalised output. gelu/silu: the input; tanh, sigmoid,
   softmax: the output. ReLU: a 1-byte mask per element. Dropout (p > 0): a 1-byte mask.
 - MaxPool: int64 argmax indices per output element (8 bytes, torch's max_pool*_with_indices).
-  AvgPool, adaptive avg pool, flatten, add: nothing. Embedding: its int64 token ids.
+  AvgPool, adaptive avg pool, flatten, add, zero-pad, concat: nothing. Embedding: its int64 token ids.
 - RNN/LSTM/GRU (backpropagation through time): layer 0's input sequence; per layer,
   direction and time step the emitted h_t (h_out) and the cell state backward needs:
   LSTM 4h gates + h for c_t (+ h for o*tanh(c_t) with a projection), GRU 3h gates + h for

@@ -10,6 +10,7 @@ from modelplan.specs.hf_bit import BIT_MAPPERS
 from modelplan.specs.hf_convnets import CONVNET_MAPPERS
 from modelplan.specs.hf_efficientnet import EFFICIENTNET_MAPPERS
 from modelplan.specs.hf_encoder_models import _own_head
+from modelplan.specs.hf_hgnet import HGNET_MAPPERS
 from modelplan.specs.hf_imagegpt import IMAGEGPT_MAPPERS
 from modelplan.specs.hf_poolformer import POOLFORMER_MAPPERS
 from modelplan.specs.hf_reduced_attention import REDUCED_ATTENTION_MAPPERS
@@ -18,7 +19,7 @@ from modelplan.specs.hf_textnet import TEXTNET_MAPPERS
 
 IMAGE_CLASSIFIER_MAPPERS = {**CONVNET_MAPPERS, **EFFICIENTNET_MAPPERS, **SWIN_NETWORK_MAPPERS, **BIT_MAPPERS,
                             **IMAGEGPT_MAPPERS, **POOLFORMER_MAPPERS, **TEXTNET_MAPPERS,
-                            **ALIGN_MAPPERS, **ALTCLIP_MAPPERS, **REDUCED_ATTENTION_MAPPERS}
+                            **ALIGN_MAPPERS, **ALTCLIP_MAPPERS, **REDUCED_ATTENTION_MAPPERS, **HGNET_MAPPERS}
 IMAGE_CLASSIFIER_HEADS = {name: _own_head for name in IMAGE_CLASSIFIER_MAPPERS}
 """hf.from_hf_config's head hook: the mapper's fields already hold the head architectures[0] names."""
 
@@ -26,7 +27,6 @@ IMAGE_CLASSIFIER_UNMODELLED: dict[str, str] = {
     "cvt": "CvT's convolutional token embeddings and depthwise-conv q / k / v projections (strided keys and values)",
     "dinat": "DiNAT's dilated neighbourhood attention (each token attends its k x k neighbours)",
     "focalnet": "FocalNet's focal modulation (gated hierarchical depthwise-conv context) in place of attention",
-    "hgnet_v2": "HGNetV2's HG blocks (concatenated conv branch outputs aggregated by 1x1 convs)",
     "hiera": "Hiera's mask-unit attention with query pooling over its unrolled token order",
     "levit": "LeViT's attention with strided query subsampling and per-head attention biases over the grid",
     "mobilevit": "MobileViT's transformer blocks over unfolded patches and its concatenating fusion",

@@ -216,6 +216,22 @@ class SpaceToDepth(LayerBase):
     """Side of the merged neighbourhood."""
 
 
+class ZeroPad2d(LayerBase):
+    """`nn.ZeroPad2d`: a [C, H, W] map zero-padded by (left, right, top, bottom) positions (an
+    asymmetric pad, F.pad(x, (0, 1, 0, 1)) in HGNetV2Embeddings)."""
+
+    type: Literal["zeropad2d"]
+    padding: tuple[int, int, int, int]
+    """(left, right, top, bottom), as nn.ZeroPad2d takes them."""
+
+    @field_validator("padding")
+    @classmethod
+    def _check_padding(cls, value: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        if min(value) < 0:
+            raise ValueError(f"padding ({list(value)}) must be >= 0")
+        return value
+
+
 class Embedding(LayerBase):
     """`nn.Embedding`: the network input is then token ids, output appends embedding_dim."""
 
@@ -364,6 +380,6 @@ class Recurrent(LayerBase):
 
 LeafLayer = Union[
     Linear, Conv, BatchNorm, LayerNorm, GroupNorm, GlobalResponseNorm, LayerScale, WindowAttention, SpaceToDepth, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
-    Flatten, Dropout, Recurrent,
+    Flatten, Dropout, Recurrent, ZeroPad2d,
 ]
 """Layers that compute (everything but the composite blocks)."""

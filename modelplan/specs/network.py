@@ -42,12 +42,13 @@ from modelplan.specs.layers import (
     Softmax,
     SpaceToDepth,
     WindowAttention,
+    ZeroPad2d,
 )
 
 __all__ = [
     "Activation", "Attend", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten", "GlobalResponseNorm", "GroupNorm",
     "Layer", "LayerNorm", "LayerScale", "LeafLayer", "Linear", "NetworkSpec", "Pool", "Recurrent", "Repeat",
-    "Residual", "Sequential", "Softmax", "SpaceToDepth", "WindowAttention",
+    "Residual", "Sequential", "Softmax", "SpaceToDepth", "WindowAttention", "ZeroPad2d",
 ]
 
 
@@ -81,7 +82,9 @@ class Residual(LayerBase):
     size-1 axes: a squeeze-and-excitation gate (Hu et al. 2018, eq. 4: x scaled per channel); with
     `combine = "sub"`, main(x) - shortcut(x); with `combine = "attend"`, multi-head attention of
     main's output (queries [C, ...]) over the shortcut's (stacked keys and values [2 C, ...], on
-    their own, e.g. spatially reduced, grid: `Attend`).
+    their own, e.g. spatially reduced, grid: `Attend`); with `combine = "concat"`, the shortcut's
+    output and main's stacked along the channels (torch.cat([shortcut(x), main(x)], dim=1): DenseNet /
+    HGNetV2 aggregation; nested, [x, f1(x), f2(f1(x)), ...]).
 
     Main items are children of the block (by name or position); unnamed shortcut items sit
     at `shortcut/<i>`; an empty shortcut is the identity. The sum is the leaf `<block>/add`
@@ -95,10 +98,10 @@ class Residual(LayerBase):
     """The shortcut branch (torchvision's `downsample`); empty: identity."""
     activation: ActivationName | None = None
     """Activation applied after the sum (ResNet: relu)."""
-    combine: Literal["add", "mul", "sub", "attend"] = "add"
+    combine: Literal["add", "mul", "sub", "attend", "concat"] = "add"
     """How the branches meet: their sum, main's output (a per-channel gate) times the shortcut's,
     main's minus the shortcut's (PoolFormer's pool(x) - x), or main's queries attending the
-    shortcut's keys and values (`Attend`)."""
+    shortcut's keys and values (`Attend`), or the two stacked along the channels, shortcut first."""
     heads: int | None = Field(None, gt=0)
     """combine = "attend": attention heads (they divide the query channels); unset otherwise."""
 
@@ -132,6 +135,7 @@ Layer = Annotated[
         LayerScale,
         WindowAttention,
         SpaceToDepth,
+        ZeroPad2d,
         Embedding,
         Pool,
         AdaptiveAvgPool,

@@ -31,6 +31,7 @@ from modelplan.specs.layers import (
     Softmax,
     SpaceToDepth,
     WindowAttention,
+    ZeroPad2d,
 )
 
 Shape = tuple[int, ...]
@@ -43,11 +44,12 @@ class Leaf:
     path: str
     """Slash path, e.g. 'layer2/0/conv1' or 'layer2/0/add'."""
     type: str
-    """The layer's `type`, or 'add' / 'mul' / 'sub' / 'attend' closing a residual block (sum / gate
-    product / difference / attention of main's queries over the shortcut's keys and values)."""
+    """The layer's `type`, or 'add' / 'mul' / 'sub' / 'attend' / 'concat' closing a residual block
+    (sum / gate product / difference / attention of main's queries over the shortcut's keys and
+    values / the shortcut's and main's channels stacked)."""
     layer: LeafLayer | None
-    """The leaf spec (None for 'add', 'mul', 'sub'; `network.Attend` for 'attend', input_shape its
-    keys and values, output_shape its queries)."""
+    """The leaf spec (None for 'add', 'mul', 'sub', 'concat' (input_shape main's output); `network.Attend`
+    for 'attend', input_shape its keys and values, output_shape its queries)."""
     input_shape: Shape
     """Per-sample input shape."""
     output_shape: Shape
@@ -219,6 +221,11 @@ def leaf_output_shape(layer: LeafLayer, shape: Shape, where: str) -> Shape:
             raise SpecError(f"{where}: needs a [3 C, H, W] input of stacked q, k, v with 3 x heads ({layer.heads}) "
                             f"dividing its channels, got {_fmt(shape)}")
         return (shape[0] // 3, *shape[1:])
+    if isinstance(layer, ZeroPad2d):
+        if len(shape) != 3:
+            raise SpecError(f"{where}: needs a [C, H, W] input, got {_fmt(shape)}")
+        left, right, top, bottom = layer.padding
+        return (shape[0], shape[1] + top + bottom, shape[2] + left + right)
     if isinstance(layer, SpaceToDepth):
         if len(shape) != 3:
             raise SpecError(f"{where}: needs a [C, H, W] input, got {_fmt(shape)}")
@@ -295,6 +302,13 @@ class _Walker:
             self.in_residual -= 1
             if item.combine == "attend":
                 main = self._attend(item, path, main, short)
+            elif item.combine == "concat":  # torch.cat([shortcut, main], dim=1): the same positions
+                if len(main) != len(short) or len(main) < 2 or main[1:] != short[1:]:
+                    raise SpecError(f"layer '{path}' (residual, concat): main branch output {_fmt(main)} and "
+                                    f"shortcut output {_fmt(short)} must share every axis but the channels")
+                joined = (short[0] + main[0], *main[1:])
+                self.leaves.append(Leaf(self._join(path, "concat"), "concat", None, main, joined, self.unit))
+                main = joined
             elif item.combine == "mul":  # the gate broadcasts over the shortcut's axes where it has size 1
                 if len(main) != len(short) or any(g not in (1, s) for g, s in zip(main, short)):
                     raise SpecError(f"layer '{path}' (residual, mul): main branch output {_fmt(main)} does not "

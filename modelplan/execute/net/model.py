@@ -82,6 +82,8 @@ def forward_nodes(nodes: tuple[Node, ...], params: Params, x: np.ndarray, ctx: R
         if combine == "attend":  # main's queries over the shortcut's stacked keys and values
             x, probs = attend_forward(y, s, node.add.layer.heads)
             kept = Saved(floats=(y, s, probs))
+        elif combine == "concat":  # torch.cat([shortcut, main], dim=1)
+            x = np.concatenate([s, y], axis=1)
         else:
             x = y * s if gated else y - s if combine == "sub" else y + s  # gate product (y broadcast over s), difference, sum
         act = None
@@ -115,6 +117,9 @@ def backward_nodes(nodes: tuple[Node, ...], params: Params, tape: list, dy: np.n
         dy_main = dy_short = dy
         if node.add.info.type == "attend":
             dy_main, dy_short = attend_backward(dy, *combine.floats, node.add.layer.heads)
+        elif node.add.info.type == "concat":  # each branch takes its own channels' gradient
+            cut = node.add.info.output_shape[0] - node.add.info.input_shape[0]
+            dy_short, dy_main = dy[:, :cut], dy[:, cut:]
         elif combine.floats:  # d(y * s): dy * s summed over the axes y was broadcast along, and dy * y
             y, s = combine.floats
             axes = tuple(i for i in range(1, dy.ndim) if y.shape[i] == 1 and dy.shape[i] != 1)

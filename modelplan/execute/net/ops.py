@@ -31,7 +31,7 @@ from modelplan.execute.net.window_attention import (
 )
 from modelplan.specs.layers import (
     Activation, AdaptiveAvgPool, BatchNorm, Conv, Dropout, Embedding, Flatten, GlobalResponseNorm, GroupNorm, LayerNorm, LayerScale, Linear,
-    Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention,
+    Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention, ZeroPad2d,
 )
 from modelplan.specs.network_walk import as_tuple
 
@@ -193,6 +193,9 @@ def leaf_forward(node: LeafNode, p: Params, x: np.ndarray, ctx: RunContext,
         return window_attention_forward(layer, p, x)
     if isinstance(layer, SpaceToDepth):
         return space_to_depth_forward(layer.block, x)
+    if isinstance(layer, ZeroPad2d):  # nn.ZeroPad2d (left, right, top, bottom)
+        left, right, top, bottom = layer.padding
+        return np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right))), Saved()
     raise ValueError(f"{node.path}: no executor for layer type '{info.type}'")  # pragma: no cover
 
 
@@ -258,4 +261,7 @@ def leaf_backward(node: LeafNode, p: Params, saved: Saved, dy: np.ndarray, need_
         return window_attention_backward(layer, p, saved, dy)
     if isinstance(layer, SpaceToDepth):
         return space_to_depth_backward(layer.block, saved, dy), {}
+    if isinstance(layer, ZeroPad2d):  # the gradient of the unpadded window
+        left, right, top, bottom = layer.padding
+        return dy[:, :, top:dy.shape[2] - bottom, left:dy.shape[3] - right], {}
     raise ValueError(f"{node.path}: no executor for layer type '{node.info.type}'")  # pragma: no cover

@@ -214,6 +214,8 @@ class _Builder:
             return self.window_attention(layer, shape[0] // 3)
         if t == "spacetodepth":
             return self.space_to_depth(layer.block)
+        if t == "zeropad2d":
+            return nn.ZeroPad2d(layer.padding)
         if t == "embedding":
             return nn.Embedding(layer.num_embeddings, layer.embedding_dim)
         if t in ("maxpool1d", "maxpool2d", "avgpool1d", "avgpool2d"):
@@ -252,6 +254,7 @@ class _Builder:
         gated = node.add.info.type == "mul"  # a squeeze-and-excitation gate: y broadcast over s
         difference = node.add.info.type == "sub"
         heads = node.add.layer.heads if node.add.info.type == "attend" else 0
+        stacked = node.add.info.type == "concat"
         torch = self.torch
 
         def attend(q, kv):  # per head softmax(q^T k / sqrt(d)) v, as torch's scaled_dot_product_attention
@@ -276,6 +279,8 @@ class _Builder:
                     s = m(s)
                 if heads:
                     y = attend(y, s)
+                elif stacked:
+                    y = torch.cat([s, y], dim=1)
                 else:
                     y = y * s if gated else y - s if difference else y + s
                 return act(y) if act is not None else y

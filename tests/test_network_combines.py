@@ -1,7 +1,8 @@
-"""The network stack's attention combine (specs/network.py Residual combine = "attend", PVT /
-SegFormer spatial-reduction attention): counts worked by hand, a one-line error on mismatched
+"""The network stack's attention and concatenation combines (specs/network.py Residual combine =
+"attend", PVT / SegFormer spatial-reduction attention; combine = "concat", HGNetV2's aggregation)
+and nn.ZeroPad2d (specs/layers.py zeropad2d): counts worked by hand, one-line errors on mismatched
 branches, and the executor's forward and gradients equal torch's autograd
-(torch.nn.functional.scaled_dot_product_attention on the same weights)."""
+(torch.nn.functional.scaled_dot_product_attention, torch.cat, nn.ZeroPad2d on the same weights)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,42 @@ REDUCED = NetworkSpec(input_shape=[3, 8, 8], layers=[
 ])
 """A 4 x 4 grid of 8 channels: the first attention's keys and values come from a 2 x 2 strided conv
 (a 2 x 2 grid), the second's from a pooled 3 x 3 grid."""
+
+
+STACKED = NetworkSpec(input_shape=[3, 7, 7], layers=[
+    {"type": "conv2d", "out_channels": 4, "kernel_size": 3, "stride": 2, "padding": 1, "bias": False},
+    {"type": "batchnorm2d"},
+    {"type": "zeropad2d", "name": "pad", "padding": [0, 1, 0, 1]},
+    {"type": "residual", "name": "stem", "combine": "concat",
+     "main": [{"type": "conv2d", "out_channels": 2, "kernel_size": 2}, {"type": "relu"},
+              {"type": "zeropad2d", "padding": [0, 1, 0, 1]}, {"type": "conv2d", "out_channels": 4, "kernel_size": 2}],
+     "shortcut": [{"type": "maxpool2d", "kernel_size": 2, "stride": 1, "ceil_mode": True}]},
+    {"type": "residual", "name": "dense", "combine": "concat", "main": [
+        {"type": "conv2d", "out_channels": 3, "kernel_size": 3, "padding": 1}, {"type": "gelu"},
+        {"type": "residual", "combine": "concat", "main": [{"type": "conv2d", "out_channels": 3, "kernel_size": 1}]}]},
+    {"type": "adaptiveavgpool2d", "output_size": 1}, {"type": "flatten"}, {"type": "linear", "out_features": 3},
+])
+"""HGNetV2's stem (a bottom / right pad, a 2x2 conv branch beside a 2x2 stride-1 max pool, stacked) on
+a 4 x 4 map, then a nested [x, f1(x), f2(f1(x))] aggregation: 8 + 3 + 3 = 14 channels."""
+
+
+def test_concat_and_pad_by_hand():
+    """The pad makes 4 x 4 a 5 x 5 map; both stem branches return to 4 x 4 (2x2 kernels, stride 1),
+    stacked 4 + 4 = 8 channels; the nested aggregation 8 + 3 + 3 = 14; pads and stacks cost no FLOPs
+    and keep nothing for backward."""
+    rows = {row.path: row for row in network_layers(STACKED)}
+    assert rows["pad"].output_shape == (4, 5, 5)
+    assert rows["stem/concat"].output_shape == (8, 4, 4)
+    assert rows["dense/concat"].output_shape == (14, 4, 4) and rows["dense/2/concat"].output_shape == (6, 4, 4)
+    for path in ("pad", "stem/concat", "dense/concat"):
+        assert rows[path].forward_flops == 0 and rows[path].saved_elements == 0 and rows[path].params == 0
+
+
+def test_concat_needs_one_grid():
+    """Branches on different grids cannot be stacked: a one-line error naming both shapes."""
+    with pytest.raises((SpecError, ValueError), match=r"residual, concat.*\[4, 2, 2\].*\[4, 4, 4\]"):
+        NetworkSpec(input_shape=[4, 4, 4], layers=[{"type": "residual", "combine": "concat",
+                                                    "main": [{"type": "maxpool2d", "kernel_size": 2}]}])
 
 
 def test_attend_counts_by_hand():
@@ -59,8 +96,9 @@ def test_heads_only_with_attend():
 
 
 @pytest.mark.torch
-def test_forward_and_gradients_equal_torch():
+@pytest.mark.parametrize("spec", [REDUCED, STACKED], ids=["attend", "concat"])
+def test_forward_and_gradients_equal_torch(spec):
     """Outputs, loss and every parameter gradient equal torch's forward and autograd."""
     from test_net_torch import assert_step_equals_torch
 
-    assert_step_equals_torch(REDUCED)
+    assert_step_equals_torch(spec)
