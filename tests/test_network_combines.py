@@ -82,6 +82,23 @@ def test_attend_counts_by_hand():
     assert full.matmul_flops == 2 * 2 * (4 * 16 * 9) * 2
 
 
+PATCHED = NetworkSpec(input_shape=[3, 4, 6], layers=[
+    {"type": "conv2d", "out_channels": 8, "kernel_size": 3, "padding": 1},
+    {"type": "residual", "name": "unfolded", "combine": "attend", "heads": 2, "patch": 2,
+     "main": [{"type": "conv2d", "out_channels": 8, "kernel_size": 1}],
+     "shortcut": [{"type": "conv2d", "out_channels": 16, "kernel_size": 1}]},
+    {"type": "adaptiveavgpool2d", "output_size": 1}, {"type": "flatten"}, {"type": "linear", "out_features": 3},
+])
+"""MobileViT's attention over unfolded 2 x 2 patches of a 4 x 6 map: the 4 offsets are 4 sequences of 6."""
+
+
+def test_patched_attend_by_hand():
+    """24 positions, each attends the 6 at its own offset of the 2 x 2 patches: 2 heads x 24 x 6 = 288
+    scores of head dim 4."""
+    attend = {row.path: row for row in network_layers(PATCHED)}["unfolded/attend"]
+    assert attend.matmul_flops == 2 * 2 * 288 * 4 and attend.saved_elements == 8 * 24 + 16 * 24 + 288
+
+
 def test_attend_needs_stacked_keys_and_values():
     """A shortcut that does not give 2 C channels is a one-line error naming both shapes."""
     with pytest.raises((SpecError, ValueError), match=r"residual, attend.*\[8, 4, 4\].*\[8, 4, 4\]"):
@@ -90,13 +107,20 @@ def test_attend_needs_stacked_keys_and_values():
 
 
 def test_heads_only_with_attend():
-    """heads is set exactly when combine is 'attend'."""
+    """heads is set exactly when combine is 'attend', patch only then; patch must divide the grid."""
     with pytest.raises(ValueError, match="heads"):
         NetworkSpec(input_shape=[8, 4, 4], layers=[{"type": "residual", "heads": 2, "main": [{"type": "relu"}]}])
+    with pytest.raises(ValueError, match="patch"):
+        NetworkSpec(input_shape=[8, 4, 4], layers=[{"type": "residual", "patch": 2, "main": [{"type": "relu"}]}])
+    with pytest.raises((SpecError, ValueError), match="patch \\(3\\) needs"):
+        NetworkSpec(input_shape=[8, 4, 4], layers=[{"type": "residual", "combine": "attend", "heads": 2, "patch": 3,
+                                                    "main": [{"type": "conv2d", "out_channels": 8, "kernel_size": 1}],
+                                                    "shortcut": [{"type": "conv2d", "out_channels": 16,
+                                                                  "kernel_size": 1}]}])
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("spec", [REDUCED, STACKED], ids=["attend", "concat"])
+@pytest.mark.parametrize("spec", [REDUCED, PATCHED, STACKED], ids=["attend", "patched", "concat"])
 def test_forward_and_gradients_equal_torch(spec):
     """Outputs, loss and every parameter gradient equal torch's forward and autograd."""
     from test_net_torch import assert_step_equals_torch

@@ -2,7 +2,8 @@
 main branch over keys and values from its shortcut, PVT / SegFormer spatial-reduction attention,
 Wang et al. 2021 sec. 3.3): its FLOPs and what its backward keeps, per sample.
 
-- P query positions, M key positions, C = heads x head_dim query channels;
+- P query positions, M key positions (M / patch^2 of them for each query under `patch`: the
+  positions at its offset), C = heads x head_dim query channels;
 - matmul FLOPs: q k^T and p v, each 2 * P * M * C;
 - other FLOPs per score: the 1 / sqrt(d) scale 1 and softmax 5 (as `count.window_attention`);
 - kept for backward (eager attention, as torch's autograd keeps it): q, the stacked k / v and the
@@ -18,8 +19,8 @@ from modelplan.specs.network import Attend
 
 
 def scores(layer: Attend, keys_values: tuple[int, ...], queries: tuple[int, ...]) -> int:
-    """Attention scores per sample: heads x query positions x key positions."""
-    return layer.heads * math.prod(queries[1:]) * math.prod(keys_values[1:])
+    """Attention scores per sample: heads x query positions x the key positions each attends."""
+    return layer.heads * math.prod(queries[1:]) * (math.prod(keys_values[1:]) // layer.patch ** 2)
 
 
 def forward_flops(layer: Attend, keys_values: tuple[int, ...], queries: tuple[int, ...]) -> tuple[int, int]:

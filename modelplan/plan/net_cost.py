@@ -115,11 +115,12 @@ def leaf_gemms(leaf: LeafNode, b: int, tp: int, role: TpRole) -> list[tuple[Gemm
         t, d = layer.window_size ** 2, info.input_shape[0] // 3 // layer.heads
         batch = b * layer.heads * (hp * wp // t)
         return [(Gemm(f"{leaf.path}/scores", t, t, d), batch), (Gemm(f"{leaf.path}/values", t, d, t), batch)]
-    if isinstance(layer, Attend):  # q k^T (P, M, d) and p v (P, d, M) of every head, batched
-        p, m = _numel(info.output_shape[1:]), _numel(info.input_shape[1:])
+    if isinstance(layer, Attend):  # q k^T (P, M, d) and p v (P, d, M) of every head (and patch offset), batched
+        groups = layer.patch ** 2
+        p, m = _numel(info.output_shape[1:]) // groups, _numel(info.input_shape[1:]) // groups
         d = info.output_shape[0] // layer.heads
-        return [(Gemm(f"{leaf.path}/scores", p, m, d), b * layer.heads),
-                (Gemm(f"{leaf.path}/values", p, d, m), b * layer.heads)]
+        return [(Gemm(f"{leaf.path}/scores", p, m, d), b * layer.heads * groups),
+                (Gemm(f"{leaf.path}/values", p, d, m), b * layer.heads * groups)]
     return []
 
 

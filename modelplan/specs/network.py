@@ -104,11 +104,17 @@ class Residual(LayerBase):
     shortcut's keys and values (`Attend`), or the two stacked along the channels, shortcut first."""
     heads: int | None = Field(None, gt=0)
     """combine = "attend": attention heads (they divide the query channels); unset otherwise."""
+    patch: int = Field(1, gt=0)
+    """combine = "attend": each position attends only the positions at its own offset within the
+    map's patch x patch patches (MobileViT's unfolded patches, Mehta & Rastegari 2022, sec. 3.1);
+    1: the whole map."""
 
     @model_validator(mode="after")
     def _check_heads(self) -> "Residual":
         if (self.combine == "attend") != (self.heads is not None):
             raise ValueError(f"heads ({self.heads}) is set exactly when combine is 'attend' (got '{self.combine}')")
+        if self.patch > 1 and self.combine != "attend":
+            raise ValueError(f"patch ({self.patch}) needs combine 'attend' (got '{self.combine}')")
         return self
 
 
@@ -122,6 +128,8 @@ class Attend(LayerBase):
     type: Literal["attend"]
     heads: int = Field(gt=0)
     """Attention heads."""
+    patch: int = Field(1, gt=0)
+    """`Residual.patch`: attention among the positions at one offset of patch x patch patches."""
 
 
 Layer = Annotated[

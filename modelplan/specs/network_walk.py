@@ -261,7 +261,11 @@ class _Walker:
             raise SpecError(f"layer '{path}' (residual, attend): needs main [C, ...] queries with heads ({item.heads}) "
                             f"dividing C and shortcut [2 C, ...] keys and values of the same rank, got main "
                             f"{_fmt(queries)} and shortcut {_fmt(keys_values)}")
-        layer = Attend(type="attend", heads=item.heads)
+        p = item.patch
+        if p > 1 and (len(queries) != 3 or queries[1:] != keys_values[1:] or queries[1] % p or queries[2] % p):
+            raise SpecError(f"layer '{path}' (residual, attend): patch ({p}) needs queries, keys and values on one "
+                            f"[C, H, W] grid that {p} divides, got main {_fmt(queries)} and shortcut {_fmt(keys_values)}")
+        layer = Attend(type="attend", heads=item.heads, patch=p)
         self.leaves.append(Leaf(self._join(path, "attend"), "attend", layer, keys_values, queries, self.unit))
         return queries
 

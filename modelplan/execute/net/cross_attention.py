@@ -3,7 +3,8 @@ attention, Wang et al. 2021 sec. 3.3) in numpy, forward and backward, batched (N
 
 Forward per head h: s = q_h^T k_h / sqrt(d), p = softmax(s) over the keys, out_h = p v_h^T.
 Backward (the softmax Jacobian, Bridle 1990): dp = do v_h, ds = p * (dp - sum(dp * p)),
-dq_h = ds k_h / sqrt(d), dk_h = ds^T q_h / sqrt(d), dv_h = p^T do.
+dq_h = ds k_h / sqrt(d), dk_h = ds^T q_h / sqrt(d), dv_h = p^T do. With `patch` > 1 the positions
+at each offset of the patch x patch patches form their own batch row (MobileViT's unfolding).
 """
 
 from __future__ import annotations
@@ -22,8 +23,26 @@ def _merge(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return x.transpose(0, 1, 3, 2).reshape(shape)
 
 
-def attend_forward(q: np.ndarray, kv: np.ndarray, heads: int) -> tuple[np.ndarray, np.ndarray]:
-    """(output like q, probabilities (N, heads, P, M)) of q (N, C, *P) over kv (N, 2C, *M)."""
+def unfold(x: np.ndarray, patch: int) -> np.ndarray:
+    """(N, C, H, W) -> (N p^2, C, H / p, W / p): the positions at each patch offset as one row."""
+    n, c, h, w = x.shape
+    x = x.reshape(n, c, h // patch, patch, w // patch, patch).transpose(0, 3, 5, 1, 2, 4)
+    return x.reshape(n * patch * patch, c, h // patch, w // patch)
+
+
+def fold(x: np.ndarray, patch: int) -> np.ndarray:
+    """The inverse of `unfold`."""
+    rows, c, h, w = x.shape
+    n = rows // (patch * patch)
+    x = x.reshape(n, patch, patch, c, h, w).transpose(0, 3, 4, 1, 5, 2)
+    return x.reshape(n, c, h * patch, w * patch)
+
+
+def attend_forward(q: np.ndarray, kv: np.ndarray, heads: int, patch: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(output like q, probabilities (N p^2, heads, P, M)) of q (N, C, *P) over kv (N, 2C, *M)."""
+    if patch > 1:
+        out, probs = attend_forward(unfold(q, patch), unfold(kv, patch), heads)
+        return fold(out, patch), probs
     c = q.shape[1]
     qh, kh, vh = _heads(q, heads), _heads(kv[:, :c], heads), _heads(kv[:, c:], heads)
     scores = qh @ kh.transpose(0, 1, 3, 2) / np.sqrt(c // heads)  # (N, h, P, d) @ (N, h, d, M)
@@ -34,8 +53,11 @@ def attend_forward(q: np.ndarray, kv: np.ndarray, heads: int) -> tuple[np.ndarra
 
 
 def attend_backward(dy: np.ndarray, q: np.ndarray, kv: np.ndarray, probs: np.ndarray,
-                    heads: int) -> tuple[np.ndarray, np.ndarray]:
+                    heads: int, patch: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """(dq, dkv) of the forward above, given the output gradient dy (N, C, *P)."""
+    if patch > 1:
+        dq, dkv = attend_backward(unfold(dy, patch), unfold(q, patch), unfold(kv, patch), probs, heads)
+        return fold(dq, patch), fold(dkv, patch)
     c = q.shape[1]
     scale = 1.0 / np.sqrt(c // heads)
     qh, kh, vh, do = _heads(q, heads), _heads(kv[:, :c], heads), _heads(kv[:, c:], heads), _heads(dy, heads)

@@ -80,7 +80,7 @@ def forward_nodes(nodes: tuple[Node, ...], params: Params, x: np.ndarray, ctx: R
         gated = combine == "mul"
         kept = Saved(floats=(y, s)) if gated else Saved()
         if combine == "attend":  # main's queries over the shortcut's stacked keys and values
-            x, probs = attend_forward(y, s, node.add.layer.heads)
+            x, probs = attend_forward(y, s, node.add.layer.heads, node.add.layer.patch)
             kept = Saved(floats=(y, s, probs))
         elif combine == "concat":  # torch.cat([shortcut, main], dim=1)
             x = np.concatenate([s, y], axis=1)
@@ -116,7 +116,7 @@ def backward_nodes(nodes: tuple[Node, ...], params: Params, tape: list, dy: np.n
             dy = _leaf_backward(node.act, params, act, dy, grads, hooks, True)
         dy_main = dy_short = dy
         if node.add.info.type == "attend":
-            dy_main, dy_short = attend_backward(dy, *combine.floats, node.add.layer.heads)
+            dy_main, dy_short = attend_backward(dy, *combine.floats, node.add.layer.heads, node.add.layer.patch)
         elif node.add.info.type == "concat":  # each branch takes its own channels' gradient
             cut = node.add.info.output_shape[0] - node.add.info.input_shape[0]
             dy_short, dy_main = dy[:, :cut], dy[:, cut:]

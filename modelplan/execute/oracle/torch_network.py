@@ -254,13 +254,23 @@ class _Builder:
         gated = node.add.info.type == "mul"  # a squeeze-and-excitation gate: y broadcast over s
         difference = node.add.info.type == "sub"
         heads = node.add.layer.heads if node.add.info.type == "attend" else 0
+        patch = node.add.layer.patch if heads else 1
         stacked = node.add.info.type == "concat"
         torch = self.torch
 
-        def attend(q, kv):  # per head softmax(q^T k / sqrt(d)) v, as torch's scaled_dot_product_attention
+        def attend(q, kv):  # per head softmax(q^T k / sqrt(d)) v, as torch's scaled_dot_product_attention;
+            mask = None  # with patch > 1 a mask lets each position see only those at its own patch offset
+            if patch > 1:
+                rows = torch.arange(q.shape[2]).repeat_interleave(q.shape[3]) % patch
+                cols = torch.arange(q.shape[3]).repeat(q.shape[2]) % patch
+                mask = (rows[:, None] == rows[None, :]) & (cols[:, None] == cols[None, :])
+            return attend_map(q, kv, mask)
+
+        def attend_map(q, kv, mask=None):
             n, c = q.shape[:2]
             split = lambda t: t.reshape(n, heads, c // heads, -1).transpose(2, 3)  # noqa: E731  (N, h, pos, d)
-            out = torch.nn.functional.scaled_dot_product_attention(split(q), split(kv[:, :c]), split(kv[:, c:]))
+            out = torch.nn.functional.scaled_dot_product_attention(split(q), split(kv[:, :c]), split(kv[:, c:]),
+                                                                   attn_mask=mask)
             return out.transpose(2, 3).reshape(q.shape)
 
         class Residual(nn.Module):
