@@ -99,6 +99,37 @@ def test_patched_attend_by_hand():
     assert attend.matmul_flops == 2 * 2 * 288 * 4 and attend.saved_elements == 8 * 24 + 16 * 24 + 288
 
 
+BIASED = NetworkSpec(input_shape=[3, 8, 8], layers=[
+    {"type": "conv2d", "out_channels": 8, "kernel_size": 3, "stride": 2, "padding": 1, "bias": False},
+    {"type": "batchnorm2d"}, {"type": "hardswish"},
+    {"type": "residual", "name": "attn", "main": [{"type": "residual", "name": "mix", "combine": "attend", "heads": 2,
+                                                   "offset_bias": 1,
+                                                   "main": [{"type": "conv2d", "out_channels": 4, "kernel_size": 1}],
+                                                   "shortcut": [{"type": "conv2d", "out_channels": 12, "kernel_size": 1}]},
+                                                  {"type": "hardswish"}, {"type": "conv2d", "out_channels": 8,
+                                                                          "kernel_size": 1}]},
+    {"type": "residual", "name": "down", "combine": "attend", "heads": 2, "offset_bias": 2,
+     "main": [{"type": "conv2d", "out_channels": 4, "kernel_size": 1, "stride": 2}],
+     "shortcut": [{"type": "conv2d", "out_channels": 20, "kernel_size": 1}]},
+    {"type": "adaptiveavgpool2d", "output_size": 1}, {"type": "flatten"}, {"type": "linear", "out_features": 3},
+])
+"""LeViT's attention on a 4 x 4 grid: keys of 2 channels a head, values of 4 (C_v = 2 C), a bias per
+head and (|row offset|, |column offset|); then the subsampling attention, queries on every second
+position (a 2 x 2 grid), values of 8 a head."""
+
+
+def test_levit_attention_by_hand():
+    """Same grid: offsets 0..3 on each axis, 16 per head; subsampled queries at rows 0 and 2 of 4 keys:
+    |0 - k| and |2 - k| give 0..3, 16 per head again. The first attend: 2 heads x 16 x 16 = 512 scores,
+    q k^T over 2 channels and p v over 4 a head: 2 x 512 x (2 + 4) FLOPs; its output 8 value channels."""
+    rows = {row.path: row for row in network_layers(BIASED)}
+    mix, down = rows["attn/mix/attend"], rows["down/attend"]
+    assert mix.param_shapes == {"attention_biases": (2, 16)} and mix.output_shape == (8, 4, 4)
+    assert mix.matmul_flops == 2 * 512 * (2 + 4) and mix.forward_flops - mix.matmul_flops == 7 * 512
+    assert down.param_shapes == {"attention_biases": (2, 16)} and down.output_shape == (16, 2, 2)
+    assert rows["2"].forward_flops == 8 * 16 and rows["2"].saved_elements == 8 * 16  # hardswish keeps its input
+
+
 def test_attend_needs_stacked_keys_and_values():
     """A shortcut that does not give 2 C channels is a one-line error naming both shapes."""
     with pytest.raises((SpecError, ValueError), match=r"residual, attend.*\[8, 4, 4\].*\[8, 4, 4\]"):
@@ -120,7 +151,7 @@ def test_heads_only_with_attend():
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("spec", [REDUCED, PATCHED, STACKED], ids=["attend", "patched", "concat"])
+@pytest.mark.parametrize("spec", [REDUCED, PATCHED, BIASED, STACKED], ids=["attend", "patched", "levit", "concat"])
 def test_forward_and_gradients_equal_torch(spec):
     """Outputs, loss and every parameter gradient equal torch's forward and autograd."""
     from test_net_torch import assert_step_equals_torch

@@ -118,9 +118,9 @@ def leaf_gemms(leaf: LeafNode, b: int, tp: int, role: TpRole) -> list[tuple[Gemm
     if isinstance(layer, Attend):  # q k^T (P, M, d) and p v (P, d, M) of every head (and patch offset), batched
         groups = layer.patch ** 2
         p, m = _numel(info.output_shape[1:]) // groups, _numel(info.input_shape[1:]) // groups
-        d = info.output_shape[0] // layer.heads
+        d, d_v = (width // layer.heads for width in cross_attention.widths(info.input_shape, info.output_shape))
         return [(Gemm(f"{leaf.path}/scores", p, m, d), b * layer.heads * groups),
-                (Gemm(f"{leaf.path}/values", p, d, m), b * layer.heads * groups)]
+                (Gemm(f"{leaf.path}/values", p, d_v, m), b * layer.heads * groups)]
     return []
 
 

@@ -82,7 +82,7 @@ class Residual(LayerBase):
     size-1 axes: a squeeze-and-excitation gate (Hu et al. 2018, eq. 4: x scaled per channel); with
     `combine = "sub"`, main(x) - shortcut(x); with `combine = "attend"`, multi-head attention of
     main's output (queries [C, ...]) over the shortcut's (stacked keys and values [2 C, ...], on
-    their own, e.g. spatially reduced, grid: `Attend`); with `combine = "concat"`, the shortcut's
+    their own, e.g. spatially reduced, grid; LeViT's values may be wider than its keys: `Attend`); with `combine = "concat"`, the shortcut's
     output and main's stacked along the channels (torch.cat([shortcut(x), main(x)], dim=1): DenseNet /
     HGNetV2 aggregation; nested, [x, f1(x), f2(f1(x)), ...]).
 
@@ -108,28 +108,38 @@ class Residual(LayerBase):
     """combine = "attend": each position attends only the positions at its own offset within the
     map's patch x patch patches (MobileViT's unfolded patches, Mehta & Rastegari 2022, sec. 3.1);
     1: the whole map."""
+    offset_bias: int = Field(0, ge=0)
+    """combine = "attend": LeViT's learned attention biases (Graham et al. 2021, sec. 4.2), one per
+    head and distinct (|row offset|, |column offset|) between a query at stride `offset_bias` of
+    the keys' grid and a key, added to the scores; 0: none."""
 
     @model_validator(mode="after")
     def _check_heads(self) -> "Residual":
         if (self.combine == "attend") != (self.heads is not None):
             raise ValueError(f"heads ({self.heads}) is set exactly when combine is 'attend' (got '{self.combine}')")
-        if self.patch > 1 and self.combine != "attend":
-            raise ValueError(f"patch ({self.patch}) needs combine 'attend' (got '{self.combine}')")
+        if (self.patch > 1 or self.offset_bias) and self.combine != "attend":
+            raise ValueError(f"patch ({self.patch}) and offset_bias ({self.offset_bias}) need combine 'attend' "
+                             f"(got '{self.combine}')")
+        if self.patch > 1 and self.offset_bias:
+            raise ValueError(f"patch ({self.patch}) and offset_bias ({self.offset_bias}) cannot be combined")
         return self
 
 
 class Attend(LayerBase):
     """The leaf closing a `combine = "attend"` residual (Wang et al. 2021, PVT, sec. 3.3,
     spatial-reduction attention; Xie et al. 2021, SegFormer, eq. 2): queries q [C, *P] from the main
-    branch, keys and values k, v = the halves of the shortcut's [2 C, *M]; per head h (C / heads
-    channels each) out_h = softmax(q_h^T k_h / sqrt(C / heads)) v_h, [C, *P]. No parameters: the
-    projections are the branches' own layers. Built by the walker, never written in a spec."""
+    branch, keys k = the shortcut's first C channels and values v its other C_v (C_v = C but for
+    LeViT's wider values); per head h (C / heads and C_v / heads channels) out_h = softmax(q_h^T k_h /
+    sqrt(C / heads) + B_h) v_h, [C_v, *P], B the `offset_bias` table's entries (its only parameters:
+    the projections are the branches' own layers). Built by the walker, never written in a spec."""
 
     type: Literal["attend"]
     heads: int = Field(gt=0)
     """Attention heads."""
     patch: int = Field(1, gt=0)
     """`Residual.patch`: attention among the positions at one offset of patch x patch patches."""
+    offset_bias: int = Field(0, ge=0)
+    """`Residual.offset_bias`: the query stride of LeViT's attention-bias table; 0: no table."""
 
 
 Layer = Annotated[

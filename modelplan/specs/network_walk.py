@@ -253,21 +253,27 @@ class _Walker:
 
     def _attend(self, item, path: str, queries: Shape, keys_values: Shape) -> Shape:
         """The `attend` leaf of an attention residual: main's [C, *P] queries over the
-        shortcut's [2 C, *M] stacked keys and values, output [C, *P]."""
+        shortcut's [C + C_v, *M] stacked keys and values, output [C_v, *P]."""
         from modelplan.specs.network import Attend
 
-        if (len(queries) < 2 or len(keys_values) != len(queries) or keys_values[0] != 2 * queries[0]
-                or queries[0] % item.heads):
-            raise SpecError(f"layer '{path}' (residual, attend): needs main [C, ...] queries with heads ({item.heads}) "
-                            f"dividing C and shortcut [2 C, ...] keys and values of the same rank, got main "
+        values = keys_values[0] - queries[0] if len(keys_values) == len(queries) else 0
+        if len(queries) < 2 or values < 1 or queries[0] % item.heads or values % item.heads:
+            raise SpecError(f"layer '{path}' (residual, attend): needs main [C, ...] queries and shortcut [C + C_v, ...] "
+                            f"keys and values of the same rank, heads ({item.heads}) dividing C and C_v, got main "
                             f"{_fmt(queries)} and shortcut {_fmt(keys_values)}")
+        if item.offset_bias and (len(queries) != 3 or any(
+                -(-m // item.offset_bias) != q for q, m in zip(queries[1:], keys_values[1:]))):
+            raise SpecError(f"layer '{path}' (residual, attend): offset_bias ({item.offset_bias}) needs [C, H, W] "
+                            f"queries on every offset_bias-th position of the keys' grid, got main {_fmt(queries)} "
+                            f"and shortcut {_fmt(keys_values)}")
         p = item.patch
         if p > 1 and (len(queries) != 3 or queries[1:] != keys_values[1:] or queries[1] % p or queries[2] % p):
             raise SpecError(f"layer '{path}' (residual, attend): patch ({p}) needs queries, keys and values on one "
                             f"[C, H, W] grid that {p} divides, got main {_fmt(queries)} and shortcut {_fmt(keys_values)}")
-        layer = Attend(type="attend", heads=item.heads, patch=p)
-        self.leaves.append(Leaf(self._join(path, "attend"), "attend", layer, keys_values, queries, self.unit))
-        return queries
+        layer = Attend(type="attend", heads=item.heads, patch=p, offset_bias=item.offset_bias)
+        out = (values, *queries[1:])
+        self.leaves.append(Leaf(self._join(path, "attend"), "attend", layer, keys_values, out, self.unit))
+        return out
 
     def items(self, items: list, shape: Shape, parent: str, index_prefix: str = "") -> Shape:
         """Walk a list; an unnamed repeat splices its copies into the positions of this list."""

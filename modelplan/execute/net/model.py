@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from modelplan.count.cross_attention import offset_index
 from modelplan.count.network_tree import LeafNode, Node
 from modelplan.execute.net.cross_attention import attend_backward, attend_forward
 from modelplan.execute.net.loss import loss_backward, loss_forward
@@ -80,7 +81,7 @@ def forward_nodes(nodes: tuple[Node, ...], params: Params, x: np.ndarray, ctx: R
         gated = combine == "mul"
         kept = Saved(floats=(y, s)) if gated else Saved()
         if combine == "attend":  # main's queries over the shortcut's stacked keys and values
-            x, probs = attend_forward(y, s, node.add.layer.heads, node.add.layer.patch)
+            x, probs = attend_forward(y, s, node.add.layer.heads, node.add.layer.patch, *_bias(node.add, params))
             kept = Saved(floats=(y, s, probs))
         elif combine == "concat":  # torch.cat([shortcut, main], dim=1)
             x = np.concatenate([s, y], axis=1)
@@ -91,6 +92,14 @@ def forward_nodes(nodes: tuple[Node, ...], params: Params, x: np.ndarray, ctx: R
             x, act = _leaf_forward(node.act, params, x, ctx, buffers, hooks)
         tape.append((main_tape, short_tape, act, kept))
     return x
+
+
+def _bias(leaf: LeafNode, params: Params) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(table, index) of an attend leaf's LeViT attention biases, or (None, None)."""
+    if not leaf.layer.offset_bias:
+        return None, None
+    _, index = offset_index(leaf.info.output_shape[1:], leaf.info.input_shape[1:], leaf.layer.offset_bias)
+    return params[f"{leaf.path}/attention_biases"], np.asarray(index)
 
 
 def _leaf_forward(node: LeafNode, params: Params, x, ctx, buffers: Params, hooks: LeafHooks):
@@ -116,7 +125,12 @@ def backward_nodes(nodes: tuple[Node, ...], params: Params, tape: list, dy: np.n
             dy = _leaf_backward(node.act, params, act, dy, grads, hooks, True)
         dy_main = dy_short = dy
         if node.add.info.type == "attend":
-            dy_main, dy_short = attend_backward(dy, *combine.floats, node.add.layer.heads, node.add.layer.patch)
+            table, index = _bias(node.add, params)
+            dy_main, dy_short, dtable = attend_backward(dy, *combine.floats, node.add.layer.heads,
+                                                        node.add.layer.patch, table, index)
+            if dtable is not None:
+                key = f"{node.add.path}/attention_biases"
+                grads[key] = grads[key] + dtable if key in grads else dtable
         elif node.add.info.type == "concat":  # each branch takes its own channels' gradient
             cut = node.add.info.output_shape[0] - node.add.info.input_shape[0]
             dy_short, dy_main = dy[:, :cut], dy[:, cut:]

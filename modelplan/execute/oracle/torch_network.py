@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from modelplan.count.cross_attention import offset_index
 from modelplan.count.network import network_layers
 from modelplan.count.network_tree import network_tree
 from modelplan.execute.net.params import NetBatch, to_executor, to_torch
@@ -30,7 +31,7 @@ from modelplan.specs.network import NetworkSpec
 
 
 def _activation(nn, kind: str):
-    return {"relu": nn.ReLU, "relu6": nn.ReLU6, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid,
+    return {"relu": nn.ReLU, "relu6": nn.ReLU6, "hardswish": nn.Hardswish, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid,
             "silu": nn.SiLU}[kind]()
 
 
@@ -257,10 +258,14 @@ class _Builder:
         patch = node.add.layer.patch if heads else 1
         stacked = node.add.info.type == "concat"
         torch = self.torch
+        bias_stride = node.add.layer.offset_bias if heads else 0
+        if bias_stride:  # LeViT: attention_biases[:, index] added to the scores (the index is the table's layout)
+            offsets, index = offset_index(node.add.info.output_shape[1:], node.add.info.input_shape[1:], bias_stride)
+            bias_index = torch.tensor(index)
 
-        def attend(q, kv):  # per head softmax(q^T k / sqrt(d)) v, as torch's scaled_dot_product_attention;
-            mask = None  # with patch > 1 a mask lets each position see only those at its own patch offset
-            if patch > 1:
+        def attend(q, kv, biases=None):  # per head softmax(q^T k / sqrt(d) + B) v, as torch's SDPA computes it;
+            mask = None if biases is None else biases[:, bias_index]  # a float mask is added to the scores
+            if patch > 1:  # a bool mask lets each position see only those at its own patch offset
                 rows = torch.arange(q.shape[2]).repeat_interleave(q.shape[3]) % patch
                 cols = torch.arange(q.shape[3]).repeat(q.shape[2]) % patch
                 mask = (rows[:, None] == rows[None, :]) & (cols[:, None] == cols[None, :])
@@ -268,10 +273,10 @@ class _Builder:
 
         def attend_map(q, kv, mask=None):
             n, c = q.shape[:2]
-            split = lambda t: t.reshape(n, heads, c // heads, -1).transpose(2, 3)  # noqa: E731  (N, h, pos, d)
+            split = lambda t: t.reshape(n, heads, t.shape[1] // heads, -1).transpose(2, 3)  # noqa: E731  (N, h, pos, d)
             out = torch.nn.functional.scaled_dot_product_attention(split(q), split(kv[:, :c]), split(kv[:, c:]),
                                                                    attn_mask=mask)
-            return out.transpose(2, 3).reshape(q.shape)
+            return out.transpose(2, 3).reshape(n, kv.shape[1] - c, *q.shape[2:])
 
         class Residual(nn.Module):
             def __init__(self):
@@ -280,6 +285,9 @@ class _Builder:
                     self.add_module(n, m)
                 for item, m in zip(node.shortcut, shortcut):
                     attach(nn, self, item.path[len(node.path) + 1:], m)
+                if bias_stride:
+                    self.attend = nn.Module()
+                    self.attend.attention_biases = nn.Parameter(torch.zeros(heads, offsets, dtype=torch.float64))
 
             def forward(self, x):
                 y, s = x, x
@@ -288,7 +296,7 @@ class _Builder:
                 for m in shortcut:
                     s = m(s)
                 if heads:
-                    y = attend(y, s)
+                    y = attend(y, s, self.attend.attention_biases if bias_stride else None)
                 elif stacked:
                     y = torch.cat([s, y], dim=1)
                 else:
