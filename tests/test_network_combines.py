@@ -1,6 +1,7 @@
 """The network stack's attention and concatenation combines (specs/network.py Residual combine =
 "attend", PVT / SegFormer spatial-reduction attention; combine = "concat", HGNetV2's aggregation)
-and nn.ZeroPad2d (specs/layers.py zeropad2d): counts worked by hand, one-line errors on mismatched
+and nn.ZeroPad2d, ViT's position table and class token (specs/layers.py zeropad2d, positionembedding,
+clstoken, select): counts worked by hand, one-line errors on mismatched
 branches, and the executor's forward and gradients equal torch's autograd
 (torch.nn.functional.scaled_dot_product_attention, torch.cat, nn.ZeroPad2d on the same weights)."""
 
@@ -47,6 +48,27 @@ STACKED = NetworkSpec(input_shape=[3, 7, 7], layers=[
 ])
 """HGNetV2's stem (a bottom / right pad, a 2x2 conv branch beside a 2x2 stride-1 max pool, stacked) on
 a 4 x 4 map, then a nested [x, f1(x), f2(f1(x))] aggregation: 8 + 3 + 3 = 14 channels."""
+
+
+TOKENS = NetworkSpec(input_shape=[3, 4, 4], layers=[
+    {"type": "conv2d", "out_channels": 8, "kernel_size": 2, "stride": 2}, {"type": "positionembedding", "name": "pos"},
+    {"type": "flatten", "start_dim": 1}, {"type": "clstoken", "name": "cls"}, {"type": "positionembedding"},
+    {"type": "residual", "main": [{"type": "layernorm2d"}, {"type": "residual", "combine": "attend", "heads": 2,
+                                   "main": [{"type": "conv1d", "out_channels": 8, "kernel_size": 1}],
+                                   "shortcut": [{"type": "conv1d", "out_channels": 16, "kernel_size": 1}]}]},
+    {"type": "select", "name": "first", "index": 0}, {"type": "linear", "out_features": 3},
+])
+"""PVT's last stage: a 2 x 2 map with its position table, flattened to 4 tokens, the class token put
+first (5 tokens), a 5-position table, attention over the tokens, the class token's output."""
+
+
+def test_tokens_by_hand():
+    """The map's table holds 8 x 2 x 2 = 32, the class token 8, the sequence's table 8 x 5 = 40; each
+    table adds 1 FLOP per element; the head reads the class token's 8 features."""
+    rows = {row.path: row for row in network_layers(TOKENS)}
+    assert rows["pos"].params == 32 and rows["pos"].forward_flops == 32 and rows["pos"].saved_elements == 0
+    assert rows["cls"].params == 8 and rows["cls"].output_shape == (8, 5) and rows["cls"].forward_flops == 0
+    assert rows["4"].params == 40 and rows["first"].output_shape == (8,)
 
 
 def test_concat_and_pad_by_hand():
@@ -151,7 +173,8 @@ def test_heads_only_with_attend():
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("spec", [REDUCED, PATCHED, BIASED, STACKED], ids=["attend", "patched", "levit", "concat"])
+@pytest.mark.parametrize("spec", [REDUCED, PATCHED, BIASED, STACKED, TOKENS],
+                         ids=["attend", "patched", "levit", "concat", "tokens"])
 def test_forward_and_gradients_equal_torch(spec):
     """Outputs, loss and every parameter gradient equal torch's forward and autograd."""
     from test_net_torch import assert_step_equals_torch

@@ -14,7 +14,8 @@ FLOPs (forward, a multiply-add = 2 FLOPs):
   (groupnorm as batchnorm); global response norm 6 (square and sum for the L2 norm, x * N,
   * gamma, + beta, + x; the per-channel norms and their mean are not counted);
   max/avg pool prod(kernel) per output element; adaptive avg pool: window size per output
-  element; flatten/embedding/space-to-depth/zero-pad/concat 0 (views, gathers, padded or stacked copies); window attention:
+  element; flatten/embedding/space-to-depth/zero-pad/concat/class token/select 0 (views, gathers, padded or
+  stacked copies); a position table's add 1; window attention:
   `count.window_attention`; a residual's attention combine: `count.cross_attention`. RNN cell math per hidden unit per step:
   LSTM 13 (4 adds of the two products, 3 sigmoid, 2 tanh, 3 for c_t = f*c + i*g, 1 for
   h_t = o*tanh(c_t)), GRU 10 (3 adds, 2 sigmoid, r*(W_hn h + b_hn), tanh, 3 for
@@ -27,7 +28,7 @@ plus fixed-width bytes. Each layer counts what its own backward needs:
   BatchNorm: the input and the normalised output. gelu/silu/hardswish: the input; tanh, sigmoid,
   softmax: the output. ReLU: a 1-byte mask per element. Dropout (p > 0): a 1-byte mask.
 - MaxPool: int64 argmax indices per output element (8 bytes, torch's max_pool*_with_indices).
-  AvgPool, adaptive avg pool, flatten, add, zero-pad, concat: nothing. Embedding: its int64 token ids.
+  AvgPool, adaptive avg pool, flatten, add, zero-pad, concat, position table, class token, select: nothing. Embedding: its int64 token ids.
 - RNN/LSTM/GRU (backpropagation through time): layer 0's input sequence; per layer,
   direction and time step the emitted h_t (h_out) and the cell state backward needs:
   LSTM 4h gates + h for c_t (+ h for o*tanh(c_t) with a projection), GRU 3h gates + h for
@@ -56,6 +57,8 @@ from modelplan.specs.layers import (
     Recurrent,
     Softmax,
     WindowAttention,
+    ClsToken,
+    PositionEmbedding,
 )
 from modelplan.count import cross_attention, window_attention
 from modelplan.specs.network import Attend
@@ -109,8 +112,10 @@ def param_shapes(leaf: Leaf) -> dict[str, tuple[int, ...]]:
         return {"weight": normalized} | ({"bias": normalized} if layer.bias else {})
     if isinstance(layer, Embedding):
         return {"weight": (layer.num_embeddings, layer.embedding_dim)}
-    if isinstance(layer, LayerScale):
+    if isinstance(layer, (LayerScale, ClsToken)):
         return {"weight": (shape[0],)}
+    if isinstance(layer, PositionEmbedding):
+        return {"weight": tuple(shape)}
     if isinstance(layer, WindowAttention):
         return window_attention.param_shapes(layer, shape[0])
     if isinstance(layer, Attend):
@@ -183,7 +188,7 @@ def forward_flops(leaf: Leaf) -> tuple[int, int]:
         return 0, leaf.input_shape[0] * math.prod(windows)
     if isinstance(layer, Softmax):
         return 0, 5 * n_in
-    if isinstance(layer, (Activation, LayerScale)):
+    if isinstance(layer, (Activation, LayerScale, PositionEmbedding)):
         return 0, n_in
     if isinstance(layer, GlobalResponseNorm):  # square, sum; x * N, * gamma, + beta, + x
         return 0, GRN_FLOPS * n_in

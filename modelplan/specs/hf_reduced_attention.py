@@ -41,8 +41,10 @@ KEYS = ("depths", "sr_ratios", "hidden_sizes", "patch_sizes", "strides", "num_at
 LINEAR_POOL = 7  # PvtV2SelfAttention.pool = nn.AdaptiveAvgPool2d(7) under linear_attention
 
 
-def _conv1x1(name: str | None, out: int, bias: bool = True) -> dict:
-    return {"type": "conv2d", "out_channels": out, "kernel_size": 1, "bias": bias, **({"name": name} if name else {})}
+def _conv1x1(name: str | None, out: int, bias: bool = True, dims: int = 2) -> dict:
+    """A per-token Linear as the 1x1 conv of a [C, H, W] map (dims 2) or a [C, L] sequence (dims 1)."""
+    return {"type": f"conv{dims}d", "out_channels": out, "kernel_size": 1, "bias": bias,
+            **({"name": name} if name else {})}
 
 
 def _norm(name: str | None, eps: float) -> dict:
@@ -61,16 +63,17 @@ def _reduced(dim: int, ratio: int, linear: bool, eps: float) -> list[dict]:
 
 
 def block(dim: int, heads: int, ratio: int, ffn: int, act: str, eps: float, qkv_bias: bool = True,
-          linear: bool = False) -> list[dict]:
-    """One SegformerLayer / PvtV2BlockLayer: the attention and Mix-FFN residuals."""
+          linear: bool = False, mix: bool = True, dims: int = 2) -> list[dict]:
+    """One SegformerLayer / PvtV2BlockLayer (PVT's PvtLayer: `mix` False, a plain MLP; on the class
+    token's [C, L] sequence `dims` 1): the attention and (Mix-)FFN residuals."""
     attend = {"type": "residual", "name": "attention", "combine": "attend", "heads": heads,
-              "main": [_conv1x1("query", dim, qkv_bias)],
-              "shortcut": [*_reduced(dim, ratio, linear, eps), _conv1x1("key_value", 2 * dim, qkv_bias)]}
-    mlp = [_conv1x1("fc1", ffn), *([{"type": "relu", "name": "relu"}] if linear else []),
-           {"type": "conv2d", "name": "dwconv", "out_channels": ffn, "kernel_size": 3, "padding": 1, "groups": ffn},
-           {"type": act, "name": "act"}, _conv1x1("fc2", dim)]
+              "main": [_conv1x1("query", dim, qkv_bias, dims)],
+              "shortcut": [*_reduced(dim, ratio, linear, eps), _conv1x1("key_value", 2 * dim, qkv_bias, dims)]}
+    dwconv = [{"type": "conv2d", "name": "dwconv", "out_channels": ffn, "kernel_size": 3, "padding": 1, "groups": ffn}]
+    mlp = [_conv1x1("fc1", ffn, dims=dims), *([{"type": "relu", "name": "relu"}] if linear else []),
+           *(dwconv if mix else []), {"type": act, "name": "act"}, _conv1x1("fc2", dim, dims=dims)]
     return [{"type": "residual", "name": "attention",
-             "main": [_norm("layernorm_before", eps), attend, _conv1x1("proj", dim)]},
+             "main": [_norm("layernorm_before", eps), attend, _conv1x1("proj", dim, dims=dims)]},
             {"type": "residual", "name": "mlp", "main": [_norm("layernorm_after", eps), *mlp]}]
 
 

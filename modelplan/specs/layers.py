@@ -232,6 +232,29 @@ class ZeroPad2d(LayerBase):
         return value
 
 
+class PositionEmbedding(LayerBase):
+    """A learned table of the sample's own shape added to it (ViT / PVT `position_embeddings`,
+    Dosovitskiy et al. 2021 eq. 1): prod(shape) parameters, held as `weight`."""
+
+    type: Literal["positionembedding"]
+
+
+class ClsToken(LayerBase):
+    """A learned C-vector put before the positions of a [C, L] sample: [C, L + 1] (ViT / PVT
+    `cls_token`, Dosovitskiy et al. 2021 eq. 1), held as `weight`."""
+
+    type: Literal["clstoken"]
+
+
+class Select(LayerBase):
+    """Position `index` of the last axis of a [C, L] sample: [C] (the class token's output,
+    `sequence_output[:, 0]`)."""
+
+    type: Literal["select"]
+    index: int = 0
+    """The position taken (negative counts from the end)."""
+
+
 class Embedding(LayerBase):
     """`nn.Embedding`: the network input is then token ids, output appends embedding_dim."""
 
@@ -381,6 +404,6 @@ class Recurrent(LayerBase):
 
 LeafLayer = Union[
     Linear, Conv, BatchNorm, LayerNorm, GroupNorm, GlobalResponseNorm, LayerScale, WindowAttention, SpaceToDepth, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
-    Flatten, Dropout, Recurrent, ZeroPad2d,
+    Flatten, Dropout, Recurrent, ZeroPad2d, PositionEmbedding, ClsToken, Select,
 ]
 """Layers that compute (everything but the composite blocks)."""

@@ -43,12 +43,16 @@ from modelplan.specs.layers import (
     SpaceToDepth,
     WindowAttention,
     ZeroPad2d,
+    PositionEmbedding,
+    ClsToken,
+    Select,
 )
 
 __all__ = [
     "Activation", "Attend", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten", "GlobalResponseNorm", "GroupNorm",
     "Layer", "LayerNorm", "LayerScale", "LeafLayer", "Linear", "NetworkSpec", "Pool", "Recurrent", "Repeat",
     "Residual", "Sequential", "Softmax", "SpaceToDepth", "WindowAttention", "ZeroPad2d",
+    "PositionEmbedding", "ClsToken", "Select",
 ]
 
 
@@ -154,6 +158,9 @@ Layer = Annotated[
         WindowAttention,
         SpaceToDepth,
         ZeroPad2d,
+        PositionEmbedding,
+        ClsToken,
+        Select,
         Embedding,
         Pool,
         AdaptiveAvgPool,

@@ -32,6 +32,9 @@ from modelplan.specs.layers import (
     SpaceToDepth,
     WindowAttention,
     ZeroPad2d,
+    PositionEmbedding,
+    ClsToken,
+    Select,
 )
 
 Shape = tuple[int, ...]
@@ -221,6 +224,15 @@ def leaf_output_shape(layer: LeafLayer, shape: Shape, where: str) -> Shape:
             raise SpecError(f"{where}: needs a [3 C, H, W] input of stacked q, k, v with 3 x heads ({layer.heads}) "
                             f"dividing its channels, got {_fmt(shape)}")
         return (shape[0] // 3, *shape[1:])
+    if isinstance(layer, PositionEmbedding):
+        return shape
+    if isinstance(layer, (ClsToken, Select)):
+        if len(shape) != 2:
+            raise SpecError(f"{where}: needs a [C, L] input, got {_fmt(shape)}")
+        if isinstance(layer, ClsToken):
+            return (shape[0], shape[1] + 1)
+        _dim(layer.index, shape[1], "index", where)
+        return (shape[0],)
     if isinstance(layer, ZeroPad2d):
         if len(shape) != 3:
             raise SpecError(f"{where}: needs a [C, H, W] input, got {_fmt(shape)}")

@@ -31,7 +31,7 @@ from modelplan.execute.net.window_attention import (
 )
 from modelplan.specs.layers import (
     Activation, AdaptiveAvgPool, BatchNorm, Conv, Dropout, Embedding, Flatten, GlobalResponseNorm, GroupNorm, LayerNorm, LayerScale, Linear,
-    Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention, ZeroPad2d,
+    Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention, ZeroPad2d, PositionEmbedding, ClsToken, Select,
 )
 from modelplan.specs.network_walk import as_tuple
 
@@ -193,6 +193,13 @@ def leaf_forward(node: LeafNode, p: Params, x: np.ndarray, ctx: RunContext,
         return window_attention_forward(layer, p, x)
     if isinstance(layer, SpaceToDepth):
         return space_to_depth_forward(layer.block, x)
+    if isinstance(layer, PositionEmbedding):  # x + the table, broadcast over the batch
+        return x + p["weight"], Saved()
+    if isinstance(layer, ClsToken):  # the token first: (N, C, 1 + L)
+        token = np.broadcast_to(p["weight"][None, :, None], (x.shape[0], x.shape[1], 1))
+        return np.concatenate([token, x], axis=2), Saved()
+    if isinstance(layer, Select):
+        return x[..., layer.index].copy(), Saved(extra=x.shape)
     if isinstance(layer, ZeroPad2d):  # nn.ZeroPad2d (left, right, top, bottom)
         left, right, top, bottom = layer.padding
         return np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right))), Saved()
@@ -261,6 +268,14 @@ def leaf_backward(node: LeafNode, p: Params, saved: Saved, dy: np.ndarray, need_
         return window_attention_backward(layer, p, saved, dy)
     if isinstance(layer, SpaceToDepth):
         return space_to_depth_backward(layer.block, saved, dy), {}
+    if isinstance(layer, PositionEmbedding):
+        return dy, {"weight": dy.sum(axis=0)}
+    if isinstance(layer, ClsToken):
+        return dy[:, :, 1:], {"weight": dy[:, :, 0].sum(axis=0)}
+    if isinstance(layer, Select):
+        dx = np.zeros(saved.extra)
+        dx[..., layer.index] = dy
+        return dx, {}
     if isinstance(layer, ZeroPad2d):  # the gradient of the unpadded window
         left, right, top, bottom = layer.padding
         return dy[:, :, top:dy.shape[2] - bottom, left:dy.shape[3] - right], {}

@@ -177,6 +177,26 @@ class _Builder:
 
         return WindowAttention()
 
+    def token_layer(self, layer, shape):
+        """ViT-style pieces: x + a learned table, a learned first token, the token at `index`."""
+        nn, torch, t = self.nn, self.torch, layer.type
+
+        class Token(nn.Module):
+            def __init__(self):
+                super().__init__()
+                if t != "select":
+                    size = tuple(shape) if t == "positionembedding" else (shape[0],)
+                    self.weight = nn.Parameter(torch.zeros(size, dtype=torch.float64))
+
+            def forward(self, x):
+                if t == "positionembedding":
+                    return x + self.weight
+                if t == "clstoken":
+                    return torch.cat([self.weight.expand(x.shape[0], -1)[:, :, None], x], dim=2)
+                return x[..., layer.index]
+
+        return Token()
+
     def space_to_depth(self, block: int):
         """Zero-pad to multiples of block, then nn.PixelUnshuffle(block)."""
         nn = self.nn
@@ -217,6 +237,8 @@ class _Builder:
             return self.space_to_depth(layer.block)
         if t == "zeropad2d":
             return nn.ZeroPad2d(layer.padding)
+        if t in ("positionembedding", "clstoken", "select"):
+            return self.token_layer(layer, shape)
         if t == "embedding":
             return nn.Embedding(layer.num_embeddings, layer.embedding_dim)
         if t in ("maxpool1d", "maxpool2d", "avgpool1d", "avgpool2d"):
