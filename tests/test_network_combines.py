@@ -42,7 +42,7 @@ STACKED = NetworkSpec(input_shape=[3, 7, 7], layers=[
               {"type": "zeropad2d", "padding": [0, 1, 0, 1]}, {"type": "conv2d", "out_channels": 4, "kernel_size": 2}],
      "shortcut": [{"type": "maxpool2d", "kernel_size": 2, "stride": 1, "ceil_mode": True}]},
     {"type": "residual", "name": "dense", "combine": "concat", "main": [
-        {"type": "conv2d", "out_channels": 3, "kernel_size": 3, "padding": 1}, {"type": "gelu"},
+        {"type": "conv2d", "out_channels": 3, "kernel_size": 3, "padding": 1}, {"type": "hardsigmoid"},
         {"type": "residual", "combine": "concat", "main": [{"type": "conv2d", "out_channels": 3, "kernel_size": 1}]}]},
     {"type": "adaptiveavgpool2d", "output_size": 1}, {"type": "flatten"}, {"type": "linear", "out_features": 3},
 ])

@@ -7,7 +7,7 @@ FLOPs (forward, a multiply-add = 2 FLOPs):
   bias adds excluded). Linear: 2*in*out per row; Conv: 2*(C_in/groups)*prod(k) per output
   element; RNN per step, layer, direction: 2*G*h*(in_l + h_out) (+ 2*h*proj for LSTM proj).
 - other FLOPs, 1 per element per elementwise op: bias add 1 per output element (RNN: 2*G*h
-  per step for b_ih and b_hh); relu/relu6/gelu/tanh/sigmoid/silu/hardswish 1; layer scale 1; residual
+  per step for b_ih and b_hh); relu/relu6/gelu/tanh/sigmoid/silu/hardswish/hardsigmoid 1; layer scale 1; residual
   gate product and difference 1 per output element; softmax 5 (max, subtract,
   exp, sum, divide); dropout 1 (mask multiply) when p > 0; residual add 1; batchnorm/layernorm
   5 (mean, subtract, square+sum for variance, scale by 1/std) + 1 per affine weight and bias
@@ -25,7 +25,7 @@ Activation memory kept for backward, per sample: float tensors (counted in the c
 plus fixed-width bytes. Each layer counts what its own backward needs:
 - Linear, Conv, LayerScale, global response norm: the input. LayerNorm, GroupNorm: the input (Korthikanti et al. 2022, sec. 4.1).
   Gate product (residual `mul`): both factors. ReLU6: a 1-byte mask like ReLU.
-  BatchNorm: the input and the normalised output. gelu/silu/hardswish: the input; tanh, sigmoid,
+  BatchNorm: the input and the normalised output. gelu/silu/hardswish/hardsigmoid: the input; tanh, sigmoid,
   softmax: the output. ReLU: a 1-byte mask per element. Dropout (p > 0): a 1-byte mask.
 - MaxPool: int64 argmax indices per output element (8 bytes, torch's max_pool*_with_indices).
   AvgPool, adaptive avg pool, flatten, add, zero-pad, concat, position table, class token, select: nothing. Embedding: its int64 token ids.

@@ -15,6 +15,7 @@ from modelplan.specs.hf_imagegpt import IMAGEGPT_MAPPERS
 from modelplan.specs.hf_levit import LEVIT_MAPPERS
 from modelplan.specs.hf_mobilevit import MOBILEVIT_MAPPERS
 from modelplan.specs.hf_poolformer import POOLFORMER_MAPPERS
+from modelplan.specs.hf_pp_lcnet import PP_LCNET_MAPPERS
 from modelplan.specs.hf_pvt import PVT_MAPPERS
 from modelplan.specs.hf_reduced_attention import REDUCED_ATTENTION_MAPPERS
 from modelplan.specs.hf_swin_networks import SWIN_NETWORK_MAPPERS
@@ -23,7 +24,8 @@ from modelplan.specs.hf_textnet import TEXTNET_MAPPERS
 IMAGE_CLASSIFIER_MAPPERS = {**CONVNET_MAPPERS, **EFFICIENTNET_MAPPERS, **SWIN_NETWORK_MAPPERS, **BIT_MAPPERS,
                             **IMAGEGPT_MAPPERS, **POOLFORMER_MAPPERS, **TEXTNET_MAPPERS,
                             **ALIGN_MAPPERS, **ALTCLIP_MAPPERS, **REDUCED_ATTENTION_MAPPERS, **HGNET_MAPPERS,
-                            **MOBILEVIT_MAPPERS, **LEVIT_MAPPERS, **PVT_MAPPERS}
+                            **MOBILEVIT_MAPPERS, **LEVIT_MAPPERS, **PVT_MAPPERS,
+                            **PP_LCNET_MAPPERS}
 IMAGE_CLASSIFIER_HEADS = {name: _own_head for name in IMAGE_CLASSIFIER_MAPPERS}
 """hf.from_hf_config's head hook: the mapper's fields already hold the head architectures[0] names."""
 

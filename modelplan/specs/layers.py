@@ -315,12 +315,13 @@ class AdaptiveAvgPool(LayerBase):
         return int(self.type[-2])
 
 
-ActivationName = Literal["relu", "relu6", "gelu", "tanh", "sigmoid", "silu", "hardswish"]
+ActivationName = Literal["relu", "relu6", "gelu", "tanh", "sigmoid", "silu", "hardswish", "hardsigmoid"]
 
 
 class Activation(LayerBase):
     """Elementwise `nn.ReLU`, `nn.ReLU6` (min(max(x, 0), 6)), `nn.GELU`, `nn.Tanh`, `nn.Sigmoid`, `nn.SiLU`,
-    `nn.Hardswish` (x * relu6(x + 3) / 6, Howard et al. 2019, MobileNetV3 eq. 2)."""
+    `nn.Hardswish` (x * relu6(x + 3) / 6, Howard et al. 2019, MobileNetV3 eq. 2), `nn.Hardsigmoid`
+    (relu6(x + 3) / 6, MobileNetV3 sec. 5.2)."""
 
     type: ActivationName
 

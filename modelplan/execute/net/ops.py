@@ -36,7 +36,7 @@ from modelplan.specs.layers import (
 from modelplan.specs.network_walk import as_tuple
 
 Params = dict[str, np.ndarray]
-ACTIVATIONS = ("relu", "relu6", "gelu", "silu", "tanh", "sigmoid", "hardswish")
+ACTIVATIONS = ("relu", "relu6", "gelu", "silu", "tanh", "sigmoid", "hardswish", "hardsigmoid")
 
 
 def _pair(values: tuple[int, ...], fill: int) -> tuple[int, int]:

@@ -30,8 +30,20 @@ from modelplan.execute.oracle.torch_train import load_weights, train_torch
 from modelplan.specs.network import NetworkSpec
 
 
+def _Hardsigmoid():
+    """relu6(x + 3) / 6 from torch ops: nn.Hardsigmoid's backward multiplies by a float32 1 / 6 even in
+    float64 (0.1666666716), 3e-8 off the exact gradient."""
+    import torch
+
+    class Hardsigmoid(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.relu6(x + 3.0) / 6.0
+
+    return Hardsigmoid()
+
+
 def _activation(nn, kind: str):
-    return {"relu": nn.ReLU, "relu6": nn.ReLU6, "hardswish": nn.Hardswish, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid,
+    return {"relu": nn.ReLU, "relu6": nn.ReLU6, "hardswish": nn.Hardswish, "hardsigmoid": _Hardsigmoid, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid,
             "silu": nn.SiLU}[kind]()
 
 
