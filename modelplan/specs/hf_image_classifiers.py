@@ -1,6 +1,8 @@
 """The image classifiers on the network stack (hf_convnets, hf_efficientnet, hf_swin_networks,
-hf_bit, hf_poolformer, hf_textnet), ImageGPT's pixel decoder (hf_imagegpt) ALIGN (hf_align) and AltCLIP (hf_altclip): their mappers, the head hook
-saying each builds its own head, and the types still refused with the mechanism they lack."""
+hf_bit, hf_poolformer, hf_textnet, hf_reduced_attention, hf_pvt, hf_hgnet, hf_mobilevit, hf_levit,
+hf_pp_lcnet), ImageGPT's pixel decoder (hf_imagegpt) ALIGN (hf_align) and AltCLIP (hf_altclip): their
+mappers, the head hook saying each builds its own head, and the types still refused with the mechanism
+they lack."""
 
 from __future__ import annotations
 
@@ -36,6 +38,11 @@ IMAGE_CLASSIFIER_UNMODELLED: dict[str, str] = {
     "hiera": "Hiera's mask-unit attention with query pooling over its unrolled token order",
     "mobilevitv2": "MobileViT V2's separable linear self-attention over unfolded patches",
     "swiftformer": "SwiftFormer's efficient additive attention (a learned global query vector)",
+    "timm_wrapper": "a timm model named by `architecture` (its layer tree lives in the timm library, not in config.json)",
+    "tipsv2": "TIPSv2's image-text pair (a layer-scale ViT with an optional SwiGLU FFN beside a text encoder with "
+              "sinusoidal positions) as a zero-shot pair",
+    "videoprism": "VideoPrism's factorised space-time video encoder (tubelet embeddings, spatial then temporal layers) "
+                  "and its attention-pooling head",
 }
 """Image classification / zero-shot types transformers 5.24 ships whose mechanism the network
 stack and the vision towers cannot yet express exactly: refused with it."""
