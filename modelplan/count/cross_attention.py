@@ -1,4 +1,4 @@
-"""The attention combine of the network stack (`specs.network.Attend`: queries from a residual's
+"""The attention combine of the network stack (`specs.layers.Attend`: queries from a residual's
 main branch over keys and values from its shortcut, PVT / SegFormer spatial-reduction attention,
 Wang et al. 2021 sec. 3.3): its parameters, FLOPs and what its backward keeps, per sample.
 
@@ -19,7 +19,7 @@ import itertools
 import math
 
 from modelplan.count.window_attention import SOFTMAX_FLOPS
-from modelplan.specs.network import Attend
+from modelplan.specs.layers import Attend
 
 
 def widths(keys_values: tuple[int, ...], output: tuple[int, ...]) -> tuple[int, int]:

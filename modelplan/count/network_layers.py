@@ -61,7 +61,7 @@ from modelplan.specs.layers import (
     PositionEmbedding,
 )
 from modelplan.count import cross_attention, window_attention
-from modelplan.specs.network import Attend
+from modelplan.specs.layers import Attend
 from modelplan.specs.network_walk import Leaf, as_tuple
 
 INDEX_BYTES = 8  # torch.int64 indices (argmax, token ids)

@@ -35,7 +35,7 @@ from modelplan.plan.net_layout import StagePlan
 from modelplan.plan.net_tp import TpRole
 from modelplan.specs.costmodel import CostModel
 from modelplan.count import cross_attention, window_attention
-from modelplan.specs.network import Attend
+from modelplan.specs.layers import Attend
 from modelplan.specs.layers import Conv, Linear, Recurrent, WindowAttention
 from modelplan.specs.network_walk import as_tuple
 

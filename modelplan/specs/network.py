@@ -23,6 +23,7 @@ from pydantic import Field, field_validator, model_validator
 from modelplan.specs.base import Spec
 from modelplan.specs.layers import (
     Activation,
+    Attend,
     ActivationName,
     AdaptiveAvgPool,
     BatchNorm,
@@ -127,23 +128,6 @@ class Residual(LayerBase):
         if self.patch > 1 and self.offset_bias:
             raise ValueError(f"patch ({self.patch}) and offset_bias ({self.offset_bias}) cannot be combined")
         return self
-
-
-class Attend(LayerBase):
-    """The leaf closing a `combine = "attend"` residual (Wang et al. 2021, PVT, sec. 3.3,
-    spatial-reduction attention; Xie et al. 2021, SegFormer, eq. 2): queries q [C, *P] from the main
-    branch, keys k = the shortcut's first C channels and values v its other C_v (C_v = C but for
-    LeViT's wider values); per head h (C / heads and C_v / heads channels) out_h = softmax(q_h^T k_h /
-    sqrt(C / heads) + B_h) v_h, [C_v, *P], B the `offset_bias` table's entries (its only parameters:
-    the projections are the branches' own layers). Built by the walker, never written in a spec."""
-
-    type: Literal["attend"]
-    heads: int = Field(gt=0)
-    """Attention heads."""
-    patch: int = Field(1, gt=0)
-    """`Residual.patch`: attention among the positions at one offset of patch x patch patches."""
-    offset_bias: int = Field(0, ge=0)
-    """`Residual.offset_bias`: the query stride of LeViT's attention-bias table; 0: no table."""
 
 
 Layer = Annotated[

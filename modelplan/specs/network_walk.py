@@ -15,6 +15,7 @@ from modelplan.errors import SpecError
 from modelplan.specs.layers import (
     Activation,
     AdaptiveAvgPool,
+    Attend,
     BatchNorm,
     Conv,
     Dropout,
@@ -51,7 +52,7 @@ class Leaf:
     (sum / gate product / difference / attention of main's queries over the shortcut's keys and
     values / the shortcut's and main's channels stacked)."""
     layer: LeafLayer | None
-    """The leaf spec (None for 'add', 'mul', 'sub', 'concat' (input_shape main's output); `network.Attend`
+    """The leaf spec (None for 'add', 'mul', 'sub', 'concat' (input_shape main's output); `layers.Attend`
     for 'attend', input_shape its keys and values, output_shape its queries)."""
     input_shape: Shape
     """Per-sample input shape."""
@@ -266,8 +267,6 @@ class _Walker:
     def _attend(self, item, path: str, queries: Shape, keys_values: Shape) -> Shape:
         """The `attend` leaf of an attention residual: main's [C, *P] queries over the
         shortcut's [C + C_v, *M] stacked keys and values, output [C_v, *P]."""
-        from modelplan.specs.network import Attend
-
         values = keys_values[0] - queries[0] if len(keys_values) == len(queries) else 0
         if len(queries) < 2 or values < 1 or queries[0] % item.heads or values % item.heads:
             raise SpecError(f"layer '{path}' (residual, attend): needs main [C, ...] queries and shortcut [C + C_v, ...] "

@@ -1,4 +1,4 @@
-"""The attention combine of a residual block (`specs.network.Attend`; PVT's spatial-reduction
+"""The attention combine of a residual block (`specs.layers.Attend`; PVT's spatial-reduction
 attention, Wang et al. 2021 sec. 3.3) in numpy, forward and backward, batched (N, C, *positions).
 
 Forward per head h: s = q_h^T k_h / sqrt(d) + B_h, p = softmax(s) over the keys, out_h = p v_h^T
