@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults, runner
+from _hf_n17_checks import assert_one_line_error, class_defaults
+from _hf_network_checks import assert_count_plan_verify, assert_matmul_flops_equal_flop_counter, total
 from _hf_reference import hf_numel
-from modelplan.cli import app
-from modelplan.count.network import network_layers
-from modelplan.count.params import count_params
-from modelplan.specs.hf import from_hf_config
 
 _SMALL = {"model_type": "hgnet_v2", "architectures": ["HGNetV2ForImageClassification"], "stem_channels": [3, 8, 12],
           "stage_in_channels": [12, 16], "stage_mid_channels": [8, 12], "stage_out_channels": [16, 24],
@@ -23,22 +20,18 @@ CASES = [_SMALL, {**_SMALL, "hidden_act": "gelu", "stage_downsample": [True, Fal
 IDS = ["small", "small-gelu"]
 
 
-def _total(data: dict) -> int:
-    return count_params(from_hf_config(data, "config.json")).total
-
-
 @pytest.mark.torch
 @pytest.mark.parametrize("data", CASES, ids=IDS)
 def test_small_configs_equal_transformers(data):
     """Each small config counts exactly as transformers builds HGNetV2ForImageClassification."""
-    assert _total(data) == hf_numel(data)
+    assert total(data) == hf_numel(data)
 
 
 @pytest.mark.torch
 def test_class_defaults_equal_transformers():
     """The config class defaults (AutoConfig.for_model('hgnet_v2')) count exactly as the classifier."""
     data = {**class_defaults("hgnet_v2"), "architectures": ["HGNetV2ForImageClassification"]}
-    assert _total(data) == hf_numel(data)
+    assert total(data) == hf_numel(data)
 
 
 @pytest.mark.torch
@@ -46,26 +39,12 @@ def test_class_defaults_equal_transformers():
 def test_matmul_flops_equal_flop_counter(data):
     """Convolutions and the classifier (2 x MACs) equal FlopCounterMode's aten.convolution +
     aten.addmm on transformers' module (the stem's pads and stacked branches give its shapes)."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from _hf_reference import hf_class, hf_config
-
-    spec = from_hf_config(data)
-    model = hf_class(data)._from_config(hf_config(data)).eval()
-    counter = FlopCounterMode(display=False)
-    with torch.no_grad(), counter:
-        model(pixel_values=torch.randn(1, *spec.input_shape))
-    ops = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
-    expected = sum(ops.get(op, 0) for op in ("aten.convolution", "aten.addmm", "aten.mm"))
-    assert sum(row.matmul_flops for row in network_layers(spec)) == expected
+    assert_matmul_flops_equal_flop_counter(data)
 
 
 def test_count_plan_verify_run(tmp_path):
     """`count`, `plan --gpus 8` and `verify --tp 2 --pp 2` succeed on the config.json."""
-    path = assert_count_plan(tmp_path, _SMALL)
-    result = runner.invoke(app, ["verify", str(path), "--tp", "2", "--pp", "2"])
-    assert result.exit_code == 0, result.output
+    assert_count_plan_verify(tmp_path, CASES[0])
 
 
 @pytest.mark.parametrize("data, message", [

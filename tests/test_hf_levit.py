@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults, runner
+from _hf_n17_checks import assert_one_line_error, class_defaults
+from _hf_network_checks import assert_count_plan_verify, assert_matmul_flops_equal_flop_counter, total
 from _hf_reference import hf_numel
-from modelplan.cli import app
-from modelplan.count.network import network_layers
-from modelplan.count.params import count_params
-from modelplan.specs.hf import from_hf_config
 
 _SMALL = {"model_type": "levit", "image_size": 64, "hidden_sizes": [32, 48, 64], "num_attention_heads": [2, 3, 4],
           "depths": [1, 2, 1], "key_dim": [8, 8, 8], "mlp_ratio": [2, 2, 2], "attention_ratio": [2, 2, 2],
@@ -24,31 +21,27 @@ CASES = [{**_SMALL, "architectures": ["LevitForImageClassification"]},
 IDS = ["classifier", "model-options"]
 
 
-def _total(data: dict) -> int:
-    return count_params(from_hf_config(data, "config.json")).total
-
-
 @pytest.mark.torch
 @pytest.mark.parametrize("data", CASES, ids=IDS)
 def test_small_configs_equal_transformers(data):
     """Each small config counts exactly as transformers builds the class it names."""
-    assert _total(data) == hf_numel(data)
+    assert total(data) == hf_numel(data)
 
 
 @pytest.mark.torch
 def test_class_defaults_equal_transformers():
     """The config class defaults (AutoConfig.for_model('levit')) count exactly as the classifier."""
     data = {**class_defaults("levit"), "architectures": ["LevitForImageClassification"]}
-    assert _total(data) == hf_numel(data)
+    assert total(data) == hf_numel(data)
 
 
 def test_published_size():
     """LeViT-128S (Graham et al. 2021, Table 2: 7.8 M parameters, facebook/levit-128S config.json:
     heads 4 / 6 / 8, depths 2 / 3 / 4), whose count includes the distillation head beside the
     classifier (BatchNorm1d(384) + Linear(384, 1000) = 385,768): 7.78 M within the table's rounding."""
-    total = _total({"model_type": "levit", "architectures": ["LevitForImageClassification"], "num_labels": 1000,
+    params = total({"model_type": "levit", "architectures": ["LevitForImageClassification"], "num_labels": 1000,
                     "num_attention_heads": [4, 6, 8], "depths": [2, 3, 4]})
-    assert 7_750_000 <= total + 2 * 384 + 384 * 1000 + 1000 < 7_850_000
+    assert 7_750_000 <= params + 2 * 384 + 384 * 1000 + 1000 < 7_850_000
 
 
 @pytest.mark.torch
@@ -56,28 +49,12 @@ def test_published_size():
 def test_flops_equal_flop_counter(data):
     """Convolutions and linears (2 x MACs) equal FlopCounterMode's aten.convolution + aten.addmm +
     aten.mm, the attention's q k^T and p v its aten.bmm, on transformers' module."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from _hf_reference import hf_class, hf_config
-
-    spec = from_hf_config(data)
-    model = hf_class(data)._from_config(hf_config(data)).eval()
-    counter = FlopCounterMode(display=False)
-    with torch.no_grad(), counter:
-        model(pixel_values=torch.randn(1, *spec.input_shape))
-    ops = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
-    dense = sum(ops.get(op, 0) for op in ("aten.convolution", "aten.addmm", "aten.mm"))
-    rows = network_layers(spec)
-    assert sum(r.matmul_flops for r in rows if r.type != "attend") == dense
-    assert sum(r.matmul_flops for r in rows if r.type == "attend") == ops.get("aten.bmm", 0)
+    assert_matmul_flops_equal_flop_counter(data)
 
 
 def test_count_plan_verify_run(tmp_path):
     """`count`, `plan --gpus 8` and `verify --tp 2 --pp 2` succeed on the config.json."""
-    path = assert_count_plan(tmp_path, CASES[0])
-    result = runner.invoke(app, ["verify", str(path), "--tp", "2", "--pp", "2"])
-    assert result.exit_code == 0, result.output
+    assert_count_plan_verify(tmp_path, CASES[0])
 
 
 @pytest.mark.parametrize("data, message", [

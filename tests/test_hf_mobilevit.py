@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults, runner
+from _hf_n17_checks import assert_one_line_error, class_defaults
+from _hf_network_checks import assert_count_plan_verify, assert_matmul_flops_equal_flop_counter, total
 from _hf_reference import hf_numel
-from modelplan.cli import app
-from modelplan.count.network import network_layers
-from modelplan.count.params import count_params
-from modelplan.specs.hf import from_hf_config
 
 _SMALL = {"model_type": "mobilevit", "hidden_sizes": [16, 24, 32], "neck_hidden_sizes": [8, 8, 16, 16, 24, 24, 48],
           "num_attention_heads": 2, "image_size": 64, "num_labels": 5}
@@ -23,29 +20,25 @@ CASES = [{**_SMALL, "architectures": ["MobileViTForImageClassification"]},
 IDS = ["classifier", "model-options"]
 
 
-def _total(data: dict) -> int:
-    return count_params(from_hf_config(data, "config.json")).total
-
-
 @pytest.mark.torch
 @pytest.mark.parametrize("data", CASES, ids=IDS)
 def test_small_configs_equal_transformers(data):
     """Each small config counts exactly as transformers builds the class it names."""
-    assert _total(data) == hf_numel(data)
+    assert total(data) == hf_numel(data)
 
 
 @pytest.mark.torch
 def test_class_defaults_equal_transformers():
     """The config class defaults (AutoConfig.for_model('mobilevit')) count exactly as the classifier."""
     data = {**class_defaults("mobilevit"), "architectures": ["MobileViTForImageClassification"]}
-    assert _total(data) == hf_numel(data)
+    assert total(data) == hf_numel(data)
 
 
 def test_published_size():
     """MobileViT-S on ImageNet-1k (Mehta & Rastegari 2022, Table 1: 5.6 M parameters; the class
     defaults are MobileViT-S): 5.58 M within the table's rounding."""
-    total = _total({"model_type": "mobilevit", "architectures": ["MobileViTForImageClassification"], "num_labels": 1000})
-    assert 5_550_000 <= total < 5_650_000
+    params = total({"model_type": "mobilevit", "architectures": ["MobileViTForImageClassification"], "num_labels": 1000})
+    assert 5_550_000 <= params < 5_650_000
 
 
 @pytest.mark.torch
@@ -53,28 +46,12 @@ def test_published_size():
 def test_flops_equal_flop_counter(data):
     """Convolutions and the classifier (2 x MACs) equal FlopCounterMode's aten.convolution + aten.addmm
     + aten.mm, the attention's q k^T and p v its aten.bmm, on transformers' module."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from _hf_reference import hf_class, hf_config
-
-    spec = from_hf_config(data)
-    model = hf_class(data)._from_config(hf_config(data)).eval()
-    counter = FlopCounterMode(display=False)
-    with torch.no_grad(), counter:
-        model(pixel_values=torch.randn(1, *spec.input_shape))
-    ops = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
-    dense = sum(ops.get(op, 0) for op in ("aten.convolution", "aten.addmm", "aten.mm"))
-    rows = network_layers(spec)
-    assert sum(r.matmul_flops for r in rows if r.type != "attend") == dense
-    assert sum(r.matmul_flops for r in rows if r.type == "attend") == ops.get("aten.bmm", 0)
+    assert_matmul_flops_equal_flop_counter(data)
 
 
 def test_count_plan_verify_run(tmp_path):
     """`count`, `plan --gpus 8` and `verify --tp 2 --pp 2` succeed on the config.json."""
-    path = assert_count_plan(tmp_path, CASES[0])
-    result = runner.invoke(app, ["verify", str(path), "--tp", "2", "--pp", "2"])
-    assert result.exit_code == 0, result.output
+    assert_count_plan_verify(tmp_path, CASES[0])
 
 
 @pytest.mark.parametrize("data, message", [

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults, runner
+from _hf_n17_checks import assert_one_line_error, class_defaults
+from _hf_network_checks import assert_count_plan_verify, assert_matmul_flops_equal_flop_counter, total
 from _hf_reference import hf_numel
-from modelplan.cli import app
-from modelplan.count.network import network_layers
-from modelplan.count.params import count_params
-from modelplan.specs.hf import from_hf_config
 
 _SMALL = {"depths": [1, 2], "sr_ratios": [2, 1], "hidden_sizes": [8, 16], "patch_sizes": [7, 3], "strides": [4, 2],
           "num_attention_heads": [1, 2], "mlp_ratios": [4, 2], "num_encoder_blocks": 2, "num_labels": 5}
@@ -28,15 +25,11 @@ IDS = [f"{d['architectures'][0]}-{i}" for i, d in enumerate(CASES)]
 DEFAULTS = {"segformer": "SegformerForImageClassification", "pvt_v2": "PvtV2ForImageClassification"}
 
 
-def _total(data: dict) -> int:
-    return count_params(from_hf_config(data, "config.json")).total
-
-
 @pytest.mark.torch
 @pytest.mark.parametrize("data", CASES, ids=IDS)
 def test_small_configs_equal_transformers(data):
     """Each small config counts exactly as transformers builds the class it names."""
-    assert _total(data) == hf_numel(data)
+    assert total(data) == hf_numel(data)
 
 
 @pytest.mark.torch
@@ -44,14 +37,14 @@ def test_small_configs_equal_transformers(data):
 def test_class_defaults_equal_transformers(model_type):
     """Each type's config class defaults (AutoConfig.for_model) count exactly as its classifier."""
     data = {**class_defaults(model_type), "architectures": [DEFAULTS[model_type]]}
-    assert _total(data) == hf_numel(data)
+    assert total(data) == hf_numel(data)
 
 
 def test_published_size():
     """PVT v2-b0 on ImageNet-1k (Wang et al. 2022, PVT v2, Table 1 / OpenGVLab/PVT pvt_v2_b0: 3.7 M
     parameters; transformers' class defaults are b0's sizes): 3.67 M within the table's rounding."""
-    total = _total({"model_type": "pvt_v2", "architectures": ["PvtV2ForImageClassification"], "num_labels": 1000})
-    assert 3_650_000 <= total < 3_750_000
+    params = total({"model_type": "pvt_v2", "architectures": ["PvtV2ForImageClassification"], "num_labels": 1000})
+    assert 3_650_000 <= params < 3_750_000
 
 
 @pytest.mark.torch
@@ -61,30 +54,13 @@ def test_flops_equal_flop_counter(data):
     + aten.addmm + aten.mm on transformers' module; the attention's q k^T and p v its aten.bmm and
     aten.matmul FLOPs (SegFormer built with eager attention: FlopCounterMode does not count the CPU
     SDPA kernel)."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from _hf_reference import hf_class, hf_config
-
-    spec = from_hf_config(data)
-    model = hf_class(data)._from_config(hf_config(data), attn_implementation="eager").eval()
-    counter = FlopCounterMode(display=False)
-    with torch.no_grad(), counter:
-        model(pixel_values=torch.randn(1, *spec.input_shape))
-    ops = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
-    dense = sum(ops.get(op, 0) for op in ("aten.convolution", "aten.addmm", "aten.mm"))
-    attention = sum(n for op, n in ops.items() if op not in ("aten.convolution", "aten.addmm", "aten.mm"))
-    rows = network_layers(spec)
-    assert sum(r.matmul_flops for r in rows if r.type != "attend") == dense
-    assert sum(r.matmul_flops for r in rows if r.type == "attend") == attention
+    assert_matmul_flops_equal_flop_counter(data)
 
 
 @pytest.mark.parametrize("data", CASES[::3], ids=IDS[::3])
 def test_count_plan_verify_run(data, tmp_path):
     """`count`, `plan --gpus 8` and `verify --tp 2 --pp 2` succeed on the config.json."""
-    path = assert_count_plan(tmp_path, data)
-    result = runner.invoke(app, ["verify", str(path), "--tp", "2", "--pp", "2"])
-    assert result.exit_code == 0, result.output
+    assert_count_plan_verify(tmp_path, data)
 
 
 @pytest.mark.parametrize("data, message", [
