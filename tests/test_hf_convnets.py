@@ -87,7 +87,7 @@ def test_count_plan_verify_run(data, tmp_path):
 
 
 @pytest.mark.parametrize("data, message", [
-    ({"model_type": "mobilenet_v2", "hidden_act": "hardswish"}, "hidden_act: unsupported 'hardswish'"),
+    ({"model_type": "mobilenet_v2", "hidden_act": "mish"}, "hidden_act: unsupported 'mish'"),
     ({"model_type": "mobilenet_v2", "output_stride": 8}, "output_stride: 8"),
     ({"model_type": "efficientnet", "hidden_dim": 1280}, "hidden_dim: 1280 must equal"),
     ({"model_type": "efficientnet", "strides": [1, 2]}, "kernel_sizes: the per-stage lists"),

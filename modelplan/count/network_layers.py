@@ -7,15 +7,16 @@ FLOPs (forward, a multiply-add = 2 FLOPs):
   bias adds excluded). Linear: 2*in*out per row; Conv: 2*(C_in/groups)*prod(k) per output
   element; RNN per step, layer, direction: 2*G*h*(in_l + h_out) (+ 2*h*proj for LSTM proj).
 - other FLOPs, 1 per element per elementwise op: bias add 1 per output element (RNN: 2*G*h
-  per step for b_ih and b_hh); relu/relu6/gelu/tanh/sigmoid/silu 1; layer scale 1; residual
+  per step for b_ih and b_hh); relu/relu6/gelu/tanh/sigmoid/silu/hardswish/hardsigmoid 1; layer scale 1; residual
   gate product and difference 1 per output element; softmax 5 (max, subtract,
   exp, sum, divide); dropout 1 (mask multiply) when p > 0; residual add 1; batchnorm/layernorm
   5 (mean, subtract, square+sum for variance, scale by 1/std) + 1 per affine weight and bias
   (groupnorm as batchnorm); global response norm 6 (square and sum for the L2 norm, x * N,
   * gamma, + beta, + x; the per-channel norms and their mean are not counted);
   max/avg pool prod(kernel) per output element; adaptive avg pool: window size per output
-  element; flatten/embedding/space-to-depth 0 (views, gathers, a padded copy); window attention:
-  `count.window_attention`. RNN cell math per hidden unit per step:
+  element; flatten/embedding/space-to-depth/zero-pad/concat/class token/select 0 (views, gathers, padded or
+  stacked copies); a position table's add 1; window attention:
+  `count.window_attention`; a residual's attention combine: `count.cross_attention`. RNN cell math per hidden unit per step:
   LSTM 13 (4 adds of the two products, 3 sigmoid, 2 tanh, 3 for c_t = f*c + i*g, 1 for
   h_t = o*tanh(c_t)), GRU 10 (3 adds, 2 sigmoid, r*(W_hn h + b_hn), tanh, 3 for
   h_t = n + z*(h - n)), RNN 2 (add, nonlinearity).
@@ -24,10 +25,10 @@ Activation memory kept for backward, per sample: float tensors (counted in the c
 plus fixed-width bytes. Each layer counts what its own backward needs:
 - Linear, Conv, LayerScale, global response norm: the input. LayerNorm, GroupNorm: the input (Korthikanti et al. 2022, sec. 4.1).
   Gate product (residual `mul`): both factors. ReLU6: a 1-byte mask like ReLU.
-  BatchNorm: the input and the normalised output. gelu/silu: the input; tanh, sigmoid,
+  BatchNorm: the input and the normalised output. gelu/silu/hardswish/hardsigmoid: the input; tanh, sigmoid,
   softmax: the output. ReLU: a 1-byte mask per element. Dropout (p > 0): a 1-byte mask.
 - MaxPool: int64 argmax indices per output element (8 bytes, torch's max_pool*_with_indices).
-  AvgPool, adaptive avg pool, flatten, add: nothing. Embedding: its int64 token ids.
+  AvgPool, adaptive avg pool, flatten, add, zero-pad, concat, position table, class token, select: nothing. Embedding: its int64 token ids.
 - RNN/LSTM/GRU (backpropagation through time): layer 0's input sequence; per layer,
   direction and time step the emitted h_t (h_out) and the cell state backward needs:
   LSTM 4h gates + h for c_t (+ h for o*tanh(c_t) with a projection), GRU 3h gates + h for
@@ -56,8 +57,11 @@ from modelplan.specs.layers import (
     Recurrent,
     Softmax,
     WindowAttention,
+    ClsToken,
+    PositionEmbedding,
 )
-from modelplan.count import window_attention
+from modelplan.count import cross_attention, window_attention
+from modelplan.specs.layers import Attend
 from modelplan.specs.network_walk import Leaf, as_tuple
 
 INDEX_BYTES = 8  # torch.int64 indices (argmax, token ids)
@@ -108,10 +112,14 @@ def param_shapes(leaf: Leaf) -> dict[str, tuple[int, ...]]:
         return {"weight": normalized} | ({"bias": normalized} if layer.bias else {})
     if isinstance(layer, Embedding):
         return {"weight": (layer.num_embeddings, layer.embedding_dim)}
-    if isinstance(layer, LayerScale):
+    if isinstance(layer, (LayerScale, ClsToken)):
         return {"weight": (shape[0],)}
+    if isinstance(layer, PositionEmbedding):
+        return {"weight": tuple(shape)}
     if isinstance(layer, WindowAttention):
         return window_attention.param_shapes(layer, shape[0])
+    if isinstance(layer, Attend):
+        return cross_attention.param_shapes(layer, shape, leaf.output_shape)
     if isinstance(layer, Recurrent):
         return recurrent_param_shapes(layer, shape[-1])
     return {}
@@ -150,6 +158,8 @@ def forward_flops(leaf: Leaf) -> tuple[int, int]:
     layer, n_in, n_out = leaf.layer, math.prod(leaf.input_shape), math.prod(leaf.output_shape)
     if leaf.type in ("add", "mul", "sub"):
         return 0, n_out
+    if isinstance(layer, Attend):
+        return cross_attention.forward_flops(layer, leaf.input_shape, leaf.output_shape)
     if isinstance(layer, Linear):
         rows = n_in // leaf.input_shape[-1]
         matmul = 2 * rows * leaf.input_shape[-1] * layer.out_features  # 2 * MACs
@@ -178,7 +188,7 @@ def forward_flops(leaf: Leaf) -> tuple[int, int]:
         return 0, leaf.input_shape[0] * math.prod(windows)
     if isinstance(layer, Softmax):
         return 0, 5 * n_in
-    if isinstance(layer, (Activation, LayerScale)):
+    if isinstance(layer, (Activation, LayerScale, PositionEmbedding)):
         return 0, n_in
     if isinstance(layer, GlobalResponseNorm):  # square, sum; x * N, * gamma, + beta, + x
         return 0, GRN_FLOPS * n_in
@@ -212,6 +222,8 @@ def saved_for_backward(leaf: Leaf) -> tuple[int, int]:
         return _recurrent_saved(layer, leaf.input_shape)
     if isinstance(layer, WindowAttention):
         return window_attention.saved_elements(layer, leaf.input_shape), 0
+    if isinstance(layer, Attend):
+        return cross_attention.saved_elements(layer, leaf.input_shape, leaf.output_shape), 0
     if isinstance(layer, Embedding):
         return 0, INDEX_BYTES * n_in
     if isinstance(layer, Pool):

@@ -13,7 +13,8 @@ Kernels per leaf (shapes from `count/network_layers.py`, tensor-parallel roles f
 - Every other leaf is memory-bound (Williams et al. 2009): bytes = accesses per element x
   elements x dtype; forward reads the input and writes the output (2 accesses; norms 3 with
   their statistics pass), backward reads dy and what was saved and writes dx (3; norms 5).
-  Bias adds ride in the GEMM epilogue; flatten is free. A sharded leaf works on 1/tp.
+  Bias adds ride in the GEMM epilogue; flatten is free. Window attention and a residual's
+  attention combine: their two batched GEMMs per head plus the softmax pass over the scores. A sharded leaf works on 1/tp.
 Tensor-parallel collectives are those of `parallel/tp.leaf_calls` (the list verify checks),
 priced on the tp group and exposed by `tp_exposed_fraction`.
 """
@@ -33,7 +34,8 @@ from modelplan.plan.parallel.tp import leaf_calls
 from modelplan.plan.net_layout import StagePlan
 from modelplan.plan.net_tp import TpRole
 from modelplan.specs.costmodel import CostModel
-from modelplan.count import window_attention
+from modelplan.count import cross_attention, window_attention
+from modelplan.specs.layers import Attend
 from modelplan.specs.layers import Conv, Linear, Recurrent, WindowAttention
 from modelplan.specs.network_walk import as_tuple
 
@@ -113,6 +115,12 @@ def leaf_gemms(leaf: LeafNode, b: int, tp: int, role: TpRole) -> list[tuple[Gemm
         t, d = layer.window_size ** 2, info.input_shape[0] // 3 // layer.heads
         batch = b * layer.heads * (hp * wp // t)
         return [(Gemm(f"{leaf.path}/scores", t, t, d), batch), (Gemm(f"{leaf.path}/values", t, d, t), batch)]
+    if isinstance(layer, Attend):  # q k^T (P, M, d) and p v (P, d, M) of every head (and patch offset), batched
+        groups = layer.patch ** 2
+        p, m = _numel(info.output_shape[1:]) // groups, _numel(info.input_shape[1:]) // groups
+        d, d_v = (width // layer.heads for width in cross_attention.widths(info.input_shape, info.output_shape))
+        return [(Gemm(f"{leaf.path}/scores", p, m, d), b * layer.heads * groups),
+                (Gemm(f"{leaf.path}/values", p, d_v, m), b * layer.heads * groups)]
     return []
 
 
@@ -132,6 +140,9 @@ def leaf_elementwise(leaf: LeafNode, b: int, share: int) -> list[tuple[Elementwi
         return [(Elementwise(leaf.path, b * _numel(info.output_shape), 1, 2), 1)]
     if isinstance(leaf.layer, WindowAttention):  # the scores' scale, bias, mask and softmax
         return [(Elementwise(f"{leaf.path}/softmax", b * window_attention.scores(leaf.layer, info.input_shape), 2, 3), 1)]
+    if isinstance(leaf.layer, Attend):  # the scores' scale and softmax
+        scores = cross_attention.scores(leaf.layer, info.input_shape, info.output_shape)
+        return [(Elementwise(f"{leaf.path}/softmax", b * scores, 2, 3), 1)]
     return [(Elementwise(leaf.path, n, 2, 3), 1)]
 
 

@@ -29,7 +29,7 @@ from enum import StrEnum
 from modelplan.count.network_tree import LeafNode, Node, leaves_of
 
 MATMUL = ("linear", "conv1d", "conv2d")
-ELEMENTWISE = ("relu", "relu6", "gelu", "silu", "tanh", "sigmoid", "dropout")
+ELEMENTWISE = ("relu", "relu6", "gelu", "silu", "tanh", "sigmoid", "hardswish", "hardsigmoid", "dropout")
 CHANNELWISE = ("batchnorm1d", "batchnorm2d", "maxpool1d", "maxpool2d", "avgpool1d", "avgpool2d",
                "adaptiveavgpool1d", "adaptiveavgpool2d")
 

@@ -47,7 +47,7 @@ DEFAULTS = {
 configuration_regnet.py, configuration_convnext.py); RegNet's image_size is the ImageNet crop."""
 
 _ACTS = {"relu": "relu", "relu6": "relu6", "gelu": "gelu", "silu": "silu", "swish": "silu", "sigmoid": "sigmoid",
-         "tanh": "tanh"}
+         "tanh": "tanh", "hardswish": "hardswish", "hardsigmoid": "hardsigmoid"}
 """transformers ACT2FN names -> the network stack's activations (swish is SiLU)."""
 
 

@@ -216,6 +216,62 @@ class SpaceToDepth(LayerBase):
     """Side of the merged neighbourhood."""
 
 
+class ZeroPad2d(LayerBase):
+    """`nn.ZeroPad2d`: a [C, H, W] map zero-padded by (left, right, top, bottom) positions (an
+    asymmetric pad, F.pad(x, (0, 1, 0, 1)) in HGNetV2Embeddings)."""
+
+    type: Literal["zeropad2d"]
+    padding: tuple[int, int, int, int]
+    """(left, right, top, bottom), as nn.ZeroPad2d takes them."""
+
+    @field_validator("padding")
+    @classmethod
+    def _check_padding(cls, value: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        if min(value) < 0:
+            raise ValueError(f"padding ({list(value)}) must be >= 0")
+        return value
+
+
+class PositionEmbedding(LayerBase):
+    """A learned table of the sample's own shape added to it (ViT / PVT `position_embeddings`,
+    Dosovitskiy et al. 2021 eq. 1): prod(shape) parameters, held as `weight`."""
+
+    type: Literal["positionembedding"]
+
+
+class ClsToken(LayerBase):
+    """A learned C-vector put before the positions of a [C, L] sample: [C, L + 1] (ViT / PVT
+    `cls_token`, Dosovitskiy et al. 2021 eq. 1), held as `weight`."""
+
+    type: Literal["clstoken"]
+
+
+class Select(LayerBase):
+    """Position `index` of the last axis of a [C, L] sample: [C] (the class token's output,
+    `sequence_output[:, 0]`)."""
+
+    type: Literal["select"]
+    index: int = 0
+    """The position taken (negative counts from the end)."""
+
+
+class Attend(LayerBase):
+    """The leaf closing a `combine = "attend"` residual (Wang et al. 2021, PVT, sec. 3.3,
+    spatial-reduction attention; Xie et al. 2021, SegFormer, eq. 2): queries q [C, *P] from the main
+    branch, keys k = the shortcut's first C channels and values v its other C_v (C_v = C but for
+    LeViT's wider values); per head h (C / heads and C_v / heads channels) out_h = softmax(q_h^T k_h /
+    sqrt(C / heads) + B_h) v_h, [C_v, *P], B the `offset_bias` table's entries (its only parameters:
+    the projections are the branches' own layers). Built by the walker, never written in a spec."""
+
+    type: Literal["attend"]
+    heads: int = Field(gt=0)
+    """Attention heads."""
+    patch: int = Field(1, gt=0)
+    """`Residual.patch`: attention among the positions at one offset of patch x patch patches."""
+    offset_bias: int = Field(0, ge=0)
+    """`Residual.offset_bias`: the query stride of LeViT's attention-bias table; 0: no table."""
+
+
 class Embedding(LayerBase):
     """`nn.Embedding`: the network input is then token ids, output appends embedding_dim."""
 
@@ -276,11 +332,13 @@ class AdaptiveAvgPool(LayerBase):
         return int(self.type[-2])
 
 
-ActivationName = Literal["relu", "relu6", "gelu", "tanh", "sigmoid", "silu"]
+ActivationName = Literal["relu", "relu6", "gelu", "tanh", "sigmoid", "silu", "hardswish", "hardsigmoid"]
 
 
 class Activation(LayerBase):
-    """Elementwise `nn.ReLU`, `nn.ReLU6` (min(max(x, 0), 6)), `nn.GELU`, `nn.Tanh`, `nn.Sigmoid`, `nn.SiLU`."""
+    """Elementwise `nn.ReLU`, `nn.ReLU6` (min(max(x, 0), 6)), `nn.GELU`, `nn.Tanh`, `nn.Sigmoid`, `nn.SiLU`,
+    `nn.Hardswish` (x * relu6(x + 3) / 6, Howard et al. 2019, MobileNetV3 eq. 2), `nn.Hardsigmoid`
+    (relu6(x + 3) / 6, MobileNetV3 sec. 5.2)."""
 
     type: ActivationName
 
@@ -364,6 +422,6 @@ class Recurrent(LayerBase):
 
 LeafLayer = Union[
     Linear, Conv, BatchNorm, LayerNorm, GroupNorm, GlobalResponseNorm, LayerScale, WindowAttention, SpaceToDepth, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
-    Flatten, Dropout, Recurrent,
+    Flatten, Dropout, Recurrent, ZeroPad2d, PositionEmbedding, ClsToken, Select,
 ]
 """Layers that compute (everything but the composite blocks)."""

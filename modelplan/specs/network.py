@@ -23,6 +23,7 @@ from pydantic import Field, field_validator, model_validator
 from modelplan.specs.base import Spec
 from modelplan.specs.layers import (
     Activation,
+    Attend,
     ActivationName,
     AdaptiveAvgPool,
     BatchNorm,
@@ -42,12 +43,17 @@ from modelplan.specs.layers import (
     Softmax,
     SpaceToDepth,
     WindowAttention,
+    ZeroPad2d,
+    PositionEmbedding,
+    ClsToken,
+    Select,
 )
 
 __all__ = [
-    "Activation", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten", "GlobalResponseNorm", "GroupNorm",
+    "Activation", "Attend", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten", "GlobalResponseNorm", "GroupNorm",
     "Layer", "LayerNorm", "LayerScale", "LeafLayer", "Linear", "NetworkSpec", "Pool", "Recurrent", "Repeat",
-    "Residual", "Sequential", "Softmax", "SpaceToDepth", "WindowAttention",
+    "Residual", "Sequential", "Softmax", "SpaceToDepth", "WindowAttention", "ZeroPad2d",
+    "PositionEmbedding", "ClsToken", "Select",
 ]
 
 
@@ -79,7 +85,11 @@ class Residual(LayerBase):
     """main(x) + shortcut(x), then an optional activation (ResNet BasicBlock / Bottleneck);
     with `combine = "mul"`, main(x) * shortcut(x), main's output broadcast over the shortcut's
     size-1 axes: a squeeze-and-excitation gate (Hu et al. 2018, eq. 4: x scaled per channel); with
-    `combine = "sub"`, main(x) - shortcut(x).
+    `combine = "sub"`, main(x) - shortcut(x); with `combine = "attend"`, multi-head attention of
+    main's output (queries [C, ...]) over the shortcut's (stacked keys and values [2 C, ...], on
+    their own, e.g. spatially reduced, grid; LeViT's values may be wider than its keys: `Attend`); with `combine = "concat"`, the shortcut's
+    output and main's stacked along the channels (torch.cat([shortcut(x), main(x)], dim=1): DenseNet /
+    HGNetV2 aggregation; nested, [x, f1(x), f2(f1(x)), ...]).
 
     Main items are children of the block (by name or position); unnamed shortcut items sit
     at `shortcut/<i>`; an empty shortcut is the identity. The sum is the leaf `<block>/add`
@@ -93,9 +103,31 @@ class Residual(LayerBase):
     """The shortcut branch (torchvision's `downsample`); empty: identity."""
     activation: ActivationName | None = None
     """Activation applied after the sum (ResNet: relu)."""
-    combine: Literal["add", "mul", "sub"] = "add"
+    combine: Literal["add", "mul", "sub", "attend", "concat"] = "add"
     """How the branches meet: their sum, main's output (a per-channel gate) times the shortcut's,
-    or main's minus the shortcut's (PoolFormer's pool(x) - x)."""
+    main's minus the shortcut's (PoolFormer's pool(x) - x), or main's queries attending the
+    shortcut's keys and values (`Attend`), or the two stacked along the channels, shortcut first."""
+    heads: int | None = Field(None, gt=0)
+    """combine = "attend": attention heads (they divide the query channels); unset otherwise."""
+    patch: int = Field(1, gt=0)
+    """combine = "attend": each position attends only the positions at its own offset within the
+    map's patch x patch patches (MobileViT's unfolded patches, Mehta & Rastegari 2022, sec. 3.1);
+    1: the whole map."""
+    offset_bias: int = Field(0, ge=0)
+    """combine = "attend": LeViT's learned attention biases (Graham et al. 2021, sec. 4.2), one per
+    head and distinct (|row offset|, |column offset|) between a query at stride `offset_bias` of
+    the keys' grid and a key, added to the scores; 0: none."""
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> "Residual":
+        if (self.combine == "attend") != (self.heads is not None):
+            raise ValueError(f"heads ({self.heads}) is set exactly when combine is 'attend' (got '{self.combine}')")
+        if (self.patch > 1 or self.offset_bias) and self.combine != "attend":
+            raise ValueError(f"patch ({self.patch}) and offset_bias ({self.offset_bias}) need combine 'attend' "
+                             f"(got '{self.combine}')")
+        if self.patch > 1 and self.offset_bias:
+            raise ValueError(f"patch ({self.patch}) and offset_bias ({self.offset_bias}) cannot be combined")
+        return self
 
 
 Layer = Annotated[
@@ -109,6 +141,10 @@ Layer = Annotated[
         LayerScale,
         WindowAttention,
         SpaceToDepth,
+        ZeroPad2d,
+        PositionEmbedding,
+        ClsToken,
+        Select,
         Embedding,
         Pool,
         AdaptiveAvgPool,

@@ -15,6 +15,7 @@ from modelplan.errors import SpecError
 from modelplan.specs.layers import (
     Activation,
     AdaptiveAvgPool,
+    Attend,
     BatchNorm,
     Conv,
     Dropout,
@@ -31,6 +32,10 @@ from modelplan.specs.layers import (
     Softmax,
     SpaceToDepth,
     WindowAttention,
+    ZeroPad2d,
+    PositionEmbedding,
+    ClsToken,
+    Select,
 )
 
 Shape = tuple[int, ...]
@@ -43,9 +48,12 @@ class Leaf:
     path: str
     """Slash path, e.g. 'layer2/0/conv1' or 'layer2/0/add'."""
     type: str
-    """The layer's `type`, or 'add' / 'mul' / 'sub' closing a residual block (sum / gate product / difference)."""
+    """The layer's `type`, or 'add' / 'mul' / 'sub' / 'attend' / 'concat' closing a residual block
+    (sum / gate product / difference / attention of main's queries over the shortcut's keys and
+    values / the shortcut's and main's channels stacked)."""
     layer: LeafLayer | None
-    """The leaf spec (None for 'add')."""
+    """The leaf spec (None for 'add', 'mul', 'sub', 'concat' (input_shape main's output); `layers.Attend`
+    for 'attend', input_shape its keys and values, output_shape its queries)."""
     input_shape: Shape
     """Per-sample input shape."""
     output_shape: Shape
@@ -217,6 +225,20 @@ def leaf_output_shape(layer: LeafLayer, shape: Shape, where: str) -> Shape:
             raise SpecError(f"{where}: needs a [3 C, H, W] input of stacked q, k, v with 3 x heads ({layer.heads}) "
                             f"dividing its channels, got {_fmt(shape)}")
         return (shape[0] // 3, *shape[1:])
+    if isinstance(layer, PositionEmbedding):
+        return shape
+    if isinstance(layer, (ClsToken, Select)):
+        if len(shape) != 2:
+            raise SpecError(f"{where}: needs a [C, L] input, got {_fmt(shape)}")
+        if isinstance(layer, ClsToken):
+            return (shape[0], shape[1] + 1)
+        _dim(layer.index, shape[1], "index", where)
+        return (shape[0],)
+    if isinstance(layer, ZeroPad2d):
+        if len(shape) != 3:
+            raise SpecError(f"{where}: needs a [C, H, W] input, got {_fmt(shape)}")
+        left, right, top, bottom = layer.padding
+        return (shape[0], shape[1] + top + bottom, shape[2] + left + right)
     if isinstance(layer, SpaceToDepth):
         if len(shape) != 3:
             raise SpecError(f"{where}: needs a [C, H, W] input, got {_fmt(shape)}")
@@ -241,6 +263,28 @@ class _Walker:
     @staticmethod
     def _join(parent: str, segment: str) -> str:
         return f"{parent}/{segment}" if parent else segment
+
+    def _attend(self, item, path: str, queries: Shape, keys_values: Shape) -> Shape:
+        """The `attend` leaf of an attention residual: main's [C, *P] queries over the
+        shortcut's [C + C_v, *M] stacked keys and values, output [C_v, *P]."""
+        values = keys_values[0] - queries[0] if len(keys_values) == len(queries) else 0
+        if len(queries) < 2 or values < 1 or queries[0] % item.heads or values % item.heads:
+            raise SpecError(f"layer '{path}' (residual, attend): needs main [C, ...] queries and shortcut [C + C_v, ...] "
+                            f"keys and values of the same rank, heads ({item.heads}) dividing C and C_v, got main "
+                            f"{_fmt(queries)} and shortcut {_fmt(keys_values)}")
+        if item.offset_bias and (len(queries) != 3 or any(
+                -(-m // item.offset_bias) != q for q, m in zip(queries[1:], keys_values[1:]))):
+            raise SpecError(f"layer '{path}' (residual, attend): offset_bias ({item.offset_bias}) needs [C, H, W] "
+                            f"queries on every offset_bias-th position of the keys' grid, got main {_fmt(queries)} "
+                            f"and shortcut {_fmt(keys_values)}")
+        p = item.patch
+        if p > 1 and (len(queries) != 3 or queries[1:] != keys_values[1:] or queries[1] % p or queries[2] % p):
+            raise SpecError(f"layer '{path}' (residual, attend): patch ({p}) needs queries, keys and values on one "
+                            f"[C, H, W] grid that {p} divides, got main {_fmt(queries)} and shortcut {_fmt(keys_values)}")
+        layer = Attend(type="attend", heads=item.heads, patch=p, offset_bias=item.offset_bias)
+        out = (values, *queries[1:])
+        self.leaves.append(Leaf(self._join(path, "attend"), "attend", layer, keys_values, out, self.unit))
+        return out
 
     def items(self, items: list, shape: Shape, parent: str, index_prefix: str = "") -> Shape:
         """Walk a list; an unnamed repeat splices its copies into the positions of this list."""
@@ -277,7 +321,16 @@ class _Walker:
             main = self.items(item.main, shape, path)
             short = self.items(item.shortcut, shape, path, index_prefix="shortcut/")
             self.in_residual -= 1
-            if item.combine == "mul":  # the gate broadcasts over the shortcut's axes where it has size 1
+            if item.combine == "attend":
+                main = self._attend(item, path, main, short)
+            elif item.combine == "concat":  # torch.cat([shortcut, main], dim=1): the same positions
+                if len(main) != len(short) or len(main) < 2 or main[1:] != short[1:]:
+                    raise SpecError(f"layer '{path}' (residual, concat): main branch output {_fmt(main)} and "
+                                    f"shortcut output {_fmt(short)} must share every axis but the channels")
+                joined = (short[0] + main[0], *main[1:])
+                self.leaves.append(Leaf(self._join(path, "concat"), "concat", None, main, joined, self.unit))
+                main = joined
+            elif item.combine == "mul":  # the gate broadcasts over the shortcut's axes where it has size 1
                 if len(main) != len(short) or any(g not in (1, s) for g, s in zip(main, short)):
                     raise SpecError(f"layer '{path}' (residual, mul): main branch output {_fmt(main)} does not "
                                     f"broadcast over shortcut output {_fmt(short)}")

@@ -1,6 +1,6 @@
 """Element-wise layers: activations, softmax and dropout, each keeping what torch keeps.
 
-ReLU and ReLU6 keep a bool mask; GELU and SiLU their input; tanh, sigmoid and softmax their output
+ReLU and ReLU6 keep a bool mask; GELU, SiLU, Hardswish and Hardsigmoid their input; tanh, sigmoid and softmax their output
 (d tanh = 1 - y^2, d sigmoid = y(1 - y)); dropout its bool keep-mask (inverted dropout:
 kept elements are scaled by 1/(1 - p), torch's convention).
 """
@@ -33,6 +33,10 @@ def act_forward(kind: str, x: np.ndarray) -> tuple[np.ndarray, Saved]:
     if kind == "relu6":  # min(max(x, 0), 6); the gradient flows where 0 < x < 6 (torch hardtanh_backward)
         mask = (x > 0) & (x < 6)
         return np.clip(x, 0.0, 6.0), Saved(fixed=(mask,))
+    if kind == "hardswish":  # x * relu6(x + 3) / 6 (MobileNetV3 eq. 2); keeps its input, as torch does
+        return x * np.clip(x + 3.0, 0.0, 6.0) / 6.0, Saved(floats=(x,))
+    if kind == "hardsigmoid":  # relu6(x + 3) / 6; keeps its input, as torch does
+        return np.clip(x + 3.0, 0.0, 6.0) / 6.0, Saved(floats=(x,))
     return activation_forward(kind, x), Saved(floats=(x,))
 
 
@@ -48,6 +52,10 @@ def act_backward(kind: str, saved: Saved, dy: np.ndarray) -> np.ndarray:
         (mask,) = saved.fixed
         return dy * mask
     (x,) = saved.floats
+    if kind == "hardswish":  # 0 below -3, 1 above 3, (2x + 3) / 6 between (torch hardswish_backward)
+        return dy * np.where(x < -3.0, 0.0, np.where(x > 3.0, 1.0, (2.0 * x + 3.0) / 6.0))
+    if kind == "hardsigmoid":  # 1 / 6 strictly inside (-3, 3) (torch hardsigmoid_backward)
+        return dy * ((x > -3.0) & (x < 3.0)) / 6.0
     return activation_backward(kind, x, dy)
 
 

@@ -18,7 +18,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from modelplan.count.cross_attention import offset_index
 from modelplan.count.network_tree import LeafNode, Node
+from modelplan.execute.net.cross_attention import attend_backward, attend_forward
 from modelplan.execute.net.loss import loss_backward, loss_forward
 from modelplan.execute.net.ops import leaf_backward, leaf_forward
 from modelplan.execute.net.params import NetBatch
@@ -77,12 +79,27 @@ def forward_nodes(nodes: tuple[Node, ...], params: Params, x: np.ndarray, ctx: R
         s = forward_nodes(node.shortcut, params, x, ctx, buffers, hooks, short_tape)
         combine = node.add.info.type
         gated = combine == "mul"
-        x = y * s if gated else y - s if combine == "sub" else y + s  # gate product (y broadcast over s), difference, sum
+        kept = Saved(floats=(y, s)) if gated else Saved()
+        if combine == "attend":  # main's queries over the shortcut's stacked keys and values
+            x, probs = attend_forward(y, s, node.add.layer.heads, node.add.layer.patch, *_bias(node.add, params))
+            kept = Saved(floats=(y, s, probs))
+        elif combine == "concat":  # torch.cat([shortcut, main], dim=1)
+            x = np.concatenate([s, y], axis=1)
+        else:
+            x = y * s if gated else y - s if combine == "sub" else y + s  # gate product (y broadcast over s), difference, sum
         act = None
         if node.act is not None:
             x, act = _leaf_forward(node.act, params, x, ctx, buffers, hooks)
-        tape.append((main_tape, short_tape, act, Saved(floats=(y, s)) if gated else Saved()))
+        tape.append((main_tape, short_tape, act, kept))
     return x
+
+
+def _bias(leaf: LeafNode, params: Params) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(table, index) of an attend leaf's LeViT attention biases, or (None, None)."""
+    if not leaf.layer.offset_bias:
+        return None, None
+    _, index = offset_index(leaf.info.output_shape[1:], leaf.info.input_shape[1:], leaf.layer.offset_bias)
+    return params[f"{leaf.path}/attention_biases"], np.asarray(index)
 
 
 def _leaf_forward(node: LeafNode, params: Params, x, ctx, buffers: Params, hooks: LeafHooks):
@@ -107,7 +124,17 @@ def backward_nodes(nodes: tuple[Node, ...], params: Params, tape: list, dy: np.n
         if node.act is not None:
             dy = _leaf_backward(node.act, params, act, dy, grads, hooks, True)
         dy_main = dy_short = dy
-        if combine.floats:  # d(y * s): dy * s summed over the axes y was broadcast along, and dy * y
+        if node.add.info.type == "attend":
+            table, index = _bias(node.add, params)
+            dy_main, dy_short, dtable = attend_backward(dy, *combine.floats, node.add.layer.heads,
+                                                        node.add.layer.patch, table, index)
+            if dtable is not None:
+                key = f"{node.add.path}/attention_biases"
+                grads[key] = grads[key] + dtable if key in grads else dtable
+        elif node.add.info.type == "concat":  # each branch takes its own channels' gradient
+            cut = node.add.info.output_shape[0] - node.add.info.input_shape[0]
+            dy_short, dy_main = dy[:, :cut], dy[:, cut:]
+        elif combine.floats:  # d(y * s): dy * s summed over the axes y was broadcast along, and dy * y
             y, s = combine.floats
             axes = tuple(i for i in range(1, dy.ndim) if y.shape[i] == 1 and dy.shape[i] != 1)
             dy_main, dy_short = (dy * s).sum(axis=axes, keepdims=True), dy * y

@@ -31,12 +31,12 @@ from modelplan.execute.net.window_attention import (
 )
 from modelplan.specs.layers import (
     Activation, AdaptiveAvgPool, BatchNorm, Conv, Dropout, Embedding, Flatten, GlobalResponseNorm, GroupNorm, LayerNorm, LayerScale, Linear,
-    Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention,
+    Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention, ZeroPad2d, PositionEmbedding, ClsToken, Select,
 )
 from modelplan.specs.network_walk import as_tuple
 
 Params = dict[str, np.ndarray]
-ACTIVATIONS = ("relu", "relu6", "gelu", "silu", "tanh", "sigmoid")
+ACTIVATIONS = ("relu", "relu6", "gelu", "silu", "tanh", "sigmoid", "hardswish", "hardsigmoid")
 
 
 def _pair(values: tuple[int, ...], fill: int) -> tuple[int, int]:
@@ -193,6 +193,16 @@ def leaf_forward(node: LeafNode, p: Params, x: np.ndarray, ctx: RunContext,
         return window_attention_forward(layer, p, x)
     if isinstance(layer, SpaceToDepth):
         return space_to_depth_forward(layer.block, x)
+    if isinstance(layer, PositionEmbedding):  # x + the table, broadcast over the batch
+        return x + p["weight"], Saved()
+    if isinstance(layer, ClsToken):  # the token first: (N, C, 1 + L)
+        token = np.broadcast_to(p["weight"][None, :, None], (x.shape[0], x.shape[1], 1))
+        return np.concatenate([token, x], axis=2), Saved()
+    if isinstance(layer, Select):
+        return x[..., layer.index].copy(), Saved(extra=x.shape)
+    if isinstance(layer, ZeroPad2d):  # nn.ZeroPad2d (left, right, top, bottom)
+        left, right, top, bottom = layer.padding
+        return np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right))), Saved()
     raise ValueError(f"{node.path}: no executor for layer type '{info.type}'")  # pragma: no cover
 
 
@@ -258,4 +268,15 @@ def leaf_backward(node: LeafNode, p: Params, saved: Saved, dy: np.ndarray, need_
         return window_attention_backward(layer, p, saved, dy)
     if isinstance(layer, SpaceToDepth):
         return space_to_depth_backward(layer.block, saved, dy), {}
+    if isinstance(layer, PositionEmbedding):
+        return dy, {"weight": dy.sum(axis=0)}
+    if isinstance(layer, ClsToken):
+        return dy[:, :, 1:], {"weight": dy[:, :, 0].sum(axis=0)}
+    if isinstance(layer, Select):
+        dx = np.zeros(saved.extra)
+        dx[..., layer.index] = dy
+        return dx, {}
+    if isinstance(layer, ZeroPad2d):  # the gradient of the unpadded window
+        left, right, top, bottom = layer.padding
+        return dy[:, :, top:dy.shape[2] - bottom, left:dy.shape[3] - right], {}
     raise ValueError(f"{node.path}: no executor for layer type '{node.info.type}'")  # pragma: no cover

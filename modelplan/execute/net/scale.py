@@ -4,7 +4,8 @@
 forward per sample: the 2-3-2-1 MLP, LeNet-5) and otherwise caps every width (out_features,
 out_channels, hidden_size, embedding_dim) at 8 * q, q = lcm(tp, the largest conv groups), keeping
 a width that q divided a multiple of q (a depthwise conv, groups = out_channels, keeps groups equal
-to its capped channels and does not enter q); the vocabulary at 32 rows; images at 32 x 32, or 64 x 64
+to its capped channels and does not enter q; an attention residual's keys and values keep their
+ratio to its queries, its heads a divisor of them); the vocabulary at 32 rows; images at 32 x 32, or 64 x 64
 when every BatchNorm2d would otherwise see fewer than 2 x 2 pixels (ResNet's last stage) or the
 stack needs more; sequences at 6 steps. Inferred sizes
 (in_features, in_channels, num_features, input_size) are re-inferred. Every layer, residual
@@ -58,6 +59,8 @@ def _shrink(node: Any, cap: int, q: int) -> Any:
         out["groups"] = out["out_channels"]
     if out.get("type") == "groupnorm":  # groups that divide the capped widths (and the narrower ones they divided)
         out["num_groups"] = math.gcd(out["num_groups"], cap)
+    if out.get("combine") == "attend":
+        _keep_attention(out, node)
     if out.get("type") == "embedding":
         out["num_embeddings"] = min(out["num_embeddings"], 32)
     if out.get("proj_size"):
@@ -65,6 +68,28 @@ def _shrink(node: Any, cap: int, q: int) -> Any:
     if out.get("type") == "layernorm" and out.get("normalized_shape") and len(out["normalized_shape"]) == 1:
         out["normalized_shape"] = None
     return out
+
+
+def _last_width(items: list) -> dict | None:
+    """The last item of a branch that sets a width (out_channels / out_features)."""
+    return next((item for item in reversed(items) if "out_channels" in item or "out_features" in item), None)
+
+
+def _width(item: dict) -> int:
+    return item.get("out_channels", item.get("out_features"))
+
+
+def _keep_attention(block: dict, original: dict) -> None:
+    """An attention residual after capping: keys and values in the queries' capped width and the
+    original values-to-keys ratio (the caps apply to each branch's layers alone), heads dividing both."""
+    query, keys_values = _last_width(block["main"]), _last_width(block.get("shortcut", []))
+    was_query, was_kv = _last_width(original["main"]), _last_width(original.get("shortcut", []))
+    if query is None or keys_values is None:
+        return
+    width = _width(query)
+    values = (_width(was_kv) - _width(was_query)) * width // _width(was_query)
+    keys_values["out_channels" if "out_channels" in keys_values else "out_features"] = width + values
+    block["heads"] = math.gcd(block["heads"], width, values)
 
 
 def _inputs(shape: list[int], tokens: bool) -> list[list[int]]:

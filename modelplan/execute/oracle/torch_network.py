@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from modelplan.count.cross_attention import offset_index
 from modelplan.count.network import network_layers
 from modelplan.count.network_tree import network_tree
 from modelplan.execute.net.params import NetBatch, to_executor, to_torch
@@ -29,8 +30,20 @@ from modelplan.execute.oracle.torch_train import load_weights, train_torch
 from modelplan.specs.network import NetworkSpec
 
 
+def _Hardsigmoid():
+    """relu6(x + 3) / 6 from torch ops: nn.Hardsigmoid's backward multiplies by a float32 1 / 6 even in
+    float64 (0.1666666716), 3e-8 off the exact gradient."""
+    import torch
+
+    class Hardsigmoid(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.relu6(x + 3.0) / 6.0
+
+    return Hardsigmoid()
+
+
 def _activation(nn, kind: str):
-    return {"relu": nn.ReLU, "relu6": nn.ReLU6, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid,
+    return {"relu": nn.ReLU, "relu6": nn.ReLU6, "hardswish": nn.Hardswish, "hardsigmoid": _Hardsigmoid, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid,
             "silu": nn.SiLU}[kind]()
 
 
@@ -176,6 +189,26 @@ class _Builder:
 
         return WindowAttention()
 
+    def token_layer(self, layer, shape):
+        """ViT-style pieces: x + a learned table, a learned first token, the token at `index`."""
+        nn, torch, t = self.nn, self.torch, layer.type
+
+        class Token(nn.Module):
+            def __init__(self):
+                super().__init__()
+                if t != "select":
+                    size = tuple(shape) if t == "positionembedding" else (shape[0],)
+                    self.weight = nn.Parameter(torch.zeros(size, dtype=torch.float64))
+
+            def forward(self, x):
+                if t == "positionembedding":
+                    return x + self.weight
+                if t == "clstoken":
+                    return torch.cat([self.weight.expand(x.shape[0], -1)[:, :, None], x], dim=2)
+                return x[..., layer.index]
+
+        return Token()
+
     def space_to_depth(self, block: int):
         """Zero-pad to multiples of block, then nn.PixelUnshuffle(block)."""
         nn = self.nn
@@ -214,6 +247,10 @@ class _Builder:
             return self.window_attention(layer, shape[0] // 3)
         if t == "spacetodepth":
             return self.space_to_depth(layer.block)
+        if t == "zeropad2d":
+            return nn.ZeroPad2d(layer.padding)
+        if t in ("positionembedding", "clstoken", "select"):
+            return self.token_layer(layer, shape)
         if t == "embedding":
             return nn.Embedding(layer.num_embeddings, layer.embedding_dim)
         if t in ("maxpool1d", "maxpool2d", "avgpool1d", "avgpool2d"):
@@ -251,6 +288,29 @@ class _Builder:
         act = _activation(nn, node.act.layer.type) if node.act else None
         gated = node.add.info.type == "mul"  # a squeeze-and-excitation gate: y broadcast over s
         difference = node.add.info.type == "sub"
+        heads = node.add.layer.heads if node.add.info.type == "attend" else 0
+        patch = node.add.layer.patch if heads else 1
+        stacked = node.add.info.type == "concat"
+        torch = self.torch
+        bias_stride = node.add.layer.offset_bias if heads else 0
+        if bias_stride:  # LeViT: attention_biases[:, index] added to the scores (the index is the table's layout)
+            offsets, index = offset_index(node.add.info.output_shape[1:], node.add.info.input_shape[1:], bias_stride)
+            bias_index = torch.tensor(index)
+
+        def attend(q, kv, biases=None):  # per head softmax(q^T k / sqrt(d) + B) v, as torch's SDPA computes it;
+            mask = None if biases is None else biases[:, bias_index]  # a float mask is added to the scores
+            if patch > 1:  # a bool mask lets each position see only those at its own patch offset
+                rows = torch.arange(q.shape[2]).repeat_interleave(q.shape[3]) % patch
+                cols = torch.arange(q.shape[3]).repeat(q.shape[2]) % patch
+                mask = (rows[:, None] == rows[None, :]) & (cols[:, None] == cols[None, :])
+            return attend_map(q, kv, mask)
+
+        def attend_map(q, kv, mask=None):
+            n, c = q.shape[:2]
+            split = lambda t: t.reshape(n, heads, t.shape[1] // heads, -1).transpose(2, 3)  # noqa: E731  (N, h, pos, d)
+            out = torch.nn.functional.scaled_dot_product_attention(split(q), split(kv[:, :c]), split(kv[:, c:]),
+                                                                   attn_mask=mask)
+            return out.transpose(2, 3).reshape(n, kv.shape[1] - c, *q.shape[2:])
 
         class Residual(nn.Module):
             def __init__(self):
@@ -259,6 +319,9 @@ class _Builder:
                     self.add_module(n, m)
                 for item, m in zip(node.shortcut, shortcut):
                     attach(nn, self, item.path[len(node.path) + 1:], m)
+                if bias_stride:
+                    self.attend = nn.Module()
+                    self.attend.attention_biases = nn.Parameter(torch.zeros(heads, offsets, dtype=torch.float64))
 
             def forward(self, x):
                 y, s = x, x
@@ -266,7 +329,12 @@ class _Builder:
                     y = getattr(self, n)(y)
                 for m in shortcut:
                     s = m(s)
-                y = y * s if gated else y - s if difference else y + s
+                if heads:
+                    y = attend(y, s, self.attend.attention_biases if bias_stride else None)
+                elif stacked:
+                    y = torch.cat([s, y], dim=1)
+                else:
+                    y = y * s if gated else y - s if difference else y + s
                 return act(y) if act is not None else y
 
         return Residual()
