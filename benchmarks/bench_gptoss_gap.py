@@ -11,21 +11,17 @@ DGX-B200 table row (GBS 512, MBS 4, 8,213 tokens/s/GPU) at the table's EP 8 and 
 EP 64, and Qwen3-30B-A3B on 8 DGX-B200 in MXFP8 (26.04.01 table: EP 8, MBS 4, GBS 512, 27,136
 tokens/s/GPU) read as blockwise and as per-tensor fp8.
 
-`--gather-window`: the whole bench re-priced with Megatron-core's parameter-AllGather window
-(`param_gather_window.py`: the first micro-batch's forward, not the step's forwards) patched into
-the Evaluator for Megatron ZeRO-1/2 rows; prints each file / split before and after and the rows
-that move. A what-if, not the planner.
+Megatron-core's parameter-AllGather window (the first micro-batch's forward), which this probe
+once patched in, is the engine's own now (`EngineProfile.param_gather_window`, n21gather).
 
-    python benchmarks/bench_gptoss_gap.py [--twins | --gather-window]
+    python benchmarks/bench_gptoss_gap.py [--twins]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,11 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_published_runs as bench  # noqa: E402
-from param_gather_window import megatron_gather_window_s  # noqa: E402
-from modelplan.plan import evaluator as evaluator_mod  # noqa: E402
-from modelplan.plan import evaluator_dp  # noqa: E402
 from modelplan.plan.estimate import estimate_split  # noqa: E402
-from modelplan.plan.parallel import dp_zero  # noqa: E402
 from modelplan.specs.load import load_model, model_from_dict  # noqa: E402
 
 ROWS = ("mbridge2511_gpt_oss_120b_h100_bf16", "mbridge2602_gpt_oss_120b_h100_bf16_gbs1280",
@@ -113,76 +105,11 @@ def report_twins() -> None:
               f"{m} micro-batches; EP {est.step.ep_comm_s:.2f} s")
 
 
-@contextlib.contextmanager
-def megatron_gather_window():
-    """Patch the Evaluator so a Megatron ZeRO-1/2 step hides its parameter AllGather behind
-    `megatron_gather_window_s` instead of the step's forwards (the what-if of the module docstring)."""
-    orig_terms, orig_finish, orig_variants = (evaluator_dp.DpPricing._dp_terms, evaluator_mod.Evaluator._finish,
-                                              evaluator_mod.Evaluator.variant_times_s)
-    orig_exposure = dp_zero.dp_exposure
-
-    def finish(self, point, ctx):
-        self._probe_vpp = point.vpp
-        return orig_finish(self, point, ctx)
-
-    def variants(self, ctx, point, acts, opts):
-        self._probe_vpp = point.vpp
-        return orig_variants(self, ctx, point, acts, opts)
-
-    def dp_terms(self, st, dpe, m, zero, reshard, dpo, pp, group):
-        if self.software.framework != "megatron" or zero not in (1, 2):
-            return orig_terms(self, st, dpe, m, zero, reshard, dpo, pp, group)
-        window = megatron_gather_window_s(st.fwd_s, m, pp, getattr(self, "_probe_vpp", 1))
-
-        def exposure(zero_, times, m_, t_fwd, *args, **kwargs):  # zero 1/2 read t_fwd only as m x t_fwd
-            return orig_exposure(zero_, times, m_, window / m_, *args, **kwargs)
-
-        dp_zero.dp_exposure = exposure
-        try:
-            return orig_terms(self, st, dpe, m, zero, reshard, dpo, pp, group)
-        finally:
-            dp_zero.dp_exposure = orig_exposure
-
-    evaluator_dp.DpPricing._dp_terms = dp_terms
-    evaluator_mod.Evaluator._finish, evaluator_mod.Evaluator.variant_times_s = finish, variants
-    try:
-        yield
-    finally:
-        evaluator_dp.DpPricing._dp_terms = orig_terms
-        evaluator_mod.Evaluator._finish, evaluator_mod.Evaluator.variant_times_s = orig_finish, orig_variants
-
-
-def _errors() -> dict[str, dict]:
-    return {r["id"]: r for r in (bench.price(run) for run in bench.load_runs()) if r.get("time_error") is not None}
-
-
-def report_gather_window() -> None:
-    before = _errors()
-    with megatron_gather_window():
-        after = _errors()
-    for label, key in (("file", "file"), ("split", "split")):
-        groups = defaultdict(list)
-        for rid, r in before.items():
-            groups[r[key]].append((abs(r["time_error"]), abs(after[rid]["time_error"])))
-        for name, pairs in sorted(groups.items()):
-            b, a = [p[0] for p in pairs], [p[1] for p in pairs]
-            print(f"{label} {name} (n={len(pairs)}): mean {100 * sum(b) / len(b):.2f} -> {100 * sum(a) / len(a):.2f} %, "
-                  f"max {100 * max(b):.1f} -> {100 * max(a):.1f} %, > 25 %: {sum(x > 0.25 for x in b)} -> "
-                  f"{sum(x > 0.25 for x in a)}")
-    for rid, r in before.items():
-        e0, e1 = r["time_error"], after[rid]["time_error"]
-        if abs(e1 - e0) > 5e-4:
-            print(f"  {rid} ({r['split']}): {e0:+.1%} -> {e1:+.1%}")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--twins", action="store_true", help="the twins the write-up cites")
-    parser.add_argument("--gather-window", action="store_true", help="the Megatron param-gather window what-if")
     args = parser.parse_args()
-    if args.gather_window:
-        report_gather_window()
-    elif args.twins:
+    if args.twins:
         report_twins()
     else:
         report_rows()
