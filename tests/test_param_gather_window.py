@@ -38,6 +38,7 @@ def test_never_more_than_the_step_forwards():
 
 
 def test_unknown_window_names_the_field():
+    """A window the engines do not run is refused with the field's name."""
     with pytest.raises(ValueError, match="param_gather_window"):
         param_gather_window_s("all", 0.1, 2, pp=1, vpp=1)
 
@@ -70,10 +71,19 @@ def test_exposed_gather_by_hand():
     assert got.total_s == pytest.approx(1.0)
 
 
-def test_megatron_profile_names_the_window_and_fsdp_engines_keep_theirs():
-    """The Megatron profile runs the chained window; the FSDP / DeepSpeed profiles do not."""
+def test_blocking_gather_hides_nothing():
+    """DeepSpeed's gather at the end of its step: window 0, the whole 1.0 s AllGather exposed."""
+    assert param_gather_window_s("optimizer_step", 0.2, 5, pp=1, vpp=1) == 0.0
+    times = DpTimes(0, 0, 0, 0, all_gather=1.0, all_gather_bucket=0.25, all_gather_block=0)
+    assert dp_exposure(1, times, 4, 0.3, 1.0, True, 0.9, interference=0.1,
+                       gather_window_s=0.0).after_pipeline_s == pytest.approx(1.0)
+
+
+def test_engine_profiles_name_their_window():
+    """Megatron runs the chained window, DeepSpeed the blocking gather; the FSDP engines keep the default."""
     assert load_engine("megatron").param_gather_window == "first_microbatch"
-    for name in ("deepspeed", "torchtitan", "fsdp", "foundry", "automodel"):
+    assert load_engine("deepspeed").param_gather_window == "optimizer_step"
+    for name in ("torchtitan", "fsdp", "foundry", "automodel"):
         assert load_engine(name).param_gather_window == "step_forwards"
 
 

@@ -68,6 +68,9 @@ def param_gather_window_s(window: str, t_fwd_s: float, num_microbatches: int, pp
     one micro-batch's forward of the stage (all its `vpp` chunks).
 
     step_forwards: every forward of the step, num_microbatches x t_fwd.
+    optimizer_step: none; the gather is a blocking call at the end of the optimizer step (DeepSpeed
+    zero/stage_1_and_2.py `step` and bf16_optimizer.py `update_lp_params`: `all_gather_dp_groups`
+    between the OPTIMIZER_ALLGATHER timers, "ready for next round forward"; 0.19.8 as in 2020's stage2.py).
     first_microbatch (Megatron-core distributed optimizer): only the first bucket is dispatched
     after the step (core_v0.16.1 distrib_optimizer.py `step_with_ready_grads`; core_r0.8.0
     `zero_grad`), each module's forward pre-hook waits for its bucket and dispatches the next
@@ -83,8 +86,11 @@ def param_gather_window_s(window: str, t_fwd_s: float, num_microbatches: int, pp
     every = num_microbatches * t_fwd_s
     if window == "step_forwards":
         return every
+    if window == "optimizer_step":
+        return 0.0
     if window != "first_microbatch":
-        raise ValueError(f"param_gather_window ({window!r}) must be 'step_forwards' or 'first_microbatch'")
+        raise ValueError(f"param_gather_window ({window!r}) must be 'step_forwards', 'first_microbatch' "
+                         "or 'optimizer_step'")
     if vpp <= 1:
         return min(t_fwd_s, every)
     chunk_s = t_fwd_s / vpp

@@ -164,6 +164,8 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         parts.append("TP overlapped with GEMMs")
     if software.param_gather_window == "first_microbatch":
         parts.append("ZeRO-1/2 parameter AllGather hidden beside the first micro-batch's forward only")
+    elif software.param_gather_window == "optimizer_step":
+        parts.append("ZeRO-1/2 parameter AllGather blocking at the end of the optimizer step")
     if software.fp8_tp_gather:
         parts.append("fp8 TP all-gathers")
     if software.sp_saves_gathered_inputs:

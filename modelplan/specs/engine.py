@@ -64,12 +64,13 @@ Transformer Engine's Triton `parallel_cross_entropy`, TE 2.2-2.17), te_fp32_grad
 2.18 on: an fp32 gradient), eager (`F.cross_entropy(logits.float())`), compiled (the same under
 torch.compile), flash_attn (flash-attn's Triton cross-entropy, llm-foundry)."""
 
-ParamGatherWindow = Literal["step_forwards", "first_microbatch"]
+ParamGatherWindow = Literal["step_forwards", "first_microbatch", "optimizer_step"]
 """Which forwards a ZeRO-1/2 step's overlapped parameter AllGather hides behind
 (`modelplan.comm.dp_overlap.param_gather_window_s`): step_forwards (all of the step's
-micro-batches) or first_microbatch (Megatron-core's distributed optimizer: the buckets are chained
+micro-batches), first_microbatch (Megatron-core's distributed optimizer: the buckets are chained
 through the forward pre-hooks, so only the first micro-batch's forward, per model chunk when
-interleaved)."""
+interleaved) or optimizer_step (none: the engine gathers synchronously at the end of its optimizer
+step, DeepSpeed ZeRO-1/2 and BF16_Optimizer)."""
 
 AttentionImpl = Literal["fa2", "fa3", "cudnn"]
 """Fused-attention kernels whose sustained rates accelerator presets may list
