@@ -59,9 +59,10 @@ def _patch_hopper_interference(k: float) -> None:
         _HOPPER["hopper"] = self.cluster.accelerator.name.startswith(HOPPER_PREFIXES)
         return terms(self, *args, **kwargs)
 
-    def hopper_exposure(zero, times, m, t_fwd, t_bwd, overlap, fraction, interference=0.0, backward_gathers=True):
+    def hopper_exposure(zero, times, m, t_fwd, t_bwd, overlap, fraction, interference=0.0, backward_gathers=True,
+                        gather_window_s=None):
         k_now = _HOPPER["k"] if _HOPPER["hopper"] and _HOPPER["k"] is not None else interference
-        return exposure(zero, times, m, t_fwd, t_bwd, overlap, fraction, k_now, backward_gathers)
+        return exposure(zero, times, m, t_fwd, t_bwd, overlap, fraction, k_now, backward_gathers, gather_window_s)
 
     evaluator_dp.DpPricing._dp_terms = hopper_terms
     dp_zero.dp_exposure = hopper_exposure

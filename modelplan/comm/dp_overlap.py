@@ -6,7 +6,9 @@
   exposed: max(last bucket, total - hidden window).
 - Parameter gather of the distributed optimizer (Megatron `--overlap-param-gather`): the
   updated parameters are gathered bucket by bucket during the next forward; the first layer
-  needs its bucket before it can start, so the first bucket is always exposed.
+  needs its bucket before it can start, so the first bucket is always exposed. Which forwards
+  the gathers hide behind is the engine's (`param_gather_window_s`): Megatron-core chains the
+  buckets through the forward pre-hooks, so only the step's first micro-batch hides them.
 - FSDP / ZeRO-3 prefetch: each unit's AllGather is issued one unit ahead (FSDP2 forward and
   backward prefetch), so the first unit's gather waits and every later one is exposed by what
   it outlasts the previous unit's compute; without prefetch every gather waits.
@@ -59,3 +61,37 @@ def prefetch_exposed_s(gather_s: float, compute_s: float, units: int, prefetch: 
     if not prefetch:
         return units * gather_s
     return gather_s + (units - 1) * max(0.0, gather_s - compute_s)
+
+
+def param_gather_window_s(window: str, t_fwd_s: float, num_microbatches: int, pp: int, vpp: int) -> float:
+    """Forward seconds a ZeRO-1/2 step's overlapped parameter AllGather can hide behind, `t_fwd_s`
+    one micro-batch's forward of the stage (all its `vpp` chunks).
+
+    step_forwards: every forward of the step, num_microbatches x t_fwd.
+    optimizer_step: none; the gather is a blocking call at the end of the optimizer step (DeepSpeed
+    zero/stage_1_and_2.py `step` and bf16_optimizer.py `update_lp_params`: `all_gather_dp_groups`
+    between the OPTIMIZER_ALLGATHER timers, "ready for next round forward"; 0.19.8 as in 2020's stage2.py).
+    first_microbatch (Megatron-core distributed optimizer): only the first bucket is dispatched
+    after the step (core_v0.16.1 distrib_optimizer.py `step_with_ready_grads`; core_r0.8.0
+    `zero_grad`), each module's forward pre-hook waits for its bucket and dispatches the next
+    (distributed_data_parallel.py `_make_forward_pre_hook`, param_and_grad_buffer.py
+    `finish_param_sync`), so the gathers run beside the first micro-batch's forward: t_fwd.
+    Interleaved (vpp > 1, `align_param_gather`, on by default: Megatron-LM arguments.py
+    `--no-align-param-gather`, Megatron-Bridge comm_overlap.py for pp > 1 and vpp > 1): chunks 0
+    and 1 are dispatched before the schedule and chunk c + 1 when chunk c's first micro-batch
+    starts (schedules.py `param_sync_func`), so chunk 0 hides behind its own first chunk forward
+    (t_fwd / vpp) and each later chunk behind the pp chunk forwards before its first one
+    (`microbatch_group_size_per_vp_stage`, default pp); never more than the step's forwards.
+    """
+    every = num_microbatches * t_fwd_s
+    if window == "step_forwards":
+        return every
+    if window == "optimizer_step":
+        return 0.0
+    if window != "first_microbatch":
+        raise ValueError(f"param_gather_window ({window!r}) must be 'step_forwards', 'first_microbatch' "
+                         "or 'optimizer_step'")
+    if vpp <= 1:
+        return min(t_fwd_s, every)
+    chunk_s = t_fwd_s / vpp
+    return min(chunk_s + (vpp - 1) * pp * chunk_s, every)

@@ -37,6 +37,8 @@ class EngineSettings(NamedTuple):
     reshard_after_forward: bool
     reshard_after_forward_pp: bool
     tp_comm_overlap: bool
+    param_gather_window: str = "step_forwards"
+    """`EngineProfile.param_gather_window` (the forwards the ZeRO-1/2 parameter AllGather hides behind)."""
     sp_saves_gathered_inputs: bool = False
     """`EngineProfile.sp_saves_gathered_inputs` (DTensor SP keeps the gathered linear inputs)."""
     fp8_tp_gather: bool = False
@@ -94,6 +96,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         grad_copy_bytes=grad_copy_bytes(training, profile), low_precision_grads=profile.low_precision_grads,
         dp_bucket_elements=profile.dp_bucket_elements, reshard_after_forward=profile.reshard_after_forward,
         reshard_after_forward_pp=profile.reshard_after_forward_pp, tp_comm_overlap=profile.tp_comm_overlap,
+        param_gather_window=profile.param_gather_window,
         sp_saves_gathered_inputs=profile.sp_saves_gathered_inputs,
         fp8_tp_gather=fp8 is not None and fp8 in profile.fp8_tp_gather_recipes,
         fp8_weights_gathered=training.fp8_param_gather and profile.fp8_backend == "torchao" and fp8 == "tensorwise",
@@ -183,6 +186,10 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         parts.append(f"fp8 {software.fp8_recipe} ({software.fp8_backend})")
     if software.tp_comm_overlap:
         parts.append("TP overlapped with GEMMs")
+    if software.param_gather_window == "first_microbatch":
+        parts.append("ZeRO-1/2 parameter AllGather hidden beside the first micro-batch's forward only")
+    elif software.param_gather_window == "optimizer_step":
+        parts.append("ZeRO-1/2 parameter AllGather blocking at the end of the optimizer step")
     if software.fp8_tp_gather:
         parts.append("fp8 TP all-gathers")
     if software.sp_saves_gathered_inputs:

@@ -356,7 +356,7 @@ class Evaluator(BlockPricing, StagePricing, DpPricing, StageMemories, StepFloors
         if dpe is None:
             dpe = self.dp_entry(tp, pp, dp, zero, sp, st.critical_rank, ep, cp, schedule, vpp, shard, order, zeropp,
                                 etp, split)
-        dp_after, dp_mb, _ = self._dp_terms(st, dpe, m, zero, reshard, dpo, pp, dp * cp)
+        dp_after, dp_mb, _ = self._dp_terms(st, dpe, m, zero, reshard, dpo, pp, dp * cp, vpp)
         q = p2p + dp_mb + dpe.accumulate_s
         optimizer = dpe.optimizer_s
         base = pp_mod.pipeline_time_s(m, bubble, stage.slowest_s + q, stage.mean_s + q) + dp_after + dpe.replica_s + optimizer
@@ -385,7 +385,7 @@ class Evaluator(BlockPricing, StagePricing, DpPricing, StageMemories, StepFloors
             etp is None and split is None) else None
         if dpe is None:
             dpe = self.dp_entry(tp, pp, dp, zero, sp, crit, ep, cp, schedule, vpp, shard, order, zeropp, etp, split)
-        dp_after, dp_mb, dp_total = self._dp_terms(st, dpe, m, zero, reshard, dpo, pp, dp * cp)
+        dp_after, dp_mb, dp_total = self._dp_terms(st, dpe, m, zero, reshard, dpo, pp, dp * cp, vpp)
         # the engine's fp32 accumulation of 16-bit gradients follows every backward (`DpEntry.accumulate_s`)
         per_mb = p2p + act_s + dp_mb + dpe.accumulate_s
         t_max = stage.slowest_s + per_mb

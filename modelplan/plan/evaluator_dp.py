@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from modelplan.comm.dp_overlap import param_gather_window_s
 from modelplan.comm.ops import Axis, Collective
 from modelplan.plan.pipeline.flush import flush_sizes
 from modelplan.plan.dims import EXPERT_DP, pair_shape, strided_shape
@@ -131,8 +132,9 @@ class DpPricing:
         return shapes[EXPERT_DP] if axis is Axis.DP and size != shape.size else shape
 
     def _dp_terms(self, st, dpe: DpEntry, m: int, zero: int, reshard, dpo: bool | None, pp: int,
-                  group: int) -> tuple[float, float, float]:
-        """(DP seconds after the pipeline, per micro-batch, in all) of one stage's DP entry."""
+                  group: int, vpp: int = 1) -> tuple[float, float, float]:
+        """(DP seconds after the pipeline, per micro-batch, in all) of one stage's DP entry; the
+        ZeRO-1/2 parameter AllGather hides behind the engine's window (`EngineSettings.param_gather_window`)."""
         if group <= 1:
             return dpe.partial_grads_s * (m if zero >= 2 else 1), 0.0, 0.0
         cost = self.cost
@@ -152,6 +154,9 @@ class DpPricing:
             # (torch 2.13 stage.py perform_reduce_grad -> FSDP _root_post_backward_final_callback with
             # is_last_backward: current_stream().wait_event per reduce-scatter): nothing hides it
             reduce_beside_backward=every_mb,
+            # the distributed optimizer's window (ZeRO-1/2); ZeRO-3 kept gathered keeps the step's forwards
+            gather_window_s=param_gather_window_s(self.software.param_gather_window, st.fwd_s, m, pp, vpp)
+            if zero < 3 else None,
         )
         if zero >= 2:  # the engine's gradient copies before each ReduceScatter (memory-bound)
             if every_mb:

@@ -64,6 +64,14 @@ Transformer Engine's Triton `parallel_cross_entropy`, TE 2.2-2.17), te_fp32_grad
 2.18 on: an fp32 gradient), eager (`F.cross_entropy(logits.float())`), compiled (the same under
 torch.compile), flash_attn (flash-attn's Triton cross-entropy, llm-foundry)."""
 
+ParamGatherWindow = Literal["step_forwards", "first_microbatch", "optimizer_step"]
+"""Which forwards a ZeRO-1/2 step's overlapped parameter AllGather hides behind
+(`modelplan.comm.dp_overlap.param_gather_window_s`): step_forwards (all of the step's
+micro-batches), first_microbatch (Megatron-core's distributed optimizer: the buckets are chained
+through the forward pre-hooks, so only the first micro-batch's forward, per model chunk when
+interleaved) or optimizer_step (none: the engine gathers synchronously at the end of its optimizer
+step, DeepSpeed ZeRO-1/2 and BF16_Optimizer)."""
+
 AttentionImpl = Literal["fa2", "fa3", "cudnn"]
 """Fused-attention kernels whose sustained rates accelerator presets may list
 (`Accelerator.attention_efficiency`): FlashAttention-2, FlashAttention-3, cuDNN fused attention."""
@@ -204,6 +212,8 @@ class EngineProfile(Spec):
     cp_comm_types: tuple[CpCommType, ...] = ()
     """Every exchange the engine can be told to run; a search whose run names none prices each
     on every cp > 1 plan and keeps the cheapest (`plan/cp_search.py`). Empty: cp_comm_type only."""
+    param_gather_window: ParamGatherWindow = "step_forwards"
+    """Which forwards the ZeRO-1/2 parameter AllGather of the next step hides behind (`ParamGatherWindow`)."""
     tp_comm_overlap: bool = False
     """Tensor-parallel collectives overlapped with the GEMMs by default (TE userbuffers / async
     TP); off unless the run turns it on in every engine profiled here."""

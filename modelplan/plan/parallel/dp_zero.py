@@ -17,7 +17,8 @@ Overlap (comm_hw.md section 5; the constants are in `CostModel`), `dp_exposure`:
 - zero 0/1 gradient reduction: hidden behind `dp_overlap_fraction` of the last micro-batch's
   backward, except the last bucket: max(t_bucket, t - f * t_bwd); not hidden at all where it runs
   after the backward alone (ZeRO-3 kept gathered under torch pipelining, `reduce_beside_backward`);
-- zero 1/2 parameter AllGather: hidden behind the next forward except one bucket;
+- zero 1/2 parameter AllGather: hidden behind the next step's forwards except one bucket, all m
+  of them or only the engine's window (`gather_window_s`, `comm/dp_overlap.param_gather_window_s`);
 - zero 2: gradients are reduce-scattered after every micro-batch, each hidden like the above;
 - zero 3: per micro-batch, gather weights for forward and backward and reduce-scatter gradients,
   hidden behind that micro-batch's forward / backward, plus one block's gather that cannot be
@@ -117,7 +118,7 @@ class DpExposure(NamedTuple):
 def dp_exposure(
     zero: int, times: DpTimes, num_microbatches: int, t_fwd: float, t_bwd: float,
     overlap: bool, overlap_fraction: float, interference: float = 0.0, backward_gathers: bool = True,
-    reduce_beside_backward: bool = True,
+    reduce_beside_backward: bool = True, gather_window_s: float | None = None,
 ) -> DpExposure:
     """Exposed data-parallel communication under the overlap rules of the module docstring.
 
@@ -126,9 +127,11 @@ def dp_exposure(
     (reshard_after_forward False, `plan/fsdp.py`): no second AllGather per micro-batch.
     `reduce_beside_backward` False: the gradient reduction after the last micro-batch waits alone
     (torch pipelining's REDUCE_GRAD, `evaluator_dp._dp_terms`): none of it hides behind a backward.
+    `gather_window_s`: the forward seconds the ZeRO-1/2 parameter AllGather hides behind
+    (`dp_overlap.param_gather_window_s`); None: all m forwards.
     """
     raw = _dp_exposure(zero, times, num_microbatches, t_fwd, t_bwd if reduce_beside_backward else 0.0,
-                       overlap, overlap_fraction, backward_gathers)
+                       overlap, overlap_fraction, backward_gathers, gather_window_s)
     if interference == 0.0:
         return raw
     after, per_mb, total = raw
@@ -143,7 +146,7 @@ def dp_exposure(
 
 def _dp_exposure(
     zero: int, times: DpTimes, num_microbatches: int, t_fwd: float, t_bwd: float,
-    overlap: bool, overlap_fraction: float, backward_gathers: bool = True,
+    overlap: bool, overlap_fraction: float, backward_gathers: bool = True, gather_window_s: float | None = None,
 ) -> DpExposure:
     """The overlap rules without interference (hidden behind the backward: max(bucket, t - f t_bwd))."""
     m = num_microbatches
@@ -152,8 +155,9 @@ def _dp_exposure(
         ar = times.all_reduce
         return DpExposure(grad_reduce_exposed_s(ar, times.all_reduce_bucket, hide, overlap), 0.0, ar)
     rs, ag = times.reduce_scatter, times.all_gather
-    # overlap_param_gather: hidden behind the next step's forward but for the first bucket
-    gather_after = param_gather_exposed_s(ag, times.all_gather_bucket, m * t_fwd, overlap)
+    # overlap_param_gather: hidden behind the next step's forwards (the engine's window) but for the first bucket
+    window = m * t_fwd if gather_window_s is None else gather_window_s
+    gather_after = param_gather_exposed_s(ag, times.all_gather_bucket, window, overlap)
     last_rs = grad_reduce_exposed_s(rs, times.reduce_scatter_bucket, hide, overlap)
     if zero == 1:
         return DpExposure(last_rs + gather_after, 0.0, rs + ag)
