@@ -223,3 +223,18 @@ def test_verify_notes_the_flushes_it_executes():
                                          "flush, gradients accumulated across the flushes, one optimizer step"]
     assert flush_note(TrainingSpec(global_batch=8, pp_flush_microbatches=8), plan) == []
     assert flush_note(flushed, Plan(pp=1, dp=1, micro_batch=1)) == []
+
+
+def test_cli_verify_of_a_flushed_plan_executes_two_flushes(tmp_path):
+    """`plan --pp-flush-microbatches 8` (GPT-2, pp 2, dp 2: 32 micro-batches per replica in 4 flushes)
+    then `verify PLAN.json`: it executes two flushes of 2 pp = 4 micro-batches and passes."""
+    runner = CliRunner()
+    planned = runner.invoke(app, ["plan", "gpt2", "--gpus", "4", "--pp", "2", "--dp", "2", "--tp", "1", "--batch", "64",
+                                  "--seq", "1024", "--micro-batch", "1", "--pp-flush-microbatches", "8", "--top", "1",
+                                  "--json"])
+    assert planned.exit_code == 0, planned.output
+    path = tmp_path / "plan.json"
+    path.write_text(planned.stdout)
+    result = runner.invoke(app, ["verify", str(path), "--steps", "1"])
+    assert result.exit_code == 0, result.output
+    assert "pipeline flushes of 4 + 4 micro-batches" in result.output
