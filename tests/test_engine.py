@@ -11,13 +11,15 @@ from pydantic import ValidationError
 
 from modelplan.cli import options
 from modelplan.count.checkpointing import block_matmuls, op_sac_kept_per_token, op_sac_recomputed_fraction, op_sac_saved
-from modelplan.count.eager import cross_entropy_bytes, loss_peak_bytes, rmsnorm_bytes, swiglu_bytes
+from modelplan.count.eager import cross_entropy_bytes, rmsnorm_bytes, swiglu_bytes
+from modelplan.count.loss_kernels import loss_kernel_peak_bytes
 from modelplan.count.memory import activation_bytes_per_layer, output_activation_bytes
 from modelplan.plan.compute import Roofline
 from modelplan.plan.engine import engine_settings
 from modelplan.plan.fp8 import cast_bytes_per_element, is_fp8_gemm, quantisation_bytes
 from modelplan.plan.fsdp import Zero3Mode, hsdp_groups, zero3_mode, zero3_state_bytes
 from modelplan.plan.kernels import Gemm
+from modelplan.plan.memory import edge_activations
 from modelplan.plan.parallel.tp import overlapped_fraction
 from modelplan.presets import preset_names
 from modelplan.specs import engine
@@ -87,9 +89,10 @@ def test_eager_swiglu_and_cross_entropy_bytes():
 
 
 def test_loss_peak_per_logit():
-    """Fused vocab-parallel CE keeps one fp32 copy (Megatron's 4 s b V); eager holds three."""
-    assert loss_peak_bytes(2, fused=True) == 4
-    assert loss_peak_bytes(2, fused=False) == 12
+    """Megatron's vocab-parallel CE keeps one fp32 copy beside the bf16 logits (4 + 2); eager
+    holds three fp32 tensors (3 x 4)."""
+    assert loss_kernel_peak_bytes("megatron", 2) == 6
+    assert loss_kernel_peak_bytes("eager", 2) == 12
 
 
 # Runs PyTorch's own cross-entropy on one gloo rank (CPU) under MemTracker and prints the peak
@@ -138,8 +141,8 @@ def test_eager_loss_peak_per_logit_as_pytorch_measures_it():
                          timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
     plain, sharded = (float(x) for x in out.stdout.split())
-    assert round(plain) == loss_peak_bytes(2, fused=False) == 12
-    assert round(sharded) == loss_peak_bytes(2, fused=False, loss_parallel=True) == 16
+    assert round(plain) == loss_kernel_peak_bytes("eager", 2) == 12
+    assert round(sharded) == loss_kernel_peak_bytes("eager", 2, loss_parallel=True) == 16
 
 
 def test_loss_parallel_applies_to_the_eager_loss_at_tp_above_one():
@@ -149,12 +152,11 @@ def test_loss_parallel_applies_to_the_eager_loss_at_tp_above_one():
 
     s = 1024
     h, v = LLAMA.hidden, LLAMA.vocab
-    _, head8 = edge_activations(LLAMA, 1, s, 2, 8, True, fused_cross_entropy=False, loss_parallel=True)
+    _, head8 = edge_activations(LLAMA, 1, s, 2, 8, True, loss_kernel="eager", loss_parallel=True)
     assert head8 == -(-(4 * s * h + 16 * s * v) // 8)
-    _, head1 = edge_activations(LLAMA, 1, s, 2, 1, False, fused_cross_entropy=False, loss_parallel=True)
+    _, head1 = edge_activations(LLAMA, 1, s, 2, 1, False, loss_kernel="eager", loss_parallel=True)
     assert head1 == 4 * s * h + 12 * s * v
-    _, compiled = edge_activations(LLAMA, 1, s, 2, 8, True, fused_cross_entropy=False, compiled_loss=True,
-                                   loss_parallel=True)
+    _, compiled = edge_activations(LLAMA, 1, s, 2, 8, True, loss_kernel="compiled", loss_parallel=True)
     assert compiled == -(-(4 * s * h + 4 * s * v) // 8)
     assert load_engine("torchtitan").loss_parallel and not load_engine("megatron").loss_parallel
 
@@ -162,11 +164,11 @@ def test_loss_parallel_applies_to_the_eager_loss_at_tp_above_one():
 def test_compiled_loss_keeps_the_16_bit_logits_and_their_gradient():
     """torch.compile over F.cross_entropy(logits.float()): the bf16 logits saved and the bf16
     gradient written by one fused backward kernel, 2 + 2 bytes per logit (fp32: 4 + 4)."""
-    assert loss_peak_bytes(2, fused=False, compiled=True) == 4
-    assert loss_peak_bytes(4, fused=False, compiled=True) == 8
+    assert loss_kernel_peak_bytes("compiled", 2) == 4
+    assert loss_kernel_peak_bytes("compiled", 4) == 8
     sb = 1024
-    eager = output_activation_bytes(LLAMA, 1, sb, 2, fused_cross_entropy=False)
-    compiled = output_activation_bytes(LLAMA, 1, sb, 2, fused_cross_entropy=False, compiled_loss=True)
+    _, eager = edge_activations(LLAMA, 1, sb, 2, 1, False, loss_kernel="eager")
+    _, compiled = edge_activations(LLAMA, 1, sb, 2, 1, False, loss_kernel="compiled")
     assert eager - compiled == (12 - 4) * sb * LLAMA.vocab
 
 
@@ -175,19 +177,19 @@ def test_torchtitan_compiles_its_loss_unless_the_run_says_otherwise():
     bbb1b616e); its Dec 2024 version (9dec370) did not; Megatron's loss is fused regardless."""
     titan, megatron = load_engine("torchtitan"), load_engine("megatron")
     base = dict(global_batch=8, seq_len=128, precision="bf16")
-    assert engine_settings(TrainingSpec(**base, framework="torchtitan", compile=True), titan).compiled_loss
-    assert not engine_settings(TrainingSpec(**base, framework="torchtitan"), titan).compiled_loss
-    assert not engine_settings(TrainingSpec(**base, framework="torchtitan", compile=True, compile_loss=False),
-                               titan).compiled_loss
-    assert not engine_settings(TrainingSpec(**base, compile=True), megatron).compiled_loss
+    assert engine_settings(TrainingSpec(**base, framework="torchtitan", compile=True), titan).loss_kernel == "compiled"
+    assert engine_settings(TrainingSpec(**base, framework="torchtitan"), titan).loss_kernel == "eager"
+    assert engine_settings(TrainingSpec(**base, framework="torchtitan", compile=True, compile_loss=False),
+                           titan).loss_kernel == "eager"
+    assert engine_settings(TrainingSpec(**base, compile=True), megatron).loss_kernel == "megatron"
 
 
 def test_eager_loss_memory_on_the_last_stage():
-    """Output activations: 2 d s b h plus 12 bytes per logit eager vs 4 fused."""
+    """Output activations: 2 d s b h plus 12 bytes per logit eager vs Megatron's estimator's 4."""
     sb = 1024
-    fused = output_activation_bytes(LLAMA, 1, sb, 2)
-    eager = output_activation_bytes(LLAMA, 1, sb, 2, fused_cross_entropy=False)
-    assert eager - fused == 8 * sb * LLAMA.vocab
+    estimator = output_activation_bytes(LLAMA, 1, sb, 2)
+    eager = output_activation_bytes(LLAMA, 1, sb, 2, loss_bytes_per_logit=12)
+    assert eager - estimator == 8 * sb * LLAMA.vocab
 
 
 def test_op_sac_saves_every_other_matmul():
@@ -416,12 +418,12 @@ def test_torchtitan_output_projection_keeps_its_gathered_input():
     1/t share on the last stage (Llama-3-8B, s b = 8192, tp 8: 2 x 8192 x 4096 x 7/8 bytes)."""
     from modelplan.plan.memory import edge_activations
 
-    args = (LLAMA, 2, 4096, 2, 8, True, 1, False, False)
+    args = (LLAMA, 2, 4096, 2, 8, True, 1, "eager")
     _, megatron = edge_activations(*args)
     _, titan = edge_activations(*args, gathered_inputs=True)
     assert titan - megatron == 2 * 8192 * 4096 * 7 // 8
-    assert edge_activations(LLAMA, 2, 4096, 2, 8, False, 1, False, False, gathered_inputs=True)[1] == \
-        edge_activations(LLAMA, 2, 4096, 2, 8, False, 1, False, False)[1]  # no SP: nothing gathered
+    assert edge_activations(LLAMA, 2, 4096, 2, 8, False, 1, "eager", gathered_inputs=True)[1] == \
+        edge_activations(LLAMA, 2, 4096, 2, 8, False, 1, "eager")[1]  # no SP: nothing gathered
 
 
 def test_torchtitan_tensorwise_fp8_gathers_tp_activations_in_fp8():

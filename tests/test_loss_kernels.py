@@ -1,6 +1,7 @@
 """The loss's cross-entropy kernels per engine (`modelplan.count.loss_kernels`): bytes per logit
-worked by hand from each implementation's code, Megatron's unfused count checked by running
-megatron-core's own `vocab_parallel_cross_entropy`, the engine / run resolution and the CLI."""
+moved and held, worked by hand from each implementation's code, Megatron's unfused count checked by
+running megatron-core's own `vocab_parallel_cross_entropy`, the engine / run resolution, the one
+setting reaching both the step's time and the last stage's memory, and the CLI."""
 
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ from typer.testing import CliRunner
 
 from modelplan.cli import app
 from modelplan.comm.clusters import load_cluster
-from modelplan.count.loss_kernels import loss_kernel_bytes, loss_kernel_launches
+from typing import get_args
+
+from modelplan.count.loss_kernels import loss_kernel_bytes, loss_kernel_launches, loss_kernel_peak_bytes
 from modelplan.export.megatron import megatron_arguments
 from modelplan.plan.engine import engine_settings
 from modelplan.plan.estimate import estimate_plan
 from modelplan.plan.kernels import head_kernels
+from modelplan.specs.engine import LossKernel
 from modelplan.specs.load import load_engine, load_model
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -63,6 +67,64 @@ def test_eager_compiled_and_flash_attn_bytes():
     assert loss_kernel_bytes("flash_attn", BF16) == (2, 4)
 
 
+def test_megatron_2022_moves_what_the_in_place_loss_moves():
+    """core 55817ec9b9's out-of-place subtract reads 4 and writes 4 as sub_ does: 38 / 14, six and
+    two kernels (only what forward holds differs)."""
+    assert loss_kernel_bytes("megatron_2022", BF16) == loss_kernel_bytes("megatron", BF16) == (38, 14)
+    assert loss_kernel_launches("megatron_2022") == (6, 2)
+
+
+@pytest.mark.parametrize(("kind", "held"), [
+    # megatron-core 0.16.1 cross_entropy.py: the caller's bf16 logits (2) beside calculate_logits_max's
+    # fp32 copy (4), which sub_ / exp(out=) / div_ turn into the saved softmax; backward's mul_ is in
+    # place and autograd's cast to bf16 (2) sits beside it: 4 + 2 either way
+    ("megatron", 6),
+    # Megatron-LM 992da75 / microsoft Megatron-DeepSpeed cross_entropy.py: `vocab_parallel_logits =
+    # vocab_parallel_logits - logits_max` allocates a second fp32 tensor while the argument's fp32
+    # copy lives to the end of forward: 2 + 4 + 4
+    ("megatron_2022", 10),
+    # core/fusions/fused_cross_entropy.py: calculate_logits_max's fp32 copy beside the bf16 input
+    # (2 + 4); calculate_gradients' in-place mul_ and .to(torch.bfloat16) (4 + 2)
+    ("megatron_native", 6),
+    # TE triton/cross_entropy.py: the gradient stored over the bf16 input X, scaled in place: 2
+    ("te", 2),
+    # TE 2.18 (#3193): a new fp32 gradient beside the bf16 logits (2 + 4), then cast (4 + 2)
+    ("te_fp32_grad", 6),
+    # F.cross_entropy(logits.float()): saved fp32 log-softmax, nll's fp32 gradient, log_softmax's
+    # fp32 input gradient: 3 x 4
+    ("eager", 12),
+    # torch.compile: the bf16 logits saved, the bf16 gradient written by one recompute kernel: 2 + 2
+    ("compiled", 4),
+    # flash-attn ops/triton/cross_entropy.py: logits saved, dlogits = torch.empty_like(logits): 2 + 2
+    ("flash_attn", 4),
+])
+def test_peak_bytes_per_logit_each_kernel(kind, held):
+    """What each kernel holds per bf16 logit at its peak, worked from its code."""
+    assert loss_kernel_peak_bytes(kind, BF16) == held
+
+
+def test_every_kind_is_counted_for_time_and_memory():
+    """No kind the setting accepts lacks a time or a memory count (fp32 logits: d = 4)."""
+    for kind in get_args(LossKernel):
+        assert min(loss_kernel_bytes(kind, 4)) > 0 and min(loss_kernel_launches(kind)) > 0
+        assert loss_kernel_peak_bytes(kind, 4) >= 4  # at least the logits or their fp32 copy
+    with pytest.raises(ValueError, match="loss_kernel"):
+        loss_kernel_peak_bytes("fused", BF16)  # type: ignore[arg-type]
+
+
+def test_one_setting_drives_the_step_time_and_the_last_stage_memory():
+    """Llama 3 8B on 8 H100, dp 8, micro-batch 1 of 4,096 tokens: `loss_kernel = "te"` instead of
+    Megatron's unfused loss makes the step faster and the stage hold (6 - 2) x 4,096 x 128,256 B
+    less (one micro-batch in flight), and the plan's engine note names the kernel and its 2 B."""
+    spec, cluster = load_model("llama-3-8b"), load_cluster("dgx-h100")
+    plan = Plan(dp=8, micro_batch=1)
+    unfused = estimate_plan(spec, TrainingSpec(global_batch=32, seq_len=4096), plan, cluster)
+    te = estimate_plan(spec, TrainingSpec(global_batch=32, seq_len=4096, loss_kernel="te"), plan, cluster)
+    assert te.step.step_time_s < unfused.step.step_time_s
+    assert unfused.memory[0].activations - te.memory[0].activations == (6 - 2) * 4096 * 128_256
+    assert any("loss te cross-entropy (2 B/logit held)" in note for note in te.notes)
+
+
 def test_unknown_kind_is_a_domain_error():
     """A kind no engine runs is refused with the field's name."""
     with pytest.raises(ValueError, match="loss_kernel"):
@@ -98,7 +160,7 @@ def test_head_kernels_price_the_named_loss():
 @pytest.mark.parametrize(("engine", "training", "kind"), [
     ("megatron", {}, "megatron"),  # --cross-entropy-loss-fusion is off by default
     ("megatron", {"loss_kernel": "te"}, "te"),  # the run's fusion impl wins
-    ("deepspeed", {}, "megatron"),  # Megatron-DeepSpeed: the same unfused code
+    ("deepspeed", {}, "megatron_2022"),  # Megatron-DeepSpeed: core's 2022-09 unfused code
     ("foundry", {}, "flash_attn"),  # llm-foundry loss_fn fused_crossentropy
     ("fsdp", {}, "eager"),  # HF Trainer
     ("torchtitan", {}, "eager"),
@@ -110,16 +172,6 @@ def test_engine_and_run_choose_the_loss(engine, training, kind):
     torch.compile covers an eager loss."""
     spec = TrainingSpec(global_batch=8, seq_len=1024, framework=engine, **training)
     assert engine_settings(spec, load_engine(engine)).loss_kernel == kind
-
-
-def test_te_loss_is_cheaper_than_unfused_on_the_step():
-    """Llama 3 8B on 8 H100 (vocab 128,256): the TE loss (10 B per logit) costs less step time
-    than Megatron's unfused loss (52 B per logit), all else equal."""
-    spec, cluster = load_model("llama-3-8b"), load_cluster("dgx-h100")
-    plan = Plan(dp=8, micro_batch=1)
-    unfused = estimate_plan(spec, TrainingSpec(global_batch=32, seq_len=4096), plan, cluster)
-    te = estimate_plan(spec, TrainingSpec(global_batch=32, seq_len=4096, loss_kernel="te"), plan, cluster)
-    assert te.step.step_time_s < unfused.step.step_time_s
 
 
 def test_cli_loss_kernel_option_and_its_error():

@@ -1,6 +1,6 @@
 """The eager cross-entropy on the 16-bit logits (`TrainingSpec.loss_upcast` False: NeMo AutoModel's
 MaskedCrossEntropy(fp32_upcast=False)) against the fp32-upcast loss torchtitan and HF run:
-bytes per logit moved (count/eager.py cross_entropy_bytes), held at the peak (loss_peak_bytes,
+bytes per logit moved (count/eager.py cross_entropy_bytes), held at the peak (cross_entropy_peak_bytes,
 measured here with PyTorch's MemTracker), and the plan's last-stage memory and CLI flag."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from modelplan.cli import app
-from modelplan.count.eager import cross_entropy_bytes, loss_peak_bytes
+from modelplan.count.eager import cross_entropy_bytes
+from modelplan.count.loss_kernels import loss_kernel_peak_bytes
 from modelplan.plan.engine import engine_settings
 from modelplan.plan.memory import edge_activations
 from modelplan.specs.load import load_engine, load_model
@@ -29,11 +30,11 @@ def test_cross_entropy_bytes_without_the_upcast():
 
 def test_loss_peak_without_the_upcast_is_three_16_bit_tensors():
     """Kept log-softmax, nll's gradient and log_softmax's input gradient at 2 bytes: 6 (8 under
-    loss_parallel); the fused and compiled losses do not change."""
-    assert loss_peak_bytes(2, fused=False, upcast=False) == 6
-    assert loss_peak_bytes(2, fused=False, loss_parallel=True, upcast=False) == 8
-    assert loss_peak_bytes(2, fused=False, compiled=True, upcast=False) == loss_peak_bytes(2, fused=False, compiled=True)
-    assert loss_peak_bytes(2, fused=True, upcast=False) == loss_peak_bytes(2, fused=True) == 4
+    loss_parallel); the compiled and Megatron losses do not read it (4 and 4 + 2)."""
+    assert loss_kernel_peak_bytes("eager", 2, upcast=False) == 6
+    assert loss_kernel_peak_bytes("eager", 2, upcast=False, loss_parallel=True) == 8
+    assert loss_kernel_peak_bytes("compiled", 2, upcast=False) == loss_kernel_peak_bytes("compiled", 2) == 4
+    assert loss_kernel_peak_bytes("megatron", 2, upcast=False) == loss_kernel_peak_bytes("megatron", 2) == 6
 
 
 # PyTorch's own F.cross_entropy on bf16 logits (no .float()) under MemTracker, one gloo rank (CPU).
@@ -68,7 +69,7 @@ def test_bf16_loss_peak_as_pytorch_measures_it():
     env = {**os.environ, "PORT": str(random.randint(20000, 40000))}
     out = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert round(float(out.stdout.split()[0])) == loss_peak_bytes(2, fused=False, upcast=False) == 6
+    assert round(float(out.stdout.split()[0])) == loss_kernel_peak_bytes("eager", 2, upcast=False) == 6
 
 
 def test_the_run_setting_reaches_the_last_stage_memory():
@@ -78,8 +79,8 @@ def test_the_run_setting_reaches_the_last_stage_memory():
     base = dict(global_batch=8, seq_len=1024, precision="bf16", framework="torchtitan")
     assert engine_settings(TrainingSpec(**base), titan).loss_upcast
     assert not engine_settings(TrainingSpec(**base, loss_upcast=False), titan).loss_upcast
-    _, upcast = edge_activations(LLAMA, 1, 1024, 2, 1, False, fused_cross_entropy=False)
-    _, bf16 = edge_activations(LLAMA, 1, 1024, 2, 1, False, fused_cross_entropy=False, loss_upcast=False)
+    _, upcast = edge_activations(LLAMA, 1, 1024, 2, 1, False, loss_kernel="eager")
+    _, bf16 = edge_activations(LLAMA, 1, 1024, 2, 1, False, loss_kernel="eager", loss_upcast=False)
     assert upcast - bf16 == 6 * 1024 * 128_256
 
 

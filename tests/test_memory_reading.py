@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from modelplan.count.eager import loss_peak_bytes
+from modelplan.count.loss_kernels import loss_kernel_peak_bytes
 from modelplan.plan.engine import engine_settings
 from modelplan.plan.evaluator import Evaluator, PlanPoint
 from modelplan.plan.memory import edge_activations
@@ -50,13 +50,11 @@ def test_megatron_loss_peaks_at_4_plus_d_bytes_per_logit():
     """megatron-core 0.16.1: gpt_model.py `_postprocess` keeps the 16-bit `logits` while
     cross_entropy.py makes and keeps its fp32 copy (calculate_logits_max: .float()), and backward's
     fp32 gradient is cast back beside it: 4 + 2 = 6 bytes per logit with bf16; without the kept
-    logits (a fused kernel owning its input) 4 (Megatron's theoretical_memory_usage.py)."""
-    assert loss_peak_bytes(2, fused=True, keeps_logits=True) == 6
-    assert loss_peak_bytes(2, fused=True) == 4
-    assert load_engine("megatron").loss_keeps_logits and load_engine("deepspeed").loss_keeps_logits
-    assert not load_engine("foundry").loss_keeps_logits and not load_engine("torchtitan").loss_keeps_logits
+    logits the backward's cast alone makes it 4 + 2 (Megatron's theoretical_memory_usage.py counts 4)."""
+    assert loss_kernel_peak_bytes("megatron", 2) == 6
+    assert load_engine("megatron").loss_kernel == "megatron"
     spec, s, t = load_model("llama-3-8b"), 2048, 4
-    _, head = edge_activations(spec, 1, s, 2, t, True, keeps_logits=True)
+    _, head = edge_activations(spec, 1, s, 2, t, True, loss_kernel="megatron")
     # output layer input 2 x 2 s h (Megatron's estimator) + (4 + 2) s V, over t (vocab-parallel)
     assert head == -(-(4 * s * spec.hidden + 6 * s * spec.vocab) // t)
 
@@ -96,7 +94,7 @@ def test_megatron_loss_peak_as_pytorch_measures_it():
     out = subprocess.run([sys.executable, "-c", _MEGATRON_CE_SCRIPT], capture_output=True, text=True, env=env,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert round(float(out.stdout.split()[-1])) == loss_peak_bytes(2, fused=True, keeps_logits=True) == 6
+    assert round(float(out.stdout.split()[-1])) == loss_kernel_peak_bytes("megatron", 2) == 6
 
 
 def _cluster() -> Cluster:

@@ -13,10 +13,22 @@ from typer.testing import CliRunner
 from modelplan.cli import app
 from modelplan.comm.clusters import load_cluster
 from modelplan.plan.estimate import estimate_plan
-from modelplan.plan.pipeline.flush import flush_problem, flush_sizes, step_bubble_microbatches, step_inflight_microbatches
+from modelplan.errors import SpecError
+from modelplan.execute import engine
+from modelplan.execute.verify import verify
+from modelplan.plan.pipeline import pipeline_schedule
+from modelplan.plan.pipeline.flush import (
+    flush_problem,
+    flush_sizes,
+    flushed_schedule,
+    step_bubble_microbatches,
+    step_inflight_microbatches,
+)
+from modelplan.plan.pipeline.profile import simulate
 from modelplan.specs.load import load_model
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
+from modelplan.specs.transformer import TransformerSpec
 
 
 @pytest.mark.parametrize("m,per_flush,sizes", [(32, 8, (8, 8, 8, 8)), (10, 4, (4, 4, 2)), (8, None, (8,)),
@@ -112,19 +124,106 @@ def test_fsdp_kept_gathered_reduces_once_per_flush():
     assert four.step.dp_comm_s == pytest.approx(4 * one.step.dp_comm_s)
 
 
-def test_verify_says_flushes_are_priced_not_executed():
-    """verify's executor runs a step's micro-batches as one flush: a plan with smaller flushes gets a note
-    saying so (global batch 8, micro-batch 1, dp 1: m = 8 micro-batches, flushes of 2), and none when the
-    flush holds every micro-batch or pp is 1."""
-    from modelplan.execute.verify import _notes
-    from modelplan.specs.training import TrainingSpec
+def test_flushed_schedule_runs_each_flush_after_the_one_before():
+    """1F1B, pp 2, 4 micro-batches in flushes of 2: rank 0 warms up min(pp - r, m) = 2 forwards per
+    flush (Narayanan et al. 2021 fig. 4), so F0 F1 B0 B1 then the next flush's F2 F3 B2 B3; one
+    flush is the plain schedule."""
+    flushed = flushed_schedule("1f1b", 2, 4, 1, 2)
+    assert [str(a) for a in flushed.actions[0]] == ["F0", "F1", "B0", "B1", "F2", "F3", "B2", "B3"]
+    assert flushed.num_microbatches == 4
+    assert flushed_schedule("1f1b", 2, 4, 1, 4) == pipeline_schedule("1f1b", 2, 4, 1)
 
-    spec = load_model("llama-3-8b")
-    flushed = TrainingSpec(global_batch=8, pp_flush_microbatches=2)
+
+def test_flushes_of_1f1b_and_interleaved_do_not_overlap():
+    """Stage 0's backward of a flush's last micro-batch ends the flush on rank 0, before the next
+    flush's first forward there: the unit-clock simulation of two flushes idles exactly twice one
+    flush's (p - 1) / v (Narayanan et al. 2021 sec. 2.2)."""
+    for kind, vpp in (("1f1b", 1), ("interleaved", 2)):
+        two = simulate(flushed_schedule(kind, 4, 16, vpp, 8))
+        busy = max(two.busy(r) for r in range(4))
+        assert Fraction(two.makespan - busy) * 16 / Fraction(busy) == 2 * Fraction(3, vpp)
+        assert step_bubble_microbatches(kind, 4, 16, vpp, 8) == 2 * Fraction(3, vpp)
+
+
+# --- verify runs the schedule once per flush -------------------------------------------------
+
+TINY = TransformerSpec(
+    name="gpt-tiny", layers=4, hidden=16, heads=4, ffn_hidden=32, vocab=32, max_positions=8, position="learned",
+    norm="layernorm", norm_bias=True, qkv_bias=True, attn_out_bias=True, mlp_bias=True, gated_mlp=False,
+    activation="gelu", tied_embeddings=True,
+)
+FLUSHED = TrainingSpec(global_batch=8, seq_len=8, optimizer="adamw", pp_flush_microbatches=2)
+
+
+def _failed(report) -> dict[str, str]:
+    return {r.name: r.detail for r in report.rows if not r.passed}
+
+
+def test_verify_executes_every_flush_and_one_optimizer_step():
+    """pp 2, 8 micro-batches in flushes of 2: the sharded step (four schedule calls, gradients
+    accumulated, one optimizer step) equals the single-device step, and the executed bubble is four
+    flushes' (p - 1) = 4 micro-batch times over 8, not one flush's 1/8."""
+    report = verify(TINY, FLUSHED, Plan(pp=2), scale=False, steps=2)
+    assert report.passed, _failed(report)
+    bubble = next(r for r in report.rows if r.name == "bubble fraction")
+    assert bubble.expected == pytest.approx(4 / 8) and bubble.measured == pytest.approx(4 / 8)
+    assert any("flushes of 2 + 2 + 2 + 2 micro-batches" in n for n in report.notes)
+
+
+def test_verify_checks_zb_v_flushes_that_overlap():
+    """ZB-V's trailing weight gradients run beside the next flush's forwards: the executed timeline
+    idles less than two flushes' bubbles, and the planner's step bubble (`flush_overlap`) matches it."""
+    report = verify(TINY, FLUSHED.model_copy(update={"pp_flush_microbatches": 4}), Plan(pp=2, schedule="zb-v"),
+                    scale=False, steps=1)
+    assert report.passed, _failed(report)
+    bubble = next(r for r in report.rows if r.name == "bubble fraction")
+    assert bubble.measured == pytest.approx(bubble.expected)
+    assert bubble.expected < float(2 * step_bubble_microbatches("zb-v", 2, 4, 1)) / 8
+
+
+def test_losing_one_flush_gradients_fails_verify(monkeypatch):
+    """A rank that drops the gradients of the second flush (a reset of the buffers per flush would
+    too): the loss is still right, the accumulated gradients and the update are not."""
+    original = engine.RankProgram.add_grads
+
+    def add_grads(self, chunk, microbatch, grads):
+        if not 2 <= microbatch < 4:  # micro-batches 2, 3: the second flush of 2
+            original(self, chunk, microbatch, grads)
+
+    monkeypatch.setattr(engine.RankProgram, "add_grads", add_grads)
+    bad = _failed(verify(TINY, FLUSHED, Plan(pp=2), scale=False, steps=1))
+    assert {"gradients", "updated parameters"} <= set(bad) and "loss" not in bad
+
+
+def test_scaled_down_verify_keeps_two_flushes():
+    """GPT-2, pp 2, 64 micro-batches in flushes of 16: the scaled-down run keeps two flushes of the
+    fewest micro-batches 1F1B runs from 2 pp (4 + 4) and passes."""
+    training = TrainingSpec(global_batch=64, seq_len=64, pp_flush_microbatches=16)
+    report = verify(load_model("gpt2"), training, Plan(pp=2, micro_batch=1), steps=1)
+    assert report.passed, _failed(report)
+    assert report.training.pp_flush_microbatches == 4 and report.training.global_batch == 8
+    assert any("flushes of 4 + 4 micro-batches" in n for n in report.notes)
+
+
+def test_verify_refuses_a_flush_its_schedule_cannot_run():
+    """DualPipe needs an even count of at least 2 pp micro-batches in every call: flushes of 2 at pp 2
+    are refused before anything runs, with the rule's numbers."""
+    with pytest.raises(SpecError, match="dualpipe"):
+        verify(TINY, FLUSHED, Plan(pp=2, schedule="dualpipe"), scale=False)
+
+
+def test_verify_notes_the_flushes_it_executes():
+    """verify's note names the executed flushes as flush_sizes cuts them (global batch 10, micro-batch 1,
+    dp 1: m = 10 in flushes of 4, 4 and the remainder 2), and none with one flush or pp 1."""
+    from modelplan.execute.verify import flush_note
+
+    flushed = TrainingSpec(global_batch=10, pp_flush_microbatches=4)
     plan = Plan(pp=2, dp=1, micro_batch=1)
-    assert any("flushes of 2" in n and "8 micro-batches" in n for n in _notes(spec, flushed, plan))
-    assert not any("flush" in n for n in _notes(spec, TrainingSpec(global_batch=8, pp_flush_microbatches=8), plan))
-    assert not any("flush" in n for n in _notes(spec, flushed, Plan(pp=1, dp=1, micro_batch=1)))
+    assert flush_note(flushed, plan) == ["pipeline flushes of 4 + 4 + 2 micro-batches: the schedule runs once per "
+                                         "flush, gradients accumulated across the flushes, one optimizer step"]
+    assert flush_note(TrainingSpec(global_batch=8, pp_flush_microbatches=8), plan) == []
+    assert flush_note(flushed, Plan(pp=1, dp=1, micro_batch=1)) == []
+
 
 
 def test_reduction_after_the_pipeline_waits_alone_under_torch_pipelining():
@@ -168,3 +267,18 @@ def test_fsdp_kept_gathered_under_pp_exposes_its_whole_reduction():
     after, _, _ = ev._dp_terms(st, dpe, m, 3, "default", None, 4, 4)
     assert t.reduce_scatter > 0
     assert after == pytest.approx(want)
+
+
+def test_cli_verify_of_a_flushed_plan_executes_two_flushes(tmp_path):
+    """`plan --pp-flush-microbatches 8` (GPT-2, pp 2, dp 2: 32 micro-batches per replica in 4 flushes)
+    then `verify PLAN.json`: it executes two flushes of 2 pp = 4 micro-batches and passes."""
+    runner = CliRunner()
+    planned = runner.invoke(app, ["plan", "gpt2", "--gpus", "4", "--pp", "2", "--dp", "2", "--tp", "1", "--batch", "64",
+                                  "--seq", "1024", "--micro-batch", "1", "--pp-flush-microbatches", "8", "--top", "1",
+                                  "--json"])
+    assert planned.exit_code == 0, planned.output
+    path = tmp_path / "plan.json"
+    path.write_text(planned.stdout)
+    result = runner.invoke(app, ["verify", str(path), "--steps", "1"])
+    assert result.exit_code == 0, result.output
+    assert "pipeline flushes of 4 + 4 micro-batches" in result.output

@@ -257,11 +257,11 @@ def test_missing_sequence_parallel_grad_reduction_fails_gradients(monkeypatch):
 def test_unpipelined_order_fails_schedule_and_bubble(monkeypatch):
     """Ranks that run F_i B_i per micro-batch (no pipelining) break the order, the bubble and the
     1F1B warm-up (rank 0 must run pp - 0 = 2 forwards before its first backward)."""
-    def naive(schedule, pp, m, vpp=1):
+    def naive(schedule, pp, m, vpp=1, per_flush=None):
         actions = tuple(tuple(Action(k, i) for i in range(m) for k in (ActionKind.F, ActionKind.B)) for _ in range(pp))
         return PipelineSchedule(Schedule(schedule), pp, m, vpp, strided_layout(pp, 1), actions)
 
-    monkeypatch.setattr(engine, "pipeline_schedule", naive)
+    monkeypatch.setattr(engine, "flushed_schedule", naive)
     bad = failed(verify(GPT, TRAIN, Plan(pp=2, schedule="1f1b"), scale=False))
     assert set(bad) == {"schedule order", "bubble fraction", "warm-up forwards", "measured bubble"}
 

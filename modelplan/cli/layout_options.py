@@ -32,8 +32,9 @@ LossUpcastOpt = Annotated[Optional[bool], typer.Option(
     "--loss-upcast/--no-loss-upcast", help="Eager engines: the cross-entropy casts the logits to fp32 first "
     "(--no-loss-upcast: on the 16-bit logits, NeMo AutoModel fp32_upcast=False) [default: yes].", show_default=False)]
 LossKernelOpt = Annotated[Optional[LossKernel], typer.Option(
-    "--loss-kernel", help="Cross-entropy kernels the loss runs: megatron (unfused vocab_parallel_cross_entropy), "
-    "megatron_native / te (Megatron-core --cross-entropy-loss-fusion with --cross-entropy-fusion-impl native / te; "
+    "--loss-kernel", help="Cross-entropy kernels the loss runs, for its time and the memory it holds: megatron "
+    "(unfused vocab_parallel_cross_entropy; megatron_2022: Megatron-core 2022-09..2024-06 and Megatron-DeepSpeed, "
+    "out-of-place subtract), megatron_native / te (Megatron-core --cross-entropy-loss-fusion with --cross-entropy-fusion-impl native / te; "
     "te_fp32_grad: TE 2.18 on), eager, compiled, flash_attn [default: the engine's].", show_default=False)]
 
 

@@ -201,22 +201,31 @@ def check_ranks(plan, max_ranks: int) -> None:
 
 def executed_batch(training, plan):
     """(training, plan) as verify executes them: at most VERIFY_MICRO_BATCH samples per
-    micro-batch and 2 * pp micro-batches (the same code path as the real step, like the scaled
+    micro-batch and 2 * pp micro-batches, or two pipeline flushes of at most 2 * pp when the step
+    has several (`plan/pipeline/flush.py`; the same code path as the real step, like the scaled
     model); a note on stderr says so when that changes the batch."""
     from modelplan.errors import SpecError
+    from modelplan.plan.pipeline.flush import flush_sizes
 
     try:
         m = plan.num_microbatches(training.global_batch)
     except ValueError as exc:
         raise SpecError(str(exc)) from None
     micro, small_m = min(plan.micro_batch, VERIFY_MICRO_BATCH), min(m, 2 * plan.pp)
+    sizes = flush_sizes(m, training.pp_flush_microbatches)
+    flush = {}
+    if plan.pp > 1 and len(sizes) > 1:  # two flushes, each the flush the schedule was checked for or 2 pp
+        per_flush = min(sizes[0], 2 * plan.pp)
+        small_m, flush = 2 * per_flush, {"pp_flush_microbatches": per_flush}
     if (micro, small_m) == (plan.micro_batch, m):
         return training, plan
     if _prints_notes():
         what = [f"micro-batches of {micro} samples (the plan's {plan.micro_batch})"] if micro != plan.micro_batch else []
         what += [f"{small_m} micro-batches per step (the plan's {m})"] if small_m != m else []
+        what += [f"flushes of {flush['pp_flush_microbatches']} (the plan's {sizes[0]})"] \
+            if flush and flush["pp_flush_microbatches"] != sizes[0] else []
         typer.echo(f"note: verify executes {' and '.join(what)}: the same sharded code path", err=True)
-    return (training.model_copy(update={"global_batch": plan.dp * micro * small_m}),
+    return (training.model_copy(update={"global_batch": plan.dp * micro * small_m, **flush}),
             plan.model_copy(update={"micro_batch": micro}))
 
 

@@ -68,31 +68,17 @@ def cross_entropy_bytes(d: int, upcast: bool = True) -> tuple[int, int]:
     return d + 20, d + 24
 
 
-def loss_peak_bytes(d: int, fused: bool, compiled: bool = False, loss_parallel: bool = False,
-                    keeps_logits: bool = False, upcast: bool = True) -> int:
-    """Peak bytes per logit the loss holds on the last stage (forward output to backward end).
-    Fused vocab-parallel cross-entropy (Megatron): the fp32 softmax, kept from the forward and
-    turned into the gradient in place: 4 (Megatron's estimator, theoretical_memory_usage.py,
-    counts 4 s b V / t); + d when the caller keeps the d-byte logits while that fp32 copy exists
-    (`keeps_logits`: megatron-core 0.16.1 gpt_model.py `_postprocess` holds `logits` across
-    `compute_language_model_loss`, cross_entropy.py `calculate_logits_max` makes the fp32 copy
-    inside, and backward's fp32 gradient is cast to the d-byte input's dtype beside it). Eager: the fp32 log-softmax kept from the forward, the fp32 gradient
-    nll's backward writes and log_softmax's fp32 input gradient: 3 x 4, then the d-byte cast of
-    that gradient for the output layer's backward once the first of them is freed. Compiled
-    (`torch.compile` over `F.cross_entropy(logits.float())`, torchtitan's loss under compile):
-    AOTAutograd's min-cut partitioner (torch/_functorch/partitioners.py) saves the d-byte logits
-    and the per-row reductions, and backward recomputes the fp32 softmax inside one fused kernel
-    that writes the d-byte gradient: 2 d. Eager under PyTorch's `loss_parallel` (DTensor
-    vocab-sharded logits, torchtitan at tp > 1): nll's and log_softmax's backward run as one
-    handler, `(grad_input + torch.exp(x)) * grad_output` beside the saved fp32 log-softmax x and
-    the zeros_like(x) gradient (torch/distributed/tensor/parallel/loss.py
-    `_nll_loss_and_log_softmax_backward`): x, grad_input, the sum, the product: 4 x 4. An eager
-    loss without the upcast (`upcast` False, on the d-byte logits: NeMo AutoModel
-    MaskedCrossEntropy(fp32_upcast=False)) holds the same tensors in d bytes and needs no cast
-    for the output layer's backward: 3 d (4 d under loss parallel)."""
-    if fused:
-        return FP32 + (d if keeps_logits else 0)
-    if compiled:
-        return 2 * d
+def cross_entropy_peak_bytes(d: int, upcast: bool = True, loss_parallel: bool = False) -> int:
+    """Peak bytes per logit `F.cross_entropy(logits.float(), labels)` holds on the last stage
+    (forward output to backward end): the fp32 log-softmax kept from the forward, the fp32
+    gradient nll's backward writes and log_softmax's fp32 input gradient: 3 x 4, then the d-byte
+    cast of that gradient for the output layer's backward once the first of them is freed. Under
+    PyTorch's `loss_parallel` (DTensor vocab-sharded logits, torchtitan at tp > 1): nll's and
+    log_softmax's backward run as one handler, `(grad_input + torch.exp(x)) * grad_output` beside
+    the saved fp32 log-softmax x and the zeros_like(x) gradient (torch/distributed/tensor/parallel/
+    loss.py `_nll_loss_and_log_softmax_backward`): x, grad_input, the sum, the product: 4 x 4.
+    Without the upcast (`upcast` False, on the d-byte logits: NeMo AutoModel
+    MaskedCrossEntropy(fp32_upcast=False)) the same tensors in d bytes and no cast for the output
+    layer's backward: 3 d (4 d under loss parallel)."""
     width = FP32 if upcast else d
     return 4 * width if loss_parallel else 3 * width

@@ -17,7 +17,7 @@ from modelplan.count.attention_extras import extra_attention_kept_bytes
 from modelplan.count.block_flops import keys_per_query
 from modelplan.count.blocks import Block, block_of, mtp_block, real_experts_per_token
 from modelplan.count.checkpointing import op_sac_kept_per_token
-from modelplan.count.eager import loss_peak_bytes, rmsnorm_kept_bytes, swiglu_kept_bytes
+from modelplan.count.eager import FP32, rmsnorm_kept_bytes, swiglu_kept_bytes
 from modelplan.count.flops import check_seq_len, decoder_seq_len
 from modelplan.count.seq2seq import cross_memory_len, separate_cross
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2, kept_bytes_per_token, out_proj_width, state_elements
@@ -355,25 +355,20 @@ def embedding_activation_bytes(
 
 def output_activation_bytes(
     spec: "TransformerSpec", micro_batch: int, seq_len: int, dtype_bytes: int, tp: int = 1,
-    fused_cross_entropy: bool = True, compiled_loss: bool = False, loss_parallel: bool = False,
-    keeps_logits: bool = False, loss_upcast: bool = True,
+    loss_bytes_per_logit: int = FP32,
 ) -> int:
     """Output layer + cross-entropy activations of one micro-batch (last pipeline stage).
 
     Megatron's estimator: 4 s b h (1 + V/h) / t for 16-bit activations, read as the final-norm
-    output and head input (2 d s b h) plus fp32 logits for the loss (4 s b V); 0 without lm_head.
-    An eager `F.cross_entropy(logits.float())` holds 12 bytes per logit at its peak instead of 4
-    (`modelplan.count.eager.loss_peak_bytes`); a compiled eager loss 2 d; an eager loss over
-    DTensor vocab-sharded logits (`loss_parallel`) 16; a fused loss whose caller keeps the d-byte
-    logits (`keeps_logits`, Megatron) 4 + d; an eager loss on the d-byte logits (`loss_upcast`
-    False) 3 d.
+    output and head input (2 d s b h) plus fp32 logits for the loss (4 s b V, the default
+    `loss_bytes_per_logit`); 0 without lm_head. What each loss kernel really holds per logit is
+    `modelplan.count.loss_kernels.loss_kernel_peak_bytes` (Megatron's unfused loss 4 + d,
+    eager `F.cross_entropy(logits.float())` 12, Transformer Engine's d, ...).
     """
     if not spec.lm_head:
         return 0
     sb = seq_len * micro_batch
-    per_logit = loss_peak_bytes(dtype_bytes, fused_cross_entropy, compiled_loss, loss_parallel, keeps_logits,
-                                loss_upcast)
-    return _ceil_div(2 * dtype_bytes * sb * spec.hidden + per_logit * sb * spec.vocab, tp)
+    return _ceil_div(2 * dtype_bytes * sb * spec.hidden + loss_bytes_per_logit * sb * spec.vocab, tp)
 
 
 def kv_cache_tokens(spec: "TransformerSpec", block: Block, seq_len: int, memory_len: int = 0) -> int:

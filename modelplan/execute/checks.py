@@ -23,7 +23,7 @@ from modelplan.execute.timeline import Span, bubble_fraction
 from modelplan.plan.commlist import EXECUTOR_ALGO, CommItem
 from modelplan.plan.dims import ParallelDims
 from modelplan.plan.pipeline import PipelineSchedule, schedule_module
-from modelplan.plan.pipeline.profile import bubble_microbatches
+from modelplan.plan.pipeline.flush import flush_sizes, step_bubble_microbatches
 from modelplan.plan.shard import RankElements
 from modelplan.specs.plan import Plan
 
@@ -235,14 +235,18 @@ def check_schedule(results: list[RankResult], schedule: PipelineSchedule) -> Ver
                      measured=len(results) - len(wrong), expected=len(results))
 
 
-def check_bubble(spans: dict[int, list[Span]], pipelines: list[tuple[int, ...]], plan: Plan, m: int) -> VerifyRow:
+def check_bubble(spans: dict[int, list[Span]], pipelines: list[tuple[int, ...]], plan: Plan, m: int,
+                 per_flush: int | None = None) -> VerifyRow:
     """Measured bubble of every pipeline against the planner's: the schedule's action list on its
     idealised clock (`pipeline.profile`; (p-1)/m for 1F1B, (p-1)/(v*m) interleaved, Narayanan et
-    al. SC'21, sec. 2.2.1 and 2.2.2)."""
-    expected = float(bubble_microbatches(plan.schedule, plan.pp, m, plan.vpp) / m)
+    al. SC'21, sec. 2.2.1 and 2.2.2), each pipeline flush's summed (`flush.step_bubble_microbatches`)."""
+    expected = float(step_bubble_microbatches(plan.schedule, plan.pp, m, plan.vpp, per_flush) / m)
     measured = [bubble_fraction(spans, p) for p in pipelines]
     worst = max(measured, key=lambda b: abs(b - expected))
     ok = all(abs(b - expected) <= 1e-12 for b in measured)
-    formula = schedule_module(plan.schedule).bubble_formula(plan.pp, m, plan.vpp)
+    sizes = flush_sizes(m, per_flush)
+    formula = schedule_module(plan.schedule).bubble_formula(plan.pp, m, plan.vpp) if len(sizes) == 1 else \
+        "flushes " + " + ".join(schedule_module(plan.schedule).bubble_formula(plan.pp, n, plan.vpp) + f" x {n}/{m}"
+                                for n in sizes)
     return VerifyRow(name="bubble fraction", passed=ok, detail=f"{len(pipelines)} pipelines; {formula}",
                      measured=worst, expected=expected)

@@ -42,7 +42,8 @@ from modelplan.execute.pipeline import PipelineP2P, StepRecord, run_actions
 from modelplan.execute.recompute import Recompute, recompute_of
 from modelplan.execute.stage import StageModel, split_cache, stage_layout
 from modelplan.plan.dims import ParallelDims, RankCoords
-from modelplan.plan.pipeline import Action, PipelineSchedule, pipeline_schedule
+from modelplan.plan.pipeline import Action, PipelineSchedule
+from modelplan.plan.pipeline.flush import flushed_schedule
 from modelplan.plan.stages import rank_units, replica_label, stage_units, unit_replicas
 from modelplan.specs.plan import Plan
 from modelplan.specs.training import TrainingSpec
@@ -85,8 +86,11 @@ class Job:
         return recompute_of(self.training, self.plan)
 
     def schedule(self) -> PipelineSchedule:
-        """Every pipeline rank's ordered actions (the same data the cost model prices)."""
-        return pipeline_schedule(self.plan.schedule, self.plan.pp, self.num_microbatches, self.plan.vpp)
+        """Every pipeline rank's ordered actions over the step's flushes (the same data the cost
+        model prices; `TrainingSpec.pp_flush_microbatches`: the schedule run once per flush, the
+        gradients accumulating in the buckets across them until the one optimizer step)."""
+        return flushed_schedule(self.plan.schedule, self.plan.pp, self.num_microbatches, self.plan.vpp,
+                                self.training.pp_flush_microbatches)
 
     def rngs(self) -> tuple[np.random.Generator, np.random.Generator]:
         """Independent generators for the initial weights and for the data, from the seed."""

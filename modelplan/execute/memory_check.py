@@ -14,7 +14,7 @@ planner's functions for the same (scaled-down) plan, at 8 bytes per element (flo
   unless it recomputes the attention core) under the recompute the executor runs (`recompute.py`:
   selective's attention core, full with Megatron-core's uniform groups through the planner's
   `uniform_group_bytes`, its block method as the first N blocks of each chunk recomputed,
-  `count.recompute_layers`) times the micro-batches the schedule keeps in flight (`pipeline.profile.inflight_microbatches`,
+  `count.recompute_layers`) times the micro-batches the schedule keeps in flight (`pipeline.flush.step_inflight_microbatches`,
   held from F to W: the executor keeps a split backward's activations until its W, as the
   planner prices them), within ACTIVATION_TOLERANCE (wider below than above). The executor's caches differ from the
   paper's tally in known small ways (norm statistics, K/V kept after the GQA repeat); a wrong free
@@ -44,7 +44,7 @@ from modelplan.execute.report import VerifyRow
 from modelplan.plan.engine import MEGATRON_2021
 from modelplan.plan.memory import block_activations, edge_activations
 from modelplan.plan.pipeline import schedule_layout
-from modelplan.plan.pipeline.profile import inflight_microbatches
+from modelplan.plan.pipeline.flush import step_inflight_microbatches
 from modelplan.plan.shard import rank_elements, unit_shards
 from modelplan.plan.stages import stage_layers, stage_units
 from modelplan.specs.plan import Plan
@@ -101,7 +101,8 @@ def planned_stage_memory(spec: TransformerSpec, training: TrainingSpec, plan: Pl
 
     out = []
     for r, mine in enumerate(layout.rank_stages):
-        inflight = float(inflight_microbatches(plan.schedule, plan.pp, r, num_microbatches, plan.vpp))
+        inflight = float(step_inflight_microbatches(plan.schedule, plan.pp, r, num_microbatches, plan.vpp,
+                                                    training.pp_flush_microbatches))  # the largest flush's
         blocks = sum(chunk_bytes(v) for v in mine)
         edges = (first_edge * inflight if 0 in mine else 0) + (last_edge if stages - 1 in mine else 0)
         e = elements[r]

@@ -21,6 +21,7 @@ from modelplan.execute.residual import check_norms
 from modelplan.execute.scale_features import head_dim, scaled_features, small_layer_types, small_moe
 from modelplan.plan.parallel.cp import cp_problem
 from modelplan.plan.pipeline import schedule_layout, schedule_problem
+from modelplan.plan.pipeline.flush import flush_problem, flush_sizes
 from modelplan.plan.validate import pp_problem
 from modelplan.specs.load import load_engine
 from modelplan.specs.family import family_of
@@ -67,7 +68,7 @@ def check_plan(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> int
         m = plan.num_microbatches(training.global_batch)
     except ValueError as exc:
         raise SpecError(str(exc)) from None
-    problem = schedule_problem(plan.schedule, plan.pp, m, plan.vpp)
+    problem = flush_problem(plan.schedule, plan.pp, m, plan.vpp, training.pp_flush_microbatches)  # every flush runs
     if problem:
         raise SpecError(problem.message)
     return m
@@ -168,7 +169,11 @@ def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, lay
         layers = sum(fixed) + (stages - len(fixed)) * layers_per_stage
     unit = tp * plan.cp  # every cp rank's slice splits over tp (sequence parallelism)
     seq = unit * -(-8 // unit)
-    small_m = small_microbatches(plan, m)
+    small_m, flush = small_microbatches(plan, m), {}
+    sizes = flush_sizes(m, training.pp_flush_microbatches)
+    if len(sizes) > 1:  # keep the step's pipeline flushes: two of the fewest micro-batches a flush can run
+        per_flush = small_microbatches(plan, sizes[0])
+        small_m, flush = 2 * per_flush, {"pp_flush_microbatches": per_flush}
     moe = None
     if spec.moe is not None:
         with_mlp = [i for i in range(layers) if spec.mlp or (kinds and kinds[i % len(kinds)] == "mlp")]
@@ -182,5 +187,6 @@ def scale_down(spec: TransformerSpec, plan: Plan, training: TrainingSpec, *, lay
         "max_positions": seq, "type_vocab": min(spec.type_vocab, 2), "dropout": False, "moe": moe,
     })
     small = TransformerSpec.model_validate(small.model_dump())
-    small_training = training.model_copy(update={"seq_len": seq, "global_batch": plan.dp * plan.micro_batch * small_m})
+    small_training = training.model_copy(update={"seq_len": seq, "global_batch": plan.dp * plan.micro_batch * small_m,
+                                                 **flush})
     return small, small_training

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from modelplan.execute.report import VerifyRow
 from modelplan.execute.timeline import Span
 from modelplan.plan.pipeline import schedule_layout
+from modelplan.plan.pipeline.flush import flush_sizes
 from modelplan.specs.plan import Plan
 
 
@@ -128,9 +129,13 @@ def _warmup_and_inflight(trace: list[Ran]) -> tuple[int, int]:
 
 
 def check_executed_schedule(spans: dict[int, list[Span]], pipelines: list[tuple[int, ...]], plan: Plan,
-                            num_microbatches: int) -> list[VerifyRow]:
-    """Rows for the properties in the module docstring, over every pipeline of the run."""
+                            num_microbatches: int, per_flush: int | None = None) -> list[VerifyRow]:
+    """Rows for the properties in the module docstring, over every pipeline of the run; with
+    pipeline flushes (`per_flush`, `plan/pipeline/flush.py flush_sizes`) the warm-up and in-flight
+    bounds are the first (largest) flush's and the bubble each flush's closed form, weighted by
+    its share of the step's micro-batches (the flushes run one after the other)."""
     m, pp, vpp, kind = num_microbatches, plan.pp, plan.vpp, plan.schedule
+    sizes = flush_sizes(m, per_flush)
     stages = schedule_layout(kind, pp, vpp).num_stages  # pp * vpp; 2 pp for ZB-V and DualPipe
     traces = {rank: executed(s) for rank, s in spans.items()}
     coverage, order, cross = [], [], []
@@ -147,7 +152,7 @@ def check_executed_schedule(spans: dict[int, list[Span]], pipelines: list[tuple[
     warm, flight, worst = [], [], 0
     for p in pipelines:
         for r, rank in enumerate(p):
-            want = warmup_closed_form(kind, pp, r, m, vpp)
+            want = warmup_closed_form(kind, pp, r, sizes[0], vpp)
             got, peak = _warmup_and_inflight(traces[rank])
             worst = max(worst, peak)
             if got != want:
@@ -160,6 +165,10 @@ def check_executed_schedule(spans: dict[int, list[Span]], pipelines: list[tuple[
     closed = bubble_closed_form(kind, pp, m, vpp)
     if closed is not None:
         expected, formula = closed
+        if len(sizes) > 1:
+            per = [bubble_closed_form(kind, pp, n, vpp) for n in sizes]
+            expected = sum(b * n for (b, _), n in zip(per, sizes)) / m
+            formula = " + ".join(f"{f} x {n}/{m}" for (_, f), n in zip(per, sizes))
         measured = [_bubble(traces, p) for p in pipelines]
         bad = [f"pipeline {p}: {b:.4g}" for p, b in zip(pipelines, measured) if abs(b - expected) > 1e-12]
         worst_b = max(measured, key=lambda b: abs(b - expected))

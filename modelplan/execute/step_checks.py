@@ -221,22 +221,24 @@ class TraceView(NamedTuple):
         return [r.step for r in self.trace]
 
 
-def _order_rows(results, schedule: PipelineSchedule, dims: ParallelDims, plan: Plan, num_microbatches: int):
+def _order_rows(results, schedule: PipelineSchedule, dims: ParallelDims, plan: Plan, num_microbatches: int,
+                per_flush: int | None = None):
     rows = [check_schedule(results, schedule)]
     spans = lamport_spans({r.rank: list(r.trace) for r in results})
-    rows.append(check_bubble(spans, dims.groups(Axis.PP), plan, num_microbatches))
-    rows += check_executed_schedule(spans, dims.groups(Axis.PP), plan, num_microbatches)
+    rows.append(check_bubble(spans, dims.groups(Axis.PP), plan, num_microbatches, per_flush))
+    rows += check_executed_schedule(spans, dims.groups(Axis.PP), plan, num_microbatches, per_flush)
     return rows, spans
 
 
-def check_step_order(results, schedule: PipelineSchedule, dims: ParallelDims, plan: Plan, num_microbatches: int
-                     ) -> tuple[list[VerifyRow], list[list[TimelineStep]]]:
+def check_step_order(results, schedule: PipelineSchedule, dims: ParallelDims, plan: Plan, num_microbatches: int,
+                     per_flush: int | None = None) -> tuple[list[VerifyRow], list[list[TimelineStep]]]:
     """Rows for the executed step order against the schedule and for the executed timeline's
     properties, every optimizer step checked (the first failing one reported), and the timeline
-    of the first pipeline group's ranks in the first step."""
+    of the first pipeline group's ranks in the first step (`per_flush`: micro-batches per
+    pipeline flush, `plan/pipeline/flush.py`)."""
     steps = max((len(r.history) for r in results), default=0)
     per_step = [[TraceView(r.rank, r.coords, r.history[t].trace) for r in results] for t in range(steps)] or [results]
-    checked = [_order_rows(views, schedule, dims, plan, num_microbatches) for views in per_step]
+    checked = [_order_rows(views, schedule, dims, plan, num_microbatches, per_flush) for views in per_step]
     rows = checked[0][0]
     if len(checked) > 1:
         rows = [_first_failing([c[0][k] for c in checked]) for k in range(len(rows))]

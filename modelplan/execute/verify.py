@@ -50,7 +50,8 @@ from modelplan.execute.step_checks import (
 from modelplan.execute.support import check_supported, text_only_notes
 from modelplan.plan.commlist import communication_list
 from modelplan.specs.family import family_of
-from modelplan.plan.pipeline import pipeline_schedule, schedule_layout
+from modelplan.plan.pipeline import schedule_layout
+from modelplan.plan.pipeline.flush import flush_sizes, flushed_schedule
 from modelplan.plan.shard import rank_elements
 from modelplan.plan.stages import split_layers
 from modelplan.specs.plan import Plan
@@ -73,11 +74,6 @@ def _notes(spec: TransformerSpec, training: TrainingSpec, plan: Plan) -> list[st
         notes.append("dropout off: the executed step is deterministic")
     if spec.moe is not None and spec.moe.capacity_factor is not None:
         notes.append(f"capacity_factor {spec.moe.capacity_factor:g} not applied: dispatch is dropless")
-    per_flush = training.pp_flush_microbatches
-    m = plan.num_microbatches(training.global_batch)
-    if plan.pp > 1 and per_flush is not None and per_flush < m:  # plan/pipeline/flush.py prices the flushes
-        notes.append(f"pipeline flushes of {per_flush} micro-batches are priced by the plan, not executed: "
-                     f"the executor runs the step's {m} micro-batches as one flush")
     if spec.moe is not None and plan.ep > 1 and training.moe_flex_dispatcher == "deepep":  # plan/deepep.py
         notes.append("DeepEP's deduplicated exchange is priced by the plan, not executed: the executor runs the "
                      "AllToAll dispatcher and its ledger is checked against that dispatcher's list")
@@ -89,6 +85,15 @@ def _executed_training(training: TrainingSpec) -> TrainingSpec:
     if training.moe_flex_dispatcher != "deepep":
         return training
     return training.model_copy(update={"moe_flex_dispatcher": None})
+
+
+def flush_note(training: TrainingSpec, plan: Plan) -> list[str]:
+    """The executed step's pipeline flushes (`plan/pipeline/flush.py flush_sizes`), when more than one."""
+    sizes = flush_sizes(plan.num_microbatches(training.global_batch), training.pp_flush_microbatches)
+    if plan.pp == 1 or len(sizes) == 1:
+        return []
+    return [f"pipeline flushes of {' + '.join(map(str, sizes))} micro-batches: the schedule runs once per flush, "
+            "gradients accumulated across the flushes, one optimizer step"]
 
 
 class Verified(NamedTuple):
@@ -188,10 +193,11 @@ def run_and_check(run: FamilyRun, plan: Plan, backend: str, *, seed: int, timeou
     rows, tensors = check_against_oracle(results, run.param_defs, ref, plan_factors(plan, m), job.optimizer)
     rows += check_ledgers(results, list(out.ledgers), run.comm_items(), plan, steps)
     rows += check_memory(results, run.rank_elements())
-    schedule = pipeline_schedule(plan.schedule, plan.pp, m, plan.vpp)  # not the executor's copy
+    per_flush = training.pp_flush_microbatches
+    schedule = flushed_schedule(plan.schedule, plan.pp, m, plan.vpp, per_flush)  # not the executor's copy
     rows += run.extra_rows(results, schedule)
     rows += check_measured_memory(results, run.planned_memory(schedule))
-    order_rows, timeline = check_step_order(results, schedule, dims, plan, m)
+    order_rows, timeline = check_step_order(results, schedule, dims, plan, m, per_flush)
     rows += order_rows
     report = VerifyReport(model=spec, training=training, plan=plan, seed=seed, backend=backend, rows=rows,
                           timeline=timeline, notes=notes, reference_s=reference_s, sharded_s=sharded_s,
@@ -216,7 +222,7 @@ def transformer_run(spec: TransformerSpec, training: TrainingSpec, plan: Plan, *
             notes.append(f"uneven pipeline stages: blocks per virtual stage {_split_text(spec.num_blocks, plan)} "
                          f"executed (the plan's {full_split} scaled down; a fixed first / last stage keeps its blocks)")
     check_executable(spec, training, plan)
-    notes = notes + recompute_notes(training, plan, spec.layers // (plan.pp * plan.vpp))
+    notes = notes + flush_note(training, plan) + recompute_notes(training, plan, spec.layers // (plan.pp * plan.vpp))
     job = Job(spec, training, plan, seed, optimizer or default_optimizer(training, steps), steps)
     return FamilyRun(
         spec=spec, training=training, job=job, step=train_step, notes=notes, param_defs=param_defs(spec),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from modelplan.count.eager import loss_peak_bytes
+from modelplan.count.loss_kernels import loss_kernel_peak_bytes
 from modelplan.specs.engine import EngineProfile
 from modelplan.specs.training import TrainingSpec
 
@@ -21,9 +21,6 @@ class EngineSettings(NamedTuple):
     ac_mode: str
     """What recompute 'selective' means."""
     ac_every: int
-    fused_cross_entropy: bool
-    compiled_loss: bool
-    """The eager loss runs under torch.compile (2 d bytes per logit)."""
     fp8_recipe: str | None
     """The fp8 scaling recipe, None when the precision is not fp8."""
     fp8_backend: str
@@ -65,8 +62,6 @@ class EngineSettings(NamedTuple):
     """`EngineProfile.sdpa_repeats_kv` (GQA's K, V repeated to the query heads before attention)."""
     scale_mask_softmax: str = "fused"
     """`EngineProfile.scale_mask_softmax` (Megatron's fused softmax and its fp32 PyTorch fallback)."""
-    loss_keeps_logits: bool = False
-    """`EngineProfile.loss_keeps_logits` (the fused loss's caller keeps the 16-bit logits)."""
     head_stays_gathered: bool = False
     """`EngineProfile.head_stays_gathered` (ZeRO-3 keeps the output head gathered to its backward)."""
     loss_upcast: bool = True
@@ -76,7 +71,9 @@ class EngineSettings(NamedTuple):
     fsdp_ends_in_root: bool = False
     """`TrainingSpec.fsdp_ends_in_root` (embedding, norm and head in FSDP2's root group)."""
     loss_kernel: str = "megatron"
-    """The cross-entropy kernels the loss runs (`count.loss_kernels`): the run's, else the engine's."""
+    """The cross-entropy kernels the loss runs (`count.loss_kernels`): the run's, else the engine's;
+    the one setting both the loss's time (`plan.kernels.head_kernels`) and the bytes it holds on
+    the last stage (`plan.memory.edge_activations`) read."""
 
 
 def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSettings:
@@ -88,9 +85,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         framework=profile.name, elementwise=elementwise,
         norm_elementwise="fused" if training.fused_norm else elementwise,
         ac_mode="modules" if training.recompute_modules else training.ac_mode or profile.selective,
-        ac_every=profile.layer_sac_every, fused_cross_entropy=profile.fused_cross_entropy,
-        loss_keeps_logits=profile.loss_keeps_logits, head_stays_gathered=profile.head_stays_gathered,
-        compiled_loss=_compiled_loss(training, profile), fp8_recipe=fp8,
+        ac_every=profile.layer_sac_every, head_stays_gathered=profile.head_stays_gathered, fp8_recipe=fp8,
         fp8_backend=profile.fp8_backend, attention_kernels=profile.attention_kernels,
         sharded_low_precision_copy=profile.sharded_low_precision_copy, reduce_in_fp32=profile.reduce_in_fp32 and training.grad_dtype == "fp32",
         grad_copy_bytes=grad_copy_bytes(training, profile), low_precision_grads=profile.low_precision_grads,
@@ -129,37 +124,27 @@ def keeps_low_precision_grads(software: EngineSettings, zero: int, precision: st
     return software.low_precision_grads and zero <= 1 and precision == "bf16" and grad_bytes == 4
 
 
-def _compiled_loss(training: TrainingSpec, profile: EngineProfile) -> bool:
-    """An eager loss under torch.compile: the run's `compile_loss` where it says, else the engine's
-    rule (`EngineProfile.compiles_loss`); never without `compile` or with a fused loss kernel."""
-    if not training.compile or profile.fused_cross_entropy:
-        return False
-    return profile.compiles_loss if training.compile_loss is None else training.compile_loss
-
-
 def _loss_kernel(training: TrainingSpec, profile: EngineProfile) -> str:
     """The run's `loss_kernel` where it names one, else the engine's; an eager loss that
-    torch.compile covers (`_compiled_loss`) runs as 'compiled'."""
+    torch.compile covers runs as 'compiled': under `compile`, the run's `compile_loss` where it
+    says, else the engine's rule (`EngineProfile.compiles_loss`)."""
     kind = training.loss_kernel or profile.loss_kernel
-    return "compiled" if kind == "eager" and _compiled_loss(training, profile) else kind
+    if kind != "eager" or not training.compile:
+        return kind
+    compiled = profile.compiles_loss if training.compile_loss is None else training.compile_loss
+    return "compiled" if compiled else kind
 
 
 MEGATRON_2021 = EngineSettings(
     framework="megatron", elementwise="fused", norm_elementwise="fused", ac_mode="attention_core", ac_every=2,
-    fused_cross_entropy=True, compiled_loss=False,
     fp8_recipe=None, fp8_backend="te", attention_kernels=(), sharded_low_precision_copy=True,
     reduce_in_fp32=True, grad_copy_bytes=0, low_precision_grads=False, dp_bucket_elements=0, reshard_after_forward=True, reshard_after_forward_pp=True, tp_comm_overlap=False,
 )
 """The settings the kernel and layer-term functions assume when none are given (Megatron-LM)."""
 
 
-def _loss_kind(software: EngineSettings) -> str:
-    return "fused" if software.fused_cross_entropy else "compiled" if software.compiled_loss else "eager"
-
-
 def _loss_bytes(software: EngineSettings, dtype_bytes: int = 2, loss_parallel: bool = False) -> int:
-    return loss_peak_bytes(dtype_bytes, software.fused_cross_entropy, software.compiled_loss, loss_parallel,
-                           software.loss_keeps_logits, software.loss_upcast)
+    return loss_kernel_peak_bytes(software.loss_kernel, dtype_bytes, software.loss_upcast, loss_parallel)
 
 
 def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, float] | None,
@@ -176,10 +161,9 @@ def engine_assumptions(software: EngineSettings, attention_rates: tuple[float, f
         f"element-wise {software.elementwise}" + (f" (norms {software.norm_elementwise})"
                                                   if software.norm_elementwise != software.elementwise else ""),
         f"selective = {'+'.join(software.recompute_modules) if software.recompute_modules else software.ac_mode}",
-        f"loss {_loss_kind(software)} cross-entropy ({_loss_bytes(software)} B/logit held"
+        f"loss {software.loss_kernel} cross-entropy ({_loss_bytes(software)} B/logit held"
         + (f", {_loss_bytes(software, loss_parallel=True)} under loss parallel at tp > 1"
-           if software.loss_parallel and _loss_kind(software) == "eager" else "")
-        + f"; {software.loss_kernel} kernels)",
+           if software.loss_parallel and software.loss_kernel == "eager" else "") + ")",
         f"gradients reduced in {'fp32' if software.reduce_in_fp32 else '16 bits'}",
     ]
     if software.fp8_recipe:

@@ -80,9 +80,8 @@ class BlockPricing:
         if hit is None:
             sw = self.software
             hit = self._cache[key] = edge_activations(
-                self.spec, micro_batch, self.lengths.source, self.dtype_bytes, tp, sp, cp, sw.fused_cross_entropy,
-                sw.compiled_loss, sw.sp_saves_gathered_inputs, sw.loss_parallel, sw.loss_keeps_logits,
-                self.lengths.target, sw.loss_upcast)
+                self.spec, micro_batch, self.lengths.source, self.dtype_bytes, tp, sp, cp, sw.loss_kernel,
+                sw.sp_saves_gathered_inputs, sw.loss_parallel, self.lengths.target, sw.loss_upcast)
         return hit
 
     def _mixed_terms(self, tp: int, sp: bool, b: int, recompute: str, cp: int, ep: int | None,

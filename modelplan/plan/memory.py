@@ -13,6 +13,7 @@ recomputing; token ids and embedding dropout mask on the first stage; logits and
 from __future__ import annotations
 
 from modelplan.count.blocks import Block
+from modelplan.count.loss_kernels import loss_kernel_peak_bytes
 from modelplan.count.memory import activation_bytes_per_layer, embedding_activation_bytes, output_activation_bytes
 from modelplan.plan.block_passes import passes_of
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings
@@ -20,6 +21,7 @@ from modelplan.plan.recompute_layers import uniform_group_bytes
 from modelplan.plan.results import StageMemory
 from modelplan.plan.stage_time import BlockTerms
 from modelplan.specs.costmodel import CostModel
+from modelplan.specs.engine import LossKernel
 from modelplan.specs.transformer import TransformerSpec
 
 
@@ -79,24 +81,23 @@ def block_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dty
 
 
 def edge_activations(spec: TransformerSpec, micro_batch: int, seq_len: int, dtype_bytes: int, tp: int,
-                     sequence_parallel: bool, cp: int = 1, fused_cross_entropy: bool = True,
-                     compiled_loss: bool = False, gathered_inputs: bool = False,
-                     loss_parallel: bool = False, keeps_logits: bool = False,
+                     sequence_parallel: bool, cp: int = 1, loss_kernel: LossKernel = "megatron",
+                     gathered_inputs: bool = False, loss_parallel: bool = False,
                      head_seq_len: int | None = None, loss_upcast: bool = True) -> tuple[int, int]:
     """(first stage, last stage) bytes per in-flight micro-batch (Korthikanti et al. 2022 sec. 4.3:
-    token ids and embedding-dropout mask; output layer + cross-entropy 4sbh(1 + V/h)/t, or the
-    eager loss's 12 bytes per logit, 2 d when torch.compile covers it). `gathered_inputs` (DTensor
+    token ids and embedding-dropout mask; output layer + cross-entropy 4sbh(1 + V/h)/t with the
+    bytes per logit the `loss_kernel` holds at its peak, `count.loss_kernels.loss_kernel_peak_bytes`:
+    Megatron's unfused loss 4 + d, the eager loss 12, ...). `gathered_inputs` (DTensor
     SP, torchtitan's output ColwiseParallel(input_layouts=Shard(1))): the output projection keeps
     its all-gathered input, d s b h whole instead of its 1/t share. `loss_parallel` (the engine
     keeps the logits vocab-sharded for the loss, PyTorch `loss_parallel()`): applies at tp > 1
-    (torchtitan 9dec370 parallel_dims.py `loss_parallel_enabled = tp > 1 and ...`). `keeps_logits`:
-    the fused loss's caller keeps the d-byte logits beside its fp32 copy (`count.eager.loss_peak_bytes`).
+    (torchtitan 9dec370 parallel_dims.py `loss_parallel_enabled = tp > 1 and ...`).
     `head_seq_len`: the tokens per sequence of the head (an encoder-decoder's target length; None:
     seq_len, which the embedding's are). `loss_upcast` False: the eager loss on the d-byte logits."""
     s_local = seq_len // cp
     head_local = (seq_len if head_seq_len is None else head_seq_len) // cp
-    head = output_activation_bytes(spec, micro_batch, head_local, dtype_bytes, tp, fused_cross_entropy, compiled_loss,
-                                   loss_parallel and tp > 1, keeps_logits, loss_upcast)
+    per_logit = loss_kernel_peak_bytes(loss_kernel, dtype_bytes, loss_upcast, loss_parallel and tp > 1)
+    head = output_activation_bytes(spec, micro_batch, head_local, dtype_bytes, tp, per_logit)
     if gathered_inputs and sequence_parallel and tp > 1 and spec.lm_head:
         whole = dtype_bytes * head_local * micro_batch * spec.hidden
         head += whole - -(-whole // tp)

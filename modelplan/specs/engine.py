@@ -56,9 +56,13 @@ before attention: TE / Megatron `all_gather`, Llama 3's CP, PyTorch CP rotate me
 'allgather'), a2a (DeepSpeed-Ulysses: AllToAll of Q, K, V and of the output, heads split over
 cp; TE / Megatron `a2a`)."""
 
-LossKernel = Literal["megatron", "megatron_native", "te", "te_fp32_grad", "eager", "compiled", "flash_attn"]
-"""The cross-entropy kernels the loss runs (`modelplan.count.loss_kernels`): megatron (Megatron-LM /
-Megatron-core / Megatron-DeepSpeed unfused `vocab_parallel_cross_entropy`), megatron_native
+LossKernel = Literal["megatron", "megatron_2022", "megatron_native", "te", "te_fp32_grad", "eager", "compiled",
+                     "flash_attn"]
+"""The cross-entropy kernels the loss runs, which set both the bytes it moves and the bytes it holds
+(`modelplan.count.loss_kernels`): megatron (Megatron-LM / Megatron-core unfused
+`vocab_parallel_cross_entropy`, in-place subtract: 2020-22 and from 2024-06), megatron_2022 (the
+same, Megatron-core 2022-09 to 2024-06 and microsoft Megatron-DeepSpeed's copy: out-of-place
+subtract), megatron_native
 (Megatron-core `--cross-entropy-loss-fusion`, fusion impl "native"), te (fusion impl "te":
 Transformer Engine's Triton `parallel_cross_entropy`, TE 2.2-2.17), te_fp32_grad (the same, TE
 2.18 on: an fp32 gradient), eager (`F.cross_entropy(logits.float())`), compiled (the same under
@@ -94,29 +98,20 @@ class EngineProfile(Spec):
     """What this engine's "selective" activation checkpointing means."""
     layer_sac_every: int = Field(2, ge=1)
     """layer_sac / every_nth_block: every N-th block is fully recomputed."""
-    fused_cross_entropy: bool
-    """The loss is one fused vocab-parallel cross-entropy that keeps its fp32 softmax in place
-    (Megatron `_VocabParallelCrossEntropy`); False: eager `F.cross_entropy(logits.float())`, which
-    keeps the fp32 log-softmax and builds fp32 gradients beside it (`count.eager.loss_peak_bytes`)."""
     loss_kernel: LossKernel
     """The cross-entropy kernels the engine runs when the run does not name them
     (`TrainingSpec.loss_kernel`); an eager loss under torch.compile with the loss compiled is
-    'compiled' (`modelplan.count.loss_kernels`)."""
-    loss_keeps_logits: bool = False
-    """The fused loss's caller keeps the 16-bit logits while the loss makes and holds its fp32
-    copy, so the loss peaks at 4 + d bytes per logit, not 4 (megatron-core 0.16.1
-    models/gpt/gpt_model.py `_postprocess` keeps `logits` across `compute_language_model_loss`;
-    Megatron-LM 2023 / Megatron-DeepSpeed `post_language_model_processing` keeps `output` across
-    `vocab_parallel_cross_entropy(output.float(), labels)`; `count.eager.loss_peak_bytes`)."""
+    'compiled'. The one setting the step's loss time and the last stage's loss memory both read
+    (`modelplan.count.loss_kernels`)."""
     compiles_loss: bool = False
     """Under `TrainingSpec.compile` the engine compiles its eager loss too, so the loss holds 2 d
-    bytes per logit instead of 12 (`count.eager.loss_peak_bytes`; torchtitan's
+    bytes per logit instead of 12 (`count.loss_kernels.loss_kernel_peak_bytes`; torchtitan's
     `build_cross_entropy_loss` since pytorch/torchtitan bbb1b616e, 2025-04-02)."""
     loss_parallel: bool = False
     """At tp > 1 the output layer leaves its logits vocab-sharded and the eager loss runs over
     the DTensor shards (PyTorch `loss_parallel()`: torchtitan parallelize_llama.py
     ColwiseParallel(output_layouts=Shard(-1)), train.py get_train_context), whose backward
-    holds 16 bytes per logit (`count.eager.loss_peak_bytes`)."""
+    holds 16 bytes per logit (`count.eager.cross_entropy_peak_bytes`)."""
     pp_microbatch_buffers: bool = False
     """The pipeline runtime keeps one receive buffer per micro-batch for activations and for
     gradients, and each in-flight micro-batch's stage output (torch.distributed.pipelining,

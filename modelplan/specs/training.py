@@ -89,8 +89,8 @@ class TrainingSpec(Spec):
     """The eager cross-entropy casts the 16-bit logits to fp32 first (`F.cross_entropy(logits.float())`:
     torchtitan, HF transformers' ForCausalLMLoss); False: it runs on the 16-bit logits (NeMo
     AutoModel MaskedCrossEntropy(fp32_upcast=False)): d instead of 4 bytes per logit for the kept
-    softmax and its gradients (`count.eager.loss_peak_bytes`). Engines with a fused
-    vocab-parallel loss (Megatron) ignore it."""
+    softmax and its gradients (`count.eager.cross_entropy_peak_bytes`). Only the eager
+    `loss_kernel` reads it, for both the bytes it moves and the bytes it holds."""
     sac_saves_attention: bool = True
     """Per-op selective AC (`ac_mode` op_sac) keeps attention's output and log-sum-exp: the SDPA
     kernel the run dispatched is in the engine's save list (torchtitan `_save_list`: the flash and
