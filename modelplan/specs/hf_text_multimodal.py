@@ -1,0 +1,11 @@
+"""The registry of further text and multimodal types, one module per architecture (each module's
+docstring names its transformers 5.24 source): the Gemma 3n composite."""
+
+from __future__ import annotations
+
+from modelplan.specs.hf_gemma3n_mm import GEMMA3N_MM_MAPPERS
+
+TEXT_MM_COMPOSITES = {**GEMMA3N_MM_MAPPERS}
+"""Composite model_types -> mapper(config, text model_type -> mapper table)."""
+TEXT_MM_MAPPERS: dict = {}
+"""Plain model_types -> mapper(config)."""
