@@ -80,7 +80,7 @@ from modelplan.specs.hf_unmodelled_multimodal import MULTIMODAL_UNMODELLED
 from modelplan.specs.hf_encoders import ENCODER_HEADS, ENCODER_MAPPERS, ENCODER_UNMODELLED as TEXT_ENCODER_UNMODELLED
 from modelplan.specs.hf_seq2seq_more import SEQ2SEQ_HEADS, SEQ2SEQ_MORE_MAPPERS
 from modelplan.specs.hf_encoders_more import ENCODERS_MORE_HEADS, ENCODERS_MORE_MAPPERS, ENCODERS_MORE_UNMODELLED
-from modelplan.specs.hf_text_multimodal import TEXT_MM_COMPOSITES, TEXT_MM_MAPPERS
+from modelplan.specs.hf_text_multimodal import TEXT_MM_COMPOSITES, TEXT_MM_HEADS, TEXT_MM_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -287,7 +287,7 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     # types whose head classes apply_head would misread
     head = {**N18SMALL_HEADS, **OWN_HEADS, **VLM_ENCDEC_HEADS, **ENCODER_HEADS, **SEQ2SEQ_HEADS,
             **COMPOSITES_MORE_HEADS, **ENCODERS_MORE_HEADS, **SPEECH_HEADS,
-            **IMAGE_CLASSIFIER_HEADS}.get(model_type)
+            **IMAGE_CLASSIFIER_HEADS, **TEXT_MM_HEADS}.get(model_type)
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}
