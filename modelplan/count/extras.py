@@ -62,7 +62,8 @@ def embedding_extra_params(spec: "TransformerSpec") -> dict[str, int]:
     out["concat/tables"] = sum(t.rows * t.width for t in x.concat_tables)  # nn.Embedding(rows, width) each
     if x.concat_proj:  # RoCBert map_inputs_layer: Linear(h + widths, h) with bias
         out["concat/proj"] = _concat_in(spec) * h + h
-    out["encoder_token"] = spec.vocab * token_width(spec) if x.encoder_token_table else 0  # T5Gemma encoder.embed_tokens
+    rows = x.encoder_vocab or spec.vocab  # FSMT: src_vocab_size rows
+    out["encoder_token"] = rows * token_width(spec) if x.encoder_token_table else 0  # T5Gemma encoder.embed_tokens
     out["contact_head"] = spec.layers * spec.heads + 1 if x.contact_head else 0  # EsmContactPredictionHead.regression
     out.update(relative_embedding_params(spec))  # DeBERTa's rel_embeddings, MPNet's table (count/relative_attention.py)
     out.update(side_params(spec, "embedding"))  # LayoutLM's 2-D tables, MarkupLM's XPath MLP (count/encoder_side.py)
