@@ -106,6 +106,8 @@ def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int
         out["cross_attention/post_norm"] = _norm(spec, h)
     out.update(relative_block_params(spec, block))  # DeBERTa, UMT5, LED, LongT5 (count/relative_attention.py)
     out.update(side_params(spec, "block"))  # GTE's down bias, ConvBERT's conv heads (count/encoder_side.py)
+    if not block.cross:  # an encoder-decoder's encoder blocks only (PegasusX)
+        out.update(side_params(spec, "encoder_block"))
     return out
 
 
@@ -151,6 +153,8 @@ def block_extra_flops(spec: "TransformerSpec", block: "Block", tokens: int, seq_
         out["mlp/ada_norm"] = 2 * (tokens // seq_len) * 2 * spec.hidden * x.ada_norm_rank
     out.update(relative_block_flops(spec, block, tokens, seq_len))  # DeBERTa c2p / p2c, LongT5 globals
     out.update(side_flops(spec, "block", tokens, seq_len))  # ConvBERT's conv heads, LiLT's layout stream
+    if not block.cross:
+        out.update(side_flops(spec, "encoder_block", tokens, seq_len))
     return out
 
 
