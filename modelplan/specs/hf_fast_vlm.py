@@ -114,6 +114,9 @@ def _fast_vlm(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
         raise SpecError(f"{c.source}: image_seq_length: {tokens} is not a square grid of feature-map positions")
     side = v.integer("image_size", grid * STRIDE)
     tower, width, out_side = fastvit_tower(v.text("architecture"), side, c.source)
+    if v.integer("hidden_size", width) != width:  # FastVlmMultiModalProjector.linear_1 reads hidden_size features
+        raise SpecError(f"{c.source}: vision_config.hidden_size: {v.integer('hidden_size')} must equal the tower's "
+                        f"output width ({width})")
     t, bias, rows = fields["hidden"], c.flag("multimodal_projector_bias", True), out_side * out_side
     fields["vision"] = dict(
         layers=sum(ARCHITECTURES[v.text("architecture")]["layers"]), hidden=width, heads=1, ffn_hidden=width,
