@@ -29,6 +29,7 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_davit import _conv as tower_conv
 from modelplan.specs.hf_n18vlm_base import Mapper, _text
 from modelplan.specs.hf_vision import _linear, _norm
 
@@ -43,8 +44,7 @@ and MobileOneBlock's SEModule rd_ratio (0.0625)."""
 
 
 def _conv(name: str, n_in: int, n_out: int, kernel: int, side: int, groups: int = 1, bias: bool = True) -> dict:
-    return dict(name=name, kind="conv", in_features=n_in, out_features=n_out, kernel=kernel, groups=groups,
-                bias=bias, rows=side * side)
+    return tower_conv(name, n_in, n_out, kernel, side * side, groups, bias=bias)
 
 
 def _conv_mlp(name: str, d: int, side: int) -> list[dict]:

@@ -18,7 +18,7 @@ from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_gemma4_vision import usm_conformer
 from modelplan.specs.hf_mobilenetv5 import mobilenetv5_tower
-from modelplan.specs.hf_n18mllama import _vec
+from modelplan.specs.hf_n18mllama import _sub, _vec
 from modelplan.specs.hf_n18vlm_base import Mapper, _text
 from modelplan.specs.hf_vision import _linear
 
@@ -29,13 +29,6 @@ _AUDIO = {"hidden_size": 1536, "conf_num_hidden_layers": 12, "conf_num_attention
           "conf_conv_kernel_size": 5, "input_feat_size": 128, "sscp_conv_channel_size": [128, 32],
           "sscp_conv_kernel_size": [[3, 3], [3, 3]], "sscp_conv_stride_size": [[2, 2], [2, 2]], "vocab_size": 128}
 """Gemma3nAudioConfig defaults (transformers 5.24)."""
-
-
-def _sub(c: HFConfig, key: str, defaults: dict) -> HFConfig:
-    raw = c.data.get(key) or {}
-    if not isinstance(raw, dict):
-        raise SpecError(f"{c.source}: {key}: expected an object, got {raw!r}")
-    return HFConfig({**defaults, **{k: v for k, v in raw.items() if v is not None}}, c.source, f"{key}.")
 
 
 def _audio(a: HFConfig, text_hidden: int) -> list[dict]:

@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 
 from modelplan.errors import SpecError
+from modelplan.specs.hf_davit import _conv as tower_conv
+from modelplan.specs.hf_vision import _norm as tower_norm
 
 _STAGES_300M = (
     ("er_k3_s2_e4_c128",) + ("er_k3_s1_e4_c128",) * 2,
@@ -51,12 +53,11 @@ def make_divisible(v: float, divisor: int = 8) -> int:
 
 def _conv(name: str, n_in: int, n_out: int, kernel: int, side: int, depthwise: bool = False,
           bias: bool = False) -> dict:
-    return dict(name=name, kind="conv", in_features=n_in, out_features=n_out, kernel=kernel,
-                groups=n_in if depthwise else 1, bias=bias, rows=side * side)
+    return tower_conv(name, n_in, n_out, kernel, side * side, groups=n_in if depthwise else 1, bias=bias)
 
 
 def _norm(name: str, width: int, side: int) -> dict:
-    return dict(name=name, kind="rmsnorm", in_features=width, rows=side * side)  # RmsNorm2d: weight only
+    return {**tower_norm(name, width, "rmsnorm"), "rows": side * side}  # RmsNorm2d: weight only
 
 
 def _conv_norm(name: str, n_in: int, n_out: int, kernel: int, side: int, depthwise: bool = False) -> list[dict]:
