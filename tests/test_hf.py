@@ -393,6 +393,7 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"florence2", "blip", "git", "vision-encoder-decoder", "pix2struct", "kosmos-2", "kosmos-2.5", "got_ocr2",
                "pp_chart2table", "pp_formulanet", "unlimited_ocr", "deepseek_ocr2"}  # tests/test_hf_vlm_encdec.py
     tested |= {"bigbird_pegasus"}  # tests/test_hf_encdec_more.py
+    tested |= {"gemma3n", "encoder-decoder", "fsmt", "pegasus_x", "fast_vlm"}  # test_hf_gemma3n_mm, _text_encdec, _fsmt, _pegasus_x, _fast_vlm
     tested |= {"inkling_text", "inkling2_text", "inkling2_loop_text", "inkling2", "inkling2_loop",  # test_hf_inkling.py
                "musicgen", "musicgen_decoder", "musicgen_melody", "musicgen_melody_decoder", "moshi",  # test_hf_audio_lm.py
                "glmga", "cosmos3_omni", "cohere_compass", "cosmos3_edge", "cosmos3_edge_text",  # test_hf_reused / cosmos3

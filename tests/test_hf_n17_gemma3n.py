@@ -14,7 +14,6 @@ from _hf_reference import hf_model, hf_numel
 from modelplan.count.flops import layer_forward_flops
 from modelplan.count.memory import kv_cache_bytes
 from modelplan.count.params import count_params
-from modelplan.errors import SpecError
 from modelplan.specs.hf import from_hf_config
 
 TEXT = dict(model_type="gemma3n_text", hidden_size=32, num_hidden_layers=6, num_attention_heads=2,
@@ -104,9 +103,10 @@ def test_bad_configs_are_one_line_errors(data, message):
     assert_one_line_error(data, message)
 
 
-def test_composite_refused_with_the_text_config_hint():
-    with pytest.raises(SpecError, match=r"gemma3n.*MobileNetV5.*model_type 'gemma3n_text'"):
-        from_hf_config({"model_type": "gemma3n", "text_config": TEXT}, "config.json")
+def test_composite_less_its_towers_is_the_text_model():
+    """The gemma3n composite (tests/test_hf_gemma3n_mm.py) less its vision group counts TEXT alone."""
+    whole = count_params(from_hf_config({"model_type": "gemma3n", "text_config": TEXT}, "config.json"))
+    assert whole.total - whole.breakdown["vision"] == count_params(from_hf_config(TEXT)).total
 
 
 def test_cli_count_plan_and_verify(tmp_path):

@@ -141,7 +141,7 @@ def test_refused_types_name_the_mechanism(model_type, tmp_path):
     assert_count_refused(tmp_path, {"model_type": model_type}, UNMODELLED[model_type])
 
 
-@pytest.mark.parametrize(("composite", "text"), [("gemma3n", "gemma3n_text")])
+@pytest.mark.parametrize(("composite", "text"), [("dots3_note", "dots3_note_text")])
 def test_composites_point_to_their_text_model(composite, text, tmp_path):
     """A refused composite whose language model is supported says which model_type counts it."""
     path = tmp_path / "config.json"

@@ -148,8 +148,8 @@ def test_text_model_alone_counts_as_its_own_model_type():
 
 def test_text_only_hint_names_the_text_model_type():
     """A refused composite whose text model is supported says which model_type counts it alone."""
-    with pytest.raises(SpecError, match=r"'gemma3n': its MobileNetV5 vision tower .* not modelled; .* model_type 'gemma3n_text'"):
-        from_hf_config({"model_type": "gemma3n"}, "config.json")
+    with pytest.raises(SpecError, match=r"'dots3_note': its vision and audio towers .* not modelled; .* model_type 'dots3_note_text'"):
+        from_hf_config({"model_type": "dots3_note"}, "config.json")
 
 
 @pytest.mark.parametrize(("data", "message"), [

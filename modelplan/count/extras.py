@@ -62,7 +62,8 @@ def embedding_extra_params(spec: "TransformerSpec") -> dict[str, int]:
     out["concat/tables"] = sum(t.rows * t.width for t in x.concat_tables)  # nn.Embedding(rows, width) each
     if x.concat_proj:  # RoCBert map_inputs_layer: Linear(h + widths, h) with bias
         out["concat/proj"] = _concat_in(spec) * h + h
-    out["encoder_token"] = spec.vocab * token_width(spec) if x.encoder_token_table else 0  # T5Gemma encoder.embed_tokens
+    rows = x.encoder_vocab or spec.vocab  # FSMT: src_vocab_size rows
+    out["encoder_token"] = rows * token_width(spec) if x.encoder_token_table else 0  # T5Gemma encoder.embed_tokens
     out["contact_head"] = spec.layers * spec.heads + 1 if x.contact_head else 0  # EsmContactPredictionHead.regression
     out.update(relative_embedding_params(spec))  # DeBERTa's rel_embeddings, MPNet's table (count/relative_attention.py)
     out.update(side_params(spec, "embedding"))  # LayoutLM's 2-D tables, MarkupLM's XPath MLP (count/encoder_side.py)
@@ -105,6 +106,8 @@ def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int
         out["cross_attention/post_norm"] = _norm(spec, h)
     out.update(relative_block_params(spec, block))  # DeBERTa, UMT5, LED, LongT5 (count/relative_attention.py)
     out.update(side_params(spec, "block"))  # GTE's down bias, ConvBERT's conv heads (count/encoder_side.py)
+    if not block.cross:  # an encoder-decoder's encoder blocks only (PegasusX)
+        out.update(side_params(spec, "encoder_block"))
     return out
 
 
@@ -150,6 +153,8 @@ def block_extra_flops(spec: "TransformerSpec", block: "Block", tokens: int, seq_
         out["mlp/ada_norm"] = 2 * (tokens // seq_len) * 2 * spec.hidden * x.ada_norm_rank
     out.update(relative_block_flops(spec, block, tokens, seq_len))  # DeBERTa c2p / p2c, LongT5 globals
     out.update(side_flops(spec, "block", tokens, seq_len))  # ConvBERT's conv heads, LiLT's layout stream
+    if not block.cross:
+        out.update(side_flops(spec, "encoder_block", tokens, seq_len))
     return out
 
 

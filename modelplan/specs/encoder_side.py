@@ -46,6 +46,9 @@ class EncoderSideSpec(Spec):
     """Run once per token before the first block."""
     block: list[SideOp] = Field(default_factory=list)
     """Held and run by every block."""
+    encoder_block: list[SideOp] = Field(default_factory=list)
+    """Held and run by every encoder block of an encoder-decoder only (PegasusX's
+    global_self_attn_layer_norm)."""
     head: list[SideOp] = Field(default_factory=list)
     """Run by the task head before its classifier (BigBird's classification dense beside the pooler)."""
 

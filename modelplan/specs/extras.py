@@ -132,6 +132,9 @@ class ExtrasSpec(Spec):
     encoder_token_table: bool = False
     """An encoder-decoder's encoder has a token table of its own beside the decoder's, which the head
     ties (T5Gemma: encoder.embed_tokens, decoder.embed_tokens)."""
+    encoder_vocab: int | None = Field(None, gt=0)
+    """Rows of that encoder token table when the source vocabulary differs from `vocab` (FSMT
+    src_vocab_size beside tgt_vocab_size); None: vocab."""
     cross_post_norm: bool = False
     """A norm after each decoder block's cross-attention too (T5Gemma post_cross_attn_layernorm)."""
     contact_head: bool = False
@@ -241,6 +244,8 @@ def check_extras(spec: "TransformerSpec") -> None:
     if x.no_input_norm_blocks and spec.num_norms_per_layer < 2:
         raise ValueError("extras.no_input_norm_blocks needs blocks of two or more norms")
     check_relative(spec)
+    if x.encoder_vocab is not None and not x.encoder_token_table:
+        raise ValueError("extras.encoder_vocab sizes the encoder_token_table: set extras.encoder_token_table too")
     if (x.encoder_token_table or x.cross_post_norm) and spec.arch != "encoder_decoder":
         raise ValueError(f"extras.encoder_token_table / cross_post_norm are for arch 'encoder_decoder' (got '{spec.arch}')")
     if x.weight_groups is not None and (spec.arch != "encoder" or x.weight_groups > spec.layers):

@@ -80,6 +80,7 @@ from modelplan.specs.hf_unmodelled_multimodal import MULTIMODAL_UNMODELLED
 from modelplan.specs.hf_encoders import ENCODER_HEADS, ENCODER_MAPPERS, ENCODER_UNMODELLED as TEXT_ENCODER_UNMODELLED
 from modelplan.specs.hf_seq2seq_more import SEQ2SEQ_HEADS, SEQ2SEQ_MORE_MAPPERS
 from modelplan.specs.hf_encoders_more import ENCODERS_MORE_HEADS, ENCODERS_MORE_MAPPERS, ENCODERS_MORE_UNMODELLED
+from modelplan.specs.hf_text_multimodal import TEXT_MM_COMPOSITES, TEXT_MM_HEADS, TEXT_MM_MAPPERS
 from modelplan.specs.transformer import TransformerSpec
 
 MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
@@ -96,6 +97,7 @@ MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     **HYPERCONN_MAPPERS, **MLA_LAYERS_MAPPERS, **LINEAR_MLA_MAPPERS, **CCA_MAPPERS,
     **INKLING_MAPPERS, **AUDIO_LM_MAPPERS, **COSMOS3_TEXT_MAPPERS, **MUSE_TEXT_MAPPERS,
     **ENCODER_MAPPERS, **SEQ2SEQ_MORE_MAPPERS, **ENCODERS_MORE_MAPPERS, **SPEECH_MAPPERS, **IMAGE_CLASSIFIER_MAPPERS,
+    **TEXT_MM_MAPPERS,
 }
 MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                 for name, m in {**VISION_MAPPERS, **CLASSIC_VISION_MAPPERS, **N18VLM_MAPPERS,
@@ -103,10 +105,10 @@ MAPPERS.update({name: (lambda c, m=m: m(c, MAPPERS))
                                       **MLA_LAYERS_COMPOSITES, **VLM_ENCDEC_MAPPERS, **VLM_BERT_MAPPERS,
                                       **PIX2STRUCT_MAPPERS, **KOSMOS_MAPPERS, **OCR_MORE_MAPPERS, **INKLING_COMPOSITES,
                                       **REUSED_MAPPERS, **COSMOS3_MAPPERS, **MUSE_MAPPERS,
-                                      **NEMOTRON_OMNI_MAPPERS, **COMPOSITES_MORE, **AUDIO_COMPOSITE_MAPPERS}.items()})
+                                      **NEMOTRON_OMNI_MAPPERS, **COMPOSITES_MORE, **AUDIO_COMPOSITE_MAPPERS,
+                                      **TEXT_MM_COMPOSITES}.items()})
 
 UNMODELLED: dict[str, str] = {
-    "gemma3n": "its MobileNetV5 vision tower and Conformer audio encoder",
     **CLASSIC_UNMODELLED,
     **N17NEW_UNMODELLED,
     **N18ENCDEC_UNMODELLED, **VLM_ENCDEC_UNMODELLED,
@@ -118,7 +120,7 @@ UNMODELLED: dict[str, str] = {
 """model_types transformers ships whose architecture the spec cannot yet express exactly, with
 the missing feature: refused with that reason instead of a wrong count."""
 
-_TEXT_ONLY: dict[str, str] = {"gemma3n": "gemma3n_text", **N17NEW_TEXT_ONLY,
+_TEXT_ONLY: dict[str, str] = {**N17NEW_TEXT_ONLY,
                               **HYPERCONN_TEXT_ONLY, **MLA_LAYERS_TEXT_ONLY}
 """Refused vision-language types whose text_config alone is supported (as its own model_type);
 the Qwen-VL / Qwen3.5, Llama 4, LLaVA, InternVL, Idefics3 and GLM-4V composites read whole
@@ -285,7 +287,7 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     # types whose head classes apply_head would misread
     head = {**N18SMALL_HEADS, **OWN_HEADS, **VLM_ENCDEC_HEADS, **ENCODER_HEADS, **SEQ2SEQ_HEADS,
             **COMPOSITES_MORE_HEADS, **ENCODERS_MORE_HEADS, **SPEECH_HEADS,
-            **IMAGE_CLASSIFIER_HEADS}.get(model_type)
+            **IMAGE_CLASSIFIER_HEADS, **TEXT_MM_HEADS}.get(model_type)
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}

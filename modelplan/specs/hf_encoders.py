@@ -250,6 +250,5 @@ ENCODER_HEADS: dict[str, Callable[..., dict]] = {"modernbert": _modernbert_head,
 ENCODER_UNMODELLED: dict[str, str] = {
     "funnel": "Funnel-Transformer's pooled blocks (the sequence halved between block groups, block_sizes) and its "
               "upsampling decoder",
-    "fsmt": "FSMT's separate source and target vocabularies (src_vocab_size, tgt_vocab_size)",
 }
-"""Encoder (and FSMT encoder-decoder) types transformers 5.24 ships that the spec cannot yet express exactly."""
+"""Encoder types transformers 5.24 ships that the spec cannot yet express exactly."""

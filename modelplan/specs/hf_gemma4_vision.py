@@ -72,17 +72,26 @@ def _audio(a: HFConfig, text_hidden: int) -> list[dict]:
     if len(channels) != 2:
         raise SpecError(f"{a.source}: {a.path}subsampling_conv_channels: expected 2 entries, got {channels!r}")
     c0, c1 = channels
-    head = h // heads
     out = a.integer("output_proj_dims")
+    layers = usm_conformer(h, heads, n, c0, c1, c0 // 4, a.integer("conv_kernel_size"))
+    return layers + [_vec("audio_tower/output_proj", h + 1, out), _vec("embed_audio", out, text_hidden)]
+
+
+def usm_conformer(h: int, heads: int, n: int, c0: int, c1: int, bins: int, kernel: int) -> list[dict]:
+    """The subsampling convs (bias-free 3 x 3 over 1 -> c0 -> c1 channels, each with a weight-only
+    norm), input_proj Linear(bins x c1, h) over the `bins` frequency rows left, and n Conformer
+    layers (`_audio`'s docstring) as `vector` entries: Gemma 4's audio model and Gemma 3n's
+    (modeling_gemma3n.py Gemma3nAudioEncoder) hold the same modules."""
+    head = h // heads
     layers = [_vec("audio_tower/subsample", 9 * c0 + c0 + 9 * c0 * c1 + c1),
-              _vec("audio_tower/subsample/input_proj", (c0 // 4) * c1, h)]
+              _vec("audio_tower/subsample/input_proj", bins * c1, h)]
     if n:
         layers += [_vec("audio_tower/feed_forward", 4 * h, 4 * h * n), _vec("audio_tower/attention", head * heads, 4 * h * n),
                    _vec("audio_tower/attention/post", h, h * n), _vec("audio_tower/attention/per_dim_scale", head, n),
                    _vec("audio_tower/light_conv", h, 3 * h * n),
-                   _vec("audio_tower/light_conv/depthwise", a.integer("conv_kernel_size"), h * n),
+                   _vec("audio_tower/light_conv/depthwise", kernel, h * n),
                    _vec("audio_tower/norms", h, 9 * n)]
-    return layers + [_vec("audio_tower/output_proj", h + 1, out), _vec("embed_audio", out, text_hidden)]
+    return layers
 
 
 def _gemma4(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:

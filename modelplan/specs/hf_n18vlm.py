@@ -194,7 +194,6 @@ COMPOSITE_MAPPERS: dict[str, Callable[[HFConfig, dict[str, Mapper]], dict]] = {
 """Composite model_types; each takes the config and the text model_type -> mapper table."""
 
 N18VLM_UNMODELLED: dict[str, str] = {
-    "fast_vlm": "its timm FastViTHD tower (convolutional RepMixer stages)",
     "perception_lm": "its timm Perception Encoder tower",
 }
 """Vision-language types transformers 5.24 ships that the spec cannot yet express exactly."""
