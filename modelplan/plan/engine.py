@@ -36,6 +36,8 @@ class EngineSettings(NamedTuple):
     tp_comm_overlap: bool
     param_gather_window: str = "step_forwards"
     """`EngineProfile.param_gather_window` (the forwards the ZeRO-1/2 parameter AllGather hides behind)."""
+    zero3_gather_copy_out: bool = False
+    """`EngineProfile.zero3_gather_copy_out` (DeepSpeed copies each gathered parameter out of the flat buffer)."""
     sp_saves_gathered_inputs: bool = False
     """`EngineProfile.sp_saves_gathered_inputs` (DTensor SP keeps the gathered linear inputs)."""
     fp8_tp_gather: bool = False
@@ -91,7 +93,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         grad_copy_bytes=grad_copy_bytes(training, profile), low_precision_grads=profile.low_precision_grads,
         dp_bucket_elements=profile.dp_bucket_elements, reshard_after_forward=profile.reshard_after_forward,
         reshard_after_forward_pp=profile.reshard_after_forward_pp, tp_comm_overlap=profile.tp_comm_overlap,
-        param_gather_window=profile.param_gather_window,
+        param_gather_window=profile.param_gather_window, zero3_gather_copy_out=profile.zero3_gather_copy_out,
         sp_saves_gathered_inputs=profile.sp_saves_gathered_inputs,
         fp8_tp_gather=fp8 is not None and fp8 in profile.fp8_tp_gather_recipes,
         fp8_weights_gathered=training.fp8_param_gather and profile.fp8_backend == "torchao" and fp8 == "tensorwise",

@@ -13,7 +13,7 @@ from modelplan.plan.pipeline.flush import flush_sizes
 from modelplan.plan.dims import EXPERT_DP, pair_shape, strided_shape
 from modelplan.plan.engine import keeps_low_precision_grads
 from modelplan.plan.fp8 import param_gather_bytes
-from modelplan.plan.fsdp import hsdp_groups, reduces_every_microbatch, zero3_mode
+from modelplan.plan.fsdp import gather_copy_out_bytes, hsdp_groups, reduces_every_microbatch, zero3_mode
 from modelplan.plan.parallel import dp_zero, pp as pp_mod
 from modelplan.plan.parallel.calls import RankCalls
 from modelplan.plan.placement import DEFAULT_ORDER
@@ -36,6 +36,14 @@ class DpEntry(NamedTuple):
     accumulate_s: float = 0.0
     """Per micro-batch: the engine's accumulation of 16-bit gradients into fp32 ones (DeepSpeed
     BF16_Optimizer, `dp_zero.hp_grad_accumulate_s`), after every backward on the critical path."""
+
+
+def zero3_with_copy_out(times: dp_zero.DpTimes, copy_s: float) -> dp_zero.DpTimes:
+    """ZeRO-3 gathers with the engine's copy-out of every gathered parameter (`copy_s` per gather
+    of the rank's parameters) on the gather stream, so each gather ends after it; the first
+    block's un-prefetched gather is left as priced."""
+    bwd = None if times.all_gather_bwd is None else times.all_gather_bwd + copy_s
+    return times._replace(all_gather=times.all_gather + copy_s, all_gather_bwd=bwd)
 
 
 class DpPricing:
@@ -117,6 +125,9 @@ class DpPricing:
                     pp_mod.replica_calls(tied, unit, n, owned * self.dp_grad_bytes)
         priced = dp_zero.dp_seconds(calls, lambda op, axis, size, nbytes: self.pricer.time_s(
             op, nbytes, self._dp_shape(shapes, axis, size)), zero)
+        if zero == 3 and self.software.zero3_gather_copy_out and self.finetune is None:
+            priced = priced._replace(times=zero3_with_copy_out(
+                priced.times, self.roofline.memory_time_s(gather_copy_out_bytes(sum(params), self.dtype_bytes))))
         replica_s = tied.price(self.pricer, lambda axis, size: pair_shape(shapes[Axis.PP].crosses_nodes))
         optimizer = dp_zero.optimizer_s(*params, dp * cp, ep, zero, self.opt_bytes, self.roofline,
                                         tp * dp * cp // (ep * etp) if etp else None)

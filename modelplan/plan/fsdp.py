@@ -98,3 +98,10 @@ def hsdp_groups(dp: int, shard_size: int | None) -> tuple[int, int]:
     if shard_size is None or shard_size >= dp:
         return dp, 1
     return shard_size, dp // shard_size
+
+
+def gather_copy_out_bytes(gathered_elements: float, dtype_bytes: int) -> float:
+    """HBM bytes of copying `gathered_elements` gathered parameters out of the AllGather's flat
+    buffer (DeepSpeed `AllGatherCoalescedHandle.wait`: torch.cat per parameter reads the d-byte
+    gathered slice and writes the d-byte parameter: 2 d per element, `EngineProfile.zero3_gather_copy_out`)."""
+    return 2.0 * dtype_bytes * gathered_elements

@@ -161,6 +161,14 @@ class EngineProfile(Spec):
     reduce buffer (d + 4) and pre-divides it in place (4 + 4); Megatron's GEMMs accumulate
     straight into the fp32 main_grad buffer and average inside the collective (0). Unused where
     `grad_copy_in_only` says the engine's only copy is the copy-in."""
+    zero3_gather_copy_out: bool = False
+    """ZeRO-3: after each coalesced parameter AllGather into one flat buffer the engine copies
+    every gathered parameter out of it (read d, write d bytes per element) on the gather stream,
+    before the module may run. DeepSpeed 0.19.8 `partition_parameters.py`
+    `AllGatherCoalescedHandle.wait`: `param.data = torch.cat(partitions)` per parameter, inside
+    `partitioned_param_coordinator.fetch_sub_module`'s `with stream(self.__allgather_stream)`,
+    then `current_stream().wait_stream(allgather_stream)`. False: not priced (the gather lands in
+    the parameters' own storage, or the engine's copy is not modelled)."""
     grad_copy_in_only: bool = False
     """FSDP2 (torch >= 2.4): the only pass before each ReduceScatter is `foreach_reduce`'s copy of
     the unsharded 16-bit gradients into the reduce-scatter input of the reduce dtype, d + r bytes
