@@ -20,10 +20,9 @@ def total(data: dict) -> int:
     return count_params(from_hf_config(data, "config.json")).total
 
 
-def assert_matmul_flops_equal_flop_counter(data: dict) -> None:
-    """One image through transformers' module (eager attention: FlopCounterMode does not count the CPU
-    SDPA kernel): its convolutions' and Linears' FLOPs equal the spec's other matmul rows, its
-    aten.bmm (q k^T and p v) the `attend` rows'."""
+def flop_counts(data: dict):
+    """The spec of `data` and FlopCounterMode's FLOPs by op for one image through transformers'
+    module (eager attention, no grad)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -34,7 +33,14 @@ def assert_matmul_flops_equal_flop_counter(data: dict) -> None:
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
         model(pixel_values=torch.randn(1, *spec.input_shape))
-    ops = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
+    return spec, {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
+
+
+def assert_matmul_flops_equal_flop_counter(data: dict) -> None:
+    """One image through transformers' module (eager attention: FlopCounterMode does not count the CPU
+    SDPA kernel): its convolutions' and Linears' FLOPs equal the spec's other matmul rows, its
+    aten.bmm (q k^T and p v) the `attend` rows'."""
+    spec, ops = flop_counts(data)
     rows = network_layers(spec)
     assert sum(r.matmul_flops for r in rows if r.type != "attend") == sum(ops.get(op, 0) for op in DENSE)
     assert sum(r.matmul_flops for r in rows if r.type == "attend") == ops.get("aten.bmm", 0)

@@ -10,6 +10,7 @@ import pytest
 
 from _hf_image_classifier_cases import SWIN_CASES, SWIN_DEFAULTS, SWINV2_CASES
 from _hf_n17_checks import assert_count_plan, assert_one_line_error, class_defaults, runner
+from _hf_network_checks import flop_counts
 from _hf_reference import hf_numel
 from modelplan.cli import app
 from modelplan.count.network import network_layers
@@ -54,17 +55,7 @@ def test_matmul_flops_equal_flop_counter(data):
     are multiples of the window: no padding, which transformers runs its projections on), less
     Swin V2's position-bias MLP, which runs once per forward on (2 w - 1)^2 coordinates:
     2 x (2 x 512 + 512 x heads) FLOPs a coordinate in each block (not a per-image cost)."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from _hf_reference import hf_class, hf_config
-
-    spec = from_hf_config(data)
-    model = hf_class(data)._from_config(hf_config(data), attn_implementation="eager").eval()
-    counter = FlopCounterMode(display=False)
-    with torch.no_grad(), counter:
-        model(pixel_values=torch.randn(1, *spec.input_shape))
-    ops = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
+    spec, ops = flop_counts(data)
     expected = sum(ops.get(op, 0) for op in ("aten.convolution", "aten.addmm", "aten.mm", "aten.bmm"))
     if data["model_type"] == "swinv2":
         rows = [r for r in network_layers(spec) if r.type == "windowattention"]
