@@ -207,8 +207,8 @@ def _luke_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Ca
     ...ForMultipleChoice; ...ForTokenClassification and ...ForQuestionAnswering without the pooler)
     plus, for the masked LM, entity_predictions (transform dense h -> E with bias, LayerNorm(E), a bias
     per entity, its decoder tied to the entity table, or its own (entity_vocab, E) untied); the entity
-    heads keep the pooler and add classifier Linear(h | 2h | 3h, num_labels) (the pair's without bias) on one entity (pair, span) a
-    sequence."""
+    heads keep the pooler and add classifier Linear(h | 2h | 3h, num_labels) (the pair's without
+    bias) on one entity (pair, span) a sequence."""
     names = c.texts("architectures", None) or ["LukeModel"]
     name, h, labels = names[0], fields["hidden"], c.num_labels()
     entity = {"ForEntityClassification": (1, True), "ForEntityPairClassification": (2, False),
