@@ -91,6 +91,7 @@ def head_params(spec: "TransformerSpec") -> dict[str, int]:
         # lm_head: Linear(decoder width, vocab, bias=False); tied heads reuse the token embedding
         "output": spec.vocab * decoder_width(spec) if spec.lm_head and not head_tied(spec) else 0,
         "bias": spec.vocab if spec.lm_head_bias else 0,
+        "bias_copy": spec.vocab if spec.head_bias_copy else 0,  # BertLMPredictionHead.bias, untied: unused
         "pooler": h * h + h if spec.pooler else 0,  # BertPooler: dense h x h + bias
         # classifier / score / qa_outputs: Linear(h, num_labels, bias)
         "classifier": h * cls.num_labels + (cls.num_labels if cls.bias else 0) if cls else 0,

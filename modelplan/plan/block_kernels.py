@@ -63,7 +63,7 @@ PRICED: frozenset[str] = frozenset({
     "moe.shared_expert_gate", "mtp_layers",
     # shards only (their compute is a per-head value or a scalar fused into a neighbour kernel)
     "attention_sinks", "attention_scale", "qkv_clip", "embedding_scale", "residual_scale", "logit_scale",
-    "norm_affine=false", "moe.expert_bias", "moe.score_correction_param",
+    "norm_affine=false", "head_bias_copy", "moe.expert_bias", "moe.score_correction_param",
     # the same kernels as the baseline block (norm count, activation pass, router GEMM and top-k)
     "norm_placement=sandwich", "norm_placement=output", "norm_placement=post", "activation=swiglu_clamp",
     "moe.router=sigmoid", "moe.norm_topk_prob=false", "moe.router_score_correction", "moe.routed_scaling",

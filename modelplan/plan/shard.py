@@ -305,7 +305,7 @@ def unit_shards(spec: TransformerSpec, plan: Plan, framework: str | None = None)
     stacks = 2 if spec.arch == "encoder_decoder" else 1  # an encoder-decoder's two final norms (count.params)
     norm = stacks * _norm(spec) if spec.final_norm else 0
     head = norm + (0 if spec.tied_embeddings or not spec.lm_head else h * _split(spec.vocab, tp))  # bare ...Model: none
-    head += _split(spec.vocab, tp) if spec.lm_head_bias else 0
+    head += _split(spec.vocab, tp) * (spec.lm_head_bias + spec.head_bias_copy)  # + BERT's untied bias copy
     transform, decoder = head_extra(spec, _split(spec.vocab, tp))  # BERT's MLM transform, RemBERT's decoder
     head += transform + decoder
     side = sum(head_side_params(spec).values())  # Gemma 3n's AltUp unembedding projections: replicated

@@ -108,6 +108,7 @@ def architecture_features(spec: "TransformerSpec") -> list[str]:
         "activation=swiglu_clamp": spec.activation == "swiglu_clamp",
         "pooler": spec.pooler,
         "mlm_transform": spec.mlm_transform,
+        "head_bias_copy": spec.head_bias_copy,
         "lm_head=false": not spec.lm_head,
         "classifier": spec.classifier is not None,
         "mtp_layers": spec.mtp_layers > 0,

@@ -152,10 +152,19 @@ def _architecture(c: HFConfig) -> str | None:
     return name
 
 
+_ONE_BIAS_MLM: frozenset[str] = frozenset({"distilbert", "electra", "convbert", "rembert", "gte"})
+"""Types whose MLM decoder is one nn.Linear with its own bias and no second `bias` Parameter
+(transformers 5.24: vocab_projector, generator_lm_head, the decoder of RemBERT's and GTE's lm_head)."""
+
+
 def _mlm_head(fields: dict, c: HFConfig) -> dict:
-    """BERT's MLM head: transform (dense + norm), decoder tied to the word embeddings, vocab bias."""
+    """BERT's MLM head: transform (dense + norm), decoder tied to the word embeddings, vocab bias;
+    untied, BertLMPredictionHead keeps `bias` beside decoder.bias, which forward adds (its
+    _tied_weights_keys tie the two only under tie_word_embeddings; transformers 5.24 modeling_bert.py)."""
+    tied = c.flag("tie_word_embeddings", True)
+    copy = not tied and c.data.get("model_type") not in _ONE_BIAS_MLM
     return {**fields, "lm_head": True, "mlm_transform": True, "lm_head_bias": True,
-            "tied_embeddings": c.flag("tie_word_embeddings", True), "pooler": False}
+            "tied_embeddings": tied, "head_bias_copy": copy, "pooler": False}
 
 
 def apply_head(fields: dict, c: HFConfig, name: str | None) -> dict:

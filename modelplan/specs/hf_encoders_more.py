@@ -206,9 +206,9 @@ def _luke_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Ca
     """LUKE's heads: BERT's (LukeForMaskedLM's lm_head, its decoder untied, LukeModel's pooler kept; the pooled ...ForSequenceClassification /
     ...ForMultipleChoice; ...ForTokenClassification and ...ForQuestionAnswering without the pooler)
     plus, for the masked LM, entity_predictions (transform dense h -> E with bias, LayerNorm(E), a bias
-    per entity, its decoder tied to the entity table); the entity heads keep the pooler and add
-    classifier Linear(h | 2h | 3h, num_labels) (the pair's without bias) on one entity (pair, span) a
-    sequence."""
+    per entity, its decoder tied to the entity table, or its own (entity_vocab, E) untied); the entity
+    heads keep the pooler and add classifier Linear(h | 2h | 3h, num_labels) (the pair's without
+    bias) on one entity (pair, span) a sequence."""
     names = c.texts("architectures", None) or ["LukeModel"]
     name, h, labels = names[0], fields["hidden"], c.num_labels()
     entity = {"ForEntityClassification": (1, True), "ForEntityPairClassification": (2, False),
@@ -221,7 +221,9 @@ def _luke_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Ca
     fields = apply_head(fields, c, architecture(c))
     if name.endswith("ForMaskedLM"):
         e = c.integer("entity_emb_size", 256)
-        head = [dict(name="entity_predictions", params=h * e + e + 2 * e + c.integer("entity_vocab_size", 500000))]
+        entities = c.integer("entity_vocab_size", 500000)
+        decoder = 0 if c.flag("tie_word_embeddings", True) else e * entities  # tied to the entity table only then
+        head = [dict(name="entity_predictions", params=h * e + e + 2 * e + entities + decoder)]
         side = {**fields["extras"]["side"], "head": head}  # LukeForMaskedLM keeps the pooler, unties lm_head.decoder
         return {**fields, "pooler": True, "extras": {**fields["extras"], "side": side, "head_untied": True}}
     return fields

@@ -82,7 +82,11 @@ def _mobilebert_head(fields: dict, c: HFConfig, apply_head: Callable, architectu
     if not c.flag("classifier_activation", True):
         fields = {**fields, "pooler": False}
     if name is not None and name.endswith(("ForMaskedLM", "ForPreTraining")):
-        return {**fields, "tied_embeddings": True}  # the (vocab, h) token table holds the decoder matrix
+        fields = {**fields, "tied_embeddings": True}  # the (vocab, h) token table holds the decoder matrix
+        if not c.flag("tie_word_embeddings", True):  # untied, decoder.weight (vocab, E) is its own: forward reads it
+            decoder = table("decoder", c.integer("vocab_size", 30522), c.integer("embedding_size", 128))
+            side = {**fields["extras"]["side"], "head": [decoder]}
+            fields = {**fields, "extras": {**fields["extras"], "side": side}}
     return fields
 
 

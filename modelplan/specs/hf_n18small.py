@@ -110,7 +110,8 @@ def _xlm(c: HFConfig) -> dict:
     """XLMModel: post-LN blocks (q_lin/k_lin/v_lin/out_lin and lin1 -> 4 emb_dim -> lin2, all biased;
     GELU or ReLU), learned positions (sinusoidal_embeddings only initialises them), a language table
     (n_langs rows when use_lang_emb and n_langs > 1) and layer_norm_emb; XLMPredLayer proj
-    Linear(emb_dim, vocab) with bias, tied to the embeddings. The adaptive softmax (asm) is refused."""
+    Linear(emb_dim, vocab) with bias, tied to the embeddings (_tied_weights_keys: only under
+    tie_word_embeddings). The adaptive softmax (asm) is refused."""
     if c.flag("asm", False):
         raise SpecError(f"{c.source}: asm: true is not supported (XLMPredLayer's AdaptiveLogSoftmaxWithLoss)")
     hidden, langs = c.size("emb_dim", "hidden_size"), c.integer("n_langs", 1)
@@ -122,7 +123,7 @@ def _xlm(c: HFConfig) -> dict:
         type_vocab=langs if langs > 1 and c.flag("use_lang_emb", True) else 0, **GPT_STYLE,
         norm_placement="post", norm_eps=c.number("layer_norm_eps", 1e-12),
         activation="gelu" if c.flag("gelu_activation", True) else "relu", embedding_norm=True, final_norm=False,
-        lm_head=True, lm_head_bias=True, tied_embeddings=True,
+        lm_head=True, lm_head_bias=True, tied_embeddings=c.flag("tie_word_embeddings", True),
         dropout=c.dropout(0.1, "dropout", "attention_dropout"),
     )
 

@@ -230,6 +230,9 @@ class TransformerSpec(Spec):
     """Output head shares the token embedding matrix."""
     lm_head_bias: bool = False
     """Bias on the output head (Phi; BERT's MLM decoder bias)."""
+    head_bias_copy: bool = False
+    """A second vocab-sized head bias held but unused in forward (transformers 5.24
+    BertLMPredictionHead untied: `bias` beside `decoder.bias`, which forward adds)."""
     parallel_block: bool = False
     """Attention and MLP read the same input and are summed (GPT-J, Falcon, GPT-NeoX, Cohere)."""
     norms_per_layer: int | None = Field(None, ge=1, le=4)

@@ -114,6 +114,8 @@ def _check_blocks(spec: "TransformerSpec") -> None:
 def _check_heads(spec: "TransformerSpec") -> None:
     if spec.lm_head_bias and not spec.lm_head:
         raise ValueError("lm_head_bias needs lm_head (there is no output head to carry it)")
+    if spec.head_bias_copy and not spec.lm_head_bias:
+        raise ValueError("head_bias_copy needs lm_head_bias (it copies the head's bias)")
     if spec.mlm_transform and not spec.lm_head and spec.classifier is None:
         raise ValueError("mlm_transform needs lm_head or a classifier (it feeds the output head)")
     if spec.mtp_layers and not spec.lm_head:
