@@ -39,7 +39,7 @@ from modelplan.count.encoder_side import side_params
 from modelplan.count.extras import embedding_extra_params, position_table_params
 from modelplan.count.extras import frozen_params as extras_frozen_params
 from modelplan.count.result import ParamCount
-from modelplan.count.seq2seq import audio_params, embedding_norms, eoi_params, frozen_params
+from modelplan.count.seq2seq import audio_params, embedding_norms, eoi_params, frozen_params, own_token_tables
 from modelplan.count.shared_block import shared_params
 from modelplan.count.side_paths import embedding_side_params, head_side_params
 from modelplan.count.vision import vision_params
@@ -66,6 +66,7 @@ def embedding_params(spec: "TransformerSpec") -> dict[str, int]:
     return {
         # nn.Embedding(vocab, embed_dim); T5's encoder and decoder embed_tokens are tied to `shared`
         "token": spec.vocab * token_width(spec),
+        "stack_token": own_token_tables(spec) * spec.vocab * token_width(spec),  # untied T5Gemma 2's decoder table
         # GPT-2 wpe / BERT position_embeddings: Embedding(max_positions, w), one per stack of an
         # encoder-decoder (BART's + 2 rows: count.seq2seq; BioGPT's: extras.position_offset); rotary/ALiBi: none
         "position": position_table_params(spec),

@@ -104,9 +104,15 @@ def separate_cross(spec: "TransformerSpec", block) -> bool:
     return block.cross and not (spec.seq2seq is not None and spec.seq2seq.merged_cross_attention)
 
 
+def own_token_tables(spec: "TransformerSpec") -> int:
+    """Untied token tables beside the shared one (seq2seq.own_token_tables), else 0."""
+    return spec.seq2seq.own_token_tables if spec.seq2seq is not None else 0
+
+
 def eoi_params(spec: "TransformerSpec") -> int:
-    """T5Gemma2TextScaledWordEmbedding.eoi_embedding: one h vector beside the token table."""
-    return spec.hidden if spec.seq2seq is not None and spec.seq2seq.eoi_embedding else 0
+    """T5Gemma2TextScaledWordEmbedding.eoi_embedding: one h vector beside each token table."""
+    tables = 1 + own_token_tables(spec)  # untied, the decoder's embed_tokens keeps its own eoi vector
+    return tables * spec.hidden if spec.seq2seq is not None and spec.seq2seq.eoi_embedding else 0
 
 
 def audio_params(spec: "TransformerSpec") -> int:

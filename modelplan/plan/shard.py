@@ -36,7 +36,8 @@ from modelplan.count.mla_extras import mla_extra_shard, own_indexer
 from modelplan.count.product_key import pk_params
 from modelplan.count.side_paths import block_side_params, embedding_side_params, head_side_params, kv_shared_saving
 from modelplan.count.vision import vision_params
-from modelplan.count.seq2seq import audio_params, embedding_norms, eoi_params, idle_cross_params, key_bias_saving, position_params, separate_cross
+from modelplan.count.seq2seq import (audio_params, embedding_norms, eoi_params, idle_cross_params, key_bias_saving,
+                                     own_token_tables, position_params, separate_cross)
 from modelplan.count.mixers import LINEAR_MIXERS, PARALLEL_MAMBA2
 from modelplan.plan.extras import block_shard, embedding_extra, head_extra, word_width
 from modelplan.plan.linear_mixers import linear_mixer_shard
@@ -283,7 +284,8 @@ def unit_shards(spec: TransformerSpec, plan: Plan, framework: str | None = None)
     tp, sp, h = plan.tp, plan.sequence_parallel, spec.hidden
     dp, expert_group = unit_groups(tp, plan.dp, plan.cp, plan.ep, plan.etp)
     etp = plan.etp or tp
-    sizes: dict[str, tuple[int, int, int]] = {"embedding/word": (_split(spec.vocab, tp) * word_width(spec), 0, dp)}
+    tables = 1 + own_token_tables(spec)  # untied stacks' own token tables, vocab-split like the shared one
+    sizes: dict[str, tuple[int, int, int]] = {"embedding/word": (tables * _split(spec.vocab, tp) * word_width(spec), 0, dp)}
     extra = position_params(spec) + spec.type_vocab * h + audio_params(spec) + eoi_params(spec)  # count.seq2seq: per-stack tables
     extra += embedding_norms(spec) * _norm(spec)
     extra += embedding_extra(spec)  # factored / offset / frozen / concatenated tables (plan/extras.py)

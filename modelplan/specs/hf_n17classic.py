@@ -25,13 +25,14 @@ def _ernie(c: HFConfig) -> dict:
 
 def _openai_gpt(c: HFConfig) -> dict:
     """OpenAIGPTModel (GPT-1): post-LN GPT-2 blocks, learned positions, no embedding or final
-    norm, head tied without bias."""
+    norm, head without bias, tied unless tie_word_embeddings is false (OpenAIGPTLMHeadModel._tied_weights_keys,
+    transformers 5.24 modeling_openai.py)."""
     hidden = c.size("n_embd", "hidden_size")
     return dict(
         layers=c.size("n_layer", "num_hidden_layers"), hidden=hidden, heads=c.size("n_head", "num_attention_heads"),
         ffn_hidden=4 * hidden, vocab=c.size("vocab_size"), max_positions=c.integer("n_positions", 512),
         position="learned", **GPT_STYLE, norm_placement="post", norm_eps=c.number("layer_norm_epsilon", 1e-5),
-        activation=c.activation("gelu", "afn"), final_norm=False, tied_embeddings=True,
+        activation=c.activation("gelu", "afn"), final_norm=False, tied_embeddings=c.flag("tie_word_embeddings", True),
         dropout=c.dropout(0.1, "resid_pdrop", "embd_pdrop", "attn_pdrop"),
     )
 

@@ -175,7 +175,7 @@ def _t5gemma2(c: HFConfig) -> dict:
     blocks, q/k norms, sandwich norms) with Gemma 3's SigLIP tower and projector, a decoder of the
     same blocks whose T5Gemma2MergedAttention scores each query against its own keys and the
     encoder's through the same q/k/v/o (no cross weights), one token table (with its eoi vector)
-    tied to both stacks and to the head."""
+    tied to both stacks and to the head (untied: the decoder's table and the head are their own)."""
     from modelplan.specs.hf_llama import LLAMA_MAPPERS
     from modelplan.specs.hf_other import _vision
 
@@ -207,11 +207,14 @@ def _t5gemma2(c: HFConfig) -> dict:
     rope = text.sub("rope_parameters")  # per layer type (transformers 5); the full_attention blocks' base
     rope = rope.sub("full_attention") if rope is not None and rope.has("full_attention") else rope
     theta = rope.number("rope_theta", None, nullable=True) if rope is not None else None
+    tied = c.flag("tie_word_embeddings", True)
     return {**fields, "arch": "encoder_decoder", "decoder_layers": decoder.size("num_hidden_layers"),
             "rope_theta": theta,
             "final_logit_softcap": decoder.number("final_logit_softcapping", None, nullable=True),
-            "tied_embeddings": True,  # T5Gemma2LMHead.out_proj tied to the encoder's embed_tokens
-            "seq2seq": dict(merged_cross_attention=True, eoi_embedding=True)}
+            # T5Gemma2LMHead.out_proj and the decoder's embed_tokens tied to the encoder's embed_tokens
+            # only under tie_word_embeddings (_tied_weights_keys, transformers 5.24 modeling_t5gemma2.py)
+            "tied_embeddings": tied, "seq2seq": dict(merged_cross_attention=True, eoi_embedding=True,
+                                                     own_token_tables=0 if tied else 1)}
 
 
 N18ENCDEC_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {

@@ -132,7 +132,8 @@ def _xlnet(c: HFConfig) -> dict:
     """XLNetModel: word_embedding, mask_emb, post-LN blocks of XLNetRelativeAttention (bias-free q, k,
     v, o of n_head x d_head, Transformer-XL's r projection, r_w / r_r / r_s biases, seg_embed, its
     LayerNorm) and XLNetFeedForward (biased layer_1 -> d_inner -> layer_2, LayerNorm); no final
-    norm; XLNetLMHeadModel.lm_loss Linear(h, vocab) with bias, tied. Without memory (mem_len is
+    norm; XLNetLMHeadModel.lm_loss Linear(h, vocab) with bias, its weight tied unless tie_word_embeddings is
+    false (_tied_weights_keys, transformers 5.24 modeling_xlnet.py). Without memory (mem_len is
     inference-time caching) and without target_mapping (the two-stream query path)."""
     kind = c.text("attn_type", "bi")
     if kind not in ("bi", "uni"):
@@ -147,7 +148,7 @@ def _xlnet(c: HFConfig) -> dict:
         max_positions=512,  # XLNet's pre-training length; no table, so it caps nothing
         position="none", **{**GPT_STYLE, "qkv_bias": False, "attn_out_bias": False}, norm_placement="post",
         norm_eps=c.number("layer_norm_eps", 1e-12), activation=c.activation("gelu", "ff_activation"),
-        final_norm=False, tied_embeddings=True, lm_head_bias=True,
+        final_norm=False, tied_embeddings=c.flag("tie_word_embeddings", True), lm_head_bias=True,
         extras={"xl_relative": kind, "mask_embedding": True}, dropout=c.dropout(0.1, "dropout"),
     )
 

@@ -64,5 +64,9 @@ class Seq2SeqSpec(Spec):
     encoder's, k/v projected from both); no weights or norm of its own."""
     eoi_embedding: bool = False
     """T5Gemma 2's embed_tokens also holds an end-of-image vector (eoi_embedding, h)."""
+    own_token_tables: int = Field(0, ge=0)
+    """Token tables (vocab x h) a stack keeps beside the shared one when untied (T5Gemma 2 with
+    tie_word_embeddings false: T5Gemma2Model._tied_weights_keys no longer ties the decoder's
+    embed_tokens, nor its eoi vector, to the encoder's; transformers 5.24 modeling_t5gemma2.py)."""
     audio: AudioFrontendSpec | None = None
     """Whisper's convolutional front-end: the encoder reads audio frames, not tokens."""
