@@ -82,9 +82,11 @@ def _xmod(c: HFConfig) -> dict:
 def _bert_generation(c: HFConfig) -> dict:
     """BertGenerationDecoder: BERT's blocks (word and position tables, embedding LayerNorm, no token
     types, no pooler) with BertGenerationOnlyLMHead: decoder Linear(h, vocab) tied to the word
-    table, its vocab bias."""
+    table, its vocab bias; untied, `bias` stays beside decoder.bias (_tied_weights_keys tie the two
+    only under tie_word_embeddings; transformers 5.24 modeling_bert_generation.py)."""
+    tied = c.flag("tie_word_embeddings", True)
     return {**_bert(c), "arch": "decoder", "type_vocab": 0, "pooler": False, "lm_head": True,
-            "lm_head_bias": True, "tied_embeddings": c.flag("tie_word_embeddings", True)}
+            "lm_head_bias": True, "tied_embeddings": tied, "head_bias_copy": not tied}
 
 
 def _big_bird(c: HFConfig) -> dict:
