@@ -80,10 +80,12 @@ def _same(c: HFConfig, encoder_key: str, decoder_key: str) -> int:
     return encoder
 
 
-def _stacks(c: HFConfig) -> dict:
-    """Sizes and block conventions shared by every family here (the decoder's alone for ...ForCausalLM)."""
+def _stacks(c: HFConfig, untied: bool = False) -> dict:
+    """Sizes and block conventions shared by every family here (the decoder's alone for ...ForCausalLM);
+    `untied`: the caller models tie_word_embeddings false (its own token tables, `_untied_tables`)."""
     alone = _decoder_alone(c)
-    if not c.flag("tie_word_embeddings", True):  # transformers 5.24 then unties shared, both embed_tokens and lm_head
+    tied = c.flag("tie_word_embeddings", True)
+    if not tied and not untied:  # transformers 5.24 then unties shared, both embed_tokens and lm_head
         raise SpecError(f"{c.source}: tie_word_embeddings: false is not modelled (transformers then keeps "
                         f"separate shared, encoder and decoder token tables and an untied lm_head)")
     hidden = c.size("d_model")
@@ -101,9 +103,16 @@ def _stacks(c: HFConfig) -> dict:
         activation=c.activation("gelu", "activation_function"),
         # scale_embedding: embed_scale = sqrt(d_model) (BartScaledWordEmbedding)
         embedding_scale=math.sqrt(hidden) if c.flag("scale_embedding", False) else None,
-        tied_embeddings=True,
+        tied_embeddings=tied,
         dropout=c.dropout(0.1, "dropout", "attention_dropout", "activation_dropout"),
     )
+
+
+def _untied_tables(c: HFConfig) -> int:
+    """Token tables beside `shared` under tie_word_embeddings false: BartModel._tied_weights_keys tie
+    encoder / decoder embed_tokens to shared only when tied (transformers 5.24 modeling_bart.py), so
+    both stacks keep their own; a decoder alone (BartForCausalLM) has no `shared`."""
+    return 0 if c.flag("tie_word_embeddings", True) or _decoder_alone(c) else 2
 
 
 def _bart_like(model_type: str) -> Callable[[HFConfig], dict]:
@@ -116,12 +125,12 @@ def _bart_like(model_type: str) -> Callable[[HFConfig], dict]:
             raise SpecError(f"{c.source}: share_encoder_decoder_embeddings: false is not modelled (a separate "
                             f"decoder token table of decoder_vocab_size rows)")
         fields = dict(
-            **_stacks(c),
+            **_stacks(c, untied=True),
             max_positions=c.size("max_position_embeddings"),
             norm_placement=shape.placement,
             embedding_norm=shape.embedding_norm,
             final_norm=shape.final_norm,
-            seq2seq=dict(position_offset=shape.offset, frozen_positions=shape.frozen),
+            seq2seq=dict(position_offset=shape.offset, frozen_positions=shape.frozen, own_token_tables=_untied_tables(c)),
         )
         return _alone(fields) if _decoder_alone(c) else fields
 
