@@ -226,7 +226,6 @@ BASE = {"model_type": "bart", "d_model": 16, "encoder_layers": 1, "decoder_layer
     ({"architectures": ["BartForMultipleChoice"]}, r"'BartForMultipleChoice' not modelled"),
     ({"decoder_attention_heads": 4}, r"encoder_attention_heads \(2\) != decoder_attention_heads \(4\)"),
     ({"decoder_ffn_dim": 32}, r"encoder_ffn_dim \(24\) != decoder_ffn_dim \(32\)"),
-    ({"tie_word_embeddings": False}, r"tie_word_embeddings: false is not modelled"),
     ({"model_type": "mvp", "use_prompt": True}, r"use_prompt: true is not modelled"),
     ({"model_type": "marian", "share_encoder_decoder_embeddings": False}, r"share_encoder_decoder_embeddings"),
     ({"d_model": None}, r"d_model"),

@@ -5,7 +5,8 @@ BertGenerationOnlyLMHead's second `bias` become their own tensors (each class's 
 tie them only under tie_word_embeddings), and T5Gemma 2 keeps the decoder's embed_tokens (with its
 eoi vector) and lm_head.out_proj apart from the encoder's table (T5Gemma2Model /
 T5Gemma2ForConditionalGeneration._tied_weights_keys). T5Config forces tie_word_embeddings true, so
-T5 stays tied. The tied counts do not move."""
+T5 stays tied. BART-shaped encoder-decoders untied keep shared, both stacks' embed_tokens and
+lm_head apart (BartModel / BartForConditionalGeneration._tied_weights_keys). The tied counts do not move."""
 
 from __future__ import annotations
 
@@ -23,16 +24,23 @@ LM = {"openai-gpt": "OpenAIGPTLMHeadModel", "xlnet": "XLNetLMHeadModel", "bert-g
       "t5gemma2-model": "T5Gemma2Model", "t5gemma2-seqcls": "T5Gemma2ForSequenceClassification"}
 """Types whose untied count differed from transformers' on main (t5: the config ties regardless)."""
 
+BART = {"bart": "BartForConditionalGeneration", "mbart": "MBartForConditionalGeneration",
+        "plbart": "PLBartForConditionalGeneration", "mvp": "MvpForConditionalGeneration", "marian": "MarianMTModel",
+        "pegasus": "PegasusForConditionalGeneration", "blenderbot": "BlenderbotForConditionalGeneration",
+        "blenderbot-small": "BlenderbotSmallForConditionalGeneration", "bart-model": "BartModel",
+        "bart-causal": "BartForCausalLM", "marian-causal": "MarianForCausalLM"}
+"""BART-shaped types refused untied on main (hf_n18encdec.FAMILY), with the bare model and a decoder alone."""
+
 
 def _config(key: str, tied: bool) -> dict:
-    return {**class_defaults(key.split("-model")[0].split("-seqcls")[0]), "architectures": [LM[key]],
-            "tie_word_embeddings": tied}
+    model_type = key.removesuffix("-model").removesuffix("-seqcls").removesuffix("-causal")
+    return {**class_defaults(model_type), "architectures": [{**LM, **BART}[key]], "tie_word_embeddings": tied}
 
 
 @pytest.mark.torch
 @pytest.mark.slow
 @pytest.mark.parametrize("tied", [True, False])
-@pytest.mark.parametrize("key", sorted(LM))
+@pytest.mark.parametrize("key", sorted(LM) + sorted(BART))
 def test_class_defaults_equal_transformers(key, tied):
     """Tied and untied class defaults: count's total = sum(p.numel()) of the transformers model on meta."""
     data = _config(key, tied)
@@ -55,3 +63,16 @@ def test_untied_t5gemma2_shards_hold_the_counted_total():
     spec = from_hf_config(_config("t5gemma2", False), "config.json")
     assert sum(u.numel for u in unit_shards(spec, Plan()).values()) == count_params(spec).total
     assert count_params(spec).total - count_params(tied).total == 2 * spec.vocab * spec.hidden + spec.hidden
+
+
+def test_untied_bart_adds_three_tables():
+    """Hand-worked: untied BartForConditionalGeneration keeps shared, encoder / decoder embed_tokens and lm_head
+    (four vocab x d_model tables where tied holds one); BartForCausalLM adds only its lm_head."""
+    data = {"model_type": "bart", "d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+            "decoder_attention_heads": 2, "encoder_ffn_dim": 24, "decoder_ffn_dim": 24, "vocab_size": 100,
+            "max_position_embeddings": 64}
+    for arch, tables in (("BartForConditionalGeneration", 3), ("BartForCausalLM", 1)):
+        tied = count_params(from_hf_config({**data, "architectures": [arch], "tie_word_embeddings": True})).total
+        spec = from_hf_config({**data, "architectures": [arch], "tie_word_embeddings": False})
+        assert count_params(spec).total - tied == tables * 100 * 16
+        assert sum(u.numel for u in unit_shards(spec, Plan()).values()) == count_params(spec).total
