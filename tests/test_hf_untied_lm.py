@@ -28,8 +28,12 @@ BART = {"bart": "BartForConditionalGeneration", "mbart": "MBartForConditionalGen
         "plbart": "PLBartForConditionalGeneration", "mvp": "MvpForConditionalGeneration", "marian": "MarianMTModel",
         "pegasus": "PegasusForConditionalGeneration", "blenderbot": "BlenderbotForConditionalGeneration",
         "blenderbot-small": "BlenderbotSmallForConditionalGeneration", "bart-model": "BartModel",
-        "bart-causal": "BartForCausalLM", "marian-causal": "MarianForCausalLM"}
-"""BART-shaped types refused untied on main (hf_n18encdec.FAMILY), with the bare model and a decoder alone."""
+        "bart-causal": "BartForCausalLM", "marian-causal": "MarianForCausalLM", "led": "LEDForConditionalGeneration",
+        "m2m_100": "M2M100ForConditionalGeneration", "m2m_100-model": "M2M100Model",
+        "nllb-moe": "NllbMoeForConditionalGeneration", "pegasus_x": "PegasusXForConditionalGeneration",
+        "bigbird_pegasus": "BigBirdPegasusForConditionalGeneration", "bigbird_pegasus-causal": "BigBirdPegasusForCausalLM"}
+"""BART-shaped types refused untied on main (hf_n18encdec.FAMILY, led, m2m_100, nllb-moe, pegasus_x, bigbird_pegasus),
+with bare models and decoders alone."""
 
 
 def _config(key: str, tied: bool) -> dict:

@@ -7,7 +7,7 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_n18encdec import _alone, _decoder_alone, _stacks
+from modelplan.specs.hf_n18encdec import _alone, _decoder_alone, _stacks, _untied_tables
 
 
 def _bigbird_pegasus(c: HFConfig) -> dict:
@@ -23,8 +23,8 @@ def _bigbird_pegasus(c: HFConfig) -> dict:
         raise SpecError(f"{c.source}: attention_type: unsupported '{kind}' (block_sparse, original_full)")
     window = (5 + c.integer("num_random_blocks", 3)) * c.integer("block_size", 64) if kind == "block_sparse" else None
     fields = dict(
-        **_stacks(c), max_positions=c.size("max_position_embeddings"), norm_placement="pre", embedding_norm=False,
-        final_norm=True, seq2seq=dict(encoder_window=window),
+        **_stacks(c, untied=True), max_positions=c.size("max_position_embeddings"), norm_placement="pre",
+        embedding_norm=False, final_norm=True, seq2seq=dict(encoder_window=window, own_token_tables=_untied_tables(c)),
     )
     fields.update(qkv_bias=bias, attn_out_bias=bias, activation=c.activation("gelu_new", "activation_function"))
     if _decoder_alone(c):  # BigBirdPegasusForCausalLM: the decoder alone (its encoder_attn kept), a head it never ties

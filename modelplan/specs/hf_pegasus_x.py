@@ -17,7 +17,7 @@ from typing import Callable
 from modelplan.errors import SpecError
 from modelplan.specs.encoder_side import layer_norm, table
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_n18encdec import _stacks
+from modelplan.specs.hf_n18encdec import _stacks, _untied_tables
 
 
 def _pegasus_x(c: HFConfig) -> dict:
@@ -26,11 +26,11 @@ def _pegasus_x(c: HFConfig) -> dict:
     if names and names[0] not in ("PegasusXForConditionalGeneration", "PegasusXModel"):
         raise SpecError(f"{c.source}: architectures: '{names[0]}' not modelled (supported: "
                         f"PegasusXForConditionalGeneration, PegasusXModel)")
-    fields = _stacks(c)
+    fields = _stacks(c, untied=True)
     h, g = fields["hidden"], c.divisor("num_global_tokens")
     fields.update(max_positions=c.size("max_position_embeddings"), position="none", norm_placement="pre",
                   embedding_norm=False, final_norm=True, qkv_bias=False, attn_out_bias=False,
-                  seq2seq=dict(encoder_window=c.divisor("block_size") + g),
+                  seq2seq=dict(encoder_window=c.divisor("block_size") + g, own_token_tables=_untied_tables(c)),
                   extras=dict(side=dict(embedding=[table("embed_global", g, h)],
                                         encoder_block=[layer_norm("global_self_attn_layer_norm", h)])))
     return fields

@@ -10,7 +10,7 @@ from typing import Callable
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_gpt import GPT_MAPPERS
-from modelplan.specs.hf_n18encdec import _stacks
+from modelplan.specs.hf_n18encdec import _stacks, _untied_tables
 from modelplan.specs.hf_other import OTHER_MAPPERS
 
 _bert = GPT_MAPPERS["bert"]
@@ -103,8 +103,8 @@ def _m2m_100(c: HFConfig) -> dict:
     embeddings scaled by sqrt(d_model) (scale_embedding, default true), `shared` tied to both stacks
     and the head."""
     fields = dict(
-        **_stacks(c), max_positions=c.integer("max_position_embeddings", 1024), norm_placement="pre",
-        embedding_norm=False, final_norm=True,
+        **_stacks(c, untied=True), max_positions=c.integer("max_position_embeddings", 1024), norm_placement="pre",
+        embedding_norm=False, final_norm=True, seq2seq=dict(own_token_tables=_untied_tables(c)),
     )
     return {**fields, "position": "none",
             "embedding_scale": fields["hidden"] ** 0.5 if c.flag("scale_embedding", True) else None}
@@ -137,10 +137,10 @@ def _led(c: HFConfig) -> dict:
         raise SpecError(f"{c.source}: architectures: LED's decoder alone is not modelled (transformers has no "
                         f"LEDForCausalLM)")
     fields = dict(
-        **_stacks(c),
+        **_stacks(c, untied=True),
         max_positions=c.size("max_decoder_position_embeddings"),
         norm_placement="post", embedding_norm=True, final_norm=False,
-        seq2seq=dict(encoder_positions=c.size("max_encoder_position_embeddings")),
+        seq2seq=dict(encoder_positions=c.size("max_encoder_position_embeddings"), own_token_tables=_untied_tables(c)),
         sliding_window=_windows(c),  # LEDEncoderSelfAttention: one_sided_attn_window_size each side
     )
     return _relative(fields, encoder_sliding=True, global_projections=True)
