@@ -202,7 +202,6 @@ def test_count_plan_run_and_verify_names_the_features(tmp_path, data, features):
     (dict(LED, attention_window=[8, 16]), r"attention_window: \[8, 16\]"),
     (dict(LONGFORMER, attention_window=[8, 16]), r"attention_window: \[8, 16\]"),
     (dict(LED, architectures=["LEDForCausalLM"]), "LED's decoder alone is not modelled"),
-    (dict(SWITCH, tie_word_embeddings=False), "tie_word_embeddings: false is not modelled"),
     (dict(T5GEMMA, decoder=dict(GEMMA_STACK, hidden_size=32)), r"decoder.hidden \(32\) != encoder.hidden \(64\)"),
     (dict(T5GEMMA, architectures=["T5GemmaForQuestionAnswering"]), "'T5GemmaForQuestionAnswering' not modelled"),
 ])

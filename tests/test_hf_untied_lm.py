@@ -31,9 +31,11 @@ BART = {"bart": "BartForConditionalGeneration", "mbart": "MBartForConditionalGen
         "bart-causal": "BartForCausalLM", "marian-causal": "MarianForCausalLM", "led": "LEDForConditionalGeneration",
         "m2m_100": "M2M100ForConditionalGeneration", "m2m_100-model": "M2M100Model",
         "nllb-moe": "NllbMoeForConditionalGeneration", "pegasus_x": "PegasusXForConditionalGeneration",
-        "bigbird_pegasus": "BigBirdPegasusForConditionalGeneration", "bigbird_pegasus-causal": "BigBirdPegasusForCausalLM"}
-"""BART-shaped types refused untied on main (hf_n18encdec.FAMILY, led, m2m_100, nllb-moe, pegasus_x, bigbird_pegasus),
-with bare models and decoders alone."""
+        "bigbird_pegasus": "BigBirdPegasusForConditionalGeneration", "bigbird_pegasus-causal": "BigBirdPegasusForCausalLM",
+        "switch_transformers": "SwitchTransformersForConditionalGeneration",
+        "switch_transformers-model": "SwitchTransformersModel", "t5gemma": "T5GemmaForConditionalGeneration"}
+"""BART-shaped types refused untied on main (hf_n18encdec.FAMILY, led, m2m_100, nllb-moe, pegasus_x, bigbird_pegasus,
+switch_transformers; t5gemma: its lm_head.out_proj), with bare models and decoders alone."""
 
 
 def _config(key: str, tied: bool) -> dict:
@@ -80,3 +82,12 @@ def test_untied_bart_adds_three_tables():
         spec = from_hf_config({**data, "architectures": [arch], "tie_word_embeddings": False})
         assert count_params(spec).total - tied == tables * 100 * 16
         assert sum(u.numel for u in unit_shards(spec, Plan()).values()) == count_params(spec).total
+
+
+def test_untied_switch_encoder_alone_is_a_one_line_error():
+    """SwitchTransformersEncoderModel untied keeps encoder.embed_tokens beside shared: refused, one line."""
+    from _hf_n17_checks import assert_one_line_error
+
+    data = {**class_defaults("switch_transformers"), "architectures": ["SwitchTransformersEncoderModel"],
+            "tie_word_embeddings": False}
+    assert_one_line_error(data, "tie_word_embeddings: false is not modelled for the encoder alone")

@@ -53,10 +53,9 @@ def _switch_transformers(c: HFConfig) -> dict:
     sparse blocks swap the MLP for a Switch layer (Fedus et al. 2021 sec. 2.1: router
     Linear(h, num_experts, router_bias), top-1, the output scaled by the router probability):
     encoder block i is sparse when i % step == 1 (or step == 1), step = num_layers //
-    num_sparse_encoder_layers, and likewise the decoder."""
-    if not c.flag("tie_word_embeddings", True):  # transformers 5.24 then unties shared, both embed_tokens and lm_head
-        raise SpecError(f"{c.source}: tie_word_embeddings: false is not modelled (transformers then keeps "
-                        f"separate shared, encoder and decoder token tables and an untied lm_head)")
+    num_sparse_encoder_layers, and likewise the decoder. Untied (tie_word_embeddings false), each stack's
+    embed_tokens and lm_head are their own beside `shared` (SwitchTransformersModel._tied_weights_keys,
+    transformers 5.24 modeling_switch_transformers.py)."""
     layers = c.size("num_layers")
     # SwitchTransformersConfig: num_decoder_layers 12 by default, None -> num_layers
     decoder = c.integer("num_decoder_layers", 12, nullable=True) or layers
@@ -72,6 +71,12 @@ def _switch_transformers(c: HFConfig) -> dict:
         # SwitchTransformersStack: is_sparse = i % step == 1 or step == 1 (so 0 sparse layers still make block 1 sparse)
         sparse += [offset + i for i in range(stack) if step > 0 and (i % step == 1 or step == 1)]
     fields["decoder_layers"] = decoder or None
+    if not c.flag("tie_word_embeddings", True):  # SwitchTransformersConfig does not force the tie (T5Config does)
+        if not decoder:
+            raise SpecError(f"{c.source}: tie_word_embeddings: false is not modelled for the encoder alone "
+                            f"(its embed_tokens beside `shared`)")
+        fields["tied_embeddings"] = False
+        fields["seq2seq"] = {**(fields.get("seq2seq") or {}), "own_token_tables": 2}
     if sparse:
         fields["moe"] = dict(num_experts=c.size("num_experts"), top_k=1, expert_ffn_hidden=fields["ffn_hidden"],
                              layers=sparse, router_bias=c.flag("router_bias", False), norm_topk_prob=False)
@@ -174,11 +179,10 @@ def _t5gemma(c: HFConfig) -> dict:
                             f"stacks of different shapes are not modelled")
     if decoder.integer("cross_attention_hidden_size", fields["hidden"], nullable=True) not in (None, fields["hidden"]):
         raise SpecError(f"{c.source}: decoder.cross_attention_hidden_size != encoder.hidden_size is not modelled")
-    if not c.flag("tie_word_embeddings", True):
-        raise SpecError(f"{c.source}: tie_word_embeddings: false is not modelled (an untied lm_head.out_proj)")
     bare = names[0].endswith("Model") or classifier
+    tied = c.flag("tie_word_embeddings", True)  # false: lm_head.out_proj its own (_tied_weights_keys, modeling_t5gemma.py)
     return {**fields, "arch": "encoder_decoder", "decoder_layers": decoder.size("num_hidden_layers"),
-            "lm_head": not bare, "tied_embeddings": not bare,
+            "lm_head": not bare, "tied_embeddings": not bare and tied,
             "final_logit_softcap": own.get("final_logit_softcap"),
             "extras": {"encoder_token_table": True, "cross_post_norm": True}}
 
