@@ -33,9 +33,11 @@ BART = {"bart": "BartForConditionalGeneration", "mbart": "MBartForConditionalGen
         "nllb-moe": "NllbMoeForConditionalGeneration", "pegasus_x": "PegasusXForConditionalGeneration",
         "bigbird_pegasus": "BigBirdPegasusForConditionalGeneration", "bigbird_pegasus-causal": "BigBirdPegasusForCausalLM",
         "switch_transformers": "SwitchTransformersForConditionalGeneration",
-        "switch_transformers-model": "SwitchTransformersModel", "t5gemma": "T5GemmaForConditionalGeneration"}
+        "switch_transformers-model": "SwitchTransformersModel", "t5gemma": "T5GemmaForConditionalGeneration",
+        "seamless_m4t": "SeamlessM4TForTextToText", "seamless_m4t_v2": "SeamlessM4Tv2ForTextToText"}
 """BART-shaped types refused untied on main (hf_n18encdec.FAMILY, led, m2m_100, nllb-moe, pegasus_x, bigbird_pegasus,
-switch_transformers; t5gemma: its lm_head.out_proj), with bare models and decoders alone."""
+switch_transformers, seamless_m4t(_v2) text-to-text via m2m_100;
+t5gemma: its lm_head.out_proj), with bare models and decoders alone."""
 
 
 def _config(key: str, tied: bool) -> dict:
