@@ -130,7 +130,8 @@ def _bart_like(model_type: str) -> Callable[[HFConfig], dict]:
             norm_placement=shape.placement,
             embedding_norm=shape.embedding_norm,
             final_norm=shape.final_norm,
-            seq2seq=dict(position_offset=shape.offset, frozen_positions=shape.frozen, own_token_tables=_untied_tables(c)),
+            seq2seq=dict(position_offset=shape.offset, frozen_positions=shape.frozen,
+                         own_token_tables=_untied_tables(c)),
         )
         return _alone(fields) if _decoder_alone(c) else fields
 

@@ -180,7 +180,8 @@ def _t5gemma(c: HFConfig) -> dict:
     if decoder.integer("cross_attention_hidden_size", fields["hidden"], nullable=True) not in (None, fields["hidden"]):
         raise SpecError(f"{c.source}: decoder.cross_attention_hidden_size != encoder.hidden_size is not modelled")
     bare = names[0].endswith("Model") or classifier
-    tied = c.flag("tie_word_embeddings", True)  # false: lm_head.out_proj its own (_tied_weights_keys, modeling_t5gemma.py)
+    tied = c.flag("tie_word_embeddings", True)  # false: lm_head.out_proj its own (_tied_weights_keys,
+    # transformers 5.24 modeling_t5gemma.py)
     return {**fields, "arch": "encoder_decoder", "decoder_layers": decoder.size("num_hidden_layers"),
             "lm_head": not bare, "tied_embeddings": not bare and tied,
             "final_logit_softcap": own.get("final_logit_softcap"),
