@@ -89,6 +89,7 @@ def _git(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
         tower["connector"].append(dict(name="img_temporal_embedding", kind="vector", in_features=vh, copies=images))
     fields["vision"] = tower
     fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)
+    fields["head_bias_copy"] = False  # `output` is one biased Linear: no second vocab bias untied
     return fields
 
 
