@@ -13,7 +13,3 @@ FsdpRootOpt = Annotated[Optional[bool], typer.Option(
     "output head sit in the root group, never resharded after forward and reduce-scattered at the end of "
     "backward (torchtitan before July 2025) [default: no].", show_default=False)]
 
-
-def fsdp_root_settings(in_root: bool | None) -> dict:
-    """The TrainingSpec field the option sets ({} when not given: ends in groups of their own)."""
-    return {} if in_root is None else {"fsdp_ends_in_root": in_root}

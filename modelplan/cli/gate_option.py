@@ -13,7 +13,3 @@ FakeGateOpt = Annotated[Optional[bool], typer.Option(
     "(token t to the k consecutive experts t*k..t*k+k-1 mod E): DeepEP's exchange sends one copy per destination "
     "[default: a learned router, read as uniform].", show_default=False)]
 
-
-def gate_settings(fake: bool | None) -> dict:
-    """The TrainingSpec field the option sets ({} when not given: a learned router)."""
-    return {} if fake is None else {"fake_balanced_gate": fake}

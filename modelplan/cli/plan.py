@@ -45,9 +45,9 @@ from modelplan.cli.dispatcher_option import MoeDispatcherOpt, dispatcher_setting
 from modelplan.cli.etp_option import EtpOpt, check_etp, parse_etp
 from modelplan.cli.tensor_rate_option import TensorRateOpt, tensor_rate_settings
 from modelplan.cli.optimizer_state_option import OptimizerStateDtypeOpt, optimizer_state_settings
-from modelplan.cli.gate_option import FakeGateOpt, gate_settings
-from modelplan.cli.sac_option import SacAttentionOpt, sac_settings
-from modelplan.cli.fsdp_root_option import FsdpRootOpt, fsdp_root_settings
+from modelplan.cli.gate_option import FakeGateOpt
+from modelplan.cli.sac_option import SacAttentionOpt
+from modelplan.cli.fsdp_root_option import FsdpRootOpt
 from modelplan.cli.pp_flush_option import PpFlushOpt, pp_flush_settings
 from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.cli.layout_options import (CompileLossOpt, FirstStageOpt, FusedNormOpt, LastStageOpt, LossKernelOpt,
@@ -235,10 +235,9 @@ def plan_cmd(
                               **dispatcher_settings(moe_dispatcher, spec), **tensor_rate_settings(tensor_rate),
                               **optimizer_state_settings(optimizer_state_dtype),
                               **pp_flush_settings(pp_flush_microbatches),
-                              **gate_settings(fake_balanced_gate), **sac_settings(sac_saves_attention),
-                              **fsdp_root_settings(fsdp_ends_in_root),
-                              **({} if grad_dtype is None else {"grad_dtype": grad_dtype}),
-                              **({} if images_per_seq is None else {"images_per_seq": images_per_seq})),
+                              **_given(fake_balanced_gate=fake_balanced_gate, sac_saves_attention=sac_saves_attention,
+                                       fsdp_ends_in_root=fsdp_ends_in_root, grad_dtype=grad_dtype,
+                                       images_per_seq=images_per_seq)),
                          decoder_seq)
     check_decoder_seq(spec, training)
     check_images(spec, training)
@@ -312,6 +311,11 @@ def _zero_values(text: str) -> list[int]:
     if max(values) > 3:
         raise SpecError(f"--zero: stages are 0..3 (got {max(values)})")
     return values
+
+
+def _given(**fields) -> dict:
+    """The TrainingSpec fields whose options were given (None: the option was left out, the field keeps its default)."""
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 def _training_recompute(recompute: str | None, modules: str | None, method: str | None) -> str:

@@ -13,7 +13,3 @@ SacAttentionOpt = Annotated[Optional[bool], typer.Option(
     "attention's output; --no-...: the run's SDPA kernel is not in the engine's save list, so attention is "
     "recomputed (torchtitan May-Nov 2025 on B200: cuDNN attention) [default: yes].", show_default=False)]
 
-
-def sac_settings(saves: bool | None) -> dict:
-    """The TrainingSpec field the option sets ({} when not given: attention kept)."""
-    return {} if saves is None else {"sac_saves_attention": saves}
