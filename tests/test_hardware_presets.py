@@ -12,7 +12,7 @@ from modelplan.specs.hardware import Accelerator
 
 NEW_ACCELERATORS = ["h100-pcie", "h100-nvl", "h800", "h20", "gh200", "gb200", "b300", "gb300", "l40s",
                     "a800", "mi250x", "mi325x", "mi355x"]
-NEW_CLUSTERS = ["dgx-h800", "hgx-h20", "gb200-nvl72", "gb300-nvl72", "mi325x-node", "aws-p4d", "aws-p5",
+NEW_CLUSTERS = ["dgx-h800", "hgx-h20", "dgx-b300", "gb200-nvl72", "gb300-nvl72", "mi325x-node", "aws-p4d", "aws-p5",
                 "aws-p5en", "azure-ndv5", "gcp-a3", "gcp-a3-mega"]
 DEFAULT_MATMUL_EFFICIENCY = Accelerator.model_fields["matmul_efficiency"].default
 
@@ -128,6 +128,15 @@ def test_gb300_nvl72_has_800g_nics():
     """GB300 NVL72: ConnectX-8 800 Gb/s per GPU (NVIDIA GB300 NVL72 specifications) = 100 GB/s."""
     c = load_cluster("gb300-nvl72")
     assert (c.domain_gpus, c.inter.bandwidth_gbps, c.accelerator.name) == (72, 800 / 8, "GB300-288GB")
+
+
+def test_dgx_b300_keeps_b200_nvlink_with_800g_nics():
+    """DGX B300: NVLink5 1.8 TB/s per GPU as B200 (900 per direction, 18 x 40.1 GB/s in NCCL topo.h)
+    and one 800 Gb/s ConnectX-8 per GPU (NVIDIA DGX B300 datasheet)."""
+    c = load_cluster("dgx-b300")
+    assert 2 * c.intra.bandwidth_gbps == 1800.0 and c.intra.nvls
+    assert c.intra.bandwidth_gbps * c.intra.efficiency == pytest.approx(18 * 40.1, rel=2e-3)
+    assert (c.inter.bandwidth_gbps, c.accelerator.name) == (800 / 8, "B300-SXM-288GB")
 
 
 @pytest.mark.parametrize("name, node_gbps, net_latency_us, protocols", [
