@@ -178,3 +178,13 @@ def test_plan_puts_tp_across_trays_inside_the_nvl72_domain(tmp_path):
     bad = runner.invoke(app, args + ["--cluster", str(trays)])
     assert bad.exit_code != 0
     assert "tp (8) must divide gpus_per_node (4)" in bad.output
+
+
+@pytest.mark.parametrize("name, mib", [
+    ("gb200", 189471),   # nvidia-smi on GB200 trays: "0MiB / 189471MiB"
+    ("h800", 81559),     # H100 SXM5 80GB HBM3's NVML total (Modal's table), the same memory
+    ("a800", 81920),     # A100 80GB's NVML total (Modal's table), the same memory
+])
+def test_usable_memory_is_what_nvml_reports(name, mib):
+    """The planner's memory budget is the driver's total (MiB = 2**20 bytes), not memory_gb x 1e9."""
+    assert load_accelerator(name).memory_capacity_bytes == mib * 2**20
