@@ -188,3 +188,16 @@ def test_plan_puts_tp_across_trays_inside_the_nvl72_domain(tmp_path):
 def test_usable_memory_is_what_nvml_reports(name, mib):
     """The planner's memory budget is the driver's total (MiB = 2**20 bytes), not memory_gb x 1e9."""
     assert load_accelerator(name).memory_capacity_bytes == mib * 2**20
+
+
+def test_new_switches_carry_nccl_nvls_constants():
+    """NVSwitch / NVLink Switch presets flag NVLS with tuning.cc's nvlsEfficiency (Hopper 0.85,
+    Blackwell 0.74) and the measured first group size (5 on H200, 6 on B200: comm_hw.md §1.2);
+    A100 NVSwitch and AMD xGMI have none."""
+    for names, min_ranks, eff in [(["dgx-h800", "hgx-h20", "aws-p5", "aws-p5en", "azure-ndv5", "gcp-a3"], 5, 0.85),
+                                  (["dgx-b300", "gb200-nvl72", "gb300-nvl72"], 6, 0.74)]:
+        for name in names:
+            intra = load_cluster(name).intra
+            assert (intra.nvls, intra.nvls_min_ranks, intra.nvls_efficiency) == (True, min_ranks, eff), name
+    for name in ["aws-p4d", "mi325x-node"]:
+        assert load_cluster(name).intra.nvls is False
