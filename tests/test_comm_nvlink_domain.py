@@ -111,3 +111,22 @@ def test_gb200_nvl72_tp8_spans_two_trays_on_nvlink():
     assert (nvl72.gpus_per_node, nvl72.intra_Bps) == (72, pytest.approx(900e9 * 0.802))
     shape = shape_of_ranks(tuple(range(8)), nvl72.gpus_per_node)
     assert (shape.nodes, shape.ranks_per_node) == (1, 8)
+
+
+def test_launchers_keep_the_physical_tray():
+    """torchrun runs one process per GPU of a host: 16 ranks on gb200-nvl72 are 4 trays of 4
+    (`--nnodes 4 --nproc-per-node 4`), not one 72-GPU node."""
+    from modelplan.export.launch import launch_geometry
+    from modelplan.specs.plan import Plan
+
+    geometry = launch_geometry(Plan(dp=2, tp=8), load_cluster("gb200-nvl72"))
+    assert (geometry.nnodes, geometry.nproc_per_node) == (4, 4)
+
+
+def test_host_offload_shares_a_tray_not_the_domain():
+    """A tray's two Grace CPUs (2 x 512 GB/s LPDDR5X, the preset's [host]) feed its 4 GPUs:
+    1024 GB/s x 0.7 (the field's STREAM-class default) / 4 per GPU, not / 72."""
+    from modelplan.comm.offload import host_link
+
+    link = host_link(load_cluster("gb200-nvl72"))
+    assert link.dram_Bps == pytest.approx(1024e9 * 0.7 / 4)
