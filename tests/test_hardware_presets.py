@@ -13,7 +13,7 @@ from modelplan.specs.hardware import Accelerator
 NEW_ACCELERATORS = ["h100-pcie", "h100-nvl", "h800", "h20", "gh200", "gb200", "b300", "gb300", "l40s",
                     "a800", "mi250x", "mi325x", "mi355x"]
 NEW_CLUSTERS = ["dgx-h800", "hgx-h20", "dgx-b300", "gb200-nvl72", "gb300-nvl72", "mi325x-node", "aws-p4d", "aws-p5",
-                "aws-p5en", "azure-ndv5", "gcp-a3", "gcp-a3-mega"]
+                "aws-p5en", "aws-p6-b200", "azure-ndv5", "gcp-a3", "gcp-a3-mega"]
 DEFAULT_MATMUL_EFFICIENCY = Accelerator.model_fields["matmul_efficiency"].default
 
 
@@ -143,6 +143,7 @@ def test_dgx_b300_keeps_b200_nvlink_with_800g_nics():
     ("aws-p4d", 400, 75.0, ("simple",)),    # AWS P4: 400 Gbps EFA; aws-ofi-nccl platform-aws.cpp 75 us
     ("aws-p5", 3200, 75.0, ("simple",)),    # AWS P5: 3200 Gbps EFAv2
     ("aws-p5en", 3200, 35.0, ("simple",)),  # AWS P5en: 3200 Gbps EFAv3; 35 us
+    ("aws-p6-b200", 3200, 35.0, ("simple",)),  # AWS P6-B200: 3200 Gbps EFAv4; 35 us
     ("azure-ndv5", 3200, 0.0, ("ll", "ll128", "simple")),  # Azure ND H100 v5: 8 x 400 Gb/s CX7 IB
     ("gcp-a3", 800, 0.0, ("ll", "ll128", "simple")),       # GCP a3-highgpu-8g: 4 x 200 Gbps GPU NICs
     ("gcp-a3-mega", 1600, 0.0, ("ll", "ll128", "simple")), # GCP a3-megagpu-8g: 8 x 200 Gbps GPU NICs
@@ -201,3 +202,14 @@ def test_new_switches_carry_nccl_nvls_constants():
             assert (intra.nvls, intra.nvls_min_ranks, intra.nvls_efficiency) == (True, min_ranks, eff), name
     for name in ["aws-p4d", "mi325x-node"]:
         assert load_cluster(name).intra.nvls is False
+
+
+@pytest.mark.parametrize("name, nbytes, busbw", [
+    ("aws-p5en", 4 * 2**30, 364.9),      # 4 nodes x 8 H200 (p5en, EFA), ring AllReduce 4 GiB
+    ("aws-p6-b200", 16 * 2**30, 381.8),  # 4 nodes x 8 B200 (8x400G EFA), AllReduce 16 GiB
+])
+def test_efa_nodes_match_published_four_node_allreduce(name, nbytes, busbw):
+    """The EFA presets, built from instance specs and aws-ofi-nccl's constants only, land within
+    5 % of the 4-node AllReduce busbw stas00/ml-engineering measured (comm_hw.md §1.2)."""
+    got = collective_cost("all_reduce", nbytes, 32, 8, load_cluster(name)).busbw_gbps
+    assert got == pytest.approx(busbw, rel=0.05)
