@@ -154,7 +154,7 @@ def test_shell_completion_of_presets_clusters_and_collectives():
         return proc.stdout.split()
 
     assert complete("modelplan plan llama-3") == ["llama-3-405b", "llama-3-70b", "llama-3-8b"]
-    assert complete("modelplan plan gpt2 --cluster dgx-h") == ["dgx-h100", "dgx-h200"]
+    assert complete("modelplan plan gpt2 --cluster dgx-h") == ["dgx-h100", "dgx-h200", "dgx-h800"]
     assert complete("modelplan comm all") == ["all_reduce", "all_gather", "all_to_all"]
 
 

@@ -107,7 +107,7 @@ def comm_cmd(
     type_name, itemsize = DTYPES[dtype.lower()]
     spec = load_cluster(cluster)
     links = cluster_links(spec)
-    shape = group_shape(ranks, ranks_per_node, spec.gpus_per_node, spec.nodes)
+    shape = group_shape(ranks, ranks_per_node, spec.domain_gpus, spec.domains)
     sizes = [0] if op is Collective.BARRIER else [
         _round(op, s, ranks, itemsize) for s in _sizes(size, min_size, max_size, step_factor)]
     costs = [collective_cost(op, s, ranks, shape.ranks_per_node, links, algo_name) for s in sizes]

@@ -91,7 +91,8 @@ def _header(console, spec, training, cluster, gpus: int) -> None:
         batch += f", {images_per_sequence(spec, training)} {unit}(s) per sequence"
     console.print(
         f"[bold]{spec.name}[/bold] on {gpus} x {acc.name} ({cluster.name}, {cluster.gpus_per_node}/node, "
-        f"{acc.memory_gb:g} GB): global batch {batch}, "
+        + (f"{cluster.domain_gpus}/NVLink domain, " if cluster.domain_gpus != cluster.gpus_per_node else "")
+        + f"{acc.memory_gb:g} GB): global batch {batch}, "
         f"{training.precision}, {training.optimizer}"
     )
     if getattr(training, "finetune", None) is not None:

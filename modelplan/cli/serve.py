@@ -46,7 +46,7 @@ def serve_cmd(
         raise SpecError(f"serve: {spec.name} is a '{spec.kind}' spec; serving is modelled for transformers")
     cl = load_cluster(cluster or DEFAULT_CLUSTER)
     serve = validate_model(ServeSpec, {
-        "context": context, "weights": weights, "kv_cache": kv_cache, "tp": tp or default_serving_tp(spec, gpus, cl.gpus_per_node),
+        "context": context, "weights": weights, "kv_cache": kv_cache, "tp": tp or default_serving_tp(spec, gpus, cl.domain_gpus),
         "block_size": block_size, "gpu_memory_utilization": gpu_memory_utilization,
         "max_batched_tokens": max_batched_tokens}, "serve")
     est = serve_estimate(spec, serve, cl, gpus, batch=batch, concurrency=concurrency)

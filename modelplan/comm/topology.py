@@ -27,7 +27,9 @@ class ClusterLinks(NamedTuple):
 
     name: str
     gpus_per_node: int
+    """GPUs of one NVLink domain (`Cluster.domain_gpus`: a node unless the intra switch spans nodes)."""
     nodes: int | None
+    """NVLink domains available (`Cluster.domains`); None: open."""
     call_s: float
     """Fixed start-up of one collective call."""
     intra_alpha_s: float
@@ -71,8 +73,8 @@ def cluster_links(cluster: Cluster | ClusterLinks) -> ClusterLinks:
     intra, inter = cluster.intra, cluster.inter
     return ClusterLinks(
         name=cluster.name,
-        gpus_per_node=cluster.gpus_per_node,
-        nodes=cluster.nodes,
+        gpus_per_node=cluster.domain_gpus,
+        nodes=cluster.domains,
         call_s=cluster.call_latency_us * 1e-6,
         intra_alpha_s=intra.latency_us * 1e-6,
         intra_Bps=intra.effective_bandwidth_Bps,

@@ -146,8 +146,8 @@ def serve_estimate(spec: TransformerSpec, serve: ServeSpec, cluster: Cluster, gp
     """Capacity (exact memory, estimated workspace) and roofline speed of serving on `gpus` GPUs."""
     cost = cost or CostModel()
     tp = serve.tp
-    if tp > cluster.gpus_per_node:
-        raise SpecError(f"tp ({tp}) exceeds the {cluster.gpus_per_node} GPUs of one {cluster.name} node "
+    if tp > cluster.domain_gpus:
+        raise SpecError(f"tp ({tp}) exceeds the {cluster.domain_gpus} GPUs of one {cluster.name} node "
                         "(pipeline parallelism across nodes is not modelled for serving)")
     if gpus % tp:
         raise SpecError(f"tp ({tp}) must divide gpus ({gpus})")

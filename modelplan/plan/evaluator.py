@@ -217,7 +217,7 @@ class Evaluator(BlockPricing, StagePricing, DpPricing, StageMemories, StepFloors
         laid out in `order` (`plan/placement.py`). With etp, the one rule for expert tensor
         parallelism: the dense grid has ep 1 and the experts Megatron-core's expert grid (etp, ep,
         expert dp) folded over the stage's tp x cp x dp ranks."""
-        gpn = self.cluster.gpus_per_node
+        gpn = self.cluster.domain_gpus
         if etp is not None:
             def expert_grid() -> dict:
                 shapes = dict(self.shapes(tp, dp, pp, 1, cp, order))

@@ -140,7 +140,7 @@ class BlockPricing:
         rerun = 1.0 if full else (checkpointed_share(sw.ac_every) if layer_level else 0.0)
         act = tokens * spec.hidden * d  # one (b, s/cp, h) activation
         tp_shape = self.shapes(tp, 1, 1)[Axis.TP]
-        gpn = self.cluster.gpus_per_node
+        gpn = self.cluster.domain_gpus
         gather = tokens * spec.hidden if sw.fp8_tp_gather and sp else None  # 1-byte fp8 AllGathers
         # sequence-parallel dispatch (`parallel/ep.py`): no f / g around the routed experts (a shared
         # expert keeps its own, `mlp_tp` None), the TP group's expert-buffer calls priced with the EP ones

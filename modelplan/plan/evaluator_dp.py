@@ -84,7 +84,7 @@ class DpPricing:
             if replicas_n > 1:
                 stride = self.mech.dp_stride(tp, dp, pp, cp, order) * group
                 ar = self.pricer.time_s(Collective.ALL_REDUCE, params[0] * self.dp_grad_bytes / group,
-                                        strided_shape(replicas_n, stride, self.cluster.gpus_per_node))
+                                        strided_shape(replicas_n, stride, self.cluster.domain_gpus))
                 hit = hit._replace(times=hit.times._replace(reduce_scatter=hit.times.reduce_scatter + ar))
             self._dps[key] = self._dps_shared[shared] = hit
         return hit

@@ -63,7 +63,7 @@ def nearest_blocker(ev: Evaluator, n: int, rejected: Counter, examples: dict, cl
                     f"(tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, recompute {rc}, zero {zero})")
         return f"no plan of {n} GPUs fits in {mem_gb:g} GB: {examples[Reason.MEMORY.value]}"
     if not rejected:
-        allowed = f" ({constraint_summary(space, ev.cluster.gpus_per_node)})" if space is not None else ""
+        allowed = f" ({constraint_summary(space, ev.cluster.domain_gpus)})" if space is not None else ""
         return (f"no candidate plan of {n} GPUs matches the given constraints{allowed}: "
                 f"tp x pp x dp x cp must equal {n}")
     return f"no valid plan of {n} GPUs: " + "; ".join(examples[reason] for reason, _ in rejected.most_common())

@@ -144,7 +144,7 @@ class NetEvaluator(FamilyAxes):
     def times(self, tp: int, num_stages: int, b: int, dp: int, pp: int) -> list[StageTime]:
         key = ("times", tp, num_stages, b)
         if key not in self._cache:
-            shape = ParallelDims(dp=dp, tp=tp, pp=pp).group_shapes(self.cluster.gpus_per_node)[Axis.TP]
+            shape = ParallelDims(dp=dp, tp=tp, pp=pp).group_shapes(self.cluster.domain_gpus)[Axis.TP]
             self._cache[key] = [stage_time(st, b, tp, self.roofline, self.pricer, shape, self.dtype_bytes, self.cost,
                                            self._leaf_memo) for st in self.stages(tp, num_stages)]
         return self._cache[key]  # type: ignore[return-value]
@@ -179,7 +179,7 @@ class NetEvaluator(FamilyAxes):
         layout = schedule_layout(plan.schedule, pp, vpp)
         stages = self.stages(tp, layout.num_stages)
         times = self.times(tp, layout.num_stages, b, dp, pp)
-        shapes = ParallelDims(dp=dp, tp=tp, pp=pp).group_shapes(self.cluster.gpus_per_node)
+        shapes = ParallelDims(dp=dp, tp=tp, pp=pp).group_shapes(self.cluster.domain_gpus)
         mine, shares, fwd, bwd = self._rank_compute(plan, r)
         p2p = 0.0
         if pp > 1:
@@ -343,7 +343,7 @@ def network_plan_problems(spec: NetworkSpec, training: TrainingSpec, plan: Plan,
     shares (`validate.py`) and the network's own (transformer-only axes, stages vs its `units`)."""
     out = grid_problems(plan, cluster, world_size)
     if cluster is not None and not allow_tp_across_nodes:
-        out += [p for p in [tp_node_problem(plan.tp, cluster.gpus_per_node)] if p]
+        out += [p for p in [tp_node_problem(plan.tp, cluster.domain_gpus)] if p]
     for name in ("cp", "ep"):
         if getattr(plan, name) > 1:
             out.append(Problem(Reason.NOT_FOR_FAMILY, f"{name} ({getattr(plan, name)}) > 1 applies to "

@@ -114,7 +114,7 @@ def protocol_search(spec, training: TrainingSpec, cluster: Cluster, gpus: int, s
     prices every plan; it has no memory floors (`floors` unused). Its PlanInfeasible message is the
     first rejection's example."""
     ev = family_of(spec).call("evaluator", spec, training, cluster, cost)
-    cands = Candidates(space, gpus, cluster.gpus_per_node, training.global_batch, ev.units, ev.max_microbatches)
+    cands = Candidates(space, gpus, cluster.domain_gpus, training.global_batch, ev.units, ev.max_microbatches)
     budget = ev.memory_bytes * (1 - space.memory_headroom)
 
     def enqueue(g: Group, frontier: list[tuple]) -> int:

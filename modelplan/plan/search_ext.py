@@ -39,7 +39,7 @@ class Extensions:
     """Which wider-dimension values one search tries (module docstring)."""
 
     def __init__(self, ev, space, training) -> None:
-        self.gpn = ev.cluster.gpus_per_node
+        self.gpn = ev.cluster.domain_gpus
         self.allow_across = space.allow_tp_across_nodes
         self.orders_asked = space.rank_order
         fw = ev.software.framework

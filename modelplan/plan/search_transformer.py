@@ -62,7 +62,7 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
     spec, cost = ev.spec, ev.cost
     ext = Extensions(ev, space, training)
     memory_floors = MemoryFloor(ev, space.search_split, RELIEF_REACH)
-    n, gb, layers, gpn = gpus, training.global_batch, spec.num_blocks, cluster.gpus_per_node
+    n, gb, layers, gpn = gpus, training.global_batch, spec.num_blocks, cluster.domain_gpus
     budget = ev.memory_bytes * (1 - space.memory_headroom)
     search_split = space.search_split
     pinned = space.stage_split

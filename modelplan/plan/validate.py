@@ -126,7 +126,7 @@ def plan_problems(
     out = grid_problems(plan, cluster, world_size)
     out += tp_problems(spec, plan.tp)
     if cluster is not None and not allow_tp_across_nodes:
-        problem = tp_node_problem(plan.tp, cluster.gpus_per_node)
+        problem = tp_node_problem(plan.tp, cluster.domain_gpus)
         if problem:
             out.append(problem)
     problem = (encoder_decoder_problem(spec, plan.pp)

@@ -18,9 +18,10 @@ CollectiveName = Literal[
 ]
 """The values of `modelplan.comm.ops.Collective` (specs sit left of comm, so spelled out here)."""
 
-Architecture = Literal["volta", "ampere", "hopper", "blackwell", "cdna3"]
-"""GPU architecture families: NVIDIA compute capability 7.0 (volta), 8.x (ampere), 9.0 (hopper),
-10.x (blackwell) (CUDA C++ Programming Guide, compute capabilities table); AMD CDNA3 (gfx942)."""
+Architecture = Literal["volta", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "cdna4"]
+"""GPU architecture families: NVIDIA compute capability 7.0 (volta), 8.0 (ampere), 8.9 (ada), 9.0
+(hopper), 10.x (blackwell) (CUDA C++ Programming Guide, compute capabilities table); AMD CDNA2
+(gfx90a), CDNA3 (gfx942), CDNA4 (gfx950) (ROCm docs, GPU hardware specifications)."""
 
 
 class Accelerator(Spec):
@@ -199,7 +200,8 @@ class Fabric(Spec):
     the others (DGX SuperPOD scalable units). NCCL's rings and trees use NIC i for GPU i's
     channel and PXN moves cross-rail traffic over NVLink first, so collectives stay on the rail."""
     leaf_nodes: int | None = Field(None, gt=0)
-    """Nodes one leaf joins at the full NIC rate (rail_optimized: the nodes of one rail group /
+    """Nodes (NVLink domains where `Cluster.nvlink_domain_gpus` spans nodes) one leaf joins at the
+    full NIC rate (rail_optimized: the nodes of one rail group /
     scalable unit); None: the whole fabric is non-blocking."""
     oversubscription: float = Field(1.0, ge=1)
     """Leaf down-link to up-link bandwidth ratio (1.0: non-blocking, 2.0: 2:1); traffic leaving a
@@ -243,7 +245,12 @@ class Cluster(Spec):
     accelerator: Accelerator
     """The accelerator in every slot."""
     gpus_per_node: int = Field(gt=0)
-    """Accelerators per node (the NVLink domain)."""
+    """Accelerators per node (one host: what `host` describes and a launcher's processes per node)."""
+    nvlink_domain_gpus: int | None = Field(None, gt=0)
+    """Accelerators one `intra` switch fabric joins when it spans several nodes (GB200 NVL72: 72 over
+    18 trays of 4); None: one node. The comm model and the planner price a domain as their node
+    (TP / EP inside it on `intra`, between domains on the NICs), as collective libraries group ranks
+    by NVLink domain, not host (NVIDIA MNNVL User Guide; microsoft/mscclpp#798 "ranks per IPC domain")."""
     nodes: int | None = Field(None, gt=0)
     """Nodes available; None means as many as the request needs."""
     intra: Link
@@ -269,6 +276,14 @@ class Cluster(Spec):
 
     @model_validator(mode="after")
     def _check_fits(self) -> "Cluster":
+        domain, gpn = self.domain_gpus, self.gpus_per_node
+        if domain % gpn:
+            raise ValueError(f"nvlink_domain_gpus ({domain}) must be a multiple of gpus_per_node ({gpn})")
+        if domain > gpn and self.intra.fabric != "switch":
+            raise ValueError(f"nvlink_domain_gpus ({domain}) > gpus_per_node ({gpn}) needs intra.fabric 'switch'")
+        if self.nodes is not None and (self.nodes * gpn) % domain:
+            raise ValueError(f"nodes ({self.nodes}) x gpus_per_node ({gpn}) must fill whole NVLink domains "
+                             f"of nvlink_domain_gpus ({domain})")
         if self.inter.nvls:
             raise ValueError("inter.nvls: NVLS is an in-node NVSwitch capability; set it on intra")
         seen = set()
@@ -281,6 +296,16 @@ class Cluster(Spec):
                 )
             seen.add(key)
         return self
+
+    @property
+    def domain_gpus(self) -> int:
+        """GPUs of one NVLink domain: `nvlink_domain_gpus`, else a node's."""
+        return self.nvlink_domain_gpus or self.gpus_per_node
+
+    @property
+    def domains(self) -> int | None:
+        """NVLink domains available, or None when the node count is open."""
+        return None if self.nodes is None else self.nodes * self.gpus_per_node // self.domain_gpus
 
     @property
     def max_gpus(self) -> int | None:

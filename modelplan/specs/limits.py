@@ -49,7 +49,7 @@ LIMITS: dict[str, int] = {
     "dp": MAX_RANKS, "tp": MAX_RANKS, "pp": MAX_RANKS, "cp": MAX_RANKS, "ep": MAX_RANKS,
     "vpp": MAX_LAYERS, "micro_batch": MAX_BATCH,
     # cluster
-    "gpus_per_node": MAX_RANKS, "nodes": MAX_RANKS,
+    "gpus_per_node": MAX_RANKS, "nodes": MAX_RANKS, "nvlink_domain_gpus": MAX_RANKS,
     # network layers
     "out_features": MAX_WIDTH, "in_features": MAX_WIDTH, "out_channels": MAX_WIDTH,
     "in_channels": MAX_WIDTH, "num_features": MAX_WIDTH, "num_embeddings": MAX_WIDTH,
