@@ -90,10 +90,12 @@ def band(nbytes: int) -> str:
 
 def band_summary(rows: list[tuple[dict, float]]) -> None:
     """Mean and max |error| per size band, in-sample and out-of-sample apart (all rows but the
-    `outlier` ones)."""
-    rows = [(r, e) for r, e in rows if not r.get("outlier")]
+    `outlier` and `unmodelled` ones: a setup the model cannot represent, named in the row)."""
+    left = sum(1 for r, _ in rows if r.get("outlier") or r.get("unmodelled"))
+    rows = [(r, e) for r, e in rows if not (r.get("outlier") or r.get("unmodelled"))]
     print(f"{'band':<8} {'sample':<6} {'rows':>4} {'mean |err|':>10} {'max |err|':>9}  "
-          "(small < 1 MiB <= medium <= 256 MiB < large; checked or not, outliers left out)")
+          f"(small < 1 MiB <= medium <= 256 MiB < large; checked or not; {left} outlier / "
+          "unmodelled rows left out)")
     for b in ("small", "medium", "large"):
         for sample in ("out", "in"):
             errs = [abs(e) for r, e in rows if band(parse_size(r["size"])) == b and r.get("sample", "out") == sample]
@@ -121,6 +123,7 @@ def main() -> None:
         if row["check"]:
             errors.append(abs(err))
         mark = ("" if row["check"] else "  (not checked)") + ("  [in-sample]" if row.get("sample") == "in" else "")
+        mark += "  [unmodelled]" if row.get("unmodelled") else ""
         print(f"{row['label']:<48} {format_size(parse_size(row['size'])):>8} {row['ranks']:>5} "
               f"{row['busbw_gbps']:9.1f} {model:8.1f} {err:+7.1%}  {algo}{mark}")
     print(f"checked rows: {len(errors)}, max |error| {max(errors):.1%}, "
