@@ -103,6 +103,14 @@ def band_summary(rows: list[tuple[dict, float]]) -> None:
                 print(f"{b:<8} {sample:<6} {len(errs):>4} {sum(errs) / len(errs):>10.1%} {max(errs):>9.1%}")
 
 
+def op_summary(rows: list[tuple[dict, float]]) -> None:
+    """Mean and max |error| per collective (outlier and unmodelled rows left out)."""
+    kept = [(r, e) for r, e in rows if not (r.get("outlier") or r.get("unmodelled"))]
+    for op in dict.fromkeys(r["op"] for r, _ in kept):
+        errs = [abs(e) for r, e in kept if r["op"] == op]
+        print(f"{op:<16} {len(errs):>4} rows  mean |err| {sum(errs) / len(errs):6.1%}  max {max(errs):6.1%}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--algo", default="auto")
@@ -129,6 +137,7 @@ def main() -> None:
     print(f"checked rows: {len(errors)}, max |error| {max(errors):.1%}, "
           f"mean |error| {sum(errors) / len(errors):.1%}")
     band_summary(every)
+    op_summary(every)
 
     links = cluster_links(load_cluster("dgx-h100"))
     calls = 20000

@@ -231,7 +231,12 @@ def _time_s(op: Collective, nbytes: float, group_size: int, ranks_per_node: int 
         return _fitted(op, nbytes, plan).time_s
     n = float(nbytes)
     if plan.nccl:  # NCCL chooses by tuning.cc's time; the chosen kernel's pipeline fill is added
-        return min(plan.nccl, key=lambda c: c.time_s(n)).run_time_s(n)
+        pick, best_s = plan.nccl[0], plan.nccl[0].time_s(n)
+        for choice in plan.nccl[1:]:
+            t = choice.time_s(n)
+            if t < best_s:
+                pick, best_s = choice, t
+        return best_s + pick.fill_s(n) if pick.fill_ops else best_s
     L = plan.path
     return min(formula(n, L).time_s for _, formula in plan.candidates)
 
