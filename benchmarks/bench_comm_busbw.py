@@ -13,6 +13,10 @@ interval then holds the host-side launch (ProcessGroupNCCL, ncclAllReduce enqueu
 as well as the collective. That per-call term has no published value: it is fitted here as the
 mean measured-minus-model time of the harness's rows marked `fit_harness` (all in-sample) and
 added to every row of that harness; --no-harness leaves it out.
+
+Rows marked `outlier` (a measurement that contradicts itself) or `unmodelled = "<why>"` (a setup the
+model cannot represent, e.g. a network plugin of unpublished latency) are printed with their error
+but left out of the band and per-collective means.
 """
 
 from __future__ import annotations

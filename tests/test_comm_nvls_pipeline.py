@@ -84,3 +84,13 @@ def test_medium_nvls_busbw_within_15pct_of_published_h200_sweep():
     for nbytes, published in ((16 * MIB, 219.9), (64 * MIB, 346.5)):
         t = collective_cost("all_reduce", nbytes, 8, 8, cluster).time_s + 21.1e-6
         assert nbytes * 2 * 7 / 8 / t / 1e9 == pytest.approx(published, rel=0.15)
+
+
+def test_channel_table_uses_nccl_tunings_arch_names():
+    """The NVLS channel table is keyed by nccl_tuning's architecture rows (H100 / H200 -> hopper,
+    B200 -> blackwell), so the presets' accelerators find their channel count."""
+    from modelplan.comm.nccl_tuning import BLACKWELL, HOPPER, nccl_arch
+    from modelplan.comm.nvls_pipeline import NVLS_CHANNELS
+
+    assert set(NVLS_CHANNELS) == {HOPPER, BLACKWELL}
+    assert nccl_arch("H200") == HOPPER and nccl_arch("B200") == BLACKWELL
