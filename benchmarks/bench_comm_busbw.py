@@ -13,6 +13,10 @@ interval then holds the host-side launch (ProcessGroupNCCL, ncclAllReduce enqueu
 as well as the collective. That per-call term has no published value: it is fitted here as the
 mean measured-minus-model time of the harness's rows marked `fit_harness` (all in-sample) and
 added to every row of that harness; --no-harness leaves it out.
+
+Rows marked `outlier` (a measurement that contradicts itself) or `unmodelled = "<why>"` (a setup the
+model cannot represent, e.g. a network plugin of unpublished latency) are printed with their error
+but left out of the band and per-collective means.
 """
 
 from __future__ import annotations
@@ -90,15 +94,25 @@ def band(nbytes: int) -> str:
 
 def band_summary(rows: list[tuple[dict, float]]) -> None:
     """Mean and max |error| per size band, in-sample and out-of-sample apart (all rows but the
-    `outlier` ones)."""
-    rows = [(r, e) for r, e in rows if not r.get("outlier")]
+    `outlier` and `unmodelled` ones: a setup the model cannot represent, named in the row)."""
+    left = sum(1 for r, _ in rows if r.get("outlier") or r.get("unmodelled"))
+    rows = [(r, e) for r, e in rows if not (r.get("outlier") or r.get("unmodelled"))]
     print(f"{'band':<8} {'sample':<6} {'rows':>4} {'mean |err|':>10} {'max |err|':>9}  "
-          "(small < 1 MiB <= medium <= 256 MiB < large; checked or not, outliers left out)")
+          f"(small < 1 MiB <= medium <= 256 MiB < large; checked or not; {left} outlier / "
+          "unmodelled rows left out)")
     for b in ("small", "medium", "large"):
         for sample in ("out", "in"):
             errs = [abs(e) for r, e in rows if band(parse_size(r["size"])) == b and r.get("sample", "out") == sample]
             if errs:
                 print(f"{b:<8} {sample:<6} {len(errs):>4} {sum(errs) / len(errs):>10.1%} {max(errs):>9.1%}")
+
+
+def op_summary(rows: list[tuple[dict, float]]) -> None:
+    """Mean and max |error| per collective (outlier and unmodelled rows left out)."""
+    kept = [(r, e) for r, e in rows if not (r.get("outlier") or r.get("unmodelled"))]
+    for op in dict.fromkeys(r["op"] for r, _ in kept):
+        errs = [abs(e) for r, e in kept if r["op"] == op]
+        print(f"{op:<16} {len(errs):>4} rows  mean |err| {sum(errs) / len(errs):6.1%}  max {max(errs):6.1%}")
 
 
 def main() -> None:
@@ -121,11 +135,13 @@ def main() -> None:
         if row["check"]:
             errors.append(abs(err))
         mark = ("" if row["check"] else "  (not checked)") + ("  [in-sample]" if row.get("sample") == "in" else "")
+        mark += "  [unmodelled]" if row.get("unmodelled") else ""
         print(f"{row['label']:<48} {format_size(parse_size(row['size'])):>8} {row['ranks']:>5} "
               f"{row['busbw_gbps']:9.1f} {model:8.1f} {err:+7.1%}  {algo}{mark}")
     print(f"checked rows: {len(errors)}, max |error| {max(errors):.1%}, "
           f"mean |error| {sum(errors) / len(errors):.1%}")
     band_summary(every)
+    op_summary(every)
 
     links = cluster_links(load_cluster("dgx-h100"))
     calls = 20000

@@ -172,9 +172,9 @@ def _estimate(op: Collective, n: float, plan: _Plan) -> tuple[Algo, str, Estimat
     if plan.fit is not None:
         return Algo.FITTED, "", _fitted(op, n, plan)
     if plan.nccl:
-        pick = min(plan.nccl, key=lambda c: c.time_s(n))
+        pick = min(plan.nccl, key=lambda c: c.time_s(n))  # NCCL chooses by tuning.cc's time
         est = FORMULAS[op][pick.algo](n, plan.path)  # type: ignore[arg-type]
-        return pick.algo, pick.proto, est._replace(time_s=pick.time_s(n))
+        return pick.algo, pick.proto, est._replace(time_s=pick.run_time_s(n))
     best_algo, best = None, None
     for algo, formula in plan.candidates:
         est = formula(n, plan.path)  # type: ignore[arg-type]
@@ -230,8 +230,13 @@ def _time_s(op: Collective, nbytes: float, group_size: int, ranks_per_node: int 
     if plan.fit is not None:
         return _fitted(op, nbytes, plan).time_s
     n = float(nbytes)
-    if plan.nccl:
-        return min(c.time_s(n) for c in plan.nccl)
+    if plan.nccl:  # NCCL chooses by tuning.cc's time; the chosen kernel's pipeline fill is added
+        pick, best_s = plan.nccl[0], plan.nccl[0].time_s(n)
+        for choice in plan.nccl[1:]:
+            t = choice.time_s(n)
+            if t < best_s:
+                pick, best_s = choice, t
+        return best_s + pick.fill_s(n) if pick.fill_ops else best_s
     L = plan.path
     return min(formula(n, L).time_s for _, formula in plan.candidates)
 

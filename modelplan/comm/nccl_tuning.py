@@ -14,11 +14,12 @@ only enters the per-channel caps and the ring plateau test. Host CPU is assumed 
 (interLat) carries the net plugin's reported latency (`Link.nccl_net_latency_us`: InfiniBand 0,
 AWS EFA 35-75 us), twice for Simple, as tuning.cc adds graph latencyInter.
 
-What this model leaves out (measured against nccl-tests in benchmarks/bench_comm_busbw.py):
-per-call launch time, which the nccl-tests and torch harnesses add to each timed call (fitted
+What tuning.cc leaves out and `Choice.fill_s` adds after the choice: the pipeline fill of the
+one-node NVLS kernel (comm/nvls_pipeline.py). What this model leaves out (measured against
+nccl-tests in benchmarks/bench_comm_busbw.py): per-call launch time, which the nccl-tests and torch harnesses add to each timed call (fitted
 there, not here: adding it to the planner made the published-runs bench worse); NCCL's smaller
-chunks and fewer channels at medium sizes (enqueue.cc calcCollChunking / topoGetAlgoInfo), which
-tuning.cc corrects only for trees.
+ring chunks and fewer channels at medium sizes (enqueue.cc calcCollChunking / topoGetAlgoInfo),
+which tuning.cc corrects only for trees.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 from math import ceil
 from typing import Any, NamedTuple
 
+from modelplan.comm.nvls_pipeline import nvls_concurrent_ops, nvls_fill_bytes
 from modelplan.comm.ops import Algo, Collective
 
 PathLinks = Any  # modelplan.comm.topology.PathLinks (which imports this module's nccl_arch)
@@ -101,6 +103,16 @@ class Choice(NamedTuple):
     """From this size the latency is x PLATEAU (ring Simple multi-node AllReduce); inf: never."""
     tree_row: int
     """TREE_CORRECTION row applied to algbw (-1: none)."""
+    fill_ops: int = 0
+    """NVLS one node: nChannels x nHeads, whose pipeline fill `fill_s` adds (0: none; nvls_pipeline)."""
+
+    def fill_s(self, n: float) -> float:
+        """Seconds the kernel's pipeline adds to `time_s` (not part of NCCL's choice: nvls_pipeline)."""
+        return nvls_fill_bytes(n, self.fill_ops) / self.algbw_Bps if self.fill_ops else 0.0
+
+    def run_time_s(self, n: float) -> float:
+        """Predicted seconds of the call once chosen: tuning.cc's time plus the pipeline fill."""
+        return self.time_s(n) + self.fill_s(n)
 
     def time_s(self, n: float) -> float:
         """Predicted seconds for n bytes (tuning.cc ncclTopoGetAlgoTime, one op per launch). The tree
@@ -209,7 +221,8 @@ def choices(op: Collective, L: PathLinks, arch: str, nvlink: bool = True,
             and L.nvls_min and p >= L.nvls_min):
         # NVLS (Simple only): the cluster's NVLS rate and latency (alphabeta.all_reduce_nvls):
         # busbw = b_nvls 2(p-1)/(p+1), so algbw = busbw p / (2(p-1)) = b_nvls p/(p+1)
-        out.append(Choice(Algo.NVLS, SIMPLE, L.a_nvls, L.b_nvls * p / (p + 1), float("inf"), -1))
+        out.append(Choice(Algo.NVLS, SIMPLE, L.a_nvls, L.b_nvls * p / (p + 1), float("inf"), -1,
+                          nvls_concurrent_ops(arch, p)))
     if (op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER) and g == 1 and k > 1
             and want("pat") and SIMPLE in protos):
         lg_k = k.bit_length() - 1
