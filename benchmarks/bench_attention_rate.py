@@ -73,7 +73,7 @@ def _price(run: dict, scale: float) -> float:
         _state["scale"] = 1.0
 
 
-def implied(run: dict) -> tuple[float, float, float]:
+def implied(run: dict) -> tuple[float, float, float, float]:
     """(published s, priced s, attention seconds of the priced step, implied / priced rate)."""
     t1, t_half = _price(run, 1.0), _price(run, 0.5)
     attention = t_half - t1
