@@ -10,7 +10,8 @@ read and write of q and k):
   `q = torch.cat([q_nope, q_pe])` and `k = torch.cat([k_nope, k_pe.expand(heads)])` write q and k
   whole (read and write each value: 2d), and in backward q's split joins its gradient (2d per q
   value; the cats' own gradients are views), k_pe's expand sums its gradient over the heads (reads d
-  per broadcast value) and kv_b's output split joins k_nope's and v's gradients (2d per kv_b value).
+  per broadcast value) and kv_b's output split joins k_nope's and v's gradients (2d per kv_b value;
+  `plan/mla_assembly.py`).
 - GQA (`gpt_oss/layers.py` `_apply_rotary_emb`, which `qwen3_moe/layers.py` imports): `x1, x2 =
   chunk(x)`, `o1 = x1 * cos - x2 * sin`, `o2 = x2 * cos + x1 * sin`, `cat((o1, o2))` in the model's
   dtype, per q / k value: forward four products (d each, reading a half and writing a half), two
@@ -29,6 +30,7 @@ from dataclasses import replace
 from modelplan.count.eager import ROTARY_KERNELS, rotary_bytes
 from modelplan.plan.kernel_types import Elementwise
 from modelplan.plan.kernels import LayerKernels
+from modelplan.plan.mla_assembly import mla_assembly
 from modelplan.specs.transformer import TransformerSpec
 
 HALF_SPLIT_ROTARY_BYTES = (9, 10)
@@ -52,22 +54,6 @@ def eager_rotary(op: Elementwise, spec: TransformerSpec, dtype_bytes: int) -> El
         fwd, bwd = (n * dtype_bytes for n in HALF_SPLIT_ROTARY_BYTES)
         kernels = (2 * HALF_SPLIT_ROTARY_KERNELS[0], 2 * HALF_SPLIT_ROTARY_KERNELS[1])
     return Elementwise(op.name, op.elements, fwd, bwd, kernels)
-
-
-def mla_assembly(kernels: LayerKernels, spec: TransformerSpec, dtype_bytes: int) -> list[Elementwise]:
-    """MLA's q and k cats and their gradients' joins, sized by the block's q and kv_b GEMMs
-    (tokens x heads x qk_head_dim q values, tokens x heads x (nope + v) kv_b values)."""
-    by_name = {g.name: g for g in kernels.gemms}
-    q = by_name.get("attention/q_b") or by_name.get("attention/q")
-    kv_b = by_name.get("attention/kv_b")
-    if q is None or kv_b is None:
-        return []
-    d, mla = dtype_bytes, spec.mla
-    q_values, kv_values = q.m * q.n, kv_b.m * kv_b.n
-    k_pe_share = mla.qk_rope_head_dim / mla.qk_head_dim  # the broadcast k_pe among k's values
-    return [Elementwise("attention/q_cat", q_values, 2 * d, 2 * d),  # cat; bwd: the split's join
-            Elementwise("attention/k_cat", q_values, 2 * d, k_pe_share * d, (1, 1)),  # bwd: expand's sum
-            Elementwise("attention/kv_split", kv_values, 0, 2 * d, (0, 1))]  # bwd: k_nope's and v's join
 
 
 def gpt_oss_transposes(kernels: LayerKernels, spec: TransformerSpec, dtype_bytes: int) -> list[Elementwise]:
