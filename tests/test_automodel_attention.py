@@ -45,6 +45,13 @@ def test_mla_q_and_k_cats():
     assert kv.elements == 134_217_728 and (kv.fwd_bytes, kv.bwd_bytes) == (0, 536_870_912)
 
 
+def test_mla_v_is_copied_by_te_attention():
+    """TE get_qkv_layout: k (contiguous, 192 a head) and v (a view with 256 a head) have unlike strides,
+    so q, k, v are made contiguous: v's 4096 x 128 x 128 = 67,108,864 values copied, 4 B forward."""
+    op = _op(with_automodel_attention(_kernels(DSV3), DSV3, "automodel", 2), "attention/v_copy")
+    assert op.elements == 67_108_864 and (op.fwd_bytes, op.bwd_bytes) == (268_435_456, 0)
+
+
 def test_gqa_rotary_is_the_half_split_form_and_gpt_oss_transposes():
     """GPT-OSS-20B: 4096 x (64 + 8) x 64 = 18,874,368 q / k values at 9d / 10d = 18 / 20 B, 7 / 8
     kernels a call; the transposes copy q, k, v (4096 x 80 x 64) and the output (4096 x 64 x 64):

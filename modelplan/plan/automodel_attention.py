@@ -11,7 +11,9 @@ read and write of q and k):
   whole (read and write each value: 2d), and in backward q's split joins its gradient (2d per q
   value; the cats' own gradients are views), k_pe's expand sums its gradient over the heads (reads d
   per broadcast value) and kv_b's output split joins k_nope's and v's gradients (2d per kv_b value;
-  `plan/mla_assembly.py`).
+  `plan/mla_assembly.py`). TE's attention then copies v: its `get_qkv_layout`
+  (attention/dot_product_attention/utils.py) finds k (the contiguous cat, 192 per head) and v (kv_b's
+  split view, 256 per head) with unlike strides, 'not_supported', and makes q, k, v contiguous.
 - GQA (`gpt_oss/layers.py` `_apply_rotary_emb`, which `qwen3_moe/layers.py` imports): `x1, x2 =
   chunk(x)`, `o1 = x1 * cos - x2 * sin`, `o2 = x2 * cos + x1 * sin`, `cat((o1, o2))` in the model's
   dtype, per q / k value: forward four products (d each, reading a half and writing a half), two
@@ -76,6 +78,6 @@ def with_automodel_attention(kernels: LayerKernels, spec: TransformerSpec, frame
     if not runs_own_attention(spec, framework):
         return kernels
     ops = tuple(eager_rotary(e, spec, dtype_bytes) if e.name == ROTARY else e for e in kernels.elementwise)
-    extra = mla_assembly(kernels, spec, dtype_bytes) if spec.mla is not None else []
+    extra = mla_assembly(kernels, spec, dtype_bytes, v_copy=True) if spec.mla is not None else []
     extra += gpt_oss_transposes(kernels, spec, dtype_bytes)
     return replace(kernels, elementwise=ops + tuple(extra))
