@@ -46,7 +46,8 @@ def block_split_ms(ev: Evaluator, plan, training) -> dict[str, float]:
     k = layer_kernels(spec, plan.tp, plan.micro_batch, training.seq_len, d, plan.sequence_parallel, moe_layer=True,
                       ep=plan.ep, capacity=cap, attention=training.attention, elementwise=sw.elementwise,
                       etp=plan.etp, norm_elementwise=sw.norm_elementwise)
-    for post in (with_engine_rotary, with_expert_bias, with_expert_clamp):  # as compute.py prices them
+    k = with_engine_rotary(k, spec, sw.framework, d, sw.rope_fusion)  # as compute.py prices them
+    for post in (with_expert_bias, with_expert_clamp):
         k = post(k, spec, sw.framework, d)
     recipe = sw.fp8_recipe
     factor = gemm_rate_factor(recipe, ev.cost.fp8_scaled_gemm_factor) if recipe else 0.0

@@ -43,7 +43,7 @@ TRAINING_SWITCHES = {"compile": "compile", "tp_comm_overlap": "tp-comm-overlap",
                      "fp8_param_gather": "fp8-param-gather", "master_weights": "master-weights",
                      "fused_norm": "fused-norm", "compile_loss": "compile-loss", "loss_upcast": "loss-upcast",
                      "fake_balanced_gate": "fake-balanced-gate", "sac_saves_attention": "sac-saves-attention",
-                     "fsdp_ends_in_root": "fsdp-ends-in-root"}
+                     "fsdp_ends_in_root": "fsdp-ends-in-root", "rope_fusion": "rope-fusion"}
 
 
 def _switch(name: str, value: bool) -> str:

@@ -22,6 +22,7 @@ HAND_FLAGS = {
     "--position-embedding-type": "arguments.py:1645",
     "--rotary-base": "arguments.py:1655",  # type=int
     "--rotary-percent": "arguments.py:1657",
+    "--no-rope-fusion": "arguments.py:2045",  # action='store_false', dest='apply_rope_fusion'
     "--group-query-attention": "arguments.py:1630",
     "--make-vocab-size-divisible-by": "arguments.py:1678",
     "--openai-gelu": "arguments.py:1681",

@@ -348,3 +348,10 @@ def test_yarn_rope_is_noted_not_silently_plain():
     plain: list[str] = []
     _rope_args(LLAMA3_8B.model_copy(update={"rope_theta": 500000.0}), plain)
     assert not any("YaRN" in n for n in plain)
+
+
+def test_unfused_rotary_flag():
+    """rope_fusion False -> --no-rope-fusion (arguments.py: store_false into apply_rope_fusion, whose
+    default is on); the default writes nothing."""
+    assert "--no-rope-fusion" in _flags(LLAMA3_8B, TrainingSpec(global_batch=8, rope_fusion=False), Plan(dp=8))
+    assert "--no-rope-fusion" not in _flags(LLAMA3_8B, TrainingSpec(global_batch=8), Plan(dp=8))

@@ -65,3 +65,10 @@ def test_block_forward_gains_the_launches_at_the_per_kernel_overhead():
     overhead = cost.kernel_overhead_us * 1e-6
     assert meg.fwd_gemm_s - single.fwd_gemm_s == pytest.approx(30 * overhead)
     assert meg.bwd_gemm_s - single.bwd_gemm_s == pytest.approx(60 * overhead)
+
+
+def test_automodel_gmm_launches_one_cublas_gemm_per_local_expert():
+    """NeMo AutoModel's experts run grouped_gemm.ops.gmm, whose v1.1.4 csrc/grouped_gemm.cu loops
+    one cublasGemmEx per expert on sm_90 (forward, dgrad, wgrad): 16 local experts -> the same
+    30 / 60 extra bf16 launches as Megatron's per-expert path."""
+    assert extra_launches(expert_block_gemms(8), "automodel", False) == (30, 60)

@@ -78,3 +78,58 @@ def test_hf_config_reads_the_scaling_kind(rope, expected):
     config = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
               "intermediate_size": 128, "vocab_size": 100, **rope}
     assert from_hf_config(config).rope_scaling == expected
+
+
+# Megatron-core 0.12.2 without apply_rope_fusion (NeMo v2.3.0 DeepSeekConfig; the dgxc 25.05 DeepSeek-V3
+# row): `qkv_up_proj_and_rope_apply` runs `_apply_rotary_pos_emb_bshd` with MLA's de-interleave
+# (forward cat of the strided halves 2d, 1 kernel; backward two slice gradients as zeros + strided copy,
+# 2d and 2 kernels each, summed 3d: 7d in 5), then cats q and k and copies v (plan/mla_assembly.py).
+# DeepSeek-V3 at tp 2 (HF config.json: 128 heads -> 64 a rank, rope 64, nope 128, v 128), 4096 tokens.
+DSV3 = load_model("deepseek-v3")
+
+
+def _dsv3_unfused():
+    k = layer_kernels(DSV3, 2, 1, 4096, 2, moe_layer=True, ep=64, capacity=4096 * 8 // 256)
+    return with_engine_rotary(k, DSV3, "megatron", 2, rope_fusion=False)
+
+
+def test_mla_rotary_without_rope_fusion_is_the_unfused_path_with_the_deinterleave():
+    """4096 x (64 + 1) x 64 = 17,039,360 rope values; (12 + 2) d = 28 B forward, (10 + 7) d = 34 B
+    backward; 2 calls x (12 + 1, 5 + 5) kernels."""
+    op = rotary_of(_dsv3_unfused())
+    assert op.elements == 17_039_360
+    assert (op.fwd_bytes_per_element, op.bwd_bytes_per_element, op.kernels) == (28, 34, (26, 20))
+
+
+def test_mla_without_rope_fusion_cats_q_and_k_and_copies_v():
+    """q and k: 4096 x 64 x 192 = 50,331,648 values, 4 B forward each; v: 4096 x 64 x 128 =
+    33,554,432 values copied (4 B forward, nothing backward); kv_b's split joined backward:
+    4096 x 64 x 256 = 67,108,864 values x 4 B."""
+    ops = {e.name: e for e in _dsv3_unfused().elementwise}
+    assert ops["attention/q_cat"].elements == ops["attention/k_cat"].elements == 50_331_648
+    assert ops["attention/v_copy"].fwd_bytes == 33_554_432 * 4 and ops["attention/v_copy"].bwd_bytes == 0
+    assert ops["attention/kv_split"].bwd_bytes == 67_108_864 * 4
+
+
+@pytest.mark.parametrize("model, framework, fusion, expected", [
+    ("deepseek-v3", "megatron", True, False),  # Megatron-Bridge's perf scripts: apply_rope_fusion = True
+    ("deepseek-v3", "megatron", False, True),
+    ("llama-2-7b", "megatron", False, True),  # plain RoPE: the same unfused bshd path
+    ("deepseek-v3", "torchtitan", False, False),  # a Megatron-core setting
+])
+def test_rope_fusion_setting_decides_the_path(model, framework, fusion, expected):
+    assert runs_unfused(load_model(model), framework, fusion) is expected
+
+
+def test_unfused_mla_cats_are_rerun_by_mla_up_proj():
+    """core 0.12.2 checkpoints the whole `qkv_up_proj_and_rope_apply` (up projections, rope, cats,
+    v's copy) under `recompute_up_proj`."""
+    from modelplan.count.blocks import Block
+    from modelplan.plan.recompute import recomputed_kernel_names
+    names = recomputed_kernel_names(DSV3, Block("full_attention", True, False, False), ("mla_up_proj",))
+    assert {"attention/q_cat", "attention/k_cat", "attention/v_copy", "attention/rotary"} <= names
+
+
+def test_training_spec_fuses_by_default():
+    """Megatron-LM arguments.py: --no-rope-fusion stores False into apply_rope_fusion (default True)."""
+    assert TrainingSpec(global_batch=8, seq_len=128).rope_fusion is True

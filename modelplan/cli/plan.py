@@ -48,6 +48,7 @@ from modelplan.cli.optimizer_state_option import OptimizerStateDtypeOpt, optimiz
 from modelplan.cli.gate_option import FakeGateOpt
 from modelplan.cli.sac_option import SacAttentionOpt
 from modelplan.cli.fsdp_root_option import FsdpRootOpt
+from modelplan.cli.rope_fusion_option import RopeFusionOpt
 from modelplan.cli.pp_flush_option import PpFlushOpt, pp_flush_settings
 from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.cli.layout_options import (CompileLossOpt, FirstStageOpt, FusedNormOpt, LastStageOpt, LossKernelOpt,
@@ -181,6 +182,7 @@ def plan_cmd(
     fake_balanced_gate: FakeGateOpt = None,
     sac_saves_attention: SacAttentionOpt = None,
     fsdp_ends_in_root: FsdpRootOpt = None,
+    rope_fusion: RopeFusionOpt = None,
     memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, callback=finite, help="Fraction of GPU memory to keep free.")] = 0.0,
     allow_tp_across_nodes: Annotated[bool, typer.Option("--allow-tp-across-nodes", help="Let TP groups span nodes.")] = False,
     top: Annotated[int, typer.Option("--top", min=1, max=1000, help="How many ranked plans to show.")] = 5,
@@ -236,7 +238,8 @@ def plan_cmd(
                               **optimizer_state_settings(optimizer_state_dtype),
                               **pp_flush_settings(pp_flush_microbatches),
                               **_given(fake_balanced_gate=fake_balanced_gate, sac_saves_attention=sac_saves_attention,
-                                       fsdp_ends_in_root=fsdp_ends_in_root, grad_dtype=grad_dtype,
+                                       fsdp_ends_in_root=fsdp_ends_in_root, rope_fusion=rope_fusion,
+                                       grad_dtype=grad_dtype,
                                        images_per_seq=images_per_seq)),
                          decoder_seq)
     check_decoder_seq(spec, training)

@@ -91,6 +91,8 @@ def _training_args(model: TransformerSpec, training: TrainingSpec, plan: Plan, n
             ("--recompute-method", training.recompute_method or "uniform"),
             ("--recompute-num-layers", str(training.recompute_num_layers or 1)),
         ]
+    if not training.rope_fusion:  # arguments.py --no-rope-fusion: store_false into apply_rope_fusion (default on)
+        args.append(("--no-rope-fusion", None))
     if training.loss_kernel in ("megatron_native", "te", "te_fp32_grad"):  # arguments.py (core_v0.8.0 on)
         args.append(("--cross-entropy-loss-fusion", None))
         if training.loss_kernel != "megatron_native":  # --cross-entropy-fusion-impl from core_v0.12.0, default native

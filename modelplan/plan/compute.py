@@ -23,6 +23,7 @@ from typing import NamedTuple
 from modelplan.count.attention import FusedAttention
 from modelplan.count.blocks import Block
 from modelplan.count.checkpointing import checkpointed_share
+from modelplan.plan.automodel_attention import with_automodel_attention
 from modelplan.plan.engine import MEGATRON_2021, EngineSettings
 from modelplan.plan.expert_bias import with_expert_bias
 from modelplan.plan.expert_clamp import with_expert_clamp
@@ -215,7 +216,8 @@ def kernel_times(
     # Megatron's FusedScaleMaskSoftmax falls back to the fp32 PyTorch softmax for some shapes
     k = with_softmax_fallback(k, software.scale_mask_softmax, micro_batch, spec.heads // tp, s_local, seq_len, d,
                               spec.causal)
-    k = with_engine_rotary(k, spec, software.framework, d)  # Megatron's unfused YaRN rotary (`rotary_fusion.py`)
+    k = with_engine_rotary(k, spec, software.framework, d, software.rope_fusion)  # Megatron's unfused rotary
+    k = with_automodel_attention(k, spec, software.framework, d)  # AutoModel's eager rotary etc. (`automodel_attention.py`)
     k = with_expert_bias(k, spec, software.framework, d)  # Megatron's per-expert fc2 bias (`expert_bias.py`)
     k = with_expert_clamp(k, spec, software.framework, d)  # and its eager clamp before the activation
     recipe = software.fp8_recipe

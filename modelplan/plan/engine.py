@@ -70,6 +70,8 @@ class EngineSettings(NamedTuple):
     """`TrainingSpec.loss_upcast` (the eager loss casts the logits to fp32 first)."""
     sac_saves_attention: bool = True
     """`TrainingSpec.sac_saves_attention` (per-op SAC keeps attention's output)."""
+    rope_fusion: bool = True
+    """`TrainingSpec.rope_fusion` (Megatron-core's fused rotary; `plan/rotary_fusion.py`)."""
     fsdp_ends_in_root: bool = False
     """`TrainingSpec.fsdp_ends_in_root` (embedding, norm and head in FSDP2's root group)."""
     loss_kernel: str = "megatron"
@@ -104,7 +106,7 @@ def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSet
         pp_keeps_outputs=profile.pp_keeps_outputs, sdpa_repeats_kv=profile.sdpa_repeats_kv,
         scale_mask_softmax=profile.scale_mask_softmax, loss_upcast=training.loss_upcast,
         sac_saves_attention=training.sac_saves_attention, fsdp_ends_in_root=training.fsdp_ends_in_root,
-        loss_kernel=_loss_kernel(training, profile),
+        loss_kernel=_loss_kernel(training, profile), rope_fusion=training.rope_fusion,
     )
 
 

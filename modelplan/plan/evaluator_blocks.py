@@ -16,6 +16,7 @@ from modelplan.plan.compute import kernel_times
 from modelplan.count.checkpointing import checkpointed_share, op_sac_recomputed_fraction, op_sac_recomputed_shares
 from modelplan.plan.dims import strided_shape
 from modelplan.plan.experts import expert_capacity
+from modelplan.plan.deepep_experts_bias import with_deepep_experts_bias
 from modelplan.plan.expert_sort import with_expert_sort
 from modelplan.plan.fp8_padding import with_fp8_padding
 from modelplan.plan.memory import block_activations, edge_activations
@@ -123,6 +124,9 @@ class BlockPricing:
             times = with_fp8_padding(times, self.roofline, sw.fp8_recipe, sw.framework, training.moe_flex_dispatcher,
                                      spec.moe.capacity_factor is None, spec.moe.num_experts, ep, capacity,
                                      spec.hidden, d)
+            # AutoModel's DeepEP experts add their biases per local expert in PyTorch (`deepep_experts_bias.py`)
+            times = with_deepep_experts_bias(times, self.roofline, spec, sw.framework, training.moe_flex_dispatcher,
+                                             training.fake_balanced_gate, ep, capacity, etp or tp, d)
         ft = self.finetune
         if ft is not None:
             times = ft.kernel_times(times, tp, sp, b, cp, self.vocab_padded(tp), self.roofline, training.attention,

@@ -13,8 +13,9 @@ its wgrad, and under fp8 for the quantisation of its input (forward) and of its 
 (backward), which `split_quantize` runs per expert.
 
 The overhead is the planner's own per-kernel constant (`CostModel.kernel_overhead_us`), applied at
-the kernel count the engine launches; nothing here is fitted. Engines that run one grouped kernel
-(torchtitan's `torch._grouped_mm`) keep the single charge.
+the kernel count the engine launches; nothing here is fitted. NeMo AutoModel's experts
+(`grouped_gemm.ops.gmm`) launch per expert too (`PER_EXPERT_FRAMEWORKS`). Engines that run one grouped
+kernel (torchtitan's `torch._grouped_mm`) keep the single charge.
 """
 
 from __future__ import annotations
@@ -22,9 +23,14 @@ from __future__ import annotations
 from modelplan.plan.fp8 import is_fp8_gemm
 from modelplan.plan.kernel_types import Gemm
 
-PER_EXPERT_FRAMEWORKS = frozenset({"megatron"})
+PER_EXPERT_FRAMEWORKS = frozenset({"megatron", "automodel"})
 """Engines whose routed experts launch one GEMM per local expert: Megatron-core's TEGroupedMLP over
-TransformerEngine `GroupedLinear` (the per-expert cuBLAS path above is its default)."""
+TransformerEngine `GroupedLinear` (the per-expert cuBLAS path above is its default); NeMo AutoModel
+(89e3a9fdd `components/moe/layers.py`: `grouped_gemm.ops.gmm`, fanshiqing/grouped_gemm v1.1.4, whose
+`csrc/grouped_gemm.cu` runs `CublasGroupedGemm` on every arch but sm_80, "Use cuBLAS for SM90 until
+CUTLASS supports SM90-optimized grouped-gemm": one `cublasGemmEx` per expert on 4 streams, the
+backward's dgrad and wgrad (`CublasGroupedGemmVariableK`) likewise; without DeepEP its
+`GroupedExperts` loops over the local experts in Python)."""
 
 EXPERT_GEMM_PREFIX = "mlp/experts/"
 """The routed experts' GEMMs in `plan/kernels.py` `moe_mlp_kernels` (batch = local experts)."""

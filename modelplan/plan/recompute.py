@@ -5,7 +5,8 @@ forward is priced at (`plan/compute.py`). What each module re-runs (megatron-cor
 - core_attn: the attention core (QK^T, softmax, dropout, context, or the fused kernel);
 - layernorm: each norm that is a module of its own (`count.recompute_modules.separate_norms`);
 - moe_act: the routed experts' activation (moe/experts.py `bias_act_func`);
-- mla_up_proj: the Q (up-)projection, the KV up-projection and rope;
+- mla_up_proj: the Q (up-)projection, the KV up-projection and rope (unfused: with the q / k cats and
+  v's copy, `plan/mla_assembly.py`);
 - mlp: a dense layer's MLP with its fused norm (TE LayerNormLinear re-runs the norm);
 - moe: the whole MoE layer (router, permute, experts, unpermute, shared experts); its
   all-to-alls re-run too, priced with the expert-parallel exchange only under full recompute
@@ -23,7 +24,8 @@ from modelplan.specs.transformer import TransformerSpec
 
 MODULE_KERNELS: dict[str, tuple[str, ...]] = {
     "moe_act": ("mlp/experts/act",),
-    "mla_up_proj": ("attention/q", "attention/q_b", "attention/kv_b", "attention/rotary"),
+    "mla_up_proj": ("attention/q", "attention/q_b", "attention/kv_b", "attention/rotary", "attention/q_cat",
+                    "attention/k_cat", "attention/v_copy"),  # the unfused path's cats (`mla_assembly.py`)
     "mlp": ("mlp/in", "mlp/out", "mlp/act"),
     "moe": ("mlp/router", "mlp/router/softmax_topk", "mlp/permute", "mlp/unpermute", "mlp/experts/in",
             "mlp/experts/out", "mlp/experts/act", "mlp/shared/in", "mlp/shared/out", "mlp/shared_gate",

@@ -18,6 +18,15 @@ sum (3d), `torch.cat((t, t_pass))` with an empty t_pass (2d): 12d in 6 kernels, 
 and .to(dtype) for cos_ and again for sin_ over the small freqs table (6 kernels, bytes not
 counted); backward the gradient times sin_ (2d), the negation's (d), the chunk's gradients joined
 (2d), times cos_ (2d), the two paths summed (3d): 10d in 5 kernels. q and k are two calls.
+
+Without `apply_rope_fusion` (`TrainingSpec.rope_fusion` False: NeMo 2's DeepSeekConfig default, and
+megatron-core 0.12, which has no fused MLA rotary: `fused_apply_mla_rope_for_q` arrives in core 0.13)
+every rotary runs that path; MLA's (core 0.12.2 `multi_latent_attention.py`
+`qkv_up_proj_and_rope_apply`, `rope_utils._apply_rotary_pos_emb_bshd` with multi_latent_attention)
+first de-interleaves its rope dims, `torch.cat((t[..., 0::2], t[..., 1::2]))` (forward 2d, one
+kernel; backward each strided slice's gradient as zeros plus a strided copy, 2d and 2 kernels each,
+and the two summed, 3d: 7d in 5 kernels), then cats q and k whole and makes v contiguous
+(`plan/mla_assembly.py`); `mla_up_proj` recompute re-runs all of it (`plan/recompute.py`).
 """
 
 from __future__ import annotations
@@ -26,32 +35,48 @@ from dataclasses import replace
 
 from modelplan.plan.kernel_types import Elementwise
 from modelplan.plan.kernels import LayerKernels
+from modelplan.plan.mla_assembly import mla_assembly
 from modelplan.specs.transformer import TransformerSpec
 
 UNFUSED_ROTARY_BYTES = (12, 10)
 """HBM bytes per q / k element, in units of the dtype's bytes, forward and backward (docstring)."""
 UNFUSED_ROTARY_KERNELS = (12, 5)
 """Kernels per call (q or k), forward and backward (docstring)."""
+MLA_DEINTERLEAVE_BYTES = (2, 7)
+"""MLA's de-interleave of its rope dims, bytes per value in units of the dtype's, forward and backward."""
+MLA_DEINTERLEAVE_KERNELS = (1, 5)
+"""Its kernels per call, forward and backward."""
 ROTARY = "attention/rotary"
 
 
-def runs_unfused(spec: TransformerSpec, framework: str) -> bool:
-    """Megatron-core runs this model's rotary unfused: YaRN without multi-latent attention."""
-    return framework == "megatron" and spec.rope_scaling == "yarn" and spec.mla is None
+def runs_unfused(spec: TransformerSpec, framework: str, rope_fusion: bool = True) -> bool:
+    """Megatron-core runs this model's rotary unfused: without rope fusion, or YaRN without
+    multi-latent attention."""
+    if framework != "megatron":
+        return False
+    return not rope_fusion or (spec.rope_scaling == "yarn" and spec.mla is None)
 
 
-def unfused_rotary(op: Elementwise, dtype_bytes: int) -> Elementwise:
-    """The rotary over `op.elements` q and k values as Megatron-core's unfused path runs it."""
+def unfused_rotary(op: Elementwise, dtype_bytes: int, mla: bool = False) -> Elementwise:
+    """The rotary over `op.elements` q and k values as Megatron-core's unfused path runs it (`mla`:
+    with MLA's de-interleave)."""
     fwd, bwd = UNFUSED_ROTARY_BYTES
+    per_call = UNFUSED_ROTARY_KERNELS
+    if mla:
+        fwd, bwd = fwd + MLA_DEINTERLEAVE_BYTES[0], bwd + MLA_DEINTERLEAVE_BYTES[1]
+        per_call = (per_call[0] + MLA_DEINTERLEAVE_KERNELS[0], per_call[1] + MLA_DEINTERLEAVE_KERNELS[1])
     calls = 2  # q and k
-    kernels = (calls * UNFUSED_ROTARY_KERNELS[0], calls * UNFUSED_ROTARY_KERNELS[1])
+    kernels = (calls * per_call[0], calls * per_call[1])
     return Elementwise(op.name, op.elements, fwd * dtype_bytes, bwd * dtype_bytes, kernels)
 
 
 def with_engine_rotary(kernels: LayerKernels, spec: TransformerSpec, framework: str,
-                       dtype_bytes: int) -> LayerKernels:
-    """`kernels` with the rotary priced as the engine runs it (`runs_unfused`); unchanged otherwise."""
-    if not runs_unfused(spec, framework):
+                       dtype_bytes: int, rope_fusion: bool = True) -> LayerKernels:
+    """`kernels` with the rotary priced as the engine runs it (`runs_unfused`), MLA's q / k
+    assembly with it; unchanged otherwise."""
+    if not runs_unfused(spec, framework, rope_fusion):
         return kernels
-    ops = tuple(unfused_rotary(e, dtype_bytes) if e.name == ROTARY else e for e in kernels.elementwise)
-    return replace(kernels, elementwise=ops)
+    mla = spec.mla is not None
+    ops = tuple(unfused_rotary(e, dtype_bytes, mla) if e.name == ROTARY else e for e in kernels.elementwise)
+    extra = tuple(mla_assembly(kernels, spec, dtype_bytes, v_copy=True)) if mla else ()
+    return replace(kernels, elementwise=ops + extra)

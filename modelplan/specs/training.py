@@ -138,6 +138,11 @@ class TrainingSpec(Spec):
     fake_balanced_gate: token t to experts (t k + j) mod E, k consecutive experts,
     components/moe/layers.py): what DeepEP's deduplicated exchange sends (`modelplan.plan.deepep`);
     False: a learned router, read as uniform over the experts."""
+    rope_fusion: bool = True
+    """The rotary embedding in a fused kernel (Megatron-core `apply_rope_fusion`: Megatron-LM's
+    arguments.py default, `--no-rope-fusion` turns it off; Megatron-Bridge's performance scripts set
+    it); False: Megatron-core's unfused `_apply_rotary_pos_emb_bshd` path (NeMo 2's DeepSeekConfig
+    default; megatron-core 0.12 has no fused MLA rotary at all), `modelplan.plan.rotary_fusion`."""
     cp_comm_type: CpCommType | None = None
     """Context-parallel exchange of keys and values (Megatron / Transformer Engine
     `--cp-comm-type`, torchtitan's CP rotate method; `modelplan.specs.engine.CpCommType`); None:
