@@ -225,6 +225,8 @@ def _cluster(run: dict):
         update["accelerator"] = cluster.accelerator.model_copy(update=acc_update)
     if "inter_gbps" in hardware:
         update["inter"] = cluster.inter.model_copy(update={"bandwidth_gbps": float(hardware["inter_gbps"])})
+    if "intra_gbps" in hardware:  # another NVLink width in the same box (A800: 400 GB/s of A100's 600)
+        update["intra"] = cluster.intra.model_copy(update={"bandwidth_gbps": float(hardware["intra_gbps"])})
     return cluster.model_copy(update=update) if update else cluster
 
 
