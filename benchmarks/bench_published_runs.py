@@ -61,7 +61,7 @@ GIB = 2**30
 OPTIONAL_TRAINING = ("attention", "framework", "grad_dtype", "fp8_param_gather", "master_weights", "ac_mode", "fp8_recipe",
                      "cp_comm_type", "recompute_modules", "recompute_method", "recompute_num_layers", "loss_upcast",
                      "fsdp_ends_in_root",
-                     "optimizer_state_dtype", "loss_kernel", "pp_flush_microbatches")
+                     "optimizer_state_dtype", "loss_kernel", "pp_flush_microbatches", "elementwise")
 # Settings the plan takes when this version of modelplan has them.
 OPTIONAL_PLAN = ("reshard_after_forward", "fsdp_shard_size", "etp", "first_stage_layers", "last_stage_layers")
 # `features` a run lists that name a TrainingSpec / Plan field (or one of these aliases) are passed
