@@ -61,7 +61,7 @@ GIB = 2**30
 OPTIONAL_TRAINING = ("attention", "framework", "grad_dtype", "fp8_param_gather", "master_weights", "ac_mode", "fp8_recipe",
                      "cp_comm_type", "recompute_modules", "recompute_method", "recompute_num_layers", "loss_upcast",
                      "fsdp_ends_in_root",
-                     "optimizer_state_dtype", "loss_kernel", "pp_flush_microbatches")
+                     "optimizer_state_dtype", "loss_kernel", "pp_flush_microbatches", "elementwise")
 # Settings the plan takes when this version of modelplan has them.
 OPTIONAL_PLAN = ("reshard_after_forward", "fsdp_shard_size", "etp", "first_stage_layers", "last_stage_layers")
 # `features` a run lists that name a TrainingSpec / Plan field (or one of these aliases) are passed
@@ -225,6 +225,8 @@ def _cluster(run: dict):
         update["accelerator"] = cluster.accelerator.model_copy(update=acc_update)
     if "inter_gbps" in hardware:
         update["inter"] = cluster.inter.model_copy(update={"bandwidth_gbps": float(hardware["inter_gbps"])})
+    if "intra_gbps" in hardware:  # another NVLink width in the same box (A800: 400 GB/s of A100's 600)
+        update["intra"] = cluster.intra.model_copy(update={"bandwidth_gbps": float(hardware["intra_gbps"])})
     return cluster.model_copy(update=update) if update else cluster
 
 

@@ -37,7 +37,7 @@ TRAINING_FLAGS = {  # TrainingSpec field -> flag (None: a boolean pair --x / --n
     "recompute_method": "--recompute-method", "recompute_num_layers": "--recompute-layers",
     "moe_flex_dispatcher": "--moe-dispatcher",  # features moe_flex_dispatcher = deepep / hybridep
     "tensor_rate": "--tensor-rate", "optimizer_state_dtype": "--optimizer-state-dtype", "loss_kernel": "--loss-kernel",
-    "pp_flush_microbatches": "--pp-flush-microbatches",
+    "pp_flush_microbatches": "--pp-flush-microbatches", "elementwise": "--elementwise",
 }
 TRAINING_SWITCHES = {"compile": "compile", "tp_comm_overlap": "tp-comm-overlap", "ep_comm_overlap": "ep-comm-overlap",
                      "fp8_param_gather": "fp8-param-gather", "master_weights": "master-weights",

@@ -23,6 +23,8 @@ RUNS = {r["id"]: r for r in check_cli_parity.bench.load_runs()}
     "mbridge2511_qwen3_235b_a22b_h100_fp8",  # tp 2, dp 16, ep 32, etp 1: refused before --etp
     "torchtitan_llama3_8b_a100_sacop",  # fused_norm: +7.1 % before --fused-norm
     "ibm_fsdp_llama2_7b_a100",  # HSDP 8: -1.1 % while --fsdp-shard-size 8 also tried plain sharding
+    "flagperf_llama2_7b_deepspeed_zero3_a800_seq4096_mbs1_gbs8",  # elementwise eager: needs --elementwise
+    "flagperf_llama3_8b_a800_bf16_pp1dp1tp8_8gpu",  # hardware intra_gbps (A800 NVLink) through the cluster file
 ])
 def test_cli_gives_the_bench_figure(run_id):
     row = check_cli_parity.check(RUNS[run_id], CliRunner(), 0.01)

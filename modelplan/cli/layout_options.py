@@ -1,7 +1,7 @@
 """`modelplan plan` options that fix a layout setting the search would otherwise leave at its
 default or search: the first / last pipeline stage's blocks, ZeRO-3's reshard after forward, and
-two element-wise kernel settings of eager engines (a fused norm, the compiled loss) and the loss's
-cross-entropy kernels.
+the element-wise kernel settings (the model code's element-wise ops, a fused norm, the compiled loss)
+and the loss's cross-entropy kernels.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from modelplan.specs.engine import LossKernel
+from modelplan.specs.engine import Elementwise, LossKernel
 from modelplan.specs.limits import MAX_LAYERS
 
 FirstStageOpt = Annotated[Optional[int], typer.Option(
@@ -25,6 +25,10 @@ ReshardOpt = Annotated[Optional[str], typer.Option(
 FusedNormOpt = Annotated[Optional[bool], typer.Option(
     "--fused-norm/--no-fused-norm", help="Eager engines: the norm as one fused kernel (torchtitan fused_rmsnorm) "
     "[default: no].", show_default=False)]
+ElementwiseOpt = Annotated[Optional[Elementwise], typer.Option(
+    "--elementwise", help="How the model code runs norms, activations and rotary where it is not the engine's: eager "
+    "(PyTorch composites: a transformers model under DeepSpeed ZeRO) or fused [default: the engine's].",
+    show_default=False)]
 CompileLossOpt = Annotated[Optional[bool], typer.Option(
     "--compile-loss/--no-compile-loss", help="With --compile: torch.compile covers the loss too [default: the "
     "engine's].", show_default=False)]
@@ -56,9 +60,11 @@ def layout_space(first: int | None, last: int | None, reshard: str | None) -> di
 
 
 def kernel_settings(fused_norm: bool | None, compile_loss: bool | None, loss_upcast: bool | None = None,
-                    loss_kernel: str | None = None) -> dict:
+                    loss_kernel: str | None = None, elementwise: str | None = None) -> dict:
     """The TrainingSpec fields these options set (left out: the spec's defaults)."""
     out: dict = {} if loss_kernel is None else {"loss_kernel": loss_kernel}
+    if elementwise is not None:
+        out["elementwise"] = elementwise
     if loss_upcast is not None:
         out["loss_upcast"] = loss_upcast
     if fused_norm is not None:

@@ -51,8 +51,8 @@ from modelplan.cli.fsdp_root_option import FsdpRootOpt
 from modelplan.cli.rope_fusion_option import RopeFusionOpt
 from modelplan.cli.pp_flush_option import PpFlushOpt, pp_flush_settings
 from modelplan.cli.finetune_options import with_finetune_options
-from modelplan.cli.layout_options import (CompileLossOpt, FirstStageOpt, FusedNormOpt, LastStageOpt, LossKernelOpt,
-                                          LossUpcastOpt,
+from modelplan.cli.layout_options import (CompileLossOpt, ElementwiseOpt, FirstStageOpt, FusedNormOpt, LastStageOpt,
+                                          LossKernelOpt, LossUpcastOpt,
                                           ReshardOpt, kernel_settings, layout_space)
 from modelplan.cli.search_options import (DpOverlapOpt, FsdpShardOpt, OffloadActivationsOpt, OffloadOptimizerOpt,
                                           RankOrderOpt, TpOverlapModesOpt, ZeroppOpt, parse_words, wide_space)
@@ -173,6 +173,7 @@ def plan_cmd(
     last_stage_layers: LastStageOpt = None,
     reshard_after_forward: ReshardOpt = None,
     fused_norm: FusedNormOpt = None,
+    elementwise: ElementwiseOpt = None,
     compile_loss: CompileLossOpt = None,
     loss_upcast: LossUpcastOpt = None,
     loss_kernel: LossKernelOpt = None,
@@ -233,7 +234,7 @@ def plan_cmd(
                               tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
                               cp_comm_type=cp_comm_type, finetune=ft, fp8_param_gather=fp8_param_gather,
                               master_weights=master_weights,
-                              **kernel_settings(fused_norm, compile_loss, loss_upcast, loss_kernel),
+                              **kernel_settings(fused_norm, compile_loss, loss_upcast, loss_kernel, elementwise),
                               **dispatcher_settings(moe_dispatcher, spec), **tensor_rate_settings(tensor_rate),
                               **optimizer_state_settings(optimizer_state_dtype),
                               **pp_flush_settings(pp_flush_microbatches),

@@ -81,9 +81,9 @@ class EngineSettings(NamedTuple):
 
 
 def engine_settings(training: TrainingSpec, profile: EngineProfile) -> EngineSettings:
-    """The run's settings where it gives them (`ac_mode`, `fp8_recipe`, `compile`), else the
-    engine's (`EngineProfile`)."""
-    elementwise = "fused" if training.compile else profile.elementwise
+    """The run's settings where it gives them (`ac_mode`, `fp8_recipe`, `compile`, `elementwise`),
+    else the engine's (`EngineProfile`)."""
+    elementwise = "fused" if training.compile else training.elementwise or profile.elementwise
     fp8 = (training.fp8_recipe or profile.fp8_recipe) if training.precision == "fp8" else None
     return EngineSettings(
         framework=profile.name, elementwise=elementwise,

@@ -56,6 +56,8 @@ before attention: TE / Megatron `all_gather`, Llama 3's CP, PyTorch CP rotate me
 'allgather'), a2a (DeepSpeed-Ulysses: AllToAll of Q, K, V and of the output, heads split over
 cp; TE / Megatron `a2a`)."""
 
+Elementwise = Literal["fused", "eager"]
+"""How norms, activations, rotary and the loss run: fused kernels or PyTorch composites."""
 LossKernel = Literal["megatron", "megatron_2022", "megatron_native", "te", "te_fp32_grad", "eager", "compiled",
                      "flash_attn"]
 """The cross-entropy kernels the loss runs, which set both the bytes it moves and the bytes it holds
@@ -90,7 +92,7 @@ class EngineProfile(Spec):
     """Fused-attention kernels in the engine's order of preference; the first one the accelerator
     lists a rate for is used (Transformer Engine prefers cuDNN on Hopper and FlashAttention-2
     before; PyTorch SDPA runs FlashAttention-2)."""
-    elementwise: Literal["fused", "eager"]
+    elementwise: Elementwise
     """fused: norms, activations, rotary and the loss are single fused kernels (Megatron / TE,
     apex, torch.compile); eager: they are PyTorch composites of several kernels, each a full pass
     over HBM (`modelplan.count.eager`)."""

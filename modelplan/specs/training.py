@@ -7,8 +7,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from modelplan.specs.base import Spec
-from modelplan.specs.engine import (AcMode, CpCommType, Fp8Recipe, Framework, LossKernel, RecomputeMethod,
-                                   RecomputeModule)
+from modelplan.specs.engine import (AcMode, CpCommType, Elementwise, Fp8Recipe, Framework, LossKernel,
+                                   RecomputeMethod, RecomputeModule)
 from modelplan.specs.finetune import FinetuneSpec
 from modelplan.specs.recompute import check_recompute_settings
 
@@ -117,6 +117,11 @@ class TrainingSpec(Spec):
     """The norm runs as one fused kernel that keeps its input (torchtitan `norm_type =
     "fused_rmsnorm"`, a Triton RMSNorm saving x, weight and rstd; apex) while the engine's other
     element-wise ops run as it runs them (eager engines: PyTorch composites)."""
+    elementwise: Elementwise | None = None
+    """How the model's own code runs its element-wise ops where that is not the engine's: 'eager'
+    for PyTorch composites (transformers' LlamaRMSNorm casts its input to fp32 and keeps it, SiLU's
+    output is kept apart from the product) under an engine whose profile fuses them (DeepSpeed
+    ZeRO over a transformers model); None: the engine's (`EngineProfile.elementwise`)."""
     fp8_param_gather: bool = False
     """fp8 training keeps the parameters themselves in fp8 and gathers them in fp8 (Megatron
     `--fp8-param-gather`, set by NeMo / Megatron-Bridge's fp8 mixed-precision recipes; torchao
