@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from modelplan.cli.app import app, user_errors
+from modelplan.cli.app import app, print_warnings, user_errors
 from modelplan.cli.options import (
     AcModeOpt,
     AttentionOpt,
@@ -259,6 +259,10 @@ def plan_cmd(
                      rank_order),
         **layout_space(first_stage_layers, last_stage_layers, reshard_after_forward),
     )
+    from modelplan.plan.option_checks import asked_of_space, check_settings
+    from modelplan.specs.load import load_engine
+
+    print_warnings(check_settings(spec, training, asked_of_space(space, training, gpus), load_engine(training.framework)))
     result = search_plans(spec, training, cl, gpus, space, top_k=top)
     run_cost = None if run is None else price_run(spec, training, cl, result.best[0], run)
     if svg is not None:

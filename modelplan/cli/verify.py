@@ -149,6 +149,10 @@ def verify_cmd(
         raise ModelplanError(f"plan.etp ({plan.etp}): verify executes the experts split over tp ({plan.tp}); an "
                              "expert tensor-parallel size other than tp is planned and exported only")
     check_ranks(plan, max_ranks)
+    from modelplan.cli.app import print_warnings
+    from modelplan.plan.option_checks import asked_of_plan, inert_settings
+
+    print_warnings(inert_settings(training, asked_of_plan(plan, training)))
     training, plan = executed_batch(training, plan)
     if svg is not None:
         from modelplan.export.files import check_writable
