@@ -119,3 +119,28 @@ def test_verify_warns_on_cp_comm_type_at_cp_1(command):
             "--seq", "16"]
     code, lines = _run(command, argv)
     assert code == 0 and sum(ln.startswith("warning:") and "cp_comm_type" in ln for ln in lines) == 1, lines
+
+
+def test_count_batch_not_divisible_by_micro_batch_is_refused(command):
+    """Megatron-core num_microbatches_calculator.py: 'global batch size (6) is not divisible by micro batch size (4)'."""
+    code, lines = _run(command, ["count", "gpt2", "--batch", "6", "--micro-batch", "4"])
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and "global_batch (6)" in errors[0] and "micro_batch (4)" in errors[0], lines
+
+
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["export", "{plan}", "-o", "-", "--json"], "-o -"),  # both would print on standard output
+    (["calibrate", "--backend", "sim", "-b", "1K", "-e", "2K", "-n", "1", "-w", "0", "-o", "-", "--json"], "--output -"),
+    (["verify", "gpt2", "--dp", "2", "--max-ranks", "2", "--global-batch", "4", "--seq", "16", "--timeline", "--json"],
+     "--timeline"),
+    (["verify", "gpt2", "--dp", "2", "--max-ranks", "2", "--global-batch", "4", "--seq", "16", "--np", "2"], "--np"),
+])
+def test_output_options_that_exclude_each_other_are_refused(command, tmp_path, argv, flag):
+    """Two options that each claim standard output, or an MPI-only option on the simulator: exit 2, named."""
+    plan = tmp_path / "plan.json"
+    if "{plan}" in argv:
+        code, lines = _run(command, ["plan", "gpt2", "--gpus", "8", "--batch", "64", "--seq", "256", "-o", str(plan)])
+        assert code == 0, lines
+    code, lines = _run(command, [a.format(plan=plan) for a in argv])
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and flag in errors[0], lines

@@ -142,9 +142,10 @@ def calibrate_cmd(
     sizes = size_sweep(bottom, top, step_factor)
     split_bytes = parse_size(split, "--split")
     if output is not None:
-        from modelplan.export.files import check_writable
+        from modelplan.export.files import check_one_stdout, check_writable
 
         check_writable(output, "--output")  # before measuring, not after
+        check_one_stdout(output, json_out, "--output", "profile")
     if extends is not None:
         extends = _check_extends(extends)
     sweep = Sweep(sizes=sizes, collectives=collectives, iters=iters, warmup=warmup)

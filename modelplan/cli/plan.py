@@ -291,7 +291,7 @@ def plan_cmd(
 def _check_outputs(output: Path | None, svg: Path | None, json_out: bool) -> None:
     """-o and --svg checked together, before the search: writable, distinct, one stdout."""
     from modelplan.errors import SpecError
-    from modelplan.export.files import check_writable
+    from modelplan.export.files import check_one_stdout, check_writable
 
     targets = {}
     for flag, path in (("-o", output), ("--svg", svg)):
@@ -299,9 +299,7 @@ def _check_outputs(output: Path | None, svg: Path | None, json_out: bool) -> Non
             targets[flag] = check_writable(path, flag)
     if svg is not None and str(svg) == "-":
         raise SpecError("--svg -: the picture goes to a file, not standard output")
-    if output is not None and str(output) == "-" and json_out:
-        raise SpecError("-o - prints the plan document on standard output: drop --json (or write "
-                        "it to a file)")
+    check_one_stdout(output, json_out, "-o", "plan document")
     if len(targets) == 2 and targets["-o"] == targets["--svg"]:
         raise SpecError(f"-o and --svg name the same file ({output}): give two names")
 
