@@ -146,6 +146,8 @@ def option_cases(command, files: dict[str, str], per_option: int) -> list[tuple[
                         argv[argv.index(short[0]) + 1] = value
                     else:
                         argv += [opt, value]
+                if name == "comm" and opt in ("--min-size", "--max-size", "--step-factor"):
+                    del argv[argv.index("--size"):argv.index("--size") + 2]  # a sweep, not the one size
                 cases.append((argv, "|".join(param.opts)))
         for param in sub.params:  # the model/plan argument itself
             if param.param_type_name == "argument" and name in ("count", "plan", "verify", "serve", "export"):

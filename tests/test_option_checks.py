@@ -144,3 +144,20 @@ def test_output_options_that_exclude_each_other_are_refused(command, tmp_path, a
     code, lines = _run(command, [a.format(plan=plan) for a in argv])
     errors = [ln for ln in lines if ln.startswith("error:")]
     assert code == 2 and len(errors) == 1 and flag in errors[0], lines
+
+
+def test_comm_one_size_and_a_sweep_is_refused(command):
+    """--size is one message; --min-size sets a sweep (nccl-tests -b / -e / -f): give one or the other."""
+    code, lines = _run(command, ["comm", "all_reduce", "-n", "8", "-c", "dgx-h100", "-s", "1M", "-b", "2K"])
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and "--size" in errors[0] and "--min-size" in errors[0], lines
+
+
+def test_comm_sweep_bounds_alone_still_sweep(command):
+    """-b 2K -e 8K -f 2 without --size: three rows, 2K, 4K, 8K (nccl-tests' doubling sweep)."""
+    code, lines = _run(command, ["comm", "all_reduce", "-n", "8", "-c", "dgx-h100", "-b", "2K", "-e", "8K",
+                                 "-f", "2", "--json"])
+    import json
+
+    doc = json.loads("\n".join(lines))
+    assert code == 0 and [r["size_bytes"] for r in doc["rows"]] == [2048, 4096, 8192], doc
