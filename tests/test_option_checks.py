@@ -47,7 +47,7 @@ def _run(command, argv: list[str]) -> tuple[int, list[str]]:
     (["--fake-balanced-gate"], "fake_balanced_gate"),
     (["--zeropp", "--zero", "1"], "zeropp"),
     (["--fsdp-shard-size", "8", "--zero", "0,1"], "fsdp_shard_size"),
-    (["--reshard-after-forward", "false", "--zero", "2"], "reshard_after_forward"),
+    (["--reshard-after-forward", "true", "--zero", "2"], "reshard_after_forward"),
     (["--compile-loss", "--framework", "torchtitan"], "compile_loss"),
     (["--precision", "fp8", "--fp8-recipe", "rowwise"], "fp8_recipe"),  # torchao's recipe, Megatron runs TE
     (["--precision", "fp8", "--fp8-recipe", "delayed", "--framework", "torchtitan"], "fp8_recipe"),
@@ -89,6 +89,7 @@ def test_tp_overlap_without_sequence_parallel_is_refused(command):
     (["--framework", "torchtitan", "--compile", "--fused-norm"], "fused_norm"),
     (["--no-loss-upcast"], "loss_upcast"),  # Megatron's loss is not the eager cross-entropy
     (["--precision", "fp32", "--grad-dtype", "same"], "grad_dtype"),
+    (["--tp-comm-overlap", "--no-sequence-parallel"], "tp_comm_overlap"),  # at tp 1: nothing to overlap
 ])
 def test_inert_option_warns_once_and_runs(command, extra, field):
     """An option with nothing to act on: the plan runs (exit 0) and one warning line names the field."""

@@ -152,7 +152,7 @@ def _contradictions(spec, training: TrainingSpec, asked: Asked) -> None:
     # Megatron-LM arguments.py: 'Tensor parallel communication/GEMM overlap can happen only when
     # sequence parallelism is enabled'
     overlap = asked.tp_overlap is not None and "none" not in asked.tp_overlap
-    if (training.tp_comm_overlap or overlap) and _only(asked.sequence_parallel, False):
+    if (training.tp_comm_overlap or overlap) and _only(asked.sequence_parallel, False) and not _only(asked.tp, 1):
         what = f"tp_overlap ({_listed(asked.tp_overlap)})" if overlap else "tp_comm_overlap"
         raise SpecError(f"{what} needs sequence parallelism, which is off (no-sequence-parallel)")
     if _only(asked.zeropp, True) and _lacks(asked.zero, 3):
@@ -161,9 +161,9 @@ def _contradictions(spec, training: TrainingSpec, asked: Asked) -> None:
     if shards and _only(asked.zero, 0, 1):
         raise SpecError(f"fsdp_shard_size ({_listed(asked.fsdp_shard_size)}) shards ZeRO >= 2 states, but zero is "
                         f"{_listed(asked.zero)}")
-    if asked.reshard_after_forward != "default" and _lacks(asked.zero, 3):
-        raise SpecError(f"reshard_after_forward ({str(asked.reshard_after_forward).lower()}) is ZeRO-3's / FSDP's, but "
-                        f"zero is {_listed(asked.zero)}")
+    # resharding after forward is what makes FSDP's FULL_SHARD ZeRO-3 (false: SHARD_GRAD_OP, ZeRO-2's memory)
+    if asked.reshard_after_forward is True and _lacks(asked.zero, 3):
+        raise SpecError(f"reshard_after_forward (true) frees ZeRO-3's gathered parameters, but zero is {_listed(asked.zero)}")
     if training.compile_loss and not training.compile:
         raise SpecError("compile_loss needs compile (torch.compile covers the loss only when it compiles the model)")
     # Megatron-LM arguments.py: '--fp8-param-gather only supported with distributed optimizer,
