@@ -24,6 +24,10 @@ SPEC_FIELD_KEYS: dict[str, tuple[str, ...]] = {
     "moe.num_experts": ("num_local_experts", "num_experts", "n_routed_experts"),
     "moe.top_k": ("num_experts_per_tok", "moe_topk", "moe_k"),
     "moe.expert_ffn_hidden": ("moe_intermediate_size",),
+    "norm_eps": ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"),
+    "rotary_fraction": ("partial_rotary_factor", "rotary_pct"),
+    "final_logit_softcap": ("final_logit_softcapping",),
+    "attn_logit_softcap": ("attn_logit_softcapping",),
 }
 _FIELD = re.compile(r"(?<![\w.])(" + "|".join(re.escape(f) for f in sorted(SPEC_FIELD_KEYS, key=len,
                                                                           reverse=True)) + r")(?!\w)")
