@@ -60,20 +60,25 @@ def test_not_a_document_is_one_error(text):
     assert "calibrate job 2" in str(err.value) and "\n" not in str(err.value)
 
 
-def test_cli_refuses_a_malformed_job_and_writes_nothing(command, job_doc, tmp_path, monkeypatch):
-    """--jobs 2 whose second job printed NaN times: exit 2, one error line, no profile file left."""
+def _run_jobs(command, monkeypatch, outputs: list[str], profile) -> tuple[int, str]:
+    """`calibrate --np 2 --jobs 2 -o PROFILE` outside MPI, the jobs printing `outputs` in turn."""
     import modelplan.cli.mpirun as mpirun
     import modelplan.execute.mpilaunch as mpilaunch
 
-    outputs = iter([json.dumps(job_doc), _broken(job_doc, "time_s", float("nan"))])
-    monkeypatch.setattr(mpirun, "run_job_output", lambda *a, **k: next(outputs))
+    printed = iter(outputs)
+    monkeypatch.setattr(mpirun, "run_job_output", lambda *a, **k: next(printed))
     monkeypatch.setattr(mpilaunch, "inside_mpi_job", lambda: False)
-    profile = tmp_path / "p.toml"
     argv = ["calibrate", "--np", "2", "--jobs", "2", "-b", "1K", "-e", "2K", "-n", "1", "-w", "0",
             "--op", "all_reduce", "-o", str(profile)]
     with RUNNER.isolation() as (out, err, _):
         code = run(argv, command)
-        text = out.getvalue().decode() + err.getvalue().decode()
+        return code, out.getvalue().decode() + err.getvalue().decode()
+
+
+def test_cli_refuses_a_malformed_job_and_writes_nothing(command, job_doc, tmp_path, monkeypatch):
+    """--jobs 2 whose second job printed NaN times: exit 2, one error line, no profile file left."""
+    code, text = _run_jobs(command, monkeypatch, [json.dumps(job_doc), _broken(job_doc, "time_s", float("nan"))],
+                           tmp_path / "p.toml")
     assert code == 2 and "Traceback" not in text, text
     errors = [ln for ln in text.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "calibrate job 2" in errors[0] and "time_s" in errors[0], text
@@ -82,16 +87,6 @@ def test_cli_refuses_a_malformed_job_and_writes_nothing(command, job_doc, tmp_pa
 
 def test_cli_fits_well_formed_jobs(command, job_doc, tmp_path, monkeypatch):
     """Two well-formed job documents: the profile is written (the median over jobs is fitted)."""
-    import modelplan.cli.mpirun as mpirun
-    import modelplan.execute.mpilaunch as mpilaunch
-
-    monkeypatch.setattr(mpirun, "run_job_output", lambda *a, **k: json.dumps(job_doc))
-    monkeypatch.setattr(mpilaunch, "inside_mpi_job", lambda: False)
-    profile = tmp_path / "p.toml"
-    argv = ["calibrate", "--np", "2", "--jobs", "2", "-b", "1K", "-e", "2K", "-n", "1", "-w", "0",
-            "--op", "all_reduce", "-o", str(profile)]
-    with RUNNER.isolation() as (out, err, _):
-        code = run(argv, command)
-        text = out.getvalue().decode() + err.getvalue().decode()
+    code, text = _run_jobs(command, monkeypatch, [json.dumps(job_doc)] * 2, tmp_path / "p.toml")
     assert code == 0, text
-    assert profile.is_file()
+    assert (tmp_path / "p.toml").is_file()
