@@ -72,6 +72,12 @@ def test_moe_contradiction_is_refused(command, extra, field):
     assert code == 2 and len(errors) == 1 and field in errors[0], lines
 
 
+def test_fake_gate_without_deepep_warns(command):
+    """The balanced gate changes only DeepEP's deduplicated exchange (plan/deepep.py): with alltoall, a warning."""
+    code, lines = _run(command, MOE + ["--fake-balanced-gate", "--tp", "1", "--pp", "1", "--ep", "8", "--zero", "1"])
+    assert sum(ln.startswith("warning:") and "fake_balanced_gate" in ln for ln in lines) == 1, lines
+
+
 def test_tp_overlap_without_sequence_parallel_is_refused(command):
     """Megatron-LM: 'Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is enabled'."""
     argv = ["plan", "gpt2", "--gpus", "8", "--batch", "64", "--seq", "256", "--tp", "2", "--tp-overlap", "ring",

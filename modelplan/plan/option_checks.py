@@ -207,6 +207,10 @@ def inert_settings(training: TrainingSpec, asked: Asked, profile: EngineProfile 
             out.append(f"zero ({_listed(asked.zero)}) has no effect at dp x cp = 1 (nothing to shard over)")
         if training.dp_overlap is not None:
             out.append("dp_overlap has no effect at dp x cp = 1 (no data-parallel traffic)")
+    if training.fake_balanced_gate and training.moe_flex_dispatcher != "deepep":
+        # only DeepEP's deduplicated exchange depends on which experts a token picks (plan/deepep.py)
+        out.append("fake_balanced_gate has no effect without the deepep dispatcher (the all-to-all one sends "
+                   "top_k copies whatever the gate picks)")
     if training.fsdp_ends_in_root and _lacks(asked.zero, 3):
         out.append(f"fsdp_ends_in_root has no effect at zero {_listed(asked.zero)} (it places ZeRO-3 / FSDP2 groups)")
     if training.precision == "fp32":
