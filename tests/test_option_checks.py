@@ -168,3 +168,15 @@ def test_comm_sweep_bounds_alone_still_sweep(command):
 
     doc = json.loads("\n".join(lines))
     assert code == 0 and [r["size_bytes"] for r in doc["rows"]] == [2048, 4096, 8192], doc
+
+
+def test_explain_refuses_search_options_it_would_ignore(command, tmp_path):
+    """plan --explain evaluates the document's plan: --tp / --precision beside it are refused, named."""
+    doc = tmp_path / "plan.json"
+    code, lines = _run(command, ["plan", "gpt2", "--gpus", "8", "--batch", "64", "--seq", "256", "-o", str(doc)])
+    assert code == 0, lines
+    code, lines = _run(command, ["plan", "--explain", str(doc), "--tp", "2", "--precision", "fp8"])
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and "--tp" in errors[0] and "--precision" in errors[0], lines
+    code, lines = _run(command, ["plan", "--explain", str(doc), "--cluster", "dgx-a100", "--memory-headroom", "0.1"])
+    assert code == 0, lines  # the options --explain reads

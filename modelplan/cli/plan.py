@@ -35,6 +35,7 @@ from modelplan.cli.options import (
     complete_clusters,
     complete_models,
     finite,
+    given_options,
     global_batch_option,
     implied_recompute,
     recompute_settings,
@@ -61,6 +62,8 @@ from modelplan.specs.family import family_of
 from modelplan.specs.limits import MAX_BATCH, MAX_RANKS
 from modelplan.specs.plan import Schedule
 
+EXPLAIN_READS = {"explain", "gpus", "cluster", "memory_headroom", "allow_tp_across_nodes", "output", "svg", "json_out"}
+"""The plan options `--explain` reads; the document gives everything else."""
 DEFAULT_GLOBAL_BATCH = 1024
 DEFAULT_CLUSTER = "dgx-h100"
 PlanBatchOpt = global_batch_option(str(DEFAULT_GLOBAL_BATCH))
@@ -124,6 +127,7 @@ def parse_choice(text: str | None, what: str):
 @user_errors
 @with_finetune_options
 def plan_cmd(
+    ctx: typer.Context,
     model: Annotated[Optional[str], typer.Argument(metavar="MODEL", help="Preset, spec file, HF config.json or - for standard input (omit with --explain).", show_default=False, autocompletion=complete_models)] = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, max=MAX_RANKS, help="Number of GPUs to split over.", show_default=False)] = None,
     cluster: Annotated[Optional[str], typer.Option("--cluster", help=f"Cluster preset or file [default: {DEFAULT_CLUSTER}].", show_default=False, autocompletion=complete_clusters)] = None,
@@ -204,6 +208,10 @@ def plan_cmd(
 
     _check_outputs(output, svg, json_out)
     if explain is not None:
+        ignored = given_options(ctx, EXPLAIN_READS)
+        if ignored:
+            raise SpecError(f"--explain evaluates the document's own plan and training: {', '.join(ignored[:4])} "
+                            "would have no effect (edit the document, or drop --explain)")
         _explain(explain, model, gpus, cluster, memory_headroom, allow_tp_across_nodes, output, json_out, svg)
         return
     if model is None:
