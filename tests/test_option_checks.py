@@ -96,6 +96,8 @@ def test_tp_overlap_without_sequence_parallel_is_refused(command):
     (["--no-loss-upcast"], "loss_upcast"),  # Megatron's loss is not the eager cross-entropy
     (["--precision", "fp32", "--grad-dtype", "same"], "grad_dtype"),
     (["--tp-comm-overlap", "--no-sequence-parallel"], "tp_comm_overlap"),  # at tp 1: nothing to overlap
+    (["--zeropp", "--zero", "3", "--framework", "torchtitan"], "zeropp"),  # DeepSpeed's, priced as a what-if
+    (["--offload-activations", "--framework", "deepspeed"], "offload_activations"),  # Megatron-core's
 ])
 def test_inert_option_warns_once_and_runs(command, extra, field):
     """An option with nothing to act on: the plan runs (exit 0) and one warning line names the field."""

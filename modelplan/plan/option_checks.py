@@ -50,6 +50,7 @@ class Asked:
     tp_overlap: frozenset[str] | None = None
     fsdp_shard_size: frozenset[int] | None = None
     zeropp: frozenset[bool] | None = None
+    offload_activations: frozenset[bool] | None = None
     reshard_after_forward: bool | str = "default"
     cp_by_default: bool = False
     """cp was left open and is 1 by the search's rule (below `LONG_SEQUENCE`)."""
@@ -82,6 +83,7 @@ def asked_of_space(space: SearchSpace, training: TrainingSpec, gpus: int) -> Ask
         schedule=None if space.schedule is None else tuple(str(s) for s in space.schedule),
         sequence_parallel=_set(space.sequence_parallel), tp_overlap=_set(space.tp_overlap),
         fsdp_shard_size=_set(space.fsdp_shard_size), zeropp=_set(space.zeropp),
+        offload_activations=_set(space.offload_activations),
         reshard_after_forward=space.reshard_after_forward,
         cp_by_default=cp_by_default)
 
@@ -235,6 +237,12 @@ def _engine_inert(training: TrainingSpec, asked: Asked, profile: EngineProfile) 
     if not training.loss_upcast and loss != "eager":
         out.append(f"loss_upcast (false) has no effect on the '{loss}' loss kernel (only the eager cross-entropy "
                    "casts the logits)")
+    # the search prices these for any engine when asked (plan/search_ext.py), as a what-if
+    if _only(asked.zeropp, True) and fw != "deepspeed":
+        out.append(f"zeropp is DeepSpeed's (ZeRO++); framework '{fw}' does not run it: priced as if it did")
+    if _only(asked.offload_activations, True) and fw != "megatron":
+        out.append(f"offload_activations is Megatron-core's (cpu_offloading); framework '{fw}' does not offload "
+                   "saved activations: priced as if it did")
     selective = training.ac_mode or profile.selective
     if not training.sac_saves_attention and selective != "op_sac" and training.recompute_modules is None:
         out.append(f"sac_saves_attention (false) has no effect: selective recompute is '{selective}', not op_sac")
