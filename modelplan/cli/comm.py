@@ -118,13 +118,13 @@ def comm_cmd(
     if dtype.lower() not in DTYPES:
         raise SpecError(f"--dtype '{dtype}' is unknown (one of {', '.join(sorted(DTYPES))})")
     type_name, itemsize = DTYPES[dtype.lower()]
-    spec = load_cluster(cluster)
-    links = cluster_links(spec)
-    shape = group_shape(ranks, ranks_per_node, spec.gpus_per_node, spec.nodes)
     if op is Collective.BARRIER and (size, min_size, max_size) != (None, None, None):
         from modelplan.cli.app import print_warnings
 
         print_warnings(["barrier moves no data: --size / --min-size / --max-size have no effect"])
+    spec = load_cluster(cluster)
+    links = cluster_links(spec)
+    shape = group_shape(ranks, ranks_per_node, spec.gpus_per_node, spec.nodes)
     sizes = [0] if op is Collective.BARRIER else [
         _round(op, s, ranks, itemsize) for s in _sizes(size, min_size, max_size, step_factor)]
     costs = [collective_cost(op, s, ranks, shape.ranks_per_node, links, algo_name) for s in sizes]
