@@ -105,3 +105,21 @@ def test_hf_eps_and_softcap_name_the_config_keys(command, tmp_path):
     path.write_text(json.dumps({**data, "rms_norm_eps": 0, "final_logit_softcapping": -1}))
     line = _refused(command, ["count", str(path)])
     assert "rms_norm_eps = 0" in line and "final_logit_softcapping = -1" in line, line
+
+
+@pytest.mark.parametrize(("base", "path", "value", "key"), [
+    ("mixtral-8x7b-v0.1.json", ("num_experts_per_tok",), 10**30, "num_experts_per_tok = "),  # moe: top_k (...)
+    ("llava-1.5-7b-hf.json", ("vision_config", "intermediate_size"), 0, "vision_config.intermediate_size = 0"),
+    ("llava-1.5-7b-hf.json", ("vision_config", "num_hidden_layers"), 10**30, "vision_config.num_hidden_layers = "),
+])
+def test_nested_spec_errors_name_the_config_key(command, tmp_path, base, path, value, key):
+    """A MoE or vision-tower field's own check names the config.json key it came from (MixtralConfig,
+    LlavaConfig.vision_config's CLIPVisionConfig spellings)."""
+    data = json.loads((ROOT / "tests" / "data" / "hf" / base).read_text())
+    node = data
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(data))
+    assert key in _refused(command, ["count", str(config)])
