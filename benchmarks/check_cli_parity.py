@@ -141,7 +141,7 @@ def check(run: dict, runner: CliRunner, tolerance: float) -> dict:
         if not bench_fits:
             return {**out, "status": "both-reject", "why": error}
         return {**out, "status": "refused", "why": error}
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)  # warnings go to stderr
     best = doc["plans"][0]
     cli_s = best["predictions"]["step_time"]["step_time_s"]
     out["cli_s"] = cli_s

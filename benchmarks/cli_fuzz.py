@@ -146,6 +146,8 @@ def option_cases(command, files: dict[str, str], per_option: int) -> list[tuple[
                         argv[argv.index(short[0]) + 1] = value
                     else:
                         argv += [opt, value]
+                if name == "comm" and opt in ("--min-size", "--max-size", "--step-factor"):
+                    del argv[argv.index("--size"):argv.index("--size") + 2]  # a sweep, not the one size
                 cases.append((argv, "|".join(param.opts)))
         for param in sub.params:  # the model/plan argument itself
             if param.param_type_name == "argument" and name in ("count", "plan", "verify", "serve", "export"):
@@ -234,6 +236,115 @@ PARALLEL = [
 ]
 
 
+FIELD_VALUES: list[object] = [None, -1, 0, 10**30, 1.5, "4096", True, [1], {"a": 1}, float("nan"), float("inf")]
+"""What a config field is set to, one at a time: a wrong type, a negative, zero or huge size, NaN."""
+
+
+def _numeric_paths(data: dict, depth: int = 2, prefix: tuple = ()) -> list[tuple]:
+    """Key paths of every number (and nested object) down to `depth` levels: the fields a user edits."""
+    out = []
+    for key, value in data.items():
+        if isinstance(value, bool) or key.startswith("_"):
+            continue
+        if isinstance(value, int | float):
+            out.append(prefix + (key,))
+        elif isinstance(value, dict) and depth > 1:
+            out += _numeric_paths(value, depth - 1, prefix + (key,))
+    return out
+
+
+def _set(data: dict, path: tuple, value: object) -> dict:
+    """A deep copy of `data` with `path` set to `value` (`DELETE`: removed)."""
+    data = json.loads(json.dumps(data))
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    if value == "DELETE":
+        node.pop(path[-1], None)
+    else:
+        node[path[-1]] = value
+    return data
+
+
+def config_cases(tmp: Path, per_file: int) -> list[tuple[list[str], str]]:
+    """Every HF config.json under tests/data/hf with each number (top level and one nested object
+    down) set to each of FIELD_VALUES or deleted, read by `count`; plus the file itself empty,
+    a folder named config.json, not JSON, not an object, and unreadable (/proc/self/mem: EIO even
+    for root)."""
+    cases: list[tuple[list[str], str]] = []
+    folder = tmp / "configs"
+    folder.mkdir()
+    n = 0
+    for src in sorted((ROOT / "tests" / "data" / "hf").glob("*.json")):
+        data = json.loads(src.read_text())
+        if not isinstance(data, dict):
+            continue
+        variants = [(path, value) for path in _numeric_paths(data) for value in [*FIELD_VALUES, "DELETE"]]
+        step = max(1, len(variants) // per_file) if per_file else 1
+        for path, value in variants[::step]:
+            n += 1
+            out = folder / f"c{n}.json"
+            out.write_text(json.dumps(_set(data, path, value)))  # NaN and Infinity as Python's json writes them
+            cases.append((["count", str(out)], "|".join(str(k) for k in path)))
+    (folder / "empty.json").write_text("")
+    (folder / "dir.json").mkdir()
+    (folder / "text.json").write_text("not json")
+    (folder / "list.json").write_text("[1, 2]")
+    (folder / "deep.json").write_text("[" * 100_000)
+    for name in ("empty.json", "dir.json", "text.json", "list.json", "deep.json"):
+        for cmd in ("count", "plan", "verify"):
+            extra = ["--gpus", "8"] if cmd == "plan" else []
+            cases.append(([cmd, str(folder / name), *extra], name))
+    cases.append((["count", "/proc/self/mem"], "mem"))
+    return cases
+
+
+TOML_VALUES = ["-1", "0", "1" + "0" * 30, "1.5", "nan", "inf", '"12"', "true", "[1]", "{a = 1}"]
+"""TOML literals a preset's number is replaced by (TOML itself has nan and inf)."""
+
+
+def toml_cases(tmp: Path) -> list[tuple[list[str], str]]:
+    """Model and cluster presets (TOML) with each numeric line's value replaced by each of
+    TOML_VALUES, or the line removed, read by `count` (models) and `comm` / `plan` (clusters);
+    plus TOML that does not parse."""
+    cases: list[tuple[list[str], str]] = []
+    folder = tmp / "toml"
+    folder.mkdir()
+    line_re = re.compile(r"^(\w+)\s*=\s*(-?[0-9][0-9_.e+-]*)\s*(#.*)?$")
+    sources = [("models", "gpt2"), ("models", "mixtral-8x7b"), ("clusters", "dgx-h100")]
+    n = 0
+    for kind, name in sources:
+        lines = (ROOT / "presets" / kind / f"{name}.toml").read_text().splitlines()
+        for i, line in enumerate(lines):
+            m = line_re.match(line)
+            if not m:
+                continue
+            for value in [*TOML_VALUES, None]:
+                n += 1
+                new = list(lines)
+                if value is None:
+                    del new[i]
+                else:
+                    new[i] = f"{m.group(1)} = {value}"
+                out = folder / f"t{n}.toml"
+                out.write_text("\n".join(new) + "\n")
+                if kind == "models":
+                    cases.append((["count", str(out)], f"{m.group(1)}|{out.name}"))
+                else:
+                    cases.append((["comm", "all_reduce", "--size", "1M", "--ranks", "16", "--cluster", str(out)],
+                                  f"{m.group(1)}|{out.name}"))
+                    cases.append((["plan", "gpt2", "--gpus", "16", "--batch", "64", "--seq", "256", "--cluster",
+                                   str(out)], f"{m.group(1)}|{out.name}"))
+    (folder / "broken.toml").write_text("layers = [1, 2\nhidden = \n")
+    (folder / "dup.toml").write_text("layers = 2\nlayers = 3\n")
+    for name in ("broken.toml", "dup.toml"):
+        cases.append((["count", str(folder / name)], name))
+        cases.append((["plan", "gpt2", "--gpus", "8", "--cluster", str(folder / name)], name))
+        cases.append((["calibrate", "--backend", "sim", "-b", "1K", "-e", "2K", "-n", "1", "-w", "0", "--extends",
+                       str(folder / name)], name))
+    return cases
+
+
 def output_cases(files: dict[str, str]) -> list[tuple[list[str], str]]:
     bad = [os.path.join(files["readonly"], "out.json"), files["folder"], os.path.join(files["afile"], "out.json")]
     cases = []
@@ -307,6 +418,9 @@ def main() -> None:
     ap.add_argument("--show", nargs="*", default=["crash", "hang", "unclear", "half-written"],
                     help="classes whose cases are printed (ok too, to review what was accepted)")
     ap.add_argument("--only", default="", help="only the cases whose argv contains this string")
+    ap.add_argument("--per-file", type=int, default=0,
+                    help="config.json mutations per HF config (0: every field x every value)")
+    ap.add_argument("--groups", default="", help="comma list of the groups to run (default: all)")
     args = ap.parse_args()
 
     import typer
@@ -322,7 +436,10 @@ def main() -> None:
         tmp = Path(d)
         files = make_files(tmp)
         groups = {"options": option_cases(command, files, args.per_option), "hf": hf_cases(tmp),
-                  "parallel": PARALLEL, "output": output_cases(files)}
+                  "parallel": PARALLEL, "output": output_cases(files),
+                  "configs": config_cases(tmp, args.per_file), "toml": toml_cases(tmp)}
+        if args.groups:
+            groups = {k: v for k, v in groups.items() if k in args.groups.split(",")}
         counts: dict[str, Counter] = {}
         shown = []
         for group, cases in groups.items():
@@ -330,7 +447,7 @@ def main() -> None:
             for argv, broken in cases:
                 if args.only and args.only not in " ".join(argv):
                     continue
-                res = classify(runner, command, argv, broken, args.limit_s, group != "hf")
+                res = classify(runner, command, argv, broken, args.limit_s, group not in ("hf", "configs"))
                 left = leftovers(tmp)
                 if left:
                     res = Result("half-written", argv, res.code, f"left {left}", broken)

@@ -143,10 +143,31 @@ def parse_json(text: str, name: str) -> Any:
         raise SpecError(f"{name}: {what} JSON at line {exc.lineno} column {exc.colno}: "
                         f"{exc.msg}") from None
     except ValueError as exc:  # from _no_constant, _finite_float
-        raise SpecError(f"{name}: {exc}") from None
+        raise SpecError(f"{name}: {_not_finite_key(text)}{exc}") from None
     except RecursionError:
         raise SpecError(f"{name}: nested more than {MAX_DEPTH} levels deep") from None
     return check_depth(data, name)
+
+
+def _not_finite_key(text: str) -> str:
+    """`key.path: ` of the first NaN, Infinity or overflowing number in the JSON text (read again
+    the way Python's json reads it, where they are floats), or '' when it cannot be found."""
+    import math
+
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return ""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"{path}: " if path else ""
+        if isinstance(item, dict):
+            stack.extend(reversed([(f"{path}.{k}" if path else str(k), v) for k, v in item.items()]))
+        elif isinstance(item, list):
+            stack.extend(reversed([(f"{path}[{i}]", v) for i, v in enumerate(item)]))
+    return ""
 
 
 def parse_toml(text: str, name: str) -> dict:

@@ -101,6 +101,13 @@ def print_error(message: object) -> None:
     sys.stderr.flush()
 
 
+def print_warnings(lines: list[str]) -> None:
+    """`warning: <line>` on stderr for each line, each once."""
+    for line in dict.fromkeys(lines):
+        sys.stderr.write(f"warning: {one_line(line)}\n")
+    sys.stderr.flush()
+
+
 def internal_error(command: str, exc: BaseException) -> int:
     """The backstop: one line naming the command and asking for a report; the exit code (70)."""
     import os

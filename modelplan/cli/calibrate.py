@@ -142,9 +142,10 @@ def calibrate_cmd(
     sizes = size_sweep(bottom, top, step_factor)
     split_bytes = parse_size(split, "--split")
     if output is not None:
-        from modelplan.export.files import check_writable
+        from modelplan.export.files import check_one_stdout, check_writable
 
         check_writable(output, "--output")  # before measuring, not after
+        check_one_stdout(output, json_out, "--output", "profile")
     if extends is not None:
         extends = _check_extends(extends)
     sweep = Sweep(sizes=sizes, collectives=collectives, iters=iters, warmup=warmup)
@@ -220,17 +221,18 @@ def _report_jobs(ctx: typer.Context, num_ranks: int, jobs: int, timeout_s: float
                  report: dict) -> None:
     """--jobs K: K separate jobs print their measurements; the median over jobs is fitted here."""
     from modelplan.cli.mpirun import JobFailed, command_args, run_job_output
-    from modelplan.execute.calibrate import Measurement, combine_jobs
+    from modelplan.execute.calibrate import combine_jobs
+    from modelplan.execute.calibrate_jobs import read_job_output
 
     args = command_args(ctx, drop={"num_ranks", "jobs", "output", "extends", "json_out"})
     try:
-        docs = [json.loads(run_job_output(num_ranks, [*args, "--json"], timeout_s))
-                for _ in range(jobs)]
+        docs = [read_job_output(run_job_output(num_ranks, [*args, "--json"], timeout_s), f"calibrate job {i + 1}")
+                for i in range(jobs)]
     except JobFailed as exc:  # its one-line reason is printed
         raise typer.Exit(exc.returncode) from None
-    measured = combine_jobs([tuple(Measurement(**m) for m in d["measurements"]) for d in docs])
-    scope = "inter" if any(d["scope"] == "inter" for d in docs) else "intra"
-    _report(measured, docs[0]["world_size"], scope, "mpi", docs[0]["library"],
+    measured = combine_jobs([d[0] for d in docs])
+    scope = "inter" if any(d[2] == "inter" for d in docs) else "intra"
+    _report(measured, docs[0][1], scope, "mpi", docs[0][3],
             f"median over {jobs} jobs of medians of {sweep.iters}", sweep, **report)
 
 

@@ -29,15 +29,25 @@ def _collective_names() -> list[str]:
     return [c.value for c in Collective]
 
 
+DEFAULT_MIN_SIZE, DEFAULT_MAX_SIZE, DEFAULT_STEP_FACTOR = "1K", "4G", 2
+"""The sweep when neither --size nor its bounds are given (nccl-tests -b / -e / -f)."""
+
+
 def _sizes(size, min_size, max_size, step_factor) -> list[int]:
     from modelplan.comm.sizes import parse_size
     from modelplan.errors import SpecError
 
     if size is not None:
+        sweep = [flag for flag, value in (("--min-size", min_size), ("--max-size", max_size),
+                                          ("--step-factor", step_factor)) if value is not None]
+        if sweep:
+            raise SpecError(f"--size gives one message size; {', '.join(sweep)} set a sweep: give one or the other")
         one = parse_size(size, "--size")
         if one == 0:
             raise SpecError(f"--size '{size}' must be > 0")
         return [one]
+    min_size, max_size = min_size or DEFAULT_MIN_SIZE, max_size or DEFAULT_MAX_SIZE
+    step_factor = DEFAULT_STEP_FACTOR if step_factor is None else step_factor
     lo, hi = parse_size(min_size, "--min-size"), parse_size(max_size, "--max-size")
     if lo == 0:
         raise SpecError(f"--min-size '{min_size}' must be > 0")
@@ -77,10 +87,13 @@ def comm_cmd(
                                 "standard input.", autocompletion=complete_clusters)],
     size: Annotated[Optional[str], typer.Option(
         "--size", "-s", help="One message size, e.g. 256M (binary), 8GB (SI), 4096.")] = None,
-    min_size: Annotated[str, typer.Option("--min-size", "-b", help="Sweep start size.")] = "1K",
-    max_size: Annotated[str, typer.Option("--max-size", "-e", help="Sweep end size.")] = "4G",
-    step_factor: Annotated[int, typer.Option(
-        "--step-factor", "-f", help="Multiply the size by this between rows.")] = 2,
+    min_size: Annotated[Optional[str], typer.Option(
+        "--min-size", "-b", help=f"Sweep start size [default: {DEFAULT_MIN_SIZE}].", show_default=False)] = None,
+    max_size: Annotated[Optional[str], typer.Option(
+        "--max-size", "-e", help=f"Sweep end size [default: {DEFAULT_MAX_SIZE}].", show_default=False)] = None,
+    step_factor: Annotated[Optional[int], typer.Option(
+        "--step-factor", "-f", help=f"Multiply the size by this between rows [default: {DEFAULT_STEP_FACTOR}].",
+        show_default=False)] = None,
     algo: Annotated[str, typer.Option(
         help="auto (NVIDIA: NCCL's tuning.cc pick; others: fastest modelled), nccl (fastest NCCL "
              "runs), or one algorithm: ring, tree, nvls, pat, binomial, recursive_doubling, "
@@ -105,6 +118,10 @@ def comm_cmd(
     if dtype.lower() not in DTYPES:
         raise SpecError(f"--dtype '{dtype}' is unknown (one of {', '.join(sorted(DTYPES))})")
     type_name, itemsize = DTYPES[dtype.lower()]
+    if op is Collective.BARRIER and (size, min_size, max_size) != (None, None, None):
+        from modelplan.cli.app import print_warnings
+
+        print_warnings(["barrier moves no data: --size / --min-size / --max-size have no effect"])
     spec = load_cluster(cluster)
     links = cluster_links(spec)
     shape = group_shape(ranks, ranks_per_node, spec.domain_gpus, spec.domains)

@@ -51,9 +51,10 @@ def export_cmd(
 
     engine = parse_engine(to) if to is not None else None
     if output is not None:
-        from modelplan.export.files import check_writable
+        from modelplan.export.files import check_one_stdout, check_writable
 
         check_writable(output, "-o")
+        check_one_stdout(output, as_json, "-o", "launch config")
     doc = read_plan_document(plan_file)
     result = export_document(engine if engine is not None else default_engine(doc), doc, engine_version)
     if output is not None:

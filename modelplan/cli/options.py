@@ -220,3 +220,16 @@ def finite(value: float | None) -> float | None:
     if value is not None and not math.isfinite(value):
         raise typer.BadParameter(f"{value} is not a finite number")
     return value
+
+
+def given_options(ctx, keep: set[str]) -> list[str]:
+    """The options given on the command line (not left at their defaults) whose parameters are not
+    in `keep`, by their first flag (`ctx`: the command's typer.Context)."""
+    out = []
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name)
+        if param.name in keep or param.param_type_name != "option" or source is None:
+            continue
+        if source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            out.append(param.opts[0])
+    return out

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from modelplan.cli.app import app, user_errors
+from modelplan.cli.app import app, print_warnings, user_errors
 from modelplan.cli.options import (
     AcModeOpt,
     AttentionOpt,
@@ -35,6 +35,7 @@ from modelplan.cli.options import (
     complete_clusters,
     complete_models,
     finite,
+    given_options,
     global_batch_option,
     implied_recompute,
     recompute_settings,
@@ -62,6 +63,8 @@ from modelplan.specs.family import family_of
 from modelplan.specs.limits import MAX_BATCH, MAX_RANKS
 from modelplan.specs.plan import Schedule
 
+EXPLAIN_READS = {"explain", "gpus", "cluster", "memory_headroom", "allow_tp_across_nodes", "output", "svg", "json_out"}
+"""The plan options `--explain` reads; the document gives everything else."""
 DEFAULT_GLOBAL_BATCH = 1024
 DEFAULT_CLUSTER = "dgx-h100"
 PlanBatchOpt = global_batch_option(str(DEFAULT_GLOBAL_BATCH))
@@ -125,6 +128,7 @@ def parse_choice(text: str | None, what: str):
 @user_errors
 @with_finetune_options
 def plan_cmd(
+    ctx: typer.Context,
     model: Annotated[Optional[str], typer.Argument(metavar="MODEL", help="Preset, spec file, HF config.json or - for standard input (omit with --explain).", show_default=False, autocompletion=complete_models)] = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, max=MAX_RANKS, help="Number of GPUs to split over.", show_default=False)] = None,
     cluster: Annotated[Optional[str], typer.Option("--cluster", help=f"Cluster preset or file [default: {DEFAULT_CLUSTER}].", show_default=False, autocompletion=complete_clusters)] = None,
@@ -207,6 +211,10 @@ def plan_cmd(
 
     _check_outputs(output, svg, json_out)
     if explain is not None:
+        ignored = given_options(ctx, EXPLAIN_READS)
+        if ignored:
+            raise SpecError(f"--explain evaluates the document's own plan and training: {', '.join(ignored[:4])} "
+                            "would have no effect (edit the document, or drop --explain)")
         _explain(explain, model, gpus, cluster, memory_headroom, allow_tp_across_nodes, output, json_out, svg)
         return
     if model is None:
@@ -263,6 +271,10 @@ def plan_cmd(
                      rank_order),
         **layout_space(first_stage_layers, last_stage_layers, reshard_after_forward),
     )
+    from modelplan.plan.option_checks import asked_of_space, check_settings
+    from modelplan.specs.load import load_engine
+
+    print_warnings(check_settings(spec, training, asked_of_space(space, training, gpus), load_engine(training.framework)))
     result = search_plans(spec, training, cl, gpus, space, top_k=top)
     run_cost = None if run is None else price_run(spec, training, cl, result.best[0], run)
     if svg is not None:
@@ -291,7 +303,7 @@ def plan_cmd(
 def _check_outputs(output: Path | None, svg: Path | None, json_out: bool) -> None:
     """-o and --svg checked together, before the search: writable, distinct, one stdout."""
     from modelplan.errors import SpecError
-    from modelplan.export.files import check_writable
+    from modelplan.export.files import check_one_stdout, check_writable
 
     targets = {}
     for flag, path in (("-o", output), ("--svg", svg)):
@@ -299,9 +311,7 @@ def _check_outputs(output: Path | None, svg: Path | None, json_out: bool) -> Non
             targets[flag] = check_writable(path, flag)
     if svg is not None and str(svg) == "-":
         raise SpecError("--svg -: the picture goes to a file, not standard output")
-    if output is not None and str(output) == "-" and json_out:
-        raise SpecError("-o - prints the plan document on standard output: drop --json (or write "
-                        "it to a file)")
+    check_one_stdout(output, json_out, "-o", "plan document")
     if len(targets) == 2 and targets["-o"] == targets["--svg"]:
         raise SpecError(f"-o and --svg name the same file ({output}): give two names")
 

@@ -144,11 +144,20 @@ def verify_cmd(
         training_opts["recompute_num_layers"] = recompute_layers
     if (ledger or tensors) and not json_out:
         raise ModelplanError("--ledger and --tensors add to the --json document: add --json")
+    if timeline and json_out:
+        raise ModelplanError("--timeline draws the schedule below the table: drop --json (or write it with --svg)")
+    if num_ranks is not None and backend is BackendChoice.sim:
+        raise ModelplanError(f"--np ({num_ranks}) starts an MPI job: use it with --backend mpi (sim runs the "
+                             "plan's ranks as threads)")
     spec, training, plan = _inputs(target, plan_opts, training_opts)
     if plan.etp not in (None, plan.tp):  # the executor splits experts like the dense MLPs
         raise ModelplanError(f"plan.etp ({plan.etp}): verify executes the experts split over tp ({plan.tp}); an "
                              "expert tensor-parallel size other than tp is planned and exported only")
     check_ranks(plan, max_ranks)
+    from modelplan.cli.app import print_warnings
+    from modelplan.plan.option_checks import asked_of_plan, inert_settings
+
+    print_warnings(inert_settings(training, asked_of_plan(plan, training)))
     training, plan = executed_batch(training, plan)
     if svg is not None:
         from modelplan.export.files import check_writable

@@ -47,6 +47,9 @@ def count_document(spec, training: "TrainingSpec", micro_batch: int) -> dict:
         raise SpecError(
             f"micro_batch ({micro_batch}) must not exceed global_batch ({training.global_batch})"
         )
+    if training.global_batch % micro_batch:  # Megatron-core num_microbatches_calculator.py: whole micro-batches
+        raise SpecError(f"global_batch ({training.global_batch}) must be divisible by micro_batch ({micro_batch}): "
+                        "a step runs whole micro-batches")
     memory = count_memory(spec, training, micro_batch)
     doc = {
         "schema_version": SCHEMA_VERSION,

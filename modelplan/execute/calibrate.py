@@ -53,13 +53,13 @@ class Measurement(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     op: Collective
-    size_bytes: int
+    size_bytes: int = Field(ge=0)
     """nccl-tests size actually used (rounded down to whole float64 elements per rank)."""
-    count: int
+    count: int = Field(ge=0)
     """float64 elements in the nccl-tests size."""
-    time_s: float
+    time_s: float = Field(ge=0, allow_inf_nan=False)
     """Median over the repeats of the slowest rank's time (several jobs: the median of theirs)."""
-    repeats: int
+    repeats: int = Field(ge=1)
 
 
 def size_sweep(min_bytes: int, max_bytes: int, factor: int) -> tuple[int, ...]:

@@ -45,6 +45,12 @@ def check_writable(path: str | Path, flag: str = "") -> Path:
     return target
 
 
+def check_one_stdout(output: str | Path | None, json_out: bool, flag: str = "-o", document: str = "document") -> None:
+    """`-o -` prints the document on standard output, so --json cannot print there too: refused."""
+    if output is not None and str(output) == "-" and json_out:
+        raise ModelplanError(f"{flag} - prints the {document} on standard output: drop --json (or write it to a file)")
+
+
 def write_text_atomic(path: str | Path, text: str) -> Path:
     """Write `text` to `path` via a temporary sibling and os.replace; returns the path.
 
