@@ -14,7 +14,8 @@ Kernels per leaf (shapes from `count/network_layers.py`, tensor-parallel roles f
   elements x dtype; forward reads the input and writes the output (2 accesses; norms 3 with
   their statistics pass), backward reads dy and what was saved and writes dx (3; norms 5).
   Bias adds ride in the GEMM epilogue; flatten is free. Window attention and a residual's
-  attention combine: their two batched GEMMs per head plus the softmax pass over the scores. A sharded leaf works on 1/tp.
+  attention combine: their two batched GEMMs per head plus the softmax pass over the scores;
+  additive attention its w_g and proj GEMMs plus one memory-bound pass. A sharded leaf works on 1/tp.
 Tensor-parallel collectives are those of `parallel/tp.leaf_calls` (the list verify checks),
 priced on the tp group and exposed by `tp_exposed_fraction`.
 """
@@ -35,6 +36,7 @@ from modelplan.plan.net_layout import StagePlan
 from modelplan.plan.net_tp import TpRole
 from modelplan.specs.costmodel import CostModel
 from modelplan.count import cross_attention, window_attention
+from modelplan.specs.context_attention import AdditiveAttention
 from modelplan.specs.layers import Attend
 from modelplan.specs.layers import Conv, Linear, Recurrent, WindowAttention
 from modelplan.specs.network_walk import as_tuple
@@ -121,6 +123,9 @@ def leaf_gemms(leaf: LeafNode, b: int, tp: int, role: TpRole) -> list[tuple[Gemm
         d, d_v = (width // layer.heads for width in cross_attention.widths(info.input_shape, info.output_shape))
         return [(Gemm(f"{leaf.path}/scores", p, m, d), b * layer.heads * groups),
                 (Gemm(f"{leaf.path}/values", p, d_v, m), b * layer.heads * groups)]
+    if isinstance(layer, AdditiveAttention):  # q^ @ w_g (P, 1, C) and proj (P, C, C)
+        p, c = b * _numel(info.output_shape[1:]), info.output_shape[0]
+        return [(Gemm(f"{leaf.path}/weights", p, 1, c), 1), (Gemm(f"{leaf.path}/proj", p, c, c), 1)]
     return []
 
 

@@ -48,12 +48,13 @@ from modelplan.specs.layers import (
     ClsToken,
     Select,
 )
+from modelplan.specs.context_attention import AdditiveAttention, SeparableAttention
 
 __all__ = [
     "Activation", "Attend", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten", "GlobalResponseNorm", "GroupNorm",
     "Layer", "LayerNorm", "LayerScale", "LeafLayer", "Linear", "NetworkSpec", "Pool", "Recurrent", "Repeat",
     "Residual", "Sequential", "Softmax", "SpaceToDepth", "WindowAttention", "ZeroPad2d",
-    "PositionEmbedding", "ClsToken", "Select",
+    "PositionEmbedding", "ClsToken", "Select", "SeparableAttention", "AdditiveAttention",
 ]
 
 
@@ -145,6 +146,8 @@ Layer = Annotated[
         PositionEmbedding,
         ClsToken,
         Select,
+        SeparableAttention,
+        AdditiveAttention,
         Embedding,
         Pool,
         AdaptiveAvgPool,

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 
 from modelplan.errors import SpecError
+from modelplan.specs import context_attention
+from modelplan.specs.context_attention import AdditiveAttention, SeparableAttention
 from modelplan.specs.layers import (
     Activation,
     AdaptiveAvgPool,
@@ -227,6 +229,8 @@ def leaf_output_shape(layer: LeafLayer, shape: Shape, where: str) -> Shape:
         return (shape[0] // 3, *shape[1:])
     if isinstance(layer, PositionEmbedding):
         return shape
+    if isinstance(layer, (SeparableAttention, AdditiveAttention)):
+        return context_attention.output_shape(layer, shape, where)
     if isinstance(layer, (ClsToken, Select)):
         if len(shape) != 2:
             raise SpecError(f"{where}: needs a [C, L] input, got {_fmt(shape)}")

@@ -17,6 +17,9 @@ from modelplan.execute.layers.embedding import embedding_backward, embedding_for
 from modelplan.execute.layers.linear import linear_backward
 from modelplan.execute.layers.norm import norm_backward, norm_forward
 from modelplan.execute.net.batchnorm import batchnorm_backward, batchnorm_forward, update_running
+from modelplan.execute.net.context_attention import (
+    additive_backward, additive_forward, separable_backward, separable_forward,
+)
 from modelplan.execute.net.conv import ConvGeometry, conv2d_backward, conv2d_forward
 from modelplan.execute.net.elementwise import (
     act_backward, act_forward, dropout_backward, dropout_forward, softmax_backward, softmax_forward,
@@ -33,6 +36,7 @@ from modelplan.specs.layers import (
     Activation, AdaptiveAvgPool, BatchNorm, Conv, Dropout, Embedding, Flatten, GlobalResponseNorm, GroupNorm, LayerNorm, LayerScale, Linear,
     Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention, ZeroPad2d, PositionEmbedding, ClsToken, Select,
 )
+from modelplan.specs.context_attention import AdditiveAttention, SeparableAttention
 from modelplan.specs.network_walk import as_tuple
 
 Params = dict[str, np.ndarray]
@@ -193,6 +197,10 @@ def leaf_forward(node: LeafNode, p: Params, x: np.ndarray, ctx: RunContext,
         return window_attention_forward(layer, p, x)
     if isinstance(layer, SpaceToDepth):
         return space_to_depth_forward(layer.block, x)
+    if isinstance(layer, SeparableAttention):
+        return separable_forward(layer.patch, x)
+    if isinstance(layer, AdditiveAttention):
+        return additive_forward(p, x)
     if isinstance(layer, PositionEmbedding):  # x + the table, broadcast over the batch
         return x + p["weight"], Saved()
     if isinstance(layer, ClsToken):  # the token first: (N, C, 1 + L)
@@ -268,6 +276,10 @@ def leaf_backward(node: LeafNode, p: Params, saved: Saved, dy: np.ndarray, need_
         return window_attention_backward(layer, p, saved, dy)
     if isinstance(layer, SpaceToDepth):
         return space_to_depth_backward(layer.block, saved, dy), {}
+    if isinstance(layer, SeparableAttention):
+        return separable_backward(layer.patch, saved, dy), {}
+    if isinstance(layer, AdditiveAttention):
+        return additive_backward(p, saved, dy)
     if isinstance(layer, PositionEmbedding):
         return dy, {"weight": dy.sum(axis=0)}
     if isinstance(layer, ClsToken):
