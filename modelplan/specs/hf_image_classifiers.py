@@ -21,6 +21,7 @@ from modelplan.specs.hf_poolformer import POOLFORMER_MAPPERS
 from modelplan.specs.hf_pp_lcnet import PP_LCNET_MAPPERS
 from modelplan.specs.hf_pvt import PVT_MAPPERS
 from modelplan.specs.hf_reduced_attention import REDUCED_ATTENTION_MAPPERS
+from modelplan.specs.hf_swiftformer import SWIFTFORMER_MAPPERS
 from modelplan.specs.hf_swin_networks import SWIN_NETWORK_MAPPERS
 from modelplan.specs.hf_textnet import TEXTNET_MAPPERS
 
@@ -28,7 +29,7 @@ IMAGE_CLASSIFIER_MAPPERS = {**CONVNET_MAPPERS, **EFFICIENTNET_MAPPERS, **SWIN_NE
                             **IMAGEGPT_MAPPERS, **POOLFORMER_MAPPERS, **TEXTNET_MAPPERS,
                             **ALIGN_MAPPERS, **ALTCLIP_MAPPERS, **REDUCED_ATTENTION_MAPPERS, **HGNET_MAPPERS,
                             **MOBILEVIT_MAPPERS, **LEVIT_MAPPERS, **PVT_MAPPERS,
-                            **PP_LCNET_MAPPERS, **MOBILEVITV2_MAPPERS}
+                            **PP_LCNET_MAPPERS, **MOBILEVITV2_MAPPERS, **SWIFTFORMER_MAPPERS}
 IMAGE_CLASSIFIER_HEADS = {name: _own_head for name in IMAGE_CLASSIFIER_MAPPERS}
 """hf.from_hf_config's head hook: the mapper's fields already hold the head architectures[0] names."""
 
@@ -37,7 +38,6 @@ IMAGE_CLASSIFIER_UNMODELLED: dict[str, str] = {
     "dinat": "DiNAT's dilated neighbourhood attention (each token attends its k x k neighbours)",
     "focalnet": "FocalNet's focal modulation (gated hierarchical depthwise-conv context) in place of attention",
     "hiera": "Hiera's mask-unit attention with query pooling over its unrolled token order",
-    "swiftformer": "SwiftFormer's efficient additive attention (a learned global query vector)",
     "timm_wrapper": "a timm model named by `architecture` (its layer tree lives in the timm library, not in config.json)",
     "tipsv2": "TIPSv2's image-text pair (a layer-scale ViT with an optional SwiGLU FFN beside a text encoder with "
               "sinusoidal positions) as a zero-shot pair",
