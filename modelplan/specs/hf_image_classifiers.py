@@ -1,6 +1,6 @@
 """The image classifiers on the network stack (hf_convnets, hf_efficientnet, hf_swin_networks,
 hf_bit, hf_poolformer, hf_textnet, hf_reduced_attention, hf_pvt, hf_hgnet, hf_mobilevit, hf_levit,
-hf_pp_lcnet, hf_mobilevitv2, hf_swiftformer), ImageGPT's pixel decoder (hf_imagegpt) ALIGN (hf_align)
+hf_pp_lcnet, hf_mobilevitv2, hf_swiftformer, hf_cvt), ImageGPT's pixel decoder (hf_imagegpt) ALIGN (hf_align)
 and AltCLIP (hf_altclip): their mappers, the head hook saying each builds its own head, and the types still refused with the mechanism
 they lack."""
 
@@ -11,6 +11,7 @@ from modelplan.specs.hf_altclip import ALTCLIP_MAPPERS
 from modelplan.specs.hf_bit import BIT_MAPPERS
 from modelplan.specs.hf_convnets import CONVNET_MAPPERS
 from modelplan.specs.hf_efficientnet import EFFICIENTNET_MAPPERS
+from modelplan.specs.hf_cvt import CVT_MAPPERS
 from modelplan.specs.hf_encoder_models import _own_head
 from modelplan.specs.hf_hgnet import HGNET_MAPPERS
 from modelplan.specs.hf_imagegpt import IMAGEGPT_MAPPERS
@@ -29,12 +30,11 @@ IMAGE_CLASSIFIER_MAPPERS = {**CONVNET_MAPPERS, **EFFICIENTNET_MAPPERS, **SWIN_NE
                             **IMAGEGPT_MAPPERS, **POOLFORMER_MAPPERS, **TEXTNET_MAPPERS,
                             **ALIGN_MAPPERS, **ALTCLIP_MAPPERS, **REDUCED_ATTENTION_MAPPERS, **HGNET_MAPPERS,
                             **MOBILEVIT_MAPPERS, **LEVIT_MAPPERS, **PVT_MAPPERS,
-                            **PP_LCNET_MAPPERS, **MOBILEVITV2_MAPPERS, **SWIFTFORMER_MAPPERS}
+                            **PP_LCNET_MAPPERS, **MOBILEVITV2_MAPPERS, **SWIFTFORMER_MAPPERS, **CVT_MAPPERS}
 IMAGE_CLASSIFIER_HEADS = {name: _own_head for name in IMAGE_CLASSIFIER_MAPPERS}
 """hf.from_hf_config's head hook: the mapper's fields already hold the head architectures[0] names."""
 
 IMAGE_CLASSIFIER_UNMODELLED: dict[str, str] = {
-    "cvt": "CvT's convolutional token embeddings and depthwise-conv q / k / v projections (strided keys and values)",
     "dinat": "DiNAT's dilated neighbourhood attention (each token attends its k x k neighbours)",
     "focalnet": "FocalNet's focal modulation (gated hierarchical depthwise-conv context) in place of attention",
     "hiera": "Hiera's mask-unit attention with query pooling over its unrolled token order",

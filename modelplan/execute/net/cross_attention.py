@@ -1,7 +1,7 @@
 """The attention combine of a residual block (`specs.layers.Attend`; PVT's spatial-reduction
 attention, Wang et al. 2021 sec. 3.3) in numpy, forward and backward, batched (N, C, *positions).
 
-Forward per head h: s = q_h^T k_h / sqrt(d) + B_h, p = softmax(s) over the keys, out_h = p v_h^T
+Forward per head h: s = q_h^T k_h / sqrt(d) + B_h (CvT: another factor than 1 / sqrt(d)), p = softmax(s) over the keys, out_h = p v_h^T
 (k the first C channels of kv, v the rest; B LeViT's bias table gathered by `index`, else 0).
 Backward (the softmax Jacobian, Bridle 1990): dp = do v_h, ds = p * (dp - sum(dp * p)),
 dq_h = ds k_h / sqrt(d), dk_h = ds^T q_h / sqrt(d), dv_h = p^T do, dB = ds summed into the table. With `patch` > 1 the positions
@@ -45,15 +45,15 @@ def fold(x: np.ndarray, patch: int) -> np.ndarray:
 
 
 def attend_forward(q: np.ndarray, kv: np.ndarray, heads: int, patch: int = 1, table: np.ndarray | None = None,
-                   index: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   index: np.ndarray | None = None, scale: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(output (N, C_v, *P), probabilities (N p^2, heads, P, M)) of q (N, C, *P) over kv (N, C + C_v, *M);
     `table` (heads, offsets) gathered by `index` (P, M) is added to the scores."""
     if patch > 1:
-        out, probs = attend_forward(unfold(q, patch), unfold(kv, patch), heads)
+        out, probs = attend_forward(unfold(q, patch), unfold(kv, patch), heads, scale=scale)
         return fold(out, patch), probs
     c = q.shape[1]
     qh, kh, vh = _heads(q, heads), _heads(kv[:, :c], heads), _heads(kv[:, c:], heads)
-    scores = qh @ kh.transpose(0, 1, 3, 2) / np.sqrt(c // heads)  # (N, h, P, d) @ (N, h, d, M)
+    scores = qh @ kh.transpose(0, 1, 3, 2) * (scale or 1.0 / np.sqrt(c // heads))  # (N, h, P, d) @ (N, h, d, M)
     if table is not None:
         scores = scores + table[:, index]  # (h, P, M) over the batch
     scores -= scores.max(axis=-1, keepdims=True)
@@ -63,14 +63,14 @@ def attend_forward(q: np.ndarray, kv: np.ndarray, heads: int, patch: int = 1, ta
 
 
 def attend_backward(dy: np.ndarray, q: np.ndarray, kv: np.ndarray, probs: np.ndarray, heads: int, patch: int = 1,
-                    table: np.ndarray | None = None, index: np.ndarray | None = None
+                    table: np.ndarray | None = None, index: np.ndarray | None = None, scale: float | None = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(dq, dkv, d table or None) of the forward above, given the output gradient dy (N, C_v, *P)."""
     if patch > 1:
-        dq, dkv, _ = attend_backward(unfold(dy, patch), unfold(q, patch), unfold(kv, patch), probs, heads)
+        dq, dkv, _ = attend_backward(unfold(dy, patch), unfold(q, patch), unfold(kv, patch), probs, heads, scale=scale)
         return fold(dq, patch), fold(dkv, patch), None
     c = q.shape[1]
-    scale = 1.0 / np.sqrt(c // heads)
+    scale = scale or 1.0 / np.sqrt(c // heads)
     qh, kh, vh, do = _heads(q, heads), _heads(kv[:, :c], heads), _heads(kv[:, c:], heads), _heads(dy, heads)
     dp = do @ vh.transpose(0, 1, 3, 2)  # (N, h, P, d) @ (N, h, d, M)
     ds = probs * (dp - (dp * probs).sum(axis=-1, keepdims=True))

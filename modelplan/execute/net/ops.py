@@ -34,7 +34,7 @@ from modelplan.execute.net.window_attention import (
 )
 from modelplan.specs.layers import (
     Activation, AdaptiveAvgPool, BatchNorm, Conv, Dropout, Embedding, Flatten, GlobalResponseNorm, GroupNorm, LayerNorm, LayerScale, Linear,
-    Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention, ZeroPad2d, PositionEmbedding, ClsToken, Select,
+    Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention, ZeroPad2d, PositionEmbedding, ClsToken, Select, Unflatten,
 )
 from modelplan.specs.context_attention import AdditiveAttention, SeparableAttention
 from modelplan.specs.network_walk import as_tuple
@@ -130,6 +130,14 @@ def _pool_args(layer: Pool, where: str):
     return _pair(kernel, 1), _pair(stride, 1), _pair(as_tuple(layer.padding, n, "padding", where), 0)
 
 
+def _positions(layer: Select, length: int) -> int | slice:
+    """The index (an int: the axis dropped) or run of positions a Select takes of `length`."""
+    if layer.length is None:
+        return layer.index
+    start = layer.index % length
+    return slice(start, start + layer.length if layer.length else length)
+
+
 def leaf_forward(node: LeafNode, p: Params, x: np.ndarray, ctx: RunContext,
                  feature: tuple[int, slice] | None = None, add_bias: bool = True,
                  buffers: Params | None = None) -> tuple[np.ndarray, Saved]:
@@ -207,7 +215,9 @@ def leaf_forward(node: LeafNode, p: Params, x: np.ndarray, ctx: RunContext,
         token = np.broadcast_to(p["weight"][None, :, None], (x.shape[0], x.shape[1], 1))
         return np.concatenate([token, x], axis=2), Saved()
     if isinstance(layer, Select):
-        return x[..., layer.index].copy(), Saved(extra=x.shape)
+        return x[..., _positions(layer, x.shape[-1])].copy(), Saved(extra=x.shape)
+    if isinstance(layer, Unflatten):
+        return x.reshape(x.shape[0], *info.output_shape), Saved()
     if isinstance(layer, ZeroPad2d):  # nn.ZeroPad2d (left, right, top, bottom)
         left, right, top, bottom = layer.padding
         return np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right))), Saved()
@@ -286,8 +296,10 @@ def leaf_backward(node: LeafNode, p: Params, saved: Saved, dy: np.ndarray, need_
         return dy[:, :, 1:], {"weight": dy[:, :, 0].sum(axis=0)}
     if isinstance(layer, Select):
         dx = np.zeros(saved.extra)
-        dx[..., layer.index] = dy
+        dx[..., _positions(layer, dx.shape[-1])] = dy
         return dx, {}
+    if isinstance(layer, Unflatten):
+        return dy.reshape(*dy.shape[:2], -1), {}
     if isinstance(layer, ZeroPad2d):  # the gradient of the unpadded window
         left, right, top, bottom = layer.padding
         return dy[:, :, top:dy.shape[2] - bottom, left:dy.shape[3] - right], {}

@@ -22,6 +22,7 @@ import numpy as np
 from modelplan.count.cross_attention import offset_index
 from modelplan.count.network import network_layers
 from modelplan.count.network_tree import network_tree
+from modelplan.execute.net.model import concat_axis
 from modelplan.execute.net.params import NetBatch, to_executor, to_torch
 from modelplan.execute.net.saved import RunContext, dropout_keep
 from modelplan.execute.optim import OptimizerConfig
@@ -206,6 +207,9 @@ class _Builder:
                     return x + self.weight
                 if t == "clstoken":
                     return torch.cat([self.weight.expand(x.shape[0], -1)[:, :, None], x], dim=2)
+                if layer.length is not None:  # a run of positions: torch.split's piece
+                    start = layer.index % x.shape[-1]
+                    return x[..., start:start + layer.length if layer.length else x.shape[-1]]
                 return x[..., layer.index]
 
         return Token()
@@ -250,6 +254,8 @@ class _Builder:
             return context_attention(self.torch, layer, shape)
         if t == "spacetodepth":
             return self.space_to_depth(layer.block)
+        if t == "unflatten":
+            return nn.Unflatten(-1, tuple(node.info.output_shape[1:]))
         if t == "zeropad2d":
             return nn.ZeroPad2d(layer.padding)
         if t in ("positionembedding", "clstoken", "select"):
@@ -294,6 +300,8 @@ class _Builder:
         heads = node.add.layer.heads if node.add.info.type == "attend" else 0
         patch = node.add.layer.patch if heads else 1
         stacked = node.add.info.type == "concat"
+        dim = 1 + concat_axis(node.add) if stacked else 1
+        scale = node.add.layer.scale if heads else None
         torch = self.torch
         bias_stride = node.add.layer.offset_bias if heads else 0
         if bias_stride:  # LeViT: attention_biases[:, index] added to the scores (the index is the table's layout)
@@ -312,7 +320,7 @@ class _Builder:
             n, c = q.shape[:2]
             split = lambda t: t.reshape(n, heads, t.shape[1] // heads, -1).transpose(2, 3)  # noqa: E731  (N, h, pos, d)
             out = torch.nn.functional.scaled_dot_product_attention(split(q), split(kv[:, :c]), split(kv[:, c:]),
-                                                                   attn_mask=mask)
+                                                                   attn_mask=mask, scale=scale)
             return out.transpose(2, 3).reshape(n, kv.shape[1] - c, *q.shape[2:])
 
         class Residual(nn.Module):
@@ -335,7 +343,7 @@ class _Builder:
                 if heads:
                     y = attend(y, s, self.attend.attention_biases if bias_stride else None)
                 elif stacked:
-                    y = torch.cat([s, y], dim=1)
+                    y = torch.cat([s, y], dim=dim)
                 else:
                     y = y * s if gated else y - s if difference else y + s
                 return act(y) if act is not None else y
