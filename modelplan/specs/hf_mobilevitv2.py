@@ -73,7 +73,7 @@ def mobilevitv2_layer(c: HFConfig, c_in: int, c_out: int, dim: int, depth: int, 
     layers = [_seq(transformer_layer(c, dim, act), str(j)) for j in range(depth)]
     return [_seq([inverted_residual(c, c_in, c_out, 2, act)], "downsampling_layer"),
             _conv(c_out, k, 1, act, "conv_kxk", groups=c_out),
-            _plain(dim, "conv_1x1", bias=False), _seq([_seq(layers, "layer")], "transformer"),
+            _plain(dim, "conv_1x1", bias=False), *([_seq([_seq(layers, "layer")], "transformer")] if layers else []),
             {"type": "groupnorm", "name": "layernorm", "num_groups": 1, "eps": c.number("layer_norm_eps", positive=True)},
             _conv(c_out, 1, 1, None, "conv_projection")]
 
