@@ -72,3 +72,46 @@ def test_forward_and_gradients_equal_torch(spec):
     from test_net_torch import assert_step_equals_torch
 
     assert_step_equals_torch(spec)
+
+
+FOCAL = NetworkSpec(input_shape=[3, 6, 6], layers=[
+    {"type": "conv2d", "out_channels": 4, "kernel_size": 3, "padding": 1},
+    {"type": "residual", "name": "block", "main": [
+        {"type": "conv2d", "name": "projection_in", "out_channels": 2 * 4 + 3, "kernel_size": 1},
+        {"type": "focalmodulation", "name": "modulation", "focal_level": 2, "focal_window": 3},
+        {"type": "conv2d", "name": "projection_out", "out_channels": 4, "kernel_size": 1}]},
+    {"type": "conv2d", "out_channels": 2 * 4 + 2, "kernel_size": 1},
+    {"type": "focalmodulation", "name": "normalized", "focal_level": 1, "focal_window": 1, "normalize_modulator": True},
+    {"type": "adaptiveavgpool2d", "output_size": 1}, {"type": "flatten"}, {"type": "linear", "out_features": 3},
+])
+"""FocalNet's modulation on a 6 x 6 map of 4 channels: two levels of 3 x 3 and 5 x 5 depthwise kernels
+(q, context and 3 gates: 11 channels); then one level of a 1 x 1 kernel, normalised."""
+
+
+def test_focal_modulation_counts_by_hand():
+    """C = 4, P = 36, kernels 3 and 5: weights 4 x 9 + 4 x 25, projection_context 16 + 4; matmul FLOPs
+    2 x 4 x 36 x (9 + 25) + 2 x 16 x 36; other (3 x 2 + 5) x 4 x 36 + 4; keeps the 11 x 36 input, two
+    pre-GELU maps and the aggregate (3 x 4 x 36)."""
+    row = {row.path: row for row in network_layers(FOCAL)}["block/modulation"]
+    assert row.param_shapes == {"focal_weight_0": (4, 1, 3, 3), "focal_weight_1": (4, 1, 5, 5),
+                                "context_weight": (4, 4, 1, 1), "context_bias": (4,)}
+    assert row.params == 36 + 100 + 20 and row.output_shape == (4, 6, 6)
+    assert row.matmul_flops == 2 * 4 * 36 * (9 + 25) + 2 * 16 * 36
+    assert row.forward_flops - row.matmul_flops == 11 * 4 * 36 + 4
+    assert row.saved_elements == 11 * 36 + 3 * 4 * 36
+
+
+def test_focal_modulation_needs_its_gates():
+    """An input without 2 C + focal_level + 1 channels is a one-line error naming the layer."""
+    with pytest.raises((SpecError, ValueError), match=r"needs a \[2 C \+ focal_level \+ 1, H, W\] input"):
+        NetworkSpec(input_shape=[10, 4, 4], layers=[{"type": "focalmodulation", "focal_level": 2, "focal_window": 3}])
+    with pytest.raises((SpecError, ValueError), match=r"kernels \[2\] .* must be odd"):
+        NetworkSpec(input_shape=[10, 4, 4], layers=[{"type": "focalmodulation", "focal_level": 1, "focal_window": 2}])
+
+
+@pytest.mark.torch
+def test_focal_modulation_equals_torch():
+    """Outputs, loss and every parameter gradient equal torch's forward and autograd (FocalNetModulation's ops)."""
+    from test_net_torch import assert_step_equals_torch
+
+    assert_step_equals_torch(FOCAL)

@@ -15,7 +15,8 @@ Kernels per leaf (shapes from `count/network_layers.py`, tensor-parallel roles f
   their statistics pass), backward reads dy and what was saved and writes dx (3; norms 5).
   Bias adds ride in the GEMM epilogue; flatten is free. Window attention and a residual's
   attention combine: their two batched GEMMs per head plus the softmax pass over the scores;
-  additive attention its w_g and proj GEMMs plus one memory-bound pass. A sharded leaf works on 1/tp.
+  additive attention its w_g and proj GEMMs, focal modulation its depthwise convs and
+  projection_context, each plus one memory-bound pass. A sharded leaf works on 1/tp.
 Tensor-parallel collectives are those of `parallel/tp.leaf_calls` (the list verify checks),
 priced on the tp group and exposed by `tp_exposed_fraction`.
 """
@@ -37,6 +38,7 @@ from modelplan.plan.net_tp import TpRole
 from modelplan.specs.costmodel import CostModel
 from modelplan.count import cross_attention, window_attention
 from modelplan.specs.context_attention import AdditiveAttention
+from modelplan.specs.focal_modulation import FocalModulation
 from modelplan.specs.layers import Attend
 from modelplan.specs.layers import Conv, Linear, Recurrent, WindowAttention
 from modelplan.specs.network_walk import as_tuple
@@ -126,6 +128,11 @@ def leaf_gemms(leaf: LeafNode, b: int, tp: int, role: TpRole) -> list[tuple[Gemm
     if isinstance(layer, AdditiveAttention):  # q^ @ w_g (P, 1, C) and proj (P, C, C)
         p, c = b * _numel(info.output_shape[1:]), info.output_shape[0]
         return [(Gemm(f"{leaf.path}/weights", p, 1, c), 1), (Gemm(f"{leaf.path}/proj", p, c, c), 1)]
+    if isinstance(layer, FocalModulation):  # each level's depthwise conv (C groups of k^2 x 1), projection_context
+        m, c = b * _numel(info.output_shape[1:]), info.output_shape[0]
+        convs = [(ConvGemm(f"{leaf.path}/focal_{level}", m, 1, k * k, c, 2 * m * c + c * k * k), 1)
+                 for level, k in enumerate(layer.kernels())]
+        return convs + [(Gemm(f"{leaf.path}/context", m, c, c), 1)]
     return []
 
 

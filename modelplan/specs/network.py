@@ -50,12 +50,13 @@ from modelplan.specs.layers import (
     Unflatten,
 )
 from modelplan.specs.context_attention import AdditiveAttention, SeparableAttention
+from modelplan.specs.focal_modulation import FocalModulation
 
 __all__ = [
     "Activation", "Attend", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten", "GlobalResponseNorm", "GroupNorm",
     "Layer", "LayerNorm", "LayerScale", "LeafLayer", "Linear", "NetworkSpec", "Pool", "Recurrent", "Repeat",
     "Residual", "Sequential", "Softmax", "SpaceToDepth", "WindowAttention", "ZeroPad2d",
-    "PositionEmbedding", "ClsToken", "Select", "SeparableAttention", "AdditiveAttention", "Unflatten",
+    "PositionEmbedding", "ClsToken", "Select", "SeparableAttention", "AdditiveAttention", "Unflatten", "FocalModulation",
 ]
 
 
@@ -160,6 +161,7 @@ Layer = Annotated[
         Unflatten,
         SeparableAttention,
         AdditiveAttention,
+        FocalModulation,
         Embedding,
         Pool,
         AdaptiveAvgPool,

@@ -12,8 +12,9 @@ import math
 from dataclasses import dataclass
 
 from modelplan.errors import SpecError
-from modelplan.specs import context_attention
+from modelplan.specs import context_attention, focal_modulation
 from modelplan.specs.context_attention import AdditiveAttention, SeparableAttention
+from modelplan.specs.focal_modulation import FocalModulation
 from modelplan.specs.layers import (
     Activation,
     AdaptiveAvgPool,
@@ -240,6 +241,8 @@ def leaf_output_shape(layer: LeafLayer, shape: Shape, where: str) -> Shape:
         return shape
     if isinstance(layer, (SeparableAttention, AdditiveAttention)):
         return context_attention.output_shape(layer, shape, where)
+    if isinstance(layer, FocalModulation):
+        return focal_modulation.output_shape(layer, shape, where)
     if isinstance(layer, (ClsToken, Select)):
         if len(shape) != 2:
             raise SpecError(f"{where}: needs a [C, L] input, got {_fmt(shape)}")

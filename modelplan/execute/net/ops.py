@@ -20,6 +20,7 @@ from modelplan.execute.net.batchnorm import batchnorm_backward, batchnorm_forwar
 from modelplan.execute.net.context_attention import (
     additive_backward, additive_forward, separable_backward, separable_forward,
 )
+from modelplan.execute.net.focal_modulation import focal_backward, focal_forward
 from modelplan.execute.net.conv import ConvGeometry, conv2d_backward, conv2d_forward
 from modelplan.execute.net.elementwise import (
     act_backward, act_forward, dropout_backward, dropout_forward, softmax_backward, softmax_forward,
@@ -37,6 +38,7 @@ from modelplan.specs.layers import (
     Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention, ZeroPad2d, PositionEmbedding, ClsToken, Select, Unflatten,
 )
 from modelplan.specs.context_attention import AdditiveAttention, SeparableAttention
+from modelplan.specs.focal_modulation import FocalModulation
 from modelplan.specs.network_walk import as_tuple
 
 Params = dict[str, np.ndarray]
@@ -209,6 +211,8 @@ def leaf_forward(node: LeafNode, p: Params, x: np.ndarray, ctx: RunContext,
         return separable_forward(layer.patch, x)
     if isinstance(layer, AdditiveAttention):
         return additive_forward(p, x)
+    if isinstance(layer, FocalModulation):
+        return focal_forward(layer, p, x)
     if isinstance(layer, PositionEmbedding):  # x + the table, broadcast over the batch
         return x + p["weight"], Saved()
     if isinstance(layer, ClsToken):  # the token first: (N, C, 1 + L)
@@ -290,6 +294,8 @@ def leaf_backward(node: LeafNode, p: Params, saved: Saved, dy: np.ndarray, need_
         return separable_backward(layer.patch, saved, dy), {}
     if isinstance(layer, AdditiveAttention):
         return additive_backward(p, saved, dy)
+    if isinstance(layer, FocalModulation):
+        return focal_backward(layer, p, saved, dy)
     if isinstance(layer, PositionEmbedding):
         return dy, {"weight": dy.sum(axis=0)}
     if isinstance(layer, ClsToken):

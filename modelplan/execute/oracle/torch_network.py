@@ -27,6 +27,7 @@ from modelplan.execute.net.params import NetBatch, to_executor, to_torch
 from modelplan.execute.net.saved import RunContext, dropout_keep
 from modelplan.execute.optim import OptimizerConfig
 from modelplan.execute.oracle.torch_context_attention import context_attention
+from modelplan.execute.oracle.torch_focal_modulation import focal_modulation
 from modelplan.execute.oracle.result import OracleRun, OracleUnavailable, Starts, require_torch
 from modelplan.execute.oracle.torch_train import load_weights, train_torch
 from modelplan.specs.network import NetworkSpec
@@ -250,6 +251,8 @@ class _Builder:
             return self.layer_scale(shape[0])
         if t == "windowattention":
             return self.window_attention(layer, shape[0] // 3)
+        if t == "focalmodulation":
+            return focal_modulation(self.torch, layer, shape)
         if t in ("separableattention", "additiveattention"):
             return context_attention(self.torch, layer, shape)
         if t == "spacetodepth":
