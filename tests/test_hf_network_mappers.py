@@ -1,6 +1,6 @@
 """The HF image classifiers built as network specs (modelplan/specs/hf_levit.py, hf_pvt.py,
 hf_reduced_attention.py, hf_mobilevit.py, hf_mobilevitv2.py, hf_hgnet.py, hf_pp_lcnet.py,
-hf_swiftformer.py, hf_cvt.py), one table row per model type: total parameters equal sum(p.numel()) of
+hf_swiftformer.py, hf_cvt.py, hf_focalnet.py), one table row per model type: total parameters equal sum(p.numel()) of
 transformers 5.24's own module (the class `architectures` names) for small configs and for the config
 class defaults; the convolutions', linears' and attention's FLOPs of one image equal FlopCounterMode's
 on that module; published sizes; `count` / `plan --gpus 8` / `verify --tp 2 --pp 2` run; bad fields are
@@ -101,6 +101,13 @@ ROWS = [
             "mlp_ratio": [2.0, 3.0, 4.0], "stride_kv": [1, 2, 2], "kernel_qkv": [3, 3, 5], "padding_kv": [1, 1, 2],
             "padding_q": [1, 1, 2]})}, ("classifier",),
         no_flops=("classifier-mean",)),  # transformers' forward reads outputs[1], absent without a class token
+    Row("focalnet", "FocalNetForImageClassification", {
+        "classifier": _arch("focalnet", "FocalNetForImageClassification", image_size=64, embed_dim=8, depths=[1, 2],
+                            focal_levels=[2, 1], focal_windows=[3, 1], num_labels=5),
+        "model-options": _arch("focalnet", "FocalNetModel", image_size=64, embed_dim=8, depths=[1, 1, 1],
+                               focal_levels=[3, 0, 1], focal_windows=[1, 3, 5], use_conv_embed=True, use_layerscale=True,
+                               use_post_layernorm=True, use_post_layernorm_in_modulation=True, normalize_modulator=True,
+                               hidden_act="relu", hidden_dropout_prob=0.1)}, ("classifier",)),
 ]
 SMALL = [pytest.param(data, id=f"{row.model_type}-{name}") for row in ROWS for name, data in row.small.items()]
 FLOPS = [pytest.param(data, id=f"{row.model_type}-{name}") for row in ROWS for name, data in row.small.items()
@@ -158,6 +165,12 @@ PUBLISHED = [
                  id="swiftformer-xs"),
     # CvT-13 (Wu et al. 2021, Table 2: 20 M; the class defaults are CvT-13's)
     pytest.param(_arch("cvt", "CvtForImageClassification", num_labels=1000), 0, 19_950_000, 20_050_000, id="cvt-13"),
+    # FocalNet-T (Yang et al. 2022, Table 1: 28.4 M with small receptive fields, the class defaults; 28.6 M with
+    # large ones, focal level 3)
+    pytest.param(_arch("focalnet", "FocalNetForImageClassification", num_labels=1000), 0, 28_350_000, 28_450_000,
+                 id="focalnet-t-srf"),
+    pytest.param(_arch("focalnet", "FocalNetForImageClassification", num_labels=1000, focal_levels=[3, 3, 3, 3]), 0,
+                 28_550_000, 28_650_000, id="focalnet-t-lrf"),
 ]
 
 
@@ -220,6 +233,12 @@ BAD = [
     ({"model_type": "cvt", "cls_token": [True, False, True]}, "stage 0: cls_token: the token is embed_dim\\[-1\\] = 384"),
     ({"model_type": "cvt", "attention_drop_rate": [0.0, 0.0, 0.1]}, "stage 2: attention_drop_rate"),
     ({"model_type": "cvt", "embed_dim": [64, 192]}, "embed_dim: every per-stage list needs 3 entries"),
+    ({"model_type": "focalnet", "image_size": 226}, "image_size: 226 x 226 is not a multiple of patch_size 4"),
+    ({"model_type": "focalnet", "image_size": 200}, "image_size: stage 1's 25 x 25 grid is odd"),
+    ({"model_type": "focalnet", "focal_windows": [2, 2, 2, 2]}, "kernels \\[2, 4\\] .* must be odd"),
+    ({"model_type": "focalnet", "focal_levels": [2, 2]}, "focal_levels: \\[2, 2\\] and focal_windows"),
+    ({"model_type": "focalnet", "architectures": ["FocalNetForMaskedImageModeling"]},
+     "architectures: 'FocalNetForMaskedImageModeling'"),
 ]
 
 
