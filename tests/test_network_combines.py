@@ -109,6 +109,38 @@ def test_positions_errors(layers, message):
         NetworkSpec(input_shape=[4, 4, 4], layers=layers)
 
 
+WINDOWED = NetworkSpec(input_shape=[3, 8, 8], layers=[
+    {"type": "conv2d", "out_channels": 4, "kernel_size": 3, "stride": 2, "padding": 1},
+    {"type": "residual", "name": "pooled", "combine": "attend", "heads": 2, "window": 2,
+     "main": [{"type": "conv2d", "out_channels": 4, "kernel_size": 1}, {"type": "maxpool2d", "kernel_size": 2}],
+     "shortcut": [{"type": "conv2d", "out_channels": 8, "kernel_size": 1}]},
+    {"type": "residual", "name": "units", "main": [{"type": "residual", "name": "mix", "combine": "attend", "heads": 1,
+                                                    "window": 1, "main": [{"type": "conv2d", "out_channels": 4,
+                                                                            "kernel_size": 1}],
+                                                    "shortcut": [{"type": "conv2d", "out_channels": 8, "kernel_size": 1}]}]},
+    {"type": "adaptiveavgpool2d", "output_size": 1}, {"type": "flatten"}, {"type": "linear", "out_features": 3},
+])
+"""Hiera's mask-unit attention on a 4 x 4 map: 2 x 2 blocks of keys, the queries max-pooled to a 2 x 2
+grid (one query per block); then blocks of one key each on the 2 x 2 grid."""
+
+
+def test_windowed_attend_by_hand():
+    """4 blocks of 4 keys, one pooled query each: 2 heads x 4 x 4 = 32 scores of head dim 2; the 1 x 1
+    blocks: 1 head x 4 queries x 1 key = 4 scores."""
+    rows = {row.path: row for row in network_layers(WINDOWED)}
+    assert rows["pooled/attend"].output_shape == (4, 2, 2)
+    assert rows["pooled/attend"].matmul_flops == 2 * 32 * (2 + 2) and rows["units/mix/attend"].matmul_flops == 2 * 4 * 8
+
+
+def test_windowed_attend_needs_whole_blocks():
+    """A key grid the window does not divide is a one-line error naming both shapes."""
+    with pytest.raises((SpecError, ValueError), match=r"window \(3\) needs"):
+        NetworkSpec(input_shape=[8, 4, 4], layers=[{"type": "residual", "combine": "attend", "heads": 2, "window": 3,
+                                                    "main": [{"type": "conv2d", "out_channels": 8, "kernel_size": 1}],
+                                                    "shortcut": [{"type": "conv2d", "out_channels": 16,
+                                                                  "kernel_size": 1}]}])
+
+
 def test_tokens_by_hand():
     """The map's table holds 8 x 2 x 2 = 32, the class token 8, the sequence's table 8 x 5 = 40; each
     table adds 1 FLOP per element; the head reads the class token's 8 features."""
@@ -220,8 +252,8 @@ def test_heads_only_with_attend():
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("spec", [REDUCED, PATCHED, BIASED, STACKED, TOKENS, CLASS_TOKEN_CONV],
-                         ids=["attend", "patched", "levit", "concat", "tokens", "class-token-conv"])
+@pytest.mark.parametrize("spec", [REDUCED, PATCHED, BIASED, STACKED, TOKENS, CLASS_TOKEN_CONV, WINDOWED],
+                         ids=["attend", "patched", "levit", "concat", "tokens", "class-token-conv", "windowed"])
 def test_forward_and_gradients_equal_torch(spec):
     """Outputs, loss and every parameter gradient equal torch's forward and autograd."""
     from test_net_torch import assert_step_equals_torch

@@ -120,7 +120,7 @@ def leaf_gemms(leaf: LeafNode, b: int, tp: int, role: TpRole) -> list[tuple[Gemm
         batch = b * layer.heads * (hp * wp // t)
         return [(Gemm(f"{leaf.path}/scores", t, t, d), batch), (Gemm(f"{leaf.path}/values", t, d, t), batch)]
     if isinstance(layer, Attend):  # q k^T (P, M, d) and p v (P, d, M) of every head (and patch offset), batched
-        groups = layer.patch ** 2
+        groups = cross_attention.groups(layer, info.input_shape)
         p, m = _numel(info.output_shape[1:]) // groups, _numel(info.input_shape[1:]) // groups
         d, d_v = (width // layer.heads for width in cross_attention.widths(info.input_shape, info.output_shape))
         return [(Gemm(f"{leaf.path}/scores", p, m, d), b * layer.heads * groups),

@@ -286,6 +286,8 @@ class Attend(LayerBase):
     """`Residual.offset_bias`: the query stride of LeViT's attention-bias table; 0: no table."""
     scale: float | None = Field(None, gt=0)
     """`Residual.scale`: the scores' factor; None: 1 / sqrt(C / heads)."""
+    window: int = Field(0, ge=0)
+    """`Residual.window`: the keys' block side; 0: no blocks."""
 
 
 class Embedding(LayerBase):

@@ -116,6 +116,10 @@ class Residual(LayerBase):
     """combine = "attend": each position attends only the positions at its own offset within the
     map's patch x patch patches (MobileViT's unfolded patches, Mehta & Rastegari 2022, sec. 3.1);
     1: the whole map."""
+    window: int = Field(0, ge=0)
+    """combine = "attend": attention within window x window blocks of the keys' grid, each query in the
+    block at the same place of its own grid cut into as many blocks (Hiera's mask units with pooled
+    queries, Ryali et al. 2023 sec. 3); 0: no blocks."""
     scale: float | None = Field(None, gt=0)
     """combine = "attend": the scores' factor in place of 1 / sqrt(C / heads) (CvT's embed_dim ** -0.5,
     transformers modeling_cvt.py CvtSelfAttention); None: 1 / sqrt(C / heads)."""
@@ -134,6 +138,8 @@ class Residual(LayerBase):
         if (self.patch > 1 or self.offset_bias) and self.combine != "attend":
             raise ValueError(f"patch ({self.patch}) and offset_bias ({self.offset_bias}) need combine 'attend' "
                              f"(got '{self.combine}')")
+        if self.window and (self.combine != "attend" or self.patch > 1 or self.offset_bias):
+            raise ValueError(f"window ({self.window}) needs combine 'attend' without patch or offset_bias")
         if self.scale is not None and self.combine != "attend":
             raise ValueError(f"scale ({self.scale}) needs combine 'attend' (got '{self.combine}')")
         if self.axis and self.combine != "concat":

@@ -308,7 +308,13 @@ class _Walker:
         if p > 1 and (len(queries) != 3 or queries[1:] != keys_values[1:] or queries[1] % p or queries[2] % p):
             raise SpecError(f"layer '{path}' (residual, attend): patch ({p}) needs queries, keys and values on one "
                             f"[C, H, W] grid that {p} divides, got main {_fmt(queries)} and shortcut {_fmt(keys_values)}")
-        layer = Attend(type="attend", heads=item.heads, patch=p, offset_bias=item.offset_bias, scale=item.scale)
+        w = item.window
+        if w and (len(queries) != 3 or any(m % w or q % (m // w) for q, m in zip(queries[1:], keys_values[1:]))):
+            raise SpecError(f"layer '{path}' (residual, attend): window ({w}) needs [C, H, W] keys whose grid {w} "
+                            f"divides and queries whose grid as many blocks divide, got main {_fmt(queries)} and "
+                            f"shortcut {_fmt(keys_values)}")
+        layer = Attend(type="attend", heads=item.heads, patch=p, offset_bias=item.offset_bias, scale=item.scale,
+                       window=w)
         out = (values, *queries[1:])
         self.leaves.append(Leaf(self._join(path, "attend"), "attend", layer, keys_values, out, self.unit))
         return out

@@ -82,7 +82,7 @@ def forward_nodes(nodes: tuple[Node, ...], params: Params, x: np.ndarray, ctx: R
         kept = Saved(floats=(y, s)) if gated else Saved()
         if combine == "attend":  # main's queries over the shortcut's stacked keys and values
             x, probs = attend_forward(y, s, node.add.layer.heads, node.add.layer.patch, *_bias(node.add, params),
-                                      scale=node.add.layer.scale)
+                                      scale=node.add.layer.scale, window=node.add.layer.window)
             kept = Saved(floats=(y, s, probs))
         elif combine == "concat":  # torch.cat([shortcut, main], dim=1 + the axis the shapes differ on)
             x = np.concatenate([s, y], axis=1 + concat_axis(node.add))
@@ -134,7 +134,8 @@ def backward_nodes(nodes: tuple[Node, ...], params: Params, tape: list, dy: np.n
         if node.add.info.type == "attend":
             table, index = _bias(node.add, params)
             dy_main, dy_short, dtable = attend_backward(dy, *combine.floats, node.add.layer.heads,
-                                                        node.add.layer.patch, table, index, scale=node.add.layer.scale)
+                                                        node.add.layer.patch, table, index, scale=node.add.layer.scale,
+                                                        window=node.add.layer.window)
             if dtable is not None:
                 key = f"{node.add.path}/attention_biases"
                 grads[key] = grads[key] + dtable if key in grads else dtable

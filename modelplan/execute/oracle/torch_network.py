@@ -305,6 +305,7 @@ class _Builder:
         stacked = node.add.info.type == "concat"
         dim = 1 + concat_axis(node.add) if stacked else 1
         scale = node.add.layer.scale if heads else None
+        window = node.add.layer.window if heads else 0
         torch = self.torch
         bias_stride = node.add.layer.offset_bias if heads else 0
         if bias_stride:  # LeViT: attention_biases[:, index] added to the scores (the index is the table's layout)
@@ -317,6 +318,11 @@ class _Builder:
                 rows = torch.arange(q.shape[2]).repeat_interleave(q.shape[3]) % patch
                 cols = torch.arange(q.shape[3]).repeat(q.shape[2]) % patch
                 mask = (rows[:, None] == rows[None, :]) & (cols[:, None] == cols[None, :])
+            if window:  # a bool mask lets each query see only the keys of its block
+                nh, nw = kv.shape[2] // window, kv.shape[3] // window
+                block = lambda h, w: ((torch.arange(h) // (h // nh))[:, None] * nw  # noqa: E731
+                                      + torch.arange(w)[None, :] // (w // nw)).reshape(-1)
+                mask = block(*q.shape[2:])[:, None] == block(*kv.shape[2:])[None, :]
             return attend_map(q, kv, mask)
 
         def attend_map(q, kv, mask=None):
