@@ -1,6 +1,7 @@
 """The HF image classifiers built as network specs (modelplan/specs/hf_levit.py, hf_pvt.py,
 hf_reduced_attention.py, hf_mobilevit.py, hf_mobilevitv2.py, hf_hgnet.py, hf_pp_lcnet.py,
-hf_swiftformer.py, hf_cvt.py, hf_focalnet.py), one table row per model type: total parameters equal sum(p.numel()) of
+hf_swiftformer.py, hf_cvt.py, hf_focalnet.py,
+hf_hiera.py), one table row per model type: total parameters equal sum(p.numel()) of
 transformers 5.24's own module (the class `architectures` names) for small configs and for the config
 class defaults; the convolutions', linears' and attention's FLOPs of one image equal FlopCounterMode's
 on that module; published sizes; `count` / `plan --gpus 8` / `verify --tp 2 --pp 2` run; bad fields are
@@ -108,6 +109,13 @@ ROWS = [
                                focal_levels=[3, 0, 1], focal_windows=[1, 3, 5], use_conv_embed=True, use_layerscale=True,
                                use_post_layernorm=True, use_post_layernorm_in_modulation=True, normalize_modulator=True,
                                hidden_act="relu", hidden_dropout_prob=0.1)}, ("classifier",)),
+    Row("hiera", "HieraForImageClassification", {
+        "classifier": _arch("hiera", "HieraForImageClassification", image_size=[64, 64], embed_dim=8, depths=[1, 2, 1, 1],
+                            num_heads=[1, 2, 2, 4], num_labels=5),
+        "model-options": _arch("hiera", "HieraModel", image_size=[32, 32], patch_size=[3, 3], patch_stride=[2, 2],
+                               patch_padding=[1, 1], embed_dim=8, depths=[1, 1, 2], num_heads=[1, 2, 2],
+                               masked_unit_size=[4, 4], masked_unit_attention=[True, False, False], num_query_pool=1,
+                               mlp_ratio=2.0, hidden_act="relu")}, ("classifier",)),
 ]
 SMALL = [pytest.param(data, id=f"{row.model_type}-{name}") for row in ROWS for name, data in row.small.items()]
 FLOPS = [pytest.param(data, id=f"{row.model_type}-{name}") for row in ROWS for name, data in row.small.items()
@@ -171,6 +179,9 @@ PUBLISHED = [
                  id="focalnet-t-srf"),
     pytest.param(_arch("focalnet", "FocalNetForImageClassification", num_labels=1000, focal_levels=[3, 3, 3, 3]), 0,
                  28_550_000, 28_650_000, id="focalnet-t-lrf"),
+    # Hiera-B (Ryali et al. 2023, Table 2: 52 M; the class defaults are Hiera-B's)
+    pytest.param(_arch("hiera", "HieraForImageClassification", num_labels=1000), 0, 51_500_000, 52_500_000,
+                 id="hiera-b"),
 ]
 
 
@@ -239,6 +250,11 @@ BAD = [
     ({"model_type": "focalnet", "focal_levels": [2, 2]}, "focal_levels: \\[2, 2\\] and focal_windows"),
     ({"model_type": "focalnet", "architectures": ["FocalNetForMaskedImageModeling"]},
      "architectures: 'FocalNetForMaskedImageModeling'"),
+    ({"model_type": "hiera", "masked_unit_size": [4, 4]}, "masked_unit_size: 4 x 4 units need to equal"),
+    ({"model_type": "hiera", "query_stride": [2, 1]}, "query_stride: \\[2, 1\\] \\(only square"),
+    ({"model_type": "hiera", "embed_dim_multiplier": 1.0}, "stage 1 pools its queries without widening"),
+    ({"model_type": "hiera", "num_heads": [1, 2, 4]}, "num_heads: \\[1, 2, 4\\] and masked_unit_attention"),
+    ({"model_type": "hiera", "architectures": ["HieraForPreTraining"]}, "architectures: 'HieraForPreTraining'"),
 ]
 
 

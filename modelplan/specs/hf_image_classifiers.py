@@ -1,6 +1,7 @@
 """The image classifiers on the network stack (hf_convnets, hf_efficientnet, hf_swin_networks,
 hf_bit, hf_poolformer, hf_textnet, hf_reduced_attention, hf_pvt, hf_hgnet, hf_mobilevit, hf_levit,
-hf_pp_lcnet, hf_mobilevitv2, hf_swiftformer, hf_cvt, hf_focalnet), ImageGPT's pixel decoder (hf_imagegpt) ALIGN (hf_align)
+hf_pp_lcnet, hf_mobilevitv2, hf_swiftformer, hf_cvt, hf_focalnet,
+hf_hiera), ImageGPT's pixel decoder (hf_imagegpt) ALIGN (hf_align)
 and AltCLIP (hf_altclip): their mappers, the head hook saying each builds its own head, and the types still refused with the mechanism
 they lack."""
 
@@ -15,6 +16,7 @@ from modelplan.specs.hf_cvt import CVT_MAPPERS
 from modelplan.specs.hf_encoder_models import _own_head
 from modelplan.specs.hf_focalnet import FOCALNET_MAPPERS
 from modelplan.specs.hf_hgnet import HGNET_MAPPERS
+from modelplan.specs.hf_hiera import HIERA_MAPPERS
 from modelplan.specs.hf_imagegpt import IMAGEGPT_MAPPERS
 from modelplan.specs.hf_levit import LEVIT_MAPPERS
 from modelplan.specs.hf_mobilevit import MOBILEVIT_MAPPERS
@@ -32,13 +34,12 @@ IMAGE_CLASSIFIER_MAPPERS = {**CONVNET_MAPPERS, **EFFICIENTNET_MAPPERS, **SWIN_NE
                             **ALIGN_MAPPERS, **ALTCLIP_MAPPERS, **REDUCED_ATTENTION_MAPPERS, **HGNET_MAPPERS,
                             **MOBILEVIT_MAPPERS, **LEVIT_MAPPERS, **PVT_MAPPERS,
                             **PP_LCNET_MAPPERS, **MOBILEVITV2_MAPPERS, **SWIFTFORMER_MAPPERS, **CVT_MAPPERS,
-                            **FOCALNET_MAPPERS}
+                            **FOCALNET_MAPPERS, **HIERA_MAPPERS}
 IMAGE_CLASSIFIER_HEADS = {name: _own_head for name in IMAGE_CLASSIFIER_MAPPERS}
 """hf.from_hf_config's head hook: the mapper's fields already hold the head architectures[0] names."""
 
 IMAGE_CLASSIFIER_UNMODELLED: dict[str, str] = {
     "dinat": "DiNAT's dilated neighbourhood attention (each token attends its k x k neighbours)",
-    "hiera": "Hiera's mask-unit attention with query pooling over its unrolled token order",
     "timm_wrapper": "a timm model named by `architecture` (its layer tree lives in the timm library, not in config.json)",
     "tipsv2": "TIPSv2's image-text pair (a layer-scale ViT with an optional SwiGLU FFN beside a text encoder with "
               "sinusoidal positions) as a zero-shot pair",
