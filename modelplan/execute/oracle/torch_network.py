@@ -335,8 +335,8 @@ class _Builder:
         class Residual(nn.Module):
             def __init__(self):
                 super().__init__()
-                for n, m in main:
-                    self.add_module(n, m)
+                for item, (_, m) in zip(node.main, main):  # under its path in the block (nested groups too)
+                    attach(nn, self, item.path[len(node.path) + 1:], m)
                 for item, m in zip(node.shortcut, shortcut):
                     attach(nn, self, item.path[len(node.path) + 1:], m)
                 if bias_stride:
@@ -345,8 +345,8 @@ class _Builder:
 
             def forward(self, x):
                 y, s = x, x
-                for n, _ in main:
-                    y = getattr(self, n)(y)
+                for _, m in main:
+                    y = m(y)
                 for m in shortcut:
                     s = m(s)
                 if heads:
