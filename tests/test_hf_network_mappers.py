@@ -262,3 +262,63 @@ BAD = [
 def test_bad_fields_are_one_line_errors(data, message):
     """A value the mapper cannot build is a one-line error naming the field."""
     assert_one_line_error(data, message)
+
+
+def _hiera_weights(sd: dict, ours: dict) -> None:
+    """transformers' HieraModel state dict copied into the network's torch modules: qkv split into query
+    and key_value, per-token Linears as 1x1 convs, the (1, tokens, C) position table as a [C, H, W] map."""
+    def put(name, value):
+        assert ours[name].shape == value.shape, (name, ours[name].shape, value.shape)
+        ours[name].data.copy_(value)
+
+    for leaf in ("weight", "bias"):
+        put(f"embeddings/patch_embeddings/projection/{leaf}", sd[f"embeddings.patch_embeddings.projection.{leaf}"])
+        put(f"layernorm/{leaf}", sd[f"pooler.layernorm.{leaf}"])
+    put("embeddings/position_embeddings/weight",
+        sd["embeddings.position_embeddings"][0].T.reshape(ours["embeddings/position_embeddings/weight"].shape))
+    for key, value in sd.items():
+        parts = key.split(".")
+        if parts[0] != "encoder":
+            continue
+        base = f"encoder/stages/{parts[2]}/layers/{parts[4]}"
+        wide = f"{base}/layernorm_before/weight" in ours  # a widening layer: the norm outside the residuals
+        attn, mlp, (name, leaf) = f"{base}/{1 if wide else 0}", f"{base}/{2 if wide else 1}", (".".join(parts[5:-1]),
+                                                                                              parts[-1])
+        conv = value[:, :, None, None] if leaf == "weight" and name != "layernorm_before" \
+            and name != "layernorm_after" else value
+        d = value.shape[0] // 3
+        target = {"layernorm_before": [(f"{base if wide else attn}/layernorm_before", value)],
+                  "attn.qkv": [(f"{attn}/attn/attention/query", conv[:d]), (f"{attn}/attn/attention/key_value", conv[d:])],
+                  "attn.proj": [(f"{attn}/attn/output", conv)], "proj": [(f"{attn}/proj", conv)],
+                  "layernorm_after": [(f"{mlp}/layernorm_after", value)], "mlp.fc1": [(f"{mlp}/mlp/fc1", conv)],
+                  "mlp.fc2": [(f"{mlp}/mlp/fc2", conv)]}[name]
+        for path, tensor in target:
+            put(f"{path}/{leaf}", tensor)
+
+
+@pytest.mark.torch
+def test_hiera_map_form_equals_transformers_unrolled_forward():
+    """Hiera on the spatial map (mask units as windowed attention, query pooling as a 2 x 2 max pool)
+    gives transformers' own HieraModel pooled output (tokens unrolled into mask units) on the same
+    weights: two mask-unit stages, a lagged mask-unit layer, global attention, three poolings."""
+    import torch
+
+    from _hf_reference import hf_class, hf_config
+    from modelplan.count.network_tree import network_tree
+    from modelplan.execute.oracle.torch_network import build_network
+    from modelplan.specs.hf import from_hf_config
+
+    data = _arch("hiera", "HieraModel", image_size=[64, 64], embed_dim=8, depths=[1, 2, 2, 1], num_heads=[1, 2, 2, 4])
+    hf = hf_class(data)._from_config(hf_config(data), attn_implementation="eager").double().eval()
+    torch.manual_seed(0)
+    for p in hf.parameters():
+        p.data = torch.randn_like(p) * 0.3
+    root, order, _ = build_network(torch, tuple(n for unit in network_tree(from_hf_config(data)) for n in unit))
+    root.double().eval()
+    _hiera_weights(hf.state_dict(), {k.replace(".", "/"): v for k, v in root.named_parameters()})
+    x = torch.randn(2, 3, 64, 64, dtype=torch.float64)
+    with torch.no_grad():
+        expected = hf(pixel_values=x).pooler_output
+        for module in order:
+            x = module(x)
+    assert torch.allclose(x, expected, rtol=0, atol=1e-12)

@@ -49,7 +49,7 @@ def layer(c: HFConfig, dim_in: int, dim: int, heads: int, stride: int, window: i
     pool = [{"type": "maxpool2d", "name": "query_pool", "kernel_size": stride}] if stride > 1 else []
     attend = {"type": "residual", "name": "attention", "combine": "attend", "heads": heads, "window": window,
               "main": [_conv("query", dim), *pool], "shortcut": [_conv("key_value", 2 * dim)]}
-    attn = _seq([attend, _conv("proj", dim)], "attn")
+    attn = _seq([attend, _conv("output", dim)], "attn")  # attn.proj (named apart from the residual proj)
     if dim_in != dim:  # the widened residual: proj of the normed input, pooled
         first = [norm("layernorm_before"), {"type": "residual", "main": [attn], "shortcut": [
             _conv("proj", dim), *[{**p, "name": "residual_pool"} for p in pool]]}]
