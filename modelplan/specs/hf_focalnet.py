@@ -65,7 +65,7 @@ def _check(c: HFConfig, depths: list[int], levels: list[int], windows: list[int]
     if len(levels) != len(depths) or len(windows) != len(depths) or min(depths + levels) < 0 or min(windows) < 1:
         raise SpecError(f"{c.source}: focal_levels: {levels} and focal_windows {windows} need one entry per stage of "
                         f"depths {depths} (levels >= 0, windows >= 1)")
-    patch, sides, conv = c.size("patch_size"), list(image_sides(c)), c.flag("use_conv_embed")
+    patch, sides, conv = c.divisor("patch_size"), list(image_sides(c)), c.flag("use_conv_embed")
     if any(x % patch for x in sides):
         raise SpecError(f"{c.source}: image_size: {sides[0]} x {sides[1]} is not a multiple of patch_size {patch} "
                         f"(FocalNet's maybe_pad zero padding not modelled)")
@@ -84,7 +84,7 @@ def focalnet(c: HFConfig) -> dict:
     depths, levels, windows = c.ints("depths"), c.ints("focal_levels"), c.ints("focal_windows")
     _check(c, depths, levels, windows)
     eps, dim, conv_embed = c.number("layer_norm_eps", positive=True), c.size("embed_dim"), c.flag("use_conv_embed")
-    patch = c.size("patch_size")
+    patch = c.divisor("patch_size")
     norm = lambda name: {"type": "layernorm2d", "name": name, "eps": eps}  # noqa: E731
     stem = _conv("projection", dim, 7, 4, 2) if conv_embed else _conv("projection", dim, patch, patch)
     p = c.number("hidden_dropout_prob")

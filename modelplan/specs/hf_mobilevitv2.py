@@ -56,7 +56,7 @@ def transformer_layer(c: HFConfig, dim: int, act: str) -> list[dict]:
     if ffn < 1:
         raise SpecError(f"{c.source}: ffn_multiplier: {c.size('ffn_multiplier')} x {dim} rounds to a 0-wide FFN")
     attention = _seq([_plain(1 + 2 * dim, "qkv_proj"),
-                      {"type": "separableattention", "name": "attend", "patch": c.size("patch_size")},
+                      {"type": "separableattention", "name": "attend", "patch": c.divisor("patch_size")},
                       _plain(dim, "out_proj")], "attention")
     conv1 = _seq([{"type": "conv2d", "name": "convolution", "out_channels": ffn, "kernel_size": 1},
                   {"type": act, "name": "activation"}], "conv1")
@@ -90,7 +90,7 @@ def _check(c: HFConfig, blocks: list[int], units: list[int]) -> None:
         raise SpecError(f"{c.source}: attn_dropout: dropout on the context scores not modelled; 0 is")
     if c.size("conv_kernel_size") % 2 == 0:
         raise SpecError(f"{c.source}: conv_kernel_size: {c.size('conv_kernel_size')} must be odd")
-    patch, sides = c.size("patch_size"), list(image_sides(c))
+    patch, sides = c.divisor("patch_size"), list(image_sides(c))
     for stage in range(5):  # the stride-2 stem and four stride-2 layers: each side ceil(side / 2)
         sides = [-(-s // 2) for s in sides]
         if stage >= 2 and any(s % patch for s in sides):
