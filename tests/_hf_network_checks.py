@@ -1,6 +1,5 @@
-"""Checks shared by the HF network-stack mapper tests (tests/test_hf_reduced_attention.py,
-test_hf_pvt.py, test_hf_hgnet.py, test_hf_mobilevit.py, test_hf_levit.py, test_hf_pp_lcnet.py): the
-count of a config.json, the matmul FLOPs against FlopCounterMode on transformers' own module, and
+"""Checks shared by the HF network-stack mapper tests (tests/test_hf_network_mappers.py's table,
+test_hf_swin_networks.py): the count of a config.json, the matmul FLOPs against FlopCounterMode on transformers' own module, and
 count / plan / verify run through the CLI."""
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The network stack's attention and concatenation combines (specs/network.py Residual combine =
 "attend", PVT / SegFormer spatial-reduction attention; combine = "concat", HGNetV2's aggregation)
 and nn.ZeroPad2d, ViT's position table and class token (specs/layers.py zeropad2d, positionembedding,
-clstoken, select): counts worked by hand, one-line errors on mismatched
+clstoken, select), CvT's class-token stage (select runs, unflatten, concat along the positions, the
+attend scale): counts worked by hand, one-line errors on mismatched
 branches, and the executor's forward and gradients equal torch's autograd
 (torch.nn.functional.scaled_dot_product_attention, torch.cat, nn.ZeroPad2d on the same weights)."""
 
@@ -60,6 +61,84 @@ TOKENS = NetworkSpec(input_shape=[3, 4, 4], layers=[
 ])
 """PVT's last stage: a 2 x 2 map with its position table, flattened to 4 tokens, the class token put
 first (5 tokens), a 5-position table, attention over the tokens, the class token's output."""
+
+
+CLASS_TOKEN_CONV = NetworkSpec(input_shape=[3, 8, 8], layers=[
+    {"type": "conv2d", "out_channels": 4, "kernel_size": 2, "stride": 2}, {"type": "flatten", "start_dim": 1},
+    {"type": "clstoken", "name": "cls"},
+    {"type": "residual", "name": "attn", "combine": "attend", "heads": 2, "scale": 0.5,
+     "main": [{"type": "conv1d", "out_channels": 4, "kernel_size": 1}],
+     "shortcut": [{"type": "residual", "name": "proj", "combine": "concat", "axis": -1,
+                   "shortcut": [{"type": "select", "length": 1}],
+                   "main": [{"type": "select", "name": "map", "index": 1, "length": 0}, {"type": "unflatten", "name": "grid"},
+                            {"type": "conv2d", "out_channels": 4, "kernel_size": 3, "stride": 2, "padding": 1, "groups": 4},
+                            {"type": "flatten", "start_dim": 1}]},
+                  {"type": "conv1d", "out_channels": 8, "kernel_size": 1}]},
+    {"type": "select", "index": 1, "length": 0}, {"type": "unflatten", "name": "back", "sizes": [2, 8]},
+    {"type": "adaptiveavgpool2d", "output_size": 1}, {"type": "flatten"}, {"type": "linear", "out_features": 3},
+])
+"""CvT's class-token stage: a 4 x 4 map as 16 tokens behind the class token; the keys' and values'
+depthwise conv takes the 16 map positions (as a square grid), strides them to 2 x 2 and puts the class
+token back first (5 positions); the attention scores scaled by 0.5, not 1 / sqrt(2); the map handed on
+as a 2 x 8 grid."""
+
+
+def test_class_token_conv_by_hand():
+    """Selecting from 1 to the end keeps 16 of 17 positions, the square grid is 4 x 4, the conv's 2 x 2
+    stacks after the token's 1 along the positions (5); 2 heads x 17 queries x 5 keys = 170 scores;
+    slicing, reshaping and stacking cost no FLOPs."""
+    rows = {row.path: row for row in network_layers(CLASS_TOKEN_CONV)}
+    assert rows["attn/proj/map"].output_shape == (4, 16) and rows["attn/proj/grid"].output_shape == (4, 4, 4)
+    assert rows["attn/proj/concat"].output_shape == (4, 5) and rows["attn/proj/shortcut/0"].output_shape == (4, 1)
+    assert rows["attn/attend"].input_shape == (8, 5) and rows["attn/attend"].matmul_flops == 2 * 170 * (2 + 2)
+    assert rows["back"].output_shape == (4, 2, 8)
+    for path in ("attn/proj/map", "attn/proj/grid", "attn/proj/concat", "back"):
+        assert rows[path].forward_flops == 0 and rows[path].params == 0
+
+
+@pytest.mark.parametrize("layers, message", [
+    ([{"type": "flatten", "start_dim": 1}, {"type": "unflatten", "sizes": [3, 3]}], r"sizes \[3, 3\] must multiply"),
+    ([{"type": "flatten", "start_dim": 1}, {"type": "select", "index": 10, "length": 8}], "8 positions from index 10"),
+    ([{"type": "residual", "combine": "concat", "axis": -1, "main": [{"type": "conv2d", "out_channels": 2,
+                                                                         "kernel_size": 1}]}], "but axis -1"),
+])
+def test_positions_errors(layers, message):
+    """A grid that is not the sequence's length, a run past its end, stacks that differ off the axis:
+    one-line errors naming the numbers."""
+    with pytest.raises((SpecError, ValueError), match=message):
+        NetworkSpec(input_shape=[4, 4, 4], layers=layers)
+
+
+WINDOWED = NetworkSpec(input_shape=[3, 8, 8], layers=[
+    {"type": "conv2d", "out_channels": 4, "kernel_size": 3, "stride": 2, "padding": 1},
+    {"type": "residual", "name": "pooled", "combine": "attend", "heads": 2, "window": 2,
+     "main": [{"type": "conv2d", "out_channels": 4, "kernel_size": 1}, {"type": "maxpool2d", "kernel_size": 2}],
+     "shortcut": [{"type": "conv2d", "out_channels": 8, "kernel_size": 1}]},
+    {"type": "residual", "name": "units", "main": [{"type": "residual", "name": "mix", "combine": "attend", "heads": 1,
+                                                    "window": 1, "main": [{"type": "conv2d", "out_channels": 4,
+                                                                            "kernel_size": 1}],
+                                                    "shortcut": [{"type": "conv2d", "out_channels": 8, "kernel_size": 1}]}]},
+    {"type": "adaptiveavgpool2d", "output_size": 1}, {"type": "flatten"}, {"type": "linear", "out_features": 3},
+])
+"""Hiera's mask-unit attention on a 4 x 4 map: 2 x 2 blocks of keys, the queries max-pooled to a 2 x 2
+grid (one query per block); then blocks of one key each on the 2 x 2 grid."""
+
+
+def test_windowed_attend_by_hand():
+    """4 blocks of 4 keys, one pooled query each: 2 heads x 4 x 4 = 32 scores of head dim 2; the 1 x 1
+    blocks: 1 head x 4 queries x 1 key = 4 scores."""
+    rows = {row.path: row for row in network_layers(WINDOWED)}
+    assert rows["pooled/attend"].output_shape == (4, 2, 2)
+    assert rows["pooled/attend"].matmul_flops == 2 * 32 * (2 + 2) and rows["units/mix/attend"].matmul_flops == 2 * 4 * 8
+
+
+def test_windowed_attend_needs_whole_blocks():
+    """A key grid the window does not divide is a one-line error naming both shapes."""
+    with pytest.raises((SpecError, ValueError), match=r"window \(3\) needs"):
+        NetworkSpec(input_shape=[8, 4, 4], layers=[{"type": "residual", "combine": "attend", "heads": 2, "window": 3,
+                                                    "main": [{"type": "conv2d", "out_channels": 8, "kernel_size": 1}],
+                                                    "shortcut": [{"type": "conv2d", "out_channels": 16,
+                                                                  "kernel_size": 1}]}])
 
 
 def test_tokens_by_hand():
@@ -173,8 +252,8 @@ def test_heads_only_with_attend():
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("spec", [REDUCED, PATCHED, BIASED, STACKED, TOKENS],
-                         ids=["attend", "patched", "levit", "concat", "tokens"])
+@pytest.mark.parametrize("spec", [REDUCED, PATCHED, BIASED, STACKED, TOKENS, CLASS_TOKEN_CONV, WINDOWED],
+                         ids=["attend", "patched", "levit", "concat", "tokens", "class-token-conv", "windowed"])
 def test_forward_and_gradients_equal_torch(spec):
     """Outputs, loss and every parameter gradient equal torch's forward and autograd."""
     from test_net_torch import assert_step_equals_torch

@@ -2,7 +2,8 @@
 main branch over keys and values from its shortcut, PVT / SegFormer spatial-reduction attention,
 Wang et al. 2021 sec. 3.3): its parameters, FLOPs and what its backward keeps, per sample.
 
-- P query positions, M key positions (M / patch^2 of them for each query under `patch`: the
+- P query positions, M key positions (M / patch^2 of them for each query under `patch`, M / blocks
+  under `window`: the
   positions at its offset), C = heads x d query / key channels, C_v = heads x d_v value channels;
 - matmul FLOPs: q k^T 2 * heads * P * M * d, p v 2 * heads * P * M * d_v;
 - other FLOPs per score: the 1 / sqrt(d) scale 1, LeViT's bias add 1, softmax 5 (as
@@ -27,9 +28,16 @@ def widths(keys_values: tuple[int, ...], output: tuple[int, ...]) -> tuple[int, 
     return keys_values[0] - output[0], output[0]
 
 
+def groups(layer: Attend, keys_values: tuple[int, ...]) -> int:
+    """The separate attentions per sample and head: patch^2 offsets, the window blocks, else 1."""
+    if layer.window:
+        return math.prod(m // layer.window for m in keys_values[1:])
+    return layer.patch ** 2
+
+
 def scores(layer: Attend, keys_values: tuple[int, ...], output: tuple[int, ...]) -> int:
     """Attention scores per sample: heads x query positions x the key positions each attends."""
-    return layer.heads * math.prod(output[1:]) * (math.prod(keys_values[1:]) // layer.patch ** 2)
+    return layer.heads * math.prod(output[1:]) * (math.prod(keys_values[1:]) // groups(layer, keys_values))
 
 
 def offset_index(queries: tuple[int, int], keys: tuple[int, int], stride: int) -> tuple[int, list[list[int]]]:

@@ -16,7 +16,7 @@ FLOPs (forward, a multiply-add = 2 FLOPs):
   max/avg pool prod(kernel) per output element; adaptive avg pool: window size per output
   element; flatten/embedding/space-to-depth/zero-pad/concat/class token/select 0 (views, gathers, padded or
   stacked copies); a position table's add 1; window attention:
-  `count.window_attention`; a residual's attention combine: `count.cross_attention`. RNN cell math per hidden unit per step:
+  `count.window_attention`; separable / additive attention: `count.context_attention`; focal modulation: `count.focal_modulation`; a residual's attention combine: `count.cross_attention`. RNN cell math per hidden unit per step:
   LSTM 13 (4 adds of the two products, 3 sigmoid, 2 tanh, 3 for c_t = f*c + i*g, 1 for
   h_t = o*tanh(c_t)), GRU 10 (3 adds, 2 sigmoid, r*(W_hn h + b_hn), tanh, 3 for
   h_t = n + z*(h - n)), RNN 2 (add, nonlinearity).
@@ -60,7 +60,9 @@ from modelplan.specs.layers import (
     ClsToken,
     PositionEmbedding,
 )
-from modelplan.count import cross_attention, window_attention
+from modelplan.count import context_attention, cross_attention, focal_modulation, window_attention
+from modelplan.specs.focal_modulation import FocalModulation
+from modelplan.specs.context_attention import AdditiveAttention, SeparableAttention
 from modelplan.specs.layers import Attend
 from modelplan.specs.network_walk import Leaf, as_tuple
 
@@ -120,6 +122,10 @@ def param_shapes(leaf: Leaf) -> dict[str, tuple[int, ...]]:
         return window_attention.param_shapes(layer, shape[0])
     if isinstance(layer, Attend):
         return cross_attention.param_shapes(layer, shape, leaf.output_shape)
+    if isinstance(layer, (SeparableAttention, AdditiveAttention)):
+        return context_attention.param_shapes(layer, leaf.output_shape)
+    if isinstance(layer, FocalModulation):
+        return focal_modulation.param_shapes(layer, leaf.output_shape)
     if isinstance(layer, Recurrent):
         return recurrent_param_shapes(layer, shape[-1])
     return {}
@@ -160,6 +166,10 @@ def forward_flops(leaf: Leaf) -> tuple[int, int]:
         return 0, n_out
     if isinstance(layer, Attend):
         return cross_attention.forward_flops(layer, leaf.input_shape, leaf.output_shape)
+    if isinstance(layer, (SeparableAttention, AdditiveAttention)):
+        return context_attention.forward_flops(layer, leaf.output_shape)
+    if isinstance(layer, FocalModulation):
+        return focal_modulation.forward_flops(layer, leaf.output_shape)
     if isinstance(layer, Linear):
         rows = n_in // leaf.input_shape[-1]
         matmul = 2 * rows * leaf.input_shape[-1] * layer.out_features  # 2 * MACs
@@ -224,6 +234,10 @@ def saved_for_backward(leaf: Leaf) -> tuple[int, int]:
         return window_attention.saved_elements(layer, leaf.input_shape), 0
     if isinstance(layer, Attend):
         return cross_attention.saved_elements(layer, leaf.input_shape, leaf.output_shape), 0
+    if isinstance(layer, (SeparableAttention, AdditiveAttention)):
+        return context_attention.saved_elements(layer, leaf.input_shape, leaf.output_shape), 0
+    if isinstance(layer, FocalModulation):
+        return focal_modulation.saved_elements(layer, leaf.input_shape, leaf.output_shape), 0
     if isinstance(layer, Embedding):
         return 0, INDEX_BYTES * n_in
     if isinstance(layer, Pool):

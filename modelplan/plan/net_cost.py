@@ -14,7 +14,9 @@ Kernels per leaf (shapes from `count/network_layers.py`, tensor-parallel roles f
   elements x dtype; forward reads the input and writes the output (2 accesses; norms 3 with
   their statistics pass), backward reads dy and what was saved and writes dx (3; norms 5).
   Bias adds ride in the GEMM epilogue; flatten is free. Window attention and a residual's
-  attention combine: their two batched GEMMs per head plus the softmax pass over the scores. A sharded leaf works on 1/tp.
+  attention combine: their two batched GEMMs per head plus the softmax pass over the scores;
+  additive attention its w_g and proj GEMMs, focal modulation its depthwise convs and
+  projection_context, each plus one memory-bound pass. A sharded leaf works on 1/tp.
 Tensor-parallel collectives are those of `parallel/tp.leaf_calls` (the list verify checks),
 priced on the tp group and exposed by `tp_exposed_fraction`.
 """
@@ -35,6 +37,8 @@ from modelplan.plan.net_layout import StagePlan
 from modelplan.plan.net_tp import TpRole
 from modelplan.specs.costmodel import CostModel
 from modelplan.count import cross_attention, window_attention
+from modelplan.specs.context_attention import AdditiveAttention
+from modelplan.specs.focal_modulation import FocalModulation
 from modelplan.specs.layers import Attend
 from modelplan.specs.layers import Conv, Linear, Recurrent, WindowAttention
 from modelplan.specs.network_walk import as_tuple
@@ -116,11 +120,19 @@ def leaf_gemms(leaf: LeafNode, b: int, tp: int, role: TpRole) -> list[tuple[Gemm
         batch = b * layer.heads * (hp * wp // t)
         return [(Gemm(f"{leaf.path}/scores", t, t, d), batch), (Gemm(f"{leaf.path}/values", t, d, t), batch)]
     if isinstance(layer, Attend):  # q k^T (P, M, d) and p v (P, d, M) of every head (and patch offset), batched
-        groups = layer.patch ** 2
+        groups = cross_attention.groups(layer, info.input_shape)
         p, m = _numel(info.output_shape[1:]) // groups, _numel(info.input_shape[1:]) // groups
         d, d_v = (width // layer.heads for width in cross_attention.widths(info.input_shape, info.output_shape))
         return [(Gemm(f"{leaf.path}/scores", p, m, d), b * layer.heads * groups),
                 (Gemm(f"{leaf.path}/values", p, d_v, m), b * layer.heads * groups)]
+    if isinstance(layer, AdditiveAttention):  # q^ @ w_g (P, 1, C) and proj (P, C, C)
+        p, c = b * _numel(info.output_shape[1:]), info.output_shape[0]
+        return [(Gemm(f"{leaf.path}/weights", p, 1, c), 1), (Gemm(f"{leaf.path}/proj", p, c, c), 1)]
+    if isinstance(layer, FocalModulation):  # each level's depthwise conv (C groups of k^2 x 1), projection_context
+        m, c = b * _numel(info.output_shape[1:]), info.output_shape[0]
+        convs = [(ConvGemm(f"{leaf.path}/focal_{level}", m, 1, k * k, c, 2 * m * c + c * k * k), 1)
+                 for level, k in enumerate(layer.kernels())]
+        return convs + [(Gemm(f"{leaf.path}/context", m, c, c), 1)]
     return []
 
 

@@ -248,11 +248,25 @@ class ClsToken(LayerBase):
 
 class Select(LayerBase):
     """Position `index` of the last axis of a [C, L] sample: [C] (the class token's output,
-    `sequence_output[:, 0]`)."""
+    `sequence_output[:, 0]`); with `length`, a run of positions kept as the axis (CvT's
+    torch.split(hidden_state, [1, height * width], 1))."""
 
     type: Literal["select"]
     index: int = 0
     """The position taken (negative counts from the end)."""
+    length: int | None = Field(None, ge=0)
+    """None: position `index` alone, its axis dropped ([C]); n > 0: the n positions from `index`
+    ([C, n]); 0: every position from `index` on ([C, L - index])."""
+
+
+class Unflatten(LayerBase):
+    """`nn.Unflatten` of the last axis: a [C, L] sequence as a [C, *sizes] map, prod(sizes) = L
+    (CvT's hidden_state.permute(0, 2, 1).view(batch, C, height, width))."""
+
+    type: Literal["unflatten"]
+    sizes: list[int] | None = Field(None, min_length=1)
+    """The sizes the last axis becomes; None: a square map [C, s, s], s^2 = L (so a copy of the
+    network on a smaller square image, verify's scale-down, keeps its meaning)."""
 
 
 class Attend(LayerBase):
@@ -270,6 +284,10 @@ class Attend(LayerBase):
     """`Residual.patch`: attention among the positions at one offset of patch x patch patches."""
     offset_bias: int = Field(0, ge=0)
     """`Residual.offset_bias`: the query stride of LeViT's attention-bias table; 0: no table."""
+    scale: float | None = Field(None, gt=0)
+    """`Residual.scale`: the scores' factor; None: 1 / sqrt(C / heads)."""
+    window: int = Field(0, ge=0)
+    """`Residual.window`: the keys' block side; 0: no blocks."""
 
 
 class Embedding(LayerBase):
@@ -422,6 +440,6 @@ class Recurrent(LayerBase):
 
 LeafLayer = Union[
     Linear, Conv, BatchNorm, LayerNorm, GroupNorm, GlobalResponseNorm, LayerScale, WindowAttention, SpaceToDepth, Embedding, Pool, AdaptiveAvgPool, Activation, Softmax,
-    Flatten, Dropout, Recurrent, ZeroPad2d, PositionEmbedding, ClsToken, Select,
+    Flatten, Dropout, Recurrent, ZeroPad2d, PositionEmbedding, ClsToken, Select, Unflatten,
 ]
 """Layers that compute (everything but the composite blocks)."""

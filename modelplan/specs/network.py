@@ -47,13 +47,16 @@ from modelplan.specs.layers import (
     PositionEmbedding,
     ClsToken,
     Select,
+    Unflatten,
 )
+from modelplan.specs.context_attention import AdditiveAttention, SeparableAttention
+from modelplan.specs.focal_modulation import FocalModulation
 
 __all__ = [
     "Activation", "Attend", "AdaptiveAvgPool", "BatchNorm", "Conv", "Dropout", "Embedding", "Flatten", "GlobalResponseNorm", "GroupNorm",
     "Layer", "LayerNorm", "LayerScale", "LeafLayer", "Linear", "NetworkSpec", "Pool", "Recurrent", "Repeat",
     "Residual", "Sequential", "Softmax", "SpaceToDepth", "WindowAttention", "ZeroPad2d",
-    "PositionEmbedding", "ClsToken", "Select",
+    "PositionEmbedding", "ClsToken", "Select", "SeparableAttention", "AdditiveAttention", "Unflatten", "FocalModulation",
 ]
 
 
@@ -113,6 +116,16 @@ class Residual(LayerBase):
     """combine = "attend": each position attends only the positions at its own offset within the
     map's patch x patch patches (MobileViT's unfolded patches, Mehta & Rastegari 2022, sec. 3.1);
     1: the whole map."""
+    window: int = Field(0, ge=0)
+    """combine = "attend": attention within window x window blocks of the keys' grid, each query in the
+    block at the same place of its own grid cut into as many blocks (Hiera's mask units with pooled
+    queries, Ryali et al. 2023 sec. 3); 0: no blocks."""
+    scale: float | None = Field(None, gt=0)
+    """combine = "attend": the scores' factor in place of 1 / sqrt(C / heads) (CvT's embed_dim ** -0.5,
+    transformers modeling_cvt.py CvtSelfAttention); None: 1 / sqrt(C / heads)."""
+    axis: int = 0
+    """combine = "concat": the sample axis the branches are stacked along (0: the channels; -1: the
+    positions of a [C, L] sequence, CvT's torch.cat((cls_token, query), dim=1))."""
     offset_bias: int = Field(0, ge=0)
     """combine = "attend": LeViT's learned attention biases (Graham et al. 2021, sec. 4.2), one per
     head and distinct (|row offset|, |column offset|) between a query at stride `offset_bias` of
@@ -125,6 +138,12 @@ class Residual(LayerBase):
         if (self.patch > 1 or self.offset_bias) and self.combine != "attend":
             raise ValueError(f"patch ({self.patch}) and offset_bias ({self.offset_bias}) need combine 'attend' "
                              f"(got '{self.combine}')")
+        if self.window and (self.combine != "attend" or self.patch > 1 or self.offset_bias):
+            raise ValueError(f"window ({self.window}) needs combine 'attend' without patch or offset_bias")
+        if self.scale is not None and self.combine != "attend":
+            raise ValueError(f"scale ({self.scale}) needs combine 'attend' (got '{self.combine}')")
+        if self.axis and self.combine != "concat":
+            raise ValueError(f"axis ({self.axis}) needs combine 'concat' (got '{self.combine}')")
         if self.patch > 1 and self.offset_bias:
             raise ValueError(f"patch ({self.patch}) and offset_bias ({self.offset_bias}) cannot be combined")
         return self
@@ -145,6 +164,10 @@ Layer = Annotated[
         PositionEmbedding,
         ClsToken,
         Select,
+        Unflatten,
+        SeparableAttention,
+        AdditiveAttention,
+        FocalModulation,
         Embedding,
         Pool,
         AdaptiveAvgPool,

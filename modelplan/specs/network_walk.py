@@ -12,6 +12,9 @@ import math
 from dataclasses import dataclass
 
 from modelplan.errors import SpecError
+from modelplan.specs import context_attention, focal_modulation
+from modelplan.specs.context_attention import AdditiveAttention, SeparableAttention
+from modelplan.specs.focal_modulation import FocalModulation
 from modelplan.specs.layers import (
     Activation,
     AdaptiveAvgPool,
@@ -36,6 +39,7 @@ from modelplan.specs.layers import (
     PositionEmbedding,
     ClsToken,
     Select,
+    Unflatten,
 )
 
 Shape = tuple[int, ...]
@@ -159,6 +163,14 @@ def _recurrent(layer: Recurrent, shape: Shape, where: str) -> Shape:
     return (shape[0], width) if layer.output == "sequence" else (width,)
 
 
+def unflatten_sizes(layer: Unflatten, shape: Shape) -> tuple[int, ...]:
+    """The sizes an Unflatten leaf gives the last axis of `shape` (None: the square root, twice)."""
+    if layer.sizes is not None:
+        return tuple(layer.sizes)
+    side = math.isqrt(shape[-1])
+    return (side, side)
+
+
 def _dim(dim: int, rank: int, field: str, where: str) -> int:
     if not -rank <= dim < rank:
         raise SpecError(f"{where}: {field} ({dim}) out of range for a {rank}-dim sample")
@@ -227,13 +239,28 @@ def leaf_output_shape(layer: LeafLayer, shape: Shape, where: str) -> Shape:
         return (shape[0] // 3, *shape[1:])
     if isinstance(layer, PositionEmbedding):
         return shape
+    if isinstance(layer, (SeparableAttention, AdditiveAttention)):
+        return context_attention.output_shape(layer, shape, where)
+    if isinstance(layer, FocalModulation):
+        return focal_modulation.output_shape(layer, shape, where)
     if isinstance(layer, (ClsToken, Select)):
         if len(shape) != 2:
             raise SpecError(f"{where}: needs a [C, L] input, got {_fmt(shape)}")
         if isinstance(layer, ClsToken):
             return (shape[0], shape[1] + 1)
-        _dim(layer.index, shape[1], "index", where)
-        return (shape[0],)
+        start = _dim(layer.index, shape[1], "index", where)
+        if layer.length is None:
+            return (shape[0],)
+        length = layer.length or shape[1] - start
+        if start + length > shape[1]:
+            raise SpecError(f"{where}: {length} positions from index {layer.index} run past the {shape[1]} of the input")
+        return (shape[0], length)
+    if isinstance(layer, Unflatten):
+        sizes = unflatten_sizes(layer, shape)
+        if len(shape) != 2 or math.prod(sizes) != shape[1] or min(sizes) < 1:
+            raise SpecError(f"{where}: sizes {layer.sizes} must multiply to the last axis of a [C, L] input "
+                            f"(None: L a square), got {_fmt(shape)}")
+        return (shape[0], *sizes)
     if isinstance(layer, ZeroPad2d):
         if len(shape) != 3:
             raise SpecError(f"{where}: needs a [C, H, W] input, got {_fmt(shape)}")
@@ -281,7 +308,13 @@ class _Walker:
         if p > 1 and (len(queries) != 3 or queries[1:] != keys_values[1:] or queries[1] % p or queries[2] % p):
             raise SpecError(f"layer '{path}' (residual, attend): patch ({p}) needs queries, keys and values on one "
                             f"[C, H, W] grid that {p} divides, got main {_fmt(queries)} and shortcut {_fmt(keys_values)}")
-        layer = Attend(type="attend", heads=item.heads, patch=p, offset_bias=item.offset_bias)
+        w = item.window
+        if w and (len(queries) != 3 or any(m % w or q % (m // w) for q, m in zip(queries[1:], keys_values[1:]))):
+            raise SpecError(f"layer '{path}' (residual, attend): window ({w}) needs [C, H, W] keys whose grid {w} "
+                            f"divides and queries whose grid as many blocks divide, got main {_fmt(queries)} and "
+                            f"shortcut {_fmt(keys_values)}")
+        layer = Attend(type="attend", heads=item.heads, patch=p, offset_bias=item.offset_bias, scale=item.scale,
+                       window=w)
         out = (values, *queries[1:])
         self.leaves.append(Leaf(self._join(path, "attend"), "attend", layer, keys_values, out, self.unit))
         return out
@@ -323,11 +356,13 @@ class _Walker:
             self.in_residual -= 1
             if item.combine == "attend":
                 main = self._attend(item, path, main, short)
-            elif item.combine == "concat":  # torch.cat([shortcut, main], dim=1): the same positions
-                if len(main) != len(short) or len(main) < 2 or main[1:] != short[1:]:
+            elif item.combine == "concat":  # torch.cat([shortcut, main], dim=1 + axis): the other axes equal
+                axis = item.axis % len(main) if main else 0
+                if len(main) != len(short) or len(main) < 2 or any(
+                        m != s for i, (m, s) in enumerate(zip(main, short)) if i != axis):
                     raise SpecError(f"layer '{path}' (residual, concat): main branch output {_fmt(main)} and "
-                                    f"shortcut output {_fmt(short)} must share every axis but the channels")
-                joined = (short[0] + main[0], *main[1:])
+                                    f"shortcut output {_fmt(short)} must share every axis but axis {item.axis}")
+                joined = tuple(m + s if i == axis else m for i, (m, s) in enumerate(zip(main, short)))
                 self.leaves.append(Leaf(self._join(path, "concat"), "concat", None, main, joined, self.unit))
                 main = joined
             elif item.combine == "mul":  # the gate broadcasts over the shortcut's axes where it has size 1

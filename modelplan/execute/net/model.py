@@ -81,10 +81,11 @@ def forward_nodes(nodes: tuple[Node, ...], params: Params, x: np.ndarray, ctx: R
         gated = combine == "mul"
         kept = Saved(floats=(y, s)) if gated else Saved()
         if combine == "attend":  # main's queries over the shortcut's stacked keys and values
-            x, probs = attend_forward(y, s, node.add.layer.heads, node.add.layer.patch, *_bias(node.add, params))
+            x, probs = attend_forward(y, s, node.add.layer.heads, node.add.layer.patch, *_bias(node.add, params),
+                                      scale=node.add.layer.scale, window=node.add.layer.window)
             kept = Saved(floats=(y, s, probs))
-        elif combine == "concat":  # torch.cat([shortcut, main], dim=1)
-            x = np.concatenate([s, y], axis=1)
+        elif combine == "concat":  # torch.cat([shortcut, main], dim=1 + the axis the shapes differ on)
+            x = np.concatenate([s, y], axis=1 + concat_axis(node.add))
         else:
             x = y * s if gated else y - s if combine == "sub" else y + s  # gate product (y broadcast over s), difference, sum
         act = None
@@ -92,6 +93,12 @@ def forward_nodes(nodes: tuple[Node, ...], params: Params, x: np.ndarray, ctx: R
             x, act = _leaf_forward(node.act, params, x, ctx, buffers, hooks)
         tape.append((main_tape, short_tape, act, kept))
     return x
+
+
+def concat_axis(leaf: LeafNode) -> int:
+    """The sample axis a concat leaf stacks along: the one where main's shape (its input) and the
+    output differ."""
+    return next(i for i, (a, b) in enumerate(zip(leaf.info.input_shape, leaf.info.output_shape)) if a != b)
 
 
 def _bias(leaf: LeafNode, params: Params) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -127,13 +134,15 @@ def backward_nodes(nodes: tuple[Node, ...], params: Params, tape: list, dy: np.n
         if node.add.info.type == "attend":
             table, index = _bias(node.add, params)
             dy_main, dy_short, dtable = attend_backward(dy, *combine.floats, node.add.layer.heads,
-                                                        node.add.layer.patch, table, index)
+                                                        node.add.layer.patch, table, index, scale=node.add.layer.scale,
+                                                        window=node.add.layer.window)
             if dtable is not None:
                 key = f"{node.add.path}/attention_biases"
                 grads[key] = grads[key] + dtable if key in grads else dtable
-        elif node.add.info.type == "concat":  # each branch takes its own channels' gradient
-            cut = node.add.info.output_shape[0] - node.add.info.input_shape[0]
-            dy_short, dy_main = dy[:, :cut], dy[:, cut:]
+        elif node.add.info.type == "concat":  # each branch takes its own channels' (positions') gradient
+            axis = concat_axis(node.add)
+            cut = node.add.info.output_shape[axis] - node.add.info.input_shape[axis]
+            dy_short, dy_main = np.split(dy, [cut], axis=1 + axis)
         elif combine.floats:  # d(y * s): dy * s summed over the axes y was broadcast along, and dy * y
             y, s = combine.floats
             axes = tuple(i for i in range(1, dy.ndim) if y.shape[i] == 1 and dy.shape[i] != 1)

@@ -17,6 +17,10 @@ from modelplan.execute.layers.embedding import embedding_backward, embedding_for
 from modelplan.execute.layers.linear import linear_backward
 from modelplan.execute.layers.norm import norm_backward, norm_forward
 from modelplan.execute.net.batchnorm import batchnorm_backward, batchnorm_forward, update_running
+from modelplan.execute.net.context_attention import (
+    additive_backward, additive_forward, separable_backward, separable_forward,
+)
+from modelplan.execute.net.focal_modulation import focal_backward, focal_forward
 from modelplan.execute.net.conv import ConvGeometry, conv2d_backward, conv2d_forward
 from modelplan.execute.net.elementwise import (
     act_backward, act_forward, dropout_backward, dropout_forward, softmax_backward, softmax_forward,
@@ -31,8 +35,10 @@ from modelplan.execute.net.window_attention import (
 )
 from modelplan.specs.layers import (
     Activation, AdaptiveAvgPool, BatchNorm, Conv, Dropout, Embedding, Flatten, GlobalResponseNorm, GroupNorm, LayerNorm, LayerScale, Linear,
-    Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention, ZeroPad2d, PositionEmbedding, ClsToken, Select,
+    Pool, Recurrent, Softmax, SpaceToDepth, WindowAttention, ZeroPad2d, PositionEmbedding, ClsToken, Select, Unflatten,
 )
+from modelplan.specs.context_attention import AdditiveAttention, SeparableAttention
+from modelplan.specs.focal_modulation import FocalModulation
 from modelplan.specs.network_walk import as_tuple
 
 Params = dict[str, np.ndarray]
@@ -126,6 +132,14 @@ def _pool_args(layer: Pool, where: str):
     return _pair(kernel, 1), _pair(stride, 1), _pair(as_tuple(layer.padding, n, "padding", where), 0)
 
 
+def _positions(layer: Select, length: int) -> int | slice:
+    """The index (an int: the axis dropped) or run of positions a Select takes of `length`."""
+    if layer.length is None:
+        return layer.index
+    start = layer.index % length
+    return slice(start, start + layer.length if layer.length else length)
+
+
 def leaf_forward(node: LeafNode, p: Params, x: np.ndarray, ctx: RunContext,
                  feature: tuple[int, slice] | None = None, add_bias: bool = True,
                  buffers: Params | None = None) -> tuple[np.ndarray, Saved]:
@@ -193,13 +207,21 @@ def leaf_forward(node: LeafNode, p: Params, x: np.ndarray, ctx: RunContext,
         return window_attention_forward(layer, p, x)
     if isinstance(layer, SpaceToDepth):
         return space_to_depth_forward(layer.block, x)
+    if isinstance(layer, SeparableAttention):
+        return separable_forward(layer.patch, x)
+    if isinstance(layer, AdditiveAttention):
+        return additive_forward(p, x)
+    if isinstance(layer, FocalModulation):
+        return focal_forward(layer, p, x)
     if isinstance(layer, PositionEmbedding):  # x + the table, broadcast over the batch
         return x + p["weight"], Saved()
     if isinstance(layer, ClsToken):  # the token first: (N, C, 1 + L)
         token = np.broadcast_to(p["weight"][None, :, None], (x.shape[0], x.shape[1], 1))
         return np.concatenate([token, x], axis=2), Saved()
     if isinstance(layer, Select):
-        return x[..., layer.index].copy(), Saved(extra=x.shape)
+        return x[..., _positions(layer, x.shape[-1])].copy(), Saved(extra=x.shape)
+    if isinstance(layer, Unflatten):
+        return x.reshape(x.shape[0], *info.output_shape), Saved()
     if isinstance(layer, ZeroPad2d):  # nn.ZeroPad2d (left, right, top, bottom)
         left, right, top, bottom = layer.padding
         return np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right))), Saved()
@@ -268,14 +290,22 @@ def leaf_backward(node: LeafNode, p: Params, saved: Saved, dy: np.ndarray, need_
         return window_attention_backward(layer, p, saved, dy)
     if isinstance(layer, SpaceToDepth):
         return space_to_depth_backward(layer.block, saved, dy), {}
+    if isinstance(layer, SeparableAttention):
+        return separable_backward(layer.patch, saved, dy), {}
+    if isinstance(layer, AdditiveAttention):
+        return additive_backward(p, saved, dy)
+    if isinstance(layer, FocalModulation):
+        return focal_backward(layer, p, saved, dy)
     if isinstance(layer, PositionEmbedding):
         return dy, {"weight": dy.sum(axis=0)}
     if isinstance(layer, ClsToken):
         return dy[:, :, 1:], {"weight": dy[:, :, 0].sum(axis=0)}
     if isinstance(layer, Select):
         dx = np.zeros(saved.extra)
-        dx[..., layer.index] = dy
+        dx[..., _positions(layer, dx.shape[-1])] = dy
         return dx, {}
+    if isinstance(layer, Unflatten):
+        return dy.reshape(*dy.shape[:2], -1), {}
     if isinstance(layer, ZeroPad2d):  # the gradient of the unpadded window
         left, right, top, bottom = layer.padding
         return dy[:, :, top:dy.shape[2] - bottom, left:dy.shape[3] - right], {}

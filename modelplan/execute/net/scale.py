@@ -5,7 +5,8 @@ forward per sample: the 2-3-2-1 MLP, LeNet-5) and otherwise caps every width (ou
 out_channels, hidden_size, embedding_dim) at 8 * q, q = lcm(tp, the largest conv groups), keeping
 a width that q divided a multiple of q (a depthwise conv, groups = out_channels, keeps groups equal
 to its capped channels and does not enter q; an attention residual's keys and values keep their
-ratio to its queries, its heads a divisor of them); the vocabulary at 32 rows; images at 32 x 32, or 64 x 64
+ratio to its queries, its heads a divisor of them; a context-attention or focal-modulation leaf's stacked
+input keeps its parity, 1 + 2 C, 2 C or 2 C + L + 1); the vocabulary at 32 rows; images at 32 x 32, or 64 x 64
 when every BatchNorm2d would otherwise see fewer than 2 x 2 pixels (ResNet's last stage) or the
 stack needs more; sequences at 6 steps. Inferred sizes
 (in_features, in_channels, num_features, input_size) are re-inferred. Every layer, residual
@@ -48,7 +49,7 @@ def _groups(node: Any) -> int:
 def _shrink(node: Any, cap: int, q: int) -> Any:
     """A copy of a spec tree (dicts/lists) with capped widths and inferred sizes cleared."""
     if isinstance(node, list):
-        return [_shrink(v, cap, q) for v in node]
+        return _fit_stacked([_shrink(v, cap, q) for v in node])
     if not isinstance(node, dict):
         return node
     out = {k: _shrink(v, cap, q) for k, v in node.items() if k not in INFERRED}
@@ -70,6 +71,27 @@ def _shrink(node: Any, cap: int, q: int) -> Any:
     return out
 
 
+def _parity(item: dict) -> int | None:
+    """The parity of the channels a stacked-input leaf reads: separable 1 + 2 C, additive 2 C,
+    focal modulation 2 C + L + 1; None for any other item."""
+    kind = item.get("type")
+    if kind == "focalmodulation":
+        return (item["focal_level"] + 1) % 2
+    return {"separableattention": 1, "additiveattention": 0}.get(kind)
+
+
+def _fit_stacked(items: list) -> list:
+    """A capped conv before a separable (1 + 2 C channels), additive (2 C) attention or focal
+    modulation (2 C + L + 1) leaf, one channel narrower where capping broke that parity."""
+    for before, item in zip(items, items[1:]):
+        parity = _parity(item) if isinstance(item, dict) else None
+        while isinstance(before, dict) and before.get("type") == "sequential":  # MobileViTV2ConvLayer's convolution
+            before = before["layers"][-1]
+        if parity is not None and before.get("type", "").startswith("conv") and before["out_channels"] % 2 != parity:
+            before["out_channels"] -= 1
+    return items
+
+
 def _last_width(items: list) -> dict | None:
     """The last item of a branch that sets a width (out_channels / out_features)."""
     return next((item for item in reversed(items) if "out_channels" in item or "out_features" in item), None)
@@ -84,6 +106,8 @@ def _keep_attention(block: dict, original: dict) -> None:
     original values-to-keys ratio (the caps apply to each branch's layers alone), heads dividing both."""
     query, keys_values = _last_width(block["main"]), _last_width(block.get("shortcut", []))
     was_query, was_kv = _last_width(original["main"]), _last_width(original.get("shortcut", []))
+    if query is not None and keys_values is None:  # stacked by a nested block (CvT's concat): heads dividing the queries
+        block["heads"] = math.gcd(block["heads"], _width(query))
     if query is None or keys_values is None:
         return
     width = _width(query)

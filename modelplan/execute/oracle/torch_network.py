@@ -22,9 +22,12 @@ import numpy as np
 from modelplan.count.cross_attention import offset_index
 from modelplan.count.network import network_layers
 from modelplan.count.network_tree import network_tree
+from modelplan.execute.net.model import concat_axis
 from modelplan.execute.net.params import NetBatch, to_executor, to_torch
 from modelplan.execute.net.saved import RunContext, dropout_keep
 from modelplan.execute.optim import OptimizerConfig
+from modelplan.execute.oracle.torch_context_attention import context_attention
+from modelplan.execute.oracle.torch_focal_modulation import focal_modulation
 from modelplan.execute.oracle.result import OracleRun, OracleUnavailable, Starts, require_torch
 from modelplan.execute.oracle.torch_train import load_weights, train_torch
 from modelplan.specs.network import NetworkSpec
@@ -205,6 +208,9 @@ class _Builder:
                     return x + self.weight
                 if t == "clstoken":
                     return torch.cat([self.weight.expand(x.shape[0], -1)[:, :, None], x], dim=2)
+                if layer.length is not None:  # a run of positions: torch.split's piece
+                    start = layer.index % x.shape[-1]
+                    return x[..., start:start + layer.length if layer.length else x.shape[-1]]
                 return x[..., layer.index]
 
         return Token()
@@ -245,8 +251,14 @@ class _Builder:
             return self.layer_scale(shape[0])
         if t == "windowattention":
             return self.window_attention(layer, shape[0] // 3)
+        if t == "focalmodulation":
+            return focal_modulation(self.torch, layer, shape)
+        if t in ("separableattention", "additiveattention"):
+            return context_attention(self.torch, layer, shape)
         if t == "spacetodepth":
             return self.space_to_depth(layer.block)
+        if t == "unflatten":
+            return nn.Unflatten(-1, tuple(node.info.output_shape[1:]))
         if t == "zeropad2d":
             return nn.ZeroPad2d(layer.padding)
         if t in ("positionembedding", "clstoken", "select"):
@@ -291,6 +303,9 @@ class _Builder:
         heads = node.add.layer.heads if node.add.info.type == "attend" else 0
         patch = node.add.layer.patch if heads else 1
         stacked = node.add.info.type == "concat"
+        dim = 1 + concat_axis(node.add) if stacked else 1
+        scale = node.add.layer.scale if heads else None
+        window = node.add.layer.window if heads else 0
         torch = self.torch
         bias_stride = node.add.layer.offset_bias if heads else 0
         if bias_stride:  # LeViT: attention_biases[:, index] added to the scores (the index is the table's layout)
@@ -303,20 +318,25 @@ class _Builder:
                 rows = torch.arange(q.shape[2]).repeat_interleave(q.shape[3]) % patch
                 cols = torch.arange(q.shape[3]).repeat(q.shape[2]) % patch
                 mask = (rows[:, None] == rows[None, :]) & (cols[:, None] == cols[None, :])
+            if window:  # a bool mask lets each query see only the keys of its block
+                nh, nw = kv.shape[2] // window, kv.shape[3] // window
+                block = lambda h, w: ((torch.arange(h) // (h // nh))[:, None] * nw  # noqa: E731
+                                      + torch.arange(w)[None, :] // (w // nw)).reshape(-1)
+                mask = block(*q.shape[2:])[:, None] == block(*kv.shape[2:])[None, :]
             return attend_map(q, kv, mask)
 
         def attend_map(q, kv, mask=None):
             n, c = q.shape[:2]
             split = lambda t: t.reshape(n, heads, t.shape[1] // heads, -1).transpose(2, 3)  # noqa: E731  (N, h, pos, d)
             out = torch.nn.functional.scaled_dot_product_attention(split(q), split(kv[:, :c]), split(kv[:, c:]),
-                                                                   attn_mask=mask)
+                                                                   attn_mask=mask, scale=scale)
             return out.transpose(2, 3).reshape(n, kv.shape[1] - c, *q.shape[2:])
 
         class Residual(nn.Module):
             def __init__(self):
                 super().__init__()
-                for n, m in main:
-                    self.add_module(n, m)
+                for item, (_, m) in zip(node.main, main):  # under its path in the block (nested groups too)
+                    attach(nn, self, item.path[len(node.path) + 1:], m)
                 for item, m in zip(node.shortcut, shortcut):
                     attach(nn, self, item.path[len(node.path) + 1:], m)
                 if bias_stride:
@@ -325,14 +345,14 @@ class _Builder:
 
             def forward(self, x):
                 y, s = x, x
-                for n, _ in main:
-                    y = getattr(self, n)(y)
+                for _, m in main:
+                    y = m(y)
                 for m in shortcut:
                     s = m(s)
                 if heads:
                     y = attend(y, s, self.attend.attention_biases if bias_stride else None)
                 elif stacked:
-                    y = torch.cat([s, y], dim=1)
+                    y = torch.cat([s, y], dim=dim)
                 else:
                     y = y * s if gated else y - s if difference else y + s
                 return act(y) if act is not None else y
