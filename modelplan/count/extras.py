@@ -90,6 +90,8 @@ def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int
         out["mlp/sub_norm"] = _norm(spec, spec.ffn_hidden)
     if x.moe_output_norm and block.moe:  # AXK1MoE.post_mlp_layernorm: RMSNorm(h)
         out["mlp/output_norm"] = _norm(spec, h)
+    if x.act_params and block.mlp and not block.moe:  # XIELUActivation.alpha_p, alpha_n: (1,) each
+        out["mlp/act"] = x.act_params
     if x.xl_relative is not None and attention:  # XLNetRelativeAttention.r (h, n, d), r_w/r_r/r_s_bias, seg_embed
         out["attention/relative"] = spec.hidden * spec.q_width + 5 * spec.q_width
     a = x.adapter
