@@ -101,3 +101,29 @@ def test_git_head_has_one_bias(tied):
     data = {**class_defaults("git"), "architectures": ["GitForCausalLM"], "tie_word_embeddings": tied}
     spec = from_hf_config(data)
     assert not spec.head_bias_copy and count_params(spec).total == hf_numel(data)
+
+
+CLASS_CASES = [
+    ("bailing_hybrid", "BailingHybridForCausalLM", {"tie_word_embeddings": True}),  # _tied_weights_keys = {}
+    ("moshi", "MoshiForCausalLM", {"tie_word_embeddings": True}),  # no _tied_weights_keys
+    ("cosmos3_edge", "Cosmos3EdgeForConditionalGeneration", {"tie_word_embeddings": True}),
+    ("evolla", "EvollaForProteinText2Text", {"tie_word_embeddings": True}),
+    ("molmo2", "Molmo2ForConditionalGeneration", {"tie_word_embeddings": True}),
+    ("mllama", "MllamaForCausalLM", {}),  # MllamaTextModel + lm_head: no vision tower
+    ("mllama", "MllamaForConditionalGeneration", {}),
+    ("bigbird_pegasus", "BigBirdPegasusForSequenceClassification", {}),  # BigBirdPegasusClassificationHead
+    ("bigbird_pegasus", "BigBirdPegasusForQuestionAnswering", {}),
+]
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize(("model_type", "cls", "overrides"), CLASS_CASES, ids=[f"{t}-{c}" for t, c, _ in CLASS_CASES])
+def test_head_classes_equal_transformers(model_type, cls, overrides):
+    """Class defaults under the class a mapping names: a head class that never ties (whatever
+    tie_word_embeddings says), MllamaForCausalLM's text model alone, BigBird-Pegasus' BART-style
+    classification head, each equal to transformers' own module (meta device)."""
+    data = {**class_defaults(model_type), "architectures": [cls], **overrides}
+    if isinstance(data.get("text_config"), dict) and "tie_word_embeddings" in overrides:
+        data["text_config"] = {**data["text_config"], "tie_word_embeddings": overrides["tie_word_embeddings"]}
+    assert count_params(from_hf_config(data)).total == hf_numel(data)

@@ -157,6 +157,11 @@ _ONE_BIAS_MLM: frozenset[str] = frozenset({"distilbert", "electra", "convbert", 
 when untied (transformers 5.24: vocab_projector, generator_lm_head, the decoder of RemBERT's and
 GTE's lm_head, GitForCausalLM's output); `from_hf_config` drops head_bias_copy for them."""
 
+_NEVER_TIED: frozenset[str] = frozenset({"bailing_hybrid", "moshi", "cosmos3_edge", "evolla", "molmo2"})
+"""Types whose head class declares no tied weights whatever tie_word_embeddings says (transformers
+5.24: `_tied_weights_keys` empty or unset on BailingHybridForCausalLM, MoshiForCausalLM,
+Cosmos3EdgeForConditionalGeneration, EvollaForProteinText2Text, Molmo2ForConditionalGeneration)."""
+
 
 def _mlm_head(fields: dict, c: HFConfig) -> dict:
     """BERT's MLM head: transform (dense + norm), decoder tied to the word embeddings, vocab bias;
@@ -300,6 +305,8 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
     if model_type in _ONE_BIAS_MLM:
         fields["head_bias_copy"] = False
+    if model_type in _NEVER_TIED:
+        fields["tied_embeddings"] = False
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}
     if "kind" in fields:  # a mapper naming its family's spec (hf_resnet: a network spec)
