@@ -110,6 +110,8 @@ def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int
     out.update(side_params(spec, "block"))  # GTE's down bias, ConvBERT's conv heads (count/encoder_side.py)
     if not block.cross:  # an encoder-decoder's encoder blocks only (PegasusX)
         out.update(side_params(spec, "encoder_block"))
+    if block.cross or spec.arch == "decoder":  # ProphetNet's decoder blocks
+        out.update(side_params(spec, "decoder_block"))
     return out
 
 
@@ -157,6 +159,8 @@ def block_extra_flops(spec: "TransformerSpec", block: "Block", tokens: int, seq_
     out.update(side_flops(spec, "block", tokens, seq_len))  # ConvBERT's conv heads, LiLT's layout stream
     if not block.cross:
         out.update(side_flops(spec, "encoder_block", tokens, seq_len))
+    if block.cross or spec.arch == "decoder":
+        out.update(side_flops(spec, "decoder_block", tokens, seq_len))
     return out
 
 
