@@ -214,7 +214,8 @@ def _glm5_next_text(c: HFConfig) -> dict:
     indexer = {**fields["mla"]["indexer"], "kpool": c.size("index_kpool"),
                "kpool_tail": c.flag("index_kpool_always_select_tail", True),
                "layers": None if owners == list(range(layers)) else owners or [0]}
-    out = {**fields, "mla": {**fields["mla"], "indexer": indexer}, "position": "none", "mtp_layers": 0, "mtp_not_built": 0,
+    out = {**fields, "mla": {**fields["mla"], "indexer": indexer}, "position": "none",
+           "mtp_layers": 0, "mtp_not_built": 0,
            "hyper_connections": dict(streams=c.integer("hc_mult", 4), comb=True, head="mean"),
            "layer_types": ["gated_deltanet" if t == "linear_attention" else "full_attention" for t in types]}
     if "linear_attention" in types:
