@@ -127,3 +127,14 @@ def test_head_classes_equal_transformers(model_type, cls, overrides):
     if isinstance(data.get("text_config"), dict) and "tie_word_embeddings" in overrides:
         data["text_config"] = {**data["text_config"], "tie_word_embeddings": overrides["tie_word_embeddings"]}
     assert count_params(from_hf_config(data)).total == hf_numel(data)
+
+
+@pytest.mark.torch
+def test_apertus_verify_runs_and_says_it_leaves_the_scalars_out(tmp_path):
+    """`verify` still executes Apertus (tp 2, pp 2): xIELU's scalars change no collective or step
+    order, so the scaled-down model leaves them out and the output says so."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_defaults("apertus", False)))
+    result = CliRunner().invoke(app, ["verify", str(path), "--tp", "2", "--pp", "2"])
+    assert result.exit_code == 0, result.output
+    assert "extras.act_params: left out of the scaled-down model" in result.output
