@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_one_line_error, class_defaults
-from _hf_reference import hf_model, hf_numel
+from _hf_n17_checks import assert_one_line_error, class_default_totals
 from modelplan.count.params import count_params
 from modelplan.specs.hf import from_hf_config
 
@@ -22,16 +21,16 @@ SMALL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "i
 @pytest.mark.parametrize("cls", HEADS)
 def test_class_defaults_equal_transformers(cls):
     """Class defaults (12 deep blocks + 2 character blocks of 768, 8 x 16384 hash rows): equal."""
-    data = {**class_defaults("canine"), "architectures": [cls]}
-    assert count_params(from_hf_config(data)).total == hf_numel(data)
+    ours, theirs = class_default_totals("canine", cls)
+    assert ours == theirs
 
 
 @pytest.mark.torch
 @pytest.mark.slow
 def test_small_config_equals_transformers_on_cpu():
     """A small config built for real on CPU: total equals sum(p.numel())."""
-    data = {**class_defaults("canine"), **SMALL, "architectures": ["CanineForSequenceClassification"]}
-    assert count_params(from_hf_config(data)).total == sum(p.numel() for p in hf_model(data, "cpu").parameters())
+    ours, theirs = class_default_totals("canine", "CanineForSequenceClassification", "cpu", **SMALL)
+    assert ours == theirs
 
 
 def test_convs_by_hand():

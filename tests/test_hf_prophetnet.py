@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from _hf_n17_checks import assert_one_line_error, class_defaults
-from _hf_reference import hf_model, hf_numel
+from _hf_n17_checks import assert_one_line_error, class_default_totals
 from modelplan.count.params import count_params
 from modelplan.specs.hf import from_hf_config
 
@@ -17,23 +16,19 @@ SMALL = {"hidden_size": 32, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48, "num_e
          "vocab_size": 100, "max_position_embeddings": 64, "ngram": 3, "num_buckets": 8}
 
 
-@pytest.mark.torch
-@pytest.mark.slow
-@pytest.mark.parametrize("tied", [True, False])
-@pytest.mark.parametrize("cls", HEADS)
-def test_class_defaults_equal_transformers(cls, tied):
-    """Class defaults (12 + 12 blocks of 1024): total equals the module's."""
-    data = {**class_defaults("prophetnet"), "architectures": [cls], "tie_word_embeddings": tied}
-    assert count_params(from_hf_config(data)).total == hf_numel(data)
+CASES = [(cls, "meta", {"tie_word_embeddings": tied}) for cls in HEADS for tied in (True, False)] + \
+        [(cls, "cpu", SMALL) for cls in HEADS]
+"""The class defaults (12 + 12 blocks of 1024) tied and untied on the meta device; the small config
+built for real on CPU."""
 
 
 @pytest.mark.torch
 @pytest.mark.slow
-@pytest.mark.parametrize("cls", HEADS)
-def test_small_config_equals_transformers_on_cpu(cls):
-    """A small config built for real on CPU: total equals sum(p.numel())."""
-    data = {**class_defaults("prophetnet"), **SMALL, "architectures": [cls]}
-    assert count_params(from_hf_config(data)).total == sum(p.numel() for p in hf_model(data, "cpu").parameters())
+@pytest.mark.parametrize(("cls", "device", "overrides"), CASES, ids=[f"{c}-{d}-{i}" for i, (c, d, _) in enumerate(CASES)])
+def test_totals_equal_transformers(cls, device, overrides):
+    """Every head class: total equals transformers' sum(p.numel()) of the module."""
+    ours, theirs = class_default_totals("prophetnet", cls, device, **overrides)
+    assert ours == theirs
 
 
 def test_decoder_extras_by_hand():
