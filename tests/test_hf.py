@@ -398,6 +398,7 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"florence2", "blip", "git", "vision-encoder-decoder", "pix2struct", "kosmos-2", "kosmos-2.5", "got_ocr2",
                "pp_chart2table", "pp_formulanet", "unlimited_ocr", "deepseek_ocr2"}  # tests/test_hf_vlm_encdec.py
     tested |= {"bigbird_pegasus"}  # tests/test_hf_encdec_more.py
+    tested |= {"funnel", "prophetnet"}  # tests/test_hf_funnel.py, test_hf_prophetnet.py (canine: ENCODERS_MORE_MAPPERS)
     tested |= {"gemma3n", "encoder-decoder", "fsmt", "pegasus_x", "fast_vlm"}  # test_hf_gemma3n_mm, _text_encdec, _fsmt, _pegasus_x, _fast_vlm
     tested |= {"inkling_text", "inkling2_text", "inkling2_loop_text", "inkling2", "inkling2_loop",  # test_hf_inkling.py
                "musicgen", "musicgen_decoder", "musicgen_melody", "musicgen_melody_decoder", "moshi",  # test_hf_audio_lm.py
