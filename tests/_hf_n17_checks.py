@@ -26,6 +26,15 @@ def class_defaults(model_type: str) -> dict:
     return json.loads(transformers_module().AutoConfig.for_model(model_type).to_json_string(use_diff=False))
 
 
+def class_default_totals(model_type: str, cls: str, device: str = "meta", **overrides) -> tuple[int, int]:
+    """(modelplan's total, transformers' sum(p.numel()) of the module built on `device`) of
+    `model_type`'s class defaults under architecture `cls`, some keys replaced."""
+    from _hf_reference import hf_model
+
+    data = {**class_defaults(model_type), "architectures": [cls], **overrides}
+    return count_params(from_hf_config(data)).total, sum(p.numel() for p in hf_model(data, device).parameters())
+
+
 def assert_one_line_error(data: dict, message: str) -> None:
     """from_hf_config(data) raises a one-line SpecError matching `message`."""
     with pytest.raises(SpecError, match=message) as exc:

@@ -15,7 +15,7 @@ from _hf_n18vlm_cases import N18VLM_CASES
 from _hf_vlm_towers_cases import TOWER_CASES
 from _hf_composites_more_cases import CASES as COMPOSITES_MORE_CASES
 from _hf_reference import config, fixture_names, hf_mtp_numel, hf_numel
-from modelplan.count.params import count_params
+from modelplan.count.params import count_params, not_built_params
 from modelplan.errors import SpecError
 from modelplan.specs.hf import MAPPERS, from_hf_config
 from modelplan.specs.hf_encoder_models import ENCODER_MODEL_MAPPERS
@@ -96,11 +96,13 @@ def test_gpt_oss_active_without_the_input_embedding():
 
 
 def test_deepseek_v3_main_model_and_mtp():
-    """DeepSeek-V3: 671B main model (paper, Table / README) and one MTP module of 11.6B unique
-    parameters (README_WEIGHTS: 11.5B without the shared embedding and head)."""
-    c = counts("deepseek-v3")
-    assert round((c.total - c.breakdown["mtp"]) / 1e9) == 671
-    assert round(c.breakdown["mtp"] / 1e9, 1) == 11.6
+    """DeepSeek-V3: 671B main model (paper, Table / README), what DeepseekV3ForCausalLM builds, and
+    one MTP module of 11.6B unique parameters (README_WEIGHTS: 11.5B without the shared embedding
+    and head) reported apart as not built, outside the total."""
+    spec = from_hf_config(config("deepseek-v3"))
+    assert round(count_params(spec).total / 1e9) == 671 and "mtp" not in count_params(spec).breakdown
+    assert (spec.mtp_layers, spec.mtp_not_built) == (0, 1)
+    assert round(not_built_params(spec)["mtp"] / 1e9, 1) == 11.6
 
 
 def test_mixtral_active_parameters():
@@ -328,7 +330,7 @@ MTP = [("deepseek-v3", {}), ("deepseek-v3", {"num_hidden_layers": 5, "first_k_de
 
 @pytest.mark.torch
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in fixture_names() if n not in ("deepseek-v3", "deepseek-v3.2")])  # MTP apart
+@pytest.mark.parametrize("name", fixture_names())
 def test_published_configs_equal_transformers_modules(name):
     """Every shipped config.json, at its published size, counts exactly to sum(p.numel()) of the
     transformers class its `architectures` names, built on the meta device."""
@@ -349,11 +351,14 @@ def test_variants_equal_transformers_modules(name, overrides):
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "overrides"), MTP, ids=[f"{n}-{i}" for i, (n, _) in enumerate(MTP)])
 def test_mtp_modules_equal_transformers_mtp_model(name, overrides):
-    """DeepSeek-V3: the main model equals DeepseekV3ForCausalLM and the `mtp` group equals what
-    transformers' MtpModel adds (enorm, hnorm, eh_proj, an MoE block, post norm per module)."""
+    """DeepSeek-V3: the total equals DeepseekV3ForCausalLM (which builds no MTP module) and the
+    not-built `mtp` equals what transformers' MtpModel adds (enorm, hnorm, eh_proj, an MoE block,
+    post norm per module); trained (mtp_layers), the `mtp` group is that size too."""
     data = config(name, **overrides)
-    c = count_params(from_hf_config(data))
-    assert (c.total - c.breakdown["mtp"], c.breakdown["mtp"]) == (hf_numel(data), hf_mtp_numel(data))
+    spec = from_hf_config(data)
+    trained = count_params(spec.model_copy(update={"mtp_layers": spec.mtp_not_built, "mtp_not_built": 0}))
+    assert (count_params(spec).total, not_built_params(spec)["mtp"]) == (hf_numel(data), hf_mtp_numel(data))
+    assert trained.breakdown["mtp"] == hf_mtp_numel(data)
 
 
 def test_every_mapper_has_a_fixture_or_variant():
@@ -393,6 +398,7 @@ def test_every_mapper_has_a_fixture_or_variant():
     tested |= {"florence2", "blip", "git", "vision-encoder-decoder", "pix2struct", "kosmos-2", "kosmos-2.5", "got_ocr2",
                "pp_chart2table", "pp_formulanet", "unlimited_ocr", "deepseek_ocr2"}  # tests/test_hf_vlm_encdec.py
     tested |= {"bigbird_pegasus"}  # tests/test_hf_encdec_more.py
+    tested |= {"funnel", "prophetnet"}  # tests/test_hf_funnel.py, test_hf_prophetnet.py (canine: ENCODERS_MORE_MAPPERS)
     tested |= {"gemma3n", "encoder-decoder", "fsmt", "pegasus_x", "fast_vlm"}  # test_hf_gemma3n_mm, _text_encdec, _fsmt, _pegasus_x, _fast_vlm
     tested |= {"inkling_text", "inkling2_text", "inkling2_loop_text", "inkling2", "inkling2_loop",  # test_hf_inkling.py
                "musicgen", "musicgen_decoder", "musicgen_melody", "musicgen_melody_decoder", "moshi",  # test_hf_audio_lm.py

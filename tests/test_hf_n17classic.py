@@ -72,7 +72,7 @@ def test_count_and_plan_run(data, tmp_path):
     assert result.exit_code == 0, result.output
 
 
-@pytest.mark.parametrize("model_type, reason", [("prophetnet", "n-gram main / predict streams")])
+@pytest.mark.parametrize("model_type, reason", [("reformer", "LSH and local chunked self-attention")])
 def test_refused_types_name_the_mechanism(model_type, reason, tmp_path):
     """A refused classic type exits non-zero with a one-line reason naming what is not modelled."""
     path = tmp_path / "config.json"

@@ -110,12 +110,13 @@ def test_emu3_language_model_equals_transformers():
 
 @pytest.mark.torch
 @pytest.mark.slow
-def test_apertus1p5_text_defaults_match_apertus_gap():
-    """Apertus 1.5 text: transformers' count less modelplan's is xIELU's two learned scalars
-    (alpha_p, alpha_n) per block, as for apertus (hf_dense._apertus)."""
-    data = {**class_defaults("apertus1p5_text"), "architectures": ["Apertus1p5TextForCausalLM"]}
-    theirs = sum(hf_components(data).values())
-    assert theirs - count_params(from_hf_config(data)).total == 2 * data["num_hidden_layers"]
+def test_apertus1p5_text_defaults_equal_transformers():
+    """Apertus 1.5 text at its class defaults equals transformers' Apertus1p5TextForCausalLM,
+    xIELU's two learned scalars (alpha_p, alpha_n) per block included, tied and untied."""
+    for tied in (False, True):
+        data = {**class_defaults("apertus1p5_text"), "architectures": ["Apertus1p5TextForCausalLM"],
+                "tie_word_embeddings": tied}
+        assert count_params(from_hf_config(data)).total == sum(hf_components(data).values())
 
 
 @pytest.mark.torch

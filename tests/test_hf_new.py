@@ -93,11 +93,13 @@ def test_new_active_parameters(name, billions, digits):
 
 @pytest.mark.torch
 @pytest.mark.slow
-def test_apertus_is_two_per_block_below_transformers():
-    """Apertus' xIELU activation holds two learned scalars per block (alpha_p, alpha_n) that the
-    spec does not model: the count is exactly 2 x layers below transformers', nothing else."""
-    data = small("apertus", num_hidden_layers=3, head_dim=64)
-    assert hf_numel(data) - counts(data).total == 2 * 3
+@pytest.mark.parametrize("tied", [False, True])
+def test_apertus_equals_transformers_with_xielu_scalars(tied):
+    """Apertus equals transformers' ApertusForCausalLM, xIELU's two learned scalars per block
+    (XIELUActivation alpha_p, alpha_n: the `mlp/act` leaf, 2 a block) included."""
+    data = small("apertus", num_hidden_layers=3, head_dim=64, tie_word_embeddings=tied)
+    c = counts(data)
+    assert c.total == hf_numel(data) and c.breakdown["layers/mlp/act"] == 2 * 3
 
 
 @pytest.mark.torch

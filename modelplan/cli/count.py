@@ -132,6 +132,10 @@ def _print_document(doc: dict, depth: int) -> None:
     family = FAMILIES[model["kind"]]
     if family.blocks:  # a network's layers are the rows of the table above
         typer.echo(f"per layer: {summarise_layers(params['per_layer'])}")
+    mtp = doc.get("not_built", {}).get("mtp")
+    if mtp is not None:
+        typer.echo(f"not built: {mtp['modules']} MTP module(s), {human_count(mtp['params'])} ({mtp['params']:,}): "
+                   f"{mtp['note']}")
     typer.echo()
 
     if family.throughput_unit == "tokens":

@@ -90,6 +90,8 @@ def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int
         out["mlp/sub_norm"] = _norm(spec, spec.ffn_hidden)
     if x.moe_output_norm and block.moe:  # AXK1MoE.post_mlp_layernorm: RMSNorm(h)
         out["mlp/output_norm"] = _norm(spec, h)
+    if x.act_params and block.mlp and not block.moe:  # XIELUActivation.alpha_p, alpha_n: (1,) each
+        out["mlp/act"] = x.act_params
     if x.xl_relative is not None and attention:  # XLNetRelativeAttention.r (h, n, d), r_w/r_r/r_s_bias, seg_embed
         out["attention/relative"] = spec.hidden * spec.q_width + 5 * spec.q_width
     a = x.adapter
@@ -108,6 +110,8 @@ def block_extra_params(spec: "TransformerSpec", block: "Block") -> dict[str, int
     out.update(side_params(spec, "block"))  # GTE's down bias, ConvBERT's conv heads (count/encoder_side.py)
     if not block.cross:  # an encoder-decoder's encoder blocks only (PegasusX)
         out.update(side_params(spec, "encoder_block"))
+    if block.cross or spec.arch == "decoder":  # ProphetNet's decoder blocks
+        out.update(side_params(spec, "decoder_block"))
     return out
 
 
@@ -155,6 +159,8 @@ def block_extra_flops(spec: "TransformerSpec", block: "Block", tokens: int, seq_
     out.update(side_flops(spec, "block", tokens, seq_len))  # ConvBERT's conv heads, LiLT's layout stream
     if not block.cross:
         out.update(side_flops(spec, "encoder_block", tokens, seq_len))
+    if block.cross or spec.arch == "decoder":
+        out.update(side_flops(spec, "decoder_block", tokens, seq_len))
     return out
 
 

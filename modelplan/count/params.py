@@ -50,7 +50,7 @@ from modelplan.specs.layer_sharing import reuses_weights
 if TYPE_CHECKING:
     from modelplan.specs.transformer import TransformerSpec
 
-__all__ = ["count_params", "layer_params", "norm_params", "mlp_params", "with_parents", "vision_params", "TOP_LEVEL"]
+__all__ = ["count_params", "not_built_params", "layer_params", "norm_params", "mlp_params", "with_parents", "vision_params", "TOP_LEVEL"]
 
 TOP_LEVEL = ("embedding", "layers", "final_norm", "head")
 
@@ -109,6 +109,14 @@ def mtp_params(spec: "TransformerSpec") -> dict[str, int]:
     for key, value in block_params(spec, mtp_block(spec)).items():
         out[f"block/{key}"] = value
     return out
+
+
+def not_built_params(spec) -> dict[str, int]:
+    """Parameters a checkpoint's config declares that its HF class does not build, by group (none
+    in `count_params`): `mtp`, the spec's mtp_not_built modules as `mtp_params` counts them
+    (transformers' MtpModel, which DeepseekV3ForCausalLM does not hold)."""
+    modules = getattr(spec, "mtp_not_built", 0)
+    return {"mtp": modules * sum(mtp_params(spec).values())} if modules else {}
 
 
 def with_parents(leaves: dict[str, int], top_level: tuple[str, ...] = TOP_LEVEL) -> dict[str, int]:

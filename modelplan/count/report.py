@@ -17,6 +17,9 @@ The JSON form (`modelplan count MODEL --json`) is this dict, schema version 1:
                      tokens_per_image, forward_flops_per_image, training_flops_per_image,
                      activation_bytes_per_image, flops_breakdown{slash/path: int}, convention}
                      (one image; `flops` above includes images_per_seq images per sequence)
+    not_built       only when the config declares modules its HF class does not build: {mtp:
+                     {modules, params, note}} (DeepSeek-V3's num_nextn_predict_layers; not in
+                     `params`, FLOPs or memory)
     inputs          only for an image / audio encoder (count.encoder_input_report): what one sequence is
                      {unit: image, image_size, patches, prefix_tokens, tokens,
                      forward_flops_per_image} or {unit: audio, sample_rate, frames_per_second,
@@ -35,6 +38,8 @@ if TYPE_CHECKING:
     from modelplan.specs.training import TrainingSpec
 
 SCHEMA_VERSION = 1
+MTP_NOTE = ("multi-token prediction modules (num_nextn_predict_layers) the HF class does not build: outside "
+            "the total; an engine that trains them (Megatron-core --mtp-num-layers) adds them (spec mtp_layers)")
 
 
 def count_document(spec, training: "TrainingSpec", micro_batch: int) -> dict:
@@ -70,6 +75,11 @@ def count_document(spec, training: "TrainingSpec", micro_batch: int) -> dict:
         "flops": count_flops(spec, training).model_dump(),
         "memory": {**memory.model_dump(), "model_states": memory.model_states},
     }
+    from modelplan.count.params import not_built_params
+
+    not_built = not_built_params(spec)
+    if not_built:
+        doc["not_built"] = {"mtp": {"modules": spec.mtp_not_built, "params": not_built["mtp"], "note": MTP_NOTE}}
     if getattr(spec, "vision", None) is not None:
         from modelplan.count.vision_report import vision_document
         from modelplan.count.vision_step import images_per_sequence

@@ -76,6 +76,8 @@ def scaled_features(spec: TransformerSpec, hidden: int, dim: int, tp: int = 1) -
     `hidden` and head_dim `dim`."""
     out: dict = {"layer_types": small_layer_types(spec), "vision": None,
                  "mtp_layers": min(spec.mtp_layers, 2)}
+    if spec.extras is not None and spec.extras.act_params:  # support.COUNT_ONLY: left out
+        out["extras"] = spec.extras.model_copy(update={"act_params": 0})
     if spec.sliding_window is not None:
         out["sliding_window"] = min(spec.sliding_window, SLIDING_WINDOW)
     if spec.attention_chunk is not None:

@@ -38,11 +38,16 @@ TEXT_ONLY: frozenset[str] = frozenset({"vision"})
 `scale_down` leaves them out and verify says so in its notes."""
 
 
+COUNT_ONLY: frozenset[str] = frozenset({"extras.act_params"})
+"""Learned scalars the step's comm list and schedule do not depend on (Apertus' xIELU alpha_p /
+alpha_n, run as the baseline activation): `scale_down` leaves them out and verify says so."""
+
+
 def unexecuted_features(spec) -> list[str]:
     """The features of a transformer spec the executor would not run (empty for network specs)."""
     if not family_of(spec).blocks:
         return []
-    return [name for name in architecture_features(spec) if name not in EXECUTED | TEXT_ONLY]
+    return [name for name in architecture_features(spec) if name not in EXECUTED | TEXT_ONLY | COUNT_ONLY]
 
 
 def check_supported(spec) -> None:
@@ -56,8 +61,12 @@ def check_supported(spec) -> None:
 
 
 def text_only_notes(spec) -> list[str]:
-    """Verify's notes on what a text-only step leaves out (`TEXT_ONLY`)."""
-    if not family_of(spec).blocks or spec.vision is None:
+    """Verify's notes on what a text-only step leaves out (`TEXT_ONLY`) and on `COUNT_ONLY`'s."""
+    if not family_of(spec).blocks:
         return []
-    return ["text-only step: the vision tower and projector are not run (no images; transformers "
-            "skips them without pixel_values) and are left out of the scaled-down model"]
+    notes = [f"{name}: left out of the scaled-down model (its activation runs as the baseline one)"
+             for name in architecture_features(spec) if name in COUNT_ONLY]
+    if spec.vision is None:
+        return notes
+    return notes + ["text-only step: the vision tower and projector are not run (no images; transformers "
+                    "skips them without pixel_values) and are left out of the scaled-down model"]

@@ -41,6 +41,7 @@ PRICED_EXTRAS: frozenset[str] = frozenset({
     "extras.weight_groups", "extras.cross_post_norm", "extras.encoder_token_table",
     "extras.contact_head", "extras.conformer",  # Conformer: conformer_kernels
     "extras.ada_norm_rank",  # shards only: its GEMMs run once a sequence
+    "extras.act_params",  # shards only: two scalars, no GEMM
 })
 """`specs.features` names this module prices (shards and kernels)."""
 

@@ -49,6 +49,9 @@ class EncoderSideSpec(Spec):
     encoder_block: list[SideOp] = Field(default_factory=list)
     """Held and run by every encoder block of an encoder-decoder only (PegasusX's
     global_self_attn_layer_norm)."""
+    decoder_block: list[SideOp] = Field(default_factory=list)
+    """Held and run by every decoder block: an encoder-decoder's cross-attending blocks, or each block
+    of a decoder built alone (ProphetNet's relative_pos_embeddings)."""
     head: list[SideOp] = Field(default_factory=list)
     """Run by the task head before its classifier (BigBird's classification dense beside the pooler)."""
 

@@ -10,6 +10,7 @@
 - a frozen sinusoidal table stored as a parameter (RoFormer's `embed_positions`, head_dim wide);
 - tables concatenated with the token embedding and mapped back to h (RoCBert's pronunciation and
   shape embeddings, `map_inputs_layer`);
+- learned scalars of the MLP activation (Apertus' xIELU alpha_p, alpha_n);
 - norms inside a block (BitNet's attn_sub_norm before o_proj, ffn_sub_norm before down_proj), a
   norm on the MoE output (A.X-K1's post_mlp_layernorm), blocks without an input norm
   (ModernBERT-decoder's first block), an attention output bias on some blocks only
@@ -104,6 +105,9 @@ class ExtrasSpec(Spec):
     attention_sub_norm: bool = True
     """With sub_norms: the attention's sub-norm too; false keeps only the MLP's (Kosmos-2.5's
     Kosmos2_5TextFFN.ffn_layernorm without an inner attention norm)."""
+    act_params: int = Field(0, ge=0)
+    """Learned scalars of the activation in every dense MLP (Apertus' xIELU, transformers
+    XIELUActivation: alpha_p and alpha_n, 2); no compute of their own."""
     moe_output_norm: bool = False
     """A norm (h) on the output of every MoE MLP (A.X-K1 AXK1MoE.post_mlp_layernorm)."""
     no_input_norm_blocks: list[int] = Field(default_factory=list)
@@ -207,7 +211,8 @@ def extras_features(spec: "TransformerSpec") -> list[str]:
         "extras.position_offset": x.position_offset > 0, "extras.token_extra_rows": x.token_extra_rows > 0,
         "extras.frozen_position_width": x.frozen_position_width is not None,
         "extras.concat_tables": bool(x.concat_tables), "extras.sub_norms": x.sub_norms,
-        "extras.moe_output_norm": x.moe_output_norm, "extras.no_input_norm_blocks": bool(x.no_input_norm_blocks),
+        "extras.moe_output_norm": x.moe_output_norm, "extras.act_params": x.act_params > 0,
+        "extras.no_input_norm_blocks": bool(x.no_input_norm_blocks),
         "extras.out_bias_blocks": bool(x.out_bias_blocks), "extras.adapter": x.adapter is not None,
         "extras.xl_relative": x.xl_relative is not None, "extras.mask_embedding": x.mask_embedding,
         "extras.conv_relative": x.conv_relative is not None, "extras.conformer": x.conformer is not None,

@@ -8,8 +8,7 @@ convs (each weight-normed: weight_v, weight_g of out_channels, bias; or a GroupN
 time_group_norm), per upsampling ratio (reversed) num_residual_layers residual blocks (a
 residual_kernel_size conv to dim / compress, a 1x1 conv back, a 1x1 shortcut when use_conv_shortcut)
 and a stride-ratio conv doubling the width, an LSTM of num_lstm_layers, a last_kernel_size conv to
-hidden_size; its codebook is a buffer. The text blocks' xIELU alpha_p / alpha_n scalars, which
-the apertus stack leaves out, are the `text_xielu_alphas` vector of the vision group. Untied by default."""
+hidden_size; its codebook is a buffer. Untied by default."""
 
 from __future__ import annotations
 
@@ -69,8 +68,6 @@ def _apertus1p5(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
                                      post_quant_conv=False)
     _, a = _sub(c, "audio_config", "wavtokenizer_encoder")
     tower += wavtokenizer_encoder(HFConfig({**_AUDIO, **a.data}, a.source, a.path))
-    # xIELU's learned alpha_p / alpha_n in every text block, left out by the apertus stack (hf_dense._apertus)
-    tower.append(_vec("text_xielu_alphas", 2, fields["layers"]))
     fields["vision"] = dict(layers=0, hidden=q["embed_dim"], heads=1, ffn_hidden=1, patch_size=stride,
                             image_size=side * stride, channels=q["in_channels"], tower=tower, connector=[])
     fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)

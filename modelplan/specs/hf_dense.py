@@ -127,12 +127,12 @@ def _olmo3(c: HFConfig) -> dict:
 
 
 def _apertus(c: HFConfig) -> dict:
-    """Apertus: per-head RMSNorm q/k norms, plain up/down MLP with xIELU. xIELU's two learned
-    scalars per block (alpha_p, alpha_n) are not modelled: the count is 2 x layers low."""
+    """Apertus: per-head RMSNorm q/k norms, plain up/down MLP with xIELU and its two learned
+    scalars per block (XIELUActivation alpha_p, alpha_n); its compute is priced as silu's."""
     if c.text("hidden_act", "xielu") != "xielu":
         raise SpecError(f"{c.source}: hidden_act: only xielu is supported for apertus")
     c = HFConfig({**c.data, "hidden_act": "silu"}, c.source, c.path, c.defaults)
-    return llama(c, qk_norm=True, gated_mlp=False, norm_eps=c.number("rms_norm_eps", 1e-5))
+    return llama(c, qk_norm=True, gated_mlp=False, norm_eps=c.number("rms_norm_eps", 1e-5), extras={"act_params": 2})
 
 
 def _ministral(c: HFConfig) -> dict:

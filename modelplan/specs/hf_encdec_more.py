@@ -8,6 +8,7 @@ from typing import Callable
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_n18encdec import _alone, _decoder_alone, _stacks, _untied_tables
+from modelplan.specs.hf_prophetnet import PROPHETNET_MAPPERS
 
 
 def _bigbird_pegasus(c: HFConfig) -> dict:
@@ -32,4 +33,4 @@ def _bigbird_pegasus(c: HFConfig) -> dict:
     return fields
 
 
-ENCDEC_MORE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {"bigbird_pegasus": _bigbird_pegasus}
+ENCDEC_MORE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {"bigbird_pegasus": _bigbird_pegasus, **PROPHETNET_MAPPERS}

@@ -13,6 +13,7 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
+from modelplan.specs.hf_funnel import FUNNEL_HEADS, FUNNEL_MAPPERS
 from modelplan.specs.hf_gpt import GPT_MAPPERS
 from modelplan.specs.hf_n18small import N18SMALL_HEADS, N18SMALL_MAPPERS
 from modelplan.specs.hf_n18small_dec import N18SMALL_DECODERS
@@ -210,7 +211,7 @@ ENCODER_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "distilbert": _distilbert, "mpnet": _mpnet, "ibert": _bert,  # IBertModel: RoBERTa's tensors (quant_mode: buffers)
     "deberta": _deberta(False), "deberta-v2": _deberta(True), "modernbert": _modernbert,
     "albert": _albert, "flaubert": _flaubert, "esm": _esm,
-    "eurobert": _eurobert, "nomic_bert": _nomic_bert,
+    "eurobert": _eurobert, "nomic_bert": _nomic_bert, **FUNNEL_MAPPERS,
 }
 
 def _albert_head(fields: dict, c: HFConfig, apply_head: Callable, architecture: Callable) -> dict:
@@ -243,12 +244,9 @@ def _modernbert_head(fields: dict, c: HFConfig, apply_head: Callable, architectu
                     f"...ForQuestionAnswering, ...ForMultipleChoice)")
 
 
-ENCODER_HEADS: dict[str, Callable[..., dict]] = {"modernbert": _modernbert_head, "albert": _albert_head,
+ENCODER_HEADS: dict[str, Callable[..., dict]] = {**FUNNEL_HEADS, "modernbert": _modernbert_head, "albert": _albert_head,
                                                  "flaubert": _flaubert_head, "eurobert": _eurobert_head}
 """Types whose head classes `hf.apply_head` would misread (ModernBERT's, ALBERT's pre-training head)."""
 
-ENCODER_UNMODELLED: dict[str, str] = {
-    "funnel": "Funnel-Transformer's pooled blocks (the sequence halved between block groups, block_sizes) and its "
-              "upsampling decoder",
-}
+ENCODER_UNMODELLED: dict[str, str] = {}
 """Encoder types transformers 5.24 ships that the spec cannot yet express exactly."""

@@ -17,6 +17,7 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.encoder_side import layer_norm, linear, table
+from modelplan.specs.hf_canine import CANINE_HEADS, CANINE_MAPPERS
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_encoder_fields import defaulted, pooled_always, rope_theta_of, with_side
 from modelplan.specs.hf_encoder_heads_more import HEADS_MORE
@@ -233,20 +234,18 @@ ENCODERS_MORE_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "gte": _gte, "jina_embeddings_v3": _jina_v3, "tapas": _tapas,
     "yoso": _offset_bert("conv_window"), "mra": _offset_bert(None), "nystromformer": _offset_bert("conv_kernel_size", 2),
     "fnet": _fnet, "convbert": _convbert, "squeezebert": _squeezebert, "luke": _luke,
-    **LAYOUT_MAPPERS, **LLAMA_ENCODER_MAPPERS, **MOBILEBERT_MAPPERS,
+    **LAYOUT_MAPPERS, **LLAMA_ENCODER_MAPPERS, **MOBILEBERT_MAPPERS, **CANINE_MAPPERS,
 }
 
 ENCODERS_MORE_HEADS: dict[str, Callable[..., dict]] = {
     "fnet": pooled_always, "squeezebert": pooled_always, "convbert": _convbert_head, "luke": _luke_head,
     "yoso": _qa_two_labels, "mra": _qa_two_labels, "nystromformer": _qa_two_labels,
-    **LAYOUT_HEADS, **LLAMA_ENCODER_HEADS, **HEADS_MORE, **MOBILEBERT_HEADS,
+    **LAYOUT_HEADS, **LLAMA_ENCODER_HEADS, **HEADS_MORE, **MOBILEBERT_HEADS, **CANINE_HEADS,
 }
 """Types whose head classes `hf.apply_head` would misread."""
 
 ENCODERS_MORE_UNMODELLED: dict[str, str] = {
     "layoutlmv2": "LayoutLMv2's visual backbone (a detectron2 ResNet-FPN and its visual_proj over the image)",
-    "canine": "CANINE's downsampled deep stack (the character encoder, a strided conv to molecules, the deep "
-              "encoder at 1 / downsampling_rate of the sequence, the upsampling conv and final character encoder)",
     "perceiver": "Perceiver IO's latent array (cross-attention from num_latents latents to the inputs, latent "
                  "self-attention blocks, the output queries' decoder)",
     "neomme": "NeoMME's value embeddings, exclusive self-attention with sigmoid-gated projections and patch "

@@ -91,7 +91,8 @@ def _granitemoe(c: HFConfig) -> dict:
 def _deepseek(c: HFConfig, v3: bool) -> dict:
     """DeepSeek-V2/V3: MLA attention, dense first_k_dense_replace blocks, then routed + shared
     experts (HF: block i is MoE iff i >= first_k_dense_replace); V3 scores with a sigmoid and an
-    aux-free correction bias (a buffer) and declares num_nextn_predict_layers MTP modules."""
+    aux-free correction bias (a buffer) and declares num_nextn_predict_layers MTP modules, which
+    DeepseekV3ForCausalLM does not build (`mtp_not_built`: reported apart, not counted)."""
     freq = c.integer("moe_layer_freq", 1)
     if freq != 1:
         raise SpecError(f"{c.source}: moe_layer_freq: {freq} is not supported (transformers' "
@@ -122,7 +123,7 @@ def _deepseek(c: HFConfig, v3: bool) -> dict:
         routed_scaling=c.number("routed_scaling_factor", 2.5 if v3 else 1.0),
     )
     return llama(c, kv_heads=None, head_dim=None, mla=mla, moe=moe,
-                 mtp_layers=c.integer("num_nextn_predict_layers", 1 if v3 else 0, "num_mtp_layers"))
+                 mtp_not_built=c.integer("num_nextn_predict_layers", 1 if v3 else 0, "num_mtp_layers"))
 
 
 def _gpt_oss(c: HFConfig) -> dict:

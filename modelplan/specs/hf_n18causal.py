@@ -171,7 +171,7 @@ def _emu3(c: HFConfig) -> dict:
 
 def _apertus1p5_text(c: HFConfig) -> dict:
     """Apertus 1.5 text model (Apertus1p5TextForCausalLM, an ApertusForCausalLM): Apertus blocks
-    (counted as apertus: xIELU's two learned scalars per block left out) over an extended
+    (counted as apertus) over an extended
     vocabulary (266752); an LM head pruned to output_vocab_size rows (narrower than the
     embeddings) is not modelled: refused."""
     vocab = c.integer("vocab_size", 266752)

@@ -232,7 +232,5 @@ N18ENCDEC_MAPPERS: dict[str, Callable[[HFConfig], dict]] = {
     "t5gemma2": _t5gemma2,
 }
 
-N18ENCDEC_UNMODELLED: dict[str, str] = {
-    "prophetnet": "its n-gram main / predict streams (ngram self-attention with relative buckets in every decoder block)",
-}
+N18ENCDEC_UNMODELLED: dict[str, str] = {}
 """Encoder-decoder types transformers 5.24 ships that the spec cannot yet express exactly."""

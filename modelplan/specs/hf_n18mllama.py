@@ -56,7 +56,8 @@ def _mllama(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     _tied_weights_keys is commented out: the shapes differ), MllamaVisionModel (bias-free patch
     conv, class embedding, gated position embedding with its tile table, pre / post tile
     embeddings, layernorm_pre / post, a local and a gated global encoder) and
-    multi_modal_projector Linear(vision_output_dim, text hidden, bias)."""
+    multi_modal_projector Linear(vision_output_dim, text hidden, bias). MllamaForCausalLM holds the
+    text model alone: its cross-attention extras and extra rows as a tower-free `vision` group."""
     t, v = _sub(c, "text_config", _TEXT), _sub(c, "vision_config", _VISION)
     layers, cross = t.size("num_hidden_layers"), t.data.get("cross_attention_layers")
     if not isinstance(cross, list) or not all(isinstance(i, int) and 0 <= i < layers for i in cross):
@@ -76,6 +77,10 @@ def _mllama(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     rows, g = len(ratios) + 1, v.integer("num_global_layers", 8)
     patches = (side // p) ** 2 + 1
     connector = _cross_extras(t, n_cross) + [_vec("embed_tokens/extra_rows", 8 * th)]
+    if (c.texts("architectures", None) or [""])[0] == "MllamaForCausalLM":  # MllamaTextModel + lm_head, no tower
+        fields["vision"] = dict(layers=0, hidden=h, heads=1, ffn_hidden=1, patch_size=p, image_size=side,
+                                channels=v.size("num_channels"), tower=connector, connector=[])
+        return fields
     if g:  # MllamaVisionEncoderLayer(is_gated=True): biased fc1 / fc2, bias-free attention, gate_attn / gate_ffn
         connector += [_linear("global/qkv", h, h, False, copies=3 * g), _linear("global/o_proj", h, h, False, copies=g),
                       _norm("global/norms", h, copies=2 * g), _linear("global/fc1", h, ffn, True, copies=g),

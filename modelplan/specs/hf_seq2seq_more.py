@@ -230,6 +230,6 @@ def _bart_heads(fields: dict, c: HFConfig, apply_head: Callable, architecture: C
 
 SEQ2SEQ_HEADS: dict[str, Callable[..., dict]] = {
     "t5": _t5_heads, "mt5": _t5_heads, "umt5": _t5_heads,
-    **{name: _bart_heads for name in ("bart", "mbart", "plbart", "mvp", "led")},
+    **{name: _bart_heads for name in ("bart", "mbart", "plbart", "mvp", "led", "bigbird_pegasus")},
 }
 """Types whose head classes `hf.apply_head` would misread, to their head readers."""

@@ -32,7 +32,7 @@ MAX_REPEAT = MAX_LAYERS
 
 LIMITS: dict[str, int] = {
     # transformer (HF names in brackets): layers [num_hidden_layers], hidden, heads, ...
-    "layers": MAX_LAYERS, "mtp_layers": MAX_LAYERS, "first_dense_layers": MAX_LAYERS,
+    "layers": MAX_LAYERS, "mtp_layers": MAX_LAYERS, "mtp_not_built": MAX_LAYERS, "first_dense_layers": MAX_LAYERS,
     "layer_freq": MAX_LAYERS, "hidden": MAX_WIDTH, "ffn_hidden": MAX_WIDTH, "vocab": MAX_WIDTH,
     "head_dim": MAX_WIDTH, "max_positions": MAX_SEQ, "heads": MAX_HEADS, "kv_heads": MAX_HEADS,
     "embedding_dim": MAX_WIDTH,

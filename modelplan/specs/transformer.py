@@ -261,6 +261,11 @@ class TransformerSpec(Spec):
     mtp_layers: int = Field(0, ge=0)
     """Multi-token prediction modules (DeepSeek-V3 sec. 2.2, num_nextn_predict_layers): each two
     norms, a Linear(2h, h), one block and a norm; embedding and output head shared."""
+    mtp_not_built: int = Field(0, ge=0)
+    """MTP modules a checkpoint's config declares (num_nextn_predict_layers) that its HF class does
+    not build (DeepseekV3ForCausalLM skips their weights on load; transformers' MtpModel wraps them
+    apart): in neither the count nor a plan; `count` reports their size apart (`not_built`). Set
+    mtp_layers instead to plan an engine that trains them (Megatron-core --mtp-num-layers)."""
     mtp_loss_weight: float = Field(0.1, gt=0)
     """lambda of the training loss L_main + lambda / D * sum_k L_k over the D MTP modules
     (DeepSeek-V3 sec. 2.2: 0.3, then 0.1; Megatron-core --mtp-loss-scaling-factor 0.1)."""
