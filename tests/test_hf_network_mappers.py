@@ -211,6 +211,7 @@ BAD = [
     ({"model_type": "segformer", "sr_ratios": [0, 4, 2, 1]}, "stage 0: .*must be positive"),
     ({"model_type": "mobilevit", "image_size": 200}, "image_size: layer_3's 25 x 25 grid"),
     ({"model_type": "mobilevit", "output_stride": 16}, "output_stride: 16"),
+    ({"model_type": "mobilevit", "patch_size": 0}, "patch_size: must be > 0"),  # was a ZeroDivisionError
     ({"model_type": "mobilevit", "attention_probs_dropout_prob": 0.1}, "attention_probs_dropout_prob"),
     ({"model_type": "mobilevit", "num_attention_heads": 7}, "num_attention_heads: 7 must divide"),
     ({"model_type": "mobilevit", "neck_hidden_sizes": [16, 32]}, "neck_hidden_sizes: expected 7"),

@@ -86,20 +86,25 @@ def _check(c: HFConfig, necks: list[int], hidden: list[int]) -> None:
     if len(necks) != 7 or len(hidden) != 3 or min(necks + hidden) < 1:
         raise SpecError(f"{c.source}: neck_hidden_sizes: expected 7 and hidden_sizes 3 positive entries, got "
                         f"{necks} and {hidden}")
-    if c.integer("output_stride") != 32:
-        raise SpecError(f"{c.source}: output_stride: {c.integer('output_stride')} (dilated MobileViT layers) not "
-                        f"modelled; 32 is")
     if c.number("attention_probs_dropout_prob") > 0:
         raise SpecError(f"{c.source}: attention_probs_dropout_prob: dropout on the attention probabilities not modelled "
                         f"(the attend combine has none); 0 is")
+    check_grid(c, "MobileViT", "MobileViT's bilinear resize to whole patches not modelled")
+
+
+def check_grid(c: HFConfig, family: str, remainder: str) -> None:
+    """Output stride, kernel and the patch grids of MobileViT's layout (V1 and V2 share the stem and strides)."""
+    if c.integer("output_stride") != 32:
+        raise SpecError(f"{c.source}: output_stride: {c.integer('output_stride')} (dilated {family} layers) not "
+                        f"modelled; 32 is")
     if c.size("conv_kernel_size") % 2 == 0:
         raise SpecError(f"{c.source}: conv_kernel_size: {c.size('conv_kernel_size')} must be odd")
-    patch, sides = c.size("patch_size"), list(image_sides(c))
+    patch, sides = c.divisor("patch_size"), list(image_sides(c))
     for stage in range(5):  # the stride-2 stem and four stride-2 layers: each side ceil(side / 2)
         sides = [-(-s // 2) for s in sides]
         if stage >= 2 and any(s % patch for s in sides):
             raise SpecError(f"{c.source}: image_size: layer_{stage + 1}'s {sides[0]} x {sides[1]} grid is not a multiple "
-                            f"of patch_size {patch} (MobileViT's bilinear resize to whole patches not modelled)")
+                            f"of patch_size {patch} ({remainder})")
 
 
 def mobilevit(c: HFConfig) -> dict:

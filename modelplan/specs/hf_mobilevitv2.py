@@ -18,9 +18,8 @@ from __future__ import annotations
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_convnets import activation, image_input, make_divisible
-from modelplan.specs.hf_mobilevit import inverted_residual
+from modelplan.specs.hf_mobilevit import check_grid, inverted_residual
 from modelplan.specs.hf_resnet import _conv, _seq
-from modelplan.specs.hf_swin import image_sides
 from modelplan.specs.hf_vision_models import architecture, labels, with_defaults
 
 HEADS = {"mobilevitv2": ("MobileViTV2Model", "MobileViTV2ForImageClassification")}
@@ -83,19 +82,9 @@ def _check(c: HFConfig, blocks: list[int], units: list[int]) -> None:
     if len(blocks) != 3 or len(units) != 3 or min(blocks) < 0 or min(units) < 1:
         raise SpecError(f"{c.source}: n_attn_blocks: expected 3 entries >= 0 and base_attn_unit_dims 3 positive "
                         f"entries, got {blocks} and {units}")
-    if c.integer("output_stride") != 32:
-        raise SpecError(f"{c.source}: output_stride: {c.integer('output_stride')} (dilated MobileViT V2 layers) not "
-                        f"modelled; 32 is")
     if c.number("attn_dropout") > 0:
         raise SpecError(f"{c.source}: attn_dropout: dropout on the context scores not modelled; 0 is")
-    if c.size("conv_kernel_size") % 2 == 0:
-        raise SpecError(f"{c.source}: conv_kernel_size: {c.size('conv_kernel_size')} must be odd")
-    patch, sides = c.divisor("patch_size"), list(image_sides(c))
-    for stage in range(5):  # the stride-2 stem and four stride-2 layers: each side ceil(side / 2)
-        sides = [-(-s // 2) for s in sides]
-        if stage >= 2 and any(s % patch for s in sides):
-            raise SpecError(f"{c.source}: image_size: layer_{stage + 1}'s {sides[0]} x {sides[1]} grid is not a multiple "
-                            f"of patch_size {patch} (F.unfold would drop the remainder)")
+    check_grid(c, "MobileViT V2", "F.unfold would drop the remainder")
 
 
 def mobilevitv2(c: HFConfig) -> dict:
