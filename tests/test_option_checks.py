@@ -182,3 +182,22 @@ def test_explain_refuses_search_options_it_would_ignore(command, tmp_path):
     assert code == 2 and len(errors) == 1 and "--tp" in errors[0] and "--precision" in errors[0], lines
     code, lines = _run(command, ["plan", "--explain", str(doc), "--cluster", "dgx-a100", "--memory-headroom", "0.1"])
     assert code == 0, lines  # the options --explain reads
+
+
+# Megatron-core's apply_rope_fusion acts only on rotary embeddings (Megatron-Bridge utils/fusions.py
+# validate_rope_fusion_compatibility) and only Megatron reads it: gpt2 has learned positions,
+# llama-3-8b is rotary (its preset), so only the Megatron llama run takes the flag silently.
+@pytest.mark.parametrize(("argv", "warned"), [
+    (PLAN + ["--no-rope-fusion"], "no rotary embedding"),
+    (["plan", "llama-3-8b", "--gpus", "8", "--batch", "64", "--seq", "256", "--framework", "torchtitan",
+      "--no-rope-fusion"], "under framework 'torchtitan'"),
+    (["plan", "llama-3-8b", "--gpus", "8", "--batch", "64", "--seq", "256", "--no-rope-fusion"], None),
+])
+def test_rope_fusion_off_warns_where_it_acts_on_nothing(command, argv, warned):
+    code, lines = _run(command, argv)
+    assert code == 0
+    rope = [x for x in lines if x.startswith("warning: rope_fusion")]
+    if warned is None:
+        assert rope == []
+    else:
+        assert len(rope) == 1 and warned in rope[0]

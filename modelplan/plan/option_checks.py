@@ -117,7 +117,23 @@ def check_settings(spec, training: TrainingSpec, asked: Asked, profile: EnginePr
     _contradictions(spec, training, asked)
     if profile is not None:
         _engine_contradictions(training, asked, profile)
-    return inert_settings(training, asked, profile)
+    return inert_settings(training, asked, profile) + _model_inert(spec, training)
+
+
+def _model_inert(spec, training: TrainingSpec) -> list[str]:
+    """Settings with nothing to act on in this model."""
+    out: list[str] = []
+    if not training.rope_fusion:
+        # Megatron-core's apply_rope_fusion acts on rotary embeddings only (Megatron-Bridge
+        # utils/fusions.py validate_rope_fusion_compatibility); the other engines' rotary is priced
+        # by their own profile (plan/rotary_fusion.py runs_unfused)
+        if getattr(spec, "position", None) != "rotary":
+            out.append(f"rope_fusion (false) has no effect: the model has no rotary embedding "
+                       f"(position '{getattr(spec, 'position', None)}')")
+        elif training.framework != "megatron":
+            out.append(f"rope_fusion (false) has no effect under framework '{training.framework}' "
+                       "(Megatron-core's apply_rope_fusion)")
+    return out
 
 
 def _contradictions(spec, training: TrainingSpec, asked: Asked) -> None:
