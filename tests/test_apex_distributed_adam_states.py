@@ -8,7 +8,7 @@ Sources (hand counts below):
   `grad_sync_dtype`; megatron_base_model.py:286-287: no MainParamsOptimizerWrapper with it.
 - apex 3c19f106 (the commit NeMo v1.11.0's Dockerfile pins) distributed_fused_adam.py:
   `grad_sync_dtype = dtype` when None (fp32 default, l.212-213); buckets of 100 MB / 4 B =
-  26,214,400 elements, shards of 26,214,400 / dp (l.281-287); `_grad_buffer = torch.zeros(
+  26,214,400 elements, shards of 26,214,400 / dp (l.280-287); `_grad_buffer = torch.zeros(
   [round_up(sum(numel), bucket_size)], dtype=self.dtype)` allocated once at construction (l.370-379),
   whole, never freed by `no_sync`; `_grad_copy` ends `param.grad = None` (l.562); `StateBucket`
   holds `params_shard`, `exp_avg_shard`, `exp_avg_sq_shard` of `shard_size` in fp32 (l.137-147),
