@@ -119,3 +119,18 @@ def test_value_the_model_has_warns(tmp_path):
     assert result.exit_code == 0, result.output
     warnings = [ln for ln in result.output.splitlines() if ln.startswith("warning: --mtp-layers 1")]
     assert len(warnings) == 1 and "nothing changes" in warnings[0]
+
+
+def test_verify_executes_the_trained_module(tmp_path):
+    """verify --mtp-layers 1 at tp 2 runs the module sharded (its vocab-parallel lookup shows in the
+    ledger as tp/mtp/embedding, execute/mtp.py) and passes; without the option no such call is made."""
+    _, path = _config(tmp_path)
+    regions = []
+    for extra in ([], ["--mtp-layers", "1"]):
+        result = CliRunner().invoke(app, ["verify", str(path), "--tp", "2", "--steps", "1", "--json", "--ledger",
+                                          *extra])
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.stdout)
+        assert doc["passed"] is True
+        regions.append("tp/mtp/embedding" in json.dumps(doc["ledgers"]))
+    assert regions == [False, True]
