@@ -28,10 +28,11 @@ def with_mtp_layers(spec, modules: int | None):
     if modules is None:
         return spec
     from modelplan.errors import SpecError, validate_model
+    from modelplan.specs.family import family_of
 
     if modules < 0:
         raise SpecError(f"--mtp-layers ({modules}) must be >= 0")
-    if getattr(spec, "kind", None) != "transformer":
+    if not family_of(spec).blocks:
         raise SpecError(f"--mtp-layers: {spec.name} is a '{spec.kind}' spec; MTP modules belong to a decoder")
     data = {**spec.model_dump(), "mtp_layers": modules, "mtp_not_built": max(0, spec.mtp_not_built - modules)}
     return validate_model(type(spec), data, f"--mtp-layers {modules}")
@@ -40,7 +41,7 @@ def with_mtp_layers(spec, modules: int | None):
 def mtp_warnings(spec, modules: int | None) -> list[str]:
     """The option acting on nothing, one line each (option_checks style): the model already
     trains that many modules."""
-    if modules is None or getattr(spec, "kind", None) != "transformer" or modules != spec.mtp_layers:
+    if modules is None or getattr(spec, "mtp_layers", None) != modules:
         return []
     return [f"--mtp-layers {modules}: {spec.name} already trains {spec.mtp_layers} MTP module(s); nothing changes"]
 
