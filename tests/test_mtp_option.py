@@ -106,11 +106,18 @@ def test_negative_value_is_one_line_error(tmp_path):
         assert result.output.strip() == "error: --mtp-layers (-1) must be >= 0"
 
 
-def test_encoder_refuses_mtp(tmp_path):
+def test_encoder_refuses_mtp():
     """An encoder (BERT) takes no MTP module: the spec's rule, one line."""
     result = _invoke("count", "bert-base", "--mtp-layers", 1)
     assert result.exit_code == 2, result.output
     assert len(result.output.strip().splitlines()) == 1 and "needs a decoder model" in result.output
+
+
+def test_network_refuses_mtp():
+    """A network spec (the `mlp` preset) has no blocks to add a module to: one line naming the option."""
+    result = _invoke("count", "mlp", "--mtp-layers", 1)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == "error: --mtp-layers: mlp is a 'network' spec; MTP modules belong to a decoder"
 
 
 def test_value_the_model_has_warns(tmp_path):
