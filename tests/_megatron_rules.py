@@ -71,6 +71,7 @@ GENERATED_FLAGS = {
     "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
     "--moe-expert-capacity-factor", "--moe-token-dispatcher-type", "--moe-flex-dispatcher-backend",
     "--overlap-moe-expert-parallel-comm",  # ModelParallelConfig.overlap_moe_expert_parallel_comm
+    "--mtp-num-layers", "--mtp-loss-scaling-factor",  # TransformerConfig.mtp_num_layers / mtp_loss_scaling_factor
 }
 # TransformerConfig fields _add_network_size_args excludes from generation (those we could emit).
 EXCLUDED_FIELDS = {"virtual_pipeline_model_parallel_size", "pipeline_model_parallel_layout",
@@ -253,7 +254,7 @@ def transformer_config_kwargs(flags: dict) -> dict:
             "tensor_model_parallel_size", "pipeline_model_parallel_size",
             "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size",
             "moe_router_topk", "moe_ffn_hidden_size", "recompute_num_layers",
-            "moe_shared_expert_intermediate_size")
+            "moe_shared_expert_intermediate_size", "mtp_num_layers")
     kw: dict = {}
     for name in ints:
         value = flags.get("--" + name.replace("_", "-"))
@@ -275,7 +276,8 @@ def transformer_config_kwargs(flags: dict) -> dict:
     for flag, field in (("--attention-dropout", "attention_dropout"),
                         ("--hidden-dropout", "hidden_dropout"),
                         ("--norm-epsilon", "layernorm_epsilon"),
-                        ("--moe-expert-capacity-factor", "moe_expert_capacity_factor")):
+                        ("--moe-expert-capacity-factor", "moe_expert_capacity_factor"),
+                        ("--mtp-loss-scaling-factor", "mtp_loss_scaling_factor")):
         if flags.get(flag) is not None:
             kw[field] = float(flags[flag])
     group = flags.get("--microbatch-group-size-per-virtual-pipeline-stage")

@@ -25,6 +25,7 @@ from modelplan.cli.options import (
 from modelplan.cli.decoder_seq_option import DecoderSeqOpt, check_decoder_seq
 from modelplan.cli.images_option import ImagesPerSeqOpt, check_images
 from modelplan.cli.finetune_options import with_finetune_options
+from modelplan.cli.mtp_option import MtpLayersOpt, mtp_warnings, with_mtp_layers
 from modelplan.specs.family import FAMILIES
 
 DEFAULT_SEQ = 2048
@@ -58,6 +59,7 @@ def count_cmd(
     depth: DepthOpt = 3,
     decoder_seq: DecoderSeqOpt = None,
     images_per_seq: ImagesPerSeqOpt = None,
+    mtp_layers: MtpLayersOpt = None,
     finetune=None,  # FinetuneSpec | None, from the options `with_finetune_options` adds
 ) -> None:
     """Parameters (total, per component, per layer, MoE active), FLOPs and memory of a model."""
@@ -68,7 +70,11 @@ def count_cmd(
     from modelplan.specs.load import load_model
     from modelplan.specs.training import TrainingSpec
 
-    spec = load_model(model)
+    from modelplan.cli.app import print_warnings
+
+    loaded = load_model(model)
+    spec = with_mtp_layers(loaded, mtp_layers)
+    print_warnings(mtp_warnings(loaded, mtp_layers))
     try:
         training = TrainingSpec(
             global_batch=batch if batch is not None else micro_batch,

@@ -50,6 +50,7 @@ from modelplan.cli.gate_option import FakeGateOpt
 from modelplan.cli.sac_option import SacAttentionOpt
 from modelplan.cli.fsdp_root_option import FsdpRootOpt
 from modelplan.cli.rope_fusion_option import RopeFusionOpt
+from modelplan.cli.mtp_option import MtpLayersOpt, mtp_note, mtp_warnings, with_mtp_layers
 from modelplan.cli.pp_flush_option import PpFlushOpt, pp_flush_settings
 from modelplan.cli.finetune_options import with_finetune_options
 from modelplan.cli.layout_options import (CompileLossOpt, ElementwiseOpt, FirstStageOpt, FusedNormOpt, LastStageOpt,
@@ -188,6 +189,7 @@ def plan_cmd(
     sac_saves_attention: SacAttentionOpt = None,
     fsdp_ends_in_root: FsdpRootOpt = None,
     rope_fusion: RopeFusionOpt = None,
+    mtp_layers: MtpLayersOpt = None,
     memory_headroom: Annotated[float, typer.Option("--memory-headroom", min=0.0, max=0.9, callback=finite, help="Fraction of GPU memory to keep free.")] = 0.0,
     allow_tp_across_nodes: Annotated[bool, typer.Option("--allow-tp-across-nodes", help="Let TP groups span nodes.")] = False,
     top: Annotated[int, typer.Option("--top", min=1, max=1000, help="How many ranked plans to show.")] = 5,
@@ -232,7 +234,8 @@ def plan_cmd(
     run = run_spec(tokens, steps, price_per_gpu_hour, pue, checkpoint_every, checkpoint_write_gbps, mtbf_gpu_hours,
                    restart_minutes, rampup_batch)
     ft = finetune
-    spec = load_model(model)
+    loaded = load_model(model)
+    spec = with_mtp_layers(loaded, mtp_layers)
     if ft is not None and not family_of(spec).blocks:
         raise SpecError(f"--finetune: {spec.name} is a '{spec.kind}' spec; fine-tuning is modelled for transformers")
     training = _training(spec, batch, seq, precision, optimizer, attention,
@@ -274,7 +277,8 @@ def plan_cmd(
     from modelplan.plan.option_checks import asked_of_space, check_settings
     from modelplan.specs.load import load_engine
 
-    print_warnings(check_settings(spec, training, asked_of_space(space, training, gpus), load_engine(training.framework)))
+    print_warnings(mtp_warnings(loaded, mtp_layers)
+                   + check_settings(spec, training, asked_of_space(space, training, gpus), load_engine(training.framework)))
     result = search_plans(spec, training, cl, gpus, space, top_k=top)
     run_cost = None if run is None else price_run(spec, training, cl, result.best[0], run)
     if svg is not None:
@@ -289,13 +293,17 @@ def plan_cmd(
         write_text_atomic(output, dumps_plan_document(plan_document(spec, doc_training, result.best[0], cl)))
         if str(output) == "-":  # the document is the output
             return
+    note = mtp_note(loaded, mtp_layers)
     if json_out:
         import json
 
         doc = search_json(spec, training, cl, result)
+        doc = {**doc, "notes": [note]} if note else doc
         typer.echo(json.dumps(doc if run_cost is None else {**doc, "run": run_cost.model_dump()}, indent=2))
         return
     print_search(spec, training, cl, result, memory_headroom, output)
+    if note:
+        typer.echo(f"note: {note}")
     if run_cost is not None:
         print_run(run_cost)
 

@@ -12,6 +12,7 @@ import typer
 
 from modelplan.cli.app import app, user_errors
 from modelplan.cli.mpirun import BackendChoice
+from modelplan.cli.mtp_option import MtpLayersOpt, mtp_warnings, with_mtp_layers
 from modelplan.cli.options import (
     CpCommTypeOpt,
     Recompute,
@@ -110,6 +111,7 @@ def verify_cmd(
     recompute_modules: RecomputeModulesOpt = None,
     recompute_method: RecomputeMethodOpt = None,
     recompute_layers: RecomputeLayersOpt = None,
+    mtp_layers: MtpLayersOpt = None,
     optimizer: Annotated[Optional[OptimizerChoice], typer.Option(help="Optimizer of the step.")] = None,
     seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of the initial weights and the data.")] = 0,
     steps: Annotated[int, typer.Option(min=1, max=1000, help="Optimizer steps to run and compare one by one (each on a fresh batch; LR warm-up over 2, cosine decay after).")] = 3,
@@ -149,7 +151,8 @@ def verify_cmd(
     if num_ranks is not None and backend is BackendChoice.sim:
         raise ModelplanError(f"--np ({num_ranks}) starts an MPI job: use it with --backend mpi (sim runs the "
                              "plan's ranks as threads)")
-    spec, training, plan = _inputs(target, plan_opts, training_opts)
+    loaded, training, plan = _inputs(target, plan_opts, training_opts)
+    spec = with_mtp_layers(loaded, mtp_layers)
     if plan.etp not in (None, plan.tp):  # the executor splits experts like the dense MLPs
         raise ModelplanError(f"plan.etp ({plan.etp}): verify executes the experts split over tp ({plan.tp}); an "
                              "expert tensor-parallel size other than tp is planned and exported only")
@@ -157,7 +160,7 @@ def verify_cmd(
     from modelplan.cli.app import print_warnings
     from modelplan.plan.option_checks import asked_of_plan, inert_settings
 
-    print_warnings(inert_settings(training, asked_of_plan(plan, training)))
+    print_warnings(mtp_warnings(loaded, mtp_layers) + inert_settings(training, asked_of_plan(plan, training)))
     training, plan = executed_batch(training, plan)
     if svg is not None:
         from modelplan.export.files import check_writable

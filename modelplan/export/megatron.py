@@ -108,14 +108,15 @@ def _training_args(model: TransformerSpec, training: TrainingSpec, plan: Plan, n
     return args
 
 
-def pipeline_layout(layers: int, pp: int, vpp: int, split=None) -> str:
+def pipeline_layout(layers: int, pp: int, vpp: int, split=None, mtp: int = 0) -> str:
     """Megatron's --pipeline-model-parallel-layout for modelplan's split (`split_layers`): one
     `|`-separated entry per virtual stage in layer order (virtual stage v on rank v % pp, as in
-    megatron-core's PipelineParallelLayerLayout), E = embedding, t = a block, L = loss."""
+    megatron-core's PipelineParallelLayerLayout), E = embedding, t = a block, m = an MTP module
+    (on the last stage, as `plan/stages.py` places them), L = loss."""
     stages = []
     for v, count in enumerate(split_layers(layers, pp * vpp, split)):
         stage = ("E" if v == 0 else "") + (f"t*{count}" if count else "")
-        stages.append(stage + ("L" if v == pp * vpp - 1 else ""))
+        stages.append(stage + ("m" * mtp + "L" if v == pp * vpp - 1 else ""))
     return "|".join(stages)
 
 
@@ -133,7 +134,8 @@ def _pipeline_args(model: TransformerSpec, plan: Plan) -> list[Arg]:
         return [("--decoder-first-pipeline-num-layers", str(counts[0])),
                 ("--decoder-last-pipeline-num-layers", str(counts[-1]))]
     # The layout sets vpp itself; validate_args allows no --num-virtual-stages-per-pipeline-rank.
-    return [("--pipeline-model-parallel-layout", pipeline_layout(model.layers, plan.pp, plan.vpp, plan.stage_split))]
+    return [("--pipeline-model-parallel-layout", pipeline_layout(model.layers, plan.pp, plan.vpp, plan.stage_split,
+                                                                        model.mtp_layers))]
 
 
 def _parallel_args(

@@ -83,6 +83,23 @@ def model_args(
     _architecture_notes(model, notes)
     if model.moe is not None:
         args += moe_args(model, plan, notes, training.moe_flex_dispatcher)
+    if model.mtp_layers:
+        args += mtp_args(model, notes)
+    return args
+
+
+MEGATRON_MTP_LOSS_SCALE = 0.1
+"""TransformerConfig.mtp_loss_scaling_factor default (megatron-core transformer_config.py, core_v0.16.1)."""
+
+
+def mtp_args(model: TransformerSpec, notes: list[str]) -> list[Arg]:
+    """Multi-token prediction: --mtp-num-layers and --mtp-loss-scaling-factor (arguments.py flags
+    generated from TransformerConfig.mtp_num_layers / mtp_loss_scaling_factor, core_v0.16.1)."""
+    args: list[Arg] = [("--mtp-num-layers", str(model.mtp_layers))]
+    if model.mtp_loss_weight != MEGATRON_MTP_LOSS_SCALE:
+        args.append(("--mtp-loss-scaling-factor", repr(model.mtp_loss_weight)))
+    if model.position not in ("rotary", "none"):  # arguments.py validate_args asserts rope or none with MTP
+        notes.append(f"MTP with position encoding '{model.position}': Megatron-LM runs MTP with rope or none only")
     return args
 
 
