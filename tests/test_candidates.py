@@ -148,4 +148,4 @@ def test_a_tp_breaking_the_family_and_the_node_rule_counts_under_the_family():
     assert [(at.tp, m) for m, at in pruned if at.pp is None] == [(2, "tp 2"), (3, "tp 3")]
     fam.tp_problems = lambda tp: []
     _, pruned = _walked(fam, _cands(gpus=6, gpn=4, gb=12, units=2))
-    assert [(at.tp, "gpus_per_node (4)" in m) for m, at in pruned if at.pp is None] == [(3, True)]  # the node's
+    assert [(at.tp, "the 4 GPUs of an NVLink domain" in m) for m, at in pruned if at.pp is None] == [(3, True)]  # the node's

@@ -178,7 +178,7 @@ def test_plan_puts_tp_across_trays_inside_the_nvl72_domain(tmp_path):
     trays.write_text('extends = "gb200-nvl72"\nname = "trays"\nnvlink_domain_gpus = 4\n')
     bad = runner.invoke(app, args + ["--cluster", str(trays)])
     assert bad.exit_code != 0
-    assert "tp (8) must divide gpus_per_node (4)" in bad.output
+    assert "tp (8) must divide the 4 GPUs of an NVLink domain" in bad.output
 
 
 @pytest.mark.parametrize("name, mib", [
@@ -213,3 +213,15 @@ def test_efa_nodes_match_published_four_node_allreduce(name, nbytes, busbw):
     5 % of the 4-node AllReduce busbw stas00/ml-engineering measured (comm_hw.md §1.2)."""
     got = collective_cost("all_reduce", nbytes, 32, 8, load_cluster(name)).busbw_gbps
     assert got == pytest.approx(busbw, rel=0.05)
+
+
+def test_tp_error_on_nvl72_names_the_domain_not_the_tray():
+    """tp 16 does not divide the 72 GPUs of gb200-nvl72's NVLink domain (NVIDIA GB200 NVL72
+    specifications: 72 GPUs in one NVLink domain, 4 per compute tray): the error counts the domain's
+    72 GPUs, not a tray's 4."""
+    args = ["plan", "llama-2-7b", "--gpus", "144", "--batch", "256", "--seq", "4096", "--tp", "16", "--top", "1",
+            "--cluster", "gb200-nvl72"]
+    bad = runner.invoke(app, args)
+    assert bad.exit_code != 0
+    assert "tp (16) must divide the 72 GPUs of an NVLink domain" in bad.output
+    assert "Traceback" not in bad.output

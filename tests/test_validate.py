@@ -104,7 +104,7 @@ def test_world_size_must_equal_gpus():
 def test_tp_stays_inside_a_node_unless_allowed():
     """tp 16 on 8-GPU nodes crosses nodes; allowed with the flag."""
     spec = model(heads=64, kv_heads=16, hidden=8192, ffn_hidden=16384)
-    assert "tp (16) must divide gpus_per_node (8)" in messages(Plan(tp=16), spec, cluster=cluster())
+    assert "tp (16) must divide the 8 GPUs of an NVLink domain" in messages(Plan(tp=16), spec, cluster=cluster())
     assert Reason.TP_NODE not in reasons(Plan(tp=16), spec, cluster=cluster(), allow_tp_across_nodes=True)
 
 

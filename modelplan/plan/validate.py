@@ -53,13 +53,15 @@ def tp_problems(spec: TransformerSpec, tp: int) -> list[Problem]:
     return out
 
 
-def tp_node_problem(tp: int, gpus_per_node: int) -> Problem | None:
-    """TP groups (consecutive ranks) stay inside one node only when tp divides gpus_per_node."""
-    if gpus_per_node % tp == 0:
+def tp_node_problem(tp: int, domain_gpus: int) -> Problem | None:
+    """TP groups (consecutive ranks) stay inside one NVLink domain (a node, or the cluster's
+    `nvlink_domain_gpus`: GB200 NVL72) only when tp divides its GPU count."""
+    if domain_gpus % tp == 0:
         return None
     return Problem(
         Reason.TP_NODE,
-        f"tp ({tp}) must divide gpus_per_node ({gpus_per_node}) so TP groups stay inside a node "
+        f"tp ({tp}) must divide the {domain_gpus} GPUs of an NVLink domain (gpus_per_node, or "
+        "nvlink_domain_gpus where the cluster sets it) so TP groups stay on NVLink "
         "(allow with --allow-tp-across-nodes)",
     )
 
