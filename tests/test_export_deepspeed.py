@@ -126,3 +126,13 @@ def test_deepspeed_parses_the_config(monkeypatch, plan, training):
     assert parsed.float16_config.enabled == (training.precision == "fp16")
     if plan.tp > 1:
         assert parsed.tensor_parallel_config.autotp_size == plan.tp
+
+
+def test_mtp_left_to_the_training_script_is_noted():
+    """ds_config carries no model: a multi-token-prediction module (DeepSeek-V3's
+    num_nextn_predict_layers 1) that the plan prices must be built by the user's script, and the
+    config's unsupported list says so; a model without MTP gets no such line."""
+    training, plan = TrainingSpec(global_batch=8, precision="bf16"), Plan(dp=8)
+    noted = deepspeed_config(MODEL.model_copy(update={"mtp_layers": 2}), training, plan)[UNSUPPORTED_KEY]
+    assert [n for n in noted if n.startswith("multi-token prediction (2 module(s))")]
+    assert not [n for n in deepspeed_config(MODEL, training, plan)[UNSUPPORTED_KEY] if "multi-token" in n]

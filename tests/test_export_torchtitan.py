@@ -124,3 +124,14 @@ def test_schedule_names_are_torch_schedules():
     schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
     for name in SCHEDULE_NAMES.values():
         assert schedules.get_schedule_class(name).__name__.lower().endswith(name.lower())
+
+
+def test_mtp_not_written_is_noted():
+    """A model with a multi-token-prediction module (DeepSeek-V3 trains one: its config's
+    num_nextn_predict_layers 1) is priced with it; this export writes no MTP field, so it says so,
+    and a model without MTP gets no such note."""
+    training = TrainingSpec(global_batch=64, seq_len=8192)
+    plan = Plan(dp=8, tp=8, zero=3, micro_batch=8, sequence_parallel=True)
+    with_mtp = torchtitan_job(LLAMA3_70B.model_copy(update={"mtp_layers": 1}), training, plan)
+    assert [n for n in with_mtp.notes if n.startswith("multi-token prediction (1 module(s))")]
+    assert not [n for n in torchtitan_job(LLAMA3_70B, training, plan).notes if "multi-token" in n]

@@ -79,6 +79,9 @@ def deepspeed_config(model: TransformerSpec, training: TrainingSpec, plan: Plan)
     notes.append("optimizer.params: learning rate, betas and weight decay are not part of a plan")
     notes.append(f"the model is built in code: {TRAIN_SCRIPT} is your script, which builds it and "
                  "calls deepspeed.initialize(config='ds_config.json')")
+    if model.mtp_layers:
+        notes.append(f"multi-token prediction ({model.mtp_layers} module(s)): the plan prices it; the model "
+                     f"{TRAIN_SCRIPT} builds must include it")
 
     recompute = plan.recompute if plan.recompute is not None else training.recompute
     if recompute != "none":

@@ -173,6 +173,9 @@ def _model(model: TransformerSpec, training: TrainingSpec, notes: list[str]) -> 
     if model.position == "rotary" and model.rotary_fraction != 1.0:
         notes.append(f"partial rotary ({model.rotary_fraction:g} of each head): torchtitan rotates "
                      "whole heads")
+    if model.mtp_layers:
+        notes.append(f"multi-token prediction ({model.mtp_layers} module(s)): not written by this export, so the "
+                     "job trains without it while the plan prices it")
     fields: dict[str, Any] = {}
     if moe is not None:
         if moe.router_bias or moe.shared_expert_gate:
