@@ -1,6 +1,6 @@
 """Popular text types counted exactly as transformers 5.24 builds them: DeepSeek-V3 / V3.2 without
 the MTP modules their classes do not build (reported apart, `not_built`), Apertus with xIELU's two
-learned scalars per block, GIT's single-bias head through hf._ONE_BIAS_MLM. Every expected total
+learned scalars per block, GIT's single-bias head. Every expected total
 is transformers' own sum(p.numel()) of the class the config names, at the class defaults (meta
 device) and on a small config on CPU, tied and untied."""
 
@@ -97,7 +97,7 @@ def test_count_json_reports_mtp_apart(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("tied", [False, True])
 def test_git_head_has_one_bias(tied):
-    """GitForCausalLM's `output` is one biased Linear (hf._ONE_BIAS_MLM): equal to transformers."""
+    """GitForCausalLM's `output` is one biased Linear (no second bias untied): equal to transformers."""
     data = {**class_defaults("git"), "architectures": ["GitForCausalLM"], "tie_word_embeddings": tied}
     spec = from_hf_config(data)
     assert not spec.head_bias_copy and count_params(spec).total == hf_numel(data)

@@ -152,15 +152,11 @@ def _architecture(c: HFConfig) -> str | None:
     return name
 
 
-_ONE_BIAS_MLM: frozenset[str] = frozenset({"distilbert", "electra", "convbert", "rembert", "gte", "git"})
-"""Types whose vocabulary decoder is one nn.Linear with its own bias and no second `bias` Parameter
-when untied (transformers 5.24: vocab_projector, generator_lm_head, the decoder of RemBERT's and
-GTE's lm_head, GitForCausalLM's output); `from_hf_config` drops head_bias_copy for them."""
+_ONE_BIAS_MLM: frozenset[str] = frozenset({"distilbert", "electra", "convbert", "rembert", "gte"})
+"""Types whose MLM decoder is one nn.Linear with its own bias and no second `bias` Parameter when
+untied (transformers 5.24: vocab_projector, generator_lm_head, the decoder of RemBERT's and GTE's
+lm_head); `_mlm_head` keeps no second bias for them (GIT's decoder head: its own mapper)."""
 
-_NEVER_TIED: frozenset[str] = frozenset({"bailing_hybrid", "moshi", "cosmos3_edge", "evolla", "molmo2"})
-"""Types whose head class declares no tied weights whatever tie_word_embeddings says (transformers
-5.24: `_tied_weights_keys` empty or unset on BailingHybridForCausalLM, MoshiForCausalLM,
-Cosmos3EdgeForConditionalGeneration, EvollaForProteinText2Text, Molmo2ForConditionalGeneration)."""
 
 
 def _mlm_head(fields: dict, c: HFConfig) -> dict:
@@ -168,8 +164,9 @@ def _mlm_head(fields: dict, c: HFConfig) -> dict:
     untied, BertLMPredictionHead keeps `bias` beside decoder.bias, which forward adds (its
     _tied_weights_keys tie the two only under tie_word_embeddings; transformers 5.24 modeling_bert.py)."""
     tied = c.flag("tie_word_embeddings", True)
+    copy = not tied and c.data.get("model_type") not in _ONE_BIAS_MLM
     return {**fields, "lm_head": True, "mlm_transform": True, "lm_head_bias": True,
-            "tied_embeddings": tied, "head_bias_copy": not tied, "pooler": False}
+            "tied_embeddings": tied, "head_bias_copy": copy, "pooler": False}
 
 
 def apply_head(fields: dict, c: HFConfig, name: str | None) -> dict:
@@ -182,7 +179,7 @@ def apply_head(fields: dict, c: HFConfig, name: str | None) -> dict:
                       "MTModel", "ShieldGemma2ForImageClassification")):
         return _mlm_head(fields, c) if encoder else fields
     bare = {**fields, "lm_head": False, "lm_head_bias": False, "mlm_transform": False,
-            "tied_embeddings": False, "mtp_layers": 0}
+            "tied_embeddings": False}
     labels = c.num_labels()
     if name.endswith("ForPreTraining"):  # BertForPreTraining: pooler, MLM head, NSP Linear(h, 2)
         return {**_mlm_head(fields, c), "pooler": True, "classifier": {"num_labels": 2}}
@@ -303,10 +300,6 @@ def from_hf_config(data: Any, source: str = "config.json") -> TransformerSpec:
             **COMPOSITES_MORE_HEADS, **ENCODERS_MORE_HEADS, **SPEECH_HEADS,
             **IMAGE_CLASSIFIER_HEADS, **TEXT_MM_HEADS}.get(model_type)
     fields = head(mapper(c), c, apply_head, _architecture) if head else apply_head(mapper(c), c, _architecture(c))
-    if model_type in _ONE_BIAS_MLM:
-        fields["head_bias_copy"] = False
-    if model_type in _NEVER_TIED:
-        fields["tied_embeddings"] = False
     name = c.text("_name_or_path", None) or source.removesuffix(".json")
     fields = {"name": name, "source": f"HuggingFace config.json ({source})", **fields}
     if "kind" in fields:  # a mapper naming its family's spec (hf_resnet: a network spec)

@@ -82,6 +82,7 @@ def _moshi(c: HFConfig) -> dict:
     return llama(c, kv_heads=c.integer("num_key_value_heads", heads, nullable=True) or heads,
                  head_dim=c.integer("head_dim", 128), max_positions=c.integer("max_position_embeddings", 3000),
                  norm_eps=c.number("rms_norm_eps", 1e-8),
+                 tied_embeddings=False,  # MoshiForCausalLM declares no _tied_weights_keys (transformers 5.24)
                  extras={"token_extra_rows": 1})  # MoshiModel.embed_tokens: Embedding(vocab_size + 1, h)
 
 

@@ -41,7 +41,9 @@ def _cosmos3_edge(c: HFConfig, text_mappers: dict) -> dict:
     tower["connector"] = [_norm("merger/norm", h), _linear("merger/fc1", h * m2, inner, True, m2),
                           _linear("merger/fc2", inner, fields["hidden"], True, m2)]
     fields["vision"] = tower
-    fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)
+    # Cosmos3EdgeForConditionalGeneration declares no _tied_weights_keys (transformers 5.24): untied
+    # whatever tie_word_embeddings says
+    fields["tied_embeddings"] = False
     return fields
 
 

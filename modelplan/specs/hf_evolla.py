@@ -90,6 +90,7 @@ def _evolla(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
                       _vec("aligner/norms_gates", h + 2 * h + 2, n), _vec("aligner/ff", h, 2 * mult * h * n)]
     fields["vision"] = dict(layers=0, hidden=h, heads=1, ffn_hidden=1, patch_size=1, image_size=1,
                             tower=[], connector=connector)
+    fields["tied_embeddings"] = False  # EvollaForProteinText2Text declares no _tied_weights_keys (transformers 5.24)
     return fields
 
 

@@ -79,7 +79,7 @@ def _hy_v4(c: HFConfig, defaults: dict = _HY_V4) -> dict:
     if hc["streams"] < 2:
         raise SpecError(f"{c.source}: hc_mult: {hc['streams']} streams is not a hyper-connection (>= 2)")
     return {**fields, "mla": {**fields["mla"], "indexer": indexer}, "head_gate": "element", "attention_sinks": True,
-            "hyper_connections": hc, "mtp_layers": 0, "mtp_not_built": 0}
+            "hyper_connections": hc, "mtp_not_built": 0}
 
 
 _DEEPSEEK_V4 = dict(vocab_size=129280, hidden_size=4096, moe_intermediate_size=2048, num_hidden_layers=43,
@@ -158,7 +158,7 @@ def _deepseek_v4(c: HFConfig) -> dict:
     return llama(c, kv_heads=1, head_dim=head_dim, ffn_hidden=0, qkv_bias=False, attn_out_bias=False, mlp_bias=False,
                  rotary_fraction=_v4_rotary_fraction(c, head_dim), layer_types=["sliding_attention"],
                  sliding_window=c.size("sliding_window"), attention_sinks=True, compressed_attention=ca, moe=moe,
-                 hyper_connections=hc, mtp_layers=0, mtp_not_built=0)
+                 hyper_connections=hc)
 
 
 _GLM5_NEXT_TEXT = dict(num_hidden_layers=45, hidden_size=4096, intermediate_size=12288, num_attention_heads=64,
@@ -215,7 +215,7 @@ def _glm5_next_text(c: HFConfig) -> dict:
                "kpool_tail": c.flag("index_kpool_always_select_tail", True),
                "layers": None if owners == list(range(layers)) else owners or [0]}
     out = {**fields, "mla": {**fields["mla"], "indexer": indexer}, "position": "none",
-           "mtp_layers": 0, "mtp_not_built": 0,
+           "mtp_not_built": 0,
            "hyper_connections": dict(streams=c.integer("hc_mult", 4), comb=True, head="mean"),
            "layer_types": ["gated_deltanet" if t == "linear_attention" else "full_attention" for t in types]}
     if "linear_attention" in types:

@@ -54,7 +54,9 @@ def _bailing_hybrid(c: HFConfig) -> dict:
     sparse = [i for i, kind in enumerate(kinds) if kind == "sparse"]
     moe = {k: v for k, v in fields["moe"].items() if k not in ("first_dense_layers", "layer_freq")}
     fields["moe"] = {**moe, "layers": sparse} if sparse else None
-    out = {**fields, "head_gate": "head", "mtp_layers": 0, "mtp_not_built": 0,
+    # BailingHybridForCausalLM declares no _tied_weights_keys (transformers 5.24): untied whatever
+    # tie_word_embeddings says
+    out = {**fields, "head_gate": "head", "mtp_not_built": 0, "tied_embeddings": False,
            "layer_types": ["gated_deltanet" if t == "linear_attention" else "full_attention" for t in types]}
     if "linear_attention" in types:
         out["deltanet"] = dict(key_heads=heads, value_heads=heads, key_head_dim=dim, value_head_dim=dim,

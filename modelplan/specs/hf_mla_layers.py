@@ -122,7 +122,7 @@ def _dots3_note_text(c: HFConfig) -> dict:
             raise SpecError(f"{c.source}: n_shared_experts: dots.3 needs at least one shared expert (got {shared})")
         moe = {**moe, "shared_experts": 1, "shared_expert_ffn_hidden": shared * c.size("shared_experts_intermediate_size")}
     return {**fields, "heads": heads, "mla": base, "moe": moe, "head_gate": "head",
-            "mtp_layers": 0, "mtp_not_built": 0,
+            "mtp_not_built": 0,
             "layer_types": types if "sliding_attention" in names else None,
             "sliding_window": c.size("sliding_window") if "sliding_attention" in names else None,
             "attention_by_type": shapes or None}

@@ -108,7 +108,9 @@ def _molmo2(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     a = _config(c, "adapter_config", _ADAPTER, {"vit_layers": "vision_feature_layer"})
     tower["connector"] = _adapter(a, tower["hidden"], tower["layers"], tower["image_size"] // tower["patch_size"])
     fields["vision"] = tower
-    fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)
+    # Molmo2ForConditionalGeneration declares no _tied_weights_keys (transformers 5.24): untied whatever
+    # tie_word_embeddings says
+    fields["tied_embeddings"] = False
     return fields
 
 

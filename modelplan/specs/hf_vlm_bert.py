@@ -74,7 +74,7 @@ def _git(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
     post_layernorm), visual_projection (Linear(vision, h) + LayerNorm over every tower token), one
     (1, 1, vision width) img_temporal_embedding per num_image_with_embedding, and a BERT-shaped
     decoder (GitEmbeddings: word + position tables, LayerNorm; post-LN blocks over the image
-    tokens + text) with `output` Linear(h, vocab) (biased, one bias: hf._ONE_BIAS_MLM; tied when
+    tokens + text) with `output` Linear(h, vocab) (biased, one bias, no BertGeneration `bias` copy; tied when
     tie_word_embeddings)."""
     _heads(c, ("GitForCausalLM",))
     fields = _bert_decoder(HFConfig({**_GIT_TEXT, **{k: x for k, x in c.data.items() if k != "vision_config"}},
@@ -90,6 +90,7 @@ def _git(c: HFConfig, text_mappers: dict[str, Mapper]) -> dict:
         tower["connector"].append(dict(name="img_temporal_embedding", kind="vector", in_features=vh, copies=images))
     fields["vision"] = tower
     fields["tied_embeddings"] = c.flag("tie_word_embeddings", False)
+    fields["head_bias_copy"] = False  # `output` is one biased Linear: no second vocab bias untied
     return fields
 
 
