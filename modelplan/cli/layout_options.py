@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from modelplan.cli.options import given
 from modelplan.specs.engine import Elementwise, LossKernel
 from modelplan.specs.limits import MAX_LAYERS
 
@@ -62,13 +63,5 @@ def layout_space(first: int | None, last: int | None, reshard: str | None) -> di
 def kernel_settings(fused_norm: bool | None, compile_loss: bool | None, loss_upcast: bool | None = None,
                     loss_kernel: str | None = None, elementwise: str | None = None) -> dict:
     """The TrainingSpec fields these options set (left out: the spec's defaults)."""
-    out: dict = {} if loss_kernel is None else {"loss_kernel": loss_kernel}
-    if elementwise is not None:
-        out["elementwise"] = elementwise
-    if loss_upcast is not None:
-        out["loss_upcast"] = loss_upcast
-    if fused_norm is not None:
-        out["fused_norm"] = fused_norm
-    if compile_loss is not None:
-        out["compile_loss"] = compile_loss
-    return out
+    return given(loss_kernel=loss_kernel, elementwise=elementwise, loss_upcast=loss_upcast, fused_norm=fused_norm,
+                 compile_loss=compile_loss)

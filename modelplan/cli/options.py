@@ -222,6 +222,11 @@ def finite(value: float | None) -> float | None:
     return value
 
 
+def given(**fields) -> dict:
+    """The spec fields whose options were given (None: the option was left out, the field keeps its default)."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
 def given_options(ctx, keep: set[str]) -> list[str]:
     """The options given on the command line (not left at their defaults) whose parameters are not
     in `keep`, by their first flag (`ctx`: the command's typer.Context)."""

@@ -35,6 +35,7 @@ from modelplan.cli.options import (
     complete_clusters,
     complete_models,
     finite,
+    given,
     given_options,
     global_batch_option,
     implied_recompute,
@@ -249,7 +250,7 @@ def plan_cmd(
                               **dispatcher_settings(moe_dispatcher, spec), **tensor_rate_settings(tensor_rate),
                               **optimizer_state_settings(optimizer_state_dtype),
                               **pp_flush_settings(pp_flush_microbatches),
-                              **_given(fake_balanced_gate=fake_balanced_gate, sac_saves_attention=sac_saves_attention,
+                              **given(fake_balanced_gate=fake_balanced_gate, sac_saves_attention=sac_saves_attention,
                                        fsdp_ends_in_root=fsdp_ends_in_root, rope_fusion=rope_fusion,
                                        grad_dtype=grad_dtype,
                                        images_per_seq=images_per_seq)),
@@ -333,11 +334,6 @@ def _zero_values(text: str) -> list[int]:
     if max(values) > 3:
         raise SpecError(f"--zero: stages are 0..3 (got {max(values)})")
     return values
-
-
-def _given(**fields) -> dict:
-    """The TrainingSpec fields whose options were given (None: the option was left out, the field keeps its default)."""
-    return {name: value for name, value in fields.items() if value is not None}
 
 
 def _training_recompute(recompute: str | None, modules: str | None, method: str | None) -> str:

@@ -21,6 +21,7 @@ from modelplan.cli.options import (
     RecomputeModulesOpt,
     complete_models,
     finite,
+    given,
     implied_recompute,
     recompute_settings,
 )
@@ -133,11 +134,10 @@ def verify_cmd(
     With --backend mpi run it as `mpiexec -n N python -m mpi4py -m modelplan verify ...`, or let
     it start that job itself (N = the plan's ranks, or --np).
     """
-    plan_opts = {k: v for k, v in dict(dp=dp, tp=tp, pp=pp, vpp=vpp, ep=ep, cp=cp, micro_batch=micro_batch,
-                                        schedule=schedule.value if schedule else None,
-                                        sequence_parallel=sequence_parallel, zero=zero).items() if v is not None}
-    training_opts = {k: v for k, v in dict(global_batch=global_batch, seq_len=seq, cp_comm_type=cp_comm_type,
-                                            optimizer=optimizer.value if optimizer else None).items() if v is not None}
+    plan_opts = given(dp=dp, tp=tp, pp=pp, vpp=vpp, ep=ep, cp=cp, micro_batch=micro_batch,
+                      schedule=schedule.value if schedule else None, sequence_parallel=sequence_parallel, zero=zero)
+    training_opts = given(global_batch=global_batch, seq_len=seq, cp_comm_type=cp_comm_type,
+                          optimizer=optimizer.value if optimizer else None)
     if recompute is not None or recompute_modules is not None or recompute_method is not None:
         plan_opts["recompute"] = None  # the training's recompute below, not a document's plan.recompute
         training_opts.update(recompute=implied_recompute(recompute or "none", recompute_modules, recompute_method),
