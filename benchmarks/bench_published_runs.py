@@ -46,6 +46,8 @@ from modelplan.errors import SpecError  # noqa: E402
 from modelplan.plan.calibration import megatron_gpt, paper_flops  # noqa: E402
 from modelplan.plan.estimate import estimate_split  # noqa: E402
 from modelplan.plan.memory_reading import READINGS, peak_reading  # noqa: E402
+from modelplan.plan.near_fit import over_budget, search_near_fit  # noqa: E402
+from modelplan.specs.costmodel import CostModel  # noqa: E402
 from modelplan.specs.load import load_model, model_from_dict  # noqa: E402
 from modelplan.specs.plan import Plan  # noqa: E402
 from modelplan.specs.training import TrainingSpec  # noqa: E402
@@ -270,7 +272,11 @@ def price(run: dict) -> dict:
         row["time_error"] = est.step.step_time_s / row["published_s"] - 1
     row["predicted_gib"] = est.peak_memory_bytes / GIB
     row["fits"] = est.fits
-    if not est.fits:
+    over = over_budget(est, est.memory_budget_bytes)
+    if not est.fits and over <= CostModel().near_fit_margin:  # priced with a may-not-fit note, as `modelplan plan` does
+        row["near_fit"] = (f"needs {est.peak_memory_bytes / 1e9:.1f} GB, {100 * over:.1f} % over the "
+                           f"{est.memory_budget_bytes / 1e9:.1f} GB budget (plan/near_fit.py)")
+    elif not est.fits:
         row["rejected"] = (f"does not fit: needs {est.peak_memory_bytes / 1e9:.1f} GB > "
                            f"{est.memory_budget_bytes / 1e9:.1f} GB")
     if run.get("memory_gib"):  # like for like: the counter the source read (plan/memory_reading.py)
@@ -303,7 +309,8 @@ def _search_vpp(spec, training, plan: Plan, cluster, gpus: int, tp_span: bool):
         reshard_after_forward=plan.reshard_after_forward,
         fsdp_shard_size=None if plan.fsdp_shard_size is None else [plan.fsdp_shard_size],
     )
-    return search_plans(spec, training, cluster, gpus, space, top_k=1).best[0]
+    return search_near_fit(lambda sp: search_plans(spec, training, cluster, gpus, sp, top_k=1), space,
+                           CostModel().near_fit_margin).best[0]
 
 
 def _stats(errors: list[float]) -> str:
@@ -325,6 +332,9 @@ def _summary(label: str, rows: list[dict]) -> None:
     print(f"{label:<13} iteration time: {_stats([r['time_error'] for r in exact if 'time_error' in r])}")
     print(f"{'':<13} peak memory:    {_stats([r['memory_error'] for r in exact if 'memory_error' in r])}")
     print(f"{'':<13} rejected (invalid or not fitting): {rejected} of {len(rows)}; unpriced (settings not modelled): {unpriced}")
+    near = sum(1 for r in rows if "near_fit" in r)
+    if near:
+        print(f"{'':<13} priced over the memory budget, within the estimate's error band (may not fit): {near}")
     if approx:
         print(f"{'':<13} unpriced, approximate (setting ignored): time {_stats([r['time_error'] for r in approx if 'time_error' in r])};"
               f" memory {_stats([r['memory_error'] for r in approx if 'memory_error' in r])}")
@@ -364,6 +374,8 @@ def main() -> int:
             line += f"\n    unpriced: {r['unpriced']}"
         if "rejected" in r:
             line += f"\n    REJECTED: {r['rejected']}"
+        if "near_fit" in r:
+            line += f"\n    over the memory budget (may not fit): {r['near_fit']}"
         print(line)
     print()
     for split in ("fit", "holdout"):

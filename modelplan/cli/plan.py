@@ -280,7 +280,13 @@ def plan_cmd(
 
     print_warnings(mtp_warnings(loaded, mtp_layers)
                    + check_settings(spec, training, asked_of_space(space, training, gpus), load_engine(training.framework)))
-    result = search_plans(spec, training, cl, gpus, space, top_k=top)
+    from modelplan.plan.near_fit import search_near_fit
+    from modelplan.specs.costmodel import CostModel
+
+    result = search_near_fit(lambda sp: search_plans(spec, training, cl, gpus, sp, top_k=top), space,
+                             CostModel().near_fit_margin)
+    if result.near_fit_margin:
+        print_warnings([result.best[0].notes[0]])
     run_cost = None if run is None else price_run(spec, training, cl, result.best[0], run)
     if svg is not None:
         from modelplan.export.plan_picture import write_plan_svg

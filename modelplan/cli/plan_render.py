@@ -217,6 +217,7 @@ def search_json(spec, training, cluster, result) -> dict:
             "gpus": result.gpus, "candidates": result.candidates, "evaluated": result.evaluated,
             "bounded": result.bounded,
             "rejected": result.rejected, "examples": result.examples, "wall_s": result.wall_s,
+            "near_fit_margin": result.near_fit_margin,
         },
         "plans": [{"plan": e.plan.model_dump(mode="json"), "predictions": predictions_dict(e)} for e in result.best],
         **_finetune_section(spec, training, result),

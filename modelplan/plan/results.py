@@ -142,3 +142,7 @@ class SearchResult(Result):
     examples: dict[str, str]
     """One message per rejection reason, with its numbers."""
     wall_s: float
+    near_fit_margin: float = 0.0
+    """0 when the plans fit their budget. Otherwise no plan did, and these are the best whose
+    estimated peak is within this fraction above it (`CostModel.near_fit_margin`, `plan/near_fit.py`):
+    each has `fits` False and a note saying by how much it is over."""
