@@ -78,6 +78,5 @@ def with_automodel_attention(kernels: LayerKernels, spec: TransformerSpec, frame
     if not runs_own_attention(spec, framework):
         return kernels
     ops = tuple(eager_rotary(e, spec, dtype_bytes) if e.name == ROTARY else e for e in kernels.elementwise)
-    extra = mla_assembly(kernels, spec, dtype_bytes, v_copy=True) if spec.mla is not None else []
-    extra += gpt_oss_transposes(kernels, spec, dtype_bytes)
+    extra = mla_assembly(kernels, spec, dtype_bytes, v_copy=True) + gpt_oss_transposes(kernels, spec, dtype_bytes)
     return replace(kernels, elementwise=ops + tuple(extra))
