@@ -166,13 +166,19 @@ def _fitted(op: Collective, n: float, plan: _Plan) -> Estimate:
     return base._replace(time_s=alpha_s + n * busbw_factor(op, plan.path.p) / busbw_Bps)  # type: ignore[union-attr]
 
 
+def _nccl_pick(nccl: tuple[Choice, ...], n: float) -> Choice:
+    """NCCL's (algorithm, protocol) for n bytes: the least tuning.cc time, ties to the first listed
+    (enqueue.cc topoGetAlgoInfo; the pipeline fill, `Choice.fill_s`, is not part of the choice)."""
+    return min(nccl, key=lambda c: c.time_s(n))
+
+
 def _estimate(op: Collective, n: float, plan: _Plan) -> tuple[Algo, str, Estimate]:
     """(algorithm, protocol, estimate): the fit, NCCL's fastest (algorithm, protocol) with the
     algorithm's bytes and steps, or the fastest candidate (ties go to the first listed)."""
     if plan.fit is not None:
         return Algo.FITTED, "", _fitted(op, n, plan)
     if plan.nccl:
-        pick = min(plan.nccl, key=lambda c: c.time_s(n))  # NCCL chooses by tuning.cc's time
+        pick = _nccl_pick(plan.nccl, n)
         est = FORMULAS[op][pick.algo](n, plan.path)  # type: ignore[arg-type]
         return pick.algo, pick.proto, est._replace(time_s=pick.run_time_s(n))
     best_algo, best = None, None
@@ -230,13 +236,8 @@ def _time_s(op: Collective, nbytes: float, group_size: int, ranks_per_node: int 
     if plan.fit is not None:
         return _fitted(op, nbytes, plan).time_s
     n = float(nbytes)
-    if plan.nccl:  # NCCL chooses by tuning.cc's time; the chosen kernel's pipeline fill is added
-        pick, best_s = plan.nccl[0], plan.nccl[0].time_s(n)
-        for choice in plan.nccl[1:]:
-            t = choice.time_s(n)
-            if t < best_s:
-                pick, best_s = choice, t
-        return best_s + pick.fill_s(n) if pick.fill_ops else best_s
+    if plan.nccl:  # the chosen kernel's pipeline fill is added after the choice
+        return _nccl_pick(plan.nccl, n).run_time_s(n)
     L = plan.path
     return min(formula(n, L).time_s for _, formula in plan.candidates)
 

@@ -46,7 +46,7 @@ def count_document(spec, training: "TrainingSpec", micro_batch: int) -> dict:
     """Params, FLOPs and memory of `spec` as one JSON-ready dict (see the module docstring)."""
     from modelplan.count.flops import count_flops
     from modelplan.count.memory import count_memory
-    from modelplan.count.params import count_params
+    from modelplan.count.params import count_params, not_built_params
 
     if micro_batch > training.global_batch:
         raise SpecError(
@@ -75,8 +75,6 @@ def count_document(spec, training: "TrainingSpec", micro_batch: int) -> dict:
         "flops": count_flops(spec, training).model_dump(),
         "memory": {**memory.model_dump(), "model_states": memory.model_states},
     }
-    from modelplan.count.params import not_built_params
-
     not_built = not_built_params(spec)
     if not_built:
         doc["not_built"] = {"mtp": {"modules": spec.mtp_not_built, "params": not_built["mtp"], "note": MTP_NOTE}}

@@ -33,13 +33,13 @@ from modelplan.count.eager import ROTARY_KERNELS, rotary_bytes
 from modelplan.plan.kernel_types import Elementwise
 from modelplan.plan.kernels import LayerKernels
 from modelplan.plan.mla_assembly import mla_assembly
+from modelplan.plan.rotary_fusion import ROTARY
 from modelplan.specs.transformer import TransformerSpec
 
 HALF_SPLIT_ROTARY_BYTES = (9, 10)
 """`_apply_rotary_emb` HBM bytes per q / k value in units of the dtype's bytes, forward and backward."""
 HALF_SPLIT_ROTARY_KERNELS = (7, 8)
 """Its kernels per call (q or k), forward and backward."""
-ROTARY = "attention/rotary"
 
 
 def runs_own_attention(spec: TransformerSpec, framework: str) -> bool:
@@ -78,6 +78,5 @@ def with_automodel_attention(kernels: LayerKernels, spec: TransformerSpec, frame
     if not runs_own_attention(spec, framework):
         return kernels
     ops = tuple(eager_rotary(e, spec, dtype_bytes) if e.name == ROTARY else e for e in kernels.elementwise)
-    extra = mla_assembly(kernels, spec, dtype_bytes, v_copy=True) if spec.mla is not None else []
-    extra += gpt_oss_transposes(kernels, spec, dtype_bytes)
+    extra = mla_assembly(kernels, spec, dtype_bytes, v_copy=True) + gpt_oss_transposes(kernels, spec, dtype_bytes)
     return replace(kernels, elementwise=ops + tuple(extra))

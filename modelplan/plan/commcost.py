@@ -7,7 +7,7 @@ crosses (the project's alpha-beta model, `modelplan.comm.cost`). Group shapes co
 from __future__ import annotations
 
 from modelplan.comm.cost import collective_time_s
-from modelplan.comm.ops import Algo, Axis, Collective
+from modelplan.comm.ops import Algo, Collective
 from modelplan.comm.topology import GroupShape, cluster_links
 from modelplan.plan.dims import pair_shape
 from modelplan.specs.hardware import Cluster

@@ -43,7 +43,7 @@ from modelplan.plan.fp8 import param_gather_bytes
 from modelplan.plan.parallel import cp as cp_mod, dp_zero, ep as ep_mod, pp as pp_mod, tp as tp_mod
 from modelplan.plan.parallel.calls import EXECUTOR_ALGO, CommItem, RankCalls, merge_rank_calls
 from modelplan.plan.parallel.pp import pipeline_calls
-from modelplan.plan.pipeline import ActionKind, PipelineSchedule, pipeline_schedule
+from modelplan.plan.pipeline import pipeline_schedule
 from modelplan.plan.stack_lengths import stack_lengths
 from modelplan.plan.shard import unit_shards
 from modelplan.plan.stages import rank_units, stage_layers, stage_units, unit_replicas

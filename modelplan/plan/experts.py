@@ -21,7 +21,7 @@ the results (combine). Per rank and direction that is E * capacity * h values, o
 
 from __future__ import annotations
 
-from modelplan.specs.transformer import MoESpec, TransformerSpec
+from modelplan.specs.transformer import MoESpec
 
 
 def planned_capacity_factor(moe: MoESpec) -> float:

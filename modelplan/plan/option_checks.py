@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from modelplan.errors import SpecError
 from modelplan.plan.engine import engine_settings
-from modelplan.plan.space import LONG_SEQUENCE, IntChoice, IntRange, SearchSpace
+from modelplan.plan.space import LONG_SEQUENCE, IntChoice, SearchSpace, _choose
 from modelplan.specs.engine import EngineProfile
 from modelplan.specs.plan import Plan, Schedule
 from modelplan.specs.training import TrainingSpec
@@ -57,11 +57,8 @@ class Asked:
 
 
 def _sizes(choice: IntChoice | None, cap: int) -> frozenset[int] | None:
-    if choice is None:
-        return None
-    if isinstance(choice, IntRange):
-        return frozenset(range(choice.lo, min(choice.hi, cap) + 1))
-    return frozenset(choice)
+    """The sizes an axis may take, as the search reads them (`space._choose`); None: any."""
+    return None if choice is None else frozenset(_choose(choice, [], cap))
 
 
 def _set(values) -> frozenset | None:

@@ -78,5 +78,5 @@ def with_engine_rotary(kernels: LayerKernels, spec: TransformerSpec, framework: 
         return kernels
     mla = spec.mla is not None
     ops = tuple(unfused_rotary(e, dtype_bytes, mla) if e.name == ROTARY else e for e in kernels.elementwise)
-    extra = tuple(mla_assembly(kernels, spec, dtype_bytes, v_copy=True)) if mla else ()
+    extra = tuple(mla_assembly(kernels, spec, dtype_bytes, v_copy=True))  # none without MLA
     return replace(kernels, elementwise=ops + extra)

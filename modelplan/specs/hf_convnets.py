@@ -71,6 +71,11 @@ def classifier_head(c: HFConfig, name: str, dropout: float | None = None) -> lis
     return [{"type": "flatten"}, *drop, {"type": "linear", "name": name, "out_features": labels(c)}]
 
 
+def dropout(p: float, name: str = "dropout") -> list[dict]:
+    """nn.Dropout(p) named `name`, or nothing where p is 0 (a config's p <= 0 builds no layer)."""
+    return [{"type": "dropout", "name": name, "p": p}] if p > 0 else []
+
+
 def squeeze_excite(reduced: int, channels: int, act: str, gate: str = "sigmoid",
                    names: tuple[str, str] = ("pooler", "attention")) -> dict:
     """x * gate(conv(act(conv(avgpool(x))))): AdaptiveAvgPool2d(1), Conv2d(C, reduced, 1),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_convnets import image_input
+from modelplan.specs.hf_convnets import network
 from modelplan.specs.hf_resnet import _seq
 from modelplan.specs.hf_swin import image_sides
 from modelplan.specs.hf_vision_models import architecture, labels, with_defaults
@@ -148,7 +148,7 @@ def cvt(c: HFConfig) -> dict:
             if stages[-1]["cls_token"] else [{"type": "layernorm2d", "name": "layernorm", "eps": LN_EPS},
                                             {"type": "adaptiveavgpool2d", "output_size": 1}, {"type": "flatten"}]
         layers += [*head, {"type": "linear", "name": "classifier", "out_features": labels(c)}]
-    return {"kind": "network", "input_shape": image_input(c), "layers": layers}
+    return network(c, layers)
 
 
 CVT_MAPPERS = {"cvt": cvt}

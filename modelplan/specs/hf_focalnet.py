@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_convnets import activation, image_input
+from modelplan.specs.hf_convnets import activation, dropout, network, pool
 from modelplan.specs.hf_resnet import _seq
 from modelplan.specs.hf_swin import image_sides
 from modelplan.specs.hf_vision_models import architecture, labels, with_defaults
@@ -46,15 +46,14 @@ def layer(c: HFConfig, dim: int, level: int, window: int) -> list[dict]:
     """FocalNetLayer: the modulation and MLP residuals."""
     eps, p, post = c.number("layer_norm_eps", positive=True), c.number("hidden_dropout_prob"), c.flag("use_post_layernorm")
     norm = lambda name: {"type": "layernorm2d", "name": name, "eps": eps}  # noqa: E731
-    drop = lambda name: [{"type": "dropout", "name": name, "p": p}] if p > 0 else []  # noqa: E731
     scale = lambda name: [{"type": "layerscale", "name": name}] if c.flag("use_layerscale") else []  # noqa: E731
     modulation = _seq([_conv("projection_in", 2 * dim + level + 1),
                        {"type": "focalmodulation", "name": "focal", "focal_level": level, "focal_window": window,
                         "focal_factor": FOCAL_FACTOR, "normalize_modulator": c.flag("normalize_modulator")},
                        *([norm("layernorm")] if c.flag("use_post_layernorm_in_modulation") else []),
-                       _conv("projection_out", dim), *drop("projection_dropout")], "modulation")
+                       _conv("projection_out", dim), *dropout(p, "projection_dropout")], "modulation")
     mlp = _seq([_conv("fc1", int(dim * c.number("mlp_ratio", positive=True))), {"type": activation(c), "name": "activation"},
-                *drop("drop"), _conv("fc2", dim), *drop("drop_2")], "mlp")
+                *dropout(p, "drop"), _conv("fc2", dim), *dropout(p, "drop_2")], "mlp")
     first = [modulation, norm("norm1")] if post else [norm("norm1"), modulation]
     second = [mlp, norm("norm2")] if post else [norm("norm2"), mlp]
     return [{"type": "residual", "main": [*first, *scale("gamma_1")]},
@@ -87,9 +86,7 @@ def focalnet(c: HFConfig) -> dict:
     patch = c.divisor("patch_size")
     norm = lambda name: {"type": "layernorm2d", "name": name, "eps": eps}  # noqa: E731
     stem = _conv("projection", dim, 7, 4, 2) if conv_embed else _conv("projection", dim, patch, patch)
-    p = c.number("hidden_dropout_prob")
-    embeddings = [_seq([stem], "patch_embeddings"), norm("norm"), *([{"type": "dropout", "name": "dropout", "p": p}]
-                                                                     if p > 0 else [])]
+    embeddings = [_seq([stem], "patch_embeddings"), norm("norm"), *dropout(c.number("hidden_dropout_prob"))]
     stages = []
     for i, (depth, level, window) in enumerate(zip(depths, levels, windows)):
         width = dim * 2 ** i
@@ -99,11 +96,11 @@ def focalnet(c: HFConfig) -> dict:
             items.append(_seq([down, norm("norm")], "downsample"))
         if items:
             stages.append(_seq(items, str(i)))
-    layers = [_seq(embeddings, "embeddings"), _seq([_seq(stages, "stages")], "encoder"), norm("layernorm"),
-              {"type": "adaptiveavgpool2d", "name": "pooler", "output_size": 1}, {"type": "flatten"}]
+    layers = [_seq(embeddings, "embeddings"), _seq([_seq(stages, "stages")], "encoder"), norm("layernorm"), pool(),
+              {"type": "flatten"}]
     if name.endswith("ForImageClassification"):
         layers.append({"type": "linear", "name": "classifier", "out_features": labels(c)})
-    return {"kind": "network", "input_shape": image_input(c), "layers": layers}
+    return network(c, layers)
 
 
 FOCALNET_MAPPERS = {"focalnet": focalnet}

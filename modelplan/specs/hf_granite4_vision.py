@@ -18,7 +18,7 @@ from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_n18mllama import _vec
 from modelplan.specs.hf_n18qformer import _QFORMER, _qformer
-from modelplan.specs.hf_n18vlm_base import Mapper, _sub, _text, _tower
+from modelplan.specs.hf_n18vlm_base import Mapper, _sub, _tower
 from modelplan.specs.hf_vision import _norm
 
 _QFORMER_INIT = {"num_hidden_layers": 1, "intermediate_size": 3072, "cross_attention_frequency": 1,

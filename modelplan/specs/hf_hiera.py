@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_convnets import activation, image_input
+from modelplan.specs.hf_convnets import activation, network
 from modelplan.specs.hf_resnet import _seq
 from modelplan.specs.hf_swin import image_sides
 from modelplan.specs.hf_vision_models import architecture, labels, with_defaults
@@ -111,7 +111,7 @@ def hiera(c: HFConfig) -> dict:
               {"type": "layernorm", "name": "layernorm", "eps": c.number("layer_norm_eps", positive=True)}]
     if name.endswith("ForImageClassification"):
         layers.append({"type": "linear", "name": "classifier", "out_features": labels(c)})
-    return {"kind": "network", "input_shape": image_input(c), "layers": layers}
+    return network(c, layers)
 
 
 HIERA_MAPPERS = {"hiera": hiera}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_convnets import activation, image_input, make_divisible
+from modelplan.specs.hf_convnets import activation, dropout, image_input, make_divisible
 from modelplan.specs.hf_resnet import _conv, _seq
 from modelplan.specs.hf_swin import image_sides
 from modelplan.specs.hf_vision_models import architecture, labels, with_defaults
@@ -32,10 +32,6 @@ DEFAULTS = {"mobilevit": {"num_channels": 3, "image_size": 256, "patch_size": 2,
 """MobileViTConfig defaults (transformers 5.24 configuration_mobilevit.py)."""
 
 TRANSFORMER_DEPTHS = (2, 4, 3)  # MobileViTEncoder: num_stages of layer_3, layer_4, layer_5
-
-
-def _dropout(p: float) -> list[dict]:
-    return [{"type": "dropout", "name": "dropout", "p": p}] if p > 0 else []
 
 
 def inverted_residual(c: HFConfig, c_in: int, c_out: int, stride: int, act: str) -> dict:
@@ -56,10 +52,10 @@ def transformer_layer(dim: int, ffn: int, heads: int, patch: int, act: str, eps:
               "main": [conv("query", dim, qkv_bias)], "shortcut": [conv("key_value", 2 * dim, qkv_bias)]}
     norm = lambda name: {"type": "layernorm2d", "name": name, "eps": eps}  # noqa: E731
     return [{"type": "residual", "name": "attention",
-             "main": [norm("layernorm_before"), attend, conv("dense", dim), *_dropout(p)]},
+             "main": [norm("layernorm_before"), attend, conv("dense", dim), *dropout(p)]},
             {"type": "residual", "name": "mlp",
              "main": [norm("layernorm_after"), conv("intermediate", ffn), {"type": act, "name": "act"},
-                      conv("output", dim), *_dropout(p)]}]
+                      conv("output", dim), *dropout(p)]}]
 
 
 def mobilevit_layer(c: HFConfig, c_in: int, c_out: int, hidden: int, depth: int, act: str) -> list[dict]:
@@ -123,7 +119,7 @@ def mobilevit(c: HFConfig) -> dict:
               _conv(necks[6], 1, 1, act, "conv_1x1_exp"), {"type": "adaptiveavgpool2d", "name": "pooler", "output_size": 1},
               {"type": "flatten"}]
     if name.endswith("ForImageClassification"):
-        layers += [*_dropout(c.number("classifier_dropout_prob")),
+        layers += [*dropout(c.number("classifier_dropout_prob")),
                    {"type": "linear", "name": "classifier", "out_features": labels(c)}]
     return {"kind": "network", "input_shape": image_input(c), "layers": layers}
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_convnets import activation, image_input, make_divisible
+from modelplan.specs.hf_convnets import activation, dropout, make_divisible, network, pool
 from modelplan.specs.hf_mobilevit import check_grid, inverted_residual
 from modelplan.specs.hf_resnet import _conv, _seq
 from modelplan.specs.hf_vision_models import architecture, labels, with_defaults
@@ -50,7 +50,6 @@ def transformer_layer(c: HFConfig, dim: int, act: str) -> list[dict]:
     """MobileViTV2TransformerLayer: the attention and FFN residuals over the unfolded patches."""
     eps, p = c.number("layer_norm_eps", positive=True), c.number("ffn_dropout")
     norm = lambda name: {"type": "groupnorm", "name": name, "num_groups": 1, "eps": eps}  # noqa: E731
-    drop = lambda name: [{"type": "dropout", "name": name, "p": p}] if p > 0 else []  # noqa: E731
     ffn = int(c.size("ffn_multiplier") * dim // 16 * 16)  # MobileViTV2Transformer: int((d // 16) * 16)
     if ffn < 1:
         raise SpecError(f"{c.source}: ffn_multiplier: {c.size('ffn_multiplier')} x {dim} rounds to a 0-wide FFN")
@@ -61,7 +60,7 @@ def transformer_layer(c: HFConfig, dim: int, act: str) -> list[dict]:
                   {"type": act, "name": "activation"}], "conv1")
     return [{"type": "residual", "main": [norm("layernorm_before"), attention]},
             {"type": "residual", "main": [norm("layernorm_after"),
-                                          _seq([conv1, *drop("dropout1"), _plain(dim, "conv2"), *drop("dropout2")],
+                                          _seq([conv1, *dropout(p, "dropout1"), _plain(dim, "conv2"), *dropout(p, "dropout2")],
                                                "ffn")]}]
 
 
@@ -100,10 +99,10 @@ def mobilevitv2(c: HFConfig) -> dict:
     encoder += [_seq(mobilevitv2_layer(c, dims[2 + i], dims[3 + i], make_divisible(units[i] * w, 8, 8), blocks[i], act))
                 for i in range(3)]
     layers = [_conv(dims[0], 3, 2, act, "conv_stem"), _seq([_seq(encoder, "layer")], "encoder"),
-              {"type": "adaptiveavgpool2d", "name": "pooler", "output_size": 1}, {"type": "flatten"}]
+              pool(), {"type": "flatten"}]
     if name.endswith("ForImageClassification"):
         layers.append({"type": "linear", "name": "classifier", "out_features": labels(c)})
-    return {"kind": "network", "input_shape": image_input(c), "layers": layers}
+    return network(c, layers)
 
 
 MOBILEVITV2_MAPPERS = {"mobilevitv2": mobilevitv2}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_convnets import activation, image_input
+from modelplan.specs.hf_convnets import activation, dropout, network
 from modelplan.specs.hf_resnet import _seq
 from modelplan.specs.hf_vision_models import architecture, labels, with_defaults
 
@@ -38,17 +38,13 @@ def _conv(name: str, out: int, kernel: int = 1, stride: int = 1, padding: int = 
             "padding": padding, "groups": groups}
 
 
-def _drop(p: float, name: str = "drop") -> list[dict]:
-    return [{"type": "dropout", "name": name, "p": p}] if p > 0 else []
-
-
 def local(dim: int, hidden: int, eps: float, p: float) -> dict:
     """SwiftFormerConvEncoder (hidden = mlp_ratio x dim) / SwiftFormerLocalRepresentation (hidden = dim):
     x + layer_scale * (depthwise 3x3, BatchNorm, 1x1, GELU, 1x1)."""
     return {"type": "residual", "main": [
         _conv("depth_wise_conv", dim, 3, padding=1, groups=dim), {"type": "batchnorm2d", "name": "norm", "eps": eps},
         _conv("point_wise_conv1", hidden), {"type": "gelu", "name": "act"}, _conv("point_wise_conv2", dim),
-        {"type": "layerscale", "name": "layer_scale"}, *_drop(p, "drop_path")]}
+        {"type": "layerscale", "name": "layer_scale"}, *dropout(p, "drop_path")]}
 
 
 def encoder_block(c: HFConfig, dim: int, eps: float) -> list[dict]:
@@ -58,7 +54,7 @@ def encoder_block(c: HFConfig, dim: int, eps: float) -> list[dict]:
     attn = _seq([_conv("to_query_key", 2 * dim), {"type": "additiveattention", "name": "attention"},
                  _conv("final", dim)], "attn")
     mlp = _seq([{"type": "batchnorm2d", "name": "norm1", "eps": eps}, _conv("fc1", hidden),
-                {"type": activation(c), "name": "act"}, *_drop(p), _conv("fc2", dim), *_drop(p, "drop_2")], "linear")
+                {"type": activation(c), "name": "act"}, *dropout(p, "drop"), _conv("fc2", dim), *dropout(p, "drop_2")], "linear")
     gate = lambda i: [{"type": "layerscale", "name": f"layer_scale_{i}"}] if scale else []  # noqa: E731
     return [_seq([local(dim, dim, eps, 0.0)], "local_representation"),
             {"type": "residual", "main": [attn, *gate(1)]}, {"type": "residual", "main": [mlp, *gate(2)]}]
@@ -83,23 +79,23 @@ def swiftformer(c: HFConfig) -> dict:
     for i, out in enumerate((dims[0] // 2, dims[0])):  # SwiftFormerPatchEmbedding
         embed += [_conv(str(3 * i), out, 3, 2, 1), {"type": "batchnorm2d", "name": str(3 * i + 1), "eps": eps},
                   {"type": "relu", "name": str(3 * i + 2)}]
-    network = []
+    stages = []  # SwiftFormerEncoder.network
     for i, (depth, dim) in enumerate(zip(depths, dims)):
         blocks = [local(dim, hidden(dim), eps, p_conv) for _ in range(depth - 1)]
         blocks.append(_seq(encoder_block(c, dim, eps)))
-        network.append(_seq([_seq(blocks, "blocks")]))
+        stages.append(_seq([_seq(blocks, "blocks")]))
         if i < len(depths) - 1 and (downsamples[i] or dims[i] != dims[i + 1]):  # SwiftFormerEmbeddings
             k, s, pad = c.size("down_patch_size"), c.size("down_stride"), c.integer("down_pad")
-            network.append(_seq([_conv("proj", dims[i + 1], k, s, pad),
-                                 {"type": "batchnorm2d", "name": "norm", "eps": eps}]))
-    layers = [_seq([_seq(embed, "patch_embedding")], "patch_embed"), _seq([_seq(network, "network")], "encoder")]
+            stages.append(_seq([_conv("proj", dims[i + 1], k, s, pad),
+                                {"type": "batchnorm2d", "name": "norm", "eps": eps}]))
+    layers = [_seq([_seq(embed, "patch_embedding")], "patch_embed"), _seq([_seq(stages, "network")], "encoder")]
     if name.endswith("ForImageClassification"):
         classes = labels(c)
         layers += [{"type": "batchnorm2d", "name": "norm", "eps": eps},
                    {"type": "adaptiveavgpool2d", "output_size": 1}, {"type": "flatten"},
                    {"type": "residual", "name": "heads", "main": [{"type": "linear", "name": "head", "out_features": classes}],
                     "shortcut": [{"type": "linear", "name": "dist_head", "out_features": classes}]}]
-    return {"kind": "network", "input_shape": image_input(c), "layers": layers}
+    return network(c, layers)
 
 
 SWIFTFORMER_MAPPERS = {"swiftformer": swiftformer}

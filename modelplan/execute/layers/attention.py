@@ -371,7 +371,7 @@ def attention_backward(
     reduce: Reduce | None = None, cp: ContextParallel | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(dx, grads) of attention_forward; grads has the keys of p except out/bias."""
-    H, KV, d, qk = shape.heads, shape.kv_heads, shape.head_dim, shape.qk_norm
+    H, d, qk = shape.heads, shape.head_dim, shape.qk_norm
     seq = cache.x.shape[1]
     grads: dict[str, np.ndarray] = {}
     gated = cache.context if cache.gate is None else cache.context * _sigmoid(cache.gate)

@@ -100,7 +100,7 @@ def _to_groups(d: np.ndarray, shape: Mamba2Shape) -> np.ndarray:
 
 def mamba2_forward(x: np.ndarray, p: Mapping[str, np.ndarray], shape: Mamba2Shape) -> tuple[np.ndarray, Mamba2Cache]:
     """The mixer of x (b, s, h) up to out_proj, bias excluded (partial over tp)."""
-    H, P = shape.heads, shape.head_dim
+    H = shape.heads
     z = linear_forward(x, p["in_z/weight"], p.get("in_z/bias"))
     pre = {k: linear_forward(x, p[f"in_{k}/weight"], p.get(f"in_{k}/bias")) for k in PARTS}
     conv = {k: causal_conv(pre[k], p[f"conv_{k}/weight"], p.get(f"conv_{k}/bias")) for k in PARTS}
@@ -122,7 +122,7 @@ def mamba2_forward(x: np.ndarray, p: Mapping[str, np.ndarray], shape: Mamba2Shap
 def mamba2_backward(c: Mamba2Cache, p: Mapping[str, np.ndarray], shape: Mamba2Shape, dout: np.ndarray
                     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(dx, grads) of mamba2_forward; grads has the keys of p except out/bias."""
-    H, P = shape.heads, shape.head_dim
+    H = shape.heads
     grads: dict[str, np.ndarray] = {}
     conv = {k: causal_conv(c.pre[k], p[f"conv_{k}/weight"], p.get(f"conv_{k}/bias")) for k in PARTS}  # recomputed
     xs, B, C = (_silu(conv[k]) for k in PARTS)

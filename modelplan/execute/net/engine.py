@@ -47,8 +47,6 @@ from modelplan.plan.net_tp import TpRole, param_tp_dim
 from modelplan.plan.pipeline import schedule_layout
 from modelplan.plan.stages import replica_label, unit_replicas
 from modelplan.specs.network import NetworkSpec
-from modelplan.specs.plan import Plan
-from modelplan.specs.training import TrainingSpec
 
 
 @dataclass(frozen=True)

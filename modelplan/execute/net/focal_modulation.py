@@ -27,23 +27,14 @@ def _dw(p: dict, level: int) -> np.ndarray:
     return np.moveaxis(p[f"focal_weight_{level}"], 0, -1)
 
 
-def _levels(layer: FocalModulation, p: dict, c0: np.ndarray) -> list[np.ndarray]:
-    """The pre-GELU conv outputs z_0 .. z_{L-1}."""
-    z, ctx = [], c0
-    for level, k in enumerate(layer.kernels()):
-        out, _ = conv2d_forward(ctx, _dw(p, level), None, _geometry(k, c0.shape[1]))
-        z.append(out)
-        ctx = activation_forward("gelu", out)
-    return z
-
-
 def focal_forward(layer: FocalModulation, p: dict, x: np.ndarray) -> tuple[np.ndarray, Saved]:
     """q * projection_context(aggregate); keeps the input, each z_l and the aggregate."""
     c, levels = (x.shape[1] - layer.focal_level - 1) // 2, layer.focal_level
     q, ctx, gates = x[:, :c], x[:, c:2 * c], x[:, 2 * c:]
-    z = _levels(layer, p, ctx)
-    agg = np.zeros_like(q)
-    for level, zl in enumerate(z):
+    z, agg = [], np.zeros_like(q)  # the pre-GELU conv outputs z_0 .. z_{L-1}
+    for level, k in enumerate(layer.kernels()):
+        zl, _ = conv2d_forward(ctx, _dw(p, level), None, _geometry(k, c))
+        z.append(zl)
         ctx = activation_forward("gelu", zl)
         agg = agg + ctx * gates[:, level:level + 1]
     agg = agg + activation_forward("gelu", ctx.mean(axis=(2, 3), keepdims=True)) * gates[:, levels:]
