@@ -121,7 +121,8 @@ def op_band_summary(rows: list[tuple[dict, float]]) -> None:
     """Mean and max |error| per collective and size band, out-of-sample and in-sample apart
     (outlier and unmodelled rows left out)."""
     kept = [(r, e) for r, e in rows if not (r.get("outlier") or r.get("unmodelled"))]
-    print(f"{'collective':<16} {'band':<7} {'out rows':>8} {'mean':>7} {'max':>7}  {'in rows':>7} {'mean':>7} {'max':>7}")
+    print(f"{'collective':<16} {'band':<7} {'out rows':>8} {'mean':>7} {'max':>7}  "
+          f"{'in rows':>7} {'mean':>7} {'max':>7}")
     for op in dict.fromkeys(r["op"] for r, _ in kept):
         for b in ("small", "medium", "large"):
             cells = []

@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from modelplan.comm.bandwidth import busbw_factor
 from modelplan.comm.ops import Collective, parse_collective
 from modelplan.errors import ModelplanError
 from modelplan.execute.calibrate import Measurement
