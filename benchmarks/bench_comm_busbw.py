@@ -56,7 +56,9 @@ def model_cost(row: dict, algo: str = "auto") -> CollectiveCost:
     update = {field: row[key] for key, field in ROW_INTER.items() if key in row}
     if update:
         cluster = cluster.model_copy(update={"inter": cluster.inter.model_copy(update=update)})
-    return collective_cost(row["op"], parse_size(row["size"]), row["ranks"], None, cluster, algo)
+    # `ranks_per_node`: the group's ranks per node (NVLink domain) where the run says so; else fill nodes
+    return collective_cost(row["op"], parse_size(row["size"]), row["ranks"], row.get("ranks_per_node"),
+                           cluster, algo)
 
 
 def model_busbw(row: dict, algo: str = "auto", harness_s: float = 0.0) -> tuple[float, str]:
@@ -115,6 +117,24 @@ def op_summary(rows: list[tuple[dict, float]]) -> None:
         print(f"{op:<16} {len(errs):>4} rows  mean |err| {sum(errs) / len(errs):6.1%}  max {max(errs):6.1%}")
 
 
+def op_band_summary(rows: list[tuple[dict, float]]) -> None:
+    """Mean and max |error| per collective and size band, out-of-sample and in-sample apart
+    (outlier and unmodelled rows left out)."""
+    kept = [(r, e) for r, e in rows if not (r.get("outlier") or r.get("unmodelled"))]
+    print(f"{'collective':<16} {'band':<7} {'out rows':>8} {'mean':>7} {'max':>7}  "
+          f"{'in rows':>7} {'mean':>7} {'max':>7}")
+    for op in dict.fromkeys(r["op"] for r, _ in kept):
+        for b in ("small", "medium", "large"):
+            cells = []
+            for sample in ("out", "in"):
+                errs = [abs(e) for r, e in kept if r["op"] == op and band(parse_size(r["size"])) == b
+                        and r.get("sample", "out") == sample]
+                cells.append(f"{len(errs):>7} {sum(errs) / len(errs):>7.1%} {max(errs):>7.1%}" if errs
+                             else f"{0:>7} {'-':>7} {'-':>7}")
+            if any(not c.startswith(f"{0:>7} ") for c in cells):
+                print(f"{op:<16} {b:<7} {cells[0]:>24}  {cells[1]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--algo", default="auto")
@@ -142,6 +162,7 @@ def main() -> None:
           f"mean |error| {sum(errors) / len(errors):.1%}")
     band_summary(every)
     op_summary(every)
+    op_band_summary(every)
 
     links = cluster_links(load_cluster("dgx-h100"))
     calls = 20000

@@ -31,7 +31,8 @@ def _busbw(row: dict, algo: str) -> float:
     update = {field: row[key] for key, field in ROW_INTER.items() if key in row}
     if update:
         cluster = cluster.model_copy(update={"inter": cluster.inter.model_copy(update=update)})
-    return collective_cost(row["op"], parse_size(row["size"]), row["ranks"], None, cluster, algo).busbw_gbps
+    return collective_cost(row["op"], parse_size(row["size"]), row["ranks"], row.get("ranks_per_node"),
+                           cluster, algo).busbw_gbps
 
 
 def test_harness_terms_are_fitted_on_in_sample_rows_only():
@@ -113,12 +114,29 @@ def test_a_harness_fit_row_must_be_in_sample():
 
 
 def test_planner_collectives_have_published_rows():
-    """AllReduce, AllGather, ReduceScatter and SendRecv each have >= 2 published measurements in the
-    table (outliers and unmodelled setups aside); AllToAll, Broadcast and Barrier are checked by
-    the rules below and in test_comm_alphabeta.py (no measured row on a modelled preset was found)."""
+    """AllReduce, AllGather, ReduceScatter, SendRecv and AllToAll each have >= 2 published
+    measurements in the table (outliers and unmodelled setups aside); Broadcast and Barrier are
+    checked by the rules below and in test_comm_alphabeta.py (no measured row on a modelled preset
+    was found)."""
     kept = [r for r in ROWS if not (r.get("outlier") or r.get("unmodelled"))]
-    for op in ("all_reduce", "all_gather", "reduce_scatter", "send_recv"):
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "send_recv", "all_to_all"):
         assert sum(r["op"] == op for r in kept) >= 2, op
+
+
+def test_a_rows_ranks_per_node_places_the_group():
+    """A 2-rack GB200 NVL72 AlltoAll of 2 x 64 GPUs (`ranks_per_node = 64`): half of each GPU's
+    bytes cross its one 400 Gb/s NIC (47 GB/s, nccl-tests#290), so busbw = 2 x 47 x 127/128 =
+    93.3 GB/s (nccl-tests#130: N/(N-1) x the per-GPU network rate; busbw = algbw (p-1)/p). Filling
+    the 72-GPU domain first instead (72 + 56) sends 56/128 of the bytes out: 47 x 128/56 x 127/128
+    = 106.6 GB/s, so the key must reach the model."""
+    bench = _bench()
+    row = {"label": "t", "cluster": "gb200-nvl72", "op": "all_to_all", "ranks": 128, "size": "8G",
+           "busbw_gbps": 1.0}
+    filled = bench.model_cost(row)
+    placed = bench.model_cost(row | {"ranks_per_node": 64})
+    assert (placed.nodes, placed.ranks_per_node) == (2, 64)
+    assert placed.busbw_gbps == pytest.approx(2 * 47.0 * 127 / 128, rel=2e-3)
+    assert filled.busbw_gbps == pytest.approx(47.0 * 128 / 56 * 127 / 128, rel=2e-3)
 
 
 def test_unmodelled_rows_name_their_reason_and_are_never_checked():

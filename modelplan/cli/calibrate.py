@@ -112,6 +112,12 @@ def calibrate_cmd(
     timeout_s: Annotated[float, typer.Option(min=1, max=86400, callback=finite,
                                              help="Abort the job after this long.")] = 600.0,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
+    from_nccl_tests: Annotated[Optional[list[Path]], typer.Option(
+        "--from-nccl-tests", help="Fit these nccl-tests outputs (all_reduce_perf etc., one run per file, "
+             "one group size) instead of measuring; repeatable. Out-of-place times are fitted.")] = None,
+    scope: Annotated[Optional[str], typer.Option(
+        help="With --from-nccl-tests: 'intra' (one node or NVLink domain) or 'inter' (spans them); "
+             "default: from the logs' host names.")] = None,
 ) -> None:
     """Measure all_reduce, all_gather, reduce_scatter, broadcast, send_recv and barrier; fit
     alpha-beta per collective and size range; print nccl-tests style tables; write a cluster
@@ -119,6 +125,13 @@ def calibrate_cmd(
     from modelplan.comm.ops import Collective
     from modelplan.execute.calibrate import CALIBRATED, Sweep, size_sweep
     from modelplan.execute.spmd import SpmdBackend
+
+    if from_nccl_tests:
+        _from_logs(from_nccl_tests, output=output, extends=extends, split=split, json_out=json_out,
+                   link_alpha_us=link_alpha_us, link_bandwidth_gbps=link_bandwidth_gbps, scope=scope)
+        return
+    if scope is not None:
+        raise ModelplanError("--scope applies to --from-nccl-tests (a measured job knows its hosts)")
 
     try:
         backend_kind = SpmdBackend(backend)
@@ -206,6 +219,37 @@ def _check_extends(ref: str) -> str:
     load_cluster(ref)
     path = Path(ref)
     return str(path.resolve()) if path.suffix.lower() in (".toml", ".json") or path.is_file() else ref
+
+
+def _from_logs(paths: list[Path], *, output: Path | None, extends: str | None, split: str,
+               json_out: bool, link_alpha_us: float | None, link_bandwidth_gbps: float | None,
+               scope: str | None) -> None:
+    """--from-nccl-tests: fit nccl-tests outputs read from files (no job is started)."""
+    if scope not in (None, "intra", "inter"):
+        raise ModelplanError(f"--scope ({scope!r}) must be intra or inter")
+    from modelplan.execute.calibrate import Sweep
+    from modelplan.execute.nccl_tests_log import merge_runs, parse_nccl_tests
+    from modelplan.inputs import read_text
+
+    runs = [(str(p), parse_nccl_tests(read_text(p), str(p))) for p in paths]
+    measured, ranks, hosts, library = merge_runs(runs)
+    if scope is None:
+        if not hosts:
+            raise ModelplanError("--from-nccl-tests: the logs print no '#  Rank ... on HOST' lines; "
+                                 "say --scope intra or --scope inter")
+        scope = "inter" if len(hosts) > 1 else "intra"
+    if output is not None:
+        from modelplan.export.files import check_one_stdout, check_writable
+
+        check_writable(output, "--output")
+        check_one_stdout(output, json_out, "--output", "profile")
+    if extends is not None:
+        extends = _check_extends(extends)
+    sweep = Sweep(sizes=tuple(sorted({m.size_bytes for m in measured})),
+                  collectives=tuple(dict.fromkeys(m.op for m in measured)))
+    _report(measured, ranks, scope, "nccl-tests", library, "nccl-tests out-of-place averages", sweep,
+            output=output, extends=extends, split_bytes=parse_size(split, "--split"), json_out=json_out,
+            link_alpha_us=link_alpha_us, link_bandwidth_gbps=link_bandwidth_gbps)
 
 
 def _measured(run: Any) -> tuple[Any, int, str]:

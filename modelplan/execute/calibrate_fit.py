@@ -44,8 +44,10 @@ def algorithm_factors(op: Collective, p: int) -> AlgorithmFactors:
         return AlgorithmFactors("ring", 2 * (p - 1), 2 * ring, 2 * ring)  # busbw 2(p-1)/p
     if op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):  # p-1 rounds of n/p
         return AlgorithmFactors("ring", p - 1, ring, ring)  # busbw (p-1)/p, nccl-tests
-    if op is Collective.BROADCAST:  # binomial tree: the root sends all n in each of lg rounds
+    if op in (Collective.BROADCAST, Collective.REDUCE):  # binomial tree: lg rounds of all n
         return AlgorithmFactors("binomial", lg, float(lg), 1.0)  # busbw factor 1, nccl-tests
+    if op is Collective.ALL_TO_ALL:  # pairwise: p-1 rounds of n/p (Thakur et al. 2005); imported logs
+        return AlgorithmFactors("pairwise", p - 1, ring, ring)  # busbw (p-1)/p, nccl-tests
     if op is Collective.SEND_RECV:  # one message each way at once
         return AlgorithmFactors("direct", 1, 1.0, 1.0)
     if op is Collective.BARRIER:  # dissemination: lg rounds, no payload (Hensgen et al. 1988)
