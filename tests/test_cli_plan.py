@@ -187,3 +187,12 @@ def test_bad_wide_flag_exit_2_one_line(flag, value, words):
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], result.output
+
+
+def test_header_states_the_memory_the_budget_uses():
+    """An H100 '80 GB' holds 81,559 MiB as NVML reports it (presets/accelerators/h100-sxm.toml):
+    81,559 x 2^20 B = 85.52e9 B, the budget of every memory table and refusal ('> 85.5 GB'), so
+    the header says so beside the marketed figure; a plan at 81.5 GB then reads as fitting."""
+    result = CliRunner().invoke(app, ["plan", "llama-3-8b", "--gpus", "8", "--top", "1"])
+    assert result.exit_code == 0, result.output
+    assert f"80 GB, {81559 * 2**20 / 1e9:.1f} GB usable)" in result.output.splitlines()[0]
