@@ -81,7 +81,20 @@ def test_old_layout_mpi_prefix_two_hosts_and_file_name():
     assert run.measurements[-1].time_s == pytest.approx((40 + 2**30 * 15 / 16 / 45e3) * 1e-6, rel=1e-5)
 
 
+def test_releases_before_group_and_the_library_code():
+    """Rank lines before nccl-tests 2.11 carry no Group field (`#   Rank  0 Pid 71327 on host
+    device 0 [0x1a] Tesla V100-SXM3-32GB`); 2.14 on print `nccl-library=NNNNN`, NCCL_VERSION_CODE
+    major*10000 + minor*100 + patch (nccl.h), read when no `NCCL version` line is there:
+    23003 -> 2.30.3."""
+    text = nccl_tests_text("all_reduce_perf", 4, 1, 20, 300, 1.5, version=None).replace(" Group  0", "")
+    run = read_nccl_tests(text, "t")
+    assert (run.ranks, run.library) == (4, "NCCL (version not printed)")
+    run = read_nccl_tests("# nccl-tests version 2.18.3 nccl-headers=23003 nccl-library=23003\n" + text, "t")
+    assert run.library == "NCCL 2.30.3"
+
+
 @pytest.mark.parametrize("text, name, op, message", [
+    (nccl_tests_text("all_reduce_perf", 8, 1, 20, 300, 1.75) * 2, "x.txt", None, "holds 2 nccl-tests runs"),
     (nccl_tests_text("all_reduce_perf", 1, 1, 20, 300, 0.0), "x.txt", None, "1 '#  Rank"),
     (nccl_tests_text(None, 8, 1, 20, 300, 1.75), "results.txt", None, "name it with --op"),
     (nccl_tests_text("all_reduce_perf", 8, 1, 20, 300, 1.75), "x.txt", Collective.ALL_GATHER, "contradicts"),

@@ -32,9 +32,12 @@ from modelplan.errors import ModelplanError, SpecError
 from modelplan.execute.calibrate import Measurement
 
 _TEST_LINE = re.compile(r"Collective test starting:\s*(\S+)")
-_RANK_LINE = re.compile(r"#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device")
+_RANK_LINE = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device")
+"""`#  Rank  3 Group  0 Pid  4011 on node-01 device  3 [...]` (releases before 2.11: no Group)."""
 _ITERS = re.compile(r"\biters:\s*(\d+)")
-_VERSION = re.compile(r"NCCL version\s+(\S+)")
+_VERSION = re.compile(r"NCCL version\s+(\S+)")  # NCCL_DEBUG=INFO or WARN's banner
+_LIBRARY_CODE = re.compile(r"nccl-library=(\d+)")  # `# nccl-tests version 2.18.3 nccl-headers=... nccl-library=23003`
+_RUN_HEADER = re.compile(r"^#\s*nThread\s+\d+", re.M)  # one per run (src/common.cu)
 _MPI_PREFIX = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")  # Open MPI --tag-output
 _FILE_OPS = ("reduce_scatter", "all_reduce", "all_gather", "alltoall", "all_to_all", "broadcast",
              "sendrecv", "send_recv", "reduce")
@@ -50,6 +53,17 @@ class NcclTestsRun(NamedTuple):
     ranks: int
     scope: str
     library: str
+
+
+def _library(text: str) -> str:
+    version = _VERSION.search(text)
+    if version:
+        return f"NCCL {version.group(1)}"
+    code = _LIBRARY_CODE.search(text)
+    if code and int(code.group(1)) >= 20900:  # NCCL_VERSION_CODE = major*10000 + minor*100 + patch (nccl.h, 2.9 on)
+        n = int(code.group(1))
+        return f"NCCL {n // 10000}.{n % 10000 // 100}.{n % 100}"
+    return "NCCL (version not printed)"
 
 
 def _op_from_name(name: str) -> Collective | None:
@@ -102,13 +116,17 @@ def _row(tokens: list[str], where: str, lineno: int) -> tuple[int, int, float] |
 def read_nccl_tests(text: str, where: str, file_name: str = "",
                     op: Collective | None = None) -> NcclTestsRun:
     """The points of one nccl-tests output (see the module docstring)."""
+    text = "\n".join(_MPI_PREFIX.sub("", line) for line in text.splitlines())
+    runs = len(_RUN_HEADER.findall(text))
+    if runs > 1:
+        raise ModelplanError(f"{where}: holds {runs} nccl-tests runs (one '# nThread ...' header "
+                             "each): give each run its own file")
     collective = _collective(text, where, file_name, op)
     iters = _ITERS.search(text)
-    version = _VERSION.search(text)
     hosts: dict[int, str] = {}
     rows: dict[int, list[tuple[int, float]]] = {}
     for lineno, raw in enumerate(text.splitlines(), 1):
-        line = _MPI_PREFIX.sub("", raw).strip()
+        line = raw.strip()
         rank = _RANK_LINE.match(line)
         if rank:
             hosts[int(rank.group(1))] = rank.group(2)
@@ -130,9 +148,8 @@ def read_nccl_tests(text: str, where: str, file_name: str = "",
         Measurement(op=collective, size_bytes=size, count=same[0][0],
                     time_s=statistics.median(t for _, t in same), repeats=repeats * len(same))
         for size, same in sorted(rows.items()))
-    library = f"NCCL {version.group(1)}" if version else "NCCL (version not printed)"
     return NcclTestsRun(collective, points, len(hosts),
-                        "intra" if len(set(hosts.values())) == 1 else "inter", library)
+                        "intra" if len(set(hosts.values())) == 1 else "inter", _library(text))
 
 
 def merge_runs(runs: list[tuple[str, NcclTestsRun]]) -> tuple[tuple[Measurement, ...], int, str, str]:
