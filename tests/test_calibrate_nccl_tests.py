@@ -67,6 +67,9 @@ def test_fit_gives_back_the_line_and_comm_prices_with_it(tmp_path):
     # 20 us + 2^30 B * 1.75 / 300e9 B/s = 6283.5 us
     assert row["algo"] == "fitted"
     assert row["time_us"] == pytest.approx(20 + 2**30 * 1.75 / 300e3, rel=1e-3)
+    table = runner.invoke(app, ["comm", "all_reduce", "-n", "8", "-c", str(profile), "-s", "1G"])
+    assert "rows marked 'fitted': the cluster's measured collective_fits" in table.output, table.output
+    assert "nccl-tests (out.txt), 8 ranks on 1 host" in table.output
 
 
 def test_old_layout_mpi_prefix_two_hosts_and_file_name():
