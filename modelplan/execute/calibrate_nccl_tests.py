@@ -97,10 +97,8 @@ def _collective(text: str, where: str, file_name: str, op: Collective | None) ->
 
 def _row(tokens: list[str], where: str, lineno: int) -> tuple[int, int, float] | None:
     """(size, count, out-of-place time in s) of a data row; None for a line that is not one."""
-    if len(tokens) < 2 + 2 * _GROUP or not tokens[0].isdigit():
-        return None
-    if not tokens[1].isdigit():
-        raise ModelplanError(f"{where}: line {lineno}: count: expected an integer, got {tokens[1]!r}")
+    if len(tokens) < 3 + 2 * _GROUP or not (tokens[0].isdigit() and tokens[1].isdigit()):
+        return None  # not `size count type ...`: another tool's line (mpirun, NCCL_DEBUG, ...)
     field = tokens[-2 * _GROUP]  # the out-of-place time (us)
     try:
         time_us = float(field)
@@ -121,7 +119,6 @@ def read_nccl_tests(text: str, where: str, file_name: str = "",
     if runs > 1:
         raise ModelplanError(f"{where}: holds {runs} nccl-tests runs (one '# nThread ...' header "
                              "each): give each run its own file")
-    collective = _collective(text, where, file_name, op)
     iters = _ITERS.search(text)
     hosts: dict[int, str] = {}
     rows: dict[int, list[tuple[int, float]]] = {}
@@ -138,7 +135,8 @@ def read_nccl_tests(text: str, where: str, file_name: str = "",
             rows.setdefault(row[0], []).append((row[1], row[2]))
     if not rows:
         raise ModelplanError(f"{where}: no nccl-tests data row (size count type ... time algbw "
-                             "busbw ...) in it")
+                             "busbw ...) in it" if text.strip() else f"{where}: is empty")
+    collective = _collective(text, where, file_name, op)
     if len(hosts) < 2:
         raise ModelplanError(f"{where}: the output lists {len(hosts)} '#  Rank N Group G Pid P on "
                              "HOST device D' line(s): calibrate needs the header of a run on at "
