@@ -4,6 +4,7 @@ Run it inside an MPI job (`mpiexec -n 4 python -m mpi4py -m modelplan calibrate 
 let it start one (`modelplan calibrate --np 4 -o p.toml`). Rank 0 prints an nccl-tests style
 table per collective (size, count, time, algbw, busbw) with the link model's prediction and the
 fitted prediction beside each measurement, then the fits, and writes the profile atomically.
+`--from all_reduce_perf.txt` fits nccl-tests output measured elsewhere instead (`calibrate_from.py`).
 """
 
 from __future__ import annotations
