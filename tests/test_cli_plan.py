@@ -187,3 +187,27 @@ def test_bad_wide_flag_exit_2_one_line(flag, value, words):
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], result.output
+
+
+def test_header_states_the_memory_the_budget_uses():
+    """An H100 '80 GB' holds 81,559 MiB as NVML reports it (presets/accelerators/h100-sxm.toml):
+    81,559 x 2^20 B = 85.52e9 B, the budget of every memory table and refusal ('> 85.5 GB'), so
+    the header says so beside the marketed figure; a plan at 81.5 GB then reads as fitting."""
+    result = CliRunner().invoke(app, ["plan", "llama-3-8b", "--gpus", "8", "--top", "1"])
+    assert result.exit_code == 0, result.output
+    assert f"80 GB, {81559 * 2**20 / 1e9:.1f} GB usable)" in result.output.splitlines()[0]
+
+
+def test_memory_refusals_name_the_budget_itself():
+    """Llama-3-8B on 12 H100s (pp 3: uneven stages, 11+11+10): the memory floor lets plans within
+    5 % over the budget through for the stage-split search's relief splits; its refusal printed
+    that slack as if it were the GPU ('> 89.8 GB' on an 85.5 GB budget). Every limit printed is the
+    budget, 81,559 MiB = 85.5 GB (presets/accelerators/h100-sxm.toml)."""
+    import re
+
+    result = CliRunner().invoke(app, ["plan", "llama-3-8b", "--gpus", "12"])
+    assert result.exit_code == 0, result.output
+    budget = f"{81559 * 2**20 / 1e9:.1f}"
+    limits = re.findall(r"GB per GPU > ([\d.]+) GB", result.output)
+    limits += re.findall(r"over the ([\d.]+) GB budget", result.output)
+    assert limits and set(limits) == {budget}, limits

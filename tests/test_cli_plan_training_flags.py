@@ -65,8 +65,15 @@ def test_te_fp8_copies_cover_the_blocks_not_the_embedding_and_head():
 def test_fp8_param_gather_without_fp8_is_a_one_line_error():
     result = runner.invoke(app, ["plan", "llama-3-8b", "--gpus", "8", "--fp8-param-gather"])
     assert result.exit_code == 2
-    assert "fp8_param_gather needs precision 'fp8'" in result.output
+    assert "fp8_param_gather needs precision 'fp8' (--precision fp8)" in result.output
     assert "Traceback" not in result.output
+
+
+def test_fp8_recipe_without_fp8_names_the_flag():
+    """Megatron users type --fp8-recipe blockwise alone; the error names the flag that is missing."""
+    result = runner.invoke(app, ["plan", "llama-3-8b", "--gpus", "8", "--fp8-recipe", "blockwise"])
+    assert result.exit_code == 2
+    assert "fp8_recipe ('blockwise') needs precision 'fp8' (--precision fp8)" in result.output
 
 
 def test_bad_grad_dtype_is_a_one_line_error():

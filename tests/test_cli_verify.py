@@ -203,3 +203,14 @@ def test_json_ledger_and_tensors(model_file):
     assert np.array(grads["embedding/word/weight"]).shape == (vocab, hidden)  # (vocab, hidden) table
     assert np.array(grads["head/lm/weight"]).shape == (hidden, vocab)  # y = x @ w, (in, out)
     assert grads.keys() == doc["tensors"]["updated_parameters"].keys()
+
+
+def test_header_names_context_parallelism():
+    """A cp 2 run says so in the table title (was 'dp=1 tp=2 pp=1 1f1b', as if cp were 1), with
+    the exchange it executed: the one asked for, else Megatron's default p2p
+    (presets/frameworks/megatron.toml)."""
+    for args, expected in [(["--cp", "2", "--tp", "2", "--cp-comm-type", "all_gather"], "cp=2 (all_gather)"),
+                           (["--cp", "2"], "cp=2 (p2p)")]:
+        result = CliRunner().invoke(app, ["verify", "llama-3-8b", *args, "--steps", "1"], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        assert expected in result.output.split("┏")[0]  # the title, above the table

@@ -437,3 +437,22 @@ def test_cli_config_without_model_type_names_the_missing_key(tmp_path):
     result = CliRunner().invoke(app, ["count", str(path)])
     assert result.exit_code == 2, result.output
     assert "config.json: model_type: missing" in result.output and result.output.count("\n") == 1
+
+
+def test_jamba_attention_period_longer_than_the_model():
+    """JambaConfig.layers_block_type puts attention where i % attn_layer_period == offset over the
+    model's blocks, so a period longer than the model is legal (one attention block, at 4, here);
+    the mapper built its pattern over `period` entries, and 10**30 of them never finished. The
+    count equals transformers' own sum(p.numel()) on the meta device."""
+    data = config("jamba-v0.1", attn_layer_period=10**30)
+    spec = from_hf_config(data)
+    assert count_params(spec).total == hf_numel(data)
+    assert count_params(spec).total == hf_numel(config("jamba-v0.1", attn_layer_period=40))
+
+
+@pytest.mark.parametrize("key", ["n_head", "n_embd"])
+def test_gptj_zero_head_count_or_width_is_a_one_line_error(key):
+    """GPT-J's mapper divides n_embd by n_head (head_dim for rotary_dim): 0 was a
+    ZeroDivisionError (exit 70, cli_fuzz), now the key is named."""
+    with pytest.raises(SpecError, match=f"{key}: must be > 0"):
+        from_hf_config(config("gpt-j-6b", **{key: 0}))

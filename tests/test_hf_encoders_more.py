@@ -350,3 +350,20 @@ def test_vision_bert_composites_class_defaults_equal_transformers(model_type, he
 def test_layoutlmv3_bad_box_widths_are_one_line_errors(data, message):
     """LayoutLMv3 concatenates the six box lookups to h: other widths cannot run, refused by name."""
     assert_one_line_error(data, message)
+
+
+def test_mobilebert_huge_ffn_count_is_refused_at_once():
+    """MobileBertLayer builds num_feedforward_networks - 1 FFNs; the mapper lists each, so 10**7
+    ran for minutes (a hang): above MAX_LAYERS (10,000) it is one line naming the key."""
+    import time
+
+    import transformers
+    from modelplan.errors import SpecError
+    from modelplan.specs.hf import from_hf_config
+
+    data = {**transformers.MobileBertConfig().to_dict(), "architectures": ["MobileBertForMaskedLM"],
+            "num_feedforward_networks": 10**7}
+    start = time.perf_counter()
+    with pytest.raises(SpecError, match="num_feedforward_networks"):
+        from_hf_config(data)
+    assert time.perf_counter() - start < 5

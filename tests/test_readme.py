@@ -126,3 +126,15 @@ def test_readme_names_only_shipped_files():
                 pytest.fail(f"{line}: {arg} is neither under examples/ nor written by a command before it")
             if arg.startswith("examples/"):
                 assert (ROOT / arg).is_file(), f"{line}: {arg} is not shipped"
+
+
+def test_readme_whole_run_block_is_the_commands_output(outcomes):
+    """The 'Whole run' block README prints for Llama-3-70B on 1,024 H100s is what its command
+    prints now (it had gone stale: 7.857 s steps and 162.60 days against 7.198 s and 148.96)."""
+    block = re.search(r"```\n(Whole run:.*?)```", README.read_text(), flags=re.S).group(1).strip().splitlines()
+    line = "modelplan plan llama-3-70b --gpus 1024 --batch 1024 --seq 8192 --tokens 15T"
+    code, output = outcomes[line]
+    assert code == 0, output
+    lines = [row.rstrip() for row in output.splitlines()]
+    start = next(i for i, row in enumerate(lines) if row.startswith("Whole run:"))
+    assert [row.rstrip() for row in block] == lines[start:start + len(block)]

@@ -193,3 +193,23 @@ def test_default_tp_fits_the_heads(tmp_path):
     bad = CliRunner().invoke(app, ["serve", str(path), "--context", "2048", "--tp", "8"])
     assert bad.exit_code != 0 and "tp (8) must divide kv_heads (12)" in bad.output
     assert len(bad.output.strip().splitlines()) == 1
+
+
+def test_cli_serve_mla_formula_is_its_own():
+    """DeepSeek-V3's table line spells MLA's cache, not 2 L h_kv d: 61 layers x (kv_lora_rank 512 +
+    qk_rope_head_dim 64) x 2 B = 70,272 B (DeepSeek-V2 paper sec. 2.1), and the product printed
+    is the figure printed (was '2 x 61 layers x 128 KV heads x 56 x 2 B', which is 1,748,992)."""
+    result = CliRunner().invoke(app, ["serve", "deepseek-v3", "--gpus", "8", "--context", "8192"])
+    assert result.exit_code == 0, result.output
+    assert "70,272 B = 61 layers x (latent 512 + rotary key 64) x 2 B (MLA)" in result.output
+    assert 61 * (512 + 64) * 2 == 70_272
+
+
+def test_cli_serve_says_why_nothing_fits():
+    """DeepSeek-V3 in bf16 on tp 8: 682.6e9 parameters (MTP included) x 2 B = 1.37 TB, /
+    8 = 171 GB per GPU, over the 72 GB an 80 GB H100 gives at utilization 0.9, so no sequence fits;
+    the line says what blocks it instead of 'the requested 0 sequences do not fit'."""
+    result = CliRunner().invoke(app, ["serve", "deepseek-v3", "--gpus", "16", "--context", "8192"])
+    assert result.exit_code == 0, result.output
+    assert "not one sequence fits" in result.output and "--weights fp8" in result.output
+    assert "the requested 0 sequences" not in result.output

@@ -4,6 +4,7 @@ Run it inside an MPI job (`mpiexec -n 4 python -m mpi4py -m modelplan calibrate 
 let it start one (`modelplan calibrate --np 4 -o p.toml`). Rank 0 prints an nccl-tests style
 table per collective (size, count, time, algbw, busbw) with the link model's prediction and the
 fitted prediction beside each measurement, then the fits, and writes the profile atomically.
+`--from all_reduce_perf.txt` fits nccl-tests output measured elsewhere instead (`calibrate_from.py`).
 """
 
 from __future__ import annotations
@@ -39,8 +40,6 @@ def _range(fit: Any) -> str:
 
 def render(cal: Any) -> str:
     """nccl-tests style tables: one per collective, then the fits."""
-    from modelplan.execute.calibrate_fit import algorithm_factors
-
     out = [f"# modelplan calibrate: {cal.world_size} ranks, {cal.backend}, {cal.library}, "
            f"scope {cal.scope}"]
     if cal.link_alpha_us is not None and cal.link_bandwidth_gbps is not None:
@@ -50,7 +49,7 @@ def render(cal: Any) -> str:
     if cal.split_bytes:
         out.append(f"# sizes below {cal.split_bytes} B and from it up are fitted separately")
     for op in dict.fromkeys(f.op for f in cal.fits):
-        f = algorithm_factors(op, cal.world_size)
+        f = cal.factors(op)
         out += ["", f"# {op}: {f.algorithm}, {f.steps} steps, volume {f.volume_factor:.3g} x "
                 f"size, busbw = algbw x {f.busbw_factor:.3g}",
                 f"# {'size(B)':>12} {'count':>10} {'time(us)':>10} {'algbw':>7} {'busbw':>7}"
@@ -104,7 +103,8 @@ def calibrate_cmd(
     split: Annotated[str, typer.Option(
         help="Fit sizes below this and from it up separately (0: one line per collective).")] = "1M",
     ops: Annotated[Optional[list[str]], typer.Option(
-        "--op", help="Collective to measure (repeatable); default all six.")] = None,
+        "--op", help="Collective to measure (repeatable); default all six. With --from: the "
+        "collective of an output that names none (nor does its file name).")] = None,
     link_alpha_us: Annotated[Optional[float], typer.Option(
         min=0, callback=finite, help="Link alpha for the 'link model' column; default: the send_recv fit.")] = None,
     link_bandwidth_gbps: Annotated[Optional[float], typer.Option(
@@ -112,12 +112,9 @@ def calibrate_cmd(
     timeout_s: Annotated[float, typer.Option(min=1, max=86400, callback=finite,
                                              help="Abort the job after this long.")] = 600.0,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
-    from_nccl_tests: Annotated[Optional[list[Path]], typer.Option(
-        "--from-nccl-tests", help="Fit these nccl-tests outputs (all_reduce_perf etc., one run per file, "
-             "one group size) instead of measuring; repeatable. Out-of-place times are fitted.")] = None,
-    scope: Annotated[Optional[str], typer.Option(
-        help="With --from-nccl-tests: 'intra' (one node or NVLink domain) or 'inter' (spans them); "
-             "default: from the logs' host names.")] = None,
+    sources: Annotated[Optional[list[str]], typer.Option(
+        "--from", help="Fit nccl-tests output measured elsewhere instead of measuring here (a "
+        "*_perf run's text, repeatable: one file per collective; - reads standard input).")] = None,
 ) -> None:
     """Measure all_reduce, all_gather, reduce_scatter, broadcast, send_recv and barrier; fit
     alpha-beta per collective and size range; print nccl-tests style tables; write a cluster
@@ -126,19 +123,16 @@ def calibrate_cmd(
     from modelplan.execute.calibrate import CALIBRATED, Sweep, size_sweep
     from modelplan.execute.spmd import SpmdBackend
 
-    if from_nccl_tests:
-        _from_logs(from_nccl_tests, output=output, extends=extends, split=split, json_out=json_out,
-                   link_alpha_us=link_alpha_us, link_bandwidth_gbps=link_bandwidth_gbps, scope=scope)
-        return
-    if scope is not None:
-        raise ModelplanError("--scope applies to --from-nccl-tests (a measured job knows its hosts)")
+    if sources:
+        from modelplan.cli.calibrate_from import check_from_options
 
+        check_from_options(ctx, sources, ops)
     try:
         backend_kind = SpmdBackend(backend)
     except ValueError:
         raise ModelplanError(f"--backend ({backend!r}) must be one of mpi, sim") from None
     try:
-        collectives = tuple(Collective(op) for op in ops) if ops else CALIBRATED
+        collectives = tuple(Collective(op) for op in ops) if ops and not sources else CALIBRATED
     except ValueError as exc:
         raise ModelplanError(f"--op: {exc}; choose from {', '.join(CALIBRATED)}") from None
     if any(op not in CALIBRATED for op in collectives):
@@ -161,6 +155,12 @@ def calibrate_cmd(
         check_one_stdout(output, json_out, "--output", "profile")
     if extends is not None:
         extends = _check_extends(extends)
+    if sources:
+        from modelplan.cli.calibrate_from import calibration_from
+
+        _emit(calibration_from(sources, ops, split_bytes), output=output, extends=extends,
+              json_out=json_out)
+        return
     sweep = Sweep(sizes=sizes, collectives=collectives, iters=iters, warmup=warmup)
     report = dict(output=output, extends=extends, split_bytes=split_bytes, json_out=json_out,
                   link_alpha_us=link_alpha_us, link_bandwidth_gbps=link_bandwidth_gbps)
@@ -221,37 +221,6 @@ def _check_extends(ref: str) -> str:
     return str(path.resolve()) if path.suffix.lower() in (".toml", ".json") or path.is_file() else ref
 
 
-def _from_logs(paths: list[Path], *, output: Path | None, extends: str | None, split: str,
-               json_out: bool, link_alpha_us: float | None, link_bandwidth_gbps: float | None,
-               scope: str | None) -> None:
-    """--from-nccl-tests: fit nccl-tests outputs read from files (no job is started)."""
-    if scope not in (None, "intra", "inter"):
-        raise ModelplanError(f"--scope ({scope!r}) must be intra or inter")
-    from modelplan.execute.calibrate import Sweep
-    from modelplan.execute.nccl_tests_log import merge_runs, parse_nccl_tests
-    from modelplan.inputs import read_text
-
-    runs = [(str(p), parse_nccl_tests(read_text(p), str(p))) for p in paths]
-    measured, ranks, hosts, library = merge_runs(runs)
-    if scope is None:
-        if not hosts:
-            raise ModelplanError("--from-nccl-tests: the logs print no '#  Rank ... on HOST' lines; "
-                                 "say --scope intra or --scope inter")
-        scope = "inter" if len(hosts) > 1 else "intra"
-    if output is not None:
-        from modelplan.export.files import check_one_stdout, check_writable
-
-        check_writable(output, "--output")
-        check_one_stdout(output, json_out, "--output", "profile")
-    if extends is not None:
-        extends = _check_extends(extends)
-    sweep = Sweep(sizes=tuple(sorted({m.size_bytes for m in measured})),
-                  collectives=tuple(dict.fromkeys(m.op for m in measured)))
-    _report(measured, ranks, scope, "nccl-tests", library, "nccl-tests out-of-place averages", sweep,
-            output=output, extends=extends, split_bytes=parse_size(split, "--split"), json_out=json_out,
-            link_alpha_us=link_alpha_us, link_bandwidth_gbps=link_bandwidth_gbps)
-
-
 def _measured(run: Any) -> tuple[Any, int, str]:
     """(measurements, ranks, scope) of one job: medians of the slowest rank per point."""
     from modelplan.execute.calibrate import summarize
@@ -285,8 +254,6 @@ def _report(measured: Any, world_size: int, scope: str, backend: str, library: s
             json_out: bool, link_alpha_us: float | None, link_bandwidth_gbps: float | None) -> None:
     """Fit, write the profile, print the tables or the JSON document (rank 0)."""
     from modelplan.execute.calibrate_fit import fit_all
-    from modelplan.execute.calibrate_profile import profile_toml
-    from modelplan.export.files import write_text_atomic
 
     hosts = "1 host" if scope == "intra" else "several hosts"
     source = (f"modelplan calibrate, {world_size} ranks on {hosts}, {library}, "
@@ -294,6 +261,14 @@ def _report(measured: Any, world_size: int, scope: str, backend: str, library: s
     cal = fit_all(measured, world_size, backend=backend, library=library, split_bytes=split_bytes,
                   scope=scope, source=source, link_alpha_us=link_alpha_us,
                   link_bandwidth_gbps=link_bandwidth_gbps)
+    _emit(cal, output=output, extends=extends, json_out=json_out)
+
+
+def _emit(cal: Any, *, output: Path | None, extends: str | None, json_out: bool) -> None:
+    """Write the profile, print the tables or the JSON document."""
+    from modelplan.execute.calibrate_profile import profile_toml
+    from modelplan.export.files import write_text_atomic
+
     if output is not None:
         try:
             write_text_atomic(output, profile_toml(cal, extends))

@@ -107,7 +107,7 @@ def comm_cmd(
     """Alpha-beta time, algbw and busbw of one collective over a sweep of sizes (nccl-tests layout)."""
     from modelplan.comm.clusters import load_cluster
     from modelplan.comm.cost import collective_cost
-    from modelplan.comm.ops import Collective, parse_algo, parse_collective
+    from modelplan.comm.ops import Algo, Collective, parse_algo, parse_collective
     from modelplan.comm.topology import cluster_links, group_shape
     from modelplan.errors import SpecError
 
@@ -162,6 +162,11 @@ def comm_cmd(
     if links.nccl_arch:
         typer.echo(f"#   ring/tree/nvls/pat priced by NCCL's tuning.cc model ({links.nccl_arch} constants, "
                    "LL / LL128 / Simple), pick of least predicted time")
+    fitted = [f for f in spec.collective_fits if f.op == op.value]
+    if any(c.algo is Algo.FITTED for c in costs):  # Cluster.collective_fits (calibrate's profile)
+        source = next((f.source for f in fitted if f.source), "")
+        typer.echo("#   rows marked 'fitted': the cluster's measured collective_fits, time = alpha + size x "
+                   "busbw factor / busbw" + (f" ({source})" if source else ""))
     typer.echo("#")
     typer.echo(f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>4}  "
                f"{'time':>8}  {'algbw':>7}  {'busbw':>7}  algo/protocol")

@@ -15,11 +15,12 @@ from modelplan.specs.engine import Elementwise, LossKernel
 from modelplan.specs.limits import MAX_LAYERS
 
 FirstStageOpt = Annotated[Optional[int], typer.Option(
-    "--first-stage-layers", min=1, max=MAX_LAYERS, help="Blocks of the first virtual pipeline stage (Megatron-LM "
-    "--decoder-first-pipeline-num-layers) [default: searched].", show_default=False)]
+    "--first-stage-layers", min=1, max=MAX_LAYERS, help="Blocks of the first virtual pipeline stage: Megatron-LM "
+    "--decoder-first-pipeline-num-layers at vpp 1; with --vpp V Megatron's N is the first rank's V chunks together, "
+    "N / V here (the export writes --pipeline-model-parallel-layout) [default: searched].", show_default=False)]
 LastStageOpt = Annotated[Optional[int], typer.Option(
-    "--last-stage-layers", min=1, max=MAX_LAYERS, help="Blocks of the last virtual pipeline stage "
-    "(--decoder-last-pipeline-num-layers) [default: searched].", show_default=False)]
+    "--last-stage-layers", min=1, max=MAX_LAYERS, help="Blocks of the last virtual pipeline stage: "
+    "--decoder-last-pipeline-num-layers at vpp 1 (with --vpp V: its N / V) [default: searched].", show_default=False)]
 ReshardOpt = Annotated[Optional[str], typer.Option(
     "--reshard-after-forward", help="ZeRO-3 / FSDP: free gathered parameters after forward (true), keep them to "
     "backward (false), or the engine's rule (default) [default: default].", show_default=False)]

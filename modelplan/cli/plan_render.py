@@ -92,11 +92,19 @@ def _header(console, spec, training, cluster, gpus: int) -> None:
     console.print(
         f"[bold]{spec.name}[/bold] on {gpus} x {acc.name} ({cluster.name}, {cluster.gpus_per_node}/node, "
         + (f"{cluster.domain_gpus}/NVLink domain, " if cluster.domain_gpus != cluster.gpus_per_node else "")
-        + f"{acc.memory_gb:g} GB): global batch {batch}, "
+        + f"{acc.memory_gb:g} GB{_usable(acc)}): global batch {batch}, "
         f"{training.precision}, {training.optimizer}"
     )
     if getattr(training, "finetune", None) is not None:
         console.print(finetune_line(training.finetune))
+
+
+def _usable(acc) -> str:
+    """The device memory the plan's budget starts from, in the GB of the memory tables, where it is
+    not the marketed figure (an H100 "80 GB" is 81,559 MiB = 85.5 GB as NVML reports it)."""
+    if acc.memory_total_mib is None:
+        return ""
+    return f", {acc.memory_capacity_bytes / 1e9:.1f} GB usable"
 
 
 def finetune_line(ft) -> str:

@@ -73,10 +73,18 @@ def print_serve(spec, serve, cluster, est) -> None:
     mem = est.memory
     typer.echo(typer.style(spec.name, bold=True) + f" served on {est.gpus} x {cluster.accelerator.name}: {est.replicas} "
                f"replica(s) of tp {est.tp}, weights {serve.weights}, KV cache {serve.kv_cache}, context {serve.context:,}")
-    kv = spec.num_kv_heads
-    if spec.layer_types is None or spec.mla is not None:
+    kv, mla = spec.num_kv_heads, spec.mla
+    if mla is not None and mem.kv_per_token_bytes == spec.layers * (mla.kv_lora_rank + mla.qk_rope_head_dim) * serve.kv_bytes:
+        # MLA caches the compressed latent c^KV and the shared rotary key (DeepSeek-V2, arXiv 2405.04434, sec. 2.1)
+        typer.echo(f"KV cache per token: {mem.kv_per_token_bytes:,} B = {spec.layers} layers x (latent {mla.kv_lora_rank} "
+                   f"+ rotary key {mla.qk_rope_head_dim}) x {serve.kv_bytes} B (MLA); per GPU "
+                   f"{mem.kv_per_token_per_gpu_bytes:,} B")
+    elif mla is None and spec.layer_types is None and mem.kv_per_token_bytes == 2 * spec.layers * kv * spec.dim_head * serve.kv_bytes:
         typer.echo(f"KV cache per token: {mem.kv_per_token_bytes:,} B = 2 x {spec.layers} layers x {kv} KV heads x "
                    f"{spec.dim_head} x {serve.kv_bytes} B; per GPU {mem.kv_per_token_per_gpu_bytes:,} B")
+    elif mla is not None:
+        typer.echo(f"KV cache per token: {mem.kv_per_token_bytes:,} B of MLA latents over its attention blocks; per GPU "
+                   f"{mem.kv_per_token_per_gpu_bytes:,} B")
     else:  # per-block mixers: windows, chunks and Mamba-style states keep the per-token figure below 2 L kv d
         typer.echo(f"KV cache per token: {mem.kv_per_token_bytes:,} B over its attention blocks ({kv} KV heads x "
                    f"{spec.dim_head}); per GPU {mem.kv_per_token_per_gpu_bytes:,} B; fixed-size states per sequence "
@@ -97,7 +105,13 @@ def print_serve(spec, serve, cluster, est) -> None:
                f"({human_bytes(mem.paging_overhead_per_sequence_per_gpu_bytes)} unused in its last block)")
     typer.echo(typer.style(f"fits {est.max_sequences_per_replica:,} sequences of {serve.context:,} tokens per replica, "
                            f"{est.max_sequences:,} on {est.gpus} GPUs", bold=True))
-    if not est.fits:
+    if est.max_sequences_per_replica == 0:
+        typer.echo(typer.style(
+            f"not one sequence fits: weights, workspace and reserve leave {human_bytes(max(0.0, est.kv_budget_per_gpu_bytes))} "
+            f"per GPU of {human_bytes(est.memory_budget_per_gpu_bytes)} for the KV cache, one sequence needs "
+            f"{human_bytes(mem.kv_per_sequence_per_gpu_bytes)} (try --weights fp8 or int4, a larger --tp, or a shorter "
+            "--context); the speeds below assume it did", fg="red"))
+    elif not est.fits:
         typer.echo(typer.style(f"the requested {est.batch_per_replica:,} sequences per replica do not fit", fg="red"))
     d, p = est.decode, est.prefill
     typer.echo(typer.style("\nSpeed (roofline estimate)", bold=True))

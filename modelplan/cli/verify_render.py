@@ -44,8 +44,14 @@ def _plan_line(report: VerifyReport) -> str:
     parts = [f"dp={p.dp} tp={p.tp} pp={p.pp}"]
     if p.vpp > 1:
         parts.append(f"vpp={p.vpp}")
+    if p.cp > 1:
+        from modelplan.execute.context_parallel import cp_comm_type
+
+        parts.append(f"cp={p.cp} ({cp_comm_type(report.training)})")
     if p.ep > 1:
         parts.append(f"ep={p.ep}")
+    if p.etp is not None and p.etp != p.tp:
+        parts.append(f"etp={p.etp}")
     parts.append(p.schedule)
     if p.sequence_parallel:
         parts.append("sp")

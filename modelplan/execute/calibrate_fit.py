@@ -22,6 +22,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from modelplan.comm.bandwidth import busbw_factor
 from modelplan.comm.ops import Collective
 from modelplan.errors import ModelplanError
 from modelplan.execute.calibrate import Measurement
@@ -53,6 +54,21 @@ def algorithm_factors(op: Collective, p: int) -> AlgorithmFactors:
     if op is Collective.BARRIER:  # dissemination: lg rounds, no payload (Hensgen et al. 1988)
         return AlgorithmFactors("dissemination", lg, 0.0, 0.0)
     raise ModelplanError(f"no calibration model for {op}")
+
+
+def per_call_factors(op: Collective, p: int) -> AlgorithmFactors:
+    """nccl-tests' own form for a library whose algorithm is not known (NCCL picks ring, tree,
+    NVLS, ... per size): one alpha per call and the busbw factor as the volume, so that
+    time = alpha + size * busbw_factor / busbw (nccl-tests doc/PERFORMANCE.md)."""
+    factor = busbw_factor(op, p)
+    if not factor:
+        raise ModelplanError(f"{op}: nccl-tests reports no bus bandwidth for it: nothing to fit")
+    return AlgorithmFactors("nccl", 1, factor, factor)
+
+
+FACTORS = {"rounds": algorithm_factors, "per_call": per_call_factors}
+"""How a fit's steps and volume are read: per round of the communicator's algorithm
+(modelplan's MPI / simulated ranks), or per call (nccl-tests output of NCCL)."""
 
 
 def predict_s(factors: AlgorithmFactors, size_bytes: int, alpha_s: float,
@@ -136,11 +152,11 @@ def minimax_fit(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return float(x[k]) / sa, float(y[k]) / sb
 
 
-def fit_collective(op: Collective, p: int, points: list[Measurement], min_bytes: int = 0
-                   ) -> CollectiveFit:
+def fit_collective(op: Collective, p: int, points: list[Measurement], min_bytes: int = 0,
+                   form: Literal["rounds", "per_call"] = "rounds") -> CollectiveFit:
     """time = steps*alpha + volume*size*beta (alpha, beta >= 0) with the smallest largest
     relative error over the points: `max_rel_err` is then the best any such line achieves."""
-    f = algorithm_factors(op, p)
+    f = FACTORS[form](op, p)
     if not points:
         raise ModelplanError(f"{op}: no measurements to fit")
     t = np.array([m.time_s for m in points])
@@ -175,6 +191,13 @@ class Calibration(BaseModel):
 
     split_bytes: int = 0
     """Sizes below and from this one were fitted separately (0: one fit per collective)."""
+    form: Literal["rounds", "per_call"] = "rounds"
+    """'rounds': steps and volume of the algorithm the communicator runs; 'per_call': nccl-tests'
+    alpha per call and busbw factor (NCCL's algorithm is not known from its output)."""
+
+    def factors(self, op: Collective) -> AlgorithmFactors:
+        """Steps, volume and busbw factor of `op` in this calibration's form."""
+        return FACTORS[self.form](op, self.world_size)
 
     def fits_for(self, op: Collective) -> list[CollectiveFit]:
         """The fits of one collective, by size range."""
@@ -193,7 +216,7 @@ class Calibration(BaseModel):
     def link_predict_s(self, m: Measurement) -> float | None:
         """The analytic model before the fit: the link's alpha and bandwidth, the algorithm's
         steps and volume (what a cost model does from link figures alone)."""
-        if self.link_alpha_us is None or self.link_bandwidth_gbps is None:
+        if self.link_alpha_us is None or self.link_bandwidth_gbps is None or self.form != "rounds":
             return None
         return predict_s(algorithm_factors(m.op, self.world_size), m.size_bytes,
                          self.link_alpha_us * 1e-6, self.link_bandwidth_gbps * 1e9)
@@ -202,7 +225,8 @@ class Calibration(BaseModel):
 def fit_all(measurements: tuple[Measurement, ...], world_size: int, *, backend: str,
             library: str, scope: Literal["intra", "inter"], source: str,
             split_bytes: int = 1 << 20, link_alpha_us: float | None = None,
-            link_bandwidth_gbps: float | None = None) -> Calibration:
+            link_bandwidth_gbps: float | None = None,
+            form: Literal["rounds", "per_call"] = "rounds") -> Calibration:
     """Fit every measured collective, sizes below and from `split_bytes` apart when both were
     measured (0: one fit each). The link defaults to the send_recv fits: alpha from the small
     messages, bandwidth from the large ones."""
@@ -212,11 +236,12 @@ def fit_all(measurements: tuple[Measurement, ...], world_size: int, *, backend: 
         small = [m for m in points if m.size_bytes < split_bytes]
         large = [m for m in points if m.size_bytes >= split_bytes]
         if small and large:
-            fits += [fit_collective(op, world_size, small),
-                     fit_collective(op, world_size, large, min_bytes=split_bytes)]
+            fits += [fit_collective(op, world_size, small, form=form),
+                     fit_collective(op, world_size, large, min_bytes=split_bytes, form=form)]
         else:
-            fits.append(fit_collective(op, world_size, points))
+            fits.append(fit_collective(op, world_size, points, form=form))
     p2p = [f for f in fits if f.op is Collective.SEND_RECV]
+    p2p = p2p if form == "rounds" else []  # a per-call fit is no per-round link
     if link_alpha_us is None and p2p:
         link_alpha_us = p2p[0].alpha_us
     if link_bandwidth_gbps is None and p2p:
@@ -224,4 +249,4 @@ def fit_all(measurements: tuple[Measurement, ...], world_size: int, *, backend: 
     return Calibration(world_size=world_size, backend=backend, library=library, scope=scope,
                        source=source, measurements=measurements, fits=tuple(fits),
                        link_alpha_us=link_alpha_us, link_bandwidth_gbps=link_bandwidth_gbps,
-                       split_bytes=split_bytes if any(f.min_bytes for f in fits) else 0)
+                       split_bytes=split_bytes if any(f.min_bytes for f in fits) else 0, form=form)

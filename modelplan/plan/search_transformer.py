@@ -49,6 +49,15 @@ RELIEF_REACH = 1.05
 plans within this factor of the memory budget: moving one or two blocks frees a few per cent."""
 
 
+def _over_budget(limit: float, budget: float) -> str:
+    """'> budget', or, where the floor allowed RELIEF_REACH for uneven-stage relief splits, by how
+    much it is over the budget itself (that limit is no GPU's memory)."""
+    if limit <= budget:
+        return f" > {limit / 1e9:.1f} GB"
+    return (f", over the {budget / 1e9:.1f} GB budget by more than the {limit / budget - 1:.0%} a relief "
+            "split of the uneven stages could take off")
+
+
 def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: Cluster, gpus: int,
                        space: SearchSpace, cost: CostModel | None, rank: Ranking, use_bound: bool,
                        floors: bool) -> SearchProgram:
@@ -232,7 +241,7 @@ def transformer_search(spec: TransformerSpec, training: TrainingSpec, cluster: C
                     else:
                         reject(Problem(Reason.MEMORY, f"tp {tp}, pp {pp}, dp {dp}{_axes(ep, cp)}, micro_batch {mb}, "
                                        f"recompute {rc}, {sched} vpp {vpp}: the first pipeline rank needs at least "
-                                       f"{over[0] / 1e9:.1f} GB per GPU > {over[1] / 1e9:.1f} GB"), under)
+                                       f"{over[0] / 1e9:.1f} GB per GPU{_over_budget(over[1], budget)}"), under)
                     continue
             stage = COMPUTE
             if use_bound and block_s is None:  # FLOPs alone, else the block terms

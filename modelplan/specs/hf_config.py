@@ -28,7 +28,7 @@ def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-DIVISOR_KEYS = frozenset({"num_attention_heads"})
+DIVISOR_KEYS = frozenset({"num_attention_heads", "n_head", "n_embd"})
 """Keys every mapper divides by (head_dim = hidden_size // num_attention_heads, HF's own default in
 e.g. LlamaConfig): `integer` refuses a value <= 0 in one line instead of a ZeroDivisionError
 (benchmarks/hf_command_sweep.py --mutate found it in 19 mappers)."""

@@ -20,6 +20,7 @@ from modelplan.specs.encoder_side import layer_norm, linear, table
 from modelplan.specs.hf_config import HFConfig
 from modelplan.specs.hf_encoder_fields import defaulted, with_side
 from modelplan.specs.hf_gpt import GPT_MAPPERS
+from modelplan.specs.limits import MAX_LAYERS
 
 _bert = GPT_MAPPERS["bert"]
 
@@ -65,7 +66,11 @@ def _mobilebert(c: HFConfig) -> dict:
     block += [linear("attention/query", t, t), linear("attention/key", t, t), linear("attention/value", value_in, t),
               dict(name="attention/scores", macs_per_key=2 * t), linear("attention/out", t, t),
               layer_norm("attention/norm", t)]
-    for i in range(c.integer("num_feedforward_networks", 4) - 1):
+    ffns = c.integer("num_feedforward_networks", 4)
+    if ffns > MAX_LAYERS:  # one list entry per FFN: a huge value must not run for ever
+        raise SpecError(f"{c.source}: num_feedforward_networks ({ffns}) must be <= {MAX_LAYERS:,}: larger than "
+                        "anything modelplan sizes (a typo?)")
+    for i in range(ffns - 1):
         block += _ffn(f"ffn/{i}", t, f)
     block += _ffn("ffn/last", t, f)
     fields = {**fields, "layer_types": ["mlp"] * layers, "mlp": False, "norms_per_layer": 1, "ffn_hidden": t,

@@ -9,7 +9,7 @@ from typing import Callable
 
 from modelplan.errors import SpecError
 from modelplan.specs.hf_config import HFConfig
-from modelplan.specs.hf_llama import LLAMA_MAPPERS, llama
+from modelplan.specs.hf_llama import LLAMA_MAPPERS, compact_types, llama
 from modelplan.specs.hf_moe import moe_placement
 
 
@@ -99,7 +99,9 @@ def _jamba(c: HFConfig) -> dict:
     if not 0 <= offset < period or not 0 <= e_offset < e_period:
         raise SpecError(f"{c.source}: attn/expert_layer_offset must be in [0, period) (got {offset}/{period}, "
                         f"{e_offset}/{e_period})")
-    types = ["full_attention" if i == offset else "mamba" for i in range(period)]
+    # JambaConfig.layers_block_type: attention where i % period == offset, over the model's blocks
+    # (a period longer than the model is legal there; built over `layers`, it cannot run for ever)
+    types = compact_types(["full_attention" if i % period == offset else "mamba" for i in range(layers)])
     experts = c.integer("num_experts", 16)
     moe = None
     if experts > 1:  # JambaSparseMoeBlock where layers_num_experts > 1, else JambaMLP

@@ -109,7 +109,9 @@ class Plan(Spec):
     (`modelplan.comm.hierarchy`)."""
     first_stage_layers: int | None = Field(None, gt=0)
     """Blocks of the first virtual pipeline stage, the one that also runs the embedding
-    (Megatron-LM `--decoder-first-pipeline-num-layers`); None: the planner's split
+    (Megatron-LM `--decoder-first-pipeline-num-layers` at vpp 1; Megatron's figure counts the first
+    rank's vpp chunks together, megatron/core/transformer/transformer_block.py
+    get_num_layers_to_build, so it is vpp x this one); None: the planner's split
     (`plan.stages.split_layers`, searched by `modelplan plan`)."""
     last_stage_layers: int | None = Field(None, gt=0)
     """Blocks of the last virtual pipeline stage, the one that also runs the output layer and the

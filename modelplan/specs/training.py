@@ -174,9 +174,9 @@ class TrainingSpec(Spec):
     @model_validator(mode="after")
     def _check_fp8(self) -> "TrainingSpec":
         if self.fp8_param_gather and self.precision != "fp8":
-            raise ValueError(f"fp8_param_gather needs precision 'fp8', not '{self.precision}'")
+            raise ValueError(f"fp8_param_gather needs precision 'fp8' (--precision fp8), not '{self.precision}'")
         if self.fp8_recipe is not None and self.precision != "fp8":
-            raise ValueError(f"fp8_recipe ('{self.fp8_recipe}') needs precision 'fp8', not '{self.precision}'")
+            raise ValueError(f"fp8_recipe ('{self.fp8_recipe}') needs precision 'fp8' (--precision fp8), not '{self.precision}'")
         ft = self.finetune
         if ft is not None and ft.uses_adapters and self.precision == "fp8":
             raise ValueError(f"finetune '{ft.method}' with precision fp8 is not modelled (adapters on a frozen "
