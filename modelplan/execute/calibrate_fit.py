@@ -47,7 +47,7 @@ def algorithm_factors(op: Collective, p: int) -> AlgorithmFactors:
         return AlgorithmFactors("ring", p - 1, ring, ring)  # busbw (p-1)/p, nccl-tests
     if op in (Collective.BROADCAST, Collective.REDUCE):  # binomial tree: lg rounds of all n
         return AlgorithmFactors("binomial", lg, float(lg), 1.0)  # busbw factor 1, nccl-tests
-    if op is Collective.ALL_TO_ALL:  # pairwise: p-1 rounds of n/p (Thakur et al. 2005); imported logs
+    if op is Collective.ALL_TO_ALL:  # pairwise: p-1 rounds of n/p (Thakur et al. 2005)
         return AlgorithmFactors("pairwise", p - 1, ring, ring)  # busbw (p-1)/p, nccl-tests
     if op is Collective.SEND_RECV:  # one message each way at once
         return AlgorithmFactors("direct", 1, 1.0, 1.0)
